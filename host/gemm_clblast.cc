@@ -1,0 +1,2 @@
+// gemm_clblast.cc - (being written)
+#include "internal.h"

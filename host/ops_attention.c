@@ -1,0 +1,2 @@
+/* ops_attention.c - (being written) */
+#include "internal.h"

@@ -1,0 +1,2 @@
+/* ops_dense.c - (being written) */
+#include "internal.h"

@@ -1,0 +1,2 @@
+/* ops_embed.c - (being written) */
+#include "internal.h"

@@ -1,0 +1,2 @@
+/* ops_movement.c - (being written) */
+#include "internal.h"

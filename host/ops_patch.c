@@ -1,0 +1,2 @@
+/* ops_patch.c - (being written) */
+#include "internal.h"

@@ -1,0 +1,511 @@
+/* clformer.h - the one public header of clformer.
+ *
+ * clformer runs Transformer models on any OpenCL device.  This header holds
+ * the runtime (devices, contexts, tensors, errors) and the op library that the
+ * models are built from.  Every op enqueues work on the context's in-order
+ * queue and returns at once: no op waits for the device, reads back or
+ * allocates device memory except where its comment says so.
+ *
+ * Conventions
+ *   - Every fallible call returns a clf_status; CLF_OK is 0.  On failure the
+ *     context keeps a detailed message (clf_last_error) that names the call,
+ *     the argument and, for OpenCL failures, the OpenCL code and call.
+ *   - Ownership: what a *_create function makes, the matching *_destroy frees.
+ *     Tensors passed to ops are borrowed.  Outputs are tensors the caller has
+ *     created with the shape the op documents; the op checks it.
+ *   - Shapes are written outermost first, row-major (C order), e.g. [B, L, D].
+ *   - `event` (last argument of every op) may be NULL; when not NULL it
+ *     receives an event for the op's last command, which the caller releases
+ *     with clReleaseEvent.
+ *   - A context and its tensors are used from one thread at a time.
+ */
+#ifndef CLFORMER_H
+#define CLFORMER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120
+#endif
+#include <CL/cl.h>
+
+#if defined(_WIN32) && defined(CLF_BUILDING_LIBRARY)
+#define CLF_API __declspec(dllexport)
+#elif defined(_WIN32)
+#define CLF_API __declspec(dllimport)
+#elif defined(__GNUC__) && defined(CLF_BUILDING_LIBRARY)
+#define CLF_API __attribute__((visibility("default")))
+#else
+#define CLF_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CLF_VERSION_MAJOR 0
+#define CLF_VERSION_MINOR 1
+#define CLF_VERSION_PATCH 0
+#define CLF_VERSION_STRING "0.1.0"
+
+/* Maximum number of dimensions a tensor can have. */
+#define CLF_MAX_DIMS 6
+
+/* ------------------------------------------------------------------------ */
+/* Status codes.  One list; the enum and clf_strerror() are generated from it. */
+
+#define CLF_STATUS_MAP(X)                                                      \
+  X(OK, 0, "success")                                                          \
+  X(E_INVALID_ARG, -1, "invalid argument")                                     \
+  X(E_SHAPE, -2, "tensor shape mismatch")                                      \
+  X(E_DTYPE, -3, "unsupported or mismatched data type")                        \
+  X(E_NO_DEVICE, -4, "no OpenCL device found")                                 \
+  X(E_DEVICE_NOT_FOUND, -5, "requested OpenCL device not found")               \
+  X(E_OPENCL, -6, "OpenCL call failed")                                        \
+  X(E_BUILD, -7, "OpenCL kernel failed to build")                              \
+  X(E_OUT_OF_MEMORY, -8, "out of memory")                                      \
+  X(E_BLAS, -9, "CLBlast call failed")                                         \
+  X(E_UNSUPPORTED, -10, "not supported on this device or configuration")       \
+  X(E_IO, -11, "file input/output error")                                      \
+  X(E_FORMAT, -12, "malformed file or data")                                   \
+  X(E_NOT_FOUND, -13, "item not found")
+
+typedef enum clf_status {
+#define CLF__STATUS_ENUM(name, code, msg) CLF_##name = code,
+  CLF_STATUS_MAP(CLF__STATUS_ENUM)
+#undef CLF__STATUS_ENUM
+} clf_status;
+
+/* A static description of a status code ("tensor shape mismatch"). */
+CLF_API const char *clf_strerror(clf_status status);
+/* The status code's name ("CLF_E_SHAPE"). */
+CLF_API const char *clf_status_name(clf_status status);
+
+/* ------------------------------------------------------------------------ */
+/* Devices */
+
+typedef struct clf_device_desc {
+  int platform_index; /* position of the platform in clGetPlatformIDs order */
+  int device_index;   /* position of the device within its platform */
+  cl_platform_id platform;
+  cl_device_id device;
+  cl_device_type type;
+  char platform_name[128];
+  char device_name[128];
+  char vendor[128];
+  char driver_version[64];
+  char device_version[64]; /* "OpenCL 3.0 PoCL ..." */
+} clf_device_desc;
+
+/* Lists every device of every platform.  Writes up to `capacity` entries to
+ * `out` (may be NULL when capacity is 0) and the total number found to
+ * `*count`.  Returns CLF_E_NO_DEVICE (with *count 0) when there is none. */
+CLF_API clf_status clf_list_devices(clf_device_desc *out, size_t capacity,
+                                    size_t *count);
+
+/* Picks a device by selector: "P:D" (platform and device indices), or a
+ * case-insensitive substring of "platform name / device name".  NULL or ""
+ * picks the default: the first GPU, else the first device.  Returns
+ * CLF_E_DEVICE_NOT_FOUND when nothing matches. */
+CLF_API clf_status clf_select_device(const char *selector,
+                                     clf_device_desc *out);
+
+/* ------------------------------------------------------------------------ */
+/* Context: one device, its queue, its kernel cache and CLBlast state. */
+
+typedef struct clf_context clf_context;
+
+typedef struct clf_context_options {
+  /* Device selector (see clf_select_device).  NULL: $CLFORMER_DEVICE, and
+   * if that is unset, the default device. */
+  const char *device;
+  /* Non-zero: create the queue with CL_QUEUE_PROFILING_ENABLE. */
+  int profiling;
+  /* Directory of the on-disk program cache.  NULL: $CLFORMER_CACHE_DIR, else
+   * $XDG_CACHE_HOME/clformer, else ~/.cache/clformer.  "off" disables it. */
+  const char *cache_dir;
+  /* Directory to read kernels/<family>.cl from instead of the sources
+   * embedded at build time.  NULL: $CLFORMER_KERNEL_DIR, else embedded. */
+  const char *kernel_dir;
+} clf_context_options;
+
+/* Fills `opts` with the defaults (all NULL / 0). */
+CLF_API void clf_context_options_init(clf_context_options *opts);
+
+/* Creates a context on the selected device.  `opts` may be NULL.  On
+ * failure *out is NULL and clf_last_error(NULL) tells why. */
+CLF_API clf_status clf_context_create(const clf_context_options *opts,
+                                      clf_context **out);
+/* Waits for queued work, then frees the context and everything it owns.
+ * Tensors must be destroyed first.  NULL is accepted. */
+CLF_API void clf_context_destroy(clf_context *ctx);
+
+/* The detailed message of the last failure on `ctx` (never NULL; "" if none).
+ * With ctx NULL: the last failure of this thread that had no context, such as
+ * a failed clf_context_create. */
+CLF_API const char *clf_last_error(const clf_context *ctx);
+/* The OpenCL error code of the last failure (0 if it was not an OpenCL one). */
+CLF_API cl_int clf_last_cl_error(const clf_context *ctx);
+/* The compiler log of the last kernel build that failed ("" if none). */
+CLF_API const char *clf_last_build_log(const clf_context *ctx);
+/* Forgets the last error. */
+CLF_API void clf_clear_error(clf_context *ctx);
+
+/* The device the context runs on (borrowed, valid until destroy). */
+CLF_API const clf_device_desc *clf_context_device(const clf_context *ctx);
+/* The context's OpenCL objects (borrowed). */
+CLF_API cl_context clf_context_cl(const clf_context *ctx);
+CLF_API cl_command_queue clf_context_queue(const clf_context *ctx);
+/* Blocks until all work queued on the context has finished. */
+CLF_API clf_status clf_finish(clf_context *ctx);
+/* The program cache directory in use, or NULL when disk caching is off. */
+CLF_API const char *clf_context_cache_dir(const clf_context *ctx);
+
+/* Kernel-cache counters, for tools and tests. */
+typedef struct clf_cache_stats {
+  unsigned programs_built;      /* compiled from source in this context */
+  unsigned programs_from_disk;  /* loaded from the on-disk binary cache */
+  unsigned disk_rejected;       /* disk entries found corrupt or stale */
+  unsigned disk_written;        /* entries written to disk */
+  unsigned build_failures;      /* variants that failed to build */
+  double build_ms;              /* wall time spent creating programs */
+} clf_cache_stats;
+CLF_API void clf_context_cache_stats(const clf_context *ctx,
+                                     clf_cache_stats *out);
+
+/* Builds (or loads) the program of one op family with the given extra
+ * compiler options ("-DHEAD_DIM=64"), as the ops do lazily.  For tools and
+ * tests; ops never need it called first. */
+CLF_API clf_status clf_context_prepare(clf_context *ctx, const char *family,
+                                       const char *options);
+
+/* ------------------------------------------------------------------------ */
+/* Tensors: device buffers with a dtype and a shape (contiguous, row-major). */
+
+typedef enum clf_dtype {
+  CLF_F32 = 0,
+  CLF_F16 = 1, /* stored as half; ops read/write it via vload/vstore_half */
+  CLF_I32 = 2,
+  CLF_I64 = 3,
+} clf_dtype;
+
+CLF_API size_t clf_dtype_size(clf_dtype dtype);
+CLF_API const char *clf_dtype_name(clf_dtype dtype);
+
+typedef struct clf_tensor clf_tensor;
+
+/* Allocates an uninitialised tensor.  ndim is 1..CLF_MAX_DIMS; a dimension
+ * may be 0 (an empty tensor). */
+CLF_API clf_status clf_tensor_create(clf_context *ctx, clf_dtype dtype,
+                                     int ndim, const size_t *shape,
+                                     clf_tensor **out);
+/* A view: `ndim`/`shape` over the elements of `base` starting at element
+ * `offset` (a reshape and/or a contiguous slice).  It shares base's buffer and
+ * stays valid after base is destroyed; destroy it with clf_tensor_destroy. */
+CLF_API clf_status clf_tensor_view(const clf_tensor *base, size_t offset,
+                                   int ndim, const size_t *shape,
+                                   clf_tensor **out);
+/* NULL is accepted. */
+CLF_API void clf_tensor_destroy(clf_tensor *t);
+
+CLF_API clf_dtype clf_tensor_dtype(const clf_tensor *t);
+CLF_API int clf_tensor_ndim(const clf_tensor *t);
+CLF_API size_t clf_tensor_dim(const clf_tensor *t, int axis); /* axis<0: from the end */
+CLF_API const size_t *clf_tensor_shape(const clf_tensor *t);
+CLF_API size_t clf_tensor_numel(const clf_tensor *t);
+CLF_API size_t clf_tensor_bytes(const clf_tensor *t);
+/* The buffer and the element offset of the tensor within it (borrowed). */
+CLF_API cl_mem clf_tensor_buffer(const clf_tensor *t);
+CLF_API size_t clf_tensor_offset(const clf_tensor *t);
+
+/* Copies host memory into the tensor; `bytes` must equal clf_tensor_bytes.
+ * Blocking: returns when the host memory may be reused. */
+CLF_API clf_status clf_tensor_upload(clf_context *ctx, clf_tensor *t,
+                                     const void *host, size_t bytes);
+/* Waits for queued work, then copies the tensor to host memory. */
+CLF_API clf_status clf_tensor_download(clf_context *ctx, const clf_tensor *t,
+                                       void *host, size_t bytes);
+/* Sets every element to `value` (converted to the tensor's dtype). */
+CLF_API clf_status clf_tensor_fill(clf_context *ctx, clf_tensor *t,
+                                   double value, cl_event *event);
+/* Copies src into dst (same numel and dtype; shapes may differ). */
+CLF_API clf_status clf_tensor_copy(clf_context *ctx, const clf_tensor *src,
+                                   clf_tensor *dst, cl_event *event);
+
+/* ------------------------------------------------------------------------ */
+/* Dense ops.  Tensors are f32 unless stated. */
+
+typedef enum clf_activation {
+  CLF_ACT_NONE = 0,
+  CLF_ACT_RELU,
+  CLF_ACT_GELU,      /* exact: 0.5 x (1 + erf(x / sqrt 2)) */
+  CLF_ACT_GELU_TANH, /* "gelu_new": 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))) */
+  CLF_ACT_SILU,      /* x * sigmoid(x) (swish) */
+} clf_activation;
+
+/* Parses a Hugging Face activation name ("gelu", "gelu_new", "relu",
+ * "silu", "swish", ...).  CLF_E_UNSUPPORTED for an unknown name. */
+CLF_API clf_status clf_activation_from_name(const char *name,
+                                            clf_activation *out);
+
+/* C = alpha * op(A) @ op(B) + beta * C, through CLBlast.  A, B, C are 2-D
+ * f32.  op(A) is [M, K]: A is [M, K], or [K, M] when trans_a.  op(B) is
+ * [K, N]: B is [K, N], or [N, K] when trans_b.  C is [M, N]. */
+CLF_API clf_status clf_gemm(clf_context *ctx, int trans_a, int trans_b,
+                            float alpha, const clf_tensor *a,
+                            const clf_tensor *b, float beta, clf_tensor *c,
+                            cl_event *event);
+
+/* Strided-batched GEMM: as clf_gemm for each batch index.  A and C have
+ * ndim >= 3; the leading dims are the batch.  B is either batched like A or
+ * 2-D (shared by every batch).  A [.., M, K], B [.., K, N], C [.., M, N]
+ * (with trans_a / trans_b as in clf_gemm). */
+CLF_API clf_status clf_gemm_batched(clf_context *ctx, int trans_a,
+                                    int trans_b, float alpha,
+                                    const clf_tensor *a, const clf_tensor *b,
+                                    float beta, clf_tensor *c,
+                                    cl_event *event);
+
+typedef enum clf_weight_layout {
+  CLF_WEIGHT_OUT_IN = 0, /* [out, in]: torch.nn.Linear */
+  CLF_WEIGHT_IN_OUT = 1, /* [in, out]: GPT-2's Conv1D */
+} clf_weight_layout;
+
+/* y = act(x @ W^T + bias).  x [.., in], W [out, in] (or [in, out] with
+ * CLF_WEIGHT_IN_OUT), bias [out] or NULL, y [.., out] with x's leading dims. */
+CLF_API clf_status clf_linear(clf_context *ctx, const clf_tensor *x,
+                              const clf_tensor *w, clf_weight_layout layout,
+                              const clf_tensor *bias, clf_activation act,
+                              clf_tensor *y, cl_event *event);
+
+/* y = act(x + bias): bias [D] over the last dim of x, or NULL.  y has x's
+ * shape and may be x itself. */
+CLF_API clf_status clf_bias_act(clf_context *ctx, const clf_tensor *x,
+                                const clf_tensor *bias, clf_activation act,
+                                clf_tensor *y, cl_event *event);
+
+/* y = a + b with NumPy broadcasting (each dim of b, aligned from the right,
+ * is 1 or equal to a's; y has a's shape).  y may be a. */
+CLF_API clf_status clf_add(clf_context *ctx, const clf_tensor *a,
+                           const clf_tensor *b, clf_tensor *y,
+                           cl_event *event);
+
+/* y = alpha * x.  y may be x. */
+CLF_API clf_status clf_scale(clf_context *ctx, const clf_tensor *x,
+                             float alpha, clf_tensor *y, cl_event *event);
+
+/* y = softmax(scale * x) over the last dim, accumulated in f32 and stable
+ * (max subtracted).  y may be x. */
+CLF_API clf_status clf_softmax(clf_context *ctx, const clf_tensor *x,
+                               float scale, clf_tensor *y, cl_event *event);
+
+/* Converts between dtypes (f32, f16, i32, i64); same shape. */
+CLF_API clf_status clf_cast(clf_context *ctx, const clf_tensor *x,
+                            clf_tensor *y, cl_event *event);
+
+/* Layer norm over the last dim, with an optional fused residual add:
+ *   s = x + residual            (residual NULL: s = x)
+ *   sum_out = s                 (when sum_out is not NULL)
+ *   y = (s - mean(s)) / sqrt(var(s) + eps) * gamma + beta
+ * x, residual, sum_out, y share a shape [.., D]; gamma, beta are [D] (beta
+ * may be NULL).  Post-LN blocks use y = LN(x + f(x)); pre-LN blocks use
+ * sum_out for the residual stream and y as the next block's input.  y or
+ * sum_out may be x. */
+CLF_API clf_status clf_layer_norm(clf_context *ctx, const clf_tensor *x,
+                                  const clf_tensor *residual,
+                                  const clf_tensor *gamma,
+                                  const clf_tensor *beta, float eps,
+                                  clf_tensor *sum_out, clf_tensor *y,
+                                  cl_event *event);
+
+/* ------------------------------------------------------------------------ */
+/* Embeddings and data movement. */
+
+/* out[i, :] = (accumulate ? out[i, :] : 0) + scale * table[ids[i], :].
+ * table [V, D] f32, ids [..] i32 or i64, out [.., D] (ids' shape + D).  An id
+ * outside [0, V) contributes a row of zeros. */
+CLF_API clf_status clf_embedding(clf_context *ctx, const clf_tensor *table,
+                                 const clf_tensor *ids, float scale,
+                                 int accumulate, clf_tensor *out,
+                                 cl_event *event);
+
+/* Learned positions: out[b, l, :] (+)= table[start + l, :].  table [P, D],
+ * out [B, L, D] or [L, D]; start + L must not exceed P. */
+CLF_API clf_status clf_position_embedding(clf_context *ctx,
+                                          const clf_tensor *table,
+                                          size_t start, int accumulate,
+                                          clf_tensor *out, cl_event *event);
+
+typedef enum clf_sinusoid_layout {
+  /* The paper's layout: column 2i is sin(p / 10000^(2i/D)), column 2i+1 the
+   * cos of the same angle. */
+  CLF_SINUSOID_INTERLEAVED = 0,
+  /* Marian's: columns [0, ceil(D/2)) hold sin(p / 10000^(2j/D)), columns
+   * [ceil(D/2), D) hold cos(p / 10000^(2j/D)). */
+  CLF_SINUSOID_HALVES = 1,
+} clf_sinusoid_layout;
+
+/* Sinusoidal positions: out[b, l, :] (+)= PE(start + l).  out [B, L, D] or
+ * [L, D]. */
+CLF_API clf_status clf_sinusoidal_embedding(clf_context *ctx,
+                                            clf_sinusoid_layout layout,
+                                            size_t start, int accumulate,
+                                            clf_tensor *out, cl_event *event);
+
+/* y = x.permute(perm): y's dim i is x's dim perm[i].  ndim <= 6. */
+CLF_API clf_status clf_permute(clf_context *ctx, const clf_tensor *x,
+                               const int *perm, clf_tensor *y,
+                               cl_event *event);
+
+/* Head split: y[b, h, dst_pos + l, d] = x[b, l, col_offset + h * Dh + d],
+ * with x [B, L, C] (col_offset + H*Dh <= C, so a fused QKV projection can be
+ * split in three calls) and y [B, H, Lcap, Dh] (dst_pos + L <= Lcap, so new
+ * keys and values can be appended to a KV cache in place). */
+CLF_API clf_status clf_split_heads(clf_context *ctx, const clf_tensor *x,
+                                   size_t col_offset, size_t dst_pos,
+                                   clf_tensor *y, cl_event *event);
+/* Head merge: y[b, l, h * Dh + d] = x[b, h, l, d]; x [B, H, L, Dh],
+ * y [B, L, H*Dh]. */
+CLF_API clf_status clf_merge_heads(clf_context *ctx, const clf_tensor *x,
+                                   clf_tensor *y, cl_event *event);
+
+/* Row copy: dst[b, dst_row + r, :] = src[b or 0, src_row + r, :] for
+ * r < n_rows.  src [Bs, Ls, D] with Bs == B or 1 (broadcast), dst [B, Ld, D].
+ * (CLS tokens, concatenation along the sequence, cache appends.) */
+CLF_API clf_status clf_copy_rows(clf_context *ctx, const clf_tensor *src,
+                                 size_t src_row, clf_tensor *dst,
+                                 size_t dst_row, size_t n_rows,
+                                 cl_event *event);
+
+/* Row gather: out[b, dst_row + k, :] = x[b, src_row + ids[b, k], :].
+ * x [B, Lx, D], ids [B, K] i32 or i64, out [B, Lo, D] (dst_row + K <= Lo). */
+CLF_API clf_status clf_gather_rows(clf_context *ctx, const clf_tensor *x,
+                                   size_t src_row, const clf_tensor *ids,
+                                   clf_tensor *out, size_t dst_row,
+                                   cl_event *event);
+
+/* ------------------------------------------------------------------------ */
+/* Attention */
+
+typedef struct clf_attention_mask {
+  /* [B, Lk] i32, i64 or f32: non-zero = attend, 0 = masked.  NULL: none. */
+  const clf_tensor *key_padding;
+  /* Non-zero: causal.  Query i sits at absolute position (kv_len - Lq + i)
+   * and sees keys j <= that position (so it also holds with a KV cache). */
+  int causal;
+  /* [nW or 1, H or 1, Lq, Lk] f32 added to the scaled scores; batch index b
+   * uses bias[b % nW] (Swin's windows are laid out as [B * nW]).  NULL: none.
+   */
+  const clf_tensor *bias;
+} clf_attention_mask;
+
+typedef enum clf_attention_impl {
+  CLF_ATTN_AUTO = 0,  /* the fused kernel where it applies, else GEMM */
+  CLF_ATTN_FUSED = 1, /* one kernel, online softmax, no Lq x Lk buffer */
+  CLF_ATTN_GEMM = 2,  /* CLBlast QK^T, masked softmax, CLBlast PV */
+} clf_attention_impl;
+
+/* Multi-head scaled dot-product attention:
+ *   out = softmax(scale * q k^T + bias + masks) v
+ * q [B, H, Lq, Dh]; k, v [B, H, Lcap, Dh] of which the first kv_len rows are
+ * used (kv_len 0 means Lcap; a KV cache allocates Lcap ahead).  out is
+ * [B, H, Lq, Dh], or [B, Lq, H*Dh] to write the heads merged.  Masked
+ * positions get probability 0; a row with every key masked gives 0.
+ * `mask` may be NULL.  The GEMM path uses scratch memory that the context
+ * keeps (allocated the first time a size is seen). */
+CLF_API clf_status clf_attention(clf_context *ctx, const clf_tensor *q,
+                                 const clf_tensor *k, const clf_tensor *v,
+                                 size_t kv_len,
+                                 const clf_attention_mask *mask, float scale,
+                                 clf_attention_impl impl, clf_tensor *out,
+                                 cl_event *event);
+
+/* ------------------------------------------------------------------------ */
+/* Image patching, windows and masking (ViT, Swin, MAE). */
+
+typedef enum clf_patch_order {
+  CLF_PATCH_CPQ = 0, /* feature (c, i, j): a Conv2d weight [E, C, p, p] flattened */
+  CLF_PATCH_PQC = 1, /* feature (i, j, c): MAE's patchify ("nhwpqc") */
+} clf_patch_order;
+
+/* out[b, py * (W/p) + px, f] = img[b, c, py*p + i, px*p + j] with f given by
+ * `order`.  img [B, C, H, W] with H and W multiples of p; out [B, N, C*p*p]. */
+CLF_API clf_status clf_patchify(clf_context *ctx, const clf_tensor *img,
+                                size_t patch, clf_patch_order order,
+                                clf_tensor *out, cl_event *event);
+/* The inverse of clf_patchify: x [B, N, C*p*p] -> img [B, C, H, W]. */
+CLF_API clf_status clf_unpatchify(clf_context *ctx, const clf_tensor *x,
+                                  size_t patch, clf_patch_order order,
+                                  clf_tensor *img, cl_event *event);
+/* ViT patch embedding (Conv2d with kernel = stride = p):
+ * out [B, N, E] = patchify(img) @ weight^T + bias; weight [E, C, p, p],
+ * bias [E] or NULL.  Uses context scratch for the patches. */
+CLF_API clf_status clf_patch_embed(clf_context *ctx, const clf_tensor *img,
+                                   const clf_tensor *weight,
+                                   const clf_tensor *bias, clf_tensor *out,
+                                   cl_event *event);
+
+/* torch.roll over dims 1 and 2 of x [B, H, W, C]:
+ * y[b, (h + shift_h) mod H, (w + shift_w) mod W, c] = x[b, h, w, c]. */
+CLF_API clf_status clf_roll(clf_context *ctx, const clf_tensor *x,
+                            long shift_h, long shift_w, clf_tensor *y,
+                            cl_event *event);
+
+/* Swin window partition of x [B, H, W, C]: zero-pad to Hp x Wp (multiples of
+ * `window`), roll by (-shift, -shift), then cut windows:
+ * out [B * (Hp/ws) * (Wp/ws), ws*ws, C], windows in row-major order. */
+CLF_API clf_status clf_window_partition(clf_context *ctx, const clf_tensor *x,
+                                        size_t window, size_t shift,
+                                        clf_tensor *out, cl_event *event);
+/* The inverse: windows [B * nW, ws*ws, C] -> out [B, H, W, C] (roll back by
+ * +shift, crop the padding).  H and W are taken from out. */
+CLF_API clf_status clf_window_reverse(clf_context *ctx,
+                                      const clf_tensor *windows,
+                                      size_t window, size_t shift,
+                                      clf_tensor *out, cl_event *event);
+/* Swin's shifted-window attention mask for a padded Hp x Wp map: 0 where two
+ * tokens of a window come from the same region, -100 where not.
+ * out [nW, ws*ws, ws*ws].  With shift 0 it is all zeros. */
+CLF_API clf_status clf_shifted_window_mask(clf_context *ctx, size_t hp,
+                                           size_t wp, size_t window,
+                                           size_t shift, clf_tensor *out,
+                                           cl_event *event);
+/* Swin's relative position bias: out[0, h, i, j] = table[index(i, j), h] with
+ * index from the tokens' relative (dy, dx) in a ws x ws window.
+ * table [(2ws-1)^2, H], out [1, H, ws*ws, ws*ws]. */
+CLF_API clf_status clf_relative_position_bias(clf_context *ctx,
+                                              const clf_tensor *table,
+                                              size_t window, clf_tensor *out,
+                                              cl_event *event);
+/* Swin patch merging gather: x [B, H, W, C] (zero-padded to even H, W) ->
+ * out [B, ceil(H/2) * ceil(W/2), 4C] with the channel blocks ordered
+ * x[0::2, 0::2], x[1::2, 0::2], x[0::2, 1::2], x[1::2, 1::2]. */
+CLF_API clf_status clf_patch_merge(clf_context *ctx, const clf_tensor *x,
+                                   clf_tensor *out, cl_event *event);
+
+/* MAE random masking driven by noise [B, L] f32: rank the patches by noise
+ * (ties by index), keep the `keep` lowest.  ids_keep [B, keep] (i32 or i64)
+ * gets the kept indices in rank order, ids_restore [B, L] (i32 or i64) the
+ * rank of each patch, mask [B, L] f32 gets 0 for kept and 1 for removed.
+ * Any output may be NULL. */
+CLF_API clf_status clf_mae_random_masking(clf_context *ctx,
+                                          const clf_tensor *noise, size_t keep,
+                                          clf_tensor *ids_keep,
+                                          clf_tensor *ids_restore,
+                                          clf_tensor *mask, cl_event *event);
+/* MAE decoder input: out[b, dst_row + i, :] = r < keep ? x[b, src_row + r, :]
+ * : mask_token, with r = ids_restore[b, i].  x [B, Lx, D], mask_token [D],
+ * ids_restore [B, L], out [B, Lo, D] with dst_row + L <= Lo. */
+CLF_API clf_status clf_mae_unshuffle(clf_context *ctx, const clf_tensor *x,
+                                     size_t src_row,
+                                     const clf_tensor *mask_token,
+                                     const clf_tensor *ids_restore,
+                                     size_t keep, clf_tensor *out,
+                                     size_t dst_row, cl_event *event);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* CLFORMER_H */

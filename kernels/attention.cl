@@ -1,0 +1,1 @@
+/* attention.cl - (being written) */

@@ -1,0 +1,1 @@
+/* elementwise.cl - (being written) */

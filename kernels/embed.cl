@@ -1,0 +1,1 @@
+/* embed.cl - (being written) */

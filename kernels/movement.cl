@@ -1,0 +1,1 @@
+/* movement.cl - (being written) */

@@ -1,0 +1,1 @@
+/* patch.cl - (being written) */

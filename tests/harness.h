@@ -1,0 +1,71 @@
+/* harness.h - what every Check suite of clformer shares.
+ *
+ * One context per test program (th_ctx) on the default device (or
+ * CLFORMER_DEVICE), seeded random data, upload/download helpers, and the
+ * comparison that every op test makes against its CPU reference:
+ *   max |got - ref| <= tol * max(1, max |ref|).
+ * A program with no OpenCL device exits 77 (meson's "skipped"), unless
+ * CLF_REQUIRE_DEVICE=1 (set by CI), where it fails.
+ */
+#ifndef CLF_TEST_HARNESS_H
+#define CLF_TEST_HARNESS_H
+
+#include <check.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "clformer.h"
+
+extern clf_context *th_ctx;
+
+/* Creates th_ctx, runs the suite without forking (OpenCL drivers keep
+ * threads that do not survive fork), prints Check's summary, frees all. */
+int th_run(Suite *s);
+
+/* n uniform floats in [lo, hi) from a fixed seed (malloc'd). */
+float *th_rand(size_t n, uint32_t seed, float lo, float hi);
+/* A tensor of th_ctx holding `data` (which must hold numel elements). */
+clf_tensor *th_tensor(clf_dtype dtype, int ndim, const size_t *shape, const void *data);
+/* An uninitialised tensor of th_ctx. */
+clf_tensor *th_empty(clf_dtype dtype, int ndim, const size_t *shape);
+/* The tensor's contents (malloc'd); waits for the queue. */
+void *th_download(const clf_tensor *t);
+
+double th_max_abs(const float *a, size_t n);
+double th_max_abs_diff(const float *a, const float *b, size_t n);
+
+/* Asserts an op returned CLF_OK, printing the context's last error if not. */
+#define TH_OK(expr)                                                         \
+  do {                                                                      \
+    clf_status th_st_ = (expr);                                             \
+    ck_assert_msg(th_st_ == CLF_OK, "%s returned %s: %s", #expr,            \
+                  clf_status_name(th_st_), clf_last_error(th_ctx));         \
+  } while (0)
+
+/* Asserts `expr` fails with `status` and that the message contains `needle`. */
+#define TH_FAILS(expr, status, needle)                                       \
+  do {                                                                       \
+    clf_status th_st_ = (expr);                                              \
+    ck_assert_msg(th_st_ == (status), "%s returned %s, expected %s (%s)",    \
+                  #expr, clf_status_name(th_st_), clf_status_name(status),   \
+                  clf_last_error(th_ctx));                                   \
+    ck_assert_msg(strstr(clf_last_error(th_ctx), (needle)) != NULL,          \
+                  "error of %s is \"%s\", expected it to mention \"%s\"",    \
+                  #expr, clf_last_error(th_ctx), (needle));                  \
+  } while (0)
+
+/* Compares n floats against the reference: max abs error relative to the
+ * reference's scale must stay within tol. */
+#define TH_CLOSE(got, ref, n, tol)                                           \
+  do {                                                                       \
+    double th_scale_ = th_max_abs((ref), (n));                               \
+    double th_err_ = th_max_abs_diff((got), (ref), (n));                     \
+    if (th_scale_ < 1.0) th_scale_ = 1.0;                                    \
+    ck_assert_msg(th_err_ <= (tol) * th_scale_,                              \
+                  "max abs error %.3g > %.3g x scale %.3g (%s vs %s, n=%zu)", \
+                  th_err_, (double)(tol), th_scale_, #got, #ref, (size_t)(n)); \
+  } while (0)
+
+#define TH_SHAPE(...) ((const size_t[]){__VA_ARGS__})
+
+#endif

@@ -1,0 +1,134 @@
+/* test_norm.c - layer norm against a CPU reference, with and without the
+ * fused residual add, at odd sizes, in place, and with bad arguments. */
+#include <math.h>
+#include <string.h>
+
+#include "harness.h"
+
+/* Reference: s = x + r; y = (s - mean) / sqrt(var + eps) * g + b, in double. */
+static void ref_layer_norm(const float *x, const float *r, const float *g, const float *b, float eps,
+                           size_t rows, size_t D, float *sum, float *y) {
+  for (size_t i = 0; i < rows; i++) {
+    double mean = 0, var = 0;
+    for (size_t d = 0; d < D; d++) mean += x[i * D + d] + (r ? r[i * D + d] : 0);
+    mean /= D;
+    for (size_t d = 0; d < D; d++) {
+      double c = x[i * D + d] + (r ? r[i * D + d] : 0) - mean;
+      var += c * c;
+    }
+    var /= D;
+    for (size_t d = 0; d < D; d++) {
+      double s = x[i * D + d] + (r ? r[i * D + d] : 0);
+      if (sum) sum[i * D + d] = (float)s;
+      y[i * D + d] = (float)((s - mean) / sqrt(var + eps) * g[d] + (b ? b[d] : 0));
+    }
+  }
+}
+
+/* f32 accumulation over D <= 4096 values: 2e-5 of the output's scale. */
+#define LN_TOL 2e-5
+
+static void check_ln(size_t B, size_t L, size_t D, int with_res, int with_beta, int with_sum) {
+  size_t n = B * L * D;
+  float *x = th_rand(n, 1, -3.0f, 5.0f), *r = th_rand(n, 2, -1.0f, 1.0f);
+  float *g = th_rand(D, 3, 0.5f, 1.5f), *b = th_rand(D, 4, -0.5f, 0.5f);
+  float *ref_y = malloc(n * sizeof(float)), *ref_s = malloc(n * sizeof(float));
+  ref_layer_norm(x, with_res ? r : NULL, g, with_beta ? b : NULL, 1e-5f, B * L, D, ref_s, ref_y);
+
+  clf_tensor *tx = th_tensor(CLF_F32, 3, TH_SHAPE(B, L, D), x);
+  clf_tensor *tr = th_tensor(CLF_F32, 3, TH_SHAPE(B, L, D), r);
+  clf_tensor *tg = th_tensor(CLF_F32, 1, TH_SHAPE(D), g);
+  clf_tensor *tb = th_tensor(CLF_F32, 1, TH_SHAPE(D), b);
+  clf_tensor *ts = th_empty(CLF_F32, 3, TH_SHAPE(B, L, D));
+  clf_tensor *ty = th_empty(CLF_F32, 3, TH_SHAPE(B, L, D));
+  TH_OK(clf_layer_norm(th_ctx, tx, with_res ? tr : NULL, tg, with_beta ? tb : NULL, 1e-5f,
+                       with_sum ? ts : NULL, ty, NULL));
+  float *y = th_download(ty);
+  TH_CLOSE(y, ref_y, n, LN_TOL);
+  if (with_sum) {
+    float *s = th_download(ts);
+    TH_CLOSE(s, ref_s, n, 1e-6);
+    free(s);
+  }
+  free(y);
+  free(x); free(r); free(g); free(b); free(ref_y); free(ref_s);
+  clf_tensor_destroy(tx); clf_tensor_destroy(tr); clf_tensor_destroy(tg);
+  clf_tensor_destroy(tb); clf_tensor_destroy(ts); clf_tensor_destroy(ty);
+}
+
+START_TEST(ln_plain_odd_sizes) {
+  static const size_t dims[][3] = {{1, 1, 1}, {1, 7, 33}, {2, 197, 768}, {3, 5, 1000}, {1, 3, 4096}};
+  for (size_t i = 0; i < sizeof(dims) / sizeof(dims[0]); i++) check_ln(dims[i][0], dims[i][1], dims[i][2], 0, 1, 0);
+}
+END_TEST
+
+START_TEST(ln_residual_post_and_pre) {
+  check_ln(2, 7, 33, 1, 1, 0);  /* post-LN: y = LN(x + f(x)) */
+  check_ln(2, 33, 512, 1, 1, 1); /* pre-LN: sum_out carries the residual stream */
+  check_ln(1, 1, 7, 1, 0, 1);   /* no beta */
+}
+END_TEST
+
+START_TEST(ln_large_mean) {
+  /* Values around 1000 with spread 1: a one-pass variance loses digits. */
+  size_t D = 256, n = 4 * D;
+  float *x = th_rand(n, 9, 999.0f, 1001.0f), *g = th_rand(D, 3, 1.0f, 1.0f);
+  float *ref = malloc(n * sizeof(float));
+  ref_layer_norm(x, NULL, g, NULL, 1e-12f, 4, D, NULL, ref);
+  clf_tensor *tx = th_tensor(CLF_F32, 2, TH_SHAPE(4, D), x), *tg = th_tensor(CLF_F32, 1, TH_SHAPE(D), g);
+  clf_tensor *ty = th_empty(CLF_F32, 2, TH_SHAPE(4, D));
+  TH_OK(clf_layer_norm(th_ctx, tx, NULL, tg, NULL, 1e-12f, NULL, ty, NULL));
+  float *y = th_download(ty);
+  /* The inputs carry ~6e-5 of rounding relative to a unit spread. */
+  TH_CLOSE(y, ref, n, 2e-3);
+  free(y); free(x); free(g); free(ref);
+  clf_tensor_destroy(tx); clf_tensor_destroy(tg); clf_tensor_destroy(ty);
+}
+END_TEST
+
+START_TEST(ln_in_place) {
+  size_t D = 65, n = 3 * D;
+  float *x = th_rand(n, 5, -2.0f, 2.0f), *r = th_rand(n, 6, -2.0f, 2.0f), *g = th_rand(D, 7, 0.5f, 1.5f);
+  float *ref_y = malloc(n * sizeof(float)), *ref_s = malloc(n * sizeof(float));
+  ref_layer_norm(x, r, g, NULL, 1e-6f, 3, D, ref_s, ref_y);
+  clf_tensor *tx = th_tensor(CLF_F32, 2, TH_SHAPE(3, D), x), *tr = th_tensor(CLF_F32, 2, TH_SHAPE(3, D), r);
+  clf_tensor *tg = th_tensor(CLF_F32, 1, TH_SHAPE(D), g);
+  /* x becomes the residual stream, r the normalised output. */
+  TH_OK(clf_layer_norm(th_ctx, tx, tr, tg, NULL, 1e-6f, tx, tr, NULL));
+  float *s = th_download(tx), *y = th_download(tr);
+  TH_CLOSE(s, ref_s, n, 1e-6);
+  TH_CLOSE(y, ref_y, n, LN_TOL);
+  free(s); free(y); free(x); free(r); free(g); free(ref_y); free(ref_s);
+  clf_tensor_destroy(tx); clf_tensor_destroy(tr); clf_tensor_destroy(tg);
+}
+END_TEST
+
+START_TEST(ln_bad_arguments) {
+  clf_tensor *x = th_empty(CLF_F32, 2, TH_SHAPE(4, 8)), *y = th_empty(CLF_F32, 2, TH_SHAPE(4, 8));
+  clf_tensor *g = th_empty(CLF_F32, 1, TH_SHAPE(8)), *g7 = th_empty(CLF_F32, 1, TH_SHAPE(7));
+  clf_tensor *y2 = th_empty(CLF_F32, 2, TH_SHAPE(8, 4)), *xi = th_empty(CLF_I32, 2, TH_SHAPE(4, 8));
+  TH_FAILS(clf_layer_norm(th_ctx, NULL, NULL, g, NULL, 1e-5f, NULL, y, NULL), CLF_E_INVALID_ARG, "x is NULL");
+  TH_FAILS(clf_layer_norm(th_ctx, x, NULL, g7, NULL, 1e-5f, NULL, y, NULL), CLF_E_SHAPE, "gamma");
+  TH_FAILS(clf_layer_norm(th_ctx, x, NULL, g, NULL, 1e-5f, NULL, y2, NULL), CLF_E_SHAPE, "y has shape [8, 4]");
+  TH_FAILS(clf_layer_norm(th_ctx, xi, NULL, g, NULL, 1e-5f, NULL, y, NULL), CLF_E_DTYPE, "x is i32");
+  TH_FAILS(clf_layer_norm(th_ctx, x, y2, g, NULL, 1e-5f, NULL, y, NULL), CLF_E_SHAPE, "residual");
+  TH_FAILS(clf_layer_norm(th_ctx, x, NULL, g, NULL, -1.0f, NULL, y, NULL), CLF_E_INVALID_ARG, "eps");
+  ck_assert_int_eq(clf_layer_norm(NULL, x, NULL, g, NULL, 1e-5f, NULL, y, NULL), CLF_E_INVALID_ARG);
+  clf_tensor_destroy(x); clf_tensor_destroy(y); clf_tensor_destroy(g);
+  clf_tensor_destroy(g7); clf_tensor_destroy(y2); clf_tensor_destroy(xi);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("norm");
+  TCase *tc = tcase_create("layer_norm");
+  tcase_add_test(tc, ln_plain_odd_sizes);
+  tcase_add_test(tc, ln_residual_post_and_pre);
+  tcase_add_test(tc, ln_large_mean);
+  tcase_add_test(tc, ln_in_place);
+  tcase_add_test(tc, ln_bad_arguments);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return th_run(suite()); }

@@ -1,0 +1,365 @@
+/* test_runtime.c - devices, selection, contexts, errors, tensors and the
+ * program cache (memory and disk), through the public API. */
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+START_TEST(status_strings_from_one_list) {
+  const clf_status all[] = {
+#define X(name, code, msg) CLF_##name,
+      CLF_STATUS_MAP(X)
+#undef X
+  };
+  for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+    ck_assert_str_ne(clf_strerror(all[i]), "unknown status");
+    ck_assert_ptr_nonnull(strstr(clf_status_name(all[i]), "CLF_"));
+    for (size_t j = 0; j < i; j++) ck_assert_str_ne(clf_strerror(all[i]), clf_strerror(all[j]));
+  }
+  ck_assert_str_eq(clf_strerror(CLF_E_SHAPE), "tensor shape mismatch");
+  ck_assert_str_eq(clf_status_name(CLF_E_BUILD), "CLF_E_BUILD");
+  ck_assert_str_eq(clf_strerror((clf_status)12345), "unknown status");
+}
+END_TEST
+
+START_TEST(devices_listed_and_selected) {
+  clf_device_desc devs[16], d;
+  size_t n = 0;
+  TH_OK(clf_list_devices(devs, 16, &n));
+  ck_assert_uint_ge(n, 1);
+  size_t n2 = 0;
+  TH_OK(clf_list_devices(NULL, 0, &n2)); /* counting only */
+  ck_assert_uint_eq(n, n2);
+  char sel[32];
+  snprintf(sel, sizeof(sel), "%d:%d", devs[0].platform_index, devs[0].device_index);
+  TH_OK(clf_select_device(sel, &d));
+  ck_assert_ptr_eq(d.device, devs[0].device);
+  /* A substring of the device name, in another case, selects it too. */
+  char part[8] = {0};
+  for (int i = 0; i < 4 && devs[0].device_name[i]; i++) part[i] = (char)(devs[0].device_name[i] ^ 0x20 * (devs[0].device_name[i] >= 'a' && devs[0].device_name[i] <= 'z'));
+  TH_OK(clf_select_device(part, &d));
+  ck_assert_int_eq(clf_select_device("99:0", &d), CLF_E_DEVICE_NOT_FOUND);
+  ck_assert_ptr_nonnull(strstr(clf_last_error(NULL), "99:0"));
+  ck_assert_ptr_nonnull(strstr(clf_last_error(NULL), devs[0].device_name)); /* lists what exists */
+  ck_assert_int_eq(clf_select_device("no-such-device-xyz", &d), CLF_E_DEVICE_NOT_FOUND);
+  ck_assert_int_eq(clf_select_device("1:", &d), CLF_E_DEVICE_NOT_FOUND);
+  ck_assert_int_eq(clf_list_devices(NULL, 0, NULL), CLF_E_INVALID_ARG);
+}
+END_TEST
+
+START_TEST(context_with_bad_device_fails_cleanly) {
+  clf_context_options o;
+  clf_context_options_init(&o);
+  o.device = "no-such-device-xyz";
+  clf_context *c = (clf_context *)0x1;
+  ck_assert_int_eq(clf_context_create(&o, &c), CLF_E_DEVICE_NOT_FOUND);
+  ck_assert_ptr_null(c);
+  ck_assert_ptr_nonnull(strstr(clf_last_error(NULL), "no-such-device-xyz"));
+  ck_assert_int_eq(clf_context_create(&o, NULL), CLF_E_INVALID_ARG);
+  clf_context_destroy(NULL);
+  ck_assert_int_eq(clf_finish(NULL), CLF_E_INVALID_ARG);
+}
+END_TEST
+
+START_TEST(tensor_create_and_shape_errors) {
+  clf_tensor *t = NULL;
+  TH_FAILS(clf_tensor_create(th_ctx, CLF_F32, 0, TH_SHAPE(1), &t), CLF_E_SHAPE, "ndim is 0");
+  TH_FAILS(clf_tensor_create(th_ctx, CLF_F32, 7, TH_SHAPE(1, 1, 1, 1, 1, 1, 1), &t), CLF_E_SHAPE, "ndim is 7");
+  TH_FAILS(clf_tensor_create(th_ctx, CLF_F32, 2, NULL, &t), CLF_E_INVALID_ARG, "shape is NULL");
+  TH_FAILS(clf_tensor_create(th_ctx, (clf_dtype)9, 1, TH_SHAPE(4), &t), CLF_E_DTYPE, "dtype");
+  TH_FAILS(clf_tensor_create(th_ctx, CLF_F32, 3, TH_SHAPE(1u << 20, 1u << 20, 1u << 10), &t), CLF_E_SHAPE,
+           "too large");
+  ck_assert_int_eq(clf_tensor_create(NULL, CLF_F32, 1, TH_SHAPE(4), &t), CLF_E_INVALID_ARG);
+  /* Zero-size tensors are legal and transfer nothing. */
+  TH_OK(clf_tensor_create(th_ctx, CLF_F32, 2, TH_SHAPE(0, 5), &t));
+  ck_assert_uint_eq(clf_tensor_numel(t), 0);
+  TH_OK(clf_tensor_upload(th_ctx, t, NULL, 0));
+  TH_OK(clf_tensor_fill(th_ctx, t, 1.0, NULL));
+  clf_tensor_destroy(t);
+  TH_OK(clf_tensor_create(th_ctx, CLF_I64, 3, TH_SHAPE(2, 3, 4), &t));
+  ck_assert_int_eq(clf_tensor_ndim(t), 3);
+  ck_assert_uint_eq(clf_tensor_dim(t, -1), 4);
+  ck_assert_uint_eq(clf_tensor_dim(t, 0), 2);
+  ck_assert_uint_eq(clf_tensor_bytes(t), 2 * 3 * 4 * 8);
+  int64_t host[24];
+  TH_FAILS(clf_tensor_upload(th_ctx, t, host, 23 * 8), CLF_E_SHAPE, "184 bytes given");
+  TH_FAILS(clf_tensor_download(th_ctx, t, NULL, sizeof(host)), CLF_E_INVALID_ARG, "NULL");
+  clf_tensor_destroy(t);
+  clf_tensor_destroy(NULL);
+}
+END_TEST
+
+START_TEST(tensor_roundtrip_fill_view_copy) {
+  float v[12];
+  for (int i = 0; i < 12; i++) v[i] = (float)i * 0.5f;
+  clf_tensor *t = th_tensor(CLF_F32, 2, TH_SHAPE(3, 4), v), *view = NULL, *dst = th_empty(CLF_F32, 1, TH_SHAPE(4));
+  /* Row 1 as a 1-D view: elements 4..7. */
+  TH_OK(clf_tensor_view(t, 4, 1, TH_SHAPE(4), &view));
+  ck_assert_uint_eq(clf_tensor_offset(view), 4);
+  float *got = th_download(view);
+  for (int i = 0; i < 4; i++) ck_assert_float_eq(got[i], v[4 + i]);
+  free(got);
+  TH_OK(clf_tensor_copy(th_ctx, view, dst, NULL));
+  got = th_download(dst);
+  for (int i = 0; i < 4; i++) ck_assert_float_eq(got[i], v[4 + i]);
+  free(got);
+  /* Filling the view writes only its elements. */
+  TH_OK(clf_tensor_fill(th_ctx, view, -2.0, NULL));
+  got = th_download(t);
+  for (int i = 0; i < 12; i++) ck_assert_float_eq(got[i], (i >= 4 && i < 8) ? -2.0f : v[i]);
+  free(got);
+  clf_tensor *bad = NULL;
+  TH_FAILS(clf_tensor_view(t, 10, 1, TH_SHAPE(4), &bad), CLF_E_SHAPE, "do not fit");
+  ck_assert_ptr_null(bad);
+  /* A view outlives its base. */
+  clf_tensor_destroy(t);
+  got = th_download(view);
+  ck_assert_float_eq(got[0], -2.0f);
+  free(got);
+  clf_tensor *d3 = th_empty(CLF_F32, 1, TH_SHAPE(3));
+  TH_FAILS(clf_tensor_copy(th_ctx, view, d3, NULL), CLF_E_SHAPE, "differ in size");
+  clf_tensor_destroy(view); clf_tensor_destroy(dst); clf_tensor_destroy(d3);
+}
+END_TEST
+
+START_TEST(tensor_fill_each_dtype) {
+  clf_tensor *h = th_empty(CLF_F16, 1, TH_SHAPE(3)), *i32 = th_empty(CLF_I32, 1, TH_SHAPE(3)),
+             *i64 = th_empty(CLF_I64, 1, TH_SHAPE(3));
+  TH_OK(clf_tensor_fill(th_ctx, h, 1.5, NULL));
+  TH_OK(clf_tensor_fill(th_ctx, i32, -7, NULL));
+  TH_OK(clf_tensor_fill(th_ctx, i64, 5e10, NULL));
+  uint16_t *hh = th_download(h);
+  int32_t *ii = th_download(i32);
+  int64_t *ll = th_download(i64);
+  for (int i = 0; i < 3; i++) {
+    ck_assert_uint_eq(hh[i], 0x3E00); /* IEEE half of 1.5 */
+    ck_assert_int_eq(ii[i], -7);
+    ck_assert_int_eq(ll[i], 50000000000LL);
+  }
+  free(hh); free(ii); free(ll);
+  clf_tensor_fill(th_ctx, h, 65504.0, NULL); /* largest half */
+  hh = th_download(h);
+  ck_assert_uint_eq(hh[0], 0x7BFF);
+  free(hh);
+  clf_tensor_destroy(h); clf_tensor_destroy(i32); clf_tensor_destroy(i64);
+}
+END_TEST
+
+/* ---- program cache ---- */
+
+static char cache_dir[256];
+
+static void make_tmp_dir(char *buf, size_t len, const char *tag) {
+  snprintf(buf, len, "%s/clf-test-%s-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", tag);
+  ck_assert_ptr_nonnull(mkdtemp(buf));
+}
+
+/* Creates a context with the binary cache forced on in `dir`, builds the
+ * norm family and returns its counters. */
+static clf_cache_stats build_norm_in(const char *dir, const char *kernel_dir, clf_status *st) {
+  clf_context_options o;
+  clf_context_options_init(&o);
+  o.cache_dir = dir;
+  o.kernel_dir = kernel_dir;
+  clf_context *c = NULL;
+  TH_OK(clf_context_create(&o, &c));
+  *st = clf_context_prepare(c, "norm", "");
+  clf_cache_stats s;
+  clf_context_cache_stats(c, &s);
+  clf_context_destroy(c);
+  return s;
+}
+
+static int count_entries(const char *dir, char *last, size_t len) {
+  char cmd[512];
+  snprintf(cmd, sizeof(cmd), "ls %s | grep -c '\\.clbin$'", dir);
+  FILE *p = popen(cmd, "r");
+  int n = 0;
+  if (p) { if (fscanf(p, "%d", &n) != 1) n = 0; pclose(p); }
+  if (last) {
+    snprintf(cmd, sizeof(cmd), "ls %s/*.clbin | tail -n 1", dir);
+    p = popen(cmd, "r");
+    last[0] = '\0';
+    if (p) { if (!fgets(last, (int)len, p)) last[0] = '\0'; pclose(p); }
+    last[strcspn(last, "\n")] = '\0';
+  }
+  return n;
+}
+
+START_TEST(disk_cache_hit_corrupt_and_stale) {
+  setenv("CLFORMER_CACHE_BINARIES", "1", 1);
+  make_tmp_dir(cache_dir, sizeof(cache_dir), "cache");
+  clf_status st;
+  /* First: compiled from source and written. */
+  clf_cache_stats s = build_norm_in(cache_dir, NULL, &st);
+  ck_assert_int_eq(st, CLF_OK);
+  ck_assert_uint_eq(s.programs_built, 1);
+  ck_assert_uint_eq(s.programs_from_disk, 0);
+  ck_assert_uint_eq(s.disk_written, 1);
+  char entry[512];
+  ck_assert_int_eq(count_entries(cache_dir, entry, sizeof(entry)), 1);
+  /* Second: loaded from disk. */
+  s = build_norm_in(cache_dir, NULL, &st);
+  ck_assert_int_eq(st, CLF_OK);
+  ck_assert_uint_eq(s.programs_from_disk, 1);
+  ck_assert_uint_eq(s.programs_built, 0);
+  /* Corrupt one byte of the binary: rejected, rebuilt, rewritten. */
+  FILE *f = fopen(entry, "r+b");
+  ck_assert_ptr_nonnull(f);
+  fseek(f, -1, SEEK_END);
+  int c = fgetc(f);
+  fseek(f, -1, SEEK_END);
+  fputc(c ^ 0xff, f);
+  fclose(f);
+  s = build_norm_in(cache_dir, NULL, &st);
+  ck_assert_int_eq(st, CLF_OK);
+  ck_assert_uint_eq(s.disk_rejected, 1);
+  ck_assert_uint_eq(s.programs_built, 1);
+  ck_assert_uint_eq(s.disk_written, 1);
+  /* Truncated to half: rejected too. */
+  struct stat sb;
+  ck_assert_int_eq(stat(entry, &sb), 0);
+  ck_assert_int_eq(truncate(entry, sb.st_size / 2), 0);
+  s = build_norm_in(cache_dir, NULL, &st);
+  ck_assert_uint_eq(s.disk_rejected, 1);
+  ck_assert_uint_eq(s.programs_built, 1);
+  /* Garbage with the right name: rejected. */
+  f = fopen(entry, "wb");
+  fputs("not a cache entry", f);
+  fclose(f);
+  s = build_norm_in(cache_dir, NULL, &st);
+  ck_assert_uint_eq(s.disk_rejected, 1);
+  ck_assert_uint_eq(s.programs_built, 1);
+  s = build_norm_in(cache_dir, NULL, &st);
+  ck_assert_uint_eq(s.programs_from_disk, 1);
+  /* Other options are another key, so another entry. */
+  clf_context_options o;
+  clf_context_options_init(&o);
+  o.cache_dir = cache_dir;
+  clf_context *ctx = NULL;
+  TH_OK(clf_context_create(&o, &ctx));
+  ck_assert_int_eq(clf_context_prepare(ctx, "norm", "-DCLF_TEST_VARIANT=1"), CLF_OK);
+  clf_context_destroy(ctx);
+  ck_assert_int_eq(count_entries(cache_dir, NULL, 0), 2);
+  unsetenv("CLFORMER_CACHE_BINARIES");
+}
+END_TEST
+
+START_TEST(disk_cache_off) {
+  clf_context_options o;
+  clf_context_options_init(&o);
+  o.cache_dir = "off";
+  clf_context *c = NULL;
+  TH_OK(clf_context_create(&o, &c));
+  ck_assert_ptr_null(clf_context_cache_dir(c));
+  TH_OK(clf_context_prepare(c, "norm", NULL));
+  clf_cache_stats s;
+  clf_context_cache_stats(c, &s);
+  ck_assert_uint_eq(s.programs_built, 1);
+  ck_assert_uint_eq(s.disk_written, 0);
+  /* The second request for the same variant is served from memory. */
+  TH_OK(clf_context_prepare(c, "norm", NULL));
+  clf_context_cache_stats(c, &s);
+  ck_assert_uint_eq(s.programs_built, 1);
+  clf_context_destroy(c);
+}
+END_TEST
+
+static void write_file(const char *dir, const char *name, const char *text) {
+  char path[512];
+  snprintf(path, sizeof(path), "%s/%s", dir, name);
+  FILE *f = fopen(path, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+START_TEST(kernel_build_failure_is_reported) {
+  char kdir[256];
+  make_tmp_dir(kdir, sizeof(kdir), "kernels");
+  write_file(kdir, "common.cl", "/* empty */\n");
+  write_file(kdir, "norm.cl", "__kernel void layer_norm(__global float *x) { x[0] = undeclared_thing; }\n");
+  clf_context_options o;
+  clf_context_options_init(&o);
+  o.kernel_dir = kdir;
+  o.cache_dir = "off";
+  clf_context *c = NULL;
+  TH_OK(clf_context_create(&o, &c));
+  clf_tensor *x = NULL, *g = NULL;
+  TH_OK(clf_tensor_create(c, CLF_F32, 2, TH_SHAPE(2, 4), &x));
+  TH_OK(clf_tensor_create(c, CLF_F32, 1, TH_SHAPE(4), &g));
+  ck_assert_int_eq(clf_layer_norm(c, x, NULL, g, NULL, 1e-5f, NULL, x, NULL), CLF_E_BUILD);
+  ck_assert_ptr_nonnull(strstr(clf_last_error(c), "\"norm\" failed to build"));
+  ck_assert_ptr_nonnull(strstr(clf_last_build_log(c), "undeclared_thing"));
+  /* The failed variant is remembered: same error, no second compile. */
+  clf_clear_error(c);
+  ck_assert_int_eq(clf_layer_norm(c, x, NULL, g, NULL, 1e-5f, NULL, x, NULL), CLF_E_BUILD);
+  ck_assert_ptr_nonnull(strstr(clf_last_build_log(c), "undeclared_thing"));
+  clf_cache_stats s;
+  clf_context_cache_stats(c, &s);
+  ck_assert_uint_eq(s.build_failures, 1);
+  /* A family missing from the kernel directory is an I/O error naming it. */
+  ck_assert_int_eq(clf_context_prepare(c, "attention", NULL), CLF_E_IO);
+  ck_assert_ptr_nonnull(strstr(clf_last_error(c), "attention.cl"));
+  clf_tensor_destroy(x);
+  clf_tensor_destroy(g);
+  clf_context_destroy(c);
+  /* With the embedded sources, an unknown family is not found. */
+  TH_FAILS(clf_context_prepare(th_ctx, "no_such_family", NULL), CLF_E_NOT_FOUND, "no_such_family");
+}
+END_TEST
+
+START_TEST(kernel_dir_overrides_embedded_source) {
+  /* A kernel directory with a working norm.cl that scales differently shows
+   * the sources are read from it. */
+  char kdir[256];
+  make_tmp_dir(kdir, sizeof(kdir), "kernels2");
+  write_file(kdir, "common.cl", "#define CLF_RED_WG 256\n");
+  write_file(kdir, "norm.cl",
+             "__kernel void layer_norm(__global const float *x, uint x_off, __global const float *r, uint r_off,"
+             " int has_res, __global const float *g, uint g_off, __global const float *b, uint b_off, int hb,"
+             " __global float *s, uint s_off, int hs, __global float *y, uint y_off, uint D, float eps)"
+             " { if (get_local_id(0) == 0) y[y_off + get_group_id(0) * D] = 42.0f; }\n");
+  clf_context_options o;
+  clf_context_options_init(&o);
+  o.kernel_dir = kdir;
+  o.cache_dir = "off";
+  clf_context *c = NULL;
+  TH_OK(clf_context_create(&o, &c));
+  clf_tensor *x = NULL, *g = NULL;
+  TH_OK(clf_tensor_create(c, CLF_F32, 2, TH_SHAPE(1, 4), &x));
+  TH_OK(clf_tensor_create(c, CLF_F32, 1, TH_SHAPE(4), &g));
+  TH_OK(clf_tensor_fill(c, x, 1.0, NULL));
+  TH_OK(clf_tensor_fill(c, g, 1.0, NULL));
+  ck_assert_int_eq(clf_layer_norm(c, x, NULL, g, NULL, 1e-5f, NULL, x, NULL), CLF_OK);
+  float h[4];
+  ck_assert_int_eq(clf_tensor_download(c, x, h, sizeof(h)), CLF_OK);
+  ck_assert_float_eq(h[0], 42.0f);
+  clf_tensor_destroy(x);
+  clf_tensor_destroy(g);
+  clf_context_destroy(c);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("runtime");
+  TCase *tc = tcase_create("runtime");
+  tcase_add_test(tc, status_strings_from_one_list);
+  tcase_add_test(tc, devices_listed_and_selected);
+  tcase_add_test(tc, context_with_bad_device_fails_cleanly);
+  tcase_add_test(tc, tensor_create_and_shape_errors);
+  tcase_add_test(tc, tensor_roundtrip_fill_view_copy);
+  tcase_add_test(tc, tensor_fill_each_dtype);
+  suite_add_tcase(s, tc);
+  TCase *cache = tcase_create("program_cache");
+  tcase_add_test(cache, disk_cache_hit_corrupt_and_stale);
+  tcase_add_test(cache, disk_cache_off);
+  tcase_add_test(cache, kernel_build_failure_is_reported);
+  tcase_add_test(cache, kernel_dir_overrides_embedded_source);
+  suite_add_tcase(s, cache);
+  return s;
+}
+
+int main(void) { return th_run(suite()); }
