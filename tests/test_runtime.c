@@ -72,6 +72,11 @@ START_TEST(tensor_create_and_shape_errors) {
   TH_FAILS(clf_tensor_create(th_ctx, CLF_F32, 3, TH_SHAPE(1u << 20, 1u << 20, 1u << 10), &t), CLF_E_SHAPE,
            "too large");
   ck_assert_int_eq(clf_tensor_create(NULL, CLF_F32, 1, TH_SHAPE(4), &t), CLF_E_INVALID_ARG);
+  /* More than the device can allocate at once (PoCL: 1 GiB; 2^31 i64 = 16 GiB,
+   * beyond any single allocation we know of): an out-of-memory error naming it. */
+  TH_FAILS(clf_tensor_create(th_ctx, CLF_I64, 1, TH_SHAPE((size_t)1 << 31), &t), CLF_E_OUT_OF_MEMORY,
+           "largest allocation");
+  ck_assert_ptr_null(t);
   /* Zero-size tensors are legal and transfer nothing. */
   TH_OK(clf_tensor_create(th_ctx, CLF_F32, 2, TH_SHAPE(0, 5), &t));
   ck_assert_uint_eq(clf_tensor_numel(t), 0);
