@@ -290,7 +290,13 @@ clf_status clf__scratch(clf_context *ctx, clf__scratch_slot slot, size_t bytes, 
     cl_int err;
     /* Releasing a buffer still used by queued commands is safe in OpenCL: it
      * is freed once they complete. */
-    cl_mem m = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, bytes, NULL, &err);
+    /* Zero-filled at creation (from a host copy, not clEnqueueFillBuffer):
+     * scratch contents are then defined, which keeps Oclgrind's
+     * uninitialised-value checker exact; it costs only when a slot grows. */
+    void *zeros = calloc(1, bytes);
+    if (!zeros) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "scratch: %zu bytes of host memory", bytes);
+    cl_mem m = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, bytes, zeros, &err);
+    free(zeros);
     if (!m) return clf__fail_cl(ctx, err, "clCreateBuffer", "scratch");
     if (ctx->scratch[slot]) clReleaseMemObject(ctx->scratch[slot]);
     ctx->scratch[slot] = m;

@@ -52,6 +52,21 @@ float *th_rand(size_t n, uint32_t seed, float lo, float hi) {
 clf_tensor *th_empty(clf_dtype dtype, int ndim, const size_t *shape) {
   clf_tensor *t = NULL;
   TH_OK(clf_tensor_create(th_ctx, dtype, ndim, shape, &t));
+  /* Written from the host with a sentinel (NaN for floats, 0x7f7f7f7f... for
+   * ints) rather than left undefined: an element an op forgets to write then
+   * fails the comparison, and Oclgrind 21.10's uninitialised-value checker,
+   * which loses kernel stores into recycled or clEnqueueFillBuffer'd buffers,
+   * sees defined memory. */
+  size_t n = clf_tensor_bytes(t);
+  unsigned char *h = malloc(n ? n : 1);
+  ck_assert_ptr_nonnull(h);
+  memset(h, 0x7f, n);
+  if (dtype == CLF_F32) {
+    float nan = NAN;
+    for (size_t i = 0; i < n / 4; i++) memcpy(h + 4 * i, &nan, 4);
+  }
+  TH_OK(clf_tensor_upload(th_ctx, t, h, n));
+  free(h);
   return t;
 }
 
