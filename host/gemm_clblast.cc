@@ -4,6 +4,15 @@
 // temporary buffer for GEMM: CLBlast otherwise allocates one inside every
 // call that pads or transposes, and a forward pass must not allocate.  The
 // context's scratch slot grows to the largest size asked once, then is reused.
+//
+// Batched GEMM: CLBlast's GemmStridedBatched is used only where CLBlast runs
+// its "direct" kernel (small m*n*k).  On its "indirect" path CLBlast 1.5.3
+// allocates temporaries inside the call, and, for an operand that needs no
+// padding copy, its kernel assumes offset 0 and a packed batch stride: a
+// stride of 0 (a shared B), a padded stride or a view offset then give wrong
+// results (checked in tests/test_dense.c).  There each batch runs as one Gemm
+// with the scratch temp buffer; each of those GEMMs is large by definition.
+// K = 0 (C = beta C, which CLBlast rejects) runs a small kernel instead.
 #include <clblast.h>
 
 #include "internal.h"
@@ -73,6 +82,25 @@ clf_status fail_blas(clf_context *ctx, clblast::StatusCode s, const char *call, 
   return st;
 }
 
+// C = beta C for a GEMM with K = 0 (kernel gemm_beta of kernels/elementwise.cl).
+clf_status gemm_beta_only(clf_context *ctx, size_t m, size_t n, float beta, cl_mem c, size_t c_off, size_t ldc,
+                          size_t stride_c, size_t batch, cl_event *event) {
+  if (batch * m * n > 0xFFFFFFFFu || c_off > 0xFFFFFFFFu || ldc > 0xFFFFFFFFu || stride_c > 0xFFFFFFFFu)
+    return clf__fail(ctx, CLF_E_UNSUPPORTED, "gemm with k=0: C of %zu x %zu x %zu is too large for 32-bit indexing",
+                     batch, m, n);
+  clf__kernel *kern;
+  clf_status st = clf__get_kernel(ctx, "elementwise", nullptr, "gemm_beta", &kern);
+  if (st != CLF_OK) return st;
+  const cl_uint off = static_cast<cl_uint>(c_off), m32 = static_cast<cl_uint>(m), n32 = static_cast<cl_uint>(n),
+                ld32 = static_cast<cl_uint>(ldc), s32 = static_cast<cl_uint>(stride_c),
+                b32 = static_cast<cl_uint>(batch);
+  st = clf__set_args(ctx, kern, 8, CLF__ARG(c), CLF__ARG(off), CLF__ARG(m32), CLF__ARG(n32), CLF__ARG(ld32),
+                     CLF__ARG(s32), CLF__ARG(b32), CLF__ARG(beta));
+  if (st != CLF_OK) return st;
+  const size_t local = clf__wg_1d(ctx, kern, 256), global = batch * m * n;
+  return clf__launch(ctx, kern, 1, &global, &local, event);
+}
+
 }  // namespace
 
 extern "C" clf_status clf__sgemm(clf_context *ctx, int trans_a, int trans_b, size_t m, size_t n, size_t k,
@@ -88,26 +116,47 @@ extern "C" clf_status clf__sgemm(clf_context *ctx, int trans_a, int trans_b, siz
     }
     return CLF_OK;
   }
+  if (k == 0) return gemm_beta_only(ctx, m, n, beta, c, c_off, ldc, stride_c, batch, event);
   const Transpose ta = trans_a ? Transpose::kYes : Transpose::kNo;
   const Transpose tb = trans_b ? Transpose::kYes : Transpose::kNo;
   clblast::StatusCode s;
-  if (batch == 1) {
-    size_t temp_size = 0;
-    s = clblast::GemmTempBufferSize<float>(Layout::kRowMajor, ta, tb, m, n, k, a_off, lda, b_off, ldb, c_off, ldc,
-                                           &ctx->queue, temp_size);
+  if (batch > 1) {
+    // Which path CLBlast takes: with A at offset 1 its indirect path always
+    // needs a temporary buffer and its direct path never does.
+    size_t probe = 0;
+    s = clblast::GemmTempBufferSize<float>(Layout::kRowMajor, ta, tb, m, n, k, 1, lda, 0, ldb, 0, ldc, &ctx->queue,
+                                           probe);
     if (s != clblast::StatusCode::kSuccess) return fail_blas(ctx, s, "GemmTempBufferSize", m, n, k, batch);
-    cl_mem temp = nullptr;
-    if (temp_size > 0) {
-      clf_status st = clf__scratch(ctx, CLF__SCRATCH_GEMM, temp_size, &temp);
-      if (st != CLF_OK) return st;
+    if (probe == 0) {
+      s = clblast::GemmStridedBatched<float>(Layout::kRowMajor, ta, tb, m, n, k, alpha, a, a_off, lda, stride_a, b,
+                                             b_off, ldb, stride_b, beta, c, c_off, ldc, stride_c, batch, &ctx->queue,
+                                             event);
+      if (s != clblast::StatusCode::kSuccess) return fail_blas(ctx, s, "GemmStridedBatched", m, n, k, batch);
+      return CLF_OK;
     }
-    s = clblast::Gemm<float>(Layout::kRowMajor, ta, tb, m, n, k, alpha, a, a_off, lda, b, b_off, ldb, beta, c, c_off,
-                             ldc, &ctx->queue, event, temp);
-    if (s != clblast::StatusCode::kSuccess) return fail_blas(ctx, s, "Gemm", m, n, k, batch);
-    return CLF_OK;
   }
-  s = clblast::GemmStridedBatched<float>(Layout::kRowMajor, ta, tb, m, n, k, alpha, a, a_off, lda, stride_a, b, b_off,
-                                         ldb, stride_b, beta, c, c_off, ldc, stride_c, batch, &ctx->queue, event);
-  if (s != clblast::StatusCode::kSuccess) return fail_blas(ctx, s, "GemmStridedBatched", m, n, k, batch);
+  // One Gemm per batch index, all sharing the scratch temp buffer (the
+  // queue is in order).  The offsets of later batches differ only where
+  // batch > 1, and the temp size depends on them only through "offset 0 or
+  // not": take the largest over the first two batches.
+  size_t temp_size = 0;
+  for (size_t i = 0; i < (batch > 1 ? 2 : 1); i++) {
+    size_t t = 0;
+    s = clblast::GemmTempBufferSize<float>(Layout::kRowMajor, ta, tb, m, n, k, a_off + i * stride_a, lda,
+                                           b_off + i * stride_b, ldb, c_off + i * stride_c, ldc, &ctx->queue, t);
+    if (s != clblast::StatusCode::kSuccess) return fail_blas(ctx, s, "GemmTempBufferSize", m, n, k, batch);
+    if (t > temp_size) temp_size = t;
+  }
+  cl_mem temp = nullptr;
+  if (temp_size > 0) {
+    clf_status st = clf__scratch(ctx, CLF__SCRATCH_GEMM, temp_size, &temp);
+    if (st != CLF_OK) return st;
+  }
+  for (size_t i = 0; i < batch; i++) {
+    s = clblast::Gemm<float>(Layout::kRowMajor, ta, tb, m, n, k, alpha, a, a_off + i * stride_a, lda, b,
+                             b_off + i * stride_b, ldb, beta, c, c_off + i * stride_c, ldc, &ctx->queue,
+                             i + 1 == batch ? event : nullptr, temp);
+    if (s != clblast::StatusCode::kSuccess) return fail_blas(ctx, s, "Gemm", m, n, k, batch);
+  }
   return CLF_OK;
 }

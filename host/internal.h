@@ -167,8 +167,11 @@ size_t clf__wg_1d(const clf_context *ctx, const clf__kernel *k, size_t want);
 /* Row-major strided-batched SGEMM on raw buffers through CLBlast:
  * C_i = alpha * op(A_i) op(B_i) + beta * C_i for i < batch, op(A) [m, k],
  * op(B) [k, n], C [m, n]; offsets, leading dims and strides in elements
- * (a stride of 0 shares one matrix across the batch).  batch 1 passes
- * CLBlast a temporary buffer from scratch, so it never allocates. */
+ * (a stride of 0 shares one matrix across the batch).  It never allocates:
+ * batches use GemmStridedBatched only on CLBlast's direct path, and otherwise
+ * run one Gemm per batch index with the scratch temp buffer (CLBlast 1.5.3's
+ * indirect batched path mishandles offsets and strides).  K = 0 scales C by
+ * beta. */
 clf_status clf__sgemm(clf_context *ctx, int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha,
                       cl_mem a, size_t a_off, size_t lda, size_t stride_a, cl_mem b, size_t b_off, size_t ldb,
                       size_t stride_b, float beta, cl_mem c, size_t c_off, size_t ldc, size_t stride_c,
