@@ -177,6 +177,17 @@ clf_status clf__sgemm(clf_context *ctx, int trans_a, int trans_b, size_t m, size
                       size_t stride_b, float beta, cl_mem c, size_t c_off, size_t ldc, size_t stride_c,
                       size_t batch, cl_event *event);
 
+/* ---- shared op pieces ---- */
+/* Row gather shared by clf_embedding and clf_gather_rows (ops_embed.c):
+ * out[b, y_row0 + k, :] = (accumulate ? out : 0) + scale *
+ * (0 <= id < n_valid ? x[b, x_row0 + id, :] : 0), id = ids[b, k], for
+ * `batches` batches of K ids (strides in elements).  Arguments already
+ * checked by the caller. */
+clf_status clf__embed_gather(clf_context *ctx, const clf_tensor *x, size_t x_bstride, size_t x_row0,
+                             size_t n_valid, const clf_tensor *ids, size_t batches, size_t K, size_t D,
+                             float scale, int accumulate, clf_tensor *out, size_t y_bstride, size_t y_row0,
+                             cl_event *event);
+
 /* ---- scratch ---- */
 clf_status clf__scratch(clf_context *ctx, clf__scratch_slot slot,
                         size_t bytes, cl_mem *out);

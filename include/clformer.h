@@ -379,7 +379,8 @@ CLF_API clf_status clf_copy_rows(clf_context *ctx, const clf_tensor *src,
                                  cl_event *event);
 
 /* Row gather: out[b, dst_row + k, :] = x[b, src_row + ids[b, k], :].
- * x [B, Lx, D], ids [B, K] i32 or i64, out [B, Lo, D] (dst_row + K <= Lo). */
+ * x [B, Lx, D], ids [B, K] i32 or i64, out [B, Lo, D] (dst_row + K <= Lo).
+ * An id outside [0, Lx - src_row) gives a row of zeros. */
 CLF_API clf_status clf_gather_rows(clf_context *ctx, const clf_tensor *x,
                                    size_t src_row, const clf_tensor *ids,
                                    clf_tensor *out, size_t dst_row,

@@ -1,1 +1,83 @@
-/* movement.cl - (being written) */
+/* movement.cl - data movement: strided copies (permute, head split/merge,
+ * row copies) and a tiled transpose for permutes that move the innermost dim.
+ *
+ * Options: -DCLF_ELEM=ushort|uint|ulong, the element moved (by dtype size:
+ * the kernels copy bits, so f32 and i32 share the uint variant).
+ */
+
+#ifndef CLF_ELEM
+#define CLF_ELEM uint
+#endif
+
+/* n / d for the invariant divisor d, as a multiply-high: m and the shifts
+ * (s1 | s2 << 8) come from the host (Granlund & Montgomery 1994, fig. 4.1;
+ * exact for every uint n).  A division per work-item is slow on GPUs and,
+ * on CPU drivers, keeps the work-item loop from being vectorised. */
+inline uint clf_udiv(uint n, uint m, uint sh) {
+  const uint t = mul_hi(n, m);
+  return (t + ((n - t) >> (sh & 0xffu))) >> (sh >> 8);
+}
+
+/* Splits r into coordinates over up to 5 dims (innermost first; unused dims
+ * have size 1 and strides 0) and adds coordinate times stride to xo, yo. */
+#define CLF_COORD(c)                                  \
+  {                                                   \
+    const uint q = clf_udiv(r, dm.s##c, dsh.s##c);    \
+    const uint k = r - q * dn.s##c;                   \
+    r = q;                                            \
+    xo += k * xs.s##c;                                \
+    yo += k * ys.s##c;                                \
+  }
+#define CLF_COORDS \
+  CLF_COORD(0)     \
+  CLF_COORD(1)     \
+  CLF_COORD(2)     \
+  CLF_COORD(3)     \
+  CLF_COORD(4)
+
+/* y[yo + i] = x[xo + i * x_inner_stride] for i < n and row < rows: range
+ * dim 0 is i, dim 1 the row, whose coordinates over the outer dims (dn, with
+ * division magic dm/dsh, strides xs/ys) give xo and yo.  The output's inner
+ * dim is contiguous, so writes are coalesced; reads are too when
+ * x_inner_stride is 1 (head split/merge, row copies, permutes that keep the
+ * last dim). */
+__kernel void copy_strided(__global const CLF_ELEM *x, uint x_off,
+                           __global CLF_ELEM *y, uint y_off,
+                           uint n, uint x_inner_stride, uint rows,
+                           uint8 dn, uint8 dm, uint8 dsh, uint8 xs, uint8 ys) {
+  const uint i = get_global_id(0), row = get_global_id(1);
+  if (i >= n || row >= rows) return;
+  uint r = row, xo = x_off, yo = y_off;
+  CLF_COORDS
+  y[yo + i] = x[xo + i * x_inner_stride];
+}
+
+#define CLF_TILE 32
+
+/* A batched transpose for permutes whose output's innermost dim (X: nx
+ * elements, input stride sx) is not the input's innermost dim (Y: ny
+ * elements, input stride 1, output stride ty).  A 32 x 32 tile goes through
+ * local memory so that reads run along Y and writes along X, both coalesced.
+ * Local size (32, L1, 1); group (gx, gy, z): z spans the other dims (at
+ * most 4) as the row does in copy_strided. */
+__kernel void permute_tiled(__global const CLF_ELEM *x, uint x_off,
+                            __global CLF_ELEM *y, uint y_off,
+                            uint nx, uint sx, uint ny, uint ty,
+                            uint8 dn, uint8 dm, uint8 dsh, uint8 xs, uint8 ys) {
+  __local CLF_ELEM tile[CLF_TILE][CLF_TILE + 1];
+  uint r = get_group_id(2), xo = x_off, yo = y_off;
+  CLF_COORDS
+  const uint lx = get_local_id(0), ly = get_local_id(1), step = get_local_size(1);
+  const uint x0 = get_group_id(0) * CLF_TILE, y0 = get_group_id(1) * CLF_TILE;
+  /* Load: consecutive items read consecutive Y (input stride 1). */
+  for (uint j = ly; j < CLF_TILE; j += step) {
+    const uint xx = x0 + j, yy = y0 + lx;
+    if (xx < nx && yy < ny) tile[j][lx] = x[xo + xx * sx + yy];
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  /* Store: consecutive items write consecutive X (output stride 1). */
+  for (uint j = ly; j < CLF_TILE; j += step) {
+    const uint xx = x0 + lx, yy = y0 + j;
+    if (xx < nx && yy < ny) y[yo + yy * ty + xx] = tile[lx][j];
+  }
+}
