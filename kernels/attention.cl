@@ -1,1 +1,270 @@
-/* attention.cl - (being written) */
+/* attention.cl - multi-head scaled dot-product attention.
+ *
+ * attn_softmax and attn_merge serve the GEMM path (CLBlast computes Q K^T and
+ * P V around them); attn_fused is the flash-attention kernel, compiled only
+ * when the host passes -DHEAD_DIM=Dh -DATT_BQ=.. -DATT_BK=.. (tile sizes).
+ *
+ * Masks shared by both paths, for batch b, head h, query i, key j < Lk:
+ *   key padding  pad[b, j] == 0 (pad_kind 1: i32, 2: i64, 3: f32; 0: none;
+ *                read as 32-bit words so one program serves every dtype)
+ *   causal       j - i > Lk - Lq (query i sits at position Lk - Lq + i)
+ *   bias         bias[b % n_win, h or 0, i, j] is added to the scaled score;
+ *                a score of -inf counts as masked.
+ * Masked keys get probability 0; a row with no key left gives zeros.
+ */
+
+/* Quotients and remainders are spelled out (q = a / b, r = a - q * b): a `%`
+ * paired with a `/` becomes an LLVM `freeze`, which Oclgrind's
+ * uninitialised-value checker cannot execute. */
+
+/* Whether key j of a padding-mask row is attended (non-zero). */
+inline int attn_key_kept(__global const uint *pad, int kind, uint j) {
+  if (kind == 0) return 1;
+  if (kind == 2) return (pad[2 * j] | pad[2 * j + 1]) != 0u;
+  if (kind == 3) return (pad[j] & 0x7fffffffu) != 0u; /* -0.0f is zero too */
+  return pad[j] != 0u;
+}
+
+/* In-place masked softmax of the score rows s [B*H*Lq, Lk] (already scaled
+ * by the GEMM's alpha).  One work-group per row (a power of two <=
+ * CLF_RED_WG): each work-item keeps an online max and sum over its strided
+ * share of the row, the group combines them, then the row is written. */
+__kernel void attn_softmax(__global float *s, uint s_off,
+                           __global const uint *pad, uint pad_off, int pad_kind,
+                           __global const float *bias, uint bias_off, int has_bias,
+                           uint n_win, uint bias_bstride, uint bias_hstride,
+                           uint n_rows, uint H, uint Lq, uint Lk, int causal) {
+  __local float red[CLF_RED_WG];
+  const uint row = get_group_id(0), lid = get_local_id(0), n = get_local_size(0);
+  if (row >= n_rows) return; /* uniform over the group */
+  const uint bh = row / Lq, i = row - bh * Lq, b = bh / H, h = bh - b * H;
+  s += s_off + row * Lk;
+  pad += pad_off + b * Lk * (pad_kind == 2 ? 2u : 1u);
+  bias += bias_off + (b % n_win) * bias_bstride + h * bias_hstride + i * Lk;
+
+  /* Keys past `vis` are hidden by the causal mask. */
+  uint vis = Lk;
+  if (causal) {
+    const int last = (int)i + (int)Lk - (int)Lq; /* last visible key */
+    vis = last < 0 ? 0u : min(Lk, (uint)last + 1u);
+  }
+
+  float m = -INFINITY, l = 0.0f;
+  for (uint j = lid; j < vis; j += n) {
+    if (!attn_key_kept(pad, pad_kind, j)) continue;
+    const float x = s[j] + (has_bias ? bias[j] : 0.0f);
+    if (x == -INFINITY) continue;
+    if (x > m) {
+      l = l * exp(m - x) + 1.0f;
+      m = x;
+    } else {
+      l += exp(x - m);
+    }
+  }
+  const float mx = clf_wg_max(m, red);
+  const float sum = clf_wg_sum(m == -INFINITY ? 0.0f : l * exp(m - mx), red);
+  const float inv = mx == -INFINITY ? 0.0f : 1.0f / sum;
+
+  for (uint j = lid; j < Lk; j += n) {
+    float p = 0.0f;
+    if (j < vis && attn_key_kept(pad, pad_kind, j)) {
+      const float x = s[j] + (has_bias ? bias[j] : 0.0f);
+      if (x != -INFINITY) p = exp(x - mx) * inv;
+    }
+    s[j] = p;
+  }
+}
+
+/* Head merge for the GEMM path: y [B, Lq, H*Dh] from x [B, H, Lq, Dh].
+ * One work-item per output element, so writes are coalesced. */
+__kernel void attn_merge(__global const float *x, uint x_off, __global float *y, uint y_off,
+                         uint H, uint Lq, uint Dh, uint n) {
+  const uint gid = get_global_id(0);
+  if (gid >= n) return;
+  const uint t = gid / Dh, d = gid - t * Dh, bi = t / H, h = t - bi * H, b = bi / Lq, i = bi - b * Lq;
+  y[y_off + gid] = x[x_off + ((b * H + h) * Lq + i) * Dh + d];
+}
+
+#ifdef HEAD_DIM
+/* Flash attention.  One work-group of 64 work-items per (b, h, block of
+ * ATT_BQ queries), seen as an 8 x 8 grid (tr, tc).  The query block sits in
+ * local memory (pre-scaled); keys and values stream through one local tile
+ * of ATT_BK rows (each tile a contiguous, coalesced read).  Work-item (tr, tc)
+ * computes the scores of queries tr + 8a and keys tc + 8c of a tile, and
+ * owns the output dims tc + 8e of the same queries, so the accumulators stay
+ * in private memory.  Online softmax: per query a running max m and sum l;
+ * the accumulator is rescaled by exp(m_old - m_new) at each tile. */
+#define ATT_WG 64
+#define ATT_RA (ATT_BQ / 8)           /* queries per work-item */
+#define ATT_CB (ATT_BK / 8)           /* keys per work-item in a score tile */
+#define ATT_DE ((HEAD_DIM + 7) / 8)   /* output dims per work-item */
+#define ATT_STR (HEAD_DIM | 1)        /* odd row stride: rows in distinct banks */
+#define ATT_PSTR (ATT_BK + 1)
+
+#if ATT_BQ % 8 || ATT_BK % 8 || ATT_BK > ATT_WG
+#error "ATT_BQ and ATT_BK must be multiples of 8, ATT_BK at most 64"
+#endif
+
+__kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
+void attn_fused(__global const float *q, uint q_off,
+                __global const float *k, uint k_off,
+                __global const float *v, uint v_off,
+                __global const uint *pad, uint pad_off, int pad_kind,
+                __global const float *bias, uint bias_off, int has_bias,
+                uint n_win, uint bias_bstride, uint bias_hstride,
+                __global float *out, uint out_off, uint out_h, uint out_i,
+                uint n_bh, uint H, uint Lq, uint Lk, uint Lcap, int causal, float scale) {
+  __local float qs[ATT_BQ * ATT_STR];
+  __local float kvs[ATT_BK * ATT_STR]; /* the K tile, then the V tile */
+  __local float ps[ATT_BQ * ATT_PSTR];
+  __local float pmax[ATT_BQ * 8], psum[ATT_BQ * 8];
+  __local int kept[ATT_BK];
+
+  const uint lid = get_local_id(0), tr = lid >> 3, tc = lid & 7;
+  const uint q0 = get_group_id(0) * ATT_BQ, bh = get_group_id(1);
+  if (q0 >= Lq || bh >= n_bh) return; /* uniform over the group */
+  const uint b = bh / H, h = bh - b * H;
+  const uint nq = min((uint)ATT_BQ, Lq - q0);
+  q += q_off + (bh * Lq + q0) * HEAD_DIM;
+  k += k_off + bh * Lcap * HEAD_DIM;
+  v += v_off + bh * Lcap * HEAD_DIM;
+  pad += pad_off + b * Lk * (pad_kind == 2 ? 2u : 1u);
+  bias += bias_off + (b % n_win) * bias_bstride + h * bias_hstride;
+  out += out_off + b * H * Lq * HEAD_DIM + h * out_h;
+
+  /* Query i may see key j when j - i <= coff (causal).  Keys past the last
+   * one any query of the block sees are skipped entirely. */
+  const int coff = (int)Lk - (int)Lq;
+  uint nkeys = Lk;
+  if (causal) {
+    const int last = (int)(q0 + nq - 1) + coff;
+    nkeys = last < 0 ? 0u : min(Lk, (uint)last + 1u);
+  }
+
+  for (uint x = lid; x < ATT_BQ * HEAD_DIM; x += ATT_WG) {
+    const uint r = x / HEAD_DIM, d = x - r * HEAD_DIM;
+    qs[r * ATT_STR + d] = r < nq ? q[x] * scale : 0.0f;
+  }
+
+  float m[ATT_RA], l[ATT_RA], corr[ATT_RA], acc[ATT_RA][ATT_DE];
+#pragma unroll
+  for (uint a = 0; a < ATT_RA; a++) {
+    m[a] = -INFINITY;
+    l[a] = 0.0f;
+#pragma unroll
+    for (uint e = 0; e < ATT_DE; e++) acc[a][e] = 0.0f;
+  }
+
+  for (uint j0 = 0; j0 < nkeys; j0 += ATT_BK) {
+    const uint nk = min((uint)ATT_BK, Lk - j0);
+    __global const float *kt = k + j0 * HEAD_DIM;
+    for (uint x = lid; x < ATT_BK * HEAD_DIM; x += ATT_WG) {
+      const uint c = x / HEAD_DIM, d = x - c * HEAD_DIM;
+      kvs[c * ATT_STR + d] = c < nk ? kt[x] : 0.0f;
+    }
+    if (lid < ATT_BK) kept[lid] = lid < nk && attn_key_kept(pad, pad_kind, j0 + lid);
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    /* Scores of this work-item's (query, key) pairs. */
+    float s[ATT_RA][ATT_CB];
+#pragma unroll
+    for (uint a = 0; a < ATT_RA; a++)
+#pragma unroll
+      for (uint c = 0; c < ATT_CB; c++) s[a][c] = 0.0f;
+    for (uint d = 0; d < HEAD_DIM; d++) {
+      float qa[ATT_RA], kc[ATT_CB];
+#pragma unroll
+      for (uint a = 0; a < ATT_RA; a++) qa[a] = qs[(tr + 8 * a) * ATT_STR + d];
+#pragma unroll
+      for (uint c = 0; c < ATT_CB; c++) kc[c] = kvs[(tc + 8 * c) * ATT_STR + d];
+#pragma unroll
+      for (uint a = 0; a < ATT_RA; a++)
+#pragma unroll
+        for (uint c = 0; c < ATT_CB; c++) s[a][c] += qa[a] * kc[c];
+    }
+
+    /* Masks and bias, then each query's partial max over this tile. */
+#pragma unroll
+    for (uint a = 0; a < ATT_RA; a++) {
+      const uint r = tr + 8 * a, i = q0 + r;
+      float mx = -INFINITY;
+#pragma unroll
+      for (uint c = 0; c < ATT_CB; c++) {
+        const uint cc = tc + 8 * c, j = j0 + cc;
+        float x = -INFINITY;
+        if (r < nq && kept[cc] && (!causal || (int)j - (int)i <= coff)) {
+          x = s[a][c];
+          if (has_bias) x += bias[i * Lk + j];
+        }
+        s[a][c] = x;
+        mx = fmax(mx, x);
+      }
+      pmax[r * 8 + tc] = mx;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    /* New running max; probabilities of the tile and their partial sums. */
+#pragma unroll
+    for (uint a = 0; a < ATT_RA; a++) {
+      const uint r = tr + 8 * a;
+      float mt = m[a];
+#pragma unroll
+      for (uint t = 0; t < 8; t++) mt = fmax(mt, pmax[r * 8 + t]);
+      const float mu = mt == -INFINITY ? 0.0f : mt; /* all masked so far: p = 0 */
+      corr[a] = exp(m[a] - mu);
+      m[a] = mt;
+      float sum = 0.0f;
+#pragma unroll
+      for (uint c = 0; c < ATT_CB; c++) {
+        const float p = exp(s[a][c] - mu);
+        ps[r * ATT_PSTR + tc + 8 * c] = p;
+        sum += p;
+      }
+      psum[r * 8 + tc] = sum;
+    }
+    /* Nobody reads the K tile any more: the V tile takes its place. */
+    __global const float *vt = v + j0 * HEAD_DIM;
+    for (uint x = lid; x < ATT_BK * HEAD_DIM; x += ATT_WG) {
+      const uint c = x / HEAD_DIM, d = x - c * HEAD_DIM;
+      kvs[c * ATT_STR + d] = c < nk ? vt[x] : 0.0f;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+#pragma unroll
+    for (uint a = 0; a < ATT_RA; a++) {
+      const uint r = tr + 8 * a;
+      float sum = 0.0f;
+#pragma unroll
+      for (uint t = 0; t < 8; t++) sum += psum[r * 8 + t];
+      l[a] = l[a] * corr[a] + sum;
+#pragma unroll
+      for (uint e = 0; e < ATT_DE; e++) acc[a][e] *= corr[a];
+    }
+    for (uint c = 0; c < ATT_BK; c++) {
+      float pa[ATT_RA], ve[ATT_DE];
+#pragma unroll
+      for (uint a = 0; a < ATT_RA; a++) pa[a] = ps[(tr + 8 * a) * ATT_PSTR + c];
+#pragma unroll
+      for (uint e = 0; e < ATT_DE; e++) ve[e] = kvs[c * ATT_STR + min(tc + 8 * e, (uint)HEAD_DIM - 1)];
+#pragma unroll
+      for (uint a = 0; a < ATT_RA; a++)
+#pragma unroll
+        for (uint e = 0; e < ATT_DE; e++) acc[a][e] += pa[a] * ve[e];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE); /* before the next tile overwrites kvs, ps */
+  }
+
+#pragma unroll
+  for (uint a = 0; a < ATT_RA; a++) {
+    const uint r = tr + 8 * a;
+    if (r >= nq) continue;
+    const float inv = l[a] > 0.0f ? 1.0f / l[a] : 0.0f;
+    __global float *o = out + (q0 + r) * out_i;
+#pragma unroll
+    for (uint e = 0; e < ATT_DE; e++) {
+      const uint d = tc + 8 * e;
+      if (d < HEAD_DIM) o[d] = acc[a][e] * inv;
+    }
+  }
+}
+#endif /* HEAD_DIM */

@@ -1,4 +1,600 @@
-/* test_attention.c - (being written) */
+/* test_attention.c - clf_attention against a CPU reference in double, for
+ * both implementations (GEMM and fused) on every case: odd sizes, cross and
+ * cached attention, every mask, both output layouts, and bad arguments. */
+#include <math.h>
+#include <string.h>
+
 #include "harness.h"
-static Suite *suite(void) { return suite_create("attention"); }
+
+/* Inputs in [-1, 1) and scale 1/sqrt(Dh) keep the scores O(1); the f32 dot
+ * products (Dh <= 256 terms) and softmax sums (Lk <= 197 terms) then round
+ * to a few 1e-7 of the output's scale, so 1e-5 leaves a 10x margin while
+ * still catching any indexing or masking mistake (those show as O(0.1)). */
+#define ATT_TOL 1e-5
+
+typedef struct att_case {
+  size_t B, H, Lq, Lk, Lcap, Dh; /* Lk: keys used (kv_len); Lcap: rows of k, v */
+  size_t kv_len_arg;             /* what is passed as kv_len (0: Lcap) */
+  int pad;                       /* -1: no key padding, else its clf_dtype */
+  int pad_empty_b;               /* batch index whose keys are all padded, or -1 */
+  int causal;
+  size_t nW, Hb;  /* bias [nW, Hb, Lq, Lk]; nW 0: no bias */
+  int swin;       /* bias = relative-position-like values + {0, -100} regions */
+  int merged;     /* out [B, Lq, H*Dh] */
+  float scale;    /* 0: 1/sqrt(Dh) */
+  float amp;      /* q, k in [-amp, amp); 0: 1 */
+  uint32_t seed;
+} att_case;
+
+static int under_oclgrind(void) { return getenv("CLF_TEST_UNDER_OCLGRIND") != NULL; }
+/* A size: `full` on a real device, `small` on the (~1000x slower) Oclgrind
+ * simulator.  Small sizes still span several query blocks and key tiles. */
+static size_t att_size(size_t full, size_t small) { return under_oclgrind() ? small : full; }
+
+/* Key j of batch b is attended: holes every few keys, the last batch
+ * right-padded to half its keys, and pad_empty_b fully padded. */
+static int att_keep(const att_case *c, size_t b, size_t j) {
+  if (c->pad < 0) return 1;
+  if ((int)b == c->pad_empty_b) return 0;
+  if (b == c->B - 1 && c->B > 1 && j >= (c->Lk + 1) / 2) return 0;
+  return (j * 7 + b * 3) % 5 != 1;
+}
+
+/* The reference, plainly: scores, masks, softmax, weighted sum, in double.
+ * k and v hold Lcap rows per (b, h); only the first Lk are used. */
+static void ref_attention(const att_case *c, float scale, const float *q, const float *k, const float *v,
+                          const float *bias, float *out) {
+  const size_t B = c->B, H = c->H, Lq = c->Lq, Lk = c->Lk, Dh = c->Dh;
+  double *s = malloc((Lk ? Lk : 1) * sizeof(double));
+  int *on = malloc((Lk ? Lk : 1) * sizeof(int));
+  for (size_t b = 0; b < B; b++)
+    for (size_t h = 0; h < H; h++)
+      for (size_t i = 0; i < Lq; i++) {
+        const float *qi = q + ((b * H + h) * Lq + i) * Dh;
+        double mx = -INFINITY, sum = 0;
+        for (size_t j = 0; j < Lk; j++) {
+          const float *kj = k + ((b * H + h) * c->Lcap + j) * Dh;
+          on[j] = att_keep(c, b, j) && !(c->causal && (long)j > (long)i + (long)Lk - (long)Lq);
+          double dot = 0;
+          for (size_t d = 0; d < Dh; d++) dot += (double)qi[d] * kj[d];
+          s[j] = scale * dot;
+          if (bias) s[j] += bias[(((b % c->nW) * c->Hb + (c->Hb == 1 ? 0 : h)) * Lq + i) * Lk + j];
+          if (s[j] == -INFINITY) on[j] = 0;
+          if (on[j] && s[j] > mx) mx = s[j];
+        }
+        for (size_t j = 0; j < Lk; j++) sum += on[j] ? exp(s[j] - mx) : 0.0;
+        float *o = c->merged ? out + (b * Lq + i) * H * Dh + h * Dh : out + ((b * H + h) * Lq + i) * Dh;
+        for (size_t d = 0; d < Dh; d++) {
+          double acc = 0;
+          for (size_t j = 0; j < Lk; j++)
+            if (on[j]) acc += exp(s[j] - mx) / sum * v[((b * H + h) * c->Lcap + j) * Dh + d];
+          o[d] = (float)acc; /* a row with no key left: 0 */
+        }
+      }
+  free(s);
+  free(on);
+}
+
+/* The padding mask of c in its dtype, with varied non-zero values (an i64
+ * with only high bits set, a negative f32) and -0.0f for some masked keys. */
+static clf_tensor *att_pad_tensor(const att_case *c) {
+  size_t n = c->B * c->Lk;
+  clf_tensor *t;
+  if (c->pad == CLF_I64) {
+    int64_t *m = malloc((n ? n : 1) * sizeof(int64_t));
+    for (size_t x = 0; x < n; x++) m[x] = att_keep(c, x / c->Lk, x % c->Lk) ? (x % 2 ? 1 : (int64_t)1 << 40) : 0;
+    t = th_tensor(CLF_I64, 2, TH_SHAPE(c->B, c->Lk), m);
+    free(m);
+  } else if (c->pad == CLF_F32) {
+    float *m = malloc((n ? n : 1) * sizeof(float));
+    for (size_t x = 0; x < n; x++) m[x] = att_keep(c, x / c->Lk, x % c->Lk) ? (x % 2 ? 1.0f : -2.5f) : (x % 2 ? -0.0f : 0.0f);
+    t = th_tensor(CLF_F32, 2, TH_SHAPE(c->B, c->Lk), m);
+    free(m);
+  } else {
+    int32_t *m = malloc((n ? n : 1) * sizeof(int32_t));
+    for (size_t x = 0; x < n; x++) m[x] = att_keep(c, x / c->Lk, x % c->Lk) ? (x % 2 ? 1 : -7) : 0;
+    t = th_tensor(CLF_I32, 2, TH_SHAPE(c->B, c->Lk), m);
+    free(m);
+  }
+  return t;
+}
+
+/* Bias values of c: uniform in [-2, 2), or Swin-like (a smooth relative
+ * term plus -100 between tokens of different regions in odd windows). */
+static float *att_bias_data(const att_case *c) {
+  size_t n = c->nW * c->Hb * c->Lq * c->Lk;
+  float *bias = th_rand(n, c->seed + 7, -2.0f, 2.0f);
+  if (c->swin)
+    for (size_t x = 0; x < n; x++) {
+      size_t j = x % c->Lk, i = x / c->Lk % c->Lq, w = x / (c->Lk * c->Lq * c->Hb);
+      int region_i = (int)(i % 7 >= 4) + 2 * (int)(i / 7 >= 4), region_j = (int)(j % 7 >= 4) + 2 * (int)(j / 7 >= 4);
+      bias[x] *= 0.5f;
+      if (w % 2 == 1 && region_i != region_j) bias[x] += -100.0f;
+    }
+  return bias;
+}
+
+/* Runs `impl` on case c and returns the downloaded output (malloc'd). */
+static float *att_run(const att_case *c, clf_attention_impl impl, clf_tensor *tq, clf_tensor *tk, clf_tensor *tv,
+                      const clf_attention_mask *mask, float scale) {
+  clf_tensor *to = c->merged ? th_empty(CLF_F32, 3, TH_SHAPE(c->B, c->Lq, c->H * c->Dh))
+                             : th_empty(CLF_F32, 4, TH_SHAPE(c->B, c->H, c->Lq, c->Dh));
+  /* Poison the output: every element must be written. */
+  TH_OK(clf_tensor_fill(th_ctx, to, NAN, NULL));
+  cl_event ev = NULL;
+  TH_OK(clf_attention(th_ctx, tq, tk, tv, c->kv_len_arg, mask, scale, impl, to, &ev));
+  ck_assert_ptr_nonnull(ev);
+  ck_assert_int_eq(clWaitForEvents(1, &ev), CL_SUCCESS);
+  clReleaseEvent(ev);
+  float *got = th_download(to);
+  clf_tensor_destroy(to);
+  return got;
+}
+
+/* Checks GEMM, fused (and AUTO when `with_auto`) against the reference and
+ * against each other.  Returns the fused output when keep_out (else NULL). */
+static float *att_check_tol(const att_case *c, int with_auto, double tol, int keep_out) {
+  const size_t nq = c->B * c->H * c->Lq * c->Dh, nk = c->B * c->H * c->Lcap * c->Dh;
+  const float amp = c->amp > 0 ? c->amp : 1.0f;
+  const float scale = c->scale != 0 ? c->scale : (float)(1.0 / sqrt((double)(c->Dh ? c->Dh : 1)));
+  float *q = th_rand(nq, c->seed, -amp, amp), *k = th_rand(nk, c->seed + 1, -amp, amp);
+  float *v = th_rand(nk, c->seed + 2, -1.0f, 1.0f);
+  /* Rows past kv_len must never be read: NaN would poison the output. */
+  for (size_t x = 0; x < nk; x++)
+    if (x / c->Dh % c->Lcap >= c->Lk) k[x] = v[x] = NAN;
+  float *bias = c->nW ? att_bias_data(c) : NULL;
+  float *ref = malloc((nq ? nq : 1) * sizeof(float));
+  ref_attention(c, scale, q, k, v, bias, ref);
+
+  clf_tensor *tq = th_tensor(CLF_F32, 4, TH_SHAPE(c->B, c->H, c->Lq, c->Dh), q);
+  clf_tensor *tk = th_tensor(CLF_F32, 4, TH_SHAPE(c->B, c->H, c->Lcap, c->Dh), k);
+  clf_tensor *tv = th_tensor(CLF_F32, 4, TH_SHAPE(c->B, c->H, c->Lcap, c->Dh), v);
+  clf_tensor *tpad = c->pad >= 0 ? att_pad_tensor(c) : NULL;
+  clf_tensor *tbias = bias ? th_tensor(CLF_F32, 4, TH_SHAPE(c->nW, c->Hb, c->Lq, c->Lk), bias) : NULL;
+  clf_attention_mask mask = {tpad, c->causal, tbias};
+
+  float *g = att_run(c, CLF_ATTN_GEMM, tq, tk, tv, &mask, scale);
+  float *f = att_run(c, CLF_ATTN_FUSED, tq, tk, tv, &mask, scale);
+  TH_CLOSE(g, ref, nq, tol);
+  TH_CLOSE(f, ref, nq, tol);
+  TH_CLOSE(f, g, nq, tol);
+  if (with_auto) {
+    float *a = att_run(c, CLF_ATTN_AUTO, tq, tk, tv, &mask, scale);
+    TH_CLOSE(a, ref, nq, tol);
+    free(a);
+  }
+  free(g);
+  free(q); free(k); free(v); free(bias); free(ref);
+  clf_tensor_destroy(tq); clf_tensor_destroy(tk); clf_tensor_destroy(tv);
+  clf_tensor_destroy(tpad); clf_tensor_destroy(tbias);
+  if (keep_out) return f;
+  free(f);
+  return NULL;
+}
+
+static void att_check(const att_case *c) { att_check_tol(c, 0, ATT_TOL, 0); }
+
+/* A case with defaults: self-attention, no masks, unmerged. */
+static att_case att_self(size_t B, size_t H, size_t L, size_t Dh) {
+  att_case c = {B, H, L, L, L, Dh, 0, -1, -1, 0, 0, 1, 0, 0, 0, 0, 1};
+  c.seed = (uint32_t)(B * 1000003u + H * 10007u + L * 101u + Dh);
+  return c;
+}
+
+START_TEST(attn_self_sizes) {
+  /* 33 already gives two query blocks and two or three key tiles. */
+  const size_t Ls[] = {1, 7, 33, 197}, Dhs[] = {16, 64, 80};
+  for (size_t a = 0; a < att_size(4, 3); a++)
+    for (size_t d = 0; d < 3; d++) {
+      att_case c = att_self(2, 3, Ls[a], Dhs[d]);
+      att_check(&c);
+    }
+}
+END_TEST
+
+START_TEST(attn_cross) {
+  att_case c = att_self(2, 2, 5, 32);
+  c.Lk = c.Lcap = 17;
+  att_check(&c);
+  c.Lq = 17;
+  c.Lk = c.Lcap = 5;
+  att_check(&c);
+  c.Lq = 40; /* two query blocks, two key tiles */
+  c.Lk = c.Lcap = 70;
+  c.Dh = 24;
+  att_check(&c);
+}
+END_TEST
+
+START_TEST(attn_key_padding) {
+  const int dtypes[] = {CLF_I32, CLF_I64, CLF_F32};
+  for (int t = 0; t < 3; t++) {
+    att_case c = att_self(3, 2, att_size(33, 20), 64);
+    c.pad = dtypes[t];
+    att_check(&c);
+    c.Lq = 5; /* cross-attention with padded encoder keys */
+    c.Lk = c.Lcap = 19;
+    c.Dh = 20;
+    att_check(&c);
+  }
+}
+END_TEST
+
+START_TEST(attn_causal) {
+  const size_t Ls[] = {1, 7, 33, 197};
+  for (size_t a = 0; a < att_size(4, 3); a++) {
+    att_case c = att_self(2, 3, Ls[a], 64);
+    c.causal = 1;
+    att_check(&c);
+    c.pad = CLF_I32; /* causal + padding */
+    c.Dh = 48;
+    att_check(&c);
+  }
+}
+END_TEST
+
+START_TEST(attn_kv_cache) {
+  /* Decoding step: one new query at position 8 over 9 cached keys of 16. */
+  att_case c = att_self(2, 3, 1, 64);
+  c.Lk = c.kv_len_arg = 9;
+  c.Lcap = 16;
+  c.causal = 1;
+  att_check(&c);
+  c.pad = CLF_I64;
+  att_check(&c);
+  /* Three new queries at positions 6..8, and a prefill of 5 into 16. */
+  c.pad = -1;
+  c.Lq = 3;
+  att_check(&c);
+  c.Lq = c.Lk = c.kv_len_arg = 5;
+  att_check(&c);
+  /* kv_len 0 means Lcap. */
+  c.Lq = 2;
+  c.Lk = c.Lcap = 16;
+  c.kv_len_arg = 0;
+  att_check(&c);
+  /* A long cache: several key tiles, the causal bound mid-tile. */
+  c.Lq = 3;
+  c.Lk = c.kv_len_arg = 77;
+  c.Lcap = 90;
+  c.Dh = 96;
+  att_check(&c);
+}
+END_TEST
+
+START_TEST(attn_bias_windows) {
+  /* Two images of four windows each: batch b uses bias[b % 4]. */
+  att_case c = att_self(8, 3, 16, 32);
+  c.nW = 4;
+  c.Hb = 3;
+  att_check(&c);
+  c.Hb = 1; /* the same bias for every head */
+  att_check(&c);
+  c.nW = 1; /* one bias for every batch */
+  c.Hb = 3;
+  att_check(&c);
+  c.B = 2; /* bias with cross-attention, padding and causal */
+  c.nW = 2;
+  c.Lq = 9;
+  c.Lk = c.Lcap = 13;
+  c.pad = CLF_F32;
+  c.causal = 1;
+  att_check(&c);
+}
+END_TEST
+
+START_TEST(attn_swin_like) {
+  /* 7x7 windows (49 tokens), relative bias and -100 region masks, merged
+   * output as Swin reshapes it: B = 2 images x 4 windows (1 on Oclgrind). */
+  att_case c = att_self(att_size(8, 4), 3, 49, 32);
+  c.nW = 4;
+  c.Hb = 3;
+  c.swin = 1;
+  c.merged = 1;
+  att_check(&c);
+  c.merged = 0;
+  att_check(&c);
+}
+END_TEST
+
+START_TEST(attn_fully_masked_rows) {
+  /* Batch 1 has every key padded; with causal and Lq > kv_len, queries 0
+   * and 1 (positions -2, -1) see no key: those rows must be exactly 0. */
+  att_case c = att_self(3, 2, 6, 16);
+  c.Lk = c.Lcap = 4;
+  c.pad = CLF_I32;
+  c.pad_empty_b = 1;
+  c.causal = 1;
+  float *f = att_check_tol(&c, 0, ATT_TOL, 1);
+  for (size_t b = 0; b < c.B; b++)
+    for (size_t h = 0; h < c.H; h++)
+      for (size_t i = 0; i < c.Lq; i++)
+        for (size_t d = 0; d < c.Dh; d++) {
+          float x = f[((b * c.H + h) * c.Lq + i) * c.Dh + d];
+          ck_assert(!isnan(x));
+          if (b == 1 || i < 2) ck_assert_msg(x == 0.0f, "b=%zu i=%zu d=%zu: %g", b, i, d, (double)x);
+        }
+  free(f);
+
+  /* A bias of -inf everywhere masks every key as well. */
+  size_t n = 2 * 5 * 8;
+  float *q = th_rand(n, 3, -1, 1), *bias = malloc(5 * 5 * sizeof(float));
+  for (size_t x = 0; x < 25; x++) bias[x] = -INFINITY;
+  clf_tensor *tq = th_tensor(CLF_F32, 4, TH_SHAPE(1, 2, 5, 8), q);
+  clf_tensor *tb = th_tensor(CLF_F32, 4, TH_SHAPE(1, 1, 5, 5), bias);
+  clf_tensor *to = th_empty(CLF_F32, 4, TH_SHAPE(1, 2, 5, 8));
+  clf_attention_mask m = {NULL, 0, tb};
+  for (int impl = CLF_ATTN_FUSED; impl <= CLF_ATTN_GEMM; impl++) {
+    TH_OK(clf_tensor_fill(th_ctx, to, NAN, NULL));
+    TH_OK(clf_attention(th_ctx, tq, tq, tq, 0, &m, 0.5f, (clf_attention_impl)impl, to, NULL));
+    float *o = th_download(to);
+    for (size_t x = 0; x < n; x++) ck_assert_msg(o[x] == 0.0f, "impl %d, element %zu: %g", impl, x, (double)o[x]);
+    free(o);
+  }
+  free(q); free(bias);
+  clf_tensor_destroy(tq); clf_tensor_destroy(tb); clf_tensor_destroy(to);
+}
+END_TEST
+
+START_TEST(attn_merged_layout) {
+  /* B > 1 and Lq > 1 (the GEMM path merges through scratch), B == 1 and
+   * Lq == 1 (one strided GEMM writes the merged rows), odd head dims. */
+  static const size_t cases[][4] = {{2, 7, 3, 33}, {1, 7, 4, 16}, {3, 1, 2, 80}, {2, 35, 5, 9}};
+  for (size_t x = 0; x < 4; x++) {
+    att_case c = att_self(cases[x][0], cases[x][2], cases[x][1], cases[x][3]);
+    c.merged = 1;
+    c.Lk = c.Lcap = cases[x][1] + 4;
+    c.pad = CLF_I32;
+    att_check(&c);
+  }
+}
+END_TEST
+
+START_TEST(attn_large_scores) {
+  /* q, k in [-8, 8), scale 1: scores reach several hundred, so exp()
+   * overflows unless the max is subtracted.  Their f32 rounding (relative
+   * 6e-8 over sums of |q k| up to ~4000) moves them by up to ~2e-4, which
+   * moves the softmax weights by that relative amount: tolerance 5e-4. */
+  att_case c = att_self(2, 2, att_size(33, 20), 64);
+  c.amp = 8.0f;
+  c.scale = 1.0f;
+  att_check_tol(&c, 1, 5e-4, 0);
+  c.causal = 1;
+  c.pad = CLF_I32;
+  att_check_tol(&c, 0, 5e-4, 0);
+}
+END_TEST
+
+START_TEST(attn_head_dims) {
+  /* Every tile configuration of the fused kernel (Dh <= 64, <= 128, <= 256;
+   * 19 queries, and 3 for the few-query tiles of decoding) and its edges,
+   * with masks on; AUTO too. */
+  static const size_t dhs[] = {1, 7, 64, 65, 128, 129, 200, 256};
+  static const size_t dhs_small[] = {1, 65, 129, 256};
+  const int og = under_oclgrind();
+  for (size_t x = 0; x < (og ? 4 : 8); x++) {
+    att_case c = att_self(1, 2, 19, og ? dhs_small[x] : dhs[x]);
+    c.Lk = c.Lcap = 23;
+    c.pad = CLF_I32;
+    c.nW = 1;
+    c.Hb = 2;
+    att_check_tol(&c, 1, ATT_TOL, 0);
+    c.Lq = 3;
+    c.causal = 1;
+    att_check(&c);
+  }
+}
+END_TEST
+
+START_TEST(attn_head_dim_over_256) {
+  /* The fused kernel stops at 256: FUSED fails, AUTO falls back to GEMM. */
+  att_case c = att_self(1, 2, 5, 300);
+  size_t n = c.B * c.H * c.Lq * c.Dh;
+  float *q = th_rand(n, 11, -1, 1), *ref = malloc(n * sizeof(float));
+  float scale = 0.05f;
+  ref_attention(&c, scale, q, q, q, NULL, ref);
+  clf_tensor *tq = th_tensor(CLF_F32, 4, TH_SHAPE(1, 2, 5, 300), q);
+  clf_tensor *to = th_empty(CLF_F32, 4, TH_SHAPE(1, 2, 5, 300));
+  TH_FAILS(clf_attention(th_ctx, tq, tq, tq, 0, NULL, scale, CLF_ATTN_FUSED, to, NULL), CLF_E_UNSUPPORTED,
+           "head dim 300");
+  for (int impl = CLF_ATTN_AUTO; impl <= CLF_ATTN_GEMM; impl += 2) {
+    TH_OK(clf_attention(th_ctx, tq, tq, tq, 0, NULL, scale, (clf_attention_impl)impl, to, NULL));
+    float *o = th_download(to);
+    TH_CLOSE(o, ref, n, ATT_TOL);
+    free(o);
+  }
+  free(q); free(ref);
+  clf_tensor_destroy(tq); clf_tensor_destroy(to);
+}
+END_TEST
+
+START_TEST(attn_views) {
+  /* q, k, v and out as views at offsets into one buffer, as a fused QKV
+   * projection gives them: every kernel must honour the offsets. */
+  const size_t B = 2, H = 3, L = 11, Dh = 24, n = B * H * L * Dh;
+  float *base = th_rand(4 * n + 5, 21, -1, 1), *ref = malloc(n * sizeof(float));
+  att_case c = att_self(B, H, L, Dh);
+  c.causal = 1;
+  float scale = 0.2f;
+  ref_attention(&c, scale, base + 5, base + 5 + n, base + 5 + 2 * n, NULL, ref);
+  clf_tensor *tb = th_tensor(CLF_F32, 1, TH_SHAPE(4 * n + 5), base);
+  clf_tensor *tq, *tk, *tv, *to;
+  TH_OK(clf_tensor_view(tb, 5, 4, TH_SHAPE(B, H, L, Dh), &tq));
+  TH_OK(clf_tensor_view(tb, 5 + n, 4, TH_SHAPE(B, H, L, Dh), &tk));
+  TH_OK(clf_tensor_view(tb, 5 + 2 * n, 4, TH_SHAPE(B, H, L, Dh), &tv));
+  TH_OK(clf_tensor_view(tb, 5 + 3 * n, 4, TH_SHAPE(B, H, L, Dh), &to));
+  clf_attention_mask m = {NULL, 1, NULL};
+  /* out is poisoned with NaN through a write of the whole base buffer:
+   * Oclgrind 21.10 takes the rest of a buffer for uninitialised after a
+   * partial write or fill of it. */
+  for (size_t x = 0; x < n; x++) base[5 + 3 * n + x] = NAN;
+  for (int impl = CLF_ATTN_FUSED; impl <= CLF_ATTN_GEMM; impl++) {
+    TH_OK(clf_tensor_upload(th_ctx, tb, base, (4 * n + 5) * sizeof(float)));
+    TH_OK(clf_attention(th_ctx, tq, tk, tv, 0, &m, scale, (clf_attention_impl)impl, to, NULL));
+    float *o = th_download(to);
+    TH_CLOSE(o, ref, n, ATT_TOL);
+    free(o);
+  }
+  /* A padding mask view at an odd offset (i64: the kernel reads 32-bit
+   * words, so the offset doubles). */
+  int64_t pad[1 + 2 * 11];
+  pad[0] = 0;
+  for (size_t x = 0; x < 22; x++) pad[1 + x] = (x % 3 != 0);
+  clf_tensor *tp = th_tensor(CLF_I64, 1, TH_SHAPE(23), pad), *tpv;
+  TH_OK(clf_tensor_view(tp, 1, 2, TH_SHAPE(2, 11), &tpv));
+  /* The reference gets this mask as a bias of -inf where pad is 0 (it
+   * treats -inf as masked). */
+  float *bias = malloc(B * L * L * sizeof(float));
+  for (size_t b = 0; b < B; b++)
+    for (size_t i = 0; i < L; i++)
+      for (size_t j = 0; j < L; j++) bias[(b * L + i) * L + j] = pad[1 + b * L + j] ? 0.0f : -INFINITY;
+  att_case cb = att_self(B, H, L, Dh);
+  cb.nW = B;
+  cb.Hb = 1;
+  ref_attention(&cb, scale, base + 5, base + 5 + n, base + 5 + 2 * n, bias, ref);
+  clf_attention_mask mp = {tpv, 0, NULL};
+  for (int impl = CLF_ATTN_FUSED; impl <= CLF_ATTN_GEMM; impl++) {
+    TH_OK(clf_attention(th_ctx, tq, tk, tv, 0, &mp, scale, (clf_attention_impl)impl, to, NULL));
+    float *o = th_download(to);
+    TH_CLOSE(o, ref, n, ATT_TOL);
+    free(o);
+  }
+  free(base); free(ref); free(bias);
+  clf_tensor_destroy(tq); clf_tensor_destroy(tk); clf_tensor_destroy(tv); clf_tensor_destroy(to);
+  clf_tensor_destroy(tb); clf_tensor_destroy(tp); clf_tensor_destroy(tpv);
+}
+END_TEST
+
+START_TEST(attn_empty) {
+  /* No keys at all (Lcap 0): every row is fully masked, so zeros. */
+  float *hq = th_rand(48, 1, -1, 1);
+  clf_tensor *q = th_tensor(CLF_F32, 4, TH_SHAPE(1, 2, 3, 8), hq);
+  free(hq);
+  clf_tensor *k0 = th_empty(CLF_F32, 4, TH_SHAPE(1, 2, 0, 8)), *o = th_empty(CLF_F32, 4, TH_SHAPE(1, 2, 3, 8));
+  for (int impl = CLF_ATTN_AUTO; impl <= CLF_ATTN_GEMM; impl++) {
+    TH_OK(clf_tensor_fill(th_ctx, o, NAN, NULL));
+    cl_event ev = NULL;
+    TH_OK(clf_attention(th_ctx, q, k0, k0, 0, NULL, 1.0f, (clf_attention_impl)impl, o, &ev));
+    ck_assert_ptr_nonnull(ev);
+    clReleaseEvent(ev);
+    float *h = th_download(o);
+    for (size_t x = 0; x < 48; x++) ck_assert(h[x] == 0.0f);
+    free(h);
+  }
+  /* Empty batch and empty queries: nothing to do, an event all the same. */
+  clf_tensor *qe = th_empty(CLF_F32, 4, TH_SHAPE(0, 2, 3, 8)), *ke = th_empty(CLF_F32, 4, TH_SHAPE(0, 2, 5, 8));
+  clf_tensor *oe = th_empty(CLF_F32, 3, TH_SHAPE(0, 3, 16)), *ql = th_empty(CLF_F32, 4, TH_SHAPE(1, 2, 0, 8));
+  clf_tensor *kl = th_empty(CLF_F32, 4, TH_SHAPE(1, 2, 5, 8)), *ol = th_empty(CLF_F32, 4, TH_SHAPE(1, 2, 0, 8));
+  for (int impl = CLF_ATTN_AUTO; impl <= CLF_ATTN_GEMM; impl++) {
+    cl_event ev = NULL;
+    TH_OK(clf_attention(th_ctx, qe, ke, ke, 0, NULL, 1.0f, (clf_attention_impl)impl, oe, &ev));
+    ck_assert_ptr_nonnull(ev);
+    clReleaseEvent(ev);
+    TH_OK(clf_attention(th_ctx, ql, kl, kl, 3, NULL, 1.0f, (clf_attention_impl)impl, ol, NULL));
+  }
+  TH_OK(clf_finish(th_ctx));
+  clf_tensor_destroy(q); clf_tensor_destroy(k0); clf_tensor_destroy(o);
+  clf_tensor_destroy(qe); clf_tensor_destroy(ke); clf_tensor_destroy(oe);
+  clf_tensor_destroy(ql); clf_tensor_destroy(kl); clf_tensor_destroy(ol);
+}
+END_TEST
+
+START_TEST(attn_bad_arguments) {
+  const int I = CLF_ATTN_AUTO;
+  clf_tensor *q = th_empty(CLF_F32, 4, TH_SHAPE(2, 3, 5, 8)), *k = th_empty(CLF_F32, 4, TH_SHAPE(2, 3, 7, 8));
+  clf_tensor *v = th_empty(CLF_F32, 4, TH_SHAPE(2, 3, 7, 8)), *o = th_empty(CLF_F32, 4, TH_SHAPE(2, 3, 5, 8));
+  clf_tensor *qi = th_empty(CLF_I32, 4, TH_SHAPE(2, 3, 5, 8)), *q3 = th_empty(CLF_F32, 3, TH_SHAPE(2, 5, 24));
+  clf_tensor *kb = th_empty(CLF_F32, 4, TH_SHAPE(1, 3, 7, 8)), *kh = th_empty(CLF_F32, 4, TH_SHAPE(2, 2, 7, 8));
+  clf_tensor *kd = th_empty(CLF_F32, 4, TH_SHAPE(2, 3, 7, 9)), *v6 = th_empty(CLF_F32, 4, TH_SHAPE(2, 3, 6, 8));
+  clf_tensor *o2 = th_empty(CLF_F32, 4, TH_SHAPE(2, 3, 8, 5)), *om = th_empty(CLF_F32, 3, TH_SHAPE(2, 5, 25));
+  clf_tensor *oi = th_empty(CLF_F32, 2, TH_SHAPE(10, 24)), *ov = th_empty(CLF_I32, 4, TH_SHAPE(2, 3, 5, 8));
+  clf_tensor *p = th_empty(CLF_I32, 2, TH_SHAPE(2, 7)), *p6 = th_empty(CLF_I32, 2, TH_SHAPE(2, 6));
+  clf_tensor *ph = th_empty(CLF_F16, 2, TH_SHAPE(2, 7)), *p1 = th_empty(CLF_I32, 1, TH_SHAPE(14));
+  clf_tensor *bs = th_empty(CLF_F32, 4, TH_SHAPE(2, 1, 5, 7)), *b3 = th_empty(CLF_F32, 4, TH_SHAPE(3, 3, 5, 7));
+  clf_tensor *bh = th_empty(CLF_F32, 4, TH_SHAPE(1, 2, 5, 7)), *bl = th_empty(CLF_F32, 4, TH_SHAPE(1, 3, 5, 6));
+  clf_tensor *bi = th_empty(CLF_I32, 4, TH_SHAPE(1, 3, 5, 7)), *b0 = th_empty(CLF_F32, 4, TH_SHAPE(0, 3, 5, 7));
+  clf_attention_mask m = {NULL, 0, NULL};
+
+  ck_assert_int_eq(clf_attention(NULL, q, k, v, 0, NULL, 1, I, o, NULL), CLF_E_INVALID_ARG);
+  TH_FAILS(clf_attention(th_ctx, NULL, k, v, 0, NULL, 1, I, o, NULL), CLF_E_INVALID_ARG, "q is NULL");
+  TH_FAILS(clf_attention(th_ctx, q, NULL, v, 0, NULL, 1, I, o, NULL), CLF_E_INVALID_ARG, "k is NULL");
+  TH_FAILS(clf_attention(th_ctx, q, k, NULL, 0, NULL, 1, I, o, NULL), CLF_E_INVALID_ARG, "v is NULL");
+  TH_FAILS(clf_attention(th_ctx, q, k, v, 0, NULL, 1, I, NULL, NULL), CLF_E_INVALID_ARG, "out is NULL");
+  TH_FAILS(clf_attention(th_ctx, qi, k, v, 0, NULL, 1, I, o, NULL), CLF_E_DTYPE, "q is i32");
+  TH_FAILS(clf_attention(th_ctx, q, k, v, 0, NULL, 1, I, ov, NULL), CLF_E_DTYPE, "out is i32");
+  TH_FAILS(clf_attention(th_ctx, q3, k, v, 0, NULL, 1, I, o, NULL), CLF_E_SHAPE, "q has shape [2, 5, 24]");
+  TH_FAILS(clf_attention(th_ctx, q, kb, v, 0, NULL, 1, I, o, NULL), CLF_E_SHAPE, "k has shape [1, 3, 7, 8]");
+  TH_FAILS(clf_attention(th_ctx, q, kh, v, 0, NULL, 1, I, o, NULL), CLF_E_SHAPE, "k has shape [2, 2, 7, 8]");
+  TH_FAILS(clf_attention(th_ctx, q, kd, v, 0, NULL, 1, I, o, NULL), CLF_E_SHAPE, "k has shape [2, 3, 7, 9]");
+  TH_FAILS(clf_attention(th_ctx, q, k, v6, 0, NULL, 1, I, o, NULL), CLF_E_SHAPE, "v has shape [2, 3, 6, 8]");
+  TH_FAILS(clf_attention(th_ctx, q, k, kd, 0, NULL, 1, I, o, NULL), CLF_E_SHAPE, "v has shape [2, 3, 7, 9]");
+  TH_FAILS(clf_attention(th_ctx, q, k, v, 8, NULL, 1, I, o, NULL), CLF_E_INVALID_ARG, "kv_len 8 exceeds");
+  TH_FAILS(clf_attention(th_ctx, q, k, v, 0, NULL, 1, I, o2, NULL), CLF_E_SHAPE, "out has shape [2, 3, 8, 5]");
+  TH_FAILS(clf_attention(th_ctx, q, k, v, 0, NULL, 1, I, om, NULL), CLF_E_SHAPE, "out has shape [2, 5, 25]");
+  TH_FAILS(clf_attention(th_ctx, q, k, v, 0, NULL, 1, I, oi, NULL), CLF_E_SHAPE, "out has shape [10, 24]");
+  m.key_padding = p6;
+  TH_FAILS(clf_attention(th_ctx, q, k, v, 0, &m, 1, I, o, NULL), CLF_E_SHAPE, "key_padding has shape [2, 6]");
+  m.key_padding = p; /* [2, 7] is right for kv_len 7 but not for kv_len 6 */
+  TH_FAILS(clf_attention(th_ctx, q, k, v, 6, &m, 1, I, o, NULL), CLF_E_SHAPE, "key_padding has shape [2, 7]");
+  m.key_padding = ph;
+  TH_FAILS(clf_attention(th_ctx, q, k, v, 0, &m, 1, I, o, NULL), CLF_E_DTYPE, "key_padding is f16");
+  m.key_padding = p1;
+  TH_FAILS(clf_attention(th_ctx, q, k, v, 0, &m, 1, I, o, NULL), CLF_E_SHAPE, "key_padding has shape [14]");
+  m.key_padding = NULL;
+  m.bias = b3; /* nW = 3 does not divide B = 2 */
+  TH_FAILS(clf_attention(th_ctx, q, k, v, 0, &m, 1, I, o, NULL), CLF_E_SHAPE, "bias has shape [3, 3, 5, 7]");
+  m.bias = bh;
+  TH_FAILS(clf_attention(th_ctx, q, k, v, 0, &m, 1, I, o, NULL), CLF_E_SHAPE, "bias has shape [1, 2, 5, 7]");
+  m.bias = bl;
+  TH_FAILS(clf_attention(th_ctx, q, k, v, 0, &m, 1, I, o, NULL), CLF_E_SHAPE, "bias has shape [1, 3, 5, 6]");
+  m.bias = b0;
+  TH_FAILS(clf_attention(th_ctx, q, k, v, 0, &m, 1, I, o, NULL), CLF_E_SHAPE, "bias has shape [0, 3, 5, 7]");
+  m.bias = bi;
+  TH_FAILS(clf_attention(th_ctx, q, k, v, 0, &m, 1, I, o, NULL), CLF_E_DTYPE, "bias is i32");
+  m.bias = bs; /* nW = 2 with H broadcast is fine */
+  float *data = th_rand(2 * 3 * 7 * 8, 5, -1, 1); /* uploaded: see attn_views */
+  TH_OK(clf_tensor_upload(th_ctx, q, data, clf_tensor_bytes(q)));
+  TH_OK(clf_tensor_upload(th_ctx, k, data, clf_tensor_bytes(k)));
+  TH_OK(clf_tensor_upload(th_ctx, v, data, clf_tensor_bytes(v)));
+  TH_OK(clf_tensor_upload(th_ctx, bs, data, clf_tensor_bytes(bs)));
+  TH_OK(clf_attention(th_ctx, q, k, v, 0, &m, 1, I, o, NULL));
+  TH_FAILS(clf_attention(th_ctx, q, k, v, 0, NULL, 1, (clf_attention_impl)7, o, NULL), CLF_E_INVALID_ARG, "impl 7");
+  TH_FAILS(clf_attention(th_ctx, q, k, v, 0, NULL, NAN, I, o, NULL), CLF_E_INVALID_ARG, "scale");
+  TH_OK(clf_finish(th_ctx));
+
+  clf_tensor *all[] = {q, k, v, o, qi, q3, kb, kh, kd, v6, o2, om, oi, ov, p, p6, ph, p1, bs, b3, bh, bl, bi, b0};
+  for (size_t x = 0; x < sizeof(all) / sizeof(all[0]); x++) clf_tensor_destroy(all[x]);
+  free(data);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("attention");
+  TCase *sizes = tcase_create("sizes"), *masks = tcase_create("masks");
+  TCase *layout = tcase_create("layout"), *errors = tcase_create("errors");
+  tcase_set_timeout(sizes, 0);
+  tcase_set_timeout(masks, 0);
+  tcase_set_timeout(layout, 0);
+  tcase_add_test(sizes, attn_self_sizes);
+  tcase_add_test(sizes, attn_cross);
+  tcase_add_test(sizes, attn_head_dims);
+  tcase_add_test(sizes, attn_head_dim_over_256);
+  tcase_add_test(masks, attn_key_padding);
+  tcase_add_test(masks, attn_causal);
+  tcase_add_test(masks, attn_kv_cache);
+  tcase_add_test(masks, attn_bias_windows);
+  tcase_add_test(masks, attn_swin_like);
+  tcase_add_test(masks, attn_fully_masked_rows);
+  tcase_add_test(masks, attn_large_scores);
+  tcase_add_test(layout, attn_merged_layout);
+  tcase_add_test(layout, attn_views);
+  tcase_add_test(layout, attn_empty);
+  tcase_add_test(errors, attn_bad_arguments);
+  suite_add_tcase(s, sizes);
+  suite_add_tcase(s, masks);
+  suite_add_tcase(s, layout);
+  suite_add_tcase(s, errors);
+  return s;
+}
+
 int main(void) { return th_run(suite()); }
