@@ -233,3 +233,16 @@ clf_status clf_tensor_copy(clf_context *ctx, const clf_tensor *src, clf_tensor *
                                    bytes, 0, NULL, event);
   return err == CL_SUCCESS ? CLF_OK : clf__fail_cl(ctx, err, "clEnqueueCopyBuffer", "clf_tensor_copy");
 }
+
+size_t clf_array_numel(const clf_array *a) {
+  if (!a) return 0;
+  size_t n = 1;
+  for (int i = 0; i < a->ndim; i++) n *= a->shape[i];
+  return n;
+}
+
+void clf_array_free(clf_array *a) {
+  if (!a) return;
+  free(a->data);
+  a->data = NULL;
+}

@@ -505,6 +505,36 @@ CLF_API clf_status clf_mae_unshuffle(clf_context *ctx, const clf_tensor *x,
                                      size_t keep, clf_tensor *out,
                                      size_t dst_row, cl_event *event);
 
+/* ------------------------------------------------------------------------ */
+/* Host arrays and model files (loader section). */
+
+/* A named n-d array in host memory: model inputs and outputs, .npy files.
+ * `data` is owned by whoever filled it; arrays the library fills are freed
+ * with clf_array_free. */
+typedef struct clf_array {
+  char name[64];
+  clf_dtype dtype;
+  int ndim;
+  size_t shape[CLF_MAX_DIMS];
+  void *data;
+} clf_array;
+
+CLF_API size_t clf_array_numel(const clf_array *a);
+/* Frees a->data (malloc'd by the library) and clears it.  NULL is accepted. */
+CLF_API void clf_array_free(clf_array *a);
+
+/* LOADER-SECTION: the loader's declarations go here (safetensors, npy). */
+
+/* ------------------------------------------------------------------------ */
+/* Models (models section). */
+
+/* MODELS-SECTION: the model declarations go here. */
+
+/* ------------------------------------------------------------------------ */
+/* Tokenizers (tokenizer section). */
+
+/* TOKENIZER-SECTION: the tokenizer declarations go here. */
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
