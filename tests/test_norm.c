@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "internal.h" /* to run both kernels: caps.is_cpu picks one */
 
 /* Reference: s = x + r; y = (s - mean) / sqrt(var + eps) * g + b, in double. */
 static void ref_layer_norm(const float *x, const float *r, const float *g, const float *b, float eps,
@@ -103,6 +104,21 @@ START_TEST(ln_in_place) {
 }
 END_TEST
 
+START_TEST(ln_both_kernels) {
+  /* The work-group kernel (GPUs) and the row-per-item kernel (CPUs) on the
+   * same cases, whatever this device is. */
+  const int was_cpu = th_ctx->caps.is_cpu;
+  for (int cpu = 0; cpu < 2; cpu++) {
+    th_ctx->caps.is_cpu = cpu;
+    check_ln(1, 1, 1, 0, 1, 0);
+    check_ln(2, 7, 33, 1, 1, 1);
+    check_ln(1, 5, 1001, 1, 0, 0);
+    check_ln(3, 4, 256, 0, 1, 1);
+  }
+  th_ctx->caps.is_cpu = was_cpu;
+}
+END_TEST
+
 START_TEST(ln_bad_arguments) {
   clf_tensor *x = th_empty(CLF_F32, 2, TH_SHAPE(4, 8)), *y = th_empty(CLF_F32, 2, TH_SHAPE(4, 8));
   clf_tensor *g = th_empty(CLF_F32, 1, TH_SHAPE(8)), *g7 = th_empty(CLF_F32, 1, TH_SHAPE(7));
@@ -126,6 +142,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, ln_residual_post_and_pre);
   tcase_add_test(tc, ln_large_mean);
   tcase_add_test(tc, ln_in_place);
+  tcase_add_test(tc, ln_both_kernels);
   tcase_add_test(tc, ln_bad_arguments);
   suite_add_tcase(s, tc);
   return s;
