@@ -34,6 +34,17 @@ static clf_status dense_check_numel(clf_context *ctx, const char *op, const char
   return CLF_OK;
 }
 
+/* An f32 input x and an output y of x's shape, both within 32-bit indexing. */
+static clf_status dense_check_unary(clf_context *ctx, const char *op, const clf_tensor *x, const clf_tensor *y) {
+  clf_status st;
+  if ((st = clf__check_ctx(ctx, op)) != CLF_OK) return st;
+  if ((st = clf__check_tensor(ctx, op, "x", x, CLF_F32, 1, CLF_MAX_DIMS)) != CLF_OK) return st;
+  if ((st = clf__check_tensor(ctx, op, "y", y, CLF_F32, 1, CLF_MAX_DIMS)) != CLF_OK) return st;
+  if ((st = clf__check_same_shape(ctx, op, "x", x, "y", y)) != CLF_OK) return st;
+  if ((st = dense_check_numel(ctx, op, "x", x)) != CLF_OK) return st;
+  return dense_check_numel(ctx, op, "y", y);
+}
+
 static clf_status dense_check_act(clf_context *ctx, const char *op, clf_activation act) {
   if ((int)act < (int)CLF_ACT_NONE || (int)act > (int)CLF_ACT_SILU)
     return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: act is %d, not a clf_activation", op, (int)act);
@@ -299,12 +310,7 @@ clf_status clf_add(clf_context *ctx, const clf_tensor *a, const clf_tensor *b, c
 clf_status clf_scale(clf_context *ctx, const clf_tensor *x, float alpha, clf_tensor *y, cl_event *event) {
   static const char op[] = "clf_scale";
   clf_status st;
-  if ((st = clf__check_ctx(ctx, op)) != CLF_OK) return st;
-  if ((st = clf__check_tensor(ctx, op, "x", x, CLF_F32, 1, CLF_MAX_DIMS)) != CLF_OK) return st;
-  if ((st = clf__check_tensor(ctx, op, "y", y, CLF_F32, 1, CLF_MAX_DIMS)) != CLF_OK) return st;
-  if ((st = clf__check_same_shape(ctx, op, "x", x, "y", y)) != CLF_OK) return st;
-  if ((st = dense_check_numel(ctx, op, "x", x)) != CLF_OK) return st;
-  if ((st = dense_check_numel(ctx, op, "y", y)) != CLF_OK) return st;
+  if ((st = dense_check_unary(ctx, op, x, y)) != CLF_OK) return st;
   clf__kernel *k;
   if ((st = clf__get_kernel(ctx, "elementwise", NULL, "scale", &k)) != CLF_OK) return st;
   cl_uint n = (cl_uint)clf_tensor_numel(x);
@@ -317,12 +323,7 @@ clf_status clf_scale(clf_context *ctx, const clf_tensor *x, float alpha, clf_ten
 clf_status clf_softmax(clf_context *ctx, const clf_tensor *x, float scale, clf_tensor *y, cl_event *event) {
   static const char op[] = "clf_softmax";
   clf_status st;
-  if ((st = clf__check_ctx(ctx, op)) != CLF_OK) return st;
-  if ((st = clf__check_tensor(ctx, op, "x", x, CLF_F32, 1, CLF_MAX_DIMS)) != CLF_OK) return st;
-  if ((st = clf__check_tensor(ctx, op, "y", y, CLF_F32, 1, CLF_MAX_DIMS)) != CLF_OK) return st;
-  if ((st = clf__check_same_shape(ctx, op, "x", x, "y", y)) != CLF_OK) return st;
-  if ((st = dense_check_numel(ctx, op, "x", x)) != CLF_OK) return st;
-  if ((st = dense_check_numel(ctx, op, "y", y)) != CLF_OK) return st;
+  if ((st = dense_check_unary(ctx, op, x, y)) != CLF_OK) return st;
   const size_t n = clf_tensor_numel(x), D = x->shape[x->ndim - 1];
   if (n == 0) return dense_nothing(ctx, op, event);
   clf__kernel *k;
