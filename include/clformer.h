@@ -525,6 +525,72 @@ CLF_API void clf_array_free(clf_array *a);
 
 /* LOADER-SECTION: the loader's declarations go here (safetensors, npy). */
 
+/* safetensors files, read-only.  The whole file is validated when opened, as
+ * strictly as the format's reference reader: an 8-byte little-endian header
+ * length of at most 100,000,000 bytes, the header inside the file, UTF-8
+ * JSON holding one object; "__metadata__" (optional) maps names to strings;
+ * each tensor has "dtype" (a name the format defines: BOOL U8 I8 I16 U16 I32
+ * U32 I64 U64 F16 BF16 F32 F64 C64 F8_E5M2 F8_E4M3 F8_E8M0 F8_E4M3FNUZ
+ * F8_E5M2FNUZ F4 F6_E2M3 F6_E3M2), "shape" (at most 8 non-negative
+ * integers) and "data_offsets" [begin, end] relative to the end of the
+ * header (integers below 2^53, as JSON numbers are read as doubles); the
+ * shape's element count times the dtype's size (overflow-checked) equals
+ * end - begin; the ranges, taken in offset order (the header's key order does
+ * not matter), start at 0, neither overlap nor leave gaps, and end exactly at
+ * the end of the file.  Zero-size tensors are legal; duplicate names are
+ * rejected.  The file is memory-mapped (read-only) until closed. */
+typedef struct clf_safetensors clf_safetensors;
+
+typedef struct clf_st_info {
+  const char *name;  /* borrowed from the clf_safetensors */
+  const char *dtype; /* "F32", "F16", "BF16", "I64", ... as in the file */
+  int ndim;          /* 0 for a scalar */
+  size_t shape[8];
+  const void *data;  /* the bytes in the mapping; may be unaligned */
+  size_t bytes;
+} clf_st_info;
+
+/* Opens and validates `path`.  On failure *out is NULL and
+ * clf_last_error(NULL) names the file, the tensor and the rule broken:
+ * CLF_E_NOT_FOUND (no such file), CLF_E_IO (unreadable), CLF_E_FORMAT
+ * (anything malformed), CLF_E_OUT_OF_MEMORY.  Close with
+ * clf_safetensors_close. */
+CLF_API clf_status clf_safetensors_open(const char *path,
+                                        clf_safetensors **out);
+/* Unmaps and frees; every clf_st_info obtained from it becomes invalid.
+ * NULL is accepted. */
+CLF_API void clf_safetensors_close(clf_safetensors *st);
+/* The number of tensors (0 for NULL). */
+CLF_API size_t clf_safetensors_count(const clf_safetensors *st);
+/* The tensor at `index` (0 .. count-1), in the order of the data offsets.
+ * CLF_E_INVALID_ARG (message in clf_last_error(NULL)) when out of range. */
+CLF_API clf_status clf_safetensors_info(const clf_safetensors *st,
+                                        size_t index, clf_st_info *out);
+/* The tensor called `name`; CLF_E_NOT_FOUND (message in
+ * clf_last_error(NULL)) when there is none. */
+CLF_API clf_status clf_safetensors_find(const clf_safetensors *st,
+                                        const char *name, clf_st_info *out);
+/* The "__metadata__" value of `key` (borrowed), or NULL when absent. */
+CLF_API const char *clf_safetensors_metadata(const clf_safetensors *st,
+                                             const char *key);
+
+/* Reads a NumPy .npy file (format 1.0, 2.0 or 3.0) into `out`: dtype "<f4"
+ * (CLF_F32), "<f2" (CLF_F16), "<i4" (CLF_I32) or "<i8" (CLF_I64), C order,
+ * 0 to CLF_MAX_DIMS dims (0: a scalar with one element).  out->data is
+ * malloc'd (free it with clf_array_free); out->name is the file's name
+ * without directory and ".npy" (truncated to 63 bytes).  Errors, with the
+ * message in clf_last_error(NULL) naming the file: CLF_E_NOT_FOUND,
+ * CLF_E_IO, CLF_E_FORMAT (bad magic or header, fortran_order True, data
+ * truncated or followed by extra bytes), CLF_E_DTYPE (any other descr, which
+ * the message names), CLF_E_OUT_OF_MEMORY.  On failure out->data is NULL. */
+CLF_API clf_status clf_npy_read(const char *path, clf_array *out);
+/* Writes `a` as a .npy file (format 1.0, byte for byte as numpy.save
+ * writes it; an existing file is replaced).  a->ndim is 0..CLF_MAX_DIMS;
+ * a->data may be NULL only when the array is empty.  Errors in
+ * clf_last_error(NULL): CLF_E_INVALID_ARG, CLF_E_DTYPE, CLF_E_IO (the
+ * partly written file is removed). */
+CLF_API clf_status clf_npy_write(const char *path, const clf_array *a);
+
 /* ------------------------------------------------------------------------ */
 /* Models (models section). */
 

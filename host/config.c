@@ -1,0 +1,318 @@
+/* config.c - config.json (+ generation_config.json over it) parsed with
+ * cJSON, and the typed getters the models read their hyper-parameters with.
+ * Every error names the key and the file the value came from. */
+#include "config.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct clf__config {
+  cJSON *merged;        /* config.json with generation_config.json's keys over it */
+  cJSON *gen;           /* generation_config.json, or NULL: where a key came from */
+  char *config_path;    /* DIR/config.json */
+  char *gen_path;       /* DIR/generation_config.json */
+};
+
+/* Reads and parses a JSON object.  *out stays NULL when the file is absent
+ * and `optional`. */
+static clf_status cfg_read(clf_context *ctx, const char *path, int optional, cJSON **out) {
+  *out = NULL;
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    if (errno == ENOENT && optional) return CLF_OK;
+    return clf__fail(ctx, errno == ENOENT ? CLF_E_NOT_FOUND : CLF_E_IO, "config: cannot open %s: %s", path,
+                     strerror(errno));
+  }
+  size_t cap = 4096, n = 0;
+  char *buf = malloc(cap);
+  while (buf) {
+    n += fread(buf + n, 1, cap - n - 1, f);
+    if (n < cap - 1) break;
+    char *nb = realloc(buf, cap * 2);
+    if (!nb) {
+      free(buf);
+      buf = NULL;
+    } else {
+      buf = nb;
+      cap *= 2;
+    }
+  }
+  int err = ferror(f);
+  fclose(f);
+  if (!buf) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "config: out of host memory reading %s", path);
+  if (err) {
+    free(buf);
+    return clf__fail(ctx, CLF_E_IO, "config: read error on %s", path);
+  }
+  buf[n] = '\0';
+  if (memchr(buf, 0, n)) {
+    free(buf);
+    return clf__fail(ctx, CLF_E_FORMAT, "config: %s is not valid JSON (it holds a NUL byte)", path);
+  }
+  const char *end = NULL;
+  cJSON *j = cJSON_ParseWithLengthOpts(buf, n + 1, &end, 1);
+  if (!j) {
+    size_t at = (end && end >= buf && end <= buf + n) ? (size_t)(end - buf) : 0;
+    const char *e = cJSON_GetErrorPtr();
+    if (e && e >= buf && e <= buf + n) at = (size_t)(e - buf);
+    free(buf);
+    return clf__fail(ctx, CLF_E_FORMAT, "config: %s is not valid JSON (error near byte %zu)", path, at);
+  }
+  free(buf);
+  if (!cJSON_IsObject(j)) {
+    cJSON_Delete(j);
+    return clf__fail(ctx, CLF_E_FORMAT, "config: %s does not hold a JSON object", path);
+  }
+  *out = j;
+  return CLF_OK;
+}
+
+void clf__config_free(clf__config *c) {
+  if (!c) return;
+  cJSON_Delete(c->merged);
+  cJSON_Delete(c->gen);
+  free(c->config_path);
+  free(c->gen_path);
+  free(c);
+}
+
+static char *cfg_join(const char *dir, const char *name) {
+  size_t n = strlen(dir) + strlen(name) + 2;
+  char *p = malloc(n);
+  if (p) snprintf(p, n, "%s%s%s", dir, (dir[0] && dir[strlen(dir) - 1] == '/') ? "" : "/", name);
+  return p;
+}
+
+clf_status clf__config_load(clf_context *ctx, const char *model_dir, clf__config **out) {
+  if (!out) return clf__fail(ctx, CLF_E_INVALID_ARG, "clf__config_load: out is NULL");
+  *out = NULL;
+  if (!model_dir) return clf__fail(ctx, CLF_E_INVALID_ARG, "clf__config_load: model_dir is NULL");
+  clf__config *c = calloc(1, sizeof(*c));
+  if (!c || !(c->config_path = cfg_join(model_dir, "config.json")) ||
+      !(c->gen_path = cfg_join(model_dir, "generation_config.json"))) {
+    clf__config_free(c);
+    return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "config: out of host memory");
+  }
+  clf_status st = cfg_read(ctx, c->config_path, 0, &c->merged);
+  if (st == CLF_OK) st = cfg_read(ctx, c->gen_path, 1, &c->gen);
+  for (cJSON *g = c->gen ? c->gen->child : NULL; st == CLF_OK && g; g = g->next) {
+    cJSON *dup = cJSON_Duplicate(g, 1);
+    int ok = dup != NULL;
+    if (ok && cJSON_GetObjectItemCaseSensitive(c->merged, g->string))
+      ok = cJSON_ReplaceItemInObjectCaseSensitive(c->merged, g->string, dup);
+    else if (ok)
+      ok = cJSON_AddItemToObject(c->merged, g->string, dup);
+    if (!ok) {
+      cJSON_Delete(dup);
+      st = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "config: out of host memory merging %s", c->gen_path);
+    }
+  }
+  if (st != CLF_OK) {
+    clf__config_free(c);
+    return st;
+  }
+  *out = c;
+  return CLF_OK;
+}
+
+const struct cJSON *clf__config_json(const clf__config *c) { return c ? c->merged : NULL; }
+
+static const cJSON *cfg_item(const clf__config *c, const char *key) {
+  if (!c || !key) return NULL;
+  return cJSON_GetObjectItemCaseSensitive(c->merged, key);
+}
+
+int clf__config_has(const clf__config *c, const char *key) {
+  const cJSON *j = cfg_item(c, key);
+  return j && !cJSON_IsNull(j);
+}
+
+/* The file a key's value comes from. */
+static const char *cfg_src(const clf__config *c, const char *key) {
+  return (c->gen && cJSON_GetObjectItemCaseSensitive(c->gen, key)) ? c->gen_path : c->config_path;
+}
+
+static const char *cfg_type(const cJSON *j) {
+  if (cJSON_IsNull(j)) return "null";
+  if (cJSON_IsBool(j)) return "a boolean";
+  if (cJSON_IsNumber(j)) return "a number";
+  if (cJSON_IsString(j)) return "a string";
+  if (cJSON_IsArray(j)) return "a list";
+  return "an object";
+}
+
+static clf_status cfg_wrong(clf_context *ctx, const clf__config *c, const char *key, const cJSON *j,
+                            const char *want) {
+  return clf__fail(ctx, CLF_E_FORMAT, "config: key \"%s\" in %s is %s, expected %s", key, cfg_src(c, key),
+                   cfg_type(j), want);
+}
+
+/* Looks a key up: CLF_OK with *j set, or (when absent or null) CLF_OK with
+ * *j NULL if `optional`, else an error naming the key. */
+static clf_status cfg_lookup(clf_context *ctx, const clf__config *c, const char *key, int optional,
+                             const cJSON **j) {
+  *j = NULL;
+  if (!c) return clf__fail(ctx, CLF_E_INVALID_ARG, "config: config is NULL (reading \"%s\")", key ? key : "?");
+  if (!key) return clf__fail(ctx, CLF_E_INVALID_ARG, "config: key is NULL");
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(c->merged, key);
+  if (v && !cJSON_IsNull(v)) {
+    *j = v;
+    return CLF_OK;
+  }
+  if (optional) return CLF_OK;
+  if (v) return cfg_wrong(ctx, c, key, v, "a value");
+  return clf__fail(ctx, CLF_E_FORMAT, "config: key \"%s\" missing in %s", key, c->config_path);
+}
+
+/* An integral JSON number within the range of long. */
+static int cfg_as_long(const cJSON *j, long *out) {
+  if (!cJSON_IsNumber(j)) return 0;
+  double v = j->valuedouble;
+  if (!isfinite(v) || floor(v) != v || v < -9.2233720368547748e18 || v >= 9.2233720368547748e18) return 0;
+  *out = (long)v;
+  return 1;
+}
+
+static clf_status cfg_int(clf_context *ctx, const clf__config *c, const char *key, int optional, long dflt,
+                          long *out) {
+  const cJSON *j;
+  clf_status st = cfg_lookup(ctx, c, key, optional, &j);
+  if (st != CLF_OK) return st;
+  if (!out) return clf__fail(ctx, CLF_E_INVALID_ARG, "config: out is NULL (reading \"%s\")", key);
+  if (!j) {
+    *out = dflt;
+    return CLF_OK;
+  }
+  if (!cfg_as_long(j, out)) return cfg_wrong(ctx, c, key, j, "an integer");
+  return CLF_OK;
+}
+
+static clf_status cfg_float(clf_context *ctx, const clf__config *c, const char *key, int optional, double dflt,
+                            double *out) {
+  const cJSON *j;
+  clf_status st = cfg_lookup(ctx, c, key, optional, &j);
+  if (st != CLF_OK) return st;
+  if (!out) return clf__fail(ctx, CLF_E_INVALID_ARG, "config: out is NULL (reading \"%s\")", key);
+  if (!j) {
+    *out = dflt;
+    return CLF_OK;
+  }
+  if (!cJSON_IsNumber(j) || !isfinite(j->valuedouble)) return cfg_wrong(ctx, c, key, j, "a number");
+  *out = j->valuedouble;
+  return CLF_OK;
+}
+
+static clf_status cfg_bool(clf_context *ctx, const clf__config *c, const char *key, int optional, int dflt,
+                           int *out) {
+  const cJSON *j;
+  clf_status st = cfg_lookup(ctx, c, key, optional, &j);
+  if (st != CLF_OK) return st;
+  if (!out) return clf__fail(ctx, CLF_E_INVALID_ARG, "config: out is NULL (reading \"%s\")", key);
+  if (!j) {
+    *out = dflt;
+    return CLF_OK;
+  }
+  if (!cJSON_IsBool(j)) return cfg_wrong(ctx, c, key, j, "true or false");
+  *out = cJSON_IsTrue(j) ? 1 : 0;
+  return CLF_OK;
+}
+
+static clf_status cfg_str(clf_context *ctx, const clf__config *c, const char *key, int optional,
+                          const char *dflt, const char **out) {
+  const cJSON *j;
+  clf_status st = cfg_lookup(ctx, c, key, optional, &j);
+  if (st != CLF_OK) return st;
+  if (!out) return clf__fail(ctx, CLF_E_INVALID_ARG, "config: out is NULL (reading \"%s\")", key);
+  if (!j) {
+    *out = dflt;
+    return CLF_OK;
+  }
+  if (!cJSON_IsString(j)) return cfg_wrong(ctx, c, key, j, "a string");
+  *out = j->valuestring;
+  return CLF_OK;
+}
+
+clf_status clf__config_int(clf_context *ctx, const clf__config *c, const char *key, long *out) {
+  return cfg_int(ctx, c, key, 0, 0, out);
+}
+clf_status clf__config_float(clf_context *ctx, const clf__config *c, const char *key, double *out) {
+  return cfg_float(ctx, c, key, 0, 0, out);
+}
+clf_status clf__config_bool(clf_context *ctx, const clf__config *c, const char *key, int *out) {
+  return cfg_bool(ctx, c, key, 0, 0, out);
+}
+clf_status clf__config_str(clf_context *ctx, const clf__config *c, const char *key, const char **out) {
+  return cfg_str(ctx, c, key, 0, NULL, out);
+}
+clf_status clf__config_int_or(clf_context *ctx, const clf__config *c, const char *key, long dflt, long *out) {
+  return cfg_int(ctx, c, key, 1, dflt, out);
+}
+clf_status clf__config_float_or(clf_context *ctx, const clf__config *c, const char *key, double dflt,
+                                double *out) {
+  return cfg_float(ctx, c, key, 1, dflt, out);
+}
+clf_status clf__config_bool_or(clf_context *ctx, const clf__config *c, const char *key, int dflt, int *out) {
+  return cfg_bool(ctx, c, key, 1, dflt, out);
+}
+clf_status clf__config_str_or(clf_context *ctx, const clf__config *c, const char *key, const char *dflt,
+                              const char **out) {
+  return cfg_str(ctx, c, key, 1, dflt, out);
+}
+
+/* Appends v to out (when out is not NULL), failing past cap. */
+static clf_status cfg_push(clf_context *ctx, const clf__config *c, const char *key, long v, long *out, size_t cap,
+                           size_t *n) {
+  if (out) {
+    if (*n >= cap)
+      return clf__fail(ctx, CLF_E_FORMAT, "config: key \"%s\" in %s has more than %zu values", key,
+                       cfg_src(c, key), cap);
+    out[*n] = v;
+  }
+  (*n)++;
+  return CLF_OK;
+}
+
+clf_status clf__config_int_list(clf_context *ctx, const clf__config *c, const char *key, long *out, size_t cap,
+                                size_t *n) {
+  const cJSON *j;
+  clf_status st = cfg_lookup(ctx, c, key, 1, &j);
+  if (st != CLF_OK) return st;
+  if (!n) return clf__fail(ctx, CLF_E_INVALID_ARG, "config: n is NULL (reading \"%s\")", key);
+  *n = 0;
+  if (!j) return CLF_OK;
+  long v;
+  if (cfg_as_long(j, &v)) return cfg_push(ctx, c, key, v, out, cap, n);
+  if (!cJSON_IsArray(j)) return cfg_wrong(ctx, c, key, j, "an integer or a list of integers");
+  const cJSON *e;
+  cJSON_ArrayForEach(e, j) {
+    if (!cfg_as_long(e, &v)) return cfg_wrong(ctx, c, key, j, "a list of integers only");
+    if ((st = cfg_push(ctx, c, key, v, out, cap, n)) != CLF_OK) return st;
+  }
+  return CLF_OK;
+}
+
+clf_status clf__config_int_lists(clf_context *ctx, const clf__config *c, const char *key, long *out, size_t cap,
+                                 size_t *n) {
+  const cJSON *j;
+  clf_status st = cfg_lookup(ctx, c, key, 1, &j);
+  if (st != CLF_OK) return st;
+  if (!n) return clf__fail(ctx, CLF_E_INVALID_ARG, "config: n is NULL (reading \"%s\")", key);
+  *n = 0;
+  if (!j) return CLF_OK;
+  if (!cJSON_IsArray(j)) return cfg_wrong(ctx, c, key, j, "a list of lists of integers");
+  const cJSON *inner, *e;
+  cJSON_ArrayForEach(inner, j) {
+    if (!cJSON_IsArray(inner)) return cfg_wrong(ctx, c, key, j, "a list of lists of integers");
+    cJSON_ArrayForEach(e, inner) {
+      long v;
+      if (!cfg_as_long(e, &v) || v < 0) return cfg_wrong(ctx, c, key, j, "a list of lists of non-negative integers");
+      if ((st = cfg_push(ctx, c, key, v, out, cap, n)) != CLF_OK) return st;
+    }
+    if ((st = cfg_push(ctx, c, key, -1, out, cap, n)) != CLF_OK) return st;
+  }
+  return CLF_OK;
+}
