@@ -601,6 +601,44 @@ CLF_API clf_status clf_npy_write(const char *path, const clf_array *a);
 
 /* TOKENIZER-SECTION: the tokenizer declarations go here. */
 
+/* A tokenizer read from a Hugging Face model directory.  Host-only: it needs
+ * no context, and its failures are reported through clf_last_error(NULL).
+ * Behaviour follows transformers' slow tokenizers (BertTokenizer,
+ * GPT2Tokenizer, MarianTokenizer), including special tokens written in the
+ * text ("[SEP]", "<|endoftext|>", "</s>"), which encode to their ids. */
+typedef struct clf_tokenizer clf_tokenizer;
+
+/* Loads the tokenizer in `model_dir`: BERT WordPiece (vocab.txt, with
+ * tokenizer_config.json's do_lower_case, strip_accents,
+ * tokenize_chinese_chars), GPT-2 byte-level BPE (vocab.json + merges.txt,
+ * add_prefix_space), or Marian SentencePiece (source.spm + target.spm +
+ * vocab.json).  tokenizer_config.json's tokenizer_class picks one when
+ * several are present, and its special tokens and
+ * clean_up_tokenization_spaces (default true) are honoured.  On success
+ * *out is freed with clf_tokenizer_destroy.  Errors: CLF_E_NOT_FOUND when
+ * none is there (naming what was looked for) or a needed file is missing,
+ * CLF_E_FORMAT for a malformed vocab.txt / vocab.json / merges.txt /
+ * tokenizer_config.json or an unreadable .spm, CLF_E_UNSUPPORTED for a
+ * Marian directory with separate_vocabs or a library built without
+ * SentencePiece (C++14), CLF_E_IO, CLF_E_INVALID_ARG for NULL arguments. */
+CLF_API clf_status clf_tokenizer_load(const char *model_dir, clf_tokenizer **out);
+/* NULL is accepted. */
+CLF_API void clf_tokenizer_destroy(clf_tokenizer *t);
+/* text (NUL-terminated UTF-8) -> ids.  *ids is malloc'd (free() it; never
+ * NULL on success, even when *n is 0).  With add_special the model's special
+ * tokens are added: [CLS] .. [SEP] for BERT, </s> appended for Marian, none
+ * for GPT-2.  CLF_E_INVALID_ARG for NULL arguments or text that is not
+ * valid UTF-8 (naming the byte offset). */
+CLF_API clf_status clf_tokenizer_encode(clf_tokenizer *t, const char *text, int add_special, int64_t **ids,
+                                        size_t *n);
+/* ids -> UTF-8 text (*text malloc'd, free() it), dropping special tokens when
+ * skip_special; Marian decodes with target.spm.  As transformers does, an id
+ * outside the vocabulary decodes to the unk token for BERT and Marian; for
+ * GPT-2 it is CLF_E_INVALID_ARG (naming the id).  Byte sequences that are not
+ * UTF-8 (GPT-2 tokens that split a character) become U+FFFD. */
+CLF_API clf_status clf_tokenizer_decode(clf_tokenizer *t, const int64_t *ids, size_t n, int skip_special,
+                                        char **text);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -1,0 +1,122 @@
+/* tokenizer.h - what the tokenizer modules share (internal).
+ *
+ * tokenizer.c holds the public entry points, UTF-8 and Unicode-class helpers,
+ * the string->id map and special-token splitting; tok_wordpiece.c,
+ * tok_bpe.c and tok_sentencepiece.cc hold one model each.
+ */
+#ifndef CLF_TOKENIZER_H
+#define CLF_TOKENIZER_H
+
+#include "clformer.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- growable buffers ---- */
+typedef struct clf__ids { int64_t *v; size_t n, cap; } clf__ids;
+typedef struct clf__str { char *s; size_t n, cap; } clf__str; /* s NUL-terminated */
+int clf__ids_push(clf__ids *a, int64_t id);      /* 0 on success, -1 out of memory */
+int clf__str_add(clf__str *b, const char *s, size_t n);
+int clf__str_addc(clf__str *b, uint32_t cp);     /* appends cp as UTF-8 */
+
+/* ---- UTF-8 and Unicode classes ---- */
+/* Decodes the code point at s[*i] (advancing *i); -1 on invalid UTF-8. */
+int32_t clf__utf8_next(const char *s, size_t n, size_t *i);
+size_t clf__utf8_put(char *out, uint32_t cp); /* writes 1-4 bytes */
+enum {
+  CLF__UC_C = 0,  /* Cc Cf Cs Co Cn */
+  CLF__UC_LC,     /* Lu Ll Lt */
+  CLF__UC_LO,     /* Lm Lo */
+  CLF__UC_MN,
+  CLF__UC_M,      /* Mc Me */
+  CLF__UC_N,
+  CLF__UC_P,
+  CLF__UC_S,
+  CLF__UC_ZS,
+  CLF__UC_Z       /* Zl Zp */
+};
+int clf__uc_class(uint32_t cp);       /* Python's unicodedata, coarse */
+int clf__uc_regex_class(uint32_t cp); /* as the `regex` module sees \p{L}/\p{N} */
+int clf__uc_isspace(uint32_t cp);     /* Python's str.isspace() */
+/* Python's str.lower() of one code point; writes 1 or 2 code points. */
+int clf__uc_lower(uint32_t cp, uint32_t out[2]);
+
+/* ---- string -> int map (open addressing; keys copied) ---- */
+typedef struct clf__strmap {
+  char **keys;
+  size_t *lens;
+  int64_t *vals;
+  size_t cap, count;
+} clf__strmap;
+int clf__strmap_put(clf__strmap *m, const char *k, size_t n, int64_t v); /* -1 OOM */
+int64_t clf__strmap_get(const clf__strmap *m, const char *k, size_t n); /* -1 if absent */
+void clf__strmap_free(clf__strmap *m);
+
+/* ---- the tokenizer ---- */
+typedef enum { CLF__TOK_WORDPIECE, CLF__TOK_BPE, CLF__TOK_SPM } clf__tok_kind;
+
+#define CLF__TOK_MAX_SPECIAL 8
+
+struct clf_tokenizer {
+  clf__tok_kind kind;
+  clf__strmap vocab;   /* token -> id */
+  char **id_to_token;  /* [n_ids], NULL where no token has that id */
+  size_t n_ids;
+  /* special tokens: their text and id (-1 when not in the vocabulary) */
+  char *special[CLF__TOK_MAX_SPECIAL];
+  int64_t special_id[CLF__TOK_MAX_SPECIAL];
+  int n_special;
+  int64_t unk_id, cls_id, sep_id, eos_id;
+  int clean_up_spaces; /* clean_up_tokenization_spaces */
+  /* WordPiece */
+  int do_lower_case, strip_accents /* -1 unset */, tokenize_chinese;
+  /* BPE */
+  clf__strmap ranks; /* "left right" -> rank */
+  int add_prefix_space;
+  /* SentencePiece (Marian) */
+  void *spm_source, *spm_target;
+};
+
+/* Fills t->vocab and t->id_to_token from a JSON object {token: id}. */
+clf_status clf__tok_load_vocab_json(clf_tokenizer *t, const char *path);
+/* Sets id_to_token[id] = token (growing it); -1 out of memory. */
+int clf__tok_set_token(clf_tokenizer *t, int64_t id, const char *tok, size_t n);
+/* Adds a special token (its id looked up in the vocabulary). */
+clf_status clf__tok_add_special(clf_tokenizer *t, const char *text);
+/* Reads tokenizer_config.json of dir (NULL when absent; error if malformed).
+ * The result is a cJSON * passed as void * to keep cJSON out of this header. */
+clf_status clf__tok_read_config(const char *dir, void **config);
+/* config's string value for key (plain or {"content": ...}), or dflt. */
+const char *clf__tok_cfg_str(void *config, const char *key, const char *dflt);
+/* config's boolean for key: 1/0, or dflt when absent, -1 when null. */
+int clf__tok_cfg_bool(void *config, const char *key, int dflt);
+int clf__tok_is_special_id(const clf_tokenizer *t, int64_t id);
+int clf__tok_is_special_text(const clf_tokenizer *t, const char *s, size_t n);
+char *clf__tok_path(const char *dir, const char *name); /* malloc'd */
+/* The whole file, NUL-terminated (malloc'd); NULL with *st set on failure. */
+char *clf__tok_read_text(const char *path, size_t *len, clf_status *st);
+int clf__tok_file_exists(const char *path);
+/* Hugging Face's clean_up_tokenization, in place. */
+void clf__tok_clean_up(clf__str *s);
+
+/* Model-specific parts.  encode_chunk gets text with no special tokens. */
+clf_status clf__wordpiece_load(clf_tokenizer *t, const char *dir, void *config);
+clf_status clf__wordpiece_encode(clf_tokenizer *t, const char *s, size_t n, clf__ids *out);
+clf_status clf__wordpiece_decode(clf_tokenizer *t, const char **toks, size_t n, clf__str *out);
+clf_status clf__bpe_load(clf_tokenizer *t, const char *dir, void *config);
+clf_status clf__bpe_encode(clf_tokenizer *t, const char *s, size_t n, clf__ids *out);
+clf_status clf__bpe_decode(clf_tokenizer *t, const char **toks, size_t n, clf__str *out);
+clf_status clf__spm_load(clf_tokenizer *t, const char *dir, void *config);
+clf_status clf__spm_encode(clf_tokenizer *t, const char *s, size_t n, clf__ids *out);
+clf_status clf__spm_decode(clf_tokenizer *t, const char **toks, size_t n, clf__str *out);
+void clf__spm_free(clf_tokenizer *t);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif

@@ -1,0 +1,426 @@
+/* test_tokenizer.c - the BERT, GPT-2 and Marian tokenizers against the ids and
+ * texts of transformers' slow tokenizers (tests/fixtures/tokenizers, made by
+ * tools/fixtures/make_tokenizer_fixtures.py), round trips, and bad files. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+/* Tokenizers need no context: their errors are in clf_last_error(NULL). */
+#define TOK_FAILS(expr, status, needle)                                                          \
+  do {                                                                                           \
+    clf_status tk_st_ = (expr);                                                                  \
+    ck_assert_msg(tk_st_ == (status), "%s returned %s, expected %s (%s)", #expr,                 \
+                  clf_status_name(tk_st_), clf_status_name(status), clf_last_error(NULL));       \
+    ck_assert_msg(strstr(clf_last_error(NULL), (needle)) != NULL,                                \
+                  "error of %s is \"%s\", expected it to mention \"%s\"", #expr,                 \
+                  clf_last_error(NULL), (needle));                                               \
+  } while (0)
+#define TOK_OK(expr)                                                                             \
+  do {                                                                                           \
+    clf_status tk_st_ = (expr);                                                                  \
+    ck_assert_msg(tk_st_ == CLF_OK, "%s returned %s: %s", #expr, clf_status_name(tk_st_),        \
+                  clf_last_error(NULL));                                                         \
+  } while (0)
+
+static char *fixture_path(const char *rel) {
+  const char *root = getenv("CLF_FIXTURES");
+  ck_assert_msg(root != NULL, "CLF_FIXTURES is not set");
+  char *p = malloc(strlen(root) + strlen(rel) + 2);
+  sprintf(p, "%s/%s", root, rel);
+  return p;
+}
+
+static cJSON *expected(void) {
+  char *path = fixture_path("tokenizers/expected.json");
+  FILE *f = fopen(path, "rb");
+  ck_assert_msg(f != NULL, "cannot open %s", path);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *text = malloc((size_t)n + 1);
+  ck_assert(fread(text, 1, (size_t)n, f) == (size_t)n);
+  text[n] = '\0';
+  fclose(f);
+  cJSON *root = cJSON_Parse(text);
+  ck_assert_msg(root != NULL, "%s is not JSON", path);
+  free(text);
+  free(path);
+  return root;
+}
+
+/* A tokenizer of the fixtures, or NULL when this build has no SentencePiece
+ * (a C++14 build: the error must say so). */
+static clf_tokenizer *load_fixture(const char *name) {
+  char rel[64];
+  snprintf(rel, sizeof(rel), "tokenizers/%s", name);
+  char *dir = fixture_path(rel);
+  clf_tokenizer *t = NULL;
+  clf_status st = clf_tokenizer_load(dir, &t);
+  free(dir);
+  if (st == CLF_E_UNSUPPORTED && !strcmp(name, "marian")) {
+    ck_assert(strstr(clf_last_error(NULL), "C++17") != NULL);
+    return NULL;
+  }
+  ck_assert_msg(st == CLF_OK, "loading %s: %s", name, clf_last_error(NULL));
+  return t;
+}
+
+static void check_ids(const int64_t *got, size_t n, const cJSON *want, const char *what, const char *text) {
+  size_t m = (size_t)cJSON_GetArraySize(want);
+  ck_assert_msg(n == m, "%s of \"%s\": %zu ids, expected %zu", what, text, n, m);
+  for (size_t i = 0; i < n; i++)
+    ck_assert_msg(got[i] == (int64_t)cJSON_GetArrayItem(want, (int)i)->valuedouble,
+                  "%s of \"%s\": id %zu is %lld, expected %lld", what, text, i, (long long)got[i],
+                  (long long)cJSON_GetArrayItem(want, (int)i)->valuedouble);
+}
+
+static int64_t *json_ids(const cJSON *a, size_t *n) {
+  *n = (size_t)cJSON_GetArraySize(a);
+  int64_t *v = malloc((*n ? *n : 1) * sizeof(int64_t));
+  for (size_t i = 0; i < *n; i++) v[i] = (int64_t)cJSON_GetArrayItem(a, (int)i)->valuedouble;
+  return v;
+}
+
+static void check_decode(clf_tokenizer *t, const cJSON *ids, int skip, const char *want, const char *what) {
+  size_t n;
+  int64_t *v = json_ids(ids, &n);
+  char *text = NULL;
+  TOK_OK(clf_tokenizer_decode(t, v, n, skip, &text));
+  ck_assert_msg(!strcmp(text, want), "%s: decoded \"%s\", expected \"%s\"", what, text, want);
+  free(text);
+  free(v);
+}
+
+/* Every sentence of expected.json: ids with and without special tokens
+ * (exactly), and the decoded texts with and without skip_special. */
+static void check_model(const char *name) {
+  clf_tokenizer *t = load_fixture(name);
+  if (!t) return;
+  cJSON *root = expected(), *c;
+  cJSON *cases = cJSON_GetObjectItem(root, name);
+  ck_assert_msg(cJSON_GetArraySize(cases) >= 15, "%s: too few cases", name);
+  cJSON_ArrayForEach(c, cases) {
+    const char *text = cJSON_GetObjectItem(c, "text")->valuestring;
+    int64_t *ids = NULL;
+    size_t n = 0;
+    TOK_OK(clf_tokenizer_encode(t, text, 0, &ids, &n));
+    ck_assert(ids != NULL);
+    check_ids(ids, n, cJSON_GetObjectItem(c, "ids"), name, text);
+    free(ids);
+    TOK_OK(clf_tokenizer_encode(t, text, 1, &ids, &n));
+    check_ids(ids, n, cJSON_GetObjectItem(c, "ids_special"), name, text);
+    free(ids);
+    check_decode(t, cJSON_GetObjectItem(c, "ids_special"), 0, cJSON_GetObjectItem(c, "decoded")->valuestring, text);
+    check_decode(t, cJSON_GetObjectItem(c, "ids_special"), 1, cJSON_GetObjectItem(c, "decoded_skip")->valuestring,
+                 text);
+  }
+  char key[64];
+  snprintf(key, sizeof(key), "%s_decode", name); /* id lists that encode never gives */
+  cJSON_ArrayForEach(c, cJSON_GetObjectItem(root, key)) {
+    check_decode(t, cJSON_GetObjectItem(c, "ids"), 0, cJSON_GetObjectItem(c, "decoded")->valuestring, key);
+    check_decode(t, cJSON_GetObjectItem(c, "ids"), 1, cJSON_GetObjectItem(c, "decoded_skip")->valuestring, key);
+  }
+  cJSON_Delete(root);
+  clf_tokenizer_destroy(t);
+}
+
+START_TEST(bert_uncased_matches_transformers) { check_model("bert"); }
+END_TEST
+START_TEST(bert_cased_matches_transformers) { check_model("bert_cased"); }
+END_TEST
+START_TEST(gpt2_matches_transformers) { check_model("gpt2"); }
+END_TEST
+START_TEST(marian_matches_transformers) { check_model("marian"); }
+END_TEST
+
+/* Byte-level BPE is lossless: random UTF-8 (ASCII, Latin, Greek, CJK, Hangul,
+ * emoji, controls, unusual spaces) decodes back to itself.  Punctuation is
+ * left out so that clean_up_tokenization_spaces cannot change the text. */
+START_TEST(gpt2_round_trip_random_text) {
+  clf_tokenizer *t = load_fixture("gpt2");
+  static const uint32_t pool[] = {'a', 'b', 'Z', '7', ' ', ' ', '\t', '\n', 0x7, 0xE9, 0x301, 0x3A3, 0x4E2D,
+                                  0xAC00, 0x1F600, 0x1F3FD, 0x200B, 0x3000, 0xA0, '-', '#', '\'', 's', 0x663};
+  uint32_t seed = 12345;
+  for (int rep = 0; rep < 200; rep++) {
+    char text[512];
+    size_t len = 0;
+    int count = (int)(seed % 60);
+    for (int k = 0; k < count; k++) {
+      seed = seed * 1664525u + 1013904223u;
+      uint32_t cp = pool[(seed >> 8) % (sizeof(pool) / sizeof(pool[0]))];
+      if (cp < 0x80) text[len++] = (char)cp;
+      else if (cp < 0x800) { text[len++] = (char)(0xC0 | cp >> 6); text[len++] = (char)(0x80 | (cp & 63)); }
+      else if (cp < 0x10000) {
+        text[len++] = (char)(0xE0 | cp >> 12); text[len++] = (char)(0x80 | ((cp >> 6) & 63));
+        text[len++] = (char)(0x80 | (cp & 63));
+      } else {
+        text[len++] = (char)(0xF0 | cp >> 18); text[len++] = (char)(0x80 | ((cp >> 12) & 63));
+        text[len++] = (char)(0x80 | ((cp >> 6) & 63)); text[len++] = (char)(0x80 | (cp & 63));
+      }
+    }
+    text[len] = '\0';
+    seed = seed * 1664525u + 1013904223u;
+    int64_t *ids;
+    size_t n;
+    char *back;
+    TOK_OK(clf_tokenizer_encode(t, text, 1, &ids, &n));
+    TOK_OK(clf_tokenizer_decode(t, ids, n, 0, &back));
+    ck_assert_msg(!strcmp(back, text), "round trip of \"%s\" gave \"%s\"", text, back);
+    free(back);
+    free(ids);
+  }
+  clf_tokenizer_destroy(t);
+}
+END_TEST
+
+/* A long word (quadratic in the reference too) and a long text finish. */
+START_TEST(long_inputs) {
+  const char *names[] = {"bert", "gpt2", "marian"};
+  size_t len = 20000;
+  char *text = malloc(len + 1);
+  for (size_t i = 0; i < len; i++) text[i] = (i % 7 == 6 && i > 3000) ? ' ' : "abcdefgh"[i % 8];
+  text[len] = '\0';
+  for (int k = 0; k < 3; k++) {
+    clf_tokenizer *t = load_fixture(names[k]);
+    if (!t) continue;
+    int64_t *ids;
+    size_t n;
+    char *back;
+    TOK_OK(clf_tokenizer_encode(t, text, 1, &ids, &n));
+    ck_assert(n > 2);
+    TOK_OK(clf_tokenizer_decode(t, ids, n, 1, &back));
+    if (k == 1) ck_assert(!strcmp(back, text));
+    free(back);
+    free(ids);
+    clf_tokenizer_destroy(t);
+  }
+  free(text);
+}
+END_TEST
+
+/* ---- bad arguments and bad files ---- */
+
+static char g_dir[64];
+
+static void put_file(const char *name, const char *content, size_t n) {
+  char p[256];
+  snprintf(p, sizeof(p), "%s/%s", g_dir, name);
+  FILE *f = fopen(p, "wb");
+  ck_assert(f != NULL);
+  ck_assert(fwrite(content, 1, n, f) == n);
+  fclose(f);
+}
+#define PUT(name, s) put_file(name, s, strlen(s))
+
+static void clear_dir(void) {
+  static const char *files[] = {"vocab.txt", "vocab.json", "merges.txt", "source.spm", "target.spm",
+                                "tokenizer_config.json"};
+  char p[256];
+  for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+    snprintf(p, sizeof(p), "%s/%s", g_dir, files[i]);
+    unlink(p);
+  }
+}
+
+static void make_dir(void) {
+  strcpy(g_dir, "/tmp/clf-tok-test-XXXXXX");
+  ck_assert(mkdtemp(g_dir) != NULL);
+}
+
+static void copy_fixture(const char *model, const char *name) {
+  char rel[128];
+  snprintf(rel, sizeof(rel), "tokenizers/%s/%s", model, name);
+  char *src = fixture_path(rel);
+  FILE *f = fopen(src, "rb");
+  ck_assert(f != NULL);
+  char *buf = malloc(1 << 20);
+  size_t n = fread(buf, 1, 1 << 20, f);
+  fclose(f);
+  put_file(name, buf, n);
+  free(buf);
+  free(src);
+}
+
+START_TEST(missing_files) {
+  clf_tokenizer *t = (clf_tokenizer *)1;
+  make_dir();
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_NOT_FOUND, "looked for vocab.txt");
+  ck_assert(t == NULL);
+  TOK_FAILS(clf_tokenizer_load("/nonexistent/dir", &t), CLF_E_NOT_FOUND, "merges.txt");
+  copy_fixture("gpt2", "vocab.json"); /* vocab.json alone: merges.txt is named */
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_NOT_FOUND, "merges.txt is missing");
+  copy_fixture("marian", "source.spm"); /* Marian without target.spm */
+  clf_status st = clf_tokenizer_load(g_dir, &t); /* CLF_E_UNSUPPORTED in a build without SentencePiece */
+  if (st != CLF_E_UNSUPPORTED) TOK_FAILS(st, CLF_E_NOT_FOUND, "target.spm not found");
+  clear_dir();
+  copy_fixture("marian", "source.spm");
+  copy_fixture("marian", "target.spm");
+  st = clf_tokenizer_load(g_dir, &t);
+  if (st != CLF_E_UNSUPPORTED) TOK_FAILS(st, CLF_E_NOT_FOUND, "vocab.json not found");
+  clear_dir();
+  rmdir(g_dir);
+}
+END_TEST
+
+START_TEST(malformed_files) {
+  clf_tokenizer *t = NULL;
+  make_dir();
+  PUT("vocab.json", "{\"a\": 0, \"b\": ");
+  PUT("merges.txt", "#version: 0.2\na b\n");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT, "vocab.json is not a JSON object");
+  PUT("vocab.json", "[1, 2]");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT, "vocab.json is not a JSON object");
+  PUT("vocab.json", "{\"a\": 0, \"b\": \"one\"}");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT, "token \"b\" is not a non-negative integer");
+  PUT("vocab.json", "{\"a\": 0, \"b\": -3}");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT, "non-negative integer");
+  PUT("vocab.json", "{\"a\": 0, \"b\": 1, \"ab\": 2, \"<|endoftext|>\": 3}");
+  PUT("merges.txt", "#version: 0.2\na b\nab\n");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT, "merges.txt line 3: expected two symbols");
+  PUT("merges.txt", "a b\nab  b\n");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT, "merges.txt line 2");
+  PUT("merges.txt", "#version: 0.2\r\na b\r\n\r\n");
+  TOK_OK(clf_tokenizer_load(g_dir, &t)); /* CRLF and blank lines are fine */
+  int64_t *ids;
+  size_t n;
+  TOK_OK(clf_tokenizer_encode(t, "abab", 0, &ids, &n));
+  ck_assert(n == 2 && ids[0] == 2 && ids[1] == 2);
+  free(ids);
+  clf_tokenizer_destroy(t);
+  PUT("tokenizer_config.json", "{\"tokenizer_class\": ");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT, "tokenizer_config.json is not a JSON object");
+  clear_dir();
+  PUT("vocab.txt", "[PAD]\n[CLS]\n[SEP]\nhello\n");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT, "has no [UNK] token");
+  PUT("vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\nab\xff\n");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT, "line 5 is not valid UTF-8");
+  PUT("vocab.txt", "");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT, "is empty");
+  clear_dir();
+  copy_fixture("marian", "vocab.json");
+  copy_fixture("marian", "target.spm");
+  PUT("source.spm", "this is not a protobuf \x01\x02\x03");
+  clf_status st = clf_tokenizer_load(g_dir, &t);
+  if (st != CLF_E_UNSUPPORTED) TOK_FAILS(st, CLF_E_FORMAT, "source.spm is not a SentencePiece model");
+  ck_assert(t == NULL);
+  clear_dir();
+  rmdir(g_dir);
+}
+END_TEST
+
+/* Whether tokenizers t (on text a) and u (on text b) give the same ids. */
+static int same_ids(clf_tokenizer *t, const char *a, clf_tokenizer *u, const char *b) {
+  int64_t *x, *y;
+  size_t nx, ny;
+  TOK_OK(clf_tokenizer_encode(t, a, 1, &x, &nx));
+  TOK_OK(clf_tokenizer_encode(u, b, 1, &y, &ny));
+  int same = nx == ny && !memcmp(x, y, nx * sizeof(int64_t));
+  free(x);
+  free(y);
+  return same;
+}
+
+/* tokenizer_config.json: tokenizer_class picks among several tokenizers,
+ * do_lower_case, add_prefix_space, clean_up_tokenization_spaces,
+ * separate_vocabs (unsupported). */
+START_TEST(config_options) {
+  clf_tokenizer *t = NULL, *g = load_fixture("gpt2"), *b = load_fixture("bert");
+  int64_t *ids;
+  size_t n;
+  char *text;
+  make_dir();
+  copy_fixture("bert", "vocab.txt");
+  copy_fixture("gpt2", "vocab.json");
+  copy_fixture("gpt2", "merges.txt");
+  TOK_OK(clf_tokenizer_load(g_dir, &t)); /* no config: vocab.txt wins, BERT's defaults (lower case) */
+  ck_assert(same_ids(t, "Hello World!", b, "Hello World!"));
+  clf_tokenizer_destroy(t);
+  PUT("tokenizer_config.json", "{\"do_lower_case\": false}");
+  TOK_OK(clf_tokenizer_load(g_dir, &t));
+  ck_assert(same_ids(t, "Hello World!", b, "hello world!") == 0);
+  ck_assert(same_ids(t, "hello world!", b, "Hello World!"));
+  clf_tokenizer_destroy(t);
+  PUT("tokenizer_config.json", "{\"tokenizer_class\": \"GPT2Tokenizer\", \"add_prefix_space\": true, "
+      "\"clean_up_tokenization_spaces\": false}");
+  TOK_OK(clf_tokenizer_load(g_dir, &t));
+  ck_assert(same_ids(t, "Hello , world", g, " Hello , world"));
+  ck_assert(same_ids(t, "Hello , world", g, "Hello , world") == 0);
+  TOK_OK(clf_tokenizer_encode(t, "Hello , world", 0, &ids, &n));
+  TOK_OK(clf_tokenizer_decode(t, ids, n, 0, &text));
+  ck_assert_str_eq(text, " Hello , world"); /* no clean-up */
+  free(text);
+  TOK_OK(clf_tokenizer_decode(g, ids, n, 0, &text));
+  ck_assert_str_eq(text, " Hello, world"); /* the fixture cleans up, transformers' default */
+  free(text);
+  free(ids);
+  clf_tokenizer_destroy(t);
+  clear_dir();
+  copy_fixture("marian", "vocab.json");
+  copy_fixture("marian", "source.spm");
+  copy_fixture("marian", "target.spm");
+  PUT("tokenizer_config.json", "{\"separate_vocabs\": true}");
+  clf_status st = clf_tokenizer_load(g_dir, &t);
+  if (st != CLF_E_UNSUPPORTED || !strstr(clf_last_error(NULL), "C++17"))
+    TOK_FAILS(st, CLF_E_UNSUPPORTED, "separate_vocabs");
+  clear_dir();
+  rmdir(g_dir);
+  clf_tokenizer_destroy(g);
+  clf_tokenizer_destroy(b);
+}
+END_TEST
+
+START_TEST(bad_arguments) {
+  clf_tokenizer *t = load_fixture("gpt2"), *b = load_fixture("bert");
+  int64_t *ids;
+  size_t n;
+  char *text;
+  clf_tokenizer *u = (clf_tokenizer *)1;
+  TOK_FAILS(clf_tokenizer_load(NULL, &u), CLF_E_INVALID_ARG, "model_dir is NULL");
+  ck_assert(u == NULL);
+  TOK_FAILS(clf_tokenizer_load("x", NULL), CLF_E_INVALID_ARG, "out is NULL");
+  TOK_FAILS(clf_tokenizer_encode(NULL, "a", 0, &ids, &n), CLF_E_INVALID_ARG, "tokenizer is NULL");
+  TOK_FAILS(clf_tokenizer_encode(t, NULL, 0, &ids, &n), CLF_E_INVALID_ARG, "text is NULL");
+  TOK_FAILS(clf_tokenizer_encode(t, "a", 0, NULL, &n), CLF_E_INVALID_ARG, "ids or n is NULL");
+  TOK_FAILS(clf_tokenizer_encode(t, "ok \xc3\x28", 0, &ids, &n), CLF_E_INVALID_ARG, "not valid UTF-8 (byte 3)");
+  TOK_FAILS(clf_tokenizer_encode(b, "\xed\xa0\x80", 0, &ids, &n), CLF_E_INVALID_ARG, "not valid UTF-8");
+  int64_t good[] = {40, 331}, bad[] = {40, 99999}, neg[] = {-1};
+  TOK_FAILS(clf_tokenizer_decode(NULL, good, 2, 0, &text), CLF_E_INVALID_ARG, "tokenizer is NULL");
+  TOK_FAILS(clf_tokenizer_decode(t, NULL, 2, 0, &text), CLF_E_INVALID_ARG, "ids is NULL");
+  TOK_FAILS(clf_tokenizer_decode(t, good, 2, 0, NULL), CLF_E_INVALID_ARG, "text is NULL");
+  TOK_FAILS(clf_tokenizer_decode(t, bad, 2, 0, &text), CLF_E_INVALID_ARG, "id 99999 at position 1");
+  TOK_FAILS(clf_tokenizer_decode(t, neg, 1, 1, &text), CLF_E_INVALID_ARG, "id -1 at position 0");
+  TOK_OK(clf_tokenizer_decode(b, neg, 1, 0, &text)); /* BERT: unknown ids are [UNK], as in transformers */
+  ck_assert_str_eq(text, "[UNK]");
+  free(text);
+  TOK_OK(clf_tokenizer_decode(t, NULL, 0, 0, &text)); /* nothing to decode */
+  ck_assert_str_eq(text, "");
+  free(text);
+  clf_tokenizer_destroy(NULL);
+  clf_tokenizer_destroy(t);
+  clf_tokenizer_destroy(b);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("tokenizer");
+  TCase *tc = tcase_create("tokenizer");
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, bert_uncased_matches_transformers);
+  tcase_add_test(tc, bert_cased_matches_transformers);
+  tcase_add_test(tc, gpt2_matches_transformers);
+  tcase_add_test(tc, marian_matches_transformers);
+  tcase_add_test(tc, gpt2_round_trip_random_text);
+  tcase_add_test(tc, long_inputs);
+  tcase_add_test(tc, missing_files);
+  tcase_add_test(tc, malformed_files);
+  tcase_add_test(tc, config_options);
+  tcase_add_test(tc, bad_arguments);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return th_run(suite()); }
