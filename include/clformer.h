@@ -596,6 +596,69 @@ CLF_API clf_status clf_npy_write(const char *path, const clf_array *a);
 
 /* MODELS-SECTION: the model declarations go here. */
 
+/* A Hugging Face model directory loaded onto a context: config.json (plus
+ * generation_config.json) and model.safetensors.  Families, by `model_type`
+ * and `architectures`: "bert" (BertModel), "gpt2" (GPT2Model,
+ * GPT2LMHeadModel), "marian" (MarianModel, MarianMTModel). */
+typedef struct clf_model clf_model;
+
+/* Loads the model in `model_dir` onto ctx (weights uploaded as f32).  Errors
+ * (recorded on ctx, *out NULL): CLF_E_UNSUPPORTED naming an unknown
+ * model_type, architecture or activation; CLF_E_NOT_FOUND naming a missing
+ * tensor; CLF_E_SHAPE naming a tensor of the wrong shape; CLF_E_FORMAT for a
+ * missing or mistyped config key.  The model borrows ctx, which must outlive
+ * it; free it with clf_model_destroy. */
+CLF_API clf_status clf_model_load(clf_context *ctx, const char *model_dir,
+                                  clf_model **out);
+/* Frees the model and its device memory.  NULL is accepted. */
+CLF_API void clf_model_destroy(clf_model *m);
+/* "bert", "gpt2" or "marian" (static string). */
+CLF_API const char *clf_model_type(const clf_model *m);
+/* The input / output names the model takes / produces (Hugging Face
+ * forward() argument and output names): *names receives a static array,
+ * the count is returned. */
+CLF_API size_t clf_model_input_names(const clf_model *m,
+                                     const char *const **names);
+CLF_API size_t clf_model_output_names(const clf_model *m,
+                                      const char *const **names);
+
+/* One forward pass on host arrays.  inputs[i].name says which input it is;
+ * ids and masks are i32 or i64 [B, L], float inputs f32.  results[i]
+ * receives outputs[i] (name set, data malloc'd: free with clf_array_free).
+ * Unknown or missing input names and unknown output names fail with
+ * CLF_E_INVALID_ARG listing the valid ones; wrong dtypes (CLF_E_DTYPE) or
+ * shapes (CLF_E_SHAPE) name the input.  On failure no result holds data.
+ * Blocks until the outputs are on the host. */
+CLF_API clf_status clf_model_run(clf_model *m, const clf_array *inputs,
+                                 size_t n_inputs, const char *const *outputs,
+                                 size_t n_outputs, clf_array *results);
+
+typedef struct clf_generate_options {
+  /* New tokens at most; 0: the checkpoint's max_length decides. */
+  size_t max_new_tokens;
+  /* Beams; 0: the checkpoint's num_beams (default 1 = greedy). */
+  size_t num_beams;
+} clf_generate_options;
+
+/* Fills `o` with the defaults (all 0). */
+CLF_API void clf_generate_options_init(clf_generate_options *o);
+
+/* Deterministic decoding as transformers' generate(do_sample=False):
+ * greedy (num_beams 1) or beam search (num_beams > 1), honouring the
+ * checkpoint's decoder_start_token_id, eos_token_id, pad_token_id,
+ * bad_words_ids, forced_eos_token_id, max_length, length_penalty and
+ * early_stopping.  input_ids [B, L] i32/i64 (the prompt for GPT-2, the
+ * source for Marian); attention_mask [B, L] or NULL (all ones).  `o` may be
+ * NULL.  *sequences receives i64 [B, T] (the prompt followed by the new
+ * tokens for GPT-2, the decoder start token followed by the new tokens for
+ * Marian; finished rows padded with pad_token_id), data malloc'd: free with
+ * clf_array_free.  CLF_E_UNSUPPORTED for a model without an LM head. */
+CLF_API clf_status clf_model_generate(clf_model *m,
+                                      const clf_array *input_ids,
+                                      const clf_array *attention_mask,
+                                      const clf_generate_options *o,
+                                      clf_array *sequences);
+
 /* ------------------------------------------------------------------------ */
 /* Tokenizers (tokenizer section). */
 

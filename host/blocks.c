@@ -1,0 +1,224 @@
+/* blocks.c - the Transformer blocks every model family is wired from:
+ * attention (fused or separate QKV, KV cache, cross-attention), MLP and the
+ * pre-/post-LN layer, plus the parameter list and activation workspaces.
+ */
+#include "blocks.h"
+
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+void clf__params_free(clf__params *p) {
+  for (size_t i = 0; i < p->n; i++) clf_tensor_destroy(p->t[i]);
+  free(p->t);
+  memset(p, 0, sizeof *p);
+}
+
+clf_status clf__params_add(clf_context *ctx, clf__params *p, clf_tensor *t) {
+  if (p->n == p->cap) {
+    size_t cap = p->cap ? 2 * p->cap : 64;
+    clf_tensor **nt = realloc(p->t, cap * sizeof *nt);
+    if (!nt) {
+      clf_tensor_destroy(t);
+      return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "model: out of host memory for the parameter list");
+    }
+    p->t = nt;
+    p->cap = cap;
+  }
+  p->t[p->n++] = t;
+  return CLF_OK;
+}
+
+clf_status clf__param(clf_context *ctx, const clf__weights *w, clf__params *p, const char *name, int ndim,
+                      const size_t *shape, clf_tensor **out) {
+  clf_tensor *t = NULL;
+  clf_status st = clf__weights_load(ctx, w, name, ndim, shape, &t);
+  if (st != CLF_OK) return st;
+  if ((st = clf__params_add(ctx, p, t)) != CLF_OK) return st;
+  *out = t;
+  return CLF_OK;
+}
+
+clf_status clf__load_linear(clf_context *ctx, const clf__weights *w, clf__params *p, const char *wname,
+                            const char *bname, size_t out_f, size_t in_f, clf_weight_layout layout,
+                            clf__linear *l) {
+  clf_status st;
+  size_t ws[2] = {out_f, in_f};
+  if (layout == CLF_WEIGHT_IN_OUT) ws[0] = in_f, ws[1] = out_f;
+  l->layout = layout;
+  l->b = NULL;
+  if ((st = clf__param(ctx, w, p, wname, 2, ws, &l->w)) != CLF_OK) return st;
+  if (bname) return clf__param(ctx, w, p, bname, 1, &out_f, &l->b);
+  return CLF_OK;
+}
+
+clf_status clf__load_ln(clf_context *ctx, const clf__weights *w, clf__params *p, const char *prefix, size_t d,
+                        float eps, clf__ln *ln) {
+  char gw[256], gg[256], bb[256], bt[256];
+  snprintf(gw, sizeof gw, "%s.weight", prefix);
+  snprintf(gg, sizeof gg, "%s.gamma", prefix);
+  snprintf(bb, sizeof bb, "%s.bias", prefix);
+  snprintf(bt, sizeof bt, "%s.beta", prefix);
+  const char *const gn[] = {gw, gg, NULL}, *const bn[] = {bb, bt, NULL};
+  const char *g = clf__weights_pick(w, gn), *b = clf__weights_pick(w, bn);
+  clf_status st;
+  ln->eps = eps;
+  /* Not found: load the canonical name to get the loader's message. */
+  if ((st = clf__param(ctx, w, p, g ? g : gw, 1, &d, &ln->g)) != CLF_OK) return st;
+  return clf__param(ctx, w, p, b ? b : bb, 1, &d, &ln->b);
+}
+
+clf_status clf__ws_get(clf_context *ctx, clf__ws *ws, int slot, clf_dtype dt, int ndim, const size_t *shape,
+                       clf_tensor **out) {
+  clf_tensor *t = ws->t[slot];
+  if (t && t->dtype == dt && t->ndim == ndim && memcmp(t->shape, shape, ndim * sizeof *shape) == 0) {
+    *out = t;
+    return CLF_OK;
+  }
+  clf_tensor_destroy(t);
+  ws->t[slot] = NULL;
+  clf_status st = clf_tensor_create(ctx, dt, ndim, shape, &ws->t[slot]);
+  *out = ws->t[slot];
+  return st;
+}
+
+void clf__ws_free(clf__ws *ws) {
+  for (int i = 0; i < CLF__WS_COUNT; i++) clf_tensor_destroy(ws->t[i]);
+  memset(ws, 0, sizeof *ws);
+}
+
+clf_status clf__attn_forward(clf_context *ctx, const clf__attn *a, const clf_tensor *x, const clf_tensor *src,
+                             const clf__kv *kv, const clf_attention_mask *mask, clf__ws *ws, clf_tensor *y) {
+  const size_t B = x->shape[0], Lq = x->shape[1], H = a->heads, Dh = a->dh, D = H * Dh;
+  const int self = src == NULL;
+  if (self) src = x;
+  const size_t Ls = src->shape[1];
+  clf_tensor *q, *proj, *ctxm, *k, *v;
+  size_t pos = 0, kv_len = 0;
+  clf_status st;
+  if ((st = clf__ws_get(ctx, ws, CLF__WS_Q, CLF_F32, 4, (size_t[]){B, H, Lq, Dh}, &q)) != CLF_OK) return st;
+  if ((st = clf__ws_get(ctx, ws, CLF__WS_CTX, CLF_F32, 3, (size_t[]){B, Lq, D}, &ctxm)) != CLF_OK) return st;
+  if (kv) {
+    k = kv->k, v = kv->v, pos = kv->pos;
+    kv_len = kv->ready ? 0 : pos + Ls;
+  } else {
+    if ((st = clf__ws_get(ctx, ws, CLF__WS_K, CLF_F32, 4, (size_t[]){B, H, Ls, Dh}, &k)) != CLF_OK) return st;
+    if ((st = clf__ws_get(ctx, ws, CLF__WS_V, CLF_F32, 4, (size_t[]){B, H, Ls, Dh}, &v)) != CLF_OK) return st;
+  }
+  const int need_kv = !(kv && kv->ready);
+  if (a->fused && self) {
+    /* One [D, 3D] projection, split three ways into q and the cache. */
+    if ((st = clf__ws_get(ctx, ws, CLF__WS_PROJ, CLF_F32, 3, (size_t[]){B, Lq, 3 * D}, &proj)) != CLF_OK) return st;
+    if ((st = clf_linear(ctx, x, a->qkv.w, a->qkv.layout, a->qkv.b, CLF_ACT_NONE, proj, NULL)) != CLF_OK) return st;
+    if ((st = clf_split_heads(ctx, proj, 0, 0, q, NULL)) != CLF_OK) return st;
+    if ((st = clf_split_heads(ctx, proj, D, pos, k, NULL)) != CLF_OK) return st;
+    if ((st = clf_split_heads(ctx, proj, 2 * D, pos, v, NULL)) != CLF_OK) return st;
+  } else {
+    if ((st = clf__ws_get(ctx, ws, CLF__WS_PROJ, CLF_F32, 3, (size_t[]){B, Lq, D}, &proj)) != CLF_OK) return st;
+    if ((st = clf_linear(ctx, x, a->q.w, a->q.layout, a->q.b, CLF_ACT_NONE, proj, NULL)) != CLF_OK) return st;
+    if ((st = clf_split_heads(ctx, proj, 0, 0, q, NULL)) != CLF_OK) return st;
+    if (need_kv) {
+      clf_tensor *sp;
+      if ((st = clf__ws_get(ctx, ws, self ? CLF__WS_OUT : CLF__WS_SRC, CLF_F32, 3, (size_t[]){B, Ls, D}, &sp)) != CLF_OK) return st;
+      if ((st = clf_linear(ctx, src, a->k.w, a->k.layout, a->k.b, CLF_ACT_NONE, sp, NULL)) != CLF_OK) return st;
+      if ((st = clf_split_heads(ctx, sp, 0, pos, k, NULL)) != CLF_OK) return st;
+      if ((st = clf_linear(ctx, src, a->v.w, a->v.layout, a->v.b, CLF_ACT_NONE, sp, NULL)) != CLF_OK) return st;
+      if ((st = clf_split_heads(ctx, sp, 0, pos, v, NULL)) != CLF_OK) return st;
+    }
+  }
+  if ((st = clf_attention(ctx, q, k, v, kv_len, mask, a->scale, CLF_ATTN_AUTO, ctxm, NULL)) != CLF_OK) return st;
+  return clf_linear(ctx, ctxm, a->o.w, a->o.layout, a->o.b, CLF_ACT_NONE, y, NULL);
+}
+
+clf_status clf__mlp_forward(clf_context *ctx, const clf__mlp *m, const clf_tensor *x, clf__ws *ws, clf_tensor *y) {
+  const size_t B = x->shape[0], L = x->shape[1];
+  const size_t F = m->fc1.layout == CLF_WEIGHT_IN_OUT ? m->fc1.w->shape[1] : m->fc1.w->shape[0];
+  clf_tensor *hid;
+  clf_status st;
+  if ((st = clf__ws_get(ctx, ws, CLF__WS_HID, CLF_F32, 3, (size_t[]){B, L, F}, &hid)) != CLF_OK) return st;
+  if ((st = clf_linear(ctx, x, m->fc1.w, m->fc1.layout, m->fc1.b, m->act, hid, NULL)) != CLF_OK) return st;
+  return clf_linear(ctx, hid, m->fc2.w, m->fc2.layout, m->fc2.b, CLF_ACT_NONE, y, NULL);
+}
+
+clf_status clf__ln_apply(clf_context *ctx, const clf__ln *ln, const clf_tensor *x, const clf_tensor *res,
+                         clf_tensor *sum_out, clf_tensor *y) {
+  return clf_layer_norm(ctx, x, res, ln->g, ln->b, ln->eps, sum_out, y, NULL);
+}
+
+clf_status clf__layer_forward(clf_context *ctx, const clf__layer *l, int pre_ln, const clf__ln *next_ln,
+                              clf_tensor *h, clf_tensor *a, const clf__layer_io *io, clf__ws *ws) {
+  clf_tensor *f;
+  clf_status st;
+  if ((st = clf__ws_get(ctx, ws, CLF__WS_T2, CLF_F32, 3, h->shape, &f)) != CLF_OK) return st;
+  if (pre_ln) {
+    /* a = ln_self(h) already. */
+    if ((st = clf__attn_forward(ctx, &l->self, a, NULL, io->self_kv, io->self_mask, ws, f)) != CLF_OK) return st;
+    if (l->has_cross) {
+      if ((st = clf__ln_apply(ctx, &l->ln_cross, h, f, h, a)) != CLF_OK) return st;
+      if ((st = clf__attn_forward(ctx, &l->cross, a, io->enc, io->cross_kv, io->cross_mask, ws, f)) != CLF_OK)
+        return st;
+    }
+    if ((st = clf__ln_apply(ctx, &l->ln_mlp, h, f, h, a)) != CLF_OK) return st;
+    if ((st = clf__mlp_forward(ctx, &l->mlp, a, ws, f)) != CLF_OK) return st;
+    return clf__ln_apply(ctx, next_ln, h, f, h, a);
+  }
+  /* post-LN: h = LN(h + f(h)) */
+  if ((st = clf__attn_forward(ctx, &l->self, h, NULL, io->self_kv, io->self_mask, ws, f)) != CLF_OK) return st;
+  if ((st = clf__ln_apply(ctx, &l->ln_self, h, f, NULL, h)) != CLF_OK) return st;
+  if (l->has_cross) {
+    if ((st = clf__attn_forward(ctx, &l->cross, h, io->enc, io->cross_kv, io->cross_mask, ws, f)) != CLF_OK)
+      return st;
+    if ((st = clf__ln_apply(ctx, &l->ln_cross, h, f, NULL, h)) != CLF_OK) return st;
+  }
+  if ((st = clf__mlp_forward(ctx, &l->mlp, h, ws, f)) != CLF_OK) return st;
+  return clf__ln_apply(ctx, &l->ln_mlp, h, f, NULL, h);
+}
+
+clf_status clf__tanh(clf_context *ctx, clf_tensor *x, clf__ws *ws) {
+  const size_t n = clf_tensor_numel(x);
+  clf_tensor *c = ws->t[CLF__WS_CONST], *pair, *xv = NULL, *w1 = NULL, *w2 = NULL, *bias = NULL;
+  clf_status st;
+  if (!c) {
+    static const float k[5] = {2.0f, 0.0f, 2.0f, 0.0f, -1.0f};
+    if ((st = clf__ws_get(ctx, ws, CLF__WS_CONST, CLF_F32, 1, (size_t[]){5}, &c)) != CLF_OK) return st;
+    if ((st = clf_tensor_upload(ctx, c, k, sizeof k)) != CLF_OK) return st;
+  }
+  if ((st = clf__ws_get(ctx, ws, CLF__WS_ROW, CLF_F32, 2, (size_t[]){n, 2}, &pair)) != CLF_OK) return st;
+  if ((st = clf_tensor_view(x, 0, 2, (size_t[]){n, 1}, &xv)) == CLF_OK &&
+      (st = clf_tensor_view(c, 0, 2, (size_t[]){2, 1}, &w1)) == CLF_OK &&
+      (st = clf_tensor_view(c, 2, 2, (size_t[]){1, 2}, &w2)) == CLF_OK &&
+      (st = clf_tensor_view(c, 4, 1, (size_t[]){1}, &bias)) == CLF_OK &&
+      (st = clf_linear(ctx, xv, w1, CLF_WEIGHT_OUT_IN, NULL, CLF_ACT_NONE, pair, NULL)) == CLF_OK &&
+      (st = clf_softmax(ctx, pair, 1.0f, pair, NULL)) == CLF_OK)
+    st = clf_linear(ctx, pair, w2, CLF_WEIGHT_OUT_IN, bias, CLF_ACT_NONE, xv, NULL);
+  clf_tensor_destroy(xv);
+  clf_tensor_destroy(w1);
+  clf_tensor_destroy(w2);
+  clf_tensor_destroy(bias);
+  return st;
+}
+
+clf_status clf__kv_reorder(clf_context *ctx, clf_tensor *cache, const int64_t *idx, clf__ws *ws) {
+  const size_t N = cache->shape[0], row = clf_tensor_numel(cache) / (N ? N : 1);
+  clf_tensor *ids, *tmp, *table = NULL, *out = NULL;
+  clf_status st;
+  if ((st = clf__ws_get(ctx, ws, CLF__WS_BEAM, CLF_I64, 1, &N, &ids)) != CLF_OK) return st;
+  if ((st = clf__ws_get(ctx, ws, CLF__WS_T1, CLF_F32, 1, (size_t[]){N * row}, &tmp)) != CLF_OK) return st;
+  if ((st = clf_tensor_upload(ctx, ids, idx, N * sizeof *idx)) == CLF_OK &&
+      (st = clf_tensor_view(cache, 0, 2, (size_t[]){N, row}, &table)) == CLF_OK &&
+      (st = clf_tensor_view(tmp, 0, 2, (size_t[]){N, row}, &out)) == CLF_OK &&
+      (st = clf_embedding(ctx, table, ids, 1.0f, 0, out, NULL)) == CLF_OK)
+    st = clf_tensor_copy(ctx, tmp, cache, NULL);
+  clf_tensor_destroy(table);
+  clf_tensor_destroy(out);
+  return st;
+}
+
+clf_status clf__zero(clf_context *ctx, clf_tensor *t) {
+  const size_t bytes = clf_tensor_bytes(t);
+  void *z = calloc(1, bytes ? bytes : 1);
+  if (!z) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "model: out of host memory zeroing a %zu-byte cache", bytes);
+  clf_status st = clf_tensor_upload(ctx, t, z, bytes);
+  free(z);
+  return st;
+}

@@ -1,0 +1,372 @@
+/* generate.c - deterministic decoding as transformers' generate(do_sample=
+ * False): greedy search and beam search (BeamSearchScorer) over a model's
+ * generation hooks, with the checkpoint's logits processors (bad words,
+ * min length, forced BOS/EOS).  The logits of a step are the one read-back.
+ */
+#include "model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void clf_generate_options_init(clf_generate_options *o) {
+  if (o) memset(o, 0, sizeof *o);
+}
+
+typedef struct gen {
+  clf_model *m;
+  size_t R, V, max_len, prompt_len, cur_len;
+  int64_t *tok;  /* [R, max_len] */
+  int64_t *mask; /* [R, max_len] decoder-only: attention mask */
+  long pad;
+  int has_pad;
+} gen;
+
+static int is_eos(const clf_model *m, int64_t t) {
+  for (size_t i = 0; i < m->n_eos; i++)
+    if (m->eos[i] == t) return 1;
+  return 0;
+}
+
+/* The logits processors of generate() for the row's tokens so far. */
+static void process_logits(const gen *g, const int64_t *row, float *s) {
+  const clf_model *m = g->m;
+  const size_t n = g->cur_len;
+  if (m->min_length > 0 && (long)n < m->min_length)
+    for (size_t i = 0; i < m->n_eos; i++)
+      if (m->eos[i] >= 0 && (size_t)m->eos[i] < g->V) s[m->eos[i]] = -INFINITY;
+  /* NoBadWords: a sequence [.., t] bans t where the tokens before match; [eos] lists are dropped. */
+  for (size_t i = 0; i < m->n_bad_words;) {
+    size_t j = i;
+    while (j < m->n_bad_words && m->bad_words[j] >= 0) j++;
+    const size_t len = j - i;
+    const long last = len ? m->bad_words[j - 1] : -1;
+    int ok = len > 0 && last >= 0 && (size_t)last < g->V && !(len == 1 && is_eos(m, last));
+    if (ok && len - 1 > n) ok = 0;
+    for (size_t k = 0; ok && k + 1 < len; k++)
+      if (row[n - (len - 1) + k] != m->bad_words[i + k]) ok = 0;
+    if (ok) s[last] = -INFINITY;
+    i = j + 1;
+  }
+  if (m->has_forced_bos && n == 1 && (size_t)m->forced_bos < g->V)
+    for (size_t v = 0; v < g->V; v++) s[v] = v == (size_t)m->forced_bos ? 0.0f : -INFINITY;
+  if (m->has_forced_eos && n + 1 == g->max_len && (size_t)m->forced_eos < g->V)
+    for (size_t v = 0; v < g->V; v++) s[v] = v == (size_t)m->forced_eos ? 0.0f : -INFINITY;
+}
+
+/* Feeds the new tokens of every row (all of them on the first step). */
+static clf_status step(gen *g, int first, float *logits) {
+  clf_model *m = g->m;
+  const size_t R = g->R, n = first ? g->cur_len : 1, L = g->cur_len;
+  int64_t *ids = malloc(2 * R * n * sizeof *ids), *mask = NULL;
+  if (!ids) return clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "clf_model_generate: out of host memory");
+  int64_t *pos = ids + R * n;
+  if (!m->is_encdec) mask = malloc(R * L * sizeof *mask);
+  for (size_t r = 0; r < R; r++) {
+    const int64_t *t = g->tok + r * g->max_len, *mk = g->mask + r * g->max_len;
+    int64_t cum = 0;
+    for (size_t i = 0; i < L; i++) {
+      /* position_ids = cumsum(mask) - 1, 1 where masked (GPT-2's prepare_inputs_for_generation) */
+      cum += mk[i] != 0;
+      if (i >= L - n) {
+        ids[r * n + i - (L - n)] = t[i];
+        pos[r * n + i - (L - n)] = m->is_encdec ? (int64_t)i : (mk[i] ? cum - 1 : 1);
+      }
+      if (mask) mask[r * L + i] = mk[i];
+    }
+  }
+  clf_status st = (m->is_encdec || mask) ? m->gen_step(m, n, ids, pos, mask, logits)
+                                         : clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "clf_model_generate: out of memory");
+  free(ids);
+  free(mask);
+  return st;
+}
+
+static clf_status greedy(gen *g, float *logits) {
+  clf_model *m = g->m;
+  const size_t R = g->R, V = g->V;
+  char *done = calloc(R, 1);
+  if (!done) return clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "clf_model_generate: out of host memory");
+  clf_status st = CLF_OK;
+  for (int first = 1; g->cur_len < g->max_len; first = 0) {
+    if ((st = step(g, first, logits)) != CLF_OK) break;
+    size_t n_done = 0;
+    for (size_t r = 0; r < R; r++) {
+      int64_t *row = g->tok + r * g->max_len;
+      float *s = logits + r * V;
+      process_logits(g, row, s);
+      size_t best = 0;
+      for (size_t v = 1; v < V; v++)
+        if (s[v] > s[best]) best = v;
+      int64_t t = (int64_t)best;
+      if (done[r] && g->has_pad) t = g->pad;
+      row[g->cur_len] = t;
+      g->mask[r * g->max_len + g->cur_len] = 1;
+      if (is_eos(m, t)) done[r] = 1;
+      n_done += done[r];
+    }
+    g->cur_len++;
+    if (m->n_eos && n_done == R) break;
+  }
+  free(done);
+  return st;
+}
+
+/* ---- beam search (transformers' BeamSearchScorer and BeamHypotheses) ---- */
+typedef struct hyp {
+  double score;
+  int64_t *tok;
+  size_t len;
+} hyp;
+
+typedef struct hyps {
+  hyp *h; /* up to K + 1 */
+  size_t n;
+  double worst;
+  int done;
+} hyps;
+
+static void hyps_add(hyps *H, size_t K, double lp, const int64_t *tok, size_t len, double sum_logprobs,
+                     size_t gen_len, size_t max_len) {
+  const double score = sum_logprobs / pow((double)gen_len, lp);
+  if (!(H->n < K || score > H->worst)) return;
+  hyp *x = &H->h[H->n++];
+  x->score = score;
+  x->len = len;
+  memcpy(x->tok, tok, len * sizeof *tok);
+  (void)max_len;
+  if (H->n > K) {
+    /* drop the worst (the first of equal scores), worst = the next one */
+    size_t lo = 0, lo2 = (size_t)-1;
+    for (size_t i = 1; i < H->n; i++)
+      if (H->h[i].score < H->h[lo].score) lo = i;
+    for (size_t i = 0; i < H->n; i++)
+      if (i != lo && (lo2 == (size_t)-1 || H->h[i].score < H->h[lo2].score)) lo2 = i;
+    H->worst = H->h[lo2].score;
+    int64_t *keep = H->h[lo].tok;
+    memmove(&H->h[lo], &H->h[lo + 1], (H->n - lo - 1) * sizeof *H->h);
+    H->n--;
+    H->h[H->n].tok = keep; /* the spare buffer goes last */
+  } else if (score < H->worst) {
+    H->worst = score;
+  }
+}
+
+static int hyps_is_done(const hyps *H, size_t K, double lp, int early, double best, size_t cur_len,
+                        size_t prompt_len, size_t max_len) {
+  if (H->n < K) return 0;
+  if (early == 1) return 1;
+  double denom = (early == -1 && lp > 0.0) ? (double)(max_len - prompt_len) : (double)(cur_len - prompt_len);
+  return H->worst >= best / pow(denom, lp);
+}
+
+static clf_status beam_search(gen *g, size_t K, float *logits, clf_array *out) {
+  clf_model *m = g->m;
+  const size_t R = g->R, B = R / K, V = g->V, ML = g->max_len;
+  const double lp = m->length_penalty;
+  const size_t n_cand = (m->n_eos + 1 > 2 ? m->n_eos + 1 : 2) * K;
+  clf_status st = CLF_OK;
+  float *bscore = calloc(R, sizeof *bscore), *cs = malloc(n_cand * sizeof *cs);
+  size_t *cidx = malloc(n_cand * sizeof *cidx);
+  int64_t *ntok = malloc(R * sizeof *ntok), *nidx = malloc(R * sizeof *nidx), *tmp = malloc(R * ML * sizeof *tmp);
+  float *nsc = malloc(R * sizeof *nsc);
+  hyps *hy = calloc(B, sizeof *hy);
+  int64_t *hbuf = malloc(B * (K + 1) * ML * sizeof *hbuf);
+  hyp *hmem = calloc(B * (K + 1), sizeof *hmem);
+  if (!bscore || !cs || !cidx || !ntok || !nidx || !tmp || !nsc || !hy || !hbuf || !hmem) {
+    st = clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "clf_model_generate: out of host memory");
+    goto done;
+  }
+  for (size_t b = 0; b < B; b++) {
+    hy[b].h = hmem + b * (K + 1);
+    hy[b].worst = 1e9;
+    for (size_t k = 0; k <= K; k++) hy[b].h[k].tok = hbuf + (b * (K + 1) + k) * ML;
+    for (size_t k = 1; k < K; k++) bscore[b * K + k] = -1e9f;
+  }
+  for (int first = 1; g->cur_len < ML; first = 0) {
+    if ((st = step(g, first, logits)) != CLF_OK) goto done;
+    for (size_t r = 0; r < R; r++) {
+      float *s = logits + r * V;
+      double mx = -INFINITY, sum = 0.0;
+      for (size_t v = 0; v < V; v++) mx = s[v] > mx ? s[v] : mx;
+      for (size_t v = 0; v < V; v++) sum += exp((double)s[v] - mx);
+      const double lse = mx + log(sum);
+      for (size_t v = 0; v < V; v++) s[v] = (float)((double)s[v] - lse);
+      process_logits(g, g->tok + r * ML, s);
+      for (size_t v = 0; v < V; v++) s[v] = s[v] + bscore[r];
+    }
+    const size_t cur = g->cur_len + 1; /* BeamSearchScorer.process's cur_len */
+    for (size_t b = 0; b < B; b++) {
+      if (hy[b].done) {
+        for (size_t k = 0; k < K; k++) nsc[b * K + k] = 0, ntok[b * K + k] = g->pad, nidx[b * K + k] = 0;
+        continue;
+      }
+      /* top n_cand of the K*V scores, sorted, the lower index first among equals */
+      const float *S = logits + b * K * V;
+      size_t nc = 0;
+      for (size_t i = 0; i < K * V; i++) {
+        if (nc == n_cand && !(S[i] > cs[nc - 1])) continue;
+        size_t j = nc < n_cand ? nc++ : nc - 1;
+        while (j > 0 && S[i] > cs[j - 1]) cs[j] = cs[j - 1], cidx[j] = cidx[j - 1], j--;
+        cs[j] = S[i], cidx[j] = i;
+      }
+      size_t bi = 0;
+      for (size_t rank = 0; rank < nc && bi < K; rank++) {
+        const int64_t t = (int64_t)(cidx[rank] % V);
+        const size_t src = b * K + cidx[rank] / V;
+        if (m->n_eos && is_eos(m, t)) {
+          if (rank >= K) continue;
+          hyps_add(&hy[b], K, lp, g->tok + src * ML, g->cur_len, cs[rank], cur - g->prompt_len, ML);
+        } else {
+          nsc[b * K + bi] = cs[rank], ntok[b * K + bi] = t, nidx[b * K + bi] = (int64_t)src;
+          bi++;
+        }
+      }
+      float best = cs[0];
+      hy[b].done = hy[b].done || hyps_is_done(&hy[b], K, lp, m->early_stopping, best, cur, g->prompt_len, ML);
+    }
+    /* input_ids = cat(input_ids[beam_idx], tokens); the caches follow */
+    memcpy(tmp, g->tok, R * ML * sizeof *tmp);
+    size_t all_eos = 1, all_done = 1;
+    for (size_t r = 0; r < R; r++) {
+      memcpy(g->tok + r * ML, tmp + (size_t)nidx[r] * ML, g->cur_len * sizeof *tmp);
+      g->tok[r * ML + g->cur_len] = ntok[r];
+      g->mask[r * ML + g->cur_len] = 1;
+      bscore[r] = nsc[r];
+      all_eos &= m->n_eos && is_eos(m, ntok[r]);
+    }
+    memcpy(tmp, g->mask, R * ML * sizeof *tmp);
+    for (size_t r = 0; r < R; r++) memcpy(g->mask + r * ML, tmp + (size_t)nidx[r] * ML, g->cur_len * sizeof *tmp);
+    g->cur_len++;
+    for (size_t b = 0; b < B; b++) all_done &= (size_t)hy[b].done;
+    if (all_done || all_eos || g->cur_len >= ML) break;
+    if ((st = m->gen_reorder(m, nidx)) != CLF_OK) goto done;
+  }
+  /* finalize: the open beams join their row's hypotheses; the best one wins */
+  size_t maxl = 0, minl = (size_t)-1;
+  const hyp **best = calloc(B, sizeof *best);
+  if (!best) {
+    st = clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "clf_model_generate: out of host memory");
+    goto done;
+  }
+  for (size_t b = 0; b < B; b++) {
+    if (!hy[b].done)
+      for (size_t k = 0; k < K; k++)
+        hyps_add(&hy[b], K, lp, g->tok + (b * K + k) * ML, g->cur_len, bscore[b * K + k],
+                 g->cur_len - g->prompt_len, ML);
+    /* sorted by score (stable) then pop(): the last of the equal best */
+    for (size_t i = 0; i < hy[b].n; i++)
+      if (!best[b] || hy[b].h[i].score >= best[b]->score) best[b] = &hy[b].h[i];
+    maxl = best[b]->len > maxl ? best[b]->len : maxl;
+    minl = best[b]->len < minl ? best[b]->len : minl;
+  }
+  size_t T = maxl + 1 < ML ? maxl + 1 : ML;
+  out->dtype = CLF_I64, out->ndim = 2, out->shape[0] = B, out->shape[1] = T;
+  int64_t *d = malloc(B * T * sizeof *d + 1);
+  if (!d) {
+    free(best);
+    st = clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "clf_model_generate: out of host memory");
+    goto done;
+  }
+  for (size_t b = 0; b < B; b++) {
+    for (size_t t = 0; t < T; t++) d[b * T + t] = t < best[b]->len ? best[b]->tok[t] : (minl != maxl ? g->pad : 0);
+    if (best[b]->len < T) d[b * T + best[b]->len] = m->n_eos ? m->eos[0] : g->pad;
+  }
+  out->data = d;
+  free(best);
+done:
+  free(bscore), free(cs), free(cidx), free(ntok), free(nidx), free(tmp), free(nsc), free(hy), free(hbuf), free(hmem);
+  return st;
+}
+
+clf_status clf_model_generate(clf_model *m, const clf_array *input_ids, const clf_array *attention_mask,
+                              const clf_generate_options *o, clf_array *sequences) {
+  static const char op[] = "clf_model_generate";
+  if (!m) return clf__fail(NULL, CLF_E_INVALID_ARG, "%s: model is NULL", op);
+  clf_context *ctx = m->ctx;
+  if (!sequences) return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: sequences is NULL", op);
+  memset(sequences, 0, sizeof *sequences);
+  if (!m->gen_step)
+    return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: this %s model has no language-model head to generate with", op,
+                     m->type);
+  if (m->unsupported)
+    return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: the checkpoint's generation setting \"%s\" is not supported", op,
+                     m->unsupported);
+  if (!input_ids) return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: input_ids is NULL", op);
+  size_t B = 0, L = 0;
+  clf_status st;
+  if ((st = clf__check_ids(m, input_ids, "input_ids", &B, &L)) != CLF_OK) return st;
+  if (attention_mask && (st = clf__check_ids(m, attention_mask, "attention_mask", &B, &L)) != CLF_OK) return st;
+  if (B == 0 || L == 0)
+    return clf__fail(ctx, CLF_E_SHAPE, "%s: input_ids has shape [%zu, %zu], expected at least one token", op, B, L);
+  const size_t K = o && o->num_beams ? o->num_beams : (m->num_beams > 0 ? (size_t)m->num_beams : 1);
+  gen g = {0};
+  g.m = m;
+  g.V = m->vocab;
+  g.R = B * K;
+  g.pad = m->pad, g.has_pad = m->has_pad;
+  if (!g.has_pad && m->n_eos) g.pad = m->eos[0], g.has_pad = 1; /* "Setting pad_token_id to eos_token_id" */
+  g.prompt_len = m->is_encdec ? 1 : L;
+  if (m->is_encdec && !m->has_dec_start && m->bos < 0)
+    return clf__fail(ctx, CLF_E_FORMAT, "%s: the config has neither decoder_start_token_id nor bos_token_id", op);
+  g.max_len = o && o->max_new_tokens ? g.prompt_len + o->max_new_tokens : (size_t)(m->max_length > 0 ? m->max_length : 20);
+  if (g.max_len < g.prompt_len) g.max_len = g.prompt_len;
+  g.cur_len = g.prompt_len;
+  int64_t *src = malloc(2 * g.R * L * sizeof *src);
+  g.tok = malloc(g.R * g.max_len * sizeof *g.tok);
+  g.mask = malloc(g.R * g.max_len * sizeof *g.mask);
+  float *logits = malloc(g.R * g.V * sizeof *logits + 1);
+  if (!src || !g.tok || !g.mask || !logits) {
+    st = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
+    goto done;
+  }
+  /* the inputs as i64, each row repeated K times (repeat_interleave) */
+  int any_pad = 0;
+  for (size_t r = 0; r < g.R; r++)
+    for (size_t i = 0; i < L; i++) {
+      const size_t k = r / K * L + i;
+      src[r * L + i] = input_ids->dtype == CLF_I64 ? ((const int64_t *)input_ids->data)[k]
+                                                   : ((const int32_t *)input_ids->data)[k];
+      any_pad |= g.has_pad && src[r * L + i] == g.pad;
+      int64_t mk = 1;
+      if (attention_mask)
+        mk = attention_mask->dtype == CLF_I64 ? ((const int64_t *)attention_mask->data)[k]
+                                              : ((const int32_t *)attention_mask->data)[k];
+      src[g.R * L + r * L + i] = mk;
+    }
+  /* no mask given: pad tokens are masked when pad is not an eos token */
+  if (!attention_mask && any_pad && !is_eos(m, g.pad))
+    for (size_t i = 0; i < g.R * L; i++) src[g.R * L + i] = src[i] != g.pad;
+  for (size_t r = 0; r < g.R; r++) {
+    for (size_t i = 0; i < g.max_len; i++) g.mask[r * g.max_len + i] = 1;
+    if (m->is_encdec) {
+      g.tok[r * g.max_len] = m->has_dec_start ? m->dec_start : m->bos;
+    } else {
+      memcpy(g.tok + r * g.max_len, src + r * L, L * sizeof *src);
+      memcpy(g.mask + r * g.max_len, src + g.R * L + r * L, L * sizeof *src);
+    }
+  }
+  clf_array enc_ids = {.dtype = CLF_I64, .ndim = 2, .shape = {g.R, L}, .data = src};
+  clf_array enc_mask = {.dtype = CLF_I64, .ndim = 2, .shape = {g.R, L}, .data = src + g.R * L};
+  if ((st = m->gen_begin(m, g.R, g.max_len, m->is_encdec ? &enc_ids : NULL, m->is_encdec ? &enc_mask : NULL, K)) !=
+      CLF_OK)
+    goto done;
+  if (K > 1) {
+    st = beam_search(&g, K, logits, sequences);
+  } else if ((st = greedy(&g, logits)) == CLF_OK) {
+    int64_t *d = malloc(B * g.cur_len * sizeof *d);
+    if (!d) {
+      st = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
+      goto done;
+    }
+    for (size_t b = 0; b < B; b++) memcpy(d + b * g.cur_len, g.tok + b * g.max_len, g.cur_len * sizeof *d);
+    sequences->dtype = CLF_I64, sequences->ndim = 2, sequences->shape[0] = B, sequences->shape[1] = g.cur_len;
+    sequences->data = d;
+  }
+  if (st == CLF_OK) snprintf(sequences->name, sizeof sequences->name, "sequences");
+done:
+  if (m->gen_end) m->gen_end(m);
+  free(src), free(g.tok), free(g.mask), free(logits);
+  return st;
+}

@@ -1,0 +1,273 @@
+/* model.c - clf_model: loading a Hugging Face directory, choosing the family
+ * from config.json, and running a forward pass on host arrays by name.
+ */
+#include "model.h"
+
+#include <cjson/cJSON.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *clf__wn(char *buf, size_t len, const char *prefix, const char *fmt, ...) {
+  size_t n = (size_t)snprintf(buf, len, "%s", prefix);
+  va_list ap;
+  va_start(ap, fmt);
+  if (n < len) vsnprintf(buf + n, len - n, fmt, ap);
+  va_end(ap);
+  return buf;
+}
+
+static const struct {
+  const char *type;
+  const char *archs[4];
+  clf_status (*load)(clf_model *, const clf__config *, const clf__weights *);
+} families[] = {
+    {"bert", {"BertModel", NULL}, clf__bert_load},
+    {"gpt2", {"GPT2Model", "GPT2LMHeadModel", NULL}, clf__gpt2_load},
+    {"marian", {"MarianModel", "MarianMTModel", NULL}, clf__marian_load},
+};
+
+/* The generation settings of the checkpoint, with transformers' defaults. */
+static clf_status load_gen_settings(clf_model *m, const clf__config *c) {
+  clf_context *ctx = m->ctx;
+  clf_status st;
+  long v;
+  if ((st = clf__config_int_list(ctx, c, "eos_token_id", m->eos, 8, &m->n_eos)) != CLF_OK) {
+    if (clf__config_has(c, "eos_token_id")) return st;
+    m->n_eos = 0;
+    clf_clear_error(ctx);
+  }
+  m->has_pad = clf__config_has(c, "pad_token_id");
+  if ((st = clf__config_int_or(ctx, c, "pad_token_id", -1, &m->pad)) != CLF_OK) return st;
+  if (m->pad < 0) m->has_pad = 0;
+  if ((st = clf__config_int_or(ctx, c, "bos_token_id", -1, &m->bos)) != CLF_OK) return st;
+  if ((st = clf__config_int_or(ctx, c, "decoder_start_token_id", -1, &m->dec_start)) != CLF_OK) return st;
+  m->has_dec_start = m->dec_start >= 0;
+  if ((st = clf__config_int_or(ctx, c, "forced_eos_token_id", -1, &m->forced_eos)) != CLF_OK) return st;
+  m->has_forced_eos = m->forced_eos >= 0;
+  if ((st = clf__config_int_or(ctx, c, "forced_bos_token_id", -1, &m->forced_bos)) != CLF_OK) return st;
+  m->has_forced_bos = m->forced_bos >= 0;
+  if ((st = clf__config_int_or(ctx, c, "max_length", 20, &m->max_length)) != CLF_OK) return st;
+  if ((st = clf__config_int_or(ctx, c, "min_length", 0, &m->min_length)) != CLF_OK) return st;
+  if ((st = clf__config_int_or(ctx, c, "num_beams", 1, &m->num_beams)) != CLF_OK) return st;
+  if ((st = clf__config_float_or(ctx, c, "length_penalty", 1.0, &m->length_penalty)) != CLF_OK) return st;
+  m->n_bad_words = 0;
+  if (clf__config_has(c, "bad_words_ids") &&
+      (st = clf__config_int_lists(ctx, c, "bad_words_ids", m->bad_words, 256, &m->n_bad_words)) != CLF_OK)
+    return st;
+  m->early_stopping = 0;
+  const cJSON *es = cJSON_GetObjectItemCaseSensitive(clf__config_json(c), "early_stopping");
+  if (cJSON_IsBool(es)) m->early_stopping = cJSON_IsTrue(es);
+  else if (cJSON_IsString(es) && strcmp(es->valuestring, "never") == 0) m->early_stopping = -1;
+  /* Settings that change greedy/beam results and are not implemented: generate() refuses them. */
+  static const struct { const char *key; double neutral; } unsup[] = {
+      {"no_repeat_ngram_size", 0}, {"encoder_no_repeat_ngram_size", 0}, {"repetition_penalty", 1},
+      {"encoder_repetition_penalty", 1}, {"num_beam_groups", 1}, {"diversity_penalty", 0},
+      {"do_sample", 0}, {"penalty_alpha", 0}, {"min_new_tokens", 0}, {"exponential_decay_length_penalty", 0}};
+  const cJSON *j = clf__config_json(c);
+  m->unsupported = NULL;
+  for (size_t i = 0; i < CLF__ARRAY_LEN(unsup) && !m->unsupported; i++) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, unsup[i].key);
+    if ((cJSON_IsNumber(x) && x->valuedouble != unsup[i].neutral) || cJSON_IsTrue(x) ||
+        (cJSON_IsArray(x) && cJSON_GetArraySize(x) > 0))
+      m->unsupported = unsup[i].key;
+  }
+  (void)v;
+  return CLF_OK;
+}
+
+clf_status clf_model_load(clf_context *ctx, const char *model_dir, clf_model **out) {
+  static const char op[] = "clf_model_load";
+  clf_status st;
+  if (!out) return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: out is NULL", op);
+  *out = NULL;
+  if ((st = clf__check_ctx(ctx, op)) != CLF_OK) return st;
+  if (!model_dir) return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: model_dir is NULL", op);
+  clf__config *c = NULL;
+  clf__weights *w = NULL;
+  clf_model *m = NULL;
+  if ((st = clf__config_load(ctx, model_dir, &c)) != CLF_OK) return st;
+  const char *type = NULL;
+  if ((st = clf__config_str(ctx, c, "model_type", &type)) != CLF_OK) goto done;
+  size_t fi = 0;
+  while (fi < CLF__ARRAY_LEN(families) && strcmp(families[fi].type, type) != 0) fi++;
+  if (fi == CLF__ARRAY_LEN(families)) {
+    st = clf__fail(ctx, CLF_E_UNSUPPORTED,
+                   "%s: model_type \"%s\" in %s/config.json is not supported (supported: bert, gpt2, marian)", op,
+                   type, model_dir);
+    goto done;
+  }
+  const cJSON *archs = cJSON_GetObjectItemCaseSensitive(clf__config_json(c), "architectures");
+  if (cJSON_IsArray(archs)) {
+    const cJSON *a;
+    cJSON_ArrayForEach(a, archs) {
+      int ok = 0;
+      for (int j = 0; cJSON_IsString(a) && families[fi].archs[j]; j++)
+        ok |= strcmp(a->valuestring, families[fi].archs[j]) == 0;
+      if (!ok) {
+        st = clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: architecture \"%s\" in %s/config.json is not supported for %s",
+                       op, cJSON_IsString(a) ? a->valuestring : "(not a string)", model_dir, type);
+        goto done;
+      }
+    }
+  }
+  if ((st = clf__weights_open(ctx, model_dir, &w)) != CLF_OK) goto done;
+  m = calloc(1, sizeof *m);
+  if (!m) {
+    st = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
+    goto done;
+  }
+  m->ctx = ctx;
+  m->type = families[fi].type;
+  if ((st = load_gen_settings(m, c)) != CLF_OK) goto done;
+  if ((st = families[fi].load(m, c, w)) != CLF_OK) goto done;
+  *out = m;
+  m = NULL;
+done:
+  clf_model_destroy(m);
+  clf__weights_close(w);
+  clf__config_free(c);
+  return st;
+}
+
+void clf_model_destroy(clf_model *m) {
+  if (!m) return;
+  if (m->destroy) m->destroy(m);
+  clf__ws_free(&m->ws);
+  clf__ws_free(&m->ws2);
+  clf__params_free(&m->params);
+  free(m);
+}
+
+const char *clf_model_type(const clf_model *m) { return m ? m->type : NULL; }
+
+size_t clf_model_input_names(const clf_model *m, const char *const **names) {
+  if (!m) return 0;
+  if (names) *names = m->in_names;
+  return m->n_in;
+}
+
+size_t clf_model_output_names(const clf_model *m, const char *const **names) {
+  if (!m) return 0;
+  if (names) *names = m->out_names;
+  return m->n_out;
+}
+
+static void list_names(char *buf, size_t len, const char *const *names, size_t n) {
+  size_t at = 0;
+  buf[0] = 0;
+  for (size_t i = 0; i < n && at < len; i++) at += (size_t)snprintf(buf + at, len - at, "%s%s", i ? ", " : "", names[i]);
+}
+
+clf_status clf_model_run(clf_model *m, const clf_array *inputs, size_t n_inputs, const char *const *outputs,
+                         size_t n_outputs, clf_array *results) {
+  static const char op[] = "clf_model_run";
+  if (!m) return clf__fail(NULL, CLF_E_INVALID_ARG, "%s: model is NULL", op);
+  clf_context *ctx = m->ctx;
+  char valid[512];
+  if ((n_inputs && !inputs) || (n_outputs && (!outputs || !results)))
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: inputs, outputs or results is NULL", op);
+  for (size_t i = 0; i < n_outputs; i++) memset(&results[i], 0, sizeof results[i]);
+  clf__inputs in = {0};
+  for (size_t i = 0; i < n_inputs; i++) {
+    size_t j = 0;
+    while (j < m->n_in && strcmp(inputs[i].name, m->in_names[j]) != 0) j++;
+    if (j == m->n_in) {
+      list_names(valid, sizeof valid, m->in_names, m->n_in);
+      return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: %s takes no input \"%s\" (inputs: %s)", op, m->type,
+                       inputs[i].name, valid);
+    }
+    if (in[j]) return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: input \"%s\" given twice", op, inputs[i].name);
+    if (!inputs[i].data && clf_array_numel(&inputs[i]))
+      return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: input \"%s\" has no data", op, inputs[i].name);
+    in[j] = &inputs[i];
+  }
+  int want[CLF__MAX_IO] = {0};
+  size_t slot[CLF__MAX_IO * 4];
+  if (n_outputs > CLF__ARRAY_LEN(slot))
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: %zu outputs asked, at most %zu", op, n_outputs,
+                     CLF__ARRAY_LEN(slot));
+  for (size_t i = 0; i < n_outputs; i++) {
+    size_t j = 0;
+    while (outputs[i] && j < m->n_out && strcmp(outputs[i], m->out_names[j]) != 0) j++;
+    if (j == m->n_out) {
+      list_names(valid, sizeof valid, m->out_names, m->n_out);
+      return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: %s produces no output \"%s\" (outputs: %s)", op, m->type,
+                       outputs[i] ? outputs[i] : "(null)", valid);
+    }
+    want[j] = 1;
+    slot[i] = j;
+  }
+  clf_array res[CLF__MAX_IO];
+  memset(res, 0, sizeof res);
+  clf_status st = m->run(m, in, want, res);
+  if (st == CLF_OK) {
+    for (size_t i = 0; i < n_outputs; i++) {
+      clf_array *r = &res[slot[i]];
+      results[i] = *r;
+      if (r->data) {
+        /* The same output asked twice gets its own copy. */
+        size_t bytes = clf_array_numel(r) * clf_dtype_size(r->dtype);
+        void *d = malloc(bytes ? bytes : 1);
+        if (!d) {
+          st = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
+          break;
+        }
+        memcpy(d, r->data, bytes);
+        results[i].data = d;
+      }
+    }
+  }
+  for (size_t j = 0; j < CLF__MAX_IO; j++) clf_array_free(&res[j]);
+  if (st != CLF_OK)
+    for (size_t i = 0; i < n_outputs; i++) clf_array_free(&results[i]);
+  return st;
+}
+
+clf_status clf__check_ids(clf_model *m, const clf_array *a, const char *what, size_t *B, size_t *L) {
+  static const char op[] = "clf_model_run";
+  if (a->dtype != CLF_I32 && a->dtype != CLF_I64)
+    return clf__fail(m->ctx, CLF_E_DTYPE, "%s: input \"%s\" is %s, expected i32 or i64", op, what,
+                     clf_dtype_name(a->dtype));
+  if (a->ndim != 2 || (*B && a->shape[0] != *B) || (*L && a->shape[1] != *L)) {
+    if (a->ndim != 2)
+      return clf__fail(m->ctx, CLF_E_SHAPE, "%s: input \"%s\" has %d dims, expected 2 [batch, length]", op, what,
+                       a->ndim);
+    return clf__fail(m->ctx, CLF_E_SHAPE, "%s: input \"%s\" has shape [%zu, %zu], expected [%zu, %zu]", op, what,
+                     a->shape[0], a->shape[1], *B ? *B : a->shape[0], *L ? *L : a->shape[1]);
+  }
+  *B = a->shape[0];
+  *L = a->shape[1];
+  return CLF_OK;
+}
+
+clf_status clf__upload_ids(clf_model *m, clf__ws *ws, int slot, const clf_array *a, size_t B, size_t L, long fill,
+                           clf_tensor **out) {
+  clf_status st;
+  clf_dtype dt = a ? a->dtype : CLF_I32;
+  if ((st = clf__ws_get(m->ctx, ws, slot, dt, 2, (size_t[]){B, L}, out)) != CLF_OK) return st;
+  if (a) return clf_tensor_upload(m->ctx, *out, a->data, B * L * clf_dtype_size(dt));
+  /* written from the host (not clEnqueueFillBuffer, which Oclgrind's
+   * uninitialised-memory tracking does not see) */
+  int32_t *v = malloc(B * L * sizeof *v + 1);
+  if (!v) return clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "clf_model_run: out of host memory");
+  for (size_t i = 0; i < B * L; i++) v[i] = (int32_t)fill;
+  st = clf_tensor_upload(m->ctx, *out, v, B * L * sizeof *v);
+  free(v);
+  return st;
+}
+
+clf_status clf__download(clf_model *m, const clf_tensor *t, const char *name, clf_array *out) {
+  memset(out, 0, sizeof *out);
+  snprintf(out->name, sizeof out->name, "%s", name);
+  out->dtype = t->dtype;
+  out->ndim = t->ndim;
+  memcpy(out->shape, t->shape, sizeof out->shape);
+  size_t bytes = clf_tensor_bytes(t);
+  out->data = malloc(bytes ? bytes : 1);
+  if (!out->data) return clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "clf_model_run: out of host memory for %s", name);
+  clf_status st = clf_tensor_download(m->ctx, t, out->data, bytes);
+  if (st != CLF_OK) clf_array_free(out);
+  return st;
+}

@@ -1,0 +1,272 @@
+/* model_gpt2.c - GPT2Model / GPT2LMHeadModel: wte + wpe, N pre-LN blocks
+ * (fused c_attn, causal + padding mask, gelu_new MLP), ln_f, tied LM head,
+ * and a KV cache for incremental decoding.
+ */
+#include "model.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct gpt2 {
+  size_t V, D, H, F, P, n_layers;
+  clf_tensor *wte;  /* [V, D] */
+  clf_tensor *wpe;  /* [P, D] */
+  clf__layer *layers;
+  clf__ln ln_f;     /* [D] */
+  clf_tensor *head; /* [V, D] lm_head.weight, or wte when tied */
+  int has_head;
+  /* generation state */
+  clf_tensor **kc, **vc; /* per layer [B, H, cap, Dh] */
+  clf_tensor *step;      /* i64 [B * (2 cap + cap)]: ids, positions, mask of a step */
+  size_t B, cap, past;
+} gpt2;
+
+static const char *const gpt2_inputs[] = {"input_ids", "attention_mask", "position_ids"};
+static const char *const gpt2_outputs[] = {"logits", "last_hidden_state"};
+enum { IN_IDS, IN_MASK, IN_POS };
+
+static void gpt2_gen_end(clf_model *m) {
+  gpt2 *g = m->impl;
+  for (size_t i = 0; g->kc && i < g->n_layers; i++) {
+    clf_tensor_destroy(g->kc[i]);
+    clf_tensor_destroy(g->vc[i]);
+  }
+  free(g->kc);
+  free(g->vc);
+  clf_tensor_destroy(g->step);
+  g->kc = g->vc = NULL;
+  g->step = NULL;
+}
+
+static void gpt2_destroy(clf_model *m) {
+  gpt2 *g = m->impl;
+  if (!g) return;
+  gpt2_gen_end(m);
+  free(g->layers);
+  free(g);
+  m->impl = NULL;
+}
+
+/* embed (ids, positions) -> N x pre-LN block -> ln_f; `a` gets ln_f(h).
+ * kv: per-layer caches (NULL: workspace K/V). */
+static clf_status gpt2_body(clf_model *m, const clf_tensor *ids, const clf_tensor *pos, size_t past,
+                            const clf_attention_mask *mask, clf_tensor *h, clf_tensor *a) {
+  clf_context *ctx = m->ctx;
+  gpt2 *g = m->impl;
+  clf_status st;
+  if ((st = clf_embedding(ctx, g->wte, ids, 1.0f, 0, h, NULL)) != CLF_OK) return st;
+  st = pos ? clf_embedding(ctx, g->wpe, pos, 1.0f, 1, h, NULL) : clf_position_embedding(ctx, g->wpe, past, 1, h, NULL);
+  if (st != CLF_OK) return st;
+  if (g->n_layers == 0) return clf__ln_apply(ctx, &g->ln_f, h, NULL, NULL, a);
+  if ((st = clf__ln_apply(ctx, &g->layers[0].ln_self, h, NULL, NULL, a)) != CLF_OK) return st;
+  for (size_t i = 0; i < g->n_layers; i++) {
+    clf__kv kv = {g->kc ? g->kc[i] : NULL, g->vc ? g->vc[i] : NULL, past, 0};
+    clf__layer_io io = {mask, g->kc ? &kv : NULL, NULL, NULL, NULL};
+    const clf__ln *next = i + 1 < g->n_layers ? &g->layers[i + 1].ln_self : &g->ln_f;
+    if ((st = clf__layer_forward(ctx, &g->layers[i], 1, next, h, a, &io, &m->ws)) != CLF_OK) return st;
+  }
+  return CLF_OK;
+}
+
+static clf_status gpt2_run(clf_model *m, const clf__inputs in, const int *want, clf_array *res) {
+  static const char op[] = "clf_model_run";
+  clf_context *ctx = m->ctx;
+  gpt2 *g = m->impl;
+  clf__ws *ws = &m->ws;
+  clf_status st;
+  size_t B = 0, L = 0;
+  if (!in[IN_IDS])
+    return clf__fail(ctx, CLF_E_INVALID_ARG,
+                     "%s: gpt2 needs input \"input_ids\" (inputs: input_ids, attention_mask, position_ids)", op);
+  if ((st = clf__check_ids(m, in[IN_IDS], "input_ids", &B, &L)) != CLF_OK) return st;
+  for (int i = IN_MASK; i <= IN_POS; i++)
+    if (in[i] && (st = clf__check_ids(m, in[i], gpt2_inputs[i], &B, &L)) != CLF_OK) return st;
+  if (L > g->P)
+    return clf__fail(ctx, CLF_E_SHAPE, "%s: input_ids has %zu positions, more than n_positions %zu", op, L, g->P);
+  gpt2_gen_end(m); /* a forward pass runs without the cache */
+  clf_tensor *ids, *mask = NULL, *pos = NULL, *h, *a;
+  if ((st = clf__upload_ids(m, ws, CLF__WS_IDS, in[IN_IDS], B, L, 0, &ids)) != CLF_OK) return st;
+  if (in[IN_MASK] && (st = clf__upload_ids(m, ws, CLF__WS_MASK, in[IN_MASK], B, L, 1, &mask)) != CLF_OK) return st;
+  if (in[IN_POS] && (st = clf__upload_ids(m, ws, CLF__WS_POS, in[IN_POS], B, L, 0, &pos)) != CLF_OK) return st;
+  if ((st = clf__ws_get(ctx, ws, CLF__WS_H, CLF_F32, 3, (size_t[]){B, L, g->D}, &h)) != CLF_OK) return st;
+  if ((st = clf__ws_get(ctx, ws, CLF__WS_A, CLF_F32, 3, (size_t[]){B, L, g->D}, &a)) != CLF_OK) return st;
+  clf_attention_mask am = {mask, 1, NULL};
+  if ((st = gpt2_body(m, ids, pos, 0, &am, h, a)) != CLF_OK) return st;
+  if (want[1] && (st = clf__download(m, a, "last_hidden_state", &res[1])) != CLF_OK) return st;
+  if (want[0]) {
+    clf_tensor *logits;
+    if ((st = clf__ws_get(ctx, ws, CLF__WS_LOGITS, CLF_F32, 3, (size_t[]){B, L, g->V}, &logits)) != CLF_OK)
+      return st;
+    if ((st = clf_linear(ctx, a, g->head, CLF_WEIGHT_OUT_IN, NULL, CLF_ACT_NONE, logits, NULL)) != CLF_OK) return st;
+    if ((st = clf__download(m, logits, "logits", &res[0])) != CLF_OK) return st;
+  }
+  return CLF_OK;
+}
+
+static clf_status gpt2_gen_begin(clf_model *m, size_t B, size_t cap, const clf_array *enc_ids,
+                                 const clf_array *enc_mask, size_t expand) {
+  clf_context *ctx = m->ctx;
+  gpt2 *g = m->impl;
+  clf_status st;
+  (void)enc_ids, (void)enc_mask, (void)expand;
+  gpt2_gen_end(m);
+  if (cap > g->P)
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "clf_model_generate: max_length %zu exceeds gpt2's n_positions %zu", cap,
+                     g->P);
+  g->kc = calloc(g->n_layers + 1, sizeof *g->kc);
+  g->vc = calloc(g->n_layers + 1, sizeof *g->vc);
+  if (!g->kc || !g->vc) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "clf_model_generate: out of host memory");
+  const size_t shape[4] = {B, g->H, cap, g->D / g->H};
+  for (size_t i = 0; i < g->n_layers; i++)
+    if ((st = clf_tensor_create(ctx, CLF_F32, 4, shape, &g->kc[i])) != CLF_OK ||
+        (st = clf_tensor_create(ctx, CLF_F32, 4, shape, &g->vc[i])) != CLF_OK ||
+        /* zeroed: beam reordering moves, and attention tiles read, rows past kv_len */
+        (st = clf__zero(ctx, g->kc[i])) != CLF_OK ||
+        (st = clf__zero(ctx, g->vc[i])) != CLF_OK)
+      return st;
+  if ((st = clf_tensor_create(ctx, CLF_I64, 1, (size_t[]){B * 3 * cap}, &g->step)) != CLF_OK) return st;
+  g->B = B, g->cap = cap, g->past = 0;
+  return CLF_OK;
+}
+
+static clf_status gpt2_gen_step(clf_model *m, size_t n, const int64_t *ids, const int64_t *pos, const int64_t *mask,
+                                float *logits) {
+  clf_context *ctx = m->ctx;
+  gpt2 *g = m->impl;
+  clf__ws *ws = &m->ws;
+  const size_t B = g->B, kv_len = g->past + n;
+  clf_status st;
+  if (kv_len > g->cap)
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "clf_model_generate: %zu positions exceed the cache's %zu", kv_len,
+                     g->cap);
+  /* One upload per step: ids [B, n], positions [B, n], mask [B, past + n]. */
+  const size_t total = B * (2 * n + kv_len);
+  int64_t *host = malloc(total * sizeof *host);
+  if (!host) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "clf_model_generate: out of host memory");
+  memcpy(host, ids, B * n * sizeof *host);
+  memcpy(host + B * n, pos, B * n * sizeof *host);
+  for (size_t i = 0; i < B * kv_len; i++) host[2 * B * n + i] = mask ? mask[i] : 1;
+  clf_tensor *all = NULL, *tid = NULL, *tpos = NULL, *tmask = NULL, *h, *a, *row, *lg;
+  if ((st = clf_tensor_view(g->step, 0, 1, &total, &all)) == CLF_OK &&
+      (st = clf_tensor_upload(ctx, all, host, total * sizeof *host)) == CLF_OK &&
+      (st = clf_tensor_view(g->step, 0, 2, (size_t[]){B, n}, &tid)) == CLF_OK &&
+      (st = clf_tensor_view(g->step, B * n, 2, (size_t[]){B, n}, &tpos)) == CLF_OK &&
+      (st = clf_tensor_view(g->step, 2 * B * n, 2, (size_t[]){B, kv_len}, &tmask)) == CLF_OK &&
+      (st = clf__ws_get(ctx, ws, CLF__WS_H, CLF_F32, 3, (size_t[]){B, n, g->D}, &h)) == CLF_OK &&
+      (st = clf__ws_get(ctx, ws, CLF__WS_A, CLF_F32, 3, (size_t[]){B, n, g->D}, &a)) == CLF_OK &&
+      (st = clf__ws_get(ctx, ws, CLF__WS_ROW, CLF_F32, 3, (size_t[]){B, 1, g->D}, &row)) == CLF_OK &&
+      (st = clf__ws_get(ctx, ws, CLF__WS_LOGITS, CLF_F32, 3, (size_t[]){B, 1, g->V}, &lg)) == CLF_OK) {
+    clf_attention_mask am = {tmask, 1, NULL};
+    if ((st = gpt2_body(m, tid, tpos, g->past, &am, h, a)) == CLF_OK &&
+        (st = clf_copy_rows(ctx, a, n - 1, row, 0, 1, NULL)) == CLF_OK &&
+        (st = clf_linear(ctx, row, g->head, CLF_WEIGHT_OUT_IN, NULL, CLF_ACT_NONE, lg, NULL)) == CLF_OK)
+      st = clf_tensor_download(ctx, lg, logits, B * g->V * sizeof *logits);
+  }
+  free(host);
+  clf_tensor_destroy(all);
+  clf_tensor_destroy(tid);
+  clf_tensor_destroy(tpos);
+  clf_tensor_destroy(tmask);
+  if (st == CLF_OK) g->past = kv_len;
+  return st;
+}
+
+static clf_status gpt2_gen_reorder(clf_model *m, const int64_t *idx) {
+  gpt2 *g = m->impl;
+  for (size_t i = 0; i < g->n_layers; i++) {
+    clf_status st;
+    if ((st = clf__kv_reorder(m->ctx, g->kc[i], idx, &m->ws)) != CLF_OK ||
+        (st = clf__kv_reorder(m->ctx, g->vc[i], idx, &m->ws)) != CLF_OK)
+      return st;
+  }
+  return CLF_OK;
+}
+
+clf_status clf__gpt2_load(clf_model *m, const clf__config *c, const clf__weights *w) {
+  clf_context *ctx = m->ctx;
+  clf_status st;
+  long V, D, H, N, P, F;
+  double eps;
+  int scale_w, inv_idx, upcast;
+  const char *act_name;
+  clf_activation act;
+  if ((st = clf__config_int(ctx, c, "vocab_size", &V)) != CLF_OK ||
+      (st = clf__config_int(ctx, c, "n_embd", &D)) != CLF_OK ||
+      (st = clf__config_int(ctx, c, "n_head", &H)) != CLF_OK ||
+      (st = clf__config_int(ctx, c, "n_layer", &N)) != CLF_OK ||
+      (st = clf__config_int(ctx, c, "n_positions", &P)) != CLF_OK ||
+      (st = clf__config_int_or(ctx, c, "n_inner", 0, &F)) != CLF_OK ||
+      (st = clf__config_float_or(ctx, c, "layer_norm_epsilon", 1e-5, &eps)) != CLF_OK ||
+      (st = clf__config_str_or(ctx, c, "activation_function", "gelu_new", &act_name)) != CLF_OK ||
+      (st = clf__config_bool_or(ctx, c, "scale_attn_weights", 1, &scale_w)) != CLF_OK ||
+      (st = clf__config_bool_or(ctx, c, "scale_attn_by_inverse_layer_idx", 0, &inv_idx)) != CLF_OK ||
+      (st = clf__config_bool_or(ctx, c, "reorder_and_upcast_attn", 0, &upcast)) != CLF_OK)
+    return st;
+  if (F == 0) F = 4 * D;
+  if (V <= 0 || D <= 0 || H <= 0 || D % H || N < 0 || P <= 0 || F <= 0)
+    return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: gpt2 config has invalid sizes (vocab_size %ld, n_embd %ld, "
+                     "n_head %ld, n_inner %ld)", V, D, H, F);
+  if (clf_activation_from_name(act_name, &act) != CLF_OK)
+    return clf__fail(ctx, CLF_E_UNSUPPORTED, "clf_model_load: gpt2 activation_function \"%s\" is not supported",
+                     act_name);
+  gpt2 *g = calloc(1, sizeof *g);
+  if (!g || !(g->layers = calloc((size_t)N + 1, sizeof *g->layers))) {
+    free(g);
+    return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "clf_model_load: out of host memory");
+  }
+  m->impl = g;
+  m->destroy = gpt2_destroy;
+  m->run = gpt2_run;
+  m->in_names = gpt2_inputs;
+  m->n_in = 3;
+  m->out_names = gpt2_outputs;
+  m->n_out = 2;
+  m->vocab = V;
+  g->V = V, g->D = D, g->H = H, g->F = F, g->P = P, g->n_layers = N;
+  const size_t d = D, f = F, dh = D / H;
+  const char *const probe[] = {"transformer.wte.weight", "wte.weight", NULL};
+  const char *found = clf__weights_pick(w, probe);
+  const char *pf = found && strcmp(found, probe[0]) == 0 ? "transformer." : "";
+  char n1[256], n2[256];
+  clf__params *p = &m->params;
+  if ((st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, pf, "wte.weight"), 2, (size_t[]){V, d}, &g->wte)) !=
+          CLF_OK ||
+      (st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, pf, "wpe.weight"), 2, (size_t[]){P, d}, &g->wpe)) !=
+          CLF_OK ||
+      (st = clf__load_ln(ctx, w, p, clf__wn(n1, sizeof n1, pf, "ln_f"), d, (float)eps, &g->ln_f)) != CLF_OK)
+    return st;
+  for (long i = 0; i < N; i++) {
+    clf__layer *l = &g->layers[i];
+    char lp[128];
+    clf__wn(lp, sizeof lp, pf, "h.%ld.", i);
+    l->self.heads = H, l->self.dh = dh, l->self.fused = 1;
+    l->self.scale = (scale_w ? 1.0f / sqrtf((float)dh) : 1.0f) / (inv_idx ? (float)(i + 1) : 1.0f);
+    l->mlp.act = act;
+    /* Conv1D weights are stored [in, out]; attn.bias / attn.masked_bias are mask buffers, not read. */
+#define LIN(dst, name, o, in_)                                                                              \
+  if ((st = clf__load_linear(ctx, w, p, clf__wn(n1, sizeof n1, lp, "%s.weight", name),                     \
+                             clf__wn(n2, sizeof n2, lp, "%s.bias", name), o, in_, CLF_WEIGHT_IN_OUT, &dst)) != \
+      CLF_OK)                                                                                               \
+    return st;
+    LIN(l->self.qkv, "attn.c_attn", 3 * d, d) /* [D, 3D] */
+    LIN(l->self.o, "attn.c_proj", d, d)       /* [D, D] */
+    LIN(l->mlp.fc1, "mlp.c_fc", f, d)         /* [D, F] */
+    LIN(l->mlp.fc2, "mlp.c_proj", d, f)       /* [F, D] */
+#undef LIN
+    if ((st = clf__load_ln(ctx, w, p, clf__wn(n1, sizeof n1, lp, "ln_1"), d, (float)eps, &l->ln_self)) != CLF_OK ||
+        (st = clf__load_ln(ctx, w, p, clf__wn(n1, sizeof n1, lp, "ln_2"), d, (float)eps, &l->ln_mlp)) != CLF_OK)
+      return st;
+  }
+  /* lm_head.weight [V, D], tied to wte when absent */
+  g->head = g->wte;
+  if (clf__weights_has(w, "lm_head.weight") &&
+      (st = clf__param(ctx, w, p, "lm_head.weight", 2, (size_t[]){V, d}, &g->head)) != CLF_OK)
+    return st;
+  m->gen_begin = gpt2_gen_begin;
+  m->gen_step = gpt2_gen_step;
+  m->gen_reorder = gpt2_gen_reorder;
+  m->gen_end = gpt2_gen_end;
+  (void)upcast; /* reorder_and_upcast_attn only changes precision of the fp16 path */
+  return CLF_OK;
+}

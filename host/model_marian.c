@@ -1,0 +1,383 @@
+/* model_marian.c - MarianModel / MarianMTModel, the original encoder-decoder
+ * Transformer: scaled token embeddings + sinusoidal positions, N post-LN
+ * encoder layers, M post-LN decoder layers (causal self-attention with a KV
+ * cache, cross-attention with K/V computed once), tied LM head + final bias.
+ */
+#include "model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct marian {
+  size_t V, Vd, D, P, n_enc, n_dec;
+  float emb_scale;     /* sqrt(d_model) with scale_embedding, else 1 */
+  clf_tensor *enc_emb; /* [V, D] shared / encoder.embed_tokens */
+  clf_tensor *dec_emb; /* [Vd, D] shared / decoder.embed_tokens */
+  clf_tensor *enc_pos, *dec_pos; /* [P, D] stored embed_positions, or NULL: sinusoids (HALVES) */
+  clf__layer *enc, *dec;
+  clf_tensor *head;    /* [Vd, D] lm_head.weight, tied to dec_emb when absent */
+  clf_tensor *flb;     /* [Vd] view of final_logits_bias [1, Vd], or NULL */
+  int lm;              /* MarianMTModel: logits */
+  /* caches: cross K/V [B, H, Ls, Dh] and decoder self K/V [B, H, cap, Dh] per layer */
+  clf_tensor **ck, **cv, **sk, **sv;
+  clf_tensor *step, *enc_h, *enc_mask; /* generation: ids buffer, encoder states, source mask */
+  size_t B, cap, past;
+  int cross_ready;
+} marian;
+
+static const char *const marian_inputs[] = {"input_ids", "attention_mask", "decoder_input_ids",
+                                            "decoder_attention_mask"};
+static const char *const mt_outputs[] = {"logits", "encoder_last_hidden_state"};
+static const char *const base_outputs[] = {"last_hidden_state", "encoder_last_hidden_state"};
+enum { IN_IDS, IN_MASK, IN_DEC, IN_DEC_MASK };
+
+static void free_caches(clf_tensor **t, size_t n) {
+  for (size_t i = 0; t && i < n; i++) {
+    clf_tensor_destroy(t[i]);
+    t[i] = NULL;
+  }
+}
+
+static void marian_gen_end(clf_model *m) {
+  marian *mm = m->impl;
+  free_caches(mm->sk, mm->n_dec);
+  free_caches(mm->sv, mm->n_dec);
+  clf_tensor_destroy(mm->step);
+  clf_tensor_destroy(mm->enc_h);
+  clf_tensor_destroy(mm->enc_mask);
+  mm->step = mm->enc_h = mm->enc_mask = NULL;
+}
+
+static void marian_destroy(clf_model *m) {
+  marian *mm = m->impl;
+  if (!mm) return;
+  marian_gen_end(m);
+  free_caches(mm->ck, mm->n_dec);
+  free_caches(mm->cv, mm->n_dec);
+  free(mm->ck), free(mm->cv), free(mm->sk), free(mm->sv);
+  free(mm->enc);
+  free(mm->dec);
+  free(mm);
+  m->impl = NULL;
+}
+
+/* A per-layer cache tensor of exactly `shape` (re-created when it differs). */
+static clf_status cache_get(clf_context *ctx, clf_tensor **slot, const size_t *shape) {
+  if (*slot && memcmp((*slot)->shape, shape, 4 * sizeof *shape) == 0) return CLF_OK;
+  clf_tensor_destroy(*slot);
+  *slot = NULL;
+  return clf_tensor_create(ctx, CLF_F32, 4, shape, slot);
+}
+
+/* h = emb[ids] * scale + PE(start..): token embedding and positions. */
+static clf_status embed(clf_model *m, const clf_tensor *table, const clf_tensor *pos_table, const clf_tensor *ids,
+                        size_t start, clf_tensor *h) {
+  marian *mm = m->impl;
+  clf_status st = clf_embedding(m->ctx, table, ids, mm->emb_scale, 0, h, NULL);
+  if (st != CLF_OK) return st;
+  if (pos_table) return clf_position_embedding(m->ctx, pos_table, start, 1, h, NULL);
+  return clf_sinusoidal_embedding(m->ctx, CLF_SINUSOID_HALVES, start, 1, h, NULL);
+}
+
+/* encoder: embed -> N x post-LN layer; h [B, Ls, D] */
+static clf_status encode(clf_model *m, const clf_tensor *ids, const clf_tensor *mask, clf_tensor *h) {
+  marian *mm = m->impl;
+  clf_status st;
+  if ((st = embed(m, mm->enc_emb, mm->enc_pos, ids, 0, h)) != CLF_OK) return st;
+  clf_attention_mask am = {mask, 0, NULL};
+  clf__layer_io io = {&am, NULL, NULL, NULL, NULL};
+  for (size_t i = 0; i < mm->n_enc; i++)
+    if ((st = clf__layer_forward(m->ctx, &mm->enc[i], 0, NULL, h, NULL, &io, &m->ws)) != CLF_OK) return st;
+  return CLF_OK;
+}
+
+/* decoder: embed at positions past.. -> M x post-LN layer with cross-attention
+ * to enc [B, Ls, D]; h [B, n, D].  Self K/V go to mm->sk/sv when caching. */
+static clf_status decode(clf_model *m, const clf_tensor *ids, size_t past, const clf_tensor *self_mask, int cached,
+                         const clf_tensor *enc, const clf_tensor *enc_mask, clf_tensor *h) {
+  marian *mm = m->impl;
+  clf_context *ctx = m->ctx;
+  const size_t B = enc->shape[0], Ls = enc->shape[1];
+  clf_status st;
+  if ((st = embed(m, mm->dec_emb, mm->dec_pos, ids, past, h)) != CLF_OK) return st;
+  clf_attention_mask sm = {self_mask, 1, NULL}, cm = {enc_mask, 0, NULL};
+  for (size_t i = 0; i < mm->n_dec; i++) {
+    const clf__attn *ca = &mm->dec[i].cross;
+    if (!mm->cross_ready && (st = cache_get(ctx, &mm->ck[i], (size_t[]){B, ca->heads, Ls, ca->dh})) != CLF_OK)
+      return st;
+    if (!mm->cross_ready && (st = cache_get(ctx, &mm->cv[i], (size_t[]){B, ca->heads, Ls, ca->dh})) != CLF_OK)
+      return st;
+    clf__kv skv = {cached ? mm->sk[i] : NULL, cached ? mm->sv[i] : NULL, past, 0};
+    clf__kv ckv = {mm->ck[i], mm->cv[i], 0, mm->cross_ready};
+    clf__layer_io io = {&sm, cached ? &skv : NULL, enc, &cm, &ckv};
+    if ((st = clf__layer_forward(ctx, &mm->dec[i], 0, NULL, h, NULL, &io, &m->ws2)) != CLF_OK) return st;
+  }
+  mm->cross_ready = cached; /* generation reuses the cross K/V from here on */
+  return CLF_OK;
+}
+
+static clf_status marian_run(clf_model *m, const clf__inputs in, const int *want, clf_array *res) {
+  static const char op[] = "clf_model_run";
+  clf_context *ctx = m->ctx;
+  marian *mm = m->impl;
+  clf_status st;
+  size_t B = 0, Ls = 0, Ld = 0;
+  if (!in[IN_IDS] || !in[IN_DEC])
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: marian needs inputs \"input_ids\" and \"decoder_input_ids\" "
+                     "(inputs: input_ids, attention_mask, decoder_input_ids, decoder_attention_mask)", op);
+  if ((st = clf__check_ids(m, in[IN_IDS], "input_ids", &B, &Ls)) != CLF_OK) return st;
+  if (in[IN_MASK] && (st = clf__check_ids(m, in[IN_MASK], "attention_mask", &B, &Ls)) != CLF_OK) return st;
+  if ((st = clf__check_ids(m, in[IN_DEC], "decoder_input_ids", &B, &Ld)) != CLF_OK) return st;
+  if (in[IN_DEC_MASK] && (st = clf__check_ids(m, in[IN_DEC_MASK], "decoder_attention_mask", &B, &Ld)) != CLF_OK)
+    return st;
+  if (mm->enc_pos && (Ls > mm->P || Ld > mm->P))
+    return clf__fail(ctx, CLF_E_SHAPE, "%s: %zu positions exceed max_position_embeddings %zu", op,
+                     Ls > Ld ? Ls : Ld, mm->P);
+  marian_gen_end(m);
+  mm->cross_ready = 0;
+  clf_tensor *ids, *mask = NULL, *dids, *dmask = NULL, *eh, *dh;
+  if ((st = clf__upload_ids(m, &m->ws, CLF__WS_IDS, in[IN_IDS], B, Ls, 0, &ids)) != CLF_OK) return st;
+  if (in[IN_MASK] && (st = clf__upload_ids(m, &m->ws, CLF__WS_MASK, in[IN_MASK], B, Ls, 1, &mask)) != CLF_OK)
+    return st;
+  if ((st = clf__upload_ids(m, &m->ws2, CLF__WS_IDS, in[IN_DEC], B, Ld, 0, &dids)) != CLF_OK) return st;
+  if (in[IN_DEC_MASK] &&
+      (st = clf__upload_ids(m, &m->ws2, CLF__WS_MASK, in[IN_DEC_MASK], B, Ld, 1, &dmask)) != CLF_OK)
+    return st;
+  if ((st = clf__ws_get(ctx, &m->ws, CLF__WS_ENC, CLF_F32, 3, (size_t[]){B, Ls, mm->D}, &eh)) != CLF_OK) return st;
+  if ((st = clf__ws_get(ctx, &m->ws2, CLF__WS_H, CLF_F32, 3, (size_t[]){B, Ld, mm->D}, &dh)) != CLF_OK) return st;
+  if ((st = encode(m, ids, mask, eh)) != CLF_OK) return st;
+  if ((st = decode(m, dids, 0, dmask, 0, eh, mask, dh)) != CLF_OK) return st;
+  if (want[1] && (st = clf__download(m, eh, "encoder_last_hidden_state", &res[1])) != CLF_OK) return st;
+  if (want[0] && !mm->lm) return clf__download(m, dh, "last_hidden_state", &res[0]);
+  if (want[0]) {
+    clf_tensor *logits;
+    if ((st = clf__ws_get(ctx, &m->ws2, CLF__WS_LOGITS, CLF_F32, 3, (size_t[]){B, Ld, mm->Vd}, &logits)) != CLF_OK)
+      return st;
+    if ((st = clf_linear(ctx, dh, mm->head, CLF_WEIGHT_OUT_IN, mm->flb, CLF_ACT_NONE, logits, NULL)) != CLF_OK)
+      return st;
+    return clf__download(m, logits, "logits", &res[0]);
+  }
+  return CLF_OK;
+}
+
+/* Runs the encoder on the (already beam-expanded) source and sizes the caches. */
+static clf_status marian_gen_begin(clf_model *m, size_t B, size_t cap, const clf_array *enc_ids,
+                                   const clf_array *enc_mask, size_t expand) {
+  clf_context *ctx = m->ctx;
+  marian *mm = m->impl;
+  clf_status st;
+  (void)expand;
+  marian_gen_end(m);
+  mm->cross_ready = 0;
+  const size_t Ls = enc_ids->shape[1];
+  if (mm->enc_pos && (Ls > mm->P || cap > mm->P))
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "clf_model_generate: %zu positions exceed max_position_embeddings %zu",
+                     Ls > cap ? Ls : cap, mm->P);
+  clf_tensor *ids;
+  if ((st = clf__upload_ids(m, &m->ws, CLF__WS_IDS, enc_ids, B, Ls, 0, &ids)) != CLF_OK) return st;
+  if (enc_mask) {
+    if ((st = clf_tensor_create(ctx, enc_mask->dtype, 2, (size_t[]){B, Ls}, &mm->enc_mask)) != CLF_OK) return st;
+    if ((st = clf_tensor_upload(ctx, mm->enc_mask, enc_mask->data, B * Ls * clf_dtype_size(enc_mask->dtype))) !=
+        CLF_OK)
+      return st;
+  }
+  if ((st = clf_tensor_create(ctx, CLF_F32, 3, (size_t[]){B, Ls, mm->D}, &mm->enc_h)) != CLF_OK) return st;
+  if ((st = encode(m, ids, mm->enc_mask, mm->enc_h)) != CLF_OK) return st;
+  const clf__attn *sa = mm->n_dec ? &mm->dec[0].self : NULL;
+  for (size_t i = 0; i < mm->n_dec; i++)
+    if ((st = clf_tensor_create(ctx, CLF_F32, 4, (size_t[]){B, sa->heads, cap, sa->dh}, &mm->sk[i])) != CLF_OK ||
+        (st = clf_tensor_create(ctx, CLF_F32, 4, (size_t[]){B, sa->heads, cap, sa->dh}, &mm->sv[i])) != CLF_OK ||
+        /* zeroed: beam reordering moves, and attention tiles read, rows past kv_len */
+        (st = clf__zero(ctx, mm->sk[i])) != CLF_OK ||
+        (st = clf__zero(ctx, mm->sv[i])) != CLF_OK)
+      return st;
+  if ((st = clf_tensor_create(ctx, CLF_I64, 1, (size_t[]){B * cap}, &mm->step)) != CLF_OK) return st;
+  mm->B = B, mm->cap = cap, mm->past = 0;
+  return CLF_OK;
+}
+
+/* Decoder positions are 0.. (generate passes no decoder mask): pos/mask unused. */
+static clf_status marian_gen_step(clf_model *m, size_t n, const int64_t *ids, const int64_t *pos,
+                                  const int64_t *mask, float *logits) {
+  clf_context *ctx = m->ctx;
+  marian *mm = m->impl;
+  clf__ws *ws = &m->ws2;
+  const size_t B = mm->B;
+  clf_status st;
+  (void)pos, (void)mask;
+  if (mm->past + n > mm->cap)
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "clf_model_generate: %zu positions exceed the cache's %zu",
+                     mm->past + n, mm->cap);
+  clf_tensor *tid = NULL, *h, *row, *lg;
+  if ((st = clf_tensor_view(mm->step, 0, 2, (size_t[]){B, n}, &tid)) == CLF_OK &&
+      (st = clf_tensor_upload(ctx, tid, ids, B * n * sizeof *ids)) == CLF_OK &&
+      (st = clf__ws_get(ctx, ws, CLF__WS_H, CLF_F32, 3, (size_t[]){B, n, mm->D}, &h)) == CLF_OK &&
+      (st = clf__ws_get(ctx, ws, CLF__WS_ROW, CLF_F32, 3, (size_t[]){B, 1, mm->D}, &row)) == CLF_OK &&
+      (st = clf__ws_get(ctx, ws, CLF__WS_LOGITS, CLF_F32, 3, (size_t[]){B, 1, mm->Vd}, &lg)) == CLF_OK &&
+      (st = decode(m, tid, mm->past, NULL, 1, mm->enc_h, mm->enc_mask, h)) == CLF_OK &&
+      (st = clf_copy_rows(ctx, h, n - 1, row, 0, 1, NULL)) == CLF_OK &&
+      (st = clf_linear(ctx, row, mm->head, CLF_WEIGHT_OUT_IN, mm->flb, CLF_ACT_NONE, lg, NULL)) == CLF_OK)
+    st = clf_tensor_download(ctx, lg, logits, B * mm->Vd * sizeof *logits);
+  clf_tensor_destroy(tid);
+  if (st == CLF_OK) mm->past += n;
+  return st;
+}
+
+/* Only the self-attention caches move: every beam of a row shares the
+ * encoder states and their cross K/V. */
+static clf_status marian_gen_reorder(clf_model *m, const int64_t *idx) {
+  marian *mm = m->impl;
+  for (size_t i = 0; i < mm->n_dec; i++) {
+    clf_status st;
+    if ((st = clf__kv_reorder(m->ctx, mm->sk[i], idx, &m->ws2)) != CLF_OK ||
+        (st = clf__kv_reorder(m->ctx, mm->sv[i], idx, &m->ws2)) != CLF_OK)
+      return st;
+  }
+  return CLF_OK;
+}
+
+static clf_status load_layer(clf_model *m, const clf__weights *w, const char *lp, int cross, size_t D, size_t H,
+                             size_t F, clf_activation act, clf__layer *l) {
+  clf_context *ctx = m->ctx;
+  clf__params *p = &m->params;
+  char n1[256], n2[256];
+  clf_status st;
+  l->has_cross = cross;
+  l->mlp.act = act;
+#define LIN(dst, name, o, in_)                                                                              \
+  if ((st = clf__load_linear(ctx, w, p, clf__wn(n1, sizeof n1, lp, "%s.weight", name),                     \
+                             clf__wn(n2, sizeof n2, lp, "%s.bias", name), o, in_, CLF_WEIGHT_OUT_IN, &dst)) != \
+      CLF_OK)                                                                                               \
+    return st;
+  for (int a = 0; a <= cross; a++) {
+    clf__attn *at = a ? &l->cross : &l->self;
+    const char *an = a ? "encoder_attn" : "self_attn";
+    char nm[64];
+    at->heads = H, at->dh = D / H, at->scale = 1.0f / sqrtf((float)(D / H));
+    snprintf(nm, sizeof nm, "%s.q_proj", an);
+    LIN(at->q, nm, D, D) /* [D, D] */
+    snprintf(nm, sizeof nm, "%s.k_proj", an);
+    LIN(at->k, nm, D, D) /* [D, D] */
+    snprintf(nm, sizeof nm, "%s.v_proj", an);
+    LIN(at->v, nm, D, D) /* [D, D] */
+    snprintf(nm, sizeof nm, "%s.out_proj", an);
+    LIN(at->o, nm, D, D) /* [D, D] */
+  }
+  LIN(l->mlp.fc1, "fc1", F, D) /* [F, D] */
+  LIN(l->mlp.fc2, "fc2", D, F) /* [D, F] */
+#undef LIN
+  if ((st = clf__load_ln(ctx, w, p, clf__wn(n1, sizeof n1, lp, "self_attn_layer_norm"), D, 1e-5f, &l->ln_self)) !=
+          CLF_OK ||
+      (cross && (st = clf__load_ln(ctx, w, p, clf__wn(n1, sizeof n1, lp, "encoder_attn_layer_norm"), D, 1e-5f,
+                                   &l->ln_cross)) != CLF_OK) ||
+      (st = clf__load_ln(ctx, w, p, clf__wn(n1, sizeof n1, lp, "final_layer_norm"), D, 1e-5f, &l->ln_mlp)) != CLF_OK)
+    return st;
+  return CLF_OK;
+}
+
+clf_status clf__marian_load(clf_model *m, const clf__config *c, const clf__weights *w) {
+  clf_context *ctx = m->ctx;
+  clf_status st;
+  long V, Vd, D, P, Ne, Nd, He, Hd, Fe, Fd;
+  int scale_emb, share;
+  const char *act_name;
+  clf_activation act;
+  if ((st = clf__config_int(ctx, c, "vocab_size", &V)) != CLF_OK ||
+      (st = clf__config_int_or(ctx, c, "decoder_vocab_size", V, &Vd)) != CLF_OK ||
+      (st = clf__config_int(ctx, c, "d_model", &D)) != CLF_OK ||
+      (st = clf__config_int(ctx, c, "max_position_embeddings", &P)) != CLF_OK ||
+      (st = clf__config_int(ctx, c, "encoder_layers", &Ne)) != CLF_OK ||
+      (st = clf__config_int(ctx, c, "decoder_layers", &Nd)) != CLF_OK ||
+      (st = clf__config_int(ctx, c, "encoder_attention_heads", &He)) != CLF_OK ||
+      (st = clf__config_int(ctx, c, "decoder_attention_heads", &Hd)) != CLF_OK ||
+      (st = clf__config_int(ctx, c, "encoder_ffn_dim", &Fe)) != CLF_OK ||
+      (st = clf__config_int(ctx, c, "decoder_ffn_dim", &Fd)) != CLF_OK ||
+      (st = clf__config_bool_or(ctx, c, "scale_embedding", 0, &scale_emb)) != CLF_OK ||
+      (st = clf__config_bool_or(ctx, c, "share_encoder_decoder_embeddings", 1, &share)) != CLF_OK ||
+      (st = clf__config_str_or(ctx, c, "activation_function", "gelu", &act_name)) != CLF_OK)
+    return st;
+  if (V <= 0 || Vd <= 0 || D <= 0 || He <= 0 || Hd <= 0 || D % He || D % Hd || Ne < 0 || Nd < 0 || Fe <= 0 ||
+      Fd <= 0 || P <= 0)
+    return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: marian config has invalid sizes (vocab_size %ld, d_model "
+                     "%ld, attention heads %ld/%ld, ffn dims %ld/%ld)", V, D, He, Hd, Fe, Fd);
+  if (clf_activation_from_name(act_name, &act) != CLF_OK)
+    return clf__fail(ctx, CLF_E_UNSUPPORTED, "clf_model_load: marian activation_function \"%s\" is not supported",
+                     act_name);
+  if (share) Vd = V;
+  marian *mm = calloc(1, sizeof *mm);
+  if (!mm) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "clf_model_load: out of host memory");
+  m->impl = mm;
+  m->destroy = marian_destroy;
+  mm->enc = calloc((size_t)Ne + 1, sizeof *mm->enc);
+  mm->dec = calloc((size_t)Nd + 1, sizeof *mm->dec);
+  mm->ck = calloc((size_t)Nd + 1, sizeof *mm->ck);
+  mm->cv = calloc((size_t)Nd + 1, sizeof *mm->cv);
+  mm->sk = calloc((size_t)Nd + 1, sizeof *mm->sk);
+  mm->sv = calloc((size_t)Nd + 1, sizeof *mm->sv);
+  if (!mm->enc || !mm->dec || !mm->ck || !mm->cv || !mm->sk || !mm->sv)
+    return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "clf_model_load: out of host memory");
+  mm->V = V, mm->Vd = Vd, mm->D = D, mm->P = P, mm->n_enc = Ne, mm->n_dec = Nd;
+  mm->emb_scale = scale_emb ? sqrtf((float)D) : 1.0f;
+  const size_t d = D;
+  const char *const probe[] = {"model.shared.weight", "model.encoder.embed_tokens.weight", "shared.weight",
+                               "encoder.embed_tokens.weight", NULL};
+  const char *found = clf__weights_pick(w, probe);
+  const char *pf = found && strncmp(found, "model.", 6) == 0 ? "model." : "";
+  mm->lm = *pf != 0;
+  m->run = marian_run;
+  m->in_names = marian_inputs;
+  m->n_in = 4;
+  m->out_names = mm->lm ? mt_outputs : base_outputs;
+  m->n_out = 2;
+  m->vocab = Vd;
+  m->is_encdec = 1;
+  char n1[256], n2[256];
+  clf__params *p = &m->params;
+  /* embeddings: shared [V, D] (or the encoder's / decoder's own embed_tokens) */
+  const char *const enc_names[] = {clf__wn(n1, sizeof n1, pf, "shared.weight"),
+                                   clf__wn(n2, sizeof n2, pf, "encoder.embed_tokens.weight"), NULL};
+  const char *en = clf__weights_pick(w, enc_names);
+  if ((st = clf__param(ctx, w, p, en ? en : n1, 2, (size_t[]){V, d}, &mm->enc_emb)) != CLF_OK) return st;
+  mm->dec_emb = mm->enc_emb;
+  if (!share && (st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, pf, "decoder.embed_tokens.weight"), 2,
+                                 (size_t[]){Vd, d}, &mm->dec_emb)) != CLF_OK)
+    return st;
+  /* positions: the stored sinusoid table [P, D] if present, else computed */
+  if (clf__weights_has(w, clf__wn(n1, sizeof n1, pf, "encoder.embed_positions.weight")) &&
+      (st = clf__param(ctx, w, p, n1, 2, (size_t[]){P, d}, &mm->enc_pos)) != CLF_OK)
+    return st;
+  if (clf__weights_has(w, clf__wn(n1, sizeof n1, pf, "decoder.embed_positions.weight")) &&
+      (st = clf__param(ctx, w, p, n1, 2, (size_t[]){P, d}, &mm->dec_pos)) != CLF_OK)
+    return st;
+  for (long i = 0; i < Ne; i++) {
+    char lp[128];
+    clf__wn(lp, sizeof lp, pf, "encoder.layers.%ld.", i);
+    if ((st = load_layer(m, w, lp, 0, d, He, Fe, act, &mm->enc[i])) != CLF_OK) return st;
+  }
+  for (long i = 0; i < Nd; i++) {
+    char lp[128];
+    clf__wn(lp, sizeof lp, pf, "decoder.layers.%ld.", i);
+    if ((st = load_layer(m, w, lp, 1, d, Hd, Fd, act, &mm->dec[i])) != CLF_OK) return st;
+  }
+  if (mm->lm) {
+    /* lm_head.weight [Vd, D] (tied to the decoder embeddings when absent), final_logits_bias [1, Vd] */
+    mm->head = mm->dec_emb;
+    if (clf__weights_has(w, "lm_head.weight") &&
+        (st = clf__param(ctx, w, p, "lm_head.weight", 2, (size_t[]){Vd, d}, &mm->head)) != CLF_OK)
+      return st;
+    if (clf__weights_has(w, "final_logits_bias")) {
+      clf_tensor *b2, *b1;
+      if ((st = clf__param(ctx, w, p, "final_logits_bias", 2, (size_t[]){1, Vd}, &b2)) != CLF_OK) return st;
+      if ((st = clf_tensor_view(b2, 0, 1, (size_t[]){Vd}, &b1)) != CLF_OK) return st;
+      if ((st = clf__params_add(ctx, p, b1)) != CLF_OK) return st;
+      mm->flb = b1;
+    }
+    m->gen_begin = marian_gen_begin;
+    m->gen_step = marian_gen_step;
+    m->gen_reorder = marian_gen_reorder;
+    m->gen_end = marian_gen_end;
+  }
+  return CLF_OK;
+}

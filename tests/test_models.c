@@ -1,0 +1,450 @@
+/* test_models.c - the model families against the golden fixtures made with
+ * transformers (tests/fixtures/<model>/cases.json), and the errors of loading
+ * and running a model (bad inputs, bad configs, missing or misshaped tensors).
+ */
+#include <check.h>
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../tools/fixtures/paper_weights.h"
+#include "clformer.h"
+#include "harness.h"
+
+/* Models are loaded once per program and destroyed when the suite ends:
+ * under Oclgrind, destroying a model that has run and then loading another
+ * makes Oclgrind flag the new weights as uninitialised (the same sequence of
+ * ops on plain tensors does not), so the suite avoids that pattern. */
+static struct {
+  char dir[1024];
+  clf_model *m;
+} model_cache[16];
+
+static clf_model *get_model(const char *dir) {
+  size_t i = 0;
+  while (i < 16 && model_cache[i].m && strcmp(model_cache[i].dir, dir) != 0) i++;
+  ck_assert(i < 16);
+  if (!model_cache[i].m) {
+    TH_OK(clf_model_load(th_ctx, dir, &model_cache[i].m));
+    snprintf(model_cache[i].dir, sizeof model_cache[i].dir, "%s", dir);
+  }
+  return model_cache[i].m;
+}
+
+static void free_models(void) {
+  for (size_t i = 0; i < 16; i++) {
+    clf_model_destroy(model_cache[i].m);
+    model_cache[i].m = NULL;
+  }
+}
+
+static char *read_text(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *s = malloc((size_t)n + 1);
+  if (s && fread(s, 1, (size_t)n, f) != (size_t)n) n = 0;
+  if (s) s[n] = 0;
+  fclose(f);
+  return s;
+}
+
+static void write_bytes(const char *path, const void *data, size_t n) {
+  FILE *f = fopen(path, "wb");
+  ck_assert_msg(f != NULL, "cannot write %s", path);
+  ck_assert(fwrite(data, 1, n, f) == n);
+  fclose(f);
+}
+
+static const char *fixtures(void) {
+  const char *d = getenv("CLF_FIXTURES");
+  return d ? d : "tests/fixtures";
+}
+
+static cJSON *load_cases(const char *dir) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/cases.json", dir);
+  char *s = read_text(path);
+  ck_assert_msg(s != NULL, "cannot read %s", path);
+  cJSON *j = cJSON_Parse(s);
+  free(s);
+  ck_assert_msg(j != NULL, "%s is not JSON", path);
+  return j;
+}
+
+/* A safetensors file of F32/other tensors, written in the order given. */
+typedef struct st_entry {
+  const char *name, *dtype;
+  int ndim;
+  size_t shape[8];
+  const void *data;
+  size_t bytes;
+} st_entry;
+
+static void write_safetensors(const char *path, const st_entry *e, size_t n) {
+  cJSON *h = cJSON_CreateObject();
+  size_t off = 0;
+  for (size_t i = 0; i < n; i++) {
+    cJSON *t = cJSON_AddObjectToObject(h, e[i].name);
+    cJSON_AddStringToObject(t, "dtype", e[i].dtype);
+    cJSON *sh = cJSON_AddArrayToObject(t, "shape");
+    for (int d = 0; d < e[i].ndim; d++) cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)e[i].shape[d]));
+    cJSON *o = cJSON_AddArrayToObject(t, "data_offsets");
+    cJSON_AddItemToArray(o, cJSON_CreateNumber((double)off));
+    cJSON_AddItemToArray(o, cJSON_CreateNumber((double)(off + e[i].bytes)));
+    off += e[i].bytes;
+  }
+  char *txt = cJSON_PrintUnformatted(h);
+  cJSON_Delete(h);
+  size_t hl = strlen(txt), padded = (hl + 7) / 8 * 8;
+  FILE *f = fopen(path, "wb");
+  ck_assert_msg(f != NULL, "cannot write %s", path);
+  unsigned char len[8];
+  for (int i = 0; i < 8; i++) len[i] = (unsigned char)((uint64_t)padded >> (8 * i));
+  fwrite(len, 1, 8, f);
+  fwrite(txt, 1, hl, f);
+  for (size_t i = hl; i < padded; i++) fputc(' ', f);
+  for (size_t i = 0; i < n; i++) ck_assert(fwrite(e[i].data, 1, e[i].bytes, f) == e[i].bytes);
+  fclose(f);
+  free(txt);
+}
+
+/* A temp directory holding a copy of the fixture's config files, and a
+ * model.safetensors rewritten from the fixture's with tensor `drop` left out
+ * and tensor `reshape` given `new_shape` (same number of elements). */
+static char *copy_fixture(const char *name, const char *drop, const char *reshape, int ndim,
+                          const size_t *new_shape) {
+  char tmpl[] = "/tmp/clf-models-XXXXXX", src[1024], dst[1200];
+  ck_assert(mkdtemp(tmpl) != NULL);
+  const char *files[] = {"config.json", "generation_config.json"};
+  for (size_t i = 0; i < 2; i++) {
+    snprintf(src, sizeof src, "%s/%s/%s", fixtures(), name, files[i]);
+    char *s = read_text(src);
+    if (!s) continue;
+    snprintf(dst, sizeof dst, "%s/%s", tmpl, files[i]);
+    write_bytes(dst, s, strlen(s));
+    free(s);
+  }
+  snprintf(src, sizeof src, "%s/%s/model.safetensors", fixtures(), name);
+  clf_safetensors *st = NULL;
+  ck_assert_msg(clf_safetensors_open(src, &st) == CLF_OK, "%s", clf_last_error(NULL));
+  size_t n = clf_safetensors_count(st), k = 0;
+  st_entry *e = calloc(n, sizeof *e);
+  for (size_t i = 0; i < n; i++) {
+    clf_st_info info;
+    ck_assert(clf_safetensors_info(st, i, &info) == CLF_OK);
+    if (drop && strcmp(info.name, drop) == 0) continue;
+    e[k] = (st_entry){info.name, info.dtype, info.ndim, {0}, info.data, info.bytes};
+    memcpy(e[k].shape, info.shape, sizeof info.shape);
+    if (reshape && strcmp(info.name, reshape) == 0) {
+      e[k].ndim = ndim;
+      memcpy(e[k].shape, new_shape, (size_t)ndim * sizeof *new_shape);
+    }
+    k++;
+  }
+  snprintf(dst, sizeof dst, "%s/model.safetensors", tmpl);
+  write_safetensors(dst, e, k);
+  free(e);
+  clf_safetensors_close(st);
+  return strdup(tmpl);
+}
+
+static void remove_dir(char *dir) {
+  DIR *d = opendir(dir);
+  struct dirent *de;
+  char p[1200];
+  while (d && (de = readdir(d)) != NULL) {
+    if (de->d_name[0] == '.') continue;
+    snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+    unlink(p);
+  }
+  if (d) closedir(d);
+  rmdir(dir);
+  free(dir);
+}
+
+/* Rewrites `key` of dir/config.json to the JSON value `json`. */
+static void set_config(const char *dir, const char *key, const char *json) {
+  char p[1200];
+  snprintf(p, sizeof p, "%s/config.json", dir);
+  char *s = read_text(p);
+  cJSON *c = cJSON_Parse(s);
+  free(s);
+  cJSON_DeleteItemFromObjectCaseSensitive(c, key);
+  cJSON_AddItemToObject(c, key, cJSON_Parse(json));
+  char *out = cJSON_Print(c);
+  write_bytes(p, out, strlen(out));
+  free(out);
+  cJSON_Delete(c);
+}
+
+/* The marian_paper fixture's weights, regenerated into a temp dir. */
+static char *make_paper_dir(void) {
+  char src[1024];
+  snprintf(src, sizeof src, "%s/marian_paper/tensors.json", fixtures());
+  char *s = read_text(src);
+  ck_assert_msg(s != NULL, "cannot read %s", src);
+  cJSON *j = cJSON_Parse(s);
+  free(s);
+  cJSON *ts = cJSON_GetObjectItem(j, "tensors"), *t;
+  size_t n = (size_t)cJSON_GetArraySize(ts), i = 0;
+  st_entry *e = calloc(n, sizeof *e);
+  cJSON_ArrayForEach(t, ts) {
+    st_entry *x = &e[i++];
+    x->name = cJSON_GetObjectItem(t, "name")->valuestring;
+    x->dtype = "F32";
+    cJSON *sh = cJSON_GetObjectItem(t, "shape"), *d;
+    size_t numel = 1;
+    cJSON_ArrayForEach(d, sh) numel *= (x->shape[x->ndim++] = (size_t)d->valuedouble);
+    float *v = malloc(numel * sizeof *v + 1);
+    clf_paper_fill(x->name, (float)cJSON_GetObjectItem(t, "offset")->valuedouble,
+                   (float)cJSON_GetObjectItem(t, "scale")->valuedouble, v, numel);
+    x->data = v;
+    x->bytes = numel * sizeof *v;
+  }
+  char *dir = copy_fixture("marian", NULL, NULL, 0, NULL);
+  char p[1200];
+  const char *files[] = {"config.json", "generation_config.json"};
+  for (size_t f = 0; f < 2; f++) {
+    snprintf(src, sizeof src, "%s/marian_paper/%s", fixtures(), files[f]);
+    char *txt = read_text(src);
+    snprintf(p, sizeof p, "%s/%s", dir, files[f]);
+    if (txt) write_bytes(p, txt, strlen(txt));
+    else unlink(p);
+    free(txt);
+  }
+  snprintf(p, sizeof p, "%s/model.safetensors", dir);
+  write_safetensors(p, e, n);
+  for (i = 0; i < n; i++) free((void *)e[i].data);
+  free(e);
+  cJSON_Delete(j);
+  return dir;
+}
+
+/* Runs every forward case of the fixture in `model_dir` (cases from case_dir):
+ * max |got - expected| <= 1e-4 x max(1, max|expected|), the fixtures' own
+ * tolerance (f32 accumulation order differs from PyTorch's; 1e-4 leaves a
+ * margin of ~10x over what a 2-layer model accumulates).  With compare_mask
+ * "attention_mask", rows whose mask is 0 are skipped (transformers' values
+ * there come from fully masked attention rows and mean nothing). */
+static void run_forward_cases(const char *model_dir, const char *case_dir) {
+  clf_model *m = get_model(model_dir);
+  cJSON *cases = load_cases(case_dir), *c;
+  int n_cases = 0;
+  char p[1200];
+  cJSON_ArrayForEach(c, cJSON_GetObjectItem(cases, "cases")) {
+    if (strcmp(cJSON_GetObjectItem(c, "kind")->valuestring, "forward") != 0) continue;
+    const char *cname = cJSON_GetObjectItem(c, "name")->valuestring;
+    clf_array in[8];
+    size_t n_in = 0, mask_i = (size_t)-1;
+    cJSON *it;
+    cJSON_ArrayForEach(it, cJSON_GetObjectItem(c, "inputs")) {
+      snprintf(p, sizeof p, "%s/%s", case_dir, it->valuestring);
+      ck_assert_msg(clf_npy_read(p, &in[n_in]) == CLF_OK, "%s", clf_last_error(NULL));
+      snprintf(in[n_in].name, sizeof in[n_in].name, "%s", it->string);
+      if (strcmp(it->string, "attention_mask") == 0) mask_i = n_in;
+      n_in++;
+    }
+    const char *outs[8];
+    clf_array exp[8], got[8];
+    size_t n_out = 0;
+    cJSON_ArrayForEach(it, cJSON_GetObjectItem(c, "outputs")) {
+      snprintf(p, sizeof p, "%s/%s", case_dir, it->valuestring);
+      ck_assert_msg(clf_npy_read(p, &exp[n_out]) == CLF_OK, "%s", clf_last_error(NULL));
+      outs[n_out++] = it->string;
+    }
+    TH_OK(clf_model_run(m, in, n_in, outs, n_out, got));
+    const cJSON *cm = cJSON_GetObjectItem(c, "compare_mask");
+    const int masked = cJSON_IsString(cm) && strcmp(cm->valuestring, "attention_mask") == 0;
+    for (size_t o = 0; o < n_out; o++) {
+      ck_assert_str_eq(got[o].name, outs[o]);
+      ck_assert_int_eq(got[o].ndim, exp[o].ndim);
+      for (int d = 0; d < exp[o].ndim; d++) ck_assert_uint_eq(got[o].shape[d], exp[o].shape[d]);
+      const size_t n = clf_array_numel(&exp[o]);
+      const float *g = got[o].data, *x = exp[o].data;
+      const double scale = fmax(1.0, cJSON_GetObjectItem(cJSON_GetObjectItem(c, "max_abs"), outs[o])->valuedouble);
+      const size_t rows = exp[o].shape[0] * (exp[o].ndim > 2 ? exp[o].shape[1] : 1), width = n / (rows ? rows : 1);
+      double err = 0.0;
+      for (size_t r = 0; r < rows; r++) {
+        if (masked && mask_i != (size_t)-1) {
+          const clf_array *mk = &in[mask_i];
+          long v = mk->dtype == CLF_I64 ? (long)((int64_t *)mk->data)[r] : (long)((int32_t *)mk->data)[r];
+          if (!v) continue;
+        }
+        for (size_t i = 0; i < width; i++) err = fmax(err, fabs((double)g[r * width + i] - x[r * width + i]));
+      }
+      ck_assert_msg(err <= 1e-4 * scale, "%s case %s output %s: max abs error %.3g > 1e-4 x %.3g", case_dir, cname,
+                    outs[o], err, scale);
+      clf_array_free(&got[o]);
+      clf_array_free(&exp[o]);
+    }
+    for (size_t i = 0; i < n_in; i++) clf_array_free(&in[i]);
+    n_cases++;
+  }
+  ck_assert_msg(n_cases > 0, "%s has no forward case", case_dir);
+  cJSON_Delete(cases);
+}
+
+static void run_fixture(const char *name) {
+  char dir[1024];
+  snprintf(dir, sizeof dir, "%s/%s", fixtures(), name);
+  run_forward_cases(dir, dir);
+}
+
+START_TEST(test_bert) { run_fixture("bert"); }
+END_TEST
+
+START_TEST(test_bert_legacy) { run_fixture("bert_legacy"); }
+END_TEST
+
+START_TEST(test_gpt2) { run_fixture("gpt2"); }
+END_TEST
+
+START_TEST(test_gpt2_legacy) { run_fixture("gpt2_legacy"); }
+END_TEST
+
+START_TEST(test_marian) { run_fixture("marian"); }
+END_TEST
+
+START_TEST(test_marian_paper) {
+  char *dir = make_paper_dir(), cases[1024];
+  snprintf(cases, sizeof cases, "%s/marian_paper", fixtures());
+  run_forward_cases(dir, cases);
+  remove_dir(dir);
+}
+END_TEST
+
+/* Names, types and the generic input/output checks. */
+START_TEST(test_names_and_bad_inputs) {
+  char dir[1024];
+  snprintf(dir, sizeof dir, "%s/bert", fixtures());
+  clf_model *m = get_model(dir);
+  ck_assert_str_eq(clf_model_type(m), "bert");
+  const char *const *names;
+  ck_assert_uint_eq(clf_model_input_names(m, &names), 4);
+  ck_assert_str_eq(names[0], "input_ids");
+  ck_assert_uint_eq(clf_model_output_names(m, &names), 2);
+  ck_assert_str_eq(names[1], "pooler_output");
+
+  int64_t ids[6] = {1, 2, 3, 4, 5, 6};
+  float fids[6] = {0};
+  clf_array in = {.name = "input_ids", .dtype = CLF_I64, .ndim = 2, .shape = {2, 3}, .data = ids};
+  clf_array res[2];
+  const char *out_ok[] = {"last_hidden_state"}, *out_bad[] = {"logits"};
+  TH_FAILS(clf_model_run(m, &in, 1, out_bad, 1, res), CLF_E_INVALID_ARG, "last_hidden_state, pooler_output");
+  TH_FAILS(clf_model_run(m, &in, 1, out_bad, 1, res), CLF_E_INVALID_ARG, "\"logits\"");
+  TH_FAILS(clf_model_run(m, NULL, 0, out_ok, 1, res), CLF_E_INVALID_ARG, "input_ids");
+  clf_array unk = in;
+  snprintf(unk.name, sizeof unk.name, "pixel_values");
+  TH_FAILS(clf_model_run(m, &unk, 1, out_ok, 1, res), CLF_E_INVALID_ARG, "pixel_values");
+  TH_FAILS(clf_model_run(m, &unk, 1, out_ok, 1, res), CLF_E_INVALID_ARG, "token_type_ids");
+  clf_array fl = {.name = "input_ids", .dtype = CLF_F32, .ndim = 2, .shape = {2, 3}, .data = fids};
+  TH_FAILS(clf_model_run(m, &fl, 1, out_ok, 1, res), CLF_E_DTYPE, "input_ids");
+  clf_array two[2] = {in, in};
+  snprintf(two[1].name, sizeof two[1].name, "attention_mask");
+  two[1].shape[0] = 3, two[1].shape[1] = 2;
+  TH_FAILS(clf_model_run(m, two, 2, out_ok, 1, res), CLF_E_SHAPE, "attention_mask");
+  clf_array flat = in;
+  flat.ndim = 1, flat.shape[0] = 6;
+  TH_FAILS(clf_model_run(m, &flat, 1, out_ok, 1, res), CLF_E_SHAPE, "input_ids");
+  /* the same output twice gets two copies; ids outside the vocab embed as 0 rows, no crash */
+  const char *twice[] = {"pooler_output", "pooler_output"};
+  TH_OK(clf_model_run(m, &in, 1, twice, 2, res));
+  ck_assert_int_eq(res[0].ndim, 2);
+  ck_assert_uint_eq(res[0].shape[1], 32);
+  ck_assert(memcmp(res[0].data, res[1].data, 2 * 32 * sizeof(float)) == 0);
+  clf_array_free(&res[0]);
+  clf_array_free(&res[1]);
+  /* an empty batch runs and gives empty outputs */
+  clf_array empty = in;
+  empty.shape[0] = 0;
+  TH_OK(clf_model_run(m, &empty, 1, twice, 1, res));
+  ck_assert_uint_eq(res[0].shape[0], 0);
+  clf_array_free(&res[0]);
+  /* BertModel cannot generate */
+  clf_array seq;
+  TH_FAILS(clf_model_generate(m, &in, NULL, NULL, &seq), CLF_E_UNSUPPORTED, "bert");
+  clf_model_destroy(NULL);
+}
+END_TEST
+
+START_TEST(test_bad_configs) {
+  clf_model *m = (clf_model *)1;
+  char *dir = copy_fixture("bert", NULL, NULL, 0, NULL);
+  set_config(dir, "model_type", "\"t5\"");
+  TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_UNSUPPORTED, "\"t5\"");
+  ck_assert_ptr_null(m);
+  set_config(dir, "model_type", "\"bert\"");
+  set_config(dir, "architectures", "[\"BertForMaskedLM\"]");
+  TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_UNSUPPORTED, "BertForMaskedLM");
+  set_config(dir, "architectures", "[\"BertModel\"]");
+  set_config(dir, "hidden_act", "\"mish2\"");
+  TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_UNSUPPORTED, "mish2");
+  set_config(dir, "hidden_act", "\"gelu\"");
+  set_config(dir, "hidden_size", "\"big\"");
+  TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_FORMAT, "hidden_size");
+  set_config(dir, "hidden_size", "32");
+  TH_OK(clf_model_load(th_ctx, dir, &m));
+  clf_model_destroy(m);
+  remove_dir(dir);
+
+  dir = copy_fixture("gpt2", NULL, NULL, 0, NULL);
+  set_config(dir, "activation_function", "\"swishy\"");
+  TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_UNSUPPORTED, "swishy");
+  remove_dir(dir);
+  dir = copy_fixture("marian", NULL, NULL, 0, NULL);
+  set_config(dir, "activation_function", "\"tanh_x\"");
+  TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_UNSUPPORTED, "tanh_x");
+  remove_dir(dir);
+  TH_FAILS(clf_model_load(th_ctx, "/nonexistent/model", &m), CLF_E_NOT_FOUND, "/nonexistent/model/config.json");
+}
+END_TEST
+
+START_TEST(test_bad_tensors) {
+  clf_model *m = NULL;
+  char *dir = copy_fixture("bert", "encoder.layer.1.attention.self.key.weight", NULL, 0, NULL);
+  TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_NOT_FOUND, "encoder.layer.1.attention.self.key.weight");
+  remove_dir(dir);
+  dir = copy_fixture("bert", NULL, "pooler.dense.weight", 2, (size_t[]){16, 64});
+  TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_SHAPE, "pooler.dense.weight");
+  remove_dir(dir);
+  dir = copy_fixture("gpt2", "transformer.h.0.attn.c_attn.bias", NULL, 0, NULL);
+  TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_NOT_FOUND, "transformer.h.0.attn.c_attn.bias");
+  remove_dir(dir);
+  /* Conv1D weights are [in, out]: the transposed shape is an error */
+  dir = copy_fixture("gpt2", NULL, "transformer.h.1.mlp.c_fc.weight", 2, (size_t[]){128, 32});
+  TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_SHAPE, "transformer.h.1.mlp.c_fc.weight");
+  remove_dir(dir);
+  dir = copy_fixture("marian", "model.decoder.layers.1.encoder_attn_layer_norm.weight", NULL, 0, NULL);
+  TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_NOT_FOUND, "model.decoder.layers.1.encoder_attn_layer_norm");
+  remove_dir(dir);
+  ck_assert_ptr_null(m);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("models");
+  TCase *tc = tcase_create("models");
+  tcase_set_timeout(tc, 600);
+  tcase_add_unchecked_fixture(tc, NULL, free_models);
+  tcase_add_test(tc, test_bert);
+  tcase_add_test(tc, test_bert_legacy);
+  tcase_add_test(tc, test_gpt2);
+  tcase_add_test(tc, test_gpt2_legacy);
+  tcase_add_test(tc, test_marian);
+  if (!getenv("CLF_TEST_UNDER_OCLGRIND")) tcase_add_test(tc, test_marian_paper);
+  tcase_add_test(tc, test_names_and_bad_inputs);
+  tcase_add_test(tc, test_bad_configs);
+  tcase_add_test(tc, test_bad_tensors);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return th_run(suite()); }
