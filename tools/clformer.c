@@ -4,6 +4,8 @@
  *   clformer selfcheck [--device S]
  *                                 run attention and layer norm on a device
  *                                 and compare with a CPU reference
+ *   clformer run | generate | embed MODEL_DIR ...
+ *                                 Hugging Face models (see cmd_model.c)
  *   clformer bench [--device S] [--repeat N]
  *                                 time ops side by side with their baseline
  *                                 on the same device (ratios)
@@ -15,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli.h"
 #include "clformer.h"
 
 static const char *type_name(cl_device_type t) {
@@ -334,6 +337,13 @@ static void usage(FILE *f) {
           "usage: clformer COMMAND [options]\n"
           "  devices                 list OpenCL platforms and devices\n"
           "  selfcheck [--device S]  run ops on a device against a CPU reference\n"
+          "  run MODEL_DIR --in NAME=FILE.npy ... --out NAME=FILE.npy ... [--repeat N]\n"
+          "                          one forward pass of a Hugging Face model directory\n"
+          "  generate MODEL_DIR (--in input_ids=FILE.npy | --prompt TEXT) [--max-new-tokens N]\n"
+          "                          [--num-beams K] [--out sequences=FILE.npy]\n"
+          "                          greedy or beam decoding (GPT-2, Marian)\n"
+          "  embed MODEL_DIR TEXT TEXT...\n"
+          "                          cosine similarities of mean-pooled embeddings (BERT)\n"
           "  bench [--device S] [--repeat N]\n"
           "                          time ops beside their baselines on one device\n"
           "A device S is \"P:D\" (indices) or part of its platform/device name;\n"
@@ -345,6 +355,9 @@ int main(int argc, char **argv) {
     usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
+  if (!strcmp(argv[1], "run")) return clf_cli_run(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "generate")) return clf_cli_generate(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "embed")) return clf_cli_embed(argc - 2, argv + 2);
   const char *device = NULL;
   int reps = 7;
   for (int i = 2; i < argc; i++) {

@@ -1,0 +1,231 @@
+/* test_cli.c - the clformer command line as a person runs it: `run`,
+ * `generate` and `embed` on the committed fixtures, exit statuses, the
+ * --repeat timing line and the error that lists a model's outputs.  The
+ * program's path comes from CLF_CLI, the fixtures from CLF_FIXTURES. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static char tmp[256];
+static const char *cli, *fx;
+
+/* Runs the command line with `args`, stdout and stderr to files in tmp;
+ * returns the exit status. */
+static int run_cli(const char *args) {
+  char cmd[4096];
+  snprintf(cmd, sizeof(cmd), "'%s' %s >'%s/stdout' 2>'%s/stderr'", cli, args, tmp, tmp);
+  int rc = system(cmd);
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+static char *slurp(const char *name) {
+  char path[512];
+  snprintf(path, sizeof(path), "%s/%s", tmp, name);
+  FILE *f = fopen(path, "rb");
+  ck_assert_ptr_nonnull(f);
+  static char buf[65536];
+  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+  return buf;
+}
+
+/* max |a - b| <= 1e-4 * max(1, max |b|), the fixtures' tolerance. */
+static void expect_npy_close(const char *got_path, const char *want_path) {
+  clf_array got, want;
+  ck_assert_int_eq(clf_npy_read(got_path, &got), CLF_OK);
+  ck_assert_int_eq(clf_npy_read(want_path, &want), CLF_OK);
+  ck_assert_int_eq(got.ndim, want.ndim);
+  for (int i = 0; i < got.ndim; i++) ck_assert_uint_eq(got.shape[i], want.shape[i]);
+  if (want.dtype == CLF_I64) {
+    ck_assert_int_eq(got.dtype, CLF_I64);
+    ck_assert_mem_eq(got.data, want.data, clf_array_numel(&want) * 8);
+  } else {
+    TH_CLOSE((const float *)got.data, (const float *)want.data, clf_array_numel(&want), 1e-4);
+  }
+  clf_array_free(&got);
+  clf_array_free(&want);
+}
+
+static void setup(void) {
+  cli = getenv("CLF_CLI");
+  fx = getenv("CLF_FIXTURES");
+  ck_assert_msg(cli && fx, "CLF_CLI and CLF_FIXTURES must be set (meson test sets them)");
+  snprintf(tmp, sizeof(tmp), "%s/clf-cli-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+  ck_assert_ptr_nonnull(mkdtemp(tmp));
+}
+
+START_TEST(run_bert_matches_transformers) {
+  char args[2048], got[512], want[512];
+  snprintf(args, sizeof(args),
+           "run %s/bert --in input_ids=%s/bert/padded.input_ids.npy --in attention_mask=%s/bert/padded.attention_mask.npy"
+           " --in token_type_ids=%s/bert/padded.token_type_ids.npy --out last_hidden_state=%s/h.npy"
+           " --out pooler_output=%s/p.npy --repeat 3",
+           fx, fx, fx, fx, tmp, tmp);
+  ck_assert_int_eq(run_cli(args), 0);
+  snprintf(got, sizeof(got), "%s/h.npy", tmp);
+  snprintf(want, sizeof(want), "%s/bert/padded.last_hidden_state.npy", fx);
+  expect_npy_close(got, want);
+  snprintf(got, sizeof(got), "%s/p.npy", tmp);
+  snprintf(want, sizeof(want), "%s/bert/padded.pooler_output.npy", fx);
+  expect_npy_close(got, want);
+  /* --repeat 3: one line "forward_ms median=X min=Y max=Z" with min <= median <= max. */
+  const char *line = strstr(slurp("stderr"), "forward_ms median=");
+  ck_assert_ptr_nonnull(line);
+  double med, mn, mx;
+  ck_assert_int_eq(sscanf(line, "forward_ms median=%lf min=%lf max=%lf", &med, &mn, &mx), 3);
+  ck_assert(mn <= med && med <= mx && mn > 0);
+}
+END_TEST
+
+START_TEST(run_gpt2_logits) {
+  char args[2048], got[512], want[512];
+  snprintf(args, sizeof(args),
+           "run %s/gpt2 --in input_ids=%s/gpt2/ids_only.input_ids.npy --out logits=%s/l.npy", fx, fx, tmp);
+  ck_assert_int_eq(run_cli(args), 0);
+  snprintf(got, sizeof(got), "%s/l.npy", tmp);
+  snprintf(want, sizeof(want), "%s/gpt2/ids_only.logits.npy", fx);
+  expect_npy_close(got, want);
+}
+END_TEST
+
+START_TEST(run_errors_name_the_problem) {
+  char args[2048];
+  /* An output the model does not produce: the error lists the ones it does. */
+  snprintf(args, sizeof(args), "run %s/bert --in input_ids=%s/bert/padded.input_ids.npy --out logits=%s/x.npy",
+           fx, fx, tmp);
+  ck_assert_int_eq(run_cli(args), 1);
+  const char *err = slurp("stderr");
+  ck_assert_ptr_nonnull(strstr(err, "logits"));
+  ck_assert_ptr_nonnull(strstr(err, "last_hidden_state"));
+  ck_assert_ptr_nonnull(strstr(err, "pooler_output"));
+  /* A missing input file. */
+  snprintf(args, sizeof(args), "run %s/bert --in input_ids=%s/nope.npy --out last_hidden_state=%s/x.npy", fx, tmp,
+           tmp);
+  ck_assert_int_eq(run_cli(args), 1);
+  ck_assert_ptr_nonnull(strstr(slurp("stderr"), "nope.npy"));
+  /* Not a model directory. */
+  snprintf(args, sizeof(args), "run %s --in input_ids=%s/bert/padded.input_ids.npy --out last_hidden_state=%s/x.npy",
+           tmp, fx, tmp);
+  ck_assert_int_eq(run_cli(args), 1);
+  ck_assert_ptr_nonnull(strstr(slurp("stderr"), "config.json"));
+  /* Usage errors exit 2; --help exits 0 and describes the command. */
+  ck_assert_int_eq(run_cli("run"), 2);
+  ck_assert_int_eq(run_cli("run x --in nonsense"), 2);
+  ck_assert_int_eq(run_cli("frobnicate"), 2);
+  ck_assert_int_eq(run_cli("run --help"), 0);
+  ck_assert_ptr_nonnull(strstr(slurp("stdout"), "forward_ms median="));
+  ck_assert_int_eq(run_cli("generate --help"), 0);
+  ck_assert_ptr_nonnull(strstr(slurp("stdout"), "--num-beams"));
+  ck_assert_int_eq(run_cli("embed --help"), 0);
+  ck_assert_ptr_nonnull(strstr(slurp("stdout"), "cosine"));
+  /* --device that matches nothing. */
+  snprintf(args, sizeof(args), "run %s/bert --in input_ids=%s/bert/padded.input_ids.npy --out pooler_output=%s/x.npy"
+           " --device no-such-device", fx, fx, tmp);
+  ck_assert_int_eq(run_cli(args), 1);
+  ck_assert_ptr_nonnull(strstr(slurp("stderr"), "no-such-device"));
+}
+END_TEST
+
+START_TEST(generate_matches_transformers) {
+  static const struct { const char *fixture, *cas, *extra; int mask; } cases[] = {
+      {"marian", "beam3", "--num-beams 3 --max-new-tokens 8", 1},
+      {"marian", "greedy", "--max-new-tokens 8", 1},
+      {"gpt2", "greedy_b1", "--max-new-tokens 8", 0},
+      {"gpt2", "greedy_b2_left_padded", "--max-new-tokens 8", 1},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    char args[2048], mask[600] = "", got[512], want[512];
+    if (cases[i].mask)
+      snprintf(mask, sizeof(mask), "--in attention_mask=%s/%s/%s.attention_mask.npy", fx, cases[i].fixture,
+               cases[i].cas);
+    snprintf(args, sizeof(args), "generate %s/%s --in input_ids=%s/%s/%s.input_ids.npy %s %s --out sequences=%s/s.npy",
+             fx, cases[i].fixture, fx, cases[i].fixture, cases[i].cas, mask, cases[i].extra, tmp);
+    ck_assert_msg(run_cli(args) == 0, "%s: %s", args, slurp("stderr"));
+    snprintf(got, sizeof(got), "%s/s.npy", tmp);
+    snprintf(want, sizeof(want), "%s/%s/%s.sequences.npy", fx, cases[i].fixture, cases[i].cas);
+    expect_npy_close(got, want);
+  }
+}
+END_TEST
+
+/* embed: the printed cosine matrix equals the one computed here from the
+ * library (tokenizer + model run + mean pooling).  The model is the tiny
+ * BERT fixture with the first 128 entries of the tokenizer fixture's
+ * vocabulary ([PAD] [UNK] [CLS] [SEP] [MASK] first), so every id fits. */
+START_TEST(embed_prints_cosines) {
+  char cmd[2048];
+  snprintf(cmd, sizeof(cmd),
+           "cp %s/bert/config.json %s/bert/model.safetensors %s/ && head -n 128 %s/tokenizers/bert/vocab.txt > %s/vocab.txt"
+           " && cp %s/tokenizers/bert/tokenizer_config.json %s/",
+           fx, fx, tmp, fx, tmp, fx, tmp);
+  ck_assert_int_eq(system(cmd), 0);
+  static const char *texts[3] = {"the quick brown fox", "a lazy dog, again!", "hello world"};
+  char args[1024];
+  snprintf(args, sizeof(args), "embed %s \"%s\" \"%s\" \"%s\"", tmp, texts[0], texts[1], texts[2]);
+  ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
+  const char *out = slurp("stdout");
+
+  clf_tokenizer *tok = NULL;
+  clf_model *m = NULL;
+  ck_assert_int_eq(clf_tokenizer_load(tmp, &tok), CLF_OK);
+  TH_OK(clf_model_load(th_ctx, tmp, &m));
+  float emb[3][32];
+  for (int i = 0; i < 3; i++) {
+    int64_t *ids = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(clf_tokenizer_encode(tok, texts[i], 1, &ids, &n), CLF_OK);
+    clf_array in = {.name = "input_ids", .dtype = CLF_I64, .ndim = 2, .shape = {1, n}, .data = ids}, res;
+    const char *outs[1] = {"last_hidden_state"};
+    TH_OK(clf_model_run(m, &in, 1, outs, 1, &res));
+    const float *h = res.data;
+    double norm = 0;
+    for (int d = 0; d < 32; d++) {
+      double s = 0;
+      for (size_t j = 0; j < n; j++) s += h[j * 32 + d];
+      emb[i][d] = (float)(s / n);
+      norm += (double)emb[i][d] * emb[i][d];
+    }
+    for (int d = 0; d < 32; d++) emb[i][d] /= (float)sqrt(norm);
+    clf_array_free(&res);
+    free(ids);
+  }
+  for (int i = 0; i < 3; i++) {
+    char tag[8];
+    snprintf(tag, sizeof(tag), "[%d]", i);
+    const char *row = strstr(out, tag);
+    ck_assert_ptr_nonnull(row);
+    row += strlen(tag);
+    for (int j = 0; j < 3; j++) {
+      double want = 0, got;
+      for (int d = 0; d < 32; d++) want += (double)emb[i][d] * emb[j][d];
+      int used = 0;
+      ck_assert_int_eq(sscanf(row, "%lf%n", &got, &used), 1);
+      row += used;
+      /* printed with 4 decimals */
+      ck_assert_msg(fabs(got - want) <= 6e-5, "cos[%d][%d] printed %.4f, library gives %.6f", i, j, got, want);
+    }
+  }
+  clf_model_destroy(m);
+  clf_tokenizer_destroy(tok);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("cli");
+  TCase *tc = tcase_create("cli");
+  tcase_add_checked_fixture(tc, setup, NULL);
+  tcase_add_test(tc, run_bert_matches_transformers);
+  tcase_add_test(tc, run_gpt2_logits);
+  tcase_add_test(tc, run_errors_name_the_problem);
+  tcase_add_test(tc, generate_matches_transformers);
+  tcase_add_test(tc, embed_prints_cosines);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return th_run(suite()); }
