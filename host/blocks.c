@@ -174,30 +174,6 @@ clf_status clf__layer_forward(clf_context *ctx, const clf__layer *l, int pre_ln,
   return clf__ln_apply(ctx, &l->ln_mlp, h, f, NULL, h);
 }
 
-clf_status clf__tanh(clf_context *ctx, clf_tensor *x, clf__ws *ws) {
-  const size_t n = clf_tensor_numel(x);
-  clf_tensor *c = ws->t[CLF__WS_CONST], *pair, *xv = NULL, *w1 = NULL, *w2 = NULL, *bias = NULL;
-  clf_status st;
-  if (!c) {
-    static const float k[5] = {2.0f, 0.0f, 2.0f, 0.0f, -1.0f};
-    if ((st = clf__ws_get(ctx, ws, CLF__WS_CONST, CLF_F32, 1, (size_t[]){5}, &c)) != CLF_OK) return st;
-    if ((st = clf_tensor_upload(ctx, c, k, sizeof k)) != CLF_OK) return st;
-  }
-  if ((st = clf__ws_get(ctx, ws, CLF__WS_ROW, CLF_F32, 2, (size_t[]){n, 2}, &pair)) != CLF_OK) return st;
-  if ((st = clf_tensor_view(x, 0, 2, (size_t[]){n, 1}, &xv)) == CLF_OK &&
-      (st = clf_tensor_view(c, 0, 2, (size_t[]){2, 1}, &w1)) == CLF_OK &&
-      (st = clf_tensor_view(c, 2, 2, (size_t[]){1, 2}, &w2)) == CLF_OK &&
-      (st = clf_tensor_view(c, 4, 1, (size_t[]){1}, &bias)) == CLF_OK &&
-      (st = clf_linear(ctx, xv, w1, CLF_WEIGHT_OUT_IN, NULL, CLF_ACT_NONE, pair, NULL)) == CLF_OK &&
-      (st = clf_softmax(ctx, pair, 1.0f, pair, NULL)) == CLF_OK)
-    st = clf_linear(ctx, pair, w2, CLF_WEIGHT_OUT_IN, bias, CLF_ACT_NONE, xv, NULL);
-  clf_tensor_destroy(xv);
-  clf_tensor_destroy(w1);
-  clf_tensor_destroy(w2);
-  clf_tensor_destroy(bias);
-  return st;
-}
-
 clf_status clf__kv_reorder(clf_context *ctx, clf_tensor *cache, const int64_t *idx, clf__ws *ws) {
   const size_t N = cache->shape[0], row = clf_tensor_numel(cache) / (N ? N : 1);
   clf_tensor *ids, *tmp, *table = NULL, *out = NULL;

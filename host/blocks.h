@@ -68,7 +68,7 @@ clf_status clf__load_ln(clf_context *ctx, const clf__weights *w, clf__params *p,
 enum {
   CLF__WS_Q, CLF__WS_K, CLF__WS_V, CLF__WS_PROJ, CLF__WS_CTX, CLF__WS_OUT, CLF__WS_HID, CLF__WS_H,
   CLF__WS_A, CLF__WS_ENC, CLF__WS_ROW, CLF__WS_LOGITS, CLF__WS_IDS, CLF__WS_IDS2, CLF__WS_MASK,
-  CLF__WS_MASK2, CLF__WS_POS, CLF__WS_T1, CLF__WS_T2, CLF__WS_CONST, CLF__WS_BEAM, CLF__WS_SRC, CLF__WS_COUNT
+  CLF__WS_MASK2, CLF__WS_POS, CLF__WS_T1, CLF__WS_T2, CLF__WS_BEAM, CLF__WS_SRC, CLF__WS_COUNT
 };
 typedef struct clf__ws {
   clf_tensor *t[CLF__WS_COUNT];
@@ -111,10 +111,6 @@ clf_status clf__layer_forward(clf_context *ctx, const clf__layer *l, int pre_ln,
 /* x (+)= LN: the post-LN residual step h = LN(h + f). */
 clf_status clf__ln_apply(clf_context *ctx, const clf__ln *ln, const clf_tensor *x, const clf_tensor *res,
                          clf_tensor *sum_out, clf_tensor *y);
-
-/* y [.., D] = tanh(x) on the device (BERT's pooler), through softmax over
- * pairs: tanh(x) = 2 sigmoid(2x) - 1 = 2 softmax([2x, 0])[0] - 1. */
-clf_status clf__tanh(clf_context *ctx, clf_tensor *x, clf__ws *ws);
 
 /* Sets t (f32) to zeros by an upload from the host, which every tool sees
  * as initialising the memory (Oclgrind does not track clEnqueueFillBuffer). */

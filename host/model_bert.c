@@ -75,10 +75,9 @@ static clf_status bert_run(clf_model *m, const clf__inputs in, const int *want, 
     if ((st = clf__ws_get(ctx, ws, CLF__WS_A, CLF_F32, 3, (size_t[]){B, 1, b->D}, &first)) != CLF_OK) return st;
     if ((st = clf__ws_get(ctx, ws, CLF__WS_OUT, CLF_F32, 3, (size_t[]){B, 1, b->D}, &pooled)) != CLF_OK) return st;
     if ((st = clf_copy_rows(ctx, h, 0, first, 0, B ? 1 : 0, NULL)) != CLF_OK) return st;
-    if ((st = clf_linear(ctx, first, b->pooler.w, CLF_WEIGHT_OUT_IN, b->pooler.b, CLF_ACT_NONE, pooled, NULL)) !=
+    if ((st = clf_linear(ctx, first, b->pooler.w, CLF_WEIGHT_OUT_IN, b->pooler.b, CLF_ACT_TANH, pooled, NULL)) !=
         CLF_OK)
       return st;
-    if ((st = clf__tanh(ctx, pooled, ws)) != CLF_OK) return st;
     if ((st = clf__download(m, pooled, "pooler_output", &res[1])) != CLF_OK) return st;
     res[1].ndim = 2; /* [B, D] */
     res[1].shape[1] = b->D;

@@ -46,7 +46,7 @@ static clf_status dense_check_unary(clf_context *ctx, const char *op, const clf_
 }
 
 static clf_status dense_check_act(clf_context *ctx, const char *op, clf_activation act) {
-  if ((int)act < (int)CLF_ACT_NONE || (int)act > (int)CLF_ACT_SILU)
+  if ((int)act < (int)CLF_ACT_NONE || (int)act > (int)CLF_ACT_TANH)
     return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: act is %d, not a clf_activation", op, (int)act);
   return CLF_OK;
 }
@@ -67,6 +67,7 @@ clf_status clf_activation_from_name(const char *name, clf_activation *out) {
       {"gelu_fast", CLF_ACT_GELU_TANH},
       {"silu", CLF_ACT_SILU},
       {"swish", CLF_ACT_SILU},
+      {"tanh", CLF_ACT_TANH},
   };
   if (!out) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_activation_from_name: out is NULL");
   for (size_t i = 0; name && i < CLF__ARRAY_LEN(table); i++) {

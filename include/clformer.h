@@ -242,10 +242,11 @@ typedef enum clf_activation {
   CLF_ACT_GELU,      /* exact: 0.5 x (1 + erf(x / sqrt 2)) */
   CLF_ACT_GELU_TANH, /* "gelu_new": 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))) */
   CLF_ACT_SILU,      /* x * sigmoid(x) (swish) */
+  CLF_ACT_TANH,      /* tanh(x) (BERT's pooler) */
 } clf_activation;
 
 /* Parses a Hugging Face activation name ("gelu", "gelu_new", "relu",
- * "silu", "swish", ...).  CLF_E_UNSUPPORTED for an unknown name. */
+ * "silu", "swish", "tanh", ...).  CLF_E_UNSUPPORTED for an unknown name. */
 CLF_API clf_status clf_activation_from_name(const char *name,
                                             clf_activation *out);
 

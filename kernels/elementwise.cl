@@ -13,6 +13,7 @@
 #define CLF_ACT_GELU 2
 #define CLF_ACT_GELU_TANH 3
 #define CLF_ACT_SILU 4
+#define CLF_ACT_TANH 5
 
 /* sqrt(2 / pi) */
 #define CLF_GELU_K0 0.7978845608028654f
@@ -30,6 +31,7 @@ inline float clf_act(float x, int act) {
       return x / (1.0f + exp(-2.0f * u));
     }
     case CLF_ACT_SILU: return x / (1.0f + exp(-x));
+    case CLF_ACT_TANH: return tanh(x);
     default: return x;
   }
 }
@@ -43,6 +45,7 @@ inline float4 clf_act4(float4 x, int act) {
       return x / (1.0f + exp(-2.0f * u));
     }
     case CLF_ACT_SILU: return x / (1.0f + exp(-x));
+    case CLF_ACT_TANH: return tanh(x);
     default: return x;
   }
 }

@@ -238,6 +238,7 @@ static double ref_act(double x, clf_activation act) {
     case CLF_ACT_GELU: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
     case CLF_ACT_GELU_TANH: return 0.5 * x * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
     case CLF_ACT_SILU: return x / (1 + exp(-x));
+    case CLF_ACT_TANH: return tanh(x);
     default: return x;
   }
 }
@@ -248,13 +249,14 @@ START_TEST(activation_names) {
     clf_activation act;
   } ok[] = {{"relu", CLF_ACT_RELU},       {"gelu", CLF_ACT_GELU},
             {"gelu_new", CLF_ACT_GELU_TANH}, {"gelu_pytorch_tanh", CLF_ACT_GELU_TANH},
-            {"gelu_fast", CLF_ACT_GELU_TANH}, {"silu", CLF_ACT_SILU}, {"swish", CLF_ACT_SILU}};
+            {"gelu_fast", CLF_ACT_GELU_TANH}, {"silu", CLF_ACT_SILU}, {"swish", CLF_ACT_SILU},
+            {"tanh", CLF_ACT_TANH}};
   for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
     clf_activation a = CLF_ACT_NONE;
     ck_assert_int_eq(clf_activation_from_name(ok[i].name, &a), CLF_OK);
     ck_assert_int_eq(a, ok[i].act);
   }
-  static const char *bad[] = {"quick_gelu", "GELU", "", "tanh", "gelu_10"};
+  static const char *bad[] = {"quick_gelu", "GELU", "", "Tanh", "gelu_10"};
   clf_activation a;
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     ck_assert_int_eq(clf_activation_from_name(bad[i], &a), CLF_E_UNSUPPORTED);
@@ -294,7 +296,7 @@ static void check_bias_act(size_t rows, size_t D, int with_bias, clf_activation 
 }
 
 START_TEST(bias_act_each_activation) {
-  for (int a = CLF_ACT_NONE; a <= CLF_ACT_SILU; a++) {
+  for (int a = CLF_ACT_NONE; a <= CLF_ACT_TANH; a++) {
     check_bias_act(3, 37, 1, (clf_activation)a, 0, (uint32_t)a);
     check_bias_act(1, 197, 0, (clf_activation)a, 0, (uint32_t)(a + 10));
     check_bias_act(5, 64, 1, (clf_activation)a, 1, (uint32_t)(a + 20));
@@ -320,7 +322,7 @@ START_TEST(linear_layouts_bias_activations) {
   free(zeros);
   for (int layout = 0; layout < 2; layout++)
     for (int with_bias = 0; with_bias < 2; with_bias++)
-      for (int a = CLF_ACT_NONE; a <= CLF_ACT_SILU; a++) {
+      for (int a = CLF_ACT_NONE; a <= CLF_ACT_TANH; a++) {
         for (size_t r = 0; r < B * L; r++)
           for (size_t o = 0; o < out; o++) {
             double acc = with_bias ? bias[o] : 0.0;
