@@ -153,6 +153,48 @@ START_TEST(generate_matches_transformers) {
 }
 END_TEST
 
+/* generate --prompt: the printed text is the prompt followed by the decoded
+ * new tokens, as the library's tokenizer + generate give them.  The model is
+ * the tiny GPT-2 fixture with the GPT-2 tokenizer fixture's files (ids past
+ * the model's 128-token vocabulary embed as zeros, which is deterministic). */
+START_TEST(generate_prompt_prints_text) {
+  char cmd[2048];
+  snprintf(cmd, sizeof(cmd),
+           "cp %s/gpt2/config.json %s/gpt2/generation_config.json %s/gpt2/model.safetensors %s/ && "
+           "cp %s/tokenizers/gpt2/vocab.json %s/tokenizers/gpt2/merges.txt %s/tokenizers/gpt2/tokenizer_config.json %s/",
+           fx, fx, fx, tmp, fx, fx, fx, tmp);
+  ck_assert_int_eq(system(cmd), 0);
+  const char *prompt = "The quick brown fox";
+  char args[1024];
+  snprintf(args, sizeof(args), "generate %s --prompt \"%s\" --max-new-tokens 6", tmp, prompt);
+  ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
+  const char *out = slurp("stdout");
+
+  clf_tokenizer *tok = NULL;
+  clf_model *m = NULL;
+  ck_assert_int_eq(clf_tokenizer_load(tmp, &tok), CLF_OK);
+  TH_OK(clf_model_load(th_ctx, tmp, &m));
+  int64_t *ids = NULL;
+  size_t n = 0;
+  ck_assert_int_eq(clf_tokenizer_encode(tok, prompt, 0, &ids, &n), CLF_OK);
+  clf_array in = {.name = "input_ids", .dtype = CLF_I64, .ndim = 2, .shape = {1, n}, .data = ids}, seq;
+  clf_generate_options o;
+  clf_generate_options_init(&o);
+  o.max_new_tokens = 6;
+  TH_OK(clf_model_generate(m, &in, NULL, &o, &seq));
+  char *text = NULL;
+  ck_assert_int_eq(clf_tokenizer_decode(tok, (const int64_t *)seq.data + n, seq.shape[1] - n, 1, &text), CLF_OK);
+  char want[2048];
+  snprintf(want, sizeof(want), "%s%s\n", prompt, text);
+  ck_assert_str_eq(out, want);
+  free(text);
+  free(ids);
+  clf_array_free(&seq);
+  clf_model_destroy(m);
+  clf_tokenizer_destroy(tok);
+}
+END_TEST
+
 /* embed: the printed cosine matrix equals the one computed here from the
  * library (tokenizer + model run + mean pooling).  The model is the tiny
  * BERT fixture with the first 128 entries of the tokenizer fixture's
@@ -224,6 +266,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, run_errors_name_the_problem);
   tcase_add_test(tc, generate_matches_transformers);
   tcase_add_test(tc, embed_prints_cosines);
+  tcase_add_test(tc, generate_prompt_prints_text);
   suite_add_tcase(s, tc);
   return s;
 }
