@@ -1,0 +1,219 @@
+/* fixture_util.c - helpers the model suites share (see fixture_util.h). */
+#include "fixture_util.h"
+
+#include <check.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../tools/fixtures/paper_weights.h"
+#include "harness.h"
+
+/* Models are loaded once per program and destroyed when the suite ends:
+ * under Oclgrind, destroying a model that has run and then loading another
+ * makes Oclgrind flag the new weights as uninitialised (the same sequence of
+ * ops on plain tensors does not), so the suite avoids that pattern. */
+static struct {
+  char dir[1024];
+  clf_model *m;
+} model_cache[16];
+
+clf_model *get_model(const char *dir) {
+  size_t i = 0;
+  while (i < 16 && model_cache[i].m && strcmp(model_cache[i].dir, dir) != 0) i++;
+  ck_assert(i < 16);
+  if (!model_cache[i].m) {
+    TH_OK(clf_model_load(th_ctx, dir, &model_cache[i].m));
+    snprintf(model_cache[i].dir, sizeof model_cache[i].dir, "%s", dir);
+  }
+  return model_cache[i].m;
+}
+
+void free_models(void) {
+  for (size_t i = 0; i < 16; i++) {
+    clf_model_destroy(model_cache[i].m);
+    model_cache[i].m = NULL;
+  }
+}
+
+char *read_text(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *s = malloc((size_t)n + 1);
+  if (s && fread(s, 1, (size_t)n, f) != (size_t)n) n = 0;
+  if (s) s[n] = 0;
+  fclose(f);
+  return s;
+}
+
+void write_bytes(const char *path, const void *data, size_t n) {
+  FILE *f = fopen(path, "wb");
+  ck_assert_msg(f != NULL, "cannot write %s", path);
+  ck_assert(fwrite(data, 1, n, f) == n);
+  fclose(f);
+}
+
+const char *fixtures(void) {
+  const char *d = getenv("CLF_FIXTURES");
+  return d ? d : "tests/fixtures";
+}
+
+cJSON *load_cases(const char *dir) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/cases.json", dir);
+  char *s = read_text(path);
+  ck_assert_msg(s != NULL, "cannot read %s", path);
+  cJSON *j = cJSON_Parse(s);
+  free(s);
+  ck_assert_msg(j != NULL, "%s is not JSON", path);
+  return j;
+}
+
+
+void write_safetensors(const char *path, const st_entry *e, size_t n) {
+  cJSON *h = cJSON_CreateObject();
+  size_t off = 0;
+  for (size_t i = 0; i < n; i++) {
+    cJSON *t = cJSON_AddObjectToObject(h, e[i].name);
+    cJSON_AddStringToObject(t, "dtype", e[i].dtype);
+    cJSON *sh = cJSON_AddArrayToObject(t, "shape");
+    for (int d = 0; d < e[i].ndim; d++) cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)e[i].shape[d]));
+    cJSON *o = cJSON_AddArrayToObject(t, "data_offsets");
+    cJSON_AddItemToArray(o, cJSON_CreateNumber((double)off));
+    cJSON_AddItemToArray(o, cJSON_CreateNumber((double)(off + e[i].bytes)));
+    off += e[i].bytes;
+  }
+  char *txt = cJSON_PrintUnformatted(h);
+  cJSON_Delete(h);
+  size_t hl = strlen(txt), padded = (hl + 7) / 8 * 8;
+  FILE *f = fopen(path, "wb");
+  ck_assert_msg(f != NULL, "cannot write %s", path);
+  unsigned char len[8];
+  for (int i = 0; i < 8; i++) len[i] = (unsigned char)((uint64_t)padded >> (8 * i));
+  fwrite(len, 1, 8, f);
+  fwrite(txt, 1, hl, f);
+  for (size_t i = hl; i < padded; i++) fputc(' ', f);
+  for (size_t i = 0; i < n; i++) ck_assert(fwrite(e[i].data, 1, e[i].bytes, f) == e[i].bytes);
+  fclose(f);
+  free(txt);
+}
+
+/* A temp directory holding a copy of the fixture's config files, and a
+ * model.safetensors rewritten from the fixture's with tensor `drop` left out
+ * and tensor `reshape` given `new_shape` (same number of elements). */
+char *copy_fixture(const char *name, const char *drop, const char *reshape, int ndim,
+                          const size_t *new_shape) {
+  char tmpl[] = "/tmp/clf-models-XXXXXX", src[1024], dst[1200];
+  ck_assert(mkdtemp(tmpl) != NULL);
+  const char *files[] = {"config.json", "generation_config.json"};
+  for (size_t i = 0; i < 2; i++) {
+    snprintf(src, sizeof src, "%s/%s/%s", fixtures(), name, files[i]);
+    char *s = read_text(src);
+    if (!s) continue;
+    snprintf(dst, sizeof dst, "%s/%s", tmpl, files[i]);
+    write_bytes(dst, s, strlen(s));
+    free(s);
+  }
+  snprintf(src, sizeof src, "%s/%s/model.safetensors", fixtures(), name);
+  clf_safetensors *st = NULL;
+  ck_assert_msg(clf_safetensors_open(src, &st) == CLF_OK, "%s", clf_last_error(NULL));
+  size_t n = clf_safetensors_count(st), k = 0;
+  st_entry *e = calloc(n, sizeof *e);
+  for (size_t i = 0; i < n; i++) {
+    clf_st_info info;
+    ck_assert(clf_safetensors_info(st, i, &info) == CLF_OK);
+    if (drop && strcmp(info.name, drop) == 0) continue;
+    e[k] = (st_entry){info.name, info.dtype, info.ndim, {0}, info.data, info.bytes};
+    memcpy(e[k].shape, info.shape, sizeof info.shape);
+    if (reshape && strcmp(info.name, reshape) == 0) {
+      e[k].ndim = ndim;
+      memcpy(e[k].shape, new_shape, (size_t)ndim * sizeof *new_shape);
+    }
+    k++;
+  }
+  snprintf(dst, sizeof dst, "%s/model.safetensors", tmpl);
+  write_safetensors(dst, e, k);
+  free(e);
+  clf_safetensors_close(st);
+  return strdup(tmpl);
+}
+
+void remove_dir(char *dir) {
+  DIR *d = opendir(dir);
+  struct dirent *de;
+  char p[1200];
+  while (d && (de = readdir(d)) != NULL) {
+    if (de->d_name[0] == '.') continue;
+    snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+    unlink(p);
+  }
+  if (d) closedir(d);
+  rmdir(dir);
+  free(dir);
+}
+
+/* Rewrites `key` of dir/config.json to the JSON value `json`. */
+void set_config(const char *dir, const char *key, const char *json) {
+  char p[1200];
+  snprintf(p, sizeof p, "%s/config.json", dir);
+  char *s = read_text(p);
+  cJSON *c = cJSON_Parse(s);
+  free(s);
+  cJSON_DeleteItemFromObjectCaseSensitive(c, key);
+  cJSON_AddItemToObject(c, key, cJSON_Parse(json));
+  char *out = cJSON_Print(c);
+  write_bytes(p, out, strlen(out));
+  free(out);
+  cJSON_Delete(c);
+}
+
+/* The marian_paper fixture's weights, regenerated into a temp dir. */
+char *make_paper_dir(void) {
+  char src[1024];
+  snprintf(src, sizeof src, "%s/marian_paper/tensors.json", fixtures());
+  char *s = read_text(src);
+  ck_assert_msg(s != NULL, "cannot read %s", src);
+  cJSON *j = cJSON_Parse(s);
+  free(s);
+  cJSON *ts = cJSON_GetObjectItem(j, "tensors"), *t;
+  size_t n = (size_t)cJSON_GetArraySize(ts), i = 0;
+  st_entry *e = calloc(n, sizeof *e);
+  cJSON_ArrayForEach(t, ts) {
+    st_entry *x = &e[i++];
+    x->name = cJSON_GetObjectItem(t, "name")->valuestring;
+    x->dtype = "F32";
+    cJSON *sh = cJSON_GetObjectItem(t, "shape"), *d;
+    size_t numel = 1;
+    cJSON_ArrayForEach(d, sh) numel *= (x->shape[x->ndim++] = (size_t)d->valuedouble);
+    float *v = malloc(numel * sizeof *v + 1);
+    clf_paper_fill(x->name, (float)cJSON_GetObjectItem(t, "offset")->valuedouble,
+                   (float)cJSON_GetObjectItem(t, "scale")->valuedouble, v, numel);
+    x->data = v;
+    x->bytes = numel * sizeof *v;
+  }
+  char *dir = copy_fixture("marian", NULL, NULL, 0, NULL);
+  char p[1200];
+  const char *files[] = {"config.json", "generation_config.json"};
+  for (size_t f = 0; f < 2; f++) {
+    snprintf(src, sizeof src, "%s/marian_paper/%s", fixtures(), files[f]);
+    char *txt = read_text(src);
+    snprintf(p, sizeof p, "%s/%s", dir, files[f]);
+    if (txt) write_bytes(p, txt, strlen(txt));
+    else unlink(p);
+    free(txt);
+  }
+  snprintf(p, sizeof p, "%s/model.safetensors", dir);
+  write_safetensors(p, e, n);
+  for (i = 0; i < n; i++) free((void *)e[i].data);
+  free(e);
+  cJSON_Delete(j);
+  return dir;
+}
+

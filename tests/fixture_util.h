@@ -1,0 +1,45 @@
+/* fixture_util.h - helpers the model suites share: the golden fixtures
+ * under CLF_FIXTURES (cases.json, .npy files), temp copies of a fixture with
+ * a tensor dropped or reshaped or a config key changed, the paper-config
+ * Marian regenerated from tools/fixtures/paper_weights.h, and a per-program
+ * cache of loaded models. */
+#ifndef CLF_TEST_FIXTURE_UTIL_H
+#define CLF_TEST_FIXTURE_UTIL_H
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+
+#include "clformer.h"
+
+/* A safetensors file of F32/other tensors, written in the order given. */
+typedef struct st_entry {
+  const char *name, *dtype;
+  int ndim;
+  size_t shape[8];
+  const void *data;
+  size_t bytes;
+} st_entry;
+
+/* The model in `dir`, loaded on th_ctx once per program (kept until
+ * free_models: under Oclgrind, destroying a model that has run and then
+ * loading another makes Oclgrind flag the new weights as uninitialised). */
+clf_model *get_model(const char *dir);
+void free_models(void);
+/* A file's contents, NUL-terminated (malloc'd), or NULL. */
+char *read_text(const char *path);
+void write_bytes(const char *path, const void *data, size_t n);
+/* $CLF_FIXTURES. */
+const char *fixtures(void);
+/* DIR/cases.json parsed (free with cJSON_Delete). */
+cJSON *load_cases(const char *dir);
+void write_safetensors(const char *path, const st_entry *e, size_t n);
+/* A temp copy of fixture `name` with tensor `drop` left out and tensor
+ * `reshape` given new_shape (either may be NULL); free with remove_dir. */
+char *copy_fixture(const char *name, const char *drop, const char *reshape, int ndim, const size_t *new_shape);
+void remove_dir(char *dir);
+/* Sets config.json's `key` to the JSON text `json` in `dir`. */
+void set_config(const char *dir, const char *key, const char *json);
+/* The marian_paper fixture with its weights regenerated into a temp dir. */
+char *make_paper_dir(void);
+
+#endif
