@@ -703,6 +703,11 @@ CLF_API clf_status clf_tokenizer_encode(clf_tokenizer *t, const char *text, int 
 CLF_API clf_status clf_tokenizer_decode(clf_tokenizer *t, const int64_t *ids, size_t n, int skip_special,
                                         char **text);
 
+/* ------------------------------------------------------------------------ */
+/* Images (image section). */
+
+/* IMAGE-SECTION: the image declarations go here. */
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
