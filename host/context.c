@@ -18,16 +18,32 @@
 
 static void clf__platform_str(cl_platform_id p, cl_platform_info what,
                               char *buf, size_t len) {
+  size_t need = 0;
   buf[0] = '\0';
-  if (clGetPlatformInfo(p, what, len, buf, NULL) != CL_SUCCESS) buf[0] = '\0';
-  buf[len - 1] = '\0';
+  if (clGetPlatformInfo(p, what, 0, NULL, &need) != CL_SUCCESS || need == 0) return;
+  char *tmp = malloc(need + 1);
+  if (!tmp) return;
+  if (clGetPlatformInfo(p, what, need, tmp, NULL) == CL_SUCCESS) {
+    tmp[need] = '\0';
+    snprintf(buf, len, "%s", tmp);
+  }
+  free(tmp);
 }
 
+/* A string property, truncated to fit `buf` (asking with a buffer that is
+ * too small fails in OpenCL, so the full size is asked first). */
 static void clf__device_str(cl_device_id d, cl_device_info what, char *buf,
                             size_t len) {
+  size_t need = 0;
   buf[0] = '\0';
-  if (clGetDeviceInfo(d, what, len, buf, NULL) != CL_SUCCESS) buf[0] = '\0';
-  buf[len - 1] = '\0';
+  if (clGetDeviceInfo(d, what, 0, NULL, &need) != CL_SUCCESS || need == 0) return;
+  char *tmp = malloc(need + 1);
+  if (!tmp) return;
+  if (clGetDeviceInfo(d, what, need, tmp, NULL) == CL_SUCCESS) {
+    tmp[need] = '\0';
+    snprintf(buf, len, "%s", tmp);
+  }
+  free(tmp);
 }
 
 clf_status clf_list_devices(clf_device_desc *out, size_t capacity,

@@ -29,6 +29,11 @@ START_TEST(devices_listed_and_selected) {
   size_t n = 0;
   TH_OK(clf_list_devices(devs, 16, &n));
   ck_assert_uint_ge(n, 1);
+  /* Strings longer than their field are truncated, not left empty (PoCL's
+   * device version is over 64 characters). */
+  ck_assert_msg(strncmp(devs[0].device_version, "OpenCL ", 7) == 0, "device_version \"%s\"", devs[0].device_version);
+  ck_assert_str_ne(devs[0].device_name, "");
+  ck_assert_str_ne(devs[0].platform_name, "");
   size_t n2 = 0;
   TH_OK(clf_list_devices(NULL, 0, &n2)); /* counting only */
   ck_assert_uint_eq(n, n2);
