@@ -26,6 +26,9 @@ static const struct {
     {"bert", {"BertModel", NULL}, clf__bert_load},
     {"gpt2", {"GPT2Model", "GPT2LMHeadModel", NULL}, clf__gpt2_load},
     {"marian", {"MarianModel", "MarianMTModel", NULL}, clf__marian_load},
+    {"vit", {"ViTModel", "ViTForImageClassification", NULL}, clf__vit_load},
+    {"vit_mae", {"ViTMAEModel", "ViTMAEForPreTraining", NULL}, clf__vit_mae_load},
+    {"swin", {"SwinModel", "SwinForImageClassification", NULL}, clf__swin_load},
 };
 
 /* The generation settings of the checkpoint, with transformers' defaults. */
@@ -94,7 +97,7 @@ clf_status clf_model_load(clf_context *ctx, const char *model_dir, clf_model **o
   while (fi < CLF__ARRAY_LEN(families) && strcmp(families[fi].type, type) != 0) fi++;
   if (fi == CLF__ARRAY_LEN(families)) {
     st = clf__fail(ctx, CLF_E_UNSUPPORTED,
-                   "%s: model_type \"%s\" in %s/config.json is not supported (supported: bert, gpt2, marian)", op,
+                   "%s: model_type \"%s\" in %s/config.json is not supported (supported: bert, gpt2, marian, vit, vit_mae, swin)", op,
                    type, model_dir);
     goto done;
   }

@@ -14,7 +14,7 @@ typedef const clf_array *clf__inputs[CLF__MAX_IO];
 
 struct clf_model {
   clf_context *ctx;
-  const char *type; /* "bert", "gpt2", "marian" */
+  const char *type; /* "bert", "gpt2", "marian", "vit", "swin", "vit_mae" */
   const char *const *in_names;
   size_t n_in;
   const char *const *out_names;
@@ -54,6 +54,25 @@ struct clf_model {
 clf_status clf__bert_load(clf_model *m, const clf__config *c, const clf__weights *w);
 clf_status clf__gpt2_load(clf_model *m, const clf__config *c, const clf__weights *w);
 clf_status clf__marian_load(clf_model *m, const clf__config *c, const clf__weights *w);
+clf_status clf__vit_load(clf_model *m, const clf__config *c, const clf__weights *w);
+clf_status clf__vit_mae_load(clf_model *m, const clf__config *c, const clf__weights *w);
+clf_status clf__swin_load(clf_model *m, const clf__config *c, const clf__weights *w);
+
+/* ViT helpers shared with ViTMAE (model_vit.c). */
+/* Checks pixel_values: f32 [B, C, H, W] with C channels, H and W multiples
+ * of the patch P; names the problem. */
+clf_status clf__vit_check_pixels(clf_model *m, const clf_array *a, size_t C, size_t P);
+/* n ViT layers "PREFIX%zu." (attention.attention.query, layernorm_before, ...). */
+clf_status clf__vit_load_layers(clf_context *ctx, const clf__weights *w, clf__params *p, const char *prefix,
+                                size_t n, size_t D, size_t H, size_t F, float eps, clf_activation act, int qkv_bias,
+                                clf__layer *layers);
+/* Pre-LN stack on h; on exit a = ln_f(h). */
+clf_status clf__vit_encoder(clf_context *ctx, const clf__layer *layers, size_t n, const clf__ln *ln_f, clf_tensor *h,
+                            clf_tensor *a, clf__ws *ws);
+/* The [N + 1, D] table pos bicubic-interpolated to a gh x gw grid as 4.40's
+ * interpolate_pos_encoding (host copy in *host, result cached in *cache). */
+clf_status clf__vit_interp_pos(clf_context *ctx, const clf_tensor *pos, size_t N, size_t D, size_t gh, size_t gw,
+                               float **host, clf_tensor **cache, size_t *c_gh, size_t *c_gw);
 
 /* Uploads a host array of ids/mask (i32 or i64, [B, L]) into workspace slot
  * `slot` as is.  A NULL array gives a tensor of `fill`. */

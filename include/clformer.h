@@ -600,7 +600,35 @@ CLF_API clf_status clf_npy_write(const char *path, const clf_array *a);
 /* A Hugging Face model directory loaded onto a context: config.json (plus
  * generation_config.json) and model.safetensors.  Families, by `model_type`
  * and `architectures`: "bert" (BertModel), "gpt2" (GPT2Model,
- * GPT2LMHeadModel), "marian" (MarianModel, MarianMTModel). */
+ * GPT2LMHeadModel), "marian" (MarianModel, MarianMTModel), and the vision
+ * families, which take "pixel_values" f32 [B, C, H, W] (C = num_channels,
+ * else CLF_E_SHAPE; missing: CLF_E_INVALID_ARG):
+ *   "vit" (ViTModel: last_hidden_state, pooler_output when the checkpoint has
+ *     a pooler; ViTForImageClassification: logits, last_hidden_state).  H and
+ *     W must be multiples of patch_size.  There is no interpolate_pos_encoding
+ *     input: when the patch count differs from the config's image_size or the
+ *     image is not square, the positions are interpolated as transformers
+ *     4.40 does with interpolate_pos_encoding=True (bicubic, computed on the
+ *     host once per grid and cached).
+ *   "swin" (SwinModel: last_hidden_state, pooler_output;
+ *     SwinForImageClassification: logits, last_hidden_state, pooler_output).
+ *     Any H, W (zero-padded to the patch as transformers does); any depths,
+ *     heads, window size.  Where a stage's map is smaller than the window,
+ *     the window shrinks to the map with no shift (a map smaller than the
+ *     window is an error in transformers; here the bias table is indexed by
+ *     the offsets inside the smaller window).  use_absolute_embeddings is
+ *     not supported.
+ *   "vit_mae" (ViTMAEModel: last_hidden_state, mask, ids_restore;
+ *     ViTMAEForPreTraining: logits, mask, ids_restore, loss,
+ *     last_hidden_state).  H, W must equal image_size.  Optional input
+ *     "noise" f32 [B, L] (L patches; other shapes CLF_E_SHAPE): a patch is
+ *     kept when its noise is among the int(L * (1 - mask_ratio)) smallest.
+ *     Without noise, noise is drawn from splitmix64 seeded with 0 when the
+ *     model is loaded (uniform (x >> 40) / 2^24), the sequence continuing
+ *     from run to run.  mask is f32 (1 = removed), ids_restore i64, loss a
+ *     0-dim f32 (mean over removed patches of the per-patch MSE; with
+ *     norm_pix_loss the target is normalised per patch with the unbiased
+ *     variance + 1e-6), computed on the host. */
 typedef struct clf_model clf_model;
 
 /* Loads the model in `model_dir` onto ctx (weights uploaded as f32).  Errors
@@ -613,7 +641,7 @@ CLF_API clf_status clf_model_load(clf_context *ctx, const char *model_dir,
                                   clf_model **out);
 /* Frees the model and its device memory.  NULL is accepted. */
 CLF_API void clf_model_destroy(clf_model *m);
-/* "bert", "gpt2" or "marian" (static string). */
+/* "bert", "gpt2", "marian", "vit", "swin" or "vit_mae" (static string). */
 CLF_API const char *clf_model_type(const clf_model *m);
 /* The input / output names the model takes / produces (Hugging Face
  * forward() argument and output names): *names receives a static array,

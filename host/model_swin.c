@@ -1,0 +1,374 @@
+/* model_swin.c - SwinModel / SwinForImageClassification: patch embedding + LN,
+ * stages of (shifted-)window attention blocks with relative position bias,
+ * patch merging between stages, final LN, average pooling, classifier.
+ */
+#include "model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SWIN_MAX_STAGES 8
+
+typedef struct swin_block {
+  clf__attn attn;
+  clf__mlp mlp;
+  clf__ln ln_before, ln_after;
+  clf_tensor *table; /* [(2ws-1)^2, heads] relative_position_bias_table */
+  clf_tensor *bias;  /* cached [nW or 1, heads, N, N] for key below */
+  clf_tensor *rpb, *mask; /* its parts, kept alive with it (Oclgrind frees a
+                           * released buffer before queued work has run) */
+  size_t b_hp, b_wp, b_ws, b_shift;
+} swin_block;
+
+typedef struct swin_stage {
+  size_t dim, depth, heads;
+  swin_block *blocks;
+  clf__ln merge_ln;     /* downsample.norm [4 dim] (last stage: none) */
+  clf__linear merge;    /* downsample.reduction [2 dim, 4 dim], no bias */
+  clf__ws ws;
+} swin_stage;
+
+typedef struct swin {
+  size_t E, C, P, ws, n_stages, n_labels;
+  clf_tensor *patch_w, *patch_b; /* [E, C, P, P], [E] */
+  clf__ln ln_emb, ln_f;
+  swin_stage st[SWIN_MAX_STAGES];
+  clf__linear classifier; /* w NULL: SwinModel */
+} swin;
+
+static const char *const swin_inputs[] = {"pixel_values"};
+static const char *const swin_outputs[] = {"last_hidden_state", "pooler_output"};
+static const char *const swin_cls_outputs[] = {"logits", "last_hidden_state", "pooler_output"};
+
+static void swin_destroy(clf_model *m) {
+  swin *s = m->impl;
+  if (s)
+    for (size_t i = 0; i < SWIN_MAX_STAGES; i++) {
+      if (s->st[i].blocks)
+        for (size_t j = 0; j < s->st[i].depth; j++) {
+          swin_block *b = &s->st[i].blocks[j];
+          if (b->bias != b->rpb) clf_tensor_destroy(b->bias);
+          clf_tensor_destroy(b->rpb);
+          clf_tensor_destroy(b->mask);
+        }
+      free(s->st[i].blocks);
+      clf__ws_free(&s->st[i].ws);
+    }
+  free(s);
+  m->impl = NULL;
+}
+
+/* The attention bias of a block for a padded hp x wp map cut in win x win
+ * windows shifted by `shift`: relative position bias (+ the shifted-window
+ * mask), [nW or 1, heads, N, N], built once per size and cached. */
+static clf_status block_bias(clf_context *ctx, swin_block *b, size_t heads, size_t ws, size_t hp, size_t wp,
+                             size_t win, size_t shift) {
+  if (b->bias && b->b_hp == hp && b->b_wp == wp && b->b_ws == win && b->b_shift == shift) return CLF_OK;
+  if (b->bias != b->rpb) clf_tensor_destroy(b->bias);
+  clf_tensor_destroy(b->rpb);
+  clf_tensor_destroy(b->mask);
+  b->bias = b->rpb = b->mask = NULL;
+  const size_t N = win * win, nW = (hp / win) * (wp / win);
+  clf_tensor *rpb = NULL, *mask = NULL, *mview = NULL, *out = NULL;
+  clf_status st;
+  if ((st = clf_tensor_create(ctx, CLF_F32, 4, (size_t[]){1, heads, N, N}, &rpb)) != CLF_OK) goto done;
+  if (win == ws) {
+    st = clf_relative_position_bias(ctx, b->table, ws, rpb, NULL);
+  } else {
+    /* The window shrank to the map: the same table, indexed by the relative
+     * offsets inside the smaller window. */
+    const size_t T = (2 * ws - 1) * (2 * ws - 1);
+    float *tab = malloc(T * heads * sizeof *tab), *v = malloc(heads * N * N * sizeof *v + 1);
+    if (!tab || !v) st = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "clf_model_run: out of host memory");
+    else st = clf_tensor_download(ctx, b->table, tab, T * heads * sizeof *tab);
+    if (st == CLF_OK) {
+      for (size_t i = 0; i < N; i++)
+        for (size_t j = 0; j < N; j++) {
+          const size_t dy = i / win + ws - 1 - j / win, dx = i % win + ws - 1 - j % win;
+          for (size_t h = 0; h < heads; h++) v[(h * N + i) * N + j] = tab[(dy * (2 * ws - 1) + dx) * heads + h];
+        }
+      st = clf_tensor_upload(ctx, rpb, v, heads * N * N * sizeof *v);
+    }
+    free(tab);
+    free(v);
+  }
+  if (st != CLF_OK) goto done;
+  b->rpb = rpb;
+  rpb = NULL;
+  if (!shift) {
+    b->bias = b->rpb;
+  } else {
+    if ((st = clf_tensor_create(ctx, CLF_F32, 3, (size_t[]){nW, N, N}, &mask)) != CLF_OK ||
+        (st = clf_shifted_window_mask(ctx, hp, wp, win, shift, mask, NULL)) != CLF_OK ||
+        (st = clf_tensor_view(mask, 0, 4, (size_t[]){nW, 1, N, N}, &mview)) != CLF_OK ||
+        (st = clf_tensor_create(ctx, CLF_F32, 4, (size_t[]){nW, heads, N, N}, &out)) != CLF_OK ||
+        (st = clf__zero(ctx, out)) != CLF_OK || (st = clf_add(ctx, out, b->rpb, out, NULL)) != CLF_OK ||
+        (st = clf_add(ctx, out, mview, out, NULL)) != CLF_OK)
+      goto done;
+    b->bias = out;
+    b->mask = mask;
+    out = mask = NULL;
+  }
+  b->b_hp = hp, b->b_wp = wp, b->b_ws = win, b->b_shift = shift;
+done:
+  clf_tensor_destroy(rpb);
+  clf_tensor_destroy(mask);
+  clf_tensor_destroy(mview);
+  clf_tensor_destroy(out);
+  return st;
+}
+
+/* One Swin block on h [B, H*W, C] with a = ln_before(h) on entry:
+ * h += reverse(WMSA(partition(a))); h += MLP(ln_after(h)); a = next(h)
+ * (next NULL: a is left stale). */
+static clf_status swin_block_forward(clf_context *ctx, swin *s, swin_stage *sg, size_t bi, size_t Hs, size_t Ws,
+                                     clf_tensor *h, clf_tensor *a, const clf__ln *next) {
+  swin_block *b = &sg->blocks[bi];
+  const size_t B = h->shape[0], C = sg->dim;
+  size_t win = s->ws, shift = bi % 2 ? s->ws / 2 : 0;
+  const size_t mn = Hs < Ws ? Hs : Ws;
+  if (mn <= win) win = mn, shift = 0;
+  const size_t hp = (Hs + win - 1) / win * win, wp = (Ws + win - 1) / win * win, nW = (hp / win) * (wp / win);
+  const size_t N = win * win;
+  clf_status st;
+  if ((st = block_bias(ctx, b, sg->heads, s->ws, hp, wp, win, shift)) != CLF_OK) return st;
+  clf_tensor *aw, *fw, *f, *a4 = NULL, *f4 = NULL;
+  clf__ws *ws = &sg->ws;
+  if ((st = clf__ws_get(ctx, ws, CLF__WS_T2, CLF_F32, 3, (size_t[]){B * nW, N, C}, &aw)) != CLF_OK) return st;
+  if ((st = clf__ws_get(ctx, ws, CLF__WS_SRC, CLF_F32, 3, (size_t[]){B * nW, N, C}, &fw)) != CLF_OK) return st;
+  if ((st = clf__ws_get(ctx, ws, CLF__WS_T1, CLF_F32, 3, h->shape, &f)) != CLF_OK) return st;
+  clf_attention_mask am = {NULL, 0, b->bias};
+  if ((st = clf_tensor_view(a, 0, 4, (size_t[]){B, Hs, Ws, C}, &a4)) == CLF_OK &&
+      (st = clf_tensor_view(f, 0, 4, (size_t[]){B, Hs, Ws, C}, &f4)) == CLF_OK &&
+      (st = clf_window_partition(ctx, a4, win, shift, aw, NULL)) == CLF_OK &&
+      (st = clf__attn_forward(ctx, &b->attn, aw, NULL, NULL, &am, ws, fw)) == CLF_OK)
+    st = clf_window_reverse(ctx, fw, win, shift, f4, NULL);
+  clf_tensor_destroy(a4);
+  clf_tensor_destroy(f4);
+  if (st != CLF_OK) return st;
+  if ((st = clf__ln_apply(ctx, &b->ln_after, h, f, h, a)) != CLF_OK) return st;
+  if ((st = clf__mlp_forward(ctx, &b->mlp, a, ws, f)) != CLF_OK) return st;
+  if (next) return clf__ln_apply(ctx, next, h, f, h, a);
+  return clf_add(ctx, h, f, h, NULL);
+}
+
+static clf_status swin_run(clf_model *m, const clf__inputs in, const int *want, clf_array *res) {
+  static const char op[] = "clf_model_run";
+  clf_context *ctx = m->ctx;
+  swin *s = m->impl;
+  clf_status st;
+  const clf_array *px = in[0];
+  if (!px)
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: swin needs input \"pixel_values\" (f32 [B, C, H, W])", op);
+  if (px->dtype != CLF_F32)
+    return clf__fail(ctx, CLF_E_DTYPE, "%s: input \"pixel_values\" is %s, expected f32", op, clf_dtype_name(px->dtype));
+  if (px->ndim != 4)
+    return clf__fail(ctx, CLF_E_SHAPE, "%s: input \"pixel_values\" has %d dims, expected 4 [B, C, H, W]", op,
+                     px->ndim);
+  if (px->shape[1] != s->C)
+    return clf__fail(ctx, CLF_E_SHAPE, "%s: input \"pixel_values\" has %zu channels, the config's num_channels is "
+                     "%zu", op, px->shape[1], s->C);
+  if (!px->shape[2] || !px->shape[3])
+    return clf__fail(ctx, CLF_E_SHAPE, "%s: input \"pixel_values\" is empty (%zux%zu)", op, px->shape[2],
+                     px->shape[3]);
+  const size_t B = px->shape[0], C = s->C, Hi = px->shape[2], Wi = px->shape[3], P = s->P;
+  /* As SwinPatchEmbeddings.maybe_pad: zero-pad right/bottom to the patch. */
+  const size_t Hp = (Hi + P - 1) / P * P, Wp = (Wi + P - 1) / P * P;
+  size_t Hs = Hp / P, Ws = Wp / P;
+  swin_stage *s0 = &s->st[0];
+  clf_tensor *img, *h, *a;
+  if ((st = clf__ws_get(ctx, &s0->ws, CLF__WS_IDS, CLF_F32, 4, (size_t[]){B, C, Hp, Wp}, &img)) != CLF_OK) return st;
+  if (Hp == Hi && Wp == Wi) {
+    st = clf_tensor_upload(ctx, img, px->data, clf_tensor_bytes(img));
+  } else {
+    float *v = calloc(B * C * Hp * Wp + 1, sizeof *v);
+    if (!v) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
+    const float *src = px->data;
+    for (size_t bc = 0; bc < B * C; bc++)
+      for (size_t y = 0; y < Hi; y++) memcpy(v + (bc * Hp + y) * Wp, src + (bc * Hi + y) * Wi, Wi * sizeof *v);
+    st = clf_tensor_upload(ctx, img, v, clf_tensor_bytes(img));
+    free(v);
+  }
+  if (st != CLF_OK) return st;
+  if ((st = clf__ws_get(ctx, &s0->ws, CLF__WS_H, CLF_F32, 3, (size_t[]){B, Hs * Ws, s->E}, &h)) != CLF_OK) return st;
+  if ((st = clf__ws_get(ctx, &s0->ws, CLF__WS_A, CLF_F32, 3, (size_t[]){B, Hs * Ws, s->E}, &a)) != CLF_OK) return st;
+  if ((st = clf_patch_embed(ctx, img, s->patch_w, s->patch_b, h, NULL)) != CLF_OK) return st;
+  if ((st = clf__ln_apply(ctx, &s->ln_emb, h, NULL, NULL, h)) != CLF_OK) return st;
+  for (size_t si = 0; si < s->n_stages; si++) {
+    swin_stage *sg = &s->st[si];
+    if (sg->depth && (st = clf__ln_apply(ctx, &sg->blocks[0].ln_before, h, NULL, NULL, a)) != CLF_OK) return st;
+    for (size_t bi = 0; bi < sg->depth; bi++) {
+      const clf__ln *next = bi + 1 < sg->depth ? &sg->blocks[bi + 1].ln_before : NULL;
+      if ((st = swin_block_forward(ctx, s, sg, bi, Hs, Ws, h, a, next)) != CLF_OK) return st;
+    }
+    if (si + 1 < s->n_stages) {
+      /* patch merging: gather 2x2 (zero-padded to even), LN, reduction */
+      const size_t H2 = (Hs + 1) / 2, W2 = (Ws + 1) / 2, C2 = s->st[si + 1].dim;
+      clf__ws *nws = &s->st[si + 1].ws;
+      clf_tensor *h4 = NULL, *g, *nh, *na;
+      if ((st = clf__ws_get(ctx, &sg->ws, CLF__WS_ENC, CLF_F32, 3, (size_t[]){B, H2 * W2, 4 * sg->dim}, &g)) !=
+          CLF_OK)
+        return st;
+      if ((st = clf__ws_get(ctx, nws, CLF__WS_H, CLF_F32, 3, (size_t[]){B, H2 * W2, C2}, &nh)) != CLF_OK) return st;
+      if ((st = clf__ws_get(ctx, nws, CLF__WS_A, CLF_F32, 3, (size_t[]){B, H2 * W2, C2}, &na)) != CLF_OK) return st;
+      if ((st = clf_tensor_view(h, 0, 4, (size_t[]){B, Hs, Ws, sg->dim}, &h4)) == CLF_OK &&
+          (st = clf_patch_merge(ctx, h4, g, NULL)) == CLF_OK &&
+          (st = clf__ln_apply(ctx, &sg->merge_ln, g, NULL, NULL, g)) == CLF_OK)
+        st = clf_linear(ctx, g, sg->merge.w, CLF_WEIGHT_OUT_IN, NULL, CLF_ACT_NONE, nh, NULL);
+      clf_tensor_destroy(h4);
+      if (st != CLF_OK) return st;
+      h = nh, a = na, Hs = H2, Ws = W2;
+    }
+  }
+  if ((st = clf__ln_apply(ctx, &s->ln_f, h, NULL, NULL, a)) != CLF_OK) return st;
+  const int is_cls = s->classifier.w != NULL;
+  const int o_lhs = is_cls ? 1 : 0, o_pool = is_cls ? 2 : 1;
+  const size_t L = a->shape[1], D = a->shape[2];
+  clf_array lhs;
+  if ((st = clf__download(m, a, "last_hidden_state", &lhs)) != CLF_OK) return st;
+  /* pooler: AdaptiveAvgPool1d(1) over the tokens, on the host in double */
+  clf_array *pr = &res[o_pool];
+  memset(pr, 0, sizeof *pr);
+  snprintf(pr->name, sizeof pr->name, "pooler_output");
+  pr->dtype = CLF_F32, pr->ndim = 2, pr->shape[0] = B, pr->shape[1] = D;
+  float *pool = malloc(B * D * sizeof *pool + 1);
+  if (!pool) {
+    clf_array_free(&lhs);
+    return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
+  }
+  pr->data = pool;
+  const float *hv = lhs.data;
+  for (size_t b = 0; b < B; b++)
+    for (size_t d = 0; d < D; d++) {
+      double acc = 0;
+      for (size_t l = 0; l < L; l++) acc += hv[(b * L + l) * D + d];
+      pool[b * D + d] = (float)(acc / (double)L);
+    }
+  if (want[o_lhs]) res[o_lhs] = lhs;
+  else clf_array_free(&lhs);
+  if (is_cls && want[0]) {
+    clf__ws *ws = &s->st[0].ws;
+    clf_tensor *pt, *lt;
+    if ((st = clf__ws_get(ctx, ws, CLF__WS_ROW, CLF_F32, 2, (size_t[]){B, D}, &pt)) != CLF_OK ||
+        (st = clf__ws_get(ctx, ws, CLF__WS_LOGITS, CLF_F32, 2, (size_t[]){B, s->n_labels}, &lt)) != CLF_OK ||
+        (st = clf_tensor_upload(ctx, pt, pool, B * D * sizeof *pool)) != CLF_OK ||
+        (st = clf_linear(ctx, pt, s->classifier.w, CLF_WEIGHT_OUT_IN, s->classifier.b, CLF_ACT_NONE, lt, NULL)) !=
+            CLF_OK ||
+        (st = clf__download(m, lt, "logits", &res[0])) != CLF_OK)
+      return st;
+  }
+  return CLF_OK;
+}
+
+clf_status clf__swin_load(clf_model *m, const clf__config *c, const clf__weights *w) {
+  clf_context *ctx = m->ctx;
+  clf_status st;
+  long E, C, P, WS, depths[SWIN_MAX_STAGES], heads[SWIN_MAX_STAGES];
+  size_t nd = 0, nh = 0;
+  double eps, ratio;
+  int qkv_bias, abs_pos;
+  const char *act_name;
+  clf_activation act;
+  if ((st = clf__config_int_or(ctx, c, "embed_dim", 96, &E)) != CLF_OK ||
+      (st = clf__config_int_or(ctx, c, "num_channels", 3, &C)) != CLF_OK ||
+      (st = clf__config_int_or(ctx, c, "patch_size", 4, &P)) != CLF_OK ||
+      (st = clf__config_int_or(ctx, c, "window_size", 7, &WS)) != CLF_OK ||
+      (st = clf__config_int_list(ctx, c, "depths", depths, SWIN_MAX_STAGES, &nd)) != CLF_OK ||
+      (st = clf__config_int_list(ctx, c, "num_heads", heads, SWIN_MAX_STAGES, &nh)) != CLF_OK ||
+      (st = clf__config_float_or(ctx, c, "layer_norm_eps", 1e-5, &eps)) != CLF_OK ||
+      (st = clf__config_float_or(ctx, c, "mlp_ratio", 4.0, &ratio)) != CLF_OK ||
+      (st = clf__config_bool_or(ctx, c, "qkv_bias", 1, &qkv_bias)) != CLF_OK ||
+      (st = clf__config_bool_or(ctx, c, "use_absolute_embeddings", 0, &abs_pos)) != CLF_OK ||
+      (st = clf__config_str_or(ctx, c, "hidden_act", "gelu", &act_name)) != CLF_OK)
+    return st;
+  int bad = E <= 0 || C <= 0 || P <= 0 || WS <= 0 || nd == 0 || nd != nh || ratio <= 0;
+  for (size_t i = 0; i < nd && !bad; i++)
+    bad = depths[i] < 0 || heads[i] <= 0 || ((size_t)E << i) % (size_t)heads[i];
+  if (bad)
+    return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: swin config has invalid sizes (embed_dim %ld, %zu depths, "
+                     "%zu num_heads, window_size %ld, patch_size %ld)", E, nd, nh, WS, P);
+  if (abs_pos)
+    return clf__fail(ctx, CLF_E_UNSUPPORTED, "clf_model_load: swin use_absolute_embeddings is not supported");
+  if (clf_activation_from_name(act_name, &act) != CLF_OK)
+    return clf__fail(ctx, CLF_E_UNSUPPORTED, "clf_model_load: swin hidden_act \"%s\" is not supported", act_name);
+  swin *s = calloc(1, sizeof *s);
+  if (!s) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "clf_model_load: out of host memory");
+  m->impl = s;
+  m->destroy = swin_destroy;
+  m->run = swin_run;
+  m->in_names = swin_inputs;
+  m->n_in = 1;
+  s->E = E, s->C = C, s->P = P, s->ws = WS, s->n_stages = nd;
+  const char *pf = clf__weights_has(w, "swin.embeddings.patch_embeddings.projection.weight") ? "swin." : "";
+  char n1[256], n2[256];
+  clf__params *p = &m->params;
+  const size_t e = E, T = (size_t)(2 * WS - 1) * (size_t)(2 * WS - 1);
+  if ((st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, pf, "embeddings.patch_embeddings.projection.weight"), 4,
+                       (size_t[]){e, C, P, P}, &s->patch_w)) != CLF_OK ||
+      (st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, pf, "embeddings.patch_embeddings.projection.bias"), 1, &e,
+                       &s->patch_b)) != CLF_OK ||
+      (st = clf__load_ln(ctx, w, p, clf__wn(n1, sizeof n1, pf, "embeddings.norm"), e, 1e-5f, &s->ln_emb)) != CLF_OK)
+    return st;
+  for (size_t si = 0; si < nd; si++) {
+    swin_stage *sg = &s->st[si];
+    const size_t dim = e << si, H = heads[si], F = (size_t)(ratio * (double)dim);
+    sg->dim = dim, sg->depth = depths[si], sg->heads = H;
+    if (!(sg->blocks = calloc(sg->depth + 1, sizeof *sg->blocks)))
+      return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "clf_model_load: out of host memory");
+    for (size_t bi = 0; bi < sg->depth; bi++) {
+      swin_block *b = &sg->blocks[bi];
+      char lp[160];
+      clf__wn(lp, sizeof lp, pf, "encoder.layers.%zu.blocks.%zu.", si, bi);
+      b->attn.heads = H, b->attn.dh = dim / H, b->attn.scale = 1.0f / sqrtf((float)(dim / H));
+      b->mlp.act = act;
+#define LIN(dst, name, o, in_, bias)                                                                             \
+  if ((st = clf__load_linear(ctx, w, p, clf__wn(n1, sizeof n1, lp, "%s.weight", name),                          \
+                             (bias) ? clf__wn(n2, sizeof n2, lp, "%s.bias", name) : NULL, o, in_,              \
+                             CLF_WEIGHT_OUT_IN, &dst)) != CLF_OK)                                               \
+    return st;
+      LIN(b->attn.q, "attention.self.query", dim, dim, qkv_bias) /* [dim, dim] */
+      LIN(b->attn.k, "attention.self.key", dim, dim, qkv_bias)   /* [dim, dim] */
+      LIN(b->attn.v, "attention.self.value", dim, dim, qkv_bias) /* [dim, dim] */
+      LIN(b->attn.o, "attention.output.dense", dim, dim, 1)      /* [dim, dim] */
+      LIN(b->mlp.fc1, "intermediate.dense", F, dim, 1)           /* [F, dim] */
+      LIN(b->mlp.fc2, "output.dense", dim, F, 1)                 /* [dim, F] */
+#undef LIN
+      if ((st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, lp, "attention.self.relative_position_bias_table"), 2,
+                           (size_t[]){T, H}, &b->table)) != CLF_OK ||
+          (st = clf__load_ln(ctx, w, p, clf__wn(n1, sizeof n1, lp, "layernorm_before"), dim, (float)eps,
+                             &b->ln_before)) != CLF_OK ||
+          (st = clf__load_ln(ctx, w, p, clf__wn(n1, sizeof n1, lp, "layernorm_after"), dim, (float)eps,
+                             &b->ln_after)) != CLF_OK)
+        return st;
+    }
+    if (si + 1 < nd) {
+      char dp[160];
+      clf__wn(dp, sizeof dp, pf, "encoder.layers.%zu.downsample.", si);
+      if ((st = clf__load_ln(ctx, w, p, clf__wn(n1, sizeof n1, dp, "norm"), 4 * dim, 1e-5f, &sg->merge_ln)) !=
+              CLF_OK ||
+          (st = clf__load_linear(ctx, w, p, clf__wn(n1, sizeof n1, dp, "reduction.weight"), NULL, 2 * dim, 4 * dim,
+                                 CLF_WEIGHT_OUT_IN, &sg->merge)) != CLF_OK) /* [2 dim, 4 dim] */
+        return st;
+    }
+  }
+  const size_t nf = e << (nd - 1);
+  if ((st = clf__load_ln(ctx, w, p, clf__wn(n1, sizeof n1, pf, "layernorm"), nf, (float)eps, &s->ln_f)) != CLF_OK)
+    return st;
+  if (clf__weights_has(w, "classifier.weight")) {
+    int ndim;
+    size_t sh[8];
+    if ((st = clf__weights_shape(ctx, w, "classifier.weight", &ndim, sh)) != CLF_OK) return st;
+    s->n_labels = sh[0];
+    if ((st = clf__load_linear(ctx, w, p, "classifier.weight", "classifier.bias", s->n_labels, nf, CLF_WEIGHT_OUT_IN,
+                               &s->classifier)) != CLF_OK)
+      return st;
+    m->out_names = swin_cls_outputs;
+    m->n_out = 3;
+  } else {
+    m->out_names = swin_outputs;
+    m->n_out = 2;
+  }
+  return CLF_OK;
+}

@@ -1,0 +1,185 @@
+/* test_vision.c - the vision families (vit, swin, vit_mae) against the golden
+ * fixtures made with transformers (tests/fixtures/<model>/cases.json), MAE's
+ * masking without a noise input, and the errors of bad pixel/noise inputs.
+ */
+#include <check.h>
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clformer.h"
+#include "fixture_util.h"
+#include "harness.h"
+
+static void fixture_dir(char *dir, size_t n, const char *name) { snprintf(dir, n, "%s/%s", fixtures(), name); }
+
+/* Every forward case of fixture `name`: f32 outputs within
+ * max |got - expected| <= 1e-4 x max(1, max|expected|) (the fixtures' own
+ * rule: f32 accumulation order differs from PyTorch's, ~10x margin over what
+ * these tiny models accumulate); mask and ids_restore exactly. */
+static void run_fixture(const char *name) {
+  char dir[1024], p[1200];
+  fixture_dir(dir, sizeof dir, name);
+  clf_model *m = get_model(dir);
+  cJSON *cases = load_cases(dir), *c;
+  int n_cases = 0;
+  cJSON_ArrayForEach(c, cJSON_GetObjectItem(cases, "cases")) {
+    if (strcmp(cJSON_GetObjectItem(c, "kind")->valuestring, "forward") != 0) continue;
+    const char *cname = cJSON_GetObjectItem(c, "name")->valuestring;
+    clf_array in[4], exp[8], got[8];
+    const char *outs[8];
+    size_t n_in = 0, n_out = 0;
+    cJSON *it;
+    cJSON_ArrayForEach(it, cJSON_GetObjectItem(c, "inputs")) {
+      snprintf(p, sizeof p, "%s/%s", dir, it->valuestring);
+      ck_assert_msg(clf_npy_read(p, &in[n_in]) == CLF_OK, "%s", clf_last_error(NULL));
+      snprintf(in[n_in].name, sizeof in[n_in].name, "%s", it->string);
+      n_in++;
+    }
+    cJSON_ArrayForEach(it, cJSON_GetObjectItem(c, "outputs")) {
+      snprintf(p, sizeof p, "%s/%s", dir, it->valuestring);
+      ck_assert_msg(clf_npy_read(p, &exp[n_out]) == CLF_OK, "%s", clf_last_error(NULL));
+      outs[n_out++] = it->string;
+    }
+    TH_OK(clf_model_run(m, in, n_in, outs, n_out, got));
+    for (size_t o = 0; o < n_out; o++) {
+      ck_assert_str_eq(got[o].name, outs[o]);
+      ck_assert_int_eq(got[o].dtype, exp[o].dtype);
+      ck_assert_int_eq(got[o].ndim, exp[o].ndim);
+      for (int d = 0; d < exp[o].ndim; d++) ck_assert_uint_eq(got[o].shape[d], exp[o].shape[d]);
+      const size_t n = clf_array_numel(&exp[o]);
+      if (exp[o].dtype == CLF_I64) {
+        ck_assert_msg(memcmp(got[o].data, exp[o].data, n * sizeof(int64_t)) == 0, "%s case %s output %s differs",
+                      name, cname, outs[o]);
+      } else {
+        const float *g = got[o].data, *x = exp[o].data;
+        const double scale = fmax(1.0, cJSON_GetObjectItem(cJSON_GetObjectItem(c, "max_abs"), outs[o])->valuedouble);
+        const int exact = !strcmp(outs[o], "mask");
+        double err = 0.0;
+        for (size_t i = 0; i < n; i++) err = fmax(err, fabs((double)g[i] - x[i]));
+        ck_assert_msg(exact ? err == 0.0 : err <= 1e-4 * scale, "%s case %s output %s: max abs error %.3g > 1e-4 x "
+                      "%.3g", name, cname, outs[o], err, scale);
+      }
+      clf_array_free(&got[o]);
+      clf_array_free(&exp[o]);
+    }
+    for (size_t i = 0; i < n_in; i++) clf_array_free(&in[i]);
+    n_cases++;
+  }
+  ck_assert_msg(n_cases > 0, "%s has no forward case", name);
+  cJSON_Delete(cases);
+}
+
+START_TEST(test_vit) { run_fixture("vit"); }
+END_TEST
+START_TEST(test_vit_cls) { run_fixture("vit_cls"); }
+END_TEST
+START_TEST(test_vit_mae) { run_fixture("vit_mae"); }
+END_TEST
+START_TEST(test_vit_mae_pre) { run_fixture("vit_mae_pre"); }
+END_TEST
+START_TEST(test_swin) { run_fixture("swin"); }
+END_TEST
+START_TEST(test_swin_cls) { run_fixture("swin_cls"); }
+END_TEST
+
+/* Without noise: a valid masking (each row keeps exactly `keep` patches,
+ * ids_restore a permutation consistent with the mask), and the generator
+ * advances between runs. */
+START_TEST(test_mae_no_noise) {
+  char dir[1024];
+  fixture_dir(dir, sizeof dir, "vit_mae");
+  clf_model *m = get_model(dir);
+  const size_t B = 2, L = 16, keep = 4;
+  float *px = th_rand(B * 3 * 32 * 32, 7, -1.0f, 1.0f);
+  clf_array in = {.name = "pixel_values", .dtype = CLF_F32, .ndim = 4, .shape = {B, 3, 32, 32}, .data = px};
+  const char *outs[] = {"mask", "ids_restore", "loss"};
+  clf_array r1[3], r2[3];
+  TH_OK(clf_model_run(m, &in, 1, outs, 3, r1));
+  TH_OK(clf_model_run(m, &in, 1, outs, 3, r2));
+  const float *mk = r1[0].data;
+  const int64_t *ir = r1[1].data;
+  for (size_t b = 0; b < B; b++) {
+    size_t ones = 0, seen[16] = {0};
+    for (size_t l = 0; l < L; l++) {
+      ones += mk[b * L + l] == 1.0f;
+      ck_assert(ir[b * L + l] >= 0 && ir[b * L + l] < (int64_t)L);
+      seen[ir[b * L + l]]++;
+      ck_assert_int_eq(mk[b * L + l] == 0.0f, ir[b * L + l] < (int64_t)keep);
+    }
+    ck_assert_uint_eq(ones, L - keep);
+    for (size_t l = 0; l < L; l++) ck_assert_uint_eq(seen[l], 1);
+  }
+  ck_assert(isfinite(*(float *)r1[2].data));
+  ck_assert_msg(memcmp(r1[1].data, r2[1].data, B * L * sizeof(int64_t)) != 0, "two runs drew the same noise");
+  for (int i = 0; i < 3; i++) clf_array_free(&r1[i]), clf_array_free(&r2[i]);
+  free(px);
+}
+END_TEST
+
+static void bad_pixels(const char *name, const char *out) {
+  char dir[1024];
+  fixture_dir(dir, sizeof dir, name);
+  clf_model *m = get_model(dir);
+  const size_t P = 8; /* the vit and vit_mae fixtures' patch size */
+  float *px = calloc(2 * 4 * 40 * 40, sizeof *px);
+  const char *outs[] = {out};
+  clf_array res[1];
+  clf_array in = {.name = "pixel_values", .dtype = CLF_F32, .ndim = 4, .shape = {2, 4, 32, 32}, .data = px};
+  TH_FAILS(clf_model_run(m, &in, 1, outs, 1, res), CLF_E_SHAPE, "4 channels");
+  TH_FAILS(clf_model_run(m, &in, 1, outs, 1, res), CLF_E_SHAPE, "num_channels is 3");
+  in.shape[1] = 3, in.shape[2] = 4 * P + 3;
+  if (strcmp(name, "swin") != 0) /* Swin pads instead, as transformers does */
+    TH_FAILS(clf_model_run(m, &in, 1, outs, 1, res), CLF_E_SHAPE, "not a multiple of the patch size");
+  in.shape[2] = 32, in.ndim = 3;
+  TH_FAILS(clf_model_run(m, &in, 1, outs, 1, res), CLF_E_SHAPE, "pixel_values");
+  in.ndim = 4, in.dtype = CLF_I32;
+  TH_FAILS(clf_model_run(m, &in, 1, outs, 1, res), CLF_E_DTYPE, "pixel_values");
+  TH_FAILS(clf_model_run(m, NULL, 0, outs, 1, res), CLF_E_INVALID_ARG, "needs input \"pixel_values\"");
+  free(px);
+}
+
+START_TEST(test_bad_inputs) {
+  bad_pixels("vit", "last_hidden_state");
+  bad_pixels("vit_mae", "mask");
+  bad_pixels("swin", "last_hidden_state");
+  char dir[1024];
+  fixture_dir(dir, sizeof dir, "vit_mae");
+  clf_model *m = get_model(dir);
+  ck_assert_str_eq(clf_model_type(m), "vit_mae");
+  float *px = calloc(2 * 3 * 40 * 40, sizeof *px), noise[2 * 17] = {0};
+  clf_array in[2] = {{.name = "pixel_values", .dtype = CLF_F32, .ndim = 4, .shape = {2, 3, 32, 32}, .data = px},
+                     {.name = "noise", .dtype = CLF_F32, .ndim = 2, .shape = {2, 17}, .data = noise}};
+  const char *outs[] = {"logits"};
+  clf_array res[1];
+  TH_FAILS(clf_model_run(m, in, 2, outs, 1, res), CLF_E_SHAPE, "\"noise\" has shape [2, 17], expected [2, 16]");
+  in[1].shape[0] = 1, in[1].shape[1] = 16;
+  TH_FAILS(clf_model_run(m, in, 2, outs, 1, res), CLF_E_SHAPE, "\"noise\" has shape [1, 16]");
+  in[1].shape[0] = 2, in[1].dtype = CLF_F16;
+  TH_FAILS(clf_model_run(m, in, 2, outs, 1, res), CLF_E_DTYPE, "noise");
+  in[1].dtype = CLF_F32, in[0].shape[2] = 40, in[0].shape[3] = 40;
+  TH_FAILS(clf_model_run(m, in, 2, outs, 1, res), CLF_E_SHAPE, "image_size 32x32");
+  free(px);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("vision");
+  TCase *tc = tcase_create("vision");
+  tcase_set_timeout(tc, 600);
+  tcase_add_unchecked_fixture(tc, NULL, free_models);
+  tcase_add_test(tc, test_vit);
+  tcase_add_test(tc, test_vit_cls);
+  tcase_add_test(tc, test_vit_mae);
+  tcase_add_test(tc, test_vit_mae_pre);
+  tcase_add_test(tc, test_swin);
+  tcase_add_test(tc, test_swin_cls);
+  tcase_add_test(tc, test_mae_no_noise);
+  tcase_add_test(tc, test_bad_inputs);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return th_run(suite()); }
