@@ -736,6 +736,88 @@ CLF_API clf_status clf_tokenizer_decode(clf_tokenizer *t, const int64_t *ids, si
 
 /* IMAGE-SECTION: the image declarations go here. */
 
+/* An 8-bit RGB image in host memory: rgb holds height rows of width pixels,
+ * 3 bytes each (R, G, B), top row first.  Images the library fills are freed
+ * with clf_image_free. */
+typedef struct clf_image {
+  int width, height;
+  unsigned char *rgb;
+} clf_image;
+
+/* Reads a PNG (libpng) or JPEG (libjpeg) file, told apart by its first
+ * bytes, as 8-bit RGB the way PIL's Image.open(path).convert("RGB") does:
+ * grey is replicated, palettes expanded, alpha (and tRNS) dropped without
+ * compositing, 16-bit samples keep their high byte, gAMA is ignored.
+ * Errors (no context: the message, naming the file, is in
+ * clf_last_error(NULL); out->rgb is NULL): CLF_E_INVALID_ARG for NULL
+ * arguments, CLF_E_NOT_FOUND (no such file), CLF_E_IO (unreadable),
+ * CLF_E_FORMAT (neither PNG nor JPEG, truncated or corrupt),
+ * CLF_E_UNSUPPORTED (a CMYK JPEG), CLF_E_OUT_OF_MEMORY. */
+CLF_API clf_status clf_image_read(const char *path, clf_image *out);
+/* Writes `img` as an 8-bit RGB PNG (an existing file is replaced).  Errors
+ * in clf_last_error(NULL): CLF_E_INVALID_ARG (NULL, or a size below 1),
+ * CLF_E_IO naming the file. */
+CLF_API clf_status clf_image_write_png(const char *path, const clf_image *img);
+/* Frees img->rgb (malloc'd by the library) and clears it.  NULL is accepted. */
+CLF_API void clf_image_free(clf_image *img);
+
+/* PIL's resample filters (Image.Resampling values, as preprocessor_config.json
+ * stores them).  NEAREST is not supported. */
+enum {
+  CLF_RESAMPLE_NEAREST = 0,
+  CLF_RESAMPLE_LANCZOS = 1,
+  CLF_RESAMPLE_BILINEAR = 2,
+  CLF_RESAMPLE_BICUBIC = 3,
+  CLF_RESAMPLE_BOX = 4,
+  CLF_RESAMPLE_HAMMING = 5
+};
+
+/* Resizes to width x height exactly as PIL's Image.resize(size, resample)
+ * does for an RGB image (Pillow's Resample.c: separable passes, horizontal
+ * first, with the filter's support widened by the downscale factor, 22-bit
+ * fixed-point weights and 8-bit rounding after each pass), so the bytes are
+ * identical.  *out is malloc'd (clf_image_free).  Errors in
+ * clf_last_error(NULL): CLF_E_INVALID_ARG (NULL, sizes below 1),
+ * CLF_E_UNSUPPORTED (NEAREST or an unknown filter), CLF_E_OUT_OF_MEMORY. */
+CLF_API clf_status clf_image_resize(const clf_image *in, int width, int height,
+                                    int resample, clf_image *out);
+
+/* What a ViTImageProcessor's preprocessor_config.json says (ViT, Swin and
+ * ViTMAE checkpoints all use it in transformers 4.40); absent keys take
+ * ViTImageProcessor's defaults: do_resize true, size 224 x 224, resample 2
+ * (bilinear), do_rescale true, rescale_factor 1/255, do_normalize true,
+ * image_mean = image_std = 0.5 for each channel. */
+typedef struct clf_image_processor {
+  int do_resize, width, height, resample;
+  int do_rescale;
+  double rescale_factor;
+  int do_normalize;
+  double mean[3], std[3];
+} clf_image_processor;
+
+/* Fills *p with the defaults above, then reads MODEL_DIR/
+ * preprocessor_config.json over them ("size" is {"height", "width"} or, in
+ * old files, one int; image_mean / image_std a list of 3 numbers or one).
+ * Errors in clf_last_error(NULL): CLF_E_NOT_FOUND (no such file),
+ * CLF_E_FORMAT naming the key of a malformed value (or a file that is not
+ * a JSON object), CLF_E_UNSUPPORTED (a size given as shortest_edge, which
+ * ViTImageProcessor rejects too). */
+CLF_API clf_status clf_image_processor_load(const char *model_dir,
+                                            clf_image_processor *p);
+/* pixel_values as ViTImageProcessor makes them: resize (clf_image_resize),
+ * then x * rescale_factor (in double, rounded to f32), then
+ * (x - mean) / std in f32, channels first: f32 [1, 3, H, W] named
+ * "pixel_values", data malloc'd (clf_array_free).  Errors in
+ * clf_last_error(NULL) as for clf_image_resize, plus CLF_E_INVALID_ARG for
+ * a std of 0. */
+CLF_API clf_status clf_image_preprocess_with(const clf_image *img,
+                                             const clf_image_processor *p,
+                                             clf_array *pixel_values);
+/* clf_image_processor_load(model_dir) then clf_image_preprocess_with. */
+CLF_API clf_status clf_image_preprocess(const clf_image *img,
+                                        const char *model_dir,
+                                        clf_array *pixel_values);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -344,6 +344,10 @@ static void usage(FILE *f) {
           "                          greedy or beam decoding (GPT-2, Marian)\n"
           "  embed MODEL_DIR TEXT TEXT...\n"
           "                          cosine similarities of mean-pooled embeddings (BERT)\n"
+          "  classify MODEL_DIR IMAGE... [--top K]\n"
+          "                          top-K labels of PNG/JPEG images (ViT, Swin)\n"
+          "  reconstruct MODEL_DIR IMAGE --out FILE.png [--noise FILE.npy]\n"
+          "                          ViTMAE's masked input and reconstruction side by side\n"
           "  bench [--device S] [--repeat N]\n"
           "                          time ops beside their baselines on one device\n"
           "A device S is \"P:D\" (indices) or part of its platform/device name;\n"
@@ -358,6 +362,8 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "run")) return clf_cli_run(argc - 2, argv + 2);
   if (!strcmp(argv[1], "generate")) return clf_cli_generate(argc - 2, argv + 2);
   if (!strcmp(argv[1], "embed")) return clf_cli_embed(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "classify")) return clf_cli_classify(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "reconstruct")) return clf_cli_reconstruct(argc - 2, argv + 2);
   const char *device = NULL;
   int reps = 7;
   for (int i = 2; i < argc; i++) {

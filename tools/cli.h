@@ -7,5 +7,7 @@
 int clf_cli_run(int argc, char **argv);
 int clf_cli_generate(int argc, char **argv);
 int clf_cli_embed(int argc, char **argv);
+int clf_cli_classify(int argc, char **argv);
+int clf_cli_reconstruct(int argc, char **argv);
 
 #endif
