@@ -36,6 +36,7 @@ typedef struct swin {
   clf__ln ln_emb, ln_f;
   swin_stage st[SWIN_MAX_STAGES];
   clf__linear classifier; /* w NULL: SwinModel */
+  clf_tensor *ones;       /* [1, L] of 1.0: the average pool as a GEMM */
 } swin;
 
 static const char *const swin_inputs[] = {"pixel_values"};
@@ -56,6 +57,7 @@ static void swin_destroy(clf_model *m) {
       free(s->st[i].blocks);
       clf__ws_free(&s->st[i].ws);
     }
+  if (s) clf_tensor_destroy(s->ones);
   free(s);
   m->impl = NULL;
 }
@@ -226,39 +228,35 @@ static clf_status swin_run(clf_model *m, const clf__inputs in, const int *want, 
   const int is_cls = s->classifier.w != NULL;
   const int o_lhs = is_cls ? 1 : 0, o_pool = is_cls ? 2 : 1;
   const size_t L = a->shape[1], D = a->shape[2];
-  clf_array lhs;
-  if ((st = clf__download(m, a, "last_hidden_state", &lhs)) != CLF_OK) return st;
-  /* pooler: AdaptiveAvgPool1d(1) over the tokens, on the host in double */
-  clf_array *pr = &res[o_pool];
-  memset(pr, 0, sizeof *pr);
-  snprintf(pr->name, sizeof pr->name, "pooler_output");
-  pr->dtype = CLF_F32, pr->ndim = 2, pr->shape[0] = B, pr->shape[1] = D;
-  float *pool = malloc(B * D * sizeof *pool + 1);
-  if (!pool) {
-    clf_array_free(&lhs);
-    return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
+  /* pooler: AdaptiveAvgPool1d(1) over the tokens, on the device as
+   * pooled[b] = (1/L) ones[1, L] @ a[b] (one strided-batched GEMM, the ones
+   * shared by every batch), then the classifier on the pooled rows. */
+  if (!s->ones || s->ones->shape[1] != L) {
+    float *one = malloc(L * sizeof *one + 1);
+    if (!one) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
+    for (size_t l = 0; l < L; l++) one[l] = 1.0f;
+    clf_tensor_destroy(s->ones);
+    s->ones = NULL;
+    st = clf_tensor_create(ctx, CLF_F32, 2, (size_t[]){1, L}, &s->ones);
+    if (st == CLF_OK) st = clf_tensor_upload(ctx, s->ones, one, L * sizeof *one);
+    free(one);
+    if (st != CLF_OK) return st;
   }
-  pr->data = pool;
-  const float *hv = lhs.data;
-  for (size_t b = 0; b < B; b++)
-    for (size_t d = 0; d < D; d++) {
-      double acc = 0;
-      for (size_t l = 0; l < L; l++) acc += hv[(b * L + l) * D + d];
-      pool[b * D + d] = (float)(acc / (double)L);
-    }
-  if (want[o_lhs]) res[o_lhs] = lhs;
-  else clf_array_free(&lhs);
+  clf__ws *ws = &s->st[0].ws;
+  clf_tensor *pt, *lt;
+  if ((st = clf__ws_get(ctx, ws, CLF__WS_ROW, CLF_F32, 2, (size_t[]){B, D}, &pt)) != CLF_OK) return st;
+  if ((st = clf__sgemm(ctx, 0, 0, 1, D, L, 1.0f / (float)L, s->ones->buf, s->ones->offset, L, 0, a->buf, a->offset,
+                       D, L * D, 0.0f, pt->buf, pt->offset, D, D, B, NULL)) != CLF_OK)
+    return st;
   if (is_cls && want[0]) {
-    clf__ws *ws = &s->st[0].ws;
-    clf_tensor *pt, *lt;
-    if ((st = clf__ws_get(ctx, ws, CLF__WS_ROW, CLF_F32, 2, (size_t[]){B, D}, &pt)) != CLF_OK ||
-        (st = clf__ws_get(ctx, ws, CLF__WS_LOGITS, CLF_F32, 2, (size_t[]){B, s->n_labels}, &lt)) != CLF_OK ||
-        (st = clf_tensor_upload(ctx, pt, pool, B * D * sizeof *pool)) != CLF_OK ||
+    if ((st = clf__ws_get(ctx, ws, CLF__WS_LOGITS, CLF_F32, 2, (size_t[]){B, s->n_labels}, &lt)) != CLF_OK ||
         (st = clf_linear(ctx, pt, s->classifier.w, CLF_WEIGHT_OUT_IN, s->classifier.b, CLF_ACT_NONE, lt, NULL)) !=
             CLF_OK ||
         (st = clf__download(m, lt, "logits", &res[0])) != CLF_OK)
       return st;
   }
+  if (want[o_lhs] && (st = clf__download(m, a, "last_hidden_state", &res[o_lhs])) != CLF_OK) return st;
+  if (want[o_pool] && (st = clf__download(m, pt, "pooler_output", &res[o_pool])) != CLF_OK) return st;
   return CLF_OK;
 }
 
