@@ -1,9 +1,11 @@
 /* harness.c - the shared test context, data helpers and the runner. */
 #include "harness.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 clf_context *th_ctx;
 
@@ -99,4 +101,23 @@ double th_max_abs_diff(const float *a, const float *b, size_t n) {
     if (d > m) m = d;
   }
   return m;
+}
+
+void th_tmpdir_create(char *buf, size_t len, const char *tag) {
+  const char *base = getenv("TMPDIR");
+  snprintf(buf, len, "%s/clf-%s-XXXXXX", base && *base ? base : "/tmp", tag);
+  ck_assert_ptr_nonnull(mkdtemp(buf));
+}
+
+void th_tmpdir_remove(const char *dir) {
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  char p[4096];
+  while (d && (e = readdir(d)))
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+      snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+      unlink(p);
+    }
+  if (d) closedir(d);
+  ck_assert_int_eq(rmdir(dir), 0);
 }

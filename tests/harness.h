@@ -31,6 +31,11 @@ clf_tensor *th_empty(clf_dtype dtype, int ndim, const size_t *shape);
 /* The tensor's contents (malloc'd); waits for the queue. */
 void *th_download(const clf_tensor *t);
 
+/* A fresh directory $TMPDIR/clf-TAG-XXXXXX (or /tmp) written into buf. */
+void th_tmpdir_create(char *buf, size_t len, const char *tag);
+/* Removes the files in dir, then dir itself (asserting it is gone). */
+void th_tmpdir_remove(const char *dir);
+
 double th_max_abs(const float *a, size_t n);
 double th_max_abs_diff(const float *a, const float *b, size_t n);
 

@@ -246,17 +246,12 @@ START_TEST(cfg_bad_files) {
 END_TEST
 
 static void setup(void) {
-  snprintf(tmpdir, sizeof(tmpdir), "/tmp/clf-cfg-XXXXXX");
-  ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+  th_tmpdir_create(tmpdir, sizeof(tmpdir), "cfg");
   snprintf(cfg_path, sizeof(cfg_path), "%s/config.json", tmpdir);
   snprintf(gen_path, sizeof(gen_path), "%s/generation_config.json", tmpdir);
 }
 
-static void teardown(void) {
-  unlink(cfg_path);
-  unlink(gen_path);
-  ck_assert_int_eq(rmdir(tmpdir), 0);
-}
+static void teardown(void) { th_tmpdir_remove(tmpdir); }
 
 static Suite *suite(void) {
   Suite *s = suite_create("config");

@@ -302,23 +302,9 @@ START_TEST(w_missing_files) {
 }
 END_TEST
 
-static void setup(void) {
-  snprintf(tmpdir, sizeof(tmpdir), "/tmp/clf-w-XXXXXX");
-  ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
+static void setup(void) { th_tmpdir_create(tmpdir, sizeof(tmpdir), "w"); }
 
-static void teardown(void) {
-  DIR *d = opendir(tmpdir);
-  struct dirent *e;
-  char p[512];
-  while (d && (e = readdir(d)))
-    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-      snprintf(p, sizeof(p), "%s/%s", tmpdir, e->d_name);
-      unlink(p);
-    }
-  if (d) closedir(d);
-  ck_assert_int_eq(rmdir(tmpdir), 0);
-}
+static void teardown(void) { th_tmpdir_remove(tmpdir); }
 
 static Suite *suite(void) {
   Suite *s = suite_create("weights");
