@@ -231,6 +231,8 @@ clf_status clf_context_create(const clf_context_options *opts,
   if (!ctx) return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_context_create: out of host memory");
   ctx->dev = dev;
   ctx->profiling = opts->profiling;
+  ctx->log_fn = opts->log;
+  ctx->log_user = opts->log_user;
   cl_int err;
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)dev.platform, 0};
   ctx->cl = clCreateContext(props, 1, &dev.device, NULL, NULL, &err);
@@ -262,6 +264,8 @@ clf_status clf_context_create(const clf_context_options *opts,
     clf_context_destroy(ctx);
     return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_context_create: out of host memory");
   }
+  clf__verdicts_load(ctx);
+  clf__gemm_profile_apply(ctx);
   *out = ctx;
   return CLF_OK;
 }
@@ -274,6 +278,8 @@ void clf_context_destroy(clf_context *ctx) {
     if (ctx->scratch[i]) clReleaseMemObject(ctx->scratch[i]);
   if (ctx->queue) clReleaseCommandQueue(ctx->queue);
   if (ctx->cl) clReleaseContext(ctx->cl);
+  clf__verdicts_free(ctx);
+  free(ctx->gemm_profile);
   free(ctx->cache_dir);
   free(ctx->kernel_dir);
   free(ctx->base_options);

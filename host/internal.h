@@ -82,6 +82,14 @@ struct clf_context {
   clf__program *programs;
   clf_cache_stats stats;
 
+  /* Notices (clf__log) */
+  void (*log_fn)(void *user, const char *message);
+  void *log_user;
+  /* Self-validation verdicts of this device and driver (validate.c). */
+  struct clf__verdicts *verdicts;
+  /* The CLBlast tuning profile applied, or NULL (tune.cc). */
+  char *gemm_profile;
+
   cl_mem scratch[CLF__SCRATCH_COUNT];
   size_t scratch_bytes[CLF__SCRATCH_COUNT];
 
@@ -116,6 +124,26 @@ clf_status clf__fail_cl(clf_context *ctx, cl_int err, const char *call,
                         const char *what);
 void clf__set_build_log(clf_context *ctx, const char *log);
 const char *clf__cl_error_name(cl_int err);
+
+/* ---- notices ---- */
+/* Sends a notice to the context's log (clf_context_options.log; by default
+ * stderr, unless $CLFORMER_LOG=off). */
+void clf__log(clf_context *ctx, const char *fmt, ...)
+#ifdef __GNUC__
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* ---- self-validation verdicts (validate.c) ---- */
+/* Loads the cached verdicts of ctx's device and driver, if any.  Never
+ * fails: a missing or unreadable file means no verdicts. */
+void clf__verdicts_load(clf_context *ctx);
+void clf__verdicts_free(clf_context *ctx);
+
+/* ---- CLBlast tuning profile (tune.cc) ---- */
+/* Applies the stored profile of ctx's device, if any, through CLBlast's
+ * OverrideParameters.  Never fails: a bad profile is ignored and logged. */
+void clf__gemm_profile_apply(clf_context *ctx);
 
 /* ---- programs and kernels ---- */
 /* The kernel `name` of op family `family` built with `options` (may be NULL

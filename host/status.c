@@ -139,3 +139,18 @@ const char *clf__cl_error_name(cl_int err) {
   }
   return "unknown OpenCL error";
 }
+
+void clf__log(clf_context *ctx, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  if (ctx && ctx->log_fn) {
+    ctx->log_fn(ctx->log_user, msg);
+    return;
+  }
+  const char *env = getenv("CLFORMER_LOG");
+  if (env && strcmp(env, "off") == 0) return;
+  fprintf(stderr, "clformer: %s\n", msg);
+}

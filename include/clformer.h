@@ -128,6 +128,12 @@ typedef struct clf_context_options {
   /* Directory to read kernels/<family>.cl from instead of the sources
    * embedded at build time.  NULL: $CLFORMER_KERNEL_DIR, else embedded. */
   const char *kernel_dir;
+  /* Where the library's notices go: a kernel variant it does not use
+   * because it failed self-validation on this device, a GEMM tuning
+   * profile it applied.  NULL: each notice is printed once to stderr,
+   * prefixed "clformer: ", unless $CLFORMER_LOG is "off". */
+  void (*log)(void *user, const char *message);
+  void *log_user;
 } clf_context_options;
 
 /* Fills `opts` with the defaults (all NULL / 0). */
@@ -817,6 +823,89 @@ CLF_API clf_status clf_image_preprocess_with(const clf_image *img,
 CLF_API clf_status clf_image_preprocess(const clf_image *img,
                                         const char *model_dir,
                                         clf_array *pixel_values);
+
+/* ------------------------------------------------------------------------ */
+/* Self-validation: each kernel variant the library would use on a device,
+ * run once against a CPU reference.  `clformer probe` runs it. */
+
+typedef struct clf_variant_result {
+  char name[96];     /* "attention.fused HEAD_DIM=64 BQ=32 BK=32" */
+  char fallback[96]; /* what the library uses where this failed ("" none) */
+  int passed;
+  double max_error;  /* max |device - CPU| / max(1, max |CPU|) */
+  double tolerance;
+  double ms;         /* wall time, builds included */
+  char message[256]; /* why it failed ("" when it passed) */
+} clf_variant_result;
+
+/* Runs every kernel variant the library would use on ctx's device on small
+ * inputs against CPU references.  The verdicts are stored in the cache
+ * directory, keyed by device, driver and kernel sources, and take effect at
+ * once: ctx and every later context on the same device and driver do not
+ * use a variant that failed; its op falls back to one that passed and logs
+ * so (clf_context_options.log).  Writes up to `capacity` results to `out`
+ * (may be NULL when capacity is 0) and the number of variants to *count.
+ * Returns CLF_OK when every variant ran (passed or not); an error only when
+ * validation itself could not run. */
+CLF_API clf_status clf_validate(clf_context *ctx, clf_variant_result *out,
+                                size_t capacity, size_t *count);
+/* Non-zero when ctx will not use the named variant (it failed validation
+ * in this context or a cached verdict says so). */
+CLF_API int clf_variant_disabled(const clf_context *ctx, const char *name);
+
+/* ------------------------------------------------------------------------ */
+/* GEMM tuning: CLBlast's kernel parameters searched for this device, stored
+ * as a profile in the cache directory and applied by every later context on
+ * the same device, driver and CLBlast version ($CLFORMER_TUNING=off skips
+ * it).  `clformer probe --tune` runs it. */
+
+typedef struct clf_gemm_shape {
+  size_t m, n, k;          /* C [m, n] = op(A) [m, k] op(B) [k, n], row-major */
+  int trans_a, trans_b;
+  unsigned count;          /* times one forward pass runs it (a weight; 0 = 1) */
+} clf_gemm_shape;
+
+/* The GEMMs of one forward pass of the model in `model_dir` (its
+ * config.json) over `tokens` rows (batch x sequence), merged by shape.
+ * Writes up to `capacity` shapes, the number of shapes to *count. */
+CLF_API clf_status clf_model_gemm_shapes(const char *model_dir, size_t tokens,
+                                         clf_gemm_shape *out, size_t capacity,
+                                         size_t *count);
+
+typedef struct clf_tune_options {
+  double budget_s;  /* wall-clock budget of the search; 0: 300 s */
+  unsigned seed;    /* of the random part of the search */
+  /* Progress lines (candidate, time), or NULL. */
+  void (*progress)(void *user, const char *line);
+  void *progress_user;
+} clf_tune_options;
+
+typedef struct clf_tune_result {
+  double default_ms;  /* one call, CLBlast's own parameters for the device */
+  double tuned_ms;    /* one call, with the profile found */
+} clf_tune_result;
+
+typedef struct clf_tune_report {
+  double default_ms;  /* sum over the shapes x count, CLBlast's parameters */
+  double tuned_ms;    /* the same with the profile found */
+  unsigned tried;     /* parameter sets timed */
+  unsigned rejected;  /* sets that failed to build or run, or were wrong */
+  double seconds;     /* wall time of the search */
+  char profile[4096]; /* the profile file written ("" if none was better) */
+} clf_tune_report;
+
+/* Searches CLBlast's GEMM parameters (Xgemm, XgemmDirect and the switch
+ * between them) for `shapes` on ctx's device, each candidate checked
+ * against CLBlast's defaults for correctness, and stores the best as a
+ * profile when it is faster than the defaults.  `opts` may be NULL;
+ * `per_shape` (may be NULL) receives n results.  ctx applies the profile at
+ * once. */
+CLF_API clf_status clf_tune_gemm(clf_context *ctx, const clf_gemm_shape *shapes,
+                                 size_t n, const clf_tune_options *opts,
+                                 clf_tune_result *per_shape,
+                                 clf_tune_report *report);
+/* The tuning profile applied to ctx (a path), or NULL when none. */
+CLF_API const char *clf_context_gemm_profile(const clf_context *ctx);
 
 #ifdef __cplusplus
 } /* extern "C" */
