@@ -139,6 +139,22 @@ void clf__log(clf_context *ctx, const char *fmt, ...)
  * fails: a missing or unreadable file means no verdicts. */
 void clf__verdicts_load(clf_context *ctx);
 void clf__verdicts_free(clf_context *ctx);
+/* Picks between an op's two kernel variants (named as clf_validate names
+ * them): *use_preferred is 1 for `preferred`, 0 when self-validation failed
+ * it and not `other` (logged once per context).  While clf_validate runs,
+ * the variant it checks is used instead.  `other` may be NULL (no
+ * alternative).  CLF_E_UNSUPPORTED, naming `op`, when nothing usable is left
+ * (unless $CLFORMER_VALIDATION=ignore). */
+clf_status clf__variant_pick(clf_context *ctx, const char *op, const char *preferred, const char *other,
+                             int *use_preferred);
+/* CLF_E_UNSUPPORTED when the kernel is one that ops use without an
+ * alternative and a variant of it failed self-validation (clf__get_kernel
+ * asks before every use). */
+clf_status clf__variant_gate(clf_context *ctx, const char *family, const char *kernel);
+/* The variant name of the fused attention kernel for head dim dh and lq
+ * queries on ctx's device ("attention.fused HEAD_DIM=64 BQ=32 BK=32"), or 0
+ * when it does not apply (ops_attention.c). */
+int clf__attn_fused_variant(const clf_context *ctx, size_t dh, size_t lq, char *buf, size_t len);
 
 /* ---- CLBlast tuning profile (tune.cc) ---- */
 /* Applies the stored profile of ctx's device, if any, through CLBlast's

@@ -57,6 +57,13 @@ static int attn_fused_tiles(const clf_context *ctx, size_t dh, size_t lq, unsign
   return 1;
 }
 
+int clf__attn_fused_variant(const clf_context *ctx, size_t dh, size_t lq, char *buf, size_t len) {
+  unsigned bq, bk;
+  if (!attn_fused_tiles(ctx, dh, lq, &bq, &bk)) return 0;
+  snprintf(buf, len, "attention.fused HEAD_DIM=%zu BQ=%u BK=%u", dh, bq, bk);
+  return 1;
+}
+
 /* Whether a tensor's elements can be addressed with the kernels' uint
  * offsets. */
 static int attn_fits_u32(const clf_tensor *t) {
@@ -305,7 +312,20 @@ clf_status clf_attention(clf_context *ctx, const clf_tensor *q, const clf_tensor
     return CLF_OK;
   }
 
-  if (impl != CLF_ATTN_GEMM) {
+  /* The fused kernel and the GEMM path stand in for each other where one
+   * failed self-validation. */
+  static const char gemm_v[] = "attention.gemm";
+  char fused_v[96];
+  int use_fused = impl != CLF_ATTN_GEMM, pref;
+  if (clf__attn_fused_variant(ctx, a.Dh, a.Lq, fused_v, sizeof(fused_v))) {
+    st = clf__variant_pick(ctx, op, use_fused ? fused_v : gemm_v, use_fused ? gemm_v : fused_v, &pref);
+    if (st != CLF_OK) return st;
+    use_fused = pref == use_fused;
+  } else if ((st = clf__variant_pick(ctx, op, gemm_v, NULL, &pref)) != CLF_OK) {
+    return st;
+  }
+
+  if (use_fused) {
     clf__kernel *kr;
     unsigned bq = 0;
     const char *why = "";

@@ -195,9 +195,16 @@ clf_status clf_permute(clf_context *ctx, const clf_tensor *x, const int *perm, c
      * tile.  CPU devices have caches and no real local memory: there the
      * strided copy is faster (2.2 vs 5.8 ms on PoCL for [8,197,12,64] ->
      * [8,12,64,197]). */
-    if (!ctx->caps.is_cpu && size[X] >= 16 && size[Y] >= 16) {
-      st = launch_tiled(ctx, x, y, m, size, xstride, ystride, Y, event);
-      if (st != CLF_E_UNSUPPORTED) return st;
+    if (size[X] >= 16 && size[Y] >= 16) {
+      static const char tiled_v[] = "movement.permute_tiled", copy_v[] = "movement.copy_strided";
+      const int cpu = ctx->caps.is_cpu != 0;
+      int pref; /* 0: self-validation failed the kernel the device prefers */
+      if ((st = clf__variant_pick(ctx, op, cpu ? copy_v : tiled_v, cpu ? tiled_v : copy_v, &pref)) != CLF_OK)
+        return st;
+      if (pref != cpu) {
+        st = launch_tiled(ctx, x, y, m, size, xstride, ystride, Y, event);
+        if (st != CLF_E_UNSUPPORTED) return st;
+      }
     }
   }
   copy_plan p;

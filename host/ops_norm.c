@@ -31,7 +31,11 @@ clf_status clf_layer_norm(clf_context *ctx, const clf_tensor *x, const clf_tenso
   /* GPUs: one work-group per row, reducing in local memory.  CPUs: one
    * work-item per row (barriers are expensive there: 5.6 ms against 0.18 ms
    * for a copy of [1576, 768] on PoCL with the work-group kernel). */
-  const int per_row = ctx->caps.is_cpu;
+  static const char rows_v[] = "norm.layer_norm_rows", group_v[] = "norm.layer_norm";
+  const int cpu = ctx->caps.is_cpu != 0;
+  int pref; /* 0: self-validation failed that kernel, the other one runs */
+  if ((st = clf__variant_pick(ctx, op, cpu ? rows_v : group_v, cpu ? group_v : rows_v, &pref)) != CLF_OK) return st;
+  const int per_row = pref == cpu;
   clf__kernel *k;
   if ((st = clf__get_kernel(ctx, "norm", NULL, per_row ? "layer_norm_rows" : "layer_norm", &k)) != CLF_OK)
     return st;

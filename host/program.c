@@ -232,6 +232,8 @@ clf_status clf_context_prepare(clf_context *ctx, const char *family, const char 
 
 clf_status clf__get_kernel(clf_context *ctx, const char *family, const char *options,
                            const char *name, clf__kernel **out) {
+  clf_status st = clf__variant_gate(ctx, family, name);
+  if (st != CLF_OK) return st;
   clf__program *p = clf__program_get(ctx, family, options);
   if (!p) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "kernel %s: out of host memory", name);
   if (p->status != CLF_OK) return clf__program_error(ctx, p);

@@ -1,0 +1,467 @@
+/* test_validate.c - self-validation: every variant passes on the default
+ * device; a kernel broken on purpose (a copy of kernels/ with one output
+ * scaled by 1.01) fails, is not used, its op falls back and says so, and
+ * the verdict is read back from disk; corrupt verdict files are ignored. */
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define MAX_RESULTS 64
+
+/* The notices a context sent to its log callback. */
+typedef struct log_capture {
+  char text[8192];
+  int count;
+} log_capture;
+
+static void capture(void *user, const char *message) {
+  log_capture *c = user;
+  size_t n = strlen(c->text);
+  snprintf(c->text + n, sizeof(c->text) - n, "%s\n", message);
+  c->count++;
+}
+
+/* How many notices mention `needle`. */
+static int log_mentions(const log_capture *c, const char *needle) {
+  int n = 0;
+  for (const char *p = strstr(c->text, needle); p; p = strstr(p + 1, needle)) n++;
+  return n;
+}
+
+static clf_context *make_ctx(const char *cache_dir, const char *kernel_dir, log_capture *log) {
+  clf_context_options o;
+  clf_context_options_init(&o);
+  o.cache_dir = cache_dir;
+  o.kernel_dir = kernel_dir;
+  o.log = capture;
+  o.log_user = log;
+  clf_context *ctx = NULL;
+  clf_status st = clf_context_create(&o, &ctx);
+  ck_assert_msg(st == CLF_OK, "clf_context_create: %s", clf_last_error(NULL));
+  return ctx;
+}
+
+static const clf_variant_result *find_result(const clf_variant_result *r, size_t n, const char *name) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(r[i].name, name) == 0) return &r[i];
+  return NULL;
+}
+
+/* The verdict file of cache_dir (there is one device, so one file). */
+static int verdict_file(const char *cache_dir, char *path, size_t len) {
+  char dir[4200];
+  snprintf(dir, sizeof(dir), "%s/verdicts", cache_dir);
+  DIR *d = opendir(dir);
+  int found = 0;
+  struct dirent *e;
+  while (d && (e = readdir(d))) {
+    size_t n = strlen(e->d_name);
+    if (n > 4 && strcmp(e->d_name + n - 4, ".txt") == 0) {
+      snprintf(path, len, "%s/%s", dir, e->d_name);
+      found++;
+    }
+  }
+  if (d) closedir(d);
+  return found;
+}
+
+static void remove_cache(const char *cache_dir) {
+  char dir[4200];
+  snprintf(dir, sizeof(dir), "%s/verdicts", cache_dir);
+  if (access(dir, F_OK) == 0) th_tmpdir_remove(dir);
+  th_tmpdir_remove(cache_dir);
+}
+
+static char *read_text(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  ck_assert_msg(f != NULL, "cannot open %s", path);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *buf = malloc((size_t)n + 1);
+  ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+  buf[n] = '\0';
+  fclose(f);
+  if (len) *len = (size_t)n;
+  return buf;
+}
+
+static void write_text(const char *path, const char *text, size_t len) {
+  FILE *f = fopen(path, "wb");
+  ck_assert_ptr_nonnull(f);
+  ck_assert_uint_eq(fwrite(text, 1, len, f), len);
+  fclose(f);
+}
+
+/* Replaces the first `needle` at or after `after` (NULL: the start) in the
+ * file with `repl`. */
+static void patch_file(const char *path, const char *after, const char *needle, const char *repl) {
+  char *src = read_text(path, NULL);
+  const char *from = after ? strstr(src, after) : src;
+  ck_assert_msg(from != NULL, "%s has no \"%s\"", path, after);
+  char *at = strstr(from, needle);
+  ck_assert_msg(at != NULL, "%s has no \"%s\" after \"%s\"", path, needle, after ? after : "its start");
+  size_t head = (size_t)(at - src), nl = strlen(needle), rl = strlen(repl), tail = strlen(at + nl);
+  char *out = malloc(head + rl + tail + 1);
+  memcpy(out, src, head);
+  memcpy(out + head, repl, rl);
+  memcpy(out + head + rl, at + nl, tail + 1);
+  write_text(path, out, head + rl + tail);
+  free(out);
+  free(src);
+}
+
+/* The layer-norm kernel this device prefers: one row per work-item on CPUs. */
+static int device_is_cpu(void) { return (clf_context_device(th_ctx)->type & CL_DEVICE_TYPE_CPU) != 0; }
+
+/* A copy of the source tree's kernels/ in a temp dir with three outputs
+ * scaled by 1.01: the layer-norm kernel this device prefers, the fused
+ * attention kernel (every head dim) and the row softmax. */
+static void make_broken_kernels(char *kdir, size_t len) {
+  const char *fx = getenv("CLF_FIXTURES");
+  ck_assert_msg(fx != NULL, "CLF_FIXTURES is not set");
+  char src[4096], a[8192], b[8192];
+  snprintf(src, sizeof(src), "%s/../../kernels", fx);
+  th_tmpdir_create(kdir, len, "kernels");
+  DIR *d = opendir(src);
+  ck_assert_msg(d != NULL, "cannot list %s", src);
+  struct dirent *e;
+  int copied = 0;
+  while ((e = readdir(d))) {
+    size_t n = strlen(e->d_name);
+    if (n < 4 || strcmp(e->d_name + n - 3, ".cl") != 0) continue;
+    snprintf(a, sizeof(a), "%s/%s", src, e->d_name);
+    snprintf(b, sizeof(b), "%s/%s", kdir, e->d_name);
+    size_t l;
+    char *text = read_text(a, &l);
+    write_text(b, text, l);
+    free(text);
+    copied++;
+  }
+  closedir(d);
+  ck_assert_int_ge(copied, 5);
+  snprintf(a, sizeof(a), "%s/norm.cl", kdir);
+  patch_file(a, device_is_cpu() ? "__kernel void layer_norm_rows" : "__kernel void layer_norm",
+             "y[d] = (s - mean)", "y[d] = 1.01f * (s - mean)");
+  snprintf(a, sizeof(a), "%s/attention.cl", kdir);
+  patch_file(a, NULL, "o[d] = acc[a][e] * inv;", "o[d] = acc[a][e] * inv * 1.01f;");
+  snprintf(a, sizeof(a), "%s/elementwise.cl", kdir);
+  patch_file(a, "__kernel void softmax_rows", "* inv;", "* inv * 1.01f;");
+}
+
+/* ---- CPU references ---- */
+
+static void ref_layer_norm(const float *x, const float *g, const float *b, size_t rows, size_t D, float *y) {
+  for (size_t i = 0; i < rows; i++) {
+    double mean = 0, var = 0;
+    for (size_t d = 0; d < D; d++) mean += x[i * D + d];
+    mean /= D;
+    for (size_t d = 0; d < D; d++) var += (x[i * D + d] - mean) * (x[i * D + d] - mean);
+    var /= D;
+    for (size_t d = 0; d < D; d++) y[i * D + d] = (float)((x[i * D + d] - mean) / sqrt(var + 1e-5) * g[d] + b[d]);
+  }
+}
+
+/* Causal attention, q, k, v [BH, L, Dh]. */
+static void ref_attention(const float *q, const float *k, const float *v, size_t BH, size_t L, size_t Dh,
+                          float scale, float *out) {
+  double p[64];
+  for (size_t h = 0; h < BH; h++)
+    for (size_t i = 0; i < L; i++) {
+      double mx = -INFINITY, sum = 0;
+      for (size_t j = 0; j <= i; j++) {
+        double s = 0;
+        for (size_t d = 0; d < Dh; d++) s += (double)q[(h * L + i) * Dh + d] * k[(h * L + j) * Dh + d];
+        p[j] = s * scale;
+        if (p[j] > mx) mx = p[j];
+      }
+      for (size_t j = 0; j <= i; j++) sum += p[j] = exp(p[j] - mx);
+      for (size_t d = 0; d < Dh; d++) {
+        double acc = 0;
+        for (size_t j = 0; j <= i; j++) acc += p[j] * v[(h * L + j) * Dh + d];
+        out[(h * L + i) * Dh + d] = (float)(acc / sum);
+      }
+    }
+}
+
+static clf_tensor *tensor_on(clf_context *ctx, int nd, const size_t *shape, const float *data) {
+  clf_tensor *t = NULL;
+  ck_assert_int_eq(clf_tensor_create(ctx, CLF_F32, nd, shape, &t), CLF_OK);
+  if (data) ck_assert_int_eq(clf_tensor_upload(ctx, t, data, clf_tensor_bytes(t)), CLF_OK);
+  return t;
+}
+
+static float *download(clf_context *ctx, const clf_tensor *t) {
+  float *h = malloc(clf_tensor_bytes(t));
+  ck_assert_int_eq(clf_tensor_download(ctx, t, h, clf_tensor_bytes(t)), CLF_OK);
+  return h;
+}
+
+/* clf_layer_norm on ctx matches the CPU reference. */
+static void check_layer_norm(clf_context *ctx) {
+  const size_t R = 5, D = 96;
+  float *x = th_rand(R * D, 81, -2, 3), *g = th_rand(D, 82, 0.5f, 1.5f), *b = th_rand(D, 83, -0.5f, 0.5f);
+  float *ref = malloc(R * D * sizeof(float));
+  ref_layer_norm(x, g, b, R, D, ref);
+  clf_tensor *tx = tensor_on(ctx, 2, TH_SHAPE(R, D), x), *tg = tensor_on(ctx, 1, TH_SHAPE(D), g);
+  clf_tensor *tb = tensor_on(ctx, 1, TH_SHAPE(D), b), *ty = tensor_on(ctx, 2, TH_SHAPE(R, D), NULL);
+  clf_status st = clf_layer_norm(ctx, tx, NULL, tg, tb, 1e-5f, NULL, ty, NULL);
+  ck_assert_msg(st == CLF_OK, "clf_layer_norm: %s", clf_last_error(ctx));
+  float *y = download(ctx, ty);
+  TH_CLOSE(y, ref, R * D, 2e-5);
+  free(y);
+  clf_tensor_destroy(tx);
+  clf_tensor_destroy(tg);
+  clf_tensor_destroy(tb);
+  clf_tensor_destroy(ty);
+  free(ref);
+  free(x);
+  free(g);
+  free(b);
+}
+
+/* clf_attention (causal, head dim 64) on ctx matches the CPU reference with
+ * `impl`. */
+static void check_attention(clf_context *ctx, clf_attention_impl impl) {
+  const size_t B = 1, H = 2, L = 37, Dh = 64, n = B * H * L * Dh;
+  float *q = th_rand(n, 91, -1, 1), *k = th_rand(n, 92, -1, 1), *v = th_rand(n, 93, -1, 1);
+  float *ref = malloc(n * sizeof(float));
+  const float scale = 0.125f;
+  ref_attention(q, k, v, B * H, L, Dh, scale, ref);
+  const size_t *sh = TH_SHAPE(B, H, L, Dh);
+  clf_tensor *tq = tensor_on(ctx, 4, sh, q), *tk = tensor_on(ctx, 4, sh, k), *tv = tensor_on(ctx, 4, sh, v);
+  clf_tensor *to = tensor_on(ctx, 4, sh, NULL);
+  clf_attention_mask mask = {NULL, 1, NULL};
+  clf_status st = clf_attention(ctx, tq, tk, tv, 0, &mask, scale, impl, to, NULL);
+  ck_assert_msg(st == CLF_OK, "clf_attention(impl %d): %s", (int)impl, clf_last_error(ctx));
+  float *o = download(ctx, to);
+  TH_CLOSE(o, ref, n, 1e-5);
+  free(o);
+  clf_tensor_destroy(tq);
+  clf_tensor_destroy(tk);
+  clf_tensor_destroy(tv);
+  clf_tensor_destroy(to);
+  free(ref);
+  free(q);
+  free(k);
+  free(v);
+}
+
+/* clf_softmax's status on ctx (its only kernel may be refused). */
+static clf_status run_softmax(clf_context *ctx) {
+  float x[3 * 10];
+  for (int i = 0; i < 30; i++) x[i] = (float)(i % 7) * 0.3f;
+  clf_tensor *tx = tensor_on(ctx, 2, TH_SHAPE(3, 10), x), *ty = tensor_on(ctx, 2, TH_SHAPE(3, 10), NULL);
+  clf_status st = clf_softmax(ctx, tx, 1.0f, ty, NULL);
+  if (st == CLF_OK) st = clf_finish(ctx);
+  clf_tensor_destroy(tx);
+  clf_tensor_destroy(ty);
+  return st;
+}
+
+/* ---- tests ---- */
+
+START_TEST(every_variant_passes_and_is_stored) {
+  char cache[4096], path[8192];
+  th_tmpdir_create(cache, sizeof(cache), "verdicts");
+  log_capture log = {{0}, 0};
+  clf_context *ctx = make_ctx(cache, NULL, &log);
+  clf_variant_result r[MAX_RESULTS];
+  size_t n = 0;
+  TH_OK(clf_validate(ctx, r, MAX_RESULTS, &n));
+  ck_assert_uint_gt(n, 10);
+  ck_assert_uint_le(n, MAX_RESULTS);
+  printf("self-validation on %s:\n", clf_context_device(ctx)->device_name);
+  for (size_t i = 0; i < n; i++) {
+    printf("  %-44s %s  error %.3g  tolerance %.3g  %.1f ms\n", r[i].name, r[i].passed ? "pass" : "FAIL",
+           r[i].max_error, r[i].tolerance, r[i].ms);
+    ck_assert_msg(r[i].passed, "%s failed: %s", r[i].name, r[i].message);
+    ck_assert_msg(r[i].max_error <= r[i].tolerance, "%s: error %g", r[i].name, r[i].max_error);
+    ck_assert_str_eq(r[i].message, "");
+    ck_assert(!clf_variant_disabled(ctx, r[i].name));
+    for (size_t j = 0; j < i; j++) ck_assert_str_ne(r[i].name, r[j].name);
+  }
+  /* The variants the brief names are all there. */
+  const char *must[] = {"norm.layer_norm", "norm.layer_norm_rows", "attention.gemm", "movement.permute_tiled",
+                        "movement.copy_strided", "elementwise.softmax", "elementwise.bias_act gelu",
+                        "embed.gather i32", "gemm.clblast direct", "gemm.clblast indirect"};
+  for (size_t i = 0; i < sizeof(must) / sizeof(must[0]); i++)
+    ck_assert_msg(find_result(r, n, must[i]) != NULL, "no variant %s", must[i]);
+  int fused = 0;
+  for (size_t i = 0; i < n; i++) fused += strncmp(r[i].name, "attention.fused HEAD_DIM=", 25) == 0;
+  ck_assert_int_ge(fused, 6); /* head dims 32, 64, 128 at least, prefill and decode tiles */
+  ck_assert_str_eq(find_result(r, n, "norm.layer_norm_rows")->fallback, "norm.layer_norm");
+  ck_assert_str_eq(find_result(r, n, "elementwise.softmax")->fallback, "");
+
+  /* Stored: one file, a line per variant, all "pass". */
+  ck_assert_int_eq(verdict_file(cache, path, sizeof(path)), 1);
+  char *text = read_text(path, NULL);
+  ck_assert_ptr_nonnull(strstr(text, "clformer-verdicts 1\n"));
+  char want[160];
+  snprintf(want, sizeof(want), "\nend %zu\n", n);
+  ck_assert_ptr_nonnull(strstr(text, want));
+  ck_assert_ptr_null(strstr(text, "\tfail\t"));
+  free(text);
+  ck_assert_int_eq(log.count, 0);
+
+  /* Counting only. */
+  size_t n2 = 0;
+  TH_OK(clf_validate(ctx, NULL, 0, &n2));
+  ck_assert_uint_eq(n2, n);
+  clf_context_destroy(ctx);
+  remove_cache(cache);
+}
+END_TEST
+
+START_TEST(broken_variants_fall_back_and_are_remembered) {
+  char kdir[4096], cache[4096];
+  make_broken_kernels(kdir, sizeof(kdir));
+  th_tmpdir_create(cache, sizeof(cache), "verdicts");
+  const char *ln_bad = device_is_cpu() ? "norm.layer_norm_rows" : "norm.layer_norm";
+  const char *ln_good = device_is_cpu() ? "norm.layer_norm" : "norm.layer_norm_rows";
+
+  log_capture log = {{0}, 0};
+  clf_context *ctx = make_ctx(cache, kdir, &log);
+  clf_variant_result r[MAX_RESULTS];
+  size_t n = 0;
+  TH_OK(clf_validate(ctx, r, MAX_RESULTS, &n));
+  const clf_variant_result *bad = find_result(r, n, ln_bad), *good = find_result(r, n, ln_good);
+  ck_assert_ptr_nonnull(bad);
+  ck_assert_ptr_nonnull(good);
+  /* y = 1.01 LN(s): an error near 0.01 of the output's scale. */
+  ck_assert_msg(!bad->passed && bad->max_error > 1e-3 && bad->max_error < 2e-2, "%s: passed %d, error %g",
+                bad->name, bad->passed, bad->max_error);
+  ck_assert_ptr_nonnull(strstr(bad->message, "exceeds the tolerance"));
+  ck_assert_str_eq(bad->fallback, ln_good);
+  ck_assert_msg(good->passed, "%s: %s", good->name, good->message);
+  int fused = 0;
+  for (size_t i = 0; i < n; i++) {
+    const int broken = strncmp(r[i].name, "attention.fused", 15) == 0 || strcmp(r[i].name, ln_bad) == 0 ||
+                       strcmp(r[i].name, "elementwise.softmax") == 0;
+    fused += strncmp(r[i].name, "attention.fused", 15) == 0;
+    ck_assert_msg(r[i].passed == !broken, "%s: passed %d, error %g (%s)", r[i].name, r[i].passed, r[i].max_error,
+                  r[i].message);
+    ck_assert_int_eq(clf_variant_disabled(ctx, r[i].name), broken);
+    if (broken) ck_assert_msg(r[i].max_error > r[i].tolerance, "%s: error %g", r[i].name, r[i].max_error);
+  }
+  ck_assert_int_ge(fused, 6);
+  ck_assert_int_eq(log.count, 0); /* validation itself logs nothing */
+
+  /* The ops fall back, give the reference result, and say so once. */
+  check_layer_norm(ctx);
+  check_layer_norm(ctx);
+  ck_assert_msg(log_mentions(&log, ln_bad) == 1, "log: %s", log.text);
+  ck_assert_ptr_nonnull(strstr(log.text, "failed self-validation"));
+  check_attention(ctx, CLF_ATTN_AUTO);
+  check_attention(ctx, CLF_ATTN_FUSED);
+  check_attention(ctx, CLF_ATTN_GEMM);
+  ck_assert_msg(log_mentions(&log, "\"attention.fused HEAD_DIM=64 ") == 1, "log: %s", log.text);
+  ck_assert_ptr_nonnull(strstr(log.text, "using attention.gemm"));
+  /* softmax has one kernel: refused, naming the variant and the probe. */
+  ck_assert_int_eq(run_softmax(ctx), CLF_E_UNSUPPORTED);
+  ck_assert_ptr_nonnull(strstr(clf_last_error(ctx), "elementwise.softmax"));
+  ck_assert_ptr_nonnull(strstr(clf_last_error(ctx), "clformer probe"));
+  clf_context_destroy(ctx);
+
+  /* A new context on the same kernels reads the verdicts from disk. */
+  log_capture log2 = {{0}, 0};
+  ctx = make_ctx(cache, kdir, &log2);
+  for (size_t i = 0; i < n; i++) ck_assert_int_eq(clf_variant_disabled(ctx, r[i].name), !r[i].passed);
+  check_layer_norm(ctx);
+  check_attention(ctx, CLF_ATTN_FUSED);
+  ck_assert_msg(log_mentions(&log2, ln_bad) == 1, "log: %s", log2.text);
+  ck_assert_int_eq(run_softmax(ctx), CLF_E_UNSUPPORTED);
+  clf_context_destroy(ctx);
+
+  /* CLFORMER_VALIDATION=ignore runs the refused kernel anyway. */
+  setenv("CLFORMER_VALIDATION", "ignore", 1);
+  ctx = make_ctx(cache, kdir, &log2);
+  unsetenv("CLFORMER_VALIDATION");
+  ck_assert_int_eq(run_softmax(ctx), CLF_OK);
+  clf_context_destroy(ctx);
+
+  /* The embedded kernels are other sources: no verdict applies to them. */
+  log_capture log3 = {{0}, 0};
+  ctx = make_ctx(cache, NULL, &log3);
+  ck_assert(!clf_variant_disabled(ctx, ln_bad));
+  ck_assert_int_eq(run_softmax(ctx), CLF_OK);
+  ck_assert_int_eq(log3.count, 0);
+  clf_context_destroy(ctx);
+
+  remove_cache(cache);
+  th_tmpdir_remove(kdir);
+}
+END_TEST
+
+START_TEST(corrupt_verdicts_are_ignored) {
+  char kdir[4096], cache[4096], path[8192];
+  make_broken_kernels(kdir, sizeof(kdir));
+  th_tmpdir_create(cache, sizeof(cache), "verdicts");
+  const char *ln_bad = device_is_cpu() ? "norm.layer_norm_rows" : "norm.layer_norm";
+  log_capture log = {{0}, 0};
+  clf_context *ctx = make_ctx(cache, kdir, &log);
+  size_t n = 0;
+  TH_OK(clf_validate(ctx, NULL, 0, &n));
+  clf_context_destroy(ctx);
+  ck_assert_int_eq(verdict_file(cache, path, sizeof(path)), 1);
+  size_t len;
+  char *good = read_text(path, &len);
+
+  /* Truncated mid-line and at a line end, bytes that are not text, a wrong
+   * format line, an unknown verdict word, empty. */
+  char *cut_line = strstr(good, ln_bad);
+  ck_assert_ptr_nonnull(cut_line);
+  char *last_nl = strstr(good, "\nend ");
+  ck_assert_ptr_nonnull(last_nl);
+  char *bad_word = strdup(good);
+  memcpy(strstr(bad_word, "\tfail\t"), "\tfa!l\t", 6);
+  static const char binary[] = "clformer-verdicts 1\ndevice: x\n\0\xff\xfe\tpass\t0\t0\nend 1\n";
+  struct {
+    const char *what;
+    const char *text;
+    size_t len;
+  } cases[] = {
+      {"truncated mid-line", good, (size_t)(cut_line - good) + 5},
+      {"truncated at a line end", good, (size_t)(last_nl - good) + 1},
+      {"binary", binary, sizeof(binary) - 1},
+      {"wrong format", "clformer-verdicts 99\ndevice: x\nend 0\n", 37},
+      {"bad verdict word", bad_word, len},
+      {"empty", "", 0},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    write_text(path, cases[i].text, cases[i].len);
+    log_capture l = {{0}, 0};
+    ctx = make_ctx(cache, kdir, &l);
+    ck_assert_msg(!clf_variant_disabled(ctx, ln_bad), "%s: a verdict was read", cases[i].what);
+    ck_assert_msg(l.count == 1 && strstr(l.text, "malformed"), "%s: log \"%s\"", cases[i].what, l.text);
+    clf_context_destroy(ctx);
+  }
+
+  /* The intact file still works. */
+  write_text(path, good, len);
+  ctx = make_ctx(cache, kdir, &log);
+  ck_assert(clf_variant_disabled(ctx, ln_bad));
+  clf_context_destroy(ctx);
+  free(bad_word);
+  free(good);
+  remove_cache(cache);
+  th_tmpdir_remove(kdir);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("validate");
+  TCase *tc = tcase_create("validate");
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, every_variant_passes_and_is_stored);
+  tcase_add_test(tc, broken_variants_fall_back_and_are_remembered);
+  tcase_add_test(tc, corrupt_verdicts_are_ignored);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return th_run(suite()); }
