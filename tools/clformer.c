@@ -9,6 +9,8 @@
  *   clformer bench [--device S] [--repeat N]
  *                                 time ops side by side with their baseline
  *                                 on the same device (ratios)
+ *   clformer probe [--json] [--tune] ...
+ *                                 what each device is and measures (cmd_probe.c)
  */
 #include <math.h>
 #include <stdint.h>
@@ -350,6 +352,11 @@ static void usage(FILE *f) {
           "                          ViTMAE's masked input and reconstruction side by side\n"
           "  bench [--device S] [--repeat N]\n"
           "                          time ops beside their baselines on one device\n"
+          "  probe [--device S] [--json] [--quick] [--tune [--model DIR]] ...\n"
+          "                          device properties, measured throughput, self-validation\n"
+          "  matrix [--device S]... [--suite NAME]... [--out DIR] [--timeout SEC]\n"
+          "                          the test suites on every device, each in its own process:\n"
+          "                          DIR/matrix.md and DIR/matrix.json (cmd_matrix.c)\n"
           "A device S is \"P:D\" (indices) or part of its platform/device name;\n"
           "the default is $CLFORMER_DEVICE, else the first GPU, else the first device.\n");
 }
@@ -364,6 +371,8 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "embed")) return clf_cli_embed(argc - 2, argv + 2);
   if (!strcmp(argv[1], "classify")) return clf_cli_classify(argc - 2, argv + 2);
   if (!strcmp(argv[1], "reconstruct")) return clf_cli_reconstruct(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "probe")) return clf_cli_probe(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "matrix")) return clf_cli_matrix(argc - 2, argv + 2);
   const char *device = NULL;
   int reps = 7;
   for (int i = 2; i < argc; i++) {

@@ -2,6 +2,8 @@
 #ifndef CLF_CLI_H
 #define CLF_CLI_H
 
+#include "clformer.h"
+
 /* Each takes the arguments after the subcommand name and returns the exit
  * status (0 ok, 1 failure, 2 usage). */
 int clf_cli_run(int argc, char **argv);
@@ -9,5 +11,14 @@ int clf_cli_generate(int argc, char **argv);
 int clf_cli_embed(int argc, char **argv);
 int clf_cli_classify(int argc, char **argv);
 int clf_cli_reconstruct(int argc, char **argv);
+int clf_cli_probe(int argc, char **argv);
+int clf_cli_matrix(int argc, char **argv);
+
+/* probe_props.c, for cmd_probe.c: the property table of one device, printed
+ * when `human`, added to `dev` (a cJSON object) when not NULL. */
+struct cJSON;
+void clf_probe_properties(cl_platform_id platform, cl_device_id device, int human, struct cJSON *dev);
+/* "CL_INVALID_VALUE" for -30. */
+const char *clf_probe_cl_error_name(cl_int err);
 
 #endif
