@@ -1,13 +1,151 @@
-/* harness.c - the shared test context, data helpers and the runner. */
+/* harness.c - the shared test context, data helpers, the runner and its
+ * per-test JSON report (CLF_TH_REPORT). */
 #include "harness.h"
 
+#include <cjson/cJSON.h>
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
+#undef suite_create
+#undef tcase_create
+
 clf_context *th_ctx;
+
+/* One record per test run, opened by the harness's checked setup (the first
+ * setup of every TCase) and closed by its teardown (the last), in the order
+ * Check runs them (CK_NOFORK: one at a time), which is also the order of
+ * srunner_results(). */
+typedef struct th_record {
+  const char *test; /* Check's name of the test (static), or "checked_setup" */
+  double ms;
+  double err, tol; /* worst noted comparison; err < 0: none */
+} th_record;
+
+static struct {
+  const char *suite;
+  char device[300];
+  SRunner *sr;
+  th_record *rec;
+  size_t n, cap;
+  int open;             /* rec[n - 1] is still running */
+  const char *name_at_open; /* tcase_name() when it was opened */
+  double t0;
+} th_rep;
+
+static double th_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+void th_note_error(double rel_err, double tol) {
+  if (!th_rep.open) return;
+  th_record *r = &th_rep.rec[th_rep.n - 1];
+  /* NaN counts as infinitely far (th_max_abs_diff already maps it so). */
+  double key = isnan(rel_err) ? INFINITY : rel_err / (tol > 0 ? tol : 1e-300);
+  double cur = r->err / (r->tol > 0 ? r->tol : 1e-300);
+  if (r->err < 0 || key > cur) {
+    r->err = isnan(rel_err) ? INFINITY : rel_err;
+    r->tol = tol;
+  }
+}
+
+/* Closes the running record.  When Check started no test since it was
+ * opened (tcase_name() unchanged), a setup failed and the teardowns were
+ * skipped: Check reports that run as "checked_setup", and so do we. */
+static void th_close_record(void) {
+  th_record *r = &th_rep.rec[th_rep.n - 1];
+  const char *name = tcase_name();
+  r->test = name && name != th_rep.name_at_open ? name : "checked_setup";
+  r->ms = th_now_ms() - th_rep.t0;
+  th_rep.open = 0;
+}
+
+static const char *th_result_name(int rtype) {
+  return rtype == CK_PASS ? "pass" : rtype == CK_FAILURE ? "fail" : "error";
+}
+
+/* Writes the closed records with Check's results so far to $CLF_TH_REPORT
+ * (through a temporary file and rename, so a reader never sees half). */
+static void th_write_report(int complete) {
+  const char *path = getenv("CLF_TH_REPORT");
+  if (!path || !*path || !th_rep.sr) return;
+  int n_res = srunner_ntests_run(th_rep.sr);
+  TestResult **res = srunner_results(th_rep.sr);
+  size_t closed = th_rep.n - (th_rep.open ? 1 : 0);
+  cJSON *root = cJSON_CreateObject(), *tests = cJSON_CreateArray();
+  cJSON_AddNumberToObject(root, "schema", 1);
+  cJSON_AddStringToObject(root, "suite", th_rep.suite ? th_rep.suite : "");
+  cJSON_AddStringToObject(root, "device", th_rep.device);
+  cJSON_AddBoolToObject(root, "complete", complete);
+  cJSON_AddItemToObject(root, "tests", tests);
+  for (int i = 0; i < n_res; i++) {
+    const th_record *r = (size_t)i < closed ? &th_rep.rec[i] : NULL;
+    cJSON *t = cJSON_CreateObject();
+    cJSON_AddStringToObject(t, "suite", th_rep.suite ? th_rep.suite : "");
+    cJSON_AddStringToObject(t, "tcase", tr_tcname(res[i]));
+    cJSON_AddStringToObject(t, "test", r ? r->test : "unchecked_fixture");
+    cJSON_AddStringToObject(t, "result", th_result_name(tr_rtype(res[i])));
+    cJSON_AddStringToObject(t, "message", tr_rtype(res[i]) == CK_PASS ? "" : tr_msg(res[i]));
+    if (r) cJSON_AddNumberToObject(t, "ms", r->ms);
+    else cJSON_AddNullToObject(t, "ms");
+    if (!r || r->err < 0) {
+      cJSON_AddNullToObject(t, "max_error");
+      cJSON_AddNullToObject(t, "tolerance");
+    } else {
+      if (isfinite(r->err)) cJSON_AddNumberToObject(t, "max_error", r->err);
+      else cJSON_AddStringToObject(t, "max_error", "inf");
+      cJSON_AddNumberToObject(t, "tolerance", r->tol);
+    }
+    cJSON_AddItemToArray(tests, t);
+  }
+  free(res);
+  char *text = cJSON_Print(root);
+  cJSON_Delete(root);
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = text ? fopen(tmp, "w") : NULL;
+  int ok = f && fputs(text, f) >= 0 && fputc('\n', f) != EOF;
+  if (f && fclose(f) != 0) ok = 0;
+  if (!ok || rename(tmp, path) != 0) fprintf(stderr, "harness: cannot write the report %s\n", path);
+  free(text);
+}
+
+static void th_setup(void) {
+  if (th_rep.open) th_close_record();
+  th_write_report(0);
+  if (th_rep.n == th_rep.cap) {
+    size_t cap = th_rep.cap ? 2 * th_rep.cap : 64;
+    th_record *rec = realloc(th_rep.rec, cap * sizeof *rec);
+    ck_assert_msg(rec != NULL, "out of memory for the test report");
+    th_rep.rec = rec;
+    th_rep.cap = cap;
+  }
+  th_rep.rec[th_rep.n++] = (th_record){"checked_setup", 0, -1, 0};
+  th_rep.open = 1;
+  th_rep.name_at_open = tcase_name();
+  th_rep.t0 = th_now_ms();
+}
+
+static void th_teardown(void) {
+  if (th_rep.open) th_close_record();
+}
+
+Suite *th_suite_create(const char *name) {
+  th_rep.suite = name;
+  return suite_create(name);
+}
+
+TCase *th_tcase_create(const char *name) {
+  TCase *tc = tcase_create(name);
+  /* Added first: its setup runs before the TCase's own, its teardown after. */
+  tcase_add_checked_fixture(tc, th_setup, th_teardown);
+  return tc;
+}
 
 int th_run(Suite *s) {
   clf_status st = clf_context_create(NULL, &th_ctx);
@@ -28,11 +166,19 @@ int th_run(Suite *s) {
   printf("device %d:%d: %s / %s (%s)\n", d->platform_index, d->device_index, d->platform_name,
          d->device_name, d->driver_version);
   fflush(stdout);
+  snprintf(th_rep.device, sizeof th_rep.device, "%d:%d %s / %s", d->platform_index, d->device_index,
+           d->platform_name, d->device_name);
   SRunner *sr = srunner_create(s);
   srunner_set_fork_status(sr, CK_NOFORK);
+  th_rep.sr = sr;
   srunner_run_all(sr, CK_NORMAL);
+  if (th_rep.open) th_close_record();
+  th_write_report(1);
   int failed = srunner_ntests_failed(sr);
   srunner_free(sr);
+  free(th_rep.rec);
+  th_rep.rec = NULL;
+  th_rep.sr = NULL;
   clf_context_destroy(th_ctx);
   th_ctx = NULL;
   return failed ? 1 : 0;

@@ -6,6 +6,15 @@
  *   max |got - ref| <= tol * max(1, max |ref|).
  * A program with no OpenCL device exits 77 (meson's "skipped"), unless
  * CLF_REQUIRE_DEVICE=1 (set by CI), where it fails.
+ *
+ * Every TCase gets a checked fixture from the harness (tcase_create below),
+ * which times each test and keeps the worst TH_CLOSE of it; with
+ * CLF_TH_REPORT=path, th_run writes them with Check's results as JSON
+ * (rewritten before each test, so a crash leaves the tests done so far):
+ *   {"schema": 1, "suite", "device", "complete": bool, "tests": [{"suite",
+ *    "tcase", "test", "result": "pass"|"fail"|"error", "message", "ms",
+ *    "max_error" (of the worst TH_CLOSE, relative to the reference's scale;
+ *    null when the test made none, "inf" for a NaN), "tolerance"}]}
  */
 #ifndef CLF_TEST_HARNESS_H
 #define CLF_TEST_HARNESS_H
@@ -15,6 +24,12 @@
 #include <stdlib.h>
 
 #include "clformer.h"
+
+/* The harness's wrappers call the real ones (harness.c #undefs these). */
+Suite *th_suite_create(const char *name);
+TCase *th_tcase_create(const char *name);
+#define suite_create(name) th_suite_create(name)
+#define tcase_create(name) th_tcase_create(name)
 
 extern clf_context *th_ctx;
 
@@ -38,6 +53,10 @@ void th_tmpdir_remove(const char *dir);
 
 double th_max_abs(const float *a, size_t n);
 double th_max_abs_diff(const float *a, const float *b, size_t n);
+/* Notes a comparison of the running test for the report: error relative to
+ * the reference's scale, and its tolerance; the test keeps the one nearest
+ * to (or furthest past) its tolerance. */
+void th_note_error(double rel_err, double tol);
 
 /* Asserts an op returned CLF_OK, printing the context's last error if not. */
 #define TH_OK(expr)                                                         \
@@ -66,6 +85,7 @@ double th_max_abs_diff(const float *a, const float *b, size_t n);
     double th_scale_ = th_max_abs((ref), (n));                               \
     double th_err_ = th_max_abs_diff((got), (ref), (n));                     \
     if (th_scale_ < 1.0) th_scale_ = 1.0;                                    \
+    th_note_error(th_err_ / th_scale_, (tol));                               \
     ck_assert_msg(th_err_ <= (tol) * th_scale_,                              \
                   "max abs error %.3g > %.3g x scale %.3g (%s vs %s, n=%zu)", \
                   th_err_, (double)(tol), th_scale_, #got, #ref, (size_t)(n)); \
