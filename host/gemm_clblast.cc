@@ -120,14 +120,30 @@ extern "C" clf_status clf__sgemm(clf_context *ctx, int trans_a, int trans_b, siz
   const Transpose ta = trans_a ? Transpose::kYes : Transpose::kNo;
   const Transpose tb = trans_b ? Transpose::kYes : Transpose::kNo;
   clblast::StatusCode s;
-  if (batch > 1) {
-    // Which path CLBlast takes: with A at offset 1 its indirect path always
-    // needs a temporary buffer and its direct path never does.
-    size_t probe = 0;
+  // Which path CLBlast takes: with A at offset 1 its indirect path always
+  // needs a temporary buffer and its direct path never does.  Asked for
+  // batches, and for every call once self-validation failed a GEMM variant.
+  const int ask_path = batch > 1 || clf__variants_failed(ctx);
+  size_t probe = 0;
+  if (ask_path) {
     s = clblast::GemmTempBufferSize<float>(Layout::kRowMajor, ta, tb, m, n, k, 1, lda, 0, ldb, 0, ldc, &ctx->queue,
                                            probe);
     if (s != clblast::StatusCode::kSuccess) return fail_blas(ctx, s, "GemmTempBufferSize", m, n, k, batch);
+  }
+  int use = 1;  // the path's variant passed (or was never validated)
+  if (ask_path) {
+    // The per-batch Gemm below is the alternative of the strided batch; a
+    // failed single GEMM path has none.
+    clf_status st = clf__variant_pick(ctx, "gemm", probe == 0 ? "gemm.clblast direct" : "gemm.clblast indirect",
+                                      nullptr, &use);
+    if (st != CLF_OK) return st;
+  }
+  if (batch > 1) {
     if (probe == 0) {
+      clf_status st = clf__variant_pick(ctx, "gemm", "gemm.clblast direct batched", "gemm.clblast direct", &use);
+      if (st != CLF_OK) return st;
+    }
+    if (probe == 0 && use) {
       s = clblast::GemmStridedBatched<float>(Layout::kRowMajor, ta, tb, m, n, k, alpha, a, a_off, lda, stride_a, b,
                                              b_off, ldb, stride_b, beta, c, c_off, ldc, stride_c, batch, &ctx->queue,
                                              event);

@@ -147,6 +147,9 @@ void clf__verdicts_free(clf_context *ctx);
  * (unless $CLFORMER_VALIDATION=ignore). */
 clf_status clf__variant_pick(clf_context *ctx, const char *op, const char *preferred, const char *other,
                              int *use_preferred);
+/* Non-zero when some variant failed self-validation, or clf_validate is
+ * running: only then need an op work out which variant it would use. */
+int clf__variants_failed(const clf_context *ctx);
 /* CLF_E_UNSUPPORTED when the kernel is one that ops use without an
  * alternative and a variant of it failed self-validation (clf__get_kernel
  * asks before every use). */

@@ -131,6 +131,11 @@ clf_status clf__variant_pick(clf_context *ctx, const char *op, const char *prefe
                    op, preferred, other ? " and its alternative " : "", other ? other : "", p->error, p->tolerance);
 }
 
+int clf__variants_failed(const clf_context *ctx) {
+  const struct clf__verdicts *vs = ctx->verdicts;
+  return vs && (vs->failed || vs->validating);
+}
+
 clf_status clf__variant_gate(clf_context *ctx, const char *family, const char *kernel) {
   const struct clf__verdicts *vs = ctx->verdicts;
   if (!vs || !vs->failed || vs->validating || vs->ignore) return CLF_OK;

@@ -68,6 +68,7 @@ static void run_forward_cases(const char *model_dir, const char *case_dir) {
         }
         for (size_t i = 0; i < width; i++) err = fmax(err, fabs((double)g[r * width + i] - x[r * width + i]));
       }
+      th_note_error(err / scale, 1e-4);
       ck_assert_msg(err <= 1e-4 * scale, "%s case %s output %s: max abs error %.3g > 1e-4 x %.3g", case_dir, cname,
                     outs[o], err, scale);
       clf_array_free(&got[o]);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -197,9 +198,21 @@ START_TEST(tune_and_apply) {
   const int written = rep.profile[0] != '\0';
   ck_assert_int_eq(written, rep.tuned_ms < 0.98 * rep.default_ms);
   /* PoCL runs CLBlast's defaults for this shape (XgemmDirect WGD=16 with no
-   * vectors) several times slower than the CPU seeds tried first: a profile
-   * must come out; on other devices say so. */
-  ck_assert_msg(written, "no faster parameters found: default %.3f ms, best %.3f ms", rep.default_ms, rep.tuned_ms);
+   * vectors) several times slower than the CPU seeds tried first: there a
+   * profile must come out.  A device CLBlast's database knows may keep its
+   * defaults within this budget: then nothing is stored or applied, and the
+   * profile handling below cannot be exercised on it. */
+  const int pocl = strstr(clf_context_device(ctx)->platform_name, "Portable Computing Language") != NULL;
+  ck_assert_msg(written || !pocl, "no faster parameters found on PoCL: default %.3f ms, best %.3f ms",
+                rep.default_ms, rep.tuned_ms);
+  if (!written) {
+    ck_assert_ptr_null(clf_context_gemm_profile(ctx));
+    gemm_matches_cpu(ctx);
+    clf_context_destroy(ctx);
+    rmdir(sub); /* may not exist */
+    th_tmpdir_remove(dir);
+    return;
+  }
   ck_assert_str_eq(clf_context_gemm_profile(ctx), rep.profile);
   gemm_matches_cpu(ctx);
   clf_context_destroy(ctx);

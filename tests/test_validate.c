@@ -453,6 +453,79 @@ START_TEST(corrupt_verdicts_are_ignored) {
 }
 END_TEST
 
+
+/* Rewrites verdict `name` in the file at path as failed with error 0.5. */
+static void mark_failed(const char *path, const char *name) {
+  char *text = read_text(path, NULL), line[160];
+  snprintf(line, sizeof(line), "\n%s\tpass\t", name);
+  char *at = strstr(text, line);
+  ck_assert_msg(at != NULL, "no passing verdict %s in %s", name, path);
+  char *eol = strchr(at + 1, '\n');
+  size_t head = (size_t)(at - text), tail = strlen(eol);
+  char *out = malloc(head + strlen(name) + 64 + tail + 1);
+  ck_assert_ptr_nonnull(out);
+  int k = sprintf(out, "%.*s\n%s\tfail\t5.000000e-01\t1.000000e-05", (int)head, text, name);
+  memcpy(out + k, eol, tail + 1);
+  write_text(path, out, strlen(out));
+  free(out);
+  free(text);
+}
+
+/* C[i] = A[i] B[i], on the CPU. */
+static void ref_gemm(const float *a, const float *b, size_t batch, size_t m, size_t n, size_t k, float *c) {
+  for (size_t i = 0; i < batch * m; i++)
+    for (size_t j = 0; j < n; j++) {
+      double s = 0;
+      for (size_t e = 0; e < k; e++) s += (double)a[i * k + e] * b[(i / m * k + e) * n + j];
+      c[i * n + j] = (float)s;
+    }
+}
+
+START_TEST(failed_gemm_paths_are_not_used) {
+  char cache[4096], path[8192];
+  th_tmpdir_create(cache, sizeof(cache), "verdicts");
+  log_capture log = {{0}, 0};
+  clf_context *ctx = make_ctx(cache, NULL, &log);
+  size_t n = 0;
+  TH_OK(clf_validate(ctx, NULL, 0, &n));
+  clf_context_destroy(ctx);
+  ck_assert_int_eq(verdict_file(cache, path, sizeof(path)), 1);
+  mark_failed(path, "gemm.clblast direct batched");
+  mark_failed(path, "gemm.clblast indirect");
+
+  ctx = make_ctx(cache, NULL, &log);
+  ck_assert(clf_variant_disabled(ctx, "gemm.clblast direct batched"));
+  ck_assert(!clf_variant_disabled(ctx, "gemm.clblast direct"));
+  /* A small batch (CLBlast's direct path) runs one GEMM per batch index. */
+  enum { B = 3, M = 8, N = 12, K = 10 };
+  float *a = th_rand(B * M * K, 1, -1, 1), *b = th_rand(B * K * N, 2, -1, 1), ref[B * M * N];
+  ref_gemm(a, b, B, M, N, K, ref);
+  clf_tensor *ta = tensor_on(ctx, 3, TH_SHAPE(B, M, K), a), *tb = tensor_on(ctx, 3, TH_SHAPE(B, K, N), b),
+             *tc = tensor_on(ctx, 3, TH_SHAPE(B, M, N), NULL);
+  clf_status st = clf_gemm_batched(ctx, 0, 0, 1.0f, ta, tb, 0.0f, tc, NULL);
+  ck_assert_msg(st == CLF_OK, "%s", clf_last_error(ctx));
+  float *got = download(ctx, tc);
+  TH_CLOSE(got, ref, (size_t)B * M * N, 1e-5);
+  ck_assert_int_eq(log_mentions(&log, "\"gemm.clblast direct batched\" failed self-validation"), 1);
+  free(got);
+  /* A GEMM on the indirect path has no alternative: refused. */
+  const size_t L = 1024;
+  clf_tensor *la = tensor_on(ctx, 2, TH_SHAPE(L, L), NULL), *lc = tensor_on(ctx, 2, TH_SHAPE(L, L), NULL);
+  st = clf_gemm(ctx, 0, 0, 1.0f, la, la, 0.0f, lc, NULL);
+  ck_assert_int_eq(st, CLF_E_UNSUPPORTED);
+  ck_assert_ptr_nonnull(strstr(clf_last_error(ctx), "gemm.clblast indirect"));
+  clf_tensor_destroy(ta);
+  clf_tensor_destroy(tb);
+  clf_tensor_destroy(tc);
+  clf_tensor_destroy(la);
+  clf_tensor_destroy(lc);
+  free(a);
+  free(b);
+  clf_context_destroy(ctx);
+  remove_cache(cache);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("validate");
   TCase *tc = tcase_create("validate");
@@ -460,6 +533,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, every_variant_passes_and_is_stored);
   tcase_add_test(tc, broken_variants_fall_back_and_are_remembered);
   tcase_add_test(tc, corrupt_verdicts_are_ignored);
+  tcase_add_test(tc, failed_gemm_paths_are_not_used);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -59,6 +59,7 @@ static void run_fixture(const char *name) {
         const int exact = !strcmp(outs[o], "mask");
         double err = 0.0;
         for (size_t i = 0; i < n; i++) err = fmax(err, fabs((double)g[i] - x[i]));
+        th_note_error(err / scale, exact ? 0.0 : 1e-4);
         ck_assert_msg(exact ? err == 0.0 : err <= 1e-4 * scale, "%s case %s output %s: max abs error %.3g > 1e-4 x "
                       "%.3g", name, cname, outs[o], err, scale);
       }
