@@ -5,6 +5,7 @@
  * their self-validation there, and the GEMM tuning profile (--tune searches
  * one).  Human-readable by default, --json for machines. */
 #define _XOPEN_SOURCE 700 /* nftw */
+#include <errno.h>
 #include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -23,7 +24,8 @@ typedef struct probe_opts {
   const char *device;
   int json, measure, validate, quick, tune;
   const char *model;  /* --tune: GEMM shapes of this model, else common ones */
-  size_t tokens;
+  size_t tokens[8]; /* --tokens N[,N...]: the rows of the shapes tuned */
+  size_t ntokens;
   double budget_s;
   int runs;           /* timed runs per measurement */
 } probe_opts;
@@ -527,15 +529,21 @@ static int section_tuning(clf_context *ctx, const probe_opts *po, const out *o, 
   int rc = 0;
   if (po->tune) {
     clf_gemm_shape use[64];
-    size_t n = sizeof(common) / sizeof(common[0]);
+    size_t n = 0;
     const char *err = NULL;
-    if (po->model) {
-      clf_status st = clf_model_gemm_shapes(po->model, po->tokens, use, 64, &n);
-      if (st != CLF_OK) err = ctx_error(NULL, st);
-      if (n > 64) n = 64;
-    } else {
-      memcpy(use, common, sizeof(common));
-      for (size_t i = 0; i < n; i++) use[i].m = po->tokens;
+    for (size_t t = 0; t < po->ntokens && !err; t++) {
+      size_t got = 0;
+      if (po->model) {
+        clf_status st = clf_model_gemm_shapes(po->model, po->tokens[t], use + n, 64 - n, &got);
+        if (st != CLF_OK) err = ctx_error(NULL, st);
+        if (got > 64 - n) got = 64 - n;
+      } else {
+        got = sizeof(common) / sizeof(common[0]);
+        if (got > 64 - n) got = 64 - n;
+        memcpy(use + n, common, got * sizeof(common[0]));
+        for (size_t i = n; i < n + got; i++) use[i].m = po->tokens[t];
+      }
+      n += got;
     }
     clf_tune_report rep;
     clf_tune_result per[64];
@@ -640,14 +648,14 @@ static int probe_device(const clf_device_desc *d, const probe_opts *po, cJSON *d
 
 static const char probe_usage[] =
     "usage: clformer probe [--device S] [--json] [--quick] [--no-measure] [--no-validate]\n"
-    "                      [--tune [--model DIR] [--tokens N] [--budget SECONDS]]\n"
+    "                      [--tune [--model DIR] [--tokens N[,N...]] [--budget SECONDS]]\n"
     "Describes every OpenCL device (or the one --device picks): its properties,\n"
     "measured kernel build time (cold and from clformer's binary cache), memory\n"
     "bandwidth, launch latency, SGEMM and attention throughput (median device time\n"
     "of 7 event-profiled runs after a warm-up; 3 and fewer shapes with --quick),\n"
     "clformer's self-validation of its kernel variants, and the GEMM tuning profile\n"
     "in use.  --tune first searches CLBlast's GEMM parameters for the GEMMs of the\n"
-    "model in DIR at N tokens (default 128), else for BERT-base/GPT-2 sized layers,\n"
+    "model in DIR at each N tokens (default 128), else for BERT-base/GPT-2 sized layers,\n"
     "within SECONDS (default 300), and stores the profile.\n"
     "--json prints {\"schema\": \"clformer-probe\", \"schema_version\": 1, ...} on stdout\n"
     "with the raw CL_DEVICE_* names and every measured number; progress goes to\n"
@@ -655,7 +663,7 @@ static const char probe_usage[] =
     "variant failed validation or a requested --tune failed; 2 for usage errors.\n";
 
 int clf_cli_probe(int argc, char **argv) {
-  probe_opts po = {.measure = 1, .validate = 1, .tokens = 0, .budget_s = 0, .runs = 7};
+  probe_opts po = {.measure = 1, .validate = 1, .budget_s = 0, .runs = 7};
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     int has_val = i + 1 < argc;
@@ -666,16 +674,30 @@ int clf_cli_probe(int argc, char **argv) {
     else if (!strcmp(a, "--no-validate")) po.validate = 0;
     else if (!strcmp(a, "--tune")) po.tune = 1;
     else if (!strcmp(a, "--model") && has_val) po.model = argv[++i];
-    else if ((!strcmp(a, "--tokens") || !strcmp(a, "--budget")) && has_val) {
+    else if (!strcmp(a, "--tokens") && has_val) {
+      const char *p = argv[++i];
+      po.ntokens = 0;
+      for (;;) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(p, &end, 10);
+        if (end == p || errno || v == 0 || v > 1000000 || (*end && *end != ',') || po.ntokens == 8) {
+          fprintf(stderr, "clformer probe: --tokens takes up to 8 positive integers separated by commas, not \"%s\"\n",
+                  argv[i]);
+          return 2;
+        }
+        po.tokens[po.ntokens++] = (size_t)v;
+        if (!*end) break;
+        p = end + 1;
+      }
+    } else if (!strcmp(a, "--budget") && has_val) {
       char *end;
       double v = strtod(argv[++i], &end);
-      if (*end || !(v > 0) || (a[2] == 't' && (v != (size_t)v || v > 1e6))) {
-        fprintf(stderr, "clformer probe: %s takes a positive %s, not \"%s\"\n", a,
-                a[2] == 't' ? "integer" : "number of seconds", argv[i]);
+      if (*end || !(v > 0)) {
+        fprintf(stderr, "clformer probe: --budget takes a positive number of seconds, not \"%s\"\n", argv[i]);
         return 2;
       }
-      if (a[2] == 't') po.tokens = (size_t)v;
-      else po.budget_s = v;
+      po.budget_s = v;
     } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       fputs(probe_usage, stdout);
       return 0;
@@ -685,11 +707,11 @@ int clf_cli_probe(int argc, char **argv) {
       return 2;
     }
   }
-  if ((po.model || po.tokens || po.budget_s > 0) && !po.tune) {
+  if ((po.model || po.ntokens || po.budget_s > 0) && !po.tune) {
     fprintf(stderr, "clformer probe: --model, --tokens and --budget go with --tune\n");
     return 2;
   }
-  if (!po.tokens) po.tokens = 128;
+  if (!po.ntokens) po.tokens[po.ntokens++] = 128;
   if (po.quick) po.runs = 3;
 
   enum { MAX_DEVICES = 64 };
