@@ -253,7 +253,7 @@ static clf_status run_copy(clf_context *ctx, void *p) {
   return clf_tensor_copy(ctx, a->x, a->y, NULL);
 }
 
-static clf_status make_random(clf_context *ctx, int ndim, const size_t *shape, clf_tensor **t) {
+clf_status clf_cli_random_tensor(clf_context *ctx, int ndim, const size_t *shape, clf_tensor **t) {
   clf_status st = clf_tensor_create(ctx, CLF_F32, ndim, shape, t);
   if (st != CLF_OK) return st;
   size_t n = clf_tensor_numel(*t);
@@ -292,8 +292,8 @@ static int cmd_bench(const char *device, int reps) {
     size_t sk[] = {shapes[i].B, shapes[i].H, shapes[i].Lk, shapes[i].Dh};
     a.causal = shapes[i].causal;
     double tf = -1, tg = -1;
-    if (make_random(ctx, 4, sq, &a.q) == CLF_OK && make_random(ctx, 4, sk, &a.k) == CLF_OK &&
-        make_random(ctx, 4, sk, &a.v) == CLF_OK && make_random(ctx, 4, sq, &a.out) == CLF_OK) {
+    if (clf_cli_random_tensor(ctx, 4, sq, &a.q) == CLF_OK && clf_cli_random_tensor(ctx, 4, sk, &a.k) == CLF_OK &&
+        clf_cli_random_tensor(ctx, 4, sk, &a.v) == CLF_OK && clf_cli_random_tensor(ctx, 4, sq, &a.out) == CLF_OK) {
       a.impl = CLF_ATTN_FUSED;
       tf = bench_ms(ctx, run_attn, &a, reps, 5);
       a.impl = CLF_ATTN_GEMM;
@@ -315,8 +315,8 @@ static int cmd_bench(const char *device, int reps) {
     ln_arg a = {0};
     size_t sx[] = {ln_shapes[i][0], ln_shapes[i][1]}, sg[] = {ln_shapes[i][1]};
     double tl = -1, tc = -1;
-    if (make_random(ctx, 2, sx, &a.x) == CLF_OK && make_random(ctx, 2, sx, &a.y) == CLF_OK &&
-        make_random(ctx, 1, sg, &a.g) == CLF_OK && make_random(ctx, 1, sg, &a.b) == CLF_OK) {
+    if (clf_cli_random_tensor(ctx, 2, sx, &a.x) == CLF_OK && clf_cli_random_tensor(ctx, 2, sx, &a.y) == CLF_OK &&
+        clf_cli_random_tensor(ctx, 1, sg, &a.g) == CLF_OK && clf_cli_random_tensor(ctx, 1, sg, &a.b) == CLF_OK) {
       tl = bench_ms(ctx, run_ln, &a, reps, 10);
       tc = bench_ms(ctx, run_copy, &a, reps, 10);
     }

@@ -14,6 +14,10 @@ int clf_cli_reconstruct(int argc, char **argv);
 int clf_cli_probe(int argc, char **argv);
 int clf_cli_matrix(int argc, char **argv);
 
+/* An f32 tensor of ctx with uniform values in [-1, 1) from a fixed seed
+ * (clformer.c; bench and probe use it). */
+clf_status clf_cli_random_tensor(clf_context *ctx, int ndim, const size_t *shape, clf_tensor **t);
+
 /* probe_props.c, for cmd_probe.c: the property table of one device, printed
  * when `human`, added to `dev` (a cJSON object) when not NULL. */
 struct cJSON;

@@ -157,25 +157,6 @@ static const char *timed(clf_context *ctx, op_fn fn, void *arg, int runs, stats 
   return ctx_error(ctx, st);
 }
 
-static float frand(unsigned *s) {
-  *s = *s * 1664525u + 1013904223u;
-  return (float)((*s >> 8) / 16777216.0) * 2.0f - 1.0f;
-}
-
-/* An f32 tensor of uniform values in [-1, 1). */
-static clf_status random_tensor(clf_context *ctx, int ndim, const size_t *shape, clf_tensor **t) {
-  clf_status st = clf_tensor_create(ctx, CLF_F32, ndim, shape, t);
-  if (st != CLF_OK) return st;
-  size_t n = clf_tensor_numel(*t);
-  float *h = malloc(n * sizeof(float) + 1);
-  if (!h) return CLF_E_OUT_OF_MEMORY;
-  unsigned seed = 7;
-  for (size_t i = 0; i < n; i++) h[i] = frand(&seed);
-  st = clf_tensor_upload(ctx, *t, h, n * sizeof(float));
-  free(h);
-  return st;
-}
-
 /* ---- kernel build time: cold, and from clformer's binary cache ---- */
 
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
@@ -387,8 +368,8 @@ static void measure_sgemm(clf_context *ctx, int runs, int quick, const out *o, c
     gemm_arg g = {0};
     stats s;
     const char *err = NULL;
-    clf_status st = random_tensor(ctx, 2, (size_t[]){m, k}, &g.a);
-    if (st == CLF_OK) st = random_tensor(ctx, 2, (size_t[]){k, n}, &g.b);
+    clf_status st = clf_cli_random_tensor(ctx, 2, (size_t[]){m, k}, &g.a);
+    if (st == CLF_OK) st = clf_cli_random_tensor(ctx, 2, (size_t[]){k, n}, &g.b);
     if (st == CLF_OK) st = clf_tensor_create(ctx, CLF_F32, 2, (size_t[]){m, n}, &g.c);
     err = st != CLF_OK ? ctx_error(ctx, st) : timed(ctx, run_gemm, &g, runs, &s);
     if (err) {
@@ -441,9 +422,9 @@ static void measure_attention(clf_context *ctx, int runs, const out *o, cJSON *m
     attn_arg a = {.causal = shapes[i].causal};
     stats s;
     const char *err = NULL;
-    clf_status st = random_tensor(ctx, 4, (size_t[]){b, h, lq, dh}, &a.q);
-    if (st == CLF_OK) st = random_tensor(ctx, 4, (size_t[]){b, h, lk, dh}, &a.k);
-    if (st == CLF_OK) st = random_tensor(ctx, 4, (size_t[]){b, h, lk, dh}, &a.v);
+    clf_status st = clf_cli_random_tensor(ctx, 4, (size_t[]){b, h, lq, dh}, &a.q);
+    if (st == CLF_OK) st = clf_cli_random_tensor(ctx, 4, (size_t[]){b, h, lk, dh}, &a.k);
+    if (st == CLF_OK) st = clf_cli_random_tensor(ctx, 4, (size_t[]){b, h, lk, dh}, &a.v);
     if (st == CLF_OK) st = clf_tensor_create(ctx, CLF_F32, 4, (size_t[]){b, h, lq, dh}, &a.o);
     err = st != CLF_OK ? ctx_error(ctx, st) : timed(ctx, run_attention, &a, runs, &s);
     if (err) {
