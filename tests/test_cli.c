@@ -404,6 +404,13 @@ START_TEST(probe_human_and_errors) {
   ck_assert_int_eq(run_cli("probe --frobnicate"), 2);
   ck_assert_ptr_nonnull(strstr(slurp("stderr"), "--frobnicate"));
   ck_assert_int_eq(run_cli("probe --tune --tokens lots"), 2);
+  /* --tokens takes a list of up to 8 counts; a bad item names the list. */
+  ck_assert_int_eq(run_cli("probe --tune --tokens 32,x"), 2);
+  ck_assert_ptr_nonnull(strstr(slurp("stderr"), "\"32,x\""));
+  ck_assert_int_eq(run_cli("probe --tune --tokens 32,,128"), 2);
+  ck_assert_int_eq(run_cli("probe --tune --tokens 32,0"), 2);
+  ck_assert_int_eq(run_cli("probe --tune --tokens 1,2,3,4,5,6,7,8,9"), 2);
+  ck_assert_ptr_nonnull(strstr(slurp("stderr"), "up to 8"));
   ck_assert_int_eq(run_cli("probe --model x"), 2);
   ck_assert_int_eq(run_cli("probe --help"), 0);
   ck_assert_ptr_nonnull(strstr(slurp("stdout"), "schema_version"));

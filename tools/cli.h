@@ -14,6 +14,10 @@ int clf_cli_reconstruct(int argc, char **argv);
 int clf_cli_probe(int argc, char **argv);
 int clf_cli_matrix(int argc, char **argv);
 
+/* A context on `device` (NULL: the default), or NULL after printing why
+ * (cmd_model.c). */
+clf_context *clf_cli_open_context(const char *device);
+
 /* An f32 tensor of ctx with uniform values in [-1, 1) from a fixed seed
  * (clformer.c; bench and probe use it). */
 clf_status clf_cli_random_tensor(clf_context *ctx, int ndim, const size_t *shape, clf_tensor **t);

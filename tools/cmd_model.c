@@ -33,7 +33,7 @@ static int split_pair(const char *arg, char *name, size_t len, const char **file
   return 1;
 }
 
-static clf_context *open_context(const char *device) {
+clf_context *clf_cli_open_context(const char *device) {
   clf_context_options o;
   clf_context_options_init(&o);
   o.device = device;
@@ -106,7 +106,7 @@ int clf_cli_run(int argc, char **argv) {
     snprintf(inputs[i].name, sizeof(inputs[i].name), "%s", in_names[i]);
   }
   for (size_t i = 0; i < n_out; i++) outs[i] = out_names[i];
-  if (!(ctx = open_context(device))) goto out;
+  if (!(ctx = clf_cli_open_context(device))) goto out;
   if (clf_model_load(ctx, dir, &m) != CLF_OK) {
     fprintf(stderr, "clformer run: %s\n", clf_last_error(ctx));
     goto out;
@@ -228,7 +228,7 @@ int clf_cli_generate(int argc, char **argv) {
   clf_tokenizer *tok = NULL;
   clf_context *ctx = NULL;
   clf_model *m = NULL;
-  if (!(ctx = open_context(device))) goto out;
+  if (!(ctx = clf_cli_open_context(device))) goto out;
   if (clf_model_load(ctx, dir, &m) != CLF_OK) {
     fprintf(stderr, "clformer generate: %s\n", clf_last_error(ctx));
     goto out;
@@ -340,7 +340,7 @@ int clf_cli_embed(int argc, char **argv) {
       ((int64_t *)in[0].data)[i * L + j] = tok_ids[i][j];
       ((int64_t *)in[1].data)[i * L + j] = 1;
     }
-  if (!(ctx = open_context(device))) goto out;
+  if (!(ctx = clf_cli_open_context(device))) goto out;
   if (clf_model_load(ctx, dir, &m) != CLF_OK) {
     fprintf(stderr, "clformer embed: %s\n", clf_last_error(ctx));
     goto out;

@@ -84,6 +84,22 @@ static void print_error(const out *o, cJSON *json, const char *label, const char
   if (json) cJSON_AddStringToObject(json, "error", msg);
 }
 
+/* A timed op's row: GFLOP/s from `flops` over the median milliseconds, or
+ * the error that stopped it. */
+static void throughput_row(const out *o, cJSON *json, const char *label, const char *err, double flops,
+                           const stats *s) {
+  if (err) {
+    print_error(o, json, label, err);
+    return;
+  }
+  double gflops = s->median > 0 ? flops / (s->median * 1e6) : 0;
+  print_row(o, label, gflops, "GFLOP/s", *s, "ms");
+  if (json) {
+    add_stats(json, "ms", *s, "ms");
+    cJSON_AddNumberToObject(json, "gflops", gflops);
+  }
+}
+
 static char errbuf[1024];
 
 /* The context's last error as one line (kept in errbuf). */
@@ -372,16 +388,7 @@ static void measure_sgemm(clf_context *ctx, int runs, int quick, const out *o, c
     if (st == CLF_OK) st = clf_cli_random_tensor(ctx, 2, (size_t[]){k, n}, &g.b);
     if (st == CLF_OK) st = clf_tensor_create(ctx, CLF_F32, 2, (size_t[]){m, n}, &g.c);
     err = st != CLF_OK ? ctx_error(ctx, st) : timed(ctx, run_gemm, &g, runs, &s);
-    if (err) {
-      print_error(o, j, label, err);
-    } else {
-      double gflops = s.median > 0 ? 2.0 * m * n * k / (s.median * 1e6) : 0;
-      print_row(o, label, gflops, "GFLOP/s", s, "ms");
-      if (j) {
-        add_stats(j, "ms", s, "ms");
-        cJSON_AddNumberToObject(j, "gflops", gflops);
-      }
-    }
+    throughput_row(o, j, label, err, 2.0 * m * n * k, &s);
     clf_tensor_destroy(g.a);
     clf_tensor_destroy(g.b);
     clf_tensor_destroy(g.c);
@@ -427,17 +434,8 @@ static void measure_attention(clf_context *ctx, int runs, const out *o, cJSON *m
     if (st == CLF_OK) st = clf_cli_random_tensor(ctx, 4, (size_t[]){b, h, lk, dh}, &a.v);
     if (st == CLF_OK) st = clf_tensor_create(ctx, CLF_F32, 4, (size_t[]){b, h, lq, dh}, &a.o);
     err = st != CLF_OK ? ctx_error(ctx, st) : timed(ctx, run_attention, &a, runs, &s);
-    if (err) {
-      print_error(o, j, label, err);
-    } else {
-      /* q k^T and p v: 2 flops per multiply-add each (causal decode sees every key). */
-      double gflops = s.median > 0 ? 4.0 * b * h * lq * lk * dh / (s.median * 1e6) : 0;
-      print_row(o, label, gflops, "GFLOP/s", s, "ms");
-      if (j) {
-        add_stats(j, "ms", s, "ms");
-        cJSON_AddNumberToObject(j, "gflops", gflops);
-      }
-    }
+    /* q k^T and p v: 2 flops per multiply-add each (causal decode sees every key). */
+    throughput_row(o, j, label, err, 4.0 * b * h * lq * lk * dh, &s);
     clf_tensor_destroy(a.q);
     clf_tensor_destroy(a.k);
     clf_tensor_destroy(a.v);

@@ -11,18 +11,6 @@
 #include "cli.h"
 #include "clformer.h"
 
-static clf_context *open_ctx(const char *device) {
-  clf_context_options o;
-  clf_context_options_init(&o);
-  o.device = device;
-  clf_context *ctx = NULL;
-  if (clf_context_create(&o, &ctx) != CLF_OK) {
-    fprintf(stderr, "clformer: %s\n", clf_last_error(NULL));
-    return NULL;
-  }
-  return ctx;
-}
-
 /* MODEL_DIR/config.json parsed, or NULL (message printed). */
 static cJSON *read_config(const char *cmd, const char *dir) {
   char path[4096];
@@ -164,7 +152,7 @@ int clf_cli_classify(int argc, char **argv) {
     }
   }
   if (!(config = read_config("classify", dir))) goto out;
-  if (!(ctx = open_ctx(device))) goto out;
+  if (!(ctx = clf_cli_open_context(device))) goto out;
   if (clf_model_load(ctx, dir, &m) != CLF_OK) {
     fprintf(stderr, "clformer classify: %s\n", clf_last_error(ctx));
     goto out;
@@ -294,7 +282,7 @@ int clf_cli_reconstruct(int argc, char **argv) {
             H, W);
     goto out;
   }
-  if (!(ctx = open_ctx(device))) goto out;
+  if (!(ctx = clf_cli_open_context(device))) goto out;
   if (clf_model_load(ctx, dir, &m) != CLF_OK) {
     fprintf(stderr, "clformer reconstruct: %s\n", clf_last_error(ctx));
     goto out;
