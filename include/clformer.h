@@ -81,6 +81,9 @@ typedef enum clf_status {
 CLF_API const char *clf_strerror(clf_status status);
 /* The status code's name ("CLF_E_SHAPE"). */
 CLF_API const char *clf_status_name(clf_status status);
+/* The name of an OpenCL error code: "CL_INVALID_VALUE" for -30 (static
+ * string; "unknown OpenCL error" for codes OpenCL 1.2 does not define). */
+CLF_API const char *clf_cl_error_name(cl_int err);
 
 /* ------------------------------------------------------------------------ */
 /* Devices */

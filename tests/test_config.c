@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "io/config.h"
 #include "harness.h"
 
 static char tmpdir[64];

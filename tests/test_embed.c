@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "internal.h"
+#include "ops/ops.h"
 
 static int under_oclgrind(void) { return getenv("CLF_TEST_UNDER_OCLGRIND") != NULL; }
 

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "internal.h" /* to run both kernels: caps.is_cpu picks one */
+#include "ops/ops.h" /* to run both kernels: caps.is_cpu picks one */
 
 /* Reference: s = x + r; y = (s - mean) / sqrt(var + eps) * g + b, in double. */
 static void ref_layer_norm(const float *x, const float *r, const float *g, const float *b, float eps,

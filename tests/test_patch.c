@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "internal.h" /* clf__scratch, for the Oclgrind workaround in patch_embed_vs_conv */
+#include "ops/ops.h" /* clf__scratch, for the Oclgrind workaround in patch_embed_vs_conv */
 
 static int small(void) { return getenv("CLF_TEST_UNDER_OCLGRIND") != NULL; }
 

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "weights.h"
+#include "models/weights.h"
 
 static char tmpdir[64];
 

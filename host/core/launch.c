@@ -1,0 +1,113 @@
+/* util.c - argument checks and kernel launches shared by every op. */
+#include "core.h"
+
+#include <stdio.h>
+#include <string.h>
+
+const char *clf__shape_str(const clf_tensor *t, char *buf, size_t len) {
+  size_t n = 0;
+  if (!t) { snprintf(buf, len, "(null)"); return buf; }
+  n += (size_t)snprintf(buf + n, len - n, "[");
+  for (int i = 0; i < t->ndim && n < len; i++)
+    n += (size_t)snprintf(buf + n, len - n, "%s%zu", i ? ", " : "", t->shape[i]);
+  if (n < len) snprintf(buf + n, len - n, "]");
+  return buf;
+}
+
+size_t clf__numel_range(const clf_tensor *t, int from, int to) {
+  size_t n = 1;
+  for (int i = from; i < to; i++) n *= t->shape[i];
+  return n;
+}
+
+clf_status clf__check_ctx(clf_context *ctx, const char *op) {
+  if (!ctx) return clf__fail(NULL, CLF_E_INVALID_ARG, "%s: context is NULL", op);
+  return CLF_OK;
+}
+
+clf_status clf__check_tensor(clf_context *ctx, const char *op, const char *arg, const clf_tensor *t,
+                             int dtype, int min_ndim, int max_ndim) {
+  if (!t) return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: %s is NULL", op, arg);
+  if (t->ctx != ctx)
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: %s belongs to another context", op, arg);
+  if (dtype >= 0 && t->dtype != (clf_dtype)dtype)
+    return clf__fail(ctx, CLF_E_DTYPE, "%s: %s is %s, expected %s", op, arg, clf_dtype_name(t->dtype),
+                     clf_dtype_name((clf_dtype)dtype));
+  if (t->ndim < min_ndim || t->ndim > max_ndim) {
+    char b[96];
+    if (min_ndim == max_ndim)
+      return clf__fail(ctx, CLF_E_SHAPE, "%s: %s has shape %s, expected %d dims", op, arg,
+                       clf__shape_str(t, b, sizeof(b)), min_ndim);
+    return clf__fail(ctx, CLF_E_SHAPE, "%s: %s has shape %s, expected %d to %d dims", op, arg,
+                     clf__shape_str(t, b, sizeof(b)), min_ndim, max_ndim);
+  }
+  return CLF_OK;
+}
+
+clf_status clf__check_dim(clf_context *ctx, const char *op, const char *arg, const clf_tensor *t, int axis,
+                          size_t want) {
+  int a = axis < 0 ? axis + t->ndim : axis;
+  if (a < 0 || a >= t->ndim || t->shape[a] != want) {
+    char b[96];
+    return clf__fail(ctx, CLF_E_SHAPE, "%s: %s has shape %s, dim %d must be %zu", op, arg,
+                     clf__shape_str(t, b, sizeof(b)), axis, want);
+  }
+  return CLF_OK;
+}
+
+clf_status clf__check_same_shape(clf_context *ctx, const char *op, const char *arg_a, const clf_tensor *a,
+                                 const char *arg_b, const clf_tensor *b) {
+  int same = a->ndim == b->ndim;
+  for (int i = 0; same && i < a->ndim; i++) same = a->shape[i] == b->shape[i];
+  if (!same) {
+    char sa[96], sb[96];
+    return clf__fail(ctx, CLF_E_SHAPE, "%s: %s has shape %s but %s has shape %s", op, arg_b,
+                     clf__shape_str(b, sb, sizeof(sb)), arg_a, clf__shape_str(a, sa, sizeof(sa)));
+  }
+  return CLF_OK;
+}
+
+clf_status clf__set_args(clf_context *ctx, clf__kernel *k, int nargs, ...) {
+  va_list ap;
+  va_start(ap, nargs);
+  for (int i = 0; i < nargs; i++) {
+    size_t size = va_arg(ap, size_t);
+    const void *ptr = va_arg(ap, const void *);
+    cl_int err = clSetKernelArg(k->kernel, (cl_uint)i, size, ptr);
+    if (err != CL_SUCCESS) {
+      va_end(ap);
+      char what[160];
+      snprintf(what, sizeof(what), "%s, arg %d", k->name, i);
+      return clf__fail_cl(ctx, err, "clSetKernelArg", what);
+    }
+  }
+  va_end(ap);
+  return CLF_OK;
+}
+
+size_t clf__wg_1d(const clf_context *ctx, const clf__kernel *k, size_t want) {
+  size_t m = k->max_wg < ctx->caps.max_wg ? k->max_wg : ctx->caps.max_wg;
+  if (ctx->caps.max_item_sizes[0] && ctx->caps.max_item_sizes[0] < m) m = ctx->caps.max_item_sizes[0];
+  size_t w = want;
+  while (w > m && w > 1) w /= 2;
+  return w ? w : 1;
+}
+
+clf_status clf__launch(clf_context *ctx, clf__kernel *k, cl_uint dims, const size_t *global,
+                       const size_t *local, cl_event *event) {
+  size_t g[3];
+  for (cl_uint i = 0; i < dims; i++) {
+    if (global[i] == 0) {
+      /* Nothing to do; still honour the caller's event. */
+      if (event) {
+        cl_int err = clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, event);
+        if (err != CL_SUCCESS) return clf__fail_cl(ctx, err, "clEnqueueMarkerWithWaitList", k->name);
+      }
+      return CLF_OK;
+    }
+    g[i] = (global[i] + local[i] - 1) / local[i] * local[i];
+  }
+  cl_int err = clEnqueueNDRangeKernel(ctx->queue, k->kernel, dims, NULL, g, local, 0, NULL, event);
+  if (err != CL_SUCCESS) return clf__fail_cl(ctx, err, "clEnqueueNDRangeKernel", k->name);
+  return CLF_OK;
+}

@@ -1,0 +1,752 @@
+/* validate.c - self-validation of kernel variants and the cached verdicts.
+ *
+ * clf_validate runs each kernel variant the library would use on the
+ * context's device on small inputs and compares it with a CPU reference
+ * computed here in double.  The verdicts live in ctx->verdicts and in
+ * <cache>/verdicts/<key>.txt, the key hashing device, driver, library,
+ * CLBlast and the kernel sources the context builds.  Ops ask
+ * clf__variant_pick (two variants) or, through clf__get_kernel,
+ * clf__variant_gate (one variant) before they use a kernel.
+ */
+#include "ops/ops.h"
+
+#include <clblast_c.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define VERDICT_FORMAT "clformer-verdicts 1"
+#define VERDICT_MAX_BYTES (1u << 20)
+
+typedef struct verdict {
+  char name[96];
+  int passed;
+  double error, tolerance;
+  int logged; /* its fallback or refusal was logged in this context */
+} verdict;
+
+struct clf__verdicts {
+  verdict *v;
+  size_t n, cap;
+  size_t failed;      /* verdicts with passed == 0 */
+  uint64_t key;       /* names the verdict file */
+  int ignore;         /* $CLFORMER_VALIDATION=ignore: use failed single variants anyway */
+  int validating;     /* clf_validate is running: verdicts are not consulted */
+  const char *pinned; /* while validating: the variant under test */
+};
+
+/* Variants with an alternative, and what replaces each. */
+static const struct { const char *prefix, *fallback; } fallbacks[] = {
+    {"norm.layer_norm_rows", "norm.layer_norm"},
+    {"norm.layer_norm", "norm.layer_norm_rows"},
+    {"attention.fused", "attention.gemm"},
+    {"attention.gemm", "attention.fused"},
+    {"movement.permute_tiled", "movement.copy_strided"},
+};
+
+/* Kernels that ops use without an alternative, by the variants that test
+ * them: a failed one makes clf__get_kernel refuse the kernel. */
+static const struct { const char *prefix, *family, *kernel; } gated[] = {
+    {"movement.copy_strided", "movement", "copy_strided"},
+    {"elementwise.softmax", "elementwise", "softmax_rows"},
+    {"elementwise.bias_act", "elementwise", "bias_act"},
+    {"elementwise.add", "elementwise", "add_bcast"},
+    {"embed.gather", "embed", "gather_rows"},
+};
+
+static int has_prefix(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
+
+static const char *fallback_of(const char *name) {
+  for (size_t i = 0; i < CLF__ARRAY_LEN(fallbacks); i++)
+    if (has_prefix(name, fallbacks[i].prefix)) return fallbacks[i].fallback;
+  return "";
+}
+
+static verdict *find(const struct clf__verdicts *vs, const char *name) {
+  for (size_t i = 0; i < vs->n; i++)
+    if (strcmp(vs->v[i].name, name) == 0) return &vs->v[i];
+  return NULL;
+}
+
+static verdict *find_failed(const struct clf__verdicts *vs, const char *name) {
+  verdict *v = find(vs, name);
+  return v && !v->passed ? v : NULL;
+}
+
+/* Adds or replaces the verdict of `name`; 0 when out of memory. */
+static int record(struct clf__verdicts *vs, const char *name, int passed, double error, double tol) {
+  verdict *v = find(vs, name);
+  if (!v) {
+    if (vs->n == vs->cap) {
+      size_t cap = vs->cap ? vs->cap * 2 : 32;
+      verdict *nv = realloc(vs->v, cap * sizeof(*nv));
+      if (!nv) return 0;
+      vs->v = nv;
+      vs->cap = cap;
+    }
+    v = &vs->v[vs->n++];
+    memset(v, 0, sizeof(*v));
+    snprintf(v->name, sizeof(v->name), "%s", name);
+    v->passed = 1;
+  }
+  if (v->passed != passed) v->logged = 0;
+  if (v->passed && !passed) vs->failed++;
+  if (!v->passed && passed) vs->failed--;
+  v->passed = passed;
+  v->error = error;
+  v->tolerance = tol;
+  return 1;
+}
+
+/* ---- verdicts as ops see them ---- */
+
+clf_status clf__variant_pick(clf_context *ctx, const char *op, const char *preferred, const char *other,
+                             int *use_preferred) {
+  struct clf__verdicts *vs = ctx->verdicts;
+  *use_preferred = 1;
+  if (!vs) return CLF_OK;
+  if (vs->validating) {
+    if (other && vs->pinned && strcmp(vs->pinned, other) == 0) *use_preferred = 0;
+    return CLF_OK;
+  }
+  verdict *p = vs->failed ? find_failed(vs, preferred) : NULL;
+  if (!p) return CLF_OK;
+  if (other && !find_failed(vs, other)) {
+    *use_preferred = 0;
+    if (!p->logged)
+      clf__log(ctx, "%s: kernel variant \"%s\" failed self-validation on this device (max error %.2g, tolerance "
+               "%.2g); using %s", op, preferred, p->error, p->tolerance, other);
+    p->logged = 1;
+    return CLF_OK;
+  }
+  if (vs->ignore) return CLF_OK;
+  return clf__fail(ctx, CLF_E_UNSUPPORTED,
+                   "%s: kernel variant \"%s\"%s%s failed self-validation on this device (max error %.2g, tolerance "
+                   "%.2g): not used, as wrong output is worse than none (see `clformer probe`; "
+                   "CLFORMER_VALIDATION=ignore uses it anyway)",
+                   op, preferred, other ? " and its alternative " : "", other ? other : "", p->error, p->tolerance);
+}
+
+int clf__variants_failed(const clf_context *ctx) {
+  const struct clf__verdicts *vs = ctx->verdicts;
+  return vs && (vs->failed || vs->validating);
+}
+
+clf_status clf__variant_gate(clf_context *ctx, const char *family, const char *kernel) {
+  const struct clf__verdicts *vs = ctx->verdicts;
+  if (!vs || !vs->failed || vs->validating || vs->ignore) return CLF_OK;
+  for (size_t g = 0; g < CLF__ARRAY_LEN(gated); g++) {
+    if (strcmp(gated[g].kernel, kernel) != 0 || strcmp(gated[g].family, family) != 0) continue;
+    for (size_t i = 0; i < vs->n; i++) {
+      const verdict *v = &vs->v[i];
+      if (!v->passed && has_prefix(v->name, gated[g].prefix))
+        return clf__fail(ctx, CLF_E_UNSUPPORTED,
+                         "kernel %s: its variant \"%s\" failed self-validation on this device (max error %.2g, "
+                         "tolerance %.2g) and has no alternative: not used, as wrong output is worse than none "
+                         "(see `clformer probe`; CLFORMER_VALIDATION=ignore uses it anyway)",
+                         kernel, v->name, v->error, v->tolerance);
+    }
+  }
+  return CLF_OK;
+}
+
+int clf_variant_disabled(const clf_context *ctx, const char *name) {
+  if (!ctx || !ctx->verdicts || !name) return 0;
+  return find_failed(ctx->verdicts, name) != NULL;
+}
+
+/* ---- the verdict file ---- */
+
+/* Hash of what a verdict depends on: device, driver, library, CLBlast, the
+ * device options and the kernel sources this context builds (its
+ * kernel_dir's when it has one). */
+static uint64_t verdict_key(clf_context *ctx) {
+  const clf_device_desc *d = &ctx->dev;
+  char head[1536];
+  int n = snprintf(head, sizeof(head),
+                   "clformer %s verdicts\nplatform: %s\ndevice: %s\nvendor: %s\ndriver: %s\ndevice-version: %s\n"
+                   "options: %.500s\nclblast: %d.%d.%d\n",
+                   CLF_VERSION_STRING, d->platform_name, d->device_name, d->vendor, d->driver_version,
+                   d->device_version, ctx->base_options, CLBLAST_VERSION_MAJOR, CLBLAST_VERSION_MINOR,
+                   CLBLAST_VERSION_PATCH);
+  uint64_t h = clf__hash64(head, n > 0 ? strlen(head) : 0, 0);
+  const int had_error = ctx->err.status != CLF_OK;
+  for (size_t i = 0; i < clf__kernel_source_count; i++) {
+    const char *fam = clf__kernel_sources[i].family;
+    char *src = NULL;
+    size_t len = 0;
+    h = clf__hash64(fam, strlen(fam), h);
+    if (clf__load_source(ctx, fam, &src, &len) == CLF_OK) h = clf__hash64(src, len, h);
+    else h ^= 0x9e3779b97f4a7c15ull; /* unreadable: still a distinct key */
+    free(src);
+  }
+  if (!had_error) clf_clear_error(ctx);
+  return h;
+}
+
+static void verdict_path(const clf_context *ctx, char *buf, size_t len) {
+  snprintf(buf, len, "%s/verdicts/%016llx.txt", ctx->cache_dir, (unsigned long long)ctx->verdicts->key);
+}
+
+/* Parses a verdict file: the format line, a device line, one line per
+ * variant ("name\tpass|fail\terror\ttolerance") and "end <count>".  Returns
+ * 0 (with the bad line in *line_no) when anything is off. */
+static int parse_verdicts(struct clf__verdicts *vs, char *text, size_t *line_no) {
+  size_t count = 0;
+  *line_no = 1;
+  char *save = NULL, *line = strtok_r(text, "\n", &save);
+  if (!line || strcmp(line, VERDICT_FORMAT) != 0) return 0;
+  *line_no = 2;
+  line = strtok_r(NULL, "\n", &save);
+  if (!line || strncmp(line, "device: ", 8) != 0) return 0;
+  for (*line_no = 3; (line = strtok_r(NULL, "\n", &save)) != NULL; (*line_no)++) {
+    if (strncmp(line, "end ", 4) == 0) {
+      char *end;
+      unsigned long want = strtoul(line + 4, &end, 10);
+      return *end == '\0' && want == count && strtok_r(NULL, "\n", &save) == NULL;
+    }
+    char *f[4], *fs = NULL;
+    int nf = 0;
+    for (char *t = strtok_r(line, "\t", &fs); t && nf < 4; t = strtok_r(NULL, "\t", &fs)) f[nf++] = t;
+    if (nf != 4 || strtok_r(NULL, "\t", &fs) || strlen(f[0]) >= sizeof(vs->v->name)) return 0;
+    int passed = strcmp(f[1], "pass") == 0;
+    if (!passed && strcmp(f[1], "fail") != 0) return 0;
+    char *e1, *e2;
+    double err = strtod(f[2], &e1), tol = strtod(f[3], &e2);
+    if (*e1 || *e2 || e1 == f[2] || e2 == f[3] || !(tol >= 0)) return 0;
+    if (!record(vs, f[0], passed, err, tol)) return 0;
+    count++;
+  }
+  return 0; /* no "end" line: truncated */
+}
+
+static void forget_all(struct clf__verdicts *vs) {
+  vs->n = 0;
+  vs->failed = 0;
+}
+
+void clf__verdicts_load(clf_context *ctx) {
+  struct clf__verdicts *vs = calloc(1, sizeof(*vs));
+  if (!vs) return; /* no verdicts: every variant is used, as before validation */
+  ctx->verdicts = vs;
+  const char *env = getenv("CLFORMER_VALIDATION");
+  vs->ignore = env && strcmp(env, "ignore") == 0;
+  vs->key = verdict_key(ctx);
+  if (!ctx->cache_dir) return;
+  char path[4200];
+  verdict_path(ctx, path, sizeof(path));
+  FILE *f = fopen(path, "rb");
+  if (!f) return; /* never validated here */
+  char *text = malloc(VERDICT_MAX_BYTES + 1);
+  size_t n = text ? fread(text, 1, VERDICT_MAX_BYTES + 1, f) : 0;
+  fclose(f);
+  size_t line_no = 0;
+  if (text && n <= VERDICT_MAX_BYTES) {
+    text[n] = '\0';
+    if (strlen(text) == n && parse_verdicts(vs, text, &line_no)) {
+      free(text);
+      return;
+    }
+  }
+  forget_all(vs);
+  if (text)
+    clf__log(ctx, "ignoring the malformed self-validation verdicts in %s (line %zu); `clformer probe` rewrites them",
+             path, line_no);
+  free(text);
+}
+
+void clf__verdicts_free(clf_context *ctx) {
+  if (!ctx->verdicts) return;
+  free(ctx->verdicts->v);
+  free(ctx->verdicts);
+  ctx->verdicts = NULL;
+}
+
+/* Writes the verdicts (temp file + rename, so readers never see half a
+ * file).  A read-only cache is not an error: the verdicts stay in memory. */
+static void verdicts_store(clf_context *ctx) {
+  const struct clf__verdicts *vs = ctx->verdicts;
+  char dir[4200], path[4200], tmp[4300];
+  if (!ctx->cache_dir) return;
+  snprintf(dir, sizeof(dir), "%s/verdicts", ctx->cache_dir);
+  mkdir(dir, 0755);
+  verdict_path(ctx, path, sizeof(path));
+  snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", path, (long)getpid());
+  FILE *f = fopen(tmp, "wb");
+  if (!f) return;
+  const clf_device_desc *d = &ctx->dev;
+  int ok = fprintf(f, "%s\ndevice: %s / %s / driver %s\n", VERDICT_FORMAT, d->platform_name, d->device_name,
+                   d->driver_version) > 0;
+  for (size_t i = 0; ok && i < vs->n; i++)
+    ok = fprintf(f, "%s\t%s\t%.6e\t%.6e\n", vs->v[i].name, vs->v[i].passed ? "pass" : "fail", vs->v[i].error,
+                 vs->v[i].tolerance) > 0;
+  ok = ok && fprintf(f, "end %zu\n", vs->n) > 0;
+  ok = (fclose(f) == 0) && ok;
+  if (!ok || rename(tmp, path) != 0) remove(tmp);
+}
+
+/* ---- the cases: inputs, one op, a CPU reference ---- */
+
+/* What one case allocates, freed together. */
+typedef struct vwork {
+  clf_context *ctx;
+  clf_tensor *t[8];
+  void *h[12];
+  size_t nt, nh;
+} vwork;
+
+static void *vw_alloc(vwork *w, size_t bytes) {
+  if (w->nh == CLF__ARRAY_LEN(w->h)) return NULL;
+  void *p = calloc(1, bytes ? bytes : 1);
+  if (p) w->h[w->nh++] = p;
+  return p;
+}
+
+/* n uniform floats in [lo, hi) from a fixed seed (an LCG). */
+static float *vw_rand(vwork *w, size_t n, uint32_t seed, float lo, float hi) {
+  float *p = vw_alloc(w, n * sizeof(float));
+  for (size_t i = 0; p && i < n; i++) {
+    seed = seed * 1664525u + 1013904223u;
+    p[i] = lo + (hi - lo) * (float)(seed >> 8) / 16777216.0f;
+  }
+  return p;
+}
+
+/* A tensor holding `data` (NULL: uninitialised); NULL on failure, recorded. */
+static clf_tensor *vw_tensor(vwork *w, clf_dtype dt, int nd, const size_t *shape, const void *data) {
+  clf_tensor *t = NULL;
+  if (w->nt == CLF__ARRAY_LEN(w->t)) return NULL;
+  if (clf_tensor_create(w->ctx, dt, nd, shape, &t) != CLF_OK) return NULL;
+  w->t[w->nt++] = t;
+  if (data && clf_tensor_upload(w->ctx, t, data, clf_tensor_bytes(t)) != CLF_OK) return NULL;
+  return t;
+}
+
+static float *vw_download(vwork *w, const clf_tensor *t) {
+  float *p = vw_alloc(w, clf_tensor_bytes(t));
+  if (p && clf_tensor_download(w->ctx, t, p, clf_tensor_bytes(t)) != CLF_OK) return NULL;
+  return p;
+}
+
+static clf_status vw_done(vwork *w, clf_status st) {
+  for (size_t i = 0; i < w->nt; i++) clf_tensor_destroy(w->t[i]);
+  for (size_t i = 0; i < w->nh; i++) free(w->h[i]);
+  return st;
+}
+
+/* A failure that left no message (an allocation that vw_* refused). */
+static clf_status vw_fail(vwork *w) {
+  if (w->ctx->err.status != CLF_OK) return vw_done(w, w->ctx->err.status);
+  return vw_done(w, clf__fail(w->ctx, CLF_E_OUT_OF_MEMORY, "self-validation: out of host memory"));
+}
+
+/* max |got - ref| / max(1, max |ref|). */
+static double rel_error(const float *got, const double *ref, size_t n) {
+  double scale = 1.0, err = 0.0;
+  for (size_t i = 0; i < n; i++) {
+    if (fabs(ref[i]) > scale) scale = fabs(ref[i]);
+    double e = fabs((double)got[i] - ref[i]);
+    if (!(e <= err)) err = e; /* NaN sticks */
+  }
+  return err / scale;
+}
+
+typedef struct vcase vcase;
+typedef clf_status (*case_fn)(clf_context *ctx, const vcase *c, double *err);
+struct vcase {
+  char name[96];
+  case_fn run;
+  size_t p[4]; /* the case's parameters */
+  double tol;
+};
+
+/* Layer norm with residual, beta and sum_out over 7 rows of 200. */
+static clf_status case_norm(clf_context *ctx, const vcase *c, double *err) {
+  enum { R = 7, D = 200 };
+  vwork w = {.ctx = ctx};
+  CLF__UNUSED(c);
+  float *x = vw_rand(&w, R * D, 1, -3, 5), *r = vw_rand(&w, R * D, 2, -1, 1);
+  float *g = vw_rand(&w, D, 3, 0.5f, 1.5f), *b = vw_rand(&w, D, 4, -0.5f, 0.5f);
+  double *ry = vw_alloc(&w, 2 * R * D * sizeof(double)), *rs = ry ? ry + R * D : NULL;
+  if (!x || !r || !g || !b || !ry) return vw_fail(&w);
+  const size_t sh[2] = {R, D}, sg[1] = {D};
+  clf_tensor *tx = vw_tensor(&w, CLF_F32, 2, sh, x), *tr = vw_tensor(&w, CLF_F32, 2, sh, r);
+  clf_tensor *tg = vw_tensor(&w, CLF_F32, 1, sg, g), *tb = vw_tensor(&w, CLF_F32, 1, sg, b);
+  clf_tensor *ts = vw_tensor(&w, CLF_F32, 2, sh, NULL), *ty = vw_tensor(&w, CLF_F32, 2, sh, NULL);
+  if (!tx || !tr || !tg || !tb || !ts || !ty) return vw_fail(&w);
+  clf_status st = clf_layer_norm(ctx, tx, tr, tg, tb, 1e-5f, ts, ty, NULL);
+  if (st != CLF_OK) return vw_done(&w, st);
+  float *y = vw_download(&w, ty), *s = vw_download(&w, ts);
+  if (!y || !s) return vw_fail(&w);
+  for (size_t i = 0; i < R; i++) {
+    double mean = 0, var = 0;
+    for (size_t d = 0; d < D; d++) mean += (double)x[i * D + d] + r[i * D + d];
+    mean /= D;
+    for (size_t d = 0; d < D; d++) {
+      double v = (double)x[i * D + d] + r[i * D + d] - mean;
+      var += v * v;
+    }
+    var /= D;
+    for (size_t d = 0; d < D; d++) {
+      rs[i * D + d] = (double)x[i * D + d] + r[i * D + d];
+      ry[i * D + d] = (rs[i * D + d] - mean) / sqrt(var + 1e-5) * g[d] + b[d];
+    }
+  }
+  double ey = rel_error(y, ry, R * D), es = rel_error(s, rs, R * D);
+  *err = ey > es ? ey : es;
+  return vw_done(&w, CLF_OK);
+}
+
+/* Attention, B = H = 2, head dim p[0], Lq p[1], kv_len p[2] of Lcap p[3],
+ * with causal and key-padding masks and a per-head bias; the fused kernel
+ * writes [B, H, Lq, Dh], the GEMM path the merged [B, Lq, H*Dh]. */
+static clf_status case_attention(clf_context *ctx, const vcase *c, double *err) {
+  const size_t B = 2, H = 2, Dh = c->p[0], Lq = c->p[1], Lk = c->p[2], Lcap = c->p[3];
+  const int gemm = strcmp(c->name, "attention.gemm") == 0;
+  vwork w = {.ctx = ctx};
+  float *q = vw_rand(&w, B * H * Lq * Dh, 11, -1, 1), *k = vw_rand(&w, B * H * Lcap * Dh, 12, -1, 1);
+  float *v = vw_rand(&w, B * H * Lcap * Dh, 13, -1, 1), *bias = vw_rand(&w, H * Lq * Lk, 14, -1, 1);
+  int32_t *pad = vw_alloc(&w, B * Lk * sizeof(int32_t));
+  double *ref = vw_alloc(&w, B * H * Lq * Dh * sizeof(double)), *p = vw_alloc(&w, Lk * sizeof(double));
+  if (!q || !k || !v || !bias || !pad || !ref || !p) return vw_fail(&w);
+  for (size_t j = 0; j < B * Lk; j++) pad[j] = !(j >= Lk && j >= B * Lk - 2); /* batch 1: last two keys masked */
+  const size_t sq[4] = {B, H, Lq, Dh}, sk[4] = {B, H, Lcap, Dh}, sp[2] = {B, Lk}, sb[4] = {1, H, Lq, Lk};
+  const size_t sm[3] = {B, Lq, H * Dh};
+  clf_tensor *tq = vw_tensor(&w, CLF_F32, 4, sq, q), *tk = vw_tensor(&w, CLF_F32, 4, sk, k);
+  clf_tensor *tv = vw_tensor(&w, CLF_F32, 4, sk, v), *tp = vw_tensor(&w, CLF_I32, 2, sp, pad);
+  clf_tensor *tb = vw_tensor(&w, CLF_F32, 4, sb, bias);
+  clf_tensor *to = vw_tensor(&w, CLF_F32, gemm ? 3 : 4, gemm ? sm : sq, NULL);
+  if (!tq || !tk || !tv || !tp || !tb || !to) return vw_fail(&w);
+  const float scale = (float)(1.0 / sqrt((double)Dh));
+  clf_attention_mask mask = {tp, 1, tb};
+  clf_status st = clf_attention(ctx, tq, tk, tv, Lk, &mask, scale, gemm ? CLF_ATTN_GEMM : CLF_ATTN_FUSED, to, NULL);
+  if (st != CLF_OK) return vw_done(&w, st);
+  float *o = vw_download(&w, to);
+  if (!o) return vw_fail(&w);
+  for (size_t b = 0; b < B; b++)
+    for (size_t h = 0; h < H; h++)
+      for (size_t i = 0; i < Lq; i++) {
+        const float *qi = q + ((b * H + h) * Lq + i) * Dh;
+        const size_t pos = Lk - Lq + i;
+        double mx = -INFINITY, sum = 0;
+        for (size_t j = 0; j < Lk; j++) {
+          p[j] = -INFINITY;
+          if (j > pos || !pad[b * Lk + j]) continue;
+          const float *kj = k + ((b * H + h) * Lcap + j) * Dh;
+          double dot = 0;
+          for (size_t d = 0; d < Dh; d++) dot += (double)qi[d] * kj[d];
+          p[j] = scale * dot + bias[(h * Lq + i) * Lk + j];
+          if (p[j] > mx) mx = p[j];
+        }
+        for (size_t j = 0; j < Lk; j++) sum += p[j] = p[j] == -INFINITY ? 0 : exp(p[j] - mx);
+        for (size_t d = 0; d < Dh; d++) {
+          double acc = 0;
+          for (size_t j = 0; j < Lk; j++) acc += p[j] * v[((b * H + h) * Lcap + j) * Dh + d];
+          const size_t at = gemm ? (b * Lq + i) * H * Dh + h * Dh + d : ((b * H + h) * Lq + i) * Dh + d;
+          ref[at] = sum > 0 ? acc / sum : 0;
+        }
+      }
+  *err = rel_error(o, ref, B * H * Lq * Dh);
+  return vw_done(&w, CLF_OK);
+}
+
+/* [B, L, H, Dh] -> [B, H, Dh, L] with L = 20, Dh = 17: both transposed dims
+ * are at least 16, so either permute kernel may run it. */
+static clf_status case_permute(clf_context *ctx, const vcase *c, double *err) {
+  enum { B = 2, L = 20, H = 3, DH = 17, N = B * L * H * DH };
+  vwork w = {.ctx = ctx};
+  CLF__UNUSED(c);
+  float *x = vw_rand(&w, N, 21, -1, 1);
+  double *ref = vw_alloc(&w, N * sizeof(double));
+  if (!x || !ref) return vw_fail(&w);
+  const size_t sx[4] = {B, L, H, DH}, sy[4] = {B, H, DH, L};
+  clf_tensor *tx = vw_tensor(&w, CLF_F32, 4, sx, x), *ty = vw_tensor(&w, CLF_F32, 4, sy, NULL);
+  if (!tx || !ty) return vw_fail(&w);
+  clf_status st = clf_permute(ctx, tx, (const int[]){0, 2, 3, 1}, ty, NULL);
+  if (st != CLF_OK) return vw_done(&w, st);
+  float *y = vw_download(&w, ty);
+  if (!y) return vw_fail(&w);
+  for (size_t b = 0; b < B; b++)
+    for (size_t l = 0; l < L; l++)
+      for (size_t h = 0; h < H; h++)
+        for (size_t d = 0; d < DH; d++) ref[((b * H + h) * DH + d) * L + l] = x[((b * L + l) * H + h) * DH + d];
+  *err = rel_error(y, ref, N);
+  return vw_done(&w, CLF_OK);
+}
+
+/* C = 0.75 A B^T + 0.5 C with A [M, K], B [N, K] (p = {M, N, K, batch});
+ * batch > 1 runs clf_gemm_batched with B [batch, K, N] untransposed. */
+static clf_status case_gemm(clf_context *ctx, const vcase *c, double *err) {
+  const size_t M = c->p[0], N = c->p[1], K = c->p[2], nb = c->p[3], tb = nb == 1;
+  vwork w = {.ctx = ctx};
+  float *a = vw_rand(&w, nb * M * K, 31, -1, 1), *b = vw_rand(&w, nb * K * N, 32, -1, 1);
+  float *c0 = vw_rand(&w, nb * M * N, 33, -1, 1);
+  double *ref = vw_alloc(&w, nb * M * N * sizeof(double));
+  if (!a || !b || !c0 || !ref) return vw_fail(&w);
+  const size_t sa[3] = {nb, M, K}, sbt[3] = {nb, N, K}, sbn[3] = {nb, K, N}, sc[3] = {nb, M, N};
+  const int nd = nb == 1 ? 2 : 3, o = 3 - nd;
+  clf_tensor *ta = vw_tensor(&w, CLF_F32, nd, sa + o, a), *tb_ = vw_tensor(&w, CLF_F32, nd, (tb ? sbt : sbn) + o, b);
+  clf_tensor *tc = vw_tensor(&w, CLF_F32, nd, sc + o, c0);
+  if (!ta || !tb_ || !tc) return vw_fail(&w);
+  clf_status st = nb == 1 ? clf_gemm(ctx, 0, 1, 0.75f, ta, tb_, 0.5f, tc, NULL)
+                          : clf_gemm_batched(ctx, 0, 0, 0.75f, ta, tb_, 0.5f, tc, NULL);
+  if (st != CLF_OK) return vw_done(&w, st);
+  float *got = vw_download(&w, tc);
+  if (!got) return vw_fail(&w);
+  for (size_t i = 0; i < nb; i++)
+    for (size_t m = 0; m < M; m++)
+      for (size_t n = 0; n < N; n++) {
+        double acc = 0;
+        for (size_t k = 0; k < K; k++)
+          acc += (double)a[(i * M + m) * K + k] * (tb ? b[n * K + k] : b[(i * K + k) * N + n]);
+        ref[(i * M + m) * N + n] = 0.75 * acc + 0.5 * c0[(i * M + m) * N + n];
+      }
+  *err = rel_error(got, ref, nb * M * N);
+  return vw_done(&w, CLF_OK);
+}
+
+/* Row softmax of 6 rows of 77 with scale 0.7. */
+static clf_status case_softmax(clf_context *ctx, const vcase *c, double *err) {
+  enum { R = 6, D = 77 };
+  vwork w = {.ctx = ctx};
+  CLF__UNUSED(c);
+  float *x = vw_rand(&w, R * D, 41, -4, 4);
+  double *ref = vw_alloc(&w, R * D * sizeof(double));
+  if (!x || !ref) return vw_fail(&w);
+  const size_t sh[2] = {R, D};
+  clf_tensor *tx = vw_tensor(&w, CLF_F32, 2, sh, x), *ty = vw_tensor(&w, CLF_F32, 2, sh, NULL);
+  if (!tx || !ty) return vw_fail(&w);
+  clf_status st = clf_softmax(ctx, tx, 0.7f, ty, NULL);
+  if (st != CLF_OK) return vw_done(&w, st);
+  float *y = vw_download(&w, ty);
+  if (!y) return vw_fail(&w);
+  for (size_t i = 0; i < R; i++) {
+    double mx = -INFINITY, sum = 0;
+    for (size_t d = 0; d < D; d++) mx = fmax(mx, 0.7 * x[i * D + d]);
+    for (size_t d = 0; d < D; d++) sum += ref[i * D + d] = exp(0.7 * x[i * D + d] - mx);
+    for (size_t d = 0; d < D; d++) ref[i * D + d] /= sum;
+  }
+  *err = rel_error(y, ref, R * D);
+  return vw_done(&w, CLF_OK);
+}
+
+static double ref_act(clf_activation act, double x) {
+  switch (act) {
+    case CLF_ACT_RELU: return x > 0 ? x : 0;
+    case CLF_ACT_GELU: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
+    case CLF_ACT_GELU_TANH: return 0.5 * x * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
+    case CLF_ACT_SILU: return x / (1 + exp(-x));
+    case CLF_ACT_TANH: return tanh(x);
+    default: return x;
+  }
+}
+
+/* y = act(x + bias) over 5 rows of 70; p[0] is the activation. */
+static clf_status case_bias_act(clf_context *ctx, const vcase *c, double *err) {
+  enum { R = 5, D = 70 };
+  const clf_activation act = (clf_activation)c->p[0];
+  vwork w = {.ctx = ctx};
+  float *x = vw_rand(&w, R * D, 51, -3, 3), *bias = vw_rand(&w, D, 52, -1, 1);
+  double *ref = vw_alloc(&w, R * D * sizeof(double));
+  if (!x || !bias || !ref) return vw_fail(&w);
+  const size_t sh[2] = {R, D}, sb[1] = {D};
+  clf_tensor *tx = vw_tensor(&w, CLF_F32, 2, sh, x), *tb = vw_tensor(&w, CLF_F32, 1, sb, bias);
+  clf_tensor *ty = vw_tensor(&w, CLF_F32, 2, sh, NULL);
+  if (!tx || !tb || !ty) return vw_fail(&w);
+  clf_status st = clf_bias_act(ctx, tx, tb, act, ty, NULL);
+  if (st != CLF_OK) return vw_done(&w, st);
+  float *y = vw_download(&w, ty);
+  if (!y) return vw_fail(&w);
+  for (size_t i = 0; i < R * D; i++) ref[i] = ref_act(act, (double)(x[i] + bias[i % D]));
+  *err = rel_error(y, ref, R * D);
+  return vw_done(&w, CLF_OK);
+}
+
+/* y = a + b, a [3, 5, 40]; b the same shape (a residual add) or, with
+ * p[0], [5, 1] broadcast. */
+static clf_status case_add(clf_context *ctx, const vcase *c, double *err) {
+  enum { A = 3, R = 5, D = 40, N = A * R * D };
+  const int bc = c->p[0] != 0;
+  vwork w = {.ctx = ctx};
+  float *a = vw_rand(&w, N, 61, -2, 2), *b = vw_rand(&w, bc ? R : N, 62, -2, 2);
+  double *ref = vw_alloc(&w, N * sizeof(double));
+  if (!a || !b || !ref) return vw_fail(&w);
+  const size_t sa[3] = {A, R, D}, sb[2] = {R, 1};
+  clf_tensor *ta = vw_tensor(&w, CLF_F32, 3, sa, a);
+  clf_tensor *tb = bc ? vw_tensor(&w, CLF_F32, 2, sb, b) : vw_tensor(&w, CLF_F32, 3, sa, b);
+  clf_tensor *ty = vw_tensor(&w, CLF_F32, 3, sa, NULL);
+  if (!ta || !tb || !ty) return vw_fail(&w);
+  clf_status st = clf_add(ctx, ta, tb, ty, NULL);
+  if (st != CLF_OK) return vw_done(&w, st);
+  float *y = vw_download(&w, ty);
+  if (!y) return vw_fail(&w);
+  for (size_t i = 0; i < N; i++) ref[i] = (double)a[i] + b[bc ? i / D % R : i];
+  *err = rel_error(y, ref, N);
+  return vw_done(&w, CLF_OK);
+}
+
+/* out += 0.5 table[ids] with table [30, 24] and ids [2, 6] (i32, or i64
+ * with p[0]), one id past the table (a zero row). */
+static clf_status case_gather(clf_context *ctx, const vcase *c, double *err) {
+  enum { V = 30, D = 24, B = 2, K = 6 };
+  const int i64 = c->p[0] != 0;
+  static const int ids[B * K] = {3, 0, 29, 7, 30, 12, 5, 5, 1, 28, 14, 2};
+  vwork w = {.ctx = ctx};
+  float *table = vw_rand(&w, V * D, 71, -1, 1), *out0 = vw_rand(&w, B * K * D, 72, -1, 1);
+  void *hid = vw_alloc(&w, B * K * sizeof(int64_t));
+  double *ref = vw_alloc(&w, B * K * D * sizeof(double));
+  if (!table || !out0 || !hid || !ref) return vw_fail(&w);
+  for (size_t i = 0; i < B * K; i++) {
+    if (i64) ((int64_t *)hid)[i] = ids[i];
+    else ((int32_t *)hid)[i] = ids[i];
+  }
+  const size_t st_[2] = {V, D}, si[2] = {B, K}, so[3] = {B, K, D};
+  clf_tensor *tt = vw_tensor(&w, CLF_F32, 2, st_, table), *ti = vw_tensor(&w, i64 ? CLF_I64 : CLF_I32, 2, si, hid);
+  clf_tensor *to = vw_tensor(&w, CLF_F32, 3, so, out0);
+  if (!tt || !ti || !to) return vw_fail(&w);
+  clf_status st = clf_embedding(ctx, tt, ti, 0.5f, 1, to, NULL);
+  if (st != CLF_OK) return vw_done(&w, st);
+  float *o = vw_download(&w, to);
+  if (!o) return vw_fail(&w);
+  for (size_t i = 0; i < B * K; i++)
+    for (size_t d = 0; d < D; d++)
+      ref[i * D + d] = out0[i * D + d] + (ids[i] < V ? 0.5 * table[ids[i] * D + d] : 0.0);
+  *err = rel_error(o, ref, B * K * D);
+  return vw_done(&w, CLF_OK);
+}
+
+/* ---- the list of variants on this device ---- */
+
+/* Whether CLBlast runs an m x n x k GEMM (B transposed) on its direct path:
+ * with A at offset 1 its indirect path always needs a temporary buffer and
+ * its direct path never does.  -1 when CLBlast cannot tell. */
+static int clblast_direct(clf_context *ctx, size_t m, size_t n, size_t k) {
+  size_t temp = 0;
+  CLBlastStatusCode s = CLBlastSGemmTempBufferSize(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes,
+                                                   m, n, k, 1, k, 0, k, 0, n, &ctx->queue, &temp);
+  return s != CLBlastSuccess ? -1 : temp == 0;
+}
+
+static void add_case(vcase *list, size_t *n, size_t cap, const char *name, case_fn run, size_t p0, size_t p1,
+                     size_t p2, size_t p3, double tol) {
+  for (size_t i = 0; i < *n; i++)
+    if (strcmp(list[i].name, name) == 0) return; /* the same variant twice (equal tiles) */
+  if (*n == cap) return;
+  vcase *c = &list[(*n)++];
+  snprintf(c->name, sizeof(c->name), "%s", name);
+  c->run = run;
+  c->p[0] = p0;
+  c->p[1] = p1;
+  c->p[2] = p2;
+  c->p[3] = p3;
+  c->tol = tol;
+}
+
+#define MAX_CASES 48
+
+/* Tolerances of max |dev - ref| / max(1, max |ref|), as the op tests use. */
+static size_t list_cases(clf_context *ctx, vcase *list) {
+  size_t n = 0;
+  add_case(list, &n, MAX_CASES, "norm.layer_norm", case_norm, 0, 0, 0, 0, 2e-5);
+  add_case(list, &n, MAX_CASES, "norm.layer_norm_rows", case_norm, 0, 0, 0, 0, 2e-5);
+  /* The head dims of the models clformer runs; prefill (Lq > 8) and
+   * decode (Lq <= 8, a KV cache longer than kv_len) take different tiles. */
+  static const size_t dims[] = {32, 64, 80, 128};
+  for (size_t i = 0; i < CLF__ARRAY_LEN(dims); i++) {
+    char name[96];
+    if (clf__attn_fused_variant(ctx, dims[i], 40, name, sizeof(name)))
+      add_case(list, &n, MAX_CASES, name, case_attention, dims[i], 40, 40, 40, 1e-4);
+    if (clf__attn_fused_variant(ctx, dims[i], 3, name, sizeof(name)))
+      add_case(list, &n, MAX_CASES, name, case_attention, dims[i], 3, 45, 48, 1e-4);
+  }
+  add_case(list, &n, MAX_CASES, "attention.gemm", case_attention, 64, 40, 40, 40, 1e-4);
+  add_case(list, &n, MAX_CASES, "movement.permute_tiled", case_permute, 0, 0, 0, 0, 0);
+  add_case(list, &n, MAX_CASES, "movement.copy_strided", case_permute, 0, 0, 0, 0, 0);
+  /* CLBlast's two GEMM paths, found by asking it; batches run strided on
+   * the direct path only (gemm_clblast.cc). */
+  static const size_t small[] = {16, 8}, large[] = {256, 512, 1024};
+  for (size_t i = 0; i < CLF__ARRAY_LEN(small); i++)
+    if (clblast_direct(ctx, small[i], small[i] + 8, small[i] + 4) == 1) {
+      add_case(list, &n, MAX_CASES, "gemm.clblast direct", case_gemm, small[i], small[i] + 8, small[i] + 4, 1, 1e-5);
+      add_case(list, &n, MAX_CASES, "gemm.clblast direct batched", case_gemm, small[i], small[i] + 8, small[i] + 4,
+               3, 1e-5);
+      break;
+    }
+  for (size_t i = 0; i < CLF__ARRAY_LEN(large); i++)
+    if (clblast_direct(ctx, large[i], large[i], large[i]) == 0) {
+      add_case(list, &n, MAX_CASES, "gemm.clblast indirect", case_gemm, large[i], large[i], large[i], 1, 1e-5);
+      break;
+    }
+  add_case(list, &n, MAX_CASES, "elementwise.softmax", case_softmax, 0, 0, 0, 0, 1e-5);
+  static const char *const acts[] = {"none", "relu", "gelu", "gelu_tanh", "silu", "tanh"}; /* by clf_activation */
+  for (size_t i = 0; i < CLF__ARRAY_LEN(acts); i++) {
+    char name[96];
+    snprintf(name, sizeof(name), "elementwise.bias_act %s", acts[i]);
+    add_case(list, &n, MAX_CASES, name, case_bias_act, i, 0, 0, 0, 1e-5);
+  }
+  add_case(list, &n, MAX_CASES, "elementwise.add", case_add, 0, 0, 0, 0, 1e-6);
+  add_case(list, &n, MAX_CASES, "elementwise.add broadcast", case_add, 1, 0, 0, 0, 1e-6);
+  add_case(list, &n, MAX_CASES, "embed.gather i32", case_gather, 0, 0, 0, 0, 1e-6);
+  add_case(list, &n, MAX_CASES, "embed.gather i64", case_gather, 1, 0, 0, 0, 1e-6);
+  return n;
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+clf_status clf_validate(clf_context *ctx, clf_variant_result *out, size_t capacity, size_t *count) {
+  static const char op[] = "clf_validate";
+  clf_status st = clf__check_ctx(ctx, op);
+  if (st != CLF_OK) return st;
+  if (!count) return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: count is NULL", op);
+  if (capacity && !out) return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: out is NULL with capacity %zu", op, capacity);
+  *count = 0;
+  struct clf__verdicts *vs = ctx->verdicts;
+  if (!vs) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: the context has no verdict table", op);
+  vcase *list = malloc(MAX_CASES * sizeof(*list));
+  if (!list) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
+  const size_t n = list_cases(ctx, list);
+  vs->validating = 1;
+  for (size_t i = 0; i < n; i++) {
+    const vcase *c = &list[i];
+    clf_variant_result r;
+    memset(&r, 0, sizeof(r));
+    snprintf(r.name, sizeof(r.name), "%s", c->name);
+    snprintf(r.fallback, sizeof(r.fallback), "%s", fallback_of(c->name));
+    r.tolerance = c->tol;
+    clf_clear_error(ctx);
+    vs->pinned = c->name;
+    double t0 = now_ms(), err = INFINITY;
+    st = c->run(ctx, c, &err);
+    /* A failure to run leaves queued work behind; finish it here. */
+    if (st != CLF_OK) clFinish(ctx->queue);
+    r.ms = now_ms() - t0;
+    r.max_error = st == CLF_OK ? err : INFINITY;
+    r.passed = st == CLF_OK && err <= c->tol;
+    if (st != CLF_OK)
+      snprintf(r.message, sizeof(r.message), "did not run: %s", clf_last_error(ctx));
+    else if (!r.passed)
+      snprintf(r.message, sizeof(r.message), "max error %.3g exceeds the tolerance %.3g", err, c->tol);
+    if (!record(vs, c->name, r.passed, r.max_error, r.tolerance)) {
+      vs->validating = 0;
+      vs->pinned = NULL;
+      free(list);
+      return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
+    }
+    if (i < capacity) out[i] = r;
+  }
+  vs->validating = 0;
+  vs->pinned = NULL;
+  free(list);
+  clf_clear_error(ctx);
+  verdicts_store(ctx);
+  *count = n;
+  return CLF_OK;
+}

@@ -1,0 +1,275 @@
+/* npy.c - NumPy .npy files: model inputs and outputs of the command line and
+ * of the golden tests.  Reads formats 1.0-3.0 (little-endian f32, f16, i32,
+ * i64, C order) and writes what numpy.save writes. */
+#include "base/status.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char npy_magic[6] = {'\x93', 'N', 'U', 'M', 'P', 'Y'};
+
+static const struct {
+  const char *descr;
+  clf_dtype dtype;
+} npy_types[] = {{"<f4", CLF_F32}, {"<f2", CLF_F16}, {"<i4", CLF_I32}, {"<i8", CLF_I64}};
+
+/* ---- header parsing: a Python dict literal such as
+ * {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), } ---- */
+
+typedef struct npy_parser {
+  const char *p, *end;
+} npy_parser;
+
+static void npy_ws(npy_parser *ps) {
+  while (ps->p < ps->end && (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' || *ps->p == '\r')) ps->p++;
+}
+
+static int npy_eat(npy_parser *ps, char c) {
+  npy_ws(ps);
+  if (ps->p < ps->end && *ps->p == c) {
+    ps->p++;
+    return 1;
+  }
+  return 0;
+}
+
+/* A quoted string without escapes into buf. */
+static int npy_string(npy_parser *ps, char *buf, size_t cap) {
+  npy_ws(ps);
+  if (ps->p >= ps->end || (*ps->p != '\'' && *ps->p != '"')) return 0;
+  char q = *ps->p++;
+  size_t n = 0;
+  while (ps->p < ps->end && *ps->p != q) {
+    if (*ps->p == '\\' || n + 1 >= cap) return 0;
+    buf[n++] = *ps->p++;
+  }
+  if (ps->p >= ps->end) return 0;
+  ps->p++;
+  buf[n] = '\0';
+  return 1;
+}
+
+static int npy_word(npy_parser *ps, const char *w) {
+  npy_ws(ps);
+  size_t n = strlen(w);
+  if ((size_t)(ps->end - ps->p) < n || strncmp(ps->p, w, n) != 0) return 0;
+  if ((size_t)(ps->end - ps->p) > n && (isalnum((unsigned char)ps->p[n]) || ps->p[n] == '_')) return 0;
+  ps->p += n;
+  return 1;
+}
+
+/* A tuple of non-negative integers: (), (5,), (2, 3), with an optional
+ * trailing comma (required by Python for one element, accepted here). */
+static int npy_tuple(npy_parser *ps, int *ndim, size_t *shape, int max_dims) {
+  if (!npy_eat(ps, '(')) return 0;
+  *ndim = 0;
+  for (;;) {
+    if (npy_eat(ps, ')')) return 1;
+    npy_ws(ps);
+    if (ps->p >= ps->end || !isdigit((unsigned char)*ps->p)) return 0;
+    size_t v = 0;
+    while (ps->p < ps->end && isdigit((unsigned char)*ps->p)) {
+      unsigned d = (unsigned)(*ps->p++ - '0');
+      if (v > (SIZE_MAX - d) / 10) return 0;
+      v = v * 10 + d;
+    }
+    if (*ndim >= max_dims) return -1;
+    shape[(*ndim)++] = v;
+    if (npy_eat(ps, ',')) continue;
+    if (npy_eat(ps, ')')) return *ndim == 1 ? 0 : 1; /* (5) is an int, not a tuple */
+    return 0;
+  }
+}
+
+/* Reads the whole file into memory (malloc'd). */
+static clf_status npy_slurp(const char *path, unsigned char **out, size_t *len) {
+  *out = NULL;
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return clf__fail(NULL, errno == ENOENT ? CLF_E_NOT_FOUND : CLF_E_IO, "%s: cannot open: %s", path,
+                     strerror(errno));
+  size_t cap = 1 << 16, n = 0;
+  unsigned char *buf = malloc(cap);
+  while (buf) {
+    n += fread(buf + n, 1, cap - n, f);
+    if (n < cap) break;
+    unsigned char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
+    if (!nb) {
+      free(buf);
+      buf = NULL;
+      break;
+    }
+    buf = nb;
+    cap *= 2;
+  }
+  int err = ferror(f);
+  fclose(f);
+  if (!buf) return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", path);
+  if (err) {
+    free(buf);
+    return clf__fail(NULL, CLF_E_IO, "%s: read error", path);
+  }
+  *out = buf;
+  *len = n;
+  return CLF_OK;
+}
+
+static void npy_set_name(clf_array *a, const char *path) {
+  const char *base = strrchr(path, '/');
+  base = base ? base + 1 : path;
+  size_t n = strlen(base);
+  if (n >= 4 && strcmp(base + n - 4, ".npy") == 0) n -= 4;
+  if (n >= sizeof(a->name)) n = sizeof(a->name) - 1;
+  memcpy(a->name, base, n);
+  a->name[n] = '\0';
+}
+
+clf_status clf_npy_read(const char *path, clf_array *out) {
+  if (!out) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_npy_read: out is NULL");
+  memset(out, 0, sizeof(*out));
+  if (!path) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_npy_read: path is NULL");
+  unsigned char *buf = NULL;
+  size_t len = 0;
+  clf_status st = npy_slurp(path, &buf, &len);
+  if (st != CLF_OK) return st;
+#define NPY_BAD(code, ...)                         \
+  do {                                             \
+    st = clf__fail(NULL, (code), __VA_ARGS__);     \
+    goto fail;                                     \
+  } while (0)
+  if (len < 10 || memcmp(buf, npy_magic, 6) != 0) NPY_BAD(CLF_E_FORMAT, "%s: not a .npy file (bad magic)", path);
+  unsigned major = buf[6];
+  size_t hlen, hstart;
+  if (major == 1) {
+    hlen = (size_t)buf[8] | (size_t)buf[9] << 8;
+    hstart = 10;
+  } else if (major == 2 || major == 3) {
+    if (len < 12) NPY_BAD(CLF_E_FORMAT, "%s: truncated .npy header", path);
+    hlen = (size_t)buf[8] | (size_t)buf[9] << 8 | (size_t)buf[10] << 16 | (size_t)buf[11] << 24;
+    hstart = 12;
+  } else {
+    NPY_BAD(CLF_E_FORMAT, "%s: unsupported .npy format version %u.%u", path, major, (unsigned)buf[7]);
+  }
+  if (hlen > len - hstart)
+    NPY_BAD(CLF_E_FORMAT, "%s: .npy header of %zu bytes runs past the end of the file (truncated?)", path, hlen);
+
+  npy_parser ps = {(const char *)buf + hstart, (const char *)buf + hstart + hlen};
+  char key[32], descr[32] = "";
+  int have_descr = 0, have_order = 0, have_shape = 0, fortran = 0;
+  if (!npy_eat(&ps, '{')) NPY_BAD(CLF_E_FORMAT, "%s: .npy header is not a dict", path);
+  for (;;) {
+    if (npy_eat(&ps, '}')) break;
+    if (!npy_string(&ps, key, sizeof(key)) || !npy_eat(&ps, ':'))
+      NPY_BAD(CLF_E_FORMAT, "%s: malformed .npy header", path);
+    if (strcmp(key, "descr") == 0 && !have_descr) {
+      if (!npy_string(&ps, descr, sizeof(descr)))
+        NPY_BAD(CLF_E_DTYPE, "%s: unsupported .npy descr (not a simple type string)", path);
+      have_descr = 1;
+    } else if (strcmp(key, "fortran_order") == 0 && !have_order) {
+      if (npy_word(&ps, "True")) fortran = 1;
+      else if (!npy_word(&ps, "False")) NPY_BAD(CLF_E_FORMAT, "%s: malformed .npy fortran_order", path);
+      have_order = 1;
+    } else if (strcmp(key, "shape") == 0 && !have_shape) {
+      int r = npy_tuple(&ps, &out->ndim, out->shape, CLF_MAX_DIMS);
+      if (r < 0) NPY_BAD(CLF_E_FORMAT, "%s: .npy array has more than %d dims", path, CLF_MAX_DIMS);
+      if (!r) NPY_BAD(CLF_E_FORMAT, "%s: malformed .npy shape", path);
+      have_shape = 1;
+    } else {
+      NPY_BAD(CLF_E_FORMAT, "%s: unexpected or repeated key '%s' in the .npy header", path, key);
+    }
+    if (!npy_eat(&ps, ',')) {
+      if (!npy_eat(&ps, '}')) NPY_BAD(CLF_E_FORMAT, "%s: malformed .npy header", path);
+      break;
+    }
+  }
+  npy_ws(&ps);
+  if (ps.p != ps.end) NPY_BAD(CLF_E_FORMAT, "%s: malformed .npy header (text after the dict)", path);
+  if (!have_descr || !have_order || !have_shape)
+    NPY_BAD(CLF_E_FORMAT, "%s: .npy header lacks '%s'", path,
+            !have_descr ? "descr" : !have_order ? "fortran_order" : "shape");
+  int found = 0;
+  for (size_t i = 0; i < CLF__ARRAY_LEN(npy_types); i++)
+    if (strcmp(descr, npy_types[i].descr) == 0) {
+      out->dtype = npy_types[i].dtype;
+      found = 1;
+    }
+  if (!found)
+    NPY_BAD(CLF_E_DTYPE, "%s: unsupported .npy dtype '%s' (supported: '<f4', '<f2', '<i4', '<i8')", path, descr);
+  if (fortran) NPY_BAD(CLF_E_FORMAT, "%s: fortran_order True is not supported (save a C-order array)", path);
+
+  size_t numel = 1, es = clf_dtype_size(out->dtype);
+  for (int i = 0; i < out->ndim; i++) {
+    if (out->shape[i] && numel > SIZE_MAX / out->shape[i]) NPY_BAD(CLF_E_FORMAT, "%s: .npy shape overflows", path);
+    numel *= out->shape[i];
+  }
+  if (numel > SIZE_MAX / es) NPY_BAD(CLF_E_FORMAT, "%s: .npy shape overflows", path);
+  size_t bytes = numel * es, have = len - hstart - hlen;
+  if (have < bytes) NPY_BAD(CLF_E_FORMAT, "%s: .npy data truncated: %zu bytes, expected %zu", path, have, bytes);
+  if (have > bytes)
+    NPY_BAD(CLF_E_FORMAT, "%s: %zu extra bytes after the .npy data (expected %zu)", path, have - bytes, bytes);
+  out->data = malloc(bytes ? bytes : 1);
+  if (!out->data) NPY_BAD(CLF_E_OUT_OF_MEMORY, "%s: out of host memory for %zu bytes", path, bytes);
+  memcpy(out->data, buf + hstart + hlen, bytes);
+  npy_set_name(out, path);
+  free(buf);
+  return CLF_OK;
+fail:
+  free(buf);
+  out->data = NULL;
+  return st;
+#undef NPY_BAD
+}
+
+clf_status clf_npy_write(const char *path, const clf_array *a) {
+  if (!path) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_npy_write: path is NULL");
+  if (!a) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_npy_write: array is NULL (writing %s)", path);
+  const char *descr = NULL;
+  for (size_t i = 0; i < CLF__ARRAY_LEN(npy_types); i++)
+    if (a->dtype == npy_types[i].dtype) descr = npy_types[i].descr;
+  if (!descr) return clf__fail(NULL, CLF_E_DTYPE, "clf_npy_write: %s: unknown dtype %d", path, (int)a->dtype);
+  if (a->ndim < 0 || a->ndim > CLF_MAX_DIMS)
+    return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_npy_write: %s: ndim is %d, must be 0..%d", path, a->ndim,
+                     CLF_MAX_DIMS);
+  size_t numel = 1, es = clf_dtype_size(a->dtype);
+  for (int i = 0; i < a->ndim; i++) {
+    if (a->shape[i] && numel > SIZE_MAX / a->shape[i] / es)
+      return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_npy_write: %s: shape overflows", path);
+    numel *= a->shape[i];
+  }
+  if (numel && !a->data) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_npy_write: %s: data is NULL", path);
+
+  char dict[256];
+  int n = snprintf(dict, sizeof(dict), "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
+  for (int i = 0; i < a->ndim; i++)
+    n += snprintf(dict + n, sizeof(dict) - (size_t)n, "%s%zu", i ? ", " : "", a->shape[i]);
+  n += snprintf(dict + n, sizeof(dict) - (size_t)n, "%s), }", a->ndim == 1 ? "," : "");
+  /* Version 1.0 (2-byte length); magic + version + length + header is padded
+   * with spaces and a newline to a multiple of 64, as numpy does. */
+  size_t pre = 10, total = pre + (size_t)n + 1;
+  total = (total + 63) / 64 * 64;
+  size_t hlen = total - pre;
+  unsigned char head[320];
+  memcpy(head, npy_magic, 6);
+  head[6] = 1;
+  head[7] = 0;
+  head[8] = (unsigned char)(hlen & 0xFF);
+  head[9] = (unsigned char)(hlen >> 8);
+  memcpy(head + pre, dict, (size_t)n);
+  memset(head + pre + n, ' ', hlen - (size_t)n - 1);
+  head[total - 1] = '\n';
+
+  FILE *f = fopen(path, "wb");
+  if (!f) return clf__fail(NULL, CLF_E_IO, "clf_npy_write: cannot create %s: %s", path, strerror(errno));
+  int ok = fwrite(head, 1, total, f) == total;
+  if (ok && numel) ok = fwrite(a->data, es, numel, f) == numel;
+  if (fclose(f) != 0) ok = 0;
+  if (!ok) {
+    int e = errno;
+    remove(path);
+    return clf__fail(NULL, CLF_E_IO, "clf_npy_write: writing %s failed: %s", path, strerror(e));
+  }
+  return CLF_OK;
+}

@@ -1,0 +1,123 @@
+/* blocks.h - the Transformer building blocks shared by every model family:
+ * weights of a linear / layer norm / attention / MLP, the layer forward with
+ * pre- or post-LN placement, and reusable activation workspaces.
+ */
+#ifndef CLF_BLOCKS_H
+#define CLF_BLOCKS_H
+
+#include "ops/ops.h"
+#include "weights.h"
+
+/* Every device tensor a model owns, destroyed together. */
+typedef struct clf__params {
+  clf_tensor **t;
+  size_t n, cap;
+} clf__params;
+void clf__params_free(clf__params *p);
+clf_status clf__params_add(clf_context *ctx, clf__params *p, clf_tensor *t);
+
+/* Loads `name` with shape checking into the model's parameter list. */
+clf_status clf__param(clf_context *ctx, const clf__weights *w, clf__params *p, const char *name, int ndim,
+                      const size_t *shape, clf_tensor **out);
+
+typedef struct clf__linear {
+  clf_tensor *w; /* [out, in] (OUT_IN) or [in, out] (IN_OUT) */
+  clf_tensor *b; /* [out] or NULL */
+  clf_weight_layout layout;
+} clf__linear;
+
+typedef struct clf__ln {
+  clf_tensor *g, *b; /* [D] */
+  float eps;
+} clf__ln;
+
+/* Multi-head attention weights: separate q/k/v projections, or one fused
+ * qkv ([D, 3D] Conv1D, GPT-2's c_attn) split with clf_split_heads. */
+typedef struct clf__attn {
+  clf__linear qkv, q, k, v, o;
+  int fused;
+  size_t heads, dh;
+  float scale; /* 1/sqrt(dh) */
+} clf__attn;
+
+typedef struct clf__mlp {
+  clf__linear fc1, fc2;
+  clf_activation act;
+} clf__mlp;
+
+/* One layer: self-attention, optional cross-attention, MLP, and their norms.
+ * post-LN: h = ln1(h + SA(h)); h = ln2(h + CA(h)); h = ln3(h + MLP(h)).
+ * pre-LN:  a = ln1(h) on entry; h += SA(a); a = ln2(h); h += CA(a); ...;
+ *          h += MLP(a); a = next_ln(h) (the next layer's ln1 or the final one). */
+typedef struct clf__layer {
+  clf__attn self, cross;
+  int has_cross;
+  clf__mlp mlp;
+  clf__ln ln_self, ln_cross, ln_mlp;
+} clf__layer;
+
+/* Loaders: "%s" names resolved with the alternatives of clf__weights_pick. */
+clf_status clf__load_linear(clf_context *ctx, const clf__weights *w, clf__params *p, const char *wname,
+                            const char *bname, size_t out_f, size_t in_f, clf_weight_layout layout, clf__linear *l);
+/* LayerNorm `prefix`.weight/.bias, or the legacy prefix.gamma/.beta. */
+clf_status clf__load_ln(clf_context *ctx, const clf__weights *w, clf__params *p, const char *prefix, size_t d,
+                        float eps, clf__ln *ln);
+
+/* Workspace slots: tensors re-created only when their shape changes, so a
+ * forward pass allocates once per (batch, length). */
+enum {
+  CLF__WS_Q, CLF__WS_K, CLF__WS_V, CLF__WS_PROJ, CLF__WS_CTX, CLF__WS_OUT, CLF__WS_HID, CLF__WS_H,
+  CLF__WS_A, CLF__WS_ENC, CLF__WS_ROW, CLF__WS_LOGITS, CLF__WS_IDS, CLF__WS_IDS2, CLF__WS_MASK,
+  CLF__WS_MASK2, CLF__WS_POS, CLF__WS_T1, CLF__WS_T2, CLF__WS_BEAM, CLF__WS_SRC, CLF__WS_COUNT
+};
+typedef struct clf__ws {
+  clf_tensor *t[CLF__WS_COUNT];
+} clf__ws;
+/* The slot's tensor with exactly this dtype and shape (re-created if not). */
+clf_status clf__ws_get(clf_context *ctx, clf__ws *ws, int slot, clf_dtype dt, int ndim, const size_t *shape,
+                       clf_tensor **out);
+void clf__ws_free(clf__ws *ws);
+
+/* Where an attention block's keys and values live: k, v [B, H, Lcap, Dh].
+ * New rows are appended at `pos` unless `ready` (cross-attention K/V already
+ * computed); attention then uses kv_len rows (0: all). */
+typedef struct clf__kv {
+  clf_tensor *k, *v;
+  size_t pos;
+  int ready;
+} clf__kv;
+
+/* y [B, Lq, D] = MHA(x [B, Lq, D], src) with src = x (self) or the encoder
+ * states (cross).  kv NULL: K/V go to workspace tensors. */
+clf_status clf__attn_forward(clf_context *ctx, const clf__attn *a, const clf_tensor *x, const clf_tensor *src,
+                             const clf__kv *kv, const clf_attention_mask *mask, clf__ws *ws, clf_tensor *y);
+/* y = fc2(act(fc1(x))). */
+clf_status clf__mlp_forward(clf_context *ctx, const clf__mlp *m, const clf_tensor *x, clf__ws *ws, clf_tensor *y);
+
+/* What a layer attends to besides itself. */
+typedef struct clf__layer_io {
+  const clf_attention_mask *self_mask;
+  const clf__kv *self_kv;  /* NULL: no cache */
+  const clf_tensor *enc;   /* encoder states [B, Ls, D] (cross-attention) */
+  const clf_attention_mask *cross_mask;
+  const clf__kv *cross_kv; /* NULL: computed into the workspace */
+} clf__layer_io;
+
+/* Runs a layer on the residual stream h [B, L, D].  pre_ln: `a` holds
+ * ln_self(h) on entry and next_ln(h) on exit.  post_ln: a is scratch. */
+clf_status clf__layer_forward(clf_context *ctx, const clf__layer *l, int pre_ln, const clf__ln *next_ln,
+                              clf_tensor *h, clf_tensor *a, const clf__layer_io *io, clf__ws *ws);
+
+/* x (+)= LN: the post-LN residual step h = LN(h + f). */
+clf_status clf__ln_apply(clf_context *ctx, const clf__ln *ln, const clf_tensor *x, const clf_tensor *res,
+                         clf_tensor *sum_out, clf_tensor *y);
+
+/* Sets t (f32) to zeros by an upload from the host, which every tool sees
+ * as initialising the memory (Oclgrind does not track clEnqueueFillBuffer). */
+clf_status clf__zero(clf_context *ctx, clf_tensor *t);
+
+/* Reorders the batch rows of a cache [N, ...]: row r becomes row idx[r]
+ * (beam search), through a device gather into workspace and a copy back. */
+clf_status clf__kv_reorder(clf_context *ctx, clf_tensor *cache, const int64_t *idx, clf__ws *ws);
+
+#endif

@@ -1,0 +1,95 @@
+/* model.h - what the model families share: the clf_model object with its
+ * per-family hooks, and the helpers that turn host arrays into device inputs.
+ */
+#ifndef CLF_MODEL_H
+#define CLF_MODEL_H
+
+#include "blocks.h"
+#include "io/config.h"
+
+#define CLF__MAX_IO 8
+
+/* The inputs of one run, indexed like the model's input names (NULL: absent). */
+typedef const clf_array *clf__inputs[CLF__MAX_IO];
+
+struct clf_model {
+  clf_context *ctx;
+  const char *type; /* "bert", "gpt2", "marian", "vit", "swin", "vit_mae" */
+  const char *const *in_names;
+  size_t n_in;
+  const char *const *out_names;
+  size_t n_out;
+  clf__params params;
+  clf__ws ws, ws2; /* encoder / decoder workspaces */
+  void *impl;
+  /* One forward pass: results[i] gets output i when want[i]. */
+  clf_status (*run)(clf_model *m, const clf__inputs in, const int *want, clf_array *results);
+  void (*destroy)(clf_model *m);
+  /* Generation hooks (NULL for encoder-only models).  begin: prepare for B
+   * rows with room for `cap` decoder positions (encoder-decoders run their
+   * encoder on enc_ids/enc_mask here).  step: feed ids [B, n] at decoder
+   * positions pos [B, n] with the self-attention padding mask [B, past + n]
+   * (NULL: none) and get the last position's logits [B, V] on the host.
+   * reorder: row r of every cache becomes row idx[r]. */
+  clf_status (*gen_begin)(clf_model *m, size_t B, size_t cap, const clf_array *enc_ids, const clf_array *enc_mask,
+                          size_t expand);
+  clf_status (*gen_step)(clf_model *m, size_t n, const int64_t *ids, const int64_t *pos, const int64_t *mask,
+                         float *logits);
+  clf_status (*gen_reorder)(clf_model *m, const int64_t *idx);
+  void (*gen_end)(clf_model *m);
+  size_t vocab;
+  int is_encdec;
+  /* generation settings from config.json / generation_config.json */
+  long bos, eos[8], pad, dec_start, forced_eos, forced_bos, max_length, num_beams, min_length;
+  size_t n_eos;
+  int has_pad, has_dec_start, has_forced_eos, has_forced_bos;
+  long bad_words[256];
+  size_t n_bad_words;
+  double length_penalty;
+  int early_stopping; /* 1 true, 0 false, -1 "never" */
+  const char *unsupported; /* a generation setting generate() does not implement, or NULL */
+};
+
+/* Family constructors: fill m (hooks, names, weights) from config and weights. */
+clf_status clf__bert_load(clf_model *m, const clf__config *c, const clf__weights *w);
+clf_status clf__gpt2_load(clf_model *m, const clf__config *c, const clf__weights *w);
+clf_status clf__marian_load(clf_model *m, const clf__config *c, const clf__weights *w);
+clf_status clf__vit_load(clf_model *m, const clf__config *c, const clf__weights *w);
+clf_status clf__vit_mae_load(clf_model *m, const clf__config *c, const clf__weights *w);
+clf_status clf__swin_load(clf_model *m, const clf__config *c, const clf__weights *w);
+
+/* ViT helpers shared with ViTMAE (model_vit.c). */
+/* Checks pixel_values: f32 [B, C, H, W] with C channels, H and W multiples
+ * of the patch P; names the problem. */
+clf_status clf__vit_check_pixels(clf_model *m, const clf_array *a, size_t C, size_t P);
+/* n ViT layers "PREFIX%zu." (attention.attention.query, layernorm_before, ...). */
+clf_status clf__vit_load_layers(clf_context *ctx, const clf__weights *w, clf__params *p, const char *prefix,
+                                size_t n, size_t D, size_t H, size_t F, float eps, clf_activation act, int qkv_bias,
+                                clf__layer *layers);
+/* Pre-LN stack on h; on exit a = ln_f(h). */
+clf_status clf__vit_encoder(clf_context *ctx, const clf__layer *layers, size_t n, const clf__ln *ln_f, clf_tensor *h,
+                            clf_tensor *a, clf__ws *ws);
+/* The [N + 1, D] table pos bicubic-interpolated to a gh x gw grid as 4.40's
+ * interpolate_pos_encoding (host copy in *host, result cached in *cache). */
+clf_status clf__vit_interp_pos(clf_context *ctx, const clf_tensor *pos, size_t N, size_t D, size_t gh, size_t gw,
+                               float **host, clf_tensor **cache, size_t *c_gh, size_t *c_gw);
+
+/* Uploads a host array of ids/mask (i32 or i64, [B, L]) into workspace slot
+ * `slot` as is.  A NULL array gives a tensor of `fill`. */
+clf_status clf__upload_ids(clf_model *m, clf__ws *ws, int slot, const clf_array *a, size_t B, size_t L,
+                           long fill, clf_tensor **out);
+/* Downloads t into a fresh result array named `name` (data malloc'd). */
+clf_status clf__download(clf_model *m, const clf_tensor *t, const char *name, clf_array *out);
+/* Checks an ids-like input: i32/i64, 2-D; *B and *L set (or checked when
+ * non-zero).  `what` names the input in errors. */
+clf_status clf__check_ids(clf_model *m, const clf_array *a, const char *what, size_t *B, size_t *L);
+
+/* `fmt` with the model's tensor prefix ("bert.", "transformer.", "model.", "")
+ * printed into buf. */
+const char *clf__wn(char *buf, size_t len, const char *prefix, const char *fmt, ...)
+#ifdef __GNUC__
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
+#endif

@@ -1,0 +1,325 @@
+/* weights.c - a model directory's tensors (one safetensors file or the
+ * shards of an index), looked up by name and uploaded as f32 device tensors,
+ * with F16/BF16 converted on the host and shapes checked. */
+#include "weights.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+typedef struct w_name {
+  const char *name; /* borrowed from the index JSON or the shard */
+  size_t shard;
+} w_name;
+
+struct clf__weights {
+  char *dir;
+  char *source;           /* DIR/model.safetensors or DIR/model.safetensors.index.json */
+  clf_safetensors **shards;
+  char **shard_files;
+  size_t n_shards;
+  w_name *names; /* sorted by name */
+  size_t n_names;
+  cJSON *index; /* keeps the index's strings alive */
+};
+
+static char *w_join(const char *dir, const char *name) {
+  size_t n = strlen(dir) + strlen(name) + 2;
+  char *p = malloc(n);
+  if (p) snprintf(p, n, "%s%s%s", dir, (dir[0] && dir[strlen(dir) - 1] == '/') ? "" : "/", name);
+  return p;
+}
+
+static int w_exists(const char *dir, const char *name) {
+  char *p = w_join(dir, name);
+  struct stat sb;
+  int r = p && stat(p, &sb) == 0;
+  free(p);
+  return r;
+}
+
+void clf__weights_close(clf__weights *w) {
+  if (!w) return;
+  for (size_t i = 0; i < w->n_shards; i++) {
+    clf_safetensors_close(w->shards[i]);
+    free(w->shard_files[i]);
+  }
+  free(w->shards);
+  free(w->shard_files);
+  free(w->names);
+  cJSON_Delete(w->index);
+  free(w->source);
+  free(w->dir);
+  free(w);
+}
+
+static int w_cmp(const void *a, const void *b) {
+  return strcmp(((const w_name *)a)->name, ((const w_name *)b)->name);
+}
+
+static const w_name *w_find(const clf__weights *w, const char *name) {
+  if (!w || !name) return NULL;
+  w_name key = {name, 0};
+  return bsearch(&key, w->names, w->n_names, sizeof(w_name), w_cmp);
+}
+
+/* Copies the thread's error (from clf_safetensors_open) to ctx. */
+static clf_status w_forward(clf_context *ctx, clf_status st) {
+  if (ctx) clf__fail(ctx, st, "%s", clf_last_error(NULL));
+  return st;
+}
+
+/* Opens the shard `file` (a name inside dir) unless already open. */
+static clf_status w_shard(clf_context *ctx, clf__weights *w, const char *file, size_t *idx) {
+  for (size_t i = 0; i < w->n_shards; i++)
+    if (strcmp(w->shard_files[i], file) == 0) {
+      *idx = i;
+      return CLF_OK;
+    }
+  if (!file[0] || strchr(file, '/') || strcmp(file, "..") == 0)
+    return clf__fail(ctx, CLF_E_FORMAT, "weights: %s names shard \"%s\", which is not a file name in %s",
+                     w->source, file, w->dir);
+  char *path = w_join(w->dir, file);
+  if (!path) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "weights: out of host memory");
+  clf_safetensors *st = NULL;
+  clf_status s = clf_safetensors_open(path, &st);
+  if (s == CLF_E_NOT_FOUND)
+    s = clf__fail(ctx, CLF_E_NOT_FOUND, "weights: shard %s listed in %s is missing", path, w->source);
+  else if (s != CLF_OK)
+    w_forward(ctx, s);
+  free(path);
+  if (s != CLF_OK) return s;
+  w->shards[w->n_shards] = st;
+  if (!(w->shard_files[w->n_shards] = strdup(file))) {
+    clf_safetensors_close(st);
+    return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "weights: out of host memory");
+  }
+  *idx = w->n_shards++;
+  return CLF_OK;
+}
+
+static clf_status w_open_index(clf_context *ctx, clf__weights *w) {
+  clf_status s;
+  FILE *f = fopen(w->source, "rb");
+  if (!f) return clf__fail(ctx, CLF_E_IO, "weights: cannot open %s: %s", w->source, strerror(errno));
+  size_t cap = 1 << 16, n = 0;
+  char *buf = malloc(cap);
+  while (buf) {
+    n += fread(buf + n, 1, cap - n - 1, f);
+    if (n < cap - 1) break;
+    char *nb = realloc(buf, cap * 2);
+    if (!nb) free(buf);
+    buf = nb;
+    cap *= 2;
+  }
+  fclose(f);
+  if (!buf) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "weights: out of host memory reading %s", w->source);
+  buf[n] = '\0';
+  w->index = cJSON_ParseWithLengthOpts(buf, n + 1, NULL, 1);
+  free(buf);
+  const cJSON *map = w->index ? cJSON_GetObjectItemCaseSensitive(w->index, "weight_map") : NULL;
+  if (!cJSON_IsObject(map))
+    return clf__fail(ctx, CLF_E_FORMAT, "weights: %s is not a JSON object with a \"weight_map\" object",
+                     w->source);
+  size_t count = (size_t)cJSON_GetArraySize(map);
+  w->names = calloc(count ? count : 1, sizeof(w_name));
+  w->shards = calloc(count ? count : 1, sizeof(*w->shards));
+  w->shard_files = calloc(count ? count : 1, sizeof(*w->shard_files));
+  if (!w->names || !w->shards || !w->shard_files)
+    return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "weights: out of host memory reading %s", w->source);
+  const cJSON *e;
+  cJSON_ArrayForEach(e, map) {
+    if (!cJSON_IsString(e))
+      return clf__fail(ctx, CLF_E_FORMAT, "weights: %s: weight_map entry \"%s\" is not a file name", w->source,
+                       e->string);
+    size_t idx;
+    if ((s = w_shard(ctx, w, e->valuestring, &idx)) != CLF_OK) return s;
+    clf_st_info info;
+    if (clf_safetensors_find(w->shards[idx], e->string, &info) != CLF_OK)
+      return clf__fail(ctx, CLF_E_FORMAT, "weights: %s places tensor \"%s\" in %s, which lacks it", w->source,
+                       e->string, e->valuestring);
+    w->names[w->n_names].name = e->string;
+    w->names[w->n_names++].shard = idx;
+  }
+  return CLF_OK;
+}
+
+clf_status clf__weights_open(clf_context *ctx, const char *model_dir, clf__weights **out) {
+  if (!out) return clf__fail(ctx, CLF_E_INVALID_ARG, "clf__weights_open: out is NULL");
+  *out = NULL;
+  if (!model_dir) return clf__fail(ctx, CLF_E_INVALID_ARG, "clf__weights_open: model_dir is NULL");
+  clf__weights *w = calloc(1, sizeof(*w));
+  if (!w || !(w->dir = strdup(model_dir))) {
+    free(w);
+    return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "weights: out of host memory");
+  }
+  clf_status s;
+  /* Like transformers: the single file first, then the index. */
+  if (w_exists(model_dir, "model.safetensors")) {
+    w->source = w_join(model_dir, "model.safetensors");
+    w->shards = calloc(1, sizeof(*w->shards));
+    w->shard_files = calloc(1, sizeof(*w->shard_files));
+    if (!w->source || !w->shards || !w->shard_files) {
+      s = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "weights: out of host memory");
+    } else {
+      size_t idx;
+      s = w_shard(ctx, w, "model.safetensors", &idx);
+      size_t n = s == CLF_OK ? clf_safetensors_count(w->shards[0]) : 0;
+      if (s == CLF_OK && !(w->names = calloc(n ? n : 1, sizeof(w_name))))
+        s = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "weights: out of host memory");
+      for (size_t i = 0; s == CLF_OK && i < n; i++) {
+        clf_st_info info;
+        clf_safetensors_info(w->shards[0], i, &info);
+        w->names[w->n_names].name = info.name;
+        w->names[w->n_names++].shard = 0;
+      }
+    }
+  } else if (w_exists(model_dir, "model.safetensors.index.json")) {
+    w->source = w_join(model_dir, "model.safetensors.index.json");
+    s = w->source ? w_open_index(ctx, w) : clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "weights: out of host memory");
+  } else {
+    static const char *const others[] = {"pytorch_model.bin", "pytorch_model.bin.index.json", "tf_model.h5",
+                                         "flax_model.msgpack", NULL};
+    const char *other = NULL;
+    for (int i = 0; others[i] && !other; i++)
+      if (w_exists(model_dir, others[i])) other = others[i];
+    if (other)
+      s = clf__fail(ctx, CLF_E_NOT_FOUND,
+                    "weights: %s has %s but no model.safetensors: clformer reads safetensors only (convert "
+                    "the checkpoint, e.g. save_pretrained(dir, safe_serialization=True))",
+                    model_dir, other);
+    else
+      s = clf__fail(ctx, CLF_E_NOT_FOUND,
+                    "weights: no model.safetensors or model.safetensors.index.json in %s (safetensors is "
+                    "required)",
+                    model_dir);
+  }
+  if (s != CLF_OK) {
+    clf__weights_close(w);
+    return s;
+  }
+  qsort(w->names, w->n_names, sizeof(w_name), w_cmp);
+  *out = w;
+  return CLF_OK;
+}
+
+int clf__weights_has(const clf__weights *w, const char *name) { return w_find(w, name) != NULL; }
+
+const char *clf__weights_pick(const clf__weights *w, const char *const *names) {
+  for (size_t i = 0; names && names[i]; i++)
+    if (w_find(w, names[i])) return names[i];
+  return NULL;
+}
+
+clf_status clf__weights_info(clf_context *ctx, const clf__weights *w, const char *name, clf_st_info *out) {
+  if (!w) return clf__fail(ctx, CLF_E_INVALID_ARG, "weights: weights is NULL");
+  if (!name) return clf__fail(ctx, CLF_E_INVALID_ARG, "weights: name is NULL");
+  if (!out) return clf__fail(ctx, CLF_E_INVALID_ARG, "weights: out is NULL (tensor \"%s\")", name);
+  const w_name *e = w_find(w, name);
+  if (!e) return clf__fail(ctx, CLF_E_NOT_FOUND, "tensor \"%s\" not found in %s", name, w->source);
+  if (clf_safetensors_find(w->shards[e->shard], name, out) != CLF_OK)
+    return w_forward(ctx, CLF_E_NOT_FOUND);
+  return CLF_OK;
+}
+
+clf_status clf__weights_shape(clf_context *ctx, const clf__weights *w, const char *name, int *ndim,
+                              size_t shape[8]) {
+  clf_st_info info;
+  clf_status s = clf__weights_info(ctx, w, name, &info);
+  if (s != CLF_OK) return s;
+  if (!ndim || !shape) return clf__fail(ctx, CLF_E_INVALID_ARG, "weights: ndim or shape is NULL (\"%s\")", name);
+  *ndim = info.ndim;
+  for (int i = 0; i < 8; i++) shape[i] = i < info.ndim ? info.shape[i] : 0;
+  return CLF_OK;
+}
+
+float clf__f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1F, man = h & 0x3FF, bits;
+  if (exp == 0x1F) {
+    bits = sign | 0x7F800000u | (man << 13); /* inf, NaN (payload kept) */
+  } else if (exp) {
+    bits = sign | ((exp + 112) << 23) | (man << 13);
+  } else if (!man) {
+    bits = sign;
+  } else { /* subnormal: normalise */
+    int e = -1;
+    do {
+      man <<= 1;
+      e++;
+    } while (!(man & 0x400));
+    bits = sign | ((uint32_t)(112 - e) << 23) | ((man & 0x3FF) << 13);
+  }
+  float f;
+  memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+float clf__bf16_to_f32(uint16_t b) {
+  uint32_t bits = (uint32_t)b << 16;
+  float f;
+  memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+static const char *w_shape_str(int ndim, const size_t *shape, int wild, char *buf, size_t len) {
+  size_t n = (size_t)snprintf(buf, len, "[");
+  for (int i = 0; i < ndim && n < len; i++) {
+    if (wild && (!shape || shape[i] == 0)) n += (size_t)snprintf(buf + n, len - n, "%s*", i ? ", " : "");
+    else n += (size_t)snprintf(buf + n, len - n, "%s%zu", i ? ", " : "", shape[i]);
+  }
+  if (n < len) snprintf(buf + n, len - n, "]");
+  return buf;
+}
+
+clf_status clf__weights_load(clf_context *ctx, const clf__weights *w, const char *name, int ndim,
+                             const size_t *shape, clf_tensor **out) {
+  if (!out) return clf__fail(ctx, CLF_E_INVALID_ARG, "weights: out is NULL (tensor \"%s\")", name ? name : "?");
+  *out = NULL;
+  if (!ctx) return clf__fail(NULL, CLF_E_INVALID_ARG, "weights: context is NULL (tensor \"%s\")", name ? name : "?");
+  if (ndim < 1 || ndim > CLF_MAX_DIMS)
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "weights: tensor \"%s\": ndim %d must be 1..%d", name ? name : "?",
+                     ndim, CLF_MAX_DIMS);
+  clf_st_info info;
+  clf_status s = clf__weights_info(ctx, w, name, &info);
+  if (s != CLF_OK) return s;
+  int ok = info.ndim == ndim;
+  for (int i = 0; ok && i < ndim; i++) ok = !shape || shape[i] == 0 || shape[i] == info.shape[i];
+  if (!ok) {
+    char a[160], b[160];
+    return clf__fail(ctx, CLF_E_SHAPE, "tensor \"%s\" has shape %s, expected %s", name,
+                     w_shape_str(info.ndim, info.shape, 0, a, sizeof(a)), w_shape_str(ndim, shape, 1, b, sizeof(b)));
+  }
+  int f32 = strcmp(info.dtype, "F32") == 0, f16 = strcmp(info.dtype, "F16") == 0,
+      bf16 = strcmp(info.dtype, "BF16") == 0;
+  if (!f32 && !f16 && !bf16)
+    return clf__fail(ctx, CLF_E_DTYPE, "tensor \"%s\" in %s is %s; weights must be F32, F16 or BF16", name,
+                     w->source, info.dtype);
+  size_t numel = f32 ? info.bytes / 4 : info.bytes / 2;
+  float *conv = NULL;
+  const void *host = info.data;
+  if (!f32) {
+    conv = malloc(numel ? numel * sizeof(float) : 1);
+    if (!conv) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "weights: out of host memory converting \"%s\"", name);
+    const unsigned char *p = info.data;
+    for (size_t i = 0; i < numel; i++) {
+      uint16_t v = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
+      conv[i] = f16 ? clf__f16_to_f32(v) : clf__bf16_to_f32(v);
+    }
+    host = conv;
+  }
+  clf_tensor *t = NULL;
+  s = clf_tensor_create(ctx, CLF_F32, ndim, info.shape, &t);
+  if (s == CLF_OK) s = clf_tensor_upload(ctx, t, host, numel * sizeof(float));
+  free(conv);
+  if (s != CLF_OK) {
+    clf_tensor_destroy(t);
+    char msg[sizeof(ctx->err.msg)];
+    snprintf(msg, sizeof(msg), "%s", clf_last_error(ctx));
+    return clf__fail(ctx, s, "weights: loading tensor \"%s\": %s", name, msg);
+  }
+  *out = t;
+  return CLF_OK;
+}

@@ -1,0 +1,54 @@
+/* weights.h - the tensors of a Hugging Face model directory:
+ * model.safetensors, or the shards that model.safetensors.index.json lists.
+ * Looks names up, reads shapes, and uploads tensors as f32.  Internal. */
+#ifndef CLF_WEIGHTS_H
+#define CLF_WEIGHTS_H
+
+#include "core/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct clf__weights clf__weights;
+
+/* Opens MODEL_DIR/model.safetensors or, when absent, the shards listed by
+ * MODEL_DIR/model.safetensors.index.json ("weight_map": name -> file), each
+ * validated by clf_safetensors_open.  Errors on ctx (may be NULL):
+ * CLF_E_NOT_FOUND when neither exists (saying that safetensors is required
+ * when only pytorch_model.bin & co. are there) or when a listed shard is
+ * absent (naming it); CLF_E_FORMAT for a malformed index or a tensor the
+ * index places in a shard that lacks it.  With an index, only the tensors
+ * it lists are visible. */
+clf_status clf__weights_open(clf_context *ctx, const char *model_dir, clf__weights **out);
+/* NULL is accepted. */
+void clf__weights_close(clf__weights *w);
+int clf__weights_has(const clf__weights *w, const char *name);
+/* The first of `names` (NULL-terminated list of alternatives) that exists,
+ * else NULL. */
+const char *clf__weights_pick(const clf__weights *w, const char *const *names);
+/* Uploads `name` as a new f32 device tensor (F32 as is; F16 and BF16
+ * converted on the host, exactly), checking its shape: ndim dims (1 to
+ * CLF_MAX_DIMS), and a 0 in `shape` matches any size (shape NULL: any).
+ * Errors: CLF_E_NOT_FOUND "tensor \"X\" not found in DIR/model.safetensors";
+ * CLF_E_SHAPE "tensor \"X\" has shape [..], expected [..]"; CLF_E_DTYPE for
+ * I64 and every other dtype. */
+clf_status clf__weights_load(clf_context *ctx, const clf__weights *w, const char *name, int ndim,
+                             const size_t *shape, clf_tensor **out);
+/* The shape of a tensor without loading it (for deducing sizes); shape has
+ * room for 8 dims. */
+clf_status clf__weights_shape(clf_context *ctx, const clf__weights *w, const char *name, int *ndim,
+                              size_t shape[8]);
+/* The tensor's raw description (dtype, shape, bytes in the mapping; valid
+ * until clf__weights_close), for tensors that are not f32 weights. */
+clf_status clf__weights_info(clf_context *ctx, const clf__weights *w, const char *name, clf_st_info *out);
+
+/* Exact conversions to f32, for the loader and its tests. */
+float clf__f16_to_f32(uint16_t h);
+float clf__bf16_to_f32(uint16_t b);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
