@@ -1,0 +1,31 @@
+/* file.h - whole files into memory, the one way host/ reads them.
+ *
+ * A file is opened without blocking, checked to be a regular file, sized
+ * with fstat and read up to a cap, so a FIFO, a device or a file that grows
+ * while it is read cannot hang the caller or exhaust memory.
+ */
+#ifndef CLF_BASE_FILE_H
+#define CLF_BASE_FILE_H
+
+#include "base/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Reads all of `path` into *out (malloc'd, NUL-terminated after *len bytes;
+ * len may be NULL).  `what` names the file's role in messages ("config",
+ * "kernel source").  Errors, recorded on ctx (may be NULL): CLF_E_NOT_FOUND
+ * when it does not exist (*out NULL); CLF_E_IO when it is not a regular
+ * file, cannot be read, or is larger than `max_bytes`; CLF_E_OUT_OF_MEMORY. */
+clf_status clf__read_file(clf_context *ctx, const char *what, const char *path, size_t max_bytes, char **out,
+                          size_t *len);
+
+/* 1 when `path` names a regular file (following links), else 0. */
+int clf__is_file(const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CLF_BASE_FILE_H */
