@@ -7,7 +7,7 @@
 #ifndef CLF_BASE_FILE_H
 #define CLF_BASE_FILE_H
 
-#include "base/status.h"
+#include "status.h"
 
 #ifdef __cplusplus
 extern "C" {
