@@ -2,6 +2,7 @@
  * cJSON, and the typed getters the models read their hyper-parameters with.
  * Every error names the key and the file the value came from. */
 #include "config.h"
+#include "base/file.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 struct clf__config {
   cJSON *merged;        /* config.json with generation_config.json's keys over it */
@@ -21,34 +23,12 @@ struct clf__config {
  * and `optional`. */
 static clf_status cfg_read(clf_context *ctx, const char *path, int optional, cJSON **out) {
   *out = NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    if (errno == ENOENT && optional) return CLF_OK;
-    return clf__fail(ctx, errno == ENOENT ? CLF_E_NOT_FOUND : CLF_E_IO, "config: cannot open %s: %s", path,
-                     strerror(errno));
-  }
-  size_t cap = 4096, n = 0;
-  char *buf = malloc(cap);
-  while (buf) {
-    n += fread(buf + n, 1, cap - n - 1, f);
-    if (n < cap - 1) break;
-    char *nb = realloc(buf, cap * 2);
-    if (!nb) {
-      free(buf);
-      buf = NULL;
-    } else {
-      buf = nb;
-      cap *= 2;
-    }
-  }
-  int err = ferror(f);
-  fclose(f);
-  if (!buf) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "config: out of host memory reading %s", path);
-  if (err) {
-    free(buf);
-    return clf__fail(ctx, CLF_E_IO, "config: read error on %s", path);
-  }
-  buf[n] = '\0';
+  struct stat sb;
+  if (optional && stat(path, &sb) != 0 && errno == ENOENT) return CLF_OK;
+  char *buf;
+  size_t n;
+  clf_status st = clf__read_file(ctx, "config", path, CLF__JSON_CONFIG_MAX_BYTES, &buf, &n);
+  if (st != CLF_OK) return st;
   if (memchr(buf, 0, n)) {
     free(buf);
     return clf__fail(ctx, CLF_E_FORMAT, "config: %s is not valid JSON (it holds a NUL byte)", path);

@@ -1,7 +1,9 @@
 /* image.c - PNG and JPEG files as 8-bit RGB (libpng, libjpeg), PIL-exact
  * resizing (a port of Pillow's Resample.c) and ViTImageProcessor's
  * preprocessing into pixel_values. */
+#include "base/file.h"
 #include "base/status.h"
+#include "config.h"
 
 #include <errno.h>
 #include <math.h>
@@ -455,25 +457,13 @@ clf_status clf_image_processor_load(const char *model_dir, clf_image_processor *
   *p = (clf_image_processor){1, 224, 224, CLF_RESAMPLE_BILINEAR, 1, 1.0 / 255, 1, {0.5, 0.5, 0.5}, {0.5, 0.5, 0.5}};
   char file[4096];
   snprintf(file, sizeof(file), "%s/preprocessor_config.json", model_dir);
-  FILE *f = fopen(file, "rb");
-  if (!f) return open_fail(file);
-  char *text = NULL;
-  long len = -1;
-  if (fseek(f, 0, SEEK_END) == 0) len = ftell(f);
-  if (len >= 0 && len < (1L << 24) && fseek(f, 0, SEEK_SET) == 0 && (text = malloc((size_t)len + 1))) {
-    if (fread(text, 1, (size_t)len, f) != (size_t)len) {
-      free(text);
-      text = NULL;
-    } else {
-      text[len] = '\0';
-    }
-  }
-  fclose(f);
-  if (!text) return clf__fail(NULL, CLF_E_IO, "%s: cannot read", file);
+  char *text;
+  clf_status st = clf__read_file(NULL, "image processor", file, CLF__JSON_CONFIG_MAX_BYTES, &text, NULL);
+  if (st != CLF_OK) return st;
   cJSON *root = cJSON_Parse(text);
   free(text);
   if (!root) return clf__fail(NULL, CLF_E_FORMAT, "%s: not valid JSON", file);
-  clf_status st = parse_processor(file, root, p);
+  st = parse_processor(file, root, p);
   cJSON_Delete(root);
   return st;
 }

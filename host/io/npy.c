@@ -1,13 +1,19 @@
 /* npy.c - NumPy .npy files: model inputs and outputs of the command line and
  * of the golden tests.  Reads formats 1.0-3.0 (little-endian f32, f16, i32,
  * i64, C order) and writes what numpy.save writes. */
+#include "base/file.h"
 #include "base/status.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The largest .npy file read: 16 GiB (an input or a golden output, never
+ * weights), or half of what size_t counts where that is less. */
+#define CLF__NPY_MAX_BYTES ((uint64_t)SIZE_MAX / 2 < ((uint64_t)16 << 30) ? SIZE_MAX / 2 : (size_t)((uint64_t)16 << 30))
 
 static const char npy_magic[6] = {'\x93', 'N', 'U', 'M', 'P', 'Y'};
 
@@ -84,39 +90,6 @@ static int npy_tuple(npy_parser *ps, int *ndim, size_t *shape, int max_dims) {
   }
 }
 
-/* Reads the whole file into memory (malloc'd). */
-static clf_status npy_slurp(const char *path, unsigned char **out, size_t *len) {
-  *out = NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return clf__fail(NULL, errno == ENOENT ? CLF_E_NOT_FOUND : CLF_E_IO, "%s: cannot open: %s", path,
-                     strerror(errno));
-  size_t cap = 1 << 16, n = 0;
-  unsigned char *buf = malloc(cap);
-  while (buf) {
-    n += fread(buf + n, 1, cap - n, f);
-    if (n < cap) break;
-    unsigned char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
-    if (!nb) {
-      free(buf);
-      buf = NULL;
-      break;
-    }
-    buf = nb;
-    cap *= 2;
-  }
-  int err = ferror(f);
-  fclose(f);
-  if (!buf) return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", path);
-  if (err) {
-    free(buf);
-    return clf__fail(NULL, CLF_E_IO, "%s: read error", path);
-  }
-  *out = buf;
-  *len = n;
-  return CLF_OK;
-}
-
 static void npy_set_name(clf_array *a, const char *path) {
   const char *base = strrchr(path, '/');
   base = base ? base + 1 : path;
@@ -131,10 +104,11 @@ clf_status clf_npy_read(const char *path, clf_array *out) {
   if (!out) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_npy_read: out is NULL");
   memset(out, 0, sizeof(*out));
   if (!path) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_npy_read: path is NULL");
-  unsigned char *buf = NULL;
+  char *text = NULL;
   size_t len = 0;
-  clf_status st = npy_slurp(path, &buf, &len);
+  clf_status st = clf__read_file(NULL, "clf_npy_read", path, CLF__NPY_MAX_BYTES, &text, &len);
   if (st != CLF_OK) return st;
+  unsigned char *buf = (unsigned char *)text;
 #define NPY_BAD(code, ...)                         \
   do {                                             \
     st = clf__fail(NULL, (code), __VA_ARGS__);     \

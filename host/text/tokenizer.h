@@ -97,9 +97,12 @@ int clf__tok_cfg_bool(void *config, const char *key, int dflt);
 int clf__tok_is_special_id(const clf_tokenizer *t, int64_t id);
 int clf__tok_is_special_text(const clf_tokenizer *t, const char *s, size_t n);
 char *clf__tok_path(const char *dir, const char *name); /* malloc'd */
-/* The whole file, NUL-terminated (malloc'd); NULL with *st set on failure. */
+/* The largest tokenizer file read (tokenizer.json, vocab.txt, vocab.json,
+ * merges.txt, tokenizer_config.json): real ones stay under 50 MiB. */
+#define CLF__TOK_FILE_MAX_BYTES ((size_t)256 << 20)
+/* The whole file, NUL-terminated (malloc'd); NULL with *st set on failure
+ * (base/file.h's clf__read_file, capped at CLF__TOK_FILE_MAX_BYTES). */
 char *clf__tok_read_text(const char *path, size_t *len, clf_status *st);
-int clf__tok_file_exists(const char *path);
 /* Hugging Face's clean_up_tokenization, in place. */
 void clf__tok_clean_up(clf__str *s);
 
