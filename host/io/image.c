@@ -5,7 +5,6 @@
 #include "base/status.h"
 #include "config.h"
 
-#include <errno.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdio.h>
@@ -28,11 +27,9 @@ void clf_image_free(clf_image *img) {
   img->width = img->height = 0;
 }
 
-static clf_status open_fail(const char *path) {
-  if (errno == ENOENT || errno == ENOTDIR)
-    return clf__fail(NULL, CLF_E_NOT_FOUND, "image %s: no such file", path);
-  return clf__fail(NULL, CLF_E_IO, "image %s: cannot open: %s", path, strerror(errno));
-}
+/* The largest image file read: far above a 65535 x 65535 JPEG or PNG of
+ * any sense, low enough that a wrong path cannot exhaust memory. */
+#define IMAGE_MAX_BYTES ((size_t)1 << 30)
 
 /* ---- PNG ---- */
 
@@ -52,7 +49,23 @@ static void png_on_warning(png_structp png, png_const_charp msg) {
   (void)msg;
 }
 
-static clf_status read_png(FILE *f, const char *path, clf_image *out) {
+/* The file's bytes as libpng's input; running past the end is libpng's own
+ * "Read Error", as with a truncated stdio file. */
+typedef struct png_src {
+  const unsigned char *p;
+  size_t left;
+} png_src;
+
+static void png_read_mem(png_structp png, png_bytep dst, size_t n) {
+  png_src *src = (png_src *)png_get_io_ptr(png);
+  if (n > src->left) png_error(png, "Read Error");
+  memcpy(dst, src->p, n);
+  src->p += n;
+  src->left -= n;
+}
+
+static clf_status read_png(const unsigned char *data, size_t len, const char *path, clf_image *out) {
+  png_src src = {data, len};
   png_err err;
   err.msg[0] = '\0';
   png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &err, png_on_error, png_on_warning);
@@ -69,7 +82,7 @@ static clf_status read_png(FILE *f, const char *path, clf_image *out) {
     free(rows);
     return clf__fail(NULL, CLF_E_FORMAT, "image %s: corrupt or truncated PNG (%s)", path, err.msg);
   }
-  png_init_io(png, f);
+  png_set_read_fn(png, &src, png_read_mem);
   png_read_info(png, info);
   png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);
   /* PIL's convert("RGB"): palettes and low bit depths expanded, alpha and
@@ -128,7 +141,7 @@ static void jpg_on_message(j_common_ptr cinfo, int level) {
   }
 }
 
-static clf_status read_jpeg(FILE *f, const char *path, clf_image *out) {
+static clf_status read_jpeg(const unsigned char *data, size_t len, const char *path, clf_image *out) {
   struct jpeg_decompress_struct cinfo;
   jpg_err err;
   unsigned char *volatile rgb = NULL;
@@ -143,7 +156,7 @@ static clf_status read_jpeg(FILE *f, const char *path, clf_image *out) {
     return clf__fail(NULL, CLF_E_FORMAT, "image %s: corrupt or truncated JPEG (%s)", path, err.msg);
   }
   jpeg_create_decompress(&cinfo);
-  jpeg_stdio_src(&cinfo, f);
+  jpeg_mem_src(&cinfo, data, (unsigned long)len);
   jpeg_read_header(&cinfo, TRUE);
   if (cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK) {
     jpeg_destroy_decompress(&cinfo);
@@ -177,23 +190,18 @@ clf_status clf_image_read(const char *path, clf_image *out) {
   if (!out) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_image_read: out is NULL");
   memset(out, 0, sizeof(*out));
   if (!path) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_image_read: path is NULL");
-  FILE *f = fopen(path, "rb");
-  if (!f) return open_fail(path);
-  unsigned char sig[8];
-  size_t n = fread(sig, 1, sizeof(sig), f);
-  clf_status st;
-  if (n == 8 && !png_sig_cmp(sig, 0, 8)) {
-    rewind(f);
-    st = read_png(f, path, out);
-  } else if (n >= 3 && sig[0] == 0xFF && sig[1] == 0xD8 && sig[2] == 0xFF) {
-    rewind(f);
-    st = read_jpeg(f, path, out);
-  } else if (ferror(f)) {
-    st = clf__fail(NULL, CLF_E_IO, "image %s: read error", path);
-  } else {
+  char *text;
+  size_t n;
+  clf_status st = clf__read_file(NULL, "image", path, IMAGE_MAX_BYTES, &text, &n);
+  if (st != CLF_OK) return st;
+  const unsigned char *data = (const unsigned char *)text;
+  if (n >= 8 && !png_sig_cmp(data, 0, 8))
+    st = read_png(data, n, path, out);
+  else if (n >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF)
+    st = read_jpeg(data, n, path, out);
+  else
     st = clf__fail(NULL, CLF_E_FORMAT, "image %s: not a PNG or JPEG image", path);
-  }
-  fclose(f);
+  free(text);
   return st;
 }
 
