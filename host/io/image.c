@@ -302,6 +302,96 @@ static unsigned char clip8(int v) {
   return (unsigned char)(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
+/* The filter of a PIL resample code and its support; 0 when unknown. */
+static int pick_filter(int resample, double (**filter)(double), double *support) {
+  static const struct {
+    int resample;
+    double (*filter)(double);
+    double support;
+  } filters[] = {
+      {CLF_RESAMPLE_BOX, f_box, 0.5},         {CLF_RESAMPLE_BILINEAR, f_bilinear, 1.0},
+      {CLF_RESAMPLE_HAMMING, f_hamming, 1.0}, {CLF_RESAMPLE_BICUBIC, f_bicubic, 2.0},
+      {CLF_RESAMPLE_LANCZOS, f_lanczos, 3.0},
+  };
+  for (size_t i = 0; i < CLF__ARRAY_LEN(filters); i++)
+    if (filters[i].resample == resample) {
+      *filter = filters[i].filter;
+      *support = filters[i].support;
+      return 1;
+    }
+  return 0;
+}
+
+/* Horizontal pass: `rows` rows of width iw from `src` into dst, width ow,
+ * with the weights of precompute (8-bit result, as Pillow). */
+static void resample_rows(const unsigned char *src, size_t iw, size_t rows, unsigned char *dst, size_t ow,
+                          const int *bounds, const int *kk, int ksize) {
+  for (size_t y = 0; y < rows; y++) {
+    const unsigned char *line = src + y * iw * 3;
+    unsigned char *o = dst + y * ow * 3;
+    for (size_t xx = 0; xx < ow; xx++) {
+      int xmin = bounds[xx * 2], xmax = bounds[xx * 2 + 1];
+      const int *k = &kk[xx * (size_t)ksize];
+      int s0 = 1 << (PRECISION_BITS - 1), s1 = s0, s2 = s0;
+      for (int x = 0; x < xmax; x++) {
+        const unsigned char *p = line + (size_t)(x + xmin) * 3;
+        s0 += p[0] * k[x];
+        s1 += p[1] * k[x];
+        s2 += p[2] * k[x];
+      }
+      o[xx * 3] = clip8(s0);
+      o[xx * 3 + 1] = clip8(s1);
+      o[xx * 3 + 2] = clip8(s2);
+    }
+  }
+}
+
+/* Vertical pass: rows of width w from src (whose row 0 is input row y0)
+ * into oh rows of dst. */
+static void resample_cols(const unsigned char *src, size_t w, size_t y0, unsigned char *dst, size_t oh,
+                          const int *bounds, const int *kk, int ksize) {
+  for (size_t yy = 0; yy < oh; yy++) {
+    int ymin = bounds[yy * 2] - (int)y0, ymax = bounds[yy * 2 + 1];
+    const int *k = &kk[yy * (size_t)ksize];
+    unsigned char *o = dst + yy * w * 3;
+    for (size_t xx = 0; xx < w * 3; xx++) {
+      int s = 1 << (PRECISION_BITS - 1);
+      for (int y = 0; y < ymax; y++) s += src[((size_t)(y + ymin) * w) * 3 + xx] * k[y];
+      o[xx] = clip8(s);
+    }
+  }
+}
+
+/* Pillow's two passes into out->rgb (allocated, of the output size):
+ * horizontal over the input rows the vertical pass uses, then vertical.
+ * 0 when out of memory. */
+static int resample_two_pass(const clf_image *in, clf_image *out, double (*filter)(double), double support) {
+  size_t iw = (size_t)in->width, ih = (size_t)in->height, ow = (size_t)out->width, oh = (size_t)out->height;
+  int *bh = NULL, *kh = NULL, *bv = NULL, *kv = NULL;
+  int ksh = precompute(in->width, out->width, filter, support, &bh, &kh);
+  int ksv = ksh < 0 ? -1 : precompute(in->height, out->height, filter, support, &bv, &kv);
+  unsigned char *tmp = NULL;
+  const unsigned char *src = in->rgb;
+  size_t y0 = 0;
+  if (ksv >= 0 && iw != ow) {
+    y0 = (size_t)bv[0];
+    size_t rows = (size_t)(bv[(oh - 1) * 2] + bv[(oh - 1) * 2 + 1]) - y0;
+    tmp = malloc(ow * rows * 3);
+    if (tmp) {
+      resample_rows(in->rgb + y0 * iw * 3, iw, rows, ih == oh ? out->rgb : tmp, ow, bh, kh, ksh);
+      src = tmp;
+    }
+  }
+  if (ksv >= 0 && (tmp || iw == ow) && ih != oh) resample_cols(src, ow, y0, out->rgb, oh, bv, kv, ksv);
+  int ok = !(ksv < 0 || (!tmp && iw != ow));
+  free(tmp);
+  free(bh);
+  free(kh);
+  free(bv);
+  free(kv);
+  return ok;
+}
+
 clf_status clf_image_resize(const clf_image *in, int width, int height, int resample, clf_image *out) {
   if (!out) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_image_resize: out is NULL");
   memset(out, 0, sizeof(*out));
@@ -311,18 +401,11 @@ clf_status clf_image_resize(const clf_image *in, int width, int height, int resa
     return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_image_resize: bad output size %d x %d", width, height);
   double (*filter)(double);
   double support;
-  switch (resample) {
-  case CLF_RESAMPLE_BOX: filter = f_box, support = 0.5; break;
-  case CLF_RESAMPLE_BILINEAR: filter = f_bilinear, support = 1.0; break;
-  case CLF_RESAMPLE_HAMMING: filter = f_hamming, support = 1.0; break;
-  case CLF_RESAMPLE_BICUBIC: filter = f_bicubic, support = 2.0; break;
-  case CLF_RESAMPLE_LANCZOS: filter = f_lanczos, support = 3.0; break;
-  default:
+  if (!pick_filter(resample, &filter, &support))
     return clf__fail(NULL, CLF_E_UNSUPPORTED,
                      "clf_image_resize: resample %d is not supported (1 lanczos, 2 bilinear, 3 bicubic, "
                      "4 box, 5 hamming)",
                      resample);
-  }
   size_t iw = (size_t)in->width, ih = (size_t)in->height, ow = (size_t)width, oh = (size_t)height;
   out->rgb = malloc(ow * oh * 3);
   if (!out->rgb) return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_image_resize: out of memory");
@@ -332,59 +415,7 @@ clf_status clf_image_resize(const clf_image *in, int width, int height, int resa
     memcpy(out->rgb, in->rgb, iw * ih * 3);
     return CLF_OK;
   }
-  int *bh = NULL, *kh = NULL, *bv = NULL, *kv = NULL;
-  int ksh = precompute(in->width, width, filter, support, &bh, &kh);
-  int ksv = ksh < 0 ? -1 : precompute(in->height, height, filter, support, &bv, &kv);
-  unsigned char *tmp = NULL;
-  const unsigned char *src = in->rgb;
-  size_t y0 = 0, rows = ih;
-  if (ksv >= 0 && iw != ow) {
-    /* Horizontal pass over the rows the vertical pass uses, 8-bit result. */
-    y0 = (size_t)bv[0];
-    rows = (size_t)(bv[(oh - 1) * 2] + bv[(oh - 1) * 2 + 1]) - y0;
-    tmp = malloc(ow * rows * 3);
-    if (tmp) {
-      for (size_t y = 0; y < rows; y++) {
-        const unsigned char *line = in->rgb + (y + y0) * iw * 3;
-        unsigned char *o = (ih == oh ? out->rgb : tmp) + y * ow * 3;
-        for (size_t xx = 0; xx < ow; xx++) {
-          int xmin = bh[xx * 2], xmax = bh[xx * 2 + 1];
-          const int *k = &kh[xx * (size_t)ksh];
-          int s0 = 1 << (PRECISION_BITS - 1), s1 = s0, s2 = s0;
-          for (int x = 0; x < xmax; x++) {
-            const unsigned char *p = line + (size_t)(x + xmin) * 3;
-            s0 += p[0] * k[x];
-            s1 += p[1] * k[x];
-            s2 += p[2] * k[x];
-          }
-          o[xx * 3] = clip8(s0);
-          o[xx * 3 + 1] = clip8(s1);
-          o[xx * 3 + 2] = clip8(s2);
-        }
-      }
-      src = tmp;
-    }
-  }
-  if (ksv >= 0 && (tmp || iw == ow) && ih != oh) {
-    size_t sw = ow; /* src rows have the output width now */
-    for (size_t yy = 0; yy < oh; yy++) {
-      int ymin = bv[yy * 2] - (int)y0, ymax = bv[yy * 2 + 1];
-      const int *k = &kv[yy * (size_t)ksv];
-      unsigned char *o = out->rgb + yy * ow * 3;
-      for (size_t xx = 0; xx < sw * 3; xx++) {
-        int s = 1 << (PRECISION_BITS - 1);
-        for (int y = 0; y < ymax; y++) s += src[((size_t)(y + ymin) * sw) * 3 + xx] * k[y];
-        o[xx] = clip8(s);
-      }
-    }
-  }
-  int failed = ksv < 0 || (!tmp && iw != ow);
-  free(tmp);
-  free(bh);
-  free(kh);
-  free(bv);
-  free(kv);
-  if (failed) {
+  if (!resample_two_pass(in, out, filter, support)) {
     clf_image_free(out);
     return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_image_resize: out of memory");
   }
