@@ -61,13 +61,9 @@ enum { SBASE = 0xAC00, LBASE = 0x1100, VBASE = 0x1161, TBASE = 0x11A7, LCOUNT = 
 typedef struct { uint32_t *v; size_t n, cap; } cps;
 
 static int cps_push(cps *a, uint32_t c) {
-  if (a->n == a->cap) {
-    size_t cap = a->cap ? a->cap * 2 : 64;
-    uint32_t *v = realloc(a->v, cap * sizeof(*v));
-    if (!v) return -1;
-    a->v = v;
-    a->cap = cap;
-  }
+  uint32_t *v = clf__grow(a->v, &a->cap, a->n + 1, sizeof(*v));
+  if (!v) return -1;
+  a->v = v;
   a->v[a->n++] = c;
   return 0;
 }

@@ -9,32 +9,37 @@
 #include "base/status.h"
 
 #include <cjson/cJSON.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* ---- buffers ---- */
 
-int clf__ids_push(clf__ids *a, int64_t id) {
-  if (a->n == a->cap) {
-    size_t cap = a->cap ? a->cap * 2 : 64;
-    int64_t *v = realloc(a->v, cap * sizeof(*v));
-    if (!v) return -1;
-    a->v = v;
-    a->cap = cap;
+void *clf__grow(void *v, size_t *cap, size_t need, size_t size) {
+  if (need <= *cap) return v;
+  size_t n = *cap ? *cap : 64;
+  while (n < need) {
+    if (n > SIZE_MAX / 2 / size) return NULL;
+    n *= 2;
   }
+  void *p = realloc(v, n * size);
+  if (p) *cap = n;
+  return p;
+}
+
+int clf__ids_push(clf__ids *a, int64_t id) {
+  int64_t *v = clf__grow(a->v, &a->cap, a->n + 1, sizeof(*v));
+  if (!v) return -1;
+  a->v = v;
   a->v[a->n++] = id;
   return 0;
 }
 
 int clf__str_add(clf__str *b, const char *s, size_t n) {
-  if (b->n + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 64;
-    while (cap < b->n + n + 1) cap *= 2;
-    char *p = realloc(b->s, cap);
-    if (!p) return -1;
-    b->s = p;
-    b->cap = cap;
-  }
+  if (n > SIZE_MAX - b->n - 1) return -1;
+  char *p = clf__grow(b->s, &b->cap, b->n + n + 1, 1);
+  if (!p) return -1;
+  b->s = p;
   if (n) memcpy(b->s + b->n, s, n);
   b->n += n;
   b->s[b->n] = '\0';

@@ -19,6 +19,10 @@ extern "C" {
 /* ---- growable buffers ---- */
 typedef struct clf__ids { int64_t *v; size_t n, cap; } clf__ids;
 typedef struct clf__str { char *s; size_t n, cap; } clf__str; /* s NUL-terminated */
+/* v (of capacity *cap elements of `size` bytes) with room for `need`:
+ * v itself, or a realloc of it to the capacity doubled from 64 (*cap
+ * updated); NULL when out of memory, v then untouched. */
+void *clf__grow(void *v, size_t *cap, size_t need, size_t size);
 int clf__ids_push(clf__ids *a, int64_t id);      /* 0 on success, -1 out of memory */
 int clf__str_add(clf__str *b, const char *s, size_t n);
 int clf__str_addc(clf__str *b, uint32_t cp);     /* appends cp as UTF-8 */
