@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "io/config.h"
@@ -245,6 +246,30 @@ START_TEST(cfg_bad_files) {
 }
 END_TEST
 
+/* A directory or a FIFO where a config file belongs is refused at once
+ * (CLF_E_IO naming the file); a FIFO with no writer must not hang. */
+START_TEST(cfg_not_regular_files) {
+  clf__config *c = (clf__config *)1;
+  char path[256];
+  snprintf(path, sizeof(path), "%s/config.json", tmpdir);
+  ck_assert_int_eq(mkdir(path, 0700), 0);
+  TH_FAILS(clf__config_load(th_ctx, tmpdir, &c), CLF_E_IO, "is not a regular file");
+  TH_FAILS(clf__config_load(th_ctx, tmpdir, &c), CLF_E_IO, cfg_path);
+  ck_assert_ptr_null(c);
+  ck_assert_int_eq(rmdir(path), 0);
+  ck_assert_int_eq(mkfifo(path, 0600), 0);
+  TH_FAILS(clf__config_load(th_ctx, tmpdir, &c), CLF_E_IO, "is not a regular file");
+  TH_FAILS(clf__config_load(th_ctx, tmpdir, &c), CLF_E_IO, cfg_path);
+  ck_assert_int_eq(unlink(path), 0);
+  /* The optional generation_config.json: present but not a file is an error too. */
+  put("config.json", "{\"d_model\": 16}");
+  snprintf(path, sizeof(path), "%s/generation_config.json", tmpdir);
+  ck_assert_int_eq(mkfifo(path, 0600), 0);
+  TH_FAILS(clf__config_load(th_ctx, tmpdir, &c), CLF_E_IO, gen_path);
+  ck_assert_ptr_null(c);
+}
+END_TEST
+
 static void setup(void) {
   th_tmpdir_create(tmpdir, sizeof(tmpdir), "cfg");
   snprintf(cfg_path, sizeof(cfg_path), "%s/config.json", tmpdir);
@@ -262,6 +287,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, cfg_lists);
   tcase_add_test(tc, cfg_generation_override);
   tcase_add_test(tc, cfg_bad_files);
+  tcase_add_test(tc, cfg_not_regular_files);
   suite_add_tcase(s, tc);
   return s;
 }

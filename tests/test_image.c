@@ -208,8 +208,15 @@ START_TEST(read_errors) {
   fx_path(path, sizeof(path), "missing.png");
   IMG_FAILS(clf_image_read(path, &img), CLF_E_NOT_FOUND, "missing.png");
   fx_path(path, sizeof(path), "");
-  IMG_FAILS(clf_image_read(path, &img), CLF_E_IO, "read error"); /* a directory */
+  IMG_FAILS(clf_image_read(path, &img), CLF_E_IO, "is not a regular file"); /* a directory */
   IMG_FAILS(clf_image_read(NULL, &img), CLF_E_INVALID_ARG, "path");
+  /* A FIFO with no writer is refused at once, not waited on. */
+  char dir[64];
+  th_tmpdir_create(dir, sizeof(dir), "image");
+  snprintf(path, sizeof(path), "%s/fifo.png", dir);
+  ck_assert_int_eq(mkfifo(path, 0600), 0);
+  IMG_FAILS(clf_image_read(path, &img), CLF_E_IO, "fifo.png is not a regular file");
+  th_tmpdir_remove(dir);
 }
 END_TEST
 

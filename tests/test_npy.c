@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -212,6 +213,19 @@ START_TEST(npy_bad_files) {
 }
 END_TEST
 
+/* A directory or a FIFO given as the .npy file is refused at once
+ * (CLF_E_IO naming it); a FIFO with no writer must not hang. */
+START_TEST(npy_not_regular_files) {
+  const char *p = tpath("dir.npy");
+  ck_assert_int_eq(mkdir(p, 0700), 0);
+  NPY_FAILS(p, CLF_E_IO, "is not a regular file");
+  ck_assert_int_eq(rmdir(p), 0);
+  p = tpath("fifo.npy");
+  ck_assert_int_eq(mkfifo(p, 0600), 0);
+  NPY_FAILS(p, CLF_E_IO, "is not a regular file");
+}
+END_TEST
+
 START_TEST(npy_write_errors) {
   float x[2] = {1, 2};
   clf_array a = {.dtype = CLF_F32, .ndim = 1, .shape = {2}, .data = x};
@@ -258,6 +272,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, npy_matches_numpy);
   tcase_add_test(tc, npy_header_variants);
   tcase_add_test(tc, npy_bad_files);
+  tcase_add_test(tc, npy_not_regular_files);
   tcase_add_test(tc, npy_write_errors);
   suite_add_tcase(s, tc);
   return s;

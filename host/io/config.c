@@ -2,13 +2,16 @@
  * cJSON, and the typed getters the models read their hyper-parameters with.
  * Every error names the key and the file the value came from. */
 #include "config.h"
+#include "base/file.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 struct clf__config {
   cJSON *merged;        /* config.json with generation_config.json's keys over it */
@@ -21,34 +24,12 @@ struct clf__config {
  * and `optional`. */
 static clf_status cfg_read(clf_context *ctx, const char *path, int optional, cJSON **out) {
   *out = NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    if (errno == ENOENT && optional) return CLF_OK;
-    return clf__fail(ctx, errno == ENOENT ? CLF_E_NOT_FOUND : CLF_E_IO, "config: cannot open %s: %s", path,
-                     strerror(errno));
-  }
-  size_t cap = 4096, n = 0;
-  char *buf = malloc(cap);
-  while (buf) {
-    n += fread(buf + n, 1, cap - n - 1, f);
-    if (n < cap - 1) break;
-    char *nb = realloc(buf, cap * 2);
-    if (!nb) {
-      free(buf);
-      buf = NULL;
-    } else {
-      buf = nb;
-      cap *= 2;
-    }
-  }
-  int err = ferror(f);
-  fclose(f);
-  if (!buf) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "config: out of host memory reading %s", path);
-  if (err) {
-    free(buf);
-    return clf__fail(ctx, CLF_E_IO, "config: read error on %s", path);
-  }
-  buf[n] = '\0';
+  struct stat sb;
+  if (optional && stat(path, &sb) != 0 && errno == ENOENT) return CLF_OK;
+  char *buf;
+  size_t n;
+  clf_status st = clf__read_file(ctx, "config", path, CLF__JSON_CONFIG_MAX_BYTES, &buf, &n);
+  if (st != CLF_OK) return st;
   if (memchr(buf, 0, n)) {
     free(buf);
     return clf__fail(ctx, CLF_E_FORMAT, "config: %s is not valid JSON (it holds a NUL byte)", path);
@@ -177,90 +158,77 @@ static int cfg_as_long(const cJSON *j, long *out) {
   return 1;
 }
 
-static clf_status cfg_int(clf_context *ctx, const clf__config *c, const char *key, int optional, long dflt,
-                          long *out) {
-  const cJSON *j;
-  clf_status st = cfg_lookup(ctx, c, key, optional, &j);
-  if (st != CLF_OK) return st;
-  if (!out) return clf__fail(ctx, CLF_E_INVALID_ARG, "config: out is NULL (reading \"%s\")", key);
-  if (!j) {
-    *out = dflt;
-    return CLF_OK;
-  }
-  if (!cfg_as_long(j, out)) return cfg_wrong(ctx, c, key, j, "an integer");
-  return CLF_OK;
+/* The typed values: a converter (1 when the JSON value has the type, then
+ * written to out), the size of out, and what the messages call the type. */
+typedef struct cfg_kind {
+  int (*convert)(const cJSON *j, void *out);
+  size_t size;
+  const char *want;
+} cfg_kind;
+
+static int cfg_to_long(const cJSON *j, void *out) { return cfg_as_long(j, out); }
+static int cfg_to_double(const cJSON *j, void *out) {
+  if (!cJSON_IsNumber(j) || !isfinite(j->valuedouble)) return 0;
+  *(double *)out = j->valuedouble;
+  return 1;
+}
+static int cfg_to_bool(const cJSON *j, void *out) {
+  if (!cJSON_IsBool(j)) return 0;
+  *(int *)out = cJSON_IsTrue(j) ? 1 : 0;
+  return 1;
+}
+static int cfg_to_str(const cJSON *j, void *out) {
+  if (!cJSON_IsString(j)) return 0;
+  *(const char **)out = j->valuestring;
+  return 1;
 }
 
-static clf_status cfg_float(clf_context *ctx, const clf__config *c, const char *key, int optional, double dflt,
-                            double *out) {
-  const cJSON *j;
-  clf_status st = cfg_lookup(ctx, c, key, optional, &j);
-  if (st != CLF_OK) return st;
-  if (!out) return clf__fail(ctx, CLF_E_INVALID_ARG, "config: out is NULL (reading \"%s\")", key);
-  if (!j) {
-    *out = dflt;
-    return CLF_OK;
-  }
-  if (!cJSON_IsNumber(j) || !isfinite(j->valuedouble)) return cfg_wrong(ctx, c, key, j, "a number");
-  *out = j->valuedouble;
-  return CLF_OK;
-}
+static const cfg_kind cfg_long_kind = {cfg_to_long, sizeof(long), "an integer"};
+static const cfg_kind cfg_double_kind = {cfg_to_double, sizeof(double), "a number"};
+static const cfg_kind cfg_bool_kind = {cfg_to_bool, sizeof(int), "true or false"};
+static const cfg_kind cfg_str_kind = {cfg_to_str, sizeof(const char *), "a string"};
 
-static clf_status cfg_bool(clf_context *ctx, const clf__config *c, const char *key, int optional, int dflt,
-                           int *out) {
+/* The value of `key` as `kind` into out; *dflt when it is absent or null
+ * and dflt is not NULL, an error naming the key when dflt is NULL. */
+static clf_status cfg_get(clf_context *ctx, const clf__config *c, const char *key, const cfg_kind *kind,
+                          const void *dflt, void *out) {
   const cJSON *j;
-  clf_status st = cfg_lookup(ctx, c, key, optional, &j);
+  clf_status st = cfg_lookup(ctx, c, key, dflt != NULL, &j);
   if (st != CLF_OK) return st;
   if (!out) return clf__fail(ctx, CLF_E_INVALID_ARG, "config: out is NULL (reading \"%s\")", key);
   if (!j) {
-    *out = dflt;
+    memcpy(out, dflt, kind->size);
     return CLF_OK;
   }
-  if (!cJSON_IsBool(j)) return cfg_wrong(ctx, c, key, j, "true or false");
-  *out = cJSON_IsTrue(j) ? 1 : 0;
-  return CLF_OK;
-}
-
-static clf_status cfg_str(clf_context *ctx, const clf__config *c, const char *key, int optional,
-                          const char *dflt, const char **out) {
-  const cJSON *j;
-  clf_status st = cfg_lookup(ctx, c, key, optional, &j);
-  if (st != CLF_OK) return st;
-  if (!out) return clf__fail(ctx, CLF_E_INVALID_ARG, "config: out is NULL (reading \"%s\")", key);
-  if (!j) {
-    *out = dflt;
-    return CLF_OK;
-  }
-  if (!cJSON_IsString(j)) return cfg_wrong(ctx, c, key, j, "a string");
-  *out = j->valuestring;
+  if (!kind->convert(j, out)) return cfg_wrong(ctx, c, key, j, kind->want);
   return CLF_OK;
 }
 
 clf_status clf__config_int(clf_context *ctx, const clf__config *c, const char *key, long *out) {
-  return cfg_int(ctx, c, key, 0, 0, out);
+  return cfg_get(ctx, c, key, &cfg_long_kind, NULL, out);
 }
 clf_status clf__config_float(clf_context *ctx, const clf__config *c, const char *key, double *out) {
-  return cfg_float(ctx, c, key, 0, 0, out);
+  return cfg_get(ctx, c, key, &cfg_double_kind, NULL, out);
 }
 clf_status clf__config_bool(clf_context *ctx, const clf__config *c, const char *key, int *out) {
-  return cfg_bool(ctx, c, key, 0, 0, out);
+  return cfg_get(ctx, c, key, &cfg_bool_kind, NULL, out);
 }
 clf_status clf__config_str(clf_context *ctx, const clf__config *c, const char *key, const char **out) {
-  return cfg_str(ctx, c, key, 0, NULL, out);
+  return cfg_get(ctx, c, key, &cfg_str_kind, NULL, out);
 }
 clf_status clf__config_int_or(clf_context *ctx, const clf__config *c, const char *key, long dflt, long *out) {
-  return cfg_int(ctx, c, key, 1, dflt, out);
+  return cfg_get(ctx, c, key, &cfg_long_kind, &dflt, out);
 }
 clf_status clf__config_float_or(clf_context *ctx, const clf__config *c, const char *key, double dflt,
                                 double *out) {
-  return cfg_float(ctx, c, key, 1, dflt, out);
+  return cfg_get(ctx, c, key, &cfg_double_kind, &dflt, out);
 }
 clf_status clf__config_bool_or(clf_context *ctx, const clf__config *c, const char *key, int dflt, int *out) {
-  return cfg_bool(ctx, c, key, 1, dflt, out);
+  return cfg_get(ctx, c, key, &cfg_bool_kind, &dflt, out);
 }
 clf_status clf__config_str_or(clf_context *ctx, const clf__config *c, const char *key, const char *dflt,
                               const char **out) {
-  return cfg_str(ctx, c, key, 1, dflt, out);
+  return cfg_get(ctx, c, key, &cfg_str_kind, &dflt, out);
 }
 
 /* Appends v to out (when out is not NULL), failing past cap. */
@@ -276,43 +244,53 @@ static clf_status cfg_push(clf_context *ctx, const clf__config *c, const char *k
   return CLF_OK;
 }
 
-clf_status clf__config_int_list(clf_context *ctx, const clf__config *c, const char *key, long *out, size_t cap,
-                                size_t *n) {
-  const cJSON *j;
-  clf_status st = cfg_lookup(ctx, c, key, 1, &j);
+/* Appends the integers of the JSON array `list` (each at least `min`) to
+ * out; an error naming key's whole value j, as `want`, for any other. */
+static clf_status cfg_push_ints(clf_context *ctx, const clf__config *c, const char *key, const cJSON *j,
+                                const cJSON *list, long min, const char *want, long *out, size_t cap, size_t *n) {
+  const cJSON *e;
+  cJSON_ArrayForEach(e, list) {
+    long v;
+    if (!cfg_as_long(e, &v) || v < min) return cfg_wrong(ctx, c, key, j, want);
+    clf_status st = cfg_push(ctx, c, key, v, out, cap, n);
+    if (st != CLF_OK) return st;
+  }
+  return CLF_OK;
+}
+
+/* The start of a list getter: *n = 0 and *j the value, NULL when absent. */
+static clf_status cfg_list_lookup(clf_context *ctx, const clf__config *c, const char *key, size_t *n,
+                                  const cJSON **j) {
+  clf_status st = cfg_lookup(ctx, c, key, 1, j);
   if (st != CLF_OK) return st;
   if (!n) return clf__fail(ctx, CLF_E_INVALID_ARG, "config: n is NULL (reading \"%s\")", key);
   *n = 0;
-  if (!j) return CLF_OK;
+  return CLF_OK;
+}
+
+clf_status clf__config_int_list(clf_context *ctx, const clf__config *c, const char *key, long *out, size_t cap,
+                                size_t *n) {
+  const cJSON *j;
+  clf_status st = cfg_list_lookup(ctx, c, key, n, &j);
+  if (st != CLF_OK || !j) return st;
   long v;
   if (cfg_as_long(j, &v)) return cfg_push(ctx, c, key, v, out, cap, n);
   if (!cJSON_IsArray(j)) return cfg_wrong(ctx, c, key, j, "an integer or a list of integers");
-  const cJSON *e;
-  cJSON_ArrayForEach(e, j) {
-    if (!cfg_as_long(e, &v)) return cfg_wrong(ctx, c, key, j, "a list of integers only");
-    if ((st = cfg_push(ctx, c, key, v, out, cap, n)) != CLF_OK) return st;
-  }
-  return CLF_OK;
+  return cfg_push_ints(ctx, c, key, j, j, LONG_MIN, "a list of integers only", out, cap, n);
 }
 
 clf_status clf__config_int_lists(clf_context *ctx, const clf__config *c, const char *key, long *out, size_t cap,
                                  size_t *n) {
   const cJSON *j;
-  clf_status st = cfg_lookup(ctx, c, key, 1, &j);
-  if (st != CLF_OK) return st;
-  if (!n) return clf__fail(ctx, CLF_E_INVALID_ARG, "config: n is NULL (reading \"%s\")", key);
-  *n = 0;
-  if (!j) return CLF_OK;
+  clf_status st = cfg_list_lookup(ctx, c, key, n, &j);
+  if (st != CLF_OK || !j) return st;
   if (!cJSON_IsArray(j)) return cfg_wrong(ctx, c, key, j, "a list of lists of integers");
-  const cJSON *inner, *e;
+  const cJSON *inner;
   cJSON_ArrayForEach(inner, j) {
     if (!cJSON_IsArray(inner)) return cfg_wrong(ctx, c, key, j, "a list of lists of integers");
-    cJSON_ArrayForEach(e, inner) {
-      long v;
-      if (!cfg_as_long(e, &v) || v < 0) return cfg_wrong(ctx, c, key, j, "a list of lists of non-negative integers");
-      if ((st = cfg_push(ctx, c, key, v, out, cap, n)) != CLF_OK) return st;
-    }
-    if ((st = cfg_push(ctx, c, key, -1, out, cap, n)) != CLF_OK) return st;
+    st = cfg_push_ints(ctx, c, key, j, inner, 0, "a list of lists of non-negative integers", out, cap, n);
+    if (st == CLF_OK) st = cfg_push(ctx, c, key, -1, out, cap, n);
+    if (st != CLF_OK) return st;
   }
   return CLF_OK;
 }

@@ -12,6 +12,11 @@ extern "C" {
 
 struct cJSON;
 
+/* The largest JSON configuration file read (config.json,
+ * generation_config.json, preprocessor_config.json): far above any real
+ * one, low enough that a wrong path cannot exhaust memory. */
+#define CLF__JSON_CONFIG_MAX_BYTES ((size_t)64 << 20)
+
 typedef struct clf__config clf__config;
 
 /* Parses MODEL_DIR/config.json (required: CLF_E_NOT_FOUND when absent,

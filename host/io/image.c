@@ -1,9 +1,10 @@
 /* image.c - PNG and JPEG files as 8-bit RGB (libpng, libjpeg), PIL-exact
  * resizing (a port of Pillow's Resample.c) and ViTImageProcessor's
  * preprocessing into pixel_values. */
+#include "base/file.h"
 #include "base/status.h"
+#include "config.h"
 
-#include <errno.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdio.h>
@@ -26,11 +27,9 @@ void clf_image_free(clf_image *img) {
   img->width = img->height = 0;
 }
 
-static clf_status open_fail(const char *path) {
-  if (errno == ENOENT || errno == ENOTDIR)
-    return clf__fail(NULL, CLF_E_NOT_FOUND, "image %s: no such file", path);
-  return clf__fail(NULL, CLF_E_IO, "image %s: cannot open: %s", path, strerror(errno));
-}
+/* The largest image file read: far above a 65535 x 65535 JPEG or PNG of
+ * any sense, low enough that a wrong path cannot exhaust memory. */
+#define IMAGE_MAX_BYTES ((size_t)1 << 30)
 
 /* ---- PNG ---- */
 
@@ -50,7 +49,23 @@ static void png_on_warning(png_structp png, png_const_charp msg) {
   (void)msg;
 }
 
-static clf_status read_png(FILE *f, const char *path, clf_image *out) {
+/* The file's bytes as libpng's input; running past the end is libpng's own
+ * "Read Error", as with a truncated stdio file. */
+typedef struct png_src {
+  const unsigned char *p;
+  size_t left;
+} png_src;
+
+static void png_read_mem(png_structp png, png_bytep dst, size_t n) {
+  png_src *src = (png_src *)png_get_io_ptr(png);
+  if (n > src->left) png_error(png, "Read Error");
+  memcpy(dst, src->p, n);
+  src->p += n;
+  src->left -= n;
+}
+
+static clf_status read_png(const unsigned char *data, size_t len, const char *path, clf_image *out) {
+  png_src src = {data, len};
   png_err err;
   err.msg[0] = '\0';
   png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &err, png_on_error, png_on_warning);
@@ -67,7 +82,7 @@ static clf_status read_png(FILE *f, const char *path, clf_image *out) {
     free(rows);
     return clf__fail(NULL, CLF_E_FORMAT, "image %s: corrupt or truncated PNG (%s)", path, err.msg);
   }
-  png_init_io(png, f);
+  png_set_read_fn(png, &src, png_read_mem);
   png_read_info(png, info);
   png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);
   /* PIL's convert("RGB"): palettes and low bit depths expanded, alpha and
@@ -126,7 +141,7 @@ static void jpg_on_message(j_common_ptr cinfo, int level) {
   }
 }
 
-static clf_status read_jpeg(FILE *f, const char *path, clf_image *out) {
+static clf_status read_jpeg(const unsigned char *data, size_t len, const char *path, clf_image *out) {
   struct jpeg_decompress_struct cinfo;
   jpg_err err;
   unsigned char *volatile rgb = NULL;
@@ -141,7 +156,7 @@ static clf_status read_jpeg(FILE *f, const char *path, clf_image *out) {
     return clf__fail(NULL, CLF_E_FORMAT, "image %s: corrupt or truncated JPEG (%s)", path, err.msg);
   }
   jpeg_create_decompress(&cinfo);
-  jpeg_stdio_src(&cinfo, f);
+  jpeg_mem_src(&cinfo, data, (unsigned long)len);
   jpeg_read_header(&cinfo, TRUE);
   if (cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK) {
     jpeg_destroy_decompress(&cinfo);
@@ -175,23 +190,18 @@ clf_status clf_image_read(const char *path, clf_image *out) {
   if (!out) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_image_read: out is NULL");
   memset(out, 0, sizeof(*out));
   if (!path) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_image_read: path is NULL");
-  FILE *f = fopen(path, "rb");
-  if (!f) return open_fail(path);
-  unsigned char sig[8];
-  size_t n = fread(sig, 1, sizeof(sig), f);
-  clf_status st;
-  if (n == 8 && !png_sig_cmp(sig, 0, 8)) {
-    rewind(f);
-    st = read_png(f, path, out);
-  } else if (n >= 3 && sig[0] == 0xFF && sig[1] == 0xD8 && sig[2] == 0xFF) {
-    rewind(f);
-    st = read_jpeg(f, path, out);
-  } else if (ferror(f)) {
-    st = clf__fail(NULL, CLF_E_IO, "image %s: read error", path);
-  } else {
+  char *text;
+  size_t n;
+  clf_status st = clf__read_file(NULL, "image", path, IMAGE_MAX_BYTES, &text, &n);
+  if (st != CLF_OK) return st;
+  const unsigned char *data = (const unsigned char *)text;
+  if (n >= 8 && !png_sig_cmp(data, 0, 8))
+    st = read_png(data, n, path, out);
+  else if (n >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF)
+    st = read_jpeg(data, n, path, out);
+  else
     st = clf__fail(NULL, CLF_E_FORMAT, "image %s: not a PNG or JPEG image", path);
-  }
-  fclose(f);
+  free(text);
   return st;
 }
 
@@ -292,6 +302,96 @@ static unsigned char clip8(int v) {
   return (unsigned char)(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
+/* The filter of a PIL resample code and its support; 0 when unknown. */
+static int pick_filter(int resample, double (**filter)(double), double *support) {
+  static const struct {
+    int resample;
+    double (*filter)(double);
+    double support;
+  } filters[] = {
+      {CLF_RESAMPLE_BOX, f_box, 0.5},         {CLF_RESAMPLE_BILINEAR, f_bilinear, 1.0},
+      {CLF_RESAMPLE_HAMMING, f_hamming, 1.0}, {CLF_RESAMPLE_BICUBIC, f_bicubic, 2.0},
+      {CLF_RESAMPLE_LANCZOS, f_lanczos, 3.0},
+  };
+  for (size_t i = 0; i < CLF__ARRAY_LEN(filters); i++)
+    if (filters[i].resample == resample) {
+      *filter = filters[i].filter;
+      *support = filters[i].support;
+      return 1;
+    }
+  return 0;
+}
+
+/* Horizontal pass: `rows` rows of width iw from `src` into dst, width ow,
+ * with the weights of precompute (8-bit result, as Pillow). */
+static void resample_rows(const unsigned char *src, size_t iw, size_t rows, unsigned char *dst, size_t ow,
+                          const int *bounds, const int *kk, int ksize) {
+  for (size_t y = 0; y < rows; y++) {
+    const unsigned char *line = src + y * iw * 3;
+    unsigned char *o = dst + y * ow * 3;
+    for (size_t xx = 0; xx < ow; xx++) {
+      int xmin = bounds[xx * 2], xmax = bounds[xx * 2 + 1];
+      const int *k = &kk[xx * (size_t)ksize];
+      int s0 = 1 << (PRECISION_BITS - 1), s1 = s0, s2 = s0;
+      for (int x = 0; x < xmax; x++) {
+        const unsigned char *p = line + (size_t)(x + xmin) * 3;
+        s0 += p[0] * k[x];
+        s1 += p[1] * k[x];
+        s2 += p[2] * k[x];
+      }
+      o[xx * 3] = clip8(s0);
+      o[xx * 3 + 1] = clip8(s1);
+      o[xx * 3 + 2] = clip8(s2);
+    }
+  }
+}
+
+/* Vertical pass: rows of width w from src (whose row 0 is input row y0)
+ * into oh rows of dst. */
+static void resample_cols(const unsigned char *src, size_t w, size_t y0, unsigned char *dst, size_t oh,
+                          const int *bounds, const int *kk, int ksize) {
+  for (size_t yy = 0; yy < oh; yy++) {
+    int ymin = bounds[yy * 2] - (int)y0, ymax = bounds[yy * 2 + 1];
+    const int *k = &kk[yy * (size_t)ksize];
+    unsigned char *o = dst + yy * w * 3;
+    for (size_t xx = 0; xx < w * 3; xx++) {
+      int s = 1 << (PRECISION_BITS - 1);
+      for (int y = 0; y < ymax; y++) s += src[((size_t)(y + ymin) * w) * 3 + xx] * k[y];
+      o[xx] = clip8(s);
+    }
+  }
+}
+
+/* Pillow's two passes into out->rgb (allocated, of the output size):
+ * horizontal over the input rows the vertical pass uses, then vertical.
+ * 0 when out of memory. */
+static int resample_two_pass(const clf_image *in, clf_image *out, double (*filter)(double), double support) {
+  size_t iw = (size_t)in->width, ih = (size_t)in->height, ow = (size_t)out->width, oh = (size_t)out->height;
+  int *bh = NULL, *kh = NULL, *bv = NULL, *kv = NULL;
+  int ksh = precompute(in->width, out->width, filter, support, &bh, &kh);
+  int ksv = ksh < 0 ? -1 : precompute(in->height, out->height, filter, support, &bv, &kv);
+  unsigned char *tmp = NULL;
+  const unsigned char *src = in->rgb;
+  size_t y0 = 0;
+  if (ksv >= 0 && iw != ow) {
+    y0 = (size_t)bv[0];
+    size_t rows = (size_t)(bv[(oh - 1) * 2] + bv[(oh - 1) * 2 + 1]) - y0;
+    tmp = malloc(ow * rows * 3);
+    if (tmp) {
+      resample_rows(in->rgb + y0 * iw * 3, iw, rows, ih == oh ? out->rgb : tmp, ow, bh, kh, ksh);
+      src = tmp;
+    }
+  }
+  if (ksv >= 0 && (tmp || iw == ow) && ih != oh) resample_cols(src, ow, y0, out->rgb, oh, bv, kv, ksv);
+  int ok = !(ksv < 0 || (!tmp && iw != ow));
+  free(tmp);
+  free(bh);
+  free(kh);
+  free(bv);
+  free(kv);
+  return ok;
+}
+
 clf_status clf_image_resize(const clf_image *in, int width, int height, int resample, clf_image *out) {
   if (!out) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_image_resize: out is NULL");
   memset(out, 0, sizeof(*out));
@@ -301,18 +401,11 @@ clf_status clf_image_resize(const clf_image *in, int width, int height, int resa
     return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_image_resize: bad output size %d x %d", width, height);
   double (*filter)(double);
   double support;
-  switch (resample) {
-  case CLF_RESAMPLE_BOX: filter = f_box, support = 0.5; break;
-  case CLF_RESAMPLE_BILINEAR: filter = f_bilinear, support = 1.0; break;
-  case CLF_RESAMPLE_HAMMING: filter = f_hamming, support = 1.0; break;
-  case CLF_RESAMPLE_BICUBIC: filter = f_bicubic, support = 2.0; break;
-  case CLF_RESAMPLE_LANCZOS: filter = f_lanczos, support = 3.0; break;
-  default:
+  if (!pick_filter(resample, &filter, &support))
     return clf__fail(NULL, CLF_E_UNSUPPORTED,
                      "clf_image_resize: resample %d is not supported (1 lanczos, 2 bilinear, 3 bicubic, "
                      "4 box, 5 hamming)",
                      resample);
-  }
   size_t iw = (size_t)in->width, ih = (size_t)in->height, ow = (size_t)width, oh = (size_t)height;
   out->rgb = malloc(ow * oh * 3);
   if (!out->rgb) return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_image_resize: out of memory");
@@ -322,59 +415,7 @@ clf_status clf_image_resize(const clf_image *in, int width, int height, int resa
     memcpy(out->rgb, in->rgb, iw * ih * 3);
     return CLF_OK;
   }
-  int *bh = NULL, *kh = NULL, *bv = NULL, *kv = NULL;
-  int ksh = precompute(in->width, width, filter, support, &bh, &kh);
-  int ksv = ksh < 0 ? -1 : precompute(in->height, height, filter, support, &bv, &kv);
-  unsigned char *tmp = NULL;
-  const unsigned char *src = in->rgb;
-  size_t y0 = 0, rows = ih;
-  if (ksv >= 0 && iw != ow) {
-    /* Horizontal pass over the rows the vertical pass uses, 8-bit result. */
-    y0 = (size_t)bv[0];
-    rows = (size_t)(bv[(oh - 1) * 2] + bv[(oh - 1) * 2 + 1]) - y0;
-    tmp = malloc(ow * rows * 3);
-    if (tmp) {
-      for (size_t y = 0; y < rows; y++) {
-        const unsigned char *line = in->rgb + (y + y0) * iw * 3;
-        unsigned char *o = (ih == oh ? out->rgb : tmp) + y * ow * 3;
-        for (size_t xx = 0; xx < ow; xx++) {
-          int xmin = bh[xx * 2], xmax = bh[xx * 2 + 1];
-          const int *k = &kh[xx * (size_t)ksh];
-          int s0 = 1 << (PRECISION_BITS - 1), s1 = s0, s2 = s0;
-          for (int x = 0; x < xmax; x++) {
-            const unsigned char *p = line + (size_t)(x + xmin) * 3;
-            s0 += p[0] * k[x];
-            s1 += p[1] * k[x];
-            s2 += p[2] * k[x];
-          }
-          o[xx * 3] = clip8(s0);
-          o[xx * 3 + 1] = clip8(s1);
-          o[xx * 3 + 2] = clip8(s2);
-        }
-      }
-      src = tmp;
-    }
-  }
-  if (ksv >= 0 && (tmp || iw == ow) && ih != oh) {
-    size_t sw = ow; /* src rows have the output width now */
-    for (size_t yy = 0; yy < oh; yy++) {
-      int ymin = bv[yy * 2] - (int)y0, ymax = bv[yy * 2 + 1];
-      const int *k = &kv[yy * (size_t)ksv];
-      unsigned char *o = out->rgb + yy * ow * 3;
-      for (size_t xx = 0; xx < sw * 3; xx++) {
-        int s = 1 << (PRECISION_BITS - 1);
-        for (int y = 0; y < ymax; y++) s += src[((size_t)(y + ymin) * sw) * 3 + xx] * k[y];
-        o[xx] = clip8(s);
-      }
-    }
-  }
-  int failed = ksv < 0 || (!tmp && iw != ow);
-  free(tmp);
-  free(bh);
-  free(kh);
-  free(bv);
-  free(kv);
-  if (failed) {
+  if (!resample_two_pass(in, out, filter, support)) {
     clf_image_free(out);
     return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_image_resize: out of memory");
   }
@@ -455,25 +496,13 @@ clf_status clf_image_processor_load(const char *model_dir, clf_image_processor *
   *p = (clf_image_processor){1, 224, 224, CLF_RESAMPLE_BILINEAR, 1, 1.0 / 255, 1, {0.5, 0.5, 0.5}, {0.5, 0.5, 0.5}};
   char file[4096];
   snprintf(file, sizeof(file), "%s/preprocessor_config.json", model_dir);
-  FILE *f = fopen(file, "rb");
-  if (!f) return open_fail(file);
-  char *text = NULL;
-  long len = -1;
-  if (fseek(f, 0, SEEK_END) == 0) len = ftell(f);
-  if (len >= 0 && len < (1L << 24) && fseek(f, 0, SEEK_SET) == 0 && (text = malloc((size_t)len + 1))) {
-    if (fread(text, 1, (size_t)len, f) != (size_t)len) {
-      free(text);
-      text = NULL;
-    } else {
-      text[len] = '\0';
-    }
-  }
-  fclose(f);
-  if (!text) return clf__fail(NULL, CLF_E_IO, "%s: cannot read", file);
+  char *text;
+  clf_status st = clf__read_file(NULL, "image processor", file, CLF__JSON_CONFIG_MAX_BYTES, &text, NULL);
+  if (st != CLF_OK) return st;
   cJSON *root = cJSON_Parse(text);
   free(text);
   if (!root) return clf__fail(NULL, CLF_E_FORMAT, "%s: not valid JSON", file);
-  clf_status st = parse_processor(file, root, p);
+  st = parse_processor(file, root, p);
   cJSON_Delete(root);
   return st;
 }

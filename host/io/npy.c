@@ -1,13 +1,20 @@
 /* npy.c - NumPy .npy files: model inputs and outputs of the command line and
  * of the golden tests.  Reads formats 1.0-3.0 (little-endian f32, f16, i32,
  * i64, C order) and writes what numpy.save writes. */
+#include "base/checked.h"
+#include "base/file.h"
 #include "base/status.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The largest .npy file read: 16 GiB (an input or a golden output, never
+ * weights), or half of what size_t counts where that is less. */
+#define CLF__NPY_MAX_BYTES ((uint64_t)SIZE_MAX / 2 < ((uint64_t)16 << 30) ? SIZE_MAX / 2 : (size_t)((uint64_t)16 << 30))
 
 static const char npy_magic[6] = {'\x93', 'N', 'U', 'M', 'P', 'Y'};
 
@@ -84,39 +91,6 @@ static int npy_tuple(npy_parser *ps, int *ndim, size_t *shape, int max_dims) {
   }
 }
 
-/* Reads the whole file into memory (malloc'd). */
-static clf_status npy_slurp(const char *path, unsigned char **out, size_t *len) {
-  *out = NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return clf__fail(NULL, errno == ENOENT ? CLF_E_NOT_FOUND : CLF_E_IO, "%s: cannot open: %s", path,
-                     strerror(errno));
-  size_t cap = 1 << 16, n = 0;
-  unsigned char *buf = malloc(cap);
-  while (buf) {
-    n += fread(buf + n, 1, cap - n, f);
-    if (n < cap) break;
-    unsigned char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
-    if (!nb) {
-      free(buf);
-      buf = NULL;
-      break;
-    }
-    buf = nb;
-    cap *= 2;
-  }
-  int err = ferror(f);
-  fclose(f);
-  if (!buf) return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", path);
-  if (err) {
-    free(buf);
-    return clf__fail(NULL, CLF_E_IO, "%s: read error", path);
-  }
-  *out = buf;
-  *len = n;
-  return CLF_OK;
-}
-
 static void npy_set_name(clf_array *a, const char *path) {
   const char *base = strrchr(path, '/');
   base = base ? base + 1 : path;
@@ -127,69 +101,73 @@ static void npy_set_name(clf_array *a, const char *path) {
   a->name[n] = '\0';
 }
 
-clf_status clf_npy_read(const char *path, clf_array *out) {
-  if (!out) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_npy_read: out is NULL");
-  memset(out, 0, sizeof(*out));
-  if (!path) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_npy_read: path is NULL");
-  unsigned char *buf = NULL;
-  size_t len = 0;
-  clf_status st = npy_slurp(path, &buf, &len);
-  if (st != CLF_OK) return st;
-#define NPY_BAD(code, ...)                         \
-  do {                                             \
-    st = clf__fail(NULL, (code), __VA_ARGS__);     \
-    goto fail;                                     \
-  } while (0)
-  if (len < 10 || memcmp(buf, npy_magic, 6) != 0) NPY_BAD(CLF_E_FORMAT, "%s: not a .npy file (bad magic)", path);
-  unsigned major = buf[6];
-  size_t hlen, hstart;
-  if (major == 1) {
-    hlen = (size_t)buf[8] | (size_t)buf[9] << 8;
-    hstart = 10;
-  } else if (major == 2 || major == 3) {
-    if (len < 12) NPY_BAD(CLF_E_FORMAT, "%s: truncated .npy header", path);
-    hlen = (size_t)buf[8] | (size_t)buf[9] << 8 | (size_t)buf[10] << 16 | (size_t)buf[11] << 24;
-    hstart = 12;
-  } else {
-    NPY_BAD(CLF_E_FORMAT, "%s: unsupported .npy format version %u.%u", path, major, (unsigned)buf[7]);
-  }
-  if (hlen > len - hstart)
-    NPY_BAD(CLF_E_FORMAT, "%s: .npy header of %zu bytes runs past the end of the file (truncated?)", path, hlen);
+#define NPY_BAD(...) clf__fail(NULL, CLF_E_FORMAT, __VA_ARGS__)
 
-  npy_parser ps = {(const char *)buf + hstart, (const char *)buf + hstart + hlen};
-  char key[32], descr[32] = "";
-  int have_descr = 0, have_order = 0, have_shape = 0, fortran = 0;
-  if (!npy_eat(&ps, '{')) NPY_BAD(CLF_E_FORMAT, "%s: .npy header is not a dict", path);
-  for (;;) {
-    if (npy_eat(&ps, '}')) break;
-    if (!npy_string(&ps, key, sizeof(key)) || !npy_eat(&ps, ':'))
-      NPY_BAD(CLF_E_FORMAT, "%s: malformed .npy header", path);
-    if (strcmp(key, "descr") == 0 && !have_descr) {
-      if (!npy_string(&ps, descr, sizeof(descr)))
-        NPY_BAD(CLF_E_DTYPE, "%s: unsupported .npy descr (not a simple type string)", path);
-      have_descr = 1;
-    } else if (strcmp(key, "fortran_order") == 0 && !have_order) {
-      if (npy_word(&ps, "True")) fortran = 1;
-      else if (!npy_word(&ps, "False")) NPY_BAD(CLF_E_FORMAT, "%s: malformed .npy fortran_order", path);
-      have_order = 1;
-    } else if (strcmp(key, "shape") == 0 && !have_shape) {
-      int r = npy_tuple(&ps, &out->ndim, out->shape, CLF_MAX_DIMS);
-      if (r < 0) NPY_BAD(CLF_E_FORMAT, "%s: .npy array has more than %d dims", path, CLF_MAX_DIMS);
-      if (!r) NPY_BAD(CLF_E_FORMAT, "%s: malformed .npy shape", path);
-      have_shape = 1;
-    } else {
-      NPY_BAD(CLF_E_FORMAT, "%s: unexpected or repeated key '%s' in the .npy header", path, key);
-    }
+/* The magic, the version and the header length: the dict is at
+ * buf[*hstart, *hstart + *hlen). */
+static clf_status npy_preamble(const char *path, const unsigned char *buf, size_t len, size_t *hstart,
+                               size_t *hlen) {
+  if (len < 10 || memcmp(buf, npy_magic, 6) != 0) return NPY_BAD("%s: not a .npy file (bad magic)", path);
+  unsigned major = buf[6];
+  if (major == 1) {
+    *hlen = (size_t)buf[8] | (size_t)buf[9] << 8;
+    *hstart = 10;
+  } else if (major == 2 || major == 3) {
+    if (len < 12) return NPY_BAD("%s: truncated .npy header", path);
+    *hlen = (size_t)buf[8] | (size_t)buf[9] << 8 | (size_t)buf[10] << 16 | (size_t)buf[11] << 24;
+    *hstart = 12;
+  } else {
+    return NPY_BAD("%s: unsupported .npy format version %u.%u", path, major, (unsigned)buf[7]);
+  }
+  if (*hlen > len - *hstart)
+    return NPY_BAD("%s: .npy header of %zu bytes runs past the end of the file (truncated?)", path, *hlen);
+  return CLF_OK;
+}
+
+/* One "key: value" of the dict; have[] notes the keys seen (descr,
+ * fortran_order, shape), each allowed once. */
+static clf_status npy_dict_item(const char *path, npy_parser *ps, int have[3], char *descr, size_t descr_cap,
+                                int *fortran, clf_array *out) {
+  char key[32];
+  if (!npy_string(ps, key, sizeof(key)) || !npy_eat(ps, ':')) return NPY_BAD("%s: malformed .npy header", path);
+  if (strcmp(key, "descr") == 0 && !have[0]) {
+    if (!npy_string(ps, descr, descr_cap))
+      return clf__fail(NULL, CLF_E_DTYPE, "%s: unsupported .npy descr (not a simple type string)", path);
+    have[0] = 1;
+  } else if (strcmp(key, "fortran_order") == 0 && !have[1]) {
+    if (npy_word(ps, "True")) *fortran = 1;
+    else if (!npy_word(ps, "False")) return NPY_BAD("%s: malformed .npy fortran_order", path);
+    have[1] = 1;
+  } else if (strcmp(key, "shape") == 0 && !have[2]) {
+    int r = npy_tuple(ps, &out->ndim, out->shape, CLF_MAX_DIMS);
+    if (r < 0) return NPY_BAD("%s: .npy array has more than %d dims", path, CLF_MAX_DIMS);
+    if (!r) return NPY_BAD("%s: malformed .npy shape", path);
+    have[2] = 1;
+  } else {
+    return NPY_BAD("%s: unexpected or repeated key '%s' in the .npy header", path, key);
+  }
+  return CLF_OK;
+}
+
+/* The header dict {'descr': ..., 'fortran_order': ..., 'shape': ...} into
+ * out's dtype, ndim and shape. */
+static clf_status npy_parse_dict(const char *path, const char *text, size_t n, clf_array *out) {
+  npy_parser ps = {text, text + n};
+  char descr[32] = "";
+  int have[3] = {0, 0, 0}, fortran = 0;
+  clf_status st;
+  if (!npy_eat(&ps, '{')) return NPY_BAD("%s: .npy header is not a dict", path);
+  while (!npy_eat(&ps, '}')) {
+    if ((st = npy_dict_item(path, &ps, have, descr, sizeof(descr), &fortran, out)) != CLF_OK) return st;
     if (!npy_eat(&ps, ',')) {
-      if (!npy_eat(&ps, '}')) NPY_BAD(CLF_E_FORMAT, "%s: malformed .npy header", path);
+      if (!npy_eat(&ps, '}')) return NPY_BAD("%s: malformed .npy header", path);
       break;
     }
   }
   npy_ws(&ps);
-  if (ps.p != ps.end) NPY_BAD(CLF_E_FORMAT, "%s: malformed .npy header (text after the dict)", path);
-  if (!have_descr || !have_order || !have_shape)
-    NPY_BAD(CLF_E_FORMAT, "%s: .npy header lacks '%s'", path,
-            !have_descr ? "descr" : !have_order ? "fortran_order" : "shape");
+  if (ps.p != ps.end) return NPY_BAD("%s: malformed .npy header (text after the dict)", path);
+  if (!have[0] || !have[1] || !have[2])
+    return NPY_BAD("%s: .npy header lacks '%s'", path, !have[0] ? "descr" : !have[1] ? "fortran_order" : "shape");
   int found = 0;
   for (size_t i = 0; i < CLF__ARRAY_LEN(npy_types); i++)
     if (strcmp(descr, npy_types[i].descr) == 0) {
@@ -197,30 +175,45 @@ clf_status clf_npy_read(const char *path, clf_array *out) {
       found = 1;
     }
   if (!found)
-    NPY_BAD(CLF_E_DTYPE, "%s: unsupported .npy dtype '%s' (supported: '<f4', '<f2', '<i4', '<i8')", path, descr);
-  if (fortran) NPY_BAD(CLF_E_FORMAT, "%s: fortran_order True is not supported (save a C-order array)", path);
-
-  size_t numel = 1, es = clf_dtype_size(out->dtype);
-  for (int i = 0; i < out->ndim; i++) {
-    if (out->shape[i] && numel > SIZE_MAX / out->shape[i]) NPY_BAD(CLF_E_FORMAT, "%s: .npy shape overflows", path);
-    numel *= out->shape[i];
-  }
-  if (numel > SIZE_MAX / es) NPY_BAD(CLF_E_FORMAT, "%s: .npy shape overflows", path);
-  size_t bytes = numel * es, have = len - hstart - hlen;
-  if (have < bytes) NPY_BAD(CLF_E_FORMAT, "%s: .npy data truncated: %zu bytes, expected %zu", path, have, bytes);
-  if (have > bytes)
-    NPY_BAD(CLF_E_FORMAT, "%s: %zu extra bytes after the .npy data (expected %zu)", path, have - bytes, bytes);
-  out->data = malloc(bytes ? bytes : 1);
-  if (!out->data) NPY_BAD(CLF_E_OUT_OF_MEMORY, "%s: out of host memory for %zu bytes", path, bytes);
-  memcpy(out->data, buf + hstart + hlen, bytes);
-  npy_set_name(out, path);
-  free(buf);
+    return clf__fail(NULL, CLF_E_DTYPE, "%s: unsupported .npy dtype '%s' (supported: '<f4', '<f2', '<i4', '<i8')",
+                     path, descr);
+  if (fortran) return NPY_BAD("%s: fortran_order True is not supported (save a C-order array)", path);
   return CLF_OK;
-fail:
-  free(buf);
-  out->data = NULL;
+}
+
+/* The bytes of a's data by its shape and dtype; 0 when that overflows. */
+static int npy_data_bytes(const clf_array *a, size_t *bytes) {
+  size_t numel = 1;
+  for (int i = 0; i < a->ndim; i++)
+    if (!clf__mul_ok(numel, a->shape[i], &numel)) return 0;
+  return clf__mul_ok(numel, clf_dtype_size(a->dtype), bytes);
+}
+
+clf_status clf_npy_read(const char *path, clf_array *out) {
+  if (!out) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_npy_read: out is NULL");
+  memset(out, 0, sizeof(*out));
+  if (!path) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_npy_read: path is NULL");
+  char *text = NULL;
+  size_t len = 0, hstart = 0, hlen = 0, bytes = 0;
+  clf_status st = clf__read_file(NULL, "clf_npy_read", path, CLF__NPY_MAX_BYTES, &text, &len);
+  if (st != CLF_OK) return st;
+  const unsigned char *buf = (const unsigned char *)text;
+  st = npy_preamble(path, buf, len, &hstart, &hlen);
+  if (st == CLF_OK) st = npy_parse_dict(path, text + hstart, hlen, out);
+  if (st == CLF_OK && !npy_data_bytes(out, &bytes)) st = NPY_BAD("%s: .npy shape overflows", path);
+  size_t have = len - hstart - hlen;
+  if (st == CLF_OK && have < bytes)
+    st = NPY_BAD("%s: .npy data truncated: %zu bytes, expected %zu", path, have, bytes);
+  else if (st == CLF_OK && have > bytes)
+    st = NPY_BAD("%s: %zu extra bytes after the .npy data (expected %zu)", path, have - bytes, bytes);
+  if (st == CLF_OK && !(out->data = malloc(bytes ? bytes : 1)))
+    st = clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "%s: out of host memory for %zu bytes", path, bytes);
+  if (st == CLF_OK) {
+    memcpy(out->data, buf + hstart + hlen, bytes);
+    npy_set_name(out, path);
+  }
+  free(text);
   return st;
-#undef NPY_BAD
 }
 
 clf_status clf_npy_write(const char *path, const clf_array *a) {
@@ -233,13 +226,10 @@ clf_status clf_npy_write(const char *path, const clf_array *a) {
   if (a->ndim < 0 || a->ndim > CLF_MAX_DIMS)
     return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_npy_write: %s: ndim is %d, must be 0..%d", path, a->ndim,
                      CLF_MAX_DIMS);
-  size_t numel = 1, es = clf_dtype_size(a->dtype);
-  for (int i = 0; i < a->ndim; i++) {
-    if (a->shape[i] && numel > SIZE_MAX / a->shape[i] / es)
-      return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_npy_write: %s: shape overflows", path);
-    numel *= a->shape[i];
-  }
-  if (numel && !a->data) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_npy_write: %s: data is NULL", path);
+  size_t bytes;
+  if (!npy_data_bytes(a, &bytes))
+    return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_npy_write: %s: shape overflows", path);
+  if (bytes && !a->data) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_npy_write: %s: data is NULL", path);
 
   char dict[256];
   int n = snprintf(dict, sizeof(dict), "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
@@ -264,7 +254,7 @@ clf_status clf_npy_write(const char *path, const clf_array *a) {
   FILE *f = fopen(path, "wb");
   if (!f) return clf__fail(NULL, CLF_E_IO, "clf_npy_write: cannot create %s: %s", path, strerror(errno));
   int ok = fwrite(head, 1, total, f) == total;
-  if (ok && numel) ok = fwrite(a->data, es, numel, f) == numel;
+  if (ok && bytes) ok = fwrite(a->data, 1, bytes, f) == bytes;
   if (fclose(f) != 0) ok = 0;
   if (!ok) {
     int e = errno;

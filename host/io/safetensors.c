@@ -123,14 +123,6 @@ void clf_safetensors_close(clf_safetensors *st) {
   free(st);
 }
 
-/* Records a failure and jumps to the cleanup of clf_safetensors_open. */
-#define ST_FAIL(code, ...)                          \
-  do {                                              \
-    status = clf__fail(NULL, (code), __VA_ARGS__);  \
-    goto fail;                                      \
-  } while (0)
-#define ST_BAD(...) ST_FAIL(CLF_E_FORMAT, __VA_ARGS__)
-
 /* Reads one tensor entry of the header into e. */
 static clf_status st_parse_entry(const char *path, const cJSON *item, st_entry *e) {
   const char *name = item->string;
@@ -198,106 +190,132 @@ static clf_status st_parse_entry(const char *path, const cJSON *item, st_entry *
   return CLF_OK;
 }
 
-clf_status clf_safetensors_open(const char *path, clf_safetensors **out) {
-  if (!out) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_safetensors_open: out is NULL");
-  *out = NULL;
-  if (!path) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_safetensors_open: path is NULL");
-  clf_status status = CLF_OK;
-  char *text = NULL;
-  cJSON *root = NULL;
-  int fd = -1;
-  clf_safetensors *st = calloc(1, sizeof(*st));
-  if (!st || !(st->path = strdup(path))) {
-    free(st);
-    return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", path);
-  }
-  fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    ST_FAIL(errno == ENOENT ? CLF_E_NOT_FOUND : CLF_E_IO, "%s: cannot open: %s", path, strerror(errno));
-  struct stat sb;
-  if (fstat(fd, &sb) != 0) ST_FAIL(CLF_E_IO, "%s: cannot stat: %s", path, strerror(errno));
-  if (!S_ISREG(sb.st_mode)) ST_FAIL(CLF_E_IO, "%s: not a regular file", path);
-  if (sb.st_size < 8)
-    ST_BAD("%s: file is %lld bytes, too small for the 8-byte header length", path, (long long)sb.st_size);
-  if ((unsigned long long)sb.st_size > (unsigned long long)SIZE_MAX) ST_FAIL(CLF_E_IO, "%s: too large to map", path);
-  st->map_len = (size_t)sb.st_size;
-  void *m = mmap(NULL, st->map_len, PROT_READ, MAP_PRIVATE, fd, 0);
-  if (m == MAP_FAILED) ST_FAIL(CLF_E_IO, "%s: mmap failed: %s", path, strerror(errno));
-  st->map = m;
-  close(fd);
-  fd = -1;
+#define ST_BAD(...) clf__fail(NULL, CLF_E_FORMAT, __VA_ARGS__)
 
+/* Maps the whole file read-only into st->map. */
+static clf_status st_map(clf_safetensors *st, const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return clf__fail(NULL, errno == ENOENT ? CLF_E_NOT_FOUND : CLF_E_IO, "%s: cannot open: %s", path,
+                     strerror(errno));
+  struct stat sb;
+  clf_status status = CLF_OK;
+  void *m = MAP_FAILED;
+  if (fstat(fd, &sb) != 0)
+    status = clf__fail(NULL, CLF_E_IO, "%s: cannot stat: %s", path, strerror(errno));
+  else if (!S_ISREG(sb.st_mode))
+    status = clf__fail(NULL, CLF_E_IO, "%s: not a regular file", path);
+  else if (sb.st_size < 8)
+    status = ST_BAD("%s: file is %lld bytes, too small for the 8-byte header length", path, (long long)sb.st_size);
+  else if ((unsigned long long)sb.st_size > (unsigned long long)SIZE_MAX)
+    status = clf__fail(NULL, CLF_E_IO, "%s: too large to map", path);
+  else if ((m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED)
+    status = clf__fail(NULL, CLF_E_IO, "%s: mmap failed: %s", path, strerror(errno));
+  close(fd);
+  if (status == CLF_OK) {
+    st->map = m;
+    st->map_len = (size_t)sb.st_size;
+  }
+  return status;
+}
+
+/* The JSON header after the 8-byte length: checked (size, UTF-8, no NUL or
+ * byte-order mark) and parsed into *root, a JSON object.  Sets data_start. */
+static clf_status st_parse_header(clf_safetensors *st, const char *path, cJSON **root) {
+  *root = NULL;
   unsigned long long hlen = 0;
   for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | st->map[i];
   if (hlen > ST_MAX_HEADER)
-    ST_BAD("%s: header length %llu is larger than the limit of %llu bytes", path, hlen, ST_MAX_HEADER);
+    return ST_BAD("%s: header length %llu is larger than the limit of %llu bytes", path, hlen, ST_MAX_HEADER);
   if (hlen > st->map_len - 8)
-    ST_BAD("%s: header length %llu runs past the end of the file (%zu bytes follow the length; truncated?)", path,
-           hlen, st->map_len - 8);
+    return ST_BAD("%s: header length %llu runs past the end of the file (%zu bytes follow the length; truncated?)",
+                  path, hlen, st->map_len - 8);
   st->data_start = 8 + (size_t)hlen;
   const unsigned char *h = st->map + 8;
-  if (!st_utf8_ok(h, (size_t)hlen)) ST_BAD("%s: header is not valid UTF-8", path);
+  if (!st_utf8_ok(h, (size_t)hlen)) return ST_BAD("%s: header is not valid UTF-8", path);
   /* cJSON would stop at a NUL and skip a byte-order mark; JSON allows neither. */
   if (memchr(h, 0, (size_t)hlen) || (hlen >= 3 && h[0] == 0xEF && h[1] == 0xBB && h[2] == 0xBF))
-    ST_BAD("%s: header is not valid JSON (a NUL byte or a byte-order mark)", path);
-  text = malloc((size_t)hlen + 1);
-  if (!text) ST_FAIL(CLF_E_OUT_OF_MEMORY, "%s: out of host memory for a %llu-byte header", path, hlen);
+    return ST_BAD("%s: header is not valid JSON (a NUL byte or a byte-order mark)", path);
+  char *text = malloc((size_t)hlen + 1);
+  if (!text)
+    return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "%s: out of host memory for a %llu-byte header", path, hlen);
   memcpy(text, h, (size_t)hlen);
   text[hlen] = '\0';
-  root = cJSON_ParseWithLengthOpts(text, (size_t)hlen + 1, NULL, 1);
-  if (!root) {
+  cJSON *j = cJSON_ParseWithLengthOpts(text, (size_t)hlen + 1, NULL, 1);
+  clf_status status = CLF_OK;
+  if (!j) {
     const char *at = cJSON_GetErrorPtr();
     size_t pos = (at && at >= text && at <= text + hlen) ? (size_t)(at - text) : 0;
-    ST_BAD("%s: header is not valid JSON (error near byte %zu of the header)", path, pos);
+    status = ST_BAD("%s: header is not valid JSON (error near byte %zu of the header)", path, pos);
+  } else if (!cJSON_IsObject(j)) {
+    status = ST_BAD("%s: header is %s, expected a JSON object", path, st_json_type(j));
+    cJSON_Delete(j);
+    j = NULL;
   }
-  if (!cJSON_IsObject(root)) ST_BAD("%s: header is %s, expected a JSON object", path, st_json_type(root));
+  free(text);
+  *root = j;
+  return status;
+}
 
-  /* Count, check the metadata, then read the entries. */
-  size_t n = 0;
+static int st_is_meta(const cJSON *item) { return strcmp(item->string, "__metadata__") == 0; }
+
+/* Counts the tensors and the metadata strings, checking "__metadata__"
+ * (at most once; null or an object of strings). */
+static clf_status st_count(const char *path, const cJSON *root, size_t *n, size_t *n_meta) {
   const cJSON *item, *kv;
   int have_meta = 0;
+  *n = *n_meta = 0;
   cJSON_ArrayForEach(item, root) {
-    if (strcmp(item->string, "__metadata__") != 0) {
-      n++;
+    if (!st_is_meta(item)) {
+      (*n)++;
       continue;
     }
-    if (have_meta) ST_BAD("%s: \"__metadata__\" appears twice in the header", path);
+    if (have_meta) return ST_BAD("%s: \"__metadata__\" appears twice in the header", path);
     have_meta = 1;
     if (cJSON_IsNull(item)) continue;
-    if (!cJSON_IsObject(item)) ST_BAD("%s: \"__metadata__\" is %s, expected an object", path, st_json_type(item));
+    if (!cJSON_IsObject(item))
+      return ST_BAD("%s: \"__metadata__\" is %s, expected an object", path, st_json_type(item));
     cJSON_ArrayForEach(kv, item) {
       if (!cJSON_IsString(kv))
-        ST_BAD("%s: \"__metadata__\" value \"%s\" is %s, expected a string", path, kv->string, st_json_type(kv));
-      st->n_meta++;
+        return ST_BAD("%s: \"__metadata__\" value \"%s\" is %s, expected a string", path, kv->string,
+                      st_json_type(kv));
+      (*n_meta)++;
     }
   }
-  size_t n_meta = st->n_meta;
-  st->n_meta = 0;
+  return CLF_OK;
+}
+
+/* Copies the metadata and reads every tensor entry of the header into st. */
+static clf_status st_read_entries(clf_safetensors *st, const char *path, const cJSON *root) {
+  size_t n, n_meta;
+  clf_status status = st_count(path, root, &n, &n_meta);
+  if (status != CLF_OK) return status;
   st->t = calloc(n ? n : 1, sizeof(*st->t));
   st->by_name = calloc(n ? n : 1, sizeof(*st->by_name));
   st->meta = calloc(n_meta ? n_meta : 1, sizeof(*st->meta));
   if (!st->t || !st->by_name || !st->meta)
-    ST_FAIL(CLF_E_OUT_OF_MEMORY, "%s: out of host memory for %zu tensors", path, n);
+    return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "%s: out of host memory for %zu tensors", path, n);
+  const cJSON *item, *kv;
   cJSON_ArrayForEach(item, root) {
-    if (strcmp(item->string, "__metadata__") == 0) {
+    if (st_is_meta(item)) {
       if (!cJSON_IsObject(item)) continue;
       cJSON_ArrayForEach(kv, item) {
         st_meta *md = &st->meta[st->n_meta++];
         md->key = strdup(kv->string);
         md->value = strdup(kv->valuestring);
-        if (!md->key || !md->value) ST_FAIL(CLF_E_OUT_OF_MEMORY, "%s: out of host memory", path);
+        if (!md->key || !md->value) return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", path);
       }
       continue;
     }
     st_entry *e = &st->t[st->n++];
-    if (!(e->name = strdup(item->string))) ST_FAIL(CLF_E_OUT_OF_MEMORY, "%s: out of host memory", path);
-    if ((status = st_parse_entry(path, item, e)) != CLF_OK) goto fail;
+    if (!(e->name = strdup(item->string))) return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", path);
+    if ((status = st_parse_entry(path, item, e)) != CLF_OK) return status;
   }
-  cJSON_Delete(root);
-  root = NULL;
-  free(text);
-  text = NULL;
+  return CLF_OK;
+}
 
+/* Sorts the entries by offsets and indexes them by name (unique). */
+static clf_status st_index(clf_safetensors *st, const char *path) {
   /* Like the reference reader, the entries may come in any order: sort them
    * by offsets (ties, zero-size tensors, by name). */
   qsort(st->t, st->n, sizeof(st_entry), st_cmp_offsets);
@@ -306,35 +324,54 @@ clf_status clf_safetensors_open(const char *path, clf_safetensors **out) {
   /* cJSON keeps both copies of a repeated key; a name must be unique. */
   for (size_t i = 1; i < st->n; i++)
     if (strcmp(st->by_name[i]->name, st->by_name[i - 1]->name) == 0)
-      ST_BAD("%s: tensor \"%s\": the name appears twice in the header", path, st->by_name[i]->name);
+      return ST_BAD("%s: tensor \"%s\": the name appears twice in the header", path, st->by_name[i]->name);
+  return CLF_OK;
+}
 
-  /* In offset order the ranges must tile the data section exactly. */
+/* In offset order the ranges must tile the data section exactly. */
+static clf_status st_check_tiling(const clf_safetensors *st, const char *path) {
   size_t pos = 0, data_len = st->map_len - st->data_start;
   for (size_t i = 0; i < st->n; i++) {
     const st_entry *e = &st->t[i];
     if (e->begin < pos)
-      ST_BAD("%s: tensor \"%s\": data_offsets [%zu, %zu] overlap the previous tensor, which ends at %zu", path,
-             e->name, e->begin, e->end, pos);
+      return ST_BAD("%s: tensor \"%s\": data_offsets [%zu, %zu] overlap the previous tensor, which ends at %zu",
+                    path, e->name, e->begin, e->end, pos);
     if (e->begin > pos)
-      ST_BAD("%s: tensor \"%s\": data_offsets [%zu, %zu] leave a gap: bytes %zu..%zu belong to no tensor", path,
-             e->name, e->begin, e->end, pos, e->begin);
+      return ST_BAD("%s: tensor \"%s\": data_offsets [%zu, %zu] leave a gap: bytes %zu..%zu belong to no tensor",
+                    path, e->name, e->begin, e->end, pos, e->begin);
     if (e->end > data_len)
-      ST_BAD("%s: tensor \"%s\": data_offsets [%zu, %zu] run past the end of the data (%zu bytes; truncated?)",
-             path, e->name, e->begin, e->end, data_len);
+      return ST_BAD("%s: tensor \"%s\": data_offsets [%zu, %zu] run past the end of the data (%zu bytes; "
+                    "truncated?)", path, e->name, e->begin, e->end, data_len);
     pos = e->end;
   }
   if (pos != data_len)
-    ST_BAD("%s: the tensors cover %zu bytes of data but the file holds %zu: bytes after the last tensor", path,
-           pos, data_len);
+    return ST_BAD("%s: the tensors cover %zu bytes of data but the file holds %zu: bytes after the last tensor",
+                  path, pos, data_len);
+  return CLF_OK;
+}
+
+clf_status clf_safetensors_open(const char *path, clf_safetensors **out) {
+  if (!out) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_safetensors_open: out is NULL");
+  *out = NULL;
+  if (!path) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_safetensors_open: path is NULL");
+  clf_safetensors *st = calloc(1, sizeof(*st));
+  if (!st || !(st->path = strdup(path))) {
+    free(st);
+    return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", path);
+  }
+  cJSON *root = NULL;
+  clf_status status = st_map(st, path);
+  if (status == CLF_OK) status = st_parse_header(st, path, &root);
+  if (status == CLF_OK) status = st_read_entries(st, path, root);
+  cJSON_Delete(root);
+  if (status == CLF_OK) status = st_index(st, path);
+  if (status == CLF_OK) status = st_check_tiling(st, path);
+  if (status != CLF_OK) {
+    clf_safetensors_close(st);
+    return status;
+  }
   *out = st;
   return CLF_OK;
-
-fail:
-  if (fd >= 0) close(fd);
-  cJSON_Delete(root);
-  free(text);
-  clf_safetensors_close(st);
-  return status;
 }
 
 size_t clf_safetensors_count(const clf_safetensors *st) { return st ? st->n : 0; }

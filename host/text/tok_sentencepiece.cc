@@ -3,6 +3,7 @@
  * to ids through vocab.json; decoding goes through target.spm.
  */
 #include "tokenizer.h"
+#include "base/file.h"
 #include "base/status.h"
 
 #include <cstdlib>
@@ -24,7 +25,7 @@ sentencepiece::SentencePieceProcessor *load_spm(const char *dir, const char *nam
     *st = clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_tokenizer_load: out of memory");
     return nullptr;
   }
-  if (!clf__tok_file_exists(path)) {
+  if (!clf__is_file(path)) {
     *st = clf__fail(NULL, CLF_E_NOT_FOUND, "clf_tokenizer_load: %s not found (Marian needs source.spm, "
                     "target.spm and vocab.json)", path);
     free(path);
@@ -79,7 +80,7 @@ extern "C" clf_status clf__spm_load(clf_tokenizer *t, const char *dir, void *con
   clf_status st = CLF_OK;
   char *vpath = clf__tok_path(dir, "vocab.json");
   if (!vpath) return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_tokenizer_load: out of memory");
-  if (!clf__tok_file_exists(vpath))
+  if (!clf__is_file(vpath))
     st = clf__fail(NULL, CLF_E_NOT_FOUND, "clf_tokenizer_load: %s not found (Marian needs source.spm, "
                    "target.spm and vocab.json)", vpath);
   if (st == CLF_OK && clf__tok_cfg_bool(config, "separate_vocabs", 0) == 1)

@@ -19,6 +19,10 @@ extern "C" {
 /* ---- growable buffers ---- */
 typedef struct clf__ids { int64_t *v; size_t n, cap; } clf__ids;
 typedef struct clf__str { char *s; size_t n, cap; } clf__str; /* s NUL-terminated */
+/* v (of capacity *cap elements of `size` bytes) with room for `need`:
+ * v itself, or a realloc of it to the capacity doubled from 64 (*cap
+ * updated); NULL when out of memory, v then untouched. */
+void *clf__grow(void *v, size_t *cap, size_t need, size_t size);
 int clf__ids_push(clf__ids *a, int64_t id);      /* 0 on success, -1 out of memory */
 int clf__str_add(clf__str *b, const char *s, size_t n);
 int clf__str_addc(clf__str *b, uint32_t cp);     /* appends cp as UTF-8 */
@@ -97,9 +101,12 @@ int clf__tok_cfg_bool(void *config, const char *key, int dflt);
 int clf__tok_is_special_id(const clf_tokenizer *t, int64_t id);
 int clf__tok_is_special_text(const clf_tokenizer *t, const char *s, size_t n);
 char *clf__tok_path(const char *dir, const char *name); /* malloc'd */
-/* The whole file, NUL-terminated (malloc'd); NULL with *st set on failure. */
+/* The largest tokenizer file read (tokenizer.json, vocab.txt, vocab.json,
+ * merges.txt, tokenizer_config.json): real ones stay under 50 MiB. */
+#define CLF__TOK_FILE_MAX_BYTES ((size_t)256 << 20)
+/* The whole file, NUL-terminated (malloc'd); NULL with *st set on failure
+ * (base/file.h's clf__read_file, capped at CLF__TOK_FILE_MAX_BYTES). */
 char *clf__tok_read_text(const char *path, size_t *len, clf_status *st);
-int clf__tok_file_exists(const char *path);
 /* Hugging Face's clean_up_tokenization, in place. */
 void clf__tok_clean_up(clf__str *s);
 
