@@ -181,6 +181,13 @@ unsigned char *clf__cache_load(const clf_context *ctx, const char *key,
 int clf__cache_store(const clf_context *ctx, const char *key,
                      const unsigned char *bin, size_t size);
 uint64_t clf__hash64(const void *data, size_t len, uint64_t seed);
+/* Reads a whole file of the cache directory with base/file.h's reader,
+ * capped at max_bytes, leaving ctx's last error as it was: for a cache a
+ * missing or bad file is only a miss.  Returns the malloc'd text
+ * (NUL-terminated, *len bytes) or NULL, then with why the reason when
+ * `why` is not NULL. */
+char *clf__read_cached_file(const clf_context *ctx, const char *what, const char *path, size_t max_bytes,
+                            size_t *len, char *why, size_t why_len);
 
 /* ---- launches ---- */
 /* Sets the kernel's arguments from a list of (size, pointer) pairs. */

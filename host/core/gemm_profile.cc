@@ -12,6 +12,7 @@
 
 #include <clblast.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -29,6 +30,7 @@ namespace clf_profile {
 namespace {
 constexpr clblast::Precision kF32 = clblast::Precision::kSingle;
 constexpr const char *kFormat = "clformer-gemm-profile 1";
+constexpr size_t kMaxBytes = size_t{1} << 20;  // a profile is a few lines
 }  // namespace
 
 const char *const kKernel[NKERNELS] = {"Xgemm", "XgemmDirect", "GemmRoutine"};
@@ -185,17 +187,21 @@ std::string profile_path(const clf_context *ctx) {
 
 // Reads and checks a profile; on failure *why says what is wrong.
 static bool load_profile(const clf_context *ctx, const std::string &path, Profile *out, std::string *why) {
-  FILE *f = fopen(path.c_str(), "r");
-  if (!f) return *why = std::string("cannot read it: ") + strerror(errno), false;
+  char err[1024];
+  size_t len = 0;
+  char *text = clf__read_cached_file(ctx, "GEMM profile", path.c_str(), kMaxBytes, &len, err, sizeof err);
+  if (!text) return *why = err, false;
+  const std::string all(text, len);
+  free(text);
   Profile dflt;
-  if (!defaults_of(ctx->dev.device, &dflt)) {
-    fclose(f);
-    return *why = "CLBlast cannot report its parameters for this device", false;
-  }
+  if (!defaults_of(ctx->dev.device, &dflt)) return *why = "CLBlast cannot report its parameters for this device", false;
+  // Lines end at "\n"; each is kept up to a "\r" or a NUL.
   std::vector<std::string> lines;
-  char buf[4096];
-  while (fgets(buf, sizeof buf, f)) lines.emplace_back(buf, strcspn(buf, "\r\n"));
-  fclose(f);
+  for (size_t at = 0; at < all.size();) {
+    const size_t nl = std::min(all.find('\n', at), all.size());
+    lines.emplace_back(all.c_str() + at, std::min(strcspn(all.c_str() + at, "\r\n"), nl - at));
+    at = nl + 1;
+  }
   if (lines.empty() || lines[0] != kFormat) return *why = "not a clformer GEMM profile (first line)", false;
   bool have[NKERNELS] = {false, false, false}, have_id = false;
   Profile p = dflt;

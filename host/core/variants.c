@@ -9,6 +9,8 @@
  */
 #include "core.h"
 
+#include "base/file.h"
+
 #include <clblast_c.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -236,23 +238,21 @@ void clf__verdicts_load(clf_context *ctx) {
   if (!ctx->cache_dir) return;
   char path[4200];
   verdict_path(ctx, path, sizeof(path));
-  FILE *f = fopen(path, "rb");
-  if (!f) return; /* never validated here */
-  char *text = malloc(VERDICT_MAX_BYTES + 1);
-  size_t n = text ? fread(text, 1, VERDICT_MAX_BYTES + 1, f) : 0;
-  fclose(f);
-  size_t line_no = 0;
-  if (text && n <= VERDICT_MAX_BYTES) {
-    text[n] = '\0';
-    if (strlen(text) == n && parse_verdicts(vs, text, &line_no)) {
-      free(text);
-      return;
-    }
+  if (!clf__is_file(path)) return; /* never validated here */
+  size_t n = 0, line_no = 0;
+  char why[1024];
+  char *text = clf__read_cached_file(ctx, "self-validation verdicts", path, VERDICT_MAX_BYTES, &n, why, sizeof(why));
+  if (!text) {
+    clf__log(ctx, "ignoring %s; `clformer probe` rewrites them", why);
+    return;
+  }
+  if (strlen(text) == n && parse_verdicts(vs, text, &line_no)) {
+    free(text);
+    return;
   }
   forget_all(vs);
-  if (text)
-    clf__log(ctx, "ignoring the malformed self-validation verdicts in %s (line %zu); `clformer probe` rewrites them",
-             path, line_no);
+  clf__log(ctx, "ignoring the malformed self-validation verdicts in %s (line %zu); `clformer probe` rewrites them",
+           path, line_no);
   free(text);
 }
 
