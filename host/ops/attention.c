@@ -4,6 +4,8 @@
  */
 #include "ops.h"
 
+#include "base/checked.h"
+
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -62,12 +64,6 @@ int clf__attn_fused_variant(const clf_context *ctx, size_t dh, size_t lq, char *
   if (!attn_fused_tiles(ctx, dh, lq, &bq, &bk)) return 0;
   snprintf(buf, len, "attention.fused HEAD_DIM=%zu BQ=%u BK=%u", dh, bq, bk);
   return 1;
-}
-
-/* Whether a tensor's elements can be addressed with the kernels' uint
- * offsets. */
-static int attn_fits_u32(const clf_tensor *t) {
-  return t->offset <= UINT_MAX && clf_tensor_numel(t) <= UINT_MAX - t->offset;
 }
 
 /* Sets kernel arguments first, first + 1, ... from parallel lists. */
@@ -150,13 +146,14 @@ static clf_status attn_run_fused(clf_context *ctx, const attn_args *a, clf__kern
 }
 
 static clf_status attn_run_gemm(clf_context *ctx, const attn_args *a, cl_event *event) {
-  const size_t BH = a->B * a->H, nS = BH * a->Lq * a->Lk;
+  const size_t BH = a->B * a->H;
+  size_t nS = 0;
   /* Merged output: the heads of one batch index are Dh apart with row
    * stride H*Dh, which one strided batch covers only when B == 1 or Lq == 1;
    * otherwise P V goes to scratch (after the scores) and attn_merge moves it. */
   const int direct = !a->merged || a->B == 1 || a->Lq == 1;
   const size_t nO = direct ? 0 : BH * a->Lq * a->Dh;
-  if ((nS + nO) > UINT_MAX)
+  if (!clf__mul_ok(BH * a->Lq, a->Lk, &nS) || !clf__fits_u32(nS, nO))
     return clf__fail(ctx, CLF_E_UNSUPPORTED,
                      "clf_attention: the GEMM path's %zu x %zu x %zu score buffer exceeds 2^32 elements", BH,
                      a->Lq, a->Lk);
@@ -231,8 +228,11 @@ static clf_status attn_check_mask(clf_context *ctx, const char *op, const clf_at
     if (p->shape[0] != a->B || p->shape[1] != a->Lk)
       return clf__fail(ctx, CLF_E_SHAPE, "%s: mask->key_padding has shape %s, expected [B, kv_len] = [%zu, %zu]",
                        op, clf__shape_str(p, sb, sizeof(sb)), a->B, a->Lk);
-    size_t words = p->dtype == CLF_I64 ? 2 : 1;
-    if (p->offset * words + clf_tensor_numel(p) * words > UINT_MAX)
+    /* The kernel reads i64 as pairs of 32-bit words. */
+    const size_t words = p->dtype == CLF_I64 ? 2 : 1;
+    size_t off_w, n_w;
+    if (!clf__mul_ok(p->offset, words, &off_w) || !clf__mul_ok(clf_tensor_numel(p), words, &n_w) ||
+        !clf__fits_u32(off_w, n_w))
       return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: mask->key_padding is too large for 32-bit indexing", op);
     a->pad = p;
     a->pad_kind = p->dtype == CLF_I32 ? 1 : p->dtype == CLF_I64 ? 2 : 3;
@@ -247,8 +247,7 @@ static clf_status attn_check_mask(clf_context *ctx, const char *op, const clf_at
                        "%s: mask->bias has shape %s, expected [nW, %zu or 1, %zu, %zu] (H, Lq, kv_len) "
                        "with nW dividing B = %zu",
                        op, clf__shape_str(bs, sb, sizeof(sb)), a->H, a->Lq, a->Lk, a->B);
-    if (!attn_fits_u32(bs))
-      return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: mask->bias is too large for 32-bit indexing", op);
+    if ((st = clf__check_fits_u32(ctx, op, "mask->bias", bs)) != CLF_OK) return st;
     a->bias = bs;
     a->n_win = (cl_uint)nw;
     a->bias_bstride = (cl_uint)(hb * a->Lq * a->Lk);
@@ -295,12 +294,11 @@ clf_status clf_attention(clf_context *ctx, const clf_tensor *q, const clf_tensor
   if (impl != CLF_ATTN_AUTO && impl != CLF_ATTN_FUSED && impl != CLF_ATTN_GEMM)
     return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: impl %d is not a clf_attention_impl", op, (int)impl);
   if (!isfinite(scale)) return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: scale is %g, must be finite", op, (double)scale);
-  if (!attn_fits_u32(q) || !attn_fits_u32(k) || !attn_fits_u32(v) || !attn_fits_u32(out) || a.Lq > INT_MAX ||
-      a.Lk > INT_MAX) {
-    char sk[96];
-    return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: q %s, k %s or out is too large for 32-bit indexing", op,
-                     clf__shape_str(q, sb, sizeof(sb)), clf__shape_str(k, sk, sizeof(sk)));
-  }
+  if ((st = clf__check_fits_u32(ctx, op, "q", q)) != CLF_OK || (st = clf__check_fits_u32(ctx, op, "k", k)) != CLF_OK ||
+      (st = clf__check_fits_u32(ctx, op, "v", v)) != CLF_OK || (st = clf__check_fits_u32(ctx, op, "out", out)) != CLF_OK)
+    return st;
+  if (a.Lq > INT_MAX || a.Lk > INT_MAX)
+    return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: Lq %zu or kv_len %zu exceeds 2^31 - 1", op, a.Lq, a.Lk);
   a.scale = scale;
 
   if (clf_tensor_numel(out) == 0) {

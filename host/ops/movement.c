@@ -12,15 +12,6 @@ static const char *elem_options(size_t elem_size) {
   return elem_size == 2 ? "-DCLF_ELEM=ushort" : elem_size == 8 ? "-DCLF_ELEM=ulong" : "-DCLF_ELEM=uint";
 }
 
-/* Kernel arguments are uint: a tensor's elements (with its offset) must fit. */
-static clf_status check_fits_u32(clf_context *ctx, const char *op, const char *arg, const clf_tensor *t) {
-  if (t->offset + clf_tensor_numel(t) > UINT32_MAX) {
-    char b[96];
-    return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: %s %s at offset %zu exceeds 2^32 - 1 elements", op, arg,
-                     clf__shape_str(t, b, sizeof(b)), t->offset);
-  }
-  return CLF_OK;
-}
 
 /* Outer dims as kernel arguments (<= 5, innermost first): sizes, division
  * magic (see clf_udiv in movement.cl) and strides in x and y.  Unused dims
@@ -147,8 +138,8 @@ clf_status clf_permute(clf_context *ctx, const clf_tensor *x, const int *perm, c
                        clf__shape_str(y, sy, sizeof(sy)), i, i, perm[i], clf__shape_str(x, sx, sizeof(sx)));
     }
   }
-  if ((st = check_fits_u32(ctx, op, "x", x)) != CLF_OK) return st;
-  if ((st = check_fits_u32(ctx, op, "y", y)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "x", x)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "y", y)) != CLF_OK) return st;
 
   /* Walk the output's dims, dropping size-1 dims and merging each dim into
    * the previous one when the two are also adjacent in x: [B, L, H, Dh] ->
@@ -250,8 +241,8 @@ clf_status clf_split_heads(clf_context *ctx, const clf_tensor *x, size_t col_off
   if (dst_pos > Lcap - L)
     return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: dst_pos %zu + L %zu exceeds y's Lcap %zu (y %s)", op, dst_pos, L,
                      Lcap, sy);
-  if ((st = check_fits_u32(ctx, op, "x", x)) != CLF_OK) return st;
-  if ((st = check_fits_u32(ctx, op, "y", y)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "x", x)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "y", y)) != CLF_OK) return st;
 
   /* Rows in y's order (b, h, l), so consecutive rows write consecutive memory. */
   copy_plan p = {x->offset + col_offset, y->offset + dst_pos * Dh, Dh, 1, 3,
@@ -271,8 +262,8 @@ clf_status clf_merge_heads(clf_context *ctx, const clf_tensor *x, clf_tensor *y,
     return clf__fail(ctx, CLF_E_SHAPE, "%s: y has shape %s, expected [%zu, %zu, %zu] for x %s", op,
                      clf__shape_str(y, sy, sizeof(sy)), B, L, H * Dh, clf__shape_str(x, sx, sizeof(sx)));
   }
-  if ((st = check_fits_u32(ctx, op, "x", x)) != CLF_OK) return st;
-  if ((st = check_fits_u32(ctx, op, "y", y)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "x", x)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "y", y)) != CLF_OK) return st;
   /* Rows in y's order (b, l, h). */
   copy_plan p = {x->offset, y->offset, Dh, 1, 3,
                  {H, L, B}, {L * Dh, Dh, H * L * Dh}, {Dh, H * Dh, L * H * Dh}};
@@ -305,8 +296,8 @@ clf_status clf_copy_rows(clf_context *ctx, const clf_tensor *src, size_t src_row
   if (dst_row > Ld || n_rows > Ld - dst_row)
     return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: dst_row %zu + n_rows %zu exceeds the %zu rows of dst %s", op,
                      dst_row, n_rows, Ld, sd);
-  if ((st = check_fits_u32(ctx, op, "src", src)) != CLF_OK) return st;
-  if ((st = check_fits_u32(ctx, op, "dst", dst)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "src", src)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "dst", dst)) != CLF_OK) return st;
   copy_plan p = {src->offset + src_row * D, dst->offset + dst_row * D, D, 1, 2,
                  {n_rows, B}, {D, Bs == 1 ? 0 : Ls * D}, {D, Ld * D}};
   return launch_copy(ctx, src, dst, &p, event);
@@ -339,9 +330,9 @@ clf_status clf_gather_rows(clf_context *ctx, const clf_tensor *x, size_t src_row
                      K, Lo, so);
   if (src_row > Lx)
     return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: src_row %zu exceeds the %zu rows of x %s", op, src_row, Lx, sx);
-  if ((st = check_fits_u32(ctx, op, "x", x)) != CLF_OK) return st;
-  if ((st = check_fits_u32(ctx, op, "ids", ids)) != CLF_OK) return st;
-  if ((st = check_fits_u32(ctx, op, "out", out)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "x", x)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "ids", ids)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "out", out)) != CLF_OK) return st;
   /* ids index the rows [src_row, Lx) of x; others give zeros. */
   return clf__embed_gather(ctx, x, Lx * D, src_row, Lx - src_row, ids, B, K, D, 1.0f, 0, out, Lo * D, dst_row,
                            event);
