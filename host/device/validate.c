@@ -2,10 +2,11 @@
  *
  * clf_validate runs each kernel variant the library would use on the
  * context's device on small inputs and compares it with a CPU reference
- * computed in double.  It records each verdict through core/variants.c,
+ * (reference.c, in double).  It records each verdict through core/variants.c,
  * which stores them and answers the ops' questions about them.
  */
 #include "ops/ops.h"
+#include "reference.h"
 
 #include <clblast_c.h>
 #include <math.h>
@@ -107,20 +108,7 @@ static clf_status case_norm(clf_context *ctx, const vcase *c, double *err) {
   if (st != CLF_OK) return vw_done(&w, st);
   float *y = vw_download(&w, ty), *s = vw_download(&w, ts);
   if (!y || !s) return vw_fail(&w);
-  for (size_t i = 0; i < R; i++) {
-    double mean = 0, var = 0;
-    for (size_t d = 0; d < D; d++) mean += (double)x[i * D + d] + r[i * D + d];
-    mean /= D;
-    for (size_t d = 0; d < D; d++) {
-      double v = (double)x[i * D + d] + r[i * D + d] - mean;
-      var += v * v;
-    }
-    var /= D;
-    for (size_t d = 0; d < D; d++) {
-      rs[i * D + d] = (double)x[i * D + d] + r[i * D + d];
-      ry[i * D + d] = (rs[i * D + d] - mean) / sqrt(var + 1e-5) * g[d] + b[d];
-    }
-  }
+  clf__ref_layer_norm(x, r, g, b, 1e-5, R, D, rs, ry);
   double ey = rel_error(y, ry, R * D), es = rel_error(s, rs, R * D);
   *err = ey > es ? ey : es;
   return vw_done(&w, CLF_OK);
@@ -136,8 +124,8 @@ static clf_status case_attention(clf_context *ctx, const vcase *c, double *err) 
   float *q = vw_rand(&w, B * H * Lq * Dh, 11, -1, 1), *k = vw_rand(&w, B * H * Lcap * Dh, 12, -1, 1);
   float *v = vw_rand(&w, B * H * Lcap * Dh, 13, -1, 1), *bias = vw_rand(&w, H * Lq * Lk, 14, -1, 1);
   int32_t *pad = vw_alloc(&w, B * Lk * sizeof(int32_t));
-  double *ref = vw_alloc(&w, B * H * Lq * Dh * sizeof(double)), *p = vw_alloc(&w, Lk * sizeof(double));
-  if (!q || !k || !v || !bias || !pad || !ref || !p) return vw_fail(&w);
+  double *ref = vw_alloc(&w, B * H * Lq * Dh * sizeof(double));
+  if (!q || !k || !v || !bias || !pad || !ref) return vw_fail(&w);
   for (size_t j = 0; j < B * Lk; j++) pad[j] = !(j >= Lk && j >= B * Lk - 2); /* batch 1: last two keys masked */
   const size_t sq[4] = {B, H, Lq, Dh}, sk[4] = {B, H, Lcap, Dh}, sp[2] = {B, Lk}, sb[4] = {1, H, Lq, Lk};
   const size_t sm[3] = {B, Lq, H * Dh};
@@ -152,29 +140,8 @@ static clf_status case_attention(clf_context *ctx, const vcase *c, double *err) 
   if (st != CLF_OK) return vw_done(&w, st);
   float *o = vw_download(&w, to);
   if (!o) return vw_fail(&w);
-  for (size_t b = 0; b < B; b++)
-    for (size_t h = 0; h < H; h++)
-      for (size_t i = 0; i < Lq; i++) {
-        const float *qi = q + ((b * H + h) * Lq + i) * Dh;
-        const size_t pos = Lk - Lq + i;
-        double mx = -INFINITY, sum = 0;
-        for (size_t j = 0; j < Lk; j++) {
-          p[j] = -INFINITY;
-          if (j > pos || !pad[b * Lk + j]) continue;
-          const float *kj = k + ((b * H + h) * Lcap + j) * Dh;
-          double dot = 0;
-          for (size_t d = 0; d < Dh; d++) dot += (double)qi[d] * kj[d];
-          p[j] = scale * dot + bias[(h * Lq + i) * Lk + j];
-          if (p[j] > mx) mx = p[j];
-        }
-        for (size_t j = 0; j < Lk; j++) sum += p[j] = p[j] == -INFINITY ? 0 : exp(p[j] - mx);
-        for (size_t d = 0; d < Dh; d++) {
-          double acc = 0;
-          for (size_t j = 0; j < Lk; j++) acc += p[j] * v[((b * H + h) * Lcap + j) * Dh + d];
-          const size_t at = gemm ? (b * Lq + i) * H * Dh + h * Dh + d : ((b * H + h) * Lq + i) * Dh + d;
-          ref[at] = sum > 0 ? acc / sum : 0;
-        }
-      }
+  const clf__ref_attn ra = {B, H, Lq, Lk, Lcap, Dh, scale, 1, pad, bias, 1, H, gemm};
+  clf__ref_attention(&ra, q, k, v, ref);
   *err = rel_error(o, ref, B * H * Lq * Dh);
   return vw_done(&w, CLF_OK);
 }
@@ -191,14 +158,15 @@ static clf_status case_permute(clf_context *ctx, const vcase *c, double *err) {
   const size_t sx[4] = {B, L, H, DH}, sy[4] = {B, H, DH, L};
   clf_tensor *tx = vw_tensor(&w, CLF_F32, 4, sx, x), *ty = vw_tensor(&w, CLF_F32, 4, sy, NULL);
   if (!tx || !ty) return vw_fail(&w);
-  clf_status st = clf_permute(ctx, tx, (const int[]){0, 2, 3, 1}, ty, NULL);
+  static const int perm[4] = {0, 2, 3, 1};
+  clf_status st = clf_permute(ctx, tx, perm, ty, NULL);
   if (st != CLF_OK) return vw_done(&w, st);
   float *y = vw_download(&w, ty);
   if (!y) return vw_fail(&w);
-  for (size_t b = 0; b < B; b++)
-    for (size_t l = 0; l < L; l++)
-      for (size_t h = 0; h < H; h++)
-        for (size_t d = 0; d < DH; d++) ref[((b * H + h) * DH + d) * L + l] = x[((b * L + l) * H + h) * DH + d];
+  float *ref32 = vw_alloc(&w, N * sizeof(float));
+  if (!ref32) return vw_fail(&w);
+  clf__ref_permute(x, sx, 4, perm, sizeof(float), ref32);
+  for (size_t i = 0; i < N; i++) ref[i] = ref32[i];
   *err = rel_error(y, ref, N);
   return vw_done(&w, CLF_OK);
 }
@@ -222,14 +190,7 @@ static clf_status case_gemm(clf_context *ctx, const vcase *c, double *err) {
   if (st != CLF_OK) return vw_done(&w, st);
   float *got = vw_download(&w, tc);
   if (!got) return vw_fail(&w);
-  for (size_t i = 0; i < nb; i++)
-    for (size_t m = 0; m < M; m++)
-      for (size_t n = 0; n < N; n++) {
-        double acc = 0;
-        for (size_t k = 0; k < K; k++)
-          acc += (double)a[(i * M + m) * K + k] * (tb ? b[n * K + k] : b[(i * K + k) * N + n]);
-        ref[(i * M + m) * N + n] = 0.75 * acc + 0.5 * c0[(i * M + m) * N + n];
-      }
+  clf__ref_gemm(0, (int)tb, nb, M, N, K, 0.75, a, b, tb ? 0 : K * N, 0.5, c0, ref);
   *err = rel_error(got, ref, nb * M * N);
   return vw_done(&w, CLF_OK);
 }
@@ -249,25 +210,9 @@ static clf_status case_softmax(clf_context *ctx, const vcase *c, double *err) {
   if (st != CLF_OK) return vw_done(&w, st);
   float *y = vw_download(&w, ty);
   if (!y) return vw_fail(&w);
-  for (size_t i = 0; i < R; i++) {
-    double mx = -INFINITY, sum = 0;
-    for (size_t d = 0; d < D; d++) mx = fmax(mx, 0.7 * x[i * D + d]);
-    for (size_t d = 0; d < D; d++) sum += ref[i * D + d] = exp(0.7 * x[i * D + d] - mx);
-    for (size_t d = 0; d < D; d++) ref[i * D + d] /= sum;
-  }
+  clf__ref_softmax(x, R, D, 0.7, ref);
   *err = rel_error(y, ref, R * D);
   return vw_done(&w, CLF_OK);
-}
-
-static double ref_act(clf_activation act, double x) {
-  switch (act) {
-    case CLF_ACT_RELU: return x > 0 ? x : 0;
-    case CLF_ACT_GELU: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
-    case CLF_ACT_GELU_TANH: return 0.5 * x * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
-    case CLF_ACT_SILU: return x / (1 + exp(-x));
-    case CLF_ACT_TANH: return tanh(x);
-    default: return x;
-  }
 }
 
 /* y = act(x + bias) over 5 rows of 70; p[0] is the activation. */
@@ -286,7 +231,7 @@ static clf_status case_bias_act(clf_context *ctx, const vcase *c, double *err) {
   if (st != CLF_OK) return vw_done(&w, st);
   float *y = vw_download(&w, ty);
   if (!y) return vw_fail(&w);
-  for (size_t i = 0; i < R * D; i++) ref[i] = ref_act(act, (double)(x[i] + bias[i % D]));
+  for (size_t i = 0; i < R * D; i++) ref[i] = clf__ref_act(act, (double)(x[i] + bias[i % D]));
   *err = rel_error(y, ref, R * D);
   return vw_done(&w, CLF_OK);
 }
@@ -309,7 +254,7 @@ static clf_status case_add(clf_context *ctx, const vcase *c, double *err) {
   if (st != CLF_OK) return vw_done(&w, st);
   float *y = vw_download(&w, ty);
   if (!y) return vw_fail(&w);
-  for (size_t i = 0; i < N; i++) ref[i] = (double)a[i] + b[bc ? i / D % R : i];
+  clf__ref_add(a, 3, sa, b, bc ? 2 : 3, bc ? sb : sa, ref);
   *err = rel_error(y, ref, N);
   return vw_done(&w, CLF_OK);
 }
@@ -337,9 +282,9 @@ static clf_status case_gather(clf_context *ctx, const vcase *c, double *err) {
   if (st != CLF_OK) return vw_done(&w, st);
   float *o = vw_download(&w, to);
   if (!o) return vw_fail(&w);
-  for (size_t i = 0; i < B * K; i++)
-    for (size_t d = 0; d < D; d++)
-      ref[i * D + d] = out0[i * D + d] + (ids[i] < V ? 0.5 * table[ids[i] * D + d] : 0.0);
+  int64_t ids64[B * K];
+  for (size_t i = 0; i < B * K; i++) ids64[i] = ids[i];
+  clf__ref_embedding(table, V, D, ids64, B * K, 0.5, out0, ref);
   *err = rel_error(o, ref, B * K * D);
   return vw_done(&w, CLF_OK);
 }
