@@ -339,78 +339,58 @@ clf_status shapes_check(clf_context *ctx, const clf_gemm_shape *shapes, size_t n
   return CLF_OK;
 }
 
-clf_status tune(clf_context *ctx, const clf_gemm_shape *shapes, size_t n, const clf_tune_options *opts,
-                clf_tune_result *per_shape, clf_tune_report *report) {
-  Search S;
-  S.ctx = ctx;
-  S.opts = opts;
-  S.rng.seed(opts->seed);
-  const double budget = opts->budget_s > 0 ? opts->budget_s : 300;
-  clf_status st = S.setup(shapes, n);
-  if (st != CLF_OK) return st;
-  if (!defaults_of(ctx->dev.device, &S.dflt))
-    return clf__fail(ctx, CLF_E_BLAS, "clf_tune_gemm: CLBlast cannot report its GEMM parameters for %s",
-                     ctx->dev.device_name);
-
-  // 1. CLBlast's own parameters: the baseline and the reference output.
-  std::vector<double> def_ms, dms, ims, fin_ms;
-  std::string why;
-  if (S.measure(S.dflt, kNever, &def_ms, &why) < 0) {
-    apply(ctx);
-    return clf__fail(ctx, CLF_E_BLAS, "clf_tune_gemm: GEMM with CLBlast's own parameters failed: %s", why.c_str());
-  }
-  const double def_total = S.total(def_ms);
-  S.say("defaults: %.3f ms (Xgemm %s; XgemmDirect %s; %s=%zu)", def_total, params_text(S.dflt.k[XGEMM]).c_str(),
-        params_text(S.dflt.k[DIRECT]).c_str(), kSwitch, get(S.dflt.k[ROUTINE], kSwitch));
-
-  // 2. XgemmDirect on every shape, then 3. Xgemm on every shape, each with
-  // half of what is left of 90% of the budget; the rest checks the result.
+// 2. XgemmDirect on every shape, then 3. Xgemm on every shape, each with
+// half of what is left of 90% of the budget (the rest checks the result):
+// the best of each in *best and its per-shape times in *ms (empty if none).
+void search_kernels(Search &S, double budget, Params best[NKERNELS], std::vector<double> ms[NKERNELS]) {
   const double after = seconds_since(S.t0), left = std::max(0.0, 0.9 * budget - after);
   Profile base = S.dflt;
-  Params best_direct, best_xgemm;
   base.k[ROUTINE][kSwitch] = kAllDirect;
-  S.phase(DIRECT, base, after + left / 2, &best_direct, &dms);
+  S.phase(DIRECT, base, after + left / 2, &best[DIRECT], &ms[DIRECT]);
   base = S.dflt;
-  if (!best_direct.empty()) base.k[DIRECT] = best_direct;
+  if (!best[DIRECT].empty()) base.k[DIRECT] = best[DIRECT];
   base.k[ROUTINE][kSwitch] = 0;
-  S.phase(XGEMM, base, after + left, &best_xgemm, &ims);
+  S.phase(XGEMM, base, after + left, &best[XGEMM], &ms[XGEMM]);
+}
 
-  // 4. The switch, and the combination timed as it will run.
+// 4. The switch, and the combination timed as it will run: the final
+// profile, with its per-shape times in *fin_ms and their total in
+// *fin_total (the defaults' when nothing better was found or it failed).
+Profile combine(Search &S, size_t n, const Params best[NKERNELS], std::vector<double> ms[NKERNELS],
+                const std::vector<double> &def_ms, double def_total, std::vector<double> *fin_ms, double *fin_total) {
   Profile fin = S.dflt;
-  if (!best_direct.empty()) fin.k[DIRECT] = best_direct;
-  if (!best_xgemm.empty()) fin.k[XGEMM] = best_xgemm;
-  if (dms.empty()) dms.assign(n, kNever);
-  if (ims.empty()) ims.assign(n, kNever);
+  if (!best[DIRECT].empty()) fin.k[DIRECT] = best[DIRECT];
+  if (!best[XGEMM].empty()) fin.k[XGEMM] = best[XGEMM];
+  if (ms[DIRECT].empty()) ms[DIRECT].assign(n, kNever);
+  if (ms[XGEMM].empty()) ms[XGEMM].assign(n, kNever);
   double est;
-  fin.k[ROUTINE][kSwitch] = choose_switch(S.bench, dms, ims, get(S.dflt.k[ROUTINE], kSwitch), &est);
-  double fin_total = def_total;
-  fin_ms = def_ms;
+  fin.k[ROUTINE][kSwitch] = choose_switch(S.bench, ms[DIRECT], ms[XGEMM], get(S.dflt.k[ROUTINE], kSwitch), &est);
+  *fin_total = def_total;
+  *fin_ms = def_ms;
+  std::string why;
   if (!(fin == S.dflt) && est < kNever) {
     S.tried++;
-    if (S.measure(fin, kNever, &fin_ms, &why) < 0) {
+    if (S.measure(fin, kNever, fin_ms, &why) < 0) {
       S.rejected++;
       S.say("combined profile rejected: %s", why.c_str());
-      fin_ms = def_ms;
+      *fin_ms = def_ms;
     } else {
-      fin_total = S.total(fin_ms);
+      *fin_total = S.total(*fin_ms);
     }
   }
-  S.say("tuned: %.3f ms (Xgemm %s; XgemmDirect %s; %s=%zu) against %.3f ms", fin_total,
+  S.say("tuned: %.3f ms (Xgemm %s; XgemmDirect %s; %s=%zu) against %.3f ms", *fin_total,
         params_text(fin.k[XGEMM]).c_str(), params_text(fin.k[DIRECT]).c_str(), kSwitch, get(fin.k[ROUTINE], kSwitch),
         def_total);
+  return fin;
+}
 
-  // Better by 2% or more (less is within the noise of the timing).
-  const bool better = fin_total < 0.98 * def_total;
+// Keeps a profile better by 2% or more (less is within the noise of the
+// timing): written to the cache and applied, or, with the disk cache off,
+// set for this process only.  Otherwise the stored profile (if any) stays.
+clf_status keep(clf_context *ctx, const Profile &fin, bool better, const clf_gemm_shape *shapes, size_t n,
+                double def_total, double fin_total, clf_tune_report *report) {
   const std::string path = profile_path(ctx);
-  if (report) {
-    report->default_ms = def_total;
-    report->tuned_ms = fin_total;
-    report->tried = S.tried;
-    report->rejected = S.rejected;
-    report->profile[0] = '\0';
-  }
-  for (size_t i = 0; per_shape && i < n; i++) per_shape[i] = {def_ms[i], fin_ms[i]};
-  st = CLF_OK;
+  clf_status st = CLF_OK;
   if (better && path.empty()) {
     int code;
     set_profile(ctx->dev.device, fin, &code);  // measured just now: it applies
@@ -425,6 +405,47 @@ clf_status tune(clf_context *ctx, const clf_gemm_shape *shapes, size_t n, const 
   // Frees the candidates' programs; the profile's own is rebuilt on first use.
   clblast::ClearCache();
   if (!(better && path.empty())) apply(ctx);
+  return st;
+}
+
+clf_status tune(clf_context *ctx, const clf_gemm_shape *shapes, size_t n, const clf_tune_options *opts,
+                clf_tune_result *per_shape, clf_tune_report *report) {
+  Search S;
+  S.ctx = ctx;
+  S.opts = opts;
+  S.rng.seed(opts->seed);
+  const double budget = opts->budget_s > 0 ? opts->budget_s : 300;
+  clf_status st = S.setup(shapes, n);
+  if (st != CLF_OK) return st;
+  if (!defaults_of(ctx->dev.device, &S.dflt))
+    return clf__fail(ctx, CLF_E_BLAS, "clf_tune_gemm: CLBlast cannot report its GEMM parameters for %s",
+                     ctx->dev.device_name);
+
+  // 1. CLBlast's own parameters: the baseline and the reference output.
+  std::vector<double> def_ms, fin_ms, ms[NKERNELS];
+  std::string why;
+  if (S.measure(S.dflt, kNever, &def_ms, &why) < 0) {
+    apply(ctx);
+    return clf__fail(ctx, CLF_E_BLAS, "clf_tune_gemm: GEMM with CLBlast's own parameters failed: %s", why.c_str());
+  }
+  const double def_total = S.total(def_ms);
+  S.say("defaults: %.3f ms (Xgemm %s; XgemmDirect %s; %s=%zu)", def_total, params_text(S.dflt.k[XGEMM]).c_str(),
+        params_text(S.dflt.k[DIRECT]).c_str(), kSwitch, get(S.dflt.k[ROUTINE], kSwitch));
+
+  Params best[NKERNELS];
+  search_kernels(S, budget, best, ms);
+  double fin_total;
+  const Profile fin = combine(S, n, best, ms, def_ms, def_total, &fin_ms, &fin_total);
+
+  if (report) {
+    report->default_ms = def_total;
+    report->tuned_ms = fin_total;
+    report->tried = S.tried;
+    report->rejected = S.rejected;
+    report->profile[0] = '\0';
+  }
+  for (size_t i = 0; per_shape && i < n; i++) per_shape[i] = {def_ms[i], fin_ms[i]};
+  st = keep(ctx, fin, fin_total < 0.98 * def_total, shapes, n, def_total, fin_total, report);
   if (report) report->seconds = seconds_since(S.t0);
   return st;
 }
