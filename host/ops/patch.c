@@ -101,15 +101,23 @@ static clf_status check_order(clf_context *ctx, const char *op, clf_patch_order 
   return CLF_OK;
 }
 
-clf_status clf_patchify(clf_context *ctx, const clf_tensor *img, size_t patch, clf_patch_order order,
-                        clf_tensor *out, cl_event *event) {
-  static const char op[] = "clf_patchify";
+/* The checks patchify and unpatchify share: img [B, C, H, W] of whole
+ * patches, a valid order, and `arg` (t) its patches [B, N, C * patch^2]. */
+static clf_status check_patches_of(clf_context *ctx, const char *op, const clf_tensor *img, size_t patch,
+                                   clf_patch_order order, const char *arg, const clf_tensor *t) {
   clf_status st;
   if ((st = clf__check_ctx(ctx, op)) != CLF_OK) return st;
   if ((st = check_image(ctx, op, "img", img, patch)) != CLF_OK) return st;
   if ((st = check_order(ctx, op, order)) != CLF_OK) return st;
   const size_t B = img->shape[0], C = img->shape[1], N = (img->shape[2] / patch) * (img->shape[3] / patch);
-  if ((st = check_3d(ctx, op, "out", out, B, N, C * patch * patch)) != CLF_OK) return st;
+  return check_3d(ctx, op, arg, t, B, N, C * patch * patch);
+}
+
+clf_status clf_patchify(clf_context *ctx, const clf_tensor *img, size_t patch, clf_patch_order order,
+                        clf_tensor *out, cl_event *event) {
+  static const char op[] = "clf_patchify";
+  clf_status st;
+  if ((st = check_patches_of(ctx, op, img, patch, order, "out", out)) != CLF_OK) return st;
   if ((st = no_overlap(ctx, op, "img", img, "out", out)) != CLF_OK) return st;
   return patch_shuffle(ctx, img, patch, order, out->buf, out->offset, 0, event);
 }
@@ -118,11 +126,7 @@ clf_status clf_unpatchify(clf_context *ctx, const clf_tensor *x, size_t patch, c
                           clf_tensor *img, cl_event *event) {
   static const char op[] = "clf_unpatchify";
   clf_status st;
-  if ((st = clf__check_ctx(ctx, op)) != CLF_OK) return st;
-  if ((st = check_image(ctx, op, "img", img, patch)) != CLF_OK) return st;
-  if ((st = check_order(ctx, op, order)) != CLF_OK) return st;
-  const size_t B = img->shape[0], C = img->shape[1], N = (img->shape[2] / patch) * (img->shape[3] / patch);
-  if ((st = check_3d(ctx, op, "x", x, B, N, C * patch * patch)) != CLF_OK) return st;
+  if ((st = check_patches_of(ctx, op, img, patch, order, "x", x)) != CLF_OK) return st;
   if ((st = no_overlap(ctx, op, "x", x, "img", img)) != CLF_OK) return st;
   return patch_shuffle(ctx, img, patch, order, x->buf, x->offset, 1, event);
 }
