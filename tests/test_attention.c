@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "device/reference.h"
 #include "harness.h"
 
 /* Inputs in [-1, 1) and scale 1/sqrt(Dh) keep the scores O(1); the f32 dot
@@ -40,39 +41,22 @@ static int att_keep(const att_case *c, size_t b, size_t j) {
   return (j * 7 + b * 3) % 5 != 1;
 }
 
-/* The reference, plainly: scores, masks, softmax, weighted sum, in double.
- * k and v hold Lcap rows per (b, h); only the first Lk are used. */
+/* The library's reference (device/reference.c: scores, masks, softmax,
+ * weighted sum, in double) for case c, in f32.  k and v hold Lcap rows per
+ * (b, h); only the first Lk are used. */
 static void ref_attention(const att_case *c, float scale, const float *q, const float *k, const float *v,
                           const float *bias, float *out) {
-  const size_t B = c->B, H = c->H, Lq = c->Lq, Lk = c->Lk, Dh = c->Dh;
-  double *s = malloc((Lk ? Lk : 1) * sizeof(double));
-  int *on = malloc((Lk ? Lk : 1) * sizeof(int));
-  for (size_t b = 0; b < B; b++)
-    for (size_t h = 0; h < H; h++)
-      for (size_t i = 0; i < Lq; i++) {
-        const float *qi = q + ((b * H + h) * Lq + i) * Dh;
-        double mx = -INFINITY, sum = 0;
-        for (size_t j = 0; j < Lk; j++) {
-          const float *kj = k + ((b * H + h) * c->Lcap + j) * Dh;
-          on[j] = att_keep(c, b, j) && !(c->causal && (long)j > (long)i + (long)Lk - (long)Lq);
-          double dot = 0;
-          for (size_t d = 0; d < Dh; d++) dot += (double)qi[d] * kj[d];
-          s[j] = scale * dot;
-          if (bias) s[j] += bias[(((b % c->nW) * c->Hb + (c->Hb == 1 ? 0 : h)) * Lq + i) * Lk + j];
-          if (s[j] == -INFINITY) on[j] = 0;
-          if (on[j] && s[j] > mx) mx = s[j];
-        }
-        for (size_t j = 0; j < Lk; j++) sum += on[j] ? exp(s[j] - mx) : 0.0;
-        float *o = c->merged ? out + (b * Lq + i) * H * Dh + h * Dh : out + ((b * H + h) * Lq + i) * Dh;
-        for (size_t d = 0; d < Dh; d++) {
-          double acc = 0;
-          for (size_t j = 0; j < Lk; j++)
-            if (on[j]) acc += exp(s[j] - mx) / sum * v[((b * H + h) * c->Lcap + j) * Dh + d];
-          o[d] = (float)acc; /* a row with no key left: 0 */
-        }
-      }
-  free(s);
-  free(on);
+  const size_t n = c->B * c->H * c->Lq * c->Dh;
+  int32_t *keep = malloc((c->B * c->Lk + 1) * sizeof(int32_t));
+  double *d = malloc((n + 1) * sizeof(double));
+  for (size_t b = 0; b < c->B; b++)
+    for (size_t j = 0; j < c->Lk; j++) keep[b * c->Lk + j] = att_keep(c, b, j);
+  const clf__ref_attn a = {c->B, c->H, c->Lq, c->Lk, c->Lcap, c->Dh, scale, c->causal, keep, bias,
+                           c->nW ? c->nW : 1, c->Hb ? c->Hb : 1, c->merged};
+  clf__ref_attention(&a, q, k, v, d);
+  clf__ref_to_f32(d, n, out);
+  free(keep);
+  free(d);
 }
 
 /* The padding mask of c in its dtype, with varied non-zero values (an i64

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "device/reference.h"
 #include "harness.h"
 
 static int under_oclgrind(void) { return getenv("CLF_TEST_UNDER_OCLGRIND") != NULL; }
@@ -30,21 +31,13 @@ static clf_tensor *view_at(size_t off, int ndim, const size_t *shape, const floa
 /* ---- GEMM ---- */
 
 /* C = alpha op(A) op(B) + beta C0 for `batch` matrices (B shared when
- * b_stride is 0), in double; beta 0 ignores C0 (BLAS). */
+ * b_stride is 0): the library's reference (device/reference.c) in f32. */
 static void ref_gemm(int ta, int tb, size_t batch, size_t M, size_t N, size_t K, float alpha, const float *A,
                      const float *B, size_t b_stride, float beta, const float *C0, float *C) {
-  for (size_t z = 0; z < batch; z++)
-    for (size_t i = 0; i < M; i++)
-      for (size_t j = 0; j < N; j++) {
-        double acc = 0;
-        for (size_t k = 0; k < K; k++) {
-          double a = ta ? A[z * M * K + k * M + i] : A[z * M * K + i * K + k];
-          double b = tb ? B[z * b_stride + j * K + k] : B[z * b_stride + k * N + j];
-          acc += a * b;
-        }
-        size_t c = z * M * N + i * N + j;
-        C[c] = (float)(alpha * acc + (beta != 0.0f ? (double)beta * C0[c] : 0.0));
-      }
+  double *d = malloc((batch * M * N + 1) * sizeof(double));
+  clf__ref_gemm(ta, tb, batch, M, N, K, alpha, A, B, b_stride, beta, C0, d);
+  clf__ref_to_f32(d, batch * M * N, C);
+  free(d);
 }
 
 /* f32 accumulation of K products of values in [-1, 1]: the rounding error
@@ -232,16 +225,7 @@ END_TEST
 
 /* ---- activations, bias_act, linear ---- */
 
-static double ref_act(double x, clf_activation act) {
-  switch (act) {
-    case CLF_ACT_RELU: return x > 0 ? x : 0;
-    case CLF_ACT_GELU: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
-    case CLF_ACT_GELU_TANH: return 0.5 * x * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
-    case CLF_ACT_SILU: return x / (1 + exp(-x));
-    case CLF_ACT_TANH: return tanh(x);
-    default: return x;
-  }
-}
+static double ref_act(double x, clf_activation act) { return clf__ref_act(act, x); }
 
 START_TEST(activation_names) {
   static const struct {
@@ -383,22 +367,14 @@ END_TEST
 
 /* ---- add, scale ---- */
 
-/* y = a + b broadcast, with b's index found plainly from a's coordinates. */
+/* y = a + b broadcast: the library's reference (device/reference.c) in f32. */
 static void ref_add(const float *a, int na, const size_t *as, const float *b, int nb, const size_t *bs, float *y) {
   size_t n = 1;
   for (int i = 0; i < na; i++) n *= as[i];
-  for (size_t i = 0; i < n; i++) {
-    size_t rem = i, bi = 0, bstride = 1;
-    for (int d = 1; d <= na; d++) {
-      size_t c = rem % as[na - d];
-      rem /= as[na - d];
-      if (d <= nb) {
-        if (bs[nb - d] != 1) bi += c * bstride;
-        bstride *= bs[nb - d];
-      }
-    }
-    y[i] = (float)((double)a[i] + b[bi]);
-  }
+  double *d = malloc((n + 1) * sizeof(double));
+  clf__ref_add(a, na, as, b, nb, bs, d);
+  clf__ref_to_f32(d, n, y);
+  free(d);
 }
 
 static void check_add(int na, const size_t *as, int nb, const size_t *bs, int in_place, uint32_t seed) {
@@ -479,15 +455,12 @@ END_TEST
 
 /* ---- softmax ---- */
 
+/* The library's reference (device/reference.c) in f32. */
 static void ref_softmax(const float *x, size_t rows, size_t D, float scale, float *y) {
-  for (size_t r = 0; r < rows; r++) {
-    const float *xr = x + r * D;
-    double m = -INFINITY, s = 0;
-    for (size_t d = 0; d < D; d++)
-      if ((double)scale * xr[d] > m) m = (double)scale * xr[d];
-    for (size_t d = 0; d < D; d++) s += m == -INFINITY ? 0 : exp((double)scale * xr[d] - m);
-    for (size_t d = 0; d < D; d++) y[r * D + d] = m == -INFINITY ? 0.0f : (float)(exp((double)scale * xr[d] - m) / s);
-  }
+  double *d = malloc((rows * D + 1) * sizeof(double));
+  clf__ref_softmax(x, rows, D, scale, d);
+  clf__ref_to_f32(d, rows * D, y);
+  free(d);
 }
 
 /* Outputs are in [0, 1]: f32 exp (a few ulps) and a sum of D terms

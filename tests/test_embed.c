@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "device/reference.h"
 #include "harness.h"
 #include "ops/ops.h"
 
@@ -31,14 +32,14 @@ static int64_t *rand_ids(size_t n, size_t V, uint32_t seed) {
 
 /* ---- clf_embedding ---- */
 
-/* out = (acc ? out0 : 0) + scale * (0 <= id < V ? table[id] : 0), in double. */
+/* out = (acc ? out0 : 0) + scale * (0 <= id < V ? table[id] : 0): the
+ * library's reference (device/reference.c) in f32. */
 static void ref_embedding(const float *table, size_t V, size_t D, const int64_t *ids, size_t n, float scale,
                           int acc, const float *out0, float *ref) {
-  for (size_t i = 0; i < n; i++)
-    for (size_t d = 0; d < D; d++) {
-      double v = ids[i] >= 0 && ids[i] < (int64_t)V ? (double)scale * table[(size_t)ids[i] * D + d] : 0.0;
-      ref[i * D + d] = (float)((acc ? (double)out0[i * D + d] : 0.0) + v);
-    }
+  double *d = malloc((n * D + 1) * sizeof(double));
+  clf__ref_embedding(table, V, D, ids, n, scale, acc ? out0 : NULL, d);
+  clf__ref_to_f32(d, n * D, ref);
+  free(d);
 }
 
 /* One scale-multiply and one add in f32: 1e-6 of the output's scale. */

@@ -4,6 +4,7 @@
  * every comparison is exact (tolerance 0, memcmp for non-f32 dtypes). */
 #include <string.h>
 
+#include "device/reference.h"
 #include "harness.h"
 #include "ops/ops.h"
 
@@ -37,24 +38,6 @@ static clf_tensor *filled(int ndim, const size_t *shape, float value) {
 
 /* ---- clf_permute ---- */
 
-/* y[j] = x[i] where y's coordinate k is x's coordinate perm[k]. */
-static void ref_permute(const unsigned char *x, const size_t *xs, int n, const int *perm, size_t es,
-                        unsigned char *y) {
-  size_t numel = 1, xst[CLF_MAX_DIMS], ys[CLF_MAX_DIMS];
-  for (int i = 0; i < n; i++) numel *= xs[i];
-  xst[n - 1] = 1;
-  for (int i = n - 2; i >= 0; i--) xst[i] = xst[i + 1] * xs[i + 1];
-  for (int i = 0; i < n; i++) ys[i] = xs[perm[i]];
-  for (size_t j = 0; j < numel; j++) {
-    size_t r = j, src = 0;
-    for (int k = n - 1; k >= 0; k--) {
-      src += (r % ys[k]) * xst[perm[k]];
-      r /= ys[k];
-    }
-    memcpy(y + j * es, x + src * es, es);
-  }
-}
-
 static void check_permute(clf_dtype dt, int n, const size_t *xs, const int *perm, int use_views) {
   const size_t es = clf_dtype_size(dt);
   size_t numel = 1, ys[CLF_MAX_DIMS];
@@ -62,7 +45,7 @@ static void check_permute(clf_dtype dt, int n, const size_t *xs, const int *perm
   for (int i = 0; i < n; i++) ys[i] = xs[perm[i]];
   unsigned char *x = rand_bytes(numel, es, (uint32_t)(numel + (size_t)n * 7 + (size_t)perm[0]));
   unsigned char *ref = malloc(numel * es + 1);
-  if (numel) ref_permute(x, xs, n, perm, es, ref);
+  if (numel) clf__ref_permute(x, xs, n, perm, es, ref); /* device/reference.c */
 
   clf_tensor *tx, *ty, *bx = NULL, *by = NULL;
   if (use_views) {

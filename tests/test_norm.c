@@ -3,27 +3,19 @@
 #include <math.h>
 #include <string.h>
 
+#include "device/reference.h"
 #include "harness.h"
 #include "ops/ops.h" /* to run both kernels: caps.is_cpu picks one */
 
-/* Reference: s = x + r; y = (s - mean) / sqrt(var + eps) * g + b, in double. */
+/* The library's reference (device/reference.c), rounded to f32. */
 static void ref_layer_norm(const float *x, const float *r, const float *g, const float *b, float eps,
                            size_t rows, size_t D, float *sum, float *y) {
-  for (size_t i = 0; i < rows; i++) {
-    double mean = 0, var = 0;
-    for (size_t d = 0; d < D; d++) mean += x[i * D + d] + (r ? r[i * D + d] : 0);
-    mean /= D;
-    for (size_t d = 0; d < D; d++) {
-      double c = x[i * D + d] + (r ? r[i * D + d] : 0) - mean;
-      var += c * c;
-    }
-    var /= D;
-    for (size_t d = 0; d < D; d++) {
-      double s = x[i * D + d] + (r ? r[i * D + d] : 0);
-      if (sum) sum[i * D + d] = (float)s;
-      y[i * D + d] = (float)((s - mean) / sqrt(var + eps) * g[d] + (b ? b[d] : 0));
-    }
-  }
+  double *ds = malloc((rows * D + 1) * sizeof(double)), *dy = malloc((rows * D + 1) * sizeof(double));
+  clf__ref_layer_norm(x, r, g, b, eps, rows, D, ds, dy);
+  if (sum) clf__ref_to_f32(ds, rows * D, sum);
+  clf__ref_to_f32(dy, rows * D, y);
+  free(ds);
+  free(dy);
 }
 
 /* f32 accumulation over D <= 4096 values: 2e-5 of the output's scale. */

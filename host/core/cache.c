@@ -10,6 +10,8 @@
  */
 #include "core.h"
 
+#include "base/file.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,36 +64,45 @@ static void put64(unsigned char *p, uint64_t v) { for (int i = 0; i < 8; i++) p[
 static uint32_t get32(const unsigned char *p) { uint32_t v = 0; for (int i = 3; i >= 0; i--) v = (v << 8) | p[i]; return v; }
 static uint64_t get64(const unsigned char *p) { uint64_t v = 0; for (int i = 7; i >= 0; i--) v = (v << 8) | p[i]; return v; }
 
+char *clf__read_cached_file(const clf_context *ctx, const char *what, const char *path, size_t max_bytes,
+                            size_t *len, char *why, size_t why_len) {
+  /* clf__fail leaves the build log alone: status, code and message are all
+   * a failed read changes. */
+  clf__errstate *e = clf__err(ctx), saved;
+  memcpy(&saved, e, sizeof(saved));
+  char *text = NULL;
+  if (clf__read_file((clf_context *)ctx, what, path, max_bytes, &text, len) != CLF_OK && why)
+    snprintf(why, why_len, "%s", e->msg);
+  e->status = saved.status;
+  e->cl = saved.cl;
+  memcpy(e->msg, saved.msg, sizeof(e->msg));
+  return text;
+}
+
 unsigned char *clf__cache_load(const clf_context *ctx, const char *key, size_t *size, int *rejected) {
   char path[4200];
   *rejected = 0;
   if (!ctx->cache_dir) return NULL;
   clf__entry_path(ctx, key, path, sizeof(path));
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL; /* absent */
-  unsigned char hdr[CLF__CACHE_HEADER];
-  unsigned char *bin = NULL;
-  char *fkey = NULL;
-  size_t klen = strlen(key);
-  if (fread(hdr, 1, sizeof(hdr), f) != sizeof(hdr) || memcmp(hdr, CLF__CACHE_MAGIC, 8) != 0 ||
-      get32(hdr + 8) != CLF__CACHE_FORMAT || get32(hdr + 12) != klen)
+  if (!clf__is_file(path)) return NULL; /* absent */
+  const size_t klen = strlen(key);
+  size_t n = 0;
+  unsigned char *file =
+      (unsigned char *)clf__read_cached_file(ctx, "cache entry", path, CLF__CACHE_HEADER + klen + CLF__CACHE_MAX_BYTES,
+                                             &n, NULL, 0);
+  if (!file || n < CLF__CACHE_HEADER || memcmp(file, CLF__CACHE_MAGIC, 8) != 0 ||
+      get32(file + 8) != CLF__CACHE_FORMAT || get32(file + 12) != klen)
     goto reject;
-  uint64_t blen = get64(hdr + 16), bhash = get64(hdr + 24);
-  if (blen == 0 || blen > CLF__CACHE_MAX_BYTES) goto reject;
-  fkey = malloc(klen);
-  bin = malloc((size_t)blen);
-  if (!fkey || !bin) goto reject;
-  if (fread(fkey, 1, klen, f) != klen || memcmp(fkey, key, klen) != 0) goto reject;
-  if (fread(bin, 1, (size_t)blen, f) != blen || fgetc(f) != EOF) goto reject;
-  if (clf__hash64(bin, (size_t)blen, 0) != bhash) goto reject;
-  fclose(f);
-  free(fkey);
+  const uint64_t blen = get64(file + 16), bhash = get64(file + 24);
+  const unsigned char *fkey = file + CLF__CACHE_HEADER, *bin = fkey + klen;
+  if (blen == 0 || blen > CLF__CACHE_MAX_BYTES || n != CLF__CACHE_HEADER + klen + blen) goto reject;
+  if (memcmp(fkey, key, klen) != 0 || clf__hash64(bin, (size_t)blen, 0) != bhash) goto reject;
+  /* The binary to the front of the buffer, which the caller frees. */
+  memmove(file, bin, (size_t)blen);
   *size = (size_t)blen;
-  return bin;
+  return file;
 reject:
-  fclose(f);
-  free(fkey);
-  free(bin);
+  free(file);
   *rejected = 1;
   return NULL;
 }

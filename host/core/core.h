@@ -3,7 +3,7 @@
  * The context and tensor layouts, the program/kernel cache, kernel
  * launches, CLBlast's GEMM, the argument checks that every op runs first,
  * and the lookups (self-validation verdicts, the GEMM profile) that the
- * device layer fills.  Never includes anything above it.
+ * device layer fills through the functions declared here.  Never includes anything above it.
  */
 #ifndef CLF_CORE_H
 #define CLF_CORE_H
@@ -112,11 +112,14 @@ void clf__log(clf_context *ctx, const char *fmt, ...)
 #endif
     ;
 
-/* ---- self-validation verdicts (validate.c) ---- */
+/* ---- self-validation verdicts (variants.c) ---- */
 /* Loads the cached verdicts of ctx's device and driver, if any.  Never
  * fails: a missing or unreadable file means no verdicts. */
 void clf__verdicts_load(clf_context *ctx);
 void clf__verdicts_free(clf_context *ctx);
+/* Writes the verdicts to the cache directory (temp file + rename).  A
+ * read-only or absent cache is not an error: they stay in memory. */
+void clf__verdicts_store(clf_context *ctx);
 /* Picks between an op's two kernel variants (named as clf_validate names
  * them): *use_preferred is 1 for `preferred`, 0 when self-validation failed
  * it and not `other` (logged once per context).  While clf_validate runs,
@@ -132,8 +135,18 @@ int clf__variants_failed(const clf_context *ctx);
  * alternative and a variant of it failed self-validation (clf__get_kernel
  * asks before every use). */
 clf_status clf__variant_gate(clf_context *ctx, const char *family, const char *kernel);
+/* The variant that replaces `name` when it fails, or "" (a static string). */
+const char *clf__variant_fallback(const char *name);
+/* A validation run: between begin and end the verdicts are not consulted
+ * and the variant pinned (borrowed; NULL: none) is the one ops use.  begin
+ * fails (CLF_E_OUT_OF_MEMORY, naming `op`) when ctx has no verdict table. */
+clf_status clf__validation_begin(clf_context *ctx, const char *op);
+void clf__validation_pin(clf_context *ctx, const char *variant);
+void clf__validation_end(clf_context *ctx);
+/* Adds or replaces the verdict of variant `name`; 0 when out of memory. */
+int clf__verdict_record(clf_context *ctx, const char *name, int passed, double error, double tolerance);
 
-/* ---- CLBlast tuning profile (tune.cc) ---- */
+/* ---- CLBlast tuning profile (gemm_profile.cc) ---- */
 /* Applies the stored profile of ctx's device, if any, through CLBlast's
  * OverrideParameters.  Never fails: a bad profile is ignored and logged. */
 void clf__gemm_profile_apply(clf_context *ctx);
@@ -168,6 +181,13 @@ unsigned char *clf__cache_load(const clf_context *ctx, const char *key,
 int clf__cache_store(const clf_context *ctx, const char *key,
                      const unsigned char *bin, size_t size);
 uint64_t clf__hash64(const void *data, size_t len, uint64_t seed);
+/* Reads a whole file of the cache directory with base/file.h's reader,
+ * capped at max_bytes, leaving ctx's last error as it was: for a cache a
+ * missing or bad file is only a miss.  Returns the malloc'd text
+ * (NUL-terminated, *len bytes) or NULL, then with why the reason when
+ * `why` is not NULL. */
+char *clf__read_cached_file(const clf_context *ctx, const char *what, const char *path, size_t max_bytes,
+                            size_t *len, char *why, size_t why_len);
 
 /* ---- launches ---- */
 /* Sets the kernel's arguments from a list of (size, pointer) pairs. */
@@ -216,6 +236,9 @@ clf_status clf__check_dim(clf_context *ctx, const char *op, const char *arg,
 clf_status clf__check_same_shape(clf_context *ctx, const char *op,
                                  const char *arg_a, const clf_tensor *a,
                                  const char *arg_b, const clf_tensor *b);
+/* Kernels index with 32-bit uints: t's elements, counted from its offset,
+ * must stay below 2^32 (CLF_E_UNSUPPORTED otherwise).  A NULL t passes. */
+clf_status clf__check_fits_u32(clf_context *ctx, const char *op, const char *arg, const clf_tensor *t);
 /* Formats a shape as "[2, 3, 4]" into buf. */
 const char *clf__shape_str(const clf_tensor *t, char *buf, size_t len);
 /* Product of dims [from, to). */

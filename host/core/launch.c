@@ -1,5 +1,7 @@
-/* util.c - argument checks and kernel launches shared by every op. */
+/* launch.c - argument checks and kernel launches shared by every op. */
 #include "core.h"
+
+#include "base/checked.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -63,6 +65,15 @@ clf_status clf__check_same_shape(clf_context *ctx, const char *op, const char *a
     char sa[96], sb[96];
     return clf__fail(ctx, CLF_E_SHAPE, "%s: %s has shape %s but %s has shape %s", op, arg_b,
                      clf__shape_str(b, sb, sizeof(sb)), arg_a, clf__shape_str(a, sa, sizeof(sa)));
+  }
+  return CLF_OK;
+}
+
+clf_status clf__check_fits_u32(clf_context *ctx, const char *op, const char *arg, const clf_tensor *t) {
+  if (t && !clf__fits_u32(t->offset, clf_tensor_numel(t))) {
+    char b[96];
+    return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: %s has shape %s at offset %zu: more than 2^32 - 1 elements", op,
+                     arg, clf__shape_str(t, b, sizeof(b)), t->offset);
   }
   return CLF_OK;
 }

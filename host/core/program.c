@@ -7,10 +7,15 @@
  */
 #include "core.h"
 
+#include "base/file.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+/* A kernel source larger than this is not one. */
+#define KERNEL_SOURCE_MAX_BYTES (16u << 20)
 
 static double clf__now_ms(void) {
   struct timespec ts;
@@ -24,36 +29,14 @@ static const clf__kernel_source *clf__embedded(const char *family) {
   return NULL;
 }
 
-static clf_status clf__read_file(clf_context *ctx, const char *path, char **out, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return clf__fail(ctx, CLF_E_IO, "cannot open kernel source %s", path);
-  char *buf = NULL;
-  size_t cap = 0, n = 0;
-  for (;;) {
-    if (n + 4096 + 1 > cap) {
-      cap = cap ? cap * 2 : 16384;
-      char *nb = realloc(buf, cap);
-      if (!nb) { free(buf); fclose(f); return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "reading %s", path); }
-      buf = nb;
-    }
-    size_t r = fread(buf + n, 1, 4096, f);
-    n += r;
-    if (r < 4096) break;
-  }
-  int bad = ferror(f);
-  fclose(f);
-  if (bad) { free(buf); return clf__fail(ctx, CLF_E_IO, "error reading kernel source %s", path); }
-  buf[n] = '\0';
-  *out = buf;
-  *len = n;
-  return CLF_OK;
-}
-
 clf_status clf__load_source(clf_context *ctx, const char *family, char **out, size_t *len) {
   if (ctx->kernel_dir) {
     char path[4096];
     snprintf(path, sizeof(path), "%s/%s.cl", ctx->kernel_dir, family);
-    return clf__read_file(ctx, path, out, len);
+    clf_status st = clf__read_file(ctx, "kernel source", path, KERNEL_SOURCE_MAX_BYTES, out, len);
+    /* A family missing from the kernel directory is an I/O error there,
+     * unlike one missing from the build (CLF_E_NOT_FOUND below). */
+    return st == CLF_E_NOT_FOUND ? clf__fail(ctx, CLF_E_IO, "cannot open kernel source %s", path) : st;
   }
   const clf__kernel_source *s = clf__embedded(family);
   if (!s) return clf__fail(ctx, CLF_E_NOT_FOUND, "no kernel family \"%s\" in this build", family);

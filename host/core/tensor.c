@@ -1,19 +1,19 @@
 /* tensor.c - device tensors: creation, views, upload, download, fill, copy. */
 #include "core.h"
 
+#include "base/checked.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Product of a shape, or 0 with *overflow set when it does not fit. */
-static size_t clf__shape_numel(int ndim, const size_t *shape, int *overflow) {
+/* *numel = the product of a shape; 0 when it overflows size_t. */
+static int clf__shape_numel(int ndim, const size_t *shape, size_t *numel) {
   size_t n = 1;
-  *overflow = 0;
-  for (int i = 0; i < ndim; i++) {
-    if (shape[i] && n > SIZE_MAX / shape[i]) { *overflow = 1; return 0; }
-    n *= shape[i];
-  }
-  return n;
+  for (int i = 0; i < ndim; i++)
+    if (!clf__mul_ok(n, shape[i], &n)) return 0;
+  *numel = n;
+  return 1;
 }
 
 static clf_status clf__check_shape_arg(clf_context *ctx, const char *fn, int ndim, const size_t *shape,
@@ -22,10 +22,9 @@ static clf_status clf__check_shape_arg(clf_context *ctx, const char *fn, int ndi
     return clf__fail(ctx, CLF_E_SHAPE, "%s: ndim is %d, must be 1..%d", fn, ndim, CLF_MAX_DIMS);
   if (!shape) return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: shape is NULL", fn);
   if (clf_dtype_size(dtype) == 0) return clf__fail(ctx, CLF_E_DTYPE, "%s: unknown dtype %d", fn, (int)dtype);
-  int ovf;
-  size_t n = clf__shape_numel(ndim, shape, &ovf);
+  size_t n = 0, bytes;
   /* Kernels index with 32-bit offsets. */
-  if (ovf || n > UINT32_MAX || n > SIZE_MAX / clf_dtype_size(dtype))
+  if (!clf__shape_numel(ndim, shape, &n) || !clf__fits_u32(0, n) || !clf__mul_ok(n, clf_dtype_size(dtype), &bytes))
     return clf__fail(ctx, CLF_E_SHAPE, "%s: shape too large (more than 2^32 elements)", fn);
   *numel = n;
   return CLF_OK;

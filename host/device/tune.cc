@@ -1,159 +1,32 @@
-// tune.cc - CLBlast GEMM parameter search and the per-device profile.
+// tune.cc - the CLBlast GEMM parameter search.
 //
 // clf_tune_gemm times candidate parameter sets of CLBlast's two GEMM kernels
 // (Xgemm, the "indirect" kernel with its pad/transpose helpers, and
 // XgemmDirect) on the GEMM shapes a model issues, checks each result against
 // CLBlast's defaults, picks the switch between the two kernels
-// (GemmRoutine's XGEMM_MIN_INDIRECT_SIZE), and stores the winner as a text
-// profile in the cache directory.  Every context applies the profile of its
-// device through clblast::OverrideParameters; CLBlast compiles lazily, so
-// applying costs no build.  CLBlast keeps parameters per device for the
-// whole process, so the context created last decides for all of them.
+// (GemmRoutine's XGEMM_MIN_INDIRECT_SIZE), and stores the winner as the
+// device's profile through core/gemm_profile.cc, which every context applies.
 #include <clblast.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cctype>
 #include <cstdarg>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
-#include <mutex>
 #include <random>
 #include <set>
-#include <sstream>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cjson/cJSON.h>
-
+#include "core/gemm_profile.h"
 #include "ops/ops.h"
 
+using namespace clf_profile;
+
 namespace {
-
-using Params = std::map<std::string, size_t>;  // ordered: stable files and keys
-constexpr clblast::Precision kF32 = clblast::Precision::kSingle;
-constexpr const char *kFormat = "clformer-gemm-profile 1";
-constexpr const char *kSwitch = "XGEMM_MIN_INDIRECT_SIZE";
-constexpr size_t kAllDirect = size_t{1} << 20;  // (2^20)^3 exceeds any m*n*k
-
-// The kernels a profile sets, in file order.
-enum { XGEMM, DIRECT, ROUTINE, NKERNELS };
-const char *const kKernel[NKERNELS] = {"Xgemm", "XgemmDirect", "GemmRoutine"};
-
-struct Profile {
-  Params k[NKERNELS];
-  bool operator==(const Profile &o) const {
-    return k[0] == o.k[0] && k[1] == o.k[1] && k[2] == o.k[2];
-  }
-};
-
-// ---- CLBlast's process-wide state ----
-// CLBlast's own parameters of each device, saved before our first override
-// (afterwards RetrieveParameters returns ours), and the devices we changed.
-std::mutex g_mu;
-std::map<cl_device_id, Profile> g_defaults;
-std::set<cl_device_id> g_overridden;
-
-bool defaults_of(cl_device_id dev, Profile *out) {
-  std::lock_guard<std::mutex> lock(g_mu);
-  auto it = g_defaults.find(dev);
-  if (it == g_defaults.end()) {
-    Profile p;
-    for (int i = 0; i < NKERNELS; i++) {
-      std::unordered_map<std::string, size_t> m;
-      if (clblast::RetrieveParameters(dev, kKernel[i], kF32, m) != clblast::StatusCode::kSuccess) return false;
-      p.k[i] = Params(m.begin(), m.end());
-    }
-    it = g_defaults.emplace(dev, p).first;
-  }
-  *out = it->second;
-  return true;
-}
-
-// Sets all three kernels' parameters; false (with CLBlast's code) on failure.
-bool set_profile(cl_device_id dev, const Profile &p, int *code) {
-  Profile dflt;
-  if (!defaults_of(dev, &dflt)) return *code = 0, false;
-  std::lock_guard<std::mutex> lock(g_mu);
-  for (int i = 0; i < NKERNELS; i++) {
-    const std::unordered_map<std::string, size_t> m(p.k[i].begin(), p.k[i].end());
-    clblast::StatusCode s = clblast::OverrideParameters(dev, kKernel[i], kF32, m);
-    if (s != clblast::StatusCode::kSuccess) return *code = static_cast<int>(s), false;
-  }
-  g_overridden.insert(dev);
-  return true;
-}
-
-// Puts CLBlast's own parameters back if we changed them; true if it did.
-bool restore_defaults(cl_device_id dev) {
-  Profile dflt;
-  {
-    std::lock_guard<std::mutex> lock(g_mu);
-    if (!g_overridden.count(dev)) return false;
-  }
-  int code;
-  if (!defaults_of(dev, &dflt) || !set_profile(dev, dflt, &code)) return false;
-  std::lock_guard<std::mutex> lock(g_mu);
-  g_overridden.erase(dev);
-  return true;
-}
-
-// ---- validity (the constraints of CLBlast's own tuners) ----
-size_t get(const Params &p, const char *name) {
-  auto it = p.find(name);
-  return it == p.end() ? 0 : it->second;
-}
-bool multiple(size_t a, size_t b) { return b != 0 && a % b == 0; }
-bool vec_width(size_t v) { return v == 1 || v == 2 || v == 4 || v == 8 || v == 16; }
-
-bool valid_xgemm(const Params &p, const clf__device_caps &caps) {
-  const size_t mwg = get(p, "MWG"), nwg = get(p, "NWG"), kwg = get(p, "KWG"), mdimc = get(p, "MDIMC"),
-               ndimc = get(p, "NDIMC"), mdima = get(p, "MDIMA"), ndimb = get(p, "NDIMB"), kwi = get(p, "KWI"),
-               vwm = get(p, "VWM"), vwn = get(p, "VWN"), sa = get(p, "SA"), sb = get(p, "SB"),
-               gemmk = get(p, "GEMMK"), kreg = get(p, "KREG");
-  if (!vec_width(vwm) || !vec_width(vwn) || sa > 1 || sb > 1 || get(p, "STRM") > 1 || get(p, "STRN") > 1 ||
-      gemmk > 1 || kreg == 0 || mdima == 0 || ndimb == 0)
-    return false;
-  if (!multiple(kwg, kwi) || !multiple(mwg, mdimc * vwm) || !multiple(nwg, ndimc * vwn) ||
-      !multiple(mwg, mdima * vwm) || !multiple(nwg, ndimb * vwn))
-    return false;
-  if (gemmk == 0) {
-    const size_t threads = mdimc * ndimc;
-    if (!multiple(threads, mdima) || !multiple(threads, ndimb) || !multiple(kwg, threads / mdima) ||
-        !multiple(kwg, threads / ndimb))
-      return false;
-  } else if (!multiple(kreg, vwn) || mdimc != mdima || ndimc != ndimb) {
-    return false;
-  }
-  return mdimc * ndimc <= caps.max_wg && mdimc <= caps.max_item_sizes[0] && ndimc <= caps.max_item_sizes[1] &&
-         4 * (sa * kwg * mwg + sb * kwg * nwg) <= caps.local_mem;
-}
-
-bool valid_direct(const Params &p, const clf__device_caps &caps) {
-  const size_t wgd = get(p, "WGD"), mdimcd = get(p, "MDIMCD"), ndimcd = get(p, "NDIMCD"), mdimad = get(p, "MDIMAD"),
-               ndimbd = get(p, "NDIMBD"), kwid = get(p, "KWID"), vwmd = get(p, "VWMD"), vwnd = get(p, "VWND"),
-               pada = get(p, "PADA"), padb = get(p, "PADB");
-  const size_t threads = mdimcd * ndimcd;
-  if (!vec_width(vwmd) || !vec_width(vwnd) || pada > 1 || padb > 1 || mdimad == 0 || ndimbd == 0) return false;
-  if (!multiple(wgd, kwid) || !multiple(wgd, mdimcd * vwmd) || !multiple(wgd, ndimcd * vwnd) ||
-      !multiple(wgd, mdimad * vwmd) || !multiple(wgd, ndimbd * vwnd) || !multiple(threads, mdimad) ||
-      !multiple(threads, ndimbd) || !multiple(wgd, threads / mdimad) || !multiple(wgd, threads / ndimbd))
-    return false;
-  return threads <= caps.max_wg && mdimcd <= caps.max_item_sizes[0] && ndimcd <= caps.max_item_sizes[1] &&
-         4 * (wgd * (wgd + pada) + wgd * (wgd + padb)) <= caps.local_mem;
-}
-
-bool valid_kernel(int i, const Params &p, const clf__device_caps &caps) {
-  return i == XGEMM ? valid_xgemm(p, caps) : i == DIRECT ? valid_direct(p, caps) : true;
-}
 
 // ---- search spaces: CLBlast's random-search tuner ranges (GEMMK 0 only) ----
 struct Range {
@@ -188,154 +61,8 @@ const char *const kDirectGpuSeeds[] = {
     "WGD=32 MDIMCD=16 NDIMCD=16 MDIMAD=16 NDIMBD=16 KWID=2 VWMD=2 VWND=2 PADA=1 PADB=1",
     "WGD=64 MDIMCD=16 NDIMCD=16 MDIMAD=16 NDIMBD=16 KWID=8 VWMD=4 VWND=4 PADA=1 PADB=1"};
 
-std::string params_text(const Params &p) {
-  std::string s;
-  for (const auto &kv : p) s += (s.empty() ? "" : " ") + kv.first + "=" + std::to_string(kv.second);
-  return s;
-}
-
-// "A=1 B=2" over `base`: every name must be one of base's, and with
-// `complete` all of them must be given (CLBlast rejects partial sets).
-bool parse_params(const std::string &text, const Params &base, bool complete, Params *out, std::string *why) {
-  Params p = base;
-  std::set<std::string> seen;
-  std::istringstream in(text);
-  std::string tok;
-  while (in >> tok) {
-    const size_t eq = tok.find('=');
-    char *end = nullptr;
-    if (eq == std::string::npos || eq == 0 || eq + 1 == tok.size() || !isdigit((unsigned char)tok[eq + 1]))
-      return *why = "malformed parameter \"" + tok + "\"", false;
-    const std::string name = tok.substr(0, eq);
-    const unsigned long long v = strtoull(tok.c_str() + eq + 1, &end, 10);
-    if (*end) return *why = "malformed parameter \"" + tok + "\"", false;
-    if (!base.count(name)) return *why = "unknown parameter " + name, false;
-    p[name] = static_cast<size_t>(v);
-    seen.insert(name);
-  }
-  if (complete)
-    for (const auto &kv : base)
-      if (!seen.count(kv.first)) return *why = "parameter " + kv.first + " missing", false;
-  *out = p;
-  return true;
-}
-
-// ---- the profile file ----
-std::string identity(const clf_context *ctx) {
-  char b[512];
-  snprintf(b, sizeof b, "%s / %s / %s / CLBlast %d.%d.%d", ctx->dev.platform_name, ctx->dev.device_name,
-           ctx->dev.driver_version, CLBLAST_VERSION_MAJOR, CLBLAST_VERSION_MINOR, CLBLAST_VERSION_PATCH);
-  return b;
-}
-
-// <cache>/clblast/<key>.profile, or "" when the disk cache is off.
-std::string profile_path(const clf_context *ctx) {
-  if (!ctx->cache_dir) return "";
-  const std::string id = identity(ctx);
-  char b[64];
-  snprintf(b, sizeof b, "/clblast/%016llx.profile",
-           static_cast<unsigned long long>(clf__hash64(id.data(), id.size(), 0)));
-  return ctx->cache_dir + std::string(b);
-}
-
-// Reads and checks a profile; on failure *why says what is wrong.
-bool load_profile(const clf_context *ctx, const std::string &path, Profile *out, std::string *why) {
-  FILE *f = fopen(path.c_str(), "r");
-  if (!f) return *why = std::string("cannot read it: ") + strerror(errno), false;
-  Profile dflt;
-  if (!defaults_of(ctx->dev.device, &dflt)) {
-    fclose(f);
-    return *why = "CLBlast cannot report its parameters for this device", false;
-  }
-  std::vector<std::string> lines;
-  char buf[4096];
-  while (fgets(buf, sizeof buf, f)) lines.emplace_back(buf, strcspn(buf, "\r\n"));
-  fclose(f);
-  if (lines.empty() || lines[0] != kFormat) return *why = "not a clformer GEMM profile (first line)", false;
-  bool have[NKERNELS] = {false, false, false}, have_id = false;
-  Profile p = dflt;
-  for (size_t n = 1; n < lines.size(); n++) {
-    const std::string &l = lines[n];
-    const std::string head = l.substr(0, l.find(' ')), rest = l.size() > head.size() ? l.substr(head.size() + 1) : "";
-    if (head == "device") {
-      if (rest != identity(ctx)) return *why = "made for another device, driver or CLBlast: " + rest, false;
-      have_id = true;
-      continue;
-    }
-    if (head.empty() || head == "#" || head == "shape" || head == "default_ms" || head == "tuned_ms") continue;
-    int i = 0;
-    while (i < NKERNELS && head != kKernel[i]) i++;
-    if (i == NKERNELS) return *why = "line " + std::to_string(n + 1) + ": unknown entry \"" + head + "\"", false;
-    std::string e;
-    if (!parse_params(rest, dflt.k[i], true, &p.k[i], &e)) return *why = head + ": " + e, false;
-    if (!valid_kernel(i, p.k[i], ctx->caps)) return *why = head + ": parameters break CLBlast's constraints", false;
-    have[i] = true;
-  }
-  if (!have_id) return *why = "no device line", false;
-  for (int i = 0; i < NKERNELS; i++)
-    if (!have[i]) return *why = std::string("no ") + kKernel[i] + " line", false;
-  *out = p;
-  return true;
-}
-
-// Writes the profile atomically (temp file + rename).  False on I/O errors.
-bool write_profile(const clf_context *ctx, const std::string &path, const Profile &p,
-                   const std::vector<clf_gemm_shape> &shapes, double default_ms, double tuned_ms) {
-  const std::string dir = path.substr(0, path.rfind('/'));
-  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return false;
-  const std::string tmp = path + ".tmp" + std::to_string(getpid());
-  FILE *f = fopen(tmp.c_str(), "w");
-  if (!f) return false;
-  fprintf(f, "%s\ndevice %s\n", kFormat, identity(ctx).c_str());
-  for (const auto &s : shapes)
-    fprintf(f, "shape m=%zu n=%zu k=%zu trans_a=%d trans_b=%d count=%u\n", s.m, s.n, s.k, s.trans_a, s.trans_b,
-            s.count ? s.count : 1);
-  fprintf(f, "default_ms %.4f\ntuned_ms %.4f\n", default_ms, tuned_ms);
-  for (int i = 0; i < NKERNELS; i++) fprintf(f, "%s %s\n", kKernel[i], params_text(p.k[i]).c_str());
-  const bool ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
-  if (fclose(f) != 0 || !ok || rename(tmp.c_str(), path.c_str()) != 0) {
-    unlink(tmp.c_str());
-    return false;
-  }
-  return true;
-}
-
-void apply(clf_context *ctx) {
-  free(ctx->gemm_profile);
-  ctx->gemm_profile = nullptr;
-  const cl_device_id dev = ctx->dev.device;
-  const char *env = getenv("CLFORMER_TUNING");
-  const std::string path = profile_path(ctx);
-  struct stat st;
-  const bool off = env && strcmp(env, "off") == 0;
-  if (off || path.empty() || stat(path.c_str(), &st) != 0) {
-    if (restore_defaults(dev))
-      clf__log(ctx, "CLBlast's own GEMM parameters restored for %s (process-wide)%s", ctx->dev.device_name,
-               off ? ": CLFORMER_TUNING=off" : "");
-    return;
-  }
-  Profile p;
-  std::string why;
-  int code = 0;
-  if (!load_profile(ctx, path, &p, &why)) {
-    restore_defaults(dev);
-    clf__log(ctx, "GEMM tuning profile %s ignored: %s", path.c_str(), why.c_str());
-    return;
-  }
-  if (!set_profile(dev, p, &code)) {
-    restore_defaults(dev);
-    clf__log(ctx, "GEMM tuning profile %s ignored: CLBlast OverrideParameters failed (%d)", path.c_str(), code);
-    return;
-  }
-  ctx->gemm_profile = strdup(path.c_str());
-  clf__log(ctx, "GEMM tuning profile %s applied to %s", path.c_str(), ctx->dev.device_name);
-}
-
-}  // namespace
-
 
 // ---- the search ----
-namespace {
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -612,78 +339,58 @@ clf_status shapes_check(clf_context *ctx, const clf_gemm_shape *shapes, size_t n
   return CLF_OK;
 }
 
-clf_status tune(clf_context *ctx, const clf_gemm_shape *shapes, size_t n, const clf_tune_options *opts,
-                clf_tune_result *per_shape, clf_tune_report *report) {
-  Search S;
-  S.ctx = ctx;
-  S.opts = opts;
-  S.rng.seed(opts->seed);
-  const double budget = opts->budget_s > 0 ? opts->budget_s : 300;
-  clf_status st = S.setup(shapes, n);
-  if (st != CLF_OK) return st;
-  if (!defaults_of(ctx->dev.device, &S.dflt))
-    return clf__fail(ctx, CLF_E_BLAS, "clf_tune_gemm: CLBlast cannot report its GEMM parameters for %s",
-                     ctx->dev.device_name);
-
-  // 1. CLBlast's own parameters: the baseline and the reference output.
-  std::vector<double> def_ms, dms, ims, fin_ms;
-  std::string why;
-  if (S.measure(S.dflt, kNever, &def_ms, &why) < 0) {
-    apply(ctx);
-    return clf__fail(ctx, CLF_E_BLAS, "clf_tune_gemm: GEMM with CLBlast's own parameters failed: %s", why.c_str());
-  }
-  const double def_total = S.total(def_ms);
-  S.say("defaults: %.3f ms (Xgemm %s; XgemmDirect %s; %s=%zu)", def_total, params_text(S.dflt.k[XGEMM]).c_str(),
-        params_text(S.dflt.k[DIRECT]).c_str(), kSwitch, get(S.dflt.k[ROUTINE], kSwitch));
-
-  // 2. XgemmDirect on every shape, then 3. Xgemm on every shape, each with
-  // half of what is left of 90% of the budget; the rest checks the result.
+// 2. XgemmDirect on every shape, then 3. Xgemm on every shape, each with
+// half of what is left of 90% of the budget (the rest checks the result):
+// the best of each in *best and its per-shape times in *ms (empty if none).
+void search_kernels(Search &S, double budget, Params best[NKERNELS], std::vector<double> ms[NKERNELS]) {
   const double after = seconds_since(S.t0), left = std::max(0.0, 0.9 * budget - after);
   Profile base = S.dflt;
-  Params best_direct, best_xgemm;
   base.k[ROUTINE][kSwitch] = kAllDirect;
-  S.phase(DIRECT, base, after + left / 2, &best_direct, &dms);
+  S.phase(DIRECT, base, after + left / 2, &best[DIRECT], &ms[DIRECT]);
   base = S.dflt;
-  if (!best_direct.empty()) base.k[DIRECT] = best_direct;
+  if (!best[DIRECT].empty()) base.k[DIRECT] = best[DIRECT];
   base.k[ROUTINE][kSwitch] = 0;
-  S.phase(XGEMM, base, after + left, &best_xgemm, &ims);
+  S.phase(XGEMM, base, after + left, &best[XGEMM], &ms[XGEMM]);
+}
 
-  // 4. The switch, and the combination timed as it will run.
+// 4. The switch, and the combination timed as it will run: the final
+// profile, with its per-shape times in *fin_ms and their total in
+// *fin_total (the defaults' when nothing better was found or it failed).
+Profile combine(Search &S, size_t n, const Params best[NKERNELS], std::vector<double> ms[NKERNELS],
+                const std::vector<double> &def_ms, double def_total, std::vector<double> *fin_ms, double *fin_total) {
   Profile fin = S.dflt;
-  if (!best_direct.empty()) fin.k[DIRECT] = best_direct;
-  if (!best_xgemm.empty()) fin.k[XGEMM] = best_xgemm;
-  if (dms.empty()) dms.assign(n, kNever);
-  if (ims.empty()) ims.assign(n, kNever);
+  if (!best[DIRECT].empty()) fin.k[DIRECT] = best[DIRECT];
+  if (!best[XGEMM].empty()) fin.k[XGEMM] = best[XGEMM];
+  if (ms[DIRECT].empty()) ms[DIRECT].assign(n, kNever);
+  if (ms[XGEMM].empty()) ms[XGEMM].assign(n, kNever);
   double est;
-  fin.k[ROUTINE][kSwitch] = choose_switch(S.bench, dms, ims, get(S.dflt.k[ROUTINE], kSwitch), &est);
-  double fin_total = def_total;
-  fin_ms = def_ms;
+  fin.k[ROUTINE][kSwitch] = choose_switch(S.bench, ms[DIRECT], ms[XGEMM], get(S.dflt.k[ROUTINE], kSwitch), &est);
+  *fin_total = def_total;
+  *fin_ms = def_ms;
+  std::string why;
   if (!(fin == S.dflt) && est < kNever) {
     S.tried++;
-    if (S.measure(fin, kNever, &fin_ms, &why) < 0) {
+    if (S.measure(fin, kNever, fin_ms, &why) < 0) {
       S.rejected++;
       S.say("combined profile rejected: %s", why.c_str());
-      fin_ms = def_ms;
+      *fin_ms = def_ms;
     } else {
-      fin_total = S.total(fin_ms);
+      *fin_total = S.total(*fin_ms);
     }
   }
-  S.say("tuned: %.3f ms (Xgemm %s; XgemmDirect %s; %s=%zu) against %.3f ms", fin_total,
+  S.say("tuned: %.3f ms (Xgemm %s; XgemmDirect %s; %s=%zu) against %.3f ms", *fin_total,
         params_text(fin.k[XGEMM]).c_str(), params_text(fin.k[DIRECT]).c_str(), kSwitch, get(fin.k[ROUTINE], kSwitch),
         def_total);
+  return fin;
+}
 
-  // Better by 2% or more (less is within the noise of the timing).
-  const bool better = fin_total < 0.98 * def_total;
+// Keeps a profile better by 2% or more (less is within the noise of the
+// timing): written to the cache and applied, or, with the disk cache off,
+// set for this process only.  Otherwise the stored profile (if any) stays.
+clf_status keep(clf_context *ctx, const Profile &fin, bool better, const clf_gemm_shape *shapes, size_t n,
+                double def_total, double fin_total, clf_tune_report *report) {
   const std::string path = profile_path(ctx);
-  if (report) {
-    report->default_ms = def_total;
-    report->tuned_ms = fin_total;
-    report->tried = S.tried;
-    report->rejected = S.rejected;
-    report->profile[0] = '\0';
-  }
-  for (size_t i = 0; per_shape && i < n; i++) per_shape[i] = {def_ms[i], fin_ms[i]};
-  st = CLF_OK;
+  clf_status st = CLF_OK;
   if (better && path.empty()) {
     int code;
     set_profile(ctx->dev.device, fin, &code);  // measured just now: it applies
@@ -698,21 +405,52 @@ clf_status tune(clf_context *ctx, const clf_gemm_shape *shapes, size_t n, const 
   // Frees the candidates' programs; the profile's own is rebuilt on first use.
   clblast::ClearCache();
   if (!(better && path.empty())) apply(ctx);
+  return st;
+}
+
+clf_status tune(clf_context *ctx, const clf_gemm_shape *shapes, size_t n, const clf_tune_options *opts,
+                clf_tune_result *per_shape, clf_tune_report *report) {
+  Search S;
+  S.ctx = ctx;
+  S.opts = opts;
+  S.rng.seed(opts->seed);
+  const double budget = opts->budget_s > 0 ? opts->budget_s : 300;
+  clf_status st = S.setup(shapes, n);
+  if (st != CLF_OK) return st;
+  if (!defaults_of(ctx->dev.device, &S.dflt))
+    return clf__fail(ctx, CLF_E_BLAS, "clf_tune_gemm: CLBlast cannot report its GEMM parameters for %s",
+                     ctx->dev.device_name);
+
+  // 1. CLBlast's own parameters: the baseline and the reference output.
+  std::vector<double> def_ms, fin_ms, ms[NKERNELS];
+  std::string why;
+  if (S.measure(S.dflt, kNever, &def_ms, &why) < 0) {
+    apply(ctx);
+    return clf__fail(ctx, CLF_E_BLAS, "clf_tune_gemm: GEMM with CLBlast's own parameters failed: %s", why.c_str());
+  }
+  const double def_total = S.total(def_ms);
+  S.say("defaults: %.3f ms (Xgemm %s; XgemmDirect %s; %s=%zu)", def_total, params_text(S.dflt.k[XGEMM]).c_str(),
+        params_text(S.dflt.k[DIRECT]).c_str(), kSwitch, get(S.dflt.k[ROUTINE], kSwitch));
+
+  Params best[NKERNELS];
+  search_kernels(S, budget, best, ms);
+  double fin_total;
+  const Profile fin = combine(S, n, best, ms, def_ms, def_total, &fin_ms, &fin_total);
+
+  if (report) {
+    report->default_ms = def_total;
+    report->tuned_ms = fin_total;
+    report->tried = S.tried;
+    report->rejected = S.rejected;
+    report->profile[0] = '\0';
+  }
+  for (size_t i = 0; per_shape && i < n; i++) per_shape[i] = {def_ms[i], fin_ms[i]};
+  st = keep(ctx, fin, fin_total < 0.98 * def_total, shapes, n, def_total, fin_total, report);
   if (report) report->seconds = seconds_since(S.t0);
   return st;
 }
 
 }  // namespace
-
-extern "C" void clf__gemm_profile_apply(clf_context *ctx) {
-  try {
-    apply(ctx);
-  } catch (...) {  // std::bad_alloc: the context goes on with CLBlast's parameters
-    clf__log(ctx, "GEMM tuning profile not applied: out of host memory");
-  }
-}
-
-extern "C" const char *clf_context_gemm_profile(const clf_context *ctx) { return ctx ? ctx->gemm_profile : nullptr; }
 
 extern "C" clf_status clf_tune_gemm(clf_context *ctx, const clf_gemm_shape *shapes, size_t n,
                                    const clf_tune_options *opts, clf_tune_result *per_shape,

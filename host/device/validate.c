@@ -1,293 +1,19 @@
-/* validate.c - self-validation of kernel variants and the cached verdicts.
+/* validate.c - self-validation of kernel variants.
  *
  * clf_validate runs each kernel variant the library would use on the
  * context's device on small inputs and compares it with a CPU reference
- * computed here in double.  The verdicts live in ctx->verdicts and in
- * <cache>/verdicts/<key>.txt, the key hashing device, driver, library,
- * CLBlast and the kernel sources the context builds.  Ops ask
- * clf__variant_pick (two variants) or, through clf__get_kernel,
- * clf__variant_gate (one variant) before they use a kernel.
+ * (reference.c, in double).  It records each verdict through core/variants.c,
+ * which stores them and answers the ops' questions about them.
  */
 #include "ops/ops.h"
+#include "reference.h"
 
 #include <clblast_c.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
-
-#define VERDICT_FORMAT "clformer-verdicts 1"
-#define VERDICT_MAX_BYTES (1u << 20)
-
-typedef struct verdict {
-  char name[96];
-  int passed;
-  double error, tolerance;
-  int logged; /* its fallback or refusal was logged in this context */
-} verdict;
-
-struct clf__verdicts {
-  verdict *v;
-  size_t n, cap;
-  size_t failed;      /* verdicts with passed == 0 */
-  uint64_t key;       /* names the verdict file */
-  int ignore;         /* $CLFORMER_VALIDATION=ignore: use failed single variants anyway */
-  int validating;     /* clf_validate is running: verdicts are not consulted */
-  const char *pinned; /* while validating: the variant under test */
-};
-
-/* Variants with an alternative, and what replaces each. */
-static const struct { const char *prefix, *fallback; } fallbacks[] = {
-    {"norm.layer_norm_rows", "norm.layer_norm"},
-    {"norm.layer_norm", "norm.layer_norm_rows"},
-    {"attention.fused", "attention.gemm"},
-    {"attention.gemm", "attention.fused"},
-    {"movement.permute_tiled", "movement.copy_strided"},
-};
-
-/* Kernels that ops use without an alternative, by the variants that test
- * them: a failed one makes clf__get_kernel refuse the kernel. */
-static const struct { const char *prefix, *family, *kernel; } gated[] = {
-    {"movement.copy_strided", "movement", "copy_strided"},
-    {"elementwise.softmax", "elementwise", "softmax_rows"},
-    {"elementwise.bias_act", "elementwise", "bias_act"},
-    {"elementwise.add", "elementwise", "add_bcast"},
-    {"embed.gather", "embed", "gather_rows"},
-};
-
-static int has_prefix(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
-
-static const char *fallback_of(const char *name) {
-  for (size_t i = 0; i < CLF__ARRAY_LEN(fallbacks); i++)
-    if (has_prefix(name, fallbacks[i].prefix)) return fallbacks[i].fallback;
-  return "";
-}
-
-static verdict *find(const struct clf__verdicts *vs, const char *name) {
-  for (size_t i = 0; i < vs->n; i++)
-    if (strcmp(vs->v[i].name, name) == 0) return &vs->v[i];
-  return NULL;
-}
-
-static verdict *find_failed(const struct clf__verdicts *vs, const char *name) {
-  verdict *v = find(vs, name);
-  return v && !v->passed ? v : NULL;
-}
-
-/* Adds or replaces the verdict of `name`; 0 when out of memory. */
-static int record(struct clf__verdicts *vs, const char *name, int passed, double error, double tol) {
-  verdict *v = find(vs, name);
-  if (!v) {
-    if (vs->n == vs->cap) {
-      size_t cap = vs->cap ? vs->cap * 2 : 32;
-      verdict *nv = realloc(vs->v, cap * sizeof(*nv));
-      if (!nv) return 0;
-      vs->v = nv;
-      vs->cap = cap;
-    }
-    v = &vs->v[vs->n++];
-    memset(v, 0, sizeof(*v));
-    snprintf(v->name, sizeof(v->name), "%s", name);
-    v->passed = 1;
-  }
-  if (v->passed != passed) v->logged = 0;
-  if (v->passed && !passed) vs->failed++;
-  if (!v->passed && passed) vs->failed--;
-  v->passed = passed;
-  v->error = error;
-  v->tolerance = tol;
-  return 1;
-}
-
-/* ---- verdicts as ops see them ---- */
-
-clf_status clf__variant_pick(clf_context *ctx, const char *op, const char *preferred, const char *other,
-                             int *use_preferred) {
-  struct clf__verdicts *vs = ctx->verdicts;
-  *use_preferred = 1;
-  if (!vs) return CLF_OK;
-  if (vs->validating) {
-    if (other && vs->pinned && strcmp(vs->pinned, other) == 0) *use_preferred = 0;
-    return CLF_OK;
-  }
-  verdict *p = vs->failed ? find_failed(vs, preferred) : NULL;
-  if (!p) return CLF_OK;
-  if (other && !find_failed(vs, other)) {
-    *use_preferred = 0;
-    if (!p->logged)
-      clf__log(ctx, "%s: kernel variant \"%s\" failed self-validation on this device (max error %.2g, tolerance "
-               "%.2g); using %s", op, preferred, p->error, p->tolerance, other);
-    p->logged = 1;
-    return CLF_OK;
-  }
-  if (vs->ignore) return CLF_OK;
-  return clf__fail(ctx, CLF_E_UNSUPPORTED,
-                   "%s: kernel variant \"%s\"%s%s failed self-validation on this device (max error %.2g, tolerance "
-                   "%.2g): not used, as wrong output is worse than none (see `clformer probe`; "
-                   "CLFORMER_VALIDATION=ignore uses it anyway)",
-                   op, preferred, other ? " and its alternative " : "", other ? other : "", p->error, p->tolerance);
-}
-
-int clf__variants_failed(const clf_context *ctx) {
-  const struct clf__verdicts *vs = ctx->verdicts;
-  return vs && (vs->failed || vs->validating);
-}
-
-clf_status clf__variant_gate(clf_context *ctx, const char *family, const char *kernel) {
-  const struct clf__verdicts *vs = ctx->verdicts;
-  if (!vs || !vs->failed || vs->validating || vs->ignore) return CLF_OK;
-  for (size_t g = 0; g < CLF__ARRAY_LEN(gated); g++) {
-    if (strcmp(gated[g].kernel, kernel) != 0 || strcmp(gated[g].family, family) != 0) continue;
-    for (size_t i = 0; i < vs->n; i++) {
-      const verdict *v = &vs->v[i];
-      if (!v->passed && has_prefix(v->name, gated[g].prefix))
-        return clf__fail(ctx, CLF_E_UNSUPPORTED,
-                         "kernel %s: its variant \"%s\" failed self-validation on this device (max error %.2g, "
-                         "tolerance %.2g) and has no alternative: not used, as wrong output is worse than none "
-                         "(see `clformer probe`; CLFORMER_VALIDATION=ignore uses it anyway)",
-                         kernel, v->name, v->error, v->tolerance);
-    }
-  }
-  return CLF_OK;
-}
-
-int clf_variant_disabled(const clf_context *ctx, const char *name) {
-  if (!ctx || !ctx->verdicts || !name) return 0;
-  return find_failed(ctx->verdicts, name) != NULL;
-}
-
-/* ---- the verdict file ---- */
-
-/* Hash of what a verdict depends on: device, driver, library, CLBlast, the
- * device options and the kernel sources this context builds (its
- * kernel_dir's when it has one). */
-static uint64_t verdict_key(clf_context *ctx) {
-  const clf_device_desc *d = &ctx->dev;
-  char head[1536];
-  int n = snprintf(head, sizeof(head),
-                   "clformer %s verdicts\nplatform: %s\ndevice: %s\nvendor: %s\ndriver: %s\ndevice-version: %s\n"
-                   "options: %.500s\nclblast: %d.%d.%d\n",
-                   CLF_VERSION_STRING, d->platform_name, d->device_name, d->vendor, d->driver_version,
-                   d->device_version, ctx->base_options, CLBLAST_VERSION_MAJOR, CLBLAST_VERSION_MINOR,
-                   CLBLAST_VERSION_PATCH);
-  uint64_t h = clf__hash64(head, n > 0 ? strlen(head) : 0, 0);
-  const int had_error = ctx->err.status != CLF_OK;
-  for (size_t i = 0; i < clf__kernel_source_count; i++) {
-    const char *fam = clf__kernel_sources[i].family;
-    char *src = NULL;
-    size_t len = 0;
-    h = clf__hash64(fam, strlen(fam), h);
-    if (clf__load_source(ctx, fam, &src, &len) == CLF_OK) h = clf__hash64(src, len, h);
-    else h ^= 0x9e3779b97f4a7c15ull; /* unreadable: still a distinct key */
-    free(src);
-  }
-  if (!had_error) clf_clear_error(ctx);
-  return h;
-}
-
-static void verdict_path(const clf_context *ctx, char *buf, size_t len) {
-  snprintf(buf, len, "%s/verdicts/%016llx.txt", ctx->cache_dir, (unsigned long long)ctx->verdicts->key);
-}
-
-/* Parses a verdict file: the format line, a device line, one line per
- * variant ("name\tpass|fail\terror\ttolerance") and "end <count>".  Returns
- * 0 (with the bad line in *line_no) when anything is off. */
-static int parse_verdicts(struct clf__verdicts *vs, char *text, size_t *line_no) {
-  size_t count = 0;
-  *line_no = 1;
-  char *save = NULL, *line = strtok_r(text, "\n", &save);
-  if (!line || strcmp(line, VERDICT_FORMAT) != 0) return 0;
-  *line_no = 2;
-  line = strtok_r(NULL, "\n", &save);
-  if (!line || strncmp(line, "device: ", 8) != 0) return 0;
-  for (*line_no = 3; (line = strtok_r(NULL, "\n", &save)) != NULL; (*line_no)++) {
-    if (strncmp(line, "end ", 4) == 0) {
-      char *end;
-      unsigned long want = strtoul(line + 4, &end, 10);
-      return *end == '\0' && want == count && strtok_r(NULL, "\n", &save) == NULL;
-    }
-    char *f[4], *fs = NULL;
-    int nf = 0;
-    for (char *t = strtok_r(line, "\t", &fs); t && nf < 4; t = strtok_r(NULL, "\t", &fs)) f[nf++] = t;
-    if (nf != 4 || strtok_r(NULL, "\t", &fs) || strlen(f[0]) >= sizeof(vs->v->name)) return 0;
-    int passed = strcmp(f[1], "pass") == 0;
-    if (!passed && strcmp(f[1], "fail") != 0) return 0;
-    char *e1, *e2;
-    double err = strtod(f[2], &e1), tol = strtod(f[3], &e2);
-    if (*e1 || *e2 || e1 == f[2] || e2 == f[3] || !(tol >= 0)) return 0;
-    if (!record(vs, f[0], passed, err, tol)) return 0;
-    count++;
-  }
-  return 0; /* no "end" line: truncated */
-}
-
-static void forget_all(struct clf__verdicts *vs) {
-  vs->n = 0;
-  vs->failed = 0;
-}
-
-void clf__verdicts_load(clf_context *ctx) {
-  struct clf__verdicts *vs = calloc(1, sizeof(*vs));
-  if (!vs) return; /* no verdicts: every variant is used, as before validation */
-  ctx->verdicts = vs;
-  const char *env = getenv("CLFORMER_VALIDATION");
-  vs->ignore = env && strcmp(env, "ignore") == 0;
-  vs->key = verdict_key(ctx);
-  if (!ctx->cache_dir) return;
-  char path[4200];
-  verdict_path(ctx, path, sizeof(path));
-  FILE *f = fopen(path, "rb");
-  if (!f) return; /* never validated here */
-  char *text = malloc(VERDICT_MAX_BYTES + 1);
-  size_t n = text ? fread(text, 1, VERDICT_MAX_BYTES + 1, f) : 0;
-  fclose(f);
-  size_t line_no = 0;
-  if (text && n <= VERDICT_MAX_BYTES) {
-    text[n] = '\0';
-    if (strlen(text) == n && parse_verdicts(vs, text, &line_no)) {
-      free(text);
-      return;
-    }
-  }
-  forget_all(vs);
-  if (text)
-    clf__log(ctx, "ignoring the malformed self-validation verdicts in %s (line %zu); `clformer probe` rewrites them",
-             path, line_no);
-  free(text);
-}
-
-void clf__verdicts_free(clf_context *ctx) {
-  if (!ctx->verdicts) return;
-  free(ctx->verdicts->v);
-  free(ctx->verdicts);
-  ctx->verdicts = NULL;
-}
-
-/* Writes the verdicts (temp file + rename, so readers never see half a
- * file).  A read-only cache is not an error: the verdicts stay in memory. */
-static void verdicts_store(clf_context *ctx) {
-  const struct clf__verdicts *vs = ctx->verdicts;
-  char dir[4200], path[4200], tmp[4300];
-  if (!ctx->cache_dir) return;
-  snprintf(dir, sizeof(dir), "%s/verdicts", ctx->cache_dir);
-  mkdir(dir, 0755);
-  verdict_path(ctx, path, sizeof(path));
-  snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", path, (long)getpid());
-  FILE *f = fopen(tmp, "wb");
-  if (!f) return;
-  const clf_device_desc *d = &ctx->dev;
-  int ok = fprintf(f, "%s\ndevice: %s / %s / driver %s\n", VERDICT_FORMAT, d->platform_name, d->device_name,
-                   d->driver_version) > 0;
-  for (size_t i = 0; ok && i < vs->n; i++)
-    ok = fprintf(f, "%s\t%s\t%.6e\t%.6e\n", vs->v[i].name, vs->v[i].passed ? "pass" : "fail", vs->v[i].error,
-                 vs->v[i].tolerance) > 0;
-  ok = ok && fprintf(f, "end %zu\n", vs->n) > 0;
-  ok = (fclose(f) == 0) && ok;
-  if (!ok || rename(tmp, path) != 0) remove(tmp);
-}
 
 /* ---- the cases: inputs, one op, a CPU reference ---- */
 
@@ -382,20 +108,7 @@ static clf_status case_norm(clf_context *ctx, const vcase *c, double *err) {
   if (st != CLF_OK) return vw_done(&w, st);
   float *y = vw_download(&w, ty), *s = vw_download(&w, ts);
   if (!y || !s) return vw_fail(&w);
-  for (size_t i = 0; i < R; i++) {
-    double mean = 0, var = 0;
-    for (size_t d = 0; d < D; d++) mean += (double)x[i * D + d] + r[i * D + d];
-    mean /= D;
-    for (size_t d = 0; d < D; d++) {
-      double v = (double)x[i * D + d] + r[i * D + d] - mean;
-      var += v * v;
-    }
-    var /= D;
-    for (size_t d = 0; d < D; d++) {
-      rs[i * D + d] = (double)x[i * D + d] + r[i * D + d];
-      ry[i * D + d] = (rs[i * D + d] - mean) / sqrt(var + 1e-5) * g[d] + b[d];
-    }
-  }
+  clf__ref_layer_norm(x, r, g, b, 1e-5, R, D, rs, ry);
   double ey = rel_error(y, ry, R * D), es = rel_error(s, rs, R * D);
   *err = ey > es ? ey : es;
   return vw_done(&w, CLF_OK);
@@ -411,8 +124,8 @@ static clf_status case_attention(clf_context *ctx, const vcase *c, double *err) 
   float *q = vw_rand(&w, B * H * Lq * Dh, 11, -1, 1), *k = vw_rand(&w, B * H * Lcap * Dh, 12, -1, 1);
   float *v = vw_rand(&w, B * H * Lcap * Dh, 13, -1, 1), *bias = vw_rand(&w, H * Lq * Lk, 14, -1, 1);
   int32_t *pad = vw_alloc(&w, B * Lk * sizeof(int32_t));
-  double *ref = vw_alloc(&w, B * H * Lq * Dh * sizeof(double)), *p = vw_alloc(&w, Lk * sizeof(double));
-  if (!q || !k || !v || !bias || !pad || !ref || !p) return vw_fail(&w);
+  double *ref = vw_alloc(&w, B * H * Lq * Dh * sizeof(double));
+  if (!q || !k || !v || !bias || !pad || !ref) return vw_fail(&w);
   for (size_t j = 0; j < B * Lk; j++) pad[j] = !(j >= Lk && j >= B * Lk - 2); /* batch 1: last two keys masked */
   const size_t sq[4] = {B, H, Lq, Dh}, sk[4] = {B, H, Lcap, Dh}, sp[2] = {B, Lk}, sb[4] = {1, H, Lq, Lk};
   const size_t sm[3] = {B, Lq, H * Dh};
@@ -427,29 +140,8 @@ static clf_status case_attention(clf_context *ctx, const vcase *c, double *err) 
   if (st != CLF_OK) return vw_done(&w, st);
   float *o = vw_download(&w, to);
   if (!o) return vw_fail(&w);
-  for (size_t b = 0; b < B; b++)
-    for (size_t h = 0; h < H; h++)
-      for (size_t i = 0; i < Lq; i++) {
-        const float *qi = q + ((b * H + h) * Lq + i) * Dh;
-        const size_t pos = Lk - Lq + i;
-        double mx = -INFINITY, sum = 0;
-        for (size_t j = 0; j < Lk; j++) {
-          p[j] = -INFINITY;
-          if (j > pos || !pad[b * Lk + j]) continue;
-          const float *kj = k + ((b * H + h) * Lcap + j) * Dh;
-          double dot = 0;
-          for (size_t d = 0; d < Dh; d++) dot += (double)qi[d] * kj[d];
-          p[j] = scale * dot + bias[(h * Lq + i) * Lk + j];
-          if (p[j] > mx) mx = p[j];
-        }
-        for (size_t j = 0; j < Lk; j++) sum += p[j] = p[j] == -INFINITY ? 0 : exp(p[j] - mx);
-        for (size_t d = 0; d < Dh; d++) {
-          double acc = 0;
-          for (size_t j = 0; j < Lk; j++) acc += p[j] * v[((b * H + h) * Lcap + j) * Dh + d];
-          const size_t at = gemm ? (b * Lq + i) * H * Dh + h * Dh + d : ((b * H + h) * Lq + i) * Dh + d;
-          ref[at] = sum > 0 ? acc / sum : 0;
-        }
-      }
+  const clf__ref_attn ra = {B, H, Lq, Lk, Lcap, Dh, scale, 1, pad, bias, 1, H, gemm};
+  clf__ref_attention(&ra, q, k, v, ref);
   *err = rel_error(o, ref, B * H * Lq * Dh);
   return vw_done(&w, CLF_OK);
 }
@@ -466,14 +158,15 @@ static clf_status case_permute(clf_context *ctx, const vcase *c, double *err) {
   const size_t sx[4] = {B, L, H, DH}, sy[4] = {B, H, DH, L};
   clf_tensor *tx = vw_tensor(&w, CLF_F32, 4, sx, x), *ty = vw_tensor(&w, CLF_F32, 4, sy, NULL);
   if (!tx || !ty) return vw_fail(&w);
-  clf_status st = clf_permute(ctx, tx, (const int[]){0, 2, 3, 1}, ty, NULL);
+  static const int perm[4] = {0, 2, 3, 1};
+  clf_status st = clf_permute(ctx, tx, perm, ty, NULL);
   if (st != CLF_OK) return vw_done(&w, st);
   float *y = vw_download(&w, ty);
   if (!y) return vw_fail(&w);
-  for (size_t b = 0; b < B; b++)
-    for (size_t l = 0; l < L; l++)
-      for (size_t h = 0; h < H; h++)
-        for (size_t d = 0; d < DH; d++) ref[((b * H + h) * DH + d) * L + l] = x[((b * L + l) * H + h) * DH + d];
+  float *ref32 = vw_alloc(&w, N * sizeof(float));
+  if (!ref32) return vw_fail(&w);
+  clf__ref_permute(x, sx, 4, perm, sizeof(float), ref32);
+  for (size_t i = 0; i < N; i++) ref[i] = ref32[i];
   *err = rel_error(y, ref, N);
   return vw_done(&w, CLF_OK);
 }
@@ -497,14 +190,7 @@ static clf_status case_gemm(clf_context *ctx, const vcase *c, double *err) {
   if (st != CLF_OK) return vw_done(&w, st);
   float *got = vw_download(&w, tc);
   if (!got) return vw_fail(&w);
-  for (size_t i = 0; i < nb; i++)
-    for (size_t m = 0; m < M; m++)
-      for (size_t n = 0; n < N; n++) {
-        double acc = 0;
-        for (size_t k = 0; k < K; k++)
-          acc += (double)a[(i * M + m) * K + k] * (tb ? b[n * K + k] : b[(i * K + k) * N + n]);
-        ref[(i * M + m) * N + n] = 0.75 * acc + 0.5 * c0[(i * M + m) * N + n];
-      }
+  clf__ref_gemm(0, (int)tb, nb, M, N, K, 0.75, a, b, tb ? 0 : K * N, 0.5, c0, ref);
   *err = rel_error(got, ref, nb * M * N);
   return vw_done(&w, CLF_OK);
 }
@@ -524,25 +210,9 @@ static clf_status case_softmax(clf_context *ctx, const vcase *c, double *err) {
   if (st != CLF_OK) return vw_done(&w, st);
   float *y = vw_download(&w, ty);
   if (!y) return vw_fail(&w);
-  for (size_t i = 0; i < R; i++) {
-    double mx = -INFINITY, sum = 0;
-    for (size_t d = 0; d < D; d++) mx = fmax(mx, 0.7 * x[i * D + d]);
-    for (size_t d = 0; d < D; d++) sum += ref[i * D + d] = exp(0.7 * x[i * D + d] - mx);
-    for (size_t d = 0; d < D; d++) ref[i * D + d] /= sum;
-  }
+  clf__ref_softmax(x, R, D, 0.7, ref);
   *err = rel_error(y, ref, R * D);
   return vw_done(&w, CLF_OK);
-}
-
-static double ref_act(clf_activation act, double x) {
-  switch (act) {
-    case CLF_ACT_RELU: return x > 0 ? x : 0;
-    case CLF_ACT_GELU: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
-    case CLF_ACT_GELU_TANH: return 0.5 * x * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
-    case CLF_ACT_SILU: return x / (1 + exp(-x));
-    case CLF_ACT_TANH: return tanh(x);
-    default: return x;
-  }
 }
 
 /* y = act(x + bias) over 5 rows of 70; p[0] is the activation. */
@@ -561,7 +231,7 @@ static clf_status case_bias_act(clf_context *ctx, const vcase *c, double *err) {
   if (st != CLF_OK) return vw_done(&w, st);
   float *y = vw_download(&w, ty);
   if (!y) return vw_fail(&w);
-  for (size_t i = 0; i < R * D; i++) ref[i] = ref_act(act, (double)(x[i] + bias[i % D]));
+  for (size_t i = 0; i < R * D; i++) ref[i] = clf__ref_act(act, (double)(x[i] + bias[i % D]));
   *err = rel_error(y, ref, R * D);
   return vw_done(&w, CLF_OK);
 }
@@ -584,7 +254,7 @@ static clf_status case_add(clf_context *ctx, const vcase *c, double *err) {
   if (st != CLF_OK) return vw_done(&w, st);
   float *y = vw_download(&w, ty);
   if (!y) return vw_fail(&w);
-  for (size_t i = 0; i < N; i++) ref[i] = (double)a[i] + b[bc ? i / D % R : i];
+  clf__ref_add(a, 3, sa, b, bc ? 2 : 3, bc ? sb : sa, ref);
   *err = rel_error(y, ref, N);
   return vw_done(&w, CLF_OK);
 }
@@ -612,9 +282,9 @@ static clf_status case_gather(clf_context *ctx, const vcase *c, double *err) {
   if (st != CLF_OK) return vw_done(&w, st);
   float *o = vw_download(&w, to);
   if (!o) return vw_fail(&w);
-  for (size_t i = 0; i < B * K; i++)
-    for (size_t d = 0; d < D; d++)
-      ref[i * D + d] = out0[i * D + d] + (ids[i] < V ? 0.5 * table[ids[i] * D + d] : 0.0);
+  int64_t ids64[B * K];
+  for (size_t i = 0; i < B * K; i++) ids64[i] = ids[i];
+  clf__ref_embedding(table, V, D, ids64, B * K, 0.5, out0, ref);
   *err = rel_error(o, ref, B * K * D);
   return vw_done(&w, CLF_OK);
 }
@@ -708,21 +378,22 @@ clf_status clf_validate(clf_context *ctx, clf_variant_result *out, size_t capaci
   if (!count) return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: count is NULL", op);
   if (capacity && !out) return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: out is NULL with capacity %zu", op, capacity);
   *count = 0;
-  struct clf__verdicts *vs = ctx->verdicts;
-  if (!vs) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: the context has no verdict table", op);
+  if ((st = clf__validation_begin(ctx, op)) != CLF_OK) return st;
   vcase *list = malloc(MAX_CASES * sizeof(*list));
-  if (!list) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
+  if (!list) {
+    clf__validation_end(ctx);
+    return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
+  }
   const size_t n = list_cases(ctx, list);
-  vs->validating = 1;
   for (size_t i = 0; i < n; i++) {
     const vcase *c = &list[i];
     clf_variant_result r;
     memset(&r, 0, sizeof(r));
     snprintf(r.name, sizeof(r.name), "%s", c->name);
-    snprintf(r.fallback, sizeof(r.fallback), "%s", fallback_of(c->name));
+    snprintf(r.fallback, sizeof(r.fallback), "%s", clf__variant_fallback(c->name));
     r.tolerance = c->tol;
     clf_clear_error(ctx);
-    vs->pinned = c->name;
+    clf__validation_pin(ctx, c->name);
     double t0 = now_ms(), err = INFINITY;
     st = c->run(ctx, c, &err);
     /* A failure to run leaves queued work behind; finish it here. */
@@ -734,19 +405,17 @@ clf_status clf_validate(clf_context *ctx, clf_variant_result *out, size_t capaci
       snprintf(r.message, sizeof(r.message), "did not run: %s", clf_last_error(ctx));
     else if (!r.passed)
       snprintf(r.message, sizeof(r.message), "max error %.3g exceeds the tolerance %.3g", err, c->tol);
-    if (!record(vs, c->name, r.passed, r.max_error, r.tolerance)) {
-      vs->validating = 0;
-      vs->pinned = NULL;
+    if (!clf__verdict_record(ctx, c->name, r.passed, r.max_error, r.tolerance)) {
+      clf__validation_end(ctx);
       free(list);
       return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
     }
     if (i < capacity) out[i] = r;
   }
-  vs->validating = 0;
-  vs->pinned = NULL;
+  clf__validation_end(ctx);
   free(list);
   clf_clear_error(ctx);
-  verdicts_store(ctx);
+  clf__verdicts_store(ctx);
   *count = n;
   return CLF_OK;
 }

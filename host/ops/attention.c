@@ -1,8 +1,10 @@
-/* ops_attention.c - multi-head scaled dot-product attention: the fused
+/* attention.c - multi-head scaled dot-product attention: the fused
  * flash-attention kernel, and the GEMM path (CLBlast Q K^T, masked softmax,
  * CLBlast P V) for head dims the fused kernel does not take.
  */
 #include "ops.h"
+
+#include "base/checked.h"
 
 #include <limits.h>
 #include <math.h>
@@ -57,64 +59,138 @@ static int attn_fused_tiles(const clf_context *ctx, size_t dh, size_t lq, unsign
   return 1;
 }
 
-int clf__attn_fused_variant(const clf_context *ctx, size_t dh, size_t lq, char *buf, size_t len) {
+/* The fused kernel's tiles for one launch, worked out once. */
+typedef struct attn_tiles {
+  int ok; /* 0: nothing fits this device's local memory */
   unsigned bq, bk;
-  if (!attn_fused_tiles(ctx, dh, lq, &bq, &bk)) return 0;
-  snprintf(buf, len, "attention.fused HEAD_DIM=%zu BQ=%u BK=%u", dh, bq, bk);
-  return 1;
+} attn_tiles;
+
+static attn_tiles attn_tiles_for(const clf_context *ctx, size_t dh, size_t lq) {
+  attn_tiles t = {0, 0, 0};
+  t.ok = attn_fused_tiles(ctx, dh, lq, &t.bq, &t.bk);
+  return t;
 }
 
-/* Whether a tensor's elements can be addressed with the kernels' uint
- * offsets. */
-static int attn_fits_u32(const clf_tensor *t) {
-  return t->offset <= UINT_MAX && clf_tensor_numel(t) <= UINT_MAX - t->offset;
+/* The self-validation name of the fused variant with tiles t. */
+static void attn_variant_name(size_t dh, const attn_tiles *t, char *buf, size_t len) {
+  snprintf(buf, len, "attention.fused HEAD_DIM=%zu BQ=%u BK=%u", dh, t->bq, t->bk);
 }
 
-/* Sets kernel arguments first, first + 1, ... from parallel lists. */
-static clf_status attn_set_list(clf_context *ctx, clf__kernel *kr, cl_uint first, cl_uint n, const size_t *sizes,
-                                const void *const *vals) {
+int clf__attn_fused_variant(const clf_context *ctx, size_t dh, size_t lq, char *buf, size_t len) {
+  const attn_tiles t = attn_tiles_for(ctx, dh, lq);
+  if (t.ok) attn_variant_name(dh, &t, buf, len);
+  return t.ok;
+}
+
+/* ---- kernel arguments, each list in the order of its kernel's signature
+ * in kernels/attention.cl (the one place that order is written here) ---- */
+
+typedef struct attn_karg {
+  size_t size;
+  const void *val;
+} attn_karg;
+#define KARG(x) {sizeof(x), &(x)}
+
+/* Sets a kernel's arguments 0, 1, ... from `args`. */
+static clf_status attn_set_args(clf_context *ctx, clf__kernel *kr, const attn_karg *args, cl_uint n) {
   for (cl_uint i = 0; i < n; i++) {
-    cl_int err = clSetKernelArg(kr->kernel, first + i, sizes[i], vals[i]);
+    cl_int err = clSetKernelArg(kr->kernel, i, args[i].size, args[i].val);
     if (err != CL_SUCCESS) {
       char what[160];
-      snprintf(what, sizeof(what), "%s, arg %u", kr->name, (unsigned)(first + i));
+      snprintf(what, sizeof(what), "%s, arg %u", kr->name, (unsigned)i);
       return clf__fail_cl(ctx, err, "clSetKernelArg", what);
     }
   }
   return CLF_OK;
 }
 
-/* Sets the mask arguments that both kernels take, from `first` on: pad,
- * pad_off, pad_kind, bias, bias_off, has_bias, n_win, bias_bstride,
- * bias_hstride.  An absent tensor passes q's buffer, never read. */
-static clf_status attn_set_mask_args(clf_context *ctx, clf__kernel *kr, cl_uint first, const attn_args *a) {
-  cl_mem pad_buf = a->pad ? a->pad->buf : a->q->buf;
-  cl_mem bias_buf = a->bias ? a->bias->buf : a->q->buf;
-  cl_uint bias_off = a->bias ? (cl_uint)a->bias->offset : 0;
-  cl_int has_bias = a->bias != NULL;
-  const void *const vals[] = {&pad_buf, &a->pad_off, &a->pad_kind, &bias_buf, &bias_off,
-                              &has_bias, &a->n_win, &a->bias_bstride, &a->bias_hstride};
-  const size_t sizes[] = {sizeof(cl_mem), sizeof(cl_uint), sizeof(cl_int), sizeof(cl_mem), sizeof(cl_uint),
-                          sizeof(cl_int), sizeof(cl_uint), sizeof(cl_uint), sizeof(cl_uint)};
-  return attn_set_list(ctx, kr, first, (cl_uint)CLF__ARRAY_LEN(vals), sizes, vals);
+/* The mask arguments that attn_softmax and attn_fused share, in signature
+ * order.  An absent tensor passes q's buffer, never read. */
+typedef struct attn_mask_kargs {
+  cl_mem pad;
+  cl_uint pad_off;
+  cl_int pad_kind;
+  cl_mem bias;
+  cl_uint bias_off;
+  cl_int has_bias;
+  cl_uint n_win, bias_bstride, bias_hstride;
+} attn_mask_kargs;
+#define MASK_KARGS(m)                                                                                          \
+  KARG((m).pad), KARG((m).pad_off), KARG((m).pad_kind), KARG((m).bias), KARG((m).bias_off), KARG((m).has_bias), \
+      KARG((m).n_win), KARG((m).bias_bstride), KARG((m).bias_hstride)
+
+static attn_mask_kargs attn_mask_of(const attn_args *a) {
+  attn_mask_kargs m = {a->pad ? a->pad->buf : a->q->buf,
+                       a->pad_off,
+                       a->pad_kind,
+                       a->bias ? a->bias->buf : a->q->buf,
+                       a->bias ? (cl_uint)a->bias->offset : 0u,
+                       a->bias != NULL,
+                       a->n_win,
+                       a->bias_bstride,
+                       a->bias_hstride};
+  return m;
 }
 
-/* The fused kernel for a's head dim, or *kr NULL (with CLF_OK) when it does
- * not apply on this device; *why says why. */
-static clf_status attn_fused_kernel(clf_context *ctx, const attn_args *a, clf__kernel **kr, unsigned *bq,
+/* attn_fused(q, q_off, k, k_off, v, v_off, <mask>, out, out_off, out_h,
+ * out_i, n_bh, H, Lq, Lk, Lcap, causal, scale). */
+static clf_status attn_fused_set_args(clf_context *ctx, clf__kernel *kr, const attn_args *a) {
+  const attn_mask_kargs m = attn_mask_of(a);
+  const cl_uint q_off = (cl_uint)a->q->offset, k_off = (cl_uint)a->k->offset, v_off = (cl_uint)a->v->offset;
+  const cl_uint out_off = (cl_uint)a->out->offset;
+  const cl_uint out_h = (cl_uint)(a->merged ? a->Dh : a->Lq * a->Dh);
+  const cl_uint out_i = (cl_uint)(a->merged ? a->H * a->Dh : a->Dh);
+  const cl_uint n_bh = (cl_uint)(a->B * a->H), H = (cl_uint)a->H, Lq = (cl_uint)a->Lq, Lk = (cl_uint)a->Lk;
+  const cl_uint Lcap = (cl_uint)a->Lcap;
+  const cl_int causal = a->causal;
+  const float scale = a->scale;
+  const attn_karg args[] = {KARG(a->q->buf), KARG(q_off),   KARG(a->k->buf), KARG(k_off), KARG(a->v->buf),
+                            KARG(v_off),     MASK_KARGS(m), KARG(a->out->buf), KARG(out_off), KARG(out_h),
+                            KARG(out_i),     KARG(n_bh),    KARG(H),         KARG(Lq),    KARG(Lk),
+                            KARG(Lcap),      KARG(causal),  KARG(scale)};
+  return attn_set_args(ctx, kr, args, (cl_uint)CLF__ARRAY_LEN(args));
+}
+
+/* attn_softmax(s, s_off, <mask>, n_rows, H, Lq, Lk, causal) on the scores
+ * s (at offset 0). */
+static clf_status attn_softmax_set_args(clf_context *ctx, clf__kernel *kr, const attn_args *a, cl_mem s) {
+  const attn_mask_kargs m = attn_mask_of(a);
+  const cl_uint s_off = 0, n_rows = (cl_uint)(a->B * a->H * a->Lq), H = (cl_uint)a->H, Lq = (cl_uint)a->Lq;
+  const cl_uint Lk = (cl_uint)a->Lk;
+  const cl_int causal = a->causal;
+  const attn_karg args[] = {KARG(s),  KARG(s_off), MASK_KARGS(m), KARG(n_rows), KARG(H),
+                            KARG(Lq), KARG(Lk),    KARG(causal)};
+  return attn_set_args(ctx, kr, args, (cl_uint)CLF__ARRAY_LEN(args));
+}
+
+/* attn_merge(x, x_off, y, y_off, H, Lq, Dh, n): [B, H, Lq, Dh] at x_off of
+ * x into a's merged out. */
+static clf_status attn_merge_set_args(clf_context *ctx, clf__kernel *kr, const attn_args *a, cl_mem x, size_t x_at,
+                                      size_t n_out) {
+  const cl_uint x_off = (cl_uint)x_at, y_off = (cl_uint)a->out->offset, H = (cl_uint)a->H, Lq = (cl_uint)a->Lq;
+  const cl_uint Dh = (cl_uint)a->Dh, n = (cl_uint)n_out;
+  const attn_karg args[] = {KARG(x), KARG(x_off), KARG(a->out->buf), KARG(y_off),
+                            KARG(H), KARG(Lq),    KARG(Dh),          KARG(n)};
+  return attn_set_args(ctx, kr, args, (cl_uint)CLF__ARRAY_LEN(args));
+}
+
+/* ---- the two paths ---- */
+
+/* The fused kernel for a's head dim and tiles t, or *kr NULL (with CLF_OK)
+ * when it does not apply on this device; *why says why. */
+static clf_status attn_fused_kernel(clf_context *ctx, const attn_args *a, const attn_tiles *t, clf__kernel **kr,
                                     const char **why) {
-  unsigned bk;
   *kr = NULL;
   if (a->Dh > ATT_MAX_HEAD_DIM) {
     *why = "the head dim exceeds 256";
     return CLF_OK;
   }
-  if (!attn_fused_tiles(ctx, a->Dh, a->Lq, bq, &bk)) {
+  if (!t->ok) {
     *why = "the device has too little local memory";
     return CLF_OK;
   }
   char opts[96];
-  snprintf(opts, sizeof(opts), "-DHEAD_DIM=%zu -DATT_BQ=%u -DATT_BK=%u", a->Dh, *bq, bk);
+  snprintf(opts, sizeof(opts), "-DHEAD_DIM=%zu -DATT_BQ=%u -DATT_BK=%u", a->Dh, t->bq, t->bk);
   clf__kernel *k;
   clf_status st = clf__get_kernel(ctx, "attention", opts, "attn_fused", &k);
   if (st != CLF_OK) return st;
@@ -126,37 +202,24 @@ static clf_status attn_fused_kernel(clf_context *ctx, const attn_args *a, clf__k
   return CLF_OK;
 }
 
-static clf_status attn_run_fused(clf_context *ctx, const attn_args *a, clf__kernel *kr, unsigned bq,
+static clf_status attn_run_fused(clf_context *ctx, const attn_args *a, clf__kernel *kr, const attn_tiles *t,
                                  cl_event *event) {
-  cl_uint out_h = (cl_uint)(a->merged ? a->Dh : a->Lq * a->Dh);
-  cl_uint out_i = (cl_uint)(a->merged ? a->H * a->Dh : a->Dh);
-  cl_uint n_bh = (cl_uint)(a->B * a->H), H = (cl_uint)a->H, Lq = (cl_uint)a->Lq, Lk = (cl_uint)a->Lk;
-  cl_uint Lcap = (cl_uint)a->Lcap;
-  cl_int causal = a->causal;
-  float scale = a->scale;
-  clf_status st = clf__set_args(ctx, kr, 6, CLF__TARG(a->q), CLF__TARG(a->k), CLF__TARG(a->v));
+  clf_status st = attn_fused_set_args(ctx, kr, a);
   if (st != CLF_OK) return st;
-  if ((st = attn_set_mask_args(ctx, kr, 6, a)) != CLF_OK) return st;
-  /* Arguments 15.. follow the mask ones. */
-  cl_uint out_off = (cl_uint)a->out->offset;
-  const void *const vals[] = {&a->out->buf, &out_off, &out_h, &out_i, &n_bh, &H, &Lq, &Lk, &Lcap, &causal, &scale};
-  const size_t sizes[] = {sizeof(cl_mem), sizeof(cl_uint), sizeof(cl_uint), sizeof(cl_uint), sizeof(cl_uint),
-                          sizeof(cl_uint), sizeof(cl_uint), sizeof(cl_uint), sizeof(cl_uint), sizeof(cl_int),
-                          sizeof(float)};
-  if ((st = attn_set_list(ctx, kr, 15, (cl_uint)CLF__ARRAY_LEN(vals), sizes, vals)) != CLF_OK) return st;
-  const size_t global[2] = {(a->Lq + bq - 1) / bq * ATT_FUSED_WG, a->B * a->H};
+  const size_t global[2] = {(a->Lq + t->bq - 1) / t->bq * ATT_FUSED_WG, a->B * a->H};
   const size_t local[2] = {ATT_FUSED_WG, 1};
   return clf__launch(ctx, kr, 2, global, local, event);
 }
 
 static clf_status attn_run_gemm(clf_context *ctx, const attn_args *a, cl_event *event) {
-  const size_t BH = a->B * a->H, nS = BH * a->Lq * a->Lk;
+  const size_t BH = a->B * a->H;
+  size_t nS = 0;
   /* Merged output: the heads of one batch index are Dh apart with row
    * stride H*Dh, which one strided batch covers only when B == 1 or Lq == 1;
    * otherwise P V goes to scratch (after the scores) and attn_merge moves it. */
   const int direct = !a->merged || a->B == 1 || a->Lq == 1;
   const size_t nO = direct ? 0 : BH * a->Lq * a->Dh;
-  if ((nS + nO) > UINT_MAX)
+  if (!clf__mul_ok(BH * a->Lq, a->Lk, &nS) || !clf__fits_u32(nS, nO))
     return clf__fail(ctx, CLF_E_UNSUPPORTED,
                      "clf_attention: the GEMM path's %zu x %zu x %zu score buffer exceeds 2^32 elements", BH,
                      a->Lq, a->Lk);
@@ -174,14 +237,7 @@ static clf_status attn_run_gemm(clf_context *ctx, const attn_args *a, cl_event *
                   a->k->buf, a->k->offset, a->Dh, a->Lcap * a->Dh, 0.0f, s, 0, a->Lk, a->Lq * a->Lk, BH, NULL);
   if (st != CLF_OK) return st;
 
-  cl_uint zero = 0, n_rows = (cl_uint)(BH * a->Lq), H = (cl_uint)a->H, Lq = (cl_uint)a->Lq;
-  cl_uint Lk = (cl_uint)a->Lk;
-  cl_int causal = a->causal;
-  if ((st = clf__set_args(ctx, ks, 2, CLF__ARG(s), CLF__ARG(zero))) != CLF_OK) return st;
-  if ((st = attn_set_mask_args(ctx, ks, 2, a)) != CLF_OK) return st;
-  const void *const vals[] = {&n_rows, &H, &Lq, &Lk, &causal};
-  const size_t sizes[] = {sizeof(cl_uint), sizeof(cl_uint), sizeof(cl_uint), sizeof(cl_uint), sizeof(cl_int)};
-  if ((st = attn_set_list(ctx, ks, 11, (cl_uint)CLF__ARRAY_LEN(vals), sizes, vals)) != CLF_OK) return st;
+  if ((st = attn_softmax_set_args(ctx, ks, a, s)) != CLF_OK) return st;
   /* One work-group per row; wider groups for long rows. */
   size_t local = clf__wg_1d(ctx, ks, a->Lk >= 1024 ? 256 : a->Lk >= 256 ? 128 : 64);
   size_t global = BH * a->Lq * local;
@@ -201,10 +257,7 @@ static clf_status attn_run_gemm(clf_context *ctx, const attn_args *a, cl_event *
                   a->Lcap * a->Dh, 0.0f, c, c_off, ldc, stride_c, BH, direct ? event : NULL);
   if (st != CLF_OK || direct) return st;
 
-  cl_uint x_off = (cl_uint)nS, Dh = (cl_uint)a->Dh, n = (cl_uint)nO;
-  st = clf__set_args(ctx, km, 8, CLF__ARG(s), CLF__ARG(x_off), CLF__TARG(a->out), CLF__ARG(H), CLF__ARG(Lq),
-                     CLF__ARG(Dh), CLF__ARG(n));
-  if (st != CLF_OK) return st;
+  if ((st = attn_merge_set_args(ctx, km, a, s, nS, nO)) != CLF_OK) return st;
   size_t mlocal = clf__wg_1d(ctx, km, 256), mglobal = nO;
   return clf__launch(ctx, km, 1, &mglobal, &mlocal, event);
 }
@@ -231,8 +284,11 @@ static clf_status attn_check_mask(clf_context *ctx, const char *op, const clf_at
     if (p->shape[0] != a->B || p->shape[1] != a->Lk)
       return clf__fail(ctx, CLF_E_SHAPE, "%s: mask->key_padding has shape %s, expected [B, kv_len] = [%zu, %zu]",
                        op, clf__shape_str(p, sb, sizeof(sb)), a->B, a->Lk);
-    size_t words = p->dtype == CLF_I64 ? 2 : 1;
-    if (p->offset * words + clf_tensor_numel(p) * words > UINT_MAX)
+    /* The kernel reads i64 as pairs of 32-bit words. */
+    const size_t words = p->dtype == CLF_I64 ? 2 : 1;
+    size_t off_w, n_w;
+    if (!clf__mul_ok(p->offset, words, &off_w) || !clf__mul_ok(clf_tensor_numel(p), words, &n_w) ||
+        !clf__fits_u32(off_w, n_w))
       return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: mask->key_padding is too large for 32-bit indexing", op);
     a->pad = p;
     a->pad_kind = p->dtype == CLF_I32 ? 1 : p->dtype == CLF_I64 ? 2 : 3;
@@ -247,8 +303,7 @@ static clf_status attn_check_mask(clf_context *ctx, const char *op, const clf_at
                        "%s: mask->bias has shape %s, expected [nW, %zu or 1, %zu, %zu] (H, Lq, kv_len) "
                        "with nW dividing B = %zu",
                        op, clf__shape_str(bs, sb, sizeof(sb)), a->H, a->Lq, a->Lk, a->B);
-    if (!attn_fits_u32(bs))
-      return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: mask->bias is too large for 32-bit indexing", op);
+    if ((st = clf__check_fits_u32(ctx, op, "mask->bias", bs)) != CLF_OK) return st;
     a->bias = bs;
     a->n_win = (cl_uint)nw;
     a->bias_bstride = (cl_uint)(hb * a->Lq * a->Lk);
@@ -257,50 +312,82 @@ static clf_status attn_check_mask(clf_context *ctx, const char *op, const clf_at
   return CLF_OK;
 }
 
+/* Checks q, k, v, kv_len and out and fills a's sizes and tensors. */
+static clf_status attn_check_qkv(clf_context *ctx, const char *op, const clf_tensor *q, const clf_tensor *k,
+                                 const clf_tensor *v, size_t kv_len, clf_tensor *out, attn_args *a) {
+  clf_status st;
+  char sb[96];
+  if ((st = clf__check_tensor(ctx, op, "q", q, CLF_F32, 4, 4)) != CLF_OK) return st;
+  a->q = q;
+  a->B = q->shape[0];
+  a->H = q->shape[1];
+  a->Lq = q->shape[2];
+  a->Dh = q->shape[3];
+  if ((st = clf__check_tensor(ctx, op, "k", k, CLF_F32, 4, 4)) != CLF_OK) return st;
+  if ((st = clf__check_dim(ctx, op, "k", k, 0, a->B)) != CLF_OK) return st;
+  if ((st = clf__check_dim(ctx, op, "k", k, 1, a->H)) != CLF_OK) return st;
+  if ((st = clf__check_dim(ctx, op, "k", k, 3, a->Dh)) != CLF_OK) return st;
+  if ((st = clf__check_tensor(ctx, op, "v", v, CLF_F32, 4, 4)) != CLF_OK) return st;
+  if ((st = clf__check_same_shape(ctx, op, "k", k, "v", v)) != CLF_OK) return st;
+  a->k = k;
+  a->v = v;
+  a->Lcap = k->shape[2];
+  if (kv_len > a->Lcap)
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: kv_len %zu exceeds the %zu rows of k %s", op, kv_len, a->Lcap,
+                     clf__shape_str(k, sb, sizeof(sb)));
+  a->Lk = kv_len ? kv_len : a->Lcap;
+  if ((st = clf__check_tensor(ctx, op, "out", out, CLF_F32, 3, 4)) != CLF_OK) return st;
+  a->out = out;
+  a->merged = out->ndim == 3;
+  if (a->merged ? (out->shape[0] != a->B || out->shape[1] != a->Lq || out->shape[2] != a->H * a->Dh)
+                : (out->shape[0] != a->B || out->shape[1] != a->H || out->shape[2] != a->Lq || out->shape[3] != a->Dh))
+    return clf__fail(ctx, CLF_E_SHAPE, "%s: out has shape %s, expected [%zu, %zu, %zu, %zu] or [%zu, %zu, %zu]", op,
+                     clf__shape_str(out, sb, sizeof(sb)), a->B, a->H, a->Lq, a->Dh, a->B, a->Lq, a->H * a->Dh);
+  return CLF_OK;
+}
+
+/* The kernels index with uints, and Lq and Lk must fit an int. */
+static clf_status attn_check_sizes(clf_context *ctx, const char *op, const attn_args *a) {
+  clf_status st;
+  if ((st = clf__check_fits_u32(ctx, op, "q", a->q)) != CLF_OK || (st = clf__check_fits_u32(ctx, op, "k", a->k)) != CLF_OK ||
+      (st = clf__check_fits_u32(ctx, op, "v", a->v)) != CLF_OK ||
+      (st = clf__check_fits_u32(ctx, op, "out", a->out)) != CLF_OK)
+    return st;
+  if (a->Lq > INT_MAX || a->Lk > INT_MAX)
+    return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: Lq %zu or kv_len %zu exceeds 2^31 - 1", op, a->Lq, a->Lk);
+  return CLF_OK;
+}
+
+/* Whether to run the fused kernel (*use_fused) for `impl`: the fused kernel
+ * and the GEMM path stand in for each other where one failed
+ * self-validation. */
+static clf_status attn_choose(clf_context *ctx, const char *op, const attn_args *a, const attn_tiles *t,
+                              clf_attention_impl impl, int *use_fused) {
+  static const char gemm_v[] = "attention.gemm";
+  char fused_v[96];
+  int pref;
+  clf_status st;
+  *use_fused = impl != CLF_ATTN_GEMM;
+  if (!t->ok) return clf__variant_pick(ctx, op, gemm_v, NULL, &pref);
+  attn_variant_name(a->Dh, t, fused_v, sizeof(fused_v));
+  st = clf__variant_pick(ctx, op, *use_fused ? fused_v : gemm_v, *use_fused ? gemm_v : fused_v, &pref);
+  if (st == CLF_OK) *use_fused = pref == *use_fused;
+  return st;
+}
+
 clf_status clf_attention(clf_context *ctx, const clf_tensor *q, const clf_tensor *k, const clf_tensor *v,
                          size_t kv_len, const clf_attention_mask *mask, float scale, clf_attention_impl impl,
                          clf_tensor *out, cl_event *event) {
   static const char op[] = "clf_attention";
   clf_status st;
-  char sb[96];
-  attn_args a;
+  attn_args a = {0};
   if ((st = clf__check_ctx(ctx, op)) != CLF_OK) return st;
-  if ((st = clf__check_tensor(ctx, op, "q", q, CLF_F32, 4, 4)) != CLF_OK) return st;
-  a.q = q;
-  a.B = q->shape[0];
-  a.H = q->shape[1];
-  a.Lq = q->shape[2];
-  a.Dh = q->shape[3];
-  if ((st = clf__check_tensor(ctx, op, "k", k, CLF_F32, 4, 4)) != CLF_OK) return st;
-  if ((st = clf__check_dim(ctx, op, "k", k, 0, a.B)) != CLF_OK) return st;
-  if ((st = clf__check_dim(ctx, op, "k", k, 1, a.H)) != CLF_OK) return st;
-  if ((st = clf__check_dim(ctx, op, "k", k, 3, a.Dh)) != CLF_OK) return st;
-  if ((st = clf__check_tensor(ctx, op, "v", v, CLF_F32, 4, 4)) != CLF_OK) return st;
-  if ((st = clf__check_same_shape(ctx, op, "k", k, "v", v)) != CLF_OK) return st;
-  a.k = k;
-  a.v = v;
-  a.Lcap = k->shape[2];
-  if (kv_len > a.Lcap)
-    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: kv_len %zu exceeds the %zu rows of k %s", op, kv_len, a.Lcap,
-                     clf__shape_str(k, sb, sizeof(sb)));
-  a.Lk = kv_len ? kv_len : a.Lcap;
-  if ((st = clf__check_tensor(ctx, op, "out", out, CLF_F32, 3, 4)) != CLF_OK) return st;
-  a.out = out;
-  a.merged = out->ndim == 3;
-  if (a.merged ? (out->shape[0] != a.B || out->shape[1] != a.Lq || out->shape[2] != a.H * a.Dh)
-               : (out->shape[0] != a.B || out->shape[1] != a.H || out->shape[2] != a.Lq || out->shape[3] != a.Dh))
-    return clf__fail(ctx, CLF_E_SHAPE, "%s: out has shape %s, expected [%zu, %zu, %zu, %zu] or [%zu, %zu, %zu]", op,
-                     clf__shape_str(out, sb, sizeof(sb)), a.B, a.H, a.Lq, a.Dh, a.B, a.Lq, a.H * a.Dh);
+  if ((st = attn_check_qkv(ctx, op, q, k, v, kv_len, out, &a)) != CLF_OK) return st;
   if ((st = attn_check_mask(ctx, op, mask, &a)) != CLF_OK) return st;
   if (impl != CLF_ATTN_AUTO && impl != CLF_ATTN_FUSED && impl != CLF_ATTN_GEMM)
     return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: impl %d is not a clf_attention_impl", op, (int)impl);
   if (!isfinite(scale)) return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: scale is %g, must be finite", op, (double)scale);
-  if (!attn_fits_u32(q) || !attn_fits_u32(k) || !attn_fits_u32(v) || !attn_fits_u32(out) || a.Lq > INT_MAX ||
-      a.Lk > INT_MAX) {
-    char sk[96];
-    return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: q %s, k %s or out is too large for 32-bit indexing", op,
-                     clf__shape_str(q, sb, sizeof(sb)), clf__shape_str(k, sk, sizeof(sk)));
-  }
+  if ((st = attn_check_sizes(ctx, op, &a)) != CLF_OK) return st;
   a.scale = scale;
 
   if (clf_tensor_numel(out) == 0) {
@@ -312,25 +399,14 @@ clf_status clf_attention(clf_context *ctx, const clf_tensor *q, const clf_tensor
     return CLF_OK;
   }
 
-  /* The fused kernel and the GEMM path stand in for each other where one
-   * failed self-validation. */
-  static const char gemm_v[] = "attention.gemm";
-  char fused_v[96];
-  int use_fused = impl != CLF_ATTN_GEMM, pref;
-  if (clf__attn_fused_variant(ctx, a.Dh, a.Lq, fused_v, sizeof(fused_v))) {
-    st = clf__variant_pick(ctx, op, use_fused ? fused_v : gemm_v, use_fused ? gemm_v : fused_v, &pref);
-    if (st != CLF_OK) return st;
-    use_fused = pref == use_fused;
-  } else if ((st = clf__variant_pick(ctx, op, gemm_v, NULL, &pref)) != CLF_OK) {
-    return st;
-  }
-
+  const attn_tiles tiles = attn_tiles_for(ctx, a.Dh, a.Lq);
+  int use_fused;
+  if ((st = attn_choose(ctx, op, &a, &tiles, impl, &use_fused)) != CLF_OK) return st;
   if (use_fused) {
     clf__kernel *kr;
-    unsigned bq = 0;
     const char *why = "";
-    if ((st = attn_fused_kernel(ctx, &a, &kr, &bq, &why)) != CLF_OK) return st;
-    if (kr) return attn_run_fused(ctx, &a, kr, bq, event);
+    if ((st = attn_fused_kernel(ctx, &a, &tiles, &kr, &why)) != CLF_OK) return st;
+    if (kr) return attn_run_fused(ctx, &a, kr, &tiles, event);
     if (impl == CLF_ATTN_FUSED)
       return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: the fused kernel does not apply to head dim %zu: %s", op, a.Dh,
                        why);

@@ -27,15 +27,6 @@ static clf_status launch_rows(clf_context *ctx, clf__kernel *k, size_t D, size_t
   return clf__launch(ctx, k, 3, global, local, event);
 }
 
-/* Kernel arguments are uint: a tensor's elements (with its offset) must fit. */
-static clf_status check_fits_u32(clf_context *ctx, const char *op, const char *arg, const clf_tensor *t) {
-  if (t->offset + clf_tensor_numel(t) > UINT32_MAX) {
-    char b[96];
-    return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: %s %s at offset %zu exceeds 2^32 - 1 elements", op, arg,
-                     clf__shape_str(t, b, sizeof(b)), t->offset);
-  }
-  return CLF_OK;
-}
 
 static clf_status check_ids(clf_context *ctx, const char *op, const clf_tensor *ids, int min_ndim,
                             int max_ndim) {
@@ -43,7 +34,7 @@ static clf_status check_ids(clf_context *ctx, const char *op, const clf_tensor *
   if (st != CLF_OK) return st;
   if (ids->dtype != CLF_I32 && ids->dtype != CLF_I64)
     return clf__fail(ctx, CLF_E_DTYPE, "%s: ids is %s, expected i32 or i64", op, clf_dtype_name(ids->dtype));
-  return check_fits_u32(ctx, op, "ids", ids);
+  return clf__check_fits_u32(ctx, op, "ids", ids);
 }
 
 /* The shared gather: out[b, y_row0 + k, :] = (accumulate ? out : 0) +
@@ -85,8 +76,8 @@ clf_status clf_embedding(clf_context *ctx, const clf_tensor *table, const clf_te
                      clf__shape_str(out, so, sizeof(so)), clf__shape_str(ids, si, sizeof(si)), D,
                      clf__shape_str(table, st_, sizeof(st_)));
   }
-  if ((st = check_fits_u32(ctx, op, "table", table)) != CLF_OK) return st;
-  if ((st = check_fits_u32(ctx, op, "out", out)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "table", table)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "out", out)) != CLF_OK) return st;
   const size_t N = clf_tensor_numel(ids);
   return clf__embed_gather(ctx, table, 0, 0, V, ids, 1, N, D, scale, accumulate, out, 0, 0, event);
 }
@@ -97,7 +88,7 @@ static clf_status check_positions_out(clf_context *ctx, const char *op, const cl
                                       size_t *B) {
   clf_status st = clf__check_tensor(ctx, op, "out", out, CLF_F32, 2, 3);
   if (st != CLF_OK) return st;
-  if ((st = check_fits_u32(ctx, op, "out", out)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "out", out)) != CLF_OK) return st;
   *L = out->shape[out->ndim - 2];
   *B = out->ndim == 3 ? out->shape[0] : 1;
   return CLF_OK;
@@ -109,7 +100,7 @@ clf_status clf_position_embedding(clf_context *ctx, const clf_tensor *table, siz
   clf_status st;
   if ((st = clf__check_ctx(ctx, op)) != CLF_OK) return st;
   if ((st = clf__check_tensor(ctx, op, "table", table, CLF_F32, 2, 2)) != CLF_OK) return st;
-  if ((st = check_fits_u32(ctx, op, "table", table)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "table", table)) != CLF_OK) return st;
   size_t L, B;
   if ((st = check_positions_out(ctx, op, out, &L, &B)) != CLF_OK) return st;
   const size_t P = table->shape[0], D = table->shape[1];

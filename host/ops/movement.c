@@ -12,15 +12,6 @@ static const char *elem_options(size_t elem_size) {
   return elem_size == 2 ? "-DCLF_ELEM=ushort" : elem_size == 8 ? "-DCLF_ELEM=ulong" : "-DCLF_ELEM=uint";
 }
 
-/* Kernel arguments are uint: a tensor's elements (with its offset) must fit. */
-static clf_status check_fits_u32(clf_context *ctx, const char *op, const char *arg, const clf_tensor *t) {
-  if (t->offset + clf_tensor_numel(t) > UINT32_MAX) {
-    char b[96];
-    return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: %s %s at offset %zu exceeds 2^32 - 1 elements", op, arg,
-                     clf__shape_str(t, b, sizeof(b)), t->offset);
-  }
-  return CLF_OK;
-}
 
 /* Outer dims as kernel arguments (<= 5, innermost first): sizes, division
  * magic (see clf_udiv in movement.cl) and strides in x and y.  Unused dims
@@ -126,8 +117,10 @@ static clf_status launch_tiled(clf_context *ctx, const clf_tensor *x, clf_tensor
   return clf__launch(ctx, k, 3, global, local, event);
 }
 
-clf_status clf_permute(clf_context *ctx, const clf_tensor *x, const int *perm, clf_tensor *y, cl_event *event) {
-  static const char op[] = "clf_permute";
+/* Checks clf_permute's arguments: perm a permutation of x's dims and y of
+ * the permuted shape, both addressable with 32-bit indices. */
+static clf_status permute_check(clf_context *ctx, const char *op, const clf_tensor *x, const int *perm,
+                                const clf_tensor *y) {
   clf_status st;
   if ((st = clf__check_ctx(ctx, op)) != CLF_OK) return st;
   if ((st = clf__check_tensor(ctx, op, "x", x, -1, 1, CLF_MAX_DIMS)) != CLF_OK) return st;
@@ -147,79 +140,118 @@ clf_status clf_permute(clf_context *ctx, const clf_tensor *x, const int *perm, c
                        clf__shape_str(y, sy, sizeof(sy)), i, i, perm[i], clf__shape_str(x, sx, sizeof(sx)));
     }
   }
-  if ((st = check_fits_u32(ctx, op, "x", x)) != CLF_OK) return st;
-  if ((st = check_fits_u32(ctx, op, "y", y)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "x", x)) != CLF_OK) return st;
+  return clf__check_fits_u32(ctx, op, "y", y);
+}
 
-  /* Walk the output's dims, dropping size-1 dims and merging each dim into
-   * the previous one when the two are also adjacent in x: [B, L, H, Dh] ->
-   * [B, H, L, Dh] stays 4-D, a 2-D transpose of a reshaped tensor becomes 2-D. */
-  size_t xst[CLF_MAX_DIMS], size[CLF_MAX_DIMS], xstride[CLF_MAX_DIMS], ystride[CLF_MAX_DIMS];
+/* A permute reduced to its fewest dims: the output's dims with size-1 dims
+ * dropped, each merged into the previous one when the two are also
+ * adjacent in x.  [B, L, H, Dh] -> [B, H, L, Dh] stays 4-D, a 2-D transpose
+ * of a reshaped tensor becomes 2-D. */
+typedef struct permute_plan {
+  int m;                                   /* dims left (>= 1) */
+  size_t size[CLF_MAX_DIMS];               /* in y's order */
+  size_t xstride[CLF_MAX_DIMS], ystride[CLF_MAX_DIMS];
+  int identity;                            /* a plain copy */
+} permute_plan;
+
+static void permute_plan_of(const clf_tensor *x, const int *perm, permute_plan *p) {
+  const int n = x->ndim;
+  size_t xst[CLF_MAX_DIMS];
   xst[n - 1] = 1;
   for (int i = n - 2; i >= 0; i--) xst[i] = xst[i + 1] * x->shape[i + 1];
   int m = 0;
   for (int i = 0; i < n; i++) {
     const size_t s = x->shape[perm[i]], str = xst[perm[i]];
     if (s == 1) continue;
-    if (m > 0 && xstride[m - 1] == s * str) {
-      size[m - 1] *= s;
-      xstride[m - 1] = str;
+    if (m > 0 && p->xstride[m - 1] == s * str) {
+      p->size[m - 1] *= s;
+      p->xstride[m - 1] = str;
     } else {
-      size[m] = s;
-      xstride[m] = str;
+      p->size[m] = s;
+      p->xstride[m] = str;
       m++;
     }
   }
-  if (m == 0) { size[0] = 1; xstride[0] = 1; m = 1; }
-  ystride[m - 1] = 1;
-  for (int i = m - 2; i >= 0; i--) ystride[i] = ystride[i + 1] * size[i + 1];
+  if (m == 0) { p->size[0] = 1; p->xstride[0] = 1; m = 1; }
+  p->ystride[m - 1] = 1;
+  for (int i = m - 2; i >= 0; i--) p->ystride[i] = p->ystride[i + 1] * p->size[i + 1];
+  p->m = m;
+  p->identity = m == 1 && p->xstride[0] == 1;
+}
+
+/* The identity permute: one buffer copy, or nothing when y is x. */
+static clf_status permute_copy_whole(clf_context *ctx, const char *op, const clf_tensor *x, clf_tensor *y,
+                                     cl_event *event) {
   const size_t numel = clf_tensor_numel(x), es = clf_dtype_size(x->dtype);
-  const int identity = m == 1 && xstride[0] == 1;
-
-  if (tensors_overlap(x, y) && !(identity && x->offset == y->offset))
-    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: y overlaps x (same buffer); permute is not in place", op);
-
-  if (identity && numel > 0) {
-    if (x->buf == y->buf && x->offset == y->offset) { /* y is x: nothing to move */
-      cl_int err = event ? clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, event) : CL_SUCCESS;
-      return err == CL_SUCCESS ? CLF_OK : clf__fail_cl(ctx, err, "clEnqueueMarkerWithWaitList", op);
-    }
-    cl_int err = clEnqueueCopyBuffer(ctx->queue, x->buf, y->buf, x->offset * es, y->offset * es, numel * es, 0,
-                                     NULL, event);
-    return err == CL_SUCCESS ? CLF_OK : clf__fail_cl(ctx, err, "clEnqueueCopyBuffer", op);
+  if (x->buf == y->buf && x->offset == y->offset) { /* y is x: nothing to move */
+    cl_int err = event ? clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, event) : CL_SUCCESS;
+    return err == CL_SUCCESS ? CLF_OK : clf__fail_cl(ctx, err, "clEnqueueMarkerWithWaitList", op);
   }
-  const int X = m - 1;
-  if (xstride[X] != 1 && numel > 0) {
-    int Y = 0;
-    while (xstride[Y] != 1) Y++; /* x's innermost dim of size > 1 is in the list */
-    /* Tiles pay off on GPUs once both transposed dims fill a good part of a
-     * tile.  CPU devices have caches and no real local memory: there the
-     * strided copy is faster (2.2 vs 5.8 ms on PoCL for [8,197,12,64] ->
-     * [8,12,64,197]). */
-    if (size[X] >= 16 && size[Y] >= 16) {
-      static const char tiled_v[] = "movement.permute_tiled", copy_v[] = "movement.copy_strided";
-      const int cpu = ctx->caps.is_cpu != 0;
-      int pref; /* 0: self-validation failed the kernel the device prefers */
-      if ((st = clf__variant_pick(ctx, op, cpu ? copy_v : tiled_v, cpu ? tiled_v : copy_v, &pref)) != CLF_OK)
-        return st;
-      if (pref != cpu) {
-        st = launch_tiled(ctx, x, y, m, size, xstride, ystride, Y, event);
-        if (st != CLF_E_UNSUPPORTED) return st;
-      }
-    }
-  }
+  cl_int err =
+      clEnqueueCopyBuffer(ctx->queue, x->buf, y->buf, x->offset * es, y->offset * es, numel * es, 0, NULL, event);
+  return err == CL_SUCCESS ? CLF_OK : clf__fail_cl(ctx, err, "clEnqueueCopyBuffer", op);
+}
+
+/* Runs a transposing permute with the tiled kernel when it pays off and
+ * self-validation allows; *done 0 when the strided copy should run. */
+static clf_status permute_try_tiled(clf_context *ctx, const char *op, const clf_tensor *x, clf_tensor *y,
+                                    const permute_plan *p, cl_event *event, int *done) {
+  const int X = p->m - 1;
+  int Y = 0;
+  *done = 0;
+  while (p->xstride[Y] != 1) Y++; /* x's innermost dim of size > 1 is in the list */
+  /* Tiles pay off on GPUs once both transposed dims fill a good part of a
+   * tile.  CPU devices have caches and no real local memory: there the
+   * strided copy is faster (2.2 vs 5.8 ms on PoCL for [8,197,12,64] ->
+   * [8,12,64,197]). */
+  if (p->size[X] < 16 || p->size[Y] < 16) return CLF_OK;
+  static const char tiled_v[] = "movement.permute_tiled", copy_v[] = "movement.copy_strided";
+  const int cpu = ctx->caps.is_cpu != 0;
+  int pref; /* 0: self-validation failed the kernel the device prefers */
+  clf_status st = clf__variant_pick(ctx, op, cpu ? copy_v : tiled_v, cpu ? tiled_v : copy_v, &pref);
+  if (st != CLF_OK || pref == cpu) return st;
+  st = launch_tiled(ctx, x, y, p->m, p->size, p->xstride, p->ystride, Y, event);
+  if (st == CLF_E_UNSUPPORTED) return CLF_OK;
+  *done = 1;
+  return st;
+}
+
+/* Any permute with the strided copy kernel. */
+static clf_status permute_strided(clf_context *ctx, const clf_tensor *x, clf_tensor *y, const permute_plan *pp,
+                                  cl_event *event) {
+  const int m = pp->m, X = m - 1;
   copy_plan p;
   memset(&p, 0, sizeof(p));
   p.x_off = x->offset;
   p.y_off = y->offset;
-  p.n = size[X];
-  p.x_inner_stride = xstride[X];
+  p.n = pp->size[X];
+  p.x_inner_stride = pp->xstride[X];
   p.nd = m - 1;
   for (int i = 0; i < m - 1; i++) {
-    p.dims[i] = size[m - 2 - i];
-    p.xs[i] = xstride[m - 2 - i];
-    p.ys[i] = ystride[m - 2 - i];
+    p.dims[i] = pp->size[m - 2 - i];
+    p.xs[i] = pp->xstride[m - 2 - i];
+    p.ys[i] = pp->ystride[m - 2 - i];
   }
   return launch_copy(ctx, x, y, &p, event);
+}
+
+clf_status clf_permute(clf_context *ctx, const clf_tensor *x, const int *perm, clf_tensor *y, cl_event *event) {
+  static const char op[] = "clf_permute";
+  clf_status st = permute_check(ctx, op, x, perm, y);
+  if (st != CLF_OK) return st;
+  permute_plan p;
+  permute_plan_of(x, perm, &p);
+  const size_t numel = clf_tensor_numel(x);
+  if (tensors_overlap(x, y) && !(p.identity && x->offset == y->offset))
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: y overlaps x (same buffer); permute is not in place", op);
+  if (p.identity && numel > 0) return permute_copy_whole(ctx, op, x, y, event);
+  if (p.xstride[p.m - 1] != 1 && numel > 0) {
+    int done;
+    st = permute_try_tiled(ctx, op, x, y, &p, event, &done);
+    if (st != CLF_OK || done) return st;
+  }
+  return permute_strided(ctx, x, y, &p, event);
 }
 
 /* ---- heads ---- */
@@ -250,8 +282,8 @@ clf_status clf_split_heads(clf_context *ctx, const clf_tensor *x, size_t col_off
   if (dst_pos > Lcap - L)
     return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: dst_pos %zu + L %zu exceeds y's Lcap %zu (y %s)", op, dst_pos, L,
                      Lcap, sy);
-  if ((st = check_fits_u32(ctx, op, "x", x)) != CLF_OK) return st;
-  if ((st = check_fits_u32(ctx, op, "y", y)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "x", x)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "y", y)) != CLF_OK) return st;
 
   /* Rows in y's order (b, h, l), so consecutive rows write consecutive memory. */
   copy_plan p = {x->offset + col_offset, y->offset + dst_pos * Dh, Dh, 1, 3,
@@ -271,8 +303,8 @@ clf_status clf_merge_heads(clf_context *ctx, const clf_tensor *x, clf_tensor *y,
     return clf__fail(ctx, CLF_E_SHAPE, "%s: y has shape %s, expected [%zu, %zu, %zu] for x %s", op,
                      clf__shape_str(y, sy, sizeof(sy)), B, L, H * Dh, clf__shape_str(x, sx, sizeof(sx)));
   }
-  if ((st = check_fits_u32(ctx, op, "x", x)) != CLF_OK) return st;
-  if ((st = check_fits_u32(ctx, op, "y", y)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "x", x)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "y", y)) != CLF_OK) return st;
   /* Rows in y's order (b, l, h). */
   copy_plan p = {x->offset, y->offset, Dh, 1, 3,
                  {H, L, B}, {L * Dh, Dh, H * L * Dh}, {Dh, H * Dh, L * H * Dh}};
@@ -305,8 +337,8 @@ clf_status clf_copy_rows(clf_context *ctx, const clf_tensor *src, size_t src_row
   if (dst_row > Ld || n_rows > Ld - dst_row)
     return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: dst_row %zu + n_rows %zu exceeds the %zu rows of dst %s", op,
                      dst_row, n_rows, Ld, sd);
-  if ((st = check_fits_u32(ctx, op, "src", src)) != CLF_OK) return st;
-  if ((st = check_fits_u32(ctx, op, "dst", dst)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "src", src)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "dst", dst)) != CLF_OK) return st;
   copy_plan p = {src->offset + src_row * D, dst->offset + dst_row * D, D, 1, 2,
                  {n_rows, B}, {D, Bs == 1 ? 0 : Ls * D}, {D, Ld * D}};
   return launch_copy(ctx, src, dst, &p, event);
@@ -339,9 +371,9 @@ clf_status clf_gather_rows(clf_context *ctx, const clf_tensor *x, size_t src_row
                      K, Lo, so);
   if (src_row > Lx)
     return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: src_row %zu exceeds the %zu rows of x %s", op, src_row, Lx, sx);
-  if ((st = check_fits_u32(ctx, op, "x", x)) != CLF_OK) return st;
-  if ((st = check_fits_u32(ctx, op, "ids", ids)) != CLF_OK) return st;
-  if ((st = check_fits_u32(ctx, op, "out", out)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "x", x)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "ids", ids)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "out", out)) != CLF_OK) return st;
   /* ids index the rows [src_row, Lx) of x; others give zeros. */
   return clf__embed_gather(ctx, x, Lx * D, src_row, Lx - src_row, ids, B, K, D, 1.0f, 0, out, Lo * D, dst_row,
                            event);

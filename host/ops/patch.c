@@ -4,22 +4,14 @@
  */
 #include "ops.h"
 
+#include "base/checked.h"
+
 #include <limits.h>
 #include <stdio.h>
 
 /* Floats of local tile per patch work-group (PATCH_TILE in patch.cl). */
 #define PATCH_TILE 2048
 
-/* Kernels index with 32-bit uints: every tensor an op touches (with its
- * offset) must stay below 2^32 elements. */
-static clf_status fits_u32(clf_context *ctx, const char *op, const char *arg, const clf_tensor *t) {
-  if (t && t->offset + clf_tensor_numel(t) > (size_t)UINT_MAX) {
-    char b[96];
-    return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: %s has shape %s at offset %zu: more than 2^32 - 1 elements",
-                     op, arg, clf__shape_str(t, b, sizeof(b)), t->offset);
-  }
-  return CLF_OK;
-}
 
 /* Ops that read one tensor while writing another at other places cannot run
  * in place: refuse outputs that share memory with an input. */
@@ -61,7 +53,7 @@ static clf_status check_image(clf_context *ctx, const char *op, const char *arg,
     return clf__fail(ctx, CLF_E_SHAPE, "%s: %s has shape %s: H and W must be multiples of the patch %zu", op,
                      arg, clf__shape_str(img, b, sizeof(b)), patch);
   }
-  return fits_u32(ctx, op, arg, img);
+  return clf__check_fits_u32(ctx, op, arg, img);
 }
 
 /* Checks `t` is f32 [d0, d1, d2]. */
@@ -72,7 +64,7 @@ static clf_status check_3d(clf_context *ctx, const char *op, const char *arg, co
   if ((st = clf__check_dim(ctx, op, arg, t, 0, d0)) != CLF_OK) return st;
   if ((st = clf__check_dim(ctx, op, arg, t, 1, d1)) != CLF_OK) return st;
   if ((st = clf__check_dim(ctx, op, arg, t, 2, d2)) != CLF_OK) return st;
-  return fits_u32(ctx, op, arg, t);
+  return clf__check_fits_u32(ctx, op, arg, t);
 }
 
 /* Enqueues the patch gather (to_img 0) or scatter (to_img 1) between an
@@ -109,15 +101,23 @@ static clf_status check_order(clf_context *ctx, const char *op, clf_patch_order 
   return CLF_OK;
 }
 
-clf_status clf_patchify(clf_context *ctx, const clf_tensor *img, size_t patch, clf_patch_order order,
-                        clf_tensor *out, cl_event *event) {
-  static const char op[] = "clf_patchify";
+/* The checks patchify and unpatchify share: img [B, C, H, W] of whole
+ * patches, a valid order, and `arg` (t) its patches [B, N, C * patch^2]. */
+static clf_status check_patches_of(clf_context *ctx, const char *op, const clf_tensor *img, size_t patch,
+                                   clf_patch_order order, const char *arg, const clf_tensor *t) {
   clf_status st;
   if ((st = clf__check_ctx(ctx, op)) != CLF_OK) return st;
   if ((st = check_image(ctx, op, "img", img, patch)) != CLF_OK) return st;
   if ((st = check_order(ctx, op, order)) != CLF_OK) return st;
   const size_t B = img->shape[0], C = img->shape[1], N = (img->shape[2] / patch) * (img->shape[3] / patch);
-  if ((st = check_3d(ctx, op, "out", out, B, N, C * patch * patch)) != CLF_OK) return st;
+  return check_3d(ctx, op, arg, t, B, N, C * patch * patch);
+}
+
+clf_status clf_patchify(clf_context *ctx, const clf_tensor *img, size_t patch, clf_patch_order order,
+                        clf_tensor *out, cl_event *event) {
+  static const char op[] = "clf_patchify";
+  clf_status st;
+  if ((st = check_patches_of(ctx, op, img, patch, order, "out", out)) != CLF_OK) return st;
   if ((st = no_overlap(ctx, op, "img", img, "out", out)) != CLF_OK) return st;
   return patch_shuffle(ctx, img, patch, order, out->buf, out->offset, 0, event);
 }
@@ -126,11 +126,7 @@ clf_status clf_unpatchify(clf_context *ctx, const clf_tensor *x, size_t patch, c
                           clf_tensor *img, cl_event *event) {
   static const char op[] = "clf_unpatchify";
   clf_status st;
-  if ((st = clf__check_ctx(ctx, op)) != CLF_OK) return st;
-  if ((st = check_image(ctx, op, "img", img, patch)) != CLF_OK) return st;
-  if ((st = check_order(ctx, op, order)) != CLF_OK) return st;
-  const size_t B = img->shape[0], C = img->shape[1], N = (img->shape[2] / patch) * (img->shape[3] / patch);
-  if ((st = check_3d(ctx, op, "x", x, B, N, C * patch * patch)) != CLF_OK) return st;
+  if ((st = check_patches_of(ctx, op, img, patch, order, "x", x)) != CLF_OK) return st;
   if ((st = no_overlap(ctx, op, "x", x, "img", img)) != CLF_OK) return st;
   return patch_shuffle(ctx, img, patch, order, x->buf, x->offset, 1, event);
 }
@@ -163,7 +159,8 @@ clf_status clf_patch_embed(clf_context *ctx, const clf_tensor *img, const clf_te
   const size_t F = C * p * p, rows = B * N;
   if (F == 0 && !bias && rows && E) return clf_tensor_fill(ctx, out, 0.0, event); /* no channels: zeros */
   cl_mem patches = NULL;
-  if (rows * F > (size_t)UINT_MAX)
+  size_t n_patch;
+  if (!clf__mul_ok(rows, F, &n_patch) || !clf__fits_u32(0, n_patch))
     return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: %zu patches of %zu floats exceed 2^32 - 1 elements", op, rows, F);
   if (rows && F) {
     if ((st = clf__scratch(ctx, CLF__SCRATCH_PATCH, rows * F * sizeof(float), &patches)) != CLF_OK) return st;
@@ -198,10 +195,10 @@ clf_status clf_roll(clf_context *ctx, const clf_tensor *x, long shift_h, long sh
   clf_status st;
   if ((st = clf__check_ctx(ctx, op)) != CLF_OK) return st;
   if ((st = clf__check_tensor(ctx, op, "x", x, CLF_F32, 4, 4)) != CLF_OK) return st;
-  if ((st = fits_u32(ctx, op, "x", x)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "x", x)) != CLF_OK) return st;
   if ((st = clf__check_tensor(ctx, op, "y", y, CLF_F32, 4, 4)) != CLF_OK) return st;
   if ((st = clf__check_same_shape(ctx, op, "x", x, "y", y)) != CLF_OK) return st;
-  if ((st = fits_u32(ctx, op, "y", y)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "y", y)) != CLF_OK) return st;
   if ((st = no_overlap(ctx, op, "x", x, "y", y)) != CLF_OK) return st;
   const size_t B = x->shape[0], H = x->shape[1], W = x->shape[2], C = x->shape[3];
   clf__kernel *k;
@@ -220,7 +217,7 @@ static clf_status check_map(clf_context *ctx, const char *op, const char *arg, c
   clf_status st;
   if ((st = clf__check_tensor(ctx, op, arg, t, CLF_F32, 4, 4)) != CLF_OK) return st;
   if (window == 0) return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: window is 0", op);
-  return fits_u32(ctx, op, arg, t);
+  return clf__check_fits_u32(ctx, op, arg, t);
 }
 
 /* Shared by partition (to_windows 1) and reverse (0). */
@@ -304,13 +301,13 @@ clf_status clf_relative_position_bias(clf_context *ctx, const clf_tensor *table,
   if ((st = clf__check_tensor(ctx, op, "table", table, CLF_F32, 2, 2)) != CLF_OK) return st;
   const size_t side = 2 * window - 1, nh = table->shape[1], T = window * window;
   if ((st = clf__check_dim(ctx, op, "table", table, 0, side * side)) != CLF_OK) return st;
-  if ((st = fits_u32(ctx, op, "table", table)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "table", table)) != CLF_OK) return st;
   if ((st = clf__check_tensor(ctx, op, "out", out, CLF_F32, 4, 4)) != CLF_OK) return st;
   if ((st = clf__check_dim(ctx, op, "out", out, 0, 1)) != CLF_OK) return st;
   if ((st = clf__check_dim(ctx, op, "out", out, 1, nh)) != CLF_OK) return st;
   if ((st = clf__check_dim(ctx, op, "out", out, 2, T)) != CLF_OK) return st;
   if ((st = clf__check_dim(ctx, op, "out", out, 3, T)) != CLF_OK) return st;
-  if ((st = fits_u32(ctx, op, "out", out)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "out", out)) != CLF_OK) return st;
   if ((st = no_overlap(ctx, op, "table", table, "out", out)) != CLF_OK) return st;
   clf__kernel *k;
   if ((st = clf__get_kernel(ctx, "patch", NULL, "relative_position_bias", &k)) != CLF_OK) return st;
@@ -325,7 +322,7 @@ clf_status clf_patch_merge(clf_context *ctx, const clf_tensor *x, clf_tensor *ou
   clf_status st;
   if ((st = clf__check_ctx(ctx, op)) != CLF_OK) return st;
   if ((st = clf__check_tensor(ctx, op, "x", x, CLF_F32, 4, 4)) != CLF_OK) return st;
-  if ((st = fits_u32(ctx, op, "x", x)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "x", x)) != CLF_OK) return st;
   const size_t B = x->shape[0], H = x->shape[1], W = x->shape[2], C = x->shape[3];
   const size_t H2 = (H + 1) / 2, W2 = (W + 1) / 2;
   if ((st = check_3d(ctx, op, "out", out, B, H2 * W2, 4 * C)) != CLF_OK) return st;
@@ -357,7 +354,7 @@ static clf_status check_ids(clf_context *ctx, const char *op, const char *arg, c
     return clf__fail(ctx, CLF_E_DTYPE, "%s: %s is %s, expected i32 or i64", op, arg, clf_dtype_name(t->dtype));
   if ((st = clf__check_dim(ctx, op, arg, t, 0, d0)) != CLF_OK) return st;
   if ((st = clf__check_dim(ctx, op, arg, t, 1, d1)) != CLF_OK) return st;
-  return fits_u32(ctx, op, arg, t);
+  return clf__check_fits_u32(ctx, op, arg, t);
 }
 
 clf_status clf_mae_random_masking(clf_context *ctx, const clf_tensor *noise, size_t keep, clf_tensor *ids_keep,
@@ -366,7 +363,7 @@ clf_status clf_mae_random_masking(clf_context *ctx, const clf_tensor *noise, siz
   clf_status st;
   if ((st = clf__check_ctx(ctx, op)) != CLF_OK) return st;
   if ((st = clf__check_tensor(ctx, op, "noise", noise, CLF_F32, 2, 2)) != CLF_OK) return st;
-  if ((st = fits_u32(ctx, op, "noise", noise)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "noise", noise)) != CLF_OK) return st;
   const size_t B = noise->shape[0], L = noise->shape[1];
   if (keep > L) return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: keep is %zu but noise has only %zu patches per row",
                                  op, keep, L);
@@ -411,7 +408,7 @@ clf_status clf_mae_unshuffle(clf_context *ctx, const clf_tensor *x, size_t src_r
   char b1[96];
   if ((st = clf__check_ctx(ctx, op)) != CLF_OK) return st;
   if ((st = clf__check_tensor(ctx, op, "x", x, CLF_F32, 3, 3)) != CLF_OK) return st;
-  if ((st = fits_u32(ctx, op, "x", x)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "x", x)) != CLF_OK) return st;
   const size_t B = x->shape[0], Lx = x->shape[1], D = x->shape[2];
   if (src_row > Lx || keep > Lx - src_row)
     return clf__fail(ctx, CLF_E_SHAPE, "%s: x has shape %s: src_row %zu + keep %zu exceeds its %zu rows", op,
@@ -428,7 +425,7 @@ clf_status clf_mae_unshuffle(clf_context *ctx, const clf_tensor *x, size_t src_r
   if (dst_row > Lo || L > Lo - dst_row)
     return clf__fail(ctx, CLF_E_SHAPE, "%s: out has shape %s: dst_row %zu + L %zu exceeds its %zu rows", op,
                      clf__shape_str(out, b1, sizeof(b1)), dst_row, L, Lo);
-  if ((st = fits_u32(ctx, op, "out", out)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "out", out)) != CLF_OK) return st;
   if ((st = no_overlap(ctx, op, "x", x, "out", out)) != CLF_OK) return st;
   if ((st = no_overlap(ctx, op, "mask_token", mask_token, "out", out)) != CLF_OK) return st;
   if ((st = no_overlap(ctx, op, "ids_restore", ids_restore, "out", out)) != CLF_OK) return st;

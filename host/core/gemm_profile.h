@@ -1,0 +1,61 @@
+// gemm_profile.h - the per-device CLBlast GEMM profile (C++ only).
+//
+// What a profile is (parameters of Xgemm, XgemmDirect and GemmRoutine),
+// CLBlast's constraints on them, its text form, its file in the cache
+// directory, and setting it on CLBlast.  device/tune.cc searches with these;
+// contexts apply the stored profile through clf__gemm_profile_apply.
+#ifndef CLF_CORE_GEMM_PROFILE_H
+#define CLF_CORE_GEMM_PROFILE_H
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core.h"
+
+namespace clf_profile {
+
+using Params = std::map<std::string, size_t>;  // ordered: stable files and keys
+
+// The kernels a profile sets, in file order.
+enum { XGEMM, DIRECT, ROUTINE, NKERNELS };
+extern const char *const kKernel[NKERNELS];
+// GemmRoutine's switch: m*n*k below its cube runs XgemmDirect.
+constexpr const char *kSwitch = "XGEMM_MIN_INDIRECT_SIZE";
+constexpr size_t kAllDirect = size_t{1} << 20;  // (2^20)^3 exceeds any m*n*k
+
+struct Profile {
+  Params k[NKERNELS];
+  bool operator==(const Profile &o) const { return k[0] == o.k[0] && k[1] == o.k[1] && k[2] == o.k[2]; }
+};
+
+// CLBlast's own parameters of `dev`, saved before our first override; false
+// when CLBlast cannot report them.
+bool defaults_of(cl_device_id dev, Profile *out);
+// Sets all three kernels' parameters on CLBlast (process-wide); false with
+// CLBlast's status code in *code on failure.
+bool set_profile(cl_device_id dev, const Profile &p, int *code);
+
+// A parameter's value, 0 when absent.
+size_t get(const Params &p, const char *name);
+// Whether p satisfies the constraints of CLBlast's own tuner for kernel i
+// on a device with `caps`.
+bool valid_kernel(int i, const Params &p, const clf__device_caps &caps);
+// "A=1 B=2", and back over `base`: every name must be one of base's, and
+// with `complete` all of them must be given (CLBlast rejects partial sets).
+std::string params_text(const Params &p);
+bool parse_params(const std::string &text, const Params &base, bool complete, Params *out, std::string *why);
+
+// <cache>/clblast/<key>.profile of ctx's device, or "" when the disk cache
+// is off.
+std::string profile_path(const clf_context *ctx);
+// Writes a profile atomically (temp file + rename); false on I/O errors.
+bool write_profile(const clf_context *ctx, const std::string &path, const Profile &p,
+                   const std::vector<clf_gemm_shape> &shapes, double default_ms, double tuned_ms);
+// Applies the stored profile of ctx's device or restores CLBlast's own
+// parameters, and logs what it did.  May throw std::bad_alloc.
+void apply(clf_context *ctx);
+
+}  // namespace clf_profile
+
+#endif  // CLF_CORE_GEMM_PROFILE_H

@@ -1,0 +1,155 @@
+/* reference.c - CPU references of the ops, in double (reference.h).
+ *
+ * Each is the textbook formula, written for clarity over speed.
+ */
+#include "reference.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void clf__ref_layer_norm(const float *x, const float *r, const float *g, const float *b, double eps, size_t rows,
+                         size_t D, double *sum, double *y) {
+  for (size_t i = 0; i < rows; i++) {
+    double mean = 0, var = 0;
+    for (size_t d = 0; d < D; d++) mean += (double)x[i * D + d] + (r ? r[i * D + d] : 0);
+    mean /= D;
+    for (size_t d = 0; d < D; d++) {
+      double c = (double)x[i * D + d] + (r ? r[i * D + d] : 0) - mean;
+      var += c * c;
+    }
+    var /= D;
+    for (size_t d = 0; d < D; d++) {
+      double s = (double)x[i * D + d] + (r ? r[i * D + d] : 0);
+      if (sum) sum[i * D + d] = s;
+      y[i * D + d] = (s - mean) / sqrt(var + eps) * g[d] + (b ? b[d] : 0);
+    }
+  }
+}
+
+void clf__ref_softmax(const float *x, size_t rows, size_t D, double scale, double *y) {
+  for (size_t r = 0; r < rows; r++) {
+    const float *xr = x + r * D;
+    double m = -INFINITY, s = 0;
+    for (size_t d = 0; d < D; d++)
+      if (scale * xr[d] > m) m = scale * xr[d];
+    for (size_t d = 0; d < D; d++) s += m == -INFINITY ? 0 : exp(scale * xr[d] - m);
+    for (size_t d = 0; d < D; d++) y[r * D + d] = m == -INFINITY ? 0.0 : exp(scale * xr[d] - m) / s;
+  }
+}
+
+double clf__ref_act(clf_activation act, double x) {
+  switch (act) {
+    case CLF_ACT_RELU: return x > 0 ? x : 0;
+    case CLF_ACT_GELU: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
+    case CLF_ACT_GELU_TANH: return 0.5 * x * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
+    case CLF_ACT_SILU: return x / (1 + exp(-x));
+    case CLF_ACT_TANH: return tanh(x);
+    default: return x;
+  }
+}
+
+void clf__ref_gemm(int ta, int tb, size_t batch, size_t M, size_t N, size_t K, double alpha, const float *A,
+                   const float *B, size_t b_stride, double beta, const float *C0, double *C) {
+  for (size_t z = 0; z < batch; z++)
+    for (size_t i = 0; i < M; i++)
+      for (size_t j = 0; j < N; j++) {
+        double acc = 0;
+        for (size_t k = 0; k < K; k++) {
+          double a = ta ? A[z * M * K + k * M + i] : A[z * M * K + i * K + k];
+          double b = tb ? B[z * b_stride + j * K + k] : B[z * b_stride + k * N + j];
+          acc += a * b;
+        }
+        size_t c = z * M * N + i * N + j;
+        C[c] = alpha * acc + (beta != 0.0 ? beta * C0[c] : 0.0);
+      }
+}
+
+/* Masked scores of query i of (b, h) into s, on[j] = whether key j counts;
+ * returns the largest score that counts (-inf when none). */
+static double attn_scores(const clf__ref_attn *a, size_t b, size_t h, size_t i, const float *q, const float *k,
+                          double *s, int *on) {
+  const size_t H = a->H, Lq = a->Lq, Lk = a->Lk, Dh = a->Dh;
+  const float *qi = q + ((b * H + h) * Lq + i) * Dh;
+  double mx = -INFINITY;
+  for (size_t j = 0; j < Lk; j++) {
+    const float *kj = k + ((b * H + h) * a->Lcap + j) * Dh;
+    on[j] = (!a->keep || a->keep[b * Lk + j]) && !(a->causal && (long)j > (long)i + (long)Lk - (long)Lq);
+    double dot = 0;
+    for (size_t d = 0; d < Dh; d++) dot += (double)qi[d] * kj[d];
+    s[j] = a->scale * dot;
+    if (a->bias)
+      s[j] += a->bias[(((b % a->n_win) * a->bias_heads + (a->bias_heads == 1 ? 0 : h)) * Lq + i) * Lk + j];
+    if (s[j] == -INFINITY) on[j] = 0;
+    if (on[j] && s[j] > mx) mx = s[j];
+  }
+  return mx;
+}
+
+void clf__ref_attention(const clf__ref_attn *a, const float *q, const float *k, const float *v, double *out) {
+  const size_t B = a->B, H = a->H, Lq = a->Lq, Lk = a->Lk, Dh = a->Dh;
+  double *s = malloc((Lk ? Lk : 1) * sizeof(double));
+  int *on = malloc((Lk ? Lk : 1) * sizeof(int));
+  for (size_t b = 0; s && on && b < B; b++)
+    for (size_t h = 0; h < H; h++)
+      for (size_t i = 0; i < Lq; i++) {
+        const double mx = attn_scores(a, b, h, i, q, k, s, on);
+        double sum = 0;
+        for (size_t j = 0; j < Lk; j++) sum += on[j] ? exp(s[j] - mx) : 0.0;
+        double *o = a->merged ? out + (b * Lq + i) * H * Dh + h * Dh : out + ((b * H + h) * Lq + i) * Dh;
+        for (size_t d = 0; d < Dh; d++) {
+          double acc = 0;
+          for (size_t j = 0; j < Lk; j++)
+            if (on[j]) acc += exp(s[j] - mx) / sum * v[((b * H + h) * a->Lcap + j) * Dh + d];
+          o[d] = acc; /* a row with no key left: 0 */
+        }
+      }
+  free(s);
+  free(on);
+}
+
+void clf__ref_permute(const void *x, const size_t *xs, int n, const int *perm, size_t es, void *y) {
+  size_t numel = 1, xst[CLF_MAX_DIMS], ys[CLF_MAX_DIMS];
+  for (int i = 0; i < n; i++) numel *= xs[i];
+  xst[n - 1] = 1;
+  for (int i = n - 2; i >= 0; i--) xst[i] = xst[i + 1] * xs[i + 1];
+  for (int i = 0; i < n; i++) ys[i] = xs[perm[i]];
+  for (size_t j = 0; j < numel; j++) {
+    size_t r = j, src = 0;
+    for (int k = n - 1; k >= 0; k--) {
+      src += (r % ys[k]) * xst[perm[k]];
+      r /= ys[k];
+    }
+    memcpy((unsigned char *)y + j * es, (const unsigned char *)x + src * es, es);
+  }
+}
+
+void clf__ref_add(const float *a, int na, const size_t *as, const float *b, int nb, const size_t *bs, double *y) {
+  size_t n = 1;
+  for (int i = 0; i < na; i++) n *= as[i];
+  for (size_t i = 0; i < n; i++) {
+    size_t rem = i, bi = 0, bstride = 1;
+    for (int d = 1; d <= na; d++) {
+      size_t c = rem % as[na - d];
+      rem /= as[na - d];
+      if (d <= nb) {
+        if (bs[nb - d] != 1) bi += c * bstride;
+        bstride *= bs[nb - d];
+      }
+    }
+    y[i] = (double)a[i] + b[bi];
+  }
+}
+
+void clf__ref_embedding(const float *table, size_t V, size_t D, const int64_t *ids, size_t n, double scale,
+                        const float *out0, double *out) {
+  for (size_t i = 0; i < n; i++)
+    for (size_t d = 0; d < D; d++) {
+      double v = ids[i] >= 0 && ids[i] < (int64_t)V ? scale * table[(size_t)ids[i] * D + d] : 0.0;
+      out[i * D + d] = (out0 ? (double)out0[i * D + d] : 0.0) + v;
+    }
+}
+
+void clf__ref_to_f32(const double *src, size_t n, float *dst) {
+  for (size_t i = 0; i < n; i++) dst[i] = (float)src[i];
+}

@@ -1,0 +1,71 @@
+/* reference.h - CPU references of the ops, in double, short and plain.
+ *
+ * Self-validation (validate.c) compares each kernel variant with these, and
+ * the op tests use the same functions where their reference is the same
+ * math.  Inputs are the f32 data given to the device; outputs are double.
+ * All buffers are the caller's, dense and row-major.
+ */
+#ifndef CLF_DEVICE_REFERENCE_H
+#define CLF_DEVICE_REFERENCE_H
+
+#include "clformer.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* s = x + r; y = (s - mean(s)) / sqrt(var(s) + eps) * g + b over rows of D.
+ * r and b may be NULL (zero), sum may be NULL (not wanted). */
+void clf__ref_layer_norm(const float *x, const float *r, const float *g, const float *b, double eps, size_t rows,
+                         size_t D, double *sum, double *y);
+
+/* y = softmax(scale * x) over rows of D; a row that is all -inf gives 0. */
+void clf__ref_softmax(const float *x, size_t rows, size_t D, double scale, double *y);
+
+/* One activation of x (CLF_ACT_NONE: x). */
+double clf__ref_act(clf_activation act, double x);
+
+/* C_z = alpha op(A_z) op(B_z) + beta C0_z for z < batch: op(A) [M, K] with A_z
+ * M*K apart, op(B) [K, N] with B_z b_stride apart (0: shared), C [M, N];
+ * ta/tb: A is [K, M] / B is [N, K].  beta 0 ignores C0 (as BLAS does). */
+void clf__ref_gemm(int ta, int tb, size_t batch, size_t M, size_t N, size_t K, double alpha, const float *A,
+                   const float *B, size_t b_stride, double beta, const float *C0, double *C);
+
+/* Scaled dot-product attention with masks.  q [B, H, Lq, Dh]; k and v
+ * [B, H, Lcap, Dh] of which the first Lk rows are keys.  A key is dropped
+ * when keep[b * Lk + j] is 0, when causal and j > i + Lk - Lq, or when its
+ * score is -inf; a query with no key left gives 0. */
+typedef struct clf__ref_attn {
+  size_t B, H, Lq, Lk, Lcap, Dh;
+  double scale;
+  int causal;
+  const int32_t *keep;       /* [B, Lk], or NULL: every key */
+  const float *bias;         /* [n_win, bias_heads, Lq, Lk] added to the scores, or NULL */
+  size_t n_win, bias_heads;  /* n_win divides B (batch b uses b % n_win); bias_heads 1 or H */
+  int merged;                /* out [B, Lq, H * Dh] instead of [B, H, Lq, Dh] */
+} clf__ref_attn;
+void clf__ref_attention(const clf__ref_attn *a, const float *q, const float *k, const float *v, double *out);
+
+/* y = x with its dims permuted: y's dim i is x's dim perm[i]; x has n dims
+ * xs, elements of es bytes (copied, not converted). */
+void clf__ref_permute(const void *x, const size_t *xs, int n, const int *perm, size_t es, void *y);
+
+/* y = a + b with b broadcast against a (numpy rules, b no longer than a). */
+void clf__ref_add(const float *a, int na, const size_t *as, const float *b, int nb, const size_t *bs, double *y);
+
+/* out[i] = (out0 ? out0[i] : 0) + scale * table[ids[i]] over rows of D; an
+ * id outside [0, V) adds nothing. */
+void clf__ref_embedding(const float *table, size_t V, size_t D, const int64_t *ids, size_t n, double scale,
+                        const float *out0, double *out);
+
+/* dst[i] = (float)src[i], for callers that compare in f32. */
+void clf__ref_to_f32(const double *src, size_t n, float *dst);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CLF_DEVICE_REFERENCE_H */
