@@ -533,7 +533,7 @@ CLF_API size_t clf_array_numel(const clf_array *a);
 /* Frees a->data (malloc'd by the library) and clears it.  NULL is accepted. */
 CLF_API void clf_array_free(clf_array *a);
 
-/* LOADER-SECTION: the loader's declarations go here (safetensors, npy). */
+/* ---- Model files: safetensors and .npy ---- */
 
 /* safetensors files, read-only.  The whole file is validated when opened, as
  * strictly as the format's reference reader: an 8-byte little-endian header
@@ -602,9 +602,7 @@ CLF_API clf_status clf_npy_read(const char *path, clf_array *out);
 CLF_API clf_status clf_npy_write(const char *path, const clf_array *a);
 
 /* ------------------------------------------------------------------------ */
-/* Models (models section). */
-
-/* MODELS-SECTION: the model declarations go here. */
+/* Models. */
 
 /* A Hugging Face model directory loaded onto a context: config.json (plus
  * generation_config.json) and model.safetensors.  Families, by `model_type`
@@ -718,9 +716,7 @@ CLF_API clf_status clf_model_generate(clf_model *m,
                                       clf_array *sequences);
 
 /* ------------------------------------------------------------------------ */
-/* Tokenizers (tokenizer section). */
-
-/* TOKENIZER-SECTION: the tokenizer declarations go here. */
+/* Tokenizers. */
 
 /* A tokenizer read from a Hugging Face model directory.  Host-only: it needs
  * no context, and its failures are reported through clf_last_error(NULL).
@@ -761,9 +757,7 @@ CLF_API clf_status clf_tokenizer_decode(clf_tokenizer *t, const int64_t *ids, si
                                         char **text);
 
 /* ------------------------------------------------------------------------ */
-/* Images (image section). */
-
-/* IMAGE-SECTION: the image declarations go here. */
+/* Images: PNG/JPEG in host memory and the image processor. */
 
 /* An 8-bit RGB image in host memory: rgb holds height rows of width pixels,
  * 3 bytes each (R, G, B), top row first.  Images the library fills are freed
