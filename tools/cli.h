@@ -26,7 +26,5 @@ clf_status clf_cli_random_tensor(clf_context *ctx, int ndim, const size_t *shape
  * when `human`, added to `dev` (a cJSON object) when not NULL. */
 struct cJSON;
 void clf_probe_properties(cl_platform_id platform, cl_device_id device, int human, struct cJSON *dev);
-/* "CL_INVALID_VALUE" for -30. */
-const char *clf_probe_cl_error_name(cl_int err);
 
 #endif

@@ -135,12 +135,12 @@ static clf_status time_op(clf_context *ctx, op_fn fn, void *arg, int runs, stats
     cl_int err;
     cl_event gate = clCreateUserEvent(clf_context_cl(ctx), &err), start = NULL, end = NULL;
     if (!gate) {
-      snprintf(errbuf, sizeof(errbuf), "clCreateUserEvent: %s (%d)", clf_probe_cl_error_name(err), err);
+      snprintf(errbuf, sizeof(errbuf), "clCreateUserEvent: %s (%d)", clf_cl_error_name(err), err);
       return CLF_E_OPENCL;
     }
     err = clEnqueueMarkerWithWaitList(clf_context_queue(ctx), 1, &gate, &start);
     if (err != CL_SUCCESS)
-      snprintf(errbuf, sizeof(errbuf), "clEnqueueMarkerWithWaitList: %s (%d)", clf_probe_cl_error_name(err), err);
+      snprintf(errbuf, sizeof(errbuf), "clEnqueueMarkerWithWaitList: %s (%d)", clf_cl_error_name(err), err);
     st = err == CL_SUCCESS ? fn(ctx, arg, &end) : CLF_E_OPENCL;
     clSetUserEventStatus(gate, CL_COMPLETE);
     clReleaseEvent(gate);
@@ -155,7 +155,7 @@ static clf_status time_op(clf_context *ctx, op_fn fn, void *arg, int runs, stats
     if (st != CLF_OK) return st;
     if (fin != CLF_OK) return fin;
     if (err != CL_SUCCESS) {
-      snprintf(errbuf, sizeof(errbuf), "event profiling: %s (%d)", clf_probe_cl_error_name(err), err);
+      snprintf(errbuf, sizeof(errbuf), "event profiling: %s (%d)", clf_cl_error_name(err), err);
       return CLF_E_OPENCL;
     }
     t[r] = t1 > t0 ? (t1 - t0) / 1e6 : 0;
@@ -323,7 +323,7 @@ static void measure_latency(clf_context *ctx, int runs, const out *o, cJSON *mea
     }
     if (e) clReleaseEvent(e);
     if (cerr != CL_SUCCESS) {
-      snprintf(errbuf, sizeof(errbuf), "event profiling: %s (%d)", clf_probe_cl_error_name(cerr), cerr);
+      snprintf(errbuf, sizeof(errbuf), "event profiling: %s (%d)", clf_cl_error_name(cerr), cerr);
       err = errbuf;
       break;
     }
