@@ -1,26 +1,25 @@
-/* cli.h - the subcommands of the clformer command line, one file each group. */
+/* cli.h - the subcommands of the clformer command line, one file each group,
+ * as rows of the command table in clformer.c (options.h describes a row). */
 #ifndef CLF_CLI_H
 #define CLF_CLI_H
 
 #include "clformer.h"
+#include "options.h"
 
-/* Each takes the arguments after the subcommand name and returns the exit
- * status (0 ok, 1 failure, 2 usage). */
-int clf_cli_run(int argc, char **argv);
-int clf_cli_generate(int argc, char **argv);
-int clf_cli_embed(int argc, char **argv);
-int clf_cli_classify(int argc, char **argv);
-int clf_cli_reconstruct(int argc, char **argv);
-int clf_cli_probe(int argc, char **argv);
-int clf_cli_matrix(int argc, char **argv);
+extern const clf_cli_command clf_cli_run_command;         /* cmd_model.c */
+extern const clf_cli_command clf_cli_generate_command;    /* cmd_model.c */
+extern const clf_cli_command clf_cli_embed_command;       /* cmd_model.c */
+extern const clf_cli_command clf_cli_classify_command;    /* cmd_vision.c */
+extern const clf_cli_command clf_cli_reconstruct_command; /* cmd_vision.c */
+extern const clf_cli_command clf_cli_probe_command;       /* cmd_probe.c */
+extern const clf_cli_command clf_cli_matrix_command;      /* cmd_matrix.c */
 
 /* A context on `device` (NULL: the default), or NULL after printing why
  * (cmd_model.c). */
 clf_context *clf_cli_open_context(const char *device);
-
-/* An f32 tensor of ctx with uniform values in [-1, 1) from a fixed seed
- * (clformer.c; bench and probe use it). */
-clf_status clf_cli_random_tensor(clf_context *ctx, int ndim, const size_t *shape, clf_tensor **t);
+/* A context on `device` and the model in `dir`; returns 0 after printing why
+ * not ("clformer CMD: ..."), leaving what was made for the caller to free. */
+int clf_cli_open_model(const char *cmd, const char *dir, const char *device, clf_context **ctx, clf_model **m);
 
 /* probe_props.c, for cmd_probe.c: the property table of one device, printed
  * when `human`, added to `dev` (a cJSON object) when not NULL. */

@@ -1,11 +1,13 @@
 /* cmd_probe.c - `clformer probe`: what each OpenCL device is (the property
  * table of probe_props.c), what it measures at (kernel builds, memory
  * bandwidth, launch latency, SGEMM and attention throughput, each the median
- * of event-profiled runs after a warm-up), whether clformer's kernels pass
- * their self-validation there, and the GEMM tuning profile (--tune searches
- * one).  Human-readable by default, --json for machines. */
+ * of event-profiled runs after a warm-up), ops beside their baselines as
+ * ratios (fused attention vs the GEMM path, layer norm vs a copy), whether
+ * clformer's kernels pass their self-validation there, and the GEMM tuning
+ * profile (--tune searches one).  Human-readable by default, --json for
+ * machines. */
 #define _XOPEN_SOURCE 700 /* nftw */
-#include <errno.h>
+#include <math.h>
 #include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -19,16 +21,31 @@
 #include "cli.h"
 
 #define MAX_RUNS 64
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 typedef struct probe_opts {
   const char *device;
-  int json, measure, validate, quick, tune;
-  const char *model;  /* --tune: GEMM shapes of this model, else common ones */
-  size_t tokens[8]; /* --tokens N[,N...]: the rows of the shapes tuned */
-  size_t ntokens;
+  int json, no_measure, no_validate, quick, tune;
+  const char *model;    /* --tune: GEMM shapes of this model, else common ones */
+  clf_cli_sizes tokens; /* --tokens N[,N...]: the rows of the shapes tuned */
   double budget_s;
-  int runs;           /* timed runs per measurement */
+  int runs;             /* timed runs per measurement (not an option) */
 } probe_opts;
+
+static const clf_cli_option probe_options[] = {
+    CLF_CLI_OPT_DEVICE(probe_opts),
+    {"--json", NULL, CLF_OPT_FLAG, offsetof(probe_opts, json), 0, 0, 0, 0, 0, "JSON on stdout, progress on stderr"},
+    {"--quick", NULL, CLF_OPT_FLAG, offsetof(probe_opts, quick), 0, 0, 0, 0, 0, "3 runs and fewer shapes"},
+    {"--no-measure", NULL, CLF_OPT_FLAG, offsetof(probe_opts, no_measure), 0, 0, 0, 0, 0, "skip the measurements"},
+    {"--no-validate", NULL, CLF_OPT_FLAG, offsetof(probe_opts, no_validate), 0, 0, 0, 0, 0,
+     "skip the self-validation"},
+    {"--tune", NULL, CLF_OPT_FLAG, offsetof(probe_opts, tune), 0, 0, 0, 0, 0, "search a GEMM tuning profile first"},
+    {"--model", "DIR", CLF_OPT_STRING, offsetof(probe_opts, model), 0, 0, 0, 0, 0, "--tune: the GEMMs of this model"},
+    {"--tokens", "N[,N...]", CLF_OPT_SIZES, offsetof(probe_opts, tokens), 1, 1000000, 0, 8, 0,
+     "--tune: the token counts; default 128"},
+    {"--budget", "SECONDS", CLF_OPT_DOUBLE, offsetof(probe_opts, budget_s), 0, HUGE_VAL, 0, 0, 0,
+     "--tune: seconds the search may take; default 300"},
+    {NULL}};
 
 /* Where a section writes: stdout text when human, `obj` when JSON. */
 typedef struct out {
@@ -349,6 +366,25 @@ static void measure_latency(clf_context *ctx, int runs, const out *o, cJSON *mea
 
 /* ---- SGEMM and attention throughput ---- */
 
+static float frand(unsigned *s) {
+  *s = *s * 1664525u + 1013904223u;
+  return (float)((*s >> 8) / 16777216.0) * 2.0f - 1.0f;
+}
+
+/* An f32 tensor with uniform values in [-1, 1) from a fixed seed. */
+static clf_status random_tensor(clf_context *ctx, int ndim, const size_t *shape, clf_tensor **t) {
+  clf_status st = clf_tensor_create(ctx, CLF_F32, ndim, shape, t);
+  if (st != CLF_OK) return st;
+  size_t n = clf_tensor_numel(*t);
+  float *h = malloc(n * sizeof(float) + 1);
+  if (!h) return CLF_E_OUT_OF_MEMORY;
+  unsigned seed = 7;
+  for (size_t i = 0; i < n; i++) h[i] = frand(&seed);
+  st = clf_tensor_upload(ctx, *t, h, n * sizeof(float));
+  free(h);
+  return st;
+}
+
 typedef struct gemm_arg {
   clf_tensor *a, *b, *c;
 } gemm_arg;
@@ -384,8 +420,8 @@ static void measure_sgemm(clf_context *ctx, int runs, int quick, const out *o, c
     gemm_arg g = {0};
     stats s;
     const char *err = NULL;
-    clf_status st = clf_cli_random_tensor(ctx, 2, (size_t[]){m, k}, &g.a);
-    if (st == CLF_OK) st = clf_cli_random_tensor(ctx, 2, (size_t[]){k, n}, &g.b);
+    clf_status st = random_tensor(ctx, 2, (size_t[]){m, k}, &g.a);
+    if (st == CLF_OK) st = random_tensor(ctx, 2, (size_t[]){k, n}, &g.b);
     if (st == CLF_OK) st = clf_tensor_create(ctx, CLF_F32, 2, (size_t[]){m, n}, &g.c);
     err = st != CLF_OK ? ctx_error(ctx, st) : timed(ctx, run_gemm, &g, runs, &s);
     throughput_row(o, j, label, err, 2.0 * m * n * k, &s);
@@ -398,12 +434,30 @@ static void measure_sgemm(clf_context *ctx, int runs, int quick, const out *o, c
 typedef struct attn_arg {
   clf_tensor *q, *k, *v, *o;
   int causal;
+  clf_attention_impl impl;
 } attn_arg;
 
 static clf_status run_attention(clf_context *ctx, void *p, cl_event *e) {
   attn_arg *a = p;
   clf_attention_mask mask = {NULL, a->causal, NULL};
-  return clf_attention(ctx, a->q, a->k, a->v, 0, &mask, 0.125f, CLF_ATTN_AUTO, a->o, e);
+  return clf_attention(ctx, a->q, a->k, a->v, 0, &mask, 0.125f, a->impl, a->o, e);
+}
+
+/* q [b, h, lq, dh], k and v [b, h, lk, dh] random, o the same shape as q. */
+static clf_status make_attention(clf_context *ctx, size_t b, size_t h, size_t lq, size_t lk, size_t dh,
+                                 attn_arg *a) {
+  clf_status st = random_tensor(ctx, 4, (size_t[]){b, h, lq, dh}, &a->q);
+  if (st == CLF_OK) st = random_tensor(ctx, 4, (size_t[]){b, h, lk, dh}, &a->k);
+  if (st == CLF_OK) st = random_tensor(ctx, 4, (size_t[]){b, h, lk, dh}, &a->v);
+  if (st == CLF_OK) st = clf_tensor_create(ctx, CLF_F32, 4, (size_t[]){b, h, lq, dh}, &a->o);
+  return st;
+}
+
+static void free_attention(attn_arg *a) {
+  clf_tensor_destroy(a->q);
+  clf_tensor_destroy(a->k);
+  clf_tensor_destroy(a->v);
+  clf_tensor_destroy(a->o);
 }
 
 static void measure_attention(clf_context *ctx, int runs, const out *o, cJSON *measured) {
@@ -426,24 +480,134 @@ static void measure_attention(clf_context *ctx, int runs, const out *o, cJSON *m
       for (int d = 0; d < 5; d++) cJSON_AddNumberToObject(j, keys[d], (double)vals[d]);
       cJSON_AddBoolToObject(j, "causal", shapes[i].causal);
     }
-    attn_arg a = {.causal = shapes[i].causal};
+    attn_arg a = {.causal = shapes[i].causal, .impl = CLF_ATTN_AUTO};
     stats s;
-    const char *err = NULL;
-    clf_status st = clf_cli_random_tensor(ctx, 4, (size_t[]){b, h, lq, dh}, &a.q);
-    if (st == CLF_OK) st = clf_cli_random_tensor(ctx, 4, (size_t[]){b, h, lk, dh}, &a.k);
-    if (st == CLF_OK) st = clf_cli_random_tensor(ctx, 4, (size_t[]){b, h, lk, dh}, &a.v);
-    if (st == CLF_OK) st = clf_tensor_create(ctx, CLF_F32, 4, (size_t[]){b, h, lq, dh}, &a.o);
-    err = st != CLF_OK ? ctx_error(ctx, st) : timed(ctx, run_attention, &a, runs, &s);
+    clf_status st = make_attention(ctx, b, h, lq, lk, dh, &a);
+    const char *err = st != CLF_OK ? ctx_error(ctx, st) : timed(ctx, run_attention, &a, runs, &s);
     /* q k^T and p v: 2 flops per multiply-add each (causal decode sees every key). */
     throughput_row(o, j, label, err, 4.0 * b * h * lq * lk * dh, &s);
-    clf_tensor_destroy(a.q);
-    clf_tensor_destroy(a.k);
-    clf_tensor_destroy(a.v);
-    clf_tensor_destroy(a.o);
+    free_attention(&a);
+  }
+}
+
+/* ---- ops beside their baselines, as ratios ---- */
+
+typedef struct ln_arg {
+  clf_tensor *x, *g, *b, *y;
+} ln_arg;
+
+static clf_status run_layer_norm(clf_context *ctx, void *p, cl_event *e) {
+  ln_arg *a = p;
+  return clf_layer_norm(ctx, a->x, NULL, a->g, a->b, 1e-5f, NULL, a->y, e);
+}
+
+/* One row "NUM / DEN": the ratio of the medians, both timings kept.  keys:
+ * the JSON names of NUM, DEN and the ratio, then the words for NUM and DEN. */
+static void ratio_row(const out *o, cJSON *j, const char *label, const char *err, const char *const keys[5],
+                      const stats *num, const stats *den) {
+  if (err) {
+    print_error(o, j, label, err);
+    return;
+  }
+  double ratio = den->median > 0 ? num->median / den->median : 0;
+  if (o->human) {
+    printf("    %-54s %10.2f x        (%s %.4g ms, %s %.4g ms, median of %d)\n", label, ratio, keys[3],
+           num->median, keys[4], den->median, num->runs);
+    fflush(stdout);
+  }
+  if (j) {
+    add_stats(j, keys[0], *num, "ms");
+    add_stats(j, keys[1], *den, "ms");
+    cJSON_AddNumberToObject(j, keys[2], ratio);
+  }
+}
+
+/* The fused attention kernel against the CLBlast GEMM path (QK^T, masked
+ * softmax, PV) on the shapes of common models. */
+static void ratio_attention(clf_context *ctx, int runs, int quick, const out *o, cJSON *ratios) {
+  static const struct { const char *name; size_t b, h, lq, lk, dh; int causal, quick; } shapes[] = {
+      {"BERT-base L=128", 1, 12, 128, 128, 64, 0, 1},
+      {"ViT-B/16 L=197", 1, 12, 197, 197, 64, 0, 0},
+      {"GPT-2 prefill L=256 causal", 1, 12, 256, 256, 64, 1, 0},
+      {"GPT-2 decode Lq=1 Lk=256", 1, 12, 1, 256, 64, 1, 1},
+      {"Swin-T windows 64x3 L=49 Dh=32", 64, 3, 49, 49, 32, 0, 0},
+  };
+  static const char *const keys[5] = {"gemm_ms", "fused_ms", "gemm_over_fused", "GEMM", "fused"};
+  cJSON *arr = o->obj ? cJSON_AddArrayToObject(ratios, "attention") : NULL;
+  for (size_t i = 0; i < COUNT(shapes); i++) {
+    if (quick && !shapes[i].quick) continue;
+    char label[96];
+    snprintf(label, sizeof(label), "attention GEMM path / fused, %s", shapes[i].name);
+    cJSON *j = arr ? cJSON_CreateObject() : NULL;
+    if (j) {
+      cJSON_AddItemToArray(arr, j);
+      cJSON_AddStringToObject(j, "name", shapes[i].name);
+      const char *dims[] = {"B", "H", "Lq", "Lk", "Dh"};
+      size_t vals[] = {shapes[i].b, shapes[i].h, shapes[i].lq, shapes[i].lk, shapes[i].dh};
+      for (int d = 0; d < 5; d++) cJSON_AddNumberToObject(j, dims[d], (double)vals[d]);
+      cJSON_AddBoolToObject(j, "causal", shapes[i].causal);
+    }
+    attn_arg a = {.causal = shapes[i].causal, .impl = CLF_ATTN_FUSED};
+    stats fused, gemm;
+    clf_status st = make_attention(ctx, shapes[i].b, shapes[i].h, shapes[i].lq, shapes[i].lk, shapes[i].dh, &a);
+    const char *err = st != CLF_OK ? ctx_error(ctx, st) : timed(ctx, run_attention, &a, runs, &fused);
+    a.impl = CLF_ATTN_GEMM;
+    if (!err) err = timed(ctx, run_attention, &a, runs, &gemm);
+    ratio_row(o, j, label, err, keys, &gemm, &fused);
+    free_attention(&a);
+  }
+}
+
+/* Layer norm against a plain device copy of the same bytes: the memory bound
+ * it cannot beat (it reads its input more often than a copy does). */
+static void ratio_layer_norm(clf_context *ctx, int runs, int quick, const out *o, cJSON *ratios) {
+  static const size_t shapes[][2] = {{128, 768}, {197 * 8, 768}, {1024, 1024}};
+  static const char *const keys[5] = {"layer_norm_ms", "copy_ms", "layer_norm_over_copy", "LN", "copy"};
+  cJSON *arr = o->obj ? cJSON_AddArrayToObject(ratios, "layer_norm") : NULL;
+  for (size_t i = 0; i < (quick ? 1 : COUNT(shapes)); i++) {
+    size_t rows = shapes[i][0], cols = shapes[i][1];
+    char label[96];
+    snprintf(label, sizeof(label), "layer norm / copy, [%zu, %zu]", rows, cols);
+    cJSON *j = arr ? cJSON_CreateObject() : NULL;
+    if (j) {
+      cJSON_AddItemToArray(arr, j);
+      cJSON_AddNumberToObject(j, "rows", (double)rows);
+      cJSON_AddNumberToObject(j, "cols", (double)cols);
+    }
+    ln_arg a = {0};
+    stats ln, copy;
+    clf_status st = random_tensor(ctx, 2, (size_t[]){rows, cols}, &a.x);
+    if (st == CLF_OK) st = random_tensor(ctx, 2, (size_t[]){rows, cols}, &a.y);
+    if (st == CLF_OK) st = random_tensor(ctx, 1, (size_t[]){cols}, &a.g);
+    if (st == CLF_OK) st = random_tensor(ctx, 1, (size_t[]){cols}, &a.b);
+    copy_arg c = {a.x, a.y};
+    const char *err = st != CLF_OK ? ctx_error(ctx, st) : timed(ctx, run_layer_norm, &a, runs, &ln);
+    if (!err) err = timed(ctx, run_copy, &c, runs, &copy);
+    ratio_row(o, j, label, err, keys, &ln, &copy);
+    clf_tensor_destroy(a.x);
+    clf_tensor_destroy(a.y);
+    clf_tensor_destroy(a.g);
+    clf_tensor_destroy(a.b);
   }
 }
 
 /* ---- self-validation and GEMM tuning ---- */
+
+/* What building the programs cost this context so far (tools/bench-cache.sh
+ * reads the "ms building" of the human line). */
+static void report_programs(clf_context *ctx, const out *o, cJSON *j) {
+  clf_cache_stats cs;
+  clf_context_cache_stats(ctx, &cs);
+  if (o->human)
+    printf("    programs: %u built from source, %u from the disk cache, %.0f ms building\n", cs.programs_built,
+           cs.programs_from_disk, cs.build_ms);
+  if (j) {
+    cJSON *p = cJSON_AddObjectToObject(j, "programs");
+    cJSON_AddNumberToObject(p, "built", cs.programs_built);
+    cJSON_AddNumberToObject(p, "from_disk", cs.programs_from_disk);
+    cJSON_AddNumberToObject(p, "build_ms", cs.build_ms);
+  }
+}
 
 /* Returns the number of variants that failed. */
 static int section_validation(clf_context *ctx, const out *o, cJSON *dev) {
@@ -487,6 +651,7 @@ static int section_validation(clf_context *ctx, const out *o, cJSON *dev) {
   }
   if (o->human) printf("    %zu variants, %d failed\n", count, failed);
   if (j) cJSON_AddNumberToObject(j, "failed", failed);
+  report_programs(ctx, o, j);
   return failed;
 }
 
@@ -495,81 +660,89 @@ static void tune_progress(void *user, const char *line) {
   fprintf(stderr, "clformer probe: tune: %s\n", line);
 }
 
+/* The GEMMs to tune: those of --model at each --tokens count, else layers of
+ * BERT-base (nn.Linear weights [out, in]: Q, K, V, output, FFN up and down)
+ * and GPT-2's fused QKV (Conv1D weights [in, out]).  Returns an error
+ * message, or NULL. */
+static const char *tune_shapes(const probe_opts *po, clf_gemm_shape *use, size_t cap, size_t *n) {
+  static const clf_gemm_shape common[] = {
+      {0, 768, 768, 0, 1, 4}, {0, 3072, 768, 0, 1, 1}, {0, 768, 3072, 0, 1, 1}, {0, 2304, 768, 0, 0, 1}};
+  *n = 0;
+  for (int t = 0; t < po->tokens.n; t++) {
+    size_t got = 0;
+    if (po->model) {
+      clf_status st = clf_model_gemm_shapes(po->model, po->tokens.v[t], use + *n, cap - *n, &got);
+      if (st != CLF_OK) return ctx_error(NULL, st);
+    } else {
+      got = COUNT(common) < cap - *n ? COUNT(common) : cap - *n;
+      memcpy(use + *n, common, got * sizeof(common[0]));
+      for (size_t i = *n; i < *n + got; i++) use[i].m = po->tokens.v[t];
+    }
+    *n += got < cap - *n ? got : cap - *n;
+  }
+  return NULL;
+}
+
+static void print_tune_result(const clf_gemm_shape *use, size_t n, const clf_tune_result *per,
+                              const clf_tune_report *rep, double gain) {
+  printf("    %-8s %-8s %-8s %-5s %-5s %-6s %12s %12s\n", "m", "n", "k", "ta", "tb", "count", "default ms", "tuned ms");
+  for (size_t i = 0; i < n; i++)
+    printf("    %-8zu %-8zu %-8zu %-5d %-5d %-6u %12.4f %12.4f\n", use[i].m, use[i].n, use[i].k, use[i].trans_a,
+           use[i].trans_b, use[i].count ? use[i].count : 1, per[i].default_ms, per[i].tuned_ms);
+  printf("    search: %u sets timed, %u rejected, %.1f s; forward pass GEMMs %.3f ms -> %.3f ms (%.2fx)\n", rep->tried,
+         rep->rejected, rep->seconds, rep->default_ms, rep->tuned_ms, gain);
+  printf("    profile written: %s\n", rep->profile[0] ? rep->profile : "none (the defaults were as fast)");
+}
+
+static void json_tune_result(cJSON *j, const clf_gemm_shape *use, size_t n, const clf_tune_result *per,
+                             const clf_tune_report *rep, double gain) {
+  cJSON *sarr = cJSON_AddArrayToObject(j, "shapes");
+  for (size_t i = 0; i < n; i++) {
+    cJSON *s = cJSON_CreateObject();
+    cJSON_AddItemToArray(sarr, s);
+    const char *keys[] = {"m", "n", "k", "trans_a", "trans_b", "count"};
+    double vals[] = {(double)use[i].m, (double)use[i].n, (double)use[i].k, use[i].trans_a, use[i].trans_b,
+                     use[i].count};
+    for (int d = 0; d < 6; d++) cJSON_AddNumberToObject(s, keys[d], vals[d]);
+    cJSON_AddNumberToObject(s, "default_ms", per[i].default_ms);
+    cJSON_AddNumberToObject(s, "tuned_ms", per[i].tuned_ms);
+  }
+  const char *keys[] = {"default_ms", "tuned_ms", "gain", "tried", "rejected", "seconds"};
+  double vals[] = {rep->default_ms, rep->tuned_ms, gain, rep->tried, rep->rejected, rep->seconds};
+  for (int d = 0; d < 6; d++) cJSON_AddNumberToObject(j, keys[d], vals[d]);
+  cJSON_AddStringToObject(j, "profile_written", rep->profile);
+}
+
+/* --tune: searches a profile for the shapes; returns 1 when it failed. */
+static int run_tune(clf_context *ctx, const probe_opts *po, const out *o, cJSON *j) {
+  clf_gemm_shape use[64];
+  clf_tune_result per[64];
+  clf_tune_report rep;
+  memset(&rep, 0, sizeof(rep));
+  size_t n = 0;
+  const char *err = tune_shapes(po, use, COUNT(use), &n);
+  if (!err) {
+    clf_tune_options to = {po->budget_s, 1, tune_progress, NULL};
+    clf_status st = clf_tune_gemm(ctx, use, n, &to, per, &rep);
+    if (st != CLF_OK) err = ctx_error(ctx, st);
+  }
+  if (err) {
+    if (o->human) printf("    search failed: %s\n", err);
+    if (j) cJSON_AddStringToObject(j, "error", err);
+    return 1;
+  }
+  double gain = rep.tuned_ms > 0 ? rep.default_ms / rep.tuned_ms : 0;
+  if (o->human) print_tune_result(use, n, per, &rep, gain);
+  if (j) json_tune_result(j, use, n, per, &rep, gain);
+  return 0;
+}
+
 /* Prints the profile in use; with --tune, searches one first.  Returns 1
  * when a requested search failed. */
 static int section_tuning(clf_context *ctx, const probe_opts *po, const out *o, cJSON *dev) {
-  /* Layers of BERT-base (nn.Linear weights [out, in]: Q, K, V, output,
-   * FFN up and down) and GPT-2's fused QKV (Conv1D weights [in, out]), over
-   * --tokens rows. */
-  static const clf_gemm_shape common[] = {
-      {0, 768, 768, 0, 1, 4}, {0, 3072, 768, 0, 1, 1}, {0, 768, 3072, 0, 1, 1}, {0, 2304, 768, 0, 0, 1}};
   if (o->human) printf("  GEMM tuning profile\n");
   cJSON *j = o->obj ? cJSON_AddObjectToObject(dev, "tuning") : NULL;
-  int rc = 0;
-  if (po->tune) {
-    clf_gemm_shape use[64];
-    size_t n = 0;
-    const char *err = NULL;
-    for (size_t t = 0; t < po->ntokens && !err; t++) {
-      size_t got = 0;
-      if (po->model) {
-        clf_status st = clf_model_gemm_shapes(po->model, po->tokens[t], use + n, 64 - n, &got);
-        if (st != CLF_OK) err = ctx_error(NULL, st);
-        if (got > 64 - n) got = 64 - n;
-      } else {
-        got = sizeof(common) / sizeof(common[0]);
-        if (got > 64 - n) got = 64 - n;
-        memcpy(use + n, common, got * sizeof(common[0]));
-        for (size_t i = n; i < n + got; i++) use[i].m = po->tokens[t];
-      }
-      n += got;
-    }
-    clf_tune_report rep;
-    clf_tune_result per[64];
-    memset(&rep, 0, sizeof(rep));
-    if (!err) {
-      clf_tune_options to = {po->budget_s, 1, tune_progress, NULL};
-      clf_status st = clf_tune_gemm(ctx, use, n, &to, per, &rep);
-      if (st != CLF_OK) err = ctx_error(ctx, st);
-    }
-    if (err) {
-      if (o->human) printf("    search failed: %s\n", err);
-      if (j) cJSON_AddStringToObject(j, "error", err);
-      rc = 1;
-    } else {
-      double gain = rep.tuned_ms > 0 ? rep.default_ms / rep.tuned_ms : 0;
-      if (o->human) {
-        printf("    %-8s %-8s %-8s %-5s %-5s %-6s %12s %12s\n", "m", "n", "k", "ta", "tb", "count", "default ms",
-               "tuned ms");
-        for (size_t i = 0; i < n; i++)
-          printf("    %-8zu %-8zu %-8zu %-5d %-5d %-6u %12.4f %12.4f\n", use[i].m, use[i].n, use[i].k, use[i].trans_a,
-                 use[i].trans_b, use[i].count ? use[i].count : 1, per[i].default_ms, per[i].tuned_ms);
-        printf("    search: %u sets timed, %u rejected, %.1f s; forward pass GEMMs %.3f ms -> %.3f ms (%.2fx)\n",
-               rep.tried, rep.rejected, rep.seconds, rep.default_ms, rep.tuned_ms, gain);
-        printf("    profile written: %s\n", rep.profile[0] ? rep.profile : "none (the defaults were as fast)");
-      }
-      if (j) {
-        cJSON *sarr = cJSON_AddArrayToObject(j, "shapes");
-        for (size_t i = 0; i < n; i++) {
-          cJSON *s = cJSON_CreateObject();
-          cJSON_AddItemToArray(sarr, s);
-          const char *keys[] = {"m", "n", "k", "trans_a", "trans_b", "count"};
-          double vals[] = {(double)use[i].m, (double)use[i].n, (double)use[i].k, use[i].trans_a, use[i].trans_b,
-                           use[i].count};
-          for (int d = 0; d < 6; d++) cJSON_AddNumberToObject(s, keys[d], vals[d]);
-          cJSON_AddNumberToObject(s, "default_ms", per[i].default_ms);
-          cJSON_AddNumberToObject(s, "tuned_ms", per[i].tuned_ms);
-        }
-        cJSON_AddNumberToObject(j, "default_ms", rep.default_ms);
-        cJSON_AddNumberToObject(j, "tuned_ms", rep.tuned_ms);
-        cJSON_AddNumberToObject(j, "gain", gain);
-        cJSON_AddNumberToObject(j, "tried", rep.tried);
-        cJSON_AddNumberToObject(j, "rejected", rep.rejected);
-        cJSON_AddNumberToObject(j, "seconds", rep.seconds);
-        cJSON_AddStringToObject(j, "profile_written", rep.profile);
-      }
-    }
-  }
+  int rc = po->tune ? run_tune(ctx, po, o, j) : 0;
   const char *profile = clf_context_gemm_profile(ctx);
   if (o->human)
     printf("    applied: %s\n", profile ? profile : "none (CLBlast's defaults; `clformer probe --tune` searches one)");
@@ -581,6 +754,20 @@ static int section_tuning(clf_context *ctx, const probe_opts *po, const out *o, 
 }
 
 /* ---- one device, then all ---- */
+
+static void section_measured(clf_context *ctx, const char *selector, const probe_opts *po, const out *o) {
+  if (o->human) printf("  Measured (device time from event profiling, after a warm-up)\n");
+  cJSON *m = o->obj ? cJSON_AddObjectToObject(o->obj, "measured") : NULL;
+  measure_build(selector, po->quick ? 1 : 3, o, m);
+  measure_bandwidth(ctx, po->runs, o, m);
+  measure_latency(ctx, po->runs * 3, o, m);
+  measure_sgemm(ctx, po->runs, po->quick, o, m);
+  measure_attention(ctx, po->runs, o, m);
+  if (o->human) printf("  Beside a baseline (ratio of median device times)\n");
+  cJSON *r = m ? cJSON_AddObjectToObject(m, "ratios") : NULL;
+  ratio_attention(ctx, po->runs, po->quick, o, r);
+  ratio_layer_norm(ctx, po->runs, po->quick, o, r);
+}
 
 /* Returns 0 when the device was probed and nothing failed validation. */
 static int probe_device(const clf_device_desc *d, const probe_opts *po, cJSON *devices) {
@@ -609,89 +796,21 @@ static int probe_device(const clf_device_desc *d, const probe_opts *po, cJSON *d
     return 1;
   }
   int rc = 0;
-  if (po->measure) {
-    if (o.human) printf("  Measured (device time from event profiling, after a warm-up)\n");
-    cJSON *m = o.obj ? cJSON_AddObjectToObject(o.obj, "measured") : NULL;
-    measure_build(selector, po->quick ? 1 : 3, &o, m);
-    measure_bandwidth(ctx, po->runs, &o, m);
-    measure_latency(ctx, po->runs * 3, &o, m);
-    measure_sgemm(ctx, po->runs, po->quick, &o, m);
-    measure_attention(ctx, po->runs, &o, m);
-  }
-  if (po->validate && section_validation(ctx, &o, o.obj) > 0) rc = 1;
+  if (!po->no_measure) section_measured(ctx, selector, po, &o);
+  if (!po->no_validate && section_validation(ctx, &o, o.obj) > 0) rc = 1;
   if (section_tuning(ctx, po, &o, o.obj)) rc = 1;
   if (o.human) printf("\n");
   clf_context_destroy(ctx);
   return rc;
 }
 
-static const char probe_usage[] =
-    "usage: clformer probe [--device S] [--json] [--quick] [--no-measure] [--no-validate]\n"
-    "                      [--tune [--model DIR] [--tokens N[,N...]] [--budget SECONDS]]\n"
-    "Describes every OpenCL device (or the one --device picks): its properties,\n"
-    "measured kernel build time (cold and from clformer's binary cache), memory\n"
-    "bandwidth, launch latency, SGEMM and attention throughput (median device time\n"
-    "of 7 event-profiled runs after a warm-up; 3 and fewer shapes with --quick),\n"
-    "clformer's self-validation of its kernel variants, and the GEMM tuning profile\n"
-    "in use.  --tune first searches CLBlast's GEMM parameters for the GEMMs of the\n"
-    "model in DIR at each N tokens (default 128), else for BERT-base/GPT-2 sized layers,\n"
-    "within SECONDS (default 300), and stores the profile.\n"
-    "--json prints {\"schema\": \"clformer-probe\", \"schema_version\": 1, ...} on stdout\n"
-    "with the raw CL_DEVICE_* names and every measured number; progress goes to\n"
-    "stderr.  Exit status: 0, or 1 when a device could not be probed, a kernel\n"
-    "variant failed validation or a requested --tune failed; 2 for usage errors.\n";
-
-int clf_cli_probe(int argc, char **argv) {
-  probe_opts po = {.measure = 1, .validate = 1, .budget_s = 0, .runs = 7};
-  for (int i = 0; i < argc; i++) {
-    const char *a = argv[i];
-    int has_val = i + 1 < argc;
-    if (!strcmp(a, "--device") && has_val) po.device = argv[++i];
-    else if (!strcmp(a, "--json")) po.json = 1;
-    else if (!strcmp(a, "--quick")) po.quick = 1;
-    else if (!strcmp(a, "--no-measure")) po.measure = 0;
-    else if (!strcmp(a, "--no-validate")) po.validate = 0;
-    else if (!strcmp(a, "--tune")) po.tune = 1;
-    else if (!strcmp(a, "--model") && has_val) po.model = argv[++i];
-    else if (!strcmp(a, "--tokens") && has_val) {
-      const char *p = argv[++i];
-      po.ntokens = 0;
-      for (;;) {
-        char *end;
-        errno = 0;
-        unsigned long long v = strtoull(p, &end, 10);
-        if (end == p || errno || v == 0 || v > 1000000 || (*end && *end != ',') || po.ntokens == 8) {
-          fprintf(stderr, "clformer probe: --tokens takes up to 8 positive integers separated by commas, not \"%s\"\n",
-                  argv[i]);
-          return 2;
-        }
-        po.tokens[po.ntokens++] = (size_t)v;
-        if (!*end) break;
-        p = end + 1;
-      }
-    } else if (!strcmp(a, "--budget") && has_val) {
-      char *end;
-      double v = strtod(argv[++i], &end);
-      if (*end || !(v > 0)) {
-        fprintf(stderr, "clformer probe: --budget takes a positive number of seconds, not \"%s\"\n", argv[i]);
-        return 2;
-      }
-      po.budget_s = v;
-    } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      fputs(probe_usage, stdout);
-      return 0;
-    } else {
-      fprintf(stderr, "clformer probe: unknown or incomplete argument %s\n", a);
-      fputs(probe_usage, stderr);
-      return 2;
-    }
-  }
-  if ((po.model || po.ntokens || po.budget_s > 0) && !po.tune) {
-    fprintf(stderr, "clformer probe: --model, --tokens and --budget go with --tune\n");
-    return 2;
-  }
-  if (!po.ntokens) po.tokens[po.ntokens++] = 128;
-  if (po.quick) po.runs = 3;
+static int probe_main(const void *opts, int argc, char **argv) {
+  (void)argc; (void)argv;
+  probe_opts po = *(const probe_opts *)opts;
+  if ((po.model || po.tokens.n || po.budget_s > 0) && !po.tune)
+    return clf_cli_usage_error(&clf_cli_probe_command, "--model, --tokens and --budget go with --tune");
+  if (!po.tokens.n) po.tokens.v[po.tokens.n++] = 128;
+  po.runs = po.quick ? 3 : 7;
 
   enum { MAX_DEVICES = 64 };
   static clf_device_desc devs[MAX_DEVICES];
@@ -723,3 +842,31 @@ int clf_cli_probe(int argc, char **argv) {
   }
   return rc;
 }
+
+const clf_cli_command clf_cli_probe_command = {
+    .name = "probe",
+    .summary = "device properties, measured throughput and ratios, self-validation",
+    .synopsis = "[--device S] [--json] [--quick] [--no-measure] [--no-validate]\n"
+                "                      [--tune [--model DIR] [--tokens N[,N...]] [--budget SECONDS]]",
+    .details =
+        "Describes every OpenCL device (or the one --device picks): its properties,\n"
+        "measured kernel build time (cold and from clformer's binary cache), memory\n"
+        "bandwidth, launch latency, SGEMM and attention throughput (median device time\n"
+        "of 7 event-profiled runs after a warm-up; 3 and fewer shapes with --quick),\n"
+        "ops beside their baselines on the same device as ratios (the fused attention\n"
+        "kernel vs the GEMM path, layer norm vs a copy of the same bytes),\n"
+        "clformer's self-validation of its kernel variants against CPU references,\n"
+        "and the GEMM tuning profile in use.  --tune first searches CLBlast's GEMM\n"
+        "parameters for the GEMMs of the model in DIR at each N tokens (default 128),\n"
+        "else for BERT-base/GPT-2 sized layers, within SECONDS (default 300), and\n"
+        "stores the profile.\n"
+        "--json prints {\"schema\": \"clformer-probe\", \"schema_version\": 1, ...} on stdout\n"
+        "with the raw CL_DEVICE_* names and every measured number; progress goes to\n"
+        "stderr.  Exit status: 0, or 1 when a device could not be probed, a kernel\n"
+        "variant failed validation or a requested --tune failed; 2 for usage errors.\n",
+    .options = probe_options,
+    .opts_size = sizeof(probe_opts),
+    .min_args = 0,
+    .max_args = 0,
+    .handler = probe_main,
+};
