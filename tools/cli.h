@@ -21,9 +21,28 @@ clf_context *clf_cli_open_context(const char *device);
  * not ("clformer CMD: ..."), leaving what was made for the caller to free. */
 int clf_cli_open_model(const char *cmd, const char *dir, const char *device, clf_context **ctx, clf_model **m);
 
+/* matrix_icd.c, for cmd_matrix.c: whether `needle` is in `hay`, ignoring
+ * case; POCL_DEVICES and OCL_ICD_VENDORS set so that PoCL's basic device and
+ * an installed Oclgrind are listed (before the first OpenCL call), with the
+ * temporary directory to remove written to icd_dir ("" when none); returns
+ * 0, or -1 after saying why.  clf_cli_remove_icd_dir removes it. */
+int clf_cli_contains_nocase(const char *hay, const char *needle);
+int clf_cli_expose_devices(char *icd_dir, size_t len);
+void clf_cli_remove_icd_dir(const char *dir);
+
 /* probe_props.c, for cmd_probe.c: the property table of one device, printed
  * when `human`, added to `dev` (a cJSON object) when not NULL. */
 struct cJSON;
 void clf_probe_properties(cl_platform_id platform, cl_device_id device, int human, struct cJSON *dev);
+
+/* probe_measure.c, for cmd_probe.c: the Measured and "Beside a baseline"
+ * sections of one device (ctx with profiling on; selector names its device
+ * for the build measurement's own contexts), `runs` timed runs each, fewer
+ * shapes when `quick`; printed when `human`, added to `dev` (a cJSON object)
+ * as "measured" when not NULL. */
+void clf_probe_measured(clf_context *ctx, const char *selector, int runs, int quick, int human, struct cJSON *dev);
+/* The context's last error (NULL: the thread's) as one line, in a static
+ * buffer that the next call overwrites. */
+const char *clf_probe_error(clf_context *ctx, clf_status st);
 
 #endif
