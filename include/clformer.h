@@ -660,6 +660,26 @@ CLF_API size_t clf_model_input_names(const clf_model *m,
 CLF_API size_t clf_model_output_names(const clf_model *m,
                                       const char *const **names);
 
+/* The class labels of a classification checkpoint, from config.json's
+ * id2label: clf_model_num_labels gives one more than the largest id (0 when
+ * the config has none), clf_model_label the label of id i, or NULL when the
+ * config names none for it.  The strings are owned by the model.  The loader
+ * refuses (CLF_E_FORMAT) an id2label whose keys are not integers from 0 to
+ * 1,048,575 or whose values are not strings. */
+CLF_API size_t clf_model_num_labels(const clf_model *m);
+CLF_API const char *clf_model_label(const clf_model *m, size_t i);
+
+/* ViTMAE: the pixels the model predicts for every patch, from its `logits`
+ * f32 [B, L, P*P*C] and the `pixel_values` f32 [B, C, H, W] it ran on, as
+ * f32 [B, C, H, W] in pixel_values' (normalised) space: with norm_pix_loss
+ * each patch is un-normalised with the mean and the unbiased variance (+
+ * 1e-6) of the same patch of pixel_values, as the loss normalised it.
+ * out->data is malloc'd (free with clf_array_free).  CLF_E_UNSUPPORTED for a
+ * model other than vit_mae; CLF_E_DTYPE / CLF_E_SHAPE naming the argument
+ * that does not fit. */
+CLF_API clf_status clf_model_mae_reconstruct(clf_model *m, const clf_array *pixel_values,
+                                             const clf_array *logits, clf_array *out);
+
 /* One forward pass on host arrays.  inputs[i].name says which input it is;
  * ids and masks are i32 or i64 [B, L], float inputs f32.  results[i]
  * receives outputs[i] (name set, data malloc'd: free with clf_array_free).

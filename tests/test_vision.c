@@ -166,6 +166,84 @@ START_TEST(test_bad_inputs) {
 }
 END_TEST
 
+/* Labels come from config.json's id2label (tests/fixtures/vit_cls: five
+ * names written by the fixture script); a model whose config has none has 0. */
+START_TEST(test_labels) {
+  char dir[1024], tmp[1024], cmd[8192];
+  fixture_dir(dir, sizeof dir, "vit_cls");
+  clf_model *m = get_model(dir);
+  ck_assert_uint_eq(clf_model_num_labels(m), 5);
+  ck_assert_str_eq(clf_model_label(m, 0), "tabby cat");
+  ck_assert_str_eq(clf_model_label(m, 4), "teapot");
+  ck_assert_ptr_null(clf_model_label(m, 5));
+  ck_assert_ptr_null(clf_model_label(NULL, 0));
+  /* A malformed id2label is named at load. */
+  th_tmpdir_create(tmp, sizeof tmp, "labels");
+  snprintf(cmd, sizeof cmd, "cp '%s/model.safetensors' '%s/' && sed 's/\"3\": \"daisy\"/\"x3\": \"daisy\"/' "
+           "'%s/config.json' > '%s/config.json'", dir, tmp, dir, tmp);
+  ck_assert_int_eq(system(cmd), 0);
+  clf_model *bad = NULL;
+  TH_FAILS(clf_model_load(th_ctx, tmp, &bad), CLF_E_FORMAT, "id2label entry \"x3\"");
+  ck_assert_ptr_null(bad);
+  th_tmpdir_remove(tmp);
+}
+END_TEST
+
+/* clf_model_mae_reconstruct on the fixture's ViTMAEForPreTraining case
+ * (norm_pix_loss true): every pixel equals the prediction for its patch
+ * position (p, q, c) times the patch's std plus its mean, computed here in
+ * double from the same pixel_values (a reference independent of the
+ * library's loop order), within float rounding. */
+START_TEST(test_mae_reconstruct) {
+  char dir[1024], p[1200];
+  fixture_dir(dir, sizeof dir, "vit_mae_pre");
+  clf_model *m = get_model(dir);
+  clf_array px, lg, out;
+  snprintf(p, sizeof p, "%s/pretraining.pixel_values.npy", dir);
+  TH_OK(clf_npy_read(p, &px));
+  snprintf(p, sizeof p, "%s/pretraining.logits.npy", dir);
+  TH_OK(clf_npy_read(p, &lg));
+  TH_OK(clf_model_mae_reconstruct(m, &px, &lg, &out));
+  const size_t B = px.shape[0], C = px.shape[1], H = px.shape[2], W = px.shape[3], P = 8, nw = W / P;
+  ck_assert_int_eq(out.ndim, 4);
+  for (int d = 0; d < 4; d++) ck_assert_uint_eq(out.shape[d], px.shape[d]);
+  const float *x = px.data, *pred = lg.data, *y = out.data;
+  double worst = 0;
+  for (size_t b = 0; b < B; b++)
+    for (size_t ph = 0; ph < H / P; ph++)
+      for (size_t pw = 0; pw < nw; pw++) {
+        double vals[3 * 8 * 8], mean = 0, var = 0;
+        size_t n = 0;
+        for (size_t c = 0; c < C; c++)
+          for (size_t i = 0; i < P; i++)
+            for (size_t j = 0; j < P; j++) vals[n++] = x[((b * C + c) * H + ph * P + i) * W + pw * P + j];
+        for (size_t i = 0; i < n; i++) mean += vals[i] / n;
+        for (size_t i = 0; i < n; i++) var += (vals[i] - mean) * (vals[i] - mean) / (n - 1);
+        const double sd = sqrt(var + 1e-6);
+        for (size_t c = 0; c < C; c++)
+          for (size_t i = 0; i < P; i++)
+            for (size_t j = 0; j < P; j++) {
+              const double want =
+                  pred[((b * (H / P) + ph) * nw + pw) * P * P * C + (i * P + j) * C + c] * sd + mean;
+              const double got = y[((b * C + c) * H + ph * P + i) * W + pw * P + j];
+              worst = fmax(worst, fabs(got - want) / fmax(1.0, fabs(want)));
+            }
+      }
+  th_note_error(worst, 1e-6);
+  ck_assert_msg(worst <= 1e-6, "max relative error %.3g", worst);
+  clf_array_free(&out);
+  /* Wrong shapes and a model of another family are named. */
+  lg.shape[1]--;
+  TH_FAILS(clf_model_mae_reconstruct(m, &px, &lg, &out), CLF_E_SHAPE, "logits must be");
+  lg.shape[1]++;
+  fixture_dir(dir, sizeof dir, "vit");
+  TH_FAILS(clf_model_mae_reconstruct(get_model(dir), &px, &lg, &out), CLF_E_UNSUPPORTED,
+               "not vit_mae");
+  clf_array_free(&px);
+  clf_array_free(&lg);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("vision");
   TCase *tc = tcase_create("vision");
@@ -179,6 +257,8 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_swin_cls);
   tcase_add_test(tc, test_mae_no_noise);
   tcase_add_test(tc, test_bad_inputs);
+  tcase_add_test(tc, test_labels);
+  tcase_add_test(tc, test_mae_reconstruct);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -80,6 +80,33 @@ static clf_status load_gen_settings(clf_model *m, const clf__config *c) {
   return CLF_OK;
 }
 
+/* config.json's id2label, as transformers reads it: {"0": "cat", ...}. */
+#define CLF__MAX_LABELS (1u << 20)
+static clf_status load_labels(clf_model *m, const clf__config *c, const char *dir) {
+  const cJSON *map = cJSON_GetObjectItemCaseSensitive(clf__config_json(c), "id2label"), *e;
+  size_t n = 0;
+  if (!cJSON_IsObject(map)) return CLF_OK;
+  cJSON_ArrayForEach(e, map) {
+    char *end;
+    unsigned long id = strtoul(e->string, &end, 10);
+    if (!*e->string || *end || e->string[0] == '-' || id >= CLF__MAX_LABELS || !cJSON_IsString(e))
+      return clf__fail(m->ctx, CLF_E_FORMAT, "clf_model_load: %s/config.json: id2label entry \"%s\" is not an "
+                       "integer id below %u with a string label", dir, e->string, CLF__MAX_LABELS);
+    if (id + 1 > n) n = id + 1;
+  }
+  if (n == 0) return CLF_OK;
+  if (!(m->labels = calloc(n, sizeof *m->labels)))
+    return clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "clf_model_load: out of host memory for %zu labels", n);
+  m->n_labels = n;
+  cJSON_ArrayForEach(e, map) {
+    size_t id = strtoul(e->string, NULL, 10);
+    free(m->labels[id]); /* a repeated key: the last wins, as in Python */
+    if (!(m->labels[id] = strdup(e->valuestring)))
+      return clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "clf_model_load: out of host memory for labels");
+  }
+  return CLF_OK;
+}
+
 clf_status clf_model_load(clf_context *ctx, const char *model_dir, clf_model **out) {
   static const char op[] = "clf_model_load";
   clf_status st;
@@ -123,7 +150,7 @@ clf_status clf_model_load(clf_context *ctx, const char *model_dir, clf_model **o
   }
   m->ctx = ctx;
   m->type = families[fi].type;
-  if ((st = load_gen_settings(m, c)) != CLF_OK) goto done;
+  if ((st = load_gen_settings(m, c)) != CLF_OK || (st = load_labels(m, c, model_dir)) != CLF_OK) goto done;
   if ((st = families[fi].load(m, c, w)) != CLF_OK) goto done;
   *out = m;
   m = NULL;
@@ -140,10 +167,16 @@ void clf_model_destroy(clf_model *m) {
   clf__ws_free(&m->ws);
   clf__ws_free(&m->ws2);
   clf__params_free(&m->params);
+  for (size_t i = 0; i < m->n_labels; i++) free(m->labels[i]);
+  free(m->labels);
   free(m);
 }
 
 const char *clf_model_type(const clf_model *m) { return m ? m->type : NULL; }
+
+size_t clf_model_num_labels(const clf_model *m) { return m ? m->n_labels : 0; }
+
+const char *clf_model_label(const clf_model *m, size_t i) { return m && i < m->n_labels ? m->labels[i] : NULL; }
 
 size_t clf_model_input_names(const clf_model *m, const char *const **names) {
   if (!m) return 0;

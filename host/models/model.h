@@ -48,6 +48,8 @@ struct clf_model {
   double length_penalty;
   int early_stopping; /* 1 true, 0 false, -1 "never" */
   const char *unsupported; /* a generation setting generate() does not implement, or NULL */
+  char **labels;           /* [n_labels] from id2label, NULL where it names none */
+  size_t n_labels;
 };
 
 /* Family constructors: fill m (hooks, names, weights) from config and weights. */
@@ -73,6 +75,10 @@ clf_status clf__vit_encoder(clf_context *ctx, const clf__layer *layers, size_t n
  * interpolate_pos_encoding (host copy in *host, result cached in *cache). */
 clf_status clf__vit_interp_pos(clf_context *ctx, const clf_tensor *pos, size_t N, size_t D, size_t gh, size_t gw,
                                float **host, clf_tensor **cache, size_t *c_gh, size_t *c_gw);
+
+/* ViTMAE's patch geometry (vit_mae.c): patch size, channels, norm_pix_loss;
+ * CLF_E_UNSUPPORTED naming `op` for another family. */
+clf_status clf__vit_mae_geometry(clf_model *m, const char *op, size_t *P, size_t *C, int *norm_pix);
 
 /* Uploads a host array of ids/mask (i32 or i64, [B, L]) into workspace slot
  * `slot` as is.  A NULL array gives a tensor of `fill`. */

@@ -279,3 +279,12 @@ clf_status clf__vit_mae_load(clf_model *m, const clf__config *c, const clf__weig
   return clf__vit_load_layers(ctx, w, p, "decoder.decoder_layers.", Nd, dd, Hd, Fd, (float)eps, act, qkv_bias,
                               e->dec_layers);
 }
+
+clf_status clf__vit_mae_geometry(clf_model *m, const char *op, size_t *P, size_t *C, int *norm_pix) {
+  if (!m || strcmp(m->type, "vit_mae") != 0)
+    return clf__fail(m ? m->ctx : NULL, CLF_E_UNSUPPORTED, "%s: the model is %s, not vit_mae", op,
+                     m ? m->type : "NULL");
+  const mae *e = m->impl;
+  *P = e->P, *C = e->C, *norm_pix = e->norm_pix;
+  return CLF_OK;
+}
