@@ -6,45 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cjson/cJSON.h>
-
 #include "cli.h"
 #include "clformer.h"
-
-/* MODEL_DIR/config.json parsed, or NULL (message printed). */
-static cJSON *read_config(const char *cmd, const char *dir) {
-  char path[4096];
-  snprintf(path, sizeof(path), "%s/config.json", dir);
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    fprintf(stderr, "clformer %s: cannot open %s\n", cmd, path);
-    return NULL;
-  }
-  size_t cap = 1 << 16, n = 0;
-  char *text = malloc(cap);
-  size_t got;
-  while (text && (got = fread(text + n, 1, cap - n - 1, f)) > 0) {
-    n += got;
-    if (n + 1 == cap) {
-      char *t = realloc(text, cap *= 2);
-      if (!t) free(text);
-      text = t;
-    }
-  }
-  fclose(f);
-  cJSON *root = NULL;
-  if (text) {
-    text[n] = '\0';
-    root = cJSON_Parse(text);
-    free(text);
-  }
-  if (!cJSON_IsObject(root)) {
-    fprintf(stderr, "clformer %s: %s is not a JSON object\n", cmd, path);
-    cJSON_Delete(root);
-    return NULL;
-  }
-  return root;
-}
 
 /* ---- classify ---- */
 
@@ -111,18 +74,17 @@ static int load_batch(const char *dir, char **paths, size_t n, clf_array *pv) {
   return 1;
 }
 
-/* config.json's id2label[id], else "LABEL_id" as transformers names it. */
-static const char *label_of(const cJSON *config, int id, char *buf, size_t len) {
-  char key[32];
-  snprintf(key, sizeof(key), "%d", id);
-  const cJSON *lab = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(config, "id2label"), key);
-  if (cJSON_IsString(lab)) return lab->valuestring;
+/* The checkpoint's label of id (config.json's id2label), else "LABEL_id" as
+ * transformers names it. */
+static const char *label_of(const clf_model *m, int id, char *buf, size_t len) {
+  const char *lab = clf_model_label(m, (size_t)id);
+  if (lab) return lab;
   snprintf(buf, len, "LABEL_%d", id);
   return buf;
 }
 
 /* One image's block: the softmax of its logits, the k most probable. */
-static void print_top(const char *path, const float *l, size_t nl, size_t k, scored *s, const cJSON *config) {
+static void print_top(const char *path, const float *l, size_t nl, size_t k, scored *s, const clf_model *m) {
   double mx = l[0], sum = 0;
   for (size_t j = 1; j < nl; j++) mx = l[j] > mx ? l[j] : mx;
   for (size_t j = 0; j < nl; j++) sum += exp((double)l[j] - mx);
@@ -131,7 +93,7 @@ static void print_top(const char *path, const float *l, size_t nl, size_t k, sco
   printf("%s\n", path);
   for (size_t j = 0; j < k; j++) {
     char buf[32];
-    printf("  %.4f  %s (%d)\n", s[j].p, label_of(config, s[j].id, buf, sizeof(buf)), s[j].id);
+    printf("  %.4f  %s (%d)\n", s[j].p, label_of(m, s[j].id, buf, sizeof(buf)), s[j].id);
   }
 }
 
@@ -146,10 +108,8 @@ static int classify_main(const void *opts, int argc, char **argv) {
   memset(&logits, 0, sizeof(logits));
   clf_context *ctx = NULL;
   clf_model *m = NULL;
-  cJSON *config = NULL;
   const char *outs[1] = {"logits"};
-  if (!load_batch(dir, paths, n_img, &pv) || !(config = read_config("classify", dir)) ||
-      !clf_cli_open_model("classify", dir, o->device, &ctx, &m)) {
+  if (!load_batch(dir, paths, n_img, &pv) || !clf_cli_open_model("classify", dir, o->device, &ctx, &m)) {
     /* said why */
   } else if (clf_model_run(m, &pv, 1, outs, 1, &logits) != CLF_OK) {
     fprintf(stderr, "clformer classify: %s\n", clf_last_error(ctx));
@@ -158,7 +118,7 @@ static int classify_main(const void *opts, int argc, char **argv) {
   } else {
     size_t nl = logits.shape[1], k = (size_t)o->top < nl ? (size_t)o->top : nl;
     scored *s = malloc(sizeof(scored) * nl);
-    for (size_t i = 0; i < n_img && s; i++) print_top(paths[i], (const float *)logits.data + i * nl, nl, k, s, config);
+    for (size_t i = 0; i < n_img && s; i++) print_top(paths[i], (const float *)logits.data + i * nl, nl, k, s, m);
     rc = s ? 0 : 1;
     free(s);
   }
@@ -166,7 +126,6 @@ static int classify_main(const void *opts, int argc, char **argv) {
   clf_array_free(&logits);
   clf_model_destroy(m);
   clf_context_destroy(ctx);
-  cJSON_Delete(config);
   return rc;
 }
 
@@ -208,16 +167,16 @@ static unsigned char to_byte(double v) {
   return (unsigned char)(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
-/* What the panels are drawn from: the input, the model's outputs, and how
- * the prediction maps back to pixels. */
+/* What the panels are drawn from: the input, the model's outputs and the
+ * prediction as pixels. */
 typedef struct mae_view {
   clf_image_processor proc;
-  clf_image shown;       /* the original at the model's size */
-  clf_array in[2];       /* pixel_values [1, 3, H, W], noise */
+  clf_image shown; /* the original at the model's size */
+  clf_array in[2]; /* pixel_values [1, 3, H, W], noise */
   size_t n_in;
-  clf_array res[2];      /* logits [1, L, P*P*3], mask [1, L] */
-  size_t P, H, W;        /* patch size, image size */
-  int norm_pix;          /* config.json's norm_pix_loss */
+  clf_array res[2]; /* logits [1, L, P*P*3], mask [1, L] */
+  clf_array pred;   /* the prediction [1, 3, H, W] in pixel_values' space */
+  size_t P, H, W;   /* patch size, image size */
 } mae_view;
 
 static int mae_inputs(const char *dir, const char *path, const char *noise, mae_view *v) {
@@ -239,63 +198,32 @@ static int mae_inputs(const char *dir, const char *path, const char *noise, mae_
   return st == CLF_OK;
 }
 
-/* patch_size and norm_pix_loss of config.json. */
-static int mae_settings(const char *dir, mae_view *v) {
-  cJSON *config = read_config("reconstruct", dir);
-  if (!config) return 0;
-  const cJSON *ps = cJSON_GetObjectItemCaseSensitive(config, "patch_size");
-  v->norm_pix = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(config, "norm_pix_loss"));
-  v->P = cJSON_IsNumber(ps) && ps->valuedouble >= 1 ? (size_t)ps->valuedouble : 0;
-  cJSON_Delete(config);
-  v->H = v->in[0].shape[2];
-  v->W = v->in[0].shape[3];
-  if (!v->P || v->H % v->P || v->W % v->P) {
-    fprintf(stderr, "clformer reconstruct: %s/config.json: patch_size missing or not dividing %zu x %zu\n", dir,
-            v->H, v->W);
-    return 0;
-  }
-  return 1;
-}
-
+/* The model's logits and mask, and its prediction as pixels; the patch size
+ * is that of the logits [1, L, P*P*3]. */
 static int mae_run(clf_model *m, clf_context *ctx, mae_view *v) {
   const char *outs[2] = {"logits", "mask"};
-  size_t L = (v->H / v->P) * (v->W / v->P), C = 3, P = v->P;
-  if (clf_model_run(m, v->in, v->n_in, outs, 2, v->res) != CLF_OK) {
+  v->H = v->in[0].shape[2];
+  v->W = v->in[0].shape[3];
+  if (clf_model_run(m, v->in, v->n_in, outs, 2, v->res) != CLF_OK ||
+      clf_model_mae_reconstruct(m, &v->in[0], &v->res[0], &v->pred) != CLF_OK) {
     fprintf(stderr, "clformer reconstruct: %s\n", clf_last_error(ctx));
     return 0;
   }
-  if (v->res[0].dtype != CLF_F32 || v->res[0].ndim != 3 || v->res[0].shape[1] != L ||
-      v->res[0].shape[2] != P * P * C || v->res[1].dtype != CLF_F32 || clf_array_numel(&v->res[1]) != L) {
-    fprintf(stderr, "clformer reconstruct: the model's logits are not [1, %zu, %zu] (a ViTMAEForPreTraining "
-            "model with 3 channels is needed)\n", L, P * P * C);
+  v->P = (size_t)(sqrt(v->res[0].shape[2] / 3.0) + 0.5);
+  size_t L = v->res[0].shape[1];
+  if (v->in[0].shape[1] != 3 || v->res[1].dtype != CLF_F32 || clf_array_numel(&v->res[1]) != L ||
+      v->pred.shape[0] != 1) {
+    fprintf(stderr, "clformer reconstruct: the model's mask is not [1, %zu] (a ViTMAEForPreTraining model with 3 "
+            "channels is needed)\n", L);
     return 0;
   }
   return 1;
 }
 
-/* With norm_pix_loss the prediction is in units of the patch's own (target)
- * mean and standard deviation, over the channel-mixed patch as ViTMAE's loss
- * computes them (torch.var is unbiased). */
-static void patch_stats(const mae_view *v, size_t h, size_t w, double *mean, double *std) {
-  const float *x = v->in[0].data;
-  size_t P = v->P, C = 3, n = P * P * C;
-  double s = 0, s2 = 0;
-  for (size_t p = 0; p < P; p++)
-    for (size_t q = 0; q < P; q++)
-      for (size_t c = 0; c < C; c++) {
-        double val = x[(c * v->H + h * P + p) * v->W + w * P + q];
-        s += val;
-        s2 += val * val;
-      }
-  *mean = s / n;
-  *std = sqrt((s2 - s * s / n) / (n - 1) + 1e-6);
-}
-
-/* A predicted value (MAE's patch order (p, q, c)) as a byte of the image. */
-static unsigned char predicted_byte(const mae_view *v, size_t l, size_t p, size_t q, size_t c, double pm,
-                                    double ps) {
-  const float *pred = v->res[0].data;
-  double val = pred[l * v->P * v->P * 3 + (p * v->P + q) * 3 + c] * ps + pm;
+/* A predicted pixel of channel c (in pixel_values' space) as a byte of the
+ * image: the processor's normalisation and rescaling undone. */
+static unsigned char predicted_byte(const mae_view *v, size_t y, size_t x, size_t c) {
+  double val = ((const float *)v->pred.data)[(c * v->H + y) * v->W + x];
   if (v->proc.do_normalize) val = val * v->proc.std[c] + v->proc.mean[c];
   if (v->proc.do_rescale && v->proc.rescale_factor != 0) val /= v->proc.rescale_factor;
   return to_byte(val);
@@ -306,8 +234,6 @@ static unsigned char predicted_byte(const mae_view *v, size_t l, size_t p, size_
 static void draw_patch(const mae_view *v, size_t h, size_t w, size_t gap, clf_image *panel) {
   size_t P = v->P, W = v->W, PW = (size_t)panel->width, nw = W / P, l = h * nw + w;
   int masked = ((const float *)v->res[1].data)[l] > 0.5f;
-  double pm = 0, ps = 1;
-  if (masked && v->norm_pix) patch_stats(v, h, w, &pm, &ps);
   for (size_t p = 0; p < P; p++)
     for (size_t q = 0; q < P; q++) {
       size_t y = h * P + p, x = w * P + q;
@@ -317,7 +243,7 @@ static void draw_patch(const mae_view *v, size_t h, size_t w, size_t gap, clf_im
       for (size_t c = 0; c < 3; c++) {
         a[c] = orig[c];
         b[c] = masked ? 128 : orig[c];
-        r[c] = masked ? predicted_byte(v, l, p, q, c, pm, ps) : orig[c];
+        r[c] = masked ? predicted_byte(v, y, x, c) : orig[c];
       }
     }
 }
@@ -344,8 +270,7 @@ static int reconstruct_main(const void *opts, int argc, char **argv) {
   clf_context *ctx = NULL;
   clf_model *m = NULL;
   int rc = 1;
-  if (mae_inputs(argv[0], argv[1], o->noise, &v) && mae_settings(argv[0], &v) &&
-      clf_cli_open_model("reconstruct", argv[0], o->device, &ctx, &m) && mae_run(m, ctx, &v) &&
+  if (mae_inputs(argv[0], argv[1], o->noise, &v) && clf_cli_open_model("reconstruct", argv[0], o->device, &ctx, &m) && mae_run(m, ctx, &v) &&
       draw_panels(&v, &panel)) {
     if (clf_image_write_png(o->out, &panel) != CLF_OK)
       fprintf(stderr, "clformer reconstruct: %s\n", clf_last_error(NULL));
@@ -356,6 +281,7 @@ static int reconstruct_main(const void *opts, int argc, char **argv) {
     clf_array_free(&v.in[i]);
     clf_array_free(&v.res[i]);
   }
+  clf_array_free(&v.pred);
   clf_image_free(&v.shown);
   clf_image_free(&panel);
   clf_model_destroy(m);
