@@ -1,7 +1,10 @@
 /* test_cli.c - the clformer command line as a person runs it: `run`,
  * `generate` and `embed` on the committed fixtures, exit statuses, the
- * --repeat timing line and the error that lists a model's outputs.  The
- * program's path comes from CLF_CLI, the fixtures from CLF_FIXTURES. */
+ * --repeat timing line and the error that lists a model's outputs, `probe`
+ * (properties, measurements, the ratios that were `bench`, the
+ * self-validation that replaced `selfcheck`), and the option parsing every
+ * command shares.  The program's path comes from CLF_CLI, the fixtures from
+ * CLF_FIXTURES. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -292,6 +295,36 @@ static void expect_stats(const cJSON *obj, const char *key, int runs) {
   ck_assert_int_eq((int)json_num(s, "runs"), runs);
 }
 
+/* One ratio entry: both timings' statistics (3 runs with --quick) and the
+ * ratio of their medians. */
+static void expect_ratio(const cJSON *e, const char *num, const char *den, const char *ratio) {
+  expect_stats(e, num, 3);
+  expect_stats(e, den, 3);
+  double n = json_num(cJSON_GetObjectItemCaseSensitive(e, num), "median");
+  double d = json_num(cJSON_GetObjectItemCaseSensitive(e, den), "median");
+  ck_assert_double_eq_tol(json_num(e, ratio), n / d, 1e-9 * n / d);
+}
+
+/* measured.ratios (what `clformer bench` printed): with --quick, the fused
+ * attention kernel against the GEMM path on BERT-base L=128 and GPT-2
+ * decode, layer norm against a copy on [128, 768]. */
+static void expect_ratios(const cJSON *r) {
+  ck_assert_msg(cJSON_IsObject(r), "no measured.ratios");
+  const cJSON *attn = cJSON_GetObjectItemCaseSensitive(r, "attention");
+  const cJSON *ln = cJSON_GetObjectItemCaseSensitive(r, "layer_norm");
+  ck_assert_int_eq(cJSON_GetArraySize(attn), 2);
+  ck_assert_int_eq(cJSON_GetArraySize(ln), 1);
+  const cJSON *e;
+  cJSON_ArrayForEach(e, attn) expect_ratio(e, "gemm_ms", "fused_ms", "gemm_over_fused");
+  ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(attn, 0), "name")->valuestring,
+                   "BERT-base L=128");
+  ck_assert_int_eq((int)json_num(cJSON_GetArrayItem(attn, 1), "Lq"), 1);
+  ck_assert_int_eq((int)json_num(cJSON_GetArrayItem(attn, 1), "Lk"), 256);
+  cJSON_ArrayForEach(e, ln) expect_ratio(e, "layer_norm_ms", "copy_ms", "layer_norm_over_copy");
+  ck_assert_int_eq((int)json_num(cJSON_GetArrayItem(ln, 0), "rows"), 128);
+  ck_assert_int_eq((int)json_num(cJSON_GetArrayItem(ln, 0), "cols"), 768);
+}
+
 /* probe --json: one entry per device that clf_list_devices reports, the
  * property values equal to what clGetDeviceInfo answers here, and measured
  * numbers that agree with their own timings. */
@@ -375,6 +408,7 @@ START_TEST(probe_json_describes_every_device) {
       expect_stats(g, "ms", 3);
       ck_assert(json_num(g, "gflops") > 0);
     }
+    expect_ratios(cJSON_GetObjectItemCaseSensitive(m, "ratios"));
     const cJSON *kb = cJSON_GetObjectItemCaseSensitive(m, "kernel_build");
     expect_stats(kb, "cold_ms", 1);
     expect_stats(kb, "cached_ms", 1);
@@ -398,6 +432,23 @@ START_TEST(probe_human_and_errors) {
   for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
     ck_assert_msg(strstr(out, want[i]) != NULL, "no \"%s\" in:\n%s", want[i], out);
   ck_assert_ptr_null(strstr(out, "Measured"));
+  ck_assert_ptr_null(strstr(out, "Beside a baseline"));
+  /* The self-validation (what `selfcheck` did for layer norm and attention,
+   * for every variant): none failed, as the exit status 0 says, and the
+   * context's program builds are reported. */
+  unsigned variants = 0, built = 0, from_disk = 0;
+  double build_ms = -1;
+  const char *summary = strstr(out, " variants, 0 failed");
+  ck_assert_msg(summary != NULL, "no \"N variants, 0 failed\" in:\n%s", out);
+  while (summary > out && summary[-1] != ' ') summary--;
+  ck_assert_int_eq(sscanf(summary, "%u", &variants), 1);
+  ck_assert_uint_gt(variants, 0);
+  const char *programs = strstr(out, "programs: ");
+  ck_assert_ptr_nonnull(programs);
+  ck_assert_int_eq(sscanf(programs, "programs: %u built from source, %u from the disk cache, %lf ms building", &built,
+                          &from_disk, &build_ms), 3);
+  ck_assert_uint_gt(built + from_disk, 0);
+  ck_assert(build_ms >= 0);
 
   ck_assert_int_eq(run_cli("probe --device nosuchdevice"), 1);
   ck_assert_ptr_nonnull(strstr(slurp("stderr"), "nosuchdevice"));
@@ -417,6 +468,103 @@ START_TEST(probe_human_and_errors) {
 }
 END_TEST
 
+/* stderr holds `want` (a usage error) and the command's usage line. */
+static void expect_usage_error(const char *args, const char *want, const char *cmd) {
+  ck_assert_msg(run_cli(args) == 2, "%s: not refused as a usage error", args);
+  const char *err = slurp("stderr");
+  ck_assert_msg(strstr(err, want) != NULL, "%s: no \"%s\" in:\n%s", args, want, err);
+  char usage[64];
+  snprintf(usage, sizeof(usage), "usage: clformer %s", cmd);
+  ck_assert_msg(strstr(err, usage) != NULL, "%s: no \"%s\" in:\n%s", args, usage, err);
+}
+
+/* One parser for every command: the same messages for a bad number, a number
+ * out of its stated range, an unknown option, a missing value, a missing
+ * required option and one argument too many; all exit 2 before any work. */
+START_TEST(options_parsed_alike) {
+  expect_usage_error("run m --in a=b.npy --out c=d.npy --repeat x",
+                     "clformer run: --repeat: expected an integer from 0 to 100000, got \"x\"", "run");
+  expect_usage_error("run m --in a=b.npy --out c=d.npy --repeat 100001",
+                     "clformer run: --repeat: expected an integer from 0 to 100000, got \"100001\"", "run");
+  expect_usage_error("run m --in a=b.npy --out c=d.npy --repeat 3x", "got \"3x\"", "run");
+  expect_usage_error("generate m --prompt hi --max-new-tokens 0",
+                     "clformer generate: --max-new-tokens: expected an integer from 1 to 100000, got \"0\"",
+                     "generate");
+  expect_usage_error("generate m --prompt hi --num-beams -2", "--num-beams: expected an integer from 1", "generate");
+  expect_usage_error("classify m i.png --top 1e3", "clformer classify: --top: expected an integer from 1 to 100000",
+                     "classify");
+  expect_usage_error("matrix --timeout 0", "clformer matrix: --timeout: expected an integer from 1 to 604800",
+                     "matrix");
+  expect_usage_error("probe --tune --budget 0", "clformer probe: --budget: expected a number more than 0, got \"0\"",
+                     "probe");
+  expect_usage_error("probe --tune --budget fast", "got \"fast\"", "probe");
+  /* Unknown options are named, on every command; `devices` took bench's
+   * --repeat and --device through the old second loop and now refuses them. */
+  expect_usage_error("devices --repeat 3", "clformer devices: unknown option --repeat", "devices");
+  expect_usage_error("devices --device 0:0", "clformer devices: unknown option --device", "devices");
+  expect_usage_error("run m --in a=b.npy --out c=d.npy --frobnicate", "clformer run: unknown option --frobnicate",
+                     "run");
+  expect_usage_error("reconstruct m i.png --out o.png --top 3", "clformer reconstruct: unknown option --top",
+                     "reconstruct");
+  /* A value missing at the end names the option and what it takes. */
+  expect_usage_error("run m --in a=b.npy --out c=d.npy --device", "clformer run: --device: expected S after it",
+                     "run");
+  expect_usage_error("classify m i.png --top", "clformer classify: --top: expected K after it", "classify");
+  expect_usage_error("probe --tune --tokens", "--tokens: expected N[,N...] after it", "probe");
+  /* Required options and positional arguments. */
+  expect_usage_error("run m --in a=b.npy", "clformer run: --out NAME=FILE.npy is required", "run");
+  expect_usage_error("run m n --in a=b.npy --out c=d.npy", "clformer run: unexpected argument \"n\"", "run");
+  expect_usage_error("probe extra", "clformer probe: unexpected argument \"extra\"", "probe");
+  expect_usage_error("embed m", "clformer embed: expected MODEL_DIR TEXT TEXT...", "embed");
+  expect_usage_error("generate m --in input_ids=a.npy --in attention_mask=b.npy --in input_ids=c.npy",
+                     "clformer generate: --in: given more than 2 times", "generate");
+  /* The removed commands are unknown now (probe took them over). */
+  ck_assert_int_eq(run_cli("bench"), 2);
+  ck_assert_ptr_nonnull(strstr(slurp("stderr"), "unknown command bench"));
+  ck_assert_int_eq(run_cli("selfcheck"), 2);
+  ck_assert_ptr_nonnull(strstr(slurp("stderr"), "unknown command selfcheck"));
+}
+END_TEST
+
+/* `clformer --help` lists every command of the table with its summary;
+ * `clformer CMD --help` and `-h` print its usage line and its options with
+ * their ranges and defaults, exit 0 and write nothing on stderr. */
+START_TEST(help_from_the_table) {
+  static const struct { const char *cmd, *want[3]; } cases[] = {
+      {"devices", {"usage: clformer devices\n", "-h, --help", "marked with *"}},
+      {"run", {"usage: clformer run MODEL_DIR", "--repeat N", "(0 to 100000)"}},
+      {"generate", {"usage: clformer generate MODEL_DIR", "--max-new-tokens N", "(1 to 100000)"}},
+      {"embed", {"usage: clformer embed MODEL_DIR TEXT TEXT...", "--device S", "cosine"}},
+      {"classify", {"usage: clformer classify MODEL_DIR IMAGE...", "--top K", "(1 to 100000; default 5)"}},
+      {"reconstruct", {"usage: clformer reconstruct MODEL_DIR IMAGE --out FILE.png", "--noise FILE.npy", "required"}},
+      {"probe", {"usage: clformer probe", "--tokens N[,N...]", "(up to 8, each 1 to 1000000)"}},
+      {"matrix", {"usage: clformer matrix", "--timeout SEC", "(1 to 604800; default 1800)"}},
+  };
+  ck_assert_int_eq(run_cli("--help"), 0);
+  char *top = strdup(slurp("stdout"));
+  ck_assert_ptr_null(strstr(top, "selfcheck"));
+  ck_assert_ptr_null(strstr(top, "  bench"));
+  ck_assert_ptr_nonnull(strstr(top, "probe"));
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    char args[64], line[64];
+    snprintf(line, sizeof(line), "\n  %s", cases[i].cmd);
+    ck_assert_msg(strstr(top, line) != NULL, "clformer --help does not list %s", cases[i].cmd);
+    for (int h = 0; h < 2; h++) {
+      snprintf(args, sizeof(args), "%s %s", cases[i].cmd, h ? "-h" : "--help");
+      ck_assert_msg(run_cli(args) == 0, "%s did not exit 0", args);
+      ck_assert_str_eq(slurp("stderr"), "");
+      const char *out = slurp("stdout");
+      for (int k = 0; k < 3; k++)
+        ck_assert_msg(strstr(out, cases[i].want[k]) != NULL, "%s: no \"%s\" in:\n%s", args, cases[i].want[k], out);
+    }
+  }
+  free(top);
+  /* No command: the list on stderr, exit 2. */
+  ck_assert_int_eq(run_cli(""), 2);
+  ck_assert_ptr_nonnull(strstr(slurp("stderr"), "usage: clformer COMMAND"));
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("cli");
   TCase *tc = tcase_create("cli");
@@ -429,6 +577,8 @@ static Suite *suite(void) {
   tcase_add_test(tc, generate_prompt_prints_text);
   tcase_add_test(tc, probe_json_describes_every_device);
   tcase_add_test(tc, probe_human_and_errors);
+  tcase_add_test(tc, options_parsed_alike);
+  tcase_add_test(tc, help_from_the_table);
   suite_add_tcase(s, tc);
   return s;
 }

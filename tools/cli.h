@@ -1,32 +1,48 @@
-/* cli.h - the subcommands of the clformer command line, one file each group. */
+/* cli.h - the subcommands of the clformer command line, one file each group,
+ * as rows of the command table in clformer.c (options.h describes a row). */
 #ifndef CLF_CLI_H
 #define CLF_CLI_H
 
 #include "clformer.h"
+#include "options.h"
 
-/* Each takes the arguments after the subcommand name and returns the exit
- * status (0 ok, 1 failure, 2 usage). */
-int clf_cli_run(int argc, char **argv);
-int clf_cli_generate(int argc, char **argv);
-int clf_cli_embed(int argc, char **argv);
-int clf_cli_classify(int argc, char **argv);
-int clf_cli_reconstruct(int argc, char **argv);
-int clf_cli_probe(int argc, char **argv);
-int clf_cli_matrix(int argc, char **argv);
+extern const clf_cli_command clf_cli_run_command;         /* cmd_model.c */
+extern const clf_cli_command clf_cli_generate_command;    /* cmd_model.c */
+extern const clf_cli_command clf_cli_embed_command;       /* cmd_model.c */
+extern const clf_cli_command clf_cli_classify_command;    /* cmd_vision.c */
+extern const clf_cli_command clf_cli_reconstruct_command; /* cmd_vision.c */
+extern const clf_cli_command clf_cli_probe_command;       /* cmd_probe.c */
+extern const clf_cli_command clf_cli_matrix_command;      /* cmd_matrix.c */
 
 /* A context on `device` (NULL: the default), or NULL after printing why
  * (cmd_model.c). */
 clf_context *clf_cli_open_context(const char *device);
+/* A context on `device` and the model in `dir`; returns 0 after printing why
+ * not ("clformer CMD: ..."), leaving what was made for the caller to free. */
+int clf_cli_open_model(const char *cmd, const char *dir, const char *device, clf_context **ctx, clf_model **m);
 
-/* An f32 tensor of ctx with uniform values in [-1, 1) from a fixed seed
- * (clformer.c; bench and probe use it). */
-clf_status clf_cli_random_tensor(clf_context *ctx, int ndim, const size_t *shape, clf_tensor **t);
+/* matrix_icd.c, for cmd_matrix.c: whether `needle` is in `hay`, ignoring
+ * case; POCL_DEVICES and OCL_ICD_VENDORS set so that PoCL's basic device and
+ * an installed Oclgrind are listed (before the first OpenCL call), with the
+ * temporary directory to remove written to icd_dir ("" when none); returns
+ * 0, or -1 after saying why.  clf_cli_remove_icd_dir removes it. */
+int clf_cli_contains_nocase(const char *hay, const char *needle);
+int clf_cli_expose_devices(char *icd_dir, size_t len);
+void clf_cli_remove_icd_dir(const char *dir);
 
 /* probe_props.c, for cmd_probe.c: the property table of one device, printed
  * when `human`, added to `dev` (a cJSON object) when not NULL. */
 struct cJSON;
 void clf_probe_properties(cl_platform_id platform, cl_device_id device, int human, struct cJSON *dev);
-/* "CL_INVALID_VALUE" for -30. */
-const char *clf_probe_cl_error_name(cl_int err);
+
+/* probe_measure.c, for cmd_probe.c: the Measured and "Beside a baseline"
+ * sections of one device (ctx with profiling on; selector names its device
+ * for the build measurement's own contexts), `runs` timed runs each, fewer
+ * shapes when `quick`; printed when `human`, added to `dev` (a cJSON object)
+ * as "measured" when not NULL. */
+void clf_probe_measured(clf_context *ctx, const char *selector, int runs, int quick, int human, struct cJSON *dev);
+/* The context's last error (NULL: the thread's) as one line, in a static
+ * buffer that the next call overwrites. */
+const char *clf_probe_error(clf_context *ctx, clf_status st);
 
 #endif

@@ -5,11 +5,8 @@
  * (tests/harness.h, CLF_TH_REPORT).
  */
 #include <cjson/cJSON.h>
-#include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <glob.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
@@ -62,13 +59,25 @@ typedef struct mx_cell {
 } mx_cell;
 
 typedef struct mx_opts {
-  const char *devices[MAX_SELECT];
-  int n_devices;
-  const char *suites[MAX_SUITES];
-  int n_suites;
+  clf_cli_strings devices; /* --device: selectors, or none for every device */
+  clf_cli_strings suites;  /* --suite: names, or none for default_suites */
   const char *out, *tests, *fixtures;
-  int timeout_s;
+  long timeout_s;
 } mx_opts;
+
+static const clf_cli_option matrix_options[] = {
+    {"--device", "S", CLF_OPT_STRINGS, offsetof(mx_opts, devices), 0, 0, 0, MAX_SELECT, 0,
+     "only the devices matching S (\"P:D\" or part of the name)"},
+    {"--suite", "NAME", CLF_OPT_STRINGS, offsetof(mx_opts, suites), 0, 0, 0, MAX_SUITES, 0,
+     "only the test program tests/test_NAME"},
+    {"--out", "DIR", CLF_OPT_STRING, offsetof(mx_opts, out), 0, 0, 0, 0, 0, "where results go (default ./matrix)"},
+    {"--tests", "DIR", CLF_OPT_STRING, offsetof(mx_opts, tests), 0, 0, 0, 0, 0,
+     "the test programs (default: the build tree's tests/)"},
+    {"--fixtures", "DIR", CLF_OPT_STRING, offsetof(mx_opts, fixtures), 0, 0, 0, 0, 0,
+     "the fixtures (default $CLF_FIXTURES, else the source tree's)"},
+    {"--timeout", "SEC", CLF_OPT_LONG, offsetof(mx_opts, timeout_s), 1, 604800, 1800, 0, 0,
+     "seconds before a test program is killed"},
+    {NULL}};
 
 static double mono_s(void) {
   struct timespec ts;
@@ -76,124 +85,7 @@ static double mono_s(void) {
   return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static int contains_nocase(const char *hay, const char *needle) {
-  size_t n = strlen(needle);
-  for (; *hay; hay++) {
-    size_t i = 0;
-    while (i < n && hay[i] && tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i])) i++;
-    if (i == n) return 1;
-  }
-  return n == 0;
-}
-
-static int is_oclgrind(const clf_device_desc *d) { return contains_nocase(d->platform_name, "oclgrind"); }
-
-/* ---- the devices: PoCL's basic device and Oclgrind made visible ---- */
-
-static int file_contains(const char *path, const char *needle) {
-  char buf[1024];
-  FILE *f = fopen(path, "r");
-  if (!f) return 0;
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = 0;
-  return contains_nocase(buf, needle);
-}
-
-/* An .icd file is one line naming a library: copied rather than linked, so
- * that a relative OCL_ICD_VENDORS still resolves. */
-static int copy_file(const char *from, const char *to) {
-  char buf[4096];
-  FILE *in = fopen(from, "rb"), *out = in ? fopen(to, "wb") : NULL;
-  size_t n = in ? fread(buf, 1, sizeof buf, in) : 0;
-  int ok = out && fwrite(buf, 1, n, out) == n;
-  if (out && fclose(out) != 0) ok = 0;
-  if (in) fclose(in);
-  return ok ? 0 : -1;
-}
-
-static const char *find_oclgrind_icd_lib(char *buf, size_t len) {
-  static const char *const patterns[] = {"/usr/lib/oclgrind/liboclgrind-rt-icd.so",
-                                         "/usr/lib*/oclgrind/liboclgrind-rt-icd.so",
-                                         "/usr/lib/*/oclgrind/liboclgrind-rt-icd.so",
-                                         "/usr/local/lib*/oclgrind/liboclgrind-rt-icd.so",
-                                         "/usr/local/lib*/liboclgrind-rt-icd.so"};
-  for (size_t i = 0; i < sizeof patterns / sizeof *patterns; i++) {
-    glob_t g;
-    int found = glob(patterns[i], 0, NULL, &g) == 0 && g.gl_pathc > 0;
-    if (found) snprintf(buf, len, "%s", g.gl_pathv[0]);
-    globfree(&g);
-    if (found) return buf;
-  }
-  return NULL;
-}
-
-/* Sets POCL_DEVICES="pthread basic" unless the user chose, and when Oclgrind
- * is installed but no registered ICD names it, points OCL_ICD_VENDORS at a
- * temporary directory holding copies of the registered *.icd files plus an
- * oclgrind.icd.  Must run before the first OpenCL call (the ICD loader reads
- * the vendors once).  Writes the directory to remove into icd_dir ("" when
- * none) and returns 0, or -1 with a message. */
-static int expose_devices(char *icd_dir, size_t len) {
-  icd_dir[0] = 0;
-  if (!getenv("POCL_DEVICES")) setenv("POCL_DEVICES", "pthread basic", 1);
-  char lib[PATH_MAX];
-  if (!find_oclgrind_icd_lib(lib, sizeof lib)) return 0;
-  const char *user = getenv("OCL_ICD_VENDORS");
-  struct stat sb;
-  int user_file = user && stat(user, &sb) == 0 && S_ISREG(sb.st_mode);
-  const char *src = user && !user_file ? user : "/etc/OpenCL/vendors";
-  char path[PATH_MAX];
-  glob_t g = {0};
-  if (user_file) {
-    if (file_contains(user, "oclgrind")) return 0;
-  } else {
-    snprintf(path, sizeof path, "%s/*.icd", src);
-    glob(path, 0, NULL, &g);
-    for (size_t i = 0; i < g.gl_pathc; i++)
-      if (file_contains(g.gl_pathv[i], "oclgrind")) {
-        globfree(&g);
-        return 0;
-      }
-  }
-  const char *tmp = getenv("TMPDIR");
-  snprintf(icd_dir, len, "%s/clformer-icd-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  int rc = 0;
-  if (!mkdtemp(icd_dir)) {
-    fprintf(stderr, "clformer: matrix: cannot create %s: %s\n", icd_dir, strerror(errno));
-    icd_dir[0] = 0;
-    rc = -1;
-  }
-  for (size_t i = 0; rc == 0 && i < (user_file ? 1 : g.gl_pathc); i++) {
-    const char *icd = user_file ? user : g.gl_pathv[i];
-    const char *base = strrchr(icd, '/') ? strrchr(icd, '/') + 1 : icd;
-    snprintf(path, sizeof path, "%s/%s", icd_dir, base);
-    rc = copy_file(icd, path);
-  }
-  globfree(&g);
-  if (rc == 0) {
-    snprintf(path, sizeof path, "%s/oclgrind.icd", icd_dir);
-    FILE *f = fopen(path, "w");
-    if (!f || fprintf(f, "%s\n", lib) < 0 || fclose(f) != 0) rc = -1;
-  }
-  if (rc == 0) setenv("OCL_ICD_VENDORS", icd_dir, 1);
-  else if (icd_dir[0]) fprintf(stderr, "clformer: matrix: cannot set up %s for Oclgrind\n", icd_dir);
-  return rc;
-}
-
-static void remove_icd_dir(const char *dir) {
-  if (!dir[0]) return;
-  DIR *d = opendir(dir);
-  struct dirent *e;
-  char p[PATH_MAX];
-  while (d && (e = readdir(d)))
-    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-      snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-      unlink(p);
-    }
-  if (d) closedir(d);
-  rmdir(dir);
-}
+static int is_oclgrind(const clf_device_desc *d) { return clf_cli_contains_nocase(d->platform_name, "oclgrind"); }
 
 /* "P:D" exactly, else a case-insensitive part of "platform / device". */
 static int device_matches(const clf_device_desc *d, const char *sel) {
@@ -202,7 +94,7 @@ static int device_matches(const clf_device_desc *d, const char *sel) {
     return p == d->platform_index && i == d->device_index;
   char full[300];
   snprintf(full, sizeof full, "%s / %s", d->platform_name, d->device_name);
-  return contains_nocase(full, sel);
+  return clf_cli_contains_nocase(full, sel);
 }
 
 /* ---- running one test program ---- */
@@ -242,7 +134,7 @@ static char **child_env(char *const *set, int n_set) {
 
 /* Runs `prog` with `env`, stdout and stderr to run->log, killing its process
  * group after timeout_s; fills status, code and seconds. */
-static void run_child(const char *prog, char **env, int timeout_s, mx_run *run) {
+static void run_child(const char *prog, char **env, long timeout_s, mx_run *run) {
   posix_spawn_file_actions_t fa;
   posix_spawnattr_t attr;
   posix_spawn_file_actions_init(&fa);
@@ -277,7 +169,7 @@ static void run_child(const char *prog, char **env, int timeout_s, mx_run *run) 
   run->seconds = mono_s() - t0;
   if (timed_out) {
     run->status = RUN_TIMEOUT;
-    snprintf(run->problem, sizeof run->problem, "timeout: killed after %d s", timeout_s);
+    snprintf(run->problem, sizeof run->problem, "timeout: killed after %ld s", timeout_s);
   } else if (WIFSIGNALED(st)) {
     run->status = RUN_CRASHED;
     run->code = WTERMSIG(st);
@@ -442,11 +334,11 @@ static void cell_text(const mx_cell *c, char *buf, size_t len) {
 static mx_row *collect_rows(const mx_opts *o, mx_run *runs, int n_dev, size_t *n_rows) {
   size_t cap = 64, n = 0;
   mx_row *rows = malloc(cap * sizeof *rows);
-  for (int s = 0; rows && s < o->n_suites; s++) {
+  for (int s = 0; rows && s < o->suites.n; s++) {
     size_t first = n;
     for (int d = 0; d < n_dev; d++) {
       const cJSON *t;
-      cJSON_ArrayForEach(t, report_tests(&runs[d * o->n_suites + s])) {
+      cJSON_ArrayForEach(t, report_tests(&runs[d * o->suites.n + s])) {
         const char *name = jstr(t, "test");
         int seen = 0;
         for (size_t i = first; i < n && !seen; i++) seen = strcmp(rows[i].test, name) == 0;
@@ -456,18 +348,18 @@ static mx_row *collect_rows(const mx_opts *o, mx_run *runs, int n_dev, size_t *n
           if (!r) { free(rows); return NULL; }
           rows = r;
         }
-        rows[n++] = (mx_row){o->suites[s], jstr(t, "tcase"), name};
+        rows[n++] = (mx_row){o->suites.v[s], jstr(t, "tcase"), name};
       }
     }
     int incomplete = 0;
-    for (int d = 0; d < n_dev; d++) incomplete |= !run_complete(&runs[d * o->n_suites + s]);
+    for (int d = 0; d < n_dev; d++) incomplete |= !run_complete(&runs[d * o->suites.n + s]);
     if (incomplete) {
       if (n == cap) {
         mx_row *r = realloc(rows, (cap *= 2) * sizeof *rows);
         if (!r) { free(rows); return NULL; }
         rows = r;
       }
-      rows[n++] = (mx_row){o->suites[s], "", NULL};
+      rows[n++] = (mx_row){o->suites.v[s], "", NULL};
     }
   }
   *n_rows = n;
@@ -479,6 +371,21 @@ typedef struct mx_sum {
   double seconds;
 } mx_sum;
 
+/* Everything one `matrix` run gathered, for the writers below. */
+typedef struct mx_results {
+  const mx_opts *o;
+  const clf_device_desc *devs;
+  int n_dev;
+  mx_run *runs; /* [device][suite] */
+  const mx_row *rows;
+  size_t n_rows;
+  const char *date, *host;
+  mx_sum sum[MAX_DEVICES];
+  int all_pass;
+} mx_results;
+
+static mx_run *run_of(const mx_results *r, int d, int s) { return &r->runs[d * r->o->suites.n + s]; }
+
 /* One line: newlines and table bars would break the Markdown. */
 static void one_line(const char *in, char *out, size_t len) {
   size_t k = 0;
@@ -486,275 +393,335 @@ static void one_line(const char *in, char *out, size_t len) {
   out[k] = 0;
 }
 
-static int write_outputs(const mx_opts *o, const clf_device_desc *devs, int n_dev, mx_run *runs,
-                         const mx_row *rows, size_t n_rows, const char *date, const char *host) {
-  char path[PATH_MAX], buf[600], msg[1200];
-  mx_sum sum[MAX_DEVICES] = {{0}};
-  int all_pass = 1;
-  for (int d = 0; d < n_dev; d++)
-    for (int s = 0; s < o->n_suites; s++) {
-      sum[d].seconds += runs[d * o->n_suites + s].seconds;
-      if (runs[d * o->n_suites + s].problem[0]) all_pass = 0;
-    }
+static void device_id(const clf_device_desc *d, char *buf, size_t len) {
+  snprintf(buf, len, "%d:%d", d->platform_index, d->device_index);
+}
 
-  cJSON *root = cJSON_CreateObject(), *jdevs = cJSON_AddArrayToObject(root, "devices");
-  cJSON_AddNumberToObject(root, "schema", 1);
-  cJSON_AddStringToObject(root, "date", date);
-  cJSON_AddStringToObject(root, "host", host);
-  cJSON *jruns = cJSON_AddArrayToObject(root, "runs"), *jrows = cJSON_AddArrayToObject(root, "rows");
-
-  snprintf(path, sizeof path, "%s/matrix.md", o->out);
-  FILE *md = fopen(path, "w");
-  if (!md) {
-    fprintf(stderr, "clformer: matrix: cannot write %s: %s\n", path, strerror(errno));
-    cJSON_Delete(root);
-    return -1;
-  }
+/* Title, the devices and the header of the results table. */
+static void md_header(FILE *md, const mx_results *r) {
   fprintf(md, "# clformer test matrix\n\n%s on %s. Cells: result, max error relative to the "
-          "reference's scale (of the test's worst comparison), time.\n\n", date, host);
+          "reference's scale (of the test's worst comparison), time.\n\n", r->date, r->host);
   fprintf(md, "| column | platform | device | driver | OpenCL |\n| --- | --- | --- | --- | --- |\n");
-  for (int d = 0; d < n_dev; d++) {
+  for (int d = 0; d < r->n_dev; d++) {
+    const clf_device_desc *dv = &r->devs[d];
     /* "OpenCL 3.0 PoCL HSTR: ..." -> "OpenCL 3.0" */
-    const char *v = devs[d].device_version, *sp = strchr(v, ' ');
+    const char *v = dv->device_version, *sp = strchr(v, ' ');
     int vlen = sp && strchr(sp + 1, ' ') ? (int)(strchr(sp + 1, ' ') - v) : (int)strlen(v);
-    fprintf(md, "| %d:%d | %s | %s | %s | %.*s |\n", devs[d].platform_index, devs[d].device_index,
-            devs[d].platform_name, devs[d].device_name, devs[d].driver_version, vlen, v);
+    fprintf(md, "| %d:%d | %s | %s | %s | %.*s |\n", dv->platform_index, dv->device_index, dv->platform_name,
+            dv->device_name, dv->driver_version, vlen, v);
   }
   fprintf(md, "\n| suite | test |");
-  for (int d = 0; d < n_dev; d++) {
+  for (int d = 0; d < r->n_dev; d++) {
     /* The column's short name: the device name up to its first '-' or ' '. */
-    int len = (int)strcspn(devs[d].device_name, "- ");
-    fprintf(md, " %d:%d %.*s |", devs[d].platform_index, devs[d].device_index, len, devs[d].device_name);
+    int len = (int)strcspn(r->devs[d].device_name, "- ");
+    fprintf(md, " %d:%d %.*s |", r->devs[d].platform_index, r->devs[d].device_index, len, r->devs[d].device_name);
   }
   fprintf(md, "\n| --- | --- |");
-  for (int d = 0; d < n_dev; d++) fprintf(md, " --- |");
+  for (int d = 0; d < r->n_dev; d++) fprintf(md, " --- |");
   fprintf(md, "\n");
+}
 
-  for (size_t i = 0; i < n_rows; i++) {
-    int si = 0;
-    while (strcmp(o->suites[si], rows[i].suite)) si++;
-    const char *label = rows[i].test ? rows[i].test
-                        : i > 0 && !strcmp(rows[i - 1].suite, rows[i].suite) ? "(rest of the suite)"
-                                                                              : "(whole suite)";
-    fprintf(md, "| %s | %s |", rows[i].suite, label);
-    cJSON *jr = cJSON_CreateObject(), *jcells = cJSON_CreateArray();
-    cJSON_AddStringToObject(jr, "suite", rows[i].suite);
-    cJSON_AddStringToObject(jr, "tcase", rows[i].tcase);
-    if (rows[i].test) cJSON_AddStringToObject(jr, "test", rows[i].test);
-    else cJSON_AddNullToObject(jr, "test");
-    for (int d = 0; d < n_dev; d++) {
-      mx_cell c;
-      make_cell(&runs[d * o->n_suites + si], &rows[i], &c);
-      cell_text(&c, buf, sizeof buf);
-      fprintf(md, " %s |", buf);
-      sum[d].passed += c.kind == CELL_PASS;
-      sum[d].failed += c.kind == CELL_FAIL;
-      sum[d].not_run += c.kind == CELL_NOT_RUN;
-      all_pass &= c.kind != CELL_FAIL;
-      cJSON *jc = cJSON_CreateObject();
-      snprintf(buf, sizeof buf, "%d:%d", devs[d].platform_index, devs[d].device_index);
-      cJSON_AddStringToObject(jc, "device", buf);
-      cJSON_AddStringToObject(jc, "result", c.result);
-      if (c.test) {
-        const char *keys[] = {"message", "ms", "max_error", "tolerance"};
-        for (int k = 0; k < 4; k++) {
-          const cJSON *v = cJSON_GetObjectItem(c.test, keys[k]);
-          cJSON_AddItemToObject(jc, keys[k], v ? cJSON_Duplicate(v, 1) : cJSON_CreateNull());
-        }
-      } else {
-        cJSON_AddStringToObject(jc, "message", runs[d * o->n_suites + si].problem);
-      }
-      cJSON_AddItemToArray(jcells, jc);
+/* One cell's JSON: the report's fields of the test, or the run's problem. */
+static cJSON *json_cell(const mx_results *r, int d, int si, const mx_cell *c) {
+  char id[32];
+  cJSON *jc = cJSON_CreateObject();
+  device_id(&r->devs[d], id, sizeof id);
+  cJSON_AddStringToObject(jc, "device", id);
+  cJSON_AddStringToObject(jc, "result", c->result);
+  if (c->test) {
+    const char *keys[] = {"message", "ms", "max_error", "tolerance"};
+    for (int k = 0; k < 4; k++) {
+      const cJSON *v = cJSON_GetObjectItem(c->test, keys[k]);
+      cJSON_AddItemToObject(jc, keys[k], v ? cJSON_Duplicate(v, 1) : cJSON_CreateNull());
     }
-    fprintf(md, "\n");
-    cJSON_AddItemToObject(jr, "cells", jcells);
-    cJSON_AddItemToArray(jrows, jr);
+  } else {
+    cJSON_AddStringToObject(jc, "message", run_of(r, d, si)->problem);
   }
-  fprintf(md, "| **summary** | |");
-  for (int d = 0; d < n_dev; d++) {
-    int total = sum[d].passed + sum[d].failed;
-    fprintf(md, " **%d/%d passed** · %.1f s |", sum[d].passed, total, sum[d].seconds);
+  return jc;
+}
+
+/* Row i of the table, in Markdown and as JSON; counts its cells. */
+static cJSON *table_row(FILE *md, mx_results *r, size_t i) {
+  const mx_row *row = &r->rows[i];
+  char buf[600];
+  int si = 0;
+  while (strcmp(r->o->suites.v[si], row->suite)) si++;
+  const char *label = row->test ? row->test
+                      : i > 0 && !strcmp(r->rows[i - 1].suite, row->suite) ? "(rest of the suite)"
+                                                                            : "(whole suite)";
+  fprintf(md, "| %s | %s |", row->suite, label);
+  cJSON *jr = cJSON_CreateObject(), *jcells = cJSON_CreateArray();
+  cJSON_AddStringToObject(jr, "suite", row->suite);
+  cJSON_AddStringToObject(jr, "tcase", row->tcase);
+  if (row->test) cJSON_AddStringToObject(jr, "test", row->test);
+  else cJSON_AddNullToObject(jr, "test");
+  for (int d = 0; d < r->n_dev; d++) {
+    mx_cell c;
+    make_cell(run_of(r, d, si), row, &c);
+    cell_text(&c, buf, sizeof buf);
+    fprintf(md, " %s |", buf);
+    r->sum[d].passed += c.kind == CELL_PASS;
+    r->sum[d].failed += c.kind == CELL_FAIL;
+    r->sum[d].not_run += c.kind == CELL_NOT_RUN;
+    r->all_pass &= c.kind != CELL_FAIL;
+    cJSON_AddItemToArray(jcells, json_cell(r, d, si, &c));
   }
   fprintf(md, "\n");
-  for (int d = 0; d < n_dev; d++)
-    if (sum[d].not_run)
-      fprintf(md, "\n%d:%d: %d test%s not run (left out by the program on this device, e.g. "
-              "CLF_TEST_UNDER_OCLGRIND on Oclgrind).\n", devs[d].platform_index, devs[d].device_index,
-              sum[d].not_run, sum[d].not_run == 1 ? "" : "s");
+  cJSON_AddItemToObject(jr, "cells", jcells);
+  return jr;
+}
 
-  /* Failures: each failed test's message, then each run that went wrong. */
-  fprintf(md, "\n## Failures\n\n");
+static void md_summary(FILE *md, const mx_results *r) {
+  fprintf(md, "| **summary** | |");
+  for (int d = 0; d < r->n_dev; d++) {
+    int total = r->sum[d].passed + r->sum[d].failed;
+    fprintf(md, " **%d/%d passed** · %.1f s |", r->sum[d].passed, total, r->sum[d].seconds);
+  }
+  fprintf(md, "\n");
+  for (int d = 0; d < r->n_dev; d++)
+    if (r->sum[d].not_run)
+      fprintf(md, "\n%d:%d: %d test%s not run (left out by the program on this device, e.g. "
+              "CLF_TEST_UNDER_OCLGRIND on Oclgrind).\n", r->devs[d].platform_index, r->devs[d].device_index,
+              r->sum[d].not_run, r->sum[d].not_run == 1 ? "" : "s");
+}
+
+/* Failures: each failed test's message, then each run that went wrong. */
+static void md_failures(FILE *md, const mx_results *r) {
+  char msg[1200];
   int any = 0;
-  for (int d = 0; d < n_dev; d++)
-    for (int s = 0; s < o->n_suites; s++) {
-      const mx_run *r = &runs[d * o->n_suites + s];
+  fprintf(md, "\n## Failures\n\n");
+  for (int d = 0; d < r->n_dev; d++)
+    for (int s = 0; s < r->o->suites.n; s++) {
+      const mx_run *run = run_of(r, d, s);
+      const clf_device_desc *dv = &r->devs[d];
       const cJSON *t;
-      cJSON_ArrayForEach(t, report_tests(r)) {
+      cJSON_ArrayForEach(t, report_tests(run)) {
         if (strcmp(jstr(t, "result"), "pass") == 0) continue;
         one_line(jstr(t, "message"), msg, sizeof msg);
-        fprintf(md, "- %s / %s on %d:%d (%s): %s\n", o->suites[s], jstr(t, "test"), devs[d].platform_index,
-                devs[d].device_index, devs[d].device_name, msg);
+        fprintf(md, "- %s / %s on %d:%d (%s): %s\n", r->o->suites.v[s], jstr(t, "test"), dv->platform_index,
+                dv->device_index, dv->device_name, msg);
         any = 1;
       }
-      if (r->problem[0]) {
-        one_line(r->problem, msg, sizeof msg);
-        fprintf(md, "- %s on %d:%d (%s): %s (log: %s)\n", o->suites[s], devs[d].platform_index,
-                devs[d].device_index, devs[d].device_name, msg, r->log);
+      if (run->problem[0]) {
+        one_line(run->problem, msg, sizeof msg);
+        fprintf(md, "- %s on %d:%d (%s): %s (log: %s)\n", r->o->suites.v[s], dv->platform_index, dv->device_index,
+                dv->device_name, msg, run->log);
         any = 1;
       }
     }
   if (!any) fprintf(md, "None.\n");
-  int md_ok = fclose(md) == 0;
+}
 
-  for (int d = 0; d < n_dev; d++) {
+/* The devices with their totals and every run, into the JSON root. */
+static void json_devices_and_runs(cJSON *root, const mx_results *r) {
+  cJSON *jdevs = cJSON_GetObjectItem(root, "devices"), *jruns = cJSON_GetObjectItem(root, "runs");
+  char id[32];
+  for (int d = 0; d < r->n_dev; d++) {
+    const clf_device_desc *dv = &r->devs[d];
     cJSON *jd = cJSON_CreateObject();
-    snprintf(buf, sizeof buf, "%d:%d", devs[d].platform_index, devs[d].device_index);
-    cJSON_AddStringToObject(jd, "id", buf);
-    cJSON_AddStringToObject(jd, "platform", devs[d].platform_name);
-    cJSON_AddStringToObject(jd, "device", devs[d].device_name);
-    cJSON_AddStringToObject(jd, "driver", devs[d].driver_version);
-    cJSON_AddStringToObject(jd, "opencl", devs[d].device_version);
-    cJSON_AddNumberToObject(jd, "passed", sum[d].passed);
-    cJSON_AddNumberToObject(jd, "failed", sum[d].failed);
-    cJSON_AddNumberToObject(jd, "not_run", sum[d].not_run);
-    cJSON_AddNumberToObject(jd, "seconds", sum[d].seconds);
+    device_id(dv, id, sizeof id);
+    cJSON_AddStringToObject(jd, "id", id);
+    cJSON_AddStringToObject(jd, "platform", dv->platform_name);
+    cJSON_AddStringToObject(jd, "device", dv->device_name);
+    cJSON_AddStringToObject(jd, "driver", dv->driver_version);
+    cJSON_AddStringToObject(jd, "opencl", dv->device_version);
+    cJSON_AddNumberToObject(jd, "passed", r->sum[d].passed);
+    cJSON_AddNumberToObject(jd, "failed", r->sum[d].failed);
+    cJSON_AddNumberToObject(jd, "not_run", r->sum[d].not_run);
+    cJSON_AddNumberToObject(jd, "seconds", r->sum[d].seconds);
     cJSON_AddItemToArray(jdevs, jd);
-    for (int s = 0; s < o->n_suites; s++) {
-      const mx_run *r = &runs[d * o->n_suites + s];
+    for (int s = 0; s < r->o->suites.n; s++) {
+      const mx_run *run = run_of(r, d, s);
       cJSON *jr = cJSON_CreateObject();
-      cJSON_AddStringToObject(jr, "device", buf);
-      cJSON_AddStringToObject(jr, "suite", o->suites[s]);
-      cJSON_AddStringToObject(jr, "status", run_status_names[r->status]);
-      cJSON_AddNumberToObject(jr, r->status == RUN_CRASHED ? "signal" : "exit_code", r->code);
-      cJSON_AddNumberToObject(jr, "seconds", r->seconds);
-      cJSON_AddStringToObject(jr, "log", r->log);
-      cJSON_AddStringToObject(jr, "problem", r->problem);
+      cJSON_AddStringToObject(jr, "device", id);
+      cJSON_AddStringToObject(jr, "suite", r->o->suites.v[s]);
+      cJSON_AddStringToObject(jr, "status", run_status_names[run->status]);
+      cJSON_AddNumberToObject(jr, run->status == RUN_CRASHED ? "signal" : "exit_code", run->code);
+      cJSON_AddNumberToObject(jr, "seconds", run->seconds);
+      cJSON_AddStringToObject(jr, "log", run->log);
+      cJSON_AddStringToObject(jr, "problem", run->problem);
       cJSON_AddItemToArray(jruns, jr);
     }
   }
-  cJSON_AddBoolToObject(root, "all_passed", all_pass);
+}
+
+static int write_json(cJSON *root, const char *path) {
   char *text = cJSON_Print(root);
-  cJSON_Delete(root);
-  snprintf(path, sizeof path, "%s/matrix.json", o->out);
   FILE *js = text ? fopen(path, "w") : NULL;
-  int js_ok = js && fputs(text, js) >= 0 && fputc('\n', js) != EOF;
-  if (js && fclose(js) != 0) js_ok = 0;
+  int ok = js && fputs(text, js) >= 0 && fputc('\n', js) != EOF;
+  if (js && fclose(js) != 0) ok = 0;
   free(text);
+  return ok;
+}
+
+/* Writes out/matrix.md and out/matrix.json; returns 1 when every test
+ * passed, 0 when not, -1 when the files could not be written. */
+static int write_outputs(mx_results *r) {
+  char path[PATH_MAX];
+  const mx_opts *o = r->o;
+  r->all_pass = 1;
+  for (int d = 0; d < r->n_dev; d++)
+    for (int s = 0; s < o->suites.n; s++) {
+      r->sum[d].seconds += run_of(r, d, s)->seconds;
+      if (run_of(r, d, s)->problem[0]) r->all_pass = 0;
+    }
+  snprintf(path, sizeof path, "%s/matrix.md", o->out);
+  FILE *md = fopen(path, "w");
+  if (!md) {
+    fprintf(stderr, "clformer: matrix: cannot write %s: %s\n", path, strerror(errno));
+    return -1;
+  }
+  cJSON *root = cJSON_CreateObject();
+  cJSON_AddArrayToObject(root, "devices");
+  cJSON_AddNumberToObject(root, "schema", 1);
+  cJSON_AddStringToObject(root, "date", r->date);
+  cJSON_AddStringToObject(root, "host", r->host);
+  cJSON_AddArrayToObject(root, "runs");
+  cJSON *jrows = cJSON_AddArrayToObject(root, "rows");
+  md_header(md, r);
+  for (size_t i = 0; i < r->n_rows; i++) cJSON_AddItemToArray(jrows, table_row(md, r, i));
+  md_summary(md, r);
+  md_failures(md, r);
+  int md_ok = fclose(md) == 0;
+  json_devices_and_runs(root, r);
+  cJSON_AddBoolToObject(root, "all_passed", r->all_pass);
+  snprintf(path, sizeof path, "%s/matrix.json", o->out);
+  int js_ok = write_json(root, path);
+  cJSON_Delete(root);
   if (!md_ok || !js_ok) {
     fprintf(stderr, "clformer: matrix: cannot write the results under %s\n", o->out);
     return -1;
   }
-  return all_pass;
+  return r->all_pass;
 }
 
 /* ---- the command ---- */
-
-static void usage(FILE *f) {
-  fprintf(f, "usage: clformer matrix [--device S]... [--suite NAME]... [--out DIR] [--tests DIR]\n"
-             "                       [--fixtures DIR] [--timeout SEC]\n"
-             "Runs the test programs tests/test_NAME on every device (or those named), each in its\n"
-             "own process, and writes DIR/matrix.md and DIR/matrix.json (default DIR: ./matrix).\n");
-}
 
 static int make_dir(const char *path) {
   return mkdir(path, 0755) == 0 || errno == EEXIST ? 0 : -1;
 }
 
-int clf_cli_matrix(int argc, char **argv) {
-  mx_opts o = {.out = "matrix", .timeout_s = 1800};
-  char tests_dir[PATH_MAX - 32], icd_dir[PATH_MAX], cache_dir[PATH_MAX + 16], host[400], date[64];
-  for (int i = 0; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
-    if (!v) { fprintf(stderr, "clformer: matrix: %s needs a value\n", a); usage(stderr); return 2; }
-    i++;
-    if (!strcmp(a, "--device") && o.n_devices < MAX_SELECT) o.devices[o.n_devices++] = v;
-    else if (!strcmp(a, "--suite") && o.n_suites < MAX_SUITES) o.suites[o.n_suites++] = v;
-    else if (!strcmp(a, "--out")) o.out = v;
-    else if (!strcmp(a, "--tests")) o.tests = v;
-    else if (!strcmp(a, "--fixtures")) o.fixtures = v;
-    else if (!strcmp(a, "--timeout") && atoi(v) > 0) o.timeout_s = atoi(v);
-    else { fprintf(stderr, "clformer: matrix: bad argument %s %s\n", a, v); usage(stderr); return 2; }
-  }
-  for (int s = 0; s < o.n_suites; s++)
-    if (strchr(o.suites[s], '/') || !o.suites[s][0]) {
-      fprintf(stderr, "clformer: matrix: bad suite name \"%s\"\n", o.suites[s]);
-      return 2;
-    }
-  if (!o.n_suites)
-    for (size_t s = 0; s < sizeof default_suites / sizeof *default_suites; s++) o.suites[o.n_suites++] = default_suites[s];
-  if (!o.tests) {
+/* Suite names checked or defaulted, the test programs' and fixtures'
+ * directories found, out/, out/logs and out/reports made.  Returns -1, or
+ * the exit status after saying what is wrong. */
+static int prepare(mx_opts *o, char *tests_dir, size_t len) {
+  for (int s = 0; s < o->suites.n; s++)
+    if (strchr(o->suites.v[s], '/') || !o->suites.v[s][0])
+      return clf_cli_usage_error(&clf_cli_matrix_command, "bad suite name \"%s\"", o->suites.v[s]);
+  if (!o->suites.n)
+    for (size_t s = 0; s < sizeof default_suites / sizeof *default_suites; s++)
+      o->suites.v[o->suites.n++] = default_suites[s];
+  if (!o->tests) {
     /* The build tree: tools/clformer beside tests/test_*. */
     char exe[PATH_MAX - 64];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) { fprintf(stderr, "clformer: matrix: cannot find the build tree; pass --tests DIR\n"); return 2; }
+    if (n <= 0) return clf_cli_usage_error(&clf_cli_matrix_command, "cannot find the build tree; pass --tests DIR");
     exe[n] = 0;
     *strrchr(exe, '/') = 0;
-    snprintf(tests_dir, sizeof tests_dir, "%s/../tests", exe);
-    o.tests = tests_dir;
+    snprintf(tests_dir, len, "%s/../tests", exe);
+    o->tests = tests_dir;
   }
-  if (!o.fixtures) o.fixtures = getenv("CLF_FIXTURES") ? getenv("CLF_FIXTURES") : CLF_SOURCE_FIXTURES;
-  snprintf(cache_dir, sizeof cache_dir, "%s/kernel-cache", o.out);
+  if (!o->fixtures) o->fixtures = getenv("CLF_FIXTURES") ? getenv("CLF_FIXTURES") : CLF_SOURCE_FIXTURES;
   char sub[PATH_MAX + 16];
-  int dirs_ok = make_dir(o.out) == 0;
-  snprintf(sub, sizeof sub, "%s/logs", o.out);
+  int dirs_ok = make_dir(o->out) == 0;
+  snprintf(sub, sizeof sub, "%s/logs", o->out);
   dirs_ok = dirs_ok && make_dir(sub) == 0;
-  snprintf(sub, sizeof sub, "%s/reports", o.out);
+  snprintf(sub, sizeof sub, "%s/reports", o->out);
   dirs_ok = dirs_ok && make_dir(sub) == 0;
-  if (!dirs_ok) { fprintf(stderr, "clformer: matrix: cannot create %s: %s\n", sub, strerror(errno)); return 1; }
+  if (!dirs_ok) {
+    fprintf(stderr, "clformer: matrix: cannot create %s: %s\n", sub, strerror(errno));
+    return 1;
+  }
+  return -1;
+}
 
-  if (expose_devices(icd_dir, sizeof icd_dir) != 0) return 1;
-  clf_device_desc all[MAX_DEVICES], devs[MAX_DEVICES];
+/* The devices the --device selectors match (all without any); 0 when none
+ * (said why). */
+static int select_devices(const mx_opts *o, clf_device_desc *devs) {
+  clf_device_desc all[MAX_DEVICES];
   size_t n_all = 0;
   int n_dev = 0;
   if (clf_list_devices(all, MAX_DEVICES, &n_all) != CLF_OK) {
     fprintf(stderr, "clformer: matrix: %s\n", clf_last_error(NULL));
-    remove_icd_dir(icd_dir);
-    return 1;
+    return 0;
   }
   for (size_t i = 0; i < n_all && i < MAX_DEVICES; i++) {
-    int keep = o.n_devices == 0;
-    for (int k = 0; k < o.n_devices && !keep; k++) keep = device_matches(&all[i], o.devices[k]);
+    int keep = o->devices.n == 0;
+    for (int k = 0; k < o->devices.n && !keep; k++) keep = device_matches(&all[i], o->devices.v[k]);
     if (keep) devs[n_dev++] = all[i];
   }
-  if (!n_dev) {
-    fprintf(stderr, "clformer: matrix: no device matches the --device selectors\n");
-    remove_icd_dir(icd_dir);
-    return 1;
-  }
+  if (!n_dev) fprintf(stderr, "clformer: matrix: no device matches the --device selectors\n");
+  return n_dev;
+}
 
-  struct utsname u;
-  if (uname(&u) == 0) snprintf(host, sizeof host, "%s (%s %s %s)", u.nodename, u.sysname, u.release, u.machine);
-  else snprintf(host, sizeof host, "unknown host");
-  time_t now = time(NULL);
-  strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
-
-  mx_run *runs = calloc((size_t)n_dev * o.n_suites, sizeof *runs);
-  if (!runs) { remove_icd_dir(icd_dir); return 1; }
-  const char *cache = getenv("CLFORMER_CACHE_DIR") ? getenv("CLFORMER_CACHE_DIR") : cache_dir;
+/* Every suite on every device, one process each, with a progress line. */
+static void run_all(const mx_opts *o, const clf_device_desc *devs, int n_dev, mx_run *runs) {
+  const char *cache = getenv("CLFORMER_CACHE_DIR");
+  char cache_dir[PATH_MAX + 16];
+  snprintf(cache_dir, sizeof cache_dir, "%s/kernel-cache", o->out);
+  if (!cache) cache = cache_dir;
   int k = 0;
   for (int d = 0; d < n_dev; d++)
-    for (int s = 0; s < o.n_suites; s++) {
+    for (int s = 0; s < o->suites.n; s++) {
       char tag[32];
       snprintf(tag, sizeof tag, "p%dd%d", devs[d].platform_index, devs[d].device_index);
-      fprintf(stderr, "[%d/%d] %d:%d %s: %s ...", ++k, n_dev * o.n_suites, devs[d].platform_index,
-              devs[d].device_index, devs[d].device_name, o.suites[s]);
-      mx_run *r = &runs[d * o.n_suites + s];
-      one_run(&o, &devs[d], o.suites[s], tag, cache, r);
+      fprintf(stderr, "[%d/%d] %d:%d %s: %s ...", ++k, n_dev * o->suites.n, devs[d].platform_index,
+              devs[d].device_index, devs[d].device_name, o->suites.v[s]);
+      mx_run *r = &runs[d * o->suites.n + s];
+      one_run(o, &devs[d], o->suites.v[s], tag, cache, r);
       int pass = 0, total = 0;
       const cJSON *t;
       cJSON_ArrayForEach(t, report_tests(r)) { total++; pass += strcmp(jstr(t, "result"), "pass") == 0; }
       fprintf(stderr, " %d/%d passed (%.1f s)%s%s\n", pass, total, r->seconds, r->problem[0] ? ": " : "", r->problem);
     }
-  remove_icd_dir(icd_dir);
+}
 
-  size_t n_rows = 0;
-  mx_row *rows = collect_rows(&o, runs, n_dev, &n_rows);
-  int rc = rows ? write_outputs(&o, devs, n_dev, runs, rows, n_rows, date, host) : -1;
+static int matrix_main(const void *opts, int argc, char **argv) {
+  (void)argc; (void)argv;
+  mx_opts o = *(const mx_opts *)opts;
+  char tests_dir[PATH_MAX - 32], icd_dir[PATH_MAX], host[400], date[64];
+  if (!o.out) o.out = "matrix";
+  int rc = prepare(&o, tests_dir, sizeof tests_dir);
+  if (rc >= 0) return rc;
+  if (clf_cli_expose_devices(icd_dir, sizeof icd_dir) != 0) return 1;
+  clf_device_desc devs[MAX_DEVICES];
+  int n_dev = select_devices(&o, devs);
+  mx_run *runs = n_dev ? calloc((size_t)n_dev * o.suites.n, sizeof *runs) : NULL;
+  if (!runs) {
+    clf_cli_remove_icd_dir(icd_dir);
+    return 1;
+  }
+  struct utsname u;
+  if (uname(&u) == 0) snprintf(host, sizeof host, "%s (%s %s %s)", u.nodename, u.sysname, u.release, u.machine);
+  else snprintf(host, sizeof host, "unknown host");
+  time_t now = time(NULL);
+  strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
+  run_all(&o, devs, n_dev, runs);
+  clf_cli_remove_icd_dir(icd_dir);
+
+  static mx_results res;
+  memset(&res, 0, sizeof res);
+  res = (mx_results){.o = &o, .devs = devs, .n_dev = n_dev, .runs = runs, .date = date, .host = host};
+  mx_row *rows = collect_rows(&o, runs, n_dev, &res.n_rows);
+  res.rows = rows;
+  rc = rows ? write_outputs(&res) : -1;
   if (rc >= 0) fprintf(stderr, "clformer: matrix: %s; wrote %s/matrix.md and %s/matrix.json\n",
                        rc ? "every test passed" : "FAILURES (see the Failures section)", o.out, o.out);
   free(rows);
-  for (int i = 0; i < n_dev * o.n_suites; i++) cJSON_Delete(runs[i].report);
+  for (int i = 0; i < n_dev * o.suites.n; i++) cJSON_Delete(runs[i].report);
   free(runs);
   return rc == 1 ? 0 : 1;
 }
+
+const clf_cli_command clf_cli_matrix_command = {
+    .name = "matrix",
+    .summary = "the test suites on every device, each in its own process (matrix.md, matrix.json)",
+    .synopsis = "[--device S]... [--suite NAME]... [--out DIR] [--tests DIR] [--fixtures DIR] [--timeout SEC]",
+    .details = "Runs the test programs tests/test_NAME on every device (or those named), each in its\n"
+               "own process, and writes DIR/matrix.md and DIR/matrix.json (default DIR: ./matrix).\n",
+    .options = matrix_options,
+    .opts_size = sizeof(mx_opts),
+    .min_args = 0,
+    .max_args = 0,
+    .handler = matrix_main,
+};

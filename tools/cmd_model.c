@@ -11,6 +11,7 @@
 #include "clformer.h"
 
 #define MAX_IO 16
+#define MAX_TEXTS 64
 
 static double now_ms(void) {
   struct timespec ts;
@@ -45,182 +46,238 @@ clf_context *clf_cli_open_context(const char *device) {
   return ctx;
 }
 
-static const char run_usage[] =
-    "usage: clformer run MODEL_DIR --in NAME=FILE.npy ... --out NAME=FILE.npy ...\n"
-    "                    [--device S] [--repeat N]\n"
-    "Runs one forward pass of the Hugging Face model in MODEL_DIR (config.json +\n"
-    "model.safetensors).  Inputs and outputs are named as the model's forward()\n"
-    "arguments and output fields (input_ids, attention_mask, token_type_ids,\n"
-    "decoder_input_ids, pixel_values, ...; last_hidden_state, pooler_output,\n"
-    "logits, ...).  Files are .npy: int64/int32 ids, float32 data, C order.\n"
-    "--repeat N runs N more passes and prints on stderr\n"
-    "  forward_ms median=X min=Y max=Z\n"
-    "over those N (load and kernel builds excluded).\n";
+int clf_cli_open_model(const char *cmd, const char *dir, const char *device, clf_context **ctx, clf_model **m) {
+  if (!(*ctx = clf_cli_open_context(device))) return 0;
+  if (clf_model_load(*ctx, dir, m) != CLF_OK) {
+    fprintf(stderr, "clformer %s: %s\n", cmd, clf_last_error(*ctx));
+    return 0;
+  }
+  return 1;
+}
 
-int clf_cli_run(int argc, char **argv) {
-  const char *dir = NULL, *device = NULL, *in_files[MAX_IO], *out_files[MAX_IO];
+/* ---- run ---- */
+
+typedef struct run_opts {
+  clf_cli_strings in, out;
+  long repeat;
+  const char *device;
+} run_opts;
+
+static const clf_cli_option run_options[] = {
+    {"--in", "NAME=FILE.npy", CLF_OPT_STRINGS, offsetof(run_opts, in), 0, 0, 0, MAX_IO, 1,
+     "an argument of forward() from a .npy file"},
+    {"--out", "NAME=FILE.npy", CLF_OPT_STRINGS, offsetof(run_opts, out), 0, 0, 0, MAX_IO, 1,
+     "an output field written to a .npy file"},
+    {"--repeat", "N", CLF_OPT_LONG, offsetof(run_opts, repeat), 0, 100000, 0, 0, 0,
+     "N more passes, timed (forward_ms on stderr)"},
+    CLF_CLI_OPT_DEVICE(run_opts),
+    {NULL}};
+
+/* The NAME=FILE pairs of --in and --out, and the arrays read and produced. */
+typedef struct run_io {
   char in_names[MAX_IO][64], out_names[MAX_IO][64];
-  const char *outs[MAX_IO];
-  size_t n_in = 0, n_out = 0;
-  long repeat = 0;
-  for (int i = 0; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(run_usage, stdout); return 0; }
-    if ((!strcmp(a, "--in") || !strcmp(a, "--out")) && i + 1 < argc) {
-      int is_in = a[2] == 'i';
-      size_t *n = is_in ? &n_in : &n_out;
-      if (*n >= MAX_IO) { fprintf(stderr, "clformer run: at most %d %s\n", MAX_IO, a); return 2; }
-      char(*names)[64] = is_in ? in_names : out_names;
-      const char **files = is_in ? in_files : out_files;
-      if (!split_pair(argv[++i], names[*n], 64, &files[*n])) {
-        fprintf(stderr, "clformer run: %s takes NAME=FILE.npy, got \"%s\"\n", a, argv[i]);
-        return 2;
-      }
-      (*n)++;
-    } else if (!strcmp(a, "--device") && i + 1 < argc) {
-      device = argv[++i];
-    } else if (!strcmp(a, "--repeat") && i + 1 < argc) {
-      char *end;
-      repeat = strtol(argv[++i], &end, 10);
-      if (*end || repeat < 0 || repeat > 100000) { fprintf(stderr, "clformer run: bad --repeat\n"); return 2; }
-    } else if (a[0] != '-' && !dir) {
-      dir = a;
-    } else {
-      fprintf(stderr, "clformer run: unexpected argument %s\n%s", a, run_usage);
-      return 2;
+  const char *in_files[MAX_IO], *out_files[MAX_IO], *outs[MAX_IO];
+  size_t n_in, n_out;
+  clf_array inputs[MAX_IO], results[MAX_IO];
+} run_io;
+
+/* Splits each "NAME=FILE" of `list`; returns -1, or 2 after a usage error. */
+static int split_pairs(const char *opt, const clf_cli_strings *list, char (*names)[64], const char **files) {
+  for (int i = 0; i < list->n; i++)
+    if (!split_pair(list->v[i], names[i], 64, &files[i]))
+      return clf_cli_usage_error(&clf_cli_run_command, "%s takes NAME=FILE.npy, got \"%s\"", opt, list->v[i]);
+  return -1;
+}
+
+static int read_inputs(run_io *io) {
+  for (size_t i = 0; i < io->n_in; i++) {
+    if (clf_npy_read(io->in_files[i], &io->inputs[i]) != CLF_OK) {
+      fprintf(stderr, "clformer run: %s\n", clf_last_error(NULL));
+      return 0;
+    }
+    snprintf(io->inputs[i].name, sizeof(io->inputs[i].name), "%s", io->in_names[i]);
+  }
+  return 1;
+}
+
+static int write_results(const run_io *io) {
+  for (size_t i = 0; i < io->n_out; i++) {
+    if (clf_npy_write(io->out_files[i], &io->results[i]) != CLF_OK) {
+      fprintf(stderr, "clformer run: %s\n", clf_last_error(NULL));
+      return 0;
     }
   }
-  if (!dir || n_in == 0 || n_out == 0) { fputs(run_usage, stderr); return 2; }
+  return 1;
+}
 
-  int rc = 1;
-  clf_array inputs[MAX_IO], results[MAX_IO];
-  memset(inputs, 0, sizeof(inputs));
-  memset(results, 0, sizeof(results));
+/* `repeat` more passes; prints "forward_ms median=X min=Y max=Z" on stderr. */
+static int time_passes(clf_model *m, clf_context *ctx, const run_io *io, long repeat) {
+  double *t = malloc(sizeof(double) * (size_t)repeat);
+  if (!t) return 0;
+  for (long r = 0; r < repeat; r++) {
+    clf_array again[MAX_IO];
+    memset(again, 0, sizeof(again));
+    double t0 = now_ms();
+    clf_status st = clf_model_run(m, io->inputs, io->n_in, io->outs, io->n_out, again);
+    t[r] = now_ms() - t0; /* clf_model_run returns with the queue finished */
+    for (size_t i = 0; i < io->n_out; i++) clf_array_free(&again[i]);
+    if (st != CLF_OK) {
+      fprintf(stderr, "clformer run: %s\n", clf_last_error(ctx));
+      free(t);
+      return 0;
+    }
+  }
+  qsort(t, (size_t)repeat, sizeof(double), cmp_double);
+  fprintf(stderr, "forward_ms median=%.3f min=%.3f max=%.3f\n", t[repeat / 2], t[0], t[repeat - 1]);
+  free(t);
+  return 1;
+}
+
+static int run_main(const void *opts, int argc, char **argv) {
+  const run_opts *o = opts;
+  (void)argc;
+  static run_io io;
+  memset(&io, 0, sizeof(io));
+  io.n_in = (size_t)o->in.n;
+  io.n_out = (size_t)o->out.n;
+  int rc = split_pairs("--in", &o->in, io.in_names, io.in_files);
+  if (rc < 0) rc = split_pairs("--out", &o->out, io.out_names, io.out_files);
+  if (rc >= 0) return rc;
+  for (size_t i = 0; i < io.n_out; i++) io.outs[i] = io.out_names[i];
+  rc = 1;
   clf_model *m = NULL;
   clf_context *ctx = NULL;
-  for (size_t i = 0; i < n_in; i++) {
-    if (clf_npy_read(in_files[i], &inputs[i]) != CLF_OK) {
-      fprintf(stderr, "clformer run: %s\n", clf_last_error(NULL));
-      goto out;
-    }
-    snprintf(inputs[i].name, sizeof(inputs[i].name), "%s", in_names[i]);
+  if (read_inputs(&io) && clf_cli_open_model("run", argv[0], o->device, &ctx, &m)) {
+    if (clf_model_run(m, io.inputs, io.n_in, io.outs, io.n_out, io.results) != CLF_OK)
+      fprintf(stderr, "clformer run: %s\n", clf_last_error(ctx));
+    else if (write_results(&io) && (o->repeat == 0 || time_passes(m, ctx, &io, o->repeat)))
+      rc = 0;
   }
-  for (size_t i = 0; i < n_out; i++) outs[i] = out_names[i];
-  if (!(ctx = clf_cli_open_context(device))) goto out;
-  if (clf_model_load(ctx, dir, &m) != CLF_OK) {
-    fprintf(stderr, "clformer run: %s\n", clf_last_error(ctx));
-    goto out;
-  }
-  if (clf_model_run(m, inputs, n_in, outs, n_out, results) != CLF_OK) {
-    fprintf(stderr, "clformer run: %s\n", clf_last_error(ctx));
-    goto out;
-  }
-  for (size_t i = 0; i < n_out; i++) {
-    if (clf_npy_write(out_files[i], &results[i]) != CLF_OK) {
-      fprintf(stderr, "clformer run: %s\n", clf_last_error(NULL));
-      goto out;
-    }
-  }
-  if (repeat > 0) {
-    double *t = malloc(sizeof(double) * (size_t)repeat);
-    if (!t) goto out;
-    for (long r = 0; r < repeat; r++) {
-      clf_array again[MAX_IO];
-      memset(again, 0, sizeof(again));
-      double t0 = now_ms();
-      clf_status st = clf_model_run(m, inputs, n_in, outs, n_out, again);
-      t[r] = now_ms() - t0; /* clf_model_run returns with the queue finished */
-      for (size_t i = 0; i < n_out; i++) clf_array_free(&again[i]);
-      if (st != CLF_OK) {
-        fprintf(stderr, "clformer run: %s\n", clf_last_error(ctx));
-        free(t);
-        goto out;
-      }
-    }
-    qsort(t, (size_t)repeat, sizeof(double), cmp_double);
-    fprintf(stderr, "forward_ms median=%.3f min=%.3f max=%.3f\n", t[repeat / 2], t[0], t[repeat - 1]);
-    free(t);
-  }
-  rc = 0;
-out:
   for (size_t i = 0; i < MAX_IO; i++) {
-    clf_array_free(&inputs[i]);
-    clf_array_free(&results[i]);
+    clf_array_free(&io.inputs[i]);
+    clf_array_free(&io.results[i]);
   }
   clf_model_destroy(m);
   clf_context_destroy(ctx);
   return rc;
 }
 
+const clf_cli_command clf_cli_run_command = {
+    .name = "run",
+    .summary = "one forward pass of a Hugging Face model directory",
+    .synopsis = "MODEL_DIR --in NAME=FILE.npy ... --out NAME=FILE.npy ... [options]",
+    .details =
+        "Runs one forward pass of the Hugging Face model in MODEL_DIR (config.json +\n"
+        "model.safetensors).  Inputs and outputs are named as the model's forward()\n"
+        "arguments and output fields (input_ids, attention_mask, token_type_ids,\n"
+        "decoder_input_ids, pixel_values, ...; last_hidden_state, pooler_output,\n"
+        "logits, ...).  Files are .npy: int64/int32 ids, float32 data, C order.\n"
+        "--repeat N runs N more passes and prints on stderr\n"
+        "  forward_ms median=X min=Y max=Z\n"
+        "over those N (load and kernel builds excluded).\n",
+    .options = run_options,
+    .opts_size = sizeof(run_opts),
+    .min_args = 1,
+    .max_args = 1,
+    .handler = run_main,
+};
+
 /* ---- generate ---- */
 
-static const char gen_usage[] =
-    "usage: clformer generate MODEL_DIR (--in input_ids=FILE.npy [--in attention_mask=FILE.npy]\n"
-    "                         | --prompt TEXT) [--max-new-tokens N] [--num-beams K]\n"
-    "                         [--out sequences=FILE.npy] [--device S]\n"
-    "Deterministic decoding as transformers' generate(do_sample=False) for GPT-2\n"
-    "(a continuation of the prompt) and Marian (a translation of the source):\n"
-    "greedy, or beam search with --num-beams K > 1.  The checkpoint's generation\n"
-    "settings apply (decoder_start_token_id, eos_token_id, bad_words_ids,\n"
-    "forced_eos_token_id, max_length).  With --prompt the text is tokenized with\n"
-    "the model directory's tokenizer and the result is printed as text.\n";
+typedef struct gen_opts {
+  clf_cli_strings in;
+  const char *out, *prompt, *device;
+  long max_new_tokens, num_beams; /* 0: the checkpoint's settings */
+} gen_opts;
 
-/* Ids of `text` as a [1, n] i64 array. */
-static int encode_prompt(clf_tokenizer *tok, const char *text, int add_special, clf_array *ids) {
+static const clf_cli_option gen_options[] = {
+    {"--in", "NAME=FILE.npy", CLF_OPT_STRINGS, offsetof(gen_opts, in), 0, 0, 0, 2, 0,
+     "input_ids (and attention_mask) from .npy files"},
+    {"--prompt", "TEXT", CLF_OPT_STRING, offsetof(gen_opts, prompt), 0, 0, 0, 0, 0,
+     "text, tokenized with MODEL_DIR's tokenizer; the result is printed as text"},
+    {"--max-new-tokens", "N", CLF_OPT_LONG, offsetof(gen_opts, max_new_tokens), 1, 100000, 0, 0, 0,
+     "tokens to generate at most"},
+    {"--num-beams", "K", CLF_OPT_LONG, offsetof(gen_opts, num_beams), 1, 100000, 0, 0, 0,
+     "beam search with K beams (1: greedy)"},
+    {"--out", "sequences=FILE.npy", CLF_OPT_STRING, offsetof(gen_opts, out), 0, 0, 0, 0, 0,
+     "the sequences to a .npy file (else printed)"},
+    CLF_CLI_OPT_DEVICE(gen_opts),
+    {NULL}};
+
+/* The files of --in and --out; returns -1, or 2 after a usage error. */
+static int gen_files(const gen_opts *o, const char **ids_file, const char **mask_file, const char **out_file) {
+  const clf_cli_command *cmd = &clf_cli_generate_command;
+  char name[64];
+  const char *file;
+  for (int i = 0; i < o->in.n; i++) {
+    if (!split_pair(o->in.v[i], name, sizeof(name), &file))
+      return clf_cli_usage_error(cmd, "--in takes NAME=FILE.npy, got \"%s\"", o->in.v[i]);
+    if (!strcmp(name, "input_ids")) *ids_file = file;
+    else if (!strcmp(name, "attention_mask")) *mask_file = file;
+    else return clf_cli_usage_error(cmd, "inputs are input_ids and attention_mask, not %s", name);
+  }
+  if (o->out && (!split_pair(o->out, name, sizeof(name), out_file) || strcmp(name, "sequences")))
+    return clf_cli_usage_error(cmd, "the output is sequences=FILE.npy, not \"%s\"", o->out);
+  if (!o->prompt == !*ids_file)
+    return clf_cli_usage_error(cmd, "give either --in input_ids=FILE.npy or --prompt TEXT");
+  return -1;
+}
+
+/* The prompt's ids as a [1, n] i64 array (Marian's source ends with </s>;
+ * GPT-2 prompts carry no special tokens), or the --in files. */
+static int gen_inputs(clf_model *m, const char *dir, const char *prompt, const char *ids_file,
+                      const char *mask_file, clf_tokenizer **tok, clf_array *ids, clf_array *mask) {
   int64_t *v = NULL;
   size_t n = 0;
-  if (clf_tokenizer_encode(tok, text, add_special, &v, &n) != CLF_OK) {
-    fprintf(stderr, "clformer: %s\n", clf_last_error(NULL));
+  if (!prompt) {
+    if (clf_npy_read(ids_file, ids) == CLF_OK && (!mask_file || clf_npy_read(mask_file, mask) == CLF_OK)) return 1;
+  } else if (clf_tokenizer_load(dir, tok) == CLF_OK &&
+             clf_tokenizer_encode(*tok, prompt, strcmp(clf_model_type(m), "gpt2") != 0, &v, &n) == CLF_OK) {
+    snprintf(ids->name, sizeof(ids->name), "input_ids");
+    ids->dtype = CLF_I64;
+    ids->ndim = 2;
+    ids->shape[0] = 1;
+    ids->shape[1] = n;
+    ids->data = v;
+    return 1;
+  }
+  fprintf(stderr, "clformer generate: %s\n", clf_last_error(NULL));
+  return 0;
+}
+
+/* With a tokenizer, the text (GPT-2 returns the prompt too: only what was
+ * generated is decoded); else the ids, one sequence a line. */
+static int print_sequences(clf_model *m, clf_tokenizer *tok, const char *prompt, const clf_array *ids,
+                           const clf_array *seq) {
+  const int64_t *s = seq->data;
+  if (!tok) {
+    for (size_t b = 0; b < seq->shape[0]; b++) {
+      for (size_t t = 0; t < seq->shape[1]; t++) printf("%s%lld", t ? " " : "", (long long)s[b * seq->shape[1] + t]);
+      printf("\n");
+    }
+    return 1;
+  }
+  size_t skip = strcmp(clf_model_type(m), "gpt2") == 0 ? ids->shape[1] : 0;
+  char *text = NULL;
+  if (clf_tokenizer_decode(tok, s + skip, seq->shape[1] - skip, 1, &text) != CLF_OK) {
+    fprintf(stderr, "clformer generate: %s\n", clf_last_error(NULL));
     return 0;
   }
-  memset(ids, 0, sizeof(*ids));
-  snprintf(ids->name, sizeof(ids->name), "input_ids");
-  ids->dtype = CLF_I64;
-  ids->ndim = 2;
-  ids->shape[0] = 1;
-  ids->shape[1] = n;
-  ids->data = v;
+  printf("%s%s\n", skip ? prompt : "", text);
+  free(text);
   return 1;
 }
 
-int clf_cli_generate(int argc, char **argv) {
-  const char *dir = NULL, *device = NULL, *prompt = NULL, *ids_file = NULL, *mask_file = NULL, *out_file = NULL;
+static int generate_main(const void *opts, int argc, char **argv) {
+  const gen_opts *o = opts;
+  (void)argc;
+  const char *ids_file = NULL, *mask_file = NULL, *out_file = NULL;
+  int rc = gen_files(o, &ids_file, &mask_file, &out_file);
+  if (rc >= 0) return rc;
   clf_generate_options go;
   clf_generate_options_init(&go);
-  for (int i = 0; i < argc; i++) {
-    const char *a = argv[i];
-    char name[64];
-    const char *file;
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(gen_usage, stdout); return 0; }
-    if (!strcmp(a, "--in") && i + 1 < argc && split_pair(argv[i + 1], name, sizeof(name), &file)) {
-      i++;
-      if (!strcmp(name, "input_ids")) ids_file = file;
-      else if (!strcmp(name, "attention_mask")) mask_file = file;
-      else { fprintf(stderr, "clformer generate: inputs are input_ids and attention_mask, not %s\n", name); return 2; }
-    } else if (!strcmp(a, "--out") && i + 1 < argc && split_pair(argv[i + 1], name, sizeof(name), &file)) {
-      i++;
-      if (strcmp(name, "sequences")) { fprintf(stderr, "clformer generate: the output is sequences, not %s\n", name); return 2; }
-      out_file = file;
-    } else if ((!strcmp(a, "--max-new-tokens") || !strcmp(a, "--num-beams")) && i + 1 < argc) {
-      char *end;
-      long v = strtol(argv[++i], &end, 10);
-      if (*end || v < 1 || v > 100000) { fprintf(stderr, "clformer generate: bad %s %s\n", a, argv[i]); return 2; }
-      if (a[2] == 'm') go.max_new_tokens = (size_t)v;
-      else go.num_beams = (size_t)v;
-    } else if (!strcmp(a, "--prompt") && i + 1 < argc) {
-      prompt = argv[++i];
-    } else if (!strcmp(a, "--device") && i + 1 < argc) {
-      device = argv[++i];
-    } else if (a[0] != '-' && !dir) {
-      dir = a;
-    } else {
-      fprintf(stderr, "clformer generate: unexpected argument %s\n%s", a, gen_usage);
-      return 2;
-    }
-  }
-  if (!dir || (!prompt && !ids_file) || (prompt && ids_file)) { fputs(gen_usage, stderr); return 2; }
-
-  int rc = 1;
+  if (o->max_new_tokens) go.max_new_tokens = (size_t)o->max_new_tokens;
+  if (o->num_beams) go.num_beams = (size_t)o->num_beams;
   clf_array ids, mask, seq;
   memset(&ids, 0, sizeof(ids));
   memset(&mask, 0, sizeof(mask));
@@ -228,53 +285,16 @@ int clf_cli_generate(int argc, char **argv) {
   clf_tokenizer *tok = NULL;
   clf_context *ctx = NULL;
   clf_model *m = NULL;
-  if (!(ctx = clf_cli_open_context(device))) goto out;
-  if (clf_model_load(ctx, dir, &m) != CLF_OK) {
-    fprintf(stderr, "clformer generate: %s\n", clf_last_error(ctx));
-    goto out;
-  }
-  if (prompt) {
-    if (clf_tokenizer_load(dir, &tok) != CLF_OK) {
+  rc = 1;
+  if (clf_cli_open_model("generate", argv[0], o->device, &ctx, &m) &&
+      gen_inputs(m, argv[0], o->prompt, ids_file, mask_file, &tok, &ids, &mask)) {
+    if (clf_model_generate(m, &ids, mask.data ? &mask : NULL, &go, &seq) != CLF_OK)
+      fprintf(stderr, "clformer generate: %s\n", clf_last_error(ctx));
+    else if (out_file && clf_npy_write(out_file, &seq) != CLF_OK)
       fprintf(stderr, "clformer generate: %s\n", clf_last_error(NULL));
-      goto out;
-    }
-    /* Marian's source ends with </s>; GPT-2 prompts carry no special tokens. */
-    if (!encode_prompt(tok, prompt, strcmp(clf_model_type(m), "gpt2") != 0, &ids)) goto out;
-  } else {
-    if (clf_npy_read(ids_file, &ids) != CLF_OK || (mask_file && clf_npy_read(mask_file, &mask) != CLF_OK)) {
-      fprintf(stderr, "clformer generate: %s\n", clf_last_error(NULL));
-      goto out;
-    }
+    else if ((out_file && !tok) || print_sequences(m, tok, o->prompt, &ids, &seq))
+      rc = 0;
   }
-  if (clf_model_generate(m, &ids, mask.data ? &mask : NULL, &go, &seq) != CLF_OK) {
-    fprintf(stderr, "clformer generate: %s\n", clf_last_error(ctx));
-    goto out;
-  }
-  if (out_file && clf_npy_write(out_file, &seq) != CLF_OK) {
-    fprintf(stderr, "clformer generate: %s\n", clf_last_error(NULL));
-    goto out;
-  }
-  if (tok) {
-    const int64_t *s = seq.data;
-    size_t T = seq.shape[1];
-    /* GPT-2 returns the prompt too; print only what was generated. */
-    size_t skip = strcmp(clf_model_type(m), "gpt2") == 0 ? ids.shape[1] : 0;
-    char *text = NULL;
-    if (clf_tokenizer_decode(tok, s + skip, T - skip, 1, &text) != CLF_OK) {
-      fprintf(stderr, "clformer generate: %s\n", clf_last_error(NULL));
-      goto out;
-    }
-    printf("%s%s\n", skip ? prompt : "", text);
-    free(text);
-  } else if (!out_file) {
-    const int64_t *s = seq.data;
-    for (size_t b = 0; b < seq.shape[0]; b++) {
-      for (size_t t = 0; t < seq.shape[1]; t++) printf("%s%lld", t ? " " : "", (long long)s[b * seq.shape[1] + t]);
-      printf("\n");
-    }
-  }
-  rc = 0;
-out:
   clf_array_free(&ids);
   clf_array_free(&mask);
   clf_array_free(&seq);
@@ -284,87 +304,83 @@ out:
   return rc;
 }
 
+const clf_cli_command clf_cli_generate_command = {
+    .name = "generate",
+    .summary = "greedy or beam decoding (GPT-2, Marian)",
+    .synopsis = "MODEL_DIR (--in input_ids=FILE.npy [--in attention_mask=FILE.npy] | --prompt TEXT) [options]",
+    .details =
+        "Deterministic decoding as transformers' generate(do_sample=False) for GPT-2\n"
+        "(a continuation of the prompt) and Marian (a translation of the source):\n"
+        "greedy, or beam search with --num-beams K > 1.  The checkpoint's generation\n"
+        "settings apply (decoder_start_token_id, eos_token_id, bad_words_ids,\n"
+        "forced_eos_token_id, max_length).  With --prompt the text is tokenized with\n"
+        "the model directory's tokenizer and the result is printed as text.\n",
+    .options = gen_options,
+    .opts_size = sizeof(gen_opts),
+    .min_args = 1,
+    .max_args = 1,
+    .handler = generate_main,
+};
+
 /* ---- embed ---- */
 
-static const char embed_usage[] =
-    "usage: clformer embed MODEL_DIR TEXT TEXT... [--device S]\n"
-    "Embeds each text with the BERT-style model in MODEL_DIR (mean of\n"
-    "last_hidden_state over the tokens, as sentence-transformers does) and prints\n"
-    "the matrix of cosine similarities.\n";
+typedef struct embed_opts {
+  const char *device;
+} embed_opts;
 
-int clf_cli_embed(int argc, char **argv) {
-  const char *dir = NULL, *device = NULL, *texts[64];
-  size_t n = 0;
-  for (int i = 0; i < argc; i++) {
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { fputs(embed_usage, stdout); return 0; }
-    if (!strcmp(argv[i], "--device") && i + 1 < argc) device = argv[++i];
-    else if (!dir) dir = argv[i];
-    else if (n < 64) texts[n++] = argv[i];
-    else { fprintf(stderr, "clformer embed: at most 64 texts\n"); return 2; }
-  }
-  if (!dir || n == 0) { fputs(embed_usage, stderr); return 2; }
-  int rc = 1;
-  clf_tokenizer *tok = NULL;
-  clf_context *ctx = NULL;
-  clf_model *m = NULL;
-  int64_t *tok_ids[64] = {0};
-  size_t lens[64] = {0}, L = 0;
-  clf_array in[3], res;
-  memset(in, 0, sizeof(in));
-  memset(&res, 0, sizeof(res));
-  float *emb = NULL;
-  if (clf_tokenizer_load(dir, &tok) != CLF_OK) {
-    fprintf(stderr, "clformer embed: %s\n", clf_last_error(NULL));
-    goto out;
-  }
-  for (size_t i = 0; i < n; i++) {
-    if (clf_tokenizer_encode(tok, texts[i], 1, &tok_ids[i], &lens[i]) != CLF_OK) {
-      fprintf(stderr, "clformer embed: %s\n", clf_last_error(NULL));
-      goto out;
-    }
-    if (lens[i] > L) L = lens[i];
-  }
-  /* [n, L] ids padded with 0 ([PAD] in BERT vocabularies), mask, segments. */
+static const clf_cli_option embed_options[] = {CLF_CLI_OPT_DEVICE(embed_opts), {NULL}};
+
+/* The texts' ids as [n, L] input_ids padded with 0 ([PAD] in BERT
+ * vocabularies), attention_mask and token_type_ids; lens[i] the length of
+ * text i. */
+static int tokenize_batch(clf_tokenizer *tok, char **texts, size_t n, size_t *lens, clf_array in[3]) {
   static const char *names[3] = {"input_ids", "attention_mask", "token_type_ids"};
-  for (int k = 0; k < 3; k++) {
+  int64_t *ids[MAX_TEXTS] = {0};
+  size_t L = 0;
+  int ok = 1;
+  for (size_t i = 0; i < n && ok; i++) {
+    ok = clf_tokenizer_encode(tok, texts[i], 1, &ids[i], &lens[i]) == CLF_OK;
+    if (!ok) fprintf(stderr, "clformer embed: %s\n", clf_last_error(NULL));
+    else if (lens[i] > L) L = lens[i];
+  }
+  for (int k = 0; k < 3 && ok; k++) {
     snprintf(in[k].name, sizeof(in[k].name), "%s", names[k]);
     in[k].dtype = CLF_I64;
     in[k].ndim = 2;
     in[k].shape[0] = n;
     in[k].shape[1] = L;
     in[k].data = calloc(n * L + 1, sizeof(int64_t));
-    if (!in[k].data) goto out;
+    ok = in[k].data != NULL;
   }
-  for (size_t i = 0; i < n; i++)
+  for (size_t i = 0; i < n && ok; i++)
     for (size_t j = 0; j < lens[i]; j++) {
-      ((int64_t *)in[0].data)[i * L + j] = tok_ids[i][j];
+      ((int64_t *)in[0].data)[i * L + j] = ids[i][j];
       ((int64_t *)in[1].data)[i * L + j] = 1;
     }
-  if (!(ctx = clf_cli_open_context(device))) goto out;
-  if (clf_model_load(ctx, dir, &m) != CLF_OK) {
-    fprintf(stderr, "clformer embed: %s\n", clf_last_error(ctx));
-    goto out;
-  }
-  const char *outs[1] = {"last_hidden_state"};
-  if (clf_model_run(m, in, 3, outs, 1, &res) != CLF_OK) {
-    fprintf(stderr, "clformer embed: %s\n", clf_last_error(ctx));
-    goto out;
-  }
-  size_t D = res.shape[2];
-  emb = calloc(n * D, sizeof(float));
-  if (!emb) goto out;
-  const float *h = res.data;
-  for (size_t i = 0; i < n; i++) {
+  for (size_t i = 0; i < n; i++) free(ids[i]);
+  return ok;
+}
+
+/* Mean of last_hidden_state [n, L, D] over each text's tokens, L2-normalised. */
+static float *mean_pool(const clf_array *h, const size_t *lens, size_t n) {
+  size_t L = h->shape[1], D = h->shape[2];
+  float *emb = calloc(n * D + 1, sizeof(float));
+  const float *x = h->data;
+  for (size_t i = 0; i < n && emb; i++) {
     double norm = 0;
     for (size_t d = 0; d < D; d++) {
       double s = 0;
-      for (size_t j = 0; j < lens[i]; j++) s += h[(i * L + j) * D + d];
+      for (size_t j = 0; j < lens[i]; j++) s += x[(i * L + j) * D + d];
       emb[i * D + d] = (float)(s / (double)lens[i]);
       norm += (double)emb[i * D + d] * emb[i * D + d];
     }
     for (size_t d = 0; d < D; d++) emb[i * D + d] /= (float)(sqrt(norm) + 1e-12);
   }
-  printf("cosine similarity of mean-pooled embeddings (%s, dim %zu):\n", clf_model_type(m), D);
+  return emb;
+}
+
+static void print_cosines(const char *type, const float *emb, size_t n, size_t D, char **texts) {
+  printf("cosine similarity of mean-pooled embeddings (%s, dim %zu):\n", type, D);
   for (size_t i = 0; i < n; i++) {
     printf("[%zu]", i);
     for (size_t j = 0; j < n; j++) {
@@ -374,14 +390,53 @@ int clf_cli_embed(int argc, char **argv) {
     }
     printf("  %s\n", texts[i]);
   }
-  rc = 0;
-out:
-  for (size_t i = 0; i < n; i++) free(tok_ids[i]);
+}
+
+static int embed_main(const void *opts, int argc, char **argv) {
+  const embed_opts *o = opts;
+  const char *dir = argv[0];
+  char **texts = argv + 1;
+  size_t n = (size_t)argc - 1, lens[MAX_TEXTS] = {0};
+  int rc = 1;
+  clf_tokenizer *tok = NULL;
+  clf_context *ctx = NULL;
+  clf_model *m = NULL;
+  clf_array in[3], res;
+  memset(in, 0, sizeof(in));
+  memset(&res, 0, sizeof(res));
+  const char *outs[1] = {"last_hidden_state"};
+  if (clf_tokenizer_load(dir, &tok) != CLF_OK) {
+    fprintf(stderr, "clformer embed: %s\n", clf_last_error(NULL));
+  } else if (tokenize_batch(tok, texts, n, lens, in) && clf_cli_open_model("embed", dir, o->device, &ctx, &m)) {
+    float *emb = NULL;
+    if (clf_model_run(m, in, 3, outs, 1, &res) != CLF_OK)
+      fprintf(stderr, "clformer embed: %s\n", clf_last_error(ctx));
+    else if ((emb = mean_pool(&res, lens, n)) != NULL) {
+      print_cosines(clf_model_type(m), emb, n, res.shape[2], texts);
+      rc = 0;
+    }
+    free(emb);
+  }
   for (int k = 0; k < 3; k++) clf_array_free(&in[k]);
   clf_array_free(&res);
-  free(emb);
   clf_tokenizer_destroy(tok);
   clf_model_destroy(m);
   clf_context_destroy(ctx);
   return rc;
 }
+
+const clf_cli_command clf_cli_embed_command = {
+    .name = "embed",
+    .summary = "cosine similarities of mean-pooled embeddings (BERT)",
+    .synopsis = "MODEL_DIR TEXT TEXT... [options]",
+    .details =
+        "Embeds each text with the BERT-style model in MODEL_DIR (mean of\n"
+        "last_hidden_state over the tokens, as sentence-transformers does) and prints\n"
+        "the matrix of cosine similarities.  At most 64 texts.\n",
+    .options = embed_options,
+    .opts_size = sizeof(embed_opts),
+    .min_args = 2,
+    .max_args = 1 + MAX_TEXTS,
+    .free_text = 1,
+    .handler = embed_main,
+};

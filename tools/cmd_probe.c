@@ -1,34 +1,43 @@
 /* cmd_probe.c - `clformer probe`: what each OpenCL device is (the property
- * table of probe_props.c), what it measures at (kernel builds, memory
- * bandwidth, launch latency, SGEMM and attention throughput, each the median
- * of event-profiled runs after a warm-up), whether clformer's kernels pass
+ * table of probe_props.c), what it measures at (probe_measure.c: kernel
+ * builds, memory bandwidth, launch latency, SGEMM and attention throughput,
+ * ops beside their baselines as ratios), whether clformer's kernels pass
  * their self-validation there, and the GEMM tuning profile (--tune searches
  * one).  Human-readable by default, --json for machines. */
-#define _XOPEN_SOURCE 700 /* nftw */
-#include <errno.h>
-#include <ftw.h>
-#include <stdint.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
 #include "cli.h"
 
-#define MAX_RUNS 64
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 typedef struct probe_opts {
   const char *device;
-  int json, measure, validate, quick, tune;
-  const char *model;  /* --tune: GEMM shapes of this model, else common ones */
-  size_t tokens[8]; /* --tokens N[,N...]: the rows of the shapes tuned */
-  size_t ntokens;
+  int json, no_measure, no_validate, quick, tune;
+  const char *model;    /* --tune: GEMM shapes of this model, else common ones */
+  clf_cli_sizes tokens; /* --tokens N[,N...]: the rows of the shapes tuned */
   double budget_s;
-  int runs;           /* timed runs per measurement */
+  int runs;             /* timed runs per measurement (not an option) */
 } probe_opts;
+
+static const clf_cli_option probe_options[] = {
+    CLF_CLI_OPT_DEVICE(probe_opts),
+    {"--json", NULL, CLF_OPT_FLAG, offsetof(probe_opts, json), 0, 0, 0, 0, 0, "JSON on stdout, progress on stderr"},
+    {"--quick", NULL, CLF_OPT_FLAG, offsetof(probe_opts, quick), 0, 0, 0, 0, 0, "3 runs and fewer shapes"},
+    {"--no-measure", NULL, CLF_OPT_FLAG, offsetof(probe_opts, no_measure), 0, 0, 0, 0, 0, "skip the measurements"},
+    {"--no-validate", NULL, CLF_OPT_FLAG, offsetof(probe_opts, no_validate), 0, 0, 0, 0, 0,
+     "skip the self-validation"},
+    {"--tune", NULL, CLF_OPT_FLAG, offsetof(probe_opts, tune), 0, 0, 0, 0, 0, "search a GEMM tuning profile first"},
+    {"--model", "DIR", CLF_OPT_STRING, offsetof(probe_opts, model), 0, 0, 0, 0, 0, "--tune: the GEMMs of this model"},
+    {"--tokens", "N[,N...]", CLF_OPT_SIZES, offsetof(probe_opts, tokens), 1, 1000000, 0, 8, 0,
+     "--tune: the token counts; default 128"},
+    {"--budget", "SECONDS", CLF_OPT_DOUBLE, offsetof(probe_opts, budget_s), 0, HUGE_VAL, 0, 0, 0,
+     "--tune: seconds the search may take; default 300"},
+    {NULL}};
 
 /* Where a section writes: stdout text when human, `obj` when JSON. */
 typedef struct out {
@@ -36,414 +45,23 @@ typedef struct out {
   cJSON *obj;
 } out;
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-typedef struct stats {
-  double median, min, max;
-  int runs;
-} stats;
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static stats summarize(double *t, int n) {
-  qsort(t, (size_t)n, sizeof(double), cmp_double);
-  stats s = {n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2, t[0], t[n - 1], n};
-  return s;
-}
-
-static void add_stats(cJSON *parent, const char *key, stats s, const char *unit) {
-  cJSON *o = cJSON_AddObjectToObject(parent, key);
-  cJSON_AddNumberToObject(o, "median", s.median);
-  cJSON_AddNumberToObject(o, "min", s.min);
-  cJSON_AddNumberToObject(o, "max", s.max);
-  cJSON_AddNumberToObject(o, "runs", s.runs);
-  cJSON_AddStringToObject(o, "unit", unit);
-}
-
-/* One human row of the Measured section. */
-static void print_row(const out *o, const char *label, double value, const char *unit, stats s, const char *s_unit) {
-  if (!o->human) return;
-  printf("    %-54s %10.3f %-8s (median %.4g %s, min %.4g, max %.4g, n=%d)\n", label, value, unit, s.median,
-         s_unit, s.min, s.max, s.runs);
-  fflush(stdout); /* slow devices: each row as it comes */
-}
-
-/* A measurement that could not be made: shown in its row, kept in JSON. */
-static void print_error(const out *o, cJSON *json, const char *label, const char *msg) {
-  if (o->human) {
-    printf("    %-54s error: %s\n", label, msg);
-    fflush(stdout);
-  }
-  if (json) cJSON_AddStringToObject(json, "error", msg);
-}
-
-/* A timed op's row: GFLOP/s from `flops` over the median milliseconds, or
- * the error that stopped it. */
-static void throughput_row(const out *o, cJSON *json, const char *label, const char *err, double flops,
-                           const stats *s) {
-  if (err) {
-    print_error(o, json, label, err);
-    return;
-  }
-  double gflops = s->median > 0 ? flops / (s->median * 1e6) : 0;
-  print_row(o, label, gflops, "GFLOP/s", *s, "ms");
-  if (json) {
-    add_stats(json, "ms", *s, "ms");
-    cJSON_AddNumberToObject(json, "gflops", gflops);
-  }
-}
-
-static char errbuf[1024];
-
-/* The context's last error as one line (kept in errbuf). */
-static const char *ctx_error(clf_context *ctx, clf_status st) {
-  snprintf(errbuf, sizeof(errbuf), "%s: %s", clf_status_name(st), clf_last_error(ctx));
-  for (char *p = errbuf; *p; p++)
-    if (*p == '\n') *p = ' ';
-  return errbuf;
-}
-
-/* ---- timing: event profiling around one op call ---- */
-
-typedef clf_status (*op_fn)(clf_context *ctx, void *arg, cl_event *event);
-
-static cl_int event_ns(cl_event e, cl_profiling_info what, cl_ulong *ns) {
-  return clGetEventProfilingInfo(e, what, sizeof(*ns), ns, NULL);
-}
-
-/* Device milliseconds of `runs` calls of fn, after one warm-up call.  Each
- * call is enqueued behind a marker held by a user event, which is released
- * once the whole call is queued: the time from the marker's end to the end
- * of the call's last command is device time only (every command of a
- * multi-kernel op, not the host's enqueueing).  Ops never wait on the queue,
- * so the held queue cannot deadlock. */
-static clf_status time_op(clf_context *ctx, op_fn fn, void *arg, int runs, stats *out_stats) {
-  cl_event e = NULL;
-  clf_status st = fn(ctx, arg, &e);
-  if (e) clReleaseEvent(e);
-  if (st == CLF_OK) st = clf_finish(ctx);
-  if (st != CLF_OK) return st;
-  double t[MAX_RUNS];
-  for (int r = 0; r < runs; r++) {
-    cl_int err;
-    cl_event gate = clCreateUserEvent(clf_context_cl(ctx), &err), start = NULL, end = NULL;
-    if (!gate) {
-      snprintf(errbuf, sizeof(errbuf), "clCreateUserEvent: %s (%d)", clf_probe_cl_error_name(err), err);
-      return CLF_E_OPENCL;
-    }
-    err = clEnqueueMarkerWithWaitList(clf_context_queue(ctx), 1, &gate, &start);
-    if (err != CL_SUCCESS)
-      snprintf(errbuf, sizeof(errbuf), "clEnqueueMarkerWithWaitList: %s (%d)", clf_probe_cl_error_name(err), err);
-    st = err == CL_SUCCESS ? fn(ctx, arg, &end) : CLF_E_OPENCL;
-    clSetUserEventStatus(gate, CL_COMPLETE);
-    clReleaseEvent(gate);
-    clf_status fin = clf_finish(ctx);
-    cl_ulong t0 = 0, t1 = 0;
-    if (err == CL_SUCCESS && st == CLF_OK && fin == CLF_OK) {
-      err = end ? event_ns(start, CL_PROFILING_COMMAND_END, &t0) : CL_INVALID_EVENT;
-      if (err == CL_SUCCESS) err = event_ns(end, CL_PROFILING_COMMAND_END, &t1);
-    }
-    if (start) clReleaseEvent(start);
-    if (end) clReleaseEvent(end);
-    if (st != CLF_OK) return st;
-    if (fin != CLF_OK) return fin;
-    if (err != CL_SUCCESS) {
-      snprintf(errbuf, sizeof(errbuf), "event profiling: %s (%d)", clf_probe_cl_error_name(err), err);
-      return CLF_E_OPENCL;
-    }
-    t[r] = t1 > t0 ? (t1 - t0) / 1e6 : 0;
-  }
-  *out_stats = summarize(t, runs);
-  return CLF_OK;
-}
-
-/* Runs time_op and turns a failure into a message (in errbuf). */
-static const char *timed(clf_context *ctx, op_fn fn, void *arg, int runs, stats *s) {
-  errbuf[0] = '\0';
-  clf_status st = time_op(ctx, fn, arg, runs, s);
-  if (st == CLF_OK) return NULL;
-  if (st == CLF_E_OPENCL && errbuf[0]) return errbuf;
-  return ctx_error(ctx, st);
-}
-
-/* ---- kernel build time: cold, and from clformer's binary cache ---- */
-
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-  (void)sb; (void)flag; (void)ftw;
-  return remove(path);
-}
-
-/* A context on `selector` over cache directory `dir`, storing and loading
- * program binaries or not (CLFORMER_CACHE_BINARIES is read at creation). */
-static clf_context *cache_context(const char *selector, const char *dir, int binaries) {
-  setenv("CLFORMER_CACHE_BINARIES", binaries ? "1" : "0", 1);
-  clf_context_options co;
-  clf_context_options_init(&co);
-  co.device = selector;
-  co.cache_dir = dir;
-  clf_context *ctx = NULL;
-  clf_context_create(&co, &ctx);
-  return ctx;
-}
-
-/* Each run builds the attention family with an option no cache has seen
- * (a random -DCLF_PROBE_NONCE, so neither clformer's cache nor the driver's
- * can serve it) in a context that stores no binaries: the cold time; a
- * second context stores its binary in a temporary cache directory, and a
- * fresh third loads it from there: the cached time. */
-static void measure_build(const char *selector, int runs, const out *o, cJSON *measured) {
-  static const char *family = "attention";
-  cJSON *j = o->obj ? cJSON_AddObjectToObject(measured, "kernel_build") : NULL;
-  if (j) cJSON_AddStringToObject(j, "family", family);
-  char dir[512], label[96];
-  snprintf(dir, sizeof(dir), "%s/clformer-probe-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-  snprintf(label, sizeof(label), "kernel build (%s), cold", family);
-  if (!mkdtemp(dir)) {
-    print_error(o, j, label, "cannot create a temporary cache directory");
-    return;
-  }
-  const char *saved = getenv("CLFORMER_CACHE_BINARIES");
-  char *saved_copy = saved ? strdup(saved) : NULL;
-  clf_context *cold = cache_context(selector, dir, 0), *writer = cache_context(selector, dir, 1);
-  double tc[MAX_RUNS], tw[MAX_RUNS];
-  const char *err = !cold || !writer ? clf_last_error(NULL) : NULL;
-  unsigned nonce = (unsigned)time(NULL) ^ ((unsigned)getpid() << 16) ^ (unsigned)(now_ms() * 1e3);
-  for (int r = 0; r < runs && !err; r++) {
-    char opt[64];
-    snprintf(opt, sizeof(opt), "-DCLF_PROBE_NONCE=%u", nonce + (unsigned)r * 7919u);
-    double t0 = now_ms();
-    clf_status st = clf_context_prepare(cold, family, opt);
-    tc[r] = now_ms() - t0;
-    if (st != CLF_OK) { err = ctx_error(cold, st); break; }
-    st = clf_context_prepare(writer, family, opt);
-    if (st != CLF_OK) { err = ctx_error(writer, st); break; }
-    clf_context *reader = cache_context(selector, dir, 1);
-    if (!reader) { err = clf_last_error(NULL); break; }
-    t0 = now_ms();
-    st = clf_context_prepare(reader, family, opt);
-    tw[r] = now_ms() - t0;
-    clf_cache_stats cs;
-    clf_context_cache_stats(reader, &cs);
-    if (st != CLF_OK) err = ctx_error(reader, st);
-    else if (cs.programs_from_disk != 1) err = "the binary was not loaded from the disk cache";
-    clf_context_destroy(reader);
-  }
-  if (saved_copy) setenv("CLFORMER_CACHE_BINARIES", saved_copy, 1);
-  else unsetenv("CLFORMER_CACHE_BINARIES");
-  free(saved_copy);
-  if (err) {
-    print_error(o, j, label, err);
-  } else {
-    stats c = summarize(tc, runs), w = summarize(tw, runs);
-    print_row(o, label, c.median, "ms", c, "ms");
-    print_row(o, "kernel build, from clformer's binary cache", w.median, "ms", w, "ms");
-    if (j) {
-      add_stats(j, "cold_ms", c, "ms");
-      add_stats(j, "cached_ms", w, "ms");
-    }
-  }
-  clf_context_destroy(cold);
-  clf_context_destroy(writer);
-  nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
-}
-
-/* ---- memory bandwidth and launch latency ---- */
-
-typedef struct copy_arg {
-  clf_tensor *src, *dst;
-} copy_arg;
-
-static clf_status run_copy(clf_context *ctx, void *p, cl_event *e) {
-  copy_arg *a = p;
-  return clf_tensor_copy(ctx, a->src, a->dst, e);
-}
-
-/* A device-to-device copy of up to 64 MiB (a quarter of the largest
- * allocation at most): read + write bytes over device time. */
-static void measure_bandwidth(clf_context *ctx, int runs, const out *o, cJSON *measured) {
-  cl_ulong max_alloc = 0;
-  clGetDeviceInfo(clf_context_device(ctx)->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof(max_alloc), &max_alloc,
-                  NULL);
-  size_t bytes = (size_t)64 << 20;
-  if (max_alloc / 4 < bytes) bytes = (size_t)(max_alloc / 4);
-  size_t shape[1] = {bytes / sizeof(float)};
-  char label[96];
-  snprintf(label, sizeof(label), "global memory bandwidth (copy %.3g MiB)", bytes / 1048576.0);
-  cJSON *j = o->obj ? cJSON_AddObjectToObject(measured, "bandwidth") : NULL;
-  copy_arg a = {0};
-  stats s;
-  const char *err = NULL;
-  clf_status st = clf_tensor_create(ctx, CLF_F32, 1, shape, &a.src);
-  if (st == CLF_OK) st = clf_tensor_create(ctx, CLF_F32, 1, shape, &a.dst);
-  if (st == CLF_OK) st = clf_tensor_fill(ctx, a.src, 1.0, NULL);
-  if (st != CLF_OK) err = ctx_error(ctx, st);
-  else err = timed(ctx, run_copy, &a, runs, &s);
-  if (err) {
-    print_error(o, j, label, err);
-  } else {
-    double gbs = s.median > 0 ? 2.0 * bytes / (s.median * 1e6) : 0;
-    print_row(o, label, gbs, "GB/s", s, "ms");
-    if (j) {
-      cJSON_AddNumberToObject(j, "bytes", (double)bytes);
-      add_stats(j, "ms", s, "ms");
-      cJSON_AddNumberToObject(j, "gb_per_s", gbs);
-    }
-  }
-  clf_tensor_destroy(a.src);
-  clf_tensor_destroy(a.dst);
-}
-
-/* A one-element fill: the host's enqueue-and-wait round trip (wall clock)
- * and the device's queued -> start delay (profiling). */
-static void measure_latency(clf_context *ctx, int runs, const out *o, cJSON *measured) {
-  cJSON *j = o->obj ? cJSON_AddObjectToObject(measured, "launch_latency") : NULL;
-  clf_tensor *t = NULL;
-  size_t one[1] = {1};
-  double host[MAX_RUNS], dev[MAX_RUNS];
-  const char *err = NULL;
-  clf_status st = clf_tensor_create(ctx, CLF_F32, 1, one, &t);
-  for (int r = -1; r < runs && st == CLF_OK; r++) { /* r = -1: warm-up */
-    cl_event e = NULL;
-    double t0 = now_ms();
-    st = clf_tensor_fill(ctx, t, 0.0, &e);
-    if (st == CLF_OK) st = clf_finish(ctx);
-    double t1 = now_ms();
-    cl_ulong q = 0, s = 0;
-    cl_int cerr = CL_SUCCESS;
-    if (st == CLF_OK) {
-      cerr = event_ns(e, CL_PROFILING_COMMAND_QUEUED, &q);
-      if (cerr == CL_SUCCESS) cerr = event_ns(e, CL_PROFILING_COMMAND_START, &s);
-    }
-    if (e) clReleaseEvent(e);
-    if (cerr != CL_SUCCESS) {
-      snprintf(errbuf, sizeof(errbuf), "event profiling: %s (%d)", clf_probe_cl_error_name(cerr), cerr);
-      err = errbuf;
-      break;
-    }
-    if (r >= 0) {
-      host[r] = (t1 - t0) * 1e3;
-      dev[r] = s > q ? (s - q) / 1e3 : 0;
-    }
-  }
-  if (st != CLF_OK) err = ctx_error(ctx, st);
-  if (err) {
-    print_error(o, j, "launch latency", err);
-  } else {
-    stats h = summarize(host, runs), d = summarize(dev, runs);
-    print_row(o, "launch latency: host enqueue + wait", h.median, "us", h, "us");
-    print_row(o, "launch latency: device queued -> start", d.median, "us", d, "us");
-    if (j) {
-      add_stats(j, "host_round_trip_us", h, "us");
-      add_stats(j, "queued_to_start_us", d, "us");
-    }
-  }
-  clf_tensor_destroy(t);
-}
-
-/* ---- SGEMM and attention throughput ---- */
-
-typedef struct gemm_arg {
-  clf_tensor *a, *b, *c;
-} gemm_arg;
-
-static clf_status run_gemm(clf_context *ctx, void *p, cl_event *e) {
-  gemm_arg *g = p;
-  return clf_gemm(ctx, 0, 0, 1.0f, g->a, g->b, 0.0f, g->c, e);
-}
-
-static void measure_sgemm(clf_context *ctx, int runs, int quick, const out *o, cJSON *measured) {
-  static const struct { const char *name; size_t m, n, k; int quick; } shapes[] = {
-      {"attention projection, 128 tokens", 128, 768, 768, 1},
-      {"FFN up, 128 tokens", 128, 3072, 768, 1},
-      {"FFN down, 128 tokens", 128, 768, 3072, 0},
-      {"FFN up, decode (1 token)", 1, 3072, 768, 1},
-      {"square 1024", 1024, 1024, 1024, 0},
-  };
-  cJSON *arr = o->obj ? cJSON_AddArrayToObject(measured, "sgemm") : NULL;
-  for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
-    if (quick && !shapes[i].quick) continue;
-    size_t m = shapes[i].m, n = shapes[i].n, k = shapes[i].k;
-    char label[96];
-    snprintf(label, sizeof(label), "SGEMM %zux%zux%zu %s", m, n, k, shapes[i].name);
-    cJSON *j = NULL;
-    if (arr) {
-      j = cJSON_CreateObject();
-      cJSON_AddItemToArray(arr, j);
-      cJSON_AddStringToObject(j, "name", shapes[i].name);
-      cJSON_AddNumberToObject(j, "m", (double)m);
-      cJSON_AddNumberToObject(j, "n", (double)n);
-      cJSON_AddNumberToObject(j, "k", (double)k);
-    }
-    gemm_arg g = {0};
-    stats s;
-    const char *err = NULL;
-    clf_status st = clf_cli_random_tensor(ctx, 2, (size_t[]){m, k}, &g.a);
-    if (st == CLF_OK) st = clf_cli_random_tensor(ctx, 2, (size_t[]){k, n}, &g.b);
-    if (st == CLF_OK) st = clf_tensor_create(ctx, CLF_F32, 2, (size_t[]){m, n}, &g.c);
-    err = st != CLF_OK ? ctx_error(ctx, st) : timed(ctx, run_gemm, &g, runs, &s);
-    throughput_row(o, j, label, err, 2.0 * m * n * k, &s);
-    clf_tensor_destroy(g.a);
-    clf_tensor_destroy(g.b);
-    clf_tensor_destroy(g.c);
-  }
-}
-
-typedef struct attn_arg {
-  clf_tensor *q, *k, *v, *o;
-  int causal;
-} attn_arg;
-
-static clf_status run_attention(clf_context *ctx, void *p, cl_event *e) {
-  attn_arg *a = p;
-  clf_attention_mask mask = {NULL, a->causal, NULL};
-  return clf_attention(ctx, a->q, a->k, a->v, 0, &mask, 0.125f, CLF_ATTN_AUTO, a->o, e);
-}
-
-static void measure_attention(clf_context *ctx, int runs, const out *o, cJSON *measured) {
-  static const struct { const char *name; size_t b, h, lq, lk, dh; int causal; } shapes[] = {
-      {"BERT-base L=128", 1, 12, 128, 128, 64, 0},
-      {"GPT-2 decode Lq=1 Lk=256 causal", 1, 12, 1, 256, 64, 1},
-  };
-  cJSON *arr = o->obj ? cJSON_AddArrayToObject(measured, "attention") : NULL;
-  for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
-    size_t b = shapes[i].b, h = shapes[i].h, lq = shapes[i].lq, lk = shapes[i].lk, dh = shapes[i].dh;
-    char label[96];
-    snprintf(label, sizeof(label), "attention %s", shapes[i].name);
-    cJSON *j = NULL;
-    if (arr) {
-      j = cJSON_CreateObject();
-      cJSON_AddItemToArray(arr, j);
-      cJSON_AddStringToObject(j, "name", shapes[i].name);
-      const char *keys[] = {"B", "H", "Lq", "Lk", "Dh"};
-      size_t vals[] = {b, h, lq, lk, dh};
-      for (int d = 0; d < 5; d++) cJSON_AddNumberToObject(j, keys[d], (double)vals[d]);
-      cJSON_AddBoolToObject(j, "causal", shapes[i].causal);
-    }
-    attn_arg a = {.causal = shapes[i].causal};
-    stats s;
-    const char *err = NULL;
-    clf_status st = clf_cli_random_tensor(ctx, 4, (size_t[]){b, h, lq, dh}, &a.q);
-    if (st == CLF_OK) st = clf_cli_random_tensor(ctx, 4, (size_t[]){b, h, lk, dh}, &a.k);
-    if (st == CLF_OK) st = clf_cli_random_tensor(ctx, 4, (size_t[]){b, h, lk, dh}, &a.v);
-    if (st == CLF_OK) st = clf_tensor_create(ctx, CLF_F32, 4, (size_t[]){b, h, lq, dh}, &a.o);
-    err = st != CLF_OK ? ctx_error(ctx, st) : timed(ctx, run_attention, &a, runs, &s);
-    /* q k^T and p v: 2 flops per multiply-add each (causal decode sees every key). */
-    throughput_row(o, j, label, err, 4.0 * b * h * lq * lk * dh, &s);
-    clf_tensor_destroy(a.q);
-    clf_tensor_destroy(a.k);
-    clf_tensor_destroy(a.v);
-    clf_tensor_destroy(a.o);
-  }
-}
-
 /* ---- self-validation and GEMM tuning ---- */
+
+/* What building the programs cost this context so far (tools/bench-cache.sh
+ * reads the "ms building" of the human line). */
+static void report_programs(clf_context *ctx, const out *o, cJSON *j) {
+  clf_cache_stats cs;
+  clf_context_cache_stats(ctx, &cs);
+  if (o->human)
+    printf("    programs: %u built from source, %u from the disk cache, %.0f ms building\n", cs.programs_built,
+           cs.programs_from_disk, cs.build_ms);
+  if (j) {
+    cJSON *p = cJSON_AddObjectToObject(j, "programs");
+    cJSON_AddNumberToObject(p, "built", cs.programs_built);
+    cJSON_AddNumberToObject(p, "from_disk", cs.programs_from_disk);
+    cJSON_AddNumberToObject(p, "build_ms", cs.build_ms);
+  }
+}
 
 /* Returns the number of variants that failed. */
 static int section_validation(clf_context *ctx, const out *o, cJSON *dev) {
@@ -454,7 +72,7 @@ static int section_validation(clf_context *ctx, const out *o, cJSON *dev) {
   cJSON *j = o->obj ? cJSON_AddObjectToObject(dev, "validation") : NULL;
   clf_status st = clf_validate(ctx, res, CAP, &count);
   if (st != CLF_OK) {
-    const char *msg = ctx_error(ctx, st);
+    const char *msg = clf_probe_error(ctx, st);
     if (o->human) printf("    could not run: %s\n", msg);
     if (j) cJSON_AddStringToObject(j, "error", msg);
     return 0;
@@ -487,6 +105,7 @@ static int section_validation(clf_context *ctx, const out *o, cJSON *dev) {
   }
   if (o->human) printf("    %zu variants, %d failed\n", count, failed);
   if (j) cJSON_AddNumberToObject(j, "failed", failed);
+  report_programs(ctx, o, j);
   return failed;
 }
 
@@ -495,81 +114,89 @@ static void tune_progress(void *user, const char *line) {
   fprintf(stderr, "clformer probe: tune: %s\n", line);
 }
 
+/* The GEMMs to tune: those of --model at each --tokens count, else layers of
+ * BERT-base (nn.Linear weights [out, in]: Q, K, V, output, FFN up and down)
+ * and GPT-2's fused QKV (Conv1D weights [in, out]).  Returns an error
+ * message, or NULL. */
+static const char *tune_shapes(const probe_opts *po, clf_gemm_shape *use, size_t cap, size_t *n) {
+  static const clf_gemm_shape common[] = {
+      {0, 768, 768, 0, 1, 4}, {0, 3072, 768, 0, 1, 1}, {0, 768, 3072, 0, 1, 1}, {0, 2304, 768, 0, 0, 1}};
+  *n = 0;
+  for (int t = 0; t < po->tokens.n; t++) {
+    size_t got = 0;
+    if (po->model) {
+      clf_status st = clf_model_gemm_shapes(po->model, po->tokens.v[t], use + *n, cap - *n, &got);
+      if (st != CLF_OK) return clf_probe_error(NULL, st);
+    } else {
+      got = COUNT(common) < cap - *n ? COUNT(common) : cap - *n;
+      memcpy(use + *n, common, got * sizeof(common[0]));
+      for (size_t i = *n; i < *n + got; i++) use[i].m = po->tokens.v[t];
+    }
+    *n += got < cap - *n ? got : cap - *n;
+  }
+  return NULL;
+}
+
+static void print_tune_result(const clf_gemm_shape *use, size_t n, const clf_tune_result *per,
+                              const clf_tune_report *rep, double gain) {
+  printf("    %-8s %-8s %-8s %-5s %-5s %-6s %12s %12s\n", "m", "n", "k", "ta", "tb", "count", "default ms", "tuned ms");
+  for (size_t i = 0; i < n; i++)
+    printf("    %-8zu %-8zu %-8zu %-5d %-5d %-6u %12.4f %12.4f\n", use[i].m, use[i].n, use[i].k, use[i].trans_a,
+           use[i].trans_b, use[i].count ? use[i].count : 1, per[i].default_ms, per[i].tuned_ms);
+  printf("    search: %u sets timed, %u rejected, %.1f s; forward pass GEMMs %.3f ms -> %.3f ms (%.2fx)\n", rep->tried,
+         rep->rejected, rep->seconds, rep->default_ms, rep->tuned_ms, gain);
+  printf("    profile written: %s\n", rep->profile[0] ? rep->profile : "none (the defaults were as fast)");
+}
+
+static void json_tune_result(cJSON *j, const clf_gemm_shape *use, size_t n, const clf_tune_result *per,
+                             const clf_tune_report *rep, double gain) {
+  cJSON *sarr = cJSON_AddArrayToObject(j, "shapes");
+  for (size_t i = 0; i < n; i++) {
+    cJSON *s = cJSON_CreateObject();
+    cJSON_AddItemToArray(sarr, s);
+    const char *keys[] = {"m", "n", "k", "trans_a", "trans_b", "count"};
+    double vals[] = {(double)use[i].m, (double)use[i].n, (double)use[i].k, use[i].trans_a, use[i].trans_b,
+                     use[i].count};
+    for (int d = 0; d < 6; d++) cJSON_AddNumberToObject(s, keys[d], vals[d]);
+    cJSON_AddNumberToObject(s, "default_ms", per[i].default_ms);
+    cJSON_AddNumberToObject(s, "tuned_ms", per[i].tuned_ms);
+  }
+  const char *keys[] = {"default_ms", "tuned_ms", "gain", "tried", "rejected", "seconds"};
+  double vals[] = {rep->default_ms, rep->tuned_ms, gain, rep->tried, rep->rejected, rep->seconds};
+  for (int d = 0; d < 6; d++) cJSON_AddNumberToObject(j, keys[d], vals[d]);
+  cJSON_AddStringToObject(j, "profile_written", rep->profile);
+}
+
+/* --tune: searches a profile for the shapes; returns 1 when it failed. */
+static int run_tune(clf_context *ctx, const probe_opts *po, const out *o, cJSON *j) {
+  clf_gemm_shape use[64];
+  clf_tune_result per[64];
+  clf_tune_report rep;
+  memset(&rep, 0, sizeof(rep));
+  size_t n = 0;
+  const char *err = tune_shapes(po, use, COUNT(use), &n);
+  if (!err) {
+    clf_tune_options to = {po->budget_s, 1, tune_progress, NULL};
+    clf_status st = clf_tune_gemm(ctx, use, n, &to, per, &rep);
+    if (st != CLF_OK) err = clf_probe_error(ctx, st);
+  }
+  if (err) {
+    if (o->human) printf("    search failed: %s\n", err);
+    if (j) cJSON_AddStringToObject(j, "error", err);
+    return 1;
+  }
+  double gain = rep.tuned_ms > 0 ? rep.default_ms / rep.tuned_ms : 0;
+  if (o->human) print_tune_result(use, n, per, &rep, gain);
+  if (j) json_tune_result(j, use, n, per, &rep, gain);
+  return 0;
+}
+
 /* Prints the profile in use; with --tune, searches one first.  Returns 1
  * when a requested search failed. */
 static int section_tuning(clf_context *ctx, const probe_opts *po, const out *o, cJSON *dev) {
-  /* Layers of BERT-base (nn.Linear weights [out, in]: Q, K, V, output,
-   * FFN up and down) and GPT-2's fused QKV (Conv1D weights [in, out]), over
-   * --tokens rows. */
-  static const clf_gemm_shape common[] = {
-      {0, 768, 768, 0, 1, 4}, {0, 3072, 768, 0, 1, 1}, {0, 768, 3072, 0, 1, 1}, {0, 2304, 768, 0, 0, 1}};
   if (o->human) printf("  GEMM tuning profile\n");
   cJSON *j = o->obj ? cJSON_AddObjectToObject(dev, "tuning") : NULL;
-  int rc = 0;
-  if (po->tune) {
-    clf_gemm_shape use[64];
-    size_t n = 0;
-    const char *err = NULL;
-    for (size_t t = 0; t < po->ntokens && !err; t++) {
-      size_t got = 0;
-      if (po->model) {
-        clf_status st = clf_model_gemm_shapes(po->model, po->tokens[t], use + n, 64 - n, &got);
-        if (st != CLF_OK) err = ctx_error(NULL, st);
-        if (got > 64 - n) got = 64 - n;
-      } else {
-        got = sizeof(common) / sizeof(common[0]);
-        if (got > 64 - n) got = 64 - n;
-        memcpy(use + n, common, got * sizeof(common[0]));
-        for (size_t i = n; i < n + got; i++) use[i].m = po->tokens[t];
-      }
-      n += got;
-    }
-    clf_tune_report rep;
-    clf_tune_result per[64];
-    memset(&rep, 0, sizeof(rep));
-    if (!err) {
-      clf_tune_options to = {po->budget_s, 1, tune_progress, NULL};
-      clf_status st = clf_tune_gemm(ctx, use, n, &to, per, &rep);
-      if (st != CLF_OK) err = ctx_error(ctx, st);
-    }
-    if (err) {
-      if (o->human) printf("    search failed: %s\n", err);
-      if (j) cJSON_AddStringToObject(j, "error", err);
-      rc = 1;
-    } else {
-      double gain = rep.tuned_ms > 0 ? rep.default_ms / rep.tuned_ms : 0;
-      if (o->human) {
-        printf("    %-8s %-8s %-8s %-5s %-5s %-6s %12s %12s\n", "m", "n", "k", "ta", "tb", "count", "default ms",
-               "tuned ms");
-        for (size_t i = 0; i < n; i++)
-          printf("    %-8zu %-8zu %-8zu %-5d %-5d %-6u %12.4f %12.4f\n", use[i].m, use[i].n, use[i].k, use[i].trans_a,
-                 use[i].trans_b, use[i].count ? use[i].count : 1, per[i].default_ms, per[i].tuned_ms);
-        printf("    search: %u sets timed, %u rejected, %.1f s; forward pass GEMMs %.3f ms -> %.3f ms (%.2fx)\n",
-               rep.tried, rep.rejected, rep.seconds, rep.default_ms, rep.tuned_ms, gain);
-        printf("    profile written: %s\n", rep.profile[0] ? rep.profile : "none (the defaults were as fast)");
-      }
-      if (j) {
-        cJSON *sarr = cJSON_AddArrayToObject(j, "shapes");
-        for (size_t i = 0; i < n; i++) {
-          cJSON *s = cJSON_CreateObject();
-          cJSON_AddItemToArray(sarr, s);
-          const char *keys[] = {"m", "n", "k", "trans_a", "trans_b", "count"};
-          double vals[] = {(double)use[i].m, (double)use[i].n, (double)use[i].k, use[i].trans_a, use[i].trans_b,
-                           use[i].count};
-          for (int d = 0; d < 6; d++) cJSON_AddNumberToObject(s, keys[d], vals[d]);
-          cJSON_AddNumberToObject(s, "default_ms", per[i].default_ms);
-          cJSON_AddNumberToObject(s, "tuned_ms", per[i].tuned_ms);
-        }
-        cJSON_AddNumberToObject(j, "default_ms", rep.default_ms);
-        cJSON_AddNumberToObject(j, "tuned_ms", rep.tuned_ms);
-        cJSON_AddNumberToObject(j, "gain", gain);
-        cJSON_AddNumberToObject(j, "tried", rep.tried);
-        cJSON_AddNumberToObject(j, "rejected", rep.rejected);
-        cJSON_AddNumberToObject(j, "seconds", rep.seconds);
-        cJSON_AddStringToObject(j, "profile_written", rep.profile);
-      }
-    }
-  }
+  int rc = po->tune ? run_tune(ctx, po, o, j) : 0;
   const char *profile = clf_context_gemm_profile(ctx);
   if (o->human)
     printf("    applied: %s\n", profile ? profile : "none (CLBlast's defaults; `clformer probe --tune` searches one)");
@@ -609,89 +236,21 @@ static int probe_device(const clf_device_desc *d, const probe_opts *po, cJSON *d
     return 1;
   }
   int rc = 0;
-  if (po->measure) {
-    if (o.human) printf("  Measured (device time from event profiling, after a warm-up)\n");
-    cJSON *m = o.obj ? cJSON_AddObjectToObject(o.obj, "measured") : NULL;
-    measure_build(selector, po->quick ? 1 : 3, &o, m);
-    measure_bandwidth(ctx, po->runs, &o, m);
-    measure_latency(ctx, po->runs * 3, &o, m);
-    measure_sgemm(ctx, po->runs, po->quick, &o, m);
-    measure_attention(ctx, po->runs, &o, m);
-  }
-  if (po->validate && section_validation(ctx, &o, o.obj) > 0) rc = 1;
+  if (!po->no_measure) clf_probe_measured(ctx, selector, po->runs, po->quick, o.human, o.obj);
+  if (!po->no_validate && section_validation(ctx, &o, o.obj) > 0) rc = 1;
   if (section_tuning(ctx, po, &o, o.obj)) rc = 1;
   if (o.human) printf("\n");
   clf_context_destroy(ctx);
   return rc;
 }
 
-static const char probe_usage[] =
-    "usage: clformer probe [--device S] [--json] [--quick] [--no-measure] [--no-validate]\n"
-    "                      [--tune [--model DIR] [--tokens N[,N...]] [--budget SECONDS]]\n"
-    "Describes every OpenCL device (or the one --device picks): its properties,\n"
-    "measured kernel build time (cold and from clformer's binary cache), memory\n"
-    "bandwidth, launch latency, SGEMM and attention throughput (median device time\n"
-    "of 7 event-profiled runs after a warm-up; 3 and fewer shapes with --quick),\n"
-    "clformer's self-validation of its kernel variants, and the GEMM tuning profile\n"
-    "in use.  --tune first searches CLBlast's GEMM parameters for the GEMMs of the\n"
-    "model in DIR at each N tokens (default 128), else for BERT-base/GPT-2 sized layers,\n"
-    "within SECONDS (default 300), and stores the profile.\n"
-    "--json prints {\"schema\": \"clformer-probe\", \"schema_version\": 1, ...} on stdout\n"
-    "with the raw CL_DEVICE_* names and every measured number; progress goes to\n"
-    "stderr.  Exit status: 0, or 1 when a device could not be probed, a kernel\n"
-    "variant failed validation or a requested --tune failed; 2 for usage errors.\n";
-
-int clf_cli_probe(int argc, char **argv) {
-  probe_opts po = {.measure = 1, .validate = 1, .budget_s = 0, .runs = 7};
-  for (int i = 0; i < argc; i++) {
-    const char *a = argv[i];
-    int has_val = i + 1 < argc;
-    if (!strcmp(a, "--device") && has_val) po.device = argv[++i];
-    else if (!strcmp(a, "--json")) po.json = 1;
-    else if (!strcmp(a, "--quick")) po.quick = 1;
-    else if (!strcmp(a, "--no-measure")) po.measure = 0;
-    else if (!strcmp(a, "--no-validate")) po.validate = 0;
-    else if (!strcmp(a, "--tune")) po.tune = 1;
-    else if (!strcmp(a, "--model") && has_val) po.model = argv[++i];
-    else if (!strcmp(a, "--tokens") && has_val) {
-      const char *p = argv[++i];
-      po.ntokens = 0;
-      for (;;) {
-        char *end;
-        errno = 0;
-        unsigned long long v = strtoull(p, &end, 10);
-        if (end == p || errno || v == 0 || v > 1000000 || (*end && *end != ',') || po.ntokens == 8) {
-          fprintf(stderr, "clformer probe: --tokens takes up to 8 positive integers separated by commas, not \"%s\"\n",
-                  argv[i]);
-          return 2;
-        }
-        po.tokens[po.ntokens++] = (size_t)v;
-        if (!*end) break;
-        p = end + 1;
-      }
-    } else if (!strcmp(a, "--budget") && has_val) {
-      char *end;
-      double v = strtod(argv[++i], &end);
-      if (*end || !(v > 0)) {
-        fprintf(stderr, "clformer probe: --budget takes a positive number of seconds, not \"%s\"\n", argv[i]);
-        return 2;
-      }
-      po.budget_s = v;
-    } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      fputs(probe_usage, stdout);
-      return 0;
-    } else {
-      fprintf(stderr, "clformer probe: unknown or incomplete argument %s\n", a);
-      fputs(probe_usage, stderr);
-      return 2;
-    }
-  }
-  if ((po.model || po.ntokens || po.budget_s > 0) && !po.tune) {
-    fprintf(stderr, "clformer probe: --model, --tokens and --budget go with --tune\n");
-    return 2;
-  }
-  if (!po.ntokens) po.tokens[po.ntokens++] = 128;
-  if (po.quick) po.runs = 3;
+static int probe_main(const void *opts, int argc, char **argv) {
+  (void)argc; (void)argv;
+  probe_opts po = *(const probe_opts *)opts;
+  if ((po.model || po.tokens.n || po.budget_s > 0) && !po.tune)
+    return clf_cli_usage_error(&clf_cli_probe_command, "--model, --tokens and --budget go with --tune");
+  if (!po.tokens.n) po.tokens.v[po.tokens.n++] = 128;
+  po.runs = po.quick ? 3 : 7;
 
   enum { MAX_DEVICES = 64 };
   static clf_device_desc devs[MAX_DEVICES];
@@ -723,3 +282,31 @@ int clf_cli_probe(int argc, char **argv) {
   }
   return rc;
 }
+
+const clf_cli_command clf_cli_probe_command = {
+    .name = "probe",
+    .summary = "device properties, measured throughput and ratios, self-validation",
+    .synopsis = "[--device S] [--json] [--quick] [--no-measure] [--no-validate]\n"
+                "                      [--tune [--model DIR] [--tokens N[,N...]] [--budget SECONDS]]",
+    .details =
+        "Describes every OpenCL device (or the one --device picks): its properties,\n"
+        "measured kernel build time (cold and from clformer's binary cache), memory\n"
+        "bandwidth, launch latency, SGEMM and attention throughput (median device time\n"
+        "of 7 event-profiled runs after a warm-up; 3 and fewer shapes with --quick),\n"
+        "ops beside their baselines on the same device as ratios (the fused attention\n"
+        "kernel vs the GEMM path, layer norm vs a copy of the same bytes),\n"
+        "clformer's self-validation of its kernel variants against CPU references,\n"
+        "and the GEMM tuning profile in use.  --tune first searches CLBlast's GEMM\n"
+        "parameters for the GEMMs of the model in DIR at each N tokens (default 128),\n"
+        "else for BERT-base/GPT-2 sized layers, within SECONDS (default 300), and\n"
+        "stores the profile.\n"
+        "--json prints {\"schema\": \"clformer-probe\", \"schema_version\": 1, ...} on stdout\n"
+        "with the raw CL_DEVICE_* names and every measured number; progress goes to\n"
+        "stderr.  Exit status: 0, or 1 when a device could not be probed, a kernel\n"
+        "variant failed validation or a requested --tune failed; 2 for usage errors.\n",
+    .options = probe_options,
+    .opts_size = sizeof(probe_opts),
+    .min_args = 0,
+    .max_args = 0,
+    .handler = probe_main,
+};

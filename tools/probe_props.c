@@ -32,26 +32,6 @@
 #define CL_DEVICE_GENERIC_ADDRESS_SPACE_SUPPORT 0x1069
 #endif
 
-const char *clf_probe_cl_error_name(cl_int err) {
-#define PROBE_ERR(X)                                                                                          \
-  X(CL_SUCCESS) X(CL_DEVICE_NOT_FOUND) X(CL_DEVICE_NOT_AVAILABLE) X(CL_COMPILER_NOT_AVAILABLE)               \
-  X(CL_MEM_OBJECT_ALLOCATION_FAILURE) X(CL_OUT_OF_RESOURCES) X(CL_OUT_OF_HOST_MEMORY)                         \
-  X(CL_PROFILING_INFO_NOT_AVAILABLE) X(CL_MEM_COPY_OVERLAP) X(CL_BUILD_PROGRAM_FAILURE)                       \
-  X(CL_MAP_FAILURE) X(CL_INVALID_VALUE) X(CL_INVALID_DEVICE_TYPE) X(CL_INVALID_PLATFORM)                     \
-  X(CL_INVALID_DEVICE) X(CL_INVALID_CONTEXT) X(CL_INVALID_QUEUE_PROPERTIES) X(CL_INVALID_COMMAND_QUEUE)       \
-  X(CL_INVALID_MEM_OBJECT) X(CL_INVALID_BINARY) X(CL_INVALID_BUILD_OPTIONS) X(CL_INVALID_PROGRAM)            \
-  X(CL_INVALID_KERNEL_NAME) X(CL_INVALID_KERNEL) X(CL_INVALID_ARG_INDEX) X(CL_INVALID_ARG_VALUE)             \
-  X(CL_INVALID_ARG_SIZE) X(CL_INVALID_KERNEL_ARGS) X(CL_INVALID_WORK_DIMENSION)                               \
-  X(CL_INVALID_WORK_GROUP_SIZE) X(CL_INVALID_WORK_ITEM_SIZE) X(CL_INVALID_GLOBAL_OFFSET)                     \
-  X(CL_INVALID_EVENT_WAIT_LIST) X(CL_INVALID_EVENT) X(CL_INVALID_OPERATION) X(CL_INVALID_BUFFER_SIZE)        \
-  X(CL_INVALID_GLOBAL_WORK_SIZE) X(CL_INVALID_PROPERTY)
-#define PROBE_ERR_CASE(name) case name: return #name;
-  switch (err) { PROBE_ERR(PROBE_ERR_CASE) }
-#undef PROBE_ERR_CASE
-#undef PROBE_ERR
-  return "unknown OpenCL error";
-}
-
 typedef enum {
   K_STRING,
   K_UINT,
@@ -284,7 +264,7 @@ static void emit_rows(const prop_row *rows, size_t n, int platform, cl_platform_
   for (size_t i = 0; i < n; i++) {
     cJSON *val = NULL;
     cl_int err = read_row(&rows[i], platform, p, d, text, sizeof(text), &val);
-    if (err != CL_SUCCESS) snprintf(text, sizeof(text), "error: %s (%d)", clf_probe_cl_error_name(err), err);
+    if (err != CL_SUCCESS) snprintf(text, sizeof(text), "error: %s (%d)", clf_cl_error_name(err), err);
     if (human) printf("    %-30s %-50s %s\n", rows[i].label, rows[i].name, text);
     if (!obj) {
       cJSON_Delete(val);
@@ -309,10 +289,10 @@ static void emit_extensions(cl_device_id d, int human, cJSON *props, cJSON *dev)
   cJSON *row = props ? cJSON_AddObjectToObject(props, "CL_DEVICE_EXTENSIONS") : NULL;
   if (!ext) {
     if (human)
-      printf("    %-30s %-50s error: %s (%d)\n", "extensions", "CL_DEVICE_EXTENSIONS", clf_probe_cl_error_name(err),
+      printf("    %-30s %-50s error: %s (%d)\n", "extensions", "CL_DEVICE_EXTENSIONS", clf_cl_error_name(err),
              err);
     if (row) {
-      cJSON_AddStringToObject(row, "error", clf_probe_cl_error_name(err));
+      cJSON_AddStringToObject(row, "error", clf_cl_error_name(err));
       cJSON_AddNumberToObject(row, "cl_error", err);
     }
     return;

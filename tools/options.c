@@ -1,0 +1,189 @@
+/* options.c - one argument parser for every clformer subcommand: options
+ * looked up in the command's table, numbers checked against the ranges the
+ * table states, and the usage and help texts written from the same table. */
+#include "options.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+int clf_cli_usage_error(const clf_cli_command *cmd, const char *fmt, ...) {
+  va_list ap;
+  fprintf(stderr, "clformer %s: ", cmd->name);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\nusage: clformer %s%s%s\n(`clformer %s --help` describes the options)\n", cmd->name,
+          *cmd->synopsis ? " " : "", cmd->synopsis, cmd->name);
+  return 2;
+}
+
+/* The range part of an option's help: " (an integer from 1 to 64; default 7)". */
+static void describe_range(const clf_cli_option *o, char *buf, size_t len) {
+  buf[0] = '\0';
+  switch (o->kind) {
+  case CLF_OPT_LONG:
+    snprintf(buf, len, " (%.0f to %.0f", o->min, o->max);
+    break;
+  case CLF_OPT_DOUBLE:
+    snprintf(buf, len, o->max < HUGE_VAL ? " (more than %g, at most %g" : " (more than %g", o->min, o->max);
+    break;
+  case CLF_OPT_SIZES:
+    snprintf(buf, len, " (up to %d, each %.0f to %.0f", o->count, o->min, o->max);
+    break;
+  case CLF_OPT_STRINGS:
+    snprintf(buf, len, " (repeatable, up to %d times", o->count);
+    break;
+  default:
+    break;
+  }
+  size_t n = strlen(buf);
+  if (o->def != 0 && (o->kind == CLF_OPT_LONG || o->kind == CLF_OPT_DOUBLE))
+    snprintf(buf + n, len - n, "%sdefault %g", n ? "; " : " (", o->def);
+  n = strlen(buf);
+  if (o->required) snprintf(buf + n, len - n, "%srequired", n ? "; " : " (");
+  n = strlen(buf);
+  if (n) snprintf(buf + n, len - n, ")");
+}
+
+void clf_cli_print_help(const clf_cli_command *cmd, FILE *f) {
+  fprintf(f, "usage: clformer %s%s%s\n", cmd->name, *cmd->synopsis ? " " : "", cmd->synopsis);
+  if (cmd->details) fputs(cmd->details, f);
+  fprintf(f, "options:\n");
+  for (const clf_cli_option *o = cmd->options; o && o->name; o++) {
+    char head[64], range[128];
+    snprintf(head, sizeof(head), "%s%s%s", o->name, o->metavar ? " " : "", o->metavar ? o->metavar : "");
+    describe_range(o, range, sizeof(range));
+    fprintf(f, "  %-22s %s%s\n", head, o->help, range);
+  }
+  fprintf(f, "  %-22s %s\n", "-h, --help", "this help");
+}
+
+static const clf_cli_option *find_option(const clf_cli_command *cmd, const char *name) {
+  for (const clf_cli_option *o = cmd->options; o && o->name; o++)
+    if (!strcmp(o->name, name)) return o;
+  return NULL;
+}
+
+/* A whole-string integer within [min, max]. */
+static int parse_integer(const char *s, double min, double max, long long *v) {
+  char *end;
+  errno = 0;
+  *v = strtoll(s, &end, 10);
+  return end != s && !*end && !errno && (double)*v >= min && (double)*v <= max;
+}
+
+static int parse_sizes(const clf_cli_option *o, const char *s, clf_cli_sizes *out) {
+  out->n = 0;
+  for (const char *p = s;;) {
+    const char *comma = strchr(p, ',');
+    char item[32];
+    size_t len = comma ? (size_t)(comma - p) : strlen(p);
+    long long v;
+    if (len >= sizeof(item) || out->n == o->count) return 0;
+    memcpy(item, p, len);
+    item[len] = '\0';
+    if (!parse_integer(item, o->min, o->max, &v)) return 0;
+    out->v[out->n++] = (size_t)v;
+    if (!comma) return 1;
+    p = comma + 1;
+  }
+}
+
+/* Stores one option's value; returns -1, or 2 after a usage error. */
+static int store(const clf_cli_command *cmd, const clf_cli_option *o, const char *v, void *opts) {
+  char *field = (char *)opts + o->offset;
+  long long n;
+  char *end;
+  double d;
+  switch (o->kind) {
+  case CLF_OPT_FLAG:
+    *(int *)field = 1;
+    return -1;
+  case CLF_OPT_STRING:
+    *(const char **)field = v;
+    return -1;
+  case CLF_OPT_LONG:
+    if (!parse_integer(v, o->min, o->max, &n))
+      return clf_cli_usage_error(cmd, "%s: expected an integer from %.0f to %.0f, got \"%s\"", o->name, o->min,
+                                 o->max, v);
+    *(long *)field = (long)n;
+    return -1;
+  case CLF_OPT_DOUBLE:
+    errno = 0;
+    d = strtod(v, &end);
+    if (end == v || *end || errno || !(d > o->min && d <= o->max)) {
+      if (o->max < HUGE_VAL)
+        return clf_cli_usage_error(cmd, "%s: expected a number more than %g and at most %g, got \"%s\"", o->name,
+                                   o->min, o->max, v);
+      return clf_cli_usage_error(cmd, "%s: expected a number more than %g, got \"%s\"", o->name, o->min, v);
+    }
+    *(double *)field = d;
+    return -1;
+  case CLF_OPT_STRINGS: {
+    clf_cli_strings *l = (clf_cli_strings *)field;
+    if (l->n >= o->count || l->n >= CLF_CLI_MAX_LIST)
+      return clf_cli_usage_error(cmd, "%s: given more than %d times", o->name, o->count);
+    l->v[l->n++] = v;
+    return -1;
+  }
+  case CLF_OPT_SIZES:
+    if (!parse_sizes(o, v, (clf_cli_sizes *)field))
+      return clf_cli_usage_error(cmd, "%s: expected up to %d integers from %.0f to %.0f separated by commas, got \"%s\"",
+                                 o->name, o->count, o->min, o->max, v);
+    return -1;
+  }
+  return -1;
+}
+
+static void set_defaults(const clf_cli_command *cmd, void *opts) {
+  memset(opts, 0, cmd->opts_size);
+  for (const clf_cli_option *o = cmd->options; o && o->name; o++) {
+    char *field = (char *)opts + o->offset;
+    if (o->kind == CLF_OPT_LONG) *(long *)field = (long)o->def;
+    if (o->kind == CLF_OPT_DOUBLE) *(double *)field = o->def;
+  }
+}
+
+/* Whether an option the table marks required is still missing. */
+static const clf_cli_option *missing_required(const clf_cli_command *cmd, const unsigned char *seen) {
+  int i = 0;
+  for (const clf_cli_option *o = cmd->options; o && o->name; o++, i++)
+    if (o->required && !seen[i]) return o;
+  return NULL;
+}
+
+int clf_cli_parse(const clf_cli_command *cmd, int argc, char **argv, void *opts, char **pos, int *npos) {
+  unsigned char seen[64] = {0};
+  int options_done = 0;
+  set_defaults(cmd, opts);
+  *npos = 0;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    const clf_cli_option *o = options_done ? NULL : find_option(cmd, a);
+    if (!options_done && !strcmp(a, "--")) {
+      options_done = 1;
+    } else if (!options_done && (!strcmp(a, "--help") || !strcmp(a, "-h"))) {
+      clf_cli_print_help(cmd, stdout);
+      return 0;
+    } else if (o) {
+      if (o->kind != CLF_OPT_FLAG && i + 1 >= argc)
+        return clf_cli_usage_error(cmd, "%s: expected %s after it", o->name, o->metavar);
+      int rc = store(cmd, o, o->kind == CLF_OPT_FLAG ? NULL : argv[++i], opts);
+      if (rc >= 0) return rc;
+      if (o - cmd->options < (long)sizeof(seen)) seen[o - cmd->options] = 1;
+    } else if (!options_done && a[0] == '-' && a[1] && !cmd->free_text) {
+      return clf_cli_usage_error(cmd, "unknown option %s", a);
+    } else if (cmd->max_args >= 0 && *npos >= cmd->max_args) {
+      return clf_cli_usage_error(cmd, "unexpected argument \"%s\"", a);
+    } else {
+      pos[(*npos)++] = argv[i];
+    }
+  }
+  if (*npos < cmd->min_args) return clf_cli_usage_error(cmd, "expected %s", cmd->synopsis);
+  const clf_cli_option *m = missing_required(cmd, seen);
+  if (m) return clf_cli_usage_error(cmd, "%s %s is required", m->name, m->metavar);
+  return -1;
+}

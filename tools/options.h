@@ -1,0 +1,88 @@
+/* options.h - the clformer command line as a table: each subcommand is one
+ * clf_cli_command row (name, summary, synopsis, options, handler), its
+ * options are rows too, and one parser (options.c) reads every command's
+ * arguments, checks numbers against their stated ranges and writes the usage
+ * texts, so that errors read the same everywhere:
+ *   clformer run: --repeat: expected an integer from 0 to 100000, got "x"
+ */
+#ifndef CLF_CLI_OPTIONS_H
+#define CLF_CLI_OPTIONS_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+typedef enum {
+  CLF_OPT_FLAG,    /* int, set to 1 */
+  CLF_OPT_STRING,  /* const char *, the argument as given (borrowed from argv) */
+  CLF_OPT_LONG,    /* long, an integer within [min, max] */
+  CLF_OPT_DOUBLE,  /* double, a number greater than min and at most max */
+  CLF_OPT_STRINGS, /* clf_cli_strings: the option repeated, up to `count` times */
+  CLF_OPT_SIZES,   /* clf_cli_sizes: "N[,N...]", up to `count` integers within [min, max] */
+} clf_cli_opt_kind;
+
+enum { CLF_CLI_MAX_LIST = 64 };
+
+typedef struct clf_cli_strings {
+  const char *v[CLF_CLI_MAX_LIST];
+  int n;
+} clf_cli_strings;
+
+typedef struct clf_cli_sizes {
+  size_t v[CLF_CLI_MAX_LIST];
+  int n;
+} clf_cli_sizes;
+
+/* One option of one command.  `offset` places its value in the command's
+ * options struct; `def` is the starting value of a number (shown in the help
+ * when not 0); `required` makes the command refuse to run without it. */
+typedef struct clf_cli_option {
+  const char *name;    /* "--repeat"; NULL ends a table */
+  const char *metavar; /* "N", or NULL for a flag */
+  clf_cli_opt_kind kind;
+  size_t offset;
+  double min, max;
+  double def;
+  int count; /* CLF_OPT_STRINGS, CLF_OPT_SIZES: at most this many values */
+  int required;
+  const char *help;
+} clf_cli_option;
+
+/* --device S, the same on every command that opens a context. */
+#define CLF_CLI_OPT_DEVICE(type)                                                                          \
+  {"--device", "S", CLF_OPT_STRING, offsetof(type, device), 0, 0, 0, 0, 0,                                \
+   "the OpenCL device: \"P:D\" or part of its platform/device name"}
+
+/* One subcommand.  The parser fills a zeroed struct of `opts_size` bytes from
+ * `options` and gives the handler that struct and the positional arguments
+ * (between min_args and max_args of them; max_args -1: no limit). */
+typedef struct clf_cli_command {
+  const char *name;
+  const char *summary;  /* one line, for `clformer --help` */
+  const char *synopsis; /* what follows "clformer NAME" in the usage line */
+  const char *details;  /* paragraphs for `clformer NAME --help`, or NULL */
+  const clf_cli_option *options;
+  size_t opts_size;
+  int min_args, max_args;
+  int free_text; /* arguments starting with '-' that name no option are positional */
+  int (*handler)(const void *opts, int argc, char **argv);
+} clf_cli_command;
+
+/* Parses argv (the arguments after the command's name) into opts (opts_size
+ * bytes) and collects the positional ones into pos (room for argc) and
+ * *npos.  Returns -1 when the command should run; otherwise the exit status:
+ * 0 after printing the help (--help, -h), 2 after printing a usage error on
+ * stderr naming the option and what it expected. */
+int clf_cli_parse(const clf_cli_command *cmd, int argc, char **argv, void *opts, char **pos, int *npos);
+
+/* `clformer NAME --help`: usage line, details, options with ranges. */
+void clf_cli_print_help(const clf_cli_command *cmd, FILE *f);
+
+/* "clformer NAME: " + the message + "\n" on stderr, then the usage line and
+ * a pointer to --help; returns 2, the usage exit status. */
+int clf_cli_usage_error(const clf_cli_command *cmd, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+#endif
