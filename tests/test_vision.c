@@ -1,6 +1,7 @@
 /* test_vision.c - the vision families (vit, swin, vit_mae) against the golden
  * fixtures made with transformers (tests/fixtures/<model>/cases.json), MAE's
- * masking without a noise input, and the errors of bad pixel/noise inputs.
+ * masking without a noise input, the errors of bad pixel/noise inputs, the
+ * id2label labels and MAE's reconstruction from its logits.
  */
 #include <check.h>
 #include <cjson/cJSON.h>
@@ -166,6 +167,93 @@ START_TEST(test_bad_inputs) {
 }
 END_TEST
 
+/* id2label as the fixture's config.json writes it (vit_cls: 5 labels); a
+ * model whose config has none gives 0 and NULL. */
+START_TEST(test_labels) {
+  char dir[1024];
+  static const char *const want[] = {"tabby cat", "golden retriever", "sports car", "daisy", "teapot"};
+  fixture_dir(dir, sizeof dir, "vit_cls");
+  clf_model *m = get_model(dir);
+  ck_assert_uint_eq(clf_model_num_labels(m), 5);
+  for (size_t i = 0; i < 5; i++) ck_assert_str_eq(clf_model_label(m, i), want[i]);
+  ck_assert_ptr_null(clf_model_label(m, 5));
+  fixture_dir(dir, sizeof dir, "vit");
+  m = get_model(dir);
+  ck_assert_uint_eq(clf_model_num_labels(m), 0);
+  ck_assert_ptr_null(clf_model_label(m, 0));
+  ck_assert_uint_eq(clf_model_num_labels(NULL), 0);
+}
+END_TEST
+
+static clf_array read_fixture_npy(const char *fixture, const char *file, const char *name) {
+  char p[1200];
+  clf_array a;
+  snprintf(p, sizeof p, "%s/%s/%s", fixtures(), fixture, file);
+  ck_assert_msg(clf_npy_read(p, &a) == CLF_OK, "%s", clf_last_error(NULL));
+  snprintf(a.name, sizeof a.name, "%s", name);
+  return a;
+}
+
+/* The reconstruction of the vit_mae_pre fixture (norm_pix_loss) from its
+ * transformers logits, against the CPU: pixel (b, c, y, x) is the logit of
+ * patch (y/P, x/P) at (p, q, c) = (y%P, x%P, c), times the target patch's
+ * sqrt(unbiased var + 1e-6) plus its mean (two-pass here, in double).
+ * Tolerance 1e-5 x max(1, |expected|): the library sums in one pass. */
+START_TEST(test_mae_reconstruct) {
+  char dir[1024];
+  fixture_dir(dir, sizeof dir, "vit_mae_pre");
+  clf_model *m = get_model(dir);
+  clf_array px = read_fixture_npy("vit_mae_pre", "pretraining.pixel_values.npy", "pixel_values");
+  clf_array lg = read_fixture_npy("vit_mae_pre", "pretraining.logits.npy", "logits");
+  clf_array out;
+  TH_OK(clf_model_mae_reconstruct(m, &px, &lg, &out));
+  const size_t B = 2, C = 3, S = 40, P = 8, G = S / P, F = P * P * C;
+  ck_assert_int_eq(out.dtype, CLF_F32);
+  ck_assert_int_eq(out.ndim, 4);
+  ck_assert(out.shape[0] == B && out.shape[1] == C && out.shape[2] == S && out.shape[3] == S);
+  const float *x = px.data, *pred = lg.data, *got = out.data;
+  double err = 0;
+  for (size_t b = 0; b < B; b++)
+    for (size_t l = 0; l < G * G; l++) {
+      const size_t y0 = l / G * P, x0 = l % G * P;
+      double mean = 0, var = 0;
+      for (size_t c = 0; c < C; c++)
+        for (size_t p = 0; p < P * P; p++) mean += x[((b * C + c) * S + y0 + p / P) * S + x0 + p % P];
+      mean /= F;
+      for (size_t c = 0; c < C; c++)
+        for (size_t p = 0; p < P * P; p++) {
+          double d = x[((b * C + c) * S + y0 + p / P) * S + x0 + p % P] - mean;
+          var += d * d;
+        }
+      const double sd = sqrt(var / (F - 1) + 1e-6);
+      for (size_t c = 0; c < C; c++)
+        for (size_t p = 0; p < P * P; p++) {
+          const double want = pred[(b * G * G + l) * F + p * C + c] * sd + mean;
+          const double g = got[((b * C + c) * S + y0 + p / P) * S + x0 + p % P];
+          err = fmax(err, fabs(g - want) / fmax(1.0, fabs(want)));
+        }
+    }
+  th_note_error(err, 1e-5);
+  ck_assert_msg(err <= 1e-5, "reconstruction: max relative error %.3g > 1e-5", err);
+  clf_array_free(&out);
+
+  /* wrong shapes and a model that is not vit_mae name the problem */
+  lg.shape[1] = 24;
+  TH_FAILS(clf_model_mae_reconstruct(m, &px, &lg, &out), CLF_E_SHAPE, "logits is not [2, 25, 192]");
+  ck_assert_ptr_null(out.data);
+  lg.shape[1] = 25, px.shape[1] = 4;
+  TH_FAILS(clf_model_mae_reconstruct(m, &px, &lg, &out), CLF_E_SHAPE, "4 channels");
+  px.shape[1] = 3, lg.dtype = CLF_I32;
+  TH_FAILS(clf_model_mae_reconstruct(m, &px, &lg, &out), CLF_E_DTYPE, "logits is i32");
+  lg.dtype = CLF_F32;
+  fixture_dir(dir, sizeof dir, "vit");
+  TH_FAILS(clf_model_mae_reconstruct(get_model(dir), &px, &lg, &out), CLF_E_UNSUPPORTED, "not vit_mae");
+  TH_FAILS(clf_model_mae_reconstruct(m, &px, NULL, &out), CLF_E_INVALID_ARG, "logits");
+  clf_array_free(&px);
+  clf_array_free(&lg);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("vision");
   TCase *tc = tcase_create("vision");
@@ -179,6 +267,8 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_swin_cls);
   tcase_add_test(tc, test_mae_no_noise);
   tcase_add_test(tc, test_bad_inputs);
+  tcase_add_test(tc, test_labels);
+  tcase_add_test(tc, test_mae_reconstruct);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -80,6 +80,35 @@ static clf_status load_gen_settings(clf_model *m, const clf__config *c) {
   return CLF_OK;
 }
 
+/* config.json's id2label ({"0": "cat", ...}) into m->labels: n_labels is one
+ * past the largest index given; indices not given stay NULL.  Entries that
+ * are not "<index>": "<label>" are ignored (they never stopped a load). */
+static int label_index(const cJSON *it, size_t *i) {
+  char *end;
+  unsigned long v = strtoul(it->string, &end, 10);
+  *i = (size_t)v;
+  return cJSON_IsString(it) && end != it->string && !*end && v < (1ul << 24);
+}
+
+static clf_status load_labels(clf_model *m, const clf__config *c) {
+  const cJSON *map = cJSON_GetObjectItemCaseSensitive(clf__config_json(c), "id2label");
+  const cJSON *it;
+  size_t n = 0, i;
+  if (!cJSON_IsObject(map)) return CLF_OK;
+  cJSON_ArrayForEach(it, map) if (label_index(it, &i) && i + 1 > n) n = i + 1;
+  if (!n) return CLF_OK;
+  if (!(m->labels = calloc(n, sizeof *m->labels)))
+    return clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "clf_model_load: out of host memory");
+  m->n_labels = n;
+  cJSON_ArrayForEach(it, map) {
+    if (!label_index(it, &i)) continue;
+    free(m->labels[i]);
+    if (!(m->labels[i] = strdup(it->valuestring)))
+      return clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "clf_model_load: out of host memory");
+  }
+  return CLF_OK;
+}
+
 clf_status clf_model_load(clf_context *ctx, const char *model_dir, clf_model **out) {
   static const char op[] = "clf_model_load";
   clf_status st;
@@ -123,7 +152,7 @@ clf_status clf_model_load(clf_context *ctx, const char *model_dir, clf_model **o
   }
   m->ctx = ctx;
   m->type = families[fi].type;
-  if ((st = load_gen_settings(m, c)) != CLF_OK) goto done;
+  if ((st = load_gen_settings(m, c)) != CLF_OK || (st = load_labels(m, c)) != CLF_OK) goto done;
   if ((st = families[fi].load(m, c, w)) != CLF_OK) goto done;
   *out = m;
   m = NULL;
@@ -140,8 +169,14 @@ void clf_model_destroy(clf_model *m) {
   clf__ws_free(&m->ws);
   clf__ws_free(&m->ws2);
   clf__params_free(&m->params);
+  for (size_t i = 0; i < m->n_labels; i++) free(m->labels[i]);
+  free(m->labels);
   free(m);
 }
+
+size_t clf_model_num_labels(const clf_model *m) { return m ? m->n_labels : 0; }
+
+const char *clf_model_label(const clf_model *m, size_t i) { return m && i < m->n_labels ? m->labels[i] : NULL; }
 
 const char *clf_model_type(const clf_model *m) { return m ? m->type : NULL; }
 

@@ -48,6 +48,8 @@ struct clf_model {
   double length_penalty;
   int early_stopping; /* 1 true, 0 false, -1 "never" */
   const char *unsupported; /* a generation setting generate() does not implement, or NULL */
+  char **labels;            /* config.json's id2label: labels[i] (NULL: no label i), n_labels of them */
+  size_t n_labels;
 };
 
 /* Family constructors: fill m (hooks, names, weights) from config and weights. */
@@ -60,8 +62,8 @@ clf_status clf__swin_load(clf_model *m, const clf__config *c, const clf__weights
 
 /* ViT helpers shared with ViTMAE (model_vit.c). */
 /* Checks pixel_values: f32 [B, C, H, W] with C channels, H and W multiples
- * of the patch P; names the problem. */
-clf_status clf__vit_check_pixels(clf_model *m, const clf_array *a, size_t C, size_t P);
+ * of the patch P; names the problem, prefixed with op. */
+clf_status clf__vit_check_pixels(clf_model *m, const char *op, const clf_array *a, size_t C, size_t P);
 /* n ViT layers "PREFIX%zu." (attention.attention.query, layernorm_before, ...). */
 clf_status clf__vit_load_layers(clf_context *ctx, const clf__weights *w, clf__params *p, const char *prefix,
                                 size_t n, size_t D, size_t H, size_t F, float eps, clf_activation act, int qkv_bias,

@@ -37,8 +37,7 @@ static void vit_destroy(clf_model *m) {
   m->impl = NULL;
 }
 
-clf_status clf__vit_check_pixels(clf_model *m, const clf_array *a, size_t C, size_t P) {
-  static const char op[] = "clf_model_run";
+clf_status clf__vit_check_pixels(clf_model *m, const char *op, const clf_array *a, size_t C, size_t P) {
   if (!a)
     return clf__fail(m->ctx, CLF_E_INVALID_ARG, "%s: %s needs input \"pixel_values\" (f32 [B, C, H, W])", op,
                      m->type);
@@ -141,7 +140,7 @@ static clf_status vit_run(clf_model *m, const clf__inputs in, const int *want, c
   vit *v = m->impl;
   clf__ws *ws = &m->ws;
   clf_status st;
-  if ((st = clf__vit_check_pixels(m, in[0], v->C, v->P)) != CLF_OK) return st;
+  if ((st = clf__vit_check_pixels(m, "clf_model_run", in[0], v->C, v->P)) != CLF_OK) return st;
   const size_t B = in[0]->shape[0], Hi = in[0]->shape[2], Wi = in[0]->shape[3];
   const size_t gh = Hi / v->P, gw = Wi / v->P, N = gh * gw, L = N + 1, D = v->D;
   const clf_tensor *pos = v->pos;

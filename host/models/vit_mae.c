@@ -90,7 +90,7 @@ static clf_status mae_run(clf_model *m, const clf__inputs in, const int *want, c
   const int pre = e->dec_embed.w != NULL;
   /* output slot of each result */
   const int o_lhs = pre ? 4 : 0, o_mask = 1, o_ids = 2;
-  if ((st = clf__vit_check_pixels(m, in[0], e->C, e->P)) != CLF_OK) return st;
+  if ((st = clf__vit_check_pixels(m, "clf_model_run", in[0], e->C, e->P)) != CLF_OK) return st;
   const size_t B = in[0]->shape[0], Hi = in[0]->shape[2], Wi = in[0]->shape[3];
   if (Hi != e->S || Wi != e->S)
     return clf__fail(ctx, CLF_E_SHAPE, "%s: input \"pixel_values\" image size %zux%zu is not the config's "
@@ -278,4 +278,62 @@ clf_status clf__vit_mae_load(clf_model *m, const clf__config *c, const clf__weig
     return st;
   return clf__vit_load_layers(ctx, w, p, "decoder.decoder_layers.", Nd, dd, Hd, Fd, (float)eps, act, qkv_bias,
                               e->dec_layers);
+}
+
+/* Un-normalises predicted patch `l` of image b (norm_pix_loss: the target
+ * patch's own mean and unbiased std, as the loss used) into img. */
+static void mae_unpatch_one(const mae *e, const float *x, const float *pred, size_t H, size_t W, size_t gw,
+                            size_t l, float *img) {
+  const size_t P = e->P, C = e->C, n = P * P * C, y0 = l / gw * P, x0 = l % gw * P;
+  double pm = 0, pv = 1;
+  if (e->norm_pix) {
+    double s = 0, s2 = 0;
+    for (size_t p = 0; p < P; p++)
+      for (size_t q = 0; q < P; q++)
+        for (size_t c = 0; c < C; c++) {
+          double v = x[(c * H + y0 + p) * W + x0 + q];
+          s += v;
+          s2 += v * v;
+        }
+    pm = s / n;
+    pv = sqrt((s2 - s * s / n) / (n - 1) + 1e-6); /* torch.var is unbiased */
+  }
+  for (size_t p = 0; p < P; p++)
+    for (size_t q = 0; q < P; q++)
+      for (size_t c = 0; c < C; c++)
+        img[(c * H + y0 + p) * W + x0 + q] = (float)(pred[l * n + (p * P + q) * C + c] * pv + pm);
+}
+
+clf_status clf_model_mae_reconstruct(clf_model *m, const clf_array *pixel_values, const clf_array *logits,
+                                     clf_array *out) {
+  static const char op[] = "clf_model_mae_reconstruct";
+  if (out) memset(out, 0, sizeof *out);
+  if (!m) return clf__fail(NULL, CLF_E_INVALID_ARG, "%s: model is NULL", op);
+  clf_context *ctx = m->ctx;
+  if (!pixel_values || !logits || !out || !pixel_values->data || !logits->data)
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: pixel_values, logits, their data or out is NULL", op);
+  if (m->run != mae_run)
+    return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: the model is %s, not vit_mae", op, m->type);
+  const mae *e = m->impl;
+  clf_status st;
+  if ((st = clf__vit_check_pixels(m, op, pixel_values, e->C, e->P)) != CLF_OK) return st;
+  const size_t B = pixel_values->shape[0], H = pixel_values->shape[2], W = pixel_values->shape[3];
+  const size_t gw = W / e->P, L = H / e->P * gw, F = e->P * e->P * e->C;
+  if (logits->dtype != CLF_F32)
+    return clf__fail(ctx, CLF_E_DTYPE, "%s: logits is %s, expected f32", op, clf_dtype_name(logits->dtype));
+  if (logits->ndim != 3 || logits->shape[0] != B || logits->shape[1] != L || logits->shape[2] != F)
+    return clf__fail(ctx, CLF_E_SHAPE, "%s: logits is not [%zu, %zu, %zu] (batch, patches of the %zux%zu "
+                     "pixel_values, patch_size^2 * num_channels)", op, B, L, F, H, W);
+  float *img = malloc(B * e->C * H * W * sizeof *img + 1);
+  if (!img) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
+  const float *x = pixel_values->data, *pred = logits->data;
+  for (size_t b = 0; b < B; b++)
+    for (size_t l = 0; l < L; l++)
+      mae_unpatch_one(e, x + b * e->C * H * W, pred + b * L * F, H, W, gw, l, img + b * e->C * H * W);
+  snprintf(out->name, sizeof out->name, "reconstruction");
+  out->dtype = CLF_F32;
+  out->ndim = 4;
+  memcpy(out->shape, pixel_values->shape, 4 * sizeof out->shape[0]);
+  out->data = img;
+  return CLF_OK;
 }
