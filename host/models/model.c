@@ -1,7 +1,7 @@
 /* model.c - clf_model: loading a Hugging Face directory, choosing the family
  * from config.json, and running a forward pass on host arrays by name.
  */
-#include "model.h"
+#include "family.h"
 
 #include <cjson/cJSON.h>
 #include <stdarg.h>
@@ -17,19 +17,6 @@ const char *clf__wn(char *buf, size_t len, const char *prefix, const char *fmt, 
   va_end(ap);
   return buf;
 }
-
-static const struct {
-  const char *type;
-  const char *archs[4];
-  clf_status (*load)(clf_model *, const clf__config *, const clf__weights *);
-} families[] = {
-    {"bert", {"BertModel", NULL}, clf__bert_load},
-    {"gpt2", {"GPT2Model", "GPT2LMHeadModel", NULL}, clf__gpt2_load},
-    {"marian", {"MarianModel", "MarianMTModel", NULL}, clf__marian_load},
-    {"vit", {"ViTModel", "ViTForImageClassification", NULL}, clf__vit_load},
-    {"vit_mae", {"ViTMAEModel", "ViTMAEForPreTraining", NULL}, clf__vit_mae_load},
-    {"swin", {"SwinModel", "SwinForImageClassification", NULL}, clf__swin_load},
-};
 
 /* The generation settings of the checkpoint, with transformers' defaults. */
 static clf_status load_gen_settings(clf_model *m, const clf__config *c) {
@@ -119,15 +106,14 @@ clf_status clf_model_load(clf_context *ctx, const char *model_dir, clf_model **o
   clf__config *c = NULL;
   clf__weights *w = NULL;
   clf_model *m = NULL;
+  void *dims = NULL;
   if ((st = clf__config_load(ctx, model_dir, &c)) != CLF_OK) return st;
   const char *type = NULL;
   if ((st = clf__config_str(ctx, c, "model_type", &type)) != CLF_OK) goto done;
-  size_t fi = 0;
-  while (fi < CLF__ARRAY_LEN(families) && strcmp(families[fi].type, type) != 0) fi++;
-  if (fi == CLF__ARRAY_LEN(families)) {
-    st = clf__fail(ctx, CLF_E_UNSUPPORTED,
-                   "%s: model_type \"%s\" in %s/config.json is not supported (supported: bert, gpt2, marian, vit, vit_mae, swin)", op,
-                   type, model_dir);
+  const clf__family *f = clf__family_find(type);
+  if (!f) {
+    st = clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: model_type \"%s\" in %s/config.json is not supported (supported: %s)",
+                   op, type, model_dir, clf__family_names());
     goto done;
   }
   const cJSON *archs = cJSON_GetObjectItemCaseSensitive(clf__config_json(c), "architectures");
@@ -135,8 +121,8 @@ clf_status clf_model_load(clf_context *ctx, const char *model_dir, clf_model **o
     const cJSON *a;
     cJSON_ArrayForEach(a, archs) {
       int ok = 0;
-      for (int j = 0; cJSON_IsString(a) && families[fi].archs[j]; j++)
-        ok |= strcmp(a->valuestring, families[fi].archs[j]) == 0;
+      for (int j = 0; cJSON_IsString(a) && f->archs[j]; j++)
+        ok |= strcmp(a->valuestring, f->archs[j]) == 0;
       if (!ok) {
         st = clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: architecture \"%s\" in %s/config.json is not supported for %s",
                        op, cJSON_IsString(a) ? a->valuestring : "(not a string)", model_dir, type);
@@ -151,12 +137,18 @@ clf_status clf_model_load(clf_context *ctx, const char *model_dir, clf_model **o
     goto done;
   }
   m->ctx = ctx;
-  m->type = families[fi].type;
+  m->type = f->type;
   if ((st = load_gen_settings(m, c)) != CLF_OK || (st = load_labels(m, c)) != CLF_OK) goto done;
-  if ((st = families[fi].load(m, c, w)) != CLF_OK) goto done;
+  if (!(dims = calloc(1, f->dims_size))) {
+    st = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
+    goto done;
+  }
+  if ((st = clf__config_read(ctx, c, f->keys, f->n_keys, dims)) != CLF_OK) goto done;
+  if ((st = f->load(m, dims, c, w)) != CLF_OK) goto done;
   *out = m;
   m = NULL;
 done:
+  free(dims);
   clf_model_destroy(m);
   clf__weights_close(w);
   clf__config_free(c);

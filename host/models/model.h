@@ -52,14 +52,6 @@ struct clf_model {
   size_t n_labels;
 };
 
-/* Family constructors: fill m (hooks, names, weights) from config and weights. */
-clf_status clf__bert_load(clf_model *m, const clf__config *c, const clf__weights *w);
-clf_status clf__gpt2_load(clf_model *m, const clf__config *c, const clf__weights *w);
-clf_status clf__marian_load(clf_model *m, const clf__config *c, const clf__weights *w);
-clf_status clf__vit_load(clf_model *m, const clf__config *c, const clf__weights *w);
-clf_status clf__vit_mae_load(clf_model *m, const clf__config *c, const clf__weights *w);
-clf_status clf__swin_load(clf_model *m, const clf__config *c, const clf__weights *w);
-
 /* ViT helpers shared with ViTMAE (model_vit.c). */
 /* Checks pixel_values: f32 [B, C, H, W] with C channels, H and W multiples
  * of the patch P; names the problem, prefixed with op. */

@@ -2,7 +2,7 @@
  * positions, random masking by noise, the ViT encoder on CLS + kept patches,
  * and the decoder (mask tokens unshuffled into place) with its pixel loss.
  */
-#include "model.h"
+#include "family.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -177,31 +177,58 @@ static clf_status mae_run(clf_model *m, const clf__inputs in, const int *want, c
   return CLF_OK;
 }
 
-clf_status clf__vit_mae_load(clf_model *m, const clf__config *c, const clf__weights *w) {
-  clf_context *ctx = m->ctx;
-  clf_status st;
-  long D, H, F, N, C, P, S, Dd, Hd, Fd, Nd;
+/* config.json keys */
+typedef struct mae_dims {
+  long D, H, N, F, Dd, Hd, Nd, Fd, C, P, S;
   double eps, ratio;
   int qkv_bias, norm_pix;
-  const char *act_name;
+  const char *act;
+} mae_dims;
+static const clf__config_key mae_keys[] = {
+    CLF__REQ(mae_dims, D, "hidden_size", INT),
+    CLF__REQ(mae_dims, H, "num_attention_heads", INT),
+    CLF__REQ(mae_dims, N, "num_hidden_layers", INT),
+    CLF__REQ(mae_dims, F, "intermediate_size", INT),
+    CLF__OPT(mae_dims, Dd, "decoder_hidden_size", INT, 512),
+    CLF__OPT(mae_dims, Hd, "decoder_num_attention_heads", INT, 16),
+    CLF__OPT(mae_dims, Nd, "decoder_num_hidden_layers", INT, 8),
+    CLF__OPT(mae_dims, Fd, "decoder_intermediate_size", INT, 2048),
+    CLF__OPT(mae_dims, C, "num_channels", INT, 3),
+    CLF__OPT(mae_dims, P, "patch_size", INT, 16),
+    CLF__OPT(mae_dims, S, "image_size", INT, 224),
+    CLF__OPT(mae_dims, eps, "layer_norm_eps", FLOAT, 1e-12),
+    CLF__OPT(mae_dims, ratio, "mask_ratio", FLOAT, 0.75),
+    CLF__OPT(mae_dims, qkv_bias, "qkv_bias", BOOL, 1),
+    CLF__OPT(mae_dims, norm_pix, "norm_pix_loss", BOOL, 0),
+    CLF__OPT_STR(mae_dims, act, "hidden_act", "gelu"),
+};
+
+/* The encoder as ViT's, then (ViTMAEForPreTraining) decoder_embed, the
+ * decoder layers and decoder_pred, every GEMM over the T rows given. */
+static void mae_gemms(const void *dims, const clf__config *c, size_t T, clf__gemm_list *l) {
+  const mae_dims *d = dims;
+  clf__gemm_add(l, T, d->D, d->D, 1, 4 * d->N);
+  clf__gemm_add(l, T, d->F, d->D, 1, d->N);
+  clf__gemm_add(l, T, d->D, d->F, 1, d->N);
+  if (!clf__config_has_arch(c, "ViTMAEForPreTraining")) return;
+  clf__gemm_add(l, T, d->Dd, d->D, 1, 1);
+  clf__gemm_add(l, T, d->Dd, d->Dd, 1, 4 * d->Nd);
+  clf__gemm_add(l, T, d->Fd, d->Dd, 1, d->Nd);
+  clf__gemm_add(l, T, d->Dd, d->Fd, 1, d->Nd);
+  clf__gemm_add(l, T, d->P * d->P * d->C, d->Dd, 1, 1);
+}
+
+static clf_status mae_load(clf_model *m, const void *dims, const clf__config *c, const clf__weights *w) {
+  const mae_dims *dm = dims;
+  clf_context *ctx = m->ctx;
+  clf_status st;
+  const long D = dm->D, H = dm->H, F = dm->F, N = dm->N, C = dm->C, P = dm->P, S = dm->S, Dd = dm->Dd, Hd = dm->Hd,
+             Fd = dm->Fd, Nd = dm->Nd;
+  const double eps = dm->eps, ratio = dm->ratio;
+  const int qkv_bias = dm->qkv_bias, norm_pix = dm->norm_pix;
+  const char *act_name = dm->act;
   clf_activation act;
-  if ((st = clf__config_int(ctx, c, "hidden_size", &D)) != CLF_OK ||
-      (st = clf__config_int(ctx, c, "num_attention_heads", &H)) != CLF_OK ||
-      (st = clf__config_int(ctx, c, "num_hidden_layers", &N)) != CLF_OK ||
-      (st = clf__config_int(ctx, c, "intermediate_size", &F)) != CLF_OK ||
-      (st = clf__config_int_or(ctx, c, "decoder_hidden_size", 512, &Dd)) != CLF_OK ||
-      (st = clf__config_int_or(ctx, c, "decoder_num_attention_heads", 16, &Hd)) != CLF_OK ||
-      (st = clf__config_int_or(ctx, c, "decoder_num_hidden_layers", 8, &Nd)) != CLF_OK ||
-      (st = clf__config_int_or(ctx, c, "decoder_intermediate_size", 2048, &Fd)) != CLF_OK ||
-      (st = clf__config_int_or(ctx, c, "num_channels", 3, &C)) != CLF_OK ||
-      (st = clf__config_int_or(ctx, c, "patch_size", 16, &P)) != CLF_OK ||
-      (st = clf__config_int_or(ctx, c, "image_size", 224, &S)) != CLF_OK ||
-      (st = clf__config_float_or(ctx, c, "layer_norm_eps", 1e-12, &eps)) != CLF_OK ||
-      (st = clf__config_float_or(ctx, c, "mask_ratio", 0.75, &ratio)) != CLF_OK ||
-      (st = clf__config_bool_or(ctx, c, "qkv_bias", 1, &qkv_bias)) != CLF_OK ||
-      (st = clf__config_bool_or(ctx, c, "norm_pix_loss", 0, &norm_pix)) != CLF_OK ||
-      (st = clf__config_str_or(ctx, c, "hidden_act", "gelu", &act_name)) != CLF_OK)
-    return st;
+  (void)c;
   if (D <= 0 || H <= 0 || D % H || N < 0 || F <= 0 || C <= 0 || P <= 0 || S <= 0 || S % P || Dd <= 0 || Hd <= 0 ||
       Dd % Hd || Nd < 0 || Fd <= 0 || !(ratio >= 0 && ratio < 1))
     return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: vit_mae config has invalid sizes (hidden_size %ld, heads "
@@ -279,6 +306,11 @@ clf_status clf__vit_mae_load(clf_model *m, const clf__config *c, const clf__weig
   return clf__vit_load_layers(ctx, w, p, "decoder.decoder_layers.", Nd, dd, Hd, Fd, (float)eps, act, qkv_bias,
                               e->dec_layers);
 }
+
+/* ViTMAEModel: last_hidden_state, mask, ids_restore; ViTMAEForPreTraining:
+ * logits, mask, ids_restore, loss, last_hidden_state. */
+const clf__family clf__vit_mae_family = {"vit_mae", {"ViTMAEModel", "ViTMAEForPreTraining", NULL}, mae_keys,
+                                         CLF__ARRAY_LEN(mae_keys), sizeof(mae_dims), mae_load, mae_gemms};
 
 /* Un-normalises predicted patch `l` of image b (norm_pix_loss: the target
  * patch's own mean and unbiased std, as the loss used) into img. */
