@@ -81,11 +81,55 @@ static float mae_loss(const mae *e, const float *px, const float *pred, const fl
   return (float)(num / den);
 }
 
+/* ViTMAEForPreTraining's decoder on the encoder output a [B, K + 1, D]:
+ * decoder_embed, mask tokens unshuffled into place, positions, the layers,
+ * decoder_pred; logits [B, L, P*P*C] into res[0] and the loss into res[3]. */
+static clf_status mae_decode(clf_model *m, const clf__inputs in, const int *want, const clf_tensor *a,
+                             const clf_tensor *ids_restore, clf_array *res) {
+  static const char op[] = "clf_model_run";
+  clf_context *ctx = m->ctx;
+  mae *e = m->impl;
+  clf__ws *ws2 = &m->ws2;
+  clf_status st;
+  const int o_mask = 1;
+  const size_t B = in[0]->shape[0], Hi = in[0]->shape[2], Wi = in[0]->shape[3], L = e->L, K = e->keep;
+  const size_t Dd = e->Dd, F = e->P * e->P * e->C;
+  clf_tensor *x, *xd, *ad, *pred, *logits;
+  if ((st = clf__ws_get(ctx, ws2, CLF__WS_T1, CLF_F32, 3, (size_t[]){B, K + 1, Dd}, &x)) != CLF_OK) return st;
+  if ((st = clf__ws_get(ctx, ws2, CLF__WS_H, CLF_F32, 3, (size_t[]){B, L + 1, Dd}, &xd)) != CLF_OK) return st;
+  if ((st = clf__ws_get(ctx, ws2, CLF__WS_A, CLF_F32, 3, (size_t[]){B, L + 1, Dd}, &ad)) != CLF_OK) return st;
+  if ((st = clf__ws_get(ctx, ws2, CLF__WS_ROW, CLF_F32, 3, (size_t[]){B, L + 1, F}, &pred)) != CLF_OK) return st;
+  if ((st = clf__ws_get(ctx, ws2, CLF__WS_LOGITS, CLF_F32, 3, (size_t[]){B, L, F}, &logits)) != CLF_OK) return st;
+  if ((st = clf_linear(ctx, a, e->dec_embed.w, CLF_WEIGHT_OUT_IN, e->dec_embed.b, CLF_ACT_NONE, x, NULL)) != CLF_OK)
+    return st;
+  if ((st = clf_copy_rows(ctx, x, 0, xd, 0, B ? 1 : 0, NULL)) != CLF_OK) return st;
+  if ((st = clf_mae_unshuffle(ctx, x, 1, e->mask_token, ids_restore, K, xd, 1, NULL)) != CLF_OK) return st;
+  if ((st = clf_position_embedding(ctx, e->dec_pos, 0, 1, xd, NULL)) != CLF_OK) return st;
+  if ((st = clf__vit_encoder(ctx, e->dec_layers, e->n_dec, &e->dec_norm, xd, ad, ws2)) != CLF_OK) return st;
+  if ((st = clf_linear(ctx, ad, e->dec_pred.w, CLF_WEIGHT_OUT_IN, e->dec_pred.b, CLF_ACT_NONE, pred, NULL)) != CLF_OK)
+    return st;
+  if ((st = clf_copy_rows(ctx, pred, 1, logits, 0, L, NULL)) != CLF_OK) return st;
+  if ((st = clf__download(m, logits, "logits", &res[0])) != CLF_OK) return st;
+  if (want[3]) {
+    clf_array *r = &res[3];
+    memset(r, 0, sizeof *r);
+    snprintf(r->name, sizeof r->name, "loss");
+    r->dtype = CLF_F32;
+    r->ndim = 0;
+    if (!(r->data = malloc(sizeof(float)))) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
+    *(float *)r->data =
+        mae_loss(e, in[0]->data, res[0].data, res[o_mask].data, B, Hi / e->P, Wi / e->P);
+  }
+  if (!want[0]) clf_array_free(&res[0]);
+  if (!want[o_mask]) clf_array_free(&res[o_mask]);
+  return CLF_OK;
+}
+
 static clf_status mae_run(clf_model *m, const clf__inputs in, const int *want, clf_array *res) {
   static const char op[] = "clf_model_run";
   clf_context *ctx = m->ctx;
   mae *e = m->impl;
-  clf__ws *ws = &m->ws, *ws2 = &m->ws2;
+  clf__ws *ws = &m->ws;
   clf_status st;
   const int pre = e->dec_embed.w != NULL;
   /* output slot of each result */
@@ -144,37 +188,7 @@ static clf_status mae_run(clf_model *m, const clf__inputs in, const int *want, c
   if (want[o_ids] && (st = clf__download(m, ids_restore, "ids_restore", &res[o_ids])) != CLF_OK) return st;
   if (!pre || !(want[0] || want[3])) return CLF_OK;
 
-  /* decoder */
-  const size_t Dd = e->Dd, F = e->P * e->P * e->C;
-  clf_tensor *x, *xd, *ad, *pred, *logits;
-  if ((st = clf__ws_get(ctx, ws2, CLF__WS_T1, CLF_F32, 3, (size_t[]){B, K + 1, Dd}, &x)) != CLF_OK) return st;
-  if ((st = clf__ws_get(ctx, ws2, CLF__WS_H, CLF_F32, 3, (size_t[]){B, L + 1, Dd}, &xd)) != CLF_OK) return st;
-  if ((st = clf__ws_get(ctx, ws2, CLF__WS_A, CLF_F32, 3, (size_t[]){B, L + 1, Dd}, &ad)) != CLF_OK) return st;
-  if ((st = clf__ws_get(ctx, ws2, CLF__WS_ROW, CLF_F32, 3, (size_t[]){B, L + 1, F}, &pred)) != CLF_OK) return st;
-  if ((st = clf__ws_get(ctx, ws2, CLF__WS_LOGITS, CLF_F32, 3, (size_t[]){B, L, F}, &logits)) != CLF_OK) return st;
-  if ((st = clf_linear(ctx, a, e->dec_embed.w, CLF_WEIGHT_OUT_IN, e->dec_embed.b, CLF_ACT_NONE, x, NULL)) != CLF_OK)
-    return st;
-  if ((st = clf_copy_rows(ctx, x, 0, xd, 0, B ? 1 : 0, NULL)) != CLF_OK) return st;
-  if ((st = clf_mae_unshuffle(ctx, x, 1, e->mask_token, ids_restore, K, xd, 1, NULL)) != CLF_OK) return st;
-  if ((st = clf_position_embedding(ctx, e->dec_pos, 0, 1, xd, NULL)) != CLF_OK) return st;
-  if ((st = clf__vit_encoder(ctx, e->dec_layers, e->n_dec, &e->dec_norm, xd, ad, ws2)) != CLF_OK) return st;
-  if ((st = clf_linear(ctx, ad, e->dec_pred.w, CLF_WEIGHT_OUT_IN, e->dec_pred.b, CLF_ACT_NONE, pred, NULL)) != CLF_OK)
-    return st;
-  if ((st = clf_copy_rows(ctx, pred, 1, logits, 0, L, NULL)) != CLF_OK) return st;
-  if ((st = clf__download(m, logits, "logits", &res[0])) != CLF_OK) return st;
-  if (want[3]) {
-    clf_array *r = &res[3];
-    memset(r, 0, sizeof *r);
-    snprintf(r->name, sizeof r->name, "loss");
-    r->dtype = CLF_F32;
-    r->ndim = 0;
-    if (!(r->data = malloc(sizeof(float)))) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
-    *(float *)r->data =
-        mae_loss(e, in[0]->data, res[0].data, res[o_mask].data, B, Hi / e->P, Wi / e->P);
-  }
-  if (!want[0]) clf_array_free(&res[0]);
-  if (!want[o_mask]) clf_array_free(&res[o_mask]);
-  return CLF_OK;
+  return mae_decode(m, in, want, a, ids_restore, res);
 }
 
 /* config.json keys */
