@@ -658,26 +658,6 @@ CLF_API size_t clf_model_input_names(const clf_model *m,
 CLF_API size_t clf_model_output_names(const clf_model *m,
                                       const char *const **names);
 
-/* The class labels of a classification checkpoint, from config.json's
- * id2label: clf_model_num_labels gives one more than the largest id (0 when
- * the config has none), clf_model_label the label of id i, or NULL when the
- * config names none for it.  The strings are owned by the model.  The loader
- * refuses (CLF_E_FORMAT) an id2label whose keys are not integers from 0 to
- * 1,048,575 or whose values are not strings. */
-CLF_API size_t clf_model_num_labels(const clf_model *m);
-CLF_API const char *clf_model_label(const clf_model *m, size_t i);
-
-/* ViTMAE: the pixels the model predicts for every patch, from its `logits`
- * f32 [B, L, P*P*C] and the `pixel_values` f32 [B, C, H, W] it ran on, as
- * f32 [B, C, H, W] in pixel_values' (normalised) space: with norm_pix_loss
- * each patch is un-normalised with the mean and the unbiased variance (+
- * 1e-6) of the same patch of pixel_values, as the loss normalised it.
- * out->data is malloc'd (free with clf_array_free).  CLF_E_UNSUPPORTED for a
- * model other than vit_mae; CLF_E_DTYPE / CLF_E_SHAPE naming the argument
- * that does not fit. */
-CLF_API clf_status clf_model_mae_reconstruct(clf_model *m, const clf_array *pixel_values,
-                                             const clf_array *logits, clf_array *out);
-
 /* One forward pass on host arrays.  inputs[i].name says which input it is;
  * ids and masks are i32 or i64 [B, L], float inputs f32.  results[i]
  * receives outputs[i] (name set, data malloc'd: free with clf_array_free).
@@ -688,6 +668,35 @@ CLF_API clf_status clf_model_mae_reconstruct(clf_model *m, const clf_array *pixe
 CLF_API clf_status clf_model_run(clf_model *m, const clf_array *inputs,
                                  size_t n_inputs, const char *const *outputs,
                                  size_t n_outputs, clf_array *results);
+
+/* The class labels of config.json's id2label, read by clf_model_load:
+ * clf_model_num_labels is one past the largest index given (0 when the
+ * config has no id2label, or for a NULL model); clf_model_label returns
+ * label i, or NULL when id2label does not name index i (or i is out of
+ * range, or m is NULL).  The string is owned by the model and lives until
+ * clf_model_destroy. */
+CLF_API size_t clf_model_num_labels(const clf_model *m);
+CLF_API const char *clf_model_label(const clf_model *m, size_t i);
+
+/* For a vit_mae model: the image the decoder predicts, from pixel_values
+ * f32 [B, C, H, W] (the model's input) and logits f32 [B, L, P*P*C] (its
+ * output; L = (H/P)(W/P), patches row-major, (p, q, c) within a patch).
+ * With norm_pix_loss each predicted patch is un-normalised with the mean
+ * and unbiased standard deviation (+ 1e-6 under the root) of the same
+ * patch of pixel_values, as ViTMAE's loss normalised it; the patches are
+ * then unpatchified into *out: f32 [B, C, H, W] named "reconstruction", in
+ * pixel_values space (still normalised by the image processor), every
+ * patch predicted (masked or not).  out->data is malloc'd: free it with
+ * clf_array_free; on failure *out holds no data.  Host-only (no device
+ * work).  Errors (recorded on the model's context): CLF_E_INVALID_ARG for
+ * NULL arguments; CLF_E_UNSUPPORTED when m is not a vit_mae model;
+ * CLF_E_DTYPE / CLF_E_SHAPE naming pixel_values or logits when they are not
+ * f32 of the shapes above (C the config's num_channels, H and W multiples
+ * of patch_size). */
+CLF_API clf_status clf_model_mae_reconstruct(clf_model *m,
+                                             const clf_array *pixel_values,
+                                             const clf_array *logits,
+                                             clf_array *out);
 
 typedef struct clf_generate_options {
   /* New tokens at most; 0: the checkpoint's max_length decides. */

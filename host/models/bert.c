@@ -1,7 +1,7 @@
 /* model_bert.c - BertModel: word + position + token-type embeddings, LN,
  * N post-LN encoder layers (GELU MLP), pooler tanh(dense(h[:, 0])).
  */
-#include "model.h"
+#include "family.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -86,36 +86,94 @@ static clf_status bert_run(clf_model *m, const clf__inputs in, const int *want, 
   return CLF_OK;
 }
 
-clf_status clf__bert_load(clf_model *m, const clf__config *c, const clf__weights *w) {
-  clf_context *ctx = m->ctx;
-  clf_status st;
-  long V, D, H, F, P, T, N;
+/* config.json keys */
+typedef struct bert_dims {
+  long V, D, H, N, F, P, T;
   double eps;
-  const char *act_name, *pe_type;
-  clf_activation act;
-  if ((st = clf__config_int(ctx, c, "vocab_size", &V)) != CLF_OK ||
-      (st = clf__config_int(ctx, c, "hidden_size", &D)) != CLF_OK ||
-      (st = clf__config_int(ctx, c, "num_attention_heads", &H)) != CLF_OK ||
-      (st = clf__config_int(ctx, c, "num_hidden_layers", &N)) != CLF_OK ||
-      (st = clf__config_int(ctx, c, "intermediate_size", &F)) != CLF_OK ||
-      (st = clf__config_int_or(ctx, c, "max_position_embeddings", 512, &P)) != CLF_OK ||
-      (st = clf__config_int_or(ctx, c, "type_vocab_size", 2, &T)) != CLF_OK ||
-      (st = clf__config_float_or(ctx, c, "layer_norm_eps", 1e-12, &eps)) != CLF_OK ||
-      (st = clf__config_str_or(ctx, c, "hidden_act", "gelu", &act_name)) != CLF_OK ||
-      (st = clf__config_str_or(ctx, c, "position_embedding_type", "absolute", &pe_type)) != CLF_OK)
-    return st;
-  if (V <= 0 || D <= 0 || H <= 0 || D % H || N < 0 || F <= 0 || P <= 0 || T <= 0)
+  const char *act, *pe_type;
+} bert_dims;
+static const clf__config_key bert_keys[] = {
+    CLF__REQ(bert_dims, V, "vocab_size", INT),
+    CLF__REQ(bert_dims, D, "hidden_size", INT),
+    CLF__REQ(bert_dims, H, "num_attention_heads", INT),
+    CLF__REQ(bert_dims, N, "num_hidden_layers", INT),
+    CLF__REQ(bert_dims, F, "intermediate_size", INT),
+    CLF__OPT(bert_dims, P, "max_position_embeddings", INT, 512),
+    CLF__OPT(bert_dims, T, "type_vocab_size", INT, 2),
+    CLF__OPT(bert_dims, eps, "layer_norm_eps", FLOAT, 1e-12),
+    CLF__OPT_STR(bert_dims, act, "hidden_act", "gelu"),
+    CLF__OPT_STR(bert_dims, pe_type, "position_embedding_type", "absolute"),
+};
+
+/* the weights of encoder.layer.N. */
+static const clf__weight_row bert_layer_rows[] = {
+    CLF__LIN(clf__layer, self.q, "attention.self.query", D, D, YES),   /* [D, D] */
+    CLF__LIN(clf__layer, self.k, "attention.self.key", D, D, YES),     /* [D, D] */
+    CLF__LIN(clf__layer, self.v, "attention.self.value", D, D, YES),   /* [D, D] */
+    CLF__LIN(clf__layer, self.o, "attention.output.dense", D, D, YES), /* [D, D] */
+    CLF__LIN(clf__layer, mlp.fc1, "intermediate.dense", F, D, YES),    /* [F, D] */
+    CLF__LIN(clf__layer, mlp.fc2, "output.dense", D, F, YES),          /* [D, F] */
+    CLF__LN(clf__layer, ln_self, "attention.output.LayerNorm"),
+    CLF__LN(clf__layer, ln_mlp, "output.LayerNorm"),
+};
+
+static clf_status bert_check(clf_context *ctx, const bert_dims *d, clf_activation *act) {
+  if (d->V <= 0 || d->D <= 0 || d->H <= 0 || d->D % d->H || d->N < 0 || d->F <= 0 || d->P <= 0 || d->T <= 0)
     return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: bert config has invalid sizes (vocab_size %ld, hidden_size "
-                     "%ld, num_attention_heads %ld, intermediate_size %ld)", V, D, H, F);
-  if (strcmp(pe_type, "absolute") != 0)
+                     "%ld, num_attention_heads %ld, intermediate_size %ld)", d->V, d->D, d->H, d->F);
+  if (strcmp(d->pe_type, "absolute") != 0)
     return clf__fail(ctx, CLF_E_UNSUPPORTED, "clf_model_load: bert position_embedding_type \"%s\" is not supported",
-                     pe_type);
-  if (clf_activation_from_name(act_name, &act) != CLF_OK)
-    return clf__fail(ctx, CLF_E_UNSUPPORTED, "clf_model_load: bert hidden_act \"%s\" is not supported", act_name);
+                     d->pe_type);
+  if (clf_activation_from_name(d->act, act) != CLF_OK)
+    return clf__fail(ctx, CLF_E_UNSUPPORTED, "clf_model_load: bert hidden_act \"%s\" is not supported", d->act);
+  return CLF_OK;
+}
+
+/* embeddings.*, the layers, and the optional pooler under prefix pf. */
+static clf_status bert_load_weights(clf_model *m, bert *b, const bert_dims *dm, clf_activation act, const char *pf,
+                                    const clf__weights *w) {
+  clf_context *ctx = m->ctx;
+  clf__params *p = &m->params;
+  const size_t d = b->D, dh = b->D / b->H;
+  const clf__block_spec spec = {{d, b->F, 3 * d}, (float)dm->eps, 1, 0, CLF_WEIGHT_OUT_IN};
+  char n1[256], n2[256];
+  clf_status st;
+  if ((st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, pf, "embeddings.word_embeddings.weight"), 2,
+                       (size_t[]){b->V, d}, &b->wte)) != CLF_OK ||
+      (st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, pf, "embeddings.position_embeddings.weight"), 2,
+                       (size_t[]){b->P, d}, &b->wpe)) != CLF_OK ||
+      (st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, pf, "embeddings.token_type_embeddings.weight"), 2,
+                       (size_t[]){b->T, d}, &b->tte)) != CLF_OK ||
+      (st = clf__load_ln(ctx, w, p, clf__wn(n1, sizeof n1, pf, "embeddings.LayerNorm"), d, (float)dm->eps,
+                         &b->ln_emb)) != CLF_OK)
+    return st;
+  for (size_t i = 0; i < b->n_layers; i++) {
+    clf__layer *l = &b->layers[i];
+    l->self.heads = b->H, l->self.dh = dh, l->self.scale = 1.0f / sqrtf((float)dh);
+    l->mlp.act = act;
+    if ((st = clf__load_rows(ctx, w, p, clf__wn(n1, sizeof n1, pf, "encoder.layer.%zu.", i), bert_layer_rows,
+                             CLF__ARRAY_LEN(bert_layer_rows), &spec, l)) != CLF_OK)
+      return st;
+  }
+  /* The pooler is optional (BertModel(add_pooling_layer=False)). */
+  if (!clf__weights_has(w, clf__wn(n1, sizeof n1, pf, "pooler.dense.weight"))) {
+    m->n_out = 1;
+    return CLF_OK;
+  }
+  return clf__load_linear(ctx, w, p, n1, clf__wn(n2, sizeof n2, pf, "pooler.dense.bias"), d, d, CLF_WEIGHT_OUT_IN,
+                          &b->pooler); /* [D, D] */
+}
+
+static clf_status bert_load(clf_model *m, const void *dims, const clf__config *c, const clf__weights *w) {
+  const bert_dims *d = dims;
+  clf_activation act;
+  clf_status st;
+  (void)c;
+  if ((st = bert_check(m->ctx, d, &act)) != CLF_OK) return st;
   bert *b = calloc(1, sizeof *b);
-  if (!b || !(b->layers = calloc((size_t)N + 1, sizeof *b->layers))) {
+  if (!b || !(b->layers = calloc((size_t)d->N + 1, sizeof *b->layers))) {
     free(b);
-    return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "clf_model_load: out of host memory");
+    return clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "clf_model_load: out of host memory");
   }
   m->impl = b;
   m->destroy = bert_destroy;
@@ -124,53 +182,21 @@ clf_status clf__bert_load(clf_model *m, const clf__config *c, const clf__weights
   m->n_in = 4;
   m->out_names = bert_outputs;
   m->n_out = 2;
-  b->V = V, b->D = D, b->H = H, b->F = F, b->P = P, b->T = T, b->n_layers = N;
-  const size_t d = D, dh = D / H;
+  b->V = d->V, b->D = d->D, b->H = d->H, b->F = d->F, b->P = d->P, b->T = d->T, b->n_layers = d->N;
   const char *const probe[] = {"bert.embeddings.word_embeddings.weight", "embeddings.word_embeddings.weight", NULL};
   const char *found = clf__weights_pick(w, probe);
-  const char *pf = found && strcmp(found, probe[0]) == 0 ? "bert." : "";
-  char n1[256], n2[256];
-  clf__params *p = &m->params;
-  if ((st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, pf, "embeddings.word_embeddings.weight"), 2,
-                       (size_t[]){V, d}, &b->wte)) != CLF_OK ||
-      (st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, pf, "embeddings.position_embeddings.weight"), 2,
-                       (size_t[]){P, d}, &b->wpe)) != CLF_OK ||
-      (st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, pf, "embeddings.token_type_embeddings.weight"), 2,
-                       (size_t[]){T, d}, &b->tte)) != CLF_OK ||
-      (st = clf__load_ln(ctx, w, p, clf__wn(n1, sizeof n1, pf, "embeddings.LayerNorm"), d, (float)eps,
-                         &b->ln_emb)) != CLF_OK)
-    return st;
-  for (long i = 0; i < N; i++) {
-    clf__layer *l = &b->layers[i];
-    char lp[128];
-    clf__wn(lp, sizeof lp, pf, "encoder.layer.%ld.", i);
-    l->self.heads = H, l->self.dh = dh, l->self.scale = 1.0f / sqrtf((float)dh);
-    l->mlp.act = act;
-#define LIN(dst, name, o, in_)                                                                              \
-  if ((st = clf__load_linear(ctx, w, p, clf__wn(n1, sizeof n1, lp, "%s.weight", name),                     \
-                             clf__wn(n2, sizeof n2, lp, "%s.bias", name), o, in_, CLF_WEIGHT_OUT_IN, &dst)) != \
-      CLF_OK)                                                                                               \
-    return st;
-    LIN(l->self.q, "attention.self.query", d, d)            /* [D, D] */
-    LIN(l->self.k, "attention.self.key", d, d)              /* [D, D] */
-    LIN(l->self.v, "attention.self.value", d, d)            /* [D, D] */
-    LIN(l->self.o, "attention.output.dense", d, d)          /* [D, D] */
-    LIN(l->mlp.fc1, "intermediate.dense", (size_t)F, d)     /* [F, D] */
-    LIN(l->mlp.fc2, "output.dense", d, (size_t)F)           /* [D, F] */
-#undef LIN
-    if ((st = clf__load_ln(ctx, w, p, clf__wn(n1, sizeof n1, lp, "attention.output.LayerNorm"), d, (float)eps,
-                           &l->ln_self)) != CLF_OK ||
-        (st = clf__load_ln(ctx, w, p, clf__wn(n1, sizeof n1, lp, "output.LayerNorm"), d, (float)eps,
-                           &l->ln_mlp)) != CLF_OK)
-      return st;
-  }
-  /* The pooler is optional (BertModel(add_pooling_layer=False)). */
-  if (clf__weights_has(w, clf__wn(n1, sizeof n1, pf, "pooler.dense.weight"))) {
-    if ((st = clf__load_linear(ctx, w, p, n1, clf__wn(n2, sizeof n2, pf, "pooler.dense.bias"), d, d,
-                               CLF_WEIGHT_OUT_IN, &b->pooler)) != CLF_OK) /* [D, D] */
-      return st;
-  } else {
-    m->n_out = 1;
-  }
-  return CLF_OK;
+  return bert_load_weights(m, b, d, act, found && strcmp(found, probe[0]) == 0 ? "bert." : "", w);
 }
+
+/* separate q, k, v; nn.Linear weights */
+static void bert_gemms(const void *dims, const clf__config *c, size_t T, clf__gemm_list *l) {
+  const bert_dims *d = dims;
+  (void)c;
+  clf__gemm_add(l, T, d->D, d->D, 1, 4 * d->N);
+  clf__gemm_add(l, T, d->F, d->D, 1, d->N);
+  clf__gemm_add(l, T, d->D, d->F, 1, d->N);
+}
+
+/* BertModel: last_hidden_state, pooler_output (when the pooler is stored). */
+const clf__family clf__bert_family = {"bert", {"BertModel", NULL}, bert_keys, CLF__ARRAY_LEN(bert_keys),
+                                      sizeof(bert_dims), bert_load, bert_gemms};

@@ -68,6 +68,27 @@ clf_status clf__load_ln(clf_context *ctx, const clf__weights *w, clf__params *p,
   return clf__param(ctx, w, p, b ? b : bb, 1, &d, &ln->b);
 }
 
+clf_status clf__load_rows(clf_context *ctx, const clf__weights *w, clf__params *p, const char *prefix,
+                          const clf__weight_row *rows, size_t n, const clf__block_spec *spec, void *block) {
+  char wn[256], bn[256];
+  clf_status st = CLF_OK;
+  for (size_t i = 0; i < n && st == CLF_OK; i++) {
+    const clf__weight_row *r = &rows[i];
+    void *at = (char *)block + r->at;
+    if (r->cross && !spec->cross) continue;
+    snprintf(wn, sizeof wn, "%s%s", prefix, r->name);
+    if (r->kind == CLF__ROW_LN) {
+      st = clf__load_ln(ctx, w, p, wn, spec->dims[r->out], spec->eps, at);
+      continue;
+    }
+    const int bias = r->bias == CLF__BIAS_YES || (r->bias == CLF__BIAS_QKV && spec->qkv_bias);
+    snprintf(bn, sizeof bn, "%s%s.bias", prefix, r->name);
+    snprintf(wn, sizeof wn, "%s%s.weight", prefix, r->name);
+    st = clf__load_linear(ctx, w, p, wn, bias ? bn : NULL, spec->dims[r->out], spec->dims[r->in], spec->layout, at);
+  }
+  return st;
+}
+
 clf_status clf__ws_get(clf_context *ctx, clf__ws *ws, int slot, clf_dtype dt, int ndim, const size_t *shape,
                        clf_tensor **out) {
   clf_tensor *t = ws->t[slot];

@@ -5,6 +5,8 @@
 #ifndef CLF_BLOCKS_H
 #define CLF_BLOCKS_H
 
+#include <stddef.h>
+
 #include "ops/ops.h"
 #include "weights.h"
 
@@ -62,6 +64,34 @@ clf_status clf__load_linear(clf_context *ctx, const clf__weights *w, clf__params
 /* LayerNorm `prefix`.weight/.bias, or the legacy prefix.gamma/.beta. */
 clf_status clf__load_ln(clf_context *ctx, const clf__weights *w, clf__params *p, const char *prefix, size_t d,
                         float eps, clf__ln *ln);
+
+/* A layer's weights as a table: each row a linear (NAME.weight [out, in]
+ * and NAME.bias [out]) or a layer norm (NAME.weight/.bias [out]) stored at
+ * byte offset `at` of the block struct, its sizes named by index into the
+ * dims the caller gives (CLF__DIM_D model width, _F feed-forward, _3D). */
+enum { CLF__DIM_D, CLF__DIM_F, CLF__DIM_3D, CLF__DIM_COUNT };
+enum { CLF__ROW_LINEAR, CLF__ROW_LN };
+enum { CLF__BIAS_YES, CLF__BIAS_NO, CLF__BIAS_QKV /* as config.json's qkv_bias */ };
+typedef struct clf__weight_row {
+  size_t at;
+  const char *name;
+  unsigned char kind, out, in, bias;
+  unsigned char cross; /* 1: only in layers with cross-attention */
+} clf__weight_row;
+#define CLF__LIN(S, f, name, o, i, bias) {offsetof(S, f), name, CLF__ROW_LINEAR, CLF__DIM_##o, CLF__DIM_##i, CLF__BIAS_##bias, 0}
+#define CLF__XLIN(S, f, name) {offsetof(S, f), name, CLF__ROW_LINEAR, CLF__DIM_D, CLF__DIM_D, CLF__BIAS_YES, 1}
+#define CLF__LN(S, f, name) {offsetof(S, f), name, CLF__ROW_LN, CLF__DIM_D, CLF__DIM_D, CLF__BIAS_YES, 0}
+#define CLF__XLN(S, f, name) {offsetof(S, f), name, CLF__ROW_LN, CLF__DIM_D, CLF__DIM_D, CLF__BIAS_YES, 1}
+typedef struct clf__block_spec {
+  size_t dims[CLF__DIM_COUNT];
+  float eps;
+  int qkv_bias, cross;
+  clf_weight_layout layout;
+} clf__block_spec;
+/* Loads every row (cross rows only with spec->cross) under `prefix` into
+ * the block struct at `block`. */
+clf_status clf__load_rows(clf_context *ctx, const clf__weights *w, clf__params *p, const char *prefix,
+                          const clf__weight_row *rows, size_t n, const clf__block_spec *spec, void *block);
 
 /* Workspace slots: tensors re-created only when their shape changes, so a
  * forward pass allocates once per (batch, length). */

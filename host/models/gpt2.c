@@ -2,7 +2,7 @@
  * (fused c_attn, causal + padding mask, gelu_new MLP), ln_f, tied LM head,
  * and a KV cache for incremental decoding.
  */
-#include "model.h"
+#include "family.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -183,37 +183,93 @@ static clf_status gpt2_gen_reorder(clf_model *m, const int64_t *idx) {
   return CLF_OK;
 }
 
-clf_status clf__gpt2_load(clf_model *m, const clf__config *c, const clf__weights *w) {
-  clf_context *ctx = m->ctx;
-  clf_status st;
+/* config.json keys */
+typedef struct gpt2_dims {
   long V, D, H, N, P, F;
   double eps;
+  const char *act;
   int scale_w, inv_idx, upcast;
-  const char *act_name;
-  clf_activation act;
-  if ((st = clf__config_int(ctx, c, "vocab_size", &V)) != CLF_OK ||
-      (st = clf__config_int(ctx, c, "n_embd", &D)) != CLF_OK ||
-      (st = clf__config_int(ctx, c, "n_head", &H)) != CLF_OK ||
-      (st = clf__config_int(ctx, c, "n_layer", &N)) != CLF_OK ||
-      (st = clf__config_int(ctx, c, "n_positions", &P)) != CLF_OK ||
-      (st = clf__config_int_or(ctx, c, "n_inner", 0, &F)) != CLF_OK ||
-      (st = clf__config_float_or(ctx, c, "layer_norm_epsilon", 1e-5, &eps)) != CLF_OK ||
-      (st = clf__config_str_or(ctx, c, "activation_function", "gelu_new", &act_name)) != CLF_OK ||
-      (st = clf__config_bool_or(ctx, c, "scale_attn_weights", 1, &scale_w)) != CLF_OK ||
-      (st = clf__config_bool_or(ctx, c, "scale_attn_by_inverse_layer_idx", 0, &inv_idx)) != CLF_OK ||
-      (st = clf__config_bool_or(ctx, c, "reorder_and_upcast_attn", 0, &upcast)) != CLF_OK)
-    return st;
-  if (F == 0) F = 4 * D;
-  if (V <= 0 || D <= 0 || H <= 0 || D % H || N < 0 || P <= 0 || F <= 0)
+} gpt2_dims;
+static const clf__config_key gpt2_keys[] = {
+    CLF__REQ(gpt2_dims, V, "vocab_size", INT),
+    CLF__REQ(gpt2_dims, D, "n_embd", INT),
+    CLF__REQ(gpt2_dims, H, "n_head", INT),
+    CLF__REQ(gpt2_dims, N, "n_layer", INT),
+    CLF__REQ(gpt2_dims, P, "n_positions", INT),
+    CLF__OPT(gpt2_dims, F, "n_inner", INT, 0), /* 0: 4 n_embd */
+    CLF__OPT(gpt2_dims, eps, "layer_norm_epsilon", FLOAT, 1e-5),
+    CLF__OPT_STR(gpt2_dims, act, "activation_function", "gelu_new"),
+    CLF__OPT(gpt2_dims, scale_w, "scale_attn_weights", BOOL, 1),
+    CLF__OPT(gpt2_dims, inv_idx, "scale_attn_by_inverse_layer_idx", BOOL, 0),
+    /* only changes the precision of the fp16 path */
+    CLF__OPT(gpt2_dims, upcast, "reorder_and_upcast_attn", BOOL, 0),
+};
+
+/* the weights of h.N.: Conv1D weights stored [in, out]; attn.bias /
+ * attn.masked_bias are mask buffers, not read */
+static const clf__weight_row gpt2_layer_rows[] = {
+    CLF__LIN(clf__layer, self.qkv, "attn.c_attn", 3D, D, YES), /* [D, 3D] */
+    CLF__LIN(clf__layer, self.o, "attn.c_proj", D, D, YES),    /* [D, D] */
+    CLF__LIN(clf__layer, mlp.fc1, "mlp.c_fc", F, D, YES),      /* [D, F] */
+    CLF__LIN(clf__layer, mlp.fc2, "mlp.c_proj", D, F, YES),    /* [F, D] */
+    CLF__LN(clf__layer, ln_self, "ln_1"),
+    CLF__LN(clf__layer, ln_mlp, "ln_2"),
+};
+
+static long gpt2_ffn(const gpt2_dims *d) { return d->F == 0 ? 4 * d->D : d->F; }
+
+static clf_status gpt2_check(clf_context *ctx, const gpt2_dims *d, clf_activation *act) {
+  const long F = gpt2_ffn(d);
+  if (d->V <= 0 || d->D <= 0 || d->H <= 0 || d->D % d->H || d->N < 0 || d->P <= 0 || F <= 0)
     return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: gpt2 config has invalid sizes (vocab_size %ld, n_embd %ld, "
-                     "n_head %ld, n_inner %ld)", V, D, H, F);
-  if (clf_activation_from_name(act_name, &act) != CLF_OK)
+                     "n_head %ld, n_inner %ld)", d->V, d->D, d->H, F);
+  if (clf_activation_from_name(d->act, act) != CLF_OK)
     return clf__fail(ctx, CLF_E_UNSUPPORTED, "clf_model_load: gpt2 activation_function \"%s\" is not supported",
-                     act_name);
+                     d->act);
+  return CLF_OK;
+}
+
+/* wte, wpe, the blocks, ln_f and the (tied) LM head under prefix pf. */
+static clf_status gpt2_load_weights(clf_model *m, gpt2 *g, const gpt2_dims *dm, clf_activation act, const char *pf,
+                                    const clf__weights *w) {
+  clf_context *ctx = m->ctx;
+  clf__params *p = &m->params;
+  const size_t d = g->D, dh = g->D / g->H;
+  const clf__block_spec spec = {{d, g->F, 3 * d}, (float)dm->eps, 1, 0, CLF_WEIGHT_IN_OUT};
+  char n1[256];
+  clf_status st;
+  if ((st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, pf, "wte.weight"), 2, (size_t[]){g->V, d}, &g->wte)) !=
+          CLF_OK ||
+      (st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, pf, "wpe.weight"), 2, (size_t[]){g->P, d}, &g->wpe)) !=
+          CLF_OK ||
+      (st = clf__load_ln(ctx, w, p, clf__wn(n1, sizeof n1, pf, "ln_f"), d, (float)dm->eps, &g->ln_f)) != CLF_OK)
+    return st;
+  for (size_t i = 0; i < g->n_layers; i++) {
+    clf__layer *l = &g->layers[i];
+    l->self.heads = g->H, l->self.dh = dh, l->self.fused = 1;
+    l->self.scale = (dm->scale_w ? 1.0f / sqrtf((float)dh) : 1.0f) / (dm->inv_idx ? (float)(i + 1) : 1.0f);
+    l->mlp.act = act;
+    if ((st = clf__load_rows(ctx, w, p, clf__wn(n1, sizeof n1, pf, "h.%zu.", i), gpt2_layer_rows,
+                             CLF__ARRAY_LEN(gpt2_layer_rows), &spec, l)) != CLF_OK)
+      return st;
+  }
+  /* lm_head.weight [V, D], tied to wte when absent */
+  g->head = g->wte;
+  if (clf__weights_has(w, "lm_head.weight"))
+    return clf__param(ctx, w, p, "lm_head.weight", 2, (size_t[]){g->V, d}, &g->head);
+  return CLF_OK;
+}
+
+static clf_status gpt2_load(clf_model *m, const void *dims, const clf__config *c, const clf__weights *w) {
+  const gpt2_dims *d = dims;
+  clf_activation act;
+  clf_status st;
+  (void)c;
+  if ((st = gpt2_check(m->ctx, d, &act)) != CLF_OK) return st;
   gpt2 *g = calloc(1, sizeof *g);
-  if (!g || !(g->layers = calloc((size_t)N + 1, sizeof *g->layers))) {
+  if (!g || !(g->layers = calloc((size_t)d->N + 1, sizeof *g->layers))) {
     free(g);
-    return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "clf_model_load: out of host memory");
+    return clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "clf_model_load: out of host memory");
   }
   m->impl = g;
   m->destroy = gpt2_destroy;
@@ -222,51 +278,31 @@ clf_status clf__gpt2_load(clf_model *m, const clf__config *c, const clf__weights
   m->n_in = 3;
   m->out_names = gpt2_outputs;
   m->n_out = 2;
-  m->vocab = V;
-  g->V = V, g->D = D, g->H = H, g->F = F, g->P = P, g->n_layers = N;
-  const size_t d = D, f = F, dh = D / H;
+  m->vocab = d->V;
+  g->V = d->V, g->D = d->D, g->H = d->H, g->F = gpt2_ffn(d), g->P = d->P, g->n_layers = d->N;
   const char *const probe[] = {"transformer.wte.weight", "wte.weight", NULL};
   const char *found = clf__weights_pick(w, probe);
-  const char *pf = found && strcmp(found, probe[0]) == 0 ? "transformer." : "";
-  char n1[256], n2[256];
-  clf__params *p = &m->params;
-  if ((st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, pf, "wte.weight"), 2, (size_t[]){V, d}, &g->wte)) !=
-          CLF_OK ||
-      (st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, pf, "wpe.weight"), 2, (size_t[]){P, d}, &g->wpe)) !=
-          CLF_OK ||
-      (st = clf__load_ln(ctx, w, p, clf__wn(n1, sizeof n1, pf, "ln_f"), d, (float)eps, &g->ln_f)) != CLF_OK)
-    return st;
-  for (long i = 0; i < N; i++) {
-    clf__layer *l = &g->layers[i];
-    char lp[128];
-    clf__wn(lp, sizeof lp, pf, "h.%ld.", i);
-    l->self.heads = H, l->self.dh = dh, l->self.fused = 1;
-    l->self.scale = (scale_w ? 1.0f / sqrtf((float)dh) : 1.0f) / (inv_idx ? (float)(i + 1) : 1.0f);
-    l->mlp.act = act;
-    /* Conv1D weights are stored [in, out]; attn.bias / attn.masked_bias are mask buffers, not read. */
-#define LIN(dst, name, o, in_)                                                                              \
-  if ((st = clf__load_linear(ctx, w, p, clf__wn(n1, sizeof n1, lp, "%s.weight", name),                     \
-                             clf__wn(n2, sizeof n2, lp, "%s.bias", name), o, in_, CLF_WEIGHT_IN_OUT, &dst)) != \
-      CLF_OK)                                                                                               \
-    return st;
-    LIN(l->self.qkv, "attn.c_attn", 3 * d, d) /* [D, 3D] */
-    LIN(l->self.o, "attn.c_proj", d, d)       /* [D, D] */
-    LIN(l->mlp.fc1, "mlp.c_fc", f, d)         /* [D, F] */
-    LIN(l->mlp.fc2, "mlp.c_proj", d, f)       /* [F, D] */
-#undef LIN
-    if ((st = clf__load_ln(ctx, w, p, clf__wn(n1, sizeof n1, lp, "ln_1"), d, (float)eps, &l->ln_self)) != CLF_OK ||
-        (st = clf__load_ln(ctx, w, p, clf__wn(n1, sizeof n1, lp, "ln_2"), d, (float)eps, &l->ln_mlp)) != CLF_OK)
-      return st;
-  }
-  /* lm_head.weight [V, D], tied to wte when absent */
-  g->head = g->wte;
-  if (clf__weights_has(w, "lm_head.weight") &&
-      (st = clf__param(ctx, w, p, "lm_head.weight", 2, (size_t[]){V, d}, &g->head)) != CLF_OK)
+  if ((st = gpt2_load_weights(m, g, d, act, found && strcmp(found, probe[0]) == 0 ? "transformer." : "", w)) !=
+      CLF_OK)
     return st;
   m->gen_begin = gpt2_gen_begin;
   m->gen_step = gpt2_gen_step;
   m->gen_reorder = gpt2_gen_reorder;
   m->gen_end = gpt2_gen_end;
-  (void)upcast; /* reorder_and_upcast_attn only changes precision of the fp16 path */
   return CLF_OK;
 }
+
+/* fused c_attn; Conv1D weights [in, out]; the tied head [V, D] */
+static void gpt2_gemms(const void *dims, const clf__config *c, size_t T, clf__gemm_list *l) {
+  const gpt2_dims *d = dims;
+  const long F = gpt2_ffn(d);
+  clf__gemm_add(l, T, 3 * d->D, d->D, 0, d->N);
+  clf__gemm_add(l, T, d->D, d->D, 0, d->N);
+  clf__gemm_add(l, T, F, d->D, 0, d->N);
+  clf__gemm_add(l, T, d->D, F, 0, d->N);
+  if (clf__config_has_arch(c, "GPT2LMHeadModel")) clf__gemm_add(l, T, d->V, d->D, 1, 1);
+}
+
+/* GPT2Model / GPT2LMHeadModel: logits, last_hidden_state. */
+const clf__family clf__gpt2_family = {"gpt2", {"GPT2Model", "GPT2LMHeadModel", NULL}, gpt2_keys,
+                                      CLF__ARRAY_LEN(gpt2_keys), sizeof(gpt2_dims), gpt2_load, gpt2_gemms};

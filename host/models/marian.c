@@ -3,7 +3,9 @@
  * encoder layers, M post-LN decoder layers (causal self-attention with a KV
  * cache, cross-attention with K/V computed once), tied LM head + final bias.
  */
-#include "model.h"
+#include "family.h"
+
+#include <limits.h>
 
 #include <math.h>
 #include <stdio.h>
@@ -238,66 +240,81 @@ static clf_status marian_gen_reorder(clf_model *m, const int64_t *idx) {
   return CLF_OK;
 }
 
+/* the weights of encoder.layers.N. / decoder.layers.N. (cross rows: decoder only) */
+static const clf__weight_row marian_layer_rows[] = {
+    CLF__LIN(clf__layer, self.q, "self_attn.q_proj", D, D, YES),   /* [D, D] */
+    CLF__LIN(clf__layer, self.k, "self_attn.k_proj", D, D, YES),   /* [D, D] */
+    CLF__LIN(clf__layer, self.v, "self_attn.v_proj", D, D, YES),   /* [D, D] */
+    CLF__LIN(clf__layer, self.o, "self_attn.out_proj", D, D, YES), /* [D, D] */
+    CLF__XLIN(clf__layer, cross.q, "encoder_attn.q_proj"),         /* [D, D] */
+    CLF__XLIN(clf__layer, cross.k, "encoder_attn.k_proj"),         /* [D, D] */
+    CLF__XLIN(clf__layer, cross.v, "encoder_attn.v_proj"),         /* [D, D] */
+    CLF__XLIN(clf__layer, cross.o, "encoder_attn.out_proj"),       /* [D, D] */
+    CLF__LIN(clf__layer, mlp.fc1, "fc1", F, D, YES),               /* [F, D] */
+    CLF__LIN(clf__layer, mlp.fc2, "fc2", D, F, YES),               /* [D, F] */
+    CLF__LN(clf__layer, ln_self, "self_attn_layer_norm"),
+    CLF__XLN(clf__layer, ln_cross, "encoder_attn_layer_norm"),
+    CLF__LN(clf__layer, ln_mlp, "final_layer_norm"),
+};
+
 static clf_status load_layer(clf_model *m, const clf__weights *w, const char *lp, int cross, size_t D, size_t H,
                              size_t F, clf_activation act, clf__layer *l) {
-  clf_context *ctx = m->ctx;
-  clf__params *p = &m->params;
-  char n1[256], n2[256];
-  clf_status st;
+  const clf__block_spec spec = {{D, F, 3 * D}, 1e-5f, 1, cross, CLF_WEIGHT_OUT_IN};
   l->has_cross = cross;
   l->mlp.act = act;
-#define LIN(dst, name, o, in_)                                                                              \
-  if ((st = clf__load_linear(ctx, w, p, clf__wn(n1, sizeof n1, lp, "%s.weight", name),                     \
-                             clf__wn(n2, sizeof n2, lp, "%s.bias", name), o, in_, CLF_WEIGHT_OUT_IN, &dst)) != \
-      CLF_OK)                                                                                               \
-    return st;
   for (int a = 0; a <= cross; a++) {
     clf__attn *at = a ? &l->cross : &l->self;
-    const char *an = a ? "encoder_attn" : "self_attn";
-    char nm[64];
     at->heads = H, at->dh = D / H, at->scale = 1.0f / sqrtf((float)(D / H));
-    snprintf(nm, sizeof nm, "%s.q_proj", an);
-    LIN(at->q, nm, D, D) /* [D, D] */
-    snprintf(nm, sizeof nm, "%s.k_proj", an);
-    LIN(at->k, nm, D, D) /* [D, D] */
-    snprintf(nm, sizeof nm, "%s.v_proj", an);
-    LIN(at->v, nm, D, D) /* [D, D] */
-    snprintf(nm, sizeof nm, "%s.out_proj", an);
-    LIN(at->o, nm, D, D) /* [D, D] */
   }
-  LIN(l->mlp.fc1, "fc1", F, D) /* [F, D] */
-  LIN(l->mlp.fc2, "fc2", D, F) /* [D, F] */
-#undef LIN
-  if ((st = clf__load_ln(ctx, w, p, clf__wn(n1, sizeof n1, lp, "self_attn_layer_norm"), D, 1e-5f, &l->ln_self)) !=
-          CLF_OK ||
-      (cross && (st = clf__load_ln(ctx, w, p, clf__wn(n1, sizeof n1, lp, "encoder_attn_layer_norm"), D, 1e-5f,
-                                   &l->ln_cross)) != CLF_OK) ||
-      (st = clf__load_ln(ctx, w, p, clf__wn(n1, sizeof n1, lp, "final_layer_norm"), D, 1e-5f, &l->ln_mlp)) != CLF_OK)
-    return st;
-  return CLF_OK;
+  return clf__load_rows(m->ctx, w, &m->params, lp, marian_layer_rows, CLF__ARRAY_LEN(marian_layer_rows), &spec, l);
 }
 
-clf_status clf__marian_load(clf_model *m, const clf__config *c, const clf__weights *w) {
-  clf_context *ctx = m->ctx;
-  clf_status st;
+/* config.json keys */
+typedef struct marian_dims {
   long V, Vd, D, P, Ne, Nd, He, Hd, Fe, Fd;
   int scale_emb, share;
-  const char *act_name;
+  const char *act;
+} marian_dims;
+static const clf__config_key marian_keys[] = {
+    CLF__REQ(marian_dims, V, "vocab_size", INT),
+    CLF__OPT(marian_dims, Vd, "decoder_vocab_size", INT, (double)LONG_MIN), /* LONG_MIN: vocab_size */
+    CLF__REQ(marian_dims, D, "d_model", INT),
+    CLF__REQ(marian_dims, P, "max_position_embeddings", INT),
+    CLF__REQ(marian_dims, Ne, "encoder_layers", INT),
+    CLF__REQ(marian_dims, Nd, "decoder_layers", INT),
+    CLF__REQ(marian_dims, He, "encoder_attention_heads", INT),
+    CLF__REQ(marian_dims, Hd, "decoder_attention_heads", INT),
+    CLF__REQ(marian_dims, Fe, "encoder_ffn_dim", INT),
+    CLF__REQ(marian_dims, Fd, "decoder_ffn_dim", INT),
+    CLF__OPT(marian_dims, scale_emb, "scale_embedding", BOOL, 0),
+    CLF__OPT(marian_dims, share, "share_encoder_decoder_embeddings", BOOL, 1),
+    CLF__OPT_STR(marian_dims, act, "activation_function", "gelu"),
+};
+
+static long marian_dec_vocab(const marian_dims *d) { return d->Vd == LONG_MIN ? d->V : d->Vd; }
+
+/* decoder over as many rows as the encoder */
+static void marian_gemms(const void *dims, const clf__config *c, size_t T, clf__gemm_list *l) {
+  const marian_dims *d = dims;
+  clf__gemm_add(l, T, d->D, d->D, 1, 4 * d->Ne + 8 * d->Nd); /* self q k v o; decoder: + cross q k v o */
+  clf__gemm_add(l, T, d->Fe, d->D, 1, d->Ne);
+  clf__gemm_add(l, T, d->D, d->Fe, 1, d->Ne);
+  clf__gemm_add(l, T, d->Fd, d->D, 1, d->Nd);
+  clf__gemm_add(l, T, d->D, d->Fd, 1, d->Nd);
+  if (clf__config_has_arch(c, "MarianMTModel")) clf__gemm_add(l, T, marian_dec_vocab(d), d->D, 1, 1);
+}
+
+static clf_status marian_load(clf_model *m, const void *dims, const clf__config *c, const clf__weights *w) {
+  const marian_dims *dm = dims;
+  clf_context *ctx = m->ctx;
+  clf_status st;
+  const long V = dm->V, D = dm->D, P = dm->P, Ne = dm->Ne, Nd = dm->Nd, He = dm->He, Hd = dm->Hd, Fe = dm->Fe,
+             Fd = dm->Fd;
+  const int scale_emb = dm->scale_emb, share = dm->share;
+  const char *act_name = dm->act;
+  long Vd = marian_dec_vocab(dm);
   clf_activation act;
-  if ((st = clf__config_int(ctx, c, "vocab_size", &V)) != CLF_OK ||
-      (st = clf__config_int_or(ctx, c, "decoder_vocab_size", V, &Vd)) != CLF_OK ||
-      (st = clf__config_int(ctx, c, "d_model", &D)) != CLF_OK ||
-      (st = clf__config_int(ctx, c, "max_position_embeddings", &P)) != CLF_OK ||
-      (st = clf__config_int(ctx, c, "encoder_layers", &Ne)) != CLF_OK ||
-      (st = clf__config_int(ctx, c, "decoder_layers", &Nd)) != CLF_OK ||
-      (st = clf__config_int(ctx, c, "encoder_attention_heads", &He)) != CLF_OK ||
-      (st = clf__config_int(ctx, c, "decoder_attention_heads", &Hd)) != CLF_OK ||
-      (st = clf__config_int(ctx, c, "encoder_ffn_dim", &Fe)) != CLF_OK ||
-      (st = clf__config_int(ctx, c, "decoder_ffn_dim", &Fd)) != CLF_OK ||
-      (st = clf__config_bool_or(ctx, c, "scale_embedding", 0, &scale_emb)) != CLF_OK ||
-      (st = clf__config_bool_or(ctx, c, "share_encoder_decoder_embeddings", 1, &share)) != CLF_OK ||
-      (st = clf__config_str_or(ctx, c, "activation_function", "gelu", &act_name)) != CLF_OK)
-    return st;
+  (void)c;
   if (V <= 0 || Vd <= 0 || D <= 0 || He <= 0 || Hd <= 0 || D % He || D % Hd || Ne < 0 || Nd < 0 || Fe <= 0 ||
       Fd <= 0 || P <= 0)
     return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: marian config has invalid sizes (vocab_size %ld, d_model "
@@ -381,3 +398,8 @@ clf_status clf__marian_load(clf_model *m, const clf__config *c, const clf__weigh
   }
   return CLF_OK;
 }
+
+/* MarianModel: last_hidden_state, encoder_last_hidden_state; MarianMTModel:
+ * logits, encoder_last_hidden_state. */
+const clf__family clf__marian_family = {"marian", {"MarianModel", "MarianMTModel", NULL}, marian_keys,
+                                        CLF__ARRAY_LEN(marian_keys), sizeof(marian_dims), marian_load, marian_gemms};

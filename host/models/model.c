@@ -1,7 +1,7 @@
 /* model.c - clf_model: loading a Hugging Face directory, choosing the family
  * from config.json, and running a forward pass on host arrays by name.
  */
-#include "model.h"
+#include "family.h"
 
 #include <cjson/cJSON.h>
 #include <stdarg.h>
@@ -17,19 +17,6 @@ const char *clf__wn(char *buf, size_t len, const char *prefix, const char *fmt, 
   va_end(ap);
   return buf;
 }
-
-static const struct {
-  const char *type;
-  const char *archs[4];
-  clf_status (*load)(clf_model *, const clf__config *, const clf__weights *);
-} families[] = {
-    {"bert", {"BertModel", NULL}, clf__bert_load},
-    {"gpt2", {"GPT2Model", "GPT2LMHeadModel", NULL}, clf__gpt2_load},
-    {"marian", {"MarianModel", "MarianMTModel", NULL}, clf__marian_load},
-    {"vit", {"ViTModel", "ViTForImageClassification", NULL}, clf__vit_load},
-    {"vit_mae", {"ViTMAEModel", "ViTMAEForPreTraining", NULL}, clf__vit_mae_load},
-    {"swin", {"SwinModel", "SwinForImageClassification", NULL}, clf__swin_load},
-};
 
 /* The generation settings of the checkpoint, with transformers' defaults. */
 static clf_status load_gen_settings(clf_model *m, const clf__config *c) {
@@ -80,29 +67,31 @@ static clf_status load_gen_settings(clf_model *m, const clf__config *c) {
   return CLF_OK;
 }
 
-/* config.json's id2label, as transformers reads it: {"0": "cat", ...}. */
-#define CLF__MAX_LABELS (1u << 20)
-static clf_status load_labels(clf_model *m, const clf__config *c, const char *dir) {
-  const cJSON *map = cJSON_GetObjectItemCaseSensitive(clf__config_json(c), "id2label"), *e;
-  size_t n = 0;
+/* config.json's id2label ({"0": "cat", ...}) into m->labels: n_labels is one
+ * past the largest index given; indices not given stay NULL.  Entries that
+ * are not "<index>": "<label>" are ignored (they never stopped a load). */
+static int label_index(const cJSON *it, size_t *i) {
+  char *end;
+  unsigned long v = strtoul(it->string, &end, 10);
+  *i = (size_t)v;
+  return cJSON_IsString(it) && end != it->string && !*end && v < (1ul << 24);
+}
+
+static clf_status load_labels(clf_model *m, const clf__config *c) {
+  const cJSON *map = cJSON_GetObjectItemCaseSensitive(clf__config_json(c), "id2label");
+  const cJSON *it;
+  size_t n = 0, i;
   if (!cJSON_IsObject(map)) return CLF_OK;
-  cJSON_ArrayForEach(e, map) {
-    char *end;
-    unsigned long id = strtoul(e->string, &end, 10);
-    if (!*e->string || *end || e->string[0] == '-' || id >= CLF__MAX_LABELS || !cJSON_IsString(e))
-      return clf__fail(m->ctx, CLF_E_FORMAT, "clf_model_load: %s/config.json: id2label entry \"%s\" is not an "
-                       "integer id below %u with a string label", dir, e->string, CLF__MAX_LABELS);
-    if (id + 1 > n) n = id + 1;
-  }
-  if (n == 0) return CLF_OK;
+  cJSON_ArrayForEach(it, map) if (label_index(it, &i) && i + 1 > n) n = i + 1;
+  if (!n) return CLF_OK;
   if (!(m->labels = calloc(n, sizeof *m->labels)))
-    return clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "clf_model_load: out of host memory for %zu labels", n);
+    return clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "clf_model_load: out of host memory");
   m->n_labels = n;
-  cJSON_ArrayForEach(e, map) {
-    size_t id = strtoul(e->string, NULL, 10);
-    free(m->labels[id]); /* a repeated key: the last wins, as in Python */
-    if (!(m->labels[id] = strdup(e->valuestring)))
-      return clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "clf_model_load: out of host memory for labels");
+  cJSON_ArrayForEach(it, map) {
+    if (!label_index(it, &i)) continue;
+    free(m->labels[i]);
+    if (!(m->labels[i] = strdup(it->valuestring)))
+      return clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "clf_model_load: out of host memory");
   }
   return CLF_OK;
 }
@@ -117,15 +106,14 @@ clf_status clf_model_load(clf_context *ctx, const char *model_dir, clf_model **o
   clf__config *c = NULL;
   clf__weights *w = NULL;
   clf_model *m = NULL;
+  void *dims = NULL;
   if ((st = clf__config_load(ctx, model_dir, &c)) != CLF_OK) return st;
   const char *type = NULL;
   if ((st = clf__config_str(ctx, c, "model_type", &type)) != CLF_OK) goto done;
-  size_t fi = 0;
-  while (fi < CLF__ARRAY_LEN(families) && strcmp(families[fi].type, type) != 0) fi++;
-  if (fi == CLF__ARRAY_LEN(families)) {
-    st = clf__fail(ctx, CLF_E_UNSUPPORTED,
-                   "%s: model_type \"%s\" in %s/config.json is not supported (supported: bert, gpt2, marian, vit, vit_mae, swin)", op,
-                   type, model_dir);
+  const clf__family *f = clf__family_find(type);
+  if (!f) {
+    st = clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: model_type \"%s\" in %s/config.json is not supported (supported: %s)",
+                   op, type, model_dir, clf__family_names());
     goto done;
   }
   const cJSON *archs = cJSON_GetObjectItemCaseSensitive(clf__config_json(c), "architectures");
@@ -133,8 +121,8 @@ clf_status clf_model_load(clf_context *ctx, const char *model_dir, clf_model **o
     const cJSON *a;
     cJSON_ArrayForEach(a, archs) {
       int ok = 0;
-      for (int j = 0; cJSON_IsString(a) && families[fi].archs[j]; j++)
-        ok |= strcmp(a->valuestring, families[fi].archs[j]) == 0;
+      for (int j = 0; cJSON_IsString(a) && f->archs[j]; j++)
+        ok |= strcmp(a->valuestring, f->archs[j]) == 0;
       if (!ok) {
         st = clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: architecture \"%s\" in %s/config.json is not supported for %s",
                        op, cJSON_IsString(a) ? a->valuestring : "(not a string)", model_dir, type);
@@ -149,12 +137,18 @@ clf_status clf_model_load(clf_context *ctx, const char *model_dir, clf_model **o
     goto done;
   }
   m->ctx = ctx;
-  m->type = families[fi].type;
-  if ((st = load_gen_settings(m, c)) != CLF_OK || (st = load_labels(m, c, model_dir)) != CLF_OK) goto done;
-  if ((st = families[fi].load(m, c, w)) != CLF_OK) goto done;
+  m->type = f->type;
+  if ((st = load_gen_settings(m, c)) != CLF_OK || (st = load_labels(m, c)) != CLF_OK) goto done;
+  if (!(dims = calloc(1, f->dims_size))) {
+    st = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
+    goto done;
+  }
+  if ((st = clf__config_read(ctx, c, f->keys, f->n_keys, dims)) != CLF_OK) goto done;
+  if ((st = f->load(m, dims, c, w)) != CLF_OK) goto done;
   *out = m;
   m = NULL;
 done:
+  free(dims);
   clf_model_destroy(m);
   clf__weights_close(w);
   clf__config_free(c);
@@ -172,11 +166,11 @@ void clf_model_destroy(clf_model *m) {
   free(m);
 }
 
-const char *clf_model_type(const clf_model *m) { return m ? m->type : NULL; }
-
 size_t clf_model_num_labels(const clf_model *m) { return m ? m->n_labels : 0; }
 
 const char *clf_model_label(const clf_model *m, size_t i) { return m && i < m->n_labels ? m->labels[i] : NULL; }
+
+const char *clf_model_type(const clf_model *m) { return m ? m->type : NULL; }
 
 size_t clf_model_input_names(const clf_model *m, const char *const **names) {
   if (!m) return 0;

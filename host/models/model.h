@@ -48,22 +48,14 @@ struct clf_model {
   double length_penalty;
   int early_stopping; /* 1 true, 0 false, -1 "never" */
   const char *unsupported; /* a generation setting generate() does not implement, or NULL */
-  char **labels;           /* [n_labels] from id2label, NULL where it names none */
+  char **labels;            /* config.json's id2label: labels[i] (NULL: no label i), n_labels of them */
   size_t n_labels;
 };
 
-/* Family constructors: fill m (hooks, names, weights) from config and weights. */
-clf_status clf__bert_load(clf_model *m, const clf__config *c, const clf__weights *w);
-clf_status clf__gpt2_load(clf_model *m, const clf__config *c, const clf__weights *w);
-clf_status clf__marian_load(clf_model *m, const clf__config *c, const clf__weights *w);
-clf_status clf__vit_load(clf_model *m, const clf__config *c, const clf__weights *w);
-clf_status clf__vit_mae_load(clf_model *m, const clf__config *c, const clf__weights *w);
-clf_status clf__swin_load(clf_model *m, const clf__config *c, const clf__weights *w);
-
 /* ViT helpers shared with ViTMAE (model_vit.c). */
 /* Checks pixel_values: f32 [B, C, H, W] with C channels, H and W multiples
- * of the patch P; names the problem. */
-clf_status clf__vit_check_pixels(clf_model *m, const clf_array *a, size_t C, size_t P);
+ * of the patch P; names the problem, prefixed with op. */
+clf_status clf__vit_check_pixels(clf_model *m, const char *op, const clf_array *a, size_t C, size_t P);
 /* n ViT layers "PREFIX%zu." (attention.attention.query, layernorm_before, ...). */
 clf_status clf__vit_load_layers(clf_context *ctx, const clf__weights *w, clf__params *p, const char *prefix,
                                 size_t n, size_t D, size_t H, size_t F, float eps, clf_activation act, int qkv_bias,
@@ -75,10 +67,6 @@ clf_status clf__vit_encoder(clf_context *ctx, const clf__layer *layers, size_t n
  * interpolate_pos_encoding (host copy in *host, result cached in *cache). */
 clf_status clf__vit_interp_pos(clf_context *ctx, const clf_tensor *pos, size_t N, size_t D, size_t gh, size_t gw,
                                float **host, clf_tensor **cache, size_t *c_gh, size_t *c_gw);
-
-/* ViTMAE's patch geometry (vit_mae.c): patch size, channels, norm_pix_loss;
- * CLF_E_UNSUPPORTED naming `op` for another family. */
-clf_status clf__vit_mae_geometry(clf_model *m, const char *op, size_t *P, size_t *C, int *norm_pix);
 
 /* Uploads a host array of ids/mask (i32 or i64, [B, L]) into workspace slot
  * `slot` as is.  A NULL array gives a tensor of `fill`. */

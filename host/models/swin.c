@@ -2,7 +2,7 @@
  * stages of (shifted-)window attention blocks with relative position bias,
  * patch merging between stages, final LN, average pooling, classifier.
  */
-#include "model.h"
+#include "family.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -260,26 +260,64 @@ static clf_status swin_run(clf_model *m, const clf__inputs in, const int *want, 
   return CLF_OK;
 }
 
-clf_status clf__swin_load(clf_model *m, const clf__config *c, const clf__weights *w) {
-  clf_context *ctx = m->ctx;
-  clf_status st;
-  long E, C, P, WS, depths[SWIN_MAX_STAGES], heads[SWIN_MAX_STAGES];
-  size_t nd = 0, nh = 0;
+/* config.json keys (depths and num_heads, lists, are read by the loader) */
+typedef struct swin_dims {
+  long E, C, P, WS;
   double eps, ratio;
   int qkv_bias, abs_pos;
-  const char *act_name;
+  const char *act;
+} swin_dims;
+static const clf__config_key swin_keys[] = {
+    CLF__OPT(swin_dims, E, "embed_dim", INT, 96),
+    CLF__OPT(swin_dims, C, "num_channels", INT, 3),
+    CLF__OPT(swin_dims, P, "patch_size", INT, 4),
+    CLF__OPT(swin_dims, WS, "window_size", INT, 7),
+    CLF__OPT(swin_dims, eps, "layer_norm_eps", FLOAT, 1e-5),
+    CLF__OPT(swin_dims, ratio, "mlp_ratio", FLOAT, 4.0),
+    CLF__OPT(swin_dims, qkv_bias, "qkv_bias", BOOL, 1),
+    CLF__OPT(swin_dims, abs_pos, "use_absolute_embeddings", BOOL, 0),
+    CLF__OPT_STR(swin_dims, act, "hidden_act", "gelu"),
+};
+
+/* the weights of encoder.layers.S.blocks.N. */
+static const clf__weight_row swin_block_rows[] = {
+    CLF__LIN(swin_block, attn.q, "attention.self.query", D, D, QKV),   /* [dim, dim] */
+    CLF__LIN(swin_block, attn.k, "attention.self.key", D, D, QKV),     /* [dim, dim] */
+    CLF__LIN(swin_block, attn.v, "attention.self.value", D, D, QKV),   /* [dim, dim] */
+    CLF__LIN(swin_block, attn.o, "attention.output.dense", D, D, YES), /* [dim, dim] */
+    CLF__LIN(swin_block, mlp.fc1, "intermediate.dense", F, D, YES),    /* [F, dim] */
+    CLF__LIN(swin_block, mlp.fc2, "output.dense", D, F, YES),          /* [dim, F] */
+};
+
+/* T patch tokens at stage 0; each merge quarters them */
+static void swin_gemms(const void *dims, const clf__config *c, size_t T, clf__gemm_list *l) {
+  const swin_dims *d = dims;
+  long depths[16];
+  size_t ns = 0;
+  if (clf__config_int_list(NULL, c, "depths", depths, 16, &ns) != CLF_OK) ns = 0;
+  size_t rows = T;
+  for (size_t s = 0; s < ns && rows > 0; s++, rows /= 4) {
+    const long dim = d->E << s, f = (long)(d->ratio * dim);
+    clf__gemm_add(l, rows, dim, dim, 1, 4 * depths[s]);
+    clf__gemm_add(l, rows, f, dim, 1, depths[s]);
+    clf__gemm_add(l, rows, dim, f, 1, depths[s]);
+    if (s + 1 < ns) clf__gemm_add(l, rows / 4, 2 * dim, 4 * dim, 1, 1); /* patch merging */
+  }
+}
+
+static clf_status swin_load(clf_model *m, const void *dims, const clf__config *c, const clf__weights *w) {
+  const swin_dims *dm = dims;
+  clf_context *ctx = m->ctx;
+  clf_status st;
+  const long E = dm->E, C = dm->C, P = dm->P, WS = dm->WS;
+  long depths[SWIN_MAX_STAGES], heads[SWIN_MAX_STAGES];
+  size_t nd = 0, nh = 0;
+  const double eps = dm->eps, ratio = dm->ratio;
+  const int qkv_bias = dm->qkv_bias, abs_pos = dm->abs_pos;
+  const char *act_name = dm->act;
   clf_activation act;
-  if ((st = clf__config_int_or(ctx, c, "embed_dim", 96, &E)) != CLF_OK ||
-      (st = clf__config_int_or(ctx, c, "num_channels", 3, &C)) != CLF_OK ||
-      (st = clf__config_int_or(ctx, c, "patch_size", 4, &P)) != CLF_OK ||
-      (st = clf__config_int_or(ctx, c, "window_size", 7, &WS)) != CLF_OK ||
-      (st = clf__config_int_list(ctx, c, "depths", depths, SWIN_MAX_STAGES, &nd)) != CLF_OK ||
-      (st = clf__config_int_list(ctx, c, "num_heads", heads, SWIN_MAX_STAGES, &nh)) != CLF_OK ||
-      (st = clf__config_float_or(ctx, c, "layer_norm_eps", 1e-5, &eps)) != CLF_OK ||
-      (st = clf__config_float_or(ctx, c, "mlp_ratio", 4.0, &ratio)) != CLF_OK ||
-      (st = clf__config_bool_or(ctx, c, "qkv_bias", 1, &qkv_bias)) != CLF_OK ||
-      (st = clf__config_bool_or(ctx, c, "use_absolute_embeddings", 0, &abs_pos)) != CLF_OK ||
-      (st = clf__config_str_or(ctx, c, "hidden_act", "gelu", &act_name)) != CLF_OK)
+  if ((st = clf__config_int_list(ctx, c, "depths", depths, SWIN_MAX_STAGES, &nd)) != CLF_OK ||
+      (st = clf__config_int_list(ctx, c, "num_heads", heads, SWIN_MAX_STAGES, &nh)) != CLF_OK)
     return st;
   int bad = E <= 0 || C <= 0 || P <= 0 || WS <= 0 || nd == 0 || nd != nh || ratio <= 0;
   for (size_t i = 0; i < nd && !bad; i++)
@@ -300,7 +338,7 @@ clf_status clf__swin_load(clf_model *m, const clf__config *c, const clf__weights
   m->n_in = 1;
   s->E = E, s->C = C, s->P = P, s->ws = WS, s->n_stages = nd;
   const char *pf = clf__weights_has(w, "swin.embeddings.patch_embeddings.projection.weight") ? "swin." : "";
-  char n1[256], n2[256];
+  char n1[256];
   clf__params *p = &m->params;
   const size_t e = E, T = (size_t)(2 * WS - 1) * (size_t)(2 * WS - 1);
   if ((st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, pf, "embeddings.patch_embeddings.projection.weight"), 4,
@@ -321,18 +359,9 @@ clf_status clf__swin_load(clf_model *m, const clf__config *c, const clf__weights
       clf__wn(lp, sizeof lp, pf, "encoder.layers.%zu.blocks.%zu.", si, bi);
       b->attn.heads = H, b->attn.dh = dim / H, b->attn.scale = 1.0f / sqrtf((float)(dim / H));
       b->mlp.act = act;
-#define LIN(dst, name, o, in_, bias)                                                                             \
-  if ((st = clf__load_linear(ctx, w, p, clf__wn(n1, sizeof n1, lp, "%s.weight", name),                          \
-                             (bias) ? clf__wn(n2, sizeof n2, lp, "%s.bias", name) : NULL, o, in_,              \
-                             CLF_WEIGHT_OUT_IN, &dst)) != CLF_OK)                                               \
-    return st;
-      LIN(b->attn.q, "attention.self.query", dim, dim, qkv_bias) /* [dim, dim] */
-      LIN(b->attn.k, "attention.self.key", dim, dim, qkv_bias)   /* [dim, dim] */
-      LIN(b->attn.v, "attention.self.value", dim, dim, qkv_bias) /* [dim, dim] */
-      LIN(b->attn.o, "attention.output.dense", dim, dim, 1)      /* [dim, dim] */
-      LIN(b->mlp.fc1, "intermediate.dense", F, dim, 1)           /* [F, dim] */
-      LIN(b->mlp.fc2, "output.dense", dim, F, 1)                 /* [dim, F] */
-#undef LIN
+      const clf__block_spec spec = {{dim, F, 3 * dim}, (float)eps, qkv_bias, 0, CLF_WEIGHT_OUT_IN};
+      if ((st = clf__load_rows(ctx, w, p, lp, swin_block_rows, CLF__ARRAY_LEN(swin_block_rows), &spec, b)) != CLF_OK)
+        return st;
       if ((st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, lp, "attention.self.relative_position_bias_table"), 2,
                            (size_t[]){T, H}, &b->table)) != CLF_OK ||
           (st = clf__load_ln(ctx, w, p, clf__wn(n1, sizeof n1, lp, "layernorm_before"), dim, (float)eps,
@@ -370,3 +399,8 @@ clf_status clf__swin_load(clf_model *m, const clf__config *c, const clf__weights
   }
   return CLF_OK;
 }
+
+/* SwinModel: last_hidden_state, pooler_output; SwinForImageClassification:
+ * logits, last_hidden_state, pooler_output. */
+const clf__family clf__swin_family = {"swin", {"SwinModel", "SwinForImageClassification", NULL}, swin_keys,
+                                      CLF__ARRAY_LEN(swin_keys), sizeof(swin_dims), swin_load, swin_gemms};

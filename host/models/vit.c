@@ -2,7 +2,7 @@
  * CLS token, learned positions (bicubic-interpolated for other image sizes),
  * pre-LN encoder layers, final LN, pooler tanh(dense(h[:, 0])), classifier.
  */
-#include "model.h"
+#include "family.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -37,8 +37,7 @@ static void vit_destroy(clf_model *m) {
   m->impl = NULL;
 }
 
-clf_status clf__vit_check_pixels(clf_model *m, const clf_array *a, size_t C, size_t P) {
-  static const char op[] = "clf_model_run";
+clf_status clf__vit_check_pixels(clf_model *m, const char *op, const clf_array *a, size_t C, size_t P) {
   if (!a)
     return clf__fail(m->ctx, CLF_E_INVALID_ARG, "%s: %s needs input \"pixel_values\" (f32 [B, C, H, W])", op,
                      m->type);
@@ -141,7 +140,7 @@ static clf_status vit_run(clf_model *m, const clf__inputs in, const int *want, c
   vit *v = m->impl;
   clf__ws *ws = &m->ws;
   clf_status st;
-  if ((st = clf__vit_check_pixels(m, in[0], v->C, v->P)) != CLF_OK) return st;
+  if ((st = clf__vit_check_pixels(m, "clf_model_run", in[0], v->C, v->P)) != CLF_OK) return st;
   const size_t B = in[0]->shape[0], Hi = in[0]->shape[2], Wi = in[0]->shape[3];
   const size_t gh = Hi / v->P, gw = Wi / v->P, N = gh * gw, L = N + 1, D = v->D;
   const clf_tensor *pos = v->pos;
@@ -199,57 +198,75 @@ clf_status clf__vit_encoder(clf_context *ctx, const clf__layer *layers, size_t n
   return CLF_OK;
 }
 
+/* the weights of encoder.layer.N. (ViT and ViTMAE's encoder and decoder) */
+static const clf__weight_row vit_layer_rows[] = {
+    CLF__LIN(clf__layer, self.q, "attention.attention.query", D, D, QKV), /* [D, D] */
+    CLF__LIN(clf__layer, self.k, "attention.attention.key", D, D, QKV),   /* [D, D] */
+    CLF__LIN(clf__layer, self.v, "attention.attention.value", D, D, QKV), /* [D, D] */
+    CLF__LIN(clf__layer, self.o, "attention.output.dense", D, D, YES),    /* [D, D] */
+    CLF__LIN(clf__layer, mlp.fc1, "intermediate.dense", F, D, YES),       /* [F, D] */
+    CLF__LIN(clf__layer, mlp.fc2, "output.dense", D, F, YES),             /* [D, F] */
+    CLF__LN(clf__layer, ln_self, "layernorm_before"),
+    CLF__LN(clf__layer, ln_mlp, "layernorm_after"),
+};
+
 clf_status clf__vit_load_layers(clf_context *ctx, const clf__weights *w, clf__params *p, const char *prefix,
                                 size_t n, size_t D, size_t H, size_t F, float eps, clf_activation act, int qkv_bias,
                                 clf__layer *layers) {
   clf_status st;
-  char n1[256], n2[256];
   const size_t dh = D / H;
+  const clf__block_spec spec = {{D, F, 3 * D}, eps, qkv_bias, 0, CLF_WEIGHT_OUT_IN};
   for (size_t i = 0; i < n; i++) {
     clf__layer *l = &layers[i];
     char lp[160];
     snprintf(lp, sizeof lp, "%s%zu.", prefix, i);
     l->self.heads = H, l->self.dh = dh, l->self.scale = 1.0f / sqrtf((float)dh);
     l->mlp.act = act;
-#define LIN(dst, name, o, in_, bias)                                                                             \
-  if ((st = clf__load_linear(ctx, w, p, clf__wn(n1, sizeof n1, lp, "%s.weight", name),                          \
-                             (bias) ? clf__wn(n2, sizeof n2, lp, "%s.bias", name) : NULL, o, in_,              \
-                             CLF_WEIGHT_OUT_IN, &dst)) != CLF_OK)                                               \
-    return st;
-    LIN(l->self.q, "attention.attention.query", D, D, qkv_bias) /* [D, D] */
-    LIN(l->self.k, "attention.attention.key", D, D, qkv_bias)   /* [D, D] */
-    LIN(l->self.v, "attention.attention.value", D, D, qkv_bias) /* [D, D] */
-    LIN(l->self.o, "attention.output.dense", D, D, 1)           /* [D, D] */
-    LIN(l->mlp.fc1, "intermediate.dense", F, D, 1)              /* [F, D] */
-    LIN(l->mlp.fc2, "output.dense", D, F, 1)                    /* [D, F] */
-#undef LIN
-    if ((st = clf__load_ln(ctx, w, p, clf__wn(n1, sizeof n1, lp, "layernorm_before"), D, eps, &l->ln_self)) !=
-            CLF_OK ||
-        (st = clf__load_ln(ctx, w, p, clf__wn(n1, sizeof n1, lp, "layernorm_after"), D, eps, &l->ln_mlp)) != CLF_OK)
+    if ((st = clf__load_rows(ctx, w, p, lp, vit_layer_rows, CLF__ARRAY_LEN(vit_layer_rows), &spec, l)) != CLF_OK)
       return st;
   }
   return CLF_OK;
 }
 
-clf_status clf__vit_load(clf_model *m, const clf__config *c, const clf__weights *w) {
-  clf_context *ctx = m->ctx;
-  clf_status st;
-  long D, H, F, N, C, P, S;
+/* config.json keys */
+typedef struct vit_dims {
+  long D, H, N, F, C, P, S;
   double eps;
   int qkv_bias;
-  const char *act_name;
+  const char *act;
+} vit_dims;
+static const clf__config_key vit_keys[] = {
+    CLF__REQ(vit_dims, D, "hidden_size", INT),
+    CLF__REQ(vit_dims, H, "num_attention_heads", INT),
+    CLF__REQ(vit_dims, N, "num_hidden_layers", INT),
+    CLF__REQ(vit_dims, F, "intermediate_size", INT),
+    CLF__OPT(vit_dims, C, "num_channels", INT, 3),
+    CLF__OPT(vit_dims, P, "patch_size", INT, 16),
+    CLF__OPT(vit_dims, S, "image_size", INT, 224),
+    CLF__OPT(vit_dims, eps, "layer_norm_eps", FLOAT, 1e-12),
+    CLF__OPT(vit_dims, qkv_bias, "qkv_bias", BOOL, 1),
+    CLF__OPT_STR(vit_dims, act, "hidden_act", "gelu"),
+};
+
+/* separate q, k, v; nn.Linear weights */
+static void vit_gemms(const void *dims, const clf__config *c, size_t T, clf__gemm_list *l) {
+  const vit_dims *d = dims;
+  (void)c;
+  clf__gemm_add(l, T, d->D, d->D, 1, 4 * d->N);
+  clf__gemm_add(l, T, d->F, d->D, 1, d->N);
+  clf__gemm_add(l, T, d->D, d->F, 1, d->N);
+}
+
+static clf_status vit_load(clf_model *m, const void *dims, const clf__config *c, const clf__weights *w) {
+  const vit_dims *dm = dims;
+  clf_context *ctx = m->ctx;
+  clf_status st;
+  const long D = dm->D, H = dm->H, F = dm->F, N = dm->N, C = dm->C, P = dm->P, S = dm->S;
+  const double eps = dm->eps;
+  const int qkv_bias = dm->qkv_bias;
+  const char *act_name = dm->act;
   clf_activation act;
-  if ((st = clf__config_int(ctx, c, "hidden_size", &D)) != CLF_OK ||
-      (st = clf__config_int(ctx, c, "num_attention_heads", &H)) != CLF_OK ||
-      (st = clf__config_int(ctx, c, "num_hidden_layers", &N)) != CLF_OK ||
-      (st = clf__config_int(ctx, c, "intermediate_size", &F)) != CLF_OK ||
-      (st = clf__config_int_or(ctx, c, "num_channels", 3, &C)) != CLF_OK ||
-      (st = clf__config_int_or(ctx, c, "patch_size", 16, &P)) != CLF_OK ||
-      (st = clf__config_int_or(ctx, c, "image_size", 224, &S)) != CLF_OK ||
-      (st = clf__config_float_or(ctx, c, "layer_norm_eps", 1e-12, &eps)) != CLF_OK ||
-      (st = clf__config_bool_or(ctx, c, "qkv_bias", 1, &qkv_bias)) != CLF_OK ||
-      (st = clf__config_str_or(ctx, c, "hidden_act", "gelu", &act_name)) != CLF_OK)
-    return st;
+  (void)c;
   if (D <= 0 || H <= 0 || D % H || N < 0 || F <= 0 || C <= 0 || P <= 0 || S <= 0 || S % P)
     return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: vit config has invalid sizes (hidden_size %ld, "
                      "num_attention_heads %ld, intermediate_size %ld, patch_size %ld, image_size %ld)", D, H, F, P, S);
@@ -312,3 +329,8 @@ clf_status clf__vit_load(clf_model *m, const clf__config *c, const clf__weights 
   }
   return CLF_OK;
 }
+
+/* ViTModel: last_hidden_state, pooler_output (with a pooler);
+ * ViTForImageClassification: logits, last_hidden_state. */
+const clf__family clf__vit_family = {"vit", {"ViTModel", "ViTForImageClassification", NULL}, vit_keys,
+                                     CLF__ARRAY_LEN(vit_keys), sizeof(vit_dims), vit_load, vit_gemms};

@@ -2,7 +2,7 @@
  * positions, random masking by noise, the ViT encoder on CLS + kept patches,
  * and the decoder (mask tokens unshuffled into place) with its pixel loss.
  */
-#include "model.h"
+#include "family.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -81,16 +81,60 @@ static float mae_loss(const mae *e, const float *px, const float *pred, const fl
   return (float)(num / den);
 }
 
+/* ViTMAEForPreTraining's decoder on the encoder output a [B, K + 1, D]:
+ * decoder_embed, mask tokens unshuffled into place, positions, the layers,
+ * decoder_pred; logits [B, L, P*P*C] into res[0] and the loss into res[3]. */
+static clf_status mae_decode(clf_model *m, const clf__inputs in, const int *want, const clf_tensor *a,
+                             const clf_tensor *ids_restore, clf_array *res) {
+  static const char op[] = "clf_model_run";
+  clf_context *ctx = m->ctx;
+  mae *e = m->impl;
+  clf__ws *ws2 = &m->ws2;
+  clf_status st;
+  const int o_mask = 1;
+  const size_t B = in[0]->shape[0], Hi = in[0]->shape[2], Wi = in[0]->shape[3], L = e->L, K = e->keep;
+  const size_t Dd = e->Dd, F = e->P * e->P * e->C;
+  clf_tensor *x, *xd, *ad, *pred, *logits;
+  if ((st = clf__ws_get(ctx, ws2, CLF__WS_T1, CLF_F32, 3, (size_t[]){B, K + 1, Dd}, &x)) != CLF_OK) return st;
+  if ((st = clf__ws_get(ctx, ws2, CLF__WS_H, CLF_F32, 3, (size_t[]){B, L + 1, Dd}, &xd)) != CLF_OK) return st;
+  if ((st = clf__ws_get(ctx, ws2, CLF__WS_A, CLF_F32, 3, (size_t[]){B, L + 1, Dd}, &ad)) != CLF_OK) return st;
+  if ((st = clf__ws_get(ctx, ws2, CLF__WS_ROW, CLF_F32, 3, (size_t[]){B, L + 1, F}, &pred)) != CLF_OK) return st;
+  if ((st = clf__ws_get(ctx, ws2, CLF__WS_LOGITS, CLF_F32, 3, (size_t[]){B, L, F}, &logits)) != CLF_OK) return st;
+  if ((st = clf_linear(ctx, a, e->dec_embed.w, CLF_WEIGHT_OUT_IN, e->dec_embed.b, CLF_ACT_NONE, x, NULL)) != CLF_OK)
+    return st;
+  if ((st = clf_copy_rows(ctx, x, 0, xd, 0, B ? 1 : 0, NULL)) != CLF_OK) return st;
+  if ((st = clf_mae_unshuffle(ctx, x, 1, e->mask_token, ids_restore, K, xd, 1, NULL)) != CLF_OK) return st;
+  if ((st = clf_position_embedding(ctx, e->dec_pos, 0, 1, xd, NULL)) != CLF_OK) return st;
+  if ((st = clf__vit_encoder(ctx, e->dec_layers, e->n_dec, &e->dec_norm, xd, ad, ws2)) != CLF_OK) return st;
+  if ((st = clf_linear(ctx, ad, e->dec_pred.w, CLF_WEIGHT_OUT_IN, e->dec_pred.b, CLF_ACT_NONE, pred, NULL)) != CLF_OK)
+    return st;
+  if ((st = clf_copy_rows(ctx, pred, 1, logits, 0, L, NULL)) != CLF_OK) return st;
+  if ((st = clf__download(m, logits, "logits", &res[0])) != CLF_OK) return st;
+  if (want[3]) {
+    clf_array *r = &res[3];
+    memset(r, 0, sizeof *r);
+    snprintf(r->name, sizeof r->name, "loss");
+    r->dtype = CLF_F32;
+    r->ndim = 0;
+    if (!(r->data = malloc(sizeof(float)))) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
+    *(float *)r->data =
+        mae_loss(e, in[0]->data, res[0].data, res[o_mask].data, B, Hi / e->P, Wi / e->P);
+  }
+  if (!want[0]) clf_array_free(&res[0]);
+  if (!want[o_mask]) clf_array_free(&res[o_mask]);
+  return CLF_OK;
+}
+
 static clf_status mae_run(clf_model *m, const clf__inputs in, const int *want, clf_array *res) {
   static const char op[] = "clf_model_run";
   clf_context *ctx = m->ctx;
   mae *e = m->impl;
-  clf__ws *ws = &m->ws, *ws2 = &m->ws2;
+  clf__ws *ws = &m->ws;
   clf_status st;
   const int pre = e->dec_embed.w != NULL;
   /* output slot of each result */
   const int o_lhs = pre ? 4 : 0, o_mask = 1, o_ids = 2;
-  if ((st = clf__vit_check_pixels(m, in[0], e->C, e->P)) != CLF_OK) return st;
+  if ((st = clf__vit_check_pixels(m, "clf_model_run", in[0], e->C, e->P)) != CLF_OK) return st;
   const size_t B = in[0]->shape[0], Hi = in[0]->shape[2], Wi = in[0]->shape[3];
   if (Hi != e->S || Wi != e->S)
     return clf__fail(ctx, CLF_E_SHAPE, "%s: input \"pixel_values\" image size %zux%zu is not the config's "
@@ -144,64 +188,61 @@ static clf_status mae_run(clf_model *m, const clf__inputs in, const int *want, c
   if (want[o_ids] && (st = clf__download(m, ids_restore, "ids_restore", &res[o_ids])) != CLF_OK) return st;
   if (!pre || !(want[0] || want[3])) return CLF_OK;
 
-  /* decoder */
-  const size_t Dd = e->Dd, F = e->P * e->P * e->C;
-  clf_tensor *x, *xd, *ad, *pred, *logits;
-  if ((st = clf__ws_get(ctx, ws2, CLF__WS_T1, CLF_F32, 3, (size_t[]){B, K + 1, Dd}, &x)) != CLF_OK) return st;
-  if ((st = clf__ws_get(ctx, ws2, CLF__WS_H, CLF_F32, 3, (size_t[]){B, L + 1, Dd}, &xd)) != CLF_OK) return st;
-  if ((st = clf__ws_get(ctx, ws2, CLF__WS_A, CLF_F32, 3, (size_t[]){B, L + 1, Dd}, &ad)) != CLF_OK) return st;
-  if ((st = clf__ws_get(ctx, ws2, CLF__WS_ROW, CLF_F32, 3, (size_t[]){B, L + 1, F}, &pred)) != CLF_OK) return st;
-  if ((st = clf__ws_get(ctx, ws2, CLF__WS_LOGITS, CLF_F32, 3, (size_t[]){B, L, F}, &logits)) != CLF_OK) return st;
-  if ((st = clf_linear(ctx, a, e->dec_embed.w, CLF_WEIGHT_OUT_IN, e->dec_embed.b, CLF_ACT_NONE, x, NULL)) != CLF_OK)
-    return st;
-  if ((st = clf_copy_rows(ctx, x, 0, xd, 0, B ? 1 : 0, NULL)) != CLF_OK) return st;
-  if ((st = clf_mae_unshuffle(ctx, x, 1, e->mask_token, ids_restore, K, xd, 1, NULL)) != CLF_OK) return st;
-  if ((st = clf_position_embedding(ctx, e->dec_pos, 0, 1, xd, NULL)) != CLF_OK) return st;
-  if ((st = clf__vit_encoder(ctx, e->dec_layers, e->n_dec, &e->dec_norm, xd, ad, ws2)) != CLF_OK) return st;
-  if ((st = clf_linear(ctx, ad, e->dec_pred.w, CLF_WEIGHT_OUT_IN, e->dec_pred.b, CLF_ACT_NONE, pred, NULL)) != CLF_OK)
-    return st;
-  if ((st = clf_copy_rows(ctx, pred, 1, logits, 0, L, NULL)) != CLF_OK) return st;
-  if ((st = clf__download(m, logits, "logits", &res[0])) != CLF_OK) return st;
-  if (want[3]) {
-    clf_array *r = &res[3];
-    memset(r, 0, sizeof *r);
-    snprintf(r->name, sizeof r->name, "loss");
-    r->dtype = CLF_F32;
-    r->ndim = 0;
-    if (!(r->data = malloc(sizeof(float)))) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
-    *(float *)r->data =
-        mae_loss(e, in[0]->data, res[0].data, res[o_mask].data, B, Hi / e->P, Wi / e->P);
-  }
-  if (!want[0]) clf_array_free(&res[0]);
-  if (!want[o_mask]) clf_array_free(&res[o_mask]);
-  return CLF_OK;
+  return mae_decode(m, in, want, a, ids_restore, res);
 }
 
-clf_status clf__vit_mae_load(clf_model *m, const clf__config *c, const clf__weights *w) {
-  clf_context *ctx = m->ctx;
-  clf_status st;
-  long D, H, F, N, C, P, S, Dd, Hd, Fd, Nd;
+/* config.json keys */
+typedef struct mae_dims {
+  long D, H, N, F, Dd, Hd, Nd, Fd, C, P, S;
   double eps, ratio;
   int qkv_bias, norm_pix;
-  const char *act_name;
+  const char *act;
+} mae_dims;
+static const clf__config_key mae_keys[] = {
+    CLF__REQ(mae_dims, D, "hidden_size", INT),
+    CLF__REQ(mae_dims, H, "num_attention_heads", INT),
+    CLF__REQ(mae_dims, N, "num_hidden_layers", INT),
+    CLF__REQ(mae_dims, F, "intermediate_size", INT),
+    CLF__OPT(mae_dims, Dd, "decoder_hidden_size", INT, 512),
+    CLF__OPT(mae_dims, Hd, "decoder_num_attention_heads", INT, 16),
+    CLF__OPT(mae_dims, Nd, "decoder_num_hidden_layers", INT, 8),
+    CLF__OPT(mae_dims, Fd, "decoder_intermediate_size", INT, 2048),
+    CLF__OPT(mae_dims, C, "num_channels", INT, 3),
+    CLF__OPT(mae_dims, P, "patch_size", INT, 16),
+    CLF__OPT(mae_dims, S, "image_size", INT, 224),
+    CLF__OPT(mae_dims, eps, "layer_norm_eps", FLOAT, 1e-12),
+    CLF__OPT(mae_dims, ratio, "mask_ratio", FLOAT, 0.75),
+    CLF__OPT(mae_dims, qkv_bias, "qkv_bias", BOOL, 1),
+    CLF__OPT(mae_dims, norm_pix, "norm_pix_loss", BOOL, 0),
+    CLF__OPT_STR(mae_dims, act, "hidden_act", "gelu"),
+};
+
+/* The encoder as ViT's, then (ViTMAEForPreTraining) decoder_embed, the
+ * decoder layers and decoder_pred, every GEMM over the T rows given. */
+static void mae_gemms(const void *dims, const clf__config *c, size_t T, clf__gemm_list *l) {
+  const mae_dims *d = dims;
+  clf__gemm_add(l, T, d->D, d->D, 1, 4 * d->N);
+  clf__gemm_add(l, T, d->F, d->D, 1, d->N);
+  clf__gemm_add(l, T, d->D, d->F, 1, d->N);
+  if (!clf__config_has_arch(c, "ViTMAEForPreTraining")) return;
+  clf__gemm_add(l, T, d->Dd, d->D, 1, 1);
+  clf__gemm_add(l, T, d->Dd, d->Dd, 1, 4 * d->Nd);
+  clf__gemm_add(l, T, d->Fd, d->Dd, 1, d->Nd);
+  clf__gemm_add(l, T, d->Dd, d->Fd, 1, d->Nd);
+  clf__gemm_add(l, T, d->P * d->P * d->C, d->Dd, 1, 1);
+}
+
+static clf_status mae_load(clf_model *m, const void *dims, const clf__config *c, const clf__weights *w) {
+  const mae_dims *dm = dims;
+  clf_context *ctx = m->ctx;
+  clf_status st;
+  const long D = dm->D, H = dm->H, F = dm->F, N = dm->N, C = dm->C, P = dm->P, S = dm->S, Dd = dm->Dd, Hd = dm->Hd,
+             Fd = dm->Fd, Nd = dm->Nd;
+  const double eps = dm->eps, ratio = dm->ratio;
+  const int qkv_bias = dm->qkv_bias, norm_pix = dm->norm_pix;
+  const char *act_name = dm->act;
   clf_activation act;
-  if ((st = clf__config_int(ctx, c, "hidden_size", &D)) != CLF_OK ||
-      (st = clf__config_int(ctx, c, "num_attention_heads", &H)) != CLF_OK ||
-      (st = clf__config_int(ctx, c, "num_hidden_layers", &N)) != CLF_OK ||
-      (st = clf__config_int(ctx, c, "intermediate_size", &F)) != CLF_OK ||
-      (st = clf__config_int_or(ctx, c, "decoder_hidden_size", 512, &Dd)) != CLF_OK ||
-      (st = clf__config_int_or(ctx, c, "decoder_num_attention_heads", 16, &Hd)) != CLF_OK ||
-      (st = clf__config_int_or(ctx, c, "decoder_num_hidden_layers", 8, &Nd)) != CLF_OK ||
-      (st = clf__config_int_or(ctx, c, "decoder_intermediate_size", 2048, &Fd)) != CLF_OK ||
-      (st = clf__config_int_or(ctx, c, "num_channels", 3, &C)) != CLF_OK ||
-      (st = clf__config_int_or(ctx, c, "patch_size", 16, &P)) != CLF_OK ||
-      (st = clf__config_int_or(ctx, c, "image_size", 224, &S)) != CLF_OK ||
-      (st = clf__config_float_or(ctx, c, "layer_norm_eps", 1e-12, &eps)) != CLF_OK ||
-      (st = clf__config_float_or(ctx, c, "mask_ratio", 0.75, &ratio)) != CLF_OK ||
-      (st = clf__config_bool_or(ctx, c, "qkv_bias", 1, &qkv_bias)) != CLF_OK ||
-      (st = clf__config_bool_or(ctx, c, "norm_pix_loss", 0, &norm_pix)) != CLF_OK ||
-      (st = clf__config_str_or(ctx, c, "hidden_act", "gelu", &act_name)) != CLF_OK)
-    return st;
+  (void)c;
   if (D <= 0 || H <= 0 || D % H || N < 0 || F <= 0 || C <= 0 || P <= 0 || S <= 0 || S % P || Dd <= 0 || Hd <= 0 ||
       Dd % Hd || Nd < 0 || Fd <= 0 || !(ratio >= 0 && ratio < 1))
     return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: vit_mae config has invalid sizes (hidden_size %ld, heads "
@@ -280,11 +321,65 @@ clf_status clf__vit_mae_load(clf_model *m, const clf__config *c, const clf__weig
                               e->dec_layers);
 }
 
-clf_status clf__vit_mae_geometry(clf_model *m, const char *op, size_t *P, size_t *C, int *norm_pix) {
-  if (!m || strcmp(m->type, "vit_mae") != 0)
-    return clf__fail(m ? m->ctx : NULL, CLF_E_UNSUPPORTED, "%s: the model is %s, not vit_mae", op,
-                     m ? m->type : "NULL");
+/* ViTMAEModel: last_hidden_state, mask, ids_restore; ViTMAEForPreTraining:
+ * logits, mask, ids_restore, loss, last_hidden_state. */
+const clf__family clf__vit_mae_family = {"vit_mae", {"ViTMAEModel", "ViTMAEForPreTraining", NULL}, mae_keys,
+                                         CLF__ARRAY_LEN(mae_keys), sizeof(mae_dims), mae_load, mae_gemms};
+
+/* Un-normalises predicted patch `l` of image b (norm_pix_loss: the target
+ * patch's own mean and unbiased std, as the loss used) into img. */
+static void mae_unpatch_one(const mae *e, const float *x, const float *pred, size_t H, size_t W, size_t gw,
+                            size_t l, float *img) {
+  const size_t P = e->P, C = e->C, n = P * P * C, y0 = l / gw * P, x0 = l % gw * P;
+  double pm = 0, pv = 1;
+  if (e->norm_pix) {
+    double s = 0, s2 = 0;
+    for (size_t p = 0; p < P; p++)
+      for (size_t q = 0; q < P; q++)
+        for (size_t c = 0; c < C; c++) {
+          double v = x[(c * H + y0 + p) * W + x0 + q];
+          s += v;
+          s2 += v * v;
+        }
+    pm = s / n;
+    pv = sqrt((s2 - s * s / n) / (n - 1) + 1e-6); /* torch.var is unbiased */
+  }
+  for (size_t p = 0; p < P; p++)
+    for (size_t q = 0; q < P; q++)
+      for (size_t c = 0; c < C; c++)
+        img[(c * H + y0 + p) * W + x0 + q] = (float)(pred[l * n + (p * P + q) * C + c] * pv + pm);
+}
+
+clf_status clf_model_mae_reconstruct(clf_model *m, const clf_array *pixel_values, const clf_array *logits,
+                                     clf_array *out) {
+  static const char op[] = "clf_model_mae_reconstruct";
+  if (out) memset(out, 0, sizeof *out);
+  if (!m) return clf__fail(NULL, CLF_E_INVALID_ARG, "%s: model is NULL", op);
+  clf_context *ctx = m->ctx;
+  if (!pixel_values || !logits || !out || !pixel_values->data || !logits->data)
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: pixel_values, logits, their data or out is NULL", op);
+  if (m->run != mae_run)
+    return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: the model is %s, not vit_mae", op, m->type);
   const mae *e = m->impl;
-  *P = e->P, *C = e->C, *norm_pix = e->norm_pix;
+  clf_status st;
+  if ((st = clf__vit_check_pixels(m, op, pixel_values, e->C, e->P)) != CLF_OK) return st;
+  const size_t B = pixel_values->shape[0], H = pixel_values->shape[2], W = pixel_values->shape[3];
+  const size_t gw = W / e->P, L = H / e->P * gw, F = e->P * e->P * e->C;
+  if (logits->dtype != CLF_F32)
+    return clf__fail(ctx, CLF_E_DTYPE, "%s: logits is %s, expected f32", op, clf_dtype_name(logits->dtype));
+  if (logits->ndim != 3 || logits->shape[0] != B || logits->shape[1] != L || logits->shape[2] != F)
+    return clf__fail(ctx, CLF_E_SHAPE, "%s: logits is not [%zu, %zu, %zu] (batch, patches of the %zux%zu "
+                     "pixel_values, patch_size^2 * num_channels)", op, B, L, F, H, W);
+  float *img = malloc(B * e->C * H * W * sizeof *img + 1);
+  if (!img) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
+  const float *x = pixel_values->data, *pred = logits->data;
+  for (size_t b = 0; b < B; b++)
+    for (size_t l = 0; l < L; l++)
+      mae_unpatch_one(e, x + b * e->C * H * W, pred + b * L * F, H, W, gw, l, img + b * e->C * H * W);
+  snprintf(out->name, sizeof out->name, "reconstruction");
+  out->dtype = CLF_F32;
+  out->ndim = 4;
+  memcpy(out->shape, pixel_values->shape, 4 * sizeof out->shape[0]);
+  out->data = img;
   return CLF_OK;
 }

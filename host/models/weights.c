@@ -3,8 +3,9 @@
  * with F16/BF16 converted on the host and shapes checked. */
 #include "weights.h"
 
+#include "base/file.h"
+
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,21 +104,10 @@ static clf_status w_shard(clf_context *ctx, clf__weights *w, const char *file, s
 
 static clf_status w_open_index(clf_context *ctx, clf__weights *w) {
   clf_status s;
-  FILE *f = fopen(w->source, "rb");
-  if (!f) return clf__fail(ctx, CLF_E_IO, "weights: cannot open %s: %s", w->source, strerror(errno));
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap);
-  while (buf) {
-    n += fread(buf + n, 1, cap - n - 1, f);
-    if (n < cap - 1) break;
-    char *nb = realloc(buf, cap * 2);
-    if (!nb) free(buf);
-    buf = nb;
-    cap *= 2;
-  }
-  fclose(f);
-  if (!buf) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "weights: out of host memory reading %s", w->source);
-  buf[n] = '\0';
+  char *buf = NULL;
+  size_t n = 0;
+  /* an index lists names only: 64 MiB is far beyond any real one */
+  if ((s = clf__read_file(ctx, "weights index", w->source, (size_t)64 << 20, &buf, &n)) != CLF_OK) return s;
   w->index = cJSON_ParseWithLengthOpts(buf, n + 1, NULL, 1);
   free(buf);
   const cJSON *map = w->index ? cJSON_GetObjectItemCaseSensitive(w->index, "weight_map") : NULL;

@@ -1,0 +1,73 @@
+/* family.h - a model family as data: its model_type and architectures, its
+ * config.json keys (read by one generic reader into the family's dims
+ * struct), its loader, and the GEMMs of one forward pass (for tuning).
+ */
+#ifndef CLF_FAMILY_H
+#define CLF_FAMILY_H
+
+#include <stddef.h>
+
+#include "model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One config.json key: read into the dims struct at `at` as a long (INT),
+ * double (FLOAT), int (BOOL) or borrowed const char * (STR); a key that is
+ * not `required` takes dflt / sdflt when absent or null. */
+typedef enum { CLF__KEY_INT, CLF__KEY_FLOAT, CLF__KEY_BOOL, CLF__KEY_STR } clf__key_type;
+typedef struct clf__config_key {
+  const char *name;
+  clf__key_type type;
+  size_t at;
+  int required;
+  double dflt;
+  const char *sdflt;
+} clf__config_key;
+
+/* Rows of a key table for dims struct S. */
+#define CLF__REQ(S, f, key, T) {key, CLF__KEY_##T, offsetof(S, f), 1, 0, NULL}
+#define CLF__OPT(S, f, key, T, d) {key, CLF__KEY_##T, offsetof(S, f), 0, d, NULL}
+#define CLF__OPT_STR(S, f, key, d) {key, CLF__KEY_STR, offsetof(S, f), 0, 0, d}
+
+/* Reads every key of the table into dims; errors (CLF_E_FORMAT) name the
+ * key and the file, as the clf__config_* readers do. */
+clf_status clf__config_read(clf_context *ctx, const clf__config *c, const clf__config_key *keys, size_t n,
+                            void *dims);
+/* 1 when config.json's architectures lists `name`. */
+int clf__config_has_arch(const clf__config *c, const char *name);
+
+/* The GEMMs of a forward pass, merged by shape (the first `cap` kept, all
+ * counted). */
+typedef struct clf__gemm_list {
+  clf_gemm_shape v[128];
+  size_t n;
+} clf__gemm_list;
+/* y [rows, out] = x [rows, in] op(W): W [out, in] (trans_b) or [in, out]. */
+void clf__gemm_add(clf__gemm_list *l, size_t rows, long out, long in, int trans_b, long count);
+
+typedef struct clf__family {
+  const char *type;           /* config.json model_type */
+  const char *archs[4];       /* the architectures accepted (outputs: see the family's file) */
+  const clf__config_key *keys;
+  size_t n_keys, dims_size;
+  /* Fills m from the dims read by the key table (c for what tables do not cover). */
+  clf_status (*load)(clf_model *m, const void *dims, const clf__config *c, const clf__weights *w);
+  /* The GEMMs of one forward pass over T rows. */
+  void (*gemms)(const void *dims, const clf__config *c, size_t T, clf__gemm_list *l);
+} clf__family;
+
+extern const clf__family clf__bert_family, clf__gpt2_family, clf__marian_family, clf__vit_family,
+    clf__vit_mae_family, clf__swin_family;
+
+/* The family of model_type `type`, or NULL. */
+const clf__family *clf__family_find(const char *type);
+/* "bert, gpt2, ..." for messages. */
+const char *clf__family_names(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
