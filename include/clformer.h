@@ -897,6 +897,11 @@ typedef struct clf_gemm_shape {
 CLF_API clf_status clf_model_gemm_shapes(const char *model_dir, size_t tokens,
                                          clf_gemm_shape *out, size_t capacity,
                                          size_t *count);
+/* The same for one layer each of the reference checkpoints
+ * bert-base-uncased and GPT-2 124M (what `clformer probe --tune` searches
+ * when no model is given). */
+CLF_API clf_status clf_reference_gemm_shapes(size_t tokens, clf_gemm_shape *out,
+                                             size_t capacity, size_t *count);
 
 typedef struct clf_tune_options {
   double budget_s;  /* wall-clock budget of the search; 0: 300 s */

@@ -105,6 +105,32 @@ START_TEST(shapes_of_models) {
 }
 END_TEST
 
+/* ViTMAE (missing from the list before the family rows): its encoder's
+ * q, k, v, o [D, D] over the rows given.  And the reference list that
+ * `probe --tune` uses without --model: one layer of bert-base-uncased
+ * (hidden 768, intermediate 3072, nn.Linear) and of GPT-2 124M (n_embd 768,
+ * Conv1D, fused c_attn [768, 2304], n_inner 4 x 768), as their published
+ * config.json files give them. */
+START_TEST(shapes_of_mae_and_reference) {
+  const size_t T = 10;
+  cJSON *j = config_of("vit_mae");
+  const long D = num(j, "hidden_size"), L = num(j, "num_hidden_layers");
+  load_shapes("vit_mae", T);
+  has(T, D, D, 1, 4 * L);
+  cJSON_Delete(j);
+  TH_OK(clf_reference_gemm_shapes(T, shapes, 32, &count));
+  ck_assert_uint_eq(count, 7);
+  has(T, 768, 768, 1, 4);
+  has(T, 3072, 768, 1, 1);
+  has(T, 768, 3072, 1, 1);
+  has(T, 2304, 768, 0, 1);
+  has(T, 768, 768, 0, 1);
+  has(T, 3072, 768, 0, 1);
+  has(T, 768, 3072, 0, 1);
+  ck_assert_int_eq(clf_reference_gemm_shapes(0, shapes, 32, &count), CLF_E_INVALID_ARG);
+}
+END_TEST
+
 /* ---- a short search and its profile ---- */
 
 static char notices[8192];
@@ -278,6 +304,7 @@ int main(void) {
   TCase *tc = tcase_create("tune");
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, shapes_of_models);
+  tcase_add_test(tc, shapes_of_mae_and_reference);
   tcase_add_test(tc, tune_bad_arguments);
   tcase_add_test(tc, tune_and_apply);
   suite_add_tcase(s, tc);

@@ -114,24 +114,16 @@ static void tune_progress(void *user, const char *line) {
   fprintf(stderr, "clformer probe: tune: %s\n", line);
 }
 
-/* The GEMMs to tune: those of --model at each --tokens count, else layers of
- * BERT-base (nn.Linear weights [out, in]: Q, K, V, output, FFN up and down)
- * and GPT-2's fused QKV (Conv1D weights [in, out]).  Returns an error
- * message, or NULL. */
+/* The GEMMs to tune: those of --model at each --tokens count, else one
+ * layer each of the reference checkpoints (bert-base-uncased, GPT-2), as the
+ * library's family rows give them.  Returns an error message, or NULL. */
 static const char *tune_shapes(const probe_opts *po, clf_gemm_shape *use, size_t cap, size_t *n) {
-  static const clf_gemm_shape common[] = {
-      {0, 768, 768, 0, 1, 4}, {0, 3072, 768, 0, 1, 1}, {0, 768, 3072, 0, 1, 1}, {0, 2304, 768, 0, 0, 1}};
   *n = 0;
   for (int t = 0; t < po->tokens.n; t++) {
     size_t got = 0;
-    if (po->model) {
-      clf_status st = clf_model_gemm_shapes(po->model, po->tokens.v[t], use + *n, cap - *n, &got);
-      if (st != CLF_OK) return clf_probe_error(NULL, st);
-    } else {
-      got = COUNT(common) < cap - *n ? COUNT(common) : cap - *n;
-      memcpy(use + *n, common, got * sizeof(common[0]));
-      for (size_t i = *n; i < *n + got; i++) use[i].m = po->tokens.v[t];
-    }
+    clf_status st = po->model ? clf_model_gemm_shapes(po->model, po->tokens.v[t], use + *n, cap - *n, &got)
+                              : clf_reference_gemm_shapes(po->tokens.v[t], use + *n, cap - *n, &got);
+    if (st != CLF_OK) return clf_probe_error(NULL, st);
     *n += got < cap - *n ? got : cap - *n;
   }
   return NULL;

@@ -100,6 +100,22 @@ clf_status clf__config_load(clf_context *ctx, const char *model_dir, clf__config
   return CLF_OK;
 }
 
+clf_status clf__config_parse(clf_context *ctx, const char *label, const char *json, clf__config **out) {
+  *out = NULL;
+  clf__config *c = calloc(1, sizeof(*c));
+  if (!c || !(c->config_path = strdup(label)) || !(c->gen_path = strdup(label))) {
+    clf__config_free(c);
+    return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "config: out of host memory");
+  }
+  c->merged = cJSON_Parse(json);
+  if (!cJSON_IsObject(c->merged)) {
+    clf__config_free(c);
+    return clf__fail(ctx, CLF_E_FORMAT, "config: %s is not a JSON object", label);
+  }
+  *out = c;
+  return CLF_OK;
+}
+
 const struct cJSON *clf__config_json(const clf__config *c) { return c ? c->merged : NULL; }
 
 static const cJSON *cfg_item(const clf__config *c, const char *key) {

@@ -24,6 +24,9 @@ typedef struct clf__config clf__config;
  * MODEL_DIR/generation_config.json, whose keys override config.json's.
  * Errors are recorded on ctx (may be NULL). */
 clf_status clf__config_load(clf_context *ctx, const char *model_dir, clf__config **out);
+/* A config from JSON text (no generation_config.json); `label` stands for
+ * the file name in messages. */
+clf_status clf__config_parse(clf_context *ctx, const char *label, const char *json, clf__config **out);
 /* NULL is accepted. */
 void clf__config_free(clf__config *c);
 /* 1 when `key` is present with a value other than JSON null, else 0. */
