@@ -161,132 +161,179 @@ static int hyps_is_done(const hyps *H, size_t K, double lp, int early, double be
   return H->worst >= best / pow(denom, lp);
 }
 
-static clf_status beam_search(gen *g, size_t K, float *logits, clf_array *out) {
+/* A beam search over R = B x K rows: running scores, the candidate and
+ * reorder scratch, and each batch row's finished hypotheses. */
+typedef struct beams {
+  size_t K, B, n_cand;
+  float *bscore, *cs, *nsc; /* [R], [n_cand], [R] */
+  size_t *cidx;             /* [n_cand] */
+  int64_t *ntok, *nidx;     /* [R]: the next token and the row it extends */
+  int64_t *tmp, *hbuf;      /* [R, max_len], [B, K + 1, max_len] */
+  hyps *hy;                 /* [B] */
+  hyp *hmem;                /* [B, K + 1] */
+} beams;
+
+static void beams_free(beams *s) {
+  free(s->bscore), free(s->cs), free(s->cidx), free(s->ntok), free(s->nidx), free(s->tmp), free(s->nsc);
+  free(s->hy), free(s->hbuf), free(s->hmem);
+}
+
+static clf_status beams_alloc(gen *g, size_t K, beams *s) {
   clf_model *m = g->m;
-  const size_t R = g->R, B = R / K, V = g->V, ML = g->max_len;
-  const double lp = m->length_penalty;
-  const size_t n_cand = (m->n_eos + 1 > 2 ? m->n_eos + 1 : 2) * K;
-  clf_status st = CLF_OK;
-  float *bscore = calloc(R, sizeof *bscore), *cs = malloc(n_cand * sizeof *cs);
-  size_t *cidx = malloc(n_cand * sizeof *cidx);
-  int64_t *ntok = malloc(R * sizeof *ntok), *nidx = malloc(R * sizeof *nidx), *tmp = malloc(R * ML * sizeof *tmp);
-  float *nsc = malloc(R * sizeof *nsc);
-  hyps *hy = calloc(B, sizeof *hy);
-  int64_t *hbuf = malloc(B * (K + 1) * ML * sizeof *hbuf);
-  hyp *hmem = calloc(B * (K + 1), sizeof *hmem);
-  if (!bscore || !cs || !cidx || !ntok || !nidx || !tmp || !nsc || !hy || !hbuf || !hmem) {
-    st = clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "clf_model_generate: out of host memory");
-    goto done;
+  const size_t R = g->R, ML = g->max_len;
+  memset(s, 0, sizeof *s);
+  s->K = K, s->B = R / K;
+  s->n_cand = (m->n_eos + 1 > 2 ? m->n_eos + 1 : 2) * K;
+  s->bscore = calloc(R, sizeof *s->bscore), s->cs = malloc(s->n_cand * sizeof *s->cs);
+  s->cidx = malloc(s->n_cand * sizeof *s->cidx);
+  s->ntok = malloc(R * sizeof *s->ntok), s->nidx = malloc(R * sizeof *s->nidx);
+  s->tmp = malloc(R * ML * sizeof *s->tmp), s->nsc = malloc(R * sizeof *s->nsc);
+  s->hy = calloc(s->B, sizeof *s->hy), s->hbuf = malloc(s->B * (K + 1) * ML * sizeof *s->hbuf);
+  s->hmem = calloc(s->B * (K + 1), sizeof *s->hmem);
+  if (!s->bscore || !s->cs || !s->cidx || !s->ntok || !s->nidx || !s->tmp || !s->nsc || !s->hy || !s->hbuf ||
+      !s->hmem)
+    return clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "clf_model_generate: out of host memory");
+  for (size_t b = 0; b < s->B; b++) {
+    s->hy[b].h = s->hmem + b * (K + 1);
+    s->hy[b].worst = 1e9;
+    for (size_t k = 0; k <= K; k++) s->hy[b].h[k].tok = s->hbuf + (b * (K + 1) + k) * ML;
+    for (size_t k = 1; k < K; k++) s->bscore[b * K + k] = -1e9f;
   }
-  for (size_t b = 0; b < B; b++) {
-    hy[b].h = hmem + b * (K + 1);
-    hy[b].worst = 1e9;
-    for (size_t k = 0; k <= K; k++) hy[b].h[k].tok = hbuf + (b * (K + 1) + k) * ML;
-    for (size_t k = 1; k < K; k++) bscore[b * K + k] = -1e9f;
+  return CLF_OK;
+}
+
+/* Each row's log-softmax, through the logits processors, plus its beam's
+ * running score. */
+static void beams_score(gen *g, const beams *s, float *logits) {
+  const size_t V = g->V;
+  for (size_t r = 0; r < g->R; r++) {
+    float *x = logits + r * V;
+    double mx = -INFINITY, sum = 0.0;
+    for (size_t v = 0; v < V; v++) mx = x[v] > mx ? x[v] : mx;
+    for (size_t v = 0; v < V; v++) sum += exp((double)x[v] - mx);
+    const double lse = mx + log(sum);
+    for (size_t v = 0; v < V; v++) x[v] = (float)((double)x[v] - lse);
+    process_logits(g, g->tok + r * g->max_len, x);
+    for (size_t v = 0; v < V; v++) x[v] = x[v] + s->bscore[r];
   }
-  for (int first = 1; g->cur_len < ML; first = 0) {
-    if ((st = step(g, first, logits)) != CLF_OK) goto done;
-    for (size_t r = 0; r < R; r++) {
-      float *s = logits + r * V;
-      double mx = -INFINITY, sum = 0.0;
-      for (size_t v = 0; v < V; v++) mx = s[v] > mx ? s[v] : mx;
-      for (size_t v = 0; v < V; v++) sum += exp((double)s[v] - mx);
-      const double lse = mx + log(sum);
-      for (size_t v = 0; v < V; v++) s[v] = (float)((double)s[v] - lse);
-      process_logits(g, g->tok + r * ML, s);
-      for (size_t v = 0; v < V; v++) s[v] = s[v] + bscore[r];
-    }
-    const size_t cur = g->cur_len + 1; /* BeamSearchScorer.process's cur_len */
-    for (size_t b = 0; b < B; b++) {
-      if (hy[b].done) {
-        for (size_t k = 0; k < K; k++) nsc[b * K + k] = 0, ntok[b * K + k] = g->pad, nidx[b * K + k] = 0;
-        continue;
-      }
-      /* top n_cand of the K*V scores, sorted, the lower index first among equals */
-      const float *S = logits + b * K * V;
-      size_t nc = 0;
-      for (size_t i = 0; i < K * V; i++) {
-        if (nc == n_cand && !(S[i] > cs[nc - 1])) continue;
-        size_t j = nc < n_cand ? nc++ : nc - 1;
-        while (j > 0 && S[i] > cs[j - 1]) cs[j] = cs[j - 1], cidx[j] = cidx[j - 1], j--;
-        cs[j] = S[i], cidx[j] = i;
-      }
-      size_t bi = 0;
-      for (size_t rank = 0; rank < nc && bi < K; rank++) {
-        const int64_t t = (int64_t)(cidx[rank] % V);
-        const size_t src = b * K + cidx[rank] / V;
-        if (m->n_eos && is_eos(m, t)) {
-          if (rank >= K) continue;
-          hyps_add(&hy[b], K, lp, g->tok + src * ML, g->cur_len, cs[rank], cur - g->prompt_len, ML);
-        } else {
-          nsc[b * K + bi] = cs[rank], ntok[b * K + bi] = t, nidx[b * K + bi] = (int64_t)src;
-          bi++;
-        }
-      }
-      float best = cs[0];
-      hy[b].done = hy[b].done || hyps_is_done(&hy[b], K, lp, m->early_stopping, best, cur, g->prompt_len, ML);
-    }
-    /* input_ids = cat(input_ids[beam_idx], tokens); the caches follow */
-    memcpy(tmp, g->tok, R * ML * sizeof *tmp);
-    size_t all_eos = 1, all_done = 1;
-    for (size_t r = 0; r < R; r++) {
-      memcpy(g->tok + r * ML, tmp + (size_t)nidx[r] * ML, g->cur_len * sizeof *tmp);
-      g->tok[r * ML + g->cur_len] = ntok[r];
-      g->mask[r * ML + g->cur_len] = 1;
-      bscore[r] = nsc[r];
-      all_eos &= m->n_eos && is_eos(m, ntok[r]);
-    }
-    memcpy(tmp, g->mask, R * ML * sizeof *tmp);
-    for (size_t r = 0; r < R; r++) memcpy(g->mask + r * ML, tmp + (size_t)nidx[r] * ML, g->cur_len * sizeof *tmp);
-    g->cur_len++;
-    for (size_t b = 0; b < B; b++) all_done &= (size_t)hy[b].done;
-    if (all_done || all_eos || g->cur_len >= ML) break;
-    if ((st = m->gen_reorder(m, nidx)) != CLF_OK) goto done;
+}
+
+/* Batch row b (BeamSearchScorer.process at length cur): the top candidates
+ * of its K x V scores; those ending in EOS join the finished hypotheses,
+ * the first K others continue. */
+static void beams_select(gen *g, beams *s, size_t b, const float *logits, size_t cur) {
+  clf_model *m = g->m;
+  const size_t K = s->K, V = g->V, ML = g->max_len;
+  if (s->hy[b].done) {
+    for (size_t k = 0; k < K; k++) s->nsc[b * K + k] = 0, s->ntok[b * K + k] = g->pad, s->nidx[b * K + k] = 0;
+    return;
   }
-  /* finalize: the open beams join their row's hypotheses; the best one wins */
+  /* top n_cand of the K*V scores, sorted, the lower index first among equals */
+  const float *S = logits + b * K * V;
+  float *cs = s->cs;
+  size_t *cidx = s->cidx, nc = 0;
+  for (size_t i = 0; i < K * V; i++) {
+    if (nc == s->n_cand && !(S[i] > cs[nc - 1])) continue;
+    size_t j = nc < s->n_cand ? nc++ : nc - 1;
+    while (j > 0 && S[i] > cs[j - 1]) cs[j] = cs[j - 1], cidx[j] = cidx[j - 1], j--;
+    cs[j] = S[i], cidx[j] = i;
+  }
+  size_t bi = 0;
+  for (size_t rank = 0; rank < nc && bi < K; rank++) {
+    const int64_t t = (int64_t)(cidx[rank] % V);
+    const size_t src = b * K + cidx[rank] / V;
+    if (m->n_eos && is_eos(m, t)) {
+      if (rank >= K) continue;
+      hyps_add(&s->hy[b], K, m->length_penalty, g->tok + src * ML, g->cur_len, cs[rank], cur - g->prompt_len, ML);
+    } else {
+      s->nsc[b * K + bi] = cs[rank], s->ntok[b * K + bi] = t, s->nidx[b * K + bi] = (int64_t)src;
+      bi++;
+    }
+  }
+  s->hy[b].done = s->hy[b].done || hyps_is_done(&s->hy[b], K, m->length_penalty, m->early_stopping, cs[0], cur,
+                                                g->prompt_len, ML);
+}
+
+/* input_ids = cat(input_ids[beam_idx], tokens), the mask likewise; 1 when
+ * the search is over (every row done, every beam at EOS, or max_length). */
+static int beams_advance(gen *g, beams *s) {
+  clf_model *m = g->m;
+  const size_t R = g->R, ML = g->max_len;
+  memcpy(s->tmp, g->tok, R * ML * sizeof *s->tmp);
+  size_t all_eos = 1, all_done = 1;
+  for (size_t r = 0; r < R; r++) {
+    memcpy(g->tok + r * ML, s->tmp + (size_t)s->nidx[r] * ML, g->cur_len * sizeof *s->tmp);
+    g->tok[r * ML + g->cur_len] = s->ntok[r];
+    g->mask[r * ML + g->cur_len] = 1;
+    s->bscore[r] = s->nsc[r];
+    all_eos &= m->n_eos && is_eos(m, s->ntok[r]);
+  }
+  memcpy(s->tmp, g->mask, R * ML * sizeof *s->tmp);
+  for (size_t r = 0; r < R; r++)
+    memcpy(g->mask + r * ML, s->tmp + (size_t)s->nidx[r] * ML, g->cur_len * sizeof *s->tmp);
+  g->cur_len++;
+  for (size_t b = 0; b < s->B; b++) all_done &= (size_t)s->hy[b].done;
+  return all_done || all_eos || g->cur_len >= ML;
+}
+
+/* The open beams join their row's hypotheses; the best one of each row,
+ * padded to the longest, is the output. */
+static clf_status beams_finalize(gen *g, beams *s, clf_array *out) {
+  clf_model *m = g->m;
+  const size_t K = s->K, B = s->B, ML = g->max_len;
   size_t maxl = 0, minl = (size_t)-1;
   const hyp **best = calloc(B, sizeof *best);
-  if (!best) {
-    st = clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "clf_model_generate: out of host memory");
-    goto done;
-  }
+  if (!best) return clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "clf_model_generate: out of host memory");
   for (size_t b = 0; b < B; b++) {
-    if (!hy[b].done)
+    if (!s->hy[b].done)
       for (size_t k = 0; k < K; k++)
-        hyps_add(&hy[b], K, lp, g->tok + (b * K + k) * ML, g->cur_len, bscore[b * K + k],
+        hyps_add(&s->hy[b], K, m->length_penalty, g->tok + (b * K + k) * ML, g->cur_len, s->bscore[b * K + k],
                  g->cur_len - g->prompt_len, ML);
     /* sorted by score (stable) then pop(): the last of the equal best */
-    for (size_t i = 0; i < hy[b].n; i++)
-      if (!best[b] || hy[b].h[i].score >= best[b]->score) best[b] = &hy[b].h[i];
+    for (size_t i = 0; i < s->hy[b].n; i++)
+      if (!best[b] || s->hy[b].h[i].score >= best[b]->score) best[b] = &s->hy[b].h[i];
     maxl = best[b]->len > maxl ? best[b]->len : maxl;
     minl = best[b]->len < minl ? best[b]->len : minl;
   }
   size_t T = maxl + 1 < ML ? maxl + 1 : ML;
-  out->dtype = CLF_I64, out->ndim = 2, out->shape[0] = B, out->shape[1] = T;
   int64_t *d = malloc(B * T * sizeof *d + 1);
   if (!d) {
     free(best);
-    st = clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "clf_model_generate: out of host memory");
-    goto done;
+    return clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "clf_model_generate: out of host memory");
   }
+  out->dtype = CLF_I64, out->ndim = 2, out->shape[0] = B, out->shape[1] = T;
   for (size_t b = 0; b < B; b++) {
     for (size_t t = 0; t < T; t++) d[b * T + t] = t < best[b]->len ? best[b]->tok[t] : (minl != maxl ? g->pad : 0);
     if (best[b]->len < T) d[b * T + best[b]->len] = m->n_eos ? m->eos[0] : g->pad;
   }
   out->data = d;
   free(best);
-done:
-  free(bscore), free(cs), free(cidx), free(ntok), free(nidx), free(tmp), free(nsc), free(hy), free(hbuf), free(hmem);
+  return CLF_OK;
+}
+
+static clf_status beam_search(gen *g, size_t K, float *logits, clf_array *out) {
+  beams s;
+  clf_status st = beams_alloc(g, K, &s);
+  for (int first = 1; st == CLF_OK && g->cur_len < g->max_len; first = 0) {
+    if ((st = step(g, first, logits)) != CLF_OK) break;
+    beams_score(g, &s, logits);
+    const size_t cur = g->cur_len + 1; /* BeamSearchScorer.process's cur_len */
+    for (size_t b = 0; b < s.B; b++) beams_select(g, &s, b, logits, cur);
+    if (beams_advance(g, &s)) break;
+    st = g->m->gen_reorder(g->m, s.nidx);
+  }
+  if (st == CLF_OK) st = beams_finalize(g, &s, out);
+  beams_free(&s);
   return st;
 }
 
-clf_status clf_model_generate(clf_model *m, const clf_array *input_ids, const clf_array *attention_mask,
-                              const clf_generate_options *o, clf_array *sequences) {
+/* The arguments checked and g set up for B rows of prompt length L, K
+ * beams (the prompt lengths and max_length as transformers derives them). */
+static clf_status gen_setup(clf_model *m, const clf_array *input_ids, const clf_array *attention_mask,
+                            const clf_generate_options *o, gen *g, size_t *B, size_t *L, size_t *K) {
   static const char op[] = "clf_model_generate";
-  if (!m) return clf__fail(NULL, CLF_E_INVALID_ARG, "%s: model is NULL", op);
   clf_context *ctx = m->ctx;
-  if (!sequences) return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: sequences is NULL", op);
-  memset(sequences, 0, sizeof *sequences);
+  clf_status st;
   if (!m->gen_step)
     return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: this %s model has no language-model head to generate with", op,
                      m->type);
@@ -294,76 +341,96 @@ clf_status clf_model_generate(clf_model *m, const clf_array *input_ids, const cl
     return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: the checkpoint's generation setting \"%s\" is not supported", op,
                      m->unsupported);
   if (!input_ids) return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: input_ids is NULL", op);
-  size_t B = 0, L = 0;
-  clf_status st;
-  if ((st = clf__check_ids(m, input_ids, "input_ids", &B, &L)) != CLF_OK) return st;
-  if (attention_mask && (st = clf__check_ids(m, attention_mask, "attention_mask", &B, &L)) != CLF_OK) return st;
-  if (B == 0 || L == 0)
-    return clf__fail(ctx, CLF_E_SHAPE, "%s: input_ids has shape [%zu, %zu], expected at least one token", op, B, L);
-  const size_t K = o && o->num_beams ? o->num_beams : (m->num_beams > 0 ? (size_t)m->num_beams : 1);
-  gen g = {0};
-  g.m = m;
-  g.V = m->vocab;
-  g.R = B * K;
-  g.pad = m->pad, g.has_pad = m->has_pad;
-  if (!g.has_pad && m->n_eos) g.pad = m->eos[0], g.has_pad = 1; /* "Setting pad_token_id to eos_token_id" */
-  g.prompt_len = m->is_encdec ? 1 : L;
+  if ((st = clf__check_ids(m, input_ids, "input_ids", B, L)) != CLF_OK) return st;
+  if (attention_mask && (st = clf__check_ids(m, attention_mask, "attention_mask", B, L)) != CLF_OK) return st;
+  if (*B == 0 || *L == 0)
+    return clf__fail(ctx, CLF_E_SHAPE, "%s: input_ids has shape [%zu, %zu], expected at least one token", op, *B,
+                     *L);
   if (m->is_encdec && !m->has_dec_start && m->bos < 0)
     return clf__fail(ctx, CLF_E_FORMAT, "%s: the config has neither decoder_start_token_id nor bos_token_id", op);
-  g.max_len = o && o->max_new_tokens ? g.prompt_len + o->max_new_tokens : (size_t)(m->max_length > 0 ? m->max_length : 20);
-  if (g.max_len < g.prompt_len) g.max_len = g.prompt_len;
-  g.cur_len = g.prompt_len;
+  *K = o && o->num_beams ? o->num_beams : (m->num_beams > 0 ? (size_t)m->num_beams : 1);
+  g->m = m;
+  g->V = m->vocab;
+  g->R = *B * *K;
+  g->pad = m->pad, g->has_pad = m->has_pad;
+  if (!g->has_pad && m->n_eos) g->pad = m->eos[0], g->has_pad = 1; /* "Setting pad_token_id to eos_token_id" */
+  g->prompt_len = m->is_encdec ? 1 : *L;
+  g->max_len = o && o->max_new_tokens ? g->prompt_len + o->max_new_tokens
+                                      : (size_t)(m->max_length > 0 ? m->max_length : 20);
+  if (g->max_len < g->prompt_len) g->max_len = g->prompt_len;
+  g->cur_len = g->prompt_len;
+  return CLF_OK;
+}
+
+static int64_t id_at(const clf_array *a, size_t k) {
+  return a->dtype == CLF_I64 ? ((const int64_t *)a->data)[k] : ((const int32_t *)a->data)[k];
+}
+
+/* src [2, R, L]: the ids and the mask as i64, each row repeated K times
+ * (repeat_interleave); g's tokens start as the prompt (decoder-only) or the
+ * decoder start token (encoder-decoder). */
+static void gen_inputs(gen *g, const clf_array *input_ids, const clf_array *attention_mask, size_t L, size_t K,
+                       int64_t *src) {
+  clf_model *m = g->m;
+  const size_t R = g->R, ML = g->max_len;
+  int any_pad = 0;
+  for (size_t r = 0; r < R; r++)
+    for (size_t i = 0; i < L; i++) {
+      const size_t k = r / K * L + i;
+      src[r * L + i] = id_at(input_ids, k);
+      any_pad |= g->has_pad && src[r * L + i] == g->pad;
+      src[R * L + r * L + i] = attention_mask ? id_at(attention_mask, k) : 1;
+    }
+  /* no mask given: pad tokens are masked when pad is not an eos token */
+  if (!attention_mask && any_pad && !is_eos(m, g->pad))
+    for (size_t i = 0; i < R * L; i++) src[R * L + i] = src[i] != g->pad;
+  for (size_t r = 0; r < R; r++) {
+    for (size_t i = 0; i < ML; i++) g->mask[r * ML + i] = 1;
+    if (m->is_encdec) {
+      g->tok[r * ML] = m->has_dec_start ? m->dec_start : m->bos;
+    } else {
+      memcpy(g->tok + r * ML, src + r * L, L * sizeof *src);
+      memcpy(g->mask + r * ML, src + R * L + r * L, L * sizeof *src);
+    }
+  }
+}
+
+/* Greedy decoding's sequences [B, cur_len]. */
+static clf_status greedy_output(gen *g, size_t B, clf_array *out) {
+  int64_t *d = malloc(B * g->cur_len * sizeof *d + 1);
+  if (!d) return clf__fail(g->m->ctx, CLF_E_OUT_OF_MEMORY, "clf_model_generate: out of host memory");
+  for (size_t b = 0; b < B; b++) memcpy(d + b * g->cur_len, g->tok + b * g->max_len, g->cur_len * sizeof *d);
+  out->dtype = CLF_I64, out->ndim = 2, out->shape[0] = B, out->shape[1] = g->cur_len;
+  out->data = d;
+  return CLF_OK;
+}
+
+clf_status clf_model_generate(clf_model *m, const clf_array *input_ids, const clf_array *attention_mask,
+                              const clf_generate_options *o, clf_array *sequences) {
+  static const char op[] = "clf_model_generate";
+  if (!m) return clf__fail(NULL, CLF_E_INVALID_ARG, "%s: model is NULL", op);
+  if (!sequences) return clf__fail(m->ctx, CLF_E_INVALID_ARG, "%s: sequences is NULL", op);
+  memset(sequences, 0, sizeof *sequences);
+  gen g = {0};
+  size_t B = 0, L = 0, K = 1;
+  clf_status st = gen_setup(m, input_ids, attention_mask, o, &g, &B, &L, &K);
+  if (st != CLF_OK) return st;
   int64_t *src = malloc(2 * g.R * L * sizeof *src);
   g.tok = malloc(g.R * g.max_len * sizeof *g.tok);
   g.mask = malloc(g.R * g.max_len * sizeof *g.mask);
   float *logits = malloc(g.R * g.V * sizeof *logits + 1);
   if (!src || !g.tok || !g.mask || !logits) {
-    st = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
+    st = clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
     goto done;
   }
-  /* the inputs as i64, each row repeated K times (repeat_interleave) */
-  int any_pad = 0;
-  for (size_t r = 0; r < g.R; r++)
-    for (size_t i = 0; i < L; i++) {
-      const size_t k = r / K * L + i;
-      src[r * L + i] = input_ids->dtype == CLF_I64 ? ((const int64_t *)input_ids->data)[k]
-                                                   : ((const int32_t *)input_ids->data)[k];
-      any_pad |= g.has_pad && src[r * L + i] == g.pad;
-      int64_t mk = 1;
-      if (attention_mask)
-        mk = attention_mask->dtype == CLF_I64 ? ((const int64_t *)attention_mask->data)[k]
-                                              : ((const int32_t *)attention_mask->data)[k];
-      src[g.R * L + r * L + i] = mk;
-    }
-  /* no mask given: pad tokens are masked when pad is not an eos token */
-  if (!attention_mask && any_pad && !is_eos(m, g.pad))
-    for (size_t i = 0; i < g.R * L; i++) src[g.R * L + i] = src[i] != g.pad;
-  for (size_t r = 0; r < g.R; r++) {
-    for (size_t i = 0; i < g.max_len; i++) g.mask[r * g.max_len + i] = 1;
-    if (m->is_encdec) {
-      g.tok[r * g.max_len] = m->has_dec_start ? m->dec_start : m->bos;
-    } else {
-      memcpy(g.tok + r * g.max_len, src + r * L, L * sizeof *src);
-      memcpy(g.mask + r * g.max_len, src + g.R * L + r * L, L * sizeof *src);
-    }
-  }
+  gen_inputs(&g, input_ids, attention_mask, L, K, src);
   clf_array enc_ids = {.dtype = CLF_I64, .ndim = 2, .shape = {g.R, L}, .data = src};
   clf_array enc_mask = {.dtype = CLF_I64, .ndim = 2, .shape = {g.R, L}, .data = src + g.R * L};
   if ((st = m->gen_begin(m, g.R, g.max_len, m->is_encdec ? &enc_ids : NULL, m->is_encdec ? &enc_mask : NULL, K)) !=
       CLF_OK)
     goto done;
-  if (K > 1) {
-    st = beam_search(&g, K, logits, sequences);
-  } else if ((st = greedy(&g, logits)) == CLF_OK) {
-    int64_t *d = malloc(B * g.cur_len * sizeof *d);
-    if (!d) {
-      st = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
-      goto done;
-    }
-    for (size_t b = 0; b < B; b++) memcpy(d + b * g.cur_len, g.tok + b * g.max_len, g.cur_len * sizeof *d);
-    sequences->dtype = CLF_I64, sequences->ndim = 2, sequences->shape[0] = B, sequences->shape[1] = g.cur_len;
-    sequences->data = d;
-  }
+  if (K > 1) st = beam_search(&g, K, logits, sequences);
+  else if ((st = greedy(&g, logits)) == CLF_OK) st = greedy_output(&g, B, sequences);
   if (st == CLF_OK) snprintf(sequences->name, sizeof sequences->name, "sequences");
 done:
   if (m->gen_end) m->gen_end(m);
