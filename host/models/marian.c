@@ -304,6 +304,57 @@ static void marian_gemms(const void *dims, const clf__config *c, size_t T, clf__
   if (clf__config_has_arch(c, "MarianMTModel")) clf__gemm_add(l, T, marian_dec_vocab(d), d->D, 1, 1);
 }
 
+/* The embeddings: shared [V, D] (or the encoder's / decoder's own
+ * embed_tokens), and the stored sinusoid tables [P, D] when present (else
+ * they are computed). */
+static clf_status marian_load_embeddings(clf_model *m, marian *mm, const clf__weights *w, const char *pf, int share) {
+  clf_context *ctx = m->ctx;
+  clf_status st;
+  const size_t d = mm->D, V = mm->V, Vd = mm->Vd, P = mm->P;
+  char n1[256], n2[256];
+  clf__params *p = &m->params;
+  const char *const enc_names[] = {clf__wn(n1, sizeof n1, pf, "shared.weight"),
+                                   clf__wn(n2, sizeof n2, pf, "encoder.embed_tokens.weight"), NULL};
+  const char *en = clf__weights_pick(w, enc_names);
+  if ((st = clf__param(ctx, w, p, en ? en : n1, 2, (size_t[]){V, d}, &mm->enc_emb)) != CLF_OK) return st;
+  mm->dec_emb = mm->enc_emb;
+  if (!share && (st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, pf, "decoder.embed_tokens.weight"), 2,
+                                 (size_t[]){Vd, d}, &mm->dec_emb)) != CLF_OK)
+    return st;
+  if (clf__weights_has(w, clf__wn(n1, sizeof n1, pf, "encoder.embed_positions.weight")) &&
+      (st = clf__param(ctx, w, p, n1, 2, (size_t[]){P, d}, &mm->enc_pos)) != CLF_OK)
+    return st;
+  if (clf__weights_has(w, clf__wn(n1, sizeof n1, pf, "decoder.embed_positions.weight")) &&
+      (st = clf__param(ctx, w, p, n1, 2, (size_t[]){P, d}, &mm->dec_pos)) != CLF_OK)
+    return st;
+  return CLF_OK;
+}
+
+/* MarianMTModel's head: lm_head.weight [Vd, D] (tied to the decoder
+ * embeddings when absent) and final_logits_bias [1, Vd]; generation hooks. */
+static clf_status marian_load_head(clf_model *m, marian *mm, const clf__weights *w) {
+  clf_context *ctx = m->ctx;
+  clf_status st;
+  const size_t d = mm->D, Vd = mm->Vd;
+  clf__params *p = &m->params;
+  mm->head = mm->dec_emb;
+  if (clf__weights_has(w, "lm_head.weight") &&
+      (st = clf__param(ctx, w, p, "lm_head.weight", 2, (size_t[]){Vd, d}, &mm->head)) != CLF_OK)
+    return st;
+  if (clf__weights_has(w, "final_logits_bias")) {
+    clf_tensor *b2, *b1;
+    if ((st = clf__param(ctx, w, p, "final_logits_bias", 2, (size_t[]){1, Vd}, &b2)) != CLF_OK) return st;
+    if ((st = clf_tensor_view(b2, 0, 1, (size_t[]){Vd}, &b1)) != CLF_OK) return st;
+    if ((st = clf__params_add(ctx, p, b1)) != CLF_OK) return st;
+    mm->flb = b1;
+  }
+  m->gen_begin = marian_gen_begin;
+  m->gen_step = marian_gen_step;
+  m->gen_reorder = marian_gen_reorder;
+  m->gen_end = marian_gen_end;
+  return CLF_OK;
+}
+
 static clf_status marian_load(clf_model *m, const void *dims, const clf__config *c, const clf__weights *w) {
   const marian_dims *dm = dims;
   clf_context *ctx = m->ctx;
@@ -350,24 +401,7 @@ static clf_status marian_load(clf_model *m, const void *dims, const clf__config 
   m->n_out = 2;
   m->vocab = Vd;
   m->is_encdec = 1;
-  char n1[256], n2[256];
-  clf__params *p = &m->params;
-  /* embeddings: shared [V, D] (or the encoder's / decoder's own embed_tokens) */
-  const char *const enc_names[] = {clf__wn(n1, sizeof n1, pf, "shared.weight"),
-                                   clf__wn(n2, sizeof n2, pf, "encoder.embed_tokens.weight"), NULL};
-  const char *en = clf__weights_pick(w, enc_names);
-  if ((st = clf__param(ctx, w, p, en ? en : n1, 2, (size_t[]){V, d}, &mm->enc_emb)) != CLF_OK) return st;
-  mm->dec_emb = mm->enc_emb;
-  if (!share && (st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, pf, "decoder.embed_tokens.weight"), 2,
-                                 (size_t[]){Vd, d}, &mm->dec_emb)) != CLF_OK)
-    return st;
-  /* positions: the stored sinusoid table [P, D] if present, else computed */
-  if (clf__weights_has(w, clf__wn(n1, sizeof n1, pf, "encoder.embed_positions.weight")) &&
-      (st = clf__param(ctx, w, p, n1, 2, (size_t[]){P, d}, &mm->enc_pos)) != CLF_OK)
-    return st;
-  if (clf__weights_has(w, clf__wn(n1, sizeof n1, pf, "decoder.embed_positions.weight")) &&
-      (st = clf__param(ctx, w, p, n1, 2, (size_t[]){P, d}, &mm->dec_pos)) != CLF_OK)
-    return st;
+  if ((st = marian_load_embeddings(m, mm, w, pf, share)) != CLF_OK) return st;
   for (long i = 0; i < Ne; i++) {
     char lp[128];
     clf__wn(lp, sizeof lp, pf, "encoder.layers.%ld.", i);
@@ -378,24 +412,7 @@ static clf_status marian_load(clf_model *m, const void *dims, const clf__config 
     clf__wn(lp, sizeof lp, pf, "decoder.layers.%ld.", i);
     if ((st = load_layer(m, w, lp, 1, d, Hd, Fd, act, &mm->dec[i])) != CLF_OK) return st;
   }
-  if (mm->lm) {
-    /* lm_head.weight [Vd, D] (tied to the decoder embeddings when absent), final_logits_bias [1, Vd] */
-    mm->head = mm->dec_emb;
-    if (clf__weights_has(w, "lm_head.weight") &&
-        (st = clf__param(ctx, w, p, "lm_head.weight", 2, (size_t[]){Vd, d}, &mm->head)) != CLF_OK)
-      return st;
-    if (clf__weights_has(w, "final_logits_bias")) {
-      clf_tensor *b2, *b1;
-      if ((st = clf__param(ctx, w, p, "final_logits_bias", 2, (size_t[]){1, Vd}, &b2)) != CLF_OK) return st;
-      if ((st = clf_tensor_view(b2, 0, 1, (size_t[]){Vd}, &b1)) != CLF_OK) return st;
-      if ((st = clf__params_add(ctx, p, b1)) != CLF_OK) return st;
-      mm->flb = b1;
-    }
-    m->gen_begin = marian_gen_begin;
-    m->gen_step = marian_gen_step;
-    m->gen_reorder = marian_gen_reorder;
-    m->gen_end = marian_gen_end;
-  }
+  if (mm->lm && (st = marian_load_head(m, mm, w)) != CLF_OK) return st;
   return CLF_OK;
 }
 
