@@ -98,7 +98,7 @@ clf_status clf__load_rows(clf_context *ctx, const clf__weights *w, clf__params *
 enum {
   CLF__WS_Q, CLF__WS_K, CLF__WS_V, CLF__WS_PROJ, CLF__WS_CTX, CLF__WS_OUT, CLF__WS_HID, CLF__WS_H,
   CLF__WS_A, CLF__WS_ENC, CLF__WS_ROW, CLF__WS_LOGITS, CLF__WS_IDS, CLF__WS_IDS2, CLF__WS_MASK,
-  CLF__WS_MASK2, CLF__WS_POS, CLF__WS_T1, CLF__WS_T2, CLF__WS_BEAM, CLF__WS_SRC, CLF__WS_COUNT
+  CLF__WS_MASK2, CLF__WS_POS, CLF__WS_T1, CLF__WS_T2, CLF__WS_BEAM, CLF__WS_SRC, CLF__WS_IMAGE, CLF__WS_COUNT
 };
 typedef struct clf__ws {
   clf_tensor *t[CLF__WS_COUNT];

@@ -156,12 +156,10 @@ static clf_status swin_block_forward(clf_context *ctx, swin *s, swin_stage *sg, 
   return clf_add(ctx, h, f, h, NULL);
 }
 
-static clf_status swin_run(clf_model *m, const clf__inputs in, const int *want, clf_array *res) {
+static clf_status swin_check_pixels(clf_model *m, const clf_array *px) {
   static const char op[] = "clf_model_run";
   clf_context *ctx = m->ctx;
-  swin *s = m->impl;
-  clf_status st;
-  const clf_array *px = in[0];
+  const swin *s = m->impl;
   if (!px)
     return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: swin needs input \"pixel_values\" (f32 [B, C, H, W])", op);
   if (px->dtype != CLF_F32)
@@ -175,65 +173,61 @@ static clf_status swin_run(clf_model *m, const clf__inputs in, const int *want, 
   if (!px->shape[2] || !px->shape[3])
     return clf__fail(ctx, CLF_E_SHAPE, "%s: input \"pixel_values\" is empty (%zux%zu)", op, px->shape[2],
                      px->shape[3]);
-  const size_t B = px->shape[0], C = s->C, Hi = px->shape[2], Wi = px->shape[3], P = s->P;
-  /* As SwinPatchEmbeddings.maybe_pad: zero-pad right/bottom to the patch. */
-  const size_t Hp = (Hi + P - 1) / P * P, Wp = (Wi + P - 1) / P * P;
-  size_t Hs = Hp / P, Ws = Wp / P;
-  swin_stage *s0 = &s->st[0];
-  clf_tensor *img, *h, *a;
-  if ((st = clf__ws_get(ctx, &s0->ws, CLF__WS_IDS, CLF_F32, 4, (size_t[]){B, C, Hp, Wp}, &img)) != CLF_OK) return st;
-  if (Hp == Hi && Wp == Wi) {
-    st = clf_tensor_upload(ctx, img, px->data, clf_tensor_bytes(img));
-  } else {
-    float *v = calloc(B * C * Hp * Wp + 1, sizeof *v);
-    if (!v) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
-    const float *src = px->data;
-    for (size_t bc = 0; bc < B * C; bc++)
-      for (size_t y = 0; y < Hi; y++) memcpy(v + (bc * Hp + y) * Wp, src + (bc * Hi + y) * Wi, Wi * sizeof *v);
-    st = clf_tensor_upload(ctx, img, v, clf_tensor_bytes(img));
-    free(v);
-  }
+  return CLF_OK;
+}
+
+/* The image, zero-padded right/bottom to the patch as
+ * SwinPatchEmbeddings.maybe_pad does, into img [B, C, Hp, Wp]. */
+static clf_status swin_upload_padded(clf_context *ctx, const clf_array *px, clf_tensor *img) {
+  const size_t B = px->shape[0], C = px->shape[1], Hi = px->shape[2], Wi = px->shape[3];
+  const size_t Hp = img->shape[2], Wp = img->shape[3];
+  if (Hp == Hi && Wp == Wi) return clf_tensor_upload(ctx, img, px->data, clf_tensor_bytes(img));
+  float *v = calloc(B * C * Hp * Wp + 1, sizeof *v);
+  if (!v) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "clf_model_run: out of host memory");
+  const float *src = px->data;
+  for (size_t bc = 0; bc < B * C; bc++)
+    for (size_t y = 0; y < Hi; y++) memcpy(v + (bc * Hp + y) * Wp, src + (bc * Hi + y) * Wi, Wi * sizeof *v);
+  clf_status st = clf_tensor_upload(ctx, img, v, clf_tensor_bytes(img));
+  free(v);
+  return st;
+}
+
+/* Patch merging after stage si: gather 2x2 (zero-padded to even), LN,
+ * reduction; h, a and the map size move on to the next stage's. */
+static clf_status swin_merge(clf_context *ctx, swin *s, size_t si, clf_tensor **h, clf_tensor **a, size_t *Hs,
+                             size_t *Ws) {
+  swin_stage *sg = &s->st[si];
+  const size_t B = (*h)->shape[0], H2 = (*Hs + 1) / 2, W2 = (*Ws + 1) / 2, C2 = s->st[si + 1].dim;
+  clf__ws *nws = &s->st[si + 1].ws;
+  clf_tensor *h4 = NULL, *g, *nh, *na;
+  clf_status st;
+  if ((st = clf__ws_get(ctx, &sg->ws, CLF__WS_ENC, CLF_F32, 3, (size_t[]){B, H2 * W2, 4 * sg->dim}, &g)) != CLF_OK ||
+      (st = clf__ws_get(ctx, nws, CLF__WS_H, CLF_F32, 3, (size_t[]){B, H2 * W2, C2}, &nh)) != CLF_OK ||
+      (st = clf__ws_get(ctx, nws, CLF__WS_A, CLF_F32, 3, (size_t[]){B, H2 * W2, C2}, &na)) != CLF_OK)
+    return st;
+  if ((st = clf_tensor_view(*h, 0, 4, (size_t[]){B, *Hs, *Ws, sg->dim}, &h4)) == CLF_OK &&
+      (st = clf_patch_merge(ctx, h4, g, NULL)) == CLF_OK &&
+      (st = clf__ln_apply(ctx, &sg->merge_ln, g, NULL, NULL, g)) == CLF_OK)
+    st = clf_linear(ctx, g, sg->merge.w, CLF_WEIGHT_OUT_IN, NULL, CLF_ACT_NONE, nh, NULL);
+  clf_tensor_destroy(h4);
   if (st != CLF_OK) return st;
-  if ((st = clf__ws_get(ctx, &s0->ws, CLF__WS_H, CLF_F32, 3, (size_t[]){B, Hs * Ws, s->E}, &h)) != CLF_OK) return st;
-  if ((st = clf__ws_get(ctx, &s0->ws, CLF__WS_A, CLF_F32, 3, (size_t[]){B, Hs * Ws, s->E}, &a)) != CLF_OK) return st;
-  if ((st = clf_patch_embed(ctx, img, s->patch_w, s->patch_b, h, NULL)) != CLF_OK) return st;
-  if ((st = clf__ln_apply(ctx, &s->ln_emb, h, NULL, NULL, h)) != CLF_OK) return st;
-  for (size_t si = 0; si < s->n_stages; si++) {
-    swin_stage *sg = &s->st[si];
-    if (sg->depth && (st = clf__ln_apply(ctx, &sg->blocks[0].ln_before, h, NULL, NULL, a)) != CLF_OK) return st;
-    for (size_t bi = 0; bi < sg->depth; bi++) {
-      const clf__ln *next = bi + 1 < sg->depth ? &sg->blocks[bi + 1].ln_before : NULL;
-      if ((st = swin_block_forward(ctx, s, sg, bi, Hs, Ws, h, a, next)) != CLF_OK) return st;
-    }
-    if (si + 1 < s->n_stages) {
-      /* patch merging: gather 2x2 (zero-padded to even), LN, reduction */
-      const size_t H2 = (Hs + 1) / 2, W2 = (Ws + 1) / 2, C2 = s->st[si + 1].dim;
-      clf__ws *nws = &s->st[si + 1].ws;
-      clf_tensor *h4 = NULL, *g, *nh, *na;
-      if ((st = clf__ws_get(ctx, &sg->ws, CLF__WS_ENC, CLF_F32, 3, (size_t[]){B, H2 * W2, 4 * sg->dim}, &g)) !=
-          CLF_OK)
-        return st;
-      if ((st = clf__ws_get(ctx, nws, CLF__WS_H, CLF_F32, 3, (size_t[]){B, H2 * W2, C2}, &nh)) != CLF_OK) return st;
-      if ((st = clf__ws_get(ctx, nws, CLF__WS_A, CLF_F32, 3, (size_t[]){B, H2 * W2, C2}, &na)) != CLF_OK) return st;
-      if ((st = clf_tensor_view(h, 0, 4, (size_t[]){B, Hs, Ws, sg->dim}, &h4)) == CLF_OK &&
-          (st = clf_patch_merge(ctx, h4, g, NULL)) == CLF_OK &&
-          (st = clf__ln_apply(ctx, &sg->merge_ln, g, NULL, NULL, g)) == CLF_OK)
-        st = clf_linear(ctx, g, sg->merge.w, CLF_WEIGHT_OUT_IN, NULL, CLF_ACT_NONE, nh, NULL);
-      clf_tensor_destroy(h4);
-      if (st != CLF_OK) return st;
-      h = nh, a = na, Hs = H2, Ws = W2;
-    }
-  }
-  if ((st = clf__ln_apply(ctx, &s->ln_f, h, NULL, NULL, a)) != CLF_OK) return st;
+  *h = nh, *a = na, *Hs = H2, *Ws = W2;
+  return CLF_OK;
+}
+
+/* The pooler, AdaptiveAvgPool1d(1) over the tokens, on the device as
+ * pooled[b] = (1/L) ones[1, L] @ a[b] (one strided-batched GEMM, the ones
+ * shared by every batch), then the classifier on the pooled rows. */
+static clf_status swin_head(clf_model *m, const clf_tensor *a, const int *want, clf_array *res) {
+  clf_context *ctx = m->ctx;
+  swin *s = m->impl;
+  clf_status st;
   const int is_cls = s->classifier.w != NULL;
   const int o_lhs = is_cls ? 1 : 0, o_pool = is_cls ? 2 : 1;
-  const size_t L = a->shape[1], D = a->shape[2];
-  /* pooler: AdaptiveAvgPool1d(1) over the tokens, on the device as
-   * pooled[b] = (1/L) ones[1, L] @ a[b] (one strided-batched GEMM, the ones
-   * shared by every batch), then the classifier on the pooled rows. */
+  const size_t B = a->shape[0], L = a->shape[1], D = a->shape[2];
   if (!s->ones || s->ones->shape[1] != L) {
     float *one = malloc(L * sizeof *one + 1);
-    if (!one) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
+    if (!one) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "clf_model_run: out of host memory");
     for (size_t l = 0; l < L; l++) one[l] = 1.0f;
     clf_tensor_destroy(s->ones);
     s->ones = NULL;
@@ -258,6 +252,39 @@ static clf_status swin_run(clf_model *m, const clf__inputs in, const int *want, 
   if (want[o_lhs] && (st = clf__download(m, a, "last_hidden_state", &res[o_lhs])) != CLF_OK) return st;
   if (want[o_pool] && (st = clf__download(m, pt, "pooler_output", &res[o_pool])) != CLF_OK) return st;
   return CLF_OK;
+}
+
+/* patch embedding + LN -> stages of (shifted) window blocks, each but the
+ * last followed by patch merging -> LN -> pooler and classifier. */
+static clf_status swin_run(clf_model *m, const clf__inputs in, const int *want, clf_array *res) {
+  clf_context *ctx = m->ctx;
+  swin *s = m->impl;
+  clf_status st;
+  const clf_array *px = in[0];
+  if ((st = swin_check_pixels(m, px)) != CLF_OK) return st;
+  const size_t B = px->shape[0], C = s->C, P = s->P;
+  const size_t Hp = (px->shape[2] + P - 1) / P * P, Wp = (px->shape[3] + P - 1) / P * P;
+  size_t Hs = Hp / P, Ws = Wp / P;
+  swin_stage *s0 = &s->st[0];
+  clf_tensor *img, *h, *a;
+  if ((st = clf__ws_get(ctx, &s0->ws, CLF__WS_IMAGE, CLF_F32, 4, (size_t[]){B, C, Hp, Wp}, &img)) != CLF_OK ||
+      (st = swin_upload_padded(ctx, px, img)) != CLF_OK ||
+      (st = clf__ws_get(ctx, &s0->ws, CLF__WS_H, CLF_F32, 3, (size_t[]){B, Hs * Ws, s->E}, &h)) != CLF_OK ||
+      (st = clf__ws_get(ctx, &s0->ws, CLF__WS_A, CLF_F32, 3, (size_t[]){B, Hs * Ws, s->E}, &a)) != CLF_OK ||
+      (st = clf_patch_embed(ctx, img, s->patch_w, s->patch_b, h, NULL)) != CLF_OK ||
+      (st = clf__ln_apply(ctx, &s->ln_emb, h, NULL, NULL, h)) != CLF_OK)
+    return st;
+  for (size_t si = 0; si < s->n_stages; si++) {
+    swin_stage *sg = &s->st[si];
+    if (sg->depth && (st = clf__ln_apply(ctx, &sg->blocks[0].ln_before, h, NULL, NULL, a)) != CLF_OK) return st;
+    for (size_t bi = 0; bi < sg->depth; bi++) {
+      const clf__ln *next = bi + 1 < sg->depth ? &sg->blocks[bi + 1].ln_before : NULL;
+      if ((st = swin_block_forward(ctx, s, sg, bi, Hs, Ws, h, a, next)) != CLF_OK) return st;
+    }
+    if (si + 1 < s->n_stages && (st = swin_merge(ctx, s, si, &h, &a, &Hs, &Ws)) != CLF_OK) return st;
+  }
+  if ((st = clf__ln_apply(ctx, &s->ln_f, h, NULL, NULL, a)) != CLF_OK) return st;
+  return swin_head(m, a, want, res);
 }
 
 /* config.json keys (depths and num_heads, lists, are read by the loader) */

@@ -155,7 +155,7 @@ static clf_status mae_run(clf_model *m, const clf__inputs in, const int *want, c
     }
   }
   clf_tensor *img, *noise, *pe, *h, *a, *ids_keep, *ids_restore, *mask;
-  if ((st = clf__ws_get(ctx, ws, CLF__WS_SRC, CLF_F32, 4, in[0]->shape, &img)) != CLF_OK) return st;
+  if ((st = clf__ws_get(ctx, ws, CLF__WS_IMAGE, CLF_F32, 4, in[0]->shape, &img)) != CLF_OK) return st;
   if ((st = clf_tensor_upload(ctx, img, in[0]->data, clf_tensor_bytes(img))) != CLF_OK) return st;
   if ((st = clf__ws_get(ctx, ws, CLF__WS_POS, CLF_F32, 2, (size_t[]){B, L}, &noise)) != CLF_OK) return st;
   if (in[1]) {
