@@ -332,6 +332,73 @@ static void swin_gemms(const void *dims, const clf__config *c, size_t T, clf__ge
   }
 }
 
+/* Stage si: its blocks [depth] and, but for the last stage, the patch
+ * merging after it. */
+static clf_status swin_load_stage(clf_model *m, swin *s, const clf__weights *w, const char *pf, size_t si,
+                                  const long *depths, const long *heads, const swin_dims *dm, clf_activation act) {
+  clf_context *ctx = m->ctx;
+  clf_status st;
+  char n1[256];
+  clf__params *p = &m->params;
+  const size_t e = dm->E, T = (size_t)(2 * dm->WS - 1) * (size_t)(2 * dm->WS - 1), nd = s->n_stages;
+  const double eps = dm->eps, ratio = dm->ratio;
+  const int qkv_bias = dm->qkv_bias;
+  swin_stage *sg = &s->st[si];
+  const size_t dim = e << si, H = heads[si], F = (size_t)(ratio * (double)dim);
+  sg->dim = dim, sg->depth = depths[si], sg->heads = H;
+  if (!(sg->blocks = calloc(sg->depth + 1, sizeof *sg->blocks)))
+    return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "clf_model_load: out of host memory");
+  for (size_t bi = 0; bi < sg->depth; bi++) {
+    swin_block *b = &sg->blocks[bi];
+    char lp[160];
+    clf__wn(lp, sizeof lp, pf, "encoder.layers.%zu.blocks.%zu.", si, bi);
+    b->attn.heads = H, b->attn.dh = dim / H, b->attn.scale = 1.0f / sqrtf((float)(dim / H));
+    b->mlp.act = act;
+    const clf__block_spec spec = {{dim, F, 3 * dim}, (float)eps, qkv_bias, 0, CLF_WEIGHT_OUT_IN};
+    if ((st = clf__load_rows(ctx, w, p, lp, swin_block_rows, CLF__ARRAY_LEN(swin_block_rows), &spec, b)) != CLF_OK)
+      return st;
+    if ((st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, lp, "attention.self.relative_position_bias_table"), 2,
+                         (size_t[]){T, H}, &b->table)) != CLF_OK ||
+        (st = clf__load_ln(ctx, w, p, clf__wn(n1, sizeof n1, lp, "layernorm_before"), dim, (float)eps,
+                           &b->ln_before)) != CLF_OK ||
+        (st = clf__load_ln(ctx, w, p, clf__wn(n1, sizeof n1, lp, "layernorm_after"), dim, (float)eps,
+                           &b->ln_after)) != CLF_OK)
+      return st;
+  }
+  if (si + 1 < nd) {
+    char dp[160];
+    clf__wn(dp, sizeof dp, pf, "encoder.layers.%zu.downsample.", si);
+    if ((st = clf__load_ln(ctx, w, p, clf__wn(n1, sizeof n1, dp, "norm"), 4 * dim, 1e-5f, &sg->merge_ln)) !=
+            CLF_OK ||
+        (st = clf__load_linear(ctx, w, p, clf__wn(n1, sizeof n1, dp, "reduction.weight"), NULL, 2 * dim, 4 * dim,
+                               CLF_WEIGHT_OUT_IN, &sg->merge)) != CLF_OK) /* [2 dim, 4 dim] */
+      return st;
+  }
+  return CLF_OK;
+}
+
+/* SwinForImageClassification's classifier [n_labels, nf], when stored. */
+static clf_status swin_load_head(clf_model *m, swin *s, const clf__weights *w, size_t nf) {
+  clf_context *ctx = m->ctx;
+  clf_status st;
+  clf__params *p = &m->params;
+  if (clf__weights_has(w, "classifier.weight")) {
+    int ndim;
+    size_t sh[8];
+    if ((st = clf__weights_shape(ctx, w, "classifier.weight", &ndim, sh)) != CLF_OK) return st;
+    s->n_labels = sh[0];
+    if ((st = clf__load_linear(ctx, w, p, "classifier.weight", "classifier.bias", s->n_labels, nf, CLF_WEIGHT_OUT_IN,
+                               &s->classifier)) != CLF_OK)
+      return st;
+    m->out_names = swin_cls_outputs;
+    m->n_out = 3;
+  } else {
+    m->out_names = swin_outputs;
+    m->n_out = 2;
+  }
+  return CLF_OK;
+}
+
 static clf_status swin_load(clf_model *m, const void *dims, const clf__config *c, const clf__weights *w) {
   const swin_dims *dm = dims;
   clf_context *ctx = m->ctx;
@@ -340,7 +407,7 @@ static clf_status swin_load(clf_model *m, const void *dims, const clf__config *c
   long depths[SWIN_MAX_STAGES], heads[SWIN_MAX_STAGES];
   size_t nd = 0, nh = 0;
   const double eps = dm->eps, ratio = dm->ratio;
-  const int qkv_bias = dm->qkv_bias, abs_pos = dm->abs_pos;
+  const int abs_pos = dm->abs_pos;
   const char *act_name = dm->act;
   clf_activation act;
   if ((st = clf__config_int_list(ctx, c, "depths", depths, SWIN_MAX_STAGES, &nd)) != CLF_OK ||
@@ -367,64 +434,19 @@ static clf_status swin_load(clf_model *m, const void *dims, const clf__config *c
   const char *pf = clf__weights_has(w, "swin.embeddings.patch_embeddings.projection.weight") ? "swin." : "";
   char n1[256];
   clf__params *p = &m->params;
-  const size_t e = E, T = (size_t)(2 * WS - 1) * (size_t)(2 * WS - 1);
+  const size_t e = E;
   if ((st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, pf, "embeddings.patch_embeddings.projection.weight"), 4,
                        (size_t[]){e, C, P, P}, &s->patch_w)) != CLF_OK ||
       (st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, pf, "embeddings.patch_embeddings.projection.bias"), 1, &e,
                        &s->patch_b)) != CLF_OK ||
       (st = clf__load_ln(ctx, w, p, clf__wn(n1, sizeof n1, pf, "embeddings.norm"), e, 1e-5f, &s->ln_emb)) != CLF_OK)
     return st;
-  for (size_t si = 0; si < nd; si++) {
-    swin_stage *sg = &s->st[si];
-    const size_t dim = e << si, H = heads[si], F = (size_t)(ratio * (double)dim);
-    sg->dim = dim, sg->depth = depths[si], sg->heads = H;
-    if (!(sg->blocks = calloc(sg->depth + 1, sizeof *sg->blocks)))
-      return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "clf_model_load: out of host memory");
-    for (size_t bi = 0; bi < sg->depth; bi++) {
-      swin_block *b = &sg->blocks[bi];
-      char lp[160];
-      clf__wn(lp, sizeof lp, pf, "encoder.layers.%zu.blocks.%zu.", si, bi);
-      b->attn.heads = H, b->attn.dh = dim / H, b->attn.scale = 1.0f / sqrtf((float)(dim / H));
-      b->mlp.act = act;
-      const clf__block_spec spec = {{dim, F, 3 * dim}, (float)eps, qkv_bias, 0, CLF_WEIGHT_OUT_IN};
-      if ((st = clf__load_rows(ctx, w, p, lp, swin_block_rows, CLF__ARRAY_LEN(swin_block_rows), &spec, b)) != CLF_OK)
-        return st;
-      if ((st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, lp, "attention.self.relative_position_bias_table"), 2,
-                           (size_t[]){T, H}, &b->table)) != CLF_OK ||
-          (st = clf__load_ln(ctx, w, p, clf__wn(n1, sizeof n1, lp, "layernorm_before"), dim, (float)eps,
-                             &b->ln_before)) != CLF_OK ||
-          (st = clf__load_ln(ctx, w, p, clf__wn(n1, sizeof n1, lp, "layernorm_after"), dim, (float)eps,
-                             &b->ln_after)) != CLF_OK)
-        return st;
-    }
-    if (si + 1 < nd) {
-      char dp[160];
-      clf__wn(dp, sizeof dp, pf, "encoder.layers.%zu.downsample.", si);
-      if ((st = clf__load_ln(ctx, w, p, clf__wn(n1, sizeof n1, dp, "norm"), 4 * dim, 1e-5f, &sg->merge_ln)) !=
-              CLF_OK ||
-          (st = clf__load_linear(ctx, w, p, clf__wn(n1, sizeof n1, dp, "reduction.weight"), NULL, 2 * dim, 4 * dim,
-                                 CLF_WEIGHT_OUT_IN, &sg->merge)) != CLF_OK) /* [2 dim, 4 dim] */
-        return st;
-    }
-  }
+  for (size_t si = 0; si < nd; si++)
+    if ((st = swin_load_stage(m, s, w, pf, si, depths, heads, dm, act)) != CLF_OK) return st;
   const size_t nf = e << (nd - 1);
   if ((st = clf__load_ln(ctx, w, p, clf__wn(n1, sizeof n1, pf, "layernorm"), nf, (float)eps, &s->ln_f)) != CLF_OK)
     return st;
-  if (clf__weights_has(w, "classifier.weight")) {
-    int ndim;
-    size_t sh[8];
-    if ((st = clf__weights_shape(ctx, w, "classifier.weight", &ndim, sh)) != CLF_OK) return st;
-    s->n_labels = sh[0];
-    if ((st = clf__load_linear(ctx, w, p, "classifier.weight", "classifier.bias", s->n_labels, nf, CLF_WEIGHT_OUT_IN,
-                               &s->classifier)) != CLF_OK)
-      return st;
-    m->out_names = swin_cls_outputs;
-    m->n_out = 3;
-  } else {
-    m->out_names = swin_outputs;
-    m->n_out = 2;
-  }
-  return CLF_OK;
+  return swin_load_head(m, s, w, nf);
 }
 
 /* SwinModel: last_hidden_state, pooler_output; SwinForImageClassification:
