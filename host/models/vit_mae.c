@@ -232,6 +232,38 @@ static void mae_gemms(const void *dims, const clf__config *c, size_t T, clf__gem
   clf__gemm_add(l, T, d->P * d->P * d->C, d->Dd, 1, 1);
 }
 
+/* ViTMAEForPreTraining's decoder: decoder_embed [Dd, D], the mask token
+ * and positions, Nd pre-LN layers, decoder_norm and decoder_pred
+ * [P*P*C, Dd]. */
+static clf_status mae_load_decoder(clf_model *m, mae *e, const mae_dims *dm, const clf__weights *w,
+                                   clf_activation act) {
+  clf_context *ctx = m->ctx;
+  clf_status st;
+  clf__params *p = &m->params;
+  const long Dd = dm->Dd, Nd = dm->Nd, Hd = dm->Hd, Fd = dm->Fd, P = dm->P, C = dm->C;
+  const size_t d = dm->D, L = e->L;
+  const double eps = dm->eps;
+  const int qkv_bias = dm->qkv_bias;
+  e->Dd = Dd, e->n_dec = Nd;
+  const size_t dd = Dd, Fp = (size_t)(P * P * C);
+  clf_tensor *mt3, *dpos3;
+  if ((st = clf__load_linear(ctx, w, p, "decoder.decoder_embed.weight", "decoder.decoder_embed.bias", dd, d,
+                             CLF_WEIGHT_OUT_IN, &e->dec_embed)) != CLF_OK ||
+      (st = clf__load_linear(ctx, w, p, "decoder.decoder_pred.weight", "decoder.decoder_pred.bias", Fp, dd,
+                             CLF_WEIGHT_OUT_IN, &e->dec_pred)) != CLF_OK ||
+      (st = clf__param(ctx, w, p, "decoder.mask_token", 3, (size_t[]){1, 1, dd}, &mt3)) != CLF_OK ||
+      (st = clf__param(ctx, w, p, "decoder.decoder_pos_embed", 3, (size_t[]){1, L + 1, dd}, &dpos3)) != CLF_OK ||
+      (st = clf__load_ln(ctx, w, p, "decoder.decoder_norm", dd, (float)eps, &e->dec_norm)) != CLF_OK)
+    return st;
+  if ((st = clf_tensor_view(mt3, 0, 1, &dd, &e->mask_token)) != CLF_OK ||
+      (st = clf__params_add(ctx, p, e->mask_token)) != CLF_OK ||
+      (st = clf_tensor_view(dpos3, 0, 2, (size_t[]){L + 1, dd}, &e->dec_pos)) != CLF_OK ||
+      (st = clf__params_add(ctx, p, e->dec_pos)) != CLF_OK)
+    return st;
+  return clf__vit_load_layers(ctx, w, p, "decoder.decoder_layers.", Nd, dd, Hd, Fd, (float)eps, act, qkv_bias,
+                              e->dec_layers);
+}
+
 static clf_status mae_load(clf_model *m, const void *dims, const clf__config *c, const clf__weights *w) {
   const mae_dims *dm = dims;
   clf_context *ctx = m->ctx;
@@ -301,24 +333,7 @@ static clf_status mae_load(clf_model *m, const void *dims, const clf__config *c,
   }
   m->out_names = mae_pre_outputs;
   m->n_out = 5;
-  e->Dd = Dd, e->n_dec = Nd;
-  const size_t dd = Dd, Fp = (size_t)(P * P * C);
-  clf_tensor *mt3, *dpos3;
-  if ((st = clf__load_linear(ctx, w, p, "decoder.decoder_embed.weight", "decoder.decoder_embed.bias", dd, d,
-                             CLF_WEIGHT_OUT_IN, &e->dec_embed)) != CLF_OK ||
-      (st = clf__load_linear(ctx, w, p, "decoder.decoder_pred.weight", "decoder.decoder_pred.bias", Fp, dd,
-                             CLF_WEIGHT_OUT_IN, &e->dec_pred)) != CLF_OK ||
-      (st = clf__param(ctx, w, p, "decoder.mask_token", 3, (size_t[]){1, 1, dd}, &mt3)) != CLF_OK ||
-      (st = clf__param(ctx, w, p, "decoder.decoder_pos_embed", 3, (size_t[]){1, L + 1, dd}, &dpos3)) != CLF_OK ||
-      (st = clf__load_ln(ctx, w, p, "decoder.decoder_norm", dd, (float)eps, &e->dec_norm)) != CLF_OK)
-    return st;
-  if ((st = clf_tensor_view(mt3, 0, 1, &dd, &e->mask_token)) != CLF_OK ||
-      (st = clf__params_add(ctx, p, e->mask_token)) != CLF_OK ||
-      (st = clf_tensor_view(dpos3, 0, 2, (size_t[]){L + 1, dd}, &e->dec_pos)) != CLF_OK ||
-      (st = clf__params_add(ctx, p, e->dec_pos)) != CLF_OK)
-    return st;
-  return clf__vit_load_layers(ctx, w, p, "decoder.decoder_layers.", Nd, dd, Hd, Fd, (float)eps, act, qkv_bias,
-                              e->dec_layers);
+  return mae_load_decoder(m, e, dm, w, act);
 }
 
 /* ViTMAEModel: last_hidden_state, mask, ids_restore; ViTMAEForPreTraining:
