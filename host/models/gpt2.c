@@ -3,6 +3,7 @@
  * and a KV cache for incremental decoding.
  */
 #include "family.h"
+#include "kv.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -17,9 +18,8 @@ typedef struct gpt2 {
   clf_tensor *head; /* [V, D] lm_head.weight, or wte when tied */
   int has_head;
   /* generation state */
-  clf_tensor **kc, **vc; /* per layer [B, H, cap, Dh] */
-  clf_tensor *step;      /* i64 [B * (2 cap + cap)]: ids, positions, mask of a step */
-  size_t B, cap, past;
+  clf__kv_cache kv;  /* per layer [B, H, cap, Dh] while generating */
+  clf_tensor *step;  /* i64 [B * (2 cap + cap)]: ids, positions, mask of a step */
 } gpt2;
 
 static const char *const gpt2_inputs[] = {"input_ids", "attention_mask", "position_ids"};
@@ -28,14 +28,8 @@ enum { IN_IDS, IN_MASK, IN_POS };
 
 static void gpt2_gen_end(clf_model *m) {
   gpt2 *g = m->impl;
-  for (size_t i = 0; g->kc && i < g->n_layers; i++) {
-    clf_tensor_destroy(g->kc[i]);
-    clf_tensor_destroy(g->vc[i]);
-  }
-  free(g->kc);
-  free(g->vc);
+  clf__kv_cache_end(&g->kv);
   clf_tensor_destroy(g->step);
-  g->kc = g->vc = NULL;
   g->step = NULL;
 }
 
@@ -43,6 +37,7 @@ static void gpt2_destroy(clf_model *m) {
   gpt2 *g = m->impl;
   if (!g) return;
   gpt2_gen_end(m);
+  clf__kv_cache_free(&g->kv);
   free(g->layers);
   free(g);
   m->impl = NULL;
@@ -61,8 +56,8 @@ static clf_status gpt2_body(clf_model *m, const clf_tensor *ids, const clf_tenso
   if (g->n_layers == 0) return clf__ln_apply(ctx, &g->ln_f, h, NULL, NULL, a);
   if ((st = clf__ln_apply(ctx, &g->layers[0].ln_self, h, NULL, NULL, a)) != CLF_OK) return st;
   for (size_t i = 0; i < g->n_layers; i++) {
-    clf__kv kv = {g->kc ? g->kc[i] : NULL, g->vc ? g->vc[i] : NULL, past, 0};
-    clf__layer_io io = {mask, g->kc ? &kv : NULL, NULL, NULL, NULL};
+    clf__kv kv = clf__kv_cache_self(&g->kv, i, past);
+    clf__layer_io io = {mask, g->kv.active ? &kv : NULL, NULL, NULL, NULL};
     const clf__ln *next = i + 1 < g->n_layers ? &g->layers[i + 1].ln_self : &g->ln_f;
     if ((st = clf__layer_forward(ctx, &g->layers[i], 1, next, h, a, &io, &m->ws)) != CLF_OK) return st;
   }
@@ -114,20 +109,8 @@ static clf_status gpt2_gen_begin(clf_model *m, size_t B, size_t cap, const clf_a
   if (cap > g->P)
     return clf__fail(ctx, CLF_E_INVALID_ARG, "clf_model_generate: max_length %zu exceeds gpt2's n_positions %zu", cap,
                      g->P);
-  g->kc = calloc(g->n_layers + 1, sizeof *g->kc);
-  g->vc = calloc(g->n_layers + 1, sizeof *g->vc);
-  if (!g->kc || !g->vc) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "clf_model_generate: out of host memory");
-  const size_t shape[4] = {B, g->H, cap, g->D / g->H};
-  for (size_t i = 0; i < g->n_layers; i++)
-    if ((st = clf_tensor_create(ctx, CLF_F32, 4, shape, &g->kc[i])) != CLF_OK ||
-        (st = clf_tensor_create(ctx, CLF_F32, 4, shape, &g->vc[i])) != CLF_OK ||
-        /* zeroed: beam reordering moves, and attention tiles read, rows past kv_len */
-        (st = clf__zero(ctx, g->kc[i])) != CLF_OK ||
-        (st = clf__zero(ctx, g->vc[i])) != CLF_OK)
-      return st;
-  if ((st = clf_tensor_create(ctx, CLF_I64, 1, (size_t[]){B * 3 * cap}, &g->step)) != CLF_OK) return st;
-  g->B = B, g->cap = cap, g->past = 0;
-  return CLF_OK;
+  if ((st = clf__kv_cache_begin(ctx, &g->kv, B, g->H, cap, g->D / g->H)) != CLF_OK) return st;
+  return clf_tensor_create(ctx, CLF_I64, 1, (size_t[]){B * 3 * cap}, &g->step);
 }
 
 static clf_status gpt2_gen_step(clf_model *m, size_t n, const int64_t *ids, const int64_t *pos, const int64_t *mask,
@@ -135,11 +118,11 @@ static clf_status gpt2_gen_step(clf_model *m, size_t n, const int64_t *ids, cons
   clf_context *ctx = m->ctx;
   gpt2 *g = m->impl;
   clf__ws *ws = &m->ws;
-  const size_t B = g->B, kv_len = g->past + n;
+  const size_t B = g->kv.B, kv_len = g->kv.past + n;
   clf_status st;
-  if (kv_len > g->cap)
+  if (kv_len > g->kv.cap)
     return clf__fail(ctx, CLF_E_INVALID_ARG, "clf_model_generate: %zu positions exceed the cache's %zu", kv_len,
-                     g->cap);
+                     g->kv.cap);
   /* One upload per step: ids [B, n], positions [B, n], mask [B, past + n]. */
   const size_t total = B * (2 * n + kv_len);
   int64_t *host = malloc(total * sizeof *host);
@@ -158,7 +141,7 @@ static clf_status gpt2_gen_step(clf_model *m, size_t n, const int64_t *ids, cons
       (st = clf__ws_get(ctx, ws, CLF__WS_ROW, CLF_F32, 3, (size_t[]){B, 1, g->D}, &row)) == CLF_OK &&
       (st = clf__ws_get(ctx, ws, CLF__WS_LOGITS, CLF_F32, 3, (size_t[]){B, 1, g->V}, &lg)) == CLF_OK) {
     clf_attention_mask am = {tmask, 1, NULL};
-    if ((st = gpt2_body(m, tid, tpos, g->past, &am, h, a)) == CLF_OK &&
+    if ((st = gpt2_body(m, tid, tpos, g->kv.past, &am, h, a)) == CLF_OK &&
         (st = clf_copy_rows(ctx, a, n - 1, row, 0, 1, NULL)) == CLF_OK &&
         (st = clf_linear(ctx, row, g->head, CLF_WEIGHT_OUT_IN, NULL, CLF_ACT_NONE, lg, NULL)) == CLF_OK)
       st = clf_tensor_download(ctx, lg, logits, B * g->V * sizeof *logits);
@@ -168,19 +151,13 @@ static clf_status gpt2_gen_step(clf_model *m, size_t n, const int64_t *ids, cons
   clf_tensor_destroy(tid);
   clf_tensor_destroy(tpos);
   clf_tensor_destroy(tmask);
-  if (st == CLF_OK) g->past = kv_len;
+  if (st == CLF_OK) g->kv.past = kv_len;
   return st;
 }
 
 static clf_status gpt2_gen_reorder(clf_model *m, const int64_t *idx) {
   gpt2 *g = m->impl;
-  for (size_t i = 0; i < g->n_layers; i++) {
-    clf_status st;
-    if ((st = clf__kv_reorder(m->ctx, g->kc[i], idx, &m->ws)) != CLF_OK ||
-        (st = clf__kv_reorder(m->ctx, g->vc[i], idx, &m->ws)) != CLF_OK)
-      return st;
-  }
-  return CLF_OK;
+  return clf__kv_cache_reorder(m->ctx, &g->kv, idx, &m->ws);
 }
 
 /* config.json keys */
@@ -273,6 +250,7 @@ static clf_status gpt2_load(clf_model *m, const void *dims, const clf__config *c
   }
   m->impl = g;
   m->destroy = gpt2_destroy;
+  if ((st = clf__kv_cache_init(m->ctx, &g->kv, (size_t)d->N, 0)) != CLF_OK) return st;
   m->run = gpt2_run;
   m->in_names = gpt2_inputs;
   m->n_in = 3;

@@ -4,6 +4,7 @@
  * cache, cross-attention with K/V computed once), tied LM head + final bias.
  */
 #include "family.h"
+#include "kv.h"
 
 #include <limits.h>
 
@@ -22,11 +23,9 @@ typedef struct marian {
   clf_tensor *head;    /* [Vd, D] lm_head.weight, tied to dec_emb when absent */
   clf_tensor *flb;     /* [Vd] view of final_logits_bias [1, Vd], or NULL */
   int lm;              /* MarianMTModel: logits */
-  /* caches: cross K/V [B, H, Ls, Dh] and decoder self K/V [B, H, cap, Dh] per layer */
-  clf_tensor **ck, **cv, **sk, **sv;
+  /* per decoder layer: cross K/V [B, H, Ls, Dh], self K/V [B, H, cap, Dh] */
+  clf__kv_cache kv;
   clf_tensor *step, *enc_h, *enc_mask; /* generation: ids buffer, encoder states, source mask */
-  size_t B, cap, past;
-  int cross_ready;
 } marian;
 
 static const char *const marian_inputs[] = {"input_ids", "attention_mask", "decoder_input_ids",
@@ -35,17 +34,9 @@ static const char *const mt_outputs[] = {"logits", "encoder_last_hidden_state"};
 static const char *const base_outputs[] = {"last_hidden_state", "encoder_last_hidden_state"};
 enum { IN_IDS, IN_MASK, IN_DEC, IN_DEC_MASK };
 
-static void free_caches(clf_tensor **t, size_t n) {
-  for (size_t i = 0; t && i < n; i++) {
-    clf_tensor_destroy(t[i]);
-    t[i] = NULL;
-  }
-}
-
 static void marian_gen_end(clf_model *m) {
   marian *mm = m->impl;
-  free_caches(mm->sk, mm->n_dec);
-  free_caches(mm->sv, mm->n_dec);
+  clf__kv_cache_end(&mm->kv);
   clf_tensor_destroy(mm->step);
   clf_tensor_destroy(mm->enc_h);
   clf_tensor_destroy(mm->enc_mask);
@@ -56,21 +47,11 @@ static void marian_destroy(clf_model *m) {
   marian *mm = m->impl;
   if (!mm) return;
   marian_gen_end(m);
-  free_caches(mm->ck, mm->n_dec);
-  free_caches(mm->cv, mm->n_dec);
-  free(mm->ck), free(mm->cv), free(mm->sk), free(mm->sv);
+  clf__kv_cache_free(&mm->kv);
   free(mm->enc);
   free(mm->dec);
   free(mm);
   m->impl = NULL;
-}
-
-/* A per-layer cache tensor of exactly `shape` (re-created when it differs). */
-static clf_status cache_get(clf_context *ctx, clf_tensor **slot, const size_t *shape) {
-  if (*slot && memcmp((*slot)->shape, shape, 4 * sizeof *shape) == 0) return CLF_OK;
-  clf_tensor_destroy(*slot);
-  *slot = NULL;
-  return clf_tensor_create(ctx, CLF_F32, 4, shape, slot);
 }
 
 /* h = emb[ids] * scale + PE(start..): token embedding and positions. */
@@ -96,7 +77,7 @@ static clf_status encode(clf_model *m, const clf_tensor *ids, const clf_tensor *
 }
 
 /* decoder: embed at positions past.. -> M x post-LN layer with cross-attention
- * to enc [B, Ls, D]; h [B, n, D].  Self K/V go to mm->sk/sv when caching. */
+ * to enc [B, Ls, D]; h [B, n, D].  Self K/V go to the cache when `cached`. */
 static clf_status decode(clf_model *m, const clf_tensor *ids, size_t past, const clf_tensor *self_mask, int cached,
                          const clf_tensor *enc, const clf_tensor *enc_mask, clf_tensor *h) {
   marian *mm = m->impl;
@@ -107,16 +88,12 @@ static clf_status decode(clf_model *m, const clf_tensor *ids, size_t past, const
   clf_attention_mask sm = {self_mask, 1, NULL}, cm = {enc_mask, 0, NULL};
   for (size_t i = 0; i < mm->n_dec; i++) {
     const clf__attn *ca = &mm->dec[i].cross;
-    if (!mm->cross_ready && (st = cache_get(ctx, &mm->ck[i], (size_t[]){B, ca->heads, Ls, ca->dh})) != CLF_OK)
-      return st;
-    if (!mm->cross_ready && (st = cache_get(ctx, &mm->cv[i], (size_t[]){B, ca->heads, Ls, ca->dh})) != CLF_OK)
-      return st;
-    clf__kv skv = {cached ? mm->sk[i] : NULL, cached ? mm->sv[i] : NULL, past, 0};
-    clf__kv ckv = {mm->ck[i], mm->cv[i], 0, mm->cross_ready};
+    clf__kv skv = clf__kv_cache_self(&mm->kv, i, past), ckv;
+    if ((st = clf__kv_cache_cross(ctx, &mm->kv, i, (size_t[]){B, ca->heads, Ls, ca->dh}, &ckv)) != CLF_OK) return st;
     clf__layer_io io = {&sm, cached ? &skv : NULL, enc, &cm, &ckv};
     if ((st = clf__layer_forward(ctx, &mm->dec[i], 0, NULL, h, NULL, &io, &m->ws2)) != CLF_OK) return st;
   }
-  mm->cross_ready = cached; /* generation reuses the cross K/V from here on */
+  mm->kv.cross_ready = cached; /* generation reuses the cross K/V from here on */
   return CLF_OK;
 }
 
@@ -138,7 +115,7 @@ static clf_status marian_run(clf_model *m, const clf__inputs in, const int *want
     return clf__fail(ctx, CLF_E_SHAPE, "%s: %zu positions exceed max_position_embeddings %zu", op,
                      Ls > Ld ? Ls : Ld, mm->P);
   marian_gen_end(m);
-  mm->cross_ready = 0;
+  mm->kv.cross_ready = 0;
   clf_tensor *ids, *mask = NULL, *dids, *dmask = NULL, *eh, *dh;
   if ((st = clf__upload_ids(m, &m->ws, CLF__WS_IDS, in[IN_IDS], B, Ls, 0, &ids)) != CLF_OK) return st;
   if (in[IN_MASK] && (st = clf__upload_ids(m, &m->ws, CLF__WS_MASK, in[IN_MASK], B, Ls, 1, &mask)) != CLF_OK)
@@ -172,7 +149,7 @@ static clf_status marian_gen_begin(clf_model *m, size_t B, size_t cap, const clf
   clf_status st;
   (void)expand;
   marian_gen_end(m);
-  mm->cross_ready = 0;
+  mm->kv.cross_ready = 0;
   const size_t Ls = enc_ids->shape[1];
   if (mm->enc_pos && (Ls > mm->P || cap > mm->P))
     return clf__fail(ctx, CLF_E_INVALID_ARG, "clf_model_generate: %zu positions exceed max_position_embeddings %zu",
@@ -188,16 +165,9 @@ static clf_status marian_gen_begin(clf_model *m, size_t B, size_t cap, const clf
   if ((st = clf_tensor_create(ctx, CLF_F32, 3, (size_t[]){B, Ls, mm->D}, &mm->enc_h)) != CLF_OK) return st;
   if ((st = encode(m, ids, mm->enc_mask, mm->enc_h)) != CLF_OK) return st;
   const clf__attn *sa = mm->n_dec ? &mm->dec[0].self : NULL;
-  for (size_t i = 0; i < mm->n_dec; i++)
-    if ((st = clf_tensor_create(ctx, CLF_F32, 4, (size_t[]){B, sa->heads, cap, sa->dh}, &mm->sk[i])) != CLF_OK ||
-        (st = clf_tensor_create(ctx, CLF_F32, 4, (size_t[]){B, sa->heads, cap, sa->dh}, &mm->sv[i])) != CLF_OK ||
-        /* zeroed: beam reordering moves, and attention tiles read, rows past kv_len */
-        (st = clf__zero(ctx, mm->sk[i])) != CLF_OK ||
-        (st = clf__zero(ctx, mm->sv[i])) != CLF_OK)
-      return st;
-  if ((st = clf_tensor_create(ctx, CLF_I64, 1, (size_t[]){B * cap}, &mm->step)) != CLF_OK) return st;
-  mm->B = B, mm->cap = cap, mm->past = 0;
-  return CLF_OK;
+  if (sa && (st = clf__kv_cache_begin(ctx, &mm->kv, B, sa->heads, cap, sa->dh)) != CLF_OK) return st;
+  mm->kv.B = B, mm->kv.cap = cap, mm->kv.past = 0;
+  return clf_tensor_create(ctx, CLF_I64, 1, (size_t[]){B * cap}, &mm->step);
 }
 
 /* Decoder positions are 0.. (generate passes no decoder mask): pos/mask unused. */
@@ -206,24 +176,24 @@ static clf_status marian_gen_step(clf_model *m, size_t n, const int64_t *ids, co
   clf_context *ctx = m->ctx;
   marian *mm = m->impl;
   clf__ws *ws = &m->ws2;
-  const size_t B = mm->B;
+  const size_t B = mm->kv.B;
   clf_status st;
   (void)pos, (void)mask;
-  if (mm->past + n > mm->cap)
+  if (mm->kv.past + n > mm->kv.cap)
     return clf__fail(ctx, CLF_E_INVALID_ARG, "clf_model_generate: %zu positions exceed the cache's %zu",
-                     mm->past + n, mm->cap);
+                     mm->kv.past + n, mm->kv.cap);
   clf_tensor *tid = NULL, *h, *row, *lg;
   if ((st = clf_tensor_view(mm->step, 0, 2, (size_t[]){B, n}, &tid)) == CLF_OK &&
       (st = clf_tensor_upload(ctx, tid, ids, B * n * sizeof *ids)) == CLF_OK &&
       (st = clf__ws_get(ctx, ws, CLF__WS_H, CLF_F32, 3, (size_t[]){B, n, mm->D}, &h)) == CLF_OK &&
       (st = clf__ws_get(ctx, ws, CLF__WS_ROW, CLF_F32, 3, (size_t[]){B, 1, mm->D}, &row)) == CLF_OK &&
       (st = clf__ws_get(ctx, ws, CLF__WS_LOGITS, CLF_F32, 3, (size_t[]){B, 1, mm->Vd}, &lg)) == CLF_OK &&
-      (st = decode(m, tid, mm->past, NULL, 1, mm->enc_h, mm->enc_mask, h)) == CLF_OK &&
+      (st = decode(m, tid, mm->kv.past, NULL, 1, mm->enc_h, mm->enc_mask, h)) == CLF_OK &&
       (st = clf_copy_rows(ctx, h, n - 1, row, 0, 1, NULL)) == CLF_OK &&
       (st = clf_linear(ctx, row, mm->head, CLF_WEIGHT_OUT_IN, mm->flb, CLF_ACT_NONE, lg, NULL)) == CLF_OK)
     st = clf_tensor_download(ctx, lg, logits, B * mm->Vd * sizeof *logits);
   clf_tensor_destroy(tid);
-  if (st == CLF_OK) mm->past += n;
+  if (st == CLF_OK) mm->kv.past += n;
   return st;
 }
 
@@ -231,13 +201,7 @@ static clf_status marian_gen_step(clf_model *m, size_t n, const int64_t *ids, co
  * encoder states and their cross K/V. */
 static clf_status marian_gen_reorder(clf_model *m, const int64_t *idx) {
   marian *mm = m->impl;
-  for (size_t i = 0; i < mm->n_dec; i++) {
-    clf_status st;
-    if ((st = clf__kv_reorder(m->ctx, mm->sk[i], idx, &m->ws2)) != CLF_OK ||
-        (st = clf__kv_reorder(m->ctx, mm->sv[i], idx, &m->ws2)) != CLF_OK)
-      return st;
-  }
-  return CLF_OK;
+  return clf__kv_cache_reorder(m->ctx, &mm->kv, idx, &m->ws2);
 }
 
 /* the weights of encoder.layers.N. / decoder.layers.N. (cross rows: decoder only) */
@@ -380,12 +344,8 @@ static clf_status marian_load(clf_model *m, const void *dims, const clf__config 
   m->destroy = marian_destroy;
   mm->enc = calloc((size_t)Ne + 1, sizeof *mm->enc);
   mm->dec = calloc((size_t)Nd + 1, sizeof *mm->dec);
-  mm->ck = calloc((size_t)Nd + 1, sizeof *mm->ck);
-  mm->cv = calloc((size_t)Nd + 1, sizeof *mm->cv);
-  mm->sk = calloc((size_t)Nd + 1, sizeof *mm->sk);
-  mm->sv = calloc((size_t)Nd + 1, sizeof *mm->sv);
-  if (!mm->enc || !mm->dec || !mm->ck || !mm->cv || !mm->sk || !mm->sv)
-    return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "clf_model_load: out of host memory");
+  if (!mm->enc || !mm->dec) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "clf_model_load: out of host memory");
+  if ((st = clf__kv_cache_init(ctx, &mm->kv, (size_t)Nd, 1)) != CLF_OK) return st;
   mm->V = V, mm->Vd = Vd, mm->D = D, mm->P = P, mm->n_enc = Ne, mm->n_dec = Nd;
   mm->emb_scale = scale_emb ? sqrtf((float)D) : 1.0f;
   const size_t d = D;
