@@ -73,7 +73,7 @@ static clf_status bert_run(clf_model *m, const clf__inputs in, const int *want, 
     /* pooler: tanh(dense(h[:, 0])) */
     clf_tensor *first, *pooled;
     if ((st = clf__ws_get(ctx, ws, CLF__WS_A, CLF_F32, 3, (size_t[]){B, 1, b->D}, &first)) != CLF_OK) return st;
-    if ((st = clf__ws_get(ctx, ws, CLF__WS_OUT, CLF_F32, 3, (size_t[]){B, 1, b->D}, &pooled)) != CLF_OK) return st;
+    if ((st = clf__ws_get(ctx, ws, CLF__WS_POOLED, CLF_F32, 3, (size_t[]){B, 1, b->D}, &pooled)) != CLF_OK) return st;
     if ((st = clf_copy_rows(ctx, h, 0, first, 0, B ? 1 : 0, NULL)) != CLF_OK) return st;
     if ((st = clf_linear(ctx, first, b->pooler.w, CLF_WEIGHT_OUT_IN, b->pooler.b, CLF_ACT_TANH, pooled, NULL)) !=
         CLF_OK)

@@ -170,7 +170,7 @@ clf_status clf__layer_forward(clf_context *ctx, const clf__layer *l, int pre_ln,
                               clf_tensor *h, clf_tensor *a, const clf__layer_io *io, clf__ws *ws) {
   clf_tensor *f;
   clf_status st;
-  if ((st = clf__ws_get(ctx, ws, CLF__WS_T2, CLF_F32, 3, h->shape, &f)) != CLF_OK) return st;
+  if ((st = clf__ws_get(ctx, ws, CLF__WS_BRANCH, CLF_F32, 3, h->shape, &f)) != CLF_OK) return st;
   if (pre_ln) {
     /* a = ln_self(h) already. */
     if ((st = clf__attn_forward(ctx, &l->self, a, NULL, io->self_kv, io->self_mask, ws, f)) != CLF_OK) return st;
@@ -200,7 +200,7 @@ clf_status clf__kv_reorder(clf_context *ctx, clf_tensor *cache, const int64_t *i
   clf_tensor *ids, *tmp, *table = NULL, *out = NULL;
   clf_status st;
   if ((st = clf__ws_get(ctx, ws, CLF__WS_BEAM, CLF_I64, 1, &N, &ids)) != CLF_OK) return st;
-  if ((st = clf__ws_get(ctx, ws, CLF__WS_T1, CLF_F32, 1, (size_t[]){N * row}, &tmp)) != CLF_OK) return st;
+  if ((st = clf__ws_get(ctx, ws, CLF__WS_REORDER, CLF_F32, 1, (size_t[]){N * row}, &tmp)) != CLF_OK) return st;
   if ((st = clf_tensor_upload(ctx, ids, idx, N * sizeof *idx)) == CLF_OK &&
       (st = clf_tensor_view(cache, 0, 2, (size_t[]){N, row}, &table)) == CLF_OK &&
       (st = clf_tensor_view(tmp, 0, 2, (size_t[]){N, row}, &out)) == CLF_OK &&

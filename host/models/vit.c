@@ -155,7 +155,7 @@ static clf_status vit_run(clf_model *m, const clf__inputs in, const int *want, c
   clf_tensor *img, *pe, *h, *a;
   if ((st = clf__ws_get(ctx, ws, CLF__WS_IMAGE, CLF_F32, 4, in[0]->shape, &img)) != CLF_OK) return st;
   if ((st = clf_tensor_upload(ctx, img, in[0]->data, clf_tensor_bytes(img))) != CLF_OK) return st;
-  if ((st = clf__ws_get(ctx, ws, CLF__WS_T1, CLF_F32, 3, (size_t[]){B, N, D}, &pe)) != CLF_OK) return st;
+  if ((st = clf__ws_get(ctx, ws, CLF__WS_PATCHES, CLF_F32, 3, (size_t[]){B, N, D}, &pe)) != CLF_OK) return st;
   if ((st = clf__ws_get(ctx, ws, CLF__WS_H, CLF_F32, 3, (size_t[]){B, L, D}, &h)) != CLF_OK) return st;
   if ((st = clf__ws_get(ctx, ws, CLF__WS_A, CLF_F32, 3, (size_t[]){B, L, D}, &a)) != CLF_OK) return st;
   if ((st = clf_patch_embed(ctx, img, v->patch_w, v->patch_b, pe, NULL)) != CLF_OK) return st;

@@ -95,7 +95,7 @@ static clf_status mae_decode(clf_model *m, const clf__inputs in, const int *want
   const size_t B = in[0]->shape[0], Hi = in[0]->shape[2], Wi = in[0]->shape[3], L = e->L, K = e->keep;
   const size_t Dd = e->Dd, F = e->P * e->P * e->C;
   clf_tensor *x, *xd, *ad, *pred, *logits;
-  if ((st = clf__ws_get(ctx, ws2, CLF__WS_T1, CLF_F32, 3, (size_t[]){B, K + 1, Dd}, &x)) != CLF_OK) return st;
+  if ((st = clf__ws_get(ctx, ws2, CLF__WS_DEC_IN, CLF_F32, 3, (size_t[]){B, K + 1, Dd}, &x)) != CLF_OK) return st;
   if ((st = clf__ws_get(ctx, ws2, CLF__WS_H, CLF_F32, 3, (size_t[]){B, L + 1, Dd}, &xd)) != CLF_OK) return st;
   if ((st = clf__ws_get(ctx, ws2, CLF__WS_A, CLF_F32, 3, (size_t[]){B, L + 1, Dd}, &ad)) != CLF_OK) return st;
   if ((st = clf__ws_get(ctx, ws2, CLF__WS_ROW, CLF_F32, 3, (size_t[]){B, L + 1, F}, &pred)) != CLF_OK) return st;
@@ -171,7 +171,7 @@ static clf_status mae_run(clf_model *m, const clf__inputs in, const int *want, c
   if ((st = clf__ws_get(ctx, ws, CLF__WS_IDS, CLF_I64, 2, (size_t[]){B, K}, &ids_keep)) != CLF_OK) return st;
   if ((st = clf__ws_get(ctx, ws, CLF__WS_IDS2, CLF_I64, 2, (size_t[]){B, L}, &ids_restore)) != CLF_OK) return st;
   if ((st = clf__ws_get(ctx, ws, CLF__WS_MASK, CLF_F32, 2, (size_t[]){B, L}, &mask)) != CLF_OK) return st;
-  if ((st = clf__ws_get(ctx, ws, CLF__WS_T1, CLF_F32, 3, (size_t[]){B, L, D}, &pe)) != CLF_OK) return st;
+  if ((st = clf__ws_get(ctx, ws, CLF__WS_PATCHES, CLF_F32, 3, (size_t[]){B, L, D}, &pe)) != CLF_OK) return st;
   if ((st = clf__ws_get(ctx, ws, CLF__WS_H, CLF_F32, 3, (size_t[]){B, K + 1, D}, &h)) != CLF_OK) return st;
   if ((st = clf__ws_get(ctx, ws, CLF__WS_A, CLF_F32, 3, (size_t[]){B, K + 1, D}, &a)) != CLF_OK) return st;
 
