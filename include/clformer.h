@@ -197,10 +197,28 @@ typedef enum clf_dtype {
   CLF_F16 = 1, /* stored as half; ops read/write it via vload/vstore_half */
   CLF_I32 = 2,
   CLF_I64 = 3,
+  /* Block-quantized weight storage, for the weights of clf_linear only
+   * (other ops reject it): 2-D [rows, K], K a multiple of 32, no views.
+   * Each row is cut into blocks of 32 along K, each with one f16 scale d;
+   * an element is d * q.  The buffer holds every block's quants, row-major,
+   * then every block's scale (f16, row-major):
+   *   Q8_0: q int8 in [-127, 127], 32 bytes a block (8.5 bits a weight);
+   *   Q4_0: 16 bytes a block, byte j holding element j in its low nibble
+   *         and element j + 16 in its high one, q = nibble - 8 (4.5 bits;
+   *         the layout of llama.cpp's Q4_0, split into quants and scales).
+   * Make them with clf_tensor_from_f32; upload/download move these bytes. */
+  CLF_Q8_0 = 4,
+  CLF_Q4_0 = 5,
 } clf_dtype;
 
+/* Bytes of one element; 0 for the block types (see clf_tensor_bytes). */
 CLF_API size_t clf_dtype_size(clf_dtype dtype);
+/* "f32", "f16", "i32", "i64", "q8_0", "q4_0". */
 CLF_API const char *clf_dtype_name(clf_dtype dtype);
+/* The weight storage type named "f32", "f16", "q8" (or "q8_0") or "q4" (or
+ * "q4_0"); CLF_E_INVALID_ARG naming the value and the valid ones otherwise
+ * (recorded for clf_last_error(NULL)). */
+CLF_API clf_status clf_weight_type_from_name(const char *name, clf_dtype *out);
 
 typedef struct clf_tensor clf_tensor;
 
@@ -223,6 +241,7 @@ CLF_API int clf_tensor_ndim(const clf_tensor *t);
 CLF_API size_t clf_tensor_dim(const clf_tensor *t, int axis); /* axis<0: from the end */
 CLF_API const size_t *clf_tensor_shape(const clf_tensor *t);
 CLF_API size_t clf_tensor_numel(const clf_tensor *t);
+/* Bytes of the tensor's storage (for Q8_0 / Q4_0 quants and scales). */
 CLF_API size_t clf_tensor_bytes(const clf_tensor *t);
 /* The buffer and the element offset of the tensor within it (borrowed). */
 CLF_API cl_mem clf_tensor_buffer(const clf_tensor *t);
@@ -235,6 +254,16 @@ CLF_API clf_status clf_tensor_upload(clf_context *ctx, clf_tensor *t,
 /* Waits for queued work, then copies the tensor to host memory. */
 CLF_API clf_status clf_tensor_download(clf_context *ctx, const clf_tensor *t,
                                        void *host, size_t bytes);
+/* A new tensor of `dtype` (F32, F16, Q8_0 or Q4_0) holding the f32 values
+ * `host` [shape] converted: F16 rounded to nearest even; Q8_0 with the
+ * block scale d = max|x| / 127 and q = round(x / d); Q4_0 as llama.cpp's
+ * Q4_0 (d = -m / 8 for the element m of largest magnitude, q = clamp(
+ * round-half-up(x / d) + 8, 0, 15) as the nibble).  The block types need a
+ * 2-D shape whose last dim is a multiple of 32 (else CLF_E_SHAPE naming
+ * it).  Converts on the host, then uploads (blocking). */
+CLF_API clf_status clf_tensor_from_f32(clf_context *ctx, clf_dtype dtype,
+                                       int ndim, const size_t *shape,
+                                       const float *host, clf_tensor **out);
 /* Sets every element to `value` (converted to the tensor's dtype). */
 CLF_API clf_status clf_tensor_fill(clf_context *ctx, clf_tensor *t,
                                    double value, cl_event *event);
@@ -283,7 +312,12 @@ typedef enum clf_weight_layout {
 } clf_weight_layout;
 
 /* y = act(x @ W^T + bias).  x [.., in], W [out, in] (or [in, out] with
- * CLF_WEIGHT_IN_OUT), bias [out] or NULL, y [.., out] with x's leading dims. */
+ * CLF_WEIGHT_IN_OUT), bias [out] or NULL, y [.., out] with x's leading dims.
+ * W is f32, or f16 / Q8_0 / Q4_0 [out, in] (CLF_WEIGHT_OUT_IN only); the
+ * math is f32 either way.  Up to 8 rows of x (decode, small batches) run
+ * a matrix-vector kernel that reads each weight once, with bias and
+ * activation in its epilogue; more rows run CLBlast's GEMM (a weight that is
+ * not f32 is first expanded to f32 in the context's scratch memory). */
 CLF_API clf_status clf_linear(clf_context *ctx, const clf_tensor *x,
                               const clf_tensor *w, clf_weight_layout layout,
                               const clf_tensor *bias, clf_activation act,
@@ -646,6 +680,31 @@ typedef struct clf_model clf_model;
  * it; free it with clf_model_destroy. */
 CLF_API clf_status clf_model_load(clf_context *ctx, const char *model_dir,
                                   clf_model **out);
+
+/* How clf_model_load_with loads a model. */
+typedef struct clf_model_options {
+  /* Storage of the weights of every linear layer (attention projections,
+   * MLPs, task heads; a tied LM head gets its own copy): CLF_F32 (default),
+   * CLF_F16, CLF_Q8_0 or CLF_Q4_0, converted from the checkpoint's
+   * F32/F16/BF16 at load.  Embeddings, norms, biases and convolutions stay
+   * f32.  The block types need every such layer's input width to be a
+   * multiple of 32 (else CLF_E_UNSUPPORTED naming the tensor). */
+  clf_dtype weights;
+} clf_model_options;
+
+/* Fills `o` with the defaults (f32 weights). */
+CLF_API void clf_model_options_init(clf_model_options *o);
+/* clf_model_load with options (NULL: the defaults).  Before anything is
+ * uploaded, CLF_E_INVALID_ARG for a weight type that is not one of the
+ * four, and CLF_E_OUT_OF_MEMORY when the weights in that type would not fit
+ * in the device's global memory (naming both sizes). */
+CLF_API clf_status clf_model_load_with(clf_context *ctx, const char *model_dir,
+                                       const clf_model_options *opts,
+                                       clf_model **out);
+/* Device bytes the model's parameters hold (0 for NULL). */
+CLF_API size_t clf_model_weight_bytes(const clf_model *m);
+/* The storage type of its linear layers' weights (CLF_F32 for NULL). */
+CLF_API clf_dtype clf_model_weight_type(const clf_model *m);
 /* Frees the model and its device memory.  NULL is accepted. */
 CLF_API void clf_model_destroy(clf_model *m);
 /* "bert", "gpt2", "marian", "vit", "swin" or "vit_mae" (static string). */

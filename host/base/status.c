@@ -131,6 +131,8 @@ size_t clf_dtype_size(clf_dtype dtype) {
     case CLF_F16: return 2;
     case CLF_I32: return 4;
     case CLF_I64: return 8;
+    case CLF_Q8_0:
+    case CLF_Q4_0: return 0; /* block types: clf_tensor_bytes */
   }
   return 0;
 }
@@ -141,6 +143,8 @@ const char *clf_dtype_name(clf_dtype dtype) {
     case CLF_F16: return "f16";
     case CLF_I32: return "i32";
     case CLF_I64: return "i64";
+    case CLF_Q8_0: return "q8_0";
+    case CLF_Q4_0: return "q4_0";
   }
   return "unknown";
 }

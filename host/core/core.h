@@ -52,6 +52,7 @@ typedef enum clf__scratch_slot {
   CLF__SCRATCH_ATTN,       /* attention scores on the GEMM path */
   CLF__SCRATCH_PATCH,      /* patch_embed's patches */
   CLF__SCRATCH_MISC,
+  CLF__SCRATCH_WEIGHT,     /* a stored weight expanded to f32 for CLBlast */
   CLF__SCRATCH_COUNT
 } clf__scratch_slot;
 
@@ -102,6 +103,20 @@ struct clf_tensor {
   int ndim;
   size_t shape[CLF_MAX_DIMS];
 };
+
+/* ---- weight storage types (quant.c) ---- */
+/* Elements per block of the block types Q8_0 and Q4_0. */
+#define CLF__QBLOCK 32
+int clf__dtype_is_block(clf_dtype dt);
+/* Storage bytes of numel elements of dt (for the block types, numel a
+ * multiple of CLF__QBLOCK). */
+size_t clf__dtype_bytes(clf_dtype dt, size_t numel);
+uint16_t clf__f32_to_f16(float f); /* round to nearest even */
+float clf__f16_bits_to_f32(uint16_t h);
+/* numel f32 values (for the block types a multiple of CLF__QBLOCK, in
+ * row-major blocks) into clf__dtype_bytes(dt, numel) bytes of dt, and back. */
+void clf__quantize(clf_dtype dt, const float *x, size_t numel, void *out);
+void clf__dequantize(clf_dtype dt, const void *in, size_t numel, float *x);
 
 /* ---- notices ---- */
 /* Sends a notice to the context's log (clf_context_options.log; by default

@@ -21,10 +21,14 @@ static clf_status clf__check_shape_arg(clf_context *ctx, const char *fn, int ndi
   if (ndim < 1 || ndim > CLF_MAX_DIMS)
     return clf__fail(ctx, CLF_E_SHAPE, "%s: ndim is %d, must be 1..%d", fn, ndim, CLF_MAX_DIMS);
   if (!shape) return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: shape is NULL", fn);
-  if (clf_dtype_size(dtype) == 0) return clf__fail(ctx, CLF_E_DTYPE, "%s: unknown dtype %d", fn, (int)dtype);
+  const int block = clf__dtype_is_block(dtype);
+  if (clf_dtype_size(dtype) == 0 && !block) return clf__fail(ctx, CLF_E_DTYPE, "%s: unknown dtype %d", fn, (int)dtype);
+  if (block && (ndim != 2 || shape[1] % CLF__QBLOCK != 0))
+    return clf__fail(ctx, CLF_E_SHAPE, "%s: a %s tensor is 2-D [rows, K] with K a multiple of %d; shape has %d dims%s",
+                     fn, clf_dtype_name(dtype), CLF__QBLOCK, ndim, ndim == 2 ? " and K not a multiple" : "");
   size_t n = 0, bytes;
   /* Kernels index with 32-bit offsets. */
-  if (!clf__shape_numel(ndim, shape, &n) || !clf__fits_u32(0, n) || !clf__mul_ok(n, clf_dtype_size(dtype), &bytes))
+  if (!clf__shape_numel(ndim, shape, &n) || !clf__fits_u32(0, n) || !clf__mul_ok(n, block ? 1 : clf_dtype_size(dtype), &bytes))
     return clf__fail(ctx, CLF_E_SHAPE, "%s: shape too large (more than 2^32 elements)", fn);
   *numel = n;
   return CLF_OK;
@@ -39,7 +43,7 @@ clf_status clf_tensor_create(clf_context *ctx, clf_dtype dtype, int ndim, const 
   size_t numel;
   st = clf__check_shape_arg(ctx, "clf_tensor_create", ndim, shape, dtype, &numel);
   if (st != CLF_OK) return st;
-  size_t bytes = numel * clf_dtype_size(dtype);
+  size_t bytes = clf__dtype_bytes(dtype, numel);
   if (bytes > ctx->caps.max_alloc)
     return clf__fail(ctx, CLF_E_OUT_OF_MEMORY,
                      "clf_tensor_create: %zu bytes exceed the device's largest allocation (%llu bytes)",
@@ -69,6 +73,9 @@ clf_status clf_tensor_view(const clf_tensor *base, size_t offset, int ndim, cons
   clf_context *ctx = base->ctx;
   if (!out) return clf__fail(ctx, CLF_E_INVALID_ARG, "clf_tensor_view: out is NULL");
   *out = NULL;
+  if (clf__dtype_is_block(base->dtype))
+    return clf__fail(ctx, CLF_E_DTYPE, "clf_tensor_view: base is %s: block-quantized tensors have no views",
+                     clf_dtype_name(base->dtype));
   size_t numel;
   clf_status st = clf__check_shape_arg(ctx, "clf_tensor_view", ndim, shape, base->dtype, &numel);
   if (st != CLF_OK) return st;
@@ -116,13 +123,13 @@ size_t clf_tensor_numel(const clf_tensor *t) {
   return n;
 }
 
-size_t clf_tensor_bytes(const clf_tensor *t) { return t ? clf_tensor_numel(t) * clf_dtype_size(t->dtype) : 0; }
+size_t clf_tensor_bytes(const clf_tensor *t) { return t ? clf__dtype_bytes(t->dtype, clf_tensor_numel(t)) : 0; }
 
 static clf_status clf__check_transfer(clf_context *ctx, const char *fn, const clf_tensor *t,
                                       const void *host, size_t bytes) {
   clf_status st = clf__check_ctx(ctx, fn);
   if (st != CLF_OK) return st;
-  st = clf__check_tensor(ctx, fn, "t", t, -1, 1, CLF_MAX_DIMS);
+  st = clf__check_tensor(ctx, fn, "t", t, -2, 1, CLF_MAX_DIMS);
   if (st != CLF_OK) return st;
   if (bytes != clf_tensor_bytes(t)) {
     char b[96];
@@ -160,34 +167,8 @@ clf_status clf_tensor_fill(clf_context *ctx, clf_tensor *t, double value, cl_eve
     case CLF_F32: { float v = (float)value; memcpy(pat, &v, 4); break; }
     case CLF_I32: { int32_t v = (int32_t)value; memcpy(pat, &v, 4); break; }
     case CLF_I64: { int64_t v = (int64_t)value; memcpy(pat, &v, 8); break; }
-    case CLF_F16: {
-      /* f32 -> f16, round to nearest even (finite values; overflow -> inf). */
-      float f = (float)value;
-      uint32_t x;
-      memcpy(&x, &f, 4);
-      uint32_t sign = (x >> 16) & 0x8000u, mant = x & 0x7fffffu;
-      int exp = (int)((x >> 23) & 0xff) - 127 + 15;
-      uint16_t h;
-      if (((x >> 23) & 0xff) == 0xff) h = (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0));
-      else if (exp >= 31) h = (uint16_t)(sign | 0x7c00u);
-      else if (exp <= 0) {
-        if (exp < -10) h = (uint16_t)sign;
-        else {
-          mant |= 0x800000u;
-          int shift = 14 - exp;
-          uint32_t hm = mant >> shift, rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
-          if (rem > half || (rem == half && (hm & 1))) hm++;
-          h = (uint16_t)(sign | hm);
-        }
-      } else {
-        uint32_t hm = mant >> 13, rem = mant & 0x1fffu;
-        uint32_t r = ((uint32_t)exp << 10) | hm;
-        if (rem > 0x1000u || (rem == 0x1000u && (hm & 1))) r++;
-        h = (uint16_t)(sign | r);
-      }
-      memcpy(pat, &h, 2);
-      break;
-    }
+    case CLF_F16: { uint16_t h = clf__f32_to_f16((float)value); memcpy(pat, &h, 2); break; }
+    default: break; /* the block types were refused above */
   }
   size_t bytes = clf_tensor_bytes(t);
   if (bytes == 0) return CLF_OK;

@@ -45,6 +45,7 @@ static const struct { const char *prefix, *fallback; } fallbacks[] = {
     {"attention.fused", "attention.gemm"},
     {"attention.gemm", "attention.fused"},
     {"movement.permute_tiled", "movement.copy_strided"},
+    {"linear.skinny", "linear.gemm"},
 };
 
 /* Kernels that ops use without an alternative, by the variants that test
@@ -55,6 +56,7 @@ static const struct { const char *prefix, *family, *kernel; } gated[] = {
     {"elementwise.bias_act", "elementwise", "bias_act"},
     {"elementwise.add", "elementwise", "add_bcast"},
     {"embed.gather", "embed", "gather_rows"},
+    {"linear.gemm", "linear", "expand"},
 };
 
 static int has_prefix(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }

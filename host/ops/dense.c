@@ -4,6 +4,7 @@
  */
 #include "ops.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* Work-group size of the element-wise kernels (clamped by clf__wg_1d). */
@@ -212,10 +213,13 @@ clf_status clf_linear(clf_context *ctx, const clf_tensor *x, const clf_tensor *w
   char sx[96], sw[96], sy[96];
   if ((st = clf__check_ctx(ctx, op)) != CLF_OK) return st;
   if ((st = clf__check_tensor(ctx, op, "x", x, CLF_F32, 1, CLF_MAX_DIMS)) != CLF_OK) return st;
-  if ((st = clf__check_tensor(ctx, op, "w", w, CLF_F32, 2, 2)) != CLF_OK) return st;
+  if ((st = clf__check_tensor(ctx, op, "w", w, -2, 2, 2)) != CLF_OK) return st;
   if (layout != CLF_WEIGHT_OUT_IN && layout != CLF_WEIGHT_IN_OUT)
     return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: layout is %d, not a clf_weight_layout", op, (int)layout);
   const int in_out = layout == CLF_WEIGHT_IN_OUT;
+  if (w->dtype != CLF_F32 && (in_out || (w->dtype != CLF_F16 && !clf__dtype_is_block(w->dtype))))
+    return clf__fail(ctx, CLF_E_DTYPE, "%s: w is %s%s: weights are f32, or f16 / q8_0 / q4_0 [out, in]", op,
+                     clf_dtype_name(w->dtype), in_out ? " with layout CLF_WEIGHT_IN_OUT" : "");
   const size_t in = x->shape[x->ndim - 1];
   const size_t w_in = w->shape[in_out ? 0 : 1], out = w->shape[in_out ? 1 : 0];
   if (w_in != in)
@@ -235,9 +239,25 @@ clf_status clf_linear(clf_context *ctx, const clf_tensor *x, const clf_tensor *w
   if ((st = dense_check_numel(ctx, op, "y", y)) != CLF_OK) return st;
 
   const size_t M = clf__numel_range(x, 0, x->ndim - 1);
+  if (!in_out && clf__skinny_fits(w->dtype, M, in) && out > 0) {
+    int use = 1;
+    if (clf__variants_failed(ctx)) {
+      char name[96], other[32];
+      clf__skinny_variant(ctx, w->dtype, name, sizeof name);
+      snprintf(other, sizeof other, "linear.gemm %s", clf__weight_type_name(w->dtype));
+      if ((st = clf__variant_pick(ctx, op, name, other, &use)) != CLF_OK) return st;
+    }
+    if (use) return clf__linear_skinny(ctx, x, w, bias, act, y, M, out, in, event);
+  }
   const int epilogue = bias != NULL || act != CLF_ACT_NONE;
+  cl_mem wbuf = w->buf;
+  size_t woff = w->offset;
+  if (w->dtype != CLF_F32 && M > 0 && out > 0) {
+    if ((st = clf__linear_expand(ctx, w, &wbuf)) != CLF_OK) return st;
+    woff = 0;
+  }
   /* y [M, out] = x [M, in] @ op(W): W [out, in] transposed, or W [in, out]. */
-  st = clf__sgemm(ctx, 0, !in_out, M, out, in, 1.0f, x->buf, x->offset, in, 0, w->buf, w->offset, w->shape[1], 0,
+  st = clf__sgemm(ctx, 0, !in_out, M, out, in, 1.0f, x->buf, x->offset, in, 0, wbuf, woff, w->shape[1], 0,
                   0.0f, y->buf, y->offset, out, 0, 1, epilogue ? NULL : event);
   if (st != CLF_OK || !epilogue) return st;
   if (clf_tensor_numel(y) == 0) return dense_nothing(ctx, op, event);

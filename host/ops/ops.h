@@ -28,6 +28,26 @@ clf_status clf__embed_gather(clf_context *ctx, const clf_tensor *x, size_t x_bst
  * when it does not apply (ops_attention.c). */
 int clf__attn_fused_variant(const clf_context *ctx, size_t dh, size_t lq, char *buf, size_t len);
 
+/* ---- linear layers off CLBlast's direct path (linear.c) ---- */
+/* The most rows of x the matrix-vector kernel takes. */
+#define CLF__SKINNY_MAX_M 8
+/* Whether an [M, K] x [N, K]^T product with weights of type wt fits the
+ * skinny kernel (1 <= M <= 8, K a multiple of its chunk). */
+int clf__skinny_fits(clf_dtype wt, size_t M, size_t K);
+/* Its work-group shape on ctx's device, and its variant name
+ * ("linear.skinny q8 SPLIT=1 ROWS=4"); 0 when buf is too short. */
+void clf__skinny_shape(const clf_context *ctx, clf_dtype wt, size_t *split, size_t *rows);
+int clf__skinny_variant(const clf_context *ctx, clf_dtype wt, char *buf, size_t len);
+/* "f32", "f16", "q8", "q4": the names of --weights. */
+const char *clf__weight_type_name(clf_dtype wt);
+/* y [M, N] = act(x [M, K] w^T + bias) with w [N, K] of any weight type;
+ * arguments already checked, clf__skinny_fits true. */
+clf_status clf__linear_skinny(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, const clf_tensor *bias,
+                              clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K, cl_event *event);
+/* w [N, K] (f16 or a block type) expanded to f32 in the context's weight
+ * scratch buffer, returned in *out (valid until the next expansion). */
+clf_status clf__linear_expand(clf_context *ctx, const clf_tensor *w, cl_mem *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,179 @@
+/* quant.c - weight storage types on the host: f32 <-> f16 bit conversions,
+ * the Q8_0 / Q4_0 block formats (clformer.h states them), and tensors made
+ * from f32 data in any of the four. */
+#include "core.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+uint16_t clf__f32_to_f16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t mant = x & 0x7fffffu;
+  const int exp = (int)((x >> 23) & 0xff) - 127 + 15;
+  if (((x >> 23) & 0xff) == 0xff) return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0));
+  if (exp >= 31) return (uint16_t)(sign | 0x7c00u);
+  if (exp <= 0) { /* a subnormal half, or zero */
+    if (exp < -10) return (uint16_t)sign;
+    mant |= 0x800000u;
+    const int shift = 14 - exp;
+    uint32_t hm = mant >> shift;
+    const uint32_t rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (hm & 1))) hm++;
+    return (uint16_t)(sign | hm);
+  }
+  const uint32_t hm = mant >> 13, rem = mant & 0x1fffu;
+  uint32_t r = ((uint32_t)exp << 10) | hm;
+  if (rem > 0x1000u || (rem == 0x1000u && (hm & 1))) r++; /* may carry into inf: right */
+  return (uint16_t)(sign | r);
+}
+
+float clf__f16_bits_to_f32(uint16_t h) {
+  const uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1F;
+  uint32_t man = h & 0x3FF, bits;
+  if (exp == 0x1F) {
+    bits = sign | 0x7F800000u | (man << 13);
+  } else if (exp) {
+    bits = sign | ((exp + 112) << 23) | (man << 13);
+  } else if (!man) {
+    bits = sign;
+  } else { /* subnormal: normalise */
+    int e = -1;
+    do {
+      man <<= 1;
+      e++;
+    } while (!(man & 0x400));
+    bits = sign | ((uint32_t)(112 - e) << 23) | ((man & 0x3FF) << 13);
+  }
+  float f;
+  memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+int clf__dtype_is_block(clf_dtype dt) { return dt == CLF_Q8_0 || dt == CLF_Q4_0; }
+
+size_t clf__dtype_bytes(clf_dtype dt, size_t numel) {
+  switch (dt) {
+    case CLF_Q8_0: return numel + numel / CLF__QBLOCK * 2;
+    case CLF_Q4_0: return numel / 2 + numel / CLF__QBLOCK * 2;
+    default: return numel * clf_dtype_size(dt);
+  }
+}
+
+/* One block of 32: quants into q (Q8_0: 32 bytes; Q4_0: 16), the scale's
+ * f16 bits returned.  The scale used is the f16-rounded one, so that the
+ * device's d * q is what was meant. */
+static uint16_t quant_block(clf_dtype dt, const float *x, unsigned char *q) {
+  float amax = 0.0f, m = 0.0f;
+  for (int j = 0; j < CLF__QBLOCK; j++)
+    if (fabsf(x[j]) > amax) amax = fabsf(x[j]), m = x[j];
+  const uint16_t dh = clf__f32_to_f16(dt == CLF_Q8_0 ? amax / 127.0f : m / -8.0f);
+  const float d = clf__f16_bits_to_f32(dh), id = d != 0.0f ? 1.0f / d : 0.0f;
+  if (dt == CLF_Q8_0) {
+    for (int j = 0; j < CLF__QBLOCK; j++) {
+      float v = roundf(x[j] * id);
+      v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;
+      q[j] = (unsigned char)(signed char)v;
+    }
+  } else {
+    for (int j = 0; j < CLF__QBLOCK / 2; j++) {
+      int lo = (int)(x[j] * id + 8.5f), hi = (int)(x[j + 16] * id + 8.5f);
+      lo = lo < 0 ? 0 : lo > 15 ? 15 : lo;
+      hi = hi < 0 ? 0 : hi > 15 ? 15 : hi;
+      q[j] = (unsigned char)(lo | hi << 4);
+    }
+  }
+  return dh;
+}
+
+void clf__quantize(clf_dtype dt, const float *x, size_t numel, void *out) {
+  unsigned char *o = out;
+  if (dt == CLF_F32) {
+    memcpy(o, x, numel * sizeof(float));
+  } else if (dt == CLF_F16) {
+    for (size_t i = 0; i < numel; i++) {
+      const uint16_t h = clf__f32_to_f16(x[i]);
+      memcpy(o + 2 * i, &h, 2);
+    }
+  } else {
+    const size_t blocks = numel / CLF__QBLOCK, qb = dt == CLF_Q8_0 ? 32 : 16;
+    unsigned char *scales = o + blocks * qb;
+    for (size_t b = 0; b < blocks; b++) {
+      const uint16_t dh = quant_block(dt, x + b * CLF__QBLOCK, o + b * qb);
+      memcpy(scales + 2 * b, &dh, 2);
+    }
+  }
+}
+
+void clf__dequantize(clf_dtype dt, const void *in, size_t numel, float *x) {
+  const unsigned char *p = in;
+  if (dt == CLF_F32) {
+    memcpy(x, p, numel * sizeof(float));
+    return;
+  }
+  if (dt == CLF_F16) {
+    for (size_t i = 0; i < numel; i++) x[i] = clf__f16_bits_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
+    return;
+  }
+  const size_t blocks = numel / CLF__QBLOCK, qb = dt == CLF_Q8_0 ? 32 : 16;
+  const unsigned char *scales = p + blocks * qb;
+  for (size_t b = 0; b < blocks; b++) {
+    const float d = clf__f16_bits_to_f32((uint16_t)(scales[2 * b] | scales[2 * b + 1] << 8));
+    const unsigned char *q = p + b * qb;
+    float *o = x + b * CLF__QBLOCK;
+    for (int j = 0; j < CLF__QBLOCK; j++)
+      o[j] = dt == CLF_Q8_0 ? d * (float)(signed char)q[j]
+                            : d * (float)((j < 16 ? q[j] & 15 : q[j - 16] >> 4) - 8);
+  }
+}
+
+clf_status clf_weight_type_from_name(const char *name, clf_dtype *out) {
+  static const struct {
+    const char *name;
+    clf_dtype dt;
+  } table[] = {{"f32", CLF_F32}, {"f16", CLF_F16}, {"q8", CLF_Q8_0},
+               {"q8_0", CLF_Q8_0}, {"q4", CLF_Q4_0}, {"q4_0", CLF_Q4_0}};
+  if (!out) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_weight_type_from_name: out is NULL");
+  for (size_t i = 0; name && i < CLF__ARRAY_LEN(table); i++)
+    if (strcmp(name, table[i].name) == 0) {
+      *out = table[i].dt;
+      return CLF_OK;
+    }
+  return clf__fail(NULL, CLF_E_INVALID_ARG, "weight type \"%s\" is not one of f32, f16, q8, q4",
+                   name ? name : "(null)");
+}
+
+clf_status clf_tensor_from_f32(clf_context *ctx, clf_dtype dtype, int ndim, const size_t *shape, const float *host,
+                               clf_tensor **out) {
+  static const char op[] = "clf_tensor_from_f32";
+  clf_status st = clf__check_ctx(ctx, op);
+  if (st != CLF_OK) return st;
+  if (!out) return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: out is NULL", op);
+  *out = NULL;
+  if (dtype != CLF_F32 && dtype != CLF_F16 && !clf__dtype_is_block(dtype))
+    return clf__fail(ctx, CLF_E_DTYPE, "%s: dtype %s is not a weight type (f32, f16, q8_0, q4_0)", op,
+                     clf_dtype_name(dtype));
+  clf_tensor *t = NULL;
+  if ((st = clf_tensor_create(ctx, dtype, ndim, shape, &t)) != CLF_OK) return st;
+  const size_t numel = clf_tensor_numel(t), bytes = clf_tensor_bytes(t);
+  if (numel && !host) {
+    clf_tensor_destroy(t);
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: host is NULL", op);
+  }
+  void *buf = dtype == CLF_F32 ? (void *)host : malloc(bytes ? bytes : 1);
+  if (!buf) {
+    clf_tensor_destroy(t);
+    return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory (%zu bytes)", op, bytes);
+  }
+  if (dtype != CLF_F32 && numel) clf__quantize(dtype, host, numel, buf);
+  st = clf_tensor_upload(ctx, t, buf, bytes);
+  if (buf != host) free(buf);
+  if (st != CLF_OK) {
+    clf_tensor_destroy(t);
+    return st;
+  }
+  *out = t;
+  return CLF_OK;
+}

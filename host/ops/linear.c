@@ -1,0 +1,91 @@
+/* linear.c - the linear layers that do not go straight to CLBlast: skinny
+ * products (M <= 8 rows) through the matrix-vector kernel of
+ * kernels/linear.cl, and weights stored as f16 / Q8_0 / Q4_0 expanded to f32
+ * for CLBlast when x has more rows.  clf_linear (dense.c) checks the
+ * arguments and chooses.
+ */
+#include "ops.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* WTYPE of kernels/linear.cl, by clf_dtype. */
+static int linear_wtype(clf_dtype dt) {
+  switch (dt) {
+    case CLF_F16: return 1;
+    case CLF_Q8_0: return 2;
+    case CLF_Q4_0: return 3;
+    default: return 0;
+  }
+}
+
+/* Weights per chunk of the kernels (their CH). */
+static size_t linear_chunk(clf_dtype dt) { return clf__dtype_is_block(dt) ? CLF__QBLOCK : 8; }
+
+static const char *const wnames[] = {"f32", "f16", "q8", "q4"}; /* by WTYPE */
+
+const char *clf__weight_type_name(clf_dtype wt) { return wnames[linear_wtype(wt)]; }
+
+/* The skinny kernel's work-group: SPLIT work-items share a row's K, ROWS
+ * rows per group.  On a CPU a work-group is a loop on one core: one
+ * work-item per row streams it (SPLIT 1) and ROWS rows amortise the group;
+ * on a GPU a warp-sized split reads coalesced chunks.  $CLFORMER_SKINNY
+ * ("SPLITxROWS", powers of two) overrides, for tuning. */
+void clf__skinny_shape(const clf_context *ctx, clf_dtype wt, size_t *split, size_t *rows) {
+  size_t s = ctx->caps.is_cpu ? 1 : 32, r = ctx->caps.is_cpu ? (clf__dtype_is_block(wt) ? 4 : 8) : 4;
+  const char *env = getenv("CLFORMER_SKINNY");
+  unsigned es, er;
+  if (env && sscanf(env, "%ux%u", &es, &er) == 2 && es && er && !(es & (es - 1)) && !(er & (er - 1)) &&
+      (size_t)es * er <= ctx->caps.max_wg)
+    s = es, r = er;
+  while (s * r > ctx->caps.max_wg && r > 1) r /= 2;
+  while (s * r > ctx->caps.max_wg && s > 1) s /= 2;
+  *split = s;
+  *rows = r;
+}
+
+int clf__skinny_fits(clf_dtype wt, size_t M, size_t K) {
+  return M >= 1 && M <= CLF__SKINNY_MAX_M && K % linear_chunk(wt) == 0;
+}
+
+int clf__skinny_variant(const clf_context *ctx, clf_dtype wt, char *buf, size_t len) {
+  size_t s, r;
+  clf__skinny_shape(ctx, wt, &s, &r);
+  return snprintf(buf, len, "linear.skinny %s SPLIT=%zu ROWS=%zu", wnames[linear_wtype(wt)], s, r) < (int)len;
+}
+
+clf_status clf__linear_skinny(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, const clf_tensor *bias,
+                              clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K, cl_event *event) {
+  size_t split, rows, mmax = 1;
+  clf__skinny_shape(ctx, w->dtype, &split, &rows);
+  while (mmax < M) mmax *= 2;
+  char opts[96];
+  snprintf(opts, sizeof opts, "-DWTYPE=%d -DSPLIT=%zu -DROWS=%zu -DMMAX=%zu", linear_wtype(w->dtype), split, rows,
+           mmax);
+  clf__kernel *k;
+  clf_status st = clf__get_kernel(ctx, "linear", opts, "skinny", &k);
+  if (st != CLF_OK) return st;
+  const clf_tensor *bb = bias ? bias : x;
+  cl_int has_bias = bias != NULL, act32 = (cl_int)act;
+  cl_uint m32 = (cl_uint)M, n32 = (cl_uint)N, k32 = (cl_uint)K;
+  st = clf__set_args(ctx, k, 13, CLF__TARG(x), CLF__TARG(w), CLF__TARG(bb), CLF__ARG(has_bias), CLF__ARG(act32),
+                     CLF__TARG(y), CLF__ARG(m32), CLF__ARG(n32), CLF__ARG(k32));
+  if (st != CLF_OK) return st;
+  size_t local[2] = {split, rows}, global[2] = {split, (N + rows - 1) / rows * rows};
+  return clf__launch(ctx, k, 2, global, local, event);
+}
+
+clf_status clf__linear_expand(clf_context *ctx, const clf_tensor *w, cl_mem *out) {
+  const size_t N = w->shape[0], K = w->shape[1], chunks = N * K / linear_chunk(w->dtype);
+  clf_status st = clf__scratch(ctx, CLF__SCRATCH_WEIGHT, N * K * sizeof(float), out);
+  if (st != CLF_OK) return st;
+  char opts[32];
+  snprintf(opts, sizeof opts, "-DWTYPE=%d", linear_wtype(w->dtype));
+  clf__kernel *k;
+  if ((st = clf__get_kernel(ctx, "linear", opts, "expand", &k)) != CLF_OK) return st;
+  cl_uint zero = 0, n32 = (cl_uint)N, k32 = (cl_uint)K;
+  st = clf__set_args(ctx, k, 6, CLF__TARG(w), CLF__ARG(*out), CLF__ARG(zero), CLF__ARG(n32), CLF__ARG(k32));
+  if (st != CLF_OK) return st;
+  const size_t local = clf__wg_1d(ctx, k, 256), global = (chunks + local - 1) / local * local;
+  return clf__launch(ctx, k, 1, &global, &local, NULL);
+}

@@ -1,0 +1,138 @@
+/* linear.cl - the linear family: y = act(x W^T + bias) for skinny x (M <= 8
+ * rows: decoding, small batches) read straight from the weight's storage
+ * type, and the expansion of a stored weight to f32 for CLBlast's GEMM when
+ * x has more rows.
+ *
+ * Weights are [N, K] (out, in), row-major, in one of four storage types
+ * (-DWTYPE; clformer.h states the block formats):
+ *   0 f32; 1 f16 (read with vload_half: core OpenCL, no cl_khr_fp16 needed);
+ *   2 Q8_0: int8 quants [N*K], then one f16 scale per 32 along K;
+ *   3 Q4_0: 16 bytes per 32 (element j low nibble, j + 16 high, minus 8),
+ *     then the f16 scales.
+ * The weight buffer is passed as bytes and read at its own type here; its
+ * tensor offset is 0 for the block types and in elements otherwise.
+ *
+ * skinny: a work-group of SPLIT x ROWS work-items computes ROWS outputs;
+ * the SPLIT work-items of a row share its K (chunks of CH weights, strided
+ * by SPLIT so that neighbours read neighbouring memory), accumulate in f32
+ * for up to MMAX rows of x, and reduce through local memory.  Every weight
+ * is read once; x (M x K floats) stays in cache.
+ */
+
+#ifndef WTYPE
+#define WTYPE 0
+#endif
+#ifndef SPLIT
+#define SPLIT 1
+#endif
+#ifndef ROWS
+#define ROWS 4
+#endif
+#ifndef MMAX
+#define MMAX 8
+#endif
+
+/* Weights per chunk: one vload8 for f32/f16, one block for Q8_0/Q4_0. */
+#if WTYPE <= 1
+#define CH 8
+#else
+#define CH 32
+#endif
+#define NV (CH / 8)
+
+/* Chunk c of row n as NV float8 (unscaled quants for the block types) and
+ * its scale (1 for f32 / f16). */
+inline float load_chunk(__global const uchar *w, uint w_off, uint n, uint c, uint N, uint K, float8 *v) {
+#if WTYPE == 0
+  v[0] = vload8(0, (__global const float *)w + w_off + (size_t)n * K + (size_t)c * 8);
+  return 1.0f;
+#elif WTYPE == 1
+  v[0] = vload_half8(0, (__global const half *)w + w_off + (size_t)n * K + (size_t)c * 8);
+  return 1.0f;
+#elif WTYPE == 2
+  const size_t blk = (size_t)n * (K / 32) + c;
+  __global const char *q = (__global const char *)w + blk * 32;
+  const char16 a = vload16(0, q), b = vload16(1, q);
+  v[0] = convert_float8(a.lo);
+  v[1] = convert_float8(a.hi);
+  v[2] = convert_float8(b.lo);
+  v[3] = convert_float8(b.hi);
+  return vload_half(blk, (__global const half *)(w + (size_t)N * K));
+#else
+  const size_t blk = (size_t)n * (K / 32) + c;
+  const uchar16 q = vload16(0, w + blk * 16);
+  const float16 lo = convert_float16(q & (uchar16)15) - 8.0f;
+  const float16 hi = convert_float16(q >> (uchar16)4) - 8.0f;
+  v[0] = lo.lo;
+  v[1] = lo.hi;
+  v[2] = hi.lo;
+  v[3] = hi.hi;
+  return vload_half(blk, (__global const half *)(w + (size_t)N * K / 2));
+#endif
+}
+
+inline float sum8(float8 v) {
+  const float4 s = v.lo + v.hi;
+  return (s.x + s.y) + (s.z + s.w);
+}
+
+/* y [M, N] = act(x [M, K] W^T + bias), M <= MMAX; global (SPLIT, N rounded
+ * up to ROWS), local (SPLIT, ROWS).  K is a multiple of CH. */
+__kernel __attribute__((reqd_work_group_size(SPLIT, ROWS, 1)))
+void skinny(__global const float *x, uint x_off, __global const uchar *w, uint w_off,
+            __global const float *bias, uint b_off, int has_bias, int act,
+            __global float *y, uint y_off, uint M, uint N, uint K) {
+  const uint lane = get_local_id(0), r = get_local_id(1);
+  const uint n = get_group_id(1) * ROWS + r;
+  x += x_off;
+  float8 acc[MMAX];
+  for (uint m = 0; m < MMAX; m++) acc[m] = (float8)(0.0f);
+  if (n < N) {
+    const uint chunks = K / CH;
+    for (uint c = lane; c < chunks; c += SPLIT) {
+      float8 v[NV];
+      const float d = load_chunk(w, w_off, n, c, N, K, v);
+      for (uint m = 0; m < MMAX; m++) {
+        if (m < M) {
+          __global const float *xp = x + (size_t)m * K + (size_t)c * CH;
+          float8 s = vload8(0, xp) * v[0];
+          for (uint j = 1; j < NV; j++) s += vload8(j, xp) * v[j];
+          acc[m] += d * s;
+        }
+      }
+    }
+  }
+  float out[MMAX];
+  for (uint m = 0; m < MMAX; m++) out[m] = sum8(acc[m]);
+#if SPLIT > 1
+  __local float red[ROWS][SPLIT];
+  for (uint m = 0; m < MMAX; m++) {
+    if (m < M) { /* M is uniform: every work-item meets the barriers */
+      red[r][lane] = out[m];
+      barrier(CLK_LOCAL_MEM_FENCE);
+      for (uint s = SPLIT / 2; s > 0; s >>= 1) {
+        if (lane < s) red[r][lane] += red[r][lane + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+      }
+      out[m] = red[r][0];
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+  }
+#endif
+  if (lane != 0 || n >= N) return;
+  const float b = has_bias ? bias[b_off + n] : 0.0f;
+  for (uint m = 0; m < MMAX; m++)
+    if (m < M) y[y_off + (size_t)m * N + n] = clf_act(out[m] + b, act);
+}
+
+/* out [N, K] f32 = the stored weight; one chunk per work-item, global
+ * N * K / CH rounded up to the work-group size. */
+__kernel void expand(__global const uchar *w, uint w_off, __global float *out, uint o_off, uint N, uint K) {
+  const uint i = get_global_id(0), chunks = K / CH;
+  if (i >= N * chunks) return;
+  const uint n = i / chunks, c = i % chunks;
+  float8 v[NV];
+  const float d = load_chunk(w, w_off, n, c, N, K, v);
+  __global float *o = out + o_off + (size_t)i * CH;
+  for (uint j = 0; j < NV; j++) vstore8(d * v[j], j, o);
+}

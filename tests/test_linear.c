@@ -1,0 +1,176 @@
+/* test_linear.c - weight storage types and the skinny (M <= 8) linear path
+ * against CPU references in double: the f16 / Q8_0 / Q4_0 formats as
+ * clformer.h states them (decoded here independently of the library, f16
+ * through the compiler's _Float16), clf_linear with every weight type on
+ * both paths (matrix-vector kernel and expanded weight + CLBlast), every
+ * work-group shape of the skinny kernel, and bad arguments. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "device/reference.h"
+#include "harness.h"
+
+static const clf_dtype types[] = {CLF_F32, CLF_F16, CLF_Q8_0, CLF_Q4_0};
+
+static float half_to_float(const unsigned char *p) {
+  _Float16 h;
+  memcpy(&h, p, 2);
+  return (float)h;
+}
+
+/* The stored tensor's values as floats, decoded per clformer.h. */
+static float *decode(clf_dtype dt, const unsigned char *p, size_t rows, size_t K) {
+  const size_t n = rows * K;
+  float *w = malloc(n * sizeof(float));
+  for (size_t i = 0; i < n; i++) {
+    const size_t b = i / 32, j = i % 32;
+    switch (dt) {
+      case CLF_F32: memcpy(&w[i], p + 4 * i, 4); break;
+      case CLF_F16: w[i] = half_to_float(p + 2 * i); break;
+      case CLF_Q8_0: w[i] = half_to_float(p + n + 2 * b) * (float)(signed char)p[i]; break;
+      default: {
+        const unsigned char byte = p[b * 16 + j % 16];
+        const int q = (j < 16 ? byte & 15 : byte >> 4) - 8;
+        w[i] = half_to_float(p + n / 2 + 2 * b) * (float)q;
+      }
+    }
+  }
+  return w;
+}
+
+/* How far a stored weight may be from the value it was made from: f16
+ * rounding (2^-11 relative), half a quantisation step of the block (Q8_0),
+ * or a whole one (Q4_0: the top of the range clamps to 7 steps of 8). */
+static void check_format(clf_dtype dt, const float *src, const float *got, size_t n) {
+  for (size_t b = 0; b < n / 32; b++) {
+    double amax = 0;
+    for (int j = 0; j < 32; j++) amax = fmax(amax, fabs(src[b * 32 + j]));
+    for (int j = 0; j < 32; j++) {
+      const size_t i = b * 32 + j;
+      const double err = fabs((double)got[i] - src[i]);
+      double lim = fabs(src[i]) * 0x1p-11;
+      if (dt == CLF_Q8_0) lim = amax / 127 * (0.5 + 1e-3);
+      if (dt == CLF_Q4_0) lim = amax / 8 * (1 + 1e-3);
+      ck_assert_msg(err <= lim, "%s element %zu: %g stored as %g (error %g > %g)", clf_dtype_name(dt), i, src[i],
+                    got[i], err, lim);
+    }
+  }
+}
+
+START_TEST(formats_round_trip) {
+  const size_t rows = 5, K = 96, n = rows * K;
+  float *src = th_rand(n, 11, -2, 2);
+  src[7] = 0.0f;                    /* zero */
+  for (int j = 0; j < 32; j++) src[32 + j] = 0.0f; /* an all-zero block: scale 0 */
+  src[70] = 3.5f;                   /* the block's extreme, positive */
+  src[100] = -3.25f;                /* ... and negative */
+  for (size_t t = 0; t < 4; t++) {
+    clf_tensor *w = NULL;
+    TH_OK(clf_tensor_from_f32(th_ctx, types[t], 2, TH_SHAPE(rows, K), src, &w));
+    const size_t want = types[t] == CLF_F32 ? 4 * n : types[t] == CLF_F16 ? 2 * n
+                        : types[t] == CLF_Q8_0 ? n + n / 16 : n / 2 + n / 16;
+    ck_assert_uint_eq(clf_tensor_bytes(w), want);
+    unsigned char *p = th_download(w);
+    float *got = decode(types[t], p, rows, K);
+    check_format(types[t], src, got, n);
+    for (int j = 0; j < 32; j++) ck_assert_float_eq(got[32 + j], 0.0f);
+    if (types[t] == CLF_Q4_0) ck_assert_float_eq(got[100], -3.25f); /* the extreme is exact */
+    if (types[t] == CLF_Q8_0) ck_assert(fabsf(got[70] - 3.5f) < 3.5f * 0x1p-10f);
+    free(p);
+    free(got);
+    clf_tensor_destroy(w);
+  }
+  free(src);
+}
+END_TEST
+
+/* y = act(x W^T + b) through clf_linear with W stored as dt, against the
+ * reference on the stored values (so the test checks the product, the
+ * format test above the storage).  x is a view at an offset. */
+static void check_linear(clf_dtype dt, size_t M, size_t N, size_t K, int with_bias, clf_activation act,
+                         uint32_t seed) {
+  float *x = th_rand(M * K + 3, seed, -1, 1), *wsrc = th_rand(N * K, seed + 1, -1, 1);
+  float *bias = th_rand(N, seed + 2, -1, 1), *ref = malloc((M * N + 1) * sizeof(float));
+  clf_tensor *tw = NULL, *xb = th_tensor(CLF_F32, 1, TH_SHAPE(M * K + 3), x), *tx = NULL;
+  TH_OK(clf_tensor_view(xb, 3, 2, TH_SHAPE(M, K), &tx));
+  TH_OK(clf_tensor_from_f32(th_ctx, dt, 2, TH_SHAPE(N, K), wsrc, &tw));
+  unsigned char *p = th_download(tw);
+  float *w = decode(dt, p, N, K);
+  for (size_t m = 0; m < M; m++)
+    for (size_t o = 0; o < N; o++) {
+      double acc = with_bias ? bias[o] : 0.0;
+      for (size_t k = 0; k < K; k++) acc += (double)x[3 + m * K + k] * w[o * K + k];
+      ref[m * N + o] = (float)clf__ref_act(act, acc);
+    }
+  clf_tensor *tb = th_tensor(CLF_F32, 1, TH_SHAPE(N), bias), *ty = th_empty(CLF_F32, 2, TH_SHAPE(M, N));
+  TH_OK(clf_linear(th_ctx, tx, tw, CLF_WEIGHT_OUT_IN, with_bias ? tb : NULL, act, ty, NULL));
+  float *y = th_download(ty);
+  /* f32 sums of K products of |x| <= 1 and |w| <= 2 in any order, plus
+   * the activations' f32 evaluation. */
+  char what[96];
+  snprintf(what, sizeof what, "%s M=%zu N=%zu K=%zu", clf_dtype_name(dt), M, N, K);
+  const double tol = 2e-5 * sqrt((double)K) + 1e-5;
+  const double err = th_max_abs_diff(y, ref, M * N) / fmax(1.0, th_max_abs(ref, M * N));
+  th_note_error(err, tol);
+  ck_assert_msg(err <= tol, "%s: error %g > %g", what, err, tol);
+  free(x); free(wsrc); free(bias); free(ref); free(p); free(w); free(y);
+  clf_tensor_destroy(tw); clf_tensor_destroy(xb); clf_tensor_destroy(tx);
+  clf_tensor_destroy(tb); clf_tensor_destroy(ty);
+}
+
+START_TEST(linear_every_weight_type) {
+  static const size_t Ms[] = {1, 2, 3, 8, 9, 20};
+  for (size_t t = 0; t < 4; t++)
+    for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++)
+      check_linear(types[t], Ms[i], 37, 96, i % 2 == 0, (clf_activation)(i % 6), (uint32_t)(10 * t + i));
+  /* a K the f32/f16 chunk does not divide: CLBlast for f32 */
+  check_linear(CLF_F32, 1, 5, 36, 1, CLF_ACT_NONE, 99);
+}
+END_TEST
+
+/* Every work-group shape of the skinny kernel, through $CLFORMER_SKINNY. */
+START_TEST(skinny_work_group_shapes) {
+  static const char *const shapes[] = {"1x1", "1x8", "4x2", "32x4", "8x16"};
+  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+    setenv("CLFORMER_SKINNY", shapes[s], 1);
+    for (size_t t = 0; t < 4; t++) check_linear(types[t], 1 + s, 33, 320, 1, CLF_ACT_GELU, (uint32_t)(50 + s));
+  }
+  unsetenv("CLFORMER_SKINNY");
+}
+END_TEST
+
+START_TEST(bad_arguments) {
+  float data[64 * 2] = {0};
+  clf_tensor *q = NULL, *v = NULL;
+  TH_FAILS(clf_tensor_from_f32(th_ctx, CLF_Q8_0, 2, TH_SHAPE(2, 40), data, &q), CLF_E_SHAPE, "multiple of 32");
+  TH_FAILS(clf_tensor_from_f32(th_ctx, CLF_Q4_0, 1, TH_SHAPE(64), data, &q), CLF_E_SHAPE, "2-D");
+  TH_FAILS(clf_tensor_from_f32(th_ctx, CLF_I32, 2, TH_SHAPE(2, 32), data, &q), CLF_E_DTYPE, "not a weight type");
+  TH_OK(clf_tensor_from_f32(th_ctx, CLF_Q8_0, 2, TH_SHAPE(2, 64), data, &q));
+  TH_FAILS(clf_tensor_view(q, 0, 2, TH_SHAPE(1, 64), &v), CLF_E_DTYPE, "no views");
+  clf_tensor *x = th_empty(CLF_F32, 2, TH_SHAPE(1, 64)), *y = th_empty(CLF_F32, 2, TH_SHAPE(1, 2));
+  TH_FAILS(clf_linear(th_ctx, x, q, CLF_WEIGHT_IN_OUT, NULL, CLF_ACT_NONE, y, NULL), CLF_E_DTYPE, "IN_OUT");
+  TH_FAILS(clf_add(th_ctx, q, q, q, NULL), CLF_E_DTYPE, "q8_0");
+  TH_FAILS(clf_tensor_fill(th_ctx, q, 1.0, NULL), CLF_E_DTYPE, "only clf_linear");
+  clf_dtype dt;
+  ck_assert_int_eq(clf_weight_type_from_name("q5", &dt), CLF_E_INVALID_ARG);
+  ck_assert_ptr_nonnull(strstr(clf_last_error(NULL), "\"q5\" is not one of f32, f16, q8, q4"));
+  TH_OK(clf_weight_type_from_name("q4", &dt));
+  ck_assert_int_eq(dt, CLF_Q4_0);
+  clf_tensor_destroy(q); clf_tensor_destroy(x); clf_tensor_destroy(y);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("linear");
+  TCase *c = tcase_create("weights");
+  tcase_set_timeout(c, 0);
+  tcase_add_test(c, formats_round_trip);
+  tcase_add_test(c, linear_every_weight_type);
+  tcase_add_test(c, skinny_work_group_shapes);
+  tcase_add_test(c, bad_arguments);
+  suite_add_tcase(s, c);
+  return s;
+}
+
+int main(void) { return th_run(suite()); }
