@@ -107,9 +107,7 @@ static const clf__config_key bert_keys[] = {
 
 /* the weights of encoder.layer.N. */
 static const clf__weight_row bert_layer_rows[] = {
-    CLF__LIN(clf__layer, self.q, "attention.self.query", D, D, YES),   /* [D, D] */
-    CLF__LIN(clf__layer, self.k, "attention.self.key", D, D, YES),     /* [D, D] */
-    CLF__LIN(clf__layer, self.v, "attention.self.value", D, D, YES),   /* [D, D] */
+    CLF__QKV(clf__layer, self, "attention.self.%s", YES, "query", "key", "value"), /* 3 x [D, D] */
     CLF__LIN(clf__layer, self.o, "attention.output.dense", D, D, YES), /* [D, D] */
     CLF__LIN(clf__layer, mlp.fc1, "intermediate.dense", F, D, YES),    /* [F, D] */
     CLF__LIN(clf__layer, mlp.fc2, "output.dense", D, F, YES),          /* [D, F] */

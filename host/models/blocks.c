@@ -39,17 +39,103 @@ clf_status clf__param(clf_context *ctx, const clf__weights *w, clf__params *p, c
   return CLF_OK;
 }
 
+/* Host f32 [rows, in] of `name` (stored [in, rows] when in_out: transposed). */
+static clf_status read_matrix(clf_context *ctx, const clf__weights *w, const char *name, size_t rows, size_t in,
+                              int in_out, float **out) {
+  size_t got[8];
+  float *h = NULL;
+  clf_status st = clf__weights_read(ctx, w, name, 2, in_out ? (size_t[]){in, rows} : (size_t[]){rows, in}, &h, got);
+  if (st != CLF_OK || !in_out) {
+    *out = h;
+    return st;
+  }
+  float *t = malloc((rows * in > 0 ? rows * in : 1) * sizeof *t);
+  if (!t) {
+    free(h);
+    return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "model: out of host memory transposing \"%s\"", name);
+  }
+  for (size_t i = 0; i < in; i++)
+    for (size_t o = 0; o < rows; o++) t[o * in + i] = h[i * rows + o];
+  free(h);
+  *out = t;
+  return CLF_OK;
+}
+
+/* Uploads host [rows, in] as the params' weight type into p. */
+static clf_status store_matrix(clf_context *ctx, clf__params *p, const char *name, const float *h, size_t rows,
+                               size_t in, clf_tensor **out) {
+  if (clf__dtype_is_block(p->wtype) && in % CLF__QBLOCK != 0)
+    return clf__fail(ctx, CLF_E_UNSUPPORTED,
+                     "tensor \"%s\" [%zu, %zu]: %s weights need in-features that are a multiple of %d (use f16 "
+                     "or f32 weights for this model)",
+                     name, rows, in, clf__weight_type_name(p->wtype), CLF__QBLOCK);
+  clf_tensor *t = NULL;
+  clf_status st = clf_tensor_from_f32(ctx, p->wtype, 2, (size_t[]){rows, in}, h, &t);
+  if (st != CLF_OK) return st;
+  if ((st = clf__params_add(ctx, p, t)) != CLF_OK) return st;
+  *out = t;
+  return CLF_OK;
+}
+
+clf_status clf__load_weight(clf_context *ctx, const clf__weights *w, clf__params *p, const char *wname,
+                            size_t out_f, size_t in_f, clf_weight_layout layout, clf_tensor **out) {
+  float *h = NULL;
+  clf_status st = read_matrix(ctx, w, wname, out_f, in_f, layout == CLF_WEIGHT_IN_OUT, &h);
+  if (st == CLF_OK) st = store_matrix(ctx, p, wname, h, out_f, in_f, out);
+  free(h);
+  return st;
+}
+
 clf_status clf__load_linear(clf_context *ctx, const clf__weights *w, clf__params *p, const char *wname,
                             const char *bname, size_t out_f, size_t in_f, clf_weight_layout layout,
                             clf__linear *l) {
   clf_status st;
-  size_t ws[2] = {out_f, in_f};
-  if (layout == CLF_WEIGHT_IN_OUT) ws[0] = in_f, ws[1] = out_f;
-  l->layout = layout;
+  l->layout = CLF_WEIGHT_OUT_IN;
   l->b = NULL;
-  if ((st = clf__param(ctx, w, p, wname, 2, ws, &l->w)) != CLF_OK) return st;
+  if ((st = clf__load_weight(ctx, w, p, wname, out_f, in_f, layout, &l->w)) != CLF_OK) return st;
   if (bname) return clf__param(ctx, w, p, bname, 1, &out_f, &l->b);
   return CLF_OK;
+}
+
+/* The parts of a QKV / KV row (PREFIX NAME with "%s" each of r->parts)
+ * concatenated along out into one linear: weights [n D, D], biases [n D]. */
+static clf_status load_fused(clf_context *ctx, const clf__weights *w, clf__params *p, const char *prefix,
+                             const clf__weight_row *r, size_t D, int bias, const clf__block_spec *spec,
+                             clf__linear *l) {
+  const size_t n = r->kind == CLF__ROW_QKV ? 3 : 2;
+  float *cat = malloc(n * D * D * sizeof *cat), *bcat = malloc(n * D * sizeof *bcat), *h = NULL;
+  char fmt[256], wn[256];
+  clf_status st = CLF_OK;
+  if (!cat || !bcat) st = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "model: out of host memory fusing %s%s", prefix, r->name);
+  snprintf(fmt, sizeof fmt, "%s%s", prefix, r->name);
+  for (size_t i = 0; i < n && st == CLF_OK; i++) {
+    snprintf(wn, sizeof wn, fmt, r->parts[i]);
+    const size_t len = strlen(wn);
+    snprintf(wn + len, sizeof wn - len, ".weight");
+    if ((st = read_matrix(ctx, w, wn, D, D, spec->layout == CLF_WEIGHT_IN_OUT, &h)) != CLF_OK) break;
+    memcpy(cat + i * D * D, h, D * D * sizeof *h);
+    free(h);
+    h = NULL;
+    if (!bias) continue;
+    snprintf(wn + len, sizeof wn - len, ".bias");
+    st = clf__weights_read(ctx, w, wn, 1, &D, &h, (size_t[8]){0});
+    if (st == CLF_OK) memcpy(bcat + i * D, h, D * sizeof *h);
+    free(h);
+    h = NULL;
+  }
+  l->layout = CLF_WEIGHT_OUT_IN;
+  l->b = NULL;
+  snprintf(wn, sizeof wn, fmt, r->kind == CLF__ROW_QKV ? "{q,k,v}" : "{k,v}");
+  if (st == CLF_OK) st = store_matrix(ctx, p, wn, cat, n * D, D, &l->w);
+  if (st == CLF_OK && bias) {
+    clf_tensor *t = NULL;
+    if ((st = clf_tensor_from_f32(ctx, CLF_F32, 1, (size_t[]){n * D}, bcat, &t)) == CLF_OK &&
+        (st = clf__params_add(ctx, p, t)) == CLF_OK)
+      l->b = t;
+  }
+  free(cat);
+  free(bcat);
+  return st;
 }
 
 clf_status clf__load_ln(clf_context *ctx, const clf__weights *w, clf__params *p, const char *prefix, size_t d,
@@ -82,6 +168,14 @@ clf_status clf__load_rows(clf_context *ctx, const clf__weights *w, clf__params *
       continue;
     }
     const int bias = r->bias == CLF__BIAS_YES || (r->bias == CLF__BIAS_QKV && spec->qkv_bias);
+    if (r->kind == CLF__ROW_QKV || r->kind == CLF__ROW_KV) {
+      clf__attn *a = at;
+      const int qkv = r->kind == CLF__ROW_QKV;
+      st = load_fused(ctx, w, p, prefix, r, spec->dims[r->in], bias, spec, qkv ? &a->qkv : &a->kv);
+      if (qkv) a->fused = 1;
+      else a->kv_fused = 1;
+      continue;
+    }
     snprintf(bn, sizeof bn, "%s%s.bias", prefix, r->name);
     snprintf(wn, sizeof wn, "%s%s.weight", prefix, r->name);
     st = clf__load_linear(ctx, w, p, wn, bias ? bn : NULL, spec->dims[r->out], spec->dims[r->in], spec->layout, at);
@@ -127,24 +221,23 @@ clf_status clf__attn_forward(clf_context *ctx, const clf__attn *a, const clf_ten
     if ((st = clf__ws_get(ctx, ws, CLF__WS_V, CLF_F32, 4, (size_t[]){B, H, Ls, Dh}, &v)) != CLF_OK) return st;
   }
   const int need_kv = !(kv && kv->ready);
-  if (a->fused && self) {
-    /* One [D, 3D] projection, split three ways into q and the cache. */
+  if (self) {
+    /* One [3D, D] projection, split three ways into q and the cache. */
     if ((st = clf__ws_get(ctx, ws, CLF__WS_PROJ, CLF_F32, 3, (size_t[]){B, Lq, 3 * D}, &proj)) != CLF_OK) return st;
     if ((st = clf_linear(ctx, x, a->qkv.w, a->qkv.layout, a->qkv.b, CLF_ACT_NONE, proj, NULL)) != CLF_OK) return st;
     if ((st = clf_split_heads(ctx, proj, 0, 0, q, NULL)) != CLF_OK) return st;
     if ((st = clf_split_heads(ctx, proj, D, pos, k, NULL)) != CLF_OK) return st;
     if ((st = clf_split_heads(ctx, proj, 2 * D, pos, v, NULL)) != CLF_OK) return st;
-  } else {
+  } else { /* cross-attention: q from x, the fused k, v from the encoder states */
     if ((st = clf__ws_get(ctx, ws, CLF__WS_PROJ, CLF_F32, 3, (size_t[]){B, Lq, D}, &proj)) != CLF_OK) return st;
     if ((st = clf_linear(ctx, x, a->q.w, a->q.layout, a->q.b, CLF_ACT_NONE, proj, NULL)) != CLF_OK) return st;
     if ((st = clf_split_heads(ctx, proj, 0, 0, q, NULL)) != CLF_OK) return st;
     if (need_kv) {
       clf_tensor *sp;
-      if ((st = clf__ws_get(ctx, ws, self ? CLF__WS_OUT : CLF__WS_SRC, CLF_F32, 3, (size_t[]){B, Ls, D}, &sp)) != CLF_OK) return st;
-      if ((st = clf_linear(ctx, src, a->k.w, a->k.layout, a->k.b, CLF_ACT_NONE, sp, NULL)) != CLF_OK) return st;
+      if ((st = clf__ws_get(ctx, ws, CLF__WS_SRC, CLF_F32, 3, (size_t[]){B, Ls, 2 * D}, &sp)) != CLF_OK) return st;
+      if ((st = clf_linear(ctx, src, a->kv.w, a->kv.layout, a->kv.b, CLF_ACT_NONE, sp, NULL)) != CLF_OK) return st;
       if ((st = clf_split_heads(ctx, sp, 0, pos, k, NULL)) != CLF_OK) return st;
-      if ((st = clf_linear(ctx, src, a->v.w, a->v.layout, a->v.b, CLF_ACT_NONE, sp, NULL)) != CLF_OK) return st;
-      if ((st = clf_split_heads(ctx, sp, 0, pos, v, NULL)) != CLF_OK) return st;
+      if ((st = clf_split_heads(ctx, sp, D, pos, v, NULL)) != CLF_OK) return st;
     }
   }
   if ((st = clf_attention(ctx, q, k, v, kv_len, mask, a->scale, CLF_ATTN_AUTO, ctxm, NULL)) != CLF_OK) return st;

@@ -14,6 +14,7 @@
 typedef struct clf__params {
   clf_tensor **t;
   size_t n, cap;
+  clf_dtype wtype; /* storage of the linear layers' weights (clf_model_options) */
 } clf__params;
 void clf__params_free(clf__params *p);
 clf_status clf__params_add(clf_context *ctx, clf__params *p, clf_tensor *t);
@@ -23,7 +24,7 @@ clf_status clf__param(clf_context *ctx, const clf__weights *w, clf__params *p, c
                       const size_t *shape, clf_tensor **out);
 
 typedef struct clf__linear {
-  clf_tensor *w; /* [out, in] (OUT_IN) or [in, out] (IN_OUT) */
+  clf_tensor *w; /* [out, in] in the params' wtype (loaders transpose IN_OUT checkpoints) */
   clf_tensor *b; /* [out] or NULL */
   clf_weight_layout layout;
 } clf__linear;
@@ -33,11 +34,12 @@ typedef struct clf__ln {
   float eps;
 } clf__ln;
 
-/* Multi-head attention weights: separate q/k/v projections, or one fused
- * qkv ([D, 3D] Conv1D, GPT-2's c_attn) split with clf_split_heads. */
+/* Multi-head attention weights: one fused qkv [3D, D] (GPT-2's c_attn, or
+ * q, k, v concatenated at load) split with clf_split_heads, or for
+ * cross-attention q [D, D] and a fused kv [2D, D] over the encoder states. */
 typedef struct clf__attn {
-  clf__linear qkv, q, k, v, o;
-  int fused;
+  clf__linear qkv, q, kv, o;
+  int fused, kv_fused;
   size_t heads, dh;
   float scale; /* 1/sqrt(dh) */
 } clf__attn;
@@ -58,6 +60,12 @@ typedef struct clf__layer {
   clf__ln ln_self, ln_cross, ln_mlp;
 } clf__layer;
 
+/* A linear layer's weight `wname` [out_f, in_f] (or [in_f, out_f] with
+ * CLF_WEIGHT_IN_OUT, transposed here) as a device tensor [out_f, in_f] in
+ * p->wtype, owned by p.  CLF_E_UNSUPPORTED, naming the tensor, when a block
+ * type cannot hold it (in_f not a multiple of 32). */
+clf_status clf__load_weight(clf_context *ctx, const clf__weights *w, clf__params *p, const char *wname,
+                            size_t out_f, size_t in_f, clf_weight_layout layout, clf_tensor **out);
 /* Loaders: "%s" names resolved with the alternatives of clf__weights_pick. */
 clf_status clf__load_linear(clf_context *ctx, const clf__weights *w, clf__params *p, const char *wname,
                             const char *bname, size_t out_f, size_t in_f, clf_weight_layout layout, clf__linear *l);
@@ -70,18 +78,26 @@ clf_status clf__load_ln(clf_context *ctx, const clf__weights *w, clf__params *p,
  * byte offset `at` of the block struct, its sizes named by index into the
  * dims the caller gives (CLF__DIM_D model width, _F feed-forward, _3D). */
 enum { CLF__DIM_D, CLF__DIM_F, CLF__DIM_3D, CLF__DIM_COUNT };
-enum { CLF__ROW_LINEAR, CLF__ROW_LN };
+/* CLF__ROW_QKV / _KV: the separate q, k, v (or k, v) projections NAME.%s
+ * of `parts`, concatenated at load into the clf__attn's qkv (or kv), so
+ * that one GEMM makes them. */
+enum { CLF__ROW_LINEAR, CLF__ROW_LN, CLF__ROW_QKV, CLF__ROW_KV };
 enum { CLF__BIAS_YES, CLF__BIAS_NO, CLF__BIAS_QKV /* as config.json's qkv_bias */ };
 typedef struct clf__weight_row {
   size_t at;
   const char *name;
   unsigned char kind, out, in, bias;
   unsigned char cross; /* 1: only in layers with cross-attention */
+  const char *const *parts; /* QKV / KV rows: the names' "%s" parts */
 } clf__weight_row;
-#define CLF__LIN(S, f, name, o, i, bias) {offsetof(S, f), name, CLF__ROW_LINEAR, CLF__DIM_##o, CLF__DIM_##i, CLF__BIAS_##bias, 0}
-#define CLF__XLIN(S, f, name) {offsetof(S, f), name, CLF__ROW_LINEAR, CLF__DIM_D, CLF__DIM_D, CLF__BIAS_YES, 1}
-#define CLF__LN(S, f, name) {offsetof(S, f), name, CLF__ROW_LN, CLF__DIM_D, CLF__DIM_D, CLF__BIAS_YES, 0}
-#define CLF__XLN(S, f, name) {offsetof(S, f), name, CLF__ROW_LN, CLF__DIM_D, CLF__DIM_D, CLF__BIAS_YES, 1}
+#define CLF__LIN(S, f, name, o, i, bias) {offsetof(S, f), name, CLF__ROW_LINEAR, CLF__DIM_##o, CLF__DIM_##i, CLF__BIAS_##bias, 0, NULL}
+#define CLF__XLIN(S, f, name) {offsetof(S, f), name, CLF__ROW_LINEAR, CLF__DIM_D, CLF__DIM_D, CLF__BIAS_YES, 1, NULL}
+#define CLF__QKV(S, f, name, bias, ...) \
+  {offsetof(S, f), name, CLF__ROW_QKV, CLF__DIM_D, CLF__DIM_D, CLF__BIAS_##bias, 0, (const char *const[]){__VA_ARGS__}}
+#define CLF__XKV(S, f, name, ...) \
+  {offsetof(S, f), name, CLF__ROW_KV, CLF__DIM_D, CLF__DIM_D, CLF__BIAS_YES, 1, (const char *const[]){__VA_ARGS__}}
+#define CLF__LN(S, f, name) {offsetof(S, f), name, CLF__ROW_LN, CLF__DIM_D, CLF__DIM_D, CLF__BIAS_YES, 0, NULL}
+#define CLF__XLN(S, f, name) {offsetof(S, f), name, CLF__ROW_LN, CLF__DIM_D, CLF__DIM_D, CLF__BIAS_YES, 1, NULL}
 typedef struct clf__block_spec {
   size_t dims[CLF__DIM_COUNT];
   float eps;

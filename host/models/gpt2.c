@@ -230,10 +230,14 @@ static clf_status gpt2_load_weights(clf_model *m, gpt2 *g, const gpt2_dims *dm, 
                              CLF__ARRAY_LEN(gpt2_layer_rows), &spec, l)) != CLF_OK)
       return st;
   }
-  /* lm_head.weight [V, D], tied to wte when absent */
+  /* lm_head.weight [V, D], tied to wte when absent: wte itself in f32, a
+   * copy of it in another weight type (the lookup stays f32) */
   g->head = g->wte;
   if (clf__weights_has(w, "lm_head.weight"))
-    return clf__param(ctx, w, p, "lm_head.weight", 2, (size_t[]){g->V, d}, &g->head);
+    return clf__load_weight(ctx, w, p, "lm_head.weight", g->V, d, CLF_WEIGHT_OUT_IN, &g->head);
+  if (p->wtype != CLF_F32)
+    return clf__load_weight(ctx, w, p, clf__wn(n1, sizeof n1, pf, "wte.weight"), g->V, d, CLF_WEIGHT_OUT_IN,
+                            &g->head);
   return CLF_OK;
 }
 

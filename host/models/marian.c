@@ -206,13 +206,10 @@ static clf_status marian_gen_reorder(clf_model *m, const int64_t *idx) {
 
 /* the weights of encoder.layers.N. / decoder.layers.N. (cross rows: decoder only) */
 static const clf__weight_row marian_layer_rows[] = {
-    CLF__LIN(clf__layer, self.q, "self_attn.q_proj", D, D, YES),   /* [D, D] */
-    CLF__LIN(clf__layer, self.k, "self_attn.k_proj", D, D, YES),   /* [D, D] */
-    CLF__LIN(clf__layer, self.v, "self_attn.v_proj", D, D, YES),   /* [D, D] */
+    CLF__QKV(clf__layer, self, "self_attn.%s_proj", YES, "q", "k", "v"), /* 3 x [D, D] */
     CLF__LIN(clf__layer, self.o, "self_attn.out_proj", D, D, YES), /* [D, D] */
     CLF__XLIN(clf__layer, cross.q, "encoder_attn.q_proj"),         /* [D, D] */
-    CLF__XLIN(clf__layer, cross.k, "encoder_attn.k_proj"),         /* [D, D] */
-    CLF__XLIN(clf__layer, cross.v, "encoder_attn.v_proj"),         /* [D, D] */
+    CLF__XKV(clf__layer, cross, "encoder_attn.%s_proj", "k", "v"), /* 2 x [D, D] */
     CLF__XLIN(clf__layer, cross.o, "encoder_attn.out_proj"),       /* [D, D] */
     CLF__LIN(clf__layer, mlp.fc1, "fc1", F, D, YES),               /* [F, D] */
     CLF__LIN(clf__layer, mlp.fc2, "fc2", D, F, YES),               /* [D, F] */
@@ -282,8 +279,14 @@ static clf_status marian_load_embeddings(clf_model *m, marian *mm, const clf__we
   const char *en = clf__weights_pick(w, enc_names);
   if ((st = clf__param(ctx, w, p, en ? en : n1, 2, (size_t[]){V, d}, &mm->enc_emb)) != CLF_OK) return st;
   mm->dec_emb = mm->enc_emb;
-  if (!share && (st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, pf, "decoder.embed_tokens.weight"), 2,
-                                 (size_t[]){Vd, d}, &mm->dec_emb)) != CLF_OK)
+  char dn[256];
+  if (share) snprintf(dn, sizeof dn, "%s", en ? en : n1);
+  else clf__wn(dn, sizeof dn, pf, "decoder.embed_tokens.weight");
+  if (!share && (st = clf__param(ctx, w, p, dn, 2, (size_t[]){Vd, d}, &mm->dec_emb)) != CLF_OK) return st;
+  /* A tied LM head in another weight type: a copy of the decoder's
+   * embeddings in that type (the lookups stay f32). */
+  if (*pf && p->wtype != CLF_F32 && !clf__weights_has(w, "lm_head.weight") &&
+      (st = clf__load_weight(ctx, w, p, dn, Vd, d, CLF_WEIGHT_OUT_IN, &mm->head)) != CLF_OK)
     return st;
   if (clf__weights_has(w, clf__wn(n1, sizeof n1, pf, "encoder.embed_positions.weight")) &&
       (st = clf__param(ctx, w, p, n1, 2, (size_t[]){P, d}, &mm->enc_pos)) != CLF_OK)
@@ -301,9 +304,9 @@ static clf_status marian_load_head(clf_model *m, marian *mm, const clf__weights 
   clf_status st;
   const size_t d = mm->D, Vd = mm->Vd;
   clf__params *p = &m->params;
-  mm->head = mm->dec_emb;
+  if (!mm->head) mm->head = mm->dec_emb;
   if (clf__weights_has(w, "lm_head.weight") &&
-      (st = clf__param(ctx, w, p, "lm_head.weight", 2, (size_t[]){Vd, d}, &mm->head)) != CLF_OK)
+      (st = clf__load_weight(ctx, w, p, "lm_head.weight", Vd, d, CLF_WEIGHT_OUT_IN, &mm->head)) != CLF_OK)
     return st;
   if (clf__weights_has(w, "final_logits_bias")) {
     clf_tensor *b2, *b1;

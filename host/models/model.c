@@ -96,13 +96,39 @@ static clf_status load_labels(clf_model *m, const clf__config *c) {
   return CLF_OK;
 }
 
+void clf_model_options_init(clf_model_options *o) {
+  if (o) memset(o, 0, sizeof *o);
+}
+
+/* The weights in type wt must fit in the device's global memory (a lower
+ * bound of them: clf__weights_bytes_as), checked before any upload. */
+static clf_status check_fits(clf_context *ctx, const clf__weights *w, clf_dtype wt, const char *model_dir) {
+  const size_t need = clf__weights_bytes_as(w, wt);
+  const cl_ulong have = ctx->caps.global_mem;
+  if ((cl_ulong)need <= have) return CLF_OK;
+  return clf__fail(ctx, CLF_E_OUT_OF_MEMORY,
+                   "clf_model_load: the weights of %s need at least %zu MiB as %s, more than the device's %llu MiB "
+                   "of global memory (try smaller weights: f16, q8 or q4)",
+                   model_dir, need >> 20, clf__weight_type_name(wt), (unsigned long long)(have >> 20));
+}
+
 clf_status clf_model_load(clf_context *ctx, const char *model_dir, clf_model **out) {
+  return clf_model_load_with(ctx, model_dir, NULL, out);
+}
+
+/* (long: one sequence of checked steps, each jumping to the shared cleanup) */
+clf_status clf_model_load_with(clf_context *ctx, const char *model_dir, const clf_model_options *opts,
+                               clf_model **out) {
   static const char op[] = "clf_model_load";
   clf_status st;
   if (!out) return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: out is NULL", op);
   *out = NULL;
   if ((st = clf__check_ctx(ctx, op)) != CLF_OK) return st;
   if (!model_dir) return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: model_dir is NULL", op);
+  const clf_dtype wt = opts ? opts->weights : CLF_F32;
+  if (wt != CLF_F32 && wt != CLF_F16 && wt != CLF_Q8_0 && wt != CLF_Q4_0)
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: weight type %d is not one of CLF_F32, CLF_F16, CLF_Q8_0, CLF_Q4_0",
+                     op, (int)wt);
   clf__config *c = NULL;
   clf__weights *w = NULL;
   clf_model *m = NULL;
@@ -131,6 +157,7 @@ clf_status clf_model_load(clf_context *ctx, const char *model_dir, clf_model **o
     }
   }
   if ((st = clf__weights_open(ctx, model_dir, &w)) != CLF_OK) goto done;
+  if ((st = check_fits(ctx, w, wt, model_dir)) != CLF_OK) goto done;
   m = calloc(1, sizeof *m);
   if (!m) {
     st = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
@@ -138,6 +165,7 @@ clf_status clf_model_load(clf_context *ctx, const char *model_dir, clf_model **o
   }
   m->ctx = ctx;
   m->type = f->type;
+  m->params.wtype = wt;
   if ((st = load_gen_settings(m, c)) != CLF_OK || (st = load_labels(m, c)) != CLF_OK) goto done;
   if (!(dims = calloc(1, f->dims_size))) {
     st = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
@@ -165,6 +193,14 @@ void clf_model_destroy(clf_model *m) {
   free(m->labels);
   free(m);
 }
+
+size_t clf_model_weight_bytes(const clf_model *m) {
+  size_t n = 0;
+  for (size_t i = 0; m && i < m->params.n; i++) n += clf_tensor_bytes(m->params.t[i]);
+  return n;
+}
+
+clf_dtype clf_model_weight_type(const clf_model *m) { return m ? m->params.wtype : CLF_F32; }
 
 size_t clf_model_num_labels(const clf_model *m) { return m ? m->n_labels : 0; }
 

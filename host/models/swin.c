@@ -308,9 +308,7 @@ static const clf__config_key swin_keys[] = {
 
 /* the weights of encoder.layers.S.blocks.N. */
 static const clf__weight_row swin_block_rows[] = {
-    CLF__LIN(swin_block, attn.q, "attention.self.query", D, D, QKV),   /* [dim, dim] */
-    CLF__LIN(swin_block, attn.k, "attention.self.key", D, D, QKV),     /* [dim, dim] */
-    CLF__LIN(swin_block, attn.v, "attention.self.value", D, D, QKV),   /* [dim, dim] */
+    CLF__QKV(swin_block, attn, "attention.self.%s", QKV, "query", "key", "value"), /* 3 x [dim, dim] */
     CLF__LIN(swin_block, attn.o, "attention.output.dense", D, D, YES), /* [dim, dim] */
     CLF__LIN(swin_block, mlp.fc1, "intermediate.dense", F, D, YES),    /* [F, dim] */
     CLF__LIN(swin_block, mlp.fc2, "output.dense", D, F, YES),          /* [dim, F] */

@@ -200,9 +200,7 @@ clf_status clf__vit_encoder(clf_context *ctx, const clf__layer *layers, size_t n
 
 /* the weights of encoder.layer.N. (ViT and ViTMAE's encoder and decoder) */
 static const clf__weight_row vit_layer_rows[] = {
-    CLF__LIN(clf__layer, self.q, "attention.attention.query", D, D, QKV), /* [D, D] */
-    CLF__LIN(clf__layer, self.k, "attention.attention.key", D, D, QKV),   /* [D, D] */
-    CLF__LIN(clf__layer, self.v, "attention.attention.value", D, D, QKV), /* [D, D] */
+    CLF__QKV(clf__layer, self, "attention.attention.%s", QKV, "query", "key", "value"), /* 3 x [D, D] */
     CLF__LIN(clf__layer, self.o, "attention.output.dense", D, D, YES),    /* [D, D] */
     CLF__LIN(clf__layer, mlp.fc1, "intermediate.dense", F, D, YES),       /* [F, D] */
     CLF__LIN(clf__layer, mlp.fc2, "output.dense", D, F, YES),             /* [D, F] */

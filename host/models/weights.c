@@ -264,11 +264,10 @@ static const char *w_shape_str(int ndim, const size_t *shape, int wild, char *bu
   return buf;
 }
 
-clf_status clf__weights_load(clf_context *ctx, const clf__weights *w, const char *name, int ndim,
-                             const size_t *shape, clf_tensor **out) {
+clf_status clf__weights_read(clf_context *ctx, const clf__weights *w, const char *name, int ndim,
+                             const size_t *shape, float **out, size_t got[8]) {
   if (!out) return clf__fail(ctx, CLF_E_INVALID_ARG, "weights: out is NULL (tensor \"%s\")", name ? name : "?");
   *out = NULL;
-  if (!ctx) return clf__fail(NULL, CLF_E_INVALID_ARG, "weights: context is NULL (tensor \"%s\")", name ? name : "?");
   if (ndim < 1 || ndim > CLF_MAX_DIMS)
     return clf__fail(ctx, CLF_E_INVALID_ARG, "weights: tensor \"%s\": ndim %d must be 1..%d", name ? name : "?",
                      ndim, CLF_MAX_DIMS);
@@ -288,28 +287,50 @@ clf_status clf__weights_load(clf_context *ctx, const clf__weights *w, const char
     return clf__fail(ctx, CLF_E_DTYPE, "tensor \"%s\" in %s is %s; weights must be F32, F16 or BF16", name,
                      w->source, info.dtype);
   size_t numel = f32 ? info.bytes / 4 : info.bytes / 2;
-  float *conv = NULL;
-  const void *host = info.data;
-  if (!f32) {
-    conv = malloc(numel ? numel * sizeof(float) : 1);
-    if (!conv) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "weights: out of host memory converting \"%s\"", name);
+  float *conv = malloc(numel ? numel * sizeof(float) : 1);
+  if (!conv) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "weights: out of host memory reading \"%s\"", name);
+  if (f32) {
+    memcpy(conv, info.data, numel * sizeof(float));
+  } else {
     const unsigned char *p = info.data;
     for (size_t i = 0; i < numel; i++) {
       uint16_t v = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
       conv[i] = f16 ? clf__f16_to_f32(v) : clf__bf16_to_f32(v);
     }
-    host = conv;
   }
-  clf_tensor *t = NULL;
-  s = clf_tensor_create(ctx, CLF_F32, ndim, info.shape, &t);
-  if (s == CLF_OK) s = clf_tensor_upload(ctx, t, host, numel * sizeof(float));
-  free(conv);
+  for (int i = 0; i < 8; i++) got[i] = i < ndim ? info.shape[i] : 0;
+  *out = conv;
+  return CLF_OK;
+}
+
+clf_status clf__weights_load(clf_context *ctx, const clf__weights *w, const char *name, int ndim,
+                             const size_t *shape, clf_tensor **out) {
+  if (!out) return clf__fail(ctx, CLF_E_INVALID_ARG, "weights: out is NULL (tensor \"%s\")", name ? name : "?");
+  *out = NULL;
+  if (!ctx) return clf__fail(NULL, CLF_E_INVALID_ARG, "weights: context is NULL (tensor \"%s\")", name ? name : "?");
+  float *host = NULL;
+  size_t got[8];
+  clf_status s = clf__weights_read(ctx, w, name, ndim, shape, &host, got);
+  if (s != CLF_OK) return s;
+  s = clf_tensor_from_f32(ctx, CLF_F32, ndim, got, host, out);
+  free(host);
   if (s != CLF_OK) {
-    clf_tensor_destroy(t);
     char msg[sizeof(ctx->err.msg)];
     snprintf(msg, sizeof(msg), "%s", clf_last_error(ctx));
     return clf__fail(ctx, s, "weights: loading tensor \"%s\": %s", name, msg);
   }
-  *out = t;
   return CLF_OK;
+}
+
+size_t clf__weights_bytes_as(const clf__weights *w, clf_dtype wt) {
+  size_t total = 0;
+  for (size_t i = 0; w && i < w->n_names; i++) {
+    clf_st_info info;
+    if (clf_safetensors_find(w->shards[w->names[i].shard], w->names[i].name, &info) != CLF_OK) continue;
+    size_t numel = 1;
+    for (int d = 0; d < info.ndim; d++) numel *= info.shape[d];
+    const int stored = info.ndim == 2 && info.shape[1] % 32 == 0;
+    total += stored ? clf__dtype_bytes(wt, numel) : numel * sizeof(float);
+  }
+  return total;
 }

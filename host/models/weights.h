@@ -35,6 +35,14 @@ const char *clf__weights_pick(const clf__weights *w, const char *const *names);
  * I64 and every other dtype. */
 clf_status clf__weights_load(clf_context *ctx, const clf__weights *w, const char *name, int ndim,
                              const size_t *shape, clf_tensor **out);
+/* `name` as f32 on the host (*out malloc'd, the caller frees it; got[] its
+ * shape, 8 entries), with the checks and errors of clf__weights_load. */
+clf_status clf__weights_read(clf_context *ctx, const clf__weights *w, const char *name, int ndim,
+                             const size_t *shape, float **out, size_t got[8]);
+/* A lower bound of the device bytes the weights take with the linear
+ * layers stored as wt: 2-D tensors whose last dim is a multiple of 32 at
+ * wt's size (embeddings too, which stay f32: hence a bound), others f32. */
+size_t clf__weights_bytes_as(const clf__weights *w, clf_dtype wt);
 /* The shape of a tensor without loading it (for deducing sizes); shape has
  * room for 8 dims. */
 clf_status clf__weights_shape(clf_context *ctx, const clf__weights *w, const char *name, int *ndim,
