@@ -690,6 +690,10 @@ typedef struct clf_model_options {
    * f32.  The block types need every such layer's input width to be a
    * multiple of 32 (else CLF_E_UNSUPPORTED naming the tensor). */
   clf_dtype weights;
+  /* Non-zero: store the linear weights as f32 holding the values `weights`
+   * would hold (rounded through the type and back), so that the type's
+   * rounding can be measured apart from its kernels. */
+  int simulate;
 } clf_model_options;
 
 /* Fills `o` with the defaults (f32 weights). */

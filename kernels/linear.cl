@@ -60,13 +60,13 @@ inline float load_chunk(__global const uchar *w, uint w_off, uint n, uint c, uin
   return vload_half(blk, (__global const half *)(w + (size_t)N * K));
 #else
   const size_t blk = (size_t)n * (K / 32) + c;
+  /* in 8-wide halves: a float16 value is passed in two registers
+   * without AVX-512, which clang warns about on PoCL */
   const uchar16 q = vload16(0, w + blk * 16);
-  const float16 lo = convert_float16(q & (uchar16)15) - 8.0f;
-  const float16 hi = convert_float16(q >> (uchar16)4) - 8.0f;
-  v[0] = lo.lo;
-  v[1] = lo.hi;
-  v[2] = hi.lo;
-  v[3] = hi.hi;
+  v[0] = convert_float8(q.lo & (uchar8)15) - 8.0f;
+  v[1] = convert_float8(q.hi & (uchar8)15) - 8.0f;
+  v[2] = convert_float8(q.lo >> (uchar8)4) - 8.0f;
+  v[3] = convert_float8(q.hi >> (uchar8)4) - 8.0f;
   return vload_half(blk, (__global const half *)(w + (size_t)N * K / 2));
 #endif
 }

@@ -217,3 +217,143 @@ char *make_paper_dir(void) {
   return dir;
 }
 
+
+/* ---- running the golden cases ---- */
+
+/* The npy files named by a case's "inputs" / "outputs" object. */
+static size_t read_arrays(const cJSON *obj, const char *dir, clf_array *arr, const char **names, size_t cap) {
+  char p[1200];
+  size_t n = 0;
+  const cJSON *it;
+  cJSON_ArrayForEach(it, obj) {
+    ck_assert_uint_lt(n, cap);
+    snprintf(p, sizeof p, "%s/%s", dir, it->valuestring);
+    ck_assert_msg(clf_npy_read(p, &arr[n]) == CLF_OK, "%s", clf_last_error(NULL));
+    snprintf(arr[n].name, sizeof arr[n].name, "%s", it->string);
+    if (names) names[n] = it->string;
+    n++;
+  }
+  return n;
+}
+
+/* Max |got - exp| over the rows of an f32 output, skipping rows whose mask
+ * (i32/i64 [rows], or NULL) is 0. */
+static double output_error(const clf_array *got, const clf_array *exp, const clf_array *mask) {
+  const size_t n = clf_array_numel(exp);
+  const size_t rows = exp->ndim >= 2 ? exp->shape[0] * (exp->ndim > 2 ? exp->shape[1] : 1) : 1;
+  const size_t width = n / (rows ? rows : 1);
+  const float *g = got->data, *x = exp->data;
+  double err = 0.0;
+  for (size_t r = 0; r < rows; r++) {
+    if (mask && !(mask->dtype == CLF_I64 ? ((int64_t *)mask->data)[r] : ((int32_t *)mask->data)[r])) continue;
+    for (size_t i = 0; i < width; i++) err = fmax(err, fabs((double)g[r * width + i] - x[r * width + i]));
+  }
+  return err;
+}
+
+static void check_outputs(const cJSON *c, clf_array *got, clf_array *exp, const char **outs, size_t n_out,
+                          const clf_array *mask, double tol, const char *what) {
+  const char *cname = cJSON_GetObjectItem(c, "name")->valuestring;
+  for (size_t o = 0; o < n_out; o++) {
+    ck_assert_str_eq(got[o].name, outs[o]);
+    ck_assert_int_eq(got[o].dtype, exp[o].dtype);
+    ck_assert_int_eq(got[o].ndim, exp[o].ndim);
+    for (int d = 0; d < exp[o].ndim; d++) ck_assert_uint_eq(got[o].shape[d], exp[o].shape[d]);
+    if (exp[o].dtype == CLF_I64) {
+      ck_assert_msg(memcmp(got[o].data, exp[o].data, clf_array_numel(&exp[o]) * sizeof(int64_t)) == 0,
+                    "%s case %s output %s differs", what, cname, outs[o]);
+      continue;
+    }
+    const double scale = fmax(1.0, cJSON_GetObjectItem(cJSON_GetObjectItem(c, "max_abs"), outs[o])->valuedouble);
+    const int exact = !strcmp(outs[o], "mask");
+    const double err = output_error(&got[o], &exp[o], mask), t = exact ? 0.0 : tol;
+    th_note_error(err / scale, t);
+    ck_assert_msg(err <= t * scale, "%s case %s output %s: max abs error %.3g > %g x %.3g", what, cname, outs[o],
+                  err, t, scale);
+  }
+}
+
+void check_forward_cases(clf_model *m, const char *case_dir, double tol, const char *what) {
+  cJSON *cases = load_cases(case_dir), *c;
+  int n_cases = 0;
+  cJSON_ArrayForEach(c, cJSON_GetObjectItem(cases, "cases")) {
+    if (strcmp(cJSON_GetObjectItem(c, "kind")->valuestring, "forward") != 0) continue;
+    clf_array in[8], exp[8], got[8];
+    const char *outs[8];
+    const size_t n_in = read_arrays(cJSON_GetObjectItem(c, "inputs"), case_dir, in, NULL, 8);
+    const size_t n_out = read_arrays(cJSON_GetObjectItem(c, "outputs"), case_dir, exp, outs, 8);
+    TH_OK(clf_model_run(m, in, n_in, outs, n_out, got));
+    const cJSON *cm = cJSON_GetObjectItem(c, "compare_mask");
+    const clf_array *mask = NULL;
+    for (size_t i = 0; i < n_in && cJSON_IsString(cm); i++)
+      if (!strcmp(cm->valuestring, "attention_mask") && !strcmp(in[i].name, "attention_mask")) mask = &in[i];
+    check_outputs(c, got, exp, outs, n_out, mask, tol, what);
+    for (size_t o = 0; o < n_out; o++) clf_array_free(&got[o]), clf_array_free(&exp[o]);
+    for (size_t i = 0; i < n_in; i++) clf_array_free(&in[i]);
+    n_cases++;
+  }
+  ck_assert_msg(n_cases > 0, "%s has no forward case", what);
+  cJSON_Delete(cases);
+}
+
+void check_forward_same(clf_model *a, clf_model *b, const char *case_dir, double tol, const char *what) {
+  cJSON *cases = load_cases(case_dir), *c;
+  cJSON_ArrayForEach(c, cJSON_GetObjectItem(cases, "cases")) {
+    if (strcmp(cJSON_GetObjectItem(c, "kind")->valuestring, "forward") != 0) continue;
+    clf_array in[8], exp[8], ga[8], gb[8];
+    const char *outs[8];
+    const size_t n_in = read_arrays(cJSON_GetObjectItem(c, "inputs"), case_dir, in, NULL, 8);
+    const size_t n_out = read_arrays(cJSON_GetObjectItem(c, "outputs"), case_dir, exp, outs, 8);
+    TH_OK(clf_model_run(a, in, n_in, outs, n_out, ga));
+    TH_OK(clf_model_run(b, in, n_in, outs, n_out, gb));
+    for (size_t o = 0; o < n_out; o++) {
+      if (gb[o].dtype == CLF_F32) {
+        const double scale = fmax(1.0, th_max_abs(gb[o].data, clf_array_numel(&gb[o])));
+        const double err = th_max_abs_diff(ga[o].data, gb[o].data, clf_array_numel(&gb[o]));
+        th_note_error(err / scale, tol);
+        ck_assert_msg(err <= tol * scale, "%s case %s output %s: max abs difference %.3g > %g x %.3g", what,
+                      cJSON_GetObjectItem(c, "name")->valuestring, outs[o], err, tol, scale);
+      }
+      clf_array_free(&ga[o]), clf_array_free(&gb[o]), clf_array_free(&exp[o]);
+    }
+    for (size_t i = 0; i < n_in; i++) clf_array_free(&in[i]);
+  }
+  cJSON_Delete(cases);
+}
+
+void check_generate_cases(clf_model *m, const char *case_dir, const char *what) {
+  cJSON *cases = load_cases(case_dir), *c;
+  int n_cases = 0;
+  cJSON_ArrayForEach(c, cJSON_GetObjectItem(cases, "cases")) {
+    if (strcmp(cJSON_GetObjectItem(c, "kind")->valuestring, "generate") != 0) continue;
+    const char *cname = cJSON_GetObjectItem(c, "name")->valuestring;
+    const cJSON *kw = cJSON_GetObjectItem(c, "generate_kwargs");
+    clf_array in[2], expect, got;
+    const size_t n_in = read_arrays(cJSON_GetObjectItem(c, "inputs"), case_dir, in, NULL, 2);
+    read_arrays(cJSON_GetObjectItem(c, "outputs"), case_dir, &expect, NULL, 1);
+    const clf_array *ids = !strcmp(in[0].name, "input_ids") ? &in[0] : &in[1];
+    const clf_array *mask = n_in < 2 ? NULL : ids == &in[0] ? &in[1] : &in[0];
+    clf_generate_options o;
+    clf_generate_options_init(&o);
+    const cJSON *mnt = cJSON_GetObjectItem(kw, "max_new_tokens"), *nb = cJSON_GetObjectItem(kw, "num_beams");
+    if (cJSON_IsNumber(mnt)) o.max_new_tokens = (size_t)mnt->valuedouble;
+    if (cJSON_IsNumber(nb)) o.num_beams = (size_t)nb->valuedouble;
+    TH_OK(clf_model_generate(m, ids, mask, &o, &got));
+    ck_assert_int_eq(got.dtype, CLF_I64);
+    ck_assert_int_eq(got.ndim, 2);
+    ck_assert_str_eq(got.name, "sequences");
+    ck_assert_msg(got.shape[0] == expect.shape[0] && got.shape[1] == expect.shape[1],
+                  "%s %s: sequences [%zu, %zu], expected [%zu, %zu]", what, cname, got.shape[0], got.shape[1],
+                  expect.shape[0], expect.shape[1]);
+    const int64_t *g = got.data, *x = expect.data;
+    for (size_t i = 0; i < clf_array_numel(&expect); i++)
+      ck_assert_msg(g[i] == x[i], "%s %s: token %zu of row %zu is %lld, expected %lld", what, cname,
+                    i % expect.shape[1], i / expect.shape[1], (long long)g[i], (long long)x[i]);
+    clf_array_free(&got);
+    clf_array_free(&expect);
+    for (size_t i = 0; i < n_in; i++) clf_array_free(&in[i]);
+    n_cases++;
+  }
+  ck_assert_msg(n_cases > 0, "%s has no generate case", what);
+  cJSON_Delete(cases);
+}

@@ -42,4 +42,15 @@ void set_config(const char *dir, const char *key, const char *json);
 /* The marian_paper fixture with its weights regenerated into a temp dir. */
 char *make_paper_dir(void);
 
+/* Every forward case of case_dir/cases.json run on m: f32 outputs within
+ * max |got - expected| <= tol x max(1, max|expected|) (rows whose
+ * attention_mask is 0 skipped when the case says compare_mask), i64 outputs
+ * and "mask" exactly.  `what` names the run in failure messages. */
+void check_forward_cases(clf_model *m, const char *case_dir, double tol, const char *what);
+/* Every forward case of case_dir run on both a and b: their f32 outputs
+ * within tol x max(1, max|b's|). */
+void check_forward_same(clf_model *a, clf_model *b, const char *case_dir, double tol, const char *what);
+/* Every generate case: the sequences equal the expected ones exactly. */
+void check_generate_cases(clf_model *m, const char *case_dir, const char *what);
+
 #endif

@@ -570,6 +570,7 @@ static void cast_inputs(clf_dtype dt, size_t n, void *out, uint32_t seed) {
       case CLF_F16: ((uint16_t *)out)[i] = i < NCAST ? f16v[i] : ref_half_bits(r[i]); break;
       case CLF_I32: ((int32_t *)out)[i] = i < NCAST ? i32v[i] : (int32_t)(r[i] * 1000); break;
       case CLF_I64: ((int64_t *)out)[i] = i < NCAST ? i64v[i] : (int64_t)(r[i] * 1e6); break;
+      default: ck_abort_msg("cast_inputs: %s is not an element type", clf_dtype_name(dt));
     }
   }
   free(r);
@@ -585,6 +586,7 @@ static void ref_cast_one(clf_dtype s, const void *in, size_t i, clf_dtype d, voi
     case CLF_F16: v = ref_half_value(((const uint16_t *)in)[i]); break;
     case CLF_I32: iv = ((const int32_t *)in)[i]; break;
     case CLF_I64: iv = ((const int64_t *)in)[i]; break;
+    default: ck_abort_msg("ref_cast_one: %s is not an element type", clf_dtype_name(s));
   }
   switch (d) {
     case CLF_F32: ((float *)out)[i] = is_int ? (float)iv : (float)v; break; /* C rounds int -> float to nearest */
@@ -594,6 +596,7 @@ static void ref_cast_one(clf_dtype s, const void *in, size_t i, clf_dtype d, voi
       ((int32_t *)out)[i] = is_int ? (int32_t)(uint32_t)(uint64_t)iv : (int32_t)ref_f2i(v, INT32_MIN, INT32_MAX);
       break;
     case CLF_I64: ((int64_t *)out)[i] = is_int ? iv : ref_f2i(v, INT64_MIN, INT64_MAX); break;
+    default: ck_abort_msg("ref_cast_one: %s is not an element type", clf_dtype_name(d));
   }
 }
 

@@ -19,49 +19,7 @@
  * one self-contained program). */
 /* Every generate case: the sequences must equal the expected ones exactly. */
 static void run_generate_cases(const char *model_dir, const char *case_dir) {
-  clf_model *m = get_model(model_dir);
-  cJSON *cases = load_cases(case_dir), *c;
-  int n_cases = 0;
-  char p[1200];
-  cJSON_ArrayForEach(c, cJSON_GetObjectItem(cases, "cases")) {
-    if (strcmp(cJSON_GetObjectItem(c, "kind")->valuestring, "generate") != 0) continue;
-    const char *cname = cJSON_GetObjectItem(c, "name")->valuestring;
-    cJSON *ins = cJSON_GetObjectItem(c, "inputs"), *kw = cJSON_GetObjectItem(c, "generate_kwargs");
-    clf_array ids, mask, expect, got;
-    int has_mask = cJSON_GetObjectItem(ins, "attention_mask") != NULL;
-    snprintf(p, sizeof p, "%s/%s", case_dir, cJSON_GetObjectItem(ins, "input_ids")->valuestring);
-    ck_assert_msg(clf_npy_read(p, &ids) == CLF_OK, "%s", clf_last_error(NULL));
-    if (has_mask) {
-      snprintf(p, sizeof p, "%s/%s", case_dir, cJSON_GetObjectItem(ins, "attention_mask")->valuestring);
-      ck_assert_msg(clf_npy_read(p, &mask) == CLF_OK, "%s", clf_last_error(NULL));
-    }
-    snprintf(p, sizeof p, "%s/%s", case_dir,
-             cJSON_GetObjectItem(cJSON_GetObjectItem(c, "outputs"), "sequences")->valuestring);
-    ck_assert_msg(clf_npy_read(p, &expect) == CLF_OK, "%s", clf_last_error(NULL));
-    clf_generate_options o;
-    clf_generate_options_init(&o);
-    const cJSON *mnt = cJSON_GetObjectItem(kw, "max_new_tokens"), *nb = cJSON_GetObjectItem(kw, "num_beams");
-    if (cJSON_IsNumber(mnt)) o.max_new_tokens = (size_t)mnt->valuedouble;
-    if (cJSON_IsNumber(nb)) o.num_beams = (size_t)nb->valuedouble;
-    TH_OK(clf_model_generate(m, &ids, has_mask ? &mask : NULL, &o, &got));
-    ck_assert_int_eq(got.dtype, CLF_I64);
-    ck_assert_int_eq(got.ndim, 2);
-    ck_assert_str_eq(got.name, "sequences");
-    ck_assert_msg(got.shape[0] == expect.shape[0] && got.shape[1] == expect.shape[1],
-                  "%s %s: sequences [%zu, %zu], expected [%zu, %zu]", case_dir, cname, got.shape[0], got.shape[1],
-                  expect.shape[0], expect.shape[1]);
-    const int64_t *g = got.data, *x = expect.data;
-    for (size_t i = 0; i < clf_array_numel(&expect); i++)
-      ck_assert_msg(g[i] == x[i], "%s %s: token %zu of row %zu is %lld, expected %lld", case_dir, cname,
-                    i % expect.shape[1], i / expect.shape[1], (long long)g[i], (long long)x[i]);
-    clf_array_free(&got);
-    clf_array_free(&expect);
-    clf_array_free(&ids);
-    if (has_mask) clf_array_free(&mask);
-    n_cases++;
-  }
-  ck_assert_msg(n_cases > 0, "%s has no generate case", case_dir);
-  cJSON_Delete(cases);
+  check_generate_cases(get_model(model_dir), case_dir, case_dir);
 }
 
 static void run_fixture(const char *name) {

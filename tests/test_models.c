@@ -16,69 +16,11 @@
 #include "fixture_util.h"
 #include "harness.h"
 
-/* Runs every forward case of the fixture in `model_dir` (cases from case_dir):
- * max |got - expected| <= 1e-4 x max(1, max|expected|), the fixtures' own
- * tolerance (f32 accumulation order differs from PyTorch's; 1e-4 leaves a
- * margin of ~10x over what a 2-layer model accumulates).  With compare_mask
- * "attention_mask", rows whose mask is 0 are skipped (transformers' values
- * there come from fully masked attention rows and mean nothing). */
+/* The fixtures' own tolerance: max |got - expected| <= 1e-4 x
+ * max(1, max|expected|) (f32 accumulation order differs from PyTorch's;
+ * 1e-4 leaves a margin of ~10x over what a 2-layer model accumulates). */
 static void run_forward_cases(const char *model_dir, const char *case_dir) {
-  clf_model *m = get_model(model_dir);
-  cJSON *cases = load_cases(case_dir), *c;
-  int n_cases = 0;
-  char p[1200];
-  cJSON_ArrayForEach(c, cJSON_GetObjectItem(cases, "cases")) {
-    if (strcmp(cJSON_GetObjectItem(c, "kind")->valuestring, "forward") != 0) continue;
-    const char *cname = cJSON_GetObjectItem(c, "name")->valuestring;
-    clf_array in[8];
-    size_t n_in = 0, mask_i = (size_t)-1;
-    cJSON *it;
-    cJSON_ArrayForEach(it, cJSON_GetObjectItem(c, "inputs")) {
-      snprintf(p, sizeof p, "%s/%s", case_dir, it->valuestring);
-      ck_assert_msg(clf_npy_read(p, &in[n_in]) == CLF_OK, "%s", clf_last_error(NULL));
-      snprintf(in[n_in].name, sizeof in[n_in].name, "%s", it->string);
-      if (strcmp(it->string, "attention_mask") == 0) mask_i = n_in;
-      n_in++;
-    }
-    const char *outs[8];
-    clf_array exp[8], got[8];
-    size_t n_out = 0;
-    cJSON_ArrayForEach(it, cJSON_GetObjectItem(c, "outputs")) {
-      snprintf(p, sizeof p, "%s/%s", case_dir, it->valuestring);
-      ck_assert_msg(clf_npy_read(p, &exp[n_out]) == CLF_OK, "%s", clf_last_error(NULL));
-      outs[n_out++] = it->string;
-    }
-    TH_OK(clf_model_run(m, in, n_in, outs, n_out, got));
-    const cJSON *cm = cJSON_GetObjectItem(c, "compare_mask");
-    const int masked = cJSON_IsString(cm) && strcmp(cm->valuestring, "attention_mask") == 0;
-    for (size_t o = 0; o < n_out; o++) {
-      ck_assert_str_eq(got[o].name, outs[o]);
-      ck_assert_int_eq(got[o].ndim, exp[o].ndim);
-      for (int d = 0; d < exp[o].ndim; d++) ck_assert_uint_eq(got[o].shape[d], exp[o].shape[d]);
-      const size_t n = clf_array_numel(&exp[o]);
-      const float *g = got[o].data, *x = exp[o].data;
-      const double scale = fmax(1.0, cJSON_GetObjectItem(cJSON_GetObjectItem(c, "max_abs"), outs[o])->valuedouble);
-      const size_t rows = exp[o].shape[0] * (exp[o].ndim > 2 ? exp[o].shape[1] : 1), width = n / (rows ? rows : 1);
-      double err = 0.0;
-      for (size_t r = 0; r < rows; r++) {
-        if (masked && mask_i != (size_t)-1) {
-          const clf_array *mk = &in[mask_i];
-          long v = mk->dtype == CLF_I64 ? (long)((int64_t *)mk->data)[r] : (long)((int32_t *)mk->data)[r];
-          if (!v) continue;
-        }
-        for (size_t i = 0; i < width; i++) err = fmax(err, fabs((double)g[r * width + i] - x[r * width + i]));
-      }
-      th_note_error(err / scale, 1e-4);
-      ck_assert_msg(err <= 1e-4 * scale, "%s case %s output %s: max abs error %.3g > 1e-4 x %.3g", case_dir, cname,
-                    outs[o], err, scale);
-      clf_array_free(&got[o]);
-      clf_array_free(&exp[o]);
-    }
-    for (size_t i = 0; i < n_in; i++) clf_array_free(&in[i]);
-    n_cases++;
-  }
-  ck_assert_msg(n_cases > 0, "%s has no forward case", case_dir);
-  cJSON_Delete(cases);
+  check_forward_cases(get_model(model_dir), case_dir, 1e-4, case_dir);
 }
 
 static void run_fixture(const char *name) {

@@ -21,57 +21,9 @@ static void fixture_dir(char *dir, size_t n, const char *name) { snprintf(dir, n
  * rule: f32 accumulation order differs from PyTorch's, ~10x margin over what
  * these tiny models accumulate); mask and ids_restore exactly. */
 static void run_fixture(const char *name) {
-  char dir[1024], p[1200];
+  char dir[1024];
   fixture_dir(dir, sizeof dir, name);
-  clf_model *m = get_model(dir);
-  cJSON *cases = load_cases(dir), *c;
-  int n_cases = 0;
-  cJSON_ArrayForEach(c, cJSON_GetObjectItem(cases, "cases")) {
-    if (strcmp(cJSON_GetObjectItem(c, "kind")->valuestring, "forward") != 0) continue;
-    const char *cname = cJSON_GetObjectItem(c, "name")->valuestring;
-    clf_array in[4], exp[8], got[8];
-    const char *outs[8];
-    size_t n_in = 0, n_out = 0;
-    cJSON *it;
-    cJSON_ArrayForEach(it, cJSON_GetObjectItem(c, "inputs")) {
-      snprintf(p, sizeof p, "%s/%s", dir, it->valuestring);
-      ck_assert_msg(clf_npy_read(p, &in[n_in]) == CLF_OK, "%s", clf_last_error(NULL));
-      snprintf(in[n_in].name, sizeof in[n_in].name, "%s", it->string);
-      n_in++;
-    }
-    cJSON_ArrayForEach(it, cJSON_GetObjectItem(c, "outputs")) {
-      snprintf(p, sizeof p, "%s/%s", dir, it->valuestring);
-      ck_assert_msg(clf_npy_read(p, &exp[n_out]) == CLF_OK, "%s", clf_last_error(NULL));
-      outs[n_out++] = it->string;
-    }
-    TH_OK(clf_model_run(m, in, n_in, outs, n_out, got));
-    for (size_t o = 0; o < n_out; o++) {
-      ck_assert_str_eq(got[o].name, outs[o]);
-      ck_assert_int_eq(got[o].dtype, exp[o].dtype);
-      ck_assert_int_eq(got[o].ndim, exp[o].ndim);
-      for (int d = 0; d < exp[o].ndim; d++) ck_assert_uint_eq(got[o].shape[d], exp[o].shape[d]);
-      const size_t n = clf_array_numel(&exp[o]);
-      if (exp[o].dtype == CLF_I64) {
-        ck_assert_msg(memcmp(got[o].data, exp[o].data, n * sizeof(int64_t)) == 0, "%s case %s output %s differs",
-                      name, cname, outs[o]);
-      } else {
-        const float *g = got[o].data, *x = exp[o].data;
-        const double scale = fmax(1.0, cJSON_GetObjectItem(cJSON_GetObjectItem(c, "max_abs"), outs[o])->valuedouble);
-        const int exact = !strcmp(outs[o], "mask");
-        double err = 0.0;
-        for (size_t i = 0; i < n; i++) err = fmax(err, fabs((double)g[i] - x[i]));
-        th_note_error(err / scale, exact ? 0.0 : 1e-4);
-        ck_assert_msg(exact ? err == 0.0 : err <= 1e-4 * scale, "%s case %s output %s: max abs error %.3g > 1e-4 x "
-                      "%.3g", name, cname, outs[o], err, scale);
-      }
-      clf_array_free(&got[o]);
-      clf_array_free(&exp[o]);
-    }
-    for (size_t i = 0; i < n_in; i++) clf_array_free(&in[i]);
-    n_cases++;
-  }
-  ck_assert_msg(n_cases > 0, "%s has no forward case", name);
-  cJSON_Delete(cases);
+  check_forward_cases(get_model(dir), dir, 1e-4, name);
 }
 
 START_TEST(test_vit) { run_fixture("vit"); }

@@ -46,12 +46,22 @@ clf_context *clf_cli_open_context(const char *device) {
   return ctx;
 }
 
-int clf_cli_open_model(const char *cmd, const char *dir, const char *device, clf_context **ctx, clf_model **m) {
+int clf_cli_open_model(const char *cmd, const char *dir, const char *device, const char *weights, clf_context **ctx,
+                       clf_model **m) {
+  clf_model_options mo;
+  clf_model_options_init(&mo);
+  if (weights && clf_weight_type_from_name(weights, &mo.weights) != CLF_OK) {
+    fprintf(stderr, "clformer %s: --weights: %s\n", cmd, clf_last_error(NULL));
+    return 0;
+  }
   if (!(*ctx = clf_cli_open_context(device))) return 0;
-  if (clf_model_load(*ctx, dir, m) != CLF_OK) {
+  if (clf_model_load_with(*ctx, dir, &mo, m) != CLF_OK) {
     fprintf(stderr, "clformer %s: %s\n", cmd, clf_last_error(*ctx));
     return 0;
   }
+  if (weights)
+    fprintf(stderr, "clformer %s: weights %s, %.1f MiB on the device\n", cmd, clf_dtype_name(mo.weights),
+            clf_model_weight_bytes(*m) / 1048576.0);
   return 1;
 }
 
@@ -60,7 +70,7 @@ int clf_cli_open_model(const char *cmd, const char *dir, const char *device, clf
 typedef struct run_opts {
   clf_cli_strings in, out;
   long repeat;
-  const char *device;
+  const char *device, *weights;
 } run_opts;
 
 static const clf_cli_option run_options[] = {
@@ -71,6 +81,7 @@ static const clf_cli_option run_options[] = {
     {"--repeat", "N", CLF_OPT_LONG, offsetof(run_opts, repeat), 0, 100000, 0, 0, 0,
      "N more passes, timed (forward_ms on stderr)"},
     CLF_CLI_OPT_DEVICE(run_opts),
+    CLF_CLI_OPT_WEIGHTS(run_opts),
     {NULL}};
 
 /* The NAME=FILE pairs of --in and --out, and the arrays read and produced. */
@@ -147,7 +158,7 @@ static int run_main(const void *opts, int argc, char **argv) {
   rc = 1;
   clf_model *m = NULL;
   clf_context *ctx = NULL;
-  if (read_inputs(&io) && clf_cli_open_model("run", argv[0], o->device, &ctx, &m)) {
+  if (read_inputs(&io) && clf_cli_open_model("run", argv[0], o->device, o->weights, &ctx, &m)) {
     if (clf_model_run(m, io.inputs, io.n_in, io.outs, io.n_out, io.results) != CLF_OK)
       fprintf(stderr, "clformer run: %s\n", clf_last_error(ctx));
     else if (write_results(&io) && (o->repeat == 0 || time_passes(m, ctx, &io, o->repeat)))
@@ -186,7 +197,7 @@ const clf_cli_command clf_cli_run_command = {
 
 typedef struct gen_opts {
   clf_cli_strings in;
-  const char *out, *prompt, *device;
+  const char *out, *prompt, *device, *weights;
   long max_new_tokens, num_beams; /* 0: the checkpoint's settings */
 } gen_opts;
 
@@ -202,6 +213,7 @@ static const clf_cli_option gen_options[] = {
     {"--out", "sequences=FILE.npy", CLF_OPT_STRING, offsetof(gen_opts, out), 0, 0, 0, 0, 0,
      "the sequences to a .npy file (else printed)"},
     CLF_CLI_OPT_DEVICE(gen_opts),
+    CLF_CLI_OPT_WEIGHTS(gen_opts),
     {NULL}};
 
 /* The files of --in and --out; returns -1, or 2 after a usage error. */
@@ -286,7 +298,7 @@ static int generate_main(const void *opts, int argc, char **argv) {
   clf_context *ctx = NULL;
   clf_model *m = NULL;
   rc = 1;
-  if (clf_cli_open_model("generate", argv[0], o->device, &ctx, &m) &&
+  if (clf_cli_open_model("generate", argv[0], o->device, o->weights, &ctx, &m) &&
       gen_inputs(m, argv[0], o->prompt, ids_file, mask_file, &tok, &ids, &mask)) {
     if (clf_model_generate(m, &ids, mask.data ? &mask : NULL, &go, &seq) != CLF_OK)
       fprintf(stderr, "clformer generate: %s\n", clf_last_error(ctx));
@@ -325,10 +337,10 @@ const clf_cli_command clf_cli_generate_command = {
 /* ---- embed ---- */
 
 typedef struct embed_opts {
-  const char *device;
+  const char *device, *weights;
 } embed_opts;
 
-static const clf_cli_option embed_options[] = {CLF_CLI_OPT_DEVICE(embed_opts), {NULL}};
+static const clf_cli_option embed_options[] = {CLF_CLI_OPT_DEVICE(embed_opts), CLF_CLI_OPT_WEIGHTS(embed_opts), {NULL}};
 
 /* The texts' ids as [n, L] input_ids padded with 0 ([PAD] in BERT
  * vocabularies), attention_mask and token_type_ids; lens[i] the length of
@@ -407,7 +419,7 @@ static int embed_main(const void *opts, int argc, char **argv) {
   const char *outs[1] = {"last_hidden_state"};
   if (clf_tokenizer_load(dir, &tok) != CLF_OK) {
     fprintf(stderr, "clformer embed: %s\n", clf_last_error(NULL));
-  } else if (tokenize_batch(tok, texts, n, lens, in) && clf_cli_open_model("embed", dir, o->device, &ctx, &m)) {
+  } else if (tokenize_batch(tok, texts, n, lens, in) && clf_cli_open_model("embed", dir, o->device, o->weights, &ctx, &m)) {
     float *emb = NULL;
     if (clf_model_run(m, in, 3, outs, 1, &res) != CLF_OK)
       fprintf(stderr, "clformer embed: %s\n", clf_last_error(ctx));

@@ -13,12 +13,13 @@
 
 typedef struct classify_opts {
   long top;
-  const char *device;
+  const char *device, *weights;
 } classify_opts;
 
 static const clf_cli_option classify_options[] = {
     {"--top", "K", CLF_OPT_LONG, offsetof(classify_opts, top), 1, 100000, 5, 0, 0, "the K most probable labels"},
     CLF_CLI_OPT_DEVICE(classify_opts),
+    CLF_CLI_OPT_WEIGHTS(classify_opts),
     {NULL}};
 
 typedef struct scored {
@@ -109,7 +110,7 @@ static int classify_main(const void *opts, int argc, char **argv) {
   clf_context *ctx = NULL;
   clf_model *m = NULL;
   const char *outs[1] = {"logits"};
-  if (!load_batch(dir, paths, n_img, &pv) || !clf_cli_open_model("classify", dir, o->device, &ctx, &m)) {
+  if (!load_batch(dir, paths, n_img, &pv) || !clf_cli_open_model("classify", dir, o->device, o->weights, &ctx, &m)) {
     /* said why */
   } else if (clf_model_run(m, &pv, 1, outs, 1, &logits) != CLF_OK) {
     fprintf(stderr, "clformer classify: %s\n", clf_last_error(ctx));
@@ -152,7 +153,7 @@ const clf_cli_command clf_cli_classify_command = {
 /* ---- reconstruct ---- */
 
 typedef struct reconstruct_opts {
-  const char *out, *noise, *device;
+  const char *out, *noise, *device, *weights;
 } reconstruct_opts;
 
 static const clf_cli_option reconstruct_options[] = {
@@ -160,6 +161,7 @@ static const clf_cli_option reconstruct_options[] = {
     {"--noise", "FILE.npy", CLF_OPT_STRING, offsetof(reconstruct_opts, noise), 0, 0, 0, 0, 0,
      "masking noise [1, num_patches] (float32) for a reproducible mask"},
     CLF_CLI_OPT_DEVICE(reconstruct_opts),
+    CLF_CLI_OPT_WEIGHTS(reconstruct_opts),
     {NULL}};
 
 static unsigned char to_byte(double v) {
@@ -270,7 +272,7 @@ static int reconstruct_main(const void *opts, int argc, char **argv) {
   clf_context *ctx = NULL;
   clf_model *m = NULL;
   int rc = 1;
-  if (mae_inputs(argv[0], argv[1], o->noise, &v) && clf_cli_open_model("reconstruct", argv[0], o->device, &ctx, &m) && mae_run(m, ctx, &v) &&
+  if (mae_inputs(argv[0], argv[1], o->noise, &v) && clf_cli_open_model("reconstruct", argv[0], o->device, o->weights, &ctx, &m) && mae_run(m, ctx, &v) &&
       draw_panels(&v, &panel)) {
     if (clf_image_write_png(o->out, &panel) != CLF_OK)
       fprintf(stderr, "clformer reconstruct: %s\n", clf_last_error(NULL));

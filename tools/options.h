@@ -52,6 +52,11 @@ typedef struct clf_cli_option {
   {"--device", "S", CLF_OPT_STRING, offsetof(type, device), 0, 0, 0, 0, 0,                                \
    "the OpenCL device: \"P:D\" or part of its platform/device name"}
 
+/* --weights T, the same on every command that loads a model. */
+#define CLF_CLI_OPT_WEIGHTS(type)                                                                         \
+  {"--weights", "T", CLF_OPT_STRING, offsetof(type, weights), 0, 0, 0, 0, 0,                              \
+   "storage of the linear layers' weights: f32 (default), f16, q8 or q4, converted at load"}
+
 /* One subcommand.  The parser fills a zeroed struct of `opts_size` bytes from
  * `options` and gives the handler that struct and the positional arguments
  * (between min_args and max_args of them; max_args -1: no limit). */

@@ -70,7 +70,21 @@ static clf_status store_matrix(clf_context *ctx, clf__params *p, const char *nam
                      "or f32 weights for this model)",
                      name, rows, in, clf__weight_type_name(p->wtype), CLF__QBLOCK);
   clf_tensor *t = NULL;
-  clf_status st = clf_tensor_from_f32(ctx, p->wtype, 2, (size_t[]){rows, in}, h, &t);
+  clf_status st;
+  if (p->simulate && p->wtype != CLF_F32) {
+    float *r = malloc(rows * in * sizeof *r + 1);
+    void *q = malloc(clf__dtype_bytes(p->wtype, rows * in) + 1);
+    if (r && q) {
+      clf__quantize(p->wtype, h, rows * in, q);
+      clf__dequantize(p->wtype, q, rows * in, r);
+    }
+    st = r && q ? clf_tensor_from_f32(ctx, CLF_F32, 2, (size_t[]){rows, in}, r, &t)
+                : clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "model: out of host memory rounding \"%s\"", name);
+    free(r);
+    free(q);
+  } else {
+    st = clf_tensor_from_f32(ctx, p->wtype, 2, (size_t[]){rows, in}, h, &t);
+  }
   if (st != CLF_OK) return st;
   if ((st = clf__params_add(ctx, p, t)) != CLF_OK) return st;
   *out = t;

@@ -15,6 +15,7 @@ typedef struct clf__params {
   clf_tensor **t;
   size_t n, cap;
   clf_dtype wtype; /* storage of the linear layers' weights (clf_model_options) */
+  int simulate;    /* f32 weights rounded through wtype instead */
 } clf__params;
 void clf__params_free(clf__params *p);
 clf_status clf__params_add(clf_context *ctx, clf__params *p, clf_tensor *t);
