@@ -236,6 +236,40 @@ static clf_status case_bias_act(clf_context *ctx, const vcase *c, double *err) {
   return vw_done(&w, CLF_OK);
 }
 
+/* y = gelu(x W^T + b) with W [37, 96] stored as the clf_dtype p[0], x
+ * [p[1], 96]: 3 rows take the skinny kernel, 12 the expanded weight and
+ * CLBlast.  The reference multiplies the stored values (decoded on the
+ * host), so that only the product is judged. */
+static clf_status case_linear(clf_context *ctx, const vcase *c, double *err) {
+  enum { N = 37, K = 96 };
+  const clf_dtype dt = (clf_dtype)c->p[0];
+  const size_t M = c->p[1];
+  vwork w = {.ctx = ctx};
+  float *x = vw_rand(&w, M * K, 71, -1, 1), *wf = vw_rand(&w, N * K, 72, -1, 1), *bias = vw_rand(&w, N, 73, -1, 1);
+  float *wq = vw_alloc(&w, N * K * sizeof(float));
+  void *packed = vw_alloc(&w, clf__dtype_bytes(dt, N * K));
+  double *ref = vw_alloc(&w, M * N * sizeof(double));
+  if (!x || !wf || !bias || !wq || !packed || !ref) return vw_fail(&w);
+  clf_tensor *tw = NULL;
+  clf_status st = clf_tensor_from_f32(ctx, dt, 2, (size_t[]){N, K}, wf, &tw);
+  if (st != CLF_OK) return vw_done(&w, st);
+  const size_t sx[2] = {M, K}, sb[1] = {N}, sy[2] = {M, N};
+  clf_tensor *tx = vw_tensor(&w, CLF_F32, 2, sx, x), *tb = vw_tensor(&w, CLF_F32, 1, sb, bias);
+  clf_tensor *ty = vw_tensor(&w, CLF_F32, 2, sy, NULL);
+  if (tx && tb && ty) st = clf_linear(ctx, tx, tw, CLF_WEIGHT_OUT_IN, tb, CLF_ACT_GELU, ty, NULL);
+  clf_tensor_destroy(tw);
+  if (!tx || !tb || !ty) return vw_fail(&w);
+  if (st != CLF_OK) return vw_done(&w, st);
+  float *y = vw_download(&w, ty);
+  if (!y) return vw_fail(&w);
+  clf__quantize(dt, wf, N * K, packed);
+  clf__dequantize(dt, packed, N * K, wq);
+  clf__ref_gemm(0, 1, 1, M, N, K, 1.0, x, wq, 0, 0.0, NULL, ref);
+  for (size_t i = 0; i < M * N; i++) ref[i] = clf__ref_act(CLF_ACT_GELU, ref[i] + bias[i % N]);
+  *err = rel_error(y, ref, M * N);
+  return vw_done(&w, CLF_OK);
+}
+
 /* y = a + b, a [3, 5, 40]; b the same shape (a residual add) or, with
  * p[0], [5, 1] broadcast. */
 static clf_status case_add(clf_context *ctx, const vcase *c, double *err) {
@@ -362,6 +396,16 @@ static size_t list_cases(clf_context *ctx, vcase *list) {
   add_case(list, &n, MAX_CASES, "elementwise.add broadcast", case_add, 1, 0, 0, 0, 1e-6);
   add_case(list, &n, MAX_CASES, "embed.gather i32", case_gather, 0, 0, 0, 0, 1e-6);
   add_case(list, &n, MAX_CASES, "embed.gather i64", case_gather, 1, 0, 0, 0, 1e-6);
+  /* Linear layers on every weight type: the skinny kernel as configured
+   * for this device, and the expanded weight + CLBlast it falls back to. */
+  static const clf_dtype wts[] = {CLF_F32, CLF_F16, CLF_Q8_0, CLF_Q4_0};
+  for (size_t i = 0; i < CLF__ARRAY_LEN(wts); i++) {
+    char name[96];
+    if (clf__skinny_variant(ctx, wts[i], name, sizeof name))
+      add_case(list, &n, MAX_CASES, name, case_linear, wts[i], 3, 0, 0, 1e-5);
+    snprintf(name, sizeof name, "linear.gemm %s", clf__weight_type_name(wts[i]));
+    add_case(list, &n, MAX_CASES, name, case_linear, wts[i], 12, 0, 0, 1e-5);
+  }
   return n;
 }
 
