@@ -433,7 +433,7 @@ def run_forward(a, name, rows, notes):
 def run_decode(a, rows, bw):
     d = model_dir(a, "gpt2-decode")
     model = load_model(d)
-    ids = make_inputs("gpt2-decode")
+    ids = make_inputs("gpt2-decode")["input_ids"]
     pt_tok, want = torch_decode(model, ids, a.new_tokens, a.decode_repeat)
     for w in (a.weights or [None]):
         with tempfile.TemporaryDirectory() as tmp:
