@@ -86,6 +86,10 @@ def parse_args():
     ap.add_argument("--torch-threads", type=int, default=1)
     ap.add_argument("--torch-defaults", action="store_true",
                     help="also time PyTorch with its default threads (a note, not the comparison)")
+    ap.add_argument("--allow-idle-cores", action="store_true",
+                    help="accept a PyTorch configuration that leaves cores idle (else exit 3)")
+    ap.add_argument("--min-gflops", type=float, default=20,
+                    help="exit 3 when PyTorch's 1024^3 SGEMM is slower than this (a reference BLAS does ~5)")
     ap.add_argument("--device", default=None, help="clformer --device")
     ap.add_argument("--torch-worker", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -204,6 +208,28 @@ def blas_libs():
     return libs
 
 
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+
+def sgemm_provider():
+    """The library whose sgemm_ the dynamic linker resolves in this process
+    for torch's libtorch_cpu (the one its BLAS calls reach), or None."""
+    libdl = ctypes.CDLL(None)
+    torch_lib = [line.split()[-1] for line in open("/proc/self/maps") if "libtorch_cpu" in line]
+    try:  # dlsym on torch's handle searches it and its dependencies in load order
+        addr = ctypes.cast(getattr(ctypes.CDLL(torch_lib[0]) if torch_lib else libdl, "sgemm_"),
+                           ctypes.c_void_p).value
+    except (AttributeError, OSError):
+        return None
+    info = _DlInfo()
+    libdl.dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
+    if not libdl.dladdr(ctypes.c_void_p(addr), ctypes.byref(info)) or not info.dli_fname:
+        return None
+    return os.path.realpath(info.dli_fname.decode())
+
+
 def check_torch(a):
     """Refuses a reference BLAS and oversubscribed threads; returns a
     description of the configuration."""
@@ -215,14 +241,18 @@ def check_torch(a):
     blas_info = info.group(1) if info else "?"
     libs = blas_libs()
     openblas = [p for p in libs if "libopenblas" in os.path.basename(p)]
-    if blas_info != "mkl" and not openblas:
-        ref = [p for p in libs if "libblas" in os.path.basename(p)] or ["(no BLAS library mapped)"]
+    # The reference BLAS: Debian's /usr/lib/<triplet>/blas/libblas.so.3 (libblas3).
+    ref = [p for p in libs if os.path.basename(os.path.dirname(p)) == "blas" and "libblas" in p]
+    sgemm = sgemm_provider()
+    if blas_info != "mkl" and (ref or not openblas or (sgemm and "openblas" not in sgemm and "mkl" not in sgemm)):
         alt = "/etc/alternatives/libblas.so.3-x86_64-linux-gnu"
         target = os.path.realpath(alt) if os.path.exists(alt) else "?"
-        fail(f"PyTorch's BLAS is not OpenBLAS or MKL: it maps {ref[0]} ({alt} -> {target}), the reference "
-             "BLAS, 10-30x slower; a comparison with it says nothing.  Fix: apt-get install "
-             "libopenblas0-pthread (tools/bench-env.sh), or update-alternatives --config "
-             "libblas.so.3-x86_64-linux-gnu")
+        fail(f"PyTorch's BLAS is not OpenBLAS or MKL: sgemm_ comes from {sgemm or '?'}, the process maps "
+             f"{', '.join(ref or libs) or 'no BLAS'} ({alt} -> {target}, LD_LIBRARY_PATH="
+             f"{os.environ.get('LD_LIBRARY_PATH', '')}).  The reference BLAS is 10-30x slower: a comparison "
+             "with it says nothing.  Fix: apt-get install libopenblas0-pthread (tools/bench-env.sh), or "
+             "update-alternatives --config libblas.so.3-x86_64-linux-gnu, and no LD_LIBRARY_PATH "
+             "pointing at another libblas.so.3")
     blas_threads, blas_desc = None, blas_info
     if openblas:
         lib = ctypes.CDLL(openblas[0])
@@ -237,9 +267,17 @@ def check_torch(a):
              f"OPENBLAS_NUM_THREADS={CORES} with --torch-threads 1 (the defaults of this script), or "
              f"OPENBLAS_NUM_THREADS=1 with --torch-threads {CORES}")
     used = tt * (blas_threads or 1)
+    if used < CORES and not a.allow_idle_cores:
+        fail(f"PyTorch would use {used} of the {CORES} cores (torch {tt} x BLAS {blas_threads}): not its "
+             f"best.  Fix: unset OPENBLAS_NUM_THREADS (the script sets it to {CORES}) and keep "
+             "--torch-threads 1, or pass --allow-idle-cores")
     note = "" if used >= CORES else f" (only {used} of {CORES} cores: not its best)"
     y = torch.randn(1024, 1024)
     gflops = 2 * 1024 ** 3 / _timed(lambda: torch.mm(y, y), 5) / 1e6
+    if gflops < a.min_gflops:
+        fail(f"PyTorch's 1024^3 SGEMM ran at {gflops:.0f} GFLOP/s, under --min-gflops {a.min_gflops:g}: "
+             "a reference BLAS, wrong threads or a busy machine.  Fix the configuration or wait for an idle "
+             "machine (--min-gflops 0 skips this check)")
     return (f"PyTorch {torch.__version__}, torch.set_num_threads({tt}), {blas_desc}, "
             f"{blas_threads if blas_threads is not None else '?'} BLAS threads{note}; "
             f"1024^3 SGEMM {gflops:.0f} GFLOP/s")
@@ -486,6 +524,12 @@ def main():
             fail(f"--weights: unknown {bad}; choose from {', '.join(STORAGE)}", 2)
     if not os.access(os.path.join(a.build, "tools", "clformer"), os.X_OK):
         fail(f"no {a.build}/tools/clformer: build it (meson setup build && meson compile -C build)", 2)
+    if a.weights and "gpt2-decode" in a.only:
+        h = subprocess.run([os.path.join(a.build, "tools", "clformer"), "generate", "--help"],
+                           capture_output=True, text=True)
+        if "--weights" not in h.stdout + h.stderr:
+            fail(f"{a.build}/tools/clformer generate has no --weights option (this build loads f32 only): "
+                 "build a clformer with it, or leave out bench.py's --weights", 2)
     configure_torch_env(False)
     try:
         import torch
@@ -517,9 +561,14 @@ def main():
     if np_bw:
         print(f"- copy bandwidth (bytes read + written / time): NumPy 512 MiB {np_bw:.1f} GB/s, "
               f"clformer probe device copy {probe_bw or 0:.1f} GB/s; the floor uses the higher")
-    print(f"- forward: median of {a.repeat} after a warm-up; decode: {a.new_tokens} new tokens after a "
-          f"{make_inputs('gpt2-decode')['input_ids'].shape[1]}-token prompt, (T(N) - T(1)) / (N - 1), "
-          f"medians of {a.decode_repeat}; total {time.perf_counter() - t_start:.0f} s\n")
+    how = []
+    if rows:
+        how.append(f"forward: median of {a.repeat} after a warm-up")
+    if drows:
+        how.append(f"decode: {a.new_tokens} new tokens after a {make_inputs('gpt2-decode')['input_ids'].shape[1]}"
+                   f"-token prompt, (T(N) - T(1)) / (N - 1) with T the median wall time of {a.decode_repeat} "
+                   "`clformer generate` processes (PyTorch: of generate() calls)")
+    print(f"- {'; '.join(how)}; the whole run {time.perf_counter() - t_start:.0f} s\n")
     if rows:
         print("| work | clformer ms | PyTorch ms | ONNX Runtime ms | clformer / faster peer | "
               "clformer vs PyTorch, max abs diff | ONNX Runtime vs PyTorch |")
