@@ -447,13 +447,12 @@ def fmt(ms):
 
 
 def run_forward(a, name, rows, notes):
-    import tempfile as _t
     d = model_dir(a, name)
     model = load_model(d)
     inputs = make_inputs(name)
     out = WORK[name]["output"]
     onnx = onnx_file(a, name, inputs)
-    with _t.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp:
         clf_ms, got = clformer_forward(a, d, inputs, out, tmp)
         pt_ms, want = torch_forward(model, inputs, out, a.repeat)
         ort, ort_out = ort_forward(a, onnx, inputs, tmp)
@@ -511,7 +510,6 @@ def git_rev():
 def main():
     a = parse_args()
     if a.torch_worker:  # PyTorch as it comes, for --torch-defaults
-        import torch
         d = os.path.join(a.cache, WORK[a.torch_worker]["dir"])
         ms, _ = torch_forward(load_model(d), make_inputs(a.torch_worker), WORK[a.torch_worker]["output"],
                               a.repeat)
