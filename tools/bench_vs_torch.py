@@ -9,6 +9,11 @@ checks that both give the same last_hidden_state (max abs error), and prints
 one line per shape.  Needs torch and transformers (e.g. the /opt/clf-ref
 environment of tools/fixtures/README.md).
 
+This script stays as it was (a model directory of your own, several shapes,
+PyTorch only, no check of PyTorch's BLAS or threads).  For figures to quote
+use its sibling tools/bench.py: the standard models beside PyTorch AND ONNX
+Runtime at their checked best configurations, plus GPT-2 decoding.
+
     python tools/bench_vs_torch.py MODEL_DIR [--build build] [--repeat 10]
         [--shapes 1x32,8x128] [--device S] [--threads 2]
 """

@@ -1,0 +1,45 @@
+#!/bin/sh
+# Sets up the peers tools/bench.py runs beside clformer (idempotent: a step
+# already done is skipped):
+#   - PyTorch: Debian's python3-torch with OpenBLAS (libopenblas0-pthread) as
+#     the system BLAS; without it Debian falls back to the reference BLAS.
+#   - /opt/clf-ref: a venv over the system torch with transformers 4.40.2
+#     (the environment of tools/fixtures/README.md).
+#   - /opt/clf-ort: ONNX Runtime, in a venv of its own (it needs NumPy 2,
+#     Debian's torch needs the system NumPy 1).
+# usage: sudo tools/bench-env.sh        (root: apt-get and /opt)
+set -eu
+REF=${CLF_REF_VENV:-/opt/clf-ref}
+ORT=${CLF_ORT_VENV:-/opt/clf-ort}
+
+need_apt=
+for p in python3-torch python3-numpy python3-venv libopenblas0-pthread; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_apt="$need_apt $p"
+done
+if [ -n "$need_apt" ]; then
+  apt-get update
+  # shellcheck disable=SC2086
+  DEBIAN_FRONTEND=noninteractive apt-get install -y $need_apt
+fi
+
+if ! "$REF/bin/python" -c "import torch, transformers, safetensors, sentencepiece, tokenizers; \
+assert transformers.__version__ == '4.40.2'" 2>/dev/null; then
+  [ -x "$REF/bin/python" ] || /usr/bin/python3 -m venv --system-site-packages "$REF"
+  "$REF/bin/pip" install transformers==4.40.2 safetensors sentencepiece 'tokenizers<0.20'
+fi
+
+if ! "$ORT/bin/python" -c "import onnxruntime, numpy" 2>/dev/null; then
+  [ -x "$ORT/bin/python" ] || /usr/bin/python3 -m venv "$ORT"
+  "$ORT/bin/pip" install onnxruntime numpy
+fi
+
+# The system BLAS must be OpenBLAS, not the reference BLAS (tools/bench.py
+# refuses to compare against the latter).
+blas=$(readlink -f /etc/alternatives/libblas.so.3-$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu) 2>/dev/null || true)
+case "$blas" in
+  *openblas*) echo "bench-env: libblas.so.3 -> $blas" ;;
+  *) echo "bench-env: libblas.so.3 -> ${blas:-?}, not OpenBLAS; run" \
+          "update-alternatives --config libblas.so.3-x86_64-linux-gnu" >&2; exit 1 ;;
+esac
+"$REF/bin/python" -c "import torch, transformers; print('bench-env: torch', torch.__version__, 'transformers', transformers.__version__)"
+"$ORT/bin/python" -c "import onnxruntime, numpy; print('bench-env: onnxruntime', onnxruntime.__version__, 'numpy', numpy.__version__)"

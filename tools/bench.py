@@ -1,0 +1,588 @@
+#!/usr/bin/env python3
+"""bench.py - clformer beside PyTorch and ONNX Runtime, each at its best
+configuration, in one run on the same machine; prints a markdown table of
+ratios (clformer time / the faster peer's) and checks the outputs agree.
+
+    /opt/clf-ref/bin/python tools/bench.py [--build build] [--repeat 5]
+        [--only bert,vit,swin,gpt2,gpt2-decode] [--weights f32,f16,q8,q4]
+        [--new-tokens 32] [--decode-repeat 3] [--torch-defaults]
+
+Environment: tools/bench-env.sh (Debian python3-torch with OpenBLAS, the
+/opt/clf-ref venv with transformers 4.40.2 that runs this script, and the
+/opt/clf-ort venv with ONNX Runtime).  tools/bench_vs_torch.py is the older
+one-model, PyTorch-only script and stays as it is (a model directory of your
+own, several batch x length shapes).
+
+Work (models made from transformers' configs with random, seeded weights,
+saved once under --cache, default ~/.cache/clformer-bench, and reused):
+  bert         BertModel base, 1 x 128 tokens, last_hidden_state
+  vit          ViTModel B/16, 1 x 3 x 224 x 224, last_hidden_state
+  swin         SwinModel tiny (embed 96, depths 2,2,6,2, heads 3,6,12,24,
+               window 7), 1 x 3 x 224 x 224, last_hidden_state
+  gpt2         GPT2LMHeadModel 124M prefill, 1 x 64 tokens, logits
+  gpt2-decode  the same model, greedy decoding of --new-tokens tokens after a
+               16-token prompt, ms per token, for each --weights type, beside
+               the bandwidth floor and transformers' generate()
+
+Peers and their configurations:
+  PyTorch      torch.set_num_threads(1) (--torch-threads) and OpenBLAS on
+               every core (OPENBLAS_NUM_THREADS = cores, set before torch
+               loads).  The script stops (exit 3) when the process maps the
+               reference BLAS or when torch threads x BLAS threads exceed the
+               cores.  --torch-defaults also times torch as it comes (no
+               environment, default threads), printed as a note only.
+  ONNX Runtime tools/bench_ort.py in /opt/clf-ort: models exported with
+               torch.onnx.export (opset 14) from the same weights,
+               intra_op_num_threads = cores, ORT_ENABLE_ALL.
+  clformer     `clformer run DIR --repeat N` (its forward_ms median; one
+               untimed pass first); decode: `clformer generate` wall time of
+               N new tokens minus that of 1, over N - 1 (the CLI prints no
+               per-token time), medians of --decode-repeat processes each.
+               PyTorch's generate() is timed the same way (in process).
+Times are medians; forward rows time --repeat runs after a warm-up.
+
+Bandwidth floor of decoding: the bytes of the weights read per token (every
+tensor in model.safetensors; for f16/q8/q4 the matrices at 2, 34/32 and 18/32
+bytes per weight, 1-D tensors kept f32) over the higher of two copy
+bandwidths measured in the same run: a NumPy copy of 512 MiB (bytes read +
+written over the best of 5) and `clformer probe`'s device copy (read +
+written).
+"""
+import argparse
+import ctypes
+import datetime
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CORES = len(os.sched_getaffinity(0))
+ORT_PY = os.environ.get("CLF_ORT_PYTHON", "/opt/clf-ort/bin/python")
+FIX = "run tools/bench-env.sh"
+
+
+def fail(msg, code=3):
+    sys.stderr.write(f"bench.py: {msg}\n")
+    sys.exit(code)
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--cache", default=os.path.expanduser("~/.cache/clformer-bench"))
+    ap.add_argument("--repeat", type=int, default=5, help="timed forward passes per peer (median)")
+    ap.add_argument("--only", default="bert,vit,swin,gpt2,gpt2-decode")
+    ap.add_argument("--weights", default=None,
+                    help="clformer weight types for decoding, e.g. f32,f16,q8,q4 (default: f32, no flag)")
+    ap.add_argument("--new-tokens", type=int, default=32)
+    ap.add_argument("--decode-repeat", type=int, default=3, help="processes per decode timing (median)")
+    ap.add_argument("--torch-threads", type=int, default=1)
+    ap.add_argument("--torch-defaults", action="store_true",
+                    help="also time PyTorch with its default threads (a note, not the comparison)")
+    ap.add_argument("--allow-idle-cores", action="store_true",
+                    help="accept a PyTorch configuration that leaves cores idle (else exit 3)")
+    ap.add_argument("--min-gflops", type=float, default=20,
+                    help="exit 3 when PyTorch's 1024^3 SGEMM is slower than this (a reference BLAS does ~5)")
+    ap.add_argument("--device", default=None, help="clformer --device")
+    ap.add_argument("--torch-worker", default=None, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    a.only = [s.strip() for s in a.only.split(",") if s.strip()]
+    unknown = [s for s in a.only if s not in WORK]
+    if unknown:
+        fail(f"--only: unknown {unknown}; choose from {', '.join(WORK)}", 2)
+    return a
+
+
+# ---- the work ----
+
+WORK = {
+    "bert": dict(label="BERT-base, 1x128", dir="bert", output="last_hidden_state"),
+    "vit": dict(label="ViT-B/16, 224", dir="vit", output="last_hidden_state"),
+    "swin": dict(label="Swin-T, 224", dir="swin", output="last_hidden_state"),
+    "gpt2": dict(label="GPT-2 124M prefill, 64 tokens", dir="gpt2", output="logits"),
+    "gpt2-decode": dict(label="GPT-2 124M greedy decode", dir="gpt2", output=None),
+}
+
+
+def make_model(name):
+    """A model with random weights from its config (seeded)."""
+    import torch
+    import transformers as tf
+    torch.manual_seed(0)
+    if name == "bert":
+        return tf.BertModel(tf.BertConfig())
+    if name == "vit":
+        return tf.ViTModel(tf.ViTConfig())
+    if name == "swin":
+        return tf.SwinModel(tf.SwinConfig(image_size=224, patch_size=4, embed_dim=96, depths=[2, 2, 6, 2],
+                                          num_heads=[3, 6, 12, 24], window_size=7))
+    return tf.GPT2LMHeadModel(tf.GPT2Config())
+
+
+def make_inputs(name):
+    import numpy as np
+    rng = np.random.default_rng(0)
+    if name == "bert":
+        return {"input_ids": rng.integers(1000, 20000, (1, 128)).astype(np.int64),
+                "attention_mask": np.ones((1, 128), np.int64)}
+    if name in ("vit", "swin"):
+        return {"pixel_values": rng.standard_normal((1, 3, 224, 224)).astype(np.float32)}
+    if name == "gpt2":
+        return {"input_ids": rng.integers(0, 50000, (1, 64)).astype(np.int64)}
+    return {"input_ids": rng.integers(0, 50000, (1, 16)).astype(np.int64)}  # decode prompt
+
+
+def model_dir(a, name):
+    """The saved checkpoint (config.json + model.safetensors), made once."""
+    d = os.path.join(a.cache, WORK[name]["dir"])
+    if os.path.exists(os.path.join(d, "model.safetensors")):
+        return d
+    sys.stderr.write(f"bench.py: making {d} (random weights, once)\n")
+    tmp = d + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    make_model(WORK[name]["dir"]).eval().save_pretrained(tmp, safe_serialization=True)
+    os.replace(tmp, d)
+    return d
+
+
+def load_model(d):
+    import transformers as tf
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    cls = getattr(tf, cfg["architectures"][0])
+    return cls.from_pretrained(d).eval()
+
+
+def onnx_file(a, name, inputs):
+    """The model exported with torch.onnx.export (opset 14), made once, from
+    a model of its own (an export leaves the model it traced altered)."""
+    import torch
+    d = os.path.join(a.cache, WORK[name]["dir"])
+    path = os.path.join(d, f"{name}.onnx")
+    if os.path.exists(path):
+        return path
+    model = load_model(d)
+    sys.stderr.write(f"bench.py: exporting {path} (once)\n")
+    names, out = list(inputs), WORK[name]["output"]
+    extra = {"use_cache": False} if name == "gpt2" else {}
+
+    class Wrap(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, *xs):
+            return getattr(self.m(**dict(zip(names, xs)), **extra, return_dict=True), out)
+
+    args = tuple(torch.from_numpy(inputs[k]) for k in names)
+    with torch.no_grad():
+        torch.onnx.export(Wrap(model), args, path + ".tmp", input_names=names, output_names=[out],
+                          opset_version=14, do_constant_folding=True)
+    os.replace(path + ".tmp", path)
+    return path
+
+
+# ---- the PyTorch peer: configured before torch loads, then checked ----
+
+def configure_torch_env(defaults):
+    if defaults:
+        for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ.pop(k, None)
+        return
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", str(CORES))
+
+
+def blas_libs():
+    """Paths of the BLAS/LAPACK libraries this process maps."""
+    libs = []
+    for line in open("/proc/self/maps"):
+        p = line.split()[-1] if len(line.split()) >= 6 else ""
+        if re.search(r"blas|lapack|mkl", os.path.basename(p)) and p not in libs:
+            libs.append(p)
+    return libs
+
+
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+
+def sgemm_provider():
+    """The library whose sgemm_ the dynamic linker resolves in this process
+    for torch's libtorch_cpu (the one its BLAS calls reach), or None."""
+    libdl = ctypes.CDLL(None)
+    torch_lib = [line.split()[-1] for line in open("/proc/self/maps") if "libtorch_cpu" in line]
+    try:  # dlsym on torch's handle searches it and its dependencies in load order
+        addr = ctypes.cast(getattr(ctypes.CDLL(torch_lib[0]) if torch_lib else libdl, "sgemm_"),
+                           ctypes.c_void_p).value
+    except (AttributeError, OSError):
+        return None
+    info = _DlInfo()
+    libdl.dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
+    if not libdl.dladdr(ctypes.c_void_p(addr), ctypes.byref(info)) or not info.dli_fname:
+        return None
+    return os.path.realpath(info.dli_fname.decode())
+
+
+def check_torch(a):
+    """Refuses a reference BLAS and oversubscribed threads; returns a
+    description of the configuration."""
+    import torch
+    x = torch.randn(512, 512)
+    x @ x  # maps the BLAS
+    cfg = torch.__config__.show()
+    info = re.search(r"BLAS_INFO=(\w+)", cfg)
+    blas_info = info.group(1) if info else "?"
+    libs = blas_libs()
+    openblas = [p for p in libs if "libopenblas" in os.path.basename(p)]
+    # The reference BLAS: Debian's /usr/lib/<triplet>/blas/libblas.so.3 (libblas3).
+    ref = [p for p in libs if os.path.basename(os.path.dirname(p)) == "blas" and "libblas" in p]
+    sgemm = sgemm_provider()
+    if blas_info != "mkl" and (ref or not openblas or (sgemm and "openblas" not in sgemm and "mkl" not in sgemm)):
+        alt = "/etc/alternatives/libblas.so.3-x86_64-linux-gnu"
+        target = os.path.realpath(alt) if os.path.exists(alt) else "?"
+        fail(f"PyTorch's BLAS is not OpenBLAS or MKL: sgemm_ comes from {sgemm or '?'}, the process maps "
+             f"{', '.join(ref or libs) or 'no BLAS'} ({alt} -> {target}, LD_LIBRARY_PATH="
+             f"{os.environ.get('LD_LIBRARY_PATH', '')}).  The reference BLAS is 10-30x slower: a comparison "
+             "with it says nothing.  Fix: apt-get install libopenblas0-pthread (tools/bench-env.sh), or "
+             "update-alternatives --config libblas.so.3-x86_64-linux-gnu, and no LD_LIBRARY_PATH "
+             "pointing at another libblas.so.3")
+    blas_threads, blas_desc = None, blas_info
+    if openblas:
+        lib = ctypes.CDLL(openblas[0])
+        lib.openblas_get_config.restype = ctypes.c_char_p
+        blas_threads = lib.openblas_get_num_threads()
+        blas_desc = f"{lib.openblas_get_config().decode()} ({os.path.basename(os.path.dirname(openblas[0]))})"
+        if "openmp" in openblas[0]:  # the OpenMP build shares torch's OpenMP threads
+            blas_threads = 1
+    tt = torch.get_num_threads()
+    if blas_threads is not None and tt * blas_threads > CORES:
+        fail(f"threads oversubscribe the {CORES} cores: torch {tt} x OpenBLAS {blas_threads}.  Fix: "
+             f"OPENBLAS_NUM_THREADS={CORES} with --torch-threads 1 (the defaults of this script), or "
+             f"OPENBLAS_NUM_THREADS=1 with --torch-threads {CORES}")
+    used = tt * (blas_threads or 1)
+    if used < CORES and not a.allow_idle_cores:
+        fail(f"PyTorch would use {used} of the {CORES} cores (torch {tt} x BLAS {blas_threads}): not its "
+             f"best.  Fix: unset OPENBLAS_NUM_THREADS (the script sets it to {CORES}) and keep "
+             "--torch-threads 1, or pass --allow-idle-cores")
+    note = "" if used >= CORES else f" (only {used} of {CORES} cores: not its best)"
+    y = torch.randn(1024, 1024)
+    gflops = 2 * 1024 ** 3 / _timed(lambda: torch.mm(y, y), 5) / 1e6
+    if gflops < a.min_gflops:
+        fail(f"PyTorch's 1024^3 SGEMM ran at {gflops:.0f} GFLOP/s, under --min-gflops {a.min_gflops:g}: "
+             "a reference BLAS, wrong threads or a busy machine.  Fix the configuration or wait for an idle "
+             "machine (--min-gflops 0 skips this check)")
+    return (f"PyTorch {torch.__version__}, torch.set_num_threads({tt}), {blas_desc}, "
+            f"{blas_threads if blas_threads is not None else '?'} BLAS threads{note}; "
+            f"1024^3 SGEMM {gflops:.0f} GFLOP/s")
+
+
+def _timed(fn, n):
+    """Median ms of n calls after one warm-up."""
+    fn()
+    ts = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        ts.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(ts)
+
+
+def torch_forward(model, inputs, output, repeat):
+    import torch
+    feeds = {k: torch.from_numpy(v) for k, v in inputs.items()}
+    with torch.no_grad():
+        want = getattr(model(**feeds), output).numpy()
+        ms = _timed(lambda: model(**feeds), repeat)
+    return ms, want
+
+
+def torch_decode(model, ids, n, repeat):
+    """ms per token: (generate(n) - generate(1)) / (n - 1), medians."""
+    import torch
+    t = torch.from_numpy(ids)
+    kw = dict(do_sample=False, num_beams=1, pad_token_id=model.config.eos_token_id,
+              attention_mask=torch.ones_like(t))
+    with torch.no_grad():
+        seq = model.generate(t, max_new_tokens=n, **kw).numpy()
+        tn = _timed(lambda: model.generate(t, max_new_tokens=n, **kw), repeat)
+        t1 = _timed(lambda: model.generate(t, max_new_tokens=1, **kw), repeat)
+    return (tn - t1) / (n - 1), seq
+
+
+# ---- clformer ----
+
+def clformer(a, args, what):
+    exe = os.path.join(a.build, "tools", "clformer")
+    cmd = [exe] + args + (["--device", a.device] if a.device else [])
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    wall = (time.perf_counter() - t0) * 1e3
+    if r.returncode != 0:
+        if "--weights" in args and re.search(r"--weights|unknown option|unrecognized", r.stderr):
+            fail(f"this clformer rejects --weights ({r.stderr.strip()}); it needs a build with the "
+                 "--weights option, or leave out bench.py's --weights (f32 only)", 2)
+        fail(f"{what} failed ({' '.join(cmd)}): {r.stderr.strip()}", 1)
+    return r, wall
+
+
+def clformer_forward(a, d, inputs, output, tmp):
+    import numpy as np
+    args = ["run", d]
+    for k, v in inputs.items():
+        np.save(f"{tmp}/{k}.npy", v)
+        args += ["--in", f"{k}={tmp}/{k}.npy"]
+    args += ["--out", f"{output}={tmp}/clf_out.npy", "--repeat", str(a.repeat)]
+    r, _ = clformer(a, args, "clformer run")
+    m = re.search(r"forward_ms median=([0-9.]+)", r.stderr)
+    if not m:
+        fail(f"clformer run printed no forward_ms: {r.stderr.strip()}", 1)
+    return float(m.group(1)), np.load(f"{tmp}/clf_out.npy")
+
+
+def clformer_decode(a, d, ids, weights, tmp):
+    import numpy as np
+    np.save(f"{tmp}/ids.npy", ids)
+    base = ["generate", d, "--in", f"input_ids={tmp}/ids.npy", "--out", f"sequences={tmp}/seq.npy"]
+    if weights:
+        base += ["--weights", weights]
+
+    def wall(n):
+        ts = [clformer(a, base + ["--max-new-tokens", str(n)], "clformer generate")[1]
+              for _ in range(a.decode_repeat)]
+        return statistics.median(ts)
+
+    wall(1)  # warms the driver's kernel cache and the page cache
+    t1, tn = wall(1), wall(a.new_tokens)
+    return (tn - t1) / (a.new_tokens - 1), np.load(f"{tmp}/seq.npy")
+
+
+def clformer_probe(a):
+    exe = os.path.join(a.build, "tools", "clformer")
+    cmd = [exe, "probe", "--json", "--quick", "--no-validate"] + (["--device", a.device] if a.device else [])
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        fail(f"clformer probe failed: {r.stderr.strip()}", 1)
+    dev = json.loads(r.stdout)["devices"][0]
+    p = dev["properties"]
+    name = p["CL_DEVICE_NAME"]["value"]
+    plat = dev["platform"]["CL_PLATFORM_NAME"]["value"]
+    drv = p["CL_DRIVER_VERSION"]["value"]
+    bw = dev.get("measured", {}).get("bandwidth", {}).get("gb_per_s")
+    tuned = dev.get("tuning", {}).get("applied")
+    return f"{plat} / {name} (driver {drv}); GEMM tuning profile: {tuned or 'none'}", bw
+
+
+# ---- ONNX Runtime ----
+
+def ort_forward(a, onnx, inputs, tmp):
+    import numpy as np
+    if not os.path.exists(ORT_PY):
+        fail(f"no ONNX Runtime python at {ORT_PY}: {FIX} (or set CLF_ORT_PYTHON)")
+    cmd = [ORT_PY, os.path.join(HERE, "bench_ort.py"), onnx, f"{tmp}/ort_out.npy",
+           "--repeat", str(a.repeat), "--threads", str(CORES)]
+    for k in inputs:
+        cmd += ["--in", f"{k}={tmp}/{k}.npy"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        fail(f"ONNX Runtime failed: {r.stderr.strip()[-2000:]}", 1)
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    return res, np.load(f"{tmp}/ort_out.npy")
+
+
+# ---- bandwidth and weight bytes ----
+
+def numpy_copy_gbs():
+    import numpy as np
+    n = 512 << 20
+    src = np.ones(n // 4, np.float32)
+    dst = np.empty_like(src)
+    ts = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        np.copyto(dst, src)
+        ts.append(time.perf_counter() - t0)
+    return 2 * n / min(ts) / 1e9
+
+
+STORAGE = {"f32": 4.0, "f16": 2.0, "q8": 34 / 32, "q4": 18 / 32}
+
+
+def weight_bytes(d, weights):
+    """Bytes of model.safetensors' tensors with the matrices stored as `weights`."""
+    with open(os.path.join(d, "model.safetensors"), "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n))
+    total = 0.0
+    for k, t in header.items():
+        if k == "__metadata__":
+            continue
+        count = 1
+        for s in t["shape"]:
+            count *= s
+        nbytes = t["data_offsets"][1] - t["data_offsets"][0]
+        total += count * STORAGE[weights] if len(t["shape"]) >= 2 else nbytes
+    return total
+
+
+# ---- the table ----
+
+def diff(got, want):
+    import numpy as np
+    if got.shape != want.shape:
+        return f"shape {got.shape} vs {want.shape}"
+    d = float(np.abs(got.astype(np.float64) - want).max())
+    rel = d / max(1.0, float(np.abs(want).max()))
+    return f"{d:.1e} ({rel:.0e} rel)"
+
+
+def fmt(ms):
+    return "-" if ms is None else (f"{ms:.1f}" if ms < 100 else f"{ms:.0f}")
+
+
+def run_forward(a, name, rows, notes):
+    d = model_dir(a, name)
+    model = load_model(d)
+    inputs = make_inputs(name)
+    out = WORK[name]["output"]
+    onnx = onnx_file(a, name, inputs)
+    with tempfile.TemporaryDirectory() as tmp:
+        clf_ms, got = clformer_forward(a, d, inputs, out, tmp)
+        pt_ms, want = torch_forward(model, inputs, out, a.repeat)
+        ort, ort_out = ort_forward(a, onnx, inputs, tmp)
+    best = min(pt_ms, ort["median_ms"])
+    rows.append(f"| {WORK[name]['label']} | {fmt(clf_ms)} | {fmt(pt_ms)} | {fmt(ort['median_ms'])} | "
+                f"{clf_ms / best:.2f}x | {diff(got, want)} | {diff(ort_out, want)} |")
+    notes["ort"] = (f"ONNX Runtime {ort['version']} ({ort['providers'][0]}), intra_op_num_threads "
+                    f"{ort['intra_op_num_threads']}, {ort['graph_optimization']}, opset 14 export")
+    if a.torch_defaults:
+        ms = torch_default_ms(a, name)
+        notes.setdefault("defaults", []).append(f"{WORK[name]['label']}: {fmt(ms)} ms")
+    del model
+
+
+def run_decode(a, rows, bw):
+    d = model_dir(a, "gpt2-decode")
+    model = load_model(d)
+    ids = make_inputs("gpt2-decode")["input_ids"]
+    pt_tok, want = torch_decode(model, ids, a.new_tokens, a.decode_repeat)
+    for w in (a.weights or [None]):
+        with tempfile.TemporaryDirectory() as tmp:
+            tok, seq = clformer_decode(a, d, ids, w, tmp)
+        wb = weight_bytes(d, w or "f32")
+        floor = wb / (bw * 1e9) * 1e3
+        n = min(seq.shape[1], want.shape[1])
+        same = int((seq[0, :n] == want[0, :n]).sum()) - ids.shape[1]
+        gen = want.shape[1] - ids.shape[1]
+        rows.append(f"| {w or 'f32'} | {tok:.1f} | {wb / 1e6:.0f} MB | {floor:.1f} | {tok / floor:.1f}x | "
+                    f"{pt_tok:.1f} | {tok / pt_tok:.2f}x | {same}/{gen} |")
+
+
+def torch_default_ms(a, name):
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
+    r = subprocess.run([sys.executable, __file__, "--torch-worker", name, "--repeat", str(a.repeat),
+                        "--cache", a.cache], capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        fail(f"torch defaults worker failed: {r.stderr.strip()[-1000:]}", 1)
+    return float(r.stdout.strip().splitlines()[-1])
+
+
+def machine():
+    cpu = "?"
+    for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
+        if line.startswith("Model name:"):
+            cpu = line.split(":", 1)[1].strip()
+    load = open("/proc/loadavg").read().split()[0]
+    return cpu, float(load)
+
+
+def git_rev():
+    r = subprocess.run(["git", "-C", HERE, "describe", "--always", "--dirty"], capture_output=True, text=True)
+    return r.stdout.strip() or "?"
+
+
+def main():
+    a = parse_args()
+    if a.torch_worker:  # PyTorch as it comes, for --torch-defaults
+        d = os.path.join(a.cache, WORK[a.torch_worker]["dir"])
+        ms, _ = torch_forward(load_model(d), make_inputs(a.torch_worker), WORK[a.torch_worker]["output"],
+                              a.repeat)
+        print(f"{ms}")
+        return
+    if a.weights:
+        a.weights = [w.strip() for w in a.weights.split(",")]
+        bad = [w for w in a.weights if w not in STORAGE]
+        if bad:
+            fail(f"--weights: unknown {bad}; choose from {', '.join(STORAGE)}", 2)
+    if not os.access(os.path.join(a.build, "tools", "clformer"), os.X_OK):
+        fail(f"no {a.build}/tools/clformer: build it (meson setup build && meson compile -C build)", 2)
+    if a.weights and "gpt2-decode" in a.only:
+        h = subprocess.run([os.path.join(a.build, "tools", "clformer"), "generate", "--help"],
+                           capture_output=True, text=True)
+        if "--weights" not in h.stdout + h.stderr:
+            fail(f"{a.build}/tools/clformer generate has no --weights option (this build loads f32 only): "
+                 "build a clformer with it, or leave out bench.py's --weights", 2)
+    configure_torch_env(False)
+    try:
+        import torch
+        import transformers  # noqa: F401
+    except ImportError as e:
+        fail(f"{e}: run this with /opt/clf-ref/bin/python ({FIX})", 2)
+    torch.set_num_threads(a.torch_threads)
+    cpu, load0 = machine()
+    torch_desc = check_torch(a)
+    dev_desc, probe_bw = clformer_probe(a)
+    np_bw = numpy_copy_gbs() if "gpt2-decode" in a.only else None
+    t_start = time.perf_counter()
+    rows, notes, drows = [], {}, []
+    for name in a.only:
+        sys.stderr.write(f"bench.py: {name}\n")
+        if name == "gpt2-decode":
+            bw = max(np_bw, probe_bw or 0)
+            run_decode(a, drows, bw)
+        else:
+            run_forward(a, name, rows, notes)
+    _, load1 = machine()
+    print(f"## clformer beside PyTorch and ONNX Runtime, {datetime.date.today()}\n")
+    print(f"- CPU: {cpu}, {CORES} cores; load average {load0:.2f} before, {load1:.2f} after"
+          + (" (NOT IDLE: times are not comparable)" if max(load0, load1) > 0.5 else ""))
+    print(f"- clformer {git_rev()}, `{a.build}/tools/clformer`; OpenCL: {dev_desc}")
+    print(f"- {torch_desc}")
+    if "ort" in notes:
+        print(f"- {notes['ort']}")
+    if np_bw:
+        print(f"- copy bandwidth (bytes read + written / time): NumPy 512 MiB {np_bw:.1f} GB/s, "
+              f"clformer probe device copy {probe_bw or 0:.1f} GB/s; the floor uses the higher")
+    how = []
+    if rows:
+        how.append(f"forward: median of {a.repeat} after a warm-up")
+    if drows:
+        how.append(f"decode: {a.new_tokens} new tokens after a {make_inputs('gpt2-decode')['input_ids'].shape[1]}"
+                   f"-token prompt, (T(N) - T(1)) / (N - 1) with T the median wall time of {a.decode_repeat} "
+                   "`clformer generate` processes (PyTorch: of generate() calls)")
+    print(f"- {'; '.join(how)}; the whole run {time.perf_counter() - t_start:.0f} s\n")
+    if rows:
+        print("| work | clformer ms | PyTorch ms | ONNX Runtime ms | clformer / faster peer | "
+              "clformer vs PyTorch, max abs diff | ONNX Runtime vs PyTorch |")
+        print("| --- | --- | --- | --- | --- | --- | --- |")
+        print("\n".join(rows) + "\n")
+    if drows:
+        print("GPT-2 124M greedy decode, ms per token (clformer's weights as given by --weights):\n")
+        print("| weights | clformer ms/token | weight bytes | floor ms | clformer / floor | "
+              "PyTorch generate() ms/token | clformer / PyTorch | tokens as PyTorch |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+        print("\n".join(drows) + "\n")
+    if notes.get("defaults"):
+        print("Note, not the comparison: PyTorch as it comes (no OPENBLAS_NUM_THREADS, default threads): "
+              + "; ".join(notes["defaults"]))
+    print("(clformer / faster peer: a time ratio, above 1 means clformer is slower.)")
+
+
+if __name__ == "__main__":
+    main()
