@@ -694,6 +694,11 @@ typedef struct clf_model_options {
    * would hold (rounded through the type and back), so that the type's
    * rounding can be measured apart from its kernels. */
   int simulate;
+  /* Called after each tensor is loaded with the f32 bytes read so far and
+   * the total (NULL: none); the command line draws a progress line with it
+   * on a terminal. */
+  void (*progress)(void *user, size_t done, size_t total);
+  void *progress_user;
 } clf_model_options;
 
 /* Fills `o` with the defaults (f32 weights). */

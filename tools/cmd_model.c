@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "clformer.h"
@@ -46,16 +47,27 @@ clf_context *clf_cli_open_context(const char *device) {
   return ctx;
 }
 
+/* "loading MODEL: 45%" redrawn in place on a terminal, erased when done. */
+static void load_progress(void *user, size_t done, size_t total) {
+  fprintf(stderr, "\rclformer: loading %s: %3d%%", (const char *)user, total ? (int)(100.0 * done / total) : 100);
+}
+
 int clf_cli_open_model(const char *cmd, const char *dir, const char *device, const char *weights, clf_context **ctx,
                        clf_model **m) {
   clf_model_options mo;
   clf_model_options_init(&mo);
+  if (isatty(2)) {
+    mo.progress = load_progress;
+    mo.progress_user = (void *)dir;
+  }
   if (weights && clf_weight_type_from_name(weights, &mo.weights) != CLF_OK) {
     fprintf(stderr, "clformer %s: --weights: %s\n", cmd, clf_last_error(NULL));
     return 0;
   }
   if (!(*ctx = clf_cli_open_context(device))) return 0;
-  if (clf_model_load_with(*ctx, dir, &mo, m) != CLF_OK) {
+  const clf_status st = clf_model_load_with(*ctx, dir, &mo, m);
+  if (mo.progress) fprintf(stderr, "\r\033[K");
+  if (st != CLF_OK) {
     fprintf(stderr, "clformer %s: %s\n", cmd, clf_last_error(*ctx));
     return 0;
   }

@@ -26,6 +26,10 @@ clf_status clf__params_add(clf_context *ctx, clf__params *p, clf_tensor *t) {
     p->cap = cap;
   }
   p->t[p->n++] = t;
+  if (p->progress) {
+    p->done += clf_tensor_numel(t) * sizeof(float);
+    p->progress(p->progress_user, p->done < p->total ? p->done : p->total, p->total);
+  }
   return CLF_OK;
 }
 

@@ -16,6 +16,9 @@ typedef struct clf__params {
   size_t n, cap;
   clf_dtype wtype; /* storage of the linear layers' weights (clf_model_options) */
   int simulate;    /* f32 weights rounded through wtype instead */
+  void (*progress)(void *user, size_t done, size_t total); /* clf_model_options */
+  void *progress_user;
+  size_t done, total; /* f32 bytes loaded, and of the whole checkpoint */
 } clf__params;
 void clf__params_free(clf__params *p);
 clf_status clf__params_add(clf_context *ctx, clf__params *p, clf_tensor *t);

@@ -167,6 +167,11 @@ clf_status clf_model_load_with(clf_context *ctx, const char *model_dir, const cl
   m->type = f->type;
   m->params.wtype = wt;
   m->params.simulate = opts && opts->simulate;
+  if (opts && opts->progress) {
+    m->params.progress = opts->progress;
+    m->params.progress_user = opts->progress_user;
+    m->params.total = clf__weights_bytes_as(w, CLF_F32);
+  }
   if ((st = load_gen_settings(m, c)) != CLF_OK || (st = load_labels(m, c)) != CLF_OK) goto done;
   if (!(dims = calloc(1, f->dims_size))) {
     st = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
