@@ -168,6 +168,27 @@ CLF_API cl_context clf_context_cl(const clf_context *ctx);
 CLF_API cl_command_queue clf_context_queue(const clf_context *ctx);
 /* Blocks until all work queued on the context has finished. */
 CLF_API clf_status clf_finish(clf_context *ctx);
+/* Per-op device time, from OpenCL profiling events (the context must be
+ * created with clf_context_options.profiling).  Between start and stop
+ * every kernel launch, CLBlast GEMM call (timed from a marker before it, so
+ * its pad/transpose kernels count) and buffer copy is recorded. */
+typedef struct clf_profile_entry {
+  const char *op;      /* the kernel's name, "clblast_gemm", "copy", ...;
+                          valid until the context is destroyed */
+  unsigned long count; /* commands */
+  double ms;           /* their device time, summed */
+} clf_profile_entry;
+/* Starts recording (forgetting an earlier one).  CLF_E_UNSUPPORTED when the
+ * context was created without profiling. */
+CLF_API clf_status clf_profile_start(clf_context *ctx);
+/* Waits for the queue, stops recording and writes the ops, longest first,
+ * up to `capacity` of them, with the number of ops in *n_ops and of
+ * commands in *commands (may be NULL).  CLF_E_INVALID_ARG when not
+ * recording. */
+CLF_API clf_status clf_profile_stop(clf_context *ctx, clf_profile_entry *out,
+                                    size_t capacity, size_t *n_ops,
+                                    unsigned long *commands);
+
 /* The program cache directory in use, or NULL when disk caching is off. */
 CLF_API const char *clf_context_cache_dir(const clf_context *ctx);
 

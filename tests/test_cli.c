@@ -159,6 +159,40 @@ START_TEST(generate_matches_transformers) {
 }
 END_TEST
 
+/* --weights and --profile: the memory line, GPT-2's greedy tokens unchanged
+ * with f16 (tests/test_weight_types.c holds the accuracy), the profile
+ * table with its totals, and the errors. */
+START_TEST(weights_and_profile_options) {
+  char args[2048], got[512], want[512];
+  snprintf(args, sizeof(args), "generate %s/gpt2 --in input_ids=%s/gpt2/greedy_b1.input_ids.npy --max-new-tokens 8 "
+           "--out sequences=%s/s.npy --weights f16 --profile", fx, fx, tmp);
+  ck_assert_msg(run_cli(args) == 0, "%s: %s", args, slurp("stderr"));
+  snprintf(got, sizeof(got), "%s/s.npy", tmp);
+  snprintf(want, sizeof(want), "%s/gpt2/greedy_b1.sequences.npy", fx);
+  expect_npy_close(got, want);
+  const char *err = slurp("stderr");
+  ck_assert_msg(strstr(err, "weights f16, ") && strstr(err, " MiB on the device"), "%s", err);
+  ck_assert_msg(strstr(err, "profile: device time by op") && strstr(err, "  skinny ") && strstr(err, "  all "), "%s",
+                err);
+  ck_assert_msg(strstr(err, "profile: per new token: ") && strstr(err, " launches"), "%s", err);
+  snprintf(args, sizeof(args), "run %s/bert --in input_ids=%s/bert/padded.input_ids.npy --out last_hidden_state=%s/h.npy "
+           "--profile --weights q8", fx, fx, tmp);
+  ck_assert_msg(run_cli(args) == 0, "%s: %s", args, slurp("stderr"));
+  err = slurp("stderr");
+  ck_assert_msg(strstr(err, "profile: per forward pass: ") && strstr(err, "clblast_gemm"), "%s", err);
+  snprintf(args, sizeof(args), "run %s/bert --in input_ids=%s/bert/padded.input_ids.npy --out last_hidden_state=%s/h.npy "
+           "--weights q5", fx, fx, tmp);
+  ck_assert_int_eq(run_cli(args), 1);
+  ck_assert_msg(strstr(slurp("stderr"), "--weights: weight type \"q5\" is not one of f32, f16, q8, q4"), "%s",
+                slurp("stderr"));
+  snprintf(args, sizeof(args), "run %s/swin --in pixel_values=%s/swin/batch2.pixel_values.npy --out "
+           "last_hidden_state=%s/h.npy --weights q4", fx, fx, tmp);
+  ck_assert_int_eq(run_cli(args), 1);
+  ck_assert_msg(strstr(slurp("stderr"), "q4 weights need in-features that are a multiple of 32"), "%s",
+                slurp("stderr"));
+}
+END_TEST
+
 /* generate --prompt: the printed text is the prompt followed by the decoded
  * new tokens, as the library's tokenizer + generate give them.  The model is
  * the tiny GPT-2 fixture with the GPT-2 tokenizer fixture's files (ids past
@@ -573,6 +607,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, run_gpt2_logits);
   tcase_add_test(tc, run_errors_name_the_problem);
   tcase_add_test(tc, generate_matches_transformers);
+  tcase_add_test(tc, weights_and_profile_options);
   tcase_add_test(tc, embed_prints_cosines);
   tcase_add_test(tc, generate_prompt_prints_text);
   tcase_add_test(tc, probe_json_describes_every_device);

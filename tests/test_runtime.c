@@ -358,6 +358,61 @@ START_TEST(kernel_dir_overrides_embedded_source) {
 }
 END_TEST
 
+/* clf_profile_*: each recorded command counted under its op, with device
+ * time within the wall time around it; the errors. */
+START_TEST(profile_counts_ops) {
+  clf_context_options o;
+  clf_context_options_init(&o);
+  o.profiling = 1;
+  o.device = getenv("CLFORMER_DEVICE");
+  clf_context *ctx = NULL;
+  TH_OK(clf_context_create(&o, &ctx));
+  float *a = th_rand(64 * 64, 1, -1, 1);
+  clf_tensor *ta = NULL, *tb = NULL, *tc = NULL;
+  TH_OK(clf_tensor_from_f32(ctx, CLF_F32, 2, TH_SHAPE(64, 64), a, &ta));
+  TH_OK(clf_tensor_from_f32(ctx, CLF_F32, 2, TH_SHAPE(64, 64), a, &tb));
+  TH_OK(clf_tensor_from_f32(ctx, CLF_F32, 2, TH_SHAPE(64, 64), a, &tc));
+  TH_OK(clf_gemm(ctx, 0, 1, 1.0f, ta, tb, 0.0f, tc, NULL)); /* builds outside the record */
+  TH_OK(clf_softmax(ctx, tc, 1.0f, tc, NULL));
+  TH_OK(clf_finish(ctx));
+  TH_OK(clf_profile_start(ctx));
+  for (int i = 0; i < 2; i++) TH_OK(clf_gemm(ctx, 0, 1, 1.0f, ta, tb, 0.0f, tc, NULL));
+  cl_event ev = NULL;
+  TH_OK(clf_softmax(ctx, tc, 1.0f, tc, &ev)); /* the caller's event is kept too */
+  TH_OK(clf_tensor_copy(ctx, tc, ta, NULL));
+  clf_profile_entry e[8], one;
+  size_t n = 0;
+  unsigned long commands = 0;
+  TH_OK(clf_profile_stop(ctx, e, 8, &n, &commands));
+  ck_assert_int_eq(clWaitForEvents(1, &ev), CL_SUCCESS);
+  clReleaseEvent(ev);
+  ck_assert_uint_eq(n, 3);
+  ck_assert_uint_eq(commands, 4);
+  int seen = 0;
+  for (size_t i = 0; i < n; i++) {
+    ck_assert(e[i].ms > 0 && (i == 0 || e[i].ms <= e[i - 1].ms));
+    const int which = !strcmp(e[i].op, "clblast_gemm") ? 1 : !strcmp(e[i].op, "softmax_rows") ? 2
+                      : !strcmp(e[i].op, "copy") ? 4 : 0;
+    ck_assert_msg(which, "unexpected op %s", e[i].op);
+    ck_assert_uint_eq(e[i].count, which == 1 ? 2 : 1);
+    seen |= which;
+  }
+  ck_assert_int_eq(seen, 7);
+  /* a capacity below the count: the longest ops, and the full count */
+  TH_OK(clf_profile_start(ctx));
+  TH_OK(clf_softmax(ctx, tc, 1.0f, tc, NULL));
+  TH_OK(clf_tensor_copy(ctx, tc, ta, NULL));
+  TH_OK(clf_profile_stop(ctx, &one, 1, &n, NULL));
+  ck_assert_uint_eq(n, 2);
+  ck_assert_int_eq(clf_profile_stop(ctx, &one, 1, &n, NULL), CLF_E_INVALID_ARG);
+  ck_assert_ptr_nonnull(strstr(clf_last_error(ctx), "not recording"));
+  TH_FAILS(clf_profile_start(th_ctx), CLF_E_UNSUPPORTED, "without profiling");
+  clf_tensor_destroy(ta); clf_tensor_destroy(tb); clf_tensor_destroy(tc);
+  free(a);
+  clf_context_destroy(ctx);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("runtime");
   TCase *tc = tcase_create("runtime");
@@ -367,6 +422,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, tensor_create_and_shape_errors);
   tcase_add_test(tc, tensor_roundtrip_fill_view_copy);
   tcase_add_test(tc, tensor_fill_each_dtype);
+  tcase_add_test(tc, profile_counts_ops);
   suite_add_tcase(s, tc);
   TCase *cache = tcase_create("program_cache");
   tcase_add_test(cache, disk_cache_hit_corrupt_and_stale);

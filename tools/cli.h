@@ -19,8 +19,13 @@ extern const clf_cli_command clf_cli_matrix_command;      /* cmd_matrix.c */
 clf_context *clf_cli_open_context(const char *device);
 /* A context on `device` and the model in `dir`; returns 0 after printing why
  * not ("clformer CMD: ..."), leaving what was made for the caller to free. */
-int clf_cli_open_model(const char *cmd, const char *dir, const char *device, const char *weights, clf_context **ctx,
-                       clf_model **m);
+int clf_cli_open_model(const char *cmd, const char *dir, const char *device, const char *weights, int profile,
+                       clf_context **ctx, clf_model **m);
+/* --profile: starts recording, or prints why not (0); then prints the ops
+ * recorded (count, device ms, share) and the device ms and launches per
+ * `per` (dividing by units) on stderr, or why not (0). */
+int clf_cli_profile_start(clf_context *ctx, const char *cmd);
+int clf_cli_profile_print(clf_context *ctx, const char *cmd, const char *per, double units);
 
 /* matrix_icd.c, for cmd_matrix.c: whether `needle` is in `hay`, ignoring
  * case; POCL_DEVICES and OCL_ICD_VENDORS set so that PoCL's basic device and

@@ -35,10 +35,11 @@ static int split_pair(const char *arg, char *name, size_t len, const char **file
   return 1;
 }
 
-clf_context *clf_cli_open_context(const char *device) {
+static clf_context *open_context(const char *device, int profiling) {
   clf_context_options o;
   clf_context_options_init(&o);
   o.device = device;
+  o.profiling = profiling;
   clf_context *ctx = NULL;
   if (clf_context_create(&o, &ctx) != CLF_OK) {
     fprintf(stderr, "clformer: %s\n", clf_last_error(NULL));
@@ -47,13 +48,41 @@ clf_context *clf_cli_open_context(const char *device) {
   return ctx;
 }
 
+clf_context *clf_cli_open_context(const char *device) { return open_context(device, 0); }
+
+int clf_cli_profile_start(clf_context *ctx, const char *cmd) {
+  if (clf_profile_start(ctx) == CLF_OK) return 1;
+  fprintf(stderr, "clformer %s: %s\n", cmd, clf_last_error(ctx));
+  return 0;
+}
+
+int clf_cli_profile_print(clf_context *ctx, const char *cmd, const char *per, double units) {
+  clf_profile_entry e[64];
+  size_t n = 0;
+  unsigned long commands = 0;
+  if (clf_profile_stop(ctx, e, 64, &n, &commands) != CLF_OK) {
+    fprintf(stderr, "clformer %s: %s\n", cmd, clf_last_error(ctx));
+    return 0;
+  }
+  double total = 0;
+  for (size_t i = 0; i < n && i < 64; i++) total += e[i].ms;
+  fprintf(stderr, "profile: device time by op (OpenCL profiling events)\n  %-28s %8s %12s %7s\n", "op", "count",
+          "total ms", "share");
+  for (size_t i = 0; i < n && i < 64; i++)
+    fprintf(stderr, "  %-28s %8lu %12.3f %6.1f%%\n", e[i].op, e[i].count, e[i].ms,
+            total > 0 ? 100.0 * e[i].ms / total : 0.0);
+  fprintf(stderr, "  %-28s %8lu %12.3f %6.1f%%\n", "all", commands, total, 100.0);
+  fprintf(stderr, "profile: per %s: %.3f ms of device time, %.1f launches\n", per, total / units, commands / units);
+  return 1;
+}
+
 /* "loading MODEL: 45%" redrawn in place on a terminal, erased when done. */
 static void load_progress(void *user, size_t done, size_t total) {
   fprintf(stderr, "\rclformer: loading %s: %3d%%", (const char *)user, total ? (int)(100.0 * done / total) : 100);
 }
 
-int clf_cli_open_model(const char *cmd, const char *dir, const char *device, const char *weights, clf_context **ctx,
-                       clf_model **m) {
+int clf_cli_open_model(const char *cmd, const char *dir, const char *device, const char *weights, int profile,
+                       clf_context **ctx, clf_model **m) {
   clf_model_options mo;
   clf_model_options_init(&mo);
   if (isatty(2)) {
@@ -64,7 +93,7 @@ int clf_cli_open_model(const char *cmd, const char *dir, const char *device, con
     fprintf(stderr, "clformer %s: --weights: %s\n", cmd, clf_last_error(NULL));
     return 0;
   }
-  if (!(*ctx = clf_cli_open_context(device))) return 0;
+  if (!(*ctx = open_context(device, profile))) return 0;
   const clf_status st = clf_model_load_with(*ctx, dir, &mo, m);
   if (mo.progress) fprintf(stderr, "\r\033[K");
   if (st != CLF_OK) {
@@ -83,6 +112,7 @@ typedef struct run_opts {
   clf_cli_strings in, out;
   long repeat;
   const char *device, *weights;
+  int profile;
 } run_opts;
 
 static const clf_cli_option run_options[] = {
@@ -94,6 +124,8 @@ static const clf_cli_option run_options[] = {
      "N more passes, timed (forward_ms on stderr)"},
     CLF_CLI_OPT_DEVICE(run_opts),
     CLF_CLI_OPT_WEIGHTS(run_opts),
+    {"--profile", NULL, CLF_OPT_FLAG, offsetof(run_opts, profile), 0, 0, 0, 0, 0,
+     "one more pass with per-op device time on stderr (OpenCL profiling events)"},
     {NULL}};
 
 /* The NAME=FILE pairs of --in and --out, and the arrays read and produced. */
@@ -156,6 +188,20 @@ static int time_passes(clf_model *m, clf_context *ctx, const run_io *io, long re
   return 1;
 }
 
+/* One more pass, recorded: its ops' device time. */
+static int profile_pass(clf_model *m, clf_context *ctx, run_io *io) {
+  clf_array again[MAX_IO];
+  memset(again, 0, sizeof(again));
+  if (!clf_cli_profile_start(ctx, "run")) return 0;
+  const clf_status st = clf_model_run(m, io->inputs, io->n_in, io->outs, io->n_out, again);
+  for (size_t i = 0; i < io->n_out; i++) clf_array_free(&again[i]);
+  if (st != CLF_OK) {
+    fprintf(stderr, "clformer run: %s\n", clf_last_error(ctx));
+    return 0;
+  }
+  return clf_cli_profile_print(ctx, "run", "forward pass", 1.0);
+}
+
 static int run_main(const void *opts, int argc, char **argv) {
   const run_opts *o = opts;
   (void)argc;
@@ -170,10 +216,11 @@ static int run_main(const void *opts, int argc, char **argv) {
   rc = 1;
   clf_model *m = NULL;
   clf_context *ctx = NULL;
-  if (read_inputs(&io) && clf_cli_open_model("run", argv[0], o->device, o->weights, &ctx, &m)) {
+  if (read_inputs(&io) && clf_cli_open_model("run", argv[0], o->device, o->weights, o->profile, &ctx, &m)) {
     if (clf_model_run(m, io.inputs, io.n_in, io.outs, io.n_out, io.results) != CLF_OK)
       fprintf(stderr, "clformer run: %s\n", clf_last_error(ctx));
-    else if (write_results(&io) && (o->repeat == 0 || time_passes(m, ctx, &io, o->repeat)))
+    else if (write_results(&io) && (o->repeat == 0 || time_passes(m, ctx, &io, o->repeat)) &&
+             (!o->profile || profile_pass(m, ctx, &io)))
       rc = 0;
   }
   for (size_t i = 0; i < MAX_IO; i++) {
@@ -210,6 +257,7 @@ const clf_cli_command clf_cli_run_command = {
 typedef struct gen_opts {
   clf_cli_strings in;
   const char *out, *prompt, *device, *weights;
+  int profile;
   long max_new_tokens, num_beams; /* 0: the checkpoint's settings */
 } gen_opts;
 
@@ -226,6 +274,8 @@ static const clf_cli_option gen_options[] = {
      "the sequences to a .npy file (else printed)"},
     CLF_CLI_OPT_DEVICE(gen_opts),
     CLF_CLI_OPT_WEIGHTS(gen_opts),
+    {"--profile", NULL, CLF_OPT_FLAG, offsetof(gen_opts, profile), 0, 0, 0, 0, 0,
+     "per-op device time of the generation on stderr, and per new token"},
     {NULL}};
 
 /* The files of --in and --out; returns -1, or 2 after a usage error. */
@@ -292,6 +342,14 @@ static int print_sequences(clf_model *m, clf_tokenizer *tok, const char *prompt,
   return 1;
 }
 
+/* The generation's ops, and per new token (GPT-2's sequences hold the
+ * prompt, Marian's the decoder start token). */
+static int profile_tokens(clf_context *ctx, const clf_model *m, const clf_array *ids, const clf_array *seq) {
+  const size_t prefix = strcmp(clf_model_type(m), "gpt2") == 0 ? ids->shape[1] : 1;
+  const size_t fresh = seq->shape[1] > prefix ? seq->shape[1] - prefix : 1;
+  return clf_cli_profile_print(ctx, "generate", "new token", (double)fresh);
+}
+
 static int generate_main(const void *opts, int argc, char **argv) {
   const gen_opts *o = opts;
   (void)argc;
@@ -310,10 +368,13 @@ static int generate_main(const void *opts, int argc, char **argv) {
   clf_context *ctx = NULL;
   clf_model *m = NULL;
   rc = 1;
-  if (clf_cli_open_model("generate", argv[0], o->device, o->weights, &ctx, &m) &&
-      gen_inputs(m, argv[0], o->prompt, ids_file, mask_file, &tok, &ids, &mask)) {
+  if (clf_cli_open_model("generate", argv[0], o->device, o->weights, o->profile, &ctx, &m) &&
+      gen_inputs(m, argv[0], o->prompt, ids_file, mask_file, &tok, &ids, &mask) &&
+      (!o->profile || clf_cli_profile_start(ctx, "generate"))) {
     if (clf_model_generate(m, &ids, mask.data ? &mask : NULL, &go, &seq) != CLF_OK)
       fprintf(stderr, "clformer generate: %s\n", clf_last_error(ctx));
+    else if (o->profile && !profile_tokens(ctx, m, &ids, &seq))
+      rc = 1;
     else if (out_file && clf_npy_write(out_file, &seq) != CLF_OK)
       fprintf(stderr, "clformer generate: %s\n", clf_last_error(NULL));
     else if ((out_file && !tok) || print_sequences(m, tok, o->prompt, &ids, &seq))
@@ -431,7 +492,7 @@ static int embed_main(const void *opts, int argc, char **argv) {
   const char *outs[1] = {"last_hidden_state"};
   if (clf_tokenizer_load(dir, &tok) != CLF_OK) {
     fprintf(stderr, "clformer embed: %s\n", clf_last_error(NULL));
-  } else if (tokenize_batch(tok, texts, n, lens, in) && clf_cli_open_model("embed", dir, o->device, o->weights, &ctx, &m)) {
+  } else if (tokenize_batch(tok, texts, n, lens, in) && clf_cli_open_model("embed", dir, o->device, o->weights, 0, &ctx, &m)) {
     float *emb = NULL;
     if (clf_model_run(m, in, 3, outs, 1, &res) != CLF_OK)
       fprintf(stderr, "clformer embed: %s\n", clf_last_error(ctx));

@@ -110,7 +110,7 @@ static int classify_main(const void *opts, int argc, char **argv) {
   clf_context *ctx = NULL;
   clf_model *m = NULL;
   const char *outs[1] = {"logits"};
-  if (!load_batch(dir, paths, n_img, &pv) || !clf_cli_open_model("classify", dir, o->device, o->weights, &ctx, &m)) {
+  if (!load_batch(dir, paths, n_img, &pv) || !clf_cli_open_model("classify", dir, o->device, o->weights, 0, &ctx, &m)) {
     /* said why */
   } else if (clf_model_run(m, &pv, 1, outs, 1, &logits) != CLF_OK) {
     fprintf(stderr, "clformer classify: %s\n", clf_last_error(ctx));
@@ -272,7 +272,7 @@ static int reconstruct_main(const void *opts, int argc, char **argv) {
   clf_context *ctx = NULL;
   clf_model *m = NULL;
   int rc = 1;
-  if (mae_inputs(argv[0], argv[1], o->noise, &v) && clf_cli_open_model("reconstruct", argv[0], o->device, o->weights, &ctx, &m) && mae_run(m, ctx, &v) &&
+  if (mae_inputs(argv[0], argv[1], o->noise, &v) && clf_cli_open_model("reconstruct", argv[0], o->device, o->weights, 0, &ctx, &m) && mae_run(m, ctx, &v) &&
       draw_panels(&v, &panel)) {
     if (clf_image_write_png(o->out, &panel) != CLF_OK)
       fprintf(stderr, "clformer reconstruct: %s\n", clf_last_error(NULL));

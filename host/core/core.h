@@ -67,6 +67,15 @@ typedef struct clf__device_caps {
   int is_cpu, is_pocl;
 } clf__device_caps;
 
+/* One enqueued command recorded by clf_profile_start: its op (a kernel's
+ * function name, owned by the context's kernel cache, or a static string)
+ * and its event. */
+typedef struct clf__prof_rec {
+  const char *op;
+  cl_event start; /* a marker before it, or NULL: the command's own start */
+  cl_event ev;
+} clf__prof_rec;
+
 struct clf_context {
   clf__errstate err; /* first: base/status.h reaches it by a cast */
   clf_device_desc dev;
@@ -74,6 +83,11 @@ struct clf_context {
   cl_context cl;
   cl_command_queue queue;
   int profiling;
+  int recording; /* between clf_profile_start and clf_profile_stop */
+  clf__prof_rec *prof;
+  size_t n_prof, cap_prof;
+  int prof_oom; /* a record was lost for want of memory */
+  cl_event prof_mark; /* clf__prof_mark's, until the next note */
 
   char *cache_dir;  /* NULL: disk cache off */
   char *kernel_dir; /* NULL: embedded sources */
@@ -117,6 +131,19 @@ float clf__f16_bits_to_f32(uint16_t h);
  * row-major blocks) into clf__dtype_bytes(dt, numel) bytes of dt, and back. */
 void clf__quantize(clf_dtype dt, const float *x, size_t numel, void *out);
 void clf__dequantize(clf_dtype dt, const void *in, size_t numel, float *x);
+
+/* ---- profiling (profile.c) ---- */
+/* While recording: the event to give an enqueue in place of the caller's
+ * `event` (the caller's if it passed one, else a slot of the context), and
+ * after a successful enqueue, the record of it.  Not recording: `event`
+ * unchanged, and clf__prof_note does nothing. */
+cl_event *clf__prof_event(clf_context *ctx, cl_event *event, cl_event *local);
+/* While recording, a marker that the next clf__prof_note takes as its
+ * start: for a library call that enqueues several commands and returns the
+ * event of its last one (CLBlast). */
+void clf__prof_mark(clf_context *ctx);
+void clf__prof_note(clf_context *ctx, const char *op, cl_event *event, cl_event *local);
+void clf__prof_clear(clf_context *ctx);
 
 /* ---- notices ---- */
 /* Sends a notice to the context's log (clf_context_options.log; by default

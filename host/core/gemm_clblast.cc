@@ -144,10 +144,13 @@ extern "C" clf_status clf__sgemm(clf_context *ctx, int trans_a, int trans_b, siz
       if (st != CLF_OK) return st;
     }
     if (probe == 0 && use) {
+      cl_event mine = nullptr, *ev = clf__prof_event(ctx, event, &mine);
+      clf__prof_mark(ctx);
       s = clblast::GemmStridedBatched<float>(Layout::kRowMajor, ta, tb, m, n, k, alpha, a, a_off, lda, stride_a, b,
                                              b_off, ldb, stride_b, beta, c, c_off, ldc, stride_c, batch, &ctx->queue,
-                                             event);
+                                             ev);
       if (s != clblast::StatusCode::kSuccess) return fail_blas(ctx, s, "GemmStridedBatched", m, n, k, batch);
+      clf__prof_note(ctx, "clblast_gemm_batched", event, &mine);
       return CLF_OK;
     }
   }
@@ -169,10 +172,14 @@ extern "C" clf_status clf__sgemm(clf_context *ctx, int trans_a, int trans_b, siz
     if (st != CLF_OK) return st;
   }
   for (size_t i = 0; i < batch; i++) {
+    // While profiling, a marker before the call: CLBlast's event is its
+    // last kernel's, and the pad/transpose kernels before it count too.
+    cl_event mine = nullptr, *ev = clf__prof_event(ctx, i + 1 == batch ? event : nullptr, &mine);
+    clf__prof_mark(ctx);
     s = clblast::Gemm<float>(Layout::kRowMajor, ta, tb, m, n, k, alpha, a, a_off + i * stride_a, lda, b,
-                             b_off + i * stride_b, ldb, beta, c, c_off + i * stride_c, ldc, &ctx->queue,
-                             i + 1 == batch ? event : nullptr, temp);
+                             b_off + i * stride_b, ldb, beta, c, c_off + i * stride_c, ldc, &ctx->queue, ev, temp);
     if (s != clblast::StatusCode::kSuccess) return fail_blas(ctx, s, "Gemm", m, n, k, batch);
+    clf__prof_note(ctx, "clblast_gemm", i + 1 == batch ? event : nullptr, &mine);
   }
   return CLF_OK;
 }

@@ -122,7 +122,9 @@ clf_status clf__launch(clf_context *ctx, clf__kernel *k, cl_uint dims, const siz
     }
     g[i] = (global[i] + local[i] - 1) / local[i] * local[i];
   }
-  cl_int err = clEnqueueNDRangeKernel(ctx->queue, k->kernel, dims, NULL, g, local, 0, NULL, event);
+  cl_event mine = NULL, *ev = clf__prof_event(ctx, event, &mine);
+  cl_int err = clEnqueueNDRangeKernel(ctx->queue, k->kernel, dims, NULL, g, local, 0, NULL, ev);
   if (err != CL_SUCCESS) return clf__fail_cl(ctx, err, "clEnqueueNDRangeKernel", k->name);
+  clf__prof_note(ctx, k->name, event, &mine);
   return CLF_OK;
 }

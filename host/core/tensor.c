@@ -189,9 +189,12 @@ clf_status clf_tensor_copy(clf_context *ctx, const clf_tensor *src, clf_tensor *
   }
   size_t es = clf_dtype_size(src->dtype), bytes = clf_tensor_bytes(src);
   if (bytes == 0) return CLF_OK;
+  cl_event mine = NULL, *ev = clf__prof_event(ctx, event, &mine);
   cl_int err = clEnqueueCopyBuffer(ctx->queue, src->buf, dst->buf, src->offset * es, dst->offset * es,
-                                   bytes, 0, NULL, event);
-  return err == CL_SUCCESS ? CLF_OK : clf__fail_cl(ctx, err, "clEnqueueCopyBuffer", "clf_tensor_copy");
+                                   bytes, 0, NULL, ev);
+  if (err != CL_SUCCESS) return clf__fail_cl(ctx, err, "clEnqueueCopyBuffer", "clf_tensor_copy");
+  clf__prof_note(ctx, "copy", event, &mine);
+  return CLF_OK;
 }
 
 size_t clf_array_numel(const clf_array *a) {
