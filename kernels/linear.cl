@@ -9,8 +9,10 @@
  *   2 Q8_0: int8 quants [N*K], then one f16 scale per 32 along K;
  *   3 Q4_0: 16 bytes per 32 (element j low nibble, j + 16 high, minus 8),
  *     then the f16 scales.
- * The weight buffer is passed as bytes and read at its own type here; its
- * tensor offset is 0 for the block types and in elements otherwise.
+ * The weight buffer is passed at its element type WT (float, half, char,
+ * uchar) and, for the block types, a second time as the halves of the
+ * scales (offset s_off), so that no kernel casts a pointer (Oclgrind's
+ * uninitialised-value checker crashes on such casts).
  *
  * skinny: a work-group of SPLIT x ROWS work-items computes ROWS outputs;
  * the SPLIT work-items of a row share its K (chunks of CH weights, strided
@@ -38,49 +40,55 @@
 #else
 #define CH 32
 #endif
+#if WTYPE == 0
+#define WT float
+#elif WTYPE == 1
+#define WT half
+#elif WTYPE == 2
+#define WT char
+#else
+#define WT uchar
+#endif
 #define NV (CH / 8)
 
 /* Chunk c of row n as NV float8 (unscaled quants for the block types) and
  * its scale (1 for f32 / f16). */
-inline float load_chunk(__global const uchar *w, uint w_off, uint n, uint c, uint N, uint K, float8 *v) {
+inline float load_chunk(__global const WT *w, uint w_off, __global const half *s, uint s_off, uint n, uint c,
+                        uint K, float8 *v) {
 #if WTYPE == 0
-  v[0] = vload8(0, (__global const float *)w + w_off + (size_t)n * K + (size_t)c * 8);
+  v[0] = vload8(0, w + w_off + (size_t)n * K + (size_t)c * 8);
   return 1.0f;
 #elif WTYPE == 1
-  v[0] = vload_half8(0, (__global const half *)w + w_off + (size_t)n * K + (size_t)c * 8);
+  v[0] = vload_half8(0, w + w_off + (size_t)n * K + (size_t)c * 8);
   return 1.0f;
 #elif WTYPE == 2
   const size_t blk = (size_t)n * (K / 32) + c;
-  __global const char *q = (__global const char *)w + blk * 32;
-  const char16 a = vload16(0, q), b = vload16(1, q);
-  v[0] = convert_float8(a.lo);
-  v[1] = convert_float8(a.hi);
-  v[2] = convert_float8(b.lo);
-  v[3] = convert_float8(b.hi);
-  return vload_half(blk, (__global const half *)(w + (size_t)N * K));
+  /* 8-wide loads: Oclgrind 21.10 tracks only half of a 16-byte vload16 as
+   * initialised */
+  for (uint j = 0; j < 4; j++) v[j] = convert_float8(vload8(j, w + blk * 32));
+  return vload_half(blk, s + s_off);
 #else
   const size_t blk = (size_t)n * (K / 32) + c;
   /* in 8-wide halves: a float16 value is passed in two registers
    * without AVX-512, which clang warns about on PoCL */
-  const uchar16 q = vload16(0, w + blk * 16);
-  v[0] = convert_float8(q.lo & (uchar8)15) - 8.0f;
-  v[1] = convert_float8(q.hi & (uchar8)15) - 8.0f;
-  v[2] = convert_float8(q.lo >> (uchar8)4) - 8.0f;
-  v[3] = convert_float8(q.hi >> (uchar8)4) - 8.0f;
-  return vload_half(blk, (__global const half *)(w + (size_t)N * K / 2));
+  const uchar8 lo = vload8(0, w + blk * 16), hi = vload8(1, w + blk * 16);
+  v[0] = convert_float8(lo & (uchar8)15) - 8.0f;
+  v[1] = convert_float8(hi & (uchar8)15) - 8.0f;
+  v[2] = convert_float8(lo >> (uchar8)4) - 8.0f;
+  v[3] = convert_float8(hi >> (uchar8)4) - 8.0f;
+  return vload_half(blk, s + s_off);
 #endif
 }
 
-inline float sum8(float8 v) {
-  const float4 s = v.lo + v.hi;
-  return (s.x + s.y) + (s.z + s.w);
-}
+/* The sum of v's elements, through dot(): Oclgrind 21.10's
+ * uninitialised-value checker crashes on extracting a vector's element. */
+inline float sum8(float8 v) { return dot(v.lo + v.hi, (float4)(1.0f)); }
 
 /* y [M, N] = act(x [M, K] W^T + bias), M <= MMAX; global (SPLIT, N rounded
  * up to ROWS), local (SPLIT, ROWS).  K is a multiple of CH. */
 __kernel __attribute__((reqd_work_group_size(SPLIT, ROWS, 1)))
-void skinny(__global const float *x, uint x_off, __global const uchar *w, uint w_off,
-            __global const float *bias, uint b_off, int has_bias, int act,
+void skinny(__global const float *x, uint x_off, __global const WT *w, uint w_off, __global const half *s,
+            uint s_off, __global const float *bias, uint b_off, int has_bias, int act,
             __global float *y, uint y_off, uint M, uint N, uint K) {
   const uint lane = get_local_id(0), r = get_local_id(1);
   const uint n = get_group_id(1) * ROWS + r;
@@ -91,7 +99,7 @@ void skinny(__global const float *x, uint x_off, __global const uchar *w, uint w
     const uint chunks = K / CH;
     for (uint c = lane; c < chunks; c += SPLIT) {
       float8 v[NV];
-      const float d = load_chunk(w, w_off, n, c, N, K, v);
+      const float d = load_chunk(w, w_off, s, s_off, n, c, K, v);
       for (uint m = 0; m < MMAX; m++) {
         if (m < M) {
           __global const float *xp = x + (size_t)m * K + (size_t)c * CH;
@@ -125,14 +133,16 @@ void skinny(__global const float *x, uint x_off, __global const uchar *w, uint w
     if (m < M) y[y_off + (size_t)m * N + n] = clf_act(out[m] + b, act);
 }
 
-/* out [N, K] f32 = the stored weight; one chunk per work-item, global
- * N * K / CH rounded up to the work-group size. */
-__kernel void expand(__global const uchar *w, uint w_off, __global float *out, uint o_off, uint N, uint K) {
-  const uint i = get_global_id(0), chunks = K / CH;
-  if (i >= N * chunks) return;
-  const uint n = i / chunks, c = i % chunks;
+/* out [N, K] f32 = the stored weight; work-item (c, n) expands chunk c of
+ * row n (global: K / CH rounded up to the work-group, N).  2-D rather than
+ * i / chunks and i % chunks, whose fused form LLVM marks with a `freeze`
+ * that Oclgrind 21.10 cannot check. */
+__kernel void expand(__global const WT *w, uint w_off, __global const half *s, uint s_off, __global float *out,
+                     uint o_off, uint N, uint K) {
+  const uint c = get_global_id(0), n = get_global_id(1);
+  if (c >= K / CH || n >= N) return;
   float8 v[NV];
-  const float d = load_chunk(w, w_off, n, c, N, K, v);
-  __global float *o = out + o_off + (size_t)i * CH;
+  const float d = load_chunk(w, w_off, s, s_off, n, c, K, v);
+  __global float *o = out + o_off + (size_t)n * K + (size_t)c * CH;
   for (uint j = 0; j < NV; j++) vstore8(d * v[j], j, o);
 }

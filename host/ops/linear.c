@@ -19,6 +19,13 @@ static int linear_wtype(clf_dtype dt) {
   }
 }
 
+/* The scales' offset in halves within a block-type weight's buffer (after
+ * the quants; 0 and unused for f32 / f16). */
+static cl_uint scales_off(const clf_tensor *w) {
+  const size_t numel = w->shape[0] * w->shape[1];
+  return w->dtype == CLF_Q8_0 ? (cl_uint)(numel / 2) : w->dtype == CLF_Q4_0 ? (cl_uint)(numel / 4) : 0;
+}
+
 /* Weights per chunk of the kernels (their CH). */
 static size_t linear_chunk(clf_dtype dt) { return clf__dtype_is_block(dt) ? CLF__QBLOCK : 8; }
 
@@ -71,25 +78,27 @@ clf_status clf__linear_skinny(clf_context *ctx, const clf_tensor *x, const clf_t
   if (st != CLF_OK) return st;
   const clf_tensor *bb = bias ? bias : x;
   cl_int has_bias = bias != NULL, act32 = (cl_int)act;
-  cl_uint m32 = (cl_uint)M, n32 = (cl_uint)N, k32 = (cl_uint)K;
-  st = clf__set_args(ctx, k, 13, CLF__TARG(x), CLF__TARG(w), CLF__TARG(bb), CLF__ARG(has_bias), CLF__ARG(act32),
-                     CLF__TARG(y), CLF__ARG(m32), CLF__ARG(n32), CLF__ARG(k32));
+  cl_uint m32 = (cl_uint)M, n32 = (cl_uint)N, k32 = (cl_uint)K, soff = scales_off(w);
+  st = clf__set_args(ctx, k, 15, CLF__TARG(x), CLF__TARG(w), CLF__ARG(w->buf), CLF__ARG(soff), CLF__TARG(bb),
+                     CLF__ARG(has_bias), CLF__ARG(act32), CLF__TARG(y), CLF__ARG(m32), CLF__ARG(n32), CLF__ARG(k32));
   if (st != CLF_OK) return st;
   size_t local[2] = {split, rows}, global[2] = {split, (N + rows - 1) / rows * rows};
   return clf__launch(ctx, k, 2, global, local, event);
 }
 
 clf_status clf__linear_expand(clf_context *ctx, const clf_tensor *w, cl_mem *out) {
-  const size_t N = w->shape[0], K = w->shape[1], chunks = N * K / linear_chunk(w->dtype);
+  const size_t N = w->shape[0], K = w->shape[1], chunks = K / linear_chunk(w->dtype);
   clf_status st = clf__scratch(ctx, CLF__SCRATCH_WEIGHT, N * K * sizeof(float), out);
   if (st != CLF_OK) return st;
   char opts[32];
   snprintf(opts, sizeof opts, "-DWTYPE=%d", linear_wtype(w->dtype));
   clf__kernel *k;
   if ((st = clf__get_kernel(ctx, "linear", opts, "expand", &k)) != CLF_OK) return st;
-  cl_uint zero = 0, n32 = (cl_uint)N, k32 = (cl_uint)K;
-  st = clf__set_args(ctx, k, 6, CLF__TARG(w), CLF__ARG(*out), CLF__ARG(zero), CLF__ARG(n32), CLF__ARG(k32));
+  cl_uint zero = 0, n32 = (cl_uint)N, k32 = (cl_uint)K, soff = scales_off(w);
+  st = clf__set_args(ctx, k, 8, CLF__TARG(w), CLF__ARG(w->buf), CLF__ARG(soff), CLF__ARG(*out), CLF__ARG(zero),
+                     CLF__ARG(n32), CLF__ARG(k32));
   if (st != CLF_OK) return st;
-  const size_t local = clf__wg_1d(ctx, k, 256), global = (chunks + local - 1) / local * local;
-  return clf__launch(ctx, k, 1, &global, &local, NULL);
+  const size_t wg = clf__wg_1d(ctx, k, 64);
+  const size_t local[2] = {wg, 1}, global[2] = {(chunks + wg - 1) / wg * wg, N};
+  return clf__launch(ctx, k, 2, global, local, NULL);
 }
