@@ -914,6 +914,7 @@ typedef struct clf_tune_options {
 typedef struct clf_tune_result {
   double default_ms;  /* one call, CLBlast's own parameters for the device */
   double tuned_ms;    /* one call, with the profile found */
+  double best_ms;     /* one call, the fastest seen under any set tried */
 } clf_tune_result;
 
 typedef struct clf_tune_report {
