@@ -151,8 +151,9 @@ void clf__validation_end(clf_context *ctx);
 int clf__verdict_record(clf_context *ctx, const char *name, int passed, double error, double tolerance);
 
 /* ---- CLBlast tuning profile (gemm_profile.cc) ---- */
-/* Applies the stored profile of ctx's device, if any, through CLBlast's
- * OverrideParameters.  Never fails: a bad profile is ignored and logged. */
+/* Applies the user's stored profile of ctx's device, else a shipped one
+ * matching its traits, if any, through CLBlast's OverrideParameters.  Never
+ * fails: a bad profile is ignored and logged. */
 void clf__gemm_profile_apply(clf_context *ctx);
 /* For tests: PoCL's CPU ISA in a device name ("haswell"), "" when none. */
 void clf__gemm_isa(const char *platform, const char *device_name, int cpu, char *out, size_t n);

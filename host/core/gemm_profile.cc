@@ -4,8 +4,9 @@
 // A profile sets the parameters of CLBlast's two GEMM kernels (Xgemm and
 // XgemmDirect) and the switch between them (GemmRoutine's
 // XGEMM_MIN_INDIRECT_SIZE); device/tune.cc searches for one and writes it
-// here.  Every context applies the profile of its device through
-// clblast::OverrideParameters; CLBlast compiles lazily, so applying costs no
+// here.  Every context applies one through clblast::OverrideParameters: the
+// user's own for its device, else a shipped one matching the device's traits
+// (gemm_shipped.cc), else none; CLBlast compiles lazily, so applying costs no
 // build.  CLBlast keeps parameters per device for the whole process, so the
 // context created last decides for all of them.
 #include "gemm_profile.h"
@@ -317,6 +318,8 @@ void apply(clf_context *ctx) {
   struct stat st;
   std::string why, name, traits;
   const bool known = !off && defaults_of(dev, &dflt);
+  if (!off && !known) clf__log(ctx, "GEMM tuning profiles not applied: CLBlast cannot report its parameters for %s",
+                              ctx->dev.device_name);
   if (known && !path.empty() && stat(path.c_str(), &st) == 0) {
     if (load_profile(ctx, path, dflt, &p, &why) && use(ctx, p, path, ""))
       return;

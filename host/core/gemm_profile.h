@@ -3,7 +3,8 @@
 // What a profile is (parameters of Xgemm, XgemmDirect and GemmRoutine),
 // CLBlast's constraints on them, its text form, its file in the cache
 // directory, and setting it on CLBlast.  device/tune.cc searches with these;
-// contexts apply the stored profile through clf__gemm_profile_apply.
+// contexts apply the user's stored profile, else a shipped one, through
+// clf__gemm_profile_apply.
 #ifndef CLF_CORE_GEMM_PROFILE_H
 #define CLF_CORE_GEMM_PROFILE_H
 
@@ -94,8 +95,9 @@ std::string profile_path(const clf_context *ctx);
 // Writes a profile atomically (temp file + rename); false on I/O errors.
 bool write_profile(const clf_context *ctx, const std::string &path, const Profile &p,
                    const std::vector<clf_gemm_shape> &shapes, double default_ms, double tuned_ms);
-// Applies the stored profile of ctx's device or restores CLBlast's own
-// parameters, and logs what it did.  May throw std::bad_alloc.
+// Applies the user's stored profile of ctx's device, else the most specific
+// matching shipped one, else restores CLBlast's own parameters, and logs
+// what it did.  May throw std::bad_alloc.
 void apply(clf_context *ctx);
 
 }  // namespace clf_profile
