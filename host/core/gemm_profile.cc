@@ -318,11 +318,9 @@ void apply(clf_context *ctx) {
   struct stat st;
   std::string why, name, traits;
   const bool known = !off && defaults_of(dev, &dflt);
-  if (!off && !known) clf__log(ctx, "GEMM tuning profiles not applied: CLBlast cannot report its parameters for %s",
-                              ctx->dev.device_name);
-  if (known && !path.empty() && stat(path.c_str(), &st) == 0) {
-    if (load_profile(ctx, path, dflt, &p, &why) && use(ctx, p, path, ""))
-      return;
+  if (!path.empty() && stat(path.c_str(), &st) == 0) {
+    if (!known) why = "CLBlast cannot report its parameters for this device";
+    else if (load_profile(ctx, path, dflt, &p, &why) && use(ctx, p, path, "")) return;
     if (!why.empty()) clf__log(ctx, "GEMM tuning profile %s ignored: %s", path.c_str(), why.c_str());
   }
   if (known && !user_only && pick_shipped(ctx, dflt, &p, &name, &traits) && use(ctx, p, name, traits)) return;

@@ -465,10 +465,12 @@ clf_status tune(clf_context *ctx, const clf_gemm_shape *shapes, size_t n, const 
   }
   S.costliest_first(&def_ms);
   const double def_total = S.total(def_ms);
-  for (const Bench &b : S.bench)
+  for (size_t i = 0; i < n; i++) {
+    const Bench &b = S.bench[i];
     S.say("shape m=%zu n=%zu k=%zu ta=%d tb=%d x%u: %.3f ms a call (%.1f GFLOP/s), %.0f%% of the GEMM time", b.s.m,
-          b.s.n, b.s.k, b.s.trans_a, b.s.trans_b, (unsigned)b.weight(), def_ms[&b - &S.bench[0]], b.gflops(def_ms[&b - &S.bench[0]]),
-          100 * b.weight() * def_ms[&b - &S.bench[0]] / def_total);
+          b.s.n, b.s.k, b.s.trans_a, b.s.trans_b, (unsigned)b.weight(), def_ms[i], b.gflops(def_ms[i]),
+          100 * b.weight() * def_ms[i] / def_total);
+  }
   S.say("defaults: %.3f ms (Xgemm %s; XgemmDirect %s; %s=%zu)", def_total, params_text(S.dflt.k[XGEMM]).c_str(),
         params_text(S.dflt.k[DIRECT]).c_str(), kSwitch, get(S.dflt.k[ROUTINE], kSwitch));
 
