@@ -971,8 +971,10 @@ CLF_API int clf_variant_disabled(const clf_context *ctx, const char *name);
 /* ------------------------------------------------------------------------ */
 /* GEMM tuning: CLBlast's kernel parameters searched for this device, stored
  * as a profile in the cache directory and applied by every later context on
- * the same device, driver and CLBlast version ($CLFORMER_TUNING=off skips
- * it).  `clformer probe --tune` runs it. */
+ * the same device, driver and CLBlast version.  Without one, a profile
+ * shipped with the library for devices of the same kind applies
+ * ($CLFORMER_TUNING=off skips both, =user the shipped ones).  `clformer
+ * probe --tune` runs it. */
 
 typedef struct clf_gemm_shape {
   size_t m, n, k;          /* C [m, n] = op(A) [m, k] op(B) [k, n], row-major */
@@ -1003,6 +1005,7 @@ typedef struct clf_tune_options {
 typedef struct clf_tune_result {
   double default_ms;  /* one call, CLBlast's own parameters for the device */
   double tuned_ms;    /* one call, with the profile found */
+  double best_ms;     /* one call, the fastest seen under any set tried */
 } clf_tune_result;
 
 typedef struct clf_tune_report {
@@ -1024,7 +1027,9 @@ CLF_API clf_status clf_tune_gemm(clf_context *ctx, const clf_gemm_shape *shapes,
                                  size_t n, const clf_tune_options *opts,
                                  clf_tune_result *per_shape,
                                  clf_tune_report *report);
-/* The tuning profile applied to ctx (a path), or NULL when none. */
+/* The tuning profile applied to ctx: the path of the user's own, or
+ * "shipped:<name>" for one shipped with the library that matches the
+ * device (docs/tuning.md), or NULL when none. */
 CLF_API const char *clf_context_gemm_profile(const clf_context *ctx);
 
 #ifdef __cplusplus

@@ -1,12 +1,15 @@
 /* test_tune.c - GEMM tuning: the GEMM shapes of the fixture models against
- * their config.json, and one short search whose profile a new context
- * applies, ignores with CLFORMER_TUNING=off, and ignores when corrupt. */
+ * their config.json; the shipped profiles (ISA from device names, matching,
+ * malformed entries, applied on a fresh cache); and one short search whose
+ * profile a new context applies over the shipped one, ignores with
+ * CLFORMER_TUNING=off, and ignores when corrupt. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "core/core.h"
 #include "harness.h"
 
 static cJSON *config_of(const char *model) {
@@ -131,6 +134,123 @@ START_TEST(shapes_of_mae_and_reference) {
 }
 END_TEST
 
+/* ---- shipped profiles: traits, matching, malformed entries ---- */
+
+static const char *isa(const char *platform, const char *name, int cpu) {
+  static char b[64];
+  clf__gemm_isa(platform, name, cpu, b, sizeof b);
+  return b;
+}
+
+/* PoCL names its CPU device "<driver>-<LLVM CPU>-<model name>" (PoCL 3.1 on
+ * this machine: "pthread-haswell-AMD EPYC"; PoCL 4+: "cpu-..."). */
+START_TEST(shipped_isa_of_names) {
+  const char *pocl = "Portable Computing Language";
+  ck_assert_str_eq(isa(pocl, "pthread-haswell-AMD EPYC", 1), "haswell");
+  ck_assert_str_eq(isa(pocl, "cpu-skylake-avx512-AMD EPYC 9R45 96-Core Processor", 1), "skylake-avx512");
+  ck_assert_str_eq(isa(pocl, "cpu-x86-64-v3-Intel(R) Xeon(R) CPU", 1), "x86-64-v3");
+  ck_assert_str_eq(isa(pocl, "cpu-minimal-znver4-AMD Ryzen 9", 1), "znver4");
+  ck_assert_str_eq(isa(pocl, "basic-haswell-AMD EPYC", 1), "haswell");
+  /* GPUs, and other platforms' CPUs, have no ISA string. */
+  ck_assert_str_eq(isa("NVIDIA CUDA", "NVIDIA GeForce RTX 3080", 0), "");
+  ck_assert_str_eq(isa(pocl, "NVIDIA GeForce RTX 3080", 0), "");
+  ck_assert_str_eq(isa("Intel(R) OpenCL", "pthread-haswell-x", 1), "");
+}
+END_TEST
+
+#define PARAMS                                                                                                       \
+  "Xgemm GEMMK=0 KREG=1 KWG=16 KWI=2 MDIMA=16 MDIMC=8 MWG=128 NDIMB=32 NDIMC=16 NWG=128 SA=0 SB=0 STRM=1 STRN=1 "   \
+  "VWM=8 VWN=4\nXgemmDirect KWID=2 MDIMAD=8 MDIMCD=8 NDIMBD=32 NDIMCD=8 PADA=1 PADB=0 VWMD=8 VWND=2 WGD=64\n"      \
+  "GemmRoutine XGEMM_MIN_INDIRECT_SIZE=167\n"
+#define HEAD "clformer-gemm-profile 1\n"
+#define HASWELL "match platform=Portable Computing Language device_type=CPU isa=haswell\n"
+
+static clf_device_desc fake_dev(const char *name, cl_device_type type) {
+  clf_device_desc d;
+  memset(&d, 0, sizeof d);
+  snprintf(d.platform_name, sizeof d.platform_name, "Portable Computing Language");
+  snprintf(d.device_name, sizeof d.device_name, "%s", name);
+  snprintf(d.driver_version, sizeof d.driver_version, "3.1+debian");
+  d.type = type;
+  return d;
+}
+
+static clf__device_caps fake_caps(size_t local_kib, unsigned cus) {
+  clf__device_caps c;
+  memset(&c, 0, sizeof c);
+  c.local_mem = local_kib * 1024;
+  c.max_wg = 4096;
+  c.max_item_sizes[0] = c.max_item_sizes[1] = c.max_item_sizes[2] = 4096;
+  c.compute_units = cus;
+  c.is_cpu = 1;
+  c.is_pocl = 1;
+  return c;
+}
+
+static int check(const char *text, const clf_device_desc *d, const clf__device_caps *c, char *why) {
+  return clf__gemm_shipped_check(th_ctx, text, d, c, why, 256);
+}
+
+START_TEST(shipped_matching) {
+  char why[256];
+  const clf_device_desc hsw = fake_dev("pthread-haswell-AMD EPYC", CL_DEVICE_TYPE_CPU),
+                        skx = fake_dev("cpu-skylake-avx512-AMD EPYC", CL_DEVICE_TYPE_CPU),
+                        gpu = fake_dev("NVIDIA GeForce RTX 3080", CL_DEVICE_TYPE_GPU);
+  const clf__device_caps caps = fake_caps(512, 2);
+  /* Every trait matches, and the parameters keep CLBlast's constraints. */
+  const char *t = HEAD HASWELL "match local_mem_kib=64- compute_units=1-8\n" PARAMS;
+  ck_assert_msg(check(t, &hsw, &caps, why) == 1, "%s", why);
+  /* Another ISA, a GPU, too many compute units, too little local memory. */
+  ck_assert_int_eq(check(t, &skx, &caps, why), 0);
+  ck_assert_int_eq(check(t, &gpu, &caps, why), 0);
+  const clf__device_caps many = fake_caps(512, 64), small = fake_caps(32, 2);
+  ck_assert_int_eq(check(t, &hsw, &many, why), 0);
+  ck_assert_int_eq(check(t, &hsw, &small, why), 0);
+  /* The driver is a prefix. */
+  ck_assert_int_eq(check(HEAD HASWELL "match driver=3.1\n" PARAMS, &hsw, &caps, why), 1);
+  ck_assert_int_eq(check(HEAD HASWELL "match driver=5.\n" PARAMS, &hsw, &caps, why), 0);
+  /* Matching traits but parameters over the device's work-group limit. */
+  clf__device_caps tiny_wg = caps;
+  tiny_wg.max_wg = 64;
+  ck_assert_int_eq(check(t, &hsw, &tiny_wg, why), 0);
+  ck_assert_msg(strstr(why, "constraints") != NULL, "%s", why);
+  /* Each shipped profile parses, and keeps CLBlast's constraints on the
+   * device it is for (PoCL reports 512 KiB local memory here, 1 MiB on the
+   * AVX-512 machine). */
+  ck_assert_uint_ge(clf__shipped_profiles_count, 2);
+  for (size_t i = 0; i < clf__shipped_profiles_count; i++) {
+    const char *name = clf__shipped_profiles[i].family;
+    const clf_device_desc *d = strstr(name, "avx512") ? &skx : &hsw;
+    ck_assert_msg(check(clf__shipped_profiles[i].text, d, &caps, why) == 1, "%s: %s", name, why);
+  }
+}
+END_TEST
+
+/* Malformed shipped entries: rejected, and the message names the problem. */
+START_TEST(shipped_malformed) {
+  char why[256];
+  const clf_device_desc hsw = fake_dev("pthread-haswell-AMD EPYC", CL_DEVICE_TYPE_CPU);
+  const clf__device_caps caps = fake_caps(512, 2);
+  const struct {
+    const char *text, *says;
+  } bad[] = {
+      {HEAD "match colour=blue\n" PARAMS, "colour"},
+      {HEAD "match compute_units=8-2\n" PARAMS, "compute_units"},
+      {HEAD "match device_type=FPGA\n" PARAMS, "device_type"},
+      {HEAD "match isa\n" PARAMS, "key=value"},
+      {HEAD PARAMS, "no match line"},
+      {HEAD HASWELL "GemmRoutine XGEMM_MIN_INDIRECT_SIZE=167\n", "no Xgemm line"},
+      {HEAD HASWELL PARAMS "XgemmDirect WGD=64\n", "missing"},
+      {HEAD HASWELL PARAMS "Xgemm MWG=64 BOGUS=1\n", "BOGUS"},
+      {"clformer-gemm-profile 2\n" HASWELL PARAMS, "first line"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    ck_assert_msg(check(bad[i].text, &hsw, &caps, why) == -1, "case %zu accepted", i);
+    ck_assert_msg(strstr(why, bad[i].says) != NULL, "case %zu: \"%s\" does not say %s", i, why, bad[i].says);
+  }
+}
+END_TEST
+
 /* ---- a short search and its profile ---- */
 
 static char notices[8192];
@@ -200,12 +320,50 @@ static void put(const char *path, const char *text) {
   fclose(f);
 }
 
+/* The shipped profile this device should get: PoCL's CPU device on this
+ * machine is "pthread-haswell-..." (AVX2); NULL where none is shipped. */
+static const char *shipped_for_this_device(void) {
+  const clf_device_desc *d = clf_context_device(th_ctx);
+  char b[64];
+  clf__gemm_isa(d->platform_name, d->device_name, (d->type & CL_DEVICE_TYPE_CPU) != 0, b, sizeof b);
+  return !strcmp(b, "haswell") ? "shipped:pocl-cpu-avx2" : !strcmp(b, "skylake-avx512") ? "shipped:pocl-cpu-avx512" : NULL;
+}
+
+/* A fresh cache: the shipped profile of the device's kind applies (logged
+ * with its traits) and GEMMs through it match the CPU reference;
+ * CLFORMER_TUNING=user applies none. */
+START_TEST(shipped_applied) {
+  char dir[256];
+  th_tmpdir_create(dir, sizeof dir, "shipped");
+  const char *want = shipped_for_this_device();
+  clf_context *ctx = context_on(dir);
+  const char *got = clf_context_gemm_profile(ctx);
+  if (want) {
+    ck_assert_msg(got && !strcmp(got, want), "applied %s, want %s", got ? got : "none", want);
+    ck_assert_msg(strstr(notices, want) && strstr(notices, "applied") && strstr(notices, "isa="), "notices: %s",
+                  notices);
+  } else {
+    ck_assert_ptr_null(got);
+  }
+  gemm_matches_cpu(ctx);
+  clf_context_destroy(ctx);
+  setenv("CLFORMER_TUNING", "user", 1);
+  ctx = context_on(dir);
+  unsetenv("CLFORMER_TUNING");
+  ck_assert_ptr_null(clf_context_gemm_profile(ctx));
+  gemm_matches_cpu(ctx);
+  clf_context_destroy(ctx);
+  th_tmpdir_remove(dir);
+}
+END_TEST
+
 START_TEST(tune_and_apply) {
   char dir[256], sub[300];
   th_tmpdir_create(dir, sizeof dir, "tune");
   snprintf(sub, sizeof sub, "%s/clblast", dir);
+  const char *shipped = shipped_for_this_device();
   clf_context *ctx = context_on(dir);
-  ck_assert_ptr_null(clf_context_gemm_profile(ctx));
+  if (shipped) ck_assert_str_eq(clf_context_gemm_profile(ctx), shipped);
 
   /* A tiny budget: the defaults, one XgemmDirect and one Xgemm candidate,
    * then the combination as it will run. */
@@ -235,7 +393,7 @@ START_TEST(tune_and_apply) {
   ck_assert_msg(written || !pocl, "no faster parameters found on PoCL: default %.3f ms, best %.3f ms",
                 rep.default_ms, rep.tuned_ms);
   if (!written) {
-    ck_assert_ptr_null(clf_context_gemm_profile(ctx));
+    if (!shipped) ck_assert_ptr_null(clf_context_gemm_profile(ctx));
     gemm_matches_cpu(ctx);
     clf_context_destroy(ctx);
     rmdir(sub); /* may not exist */
@@ -246,11 +404,12 @@ START_TEST(tune_and_apply) {
   gemm_matches_cpu(ctx);
   clf_context_destroy(ctx);
 
-  /* A new context on the same cache applies it. */
+  /* A new context on the same cache applies it: the user's own profile
+   * wins over the shipped one that matches the device too. */
   ctx = context_on(dir);
   ck_assert_ptr_nonnull(clf_context_gemm_profile(ctx));
   ck_assert_str_eq(clf_context_gemm_profile(ctx), rep.profile);
-  ck_assert_msg(strstr(notices, "applied") != NULL, "notices: %s", notices);
+  ck_assert_msg(strstr(notices, "applied") != NULL && !strstr(notices, "shipped"), "notices: %s", notices);
   gemm_matches_cpu(ctx);
   clf_context_destroy(ctx);
 
@@ -263,7 +422,8 @@ START_TEST(tune_and_apply) {
   gemm_matches_cpu(ctx);
   clf_context_destroy(ctx);
 
-  /* A profile naming a parameter CLBlast does not have: ignored, logged. */
+  /* A profile naming a parameter CLBlast does not have: ignored, logged,
+   * and the shipped profile (if any) applies instead. */
   char *text = slurp(rep.profile);
   char *x = strstr(text, "\nXgemm ");
   ck_assert_ptr_nonnull(x);
@@ -271,7 +431,8 @@ START_TEST(tune_and_apply) {
   sprintf(bad, "%.*s\nXgemm BOGUS=3 %s", (int)(x - text), text, x + 7);
   put(rep.profile, bad);
   ctx = context_on(dir);
-  ck_assert_ptr_null(clf_context_gemm_profile(ctx));
+  ck_assert_int_eq(clf_context_gemm_profile(ctx) != NULL, shipped != NULL);
+  if (shipped) ck_assert_str_eq(clf_context_gemm_profile(ctx), shipped);
   ck_assert_msg(strstr(notices, "ignored") && strstr(notices, "BOGUS"), "notices: %s", notices);
   gemm_matches_cpu(ctx);
   clf_context_destroy(ctx);
@@ -279,7 +440,7 @@ START_TEST(tune_and_apply) {
   /* Garbage: ignored, logged. */
   put(rep.profile, "not a profile\n\x01\x02");
   ctx = context_on(dir);
-  ck_assert_ptr_null(clf_context_gemm_profile(ctx));
+  ck_assert_int_eq(clf_context_gemm_profile(ctx) != NULL, shipped != NULL);
   ck_assert_msg(strstr(notices, "ignored") != NULL, "notices: %s", notices);
   gemm_matches_cpu(ctx);
   clf_context_destroy(ctx);
@@ -306,6 +467,10 @@ int main(void) {
   tcase_add_test(tc, shapes_of_models);
   tcase_add_test(tc, shapes_of_mae_and_reference);
   tcase_add_test(tc, tune_bad_arguments);
+  tcase_add_test(tc, shipped_isa_of_names);
+  tcase_add_test(tc, shipped_matching);
+  tcase_add_test(tc, shipped_malformed);
+  tcase_add_test(tc, shipped_applied);
   tcase_add_test(tc, tune_and_apply);
   suite_add_tcase(s, tc);
   return th_run(s);

@@ -18,8 +18,12 @@ typedef struct log_capture {
   int count;
 } log_capture;
 
+/* Notices about self-validation.  The GEMM profile's notice at context
+ * creation (a shipped profile applies on a fresh cache: test_tune.c checks
+ * it) is not one of them. */
 static void capture(void *user, const char *message) {
   log_capture *c = user;
+  if (strncmp(message, "GEMM tuning profile ", 20) == 0) return;
   size_t n = strlen(c->text);
   snprintf(c->text + n, sizeof(c->text) - n, "%s\n", message);
   c->count++;

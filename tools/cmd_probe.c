@@ -131,10 +131,15 @@ static const char *tune_shapes(const probe_opts *po, clf_gemm_shape *use, size_t
 
 static void print_tune_result(const clf_gemm_shape *use, size_t n, const clf_tune_result *per,
                               const clf_tune_report *rep, double gain) {
-  printf("    %-8s %-8s %-8s %-5s %-5s %-6s %12s %12s\n", "m", "n", "k", "ta", "tb", "count", "default ms", "tuned ms");
-  for (size_t i = 0; i < n; i++)
-    printf("    %-8zu %-8zu %-8zu %-5d %-5d %-6u %12.4f %12.4f\n", use[i].m, use[i].n, use[i].k, use[i].trans_a,
-           use[i].trans_b, use[i].count ? use[i].count : 1, per[i].default_ms, per[i].tuned_ms);
+  printf("    %-8s %-8s %-8s %-5s %-5s %-6s %12s %12s %9s %13s\n", "m", "n", "k", "ta", "tb", "count", "default ms",
+         "tuned ms", "GFLOP/s", "of best seen");
+  for (size_t i = 0; i < n; i++) {
+    const double flop = 2.0 * use[i].m * use[i].n * use[i].k;
+    printf("    %-8zu %-8zu %-8zu %-5d %-5d %-6u %12.4f %12.4f %9.1f %12.0f%%\n", use[i].m, use[i].n, use[i].k,
+           use[i].trans_a, use[i].trans_b, use[i].count ? use[i].count : 1, per[i].default_ms, per[i].tuned_ms,
+           per[i].tuned_ms > 0 ? flop / per[i].tuned_ms * 1e-6 : 0.0,
+           per[i].tuned_ms > 0 ? 100 * per[i].best_ms / per[i].tuned_ms : 0.0);
+  }
   printf("    search: %u sets timed, %u rejected, %.1f s; forward pass GEMMs %.3f ms -> %.3f ms (%.2fx)\n", rep->tried,
          rep->rejected, rep->seconds, rep->default_ms, rep->tuned_ms, gain);
   printf("    profile written: %s\n", rep->profile[0] ? rep->profile : "none (the defaults were as fast)");
@@ -152,6 +157,7 @@ static void json_tune_result(cJSON *j, const clf_gemm_shape *use, size_t n, cons
     for (int d = 0; d < 6; d++) cJSON_AddNumberToObject(s, keys[d], vals[d]);
     cJSON_AddNumberToObject(s, "default_ms", per[i].default_ms);
     cJSON_AddNumberToObject(s, "tuned_ms", per[i].tuned_ms);
+    cJSON_AddNumberToObject(s, "best_seen_ms", per[i].best_ms);
   }
   const char *keys[] = {"default_ms", "tuned_ms", "gain", "tried", "rejected", "seconds"};
   double vals[] = {rep->default_ms, rep->tuned_ms, gain, rep->tried, rep->rejected, rep->seconds};

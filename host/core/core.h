@@ -25,6 +25,10 @@ typedef struct clf__kernel_source {
 } clf__kernel_source;
 extern const clf__kernel_source clf__kernel_sources[];
 extern const size_t clf__kernel_source_count;
+/* The GEMM profiles shipped with the library (profiles/NAME.profile) by stem
+ * (the same generator; gemm_shipped.cc matches them to a device). */
+extern const clf__kernel_source clf__shipped_profiles[];
+extern const size_t clf__shipped_profiles_count;
 
 /* ---- program cache ---- */
 typedef struct clf__program {
@@ -189,9 +193,17 @@ void clf__validation_end(clf_context *ctx);
 int clf__verdict_record(clf_context *ctx, const char *name, int passed, double error, double tolerance);
 
 /* ---- CLBlast tuning profile (gemm_profile.cc) ---- */
-/* Applies the stored profile of ctx's device, if any, through CLBlast's
- * OverrideParameters.  Never fails: a bad profile is ignored and logged. */
+/* Applies the user's stored profile of ctx's device, else a shipped one
+ * matching its traits, if any, through CLBlast's OverrideParameters.  Never
+ * fails: a bad profile is ignored and logged. */
 void clf__gemm_profile_apply(clf_context *ctx);
+/* For tests: PoCL's CPU ISA in a device name ("haswell"), "" when none. */
+void clf__gemm_isa(const char *platform, const char *device_name, int cpu, char *out, size_t n);
+/* For tests: parses a shipped profile's text with ctx's CLBlast defaults
+ * and matches it against dev/caps: 1 matches (and its parameters keep
+ * CLBlast's constraints under caps), 0 does not, -1 malformed (why says). */
+int clf__gemm_shipped_check(clf_context *ctx, const char *text, const clf_device_desc *dev,
+                            const clf__device_caps *caps, char *why, size_t n);
 
 /* ---- programs and kernels ---- */
 /* The kernel `name` of op family `family` built with `options` (may be NULL

@@ -4,8 +4,9 @@
 // A profile sets the parameters of CLBlast's two GEMM kernels (Xgemm and
 // XgemmDirect) and the switch between them (GemmRoutine's
 // XGEMM_MIN_INDIRECT_SIZE); device/tune.cc searches for one and writes it
-// here.  Every context applies the profile of its device through
-// clblast::OverrideParameters; CLBlast compiles lazily, so applying costs no
+// here.  Every context applies one through clblast::OverrideParameters: the
+// user's own for its device, else a shipped one matching the device's traits
+// (gemm_shipped.cc), else none; CLBlast compiles lazily, so applying costs no
 // build.  CLBlast keeps parameters per device for the whole process, so the
 // context created last decides for all of them.
 #include "gemm_profile.h"
@@ -41,6 +42,15 @@ const char *const kKernel[NKERNELS] = {"Xgemm", "XgemmDirect", "GemmRoutine"};
 static std::mutex g_mu;
 static std::map<cl_device_id, Profile> g_defaults;
 static std::set<cl_device_id> g_overridden;
+static std::map<cl_device_id, Profile> g_applied;  // by apply(), until restored
+
+bool applied_of(cl_device_id dev, Profile *out) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  auto it = g_applied.find(dev);
+  if (it == g_applied.end()) return false;
+  *out = it->second;
+  return true;
+}
 
 bool defaults_of(cl_device_id dev, Profile *out) {
   std::lock_guard<std::mutex> lock(g_mu);
@@ -83,6 +93,7 @@ static bool restore_defaults(cl_device_id dev) {
   if (!defaults_of(dev, &dflt) || !set_profile(dev, dflt, &code)) return false;
   std::lock_guard<std::mutex> lock(g_mu);
   g_overridden.erase(dev);
+  g_applied.erase(dev);
   return true;
 }
 
@@ -185,16 +196,7 @@ std::string profile_path(const clf_context *ctx) {
   return ctx->cache_dir + std::string(b);
 }
 
-// Reads and checks a profile; on failure *why says what is wrong.
-static bool load_profile(const clf_context *ctx, const std::string &path, Profile *out, std::string *why) {
-  char err[1024];
-  size_t len = 0;
-  char *text = clf__read_cached_file(ctx, "GEMM profile", path.c_str(), kMaxBytes, &len, err, sizeof err);
-  if (!text) return *why = err, false;
-  const std::string all(text, len);
-  free(text);
-  Profile dflt;
-  if (!defaults_of(ctx->dev.device, &dflt)) return *why = "CLBlast cannot report its parameters for this device", false;
+bool parse_profile(const std::string &all, const Profile &dflt, Parsed *out, std::string *why) {
   // Lines end at "\n"; each is kept up to a "\r" or a NUL.
   std::vector<std::string> lines;
   for (size_t at = 0; at < all.size();) {
@@ -203,29 +205,61 @@ static bool load_profile(const clf_context *ctx, const std::string &path, Profil
     at = nl + 1;
   }
   if (lines.empty() || lines[0] != kFormat) return *why = "not a clformer GEMM profile (first line)", false;
-  bool have[NKERNELS] = {false, false, false}, have_id = false;
-  Profile p = dflt;
+  bool have[NKERNELS] = {false, false, false};
+  Parsed r;
+  r.p = dflt;
   for (size_t n = 1; n < lines.size(); n++) {
     const std::string &l = lines[n];
     const std::string head = l.substr(0, l.find(' ')), rest = l.size() > head.size() ? l.substr(head.size() + 1) : "";
+    const std::string at = "line " + std::to_string(n + 1) + ": ";
+    std::string e;
     if (head == "device") {
-      if (rest != identity(ctx)) return *why = "made for another device, driver or CLBlast: " + rest, false;
-      have_id = true;
+      r.device = rest;
+      continue;
+    }
+    if (head == "match") {
+      // "key=value ...": a word without '=' continues the value before it
+      // (platform names hold spaces).
+      std::istringstream in(rest);
+      std::vector<std::string> kvs;
+      for (std::string w; in >> w;)
+        if (w.find('=') == std::string::npos && !kvs.empty()) kvs.back() += " " + w;
+        else kvs.push_back(w);
+      for (const std::string &kv : kvs)
+        if (!parse_match(kv, &r.match, &e)) return *why = at + e, false;
+      r.have_match = true;
       continue;
     }
     if (head.empty() || head == "#" || head == "shape" || head == "default_ms" || head == "tuned_ms") continue;
     int i = 0;
     while (i < NKERNELS && head != kKernel[i]) i++;
-    if (i == NKERNELS) return *why = "line " + std::to_string(n + 1) + ": unknown entry \"" + head + "\"", false;
-    std::string e;
-    if (!parse_params(rest, dflt.k[i], true, &p.k[i], &e)) return *why = head + ": " + e, false;
-    if (!valid_kernel(i, p.k[i], ctx->caps)) return *why = head + ": parameters break CLBlast's constraints", false;
+    if (i == NKERNELS) return *why = at + "unknown entry \"" + head + "\"", false;
+    if (!parse_params(rest, dflt.k[i], true, &r.p.k[i], &e)) return *why = at + head + ": " + e, false;
     have[i] = true;
   }
-  if (!have_id) return *why = "no device line", false;
   for (int i = 0; i < NKERNELS; i++)
     if (!have[i]) return *why = std::string("no ") + kKernel[i] + " line", false;
-  *out = p;
+  *out = r;
+  return true;
+}
+
+// Reads and checks the user's profile; on failure *why says what is wrong.
+static bool load_profile(const clf_context *ctx, const std::string &path, const Profile &dflt, Profile *out,
+                         std::string *why) {
+  char err[1024];
+  size_t len = 0;
+  char *text = clf__read_cached_file(ctx, "GEMM profile", path.c_str(), kMaxBytes, &len, err, sizeof err);
+  if (!text) return *why = err, false;
+  const std::string all(text, len);
+  free(text);
+  Parsed r;
+  if (!parse_profile(all, dflt, &r, why)) return false;
+  if (r.device.empty()) return *why = "no device line", false;
+  if (r.device != identity(ctx)) return *why = "made for another device, driver or CLBlast: " + r.device, false;
+  for (int i = 0; i < NKERNELS; i++)
+    if (!valid_kernel(i, r.p.k[i], ctx->caps))
+      return *why = std::string(kKernel[i]) + ": parameters break CLBlast's constraints", false;
+  *out = r.p;
   return true;
 }
 
@@ -251,37 +285,49 @@ bool write_profile(const clf_context *ctx, const std::string &path, const Profil
   return true;
 }
 
+// Sets p on CLBlast and records it as ctx's profile `name`; on failure puts
+// CLBlast's parameters back and logs why.
+static bool use(clf_context *ctx, const Profile &p, const std::string &name, const std::string &traits) {
+  const cl_device_id dev = ctx->dev.device;
+  int code = 0;
+  if (!set_profile(dev, p, &code)) {
+    restore_defaults(dev);
+    clf__log(ctx, "GEMM tuning profile %s ignored: CLBlast OverrideParameters failed (%d)", name.c_str(), code);
+    return false;
+  }
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    g_applied[dev] = p;
+  }
+  ctx->gemm_profile = strdup(name.c_str());
+  clf__log(ctx, "GEMM tuning profile %s%s%s%s applied to %s", name.c_str(), traits.empty() ? "" : " (matched on ",
+           traits.c_str(), traits.empty() ? "" : ")", ctx->dev.device_name);
+  return true;
+}
+
+// The user's own profile wins; else the most specific shipped one that
+// matches the device; else CLBlast's own parameters.
 void apply(clf_context *ctx) {
   free(ctx->gemm_profile);
   ctx->gemm_profile = nullptr;
   const cl_device_id dev = ctx->dev.device;
   const char *env = getenv("CLFORMER_TUNING");
-  const std::string path = profile_path(ctx);
+  const bool off = env && strcmp(env, "off") == 0, user_only = env && strcmp(env, "user") == 0;
+  const std::string path = off ? "" : profile_path(ctx);
+  Profile dflt, p;
   struct stat st;
-  const bool off = env && strcmp(env, "off") == 0;
-  if (off || path.empty() || stat(path.c_str(), &st) != 0) {
-    if (restore_defaults(dev))
-      clf__log(ctx, "CLBlast's own GEMM parameters restored for %s (process-wide)%s", ctx->dev.device_name,
-               off ? ": CLFORMER_TUNING=off" : "");
-    return;
+  std::string why, name, traits;
+  const bool known = !off && defaults_of(dev, &dflt);
+  if (!path.empty() && stat(path.c_str(), &st) == 0) {
+    if (!known) why = "CLBlast cannot report its parameters for this device";
+    else if (load_profile(ctx, path, dflt, &p, &why) && use(ctx, p, path, "")) return;
+    if (!why.empty()) clf__log(ctx, "GEMM tuning profile %s ignored: %s", path.c_str(), why.c_str());
   }
-  Profile p;
-  std::string why;
-  int code = 0;
-  if (!load_profile(ctx, path, &p, &why)) {
-    restore_defaults(dev);
-    clf__log(ctx, "GEMM tuning profile %s ignored: %s", path.c_str(), why.c_str());
-    return;
-  }
-  if (!set_profile(dev, p, &code)) {
-    restore_defaults(dev);
-    clf__log(ctx, "GEMM tuning profile %s ignored: CLBlast OverrideParameters failed (%d)", path.c_str(), code);
-    return;
-  }
-  ctx->gemm_profile = strdup(path.c_str());
-  clf__log(ctx, "GEMM tuning profile %s applied to %s", path.c_str(), ctx->dev.device_name);
+  if (known && !user_only && pick_shipped(ctx, dflt, &p, &name, &traits) && use(ctx, p, name, traits)) return;
+  if (restore_defaults(dev))
+    clf__log(ctx, "CLBlast's own GEMM parameters restored for %s (process-wide)%s", ctx->dev.device_name,
+             off ? ": CLFORMER_TUNING=off" : "");
 }
-
 
 }  // namespace clf_profile
 

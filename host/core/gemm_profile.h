@@ -3,10 +3,12 @@
 // What a profile is (parameters of Xgemm, XgemmDirect and GemmRoutine),
 // CLBlast's constraints on them, its text form, its file in the cache
 // directory, and setting it on CLBlast.  device/tune.cc searches with these;
-// contexts apply the stored profile through clf__gemm_profile_apply.
+// contexts apply the user's stored profile, else a shipped one, through
+// clf__gemm_profile_apply.
 #ifndef CLF_CORE_GEMM_PROFILE_H
 #define CLF_CORE_GEMM_PROFILE_H
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -32,6 +34,9 @@ struct Profile {
 // CLBlast's own parameters of `dev`, saved before our first override; false
 // when CLBlast cannot report them.
 bool defaults_of(cl_device_id dev, Profile *out);
+// The profile a context last applied to `dev` (a user's or a shipped one);
+// false when CLBlast's own parameters are in use.
+bool applied_of(cl_device_id dev, Profile *out);
 // Sets all three kernels' parameters on CLBlast (process-wide); false with
 // CLBlast's status code in *code on failure.
 bool set_profile(cl_device_id dev, const Profile &p, int *code);
@@ -46,14 +51,53 @@ bool valid_kernel(int i, const Params &p, const clf__device_caps &caps);
 std::string params_text(const Params &p);
 bool parse_params(const std::string &text, const Params &base, bool complete, Params *out, std::string *why);
 
+// ---- shipped profiles (gemm_shipped.cc) ----
+// What decides a device's GEMM parameters, and so what a profile shipped
+// with the library is matched on (not the exact device name).
+struct Traits {
+  std::string platform, device_type, isa, driver;  // device_type "CPU", "GPU", ...
+  size_t local_mem_kib = 0, compute_units = 0;
+};
+// A shipped profile's "match key=value" lines: "" / a full range = any.
+struct Match {
+  std::string platform, device_type, isa, driver;  // driver: a prefix
+  size_t mem_lo = 0, mem_hi = SIZE_MAX, cu_lo = 0, cu_hi = SIZE_MAX;  // inclusive
+  int specificity = 0;                                                // traits given
+  std::string text;                                                   // for notices
+};
+// PoCL's CPU ISA in a device name ("pthread-haswell-AMD EPYC" -> "haswell",
+// "cpu-skylake-avx512-AMD ..." -> "skylake-avx512"); "" for other platforms.
+std::string isa_of(const char *platform, const char *device_name, bool cpu);
+Traits traits_of(const clf_device_desc &dev, const clf__device_caps &caps);
+// One "key=value" of a match line into *m; false with *why.
+bool parse_match(const std::string &kv, Match *m, std::string *why);
+bool matches(const Match &m, const Traits &t);
+
+// A profile's text: the format line, "device", "match", "shape", comment
+// and timing lines, and one complete parameter line per kernel over
+// `dflt`'s names.  Checks nothing device-specific.
+struct Parsed {
+  Profile p;
+  std::string device;  // the "device" line, "" if none
+  Match match;
+  bool have_match = false;
+};
+bool parse_profile(const std::string &text, const Profile &dflt, Parsed *out, std::string *why);
+// The most specific shipped profile matching ctx's device whose parameters
+// keep CLBlast's constraints there; its name in *name ("shipped:<stem>")
+// and its match traits in *traits.  Malformed or invalid ones are logged
+// and skipped.  False when none applies.
+bool pick_shipped(clf_context *ctx, const Profile &dflt, Profile *out, std::string *name, std::string *traits);
+
 // <cache>/clblast/<key>.profile of ctx's device, or "" when the disk cache
 // is off.
 std::string profile_path(const clf_context *ctx);
 // Writes a profile atomically (temp file + rename); false on I/O errors.
 bool write_profile(const clf_context *ctx, const std::string &path, const Profile &p,
                    const std::vector<clf_gemm_shape> &shapes, double default_ms, double tuned_ms);
-// Applies the stored profile of ctx's device or restores CLBlast's own
-// parameters, and logs what it did.  May throw std::bad_alloc.
+// Applies the user's stored profile of ctx's device, else the most specific
+// matching shipped one, else restores CLBlast's own parameters, and logs
+// what it did.  May throw std::bad_alloc.
 void apply(clf_context *ctx);
 
 }  // namespace clf_profile
