@@ -226,26 +226,7 @@ clf_status clf__weights_shape(clf_context *ctx, const clf__weights *w, const cha
   return CLF_OK;
 }
 
-float clf__f16_to_f32(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1F, man = h & 0x3FF, bits;
-  if (exp == 0x1F) {
-    bits = sign | 0x7F800000u | (man << 13); /* inf, NaN (payload kept) */
-  } else if (exp) {
-    bits = sign | ((exp + 112) << 23) | (man << 13);
-  } else if (!man) {
-    bits = sign;
-  } else { /* subnormal: normalise */
-    int e = -1;
-    do {
-      man <<= 1;
-      e++;
-    } while (!(man & 0x400));
-    bits = sign | ((uint32_t)(112 - e) << 23) | ((man & 0x3FF) << 13);
-  }
-  float f;
-  memcpy(&f, &bits, sizeof(f));
-  return f;
-}
+float clf__f16_to_f32(uint16_t h) { return clf__f16_bits_to_f32(h); }
 
 float clf__bf16_to_f32(uint16_t b) {
   uint32_t bits = (uint32_t)b << 16;
