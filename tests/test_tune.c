@@ -60,39 +60,46 @@ static void has(size_t m, size_t n, size_t k, int trans_b, unsigned cnt) {
 
 START_TEST(shapes_of_models) {
   const size_t T = 10;
-  /* BERT and ViT: q, k, v, o [D, D], fc1 [F, D], fc2 [D, F], nn.Linear. */
+  /* BERT and ViT: q, k, v fused at load [3D, D], o [D, D], fc1 [F, D], fc2
+   * [D, F], nn.Linear. */
   const char *enc[] = {"bert", "vit"};
   for (int e = 0; e < 2; e++) {
     cJSON *j = config_of(enc[e]);
     const long D = num(j, "hidden_size"), F = num(j, "intermediate_size"), L = num(j, "num_hidden_layers");
+    ck_assert_int_ne(F, 3 * D); /* else two rows merge */
     load_shapes(enc[e], T);
-    ck_assert_uint_eq(count, 3);
-    has(T, D, D, 1, 4 * L);
+    ck_assert_uint_eq(count, 4);
+    has(T, 3 * D, D, 1, L);
+    has(T, D, D, 1, L);
     has(T, F, D, 1, L);
     has(T, D, F, 1, L);
     cJSON_Delete(j);
   }
-  /* GPT-2: Conv1D [in, out] (no transpose), n_inner null means 4 n_embd,
-   * fused c_attn [D, 3D], and the LM head over the tied wte [V, D]. */
+  /* GPT-2: Conv1D [in, out] transposed to [out, in] at load, n_inner null
+   * means 4 n_embd, fused c_attn [3D, D], and the LM head over the tied wte
+   * [V, D] (the fixture's V = 128 = 4 D: the head adds to fc1's row). */
   cJSON *j = config_of("gpt2");
   const long D = num(j, "n_embd"), L = num(j, "n_layer"), V = num(j, "vocab_size");
   ck_assert(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(j, "n_inner")));
+  ck_assert_int_eq(V, 4 * D);
   load_shapes("gpt2", T);
-  ck_assert_uint_eq(count, 5);
-  has(T, 3 * D, D, 0, L);
-  has(T, D, D, 0, L);
-  has(T, 4 * D, D, 0, L);
-  has(T, D, 4 * D, 0, L);
-  has(T, V, D, 1, 1);
+  ck_assert_uint_eq(count, 4);
+  has(T, 3 * D, D, 1, L);
+  has(T, D, D, 1, L);
+  has(T, 4 * D, D, 1, L + 1);
+  has(T, D, 4 * D, 1, L);
   cJSON_Delete(j);
-  /* Marian: encoder q k v o + decoder self and cross q k v o, both FFNs,
-   * the LM head; compared as the total of FLOPs and the attention shape. */
+  /* Marian: encoder q k v (fused) and o + decoder self q k v (fused), o,
+   * cross q, k v (fused), o, both FFNs, the LM head; compared as the total
+   * of FLOPs and the attention shapes. */
   j = config_of("marian");
   const long Dm = num(j, "d_model"), Ne = num(j, "encoder_layers"), Nd = num(j, "decoder_layers"),
              Fe = num(j, "encoder_ffn_dim"), Fd = num(j, "decoder_ffn_dim"), Vd = num(j, "decoder_vocab_size");
   load_shapes("marian", T);
-  has(T, Dm, Dm, 1, 4 * Ne + 8 * Nd);
-  has(T, Vd, Dm, 1, 1);
+  /* the fixture's vocabulary 96 = 3 d_model: the head adds to qkv's row */
+  ck_assert_int_eq(Vd, 3 * Dm);
+  has(T, 3 * Dm, Dm, 1, Ne + Nd + 1);
+  has(T, Dm, Dm, 1, Ne + 3 * Nd);
   const double want = 2.0 * T * ((4.0 * Ne + 8.0 * Nd) * Dm * Dm + 2.0 * Ne * Fe * Dm + 2.0 * Nd * Fd * Dm + Vd * Dm);
   ck_assert_double_eq_tol(flops(), want, 0.5);
   cJSON_Delete(j);
@@ -101,7 +108,7 @@ START_TEST(shapes_of_models) {
   snprintf(dir, sizeof dir, "%s/gpt2", getenv("CLF_FIXTURES"));
   size_t n = 0;
   TH_OK(clf_model_gemm_shapes(dir, T, shapes, 1, &n));
-  ck_assert_uint_eq(n, 5);
+  ck_assert_uint_eq(n, 4);
   /* A directory without config.json: the message names the file. */
   ck_assert_int_eq(clf_model_gemm_shapes("/nonexistent-clf-dir", T, shapes, 32, &n), CLF_E_NOT_FOUND);
   ck_assert_msg(strstr(clf_last_error(NULL), "config.json") != NULL, "%s", clf_last_error(NULL));
@@ -109,27 +116,26 @@ START_TEST(shapes_of_models) {
 END_TEST
 
 /* ViTMAE (missing from the list before the family rows): its encoder's
- * q, k, v, o [D, D] over the rows given.  And the reference list that
- * `probe --tune` uses without --model: one layer of bert-base-uncased
- * (hidden 768, intermediate 3072, nn.Linear) and of GPT-2 124M (n_embd 768,
- * Conv1D, fused c_attn [768, 2304], n_inner 4 x 768), as their published
- * config.json files give them. */
+ * fused q, k, v [3D, D] and o [D, D] over the rows given.  And the
+ * reference list that `probe --tune` uses without --model: one layer of
+ * bert-base-uncased (hidden 768, intermediate 3072) and of GPT-2 124M
+ * (n_embd 768, c_attn [768, 2304], n_inner 4 x 768), as their published
+ * config.json files give them: with q, k, v fused and Conv1D transposed at
+ * load, the two layers issue the same four shapes. */
 START_TEST(shapes_of_mae_and_reference) {
   const size_t T = 10;
   cJSON *j = config_of("vit_mae");
   const long D = num(j, "hidden_size"), L = num(j, "num_hidden_layers");
   load_shapes("vit_mae", T);
-  has(T, D, D, 1, 4 * L);
+  has(T, 3 * D, D, 1, L);
+  has(T, D, D, 1, L);
   cJSON_Delete(j);
   TH_OK(clf_reference_gemm_shapes(T, shapes, 32, &count));
-  ck_assert_uint_eq(count, 7);
-  has(T, 768, 768, 1, 4);
-  has(T, 3072, 768, 1, 1);
-  has(T, 768, 3072, 1, 1);
-  has(T, 2304, 768, 0, 1);
-  has(T, 768, 768, 0, 1);
-  has(T, 3072, 768, 0, 1);
-  has(T, 768, 3072, 0, 1);
+  ck_assert_uint_eq(count, 4);
+  has(T, 2304, 768, 1, 2);
+  has(T, 768, 768, 1, 2);
+  has(T, 3072, 768, 1, 2);
+  has(T, 768, 3072, 1, 2);
   ck_assert_int_eq(clf_reference_gemm_shapes(0, shapes, 32, &count), CLF_E_INVALID_ARG);
 }
 END_TEST

@@ -100,6 +100,39 @@ START_TEST(device_memory_shrinks) {
 }
 END_TEST
 
+/* clf_model_options.progress: called once per device tensor with the f32
+ * bytes so far, never decreasing, against the checkpoint's f32 total. */
+typedef struct progress_log {
+  size_t calls, last, total;
+  int monotone;
+} progress_log;
+
+static void on_progress(void *user, size_t done, size_t total) {
+  progress_log *p = user;
+  if (done < p->last) p->monotone = 0;
+  p->calls++, p->last = done, p->total = total;
+}
+
+START_TEST(load_progress) {
+  char dir[1024];
+  snprintf(dir, sizeof dir, "%s/bert", fixtures());
+  progress_log log = {0, 0, 0, 1};
+  clf_model_options o;
+  clf_model_options_init(&o);
+  o.progress = on_progress;
+  o.progress_user = &log;
+  clf_model *m = NULL;
+  TH_OK(clf_model_load_with(th_ctx, dir, &o, &m));
+  ck_assert(log.monotone);
+  ck_assert_uint_gt(log.calls, 0);
+  /* f32: every tensor of the fixture (all F32) is read once and held as is:
+   * the last call reports the whole checkpoint, which the device holds */
+  ck_assert_uint_eq(log.last, log.total);
+  ck_assert_uint_eq(log.last, clf_model_weight_bytes(m));
+  clf_model_destroy(m);
+}
+END_TEST
+
 START_TEST(bad_weight_types) {
   char dir[1024];
   clf_model_options o;
@@ -133,6 +166,7 @@ static Suite *suite(void) {
   tcase_add_test(c, vision_models);
   tcase_add_test(c, gpt2_greedy_f16);
   tcase_add_test(c, device_memory_shrinks);
+  tcase_add_test(c, load_progress);
   tcase_add_test(c, bad_weight_types);
   suite_add_tcase(s, c);
   return s;

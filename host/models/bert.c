@@ -190,7 +190,8 @@ static clf_status bert_load(clf_model *m, const void *dims, const clf__config *c
 static void bert_gemms(const void *dims, const clf__config *c, size_t T, clf__gemm_list *l) {
   const bert_dims *d = dims;
   (void)c;
-  clf__gemm_add(l, T, d->D, d->D, 1, 4 * d->N);
+  clf__gemm_add(l, T, 3 * d->D, d->D, 1, d->N); /* q, k, v fused at load */
+  clf__gemm_add(l, T, d->D, d->D, 1, d->N);
   clf__gemm_add(l, T, d->F, d->D, 1, d->N);
   clf__gemm_add(l, T, d->D, d->F, 1, d->N);
 }

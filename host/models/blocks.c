@@ -4,6 +4,8 @@
  */
 #include "blocks.h"
 
+#include "base/checked.h"
+
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -121,7 +123,10 @@ static clf_status load_fused(clf_context *ctx, const clf__weights *w, clf__param
                              const clf__weight_row *r, size_t D, int bias, const clf__block_spec *spec,
                              clf__linear *l) {
   const size_t n = r->kind == CLF__ROW_QKV ? 3 : 2;
-  float *cat = malloc(n * D * D * sizeof *cat), *bcat = malloc(n * D * sizeof *bcat), *h = NULL;
+  size_t nd, ndd, bytes;
+  if (!clf__mul_ok(n, D, &nd) || !clf__mul_ok(nd, D, &ndd) || !clf__mul_ok(ndd, sizeof(float), &bytes))
+    return clf__fail(ctx, CLF_E_SHAPE, "model: fusing %s%s: %zu x %zu x %zu weights overflow", prefix, r->name, n, D, D);
+  float *cat = malloc(bytes + 1), *bcat = malloc(nd * sizeof(float) + 1), *h = NULL;
   char fmt[256], wn[256];
   clf_status st = CLF_OK;
   if (!cat || !bcat) st = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "model: out of host memory fusing %s%s", prefix, r->name);
@@ -188,10 +193,7 @@ clf_status clf__load_rows(clf_context *ctx, const clf__weights *w, clf__params *
     const int bias = r->bias == CLF__BIAS_YES || (r->bias == CLF__BIAS_QKV && spec->qkv_bias);
     if (r->kind == CLF__ROW_QKV || r->kind == CLF__ROW_KV) {
       clf__attn *a = at;
-      const int qkv = r->kind == CLF__ROW_QKV;
-      st = load_fused(ctx, w, p, prefix, r, spec->dims[r->in], bias, spec, qkv ? &a->qkv : &a->kv);
-      if (qkv) a->fused = 1;
-      else a->kv_fused = 1;
+      st = load_fused(ctx, w, p, prefix, r, spec->dims[r->in], bias, spec, r->kind == CLF__ROW_QKV ? &a->qkv : &a->kv);
       continue;
     }
     snprintf(bn, sizeof bn, "%s%s.bias", prefix, r->name);

@@ -43,7 +43,6 @@ typedef struct clf__ln {
  * cross-attention q [D, D] and a fused kv [2D, D] over the encoder states. */
 typedef struct clf__attn {
   clf__linear qkv, q, kv, o;
-  int fused, kv_fused;
   size_t heads, dh;
   float scale; /* 1/sqrt(dh) */
 } clf__attn;

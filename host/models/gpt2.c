@@ -223,7 +223,7 @@ static clf_status gpt2_load_weights(clf_model *m, gpt2 *g, const gpt2_dims *dm, 
     return st;
   for (size_t i = 0; i < g->n_layers; i++) {
     clf__layer *l = &g->layers[i];
-    l->self.heads = g->H, l->self.dh = dh, l->self.fused = 1;
+    l->self.heads = g->H, l->self.dh = dh;
     l->self.scale = (dm->scale_w ? 1.0f / sqrtf((float)dh) : 1.0f) / (dm->inv_idx ? (float)(i + 1) : 1.0f);
     l->mlp.act = act;
     if ((st = clf__load_rows(ctx, w, p, clf__wn(n1, sizeof n1, pf, "h.%zu.", i), gpt2_layer_rows,
@@ -278,10 +278,11 @@ static clf_status gpt2_load(clf_model *m, const void *dims, const clf__config *c
 static void gpt2_gemms(const void *dims, const clf__config *c, size_t T, clf__gemm_list *l) {
   const gpt2_dims *d = dims;
   const long F = gpt2_ffn(d);
-  clf__gemm_add(l, T, 3 * d->D, d->D, 0, d->N);
-  clf__gemm_add(l, T, d->D, d->D, 0, d->N);
-  clf__gemm_add(l, T, F, d->D, 0, d->N);
-  clf__gemm_add(l, T, d->D, F, 0, d->N);
+  /* Conv1D weights are transposed to [out, in] at load */
+  clf__gemm_add(l, T, 3 * d->D, d->D, 1, d->N);
+  clf__gemm_add(l, T, d->D, d->D, 1, d->N);
+  clf__gemm_add(l, T, F, d->D, 1, d->N);
+  clf__gemm_add(l, T, d->D, F, 1, d->N);
   if (clf__config_has_arch(c, "GPT2LMHeadModel")) clf__gemm_add(l, T, d->V, d->D, 1, 1);
 }
 
