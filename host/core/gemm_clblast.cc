@@ -13,6 +13,15 @@
 // results (checked in tests/test_dense.c).  There each batch runs as one Gemm
 // with the scratch temp buffer; each of those GEMMs is large by definition.
 // K = 0 (C = beta C, which CLBlast rejects) runs a small kernel instead.
+//
+// The callers speak row-major; CLBlast is called column-major with the
+// operands swapped (row-major C = op(A) op(B) is column-major
+// C = op(B)' op(A)' over the same memory).  CLBlast's Xgemm kernel (GEMMK
+// 0) wants its A not rotated, its B rotated and its C not rotated: in
+// row-major terms every operand of every call needs a pad/transpose copy,
+// column-major C needs none, and a weight stored [in, out]
+// (CLF_WEIGHT_IN_OUT) needs none either, leaving only the activations' copy
+// (tests/test_dense.c; docs/performance.md has the measured effect).
 #include <clblast.h>
 
 #include "core.h"
@@ -120,13 +129,13 @@ extern "C" clf_status clf__sgemm(clf_context *ctx, int trans_a, int trans_b, siz
   const Transpose ta = trans_a ? Transpose::kYes : Transpose::kNo;
   const Transpose tb = trans_b ? Transpose::kYes : Transpose::kNo;
   clblast::StatusCode s;
-  // Which path CLBlast takes: with A at offset 1 its indirect path always
+  // Which path CLBlast takes: with its A at offset 1 its indirect path always
   // needs a temporary buffer and its direct path never does.  Asked for
   // batches, and for every call once self-validation failed a GEMM variant.
   const int ask_path = batch > 1 || clf__variants_failed(ctx);
   size_t probe = 0;
   if (ask_path) {
-    s = clblast::GemmTempBufferSize<float>(Layout::kRowMajor, ta, tb, m, n, k, 1, lda, 0, ldb, 0, ldc, &ctx->queue,
+    s = clblast::GemmTempBufferSize<float>(Layout::kColMajor, tb, ta, n, m, k, 1, ldb, 0, lda, 0, ldc, &ctx->queue,
                                            probe);
     if (s != clblast::StatusCode::kSuccess) return fail_blas(ctx, s, "GemmTempBufferSize", m, n, k, batch);
   }
@@ -146,8 +155,8 @@ extern "C" clf_status clf__sgemm(clf_context *ctx, int trans_a, int trans_b, siz
     if (probe == 0 && use) {
       cl_event mine = nullptr, *ev = clf__prof_event(ctx, event, &mine);
       clf__prof_mark(ctx);
-      s = clblast::GemmStridedBatched<float>(Layout::kRowMajor, ta, tb, m, n, k, alpha, a, a_off, lda, stride_a, b,
-                                             b_off, ldb, stride_b, beta, c, c_off, ldc, stride_c, batch, &ctx->queue,
+      s = clblast::GemmStridedBatched<float>(Layout::kColMajor, tb, ta, n, m, k, alpha, b, b_off, ldb, stride_b, a,
+                                             a_off, lda, stride_a, beta, c, c_off, ldc, stride_c, batch, &ctx->queue,
                                              ev);
       if (s != clblast::StatusCode::kSuccess) return fail_blas(ctx, s, "GemmStridedBatched", m, n, k, batch);
       clf__prof_note(ctx, "clblast_gemm_batched", event, &mine);
@@ -161,8 +170,8 @@ extern "C" clf_status clf__sgemm(clf_context *ctx, int trans_a, int trans_b, siz
   size_t temp_size = 0;
   for (size_t i = 0; i < (batch > 1 ? 2 : 1); i++) {
     size_t t = 0;
-    s = clblast::GemmTempBufferSize<float>(Layout::kRowMajor, ta, tb, m, n, k, a_off + i * stride_a, lda,
-                                           b_off + i * stride_b, ldb, c_off + i * stride_c, ldc, &ctx->queue, t);
+    s = clblast::GemmTempBufferSize<float>(Layout::kColMajor, tb, ta, n, m, k, b_off + i * stride_b, ldb,
+                                           a_off + i * stride_a, lda, c_off + i * stride_c, ldc, &ctx->queue, t);
     if (s != clblast::StatusCode::kSuccess) return fail_blas(ctx, s, "GemmTempBufferSize", m, n, k, batch);
     if (t > temp_size) temp_size = t;
   }
@@ -176,8 +185,8 @@ extern "C" clf_status clf__sgemm(clf_context *ctx, int trans_a, int trans_b, siz
     // last kernel's, and the pad/transpose kernels before it count too.
     cl_event mine = nullptr, *ev = clf__prof_event(ctx, i + 1 == batch ? event : nullptr, &mine);
     clf__prof_mark(ctx);
-    s = clblast::Gemm<float>(Layout::kRowMajor, ta, tb, m, n, k, alpha, a, a_off + i * stride_a, lda, b,
-                             b_off + i * stride_b, ldb, beta, c, c_off + i * stride_c, ldc, &ctx->queue, ev, temp);
+    s = clblast::Gemm<float>(Layout::kColMajor, tb, ta, n, m, k, alpha, b, b_off + i * stride_b, ldb, a,
+                             a_off + i * stride_a, lda, beta, c, c_off + i * stride_c, ldc, &ctx->queue, ev, temp);
     if (s != clblast::StatusCode::kSuccess) return fail_blas(ctx, s, "Gemm", m, n, k, batch);
     clf__prof_note(ctx, "clblast_gemm", i + 1 == batch ? event : nullptr, &mine);
   }
