@@ -133,16 +133,29 @@ void skinny(__global const float *x, uint x_off, __global const WT *w, uint w_of
     if (m < M) y[y_off + (size_t)m * N + n] = clf_act(out[m] + b, act);
 }
 
-/* out [N, K] f32 = the stored weight; work-item (c, n) expands chunk c of
- * row n (global: K / CH rounded up to the work-group, N).  2-D rather than
- * i / chunks and i % chunks, whose fused form LLVM marks with a `freeze`
- * that Oclgrind 21.10 cannot check. */
-__kernel void expand(__global const WT *w, uint w_off, __global const half *s, uint s_off, __global float *out,
-                     uint o_off, uint N, uint K) {
-  const uint c = get_global_id(0), n = get_global_id(1);
+/* out [K, N] f32 = the stored weight [N, K], transposed ([in, out]: the
+ * operand CLBlast reads without a copy of its own); work-item (n, c)
+ * expands chunk c of row n (global: N rounded up to the work-group, K / CH),
+ * so the work-items of a group write adjacent floats of each out row.  2-D
+ * rather than i / chunks and i % chunks, whose fused form LLVM marks with a
+ * `freeze` that Oclgrind 21.10 cannot check. */
+__kernel void expand_t(__global const WT *w, uint w_off, __global const half *s, uint s_off, __global float *out,
+                       uint o_off, uint N, uint K) {
+  const uint n = get_global_id(0), c = get_global_id(1);
   if (c >= K / CH || n >= N) return;
   float8 v[NV];
   const float d = load_chunk(w, w_off, s, s_off, n, c, K, v);
-  __global float *o = out + o_off + (size_t)n * K + (size_t)c * CH;
-  for (uint j = 0; j < NV; j++) vstore8(d * v[j], j, o);
+  __global float *o = out + o_off + (size_t)c * CH * N + n;
+  for (uint j = 0; j < NV; j++) {
+    const float8 e = d * v[j];
+    __global float *r = o + (size_t)j * 8 * N;
+    r[0] = e.s0;
+    r[N] = e.s1;
+    r[2 * N] = e.s2;
+    r[3 * N] = e.s3;
+    r[4 * N] = e.s4;
+    r[5 * N] = e.s5;
+    r[6 * N] = e.s6;
+    r[7 * N] = e.s7;
+  }
 }

@@ -56,7 +56,7 @@ static const struct { const char *prefix, *family, *kernel; } gated[] = {
     {"elementwise.bias_act", "elementwise", "bias_act"},
     {"elementwise.add", "elementwise", "add_bcast"},
     {"embed.gather", "embed", "gather_rows"},
-    {"linear.gemm", "linear", "expand"},
+    {"linear.gemm", "linear", "expand_t"},
 };
 
 static int has_prefix(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }

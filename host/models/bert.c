@@ -133,7 +133,7 @@ static clf_status bert_load_weights(clf_model *m, bert *b, const bert_dims *dm, 
   clf_context *ctx = m->ctx;
   clf__params *p = &m->params;
   const size_t d = b->D, dh = b->D / b->H;
-  const clf__block_spec spec = {{d, b->F, 3 * d}, (float)dm->eps, 1, 0, CLF_WEIGHT_OUT_IN};
+  const clf__block_spec spec = {{d, b->F, 3 * d}, (float)dm->eps, 1, 0, CLF_WEIGHT_OUT_IN, 1};
   char n1[256], n2[256];
   clf_status st;
   if ((st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, pf, "embeddings.word_embeddings.weight"), 2,

@@ -45,6 +45,15 @@ clf_status clf__param(clf_context *ctx, const clf__weights *w, clf__params *p, c
   return CLF_OK;
 }
 
+/* t [cols, rows] = h [rows, cols], in tiles that stay in cache. */
+static void transpose(const float *h, size_t rows, size_t cols, float *t) {
+  enum { TILE = 32 };
+  for (size_t r0 = 0; r0 < rows; r0 += TILE)
+    for (size_t c0 = 0; c0 < cols; c0 += TILE)
+      for (size_t r = r0; r < r0 + TILE && r < rows; r++)
+        for (size_t c = c0; c < c0 + TILE && c < cols; c++) t[c * rows + r] = h[r * cols + c];
+}
+
 /* Host f32 [rows, in] of `name` (stored [in, rows] when in_out: transposed). */
 static clf_status read_matrix(clf_context *ctx, const clf__weights *w, const char *name, size_t rows, size_t in,
                               int in_out, float **out) {
@@ -60,8 +69,7 @@ static clf_status read_matrix(clf_context *ctx, const clf__weights *w, const cha
     free(h);
     return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "model: out of host memory transposing \"%s\"", name);
   }
-  for (size_t i = 0; i < in; i++)
-    for (size_t o = 0; o < rows; o++) t[o * in + i] = h[i * rows + o];
+  transpose(h, in, rows, t);
   free(h);
   *out = t;
   return CLF_OK;
@@ -95,6 +103,25 @@ static clf_status store_matrix(clf_context *ctx, clf__params *p, const char *nam
   if ((st = clf__params_add(ctx, p, t)) != CLF_OK) return st;
   *out = t;
   return CLF_OK;
+}
+
+/* Uploads host [rows, in] as a block's linear l: as store_matrix, or, for
+ * f32 weights of a spec that asks (spec->in_out_f32), transposed to
+ * [in, rows] with l->layout CLF_WEIGHT_IN_OUT: CLBlast then reads the
+ * weight where it lies instead of copying it into a transposed temporary
+ * on every call (gemm_clblast.cc).  Stored types stay [out, in], the
+ * layout of the skinny kernel. */
+static clf_status store_linear(clf_context *ctx, clf__params *p, const clf__block_spec *spec, const char *name,
+                               const float *h, size_t rows, size_t in, clf__linear *l) {
+  l->layout = CLF_WEIGHT_OUT_IN;
+  if (!spec->in_out_f32 || p->wtype != CLF_F32) return store_matrix(ctx, p, name, h, rows, in, &l->w);
+  float *t = malloc((rows * in > 0 ? rows * in : 1) * sizeof *t);
+  if (!t) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "model: out of host memory transposing \"%s\"", name);
+  transpose(h, rows, in, t);
+  clf_status st = store_matrix(ctx, p, name, t, in, rows, &l->w);
+  free(t);
+  if (st == CLF_OK) l->layout = CLF_WEIGHT_IN_OUT;
+  return st;
 }
 
 clf_status clf__load_weight(clf_context *ctx, const clf__weights *w, clf__params *p, const char *wname,
@@ -149,7 +176,7 @@ static clf_status load_fused(clf_context *ctx, const clf__weights *w, clf__param
   l->layout = CLF_WEIGHT_OUT_IN;
   l->b = NULL;
   snprintf(wn, sizeof wn, fmt, r->kind == CLF__ROW_QKV ? "{q,k,v}" : "{k,v}");
-  if (st == CLF_OK) st = store_matrix(ctx, p, wn, cat, n * D, D, &l->w);
+  if (st == CLF_OK) st = store_linear(ctx, p, spec, wn, cat, n * D, D, l);
   if (st == CLF_OK && bias) {
     clf_tensor *t = NULL;
     if ((st = clf_tensor_from_f32(ctx, CLF_F32, 1, (size_t[]){n * D}, bcat, &t)) == CLF_OK &&
@@ -198,7 +225,14 @@ clf_status clf__load_rows(clf_context *ctx, const clf__weights *w, clf__params *
     }
     snprintf(bn, sizeof bn, "%s%s.bias", prefix, r->name);
     snprintf(wn, sizeof wn, "%s%s.weight", prefix, r->name);
-    st = clf__load_linear(ctx, w, p, wn, bias ? bn : NULL, spec->dims[r->out], spec->dims[r->in], spec->layout, at);
+    clf__linear *l = at;
+    float *h = NULL;
+    const size_t out_f = spec->dims[r->out], in_f = spec->dims[r->in];
+    l->b = NULL;
+    if ((st = read_matrix(ctx, w, wn, out_f, in_f, spec->layout == CLF_WEIGHT_IN_OUT, &h)) == CLF_OK)
+      st = store_linear(ctx, p, spec, wn, h, out_f, in_f, l);
+    free(h);
+    if (st == CLF_OK && bias) st = clf__param(ctx, w, p, bn, 1, &out_f, &l->b);
   }
   return st;
 }

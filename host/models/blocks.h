@@ -28,7 +28,7 @@ clf_status clf__param(clf_context *ctx, const clf__weights *w, clf__params *p, c
                       const size_t *shape, clf_tensor **out);
 
 typedef struct clf__linear {
-  clf_tensor *w; /* [out, in] in the params' wtype (loaders transpose IN_OUT checkpoints) */
+  clf_tensor *w; /* [out, in] in the params' wtype, or f32 [in, out] where layout says (clf__block_spec) */
   clf_tensor *b; /* [out] or NULL */
   clf_weight_layout layout;
 } clf__linear;
@@ -105,7 +105,11 @@ typedef struct clf__block_spec {
   size_t dims[CLF__DIM_COUNT];
   float eps;
   int qkv_bias, cross;
-  clf_weight_layout layout;
+  clf_weight_layout layout; /* the checkpoint's */
+  /* f32 weights stored [in, out] (CLF_WEIGHT_IN_OUT): for layers that see
+   * many rows at once (encoders), where CLBlast then copies no weight; not
+   * for decoders, whose one-row steps run the skinny kernel on [out, in]. */
+  int in_out_f32;
 } clf__block_spec;
 /* Loads every row (cross rows only with spec->cross) under `prefix` into
  * the block struct at `block`. */

@@ -212,7 +212,7 @@ static clf_status gpt2_load_weights(clf_model *m, gpt2 *g, const gpt2_dims *dm, 
   clf_context *ctx = m->ctx;
   clf__params *p = &m->params;
   const size_t d = g->D, dh = g->D / g->H;
-  const clf__block_spec spec = {{d, g->F, 3 * d}, (float)dm->eps, 1, 0, CLF_WEIGHT_IN_OUT};
+  const clf__block_spec spec = {{d, g->F, 3 * d}, (float)dm->eps, 1, 0, CLF_WEIGHT_IN_OUT, 0};
   char n1[256];
   clf_status st;
   if ((st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, pf, "wte.weight"), 2, (size_t[]){g->V, d}, &g->wte)) !=

@@ -220,7 +220,7 @@ static const clf__weight_row marian_layer_rows[] = {
 
 static clf_status load_layer(clf_model *m, const clf__weights *w, const char *lp, int cross, size_t D, size_t H,
                              size_t F, clf_activation act, clf__layer *l) {
-  const clf__block_spec spec = {{D, F, 3 * D}, 1e-5f, 1, cross, CLF_WEIGHT_OUT_IN};
+  const clf__block_spec spec = {{D, F, 3 * D}, 1e-5f, 1, cross, CLF_WEIGHT_OUT_IN, !cross};
   l->has_cross = cross;
   l->mlp.act = act;
   for (int a = 0; a <= cross; a++) {

@@ -353,7 +353,7 @@ static clf_status swin_load_stage(clf_model *m, swin *s, const clf__weights *w, 
     clf__wn(lp, sizeof lp, pf, "encoder.layers.%zu.blocks.%zu.", si, bi);
     b->attn.heads = H, b->attn.dh = dim / H, b->attn.scale = 1.0f / sqrtf((float)(dim / H));
     b->mlp.act = act;
-    const clf__block_spec spec = {{dim, F, 3 * dim}, (float)eps, qkv_bias, 0, CLF_WEIGHT_OUT_IN};
+    const clf__block_spec spec = {{dim, F, 3 * dim}, (float)eps, qkv_bias, 0, CLF_WEIGHT_OUT_IN, 1};
     if ((st = clf__load_rows(ctx, w, p, lp, swin_block_rows, CLF__ARRAY_LEN(swin_block_rows), &spec, b)) != CLF_OK)
       return st;
     if ((st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, lp, "attention.self.relative_position_bias_table"), 2,

@@ -213,7 +213,7 @@ clf_status clf__vit_load_layers(clf_context *ctx, const clf__weights *w, clf__pa
                                 clf__layer *layers) {
   clf_status st;
   const size_t dh = D / H;
-  const clf__block_spec spec = {{D, F, 3 * D}, eps, qkv_bias, 0, CLF_WEIGHT_OUT_IN};
+  const clf__block_spec spec = {{D, F, 3 * D}, eps, qkv_bias, 0, CLF_WEIGHT_OUT_IN, 1};
   for (size_t i = 0; i < n; i++) {
     clf__layer *l = &layers[i];
     char lp[160];

@@ -251,14 +251,16 @@ clf_status clf_linear(clf_context *ctx, const clf_tensor *x, const clf_tensor *w
   }
   const int epilogue = bias != NULL || act != CLF_ACT_NONE;
   cl_mem wbuf = w->buf;
-  size_t woff = w->offset;
+  size_t woff = w->offset, ldw = w->shape[1];
+  int w_in_out = in_out;
   if (w->dtype != CLF_F32 && M > 0 && out > 0) {
+    /* Expanded as [in, out]: the layout CLBlast reads without a copy. */
     if ((st = clf__linear_expand(ctx, w, &wbuf)) != CLF_OK) return st;
-    woff = 0;
+    woff = 0, ldw = out, w_in_out = 1;
   }
   /* y [M, out] = x [M, in] @ op(W): W [out, in] transposed, or W [in, out]. */
-  st = clf__sgemm(ctx, 0, !in_out, M, out, in, 1.0f, x->buf, x->offset, in, 0, wbuf, woff, w->shape[1], 0,
-                  0.0f, y->buf, y->offset, out, 0, 1, epilogue ? NULL : event);
+  st = clf__sgemm(ctx, 0, !w_in_out, M, out, in, 1.0f, x->buf, x->offset, in, 0, wbuf, woff, ldw, 0, 0.0f,
+                  y->buf, y->offset, out, 0, 1, epilogue ? NULL : event);
   if (st != CLF_OK || !epilogue) return st;
   if (clf_tensor_numel(y) == 0) return dense_nothing(ctx, op, event);
   return dense_bias_act(ctx, y, bias, act, y, event);

@@ -93,12 +93,12 @@ clf_status clf__linear_expand(clf_context *ctx, const clf_tensor *w, cl_mem *out
   char opts[32];
   snprintf(opts, sizeof opts, "-DWTYPE=%d", linear_wtype(w->dtype));
   clf__kernel *k;
-  if ((st = clf__get_kernel(ctx, "linear", opts, "expand", &k)) != CLF_OK) return st;
+  if ((st = clf__get_kernel(ctx, "linear", opts, "expand_t", &k)) != CLF_OK) return st;
   cl_uint zero = 0, n32 = (cl_uint)N, k32 = (cl_uint)K, soff = scales_off(w);
   st = clf__set_args(ctx, k, 8, CLF__TARG(w), CLF__ARG(w->buf), CLF__ARG(soff), CLF__ARG(*out), CLF__ARG(zero),
                      CLF__ARG(n32), CLF__ARG(k32));
   if (st != CLF_OK) return st;
   const size_t wg = clf__wg_1d(ctx, k, 64);
-  const size_t local[2] = {wg, 1}, global[2] = {(chunks + wg - 1) / wg * wg, N};
+  const size_t local[2] = {wg, 1}, global[2] = {(N + wg - 1) / wg * wg, chunks};
   return clf__launch(ctx, k, 2, global, local, NULL);
 }

@@ -44,8 +44,9 @@ const char *clf__weight_type_name(clf_dtype wt);
  * arguments already checked, clf__skinny_fits true. */
 clf_status clf__linear_skinny(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, const clf_tensor *bias,
                               clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K, cl_event *event);
-/* w [N, K] (f16 or a block type) expanded to f32 in the context's weight
- * scratch buffer, returned in *out (valid until the next expansion). */
+/* w [N, K] (f16 or a block type) expanded to f32 [K, N] (transposed) in
+ * the context's weight scratch buffer, returned in *out (valid until the
+ * next expansion). */
 clf_status clf__linear_expand(clf_context *ctx, const clf_tensor *w, cl_mem *out);
 
 #ifdef __cplusplus
