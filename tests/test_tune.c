@@ -61,7 +61,7 @@ static void has(size_t m, size_t n, size_t k, int trans_b, unsigned cnt) {
 START_TEST(shapes_of_models) {
   const size_t T = 10;
   /* BERT and ViT: q, k, v fused at load [3D, D], o [D, D], fc1 [F, D], fc2
-   * [D, F], nn.Linear. */
+   * [D, F], nn.Linear, stored [in, out] (trans_b 0) as encoders' are. */
   const char *enc[] = {"bert", "vit"};
   for (int e = 0; e < 2; e++) {
     cJSON *j = config_of(enc[e]);
@@ -69,10 +69,10 @@ START_TEST(shapes_of_models) {
     ck_assert_int_ne(F, 3 * D); /* else two rows merge */
     load_shapes(enc[e], T);
     ck_assert_uint_eq(count, 4);
-    has(T, 3 * D, D, 1, L);
-    has(T, D, D, 1, L);
-    has(T, F, D, 1, L);
-    has(T, D, F, 1, L);
+    has(T, 3 * D, D, 0, L);
+    has(T, D, D, 0, L);
+    has(T, F, D, 0, L);
+    has(T, D, F, 0, L);
     cJSON_Delete(j);
   }
   /* GPT-2: Conv1D [in, out] transposed to [out, in] at load, n_inner null
@@ -96,10 +96,13 @@ START_TEST(shapes_of_models) {
   const long Dm = num(j, "d_model"), Ne = num(j, "encoder_layers"), Nd = num(j, "decoder_layers"),
              Fe = num(j, "encoder_ffn_dim"), Fd = num(j, "decoder_ffn_dim"), Vd = num(j, "decoder_vocab_size");
   load_shapes("marian", T);
-  /* the fixture's vocabulary 96 = 3 d_model: the head adds to qkv's row */
+  /* the fixture's vocabulary 96 = 3 d_model: the head adds to the decoder's
+   * qkv row; the encoder's weights are [in, out] (trans_b 0) */
   ck_assert_int_eq(Vd, 3 * Dm);
-  has(T, 3 * Dm, Dm, 1, Ne + Nd + 1);
-  has(T, Dm, Dm, 1, Ne + 3 * Nd);
+  has(T, 3 * Dm, Dm, 1, Nd + 1);
+  has(T, 3 * Dm, Dm, 0, Ne);
+  has(T, Dm, Dm, 1, 3 * Nd);
+  has(T, Dm, Dm, 0, Ne);
   const double want = 2.0 * T * ((4.0 * Ne + 8.0 * Nd) * Dm * Dm + 2.0 * Ne * Fe * Dm + 2.0 * Nd * Fd * Dm + Vd * Dm);
   ck_assert_double_eq_tol(flops(), want, 0.5);
   cJSON_Delete(j);
@@ -121,21 +124,24 @@ END_TEST
  * bert-base-uncased (hidden 768, intermediate 3072) and of GPT-2 124M
  * (n_embd 768, c_attn [768, 2304], n_inner 4 x 768), as their published
  * config.json files give them: with q, k, v fused and Conv1D transposed at
- * load, the two layers issue the same four shapes. */
+ * load, the two layers issue the same four sizes, BERT's with the weight
+ * [in, out] (an encoder's f32 layout), GPT-2's [out, in]. */
 START_TEST(shapes_of_mae_and_reference) {
   const size_t T = 10;
   cJSON *j = config_of("vit_mae");
   const long D = num(j, "hidden_size"), L = num(j, "num_hidden_layers");
   load_shapes("vit_mae", T);
-  has(T, 3 * D, D, 1, L);
-  has(T, D, D, 1, L);
+  has(T, 3 * D, D, 0, L);
+  has(T, D, D, 0, L);
   cJSON_Delete(j);
   TH_OK(clf_reference_gemm_shapes(T, shapes, 32, &count));
-  ck_assert_uint_eq(count, 4);
-  has(T, 2304, 768, 1, 2);
-  has(T, 768, 768, 1, 2);
-  has(T, 3072, 768, 1, 2);
-  has(T, 768, 3072, 1, 2);
+  ck_assert_uint_eq(count, 8);
+  for (int tb = 0; tb <= 1; tb++) { /* BERT's [in, out], GPT-2's [out, in] */
+    has(T, 2304, 768, tb, 1);
+    has(T, 768, 768, tb, 1);
+    has(T, 3072, 768, tb, 1);
+    has(T, 768, 3072, tb, 1);
+  }
   ck_assert_int_eq(clf_reference_gemm_shapes(0, shapes, 32, &count), CLF_E_INVALID_ARG);
 }
 END_TEST

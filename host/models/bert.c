@@ -186,14 +186,14 @@ static clf_status bert_load(clf_model *m, const void *dims, const clf__config *c
   return bert_load_weights(m, b, d, act, found && strcmp(found, probe[0]) == 0 ? "bert." : "", w);
 }
 
-/* separate q, k, v; nn.Linear weights */
+/* separate q, k, v; nn.Linear weights, stored [in, out] (trans_b 0) */
 static void bert_gemms(const void *dims, const clf__config *c, size_t T, clf__gemm_list *l) {
   const bert_dims *d = dims;
   (void)c;
-  clf__gemm_add(l, T, 3 * d->D, d->D, 1, d->N); /* q, k, v fused at load */
-  clf__gemm_add(l, T, d->D, d->D, 1, d->N);
-  clf__gemm_add(l, T, d->F, d->D, 1, d->N);
-  clf__gemm_add(l, T, d->D, d->F, 1, d->N);
+  clf__gemm_add(l, T, 3 * d->D, d->D, 0, d->N); /* q, k, v fused at load */
+  clf__gemm_add(l, T, d->D, d->D, 0, d->N);
+  clf__gemm_add(l, T, d->F, d->D, 0, d->N);
+  clf__gemm_add(l, T, d->D, d->F, 0, d->N);
 }
 
 /* BertModel: last_hidden_state, pooler_output (when the pooler is stored). */

@@ -257,12 +257,16 @@ static long marian_dec_vocab(const marian_dims *d) { return d->Vd == LONG_MIN ? 
 /* decoder over as many rows as the encoder */
 static void marian_gemms(const void *dims, const clf__config *c, size_t T, clf__gemm_list *l) {
   const marian_dims *d = dims;
-  /* self q, k, v fused at load and o; decoder: + cross q, fused k v, o */
-  clf__gemm_add(l, T, 3 * d->D, d->D, 1, d->Ne + d->Nd);
-  clf__gemm_add(l, T, d->D, d->D, 1, d->Ne + 3 * d->Nd);
+  /* self q, k, v fused at load and o; decoder: + cross q, fused k v, o.
+   * The encoder's weights are stored [in, out] (trans_b 0), the
+   * decoder's [out, in] for its one-row steps. */
+  clf__gemm_add(l, T, 3 * d->D, d->D, 0, d->Ne);
+  clf__gemm_add(l, T, d->D, d->D, 0, d->Ne);
+  clf__gemm_add(l, T, d->Fe, d->D, 0, d->Ne);
+  clf__gemm_add(l, T, d->D, d->Fe, 0, d->Ne);
+  clf__gemm_add(l, T, 3 * d->D, d->D, 1, d->Nd);
+  clf__gemm_add(l, T, d->D, d->D, 1, 3 * d->Nd);
   clf__gemm_add(l, T, 2 * d->D, d->D, 1, d->Nd);
-  clf__gemm_add(l, T, d->Fe, d->D, 1, d->Ne);
-  clf__gemm_add(l, T, d->D, d->Fe, 1, d->Ne);
   clf__gemm_add(l, T, d->Fd, d->D, 1, d->Nd);
   clf__gemm_add(l, T, d->D, d->Fd, 1, d->Nd);
   if (clf__config_has_arch(c, "MarianMTModel")) clf__gemm_add(l, T, marian_dec_vocab(d), d->D, 1, 1);

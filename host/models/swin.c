@@ -323,10 +323,11 @@ static void swin_gemms(const void *dims, const clf__config *c, size_t T, clf__ge
   size_t rows = T;
   for (size_t s = 0; s < ns && rows > 0; s++, rows /= 4) {
     const long dim = d->E << s, f = (long)(d->ratio * dim);
-    clf__gemm_add(l, rows, 3 * dim, dim, 1, depths[s]); /* q, k, v fused at load */
-    clf__gemm_add(l, rows, dim, dim, 1, depths[s]);
-    clf__gemm_add(l, rows, f, dim, 1, depths[s]);
-    clf__gemm_add(l, rows, dim, f, 1, depths[s]);
+    /* the blocks' f32 weights stored [in, out]: trans_b 0 */
+    clf__gemm_add(l, rows, 3 * dim, dim, 0, depths[s]); /* q, k, v fused at load */
+    clf__gemm_add(l, rows, dim, dim, 0, depths[s]);
+    clf__gemm_add(l, rows, f, dim, 0, depths[s]);
+    clf__gemm_add(l, rows, dim, f, 0, depths[s]);
     if (s + 1 < ns) clf__gemm_add(l, rows / 4, 2 * dim, 4 * dim, 1, 1); /* patch merging */
   }
 }

@@ -250,10 +250,11 @@ static const clf__config_key vit_keys[] = {
 static void vit_gemms(const void *dims, const clf__config *c, size_t T, clf__gemm_list *l) {
   const vit_dims *d = dims;
   (void)c;
-  clf__gemm_add(l, T, 3 * d->D, d->D, 1, d->N); /* q, k, v fused at load */
-  clf__gemm_add(l, T, d->D, d->D, 1, d->N);
-  clf__gemm_add(l, T, d->F, d->D, 1, d->N);
-  clf__gemm_add(l, T, d->D, d->F, 1, d->N);
+  /* f32 weights stored [in, out]: trans_b 0 */
+  clf__gemm_add(l, T, 3 * d->D, d->D, 0, d->N); /* q, k, v fused at load */
+  clf__gemm_add(l, T, d->D, d->D, 0, d->N);
+  clf__gemm_add(l, T, d->F, d->D, 0, d->N);
+  clf__gemm_add(l, T, d->D, d->F, 0, d->N);
 }
 
 static clf_status vit_load(clf_model *m, const void *dims, const clf__config *c, const clf__weights *w) {

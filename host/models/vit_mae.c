@@ -221,16 +221,18 @@ static const clf__config_key mae_keys[] = {
  * decoder layers and decoder_pred, every GEMM over the T rows given. */
 static void mae_gemms(const void *dims, const clf__config *c, size_t T, clf__gemm_list *l) {
   const mae_dims *d = dims;
-  clf__gemm_add(l, T, 3 * d->D, d->D, 1, d->N); /* q, k, v fused at load */
-  clf__gemm_add(l, T, d->D, d->D, 1, d->N);
-  clf__gemm_add(l, T, d->F, d->D, 1, d->N);
-  clf__gemm_add(l, T, d->D, d->F, 1, d->N);
+  /* the layers' f32 weights stored [in, out] (trans_b 0), the decoder's
+   * embedding and prediction [out, in] */
+  clf__gemm_add(l, T, 3 * d->D, d->D, 0, d->N); /* q, k, v fused at load */
+  clf__gemm_add(l, T, d->D, d->D, 0, d->N);
+  clf__gemm_add(l, T, d->F, d->D, 0, d->N);
+  clf__gemm_add(l, T, d->D, d->F, 0, d->N);
   if (!clf__config_has_arch(c, "ViTMAEForPreTraining")) return;
   clf__gemm_add(l, T, d->Dd, d->D, 1, 1);
-  clf__gemm_add(l, T, 3 * d->Dd, d->Dd, 1, d->Nd);
-  clf__gemm_add(l, T, d->Dd, d->Dd, 1, d->Nd);
-  clf__gemm_add(l, T, d->Fd, d->Dd, 1, d->Nd);
-  clf__gemm_add(l, T, d->Dd, d->Fd, 1, d->Nd);
+  clf__gemm_add(l, T, 3 * d->Dd, d->Dd, 0, d->Nd);
+  clf__gemm_add(l, T, d->Dd, d->Dd, 0, d->Nd);
+  clf__gemm_add(l, T, d->Fd, d->Dd, 0, d->Nd);
+  clf__gemm_add(l, T, d->Dd, d->Fd, 0, d->Nd);
   clf__gemm_add(l, T, d->P * d->P * d->C, d->Dd, 1, 1);
 }
 
