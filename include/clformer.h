@@ -1015,12 +1015,23 @@ typedef struct clf_tune_report {
   unsigned rejected;  /* sets that failed to build or run, or were wrong */
   double seconds;     /* wall time of the search */
   char profile[4096]; /* the profile file written ("" if none was better) */
+  /* The skinny kernel (M <= 8 rows) per weight type: f32, f16, q8, q4.  Its
+   * work-group (SPLIT x ROWS) before the search and after, and one row's
+   * product with the shapes' weights (count-weighted sum, ms) under each;
+   * tuned_* equal default_* when nothing was 2% faster, all 0 when the
+   * shapes have no weight the type can hold. */
+  struct {
+    unsigned split, rows, tuned_split, tuned_rows;
+    double default_ms, tuned_ms;
+  } skinny[4];
 } clf_tune_report;
 
 /* Searches CLBlast's GEMM parameters (Xgemm, XgemmDirect and the switch
  * between them) for `shapes` on ctx's device, each candidate checked
- * against CLBlast's defaults for correctness, and stores the best as a
- * profile when it is faster than the defaults.  `opts` may be NULL;
+ * against CLBlast's defaults for correctness, and the skinny kernel's
+ * work-group for each weight type on one row times the shapes' weights
+ * (n x k), and stores the best as a profile when it is faster than the
+ * defaults.  `opts` may be NULL;
  * `per_shape` (may be NULL) receives n results.  ctx applies the profile at
  * once. */
 CLF_API clf_status clf_tune_gemm(clf_context *ctx, const clf_gemm_shape *shapes,

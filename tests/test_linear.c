@@ -120,7 +120,9 @@ static void check_linear(clf_dtype dt, size_t M, size_t N, size_t K, int with_bi
 }
 
 START_TEST(linear_every_weight_type) {
-  static const size_t Ms[] = {1, 2, 3, 8, 9, 20};
+  /* up to 64 rows run the skinny kernel on a CPU (launches of 8), more
+   * expand the weight for CLBlast (clf__skinny_max_rows) */
+  static const size_t Ms[] = {1, 2, 3, 8, 9, 20, 70};
   for (size_t t = 0; t < 4; t++)
     for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++)
       check_linear(types[t], Ms[i], 37, 96, i % 2 == 0, (clf_activation)(i % 6), (uint32_t)(10 * t + i));

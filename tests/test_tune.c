@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/core.h"
+#include "ops/ops.h"
 #include "harness.h"
 
 static cJSON *config_of(const char *model) {
@@ -390,9 +391,28 @@ START_TEST(tune_and_apply) {
   ck_assert(rep.default_ms > 0 && rep.tuned_ms > 0 && rep.seconds > 0);
   ck_assert_double_eq(r.default_ms, rep.default_ms); /* one shape, count 1 */
   ck_assert_double_eq(r.tuned_ms, rep.tuned_ms);
+  /* The skinny kernel, timed on the shape's weight [N, K] for each type:
+   * the group in use, then a faster one or the same. */
+  int skinny_better = 0;
+  for (int t = 0; t < 4; t++) {
+    const size_t split0 = rep.skinny[t].split, rows0 = rep.skinny[t].rows;
+    size_t s0, r0;
+    clf__skinny_shape(ctx, (clf_dtype[]){CLF_F32, CLF_F16, CLF_Q8_0, CLF_Q4_0}[t], &s0, &r0);
+    ck_assert_msg(rep.skinny[t].default_ms > 0 && rep.skinny[t].tuned_ms <= rep.skinny[t].default_ms,
+                  "type %d: %.3f -> %.3f ms", t, rep.skinny[t].default_ms, rep.skinny[t].tuned_ms);
+    ck_assert_uint_gt(split0 * rows0, 0);
+    if (rep.skinny[t].tuned_ms < rep.skinny[t].default_ms) {
+      skinny_better = 1;
+      ck_assert(rep.skinny[t].tuned_split != split0 || rep.skinny[t].tuned_rows != rows0);
+      if (rep.profile[0]) /* applied at once */
+        ck_assert(s0 == rep.skinny[t].tuned_split && r0 == rep.skinny[t].tuned_rows);
+    } else {
+      ck_assert(rep.skinny[t].tuned_split == split0 && rep.skinny[t].tuned_rows == rows0);
+    }
+  }
   /* Written exactly when faster (by the 2% margin), and applied at once. */
   const int written = rep.profile[0] != '\0';
-  ck_assert_int_eq(written, rep.tuned_ms < 0.98 * rep.default_ms);
+  ck_assert_int_eq(written, rep.tuned_ms < 0.98 * rep.default_ms || skinny_better);
   /* PoCL runs CLBlast's defaults for this shape (XgemmDirect WGD=16 with no
    * vectors) several times slower than the CPU seeds tried first: there a
    * profile must come out.  A device CLBlast's database knows may keep its
@@ -424,6 +444,52 @@ START_TEST(tune_and_apply) {
   ck_assert_msg(strstr(notices, "applied") != NULL && !strstr(notices, "shipped"), "notices: %s", notices);
   gemm_matches_cpu(ctx);
   clf_context_destroy(ctx);
+
+  /* A "Skinny" line sets the skinny kernel's groups by type (a later line
+   * wins over the one the search wrote); a linear on one row then runs
+   * with them and still matches the CPU. */
+  char *orig = slurp(rep.profile), *sk = malloc(strlen(orig) + 64);
+  sprintf(sk, "%sSkinny f32=2x4 q8=8x2\n", orig);
+  put(rep.profile, sk);
+  ctx = context_on(dir);
+  ck_assert_str_eq(clf_context_gemm_profile(ctx), rep.profile);
+  size_t sp, ro;
+  clf__skinny_shape(ctx, CLF_F32, &sp, &ro);
+  ck_assert(sp == 2 && ro == 4);
+  clf__skinny_shape(ctx, CLF_Q8_0, &sp, &ro);
+  ck_assert(sp == 8 && ro == 2);
+  {
+    float *x = th_rand(K, 21, -1, 1), *w = th_rand(N * K, 22, -1, 1), *y = malloc(sizeof(float) * N),
+          *ref = malloc(sizeof(float) * N);
+    for (int j = 0; j < N; j++) {
+      double s = 0;
+      for (int p = 0; p < K; p++) s += (double)x[p] * w[j * K + p];
+      ref[j] = (float)s;
+    }
+    clf_tensor *tx, *tw, *ty;
+    ck_assert_int_eq(clf_tensor_from_f32(ctx, CLF_F32, 2, TH_SHAPE(1, K), x, &tx), CLF_OK);
+    ck_assert_int_eq(clf_tensor_from_f32(ctx, CLF_F32, 2, TH_SHAPE(N, K), w, &tw), CLF_OK);
+    ck_assert_int_eq(clf_tensor_create(ctx, CLF_F32, 2, TH_SHAPE(1, N), &ty), CLF_OK);
+    ck_assert_msg(clf_linear(ctx, tx, tw, CLF_WEIGHT_OUT_IN, NULL, CLF_ACT_NONE, ty, NULL) == CLF_OK, "%s",
+                  clf_last_error(ctx));
+    ck_assert_int_eq(clf_tensor_download(ctx, ty, y, sizeof(float) * N), CLF_OK);
+    TH_CLOSE(y, ref, (size_t)N, 1e-4);
+    clf_tensor_destroy(tx), clf_tensor_destroy(tw), clf_tensor_destroy(ty);
+    free(x), free(w), free(y), free(ref);
+  }
+  clf_context_destroy(ctx);
+  /* A malformed one: the profile is ignored, the notice names the line. */
+  sprintf(sk, "%sSkinny f32=3x4\n", orig);
+  put(rep.profile, sk);
+  ctx = context_on(dir);
+  ck_assert_msg(strstr(notices, "ignored") && strstr(notices, "Skinny") && strstr(notices, "3x4"), "notices: %s",
+                notices);
+  clf__skinny_shape(ctx, CLF_F32, &sp, &ro);
+  ck_assert(!(sp == 2 && ro == 4) && !(sp == 3));
+  clf_context_destroy(ctx);
+  put(rep.profile, orig);
+  free(orig);
+  free(sk);
 
   /* CLFORMER_TUNING=off: not applied, CLBlast's own parameters back. */
   setenv("CLFORMER_TUNING", "off", 1);

@@ -142,6 +142,12 @@ static void print_tune_result(const clf_gemm_shape *use, size_t n, const clf_tun
   }
   printf("    search: %u sets timed, %u rejected, %.1f s; forward pass GEMMs %.3f ms -> %.3f ms (%.2fx)\n", rep->tried,
          rep->rejected, rep->seconds, rep->default_ms, rep->tuned_ms, gain);
+  static const char *const types[] = {"f32", "f16", "q8", "q4"};
+  for (int t = 0; t < 4; t++)
+    if (rep->skinny[t].default_ms > 0)
+      printf("    skinny %-3s (one row x the shapes' weights): SPLITxROWS %ux%u %.3f ms -> %ux%u %.3f ms (%.2fx)\n",
+             types[t], rep->skinny[t].split, rep->skinny[t].rows, rep->skinny[t].default_ms, rep->skinny[t].tuned_split,
+             rep->skinny[t].tuned_rows, rep->skinny[t].tuned_ms, rep->skinny[t].default_ms / rep->skinny[t].tuned_ms);
   printf("    profile written: %s\n", rep->profile[0] ? rep->profile : "none (the defaults were as fast)");
 }
 
@@ -162,6 +168,16 @@ static void json_tune_result(cJSON *j, const clf_gemm_shape *use, size_t n, cons
   const char *keys[] = {"default_ms", "tuned_ms", "gain", "tried", "rejected", "seconds"};
   double vals[] = {rep->default_ms, rep->tuned_ms, gain, rep->tried, rep->rejected, rep->seconds};
   for (int d = 0; d < 6; d++) cJSON_AddNumberToObject(j, keys[d], vals[d]);
+  static const char *const types[] = {"f32", "f16", "q8", "q4"};
+  cJSON *sk = cJSON_AddObjectToObject(j, "skinny");
+  for (int t = 0; t < 4; t++) {
+    if (!(rep->skinny[t].default_ms > 0)) continue;
+    cJSON *e = cJSON_AddObjectToObject(sk, types[t]);
+    const char *ks[] = {"split", "rows", "tuned_split", "tuned_rows", "default_ms", "tuned_ms"};
+    double vs[] = {rep->skinny[t].split, rep->skinny[t].rows, rep->skinny[t].tuned_split, rep->skinny[t].tuned_rows,
+                   rep->skinny[t].default_ms, rep->skinny[t].tuned_ms};
+    for (int d = 0; d < 6; d++) cJSON_AddNumberToObject(e, ks[d], vs[d]);
+  }
   cJSON_AddStringToObject(j, "profile_written", rep->profile);
 }
 
@@ -296,8 +312,9 @@ const clf_cli_command clf_cli_probe_command = {
         "clformer's self-validation of its kernel variants against CPU references,\n"
         "and the GEMM tuning profile in use.  --tune first searches CLBlast's GEMM\n"
         "parameters for the GEMMs of the model in DIR at each N tokens (default 128),\n"
-        "else for BERT-base/GPT-2 sized layers, within SECONDS (default 300), and\n"
-        "stores the profile.\n"
+        "else for BERT-base/GPT-2 sized layers, and the work-group of the skinny\n"
+        "kernel (1-8 rows: decoding) for each weight type on the same weights, within\n"
+        "SECONDS (default 300), and stores the profile.\n"
         "--json prints {\"schema\": \"clformer-probe\", \"schema_version\": 1, ...} on stdout\n"
         "with the raw CL_DEVICE_* names and every measured number; progress goes to\n"
         "stderr.  Exit status: 0, or 1 when a device could not be probed, a kernel\n"

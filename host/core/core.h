@@ -108,6 +108,9 @@ struct clf_context {
   struct clf__verdicts *verdicts;
   /* The CLBlast tuning profile applied, or NULL (tune.cc). */
   char *gemm_profile;
+  /* The skinny kernel's work-group (SPLIT, ROWS) per weight type (f32, f16,
+   * q8, q4) from the applied profile; 0: the device's default (linear.c). */
+  unsigned skinny[4][2];
 
   cl_mem scratch[CLF__SCRATCH_COUNT];
   size_t scratch_bytes[CLF__SCRATCH_COUNT];

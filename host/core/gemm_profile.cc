@@ -35,6 +35,37 @@ constexpr size_t kMaxBytes = size_t{1} << 20;  // a profile is a few lines
 }  // namespace
 
 const char *const kKernel[NKERNELS] = {"Xgemm", "XgemmDirect", "GemmRoutine"};
+const char *const kSkinnyType[kSkinnyTypes] = {"f32", "f16", "q8", "q4"};
+
+std::string skinny_text(const Profile &p) {
+  std::string s;
+  for (int t = 0; t < kSkinnyTypes; t++)
+    if (p.skinny[t][0])
+      s += (s.empty() ? "" : " ") + std::string(kSkinnyType[t]) + "=" + std::to_string(p.skinny[t][0]) + "x" +
+           std::to_string(p.skinny[t][1]);
+  return s;
+}
+
+bool parse_skinny(const std::string &text, Profile *p, std::string *why) {
+  std::istringstream in(text);
+  bool any = false;
+  for (std::string w; in >> w; any = true) {
+    const size_t eq = w.find('=');
+    int t = 0;
+    while (t < kSkinnyTypes && w.compare(0, eq, kSkinnyType[t]) != 0) t++;
+    unsigned s = 0, r = 0;
+    char end = 0;
+    if (eq == std::string::npos || t == kSkinnyTypes)
+      return *why = "\"" + w + "\" is not TYPE=SPLITxROWS with TYPE one of f32, f16, q8, q4", false;
+    if (sscanf(w.c_str() + eq + 1, "%ux%u%c", &s, &r, &end) != 2 || s == 0 || r == 0 || (s & (s - 1)) ||
+        (r & (r - 1)) || s > kSkinnyMaxGroup || r > kSkinnyMaxGroup || s * r > kSkinnyMaxGroup)
+      return *why = "\"" + w + "\": SPLIT and ROWS must be powers of two with SPLIT x ROWS at most " +
+                    std::to_string(kSkinnyMaxGroup), false;
+    p->skinny[t][0] = s, p->skinny[t][1] = r;
+  }
+  if (!any) return *why = "no TYPE=SPLITxROWS given", false;
+  return true;
+}
 
 // ---- CLBlast's process-wide state ----
 // CLBlast's own parameters of each device, saved before our first override
@@ -231,6 +262,10 @@ bool parse_profile(const std::string &all, const Profile &dflt, Parsed *out, std
       continue;
     }
     if (head.empty() || head == "#" || head == "shape" || head == "default_ms" || head == "tuned_ms") continue;
+    if (head == kSkinny) {
+      if (!parse_skinny(rest, &r.p, &e)) return *why = at + head + ": " + e, false;
+      continue;
+    }
     int i = 0;
     while (i < NKERNELS && head != kKernel[i]) i++;
     if (i == NKERNELS) return *why = at + "unknown entry \"" + head + "\"", false;
@@ -277,6 +312,7 @@ bool write_profile(const clf_context *ctx, const std::string &path, const Profil
             s.count ? s.count : 1);
   fprintf(f, "default_ms %.4f\ntuned_ms %.4f\n", default_ms, tuned_ms);
   for (int i = 0; i < NKERNELS; i++) fprintf(f, "%s %s\n", kKernel[i], params_text(p.k[i]).c_str());
+  if (!skinny_text(p).empty()) fprintf(f, "%s %s\n", kSkinny, skinny_text(p).c_str());
   const bool ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
   if (fclose(f) != 0 || !ok || rename(tmp.c_str(), path.c_str()) != 0) {
     unlink(tmp.c_str());
@@ -300,6 +336,7 @@ static bool use(clf_context *ctx, const Profile &p, const std::string &name, con
     g_applied[dev] = p;
   }
   ctx->gemm_profile = strdup(name.c_str());
+  memcpy(ctx->skinny, p.skinny, sizeof ctx->skinny);
   clf__log(ctx, "GEMM tuning profile %s%s%s%s applied to %s", name.c_str(), traits.empty() ? "" : " (matched on ",
            traits.c_str(), traits.empty() ? "" : ")", ctx->dev.device_name);
   return true;
@@ -310,6 +347,7 @@ static bool use(clf_context *ctx, const Profile &p, const std::string &name, con
 void apply(clf_context *ctx) {
   free(ctx->gemm_profile);
   ctx->gemm_profile = nullptr;
+  memset(ctx->skinny, 0, sizeof ctx->skinny);
   const cl_device_id dev = ctx->dev.device;
   const char *env = getenv("CLFORMER_TUNING");
   const bool off = env && strcmp(env, "off") == 0, user_only = env && strcmp(env, "user") == 0;

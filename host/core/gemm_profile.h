@@ -26,10 +26,26 @@ extern const char *const kKernel[NKERNELS];
 constexpr const char *kSwitch = "XGEMM_MIN_INDIRECT_SIZE";
 constexpr size_t kAllDirect = size_t{1} << 20;  // (2^20)^3 exceeds any m*n*k
 
+// The skinny kernel's work-groups (kernels/linear.cl, M <= 8 rows): a
+// profile's optional line "Skinny f32=SxR f16=SxR q8=SxR q4=SxR" (SPLIT x
+// ROWS, powers of two; a type left out keeps the device's default).
+constexpr int kSkinnyTypes = 4;  // by the kernel's WTYPE
+extern const char *const kSkinnyType[kSkinnyTypes];
+constexpr const char *kSkinny = "Skinny";
+constexpr unsigned kSkinnyMaxGroup = 1024;  // SPLIT x ROWS at most
+
 struct Profile {
   Params k[NKERNELS];
-  bool operator==(const Profile &o) const { return k[0] == o.k[0] && k[1] == o.k[1] && k[2] == o.k[2]; }
+  unsigned skinny[kSkinnyTypes][2] = {};  // SPLIT, ROWS; 0: the device's default
+  bool operator==(const Profile &o) const {
+    for (int t = 0; t < kSkinnyTypes; t++)
+      if (skinny[t][0] != o.skinny[t][0] || skinny[t][1] != o.skinny[t][1]) return false;
+    return k[0] == o.k[0] && k[1] == o.k[1] && k[2] == o.k[2];
+  }
 };
+// "f32=1x16 q8=4x8" (types set), and back; false with *why.
+std::string skinny_text(const Profile &p);
+bool parse_skinny(const std::string &text, Profile *p, std::string *why);
 
 // CLBlast's own parameters of `dev`, saved before our first override; false
 // when CLBlast cannot report them.

@@ -418,6 +418,179 @@ Profile combine(Search &S, size_t n, const Params best[NKERNELS], std::vector<do
   return fin;
 }
 
+// 1b. The skinny kernel's work-group (kernels/linear.cl: products of 1-8
+// rows, decoding) for each weight type: one row times each distinct weight
+// [n, k] of the shapes, the time weighted by the shapes' counts.  The
+// candidates are SPLIT x ROWS (powers of two up to the device's work-group
+// size), the group in use first; each result is checked against the first
+// one's.  Until `end` seconds after t0, at least the group in use.
+struct SkinnyWeight {
+  size_t n, k;
+  double count;
+};
+
+clf_status skinny_time(Search &S, const std::vector<SkinnyWeight> &ws, const std::vector<clf_tensor *> &w,
+                       const std::vector<clf_tensor *> &x, const std::vector<clf_tensor *> &y,
+                       std::vector<std::vector<float>> *ref, double *ms, std::string *why) {
+  clf_context *ctx = S.ctx;
+  *ms = 0;
+  for (size_t i = 0; i < ws.size(); i++) {
+    std::vector<float> got(ws[i].n);
+    clf_status st = clf__linear_skinny(ctx, x[i], w[i], nullptr, CLF_ACT_NONE, y[i], 1, ws[i].n, ws[i].k, nullptr);
+    if (st == CLF_OK) st = clf_tensor_download(ctx, y[i], got.data(), got.size() * sizeof(float));
+    if (st != CLF_OK) return *why = clf_last_error(ctx), clf_clear_error(ctx), st;
+    if ((*ref)[i].empty()) {
+      (*ref)[i] = got;
+    } else {
+      double scale = 1, diff = 0;
+      for (size_t j = 0; j < got.size(); j++) {
+        scale = std::max(scale, (double)std::fabs((*ref)[i][j]));
+        const double d = std::fabs((double)got[j] - (*ref)[i][j]);
+        diff = d > diff || d != d ? d : diff;
+      }
+      if (!(diff <= 1e-4 * scale)) {
+        char m[128];
+        snprintf(m, sizeof m, "wrong result on [%zu, %zu]: max error %.3g x scale", ws[i].n, ws[i].k, diff / scale);
+        return *why = m, CLF_E_OPENCL;
+      }
+    }
+    double t[5];
+    for (double &v : t) {
+      const Clock::time_point start = Clock::now();
+      st = clf__linear_skinny(ctx, x[i], w[i], nullptr, CLF_ACT_NONE, y[i], 1, ws[i].n, ws[i].k, nullptr);
+      cl_int err = st == CLF_OK ? clFinish(ctx->queue) : CL_SUCCESS;
+      if (st != CLF_OK || err != CL_SUCCESS) {
+        *why = err != CL_SUCCESS ? std::string("clFinish: ") + clf_cl_error_name(err) : clf_last_error(ctx);
+        clf_clear_error(ctx);
+        return st != CLF_OK ? st : CLF_E_OPENCL;
+      }
+      v = seconds_since(start) * 1e3;
+    }
+    std::sort(t, t + 5);
+    *ms += ws[i].count * t[2];
+  }
+  return CLF_OK;
+}
+
+const clf_dtype kSkinnyDtype[kSkinnyTypes] = {CLF_F32, CLF_F16, CLF_Q8_0, CLF_Q4_0};
+using Group = std::pair<unsigned, unsigned>;  // SPLIT, ROWS
+
+// One row times each distinct weight [n, k] of the shapes in type t, on the
+// device (random values), and the first candidate's outputs.
+struct SkinnyBench {
+  std::vector<SkinnyWeight> ws;
+  std::vector<clf_tensor *> w, x, y;
+  std::vector<std::vector<float>> ref;
+  ~SkinnyBench() {
+    for (auto *v : {&w, &x, &y})
+      for (clf_tensor *t : *v) clf_tensor_destroy(t);
+  }
+  clf_status setup(Search &S, int t) {
+    for (const Bench &b : S.bench) {
+      if (!clf__skinny_fits(S.ctx, kSkinnyDtype[t], 1, b.s.k)) continue;
+      bool found = false;
+      for (SkinnyWeight &e : ws)
+        if (e.n == b.s.n && e.k == b.s.k) e.count += b.weight(), found = true;
+      if (!found) ws.push_back({b.s.n, b.s.k, b.weight()});
+    }
+    w.assign(ws.size(), nullptr), x.assign(ws.size(), nullptr), y.assign(ws.size(), nullptr);
+    ref.assign(ws.size(), {});
+    std::mt19937 gen(77 + t);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    clf_status st = CLF_OK;
+    for (size_t i = 0; i < ws.size() && st == CLF_OK; i++) {
+      std::vector<float> hw(ws[i].n * ws[i].k), hx(ws[i].k);
+      for (float &v : hw) v = u(gen);
+      for (float &v : hx) v = u(gen);
+      const size_t wsh[2] = {ws[i].n, ws[i].k}, xsh[2] = {1, ws[i].k}, ysh[2] = {1, ws[i].n};
+      if ((st = clf_tensor_from_f32(S.ctx, kSkinnyDtype[t], 2, wsh, hw.data(), &w[i])) == CLF_OK &&
+          (st = clf_tensor_from_f32(S.ctx, CLF_F32, 2, xsh, hx.data(), &x[i])) == CLF_OK)
+        st = clf_tensor_create(S.ctx, CLF_F32, 2, ysh, &y[i]);
+    }
+    return st;
+  }
+  // Times type t with group g set on the context; false (counted) when it
+  // failed or was wrong.
+  bool time(Search &S, int t, Group g, double *ms, bool quiet) {
+    S.ctx->skinny[t][0] = g.first, S.ctx->skinny[t][1] = g.second;
+    std::string why;
+    if (!quiet) S.tried++;
+    if (skinny_time(S, ws, w, x, y, &ref, ms, &why) == CLF_OK) return true;
+    if (!quiet) S.rejected++, S.say("Skinny %s %ux%u: rejected: %s", kSkinnyType[t], g.first, g.second, why.c_str());
+    return false;
+  }
+};
+
+// The candidates of type t until `end`, the group in use (cands[0]) first;
+// then the winner against it once more, alternately (the candidates were
+// timed seconds apart on a machine whose speed drifts): the faster of each
+// one's runs decides.  *def_ms kNever when the group in use failed.
+void skinny_search(Search &S, int t, SkinnyBench &B, const std::vector<Group> &cands, double end, double *def_ms,
+                   double *best_ms, Group *best) {
+  *def_ms = *best_ms = kNever;
+  *best = cands[0];
+  for (size_t c = 0; c < cands.size(); c++) {
+    if (c > 0 && seconds_since(S.t0) >= end) break;
+    double ms;
+    if (!B.time(S, t, cands[c], &ms, false)) {
+      if (c == 0) return;  // no reference to check the others against
+      continue;
+    }
+    S.say("Skinny %s %ux%u: %.3f ms%s", kSkinnyType[t], cands[c].first, cands[c].second, ms,
+          ms < *best_ms ? " (best)" : "");
+    if (c == 0) *def_ms = ms;
+    if (ms < *best_ms) *best_ms = ms, *best = cands[c];
+  }
+  for (int round = 0; round < 2 && *best != cands[0]; round++)
+    for (int which = 0; which < 2; which++) {
+      double ms;
+      if (B.time(S, t, which ? *best : cands[0], &ms, true)) {
+        double &keep_ms = which ? *best_ms : *def_ms;
+        keep_ms = std::min(keep_ms, ms);
+      }
+    }
+}
+
+// Each type with an equal share of the time until `end`; its group in
+// *fin (the one in use unless another was 2% faster) and in the report.
+// True when a type got a faster group.
+bool tune_skinny(Search &S, double end, Profile *fin, clf_tune_report *report) {
+  clf_context *ctx = S.ctx;
+  const double start = seconds_since(S.t0);
+  bool any = false;
+  for (int t = 0; t < kSkinnyTypes; t++) {
+    const unsigned saved[2] = {ctx->skinny[t][0], ctx->skinny[t][1]};
+    fin->skinny[t][0] = saved[0], fin->skinny[t][1] = saved[1];
+    SkinnyBench B;
+    if (B.setup(S, t) != CLF_OK) {  // leave the type as it is
+      S.say("Skinny %s: not tuned: %s", kSkinnyType[t], clf_last_error(ctx));
+      clf_clear_error(ctx);
+      continue;
+    }
+    if (B.ws.empty()) continue;
+    size_t s0, r0;
+    clf__skinny_shape(ctx, kSkinnyDtype[t], &s0, &r0);
+    std::vector<Group> cands = {{(unsigned)s0, (unsigned)r0}};
+    for (unsigned sp = 1; sp <= 64; sp *= 2)
+      for (unsigned ro = 1; ro <= 64; ro *= 2)
+        if (sp * ro <= ctx->caps.max_wg && sp * ro >= 4 && !(sp == s0 && ro == r0)) cands.emplace_back(sp, ro);
+    std::shuffle(cands.begin() + 1, cands.end(), S.rng);
+    double def_ms, best_ms;
+    Group best;
+    skinny_search(S, t, B, cands, start + (end - start) * (t + 1) / kSkinnyTypes, &def_ms, &best_ms, &best);
+    ctx->skinny[t][0] = saved[0], ctx->skinny[t][1] = saved[1];
+    if (def_ms == kNever) continue;
+    const bool better = best_ms < 0.98 * def_ms;
+    any |= better;
+    if (better) fin->skinny[t][0] = best.first, fin->skinny[t][1] = best.second;
+    else best = cands[0], best_ms = def_ms;
+    if (report) report->skinny[t] = {(unsigned)s0, (unsigned)r0, best.first, best.second, def_ms, best_ms};
+    S.say("Skinny %s: %ux%u %.3f ms -> %ux%u %.3f ms", kSkinnyType[t], (unsigned)s0, (unsigned)r0, def_ms, best.first,
+          best.second, best_ms);
+  }
+  return any;
+}
+
 // Keeps a profile better by 2% or more (less is within the noise of the
 // timing): written to the cache and applied, or, with the disk cache off,
 // set for this process only.  Otherwise the stored profile (if any) stays.
@@ -428,6 +601,7 @@ clf_status keep(clf_context *ctx, const Profile &fin, bool better, const clf_gem
   if (better && path.empty()) {
     int code;
     set_profile(ctx->dev.device, fin, &code);  // measured just now: it applies
+    memcpy(ctx->skinny, fin.skinny, sizeof ctx->skinny);
     clf__log(ctx, "GEMM tuning: the disk cache is off, so the parameters found hold for this process only");
   } else if (better) {
     std::vector<clf_gemm_shape> list(shapes, shapes + n);
@@ -474,10 +648,14 @@ clf_status tune(clf_context *ctx, const clf_gemm_shape *shapes, size_t n, const 
   S.say("defaults: %.3f ms (Xgemm %s; XgemmDirect %s; %s=%zu)", def_total, params_text(S.dflt.k[XGEMM]).c_str(),
         params_text(S.dflt.k[DIRECT]).c_str(), kSwitch, get(S.dflt.k[ROUTINE], kSwitch));
 
+  // The skinny kernel first, with a tenth of the budget.
+  Profile skinny;
+  const bool skinny_better = tune_skinny(S, 0.1 * budget, &skinny, report);
   Params best[NKERNELS];
   search_kernels(S, budget, best, ms);
   double fin_total;
-  const Profile fin = combine(S, n, best, ms, def_ms, def_total, &fin_ms, &fin_total);
+  Profile fin = combine(S, n, best, ms, def_ms, def_total, &fin_ms, &fin_total);
+  memcpy(fin.skinny, skinny.skinny, sizeof fin.skinny);
 
   if (report) {
     report->default_ms = def_total;
@@ -488,7 +666,7 @@ clf_status tune(clf_context *ctx, const clf_gemm_shape *shapes, size_t n, const 
   }
   for (size_t i = 0; per_shape && i < n; i++)
     per_shape[S.bench[i].index] = {def_ms[i], fin_ms[i], std::min(S.bench[i].best_seen, fin_ms[i])};
-  st = keep(ctx, fin, fin_total < 0.98 * def_total, shapes, n, def_total, fin_total, report);
+  st = keep(ctx, fin, fin_total < 0.98 * def_total || skinny_better, shapes, n, def_total, fin_total, report);
   if (report) report->seconds = seconds_since(S.t0);
   return st;
 }

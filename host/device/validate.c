@@ -237,8 +237,8 @@ static clf_status case_bias_act(clf_context *ctx, const vcase *c, double *err) {
 }
 
 /* y = gelu(x W^T + b) with W [37, 96] stored as the clf_dtype p[0], x
- * [p[1], 96]: 3 rows take the skinny kernel, 12 the expanded weight and
- * CLBlast.  The reference multiplies the stored values (decoded on the
+ * [p[1], 96]: up to clf__skinny_max_rows rows take the skinny kernel (11:
+ * two launches, of 8 and 3 rows), more the expanded weight and CLBlast.  The reference multiplies the stored values (decoded on the
  * host), so that only the product is judged. */
 static clf_status case_linear(clf_context *ctx, const vcase *c, double *err) {
   enum { N = 37, K = 96 };
@@ -401,10 +401,11 @@ static size_t list_cases(clf_context *ctx, vcase *list) {
   static const clf_dtype wts[] = {CLF_F32, CLF_F16, CLF_Q8_0, CLF_Q4_0};
   for (size_t i = 0; i < CLF__ARRAY_LEN(wts); i++) {
     char name[96];
+    const size_t most = clf__skinny_max_rows(ctx);
     if (clf__skinny_variant(ctx, wts[i], name, sizeof name))
-      add_case(list, &n, MAX_CASES, name, case_linear, wts[i], 3, 0, 0, 1e-5);
+      add_case(list, &n, MAX_CASES, name, case_linear, wts[i], most >= 11 ? 11 : 3, 0, 0, 1e-5);
     snprintf(name, sizeof name, "linear.gemm %s", clf__weight_type_name(wts[i]));
-    add_case(list, &n, MAX_CASES, name, case_linear, wts[i], 12, 0, 0, 1e-5);
+    add_case(list, &n, MAX_CASES, name, case_linear, wts[i], most + 3, 0, 0, 1e-5);
   }
   return n;
 }

@@ -239,7 +239,7 @@ clf_status clf_linear(clf_context *ctx, const clf_tensor *x, const clf_tensor *w
   if ((st = dense_check_numel(ctx, op, "y", y)) != CLF_OK) return st;
 
   const size_t M = clf__numel_range(x, 0, x->ndim - 1);
-  if (!in_out && clf__skinny_fits(w->dtype, M, in) && out > 0) {
+  if (!in_out && clf__skinny_fits(ctx, w->dtype, M, in) && out > 0) {
     int use = 1;
     if (clf__variants_failed(ctx)) {
       char name[96], other[32];

@@ -36,14 +36,17 @@ const char *clf__weight_type_name(clf_dtype wt) { return wnames[linear_wtype(wt)
 /* The skinny kernel's work-group: SPLIT work-items share a row's K, ROWS
  * rows per group.  On a CPU a work-group is a loop on one core: one
  * work-item per row streams it (SPLIT 1) and ROWS rows amortise the group;
- * on a GPU a warp-sized split reads coalesced chunks.  $CLFORMER_SKINNY
- * ("SPLITxROWS", powers of two) overrides, for tuning. */
+ * on a GPU a warp-sized split reads coalesced chunks.  The applied tuning
+ * profile's "Skinny" line (probe --tune) replaces these defaults, and
+ * $CLFORMER_SKINNY ("SPLITxROWS", powers of two) overrides both. */
 void clf__skinny_shape(const clf_context *ctx, clf_dtype wt, size_t *split, size_t *rows) {
   /* PoCL on a 2-core Zen 5 (GPT-2's 50257 x 768 head, M = 1): f32 and f16
    * best at 1 x 8-16, the block types at 4 x 8 (their conversions then
    * spread over the lanes PoCL vectorises). */
-  const int block = clf__dtype_is_block(wt);
+  const int block = clf__dtype_is_block(wt), t = linear_wtype(wt);
   size_t s = ctx->caps.is_cpu ? (block ? 4 : 1) : 32, r = ctx->caps.is_cpu ? (block ? 8 : 16) : 4;
+  if (ctx->skinny[t][0]) /* the applied profile's (probe --tune) */
+    s = ctx->skinny[t][0], r = ctx->skinny[t][1];
   const char *env = getenv("CLFORMER_SKINNY");
   unsigned es, er;
   if (env && sscanf(env, "%ux%u", &es, &er) == 2 && es && er && !(es & (es - 1)) && !(er & (er - 1)) &&
@@ -55,8 +58,22 @@ void clf__skinny_shape(const clf_context *ctx, clf_dtype wt, size_t *split, size
   *rows = r;
 }
 
-int clf__skinny_fits(clf_dtype wt, size_t M, size_t K) {
-  return M >= 1 && M <= CLF__SKINNY_MAX_M && K % linear_chunk(wt) == 0;
+/* Up to how many rows launches of 8 rows beat CLBlast: on PoCL (2-core Zen 5,
+ * the shipped AVX2 profile) GPT-2 124M's forward pass over 16 tokens took
+ * 176-198 ms this way against 591-639 ms in CLBlast (its direct kernel at
+ * about 6 GFLOP/s there), over 64 tokens 444-470 against 498 ms; a GPU's
+ * GEMM is far ahead past 8 rows.  $CLFORMER_SKINNY_ROWS (8 to 4096)
+ * overrides. */
+size_t clf__skinny_max_rows(const clf_context *ctx) {
+  size_t rows = ctx->caps.is_cpu ? 64 : CLF__SKINNY_MAX_M;
+  const char *env = getenv("CLFORMER_SKINNY_ROWS");
+  unsigned v;
+  if (env && sscanf(env, "%u", &v) == 1 && v >= CLF__SKINNY_MAX_M && v <= 4096) rows = v;
+  return rows;
+}
+
+int clf__skinny_fits(const clf_context *ctx, clf_dtype wt, size_t M, size_t K) {
+  return M >= 1 && M <= clf__skinny_max_rows(ctx) && K % linear_chunk(wt) == 0;
 }
 
 int clf__skinny_variant(const clf_context *ctx, clf_dtype wt, char *buf, size_t len) {
@@ -69,7 +86,7 @@ clf_status clf__linear_skinny(clf_context *ctx, const clf_tensor *x, const clf_t
                               clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K, cl_event *event) {
   size_t split, rows, mmax = 1;
   clf__skinny_shape(ctx, w->dtype, &split, &rows);
-  while (mmax < M) mmax *= 2;
+  while (mmax < M && mmax < CLF__SKINNY_MAX_M) mmax *= 2;
   char opts[96];
   snprintf(opts, sizeof opts, "-DWTYPE=%d -DSPLIT=%zu -DROWS=%zu -DMMAX=%zu", linear_wtype(w->dtype), split, rows,
            mmax);
@@ -78,12 +95,20 @@ clf_status clf__linear_skinny(clf_context *ctx, const clf_tensor *x, const clf_t
   if (st != CLF_OK) return st;
   const clf_tensor *bb = bias ? bias : x;
   cl_int has_bias = bias != NULL, act32 = (cl_int)act;
-  cl_uint m32 = (cl_uint)M, n32 = (cl_uint)N, k32 = (cl_uint)K, soff = scales_off(w);
-  st = clf__set_args(ctx, k, 15, CLF__TARG(x), CLF__TARG(w), CLF__ARG(w->buf), CLF__ARG(soff), CLF__TARG(bb),
-                     CLF__ARG(has_bias), CLF__ARG(act32), CLF__TARG(y), CLF__ARG(m32), CLF__ARG(n32), CLF__ARG(k32));
-  if (st != CLF_OK) return st;
+  cl_uint n32 = (cl_uint)N, k32 = (cl_uint)K, soff = scales_off(w);
   size_t local[2] = {split, rows}, global[2] = {split, (N + rows - 1) / rows * rows};
-  return clf__launch(ctx, k, 2, global, local, event);
+  /* Launches of up to MMAX rows: x and y advanced on stack copies. */
+  for (size_t r0 = 0; r0 < M; r0 += mmax) {
+    clf_tensor xc = *x, yc = *y;
+    xc.offset += r0 * K, yc.offset += r0 * N;
+    cl_uint m32 = (cl_uint)(M - r0 < mmax ? M - r0 : mmax);
+    st = clf__set_args(ctx, k, 15, CLF__TARG(&xc), CLF__TARG(w), CLF__ARG(w->buf), CLF__ARG(soff), CLF__TARG(bb),
+                       CLF__ARG(has_bias), CLF__ARG(act32), CLF__TARG(&yc), CLF__ARG(m32), CLF__ARG(n32),
+                       CLF__ARG(k32));
+    if (st == CLF_OK) st = clf__launch(ctx, k, 2, global, local, r0 + mmax >= M ? event : NULL);
+    if (st != CLF_OK) return st;
+  }
+  return CLF_OK;
 }
 
 clf_status clf__linear_expand(clf_context *ctx, const clf_tensor *w, cl_mem *out) {

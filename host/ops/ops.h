@@ -29,11 +29,14 @@ clf_status clf__embed_gather(clf_context *ctx, const clf_tensor *x, size_t x_bst
 int clf__attn_fused_variant(const clf_context *ctx, size_t dh, size_t lq, char *buf, size_t len);
 
 /* ---- linear layers off CLBlast's direct path (linear.c) ---- */
-/* The most rows of x the matrix-vector kernel takes. */
+/* The most rows of x one launch of the matrix-vector kernel takes. */
 #define CLF__SKINNY_MAX_M 8
-/* Whether an [M, K] x [N, K]^T product with weights of type wt fits the
- * skinny kernel (1 <= M <= 8, K a multiple of its chunk). */
-int clf__skinny_fits(clf_dtype wt, size_t M, size_t K);
+/* The most rows x may have for the skinny path on ctx's device (launches
+ * of up to 8 rows each), from 8 up. */
+size_t clf__skinny_max_rows(const clf_context *ctx);
+/* Whether an [M, K] x [N, K]^T product with weights of type wt takes the
+ * skinny path (1 <= M <= clf__skinny_max_rows, K a multiple of its chunk). */
+int clf__skinny_fits(const clf_context *ctx, clf_dtype wt, size_t M, size_t K);
 /* Its work-group shape on ctx's device, and its variant name
  * ("linear.skinny q8 SPLIT=1 ROWS=4"); 0 when buf is too short. */
 void clf__skinny_shape(const clf_context *ctx, clf_dtype wt, size_t *split, size_t *rows);
