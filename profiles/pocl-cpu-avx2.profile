@@ -11,6 +11,12 @@ clformer-gemm-profile 1
 #   CLBlast's defaults to 757 ms as combined (503 ms in the Xgemm phase).
 #   Xgemm is clblast_tuner_xgemm's random-stage winner at 128x3072x768 on Zen 5
 #   (a seed of the search), the fastest of the 14 here too.
+# Skinny (2026-11-25, same machine): q8 at 1x4 instead of the CPU default 4x8:
+#   `probe --tune --model <GPT-2 124M> --tokens 64` picked it (38.1 -> 16.0 ms
+#   for one row times every weight), and GPT-2 124M's q8 decode took 24.1 and
+#   19.5 ms of device time per token against 27.2 and 36.6 with 4x8 (two
+#   interleaved rounds of `clformer generate --profile`).  The other types'
+#   winners did not hold up in the same check, so they keep the defaults.
 match platform=Portable Computing Language device_type=CPU isa=haswell
 match driver=any local_mem_kib=64- compute_units=any
 shape m=64 n=768 k=768 trans_a=0 trans_b=1 count=4
@@ -39,3 +45,4 @@ tuned_ms 757.0506
 Xgemm GEMMK=0 KREG=1 KWG=16 KWI=2 MDIMA=16 MDIMC=8 MWG=128 NDIMB=32 NDIMC=16 NWG=128 SA=0 SB=0 STRM=1 STRN=1 VWM=8 VWN=4
 XgemmDirect KWID=8 MDIMAD=8 MDIMCD=8 NDIMBD=8 NDIMCD=8 PADA=1 PADB=1 VWMD=8 VWND=8 WGD=64
 GemmRoutine XGEMM_MIN_INDIRECT_SIZE=335
+Skinny q8=1x4
