@@ -71,6 +71,19 @@ const char *const kDirectGpuSeeds[] = {
 
 // ---- the search ----
 
+// max |got - ref| over the scale max(1, max |ref|) (returned), and that scale;
+// NaN counts as wrong (it compares as never within a tolerance).
+double max_rel_error(const std::vector<float> &ref, const std::vector<float> &got, double *scale) {
+  double s = 1, diff = 0;
+  for (size_t j = 0; j < got.size(); j++) {
+    s = std::max(s, (double)std::fabs(ref[j]));
+    const double d = std::fabs((double)got[j] - ref[j]);
+    diff = d > diff || d != d ? d : diff;
+  }
+  *scale = s;
+  return diff / s;
+}
+
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -175,16 +188,12 @@ struct Search {
       if (b.ref.empty()) {
         b.ref = got;
       } else {
-        double scale = 1, diff = 0;
-        for (size_t j = 0; j < got.size(); j++) {
-          scale = std::max(scale, (double)std::fabs(b.ref[j]));
-          const double d = std::fabs((double)got[j] - b.ref[j]);
-          diff = d > diff || d != d ? d : diff;  // NaN counts as wrong
-        }
-        if (!(diff <= 1e-4 * scale)) {
+        double scale;
+        const double rel = max_rel_error(b.ref, got, &scale);
+        if (!(rel <= 1e-4)) {
           char m[160];
           snprintf(m, sizeof m, "wrong result on %zux%zux%zu: max error %.3g x scale %.3g", b.s.m, b.s.n, b.s.k,
-                   diff / scale, scale);
+                   rel, scale);
           return *why = m, -1;
         }
       }
@@ -442,15 +451,11 @@ clf_status skinny_time(Search &S, const std::vector<SkinnyWeight> &ws, const std
     if ((*ref)[i].empty()) {
       (*ref)[i] = got;
     } else {
-      double scale = 1, diff = 0;
-      for (size_t j = 0; j < got.size(); j++) {
-        scale = std::max(scale, (double)std::fabs((*ref)[i][j]));
-        const double d = std::fabs((double)got[j] - (*ref)[i][j]);
-        diff = d > diff || d != d ? d : diff;
-      }
-      if (!(diff <= 1e-4 * scale)) {
+      double scale;
+      const double rel = max_rel_error((*ref)[i], got, &scale);
+      if (!(rel <= 1e-4)) {
         char m[128];
-        snprintf(m, sizeof m, "wrong result on [%zu, %zu]: max error %.3g x scale", ws[i].n, ws[i].k, diff / scale);
+        snprintf(m, sizeof m, "wrong result on [%zu, %zu]: max error %.3g x scale", ws[i].n, ws[i].k, rel);
         return *why = m, CLF_E_OPENCL;
       }
     }

@@ -238,8 +238,9 @@ static clf_status case_bias_act(clf_context *ctx, const vcase *c, double *err) {
 
 /* y = gelu(x W^T + b) with W [37, 96] stored as the clf_dtype p[0], x
  * [p[1], 96]: up to clf__skinny_max_rows rows take the skinny kernel (11:
- * two launches, of 8 and 3 rows), more the expanded weight and CLBlast.  The reference multiplies the stored values (decoded on the
- * host), so that only the product is judged. */
+ * two launches, of 8 and 3 rows), more the expanded weight and CLBlast.
+ * The reference multiplies the stored values (decoded on the host), so
+ * that only the product is judged. */
 static clf_status case_linear(clf_context *ctx, const vcase *c, double *err) {
   enum { N = 37, K = 96 };
   const clf_dtype dt = (clf_dtype)c->p[0];

@@ -105,16 +105,16 @@ static clf_status store_matrix(clf_context *ctx, clf__params *p, const char *nam
   return CLF_OK;
 }
 
-/* Uploads host [rows, in] as a block's linear l: as store_matrix, or, for
- * f32 weights of a spec that asks (spec->in_out_f32), transposed to
- * [in, rows] with l->layout CLF_WEIGHT_IN_OUT: CLBlast then reads the
- * weight where it lies instead of copying it into a transposed temporary
- * on every call (gemm_clblast.cc).  Stored types stay [out, in], the
- * layout of the skinny kernel. */
-static clf_status store_linear(clf_context *ctx, clf__params *p, const clf__block_spec *spec, const char *name,
-                               const float *h, size_t rows, size_t in, clf__linear *l) {
+/* Uploads host [rows, in] as linear l's weight: as store_matrix, or, for
+ * f32 weights when in_out_f32 (clf__block_spec), transposed to [in, rows]
+ * with l->layout CLF_WEIGHT_IN_OUT: CLBlast then reads the weight where it
+ * lies instead of copying it into a transposed temporary on every call
+ * (gemm_clblast.cc).  Stored types stay [out, in], the layout of the skinny
+ * kernel.  rows x in is the size of h, already in memory. */
+static clf_status store_linear(clf_context *ctx, clf__params *p, int in_out_f32, const char *name, const float *h,
+                               size_t rows, size_t in, clf__linear *l) {
   l->layout = CLF_WEIGHT_OUT_IN;
-  if (!spec->in_out_f32 || p->wtype != CLF_F32) return store_matrix(ctx, p, name, h, rows, in, &l->w);
+  if (!in_out_f32 || p->wtype != CLF_F32) return store_matrix(ctx, p, name, h, rows, in, &l->w);
   float *t = malloc((rows * in > 0 ? rows * in : 1) * sizeof *t);
   if (!t) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "model: out of host memory transposing \"%s\"", name);
   transpose(h, rows, in, t);
@@ -133,15 +133,24 @@ clf_status clf__load_weight(clf_context *ctx, const clf__weights *w, clf__params
   return st;
 }
 
+/* clf__load_linear, with the weight stored as store_linear says. */
+static clf_status load_linear(clf_context *ctx, const clf__weights *w, clf__params *p, const char *wname,
+                              const char *bname, size_t out_f, size_t in_f, clf_weight_layout layout, int in_out_f32,
+                              clf__linear *l) {
+  float *h = NULL;
+  l->layout = CLF_WEIGHT_OUT_IN;
+  l->b = NULL;
+  clf_status st = read_matrix(ctx, w, wname, out_f, in_f, layout == CLF_WEIGHT_IN_OUT, &h);
+  if (st == CLF_OK) st = store_linear(ctx, p, in_out_f32, wname, h, out_f, in_f, l);
+  free(h);
+  if (st == CLF_OK && bname) st = clf__param(ctx, w, p, bname, 1, &out_f, &l->b);
+  return st;
+}
+
 clf_status clf__load_linear(clf_context *ctx, const clf__weights *w, clf__params *p, const char *wname,
                             const char *bname, size_t out_f, size_t in_f, clf_weight_layout layout,
                             clf__linear *l) {
-  clf_status st;
-  l->layout = CLF_WEIGHT_OUT_IN;
-  l->b = NULL;
-  if ((st = clf__load_weight(ctx, w, p, wname, out_f, in_f, layout, &l->w)) != CLF_OK) return st;
-  if (bname) return clf__param(ctx, w, p, bname, 1, &out_f, &l->b);
-  return CLF_OK;
+  return load_linear(ctx, w, p, wname, bname, out_f, in_f, layout, 0, l);
 }
 
 /* The parts of a QKV / KV row (PREFIX NAME with "%s" each of r->parts)
@@ -176,7 +185,7 @@ static clf_status load_fused(clf_context *ctx, const clf__weights *w, clf__param
   l->layout = CLF_WEIGHT_OUT_IN;
   l->b = NULL;
   snprintf(wn, sizeof wn, fmt, r->kind == CLF__ROW_QKV ? "{q,k,v}" : "{k,v}");
-  if (st == CLF_OK) st = store_linear(ctx, p, spec, wn, cat, n * D, D, l);
+  if (st == CLF_OK) st = store_linear(ctx, p, spec->in_out_f32, wn, cat, n * D, D, l);
   if (st == CLF_OK && bias) {
     clf_tensor *t = NULL;
     if ((st = clf_tensor_from_f32(ctx, CLF_F32, 1, (size_t[]){n * D}, bcat, &t)) == CLF_OK &&
@@ -225,14 +234,8 @@ clf_status clf__load_rows(clf_context *ctx, const clf__weights *w, clf__params *
     }
     snprintf(bn, sizeof bn, "%s%s.bias", prefix, r->name);
     snprintf(wn, sizeof wn, "%s%s.weight", prefix, r->name);
-    clf__linear *l = at;
-    float *h = NULL;
-    const size_t out_f = spec->dims[r->out], in_f = spec->dims[r->in];
-    l->b = NULL;
-    if ((st = read_matrix(ctx, w, wn, out_f, in_f, spec->layout == CLF_WEIGHT_IN_OUT, &h)) == CLF_OK)
-      st = store_linear(ctx, p, spec, wn, h, out_f, in_f, l);
-    free(h);
-    if (st == CLF_OK && bias) st = clf__param(ctx, w, p, bn, 1, &out_f, &l->b);
+    st = load_linear(ctx, w, p, wn, bias ? bn : NULL, spec->dims[r->out], spec->dims[r->in], spec->layout,
+                     spec->in_out_f32, at);
   }
   return st;
 }
