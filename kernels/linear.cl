@@ -133,6 +133,87 @@ void skinny(__global const float *x, uint x_off, __global const WT *w, uint w_of
     if (m < M) y[y_off + (size_t)m * N + n] = clf_act(out[m] + b, act);
 }
 
+/* y [M, N] = act(x [M, K] W + bias) with W f32 [K, N] ([in, out]: the
+ * layout CLBlast reads without a copy, so an encoder keeps one copy of each
+ * weight for both paths), M <= MMAX.  Work-item (c, ks) holds the 8
+ * adjacent columns from 8c (one vload8 per row of W) and takes every KS-th
+ * row of W from ks on, four rows in flight; the KS partial sums meet in
+ * local memory.  x's elements multiply whole strips as scalars, so M rows
+ * cost one weight load per M FMAs: a small GEMM rather than M dot products
+ * (on PoCL, 8 rows run 2-3x faster than with skinny on [N, K]; one row
+ * runs 1.3-2x slower, which is why decoders keep [N, K]).  On a GPU (KS >
+ * 1) a warp's loads of one row coalesce.  global (N / 8 rounded up to
+ * COLS, KS), local (COLS, KS). */
+#ifndef COLS
+#define COLS 16
+#endif
+#ifndef KS
+#define KS 1
+#endif
+__kernel __attribute__((reqd_work_group_size(COLS, KS, 1)))
+void skinny_t(__global const float *x, uint x_off, __global const float *w, uint w_off,
+              __global const float *bias, uint b_off, int has_bias, int act, __global float *y, uint y_off,
+              uint M, uint N, uint K) {
+  const uint c = get_global_id(0), ks = get_local_id(1);
+  const uint n0 = c * 8;
+  x += x_off;
+  w += w_off;
+  float8 acc[MMAX];
+  for (uint m = 0; m < MMAX; m++) acc[m] = (float8)(0.0f);
+  if (n0 + 8 <= N) {
+    uint k = ks;
+    for (; k + 3 * KS < K; k += 4 * KS) {
+      const float8 w0 = vload8(0, w + (size_t)k * N + n0), w1 = vload8(0, w + (size_t)(k + KS) * N + n0);
+      const float8 w2 = vload8(0, w + (size_t)(k + 2 * KS) * N + n0);
+      const float8 w3 = vload8(0, w + (size_t)(k + 3 * KS) * N + n0);
+      for (uint m = 0; m < MMAX; m++)
+        if (m < M) {
+          __global const float *xm = x + (size_t)m * K + k;
+          acc[m] += (xm[0] * w0 + xm[KS] * w1) + (xm[2 * KS] * w2 + xm[3 * KS] * w3);
+        }
+    }
+    for (; k < K; k += KS) {
+      const float8 w0 = vload8(0, w + (size_t)k * N + n0);
+      for (uint m = 0; m < MMAX; m++)
+        if (m < M) acc[m] += x[(size_t)m * K + k] * w0;
+    }
+  } else if (n0 < N) { /* the last, partial strip */
+    for (uint k = ks; k < K; k += KS) {
+      float e[8];
+      for (uint j = 0; j < 8; j++) e[j] = n0 + j < N ? w[(size_t)k * N + n0 + j] : 0.0f;
+      const float8 w0 = vload8(0, e);
+      for (uint m = 0; m < MMAX; m++)
+        if (m < M) acc[m] += x[(size_t)m * K + k] * w0;
+    }
+  }
+#if KS > 1
+  __local float8 red[KS][COLS];
+  const uint l = get_local_id(0);
+  for (uint m = 0; m < MMAX; m++) {
+    if (m < M) { /* M is uniform: every work-item meets the barriers */
+      red[ks][l] = acc[m];
+      barrier(CLK_LOCAL_MEM_FENCE);
+      for (uint h = KS / 2; h > 0; h >>= 1) {
+        if (ks < h) red[ks][l] += red[ks + h][l];
+        barrier(CLK_LOCAL_MEM_FENCE);
+      }
+      acc[m] = red[0][l];
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+  }
+#endif
+  if (ks != 0 || n0 >= N) return;
+  float o[8];
+  for (uint m = 0; m < MMAX; m++) {
+    if (m >= M) continue;
+    vstore8(acc[m], 0, o);
+    for (uint j = 0; j < 8 && n0 + j < N; j++) {
+      const float b = has_bias ? bias[b_off + n0 + j] : 0.0f;
+      y[y_off + (size_t)m * N + n0 + j] = clf_act(o[j] + b, act);
+    }
+  }
+}
+
 /* out [K, N] f32 = the stored weight [N, K], transposed ([in, out]: the
  * operand CLBlast reads without a copy of its own); work-item (n, c)
  * expands chunk c of row n (global: N rounded up to the work-group, K / CH),

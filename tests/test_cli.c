@@ -175,11 +175,18 @@ START_TEST(weights_and_profile_options) {
   ck_assert_msg(strstr(err, "profile: device time by op") && strstr(err, "  skinny ") && strstr(err, "  all "), "%s",
                 err);
   ck_assert_msg(strstr(err, "profile: per new token: ") && strstr(err, " launches"), "%s", err);
-  /* BERT's f32 weights are stored [in, out] for CLBlast, whatever the rows;
-   * q8 weights on a few rows run the skinny kernel. */
+  /* BERT's f32 weights are stored [in, out]: a few rows run the skinny_t
+   * kernel, more than clf__skinny_max_rows (here lowered to 8: the input
+   * has 2 x 11 rows) CLBlast; q8 weights on a few rows run the skinny
+   * kernel. */
   snprintf(args, sizeof(args), "run %s/bert --in input_ids=%s/bert/padded.input_ids.npy --out last_hidden_state=%s/h.npy "
            "--profile", fx, fx, tmp);
   ck_assert_msg(run_cli(args) == 0, "%s: %s", args, slurp("stderr"));
+  err = slurp("stderr");
+  ck_assert_msg(strstr(err, "profile: per forward pass: ") && strstr(err, "  skinny_t "), "%s", err);
+  setenv("CLFORMER_SKINNY_ROWS", "8", 1);
+  ck_assert_msg(run_cli(args) == 0, "%s: %s", args, slurp("stderr"));
+  unsetenv("CLFORMER_SKINNY_ROWS");
   err = slurp("stderr");
   ck_assert_msg(strstr(err, "profile: per forward pass: ") && strstr(err, "clblast_gemm"), "%s", err);
   snprintf(args, sizeof(args), "run %s/bert --in input_ids=%s/bert/padded.input_ids.npy --out last_hidden_state=%s/h.npy "

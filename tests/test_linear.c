@@ -3,7 +3,8 @@
  * clformer.h states them (decoded here independently of the library, f16
  * through the compiler's _Float16), clf_linear with every weight type on
  * both paths (matrix-vector kernel and expanded weight + CLBlast), every
- * work-group shape of the skinny kernel, and bad arguments. */
+ * work-group shape of the skinny kernels (f32 [in, out] too), and bad
+ * arguments. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -88,15 +89,27 @@ END_TEST
 /* y = act(x W^T + b) through clf_linear with W stored as dt, against the
  * reference on the stored values (so the test checks the product, the
  * format test above the storage).  x is a view at an offset. */
-static void check_linear(clf_dtype dt, size_t M, size_t N, size_t K, int with_bias, clf_activation act,
-                         uint32_t seed) {
+static void check_linear_layout(clf_dtype dt, int in_out, size_t M, size_t N, size_t K, int with_bias,
+                                clf_activation act, uint32_t seed) {
   float *x = th_rand(M * K + 3, seed, -1, 1), *wsrc = th_rand(N * K, seed + 1, -1, 1);
   float *bias = th_rand(N, seed + 2, -1, 1), *ref = malloc((M * N + 1) * sizeof(float));
   clf_tensor *tw = NULL, *xb = th_tensor(CLF_F32, 1, TH_SHAPE(M * K + 3), x), *tx = NULL;
   TH_OK(clf_tensor_view(xb, 3, 2, TH_SHAPE(M, K), &tx));
-  TH_OK(clf_tensor_from_f32(th_ctx, dt, 2, TH_SHAPE(N, K), wsrc, &tw));
-  unsigned char *p = th_download(tw);
-  float *w = decode(dt, p, N, K);
+  unsigned char *p = NULL;
+  float *w;
+  if (in_out) { /* f32 [K, N]: the reference reads wsrc as [N, K] */
+    float *t = malloc(N * K * sizeof(float));
+    for (size_t o = 0; o < N; o++)
+      for (size_t k = 0; k < K; k++) t[k * N + o] = wsrc[o * K + k];
+    TH_OK(clf_tensor_from_f32(th_ctx, CLF_F32, 2, TH_SHAPE(K, N), t, &tw));
+    free(t);
+    w = malloc(N * K * sizeof(float));
+    memcpy(w, wsrc, N * K * sizeof(float));
+  } else {
+    TH_OK(clf_tensor_from_f32(th_ctx, dt, 2, TH_SHAPE(N, K), wsrc, &tw));
+    p = th_download(tw);
+    w = decode(dt, p, N, K);
+  }
   for (size_t m = 0; m < M; m++)
     for (size_t o = 0; o < N; o++) {
       double acc = with_bias ? bias[o] : 0.0;
@@ -104,12 +117,13 @@ static void check_linear(clf_dtype dt, size_t M, size_t N, size_t K, int with_bi
       ref[m * N + o] = (float)clf__ref_act(act, acc);
     }
   clf_tensor *tb = th_tensor(CLF_F32, 1, TH_SHAPE(N), bias), *ty = th_empty(CLF_F32, 2, TH_SHAPE(M, N));
-  TH_OK(clf_linear(th_ctx, tx, tw, CLF_WEIGHT_OUT_IN, with_bias ? tb : NULL, act, ty, NULL));
+  TH_OK(clf_linear(th_ctx, tx, tw, in_out ? CLF_WEIGHT_IN_OUT : CLF_WEIGHT_OUT_IN, with_bias ? tb : NULL, act, ty,
+                   NULL));
   float *y = th_download(ty);
   /* f32 sums of K products of |x| <= 1 and |w| <= 2 in any order, plus
    * the activations' f32 evaluation. */
   char what[96];
-  snprintf(what, sizeof what, "%s M=%zu N=%zu K=%zu", clf_dtype_name(dt), M, N, K);
+  snprintf(what, sizeof what, "%s%s M=%zu N=%zu K=%zu", clf_dtype_name(dt), in_out ? " [in, out]" : "", M, N, K);
   const double tol = 2e-5 * sqrt((double)K) + 1e-5;
   const double err = th_max_abs_diff(y, ref, M * N) / fmax(1.0, th_max_abs(ref, M * N));
   th_note_error(err, tol);
@@ -117,6 +131,11 @@ static void check_linear(clf_dtype dt, size_t M, size_t N, size_t K, int with_bi
   free(x); free(wsrc); free(bias); free(ref); free(p); free(w); free(y);
   clf_tensor_destroy(tw); clf_tensor_destroy(xb); clf_tensor_destroy(tx);
   clf_tensor_destroy(tb); clf_tensor_destroy(ty);
+}
+
+static void check_linear(clf_dtype dt, size_t M, size_t N, size_t K, int with_bias, clf_activation act,
+                         uint32_t seed) {
+  check_linear_layout(dt, 0, M, N, K, with_bias, act, seed);
 }
 
 START_TEST(linear_every_weight_type) {
@@ -128,6 +147,26 @@ START_TEST(linear_every_weight_type) {
       check_linear(types[t], Ms[i], 37, 96, i % 2 == 0, (clf_activation)(i % 6), (uint32_t)(10 * t + i));
   /* a K the f32/f16 chunk does not divide: CLBlast for f32 */
   check_linear(CLF_F32, 1, 5, 36, 1, CLF_ACT_NONE, 99);
+  /* f32 [in, out] (encoders' layout): the skinny_t kernel up to 64 rows,
+   * CLBlast past them; N = 37 ends in a partial strip of 8 columns, K = 37
+   * in rows past the last group of four */
+  for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++) {
+    check_linear_layout(CLF_F32, 1, Ms[i], 37, 96, i % 2 == 0, (clf_activation)(i % 6), (uint32_t)(60 + i));
+    check_linear_layout(CLF_F32, 1, Ms[i], 64, 37, i % 2 == 1, CLF_ACT_NONE, (uint32_t)(70 + i));
+  }
+}
+END_TEST
+
+/* Every work-group shape of the [in, out] kernel, through
+ * $CLFORMER_SKINNY_T: K split over work-items (KS > 1, as on a GPU) with
+ * the local reduction, and groups wider than N. */
+START_TEST(skinny_t_work_group_shapes) {
+  static const char *const shapes[] = {"1x1", "4x4", "32x8", "16x2", "64x1"};
+  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+    setenv("CLFORMER_SKINNY_T", shapes[s], 1);
+    check_linear_layout(CLF_F32, 1, 1 + 2 * s, 45, 83, 1, CLF_ACT_GELU, (uint32_t)(80 + s));
+  }
+  unsetenv("CLFORMER_SKINNY_T");
 }
 END_TEST
 
@@ -170,6 +209,7 @@ static Suite *suite(void) {
   tcase_add_test(c, formats_round_trip);
   tcase_add_test(c, linear_every_weight_type);
   tcase_add_test(c, skinny_work_group_shapes);
+  tcase_add_test(c, skinny_t_work_group_shapes);
   tcase_add_test(c, bad_arguments);
   suite_add_tcase(s, c);
   return s;

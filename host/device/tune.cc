@@ -445,7 +445,7 @@ clf_status skinny_time(Search &S, const std::vector<SkinnyWeight> &ws, const std
   *ms = 0;
   for (size_t i = 0; i < ws.size(); i++) {
     std::vector<float> got(ws[i].n);
-    clf_status st = clf__linear_skinny(ctx, x[i], w[i], nullptr, CLF_ACT_NONE, y[i], 1, ws[i].n, ws[i].k, nullptr);
+    clf_status st = clf__linear_skinny(ctx, x[i], w[i], 0, nullptr, CLF_ACT_NONE, y[i], 1, ws[i].n, ws[i].k, nullptr);
     if (st == CLF_OK) st = clf_tensor_download(ctx, y[i], got.data(), got.size() * sizeof(float));
     if (st != CLF_OK) return *why = clf_last_error(ctx), clf_clear_error(ctx), st;
     if ((*ref)[i].empty()) {
@@ -462,7 +462,7 @@ clf_status skinny_time(Search &S, const std::vector<SkinnyWeight> &ws, const std
     double t[5];
     for (double &v : t) {
       const Clock::time_point start = Clock::now();
-      st = clf__linear_skinny(ctx, x[i], w[i], nullptr, CLF_ACT_NONE, y[i], 1, ws[i].n, ws[i].k, nullptr);
+      st = clf__linear_skinny(ctx, x[i], w[i], 0, nullptr, CLF_ACT_NONE, y[i], 1, ws[i].n, ws[i].k, nullptr);
       cl_int err = st == CLF_OK ? clFinish(ctx->queue) : CL_SUCCESS;
       if (st != CLF_OK || err != CL_SUCCESS) {
         *why = err != CL_SUCCESS ? std::string("clFinish: ") + clf_cl_error_name(err) : clf_last_error(ctx);
@@ -492,7 +492,7 @@ struct SkinnyBench {
   }
   clf_status setup(Search &S, int t) {
     for (const Bench &b : S.bench) {
-      if (!clf__skinny_fits(S.ctx, kSkinnyDtype[t], 1, b.s.k)) continue;
+      if (!clf__skinny_fits(S.ctx, kSkinnyDtype[t], 0, 1, b.s.k)) continue;
       bool found = false;
       for (SkinnyWeight &e : ws)
         if (e.n == b.s.n && e.k == b.s.k) e.count += b.weight(), found = true;

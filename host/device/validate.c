@@ -237,7 +237,8 @@ static clf_status case_bias_act(clf_context *ctx, const vcase *c, double *err) {
 }
 
 /* y = gelu(x W^T + b) with W [37, 96] stored as the clf_dtype p[0], x
- * [p[1], 96]: up to clf__skinny_max_rows rows take the skinny kernel (11:
+ * [p[1], 96] (with p[2], W f32 [96, 37]: skinny_t): up to
+ * clf__skinny_max_rows rows take the skinny kernel (11:
  * two launches, of 8 and 3 rows), more the expanded weight and CLBlast.
  * The reference multiplies the stored values (decoded on the host), so
  * that only the product is judged. */
@@ -252,12 +253,18 @@ static clf_status case_linear(clf_context *ctx, const vcase *c, double *err) {
   double *ref = vw_alloc(&w, M * N * sizeof(double));
   if (!x || !wf || !bias || !wq || !packed || !ref) return vw_fail(&w);
   clf_tensor *tw = NULL;
-  clf_status st = clf_tensor_from_f32(ctx, dt, 2, (size_t[]){N, K}, wf, &tw);
+  const int in_out = c->p[2] != 0; /* f32 [K, N]: the skinny_t kernel */
+  if (in_out)
+    for (size_t n = 0; n < N; n++)
+      for (size_t k = 0; k < K; k++) wq[k * N + n] = wf[n * K + k];
+  clf_status st = in_out ? clf_tensor_from_f32(ctx, CLF_F32, 2, (size_t[]){K, N}, wq, &tw)
+                         : clf_tensor_from_f32(ctx, dt, 2, (size_t[]){N, K}, wf, &tw);
   if (st != CLF_OK) return vw_done(&w, st);
   const size_t sx[2] = {M, K}, sb[1] = {N}, sy[2] = {M, N};
   clf_tensor *tx = vw_tensor(&w, CLF_F32, 2, sx, x), *tb = vw_tensor(&w, CLF_F32, 1, sb, bias);
   clf_tensor *ty = vw_tensor(&w, CLF_F32, 2, sy, NULL);
-  if (tx && tb && ty) st = clf_linear(ctx, tx, tw, CLF_WEIGHT_OUT_IN, tb, CLF_ACT_GELU, ty, NULL);
+  if (tx && tb && ty)
+    st = clf_linear(ctx, tx, tw, in_out ? CLF_WEIGHT_IN_OUT : CLF_WEIGHT_OUT_IN, tb, CLF_ACT_GELU, ty, NULL);
   clf_tensor_destroy(tw);
   if (!tx || !tb || !ty) return vw_fail(&w);
   if (st != CLF_OK) return vw_done(&w, st);
@@ -403,8 +410,10 @@ static size_t list_cases(clf_context *ctx, vcase *list) {
   for (size_t i = 0; i < CLF__ARRAY_LEN(wts); i++) {
     char name[96];
     const size_t most = clf__skinny_max_rows(ctx);
-    if (clf__skinny_variant(ctx, wts[i], name, sizeof name))
+    if (clf__skinny_variant(ctx, wts[i], 0, name, sizeof name))
       add_case(list, &n, MAX_CASES, name, case_linear, wts[i], most >= 11 ? 11 : 3, 0, 0, 1e-5);
+    if (wts[i] == CLF_F32 && clf__skinny_variant(ctx, wts[i], 1, name, sizeof name))
+      add_case(list, &n, MAX_CASES, name, case_linear, wts[i], most >= 11 ? 11 : 3, 1, 0, 1e-5);
     snprintf(name, sizeof name, "linear.gemm %s", clf__weight_type_name(wts[i]));
     add_case(list, &n, MAX_CASES, name, case_linear, wts[i], most + 3, 0, 0, 1e-5);
   }

@@ -239,15 +239,15 @@ clf_status clf_linear(clf_context *ctx, const clf_tensor *x, const clf_tensor *w
   if ((st = dense_check_numel(ctx, op, "y", y)) != CLF_OK) return st;
 
   const size_t M = clf__numel_range(x, 0, x->ndim - 1);
-  if (!in_out && clf__skinny_fits(ctx, w->dtype, M, in) && out > 0) {
+  if (clf__skinny_fits(ctx, w->dtype, in_out, M, in) && out > 0) {
     int use = 1;
     if (clf__variants_failed(ctx)) {
       char name[96], other[32];
-      clf__skinny_variant(ctx, w->dtype, name, sizeof name);
+      clf__skinny_variant(ctx, w->dtype, in_out, name, sizeof name);
       snprintf(other, sizeof other, "linear.gemm %s", clf__weight_type_name(w->dtype));
       if ((st = clf__variant_pick(ctx, op, name, other, &use)) != CLF_OK) return st;
     }
-    if (use) return clf__linear_skinny(ctx, x, w, bias, act, y, M, out, in, event);
+    if (use) return clf__linear_skinny(ctx, x, w, in_out, bias, act, y, M, out, in, event);
   }
   const int epilogue = bias != NULL || act != CLF_ACT_NONE;
   cl_mem wbuf = w->buf;

@@ -33,6 +33,20 @@ static const char *const wnames[] = {"f32", "f16", "q8", "q4"}; /* by WTYPE */
 
 const char *clf__weight_type_name(clf_dtype wt) { return wnames[linear_wtype(wt)]; }
 
+/* A work-group shape (a, b): the default given, or $var's "AxB" (powers of
+ * two within the device's limit), then halved (b first) to fit the device. */
+static void group_shape(const clf_context *ctx, const char *var, size_t a, size_t b, size_t *out_a, size_t *out_b) {
+  const char *env = getenv(var);
+  unsigned ea, eb;
+  if (env && sscanf(env, "%ux%u", &ea, &eb) == 2 && ea && eb && !(ea & (ea - 1)) && !(eb & (eb - 1)) &&
+      (size_t)ea * eb <= ctx->caps.max_wg)
+    a = ea, b = eb;
+  while (a * b > ctx->caps.max_wg && b > 1) b /= 2;
+  while (a * b > ctx->caps.max_wg && a > 1) a /= 2;
+  *out_a = a;
+  *out_b = b;
+}
+
 /* The skinny kernel's work-group: SPLIT work-items share a row's K, ROWS
  * rows per group.  On a CPU a work-group is a loop on one core: one
  * work-item per row streams it (SPLIT 1) and ROWS rows amortise the group;
@@ -47,23 +61,16 @@ void clf__skinny_shape(const clf_context *ctx, clf_dtype wt, size_t *split, size
   size_t s = ctx->caps.is_cpu ? (block ? 4 : 1) : 32, r = ctx->caps.is_cpu ? (block ? 8 : 16) : 4;
   if (ctx->skinny[t][0]) /* the applied profile's (probe --tune) */
     s = ctx->skinny[t][0], r = ctx->skinny[t][1];
-  const char *env = getenv("CLFORMER_SKINNY");
-  unsigned es, er;
-  if (env && sscanf(env, "%ux%u", &es, &er) == 2 && es && er && !(es & (es - 1)) && !(er & (er - 1)) &&
-      (size_t)es * er <= ctx->caps.max_wg)
-    s = es, r = er;
-  while (s * r > ctx->caps.max_wg && r > 1) r /= 2;
-  while (s * r > ctx->caps.max_wg && s > 1) s /= 2;
-  *split = s;
-  *rows = r;
+  group_shape(ctx, "CLFORMER_SKINNY", s, r, split, rows);
 }
 
 /* Up to how many rows launches of 8 rows beat CLBlast: on PoCL (2-core Zen 5,
  * the shipped AVX2 profile) GPT-2 124M's forward pass over 16 tokens took
  * 176-198 ms this way against 591-639 ms in CLBlast (its direct kernel at
- * about 6 GFLOP/s there), over 64 tokens 444-470 against 498 ms; a GPU's
- * GEMM is far ahead past 8 rows.  $CLFORMER_SKINNY_ROWS (8 to 4096)
- * overrides. */
+ * about 6 GFLOP/s there), over 64 tokens 444-470 against 498 ms; BERT-base
+ * ([in, out], skinny_t) over 16 tokens 112 against 510-541 ms, over 48
+ * 224-391 against 474-478.  A GPU's GEMM is far ahead past 8 rows.
+ * $CLFORMER_SKINNY_ROWS (8 to 4096) overrides. */
 size_t clf__skinny_max_rows(const clf_context *ctx) {
   size_t rows = ctx->caps.is_cpu ? 64 : CLF__SKINNY_MAX_M;
   const char *env = getenv("CLFORMER_SKINNY_ROWS");
@@ -72,39 +79,73 @@ size_t clf__skinny_max_rows(const clf_context *ctx) {
   return rows;
 }
 
-int clf__skinny_fits(const clf_context *ctx, clf_dtype wt, size_t M, size_t K) {
+int clf__skinny_fits(const clf_context *ctx, clf_dtype wt, int in_out, size_t M, size_t K) {
+  if (in_out) return wt == CLF_F32 && M >= 1 && M <= clf__skinny_max_rows(ctx);
   return M >= 1 && M <= clf__skinny_max_rows(ctx) && K % linear_chunk(wt) == 0;
 }
 
-int clf__skinny_variant(const clf_context *ctx, clf_dtype wt, char *buf, size_t len) {
+/* The [in, out] kernel's work-group: COLS work-items of 8 columns each,
+ * KS of them sharing K.  A CPU runs a group as a loop on one core: KS 1,
+ * and 16 strips (128 columns, 512 bytes of each weight row) per group; a
+ * GPU splits K 8 ways over 256 columns.  $CLFORMER_SKINNY_T ("COLSxKS",
+ * powers of two) overrides. */
+void clf__skinny_t_shape(const clf_context *ctx, size_t *cols, size_t *ks) {
+  group_shape(ctx, "CLFORMER_SKINNY_T", ctx->caps.is_cpu ? 16 : 32, ctx->caps.is_cpu ? 1 : 8, cols, ks);
+}
+
+int clf__skinny_variant(const clf_context *ctx, clf_dtype wt, int in_out, char *buf, size_t len) {
   size_t s, r;
+  if (in_out) {
+    clf__skinny_t_shape(ctx, &s, &r);
+    return snprintf(buf, len, "linear.skinny_t f32 COLS=%zu KS=%zu", s, r) < (int)len;
+  }
   clf__skinny_shape(ctx, wt, &s, &r);
   return snprintf(buf, len, "linear.skinny %s SPLIT=%zu ROWS=%zu", wnames[linear_wtype(wt)], s, r) < (int)len;
 }
 
-clf_status clf__linear_skinny(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, const clf_tensor *bias,
-                              clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K, cl_event *event) {
-  size_t split, rows, mmax = 1;
-  clf__skinny_shape(ctx, w->dtype, &split, &rows);
-  while (mmax < M && mmax < CLF__SKINNY_MAX_M) mmax *= 2;
+/* The kernel, arguments and launch geometry of the skinny path: skinny
+ * (w [N, K], any type) or skinny_t (w f32 [K, N]) for up to mmax rows. */
+static clf_status skinny_kernel(clf_context *ctx, const clf_tensor *w, int in_out, size_t mmax, size_t N,
+                                clf__kernel **k, size_t local[2], size_t global[2]) {
   char opts[96];
-  snprintf(opts, sizeof opts, "-DWTYPE=%d -DSPLIT=%zu -DROWS=%zu -DMMAX=%zu", linear_wtype(w->dtype), split, rows,
-           mmax);
+  size_t a, b;
+  if (in_out) {
+    clf__skinny_t_shape(ctx, &a, &b);
+    snprintf(opts, sizeof opts, "-DCOLS=%zu -DKS=%zu -DMMAX=%zu", a, b, mmax);
+    global[0] = ((N + 7) / 8 + a - 1) / a * a, global[1] = b;
+  } else {
+    clf__skinny_shape(ctx, w->dtype, &a, &b);
+    snprintf(opts, sizeof opts, "-DWTYPE=%d -DSPLIT=%zu -DROWS=%zu -DMMAX=%zu", linear_wtype(w->dtype), a, b,
+             mmax);
+    global[0] = a, global[1] = (N + b - 1) / b * b;
+  }
+  local[0] = a, local[1] = b;
+  return clf__get_kernel(ctx, "linear", opts, in_out ? "skinny_t" : "skinny", k);
+}
+
+clf_status clf__linear_skinny(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, int in_out,
+                              const clf_tensor *bias, clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K,
+                              cl_event *event) {
+  size_t mmax = 1, local[2], global[2];
+  while (mmax < M && mmax < CLF__SKINNY_MAX_M) mmax *= 2;
   clf__kernel *k;
-  clf_status st = clf__get_kernel(ctx, "linear", opts, "skinny", &k);
+  clf_status st = skinny_kernel(ctx, w, in_out, mmax, N, &k, local, global);
   if (st != CLF_OK) return st;
   const clf_tensor *bb = bias ? bias : x;
   cl_int has_bias = bias != NULL, act32 = (cl_int)act;
   cl_uint n32 = (cl_uint)N, k32 = (cl_uint)K, soff = scales_off(w);
-  size_t local[2] = {split, rows}, global[2] = {split, (N + rows - 1) / rows * rows};
   /* Launches of up to MMAX rows: x and y advanced on stack copies. */
   for (size_t r0 = 0; r0 < M; r0 += mmax) {
     clf_tensor xc = *x, yc = *y;
     xc.offset += r0 * K, yc.offset += r0 * N;
     cl_uint m32 = (cl_uint)(M - r0 < mmax ? M - r0 : mmax);
-    st = clf__set_args(ctx, k, 15, CLF__TARG(&xc), CLF__TARG(w), CLF__ARG(w->buf), CLF__ARG(soff), CLF__TARG(bb),
-                       CLF__ARG(has_bias), CLF__ARG(act32), CLF__TARG(&yc), CLF__ARG(m32), CLF__ARG(n32),
-                       CLF__ARG(k32));
+    if (in_out)
+      st = clf__set_args(ctx, k, 13, CLF__TARG(&xc), CLF__TARG(w), CLF__TARG(bb), CLF__ARG(has_bias),
+                         CLF__ARG(act32), CLF__TARG(&yc), CLF__ARG(m32), CLF__ARG(n32), CLF__ARG(k32));
+    else
+      st = clf__set_args(ctx, k, 15, CLF__TARG(&xc), CLF__TARG(w), CLF__ARG(w->buf), CLF__ARG(soff), CLF__TARG(bb),
+                         CLF__ARG(has_bias), CLF__ARG(act32), CLF__TARG(&yc), CLF__ARG(m32), CLF__ARG(n32),
+                         CLF__ARG(k32));
     if (st == CLF_OK) st = clf__launch(ctx, k, 2, global, local, r0 + mmax >= M ? event : NULL);
     if (st != CLF_OK) return st;
   }

@@ -34,19 +34,24 @@ int clf__attn_fused_variant(const clf_context *ctx, size_t dh, size_t lq, char *
 /* The most rows x may have for the skinny path on ctx's device (launches
  * of up to 8 rows each), from 8 up. */
 size_t clf__skinny_max_rows(const clf_context *ctx);
-/* Whether an [M, K] x [N, K]^T product with weights of type wt takes the
- * skinny path (1 <= M <= clf__skinny_max_rows, K a multiple of its chunk). */
-int clf__skinny_fits(const clf_context *ctx, clf_dtype wt, size_t M, size_t K);
-/* Its work-group shape on ctx's device, and its variant name
- * ("linear.skinny q8 SPLIT=1 ROWS=4"); 0 when buf is too short. */
+/* Whether an [M, K] product with weights of type wt ([N, K], or f32 [K, N]
+ * when in_out) takes the skinny path (1 <= M <= clf__skinny_max_rows; for
+ * [N, K], K a multiple of its chunk). */
+int clf__skinny_fits(const clf_context *ctx, clf_dtype wt, int in_out, size_t M, size_t K);
+/* The work-group shapes on ctx's device of the [N, K] kernel and of the
+ * [K, N] one, and the variant name of either ("linear.skinny q8 SPLIT=1
+ * ROWS=4", "linear.skinny_t f32 COLS=16 KS=1"); 0 when buf is too short. */
 void clf__skinny_shape(const clf_context *ctx, clf_dtype wt, size_t *split, size_t *rows);
-int clf__skinny_variant(const clf_context *ctx, clf_dtype wt, char *buf, size_t len);
+void clf__skinny_t_shape(const clf_context *ctx, size_t *cols, size_t *ks);
+int clf__skinny_variant(const clf_context *ctx, clf_dtype wt, int in_out, char *buf, size_t len);
 /* "f32", "f16", "q8", "q4": the names of --weights. */
 const char *clf__weight_type_name(clf_dtype wt);
-/* y [M, N] = act(x [M, K] w^T + bias) with w [N, K] of any weight type;
- * arguments already checked, clf__skinny_fits true. */
-clf_status clf__linear_skinny(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, const clf_tensor *bias,
-                              clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K, cl_event *event);
+/* y [M, N] = act(x [M, K] w^T + bias) with w [N, K] of any weight type,
+ * or y = act(x w + bias) with w f32 [K, N] when in_out; arguments already
+ * checked, clf__skinny_fits true. */
+clf_status clf__linear_skinny(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, int in_out,
+                              const clf_tensor *bias, clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K,
+                              cl_event *event);
 /* w [N, K] (f16 or a block type) expanded to f32 [K, N] (transposed) in
  * the context's weight scratch buffer, returned in *out (valid until the
  * next expansion). */
