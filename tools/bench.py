@@ -4,7 +4,7 @@ configuration, in one run on the same machine; prints a markdown table of
 ratios (clformer time / the faster peer's) and checks the outputs agree.
 
     /opt/clf-ref/bin/python tools/bench.py [--build build] [--repeat 5]
-        [--only bert,vit,swin,gpt2,gpt2-decode] [--weights f32,f16,q8,q4]
+        [--only bert,bert-s16,vit,swin,gpt2,gpt2-decode] [--weights f32,f16,q8,q4]
         [--new-tokens 32] [--decode-repeat 3] [--torch-defaults]
 
 Environment: tools/bench-env.sh (Debian python3-torch with OpenBLAS, the
@@ -16,6 +16,7 @@ own, several batch x length shapes).
 Work (models made from transformers' configs with random, seeded weights,
 saved once under --cache, default ~/.cache/clformer-bench, and reused):
   bert         BertModel base, 1 x 128 tokens, last_hidden_state
+  bert-s16     the same model on 1 x 16 tokens (a sentence to embed)
   vit          ViTModel B/16, 1 x 3 x 224 x 224, last_hidden_state
   swin         SwinModel tiny (embed 96, depths 2,2,6,2, heads 3,6,12,24,
                window 7), 1 x 3 x 224 x 224, last_hidden_state
@@ -78,7 +79,7 @@ def parse_args():
     ap.add_argument("--build", default="build")
     ap.add_argument("--cache", default=os.path.expanduser("~/.cache/clformer-bench"))
     ap.add_argument("--repeat", type=int, default=5, help="timed forward passes per peer (median)")
-    ap.add_argument("--only", default="bert,vit,swin,gpt2,gpt2-decode")
+    ap.add_argument("--only", default="bert,bert-s16,vit,swin,gpt2,gpt2-decode")
     ap.add_argument("--weights", default=None,
                     help="clformer weight types for decoding, e.g. f32,f16,q8,q4 (default: f32, no flag)")
     ap.add_argument("--new-tokens", type=int, default=32)
@@ -104,6 +105,7 @@ def parse_args():
 
 WORK = {
     "bert": dict(label="BERT-base, 1x128", dir="bert", output="last_hidden_state"),
+    "bert-s16": dict(label="BERT-base, 1x16", dir="bert", output="last_hidden_state"),
     "vit": dict(label="ViT-B/16, 224", dir="vit", output="last_hidden_state"),
     "swin": dict(label="Swin-T, 224", dir="swin", output="last_hidden_state"),
     "gpt2": dict(label="GPT-2 124M prefill, 64 tokens", dir="gpt2", output="logits"),
@@ -129,9 +131,10 @@ def make_model(name):
 def make_inputs(name):
     import numpy as np
     rng = np.random.default_rng(0)
-    if name == "bert":
-        return {"input_ids": rng.integers(1000, 20000, (1, 128)).astype(np.int64),
-                "attention_mask": np.ones((1, 128), np.int64)}
+    if name in ("bert", "bert-s16"):
+        n = 128 if name == "bert" else 16
+        return {"input_ids": rng.integers(1000, 20000, (1, n)).astype(np.int64),
+                "attention_mask": np.ones((1, n), np.int64)}
     if name in ("vit", "swin"):
         return {"pixel_values": rng.standard_normal((1, 3, 224, 224)).astype(np.float32)}
     if name == "gpt2":
