@@ -209,8 +209,9 @@ END_TEST
 
 /* generate --prompt: the printed text is the prompt followed by the decoded
  * new tokens, as the library's tokenizer + generate give them.  The model is
- * the tiny GPT-2 fixture with the GPT-2 tokenizer fixture's files (ids past
- * the model's 128-token vocabulary embed as zeros, which is deterministic). */
+ * the tiny GPT-2 fixture with the GPT-2 tokenizer fixture's files: a prompt
+ * whose ids fit the model's 128-token vocabulary, and one whose ids do not,
+ * which is refused (transformers raises an IndexError). */
 START_TEST(generate_prompt_prints_text) {
   char cmd[2048];
   snprintf(cmd, sizeof(cmd),
@@ -218,8 +219,12 @@ START_TEST(generate_prompt_prints_text) {
            "cp %s/tokenizers/gpt2/vocab.json %s/tokenizers/gpt2/merges.txt %s/tokenizers/gpt2/tokenizer_config.json %s/",
            fx, fx, fx, tmp, fx, fx, fx, tmp);
   ck_assert_int_eq(system(cmd), 0);
-  const char *prompt = "The quick brown fox";
   char args[1024];
+  snprintf(args, sizeof(args), "generate %s --prompt \"The quick brown fox\" --max-new-tokens 6", tmp);
+  ck_assert_int_eq(run_cli(args), 1);
+  ck_assert_msg(strstr(slurp("stderr"), "clf_model_generate: input_ids[0][0] is 305, outside the table of 128 rows"),
+                "%s", slurp("stderr"));
+  const char *prompt = "(a+b)*c=d"; /* ids 8, 65, 11, 66, 9, 10, 67, 29, 68 */
   snprintf(args, sizeof(args), "generate %s --prompt \"%s\" --max-new-tokens 6", tmp, prompt);
   ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
   const char *out = slurp("stdout");

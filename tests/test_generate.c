@@ -107,6 +107,72 @@ START_TEST(test_bad_arguments) {
 }
 END_TEST
 
+/* Writes dir/generation_config.json with the given body. */
+static void write_gen_config(const char *dir, const char *body) {
+  char path[1200];
+  snprintf(path, sizeof path, "%s/generation_config.json", dir);
+  FILE *f = fopen(path, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs(body, f);
+  fclose(f);
+}
+
+/* Sizes from generation settings and arguments are checked against the
+ * model and the limits before anything is allocated (issue 11: max_length
+ * or num_beams of 2^61 overflowed the sizes; 2e8 / 1e6 allocated 0.8-1.6 GB
+ * first; Marian generated past its position table). */
+START_TEST(test_budgets) {
+  int64_t ids[2] = {5, 17}, bad[2] = {5, 128};
+  clf_array in = {.name = "input_ids", .dtype = CLF_I64, .ndim = 2, .shape = {1, 2}, .data = ids}, seq;
+  clf_generate_options o;
+  char *tmp = copy_fixture("gpt2", NULL, NULL, 0, NULL);
+  clf_model *m = NULL;
+  write_gen_config(tmp, "{\"bos_token_id\": 33, \"eos_token_id\": 33, \"max_length\": 2305843009213693952}");
+  TH_OK(clf_model_load(th_ctx, tmp, &m));
+  TH_FAILS(clf_model_generate(m, &in, NULL, NULL, &seq), CLF_E_INVALID_ARG,
+           "max_length makes sequences of 2305843009213693952 tokens, more than the model's 32 positions");
+  clf_model_destroy(m);
+  write_gen_config(tmp, "{\"bos_token_id\": 33, \"eos_token_id\": 33, \"num_beams\": 2305843009213693952}");
+  TH_OK(clf_model_load(th_ctx, tmp, &m));
+  TH_FAILS(clf_model_generate(m, &in, NULL, NULL, &seq), CLF_E_INVALID_ARG,
+           "num_beams 2305843009213693952 is more than the limit of 1024");
+  clf_generate_options_init(&o);
+  o.num_beams = 1000; /* within the beam limit, 1000 x 128 logits: runs */
+  o.max_new_tokens = 2;
+  TH_OK(clf_model_generate(m, &in, NULL, &o, &seq));
+  clf_array_free(&seq);
+  clf_generate_options_init(&o);
+  o.num_beams = 1; /* greedy, over the checkpoint's num_beams */
+  o.max_new_tokens = 31; /* 2 + 31 > n_positions 32 */
+  TH_FAILS(clf_model_generate(m, &in, NULL, &o, &seq), CLF_E_INVALID_ARG,
+           "max_new_tokens makes sequences of 33 tokens, more than the model's 32 positions");
+  o.max_new_tokens = (size_t)-1;
+  TH_FAILS(clf_model_generate(m, &in, NULL, &o, &seq), CLF_E_INVALID_ARG, "overflows");
+  o.max_new_tokens = 30; /* exactly the table */
+  TH_OK(clf_model_generate(m, &in, NULL, &o, &seq));
+  ck_assert_uint_eq(seq.shape[1], 32);
+  clf_array_free(&seq);
+  in.data = bad; /* vocab_size 128 */
+  TH_FAILS(clf_model_generate(m, &in, NULL, &o, &seq), CLF_E_INVALID_ARG,
+           "input_ids[0][1] is 128, outside the table of 128 rows");
+  clf_model_destroy(m);
+  remove_dir(tmp);
+  /* Marian: 64 positions, sinusoidal; decoder start + 100 new tokens */
+  char dir[1024];
+  snprintf(dir, sizeof dir, "%s/marian", fixtures());
+  m = get_model(dir);
+  in.data = ids;
+  clf_generate_options_init(&o);
+  o.max_new_tokens = 100;
+  TH_FAILS(clf_model_generate(m, &in, NULL, &o, &seq), CLF_E_INVALID_ARG,
+           "sequences of 101 tokens, more than the model's 64 positions");
+  o.max_new_tokens = 63;
+  TH_OK(clf_model_generate(m, &in, NULL, &o, &seq));
+  ck_assert_uint_le(seq.shape[1], 64);
+  clf_array_free(&seq);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("generate");
   TCase *tc = tcase_create("generate");
@@ -118,6 +184,7 @@ static Suite *suite(void) {
   if (!getenv("CLF_TEST_UNDER_OCLGRIND")) tcase_add_test(tc, test_marian_paper_greedy_and_beam);
   tcase_add_test(tc, test_repeat_and_interleave);
   tcase_add_test(tc, test_bad_arguments);
+  tcase_add_test(tc, test_budgets);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -85,7 +85,23 @@ START_TEST(test_names_and_bad_inputs) {
   clf_array flat = in;
   flat.ndim = 1, flat.shape[0] = 6;
   TH_FAILS(clf_model_run(m, &flat, 1, out_ok, 1, res), CLF_E_SHAPE, "input_ids");
-  /* the same output twice gets two copies; ids outside the vocab embed as 0 rows, no crash */
+  /* ids outside their tables are refused, naming the place (issue 11: 10^12 or
+   * -5 ran, the gather reading a zero row or memory it does not own) */
+  int64_t big[6] = {1, 2, 3, 4, 1000000000000LL, 6}, neg[6] = {1, -5, 3, 4, 5, 6}, five[6] = {0, 0, 0, 5, 0, 0};
+  clf_array oob[2] = {in, in};
+  oob[0].data = big;
+  TH_FAILS(clf_model_run(m, oob, 1, out_ok, 1, res), CLF_E_INVALID_ARG,
+           "input_ids[1][1] is 1000000000000, outside the table of");
+  oob[0].data = neg;
+  TH_FAILS(clf_model_run(m, oob, 1, out_ok, 1, res), CLF_E_INVALID_ARG, "input_ids[0][1] is -5");
+  oob[0].data = ids;
+  oob[1].data = five;
+  snprintf(oob[1].name, sizeof oob[1].name, "token_type_ids");
+  TH_FAILS(clf_model_run(m, oob, 2, out_ok, 1, res), CLF_E_INVALID_ARG, "token_type_ids[1][0] is 5");
+  snprintf(oob[1].name, sizeof oob[1].name, "position_ids");
+  five[3] = 32; /* the fixture's max_position_embeddings */
+  TH_FAILS(clf_model_run(m, oob, 2, out_ok, 1, res), CLF_E_INVALID_ARG, "position_ids[1][0] is 32");
+  /* the same output twice gets two copies */
   const char *twice[] = {"pooler_output", "pooler_output"};
   TH_OK(clf_model_run(m, &in, 1, twice, 2, res));
   ck_assert_int_eq(res[0].ndim, 2);

@@ -44,6 +44,10 @@ static clf_status bert_run(clf_model *m, const clf__inputs in, const int *want, 
   if (L > b->P)
     return clf__fail(ctx, CLF_E_SHAPE, "%s: input_ids has %zu positions, more than max_position_embeddings %zu", op,
                      L, b->P);
+  if ((st = clf__check_id_range(m, op, in[IN_IDS], "input_ids", b->V)) != CLF_OK ||
+      (st = clf__check_id_range(m, op, in[IN_TT], "token_type_ids", b->T)) != CLF_OK ||
+      (st = clf__check_id_range(m, op, in[IN_POS], "position_ids", b->P)) != CLF_OK)
+    return st;
   clf_tensor *ids, *tt, *mask = NULL, *pos, *h;
   if ((st = clf__upload_ids(m, ws, CLF__WS_IDS, in[IN_IDS], B, L, 0, &ids)) != CLF_OK) return st;
   if ((st = clf__upload_ids(m, ws, CLF__WS_IDS2, in[IN_TT], B, L, 0, &tt)) != CLF_OK) return st;

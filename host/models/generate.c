@@ -5,6 +5,9 @@
  */
 #include "model.h"
 
+#include "base/checked.h"
+#include "base/limits.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -327,6 +330,35 @@ static clf_status beam_search(gen *g, size_t K, float *logits, clf_array *out) {
   return st;
 }
 
+/* The generation's sizes against the model and host/base/limits.h, before
+ * anything is allocated: K beams, the sequence length it may reach (the
+ * prompt and max_new_tokens, or max_length) against the position table,
+ * the logits of a step. */
+static clf_status gen_budget(clf_model *m, const clf_generate_options *o, size_t B, size_t L, size_t K) {
+  static const char op[] = "clf_model_generate";
+  clf_context *ctx = m->ctx;
+  if (K > CLF_LIMIT_BEAMS)
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: num_beams %zu is more than the limit of %d", op, K,
+                     CLF_LIMIT_BEAMS);
+  size_t rows, logits, len = 0;
+  if (!clf__mul_ok(B, K, &rows) || !clf__mul_ok(rows, m->vocab, &logits) || logits > CLF_LIMIT_STEP_LOGITS)
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: %zu rows x %zu beams x a vocabulary of %zu is more logits per "
+                     "step than the limit of %zu", op, B, K, m->vocab, CLF_LIMIT_STEP_LOGITS);
+  const size_t prompt = m->is_encdec ? 1 : L;
+  const char *what = "max_new_tokens";
+  if (o && o->max_new_tokens) {
+    if (!clf__add_ok(prompt, o->max_new_tokens, &len))
+      return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: max_new_tokens %zu overflows with a prompt of %zu", op,
+                       o->max_new_tokens, prompt);
+  } else if (m->max_length > 0) {
+    len = (size_t)m->max_length, what = "max_length";
+  }
+  if (m->max_positions && len > m->max_positions)
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: %s makes sequences of %zu tokens, more than the model's %zu "
+                     "positions", op, what, len, m->max_positions);
+  return CLF_OK;
+}
+
 /* The arguments checked and g set up for B rows of prompt length L, K
  * beams (the prompt lengths and max_length as transformers derives them). */
 static clf_status gen_setup(clf_model *m, const clf_array *input_ids, const clf_array *attention_mask,
@@ -342,6 +374,7 @@ static clf_status gen_setup(clf_model *m, const clf_array *input_ids, const clf_
                      m->unsupported);
   if (!input_ids) return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: input_ids is NULL", op);
   if ((st = clf__check_ids(m, input_ids, "input_ids", B, L)) != CLF_OK) return st;
+  if ((st = clf__check_id_range(m, op, input_ids, "input_ids", m->in_vocab)) != CLF_OK) return st;
   if (attention_mask && (st = clf__check_ids(m, attention_mask, "attention_mask", B, L)) != CLF_OK) return st;
   if (*B == 0 || *L == 0)
     return clf__fail(ctx, CLF_E_SHAPE, "%s: input_ids has shape [%zu, %zu], expected at least one token", op, *B,
@@ -349,6 +382,7 @@ static clf_status gen_setup(clf_model *m, const clf_array *input_ids, const clf_
   if (m->is_encdec && !m->has_dec_start && m->bos < 0)
     return clf__fail(ctx, CLF_E_FORMAT, "%s: the config has neither decoder_start_token_id nor bos_token_id", op);
   *K = o && o->num_beams ? o->num_beams : (m->num_beams > 0 ? (size_t)m->num_beams : 1);
+  if ((st = gen_budget(m, o, *B, *L, *K)) != CLF_OK) return st;
   g->m = m;
   g->V = m->vocab;
   g->R = *B * *K;

@@ -79,6 +79,9 @@ static clf_status gpt2_run(clf_model *m, const clf__inputs in, const int *want, 
     if (in[i] && (st = clf__check_ids(m, in[i], gpt2_inputs[i], &B, &L)) != CLF_OK) return st;
   if (L > g->P)
     return clf__fail(ctx, CLF_E_SHAPE, "%s: input_ids has %zu positions, more than n_positions %zu", op, L, g->P);
+  if ((st = clf__check_id_range(m, op, in[IN_IDS], "input_ids", g->V)) != CLF_OK ||
+      (st = clf__check_id_range(m, op, in[IN_POS], "position_ids", g->P)) != CLF_OK)
+    return st;
   gpt2_gen_end(m); /* a forward pass runs without the cache */
   clf_tensor *ids, *mask = NULL, *pos = NULL, *h, *a;
   if ((st = clf__upload_ids(m, ws, CLF__WS_IDS, in[IN_IDS], B, L, 0, &ids)) != CLF_OK) return st;
@@ -260,7 +263,8 @@ static clf_status gpt2_load(clf_model *m, const void *dims, const clf__config *c
   m->n_in = 3;
   m->out_names = gpt2_outputs;
   m->n_out = 2;
-  m->vocab = d->V;
+  m->vocab = m->in_vocab = d->V;
+  m->max_positions = d->P;
   g->V = d->V, g->D = d->D, g->H = d->H, g->F = gpt2_ffn(d), g->P = d->P, g->n_layers = d->N;
   const char *const probe[] = {"transformer.wte.weight", "wte.weight", NULL};
   const char *found = clf__weights_pick(w, probe);

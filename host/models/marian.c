@@ -111,9 +111,12 @@ static clf_status marian_run(clf_model *m, const clf__inputs in, const int *want
   if ((st = clf__check_ids(m, in[IN_DEC], "decoder_input_ids", &B, &Ld)) != CLF_OK) return st;
   if (in[IN_DEC_MASK] && (st = clf__check_ids(m, in[IN_DEC_MASK], "decoder_attention_mask", &B, &Ld)) != CLF_OK)
     return st;
-  if (mm->enc_pos && (Ls > mm->P || Ld > mm->P))
+  if (Ls > mm->P || Ld > mm->P) /* stored or sinusoidal: transformers' table has P rows */
     return clf__fail(ctx, CLF_E_SHAPE, "%s: %zu positions exceed max_position_embeddings %zu", op,
                      Ls > Ld ? Ls : Ld, mm->P);
+  if ((st = clf__check_id_range(m, op, in[IN_IDS], "input_ids", mm->V)) != CLF_OK ||
+      (st = clf__check_id_range(m, op, in[IN_DEC], "decoder_input_ids", mm->Vd)) != CLF_OK)
+    return st;
   marian_gen_end(m);
   mm->kv.cross_ready = 0;
   clf_tensor *ids, *mask = NULL, *dids, *dmask = NULL, *eh, *dh;
@@ -151,7 +154,7 @@ static clf_status marian_gen_begin(clf_model *m, size_t B, size_t cap, const clf
   marian_gen_end(m);
   mm->kv.cross_ready = 0;
   const size_t Ls = enc_ids->shape[1];
-  if (mm->enc_pos && (Ls > mm->P || cap > mm->P))
+  if (Ls > mm->P || cap > mm->P)
     return clf__fail(ctx, CLF_E_INVALID_ARG, "clf_model_generate: %zu positions exceed max_position_embeddings %zu",
                      Ls > cap ? Ls : cap, mm->P);
   clf_tensor *ids;
@@ -370,6 +373,8 @@ static clf_status marian_load(clf_model *m, const void *dims, const clf__config 
   m->out_names = mm->lm ? mt_outputs : base_outputs;
   m->n_out = 2;
   m->vocab = Vd;
+  m->in_vocab = V;
+  m->max_positions = P;
   m->is_encdec = 1;
   if ((st = marian_load_embeddings(m, mm, w, pf, share)) != CLF_OK) return st;
   for (long i = 0; i < Ne; i++) {

@@ -314,6 +314,18 @@ clf_status clf__check_ids(clf_model *m, const clf_array *a, const char *what, si
   return CLF_OK;
 }
 
+clf_status clf__check_id_range(clf_model *m, const char *op, const clf_array *a, const char *what, size_t rows) {
+  if (!a) return CLF_OK;
+  const size_t L = a->shape[1], n = a->shape[0] * L; /* checked by clf__check_ids */
+  for (size_t i = 0; i < n; i++) {
+    const int64_t v = a->dtype == CLF_I64 ? ((const int64_t *)a->data)[i] : ((const int32_t *)a->data)[i];
+    if (v < 0 || (uint64_t)v >= rows)
+      return clf__fail(m->ctx, CLF_E_INVALID_ARG, "%s: %s[%zu][%zu] is %lld, outside the table of %zu rows (0 to "
+                       "%zu)", op, what, i / L, i % L, (long long)v, rows, rows - 1);
+  }
+  return CLF_OK;
+}
+
 clf_status clf__upload_ids(clf_model *m, clf__ws *ws, int slot, const clf_array *a, size_t B, size_t L, long fill,
                            clf_tensor **out) {
   clf_status st;

@@ -37,7 +37,8 @@ struct clf_model {
                          float *logits);
   clf_status (*gen_reorder)(clf_model *m, const int64_t *idx);
   void (*gen_end)(clf_model *m);
-  size_t vocab;
+  size_t vocab, in_vocab; /* the logits' vocabulary; the rows of input_ids' table */
+  size_t max_positions; /* the position table's rows: the longest sequence generate() may make */
   int is_encdec;
   /* generation settings from config.json / generation_config.json */
   long bos, eos[8], pad, dec_start, forced_eos, forced_bos, max_length, num_beams, min_length;
@@ -68,6 +69,10 @@ clf_status clf__vit_encoder(clf_context *ctx, const clf__layer *layers, size_t n
 clf_status clf__vit_interp_pos(clf_context *ctx, const clf_tensor *pos, size_t N, size_t D, size_t gh, size_t gw,
                                float **host, clf_tensor **cache, size_t *c_gh, size_t *c_gw);
 
+/* CLF_E_INVALID_ARG naming the first id of a (checked by clf__check_ids;
+ * NULL: none) outside [0, rows): a gather would read past its table
+ * (transformers raises an IndexError). */
+clf_status clf__check_id_range(clf_model *m, const char *op, const clf_array *a, const char *what, size_t rows);
 /* Uploads a host array of ids/mask (i32 or i64, [B, L]) into workspace slot
  * `slot` as is.  A NULL array gives a tensor of `fill`. */
 clf_status clf__upload_ids(clf_model *m, clf__ws *ws, int slot, const clf_array *a, size_t B, size_t L,
