@@ -185,7 +185,14 @@ START_TEST(write_png_round_trip) {
   ck_assert_mem_eq(back.rgb, img.rgb, (size_t)img.width * img.height * 3);
   clf_image_free(&back);
   remove(out);
-  rmdir(dir);
+  /* an empty directory as the output: refused, and left where it was
+   * (issue 11: the failed write removed it), with no file left beside it */
+  ck_assert_int_eq(mkdir(out, 0700), 0);
+  IMG_FAILS(clf_image_write_png(out, &img), CLF_E_IO, out);
+  struct stat sb;
+  ck_assert_msg(stat(out, &sb) == 0 && S_ISDIR(sb.st_mode), "%s is gone", out);
+  ck_assert_int_eq(rmdir(out), 0);
+  ck_assert_int_eq(rmdir(dir), 0); /* empty: no temporary file left */
   IMG_FAILS(clf_image_write_png("/nonexistent-dir/x.png", &img), CLF_E_IO, "/nonexistent-dir/x.png");
   clf_image_free(&img);
   clf_image empty = {0, 0, NULL};

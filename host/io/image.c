@@ -5,11 +5,13 @@
 #include "base/status.h"
 #include "config.h"
 
+#include <errno.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 #include <jpeglib.h>
@@ -214,10 +216,21 @@ clf_status clf_image_write_png(const char *path, const clf_image *img) {
   pi.width = (png_uint_32)img->width;
   pi.height = (png_uint_32)img->height;
   pi.format = PNG_FORMAT_RGB;
-  if (!png_image_write_to_file(&pi, path, 0, img->rgb, 0, NULL)) {
+  /* Written to a file of our own next to it, then renamed over it: a failed
+   * write removes only that file, never what path names (an empty
+   * directory given as the output was deleted by remove(path)). */
+  char tmp[4200];
+  if (snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid()) >= (int)sizeof tmp)
+    return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_image_write_png: path is too long (%zu bytes)", strlen(path));
+  if (!png_image_write_to_file(&pi, tmp, 0, img->rgb, 0, NULL)) {
     clf_status st = clf__fail(NULL, CLF_E_IO, "image %s: cannot write PNG: %s", path, pi.message);
     png_image_free(&pi);
-    remove(path);
+    remove(tmp);
+    return st;
+  }
+  if (rename(tmp, path) != 0) {
+    clf_status st = clf__fail(NULL, CLF_E_IO, "image %s: cannot write PNG: %s", path, strerror(errno));
+    remove(tmp);
     return st;
   }
   return CLF_OK;
