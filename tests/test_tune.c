@@ -227,6 +227,23 @@ START_TEST(shipped_matching) {
   tiny_wg.max_wg = 64;
   ck_assert_int_eq(check(t, &hsw, &tiny_wg, why), 0);
   ck_assert_msg(strstr(why, "constraints") != NULL, "%s", why);
+  /* Tiles past the bounds, though every multiple holds (issue 11: 2048
+   * kept the GEMM compile running for over 5 minutes, 2^20 failed every
+   * GEMM); Xgemm tiles of 256 are accepted. */
+  static const char *const tiles[] = {"2048", "1048576"};
+  for (size_t i = 0; i < 2; i++) {
+    char big[1024];
+    snprintf(big, sizeof big, HEAD HASWELL "Xgemm GEMMK=0 KREG=1 KWG=%s KWI=2 MDIMA=16 MDIMC=8 MWG=%s NDIMB=32 "
+             "NDIMC=16 NWG=%s SA=0 SB=0 STRM=1 STRN=1 VWM=8 VWN=4\nXgemmDirect KWID=2 MDIMAD=8 MDIMCD=8 NDIMBD=32 "
+             "NDIMCD=8 PADA=1 PADB=0 VWMD=8 VWND=2 WGD=%s\nGemmRoutine XGEMM_MIN_INDIRECT_SIZE=167\n", tiles[i],
+             tiles[i], tiles[i], i ? "64" : tiles[i]);
+    ck_assert_int_eq(check(big, &hsw, &caps, why), 0);
+    ck_assert_msg(strstr(why, "constraints") != NULL, "%s", why);
+  }
+  ck_assert_int_eq(check(HEAD HASWELL "Xgemm GEMMK=0 KREG=1 KWG=32 KWI=2 MDIMA=16 MDIMC=16 MWG=256 NDIMB=32 NDIMC=16 "
+                         "NWG=256 SA=0 SB=0 STRM=1 STRN=1 VWM=8 VWN=4\nXgemmDirect KWID=2 MDIMAD=8 MDIMCD=16 "
+                         "NDIMBD=32 NDIMCD=16 PADA=1 PADB=0 VWMD=8 VWND=2 WGD=128\n"
+                         "GemmRoutine XGEMM_MIN_INDIRECT_SIZE=167\n", &hsw, &caps, why), 1);
   /* Each shipped profile parses, and keeps CLBlast's constraints on the
    * device it is for (PoCL reports 512 KiB local memory here, 1 MiB on the
    * AVX-512 machine). */

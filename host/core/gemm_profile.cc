@@ -129,6 +129,11 @@ static bool restore_defaults(cl_device_id dev) {
 }
 
 // ---- validity (the constraints of CLBlast's own tuners) ----
+// Tiles and per-work-item accumulators at most twice what CLBlast's tuners
+// and ours search (tiles of 128, 256 accumulators): a profile with tiles of
+// 2048 kept PoCL compiling the GEMM kernel for over 5 minutes, 2^20 failed
+// every GEMM.
+constexpr size_t kMaxTile = 256, kMaxAccumulators = 256;
 size_t get(const Params &p, const char *name) {
   auto it = p.find(name);
   return it == p.end() ? 0 : it->second;
@@ -155,6 +160,8 @@ static bool valid_xgemm(const Params &p, const clf__device_caps &caps) {
   } else if (!multiple(kreg, vwn) || mdimc != mdima || ndimc != ndimb) {
     return false;
   }
+  if (mwg > kMaxTile || nwg > kMaxTile || kwg > kMaxTile || (mwg / mdimc) * (nwg / ndimc) > kMaxAccumulators)
+    return false;
   return mdimc * ndimc <= caps.max_wg && mdimc <= caps.max_item_sizes[0] && ndimc <= caps.max_item_sizes[1] &&
          4 * (sa * kwg * mwg + sb * kwg * nwg) <= caps.local_mem;
 }
@@ -169,6 +176,7 @@ static bool valid_direct(const Params &p, const clf__device_caps &caps) {
       !multiple(wgd, mdimad * vwmd) || !multiple(wgd, ndimbd * vwnd) || !multiple(threads, mdimad) ||
       !multiple(threads, ndimbd) || !multiple(wgd, threads / mdimad) || !multiple(wgd, threads / ndimbd))
     return false;
+  if (wgd > kMaxTile || (wgd / mdimcd) * (wgd / ndimcd) > kMaxAccumulators) return false;
   return threads <= caps.max_wg && mdimcd <= caps.max_item_sizes[0] && ndimcd <= caps.max_item_sizes[1] &&
          4 * (wgd * (wgd + pada) + wgd * (wgd + padb)) <= caps.local_mem;
 }
