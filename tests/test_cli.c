@@ -134,6 +134,22 @@ START_TEST(run_errors_name_the_problem) {
            " --device no-such-device", fx, fx, tmp);
   ck_assert_int_eq(run_cli(args), 1);
   ck_assert_ptr_nonnull(strstr(slurp("stderr"), "no-such-device"));
+  /* issue 11: a 128-byte .npy of shape (0, 3, 2^40, 2^40) crashed ViT */
+  char npy[1024];
+  snprintf(npy, sizeof(npy), "%s/huge.npy", tmp);
+  FILE *f = fopen(npy, "wb");
+  ck_assert_ptr_nonnull(f);
+  char head[128];
+  int hn = snprintf(head, sizeof(head), "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 3, %llu, %llu), }",
+                    1ULL << 40, 1ULL << 40);
+  memset(head + hn, ' ', sizeof(head) - 10 - (size_t)hn);
+  head[sizeof(head) - 11] = '\n';
+  fwrite("\x93NUMPY\x01\x00\x76\x00", 1, 10, f); /* header of 118 bytes: 128 in all */
+  fwrite(head, 1, sizeof(head) - 10, f);
+  fclose(f);
+  snprintf(args, sizeof(args), "run %s/vit --in pixel_values=%s --out last_hidden_state=%s/x.npy", fx, npy, tmp);
+  ck_assert_int_eq(run_cli(args), 1);
+  ck_assert_ptr_nonnull(strstr(slurp("stderr"), "size overflows"));
 }
 END_TEST
 

@@ -92,6 +92,13 @@ static void bad_pixels(const char *name, const char *out) {
   in.ndim = 4, in.dtype = CLF_I32;
   TH_FAILS(clf_model_run(m, &in, 1, outs, 1, res), CLF_E_DTYPE, "pixel_values");
   TH_FAILS(clf_model_run(m, NULL, 0, outs, 1, res), CLF_E_INVALID_ARG, "needs input \"pixel_values\"");
+  /* issue 11: (0, 3, 2^40, 2^40) with no data wrapped the patch count */
+  in.dtype = CLF_F32, in.shape[0] = 0, in.shape[2] = in.shape[3] = (size_t)1 << 40;
+  TH_FAILS(clf_model_run(m, &in, 1, outs, 1, res), CLF_E_SHAPE, "size overflows");
+  in.shape[2] = in.shape[3] = 64 * P;
+  TH_FAILS(clf_model_run(m, &in, 1, outs, 1, res), CLF_E_SHAPE, "holds no images (batch 0)");
+  in.shape[0] = 1, in.shape[2] = in.shape[3] = 2000 * P; /* 256 M pixels; the data is never read */
+  TH_FAILS(clf_model_run(m, &in, 1, outs, 1, res), CLF_E_SHAPE, "larger than the limit of 178956970 pixels");
   free(px);
 }
 

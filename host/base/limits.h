@@ -13,4 +13,14 @@
  * floats, 1 GiB. */
 #define CLF_LIMIT_STEP_LOGITS ((size_t)1 << 28)
 
+/* Pixels of one image, decoded or given as pixel_values: Pillow's
+ * decompression-bomb error threshold (2 x MAX_IMAGE_PIXELS, 178,956,970),
+ * so what Pillow opens clformer opens too.  Checked on the declared size,
+ * before a decoder allocates. */
+#define CLF_LIMIT_IMAGE_PIXELS ((size_t)178956970)
+/* A model dimension read from config.json (hidden or intermediate size,
+ * patch, window, embed_dim x mlp_ratio): far beyond any checkpoint, small
+ * enough that products of a few of them cannot wrap. */
+#define CLF_LIMIT_MODEL_DIM ((size_t)1 << 24)
+
 #endif /* CLF_BASE_LIMITS_H */

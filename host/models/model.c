@@ -3,6 +3,9 @@
  */
 #include "family.h"
 
+#include "base/checked.h"
+#include "base/limits.h"
+
 #include <cjson/cJSON.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -232,6 +235,17 @@ static void list_names(char *buf, size_t len, const char *const *names, size_t n
   for (size_t i = 0; i < n && at < len; i++) at += (size_t)snprintf(buf + at, len - at, "%s%s", i ? ", " : "", names[i]);
 }
 
+/* 1 when a's dims are 0 to CLF_MAX_DIMS and its bytes, all dims and the
+ * dtype multiplied, fit size_t (checked before any dim is multiplied,
+ * even when one of them is 0). */
+static int input_size_ok(const clf_array *a) {
+  if (a->ndim < 0 || a->ndim > CLF_MAX_DIMS) return 0;
+  size_t n = clf_dtype_size(a->dtype);
+  for (int d = 0; d < a->ndim; d++)
+    if (!clf__mul_ok(n, a->shape[d] ? a->shape[d] : 1, &n)) return 0;
+  return 1;
+}
+
 clf_status clf_model_run(clf_model *m, const clf_array *inputs, size_t n_inputs, const char *const *outputs,
                          size_t n_outputs, clf_array *results) {
   static const char op[] = "clf_model_run";
@@ -251,6 +265,9 @@ clf_status clf_model_run(clf_model *m, const clf_array *inputs, size_t n_inputs,
                        inputs[i].name, valid);
     }
     if (in[j]) return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: input \"%s\" given twice", op, inputs[i].name);
+    if (!input_size_ok(&inputs[i]))
+      return clf__fail(ctx, CLF_E_SHAPE, "%s: input \"%s\" has %d dims whose size overflows (or more than %d)", op,
+                       inputs[i].name, inputs[i].ndim, CLF_MAX_DIMS);
     if (!inputs[i].data && clf_array_numel(&inputs[i]))
       return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: input \"%s\" has no data", op, inputs[i].name);
     in[j] = &inputs[i];
@@ -323,6 +340,16 @@ clf_status clf__check_id_range(clf_model *m, const char *op, const clf_array *a,
       return clf__fail(m->ctx, CLF_E_INVALID_ARG, "%s: %s[%zu][%zu] is %lld, outside the table of %zu rows (0 to "
                        "%zu)", op, what, i / L, i % L, (long long)v, rows, rows - 1);
   }
+  return CLF_OK;
+}
+
+clf_status clf__check_image_budget(clf_model *m, const char *op, const clf_array *a) {
+  const size_t B = a->shape[0], H = a->shape[2], W = a->shape[3];
+  size_t px;
+  if (!B) return clf__fail(m->ctx, CLF_E_SHAPE, "%s: input \"pixel_values\" holds no images (batch 0)", op);
+  if (!clf__mul_ok(H, W, &px) || px > CLF_LIMIT_IMAGE_PIXELS)
+    return clf__fail(m->ctx, CLF_E_SHAPE, "%s: input \"pixel_values\" image of %zux%zu is larger than the limit of "
+                     "%zu pixels", op, H, W, CLF_LIMIT_IMAGE_PIXELS);
   return CLF_OK;
 }
 

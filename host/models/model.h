@@ -72,6 +72,10 @@ clf_status clf__vit_interp_pos(clf_context *ctx, const clf_tensor *pos, size_t N
 /* CLF_E_INVALID_ARG naming the first id of a (checked by clf__check_ids;
  * NULL: none) outside [0, rows): a gather would read past its table
  * (transformers raises an IndexError). */
+/* pixel_values [B, C, H, W] (4 dims, checked by the caller): at least one
+ * image, and H x W within CLF_LIMIT_IMAGE_PIXELS, so the patch grid and
+ * the position tables sized from it cannot wrap. */
+clf_status clf__check_image_budget(clf_model *m, const char *op, const clf_array *a);
 clf_status clf__check_id_range(clf_model *m, const char *op, const clf_array *a, const char *what, size_t rows);
 /* Uploads a host array of ids/mask (i32 or i64, [B, L]) into workspace slot
  * `slot` as is.  A NULL array gives a tensor of `fill`. */

@@ -4,6 +4,8 @@
  */
 #include "family.h"
 
+#include "base/limits.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,7 +175,7 @@ static clf_status swin_check_pixels(clf_model *m, const clf_array *px) {
   if (!px->shape[2] || !px->shape[3])
     return clf__fail(ctx, CLF_E_SHAPE, "%s: input \"pixel_values\" is empty (%zux%zu)", op, px->shape[2],
                      px->shape[3]);
-  return CLF_OK;
+  return clf__check_image_budget(m, op, px);
 }
 
 /* The image, zero-padded right/bottom to the patch as
@@ -321,6 +323,8 @@ static void swin_gemms(const void *dims, const clf__config *c, size_t T, clf__ge
   size_t ns = 0;
   if (clf__config_int_list(NULL, c, "depths", depths, 16, &ns) != CLF_OK) ns = 0;
   size_t rows = T;
+  if (d->E <= 0 || (size_t)d->E > CLF_LIMIT_MODEL_DIM || !(d->ratio > 0 && d->ratio * (double)d->E < 1e9))
+    return; /* swin_load refuses it */
   for (size_t s = 0; s < ns && rows > 0; s++, rows /= 4) {
     const long dim = d->E << s, f = (long)(d->ratio * dim);
     /* the blocks' f32 weights stored [in, out]: trans_b 0 */
@@ -413,12 +417,18 @@ static clf_status swin_load(clf_model *m, const void *dims, const clf__config *c
   if ((st = clf__config_int_list(ctx, c, "depths", depths, SWIN_MAX_STAGES, &nd)) != CLF_OK ||
       (st = clf__config_int_list(ctx, c, "num_heads", heads, SWIN_MAX_STAGES, &nh)) != CLF_OK)
     return st;
-  int bad = E <= 0 || C <= 0 || P <= 0 || WS <= 0 || nd == 0 || nd != nh || ratio <= 0;
+  const long lim = (long)CLF_LIMIT_MODEL_DIM;
+  int bad = E <= 0 || C <= 0 || P <= 0 || WS <= 0 || nd == 0 || nd != nh || E > lim || C > lim || P > lim ||
+            WS > lim || (E << (nd - 1)) > lim;
   for (size_t i = 0; i < nd && !bad; i++)
-    bad = depths[i] < 0 || heads[i] <= 0 || ((size_t)E << i) % (size_t)heads[i];
+    bad = depths[i] < 0 || depths[i] > lim || heads[i] <= 0 || ((size_t)E << i) % (size_t)heads[i];
   if (bad)
     return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: swin config has invalid sizes (embed_dim %ld, %zu depths, "
-                     "%zu num_heads, window_size %ld, patch_size %ld)", E, nd, nh, WS, P);
+                     "%zu num_heads, window_size %ld, patch_size %ld; each at most %ld)", E, nd, nh, WS, P, lim);
+  /* SwinLayer's int(mlp_ratio * dim), for the widest stage */
+  if (!(ratio > 0 && ratio * (double)(E << (nd - 1)) < (double)lim))
+    return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: swin mlp_ratio %g gives an intermediate size outside 1 to "
+                     "%ld at embed_dim %ld", ratio, lim, E << (nd - 1));
   if (abs_pos)
     return clf__fail(ctx, CLF_E_UNSUPPORTED, "clf_model_load: swin use_absolute_embeddings is not supported");
   if (clf_activation_from_name(act_name, &act) != CLF_OK)

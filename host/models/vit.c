@@ -53,7 +53,7 @@ clf_status clf__vit_check_pixels(clf_model *m, const char *op, const clf_array *
   if (a->shape[2] % P || a->shape[3] % P || !a->shape[2] || !a->shape[3])
     return clf__fail(m->ctx, CLF_E_SHAPE, "%s: input \"pixel_values\" image size %zux%zu is not a multiple of the "
                      "patch size %zu", op, a->shape[2], a->shape[3], P);
-  return CLF_OK;
+  return clf__check_image_budget(m, op, a);
 }
 
 /* PyTorch's cubic convolution weights (A = -0.75) for fraction t. */
