@@ -227,6 +227,75 @@ START_TEST(read_errors) {
 }
 END_TEST
 
+/* ---- decompression bombs (issue 11): a small file that declares a huge
+ * image is refused from its header, before the decoder allocates */
+
+static unsigned char *load_bytes(const char *path, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  ck_assert_ptr_nonnull(f);
+  static unsigned char buf[1 << 20];
+  *n = fread(buf, 1, sizeof buf, f);
+  fclose(f);
+  ck_assert_uint_lt(*n, sizeof buf);
+  return buf;
+}
+
+static void save_bytes(const char *path, const unsigned char *p, size_t n) {
+  FILE *f = fopen(path, "wb");
+  ck_assert_ptr_nonnull(f);
+  ck_assert_uint_eq(fwrite(p, 1, n, f), n);
+  ck_assert_int_eq(fclose(f), 0);
+}
+
+static void put_be(unsigned char *p, unsigned v, int bytes) {
+  for (int i = 0; i < bytes; i++) p[i] = (unsigned char)(v >> (8 * (bytes - 1 - i)));
+}
+
+/* PNG's chunk CRC (ISO 3309, as in the PNG specification's sample code). */
+static unsigned png_crc(const unsigned char *p, size_t n) {
+  unsigned c = 0xffffffffu;
+  for (size_t i = 0; i < n; i++) {
+    c ^= p[i];
+    for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1)));
+  }
+  return c ^ 0xffffffffu;
+}
+
+START_TEST(decompression_bombs) {
+  char src[1024], dir[64], path[1100];
+  size_t n;
+  th_tmpdir_create(dir, sizeof(dir), "bomb");
+  /* test.png with IHDR saying 20000 x 20000 (400 M pixels), CRC redone */
+  fx_path(src, sizeof(src), "test.png");
+  unsigned char *png = load_bytes(src, &n);
+  ck_assert_mem_eq(png + 12, "IHDR", 4);
+  put_be(png + 16, 20000, 4);
+  put_be(png + 20, 20000, 4);
+  put_be(png + 29, png_crc(png + 12, 17), 4);
+  snprintf(path, sizeof(path), "%s/bomb.png", dir);
+  save_bytes(path, png, n);
+  clf_image img;
+  IMG_FAILS(clf_image_read(path, &img), CLF_E_UNSUPPORTED,
+            "PNG of 20000 x 20000 is larger than the limit of 178956970 pixels");
+  ck_assert_ptr_null(img.rgb);
+  /* test.jpg with its frame header saying 65500 x 65500 */
+  fx_path(src, sizeof(src), "test.jpg");
+  unsigned char *jpg = load_bytes(src, &n);
+  size_t sof = 2;
+  while (sof + 9 < n && !(jpg[sof] == 0xFF && (jpg[sof + 1] == 0xC0 || jpg[sof + 1] == 0xC2)))
+    sof += 2 + ((size_t)jpg[sof + 2] << 8 | jpg[sof + 3]);
+  ck_assert_msg(sof + 9 < n, "no SOF0/SOF2 marker in test.jpg");
+  put_be(jpg + sof + 5, 65500, 2);
+  put_be(jpg + sof + 7, 65500, 2);
+  snprintf(path, sizeof(path), "%s/bomb.jpg", dir);
+  save_bytes(path, jpg, n);
+  IMG_FAILS(clf_image_read(path, &img), CLF_E_UNSUPPORTED,
+            "JPEG of 65500 x 65500 is larger than the limit of 178956970 pixels");
+  ck_assert_ptr_null(img.rgb);
+  th_tmpdir_remove(dir);
+}
+END_TEST
+
 /* ---- the command line: $CLF_CLI, else ../tools/clformer beside this test */
 
 static char cli[PATH_MAX + 32], tmp[256];
@@ -384,6 +453,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, resize_filters_and_defaults);
   tcase_add_test(tc, write_png_round_trip);
   tcase_add_test(tc, read_errors);
+  tcase_add_test(tc, decompression_bombs);
   tcase_add_test(tc, cli_arguments);
   tcase_add_test(tc, cli_end_to_end);
   suite_add_tcase(s, tc);

@@ -1,7 +1,9 @@
 /* image.c - PNG and JPEG files as 8-bit RGB (libpng, libjpeg), PIL-exact
  * resizing (a port of Pillow's Resample.c) and ViTImageProcessor's
  * preprocessing into pixel_values. */
+#include "base/checked.h"
 #include "base/file.h"
+#include "base/limits.h"
 #include "base/status.h"
 #include "config.h"
 
@@ -32,6 +34,17 @@ void clf_image_free(clf_image *img) {
 /* The largest image file read: far above a 65535 x 65535 JPEG or PNG of
  * any sense, low enough that a wrong path cannot exhaust memory. */
 #define IMAGE_MAX_BYTES ((size_t)1 << 30)
+
+/* An image's declared size against CLF_LIMIT_IMAGE_PIXELS (Pillow's
+ * decompression-bomb threshold), checked from the header before the
+ * decoder allocates: a few hundred bytes can declare 65500 x 65500. */
+static clf_status image_budget(const char *path, const char *kind, size_t w, size_t h) {
+  size_t px;
+  if (!clf__mul_ok(w, h, &px) || px > CLF_LIMIT_IMAGE_PIXELS)
+    return clf__fail(NULL, CLF_E_UNSUPPORTED, "image %s: %s of %zu x %zu is larger than the limit of %zu pixels "
+                     "(a decompression bomb?)", path, kind, w, h, CLF_LIMIT_IMAGE_PIXELS);
+  return CLF_OK;
+}
 
 /* ---- PNG ---- */
 
@@ -87,6 +100,11 @@ static clf_status read_png(const unsigned char *data, size_t len, const char *pa
   png_set_read_fn(png, &src, png_read_mem);
   png_read_info(png, info);
   png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);
+  clf_status budget = image_budget(path, "PNG", w, h);
+  if (budget != CLF_OK) {
+    png_destroy_read_struct(&png, &info, NULL);
+    return budget;
+  }
   /* PIL's convert("RGB"): palettes and low bit depths expanded, alpha and
    * tRNS dropped (no compositing), 16-bit samples keep the high byte. */
   png_set_expand(png);
@@ -160,6 +178,11 @@ static clf_status read_jpeg(const unsigned char *data, size_t len, const char *p
   jpeg_create_decompress(&cinfo);
   jpeg_mem_src(&cinfo, data, (unsigned long)len);
   jpeg_read_header(&cinfo, TRUE);
+  clf_status budget = image_budget(path, "JPEG", cinfo.image_width, cinfo.image_height);
+  if (budget != CLF_OK) {
+    jpeg_destroy_decompress(&cinfo);
+    return budget;
+  }
   if (cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK) {
     jpeg_destroy_decompress(&cinfo);
     return clf__fail(NULL, CLF_E_UNSUPPORTED, "image %s: CMYK JPEG is not supported", path);
