@@ -142,6 +142,19 @@ START_TEST(test_bad_configs) {
   clf_model_destroy(m);
   remove_dir(dir);
 
+  /* issue 11: Swin's mlp_ratio of 1e300 converted to size_t undefined */
+  dir = copy_fixture("swin", NULL, NULL, 0, NULL);
+  set_config(dir, "mlp_ratio", "1e300");
+  TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_FORMAT, "swin mlp_ratio 1e+300 gives an intermediate size");
+  set_config(dir, "mlp_ratio", "-2");
+  TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_FORMAT, "swin mlp_ratio -2");
+  set_config(dir, "mlp_ratio", "2.0"); /* the fixture's: loads */
+  TH_OK(clf_model_load(th_ctx, dir, &m));
+  clf_model_destroy(m);
+  set_config(dir, "embed_dim", "4611686018427387904");
+  TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_FORMAT, "swin config has invalid sizes");
+  remove_dir(dir);
+
   dir = copy_fixture("gpt2", NULL, NULL, 0, NULL);
   set_config(dir, "activation_function", "\"swishy\"");
   TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_UNSUPPORTED, "swishy");
