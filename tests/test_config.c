@@ -261,6 +261,10 @@ START_TEST(cfg_not_regular_files) {
   TH_FAILS(clf__config_load(th_ctx, tmpdir, &c), CLF_E_IO, "is not a regular file");
   TH_FAILS(clf__config_load(th_ctx, tmpdir, &c), CLF_E_IO, cfg_path);
   ck_assert_int_eq(unlink(path), 0);
+  /* issue 11: /dev/zero as config.json read until memory ran out */
+  ck_assert_int_eq(symlink("/dev/zero", path), 0);
+  TH_FAILS(clf__config_load(th_ctx, tmpdir, &c), CLF_E_IO, "config.json is not a regular file");
+  ck_assert_int_eq(unlink(path), 0);
   /* The optional generation_config.json: present but not a file is an error too. */
   put("config.json", "{\"d_model\": 16}");
   snprintf(path, sizeof(path), "%s/generation_config.json", tmpdir);

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -307,6 +308,12 @@ START_TEST(st_files_and_args) {
   snprintf(p, sizeof(p), "%s/absent.safetensors", tmpdir);
   ST_FAILS(p, CLF_E_NOT_FOUND, "cannot open");
   ST_FAILS(tmpdir, CLF_E_IO, "not a regular file");
+  /* issue 11: a FIFO with no writer hung the open; a device read on */
+  snprintf(p, sizeof(p), "%s/fifo.safetensors", tmpdir);
+  ck_assert_int_eq(mkfifo(p, 0600), 0);
+  ST_FAILS(p, CLF_E_IO, "fifo.safetensors: not a regular file");
+  ST_FAILS("/dev/zero", CLF_E_IO, "/dev/zero: not a regular file");
+  snprintf(p, sizeof(p), "%s/absent.safetensors", tmpdir);
   clf_safetensors *st = NULL;
   ck_assert_int_eq(clf_safetensors_open(NULL, &st), CLF_E_INVALID_ARG);
   ck_assert_ptr_nonnull(strstr(clf_last_error(NULL), "path is NULL"));

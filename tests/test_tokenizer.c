@@ -278,6 +278,15 @@ START_TEST(malformed_files) {
   TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT, "token \"b\" is not a non-negative integer");
   PUT("vocab.json", "{\"a\": 0, \"b\": -3}");
   TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT, "non-negative integer");
+  /* issue 11: one id of 2.5e8 made a 2 GB id table; 1e9 was accepted */
+  PUT("vocab.json", "{\"a\": 0, \"b\": 250000000}");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT, "token \"b\" has id 250000000, past the limit of 16777215");
+  PUT("vocab.json", "{\"a\": 0, \"b\": 1e9}");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT, "past the limit");
+  PUT("vocab.json", "{\"a\": 0, \"b\": 16000000}");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT, "ids run up to 16000000 for 2 tokens");
+  PUT("vocab.json", "{\"a\": 0, \"b\": 1.5}");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT, "non-negative integer");
   PUT("vocab.json", "{\"a\": 0, \"b\": 1, \"ab\": 2, \"<|endoftext|>\": 3}");
   PUT("merges.txt", "#version: 0.2\na b\nab\n");
   TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT, "merges.txt line 3: expected two symbols");
@@ -307,6 +316,24 @@ START_TEST(malformed_files) {
   clf_status st = clf_tokenizer_load(g_dir, &t);
   if (st != CLF_E_UNSUPPORTED) TOK_FAILS(st, CLF_E_FORMAT, "source.spm is not a SentencePiece model");
   ck_assert(t == NULL);
+  /* issue 11: special files are refused at once, not waited on or read
+   * without end: a FIFO as source.spm (SentencePiece's own Load blocked),
+   * /dev/zero as vocab.json, a link loop as vocab.txt */
+  char p[256];
+  snprintf(p, sizeof(p), "%s/source.spm", g_dir);
+  unlink(p);
+  ck_assert_int_eq(mkfifo(p, 0600), 0);
+  st = clf_tokenizer_load(g_dir, &t);
+  if (st != CLF_E_UNSUPPORTED) TOK_FAILS(st, CLF_E_IO, "source.spm is not a regular file");
+  clear_dir();
+  snprintf(p, sizeof(p), "%s/vocab.json", g_dir);
+  ck_assert_int_eq(symlink("/dev/zero", p), 0);
+  PUT("merges.txt", "a b\n");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_IO, "vocab.json is not a regular file");
+  clear_dir();
+  snprintf(p, sizeof(p), "%s/vocab.txt", g_dir);
+  ck_assert_int_eq(symlink(p, p), 0);
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_IO, "Too many levels of symbolic links");
   clear_dir();
   rmdir(g_dir);
 }

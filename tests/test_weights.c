@@ -291,6 +291,17 @@ START_TEST(w_missing_files) {
   /* A broken model.safetensors: the reader's error, on the context. */
   put_bytes("model.safetensors", "\x10\x00\x00\x00\x00\x00\x00\x00{}", 10);
   TH_FAILS(clf__weights_open(th_ctx, tmpdir, &w), CLF_E_FORMAT, "model.safetensors: header length 16 runs past");
+  /* issue 11: a link loop was reported as no model.safetensors; a FIFO
+   * hung the open */
+  char p[256];
+  snprintf(p, sizeof(p), "%s/model.safetensors", tmpdir);
+  ck_assert_int_eq(unlink(p), 0);
+  ck_assert_int_eq(symlink(p, p), 0);
+  TH_FAILS(clf__weights_open(th_ctx, tmpdir, &w), CLF_E_IO, "Too many levels of symbolic links");
+  ck_assert_int_eq(unlink(p), 0);
+  ck_assert_int_eq(mkfifo(p, 0600), 0);
+  TH_FAILS(clf__weights_open(th_ctx, tmpdir, &w), CLF_E_IO, "model.safetensors: not a regular file");
+  ck_assert_int_eq(unlink(p), 0);
   TH_FAILS(clf__weights_open(th_ctx, NULL, &w), CLF_E_INVALID_ARG, "model_dir is NULL");
   TH_FAILS(clf__weights_open(th_ctx, tmpdir, NULL), CLF_E_INVALID_ARG, "out is NULL");
   /* model.safetensors wins over an index, as in transformers. */

@@ -14,6 +14,11 @@ int clf__is_file(const char *path) {
   return path && stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+int clf__path_present(const char *path) {
+  struct stat st;
+  return path && (stat(path, &st) == 0 || (errno != ENOENT && errno != ENOTDIR));
+}
+
 /* Reads exactly n bytes (fewer only at end of file: *got says how many). */
 static int read_all(int fd, char *buf, size_t n, size_t *got) {
   size_t done = 0;

@@ -24,6 +24,11 @@ clf_status clf__read_file(clf_context *ctx, const char *what, const char *path, 
 /* 1 when `path` names a regular file (following links), else 0. */
 int clf__is_file(const char *path);
 
+/* 1 when something is at `path`, even what cannot be opened (a symbolic
+ * link loop, a directory without permission): the caller then opens it and
+ * reports why it failed, rather than calling it missing. */
+int clf__path_present(const char *path);
+
 #ifdef __cplusplus
 }
 #endif

@@ -23,4 +23,8 @@
  * enough that products of a few of them cannot wrap. */
 #define CLF_LIMIT_MODEL_DIM ((size_t)1 << 24)
 
+/* A token id in a tokenizer's vocabulary file: 16 M, 60x the largest
+ * vocabularies published (Gemma's 256,000). */
+#define CLF_LIMIT_VOCAB_ID ((size_t)1 << 24)
+
 #endif /* CLF_BASE_LIMITS_H */

@@ -194,7 +194,8 @@ static clf_status st_parse_entry(const char *path, const cJSON *item, st_entry *
 
 /* Maps the whole file read-only into st->map. */
 static clf_status st_map(clf_safetensors *st, const char *path) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK: a FIFO without a writer is refused below, not waited on */
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0)
     return clf__fail(NULL, errno == ENOENT ? CLF_E_NOT_FOUND : CLF_E_IO, "%s: cannot open: %s", path,
                      strerror(errno));

@@ -34,10 +34,11 @@ static char *w_join(const char *dir, const char *name) {
   return p;
 }
 
+/* Whether dir/name is there, even if it cannot be opened (a link loop is
+ * then reported by the open, not as a missing file). */
 static int w_exists(const char *dir, const char *name) {
   char *p = w_join(dir, name);
-  struct stat sb;
-  int r = p && stat(p, &sb) == 0;
+  int r = clf__path_present(p);
   free(p);
   return r;
 }

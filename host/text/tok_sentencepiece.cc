@@ -25,7 +25,7 @@ sentencepiece::SentencePieceProcessor *load_spm(const char *dir, const char *nam
     *st = clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_tokenizer_load: out of memory");
     return nullptr;
   }
-  if (!clf__is_file(path)) {
+  if (!clf__path_present(path)) {
     *st = clf__fail(NULL, CLF_E_NOT_FOUND, "clf_tokenizer_load: %s not found (Marian needs source.spm, "
                     "target.spm and vocab.json)", path);
     free(path);
@@ -37,8 +37,17 @@ sentencepiece::SentencePieceProcessor *load_spm(const char *dir, const char *nam
     *st = clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_tokenizer_load: out of memory");
     return nullptr;
   }
+  /* read here (a regular file, capped) rather than by sp->Load, which
+   * would block on a FIFO and read a device without end */
+  size_t len = 0;
+  char *bytes = clf__tok_read_text(path, &len, st);
+  if (!bytes) {
+    delete sp;
+    free(path);
+    return nullptr;
+  }
   try {
-    auto s = sp->Load(path);
+    auto s = sp->LoadFromSerializedProto(absl::string_view(bytes, len));
     if (!s.ok()) {
       *st = clf__fail(NULL, CLF_E_FORMAT, "clf_tokenizer_load: %s is not a SentencePiece model: %s", path,
                       s.ToString().c_str());
@@ -50,6 +59,7 @@ sentencepiece::SentencePieceProcessor *load_spm(const char *dir, const char *nam
     delete sp;
     sp = nullptr;
   }
+  free(bytes);
   free(path);
   return sp;
 }
@@ -80,7 +90,7 @@ extern "C" clf_status clf__spm_load(clf_tokenizer *t, const char *dir, void *con
   clf_status st = CLF_OK;
   char *vpath = clf__tok_path(dir, "vocab.json");
   if (!vpath) return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_tokenizer_load: out of memory");
-  if (!clf__is_file(vpath))
+  if (!clf__path_present(vpath))
     st = clf__fail(NULL, CLF_E_NOT_FOUND, "clf_tokenizer_load: %s not found (Marian needs source.spm, "
                    "target.spm and vocab.json)", vpath);
   if (st == CLF_OK && clf__tok_cfg_bool(config, "separate_vocabs", 0) == 1)

@@ -6,9 +6,11 @@
 #include "tokenizer.h"
 #include "unicode_tables.h"
 #include "base/file.h"
+#include "base/limits.h"
 #include "base/status.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,6 +228,28 @@ int clf__tok_set_token(clf_tokenizer *t, int64_t id, const char *tok, size_t n) 
   return 0;
 }
 
+/* vocab.json's ids: non-negative integers, below CLF_LIMIT_VOCAB_ID, and
+ * dense enough that the id-to-token table (sized by the largest id) stays
+ * within a small multiple of the file: one entry of 2.5e8 made it 2 GB. */
+static clf_status vocab_ids_ok(const cJSON *root, const char *path) {
+  size_t count = 0;
+  double max = -1;
+  for (const cJSON *e = root->child; e; e = e->next, count++) {
+    double v = cJSON_IsNumber(e) ? e->valuedouble : -1;
+    if (v < 0 || v != floor(v))
+      return clf__fail(NULL, CLF_E_FORMAT, "clf_tokenizer_load: %s: the id of token \"%.40s\" is not a "
+                       "non-negative integer", path, e->string);
+    if (v >= (double)CLF_LIMIT_VOCAB_ID)
+      return clf__fail(NULL, CLF_E_FORMAT, "clf_tokenizer_load: %s: token \"%.40s\" has id %.0f, past the limit "
+                       "of %zu", path, e->string, v, CLF_LIMIT_VOCAB_ID - 1);
+    if (v > max) max = v;
+  }
+  if (max >= (double)(2 * count + 1024))
+    return clf__fail(NULL, CLF_E_FORMAT, "clf_tokenizer_load: %s: ids run up to %.0f for %zu tokens; a vocabulary "
+                     "this sparse is refused (ids up to 2 x tokens + 1024)", path, max, count);
+  return CLF_OK;
+}
+
 clf_status clf__tok_load_vocab_json(clf_tokenizer *t, const char *path) {
   clf_status st;
   char *text = clf__tok_read_text(path, NULL, &st);
@@ -236,14 +260,9 @@ clf_status clf__tok_load_vocab_json(clf_tokenizer *t, const char *path) {
     cJSON_Delete(root);
     return clf__fail(NULL, CLF_E_FORMAT, "clf_tokenizer_load: %s is not a JSON object of token: id", path);
   }
-  st = CLF_OK;
-  for (cJSON *e = root->child; e; e = e->next) {
-    double v = cJSON_IsNumber(e) ? e->valuedouble : -1;
-    if (v < 0 || v > 1e9 || v != (double)(int64_t)v) {
-      st = clf__fail(NULL, CLF_E_FORMAT, "clf_tokenizer_load: %s: the id of token \"%.40s\" is not a "
-                     "non-negative integer", path, e->string);
-      break;
-    }
+  st = vocab_ids_ok(root, path);
+  for (cJSON *e = root->child; e && st == CLF_OK; e = e->next) {
+    const double v = e->valuedouble; /* checked by vocab_ids_ok */
     size_t n = strlen(e->string);
     if (clf__strmap_put(&t->vocab, e->string, n, (int64_t)v) || clf__tok_set_token(t, (int64_t)v, e->string, n)) {
       st = clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_tokenizer_load: out of memory reading %s", path);
@@ -261,7 +280,7 @@ clf_status clf__tok_read_config(const char *dir, void **config) {
   clf_status st = CLF_OK;
   *config = NULL;
   if (!path) return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_tokenizer_load: out of memory");
-  if (clf__is_file(path)) {
+  if (clf__path_present(path)) {
     char *text = clf__tok_read_text(path, NULL, &st);
     if (text) {
       cJSON *root = cJSON_Parse(text);
@@ -358,7 +377,7 @@ clf_status clf_tokenizer_load(const char *model_dir, clf_tokenizer **out) {
   for (int i = 0; i < 5; i++) {
     char *p = clf__tok_path(model_dir, names[i]);
     if (!p) return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_tokenizer_load: out of memory");
-    has[i] = clf__is_file(p);
+    has[i] = clf__path_present(p);
     free(p);
   }
   void *config = NULL;
