@@ -445,6 +445,37 @@ START_TEST(corrupt_verdicts_are_ignored) {
     clf_context_destroy(ctx);
   }
 
+  /* A name twice is malformed too (the table is sorted and searched). */
+  char *twice = malloc(2 * len + 64);
+  const char *first = strstr(good, "\n") + 1, *entries = strstr(first, "\n") + 1;
+  size_t head = (size_t)(entries - good), body = (size_t)(last_nl + 1 - entries);
+  size_t tn = (size_t)snprintf(twice, 2 * len + 64, "%.*s%.*s%.*s", (int)head, good, (int)body, entries, (int)body,
+                               entries);
+  size_t lines = 0;
+  for (const char *c = entries; c < last_nl + 1; c++) lines += *c == '\n';
+  tn += (size_t)sprintf(twice + tn, "end %zu\n", 2 * lines);
+  write_text(path, twice, tn);
+  log_capture l2 = {{0}, 0};
+  ctx = make_ctx(cache, kdir, &l2);
+  ck_assert_msg(l2.count == 1 && strstr(l2.text, "malformed"), "duplicates: log \"%s\"", l2.text);
+  clf_context_destroy(ctx);
+  free(twice);
+
+  /* issue 11: 35,000 entries (parsing was quadratic: 2 s a context) are
+   * read, and the failed verdict among them is found. */
+  size_t cap = len + 35000 * 32, bn = head + body;
+  char *big = malloc(cap);
+  memcpy(big, good, bn);
+  for (int i = 0; i < 35000; i++) bn += (size_t)sprintf(big + bn, "zz.filler.%05d\tpass\t0\t0\n", i);
+  bn += (size_t)sprintf(big + bn, "end %zu\n", lines + 35000);
+  write_text(path, big, bn);
+  log_capture l3 = {{0}, 0};
+  ctx = make_ctx(cache, kdir, &l3);
+  ck_assert_msg(l3.count == 0, "35,000 verdicts: log \"%s\"", l3.text);
+  ck_assert(clf_variant_disabled(ctx, ln_bad));
+  clf_context_destroy(ctx);
+  free(big);
+
   /* The intact file still works. */
   write_text(path, good, len);
   ctx = make_ctx(cache, kdir, &log);
