@@ -257,6 +257,71 @@ START_TEST(disk_cache_hit_corrupt_and_stale) {
 }
 END_TEST
 
+/* issue 11: entries carry a SHA-256 of key and payload, so a payload cut
+ * short with its length fields made to agree is rejected (and dropped and
+ * rebuilt); the directory is created private, and one that others can
+ * write to is not used, with a notice. */
+static void note(void *user, const char *msg) {
+  char *buf = user;
+  snprintf(buf + strlen(buf), 2048 - strlen(buf), "%s\n", msg);
+}
+
+START_TEST(disk_cache_trust) {
+  setenv("CLFORMER_CACHE_BINARIES", "1", 1);
+  char base[256], dir[320], entry[512];
+  make_tmp_dir(base, sizeof(base), "trust");
+  snprintf(dir, sizeof(dir), "%s/a/b", base);
+  clf_status st;
+  build_norm_in(dir, NULL, &st);
+  ck_assert_int_eq(st, CLF_OK);
+  struct stat sb;
+  ck_assert_int_eq(stat(dir, &sb), 0);
+  ck_assert_uint_eq(sb.st_mode & 0777, 0700);
+  ck_assert_int_eq(count_entries(dir, entry, sizeof(entry)), 1);
+  /* Drop the last 100 bytes and make bin_len (at 16) say so. */
+  ck_assert_int_eq(stat(entry, &sb), 0);
+  FILE *f = fopen(entry, "r+b");
+  ck_assert_ptr_nonnull(f);
+  unsigned char len8[8];
+  ck_assert_int_eq(fseek(f, 16, SEEK_SET), 0);
+  ck_assert_uint_eq(fread(len8, 1, 8, f), 8);
+  unsigned long long blen = 0;
+  for (int i = 7; i >= 0; i--) blen = blen << 8 | len8[i];
+  ck_assert_uint_gt(blen, 100);
+  blen -= 100;
+  for (int i = 0; i < 8; i++) len8[i] = (unsigned char)(blen >> (8 * i));
+  ck_assert_int_eq(fseek(f, 16, SEEK_SET), 0);
+  ck_assert_uint_eq(fwrite(len8, 1, 8, f), 8);
+  fclose(f);
+  ck_assert_int_eq(truncate(entry, sb.st_size - 100), 0);
+  clf_cache_stats s = build_norm_in(dir, NULL, &st);
+  ck_assert_uint_eq(s.disk_rejected, 1);
+  ck_assert_uint_eq(s.programs_built, 1);
+  ck_assert_int_eq(stat(entry, &sb), 0);
+  s = build_norm_in(dir, NULL, &st); /* the rewritten entry is whole */
+  ck_assert_uint_eq(s.programs_from_disk, 1);
+  /* group-writable: refused with a notice; the context works uncached */
+  ck_assert_int_eq(chmod(dir, 0770), 0);
+  char log[2048] = "";
+  clf_context_options o;
+  clf_context_options_init(&o);
+  o.cache_dir = dir;
+  o.log = note;
+  o.log_user = log;
+  clf_context *c = NULL;
+  TH_OK(clf_context_create(&o, &c));
+  ck_assert_ptr_null(clf_context_cache_dir(c));
+  ck_assert_msg(strstr(log, "not using the cache directory") && strstr(log, "others can write to it (mode 770)"),
+                "log: %s", log);
+  TH_OK(clf_context_prepare(c, "norm", NULL));
+  clf_context_destroy(c);
+  unsetenv("CLFORMER_CACHE_BINARIES");
+  char cmd[400];
+  snprintf(cmd, sizeof(cmd), "rm -rf %s", base);
+  ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 START_TEST(disk_cache_off) {
   clf_context_options o;
   clf_context_options_init(&o);
@@ -426,6 +491,7 @@ static Suite *suite(void) {
   suite_add_tcase(s, tc);
   TCase *cache = tcase_create("program_cache");
   tcase_add_test(cache, disk_cache_hit_corrupt_and_stale);
+  tcase_add_test(cache, disk_cache_trust);
   tcase_add_test(cache, disk_cache_off);
   tcase_add_test(cache, kernel_build_failure_is_reported);
   tcase_add_test(cache, kernel_dir_overrides_embedded_source);

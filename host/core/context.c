@@ -184,31 +184,6 @@ static void clf__read_caps(clf_context *ctx) {
   ctx->base_options = strdup(opts);
 }
 
-/* Resolves the cache directory and creates it; NULL when off or unusable. */
-static char *clf__resolve_cache_dir(const char *opt) {
-  const char *env = opt ? opt : getenv("CLFORMER_CACHE_DIR");
-  char buf[4096];
-  if (env && *env) {
-    if (strcmp(env, "off") == 0) return NULL;
-    snprintf(buf, sizeof(buf), "%s", env);
-  } else {
-    const char *xdg = getenv("XDG_CACHE_HOME");
-    const char *home = getenv("HOME");
-    if (xdg && *xdg) snprintf(buf, sizeof(buf), "%s/clformer", xdg);
-    else if (home && *home) snprintf(buf, sizeof(buf), "%s/.cache/clformer", home);
-    else return NULL;
-  }
-  /* mkdir -p */
-  for (char *p = buf + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = '\0';
-    mkdir(buf, 0755);
-    *p = '/';
-  }
-  if (mkdir(buf, 0755) != 0 && errno != EEXIST) return NULL;
-  return strdup(buf);
-}
-
 void clf_context_options_init(clf_context_options *opts) {
   if (opts) memset(opts, 0, sizeof(*opts));
 }
@@ -250,7 +225,7 @@ clf_status clf_context_create(const clf_context_options *opts,
     return CLF_E_OPENCL;
   }
   clf__read_caps(ctx);
-  ctx->cache_dir = clf__resolve_cache_dir(opts->cache_dir);
+  ctx->cache_dir = clf__cache_dir_resolve(ctx, opts->cache_dir);
   /* PoCL keeps its own on-disk cache of compiled kernels, keyed by source and
    * options, and exporting CL_PROGRAM_BINARIES costs it an extra compile: on
    * PoCL our binary cache is the slower path (see docs/cache.md), so we let

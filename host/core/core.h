@@ -237,6 +237,14 @@ unsigned char *clf__cache_load(const clf_context *ctx, const char *key,
                                size_t *size, int *rejected);
 int clf__cache_store(const clf_context *ctx, const char *key,
                      const unsigned char *bin, size_t size);
+/* Removes the entry of `key` (one that was corrupt or that the driver
+ * rejected), so the rebuilt binary replaces it even if storing fails. */
+void clf__cache_drop(const clf_context *ctx, const char *key);
+/* The cache directory (opts->cache_dir, $CLFORMER_CACHE_DIR, else
+ * $XDG_CACHE_HOME/clformer or ~/.cache/clformer), created 0700; NULL when
+ * off or unusable, and, with a notice on ctx's log, when another user owns
+ * it or others can write to it. */
+char *clf__cache_dir_resolve(clf_context *ctx, const char *opt);
 uint64_t clf__hash64(const void *data, size_t len, uint64_t seed);
 /* Reads a whole file of the cache directory with base/file.h's reader,
  * capped at max_bytes, leaving ctx's last error as it was: for a cache a

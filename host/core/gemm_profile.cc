@@ -310,7 +310,7 @@ static bool load_profile(const clf_context *ctx, const std::string &path, const 
 bool write_profile(const clf_context *ctx, const std::string &path, const Profile &p,
                    const std::vector<clf_gemm_shape> &shapes, double default_ms, double tuned_ms) {
   const std::string dir = path.substr(0, path.rfind('/'));
-  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return false;
+  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return false;
   const std::string tmp = path + ".tmp" + std::to_string(getpid());
   FILE *f = fopen(tmp.c_str(), "w");
   if (!f) return false;

@@ -100,6 +100,20 @@ static clf_status clf__compile(clf_context *ctx, const char *label, const char *
   return CLF_OK;
 }
 
+/* clf__compile, and once more when it fails: a failure can be transient
+ * (PoCL's cache raced by processes starting together on an empty cache
+ * failed 1 start in 64), and a failed program is remembered for the
+ * context's life.  A failure twice over is reported. */
+static clf_status clf__compile_retrying(clf_context *ctx, const char *label, const char *text, size_t len,
+                                        const char *options, cl_program *out) {
+  clf_status st = clf__compile(ctx, label, text, len, options, out);
+  if (st == CLF_OK || st == CLF_E_OUT_OF_MEMORY) return st;
+  clf__log(ctx, "kernel program \"%s\" failed to build; building it once more in case that was transient", label);
+  st = clf__compile(ctx, label, text, len, options, out);
+  if (st == CLF_OK) clf__log(ctx, "kernel program \"%s\" built on the second try", label);
+  return st;
+}
+
 clf_status clf__build_source(clf_context *ctx, const char *label, const char *source,
                              const char *options, cl_program *out) {
   char *opts = malloc(strlen(ctx->base_options) + strlen(options ? options : "") + 2);
@@ -160,9 +174,12 @@ static void clf__program_build(clf_context *ctx, clf__program *p) {
       if (p->program) { ctx->stats.programs_from_disk++; goto done; }
       rejected = 1; /* the driver refused it: stale */
     }
-    if (rejected) ctx->stats.disk_rejected++;
+    if (rejected) {
+      ctx->stats.disk_rejected++;
+      clf__cache_drop(ctx, key);
+    }
   }
-  p->status = clf__compile(ctx, label, text, len, opts, &p->program);
+  p->status = clf__compile_retrying(ctx, label, text, len, opts, &p->program);
   if (p->status == CLF_OK) {
     ctx->stats.programs_built++;
     if (key) clf__store_binary(ctx, p->program, key);

@@ -304,7 +304,7 @@ void clf__verdicts_store(clf_context *ctx) {
   char dir[4200], path[4200], tmp[4300];
   if (!vs || !ctx->cache_dir) return;
   snprintf(dir, sizeof(dir), "%s/verdicts", ctx->cache_dir);
-  mkdir(dir, 0755);
+  mkdir(dir, 0700);
   verdict_path(ctx, path, sizeof(path));
   snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", path, (long)getpid());
   FILE *f = fopen(tmp, "wb");
