@@ -753,7 +753,15 @@ CLF_API size_t clf_model_output_names(const clf_model *m,
  * Unknown or missing input names and unknown output names fail with
  * CLF_E_INVALID_ARG listing the valid ones; wrong dtypes (CLF_E_DTYPE) or
  * shapes (CLF_E_SHAPE) name the input.  On failure no result holds data.
- * Blocks until the outputs are on the host. */
+ * Blocks until the outputs are on the host.
+ *
+ * Ids outside the model's tables (vocabulary, positions, token types) fail
+ * with CLF_E_INVALID_ARG naming the position and the table.  A sequence
+ * whose attention_mask is all 0 is where clformer and transformers differ:
+ * transformers adds the dtype's minimum to every score, so each query
+ * attends to all keys uniformly; clformer masks them out, and such a row's
+ * attention output is 0.  Rows that attend to at least one key agree (the
+ * golden tests skip only positions whose mask is 0, as users do). */
 CLF_API clf_status clf_model_run(clf_model *m, const clf_array *inputs,
                                  size_t n_inputs, const char *const *outputs,
                                  size_t n_outputs, clf_array *results);
