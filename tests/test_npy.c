@@ -249,6 +249,22 @@ START_TEST(npy_write_errors) {
   snprintf(bad, sizeof(bad), "%s/no/such/dir/w.npy", tmpdir);
   ck_assert_int_eq(clf_npy_write(bad, &a), CLF_E_IO);
   ck_assert_ptr_nonnull(strstr(clf_last_error(NULL), "cannot create"));
+  /* a directory where the file goes: refused and left as it was, with no
+   * temporary file beside it (issue 11, as for PNG writes) */
+  const char *d = tpath("adir.npy");
+  ck_assert_int_eq(mkdir(d, 0700), 0);
+  ck_assert_int_eq(clf_npy_write(d, &a), CLF_E_IO);
+  ck_assert_ptr_nonnull(strstr(clf_last_error(NULL), "adir.npy failed"));
+  struct stat sb;
+  ck_assert(stat(d, &sb) == 0 && S_ISDIR(sb.st_mode));
+  ck_assert_int_eq(rmdir(d), 0);
+  char cmd[400];
+  snprintf(cmd, sizeof(cmd), "ls %s | grep -c tmp", tmpdir);
+  FILE *ls = popen(cmd, "r");
+  int leftovers = -1;
+  ck_assert_int_eq(fscanf(ls, "%d", &leftovers), 1);
+  pclose(ls);
+  ck_assert_int_eq(leftovers, 0);
   /* Writing over an existing file replaces it. */
   ck_assert_int_eq(clf_npy_write(tpath("w.npy"), &a), CLF_OK);
   a.shape[0] = 1;

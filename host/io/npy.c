@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* The largest .npy file read: 16 GiB (an input or a golden output, never
  * weights), or half of what size_t counts where that is less. */
@@ -216,6 +217,26 @@ clf_status clf_npy_read(const char *path, clf_array *out) {
   return st;
 }
 
+/* head then data into a file of our own beside path, renamed over it: a
+ * failed write leaves whatever was at path as it was. */
+static clf_status npy_write_file(const char *path, const void *head, size_t hn, const void *data, size_t bytes) {
+  char tmp[4200];
+  if (snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid()) >= (int)sizeof tmp)
+    return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_npy_write: path is too long: %.200s", path);
+  FILE *f = fopen(tmp, "wb");
+  if (!f) return clf__fail(NULL, CLF_E_IO, "clf_npy_write: cannot create %s: %s", path, strerror(errno));
+  int ok = fwrite(head, 1, hn, f) == hn;
+  if (ok && bytes) ok = fwrite(data, 1, bytes, f) == bytes;
+  int e = errno;
+  if (fclose(f) != 0 && ok) ok = 0, e = errno;
+  if (ok && rename(tmp, path) != 0) ok = 0, e = errno;
+  if (!ok) {
+    remove(tmp);
+    return clf__fail(NULL, CLF_E_IO, "clf_npy_write: writing %s failed: %s", path, strerror(e));
+  }
+  return CLF_OK;
+}
+
 clf_status clf_npy_write(const char *path, const clf_array *a) {
   if (!path) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_npy_write: path is NULL");
   if (!a) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_npy_write: array is NULL (writing %s)", path);
@@ -251,15 +272,5 @@ clf_status clf_npy_write(const char *path, const clf_array *a) {
   memset(head + pre + n, ' ', hlen - (size_t)n - 1);
   head[total - 1] = '\n';
 
-  FILE *f = fopen(path, "wb");
-  if (!f) return clf__fail(NULL, CLF_E_IO, "clf_npy_write: cannot create %s: %s", path, strerror(errno));
-  int ok = fwrite(head, 1, total, f) == total;
-  if (ok && bytes) ok = fwrite(a->data, 1, bytes, f) == bytes;
-  if (fclose(f) != 0) ok = 0;
-  if (!ok) {
-    int e = errno;
-    remove(path);
-    return clf__fail(NULL, CLF_E_IO, "clf_npy_write: writing %s failed: %s", path, strerror(e));
-  }
-  return CLF_OK;
+  return npy_write_file(path, head, total, a->data, bytes);
 }
