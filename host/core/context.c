@@ -3,11 +3,20 @@
  * Enumerates every platform and device, picks one by selector or default
  * (first GPU, else first device), reads the features that kernels are
  * specialised on, and owns the queue, the program cache and scratch memory.
+ *
+ * Threads: the OpenCL calls that touch the driver's process-wide state
+ * (platform and device enumeration, and creating and releasing the
+ * cl_context and its queue) run under one process-wide lock.  The first
+ * enumeration initialises the ICD loader and PoCL's devices, and two threads
+ * doing it at once crashed inside PoCL's device queries or found no device
+ * (issue 11, defect 7).  Everything else a context does is its own, so
+ * contexts on different threads run in parallel.
  */
 #include "core.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +24,9 @@
 
 #define CLF__MAX_PLATFORMS 16
 #define CLF__MAX_DEVICES 64
+
+/* Serialises enumeration and cl_context creation and release (see above). */
+static pthread_mutex_t clf__driver_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void clf__platform_str(cl_platform_id p, cl_platform_info what,
                               char *buf, size_t len) {
@@ -46,8 +58,8 @@ static void clf__device_str(cl_device_id d, cl_device_info what, char *buf,
   free(tmp);
 }
 
-clf_status clf_list_devices(clf_device_desc *out, size_t capacity,
-                            size_t *count) {
+/* clf_list_devices's enumeration, with clf__driver_lock held. */
+static clf_status clf__list_devices_locked(clf_device_desc *out, size_t capacity, size_t *count) {
   cl_platform_id plats[CLF__MAX_PLATFORMS];
   cl_uint nplat = 0;
   size_t n = 0;
@@ -61,11 +73,17 @@ clf_status clf_list_devices(clf_device_desc *out, size_t capacity,
                      "no OpenCL platform found (is an ICD such as pocl-opencl-icd installed?)");
   if (err != CL_SUCCESS) return clf__fail_cl(NULL, err, "clGetPlatformIDs", NULL);
   if (nplat > CLF__MAX_PLATFORMS) nplat = CLF__MAX_PLATFORMS;
+  cl_int dev_err = CL_SUCCESS; /* the first failure of a platform's device query */
   for (cl_uint p = 0; p < nplat; p++) {
     cl_device_id devs[CLF__MAX_DEVICES];
     cl_uint ndev = 0;
-    if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, CLF__MAX_DEVICES, devs, &ndev) != CL_SUCCESS)
-      continue; /* a platform without devices is not an error */
+    err = clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, CLF__MAX_DEVICES, devs, &ndev);
+    if (err != CL_SUCCESS) {
+      /* A platform without devices is not an error; a query that failed is
+       * reported when no platform has a device. */
+      if (err != CL_DEVICE_NOT_FOUND && dev_err == CL_SUCCESS) dev_err = err;
+      continue;
+    }
     if (ndev > CLF__MAX_DEVICES) ndev = CLF__MAX_DEVICES;
     for (cl_uint d = 0; d < ndev; d++, n++) {
       if (n >= capacity) continue;
@@ -84,8 +102,16 @@ clf_status clf_list_devices(clf_device_desc *out, size_t capacity,
     }
   }
   *count = n;
+  if (n == 0 && dev_err != CL_SUCCESS) return clf__fail_cl(NULL, dev_err, "clGetDeviceIDs", "every platform");
   if (n == 0) return clf__fail(NULL, CLF_E_NO_DEVICE, "OpenCL platforms found, but no device");
   return CLF_OK;
+}
+
+clf_status clf_list_devices(clf_device_desc *out, size_t capacity, size_t *count) {
+  pthread_mutex_lock(&clf__driver_lock);
+  clf_status st = clf__list_devices_locked(out, capacity, count);
+  pthread_mutex_unlock(&clf__driver_lock);
+  return st;
 }
 
 static int clf__icontains(const char *hay, const char *needle) {
@@ -210,19 +236,19 @@ clf_status clf_context_create(const clf_context_options *opts,
   ctx->log_user = opts->log_user;
   cl_int err;
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)dev.platform, 0};
+  const char *failed = NULL;
+  pthread_mutex_lock(&clf__driver_lock);
   ctx->cl = clCreateContext(props, 1, &dev.device, NULL, NULL, &err);
   if (!ctx->cl) {
-    clf__fail_cl(NULL, err, "clCreateContext", dev.device_name);
-    free(ctx);
-    return err == CL_OUT_OF_HOST_MEMORY ? CLF_E_OUT_OF_MEMORY : CLF_E_OPENCL;
+    failed = "clCreateContext";
+  } else {
+    ctx->queue = clCreateCommandQueue(ctx->cl, dev.device, opts->profiling ? CL_QUEUE_PROFILING_ENABLE : 0, &err);
+    if (!ctx->queue) failed = "clCreateCommandQueue", clReleaseContext(ctx->cl);
   }
-  ctx->queue = clCreateCommandQueue(ctx->cl, dev.device,
-                                    opts->profiling ? CL_QUEUE_PROFILING_ENABLE : 0, &err);
-  if (!ctx->queue) {
-    clf__fail_cl(NULL, err, "clCreateCommandQueue", dev.device_name);
-    clReleaseContext(ctx->cl);
+  pthread_mutex_unlock(&clf__driver_lock);
+  if (failed) {
     free(ctx);
-    return CLF_E_OPENCL;
+    return clf__fail_cl(NULL, err, failed, dev.device_name); /* CLF_E_OUT_OF_MEMORY or CLF_E_OPENCL */
   }
   clf__read_caps(ctx);
   ctx->cache_dir = clf__cache_dir_resolve(ctx, opts->cache_dir);
@@ -252,8 +278,10 @@ void clf_context_destroy(clf_context *ctx) {
   clf__programs_release(ctx);
   for (int i = 0; i < CLF__SCRATCH_COUNT; i++)
     if (ctx->scratch[i]) clReleaseMemObject(ctx->scratch[i]);
+  pthread_mutex_lock(&clf__driver_lock);
   if (ctx->queue) clReleaseCommandQueue(ctx->queue);
   if (ctx->cl) clReleaseContext(ctx->cl);
+  pthread_mutex_unlock(&clf__driver_lock);
   clf__verdicts_free(ctx);
   free(ctx->gemm_profile);
   free(ctx->cache_dir);
