@@ -36,6 +36,7 @@ typedef struct clf__program {
   char *options; /* the caller's extra options ("-DHEAD_DIM=64") */
   cl_program program; /* NULL when the build failed */
   clf_status status;  /* CLF_OK, or why this variant is unusable */
+  cl_int cl;          /* the OpenCL error code of that failure (0: none) */
   char *reason;       /* the message (and build log) of a failure */
   struct clf__kernel *kernels;
   struct clf__program *next;

@@ -187,6 +187,7 @@ static void clf__program_build(clf_context *ctx, clf__program *p) {
 done:
   if (p->status != CLF_OK) {
     ctx->stats.build_failures++;
+    p->cl = ctx->err.cl;
     const char *log = clf_last_build_log(ctx);
     size_t n = strlen(ctx->err.msg) + strlen(log) + 2;
     p->reason = malloc(n);
@@ -200,8 +201,17 @@ done:
 
 static clf__program *clf__program_get(clf_context *ctx, const char *family, const char *options) {
   if (!options) options = "";
-  for (clf__program *p = ctx->programs; p; p = p->next)
-    if (strcmp(p->family, family) == 0 && strcmp(p->options, options) == 0) return p;
+  for (clf__program *p = ctx->programs; p; p = p->next) {
+    if (strcmp(p->family, family) != 0 || strcmp(p->options, options) != 0) continue;
+    /* Only the compiler's verdict is final; a failure for want of memory or
+     * of another OpenCL call is tried again at the next use. */
+    if (p->status != CLF_OK && p->status != CLF_E_BUILD) {
+      free(p->reason);
+      p->reason = NULL;
+      clf__program_build(ctx, p);
+    }
+    return p;
+  }
   clf__program *p = calloc(1, sizeof(*p));
   if (!p) return NULL;
   p->family = strdup(family);
@@ -217,6 +227,7 @@ static clf_status clf__program_error(clf_context *ctx, clf__program *p) {
   /* Report the remembered failure again, with its log. */
   const char *nl = p->reason ? strchr(p->reason, '\n') : NULL;
   clf__fail(ctx, p->status, "%.*s", nl ? (int)(nl - p->reason) : 0, p->reason ? p->reason : "");
+  ctx->err.cl = p->cl;
   if (nl) clf__set_build_log(ctx, nl + 1);
   return p->status;
 }

@@ -298,8 +298,11 @@ clf_status clf__weights_load(clf_context *ctx, const clf__weights *w, const char
   free(host);
   if (s != CLF_OK) {
     char msg[sizeof(ctx->err.msg)];
+    const cl_int cl = clf_last_cl_error(ctx); /* clf__fail clears it: keep the OpenCL code */
     snprintf(msg, sizeof(msg), "%s", clf_last_error(ctx));
-    return clf__fail(ctx, s, "weights: loading tensor \"%s\": %s", name, msg);
+    clf__fail(ctx, s, "weights: loading tensor \"%s\": %s", name, msg);
+    clf__err(ctx)->cl = cl;
+    return s;
   }
   return CLF_OK;
 }
