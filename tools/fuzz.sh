@@ -1,0 +1,116 @@
+#!/bin/sh
+# Runs the libFuzzer targets of tests/fuzz (docs/fuzzing.md): configures and
+# builds build-fuzz (clang, ASan + UBSan, -Dfuzz=true) when needed, seeds a
+# corpus per target from tests/fixtures, runs each target in turn for
+# $FUZZ_SECONDS (default 60) seconds in one process (no -jobs: the cores
+# are shared, and -jobs would write fuzz-N.log into the working directory),
+# and prints per target the executions it ran.  Exits 1 if any target found a
+# crash, a leak, a sanitizer report or a hang; the input that did it is left
+# in build-fuzz/crashes/<target>/ and the log in build-fuzz/fuzz-logs/.
+# A finding becomes a Check test of that exact input (docs/fuzzing.md).
+# usage: tools/fuzz.sh [TARGET...]    (default: every target)
+# env:   FUZZ_SECONDS, FUZZ_BUILD (default build-fuzz), FUZZ_ARGS (extra
+#        libFuzzer flags), FUZZ_KEEP_CORPUS=1 (keep the corpus grown so far
+#        instead of reseeding it from the fixtures)
+set -eu
+cd "$(dirname "$0")/.."
+root=$(pwd)
+build=${FUZZ_BUILD:-build-fuzz}
+secs=${FUZZ_SECONDS:-60}
+fx=tests/fixtures
+all="safetensors shard_index config generation_config preprocessor_config npy
+     tok_vocab_txt tok_vocab_json tok_merges tok_spm tok_marian_vocab tok_config
+     png jpeg cache verdicts profile"
+targets=${*:-$all}
+
+if [ ! -f "$build/build.ninja" ]; then
+  CC=clang CXX=clang++ meson setup "$build" -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
+fi
+meson compile -C "$build" fuzz >/dev/null
+
+# PoCL's own allocations are reported as leaks at exit (tests/lsan-pocl.supp);
+# UBSan stops at its first report, so that libFuzzer counts it as a crash.
+export LSAN_OPTIONS="suppressions=$root/tests/lsan-pocl.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
+export CLFORMER_LOG=off
+
+# put DIR FILE... : copies fixtures into a corpus directory
+put() { d=$1; shift; for f in "$@"; do cp "$f" "$d/$(echo "$f" | tr / _)"; done; }
+# prefixed DIR BYTE FILE... : the files with one selector byte before them
+prefixed() {
+  d=$1; b=$2; shift 2
+  for f in "$@"; do { printf "\\$b"; cat "$f"; } > "$d/$b-$(echo "$f" | tr / _)"; done
+}
+
+seed_json_index() {
+  d=$1
+  s1=model-00001-of-00002.safetensors s2=model-00002-of-00002.safetensors
+  printf '{"metadata": {"total_size": 500}, "weight_map": {"a.f32": "%s", "b.f16": "%s", "c.bf16": "%s", "d.i64": "%s", "e.empty": "%s"}}' \
+    $s1 $s1 $s1 $s1 $s1 > "$d/one-shard.json"
+  printf '{"weight_map": {"a.f32": "%s", "embeddings.LayerNorm.bias": "%s", "embeddings.word_embeddings.weight": "%s", "pooler.dense.weight": "%s"}}' \
+    $s1 $s2 $s2 $s2 > "$d/two-shards.json"
+  printf '{"weight_map": {}}' > "$d/empty.json"
+}
+
+seed_verdicts() {
+  d=$1
+  printf 'clformer-verdicts 1\ndevice: PoCL / cpu / driver 3.1\nattention.fused HEAD_DIM=64 BQ=32 BK=32\tfail\t3.500000e-01\t1.000000e-03\nnorm.layer_norm\tpass\t1.200000e-07\t1.000000e-05\nmovement.copy_strided\tfail\tnan\t1.000000e-05\nend 3\n' > "$d/three.txt"
+  printf 'clformer-verdicts 1\ndevice: x\nend 0\n' > "$d/none.txt"
+}
+
+# seed TARGET DIR: the corpus of one target
+seed() {
+  t=$1; d=$2
+  case $t in
+    safetensors) put "$d" $fx/loader/ref.safetensors $fx/bert/model.safetensors ;;
+    shard_index) seed_json_index "$d" ;;
+    config) put "$d" $fx/*/config.json ;;
+    generation_config)
+      prefixed "$d" 000 $fx/gpt2/generation_config.json $fx/gpt2_legacy/generation_config.json
+      prefixed "$d" 001 $fx/marian/generation_config.json $fx/marian_paper/generation_config.json $fx/marian/config.json ;;
+    preprocessor_config) put "$d" $fx/*/preprocessor_config.json $fx/images/*/preprocessor_config.json ;;
+    npy) put "$d" $fx/loader/*.npy $fx/images/classify_vit_cls.npy $fx/images/mae_noise.npy $fx/bert/padded.input_ids.npy ;;
+    tok_vocab_txt) put "$d" $fx/tokenizers/bert/vocab.txt $fx/tokenizers/bert_cased/vocab.txt ;;
+    tok_vocab_json) put "$d" $fx/tokenizers/gpt2/vocab.json ;;
+    tok_merges) put "$d" $fx/tokenizers/gpt2/merges.txt ;;
+    tok_spm) put "$d" $fx/tokenizers/marian/source.spm $fx/tokenizers/marian/target.spm ;;
+    tok_marian_vocab) put "$d" $fx/tokenizers/marian/vocab.json ;;
+    tok_config)
+      prefixed "$d" 000 $fx/tokenizers/bert/tokenizer_config.json $fx/tokenizers/bert_cased/tokenizer_config.json
+      prefixed "$d" 001 $fx/tokenizers/gpt2/tokenizer_config.json
+      prefixed "$d" 002 $fx/tokenizers/marian/tokenizer_config.json ;;
+    png) put "$d" $fx/images/*.png ;;
+    jpeg) put "$d" $fx/images/*.jpg ;;
+    cache) CLF_FUZZ_MAKE_SEED="$d/valid.clbin" "$build/tests/fuzz/fuzz_cache"
+           head -c 60 "$d/valid.clbin" > "$d/truncated.clbin" ;;
+    verdicts) seed_verdicts "$d" ;;
+    profile) CLF_FUZZ_MAKE_SEED="$d/valid.profile" "$build/tests/fuzz/fuzz_profile"
+             put "$d" profiles/*.profile ;;
+    *) echo "fuzz.sh: no target $t (targets: $(echo $all))" >&2; exit 2 ;;
+  esac
+}
+
+failed=0
+mkdir -p "$build/fuzz-logs" "$build/crashes" "$build/corpus"
+for t in $targets; do
+  corpus="$build/corpus/$t" crashes="$build/crashes/$t" log="$build/fuzz-logs/$t.log"
+  if [ "${FUZZ_KEEP_CORPUS:-0}" != 1 ] || [ ! -d "$corpus" ]; then
+    rm -rf "$corpus"; mkdir -p "$corpus"; seed "$t" "$corpus"
+  fi
+  rm -rf "$crashes"; mkdir -p "$crashes"
+  seeds=$(ls "$corpus" | wc -l)
+  rc=0
+  # shellcheck disable=SC2086
+  "$build/tests/fuzz/fuzz_$t" -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 \
+    -print_final_stats=1 -artifact_prefix="$crashes/" ${FUZZ_ARGS:-} "$corpus" > "$log" 2>&1 || rc=$?
+  runs=$(sed -n 's/^Done \([0-9]*\) runs in \([0-9]*\) second.*/\1 runs in \2 s/p' "$log" | tail -1)
+  if [ "$rc" -ne 0 ] || [ -n "$(ls "$crashes")" ]; then
+    failed=1
+    echo "$t: FAILED (exit $rc): $(ls "$crashes" | tr '\n' ' ')in $crashes/, log $log"
+    grep -m3 -E '^==[0-9]+==ERROR|runtime error|ALARM|out-of-memory|^SUMMARY' "$log" | sed 's/^/  /' || true
+  else
+    echo "$t: ${runs:-? runs} from $seeds seeds, corpus now $(ls "$corpus" | wc -l), no findings"
+  fi
+done
+exit $failed
