@@ -34,6 +34,10 @@ export LSAN_OPTIONS="suppressions=$root/tests/lsan-pocl.supp${LSAN_OPTIONS:+:$LS
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
 export CLFORMER_LOG=off
+# The targets' temporary directories: one killed by a finding cannot remove
+# its own, so they go here, emptied on every run, not into /tmp.
+export TMPDIR="$root/$build/fuzz-tmp"
+rm -rf "$TMPDIR"; mkdir -p "$TMPDIR"
 
 # put DIR FILE... : copies fixtures into a corpus directory
 put() { d=$1; shift; for f in "$@"; do cp "$f" "$d/$(echo "$f" | tr / _)"; done; }
