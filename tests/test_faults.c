@@ -635,6 +635,26 @@ START_TEST(build_failure_is_reported_and_remembered) {
 }
 END_TEST
 
+/* Issue 11, defect 10: one build failing once (PoCL's cache raced by a
+ * cold start under concurrency failed 1 start in 64, and the failure was
+ * remembered for good) is built once more and the model runs right, on a
+ * fresh context whose first kernel build is the one failed. */
+START_TEST(transient_build_failure_is_retried) {
+  long before[L_KINDS];
+  snapshot(before);
+  clf_context *ctx;
+  TH_OK(clf_context_create(NULL, &ctx));
+  fault_arm(1, CL_OUT_OF_HOST_MEMORY, 0, "clBuildProgram");
+  clf_status st = run_model(ctx, &BERT);
+  fault_off();
+  ck_assert_int_eq(F.failures, 1);
+  ck_assert_msg(st == CLF_OK, "a build that failed once: %s", clf_last_error(ctx));
+  TH_OK(run_model(ctx, &BERT)); /* nothing was remembered as failed */
+  clf_context_destroy(ctx);
+  assert_no_leak(before, "bert, one build failing once", 1);
+}
+END_TEST
+
 /* CLBlast's own program failing to build (after a clean run and CLBlast's
  * cache cleared, its program is the one built): CLF_E_BLAS naming CLBlast's status and the OpenCL code;
  * CLBlast keeps no failure, so the same context runs the model afterwards. */
@@ -668,6 +688,7 @@ int main(void) {
   Suite *s = suite_create("faults");
   TCase *tc = tcase_create("sweep");
   tcase_add_test(tc, build_failure_is_reported_and_remembered);
+  tcase_add_test(tc, transient_build_failure_is_retried);
   tcase_add_test(tc, clblast_build_failure_is_reported);
   tcase_add_test(tc, sweep_bert);
   tcase_add_test(tc, sweep_gpt2);
