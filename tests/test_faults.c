@@ -88,6 +88,16 @@ static void *real(const char *name) {
   static __typeof__(&name) r;      \
   if (!r) r = (__typeof__(&name))real(#name)
 
+/* A retain or release: forwarded, and the live count of its kind moved by
+ * `step` when it succeeds. */
+#define COUNTED(name, type, kind, step)            \
+  CL_API_ENTRY cl_int CL_API_CALL name(type obj) { \
+    REAL(name);                                    \
+    cl_int st = r(obj);                            \
+    if (st == CL_SUCCESS) live[kind] += (step);    \
+    return st;                                     \
+  }
+
 static void count_event(cl_int st, cl_event *ev) {
   if (st == CL_SUCCESS && ev) live[L_EVENT]++;
 }
@@ -122,13 +132,7 @@ CL_API_ENTRY cl_context CL_API_CALL clCreateContext(const cl_context_properties 
   return c;
 }
 
-CL_API_ENTRY cl_int CL_API_CALL clReleaseContext(cl_context c) {
-  REAL(clReleaseContext);
-  cl_int st = r(c);
-  if (st == CL_SUCCESS) live[L_CONTEXT]--;
-  return st;
-}
-
+COUNTED(clReleaseContext, cl_context, L_CONTEXT, -1)
 CL_API_ENTRY cl_command_queue CL_API_CALL clCreateCommandQueue(cl_context c, cl_device_id d,
                                                                cl_command_queue_properties p, cl_int *err) {
   REAL(clCreateCommandQueue);
@@ -142,13 +146,7 @@ CL_API_ENTRY cl_command_queue CL_API_CALL clCreateCommandQueue(cl_context c, cl_
   return q;
 }
 
-CL_API_ENTRY cl_int CL_API_CALL clReleaseCommandQueue(cl_command_queue q) {
-  REAL(clReleaseCommandQueue);
-  cl_int st = r(q);
-  if (st == CL_SUCCESS) live[L_QUEUE]--;
-  return st;
-}
-
+COUNTED(clReleaseCommandQueue, cl_command_queue, L_QUEUE, -1)
 CL_API_ENTRY cl_int CL_API_CALL clFinish(cl_command_queue q) {
   REAL(clFinish);
   cl_int e = fault("clFinish", 0);
@@ -175,20 +173,8 @@ CL_API_ENTRY cl_mem CL_API_CALL clCreateBuffer(cl_context c, cl_mem_flags f, siz
   return m;
 }
 
-CL_API_ENTRY cl_int CL_API_CALL clRetainMemObject(cl_mem m) {
-  REAL(clRetainMemObject);
-  cl_int st = r(m);
-  if (st == CL_SUCCESS) live[L_MEM]++;
-  return st;
-}
-
-CL_API_ENTRY cl_int CL_API_CALL clReleaseMemObject(cl_mem m) {
-  REAL(clReleaseMemObject);
-  cl_int st = r(m);
-  if (st == CL_SUCCESS) live[L_MEM]--;
-  return st;
-}
-
+COUNTED(clRetainMemObject, cl_mem, L_MEM, +1)
+COUNTED(clReleaseMemObject, cl_mem, L_MEM, -1)
 CL_API_ENTRY cl_int CL_API_CALL clEnqueueWriteBuffer(cl_command_queue q, cl_mem m, cl_bool block, size_t off,
                                                      size_t n, const void *p, cl_uint nw, const cl_event *w,
                                                      cl_event *ev) {
@@ -281,13 +267,7 @@ CL_API_ENTRY cl_int CL_API_CALL clGetProgramBuildInfo(cl_program p, cl_device_id
   return CL_SUCCESS;
 }
 
-CL_API_ENTRY cl_int CL_API_CALL clReleaseProgram(cl_program p) {
-  REAL(clReleaseProgram);
-  cl_int st = r(p);
-  if (st == CL_SUCCESS) live[L_PROGRAM]--;
-  return st;
-}
-
+COUNTED(clReleaseProgram, cl_program, L_PROGRAM, -1)
 CL_API_ENTRY cl_kernel CL_API_CALL clCreateKernel(cl_program p, const char *name, cl_int *err) {
   REAL(clCreateKernel);
   cl_int e = fault("clCreateKernel", 0);
@@ -300,13 +280,7 @@ CL_API_ENTRY cl_kernel CL_API_CALL clCreateKernel(cl_program p, const char *name
   return k;
 }
 
-CL_API_ENTRY cl_int CL_API_CALL clReleaseKernel(cl_kernel k) {
-  REAL(clReleaseKernel);
-  cl_int st = r(k);
-  if (st == CL_SUCCESS) live[L_KERNEL]--;
-  return st;
-}
-
+COUNTED(clReleaseKernel, cl_kernel, L_KERNEL, -1)
 CL_API_ENTRY cl_int CL_API_CALL clSetKernelArg(cl_kernel k, cl_uint i, size_t n, const void *v) {
   REAL(clSetKernelArg);
   cl_int e = fault("clSetKernelArg", 0);
@@ -336,20 +310,8 @@ CL_API_ENTRY cl_int CL_API_CALL clEnqueueMarkerWithWaitList(cl_command_queue q, 
   return st;
 }
 
-CL_API_ENTRY cl_int CL_API_CALL clRetainEvent(cl_event ev) {
-  REAL(clRetainEvent);
-  cl_int st = r(ev);
-  if (st == CL_SUCCESS) live[L_EVENT]++;
-  return st;
-}
-
-CL_API_ENTRY cl_int CL_API_CALL clReleaseEvent(cl_event ev) {
-  REAL(clReleaseEvent);
-  cl_int st = r(ev);
-  if (st == CL_SUCCESS) live[L_EVENT]--;
-  return st;
-}
-
+COUNTED(clRetainEvent, cl_event, L_EVENT, +1)
+COUNTED(clReleaseEvent, cl_event, L_EVENT, -1)
 /* ---- one run: a context, a model load, a forward pass (and generation) ---- */
 
 /* A model and what is run on it: forward case `fwd` of its fixture
