@@ -129,8 +129,8 @@ START_TEST(test_bad_configs) {
   TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_UNSUPPORTED, "\"t5\"");
   ck_assert_ptr_null(m);
   set_config(dir, "model_type", "\"bert\"");
-  set_config(dir, "architectures", "[\"BertForMaskedLM\"]");
-  TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_UNSUPPORTED, "BertForMaskedLM");
+  set_config(dir, "architectures", "[\"BertForMultipleChoice\"]");
+  TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_UNSUPPORTED, "BertForMultipleChoice");
   set_config(dir, "architectures", "[\"BertModel\"]");
   set_config(dir, "hidden_act", "\"mish2\"");
   TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_UNSUPPORTED, "mish2");

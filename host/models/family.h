@@ -49,7 +49,7 @@ void clf__gemm_add(clf__gemm_list *l, size_t rows, long out, long in, int trans_
 
 typedef struct clf__family {
   const char *type;           /* config.json model_type */
-  const char *archs[4];       /* the architectures accepted (outputs: see the family's file) */
+  const char *archs[8];       /* the architectures accepted, NULL-ended (outputs: see the family's file) */
   const clf__config_key *keys;
   size_t n_keys, dims_size;
   /* Fills m from the dims read by the key table (c for what tables do not cover). */

@@ -1,6 +1,7 @@
 /* model_gpt2.c - GPT2Model / GPT2LMHeadModel: wte + wpe, N pre-LN blocks
  * (fused c_attn, causal + padding mask, gelu_new MLP), ln_f, tied LM head,
- * and a KV cache for incremental decoding.
+ * and a KV cache for incremental decoding; GPT2ForSequenceClassification
+ * (score at the last non-padding token) and GPT2ForTokenClassification.
  */
 #include "family.h"
 #include "kv.h"
@@ -17,6 +18,9 @@ typedef struct gpt2 {
   clf__ln ln_f;     /* [D] */
   clf_tensor *head; /* [V, D] lm_head.weight, or wte when tied */
   int has_head;
+  int task;           /* enum gpt2_task: what "logits" is */
+  clf__linear cls;    /* [n_labels, D] score (no bias) or classifier */
+  size_t n_labels;
   /* generation state */
   clf__kv_cache kv;  /* per layer [B, H, cap, Dh] while generating */
   clf_tensor *step;  /* i64 [B * (2 cap + cap)]: ids, positions, mask of a step */
@@ -25,6 +29,7 @@ typedef struct gpt2 {
 static const char *const gpt2_inputs[] = {"input_ids", "attention_mask", "position_ids"};
 static const char *const gpt2_outputs[] = {"logits", "last_hidden_state"};
 enum { IN_IDS, IN_MASK, IN_POS };
+enum gpt2_task { TASK_LM, TASK_SEQ, TASK_TOK };
 
 static void gpt2_gen_end(clf_model *m) {
   gpt2 *g = m->impl;
@@ -64,6 +69,59 @@ static clf_status gpt2_body(clf_model *m, const clf_tensor *ids, const clf_tenso
   return CLF_OK;
 }
 
+/* GPT2ForSequenceClassification's rows as transformers 4.40 picks them:
+ * the token before the first pad_token_id of each row, modulo L (so the
+ * last token when the row has none, or starts with one); the last token
+ * for all rows without pad_token_id, which transformers allows at batch 1
+ * only.  CLF_E_INVALID_ARG for a larger batch without it. */
+static clf_status gpt2_seq_rows(clf_model *m, const clf_array *ids, size_t B, size_t L, int64_t *rows) {
+  if (!m->has_pad && B > 1)
+    return clf__fail(m->ctx, CLF_E_INVALID_ARG, "clf_model_run: GPT2ForSequenceClassification cannot classify a "
+                     "batch of %zu without pad_token_id in config.json (the last token of each row is found by "
+                     "it); run the rows one at a time or set pad_token_id", B);
+  if (!L && B)
+    return clf__fail(m->ctx, CLF_E_SHAPE, "clf_model_run: GPT2ForSequenceClassification needs at least one token");
+  for (size_t b = 0; b < B; b++) {
+    size_t first = 0; /* argmax of (ids == pad): 0 when there is none */
+    for (size_t l = 0; m->has_pad && l < L; l++) {
+      const int64_t v = ids->dtype == CLF_I64 ? ((const int64_t *)ids->data)[b * L + l]
+                                              : ((const int32_t *)ids->data)[b * L + l];
+      if (v == m->pad) {
+        first = l;
+        break;
+      }
+    }
+    rows[b] = (int64_t)((first + L - 1) % L);
+  }
+  return CLF_OK;
+}
+
+/* logits [B, num_labels] = score(a[b, rows[b]]): the rows gathered on the
+ * device, then one GEMM. */
+static clf_status gpt2_seq_logits(clf_model *m, const clf_array *ids, const clf_tensor *a, size_t B, size_t L,
+                                  clf_array *res) {
+  gpt2 *g = m->impl;
+  clf__ws *ws = &m->ws;
+  int64_t *rows = malloc(B * sizeof *rows + 1);
+  if (!rows) return clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "clf_model_run: out of host memory");
+  clf_tensor *idx, *row, *o;
+  clf_status st = gpt2_seq_rows(m, ids, B, L, rows);
+  if (st == CLF_OK && (st = clf__ws_get(m->ctx, ws, CLF__WS_IDS2, CLF_I64, 2, (size_t[]){B, 1}, &idx)) == CLF_OK)
+    st = clf_tensor_upload(m->ctx, idx, rows, B * sizeof *rows);
+  free(rows);
+  if (st != CLF_OK ||
+      (st = clf__ws_get(m->ctx, ws, CLF__WS_ROW, CLF_F32, 3, (size_t[]){B, 1, g->D}, &row)) != CLF_OK ||
+      (st = clf__ws_get(m->ctx, ws, CLF__WS_LOGITS, CLF_F32, 3, (size_t[]){B, 1, g->n_labels}, &o)) != CLF_OK ||
+      (st = clf_gather_rows(m->ctx, a, 0, idx, row, 0, NULL)) != CLF_OK ||
+      (st = clf_linear(m->ctx, row, g->cls.w, CLF_WEIGHT_OUT_IN, NULL, CLF_ACT_NONE, o, NULL)) != CLF_OK ||
+      (st = clf__download(m, o, "logits", res)) != CLF_OK)
+    return st;
+  res->ndim = 2; /* [B, num_labels] */
+  res->shape[1] = g->n_labels;
+  res->shape[2] = 0;
+  return CLF_OK;
+}
+
 static clf_status gpt2_run(clf_model *m, const clf__inputs in, const int *want, clf_array *res) {
   static const char op[] = "clf_model_run";
   clf_context *ctx = m->ctx;
@@ -82,6 +140,7 @@ static clf_status gpt2_run(clf_model *m, const clf__inputs in, const int *want, 
   if ((st = clf__check_id_range(m, op, in[IN_IDS], "input_ids", g->V)) != CLF_OK ||
       (st = clf__check_id_range(m, op, in[IN_POS], "position_ids", g->P)) != CLF_OK)
     return st;
+  if (want[0] && g->task == TASK_SEQ && !m->has_pad && B > 1) return gpt2_seq_rows(m, in[IN_IDS], B, L, NULL);
   gpt2_gen_end(m); /* a forward pass runs without the cache */
   clf_tensor *ids, *mask = NULL, *pos = NULL, *h, *a;
   if ((st = clf__upload_ids(m, ws, CLF__WS_IDS, in[IN_IDS], B, L, 0, &ids)) != CLF_OK) return st;
@@ -92,14 +151,17 @@ static clf_status gpt2_run(clf_model *m, const clf__inputs in, const int *want, 
   clf_attention_mask am = {mask, 1, NULL};
   if ((st = gpt2_body(m, ids, pos, 0, &am, h, a)) != CLF_OK) return st;
   if (want[1] && (st = clf__download(m, a, "last_hidden_state", &res[1])) != CLF_OK) return st;
-  if (want[0]) {
-    clf_tensor *logits;
-    if ((st = clf__ws_get(ctx, ws, CLF__WS_LOGITS, CLF_F32, 3, (size_t[]){B, L, g->V}, &logits)) != CLF_OK)
-      return st;
-    if ((st = clf_linear(ctx, a, g->head, CLF_WEIGHT_OUT_IN, NULL, CLF_ACT_NONE, logits, NULL)) != CLF_OK) return st;
-    if ((st = clf__download(m, logits, "logits", &res[0])) != CLF_OK) return st;
-  }
-  return CLF_OK;
+  if (!want[0]) return CLF_OK;
+  if (g->task == TASK_SEQ) return gpt2_seq_logits(m, in[IN_IDS], a, B, L, &res[0]);
+  clf_tensor *logits;
+  const size_t O = g->task == TASK_TOK ? g->n_labels : g->V;
+  if ((st = clf__ws_get(ctx, ws, CLF__WS_LOGITS, CLF_F32, 3, (size_t[]){B, L, O}, &logits)) != CLF_OK) return st;
+  if (g->task == TASK_TOK)
+    st = clf_linear(ctx, a, g->cls.w, CLF_WEIGHT_OUT_IN, g->cls.b, CLF_ACT_NONE, logits, NULL);
+  else
+    st = clf_linear(ctx, a, g->head, CLF_WEIGHT_OUT_IN, NULL, CLF_ACT_NONE, logits, NULL);
+  if (st != CLF_OK) return st;
+  return clf__download(m, logits, "logits", &res[0]);
 }
 
 static clf_status gpt2_gen_begin(clf_model *m, size_t B, size_t cap, const clf_array *enc_ids,
@@ -209,6 +271,18 @@ static clf_status gpt2_check(clf_context *ctx, const gpt2_dims *d, clf_activatio
   return CLF_OK;
 }
 
+/* The classifier of a task head: score.weight [num_labels, D] (no bias) or
+ * classifier.weight/.bias; num_labels from id2label (else 2, transformers'
+ * default). */
+static clf_status gpt2_load_task(clf_model *m, gpt2 *g, const clf__weights *w) {
+  g->n_labels = m->n_labels ? m->n_labels : 2;
+  if (g->task == TASK_SEQ)
+    return clf__load_linear(m->ctx, w, &m->params, "score.weight", NULL, g->n_labels, g->D, CLF_WEIGHT_OUT_IN,
+                            &g->cls);
+  return clf__load_linear(m->ctx, w, &m->params, "classifier.weight", "classifier.bias", g->n_labels, g->D,
+                          CLF_WEIGHT_OUT_IN, &g->cls);
+}
+
 /* wte, wpe, the blocks, ln_f and the (tied) LM head under prefix pf. */
 static clf_status gpt2_load_weights(clf_model *m, gpt2 *g, const gpt2_dims *dm, clf_activation act, const char *pf,
                                     const clf__weights *w) {
@@ -233,6 +307,7 @@ static clf_status gpt2_load_weights(clf_model *m, gpt2 *g, const gpt2_dims *dm, 
                              CLF__ARRAY_LEN(gpt2_layer_rows), &spec, l)) != CLF_OK)
       return st;
   }
+  if (g->task != TASK_LM) return gpt2_load_task(m, g, w);
   /* lm_head.weight [V, D], tied to wte when absent: wte itself in f32, a
    * copy of it in another weight type (the lookup stays f32) */
   g->head = g->wte;
@@ -248,7 +323,6 @@ static clf_status gpt2_load(clf_model *m, const void *dims, const clf__config *c
   const gpt2_dims *d = dims;
   clf_activation act;
   clf_status st;
-  (void)c;
   if ((st = gpt2_check(m->ctx, d, &act)) != CLF_OK) return st;
   gpt2 *g = calloc(1, sizeof *g);
   if (!g || !(g->layers = calloc((size_t)d->N + 1, sizeof *g->layers))) {
@@ -263,7 +337,11 @@ static clf_status gpt2_load(clf_model *m, const void *dims, const clf__config *c
   m->n_in = 3;
   m->out_names = gpt2_outputs;
   m->n_out = 2;
-  m->vocab = m->in_vocab = d->V;
+  g->task = clf__config_has_arch(c, "GPT2ForSequenceClassification") ? TASK_SEQ
+            : clf__config_has_arch(c, "GPT2ForTokenClassification")  ? TASK_TOK
+                                                                     : TASK_LM;
+  m->vocab = g->task == TASK_LM ? (size_t)d->V : 0;
+  m->in_vocab = d->V;
   m->max_positions = d->P;
   g->V = d->V, g->D = d->D, g->H = d->H, g->F = gpt2_ffn(d), g->P = d->P, g->n_layers = d->N;
   const char *const probe[] = {"transformer.wte.weight", "wte.weight", NULL};
@@ -271,6 +349,7 @@ static clf_status gpt2_load(clf_model *m, const void *dims, const clf__config *c
   if ((st = gpt2_load_weights(m, g, d, act, found && strcmp(found, probe[0]) == 0 ? "transformer." : "", w)) !=
       CLF_OK)
     return st;
+  if (g->task != TASK_LM) return CLF_OK; /* classifiers do not generate */
   m->gen_begin = gpt2_gen_begin;
   m->gen_step = gpt2_gen_step;
   m->gen_reorder = gpt2_gen_reorder;
@@ -290,6 +369,14 @@ static void gpt2_gemms(const void *dims, const clf__config *c, size_t T, clf__ge
   if (clf__config_has_arch(c, "GPT2LMHeadModel")) clf__gemm_add(l, T, d->V, d->D, 1, 1);
 }
 
-/* GPT2Model / GPT2LMHeadModel: logits, last_hidden_state. */
-const clf__family clf__gpt2_family = {"gpt2", {"GPT2Model", "GPT2LMHeadModel", NULL}, gpt2_keys,
-                                      CLF__ARRAY_LEN(gpt2_keys), sizeof(gpt2_dims), gpt2_load, gpt2_gemms};
+/* GPT2Model / GPT2LMHeadModel: logits, last_hidden_state;
+ * GPT2ForSequenceClassification: logits [B, num_labels], last_hidden_state;
+ * GPT2ForTokenClassification: logits [B, L, num_labels], last_hidden_state. */
+const clf__family clf__gpt2_family = {
+    "gpt2",
+    {"GPT2Model", "GPT2LMHeadModel", "GPT2ForSequenceClassification", "GPT2ForTokenClassification", NULL},
+    gpt2_keys,
+    CLF__ARRAY_LEN(gpt2_keys),
+    sizeof(gpt2_dims),
+    gpt2_load,
+    gpt2_gemms};

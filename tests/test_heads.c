@@ -1,0 +1,271 @@
+/* test_heads.c - the task heads (BertFor*, GPT2For*) against the golden
+ * fixtures made with transformers (tools/fixtures/make_head_fixtures.py),
+ * every head checkpoint run as its base model, the heads with f16 / q8
+ * weights, and the errors: a head weight missing, GPT-2 sequence
+ * classification of a batch without pad_token_id, an unknown architecture.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clformer.h"
+#include "fixture_util.h"
+#include "harness.h"
+
+static const char *const heads[] = {
+    "bert_mlm", "bert_pretrain", "bert_seqcls", "bert_tokcls",
+    "bert_qa",  "bert_nsp",      "gpt2_seqcls", "gpt2_tokcls"};
+
+static void fixture_dir(char *dir, size_t len, const char *name) {
+  snprintf(dir, len, "%s/%s", fixtures(), name);
+}
+
+/* Every forward case, each output within the fixtures' 1e-4 of scale. */
+START_TEST(test_golden) {
+  char dir[1024];
+  fixture_dir(dir, sizeof dir, heads[_i]);
+  check_forward_cases(get_model(dir), dir, 1e-4, heads[_i]);
+}
+END_TEST
+
+/* The output names: the head's (transformers' names), then the base
+ * model's. */
+START_TEST(test_output_names) {
+  static const struct {
+    const char *fixture, *names;
+  } want[] = {
+      {"bert_mlm", "logits last_hidden_state"},
+      {"bert_pretrain", "prediction_logits seq_relationship_logits "
+                        "last_hidden_state pooler_output"},
+      {"bert_seqcls", "logits last_hidden_state pooler_output"},
+      {"bert_tokcls", "logits last_hidden_state"},
+      {"bert_qa", "start_logits end_logits last_hidden_state"},
+      {"bert_nsp", "logits last_hidden_state pooler_output"},
+      {"gpt2_seqcls", "logits last_hidden_state"},
+      {"gpt2_tokcls", "logits last_hidden_state"},
+  };
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    char dir[1024], got[256] = "";
+    fixture_dir(dir, sizeof dir, want[i].fixture);
+    const char *const *names;
+    const size_t n = clf_model_output_names(get_model(dir), &names);
+    for (size_t k = 0; k < n; k++)
+      snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s",
+               k ? " " : "", names[k]);
+    ck_assert_str_eq(got, want[i].names);
+  }
+  char dir[1024];
+  fixture_dir(dir, sizeof dir, "bert_seqcls");
+  clf_model *m = get_model(dir);
+  ck_assert_uint_eq(clf_model_num_labels(m), 3);
+  ck_assert_str_eq(clf_model_label(m, 2), "positive");
+}
+END_TEST
+
+/* Only last_hidden_state asked of a head checkpoint (as `clformer embed`
+ * asks it): the golden base-model output of the padded case. */
+static void read_npy(const char *dir, const char *file, const char *name,
+                     clf_array *a) {
+  char p[1200];
+  snprintf(p, sizeof p, "%s/%s", dir, file);
+  ck_assert_msg(clf_npy_read(p, a) == CLF_OK, "%s", clf_last_error(NULL));
+  snprintf(a->name, sizeof a->name, "%s", name);
+}
+
+START_TEST(test_base_model_use) {
+  char dir[1024];
+  fixture_dir(dir, sizeof dir, heads[_i]);
+  clf_model *m = get_model(dir);
+  const int is_bert = !strncmp(heads[_i], "bert", 4);
+  clf_array in[3], exp, got;
+  const char *c = strcmp(heads[_i], "gpt2_seqcls") ? "padded" : "padded_states";
+  char f[4][64];
+  static const char *const parts[4] = {"input_ids", "attention_mask",
+                                       "token_type_ids", "last_hidden_state"};
+  for (int k = 0; k < 4; k++)
+    snprintf(f[k], sizeof f[k], "%s.%s.npy", c, parts[k]);
+  read_npy(dir, f[0], "input_ids", &in[0]);
+  read_npy(dir, f[1], "attention_mask", &in[1]);
+  if (is_bert)
+    read_npy(dir, f[2], "token_type_ids", &in[2]);
+  read_npy(dir, f[3], "last_hidden_state", &exp);
+  const char *outs[] = {"last_hidden_state"};
+  TH_OK(clf_model_run(m, in, is_bert ? 3 : 2, outs, 1, &got));
+  ck_assert_uint_eq(clf_array_numel(&got), clf_array_numel(&exp));
+  const size_t B = exp.shape[0], L = exp.shape[1], D = exp.shape[2];
+  const int64_t *mask = in[1].data;
+  for (size_t r = 0; r < B * L;
+       r++) /* GPT-2's padded query rows are degenerate */
+    if (is_bert || mask[r])
+      TH_CLOSE((const float *)got.data + r * D, (const float *)exp.data + r * D,
+               D, 1e-4);
+  clf_array_free(&got), clf_array_free(&exp);
+  for (int i = 0; i < (is_bert ? 3 : 2); i++)
+    clf_array_free(&in[i]);
+}
+END_TEST
+
+/* A head checkpoint loaded as BertModel (architectures changed): the head's
+ * weights are ignored, the base outputs equal the golden ones. */
+START_TEST(test_head_weights_ignored) {
+  char *dir = copy_fixture("bert_pretrain", NULL, NULL, 0, NULL), src[1024];
+  set_config(dir, "architectures", "[\"BertModel\"]");
+  clf_model *m = NULL;
+  TH_OK(clf_model_load(th_ctx, dir, &m));
+  const char *const *names;
+  ck_assert_uint_eq(clf_model_output_names(m, &names), 2);
+  ck_assert_str_eq(names[0], "last_hidden_state");
+  ck_assert_str_eq(names[1], "pooler_output");
+  fixture_dir(src, sizeof src, "bert_pretrain");
+  clf_array in[3], ga[2], gb[2];
+  read_npy(src, "padded.input_ids.npy", "input_ids", &in[0]);
+  read_npy(src, "padded.attention_mask.npy", "attention_mask", &in[1]);
+  read_npy(src, "padded.token_type_ids.npy", "token_type_ids", &in[2]);
+  const char *outs[] = {"last_hidden_state", "pooler_output"};
+  TH_OK(clf_model_run(m, in, 3, outs, 2, ga));
+  TH_OK(clf_model_run(get_model(src), in, 3, outs, 2, gb));
+  for (int k = 0; k < 2; k++) {
+    ck_assert(memcmp(ga[k].data, gb[k].data,
+                     clf_array_numel(&gb[k]) * sizeof(float)) == 0);
+    clf_array_free(&ga[k]), clf_array_free(&gb[k]);
+  }
+  for (int k = 0; k < 3; k++)
+    clf_array_free(&in[k]);
+  clf_model_destroy(m);
+  /* no architectures at all: BertModel too */
+  set_config(dir, "architectures", "null");
+  TH_OK(clf_model_load(th_ctx, dir, &m));
+  ck_assert_uint_eq(clf_model_output_names(m, NULL), 2);
+  clf_model_destroy(m);
+  remove_dir(dir);
+}
+END_TEST
+
+/* The heads' linear layers take the weight type: f16 within 2e-3, q8
+ * within 5e-2 of transformers (the bounds of test_weight_types.c). */
+START_TEST(test_weight_types) {
+  static const struct {
+    clf_dtype dt;
+    double tol;
+  } types[] = {{CLF_F16, 2e-3}, {CLF_Q8_0, 5e-2}};
+  for (size_t t = 0; t < 2; t++) {
+    char dir[1024], what[128];
+    fixture_dir(dir, sizeof dir, heads[_i]);
+    clf_model_options o;
+    clf_model_options_init(&o);
+    o.weights = types[t].dt;
+    clf_model *m = NULL;
+    TH_OK(clf_model_load_with(th_ctx, dir, &o, &m));
+    snprintf(what, sizeof what, "%s with %s weights", heads[_i],
+             clf_dtype_name(types[t].dt));
+    check_forward_cases(m, dir, types[t].tol, what);
+    clf_model_destroy(m);
+  }
+}
+END_TEST
+
+/* A weight of the head config.json names, missing: an error naming it. */
+START_TEST(test_missing_head_weight) {
+  static const struct {
+    const char *fixture, *tensor;
+  } cases[] = {
+      {"bert_mlm", "cls.predictions.transform.dense.weight"},
+      {"bert_mlm", "cls.predictions.bias"},
+      {"bert_pretrain", "cls.seq_relationship.weight"},
+      {"bert_seqcls", "classifier.weight"},
+      {"bert_seqcls",
+       "bert.pooler.dense.weight"}, /* the classifier reads pooler_output */
+      {"bert_tokcls", "classifier.bias"},
+      {"bert_qa", "qa_outputs.weight"},
+      {"bert_nsp", "cls.seq_relationship.bias"},
+      {"gpt2_seqcls", "score.weight"},
+      {"gpt2_tokcls", "classifier.weight"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    clf_model *m = NULL;
+    char *dir = copy_fixture(cases[i].fixture, cases[i].tensor, NULL, 0, NULL);
+    TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_NOT_FOUND, cases[i].tensor);
+    ck_assert_ptr_null(m);
+    remove_dir(dir);
+  }
+  /* a classifier whose rows are not id2label's labels */
+  clf_model *m = NULL;
+  char *dir = copy_fixture("bert_seqcls", NULL, "classifier.weight", 2,
+                           (size_t[]){4, 24});
+  TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_SHAPE, "classifier.weight");
+  remove_dir(dir);
+}
+END_TEST
+
+/* Architectures no family has stay refused, by name. */
+START_TEST(test_unknown_architecture) {
+  clf_model *m = NULL;
+  char *dir = copy_fixture("bert_seqcls", NULL, NULL, 0, NULL);
+  set_config(dir, "architectures", "[\"BertForMultipleChoice\"]");
+  TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_UNSUPPORTED,
+           "BertForMultipleChoice");
+  remove_dir(dir);
+  dir = copy_fixture("gpt2_seqcls", NULL, NULL, 0, NULL);
+  set_config(dir, "architectures", "[\"GPT2DoubleHeadsModel\"]");
+  TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_UNSUPPORTED,
+           "GPT2DoubleHeadsModel");
+  remove_dir(dir);
+  ck_assert_ptr_null(m);
+}
+END_TEST
+
+/* GPT2ForSequenceClassification without pad_token_id: batch 1 takes the
+ * last token (transformers' sequence_lengths -1: the golden ids_only case,
+ * which holds no pad id), a larger batch is refused as transformers
+ * refuses it; a classifier cannot generate. */
+START_TEST(test_gpt2_seqcls_no_pad) {
+  char *dir = copy_fixture("gpt2_seqcls", NULL, NULL, 0, NULL), src[1024];
+  set_config(dir, "pad_token_id", "null");
+  clf_model *m = NULL;
+  TH_OK(clf_model_load(th_ctx, dir, &m));
+  fixture_dir(src, sizeof src, "gpt2_seqcls");
+  clf_array in, exp, got;
+  read_npy(src, "ids_only.input_ids.npy", "input_ids", &in);
+  read_npy(src, "ids_only.logits.npy", "logits", &exp);
+  const char *outs[] = {"logits"};
+  TH_OK(clf_model_run(m, &in, 1, outs, 1, &got));
+  ck_assert_int_eq(got.ndim, 2);
+  ck_assert_uint_eq(got.shape[1], 3);
+  TH_CLOSE((const float *)got.data, (const float *)exp.data, 3, 1e-4);
+  clf_array_free(&got), clf_array_free(&in);
+  read_npy(src, "padded.input_ids.npy", "input_ids", &in);
+  TH_FAILS(clf_model_run(m, &in, 1, outs, 1, &got), CLF_E_INVALID_ARG,
+           "pad_token_id");
+  /* last_hidden_state needs no pad token */
+  const char *lhs[] = {"last_hidden_state"};
+  TH_OK(clf_model_run(m, &in, 1, lhs, 1, &got));
+  clf_array_free(&got);
+  clf_array seq;
+  TH_FAILS(clf_model_generate(m, &in, NULL, NULL, &seq), CLF_E_UNSUPPORTED,
+           "gpt2");
+  clf_array_free(&in), clf_array_free(&exp);
+  clf_model_destroy(m);
+  remove_dir(dir);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("heads");
+  TCase *tc = tcase_create("heads");
+  tcase_set_timeout(tc, 600);
+  tcase_add_unchecked_fixture(tc, NULL, free_models);
+  const int n = (int)(sizeof heads / sizeof heads[0]);
+  tcase_add_loop_test(tc, test_golden, 0, n);
+  tcase_add_test(tc, test_output_names);
+  tcase_add_loop_test(tc, test_base_model_use, 0, n);
+  tcase_add_test(tc, test_head_weights_ignored);
+  tcase_add_loop_test(tc, test_weight_types, 0, n);
+  tcase_add_test(tc, test_missing_head_weight);
+  tcase_add_test(tc, test_unknown_architecture);
+  tcase_add_test(tc, test_gpt2_seqcls_no_pad);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return th_run(suite()); }
