@@ -550,6 +550,98 @@ static void expect_usage_error(const char *args, const char *want, const char *c
 /* One parser for every command: the same messages for a bad number, a number
  * out of its stated range, an unknown option, a missing value, a missing
  * required option and one argument too many; all exit 2 before any work. */
+/* The pipeline transformers ran on the fixture (cases.json "pipeline"). */
+static cJSON *pipeline_of(const char *fixture) {
+  char path[1024];
+  snprintf(path, sizeof(path), "%s/%s/cases.json", fx, fixture);
+  FILE *f = fopen(path, "rb");
+  ck_assert_ptr_nonnull(f);
+  static char buf[1 << 16];
+  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  buf[n] = 0;
+  fclose(f);
+  cJSON *j = cJSON_Parse(buf);
+  ck_assert_ptr_nonnull(j);
+  return j;
+}
+
+/* Each "  SCORE  NAME (ID)" line of a block, from *at on: the score within
+ * 1e-4 of transformers' (printed with 4 decimals), the name and id exact. */
+static const char *expect_scored_line(const char *at, double score, const char *name, int id) {
+  double got;
+  char got_name[128];
+  int got_id, used = 0;
+  ck_assert_msg(sscanf(at, " %lf %127s (%d)%n", &got, got_name, &got_id, &used) == 3, "unexpected line: %.60s", at);
+  ck_assert_msg(fabs(got - score) <= 1e-4, "score %.4f, transformers %.6f (%s)", got, score, name);
+  ck_assert_str_eq(got_name, name);
+  ck_assert_int_eq(got_id, id);
+  return at + used;
+}
+
+/* `fill-mask` prints the top K of transformers' fill-mask pipeline on the
+ * fixture's text, in its order, with its scores. */
+START_TEST(fill_mask_matches_pipeline) {
+  cJSON *j = pipeline_of("bert_mlm"), *p = cJSON_GetObjectItem(j, "pipeline"), *r;
+  char args[1024];
+  snprintf(args, sizeof(args), "fill-mask %s/bert_mlm \"%s\" --top-k %d", fx,
+           cJSON_GetObjectItem(p, "text")->valuestring, cJSON_GetObjectItem(p, "top_k")->valueint);
+  ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
+  const char *out = slurp("stdout");
+  ck_assert_msg(!strncmp(out, "mask 1 (token 4)\n", 17), "%s", out); /* [CLS] paris is the [MASK] */
+  const char *at = out + 17;
+  cJSON_ArrayForEach(r, cJSON_GetObjectItem(p, "results")) at =
+      expect_scored_line(at, cJSON_GetObjectItem(r, "score")->valuedouble,
+                         cJSON_GetObjectItem(r, "token_str")->valuestring, cJSON_GetObjectItem(r, "token")->valueint);
+  ck_assert_str_eq(at, "\n");
+  cJSON_Delete(j);
+  /* errors: no mask in the text; a model that is no masked LM */
+  snprintf(args, sizeof(args), "fill-mask %s/bert_mlm \"no mask here\"", fx);
+  ck_assert_int_eq(run_cli(args), 1);
+  ck_assert_ptr_nonnull(strstr(slurp("stderr"), "the text has no mask token"));
+  snprintf(args, sizeof(args), "fill-mask %s/bert_seqcls \"a [MASK] b\"", fx);
+  ck_assert_int_eq(run_cli(args), 1);
+  ck_assert_ptr_nonnull(strstr(slurp("stderr"), "(not a masked LM)"));
+}
+END_TEST
+
+/* `classify` on a text classifier: each text's labels (id2label) with
+ * transformers' text-classification pipeline scores, most probable first;
+ * the image path is kept for directories with preprocessor_config.json. */
+START_TEST(classify_text_matches_pipeline) {
+  cJSON *j = pipeline_of("bert_seqcls"), *p = cJSON_GetObjectItem(j, "pipeline");
+  cJSON *texts = cJSON_GetObjectItem(p, "texts"), *results = cJSON_GetObjectItem(p, "results");
+  char args[1024];
+  snprintf(args, sizeof(args), "classify %s/bert_seqcls \"%s\" \"%s\"", fx,
+           cJSON_GetArrayItem(texts, 0)->valuestring, cJSON_GetArrayItem(texts, 1)->valuestring);
+  ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
+  const char *at = slurp("stdout");
+  static const char *const labels[] = {"negative", "neutral", "positive"}; /* the fixture's id2label */
+  for (int t = 0; t < 2; t++) {
+    const char *text = cJSON_GetArrayItem(texts, t)->valuestring;
+    ck_assert_msg(!strncmp(at, text, strlen(text)) && at[strlen(text)] == '\n', "block %d: %.60s", t, at);
+    at += strlen(text) + 1;
+    cJSON *r;
+    cJSON_ArrayForEach(r, cJSON_GetArrayItem(results, t)) {
+      const char *label = cJSON_GetObjectItem(r, "label")->valuestring;
+      int id = 0;
+      while (id < 3 && strcmp(labels[id], label)) id++;
+      at = expect_scored_line(at, cJSON_GetObjectItem(r, "score")->valuedouble, label, id);
+      at += *at == '\n';
+    }
+  }
+  ck_assert_str_eq(at, "");
+  cJSON_Delete(j);
+  /* a masked LM is no sequence classifier */
+  snprintf(args, sizeof(args), "classify %s/bert_mlm \"text\"", fx);
+  ck_assert_int_eq(run_cli(args), 1);
+  ck_assert_ptr_nonnull(strstr(slurp("stderr"), "not a sequence classifier"));
+  /* neither an image processor nor a tokenizer */
+  snprintf(args, sizeof(args), "classify %s/bert_qa \"text\"", fx);
+  ck_assert_int_eq(run_cli(args), 1);
+  ck_assert_ptr_nonnull(strstr(slurp("stderr"), "no preprocessor_config.json (an image classifier) and no tokenizer"));
+}
+END_TEST
+
 START_TEST(options_parsed_alike) {
   expect_usage_error("run m --in a=b.npy --out c=d.npy --repeat x",
                      "clformer run: --repeat: expected an integer from 0 to 100000, got \"x\"", "run");
@@ -605,6 +697,7 @@ START_TEST(help_from_the_table) {
       {"generate", {"usage: clformer generate MODEL_DIR", "--max-new-tokens N", "(1 to 100000)"}},
       {"embed", {"usage: clformer embed MODEL_DIR TEXT TEXT...", "--device S", "cosine"}},
       {"classify", {"usage: clformer classify MODEL_DIR IMAGE...", "--top K", "(1 to 100000; default 5)"}},
+      {"fill-mask", {"usage: clformer fill-mask MODEL_DIR TEXT", "--top-k K", "(1 to 100000; default 5)"}},
       {"reconstruct", {"usage: clformer reconstruct MODEL_DIR IMAGE --out FILE.png", "--noise FILE.npy", "required"}},
       {"probe", {"usage: clformer probe", "--tokens N[,N...]", "(up to 8, each 1 to 1000000)"}},
       {"matrix", {"usage: clformer matrix", "--timeout SEC", "(1 to 604800; default 1800)"}},
@@ -647,6 +740,8 @@ static Suite *suite(void) {
   tcase_add_test(tc, generate_prompt_prints_text);
   tcase_add_test(tc, probe_json_describes_every_device);
   tcase_add_test(tc, probe_human_and_errors);
+  tcase_add_test(tc, fill_mask_matches_pipeline);
+  tcase_add_test(tc, classify_text_matches_pipeline);
   tcase_add_test(tc, options_parsed_alike);
   tcase_add_test(tc, help_from_the_table);
   suite_add_tcase(s, tc);

@@ -11,6 +11,14 @@ extern const clf_cli_command clf_cli_generate_command;    /* cmd_model.c */
 extern const clf_cli_command clf_cli_embed_command;       /* cmd_model.c */
 extern const clf_cli_command clf_cli_classify_command;    /* cmd_vision.c */
 extern const clf_cli_command clf_cli_reconstruct_command; /* cmd_vision.c */
+extern const clf_cli_command clf_cli_fill_mask_command;   /* cmd_text.c */
+/* cmd_text.c, for classify: each of the n texts classified alone by the
+ * text sequence classifier in dir, its top K labels printed by `print`
+ * (p: the softmax; top: label ids, most probable first); 0, or 1 after
+ * saying why. */
+int clf_cli_classify_text(const char *dir, char **texts, size_t n, long top, const char *device, const char *weights,
+                          void (*print)(const char *what, const double *p, const size_t *top, size_t k,
+                                        const clf_model *m));
 extern const clf_cli_command clf_cli_probe_command;       /* cmd_probe.c */
 extern const clf_cli_command clf_cli_matrix_command;      /* cmd_matrix.c */
 

@@ -1,10 +1,12 @@
-/* cmd_vision.c - `clformer classify` (top-K labels of an image classifier)
+/* cmd_vision.c - `clformer classify` (top-K labels of an image classifier,
+ * or of a text classifier: cmd_text.c)
  * and `clformer reconstruct` (ViTMAE's masked input and reconstruction side
  * by side as a PNG), from PNG/JPEG files preprocessed as the checkpoint says. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "clformer.h"
@@ -98,9 +100,22 @@ static void print_top(const char *path, const float *l, size_t nl, size_t k, sco
   }
 }
 
+/* A text's block, as an image's. */
+static void print_text(const char *text, const double *p, const size_t *top, size_t k, const clf_model *m) {
+  printf("%s\n", text);
+  for (size_t j = 0; j < k; j++) {
+    char buf[32];
+    printf("  %.4f  %s (%d)\n", p[top[j]], label_of(m, (int)top[j], buf, sizeof(buf)), (int)top[j]);
+  }
+}
+
 static int classify_main(const void *opts, int argc, char **argv) {
   const classify_opts *o = opts;
   const char *dir = argv[0];
+  char pre[4096];
+  snprintf(pre, sizeof(pre), "%s/preprocessor_config.json", dir);
+  if (access(pre, F_OK) != 0) /* no image processor: a text classifier */
+    return clf_cli_classify_text(dir, argv + 1, (size_t)argc - 1, o->top, o->device, o->weights, print_text);
   char **paths = argv + 1;
   size_t n_img = (size_t)argc - 1;
   int rc = 1;
@@ -132,8 +147,8 @@ static int classify_main(const void *opts, int argc, char **argv) {
 
 const clf_cli_command clf_cli_classify_command = {
     .name = "classify",
-    .summary = "top-K labels of PNG/JPEG images (ViT, Swin)",
-    .synopsis = "MODEL_DIR IMAGE... [options]",
+    .summary = "top-K labels of PNG/JPEG images (ViT, Swin) or of texts (BERT, GPT-2)",
+    .synopsis = "MODEL_DIR IMAGE... | MODEL_DIR TEXT... [options]",
     .details =
         "Classifies PNG or JPEG images with the image classification model in\n"
         "MODEL_DIR (ViTForImageClassification, SwinForImageClassification, ...):\n"
@@ -142,7 +157,10 @@ const clf_cli_command clf_cli_classify_command = {
         "the K (default 5) most probable labels of config.json's id2label are\n"
         "printed with their probabilities, one block per image:\n"
         "  IMAGE\n"
-        "    0.8123  label (id)\n",
+        "    0.8123  label (id)\n"
+        "A MODEL_DIR without preprocessor_config.json holds a text classifier\n"
+        "(BertForSequenceClassification, GPT2ForSequenceClassification): each TEXT\n"
+        "is tokenized with its tokenizer and classified alone, printed the same way.\n",
     .options = classify_options,
     .opts_size = sizeof(classify_opts),
     .min_args = 2,

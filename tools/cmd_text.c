@@ -1,0 +1,263 @@
+/* cmd_text.c - `clformer fill-mask` (the most probable tokens at each mask
+ * of a text, as transformers' fill-mask pipeline) and the text side of
+ * `clformer classify` (a sequence classifier's labels for each text). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clformer.h"
+#include "cli.h"
+
+/* One text as input_ids [1, n] (and attention_mask, token_type_ids for
+ * BERT-style models, all ones / zeros); special tokens as the model's
+ * tokenizer adds them (none for GPT-2). */
+static int encode_one(const char *cmd, clf_tokenizer *tok, const clf_model *m,
+                      const char *text, clf_array in[3], size_t *n_in) {
+  static const char *names[3] = {"input_ids", "attention_mask",
+                                 "token_type_ids"};
+  const int gpt2 = !strcmp(clf_model_type(m), "gpt2");
+  int64_t *ids = NULL;
+  size_t n = 0;
+  if (clf_tokenizer_encode(tok, text, !gpt2, &ids, &n) != CLF_OK) {
+    fprintf(stderr, "clformer %s: %s\n", cmd, clf_last_error(NULL));
+    return 0;
+  }
+  *n_in = gpt2 ? 2 : 3;
+  memset(in, 0, 3 * sizeof *in);
+  for (size_t k = 0; k < *n_in; k++) {
+    snprintf(in[k].name, sizeof in[k].name, "%s", names[k]);
+    in[k].dtype = CLF_I64, in[k].ndim = 2, in[k].shape[0] = 1,
+    in[k].shape[1] = n;
+    in[k].data = k == 0 ? (void *)ids : calloc(n + 1, sizeof(int64_t));
+    if (!in[k].data) {
+      fprintf(stderr, "clformer %s: out of memory\n", cmd);
+      return 0;
+    }
+    for (size_t j = 0; k == 1 && j < n; j++)
+      ((int64_t *)in[k].data)[j] = 1;
+  }
+  return 1;
+}
+
+static void free_inputs(clf_array in[3]) {
+  for (int k = 0; k < 3; k++)
+    clf_array_free(&in[k]);
+}
+
+/* softmax(l[0..n)) into p; the indices of the k largest into top (ties: the
+ * smaller index first). */
+static void softmax_top(const float *l, size_t n, size_t k, double *p,
+                        size_t *top) {
+  double mx = l[0], sum = 0;
+  for (size_t j = 1; j < n; j++)
+    mx = l[j] > mx ? l[j] : mx;
+  for (size_t j = 0; j < n; j++)
+    sum += (p[j] = exp((double)l[j] - mx));
+  for (size_t j = 0; j < n; j++)
+    p[j] /= sum;
+  for (size_t i = 0; i < k; i++) {
+    size_t best = n;
+    for (size_t j = 0; j < n; j++) {
+      int used = 0;
+      for (size_t u = 0; u < i && !used; u++)
+        used = top[u] == j;
+      if (!used && (best == n || p[j] > p[best]))
+        best = j;
+    }
+    top[i] = best;
+  }
+}
+
+/* ---- classify (text) ---- */
+
+int clf_cli_classify_text(const char *dir, char **texts, size_t n, long top,
+                          const char *device, const char *weights,
+                          void (*print)(const char *what, const double *p,
+                                        const size_t *top, size_t k,
+                                        const clf_model *m)) {
+  clf_tokenizer *tok = NULL;
+  clf_context *ctx = NULL;
+  clf_model *m = NULL;
+  int rc = 1;
+  const char *outs[1] = {"logits"};
+  if (clf_tokenizer_load(dir, &tok) != CLF_OK) {
+    fprintf(stderr,
+            "clformer classify: %s has no preprocessor_config.json (an image "
+            "classifier) and no tokenizer "
+            "(a text classifier): %s\n",
+            dir, clf_last_error(NULL));
+  } else if (clf_cli_open_model("classify", dir, device, weights, 0, &ctx,
+                                &m)) {
+    rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+      clf_array in[3], logits;
+      size_t n_in;
+      memset(&logits, 0, sizeof logits);
+      rc = 1;
+      if (!encode_one("classify", tok, m, texts[i], in, &n_in)) {
+        /* said why */
+      } else if (clf_model_run(m, in, n_in, outs, 1, &logits) != CLF_OK) {
+        fprintf(stderr, "clformer classify: %s\n", clf_last_error(ctx));
+      } else if (logits.dtype != CLF_F32 || logits.ndim != 2 ||
+                 logits.shape[0] != 1 || logits.shape[1] == 0) {
+        fprintf(stderr, "clformer classify: the model's logits are not [1, "
+                        "num_labels] (not a sequence classifier)\n");
+      } else {
+        const size_t nl = logits.shape[1],
+                     k = (size_t)top < nl ? (size_t)top : nl;
+        double *p = malloc(nl * sizeof *p);
+        size_t *idx = malloc(nl * sizeof *idx);
+        if (p && idx) {
+          softmax_top(logits.data, nl, k, p, idx);
+          print(texts[i], p, idx, k, m);
+          rc = 0;
+        }
+        free(p), free(idx);
+      }
+      free_inputs(in);
+      clf_array_free(&logits);
+    }
+  }
+  clf_tokenizer_destroy(tok);
+  clf_model_destroy(m);
+  clf_context_destroy(ctx);
+  return rc;
+}
+
+/* ---- fill-mask ---- */
+
+typedef struct fill_opts {
+  long top;
+  const char *device, *weights;
+} fill_opts;
+
+static const clf_cli_option fill_options[] = {
+    {"--top-k", "K", CLF_OPT_LONG, offsetof(fill_opts, top), 1, 100000, 5, 0, 0,
+     "the K most probable tokens"},
+    CLF_CLI_OPT_DEVICE(fill_opts),
+    CLF_CLI_OPT_WEIGHTS(fill_opts),
+    {NULL}};
+
+/* The mask token's id: the text "[MASK]" (or "<mask>") encoded alone. */
+static int mask_id(clf_tokenizer *tok, int64_t *id) {
+  static const char *const forms[] = {"[MASK]", "<mask>"};
+  for (int f = 0; f < 2; f++) {
+    int64_t *ids = NULL;
+    size_t n = 0;
+    if (clf_tokenizer_encode(tok, forms[f], 0, &ids, &n) == CLF_OK && n == 1)
+      *id = ids[0];
+    free(ids);
+    if (n == 1)
+      return 1;
+  }
+  return 0;
+}
+
+/* One block per mask: the top K tokens with their softmax scores. */
+static int print_masks(clf_tokenizer *tok, const clf_array *in,
+                       const clf_array *logits, int64_t mask, size_t top) {
+  const size_t L = in->shape[1], V = logits->shape[2], k = top < V ? top : V;
+  const int64_t *ids = in->data;
+  double *p = malloc(V * sizeof *p);
+  size_t *idx = malloc(V * sizeof *idx), n_masks = 0;
+  int ok = p && idx;
+  for (size_t pos = 0; pos < L && ok; pos++) {
+    if (ids[pos] != mask)
+      continue;
+    softmax_top((const float *)logits->data + pos * V, V, k, p, idx);
+    printf("mask %zu (token %zu)\n", ++n_masks, pos);
+    for (size_t j = 0; j < k && ok; j++) {
+      char *s = NULL;
+      const int64_t id = (int64_t)idx[j];
+      ok = clf_tokenizer_decode(tok, &id, 1, 0, &s) == CLF_OK;
+      if (ok)
+        printf("  %.4f  %s (%lld)\n", p[idx[j]], s, (long long)id);
+      free(s);
+    }
+  }
+  if (ok && !n_masks)
+    fprintf(stderr, "clformer fill-mask: the text has no mask token\n");
+  free(p), free(idx);
+  return ok && n_masks;
+}
+
+/* BertForPreTraining's prediction_logits, else logits. */
+static const char *mlm_output(const clf_model *m) {
+  const char *const *names;
+  const size_t n = clf_model_output_names(m, &names);
+  const char *found = NULL;
+  for (size_t i = 0; i < n; i++)
+    if (!strcmp(names[i], "prediction_logits") ||
+        (!found && !strcmp(names[i], "logits")))
+      found = names[i];
+  return found;
+}
+
+static int fill_main(const void *opts, int argc, char **argv) {
+  const fill_opts *o = opts;
+  const char *dir = argv[0];
+  (void)argc;
+  clf_tokenizer *tok = NULL;
+  clf_context *ctx = NULL;
+  clf_model *m = NULL;
+  clf_array in[3], logits;
+  size_t n_in;
+  int64_t mask = -1;
+  int rc = 1;
+  memset(in, 0, sizeof in);
+  memset(&logits, 0, sizeof logits);
+  const char *outs[1] = {"logits"};
+  if (clf_tokenizer_load(dir, &tok) != CLF_OK) {
+    fprintf(stderr, "clformer fill-mask: %s\n", clf_last_error(NULL));
+  } else if (!mask_id(tok, &mask)) {
+    fprintf(stderr,
+            "clformer fill-mask: the tokenizer of %s has no [MASK] token\n",
+            dir);
+  } else if (!clf_cli_open_model("fill-mask", dir, o->device, o->weights, 0,
+                                 &ctx, &m) ||
+             !encode_one("fill-mask", tok, m, argv[1], in, &n_in)) {
+    /* said why */
+  } else if ((outs[0] = mlm_output(m)) == NULL) {
+    fprintf(stderr,
+            "clformer fill-mask: %s is not a masked language model (no output "
+            "\"logits\")\n",
+            dir);
+  } else if (clf_model_run(m, in, n_in, outs, 1, &logits) != CLF_OK) {
+    fprintf(stderr, "clformer fill-mask: %s\n", clf_last_error(ctx));
+  } else if (logits.ndim != 3 || logits.shape[1] != in[0].shape[1] ||
+             logits.shape[2] == 0) {
+    fprintf(stderr, "clformer fill-mask: the model's logits are not [1, "
+                    "length, vocab] (not a masked LM)\n");
+  } else {
+    rc = print_masks(tok, &in[0], &logits, mask, (size_t)o->top) ? 0 : 1;
+  }
+  free_inputs(in);
+  clf_array_free(&logits);
+  clf_tokenizer_destroy(tok);
+  clf_model_destroy(m);
+  clf_context_destroy(ctx);
+  return rc;
+}
+
+const clf_cli_command clf_cli_fill_mask_command = {
+    .name = "fill-mask",
+    .summary =
+        "the most probable tokens at each [MASK] of a text (BertForMaskedLM)",
+    .synopsis = "MODEL_DIR TEXT [options]",
+    .details =
+        "Tokenizes TEXT with MODEL_DIR's tokenizer, runs the masked language "
+        "model\n"
+        "(BertForMaskedLM, BertForPreTraining) and prints, for each [MASK] "
+        "token,\n"
+        "the K (default 5) most probable tokens with their softmax scores, as\n"
+        "transformers' fill-mask pipeline ranks them:\n"
+        "  mask 1 (token 4)\n"
+        "    0.8458  capital (2364)\n",
+    .options = fill_options,
+    .opts_size = sizeof(fill_opts),
+    .min_args = 2,
+    .max_args = 2,
+    .free_text = 1,
+    .handler = fill_main,
+};
