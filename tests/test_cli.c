@@ -604,18 +604,37 @@ START_TEST(fill_mask_matches_pipeline) {
 }
 END_TEST
 
+/* The id of `label` in the fixture's config.json id2label. */
+static int label_id(const char *fixture, const char *label) {
+  char path[1024];
+  snprintf(path, sizeof(path), "%s/%s/config.json", fx, fixture);
+  FILE *f = fopen(path, "rb");
+  ck_assert_ptr_nonnull(f);
+  static char buf[1 << 14];
+  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  buf[n] = 0;
+  fclose(f);
+  cJSON *j = cJSON_Parse(buf), *it;
+  int id = -1;
+  cJSON_ArrayForEach(it, cJSON_GetObjectItem(j, "id2label")) if (!strcmp(it->valuestring, label)) id = atoi(it->string);
+  cJSON_Delete(j);
+  ck_assert_int_ge(id, 0);
+  return id;
+}
+
 /* `classify` on a text classifier: each text's labels (id2label) with
- * transformers' text-classification pipeline scores, most probable first;
- * the image path is kept for directories with preprocessor_config.json. */
-START_TEST(classify_text_matches_pipeline) {
-  cJSON *j = pipeline_of("bert_seqcls"), *p = cJSON_GetObjectItem(j, "pipeline");
+ * transformers' text-classification pipeline scores, most probable first
+ * (BERT with WordPiece, GPT-2 with its byte-level BPE and the last-token
+ * pick); the image path stays for directories with preprocessor_config.json
+ * (test_image.c). */
+static void classify_text(const char *fixture) {
+  cJSON *j = pipeline_of(fixture), *p = cJSON_GetObjectItem(j, "pipeline");
   cJSON *texts = cJSON_GetObjectItem(p, "texts"), *results = cJSON_GetObjectItem(p, "results");
   char args[1024];
-  snprintf(args, sizeof(args), "classify %s/bert_seqcls \"%s\" \"%s\"", fx,
+  snprintf(args, sizeof(args), "classify %s/%s \"%s\" \"%s\"", fx, fixture,
            cJSON_GetArrayItem(texts, 0)->valuestring, cJSON_GetArrayItem(texts, 1)->valuestring);
   ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
   const char *at = slurp("stdout");
-  static const char *const labels[] = {"negative", "neutral", "positive"}; /* the fixture's id2label */
   for (int t = 0; t < 2; t++) {
     const char *text = cJSON_GetArrayItem(texts, t)->valuestring;
     ck_assert_msg(!strncmp(at, text, strlen(text)) && at[strlen(text)] == '\n', "block %d: %.60s", t, at);
@@ -623,14 +642,18 @@ START_TEST(classify_text_matches_pipeline) {
     cJSON *r;
     cJSON_ArrayForEach(r, cJSON_GetArrayItem(results, t)) {
       const char *label = cJSON_GetObjectItem(r, "label")->valuestring;
-      int id = 0;
-      while (id < 3 && strcmp(labels[id], label)) id++;
-      at = expect_scored_line(at, cJSON_GetObjectItem(r, "score")->valuedouble, label, id);
+      at = expect_scored_line(at, cJSON_GetObjectItem(r, "score")->valuedouble, label, label_id(fixture, label));
       at += *at == '\n';
     }
   }
   ck_assert_str_eq(at, "");
   cJSON_Delete(j);
+}
+
+START_TEST(classify_text_matches_pipeline) {
+  classify_text("bert_seqcls");
+  classify_text("gpt2_seqcls");
+  char args[1024];
   /* a masked LM is no sequence classifier */
   snprintf(args, sizeof(args), "classify %s/bert_mlm \"text\"", fx);
   ck_assert_int_eq(run_cli(args), 1);
