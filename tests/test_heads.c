@@ -106,6 +106,53 @@ START_TEST(test_base_model_use) {
 }
 END_TEST
 
+/* Outputs not asked cost nothing: a head checkpoint asked only for
+ * last_hidden_state queues exactly the commands of BertModel (the bert
+ * fixture, same sizes), and its head's GEMMs only when logits are asked. */
+static unsigned long commands_of(clf_context *ctx, clf_model *m,
+                                 const clf_array *in, const char *out) {
+  clf_array got;
+  TH_OK(clf_model_run(m, in, 3, &out, 1,
+                      &got)); /* warm: kernels built, workspace sized */
+  clf_array_free(&got);
+  TH_OK(clf_profile_start(ctx));
+  TH_OK(clf_model_run(m, in, 3, &out, 1, &got));
+  unsigned long n = 0;
+  size_t n_ops;
+  clf_profile_entry e[32];
+  TH_OK(clf_profile_stop(ctx, e, 32, &n_ops, &n));
+  clf_array_free(&got);
+  return n;
+}
+
+START_TEST(test_unasked_heads_cost_nothing) {
+  clf_context_options o;
+  memset(&o, 0, sizeof o);
+  o.profiling = 1;
+  clf_context *ctx = NULL;
+  TH_OK(clf_context_create(&o, &ctx));
+  char dir[1024], base[1024];
+  fixture_dir(dir, sizeof dir, "bert_mlm");
+  fixture_dir(base, sizeof base, "bert");
+  clf_model *mlm = NULL, *bert = NULL;
+  TH_OK(clf_model_load(ctx, dir, &mlm));
+  TH_OK(clf_model_load(ctx, base, &bert));
+  clf_array in[3];
+  read_npy(dir, "padded.input_ids.npy", "input_ids", &in[0]);
+  read_npy(dir, "padded.attention_mask.npy", "attention_mask", &in[1]);
+  read_npy(dir, "padded.token_type_ids.npy", "token_type_ids", &in[2]);
+  const unsigned long n_base = commands_of(ctx, bert, in, "last_hidden_state");
+  ck_assert_uint_gt(n_base, 0);
+  ck_assert_uint_eq(commands_of(ctx, mlm, in, "last_hidden_state"), n_base);
+  ck_assert_uint_gt(commands_of(ctx, mlm, in, "logits"), n_base);
+  for (int k = 0; k < 3; k++)
+    clf_array_free(&in[k]);
+  clf_model_destroy(mlm);
+  clf_model_destroy(bert);
+  clf_context_destroy(ctx);
+}
+END_TEST
+
 /* A head checkpoint loaded as BertModel (architectures changed): the head's
  * weights are ignored, the base outputs equal the golden ones. */
 START_TEST(test_head_weights_ignored) {
@@ -260,6 +307,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_output_names);
   tcase_add_loop_test(tc, test_base_model_use, 0, n);
   tcase_add_test(tc, test_head_weights_ignored);
+  tcase_add_test(tc, test_unasked_heads_cost_nothing);
   tcase_add_loop_test(tc, test_weight_types, 0, n);
   tcase_add_test(tc, test_missing_head_weight);
   tcase_add_test(tc, test_unknown_architecture);
