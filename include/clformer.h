@@ -661,10 +661,30 @@ CLF_API clf_status clf_npy_write(const char *path, const clf_array *a);
 
 /* A Hugging Face model directory loaded onto a context: config.json (plus
  * generation_config.json) and model.safetensors.  Families, by `model_type`
- * and `architectures`: "bert" (BertModel), "gpt2" (GPT2Model,
- * GPT2LMHeadModel), "marian" (MarianModel, MarianMTModel), and the vision
- * families, which take "pixel_values" f32 [B, C, H, W] (C = num_channels,
- * else CLF_E_SHAPE; missing: CLF_E_INVALID_ARG):
+ * and `architectures`:
+ *   "bert" (BertModel: last_hidden_state, pooler_output when the checkpoint
+ *     has a pooler) and its heads, with transformers' output names first:
+ *     BertForMaskedLM: logits [B, L, vocab] (decoder tied to the word
+ *     embeddings unless tie_word_embeddings is false); BertForPreTraining:
+ *     prediction_logits, seq_relationship_logits [B, 2];
+ *     BertForSequenceClassification: logits [B, num_labels] (num_labels:
+ *     id2label's, else num_labels, else 2); BertForTokenClassification:
+ *     logits [B, L, num_labels]; BertForQuestionAnswering: start_logits,
+ *     end_logits [B, L]; BertForNextSentencePrediction: logits [B, 2].
+ *   "gpt2" (GPT2Model, GPT2LMHeadModel: logits [B, L, vocab],
+ *     last_hidden_state; GPT2ForSequenceClassification: logits
+ *     [B, num_labels] at the token before each row's first pad_token_id,
+ *     modulo L, as transformers 4.40 picks it (the last token without
+ *     pad_token_id, which only batch 1 may use: CLF_E_INVALID_ARG for more);
+ *     GPT2ForTokenClassification: logits [B, L, num_labels]).
+ *   The head is the first of config.json's architectures; a checkpoint of
+ *   any head also gives last_hidden_state (and pooler_output with a pooler)
+ *   and runs as its base model when only those are asked: a head's GEMMs
+ *   run only for its outputs.  The weights of other heads are not read;
+ *   a missing weight of the head is CLF_E_NOT_FOUND naming it.
+ *   "marian" (MarianModel, MarianMTModel), and the vision
+ *   families, which take "pixel_values" f32 [B, C, H, W] (C = num_channels,
+ *   else CLF_E_SHAPE; missing: CLF_E_INVALID_ARG):
  *   "vit" (ViTModel: last_hidden_state, pooler_output when the checkpoint has
  *     a pooler; ViTForImageClassification: logits, last_hidden_state).  H and
  *     W must be multiples of patch_size.  There is no interpolate_pos_encoding
