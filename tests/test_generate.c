@@ -401,6 +401,93 @@ START_TEST(test_sampling_bad_options) {
 }
 END_TEST
 
+/* Greedy and beam search with repetition_penalty / no_repeat_ngram_size on
+ * the gpt2 and marian fixtures: the sequences transformers' generate() gave
+ * (tests/fixtures/sampling/cases.json "generate"), token for token. */
+START_TEST(test_penalties_in_greedy_and_beam) {
+  char dir[1024];
+  snprintf(dir, sizeof dir, "%s/sampling", fixtures());
+  cJSON *doc = load_cases(dir);
+  const cJSON *c;
+  int n = 0;
+  cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(doc, "generate")) {
+    char mdir[1024];
+    snprintf(mdir, sizeof mdir, "%s/%s", fixtures(), cJSON_GetObjectItemCaseSensitive(c, "model")->valuestring);
+    const cJSON *ids = cJSON_GetObjectItemCaseSensitive(c, "input_ids"), *want = cJSON_GetObjectItemCaseSensitive(c, "sequences");
+    const cJSON *opt = cJSON_GetObjectItemCaseSensitive(c, "options");
+    const size_t B = (size_t)cJSON_GetArraySize(ids), L = (size_t)cJSON_GetArraySize(ids->child);
+    int64_t in[64];
+    ck_assert_uint_le(B * L, 64);
+    for (size_t b = 0; b < B; b++)
+      for (size_t i = 0; i < L; i++)
+        in[b * L + i] = (int64_t)cJSON_GetArrayItem(cJSON_GetArrayItem(ids, (int)b), (int)i)->valuedouble;
+    clf_array a = {.name = "input_ids", .dtype = CLF_I64, .ndim = 2, .shape = {B, L}, .data = in}, seq;
+    clf_generate_options o;
+    clf_generate_options_init(&o);
+    o.max_new_tokens = (size_t)num_or(opt, "max_new_tokens", 0);
+    o.num_beams = (size_t)num_or(opt, "num_beams", 1);
+    o.repetition_penalty = num_or(opt, "repetition_penalty", 0);
+    o.no_repeat_ngram_size = (long)num_or(opt, "no_repeat_ngram_size", 0);
+    TH_OK(clf_model_generate(get_model(mdir), &a, NULL, &o, &seq));
+    const size_t T = (size_t)cJSON_GetArraySize(want->child);
+    ck_assert_uint_eq(seq.shape[0], B);
+    ck_assert_uint_eq(seq.shape[1], T);
+    for (size_t b = 0; b < B; b++)
+      for (size_t t = 0; t < T; t++)
+        ck_assert_msg(((int64_t *)seq.data)[b * T + t] ==
+                          (int64_t)cJSON_GetArrayItem(cJSON_GetArrayItem(want, (int)b), (int)t)->valuedouble,
+                      "case %d row %zu position %zu", n, b, t);
+    clf_array_free(&seq);
+    n++;
+  }
+  ck_assert_int_eq(n, 6);
+  cJSON_Delete(doc);
+}
+END_TEST
+
+/* The checkpoint's generation_config.json sampling settings apply when the
+ * options leave them unset: do_sample with top_k 1 is greedy; its
+ * no_repeat_ngram_size gives the same as the option; an option overrides
+ * it (CLF_GENERATE_OFF turns it off); a bad value there is named. */
+START_TEST(test_checkpoint_sampling_settings) {
+  int64_t ids[3] = {5, 17, 99};
+  clf_array in = {.name = "input_ids", .dtype = CLF_I64, .ndim = 2, .shape = {1, 3}, .data = ids}, g, a, b;
+  clf_generate_options o;
+  clf_generate_options_init(&o);
+  o.max_new_tokens = 10;
+  char dir[1024];
+  snprintf(dir, sizeof dir, "%s/gpt2", fixtures());
+  TH_OK(clf_model_generate(get_model(dir), &in, NULL, &o, &g));
+  o.no_repeat_ngram_size = 1;
+  TH_OK(clf_model_generate(get_model(dir), &in, NULL, &o, &b));
+  char *tmp = copy_fixture("gpt2", NULL, NULL, 0, NULL);
+  write_gen_config(tmp, "{\"do_sample\": true, \"top_k\": 1, \"no_repeat_ngram_size\": 1, \"eos_token_id\": 33}");
+  clf_model *m;
+  TH_OK(clf_model_load(th_ctx, tmp, &m));
+  o.no_repeat_ngram_size = 0;
+  TH_OK(clf_model_generate(m, &in, NULL, &o, &a)); /* sampled, top_k 1, no repeated token */
+  ck_assert_uint_eq(a.shape[1], b.shape[1]);
+  ck_assert(memcmp(a.data, b.data, a.shape[1] * sizeof(int64_t)) == 0);
+  clf_array_free(&a);
+  o.no_repeat_ngram_size = CLF_GENERATE_OFF, o.do_sample = CLF_GENERATE_OFF;
+  TH_OK(clf_model_generate(m, &in, NULL, &o, &a)); /* greedy, n-grams allowed */
+  ck_assert_uint_eq(a.shape[1], g.shape[1]);
+  ck_assert(memcmp(a.data, g.data, a.shape[1] * sizeof(int64_t)) == 0);
+  clf_array_free(&a);
+  clf_model_destroy(m);
+  write_gen_config(tmp, "{\"do_sample\": true, \"temperature\": 0.0}");
+  TH_OK(clf_model_load(th_ctx, tmp, &m));
+  clf_generate_options_init(&o);
+  TH_FAILS(clf_model_generate(m, &in, NULL, &o, &a), CLF_E_INVALID_ARG, "temperature");
+  o.temperature = 0.5; /* the option wins */
+  TH_OK(clf_model_generate(m, &in, NULL, &o, &a));
+  clf_array_free(&a);
+  clf_model_destroy(m);
+  remove_dir(tmp);
+  clf_array_free(&g), clf_array_free(&b);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("generate");
   TCase *tc = tcase_create("generate");
@@ -418,6 +505,8 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_sampling_end_to_end);
   tcase_add_test(tc, test_streaming_callback);
   tcase_add_test(tc, test_sampling_bad_options);
+  tcase_add_test(tc, test_penalties_in_greedy_and_beam);
+  tcase_add_test(tc, test_checkpoint_sampling_settings);
   suite_add_tcase(s, tc);
   return s;
 }
