@@ -808,7 +808,7 @@ typedef struct clf_generate_options {
   /* Beams; 0: the checkpoint's num_beams (default 1 = greedy). */
   size_t num_beams;
   /* 1: multinomial sampling; CLF_GENERATE_OFF: greedy or beam search even
-   * when the checkpoint samples (default false).  The five settings below
+   * when the checkpoint samples (default false).  The four settings below
    * it apply only when sampling, as in transformers. */
   int do_sample;
   /* The scores are divided by it; > 0 (default 1.0). */

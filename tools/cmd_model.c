@@ -289,7 +289,7 @@ static const clf_cli_option gen_options[] = {
     {"--seed", "S", CLF_OPT_LONG, offsetof(gen_opts, seed), 1, 9e18, -1, 0, 0,
      "the sampler's seed: the same seed gives the same text (default: a fresh one per run)"},
     {"--stop", "STRING", CLF_OPT_STRINGS, offsetof(gen_opts, stop), 0, 0, 0, 8, 0,
-     "with --prompt: stop where the new text first contains STRING (not printed); repeatable"},
+     "with --prompt: stop where the new text first contains STRING (not printed)"},
     {"--out", "sequences=FILE.npy", CLF_OPT_STRING, offsetof(gen_opts, out), 0, 0, 0, 0, 0,
      "the sequences to a .npy file (else printed)"},
     CLF_CLI_OPT_DEVICE(gen_opts),
