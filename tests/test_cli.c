@@ -310,11 +310,19 @@ START_TEST(generate_streams_text) {
   ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
   snprintf(want, sizeof(want), "%s%.*s\n", prompt, (int)(strchr(text, 'N') - text), text);
   ck_assert_str_eq(slurp("stdout"), want);
-  /* sampling with a seed: the same text twice */
-  snprintf(args, sizeof(args), "generate %s --prompt \"%s\" --max-new-tokens 20 --do-sample --seed 24", tmp, prompt);
+  /* sampling with a seed: the streamed text is the decode of its sequences,
+   * and the same seed prints the same text again */
+  snprintf(args, sizeof(args),
+           "generate %s --prompt \"%s\" --max-new-tokens 20 --do-sample --seed 24 --out sequences=%s/s.npy", tmp,
+           prompt, tmp);
   ck_assert_int_eq(run_cli(args), 0);
-  free(out);
+  free(out), free(text);
   out = strdup(slurp("stdout"));
+  clf_array_free(&seq);
+  ck_assert_int_eq(clf_npy_read(path, &seq), CLF_OK);
+  ck_assert_int_eq(clf_tokenizer_decode(tok, (const int64_t *)seq.data + 9, seq.shape[1] - 9, 1, &text), CLF_OK);
+  snprintf(want, sizeof(want), "%s%s\n", prompt, text);
+  ck_assert_str_eq(out, want);
   ck_assert_int_eq(run_cli(args), 0);
   ck_assert_str_eq(slurp("stdout"), out);
   /* out-of-range values are usage errors naming the option */
