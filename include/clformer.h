@@ -815,26 +815,82 @@ CLF_API clf_status clf_model_mae_reconstruct(clf_model *m,
                                              const clf_array *logits,
                                              clf_array *out);
 
+/* In clf_generate_options: turns a setting off whatever the checkpoint says
+ * (do_sample, top_k, min_p, no_repeat_ngram_size). */
+#define CLF_GENERATE_OFF (-1)
+
+/* How generate() decodes.  Every field's 0 means "unset": the checkpoint's
+ * generation_config.json (or config.json) value, else transformers 4.40's
+ * GenerationConfig default, which the comments give. */
 typedef struct clf_generate_options {
   /* New tokens at most; 0: the checkpoint's max_length decides. */
   size_t max_new_tokens;
   /* Beams; 0: the checkpoint's num_beams (default 1 = greedy). */
   size_t num_beams;
+  /* 1: multinomial sampling; CLF_GENERATE_OFF: greedy or beam search even
+   * when the checkpoint samples (default false).  The four settings below
+   * it apply only when sampling, as in transformers. */
+  int do_sample;
+  /* The scores are divided by it; > 0 (default 1.0). */
+  double temperature;
+  /* Only the top_k highest scores (and those tied with the k-th) stay;
+   * >= 1, CLF_GENERATE_OFF: no top-k (default 50). */
+  long top_k;
+  /* Nucleus: the smallest set of the highest probabilities whose sum
+   * reaches top_p stays; in (0, 1], 1: off (default 1.0). */
+  double top_p;
+  /* Probabilities below min_p times the highest go; in [0, 1],
+   * CLF_GENERATE_OFF: off (default off).  Transformers 4.40 has no min_p:
+   * this is 4.41's MinPLogitsWarper, applied after top_p. */
+  double min_p;
+  /* Scores of tokens already in the sequence (the prompt included for
+   * decoder-only models): divided by it when positive, multiplied when
+   * negative; > 0, 1: off (default 1.0).  Also in greedy and beam search. */
+  double repetition_penalty;
+  /* No n-gram of this size occurs twice in a sequence (prompt included);
+   * CLF_GENERATE_OFF: off (default 0, off).  Also in greedy and beam search. */
+  long no_repeat_ngram_size;
+  /* The sampler's seed (xoshiro256** seeded through splitmix64, one state
+   * per call, rows drawn in order at each step): the same seed, model,
+   * inputs and options give the same tokens.  0: a fresh seed per call. */
+  uint64_t seed;
+  /* Streaming: called after each step with each unfinished batch row's new
+   * token (the EOS token that ends a row included; rows already finished
+   * are not reported), in row order.  A non-zero return stops generation
+   * after this step: *sequences then holds the tokens so far.  Not
+   * supported with beam search (num_beams > 1: CLF_E_INVALID_ARG), whose
+   * tokens are known only at the end.  NULL: none. */
+  int (*on_token)(void *user, size_t row, int64_t token);
+  void *user; /* passed to on_token */
 } clf_generate_options;
 
-/* Fills `o` with the defaults (all 0). */
+/* Fills `o` with the defaults (all 0: every setting unset). */
 CLF_API void clf_generate_options_init(clf_generate_options *o);
 
-/* Deterministic decoding as transformers' generate(do_sample=False):
- * greedy (num_beams 1) or beam search (num_beams > 1), honouring the
+/* 1 when m is an encoder-decoder model (Marian: input_ids is the source and
+ * sequences start with the decoder start token), 0 for a decoder-only one
+ * (sequences start with the prompt) or m NULL. */
+CLF_API int clf_model_is_encoder_decoder(const clf_model *m);
+
+/* Decoding as transformers' generate(): greedy (num_beams 1), multinomial
+ * sampling (do_sample) or beam search (num_beams > 1), honouring the
  * checkpoint's decoder_start_token_id, eos_token_id, pad_token_id,
- * bad_words_ids, forced_eos_token_id, max_length, length_penalty and
- * early_stopping.  input_ids [B, L] i32/i64 (the prompt for GPT-2, the
- * source for Marian); attention_mask [B, L] or NULL (all ones).  `o` may be
- * NULL.  *sequences receives i64 [B, T] (the prompt followed by the new
- * tokens for GPT-2, the decoder start token followed by the new tokens for
- * Marian; finished rows padded with pad_token_id), data malloc'd: free with
- * clf_array_free.  CLF_E_UNSUPPORTED for a model without an LM head. */
+ * bad_words_ids, forced_eos_token_id, max_length, length_penalty,
+ * early_stopping and the sampling settings above.  The scores go through
+ * the processors (repetition penalty, no-repeat n-grams, bad words, min
+ * length, forced BOS/EOS) and, when sampling, the warpers (temperature,
+ * top-k, top-p, min-p) in transformers' order; the token is then drawn
+ * from their softmax.  input_ids [B, L] i32/i64 (the prompt of a
+ * decoder-only model, the source of an encoder-decoder); attention_mask
+ * [B, L] or NULL (all ones).  `o` may be NULL.  *sequences receives i64
+ * [B, T] (the prompt followed by the new tokens, or the decoder start token
+ * followed by the new tokens; finished rows padded with pad_token_id), data
+ * malloc'd: free with clf_array_free.  Errors: CLF_E_UNSUPPORTED for a
+ * model without an LM head, a checkpoint setting not implemented (named),
+ * or sampling with beams; CLF_E_INVALID_ARG naming the option for a value
+ * out of range (temperature <= 0 when sampling, top_p outside (0, 1],
+ * negative top_k, min_p outside [0, 1], repetition_penalty <= 0, negative
+ * no_repeat_ngram_size, on_token with beams). */
 CLF_API clf_status clf_model_generate(clf_model *m,
                                       const clf_array *input_ids,
                                       const clf_array *attention_mask,

@@ -270,6 +270,78 @@ START_TEST(generate_prompt_prints_text) {
 }
 END_TEST
 
+/* generate --prompt streams: the tiny GPT-2 with the tokenizer of
+ * tests/fixtures/sampling/tokenizer, whose vocabulary was arranged by
+ * tools/fixtures/make_sampling_fixtures.py so that greedy decoding from
+ * "(a+b)*c=d" gives the tokens 98 then 18, the bytes C4 B9 of U+0139
+ * (asserted below).  The streamed text must equal the decode of all the new
+ * tokens at once (a character printed before its second byte came would show
+ * as U+FFFD), --stop must cut the text before the stop string, and a seed
+ * must print the same text twice. */
+START_TEST(generate_streams_text) {
+  char cmd[2048], args[1024];
+  snprintf(cmd, sizeof(cmd),
+           "cp %s/gpt2/config.json %s/gpt2/generation_config.json %s/gpt2/model.safetensors %s/sampling/tokenizer/* %s/",
+           fx, fx, fx, fx, tmp);
+  ck_assert_int_eq(system(cmd), 0);
+  const char *prompt = "(a+b)*c=d"; /* 9 tokens */
+  snprintf(args, sizeof(args), "generate %s --prompt \"%s\" --max-new-tokens 20 --out sequences=%s/s.npy", tmp,
+           prompt, tmp);
+  ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
+  char *out = strdup(slurp("stdout"));
+  ck_assert_ptr_nonnull(strstr(slurp("stderr"), "tokens/s"));
+  clf_array seq;
+  char path[512];
+  snprintf(path, sizeof(path), "%s/s.npy", tmp);
+  ck_assert_int_eq(clf_npy_read(path, &seq), CLF_OK);
+  const int64_t *s = (const int64_t *)seq.data + 9;
+  const size_t n = seq.shape[1] - 9;
+  ck_assert_msg(n >= 2 && s[0] == 98 && s[1] == 18, "the new tokens no longer split U+0139 across two tokens");
+  clf_tokenizer *tok = NULL;
+  ck_assert_int_eq(clf_tokenizer_load(tmp, &tok), CLF_OK);
+  char *text = NULL, want[2048];
+  ck_assert_int_eq(clf_tokenizer_decode(tok, s, n, 1, &text), CLF_OK);
+  const char *ch = strstr(text, "\xC4\xB9");
+  ck_assert_ptr_eq(ch, text);
+  snprintf(want, sizeof(want), "%s%s\n", prompt, text);
+  ck_assert_str_eq(out, want);
+  /* --stop (repeatable): the text ends before the first stop string */
+  snprintf(args, sizeof(args), "generate %s --prompt \"%s\" --max-new-tokens 20 --stop zzzz --stop N", tmp, prompt);
+  ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
+  snprintf(want, sizeof(want), "%s%.*s\n", prompt, (int)(strchr(text, 'N') - text), text);
+  ck_assert_str_eq(slurp("stdout"), want);
+  /* sampling with a seed: the streamed text is the decode of its sequences,
+   * and the same seed prints the same text again */
+  snprintf(args, sizeof(args),
+           "generate %s --prompt \"%s\" --max-new-tokens 20 --do-sample --seed 24 --out sequences=%s/s.npy", tmp,
+           prompt, tmp);
+  ck_assert_int_eq(run_cli(args), 0);
+  free(out), free(text);
+  out = strdup(slurp("stdout"));
+  clf_array_free(&seq);
+  ck_assert_int_eq(clf_npy_read(path, &seq), CLF_OK);
+  ck_assert_int_eq(clf_tokenizer_decode(tok, (const int64_t *)seq.data + 9, seq.shape[1] - 9, 1, &text), CLF_OK);
+  snprintf(want, sizeof(want), "%s%s\n", prompt, text);
+  ck_assert_str_eq(out, want);
+  ck_assert_int_eq(run_cli(args), 0);
+  ck_assert_str_eq(slurp("stdout"), out);
+  /* out-of-range values are usage errors naming the option */
+  static const char *bad[][2] = {{"--temperature 0", "--temperature"}, {"--top-p 1.5", "--top-p"},
+                                 {"--top-k -1", "--top-k"},            {"--min-p 2", "--min-p"},
+                                 {"--seed 0", "--seed"},               {"--repetition-penalty -1", "--repetition-penalty"},
+                                 {"--stop x", "--stop needs --prompt"}};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+    snprintf(args, sizeof(args), "generate %s --in input_ids=%s/gpt2/greedy_b1.input_ids.npy %s", tmp, fx, bad[i][0]);
+    ck_assert_int_eq(run_cli(args), 2);
+    ck_assert_msg(strstr(slurp("stderr"), bad[i][1]), "%s: %s", bad[i][0], slurp("stderr"));
+  }
+  free(text);
+  free(out);
+  clf_array_free(&seq);
+  clf_tokenizer_destroy(tok);
+}
+END_TEST
+
 /* embed: the printed cosine matrix equals the one computed here from the
  * library (tokenizer + model run + mean pooling).  The model is the tiny
  * BERT fixture with the first 128 entries of the tokenizer fixture's
@@ -761,6 +833,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, weights_and_profile_options);
   tcase_add_test(tc, embed_prints_cosines);
   tcase_add_test(tc, generate_prompt_prints_text);
+  tcase_add_test(tc, generate_streams_text);
   tcase_add_test(tc, probe_json_describes_every_device);
   tcase_add_test(tc, probe_human_and_errors);
   tcase_add_test(tc, fill_mask_matches_pipeline);

@@ -14,6 +14,9 @@
 #include "clformer.h"
 #include "fixture_util.h"
 #include "harness.h"
+#include "models/sampling.h"
+
+#include <math.h>
 
 /* The fixture helpers below are the same as test_models.c's (each suite is
  * one self-contained program). */
@@ -99,9 +102,9 @@ START_TEST(test_bad_arguments) {
   TH_FAILS(clf_model_generate(NULL, &in, NULL, NULL, &seq), CLF_E_INVALID_ARG, "model");
   /* a setting that would change the result and is not implemented is refused */
   char *tmp = copy_fixture("gpt2", NULL, NULL, 0, NULL);
-  set_config(tmp, "repetition_penalty", "1.3");
+  set_config(tmp, "encoder_repetition_penalty", "1.3");
   TH_OK(clf_model_load(th_ctx, tmp, &m));
-  TH_FAILS(clf_model_generate(m, &in, NULL, NULL, &seq), CLF_E_UNSUPPORTED, "repetition_penalty");
+  TH_FAILS(clf_model_generate(m, &in, NULL, NULL, &seq), CLF_E_UNSUPPORTED, "encoder_repetition_penalty");
   clf_model_destroy(m);
   remove_dir(tmp);
 }
@@ -175,6 +178,316 @@ START_TEST(test_budgets) {
 }
 END_TEST
 
+
+/* ---- sampling ---- */
+
+/* The distance of two floats in units in the last place (same sign). */
+static long ulps(float a, float b) {
+  int32_t x, y;
+  memcpy(&x, &a, 4), memcpy(&y, &b, 4);
+  if ((x < 0) != (y < 0)) return a == b ? 0 : 1L << 30;
+  return labs((long)x - (long)y);
+}
+
+static double num_or(const cJSON *c, const char *key, double dflt) {
+  const cJSON *x = cJSON_GetObjectItemCaseSensitive(c, key);
+  return cJSON_IsNumber(x) ? x->valuedouble : dflt;
+}
+
+/* Every case of tests/fixtures/sampling (tools/fixtures/make_sampling_fixtures.py:
+ * transformers 4.40.2's processors, then with do_sample its warpers and
+ * 4.41's min_p, on the same scores and ids): -inf at the same positions,
+ * every other score within 1 ulp. */
+START_TEST(test_processors_match_transformers) {
+  char dir[1024], path[1200];
+  snprintf(dir, sizeof dir, "%s/sampling", fixtures());
+  cJSON *doc = load_cases(dir);
+  clf_array x, ids, y;
+  snprintf(path, sizeof path, "%s/scores_in.npy", dir);
+  TH_OK(clf_npy_read(path, &x));
+  snprintf(path, sizeof path, "%s/ids.npy", dir);
+  TH_OK(clf_npy_read(path, &ids));
+  snprintf(path, sizeof path, "%s/scores_out.npy", dir);
+  TH_OK(clf_npy_read(path, &y));
+  const cJSON *c;
+  int n_cases = 0, n_filtered = 0;
+  cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(doc, "cases")) {
+    const size_t R = (size_t)num_or(c, "R", 0), V = (size_t)num_or(c, "V", 0), n = (size_t)num_or(c, "n", 0);
+    const size_t n_eos = (size_t)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(c, "eos"));
+    clf__gen_params p = {
+        .do_sample = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "do_sample")),
+        .repetition_penalty = num_or(c, "repetition_penalty", 1),
+        .no_repeat_ngram = (size_t)num_or(c, "no_repeat_ngram_size", 0),
+        .temperature = num_or(c, "temperature", 1),
+        .top_k = (size_t)num_or(c, "top_k", 0),
+        .top_p = num_or(c, "top_p", 1),
+        .min_p = num_or(c, "min_p", -1),
+        .min_keep = num_or(c, "num_beams", 1) > 1 ? n_eos + 1 : 1,
+    };
+    const float *in = (const float *)x.data + (size_t)num_or(c, "scores_offset", 0);
+    const float *want = (const float *)y.data + (size_t)num_or(c, "scores_offset", 0);
+    const int64_t *id = (const int64_t *)ids.data + (size_t)num_or(c, "ids_offset", 0);
+    float *s = malloc(V * sizeof *s);
+    clf__scored *tmp = malloc(V * sizeof *tmp);
+    for (size_t r = 0; r < R; r++) {
+      memcpy(s, in + r * V, V * sizeof *s);
+      clf__gen_process(&p, id + r * n, n, s, V, tmp);
+      for (size_t v = 0; v < V; v++) {
+        const float w = want[r * V + v];
+        n_filtered += isinf(w) && !isinf(in[r * V + v]);
+        ck_assert_msg(isinf(w) ? s[v] == w : ulps(s[v], w) <= 1, "case %s row %zu token %zu: got %.9g, want %.9g",
+                      cJSON_GetObjectItemCaseSensitive(c, "name")->valuestring, r, v, s[v], w);
+      }
+    }
+    free(s), free(tmp);
+    n_cases++;
+  }
+  ck_assert_int_eq(n_cases, 59);
+  ck_assert_int_gt(n_filtered, 1000); /* the warpers did filter */
+  clf_array_free(&x), clf_array_free(&ids), clf_array_free(&y);
+  cJSON_Delete(doc);
+}
+END_TEST
+
+/* The sampler against the distribution it draws from: softmax of fixed
+ * scores (one -inf), 200000 draws with a fixed seed; Pearson's chi-square
+ * over the 7 finite tokens (6 degrees of freedom) must be below 22.46, its
+ * 0.999 quantile; the -inf token is never drawn. */
+START_TEST(test_sampler_frequencies) {
+  const float s[8] = {1.0f, 0.5f, -0.25f, 2.0f, -INFINITY, 0.0f, 1.5f, -1.0f};
+  double prob[8], sum = 0;
+  for (int v = 0; v < 8; v++) sum += prob[v] = exp((double)s[v]);
+  size_t count[8] = {0};
+  clf__rng rng;
+  clf__rng_seed(&rng, 42);
+  const size_t N = 200000;
+  for (size_t i = 0; i < N; i++) count[clf__gen_draw(s, 8, &rng)]++;
+  double chi2 = 0;
+  for (int v = 0; v < 8; v++) {
+    if (v == 4) continue;
+    const double e = N * prob[v] / sum;
+    chi2 += (count[v] - e) * (count[v] - e) / e;
+  }
+  ck_assert_uint_eq(count[4], 0);
+  ck_assert_msg(chi2 < 22.46, "chi-square %.2f", chi2);
+  /* the uniforms: their mean within 5 standard errors of 1/2 */
+  double mean = 0;
+  for (size_t i = 0; i < N; i++) mean += clf__rng_uniform(&rng) / N;
+  ck_assert_msg(fabs(mean - 0.5) < 5 * sqrt(1.0 / 12 / N), "mean %.5f", mean);
+}
+END_TEST
+
+static clf_status gen_gpt2(const clf_generate_options *o, clf_array *seq) {
+  char dir[1024];
+  snprintf(dir, sizeof dir, "%s/gpt2", fixtures());
+  static int64_t ids[6] = {5, 17, 99, 40, 41, 42};
+  clf_array in = {.name = "input_ids", .dtype = CLF_I64, .ndim = 2, .shape = {2, 3}, .data = ids};
+  return clf_model_generate(get_model(dir), &in, NULL, o, seq);
+}
+
+/* End to end on the tiny GPT-2: a seed gives the same tokens twice, other
+ * seeds give other tokens, top_k 1 is greedy, and the tokens stay in the
+ * top_k allowed. */
+START_TEST(test_sampling_end_to_end) {
+  clf_generate_options o;
+  clf_generate_options_init(&o);
+  o.max_new_tokens = 12;
+  clf_array greedy, a, b, c;
+  TH_OK(gen_gpt2(&o, &greedy));
+  o.do_sample = 1, o.seed = 1234;
+  TH_OK(gen_gpt2(&o, &a));
+  TH_OK(gen_gpt2(&o, &b));
+  ck_assert_uint_eq(a.shape[1], b.shape[1]);
+  ck_assert(memcmp(a.data, b.data, a.shape[0] * a.shape[1] * sizeof(int64_t)) == 0);
+  /* of 5 other seeds, at least 4 differ from seed 1234 (random weights: the
+   * distribution is broad, a repeat of 24 tokens is improbable) */
+  int differ = 0;
+  for (uint64_t seed = 1; seed <= 5; seed++) {
+    o.seed = seed;
+    TH_OK(gen_gpt2(&o, &c));
+    differ += c.shape[1] != a.shape[1] || memcmp(c.data, a.data, a.shape[0] * a.shape[1] * sizeof(int64_t)) != 0;
+    clf_array_free(&c);
+  }
+  ck_assert_int_ge(differ, 4);
+  ck_assert(memcmp(a.data, (int64_t[]){5, 17, 99}, 3 * sizeof(int64_t)) == 0); /* the prompt */
+  o.top_k = 1, o.seed = 99;
+  TH_OK(gen_gpt2(&o, &c));
+  ck_assert_uint_eq(c.shape[1], greedy.shape[1]);
+  ck_assert(memcmp(c.data, greedy.data, c.shape[0] * c.shape[1] * sizeof(int64_t)) == 0);
+  clf_array_free(&c);
+  o.top_k = 0, o.temperature = 1e-4; /* near-greedy: temperature 1e-4 on logits of gaps >= 1e-2 */
+  TH_OK(gen_gpt2(&o, &c));
+  ck_assert_uint_ge(c.shape[1], 4);
+  clf_array_free(&c), clf_array_free(&a), clf_array_free(&b), clf_array_free(&greedy);
+}
+END_TEST
+
+typedef struct heard {
+  int64_t tok[2][64];
+  size_t n[2], stop_after;
+} heard;
+
+static int on_token(void *user, size_t row, int64_t t) {
+  heard *h = user;
+  ck_assert_uint_lt(row, 2);
+  h->tok[row][h->n[row]++] = t;
+  return h->stop_after && h->n[0] + h->n[1] >= h->stop_after;
+}
+
+/* on_token hears each row's new tokens as they come, the same as the
+ * sequences; a non-zero return stops after the step; beams refuse it. */
+START_TEST(test_streaming_callback) {
+  clf_generate_options o;
+  clf_generate_options_init(&o);
+  o.max_new_tokens = 10, o.do_sample = 1, o.seed = 7;
+  heard h = {0};
+  o.on_token = on_token, o.user = &h;
+  clf_array seq;
+  TH_OK(gen_gpt2(&o, &seq));
+  const size_t T = seq.shape[1];
+  const int64_t *s = seq.data;
+  for (size_t r = 0; r < 2; r++) {
+    ck_assert_uint_ge(h.n[r], 1);
+    for (size_t i = 0; i < h.n[r]; i++) ck_assert_int_eq(h.tok[r][i], s[r * T + 3 + i]);
+    /* after the last token heard: the row ended at EOS (33) or at the length */
+    ck_assert(h.tok[r][h.n[r] - 1] == 33 || h.n[r] == T - 3);
+  }
+  clf_array_free(&seq);
+  memset(&h, 0, sizeof h);
+  h.stop_after = 4; /* two steps of two rows */
+  o.do_sample = 0;
+  TH_OK(gen_gpt2(&o, &seq));
+  ck_assert_uint_eq(seq.shape[1], 3 + 2);
+  ck_assert_uint_eq(h.n[0], 2);
+  clf_array_free(&seq);
+  o.num_beams = 2;
+  TH_FAILS(gen_gpt2(&o, &seq), CLF_E_INVALID_ARG, "on_token");
+}
+END_TEST
+
+/* Values out of range are CLF_E_INVALID_ARG naming the option; sampling
+ * settings are not checked without do_sample (transformers ignores them). */
+START_TEST(test_sampling_bad_options) {
+  static const struct {
+    int field;
+    double v;
+    const char *needle;
+  } bad[] = {{0, -1.0, "temperature"}, {0, -0.5, "temperature"}, {1, -2, "top_k"},   {2, 1.5, "top_p"},
+             {2, -0.1, "top_p"},        {3, 1.5, "min_p"},        {3, -0.5, "min_p"}, {4, -1.0, "repetition_penalty"},
+             {5, -3, "no_repeat_ngram_size"}, {6, 2, "do_sample"}};
+  clf_array seq;
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    clf_generate_options o;
+    clf_generate_options_init(&o);
+    o.do_sample = 1, o.max_new_tokens = 2;
+    switch (bad[i].field) {
+    case 0: o.temperature = bad[i].v; break;
+    case 1: o.top_k = (long)bad[i].v; break;
+    case 2: o.top_p = bad[i].v; break;
+    case 3: o.min_p = bad[i].v; break;
+    case 4: o.repetition_penalty = bad[i].v; break;
+    case 5: o.no_repeat_ngram_size = (long)bad[i].v; break;
+    default: o.do_sample = (int)bad[i].v; break;
+    }
+    TH_FAILS(gen_gpt2(&o, &seq), CLF_E_INVALID_ARG, bad[i].needle);
+  }
+  clf_generate_options o;
+  clf_generate_options_init(&o);
+  o.max_new_tokens = 2, o.temperature = -1, o.top_p = 7; /* ignored: no sampling */
+  TH_OK(gen_gpt2(&o, &seq));
+  clf_array_free(&seq);
+  o.do_sample = 1, o.temperature = 0, o.top_p = 0, o.num_beams = 2;
+  TH_FAILS(gen_gpt2(&o, &seq), CLF_E_UNSUPPORTED, "beam sampling");
+}
+END_TEST
+
+/* Greedy and beam search with repetition_penalty / no_repeat_ngram_size on
+ * the gpt2 and marian fixtures: the sequences transformers' generate() gave
+ * (tests/fixtures/sampling/cases.json "generate"), token for token. */
+START_TEST(test_penalties_in_greedy_and_beam) {
+  char dir[1024];
+  snprintf(dir, sizeof dir, "%s/sampling", fixtures());
+  cJSON *doc = load_cases(dir);
+  const cJSON *c;
+  int n = 0;
+  cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(doc, "generate")) {
+    char mdir[1024];
+    snprintf(mdir, sizeof mdir, "%s/%s", fixtures(), cJSON_GetObjectItemCaseSensitive(c, "model")->valuestring);
+    const cJSON *ids = cJSON_GetObjectItemCaseSensitive(c, "input_ids"), *want = cJSON_GetObjectItemCaseSensitive(c, "sequences");
+    const cJSON *opt = cJSON_GetObjectItemCaseSensitive(c, "options");
+    const size_t B = (size_t)cJSON_GetArraySize(ids), L = (size_t)cJSON_GetArraySize(ids->child);
+    int64_t in[64];
+    ck_assert_uint_le(B * L, 64);
+    for (size_t b = 0; b < B; b++)
+      for (size_t i = 0; i < L; i++)
+        in[b * L + i] = (int64_t)cJSON_GetArrayItem(cJSON_GetArrayItem(ids, (int)b), (int)i)->valuedouble;
+    clf_array a = {.name = "input_ids", .dtype = CLF_I64, .ndim = 2, .shape = {B, L}, .data = in}, seq;
+    clf_generate_options o;
+    clf_generate_options_init(&o);
+    o.max_new_tokens = (size_t)num_or(opt, "max_new_tokens", 0);
+    o.num_beams = (size_t)num_or(opt, "num_beams", 1);
+    o.repetition_penalty = num_or(opt, "repetition_penalty", 0);
+    o.no_repeat_ngram_size = (long)num_or(opt, "no_repeat_ngram_size", 0);
+    TH_OK(clf_model_generate(get_model(mdir), &a, NULL, &o, &seq));
+    const size_t T = (size_t)cJSON_GetArraySize(want->child);
+    ck_assert_uint_eq(seq.shape[0], B);
+    ck_assert_uint_eq(seq.shape[1], T);
+    for (size_t b = 0; b < B; b++)
+      for (size_t t = 0; t < T; t++)
+        ck_assert_msg(((int64_t *)seq.data)[b * T + t] ==
+                          (int64_t)cJSON_GetArrayItem(cJSON_GetArrayItem(want, (int)b), (int)t)->valuedouble,
+                      "case %d row %zu position %zu", n, b, t);
+    clf_array_free(&seq);
+    n++;
+  }
+  ck_assert_int_eq(n, 6);
+  cJSON_Delete(doc);
+}
+END_TEST
+
+/* The checkpoint's generation_config.json sampling settings apply when the
+ * options leave them unset: do_sample with top_k 1 is greedy; its
+ * no_repeat_ngram_size gives the same as the option; an option overrides
+ * it (CLF_GENERATE_OFF turns it off); a bad value there is named. */
+START_TEST(test_checkpoint_sampling_settings) {
+  int64_t ids[3] = {5, 17, 99};
+  clf_array in = {.name = "input_ids", .dtype = CLF_I64, .ndim = 2, .shape = {1, 3}, .data = ids}, g, a, b;
+  clf_generate_options o;
+  clf_generate_options_init(&o);
+  o.max_new_tokens = 10;
+  char dir[1024];
+  snprintf(dir, sizeof dir, "%s/gpt2", fixtures());
+  TH_OK(clf_model_generate(get_model(dir), &in, NULL, &o, &g));
+  o.no_repeat_ngram_size = 1;
+  TH_OK(clf_model_generate(get_model(dir), &in, NULL, &o, &b));
+  char *tmp = copy_fixture("gpt2", NULL, NULL, 0, NULL);
+  write_gen_config(tmp, "{\"do_sample\": true, \"top_k\": 1, \"no_repeat_ngram_size\": 1, \"eos_token_id\": 33}");
+  clf_model *m;
+  TH_OK(clf_model_load(th_ctx, tmp, &m));
+  o.no_repeat_ngram_size = 0;
+  TH_OK(clf_model_generate(m, &in, NULL, &o, &a)); /* sampled, top_k 1, no repeated token */
+  ck_assert_uint_eq(a.shape[1], b.shape[1]);
+  ck_assert(memcmp(a.data, b.data, a.shape[1] * sizeof(int64_t)) == 0);
+  clf_array_free(&a);
+  o.no_repeat_ngram_size = CLF_GENERATE_OFF, o.do_sample = CLF_GENERATE_OFF;
+  TH_OK(clf_model_generate(m, &in, NULL, &o, &a)); /* greedy, n-grams allowed */
+  ck_assert_uint_eq(a.shape[1], g.shape[1]);
+  ck_assert(memcmp(a.data, g.data, a.shape[1] * sizeof(int64_t)) == 0);
+  clf_array_free(&a);
+  clf_model_destroy(m);
+  write_gen_config(tmp, "{\"do_sample\": true, \"temperature\": 0.0}");
+  TH_OK(clf_model_load(th_ctx, tmp, &m));
+  clf_generate_options_init(&o);
+  TH_FAILS(clf_model_generate(m, &in, NULL, &o, &a), CLF_E_INVALID_ARG, "temperature");
+  o.temperature = 0.5; /* the option wins */
+  TH_OK(clf_model_generate(m, &in, NULL, &o, &a));
+  clf_array_free(&a);
+  clf_model_destroy(m);
+  remove_dir(tmp);
+  clf_array_free(&g), clf_array_free(&b);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("generate");
   TCase *tc = tcase_create("generate");
@@ -187,6 +500,13 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_repeat_and_interleave);
   tcase_add_test(tc, test_bad_arguments);
   tcase_add_test(tc, test_budgets);
+  tcase_add_test(tc, test_processors_match_transformers);
+  tcase_add_test(tc, test_sampler_frequencies);
+  tcase_add_test(tc, test_sampling_end_to_end);
+  tcase_add_test(tc, test_streaming_callback);
+  tcase_add_test(tc, test_sampling_bad_options);
+  tcase_add_test(tc, test_penalties_in_greedy_and_beam);
+  tcase_add_test(tc, test_checkpoint_sampling_settings);
   suite_add_tcase(s, tc);
   return s;
 }

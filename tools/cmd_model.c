@@ -255,21 +255,41 @@ const clf_cli_command clf_cli_run_command = {
 /* ---- generate ---- */
 
 typedef struct gen_opts {
-  clf_cli_strings in;
+  clf_cli_strings in, stop;
   const char *out, *prompt, *device, *weights;
-  int profile;
+  int profile, do_sample;
   long max_new_tokens, num_beams; /* 0: the checkpoint's settings */
+  long top_k, no_repeat_ngram_size, seed; /* -1: not given */
+  double temperature, top_p, min_p, repetition_penalty; /* 0: not given */
 } gen_opts;
 
 static const clf_cli_option gen_options[] = {
     {"--in", "NAME=FILE.npy", CLF_OPT_STRINGS, offsetof(gen_opts, in), 0, 0, 0, 2, 0,
      "input_ids (and attention_mask) from .npy files"},
     {"--prompt", "TEXT", CLF_OPT_STRING, offsetof(gen_opts, prompt), 0, 0, 0, 0, 0,
-     "text, tokenized with MODEL_DIR's tokenizer; the result is printed as text"},
+     "text, tokenized with MODEL_DIR's tokenizer; the new text is printed as it comes"},
     {"--max-new-tokens", "N", CLF_OPT_LONG, offsetof(gen_opts, max_new_tokens), 1, 100000, 0, 0, 0,
      "tokens to generate at most"},
     {"--num-beams", "K", CLF_OPT_LONG, offsetof(gen_opts, num_beams), 1, 100000, 0, 0, 0,
      "beam search with K beams (1: greedy)"},
+    {"--do-sample", NULL, CLF_OPT_FLAG, offsetof(gen_opts, do_sample), 0, 0, 0, 0, 0,
+     "multinomial sampling (else the checkpoint's do_sample, default greedy)"},
+    {"--temperature", "T", CLF_OPT_DOUBLE, offsetof(gen_opts, temperature), 0, 1e6, 0, 0, 0,
+     "sampling: scores divided by T (default the checkpoint's, else 1)"},
+    {"--top-k", "K", CLF_OPT_LONG, offsetof(gen_opts, top_k), 0, 100000000, -1, 0, 0,
+     "sampling: keep the K highest scores, 0: no top-k (default the checkpoint's, else 50)"},
+    {"--top-p", "P", CLF_OPT_DOUBLE, offsetof(gen_opts, top_p), 0, 1, 0, 0, 0,
+     "sampling: keep the smallest set of probability >= P (default the checkpoint's, else 1: off)"},
+    {"--min-p", "P", CLF_OPT_DOUBLE, offsetof(gen_opts, min_p), 0, 1, 0, 0, 0,
+     "sampling: drop probabilities below P times the highest (default off)"},
+    {"--repetition-penalty", "R", CLF_OPT_DOUBLE, offsetof(gen_opts, repetition_penalty), 0, 1e6, 0, 0, 0,
+     "scores of tokens already present divided by R (multiplied when negative); 1: off"},
+    {"--no-repeat-ngram-size", "N", CLF_OPT_LONG, offsetof(gen_opts, no_repeat_ngram_size), 0, 100000, -1, 0, 0,
+     "no N-gram twice in a sequence; 0: off"},
+    {"--seed", "S", CLF_OPT_LONG, offsetof(gen_opts, seed), 1, 9e18, -1, 0, 0,
+     "the sampler's seed: the same seed gives the same text (default: a fresh one per run)"},
+    {"--stop", "STRING", CLF_OPT_STRINGS, offsetof(gen_opts, stop), 0, 0, 0, 8, 0,
+     "with --prompt: stop where the new text first contains STRING (not printed)"},
     {"--out", "sequences=FILE.npy", CLF_OPT_STRING, offsetof(gen_opts, out), 0, 0, 0, 0, 0,
      "the sequences to a .npy file (else printed)"},
     CLF_CLI_OPT_DEVICE(gen_opts),
@@ -294,19 +314,22 @@ static int gen_files(const gen_opts *o, const char **ids_file, const char **mask
     return clf_cli_usage_error(cmd, "the output is sequences=FILE.npy, not \"%s\"", o->out);
   if (!o->prompt == !*ids_file)
     return clf_cli_usage_error(cmd, "give either --in input_ids=FILE.npy or --prompt TEXT");
+  if (o->stop.n && !o->prompt) return clf_cli_usage_error(cmd, "--stop needs --prompt (text to look in)");
+  for (int i = 0; i < o->stop.n; i++)
+    if (!o->stop.v[i][0]) return clf_cli_usage_error(cmd, "--stop: the string is empty");
   return -1;
 }
 
-/* The prompt's ids as a [1, n] i64 array (Marian's source ends with </s>;
- * GPT-2 prompts carry no special tokens), or the --in files. */
-static int gen_inputs(clf_model *m, const char *dir, const char *prompt, const char *ids_file,
-                      const char *mask_file, clf_tokenizer **tok, clf_array *ids, clf_array *mask) {
+/* The prompt's ids as a [1, n] i64 array (with the tokenizer's special
+ * tokens, as transformers' tokenizer(text) gives them: none for GPT-2, </s>
+ * after a Marian source), or the --in files. */
+static int gen_inputs(const char *dir, const char *prompt, const char *ids_file, const char *mask_file,
+                      clf_tokenizer **tok, clf_array *ids, clf_array *mask) {
   int64_t *v = NULL;
   size_t n = 0;
   if (!prompt) {
     if (clf_npy_read(ids_file, ids) == CLF_OK && (!mask_file || clf_npy_read(mask_file, mask) == CLF_OK)) return 1;
-  } else if (clf_tokenizer_load(dir, tok) == CLF_OK &&
-             clf_tokenizer_encode(*tok, prompt, strcmp(clf_model_type(m), "gpt2") != 0, &v, &n) == CLF_OK) {
+  } else if (clf_tokenizer_load(dir, tok) == CLF_OK && clf_tokenizer_encode(*tok, prompt, 1, &v, &n) == CLF_OK) {
     snprintf(ids->name, sizeof(ids->name), "input_ids");
     ids->dtype = CLF_I64;
     ids->ndim = 2;
@@ -319,35 +342,132 @@ static int gen_inputs(clf_model *m, const char *dir, const char *prompt, const c
   return 0;
 }
 
-/* With a tokenizer, the text (GPT-2 returns the prompt too: only what was
- * generated is decoded); else the ids, one sequence a line. */
-static int print_sequences(clf_model *m, clf_tokenizer *tok, const char *prompt, const clf_array *ids,
-                           const clf_array *seq) {
+/* Without a tokenizer: the ids, one sequence a line. */
+static void print_ids(const clf_array *seq) {
   const int64_t *s = seq->data;
-  if (!tok) {
-    for (size_t b = 0; b < seq->shape[0]; b++) {
-      for (size_t t = 0; t < seq->shape[1]; t++) printf("%s%lld", t ? " " : "", (long long)s[b * seq->shape[1] + t]);
-      printf("\n");
-    }
-    return 1;
+  for (size_t b = 0; b < seq->shape[0]; b++) {
+    for (size_t t = 0; t < seq->shape[1]; t++) printf("%s%lld", t ? " " : "", (long long)s[b * seq->shape[1] + t]);
+    printf("\n");
   }
-  size_t skip = strcmp(clf_model_type(m), "gpt2") == 0 ? ids->shape[1] : 0;
-  char *text = NULL;
-  if (clf_tokenizer_decode(tok, s + skip, seq->shape[1] - skip, 1, &text) != CLF_OK) {
-    fprintf(stderr, "clformer generate: %s\n", clf_last_error(NULL));
-    return 0;
-  }
-  printf("%s%s\n", skip ? prompt : "", text);
-  free(text);
-  return 1;
 }
 
-/* The generation's ops, and per new token (GPT-2's sequences hold the
- * prompt, Marian's the decoder start token). */
+/* Streaming text: each new token is appended and the new tokens so far are
+ * decoded again; what lies past the bytes already printed is printed, less
+ * what may still change: a character whose bytes are not all there yet
+ * (decoded as U+FFFD), the text after the last space (clean_up_tokenization
+ * _spaces may rewrite " ," or " 's"), and the last bytes a --stop string
+ * could still be completing.  A --stop string cuts the text before it. */
+typedef struct streamer {
+  clf_tokenizer *tok;
+  const clf_cli_strings *stop;
+  int64_t *ids;
+  size_t n, cap, printed, max_stop;
+  int stopped, failed;
+} streamer;
+
+/* The length of text that is safe to print now. */
+static size_t stream_safe(const streamer *s, const char *text, size_t len) {
+  size_t end = len;
+  while (end >= 3 && !memcmp(text + end - 3, "\xEF\xBF\xBD", 3)) end -= 3;
+  if (s->max_stop > 1) end = end > s->max_stop - 1 ? end - (s->max_stop - 1) : 0;
+  while (end > 0 && ((unsigned char)text[end] & 0xC0) == 0x80) end--;
+  for (size_t i = end; i > s->printed; i--)
+    if (text[i - 1] == ' ') return i - 1;
+  return end > s->printed ? end : s->printed;
+}
+
+/* Prints what can be printed of the new tokens' text (all of it when
+ * final); returns 1 once a stop string was seen or decoding failed. */
+static int stream_print(streamer *s, int final) {
+  char *text = NULL;
+  if (clf_tokenizer_decode(s->tok, s->ids, s->n, 1, &text) != CLF_OK) {
+    fprintf(stderr, "clformer generate: %s\n", clf_last_error(NULL));
+    s->failed = 1;
+    return 1;
+  }
+  size_t len = strlen(text);
+  for (int i = 0; i < s->stop->n; i++) {
+    const char *p = strstr(text, s->stop->v[i]);
+    if (p && (size_t)(p - text) < len) len = (size_t)(p - text), s->stopped = 1;
+  }
+  const size_t end = s->stopped || final ? len : stream_safe(s, text, len);
+  if (end > s->printed) {
+    fwrite(text + s->printed, 1, end - s->printed, stdout);
+    fflush(stdout);
+    s->printed = end;
+  }
+  free(text);
+  return s->stopped;
+}
+
+static int stream_token(void *user, size_t row, int64_t token) {
+  streamer *s = user;
+  (void)row;
+  if (s->n == s->cap) {
+    int64_t *g = realloc(s->ids, (s->cap = s->cap ? 2 * s->cap : 64) * sizeof(*g));
+    if (!g) {
+      fprintf(stderr, "clformer generate: out of memory\n");
+      s->failed = 1;
+      return 1;
+    }
+    s->ids = g;
+  }
+  s->ids[s->n++] = token;
+  return stream_print(s, 0);
+}
+
+/* The generation's ops, and per new token (a decoder-only model's sequences
+ * hold the prompt, an encoder-decoder's the decoder start token). */
 static int profile_tokens(clf_context *ctx, const clf_model *m, const clf_array *ids, const clf_array *seq) {
-  const size_t prefix = strcmp(clf_model_type(m), "gpt2") == 0 ? ids->shape[1] : 1;
+  const size_t prefix = clf_model_is_encoder_decoder(m) ? 1 : ids->shape[1];
   const size_t fresh = seq->shape[1] > prefix ? seq->shape[1] - prefix : 1;
   return clf_cli_profile_print(ctx, "generate", "new token", (double)fresh);
+}
+
+static void gen_settings(const gen_opts *o, clf_generate_options *go) {
+  clf_generate_options_init(go);
+  go->max_new_tokens = (size_t)o->max_new_tokens;
+  go->num_beams = (size_t)o->num_beams;
+  go->do_sample = o->do_sample;
+  go->temperature = o->temperature, go->top_p = o->top_p, go->min_p = o->min_p;
+  go->repetition_penalty = o->repetition_penalty;
+  go->top_k = o->top_k < 0 ? 0 : o->top_k ? o->top_k : CLF_GENERATE_OFF;
+  go->no_repeat_ngram_size = o->no_repeat_ngram_size < 0 ? 0 : o->no_repeat_ngram_size ? o->no_repeat_ngram_size
+                                                                                         : CLF_GENERATE_OFF;
+  go->seed = o->seed > 0 ? (uint64_t)o->seed : 0;
+}
+
+/* Generates; with a tokenizer (and one beam) the text streams to stdout as
+ * it comes, the prompt first for a decoder-only model, and the speed goes
+ * to stderr. */
+static int gen_run(const gen_opts *o, clf_context *ctx, clf_model *m, clf_tokenizer *tok, const clf_array *ids,
+                   const clf_array *mask, clf_array *seq) {
+  clf_generate_options go;
+  gen_settings(o, &go);
+  streamer st = {.tok = tok, .stop = &o->stop};
+  for (int i = 0; i < o->stop.n; i++)
+    if (strlen(o->stop.v[i]) > st.max_stop) st.max_stop = strlen(o->stop.v[i]);
+  const int streaming = tok && o->num_beams <= 1;
+  if (streaming) go.on_token = stream_token, go.user = &st;
+  if (tok && !clf_model_is_encoder_decoder(m)) printf("%s", o->prompt);
+  fflush(stdout);
+  const double t0 = now_ms();
+  clf_status rc = clf_model_generate(m, ids, mask, &go, seq);
+  const double ms = now_ms() - t0;
+  if (rc != CLF_OK) {
+    fprintf(stderr, "clformer generate: %s\n", clf_last_error(ctx));
+  } else if (tok && !streaming) { /* beams: the best sequence at the end */
+    const size_t skip = clf_model_is_encoder_decoder(m) ? 0 : ids->shape[1];
+    for (size_t t = skip; t < seq->shape[1] && !st.stopped; t++) stream_token(&st, 0, ((int64_t *)seq->data)[t]);
+  }
+  if (rc == CLF_OK && tok && !st.failed) {
+    if (!st.stopped) stream_print(&st, 1);
+    printf("\n");
+    fprintf(stderr, "clformer generate: %zu tokens in %.3f s, %.1f tokens/s\n", st.n, ms / 1e3,
+            ms > 0 ? st.n / (ms / 1e3) : 0.0);
+  }
+  free(st.ids);
+  return rc == CLF_OK && !st.failed;
 }
 
 static int generate_main(const void *opts, int argc, char **argv) {
@@ -356,10 +476,6 @@ static int generate_main(const void *opts, int argc, char **argv) {
   const char *ids_file = NULL, *mask_file = NULL, *out_file = NULL;
   int rc = gen_files(o, &ids_file, &mask_file, &out_file);
   if (rc >= 0) return rc;
-  clf_generate_options go;
-  clf_generate_options_init(&go);
-  if (o->max_new_tokens) go.max_new_tokens = (size_t)o->max_new_tokens;
-  if (o->num_beams) go.num_beams = (size_t)o->num_beams;
   clf_array ids, mask, seq;
   memset(&ids, 0, sizeof(ids));
   memset(&mask, 0, sizeof(mask));
@@ -369,16 +485,17 @@ static int generate_main(const void *opts, int argc, char **argv) {
   clf_model *m = NULL;
   rc = 1;
   if (clf_cli_open_model("generate", argv[0], o->device, o->weights, o->profile, &ctx, &m) &&
-      gen_inputs(m, argv[0], o->prompt, ids_file, mask_file, &tok, &ids, &mask) &&
+      gen_inputs(argv[0], o->prompt, ids_file, mask_file, &tok, &ids, &mask) &&
       (!o->profile || clf_cli_profile_start(ctx, "generate"))) {
-    if (clf_model_generate(m, &ids, mask.data ? &mask : NULL, &go, &seq) != CLF_OK)
-      fprintf(stderr, "clformer generate: %s\n", clf_last_error(ctx));
+    if (!gen_run(o, ctx, m, tok, &ids, mask.data ? &mask : NULL, &seq))
+      rc = 1;
     else if (o->profile && !profile_tokens(ctx, m, &ids, &seq))
       rc = 1;
     else if (out_file && clf_npy_write(out_file, &seq) != CLF_OK)
       fprintf(stderr, "clformer generate: %s\n", clf_last_error(NULL));
-    else if ((out_file && !tok) || print_sequences(m, tok, o->prompt, &ids, &seq))
+    else
       rc = 0;
+    if (rc == 0 && !tok && !out_file) print_ids(&seq);
   }
   clf_array_free(&ids);
   clf_array_free(&mask);
@@ -391,15 +508,21 @@ static int generate_main(const void *opts, int argc, char **argv) {
 
 const clf_cli_command clf_cli_generate_command = {
     .name = "generate",
-    .summary = "greedy or beam decoding (GPT-2, Marian)",
+    .summary = "greedy, sampled or beam decoding, streaming text",
     .synopsis = "MODEL_DIR (--in input_ids=FILE.npy [--in attention_mask=FILE.npy] | --prompt TEXT) [options]",
     .details =
-        "Deterministic decoding as transformers' generate(do_sample=False) for GPT-2\n"
-        "(a continuation of the prompt) and Marian (a translation of the source):\n"
-        "greedy, or beam search with --num-beams K > 1.  The checkpoint's generation\n"
-        "settings apply (decoder_start_token_id, eos_token_id, bad_words_ids,\n"
-        "forced_eos_token_id, max_length).  With --prompt the text is tokenized with\n"
-        "the model directory's tokenizer and the result is printed as text.\n",
+        "Decoding as transformers' generate() for decoder-only models (a continuation\n"
+        "of the prompt) and encoder-decoders (a translation of the source): greedy,\n"
+        "sampling with --do-sample (--temperature, --top-k, --top-p, --min-p, --seed),\n"
+        "or beam search with --num-beams K > 1; --repetition-penalty and\n"
+        "--no-repeat-ngram-size apply to all three.  Options not given take the\n"
+        "checkpoint's generation settings (generation_config.json), then transformers'\n"
+        "defaults.  With --prompt the text is tokenized with the model directory's\n"
+        "tokenizer and the new text is printed as the tokens come (a character split\n"
+        "across tokens once whole; a word once the next space or the end shows it\n"
+        "cannot change), stopping at an end-of-sequence token or before the first\n"
+        "--stop string (which is not printed); the tokens per second go to stderr.\n"
+        "With beams the text is printed at the end.\n",
     .options = gen_options,
     .opts_size = sizeof(gen_opts),
     .min_args = 1,

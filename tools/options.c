@@ -40,7 +40,7 @@ static void describe_range(const clf_cli_option *o, char *buf, size_t len) {
     break;
   }
   size_t n = strlen(buf);
-  if (o->def != 0 && (o->kind == CLF_OPT_LONG || o->kind == CLF_OPT_DOUBLE))
+  if (o->def != 0 && o->def >= o->min && (o->kind == CLF_OPT_LONG || o->kind == CLF_OPT_DOUBLE))
     snprintf(buf + n, len - n, "%sdefault %g", n ? "; " : " (", o->def);
   n = strlen(buf);
   if (o->required) snprintf(buf + n, len - n, "%srequired", n ? "; " : " (");

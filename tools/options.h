@@ -34,7 +34,8 @@ typedef struct clf_cli_sizes {
 
 /* One option of one command.  `offset` places its value in the command's
  * options struct; `def` is the starting value of a number (shown in the help
- * when not 0); `required` makes the command refuse to run without it. */
+ * when not 0 and within the range: a def below min marks "not given");
+ * `required` makes the command refuse to run without it. */
 typedef struct clf_cli_option {
   const char *name;    /* "--repeat"; NULL ends a table */
   const char *metavar; /* "N", or NULL for a flag */

@@ -1,9 +1,11 @@
-/* generate.c - deterministic decoding as transformers' generate(do_sample=
- * False): greedy search and beam search (BeamSearchScorer) over a model's
- * generation hooks, with the checkpoint's logits processors (bad words,
- * min length, forced BOS/EOS).  The logits of a step are the one read-back.
+/* generate.c - decoding as transformers' generate(): greedy search,
+ * multinomial sampling (sampling.c) and beam search (BeamSearchScorer) over
+ * a model's generation hooks, with the logits processors (repetition
+ * penalty, no-repeat n-grams, bad words, min length, forced BOS/EOS).  The
+ * logits of a step are the one read-back.
  */
 #include "model.h"
+#include "sampling.h"
 
 #include "base/checked.h"
 #include "base/limits.h"
@@ -12,10 +14,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 void clf_generate_options_init(clf_generate_options *o) {
   if (o) memset(o, 0, sizeof *o);
 }
+
+int clf_model_is_encoder_decoder(const clf_model *m) { return m && m->is_encdec; }
 
 typedef struct gen {
   clf_model *m;
@@ -24,6 +29,10 @@ typedef struct gen {
   int64_t *mask; /* [R, max_len] decoder-only: attention mask */
   long pad;
   int has_pad;
+  clf__gen_params p;
+  clf__scored *tmp; /* [V]: the processors' scratch */
+  clf__rng rng;
+  const clf_generate_options *o;
 } gen;
 
 static int is_eos(const clf_model *m, int64_t t) {
@@ -36,6 +45,7 @@ static int is_eos(const clf_model *m, int64_t t) {
 static void process_logits(const gen *g, const int64_t *row, float *s) {
   const clf_model *m = g->m;
   const size_t n = g->cur_len;
+  clf__gen_penalize(&g->p, row, n, s, g->V, g->tmp);
   if (m->min_length > 0 && (long)n < m->min_length)
     for (size_t i = 0; i < m->n_eos; i++)
       if (m->eos[i] >= 0 && (size_t)m->eos[i] < g->V) s[m->eos[i]] = -INFINITY;
@@ -86,26 +96,41 @@ static clf_status step(gen *g, int first, float *logits) {
   return st;
 }
 
+/* The next token of a row from its processed scores: the argmax (the
+ * first of equals), or with do_sample a draw after the warpers. */
+static int64_t choose(gen *g, float *s) {
+  if (g->p.do_sample) {
+    clf__gen_warp(&g->p, s, g->V, g->tmp);
+    return (int64_t)clf__gen_draw(s, g->V, &g->rng);
+  }
+  size_t best = 0;
+  for (size_t v = 1; v < g->V; v++)
+    if (s[v] > s[best]) best = v;
+  return (int64_t)best;
+}
+
+/* Greedy search or sampling (one row per batch row); o->on_token hears of
+ * each row's new token until the row is done, and may stop the search. */
 static clf_status greedy(gen *g, float *logits) {
   clf_model *m = g->m;
   const size_t R = g->R, V = g->V;
+  const clf_generate_options *o = g->o;
   char *done = calloc(R, 1);
   if (!done) return clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "clf_model_generate: out of host memory");
   clf_status st = CLF_OK;
-  for (int first = 1; g->cur_len < g->max_len; first = 0) {
+  int stop = 0;
+  for (int first = 1; g->cur_len < g->max_len && !stop; first = 0) {
     if ((st = step(g, first, logits)) != CLF_OK) break;
     size_t n_done = 0;
     for (size_t r = 0; r < R; r++) {
       int64_t *row = g->tok + r * g->max_len;
       float *s = logits + r * V;
       process_logits(g, row, s);
-      size_t best = 0;
-      for (size_t v = 1; v < V; v++)
-        if (s[v] > s[best]) best = v;
-      int64_t t = (int64_t)best;
+      int64_t t = choose(g, s);
       if (done[r] && g->has_pad) t = g->pad;
       row[g->cur_len] = t;
       g->mask[r * g->max_len + g->cur_len] = 1;
+      if (!done[r] && o && o->on_token && o->on_token(o->user, r, t)) stop = 1;
       if (is_eos(m, t)) done[r] = 1;
       n_done += done[r];
     }
@@ -359,6 +384,69 @@ static clf_status gen_budget(clf_model *m, const clf_generate_options *o, size_t
   return CLF_OK;
 }
 
+/* An option over the checkpoint's value: 0 unset, CLF_GENERATE_OFF off
+ * (top_k, no_repeat_ngram_size). */
+static double pick(double opt, double ckpt, double off) { return opt == 0 ? ckpt : opt == CLF_GENERATE_OFF ? off : opt; }
+
+/* The sampling settings of one call (options over the checkpoint's, over
+ * GenerationConfig's defaults), checked where they are used: the warpers
+ * only with do_sample, as transformers ignores them without. */
+static clf_status gen_params(clf_model *m, const clf_generate_options *o, size_t K, clf__gen_params *p) {
+  static const char op[] = "clf_model_generate";
+  const clf_generate_options z = {0};
+  if (!o) o = &z;
+  clf_context *ctx = m->ctx;
+  if (o->do_sample < CLF_GENERATE_OFF || o->do_sample > 1)
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: do_sample %d is not 0 (unset), 1 or CLF_GENERATE_OFF", op,
+                     o->do_sample);
+  if ((o->top_k < 0 && o->top_k != CLF_GENERATE_OFF) ||
+      (o->no_repeat_ngram_size < 0 && o->no_repeat_ngram_size != CLF_GENERATE_OFF))
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: %s %ld is negative (0: unset, CLF_GENERATE_OFF: off)", op,
+                     o->top_k < 0 && o->top_k != CLF_GENERATE_OFF ? "top_k" : "no_repeat_ngram_size",
+                     o->top_k < 0 && o->top_k != CLF_GENERATE_OFF ? o->top_k : o->no_repeat_ngram_size);
+  memset(p, 0, sizeof *p);
+  p->do_sample = o->do_sample ? o->do_sample == 1 : m->do_sample;
+  p->repetition_penalty = o->repetition_penalty != 0 ? o->repetition_penalty : m->repetition_penalty;
+  const double ngram = pick((double)o->no_repeat_ngram_size, (double)m->no_repeat_ngram_size, 0.0);
+  p->temperature = o->temperature != 0 ? o->temperature : m->temperature;
+  const double k = pick((double)o->top_k, (double)m->top_k, 0.0);
+  p->top_p = o->top_p != 0 ? o->top_p : m->top_p;
+  p->min_p = o->min_p == 0 ? m->min_p : o->min_p == CLF_GENERATE_OFF ? -1.0 : o->min_p;
+  p->min_keep = K > 1 ? (m->n_eos > 1 ? m->n_eos + 1 : 2) : 1;
+  const char *bad = NULL;
+  double val = 0;
+  if (!(p->repetition_penalty > 0 && isfinite(p->repetition_penalty)))
+    bad = "repetition_penalty (must be > 0)", val = p->repetition_penalty;
+  else if (ngram < 0) bad = "no_repeat_ngram_size (must be >= 0)", val = ngram;
+  else if (p->do_sample && !(p->temperature > 0 && isfinite(p->temperature)))
+    bad = "temperature (must be > 0 when sampling)", val = p->temperature;
+  else if (p->do_sample && k < 0) bad = "top_k (must be >= 0)", val = k;
+  else if (p->do_sample && !(p->top_p > 0 && p->top_p <= 1)) bad = "top_p (must be in (0, 1])", val = p->top_p;
+  else if (p->do_sample && p->min_p != -1.0 && !(p->min_p >= 0 && p->min_p <= 1))
+    bad = "min_p (must be in [0, 1])", val = p->min_p;
+  if (bad) return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: %s is %g", op, bad, val);
+  p->no_repeat_ngram = (size_t)ngram;
+  p->top_k = (size_t)k;
+  if (!p->do_sample) p->temperature = 1.0, p->top_k = 0, p->top_p = 1.0, p->min_p = -1.0;
+  if (p->do_sample && K > 1)
+    return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: do_sample with num_beams %zu (beam sampling) is not supported", op,
+                     K);
+  if (K > 1 && o->on_token)
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: on_token is not supported with beam search (num_beams %zu)", op,
+                     K);
+  return CLF_OK;
+}
+
+/* A seed for a call without one: the clock, a counter and an address,
+ * mixed by the generator's seeding. */
+static uint64_t fresh_seed(void) {
+  static _Atomic uint64_t calls;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^ (++calls * 0x9E3779B97F4A7C15ull) ^
+         (uint64_t)(uintptr_t)&ts;
+}
+
 /* The arguments checked and g set up for B rows of prompt length L, K
  * beams (the prompt lengths and max_length as transformers derives them). */
 static clf_status gen_setup(clf_model *m, const clf_array *input_ids, const clf_array *attention_mask,
@@ -383,7 +471,10 @@ static clf_status gen_setup(clf_model *m, const clf_array *input_ids, const clf_
     return clf__fail(ctx, CLF_E_FORMAT, "%s: the config has neither decoder_start_token_id nor bos_token_id", op);
   *K = o && o->num_beams ? o->num_beams : (m->num_beams > 0 ? (size_t)m->num_beams : 1);
   if ((st = gen_budget(m, o, *B, *L, *K)) != CLF_OK) return st;
+  if ((st = gen_params(m, o, *K, &g->p)) != CLF_OK) return st;
   g->m = m;
+  g->o = o;
+  clf__rng_seed(&g->rng, o && o->seed ? o->seed : fresh_seed());
   g->V = m->vocab;
   g->R = *B * *K;
   g->pad = m->pad, g->has_pad = m->has_pad;
@@ -453,7 +544,8 @@ clf_status clf_model_generate(clf_model *m, const clf_array *input_ids, const cl
   g.tok = malloc(g.R * g.max_len * sizeof *g.tok);
   g.mask = malloc(g.R * g.max_len * sizeof *g.mask);
   float *logits = malloc(g.R * g.V * sizeof *logits + 1);
-  if (!src || !g.tok || !g.mask || !logits) {
+  g.tmp = malloc(g.V * sizeof *g.tmp + 1);
+  if (!src || !g.tok || !g.mask || !logits || !g.tmp) {
     st = clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
     goto done;
   }
@@ -468,6 +560,6 @@ clf_status clf_model_generate(clf_model *m, const clf_array *input_ids, const cl
   if (st == CLF_OK) snprintf(sequences->name, sizeof sequences->name, "sequences");
 done:
   if (m->gen_end) m->gen_end(m);
-  free(src), free(g.tok), free(g.mask), free(logits);
+  free(src), free(g.tok), free(g.mask), free(logits), free(g.tmp);
   return st;
 }

@@ -8,6 +8,7 @@
 
 #include <cjson/cJSON.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,37 @@ const char *clf__wn(char *buf, size_t len, const char *prefix, const char *fmt, 
   if (n < len) vsnprintf(buf + n, len - n, fmt, ap);
   va_end(ap);
   return buf;
+}
+
+/* do_sample, temperature, top_k, top_p, min_p, repetition_penalty and
+ * no_repeat_ngram_size with GenerationConfig's defaults (null: the
+ * default; min_p -1: None).  Their ranges are checked by generate(), where
+ * they are used. */
+static clf_status load_sampling_settings(clf_model *m, const clf__config *c) {
+  clf_context *ctx = m->ctx;
+  clf_status st;
+  const cJSON *ds = cJSON_GetObjectItemCaseSensitive(clf__config_json(c), "do_sample");
+  if (ds && !cJSON_IsBool(ds) && !cJSON_IsNull(ds))
+    return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: the config's do_sample is not true or false");
+  m->do_sample = cJSON_IsTrue(ds);
+  static const struct { const char *key; double def; size_t off; } num[] = {
+      {"temperature", 1.0, offsetof(clf_model, temperature)}, {"top_p", 1.0, offsetof(clf_model, top_p)},
+      {"min_p", -1.0, offsetof(clf_model, min_p)},
+      {"repetition_penalty", 1.0, offsetof(clf_model, repetition_penalty)}};
+  for (size_t i = 0; i < CLF__ARRAY_LEN(num); i++) {
+    double *d = (double *)((char *)m + num[i].off);
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(clf__config_json(c), num[i].key);
+    if (cJSON_IsNull(x)) *d = num[i].def;
+    else if ((st = clf__config_float_or(ctx, c, num[i].key, num[i].def, d)) != CLF_OK) return st;
+  }
+  const cJSON *k = cJSON_GetObjectItemCaseSensitive(clf__config_json(c), "top_k");
+  if (cJSON_IsNull(k)) m->top_k = 0;
+  else if ((st = clf__config_int_or(ctx, c, "top_k", 50, &m->top_k)) != CLF_OK) return st;
+  const cJSON *ng = cJSON_GetObjectItemCaseSensitive(clf__config_json(c), "no_repeat_ngram_size");
+  if (cJSON_IsNull(ng)) m->no_repeat_ngram_size = 0;
+  else if ((st = clf__config_int_or(ctx, c, "no_repeat_ngram_size", 0, &m->no_repeat_ngram_size)) != CLF_OK)
+    return st;
+  return CLF_OK;
 }
 
 /* The generation settings of the checkpoint, with transformers' defaults. */
@@ -53,11 +85,12 @@ static clf_status load_gen_settings(clf_model *m, const clf__config *c) {
   const cJSON *es = cJSON_GetObjectItemCaseSensitive(clf__config_json(c), "early_stopping");
   if (cJSON_IsBool(es)) m->early_stopping = cJSON_IsTrue(es);
   else if (cJSON_IsString(es) && strcmp(es->valuestring, "never") == 0) m->early_stopping = -1;
-  /* Settings that change greedy/beam results and are not implemented: generate() refuses them. */
+  if ((st = load_sampling_settings(m, c)) != CLF_OK) return st;
+  /* Settings that change the results and are not implemented: generate() refuses them. */
   static const struct { const char *key; double neutral; } unsup[] = {
-      {"no_repeat_ngram_size", 0}, {"encoder_no_repeat_ngram_size", 0}, {"repetition_penalty", 1},
-      {"encoder_repetition_penalty", 1}, {"num_beam_groups", 1}, {"diversity_penalty", 0},
-      {"do_sample", 0}, {"penalty_alpha", 0}, {"min_new_tokens", 0}, {"exponential_decay_length_penalty", 0}};
+      {"encoder_no_repeat_ngram_size", 0}, {"encoder_repetition_penalty", 1}, {"num_beam_groups", 1},
+      {"diversity_penalty", 0}, {"penalty_alpha", 0}, {"min_new_tokens", 0}, {"exponential_decay_length_penalty", 0},
+      {"typical_p", 1}, {"epsilon_cutoff", 0}, {"eta_cutoff", 0}};
   const cJSON *j = clf__config_json(c);
   m->unsupported = NULL;
   for (size_t i = 0; i < CLF__ARRAY_LEN(unsup) && !m->unsupported; i++) {

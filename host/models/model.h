@@ -48,6 +48,11 @@ struct clf_model {
   size_t n_bad_words;
   double length_penalty;
   int early_stopping; /* 1 true, 0 false, -1 "never" */
+  /* sampling and penalties (GenerationConfig's defaults: false, 1.0, 50,
+   * 1.0, None (-1), 1.0, 0) */
+  int do_sample;
+  double temperature, top_p, min_p, repetition_penalty;
+  long top_k, no_repeat_ngram_size;
   const char *unsupported; /* a generation setting generate() does not implement, or NULL */
   char **labels;            /* config.json's id2label: labels[i] (NULL: no label i), n_labels of them */
   size_t n_labels;
