@@ -34,8 +34,10 @@ static char *fixture_path(const char *rel) {
   return p;
 }
 
-static cJSON *expected(void) {
-  char *path = fixture_path("tokenizers/expected.json");
+static cJSON *expected_in(const char *set) {
+  char rel[64];
+  snprintf(rel, sizeof(rel), "%s/expected.json", set);
+  char *path = fixture_path(rel);
   FILE *f = fopen(path, "rb");
   ck_assert_msg(f != NULL, "cannot open %s", path);
   fseek(f, 0, SEEK_END);
@@ -51,6 +53,8 @@ static cJSON *expected(void) {
   free(path);
   return root;
 }
+
+static cJSON *expected(void) { return expected_in("tokenizers"); }
 
 /* A tokenizer of the fixtures, or NULL when this build has no SentencePiece
  * (a C++14 build: the error must say so). */
@@ -95,13 +99,11 @@ static void check_decode(clf_tokenizer *t, const cJSON *ids, int skip, const cha
   free(v);
 }
 
-/* Every sentence of expected.json: ids with and without special tokens
- * (exactly), and the decoded texts with and without skip_special. */
-static void check_model(const char *name) {
-  clf_tokenizer *t = load_fixture(name);
-  if (!t) return;
-  cJSON *root = expected(), *c;
-  cJSON *cases = cJSON_GetObjectItem(root, name);
+/* Every case of root[name]: ids with and without special tokens (exactly),
+ * and the decoded texts with and without skip_special; then the id lists of
+ * root[name_decode]. */
+static void check_cases(clf_tokenizer *t, cJSON *root, const char *name) {
+  cJSON *c, *cases = cJSON_GetObjectItem(root, name);
   ck_assert_msg(cJSON_GetArraySize(cases) >= 15, "%s: too few cases", name);
   cJSON_ArrayForEach(c, cases) {
     const char *text = cJSON_GetObjectItem(c, "text")->valuestring;
@@ -124,9 +126,42 @@ static void check_model(const char *name) {
     check_decode(t, cJSON_GetObjectItem(c, "ids"), 0, cJSON_GetObjectItem(c, "decoded")->valuestring, key);
     check_decode(t, cJSON_GetObjectItem(c, "ids"), 1, cJSON_GetObjectItem(c, "decoded_skip")->valuestring, key);
   }
+}
+
+static void check_model(const char *name) {
+  clf_tokenizer *t = load_fixture(name);
+  if (!t) return;
+  cJSON *root = expected();
+  check_cases(t, root, name);
   cJSON_Delete(root);
   clf_tokenizer_destroy(t);
 }
+
+/* The tokenizer.json fixtures (make_tokenizer_json_fixtures.py) against
+ * the `tokenizers` library's ids and transformers' fast decodes. */
+static void check_json_model(const char *name) {
+  char rel[64];
+  snprintf(rel, sizeof(rel), "tokenizers_json/%s", name);
+  char *dir = fixture_path(rel);
+  clf_tokenizer *t = NULL;
+  TOK_OK(clf_tokenizer_load(dir, &t));
+  free(dir);
+  cJSON *root = expected_in("tokenizers_json");
+  check_cases(t, root, name);
+  cJSON_Delete(root);
+  clf_tokenizer_destroy(t);
+}
+
+START_TEST(llama3_matches_tokenizers) { check_json_model("llama3"); }
+END_TEST
+START_TEST(qwen2_matches_tokenizers) { check_json_model("qwen2"); }
+END_TEST
+START_TEST(smollm_matches_tokenizers) { check_json_model("smollm"); }
+END_TEST
+START_TEST(llama2_matches_tokenizers) { check_json_model("llama2"); }
+END_TEST
+START_TEST(llama2_metaspace_matches_tokenizers) { check_json_model("llama2_meta"); }
+END_TEST
 
 START_TEST(bert_uncased_matches_transformers) { check_model("bert"); }
 END_TEST
@@ -440,6 +475,11 @@ static Suite *suite(void) {
   tcase_add_test(tc, bert_cased_matches_transformers);
   tcase_add_test(tc, gpt2_matches_transformers);
   tcase_add_test(tc, marian_matches_transformers);
+  tcase_add_test(tc, llama3_matches_tokenizers);
+  tcase_add_test(tc, qwen2_matches_tokenizers);
+  tcase_add_test(tc, smollm_matches_tokenizers);
+  tcase_add_test(tc, llama2_matches_tokenizers);
+  tcase_add_test(tc, llama2_metaspace_matches_tokenizers);
   tcase_add_test(tc, gpt2_round_trip_random_text);
   tcase_add_test(tc, long_inputs);
   tcase_add_test(tc, missing_files);

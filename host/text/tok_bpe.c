@@ -11,7 +11,7 @@
 /* bytes_to_unicode(): printable Latin-1 bytes map to themselves, the other
  * 68 to U+0100.. in byte order.  inv (may be NULL) gets the inverse, indexed
  * by code point (-1 where none). */
-static void byte_map(uint32_t fwd[256], int inv[256 + 68]) {
+void clf__byte_map(uint32_t fwd[256], int inv[256 + 68]) {
   uint32_t n = 0;
   for (unsigned b = 0; b < 256; b++) {
     int printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
@@ -118,7 +118,7 @@ clf_status clf__bpe_encode(clf_tokenizer *t, const char *s, size_t n, clf__ids *
   clf__str word = {0}, key = {0};
   clf_status st = CLF_OK;
   uint32_t fwd[256];
-  byte_map(fwd, NULL);
+  clf__byte_map(fwd, NULL);
   if (!c || !off) st = CLF_E_OUT_OF_MEMORY;
   for (size_t i = 0; i < n && st == CLF_OK; m++) {
     off[m] = i;
@@ -140,7 +140,7 @@ clf_status clf__bpe_encode(clf_tokenizer *t, const char *s, size_t n, clf__ids *
 
 /* Python's bytes.decode("utf-8", errors="replace"): each maximal invalid
  * subsequence becomes one U+FFFD. */
-static int utf8_replace(const unsigned char *b, size_t n, clf__str *out) {
+int clf__utf8_replace(const unsigned char *b, size_t n, clf__str *out) {
   for (size_t i = 0; i < n;) {
     unsigned c = b[i];
     size_t need = 0;
@@ -171,7 +171,7 @@ clf_status clf__bpe_decode(clf_tokenizer *t, const char **toks, size_t n, clf__s
   clf__str bytes = {0};
   int oom = 0, inv[256 + 68];
   uint32_t fwd[256];
-  byte_map(fwd, inv);
+  clf__byte_map(fwd, inv);
   for (size_t i = 0; i < n && !oom; i++) {
     size_t len = strlen(toks[i]);
     for (size_t j = 0; j < len && !oom;) {
@@ -187,7 +187,7 @@ clf_status clf__bpe_decode(clf_tokenizer *t, const char **toks, size_t n, clf__s
       }
     }
   }
-  if (!oom) oom |= utf8_replace((const unsigned char *)bytes.s, bytes.n, out);
+  if (!oom) oom |= clf__utf8_replace((const unsigned char *)bytes.s, bytes.n, out);
   free(bytes.s);
   return oom ? clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_tokenizer_decode: out of memory") : CLF_OK;
 }

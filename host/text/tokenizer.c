@@ -250,6 +250,23 @@ static clf_status vocab_ids_ok(const cJSON *root, const char *path) {
   return CLF_OK;
 }
 
+clf_status clf__tok_vocab_from_json(clf_tokenizer *t, const void *obj, const char *path) {
+  const cJSON *root = obj;
+  if (!cJSON_IsObject(root))
+    return clf__fail(NULL, CLF_E_FORMAT, "clf_tokenizer_load: %s: the vocabulary is not a JSON object of "
+                     "token: id", path);
+  clf_status st = vocab_ids_ok(root, path);
+  for (const cJSON *e = root->child; e && st == CLF_OK; e = e->next) {
+    const double v = e->valuedouble; /* checked by vocab_ids_ok */
+    size_t n = strlen(e->string);
+    if (clf__strmap_put(&t->vocab, e->string, n, (int64_t)v) || clf__tok_set_token(t, (int64_t)v, e->string, n))
+      st = clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_tokenizer_load: out of memory reading %s", path);
+  }
+  if (st == CLF_OK && t->vocab.count == 0)
+    st = clf__fail(NULL, CLF_E_FORMAT, "clf_tokenizer_load: %s has no tokens", path);
+  return st;
+}
+
 clf_status clf__tok_load_vocab_json(clf_tokenizer *t, const char *path) {
   clf_status st;
   char *text = clf__tok_read_text(path, NULL, &st);
@@ -260,18 +277,8 @@ clf_status clf__tok_load_vocab_json(clf_tokenizer *t, const char *path) {
     cJSON_Delete(root);
     return clf__fail(NULL, CLF_E_FORMAT, "clf_tokenizer_load: %s is not a JSON object of token: id", path);
   }
-  st = vocab_ids_ok(root, path);
-  for (cJSON *e = root->child; e && st == CLF_OK; e = e->next) {
-    const double v = e->valuedouble; /* checked by vocab_ids_ok */
-    size_t n = strlen(e->string);
-    if (clf__strmap_put(&t->vocab, e->string, n, (int64_t)v) || clf__tok_set_token(t, (int64_t)v, e->string, n)) {
-      st = clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_tokenizer_load: out of memory reading %s", path);
-      break;
-    }
-  }
+  st = clf__tok_vocab_from_json(t, root, path);
   cJSON_Delete(root);
-  if (st == CLF_OK && t->vocab.count == 0)
-    st = clf__fail(NULL, CLF_E_FORMAT, "clf_tokenizer_load: %s has no tokens", path);
   return st;
 }
 
@@ -365,16 +372,51 @@ void clf_tokenizer_destroy(clf_tokenizer *t) {
   free(t->id_to_token);
   for (int i = 0; i < t->n_special; i++) free(t->special[i]);
   clf__spm_free(t);
+  clf__hf_free(t);
   free(t);
+}
+
+/* tokenizer_class names one of the slow tokenizers (Bert..., GPT2...,
+ * Marian...; "Fast" or not): today's files serve it. */
+static int slow_class(const char *cls) {
+  return !strncmp(cls, "Bert", 4) || !strncmp(cls, "GPT2", 4) || !strncmp(cls, "Marian", 6);
+}
+
+/* Which tokenizer a directory holds (has[]: the files of `names` below):
+ * tokenizer_config.json's tokenizer_class decides when it names a slow
+ * tokenizer whose files are there; a class that only tokenizer.json serves
+ * (PreTrainedTokenizerFast, LlamaTokenizer[Fast], Qwen2Tokenizer[Fast],
+ * ...) takes tokenizer.json; else the slow files as before, then
+ * tokenizer.json.  -1 when none is there. */
+static int pick_kind(const char *cls, const int has[6]) {
+  if (!strncmp(cls, "Bert", 4) && has[0]) return CLF__TOK_WORDPIECE;
+  if (!strncmp(cls, "GPT2", 4) && has[1] && has[2]) return CLF__TOK_BPE;
+  if (!strncmp(cls, "Marian", 6) && has[3]) return CLF__TOK_SPM;
+  if (*cls && !slow_class(cls) && has[5]) return CLF__TOK_HFJSON;
+  if (has[3]) return CLF__TOK_SPM;
+  if (has[0]) return CLF__TOK_WORDPIECE;
+  if (has[1] && has[2]) return CLF__TOK_BPE;
+  if (has[5]) return CLF__TOK_HFJSON;
+  return -1;
+}
+
+static clf_status load_kind(clf_tokenizer *t, const char *model_dir, void *config) {
+  t->unk_id = t->cls_id = t->sep_id = t->eos_id = -1;
+  t->clean_up_spaces = clf__tok_cfg_bool(config, "clean_up_tokenization_spaces", 1) == 1;
+  if (t->kind == CLF__TOK_WORDPIECE) return clf__wordpiece_load(t, model_dir, config);
+  if (t->kind == CLF__TOK_BPE) return clf__bpe_load(t, model_dir, config);
+  if (t->kind == CLF__TOK_SPM) return clf__spm_load(t, model_dir, config);
+  return clf__hf_load(t, model_dir, config);
 }
 
 clf_status clf_tokenizer_load(const char *model_dir, clf_tokenizer **out) {
   if (!out) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_tokenizer_load: out is NULL");
   *out = NULL;
   if (!model_dir) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_tokenizer_load: model_dir is NULL");
-  static const char *names[] = {"vocab.txt", "vocab.json", "merges.txt", "source.spm", "target.spm"};
-  int has[5];
-  for (int i = 0; i < 5; i++) {
+  static const char *names[] = {"vocab.txt", "vocab.json", "merges.txt", "source.spm", "target.spm",
+                                "tokenizer.json"};
+  int has[6];
+  for (int i = 0; i < 6; i++) {
     char *p = clf__tok_path(model_dir, names[i]);
     if (!p) return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_tokenizer_load: out of memory");
     has[i] = clf__path_present(p);
@@ -383,33 +425,21 @@ clf_status clf_tokenizer_load(const char *model_dir, clf_tokenizer **out) {
   void *config = NULL;
   clf_status st = clf__tok_read_config(model_dir, &config);
   if (st != CLF_OK) return st;
-  /* tokenizer_class decides when it names one of ours; else the files do. */
-  const char *cls = clf__tok_cfg_str(config, "tokenizer_class", "");
-  clf__tok_kind kind;
-  if (!strncmp(cls, "Bert", 4) && has[0]) kind = CLF__TOK_WORDPIECE;
-  else if (!strncmp(cls, "GPT2", 4) && has[1] && has[2]) kind = CLF__TOK_BPE;
-  else if (!strncmp(cls, "Marian", 6) && has[3]) kind = CLF__TOK_SPM;
-  else if (has[3]) kind = CLF__TOK_SPM;
-  else if (has[0]) kind = CLF__TOK_WORDPIECE;
-  else if (has[1] && has[2]) kind = CLF__TOK_BPE;
-  else {
+  int kind = pick_kind(clf__tok_cfg_str(config, "tokenizer_class", ""), has);
+  if (kind < 0) {
     cJSON_Delete(config);
     return clf__fail(NULL, CLF_E_NOT_FOUND,
                      "clf_tokenizer_load: no tokenizer in %s: looked for vocab.txt (BERT WordPiece), "
-                     "vocab.json + merges.txt (GPT-2 BPE)%s, source.spm + target.spm + vocab.json "
-                     "(Marian SentencePiece)", model_dir, has[1] ? " (merges.txt is missing)" : "");
+                     "vocab.json + merges.txt (GPT-2 BPE)%s, source.spm + target.spm + vocab.json (Marian "
+                     "SentencePiece), tokenizer.json (Hugging Face tokenizers)", model_dir, has[1] ? " (merges.txt is missing)" : "");
   }
   clf_tokenizer *t = calloc(1, sizeof(*t));
   if (!t) {
     cJSON_Delete(config);
     return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_tokenizer_load: out of memory");
   }
-  t->kind = kind;
-  t->unk_id = t->cls_id = t->sep_id = t->eos_id = -1;
-  t->clean_up_spaces = clf__tok_cfg_bool(config, "clean_up_tokenization_spaces", 1) == 1;
-  if (kind == CLF__TOK_WORDPIECE) st = clf__wordpiece_load(t, model_dir, config);
-  else if (kind == CLF__TOK_BPE) st = clf__bpe_load(t, model_dir, config);
-  else st = clf__spm_load(t, model_dir, config);
+  t->kind = (clf__tok_kind)kind;
+  st = load_kind(t, model_dir, config);
   cJSON_Delete(config);
   if (st != CLF_OK) {
     clf_tokenizer_destroy(t);
@@ -438,6 +468,21 @@ static clf_status encode_chunk(clf_tokenizer *t, const char *s, size_t n, clf__i
   return clf__spm_encode(t, s, n, out);
 }
 
+static clf_status hf_encode(clf_tokenizer *t, const char *text, size_t len, int add_special, int64_t **ids,
+                            size_t *n) {
+  clf__ids out = {0};
+  clf_status st = clf__hf_encode(t, text, len, add_special, &out);
+  if (st == CLF_OK && !out.v && !(out.v = malloc(sizeof(int64_t)))) /* a valid pointer even for no ids */
+    st = clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_tokenizer_encode: out of memory");
+  if (st != CLF_OK) {
+    free(out.v);
+    return st;
+  }
+  *ids = out.v;
+  *n = out.n;
+  return CLF_OK;
+}
+
 clf_status clf_tokenizer_encode(clf_tokenizer *t, const char *text, int add_special, int64_t **ids, size_t *n) {
   if (!ids || !n) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_tokenizer_encode: ids or n is NULL");
   *ids = NULL;
@@ -448,6 +493,7 @@ clf_status clf_tokenizer_encode(clf_tokenizer *t, const char *text, int add_spec
   for (size_t i = 0; i < len;)
     if (clf__utf8_next(text, len, &i) < 0)
       return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_tokenizer_encode: text is not valid UTF-8 (byte %zu)", i);
+  if (t->kind == CLF__TOK_HFJSON) return hf_encode(t, text, len, add_special, ids, n);
   clf__str pre = {0};
   if (t->kind == CLF__TOK_BPE && t->add_prefix_space) { /* GPT-2's prepare_for_tokenization */
     if (clf__str_add(&pre, " ", 1) || clf__str_add(&pre, text, len))
@@ -486,11 +532,26 @@ clf_status clf_tokenizer_encode(clf_tokenizer *t, const char *text, int add_spec
   return CLF_OK;
 }
 
+static clf_status hf_decode(clf_tokenizer *t, const int64_t *ids, size_t n, int skip_special, char **text) {
+  clf__str out = {0};
+  clf_status st = clf__hf_decode(t, ids, n, skip_special, &out);
+  if (st == CLF_OK && !out.s && clf__str_add(&out, "", 0))
+    st = clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_tokenizer_decode: out of memory");
+  if (st != CLF_OK) {
+    free(out.s);
+    return st;
+  }
+  if (t->clean_up_spaces) clf__tok_clean_up(&out);
+  *text = out.s;
+  return CLF_OK;
+}
+
 clf_status clf_tokenizer_decode(clf_tokenizer *t, const int64_t *ids, size_t n, int skip_special, char **text) {
   if (!text) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_tokenizer_decode: text is NULL");
   *text = NULL;
   if (!t) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_tokenizer_decode: tokenizer is NULL");
   if (!ids && n) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_tokenizer_decode: ids is NULL");
+  if (t->kind == CLF__TOK_HFJSON) return hf_decode(t, ids, n, skip_special, text);
   const char **toks = malloc((n ? n : 1) * sizeof(char *));
   if (!toks) return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_tokenizer_decode: out of memory");
   size_t m = 0;
