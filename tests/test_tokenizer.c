@@ -148,6 +148,18 @@ static void check_json_model(const char *name) {
   free(dir);
   cJSON *root = expected_in("tokenizers_json");
   check_cases(t, root, name);
+  char key[64];
+  snprintf(key, sizeof(key), "%s_random", name); /* random strings of tricky characters: ids */
+  cJSON *c, *random = cJSON_GetObjectItem(root, key);
+  ck_assert_msg(cJSON_GetArraySize(random) >= 100, "%s: too few random cases", key);
+  cJSON_ArrayForEach(c, random) {
+    const char *text = cJSON_GetObjectItem(c, "text")->valuestring;
+    int64_t *ids = NULL;
+    size_t n = 0;
+    TOK_OK(clf_tokenizer_encode(t, text, 0, &ids, &n));
+    check_ids(ids, n, cJSON_GetObjectItem(c, "ids"), key, text);
+    free(ids);
+  }
   cJSON_Delete(root);
   clf_tokenizer_destroy(t);
 }

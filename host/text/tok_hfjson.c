@@ -45,12 +45,50 @@ static char *dup(const char *s) {
   return c;
 }
 
+/* Oniguruma's \s (what `tokenizers` runs): the White_Space characters.
+ * PCRE2 10.42's \s under UCP also takes U+180E, which Oniguruma does not. */
+#define ONIG_SPACES "\\t\\n\\x0b\\f\\r \\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}" \
+                    "\\x{202f}\\x{205f}\\x{3000}"
+
+/* pattern with \s and \S spelt as Oniguruma's sets (malloc'd); NULL out of
+ * memory, or with *bad set for a \S inside a character class. */
+static char *onig_spaces(const char *p, int *bad) {
+  clf__str o = {0};
+  int in_class = 0, rc = clf__str_add(&o, "", 0);
+  for (size_t i = 0; p[i] && !rc; i++) {
+    if (p[i] == '\\' && (p[i + 1] == 's' || p[i + 1] == 'S')) {
+      if (in_class && p[i + 1] == 'S') { *bad = 1; break; }
+      const char *pre = in_class ? "" : p[i + 1] == 's' ? "[" : "[^", *post = in_class ? "" : "]";
+      rc = clf__str_add(&o, pre, strlen(pre)) || clf__str_add(&o, ONIG_SPACES, strlen(ONIG_SPACES)) ||
+           clf__str_add(&o, post, strlen(post));
+      i++;
+      continue;
+    }
+    size_t k = (p[i] == '\\' && p[i + 1]) ? 2 : 1; /* an escape is copied whole */
+    if (k == 1 && p[i] == '[' && !in_class) { /* a ']' first in the class is a literal */
+      in_class = 1;
+      k += p[i + 1] == '^';
+      k += p[i + k] == ']';
+    } else if (k == 1 && p[i] == ']' && in_class) {
+      in_class = 0;
+    }
+    rc = clf__str_add(&o, p + i, k);
+    i += k - 1;
+  }
+  if (rc || *bad) { free(o.s); return NULL; }
+  return o.s;
+}
+
 /* Compiles pattern (a literal when literal) for PCRE2 with UTF and UCP. */
 static clf_status compile(const char *pattern, int literal, const char *path, pcre2_code **re) {
-  int err;
+  int err, bad = 0;
   PCRE2_SIZE at;
   uint32_t opts = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0);
-  *re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, opts, &err, &at, NULL);
+  char *onig = literal ? NULL : onig_spaces(pattern, &bad);
+  if (bad) return HF_UNSUPPORTED(path, "pattern (\\S in a character class)", pattern);
+  if (!literal && !onig) return oom();
+  *re = pcre2_compile((PCRE2_SPTR)(literal ? pattern : onig), PCRE2_ZERO_TERMINATED, opts, &err, &at, NULL);
+  free(onig);
   if (!*re) {
     PCRE2_UCHAR msg[160];
     pcre2_get_error_message(err, msg, sizeof(msg));
@@ -148,10 +186,10 @@ static clf_status load_pre_one(clf__hf_pre *p, const cJSON *o, const char *type,
     p->add_prefix_space = jbool(o, "add_prefix_space", 1);
     return jbool(o, "use_regex", 1) ? compile(CLF__HF_GPT2_PATTERN, 0, path, &p->re) : CLF_OK;
   }
-  if (!strcmp(type, "Digits")) { /* ASCII digits, each alone or in runs */
+  if (!strcmp(type, "Digits")) { /* Rust's char::is_numeric (Nd, Nl, No), each alone or in runs */
     p->kind = CLF__HF_PRE_SPLIT;
     p->behavior = jbool(o, "individual_digits", 0) ? CLF__HF_ISOLATED : CLF__HF_CONTIGUOUS;
-    return compile("[0-9]", 0, path, &p->re);
+    return compile("\\p{N}", 0, path, &p->re);
   }
   if (!strcmp(type, "Metaspace")) {
     const char *r = jstr(o, "replacement");

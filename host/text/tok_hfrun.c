@@ -338,7 +338,21 @@ static int bpe_piece(const clf_tokenizer *t, const clf__hf *h, const clf__str *w
 
 /* ---- added tokens ---- */
 
-static int is_ws(uint32_t c) { return clf__uc_isspace(c) && !(c >= 0x1C && c <= 0x1F); }
+/* Rust's char::is_whitespace (White_Space) of the character at s[i]: its
+ * length in bytes, 0 when it is not one. */
+static size_t ws_at(const char *s, size_t n, size_t i) {
+  size_t j = i;
+  int32_t c = clf__utf8_next(s, n, &j);
+  int ws = (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+           (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+  return ws ? j - i : 0;
+}
+
+static size_t ws_before(const char *s, size_t seg, size_t i) {
+  size_t k = i - 1;
+  while (k > seg && ((unsigned char)s[k] & 0xC0) == 0x80) k--;
+  return ws_at(s, i, k);
+}
 
 static int word_char_at(const char *s, size_t n, size_t i) {
   size_t j = i;
@@ -392,8 +406,8 @@ static int split_added(const clf_tokenizer *t, const clf__hf *h, const char *s, 
   for (long k; !rc && seg <= n && (k = find_added(h, s, n, seg, pass, &at)) >= 0;) {
     const clf__hf_added *a = &h->added[k];
     size_t b = at, e = at + a->len;
-    while (a->lstrip && b > seg && is_ws((unsigned char)s[b - 1])) b--; /* ASCII whitespace; others rare */
-    while (a->rstrip && e < n && is_ws((unsigned char)s[e])) e++;
+    for (size_t l; a->lstrip && b > seg && (l = ws_before(s, seg, b));) b -= l;
+    for (size_t l; a->rstrip && e < n && (l = ws_at(s, n, e));) e += l;
     if (b > seg) rc = pass ? encode_normalized(t, h, s + seg, b - seg, first && seg == 0, out)
                            : (int)encode_text(t, h, s + seg, b - seg, seg == 0, out);
     if (!rc) rc = clf__ids_push(out, a->id);
