@@ -265,7 +265,7 @@ static void put_file(const char *name, const char *content, size_t n) {
 
 static void clear_dir(void) {
   static const char *files[] = {"vocab.txt", "vocab.json", "merges.txt", "source.spm", "target.spm",
-                                "tokenizer_config.json"};
+                                "tokenizer_config.json", "tokenizer.json"};
   char p[256];
   for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
     snprintf(p, sizeof(p), "%s/%s", g_dir, files[i]);
@@ -280,7 +280,8 @@ static void make_dir(void) {
 
 static void copy_fixture(const char *model, const char *name) {
   char rel[128];
-  snprintf(rel, sizeof(rel), "tokenizers/%s/%s", model, name);
+  if (strchr(model, '/')) snprintf(rel, sizeof(rel), "%s/%s", model, name); /* another fixture set */
+  else snprintf(rel, sizeof(rel), "tokenizers/%s/%s", model, name);
   char *src = fixture_path(rel);
   FILE *f = fopen(src, "rb");
   ck_assert(f != NULL);
@@ -291,6 +292,118 @@ static void copy_fixture(const char *model, const char *name) {
   free(buf);
   free(src);
 }
+
+/* A tokenizer.json of a BPE over "a", "b", "ab" with the given model,
+ * normalizer, pre_tokenizer and decoder JSON. */
+static void put_hf_json(const char *model_extra, const char *norm, const char *pre, const char *dec) {
+  char buf[2048];
+  snprintf(buf, sizeof(buf),
+           "{\"version\": \"1.0\", \"added_tokens\": [{\"id\": 3, \"content\": \"<s>\", \"special\": true}], "
+           "\"normalizer\": %s, \"pre_tokenizer\": %s, \"post_processor\": null, \"decoder\": %s, "
+           "\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2, \"<s>\": 3}, "
+           "\"merges\": [\"a b\"]%s}}", norm, pre, dec, model_extra);
+  PUT("tokenizer.json", buf);
+}
+
+/* tokenizer.json: what is not supported is named, malformed files are
+ * CLF_E_FORMAT, and a minimal file works. */
+START_TEST(tokenizer_json_errors) {
+  clf_tokenizer *t = NULL;
+  make_dir();
+  PUT("tokenizer.json", "{\"model\": {\"type\": \"BPE\", ");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT, "tokenizer.json is not a JSON object");
+  PUT("tokenizer.json", "{\"model\": {\"type\": \"WordPiece\", \"vocab\": {\"a\": 0}}}");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_UNSUPPORTED, "tokenizer.json: model type (only BPE is) \"WordPiece\"");
+  PUT("tokenizer.json", "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", -1.0]]}}");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_UNSUPPORTED, "\"Unigram\"");
+  put_hf_json("", "{\"type\": \"Lowercase\"}", "null", "null");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_UNSUPPORTED, "normalizer type \"Lowercase\"");
+  put_hf_json("", "null", "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Whitespace\"}]}", "null");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_UNSUPPORTED, "pre_tokenizer type \"Whitespace\"");
+  put_hf_json("", "null", "null", "{\"type\": \"WordPiece\"}");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_UNSUPPORTED, "decoder type \"WordPiece\"");
+  put_hf_json(", \"dropout\": 0.1", "null", "null", "null");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_UNSUPPORTED, "\"dropout\"");
+  put_hf_json("", "null", "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"(a\"}, \"behavior\": \"Isolated\"}",
+              "null");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_UNSUPPORTED, "the pattern \"(a\" does not compile");
+  put_hf_json("", "null", "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"a\"}, \"behavior\": \"Sideways\"}",
+              "null");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_UNSUPPORTED, "Split behavior \"Sideways\"");
+  PUT("tokenizer.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1}, \"merges\": [\"a b\"]}}");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT, "merge 0 (\"a\" \"b\") has a token that is not in");
+  PUT("tokenizer.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1}, \"merges\": [\"a b c\"]}}");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT, "merge 0 \"a b c\" is not two tokens");
+  PUT("tokenizer.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [], "
+                        "\"unk_token\": \"<unk>\"}}");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT, "unk_token \"<unk>\" is not in the vocabulary");
+  /* minimal: no normalizer, pre-tokenizer or decoder (tokens joined by spaces); merges as pairs */
+  PUT("tokenizer.json", "{\"added_tokens\": [{\"id\": 3, \"content\": \"<s>\", \"special\": true}], "
+                        "\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2, \"<s>\": 3}, "
+                        "\"merges\": [[\"a\", \"b\"]]}}");
+  TOK_OK(clf_tokenizer_load(g_dir, &t));
+  int64_t *ids;
+  size_t n;
+  char *text;
+  TOK_OK(clf_tokenizer_encode(t, "aab<s>bxa", 1, &ids, &n)); /* x has no id and no unk: dropped */
+  ck_assert_msg(n == 5 && ids[0] == 0 && ids[1] == 2 && ids[2] == 3 && ids[3] == 1 && ids[4] == 0, "n = %zu", n);
+  TOK_OK(clf_tokenizer_decode(t, ids, n, 1, &text));
+  ck_assert_msg(!strcmp(text, "a ab b a"), "decoded \"%s\"", text);
+  free(text);
+  free(ids);
+  clf_tokenizer_destroy(t);
+  clear_dir();
+  rmdir(g_dir);
+}
+END_TEST
+
+/* Which files win: tokenizer_config.json's tokenizer_class when it names a
+ * slow tokenizer whose files are there, tokenizer.json for a class only it
+ * serves, else the slow files, else tokenizer.json. */
+START_TEST(tokenizer_json_precedence) {
+  static const char *q = "tokenizers_json/qwen2";
+  clf_tokenizer *t = NULL;
+  int64_t *ids;
+  size_t n;
+  make_dir();
+  copy_fixture(q, "vocab.json");
+  copy_fixture(q, "merges.txt");
+  copy_fixture(q, "tokenizer.json");
+  /* Qwen2's NFC makes "Cafe\u0301" one id, 393 (Café, as in expected.json's NFC case); the GPT-2 slow
+   * tokenizer gives 5 (golden from
+   * GPT2Tokenizer on the same vocab.json + merges.txt: 34 316 68 136 223) */
+  PUT("tokenizer_config.json", "{\"tokenizer_class\": \"Qwen2Tokenizer\"}");
+  TOK_OK(clf_tokenizer_load(g_dir, &t));
+  TOK_OK(clf_tokenizer_encode(t, "Cafe\xcc\x81", 0, &ids, &n));
+  ck_assert(n == 1 && ids[0] == 393);
+  free(ids);
+  clf_tokenizer_destroy(t);
+  PUT("tokenizer_config.json", "{\"tokenizer_class\": \"GPT2TokenizerFast\"}");
+  TOK_OK(clf_tokenizer_load(g_dir, &t));
+  TOK_OK(clf_tokenizer_encode(t, "Cafe\xcc\x81", 0, &ids, &n));
+  ck_assert(n == 5 && ids[0] == 34 && ids[4] == 223);
+  free(ids);
+  clf_tokenizer_destroy(t);
+  PUT("tokenizer_config.json", "{}"); /* no class: the slow files, as before tokenizer.json was read */
+  TOK_OK(clf_tokenizer_load(g_dir, &t));
+  TOK_OK(clf_tokenizer_encode(t, "Cafe\xcc\x81", 0, &ids, &n));
+  ck_assert(n == 5 && ids[0] == 34 && ids[4] == 223);
+  free(ids);
+  clf_tokenizer_destroy(t);
+  clear_dir();
+  copy_fixture(q, "tokenizer.json"); /* tokenizer.json alone, no config */
+  TOK_OK(clf_tokenizer_load(g_dir, &t));
+  TOK_OK(clf_tokenizer_encode(t, "Cafe\xcc\x81", 0, &ids, &n));
+  ck_assert(n == 1 && ids[0] == 393);
+  free(ids);
+  clf_tokenizer_destroy(t);
+  PUT("tokenizer_config.json", "{\"tokenizer_class\": \"BertTokenizerFast\"}"); /* no vocab.txt */
+  TOK_OK(clf_tokenizer_load(g_dir, &t));
+  clf_tokenizer_destroy(t);
+  clear_dir();
+  rmdir(g_dir);
+}
+END_TEST
 
 START_TEST(missing_files) {
   clf_tokenizer *t = (clf_tokenizer *)1;
@@ -494,6 +607,8 @@ static Suite *suite(void) {
   tcase_add_test(tc, llama2_metaspace_matches_tokenizers);
   tcase_add_test(tc, gpt2_round_trip_random_text);
   tcase_add_test(tc, long_inputs);
+  tcase_add_test(tc, tokenizer_json_errors);
+  tcase_add_test(tc, tokenizer_json_precedence);
   tcase_add_test(tc, missing_files);
   tcase_add_test(tc, malformed_files);
   tcase_add_test(tc, config_options);
