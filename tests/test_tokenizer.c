@@ -174,6 +174,8 @@ START_TEST(llama2_matches_tokenizers) { check_json_model("llama2"); }
 END_TEST
 START_TEST(llama2_metaspace_matches_tokenizers) { check_json_model("llama2_meta"); }
 END_TEST
+START_TEST(llama2_unk_matches_tokenizers) { check_json_model("llama2_unk"); }
+END_TEST
 
 START_TEST(bert_uncased_matches_transformers) { check_model("bert"); }
 END_TEST
@@ -605,6 +607,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, smollm_matches_tokenizers);
   tcase_add_test(tc, llama2_matches_tokenizers);
   tcase_add_test(tc, llama2_metaspace_matches_tokenizers);
+  tcase_add_test(tc, llama2_unk_matches_tokenizers);
   tcase_add_test(tc, gpt2_round_trip_random_text);
   tcase_add_test(tc, long_inputs);
   tcase_add_test(tc, tokenizer_json_errors);
