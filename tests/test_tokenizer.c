@@ -65,7 +65,7 @@ static clf_tokenizer *load_fixture(const char *name) {
   clf_tokenizer *t = NULL;
   clf_status st = clf_tokenizer_load(dir, &t);
   free(dir);
-  if (st == CLF_E_UNSUPPORTED && !strcmp(name, "marian")) {
+  if (st == CLF_E_UNSUPPORTED && (!strcmp(name, "marian") || !strcmp(name, "xlmr"))) {
     ck_assert(strstr(clf_last_error(NULL), "C++17") != NULL);
     return NULL;
   }
@@ -185,6 +185,10 @@ START_TEST(gpt2_matches_transformers) { check_model("gpt2"); }
 END_TEST
 START_TEST(marian_matches_transformers) { check_model("marian"); }
 END_TEST
+START_TEST(roberta_matches_transformers) { check_model("roberta"); }
+END_TEST
+START_TEST(xlmr_matches_transformers) { check_model("xlmr"); }
+END_TEST
 
 /* Byte-level BPE is lossless: random UTF-8 (ASCII, Latin, Greek, CJK, Hangul,
  * emoji, controls, unusual spaces) decodes back to itself.  Punctuation is
@@ -267,7 +271,8 @@ static void put_file(const char *name, const char *content, size_t n) {
 
 static void clear_dir(void) {
   static const char *files[] = {"vocab.txt", "vocab.json", "merges.txt", "source.spm", "target.spm",
-                                "tokenizer_config.json", "tokenizer.json"};
+                                "tokenizer_config.json", "tokenizer.json", "config.json",
+                                "sentencepiece.bpe.model"};
   char p[256];
   for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
     snprintf(p, sizeof(p), "%s/%s", g_dir, files[i]);
@@ -402,6 +407,45 @@ START_TEST(tokenizer_json_precedence) {
   PUT("tokenizer_config.json", "{\"tokenizer_class\": \"BertTokenizerFast\"}"); /* no vocab.txt */
   TOK_OK(clf_tokenizer_load(g_dir, &t));
   clf_tokenizer_destroy(t);
+  clear_dir();
+  rmdir(g_dir);
+}
+END_TEST
+
+/* Without tokenizer_config.json, config.json's model_type picks RoBERTa
+ * (<s> X </s>) over GPT-2 on the same files, and XLM-R for
+ * sentencepiece.bpe.model (which alone is not enough: CamemBERT's has other
+ * ids). */
+START_TEST(model_type_picks_roberta_and_xlmr) {
+  clf_tokenizer *t = NULL;
+  int64_t *ids;
+  size_t n;
+  make_dir();
+  copy_fixture("roberta", "vocab.json");
+  copy_fixture("roberta", "merges.txt");
+  TOK_OK(clf_tokenizer_load(g_dir, &t)); /* GPT-2: nothing added */
+  TOK_OK(clf_tokenizer_encode(t, "a", 1, &ids, &n));
+  ck_assert(n == 1 && ids[0] != 0);
+  free(ids);
+  clf_tokenizer_destroy(t);
+  PUT("config.json", "{\"model_type\": \"roberta\"}");
+  TOK_OK(clf_tokenizer_load(g_dir, &t));
+  TOK_OK(clf_tokenizer_encode(t, "a", 1, &ids, &n));
+  ck_assert(n == 3 && ids[0] == 0 && ids[2] == 2); /* roberta-base's <s> and </s> ids */
+  free(ids);
+  clf_tokenizer_destroy(t);
+  clear_dir();
+  copy_fixture("xlmr", "sentencepiece.bpe.model");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_NOT_FOUND, "looked for");
+  PUT("config.json", "{\"model_type\": \"xlm-roberta\"}");
+  clf_status st = clf_tokenizer_load(g_dir, &t);
+  if (st != CLF_E_UNSUPPORTED) { /* a C++14 build has no SentencePiece */
+    TOK_OK(st);
+    TOK_OK(clf_tokenizer_encode(t, "a", 1, &ids, &n));
+    ck_assert(n >= 3 && ids[0] == 0 && ids[n - 1] == 2);
+    free(ids);
+    clf_tokenizer_destroy(t);
+  }
   clear_dir();
   rmdir(g_dir);
 }
@@ -602,6 +646,8 @@ static Suite *suite(void) {
   tcase_add_test(tc, bert_cased_matches_transformers);
   tcase_add_test(tc, gpt2_matches_transformers);
   tcase_add_test(tc, marian_matches_transformers);
+  tcase_add_test(tc, roberta_matches_transformers);
+  tcase_add_test(tc, xlmr_matches_transformers);
   tcase_add_test(tc, llama3_matches_tokenizers);
   tcase_add_test(tc, qwen2_matches_tokenizers);
   tcase_add_test(tc, smollm_matches_tokenizers);
@@ -612,6 +658,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, long_inputs);
   tcase_add_test(tc, tokenizer_json_errors);
   tcase_add_test(tc, tokenizer_json_precedence);
+  tcase_add_test(tc, model_type_picks_roberta_and_xlmr);
   tcase_add_test(tc, missing_files);
   tcase_add_test(tc, malformed_files);
   tcase_add_test(tc, config_options);

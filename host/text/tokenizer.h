@@ -61,7 +61,7 @@ int64_t clf__strmap_get(const clf__strmap *m, const char *k, size_t n); /* -1 if
 void clf__strmap_free(clf__strmap *m);
 
 /* ---- the tokenizer ---- */
-typedef enum { CLF__TOK_WORDPIECE, CLF__TOK_BPE, CLF__TOK_SPM, CLF__TOK_HFJSON } clf__tok_kind;
+typedef enum { CLF__TOK_WORDPIECE, CLF__TOK_BPE, CLF__TOK_SPM, CLF__TOK_HFJSON, CLF__TOK_XLMR } clf__tok_kind;
 
 #define CLF__TOK_MAX_SPECIAL 8
 
@@ -74,6 +74,9 @@ struct clf_tokenizer {
   char *special[CLF__TOK_MAX_SPECIAL];
   int64_t special_id[CLF__TOK_MAX_SPECIAL];
   int n_special;
+  /* bit k: special[k] takes the whitespace before / after it (AddedToken's
+   * lstrip / rstrip in tokenizer_config.json's added_tokens_decoder) */
+  unsigned special_lstrip, special_rstrip;
   int64_t unk_id, cls_id, sep_id, eos_id;
   int clean_up_spaces; /* clean_up_tokenization_spaces */
   /* WordPiece */
@@ -81,6 +84,7 @@ struct clf_tokenizer {
   /* BPE */
   clf__strmap ranks; /* "left right" -> rank */
   int add_prefix_space;
+  int roberta; /* RobertaTokenizer: <s> X </s>, <mask> */
   /* SentencePiece (Marian) */
   void *spm_source, *spm_target;
   /* tokenizer.json: its pipeline (tok_hf.h's clf__hf) */
@@ -133,6 +137,10 @@ clf_status clf__spm_load(clf_tokenizer *t, const char *dir, void *config);
 clf_status clf__spm_encode(clf_tokenizer *t, const char *s, size_t n, clf__ids *out);
 clf_status clf__spm_decode(clf_tokenizer *t, const char **toks, size_t n, clf__str *out);
 void clf__spm_free(clf_tokenizer *t);
+/* XLM-R (XLMRobertaTokenizer): sentencepiece.bpe.model with fairseq's ids. */
+clf_status clf__xlmr_load(clf_tokenizer *t, const char *dir, void *config);
+clf_status clf__xlmr_encode(clf_tokenizer *t, const char *s, size_t n, clf__ids *out);
+clf_status clf__xlmr_decode(clf_tokenizer *t, const char **toks, size_t n, clf__str *out);
 /* tokenizer.json (tok_hfjson.c loads it, tok_hfrun.c runs it): encode and
  * decode take the whole text / id list (added tokens, templates and the
  * decoder chain are theirs). */
