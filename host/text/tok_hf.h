@@ -57,8 +57,9 @@ typedef struct {
 } clf__hf_dec;
 
 typedef struct {
-  char *text;
-  size_t len;
+  char *text;  /* the content */
+  char *match; /* what is matched: the content, normalized when `normalized` */
+  size_t len;  /* of match */
   int64_t id;
   int special, lstrip, rstrip, single_word, normalized;
 } clf__hf_added;
@@ -70,8 +71,9 @@ typedef struct clf__hf {
   int n_pre;
   clf__hf_dec dec[CLF__HF_MAX_STEPS];
   int n_dec, has_decoder; /* no decoder: tokens joined by spaces */
-  clf__hf_added *added;   /* sorted by length, longest first */
+  clf__hf_added *added;   /* sorted by the length of match, longest first */
   size_t n_added;
+  pcre2_code *word;       /* one character of Rust regex's \w, for single_word */
   /* BPE: (left id, right id) as 8 bytes -> rank << 32 | merged id */
   clf__strmap merges;
   int byte_fallback, fuse_unk, ignore_merges;
@@ -80,6 +82,9 @@ typedef struct clf__hf {
   int64_t prefix[CLF__HF_MAX_TEMPLATE], suffix[CLF__HF_MAX_TEMPLATE];
   int n_prefix, n_suffix;
 } clf__hf;
+
+/* The normalizers applied to s[0..n), appended to out; -1 out of memory. */
+int clf__hf_normalize(const clf__hf *h, const char *s, size_t n, clf__str *out);
 
 /* A growable list of pieces of text. */
 typedef struct {

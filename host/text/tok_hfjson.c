@@ -432,7 +432,7 @@ static clf_status load_added(clf__hf *h, const cJSON *arr, const char *path) {
       return clf__fail(NULL, CLF_E_FORMAT, "clf_tokenizer_load: %s: added token %zu has no content or a bad id",
                        path, h->n_added);
     clf__hf_added *a = &h->added[h->n_added++];
-    if (!(a->text = dup(text))) return oom();
+    if (!(a->text = dup(text)) || !(a->match = dup(text))) return oom();
     a->len = strlen(text);
     a->id = (int64_t)id->valuedouble;
     a->special = jbool(e, "special", 0);
@@ -440,6 +440,21 @@ static clf_status load_added(clf__hf *h, const cJSON *arr, const char *path) {
     a->rstrip = jbool(e, "rstrip", 0);
     a->single_word = jbool(e, "single_word", 0);
     a->normalized = jbool(e, "normalized", !a->special);
+  }
+  return CLF_OK;
+}
+
+/* tokenizers matches normalized added tokens by their normalized content
+ * (under Prepend("▁"), "<x>" is found as "▁<x>"); longest first. */
+static clf_status added_matches(clf__hf *h) {
+  for (size_t i = 0; i < h->n_added && h->n_norm; i++) {
+    clf__hf_added *a = &h->added[i];
+    clf__str m = {0};
+    if (!a->normalized) continue;
+    if (clf__hf_normalize(h, a->text, strlen(a->text), &m)) { free(m.s); return oom(); }
+    free(a->match);
+    a->match = m.s;
+    a->len = m.n;
   }
   qsort(h->added, h->n_added, sizeof(*h->added), longer_first);
   return CLF_OK;
@@ -477,12 +492,15 @@ static clf_status load_all(clf_tokenizer *t, clf__hf *h, const cJSON *root, void
   clf_status st = load_model(t, h, cJSON_GetObjectItemCaseSensitive(root, "model"), path);
   if (st == CLF_OK) st = load_added(h, cJSON_GetObjectItemCaseSensitive(root, "added_tokens"), path);
   if (st == CLF_OK) st = load_normalizer(h, cJSON_GetObjectItemCaseSensitive(root, "normalizer"), path);
+  if (st == CLF_OK) st = added_matches(h);
+  if (st == CLF_OK) /* Rust regex's \w (UTS #18), whose \b bounds single_word tokens */
+    st = compile("^[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}]", 0, path, &h->word);
   if (st == CLF_OK) st = load_pre(h, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"), path);
   if (st == CLF_OK) st = load_post(h, cJSON_GetObjectItemCaseSensitive(root, "post_processor"), path);
   if (st == CLF_OK) st = load_decoder(h, cJSON_GetObjectItemCaseSensitive(root, "decoder"), path);
   if (st == CLF_OK) st = config_template(t, h, config, path);
   for (size_t i = 0; i < h->n_added && st == CLF_OK; i++) /* decode reads added tokens from id_to_token too */
-    if (clf__tok_set_token(t, h->added[i].id, h->added[i].text, h->added[i].len)) st = oom();
+    if (clf__tok_set_token(t, h->added[i].id, h->added[i].text, strlen(h->added[i].text))) st = oom();
   return st;
 }
 
@@ -519,9 +537,13 @@ void clf__hf_free(clf_tokenizer *t) {
     free(h->dec[i].from);
     free(h->dec[i].to);
   }
-  for (size_t i = 0; i < h->n_added; i++) free(h->added[i].text);
+  for (size_t i = 0; i < h->n_added; i++) {
+    free(h->added[i].text);
+    free(h->added[i].match);
+  }
   free(h->added);
   clf__strmap_free(&h->merges);
+  pcre2_code_free(h->word);
   free(h);
   t->hf = NULL;
 }

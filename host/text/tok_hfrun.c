@@ -196,7 +196,7 @@ static int regex_replace(const pcre2_code *re, const clf__str *in, const char *t
   return rc;
 }
 
-static int normalize(const clf__hf *h, const char *s, size_t n, clf__str *out) {
+int clf__hf_normalize(const clf__hf *h, const char *s, size_t n, clf__str *out) {
   int rc = clf__str_add(out, s, n);
   for (int k = 0; k < h->n_norm && !rc; k++) {
     const clf__hf_norm *nm = &h->norm[k];
@@ -354,17 +354,18 @@ static size_t ws_before(const char *s, size_t seg, size_t i) {
   return ws_at(s, i, k);
 }
 
-static int word_char_at(const char *s, size_t n, size_t i) {
-  size_t j = i;
-  int32_t c = clf__utf8_next(s, n, &j);
-  int k = c < 0 ? CLF__UC_C : clf__uc_class((uint32_t)c);
-  return c == '_' || k == CLF__UC_LC || k == CLF__UC_LO || k == CLF__UC_N;
+/* Whether the character at s[i] is a word character (h->word). */
+static int word_char_at(const clf__hf *h, const char *s, size_t n, size_t i) {
+  pcre2_match_data *md = pcre2_match_data_create_from_pattern(h->word, NULL);
+  int rc = md ? pcre2_match(h->word, (PCRE2_SPTR)s + i, n - i, 0, PCRE2_NO_UTF_CHECK, md, NULL) : -1;
+  pcre2_match_data_free(md);
+  return rc > 0;
 }
 
-static int word_char_before(const char *s, size_t i) {
+static int word_char_before(const clf__hf *h, const char *s, size_t i) {
   size_t k = i - 1;
   while (k > 0 && ((unsigned char)s[k] & 0xC0) == 0x80) k--;
-  return word_char_at(s, i, k);
+  return word_char_at(h, s, i, k);
 }
 
 /* The leftmost-longest added token of this pass (normalized or not) in
@@ -374,8 +375,9 @@ static long find_added(const clf__hf *h, const char *s, size_t n, size_t from, i
     if (((unsigned char)s[i] & 0xC0) == 0x80) continue;
     for (size_t k = 0; k < h->n_added; k++) {
       const clf__hf_added *a = &h->added[k];
-      if ((h->n_norm && a->normalized != pass) || a->len > n - i || memcmp(s + i, a->text, a->len)) continue;
-      if (a->single_word && ((i > 0 && word_char_before(s, i)) || (i + a->len < n && word_char_at(s, n, i + a->len))))
+      if ((h->n_norm && a->normalized != pass) || a->len > n - i || memcmp(s + i, a->match, a->len)) continue;
+      if (a->single_word &&
+          ((i > 0 && word_char_before(h, s, i)) || (i + a->len < n && word_char_at(h, s, n, i + a->len))))
         continue;
       *at = i;
       return (long)k;
@@ -423,7 +425,7 @@ static int split_added(const clf_tokenizer *t, const clf__hf *h, const char *s, 
 static clf_status encode_text(const clf_tokenizer *t, const clf__hf *h, const char *s, size_t n, int first,
                               clf__ids *out) {
   clf__str norm = {0};
-  int rc = normalize(h, s, n, &norm);
+  int rc = clf__hf_normalize(h, s, n, &norm);
   if (!rc) rc = h->n_norm ? split_added(t, h, norm.s, norm.n, 1, first, out)
                           : encode_normalized(t, h, norm.s, norm.n, first, out);
   free(norm.s);
