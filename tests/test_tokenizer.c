@@ -251,6 +251,26 @@ START_TEST(long_inputs) {
     free(ids);
     clf_tokenizer_destroy(t);
   }
+  /* tokenizer.json: Llama 2's pipeline has no pre-tokenizer, so the text is
+   * one word for the merge queue; Llama 3 checks 256 added tokens at every
+   * position.  Both are lossless here. */
+  const char *json_names[] = {"tokenizers_json/llama2", "tokenizers_json/llama3"};
+  for (int k = 0; k < 2; k++) {
+    char *dir = fixture_path(json_names[k]);
+    clf_tokenizer *t = NULL;
+    TOK_OK(clf_tokenizer_load(dir, &t));
+    free(dir);
+    int64_t *ids;
+    size_t n;
+    char *back;
+    TOK_OK(clf_tokenizer_encode(t, text, 0, &ids, &n));
+    ck_assert(n > 2);
+    TOK_OK(clf_tokenizer_decode(t, ids, n, 1, &back));
+    ck_assert_msg(!strcmp(back, text), "%s: the long text does not come back", json_names[k]);
+    free(back);
+    free(ids);
+    clf_tokenizer_destroy(t);
+  }
   free(text);
 }
 END_TEST
@@ -364,6 +384,52 @@ START_TEST(tokenizer_json_errors) {
 }
 END_TEST
 
+/* A tokenizer.json cut short anywhere is CLF_E_FORMAT; one with bytes
+ * changed loads or fails with a status, and what loads encodes and decodes
+ * (run under the sanitizers in CI). */
+START_TEST(tokenizer_json_damaged) {
+  char *src = fixture_path("tokenizers_json/llama2_meta/tokenizer.json");
+  FILE *f = fopen(src, "rb");
+  ck_assert(f != NULL);
+  char *buf = malloc(1 << 20), *bad = malloc(1 << 20);
+  size_t len = fread(buf, 1, 1 << 20, f);
+  fclose(f);
+  free(src);
+  make_dir();
+  clf_tokenizer *t = NULL;
+  for (size_t cut = 1; cut < len - 2; cut += len / 97) {
+    put_file("tokenizer.json", buf, cut);
+    TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT, "tokenizer.json is not a JSON object");
+  }
+  uint32_t seed = 99;
+  for (int rep = 0; rep < 150; rep++) {
+    memcpy(bad, buf, len);
+    for (int k = 0; k < 3; k++) {
+      seed = seed * 1664525u + 1013904223u;
+      bad[(seed >> 8) % len] = "\"{}[]:,0a9\\ -"[(seed >> 4) % 14];
+    }
+    put_file("tokenizer.json", bad, len);
+    clf_status st = clf_tokenizer_load(g_dir, &t);
+    if (st != CLF_OK) {
+      ck_assert_msg(strlen(clf_last_error(NULL)) > 0, "status %s without a message", clf_status_name(st));
+      continue;
+    }
+    int64_t *ids;
+    size_t n;
+    char *text;
+    TOK_OK(clf_tokenizer_encode(t, "Hello <s> w\xc3\xb6rld \xf0\x9f\x98\x80 12", 1, &ids, &n));
+    TOK_OK(clf_tokenizer_decode(t, ids, n, 0, &text));
+    free(text);
+    free(ids);
+    clf_tokenizer_destroy(t);
+  }
+  free(buf);
+  free(bad);
+  clear_dir();
+  rmdir(g_dir);
+}
+END_TEST
+
 /* Which files win: tokenizer_config.json's tokenizer_class when it names a
  * slow tokenizer whose files are there, tokenizer.json for a class only it
  * serves, else the slow files, else tokenizer.json. */
@@ -434,6 +500,9 @@ START_TEST(model_type_picks_roberta_and_xlmr) {
   ck_assert(n == 3 && ids[0] == 0 && ids[2] == 2); /* roberta-base's <s> and </s> ids */
   free(ids);
   clf_tokenizer_destroy(t);
+  PUT("vocab.json", "{\"a\": 0, \"b\": 1, \"ab\": 2, \"</s>\": 3}");
+  PUT("merges.txt", "a b\n");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT, "has no <s> token (RoBERTa)");
   clear_dir();
   copy_fixture("xlmr", "sentencepiece.bpe.model");
   TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_NOT_FOUND, "looked for");
@@ -444,7 +513,12 @@ START_TEST(model_type_picks_roberta_and_xlmr) {
     TOK_OK(clf_tokenizer_encode(t, "a", 1, &ids, &n));
     ck_assert(n >= 3 && ids[0] == 0 && ids[n - 1] == 2);
     free(ids);
+    char *text = NULL;
+    int64_t past = 302; /* <mask> is 301: IdToPiece raises in transformers */
+    TOK_FAILS(clf_tokenizer_decode(t, &past, 1, 0, &text), CLF_E_INVALID_ARG, "id 302 at position 0");
     clf_tokenizer_destroy(t);
+    PUT("sentencepiece.bpe.model", "not a protobuf \x01\x02");
+    TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT, "sentencepiece.bpe.model is not a SentencePiece model");
   }
   clear_dir();
   rmdir(g_dir);
@@ -658,6 +732,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, long_inputs);
   tcase_add_test(tc, tokenizer_json_errors);
   tcase_add_test(tc, tokenizer_json_precedence);
+  tcase_add_test(tc, tokenizer_json_damaged);
   tcase_add_test(tc, model_type_picks_roberta_and_xlmr);
   tcase_add_test(tc, missing_files);
   tcase_add_test(tc, malformed_files);
