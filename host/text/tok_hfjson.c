@@ -83,7 +83,7 @@ static char *onig_spaces(const char *p, int *bad) {
 static clf_status compile(const char *pattern, int literal, const char *path, pcre2_code **re) {
   int err, bad = 0;
   PCRE2_SIZE at;
-  uint32_t opts = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0);
+  uint32_t opts = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP); /* LITERAL takes no UCP */
   char *onig = literal ? NULL : onig_spaces(pattern, &bad);
   if (bad) return HF_UNSUPPORTED(path, "pattern (\\S in a character class)", pattern);
   if (!literal && !onig) return oom();
