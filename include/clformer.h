@@ -858,7 +858,10 @@ typedef struct clf_tokenizer clf_tokenizer;
  * (PreTrainedTokenizerFast, LlamaTokenizer, Qwen2Tokenizer, ...); without a
  * class, config.json's model_type "roberta" / "xlm-roberta"; else the slow
  * files (as before tokenizer.json was read: a directory with vocab.txt and
- * tokenizer.json keeps BertTokenizer's behaviour), then tokenizer.json.
+ * tokenizer.json keeps BertTokenizer's behaviour), then tokenizer.json.  A
+ * tokenizer.json of a kind not read here beside slow files (DistilBERT's
+ * WordPiece one with vocab.txt, class DistilBertTokenizer) falls back to
+ * the slow files; alone, it is CLF_E_UNSUPPORTED.
  * tokenizer_config.json's special tokens and clean_up_tokenization_spaces
  * (default true) are honoured.  On success *out is freed with
  * clf_tokenizer_destroy.  Errors: CLF_E_NOT_FOUND when none is there

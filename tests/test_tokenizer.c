@@ -289,6 +289,12 @@ static void put_file(const char *name, const char *content, size_t n) {
 }
 #define PUT(name, s) put_file(name, s, strlen(s))
 
+static void unlink_file(const char *name) {
+  char p[256];
+  snprintf(p, sizeof(p), "%s/%s", g_dir, name);
+  unlink(p);
+}
+
 static void clear_dir(void) {
   static const char *files[] = {"vocab.txt", "vocab.json", "merges.txt", "source.spm", "target.spm",
                                 "tokenizer_config.json", "tokenizer.json", "config.json",
@@ -523,6 +529,27 @@ START_TEST(tokenizer_json_precedence) {
   PUT("tokenizer_config.json", "{\"tokenizer_class\": \"BertTokenizerFast\"}"); /* no vocab.txt */
   TOK_OK(clf_tokenizer_load(g_dir, &t));
   clf_tokenizer_destroy(t);
+  clear_dir();
+  /* a class named for neither (DistilBERT's) with a WordPiece tokenizer.json
+   * and vocab.txt: tokenizer.json is not read, vocab.txt serves it */
+  copy_fixture("bert", "vocab.txt");
+  PUT("tokenizer.json", "{\"model\": {\"type\": \"WordPiece\", \"vocab\": {\"a\": 0}}}");
+  PUT("tokenizer_config.json", "{\"tokenizer_class\": \"DistilBertTokenizer\", \"do_lower_case\": true}");
+  TOK_OK(clf_tokenizer_load(g_dir, &t));
+  TOK_OK(clf_tokenizer_encode(t, "Hello", 1, &ids, &n));
+  ck_assert(n == 3); /* [CLS] hello [SEP] */
+  free(ids);
+  clf_tokenizer_destroy(t);
+  { /* the same with too many normalizers: also not read, and the error once vocab.txt is gone */
+    PUT("tokenizer.json", "{\"normalizer\": {\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"NFC\"}, "
+                          "{\"type\": \"NFC\"}, {\"type\": \"NFC\"}, {\"type\": \"NFC\"}, {\"type\": \"NFC\"}, "
+                          "{\"type\": \"NFC\"}, {\"type\": \"NFC\"}, {\"type\": \"NFC\"}, {\"type\": \"NFC\"}]}, "
+                          "\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}}");
+    TOK_OK(clf_tokenizer_load(g_dir, &t));
+    clf_tokenizer_destroy(t);
+    unlink_file("vocab.txt");
+    TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_UNSUPPORTED, "more than 8 normalizers");
+  }
   clear_dir();
   rmdir(g_dir);
 }

@@ -136,7 +136,8 @@ static clf_status load_normalizer(clf__hf *h, const cJSON *o, const char *path) 
     }
     return st;
   }
-  if (h->n_norm == CLF__HF_MAX_STEPS) return HF_UNSUPPORTED(path, "a normalizer sequence this long at", type);
+  if (h->n_norm == CLF__HF_MAX_STEPS)
+    return clf__fail(NULL, CLF_E_UNSUPPORTED, "clf_tokenizer_load: %s: more than %d normalizers", path, CLF__HF_MAX_STEPS);
   clf__hf_norm *n = &h->norm[h->n_norm++]; /* counted now: clf__hf_free frees what is filled */
   if (!strcmp(type, "NFC")) {
     n->kind = CLF__HF_NORM_NFC;
@@ -218,7 +219,9 @@ static clf_status load_pre(clf__hf *h, const cJSON *o, const char *path) {
     }
     return st;
   }
-  if (h->n_pre == CLF__HF_MAX_STEPS) return HF_UNSUPPORTED(path, "a pre_tokenizer sequence this long at", type);
+  if (h->n_pre == CLF__HF_MAX_STEPS)
+    return clf__fail(NULL, CLF_E_UNSUPPORTED, "clf_tokenizer_load: %s: more than %d pre-tokenizers", path,
+                     CLF__HF_MAX_STEPS);
   return load_pre_one(&h->pre[h->n_pre++], o, type, path);
 }
 
@@ -266,7 +269,8 @@ static clf_status load_decoder(clf__hf *h, const cJSON *o, const char *path) {
     }
     return st;
   }
-  if (h->n_dec == CLF__HF_MAX_STEPS) return HF_UNSUPPORTED(path, "a decoder sequence this long at", type);
+  if (h->n_dec == CLF__HF_MAX_STEPS)
+    return clf__fail(NULL, CLF_E_UNSUPPORTED, "clf_tokenizer_load: %s: more than %d decoders", path, CLF__HF_MAX_STEPS);
   return load_dec_one(&h->dec[h->n_dec++], o, type, path);
 }
 

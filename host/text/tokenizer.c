@@ -452,6 +452,22 @@ static clf_status load_kind(clf_tokenizer *t, const char *model_dir, void *confi
   return clf__hf_load(t, model_dir, config);
 }
 
+/* A tokenizer of `kind` from dir (*out NULL on failure). */
+static clf_status load_as(const char *dir, void *config, int kind, int roberta, clf_tokenizer **out) {
+  clf_tokenizer *t = calloc(1, sizeof(*t));
+  if (!t) return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_tokenizer_load: out of memory");
+  t->kind = (clf__tok_kind)kind;
+  t->roberta = roberta;
+  clf_status st = load_kind(t, dir, config);
+  if (st == CLF_OK) special_flags(t, config);
+  if (st != CLF_OK) {
+    clf_tokenizer_destroy(t);
+    t = NULL;
+  }
+  *out = t;
+  return st;
+}
+
 clf_status clf_tokenizer_load(const char *model_dir, clf_tokenizer **out) {
   if (!out) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_tokenizer_load: out is NULL");
   *out = NULL;
@@ -467,31 +483,26 @@ clf_status clf_tokenizer_load(const char *model_dir, clf_tokenizer **out) {
   clf_status st = clf__tok_read_config(model_dir, &config);
   if (st != CLF_OK) return st;
   char type[64];
-  int kind = pick_kind(clf__tok_cfg_str(config, "tokenizer_class", ""), model_type(model_dir, type, sizeof(type)),
-                       has, &roberta);
+  const char *cls = clf__tok_cfg_str(config, "tokenizer_class", "");
+  int kind = pick_kind(cls, model_type(model_dir, type, sizeof(type)), has, &roberta);
   if (kind < 0) {
     cJSON_Delete(config);
     return clf__fail(NULL, CLF_E_NOT_FOUND,
                      "clf_tokenizer_load: no tokenizer in %s: looked for vocab.txt (BERT WordPiece), "
                      "vocab.json + merges.txt (GPT-2 BPE)%s, source.spm + target.spm + vocab.json (Marian "
-                     "SentencePiece), tokenizer.json (Hugging Face tokenizers)", model_dir, has[1] ? " (merges.txt is missing)" : "");
+                     "SentencePiece), tokenizer.json (Hugging Face tokenizers)",
+                     model_dir, has[HAS_VOCAB_JSON] ? " (merges.txt is missing)" : "");
   }
-  clf_tokenizer *t = calloc(1, sizeof(*t));
-  if (!t) {
-    cJSON_Delete(config);
-    return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_tokenizer_load: out of memory");
+  st = load_as(model_dir, config, kind, roberta, out);
+  if (st == CLF_E_UNSUPPORTED && kind == CLF__TOK_HFJSON) {
+    /* a tokenizer.json of a kind not read here (DistilBertTokenizer's
+     * WordPiece, ...) beside slow files that serve the class: those */
+    has[HAS_TOKENIZER_JSON] = 0;
+    int slow = pick_kind(cls, type, has, &roberta);
+    if (slow >= 0) st = load_as(model_dir, config, slow, roberta, out);
   }
-  t->kind = (clf__tok_kind)kind;
-  t->roberta = roberta;
-  st = load_kind(t, model_dir, config);
-  if (st == CLF_OK) special_flags(t, config);
   cJSON_Delete(config);
-  if (st != CLF_OK) {
-    clf_tokenizer_destroy(t);
-    return st;
-  }
-  *out = t;
-  return CLF_OK;
+  return st;
 }
 
 /* The special token starting at s[i] (leftmost-longest, as transformers'
