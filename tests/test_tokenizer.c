@@ -370,13 +370,24 @@ START_TEST(tokenizer_json_errors) {
   PUT("tokenizer.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [], "
                         "\"unk_token\": \"<unk>\"}}");
   TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT, "unk_token \"<unk>\" is not in the vocabulary");
+  /* a pattern that backtracks past PCRE2's match limit fails the encode, naming it */
+  put_hf_json("", "null", "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"(a|aa)+(?=[^a])\"}, "
+              "\"behavior\": \"Isolated\"}", "null");
+  TOK_OK(clf_tokenizer_load(g_dir, &t));
+  int64_t *ids;
+  size_t n;
+  TOK_FAILS(clf_tokenizer_encode(t, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", 0, &ids, &n), CLF_E_OUT_OF_MEMORY,
+            "past PCRE2's match limits");
+  ck_assert(ids == NULL && n == 0);
+  TOK_OK(clf_tokenizer_encode(t, "aab", 0, &ids, &n)); /* a short one matches: "aa" | "b", 0 0 1 as tokenizers */
+  ck_assert_msg(n == 3 && ids[0] == 0 && ids[1] == 0 && ids[2] == 1, "n = %zu", n);
+  free(ids);
+  clf_tokenizer_destroy(t);
   /* minimal: no normalizer, pre-tokenizer or decoder (tokens joined by spaces); merges as pairs */
   PUT("tokenizer.json", "{\"added_tokens\": [{\"id\": 3, \"content\": \"<s>\", \"special\": true}], "
                         "\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2, \"<s>\": 3}, "
                         "\"merges\": [[\"a\", \"b\"]]}}");
   TOK_OK(clf_tokenizer_load(g_dir, &t));
-  int64_t *ids;
-  size_t n;
   char *text;
   TOK_OK(clf_tokenizer_encode(t, "aab<s>bxa", 1, &ids, &n)); /* x has no id and no unk: dropped */
   ck_assert_msg(n == 5 && ids[0] == 0 && ids[1] == 2 && ids[2] == 3 && ids[3] == 1 && ids[4] == 0, "n = %zu", n);

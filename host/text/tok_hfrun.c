@@ -47,7 +47,8 @@ static int replace_all(const char *s, size_t n, const char *from, const char *to
 }
 
 /* The matches of re in s: (start, end) pairs appended to *m (2 per match);
- * an empty match moves on by one character.  -1 out of memory. */
+ * an empty match moves on by one character.  -1 out of memory or past
+ * PCRE2's match limits. */
 static int find_all(const pcre2_code *re, const char *s, size_t n, size_t **m, size_t *nm, size_t *cap) {
   pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
   if (!md) return -1;
@@ -55,7 +56,13 @@ static int find_all(const pcre2_code *re, const char *s, size_t n, size_t **m, s
   *nm = 0;
   while (pos <= n) {
     int rc = pcre2_match(re, (PCRE2_SPTR)s, n, pos, PCRE2_NO_UTF_CHECK, md, NULL);
-    if (rc < 0) break; /* no match (or a match limit: the rest is left as it is) */
+    if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) /* the JIT's stack: once more by the interpreter */
+      rc = pcre2_match(re, (PCRE2_SPTR)s, n, pos, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md, NULL);
+    if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc < 0) { /* a match limit: reported, not a silent cut */
+      pcre2_match_data_free(md);
+      return -1;
+    }
     PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
     if (ov[1] == ov[0]) { /* empty: skip a character */
       pos = ov[0] + 1;
@@ -438,7 +445,8 @@ clf_status clf__hf_encode(clf_tokenizer *t, const char *s, size_t n, int add_spe
   for (int k = 0; add_special && k < h->n_prefix && !rc; k++) rc = clf__ids_push(out, h->prefix[k]);
   if (!rc) rc = split_added(t, h, s, n, 0, 1, out);
   for (int k = 0; add_special && k < h->n_suffix && !rc; k++) rc = clf__ids_push(out, h->suffix[k]);
-  return rc ? clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_tokenizer_encode: out of memory") : CLF_OK;
+  return rc ? clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_tokenizer_encode: out of memory (or a pattern of "
+                             "tokenizer.json past PCRE2's match limits)") : CLF_OK;
 }
 
 /* ---- decoders (each maps the list of token strings, as decode_chain) ---- */
