@@ -903,38 +903,73 @@ CLF_API clf_status clf_model_generate(clf_model *m,
 /* A tokenizer read from a Hugging Face model directory.  Host-only: it needs
  * no context, and its failures are reported through clf_last_error(NULL).
  * Behaviour follows transformers' slow tokenizers (BertTokenizer,
- * GPT2Tokenizer, MarianTokenizer), including special tokens written in the
- * text ("[SEP]", "<|endoftext|>", "</s>"), which encode to their ids. */
+ * GPT2Tokenizer, MarianTokenizer, RobertaTokenizer, XLMRobertaTokenizer),
+ * including special tokens written in the text ("[SEP]", "<|endoftext|>",
+ * "</s>"), which encode to their ids, and for tokenizer.json the Hugging
+ * Face `tokenizers` library (as transformers' fast tokenizers run it). */
 typedef struct clf_tokenizer clf_tokenizer;
 
-/* Loads the tokenizer in `model_dir`: BERT WordPiece (vocab.txt, with
- * tokenizer_config.json's do_lower_case, strip_accents,
- * tokenize_chinese_chars), GPT-2 byte-level BPE (vocab.json + merges.txt,
- * add_prefix_space), or Marian SentencePiece (source.spm + target.spm +
- * vocab.json).  tokenizer_config.json's tokenizer_class picks one when
- * several are present, and its special tokens and
- * clean_up_tokenization_spaces (default true) are honoured.  On success
- * *out is freed with clf_tokenizer_destroy.  Errors: CLF_E_NOT_FOUND when
- * none is there (naming what was looked for) or a needed file is missing,
- * CLF_E_FORMAT for a malformed vocab.txt / vocab.json / merges.txt /
- * tokenizer_config.json or an unreadable .spm, CLF_E_UNSUPPORTED for a
- * Marian directory with separate_vocabs or a library built without
- * SentencePiece (C++14), CLF_E_IO, CLF_E_INVALID_ARG for NULL arguments. */
+/* Loads the tokenizer in `model_dir`:
+ *  - BERT WordPiece: vocab.txt, with tokenizer_config.json's do_lower_case,
+ *    strip_accents, tokenize_chinese_chars;
+ *  - GPT-2 byte-level BPE: vocab.json + merges.txt, add_prefix_space;
+ *    RoBERTa's is the same files with <s> X </s> and <mask>;
+ *  - Marian SentencePiece: source.spm + target.spm + vocab.json;
+ *  - XLM-R: sentencepiece.bpe.model with fairseq's ids (<s> 0, <pad> 1,
+ *    </s> 2, <unk> 3, piece + 1, <mask> last);
+ *  - tokenizer.json, BPE models only: byte-level BPE with the checkpoint's
+ *    Split pattern (Llama 3, Qwen2, SmolLM) and SentencePiece-style BPE with
+ *    "\u2581" and byte fallback (Llama 2, TinyLlama, Mistral); its
+ *    normalizers (Prepend, Replace, NFC), pre-tokenizers (Split, ByteLevel,
+ *    Metaspace, Digits), post-processor template, decoders (ByteLevel,
+ *    Replace, ByteFallback, Fuse, Strip, Metaspace) and added tokens
+ *    (lstrip, rstrip, single_word, normalized).  For LlamaTokenizer[Fast]
+ *    classes tokenizer_config.json's add_bos_token / add_eos_token set the
+ *    special ids added, as transformers does; other classes keep the
+ *    file's template.
+ * Which one, when several are there: tokenizer_config.json's
+ * tokenizer_class, when it names Bert..., GPT2..., Marian..., Roberta... or
+ * XLMRoberta... (with or without "Fast") and that tokenizer's files are
+ * present; tokenizer.json when the class names another tokenizer
+ * (PreTrainedTokenizerFast, LlamaTokenizer, Qwen2Tokenizer, ...); without a
+ * class, config.json's model_type "roberta" / "xlm-roberta"; else the slow
+ * files (as before tokenizer.json was read: a directory with vocab.txt and
+ * tokenizer.json keeps BertTokenizer's behaviour), then tokenizer.json.  A
+ * tokenizer.json of a kind not read here beside slow files (DistilBERT's
+ * WordPiece one with vocab.txt, class DistilBertTokenizer) falls back to
+ * the slow files; alone, it is CLF_E_UNSUPPORTED.
+ * tokenizer_config.json's special tokens and clean_up_tokenization_spaces
+ * (default true) are honoured.  On success *out is freed with
+ * clf_tokenizer_destroy.  Errors: CLF_E_NOT_FOUND when none is there
+ * (naming what was looked for) or a needed file is missing, CLF_E_FORMAT
+ * for a malformed vocab.txt / vocab.json / merges.txt / tokenizer.json /
+ * tokenizer_config.json (naming the file and the entry) or an unreadable
+ * .spm / .model, CLF_E_UNSUPPORTED for a tokenizer.json whose model is not
+ * BPE (WordPiece, Unigram, WordLevel), whose normalizer, pre-tokenizer,
+ * post-processor or decoder type is not one of the above, with BPE dropout
+ * or subword prefixes, or with a pattern PCRE2 cannot compile (each named
+ * with the file), a Marian directory with separate_vocabs, or a library
+ * built without SentencePiece (C++14); CLF_E_IO, CLF_E_INVALID_ARG for
+ * NULL arguments. */
 CLF_API clf_status clf_tokenizer_load(const char *model_dir, clf_tokenizer **out);
 /* NULL is accepted. */
 CLF_API void clf_tokenizer_destroy(clf_tokenizer *t);
 /* text (NUL-terminated UTF-8) -> ids.  *ids is malloc'd (free() it; never
  * NULL on success, even when *n is 0).  With add_special the model's special
- * tokens are added: [CLS] .. [SEP] for BERT, </s> appended for Marian, none
- * for GPT-2.  CLF_E_INVALID_ARG for NULL arguments or text that is not
+ * tokens are added: [CLS] .. [SEP] for BERT, <s> .. </s> for RoBERTa and
+ * XLM-R, </s> appended for Marian, none for GPT-2, the single-sequence
+ * template for tokenizer.json (e.g. <|begin_of_text|> for Llama 3, <s> for
+ * Llama 2, none for Qwen2).  CLF_E_INVALID_ARG for NULL arguments or text that is not
  * valid UTF-8 (naming the byte offset). */
 CLF_API clf_status clf_tokenizer_encode(clf_tokenizer *t, const char *text, int add_special, int64_t **ids,
                                         size_t *n);
 /* ids -> UTF-8 text (*text malloc'd, free() it), dropping special tokens when
  * skip_special; Marian decodes with target.spm.  As transformers does, an id
  * outside the vocabulary decodes to the unk token for BERT and Marian; for
- * GPT-2 it is CLF_E_INVALID_ARG (naming the id).  Byte sequences that are not
- * UTF-8 (GPT-2 tokens that split a character) become U+FFFD. */
+ * GPT-2, RoBERTa and XLM-R it is CLF_E_INVALID_ARG (naming the id); for
+ * tokenizer.json it is dropped, as `tokenizers` does.  Byte sequences that
+ * are not UTF-8 (byte-level or byte-fallback tokens that split a character)
+ * become U+FFFD. */
 CLF_API clf_status clf_tokenizer_decode(clf_tokenizer *t, const int64_t *ids, size_t n, int skip_special,
                                         char **text);
 

@@ -34,8 +34,10 @@ static char *fixture_path(const char *rel) {
   return p;
 }
 
-static cJSON *expected(void) {
-  char *path = fixture_path("tokenizers/expected.json");
+static cJSON *expected_in(const char *set) {
+  char rel[64];
+  snprintf(rel, sizeof(rel), "%s/expected.json", set);
+  char *path = fixture_path(rel);
   FILE *f = fopen(path, "rb");
   ck_assert_msg(f != NULL, "cannot open %s", path);
   fseek(f, 0, SEEK_END);
@@ -52,6 +54,8 @@ static cJSON *expected(void) {
   return root;
 }
 
+static cJSON *expected(void) { return expected_in("tokenizers"); }
+
 /* A tokenizer of the fixtures, or NULL when this build has no SentencePiece
  * (a C++14 build: the error must say so). */
 static clf_tokenizer *load_fixture(const char *name) {
@@ -61,7 +65,7 @@ static clf_tokenizer *load_fixture(const char *name) {
   clf_tokenizer *t = NULL;
   clf_status st = clf_tokenizer_load(dir, &t);
   free(dir);
-  if (st == CLF_E_UNSUPPORTED && !strcmp(name, "marian")) {
+  if (st == CLF_E_UNSUPPORTED && (!strcmp(name, "marian") || !strcmp(name, "xlmr"))) {
     ck_assert(strstr(clf_last_error(NULL), "C++17") != NULL);
     return NULL;
   }
@@ -95,13 +99,11 @@ static void check_decode(clf_tokenizer *t, const cJSON *ids, int skip, const cha
   free(v);
 }
 
-/* Every sentence of expected.json: ids with and without special tokens
- * (exactly), and the decoded texts with and without skip_special. */
-static void check_model(const char *name) {
-  clf_tokenizer *t = load_fixture(name);
-  if (!t) return;
-  cJSON *root = expected(), *c;
-  cJSON *cases = cJSON_GetObjectItem(root, name);
+/* Every case of root[name]: ids with and without special tokens (exactly),
+ * and the decoded texts with and without skip_special; then the id lists of
+ * root[name_decode]. */
+static void check_cases(clf_tokenizer *t, cJSON *root, const char *name) {
+  cJSON *c, *cases = cJSON_GetObjectItem(root, name);
   ck_assert_msg(cJSON_GetArraySize(cases) >= 15, "%s: too few cases", name);
   cJSON_ArrayForEach(c, cases) {
     const char *text = cJSON_GetObjectItem(c, "text")->valuestring;
@@ -124,9 +126,56 @@ static void check_model(const char *name) {
     check_decode(t, cJSON_GetObjectItem(c, "ids"), 0, cJSON_GetObjectItem(c, "decoded")->valuestring, key);
     check_decode(t, cJSON_GetObjectItem(c, "ids"), 1, cJSON_GetObjectItem(c, "decoded_skip")->valuestring, key);
   }
+}
+
+static void check_model(const char *name) {
+  clf_tokenizer *t = load_fixture(name);
+  if (!t) return;
+  cJSON *root = expected();
+  check_cases(t, root, name);
   cJSON_Delete(root);
   clf_tokenizer_destroy(t);
 }
+
+/* The tokenizer.json fixtures (make_tokenizer_json_fixtures.py) against
+ * the `tokenizers` library's ids and transformers' fast decodes. */
+static void check_json_model(const char *name) {
+  char rel[64];
+  snprintf(rel, sizeof(rel), "tokenizers_json/%s", name);
+  char *dir = fixture_path(rel);
+  clf_tokenizer *t = NULL;
+  TOK_OK(clf_tokenizer_load(dir, &t));
+  free(dir);
+  cJSON *root = expected_in("tokenizers_json");
+  check_cases(t, root, name);
+  char key[64];
+  snprintf(key, sizeof(key), "%s_random", name); /* random strings of tricky characters: ids */
+  cJSON *c, *random = cJSON_GetObjectItem(root, key);
+  ck_assert_msg(cJSON_GetArraySize(random) >= 50, "%s: too few random cases", key);
+  cJSON_ArrayForEach(c, random) {
+    const char *text = cJSON_GetObjectItem(c, "text")->valuestring;
+    int64_t *ids = NULL;
+    size_t n = 0;
+    TOK_OK(clf_tokenizer_encode(t, text, 0, &ids, &n));
+    check_ids(ids, n, cJSON_GetObjectItem(c, "ids"), key, text);
+    free(ids);
+  }
+  cJSON_Delete(root);
+  clf_tokenizer_destroy(t);
+}
+
+START_TEST(llama3_matches_tokenizers) { check_json_model("llama3"); }
+END_TEST
+START_TEST(qwen2_matches_tokenizers) { check_json_model("qwen2"); }
+END_TEST
+START_TEST(smollm_matches_tokenizers) { check_json_model("smollm"); }
+END_TEST
+START_TEST(llama2_matches_tokenizers) { check_json_model("llama2"); }
+END_TEST
+START_TEST(llama2_metaspace_matches_tokenizers) { check_json_model("llama2_meta"); }
+END_TEST
+START_TEST(llama2_unk_matches_tokenizers) { check_json_model("llama2_unk"); }
+END_TEST
 
 START_TEST(bert_uncased_matches_transformers) { check_model("bert"); }
 END_TEST
@@ -135,6 +184,10 @@ END_TEST
 START_TEST(gpt2_matches_transformers) { check_model("gpt2"); }
 END_TEST
 START_TEST(marian_matches_transformers) { check_model("marian"); }
+END_TEST
+START_TEST(roberta_matches_transformers) { check_model("roberta"); }
+END_TEST
+START_TEST(xlmr_matches_transformers) { check_model("xlmr"); }
 END_TEST
 
 /* Byte-level BPE is lossless: random UTF-8 (ASCII, Latin, Greek, CJK, Hangul,
@@ -198,6 +251,26 @@ START_TEST(long_inputs) {
     free(ids);
     clf_tokenizer_destroy(t);
   }
+  /* tokenizer.json: Llama 2's pipeline has no pre-tokenizer, so the text is
+   * one word for the merge queue; Llama 3 checks 256 added tokens at every
+   * position.  Both are lossless here. */
+  const char *json_names[] = {"tokenizers_json/llama2", "tokenizers_json/llama3"};
+  for (int k = 0; k < 2; k++) {
+    char *dir = fixture_path(json_names[k]);
+    clf_tokenizer *t = NULL;
+    TOK_OK(clf_tokenizer_load(dir, &t));
+    free(dir);
+    int64_t *ids;
+    size_t n;
+    char *back;
+    TOK_OK(clf_tokenizer_encode(t, text, 0, &ids, &n));
+    ck_assert(n > 2);
+    TOK_OK(clf_tokenizer_decode(t, ids, n, 1, &back));
+    ck_assert_msg(!strcmp(back, text), "%s: the long text does not come back", json_names[k]);
+    free(back);
+    free(ids);
+    clf_tokenizer_destroy(t);
+  }
   free(text);
 }
 END_TEST
@@ -216,9 +289,16 @@ static void put_file(const char *name, const char *content, size_t n) {
 }
 #define PUT(name, s) put_file(name, s, strlen(s))
 
+static void unlink_file(const char *name) {
+  char p[256];
+  snprintf(p, sizeof(p), "%s/%s", g_dir, name);
+  unlink(p);
+}
+
 static void clear_dir(void) {
   static const char *files[] = {"vocab.txt", "vocab.json", "merges.txt", "source.spm", "target.spm",
-                                "tokenizer_config.json"};
+                                "tokenizer_config.json", "tokenizer.json", "config.json",
+                                "sentencepiece.bpe.model"};
   char p[256];
   for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
     snprintf(p, sizeof(p), "%s/%s", g_dir, files[i]);
@@ -233,7 +313,8 @@ static void make_dir(void) {
 
 static void copy_fixture(const char *model, const char *name) {
   char rel[128];
-  snprintf(rel, sizeof(rel), "tokenizers/%s/%s", model, name);
+  if (strchr(model, '/')) snprintf(rel, sizeof(rel), "%s/%s", model, name); /* another fixture set */
+  else snprintf(rel, sizeof(rel), "tokenizers/%s/%s", model, name);
   char *src = fixture_path(rel);
   FILE *f = fopen(src, "rb");
   ck_assert(f != NULL);
@@ -244,6 +325,293 @@ static void copy_fixture(const char *model, const char *name) {
   free(buf);
   free(src);
 }
+
+/* A tokenizer.json of a BPE over "a", "b", "ab" with the given model,
+ * normalizer, pre_tokenizer and decoder JSON. */
+static void put_hf_json(const char *model_extra, const char *norm, const char *pre, const char *dec) {
+  char buf[2048];
+  snprintf(buf, sizeof(buf),
+           "{\"version\": \"1.0\", \"added_tokens\": [{\"id\": 3, \"content\": \"<s>\", \"special\": true}], "
+           "\"normalizer\": %s, \"pre_tokenizer\": %s, \"post_processor\": null, \"decoder\": %s, "
+           "\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2, \"<s>\": 3}, "
+           "\"merges\": [\"a b\"]%s}}", norm, pre, dec, model_extra);
+  PUT("tokenizer.json", buf);
+}
+
+/* tokenizer.json: what is not supported is named, malformed files are
+ * CLF_E_FORMAT, and a minimal file works. */
+START_TEST(tokenizer_json_errors) {
+  clf_tokenizer *t = NULL;
+  make_dir();
+  PUT("tokenizer.json", "{\"model\": {\"type\": \"BPE\", ");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT, "tokenizer.json is not a JSON object");
+  PUT("tokenizer.json", "{\"model\": {\"type\": \"WordPiece\", \"vocab\": {\"a\": 0}}}");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_UNSUPPORTED, "tokenizer.json: model type (only BPE is) \"WordPiece\"");
+  PUT("tokenizer.json", "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", -1.0]]}}");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_UNSUPPORTED, "\"Unigram\"");
+  put_hf_json("", "{\"type\": \"Lowercase\"}", "null", "null");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_UNSUPPORTED, "normalizer type \"Lowercase\"");
+  put_hf_json("", "null", "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Whitespace\"}]}", "null");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_UNSUPPORTED, "pre_tokenizer type \"Whitespace\"");
+  put_hf_json("", "null", "null", "{\"type\": \"WordPiece\"}");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_UNSUPPORTED, "decoder type \"WordPiece\"");
+  put_hf_json(", \"dropout\": 0.1", "null", "null", "null");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_UNSUPPORTED, "\"dropout\"");
+  put_hf_json("", "null", "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"(a\"}, \"behavior\": \"Isolated\"}",
+              "null");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_UNSUPPORTED, "the pattern \"(a\" does not compile");
+  put_hf_json("", "null", "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"a\"}, \"behavior\": \"Sideways\"}",
+              "null");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_UNSUPPORTED, "Split behavior \"Sideways\"");
+  PUT("tokenizer.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1}, \"merges\": [\"a b\"]}}");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT, "merge 0 (\"a\" \"b\") has a token that is not in");
+  PUT("tokenizer.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1}, \"merges\": [\"a b c\"]}}");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT, "merge 0 \"a b c\" is not two tokens");
+  PUT("tokenizer.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [], "
+                        "\"unk_token\": \"<unk>\"}}");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT, "unk_token \"<unk>\" is not in the vocabulary");
+  /* a pattern that backtracks past PCRE2's match limit fails the encode, naming it */
+  put_hf_json("", "null", "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"(a|aa)+(?=[^a])\"}, "
+              "\"behavior\": \"Isolated\"}", "null");
+  TOK_OK(clf_tokenizer_load(g_dir, &t));
+  int64_t *ids;
+  size_t n;
+  TOK_FAILS(clf_tokenizer_encode(t, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", 0, &ids, &n), CLF_E_OUT_OF_MEMORY,
+            "past PCRE2's match limits");
+  ck_assert(ids == NULL && n == 0);
+  TOK_OK(clf_tokenizer_encode(t, "aab", 0, &ids, &n)); /* a short one matches: "aa" | "b", 0 0 1 as tokenizers */
+  ck_assert_msg(n == 3 && ids[0] == 0 && ids[1] == 0 && ids[2] == 1, "n = %zu", n);
+  free(ids);
+  clf_tokenizer_destroy(t);
+  /* minimal: no normalizer, pre-tokenizer or decoder (tokens joined by spaces); merges as pairs */
+  PUT("tokenizer.json", "{\"added_tokens\": [{\"id\": 3, \"content\": \"<s>\", \"special\": true}], "
+                        "\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2, \"<s>\": 3}, "
+                        "\"merges\": [[\"a\", \"b\"]]}}");
+  TOK_OK(clf_tokenizer_load(g_dir, &t));
+  char *text;
+  TOK_OK(clf_tokenizer_encode(t, "aab<s>bxa", 1, &ids, &n)); /* x has no id and no unk: dropped */
+  ck_assert_msg(n == 5 && ids[0] == 0 && ids[1] == 2 && ids[2] == 3 && ids[3] == 1 && ids[4] == 0, "n = %zu", n);
+  TOK_OK(clf_tokenizer_decode(t, ids, n, 1, &text));
+  ck_assert_msg(!strcmp(text, "a ab b a"), "decoded \"%s\"", text);
+  free(text);
+  free(ids);
+  clf_tokenizer_destroy(t);
+  clear_dir();
+  rmdir(g_dir);
+}
+END_TEST
+
+/* expected.json's variants: a fixture's tokenizer.json with top-level keys
+ * replaced (other Split behaviours, prefix spaces, Metaspace options and
+ * decoders, ...), against the ids and texts `tokenizers` gives for it. */
+static void check_variant(const cJSON *v) {
+  const char *name = cJSON_GetObjectItem(v, "name")->valuestring;
+  char rel[96];
+  snprintf(rel, sizeof(rel), "tokenizers_json/%s/tokenizer.json", cJSON_GetObjectItem(v, "base")->valuestring);
+  char *path = fixture_path(rel), *text = malloc(1 << 20);
+  FILE *f = fopen(path, "rb");
+  ck_assert(f != NULL);
+  text[fread(text, 1, (1 << 20) - 1, f)] = '\0';
+  fclose(f);
+  free(path);
+  cJSON *root = cJSON_Parse(text), *e, *c;
+  free(text);
+  cJSON_ArrayForEach(e, cJSON_GetObjectItem(v, "patch"))
+    cJSON_ReplaceItemInObjectCaseSensitive(root, e->string, cJSON_Duplicate(e, 1));
+  text = cJSON_PrintUnformatted(root);
+  PUT("tokenizer.json", text);
+  PUT("tokenizer_config.json", "{\"clean_up_tokenization_spaces\": false}"); /* `tokenizers`' own decode */
+  free(text);
+  cJSON_Delete(root);
+  clf_tokenizer *t = NULL;
+  TOK_OK(clf_tokenizer_load(g_dir, &t));
+  cJSON_ArrayForEach(c, cJSON_GetObjectItem(v, "cases")) {
+    const char *s = cJSON_GetObjectItem(c, "text")->valuestring;
+    const cJSON *skip = cJSON_GetObjectItem(c, "decoded_skip");
+    int64_t *ids = NULL;
+    size_t n = 0;
+    TOK_OK(clf_tokenizer_encode(t, s, 1, &ids, &n));
+    check_ids(ids, n, cJSON_GetObjectItem(c, "ids_special"), name, s);
+    free(ids);
+    check_decode(t, cJSON_GetObjectItem(c, "ids_special"), 0, cJSON_GetObjectItem(c, "decoded")->valuestring, name);
+    check_decode(t, cJSON_GetObjectItem(c, "ids_special"), 1,
+                 (skip ? skip : cJSON_GetObjectItem(c, "decoded"))->valuestring, name);
+  }
+  clf_tokenizer_destroy(t);
+}
+
+START_TEST(tokenizer_json_variants) {
+  cJSON *root = expected_in("tokenizers_json"), *v;
+  ck_assert(cJSON_GetArraySize(cJSON_GetObjectItem(root, "variants")) >= 15);
+  make_dir();
+  cJSON_ArrayForEach(v, cJSON_GetObjectItem(root, "variants")) check_variant(v);
+  clear_dir();
+  rmdir(g_dir);
+  cJSON_Delete(root);
+}
+END_TEST
+
+/* A tokenizer.json cut short anywhere is CLF_E_FORMAT; one with bytes
+ * changed loads or fails with a status, and what loads encodes and decodes
+ * (run under the sanitizers in CI). */
+START_TEST(tokenizer_json_damaged) {
+  char *src = fixture_path("tokenizers_json/llama2_meta/tokenizer.json");
+  FILE *f = fopen(src, "rb");
+  ck_assert(f != NULL);
+  char *buf = malloc(1 << 20), *bad = malloc(1 << 20);
+  size_t len = fread(buf, 1, 1 << 20, f);
+  fclose(f);
+  free(src);
+  make_dir();
+  clf_tokenizer *t = NULL;
+  for (size_t cut = 1; cut < len - 2; cut += len / 97) {
+    put_file("tokenizer.json", buf, cut);
+    TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT, "tokenizer.json is not a JSON object");
+  }
+  uint32_t seed = 99;
+  for (int rep = 0; rep < 150; rep++) {
+    memcpy(bad, buf, len);
+    for (int k = 0; k < 3; k++) {
+      seed = seed * 1664525u + 1013904223u;
+      bad[(seed >> 8) % len] = "\"{}[]:,0a9\\ -"[(seed >> 4) % 14];
+    }
+    put_file("tokenizer.json", bad, len);
+    clf_status st = clf_tokenizer_load(g_dir, &t);
+    if (st != CLF_OK) {
+      ck_assert_msg(strlen(clf_last_error(NULL)) > 0, "status %s without a message", clf_status_name(st));
+      continue;
+    }
+    int64_t *ids;
+    size_t n;
+    char *text;
+    TOK_OK(clf_tokenizer_encode(t, "Hello <s> w\xc3\xb6rld \xf0\x9f\x98\x80 12", 1, &ids, &n));
+    TOK_OK(clf_tokenizer_decode(t, ids, n, 0, &text));
+    free(text);
+    free(ids);
+    clf_tokenizer_destroy(t);
+  }
+  free(buf);
+  free(bad);
+  clear_dir();
+  rmdir(g_dir);
+}
+END_TEST
+
+/* Which files win: tokenizer_config.json's tokenizer_class when it names a
+ * slow tokenizer whose files are there, tokenizer.json for a class only it
+ * serves, else the slow files, else tokenizer.json. */
+START_TEST(tokenizer_json_precedence) {
+  static const char *q = "tokenizers_json/qwen2";
+  clf_tokenizer *t = NULL;
+  int64_t *ids;
+  size_t n;
+  make_dir();
+  copy_fixture(q, "vocab.json");
+  copy_fixture(q, "merges.txt");
+  copy_fixture(q, "tokenizer.json");
+  /* Qwen2's NFC makes "Cafe\u0301" one id, 393 (Café, as in expected.json's NFC case); the GPT-2 slow
+   * tokenizer gives 5 (golden from
+   * GPT2Tokenizer on the same vocab.json + merges.txt: 34 316 68 136 223) */
+  PUT("tokenizer_config.json", "{\"tokenizer_class\": \"Qwen2Tokenizer\"}");
+  TOK_OK(clf_tokenizer_load(g_dir, &t));
+  TOK_OK(clf_tokenizer_encode(t, "Cafe\xcc\x81", 0, &ids, &n));
+  ck_assert(n == 1 && ids[0] == 393);
+  free(ids);
+  clf_tokenizer_destroy(t);
+  PUT("tokenizer_config.json", "{\"tokenizer_class\": \"GPT2TokenizerFast\"}");
+  TOK_OK(clf_tokenizer_load(g_dir, &t));
+  TOK_OK(clf_tokenizer_encode(t, "Cafe\xcc\x81", 0, &ids, &n));
+  ck_assert(n == 5 && ids[0] == 34 && ids[4] == 223);
+  free(ids);
+  clf_tokenizer_destroy(t);
+  PUT("tokenizer_config.json", "{}"); /* no class: the slow files, as before tokenizer.json was read */
+  TOK_OK(clf_tokenizer_load(g_dir, &t));
+  TOK_OK(clf_tokenizer_encode(t, "Cafe\xcc\x81", 0, &ids, &n));
+  ck_assert(n == 5 && ids[0] == 34 && ids[4] == 223);
+  free(ids);
+  clf_tokenizer_destroy(t);
+  clear_dir();
+  copy_fixture(q, "tokenizer.json"); /* tokenizer.json alone, no config */
+  TOK_OK(clf_tokenizer_load(g_dir, &t));
+  TOK_OK(clf_tokenizer_encode(t, "Cafe\xcc\x81", 0, &ids, &n));
+  ck_assert(n == 1 && ids[0] == 393);
+  free(ids);
+  clf_tokenizer_destroy(t);
+  PUT("tokenizer_config.json", "{\"tokenizer_class\": \"BertTokenizerFast\"}"); /* no vocab.txt */
+  TOK_OK(clf_tokenizer_load(g_dir, &t));
+  clf_tokenizer_destroy(t);
+  clear_dir();
+  /* a class named for neither (DistilBERT's) with a WordPiece tokenizer.json
+   * and vocab.txt: tokenizer.json is not read, vocab.txt serves it */
+  copy_fixture("bert", "vocab.txt");
+  PUT("tokenizer.json", "{\"model\": {\"type\": \"WordPiece\", \"vocab\": {\"a\": 0}}}");
+  PUT("tokenizer_config.json", "{\"tokenizer_class\": \"DistilBertTokenizer\", \"do_lower_case\": true}");
+  TOK_OK(clf_tokenizer_load(g_dir, &t));
+  TOK_OK(clf_tokenizer_encode(t, "Hello", 1, &ids, &n));
+  ck_assert(n == 3); /* [CLS] hello [SEP] */
+  free(ids);
+  clf_tokenizer_destroy(t);
+  { /* the same with too many normalizers: also not read, and the error once vocab.txt is gone */
+    PUT("tokenizer.json", "{\"normalizer\": {\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"NFC\"}, "
+                          "{\"type\": \"NFC\"}, {\"type\": \"NFC\"}, {\"type\": \"NFC\"}, {\"type\": \"NFC\"}, "
+                          "{\"type\": \"NFC\"}, {\"type\": \"NFC\"}, {\"type\": \"NFC\"}, {\"type\": \"NFC\"}]}, "
+                          "\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}}");
+    TOK_OK(clf_tokenizer_load(g_dir, &t));
+    clf_tokenizer_destroy(t);
+    unlink_file("vocab.txt");
+    TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_UNSUPPORTED, "more than 8 normalizers");
+  }
+  clear_dir();
+  rmdir(g_dir);
+}
+END_TEST
+
+/* Without tokenizer_config.json, config.json's model_type picks RoBERTa
+ * (<s> X </s>) over GPT-2 on the same files, and XLM-R for
+ * sentencepiece.bpe.model (which alone is not enough: CamemBERT's has other
+ * ids). */
+START_TEST(model_type_picks_roberta_and_xlmr) {
+  clf_tokenizer *t = NULL;
+  int64_t *ids;
+  size_t n;
+  make_dir();
+  copy_fixture("roberta", "vocab.json");
+  copy_fixture("roberta", "merges.txt");
+  TOK_OK(clf_tokenizer_load(g_dir, &t)); /* GPT-2: nothing added */
+  TOK_OK(clf_tokenizer_encode(t, "a", 1, &ids, &n));
+  ck_assert(n == 1 && ids[0] != 0);
+  free(ids);
+  clf_tokenizer_destroy(t);
+  PUT("config.json", "{\"model_type\": \"roberta\"}");
+  TOK_OK(clf_tokenizer_load(g_dir, &t));
+  TOK_OK(clf_tokenizer_encode(t, "a", 1, &ids, &n));
+  ck_assert(n == 3 && ids[0] == 0 && ids[2] == 2); /* roberta-base's <s> and </s> ids */
+  free(ids);
+  clf_tokenizer_destroy(t);
+  PUT("vocab.json", "{\"a\": 0, \"b\": 1, \"ab\": 2, \"</s>\": 3}");
+  PUT("merges.txt", "a b\n");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT, "has no <s> token (RoBERTa)");
+  clear_dir();
+  copy_fixture("xlmr", "sentencepiece.bpe.model");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_NOT_FOUND, "looked for");
+  PUT("config.json", "{\"model_type\": \"xlm-roberta\"}");
+  clf_status st = clf_tokenizer_load(g_dir, &t);
+  if (st != CLF_E_UNSUPPORTED) { /* a C++14 build has no SentencePiece */
+    TOK_OK(st);
+    TOK_OK(clf_tokenizer_encode(t, "a", 1, &ids, &n));
+    ck_assert(n >= 3 && ids[0] == 0 && ids[n - 1] == 2);
+    free(ids);
+    char *text = NULL;
+    int64_t past = 302; /* <mask> is 301: IdToPiece raises in transformers */
+    TOK_FAILS(clf_tokenizer_decode(t, &past, 1, 0, &text), CLF_E_INVALID_ARG, "id 302 at position 0");
+    clf_tokenizer_destroy(t);
+    PUT("sentencepiece.bpe.model", "not a protobuf \x01\x02");
+    TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT, "sentencepiece.bpe.model is not a SentencePiece model");
+  }
+  clear_dir();
+  rmdir(g_dir);
+}
+END_TEST
 
 START_TEST(missing_files) {
   clf_tokenizer *t = (clf_tokenizer *)1;
@@ -440,8 +808,21 @@ static Suite *suite(void) {
   tcase_add_test(tc, bert_cased_matches_transformers);
   tcase_add_test(tc, gpt2_matches_transformers);
   tcase_add_test(tc, marian_matches_transformers);
+  tcase_add_test(tc, roberta_matches_transformers);
+  tcase_add_test(tc, xlmr_matches_transformers);
+  tcase_add_test(tc, llama3_matches_tokenizers);
+  tcase_add_test(tc, qwen2_matches_tokenizers);
+  tcase_add_test(tc, smollm_matches_tokenizers);
+  tcase_add_test(tc, llama2_matches_tokenizers);
+  tcase_add_test(tc, llama2_metaspace_matches_tokenizers);
+  tcase_add_test(tc, llama2_unk_matches_tokenizers);
   tcase_add_test(tc, gpt2_round_trip_random_text);
   tcase_add_test(tc, long_inputs);
+  tcase_add_test(tc, tokenizer_json_errors);
+  tcase_add_test(tc, tokenizer_json_precedence);
+  tcase_add_test(tc, tokenizer_json_damaged);
+  tcase_add_test(tc, tokenizer_json_variants);
+  tcase_add_test(tc, model_type_picks_roberta_and_xlmr);
   tcase_add_test(tc, missing_files);
   tcase_add_test(tc, malformed_files);
   tcase_add_test(tc, config_options);

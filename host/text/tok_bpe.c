@@ -11,7 +11,7 @@
 /* bytes_to_unicode(): printable Latin-1 bytes map to themselves, the other
  * 68 to U+0100.. in byte order.  inv (may be NULL) gets the inverse, indexed
  * by code point (-1 where none). */
-static void byte_map(uint32_t fwd[256], int inv[256 + 68]) {
+void clf__byte_map(uint32_t fwd[256], int inv[256 + 68]) {
   uint32_t n = 0;
   for (unsigned b = 0; b < 256; b++) {
     int printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
@@ -118,7 +118,7 @@ clf_status clf__bpe_encode(clf_tokenizer *t, const char *s, size_t n, clf__ids *
   clf__str word = {0}, key = {0};
   clf_status st = CLF_OK;
   uint32_t fwd[256];
-  byte_map(fwd, NULL);
+  clf__byte_map(fwd, NULL);
   if (!c || !off) st = CLF_E_OUT_OF_MEMORY;
   for (size_t i = 0; i < n && st == CLF_OK; m++) {
     off[m] = i;
@@ -140,7 +140,7 @@ clf_status clf__bpe_encode(clf_tokenizer *t, const char *s, size_t n, clf__ids *
 
 /* Python's bytes.decode("utf-8", errors="replace"): each maximal invalid
  * subsequence becomes one U+FFFD. */
-static int utf8_replace(const unsigned char *b, size_t n, clf__str *out) {
+int clf__utf8_replace(const unsigned char *b, size_t n, clf__str *out) {
   for (size_t i = 0; i < n;) {
     unsigned c = b[i];
     size_t need = 0;
@@ -171,7 +171,7 @@ clf_status clf__bpe_decode(clf_tokenizer *t, const char **toks, size_t n, clf__s
   clf__str bytes = {0};
   int oom = 0, inv[256 + 68];
   uint32_t fwd[256];
-  byte_map(fwd, inv);
+  clf__byte_map(fwd, inv);
   for (size_t i = 0; i < n && !oom; i++) {
     size_t len = strlen(toks[i]);
     for (size_t j = 0; j < len && !oom;) {
@@ -187,9 +187,41 @@ clf_status clf__bpe_decode(clf_tokenizer *t, const char **toks, size_t n, clf__s
       }
     }
   }
-  if (!oom) oom |= utf8_replace((const unsigned char *)bytes.s, bytes.n, out);
+  if (!oom) oom |= clf__utf8_replace((const unsigned char *)bytes.s, bytes.n, out);
   free(bytes.s);
   return oom ? clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_tokenizer_decode: out of memory") : CLF_OK;
+}
+
+static clf_status gpt2_specials(clf_tokenizer *t, void *config) {
+  static const char *keys[] = {"bos_token", "eos_token", "unk_token", "pad_token"};
+  clf_status st = CLF_OK;
+  for (int k = 0; k < 4 && st == CLF_OK; k++)
+    st = clf__tok_add_special(t, clf__tok_cfg_str(config, keys[k], k < 3 ? "<|endoftext|>" : NULL));
+  const char *u = clf__tok_cfg_str(config, "unk_token", "<|endoftext|>");
+  const char *e = clf__tok_cfg_str(config, "eos_token", "<|endoftext|>");
+  t->unk_id = clf__strmap_get(&t->vocab, u, strlen(u));
+  t->eos_id = clf__strmap_get(&t->vocab, e, strlen(e));
+  return st;
+}
+
+/* RobertaTokenizer: <s> X </s> (cls, sep), <mask> taking the spaces before
+ * it (its AddedToken's lstrip; tokenizer.c reads the flags). */
+static clf_status roberta_specials(clf_tokenizer *t, void *config, const char *vpath) {
+  static const char *keys[] = {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token",
+                               "mask_token"};
+  static const char *dflt[] = {"<s>", "</s>", "<unk>", "</s>", "<pad>", "<s>", "<mask>"};
+  clf_status st = CLF_OK;
+  for (int k = 0; k < 7 && st == CLF_OK; k++) st = clf__tok_add_special(t, clf__tok_cfg_str(config, keys[k], dflt[k]));
+  const char *names[4] = {clf__tok_cfg_str(config, "cls_token", "<s>"), clf__tok_cfg_str(config, "sep_token", "</s>"),
+                          clf__tok_cfg_str(config, "unk_token", "<unk>"), clf__tok_cfg_str(config, "eos_token", "</s>")};
+  int64_t *ids[4] = {&t->cls_id, &t->sep_id, &t->unk_id, &t->eos_id};
+  for (int k = 0; k < 4 && st == CLF_OK; k++)
+    if ((*ids[k] = clf__strmap_get(&t->vocab, names[k], strlen(names[k]))) < 0)
+      st = clf__fail(NULL, CLF_E_FORMAT, "clf_tokenizer_load: %s has no %s token (RoBERTa)", vpath, names[k]);
+  const char *mask = clf__tok_cfg_str(config, "mask_token", "<mask>"); /* AddedToken(mask, lstrip=True) */
+  for (int k = 0; k < t->n_special && st == CLF_OK; k++)
+    if (!strcmp(t->special[k], mask)) t->special_lstrip |= 1u << k;
+  return st;
 }
 
 clf_status clf__bpe_load(clf_tokenizer *t, const char *dir, void *config) {
@@ -218,15 +250,7 @@ clf_status clf__bpe_load(clf_tokenizer *t, const char *dir, void *config) {
   }
   free(text);
   t->add_prefix_space = clf__tok_cfg_bool(config, "add_prefix_space", 0) == 1;
-  static const char *keys[] = {"bos_token", "eos_token", "unk_token", "pad_token"};
-  for (int k = 0; k < 4 && st == CLF_OK; k++)
-    st = clf__tok_add_special(t, clf__tok_cfg_str(config, keys[k], k < 3 ? "<|endoftext|>" : NULL));
-  if (st == CLF_OK) {
-    const char *u = clf__tok_cfg_str(config, "unk_token", "<|endoftext|>");
-    const char *e = clf__tok_cfg_str(config, "eos_token", "<|endoftext|>");
-    t->unk_id = clf__strmap_get(&t->vocab, u, strlen(u));
-    t->eos_id = clf__strmap_get(&t->vocab, e, strlen(e));
-  }
+  if (st == CLF_OK) st = t->roberta ? roberta_specials(t, config, vpath) : gpt2_specials(t, config);
   free(vpath);
   free(mpath);
   return st;

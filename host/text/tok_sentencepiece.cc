@@ -1,6 +1,7 @@
 /* tok_sentencepiece.cc - Marian's tokenizer (transformers' MarianTokenizer):
  * SentencePiece (Debian's libsentencepiece) encodes with source.spm, pieces map
- * to ids through vocab.json; decoding goes through target.spm.
+ * to ids through vocab.json; decoding goes through target.spm.  And XLM-R's
+ * (XLMRobertaTokenizer): sentencepiece.bpe.model with fairseq's ids.
  */
 #include "tokenizer.h"
 #include "base/file.h"
@@ -181,6 +182,98 @@ extern "C" clf_status clf__spm_decode(clf_tokenizer *t, const char **toks, size_
   return CLF_OK;
 }
 
+/* ---- XLM-R: XLMRobertaTokenizer ---- */
+
+/* fairseq's ids: <s> 0, <pad> 1, </s> 2, <unk> 3, then SentencePiece's id + 1
+ * (its own <unk> <s> </s> hidden behind those), <mask> last. */
+static clf_status xlmr_vocab(clf_tokenizer *t, sentencepiece::SentencePieceProcessor *sp) {
+  const int n = sp->GetPieceSize();
+  for (int i = 0; i < n; i++) {
+    const std::string &p = sp->IdToPiece(i);
+    if (clf__strmap_put(&t->vocab, p.data(), p.size(), i + 1) || clf__tok_set_token(t, i + 1, p.data(), p.size()))
+      return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_tokenizer_load: out of memory");
+  }
+  static const char *fairseq[] = {"<s>", "<pad>", "</s>", "<unk>"};
+  for (int i = 0; i < 4; i++)
+    if (clf__strmap_put(&t->vocab, fairseq[i], strlen(fairseq[i]), i) || clf__tok_set_token(t, i, fairseq[i], strlen(fairseq[i])))
+      return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_tokenizer_load: out of memory");
+  return CLF_OK;
+}
+
+extern "C" clf_status clf__xlmr_load(clf_tokenizer *t, const char *dir, void *config) {
+  clf_status st = CLF_OK;
+  auto *sp = load_spm(dir, "sentencepiece.bpe.model", &st);
+  if (!sp) return st;
+  t->spm_source = sp;
+  if ((st = xlmr_vocab(t, sp)) != CLF_OK) return st;
+  const char *mask = clf__tok_cfg_str(config, "mask_token", "<mask>");
+  int64_t mask_id = sp->GetPieceSize() + 1;
+  if (clf__strmap_put(&t->vocab, mask, strlen(mask), mask_id) || clf__tok_set_token(t, mask_id, mask, strlen(mask)))
+    return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_tokenizer_load: out of memory");
+  static const char *keys[] = {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token"};
+  static const char *dflt[] = {"<s>", "</s>", "<unk>", "</s>", "<pad>", "<s>"};
+  for (int k = 0; k < 6 && st == CLF_OK; k++) st = clf__tok_add_special(t, clf__tok_cfg_str(config, keys[k], dflt[k]));
+  if (st == CLF_OK) st = clf__tok_add_special(t, mask);
+  if (st != CLF_OK) return st;
+  t->special_lstrip |= 1u << (t->n_special - 1); /* AddedToken(mask, lstrip=True) */
+  t->cls_id = 0;
+  t->sep_id = t->eos_id = 2;
+  t->unk_id = 3;
+  return CLF_OK;
+}
+
+/* sp_model.encode(text, out_type=str); a piece SentencePiece does not know
+ * (id 0) is <unk>. */
+extern "C" clf_status clf__xlmr_encode(clf_tokenizer *t, const char *s, size_t n, clf__ids *out) {
+  auto *sp = static_cast<sentencepiece::SentencePieceProcessor *>(t->spm_source);
+  try {
+    std::vector<std::string> pieces;
+    auto status = sp->Encode(std::string(s, n), &pieces);
+    if (!status.ok())
+      return clf__fail(NULL, CLF_E_FORMAT, "clf_tokenizer_encode: SentencePiece failed: %s", status.ToString().c_str());
+    for (const auto &p : pieces) {
+      int64_t id = clf__strmap_get(&t->vocab, p.data(), p.size());
+      if (id < 4 && sp->PieceToId(p) == 0) id = t->unk_id;
+      if (clf__ids_push(out, id >= 0 ? id : t->unk_id))
+        return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_tokenizer_encode: out of memory");
+    }
+  } catch (...) {
+    return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_tokenizer_encode: out of memory");
+  }
+  return CLF_OK;
+}
+
+/* "".join(tokens).replace("\u2581", " ").strip() */
+extern "C" clf_status clf__xlmr_decode(clf_tokenizer *t, const char **toks, size_t n, clf__str *out) {
+  CLF__UNUSED(t);
+  clf__str all = {nullptr, 0, 0};
+  int oom = clf__str_add(&all, "", 0);
+  for (size_t i = 0; i < n && !oom; i++) {
+    const char *p = toks[i];
+    for (const char *q; !oom && (q = strstr(p, "\xe2\x96\x81")); p = q + 3)
+      oom = clf__str_add(&all, p, (size_t)(q - p)) || clf__str_add(&all, " ", 1);
+    if (!oom) oom = clf__str_add(&all, p, strlen(p));
+  }
+  size_t b = 0, e = all.n;
+  while (!oom && b < e) { /* Python's strip() */
+    size_t k = b;
+    int32_t c = clf__utf8_next(all.s, e, &k);
+    if (c < 0 || !clf__uc_isspace((uint32_t)c)) break;
+    b = k;
+  }
+  while (!oom && e > b) {
+    size_t k = e - 1;
+    while (k > b && ((unsigned char)all.s[k] & 0xC0) == 0x80) k--;
+    size_t q = k;
+    int32_t c = clf__utf8_next(all.s, e, &q);
+    if (c < 0 || !clf__uc_isspace((uint32_t)c)) break;
+    e = k;
+  }
+  if (!oom) oom = clf__str_add(out, all.s + b, e - b);
+  free(all.s);
+  return oom ? clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_tokenizer_decode: out of memory") : CLF_OK;
+}
+
 extern "C" void clf__spm_free(clf_tokenizer *t) {
   delete static_cast<sentencepiece::SentencePieceProcessor *>(t->spm_source);
   delete static_cast<sentencepiece::SentencePieceProcessor *>(t->spm_target);
@@ -205,5 +298,20 @@ extern "C" clf_status clf__spm_decode(clf_tokenizer *t, const char **toks, size_
   return clf__fail(NULL, CLF_E_UNSUPPORTED, "clf_tokenizer_decode: built without SentencePiece");
 }
 extern "C" void clf__spm_free(clf_tokenizer *t) { CLF__UNUSED(t); }
+extern "C" clf_status clf__xlmr_load(clf_tokenizer *t, const char *dir, void *config) {
+  CLF__UNUSED(t);
+  CLF__UNUSED(config);
+  return clf__fail(NULL, CLF_E_UNSUPPORTED, "clf_tokenizer_load: %s is an XLM-R SentencePiece tokenizer, but "
+                   "clformer was built as C++14 and Debian's SentencePiece headers need C++17 (cpp_std=c++17)",
+                   dir);
+}
+extern "C" clf_status clf__xlmr_encode(clf_tokenizer *t, const char *s, size_t n, clf__ids *out) {
+  CLF__UNUSED(t); CLF__UNUSED(s); CLF__UNUSED(n); CLF__UNUSED(out);
+  return clf__fail(NULL, CLF_E_UNSUPPORTED, "clf_tokenizer_encode: built without SentencePiece");
+}
+extern "C" clf_status clf__xlmr_decode(clf_tokenizer *t, const char **toks, size_t n, clf__str *out) {
+  CLF__UNUSED(t); CLF__UNUSED(toks); CLF__UNUSED(n); CLF__UNUSED(out);
+  return clf__fail(NULL, CLF_E_UNSUPPORTED, "clf_tokenizer_decode: built without SentencePiece");
+}
 
 #endif

@@ -136,6 +136,18 @@ static int nfc(cps *a) {
   return 0;
 }
 
+int clf__nfc_utf8(const char *s, size_t n, clf__str *out) {
+  cps a = {0};
+  for (size_t i = 0; i < n;) {
+    int32_t c = clf__utf8_next(s, n, &i);
+    if (c < 0 || cps_push(&a, (uint32_t)c)) { free(a.v); return -1; }
+  }
+  int r = nfc(&a);
+  for (size_t i = 0; i < a.n && !r; i++) r = clf__str_addc(out, a.v[i]);
+  free(a.v);
+  return r;
+}
+
 /* ---- BasicTokenizer ---- */
 
 static int is_punct(uint32_t c) {

@@ -11,6 +11,7 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -250,6 +251,23 @@ static clf_status vocab_ids_ok(const cJSON *root, const char *path) {
   return CLF_OK;
 }
 
+clf_status clf__tok_vocab_from_json(clf_tokenizer *t, const void *obj, const char *path) {
+  const cJSON *root = obj;
+  if (!cJSON_IsObject(root))
+    return clf__fail(NULL, CLF_E_FORMAT, "clf_tokenizer_load: %s: the vocabulary is not a JSON object of "
+                     "token: id", path);
+  clf_status st = vocab_ids_ok(root, path);
+  for (const cJSON *e = root->child; e && st == CLF_OK; e = e->next) {
+    const double v = e->valuedouble; /* checked by vocab_ids_ok */
+    size_t n = strlen(e->string);
+    if (clf__strmap_put(&t->vocab, e->string, n, (int64_t)v) || clf__tok_set_token(t, (int64_t)v, e->string, n))
+      st = clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_tokenizer_load: out of memory reading %s", path);
+  }
+  if (st == CLF_OK && t->vocab.count == 0)
+    st = clf__fail(NULL, CLF_E_FORMAT, "clf_tokenizer_load: %s has no tokens", path);
+  return st;
+}
+
 clf_status clf__tok_load_vocab_json(clf_tokenizer *t, const char *path) {
   clf_status st;
   char *text = clf__tok_read_text(path, NULL, &st);
@@ -260,18 +278,8 @@ clf_status clf__tok_load_vocab_json(clf_tokenizer *t, const char *path) {
     cJSON_Delete(root);
     return clf__fail(NULL, CLF_E_FORMAT, "clf_tokenizer_load: %s is not a JSON object of token: id", path);
   }
-  st = vocab_ids_ok(root, path);
-  for (cJSON *e = root->child; e && st == CLF_OK; e = e->next) {
-    const double v = e->valuedouble; /* checked by vocab_ids_ok */
-    size_t n = strlen(e->string);
-    if (clf__strmap_put(&t->vocab, e->string, n, (int64_t)v) || clf__tok_set_token(t, (int64_t)v, e->string, n)) {
-      st = clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_tokenizer_load: out of memory reading %s", path);
-      break;
-    }
-  }
+  st = clf__tok_vocab_from_json(t, root, path);
   cJSON_Delete(root);
-  if (st == CLF_OK && t->vocab.count == 0)
-    st = clf__fail(NULL, CLF_E_FORMAT, "clf_tokenizer_load: %s has no tokens", path);
   return st;
 }
 
@@ -365,17 +373,108 @@ void clf_tokenizer_destroy(clf_tokenizer *t) {
   free(t->id_to_token);
   for (int i = 0; i < t->n_special; i++) free(t->special[i]);
   clf__spm_free(t);
+  clf__hf_free(t);
   free(t);
+}
+
+/* tokenizer_class names one of the slow tokenizers ("Fast" or not): the
+ * files of today's families serve it. */
+static int slow_class(const char *cls) {
+  return !strncmp(cls, "Bert", 4) || !strncmp(cls, "GPT2", 4) || !strncmp(cls, "Marian", 6) ||
+         !strncmp(cls, "Roberta", 7) || !strncmp(cls, "XLMRoberta", 10);
+}
+
+enum { HAS_VOCAB_TXT, HAS_VOCAB_JSON, HAS_MERGES, HAS_SOURCE_SPM, HAS_TARGET_SPM, HAS_TOKENIZER_JSON, HAS_XLMR_SPM,
+       HAS_N };
+static const char *const g_files[HAS_N] = {"vocab.txt", "vocab.json", "merges.txt", "source.spm", "target.spm",
+                                           "tokenizer.json", "sentencepiece.bpe.model"};
+
+/* Which tokenizer a directory holds; `family` is tokenizer_class, else
+ * config.json's model_type ("roberta", "xlm-roberta").  A class or type
+ * naming a slow tokenizer whose files are there decides; a class only
+ * tokenizer.json serves (PreTrainedTokenizerFast, LlamaTokenizer[Fast],
+ * Qwen2Tokenizer[Fast], ...) takes tokenizer.json; else the slow files as
+ * before, then tokenizer.json.  -1 when none is there. */
+static int pick_kind(const char *cls, const char *type, const int has[HAS_N], int *roberta) {
+  int bpe = has[HAS_VOCAB_JSON] && has[HAS_MERGES];
+  *roberta = (!strncmp(cls, "Roberta", 7) || (!*cls && !strcmp(type, "roberta"))) && bpe;
+  if (*roberta) return CLF__TOK_BPE;
+  if ((!strncmp(cls, "XLMRoberta", 10) || (!*cls && !strcmp(type, "xlm-roberta"))) && has[HAS_XLMR_SPM])
+    return CLF__TOK_XLMR;
+  if (!strncmp(cls, "Bert", 4) && has[HAS_VOCAB_TXT]) return CLF__TOK_WORDPIECE;
+  if (!strncmp(cls, "GPT2", 4) && bpe) return CLF__TOK_BPE;
+  if (!strncmp(cls, "Marian", 6) && has[HAS_SOURCE_SPM]) return CLF__TOK_SPM;
+  if (*cls && !slow_class(cls) && has[HAS_TOKENIZER_JSON]) return CLF__TOK_HFJSON;
+  if (has[HAS_SOURCE_SPM]) return CLF__TOK_SPM;
+  if (has[HAS_VOCAB_TXT]) return CLF__TOK_WORDPIECE;
+  if (bpe) return CLF__TOK_BPE;
+  if (has[HAS_TOKENIZER_JSON]) return CLF__TOK_HFJSON;
+  return -1;
+}
+
+/* config.json's model_type in dir ("" when absent or unreadable: it only
+ * breaks ties between tokenizer files, and a bad config.json is the model
+ * loader's to report), into buf. */
+static const char *model_type(const char *dir, char *buf, size_t size) {
+  char *path = clf__tok_path(dir, "config.json");
+  clf_status st;
+  char *text = path && clf__path_present(path) ? clf__tok_read_text(path, NULL, &st) : NULL;
+  cJSON *root = text ? cJSON_Parse(text) : NULL;
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+  snprintf(buf, size, "%s", cJSON_IsString(v) ? v->valuestring : "");
+  cJSON_Delete(root);
+  free(text);
+  free(path);
+  return buf;
+}
+
+/* tokenizer_config.json's added_tokens_decoder: lstrip / rstrip of the
+ * special tokens (RoBERTa's and XLM-R's <mask> takes the spaces before it). */
+static void special_flags(clf_tokenizer *t, void *config) {
+  const cJSON *e, *added = config ? cJSON_GetObjectItemCaseSensitive((cJSON *)config, "added_tokens_decoder") : NULL;
+  cJSON_ArrayForEach(e, added) {
+    const char *c = clf__tok_cfg_str((void *)e, "content", NULL);
+    for (int k = 0; c && k < t->n_special; k++) {
+      if (strcmp(c, t->special[k])) continue;
+      if (clf__tok_cfg_bool((void *)e, "lstrip", 0) == 1) t->special_lstrip |= 1u << k;
+      if (clf__tok_cfg_bool((void *)e, "rstrip", 0) == 1) t->special_rstrip |= 1u << k;
+    }
+  }
+}
+
+static clf_status load_kind(clf_tokenizer *t, const char *model_dir, void *config) {
+  t->unk_id = t->cls_id = t->sep_id = t->eos_id = -1;
+  t->clean_up_spaces = clf__tok_cfg_bool(config, "clean_up_tokenization_spaces", 1) == 1;
+  if (t->kind == CLF__TOK_WORDPIECE) return clf__wordpiece_load(t, model_dir, config);
+  if (t->kind == CLF__TOK_BPE) return clf__bpe_load(t, model_dir, config);
+  if (t->kind == CLF__TOK_SPM) return clf__spm_load(t, model_dir, config);
+  if (t->kind == CLF__TOK_XLMR) return clf__xlmr_load(t, model_dir, config);
+  return clf__hf_load(t, model_dir, config);
+}
+
+/* A tokenizer of `kind` from dir (*out NULL on failure). */
+static clf_status load_as(const char *dir, void *config, int kind, int roberta, clf_tokenizer **out) {
+  clf_tokenizer *t = calloc(1, sizeof(*t));
+  if (!t) return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_tokenizer_load: out of memory");
+  t->kind = (clf__tok_kind)kind;
+  t->roberta = roberta;
+  clf_status st = load_kind(t, dir, config);
+  if (st == CLF_OK) special_flags(t, config);
+  if (st != CLF_OK) {
+    clf_tokenizer_destroy(t);
+    t = NULL;
+  }
+  *out = t;
+  return st;
 }
 
 clf_status clf_tokenizer_load(const char *model_dir, clf_tokenizer **out) {
   if (!out) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_tokenizer_load: out is NULL");
   *out = NULL;
   if (!model_dir) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_tokenizer_load: model_dir is NULL");
-  static const char *names[] = {"vocab.txt", "vocab.json", "merges.txt", "source.spm", "target.spm"};
-  int has[5];
-  for (int i = 0; i < 5; i++) {
-    char *p = clf__tok_path(model_dir, names[i]);
+  int has[HAS_N], roberta;
+  for (int i = 0; i < HAS_N; i++) {
+    char *p = clf__tok_path(model_dir, g_files[i]);
     if (!p) return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_tokenizer_load: out of memory");
     has[i] = clf__path_present(p);
     free(p);
@@ -383,40 +482,27 @@ clf_status clf_tokenizer_load(const char *model_dir, clf_tokenizer **out) {
   void *config = NULL;
   clf_status st = clf__tok_read_config(model_dir, &config);
   if (st != CLF_OK) return st;
-  /* tokenizer_class decides when it names one of ours; else the files do. */
+  char type[64];
   const char *cls = clf__tok_cfg_str(config, "tokenizer_class", "");
-  clf__tok_kind kind;
-  if (!strncmp(cls, "Bert", 4) && has[0]) kind = CLF__TOK_WORDPIECE;
-  else if (!strncmp(cls, "GPT2", 4) && has[1] && has[2]) kind = CLF__TOK_BPE;
-  else if (!strncmp(cls, "Marian", 6) && has[3]) kind = CLF__TOK_SPM;
-  else if (has[3]) kind = CLF__TOK_SPM;
-  else if (has[0]) kind = CLF__TOK_WORDPIECE;
-  else if (has[1] && has[2]) kind = CLF__TOK_BPE;
-  else {
+  int kind = pick_kind(cls, model_type(model_dir, type, sizeof(type)), has, &roberta);
+  if (kind < 0) {
     cJSON_Delete(config);
     return clf__fail(NULL, CLF_E_NOT_FOUND,
                      "clf_tokenizer_load: no tokenizer in %s: looked for vocab.txt (BERT WordPiece), "
-                     "vocab.json + merges.txt (GPT-2 BPE)%s, source.spm + target.spm + vocab.json "
-                     "(Marian SentencePiece)", model_dir, has[1] ? " (merges.txt is missing)" : "");
+                     "vocab.json + merges.txt (GPT-2 BPE)%s, source.spm + target.spm + vocab.json (Marian "
+                     "SentencePiece), tokenizer.json (Hugging Face tokenizers)",
+                     model_dir, has[HAS_VOCAB_JSON] ? " (merges.txt is missing)" : "");
   }
-  clf_tokenizer *t = calloc(1, sizeof(*t));
-  if (!t) {
-    cJSON_Delete(config);
-    return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_tokenizer_load: out of memory");
+  st = load_as(model_dir, config, kind, roberta, out);
+  if (st == CLF_E_UNSUPPORTED && kind == CLF__TOK_HFJSON) {
+    /* a tokenizer.json of a kind not read here (DistilBertTokenizer's
+     * WordPiece, ...) beside slow files that serve the class: those */
+    has[HAS_TOKENIZER_JSON] = 0;
+    int slow = pick_kind(cls, type, has, &roberta);
+    if (slow >= 0) st = load_as(model_dir, config, slow, roberta, out);
   }
-  t->kind = kind;
-  t->unk_id = t->cls_id = t->sep_id = t->eos_id = -1;
-  t->clean_up_spaces = clf__tok_cfg_bool(config, "clean_up_tokenization_spaces", 1) == 1;
-  if (kind == CLF__TOK_WORDPIECE) st = clf__wordpiece_load(t, model_dir, config);
-  else if (kind == CLF__TOK_BPE) st = clf__bpe_load(t, model_dir, config);
-  else st = clf__spm_load(t, model_dir, config);
   cJSON_Delete(config);
-  if (st != CLF_OK) {
-    clf_tokenizer_destroy(t);
-    return st;
-  }
-  *out = t;
-  return CLF_OK;
+  return st;
 }
 
 /* The special token starting at s[i] (leftmost-longest, as transformers'
@@ -431,11 +517,42 @@ static int special_at(const clf_tokenizer *t, const char *s, size_t n, size_t i)
   return best;
 }
 
+/* Python's str.isspace() of the character ending at / starting at s[i]:
+ * its length in bytes, or 0. */
+static size_t space_before(const char *s, size_t lo, size_t i) {
+  size_t k = i - 1;
+  while (k > lo && ((unsigned char)s[k] & 0xC0) == 0x80) k--;
+  size_t j = k;
+  int32_t c = clf__utf8_next(s, i, &j);
+  return c >= 0 && clf__uc_isspace((uint32_t)c) ? i - k : 0;
+}
+static size_t space_at(const char *s, size_t n, size_t i) {
+  size_t j = i;
+  int32_t c = clf__utf8_next(s, n, &j);
+  return c >= 0 && clf__uc_isspace((uint32_t)c) ? j - i : 0;
+}
+
 static clf_status encode_chunk(clf_tokenizer *t, const char *s, size_t n, clf__ids *out) {
   if (n == 0) return CLF_OK;
   if (t->kind == CLF__TOK_WORDPIECE) return clf__wordpiece_encode(t, s, n, out);
   if (t->kind == CLF__TOK_BPE) return clf__bpe_encode(t, s, n, out);
+  if (t->kind == CLF__TOK_XLMR) return clf__xlmr_encode(t, s, n, out);
   return clf__spm_encode(t, s, n, out);
+}
+
+static clf_status hf_encode(clf_tokenizer *t, const char *text, size_t len, int add_special, int64_t **ids,
+                            size_t *n) {
+  clf__ids out = {0};
+  clf_status st = clf__hf_encode(t, text, len, add_special, &out);
+  if (st == CLF_OK && !out.v && !(out.v = malloc(sizeof(int64_t)))) /* a valid pointer even for no ids */
+    st = clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_tokenizer_encode: out of memory");
+  if (st != CLF_OK) {
+    free(out.v);
+    return st;
+  }
+  *ids = out.v;
+  *n = out.n;
+  return CLF_OK;
 }
 
 clf_status clf_tokenizer_encode(clf_tokenizer *t, const char *text, int add_special, int64_t **ids, size_t *n) {
@@ -448,6 +565,7 @@ clf_status clf_tokenizer_encode(clf_tokenizer *t, const char *text, int add_spec
   for (size_t i = 0; i < len;)
     if (clf__utf8_next(text, len, &i) < 0)
       return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_tokenizer_encode: text is not valid UTF-8 (byte %zu)", i);
+  if (t->kind == CLF__TOK_HFJSON) return hf_encode(t, text, len, add_special, ids, n);
   clf__str pre = {0};
   if (t->kind == CLF__TOK_BPE && t->add_prefix_space) { /* GPT-2's prepare_for_tokenization */
     if (clf__str_add(&pre, " ", 1) || clf__str_add(&pre, text, len))
@@ -458,19 +576,23 @@ clf_status clf_tokenizer_encode(clf_tokenizer *t, const char *text, int add_spec
   clf__ids out = {0};
   clf_status st = CLF_OK;
   int oom = 0;
-  if (add_special && t->kind == CLF__TOK_WORDPIECE) oom |= clf__ids_push(&out, t->cls_id);
+  /* BERT, RoBERTa, XLM-R: cls X sep (GPT-2 has no cls); Marian: X eos */
+  if (add_special && t->cls_id >= 0 && t->kind != CLF__TOK_SPM) oom |= clf__ids_push(&out, t->cls_id);
   size_t start = 0;
   for (size_t i = 0; i < len && st == CLF_OK && !oom;) {
     int k = special_at(t, text, len, i);
     if (k < 0 || t->special_id[k] < 0) { i++; continue; }
-    st = encode_chunk(t, text + start, i - start, &out);
+    size_t end = i, l; /* lstrip: the text before loses its trailing spaces (str.rstrip) */
+    while (t->special_lstrip >> k & 1 && end > start && (l = space_before(text, start, end))) end -= l;
+    st = encode_chunk(t, text + start, end - start, &out);
     if (st == CLF_OK) oom |= clf__ids_push(&out, t->special_id[k]);
     i += strlen(t->special[k]);
+    while (t->special_rstrip >> k & 1 && i < len && (l = space_at(text, len, i))) i += l;
     start = i;
   }
   if (st == CLF_OK && !oom) st = encode_chunk(t, text + start, len - start, &out);
   if (st == CLF_OK && !oom && add_special) {
-    if (t->kind == CLF__TOK_WORDPIECE) oom |= clf__ids_push(&out, t->sep_id);
+    if (t->sep_id >= 0 && t->kind != CLF__TOK_SPM) oom |= clf__ids_push(&out, t->sep_id);
     else if (t->kind == CLF__TOK_SPM) oom |= clf__ids_push(&out, t->eos_id);
   }
   free(pre.s);
@@ -486,11 +608,26 @@ clf_status clf_tokenizer_encode(clf_tokenizer *t, const char *text, int add_spec
   return CLF_OK;
 }
 
+static clf_status hf_decode(clf_tokenizer *t, const int64_t *ids, size_t n, int skip_special, char **text) {
+  clf__str out = {0};
+  clf_status st = clf__hf_decode(t, ids, n, skip_special, &out);
+  if (st == CLF_OK && !out.s && clf__str_add(&out, "", 0))
+    st = clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_tokenizer_decode: out of memory");
+  if (st != CLF_OK) {
+    free(out.s);
+    return st;
+  }
+  if (t->clean_up_spaces) clf__tok_clean_up(&out);
+  *text = out.s;
+  return CLF_OK;
+}
+
 clf_status clf_tokenizer_decode(clf_tokenizer *t, const int64_t *ids, size_t n, int skip_special, char **text) {
   if (!text) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_tokenizer_decode: text is NULL");
   *text = NULL;
   if (!t) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_tokenizer_decode: tokenizer is NULL");
   if (!ids && n) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_tokenizer_decode: ids is NULL");
+  if (t->kind == CLF__TOK_HFJSON) return hf_decode(t, ids, n, skip_special, text);
   const char **toks = malloc((n ? n : 1) * sizeof(char *));
   if (!toks) return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_tokenizer_decode: out of memory");
   size_t m = 0;
@@ -498,7 +635,8 @@ clf_status clf_tokenizer_decode(clf_tokenizer *t, const int64_t *ids, size_t n, 
   for (size_t i = 0; i < n; i++) {
     if (skip_special && clf__tok_is_special_id(t, ids[i])) continue;
     const char *tok = (ids[i] >= 0 && (size_t)ids[i] < t->n_ids) ? t->id_to_token[ids[i]] : NULL;
-    if (!tok && t->kind != CLF__TOK_BPE) tok = unk; /* transformers maps unknown ids to the unk token */
+    if (!tok && t->kind != CLF__TOK_BPE && t->kind != CLF__TOK_XLMR) /* XLM-R's IdToPiece raises */
+      tok = unk; /* transformers maps unknown ids to the unk token */
     if (!tok) {
       free(toks);
       return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_tokenizer_decode: id %lld at position %zu is not in "
@@ -510,6 +648,7 @@ clf_status clf_tokenizer_decode(clf_tokenizer *t, const int64_t *ids, size_t n, 
   clf_status st;
   if (t->kind == CLF__TOK_WORDPIECE) st = clf__wordpiece_decode(t, toks, m, &out);
   else if (t->kind == CLF__TOK_BPE) st = clf__bpe_decode(t, toks, m, &out);
+  else if (t->kind == CLF__TOK_XLMR) st = clf__xlmr_decode(t, toks, m, &out);
   else st = clf__spm_decode(t, toks, m, &out);
   free(toks);
   if (st == CLF_OK && !out.s && clf__str_add(&out, "", 0))

@@ -61,7 +61,7 @@ int64_t clf__strmap_get(const clf__strmap *m, const char *k, size_t n); /* -1 if
 void clf__strmap_free(clf__strmap *m);
 
 /* ---- the tokenizer ---- */
-typedef enum { CLF__TOK_WORDPIECE, CLF__TOK_BPE, CLF__TOK_SPM } clf__tok_kind;
+typedef enum { CLF__TOK_WORDPIECE, CLF__TOK_BPE, CLF__TOK_SPM, CLF__TOK_HFJSON, CLF__TOK_XLMR } clf__tok_kind;
 
 #define CLF__TOK_MAX_SPECIAL 8
 
@@ -74,6 +74,9 @@ struct clf_tokenizer {
   char *special[CLF__TOK_MAX_SPECIAL];
   int64_t special_id[CLF__TOK_MAX_SPECIAL];
   int n_special;
+  /* bit k: special[k] takes the whitespace before / after it (AddedToken's
+   * lstrip / rstrip in tokenizer_config.json's added_tokens_decoder) */
+  unsigned special_lstrip, special_rstrip;
   int64_t unk_id, cls_id, sep_id, eos_id;
   int clean_up_spaces; /* clean_up_tokenization_spaces */
   /* WordPiece */
@@ -81,12 +84,19 @@ struct clf_tokenizer {
   /* BPE */
   clf__strmap ranks; /* "left right" -> rank */
   int add_prefix_space;
+  int roberta; /* RobertaTokenizer: <s> X </s>, <mask> */
   /* SentencePiece (Marian) */
   void *spm_source, *spm_target;
+  /* tokenizer.json: its pipeline (tok_hf.h's clf__hf) */
+  void *hf;
 };
 
 /* Fills t->vocab and t->id_to_token from a JSON object {token: id}. */
 clf_status clf__tok_load_vocab_json(clf_tokenizer *t, const char *path);
+/* The same from a parsed object (a cJSON *; path names it in errors). */
+clf_status clf__tok_vocab_from_json(clf_tokenizer *t, const void *obj, const char *path);
+/* Unicode NFC of the UTF-8 s[0..n) (valid), appended to out; -1 out of memory. */
+int clf__nfc_utf8(const char *s, size_t n, clf__str *out);
 /* Sets id_to_token[id] = token (growing it); -1 out of memory. */
 int clf__tok_set_token(clf_tokenizer *t, int64_t id, const char *tok, size_t n);
 /* Adds a special token (its id looked up in the vocabulary). */
@@ -107,6 +117,12 @@ char *clf__tok_path(const char *dir, const char *name); /* malloc'd */
 /* The whole file, NUL-terminated (malloc'd); NULL with *st set on failure
  * (base/file.h's clf__read_file, capped at CLF__TOK_FILE_MAX_BYTES). */
 char *clf__tok_read_text(const char *path, size_t *len, clf_status *st);
+/* GPT-2's bytes_to_unicode(): fwd[byte] is its code point; inv (may be
+ * NULL) the inverse, indexed by code point, -1 where none (tok_bpe.c). */
+void clf__byte_map(uint32_t fwd[256], int inv[256 + 68]);
+/* b[0..n) as UTF-8 with each maximal invalid subsequence replaced by one
+ * U+FFFD (Python's errors="replace", Rust's from_utf8_lossy); -1 OOM. */
+int clf__utf8_replace(const unsigned char *b, size_t n, clf__str *out);
 /* Hugging Face's clean_up_tokenization, in place. */
 void clf__tok_clean_up(clf__str *s);
 
@@ -121,6 +137,17 @@ clf_status clf__spm_load(clf_tokenizer *t, const char *dir, void *config);
 clf_status clf__spm_encode(clf_tokenizer *t, const char *s, size_t n, clf__ids *out);
 clf_status clf__spm_decode(clf_tokenizer *t, const char **toks, size_t n, clf__str *out);
 void clf__spm_free(clf_tokenizer *t);
+/* XLM-R (XLMRobertaTokenizer): sentencepiece.bpe.model with fairseq's ids. */
+clf_status clf__xlmr_load(clf_tokenizer *t, const char *dir, void *config);
+clf_status clf__xlmr_encode(clf_tokenizer *t, const char *s, size_t n, clf__ids *out);
+clf_status clf__xlmr_decode(clf_tokenizer *t, const char **toks, size_t n, clf__str *out);
+/* tokenizer.json (tok_hfjson.c loads it, tok_hfrun.c runs it): encode and
+ * decode take the whole text / id list (added tokens, templates and the
+ * decoder chain are theirs). */
+clf_status clf__hf_load(clf_tokenizer *t, const char *dir, void *config);
+clf_status clf__hf_encode(clf_tokenizer *t, const char *s, size_t n, int add_special, clf__ids *out);
+clf_status clf__hf_decode(clf_tokenizer *t, const int64_t *ids, size_t n, int skip_special, clf__str *out);
+void clf__hf_free(clf_tokenizer *t);
 
 #ifdef __cplusplus
 } /* extern "C" */
