@@ -19,7 +19,7 @@ build=${FUZZ_BUILD:-build-fuzz}
 secs=${FUZZ_SECONDS:-60}
 fx=tests/fixtures
 all="safetensors shard_index config generation_config preprocessor_config npy
-     tok_vocab_txt tok_vocab_json tok_merges tok_spm tok_marian_vocab tok_config
+     tok_vocab_txt tok_vocab_json tok_merges tok_spm tok_marian_vocab tok_config tok_json
      png jpeg cache verdicts profile"
 targets=${*:-$all}
 
@@ -84,6 +84,7 @@ seed() {
       prefixed "$d" 000 $fx/tokenizers/bert/tokenizer_config.json $fx/tokenizers/bert_cased/tokenizer_config.json
       prefixed "$d" 001 $fx/tokenizers/gpt2/tokenizer_config.json
       prefixed "$d" 002 $fx/tokenizers/marian/tokenizer_config.json ;;
+    tok_json) put "$d" $fx/tokenizers_json/*/tokenizer.json ;;
     png) put "$d" $fx/images/*.png ;;
     jpeg) put "$d" $fx/images/*.jpg ;;
     cache) CLF_FUZZ_MAKE_SEED="$d/valid.clbin" "$build/tests/fuzz/fuzz_cache"
