@@ -27,6 +27,40 @@ void clf__ref_layer_norm(const float *x, const float *r, const float *g, const f
   }
 }
 
+void clf__ref_rms_norm(const float *x, const float *r, const float *g, double eps, size_t rows, size_t D, double *sum,
+                       double *y) {
+  for (size_t i = 0; i < rows; i++) {
+    double ms = 0;
+    for (size_t d = 0; d < D; d++) {
+      double s = (double)x[i * D + d] + (r ? r[i * D + d] : 0);
+      ms += s * s;
+    }
+    ms /= D;
+    for (size_t d = 0; d < D; d++) {
+      double s = (double)x[i * D + d] + (r ? r[i * D + d] : 0);
+      if (sum) sum[i * D + d] = s;
+      y[i * D + d] = s / sqrt(ms + eps) * g[d];
+    }
+  }
+}
+
+void clf__ref_rope_split(const float *x, size_t B, size_t L, size_t C, size_t col, const int64_t *pos,
+                         const float *inv_freq, double scale, size_t H, size_t Lcap, size_t Dh, size_t dst,
+                         double *y) {
+  const size_t half = Dh / 2;
+  for (size_t b = 0; b < B; b++)
+    for (size_t l = 0; l < L; l++)
+      for (size_t h = 0; h < H; h++)
+        for (size_t j = 0; j < half; j++) {
+          const float angle = (float)pos[b * L + l] * inv_freq[j]; /* f32, as torch */
+          const double c = cos((double)angle) * scale, s = sin((double)angle) * scale;
+          const float *xh = x + (b * L + l) * C + col + h * Dh;
+          double *yh = y + ((b * H + h) * Lcap + dst + l) * Dh;
+          yh[j] = xh[j] * c - xh[j + half] * s;
+          yh[j + half] = xh[j + half] * c + xh[j] * s;
+        }
+}
+
 void clf__ref_softmax(const float *x, size_t rows, size_t D, double scale, double *y) {
   for (size_t r = 0; r < rows; r++) {
     const float *xr = x + r * D;

@@ -22,6 +22,19 @@ extern "C" {
 void clf__ref_layer_norm(const float *x, const float *r, const float *g, const float *b, double eps, size_t rows,
                          size_t D, double *sum, double *y);
 
+/* s = x + r; y = s / sqrt(mean(s^2) + eps) * g over rows of D (RMS norm).
+ * r may be NULL (zero), sum may be NULL (not wanted). */
+void clf__ref_rms_norm(const float *x, const float *r, const float *g, double eps, size_t rows, size_t D, double *sum,
+                       double *y);
+
+/* Head split with rotary embeddings (clf_split_heads_rope): x [B, L, C],
+ * head h of row (b, l) at column col + h*Dh; pos [B, L]; the angle
+ * pos * inv_freq[j] rounded to f32 (as torch forms it), its cos and sin in
+ * double, times scale; y [B, H, Lcap, Dh] rows dst..dst+L-1 written. */
+void clf__ref_rope_split(const float *x, size_t B, size_t L, size_t C, size_t col, const int64_t *pos,
+                         const float *inv_freq, double scale, size_t H, size_t Lcap, size_t Dh, size_t dst,
+                         double *y);
+
 /* y = softmax(scale * x) over rows of D; a row that is all -inf gives 0. */
 void clf__ref_softmax(const float *x, size_t rows, size_t D, double scale, double *y);
 
