@@ -48,9 +48,9 @@ void clf__ref_gemm(int ta, int tb, size_t batch, size_t M, size_t N, size_t K, d
                    const float *B, size_t b_stride, double beta, const float *C0, double *C);
 
 /* Scaled dot-product attention with masks.  q [B, H, Lq, Dh]; k and v
- * [B, H, Lcap, Dh] of which the first Lk rows are keys.  A key is dropped
- * when keep[b * Lk + j] is 0, when causal and j > i + Lk - Lq, or when its
- * score is -inf; a query with no key left gives 0. */
+ * [B, Hkv, Lcap, Dh] of which the first Lk rows are keys.  A key is dropped
+ * when keep[b * Lk + j] is 0, when causal and j > i + Lk - Lq, when outside
+ * the window, or when its score is -inf; a query with no key left gives 0. */
 typedef struct clf__ref_attn {
   size_t B, H, Lq, Lk, Lcap, Dh;
   double scale;
@@ -59,6 +59,8 @@ typedef struct clf__ref_attn {
   const float *bias;         /* [n_win, bias_heads, Lq, Lk] added to the scores, or NULL */
   size_t n_win, bias_heads;  /* n_win divides B (batch b uses b % n_win); bias_heads 1 or H */
   int merged;                /* out [B, Lq, H * Dh] instead of [B, H, Lq, Dh] */
+  size_t Hkv;                /* KV heads of k and v (0: H); query head h reads h / (H / Hkv) */
+  size_t window;             /* > 0: also drop keys j <= i + Lk - Lq - window */
 } clf__ref_attn;
 void clf__ref_attention(const clf__ref_attn *a, const float *q, const float *k, const float *v, double *out);
 
