@@ -710,7 +710,12 @@ CLF_API clf_status clf_npy_write(const char *path, const clf_array *a);
 /* A Hugging Face model directory loaded onto a context: config.json (plus
  * generation_config.json) and model.safetensors.  Families, by `model_type`
  * and `architectures`: "bert" (BertModel), "gpt2" (GPT2Model,
- * GPT2LMHeadModel), "marian" (MarianModel, MarianMTModel), and the vision
+ * GPT2LMHeadModel), "marian" (MarianModel, MarianMTModel), "llama",
+ * "mistral", "qwen2" (LlamaModel, MistralModel, Qwen2Model:
+ * last_hidden_state; *ForCausalLM: logits, last_hidden_state; inputs
+ * input_ids, attention_mask, position_ids (default 0..L-1); RoPE scaling
+ * linear, dynamic (sequences up to factor x max_position_embeddings) and
+ * llama3, others CLF_E_UNSUPPORTED; as transformers 4.46), and the vision
  * families, which take "pixel_values" f32 [B, C, H, W] (C = num_channels,
  * else CLF_E_SHAPE; missing: CLF_E_INVALID_ARG):
  *   "vit" (ViTModel: last_hidden_state, pooler_output when the checkpoint has
