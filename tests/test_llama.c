@@ -91,7 +91,8 @@ END_TEST
 
 /* The fixtures do exercise the window and the scaling: without them (config
  * changed) the "long" case's logits are far outside the tolerance. */
-static void check_differs(const char *name, const char *key, const char *json, const char *key2, const char *json2) {
+static void check_differs(const char *name, const char *cname, const char *key, const char *json, const char *key2,
+                          const char *json2) {
   char *dir = copy_fixture(name, NULL, NULL, 0, NULL), src[1024], path[1100];
   fixture_dir(name, src, sizeof src);
   set_config(dir, key, json);
@@ -99,9 +100,9 @@ static void check_differs(const char *name, const char *key, const char *json, c
   clf_model *m = NULL;
   clf_array ids, want, got;
   TH_OK(clf_model_load(th_ctx, dir, &m));
-  snprintf(path, sizeof path, "%s/long.input_ids.npy", src);
+  snprintf(path, sizeof path, "%s/%s.input_ids.npy", src, cname);
   TH_OK(clf_npy_read(path, &ids));
-  snprintf(path, sizeof path, "%s/long.logits.npy", src);
+  snprintf(path, sizeof path, "%s/%s.logits.npy", src, cname);
   TH_OK(clf_npy_read(path, &want));
   snprintf(ids.name, sizeof ids.name, "input_ids");
   const char *logits = "logits";
@@ -121,9 +122,20 @@ static void check_differs(const char *name, const char *key, const char *json, c
 }
 
 START_TEST(test_settings_matter) {
-  check_differs("mistral", "sliding_window", "null", NULL, NULL);
+  check_differs("mistral", "long", "sliding_window", "null", NULL, NULL);
   /* plain RoPE, with room for the 24 positions */
-  check_differs("llama_rope_dynamic", "rope_scaling", "null", "max_position_embeddings", "32");
+  check_differs("llama_rope_dynamic", "long", "rope_scaling", "null", "max_position_embeddings", "32");
+  /* Qwen2: a window of 3 applies with use_sliding_window ... */
+  check_differs("qwen2", "ids_only", "sliding_window", "3", "use_sliding_window", "true");
+  /* ... and not without (transformers 4.46's Qwen2Config drops it) */
+  char *dir = copy_fixture("qwen2", NULL, NULL, 0, NULL), src[1024];
+  fixture_dir("qwen2", src, sizeof src);
+  set_config(dir, "sliding_window", "3");
+  clf_model *m = NULL;
+  TH_OK(clf_model_load(th_ctx, dir, &m));
+  check_forward_cases(m, src, 1e-4, "qwen2 with sliding_window 3, use_sliding_window false");
+  clf_model_destroy(m);
+  remove_dir(dir);
 }
 END_TEST
 

@@ -350,33 +350,34 @@ typedef struct llama_dims {
   int tie, attn_bias, mlp_bias, use_window;
 } llama_dims;
 
-#define LLAMA_KEYS(tie_default)                                          \
+/* the keys of all three; P, Hkv: the config class's default when absent */
+#define LLAMA_KEYS(P_default, Hkv_default)                                                            \
   CLF__REQ(llama_dims, V, "vocab_size", INT), CLF__REQ(llama_dims, D, "hidden_size", INT),            \
       CLF__REQ(llama_dims, F, "intermediate_size", INT),                                              \
       CLF__REQ(llama_dims, H, "num_attention_heads", INT),                                            \
       CLF__REQ(llama_dims, N, "num_hidden_layers", INT),                                              \
-      CLF__OPT(llama_dims, Hkv, "num_key_value_heads", INT, 0), /* 0: num_attention_heads */          \
-      CLF__OPT(llama_dims, P, "max_position_embeddings", INT, 2048),                                  \
+      CLF__OPT(llama_dims, Hkv, "num_key_value_heads", INT, Hkv_default), /* 0: num_attention_heads */ \
+      CLF__OPT(llama_dims, P, "max_position_embeddings", INT, P_default),                             \
       CLF__OPT(llama_dims, eps, "rms_norm_eps", FLOAT, 1e-6),                                         \
       CLF__OPT(llama_dims, theta, "rope_theta", FLOAT, 10000.0),                                      \
       CLF__OPT_STR(llama_dims, act, "hidden_act", "silu"),                                            \
-      CLF__OPT(llama_dims, tie, "tie_word_embeddings", BOOL, tie_default)
+      CLF__OPT(llama_dims, tie, "tie_word_embeddings", BOOL, 0)
 
 /* Llama: head_dim, attention_bias (q, k, v and o), mlp_bias */
 static const clf__config_key llama_keys[] = {
-    LLAMA_KEYS(0),
+    LLAMA_KEYS(2048, 0),
     CLF__OPT(llama_dims, Dh, "head_dim", INT, 0), /* 0: hidden_size / num_attention_heads */
     CLF__OPT(llama_dims, attn_bias, "attention_bias", BOOL, 0),
     CLF__OPT(llama_dims, mlp_bias, "mlp_bias", BOOL, 0),
 };
 /* Mistral: head_dim, sliding_window (read in mistral_window) */
 static const clf__config_key mistral_keys[] = {
-    LLAMA_KEYS(0),
+    LLAMA_KEYS(4096 * 32, 8),
     CLF__OPT(llama_dims, Dh, "head_dim", INT, 0),
 };
 /* Qwen2: q, k, v biases always; the window only with use_sliding_window */
 static const clf__config_key qwen2_keys[] = {
-    LLAMA_KEYS(0),
+    LLAMA_KEYS(32768, 32),
     CLF__OPT(llama_dims, use_window, "use_sliding_window", BOOL, 0),
 };
 
