@@ -174,6 +174,23 @@ START_TEST(test_base_model) {
 }
 END_TEST
 
+/* LlamaModel as save_pretrained writes it (no "model." prefix, no head):
+ * last_hidden_state within 1e-4; no logits, no generation. */
+START_TEST(test_base_fixture) {
+  char dir[1024];
+  fixture_dir("llama_base", dir, sizeof dir);
+  clf_model *m = get_model(dir);
+  check_forward_cases(m, dir, 1e-4, "llama_base");
+  const int64_t ids[3] = {5, 17, 3};
+  clf_array in = {"input_ids", CLF_I64, 2, {1, 3}, (void *)ids}, out;
+  const char *logits = "logits";
+  TH_FAILS(clf_model_run(m, &in, 1, &logits, 1, &out), CLF_E_INVALID_ARG, "produces no output \"logits\"");
+  clf_generate_options o;
+  clf_generate_options_init(&o);
+  TH_FAILS(clf_model_generate(m, &in, NULL, &o, &out), CLF_E_UNSUPPORTED, "no language-model head");
+}
+END_TEST
+
 static const struct {
   clf_dtype dt;
   double tol;
@@ -311,6 +328,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_types);
   tcase_add_test(tc, test_settings_matter);
   tcase_add_test(tc, test_base_model);
+  tcase_add_test(tc, test_base_fixture);
   tcase_add_test(tc, test_bad_configs);
   tcase_add_test(tc, test_bad_tensors);
   tcase_add_test(tc, test_too_long);
