@@ -384,6 +384,27 @@ CLF_API clf_status clf_layer_norm(clf_context *ctx, const clf_tensor *x,
                                   clf_tensor *sum_out, clf_tensor *y,
                                   cl_event *event);
 
+/* RMS norm over the last dim (Llama's RMSNorm), with the same optional
+ * fused residual add as clf_layer_norm:
+ *   s = x + residual            (residual NULL: s = x)
+ *   sum_out = s                 (when sum_out is not NULL)
+ *   y = s * rsqrt(mean(s^2) + eps) * gamma
+ * in f32, as transformers' LlamaRMSNorm computes it.  x, residual, sum_out,
+ * y share a shape [.., D]; gamma is [D].  y or sum_out may be x. */
+CLF_API clf_status clf_rms_norm(clf_context *ctx, const clf_tensor *x,
+                                const clf_tensor *residual,
+                                const clf_tensor *gamma, float eps,
+                                clf_tensor *sum_out, clf_tensor *y,
+                                cl_event *event);
+
+/* Gated linear unit (SwiGLU and friends): gate_up [.., 2F] holds
+ * [gate | up] along its last dim (gate_proj and up_proj fused into one
+ * projection); y [.., F] = act(gate) * up, with gate_up's leading dims.
+ * Llama's MLP uses CLF_ACT_SILU; any clf_activation works. */
+CLF_API clf_status clf_glu(clf_context *ctx, const clf_tensor *gate_up,
+                           clf_activation act, clf_tensor *y,
+                           cl_event *event);
+
 /* ------------------------------------------------------------------------ */
 /* Embeddings and data movement. */
 
@@ -430,6 +451,26 @@ CLF_API clf_status clf_permute(clf_context *ctx, const clf_tensor *x,
 CLF_API clf_status clf_split_heads(clf_context *ctx, const clf_tensor *x,
                                    size_t col_offset, size_t dst_pos,
                                    clf_tensor *y, cl_event *event);
+/* Head split with rotary position embeddings applied on the way (so new
+ * keys go into a KV cache already rotated), as transformers'
+ * apply_rotary_pos_emb with rotate_half: for y[b, h, dst_pos + l, :] from
+ * the head vector x_h = x[b, l, col_offset + h*Dh ..] (as clf_split_heads;
+ * Dh even), with p = positions[b, l] and for j < Dh/2
+ *   angle = p * inv_freq[j]     (f32, as torch's pos.float() @ inv_freq)
+ *   c = cos(angle) * scale, s = sin(angle) * scale
+ *   y[.., j]        = x_h[j] * c - x_h[j + Dh/2] * s
+ *   y[.., j + Dh/2] = x_h[j + Dh/2] * c + x_h[j] * s
+ * positions [B, L] i32 or i64; inv_freq f32 [Dh/2] (the checkpoint's
+ * rope_theta and rope_scaling already applied); scale the attention
+ * scaling factor (1 for default, linear, dynamic and llama3 RoPE).  cos and
+ * sin are the accurate f32 functions, so large angles (positions in the
+ * tens of thousands) match torch's float32 results. */
+CLF_API clf_status clf_split_heads_rope(clf_context *ctx, const clf_tensor *x,
+                                        size_t col_offset, size_t dst_pos,
+                                        const clf_tensor *positions,
+                                        const clf_tensor *inv_freq,
+                                        float scale, clf_tensor *y,
+                                        cl_event *event);
 /* Head merge: y[b, l, h * Dh + d] = x[b, h, l, d]; x [B, H, L, Dh],
  * y [B, L, H*Dh]. */
 CLF_API clf_status clf_merge_heads(clf_context *ctx, const clf_tensor *x,
@@ -464,6 +505,10 @@ typedef struct clf_attention_mask {
    * uses bias[b % nW] (Swin's windows are laid out as [B * nW]).  NULL: none.
    */
   const clf_tensor *bias;
+  /* Sliding window (Mistral): non-zero W lets query i (at absolute position
+   * kv_len - Lq + i, as for causal) see only keys j > position - W, i.e. the
+   * last W positions up to itself when causal.  0: no window. */
+  size_t window;
 } clf_attention_mask;
 
 typedef enum clf_attention_impl {
@@ -474,8 +519,11 @@ typedef enum clf_attention_impl {
 
 /* Multi-head scaled dot-product attention:
  *   out = softmax(scale * q k^T + bias + masks) v
- * q [B, H, Lq, Dh]; k, v [B, H, Lcap, Dh] of which the first kv_len rows are
- * used (kv_len 0 means Lcap; a KV cache allocates Lcap ahead).  out is
+ * q [B, H, Lq, Dh]; k, v [B, Hkv, Lcap, Dh] of which the first kv_len rows
+ * are used (kv_len 0 means Lcap; a KV cache allocates Lcap ahead).  Hkv is H
+ * (multi-head) or divides it (grouped-query attention: query head h reads
+ * KV head h / (H / Hkv); both paths read each KV head once for its group);
+ * a count that does not divide is CLF_E_SHAPE.  out is
  * [B, H, Lq, Dh], or [B, Lq, H*Dh] to write the heads merged.  Masked
  * positions get probability 0; a row with every key masked gives 0.
  * `mask` may be NULL.  The GEMM path uses scratch memory that the context
@@ -682,6 +730,11 @@ CLF_API clf_status clf_npy_write(const char *path, const clf_array *a);
  *   and runs as its base model when only those are asked: a head's GEMMs
  *   run only for its outputs.  The weights of other heads are not read;
  *   a missing weight of the head is CLF_E_NOT_FOUND naming it.
+ *   "llama", "mistral", "qwen2" (LlamaModel, MistralModel, Qwen2Model:
+ *     last_hidden_state; *ForCausalLM: logits, last_hidden_state; inputs
+ *     input_ids, attention_mask, position_ids (default 0..L-1); RoPE scaling
+ *     linear, dynamic (sequences up to factor x max_position_embeddings) and
+ *     llama3, others CLF_E_UNSUPPORTED; as transformers 4.46).
  *   "marian" (MarianModel, MarianMTModel), and the vision
  *   families, which take "pixel_values" f32 [B, C, H, W] (C = num_channels,
  *   else CLF_E_SHAPE; missing: CLF_E_INVALID_ARG):

@@ -8,9 +8,17 @@
  *   key padding  pad[b, j] == 0 (pad_kind 1: i32, 2: i64, 3: f32; 0: none;
  *                read as 32-bit words so one program serves every dtype)
  *   causal       j - i > Lk - Lq (query i sits at position Lk - Lq + i)
+ *   window       j <= i + Lk - Lq - window (when window > 0: only the last
+ *                `window` positions up to the query's own are seen)
  *   bias         bias[b % n_win, h or 0, i, j] is added to the scaled score;
  *                a score of -inf counts as masked.
  * Masked keys get probability 0; a row with no key left gives zeros.
+ *
+ * Grouped-query attention: k and v hold H / G heads; query head h reads KV
+ * head h / G.  The G query heads of one KV head are consecutive in q
+ * [B, H, Lq, Dh], so they form one block of G * Lq query rows: the GEMM
+ * path multiplies that block by its K and V (each read once), and the fused
+ * kernel tiles it as it tiles the queries of one head.
  */
 
 /* Quotients and remainders are spelled out (q = a / b, r = a - q * b): a `%`
@@ -33,7 +41,7 @@ __kernel void attn_softmax(__global float *s, uint s_off,
                            __global const uint *pad, uint pad_off, int pad_kind,
                            __global const float *bias, uint bias_off, int has_bias,
                            uint n_win, uint bias_bstride, uint bias_hstride,
-                           uint n_rows, uint H, uint Lq, uint Lk, int causal) {
+                           uint n_rows, uint H, uint Lq, uint Lk, int causal, uint window) {
   __local float red[CLF_RED_WG];
   const uint row = get_group_id(0), lid = get_local_id(0), n = get_local_size(0);
   if (row >= n_rows) return; /* uniform over the group */
@@ -42,15 +50,15 @@ __kernel void attn_softmax(__global float *s, uint s_off,
   pad += pad_off + b * Lk * (pad_kind == 2 ? 2u : 1u);
   bias += bias_off + (b % n_win) * bias_bstride + h * bias_hstride + i * Lk;
 
-  /* Keys past `vis` are hidden by the causal mask. */
-  uint vis = Lk;
-  if (causal) {
-    const int last = (int)i + (int)Lk - (int)Lq; /* last visible key */
-    vis = last < 0 ? 0u : min(Lk, (uint)last + 1u);
-  }
+  /* Keys past `vis` are hidden by the causal mask, keys before `lo` by the
+   * window. */
+  const long pos = (long)i + (long)Lk - (long)Lq; /* the query's position */
+  uint vis = Lk, lo = 0;
+  if (causal) vis = pos < 0 ? 0u : (uint)min((long)Lk, pos + 1);
+  if (window) lo = (uint)clamp(pos - (long)window + 1, 0L, (long)Lk);
 
   float m = -INFINITY, l = 0.0f;
-  for (uint j = lid; j < vis; j += n) {
+  for (uint j = lo + lid; j < vis; j += n) {
     if (!attn_key_kept(pad, pad_kind, j)) continue;
     const float x = s[j] + (has_bias ? bias[j] : 0.0f);
     if (x == -INFINITY) continue;
@@ -67,7 +75,7 @@ __kernel void attn_softmax(__global float *s, uint s_off,
 
   for (uint j = lid; j < Lk; j += n) {
     float p = 0.0f;
-    if (j < vis && attn_key_kept(pad, pad_kind, j)) {
+    if (j >= lo && j < vis && attn_key_kept(pad, pad_kind, j)) {
       const float x = s[j] + (has_bias ? bias[j] : 0.0f);
       if (x != -INFINITY) p = exp(x - mx) * inv;
     }
@@ -86,8 +94,8 @@ __kernel void attn_merge(__global const float *x, uint x_off, __global float *y,
 }
 
 #ifdef HEAD_DIM
-/* Flash attention.  One work-group of 64 work-items per (b, h, block of
- * ATT_BQ queries), seen as an 8 x 8 grid (tr, tc).  The query block sits in
+/* Flash attention.  One work-group of 64 work-items per (b, KV head, block
+ * of ATT_BQ query rows of its G heads), seen as an 8 x 8 grid (tr, tc).  The query block sits in
  * local memory (pre-scaled); keys and values stream through one local tile
  * of ATT_BK rows (each tile a contiguous, coalesced read).  Work-item (tr, tc)
  * computes the scores of queries tr + 8a and keys tc + 8c of a tile, and
@@ -113,7 +121,8 @@ void attn_fused(__global const float *q, uint q_off,
                 __global const float *bias, uint bias_off, int has_bias,
                 uint n_win, uint bias_bstride, uint bias_hstride,
                 __global float *out, uint out_off, uint out_h, uint out_i,
-                uint n_bh, uint H, uint Lq, uint Lk, uint Lcap, int causal, float scale) {
+                uint n_bkv, uint H, uint G, uint Lq, uint Lk, uint Lcap, int causal, uint window,
+                float scale) {
   __local float qs[ATT_BQ * ATT_STR];
   __local float kvs[ATT_BK * ATT_STR]; /* the K tile, then the V tile */
   __local float ps[ATT_BQ * ATT_PSTR];
@@ -121,24 +130,41 @@ void attn_fused(__global const float *q, uint q_off,
   __local int kept[ATT_BK];
 
   const uint lid = get_local_id(0), tr = lid >> 3, tc = lid & 7;
-  const uint q0 = get_group_id(0) * ATT_BQ, bh = get_group_id(1);
-  if (q0 >= Lq || bh >= n_bh) return; /* uniform over the group */
-  const uint b = bh / H, h = bh - b * H;
-  const uint nq = min((uint)ATT_BQ, Lq - q0);
-  q += q_off + (bh * Lq + q0) * HEAD_DIM;
-  k += k_off + bh * Lcap * HEAD_DIM;
-  v += v_off + bh * Lcap * HEAD_DIM;
+  /* Rows t < G * Lq of this KV head: query i = t % Lq of head hk * G + t / Lq. */
+  const uint n_rows = G * Lq;
+  const uint q0 = get_group_id(0) * ATT_BQ, bkv = get_group_id(1);
+  if (q0 >= n_rows || bkv >= n_bkv) return; /* uniform over the group */
+  const uint Hkv = H / G, b = bkv / Hkv, hk = bkv - b * Hkv;
+  const uint nq = min((uint)ATT_BQ, n_rows - q0);
+  q += q_off + (bkv * n_rows + q0) * HEAD_DIM;
+  k += k_off + bkv * Lcap * HEAD_DIM;
+  v += v_off + bkv * Lcap * HEAD_DIM;
   pad += pad_off + b * Lk * (pad_kind == 2 ? 2u : 1u);
-  bias += bias_off + (b % n_win) * bias_bstride + h * bias_hstride;
-  out += out_off + b * H * Lq * HEAD_DIM + h * out_h;
+  bias += bias_off + (b % n_win) * bias_bstride;
+  out += out_off + b * H * Lq * HEAD_DIM;
 
-  /* Query i may see key j when j - i <= coff (causal).  Keys past the last
-   * one any query of the block sees are skipped entirely. */
-  const int coff = (int)Lk - (int)Lq;
-  uint nkeys = Lk;
-  if (causal) {
-    const int last = (int)(q0 + nq - 1) + coff;
-    nkeys = last < 0 ? 0u : min(Lk, (uint)last + 1u);
+  /* Query i sits at position i + coff and may see keys lo_i <= j <= hi_i
+   * (causal: hi_i = i + coff; window: lo_i = i + coff - window + 1).  Keys
+   * outside [j_first, nkeys), seen by no query of the block, are skipped. */
+  const long coff = (long)Lk - (long)Lq;
+  const uint g_first = q0 / Lq, g_last = (q0 + nq - 1) / Lq;
+  const uint i_min = g_first == g_last ? q0 - g_first * Lq : 0u;
+  const uint i_max = g_first == g_last ? q0 + nq - 1 - g_last * Lq : Lq - 1u;
+  uint nkeys = Lk, j_first = 0;
+  if (causal) nkeys = (uint)clamp((long)i_max + coff + 1, 0L, (long)Lk);
+  if (window) j_first = (uint)clamp((long)i_min + coff - (long)window + 1, 0L, (long)Lk);
+
+  /* Per row of this work-item: its offsets into the bias and the output
+   * (by head and query), and its visible key range. */
+  uint row_bias[ATT_RA], row_out[ATT_RA];
+  long row_lo[ATT_RA], row_hi[ATT_RA];
+#pragma unroll
+  for (uint a = 0; a < ATT_RA; a++) {
+    const uint t = q0 + tr + 8 * a, hg = t / Lq, i = t - hg * Lq, h = hk * G + hg;
+    row_bias[a] = h * bias_hstride + i * Lk;
+    row_out[a] = h * out_h + i * out_i;
+    row_hi[a] = causal ? (long)i + coff : (long)Lk;
+    row_lo[a] = window ? (long)i + coff - (long)window + 1 : 0L;
   }
 
   for (uint x = lid; x < ATT_BQ * HEAD_DIM; x += ATT_WG) {
@@ -155,7 +181,7 @@ void attn_fused(__global const float *q, uint q_off,
     for (uint e = 0; e < ATT_DE; e++) acc[a][e] = 0.0f;
   }
 
-  for (uint j0 = 0; j0 < nkeys; j0 += ATT_BK) {
+  for (uint j0 = j_first; j0 < nkeys; j0 += ATT_BK) {
     const uint nk = min((uint)ATT_BK, Lk - j0);
     __global const float *kt = k + j0 * HEAD_DIM;
     for (uint x = lid; x < ATT_BK * HEAD_DIM; x += ATT_WG) {
@@ -186,15 +212,15 @@ void attn_fused(__global const float *q, uint q_off,
     /* Masks and bias, then each query's partial max over this tile. */
 #pragma unroll
     for (uint a = 0; a < ATT_RA; a++) {
-      const uint r = tr + 8 * a, i = q0 + r;
+      const uint r = tr + 8 * a;
       float mx = -INFINITY;
 #pragma unroll
       for (uint c = 0; c < ATT_CB; c++) {
         const uint cc = tc + 8 * c, j = j0 + cc;
         float x = -INFINITY;
-        if (r < nq && kept[cc] && (!causal || (int)j - (int)i <= coff)) {
+        if (r < nq && kept[cc] && (long)j <= row_hi[a] && (long)j >= row_lo[a]) {
           x = s[a][c];
-          if (has_bias) x += bias[i * Lk + j];
+          if (has_bias) x += bias[row_bias[a] + j];
         }
         s[a][c] = x;
         mx = fmax(mx, x);
@@ -259,7 +285,7 @@ void attn_fused(__global const float *q, uint q_off,
     const uint r = tr + 8 * a;
     if (r >= nq) continue;
     const float inv = l[a] > 0.0f ? 1.0f / l[a] : 0.0f;
-    __global float *o = out + (q0 + r) * out_i;
+    __global float *o = out + row_out[a];
 #pragma unroll
     for (uint e = 0; e < ATT_DE; e++) {
       const uint d = tc + 8 * e;

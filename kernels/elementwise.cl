@@ -1,4 +1,5 @@
-/* elementwise.cl - the dense family's kernels: bias + activation, broadcast
+/* elementwise.cl - the dense family's kernels: bias + activation, gated
+ * linear units, broadcast
  * add, scale, softmax over the last dim, dtype casts, and the beta-scaling
  * of C that a GEMM with K = 0 reduces to.
  *
@@ -29,6 +30,26 @@ __kernel void bias_act(__global const float *x, uint x_off,
     for (uint j = 0; j < 4 && i + j < n; j++) {
       const float v = x[i + j] + (has_bias ? bias[(i + j) % D] : 0.0f);
       y[i + j] = clf_act(v, act);
+    }
+  }
+}
+
+/* Gated linear unit: y[r, f] = act(g[r, f]) * g[r, F + f] for y [rows, F],
+ * g [rows, 2F] ([gate | up]); n = rows * F. */
+__kernel void glu(__global const float *g, uint g_off, int act,
+                  __global float *y, uint y_off, uint n, uint F) {
+  const uint i = get_global_id(0) * 4;
+  if (i >= n) return;
+  g += g_off;
+  y += y_off;
+  const uint r = i / F, f = i - r * F;
+  __global const float *gr = g + (size_t)r * 2 * F;
+  if (i + 4 <= n && f + 4 <= F) {
+    vstore4(clf_act4(vload4(0, gr + f), act) * vload4(0, gr + F + f), 0, y + i);
+  } else {
+    for (uint j = 0; j < 4 && i + j < n; j++) {
+      const uint rj = (i + j) / F, fj = i + j - rj * F;
+      y[i + j] = clf_act(g[(size_t)rj * 2 * F + fj], act) * g[(size_t)rj * 2 * F + F + fj];
     }
   }
 }

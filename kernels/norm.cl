@@ -1,19 +1,22 @@
-/* norm.cl - layer normalisation over the last dim, with a fused residual add.
+/* norm.cl - layer normalisation and RMS normalisation over the last dim,
+ * with a fused residual add.
  *
  * One work-group per row.  Two passes over the row (mean, then the variance
  * of the centred values) keep the variance accurate for rows with a large
- * mean, as PyTorch's LayerNorm does.
+ * mean, as PyTorch's LayerNorm does.  With rms set the mean is taken as 0,
+ * so the second pass is mean(s^2), as Llama's RMSNorm.
  */
 
 /* s = x + r (when has_res); sum_out = s (when has_sum);
- * y = (s - mean) * rsqrt(var + eps) * gamma + beta (beta when has_beta). */
+ * y = (s - mean) * rsqrt(var + eps) * gamma + beta (beta when has_beta);
+ * rms: mean = 0 and var = mean(s^2). */
 __kernel void layer_norm(__global const float *x, uint x_off,
                          __global const float *r, uint r_off, int has_res,
                          __global const float *gamma, uint g_off,
                          __global const float *beta, uint b_off, int has_beta,
                          __global float *sum_out, uint s_off, int has_sum,
                          __global float *y, uint y_off,
-                         uint D, float eps) {
+                         uint D, float eps, int rms) {
   __local float red[CLF_RED_WG];
   const uint row = get_group_id(0), lid = get_local_id(0), n = get_local_size(0);
   const size_t base = (size_t)row * D;
@@ -24,9 +27,11 @@ __kernel void layer_norm(__global const float *x, uint x_off,
   sum_out += s_off + base;
   y += y_off + base;
 
-  float acc = 0.0f;
-  for (uint d = lid; d < D; d += n) acc += has_res ? x[d] + r[d] : x[d];
-  const float mean = clf_wg_sum(acc, red) / (float)D;
+  float acc = 0.0f, mean = 0.0f;
+  if (!rms) { /* uniform over the launch */
+    for (uint d = lid; d < D; d += n) acc += has_res ? x[d] + r[d] : x[d];
+    mean = clf_wg_sum(acc, red) / (float)D;
+  }
 
   acc = 0.0f;
   for (uint d = lid; d < D; d += n) {
@@ -56,7 +61,7 @@ __kernel void layer_norm_rows(__global const float *x, uint x_off,
                               __global const float *beta, uint b_off, int has_beta,
                               __global float *sum_out, uint s_off, int has_sum,
                               __global float *y, uint y_off,
-                              uint D, float eps, uint rows) {
+                              uint D, float eps, int rms, uint rows) {
   const uint row = get_global_id(0);
   if (row >= rows) return;
   const size_t base = (size_t)row * D;
@@ -67,16 +72,18 @@ __kernel void layer_norm_rows(__global const float *x, uint x_off,
   sum_out += s_off + base;
   y += y_off + base;
   const uint D4 = D & ~3u;
-  float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-  for (uint d = 0; d < D4; d += 4) {
-    a0 += clf_ln_in(x, r, has_res, d);
-    a1 += clf_ln_in(x, r, has_res, d + 1);
-    a2 += clf_ln_in(x, r, has_res, d + 2);
-    a3 += clf_ln_in(x, r, has_res, d + 3);
+  float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, mean = 0.0f;
+  if (!rms) {
+    for (uint d = 0; d < D4; d += 4) {
+      a0 += clf_ln_in(x, r, has_res, d);
+      a1 += clf_ln_in(x, r, has_res, d + 1);
+      a2 += clf_ln_in(x, r, has_res, d + 2);
+      a3 += clf_ln_in(x, r, has_res, d + 3);
+    }
+    for (uint d = D4; d < D; d++) a0 += clf_ln_in(x, r, has_res, d);
+    mean = ((a0 + a1) + (a2 + a3)) / (float)D;
+    a0 = a1 = a2 = a3 = 0.0f;
   }
-  for (uint d = D4; d < D; d++) a0 += clf_ln_in(x, r, has_res, d);
-  const float mean = ((a0 + a1) + (a2 + a3)) / (float)D;
-  a0 = a1 = a2 = a3 = 0.0f;
   for (uint d = 0; d < D4; d += 4) {
     const float c0 = clf_ln_in(x, r, has_res, d) - mean, c1 = clf_ln_in(x, r, has_res, d + 1) - mean;
     const float c2 = clf_ln_in(x, r, has_res, d + 2) - mean, c3 = clf_ln_in(x, r, has_res, d + 3) - mean;

@@ -25,7 +25,11 @@ typedef struct att_case {
   float scale;    /* 0: 1/sqrt(Dh) */
   float amp;      /* q, k in [-amp, amp); 0: 1 */
   uint32_t seed;
+  size_t Hkv;    /* KV heads (GQA); 0: H */
+  size_t window; /* mask->window (sliding window); 0: none */
 } att_case;
+
+static size_t att_hkv(const att_case *c) { return c->Hkv ? c->Hkv : c->H; }
 
 static int under_oclgrind(void) { return getenv("CLF_TEST_UNDER_OCLGRIND") != NULL; }
 /* A size: `full` on a real device, `small` on the (~1000x slower) Oclgrind
@@ -52,7 +56,7 @@ static void ref_attention(const att_case *c, float scale, const float *q, const 
   for (size_t b = 0; b < c->B; b++)
     for (size_t j = 0; j < c->Lk; j++) keep[b * c->Lk + j] = att_keep(c, b, j);
   const clf__ref_attn a = {c->B, c->H, c->Lq, c->Lk, c->Lcap, c->Dh, scale, c->causal, keep, bias,
-                           c->nW ? c->nW : 1, c->Hb ? c->Hb : 1, c->merged};
+                           c->nW ? c->nW : 1, c->Hb ? c->Hb : 1, c->merged, att_hkv(c), c->window};
   clf__ref_attention(&a, q, k, v, d);
   clf__ref_to_f32(d, n, out);
   free(keep);
@@ -118,7 +122,7 @@ static float *att_run(const att_case *c, clf_attention_impl impl, clf_tensor *tq
 /* Checks GEMM, fused (and AUTO when `with_auto`) against the reference and
  * against each other.  Returns the fused output when keep_out (else NULL). */
 static float *att_check_tol(const att_case *c, int with_auto, double tol, int keep_out) {
-  const size_t nq = c->B * c->H * c->Lq * c->Dh, nk = c->B * c->H * c->Lcap * c->Dh;
+  const size_t nq = c->B * c->H * c->Lq * c->Dh, nk = c->B * att_hkv(c) * c->Lcap * c->Dh;
   const float amp = c->amp > 0 ? c->amp : 1.0f;
   const float scale = c->scale != 0 ? c->scale : (float)(1.0 / sqrt((double)(c->Dh ? c->Dh : 1)));
   float *q = th_rand(nq, c->seed, -amp, amp), *k = th_rand(nk, c->seed + 1, -amp, amp);
@@ -131,11 +135,11 @@ static float *att_check_tol(const att_case *c, int with_auto, double tol, int ke
   ref_attention(c, scale, q, k, v, bias, ref);
 
   clf_tensor *tq = th_tensor(CLF_F32, 4, TH_SHAPE(c->B, c->H, c->Lq, c->Dh), q);
-  clf_tensor *tk = th_tensor(CLF_F32, 4, TH_SHAPE(c->B, c->H, c->Lcap, c->Dh), k);
-  clf_tensor *tv = th_tensor(CLF_F32, 4, TH_SHAPE(c->B, c->H, c->Lcap, c->Dh), v);
+  clf_tensor *tk = th_tensor(CLF_F32, 4, TH_SHAPE(c->B, att_hkv(c), c->Lcap, c->Dh), k);
+  clf_tensor *tv = th_tensor(CLF_F32, 4, TH_SHAPE(c->B, att_hkv(c), c->Lcap, c->Dh), v);
   clf_tensor *tpad = c->pad >= 0 ? att_pad_tensor(c) : NULL;
   clf_tensor *tbias = bias ? th_tensor(CLF_F32, 4, TH_SHAPE(c->nW, c->Hb, c->Lq, c->Lk), bias) : NULL;
-  clf_attention_mask mask = {tpad, c->causal, tbias};
+  clf_attention_mask mask = {tpad, c->causal, tbias, c->window};
 
   float *g = att_run(c, CLF_ATTN_GEMM, tq, tk, tv, &mask, scale);
   float *f = att_run(c, CLF_ATTN_FUSED, tq, tk, tv, &mask, scale);
@@ -242,6 +246,73 @@ START_TEST(attn_kv_cache) {
   c.Lk = c.kv_len_arg = 77;
   c.Lcap = 90;
   c.Dh = 96;
+  att_check(&c);
+}
+END_TEST
+
+START_TEST(attn_gqa) {
+  /* 4:1 and 3:1 (the fixtures' ratios), 2:1, and one KV head for all
+   * (multi-query), for prefill and decode, every mask and both layouts. */
+  static const size_t heads[][2] = {{8, 2}, {6, 2}, {4, 2}, {3, 1}};
+  for (size_t x = 0; x < 4; x++) {
+    att_case c = att_self(2, heads[x][0], att_size(33, 11), x % 2 ? 16 : 64);
+    c.Hkv = heads[x][1];
+    att_check(&c);
+    c.causal = 1;
+    c.pad = CLF_I64;
+    c.merged = x % 2;
+    att_check(&c);
+    /* Decode: one query at position 11 over a cache of 16 rows; the G
+     * query heads form one block of G rows in the fused kernel. */
+    c.Lq = 1;
+    c.Lk = c.kv_len_arg = 12;
+    c.Lcap = 16;
+    att_check(&c);
+    c.merged = !c.merged;
+    c.pad = -1;
+    att_check(&c);
+    /* A few new queries against the cache, with a per-head bias. */
+    c.Lq = 3;
+    c.nW = 1;
+    c.Hb = c.H;
+    att_check(&c);
+  }
+  /* B = 1, merged, Lq > 1: the GEMM path merges through scratch. */
+  att_case c = att_self(1, 4, 9, 32);
+  c.Hkv = 2;
+  c.merged = 1;
+  c.causal = 1;
+  att_check_tol(&c, 1, ATT_TOL, 0);
+}
+END_TEST
+
+START_TEST(attn_sliding_window) {
+  /* Mistral's window: with W = 5 query i sees keys i-4..i.  Prefill longer
+   * than the window (several key tiles on a real device), then decoding
+   * past it with a cache, with GQA and padding. */
+  att_case c = att_self(2, 4, att_size(70, 13), 32);
+  c.causal = 1;
+  c.window = 5;
+  att_check_tol(&c, 1, ATT_TOL, 0);
+  c.Hkv = 2;
+  c.pad = CLF_I32;
+  c.window = att_size(40, 7);
+  att_check(&c);
+  c.Lq = 1; /* decode at position 20 of a 24-row cache */
+  c.Lk = c.kv_len_arg = 21;
+  c.Lcap = 24;
+  c.window = 5;
+  att_check_tol(&c, 1, ATT_TOL, 0);
+  c.Lq = 3; /* three new queries: each its own window */
+  c.merged = 1;
+  att_check(&c);
+  c.window = 1; /* each query sees itself only */
+  att_check(&c);
+  c.window = 21; /* as long as the keys: nothing is masked by it */
+  att_check(&c);
+  c.causal = 0; /* a window without causal: keys after the query stay */
+  c.window = 4;
+  c.Lq = 5;
   att_check(&c);
 }
 END_TEST
@@ -508,7 +579,12 @@ START_TEST(attn_bad_arguments) {
   TH_FAILS(clf_attention(th_ctx, q, k, v, 0, NULL, 1, I, ov, NULL), CLF_E_DTYPE, "out is i32");
   TH_FAILS(clf_attention(th_ctx, q3, k, v, 0, NULL, 1, I, o, NULL), CLF_E_SHAPE, "q has shape [2, 5, 24]");
   TH_FAILS(clf_attention(th_ctx, q, kb, v, 0, NULL, 1, I, o, NULL), CLF_E_SHAPE, "k has shape [1, 3, 7, 8]");
-  TH_FAILS(clf_attention(th_ctx, q, kh, v, 0, NULL, 1, I, o, NULL), CLF_E_SHAPE, "k has shape [2, 2, 7, 8]");
+  /* 3 query heads over 2 KV heads: not a grouping. */
+  TH_FAILS(clf_attention(th_ctx, q, kh, kh, 0, NULL, 1, I, o, NULL), CLF_E_SHAPE,
+           "q has 3 heads and k [2, 2, 7, 8] has 2: the query heads must be a multiple of the KV heads");
+  clf_tensor *k1 = th_empty(CLF_F32, 4, TH_SHAPE(2, 1, 7, 8)); /* one KV head: fine, but v must match it */
+  TH_FAILS(clf_attention(th_ctx, q, k1, v, 0, NULL, 1, I, o, NULL), CLF_E_SHAPE, "v has shape [2, 3, 7, 8]");
+  clf_tensor_destroy(k1);
   TH_FAILS(clf_attention(th_ctx, q, kd, v, 0, NULL, 1, I, o, NULL), CLF_E_SHAPE, "k has shape [2, 3, 7, 9]");
   TH_FAILS(clf_attention(th_ctx, q, k, v6, 0, NULL, 1, I, o, NULL), CLF_E_SHAPE, "v has shape [2, 3, 6, 8]");
   TH_FAILS(clf_attention(th_ctx, q, k, kd, 0, NULL, 1, I, o, NULL), CLF_E_SHAPE, "v has shape [2, 3, 7, 9]");
@@ -566,6 +642,8 @@ static Suite *suite(void) {
   tcase_add_test(masks, attn_key_padding);
   tcase_add_test(masks, attn_causal);
   tcase_add_test(masks, attn_kv_cache);
+  tcase_add_test(masks, attn_gqa);
+  tcase_add_test(masks, attn_sliding_window);
   tcase_add_test(masks, attn_bias_windows);
   tcase_add_test(masks, attn_swin_like);
   tcase_add_test(masks, attn_fully_masked_rows);

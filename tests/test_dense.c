@@ -289,6 +289,61 @@ START_TEST(bias_act_each_activation) {
 }
 END_TEST
 
+/* clf_glu on gate_up [rows, 2F] ([gate | up]) against act(gate) * up in
+ * double: one activation and one product, so ACT_TOL of the scale (|gate|
+ * <= 12, |up| <= 2), and pointwise near zero.  A view at an odd offset
+ * exercises the scalar tail of the kernel. */
+static void check_glu(size_t rows, size_t F, clf_activation act, size_t offset, uint32_t seed) {
+  const size_t n = rows * F, ng = offset + rows * 2 * F;
+  float *g = th_rand(ng, seed, -12.0f, 12.0f);
+  for (size_t r = 0; r < rows; r++)
+    for (size_t f = 0; f < F; f++) g[offset + r * 2 * F + F + f] /= 6.0f; /* up in [-2, 2) */
+  if (n > 2) { g[offset] = 0.0f; g[offset + 1] = -30.0f; g[offset + 2 % F] = 30.0f; }
+  float *ref = malloc((n + 1) * sizeof(float));
+  for (size_t r = 0; r < rows; r++)
+    for (size_t f = 0; f < F; f++)
+      ref[r * F + f] = (float)(ref_act(g[offset + r * 2 * F + f], act) * g[offset + r * 2 * F + F + f]);
+  clf_tensor *base = th_tensor(CLF_F32, 1, TH_SHAPE(ng), g), *tg = NULL;
+  TH_OK(clf_tensor_view(base, offset, 3, TH_SHAPE(1, rows, 2 * F), &tg));
+  clf_tensor *ty = th_empty(CLF_F32, 3, TH_SHAPE(1, rows, F));
+  TH_OK(clf_glu(th_ctx, tg, act, ty, NULL));
+  float *y = th_download(ty);
+  TH_CLOSE(y, ref, n, ACT_TOL);
+  for (size_t i = 0; i < n; i++)
+    ck_assert_msg(fabs(y[i] - ref[i]) <= 1e-5 * fabs(ref[i]) + 1e-7, "glu act %d at %zu: %g vs %g", (int)act, i,
+                  y[i], ref[i]);
+  free(y); free(g); free(ref);
+  clf_tensor_destroy(ty); clf_tensor_destroy(tg); clf_tensor_destroy(base);
+}
+
+START_TEST(glu_each_activation) {
+  for (int a = CLF_ACT_NONE; a <= CLF_ACT_TANH; a++) {
+    check_glu(3, 64, (clf_activation)a, 0, (uint32_t)a);      /* vector path */
+    check_glu(5, 37, (clf_activation)a, 3, (uint32_t)a + 10); /* rows split the 4s */
+    check_glu(1, 1, (clf_activation)a, 1, (uint32_t)a + 20);
+  }
+  check_glu(7, 1536, CLF_ACT_SILU, 0, 99); /* SmolLM's intermediate size */
+}
+END_TEST
+
+START_TEST(glu_bad_arguments) {
+  clf_tensor *g = th_empty(CLF_F32, 2, TH_SHAPE(3, 8)), *y = th_empty(CLF_F32, 2, TH_SHAPE(3, 4));
+  clf_tensor *g7 = th_empty(CLF_F32, 2, TH_SHAPE(3, 7)), *y8 = th_empty(CLF_F32, 2, TH_SHAPE(3, 8));
+  clf_tensor *y3 = th_empty(CLF_F32, 3, TH_SHAPE(1, 3, 4)), *gi = th_empty(CLF_I32, 2, TH_SHAPE(3, 8));
+  clf_tensor *y0 = th_empty(CLF_F32, 2, TH_SHAPE(0, 4)), *g0 = th_empty(CLF_F32, 2, TH_SHAPE(0, 8));
+  TH_OK(clf_glu(th_ctx, g, CLF_ACT_SILU, y, NULL));
+  TH_OK(clf_glu(th_ctx, g0, CLF_ACT_SILU, y0, NULL));
+  TH_FAILS(clf_glu(th_ctx, NULL, CLF_ACT_SILU, y, NULL), CLF_E_INVALID_ARG, "gate_up is NULL");
+  TH_FAILS(clf_glu(th_ctx, g7, CLF_ACT_SILU, y, NULL), CLF_E_SHAPE, "last dim 7 must be even");
+  TH_FAILS(clf_glu(th_ctx, g, CLF_ACT_SILU, y8, NULL), CLF_E_SHAPE, "y has shape [3, 8]");
+  TH_FAILS(clf_glu(th_ctx, g, CLF_ACT_SILU, y3, NULL), CLF_E_SHAPE, "y");
+  TH_FAILS(clf_glu(th_ctx, gi, CLF_ACT_SILU, y, NULL), CLF_E_DTYPE, "gate_up is i32");
+  TH_FAILS(clf_glu(th_ctx, g, (clf_activation)42, y, NULL), CLF_E_INVALID_ARG, "act is 42");
+  clf_tensor_destroy(g); clf_tensor_destroy(y); clf_tensor_destroy(g7); clf_tensor_destroy(y8);
+  clf_tensor_destroy(y3); clf_tensor_destroy(gi); clf_tensor_destroy(y0); clf_tensor_destroy(g0);
+}
+END_TEST
+
 START_TEST(linear_layouts_bias_activations) {
   const size_t B = 2, L = 7, in = 33, out = 17;
   float *x = th_rand(B * L * in, 1, -1, 1), *w = th_rand(out * in, 2, -1, 1), *bias = th_rand(out, 3, -1, 1);
@@ -696,6 +751,8 @@ static Suite *suite(void) {
   tcase_set_timeout(e, 0);
   tcase_add_test(e, activation_names);
   tcase_add_test(e, bias_act_each_activation);
+  tcase_add_test(e, glu_each_activation);
+  tcase_add_test(e, glu_bad_arguments);
   tcase_add_test(e, linear_layouts_bias_activations);
   tcase_add_test(e, linear_bias_act_bad_arguments);
   tcase_add_test(e, add_broadcast_patterns);

@@ -2,6 +2,7 @@
  * split/merge (fused QKV, KV-cache appends), row copies and row gathers
  * against CPU references, and bad arguments.  Data movement copies bits, so
  * every comparison is exact (tolerance 0, memcmp for non-f32 dtypes). */
+#include <math.h>
 #include <string.h>
 
 #include "device/reference.h"
@@ -318,6 +319,135 @@ static void check_copy_rows(size_t Bs, size_t Ls, size_t B, size_t Ld, size_t D,
   clf_tensor_destroy(ts); clf_tensor_destroy(td);
 }
 
+/* ---- head split with rotary embeddings ---- */
+
+/* clf_split_heads_rope on x [B, L, C] from column col into y [B, H, Lcap,
+ * Dh] at row dst, positions pos (i32 or i64), against the double reference
+ * of the f32 angle.  cos/sin of an f32 angle are within an ulp or two in
+ * f32, so outputs O(1) agree to 1e-6 of their scale; the rows of y outside
+ * dst..dst+L-1 must keep their earlier contents. */
+static void check_rope(size_t B, size_t L, size_t H, size_t Dh, size_t C, size_t col, size_t Lcap, size_t dst,
+                       clf_dtype pdt, const int64_t *pos, const float *inv_freq, float scale) {
+  const size_t nx = B * L * C, ny = B * H * Lcap * Dh;
+  float *x = th_rand(nx, (uint32_t)(B + L * 7 + Dh), -1.0f, 1.0f), *y0 = th_rand(ny, 77, -1.0f, 1.0f);
+  double *dref = malloc(ny * sizeof(double));
+  float *ref = malloc(ny * sizeof(float));
+  for (size_t i = 0; i < ny; i++) dref[i] = y0[i];
+  clf__ref_rope_split(x, B, L, C, col, pos, inv_freq, scale, H, Lcap, Dh, dst, dref);
+  clf__ref_to_f32(dref, ny, ref);
+  int32_t *p32 = malloc(B * L * sizeof(int32_t));
+  for (size_t i = 0; i < B * L; i++) p32[i] = (int32_t)pos[i];
+  clf_tensor *tx = th_tensor(CLF_F32, 3, TH_SHAPE(B, L, C), x), *ty = th_tensor(CLF_F32, 4, TH_SHAPE(B, H, Lcap, Dh), y0);
+  clf_tensor *tp = th_tensor(pdt, 2, TH_SHAPE(B, L), pdt == CLF_I64 ? (const void *)pos : (const void *)p32);
+  clf_tensor *tf = th_tensor(CLF_F32, 1, TH_SHAPE(Dh / 2), inv_freq);
+  TH_OK(clf_split_heads_rope(th_ctx, tx, col, dst, tp, tf, scale, ty, NULL));
+  float *y = th_download(ty);
+  TH_CLOSE(y, ref, ny, 1e-6);
+  free(x); free(y0); free(dref); free(ref); free(p32); free(y);
+  clf_tensor_destroy(tx); clf_tensor_destroy(ty); clf_tensor_destroy(tp); clf_tensor_destroy(tf);
+}
+
+/* inv_freq as transformers' default RoPE: 1 / theta^(2j / Dh) in f32. */
+static float *rope_inv_freq(size_t Dh, double theta) {
+  float *f = malloc(Dh / 2 * sizeof(float));
+  for (size_t j = 0; j < Dh / 2; j++) f[j] = (float)(1.0 / pow(theta, (double)(2 * j) / (double)Dh));
+  return f;
+}
+
+START_TEST(rope_split_qkv_and_cache) {
+  const int og = under_oclgrind();
+  const size_t B = 2, L = og ? 3 : 7, H = 3, Dh = og ? 8 : 64, Hkv = 1;
+  int64_t pos[2 * 7];
+  for (size_t i = 0; i < B * L; i++) pos[i] = (int64_t)(i % L) + (i / L) * 5; /* batch 1 starts at 5 */
+  float *f = rope_inv_freq(Dh, 10000.0);
+  /* A fused [q | k | v] projection: q heads from column 0, k from H*Dh. */
+  const size_t C = (H + 2 * Hkv) * Dh;
+  check_rope(B, L, H, Dh, C, 0, L, 0, CLF_I64, pos, f, 1.0f);
+  check_rope(B, L, Hkv, Dh, C, H * Dh, L + 4, 0, CLF_I32, pos, f, 1.0f);
+  /* Appending to a KV cache (rows dst..), with an attention scaling. */
+  check_rope(B, L, Hkv, Dh, C, H * Dh, L + 6, 5, CLF_I32, pos, f, 0.8f);
+  check_rope(B, 1, H, Dh, C, 0, 9, 8, CLF_I64, pos, f, 1.0f); /* decode */
+  free(f);
+  /* Head dim 2 (one pair), odd head counts and columns. */
+  float f2[1] = {0.5f};
+  check_rope(1, L, 5, 2, 13, 1, L, 0, CLF_I32, pos, f2, 1.0f);
+}
+END_TEST
+
+START_TEST(rope_large_positions) {
+  /* Positions up to 32767 with theta 10000 and 500000 (Llama 3), head dim
+   * 128: the angle reaches 32767 rad, where a half-precision or
+   * native_cos would be off in the third digit. */
+  const int og = under_oclgrind();
+  const size_t L = og ? 4 : 64, Dh = og ? 16 : 128;
+  int64_t *pos = malloc(L * sizeof(int64_t));
+  for (size_t i = 0; i < L; i++) pos[i] = (int64_t)(32767 - i * (og ? 9000 : 511));
+  for (int t = 0; t < 2; t++) {
+    float *f = rope_inv_freq(Dh, t ? 500000.0 : 10000.0);
+    check_rope(1, L, 2, Dh, 2 * Dh, 0, L, 0, t ? CLF_I64 : CLF_I32, pos, f, 1.0f);
+    free(f);
+  }
+  free(pos);
+}
+END_TEST
+
+START_TEST(rope_matches_torch_float32) {
+  /* x = [1, 1 | 0, 0] per head, so y = [cos, cos | sin, sin] of the angles
+   * p * inv_freq, inv_freq = [1, 0.1].  Expected: torch 1.13's float32
+   * emb.cos() / emb.sin() with emb as transformers' LlamaRotaryEmbedding
+   * forms it (/opt/clf-ref/bin/python: pos = torch.tensor([[0, 1, 100, 4097,
+   * 16383, 32000, 32767]]); inv = torch.tensor([1.0, 0.1]); freqs = (inv[None,
+   * :, None] @ pos[:, None, :].float()).transpose(1, 2); printed with %.9g).
+   * Within 2 ulp (2.4e-7 at magnitude 1): torch's own cos(1) is 1 ulp off
+   * the correctly rounded value. */
+  static const int64_t pos[7] = {0, 1, 100, 4097, 16383, 32000, 32767};
+  static const float torch_cos[14] = {1, 1, 0.540302336f, 0.995004177f, 0.862318873f, -0.839071512f,
+                                      0.934771955f, 0.274268627f, -0.918830931f, -0.0405089334f, 0.965674281f,
+                                      -0.283922344f, 0.982263327f, -0.999823034f};
+  static const float torch_sin[14] = {0, 0, 0.841470957f, 0.0998334214f, -0.506365657f, -0.54402113f,
+                                      0.355248332f, 0.961653113f, 0.394651443f, -0.999179184f, -0.259755939f,
+                                      0.958847284f, 0.187506557f, -0.0188123677f};
+  float x[7 * 4], inv[2] = {1.0f, 0.1f};
+  for (size_t l = 0; l < 7; l++) {
+    x[l * 4] = x[l * 4 + 1] = 1.0f;
+    x[l * 4 + 2] = x[l * 4 + 3] = 0.0f;
+  }
+  clf_tensor *tx = th_tensor(CLF_F32, 3, TH_SHAPE(1, 7, 4), x), *ty = th_empty(CLF_F32, 4, TH_SHAPE(1, 1, 7, 4));
+  clf_tensor *tp = th_tensor(CLF_I64, 2, TH_SHAPE(1, 7), pos), *tf = th_tensor(CLF_F32, 1, TH_SHAPE(2), inv);
+  TH_OK(clf_split_heads_rope(th_ctx, tx, 0, 0, tp, tf, 1.0f, ty, NULL));
+  float *y = th_download(ty);
+  for (size_t l = 0; l < 7; l++)
+    for (size_t j = 0; j < 2; j++) {
+      ck_assert_msg(fabsf(y[l * 4 + j] - torch_cos[l * 2 + j]) <= 2.4e-7f, "cos p=%lld j=%zu: %.9g, torch %.9g",
+                    (long long)pos[l], j, (double)y[l * 4 + j], (double)torch_cos[l * 2 + j]);
+      ck_assert_msg(fabsf(y[l * 4 + 2 + j] - torch_sin[l * 2 + j]) <= 2.4e-7f, "sin p=%lld j=%zu: %.9g, torch %.9g",
+                    (long long)pos[l], j, (double)y[l * 4 + 2 + j], (double)torch_sin[l * 2 + j]);
+    }
+  free(y);
+  clf_tensor_destroy(tx); clf_tensor_destroy(ty); clf_tensor_destroy(tp); clf_tensor_destroy(tf);
+}
+END_TEST
+
+START_TEST(rope_bad_arguments) {
+  clf_tensor *x = th_empty(CLF_F32, 3, TH_SHAPE(2, 3, 24)), *y = th_empty(CLF_F32, 4, TH_SHAPE(2, 2, 5, 8));
+  clf_tensor *p = th_empty(CLF_I32, 2, TH_SHAPE(2, 3)), *f = th_empty(CLF_F32, 1, TH_SHAPE(4));
+  clf_tensor *pf = th_empty(CLF_F32, 2, TH_SHAPE(2, 3)), *p2 = th_empty(CLF_I64, 2, TH_SHAPE(2, 4));
+  clf_tensor *f3 = th_empty(CLF_F32, 1, TH_SHAPE(3)), *yodd = th_empty(CLF_F32, 4, TH_SHAPE(2, 2, 5, 7));
+  TH_OK(clf_split_heads_rope(th_ctx, x, 8, 2, p, f, 1.0f, y, NULL));
+  TH_FAILS(clf_split_heads_rope(th_ctx, x, 9, 0, p, f, 1.0f, y, NULL), CLF_E_INVALID_ARG, "col_offset 9");
+  TH_FAILS(clf_split_heads_rope(th_ctx, x, 0, 3, p, f, 1.0f, y, NULL), CLF_E_INVALID_ARG, "dst_pos 3");
+  TH_FAILS(clf_split_heads_rope(th_ctx, x, 0, 0, pf, f, 1.0f, y, NULL), CLF_E_DTYPE, "positions is f32");
+  TH_FAILS(clf_split_heads_rope(th_ctx, x, 0, 0, p2, f, 1.0f, y, NULL), CLF_E_SHAPE, "positions has shape [2, 4]");
+  TH_FAILS(clf_split_heads_rope(th_ctx, x, 0, 0, NULL, f, 1.0f, y, NULL), CLF_E_INVALID_ARG, "positions is NULL");
+  TH_FAILS(clf_split_heads_rope(th_ctx, x, 0, 0, p, f3, 1.0f, y, NULL), CLF_E_SHAPE, "inv_freq has shape [3]");
+  TH_FAILS(clf_split_heads_rope(th_ctx, x, 0, 0, p, pf, 1.0f, y, NULL), CLF_E_SHAPE, "inv_freq");
+  TH_FAILS(clf_split_heads_rope(th_ctx, x, 0, 0, p, f, 1.0f, yodd, NULL), CLF_E_SHAPE, "head dim 7 must be even");
+  TH_FAILS(clf_split_heads_rope(th_ctx, x, 0, 0, p, f, INFINITY, y, NULL), CLF_E_INVALID_ARG, "scale");
+  clf_tensor_destroy(x); clf_tensor_destroy(y); clf_tensor_destroy(p); clf_tensor_destroy(f);
+  clf_tensor_destroy(pf); clf_tensor_destroy(p2); clf_tensor_destroy(f3); clf_tensor_destroy(yodd);
+}
+END_TEST
+
 START_TEST(copy_rows_broadcast_offsets) {
   const size_t D = under_oclgrind() ? 97 : 768, L = under_oclgrind() ? 9 : 197;
   check_copy_rows(1, 1, 3, L + 1, D, 0, 0, 1);      /* CLS token into row 0 of every batch */
@@ -429,6 +559,12 @@ static Suite *suite(void) {
   tcase_add_test(tc, split_heads_cache_append);
   tcase_add_test(tc, merge_heads_inverse);
   tcase_add_test(tc, heads_bad_arguments);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("rope");
+  tcase_add_test(tc, rope_split_qkv_and_cache);
+  tcase_add_test(tc, rope_large_positions);
+  tcase_add_test(tc, rope_matches_torch_float32);
+  tcase_add_test(tc, rope_bad_arguments);
   suite_add_tcase(s, tc);
   tc = tcase_create("rows");
   tcase_add_test(tc, copy_rows_broadcast_offsets);

@@ -1,5 +1,6 @@
-/* test_norm.c - layer norm against a CPU reference, with and without the
- * fused residual add, at odd sizes, in place, and with bad arguments. */
+/* test_norm.c - layer norm and RMS norm against a CPU reference, with and
+ * without the fused residual add, at odd sizes, in place, and with bad
+ * arguments. */
 #include <math.h>
 #include <string.h>
 
@@ -127,6 +128,88 @@ START_TEST(ln_bad_arguments) {
 }
 END_TEST
 
+/* ---- RMS norm ---- */
+
+static void ref_rms_norm(const float *x, const float *r, const float *g, float eps, size_t rows, size_t D, float *sum,
+                         float *y) {
+  double *ds = malloc((rows * D + 1) * sizeof(double)), *dy = malloc((rows * D + 1) * sizeof(double));
+  clf__ref_rms_norm(x, r, g, eps, rows, D, ds, dy);
+  if (sum) clf__ref_to_f32(ds, rows * D, sum);
+  clf__ref_to_f32(dy, rows * D, y);
+  free(ds);
+  free(dy);
+}
+
+/* in_place: y written over x and sum_out over residual (the decoder's
+ * residual stream updated in place). */
+static void check_rms(size_t B, size_t L, size_t D, int with_res, int with_sum, int in_place, float eps) {
+  size_t n = B * L * D;
+  float *x = th_rand(n, 11, -3.0f, 5.0f), *r = th_rand(n, 12, -1.0f, 1.0f), *g = th_rand(D, 13, 0.5f, 1.5f);
+  float *ref_y = malloc(n * sizeof(float)), *ref_s = malloc(n * sizeof(float));
+  ref_rms_norm(x, with_res ? r : NULL, g, eps, B * L, D, ref_s, ref_y);
+  clf_tensor *tx = th_tensor(CLF_F32, 3, TH_SHAPE(B, L, D), x), *tr = th_tensor(CLF_F32, 3, TH_SHAPE(B, L, D), r);
+  clf_tensor *tg = th_tensor(CLF_F32, 1, TH_SHAPE(D), g);
+  clf_tensor *ts = in_place ? tr : th_empty(CLF_F32, 3, TH_SHAPE(B, L, D));
+  clf_tensor *ty = in_place ? tx : th_empty(CLF_F32, 3, TH_SHAPE(B, L, D));
+  TH_OK(clf_rms_norm(th_ctx, tx, with_res ? tr : NULL, tg, eps, with_sum ? ts : NULL, ty, NULL));
+  float *y = th_download(ty);
+  TH_CLOSE(y, ref_y, n, LN_TOL);
+  if (with_sum) {
+    float *s = th_download(ts);
+    TH_CLOSE(s, ref_s, n, 1e-6);
+    free(s);
+  }
+  free(y); free(x); free(r); free(g); free(ref_y); free(ref_s);
+  if (!in_place) {
+    clf_tensor_destroy(ts);
+    clf_tensor_destroy(ty);
+  }
+  clf_tensor_destroy(tx); clf_tensor_destroy(tr); clf_tensor_destroy(tg);
+}
+
+START_TEST(rms_sizes_and_residual) {
+  static const size_t dims[][3] = {{1, 1, 1}, {1, 7, 33}, {2, 19, 576}, {3, 5, 1000}, {1, 3, 4096}};
+  for (size_t i = 0; i < sizeof(dims) / sizeof(dims[0]); i++) {
+    check_rms(dims[i][0], dims[i][1], dims[i][2], 0, 0, 0, 1e-6f);
+    check_rms(dims[i][0], dims[i][1], dims[i][2], 1, 1, 0, 1e-5f);
+  }
+  check_rms(2, 7, 64, 1, 0, 0, 1e-6f); /* residual without sum_out */
+  check_rms(2, 7, 65, 1, 1, 1, 1e-6f); /* in place: y over x, sum over residual */
+  check_rms(1, 4, 64, 0, 0, 1, 0.0f);  /* eps 0 */
+}
+END_TEST
+
+START_TEST(rms_both_kernels) {
+  const int was_cpu = th_ctx->caps.is_cpu;
+  for (int cpu = 0; cpu < 2; cpu++) {
+    th_ctx->caps.is_cpu = cpu;
+    check_rms(1, 1, 1, 0, 0, 0, 1e-6f);
+    check_rms(2, 7, 33, 1, 1, 0, 1e-6f);
+    check_rms(1, 5, 1001, 1, 0, 1, 1e-5f);
+    /* The layer norm after it still centres (the rms flag is per launch). */
+    check_ln(2, 7, 33, 1, 1, 1);
+  }
+  th_ctx->caps.is_cpu = was_cpu;
+}
+END_TEST
+
+START_TEST(rms_bad_arguments) {
+  clf_tensor *x = th_empty(CLF_F32, 2, TH_SHAPE(4, 8)), *y = th_empty(CLF_F32, 2, TH_SHAPE(4, 8));
+  clf_tensor *g = th_empty(CLF_F32, 1, TH_SHAPE(8)), *g7 = th_empty(CLF_F32, 1, TH_SHAPE(7));
+  clf_tensor *y2 = th_empty(CLF_F32, 2, TH_SHAPE(8, 4)), *xi = th_empty(CLF_I32, 2, TH_SHAPE(4, 8));
+  TH_FAILS(clf_rms_norm(th_ctx, NULL, NULL, g, 1e-5f, NULL, y, NULL), CLF_E_INVALID_ARG, "clf_rms_norm: x is NULL");
+  TH_FAILS(clf_rms_norm(th_ctx, x, NULL, g7, 1e-5f, NULL, y, NULL), CLF_E_SHAPE, "gamma");
+  TH_FAILS(clf_rms_norm(th_ctx, x, NULL, g, 1e-5f, NULL, y2, NULL), CLF_E_SHAPE, "y has shape [8, 4]");
+  TH_FAILS(clf_rms_norm(th_ctx, xi, NULL, g, 1e-5f, NULL, y, NULL), CLF_E_DTYPE, "x is i32");
+  TH_FAILS(clf_rms_norm(th_ctx, x, y2, g, 1e-5f, NULL, y, NULL), CLF_E_SHAPE, "residual");
+  TH_FAILS(clf_rms_norm(th_ctx, x, NULL, g, 1e-5f, y2, y, NULL), CLF_E_SHAPE, "sum_out");
+  TH_FAILS(clf_rms_norm(th_ctx, x, NULL, g, NAN, NULL, y, NULL), CLF_E_INVALID_ARG, "eps");
+  ck_assert_int_eq(clf_rms_norm(NULL, x, NULL, g, 1e-5f, NULL, y, NULL), CLF_E_INVALID_ARG);
+  clf_tensor_destroy(x); clf_tensor_destroy(y); clf_tensor_destroy(g);
+  clf_tensor_destroy(g7); clf_tensor_destroy(y2); clf_tensor_destroy(xi);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("norm");
   TCase *tc = tcase_create("layer_norm");
@@ -137,6 +220,11 @@ static Suite *suite(void) {
   tcase_add_test(tc, ln_both_kernels);
   tcase_add_test(tc, ln_bad_arguments);
   suite_add_tcase(s, tc);
+  TCase *rms = tcase_create("rms_norm");
+  tcase_add_test(rms, rms_sizes_and_residual);
+  tcase_add_test(rms, rms_both_kernels);
+  tcase_add_test(rms, rms_bad_arguments);
+  suite_add_tcase(s, rms);
   return s;
 }
 

@@ -27,6 +27,40 @@ void clf__ref_layer_norm(const float *x, const float *r, const float *g, const f
   }
 }
 
+void clf__ref_rms_norm(const float *x, const float *r, const float *g, double eps, size_t rows, size_t D, double *sum,
+                       double *y) {
+  for (size_t i = 0; i < rows; i++) {
+    double ms = 0;
+    for (size_t d = 0; d < D; d++) {
+      double s = (double)x[i * D + d] + (r ? r[i * D + d] : 0);
+      ms += s * s;
+    }
+    ms /= D;
+    for (size_t d = 0; d < D; d++) {
+      double s = (double)x[i * D + d] + (r ? r[i * D + d] : 0);
+      if (sum) sum[i * D + d] = s;
+      y[i * D + d] = s / sqrt(ms + eps) * g[d];
+    }
+  }
+}
+
+void clf__ref_rope_split(const float *x, size_t B, size_t L, size_t C, size_t col, const int64_t *pos,
+                         const float *inv_freq, double scale, size_t H, size_t Lcap, size_t Dh, size_t dst,
+                         double *y) {
+  const size_t half = Dh / 2;
+  for (size_t b = 0; b < B; b++)
+    for (size_t l = 0; l < L; l++)
+      for (size_t h = 0; h < H; h++)
+        for (size_t j = 0; j < half; j++) {
+          const float angle = (float)pos[b * L + l] * inv_freq[j]; /* f32, as torch */
+          const double c = cos((double)angle) * scale, s = sin((double)angle) * scale;
+          const float *xh = x + (b * L + l) * C + col + h * Dh;
+          double *yh = y + ((b * H + h) * Lcap + dst + l) * Dh;
+          yh[j] = xh[j] * c - xh[j + half] * s;
+          yh[j + half] = xh[j + half] * c + xh[j] * s;
+        }
+}
+
 void clf__ref_softmax(const float *x, size_t rows, size_t D, double scale, double *y) {
   for (size_t r = 0; r < rows; r++) {
     const float *xr = x + r * D;
@@ -70,11 +104,14 @@ void clf__ref_gemm(int ta, int tb, size_t batch, size_t M, size_t N, size_t K, d
 static double attn_scores(const clf__ref_attn *a, size_t b, size_t h, size_t i, const float *q, const float *k,
                           double *s, int *on) {
   const size_t H = a->H, Lq = a->Lq, Lk = a->Lk, Dh = a->Dh;
+  const size_t Hkv = a->Hkv ? a->Hkv : H, hk = h / (H / Hkv);
   const float *qi = q + ((b * H + h) * Lq + i) * Dh;
+  const long pos = (long)i + (long)Lk - (long)Lq;
   double mx = -INFINITY;
   for (size_t j = 0; j < Lk; j++) {
-    const float *kj = k + ((b * H + h) * a->Lcap + j) * Dh;
-    on[j] = (!a->keep || a->keep[b * Lk + j]) && !(a->causal && (long)j > (long)i + (long)Lk - (long)Lq);
+    const float *kj = k + ((b * Hkv + hk) * a->Lcap + j) * Dh;
+    on[j] = (!a->keep || a->keep[b * Lk + j]) && !(a->causal && (long)j > pos) &&
+            !(a->window && (long)j <= pos - (long)a->window);
     double dot = 0;
     for (size_t d = 0; d < Dh; d++) dot += (double)qi[d] * kj[d];
     s[j] = a->scale * dot;
@@ -87,20 +124,21 @@ static double attn_scores(const clf__ref_attn *a, size_t b, size_t h, size_t i, 
 }
 
 void clf__ref_attention(const clf__ref_attn *a, const float *q, const float *k, const float *v, double *out) {
-  const size_t B = a->B, H = a->H, Lq = a->Lq, Lk = a->Lk, Dh = a->Dh;
+  const size_t B = a->B, H = a->H, Lq = a->Lq, Lk = a->Lk, Dh = a->Dh, Hkv = a->Hkv ? a->Hkv : H;
   double *s = malloc((Lk ? Lk : 1) * sizeof(double));
   int *on = malloc((Lk ? Lk : 1) * sizeof(int));
   for (size_t b = 0; s && on && b < B; b++)
     for (size_t h = 0; h < H; h++)
       for (size_t i = 0; i < Lq; i++) {
         const double mx = attn_scores(a, b, h, i, q, k, s, on);
+        const size_t hk = h / (H / Hkv);
         double sum = 0;
         for (size_t j = 0; j < Lk; j++) sum += on[j] ? exp(s[j] - mx) : 0.0;
         double *o = a->merged ? out + (b * Lq + i) * H * Dh + h * Dh : out + ((b * H + h) * Lq + i) * Dh;
         for (size_t d = 0; d < Dh; d++) {
           double acc = 0;
           for (size_t j = 0; j < Lk; j++)
-            if (on[j]) acc += exp(s[j] - mx) / sum * v[((b * H + h) * a->Lcap + j) * Dh + d];
+            if (on[j]) acc += exp(s[j] - mx) / sum * v[((b * Hkv + hk) * a->Lcap + j) * Dh + d];
           o[d] = acc; /* a row with no key left: 0 */
         }
       }

@@ -22,6 +22,19 @@ extern "C" {
 void clf__ref_layer_norm(const float *x, const float *r, const float *g, const float *b, double eps, size_t rows,
                          size_t D, double *sum, double *y);
 
+/* s = x + r; y = s / sqrt(mean(s^2) + eps) * g over rows of D (RMS norm).
+ * r may be NULL (zero), sum may be NULL (not wanted). */
+void clf__ref_rms_norm(const float *x, const float *r, const float *g, double eps, size_t rows, size_t D, double *sum,
+                       double *y);
+
+/* Head split with rotary embeddings (clf_split_heads_rope): x [B, L, C],
+ * head h of row (b, l) at column col + h*Dh; pos [B, L]; the angle
+ * pos * inv_freq[j] rounded to f32 (as torch forms it), its cos and sin in
+ * double, times scale; y [B, H, Lcap, Dh] rows dst..dst+L-1 written. */
+void clf__ref_rope_split(const float *x, size_t B, size_t L, size_t C, size_t col, const int64_t *pos,
+                         const float *inv_freq, double scale, size_t H, size_t Lcap, size_t Dh, size_t dst,
+                         double *y);
+
 /* y = softmax(scale * x) over rows of D; a row that is all -inf gives 0. */
 void clf__ref_softmax(const float *x, size_t rows, size_t D, double scale, double *y);
 
@@ -35,9 +48,9 @@ void clf__ref_gemm(int ta, int tb, size_t batch, size_t M, size_t N, size_t K, d
                    const float *B, size_t b_stride, double beta, const float *C0, double *C);
 
 /* Scaled dot-product attention with masks.  q [B, H, Lq, Dh]; k and v
- * [B, H, Lcap, Dh] of which the first Lk rows are keys.  A key is dropped
- * when keep[b * Lk + j] is 0, when causal and j > i + Lk - Lq, or when its
- * score is -inf; a query with no key left gives 0. */
+ * [B, Hkv, Lcap, Dh] of which the first Lk rows are keys.  A key is dropped
+ * when keep[b * Lk + j] is 0, when causal and j > i + Lk - Lq, when outside
+ * the window, or when its score is -inf; a query with no key left gives 0. */
 typedef struct clf__ref_attn {
   size_t B, H, Lq, Lk, Lcap, Dh;
   double scale;
@@ -46,6 +59,8 @@ typedef struct clf__ref_attn {
   const float *bias;         /* [n_win, bias_heads, Lq, Lk] added to the scores, or NULL */
   size_t n_win, bias_heads;  /* n_win divides B (batch b uses b % n_win); bias_heads 1 or H */
   int merged;                /* out [B, Lq, H * Dh] instead of [B, H, Lq, Dh] */
+  size_t Hkv;                /* KV heads of k and v (0: H); query head h reads h / (H / Hkv) */
+  size_t window;             /* > 0: also drop keys j <= i + Lk - Lq - window */
 } clf__ref_attn;
 void clf__ref_attention(const clf__ref_attn *a, const float *q, const float *k, const float *v, double *out);
 

@@ -124,6 +124,12 @@ static clf_status store_linear(clf_context *ctx, clf__params *p, int in_out_f32,
   return st;
 }
 
+clf_status clf__store_linear(clf_context *ctx, clf__params *p, const char *name, const float *h, size_t out_f,
+                             size_t in_f, clf__linear *l) {
+  l->b = NULL;
+  return store_linear(ctx, p, 0, name, h, out_f, in_f, l);
+}
+
 clf_status clf__load_weight(clf_context *ctx, const clf__weights *w, clf__params *p, const char *wname,
                             size_t out_f, size_t in_f, clf_weight_layout layout, clf_tensor **out) {
   float *h = NULL;

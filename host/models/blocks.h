@@ -69,6 +69,11 @@ typedef struct clf__layer {
  * type cannot hold it (in_f not a multiple of 32). */
 clf_status clf__load_weight(clf_context *ctx, const clf__weights *w, clf__params *p, const char *wname,
                             size_t out_f, size_t in_f, clf_weight_layout layout, clf_tensor **out);
+/* Host h [out_f, in_f] (weights a family assembled itself, e.g. q, k, v of
+ * different widths fused into one GEMM) as linear l's weight [out_f, in_f]
+ * in p->wtype, owned by p; l->b NULL.  Errors name `name`. */
+clf_status clf__store_linear(clf_context *ctx, clf__params *p, const char *name, const float *h, size_t out_f,
+                             size_t in_f, clf__linear *l);
 /* Loaders: "%s" names resolved with the alternatives of clf__weights_pick. */
 clf_status clf__load_linear(clf_context *ctx, const clf__weights *w, clf__params *p, const char *wname,
                             const char *bname, size_t out_f, size_t in_f, clf_weight_layout layout, clf__linear *l);

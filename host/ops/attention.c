@@ -22,10 +22,12 @@ typedef struct attn_args {
   const clf_tensor *q, *k, *v, *pad, *bias;
   clf_tensor *out;
   size_t B, H, Lq, Lk, Lcap, Dh;
+  size_t Hkv, G; /* KV heads, and query heads per KV head (H = G * Hkv) */
   cl_int pad_kind; /* 0 none, 1 i32, 2 i64, 3 f32 */
   cl_uint pad_off; /* in 32-bit words */
   cl_uint n_win, bias_bstride, bias_hstride;
   int causal, merged;
+  cl_uint window; /* 0: none (a window of Lk or more masks nothing) */
   float scale;
 } attn_args;
 
@@ -133,33 +135,34 @@ static attn_mask_kargs attn_mask_of(const attn_args *a) {
 }
 
 /* attn_fused(q, q_off, k, k_off, v, v_off, <mask>, out, out_off, out_h,
- * out_i, n_bh, H, Lq, Lk, Lcap, causal, scale). */
+ * out_i, n_bkv, H, G, Lq, Lk, Lcap, causal, window, scale). */
 static clf_status attn_fused_set_args(clf_context *ctx, clf__kernel *kr, const attn_args *a) {
   const attn_mask_kargs m = attn_mask_of(a);
   const cl_uint q_off = (cl_uint)a->q->offset, k_off = (cl_uint)a->k->offset, v_off = (cl_uint)a->v->offset;
   const cl_uint out_off = (cl_uint)a->out->offset;
   const cl_uint out_h = (cl_uint)(a->merged ? a->Dh : a->Lq * a->Dh);
   const cl_uint out_i = (cl_uint)(a->merged ? a->H * a->Dh : a->Dh);
-  const cl_uint n_bh = (cl_uint)(a->B * a->H), H = (cl_uint)a->H, Lq = (cl_uint)a->Lq, Lk = (cl_uint)a->Lk;
-  const cl_uint Lcap = (cl_uint)a->Lcap;
+  const cl_uint n_bkv = (cl_uint)(a->B * a->Hkv), H = (cl_uint)a->H, G = (cl_uint)a->G, Lq = (cl_uint)a->Lq;
+  const cl_uint Lk = (cl_uint)a->Lk, Lcap = (cl_uint)a->Lcap, window = a->window;
   const cl_int causal = a->causal;
   const float scale = a->scale;
-  const attn_karg args[] = {KARG(a->q->buf), KARG(q_off),   KARG(a->k->buf), KARG(k_off), KARG(a->v->buf),
+  const attn_karg args[] = {KARG(a->q->buf), KARG(q_off),   KARG(a->k->buf),   KARG(k_off),   KARG(a->v->buf),
                             KARG(v_off),     MASK_KARGS(m), KARG(a->out->buf), KARG(out_off), KARG(out_h),
-                            KARG(out_i),     KARG(n_bh),    KARG(H),         KARG(Lq),    KARG(Lk),
-                            KARG(Lcap),      KARG(causal),  KARG(scale)};
+                            KARG(out_i),     KARG(n_bkv),   KARG(H),           KARG(G),       KARG(Lq),
+                            KARG(Lk),        KARG(Lcap),    KARG(causal),      KARG(window),  KARG(scale)};
   return attn_set_args(ctx, kr, args, (cl_uint)CLF__ARRAY_LEN(args));
 }
 
-/* attn_softmax(s, s_off, <mask>, n_rows, H, Lq, Lk, causal) on the scores
- * s (at offset 0). */
+/* attn_softmax(s, s_off, <mask>, n_rows, H, Lq, Lk, causal, window) on the
+ * scores s (at offset 0). */
 static clf_status attn_softmax_set_args(clf_context *ctx, clf__kernel *kr, const attn_args *a, cl_mem s) {
   const attn_mask_kargs m = attn_mask_of(a);
   const cl_uint s_off = 0, n_rows = (cl_uint)(a->B * a->H * a->Lq), H = (cl_uint)a->H, Lq = (cl_uint)a->Lq;
   const cl_uint Lk = (cl_uint)a->Lk;
+  const cl_uint window = a->window;
   const cl_int causal = a->causal;
   const attn_karg args[] = {KARG(s),  KARG(s_off), MASK_KARGS(m), KARG(n_rows), KARG(H),
-                            KARG(Lq), KARG(Lk),    KARG(causal)};
+                            KARG(Lq), KARG(Lk),    KARG(causal),  KARG(window)};
   return attn_set_args(ctx, kr, args, (cl_uint)CLF__ARRAY_LEN(args));
 }
 
@@ -206,18 +209,23 @@ static clf_status attn_run_fused(clf_context *ctx, const attn_args *a, clf__kern
                                  cl_event *event) {
   clf_status st = attn_fused_set_args(ctx, kr, a);
   if (st != CLF_OK) return st;
-  const size_t global[2] = {(a->Lq + t->bq - 1) / t->bq * ATT_FUSED_WG, a->B * a->H};
+  /* One work-group per block of bq query rows of a KV head's G heads. */
+  const size_t global[2] = {(a->G * a->Lq + t->bq - 1) / t->bq * ATT_FUSED_WG, a->B * a->Hkv};
   const size_t local[2] = {ATT_FUSED_WG, 1};
   return clf__launch(ctx, kr, 2, global, local, event);
 }
 
 static clf_status attn_run_gemm(clf_context *ctx, const attn_args *a, cl_event *event) {
   const size_t BH = a->B * a->H;
+  /* Batches of (b, KV head), each of M = G * Lq query rows (its G query
+   * heads are consecutive in q): every K and V is read by one product. */
+  const size_t BKV = a->B * a->Hkv, M = a->G * a->Lq;
   size_t nS = 0;
   /* Merged output: the heads of one batch index are Dh apart with row
-   * stride H*Dh, which one strided batch covers only when B == 1 or Lq == 1;
-   * otherwise P V goes to scratch (after the scores) and attn_merge moves it. */
-  const int direct = !a->merged || a->B == 1 || a->Lq == 1;
+   * stride H*Dh, which one strided batch covers only when Lq == 1 (rows are
+   * heads, Dh apart) or B == G == 1 (batches are heads); otherwise P V goes
+   * to scratch (after the scores) and attn_merge moves it. */
+  const int direct = !a->merged || a->Lq == 1 || (a->B == 1 && a->G == 1);
   const size_t nO = direct ? 0 : BH * a->Lq * a->Dh;
   if (!clf__mul_ok(BH * a->Lq, a->Lk, &nS) || !clf__fits_u32(nS, nO))
     return clf__fail(ctx, CLF_E_UNSUPPORTED,
@@ -233,8 +241,8 @@ static clf_status attn_run_gemm(clf_context *ctx, const attn_args *a, cl_event *
 
   /* scores = scale * q k^T: [Lq, Dh] x [Lk, Dh]^T per (b, h); k's batch
    * stride is Lcap * Dh so a KV cache longer than kv_len works. */
-  st = clf__sgemm(ctx, 0, 1, a->Lq, a->Lk, a->Dh, a->scale, a->q->buf, a->q->offset, a->Dh, a->Lq * a->Dh,
-                  a->k->buf, a->k->offset, a->Dh, a->Lcap * a->Dh, 0.0f, s, 0, a->Lk, a->Lq * a->Lk, BH, NULL);
+  st = clf__sgemm(ctx, 0, 1, M, a->Lk, a->Dh, a->scale, a->q->buf, a->q->offset, a->Dh, M * a->Dh, a->k->buf,
+                  a->k->offset, a->Dh, a->Lcap * a->Dh, 0.0f, s, 0, a->Lk, M * a->Lk, BKV, NULL);
   if (st != CLF_OK) return st;
 
   if ((st = attn_softmax_set_args(ctx, ks, a, s)) != CLF_OK) return st;
@@ -245,16 +253,18 @@ static clf_status attn_run_gemm(clf_context *ctx, const attn_args *a, cl_event *
 
   /* out = P v: [Lq, Lk] x [Lk, Dh] per (b, h). */
   cl_mem c = a->out->buf;
-  size_t c_off = a->out->offset, ldc = a->Dh, stride_c = a->Lq * a->Dh;
+  size_t c_off = a->out->offset, ldc = a->Dh, stride_c = M * a->Dh;
   if (!direct) {
     c = s;
     c_off = nS;
+  } else if (a->merged && a->Lq == 1) {
+    stride_c = a->G * a->Dh; /* rows: the G heads, Dh apart */
   } else if (a->merged) {
-    ldc = a->H * a->Dh;
+    ldc = a->H * a->Dh; /* B == G == 1: batches are the heads */
     stride_c = a->Dh;
   }
-  st = clf__sgemm(ctx, 0, 0, a->Lq, a->Dh, a->Lk, 1.0f, s, 0, a->Lk, a->Lq * a->Lk, a->v->buf, a->v->offset, a->Dh,
-                  a->Lcap * a->Dh, 0.0f, c, c_off, ldc, stride_c, BH, direct ? event : NULL);
+  st = clf__sgemm(ctx, 0, 0, M, a->Dh, a->Lk, 1.0f, s, 0, a->Lk, M * a->Lk, a->v->buf, a->v->offset, a->Dh,
+                  a->Lcap * a->Dh, 0.0f, c, c_off, ldc, stride_c, BKV, direct ? event : NULL);
   if (st != CLF_OK || direct) return st;
 
   if ((st = attn_merge_set_args(ctx, km, a, s, nS, nO)) != CLF_OK) return st;
@@ -273,8 +283,11 @@ static clf_status attn_check_mask(clf_context *ctx, const char *op, const clf_at
   a->n_win = 1;
   a->bias_bstride = a->bias_hstride = 0;
   a->causal = 0;
+  a->window = 0;
   if (!mask) return CLF_OK;
   a->causal = mask->causal != 0;
+  /* A window of kv_len or more hides nothing (every position is < kv_len). */
+  a->window = mask->window < a->Lk ? (cl_uint)mask->window : 0u;
   const clf_tensor *p = mask->key_padding;
   if (p) {
     if ((st = clf__check_tensor(ctx, op, "mask->key_padding", p, -1, 2, 2)) != CLF_OK) return st;
@@ -325,7 +338,12 @@ static clf_status attn_check_qkv(clf_context *ctx, const char *op, const clf_ten
   a->Dh = q->shape[3];
   if ((st = clf__check_tensor(ctx, op, "k", k, CLF_F32, 4, 4)) != CLF_OK) return st;
   if ((st = clf__check_dim(ctx, op, "k", k, 0, a->B)) != CLF_OK) return st;
-  if ((st = clf__check_dim(ctx, op, "k", k, 1, a->H)) != CLF_OK) return st;
+  a->Hkv = k->shape[1];
+  if (a->Hkv == 0 ? a->H != 0 : a->H % a->Hkv != 0)
+    return clf__fail(ctx, CLF_E_SHAPE,
+                     "%s: q has %zu heads and k %s has %zu: the query heads must be a multiple of the KV heads", op,
+                     a->H, clf__shape_str(k, sb, sizeof(sb)), a->Hkv);
+  a->G = a->Hkv ? a->H / a->Hkv : 1;
   if ((st = clf__check_dim(ctx, op, "k", k, 3, a->Dh)) != CLF_OK) return st;
   if ((st = clf__check_tensor(ctx, op, "v", v, CLF_F32, 4, 4)) != CLF_OK) return st;
   if ((st = clf__check_same_shape(ctx, op, "k", k, "v", v)) != CLF_OK) return st;
@@ -353,8 +371,9 @@ static clf_status attn_check_sizes(clf_context *ctx, const char *op, const attn_
       (st = clf__check_fits_u32(ctx, op, "v", a->v)) != CLF_OK ||
       (st = clf__check_fits_u32(ctx, op, "out", a->out)) != CLF_OK)
     return st;
-  if (a->Lq > INT_MAX || a->Lk > INT_MAX)
-    return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: Lq %zu or kv_len %zu exceeds 2^31 - 1", op, a->Lq, a->Lk);
+  if (a->Lq > INT_MAX || a->Lk > INT_MAX || a->G * a->Lq > INT_MAX)
+    return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: Lq %zu (times %zu query heads per KV head) or kv_len %zu exceeds "
+                     "2^31 - 1", op, a->Lq, a->G, a->Lk);
   return CLF_OK;
 }
 
@@ -399,7 +418,7 @@ clf_status clf_attention(clf_context *ctx, const clf_tensor *q, const clf_tensor
     return CLF_OK;
   }
 
-  const attn_tiles tiles = attn_tiles_for(ctx, a.Dh, a.Lq);
+  const attn_tiles tiles = attn_tiles_for(ctx, a.Dh, a.G * a.Lq);
   int use_fused;
   if ((st = attn_choose(ctx, op, &a, &tiles, impl, &use_fused)) != CLF_OK) return st;
   if (use_fused) {

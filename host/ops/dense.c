@@ -206,6 +206,36 @@ clf_status clf_bias_act(clf_context *ctx, const clf_tensor *x, const clf_tensor 
   return dense_bias_act(ctx, x, bias, act, y, event);
 }
 
+clf_status clf_glu(clf_context *ctx, const clf_tensor *gate_up, clf_activation act, clf_tensor *y, cl_event *event) {
+  static const char op[] = "clf_glu";
+  clf_status st;
+  char sg[96], sy[96];
+  if ((st = clf__check_ctx(ctx, op)) != CLF_OK) return st;
+  if ((st = clf__check_tensor(ctx, op, "gate_up", gate_up, CLF_F32, 1, CLF_MAX_DIMS)) != CLF_OK) return st;
+  const size_t two_f = gate_up->shape[gate_up->ndim - 1], F = two_f / 2;
+  if (two_f % 2 != 0)
+    return clf__fail(ctx, CLF_E_SHAPE, "%s: gate_up has shape %s, its last dim %zu must be even ([gate | up])", op,
+                     clf__shape_str(gate_up, sg, sizeof(sg)), two_f);
+  if ((st = clf__check_tensor(ctx, op, "y", y, CLF_F32, gate_up->ndim, gate_up->ndim)) != CLF_OK) return st;
+  for (int i = 0; i < y->ndim; i++)
+    if (y->shape[i] != (i == y->ndim - 1 ? F : gate_up->shape[i]))
+      return clf__fail(ctx, CLF_E_SHAPE, "%s: y has shape %s, expected gate_up's leading dims and %zu (gate_up %s)", op,
+                       clf__shape_str(y, sy, sizeof(sy)), F, clf__shape_str(gate_up, sg, sizeof(sg)));
+  if ((st = dense_check_act(ctx, op, act)) != CLF_OK) return st;
+  if ((st = dense_check_numel(ctx, op, "gate_up", gate_up)) != CLF_OK) return st;
+  if ((st = dense_check_numel(ctx, op, "y", y)) != CLF_OK) return st;
+  const size_t n = clf_tensor_numel(y);
+  if (n == 0) return dense_nothing(ctx, op, event);
+  clf__kernel *k;
+  if ((st = clf__get_kernel(ctx, "elementwise", NULL, "glu", &k)) != CLF_OK) return st;
+  cl_int a = (cl_int)act;
+  cl_uint n32 = (cl_uint)n, f32 = (cl_uint)F;
+  st = clf__set_args(ctx, k, 7, CLF__TARG(gate_up), CLF__ARG(a), CLF__TARG(y), CLF__ARG(n32), CLF__ARG(f32));
+  if (st != CLF_OK) return st;
+  size_t local = clf__wg_1d(ctx, k, DENSE_WG), global = dense_vec_items(n);
+  return clf__launch(ctx, k, 1, &global, &local, event);
+}
+
 clf_status clf_linear(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, clf_weight_layout layout,
                       const clf_tensor *bias, clf_activation act, clf_tensor *y, cl_event *event) {
   static const char op[] = "clf_linear";

@@ -256,9 +256,8 @@ clf_status clf_permute(clf_context *ctx, const clf_tensor *x, const int *perm, c
 
 /* ---- heads ---- */
 
-clf_status clf_split_heads(clf_context *ctx, const clf_tensor *x, size_t col_offset, size_t dst_pos, clf_tensor *y,
-                           cl_event *event) {
-  static const char op[] = "clf_split_heads";
+clf_status clf__split_heads_check(clf_context *ctx, const char *op, const clf_tensor *x, size_t col_offset,
+                                  size_t dst_pos, const clf_tensor *y) {
   clf_status st;
   if ((st = clf__check_ctx(ctx, op)) != CLF_OK) return st;
   if ((st = clf__check_tensor(ctx, op, "x", x, CLF_F32, 3, 3)) != CLF_OK) return st;
@@ -283,8 +282,15 @@ clf_status clf_split_heads(clf_context *ctx, const clf_tensor *x, size_t col_off
     return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: dst_pos %zu + L %zu exceeds y's Lcap %zu (y %s)", op, dst_pos, L,
                      Lcap, sy);
   if ((st = clf__check_fits_u32(ctx, op, "x", x)) != CLF_OK) return st;
-  if ((st = clf__check_fits_u32(ctx, op, "y", y)) != CLF_OK) return st;
+  return clf__check_fits_u32(ctx, op, "y", y);
+}
 
+clf_status clf_split_heads(clf_context *ctx, const clf_tensor *x, size_t col_offset, size_t dst_pos, clf_tensor *y,
+                           cl_event *event) {
+  clf_status st = clf__split_heads_check(ctx, "clf_split_heads", x, col_offset, dst_pos, y);
+  if (st != CLF_OK) return st;
+  const size_t B = x->shape[0], L = x->shape[1], C = x->shape[2];
+  const size_t H = y->shape[1], Lcap = y->shape[2], Dh = y->shape[3];
   /* Rows in y's order (b, h, l), so consecutive rows write consecutive memory. */
   copy_plan p = {x->offset + col_offset, y->offset + dst_pos * Dh, Dh, 1, 3,
                  {L, H, B}, {C, Dh, L * C}, {Dh, Lcap * Dh, H * Lcap * Dh}};

@@ -22,6 +22,12 @@ clf_status clf__embed_gather(clf_context *ctx, const clf_tensor *x, size_t x_bst
                              float scale, int accumulate, clf_tensor *out, size_t y_bstride, size_t y_row0,
                              cl_event *event);
 
+/* ---- heads (movement.c) ---- */
+/* Checks clf_split_heads' arguments (x [B, L, C], y [B, H, Lcap, Dh],
+ * col_offset + H*Dh <= C, dst_pos + L <= Lcap, 32-bit indexing) for op. */
+clf_status clf__split_heads_check(clf_context *ctx, const char *op, const clf_tensor *x, size_t col_offset,
+                                  size_t dst_pos, const clf_tensor *y);
+
 /* ---- attention (attention.c) ---- */
 /* The variant name of the fused attention kernel for head dim dh and lq
  * queries on ctx's device ("attention.fused HEAD_DIM=64 BQ=32 BK=32"), or 0
