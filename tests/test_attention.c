@@ -255,7 +255,9 @@ START_TEST(attn_gqa) {
    * (multi-query), for prefill and decode, every mask and both layouts. */
   static const size_t heads[][2] = {{8, 2}, {6, 2}, {4, 2}, {3, 1}};
   for (size_t x = 0; x < 4; x++) {
-    att_case c = att_self(2, heads[x][0], att_size(33, 11), x % 2 ? 16 : 64);
+    /* On Oclgrind 4:1 and 1 KV head only (the others add minutes there). */
+    if (under_oclgrind() && (x == 1 || x == 2)) continue;
+    att_case c = att_self(2, heads[x][0], att_size(33, 11), x % 2 ? 16 : att_size(64, 32));
     c.Hkv = heads[x][1];
     att_check(&c);
     c.causal = 1;
