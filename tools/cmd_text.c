@@ -156,8 +156,8 @@ static int mask_name(const char *dir, char *name, size_t len) {
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "mask_token");
     if (cJSON_IsObject(t))
       t = cJSON_GetObjectItemCaseSensitive(t, "content");
-    const int ok = cJSON_IsString(t) && *t->valuestring &&
-                   strlen(t->valuestring) < len;
+    const int ok =
+        cJSON_IsString(t) && *t->valuestring && strlen(t->valuestring) < len;
     if (ok)
       snprintf(name, len, "%s", t->valuestring);
     cJSON_Delete(j);
@@ -170,8 +170,8 @@ static int mask_name(const char *dir, char *name, size_t len) {
 /* The mask token's id: its name (mask_name: "[MASK]" for BERT, "<mask>" for
  * RoBERTa; when none is named, "[MASK]" then "<mask>") encoded alone to one
  * id.  `name` receives the name. */
-static int mask_id(const char *dir, clf_tokenizer *tok, int64_t *id,
-                   char *name, size_t len) {
+static int mask_id(const char *dir, clf_tokenizer *tok, int64_t *id, char *name,
+                   size_t len) {
   const char *forms[2] = {"[MASK]", "<mask>"};
   const int named = mask_name(dir, name, len);
   for (int f = 0; f < (named ? 1 : 2); f++) {
@@ -270,9 +270,8 @@ static int fill_main(const void *opts, int argc, char **argv) {
     fprintf(stderr, "clformer fill-mask: the model's logits are not [1, "
                     "length, vocab] (not a masked LM)\n");
   } else {
-    rc = print_masks(tok, &in[0], &logits, mask, mask_str, (size_t)o->top)
-             ? 0
-             : 1;
+    rc = print_masks(tok, &in[0], &logits, mask, mask_str, (size_t)o->top) ? 0
+                                                                           : 1;
   }
   free_inputs(in);
   clf_array_free(&logits);
