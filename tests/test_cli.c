@@ -680,33 +680,36 @@ START_TEST(classify_text_matches_pipeline) {
 }
 END_TEST
 
-/* RoBERTa end to end: fill-mask finds "<mask>" by the tokenizer's
- * mask_token, classify reads the first token's classifier; against the
- * pipelines' values in roberta_mlm / roberta_seqcls (RobertaTokenizer:
- * vocab.json + merges.txt, <s> .. </s>).  Skipped, saying so, only when
- * the library has no RoBERTa tokenizer (clf_tokenizer_load: CLF_E_NOT_FOUND
- * or CLF_E_UNSUPPORTED).  Not registered until host/text reads
- * RobertaTokenizer directories: before that they load as GPT-2's BPE (no
- * <s> </s>, "<mask>" not one token) and this test fails. */
+/* RoBERTa and XLM-RoBERTa end to end: fill-mask finds "<mask>" by the
+ * tokenizer's mask_token, classify reads the first token's classifier;
+ * against the pipelines' values in roberta_mlm / roberta_seqcls
+ * (RobertaTokenizer: vocab.json + merges.txt, <s> .. </s>) and xlmr_mlm /
+ * xlmr_seqcls (XLMRobertaTokenizer: sentencepiece.bpe.model).  A directory
+ * is skipped, saying so, only when the library has no such tokenizer
+ * (clf_tokenizer_load: CLF_E_NOT_FOUND or CLF_E_UNSUPPORTED).  Compiled
+ * only with -DCLF_TEST_ROBERTA_CLI=1 until host/text reads these
+ * directories: before that RoBERTa's loads as GPT-2's BPE (no <s> </s>,
+ * "<mask>" not one token) and this test fails. */
 #ifndef CLF_TEST_ROBERTA_CLI
 #define CLF_TEST_ROBERTA_CLI 0
 #endif
 #if CLF_TEST_ROBERTA_CLI
 START_TEST(roberta_matches_pipeline) {
-  static const char *const dirs[2] = {"roberta_mlm", "roberta_seqcls"};
-  for (int i = 0; i < 2; i++) {
+  static const char *const dirs[4] = {"roberta_mlm", "roberta_seqcls",
+                                      "xlmr_mlm", "xlmr_seqcls"};
+  for (int i = 0; i < 4; i++) {
     char dir[1024];
     snprintf(dir, sizeof(dir), "%s/%s", fx, dirs[i]);
     clf_tokenizer *tok = NULL;
     const clf_status st = clf_tokenizer_load(dir, &tok);
     clf_tokenizer_destroy(tok);
     if (st == CLF_E_NOT_FOUND || st == CLF_E_UNSUPPORTED) {
-      printf("SKIPPED roberta_matches_pipeline (%s): no RoBERTa tokenizer in this library: %s\n", dirs[i],
+      printf("SKIPPED roberta_matches_pipeline (%s): the library reads no tokenizer there: %s\n", dirs[i],
              clf_last_error(NULL));
       continue;
     }
     ck_assert_msg(st == CLF_OK, "%s: %s", dirs[i], clf_last_error(NULL));
-    if (i == 0)
+    if (i % 2 == 0)
       fill_mask_fixture(dirs[i]);
     else
       classify_text(dirs[i]);
