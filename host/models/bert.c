@@ -100,33 +100,48 @@ typedef struct bert_kind {
   const char *mlm_bias2;            /* the bias's other name */
   int mlm_gelu;                     /* 1: the MLM dense's activation is gelu, not the config's */
   const char *seq_dense, *seq_out;  /* the sequence head (seq_dense NULL: the pooler, then seq_out) */
-  clf_activation seq_act;
+  clf_activation seq_act;           /* and its activation */
 } bert_kind;
 
+#define BERT_SIZES "vocab_size, hidden_size, num_attention_heads, intermediate_size"
 #define ROBERTA_KIND(t, a)                                                                                         \
-  {t, "roberta.", {a "Model", a "ForMaskedLM", NULL, a "ForSequenceClassification", a "ForTokenClassification",    \
-                   a "ForQuestionAnswering", NULL},                                                                  \
-   "encoder", bert_layer_rows, "vocab_size, hidden_size, num_attention_heads, intermediate_size",                  \
-   "hidden_act", 1, 1, 0, {"lm_head.dense", "lm_head.layer_norm", "lm_head.decoder.weight", "lm_head.bias"},       \
-   "lm_head.decoder.bias", 1, "classifier.dense", "classifier.out_proj", CLF_ACT_TANH}
+  {.type = t, .prefix = "roberta.",                                                                                \
+   .archs = {a "Model", a "ForMaskedLM", NULL, a "ForSequenceClassification", a "ForTokenClassification",          \
+             a "ForQuestionAnswering", NULL},                                                                      \
+   .stack = "encoder", .rows = bert_layer_rows, .sizes = BERT_SIZES, .act_key = "hidden_act", .token_types = 1,    \
+   .roberta_pos = 1, .mlm = {"lm_head.dense", "lm_head.layer_norm", "lm_head.decoder.weight", "lm_head.bias"},      \
+   .mlm_bias2 = "lm_head.decoder.bias", .mlm_gelu = 1, .seq_dense = "classifier.dense",                             \
+   .seq_out = "classifier.out_proj", .seq_act = CLF_ACT_TANH}
 static const bert_kind bert_kind_bert = {
-    "bert", "bert.",
-    {"BertModel", "BertForMaskedLM", "BertForPreTraining", "BertForSequenceClassification",
-     "BertForTokenClassification", "BertForQuestionAnswering", "BertForNextSentencePrediction"},
-    "encoder", bert_layer_rows, "vocab_size, hidden_size, num_attention_heads, intermediate_size",
-    "hidden_act", 1, 0, 0,
-    {"cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm", "cls.predictions.decoder.weight",
-     "cls.predictions.bias"},
-    "cls.predictions.decoder.bias", 0, NULL, "classifier", CLF_ACT_TANH};
+    .type = "bert",
+    .prefix = "bert.",
+    .archs = {"BertModel", "BertForMaskedLM", "BertForPreTraining", "BertForSequenceClassification",
+              "BertForTokenClassification", "BertForQuestionAnswering", "BertForNextSentencePrediction"},
+    .stack = "encoder",
+    .rows = bert_layer_rows,
+    .sizes = BERT_SIZES,
+    .act_key = "hidden_act",
+    .token_types = 1,
+    .mlm = {"cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm",
+            "cls.predictions.decoder.weight", "cls.predictions.bias"},
+    .mlm_bias2 = "cls.predictions.decoder.bias",
+    .seq_out = "classifier"};
 static const bert_kind bert_kind_roberta = ROBERTA_KIND("roberta", "Roberta");
 static const bert_kind bert_kind_xlmr = ROBERTA_KIND("xlm-roberta", "XLMRoberta");
 static const bert_kind bert_kind_distil = {
-    "distilbert", "distilbert.",
-    {"DistilBertModel", "DistilBertForMaskedLM", NULL, "DistilBertForSequenceClassification",
-     "DistilBertForTokenClassification", "DistilBertForQuestionAnswering", NULL},
-    "transformer", distil_layer_rows, "vocab_size, dim, n_heads, hidden_dim", "activation", 0, 0,
-    1e-12f, {"vocab_transform", "vocab_layer_norm", "vocab_projector.weight", "vocab_projector.bias"}, NULL, 0,
-    "pre_classifier", "classifier", CLF_ACT_RELU};
+    .type = "distilbert",
+    .prefix = "distilbert.",
+    .archs = {"DistilBertModel", "DistilBertForMaskedLM", NULL, "DistilBertForSequenceClassification",
+              "DistilBertForTokenClassification", "DistilBertForQuestionAnswering", NULL},
+    .stack = "transformer",
+    .rows = distil_layer_rows,
+    .sizes = "vocab_size, dim, n_heads, hidden_dim",
+    .act_key = "activation",
+    .eps = 1e-12f,
+    .mlm = {"vocab_transform", "vocab_layer_norm", "vocab_projector.weight", "vocab_projector.bias"},
+    .seq_dense = "pre_classifier",
+    .seq_out = "classifier",
+    .seq_act = CLF_ACT_RELU};
 
 static void bert_destroy(clf_model *m) {
   bert *b = m->impl;
