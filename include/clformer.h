@@ -719,6 +719,17 @@ CLF_API clf_status clf_npy_write(const char *path, const clf_array *a);
  *     id2label's, else num_labels, else 2); BertForTokenClassification:
  *     logits [B, L, num_labels]; BertForQuestionAnswering: start_logits,
  *     end_logits [B, L]; BertForNextSentencePrediction: logits [B, 2].
+ *   "roberta" and "xlm-roberta" (RobertaModel, XLMRobertaModel and their
+ *     ForMaskedLM, ForSequenceClassification, ForTokenClassification,
+ *     ForQuestionAnswering, with BERT's output names): position ids, unless
+ *     given, are made from input_ids as transformers 4.40 makes them
+ *     (padding_idx = pad_token_id at padding tokens, else padding_idx + the
+ *     count of non-padding tokens so far; a row whose positions pass
+ *     max_position_embeddings is CLF_E_SHAPE); the sequence classifier is
+ *     out_proj(tanh(dense(h[:, 0]))), with no pooler.
+ *   "distilbert" (DistilBertModel and the same four heads): inputs
+ *     input_ids and attention_mask only (no token types, no position_ids);
+ *     the sequence classifier is classifier(relu(pre_classifier(h[:, 0]))).
  *   "gpt2" (GPT2Model, GPT2LMHeadModel: logits [B, L, vocab],
  *     last_hidden_state; GPT2ForSequenceClassification: logits
  *     [B, num_labels] at the token before each row's first pad_token_id,
@@ -810,7 +821,9 @@ CLF_API size_t clf_model_weight_bytes(const clf_model *m);
 CLF_API clf_dtype clf_model_weight_type(const clf_model *m);
 /* Frees the model and its device memory.  NULL is accepted. */
 CLF_API void clf_model_destroy(clf_model *m);
-/* "bert", "gpt2", "marian", "vit", "swin" or "vit_mae" (static string). */
+/* The config's model_type: "bert", "roberta", "xlm-roberta", "distilbert",
+ * "gpt2", "marian", "llama", "mistral", "qwen2", "vit", "swin" or "vit_mae"
+ * (static string). */
 CLF_API const char *clf_model_type(const clf_model *m);
 /* The input / output names the model takes / produces (Hugging Face
  * forward() argument and output names): *names receives a static array,

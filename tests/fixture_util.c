@@ -20,12 +20,12 @@
 static struct {
   char dir[1024];
   clf_model *m;
-} model_cache[16];
+} model_cache[32]; /* every fixture one suite loads */
 
 clf_model *get_model(const char *dir) {
   size_t i = 0;
-  while (i < 16 && model_cache[i].m && strcmp(model_cache[i].dir, dir) != 0) i++;
-  ck_assert(i < 16);
+  while (i < 32 && model_cache[i].m && strcmp(model_cache[i].dir, dir) != 0) i++;
+  ck_assert(i < 32);
   if (!model_cache[i].m) {
     TH_OK(clf_model_load(th_ctx, dir, &model_cache[i].m));
     snprintf(model_cache[i].dir, sizeof model_cache[i].dir, "%s", dir);
@@ -34,7 +34,7 @@ clf_model *get_model(const char *dir) {
 }
 
 void free_models(void) {
-  for (size_t i = 0; i < 16; i++) {
+  for (size_t i = 0; i < sizeof model_cache / sizeof model_cache[0]; i++) {
     clf_model_destroy(model_cache[i].m);
     model_cache[i].m = NULL;
   }

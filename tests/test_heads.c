@@ -1,4 +1,5 @@
-/* test_heads.c - the task heads (BertFor*, GPT2For*) against the golden
+/* test_heads.c - the task heads (BertFor*, GPT2For*, RobertaFor*,
+ * XLMRobertaFor*, DistilBertFor*) against the golden
  * fixtures made with transformers (tools/fixtures/make_head_fixtures.py),
  * every head checkpoint run as its base model, the heads with f16 / q8
  * weights, and the errors: a head weight missing, GPT-2 sequence
@@ -13,9 +14,16 @@
 #include "fixture_util.h"
 #include "harness.h"
 
+/* The head fixtures, then "roberta" (RobertaModel saved alone: no prefix,
+ * a pooler), which the golden and base-model tests read too. */
 static const char *const heads[] = {
-    "bert_mlm", "bert_pretrain", "bert_seqcls", "bert_tokcls",
-    "bert_qa",  "bert_nsp",      "gpt2_seqcls", "gpt2_tokcls"};
+    "bert_mlm",      "bert_pretrain",  "bert_seqcls",    "bert_tokcls",
+    "bert_qa",       "bert_nsp",       "gpt2_seqcls",    "gpt2_tokcls",
+    "roberta_mlm",   "roberta_seqcls", "roberta_tokcls", "xlmr_mlm",
+    "xlmr_seqcls",   "xlmr_qa",        "distilbert_mlm", "distilbert_seqcls",
+    "distilbert_qa", "roberta"};
+/* the head fixtures alone */
+#define N_HEADS (sizeof heads / sizeof heads[0] - 1)
 
 static void fixture_dir(char *dir, size_t len, const char *name) {
   snprintf(dir, len, "%s/%s", fixtures(), name);
@@ -44,6 +52,12 @@ START_TEST(test_output_names) {
       {"bert_nsp", "logits last_hidden_state pooler_output"},
       {"gpt2_seqcls", "logits last_hidden_state"},
       {"gpt2_tokcls", "logits last_hidden_state"},
+      {"roberta", "last_hidden_state pooler_output"},
+      {"roberta_mlm", "logits last_hidden_state"},
+      {"roberta_seqcls", "logits last_hidden_state"},
+      {"xlmr_qa", "start_logits end_logits last_hidden_state"},
+      {"distilbert_mlm", "logits last_hidden_state"},
+      {"distilbert_seqcls", "logits last_hidden_state"},
   };
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
     char dir[1024], got[256] = "";
@@ -60,6 +74,14 @@ START_TEST(test_output_names) {
   clf_model *m = get_model(dir);
   ck_assert_uint_eq(clf_model_num_labels(m), 3);
   ck_assert_str_eq(clf_model_label(m, 2), "positive");
+  /* DistilBERT takes no token types */
+  const char *const *in_names;
+  fixture_dir(dir, sizeof dir, "distilbert_seqcls");
+  ck_assert_uint_eq(clf_model_input_names(get_model(dir), &in_names), 2);
+  ck_assert_str_eq(in_names[1], "attention_mask");
+  ck_assert_str_eq(clf_model_type(get_model(dir)), "distilbert");
+  fixture_dir(dir, sizeof dir, "xlmr_mlm");
+  ck_assert_str_eq(clf_model_type(get_model(dir)), "xlm-roberta");
 }
 END_TEST
 
@@ -77,7 +99,9 @@ START_TEST(test_base_model_use) {
   char dir[1024];
   fixture_dir(dir, sizeof dir, heads[_i]);
   clf_model *m = get_model(dir);
-  const int is_bert = !strncmp(heads[_i], "bert", 4);
+  /* token types only in the BERT fixtures; all rows compared but GPT-2's */
+  const int is_bert = !strncmp(heads[_i], "bert", 4),
+            causal = !strncmp(heads[_i], "gpt2", 4);
   clf_array in[3], exp, got;
   const char *c = strcmp(heads[_i], "gpt2_seqcls") ? "padded" : "padded_states";
   char f[4][64];
@@ -97,7 +121,7 @@ START_TEST(test_base_model_use) {
   const int64_t *mask = in[1].data;
   for (size_t r = 0; r < B * L;
        r++) /* GPT-2's padded query rows are degenerate */
-    if (is_bert || mask[r])
+    if (!causal || mask[r])
       TH_CLOSE((const float *)got.data + r * D, (const float *)exp.data + r * D,
                D, 1e-4);
   clf_array_free(&got), clf_array_free(&exp);
@@ -107,16 +131,18 @@ START_TEST(test_base_model_use) {
 END_TEST
 
 /* Outputs not asked cost nothing: a head checkpoint asked only for
- * last_hidden_state queues exactly the commands of BertModel (the bert
- * fixture, same sizes), and its head's GEMMs only when logits are asked. */
+ * last_hidden_state queues exactly the commands of its base model (the bert
+ * and roberta fixtures, same sizes), and its head's GEMMs only when logits
+ * are asked. */
 static unsigned long commands_of(clf_context *ctx, clf_model *m,
-                                 const clf_array *in, const char *out) {
+                                 const clf_array *in, size_t n_in,
+                                 const char *out) {
   clf_array got;
-  TH_OK(clf_model_run(m, in, 3, &out, 1,
+  TH_OK(clf_model_run(m, in, n_in, &out, 1,
                       &got)); /* warm: kernels built, workspace sized */
   clf_array_free(&got);
   TH_OK(clf_profile_start(ctx));
-  TH_OK(clf_model_run(m, in, 3, &out, 1, &got));
+  TH_OK(clf_model_run(m, in, n_in, &out, 1, &got));
   unsigned long n = 0;
   size_t n_ops;
   clf_profile_entry e[32];
@@ -126,26 +152,32 @@ static unsigned long commands_of(clf_context *ctx, clf_model *m,
 }
 
 START_TEST(test_unasked_heads_cost_nothing) {
+  static const char *const pairs[2][2] = {{"bert_mlm", "bert"},
+                                          {"roberta_mlm", "roberta"}};
   clf_context_options o;
   memset(&o, 0, sizeof o);
   o.profiling = 1;
   clf_context *ctx = NULL;
   TH_OK(clf_context_create(&o, &ctx));
   char dir[1024], base[1024];
-  fixture_dir(dir, sizeof dir, "bert_mlm");
-  fixture_dir(base, sizeof base, "bert");
+  fixture_dir(dir, sizeof dir, pairs[_i][0]);
+  fixture_dir(base, sizeof base, pairs[_i][1]);
   clf_model *mlm = NULL, *bert = NULL;
   TH_OK(clf_model_load(ctx, dir, &mlm));
   TH_OK(clf_model_load(ctx, base, &bert));
   clf_array in[3];
+  const size_t n_in = _i ? 2 : 3; /* RoBERTa's padded case: no token types */
   read_npy(dir, "padded.input_ids.npy", "input_ids", &in[0]);
   read_npy(dir, "padded.attention_mask.npy", "attention_mask", &in[1]);
-  read_npy(dir, "padded.token_type_ids.npy", "token_type_ids", &in[2]);
-  const unsigned long n_base = commands_of(ctx, bert, in, "last_hidden_state");
+  if (n_in == 3)
+    read_npy(dir, "padded.token_type_ids.npy", "token_type_ids", &in[2]);
+  const unsigned long n_base =
+      commands_of(ctx, bert, in, n_in, "last_hidden_state");
   ck_assert_uint_gt(n_base, 0);
-  ck_assert_uint_eq(commands_of(ctx, mlm, in, "last_hidden_state"), n_base);
-  ck_assert_uint_gt(commands_of(ctx, mlm, in, "logits"), n_base);
-  for (int k = 0; k < 3; k++)
+  ck_assert_uint_eq(commands_of(ctx, mlm, in, n_in, "last_hidden_state"),
+                    n_base);
+  ck_assert_uint_gt(commands_of(ctx, mlm, in, n_in, "logits"), n_base);
+  for (size_t k = 0; k < n_in; k++)
     clf_array_free(&in[k]);
   clf_model_destroy(mlm);
   clf_model_destroy(bert);
@@ -228,6 +260,24 @@ START_TEST(test_missing_head_weight) {
       {"bert_nsp", "cls.seq_relationship.bias"},
       {"gpt2_seqcls", "score.weight"},
       {"gpt2_tokcls", "classifier.weight"},
+      {"roberta_mlm", "lm_head.dense.weight"},
+      {"roberta_mlm", "lm_head.layer_norm.bias"},
+      {"roberta_mlm", "lm_head.bias"},
+      {"roberta_seqcls", "classifier.dense.bias"},
+      {"roberta_seqcls", "classifier.out_proj.weight"},
+      {"roberta_tokcls", "classifier.weight"},
+      {"roberta_tokcls", "roberta.encoder.layer.1.output.dense.weight"},
+      {"roberta_tokcls", "roberta.embeddings.token_type_embeddings.weight"},
+      {"xlmr_qa", "qa_outputs.bias"},
+      {"xlmr_mlm", "lm_head.dense.bias"},
+      {"distilbert_mlm", "vocab_transform.weight"},
+      {"distilbert_mlm", "vocab_layer_norm.weight"},
+      {"distilbert_mlm", "vocab_projector.bias"},
+      {"distilbert_seqcls", "pre_classifier.weight"},
+      {"distilbert_seqcls", "classifier.bias"},
+      {"distilbert_qa", "qa_outputs.weight"},
+      {"distilbert_qa", "distilbert.transformer.layer.1.ffn.lin2.weight"},
+      {"distilbert_qa", "distilbert.embeddings.position_embeddings.weight"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     clf_model *m = NULL;
@@ -258,7 +308,88 @@ START_TEST(test_unknown_architecture) {
   TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_UNSUPPORTED,
            "GPT2DoubleHeadsModel");
   remove_dir(dir);
+  static const char *const others[][2] = {
+      {"roberta_seqcls", "RobertaForMultipleChoice"},
+      {"roberta_mlm", "RobertaForCausalLM"},
+      {"roberta_mlm", "BertForMaskedLM"}, /* another family's class */
+      {"xlmr_seqcls", "XLMRobertaForMultipleChoice"},
+      {"xlmr_mlm", "RobertaForMaskedLM"},
+      {"distilbert_qa", "DistilBertForMultipleChoice"},
+  };
+  for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+    char arch[128];
+    dir = copy_fixture(others[i][0], NULL, NULL, 0, NULL);
+    snprintf(arch, sizeof arch, "[\"%s\"]", others[i][1]);
+    set_config(dir, "architectures", arch);
+    TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_UNSUPPORTED, others[i][1]);
+    remove_dir(dir);
+  }
   ck_assert_ptr_null(m);
+}
+END_TEST
+
+/* RoBERTa's position ids count past padding_idx: a row whose positions
+ * would pass the table is refused (transformers raises an IndexError), one
+ * that fits runs; a pad_token_id outside the table is a config error; a
+ * RoBERTa head checkpoint run as RobertaModel has no pooler. */
+START_TEST(test_roberta_positions) {
+  char src[1024];
+  fixture_dir(src, sizeof src, "roberta_mlm");
+  clf_model *m = get_model(src);
+  int64_t ids[39];
+  for (size_t j = 0; j < 39; j++)
+    ids[j] = 5 + (int64_t)(j % 100);
+  clf_array in = {.name = "input_ids",
+                  .dtype = CLF_I64,
+                  .ndim = 2,
+                  .shape = {1, 39},
+                  .data = ids},
+            got;
+  const char *outs[] = {"last_hidden_state"};
+  TH_FAILS(clf_model_run(m, &in, 1, outs, 1, &got), CLF_E_SHAPE,
+           "max_position_embeddings 40");
+  in.shape[1] = 38; /* positions 2 .. 39 */
+  TH_OK(clf_model_run(m, &in, 1, outs, 1, &got));
+  clf_array_free(&got);
+  ids[0] = 1; /* one pad: 39 tokens fit again */
+  in.shape[1] = 39;
+  TH_OK(clf_model_run(m, &in, 1, outs, 1, &got));
+  clf_array_free(&got);
+
+  char *dir = copy_fixture("roberta_seqcls", NULL, NULL, 0, NULL);
+  set_config(dir, "pad_token_id", "40");
+  TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_FORMAT, "pad_token_id 40");
+  set_config(dir, "pad_token_id", "1");
+  set_config(dir, "architectures", "[\"RobertaModel\"]");
+  TH_OK(clf_model_load(th_ctx, dir, &m));
+  ck_assert_uint_eq(clf_model_output_names(m, NULL), 1);
+  clf_model_destroy(m);
+  remove_dir(dir);
+}
+END_TEST
+
+/* DistilBERT: token_type_ids is not one of its inputs; its config keys are
+ * its own (a missing one named). */
+START_TEST(test_distilbert_inputs) {
+  char src[1024];
+  fixture_dir(src, sizeof src, "distilbert_qa");
+  clf_array in[2], got;
+  read_npy(src, "ids_only.input_ids.npy", "input_ids", &in[0]);
+  read_npy(src, "ids_only.input_ids.npy", "token_type_ids", &in[1]);
+  memset(in[1].data, 0, clf_array_numel(&in[1]) * sizeof(int64_t));
+  const char *outs[] = {"start_logits"};
+  TH_FAILS(clf_model_run(get_model(src), in, 2, outs, 1, &got),
+           CLF_E_INVALID_ARG, "token_type_ids");
+  clf_array_free(&in[0]), clf_array_free(&in[1]);
+  clf_model *m = NULL;
+  char *dir = copy_fixture("distilbert_qa", NULL, NULL, 0, NULL);
+  set_config(dir, "hidden_dim", "null");
+  TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_FORMAT, "hidden_dim");
+  set_config(dir, "hidden_dim", "64");
+  set_config(dir, "activation", "\"swish2\"");
+  TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_UNSUPPORTED, "activation");
+  ck_assert_ptr_null(m);
+  remove_dir(dir);
 }
 END_TEST
 
@@ -307,11 +438,13 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_output_names);
   tcase_add_loop_test(tc, test_base_model_use, 0, n);
   tcase_add_test(tc, test_head_weights_ignored);
-  tcase_add_test(tc, test_unasked_heads_cost_nothing);
-  tcase_add_loop_test(tc, test_weight_types, 0, n);
+  tcase_add_loop_test(tc, test_unasked_heads_cost_nothing, 0, 2);
+  tcase_add_loop_test(tc, test_weight_types, 0, (int)N_HEADS);
   tcase_add_test(tc, test_missing_head_weight);
   tcase_add_test(tc, test_unknown_architecture);
   tcase_add_test(tc, test_gpt2_seqcls_no_pad);
+  tcase_add_test(tc, test_roberta_positions);
+  tcase_add_test(tc, test_distilbert_inputs);
   suite_add_tcase(s, tc);
   return s;
 }

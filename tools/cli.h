@@ -47,6 +47,9 @@ void clf_cli_remove_icd_dir(const char *dir);
 /* probe_props.c, for cmd_probe.c: the property table of one device, printed
  * when `human`, added to `dev` (a cJSON object) when not NULL. */
 struct cJSON;
+/* The JSON file at path parsed (cJSON_Delete it), or NULL when it cannot be
+ * read or parsed. */
+struct cJSON *clf_cli_read_json(const char *path);
 void clf_probe_properties(cl_platform_id platform, cl_device_id device, int human, struct cJSON *dev);
 
 /* probe_measure.c, for cmd_probe.c: the Measured and "Beside a baseline"

@@ -181,7 +181,7 @@ static void run_child(const char *prog, char **env, long timeout_s, mx_run *run)
   }
 }
 
-static cJSON *read_json(const char *path) {
+cJSON *clf_cli_read_json(const char *path) {
   FILE *f = fopen(path, "rb");
   if (!f) return NULL;
   char *text = NULL;
@@ -246,7 +246,7 @@ static void one_run(const mx_opts *o, const clf_device_desc *d, const char *suit
   }
   run_child(prog, env, o->timeout_s, run);
   free(env);
-  run->report = read_json(report);
+  run->report = clf_cli_read_json(report);
   const cJSON *rd = cJSON_GetObjectItem(run->report, "device");
   size_t dl = strlen(dev);
   if (run->report && (!cJSON_IsString(rd) || strncmp(rd->valuestring, dev, dl) || rd->valuestring[dl] != ' ')) {

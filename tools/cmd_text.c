@@ -6,11 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "clformer.h"
 #include "cli.h"
 
-/* One text as input_ids [1, n] (and attention_mask, token_type_ids for
- * BERT-style models, all ones / zeros); special tokens as the model's
+/* One text as input_ids [1, n] (and attention_mask, and token_type_ids for
+ * models that take them, all ones / zeros); special tokens as the model's
  * tokenizer adds them (none for GPT-2). */
 static int encode_one(const char *cmd, clf_tokenizer *tok, const clf_model *m,
                       const char *text, clf_array in[3], size_t *n_in) {
@@ -23,7 +25,9 @@ static int encode_one(const char *cmd, clf_tokenizer *tok, const clf_model *m,
     fprintf(stderr, "clformer %s: %s\n", cmd, clf_last_error(NULL));
     return 0;
   }
-  *n_in = gpt2 ? 2 : 3;
+  const char *const *in_names;
+  const size_t n_model = clf_model_input_names(m, &in_names);
+  *n_in = !gpt2 && n_model > 2 && !strcmp(in_names[2], names[2]) ? 3 : 2;
   memset(in, 0, 3 * sizeof *in);
   for (size_t k = 0; k < *n_in; k++) {
     snprintf(in[k].name, sizeof in[k].name, "%s", names[k]);
@@ -139,24 +143,57 @@ static const clf_cli_option fill_options[] = {
     CLF_CLI_OPT_WEIGHTS(fill_opts),
     {NULL}};
 
-/* The mask token's id: the text "[MASK]" (or "<mask>") encoded alone. */
-static int mask_id(clf_tokenizer *tok, int64_t *id) {
-  static const char *const forms[] = {"[MASK]", "<mask>"};
+/* The tokenizer's mask token as tokenizer_config.json (else
+ * special_tokens_map.json) names it: mask_token, a string or an added
+ * token's {"content": ...}.  0 when neither names one. */
+static int mask_name(const char *dir, char *name, size_t len) {
+  static const char *const files[] = {"tokenizer_config.json",
+                                      "special_tokens_map.json"};
   for (int f = 0; f < 2; f++) {
-    int64_t *ids = NULL;
-    size_t n = 0;
-    if (clf_tokenizer_encode(tok, forms[f], 0, &ids, &n) == CLF_OK && n == 1)
-      *id = ids[0];
-    free(ids);
-    if (n == 1)
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, files[f]);
+    cJSON *j = clf_cli_read_json(path);
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "mask_token");
+    if (cJSON_IsObject(t))
+      t = cJSON_GetObjectItemCaseSensitive(t, "content");
+    const int ok =
+        cJSON_IsString(t) && *t->valuestring && strlen(t->valuestring) < len;
+    if (ok)
+      snprintf(name, len, "%s", t->valuestring);
+    cJSON_Delete(j);
+    if (ok)
       return 1;
   }
   return 0;
 }
 
+/* The mask token's id: its name (mask_name: "[MASK]" for BERT, "<mask>" for
+ * RoBERTa; when none is named, "[MASK]" then "<mask>") encoded alone to one
+ * id.  `name` receives the name. */
+static int mask_id(const char *dir, clf_tokenizer *tok, int64_t *id, char *name,
+                   size_t len) {
+  const char *forms[2] = {"[MASK]", "<mask>"};
+  const int named = mask_name(dir, name, len);
+  for (int f = 0; f < (named ? 1 : 2); f++) {
+    int64_t *ids = NULL;
+    size_t n = 0;
+    if (!named)
+      snprintf(name, len, "%s", forms[f]);
+    if (clf_tokenizer_encode(tok, name, 0, &ids, &n) == CLF_OK && n == 1)
+      *id = ids[0];
+    free(ids);
+    if (n == 1)
+      return 1;
+  }
+  if (!named)
+    snprintf(name, len, "[MASK] or <mask>");
+  return 0;
+}
+
 /* One block per mask: the top K tokens with their softmax scores. */
 static int print_masks(clf_tokenizer *tok, const clf_array *in,
-                       const clf_array *logits, int64_t mask, size_t top) {
+                       const clf_array *logits, int64_t mask,
+                       const char *mask_str, size_t top) {
   const size_t L = in->shape[1], V = logits->shape[2], k = top < V ? top : V;
   const int64_t *ids = in->data;
   double *p = malloc(V * sizeof *p);
@@ -177,7 +214,8 @@ static int print_masks(clf_tokenizer *tok, const clf_array *in,
     }
   }
   if (ok && !n_masks)
-    fprintf(stderr, "clformer fill-mask: the text has no mask token\n");
+    fprintf(stderr, "clformer fill-mask: the text has no mask token (%s)\n",
+            mask_str);
   free(p), free(idx);
   return ok && n_masks;
 }
@@ -204,16 +242,18 @@ static int fill_main(const void *opts, int argc, char **argv) {
   clf_array in[3], logits;
   size_t n_in;
   int64_t mask = -1;
+  char mask_str[256];
   int rc = 1;
   memset(in, 0, sizeof in);
   memset(&logits, 0, sizeof logits);
   const char *outs[1] = {"logits"};
   if (clf_tokenizer_load(dir, &tok) != CLF_OK) {
     fprintf(stderr, "clformer fill-mask: %s\n", clf_last_error(NULL));
-  } else if (!mask_id(tok, &mask)) {
+  } else if (!mask_id(dir, tok, &mask, mask_str, sizeof mask_str)) {
     fprintf(stderr,
-            "clformer fill-mask: the tokenizer of %s has no [MASK] token\n",
-            dir);
+            "clformer fill-mask: the tokenizer of %s has no mask token (%s "
+            "does not encode to one id)\n",
+            dir, mask_str);
   } else if (!clf_cli_open_model("fill-mask", dir, o->device, o->weights, 0,
                                  &ctx, &m) ||
              !encode_one("fill-mask", tok, m, argv[1], in, &n_in)) {
@@ -230,7 +270,8 @@ static int fill_main(const void *opts, int argc, char **argv) {
     fprintf(stderr, "clformer fill-mask: the model's logits are not [1, "
                     "length, vocab] (not a masked LM)\n");
   } else {
-    rc = print_masks(tok, &in[0], &logits, mask, (size_t)o->top) ? 0 : 1;
+    rc = print_masks(tok, &in[0], &logits, mask, mask_str, (size_t)o->top) ? 0
+                                                                           : 1;
   }
   free_inputs(in);
   clf_array_free(&logits);
@@ -242,14 +283,16 @@ static int fill_main(const void *opts, int argc, char **argv) {
 
 const clf_cli_command clf_cli_fill_mask_command = {
     .name = "fill-mask",
-    .summary =
-        "the most probable tokens at each [MASK] of a text (BertForMaskedLM)",
+    .summary = "the most probable tokens at each mask token of a text "
+               "([MASK], <mask>: a masked LM)",
     .synopsis = "MODEL_DIR TEXT [options]",
     .details =
         "Tokenizes TEXT with MODEL_DIR's tokenizer, runs the masked language "
         "model\n"
-        "(BertForMaskedLM, BertForPreTraining) and prints, for each [MASK] "
-        "token,\n"
+        "(BertForMaskedLM, BertForPreTraining, RobertaForMaskedLM,\n"
+        "XLMRobertaForMaskedLM, DistilBertForMaskedLM) and prints, for each "
+        "mask token\n"
+        "(the tokenizer's mask_token: [MASK], <mask>),\n"
         "the K (default 5) most probable tokens with their softmax scores, as\n"
         "transformers' fill-mask pipeline ranks them:\n"
         "  mask 1 (token 4)\n"

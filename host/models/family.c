@@ -6,9 +6,10 @@
 #include <cjson/cJSON.h>
 #include <string.h>
 
-static const clf__family *const families[] = {&clf__bert_family,   &clf__gpt2_family,    &clf__marian_family,
-                                              &clf__vit_family,    &clf__vit_mae_family, &clf__swin_family,
-                                              &clf__llama_family,  &clf__mistral_family, &clf__qwen2_family};
+static const clf__family *const families[] = {
+    &clf__bert_family,   &clf__roberta_family, &clf__xlm_roberta_family, &clf__distilbert_family,
+    &clf__gpt2_family,   &clf__marian_family,  &clf__vit_family,         &clf__vit_mae_family,
+    &clf__swin_family,   &clf__llama_family,   &clf__mistral_family,     &clf__qwen2_family};
 
 const clf__family *clf__family_find(const char *type) {
   for (size_t i = 0; type && i < CLF__ARRAY_LEN(families); i++)
@@ -16,7 +17,9 @@ const clf__family *clf__family_find(const char *type) {
   return NULL;
 }
 
-const char *clf__family_names(void) { return "bert, gpt2, marian, vit, vit_mae, swin, llama, mistral, qwen2"; }
+const char *clf__family_names(void) {
+  return "bert, roberta, xlm-roberta, distilbert, gpt2, marian, vit, vit_mae, swin, llama, mistral, qwen2";
+}
 
 clf_status clf__config_read(clf_context *ctx, const clf__config *c, const clf__config_key *keys, size_t n,
                             void *dims) {

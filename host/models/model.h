@@ -14,7 +14,7 @@ typedef const clf_array *clf__inputs[CLF__MAX_IO];
 
 struct clf_model {
   clf_context *ctx;
-  const char *type; /* "bert", "gpt2", "marian", "vit", "swin", "vit_mae" */
+  const char *type; /* the family's model_type: "bert", "roberta", "gpt2", ... */
   const char *const *in_names;
   size_t n_in;
   const char *const *out_names;
