@@ -346,24 +346,22 @@ END_TEST
  * library (tokenizer + model run + mean pooling).  The model is the tiny
  * BERT fixture with the first 128 entries of the tokenizer fixture's
  * vocabulary ([PAD] [UNK] [CLS] [SEP] [MASK] first), so every id fits. */
-START_TEST(embed_prints_cosines) {
-  char cmd[2048];
-  snprintf(cmd, sizeof(cmd),
-           "cp %s/bert/config.json %s/bert/model.safetensors %s/ && head -n 128 %s/tokenizers/bert/vocab.txt > %s/vocab.txt"
-           " && cp %s/tokenizers/bert/tokenizer_config.json %s/",
-           fx, fx, tmp, fx, tmp, fx, tmp);
-  ck_assert_int_eq(system(cmd), 0);
+/* `clformer embed DIR` on three texts (padded into one batch) prints the
+ * cosines of the mean-pooled last_hidden_state of each text run alone
+ * through the library (D = hidden size). */
+static void embed_matches_library(const char *dir, int D) {
   static const char *texts[3] = {"the quick brown fox", "a lazy dog, again!", "hello world"};
-  char args[1024];
-  snprintf(args, sizeof(args), "embed %s \"%s\" \"%s\" \"%s\"", tmp, texts[0], texts[1], texts[2]);
-  ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
+  char args[2048];
+  snprintf(args, sizeof(args), "embed %s \"%s\" \"%s\" \"%s\"", dir, texts[0], texts[1], texts[2]);
+  ck_assert_msg(run_cli(args) == 0, "%s: %s", dir, slurp("stderr"));
   const char *out = slurp("stdout");
 
   clf_tokenizer *tok = NULL;
   clf_model *m = NULL;
-  ck_assert_int_eq(clf_tokenizer_load(tmp, &tok), CLF_OK);
-  TH_OK(clf_model_load(th_ctx, tmp, &m));
-  float emb[3][32];
+  ck_assert_int_eq(clf_tokenizer_load(dir, &tok), CLF_OK);
+  TH_OK(clf_model_load(th_ctx, dir, &m));
+  float emb[3][64];
+  ck_assert_int_le(D, 64);
   for (int i = 0; i < 3; i++) {
     int64_t *ids = NULL;
     size_t n = 0;
@@ -371,15 +369,16 @@ START_TEST(embed_prints_cosines) {
     clf_array in = {.name = "input_ids", .dtype = CLF_I64, .ndim = 2, .shape = {1, n}, .data = ids}, res;
     const char *outs[1] = {"last_hidden_state"};
     TH_OK(clf_model_run(m, &in, 1, outs, 1, &res));
+    ck_assert_int_eq((int)res.shape[2], D);
     const float *h = res.data;
     double norm = 0;
-    for (int d = 0; d < 32; d++) {
+    for (int d = 0; d < D; d++) {
       double s = 0;
-      for (size_t j = 0; j < n; j++) s += h[j * 32 + d];
+      for (size_t j = 0; j < n; j++) s += h[j * D + d];
       emb[i][d] = (float)(s / n);
       norm += (double)emb[i][d] * emb[i][d];
     }
-    for (int d = 0; d < 32; d++) emb[i][d] /= (float)sqrt(norm);
+    for (int d = 0; d < D; d++) emb[i][d] /= (float)sqrt(norm);
     clf_array_free(&res);
     free(ids);
   }
@@ -391,16 +390,35 @@ START_TEST(embed_prints_cosines) {
     row += strlen(tag);
     for (int j = 0; j < 3; j++) {
       double want = 0, got;
-      for (int d = 0; d < 32; d++) want += (double)emb[i][d] * emb[j][d];
+      for (int d = 0; d < D; d++) want += (double)emb[i][d] * emb[j][d];
       int used = 0;
       ck_assert_int_eq(sscanf(row, "%lf%n", &got, &used), 1);
       row += used;
       /* printed with 4 decimals */
-      ck_assert_msg(fabs(got - want) <= 6e-5, "cos[%d][%d] printed %.4f, library gives %.6f", i, j, got, want);
+      ck_assert_msg(fabs(got - want) <= 6e-5, "%s: cos[%d][%d] printed %.4f, library gives %.6f", dir, i, j, got,
+                    want);
     }
   }
   clf_model_destroy(m);
   clf_tokenizer_destroy(tok);
+}
+
+START_TEST(embed_prints_cosines) {
+  char cmd[2048];
+  snprintf(cmd, sizeof(cmd),
+           "cp %s/bert/config.json %s/bert/model.safetensors %s/ && head -n 128 %s/tokenizers/bert/vocab.txt > %s/vocab.txt"
+           " && cp %s/tokenizers/bert/tokenizer_config.json %s/",
+           fx, fx, tmp, fx, tmp, fx, tmp);
+  ck_assert_int_eq(system(cmd), 0);
+  embed_matches_library(tmp, 32);
+  /* Head checkpoints as base models: DistilBERT takes no token_type_ids,
+   * RoBERTa pads with its pad_token_id (1), not 0. */
+  static const char *const heads[2] = {"distilbert_mlm", "roberta_mlm"};
+  for (int i = 0; i < 2; i++) {
+    char dir[1024];
+    snprintf(dir, sizeof(dir), "%s/%s", fx, heads[i]);
+    embed_matches_library(dir, 32);
+  }
 }
 END_TEST
 
@@ -756,16 +774,7 @@ END_TEST
  * tokenizer's mask_token, classify reads the first token's classifier;
  * against the pipelines' values in roberta_mlm / roberta_seqcls
  * (RobertaTokenizer: vocab.json + merges.txt, <s> .. </s>) and xlmr_mlm /
- * xlmr_seqcls (XLMRobertaTokenizer: sentencepiece.bpe.model).  A directory
- * is skipped, saying so, only when the library has no such tokenizer
- * (clf_tokenizer_load: CLF_E_NOT_FOUND or CLF_E_UNSUPPORTED).  Compiled
- * only with -DCLF_TEST_ROBERTA_CLI=1 until host/text reads these
- * directories: before that RoBERTa's loads as GPT-2's BPE (no <s> </s>,
- * "<mask>" not one token) and this test fails. */
-#ifndef CLF_TEST_ROBERTA_CLI
-#define CLF_TEST_ROBERTA_CLI 0
-#endif
-#if CLF_TEST_ROBERTA_CLI
+ * xlmr_seqcls (XLMRobertaTokenizer: sentencepiece.bpe.model). */
 START_TEST(roberta_matches_pipeline) {
   static const char *const dirs[4] = {"roberta_mlm", "roberta_seqcls",
                                       "xlmr_mlm", "xlmr_seqcls"};
@@ -775,11 +784,6 @@ START_TEST(roberta_matches_pipeline) {
     clf_tokenizer *tok = NULL;
     const clf_status st = clf_tokenizer_load(dir, &tok);
     clf_tokenizer_destroy(tok);
-    if (st == CLF_E_NOT_FOUND || st == CLF_E_UNSUPPORTED) {
-      printf("SKIPPED roberta_matches_pipeline (%s): the library reads no tokenizer there: %s\n", dirs[i],
-             clf_last_error(NULL));
-      continue;
-    }
     ck_assert_msg(st == CLF_OK, "%s: %s", dirs[i], clf_last_error(NULL));
     if (i % 2 == 0)
       fill_mask_fixture(dirs[i]);
@@ -788,7 +792,6 @@ START_TEST(roberta_matches_pipeline) {
   }
 }
 END_TEST
-#endif
 
 START_TEST(options_parsed_alike) {
   expect_usage_error("run m --in a=b.npy --out c=d.npy --repeat x",
@@ -891,9 +894,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, probe_human_and_errors);
   tcase_add_test(tc, fill_mask_matches_pipeline);
   tcase_add_test(tc, classify_text_matches_pipeline);
-#if CLF_TEST_ROBERTA_CLI
   tcase_add_test(tc, roberta_matches_pipeline);
-#endif
   tcase_add_test(tc, options_parsed_alike);
   tcase_add_test(tc, help_from_the_table);
   suite_add_tcase(s, tc);
