@@ -396,12 +396,12 @@ START_TEST(kernel_dir_overrides_embedded_source) {
   write_file(kdir, "norm.cl",
              "__kernel void layer_norm(__global const float *x, uint x_off, __global const float *r, uint r_off,"
              " int has_res, __global const float *g, uint g_off, __global const float *b, uint b_off, int hb,"
-             " __global float *s, uint s_off, int hs, __global float *y, uint y_off, uint D, float eps)"
+             " __global float *s, uint s_off, int hs, __global float *y, uint y_off, uint D, float eps, int rms)"
              " { if (get_local_id(0) == 0) y[y_off + get_group_id(0) * D] = 42.0f; }\n"
              "__kernel void layer_norm_rows(__global const float *x, uint x_off, __global const float *r,"
              " uint r_off, int has_res, __global const float *g, uint g_off, __global const float *b, uint b_off,"
              " int hb, __global float *s, uint s_off, int hs, __global float *y, uint y_off, uint D, float eps,"
-             " uint rows) { if (get_global_id(0) < rows) y[y_off + get_global_id(0) * D] = 42.0f; }\n");
+             " int rms, uint rows) { if (get_global_id(0) < rows) y[y_off + get_global_id(0) * D] = 42.0f; }\n");
   clf_context_options o;
   clf_context_options_init(&o);
   o.kernel_dir = kdir;
