@@ -27,8 +27,8 @@ extern char **environ;
 
 /* The suites that need a device: ops, model fixtures, generation, runtime. */
 static const char *const default_suites[] = {"norm",   "dense",    "embed",  "movement", "attention",
-                                             "patch",  "linear",   "models", "generate", "vision",
-                                             "weight_types", "runtime"};
+                                             "patch",  "linear",   "models", "heads",    "llama",
+                                             "generate", "vision", "weight_types", "runtime"};
 enum { MAX_DEVICES = 32, MAX_SUITES = 64, MAX_SELECT = 16 };
 
 typedef enum { RUN_OK, RUN_FAILED, RUN_CRASHED, RUN_TIMEOUT, RUN_ERROR } run_status;
