@@ -482,19 +482,19 @@ static clf_status load_cat(clf_context *ctx, const clf__weights *w, clf__params 
   clf_status st = cat && bcat ? CLF_OK : clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "model: out of host memory fusing %s",
                                                    prefix);
   for (size_t i = 0, at = 0; i < n && st == CLF_OK; at += outs[i], i++) {
-    snprintf(wn, sizeof wn, "%s%s.weight", prefix, names[i]);
+    clf__wn(wn, sizeof wn, prefix, "%s.weight", names[i]);
     if ((st = clf__weights_read(ctx, w, wn, 2, (size_t[]){outs[i], in}, &h, (size_t[8]){0})) != CLF_OK) break;
     memcpy(cat + at * in, h, outs[i] * in * sizeof *h);
     free(h);
     h = NULL;
     if (!bias) continue;
-    snprintf(wn, sizeof wn, "%s%s.bias", prefix, names[i]);
+    clf__wn(wn, sizeof wn, prefix, "%s.bias", names[i]);
     if ((st = clf__weights_read(ctx, w, wn, 1, &outs[i], &h, (size_t[8]){0})) == CLF_OK)
       memcpy(bcat + at, h, outs[i] * sizeof *h);
     free(h);
     h = NULL;
   }
-  snprintf(wn, sizeof wn, "%s{%s,%s%s}", prefix, names[0], names[1], n > 2 ? ",..." : "");
+  clf__wn(wn, sizeof wn, prefix, "{%s,%s%s}", names[0], names[1], n > 2 ? ",..." : "");
   if (st == CLF_OK) st = clf__store_linear(ctx, p, wn, cat, rows, in, l);
   clf_tensor *t = NULL;
   if (st == CLF_OK && bias && (st = clf_tensor_from_f32(ctx, CLF_F32, 1, &rows, bcat, &t)) == CLF_OK &&
