@@ -74,8 +74,12 @@ def _pixels(name: str, image: Any, proc: _lib.ImageProcessor) -> np.ndarray:
                                                       + _lib.text(lib.clf_last_error(None)).replace(tmp, "<bytes>"))
             owned = True
         elif isinstance(image, np.ndarray):
-            if image.dtype != np.uint8:
-                raise _errors.DtypeError(f"{name}: an image array must be uint8, got {image.dtype}")
+            if image.dtype.kind not in "iu":
+                raise _errors.DtypeError(f"{name}: an image array holds uint8 RGB values, got {image.dtype}")
+            if image.dtype != np.uint8:  # other integers: converted once when every value is a byte
+                if image.size and (image.min() < 0 or image.max() > 255):
+                    raise _errors.InvalidArgumentError(f"{name}: image values must be in [0, 255]")
+                image = image.astype(np.uint8)
             if image.ndim != 3 or image.shape[2] != 3 or image.shape[0] < 1 or image.shape[1] < 1:
                 raise _errors.ShapeError(f"{name}: an image array must be [height, width, 3] RGB, got "
                                          f"{list(image.shape)}")

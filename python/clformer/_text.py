@@ -92,7 +92,7 @@ class Tokenizer:
             _libc.free(ids)
         return out
 
-    def decode_bytes(self, ids: Any, skip_special: bool = True) -> bytes:
+    def decode_bytes(self, ids: Any, skip_special_tokens: bool = True) -> bytes:
         arr = _arrays.as_ids("ids", ids, ndim=None, allow_int32=False)
         if arr.ndim == 0:
             arr = arr.reshape(1)
@@ -103,7 +103,7 @@ class Tokenizer:
         ptr = arr.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)) if arr.size else \
             ctypes.cast(ctypes.addressof(_arrays._EMPTY), ctypes.POINTER(ctypes.c_int64))
         with self._lock:
-            st = _lib.lib.clf_tokenizer_decode(self._handle(), ptr, arr.size, 1 if skip_special else 0,
+            st = _lib.lib.clf_tokenizer_decode(self._handle(), ptr, arr.size, 1 if skip_special_tokens else 0,
                                                ctypes.byref(text))
             if st != 0:
                 raise _errors.from_status(st)
@@ -112,8 +112,11 @@ class Tokenizer:
         finally:
             _libc.free(text)
 
-    def decode(self, ids: Any, skip_special: bool = True) -> str:
-        return self.decode_bytes(ids, skip_special).decode("utf-8", "replace")
+    def decode(self, ids: Any, skip_special_tokens: bool = True) -> str:
+        """ids (1-D) -> text, as transformers' tokenizer.decode (special tokens
+        dropped unless skip_special_tokens=False; bytes that are not UTF-8
+        become U+FFFD)."""
+        return self.decode_bytes(ids, skip_special_tokens).decode("utf-8", "replace")
 
     def tokenize(self, text: str, add_special_tokens: bool = True) -> "np.ndarray":
         """text -> int64 ids, as transformers' tokenizer(text)["input_ids"]."""
