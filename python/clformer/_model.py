@@ -84,23 +84,27 @@ class Model:
             raise _errors.InvalidArgumentError(f"weights must be one of \"f32\", \"f16\", \"q8\", \"q4\", "
                                                f"not {weights!r}")
         cache = _path_arg("cache_dir", cache_dir) if cache_dir is not None else None
+        c_path = _lib.cpath(self.path)  # refusals before a context is made
+        c_cache = _lib.cpath(cache, "cache_dir") if cache is not None else None
         sel = selector_of(device)
+        c_sel = _lib.cstr(sel, "device") if sel is not None else None
+        c_weights = _lib.cstr(weights, "weights")
         lib = _lib.lib
         mo = _lib.ModelOptions()
         lib.clf_model_options_init(ctypes.byref(mo))
         wt = ctypes.c_int(0)
-        _errors.check(lib.clf_weight_type_from_name(_lib.cstr(weights, "weights"), ctypes.byref(wt)))
+        _errors.check(lib.clf_weight_type_from_name(c_weights, ctypes.byref(wt)))
         mo.weights = wt.value
         co = _lib.ContextOptions()
         lib.clf_context_options_init(ctypes.byref(co))
-        co.device = _lib.cstr(sel, "device") if sel is not None else None
-        co.cache_dir = _lib.cpath(cache, "cache_dir") if cache is not None else None
+        co.device = c_sel
+        co.cache_dir = c_cache
         ctx = ctypes.c_void_p()
         _errors.check(lib.clf_context_create(ctypes.byref(co), ctypes.byref(ctx)))
         self._h.ctx = ctx.value
         self._finalizer = weakref.finalize(self, self._h.free)
         m = ctypes.c_void_p()
-        st = lib.clf_model_load_with(self._h.ctx, _lib.cpath(self.path), ctypes.byref(mo), ctypes.byref(m))
+        st = lib.clf_model_load_with(self._h.ctx, c_path, ctypes.byref(mo), ctypes.byref(m))
         if st != 0:
             err = _errors.from_status(st, self._h.ctx)
             self._finalizer()

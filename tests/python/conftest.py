@@ -25,19 +25,23 @@ def pytest_sessionstart(session):
 _HAVE_DEVICE = None
 
 
-@pytest.fixture(autouse=True)
-def _device_rule(request):
-    """Tests marked `device` skip without an OpenCL device, or fail under
-    CLF_REQUIRE_DEVICE=1 (as tests/harness.c does)."""
+def require_device():
+    """Skips without an OpenCL device, or fails under CLF_REQUIRE_DEVICE=1
+    (as tests/harness.c does).  For tests marked `device` and the fixtures
+    that load models."""
     global _HAVE_DEVICE
-    if "device" not in request.keywords:
-        return
     if _HAVE_DEVICE is None:
         _HAVE_DEVICE = bool(clformer.devices())
     if not _HAVE_DEVICE:
         if os.environ.get("CLF_REQUIRE_DEVICE") == "1":
             pytest.fail("no OpenCL device, and CLF_REQUIRE_DEVICE=1")
         pytest.skip("no OpenCL device on this machine")
+
+
+@pytest.fixture(autouse=True)
+def _device_rule(request):
+    if "device" in request.keywords:
+        require_device()
 
 
 def pytest_configure(config):
@@ -58,6 +62,7 @@ _models = {}
 def model_of(fx):
     """model_of("bert") -> a clformer.Model of the fixture, loaded once per session."""
     def get(name, **kw):
+        require_device()
         key = (name, tuple(sorted(kw.items())))
         if key not in _models:
             _models[key] = clformer.Model(os.path.join(fx, name), **kw)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import clformer
+from conftest import require_device
 
 pytestmark = pytest.mark.device
 
@@ -64,6 +65,7 @@ def gpt2_sampling_dir(fx, tmp_path_factory):
     """The tiny GPT-2 with the tokenizer of tests/fixtures/sampling/tokenizer,
     whose greedy continuation of "(a+b)*c=d" splits U+0139 across two tokens
     (tools/fixtures/make_sampling_fixtures.py; test_cli.c's streaming test)."""
+    require_device()
     d = tmp_path_factory.mktemp("gpt2tok")
     for f in ("config.json", "generation_config.json", "model.safetensors"):
         shutil.copy(os.path.join(fx, "gpt2", f), d)

@@ -32,6 +32,7 @@ def test_builtin_bases():
     assert str(e) == "no such thing" and e.message == "no such thing" and e.cl_error is None
 
 
+@pytest.mark.device
 def test_missing_dir_is_not_found_naming_the_path(tmp_path):
     missing = tmp_path / "no-such-model"
     with pytest.raises(clformer.NotFoundError) as ei:
