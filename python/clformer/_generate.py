@@ -1,0 +1,220 @@
+"""_generate.py - generate()'s keyword settings as clf_generate_options, and
+the streaming of text pieces through the library's on_token callback."""
+from __future__ import annotations
+
+import ctypes
+import math
+import queue
+import threading
+from typing import Any, Iterator
+
+import numpy as np
+
+from . import _errors, _lib
+
+OFF = _lib.GENERATE_OFF
+_LONG_MAX = 2 ** (8 * ctypes.sizeof(ctypes.c_long) - 1) - 1
+_SIZE_MAX = 2 ** (8 * ctypes.sizeof(ctypes.c_size_t)) - 1
+
+SETTINGS = ("max_new_tokens", "num_beams", "do_sample", "temperature", "top_k", "top_p", "min_p",
+            "repetition_penalty", "no_repeat_ngram_size", "seed")
+
+
+def _int(name: str, v: Any, lo: int, hi: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise _errors.InvalidArgumentError(f"{name} must be an int, not {type(v).__name__}")
+    v = int(v)
+    if not lo <= v <= hi:
+        raise _errors.InvalidArgumentError(f"{name} must be in [{lo}, {hi}], got {v}")
+    return v
+
+
+def _float(name: str, v: Any, lo: float, hi: float, lo_open: bool) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise _errors.InvalidArgumentError(f"{name} must be a number, not {type(v).__name__}")
+    v = float(v)
+    if math.isnan(v) or v > hi or v < lo or (lo_open and v == lo):
+        raise _errors.InvalidArgumentError(f"{name} must be in {'(' if lo_open else '['}{lo}, {hi}], got {v}")
+    return v
+
+
+class GenerateSettings:
+    """Checked settings; None means unset (the checkpoint's, else transformers' default)."""
+
+    def __init__(self, **kw: Any):
+        self.kw = kw
+
+    def c_options(self) -> _lib.GenerateOptions:
+        o = _lib.GenerateOptions()
+        _lib.lib.clf_generate_options_init(ctypes.byref(o))
+        k = self.kw
+        if k.get("max_new_tokens") is not None:
+            o.max_new_tokens = k["max_new_tokens"]
+        if k.get("num_beams") is not None:
+            o.num_beams = k["num_beams"]
+        if k.get("do_sample") is not None:
+            o.do_sample = 1 if k["do_sample"] else OFF
+        if k.get("temperature") is not None:
+            o.temperature = k["temperature"]
+        if k.get("top_k") is not None:
+            o.top_k = k["top_k"] if k["top_k"] > 0 else OFF
+        if k.get("top_p") is not None:
+            o.top_p = k["top_p"]
+        if k.get("min_p") is not None:
+            o.min_p = k["min_p"] if k["min_p"] > 0 else OFF
+        if k.get("repetition_penalty") is not None:
+            o.repetition_penalty = k["repetition_penalty"]
+        if k.get("no_repeat_ngram_size") is not None:
+            o.no_repeat_ngram_size = k["no_repeat_ngram_size"] if k["no_repeat_ngram_size"] > 0 else OFF
+        if k.get("seed") is not None:
+            o.seed = k["seed"]
+        return o
+
+    @property
+    def beams(self) -> int:
+        return self.kw.get("num_beams") or 1
+
+
+def settings_from(kwargs: dict) -> GenerateSettings:
+    """generate()'s keyword arguments checked, before any C call."""
+    unknown = [k for k in kwargs if k not in SETTINGS and k != "eos_token_id"]
+    if unknown:
+        raise _errors.InvalidArgumentError(f"unknown generation setting {unknown[0]!r}; the settings are "
+                                           f"{', '.join(SETTINGS)}, eos_token_id")
+    kw = {k: v for k, v in kwargs.items() if v is not None}
+    if "eos_token_id" in kw:
+        raise _errors.UnsupportedError("eos_token_id: the library does not take an end token per call yet")
+    out: dict[str, Any] = {}
+    if "max_new_tokens" in kw:
+        out["max_new_tokens"] = _int("max_new_tokens", kw["max_new_tokens"], 1, _SIZE_MAX)
+    if "num_beams" in kw:
+        out["num_beams"] = _int("num_beams", kw["num_beams"], 1, 100000)
+    if "do_sample" in kw:
+        if not isinstance(kw["do_sample"], (bool, np.bool_)):
+            raise _errors.InvalidArgumentError(f"do_sample must be a bool, not {type(kw['do_sample']).__name__}")
+        out["do_sample"] = bool(kw["do_sample"])
+    if "temperature" in kw:
+        out["temperature"] = _float("temperature", kw["temperature"], 0.0, math.inf, True)
+        if math.isinf(out["temperature"]):
+            raise _errors.InvalidArgumentError("temperature must be finite")
+    if "top_k" in kw:
+        out["top_k"] = _int("top_k", kw["top_k"], 0, _LONG_MAX)
+    if "top_p" in kw:
+        out["top_p"] = _float("top_p", kw["top_p"], 0.0, 1.0, True)
+    if "min_p" in kw:
+        out["min_p"] = _float("min_p", kw["min_p"], 0.0, 1.0, False)
+    if "repetition_penalty" in kw:
+        out["repetition_penalty"] = _float("repetition_penalty", kw["repetition_penalty"], 0.0, 1e300, True)
+    if "no_repeat_ngram_size" in kw:
+        out["no_repeat_ngram_size"] = _int("no_repeat_ngram_size", kw["no_repeat_ngram_size"], 0, _LONG_MAX)
+    if "seed" in kw:
+        out["seed"] = _int("seed", kw["seed"], 1, 2 ** 64 - 1)
+    return GenerateSettings(**out)
+
+
+_REPLACEMENT = "\ufffd".encode()
+
+
+class Streamer:
+    """The text of the new tokens, decoded again as each comes, handed out
+    up to what can no longer change (as tools/cmd_model.c's streamer prints
+    it): not a character whose bytes are not all there (decoded as U+FFFD),
+    not the text after the last space (clean-up may rewrite " ," or " 's"),
+    not the last bytes a stop string could still be completing."""
+
+    _END = object()
+
+    def __init__(self, model: Any, tok: Any, ids: np.ndarray, settings: GenerateSettings, stops: list[str]):
+        self.model, self.tok, self.ids, self.settings = model, tok, ids, settings
+        self.stops = [s.encode() for s in stops]
+        self.max_stop = max((len(s) for s in self.stops), default=0)
+        self.new: list[int] = []
+        self.printed = 0
+        self.stopped = False
+
+    def _safe(self, text: bytes, length: int) -> int:
+        end = length
+        while end >= 3 and text[end - 3:end] == _REPLACEMENT:
+            end -= 3
+        if self.max_stop > 1:
+            end = end - (self.max_stop - 1) if end > self.max_stop - 1 else 0
+        while end > 0 and end < len(text) and (text[end] & 0xC0) == 0x80:
+            end -= 1
+        for i in range(end, self.printed, -1):
+            if text[i - 1:i] == b" ":
+                return i - 1
+        return end if end > self.printed else self.printed
+
+    def push(self, token: int | None, final: bool = False) -> bytes:
+        """Adds a token (None: none); returns the bytes that may be handed out now."""
+        if token is not None:
+            self.new.append(int(token))
+        text = self.tok.decode_bytes(np.array(self.new, dtype=np.int64), True)
+        length = len(text)
+        for s in self.stops:
+            at = text.find(s)
+            if 0 <= at < length:
+                length, self.stopped = at, True
+        end = length if self.stopped or final else self._safe(text, length)
+        piece = b""
+        if end > self.printed:
+            piece = text[self.printed:end]
+            self.printed = end
+        return piece
+
+    def pieces(self) -> Iterator[str]:
+        q: queue.Queue = queue.Queue()
+        cancel = threading.Event()
+        failure: list[BaseException] = []
+
+        def on_token(user: Any, row: int, token: int) -> int:
+            try:
+                if cancel.is_set():
+                    return 1
+                piece = self.push(token)
+                if piece:
+                    q.put(piece.decode("utf-8", "replace"))
+                return 1 if self.stopped else 0
+            except BaseException as e:  # an exception must not cross the C frame
+                failure.append(e)
+                return 1
+
+        callback = _lib.TOKEN_FN(on_token)
+
+        def work() -> None:
+            try:
+                beams = self.settings.beams > 1
+                seq = self.model._generate(self.ids, None, self.settings, None if beams else callback)
+                if failure:
+                    raise failure[0]
+                out = b""
+                if beams:  # the best sequence's tokens, known only at the end
+                    start = 0 if self.model.is_encoder_decoder else self.ids.shape[1]
+                    for t in seq[0, start:]:
+                        if self.stopped:
+                            break
+                        out += self.push(int(t))
+                if not self.stopped:
+                    out += self.push(None, final=True)
+                if out:
+                    q.put(out.decode("utf-8", "replace"))
+                q.put(self._END)
+            except BaseException as e:
+                q.put(e)
+
+        def generator() -> Iterator[str]:
+            worker = threading.Thread(target=work, name="clformer-stream", daemon=True)
+            worker.start()
+            try:
+                while True:
+                    item = q.get()
+                    if item is self._END:
+                        return
+                    if isinstance(item, BaseException):
+                        raise item
+                    yield item
+            finally:
+                cancel.set()
+                worker.join()
+
+        return generator()

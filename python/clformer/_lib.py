@@ -1,0 +1,204 @@
+"""_lib.py - finds libclformer and declares the part of include/clformer.h
+that the package calls, through ctypes (no compiler needed at install).
+
+Where the library comes from, first found wins:
+  1. $CLFORMER_LIBRARY, a path to libclformer.so;
+  2. the copy the wheel carries, beside this file (meson installs it there
+     when built with -Dpython=enabled, as `pip install .` does);
+  3. the system's: pkg-config's libdir for clformer, then the dynamic
+     loader's search path (ldconfig), as ctypes.util.find_library sees it.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import glob
+import os
+import subprocess
+from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_double, c_int, c_int64, c_long, c_size_t,
+                    c_uint64, c_void_p)
+
+MAX_DIMS = 6
+
+# clf_dtype
+F32, F16, I32, I64, Q8_0, Q4_0 = 0, 1, 2, 3, 4, 5
+
+GENERATE_OFF = -1
+
+
+class DeviceDesc(Structure):
+    _fields_ = [
+        ("platform_index", c_int),
+        ("device_index", c_int),
+        ("platform", c_void_p),
+        ("device", c_void_p),
+        ("type", c_uint64),
+        ("platform_name", c_char * 128),
+        ("device_name", c_char * 128),
+        ("vendor", c_char * 128),
+        ("driver_version", c_char * 64),
+        ("device_version", c_char * 64),
+    ]
+
+
+LOG_FN = CFUNCTYPE(None, c_void_p, c_char_p)
+PROGRESS_FN = CFUNCTYPE(None, c_void_p, c_size_t, c_size_t)
+TOKEN_FN = CFUNCTYPE(c_int, c_void_p, c_size_t, c_int64)
+
+
+class ContextOptions(Structure):
+    _fields_ = [
+        ("device", c_char_p),
+        ("profiling", c_int),
+        ("cache_dir", c_char_p),
+        ("kernel_dir", c_char_p),
+        ("log", LOG_FN),
+        ("log_user", c_void_p),
+    ]
+
+
+class Array(Structure):
+    _fields_ = [
+        ("name", c_char * 64),
+        ("dtype", c_int),
+        ("ndim", c_int),
+        ("shape", c_size_t * MAX_DIMS),
+        ("data", c_void_p),
+    ]
+
+
+class ModelOptions(Structure):
+    _fields_ = [
+        ("weights", c_int),
+        ("simulate", c_int),
+        ("progress", PROGRESS_FN),
+        ("progress_user", c_void_p),
+    ]
+
+
+class GenerateOptions(Structure):
+    _fields_ = [
+        ("max_new_tokens", c_size_t),
+        ("num_beams", c_size_t),
+        ("do_sample", c_int),
+        ("temperature", c_double),
+        ("top_k", c_long),
+        ("top_p", c_double),
+        ("min_p", c_double),
+        ("repetition_penalty", c_double),
+        ("no_repeat_ngram_size", c_long),
+        ("seed", c_uint64),
+        ("on_token", TOKEN_FN),
+        ("user", c_void_p),
+    ]
+
+
+class Image(Structure):
+    _fields_ = [("width", c_int), ("height", c_int), ("rgb", c_void_p)]
+
+
+class ImageProcessor(Structure):
+    _fields_ = [
+        ("do_resize", c_int),
+        ("width", c_int),
+        ("height", c_int),
+        ("resample", c_int),
+        ("do_rescale", c_int),
+        ("rescale_factor", c_double),
+        ("do_normalize", c_int),
+        ("mean", c_double * 3),
+        ("std", c_double * 3),
+    ]
+
+
+# name: (restype, argtypes).  c_void_p stands for the opaque handles.
+_PROTOTYPES = {
+    "clf_strerror": (c_char_p, [c_int]),
+    "clf_status_name": (c_char_p, [c_int]),
+    "clf_cl_error_name": (c_char_p, [c_int]),
+    "clf_list_devices": (c_int, [POINTER(DeviceDesc), c_size_t, POINTER(c_size_t)]),
+    "clf_select_device": (c_int, [c_char_p, POINTER(DeviceDesc)]),
+    "clf_context_options_init": (None, [POINTER(ContextOptions)]),
+    "clf_context_create": (c_int, [POINTER(ContextOptions), POINTER(c_void_p)]),
+    "clf_context_destroy": (None, [c_void_p]),
+    "clf_last_error": (c_char_p, [c_void_p]),
+    "clf_last_cl_error": (c_int, [c_void_p]),
+    "clf_last_build_log": (c_char_p, [c_void_p]),
+    "clf_clear_error": (None, [c_void_p]),
+    "clf_context_device": (POINTER(DeviceDesc), [c_void_p]),
+    "clf_context_cache_dir": (c_char_p, [c_void_p]),
+    "clf_weight_type_from_name": (c_int, [c_char_p, POINTER(c_int)]),
+    "clf_array_free": (None, [POINTER(Array)]),
+    "clf_model_options_init": (None, [POINTER(ModelOptions)]),
+    "clf_model_load_with": (c_int, [c_void_p, c_char_p, POINTER(ModelOptions), POINTER(c_void_p)]),
+    "clf_model_destroy": (None, [c_void_p]),
+    "clf_model_weight_bytes": (c_size_t, [c_void_p]),
+    "clf_model_type": (c_char_p, [c_void_p]),
+    "clf_model_input_names": (c_size_t, [c_void_p, POINTER(POINTER(c_char_p))]),
+    "clf_model_output_names": (c_size_t, [c_void_p, POINTER(POINTER(c_char_p))]),
+    "clf_model_run": (c_int, [c_void_p, POINTER(Array), c_size_t, POINTER(c_char_p), c_size_t, POINTER(Array)]),
+    "clf_model_num_labels": (c_size_t, [c_void_p]),
+    "clf_model_label": (c_char_p, [c_void_p, c_size_t]),
+    "clf_model_is_encoder_decoder": (c_int, [c_void_p]),
+    "clf_generate_options_init": (None, [POINTER(GenerateOptions)]),
+    "clf_model_generate": (c_int, [c_void_p, POINTER(Array), POINTER(Array), POINTER(GenerateOptions),
+                                   POINTER(Array)]),
+    "clf_tokenizer_load": (c_int, [c_char_p, POINTER(c_void_p)]),
+    "clf_tokenizer_destroy": (None, [c_void_p]),
+    "clf_tokenizer_encode": (c_int, [c_void_p, c_char_p, c_int, POINTER(POINTER(c_int64)), POINTER(c_size_t)]),
+    "clf_tokenizer_decode": (c_int, [c_void_p, POINTER(c_int64), c_size_t, c_int, POINTER(c_void_p)]),
+    "clf_image_read": (c_int, [c_char_p, POINTER(Image)]),
+    "clf_image_free": (None, [POINTER(Image)]),
+    "clf_image_processor_load": (c_int, [c_char_p, POINTER(ImageProcessor)]),
+    "clf_image_preprocess_with": (c_int, [POINTER(Image), POINTER(ImageProcessor), POINTER(Array)]),
+}
+
+
+def _pkg_config_libdir() -> str | None:
+    try:
+        out = subprocess.run(["pkg-config", "--variable=libdir", "clformer"], capture_output=True, text=True,
+                             timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def _candidates() -> list[str]:
+    env = os.environ.get("CLFORMER_LIBRARY")
+    if env:
+        return [env]  # an explicit choice is not second-guessed
+    here = os.path.dirname(os.path.abspath(__file__))
+    found = sorted(glob.glob(os.path.join(here, "libclformer.so*")), key=len)
+    libdir = _pkg_config_libdir()
+    if libdir:
+        found += sorted(glob.glob(os.path.join(libdir, "libclformer.so*")), key=len)
+    system = ctypes.util.find_library("clformer")
+    if system:
+        found.append(system)
+    return found
+
+
+def _load() -> tuple[ctypes.CDLL, str]:
+    tried = []
+    for path in _candidates():
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError as e:
+            tried.append(f"{path}: {e}")
+            continue
+        for name, (res, args) in _PROTOTYPES.items():
+            fn = getattr(lib, name)
+            fn.restype = res
+            fn.argtypes = args
+        return lib, path
+    where = "; ".join(tried) if tried else "none found"
+    raise ImportError("clformer: cannot load libclformer (set $CLFORMER_LIBRARY to its path, install the wheel, "
+                      f"or install the library where pkg-config or ldconfig find it): {where}")
+
+
+lib, path = _load()
+
+
+def text(b: bytes | None) -> str:
+    """A C string from the library as str (invalid UTF-8 replaced)."""
+    return b.decode("utf-8", "replace") if b else ""

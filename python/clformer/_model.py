@@ -1,0 +1,316 @@
+"""_model.py - clformer.Model: one Hugging Face model directory on one
+OpenCL device (a clf_context and a clf_model), its tokenizer, and what the
+command line does with them (run, generate, embed, classify).
+
+Threads: the C contract is one thread at a time per context, and ctypes
+releases the GIL during a call, so every C call on the context holds the
+model's lock; the tokenizer (host-only) has a lock of its own, so that one
+thread may tokenize while another runs the model.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+import weakref
+from typing import Any, Iterator, Mapping, Sequence, Union
+
+import numpy as np
+
+from . import _arrays, _errors, _lib
+from ._device import Device, DeviceLike, _device_from_desc, selector_of
+from ._generate import GenerateSettings, Streamer, settings_from
+from ._text import Tokenizer
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def _path_arg(name: str, value: Any) -> str:
+    if isinstance(value, bytes) or not isinstance(value, (str, os.PathLike)):
+        raise _errors.InvalidArgumentError(f"{name} must be a str or os.PathLike, not {type(value).__name__}")
+    path = os.fspath(value)
+    if not isinstance(path, str):
+        raise _errors.InvalidArgumentError(f"{name} must name a path as str, not {type(path).__name__}")
+    if "\0" in path:
+        raise _errors.InvalidArgumentError(f"{name} contains a NUL character")
+    if not path:
+        raise _errors.InvalidArgumentError(f"{name} is empty")
+    return path
+
+
+class _Handles:
+    """The C objects a Model owns; freed once, by close() or the finalizer."""
+
+    def __init__(self) -> None:
+        self.ctx = None
+        self.model = None
+
+    def free(self) -> None:
+        lib = _lib.lib
+        if self.model:
+            lib.clf_model_destroy(self.model)
+        if self.ctx:
+            lib.clf_context_destroy(self.ctx)
+        self.model = self.ctx = None
+
+
+class Model:
+    """A Hugging Face model directory (config.json + model.safetensors) loaded
+    onto an OpenCL device.
+
+    >>> with clformer.Model("tests/fixtures/bert") as m:
+    ...     out = m(input_ids=np.array([[2, 7, 3]]))
+    ...     out["last_hidden_state"].shape
+    (1, 3, 32)
+
+    Args:
+        path: the model directory.
+        device: None (the default device: $CLFORMER_DEVICE, else the first
+            GPU, else the first device), an index into clformer.devices(), a
+            clformer.Device, or a selector string ("0:1", or part of the
+            "platform / device" name).
+        weights: storage of the linear layers' weights: "f32", "f16", "q8" or "q4".
+        cache_dir: the program cache directory (None: $CLFORMER_CACHE_DIR,
+            else ~/.cache/clformer; "off" disables it).
+    """
+
+    def __init__(self, path: PathLike, device: DeviceLike = None, weights: str = "f32",
+                 cache_dir: PathLike | None = None):
+        self._h = _Handles()
+        self._closed = True
+        self._lock = threading.Lock()
+        self.path = _path_arg("path", path)
+        if not isinstance(weights, str) or "\0" in weights:
+            raise _errors.InvalidArgumentError(f"weights must be one of \"f32\", \"f16\", \"q8\", \"q4\", "
+                                               f"not {weights!r}")
+        cache = _path_arg("cache_dir", cache_dir) if cache_dir is not None else None
+        sel = selector_of(device)
+        lib = _lib.lib
+        mo = _lib.ModelOptions()
+        lib.clf_model_options_init(ctypes.byref(mo))
+        wt = ctypes.c_int(0)
+        _errors.check(lib.clf_weight_type_from_name(weights.encode(), ctypes.byref(wt)))
+        mo.weights = wt.value
+        co = _lib.ContextOptions()
+        lib.clf_context_options_init(ctypes.byref(co))
+        co.device = sel.encode() if sel is not None else None
+        co.cache_dir = cache.encode() if cache is not None else None
+        ctx = ctypes.c_void_p()
+        _errors.check(lib.clf_context_create(ctypes.byref(co), ctypes.byref(ctx)))
+        self._h.ctx = ctx.value
+        self._finalizer = weakref.finalize(self, self._h.free)
+        m = ctypes.c_void_p()
+        st = lib.clf_model_load_with(self._h.ctx, self.path.encode(), ctypes.byref(mo), ctypes.byref(m))
+        if st != 0:
+            err = _errors.from_status(st, self._h.ctx)
+            self._finalizer()
+            raise err
+        self._h.model = m.value
+        self._closed = False
+        self._describe()
+        self._tok = Tokenizer(self.path)
+
+    def _describe(self) -> None:
+        lib, m, t = _lib.lib, self._h.model, _lib.text
+        self.model_type: str = t(lib.clf_model_type(m))
+        names = ctypes.POINTER(ctypes.c_char_p)()
+        n = lib.clf_model_input_names(m, ctypes.byref(names))
+        self.input_names: list[str] = [t(names[i]) for i in range(n)]
+        n = lib.clf_model_output_names(m, ctypes.byref(names))
+        self.output_names: list[str] = [t(names[i]) for i in range(n)]
+        n = lib.clf_model_num_labels(m)
+        self.labels: list[str] = [t(lib.clf_model_label(m, i)) or f"LABEL_{i}" for i in range(n)]
+        self.is_encoder_decoder: bool = bool(lib.clf_model_is_encoder_decoder(m))
+        self.weight_bytes: int = int(lib.clf_model_weight_bytes(m))
+        self.device: Device = _device_from_desc(lib.clf_context_device(self._h.ctx).contents)
+
+    # ---- lifetime ----
+
+    def close(self) -> None:
+        """Frees the model, its context and its tokenizer.  Idempotent; any
+        later use raises clformer.Error."""
+        with self._lock:
+            self._closed = True
+            self._finalizer()
+        tok = getattr(self, "_tok", None)
+        if tok is not None:
+            tok.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> "Model":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"on {self.device.selector} {self.device.name}"
+        return f"<clformer.Model {self.model_type or '?'} {self.path!r} {state}>"
+
+    def _live(self) -> int:
+        """The model handle; raises when closed (call with the lock held)."""
+        if self._closed or not self._h.model:
+            raise _errors.InvalidArgumentError(f"the clformer.Model of {self.path!r} is closed")
+        return self._h.model
+
+    def _fail(self, st: int) -> _errors.Error:
+        return _errors.from_status(st, self._h.ctx)
+
+    # ---- forward ----
+
+    def _inputs(self, inputs: Mapping[str, Any]) -> list[tuple[str, np.ndarray]]:
+        if not inputs:
+            raise _errors.InvalidArgumentError(f"no inputs given; this model takes {', '.join(self.input_names)}")
+        out = []
+        for name, value in inputs.items():
+            if not isinstance(name, str) or name not in self.input_names:
+                raise _errors.InvalidArgumentError(
+                    f"unknown input {name!r}; this {self.model_type} model takes {', '.join(self.input_names)}")
+            if name in _arrays.FLOAT_INPUTS:
+                arr = _arrays.as_floats(name, value)
+            else:
+                arr = _arrays.as_ids(name, value, ndim=None)
+            _arrays.check_rank(name, arr)
+            out.append((name, arr))
+        return out
+
+    def run(self, inputs: Mapping[str, Any], outputs: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+        """One forward pass: `inputs` by transformers' forward() argument
+        names, the `outputs` asked for (None: all of output_names) by their
+        output field names.  Ids and masks are int64 (or int32), pixel values
+        float32; other dtypes are converted once, wrong kinds refused."""
+        if not isinstance(inputs, Mapping):
+            raise _errors.InvalidArgumentError(f"inputs must be a mapping of name to array, not {type(inputs).__name__}")
+        arrays = self._inputs(inputs)
+        if outputs is None:
+            outputs = list(self.output_names)
+        elif isinstance(outputs, str) or not all(isinstance(o, str) for o in outputs):
+            raise _errors.InvalidArgumentError("outputs must be a sequence of output names")
+        for o in outputs:
+            if o not in self.output_names:
+                raise _errors.InvalidArgumentError(
+                    f"unknown output {o!r}; this {self.model_type} model gives {', '.join(self.output_names)}")
+        c_in = (_lib.Array * len(arrays))(*[_arrays.to_c(n, a) for n, a in arrays])
+        c_names = (ctypes.c_char_p * max(len(outputs), 1))(*[o.encode() for o in outputs])
+        c_out = (_lib.Array * max(len(outputs), 1))()
+        with self._lock:
+            m = self._live()
+            st = _lib.lib.clf_model_run(m, c_in, len(arrays), c_names, len(outputs), c_out)
+            if st != 0:
+                raise self._fail(st)
+        return {o: _arrays.take(c_out[i]) for i, o in enumerate(outputs)}
+
+    def __call__(self, **inputs: Any) -> dict[str, np.ndarray]:
+        """model(input_ids=..., attention_mask=...) -> {output name: array}:
+        every output the model gives (see run() to ask for fewer)."""
+        return self.run(inputs)
+
+    # ---- generation ----
+
+    def _generate(self, ids: np.ndarray, mask: np.ndarray | None, s: GenerateSettings,
+                  on_token: Any = None) -> np.ndarray:
+        o = s.c_options()
+        if on_token is not None:
+            o.on_token = on_token
+        c_ids = _arrays.to_c("input_ids", ids)
+        c_mask = _arrays.to_c("attention_mask", mask) if mask is not None else None
+        seq = _lib.Array()
+        with self._lock:
+            m = self._live()
+            st = _lib.lib.clf_model_generate(m, ctypes.byref(c_ids), ctypes.byref(c_mask) if c_mask else None,
+                                             ctypes.byref(o), ctypes.byref(seq))
+            if st != 0:
+                raise self._fail(st)
+        return _arrays.take(seq)
+
+    def generate(self, input_ids: Any, attention_mask: Any = None, **kwargs: Any) -> np.ndarray:
+        """Decoding as transformers' generate(): greedy, beam search
+        (num_beams > 1) or sampling (do_sample=True).
+
+        input_ids: [B, L] ids (a 1-D sequence is taken as B = 1), the prompt
+        of a decoder-only model or the source of an encoder-decoder.
+        Keyword settings (None or absent: the checkpoint's
+        generation_config.json, else transformers' default): max_new_tokens,
+        num_beams, do_sample, temperature, top_k (0: no top-k), top_p, min_p
+        (0: off), repetition_penalty, no_repeat_ngram_size (0: off), seed
+        (>= 1; None: a fresh one per call), eos_token_id (an int or a list of
+        ints replacing the checkpoint's).
+
+        Returns int64 [B, T]: the prompt (or the decoder start token) and the
+        new tokens, finished rows padded with pad_token_id."""
+        s = settings_from(kwargs)
+        ids = _arrays.as_ids("input_ids", input_ids, ndim=None)
+        if ids.ndim == 1:
+            ids = ids[None, :]
+        if ids.ndim != 2:
+            raise _errors.ShapeError(f"input_ids must be [batch, length], got shape {list(ids.shape)}")
+        mask = None
+        if attention_mask is not None:
+            mask = _arrays.as_ids("attention_mask", attention_mask, ndim=None)
+            if mask.ndim == 1:
+                mask = mask[None, :]
+            if mask.shape != ids.shape:
+                raise _errors.ShapeError(f"attention_mask {list(mask.shape)} must have input_ids' shape "
+                                         f"{list(ids.shape)}")
+        return self._generate(ids, mask, s)
+
+    def stream(self, prompt: str, *, stop: str | Sequence[str] = (), **kwargs: Any) -> Iterator[str]:
+        """The text generated from `prompt`, in pieces as the tokens come, as
+        `clformer generate --prompt` prints it (without the prompt itself):
+        a character split across tokens once whole, a word once the next
+        space or the end shows it cannot change.  `stop`: generation ends
+        before the first occurrence of any of these strings (not yielded).
+        The settings are generate()'s.  With num_beams > 1 the text comes in
+        one piece at the end.  Closing the iterator early stops generation
+        after the current token."""
+        s = settings_from(kwargs)
+        stops = [stop] if isinstance(stop, str) else list(stop)
+        for x in stops:
+            if not isinstance(x, str) or not x:
+                raise _errors.InvalidArgumentError("stop strings must be non-empty str")
+        with self._lock:
+            self._live()
+        ids = self.tokenize(prompt)[None, :]
+        return Streamer(self, self._tok, ids, s, stops).pieces()
+
+    # ---- tokenizer ----
+
+    def tokenize(self, text: str, add_special_tokens: bool = True) -> np.ndarray:
+        """text -> int64 ids with the model directory's tokenizer, as
+        transformers' tokenizer(text)["input_ids"] (special tokens added unless
+        add_special_tokens=False)."""
+        with self._lock:
+            self._live()
+        return self._tok.encode(text, add_special_tokens)
+
+    def decode(self, ids: Any, skip_special_tokens: bool = True) -> str:
+        """ids (1-D) -> text, as transformers' tokenizer.decode."""
+        with self._lock:
+            self._live()
+        return self._tok.decode(ids, skip_special_tokens)
+
+    def batch_decode(self, sequences: Any, skip_special_tokens: bool = True) -> list[str]:
+        """[B, T] ids -> B texts."""
+        arr = _arrays.as_ids("sequences", sequences, ndim=2)
+        return [self.decode(row, skip_special_tokens) for row in arr]
+
+    # ---- embeddings and classification ----
+
+    def embed(self, texts: str | Sequence[str]) -> np.ndarray:
+        """Mean-pooled, L2-normalised embeddings of `texts` (float32
+        [n, hidden]), the ones `clformer embed` takes the cosines of: each text
+        tokenized with special tokens, the batch padded with config.json's
+        pad_token_id, last_hidden_state averaged over each text's tokens."""
+        from ._tasks import embed
+        return embed(self, texts)
+
+    def classify(self, images: Any, top_k: int = 5) -> list[list[tuple[str, float]]]:
+        """The top_k (label, probability) of each image, most probable first,
+        as `clformer classify` prints them: each image (a PNG/JPEG path, the
+        bytes of such a file, or an RGB uint8 array [H, W, 3]) preprocessed as
+        preprocessor_config.json says, the logits' softmax."""
+        from ._tasks import classify
+        return classify(self, images, top_k)

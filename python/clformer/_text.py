@@ -1,0 +1,106 @@
+"""_text.py - the model directory's tokenizer (clf_tokenizer), loaded on
+first use, behind a lock of its own (host-only: no context)."""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import threading
+from typing import Any
+
+import numpy as np
+
+from . import _arrays, _errors, _lib
+
+# The library's strings are malloc'd; free() them with the C library's free.
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
+_libc.free.argtypes = [ctypes.c_void_p]
+_libc.free.restype = None
+
+
+def c_text(text: Any, what: str = "text") -> bytes:
+    """`text` as the NUL-terminated UTF-8 the C API takes."""
+    if not isinstance(text, str):
+        raise _errors.InvalidArgumentError(f"{what} must be a str, not {type(text).__name__}")
+    if "\0" in text:
+        raise _errors.InvalidArgumentError(f"{what} contains a NUL character, which the tokenizer cannot take")
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise _errors.InvalidArgumentError(f"{what} is not valid Unicode: {e}") from None
+
+
+class Tokenizer:
+    """clf_tokenizer of one model directory (loaded when first used)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._lock = threading.Lock()
+        self._h = None
+        self._closed = False
+
+    def _handle(self) -> int:
+        # call with the lock held
+        if self._closed:
+            raise _errors.InvalidArgumentError(f"the clformer.Model of {self.path!r} is closed")
+        if self._h is None:
+            h = ctypes.c_void_p()
+            st = _lib.lib.clf_tokenizer_load(self.path.encode(), ctypes.byref(h))
+            if st != 0:
+                raise _errors.from_status(st)
+            self._h = h.value
+        return self._h
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            if self._h:
+                _lib.lib.clf_tokenizer_destroy(self._h)
+            self._h = None
+
+    def __del__(self) -> None:
+        try:
+            if self._h:
+                _lib.lib.clf_tokenizer_destroy(self._h)
+                self._h = None
+        except Exception:  # interpreter shutdown
+            pass
+
+    def encode(self, text: str, add_special: bool = True) -> np.ndarray:
+        raw = c_text(text)
+        ids = ctypes.POINTER(ctypes.c_int64)()
+        n = ctypes.c_size_t(0)
+        with self._lock:
+            st = _lib.lib.clf_tokenizer_encode(self._handle(), raw, 1 if add_special else 0, ctypes.byref(ids),
+                                               ctypes.byref(n))
+            if st != 0:
+                raise _errors.from_status(st)
+        try:
+            out = np.empty(n.value, dtype=np.int64)
+            if n.value:
+                ctypes.memmove(out.ctypes.data, ids, out.nbytes)
+        finally:
+            _libc.free(ids)
+        return out
+
+    def decode_bytes(self, ids: Any, skip_special: bool = True) -> bytes:
+        arr = _arrays.as_ids("ids", ids, ndim=None, allow_int32=False)
+        if arr.ndim == 0:
+            arr = arr.reshape(1)
+        if arr.ndim != 1:
+            raise _errors.ShapeError(f"ids must be 1-D (one sequence), got shape {list(arr.shape)}; "
+                                     "use batch_decode for several")
+        text = ctypes.c_void_p()
+        ptr = arr.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)) if arr.size else \
+            ctypes.cast(ctypes.addressof(_arrays._EMPTY), ctypes.POINTER(ctypes.c_int64))
+        with self._lock:
+            st = _lib.lib.clf_tokenizer_decode(self._handle(), ptr, arr.size, 1 if skip_special else 0,
+                                               ctypes.byref(text))
+            if st != 0:
+                raise _errors.from_status(st)
+        try:
+            return ctypes.string_at(text.value) if text.value else b""
+        finally:
+            _libc.free(text)
+
+    def decode(self, ids: Any, skip_special: bool = True) -> str:
+        return self.decode_bytes(ids, skip_special).decode("utf-8", "replace")
