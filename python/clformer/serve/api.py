@@ -67,9 +67,11 @@ def parse_json(raw: bytes) -> dict:
     if not raw:
         raise RequestError(400, "the request body is empty; send a JSON object")
     try:
-        body = json.loads(raw)
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise RequestError(400, "the request body is not UTF-8 text") from None
+        raise RequestError(400, "the request body is not UTF-8 text (JSON is UTF-8)") from None
+    try:
+        body = json.loads(text)
     except json.JSONDecodeError as e:
         raise RequestError(400, f"malformed JSON in the request body: {e.msg} at line {e.lineno} "
                                 f"column {e.colno}") from None

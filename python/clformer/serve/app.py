@@ -268,13 +268,21 @@ def build_app(opts: ServeOptions) -> Any:
     return ingress.bind(replica.bind(opts), opts)
 
 
+def start_http(host: str = "127.0.0.1", port: int = 8000, request_timeout_s: float = 130.0) -> None:
+    """Starts Serve's HTTP proxy on host:port (Ray must be initialised)."""
+    serve.start(http_options={"host": host, "port": port, "request_timeout_s": request_timeout_s})
+
+
+def deploy(opts: ServeOptions, app_name: str = "clformer", route_prefix: str = "/") -> None:
+    """Deploys the application under route_prefix; returns once every replica is up."""
+    serve.run(build_app(opts), name=app_name, route_prefix=route_prefix, blocking=False)
+
+
 def start(opts: ServeOptions, *, host: str = "127.0.0.1", port: int = 8000, app_name: str = "clformer",
           route_prefix: str = "/") -> None:
-    """serve.start on host:port (Ray must be initialised) and deploys the
-    application; returns once every replica is up."""
-    serve.start(http_options={"host": host, "port": port,
-                              "request_timeout_s": opts.limits.request_timeout_s + 10})
-    serve.run(build_app(opts), name=app_name, route_prefix=route_prefix, blocking=False)
+    """start_http, then deploy."""
+    start_http(host, port, opts.limits.request_timeout_s + 10)
+    deploy(opts, app_name, route_prefix)
 
 
 def local_ray(num_cpus: int = 2, resources: dict | None = None) -> None:
@@ -284,4 +292,4 @@ def local_ray(num_cpus: int = 2, resources: dict | None = None) -> None:
              _node_ip_address="127.0.0.1", configure_logging=True, log_to_driver=False)
 
 
-__all__ = ["build_app", "start", "local_ray", "Ingress", "ModelReplica"]
+__all__ = ["build_app", "deploy", "start", "start_http", "local_ray", "Ingress", "ModelReplica"]
