@@ -928,6 +928,12 @@ typedef struct clf_generate_options {
    * tokens are known only at the end.  NULL: none. */
   int (*on_token)(void *user, size_t row, int64_t token);
   void *user; /* passed to on_token */
+  /* The end-of-sequence tokens, replacing the checkpoint's eos_token_id
+   * (and, as in transformers, the pad token when the checkpoint has none);
+   * n_eos_token_ids 0: the checkpoint's.  At most 8, each >= 0, else
+   * CLF_E_INVALID_ARG. */
+  const int64_t *eos_token_ids;
+  size_t n_eos_token_ids;
 } clf_generate_options;
 
 /* Fills `o` with the defaults (all 0: every setting unset). */
@@ -1038,6 +1044,32 @@ CLF_API clf_status clf_tokenizer_encode(clf_tokenizer *t, const char *text, int 
  * become U+FFFD. */
 CLF_API clf_status clf_tokenizer_decode(clf_tokenizer *t, const int64_t *ids, size_t n, int skip_special,
                                         char **text);
+
+/* ------------------------------------------------------------------------ */
+/* Tasks: what the command line makes of a model's outputs. */
+
+/* Sentence embeddings, as `clformer embed` takes the cosines of them (the
+ * mean pooling of sentence-transformers): each of the n texts (UTF-8) is
+ * tokenized with tok with its special tokens, the batch padded with
+ * config.json's pad_token_id (0 when absent) into input_ids [n, L] with an
+ * attention_mask (and zero token_type_ids for models that take them), and
+ * last_hidden_state [n, L, D] is averaged over each text's tokens (summed
+ * in double, the mean rounded to f32), then divided by its L2 norm
+ * (+ 1e-12).  *out receives f32 [n, D] named "embeddings", data malloc'd
+ * (clf_array_free).  Errors (recorded on the model's context; on failure
+ * *out holds no data): CLF_E_INVALID_ARG for NULL arguments, n 0, a text
+ * with no tokens, or the tokenizer's refusal (naming the text); those of
+ * clf_model_run; CLF_E_UNSUPPORTED for a model that takes no input_ids. */
+CLF_API clf_status clf_model_embed(clf_model *m, clf_tokenizer *tok, const char *const *texts, size_t n,
+                                   clf_array *out);
+
+/* The softmax of logits[0 .. n) in double (the maximum subtracted first)
+ * into p[0 .. n), and the indices of the k most probable into top[0 .. k),
+ * most probable first, ties to the smaller index: how `clformer classify`
+ * and `fill-mask` rank labels and tokens.  top may be NULL when k is 0.
+ * Errors (in clf_last_error(NULL)): CLF_E_INVALID_ARG for NULL pointers or
+ * k > n, CLF_E_SHAPE for n 0, CLF_E_OUT_OF_MEMORY. */
+CLF_API clf_status clf_softmax_top_k(const float *logits, size_t n, size_t k, double *p, size_t *top);
 
 /* ------------------------------------------------------------------------ */
 /* Images: PNG/JPEG in host memory and the image processor. */

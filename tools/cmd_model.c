@@ -540,80 +540,6 @@ typedef struct embed_opts {
 
 static const clf_cli_option embed_options[] = {CLF_CLI_OPT_DEVICE(embed_opts), CLF_CLI_OPT_WEIGHTS(embed_opts), {NULL}};
 
-/* config.json's pad_token_id (0 when absent: [PAD] in BERT vocabularies).
- * RoBERTa's positions count every token that is not pad_token_id, so its
- * padding must be that id. */
-static int64_t config_pad_id(const char *dir) {
-  char path[4096];
-  snprintf(path, sizeof(path), "%s/config.json", dir);
-  cJSON *j = clf_cli_read_json(path);
-  const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "pad_token_id");
-  const int64_t id = cJSON_IsNumber(p) && p->valuedouble >= 0 ? (int64_t)p->valuedouble : 0;
-  cJSON_Delete(j);
-  return id;
-}
-
-/* 1 when the model takes input `name`. */
-static int takes_input(const clf_model *m, const char *name) {
-  const char *const *names;
-  const size_t n = clf_model_input_names(m, &names);
-  for (size_t i = 0; i < n; i++)
-    if (!strcmp(names[i], name)) return 1;
-  return 0;
-}
-
-/* The texts' ids as [n, L] input_ids padded with pad_token_id,
- * attention_mask and (for models that take them) token_type_ids in in[0..
- * *n_in); lens[i] the length of text i. */
-static int tokenize_batch(const clf_model *m, const char *dir, clf_tokenizer *tok, char **texts, size_t n,
-                          size_t *lens, clf_array in[3], size_t *n_in) {
-  static const char *names[3] = {"input_ids", "attention_mask", "token_type_ids"};
-  int64_t *ids[MAX_TEXTS] = {0};
-  const int64_t pad = config_pad_id(dir);
-  size_t L = 0;
-  int ok = 1;
-  *n_in = takes_input(m, "token_type_ids") ? 3 : 2;
-  for (size_t i = 0; i < n && ok; i++) {
-    ok = clf_tokenizer_encode(tok, texts[i], 1, &ids[i], &lens[i]) == CLF_OK;
-    if (!ok) fprintf(stderr, "clformer embed: %s\n", clf_last_error(NULL));
-    else if (lens[i] > L) L = lens[i];
-  }
-  for (size_t k = 0; k < *n_in && ok; k++) {
-    snprintf(in[k].name, sizeof(in[k].name), "%s", names[k]);
-    in[k].dtype = CLF_I64;
-    in[k].ndim = 2;
-    in[k].shape[0] = n;
-    in[k].shape[1] = L;
-    in[k].data = calloc(n * L + 1, sizeof(int64_t));
-    ok = in[k].data != NULL;
-  }
-  for (size_t i = 0; i < n && ok; i++)
-    for (size_t j = 0; j < L; j++) {
-      ((int64_t *)in[0].data)[i * L + j] = j < lens[i] ? ids[i][j] : pad;
-      ((int64_t *)in[1].data)[i * L + j] = j < lens[i];
-    }
-  for (size_t i = 0; i < n; i++) free(ids[i]);
-  return ok;
-}
-
-/* Mean of last_hidden_state [n, L, D] over each text's tokens, L2-normalised. */
-static float *mean_pool(const clf_array *h, const size_t *lens, size_t n) {
-  size_t L = h->shape[1], D = h->shape[2];
-  float *emb = calloc(n * D + 1, sizeof(float));
-  const float *x = h->data;
-  for (size_t i = 0; i < n && emb; i++) {
-    double norm = 0;
-    for (size_t d = 0; d < D; d++) {
-      double s = 0;
-      for (size_t j = 0; j < lens[i]; j++) s += x[(i * L + j) * D + d];
-      emb[i * D + d] = (float)(s / (double)lens[i]);
-      norm += (double)emb[i * D + d] * emb[i * D + d];
-    }
-    for (size_t d = 0; d < D; d++) emb[i * D + d] /= (float)(sqrt(norm) + 1e-12);
-  }
-  return emb;
-}
-
 static void print_cosines(const char *type, const float *emb, size_t n, size_t D, char **texts) {
   printf("cosine similarity of mean-pooled embeddings (%s, dim %zu):\n", type, D);
   for (size_t i = 0; i < n; i++) {
@@ -631,30 +557,25 @@ static int embed_main(const void *opts, int argc, char **argv) {
   const embed_opts *o = opts;
   const char *dir = argv[0];
   char **texts = argv + 1;
-  size_t n = (size_t)argc - 1, lens[MAX_TEXTS] = {0}, n_in = 0;
+  const size_t n = (size_t)argc - 1;
   int rc = 1;
   clf_tokenizer *tok = NULL;
   clf_context *ctx = NULL;
   clf_model *m = NULL;
-  clf_array in[3], res;
-  memset(in, 0, sizeof(in));
-  memset(&res, 0, sizeof(res));
-  const char *outs[1] = {"last_hidden_state"};
+  clf_array emb;
+  memset(&emb, 0, sizeof(emb));
   if (clf_tokenizer_load(dir, &tok) != CLF_OK) {
     fprintf(stderr, "clformer embed: %s\n", clf_last_error(NULL));
-  } else if (clf_cli_open_model("embed", dir, o->device, o->weights, 0, &ctx, &m) &&
-             tokenize_batch(m, dir, tok, texts, n, lens, in, &n_in)) {
-    float *emb = NULL;
-    if (clf_model_run(m, in, n_in, outs, 1, &res) != CLF_OK)
+  } else if (clf_cli_open_model("embed", dir, o->device, o->weights, 0, &ctx, &m)) {
+    /* the library pools (clf_model_embed), as the Python package's embed() */
+    if (clf_model_embed(m, tok, (const char *const *)texts, n, &emb) != CLF_OK) {
       fprintf(stderr, "clformer embed: %s\n", clf_last_error(ctx));
-    else if ((emb = mean_pool(&res, lens, n)) != NULL) {
-      print_cosines(clf_model_type(m), emb, n, res.shape[2], texts);
+    } else {
+      print_cosines(clf_model_type(m), emb.data, n, emb.shape[1], texts);
       rc = 0;
     }
-    free(emb);
   }
-  for (int k = 0; k < 3; k++) clf_array_free(&in[k]);
-  clf_array_free(&res);
+  clf_array_free(&emb);
   clf_tokenizer_destroy(tok);
   clf_model_destroy(m);
   clf_context_destroy(ctx);

@@ -49,30 +49,6 @@ static void free_inputs(clf_array in[3]) {
     clf_array_free(&in[k]);
 }
 
-/* softmax(l[0..n)) into p; the indices of the k largest into top (ties: the
- * smaller index first). */
-static void softmax_top(const float *l, size_t n, size_t k, double *p,
-                        size_t *top) {
-  double mx = l[0], sum = 0;
-  for (size_t j = 1; j < n; j++)
-    mx = l[j] > mx ? l[j] : mx;
-  for (size_t j = 0; j < n; j++)
-    sum += (p[j] = exp((double)l[j] - mx));
-  for (size_t j = 0; j < n; j++)
-    p[j] /= sum;
-  for (size_t i = 0; i < k; i++) {
-    size_t best = n;
-    for (size_t j = 0; j < n; j++) {
-      int used = 0;
-      for (size_t u = 0; u < i && !used; u++)
-        used = top[u] == j;
-      if (!used && (best == n || p[j] > p[best]))
-        best = j;
-    }
-    top[i] = best;
-  }
-}
-
 /* ---- classify (text) ---- */
 
 int clf_cli_classify_text(const char *dir, char **texts, size_t n, long top,
@@ -113,9 +89,12 @@ int clf_cli_classify_text(const char *dir, char **texts, size_t n, long top,
         double *p = malloc(nl * sizeof *p);
         size_t *idx = malloc(nl * sizeof *idx);
         if (p && idx) {
-          softmax_top(logits.data, nl, k, p, idx);
-          print(texts[i], p, idx, k, m);
-          rc = 0;
+          if (clf_softmax_top_k(logits.data, nl, k, p, idx) == CLF_OK) {
+            print(texts[i], p, idx, k, m);
+            rc = 0;
+          } else {
+            fprintf(stderr, "clformer classify: %s\n", clf_last_error(NULL));
+          }
         }
         free(p), free(idx);
       }
@@ -202,7 +181,11 @@ static int print_masks(clf_tokenizer *tok, const clf_array *in,
   for (size_t pos = 0; pos < L && ok; pos++) {
     if (ids[pos] != mask)
       continue;
-    softmax_top((const float *)logits->data + pos * V, V, k, p, idx);
+    if (clf_softmax_top_k((const float *)logits->data + pos * V, V, k, p, idx) != CLF_OK) {
+      fprintf(stderr, "clformer fill-mask: %s\n", clf_last_error(NULL));
+      ok = 0;
+      break;
+    }
     printf("mask %zu (token %zu)\n", ++n_masks, pos);
     for (size_t j = 0; j < k && ok; j++) {
       char *s = NULL;

@@ -24,17 +24,6 @@ static const clf_cli_option classify_options[] = {
     CLF_CLI_OPT_WEIGHTS(classify_opts),
     {NULL}};
 
-typedef struct scored {
-  double p;
-  int id;
-} scored;
-
-static int cmp_scored(const void *a, const void *b) {
-  const scored *x = a, *y = b;
-  if (x->p != y->p) return x->p < y->p ? 1 : -1;
-  return x->id - y->id;
-}
-
 /* The images preprocessed into one [N, 3, H, W] batch (every image is
  * resized to the processor's size), before any model work so that a bad file
  * is reported first. */
@@ -86,18 +75,21 @@ static const char *label_of(const clf_model *m, int id, char *buf, size_t len) {
   return buf;
 }
 
-/* One image's block: the softmax of its logits, the k most probable. */
-static void print_top(const char *path, const float *l, size_t nl, size_t k, scored *s, const clf_model *m) {
-  double mx = l[0], sum = 0;
-  for (size_t j = 1; j < nl; j++) mx = l[j] > mx ? l[j] : mx;
-  for (size_t j = 0; j < nl; j++) sum += exp((double)l[j] - mx);
-  for (size_t j = 0; j < nl; j++) s[j] = (scored){exp((double)l[j] - mx) / sum, (int)j};
-  qsort(s, nl, sizeof(scored), cmp_scored);
+/* One image's block: the softmax of its logits, the k most probable
+ * (clf_softmax_top_k, as the Python package's classify()); 0 after saying
+ * why not. */
+static int print_top(const char *path, const float *l, size_t nl, size_t k, double *p, size_t *top,
+                     const clf_model *m) {
+  if (clf_softmax_top_k(l, nl, k, p, top) != CLF_OK) {
+    fprintf(stderr, "clformer classify: %s\n", clf_last_error(NULL));
+    return 0;
+  }
   printf("%s\n", path);
   for (size_t j = 0; j < k; j++) {
     char buf[32];
-    printf("  %.4f  %s (%d)\n", s[j].p, label_of(m, s[j].id, buf, sizeof(buf)), s[j].id);
+    printf("  %.4f  %s (%d)\n", p[top[j]], label_of(m, (int)top[j], buf, sizeof(buf)), (int)top[j]);
   }
+  return 1;
 }
 
 /* A text's block, as an image's. */
@@ -133,10 +125,12 @@ static int classify_main(const void *opts, int argc, char **argv) {
     fprintf(stderr, "clformer classify: the model's logits are not [%zu, num_labels]\n", n_img);
   } else {
     size_t nl = logits.shape[1], k = (size_t)o->top < nl ? (size_t)o->top : nl;
-    scored *s = malloc(sizeof(scored) * nl);
-    for (size_t i = 0; i < n_img && s; i++) print_top(paths[i], (const float *)logits.data + i * nl, nl, k, s, m);
-    rc = s ? 0 : 1;
-    free(s);
+    double *p = malloc(sizeof(double) * nl);
+    size_t *top = malloc(sizeof(size_t) * nl);
+    rc = p && top ? 0 : 1;
+    for (size_t i = 0; i < n_img && !rc; i++)
+      rc = print_top(paths[i], (const float *)logits.data + i * nl, nl, k, p, top, m) ? 0 : 1;
+    free(p), free(top);
   }
   clf_array_free(&pv);
   clf_array_free(&logits);

@@ -530,12 +530,9 @@ static clf_status greedy_output(gen *g, size_t B, clf_array *out) {
   return CLF_OK;
 }
 
-clf_status clf_model_generate(clf_model *m, const clf_array *input_ids, const clf_array *attention_mask,
-                              const clf_generate_options *o, clf_array *sequences) {
+static clf_status generate_run(clf_model *m, const clf_array *input_ids, const clf_array *attention_mask,
+                               const clf_generate_options *o, clf_array *sequences) {
   static const char op[] = "clf_model_generate";
-  if (!m) return clf__fail(NULL, CLF_E_INVALID_ARG, "%s: model is NULL", op);
-  if (!sequences) return clf__fail(m->ctx, CLF_E_INVALID_ARG, "%s: sequences is NULL", op);
-  memset(sequences, 0, sizeof *sequences);
   gen g = {0};
   size_t B = 0, L = 0, K = 1;
   clf_status st = gen_setup(m, input_ids, attention_mask, o, &g, &B, &L, &K);
@@ -561,5 +558,32 @@ clf_status clf_model_generate(clf_model *m, const clf_array *input_ids, const cl
 done:
   if (m->gen_end) m->gen_end(m);
   free(src), free(g.tok), free(g.mask), free(logits), free(g.tmp);
+  return st;
+}
+
+/* The options' eos_token_ids stand in for the checkpoint's during the call. */
+clf_status clf_model_generate(clf_model *m, const clf_array *input_ids, const clf_array *attention_mask,
+                              const clf_generate_options *o, clf_array *sequences) {
+  static const char op[] = "clf_model_generate";
+  if (!m) return clf__fail(NULL, CLF_E_INVALID_ARG, "%s: model is NULL", op);
+  if (!sequences) return clf__fail(m->ctx, CLF_E_INVALID_ARG, "%s: sequences is NULL", op);
+  memset(sequences, 0, sizeof *sequences);
+  const size_t n = o ? o->n_eos_token_ids : 0, cap = CLF__ARRAY_LEN(m->eos);
+  if (n > cap) return clf__fail(m->ctx, CLF_E_INVALID_ARG, "%s: %zu eos_token_ids, at most %zu", op, n, cap);
+  if (n && !o->eos_token_ids) return clf__fail(m->ctx, CLF_E_INVALID_ARG, "%s: eos_token_ids is NULL", op);
+  for (size_t i = 0; i < n; i++)
+    if (o->eos_token_ids[i] < 0 || (int64_t)(long)o->eos_token_ids[i] != o->eos_token_ids[i])
+      return clf__fail(m->ctx, CLF_E_INVALID_ARG, "%s: eos_token_ids[%zu] is %lld, not a token id", op, i,
+                       (long long)o->eos_token_ids[i]);
+  long saved[CLF__ARRAY_LEN(m->eos)];
+  const size_t saved_n = m->n_eos;
+  memcpy(saved, m->eos, sizeof saved);
+  if (n) {
+    for (size_t i = 0; i < n; i++) m->eos[i] = (long)o->eos_token_ids[i];
+    m->n_eos = n;
+  }
+  const clf_status st = generate_run(m, input_ids, attention_mask, o, sequences);
+  memcpy(m->eos, saved, sizeof saved);
+  m->n_eos = saved_n;
   return st;
 }

@@ -16,11 +16,12 @@ from ._errors import (BlasError, BuildError, DeviceNotFoundError, DtypeError, Er
                       UnsupportedError)
 from ._device import Device, devices, probe
 from ._model import Model
+from ._text import Tokenizer
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "__version__", "library_path", "Device", "devices", "probe", "Model", "Error", "InvalidArgumentError",
+    "__version__", "library_path", "Device", "devices", "probe", "Model", "Tokenizer", "Error", "InvalidArgumentError",
     "ShapeError", "DtypeError", "NoDeviceError", "DeviceNotFoundError", "OpenCLError", "BuildError",
     "OutOfMemoryError", "BlasError", "UnsupportedError", "IOFailedError", "FormatError", "NotFoundError",
 ]

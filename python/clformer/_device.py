@@ -141,6 +141,7 @@ def probe(device: DeviceLike = None, *, measure: bool = True, validate: bool = T
     args = [cli_path(), "probe", "--json"]
     sel = selector_of(device)
     if sel is not None:
+        select(sel)  # the library's own DeviceNotFoundError, before starting the program
         args += ["--device", sel]
     if not measure:
         args.append("--no-measure")

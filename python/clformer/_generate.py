@@ -68,6 +68,10 @@ class GenerateSettings:
             o.no_repeat_ngram_size = k["no_repeat_ngram_size"] if k["no_repeat_ngram_size"] > 0 else OFF
         if k.get("seed") is not None:
             o.seed = k["seed"]
+        if k.get("eos_token_id"):
+            self._eos = (ctypes.c_int64 * len(k["eos_token_id"]))(*k["eos_token_id"])  # alive with self
+            o.eos_token_ids = ctypes.cast(self._eos, ctypes.POINTER(ctypes.c_int64))
+            o.n_eos_token_ids = len(k["eos_token_id"])
         return o
 
     @property
@@ -82,9 +86,16 @@ def settings_from(kwargs: dict) -> GenerateSettings:
         raise _errors.InvalidArgumentError(f"unknown generation setting {unknown[0]!r}; the settings are "
                                            f"{', '.join(SETTINGS)}, eos_token_id")
     kw = {k: v for k, v in kwargs.items() if v is not None}
-    if "eos_token_id" in kw:
-        raise _errors.UnsupportedError("eos_token_id: the library does not take an end token per call yet")
     out: dict[str, Any] = {}
+    if "eos_token_id" in kw:
+        eos = kw["eos_token_id"]
+        eos = [eos] if isinstance(eos, (int, np.integer)) and not isinstance(eos, bool) else eos
+        if isinstance(eos, (str, bytes)) or not hasattr(eos, "__iter__"):
+            raise _errors.InvalidArgumentError(f"eos_token_id must be an int or a list of ints, not {eos!r}")
+        eos = [_int("eos_token_id", e, 0, 2 ** 63 - 1) for e in eos]
+        if not 1 <= len(eos) <= 8:
+            raise _errors.InvalidArgumentError(f"eos_token_id: 1 to 8 ids, got {len(eos)}")
+        out["eos_token_id"] = eos
     if "max_new_tokens" in kw:
         out["max_new_tokens"] = _int("max_new_tokens", kw["max_new_tokens"], 1, _SIZE_MAX)
     if "num_beams" in kw:

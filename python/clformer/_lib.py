@@ -90,6 +90,8 @@ class GenerateOptions(Structure):
         ("seed", c_uint64),
         ("on_token", TOKEN_FN),
         ("user", c_void_p),
+        ("eos_token_ids", POINTER(c_int64)),
+        ("n_eos_token_ids", c_size_t),
     ]
 
 
@@ -147,6 +149,8 @@ _PROTOTYPES = {
     "clf_tokenizer_destroy": (None, [c_void_p]),
     "clf_tokenizer_encode": (c_int, [c_void_p, c_char_p, c_int, POINTER(POINTER(c_int64)), POINTER(c_size_t)]),
     "clf_tokenizer_decode": (c_int, [c_void_p, POINTER(c_int64), c_size_t, c_int, POINTER(c_void_p)]),
+    "clf_model_embed": (c_int, [c_void_p, c_void_p, POINTER(c_char_p), c_size_t, POINTER(Array)]),
+    "clf_softmax_top_k": (c_int, [POINTER(ctypes.c_float), c_size_t, c_size_t, POINTER(c_double), POINTER(c_size_t)]),
     "clf_image_read": (c_int, [c_char_p, POINTER(Image)]),
     "clf_image_free": (None, [POINTER(Image)]),
     "clf_image_processor_load": (c_int, [c_char_p, POINTER(ImageProcessor)]),

@@ -156,6 +156,10 @@ class Model:
             raise _errors.InvalidArgumentError(f"the clformer.Model of {self.path!r} is closed")
         return self._h.model
 
+    def _check_open(self) -> None:
+        with self._lock:
+            self._live()
+
     def _fail(self, st: int) -> _errors.Error:
         return _errors.from_status(st, self._h.ctx)
 
@@ -271,8 +275,7 @@ class Model:
         for x in stops:
             if not isinstance(x, str) or not x:
                 raise _errors.InvalidArgumentError("stop strings must be non-empty str")
-        with self._lock:
-            self._live()
+        self._check_open()
         ids = self.tokenize(prompt)[None, :]
         return Streamer(self, self._tok, ids, s, stops).pieces()
 
@@ -282,14 +285,12 @@ class Model:
         """text -> int64 ids with the model directory's tokenizer, as
         transformers' tokenizer(text)["input_ids"] (special tokens added unless
         add_special_tokens=False)."""
-        with self._lock:
-            self._live()
+        self._check_open()
         return self._tok.encode(text, add_special_tokens)
 
     def decode(self, ids: Any, skip_special_tokens: bool = True) -> str:
         """ids (1-D) -> text, as transformers' tokenizer.decode."""
-        with self._lock:
-            self._live()
+        self._check_open()
         return self._tok.decode(ids, skip_special_tokens)
 
     def batch_decode(self, sequences: Any, skip_special_tokens: bool = True) -> list[str]:
@@ -305,12 +306,17 @@ class Model:
         tokenized with special tokens, the batch padded with config.json's
         pad_token_id, last_hidden_state averaged over each text's tokens."""
         from ._tasks import embed
+        self._check_open()
         return embed(self, texts)
 
     def classify(self, images: Any, top_k: int = 5) -> list[list[tuple[str, float]]]:
         """The top_k (label, probability) of each image, most probable first,
         as `clformer classify` prints them: each image (a PNG/JPEG path, the
         bytes of such a file, or an RGB uint8 array [H, W, 3]) preprocessed as
-        preprocessor_config.json says, the logits' softmax."""
+        preprocessor_config.json says, the logits' softmax (clf_softmax_top_k).
+        A model directory without preprocessor_config.json holds a text
+        classifier: then `images` are texts (str), each classified alone.
+        Labels are config.json's id2label, else "LABEL_i"."""
         from ._tasks import classify
+        self._check_open()
         return classify(self, images, top_k)

@@ -1,9 +1,9 @@
 """_tasks.py - embed() and classify(): what `clformer embed` and `clformer
-classify` compute, on a Model."""
+classify` compute, through the same library calls (clf_model_embed,
+clf_softmax_top_k), so that both give the same numbers bit for bit."""
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import tempfile
 from typing import Any, Sequence
@@ -11,6 +11,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import _arrays, _errors, _lib
+from ._text import c_text
 
 
 def _texts(texts: Any) -> list[str]:
@@ -21,58 +22,35 @@ def _texts(texts: Any) -> list[str]:
     out = list(texts)
     if not out:
         raise _errors.InvalidArgumentError("texts is empty")
-    for t in out:
-        if not isinstance(t, str):
-            raise _errors.InvalidArgumentError(f"texts must hold str, not {type(t).__name__}")
+    for i, t in enumerate(out):
+        c_text(t, f"texts[{i}]")
     return out
 
 
-def _pad_id(path: str) -> int:
-    """config.json's pad_token_id (0 when absent or not a number >= 0)."""
-    try:
-        with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
-            v = json.load(f).get("pad_token_id")
-    except (OSError, ValueError, AttributeError):
-        return 0
-    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 else 0
-
-
 def embed(model: Any, texts: Any) -> np.ndarray:
-    items = _texts(texts)
-    ids = [model.tokenize(t, True) for t in items]
-    L = max(len(x) for x in ids)
-    n = len(items)
-    pad = _pad_id(model.path)
-    inp = {"input_ids": np.full((n, L), pad, dtype=np.int64), "attention_mask": np.zeros((n, L), dtype=np.int64)}
-    for i, x in enumerate(ids):
-        inp["input_ids"][i, :len(x)] = x
-        inp["attention_mask"][i, :len(x)] = 1
-    if "token_type_ids" in model.input_names:
-        inp["token_type_ids"] = np.zeros((n, L), dtype=np.int64)
-    h = model.run(inp, ["last_hidden_state"])["last_hidden_state"]
-    D = h.shape[2]
-    emb = np.empty((n, D), dtype=np.float32)
-    for i, x in enumerate(ids):
-        s = np.zeros(D, dtype=np.float64)
-        for j in range(len(x)):
-            s += h[i, j].astype(np.float64)
-        e = (s / len(x)).astype(np.float32)
-        norm = 0.0
-        for d in range(D):
-            norm += float(e[d]) * float(e[d])
-        emb[i] = e / np.float32(np.sqrt(norm) + 1e-12)
-    return emb
+    items = [c_text(t, f"texts[{i}]") for i, t in enumerate(_texts(texts))]
+    c_texts = (ctypes.c_char_p * len(items))(*items)
+    out = _lib.Array()
+    with model._lock:
+        m = model._live()
+        with model._tok.locked() as tok:
+            st = _lib.lib.clf_model_embed(m, tok, c_texts, len(items), ctypes.byref(out))
+        if st != 0:
+            raise model._fail(st)
+    return _arrays.take(out)
 
 
-def _softmax_top(logits: np.ndarray, k: int) -> list[tuple[int, float]]:
-    l64 = logits.astype(np.float64)
-    ex = np.exp(l64 - l64.max())
-    p = ex / ex.sum()
-    order = sorted(range(len(p)), key=lambda j: (-p[j], j))
-    return [(j, float(p[j])) for j in order[:k]]
+def softmax_top(logits: np.ndarray, k: int) -> list[tuple[int, float]]:
+    """(index, probability) of the k most probable, as clf_softmax_top_k ranks them."""
+    row = np.ascontiguousarray(logits, dtype=np.float32)
+    n = row.size
+    p = (ctypes.c_double * n)()
+    top = (ctypes.c_size_t * max(k, 1))()
+    _errors.check(_lib.lib.clf_softmax_top_k(row.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), n, k, p, top))
+    return [(int(top[j]), float(p[top[j]])) for j in range(k)]
 
 
-def _rgb(name: str, image: Any, path: str, proc: _lib.ImageProcessor) -> np.ndarray:
+def _pixels(name: str, image: Any, proc: _lib.ImageProcessor) -> np.ndarray:
     """One image preprocessed to pixel_values [1, 3, H, W]."""
     lib = _lib.lib
     img = _lib.Image()
@@ -86,18 +64,26 @@ def _rgb(name: str, image: Any, path: str, proc: _lib.ImageProcessor) -> np.ndar
             _errors.check(lib.clf_image_read(p.encode(), ctypes.byref(img)))
             owned = True
         elif isinstance(image, (bytes, bytearray, memoryview)):
+            # the library reads files; the bytes go through a private temporary one
             fd, tmp = tempfile.mkstemp(prefix="clformer-", suffix=".img")
             with os.fdopen(fd, "wb") as f:
                 f.write(bytes(image))
-            _errors.check(lib.clf_image_read(tmp.encode(), ctypes.byref(img)))
+            st = lib.clf_image_read(tmp.encode(), ctypes.byref(img))
+            if st != 0:
+                raise _errors.from_status(st, message=f"{name}: the bytes are not a readable PNG or JPEG: "
+                                                      + _lib.text(lib.clf_last_error(None)).replace(tmp, "<bytes>"))
             owned = True
         elif isinstance(image, np.ndarray):
-            if image.dtype != np.uint8:
-                raise _errors.DtypeError(f"{name}: an image array must be uint8, got {image.dtype}")
+            if image.dtype.kind not in "iu":
+                raise _errors.DtypeError(f"{name}: an image array holds uint8 RGB values, got {image.dtype}")
+            if image.dtype != np.uint8:  # other integers: converted once when every value is a byte
+                if image.size and (image.min() < 0 or image.max() > 255):
+                    raise _errors.InvalidArgumentError(f"{name}: image values must be in [0, 255]")
+                image = image.astype(np.uint8)
             if image.ndim != 3 or image.shape[2] != 3 or image.shape[0] < 1 or image.shape[1] < 1:
                 raise _errors.ShapeError(f"{name}: an image array must be [height, width, 3] RGB, got "
                                          f"{list(image.shape)}")
-            if image.shape[0] > 2 ** 31 - 1 or image.shape[1] > 2 ** 31 - 1:
+            if max(image.shape[0], image.shape[1]) > 2 ** 31 - 1:
                 raise _errors.ShapeError(f"{name}: the image is too large")
             arr = np.ascontiguousarray(image)
             img.width, img.height, img.rgb = arr.shape[1], arr.shape[0], arr.ctypes.data
@@ -114,6 +100,32 @@ def _rgb(name: str, image: Any, path: str, proc: _lib.ImageProcessor) -> np.ndar
             os.unlink(tmp)
 
 
+def _label(model: Any, j: int) -> str:
+    return model.labels[j] if j < len(model.labels) else f"LABEL_{j}"
+
+
+def _rank(model: Any, logits: np.ndarray, n: int, top_k: int) -> list[list[tuple[str, float]]]:
+    if logits.ndim != 2 or logits.shape[0] != n or logits.shape[1] == 0:
+        raise _errors.UnsupportedError(f"the model's logits are {list(logits.shape)}, not [{n}, num_labels] "
+                                       "(not a classifier)")
+    k = min(int(top_k), logits.shape[1])
+    return [[(_label(model, j), p) for j, p in softmax_top(row, k)] for row in logits]
+
+
+def _classify_texts(model: Any, texts: list[str], top_k: int) -> list[list[tuple[str, float]]]:
+    """Each text alone, as `clformer classify` does for a text classifier."""
+    gpt2 = model.model_type == "gpt2"
+    names = model.input_names
+    out = []
+    for t in texts:
+        ids = model.tokenize(t, not gpt2)[None, :]
+        inp = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+        if not gpt2 and len(names) > 2 and names[2] == "token_type_ids":
+            inp["token_type_ids"] = np.zeros_like(ids)
+        out += _rank(model, model.run(inp, ["logits"])["logits"], 1, top_k)
+    return out
+
+
 def classify(model: Any, images: Any, top_k: int = 5) -> list[list[tuple[str, float]]]:
     if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1:
         raise _errors.InvalidArgumentError(f"top_k must be an int >= 1, got {top_k!r}")
@@ -121,13 +133,15 @@ def classify(model: Any, images: Any, top_k: int = 5) -> list[list[tuple[str, fl
     items = [images] if single else list(images) if isinstance(images, Sequence) else None
     if not items:
         raise _errors.InvalidArgumentError("images must be an image or a non-empty sequence of images")
+    if "logits" not in model.output_names:
+        raise _errors.UnsupportedError(f"this {model.model_type} model gives no logits (not a classifier)")
+    if not os.path.exists(os.path.join(model.path, "preprocessor_config.json")):
+        # no image processor: a text classifier, as `clformer classify` decides
+        return _classify_texts(model, _texts(items), top_k)
     proc = _lib.ImageProcessor()
     _errors.check(_lib.lib.clf_image_processor_load(model.path.encode(), ctypes.byref(proc)))
-    pv = [_rgb(f"images[{i}]", im, model.path, proc) for i, im in enumerate(items)]
-    batch = np.concatenate(pv, axis=0)
-    logits = model.run({"pixel_values": batch}, ["logits"])["logits"]
-    if logits.ndim != 2 or logits.shape[0] != len(items) or logits.shape[1] == 0:
-        raise _errors.UnsupportedError(f"the model's logits are {list(logits.shape)}, not [{len(items)}, num_labels]")
-    k = min(int(top_k), logits.shape[1])
-    labels = model.labels
-    return [[(labels[j] if j < len(labels) else f"LABEL_{j}", p) for j, p in _softmax_top(row, k)] for row in logits]
+    pv = [_pixels(f"images[{i}]", im, proc) for i, im in enumerate(items)]
+    if any(p.shape != pv[0].shape for p in pv):
+        raise _errors.ShapeError("the preprocessed images differ in size")
+    logits = model.run({"pixel_values": np.concatenate(pv, axis=0)}, ["logits"])["logits"]
+    return _rank(model, logits, len(items), top_k)

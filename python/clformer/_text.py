@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import threading
 from typing import Any
 
@@ -30,10 +31,15 @@ def c_text(text: Any, what: str = "text") -> bytes:
 
 
 class Tokenizer:
-    """clf_tokenizer of one model directory (loaded when first used)."""
+    """The tokenizer of a Hugging Face model directory (clf_tokenizer: vocab.txt,
+    vocab.json + merges.txt, .spm files or tokenizer.json), loaded when first
+    used; no device needed.  Model.tokenize / Model.decode use the model
+    directory's.  Thread-safe (one lock)."""
 
-    def __init__(self, path: str):
-        self.path = path
+    def __init__(self, path: Any):
+        if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)) or "\0" in os.fspath(path):
+            raise _errors.InvalidArgumentError(f"path must be a str or os.PathLike, not {type(path).__name__}")
+        self.path = os.fspath(path)
         self._lock = threading.Lock()
         self._h = None
         self._closed = False
@@ -41,7 +47,7 @@ class Tokenizer:
     def _handle(self) -> int:
         # call with the lock held
         if self._closed:
-            raise _errors.InvalidArgumentError(f"the clformer.Model of {self.path!r} is closed")
+            raise _errors.InvalidArgumentError(f"the tokenizer of {self.path!r} is closed")
         if self._h is None:
             h = ctypes.c_void_p()
             st = _lib.lib.clf_tokenizer_load(self.path.encode(), ctypes.byref(h))
@@ -49,6 +55,10 @@ class Tokenizer:
                 raise _errors.from_status(st)
             self._h = h.value
         return self._h
+
+    def locked(self) -> "_Locked":
+        """`with tok.locked() as handle:` the clf_tokenizer, loaded, its lock held."""
+        return _Locked(self)
 
     def close(self) -> None:
         with self._lock:
@@ -82,7 +92,7 @@ class Tokenizer:
             _libc.free(ids)
         return out
 
-    def decode_bytes(self, ids: Any, skip_special: bool = True) -> bytes:
+    def decode_bytes(self, ids: Any, skip_special_tokens: bool = True) -> bytes:
         arr = _arrays.as_ids("ids", ids, ndim=None, allow_int32=False)
         if arr.ndim == 0:
             arr = arr.reshape(1)
@@ -93,7 +103,7 @@ class Tokenizer:
         ptr = arr.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)) if arr.size else \
             ctypes.cast(ctypes.addressof(_arrays._EMPTY), ctypes.POINTER(ctypes.c_int64))
         with self._lock:
-            st = _lib.lib.clf_tokenizer_decode(self._handle(), ptr, arr.size, 1 if skip_special else 0,
+            st = _lib.lib.clf_tokenizer_decode(self._handle(), ptr, arr.size, 1 if skip_special_tokens else 0,
                                                ctypes.byref(text))
             if st != 0:
                 raise _errors.from_status(st)
@@ -102,5 +112,36 @@ class Tokenizer:
         finally:
             _libc.free(text)
 
-    def decode(self, ids: Any, skip_special: bool = True) -> str:
-        return self.decode_bytes(ids, skip_special).decode("utf-8", "replace")
+    def decode(self, ids: Any, skip_special_tokens: bool = True) -> str:
+        """ids (1-D) -> text, as transformers' tokenizer.decode (special tokens
+        dropped unless skip_special_tokens=False; bytes that are not UTF-8
+        become U+FFFD)."""
+        return self.decode_bytes(ids, skip_special_tokens).decode("utf-8", "replace")
+
+    def tokenize(self, text: str, add_special_tokens: bool = True) -> "np.ndarray":
+        """text -> int64 ids, as transformers' tokenizer(text)["input_ids"]."""
+        return self.encode(text, add_special_tokens)
+
+    def __enter__(self) -> "Tokenizer":
+        with self._lock:
+            self._handle()  # load now: a missing tokenizer fails here
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _Locked:
+    def __init__(self, tok: Tokenizer):
+        self.tok = tok
+
+    def __enter__(self) -> int:
+        self.tok._lock.acquire()
+        try:
+            return self.tok._handle()
+        except BaseException:
+            self.tok._lock.release()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.tok._lock.release()
