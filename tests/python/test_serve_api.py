@@ -238,6 +238,7 @@ def test_slot_freed_when_its_process_dies(tmp_path):
         p.wait(10)
 
 
+@pytest.mark.device
 def test_node_devices_filter():
     import clformer
     found = clformer.devices()
@@ -257,6 +258,7 @@ def test_batch_bound_from_memory():
     assert devices.batch_tokens(cfg, 1 << 40) == 16384  # capped
 
 
+@pytest.mark.device
 def test_global_mem_of_the_real_device():
     import clformer
     d = clformer.devices()[0]

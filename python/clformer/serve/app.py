@@ -11,6 +11,7 @@ deterministically (greedy, or sampling with a seed): the new replica's text
 is checked against what was already sent and only the rest goes out.
 """
 import asyncio
+import os
 import time
 from typing import Any, AsyncIterator
 
@@ -66,6 +67,8 @@ class Ingress:
         self.limits = opts.limits
         self.name = opts.served_name()
         self._info: dict | None = None
+        # What the ingress did about failures, for GET /stats.
+        self.stats = {"retried_calls": 0, "resumed_streams": 0, "answered_503": 0}
 
     # ------------------------------------------------------------ plumbing
 
@@ -99,6 +102,7 @@ class Ingress:
                 raise RequestError(504, f"no answer within {self.limits.request_timeout_s:g} s") from None
             except _RETRYABLE as e:
                 last = e
+                self.stats["retried_calls"] += 1
             except RayTaskError as e:
                 cause = _cause(e)
                 if isinstance(cause, RequestError):
@@ -106,6 +110,7 @@ class Ingress:
                 raise RequestError(500, f"the model replica failed: {type(e.cause).__name__}: "
                                         f"{str(e.cause)[:500]}") from None
             await asyncio.sleep(min(0.25 * 2 ** attempt, max(0.0, deadline - time.monotonic())))
+        self.stats["answered_503"] += 1
         raise RequestError(503, "no model replica could take the request "
                                 f"({type(last).__name__ if last else 'deadline passed'}); retry later")
 
@@ -122,6 +127,11 @@ class Ingress:
     @fastapi_app.get("/health")
     async def health(self) -> Response:
         return _json({"status": "ok"})
+
+    @fastapi_app.get("/stats")
+    async def get_stats(self) -> Response:
+        """Replica calls retried, streams resumed on another replica, 503s."""
+        return _json(self.stats)
 
     @fastapi_app.get("/v1/models")
     async def models(self) -> Response:
@@ -236,7 +246,10 @@ class Ingress:
                     yield new
             except _RETRYABLE as e:
                 last = e
+                self.stats["retried_calls"] += 1
+                self.stats["resumed_streams"] += bool(sent)
                 if sent and not req.deterministic:
+                    self.stats["answered_503"] += 1
                     raise RequestError(503, "the model replica failed mid-stream, and a sampled text without a "
                                             "seed cannot be resumed; retry") from None
             except RayTaskError as e:
@@ -247,6 +260,7 @@ class Ingress:
             finally:
                 gen.cancel()
             await asyncio.sleep(min(0.25 * 2 ** attempt, max(0.0, deadline - time.monotonic())))
+        self.stats["answered_503"] += 1
         raise RequestError(503, "no model replica could take the request "
                                 f"({type(last).__name__ if last else 'deadline passed'}); retry later")
 
@@ -286,10 +300,18 @@ def start(opts: ServeOptions, *, host: str = "127.0.0.1", port: int = 8000, app_
 
 
 def local_ray(num_cpus: int = 2, resources: dict | None = None) -> None:
-    """ray.init for one machine: 127.0.0.1 only, no dashboard."""
+    """ray.init for one machine, every Ray process on 127.0.0.1, no dashboard.
+
+    Ray turns a node address of 127.0.0.1 into the machine's outward address
+    unless multi-node clusters are off (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0,
+    read when ray is imported, hence also set on the imported constant); with
+    them off, GCS, raylet, agents and workers listen on 127.0.0.1 only."""
     import ray
-    ray.init(num_cpus=num_cpus, resources=resources or {}, include_dashboard=False,
-             _node_ip_address="127.0.0.1", configure_logging=True, log_to_driver=False)
+    from ray._private import ray_constants
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # inherited by the processes Ray starts
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # nothing leaves the machine
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    ray.init(num_cpus=num_cpus, resources=resources or {}, include_dashboard=False, log_to_driver=False)
 
 
 __all__ = ["build_app", "deploy", "start", "start_http", "local_ray", "Ingress", "ModelReplica"]
