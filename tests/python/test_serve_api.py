@@ -265,3 +265,17 @@ def test_global_mem_of_the_real_device():
     mem = devices.global_mem_bytes(d)
     assert mem is not None and mem > 1 << 20
     assert devices.global_mem_bytes(FakeDevice("0:0", name="not this one")) is None
+
+
+def test_command_line_refuses_bad_arguments(tmp_path):
+    """python -m clformer.serve checks its arguments before it starts Ray."""
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "clformer.serve", *args], capture_output=True, text=True,
+                              timeout=60)
+    r = run(str(tmp_path))
+    assert r.returncode == 2 and "has no config.json: not a model directory" in r.stderr, r.stderr
+    (tmp_path / "config.json").write_text("{}")
+    r = run(str(tmp_path), "--replicas-per-device", "0")
+    assert r.returncode == 2 and "--replicas-per-device >= 1" in r.stderr, r.stderr
+    r = run(str(tmp_path), "--weights", "q3")
+    assert r.returncode == 2 and "invalid choice: 'q3'" in r.stderr, r.stderr

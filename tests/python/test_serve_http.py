@@ -333,6 +333,7 @@ def test_killed_replica_is_replaced(server, ref, fx):
     assert len(victim) == 1
     ray.kill(ray.get_actor(victim[0], namespace="serve"), no_restart=True)
     r = post(server, "/vit/v1/classify", data=png, headers={"Content-Type": "image/png"})
+    print(f"the request after the kill: {r.status_code} in {r.elapsed.total_seconds():.1f} s")
     if r.status_code == 503:
         assert "no model replica could take the request" in r.json()["error"]["message"]
         assert r.headers["Retry-After"] == "1"

@@ -43,6 +43,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     a = parse(sys.argv[1:] if argv is None else argv)
+    if a.address and "RAY_AUTH_MODE" not in os.environ and (os.environ.get("RAY_AUTH_TOKEN") or os.path.isfile(
+            os.path.join(os.path.expanduser("~"), ".ray", "auth_token"))):
+        # Ray 2.60 clusters authenticate with a token (~/.ray/auth_token or
+        # $RAY_AUTH_TOKEN); a driver joining one uses it only in token mode.
+        os.environ["RAY_AUTH_MODE"] = "token"
     import ray
     from ray import serve
 
