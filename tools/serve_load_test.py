@@ -66,12 +66,19 @@ class Client:
     def __init__(self, base, timeout, retries, max_tokens):
         self.base, self.timeout, self.retries, self.max_tokens = base, timeout, retries, max_tokens
         self.local = threading.local()
+        self.lock = threading.Lock()
+        self.replicas = []  # the replica of each request taken, in order
 
     def session(self):
         import requests
         if not hasattr(self.local, "s"):
             self.local.s = requests.Session()
         return self.local.s
+
+    def seen(self, r):
+        """Notes which replica took a request (the X-Clformer-Replica header)."""
+        with self.lock:
+            self.replicas.append(r.headers.get("X-Clformer-Replica", "?"))
 
     def stats(self):
         return self.session().get(self.base + "/stats", timeout=(5, self.timeout)).json()
@@ -80,6 +87,7 @@ class Client:
         r = self.session().post(self.base + "/v1/embeddings", json={"input": text}, timeout=(5, self.timeout))
         if r.status_code != 200:
             return r.status_code, r.text
+        self.seen(r)
         return 200, np.array(r.json()["data"][0]["embedding"], dtype=np.float32)
 
     def stream(self, prompt):
@@ -89,6 +97,7 @@ class Client:
                                  timeout=(5, self.timeout)) as r:
             if r.status_code != 200:
                 return r.status_code, r.text
+            self.seen(r)
             pieces, done = [], False
             for line in r.iter_lines(decode_unicode=True):
                 if time.monotonic() - t0 > self.timeout:
@@ -151,18 +160,24 @@ def run_phase(name, args, client, texts, want_emb, want_text, ray, kill):
     def killer():
         while done_count[0] < int(n * args.kill_after) and time.monotonic() < t_end:
             time.sleep(0.05)
+        # the replica that took most of the last 32 requests: it has some in flight
+        with client.lock:
+            recent = client.replicas[-32:]
+        tag = max(set(recent), key=recent.count) if recent else None
+        names = replica_names(ray)
+        victim = next((x for x in names if x.endswith("#" + str(tag))), names[0])
+        actor = ray.get_actor(victim, namespace="serve")
         if args.kill_with == "signal":
-            # the pid of whichever replica answers, then SIGKILL as a crash would
-            from ray import serve
-            pid = serve.get_deployment_handle("ModelReplica", app_name="clformer").info.remote().result()["pid"]
+            # SIGKILL to its process, as a crash would end it
+            pid = ray.get(actor.__ray_call__.remote(lambda self: os.getpid()), timeout=10)
             os.kill(pid, signal.SIGKILL)
-            killed.update(name=f"the replica of pid {pid} (SIGKILL)", at=done_count[0], t=time.monotonic())
+            victim += f" (pid {pid}, SIGKILL)"
         else:
-            victim = replica_names(ray)[0]
-            ray.kill(ray.get_actor(victim, namespace="serve"), no_restart=True)
-            killed.update(name=victim, at=done_count[0], t=time.monotonic())
+            ray.kill(actor, no_restart=True)
+        killed.update(name=victim, at=done_count[0], t=time.monotonic())
 
     stats0 = client.stats()
+    taken0 = len(client.replicas)
     t0 = time.monotonic()
     t_end = t0 + args.phase_deadline
     kt = threading.Thread(target=killer, daemon=True) if kill else None
@@ -212,6 +227,8 @@ def run_phase(name, args, client, texts, want_emb, want_text, ray, kill):
     for kind, xs in lat.items():
         print(f"   {kind:11s} n={len(xs):3d} p50 {percentile(xs, 50):7.1f} ms  p99 {percentile(xs, 99):7.1f} ms")
     print(f"   throughput {ok / wall:.1f} answers/s; embeddings max |served - Model.embed| = {max_diff:.3g}")
+    taken = client.replicas[taken0:]
+    print("   requests taken per replica: " + ", ".join(f"{t} {taken.count(t)}" for t in sorted(set(taken))))
     stats1 = client.stats()
     print("   ingress: " + ", ".join(f"{k} {stats1[k] - stats0.get(k, 0)}" for k in sorted(stats1)))
     for p in problems[:10]:

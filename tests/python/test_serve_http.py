@@ -126,6 +126,8 @@ def test_embeddings_equal_model_embed(server, ref):
         got = np.array(r.json()["data"][0]["embedding"], dtype=np.float32)
         assert np.array_equal(got, m.embed([t])[0]), t
     r = post(server, "/bert/v1/embeddings", json={"input": TEXTS})
+    # the replica that answered, by Serve's id (the tail of its actor's name)
+    assert any(n.endswith("#" + r.headers["X-Clformer-Replica"]) for n in replica_actors())
     body = r.json()
     assert [d["index"] for d in body["data"]] == [0, 1, 2, 3] and body["model"] == "bert"
     got = np.array([d["embedding"] for d in body["data"]], dtype=np.float32)

@@ -33,8 +33,9 @@ _RETRYABLE = (RayActorError, BackPressureError, DeploymentUnavailableError)
 fastapi_app = FastAPI(title="clformer", docs_url=None, redoc_url=None, openapi_url=None)
 
 
-def _json(obj: Any, status: int = 200) -> Response:
-    return Response(api.json_bytes(obj), status_code=status, media_type="application/json")
+def _json(obj: Any, status: int = 200, replica: str | None = None) -> Response:
+    headers = {"X-Clformer-Replica": replica} if replica else None
+    return Response(api.json_bytes(obj), status_code=status, media_type="application/json", headers=headers)
 
 
 def _error(e: RequestError) -> Response:
@@ -142,8 +143,8 @@ class Ingress:
         try:
             dl = self._deadline()
             req = api.parse_embeddings(api.parse_json(await self._body(request)), self.name, self.limits)
-            vectors, tokens = await self._call("embed", req.texts, deadline=dl)
-            return _json(api.embeddings_answer(vectors, tokens, req, self.name))
+            vectors, tokens, tag = await self._call("embed", req.texts, deadline=dl)
+            return _json(api.embeddings_answer(vectors, tokens, req, self.name), replica=tag)
         except RequestError as e:
             return _error(e)
 
@@ -162,8 +163,8 @@ class Ingress:
             else:
                 raise RequestError(415, f"Content-Type {ctype!r}: send the image's bytes (image/png, image/jpeg, "
                                         "application/octet-stream) or JSON with base64 images")
-            results = await self._call("classify", req, deadline=dl)
-            return _json(api.classify_answer(results, self.name))
+            results, tag = await self._call("classify", req, deadline=dl)
+            return _json(api.classify_answer(results, self.name), replica=tag)
         except RequestError as e:
             return _error(e)
 
@@ -174,8 +175,8 @@ class Ingress:
             body = api.parse_json(await self._body(request))
             info = await self.info(dl)
             req = api.parse_run(body, info["input_names"], info["output_names"], self.name, self.limits)
-            outputs = await self._call("run", req, deadline=dl)
-            return _json(api.run_answer(outputs, self.name))
+            outputs, tag = await self._call("run", req, deadline=dl)
+            return _json(api.run_answer(outputs, self.name), replica=tag)
         except RequestError as e:
             return _error(e)
 
@@ -187,13 +188,14 @@ class Ingress:
             cid = api.completion_id()
             if not req.stream:
                 r = await self._call("complete", req, deadline=dl)
-                return _json(api.completion_answer(cid, r["text"], r["finish_reason"], r["usage"], self.name))
+                return _json(api.completion_answer(cid, r["text"], r["finish_reason"], r["usage"], self.name),
+                             replica=r["replica"])
             pieces = self._pieces(req, dl)
-            await pieces.__anext__()  # the replica's header: the request is accepted (or refused here)
+            header = await pieces.__anext__()  # the replica's: the request is accepted (or refused here)
         except RequestError as e:
             return _error(e)
         return StreamingResponse(self._events(cid, pieces), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache"})
+                                 headers={"Cache-Control": "no-cache", "X-Clformer-Replica": header["replica"]})
 
     # ------------------------------------------------------------ streaming
 

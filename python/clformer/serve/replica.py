@@ -69,6 +69,9 @@ class ModelReplica:
             self.slot.release()
             raise
         self.broken: str | None = None
+        # Which replica answered (the X-Clformer-Replica header): Serve's id,
+        # the tail of the replica actor's name.
+        self.tag = serve.get_replica_context().replica_id.unique_id
         with open(os.path.join(opts.model_dir, "config.json"), encoding="utf-8") as f:
             self.config = json.load(f)
         self._describe()
@@ -121,7 +124,7 @@ class ModelReplica:
         m = self.model
         return {"model_type": m.model_type, "architecture": self.architecture, "input_names": m.input_names,
                 "output_names": m.output_names, "labels": len(m.labels), "is_encoder_decoder": m.is_encoder_decoder,
-                "device": str(m.device), "slot": self.slot.index, "pid": os.getpid(),
+                "device": str(m.device), "slot": self.slot.index, "pid": os.getpid(), "replica": self.tag,
                 "embeddings": self.can_embed, "completions": self.can_complete, "classify": self.can_classify,
                 "max_input_tokens": self.max_input_tokens, "batch_tokens": self.batch_tokens,
                 "batch_images": self.batch_images}
@@ -179,13 +182,13 @@ class ModelReplica:
 
     # ------------------------------------------------------------ embeddings
 
-    async def embed(self, texts: list[str]) -> tuple[np.ndarray, int]:
+    async def embed(self, texts: list[str]) -> tuple[np.ndarray, int, str]:
         """Mean-pooled, normalised embeddings (Model.embed), batched with
-        whatever else arrives within batch_wait_s."""
+        whatever else arrives within batch_wait_s; the token count; the tag."""
         self._need("embeddings", self.can_embed)
         counts = [self._count(t, f"input[{i}]") for i, t in enumerate(texts)]
         rows = await asyncio.gather(*[self._embed_batch((t, n)) for t, n in zip(texts, counts)])
-        return np.stack([r.get() for r in rows]), sum(counts)
+        return np.stack([r.get() for r in rows]), sum(counts), self.tag
 
     @serve.batch(max_batch_size=512, batch_wait_timeout_s=0.005, batch_size_fn=_padded_tokens)
     async def _embed_batch(self, items: list) -> list:
@@ -207,10 +210,10 @@ class ModelReplica:
 
     # ------------------------------------------------------------ classify
 
-    async def classify(self, req: ClassifyRequest) -> list:
+    async def classify(self, req: ClassifyRequest) -> tuple[list, str]:
         self._need("image classification", self.can_classify)
         rows = await asyncio.gather(*[self._classify_batch((im, req.top_k)) for im in req.items])
-        return [r.get() for r in rows]
+        return [r.get() for r in rows], self.tag
 
     @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.005, batch_size_fn=_image_units)
     async def _classify_batch(self, items: list) -> list:
@@ -231,8 +234,8 @@ class ModelReplica:
 
     # ------------------------------------------------------------ /run
 
-    async def run(self, req: RunRequest) -> dict:
-        return await self._call(self.model.run, req.inputs, req.outputs)
+    async def run(self, req: RunRequest) -> tuple[dict, str]:
+        return await self._call(self.model.run, req.inputs, req.outputs), self.tag
 
     # ------------------------------------------------------------ completions
 
@@ -270,7 +273,7 @@ class ModelReplica:
             text, finish = text[:cut], "stop"
         if req.echo:
             text = req.prompt + text
-        return {"text": text, "finish_reason": finish,
+        return {"text": text, "finish_reason": finish, "replica": self.tag,
                 "usage": {"prompt_tokens": len(ids), "completion_tokens": n, "total_tokens": len(ids) + n}}
 
     async def stream(self, req: CompletionRequest) -> AsyncIterator:
@@ -278,7 +281,7 @@ class ModelReplica:
         sent once the request is accepted, so that the ingress can still
         answer a refusal with its status; the pieces follow as str."""
         ids = self._prompt(req)
-        yield {"prompt_tokens": len(ids), "pid": os.getpid()}
+        yield {"prompt_tokens": len(ids), "replica": self.tag}
         loop = asyncio.get_running_loop()
         q: asyncio.Queue = asyncio.Queue()
         cancel = threading.Event()
