@@ -103,7 +103,7 @@ def select(device: DeviceLike) -> Device:
     """The Device that `device` selects (see selector_of)."""
     sel = selector_of(device)
     desc = _lib.DeviceDesc()
-    _errors.check(_lib.lib.clf_select_device(sel.encode() if sel is not None else None, ctypes.byref(desc)))
+    _errors.check(_lib.lib.clf_select_device(_lib.cstr(sel, "device") if sel is not None else None, ctypes.byref(desc)))
     return _device_from_desc(desc)
 
 

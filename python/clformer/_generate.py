@@ -137,7 +137,7 @@ class Streamer:
 
     def __init__(self, model: Any, tok: Any, ids: np.ndarray, settings: GenerateSettings, stops: list[str]):
         self.model, self.tok, self.ids, self.settings = model, tok, ids, settings
-        self.stops = [s.encode() for s in stops]
+        self.stops = [_lib.cstr(s, "stop") for s in stops]
         self.max_stop = max((len(s) for s in self.stops), default=0)
         self.new: list[int] = []
         self.printed = 0

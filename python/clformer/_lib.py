@@ -206,3 +206,24 @@ lib, path = _load()
 def text(b: bytes | None) -> str:
     """A C string from the library as str (invalid UTF-8 replaced)."""
     return b.decode("utf-8", "replace") if b else ""
+
+
+def cpath(path: str, what: str = "path") -> bytes:
+    """A path as the bytes the C library opens (os.fsencode), or
+    InvalidArgumentError when it has none."""
+    try:
+        return os.fsencode(path)
+    except UnicodeEncodeError as e:
+        from . import _errors
+        raise _errors.InvalidArgumentError(f"{what} cannot be encoded for the file system: {e}") from None
+
+
+def cstr(value: str, what: str) -> bytes:
+    """A str as NUL-terminated UTF-8, or InvalidArgumentError."""
+    from . import _errors
+    if "\0" in value:
+        raise _errors.InvalidArgumentError(f"{what} contains a NUL character")
+    try:
+        return value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise _errors.InvalidArgumentError(f"{what} is not valid Unicode: {e}") from None

@@ -89,18 +89,18 @@ class Model:
         mo = _lib.ModelOptions()
         lib.clf_model_options_init(ctypes.byref(mo))
         wt = ctypes.c_int(0)
-        _errors.check(lib.clf_weight_type_from_name(weights.encode(), ctypes.byref(wt)))
+        _errors.check(lib.clf_weight_type_from_name(_lib.cstr(weights, "weights"), ctypes.byref(wt)))
         mo.weights = wt.value
         co = _lib.ContextOptions()
         lib.clf_context_options_init(ctypes.byref(co))
-        co.device = sel.encode() if sel is not None else None
-        co.cache_dir = cache.encode() if cache is not None else None
+        co.device = _lib.cstr(sel, "device") if sel is not None else None
+        co.cache_dir = _lib.cpath(cache, "cache_dir") if cache is not None else None
         ctx = ctypes.c_void_p()
         _errors.check(lib.clf_context_create(ctypes.byref(co), ctypes.byref(ctx)))
         self._h.ctx = ctx.value
         self._finalizer = weakref.finalize(self, self._h.free)
         m = ctypes.c_void_p()
-        st = lib.clf_model_load_with(self._h.ctx, self.path.encode(), ctypes.byref(mo), ctypes.byref(m))
+        st = lib.clf_model_load_with(self._h.ctx, _lib.cpath(self.path), ctypes.byref(mo), ctypes.byref(m))
         if st != 0:
             err = _errors.from_status(st, self._h.ctx)
             self._finalizer()
@@ -198,7 +198,7 @@ class Model:
                 raise _errors.InvalidArgumentError(
                     f"unknown output {o!r}; this {self.model_type} model gives {', '.join(self.output_names)}")
         c_in = (_lib.Array * len(arrays))(*[_arrays.to_c(n, a) for n, a in arrays])
-        c_names = (ctypes.c_char_p * max(len(outputs), 1))(*[o.encode() for o in outputs])
+        c_names = (ctypes.c_char_p * max(len(outputs), 1))(*[_lib.cstr(o, "output name") for o in outputs])
         c_out = (_lib.Array * max(len(outputs), 1))()
         with self._lock:
             m = self._live()
@@ -275,6 +275,7 @@ class Model:
         for x in stops:
             if not isinstance(x, str) or not x:
                 raise _errors.InvalidArgumentError("stop strings must be non-empty str")
+            _lib.cstr(x, "stop")
         self._check_open()
         ids = self.tokenize(prompt)[None, :]
         return Streamer(self, self._tok, ids, s, stops).pieces()

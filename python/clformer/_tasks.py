@@ -61,14 +61,14 @@ def _pixels(name: str, image: Any, proc: _lib.ImageProcessor) -> np.ndarray:
             p = os.fspath(image)
             if not isinstance(p, str) or "\0" in p:
                 raise _errors.InvalidArgumentError(f"{name}: not a usable path")
-            _errors.check(lib.clf_image_read(p.encode(), ctypes.byref(img)))
+            _errors.check(lib.clf_image_read(_lib.cpath(p, name), ctypes.byref(img)))
             owned = True
         elif isinstance(image, (bytes, bytearray, memoryview)):
             # the library reads files; the bytes go through a private temporary one
             fd, tmp = tempfile.mkstemp(prefix="clformer-", suffix=".img")
             with os.fdopen(fd, "wb") as f:
                 f.write(bytes(image))
-            st = lib.clf_image_read(tmp.encode(), ctypes.byref(img))
+            st = lib.clf_image_read(_lib.cpath(tmp), ctypes.byref(img))
             if st != 0:
                 raise _errors.from_status(st, message=f"{name}: the bytes are not a readable PNG or JPEG: "
                                                       + _lib.text(lib.clf_last_error(None)).replace(tmp, "<bytes>"))
@@ -139,7 +139,7 @@ def classify(model: Any, images: Any, top_k: int = 5) -> list[list[tuple[str, fl
         # no image processor: a text classifier, as `clformer classify` decides
         return _classify_texts(model, _texts(items), top_k)
     proc = _lib.ImageProcessor()
-    _errors.check(_lib.lib.clf_image_processor_load(model.path.encode(), ctypes.byref(proc)))
+    _errors.check(_lib.lib.clf_image_processor_load(_lib.cpath(model.path), ctypes.byref(proc)))
     pv = [_pixels(f"images[{i}]", im, proc) for i, im in enumerate(items)]
     if any(p.shape != pv[0].shape for p in pv):
         raise _errors.ShapeError("the preprocessed images differ in size")

@@ -50,7 +50,7 @@ class Tokenizer:
             raise _errors.InvalidArgumentError(f"the tokenizer of {self.path!r} is closed")
         if self._h is None:
             h = ctypes.c_void_p()
-            st = _lib.lib.clf_tokenizer_load(self.path.encode(), ctypes.byref(h))
+            st = _lib.lib.clf_tokenizer_load(_lib.cpath(self.path), ctypes.byref(h))
             if st != 0:
                 raise _errors.from_status(st)
             self._h = h.value

@@ -188,3 +188,17 @@ def test_classify_texts_equals_cli(fx, cli, model_of, fixture):
     out = cli("classify", os.path.join(fx, fixture), *texts).stdout
     m = model_of(fixture)
     assert out == _printed(m.classify(texts), texts, m.labels)
+
+
+def test_stream_raises_the_library_error(fx, tmp_path):
+    """GPT-2's own vocabulary with the tiny 128-token model: the prompt's ids
+    do not fit (test_cli.c's case; transformers raises an IndexError)."""
+    for f in ("config.json", "generation_config.json", "model.safetensors"):
+        shutil.copy(os.path.join(fx, "gpt2", f), tmp_path)
+    for f in ("vocab.json", "merges.txt", "tokenizer_config.json"):
+        shutil.copy(os.path.join(fx, "tokenizers", "gpt2", f), tmp_path)
+    with clformer.Model(tmp_path) as m:
+        with pytest.raises(clformer.InvalidArgumentError) as ei:
+            list(m.stream("The quick brown fox", max_new_tokens=4))
+        assert "305" in str(ei.value)
+        assert list(m.stream("(a+b)*c=d", max_new_tokens=2))  # usable afterwards

@@ -68,7 +68,7 @@ def test_bad_device_selector(fx):
         clformer.Model(os.path.join(fx, "bert"), device=10 ** 6)
 
 
-@pytest.mark.parametrize("path", [None, 3, b"/tmp", "", "a\0b", ["x"]])
+@pytest.mark.parametrize("path", [None, 3, b"/tmp", "", "a\0b", ["x"], "\ud800x"])
 def test_bad_path_arguments(path):
     with pytest.raises(clformer.InvalidArgumentError):
         clformer.Model(path)
@@ -210,3 +210,16 @@ def test_library_error_detail_fields():
     err = _errors.from_status(st)
     assert isinstance(err, clformer.InvalidArgumentError)
     assert "f64" in err.message and err.cl_error is None and err.build_log is None
+
+
+@pytest.mark.device
+def test_unencodable_strings_refused(model_of, fx):
+    g = model_of("gpt2")
+    with pytest.raises(clformer.InvalidArgumentError):
+        clformer.Model(os.path.join(fx, "gpt2"), device="\ud800")
+    with pytest.raises(clformer.InvalidArgumentError):
+        clformer.Model(os.path.join(fx, "gpt2"), weights="f\ud800")
+    with pytest.raises(clformer.InvalidArgumentError):
+        g.stream("x", stop="\ud800")
+    with pytest.raises(clformer.InvalidArgumentError):
+        g.stream("x", stop="")
