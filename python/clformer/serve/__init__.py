@@ -10,8 +10,10 @@ custom resource; docs/serving.md shows a cluster.  Ray is imported only
 by the parts that need it: `import clformer` does not need Ray, and
 clformer.serve.api (the request checks) does not either.
 """
-from .api import Limits, RequestError  # noqa: F401
-from .options import ServeOptions  # noqa: F401
+from .api import Limits, RequestError
+from .options import ServeOptions
+
+__all__ = ["Limits", "RequestError", "ServeOptions", "build_app", "start"]
 
 
 def build_app(opts: "ServeOptions"):
