@@ -1,0 +1,93 @@
+"""python -m clformer.serve MODEL_DIR: serves a model directory over HTTP on
+Ray Serve, on a local Ray started here (this machine's OpenCL devices as the
+"opencl_device" resource) or, with --address, on a running cluster whose
+nodes advertise that resource (docs/serving.md).  Runs until interrupted."""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m clformer.serve", description=__doc__.split("\n\n")[0])
+    p.add_argument("model_dir", help="a Hugging Face model directory (the same path on every node)")
+    p.add_argument("--replicas", type=int, default=0,
+                   help="model replicas (default: every device unit the cluster advertises x --replicas-per-device)")
+    p.add_argument("--replicas-per-device", type=int, default=1, help="replicas sharing one device (default 1)")
+    p.add_argument("--weights", default="f32", choices=["f32", "f16", "q8", "q4"], help="linear weights' storage")
+    p.add_argument("--name", default="", help="the model name clients send (default: the directory's name)")
+    p.add_argument("--host", default="127.0.0.1", help="HTTP address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
+    p.add_argument("--address", default=None,
+                   help="join this Ray cluster (\"auto\": the one started on this node) instead of a local Ray")
+    p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray (default: all)")
+    p.add_argument("--devices", default=None,
+                   help="devices replicas may take, comma-separated indices or selectors (default: "
+                        "$CLFORMER_SERVE_DEVICES, else all)")
+    p.add_argument("--resource", default="opencl_device", help="the Ray custom resource of one device")
+    p.add_argument("--max-body-bytes", type=int, default=8 << 20)
+    p.add_argument("--max-new-tokens", type=int, default=512)
+    p.add_argument("--max-batch-tokens", type=int, default=0,
+                   help="embedding batch bound in padded tokens (default: from the device's memory)")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds one request may take (504 past it)")
+    a = p.parse_args(argv)
+    if a.replicas < 0 or a.replicas_per_device < 1:
+        p.error("--replicas must be >= 0 and --replicas-per-device >= 1")
+    if not os.path.isfile(os.path.join(a.model_dir, "config.json")):
+        p.error(f"{a.model_dir} has no config.json: not a model directory")
+    return a
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse(sys.argv[1:] if argv is None else argv)
+    if a.address and "RAY_AUTH_MODE" not in os.environ and (os.environ.get("RAY_AUTH_TOKEN") or os.path.isfile(
+            os.path.join(os.path.expanduser("~"), ".ray", "auth_token"))):
+        # Ray 2.60 clusters authenticate with a token (~/.ray/auth_token or
+        # $RAY_AUTH_TOKEN); a driver joining one uses it only in token mode.
+        os.environ["RAY_AUTH_MODE"] = "token"
+    import ray
+    from ray import serve
+
+    from . import devices
+    from .api import Limits
+    from .app import local_ray, start
+    from .options import ServeOptions
+
+    if a.address:
+        ray.init(address=a.address, include_dashboard=False, log_to_driver=False)
+    else:
+        found = devices.node_devices(a.devices)
+        if not found:
+            print("clformer.serve: this machine has no OpenCL device", file=sys.stderr)
+            return 1
+        local_ray(num_cpus=a.num_cpus or os.cpu_count() or 2, resources={a.resource: len(found)})
+    units = ray.cluster_resources().get(a.resource, 0)
+    replicas = a.replicas or int(units * a.replicas_per_device)
+    if replicas < 1:
+        print(f"clformer.serve: the cluster advertises no {a.resource!r} resource (start its nodes with "
+              f"--resources '{{\"{a.resource}\": N}}')", file=sys.stderr)
+        return 1
+    opts = ServeOptions(model_dir=os.path.abspath(a.model_dir), name=a.name, weights=a.weights, replicas=replicas,
+                        replicas_per_device=a.replicas_per_device, resource=a.resource, devices=a.devices,
+                        max_batch_tokens=a.max_batch_tokens,
+                        limits=Limits(max_body_bytes=a.max_body_bytes, max_new_tokens=a.max_new_tokens,
+                                      request_timeout_s=a.timeout))
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        start(opts, host=a.host, port=a.port)
+        print(f"clformer.serve: {opts.served_name()} on http://{a.host}:{a.port} ({replicas} replica(s), "
+              f"{a.replicas_per_device} per device); Ctrl-C stops", flush=True)
+        stop.wait()
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

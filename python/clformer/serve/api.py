@@ -1,0 +1,436 @@
+"""api.py - the HTTP API's request checks and answer bodies, without Ray.
+
+Every check a request body goes through before it reaches a model, and the
+JSON of the answers (OpenAI's shapes for /v1/embeddings and /v1/completions),
+as plain functions over parsed bodies.  app.py calls them on the ingress;
+tests call them without starting Ray.  A refused request raises
+RequestError, which carries the HTTP status and a message naming the field.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import json
+import math
+import time
+import uuid
+from typing import Any, Mapping
+
+import numpy as np
+
+# OpenAI's error "type" for each status this server answers with.
+_ERROR_TYPES = {400: "invalid_request_error", 404: "not_found_error", 405: "invalid_request_error",
+                413: "invalid_request_error", 415: "invalid_request_error", 500: "server_error",
+                503: "service_unavailable", 504: "timeout"}
+
+
+class RequestError(Exception):
+    """A request the server refuses or cannot answer: the HTTP status, a
+    message for the client, and the body field it is about (or None).
+    Picklable, so that a model replica can raise it through Ray."""
+
+    def __init__(self, status: int, message: str, param: str | None = None):
+        super().__init__(status, message, param)
+        self.status = status
+        self.message = message
+        self.param = param
+
+    def __reduce__(self):
+        return (RequestError, (self.status, self.message, self.param))
+
+    def __str__(self) -> str:
+        return f"{self.status}: {self.message}"
+
+    def body(self) -> dict:
+        """The answer's JSON body, as OpenAI's API writes errors."""
+        return {"error": {"message": self.message, "type": _ERROR_TYPES.get(self.status, "invalid_request_error"),
+                          "param": self.param, "code": self.status}}
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """What one request may ask for; the server refuses more with a 4xx."""
+
+    max_body_bytes: int = 8 << 20       #: request body size (413 past it)
+    max_inputs: int = 256               #: texts in one embeddings request, images in one classify request
+    max_new_tokens: int = 512           #: max_tokens of a completion
+    max_run_elements: int = 1 << 22     #: elements of all /run inputs together
+    max_top_k: int = 1000               #: classify's top_k
+    request_timeout_s: float = 120.0    #: one request end to end on the ingress (504 past it)
+
+
+# ---------------------------------------------------------------- bodies
+
+def parse_json(raw: bytes) -> dict:
+    """The body as a JSON object, or 400 saying why not."""
+    if not raw:
+        raise RequestError(400, "the request body is empty; send a JSON object")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise RequestError(400, "the request body is not UTF-8 text (JSON is UTF-8)") from None
+    try:
+        body = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise RequestError(400, f"malformed JSON in the request body: {e.msg} at line {e.lineno} "
+                                f"column {e.colno}") from None
+    except RecursionError:
+        raise RequestError(400, "malformed JSON in the request body: nested too deeply") from None
+    if not isinstance(body, dict):
+        raise RequestError(400, f"the request body must be a JSON object, not {_json_kind(body)}")
+    return body
+
+
+def _json_kind(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "a boolean"
+    if isinstance(v, (int, float)):
+        return "a number"
+    if isinstance(v, str):
+        return "a string"
+    if isinstance(v, list):
+        return "an array"
+    return "an object"
+
+
+def _check_fields(body: Mapping, known: set[str], where: str) -> None:
+    unknown = sorted(k for k in body if k not in known)
+    if unknown:
+        raise RequestError(400, f"unknown field {unknown[0]!r} in the {where} request; the fields are "
+                                f"{', '.join(sorted(known))}", unknown[0])
+
+
+def _check_model(body: Mapping, served: str) -> None:
+    model = body.get("model")
+    if model is None:
+        return
+    if not isinstance(model, str):
+        raise RequestError(400, f"model must be a string, not {_json_kind(model)}", "model")
+    if model != served:
+        raise RequestError(404, f"model {model!r} is not served here; this server serves {served!r}", "model")
+
+
+def _int_field(body: Mapping, name: str, default: int | None, lo: int, hi: int) -> int | None:
+    v = body.get(name)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise RequestError(400, f"{name} must be an integer, not {_json_kind(v)}", name)
+    if not lo <= v <= hi:
+        raise RequestError(400, f"{name} must be in [{lo}, {hi}], got {v}", name)
+    return v
+
+
+def _float_field(body: Mapping, name: str, default: float | None, lo: float, hi: float,
+                 lo_open: bool = False) -> float | None:
+    v = body.get(name)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise RequestError(400, f"{name} must be a finite number, not {_json_kind(v)}", name)
+    if v > hi or v < lo or (lo_open and v == lo):
+        raise RequestError(400, f"{name} must be in {'(' if lo_open else '['}{lo}, {hi}], got {v}", name)
+    return float(v)
+
+
+def _texts(v: Any, name: str, limit: int) -> list[str]:
+    """A string or a non-empty array of strings, each non-empty."""
+    if isinstance(v, str):
+        v = [v]
+    if not isinstance(v, list) or not v:
+        raise RequestError(400, f"{name} must be a string or a non-empty array of strings", name)
+    if len(v) > limit:
+        raise RequestError(400, f"{name} holds {len(v)} items; at most {limit} per request", name)
+    for i, t in enumerate(v):
+        if not isinstance(t, str):
+            hint = " (token ids are not taken: send text)" if isinstance(t, (int, list)) else ""
+            raise RequestError(400, f"{name}[{i}] must be a string, not {_json_kind(t)}{hint}", name)
+        if not t:
+            raise RequestError(400, f"{name}[{i}] is an empty string", name)
+        if "\0" in t:
+            raise RequestError(400, f"{name}[{i}] contains a NUL character", name)
+    return v
+
+
+# ---------------------------------------------------------------- embeddings
+
+@dataclasses.dataclass(frozen=True)
+class EmbeddingsRequest:
+    texts: list[str]
+    encoding_format: str  # "float" or "base64"
+
+
+def parse_embeddings(body: Mapping, served: str, limits: Limits) -> EmbeddingsRequest:
+    """POST /v1/embeddings: {"input": str | [str], "model"?, "encoding_format"?: "float" | "base64"}."""
+    _check_fields(body, {"input", "model", "encoding_format", "user", "dimensions"}, "embeddings")
+    _check_model(body, served)
+    if "input" not in body:
+        raise RequestError(400, "input is missing: a string or an array of strings to embed", "input")
+    texts = _texts(body["input"], "input", limits.max_inputs)
+    fmt = body.get("encoding_format") or "float"
+    if fmt not in ("float", "base64"):
+        raise RequestError(400, f"encoding_format must be \"float\" or \"base64\", got {fmt!r}", "encoding_format")
+    if body.get("dimensions") is not None:
+        raise RequestError(400, "dimensions is not supported: the embedding has the model's hidden size",
+                           "dimensions")
+    return EmbeddingsRequest(texts, fmt)
+
+
+def embeddings_answer(vectors: np.ndarray, tokens: int, req: EmbeddingsRequest, served: str) -> dict:
+    data = []
+    for i, v in enumerate(np.asarray(vectors, dtype=np.float32)):
+        emb: Any = (base64.b64encode(v.astype("<f4").tobytes()).decode() if req.encoding_format == "base64"
+                    else v.tolist())
+        data.append({"object": "embedding", "index": i, "embedding": emb})
+    return {"object": "list", "data": data, "model": served,
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+
+
+# ---------------------------------------------------------------- completions
+
+@dataclasses.dataclass(frozen=True)
+class CompletionRequest:
+    prompt: str
+    max_tokens: int
+    stream: bool
+    stop: tuple[str, ...]
+    echo: bool
+    settings: dict  # Model.generate / Model.stream keyword settings
+
+    @property
+    def deterministic(self) -> bool:
+        """Whether running it again gives the same text (greedy, or sampling
+        with a seed): a stream cut by a failed replica can then be resumed."""
+        return not self.settings.get("do_sample") or self.settings.get("seed") is not None
+
+
+_COMPLETION_FIELDS = {"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop",
+                      "stream", "echo", "n", "best_of", "logprobs", "presence_penalty", "frequency_penalty",
+                      "repetition_penalty", "user", "suffix", "stream_options", "logit_bias"}
+
+
+def parse_completion(body: Mapping, served: str, limits: Limits) -> CompletionRequest:
+    """POST /v1/completions, OpenAI's fields.  temperature 0 decodes greedily
+    (as the model's generate() with do_sample=False); above 0 it samples
+    (top_p, and the extensions top_k, min_p, repetition_penalty, seed, as
+    generate() takes them; an unset one is the checkpoint's, then
+    transformers' default)."""
+    _check_fields(body, _COMPLETION_FIELDS, "completions")
+    _check_model(body, served)
+    if "prompt" not in body:
+        raise RequestError(400, "prompt is missing", "prompt")
+    prompts = _texts(body["prompt"], "prompt", 1)
+    prompt = prompts[0]
+    max_tokens = _int_field(body, "max_tokens", 16, 1, limits.max_new_tokens)
+    for name, only in (("n", 1), ("best_of", 1)):
+        if body.get(name) not in (None, only):
+            raise RequestError(400, f"{name} must be 1: one completion per request", name)
+    if body.get("logprobs") not in (None, 0):
+        raise RequestError(400, "logprobs is not supported", "logprobs")
+    if body.get("suffix") not in (None, ""):
+        raise RequestError(400, "suffix is not supported", "suffix")
+    if body.get("logit_bias") not in (None, {}):
+        raise RequestError(400, "logit_bias is not supported", "logit_bias")
+    for name in ("presence_penalty", "frequency_penalty"):
+        if _float_field(body, name, 0.0, -2.0, 2.0) != 0.0:
+            raise RequestError(400, f"{name} is not supported (repetition_penalty is)", name)
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise RequestError(400, f"stream must be a boolean, not {_json_kind(stream)}", "stream")
+    opts = body.get("stream_options")
+    if opts is not None:
+        if not stream:
+            raise RequestError(400, "stream_options is only allowed with stream: true", "stream_options")
+        if not isinstance(opts, dict) or any(k != "include_usage" for k in opts):
+            raise RequestError(400, "stream_options may only hold include_usage", "stream_options")
+        if opts.get("include_usage"):
+            raise RequestError(400, "stream_options.include_usage is not supported", "stream_options")
+    echo = body.get("echo", False)
+    if not isinstance(echo, bool):
+        raise RequestError(400, f"echo must be a boolean, not {_json_kind(echo)}", "echo")
+    stop = body.get("stop")
+    if stop is None:
+        stops: tuple[str, ...] = ()
+    else:
+        if isinstance(stop, str):
+            stop = [stop]
+        if (not isinstance(stop, list) or len(stop) > 4 or
+                not all(isinstance(s, str) and s and "\0" not in s for s in stop)):
+            raise RequestError(400, "stop must be a non-empty string or an array of at most 4 of them", "stop")
+        stops = tuple(stop)
+
+    temperature = _float_field(body, "temperature", 1.0, 0.0, 2.0)
+    settings: dict[str, Any] = {"max_new_tokens": max_tokens}
+    if temperature == 0.0:
+        settings["do_sample"] = False
+        for name in ("top_p", "top_k", "min_p", "seed"):
+            if body.get(name) is not None:
+                raise RequestError(400, f"{name} is a sampling setting; temperature 0 decodes greedily", name)
+    else:
+        settings.update(do_sample=True, temperature=temperature)
+        settings["top_p"] = _float_field(body, "top_p", None, 0.0, 1.0, lo_open=True)
+        settings["top_k"] = _int_field(body, "top_k", None, 0, 1 << 31)
+        settings["min_p"] = _float_field(body, "min_p", None, 0.0, 1.0)
+        # The library's seed 0 means "a fresh one": the API's 0 is shifted.
+        seed = _int_field(body, "seed", None, 0, (1 << 63) - 1)
+        settings["seed"] = None if seed is None else seed + 1
+    settings["repetition_penalty"] = _float_field(body, "repetition_penalty", None, 0.0, 100.0, lo_open=True)
+    settings = {k: v for k, v in settings.items() if v is not None}
+    return CompletionRequest(prompt, max_tokens, stream, stops, echo, settings)
+
+
+def completion_id() -> str:
+    return "cmpl-" + uuid.uuid4().hex
+
+
+def completion_answer(cid: str, text: str, finish_reason: str | None, usage: dict | None, served: str) -> dict:
+    out = {"id": cid, "object": "text_completion", "created": int(time.time()), "model": served,
+           "choices": [{"text": text, "index": 0, "logprobs": None, "finish_reason": finish_reason}]}
+    if usage is not None:
+        out["usage"] = usage
+    return out
+
+
+def sse(obj: Any) -> bytes:
+    """One server-sent event carrying `obj` as JSON (or "[DONE]")."""
+    data = obj if isinstance(obj, str) else json.dumps(obj, separators=(",", ":"))
+    return f"data: {data}\n\n".encode()
+
+
+# ---------------------------------------------------------------- classify
+
+@dataclasses.dataclass(frozen=True)
+class ClassifyRequest:
+    items: list  # image bytes, or texts for a text classifier
+    top_k: int
+
+
+def parse_classify_json(body: Mapping, served: str, limits: Limits) -> ClassifyRequest:
+    """POST /v1/classify with a JSON body: {"images": [base64 PNG/JPEG, ...]}
+    or, for a text classifier, {"input": str | [str]}; "top_k"? (default 5)."""
+    _check_fields(body, {"images", "input", "top_k", "model"}, "classify")
+    _check_model(body, served)
+    top_k = _int_field(body, "top_k", 5, 1, limits.max_top_k)
+    if ("images" in body) == ("input" in body):
+        raise RequestError(400, "give either images (base64 PNG/JPEG files) or input (texts), not both or neither")
+    if "input" in body:
+        return ClassifyRequest(_texts(body["input"], "input", limits.max_inputs), top_k)
+    imgs = body["images"]
+    if isinstance(imgs, str):
+        imgs = [imgs]
+    if not isinstance(imgs, list) or not imgs:
+        raise RequestError(400, "images must be a base64 string or a non-empty array of them", "images")
+    if len(imgs) > limits.max_inputs:
+        raise RequestError(400, f"images holds {len(imgs)} items; at most {limits.max_inputs} per request",
+                           "images")
+    items = []
+    for i, s in enumerate(imgs):
+        if not isinstance(s, str):
+            raise RequestError(400, f"images[{i}] must be a base64 string, not {_json_kind(s)}", "images")
+        try:
+            items.append(base64.b64decode(s, validate=True))
+        except (binascii.Error, ValueError):
+            raise RequestError(400, f"images[{i}] is not valid base64", "images") from None
+        if not items[-1]:
+            raise RequestError(400, f"images[{i}] is empty", "images")
+    return ClassifyRequest(items, top_k)
+
+
+def parse_top_k(query: Mapping[str, str], limits: Limits) -> int:
+    """top_k from the query string of a raw-image classify request."""
+    raw = query.get("top_k")
+    if raw is None:
+        return 5
+    try:
+        k = int(raw)
+    except ValueError:
+        raise RequestError(400, f"top_k must be an integer, got {raw!r}", "top_k") from None
+    if not 1 <= k <= limits.max_top_k:
+        raise RequestError(400, f"top_k must be in [1, {limits.max_top_k}], got {k}", "top_k")
+    return k
+
+
+def classify_answer(results: list, served: str) -> dict:
+    return {"object": "list", "model": served,
+            "data": [{"index": i, "labels": [{"label": lab, "score": float(p)} for lab, p in r]}
+                     for i, r in enumerate(results)]}
+
+
+# ---------------------------------------------------------------- /run
+
+@dataclasses.dataclass(frozen=True)
+class RunRequest:
+    inputs: dict  # name -> np.ndarray
+    outputs: list | None
+
+
+# JSON numbers of the inputs that hold floats become float32; every other
+# input holds ids or a mask (int64), as clformer.Model takes them.
+FLOAT_INPUTS = frozenset({"pixel_values", "noise", "inputs_embeds"})
+
+
+def parse_run(body: Mapping, input_names: list[str], output_names: list[str], served: str,
+              limits: Limits) -> RunRequest:
+    """POST /run: {"inputs": {name: nested array}, "outputs"?: [name]}; names
+    as the model's forward() takes and gives them."""
+    _check_fields(body, {"inputs", "outputs", "model"}, "run")
+    _check_model(body, served)
+    inputs = body.get("inputs")
+    if not isinstance(inputs, dict) or not inputs:
+        raise RequestError(400, f"inputs must be an object of named arrays; this model takes "
+                                f"{', '.join(input_names)}", "inputs")
+    arrays, total = {}, 0
+    for name, value in inputs.items():
+        if name not in input_names:
+            raise RequestError(400, f"unknown input {name!r}; this model takes {', '.join(input_names)}", "inputs")
+        arr = _array(name, value)
+        total += arr.size
+        if total > limits.max_run_elements:
+            raise RequestError(413, f"the inputs hold more than {limits.max_run_elements} numbers", "inputs")
+        arrays[name] = arr
+    outputs = body.get("outputs")
+    if outputs is not None:
+        if (not isinstance(outputs, list) or not outputs or not all(isinstance(o, str) for o in outputs)):
+            raise RequestError(400, "outputs must be a non-empty array of output names", "outputs")
+        for o in outputs:
+            if o not in output_names:
+                raise RequestError(400, f"unknown output {o!r}; this model gives {', '.join(output_names)}",
+                                   "outputs")
+    return RunRequest(arrays, outputs)
+
+
+def _array(name: str, value: Any) -> np.ndarray:
+    floats = name in FLOAT_INPUTS
+    if not isinstance(value, list):
+        raise RequestError(400, f"input {name!r} must be a (nested) array of numbers, not {_json_kind(value)}",
+                           "inputs")
+    try:
+        arr = np.array(value)
+    except (ValueError, OverflowError):
+        raise RequestError(400, f"input {name!r} is ragged: every row must have the same length", "inputs") from None
+    if arr.dtype == np.bool_ or arr.dtype.kind == "O" or arr.dtype.kind in "US":
+        what = "ragged or holds what is not a number" if arr.dtype.kind == "O" else "holds what is not a number"
+        raise RequestError(400, f"input {name!r} {what}", "inputs")
+    if floats:
+        return arr.astype(np.float32)
+    if arr.dtype.kind == "f":
+        if arr.size:
+            raise RequestError(400, f"input {name!r} holds ids or a mask: integers, not fractions", "inputs")
+        arr = arr.astype(np.int64)
+    return arr.astype(np.int64)
+
+
+def run_answer(outputs: Mapping[str, np.ndarray], served: str) -> dict:
+    return {"model": served,
+            "outputs": {k: v.tolist() for k, v in outputs.items()},
+            "shapes": {k: list(v.shape) for k, v in outputs.items()},
+            "dtypes": {k: str(v.dtype) for k, v in outputs.items()}}
+
+
+def json_bytes(obj: Any) -> bytes:
+    """The answer body; non-finite floats (a model can produce them) are
+    written as NaN / Infinity, as Python's json reads them."""
+    return json.dumps(obj, separators=(",", ":")).encode()

@@ -1,0 +1,319 @@
+"""app.py - the Ray Serve application: an HTTP ingress (FastAPI, no device)
+in front of the model replicas (replica.py, one OpenCL device each).
+
+The ingress reads and checks each request (api.py), calls a replica through
+a deployment handle, and writes the answer.  It keeps the client out of a
+replica's failures: when a replica dies or cannot be reached (Ray restarts
+it), the call is retried on another one, a bounded number of times within
+the request's deadline, and answered 503 when none could take it.  A stream
+cut by a dying replica is resumed on another when the request decodes
+deterministically (greedy, or sampling with a seed): the new replica's text
+is checked against what was already sent and only the rest goes out.
+"""
+import asyncio
+import os
+import time
+from typing import Any, AsyncIterator
+
+from fastapi import FastAPI, Request
+from fastapi.responses import Response, StreamingResponse
+from ray import serve
+from ray.exceptions import RayActorError, RayTaskError
+from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from . import api
+from .api import RequestError
+from .options import ServeOptions
+from .replica import ModelReplica
+
+# A replica died, is restarting, or none is up: worth another try.
+_RETRYABLE = (RayActorError, BackPressureError, DeploymentUnavailableError)
+
+fastapi_app = FastAPI(title="clformer", docs_url=None, redoc_url=None, openapi_url=None)
+
+
+def _json(obj: Any, status: int = 200, replica: str | None = None) -> Response:
+    headers = {"X-Clformer-Replica": replica} if replica else None
+    return Response(api.json_bytes(obj), status_code=status, media_type="application/json", headers=headers)
+
+
+def _error(e: RequestError) -> Response:
+    headers = {"Retry-After": "1"} if e.status == 503 else None
+    return Response(api.json_bytes(e.body()), status_code=e.status, media_type="application/json", headers=headers)
+
+
+@fastapi_app.exception_handler(StarletteHTTPException)
+async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+    # Unknown paths and methods in the same error shape as everything else.
+    what = {404: f"no such endpoint {request.url.path}", 405: f"{request.method} is not allowed on "
+            f"{request.url.path}"}.get(exc.status_code, str(exc.detail))
+    return _error(RequestError(exc.status_code, what))
+
+
+def _cause(e: BaseException) -> BaseException:
+    """The RequestError a replica raised, when `e` carries one."""
+    if isinstance(e, RequestError):
+        return e
+    if isinstance(e, RayTaskError) and isinstance(getattr(e, "cause", None), RequestError):
+        return e.cause
+    return e
+
+
+@serve.ingress(fastapi_app)
+class Ingress:
+    def __init__(self, model: Any, opts: ServeOptions):
+        self.model = model
+        self.opts = opts
+        self.limits = opts.limits
+        self.name = opts.served_name()
+        self._info: dict | None = None
+        # What the ingress did about failures, for GET /stats.
+        self.stats = {"retried_calls": 0, "resumed_streams": 0, "answered_503": 0}
+
+    # ------------------------------------------------------------ plumbing
+
+    async def _body(self, request: Request) -> bytes:
+        limit = self.limits.max_body_bytes
+        declared = request.headers.get("content-length")
+        if declared is not None:
+            try:
+                if int(declared) > limit:
+                    raise RequestError(413, f"the request body is {int(declared)} bytes; at most {limit}")
+            except ValueError:
+                raise RequestError(400, f"Content-Length {declared!r} is not a number") from None
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise RequestError(413, f"the request body is over {limit} bytes")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def _call(self, method: str, *args: Any, deadline: float) -> Any:
+        """One replica call, retried when the replica fails (not when it refuses)."""
+        last: BaseException | None = None
+        for attempt in range(self.opts.retries + 1):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                return await asyncio.wait_for(getattr(self.model, method).remote(*args), left)
+            except asyncio.TimeoutError:
+                raise RequestError(504, f"no answer within {self.limits.request_timeout_s:g} s") from None
+            except _RETRYABLE as e:
+                last = e
+                self.stats["retried_calls"] += 1
+            except RayTaskError as e:
+                cause = _cause(e)
+                if isinstance(cause, RequestError):
+                    raise cause from None
+                raise RequestError(500, f"the model replica failed: {type(e.cause).__name__}: "
+                                        f"{str(e.cause)[:500]}") from None
+            await asyncio.sleep(min(0.25 * 2 ** attempt, max(0.0, deadline - time.monotonic())))
+        self.stats["answered_503"] += 1
+        raise RequestError(503, "no model replica could take the request "
+                                f"({type(last).__name__ if last else 'deadline passed'}); retry later")
+
+    async def info(self, deadline: float) -> dict:
+        if self._info is None:
+            self._info = await self._call("info", deadline=deadline)
+        return self._info
+
+    def _deadline(self) -> float:
+        return time.monotonic() + self.limits.request_timeout_s
+
+    # ------------------------------------------------------------ endpoints
+
+    @fastapi_app.get("/health")
+    async def health(self) -> Response:
+        return _json({"status": "ok"})
+
+    @fastapi_app.get("/stats")
+    async def get_stats(self) -> Response:
+        """Replica calls retried, streams resumed on another replica, 503s."""
+        return _json(self.stats)
+
+    @fastapi_app.get("/v1/models")
+    async def models(self) -> Response:
+        return _json({"object": "list", "data": [{"id": self.name, "object": "model", "owned_by": "clformer"}]})
+
+    @fastapi_app.post("/v1/embeddings")
+    async def embeddings(self, request: Request) -> Response:
+        try:
+            dl = self._deadline()
+            req = api.parse_embeddings(api.parse_json(await self._body(request)), self.name, self.limits)
+            vectors, tokens, tag = await self._call("embed", req.texts, deadline=dl)
+            return _json(api.embeddings_answer(vectors, tokens, req, self.name), replica=tag)
+        except RequestError as e:
+            return _error(e)
+
+    @fastapi_app.post("/v1/classify")
+    async def classify(self, request: Request) -> Response:
+        try:
+            dl = self._deadline()
+            raw = await self._body(request)
+            ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+            if ctype == "application/json":
+                req = api.parse_classify_json(api.parse_json(raw), self.name, self.limits)
+            elif ctype.startswith("image/") or ctype in ("application/octet-stream", ""):
+                if not raw:
+                    raise RequestError(400, "the request body is empty; send a PNG or JPEG file")
+                req = api.ClassifyRequest([raw], api.parse_top_k(request.query_params, self.limits))
+            else:
+                raise RequestError(415, f"Content-Type {ctype!r}: send the image's bytes (image/png, image/jpeg, "
+                                        "application/octet-stream) or JSON with base64 images")
+            results, tag = await self._call("classify", req, deadline=dl)
+            return _json(api.classify_answer(results, self.name), replica=tag)
+        except RequestError as e:
+            return _error(e)
+
+    @fastapi_app.post("/run")
+    async def run(self, request: Request) -> Response:
+        try:
+            dl = self._deadline()
+            body = api.parse_json(await self._body(request))
+            info = await self.info(dl)
+            req = api.parse_run(body, info["input_names"], info["output_names"], self.name, self.limits)
+            outputs, tag = await self._call("run", req, deadline=dl)
+            return _json(api.run_answer(outputs, self.name), replica=tag)
+        except RequestError as e:
+            return _error(e)
+
+    @fastapi_app.post("/v1/completions")
+    async def completions(self, request: Request) -> Response:
+        try:
+            dl = self._deadline()
+            req = api.parse_completion(api.parse_json(await self._body(request)), self.name, self.limits)
+            cid = api.completion_id()
+            if not req.stream:
+                r = await self._call("complete", req, deadline=dl)
+                return _json(api.completion_answer(cid, r["text"], r["finish_reason"], r["usage"], self.name),
+                             replica=r["replica"])
+            pieces = self._pieces(req, dl)
+            header = await pieces.__anext__()  # the replica's: the request is accepted (or refused here)
+        except RequestError as e:
+            return _error(e)
+        return StreamingResponse(self._events(cid, pieces), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Clformer-Replica": header["replica"]})
+
+    # ------------------------------------------------------------ streaming
+
+    async def _events(self, cid: str, pieces: AsyncIterator) -> AsyncIterator[bytes]:
+        try:
+            async for piece in pieces:
+                yield api.sse(api.completion_answer(cid, piece, None, None, self.name))
+            yield api.sse("[DONE]")
+        except RequestError as e:
+            # The status line has gone out: the error travels as an event, and
+            # the stream ends without [DONE].
+            yield api.sse(e.body())
+        finally:
+            await pieces.aclose()
+
+    async def _pieces(self, req: api.CompletionRequest, deadline: float) -> AsyncIterator:
+        """The replica's header, then the text pieces; a replica failure
+        mid-stream is resumed on another replica (deterministic requests)."""
+        sent = ""          # text the client has
+        header = False
+        last: BaseException | None = None
+        for attempt in range(self.opts.retries + 1):
+            gen = self.model.options(stream=True).stream.remote(req)
+            produced, first = "", True
+            try:
+                while True:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise RequestError(504, f"no answer within {self.limits.request_timeout_s:g} s")
+                    try:
+                        item = await asyncio.wait_for(gen.__anext__(), left)
+                    except StopAsyncIteration:
+                        return
+                    except asyncio.TimeoutError:
+                        raise RequestError(504, f"no answer within {self.limits.request_timeout_s:g} s") from None
+                    if first:
+                        first = False
+                        if not header:
+                            header = True
+                            yield item
+                        continue
+                    produced += item
+                    if len(produced) <= len(sent):
+                        if not sent.startswith(produced):
+                            raise RequestError(503, "the replica that took over generated another text; retry")
+                        continue
+                    if not produced.startswith(sent):
+                        raise RequestError(503, "the replica that took over generated another text; retry")
+                    new, sent = produced[len(sent):], produced
+                    yield new
+            except _RETRYABLE as e:
+                last = e
+                self.stats["retried_calls"] += 1
+                self.stats["resumed_streams"] += bool(sent)
+                if sent and not req.deterministic:
+                    self.stats["answered_503"] += 1
+                    raise RequestError(503, "the model replica failed mid-stream, and a sampled text without a "
+                                            "seed cannot be resumed; retry") from None
+            except RayTaskError as e:
+                cause = _cause(e)
+                if isinstance(cause, RequestError):
+                    raise cause from None
+                raise RequestError(500, f"the model replica failed: {str(e.cause)[:500]}") from None
+            finally:
+                gen.cancel()
+            await asyncio.sleep(min(0.25 * 2 ** attempt, max(0.0, deadline - time.monotonic())))
+        self.stats["answered_503"] += 1
+        raise RequestError(503, "no model replica could take the request "
+                                f"({type(last).__name__ if last else 'deadline passed'}); retry later")
+
+
+def build_app(opts: ServeOptions) -> Any:
+    """The application: Ingress bound to opts.replicas model replicas, each
+    taking 1/replicas_per_device of the custom resource opts.resource."""
+    replica = serve.deployment(ModelReplica, name="ModelReplica").options(
+        num_replicas=opts.replicas,
+        ray_actor_options={"num_cpus": opts.replica_cpus, "resources": opts.replica_resources()},
+        max_ongoing_requests=opts.max_ongoing_requests,
+        max_queued_requests=opts.max_queued_requests,
+        health_check_period_s=5,
+        health_check_timeout_s=30,
+        graceful_shutdown_timeout_s=5,
+    )
+    ingress = serve.deployment(Ingress, name="Ingress").options(
+        num_replicas=1, ray_actor_options={"num_cpus": 0}, max_ongoing_requests=1000)
+    return ingress.bind(replica.bind(opts), opts)
+
+
+def start_http(host: str = "127.0.0.1", port: int = 8000, request_timeout_s: float = 130.0) -> None:
+    """Starts Serve's HTTP proxy on host:port (Ray must be initialised)."""
+    serve.start(http_options={"host": host, "port": port, "request_timeout_s": request_timeout_s})
+
+
+def deploy(opts: ServeOptions, app_name: str = "clformer", route_prefix: str = "/") -> None:
+    """Deploys the application under route_prefix; returns once every replica is up."""
+    serve.run(build_app(opts), name=app_name, route_prefix=route_prefix, blocking=False)
+
+
+def start(opts: ServeOptions, *, host: str = "127.0.0.1", port: int = 8000, app_name: str = "clformer",
+          route_prefix: str = "/") -> None:
+    """start_http, then deploy."""
+    start_http(host, port, opts.limits.request_timeout_s + 10)
+    deploy(opts, app_name, route_prefix)
+
+
+def local_ray(num_cpus: int = 2, resources: dict | None = None) -> None:
+    """ray.init for one machine, every Ray process on 127.0.0.1, no dashboard.
+
+    Ray turns a node address of 127.0.0.1 into the machine's outward address
+    unless multi-node clusters are off (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0,
+    read when ray is imported, hence also set on the imported constant); with
+    them off, GCS, raylet, agents and workers listen on 127.0.0.1 only."""
+    import ray
+    from ray._private import ray_constants
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # inherited by the processes Ray starts
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # nothing leaves the machine
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    ray.init(num_cpus=num_cpus, resources=resources or {}, include_dashboard=False, log_to_driver=False)
+
+
+__all__ = ["build_app", "deploy", "start", "start_http", "local_ray", "Ingress", "ModelReplica"]

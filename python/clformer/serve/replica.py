@@ -1,0 +1,318 @@
+"""replica.py - the model replica: one clformer.Model on one OpenCL device,
+behind Ray Serve (app.py turns the class into a deployment).
+
+The replica claims its device slot (devices.py), loads the model, and
+answers the ingress's calls: embeddings and classification through
+@serve.batch (requests that arrive together run as one padded batch, up to
+a bound that fits the device's memory), completions one at a time (the
+model's lock serialises them), /run as given.  The library's calls block,
+so they run on worker threads and the replica's event loop stays free for
+Serve's health checks and for streaming.  A library error that a request
+caused comes back as RequestError (4xx); one that says the device or
+context failed marks the replica unhealthy, so that Ray replaces it.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import tempfile
+import threading
+from typing import Any, AsyncIterator
+
+import numpy as np
+from ray import serve
+
+from . import devices
+from .api import ClassifyRequest, CompletionRequest, RequestError, RunRequest
+from .options import ServeOptions
+
+# Architectures whose logits are a language-model head (completions).
+_LM_SUFFIXES = ("LMHeadModel", "ForCausalLM", "MTModel", "ForConditionalGeneration")
+
+
+def _padded_tokens(items: list) -> int:
+    """A batch's size for @serve.batch: rows x the longest row, as embed() pads it."""
+    return len(items) * max(n for _, n in items)
+
+
+def _image_units(items: list) -> int:
+    return len(items)
+
+
+class _Outcome:
+    """One item's result in a batch, or the error that item alone caused."""
+
+    __slots__ = ("value", "error")
+
+    def __init__(self, value: Any = None, error: BaseException | None = None):
+        self.value, self.error = value, error
+
+    def get(self) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+class ModelReplica:
+    def __init__(self, opts: ServeOptions):
+        import ray
+        import clformer
+        self.clformer = clformer
+        self.opts = opts
+        node = ray.get_runtime_context().get_node_id()
+        lock_dir = os.path.join(tempfile.gettempdir(), "clformer-serve", node)
+        self.slot = devices.claim(devices.node_devices(opts.devices), opts.replicas_per_device, lock_dir)
+        try:
+            self.model = clformer.Model(opts.model_dir, device=self.slot.device.selector, weights=opts.weights)
+        except BaseException:
+            self.slot.release()
+            raise
+        self.broken: str | None = None
+        # Which replica answered (the X-Clformer-Replica header): Serve's id,
+        # the tail of the replica actor's name.
+        self.tag = serve.get_replica_context().replica_id.unique_id
+        with open(os.path.join(opts.model_dir, "config.json"), encoding="utf-8") as f:
+            self.config = json.load(f)
+        self._describe()
+        mem = devices.global_mem_bytes(self.slot.device)
+        if opts.max_batch_tokens:
+            self.batch_tokens = opts.max_batch_tokens
+        else:
+            # This replica's share of the device, less its weights.
+            free = (mem // opts.replicas_per_device if mem else 1 << 30) - self.model.weight_bytes
+            self.batch_tokens = devices.batch_tokens(self.config, max(free, 0))
+        self.batch_images = max(1, min(opts.max_batch_images, self.batch_tokens // max(1, self._image_tokens())))
+        self._embed_batch.set_max_batch_size(self.batch_tokens)
+        self._embed_batch.set_batch_wait_timeout_s(opts.batch_wait_s)
+        self._classify_batch.set_max_batch_size(self.batch_images)
+        self._classify_batch.set_batch_wait_timeout_s(opts.batch_wait_s)
+
+    # ------------------------------------------------------------ description
+
+    def _describe(self) -> None:
+        m, cfg = self.model, self.config
+        try:
+            m.tokenize("a")
+            self.has_tokenizer = True
+        except self.clformer.Error:
+            self.has_tokenizer = False
+        arch = (cfg.get("architectures") or [""])[0]
+        self.architecture = arch
+        self.can_complete = (self.has_tokenizer and "logits" in m.output_names and
+                             arch.endswith(_LM_SUFFIXES))
+        self.can_embed = self.has_tokenizer and "last_hidden_state" in m.output_names
+        self.can_classify = (bool(m.labels) and "pixel_values" in m.input_names and "logits" in m.output_names
+                             and os.path.isfile(os.path.join(self.opts.model_dir, "preprocessor_config.json")))
+        limit = devices.max_positions(cfg)
+        if limit and m.model_type in ("roberta", "xlm-roberta"):
+            limit -= int(cfg.get("pad_token_id") or 1) + 1  # positions count from padding_idx + 1
+        self.max_input_tokens = limit
+        eos = cfg.get("eos_token_id")
+        gen_path = os.path.join(self.opts.model_dir, "generation_config.json")
+        if os.path.isfile(gen_path):
+            with open(gen_path, encoding="utf-8") as f:
+                eos = json.load(f).get("eos_token_id", eos)
+        self.eos_ids = set(eos if isinstance(eos, list) else [eos] if isinstance(eos, int) else [])
+
+    def _image_tokens(self) -> int:
+        size = self.config.get("image_size") or 224
+        patch = self.config.get("patch_size") or 16
+        return (int(size) // int(patch)) ** 2 + 1
+
+    async def info(self) -> dict:
+        m = self.model
+        return {"model_type": m.model_type, "architecture": self.architecture, "input_names": m.input_names,
+                "output_names": m.output_names, "labels": len(m.labels), "is_encoder_decoder": m.is_encoder_decoder,
+                "device": str(m.device), "slot": self.slot.index, "pid": os.getpid(), "replica": self.tag,
+                "embeddings": self.can_embed, "completions": self.can_complete, "classify": self.can_classify,
+                "max_input_tokens": self.max_input_tokens, "batch_tokens": self.batch_tokens,
+                "batch_images": self.batch_images}
+
+    def check_health(self) -> None:
+        """Serve calls this every few seconds; raising makes Ray replace the replica."""
+        if self.broken:
+            raise RuntimeError(f"the replica's OpenCL context failed: {self.broken}")
+
+    def __del__(self) -> None:
+        model = getattr(self, "model", None)
+        if model is not None:
+            model.close()
+        slot = getattr(self, "slot", None)
+        if slot is not None:
+            slot.release()
+
+    # ------------------------------------------------------------ errors
+
+    def _refusal(self, e: BaseException) -> BaseException:
+        """What a library error becomes for the client."""
+        cf = self.clformer
+        if isinstance(e, RequestError):
+            return e
+        if isinstance(e, cf.OutOfMemoryError):
+            return RequestError(413, f"the request does not fit the device's memory: {e}")
+        if isinstance(e, (cf.InvalidArgumentError, cf.ShapeError, cf.DtypeError, cf.FormatError, cf.NotFoundError,
+                          cf.UnsupportedError)):
+            return RequestError(400, f"{e} ({e.status})")
+        if isinstance(e, cf.Error):
+            self.broken = f"{e.status}: {e}"
+            return RequestError(500, f"the model failed on the device ({e.status}: {e}); the replica is being "
+                                     "replaced")
+        return e
+
+    async def _call(self, fn, *args, **kwargs) -> Any:
+        try:
+            return await asyncio.to_thread(fn, *args, **kwargs)
+        except Exception as e:  # noqa: BLE001 - mapped to the client's answer
+            raise self._refusal(e) from None
+
+    def _need(self, what: str, ok: bool) -> None:
+        if not ok:
+            raise RequestError(400, f"this model ({self.model.model_type}, {self.architecture or 'no architecture'}) "
+                                    f"does not serve {what}")
+
+    def _count(self, text: str, what: str) -> int:
+        try:
+            n = len(self.model.tokenize(text))
+        except Exception as e:  # noqa: BLE001
+            raise self._refusal(e) from None
+        if self.max_input_tokens and n > self.max_input_tokens:
+            raise RequestError(400, f"{what} is {n} tokens long; this model takes at most {self.max_input_tokens}")
+        return n
+
+    # ------------------------------------------------------------ embeddings
+
+    async def embed(self, texts: list[str]) -> tuple[np.ndarray, int, str]:
+        """Mean-pooled, normalised embeddings (Model.embed), batched with
+        whatever else arrives within batch_wait_s; the token count; the tag."""
+        self._need("embeddings", self.can_embed)
+        counts = [self._count(t, f"input[{i}]") for i, t in enumerate(texts)]
+        rows = await asyncio.gather(*[self._embed_batch((t, n)) for t, n in zip(texts, counts)])
+        return np.stack([r.get() for r in rows]), sum(counts), self.tag
+
+    @serve.batch(max_batch_size=512, batch_wait_timeout_s=0.005, batch_size_fn=_padded_tokens)
+    async def _embed_batch(self, items: list) -> list:
+        texts = [t for t, _ in items]
+        try:
+            out = await self._call(self.model.embed, texts)
+            return [_Outcome(row) for row in out]
+        except RequestError as e:
+            if len(texts) == 1 or e.status >= 500:
+                raise
+        # One item spoiled the batch: each alone, so that only it fails.
+        outs = []
+        for t in texts:
+            try:
+                outs.append(_Outcome((await self._call(self.model.embed, [t]))[0]))
+            except RequestError as e:
+                outs.append(_Outcome(error=e))
+        return outs
+
+    # ------------------------------------------------------------ classify
+
+    async def classify(self, req: ClassifyRequest) -> tuple[list, str]:
+        self._need("image classification", self.can_classify)
+        rows = await asyncio.gather(*[self._classify_batch((im, req.top_k)) for im in req.items])
+        return [r.get() for r in rows], self.tag
+
+    @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.005, batch_size_fn=_image_units)
+    async def _classify_batch(self, items: list) -> list:
+        k = max(k for _, k in items)
+        try:
+            out = await self._call(self.model.classify, [im for im, _ in items], top_k=k)
+            return [_Outcome(r[:kk]) for r, (_, kk) in zip(out, items)]
+        except RequestError as e:
+            if len(items) == 1 or e.status >= 500:
+                raise
+        outs = []
+        for i, (im, kk) in enumerate(items):
+            try:
+                outs.append(_Outcome((await self._call(self.model.classify, [im], top_k=kk))[0]))
+            except RequestError as e:
+                outs.append(_Outcome(error=e))
+        return outs
+
+    # ------------------------------------------------------------ /run
+
+    async def run(self, req: RunRequest) -> tuple[dict, str]:
+        return await self._call(self.model.run, req.inputs, req.outputs), self.tag
+
+    # ------------------------------------------------------------ completions
+
+    def _prompt(self, req: CompletionRequest) -> np.ndarray:
+        self._need("completions", self.can_complete)
+        try:
+            ids = self.model.tokenize(req.prompt)
+        except Exception as e:  # noqa: BLE001
+            raise self._refusal(e) from None
+        ctx = self.max_input_tokens
+        if ctx:
+            if self.model.is_encoder_decoder:
+                if len(ids) > ctx:
+                    raise RequestError(400, f"the prompt is {len(ids)} tokens long; this model takes at most {ctx}",
+                                       "prompt")
+            elif len(ids) + req.max_tokens > ctx:
+                raise RequestError(400, f"the prompt is {len(ids)} tokens and max_tokens {req.max_tokens}: "
+                                        f"together past this model's context of {ctx} tokens", "max_tokens")
+        return ids
+
+    async def complete(self, req: CompletionRequest) -> dict:
+        """A whole completion: Model.generate, the new tokens up to the end
+        token decoded, cut before the first stop string."""
+        ids = self._prompt(req)
+        seq = await self._call(self.model.generate, ids[None, :], **req.settings)
+        new = seq[0, 1:] if self.model.is_encoder_decoder else seq[0, len(ids):]
+        finish, n = "length", len(new)
+        for i, t in enumerate(new):
+            if int(t) in self.eos_ids:
+                finish, n = "stop", i + 1
+                break
+        text = self.model.decode(new[:n])
+        cut = min((at for at in (text.find(s) for s in req.stop) if at >= 0), default=-1)
+        if cut >= 0:
+            text, finish = text[:cut], "stop"
+        if req.echo:
+            text = req.prompt + text
+        return {"text": text, "finish_reason": finish, "replica": self.tag,
+                "usage": {"prompt_tokens": len(ids), "completion_tokens": n, "total_tokens": len(ids) + n}}
+
+    async def stream(self, req: CompletionRequest) -> AsyncIterator:
+        """Model.stream's text pieces.  The first item is a header (a dict)
+        sent once the request is accepted, so that the ingress can still
+        answer a refusal with its status; the pieces follow as str."""
+        ids = self._prompt(req)
+        yield {"prompt_tokens": len(ids), "replica": self.tag}
+        loop = asyncio.get_running_loop()
+        q: asyncio.Queue = asyncio.Queue()
+        cancel = threading.Event()
+        done = object()
+
+        def work() -> None:
+            it = None
+            try:
+                it = self.model.stream(req.prompt, stop=list(req.stop), **req.settings)
+                for piece in it:
+                    if cancel.is_set():
+                        break
+                    loop.call_soon_threadsafe(q.put_nowait, piece)
+                loop.call_soon_threadsafe(q.put_nowait, done)
+            except BaseException as e:  # noqa: BLE001 - handed to the event loop
+                loop.call_soon_threadsafe(q.put_nowait, e)
+            finally:
+                if it is not None:
+                    it.close()  # stops generation after the current token
+
+        worker = threading.Thread(target=work, name="clformer-serve-stream", daemon=True)
+        worker.start()
+        try:
+            if req.echo:
+                yield req.prompt
+            while True:
+                item = await q.get()
+                if item is done:
+                    return
+                if isinstance(item, BaseException):
+                    raise self._refusal(item)
+                yield item
+        finally:
+            cancel.set()

@@ -1,0 +1,281 @@
+"""clformer.serve's request checks (api.py) and device slots (devices.py),
+without Ray: every refusal is asserted with its HTTP status and the words of
+its message that name the problem."""
+import base64
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from clformer.serve import api, devices
+from clformer.serve.api import Limits, RequestError
+
+L = Limits(max_inputs=4, max_new_tokens=20, max_run_elements=100, max_top_k=10)
+
+
+def refused(fn, *args):
+    with pytest.raises(RequestError) as e:
+        fn(*args)
+    return e.value
+
+
+# ------------------------------------------------------------ JSON bodies
+
+@pytest.mark.parametrize("raw, status, words", [
+    (b"", 400, "body is empty"),
+    (b"{bad", 400, "malformed JSON"),
+    (b'{"a": 1', 400, "malformed JSON"),
+    (b"\xff\xfe", 400, "not UTF-8"),
+    (b"[1, 2]", 400, "must be a JSON object, not an array"),
+    (b'"text"', 400, "not a string"),
+    (b"[" * 100000 + b"]" * 100000, 400, "malformed JSON"),
+])
+def test_parse_json_refusals(raw, status, words):
+    e = refused(api.parse_json, raw)
+    assert e.status == status and words in e.message, e.message
+
+
+def test_parse_json_object():
+    assert api.parse_json(b'{"input": "x"}') == {"input": "x"}
+
+
+def test_error_body_is_openai_shaped():
+    e = RequestError(400, "input is missing", "input")
+    assert e.body() == {"error": {"message": "input is missing", "type": "invalid_request_error",
+                                  "param": "input", "code": 400}}
+    # it travels through pickling (Ray) with its fields
+    import pickle
+    e2 = pickle.loads(pickle.dumps(e))
+    assert (e2.status, e2.message, e2.param) == (400, "input is missing", "input")
+
+
+# ------------------------------------------------------------ embeddings
+
+@pytest.mark.parametrize("body, status, words", [
+    ({}, 400, "input is missing"),
+    ({"input": []}, 400, "non-empty array"),
+    ({"input": 5}, 400, "a string or a non-empty array"),
+    ({"input": ["a", 3]}, 400, "input[1] must be a string"),
+    ({"input": [[1, 2]]}, 400, "token ids are not taken"),
+    ({"input": ["a", ""]}, 400, "input[1] is an empty string"),
+    ({"input": "a\0b"}, 400, "NUL"),
+    ({"input": ["a"] * 5}, 400, "holds 5 items; at most 4"),
+    ({"input": "a", "model": "other"}, 404, "'other' is not served here"),
+    ({"input": "a", "model": 3}, 400, "model must be a string"),
+    ({"input": "a", "encoding_format": "int8"}, 400, "encoding_format"),
+    ({"input": "a", "dimensions": 8}, 400, "dimensions is not supported"),
+    ({"input": "a", "inputs": "b"}, 400, "unknown field 'inputs'"),
+])
+def test_embeddings_refusals(body, status, words):
+    e = refused(api.parse_embeddings, body, "m", L)
+    assert e.status == status and words in e.message, e.message
+
+
+def test_embeddings_request_and_answer():
+    req = api.parse_embeddings({"input": "one", "model": "m"}, "m", L)
+    assert req.texts == ["one"] and req.encoding_format == "float"
+    v = np.array([[0.25, -1.5, 3.0e-8]], dtype=np.float32)
+    out = api.embeddings_answer(v, 7, req, "m")
+    assert out["data"][0]["embedding"] == [0.25, -1.5, float(np.float32(3.0e-8))]
+    assert out["usage"] == {"prompt_tokens": 7, "total_tokens": 7} and out["object"] == "list"
+    req64 = api.parse_embeddings({"input": ["one"], "encoding_format": "base64"}, "m", L)
+    b = api.embeddings_answer(v, 7, req64, "m")["data"][0]["embedding"]
+    assert np.array_equal(np.frombuffer(base64.b64decode(b), dtype="<f4"), v[0])
+
+
+# ------------------------------------------------------------ completions
+
+@pytest.mark.parametrize("body, status, words", [
+    ({}, 400, "prompt is missing"),
+    ({"prompt": ["a", "b"]}, 400, "holds 2 items; at most 1"),
+    ({"prompt": "a", "max_tokens": 0}, 400, "max_tokens must be in [1, 20]"),
+    ({"prompt": "a", "max_tokens": 21}, 400, "max_tokens must be in [1, 20]"),
+    ({"prompt": "a", "max_tokens": 2.5}, 400, "max_tokens must be an integer"),
+    ({"prompt": "a", "max_tokens": True}, 400, "max_tokens must be an integer"),
+    ({"prompt": "a", "temperature": -1}, 400, "temperature must be in [0.0, 2.0]"),
+    ({"prompt": "a", "temperature": "hot"}, 400, "temperature must be a finite number"),
+    ({"prompt": "a", "top_p": 0}, 400, "top_p must be in (0.0, 1.0]"),
+    ({"prompt": "a", "temperature": 0, "seed": 3}, 400, "seed is a sampling setting"),
+    ({"prompt": "a", "n": 2}, 400, "n must be 1"),
+    ({"prompt": "a", "best_of": 3}, 400, "best_of must be 1"),
+    ({"prompt": "a", "logprobs": 2}, 400, "logprobs is not supported"),
+    ({"prompt": "a", "presence_penalty": 0.5}, 400, "presence_penalty is not supported"),
+    ({"prompt": "a", "stream": "yes"}, 400, "stream must be a boolean"),
+    ({"prompt": "a", "stream_options": {"include_usage": True}}, 400, "only allowed with stream: true"),
+    ({"prompt": "a", "stream": True, "stream_options": {"include_usage": True}}, 400, "include_usage"),
+    ({"prompt": "a", "stop": ["x"] * 5}, 400, "at most 4"),
+    ({"prompt": "a", "stop": [""]}, 400, "stop must be a non-empty string"),
+    ({"prompt": "a", "echo": 1}, 400, "echo must be a boolean"),
+    ({"prompt": "a", "seed": -1}, 400, "seed must be in"),
+    ({"prompt": "a", "frequency": 1}, 400, "unknown field 'frequency'"),
+])
+def test_completion_refusals(body, status, words):
+    e = refused(api.parse_completion, body, "m", L)
+    assert e.status == status and words in e.message, e.message
+
+
+def test_completion_settings():
+    greedy = api.parse_completion({"prompt": "a", "temperature": 0, "max_tokens": 5, "stop": "x"}, "m", L)
+    assert greedy.settings == {"max_new_tokens": 5, "do_sample": False} and greedy.stop == ("x",)
+    assert greedy.deterministic and not greedy.stream
+    # OpenAI's default temperature is 1: sampling; the API's seed s is the library's s + 1 (its 0 means "fresh")
+    s = api.parse_completion({"prompt": ["a"], "seed": 0, "top_k": 4, "stream": True}, "m", L)
+    assert s.settings == {"max_new_tokens": 16, "do_sample": True, "temperature": 1.0, "top_k": 4, "seed": 1}
+    assert s.deterministic and s.stream
+    assert not api.parse_completion({"prompt": "a", "temperature": 0.5}, "m", L).deterministic
+
+
+def test_sse_framing():
+    assert api.sse("[DONE]") == b"data: [DONE]\n\n"
+    assert api.sse({"a": 1}) == b'data: {"a":1}\n\n'
+
+
+# ------------------------------------------------------------ classify
+
+@pytest.mark.parametrize("body, status, words", [
+    ({}, 400, "give either images"),
+    ({"images": []}, 400, "non-empty array"),
+    ({"images": ["@@@"]}, 400, "images[0] is not valid base64"),
+    ({"images": [""]}, 400, "images[0] is empty"),
+    ({"images": [3]}, 400, "images[0] must be a base64 string"),
+    ({"images": ["AA=="] * 5}, 400, "at most 4"),
+    ({"images": "AA==", "top_k": 0}, 400, "top_k must be in [1, 10]"),
+])
+def test_classify_refusals(body, status, words):
+    e = refused(api.parse_classify_json, body, "m", L)
+    assert e.status == status and words in e.message, e.message
+
+
+def test_classify_json_and_query():
+    req = api.parse_classify_json({"images": base64.b64encode(b"\x89PNG").decode(), "top_k": 2}, "m", L)
+    assert req.items == [b"\x89PNG"] and req.top_k == 2
+    assert api.parse_top_k({}, L) == 5 and api.parse_top_k({"top_k": "3"}, L) == 3
+    e = refused(api.parse_top_k, {"top_k": "x"}, L)
+    assert e.status == 400 and "top_k must be an integer" in e.message
+    ans = api.classify_answer([[("cat", 0.75), ("dog", 0.25)]], "m")
+    assert ans["data"] == [{"index": 0, "labels": [{"label": "cat", "score": 0.75}, {"label": "dog", "score": 0.25}]}]
+
+
+# ------------------------------------------------------------ /run
+
+NAMES_IN, NAMES_OUT = ["input_ids", "attention_mask", "pixel_values"], ["last_hidden_state", "logits"]
+
+
+@pytest.mark.parametrize("body, status, words", [
+    ({}, 400, "inputs must be an object"),
+    ({"inputs": {}}, 400, "inputs must be an object"),
+    ({"inputs": {"token_ids": [[1]]}}, 400, "unknown input 'token_ids'; this model takes input_ids"),
+    ({"inputs": {"input_ids": [[1, 2], [3]]}}, 400, "ragged"),
+    ({"inputs": {"input_ids": [[1, "a"]]}}, 400, "not a number"),
+    ({"inputs": {"input_ids": 3}}, 400, "must be a (nested) array"),
+    ({"inputs": {"input_ids": [[1.5]]}}, 400, "integers, not fractions"),
+    ({"inputs": {"input_ids": [[True]]}}, 400, "not a number"),
+    ({"inputs": {"input_ids": [list(range(101))]}}, 413, "more than 100 numbers"),
+    ({"inputs": {"input_ids": [[1]]}, "outputs": ["hidden"]}, 400, "unknown output 'hidden'"),
+    ({"inputs": {"input_ids": [[1]]}, "outputs": "logits"}, 400, "outputs must be a non-empty array"),
+])
+def test_run_refusals(body, status, words):
+    e = refused(api.parse_run, body, NAMES_IN, NAMES_OUT, "m", L)
+    assert e.status == status and words in e.message, e.message
+
+
+def test_run_arrays_and_answer():
+    req = api.parse_run({"inputs": {"input_ids": [[1, 2]], "pixel_values": [[0, 1.5]]}, "outputs": ["logits"]},
+                        NAMES_IN, NAMES_OUT, "m", L)
+    assert req.inputs["input_ids"].dtype == np.int64 and req.inputs["pixel_values"].dtype == np.float32
+    assert req.outputs == ["logits"]
+    out = api.run_answer({"logits": np.array([[0.1, 2.0]], dtype=np.float32)}, "m")
+    assert out["shapes"] == {"logits": [1, 2]} and out["dtypes"] == {"logits": "float32"}
+    back = np.array(json.loads(api.json_bytes(out))["outputs"]["logits"], dtype=np.float32)
+    assert np.array_equal(back, np.array([[0.1, 2.0]], dtype=np.float32))  # float32 survives JSON exactly
+
+
+# ------------------------------------------------------------ device slots
+
+class FakeDevice:
+    def __init__(self, sel, name="fake"):
+        self.selector, self.index, self.name = sel, int(sel.split(":")[1]), name
+        self.platform_index, self.device_index = (int(x) for x in sel.split(":"))
+
+
+def test_claim_spreads_over_devices_then_shares(tmp_path):
+    devs = [FakeDevice("0:0"), FakeDevice("0:1")]
+    a = devices.claim(devs, 2, str(tmp_path))
+    b = devices.claim(devs, 2, str(tmp_path))
+    c = devices.claim(devs, 2, str(tmp_path))
+    d = devices.claim(devs, 2, str(tmp_path))
+    assert [(s.device.selector, s.index) for s in (a, b, c, d)] == [("0:0", 0), ("0:1", 0), ("0:0", 1), ("0:1", 1)]
+    with pytest.raises(devices.NoFreeDevice, match="all 4 replica slots of this node are taken"):
+        devices.claim(devs, 2, str(tmp_path))
+    b.release()
+    again = devices.claim(devs, 2, str(tmp_path))
+    assert (again.device.selector, again.index) == ("0:1", 0)
+    for s in (a, c, d, again):
+        s.release()
+
+
+def test_slot_freed_when_its_process_dies(tmp_path):
+    """A replica killed with SIGKILL leaves no stale claim: the kernel drops its flock."""
+    code = ("import sys, time; from clformer.serve import devices\n"
+            "class D: selector='0:0'; index=0; name='x'\n"
+            f"s = devices.claim([D()], 1, {str(tmp_path)!r}); print(s.index, flush=True); time.sleep(60)\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                         env=dict(os.environ))
+    try:
+        assert p.stdout.readline().strip() == "0"
+        with pytest.raises(devices.NoFreeDevice):
+            devices.claim([FakeDevice("0:0")], 1, str(tmp_path))
+        p.kill()
+        p.wait(10)
+        s = devices.claim([FakeDevice("0:0")], 1, str(tmp_path))
+        assert s.index == 0
+        s.release()
+    finally:
+        p.kill()
+        p.wait(10)
+
+
+@pytest.mark.device
+def test_node_devices_filter():
+    import clformer
+    found = clformer.devices()
+    assert found, "no OpenCL device: these tests need one (PoCL)"
+    assert devices.node_devices("") == found
+    assert devices.node_devices(found[0].selector) == [found[0]]
+    assert devices.node_devices("0") == [found[0]]
+    with pytest.raises(devices.NoFreeDevice, match="names '9:9', which is none of this node's devices"):
+        devices.node_devices("9:9")
+
+
+def test_batch_bound_from_memory():
+    cfg = {"hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 4, "max_position_embeddings": 32}
+    per_token = 4 * (8 * 32 + 2 * 64 + 4 * 32)  # the estimate's own formula: 2048 bytes
+    assert devices.batch_tokens(cfg, 1 << 20, share=0.25) == (1 << 18) // per_token  # 128 tokens
+    assert devices.batch_tokens(cfg, 0) == 32  # never below one full-length sequence
+    assert devices.batch_tokens(cfg, 1 << 40) == 16384  # capped
+
+
+@pytest.mark.device
+def test_global_mem_of_the_real_device():
+    import clformer
+    d = clformer.devices()[0]
+    mem = devices.global_mem_bytes(d)
+    assert mem is not None and mem > 1 << 20
+    assert devices.global_mem_bytes(FakeDevice("0:0", name="not this one")) is None
+
+
+def test_command_line_refuses_bad_arguments(tmp_path):
+    """python -m clformer.serve checks its arguments before it starts Ray."""
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "clformer.serve", *args], capture_output=True, text=True,
+                              timeout=60)
+    r = run(str(tmp_path))
+    assert r.returncode == 2 and "has no config.json: not a model directory" in r.stderr, r.stderr
+    (tmp_path / "config.json").write_text("{}")
+    r = run(str(tmp_path), "--replicas-per-device", "0")
+    assert r.returncode == 2 and "--replicas-per-device >= 1" in r.stderr, r.stderr
+    r = run(str(tmp_path), "--weights", "q3")
+    assert r.returncode == 2 and "invalid choice: 'q3'" in r.stderr, r.stderr

@@ -1,0 +1,356 @@
+"""clformer.serve over HTTP: a local Ray (127.0.0.1, 2 CPUs, no dashboard)
+and Serve started once for this module, serving three of the bundled tiny
+models side by side (each one replica sharing the one PoCL device):
+
+  /bert  tests/fixtures/bert + the first 128 entries of the BERT tokenizer
+         fixture's vocabulary (as tests/test_cli.c's embed test builds it)
+  /gpt2  tests/fixtures/gpt2 + tests/fixtures/sampling/tokenizer (as the
+         CLI's streaming test builds it; its ids fit the 128-token vocabulary)
+  /vit   tests/fixtures/vit_cls (ViTForImageClassification, 5 labels)
+
+Every answer is compared with clformer.Model run in this process on the same
+directory: embeddings with Model.embed, completions with Model.generate's
+greedy tokens decoded (and Model.stream's pieces), /run with model(**inputs),
+classify with Model.classify; equal, not close: the server runs the same
+library calls on the same device.  Every refusal is asserted with its status
+and message, and the replicas that refused are the same, still running,
+afterwards.
+"""
+import base64
+import json
+import os
+import shutil
+import socket
+import time
+
+import numpy as np
+import pytest
+
+try:
+    import ray
+    import requests
+except ImportError:
+    # tools/serve-test.sh installs ray[serve] and sets CLF_REQUIRE_SERVE=1: there, a missing Ray fails.
+    if os.environ.get("CLF_REQUIRE_SERVE") == "1":
+        raise
+    pytest.skip("ray[serve] is not installed (tools/serve-test.sh installs it)", allow_module_level=True)
+
+import clformer  # noqa: E402
+from clformer.serve import Limits, ServeOptions  # noqa: E402
+from conftest import FIXTURES as FX  # noqa: E402
+
+pytestmark = pytest.mark.device
+TIMEOUT = 60
+
+
+def _bert_dir(root):
+    d = os.path.join(root, "bert")
+    os.makedirs(d)
+    for f in ("config.json", "model.safetensors"):
+        shutil.copy(os.path.join(FX, "bert", f), d)
+    with open(os.path.join(FX, "tokenizers", "bert", "vocab.txt"), encoding="utf-8") as src, \
+            open(os.path.join(d, "vocab.txt"), "w", encoding="utf-8") as dst:
+        dst.writelines(src.readlines()[:128])
+    shutil.copy(os.path.join(FX, "tokenizers", "bert", "tokenizer_config.json"), d)
+    return d
+
+
+def _gpt2_dir(root):
+    d = os.path.join(root, "gpt2")
+    os.makedirs(d)
+    for f in ("config.json", "generation_config.json", "model.safetensors"):
+        shutil.copy(os.path.join(FX, "gpt2", f), d)
+    tok = os.path.join(FX, "sampling", "tokenizer")
+    for f in os.listdir(tok):
+        shutil.copy(os.path.join(tok, f), d)
+    return d
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def dirs(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp("serve-models"))
+    return {"bert": _bert_dir(root), "gpt2": _gpt2_dir(root), "vit": os.path.join(FX, "vit_cls")}
+
+
+@pytest.fixture(scope="module")
+def ref(dirs):
+    models = {k: clformer.Model(v) for k, v in dirs.items()}
+    yield models
+    for m in models.values():
+        m.close()
+
+
+@pytest.fixture(scope="module")
+def server(dirs):
+    from ray import serve
+    from clformer.serve.app import deploy, local_ray, start_http
+    local_ray(num_cpus=2, resources={"opencl_device": 1})
+    port = _free_port()
+    limits = Limits(max_body_bytes=256 << 10, max_inputs=8, max_new_tokens=24, request_timeout_s=TIMEOUT)
+    try:
+        start_http("127.0.0.1", port, TIMEOUT + 10)
+        for name, d in dirs.items():
+            # three models share the one device: a third of its resource each
+            deploy(ServeOptions(model_dir=d, name=name, replicas=1, replicas_per_device=3, limits=limits),
+                   app_name=name, route_prefix="/" + name)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+
+
+def post(server, path, **kw):
+    return requests.post(server + path, timeout=TIMEOUT, **kw)
+
+
+def replica_actors():
+    return sorted(a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if "ModelReplica" in a["name"])
+
+
+# ------------------------------------------------------------ embeddings
+
+TEXTS = ["hello world", "the quick brown fox", "a", "paris is the capital of france"]
+
+
+def test_embeddings_equal_model_embed(server, ref):
+    m = ref["bert"]
+    for t in TEXTS:
+        r = post(server, "/bert/v1/embeddings", json={"input": t, "model": "bert"})
+        assert r.status_code == 200, r.text
+        got = np.array(r.json()["data"][0]["embedding"], dtype=np.float32)
+        assert np.array_equal(got, m.embed([t])[0]), t
+    r = post(server, "/bert/v1/embeddings", json={"input": TEXTS})
+    # the replica that answered, by Serve's id (the tail of its actor's name)
+    assert any(n.endswith("#" + r.headers["X-Clformer-Replica"]) for n in replica_actors())
+    body = r.json()
+    assert [d["index"] for d in body["data"]] == [0, 1, 2, 3] and body["model"] == "bert"
+    got = np.array([d["embedding"] for d in body["data"]], dtype=np.float32)
+    assert np.array_equal(got, m.embed(TEXTS))
+    assert body["usage"]["prompt_tokens"] == sum(len(m.tokenize(t)) for t in TEXTS)
+    r = post(server, "/bert/v1/embeddings", json={"input": TEXTS[:2], "encoding_format": "base64"})
+    got = np.stack([np.frombuffer(base64.b64decode(d["embedding"]), "<f4") for d in r.json()["data"]])
+    assert np.array_equal(got, m.embed(TEXTS[:2]))
+
+
+def test_embeddings_of_a_decoder_model(server, ref):
+    r = post(server, "/gpt2/v1/embeddings", json={"input": ["a+b=c", "(a+b)*c=d"]})
+    assert r.status_code == 200, r.text
+    got = np.array([d["embedding"] for d in r.json()["data"]], dtype=np.float32)
+    assert np.array_equal(got, ref["gpt2"].embed(["a+b=c", "(a+b)*c=d"]))
+
+
+# ------------------------------------------------------------ completions
+
+PROMPTS = ["a+b=c", "(a+b)*c=d", "x*y", "(c)"]
+
+
+def greedy_text(m, prompt, n):
+    """What a greedy completion must be: Model.generate's new tokens up to
+    the end token, decoded; and whether the end token came."""
+    ids = m.tokenize(prompt)
+    new = m.generate(ids[None, :], max_new_tokens=n, do_sample=False)[0, len(ids):]
+    eos = json.load(open(os.path.join(m.path, "generation_config.json")))["eos_token_id"]
+    hits = [i for i, t in enumerate(new) if t == eos]
+    end = hits[0] + 1 if hits else len(new)
+    return m.decode(new[:end]), ("stop" if hits else "length"), end
+
+
+def sse_texts(r):
+    """The text pieces of a completions stream, checking its framing."""
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith("text/event-stream")
+    events = [e for e in r.text.split("\n\n") if e]
+    assert all(e.startswith("data: ") for e in events), events
+    assert events[-1] == "data: [DONE]", events[-1]
+    chunks = [json.loads(e[6:]) for e in events[:-1]]
+    assert all(c["object"] == "text_completion" and c["id"] == chunks[0]["id"] for c in chunks)
+    return [c["choices"][0]["text"] for c in chunks]
+
+
+def test_completions_greedy_equal_generate(server, ref):
+    m = ref["gpt2"]
+    for p in PROMPTS:
+        want, finish, n = greedy_text(m, p, 12)
+        r = post(server, "/gpt2/v1/completions", json={"prompt": p, "max_tokens": 12, "temperature": 0})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["choices"][0]["text"] == want, p
+        assert body["choices"][0]["finish_reason"] == finish, p
+        plen = len(m.tokenize(p))
+        assert body["usage"] == {"prompt_tokens": plen, "completion_tokens": n, "total_tokens": plen + n}
+    # "x*y" meets the end token (33) before 12 tokens: the source of the "stop" above
+    assert greedy_text(m, "x*y", 12)[1] == "stop"
+
+
+def test_completions_streamed_equal_generate(server, ref):
+    m = ref["gpt2"]
+    for p in PROMPTS:
+        want = greedy_text(m, p, 12)[0]
+        r = post(server, "/gpt2/v1/completions", json={"prompt": p, "max_tokens": 12, "temperature": 0,
+                                                       "stream": True})
+        pieces = sse_texts(r)
+        assert "".join(pieces) == want, p
+        assert pieces == list(m.stream(p, max_new_tokens=12, do_sample=False)), p
+
+
+def test_completions_stop_and_seeded_sampling(server, ref):
+    m = ref["gpt2"]
+    want = "".join(m.stream("a+b=c", stop=["D"], max_new_tokens=12, do_sample=False))
+    assert want == greedy_text(m, "a+b=c", 12)[0].split("D")[0]
+    for stream in (False, True):
+        r = post(server, "/gpt2/v1/completions", json={"prompt": "a+b=c", "max_tokens": 12, "temperature": 0,
+                                                       "stop": "D", "stream": stream})
+        got = "".join(sse_texts(r)) if stream else r.json()["choices"][0]["text"]
+        assert got == want
+    # sampling with the API's seed 24 is the library's seed 25
+    ids = m.tokenize("(a+b)*c=d")
+    seq = m.generate(ids[None, :], max_new_tokens=10, do_sample=True, temperature=0.9, seed=25)
+    new = seq[0, len(ids):]
+    stop_at = [i for i, t in enumerate(new) if t == 33]
+    want = m.decode(new[:stop_at[0] + 1] if stop_at else new)
+    for stream in (False, True):
+        r = post(server, "/gpt2/v1/completions", json={"prompt": "(a+b)*c=d", "max_tokens": 10,
+                                                       "temperature": 0.9, "seed": 24, "stream": stream})
+        got = "".join(sse_texts(r)) if stream else r.json()["choices"][0]["text"]
+        assert got == want
+
+
+# ------------------------------------------------------------ /run and classify
+
+def test_run_equal_model_call(server, ref):
+    names = ("input_ids", "attention_mask", "token_type_ids")
+    inputs = {n: np.load(os.path.join(FX, "bert", f"padded.{n}.npy")) for n in names}
+    r = post(server, "/bert/run", json={"inputs": {k: v.tolist() for k, v in inputs.items()}})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    want = ref["bert"](**inputs)
+    assert sorted(body["outputs"]) == sorted(want)
+    for k, v in want.items():
+        assert body["shapes"][k] == list(v.shape) and body["dtypes"][k] == str(v.dtype)
+        assert np.array_equal(np.array(body["outputs"][k], dtype=v.dtype), v), k
+    pv = np.load(os.path.join(FX, "vit_cls", "batch3.pixel_values.npy"))
+    r = post(server, "/vit/run", json={"inputs": {"pixel_values": pv.tolist()}, "outputs": ["logits"]})
+    assert r.status_code == 200, r.text
+    want = ref["vit"].run({"pixel_values": pv}, ["logits"])["logits"]
+    assert np.array_equal(np.array(r.json()["outputs"]["logits"], dtype=np.float32), want)
+
+
+def test_classify_equal_model_classify(server, ref):
+    for name in ("test.png", "test.jpg"):
+        raw = open(os.path.join(FX, "images", name), "rb").read()
+        want = ref["vit"].classify(raw, top_k=3)[0]
+        ctype = "image/png" if name.endswith("png") else "image/jpeg"
+        r = post(server, "/vit/v1/classify?top_k=3", data=raw, headers={"Content-Type": ctype})
+        assert r.status_code == 200, r.text
+        got = [(x["label"], x["score"]) for x in r.json()["data"][0]["labels"]]
+        assert got == want, name
+    raws = [open(os.path.join(FX, "images", n), "rb").read() for n in ("test.png", "test.jpg")]
+    r = post(server, "/vit/v1/classify", json={"images": [base64.b64encode(b).decode() for b in raws]})
+    got = [[(x["label"], x["score"]) for x in d["labels"]] for d in r.json()["data"]]
+    assert got == [ref["vit"].classify(b, top_k=5)[0] for b in raws]
+
+
+# ------------------------------------------------------------ refusals
+
+def _bad_requests(ref):
+    long_text = " ".join(["hello"] * 40)  # past the config's max_position_embeddings, 32
+    n_long = len(ref["bert"].tokenize(long_text))
+    assert n_long > 32
+    not_image = open(os.path.join(FX, "images", "not_image.png"), "rb").read()
+    png = open(os.path.join(FX, "images", "test.png"), "rb").read()
+    j = {"Content-Type": "application/json"}
+    return [
+        # (path, request kwargs, status, words of the message)
+        ("/bert/v1/embeddings", {"data": b"{bad", "headers": j}, 400, "malformed JSON"),
+        ("/bert/v1/embeddings", {"data": b"[1]", "headers": j}, 400, "must be a JSON object"),
+        ("/bert/v1/embeddings", {"json": {"input": "x" * (300 << 10)}}, 413, "at most 262144"),
+        ("/bert/v1/embeddings", {"json": {"inputs": "x"}}, 400, "unknown field 'inputs'"),
+        ("/bert/v1/embeddings", {"json": {"input": "x", "model": "gpt-4"}}, 404, "'gpt-4' is not served here"),
+        ("/bert/v1/embeddings", {"json": {"input": long_text}}, 400,
+         f"input[0] is {n_long} tokens long; this model takes at most 32"),
+        ("/bert/v1/embeddings", {"json": {"input": ["a"] * 9}}, 400, "at most 8 per request"),
+        ("/bert/v1/completions", {"json": {"prompt": "a"}}, 400, "does not serve completions"),
+        ("/gpt2/v1/completions", {"json": {"prompt": "a+b", "max_tokens": 30}}, 400, "max_tokens must be in [1, 24]"),
+        ("/gpt2/v1/completions", {"json": {"prompt": "(a+b)*c=d" * 3, "max_tokens": 20}}, 400,
+         "past this model's context of 32 tokens"),
+        ("/gpt2/v1/completions", {"json": {"prompt": "(a+b)*c=d" * 3, "max_tokens": 20, "stream": True}}, 400,
+         "past this model's context of 32 tokens"),
+        ("/gpt2/v1/completions", {"json": {"prompt": "hello", "max_tokens": 2}}, 400, "outside the table of 128"),
+        ("/gpt2/v1/completions", {"json": {"prompt": "a", "n": 2}}, 400, "n must be 1"),
+        ("/bert/run", {"json": {"inputs": {"ids": [[1]]}}}, 400, "unknown input 'ids'; this model takes input_ids"),
+        ("/bert/run", {"json": {"inputs": {"input_ids": [[1, 2], [3]]}}}, 400, "ragged"),
+        ("/bert/run", {"json": {"inputs": {"input_ids": [[[1, 2]]]}}}, 400, "CLF_E_SHAPE"),
+        ("/bert/run", {"json": {"inputs": {"input_ids": [[1, 500]]}}}, 400, "outside the table of 128"),
+        ("/bert/run", {"json": {"inputs": {"input_ids": [list(range(40))]}}}, 400, "CLF_E_"),
+        ("/bert/run", {"json": {"inputs": {"input_ids": [[1]]}, "outputs": ["logits"]}}, 400,
+         "unknown output 'logits'"),
+        ("/vit/run", {"json": {"inputs": {"pixel_values": [[[[0.5] * 32] * 32] * 2]}}}, 400, "CLF_E_SHAPE"),
+        ("/vit/v1/classify", {"data": not_image, "headers": {"Content-Type": "image/png"}}, 400, "CLF_E_"),
+        ("/vit/v1/classify", {"data": b"", "headers": {"Content-Type": "image/png"}}, 400, "body is empty"),
+        ("/vit/v1/classify?top_k=0", {"data": png, "headers": {"Content-Type": "image/png"}}, 400,
+         "top_k must be in [1, 1000]"),
+        ("/vit/v1/classify", {"data": png, "headers": {"Content-Type": "text/plain"}}, 415, "Content-Type"),
+        ("/gpt2/v1/classify", {"data": png, "headers": {"Content-Type": "image/png"}}, 400,
+         "does not serve image classification"),
+        ("/bert/v1/nothing", {"json": {}}, 404, "no such endpoint"),
+    ]
+
+
+def test_bad_requests_get_4xx_and_replicas_live_on(server, dirs, ref):
+    before = replica_actors()
+    assert len(before) == 3
+    for path, kw, status, words in _bad_requests(ref):
+        r = post(server, path, **kw)
+        assert r.status_code == status, (path, r.status_code, r.text)
+        err = r.json()["error"]
+        assert words in err["message"] and err["code"] == status, (path, err)
+    r = requests.get(server + "/bert/v1/embeddings", timeout=TIMEOUT)
+    assert r.status_code == 405 and "GET is not allowed" in r.json()["error"]["message"]
+    # the refusals killed nothing: the same replicas, running, answer correctly
+    from ray import serve
+    assert replica_actors() == before
+    for app in ("bert", "gpt2", "vit"):
+        st = serve.status().applications[app].deployments["ModelReplica"]
+        assert dict(st.replica_states) == {"RUNNING": 1}, (app, st)
+    r = post(server, "/bert/v1/embeddings", json={"input": "hello world"})
+    assert np.array_equal(np.array(r.json()["data"][0]["embedding"], dtype=np.float32),
+                          ref["bert"].embed(["hello world"])[0])
+
+
+def test_killed_replica_is_replaced(server, ref, fx):
+    """ray.kill of the vit app's only replica: the request sent right after
+    is answered, either by the replacement (the ingress retried) or with 503
+    and Retry-After; Ray then brings a new replica up, which answers as
+    Model.classify does."""
+    from ray import serve
+    png = open(os.path.join(fx, "images", "test.png"), "rb").read()
+    want = [[(lab, p) for lab, p in ref["vit"].classify(png, top_k=5)[0]]]
+    victim = [n for n in replica_actors() if n.startswith("SERVE_REPLICA::vit#")]
+    assert len(victim) == 1
+    ray.kill(ray.get_actor(victim[0], namespace="serve"), no_restart=True)
+    r = post(server, "/vit/v1/classify", data=png, headers={"Content-Type": "image/png"})
+    print(f"the request after the kill: {r.status_code} in {r.elapsed.total_seconds():.1f} s")
+    if r.status_code == 503:
+        assert "no model replica could take the request" in r.json()["error"]["message"]
+        assert r.headers["Retry-After"] == "1"
+    else:
+        assert r.status_code == 200, r.text
+        assert [[(x["label"], x["score"]) for x in r.json()["data"][0]["labels"]]] == want
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 60:
+        names = [n for n in replica_actors() if n.startswith("SERVE_REPLICA::vit#")]
+        st = serve.status().applications["vit"].deployments["ModelReplica"]
+        if names and victim[0] not in names and dict(st.replica_states) == {"RUNNING": 1}:
+            break
+        time.sleep(0.5)
+    else:
+        pytest.fail("Ray did not replace the killed replica within 60 s")
+    r = post(server, "/vit/v1/classify", data=png, headers={"Content-Type": "image/png"})
+    assert r.status_code == 200, r.text
+    assert [[(x["label"], x["score"]) for x in r.json()["data"][0]["labels"]]] == want

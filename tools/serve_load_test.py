@@ -1,0 +1,314 @@
+#!/usr/bin/env python3
+"""serve_load_test.py - load test of clformer.serve on a local Ray (127.0.0.1
+only, no dashboard): one deployment of the tiny GPT-2 fixture (with the
+sampling fixture's tokenizer) serving embeddings and streamed greedy
+completions, --replicas replicas sharing the machine's one device.
+
+Phase "clean" sends --requests requests from --concurrency client threads,
+embeddings and streamed completions alternating; phase "kill" does the same
+and kills one model replica (ray.kill of its actor, or SIGKILL to its pid
+with --kill-with signal) when half are answered.
+Every answer is checked against clformer.Model run in this process on the
+same directory (Model.embed; Model.stream's pieces joined); a client retries
+on 503, a connection error, a timeout or a stream cut without [DONE], at most
+--retries times; every attempt has a timeout and the phase a deadline, so
+nothing hangs.  Prints p50/p99 latency per kind and the throughput; exits 1
+when an answer is wrong, a request failed past its retries, or Ray did not
+bring the killed replica back.
+
+    tools/serve_load_test.py [--requests 200] [--concurrency 16] [--replicas 2] [--phases clean,kill]
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, wait
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FX = os.environ.get("CLF_FIXTURES") or os.path.join(HERE, "..", "tests", "fixtures")
+# Characters whose tokens fit the tiny GPT-2's 128-entry vocabulary with the sampling fixture's tokenizer.
+ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789()+*=-"
+
+
+def model_dir(root):
+    d = os.path.join(root, "gpt2")
+    os.makedirs(d)
+    for f in ("config.json", "generation_config.json", "model.safetensors"):
+        shutil.copy(os.path.join(FX, "gpt2", f), d)
+    tok = os.path.join(FX, "sampling", "tokenizer")
+    for f in os.listdir(tok):
+        shutil.copy(os.path.join(tok, f), d)
+    return d
+
+
+def prompts(m, n, seed=7):
+    """n distinct random texts whose token ids all fit the model's vocabulary."""
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < n:
+        t = "".join(rng.choice(list(ALPHABET), size=int(rng.integers(3, 10))))
+        if t not in out and int(m.tokenize(t).max()) < 128:
+            out.append(t)
+    return out
+
+
+class Client:
+    """One request with bounded retries; returns (outcome, latency, attempts, detail)."""
+
+    def __init__(self, base, timeout, retries, max_tokens):
+        self.base, self.timeout, self.retries, self.max_tokens = base, timeout, retries, max_tokens
+        self.local = threading.local()
+        self.lock = threading.Lock()
+        self.replicas = []  # the replica of each request taken, in order
+
+    def session(self):
+        import requests
+        if not hasattr(self.local, "s"):
+            self.local.s = requests.Session()
+        return self.local.s
+
+    def seen(self, r):
+        """Notes which replica took a request (the X-Clformer-Replica header)."""
+        with self.lock:
+            self.replicas.append(r.headers.get("X-Clformer-Replica", "?"))
+
+    def stats(self):
+        return self.session().get(self.base + "/stats", timeout=(5, self.timeout)).json()
+
+    def embed(self, text):
+        r = self.session().post(self.base + "/v1/embeddings", json={"input": text}, timeout=(5, self.timeout))
+        if r.status_code != 200:
+            return r.status_code, r.text
+        self.seen(r)
+        return 200, np.array(r.json()["data"][0]["embedding"], dtype=np.float32)
+
+    def stream(self, prompt):
+        t0 = time.monotonic()
+        body = {"prompt": prompt, "max_tokens": self.max_tokens, "temperature": 0, "stream": True}
+        with self.session().post(self.base + "/v1/completions", json=body, stream=True,
+                                 timeout=(5, self.timeout)) as r:
+            if r.status_code != 200:
+                return r.status_code, r.text
+            self.seen(r)
+            pieces, done = [], False
+            for line in r.iter_lines(decode_unicode=True):
+                if time.monotonic() - t0 > self.timeout:
+                    return "timeout", "the stream ran past the timeout"
+                if not line:
+                    continue
+                data = line[len("data: "):]
+                if data == "[DONE]":
+                    done = True
+                    break
+                chunk = json.loads(data)
+                if "error" in chunk:
+                    return chunk["error"].get("code", 500), chunk["error"]["message"]
+                pieces.append(chunk["choices"][0]["text"])
+            if not done:
+                return "cut", "the stream ended without [DONE]"
+            return 200, "".join(pieces)
+
+    def request(self, kind, arg):
+        import requests
+        t0 = time.monotonic()
+        last = None
+        for attempt in range(self.retries + 1):
+            try:
+                status, got = (self.embed if kind == "embeddings" else self.stream)(arg)
+            except (requests.ConnectionError, requests.Timeout) as e:
+                status, got = "connection", str(e)[:200]
+            if status == 200:
+                return "ok", time.monotonic() - t0, attempt + 1, got
+            last = (status, got)
+            if status not in (503, "connection", "timeout", "cut"):
+                break  # a 4xx or 500 is an answer, not a failure to retry
+            time.sleep(min(0.2 * 2 ** attempt, 2.0))
+        outcome = "refused" if last[0] == 503 else "failed"
+        return outcome, time.monotonic() - t0, attempt + 1, f"{last[0]}: {last[1]}"
+
+
+def percentile(xs, q):
+    return float(np.percentile(np.array(xs), q)) * 1000 if xs else float("nan")
+
+
+def replica_names(ray):
+    return sorted(a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if "ModelReplica" in a["name"])
+
+
+def run_phase(name, args, client, texts, want_emb, want_text, ray, kill):
+    n = args.requests
+    jobs = [("embeddings" if i % 2 == 0 else "completions", texts[i % len(texts)]) for i in range(n)]
+    results = [None] * n
+    done_count = [0]
+    lock = threading.Lock()
+    killed = {}
+
+    def one(i):
+        kind, text = jobs[i]
+        results[i] = client.request(kind, text)
+        with lock:
+            done_count[0] += 1
+
+    def killer():
+        while done_count[0] < int(n * args.kill_after) and time.monotonic() < t_end:
+            time.sleep(0.05)
+        # the replica that took most of the last 32 requests: it has some in flight
+        with client.lock:
+            recent = client.replicas[-32:]
+        tag = max(set(recent), key=recent.count) if recent else None
+        names = replica_names(ray)
+        victim = next((x for x in names if x.endswith("#" + str(tag))), names[0])
+        actor = ray.get_actor(victim, namespace="serve")
+        if args.kill_with == "signal":
+            # SIGKILL to its process, as a crash would end it
+            pid = ray.get(actor.__ray_call__.remote(lambda self: os.getpid()), timeout=10)
+            os.kill(pid, signal.SIGKILL)
+            victim += f" (pid {pid}, SIGKILL)"
+        else:
+            ray.kill(actor, no_restart=True)
+        killed.update(name=victim, at=done_count[0], t=time.monotonic())
+
+    stats0 = client.stats()
+    taken0 = len(client.replicas)
+    t0 = time.monotonic()
+    t_end = t0 + args.phase_deadline
+    kt = threading.Thread(target=killer, daemon=True) if kill else None
+    with ThreadPoolExecutor(args.concurrency) as pool:
+        if kt:
+            kt.start()
+        futs = [pool.submit(one, i) for i in range(n)]
+        _, pending = wait(futs, timeout=args.phase_deadline)
+        hung = len(pending)
+        for f in pending:
+            f.cancel()
+    wall = time.monotonic() - t0
+
+    ok = wrong = refused = failed = retried = 0
+    max_diff = 0.0
+    lat = {"embeddings": [], "completions": []}
+    problems = []
+    for i, r in enumerate(results):
+        if r is None:
+            continue
+        outcome, latency, attempts, got = r
+        kind, text = jobs[i]
+        retried += attempts > 1
+        if outcome == "ok":
+            if kind == "embeddings":
+                diff = float(np.abs(got - want_emb[text]).max())
+                max_diff = max(max_diff, diff)
+                good = diff <= 1e-5
+            else:
+                good = got == want_text[text]
+            if good:
+                ok += 1
+                lat[kind].append(latency)
+            else:
+                wrong += 1
+                problems.append(f"#{i} {kind} {text!r}: wrong answer {str(got)[:80]!r}")
+        elif outcome == "refused":
+            refused += 1
+        else:
+            failed += 1
+            problems.append(f"#{i} {kind} {text!r}: {got[:200]}")
+    print(f"== phase {name}: {n} requests ({args.concurrency} clients, {args.replicas} replicas), wall {wall:.1f} s")
+    if kill:
+        print(f"   killed {killed.get('name', 'nothing')} after {killed.get('at', '?')} answers")
+    print(f"   correct {ok}, wrong {wrong}, refused with 503 {refused}, failed {failed}, hung {hung}; "
+          f"retried {retried}")
+    for kind, xs in lat.items():
+        print(f"   {kind:11s} n={len(xs):3d} p50 {percentile(xs, 50):7.1f} ms  p99 {percentile(xs, 99):7.1f} ms")
+    print(f"   throughput {ok / wall:.1f} answers/s; embeddings max |served - Model.embed| = {max_diff:.3g}")
+    taken = client.replicas[taken0:]
+    print("   requests taken per replica: " + ", ".join(f"{t} {taken.count(t)}" for t in sorted(set(taken))))
+    stats1 = client.stats()
+    print("   ingress: " + ", ".join(f"{k} {stats1[k] - stats0.get(k, 0)}" for k in sorted(stats1)))
+    for p in problems[:10]:
+        print("   " + p)
+    return wrong == 0 and failed == 0 and hung == 0 and ok + refused == n, killed
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--requests", type=int, default=200, help="requests per phase (default 200)")
+    p.add_argument("--concurrency", type=int, default=16, help="client threads (default 16)")
+    p.add_argument("--replicas", type=int, default=2, help="model replicas, all on this machine's device")
+    p.add_argument("--phases", default="clean,kill", help="comma-separated: clean, kill (default both)")
+    p.add_argument("--max-tokens", type=int, default=12, help="tokens per completion (default 12)")
+    p.add_argument("--prompts", type=int, default=24, help="distinct texts (default 24)")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds one attempt may take (default 30)")
+    p.add_argument("--retries", type=int, default=5, help="client retries per request (default 5)")
+    p.add_argument("--phase-deadline", type=float, default=180.0, help="seconds one phase may take (default 180)")
+    p.add_argument("--kill-with", choices=["ray", "signal"], default="ray",
+                   help="ray.kill of a replica actor (default), or SIGKILL to a replica's pid")
+    p.add_argument("--kill-after", type=float, default=0.5,
+                   help="the kill comes when this fraction of the phase's requests is answered (default 0.5)")
+    p.add_argument("--num-cpus", type=int, default=2, help="CPUs of the local Ray (default 2)")
+    args = p.parse_args()
+    phases = [x for x in args.phases.split(",") if x]
+    if not set(phases) <= {"clean", "kill"} or args.requests < 2 or args.concurrency < 1:
+        p.error("--phases takes clean and/or kill; --requests >= 2; --concurrency >= 1")
+
+    import clformer
+    import ray
+    from ray import serve
+    from clformer.serve import ServeOptions
+    from clformer.serve.app import local_ray, start
+
+    t_start = time.monotonic()
+    root = tempfile.mkdtemp(prefix="clf-serve-load-")
+    try:
+        d = model_dir(root)
+        with clformer.Model(d) as m:
+            texts = prompts(m, args.prompts)
+            want_emb = {t: m.embed([t])[0] for t in texts}
+            want_text = {t: "".join(m.stream(t, max_new_tokens=args.max_tokens, do_sample=False)) for t in texts}
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        local_ray(num_cpus=args.num_cpus, resources={"opencl_device": 1})
+        all_ok = True
+        try:
+            opts = ServeOptions(model_dir=d, name="gpt2", replicas=args.replicas,
+                                replicas_per_device=args.replicas)
+            start(opts, port=port)
+            print(f"serve up in {time.monotonic() - t_start:.1f} s: {args.replicas} replicas on "
+                  f"{clformer.devices()[0].name}, http://127.0.0.1:{port}", flush=True)
+            client = Client(f"http://127.0.0.1:{port}", args.timeout, args.retries, args.max_tokens)
+            for ph in phases:
+                ok, killed = run_phase(ph, args, client, texts, want_emb, want_text, ray, ph == "kill")
+                all_ok &= ok
+                if ph == "kill":
+                    # Ray brings the killed replica back: the deployment is whole again
+                    t0 = time.monotonic()
+                    while time.monotonic() - t0 < 60:
+                        names = replica_names(ray)
+                        st = serve.status().applications["clformer"].deployments["ModelReplica"]
+                        if (len(names) == args.replicas and killed.get("name") not in names
+                                and dict(st.replica_states) == {"RUNNING": args.replicas}):
+                            break
+                        time.sleep(0.5)
+                    else:
+                        print("   the killed replica was not replaced within 60 s")
+                        all_ok = False
+                    print(f"   replicas running again {time.monotonic() - killed.get('t', t0):.1f} s after the kill: "
+                          f"{', '.join(replica_names(ray))}")
+        finally:
+            serve.shutdown()
+            ray.shutdown()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"load test {'passed' if all_ok else 'FAILED'} in {time.monotonic() - t_start:.1f} s")
+    return 0 if all_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
