@@ -167,8 +167,9 @@ START_TEST(test_base_model) {
   TH_OK(clf_model_run(get_model(src), &in, 1, &hidden, 1, &b));
   ck_assert_int_eq(clf_array_numel(&a), 6 * 64);
   ck_assert_mem_eq(a.data, b.data, clf_array_numel(&a) * sizeof(float));
-  TH_FAILS(clf_model_run(m, &in, 1, &logits, 1, &a), CLF_E_INVALID_ARG, "produces no output \"logits\"");
+  clf_array_free(&a);
   clf_array_free(&b);
+  TH_FAILS(clf_model_run(m, &in, 1, &logits, 1, &a), CLF_E_INVALID_ARG, "produces no output \"logits\"");
   clf_model_destroy(m);
   remove_dir(dir);
 }
