@@ -15,13 +15,14 @@ from ._errors import (BlasError, BuildError, DeviceNotFoundError, DtypeError, Er
                       IOFailedError, NoDeviceError, NotFoundError, OpenCLError, OutOfMemoryError, ShapeError,
                       UnsupportedError)
 from ._device import Device, devices, probe
+from ._generate import TextStream
 from ._model import Model
 from ._text import Tokenizer
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "__version__", "library_path", "Device", "devices", "probe", "Model", "Tokenizer", "Error", "InvalidArgumentError",
+    "__version__", "library_path", "Device", "devices", "probe", "Model", "TextStream", "Tokenizer", "Error", "InvalidArgumentError",
     "ShapeError", "DtypeError", "NoDeviceError", "DeviceNotFoundError", "OpenCLError", "BuildError",
     "OutOfMemoryError", "BlasError", "UnsupportedError", "IOFailedError", "FormatError", "NotFoundError",
 ]

@@ -228,4 +228,32 @@ class Streamer:
                 cancel.set()
                 worker.join()
 
-        return generator()
+        return TextStream(self, generator())
+
+
+class TextStream(Iterator[str]):
+    """What Model.stream returns: an iterator of text pieces.  Once it has
+    ended, `tokens` holds the new token ids as they came (the end token
+    included, when one came) and `stopped_by_string` whether a stop string
+    ended it, from which a caller tells an end token or stop string from the
+    length limit.  close() stops generation after the current token."""
+
+    def __init__(self, streamer: Streamer, gen: Iterator[str]):
+        self._streamer, self._gen = streamer, gen
+
+    def __iter__(self) -> "TextStream":
+        return self
+
+    def __next__(self) -> str:
+        return next(self._gen)
+
+    def close(self) -> None:
+        self._gen.close()  # type: ignore[attr-defined]
+
+    @property
+    def tokens(self) -> list[int]:
+        return list(self._streamer.new)
+
+    @property
+    def stopped_by_string(self) -> bool:
+        return self._streamer.stopped

@@ -19,7 +19,7 @@ import numpy as np
 
 from . import _arrays, _errors, _lib
 from ._device import Device, DeviceLike, _device_from_desc, selector_of
-from ._generate import GenerateSettings, Streamer, settings_from
+from ._generate import GenerateSettings, Streamer, TextStream, settings_from
 from ._text import Tokenizer
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -265,7 +265,7 @@ class Model:
                                          f"{list(ids.shape)}")
         return self._generate(ids, mask, s)
 
-    def stream(self, prompt: str, *, stop: str | Sequence[str] = (), **kwargs: Any) -> Iterator[str]:
+    def stream(self, prompt: str, *, stop: str | Sequence[str] = (), **kwargs: Any) -> TextStream:
         """The text generated from `prompt`, in pieces as the tokens come, as
         `clformer generate --prompt` prints it (without the prompt itself):
         a character split across tokens once whole, a word once the next
@@ -273,7 +273,10 @@ class Model:
         before the first occurrence of any of these strings (not yielded).
         The settings are generate()'s.  With num_beams > 1 the text comes in
         one piece at the end.  Closing the iterator early stops generation
-        after the current token."""
+        after the current token.  Once it has ended, its `tokens` are the
+        new token ids and `stopped_by_string` says whether a stop string
+        ended it (the OpenAI-style finish reason: an end token or a stop
+        string is "stop", else "length")."""
         s = settings_from(kwargs)
         stops = [stop] if isinstance(stop, str) else list(stop)
         for x in stops:

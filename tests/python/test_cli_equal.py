@@ -106,6 +106,22 @@ def test_stream_splits_no_character_and_comes_in_pieces(gpt2_sampling_dir):
     assert len(pieces) > 1, pieces
 
 
+def test_stream_tells_its_tokens_and_stop(gpt2_sampling_dir):
+    d, m = gpt2_sampling_dir
+    ids = m.tokenize(PROMPT)
+    new = m.generate(ids, max_new_tokens=20)[0, len(ids):]
+    it = m.stream(PROMPT, max_new_tokens=20)
+    text = "".join(it)
+    # generate() pads the rows that ended; the stream's tokens end at the end token
+    assert it.tokens == [int(t) for t in new[:len(it.tokens)]] and len(it.tokens) >= 1
+    assert not it.stopped_by_string and text == m.decode(new)
+    assert len(text) >= 4, text
+    stop = text[2:4]
+    cut = m.stream(PROMPT, max_new_tokens=20, stop=stop)
+    assert "".join(cut) == text[:text.find(stop)] and cut.stopped_by_string
+    assert cut.tokens == it.tokens[:len(cut.tokens)]  # greedy: the same tokens, fewer
+
+
 def test_stream_closed_early_stops(gpt2_sampling_dir):
     d, m = gpt2_sampling_dir
     it = m.stream(PROMPT, max_new_tokens=20)

@@ -161,8 +161,9 @@ def greedy_text(m, prompt, n):
     return m.decode(new[:end]), ("stop" if hits else "length"), end
 
 
-def sse_texts(r):
-    """The text pieces of a completions stream, checking its framing."""
+def sse_texts(r, finish):
+    """The text pieces of a completions stream, checking its framing and
+    that its last chunk is OpenAI's: no text, finish_reason `finish`."""
     assert r.status_code == 200, r.text
     assert r.headers["content-type"].startswith("text/event-stream")
     events = [e for e in r.text.split("\n\n") if e]
@@ -170,7 +171,9 @@ def sse_texts(r):
     assert events[-1] == "data: [DONE]", events[-1]
     chunks = [json.loads(e[6:]) for e in events[:-1]]
     assert all(c["object"] == "text_completion" and c["id"] == chunks[0]["id"] for c in chunks)
-    return [c["choices"][0]["text"] for c in chunks]
+    assert [c["choices"][0]["finish_reason"] for c in chunks] == [None] * (len(chunks) - 1) + [finish], chunks
+    assert chunks[-1]["choices"][0]["text"] == ""
+    return [c["choices"][0]["text"] for c in chunks[:-1]]
 
 
 def test_completions_greedy_equal_generate(server, ref):
@@ -191,10 +194,10 @@ def test_completions_greedy_equal_generate(server, ref):
 def test_completions_streamed_equal_generate(server, ref):
     m = ref["gpt2"]
     for p in PROMPTS:
-        want = greedy_text(m, p, 12)[0]
+        want, finish, _ = greedy_text(m, p, 12)
         r = post(server, "/gpt2/v1/completions", json={"prompt": p, "max_tokens": 12, "temperature": 0,
                                                        "stream": True})
-        pieces = sse_texts(r)
+        pieces = sse_texts(r, finish)
         assert "".join(pieces) == want, p
         assert pieces == list(m.stream(p, max_new_tokens=12, do_sample=False)), p
 
@@ -206,7 +209,7 @@ def test_completions_stop_and_seeded_sampling(server, ref):
     for stream in (False, True):
         r = post(server, "/gpt2/v1/completions", json={"prompt": "a+b=c", "max_tokens": 12, "temperature": 0,
                                                        "stop": "D", "stream": stream})
-        got = "".join(sse_texts(r)) if stream else r.json()["choices"][0]["text"]
+        got = "".join(sse_texts(r, "stop")) if stream else r.json()["choices"][0]["text"]
         assert got == want
     # sampling with the API's seed 24 is the library's seed 25
     ids = m.tokenize("(a+b)*c=d")
@@ -217,8 +220,11 @@ def test_completions_stop_and_seeded_sampling(server, ref):
     for stream in (False, True):
         r = post(server, "/gpt2/v1/completions", json={"prompt": "(a+b)*c=d", "max_tokens": 10,
                                                        "temperature": 0.9, "seed": 24, "stream": stream})
-        got = "".join(sse_texts(r)) if stream else r.json()["choices"][0]["text"]
+        finish = "stop" if stop_at else "length"
+        got = "".join(sse_texts(r, finish)) if stream else r.json()["choices"][0]["text"]
         assert got == want
+        if not stream:
+            assert r.json()["choices"][0]["finish_reason"] == finish
 
 
 # ------------------------------------------------------------ /run and classify

@@ -202,7 +202,10 @@ class Ingress:
     async def _events(self, cid: str, pieces: AsyncIterator) -> AsyncIterator[bytes]:
         try:
             async for piece in pieces:
-                yield api.sse(api.completion_answer(cid, piece, None, None, self.name))
+                if isinstance(piece, dict):  # the trailer: OpenAI's last chunk, empty text and the reason
+                    yield api.sse(api.completion_answer(cid, "", piece["finish_reason"], None, self.name))
+                else:
+                    yield api.sse(api.completion_answer(cid, piece, None, None, self.name))
             yield api.sse("[DONE]")
         except RequestError as e:
             # The status line has gone out: the error travels as an event, and
@@ -236,6 +239,9 @@ class Ingress:
                         if not header:
                             header = True
                             yield item
+                        continue
+                    if isinstance(item, dict):  # the trailer, after the whole text
+                        yield item
                         continue
                     produced += item
                     if len(produced) <= len(sent):

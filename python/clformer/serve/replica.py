@@ -279,7 +279,9 @@ class ModelReplica:
     async def stream(self, req: CompletionRequest) -> AsyncIterator:
         """Model.stream's text pieces.  The first item is a header (a dict)
         sent once the request is accepted, so that the ingress can still
-        answer a refusal with its status; the pieces follow as str."""
+        answer a refusal with its status; the pieces follow as str, and a
+        trailer (a dict) with the finish reason ends a stream that ran to
+        its end: "stop" for an end token or a stop string, as complete()."""
         ids = self._prompt(req)
         yield {"prompt_tokens": len(ids), "replica": self.tag}
         loop = asyncio.get_running_loop()
@@ -295,6 +297,10 @@ class ModelReplica:
                     if cancel.is_set():
                         break
                     loop.call_soon_threadsafe(q.put_nowait, piece)
+                else:
+                    tokens = it.tokens
+                    ended = it.stopped_by_string or bool(tokens and tokens[-1] in self.eos_ids)
+                    loop.call_soon_threadsafe(q.put_nowait, {"finish_reason": "stop" if ended else "length"})
                 loop.call_soon_threadsafe(q.put_nowait, done)
             except BaseException as e:  # noqa: BLE001 - handed to the event loop
                 loop.call_soon_threadsafe(q.put_nowait, e)
