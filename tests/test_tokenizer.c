@@ -497,6 +497,48 @@ START_TEST(tokenizer_json_damaged) {
 }
 END_TEST
 
+/* A tokenizer.json with a normalizer and no added tokens (the fuzzer's
+ * find: qsort was handed the NULL list, undefined even for no elements)
+ * loads and encodes plain text as the fixture with its added tokens does. */
+START_TEST(tokenizer_json_no_added_tokens) {
+  char *src = fixture_path("tokenizers_json/llama2/tokenizer.json"), *text = malloc(1 << 20);
+  FILE *f = fopen(src, "rb");
+  ck_assert(f != NULL);
+  text[fread(text, 1, (1 << 20) - 1, f)] = '\0';
+  fclose(f);
+  free(src);
+  cJSON *root = cJSON_Parse(text);
+  free(text);
+  ck_assert(root != NULL && cJSON_GetObjectItem(root, "normalizer") != NULL);
+  const char *plain = "Hello w\xc3\xb6rld, 12 \xf0\x9f\x98\x80";
+  int64_t *want = NULL, *got = NULL;
+  size_t n_want = 0, n_got = 0;
+  clf_tokenizer *t = NULL;
+  make_dir();
+  text = cJSON_PrintUnformatted(root);
+  PUT("tokenizer.json", text);
+  free(text);
+  TOK_OK(clf_tokenizer_load(g_dir, &t));
+  TOK_OK(clf_tokenizer_encode(t, plain, 0, &want, &n_want));
+  clf_tokenizer_destroy(t);
+  cJSON_DeleteItemFromObjectCaseSensitive(root, "added_tokens");
+  text = cJSON_PrintUnformatted(root);
+  PUT("tokenizer.json", text);
+  free(text);
+  TOK_OK(clf_tokenizer_load(g_dir, &t));
+  TOK_OK(clf_tokenizer_encode(t, plain, 0, &got, &n_got));
+  ck_assert_uint_gt(n_want, 3);
+  ck_assert_uint_eq(n_got, n_want);
+  ck_assert_mem_eq(got, want, n_want * sizeof(int64_t));
+  clf_tokenizer_destroy(t);
+  free(want);
+  free(got);
+  cJSON_Delete(root);
+  clear_dir();
+  rmdir(g_dir);
+}
+END_TEST
+
 /* Which files win: tokenizer_config.json's tokenizer_class when it names a
  * slow tokenizer whose files are there, tokenizer.json for a class only it
  * serves, else the slow files, else tokenizer.json. */
@@ -821,6 +863,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, tokenizer_json_errors);
   tcase_add_test(tc, tokenizer_json_precedence);
   tcase_add_test(tc, tokenizer_json_damaged);
+  tcase_add_test(tc, tokenizer_json_no_added_tokens);
   tcase_add_test(tc, tokenizer_json_variants);
   tcase_add_test(tc, model_type_picks_roberta_and_xlmr);
   tcase_add_test(tc, missing_files);

@@ -460,7 +460,8 @@ static clf_status added_matches(clf__hf *h) {
     a->match = m.s;
     a->len = m.n;
   }
-  qsort(h->added, h->n_added, sizeof(*h->added), longer_first);
+  if (h->n_added > 1) /* qsort's pointer must not be NULL, even for no elements */
+    qsort(h->added, h->n_added, sizeof(*h->added), longer_first);
   return CLF_OK;
 }
 
