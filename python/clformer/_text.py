@@ -22,12 +22,7 @@ def c_text(text: Any, what: str = "text") -> bytes:
     """`text` as the NUL-terminated UTF-8 the C API takes."""
     if not isinstance(text, str):
         raise _errors.InvalidArgumentError(f"{what} must be a str, not {type(text).__name__}")
-    if "\0" in text:
-        raise _errors.InvalidArgumentError(f"{what} contains a NUL character, which the tokenizer cannot take")
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise _errors.InvalidArgumentError(f"{what} is not valid Unicode: {e}") from None
+    return _lib.cstr(text, what)
 
 
 class Tokenizer:
