@@ -38,6 +38,14 @@ def test_parse_json_refusals(raw, status, words):
     assert e.status == status and words in e.message, e.message
 
 
+def test_parse_json_huge_integer_is_400():
+    # issue 21 item 3: a literal past Python's int_max_str_digits (4300) raised
+    # ValueError through the handler: a plain-text 500 on every POST endpoint
+    for raw in (b'{"max_tokens": ' + b"1" * 5000 + b"}", b'{"input": [' + b"9" * 4301 + b"]}"):
+        e = refused(api.parse_json, raw)
+        assert e.status == 400 and "unreadable JSON" in e.message and "digits" in e.message, e.message
+
+
 def test_parse_json_object():
     assert api.parse_json(b'{"input": "x"}') == {"input": "x"}
 
@@ -68,6 +76,8 @@ def test_error_body_is_openai_shaped():
     ({"input": "a", "encoding_format": "int8"}, 400, "encoding_format"),
     ({"input": "a", "dimensions": 8}, 400, "dimensions is not supported"),
     ({"input": "a", "inputs": "b"}, 400, "unknown field 'inputs'"),
+    ({"input": "x" * 65537}, 400, "input[0] is 65537 characters long; at most 65536"),
+    ({"input": ["a", "b\ud800c"]}, 400, "input[1] is not valid Unicode: a lone surrogate U+D800"),
 ])
 def test_embeddings_refusals(body, status, words):
     e = refused(api.parse_embeddings, body, "m", L)
@@ -108,6 +118,11 @@ def test_embeddings_request_and_answer():
     ({"prompt": "a", "stream": True, "stream_options": {"include_usage": True}}, 400, "include_usage"),
     ({"prompt": "a", "stop": ["x"] * 5}, 400, "at most 4"),
     ({"prompt": "a", "stop": [""]}, 400, "stop must be a non-empty string"),
+    # issue 21 item 4: refused here, before any stream starts (and not passed over without streaming)
+    ({"prompt": "a", "stop": ["\ud800"]}, 400, "stop[0] is not valid Unicode"),
+    ({"prompt": "a", "stop": ["\ud800"], "stream": True}, 400, "stop[0] is not valid Unicode"),
+    ({"prompt": "a\udfff"}, 400, "prompt[0] is not valid Unicode"),
+    ({"prompt": "a" * 65537}, 400, "65537 characters long"),
     ({"prompt": "a", "echo": 1}, 400, "echo must be a boolean"),
     ({"prompt": "a", "seed": -1}, 400, "seed must be in"),
     ({"prompt": "a", "frequency": 1}, 400, "unknown field 'frequency'"),
@@ -143,6 +158,12 @@ def test_sse_framing():
     ({"images": [3]}, 400, "images[0] must be a base64 string"),
     ({"images": ["AA=="] * 5}, 400, "at most 4"),
     ({"images": "AA==", "top_k": 0}, 400, "top_k must be in [1, 10]"),
+    # issue 21 item 1: no string of a request is a path; base64 of a path, or
+    # of anything but a PNG/JPEG file, is refused before it reaches a model
+    ({"images": ["/etc/passwd"]}, 400, "images[0] is not valid base64"),
+    ({"images": [base64.b64encode(b"/etc/passwd").decode()]}, 400, "images[0] is not a PNG or JPEG file"),
+    ({"images": [base64.b64encode(b"GIF89a....").decode()]}, 400, "images[0] is not a PNG or JPEG file"),
+    ({"input": "x\ud800"}, 400, "lone surrogate"),
 ])
 def test_classify_refusals(body, status, words):
     e = refused(api.parse_classify_json, body, "m", L)
@@ -150,8 +171,14 @@ def test_classify_refusals(body, status, words):
 
 
 def test_classify_json_and_query():
-    req = api.parse_classify_json({"images": base64.b64encode(b"\x89PNG").decode(), "top_k": 2}, "m", L)
-    assert req.items == [b"\x89PNG"] and req.top_k == 2
+    png = b"\x89PNG\r\n\x1a\n...."
+    req = api.parse_classify_json({"images": base64.b64encode(png).decode(), "top_k": 2}, "m", L)
+    assert req.items == [png] and req.top_k == 2 and req.kind == "images"
+    req = api.parse_classify_json({"input": ["/etc/passwd", "some text"]}, "m", L)
+    assert req.kind == "texts" and req.items == ["/etc/passwd", "some text"]  # texts, for a text classifier only
+    assert api.image_bytes(b"\xff\xd8\xff\xe0..", "x") == b"\xff\xd8\xff\xe0.."
+    for bad in (b"", b"/etc/passwd", "/etc/passwd"):
+        assert refused(api.image_bytes, bad, "the body").status == 400
     assert api.parse_top_k({}, L) == 5 and api.parse_top_k({"top_k": "3"}, L) == 3
     e = refused(api.parse_top_k, {"top_k": "x"}, L)
     assert e.status == 400 and "top_k must be an integer" in e.message

@@ -21,8 +21,8 @@ import numpy as np
 
 # OpenAI's error "type" for each status this server answers with.
 _ERROR_TYPES = {400: "invalid_request_error", 404: "not_found_error", 405: "invalid_request_error",
-                413: "invalid_request_error", 415: "invalid_request_error", 500: "server_error",
-                503: "service_unavailable", 504: "timeout"}
+                408: "timeout", 413: "invalid_request_error", 415: "invalid_request_error",
+                429: "rate_limit_error", 500: "server_error", 503: "service_unavailable", 504: "timeout"}
 
 
 class RequestError(Exception):
@@ -54,6 +54,9 @@ class Limits:
 
     max_body_bytes: int = 8 << 20       #: request body size (413 past it)
     max_inputs: int = 256               #: texts in one embeddings request, images in one classify request
+    max_input_chars: int = 65536        #: characters in one text or prompt, checked before tokenizing (400)
+    max_concurrent: int = 64            #: requests the ingress holds at once (429 with Retry-After past it)
+    body_timeout_s: float = 30.0        #: reading one request body (408 past it: a slow client)
     max_new_tokens: int = 512           #: max_tokens of a completion
     max_run_elements: int = 1 << 22     #: elements of all /run inputs together
     max_top_k: int = 1000               #: classify's top_k
@@ -77,6 +80,9 @@ def parse_json(raw: bytes) -> dict:
                                 f"column {e.colno}") from None
     except RecursionError:
         raise RequestError(400, "malformed JSON in the request body: nested too deeply") from None
+    except ValueError as e:
+        # e.g. an integer literal past Python's int_max_str_digits (4300 digits)
+        raise RequestError(400, f"unreadable JSON in the request body: {str(e)[:200]}") from None
     if not isinstance(body, dict):
         raise RequestError(400, f"the request body must be a JSON object, not {_json_kind(body)}")
     return body
@@ -136,8 +142,23 @@ def _float_field(body: Mapping, name: str, default: float | None, lo: float, hi:
     return float(v)
 
 
-def _texts(v: Any, name: str, limit: int) -> list[str]:
-    """A string or a non-empty array of strings, each non-empty."""
+def _text_ok(t: str, where: str, param: str, max_chars: int) -> None:
+    """A text the library can take: UTF-8 (no lone surrogates, which JSON's
+    \\ud800 escapes make), no NUL, at most max_chars characters (0: no limit)."""
+    if max_chars and len(t) > max_chars:
+        raise RequestError(400, f"{where} is {len(t)} characters long; at most {max_chars} per text", param)
+    if "\0" in t:
+        raise RequestError(400, f"{where} contains a NUL character", param)
+    try:
+        t.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise RequestError(400, f"{where} is not valid Unicode: a lone surrogate U+{ord(t[e.start]):04X} at "
+                                f"character {e.start}", param) from None
+
+
+def _texts(v: Any, name: str, limit: int, max_chars: int = 0) -> list[str]:
+    """A string or a non-empty array of strings, each non-empty, valid
+    Unicode and at most max_chars characters long."""
     if isinstance(v, str):
         v = [v]
     if not isinstance(v, list) or not v:
@@ -150,8 +171,7 @@ def _texts(v: Any, name: str, limit: int) -> list[str]:
             raise RequestError(400, f"{name}[{i}] must be a string, not {_json_kind(t)}{hint}", name)
         if not t:
             raise RequestError(400, f"{name}[{i}] is an empty string", name)
-        if "\0" in t:
-            raise RequestError(400, f"{name}[{i}] contains a NUL character", name)
+        _text_ok(t, f"{name}[{i}]", name, max_chars)
     return v
 
 
@@ -169,7 +189,7 @@ def parse_embeddings(body: Mapping, served: str, limits: Limits) -> EmbeddingsRe
     _check_model(body, served)
     if "input" not in body:
         raise RequestError(400, "input is missing: a string or an array of strings to embed", "input")
-    texts = _texts(body["input"], "input", limits.max_inputs)
+    texts = _texts(body["input"], "input", limits.max_inputs, limits.max_input_chars)
     fmt = body.get("encoding_format") or "float"
     if fmt not in ("float", "base64"):
         raise RequestError(400, f"encoding_format must be \"float\" or \"base64\", got {fmt!r}", "encoding_format")
@@ -222,7 +242,7 @@ def parse_completion(body: Mapping, served: str, limits: Limits) -> CompletionRe
     _check_model(body, served)
     if "prompt" not in body:
         raise RequestError(400, "prompt is missing", "prompt")
-    prompts = _texts(body["prompt"], "prompt", 1)
+    prompts = _texts(body["prompt"], "prompt", 1, limits.max_input_chars)
     prompt = prompts[0]
     max_tokens = _int_field(body, "max_tokens", 16, 1, limits.max_new_tokens)
     for name, only in (("n", 1), ("best_of", 1)):
@@ -257,9 +277,10 @@ def parse_completion(body: Mapping, served: str, limits: Limits) -> CompletionRe
     else:
         if isinstance(stop, str):
             stop = [stop]
-        if (not isinstance(stop, list) or len(stop) > 4 or
-                not all(isinstance(s, str) and s and "\0" not in s for s in stop)):
+        if not isinstance(stop, list) or len(stop) > 4 or not all(isinstance(s, str) and s for s in stop):
             raise RequestError(400, "stop must be a non-empty string or an array of at most 4 of them", "stop")
+        for i, s in enumerate(stop):
+            _text_ok(s, f"stop[{i}]", "stop", 1024)
         stops = tuple(stop)
 
     temperature = _float_field(body, "temperature", 1.0, 0.0, 2.0)
@@ -304,8 +325,25 @@ def sse(obj: Any) -> bytes:
 
 @dataclasses.dataclass(frozen=True)
 class ClassifyRequest:
-    items: list  # image bytes, or texts for a text classifier
+    items: list  # the bytes of PNG/JPEG files (kind "images"), or texts (kind "texts")
     top_k: int
+    kind: str = "images"
+
+
+_PNG = b"\x89PNG\r\n\x1a\n"
+_JPEG = b"\xff\xd8\xff"
+
+
+def image_bytes(data: Any, where: str, param: str | None = "images") -> bytes:
+    """`data` as the bytes of a PNG or JPEG file, or 400.  Images reach a
+    model only as bytes: no string from a request is ever a path."""
+    if not isinstance(data, (bytes, bytearray)):
+        raise RequestError(400, f"{where} must be the bytes of a PNG or JPEG file", param)
+    if not data:
+        raise RequestError(400, f"{where} is empty; send a PNG or JPEG file", param)
+    if not (data.startswith(_PNG) or data.startswith(_JPEG)):
+        raise RequestError(400, f"{where} is not a PNG or JPEG file (its first bytes are neither signature)", param)
+    return bytes(data)
 
 
 def parse_classify_json(body: Mapping, served: str, limits: Limits) -> ClassifyRequest:
@@ -317,7 +355,8 @@ def parse_classify_json(body: Mapping, served: str, limits: Limits) -> ClassifyR
     if ("images" in body) == ("input" in body):
         raise RequestError(400, "give either images (base64 PNG/JPEG files) or input (texts), not both or neither")
     if "input" in body:
-        return ClassifyRequest(_texts(body["input"], "input", limits.max_inputs), top_k)
+        return ClassifyRequest(_texts(body["input"], "input", limits.max_inputs, limits.max_input_chars), top_k,
+                               "texts")
     imgs = body["images"]
     if isinstance(imgs, str):
         imgs = [imgs]
@@ -331,12 +370,12 @@ def parse_classify_json(body: Mapping, served: str, limits: Limits) -> ClassifyR
         if not isinstance(s, str):
             raise RequestError(400, f"images[{i}] must be a base64 string, not {_json_kind(s)}", "images")
         try:
-            items.append(base64.b64decode(s, validate=True))
+            raw = base64.b64decode(s, validate=True)
         except (binascii.Error, ValueError):
-            raise RequestError(400, f"images[{i}] is not valid base64", "images") from None
-        if not items[-1]:
-            raise RequestError(400, f"images[{i}] is empty", "images")
-    return ClassifyRequest(items, top_k)
+            raise RequestError(400, f"images[{i}] is not valid base64 (images come as base64 PNG/JPEG data; "
+                                    "a path is not taken)", "images") from None
+        items.append(image_bytes(raw, f"images[{i}]"))
+    return ClassifyRequest(items, top_k, "images")
 
 
 def parse_top_k(query: Mapping[str, str], limits: Limits) -> int:
