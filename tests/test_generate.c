@@ -16,6 +16,7 @@
 #include "harness.h"
 #include "models/sampling.h"
 
+#include <float.h>
 #include <math.h>
 
 /* The fixture helpers below are the same as test_models.c's (each suite is
@@ -277,6 +278,118 @@ START_TEST(test_sampler_frequencies) {
 }
 END_TEST
 
+/* Issue 21: a temperature that is 0 or a denormal as a float, or that makes
+ * scores / t overflow, and a top_p whose cut 1 - top_p rounds to 1, are
+ * their limits t -> 0+ and top_p -> 0+: only the maximal score(s) stay,
+ * finite, and every draw is the argmax (torch's division gave inf and NaN,
+ * and the draw a low id: [1, 0, 0, 0] where greedy gives [35, 37, 46, 46]).
+ * Rows: scores of both signs with one maximum at 137; all negative (the
+ * maximum -0.5 at 3); two tied maxima (2 and 250); nearly uniform (the
+ * maximum 40.01, at least 9e-3 above the rest, at 299). */
+#define EDGE_V 300
+static void edge_rows(float rows[4][EDGE_V]) {
+  uint32_t x = 12345;
+  for (size_t v = 0; v < EDGE_V; v++) {
+    x = x * 1664525u + 1013904223u;
+    const float u = (float)(x >> 8) / 16777216.0f; /* [0, 1) */
+    rows[0][v] = 100.0f * u - 60.0f;                /* [-60, 40) */
+    rows[1][v] = -1.0f - 60.0f * u;
+    rows[2][v] = rows[0][v];
+    rows[3][v] = 40.0f + 1e-3f * u;
+  }
+  rows[0][137] = 47.25f;
+  rows[1][3] = -0.5f;
+  rows[2][2] = rows[2][250] = 47.25f;
+  rows[3][299] = 40.01f;
+}
+
+/* s after the warpers: the maxima (want[0..n-1]) finite, the rest -inf, no
+ * NaN; draws of 64 seeds land on the maxima only (each of them, if two). */
+static void check_limit(const float *s, const size_t *want, size_t n, const char *what) {
+  for (size_t v = 0; v < EDGE_V; v++) {
+    int kept = 0;
+    for (size_t i = 0; i < n; i++) kept |= v == want[i];
+    ck_assert_msg(kept ? isfinite(s[v]) : s[v] == -INFINITY, "%s: token %zu is %g", what, v, s[v]);
+  }
+  size_t hits[2] = {0};
+  for (uint64_t seed = 1; seed <= 64; seed++) {
+    clf__rng rng;
+    clf__rng_seed(&rng, seed);
+    const size_t t = clf__gen_draw(s, EDGE_V, &rng);
+    ck_assert_msg(t == want[0] || (n > 1 && t == want[1]), "%s: seed %lu drew %zu", what, (unsigned long)seed, t);
+    hits[t == want[0] ? 0 : 1]++;
+  }
+  if (n > 1) ck_assert_msg(hits[0] && hits[1], "%s: draws %zu and %zu", what, hits[0], hits[1]);
+}
+
+START_TEST(test_sampling_edge_limits) {
+  static float rows[4][EDGE_V];
+  edge_rows(rows);
+  static const size_t want[4][2] = {{137}, {3}, {2, 250}, {299}}, n_want[4] = {1, 1, 2, 1};
+  /* 0 as a float; its smallest denormal; a denormal; FLT_MIN / 2; a normal
+   * float that still overflows 47.25 / t */
+  const double temps[] = {1e-300, 1e-45, 1e-40, (double)FLT_MIN / 2, 1e-37};
+  float s[EDGE_V];
+  clf__scored tmp[EDGE_V];
+  char what[128];
+  for (size_t r = 0; r < 4; r++) {
+    for (size_t i = 0; i < sizeof temps / sizeof *temps; i++) {
+      const clf__gen_params p = {.do_sample = 1, .repetition_penalty = 1, .temperature = temps[i], .top_p = 1,
+                                 .min_p = -1, .min_keep = 1};
+      memcpy(s, rows[r], sizeof s);
+      clf__gen_warp(&p, s, EDGE_V, tmp);
+      snprintf(what, sizeof what, "row %zu temperature %g", r, temps[i]);
+      check_limit(s, want[r], n_want[r], what);
+      /* with top-k 50 and top-p 0.9 after it: the same */
+      const clf__gen_params q = {.do_sample = 1, .repetition_penalty = 1, .temperature = temps[i], .top_k = 50,
+                                 .top_p = 0.9, .min_p = -1, .min_keep = 1};
+      memcpy(s, rows[r], sizeof s);
+      clf__gen_warp(&q, s, EDGE_V, tmp);
+      snprintf(what, sizeof what, "row %zu temperature %g, top_k 50, top_p 0.9", r, temps[i]);
+      check_limit(s, want[r], n_want[r], what);
+    }
+    /* top_p 1e-300 (the cut 1 - top_p is 1 as a float): the nucleus of one,
+     * its score unchanged; of tied maxima, the one sorted last stays */
+    const clf__gen_params p = {.do_sample = 1, .repetition_penalty = 1, .temperature = 1, .top_p = 1e-300,
+                               .min_p = -1, .min_keep = 1};
+    memcpy(s, rows[r], sizeof s);
+    clf__gen_warp(&p, s, EDGE_V, tmp);
+    size_t kept = 0, at = 0;
+    for (size_t v = 0; v < EDGE_V; v++)
+      if (s[v] != -INFINITY) kept++, at = v;
+    ck_assert_msg(kept == 1, "row %zu top_p 1e-300 kept %zu tokens", r, kept);
+    ck_assert(at == want[r][0] || at == want[r][n_want[r] - 1]);
+    ck_assert(s[at] == rows[r][at]);
+    snprintf(what, sizeof what, "row %zu top_p 1e-300", r);
+    const size_t one[1] = {at};
+    check_limit(s, one, 1, what);
+  }
+  /* an ordinary temperature is still the plain float division */
+  const clf__gen_params p = {.do_sample = 1, .repetition_penalty = 1, .temperature = 0.7, .top_p = 1, .min_p = -1,
+                             .min_keep = 1};
+  memcpy(s, rows[0], sizeof s);
+  clf__gen_warp(&p, s, EDGE_V, tmp);
+  for (size_t v = 0; v < EDGE_V; v++) ck_assert(s[v] == rows[0][v] / 0.7f);
+  /* a temperature that is +inf as a float (1e300) is t -> inf: finite
+   * scores 0, a banned -inf stays banned (torch's -inf / inf is NaN) */
+  const clf__gen_params hot = {.do_sample = 1, .repetition_penalty = 1, .temperature = 1e300, .top_p = 1,
+                               .min_p = -1, .min_keep = 1};
+  memcpy(s, rows[0], sizeof s);
+  s[5] = -INFINITY;
+  clf__gen_warp(&hot, s, EDGE_V, tmp);
+  for (size_t v = 0; v < EDGE_V; v++)
+    ck_assert_msg(v == 5 ? s[v] == -INFINITY : s[v] == 0.0f, "token %zu: %g", v, s[v]);
+  /* the draw never picks -inf or NaN while a finite score exists */
+  const float mixed[6] = {NAN, -INFINITY, -3.0f, NAN, -INFINITY, -2.5f};
+  for (uint64_t seed = 1; seed <= 200; seed++) {
+    clf__rng rng;
+    clf__rng_seed(&rng, seed);
+    const size_t t = clf__gen_draw(mixed, 6, &rng);
+    ck_assert_msg(t == 2 || t == 5, "seed %lu drew %zu", (unsigned long)seed, t);
+  }
+}
+END_TEST
+
 static clf_status gen_gpt2(const clf_generate_options *o, clf_array *seq) {
   char dir[1024];
   snprintf(dir, sizeof dir, "%s/gpt2", fixtures());
@@ -319,6 +432,35 @@ START_TEST(test_sampling_end_to_end) {
   TH_OK(gen_gpt2(&o, &c));
   ck_assert_uint_ge(c.shape[1], 4);
   clf_array_free(&c), clf_array_free(&a), clf_array_free(&b), clf_array_free(&greedy);
+}
+END_TEST
+
+/* End to end (issue 21's report): sampling on the GPT-2 fixture at
+ * temperature 1e-300, seed 1, from the ids of "a+b" gives greedy's tokens
+ * ([35, 37, 46, 46]); it gave [1, 0, 0, 0]. */
+START_TEST(test_sampling_tiny_temperature_is_greedy) {
+  char dir[1024];
+  snprintf(dir, sizeof dir, "%s/gpt2", fixtures());
+  int64_t ids[3] = {65, 11, 66}; /* "a+b" in tests/fixtures/sampling/tokenizer */
+  clf_array in = {.name = "input_ids", .dtype = CLF_I64, .ndim = 2, .shape = {1, 3}, .data = ids}, g, a;
+  clf_generate_options o;
+  clf_generate_options_init(&o);
+  o.max_new_tokens = 4;
+  TH_OK(clf_model_generate(get_model(dir), &in, NULL, &o, &g));
+  ck_assert_uint_eq(g.shape[1], 7);
+  ck_assert(memcmp((int64_t *)g.data + 3, (int64_t[]){35, 37, 46, 46}, 4 * sizeof(int64_t)) == 0);
+  o.do_sample = 1, o.seed = 1, o.temperature = 1e-300;
+  TH_OK(clf_model_generate(get_model(dir), &in, NULL, &o, &a));
+  ck_assert_uint_eq(a.shape[1], g.shape[1]);
+  for (size_t t = 0; t < 7; t++)
+    ck_assert_msg(((int64_t *)a.data)[t] == ((int64_t *)g.data)[t], "position %zu: %ld, greedy %ld", t,
+                  (long)((int64_t *)a.data)[t], (long)((int64_t *)g.data)[t]);
+  clf_array_free(&a);
+  o.temperature = 1, o.top_p = 1e-300; /* the nucleus of one */
+  TH_OK(clf_model_generate(get_model(dir), &in, NULL, &o, &a));
+  ck_assert_uint_eq(a.shape[1], g.shape[1]);
+  ck_assert(memcmp(a.data, g.data, 7 * sizeof(int64_t)) == 0);
+  clf_array_free(&a), clf_array_free(&g);
 }
 END_TEST
 
@@ -503,6 +645,8 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_processors_match_transformers);
   tcase_add_test(tc, test_sampler_frequencies);
   tcase_add_test(tc, test_sampling_end_to_end);
+  tcase_add_test(tc, test_sampling_edge_limits);
+  tcase_add_test(tc, test_sampling_tiny_temperature_is_greedy);
   tcase_add_test(tc, test_streaming_callback);
   tcase_add_test(tc, test_sampling_bad_options);
   tcase_add_test(tc, test_penalties_in_greedy_and_beam);

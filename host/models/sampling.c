@@ -5,6 +5,7 @@
  */
 #include "sampling.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,6 +122,13 @@ static void top_p(const clf__gen_params *p, float *s, size_t V, clf__scored *tmp
   double sum = 0.0, acc = 0.0;
   for (size_t j = 0; j < V; j++) sum += exp((double)tmp[j].v - mx);
   const float cut = (float)(1.0 - p->top_p);
+  /* top_p <= 2^-25 rounds the cut to 1: its limit 0+, the top min_keep
+   * alone, said here rather than left to the float cumsum of the others
+   * staying at or below 1 (true while the top probability is above ~1e-7) */
+  if (cut >= 1.0f) {
+    for (size_t j = 0; j + p->min_keep < V; j++) s[tmp[j].i] = -INFINITY;
+    return;
+  }
   for (size_t j = 0; j + p->min_keep < V; j++) {
     acc += (double)(float)(exp((double)tmp[j].v - mx) / sum);
     if ((float)acc <= cut) s[tmp[j].i] = -INFINITY;
@@ -140,11 +148,36 @@ static void min_p(const clf__gen_params *p, float *s, size_t V, clf__scored *tmp
     if ((float)(exp((double)tmp[j].v - mx) / sum) < cut) s[tmp[j].i] = -INFINITY;
 }
 
-void clf__gen_warp(const clf__gen_params *p, float *s, size_t V, clf__scored *tmp) {
-  if (p->temperature != 1.0) {
-    const float t = (float)p->temperature;
-    for (size_t v = 0; v < V; v++) s[v] = s[v] / t;
+/* TemperatureLogitsWarper: s / t in float, as torch divides a float tensor
+ * by a Python number.  Where that is not a number, the limit is taken
+ * instead of torch's inf and NaN, so that every front end gets the same:
+ * a t that is 0 as a float (below about 7e-46), or so small that some
+ * finite score / t overflows, is t -> 0+: the maximal scores stay (all of
+ * them if tied; at mx / t, or the largest float of its sign where that
+ * overflows) and every other goes; a t that is infinite as a float is
+ * t -> inf: every finite score becomes +-0, -inf stays -inf. */
+static void temperature(const clf__gen_params *p, float *s, size_t V) {
+  const float t = (float)p->temperature;
+  float mx = -INFINITY, big = 0.0f;
+  for (size_t v = 0; v < V; v++) {
+    if (isfinite(s[v]) && fabsf(s[v]) > big) big = fabsf(s[v]);
+    if (s[v] > mx) mx = s[v];
   }
+  if (isinf(t)) {
+    for (size_t v = 0; v < V; v++)
+      if (isfinite(s[v])) s[v] = s[v] / t;
+    return;
+  }
+  if (t > 0.0f && isfinite(big / t)) { /* every score / t is a float: as torch */
+    for (size_t v = 0; v < V; v++) s[v] = s[v] / t;
+    return;
+  }
+  const float q = mx / t, keep = mx == 0.0f || !isfinite(mx) ? mx : isfinite(q) ? q : copysignf(FLT_MAX, mx);
+  for (size_t v = 0; v < V; v++) s[v] = s[v] == mx ? keep : -INFINITY;
+}
+
+void clf__gen_warp(const clf__gen_params *p, float *s, size_t V, clf__scored *tmp) {
+  if (p->temperature != 1.0) temperature(p, s, V);
   if (p->top_k) top_k(p, s, V, tmp);
   if (p->top_p < 1.0) top_p(p, s, V, tmp);
   if (p->min_p >= 0.0) min_p(p, s, V, tmp);

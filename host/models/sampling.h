@@ -35,7 +35,10 @@ void clf__gen_penalize(const clf__gen_params *p, const int64_t *ids, size_t n, f
 
 /* The warpers of _get_logits_warper on s [V]: temperature, top-k, top-p,
  * then min-p (where transformers 4.41 put MinPLogitsWarper; 4.40 has none).
- * Filtered scores become -inf.  tmp: scratch of V entries. */
+ * Filtered scores become -inf.  tmp: scratch of V entries.  A temperature
+ * or top_p at the edge of float (s / t overflowing or t rounding to 0; a
+ * cut 1 - top_p rounding to 1) is taken at its limit: only the maximal
+ * score(s) stay, finite, never NaN (sampling.c says how). */
 void clf__gen_warp(const clf__gen_params *p, float *s, size_t V, clf__scored *tmp);
 
 /* penalize then (when p->do_sample) warp: the scores a token is chosen
@@ -52,9 +55,10 @@ void clf__rng_seed(clf__rng *r, uint64_t seed);
 /* A uniform double in [0, 1) from the top 53 bits of the next output. */
 double clf__rng_uniform(clf__rng *r);
 
-/* A token drawn from softmax(s) (computed in double; -inf never drawn): the
- * first v whose cumulative probability exceeds u * total for one uniform u.
- * Returns the argmax when every score is -inf or NaN. */
+/* A token drawn from softmax(s) (computed in double; -inf and NaN never
+ * drawn while a finite score exists): the first v whose cumulative
+ * probability exceeds u * total for one uniform u.  Returns the first
+ * +inf if there is one, the argmax when every score is -inf or NaN. */
 size_t clf__gen_draw(const float *s, size_t V, clf__rng *r);
 
 #endif
