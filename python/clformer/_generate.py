@@ -228,6 +228,7 @@ class Streamer:
                 cancel.set()
                 worker.join()
 
+        self.cancel = cancel
         return TextStream(self, generator())
 
 
@@ -249,6 +250,12 @@ class TextStream(Iterator[str]):
 
     def close(self) -> None:
         self._gen.close()  # type: ignore[attr-defined]
+
+    def cancel(self) -> None:
+        """Stops generation after the current token, from any thread (close()
+        must be called from the thread iterating); the iteration then ends
+        with the text so far."""
+        self._streamer.cancel.set()
 
     @property
     def tokens(self) -> list[int]:
