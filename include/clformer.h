@@ -651,7 +651,18 @@ CLF_API void clf_array_free(clf_array *a);
  * end - begin; the ranges, taken in offset order (the header's key order does
  * not matter), start at 0, neither overlap nor leave gaps, and end exactly at
  * the end of the file.  Zero-size tensors are legal; duplicate names are
- * rejected.  The file is memory-mapped (read-only) until closed. */
+ * rejected.  The header is read with pread; the file stays open (O_CLOEXEC)
+ * and memory-mapped (read-only) until closed.
+ *
+ * A file that changes while open: clf_safetensors_read copies a tensor's
+ * bytes with pread and fails with CLF_E_IO, naming the file, where the file
+ * now ends before the tensor does (truncated since it was opened); the
+ * model loader reads every weight that way, so a model.safetensors
+ * truncated while clf_model_load runs is an error, never a signal.
+ * clf_st_info.data is the mapping itself: reading a page of it that lies
+ * past the file's new end raises SIGBUS, so use it only on files nothing
+ * truncates while open.  A file rewritten in place (same size) gives
+ * whatever bytes it holds when read, through either. */
 typedef struct clf_safetensors clf_safetensors;
 
 typedef struct clf_st_info {
@@ -659,7 +670,9 @@ typedef struct clf_st_info {
   const char *dtype; /* "F32", "F16", "BF16", "I64", ... as in the file */
   int ndim;          /* 0 for a scalar */
   size_t shape[8];
-  const void *data;  /* the bytes in the mapping; may be unaligned */
+  const void *data;  /* the bytes in the live mapping (faults if the file is
+                        truncated while open); may be unaligned.
+                        clf_safetensors_read is the checked copy. */
   size_t bytes;
 } clf_st_info;
 
@@ -670,8 +683,8 @@ typedef struct clf_st_info {
  * clf_safetensors_close. */
 CLF_API clf_status clf_safetensors_open(const char *path,
                                         clf_safetensors **out);
-/* Unmaps and frees; every clf_st_info obtained from it becomes invalid.
- * NULL is accepted. */
+/* Unmaps, closes the file and frees; every clf_st_info obtained from it
+ * becomes invalid.  NULL is accepted. */
 CLF_API void clf_safetensors_close(clf_safetensors *st);
 /* The number of tensors (0 for NULL). */
 CLF_API size_t clf_safetensors_count(const clf_safetensors *st);
@@ -683,6 +696,17 @@ CLF_API clf_status clf_safetensors_info(const clf_safetensors *st,
  * clf_last_error(NULL)) when there is none. */
 CLF_API clf_status clf_safetensors_find(const clf_safetensors *st,
                                         const char *name, clf_st_info *out);
+/* Copies the `info->bytes` bytes of the tensor `info` (from
+ * clf_safetensors_info or _find on this `st`) into `dst` (caller-owned, at
+ * least info->bytes; may be NULL when that is 0) with pread, going on
+ * after EINTR and short reads.  Errors (message in clf_last_error(NULL),
+ * naming the file and the tensor): CLF_E_IO when the file ends before the
+ * tensor does (it shrank since it was opened) or the read fails,
+ * CLF_E_INVALID_ARG for NULL arguments or an `info` this file does not
+ * hold.  dst's contents are unspecified after an error.  Safe to call from
+ * several threads at once on one `st`. */
+CLF_API clf_status clf_safetensors_read(const clf_safetensors *st,
+                                        const clf_st_info *info, void *dst);
 /* The "__metadata__" value of `key` (borrowed), or NULL when absent. */
 CLF_API const char *clf_safetensors_metadata(const clf_safetensors *st,
                                              const char *key);

@@ -1,8 +1,10 @@
 /* test_safetensors.c - the safetensors reader: a file written by the
  * reference writer (tests/fixtures/loader), valid files written here, and
- * one malformed file per rule, each checked for its status and message. */
+ * one malformed file per rule, each checked for its status and message;
+ * clf_safetensors_read, also of a file truncated while open. */
 #include <dirent.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -322,6 +324,60 @@ START_TEST(st_files_and_args) {
 }
 END_TEST
 
+/* Issue 21: a file truncated to half while open.  clf_safetensors_read of
+ * the tensor before the new end still copies it; of the tensor past it,
+ * CLF_E_IO naming the file and saying it shrank (through the mapping, the
+ * same bytes would be SIGBUS).  Its arguments are checked. */
+START_TEST(st_read_truncated_while_open) {
+  char h[256];
+  snprintf(h, sizeof h,
+           "{\"a\":{\"dtype\":\"U8\",\"shape\":[100],\"data_offsets\":[0,100]},"
+           "\"b\":{\"dtype\":\"U8\",\"shape\":[5,4000],\"data_offsets\":[100,20100]}}");
+  const size_t size = 8 + strlen(h) + 20100;
+  char path[256];
+  snprintf(path, sizeof path, "%s", put_st("shrinks.safetensors", h, 20100, ~0ull));
+  clf_safetensors *st = NULL;
+  ck_assert_msg(clf_safetensors_open(path, &st) == CLF_OK, "%s", clf_last_error(NULL));
+  clf_st_info a, b;
+  ck_assert_int_eq(clf_safetensors_find(st, "a", &a), CLF_OK);
+  ck_assert_int_eq(clf_safetensors_find(st, "b", &b), CLF_OK);
+  unsigned char *buf = malloc(b.bytes);
+  /* before: both read, the data bytes 0, 1, 2, ... (mod 256) of put_st */
+  ck_assert_int_eq(clf_safetensors_read(st, &b, buf), CLF_OK);
+  for (size_t i = 0; i < b.bytes; i++) ck_assert_uint_eq(buf[i], (unsigned char)(100 + i));
+  ck_assert_int_eq(truncate(path, (off_t)(size / 2)), 0);
+  memset(buf, 0xAA, b.bytes);
+  ck_assert_int_eq(clf_safetensors_read(st, &a, buf), CLF_OK);
+  for (size_t i = 0; i < a.bytes; i++) ck_assert_uint_eq(buf[i], (unsigned char)i);
+  ck_assert_int_eq(clf_safetensors_read(st, &b, buf), CLF_E_IO);
+  const char *msg = clf_last_error(NULL);
+  ck_assert_msg(strstr(msg, path) && strstr(msg, "tensor \"b\"") && strstr(msg, "shrank"), "message: %s", msg);
+  char at[64]; /* where the file now ends */
+  snprintf(at, sizeof at, "ends at byte %zu, before byte %zu", size / 2, size);
+  ck_assert_msg(strstr(msg, at), "message \"%s\" lacks \"%s\"", msg, at);
+  /* arguments */
+  clf_st_info other = b;
+  other.name = "c";
+  ck_assert_int_eq(clf_safetensors_read(st, &other, buf), CLF_E_INVALID_ARG);
+  ck_assert_ptr_nonnull(strstr(clf_last_error(NULL), "no tensor \"c\" of 20000 bytes"));
+  other = a, other.bytes = 99; /* a's name, another size: not this file's */
+  ck_assert_int_eq(clf_safetensors_read(st, &other, buf), CLF_E_INVALID_ARG);
+  ck_assert_int_eq(clf_safetensors_read(NULL, &a, buf), CLF_E_INVALID_ARG);
+  ck_assert_int_eq(clf_safetensors_read(st, NULL, buf), CLF_E_INVALID_ARG);
+  ck_assert_int_eq(clf_safetensors_read(st, &a, NULL), CLF_E_INVALID_ARG);
+  ck_assert_ptr_nonnull(strstr(clf_last_error(NULL), "dst is NULL"));
+  free(buf);
+  clf_safetensors_close(st);
+  /* a zero-size tensor reads (nothing) into NULL */
+  ck_assert_int_eq(clf_safetensors_open(put_st("z.safetensors", "{\"z\":{\"dtype\":\"F32\",\"shape\":[0],"
+                                                                  "\"data_offsets\":[0,0]}}", 0, ~0ull), &st),
+                   CLF_OK);
+  ck_assert_int_eq(clf_safetensors_info(st, 0, &a), CLF_OK);
+  ck_assert_int_eq(clf_safetensors_read(st, &a, NULL), CLF_OK);
+  clf_safetensors_close(st);
+}
+END_TEST
+
 static void setup(void) { th_tmpdir_create(tmpdir, sizeof(tmpdir), "st"); }
 
 static void teardown(void) { th_tmpdir_remove(tmpdir); }
@@ -343,6 +399,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, st_offsets);
   tcase_add_test(tc, st_duplicates);
   tcase_add_test(tc, st_files_and_args);
+  tcase_add_test(tc, st_read_truncated_while_open);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -1,6 +1,7 @@
 /* test_weights.c - a model directory's weights: F16/BF16 to f32 conversion
  * (exhaustive against a formula, and through the device), shape checks,
- * pick(), sharded checkpoints and the errors of missing files and tensors. */
+ * pick(), sharded checkpoints and the errors of missing files and tensors
+ * and of a file truncated while open. */
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
@@ -165,6 +166,48 @@ START_TEST(w_load_dtypes) {
 }
 END_TEST
 
+/* Issue 21: model.safetensors truncated after the weights were opened (as
+ * by another process while a model loads).  Reading a tensor wholly before
+ * the new end works; one past it, F32 or F16, is CLF_E_IO naming the file,
+ * as is loading it; the mapping is never read, so no SIGBUS (the loader
+ * used to memcpy from it: the process died). */
+START_TEST(w_truncated_while_open) {
+  static float big[32768];
+  static uint16_t big16[32768];
+  for (size_t i = 0; i < 32768; i++) big[i] = (float)i, big16[i] = 0x3C00; /* 1.0 */
+  const tw t[] = {
+      {"small", "F32", 1, {7}, f32v, 28},
+      {"big", "F32", 2, {256, 128}, big, sizeof(big)},
+      {"big16", "F16", 2, {256, 128}, big16, sizeof(big16)},
+  };
+  for (size_t i = 0; i < 7; i++) f32v[i] = (float)i - 3.0f;
+  put_st("model.safetensors", t, CLF__ARRAY_LEN(t));
+  clf__weights *w = open_ok();
+  /* untouched: all three read */
+  float *got = NULL;
+  size_t shape[8];
+  TH_OK(clf__weights_read(th_ctx, w, "big16", 2, NULL, &got, shape));
+  ck_assert(got[0] == 1.0f && got[32767] == 1.0f);
+  free(got);
+  /* one page left: the header and "small" (under 400 bytes) */
+  ck_assert_int_eq(truncate(tpath("model.safetensors"), 4096), 0);
+  TH_OK(clf__weights_read(th_ctx, w, "small", 1, TH_SHAPE(7), &got, shape));
+  ck_assert_int_eq(memcmp(got, f32v, 28), 0);
+  free(got);
+  char msg[300];
+  snprintf(msg, sizeof(msg), "%s/model.safetensors: tensor \"big\": the file ends at byte 4096", tmpdir);
+  got = (float *)1;
+  TH_FAILS(clf__weights_read(th_ctx, w, "big", 2, NULL, &got, shape), CLF_E_IO, msg);
+  ck_assert_ptr_null(got);
+  TH_FAILS(clf__weights_read(th_ctx, w, "big16", 2, NULL, &got, shape), CLF_E_IO,
+           "changed (shrank) while being read");
+  clf_tensor *tt = NULL;
+  TH_FAILS(clf__weights_load(th_ctx, w, "big", 2, TH_SHAPE(256, 128), &tt), CLF_E_IO, msg);
+  ck_assert_ptr_null(tt);
+  clf__weights_close(w);
+}
+END_TEST
+
 START_TEST(w_shapes_and_names) {
   put_model();
   clf__weights *w = open_ok();
@@ -326,6 +369,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, w_shapes_and_names);
   tcase_add_test(tc, w_sharded);
   tcase_add_test(tc, w_missing_files);
+  tcase_add_test(tc, w_truncated_while_open);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -1,6 +1,10 @@
-/* safetensors.c - a strict reader of the safetensors format: the file is
- * memory-mapped read-only and the whole header is validated on open, with the
- * rules of the format's reference reader (huggingface/safetensors). */
+/* safetensors.c - a strict reader of the safetensors format: the header is
+ * read with pread and validated on open, with the rules of the format's
+ * reference reader (huggingface/safetensors); tensors are copied out with
+ * pread (clf_safetensors_read), which reports a file that shrank since it
+ * was opened as an error.  The file also stays memory-mapped read-only for
+ * clf_st_info.data, which the library itself never touches: a page of the
+ * mapping past a truncated file's new end faults (SIGBUS) when read. */
 #include "base/status.h"
 
 #include <cjson/cJSON.h>
@@ -31,8 +35,9 @@ typedef struct st_meta {
 
 struct clf_safetensors {
   char *path;
-  unsigned char *map;
-  size_t map_len;
+  int fd;             /* open until closed: clf_safetensors_read */
+  unsigned char *map; /* the whole file, for clf_st_info.data */
+  size_t map_len;     /* the file's size when opened */
   size_t data_start; /* 8 + header length */
   st_entry *t;       /* in offset order */
   size_t n;
@@ -111,6 +116,7 @@ static int st_cmp_names(const void *a, const void *b) {
 void clf_safetensors_close(clf_safetensors *st) {
   if (!st) return;
   if (st->map) munmap(st->map, st->map_len);
+  if (st->fd >= 0) close(st->fd);
   for (size_t i = 0; i < st->n; i++) free(st->t[i].name);
   for (size_t i = 0; i < st->n_meta; i++) {
     free(st->meta[i].key);
@@ -192,61 +198,99 @@ static clf_status st_parse_entry(const char *path, const cJSON *item, st_entry *
 
 #define ST_BAD(...) clf__fail(NULL, CLF_E_FORMAT, __VA_ARGS__)
 
-/* Maps the whole file read-only into st->map. */
-static clf_status st_map(clf_safetensors *st, const char *path) {
+/* Reads len bytes at off into dst with pread, on through EINTR and short
+ * reads.  0 when all came, else -1 with errno set, or 1 at the end of the
+ * file with *got the bytes read. */
+static int st_pread(int fd, void *dst, size_t len, unsigned long long off, size_t *got) {
+  unsigned char *p = dst;
+  size_t done = 0;
+  while (done < len) {
+    const size_t want = len - done < ((size_t)1 << 30) ? len - done : (size_t)1 << 30;
+    const ssize_t n = pread(fd, p + done, want, (off_t)(off + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return -1;
+    if (n == 0) {
+      *got = done;
+      return 1;
+    }
+    done += (size_t)n;
+  }
+  *got = done;
+  return 0;
+}
+
+/* Opens the file (kept open in st->fd) and takes its size; the file must be
+ * a regular file of at least the 8-byte header length. */
+static clf_status st_file(clf_safetensors *st, const char *path) {
   /* O_NONBLOCK: a FIFO without a writer is refused below, not waited on */
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0)
+  st->fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (st->fd < 0)
     return clf__fail(NULL, errno == ENOENT ? CLF_E_NOT_FOUND : CLF_E_IO, "%s: cannot open: %s", path,
                      strerror(errno));
   struct stat sb;
-  clf_status status = CLF_OK;
-  void *m = MAP_FAILED;
-  if (fstat(fd, &sb) != 0)
-    status = clf__fail(NULL, CLF_E_IO, "%s: cannot stat: %s", path, strerror(errno));
-  else if (!S_ISREG(sb.st_mode))
-    status = clf__fail(NULL, CLF_E_IO, "%s: not a regular file", path);
-  else if (sb.st_size < 8)
-    status = ST_BAD("%s: file is %lld bytes, too small for the 8-byte header length", path, (long long)sb.st_size);
-  else if ((unsigned long long)sb.st_size > (unsigned long long)SIZE_MAX)
-    status = clf__fail(NULL, CLF_E_IO, "%s: too large to map", path);
-  else if ((m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED)
-    status = clf__fail(NULL, CLF_E_IO, "%s: mmap failed: %s", path, strerror(errno));
-  close(fd);
-  if (status == CLF_OK) {
-    st->map = m;
-    st->map_len = (size_t)sb.st_size;
-  }
-  return status;
+  if (fstat(st->fd, &sb) != 0) return clf__fail(NULL, CLF_E_IO, "%s: cannot stat: %s", path, strerror(errno));
+  if (!S_ISREG(sb.st_mode)) return clf__fail(NULL, CLF_E_IO, "%s: not a regular file", path);
+  if (sb.st_size < 8)
+    return ST_BAD("%s: file is %lld bytes, too small for the 8-byte header length", path, (long long)sb.st_size);
+  if ((unsigned long long)sb.st_size > (unsigned long long)SIZE_MAX)
+    return clf__fail(NULL, CLF_E_IO, "%s: too large to map", path);
+  st->map_len = (size_t)sb.st_size;
+  return CLF_OK;
 }
 
-/* The JSON header after the 8-byte length: checked (size, UTF-8, no NUL or
- * byte-order mark) and parsed into *root, a JSON object.  Sets data_start. */
+/* Maps the whole file read-only into st->map (after the header is checked:
+ * the library reads nothing through it). */
+static clf_status st_map(clf_safetensors *st, const char *path) {
+  void *m = mmap(NULL, st->map_len, PROT_READ, MAP_PRIVATE, st->fd, 0);
+  if (m == MAP_FAILED) return clf__fail(NULL, CLF_E_IO, "%s: mmap failed: %s", path, strerror(errno));
+  st->map = m;
+  return CLF_OK;
+}
+
+/* A pread that ended early or failed: the file shrank since it was opened
+ * (or its stat lied), or the read failed. */
+static clf_status st_read_failed(const char *path, const char *what, int r, size_t got, unsigned long long off,
+                                 size_t len) {
+  if (r > 0)
+    return clf__fail(NULL, CLF_E_IO, "%s: %s: the file ends at byte %llu, before byte %llu: it changed (shrank) "
+                     "while being read", path, what, off + got, off + len);
+  return clf__fail(NULL, CLF_E_IO, "%s: %s: read failed: %s", path, what, strerror(errno));
+}
+
+/* The JSON header after the 8-byte length, read with pread: checked (size,
+ * UTF-8, no NUL or byte-order mark) and parsed into *root, a JSON object.
+ * Sets data_start. */
 static clf_status st_parse_header(clf_safetensors *st, const char *path, cJSON **root) {
   *root = NULL;
+  unsigned char len8[8];
+  size_t got = 0;
+  int r = st_pread(st->fd, len8, 8, 0, &got);
+  if (r != 0) return st_read_failed(path, "reading the header length", r, got, 0, 8);
   unsigned long long hlen = 0;
-  for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | st->map[i];
+  for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | len8[i];
   if (hlen > ST_MAX_HEADER)
     return ST_BAD("%s: header length %llu is larger than the limit of %llu bytes", path, hlen, ST_MAX_HEADER);
   if (hlen > st->map_len - 8)
     return ST_BAD("%s: header length %llu runs past the end of the file (%zu bytes follow the length; truncated?)",
                   path, hlen, st->map_len - 8);
   st->data_start = 8 + (size_t)hlen;
-  const unsigned char *h = st->map + 8;
-  if (!st_utf8_ok(h, (size_t)hlen)) return ST_BAD("%s: header is not valid UTF-8", path);
-  /* cJSON would stop at a NUL and skip a byte-order mark; JSON allows neither. */
-  if (memchr(h, 0, (size_t)hlen) || (hlen >= 3 && h[0] == 0xEF && h[1] == 0xBB && h[2] == 0xBF))
-    return ST_BAD("%s: header is not valid JSON (a NUL byte or a byte-order mark)", path);
-  char *text = malloc((size_t)hlen + 1);
+  unsigned char *text = malloc((size_t)hlen + 1);
   if (!text)
     return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "%s: out of host memory for a %llu-byte header", path, hlen);
-  memcpy(text, h, (size_t)hlen);
+  if ((r = st_pread(st->fd, text, (size_t)hlen, 8, &got)) != 0) {
+    free(text);
+    return st_read_failed(path, "reading the header", r, got, 8, (size_t)hlen);
+  }
   text[hlen] = '\0';
-  cJSON *j = cJSON_ParseWithLengthOpts(text, (size_t)hlen + 1, NULL, 1);
   clf_status status = CLF_OK;
-  if (!j) {
-    const char *at = cJSON_GetErrorPtr();
-    size_t pos = (at && at >= text && at <= text + hlen) ? (size_t)(at - text) : 0;
+  cJSON *j = NULL;
+  if (!st_utf8_ok(text, (size_t)hlen)) status = ST_BAD("%s: header is not valid UTF-8", path);
+  /* cJSON would stop at a NUL and skip a byte-order mark; JSON allows neither. */
+  else if (memchr(text, 0, (size_t)hlen) || (hlen >= 3 && text[0] == 0xEF && text[1] == 0xBB && text[2] == 0xBF))
+    status = ST_BAD("%s: header is not valid JSON (a NUL byte or a byte-order mark)", path);
+  else if (!(j = cJSON_ParseWithLengthOpts((const char *)text, (size_t)hlen + 1, NULL, 1))) {
+    const char *at = cJSON_GetErrorPtr(), *t = (const char *)text;
+    size_t pos = (at && at >= t && at <= t + hlen) ? (size_t)(at - t) : 0;
     status = ST_BAD("%s: header is not valid JSON (error near byte %zu of the header)", path, pos);
   } else if (!cJSON_IsObject(j)) {
     status = ST_BAD("%s: header is %s, expected a JSON object", path, st_json_type(j));
@@ -360,13 +404,15 @@ clf_status clf_safetensors_open(const char *path, clf_safetensors **out) {
     free(st);
     return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", path);
   }
+  st->fd = -1;
   cJSON *root = NULL;
-  clf_status status = st_map(st, path);
+  clf_status status = st_file(st, path);
   if (status == CLF_OK) status = st_parse_header(st, path, &root);
   if (status == CLF_OK) status = st_read_entries(st, path, root);
   cJSON_Delete(root);
   if (status == CLF_OK) status = st_index(st, path);
   if (status == CLF_OK) status = st_check_tiling(st, path);
+  if (status == CLF_OK) status = st_map(st, path);
   if (status != CLF_OK) {
     clf_safetensors_close(st);
     return status;
@@ -397,22 +443,46 @@ clf_status clf_safetensors_info(const clf_safetensors *st, size_t index, clf_st_
   return CLF_OK;
 }
 
-clf_status clf_safetensors_find(const clf_safetensors *st, const char *name, clf_st_info *out) {
-  if (!st) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_safetensors_find: st is NULL");
-  if (!name) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_safetensors_find: name is NULL");
-  if (!out) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_safetensors_find: out is NULL");
+/* The entry called name, or NULL. */
+static const st_entry *st_lookup(const clf_safetensors *st, const char *name) {
   size_t lo = 0, hi = st->n;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
     int c = strcmp(st->by_name[mid]->name, name);
-    if (c == 0) {
-      st_fill(st, st->by_name[mid], out);
-      return CLF_OK;
-    }
+    if (c == 0) return st->by_name[mid];
     if (c < 0) lo = mid + 1;
     else hi = mid;
   }
-  return clf__fail(NULL, CLF_E_NOT_FOUND, "tensor \"%s\" not found in %s", name, st->path);
+  return NULL;
+}
+
+clf_status clf_safetensors_find(const clf_safetensors *st, const char *name, clf_st_info *out) {
+  if (!st) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_safetensors_find: st is NULL");
+  if (!name) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_safetensors_find: name is NULL");
+  if (!out) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_safetensors_find: out is NULL");
+  const st_entry *e = st_lookup(st, name);
+  if (!e) return clf__fail(NULL, CLF_E_NOT_FOUND, "tensor \"%s\" not found in %s", name, st->path);
+  st_fill(st, e, out);
+  return CLF_OK;
+}
+
+clf_status clf_safetensors_read(const clf_safetensors *st, const clf_st_info *info, void *dst) {
+  static const char op[] = "clf_safetensors_read";
+  if (!st) return clf__fail(NULL, CLF_E_INVALID_ARG, "%s: st is NULL", op);
+  if (!info || !info->name) return clf__fail(NULL, CLF_E_INVALID_ARG, "%s: info or its name is NULL", op);
+  const st_entry *e = st_lookup(st, info->name);
+  if (!e || e->end - e->begin != info->bytes)
+    return clf__fail(NULL, CLF_E_INVALID_ARG, "%s: %s has no tensor \"%s\" of %zu bytes (info from another file?)",
+                     op, st->path, info->name, info->bytes);
+  if (!info->bytes) return CLF_OK;
+  if (!dst) return clf__fail(NULL, CLF_E_INVALID_ARG, "%s: dst is NULL (tensor \"%s\")", op, info->name);
+  const unsigned long long off = (unsigned long long)st->data_start + e->begin;
+  size_t got = 0;
+  const int r = st_pread(st->fd, dst, info->bytes, off, &got);
+  if (r == 0) return CLF_OK;
+  char what[256];
+  snprintf(what, sizeof what, "tensor \"%.200s\"", e->name);
+  return st_read_failed(st->path, what, r, got, off, info->bytes);
 }
 
 const char *clf_safetensors_metadata(const clf_safetensors *st, const char *key) {

@@ -271,15 +271,21 @@ clf_status clf__weights_read(clf_context *ctx, const clf__weights *w, const char
   size_t numel = f32 ? info.bytes / 4 : info.bytes / 2;
   float *conv = malloc(numel ? numel * sizeof(float) : 1);
   if (!conv) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "weights: out of host memory reading \"%s\"", name);
-  if (f32) {
-    memcpy(conv, info.data, numel * sizeof(float));
-  } else {
-    const unsigned char *p = info.data;
+  /* Read with pread, not through the mapping: a file truncated since it was
+   * opened is then CLF_E_IO, not SIGBUS.  F16/BF16 (n elements) land in the
+   * upper half of conv and widen front to back, in place: conv[i] (bytes
+   * 4i..4i+3) is written after element i (bytes 2n+2i..) is read and ends
+   * before element i+1 (byte 2n+2i+2, as i < n). */
+  unsigned char *raw = (unsigned char *)conv + (f32 ? 0 : numel * sizeof(uint16_t));
+  if ((s = clf_safetensors_read(w->shards[w_find(w, name)->shard], &info, raw)) != CLF_OK) {
+    free(conv);
+    return w_forward(ctx, s);
+  }
+  if (!f32)
     for (size_t i = 0; i < numel; i++) {
-      uint16_t v = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
+      const uint16_t v = (uint16_t)(raw[2 * i] | raw[2 * i + 1] << 8);
       conv[i] = f16 ? clf__f16_to_f32(v) : clf__bf16_to_f32(v);
     }
-  }
   for (int i = 0; i < 8; i++) got[i] = i < ndim ? info.shape[i] : 0;
   *out = conv;
   return CLF_OK;

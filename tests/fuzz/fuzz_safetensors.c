@@ -2,8 +2,9 @@
  * through clf_safetensors_open, then every tensor by index and by name.
  * Besides the sanitizers it checks what the reader promises: ranges in
  * offset order without gaps or overlaps inside the file's data, and
- * find(name) giving the tensor that info(index) gave.  The file is mapped,
- * where ASan does not see reads, so the ranges are checked here. */
+ * find(name) giving the tensor that info(index) gave, and read() copying
+ * the bytes that data maps.  The file is mapped, where ASan does not see
+ * reads, so the ranges are checked here. */
 #include "fuzz_util.h"
 
 #include <clformer.h>
@@ -32,6 +33,11 @@ static void check_all(const clf_safetensors *st, size_t file_size) {
     if ((size_t)(at - base) > file_size) fail("data past the end of the file", i);
     for (size_t k = 0; k < a.bytes; k += 4096) sink ^= ((const unsigned char *)a.data)[k];
     if (a.bytes) sink ^= ((const unsigned char *)a.data)[a.bytes - 1];
+    unsigned char *copy = malloc(a.bytes ? a.bytes : 1);
+    if (!copy) fail("out of memory", i);
+    if (clf_safetensors_read(st, &a, copy) != CLF_OK) fail("read failed", i);
+    if (a.bytes && memcmp(copy, a.data, a.bytes) != 0) fail("read() differs from data", i);
+    free(copy);
   }
   clf_st_info none;
   if (clf_safetensors_info(st, n, &none) == CLF_OK) fail("info past the count succeeded", n);
