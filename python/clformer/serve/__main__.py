@@ -1,7 +1,9 @@
 """python -m clformer.serve MODEL_DIR: serves a model directory over HTTP on
 Ray Serve, on a local Ray started here (this machine's OpenCL devices as the
-"opencl_device" resource) or, with --address, on a running cluster whose
-nodes advertise that resource (docs/serving.md).  Runs until interrupted."""
+"opencl_device" resource; its own instance whatever $RAY_ADDRESS or an
+earlier `ray start` say, listening on 127.0.0.1 only) or, with --address, on
+a running cluster whose nodes advertise that resource (docs/serving.md).
+Runs until interrupted."""
 from __future__ import annotations
 
 import argparse
@@ -33,9 +35,14 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--max-batch-tokens", type=int, default=0,
                    help="embedding batch bound in padded tokens (default: from the device's memory)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds one request may take (504 past it)")
+    p.add_argument("--header-timeout", type=float, default=None,
+                   help="seconds a connection may take to send a request's headers, from its opening or the end "
+                        "of the previous response (default $CLFORMER_SERVE_HEADER_TIMEOUT_S, else 10; 0: none)")
     a = p.parse_args(argv)
     if a.replicas < 0 or a.replicas_per_device < 1:
         p.error("--replicas must be >= 0 and --replicas-per-device >= 1")
+    if a.header_timeout is not None and not a.header_timeout >= 0:
+        p.error("--header-timeout must be >= 0")
     if not os.path.isfile(os.path.join(a.model_dir, "config.json")):
         p.error(f"{a.model_dir} has no config.json: not a model directory")
     return a
@@ -43,6 +50,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     a = parse(sys.argv[1:] if argv is None else argv)
+    if a.header_timeout is not None:
+        # Read by Serve's HTTP proxy (_http_guard.py), which inherits it.
+        os.environ["CLFORMER_SERVE_HEADER_TIMEOUT_S"] = f"{a.header_timeout:g}"
     if a.address and "RAY_AUTH_MODE" not in os.environ and (os.environ.get("RAY_AUTH_TOKEN") or os.path.isfile(
             os.path.join(os.path.expanduser("~"), ".ray", "auth_token"))):
         # Ray 2.60 clusters authenticate with a token (~/.ray/auth_token or
@@ -53,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from . import devices
     from .api import Limits
-    from .app import local_ray, start
+    from .app import start
+    from .local import local_ray
     from .options import ServeOptions
 
     if a.address:
@@ -64,6 +75,10 @@ def main(argv: list[str] | None = None) -> int:
             print("clformer.serve: this machine has no OpenCL device", file=sys.stderr)
             return 1
         local_ray(num_cpus=a.num_cpus or os.cpu_count() or 2, resources={a.resource: len(found)})
+    # The replicas' lock directory on this node (local mode: the only node),
+    # removed at shutdown with the lock files of replicas that could not
+    # remove their own (devices.py).
+    node = None if a.address else ray.get_runtime_context().get_node_id()
     units = ray.cluster_resources().get(a.resource, 0)
     replicas = a.replicas or int(units * a.replicas_per_device)
     if replicas < 1:
@@ -86,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         serve.shutdown()
         ray.shutdown()
+        if node:
+            devices.sweep(os.path.join(devices.lock_base(), node), wait_s=5.0)
     return 0
 
 
