@@ -175,6 +175,17 @@ def test_release_between_open_and_lock_cannot_give_one_slot_twice(tmp_path, monk
     assert not os.path.exists(d)
 
 
+def test_sweep_all_removes_what_killed_runs_left(tmp_path):
+    base = str(tmp_path / "locks")
+    held = devices.claim([FakeDevice("0:0")], 1, devices.lock_dir("live", base=base))
+    stale = devices.lock_dir("dead", base=base)
+    with open(os.path.join(stale, "device-0-0.slot-0.lock"), "w", encoding="ascii") as f:
+        f.write("1\n")
+    devices.sweep_all(base)
+    assert os.listdir(base) == ["live"] and os.listdir(os.path.join(base, "live")) == ["device-0-0.slot-0.lock"]
+    held.release()
+
+
 def test_sweep_removes_the_files_of_killed_replicas(tmp_path):
     d = devices.lock_dir("node", base=str(tmp_path / "locks"))
     code = ("import sys, time; from clformer.serve import devices\n"
@@ -215,12 +226,14 @@ def proxy():
     local_ray(num_cpus=2, resources={"opencl_device": 1})
     port = _free_port()
     try:
+        node = ray.get_runtime_context().get_node_id()
         start_http("127.0.0.1", port, 60)
         deploy(ServeOptions(model_dir=VIT, name="vit", replicas=1, limits=Limits(request_timeout_s=50)))
         yield port
     finally:
         serve.shutdown()
         ray.shutdown()
+        devices.sweep(os.path.join(devices.lock_base(), node), wait_s=5.0)
         if saved is None:
             os.environ.pop("CLFORMER_SERVE_HEADER_TIMEOUT_S", None)
         else:

@@ -79,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     # removed at shutdown with the lock files of replicas that could not
     # remove their own (devices.py).
     node = None if a.address else ray.get_runtime_context().get_node_id()
+    if node:
+        devices.sweep_all()  # and what earlier runs, killed, left
     units = ray.cluster_resources().get(a.resource, 0)
     replicas = a.replicas or int(units * a.replicas_per_device)
     if replicas < 1:

@@ -249,6 +249,24 @@ def sweep(path: str, wait_s: float = 0.0) -> bool:
         time.sleep(0.1)
 
 
+def sweep_all(base: str | None = None) -> None:
+    """sweep() of every node directory under `base` (default lock_base()):
+    what runs killed before their shutdown left.  Safe beside running
+    servers: a held file stays, and a claim whose directory was removed
+    under it makes it again."""
+    base = lock_base() if base is None else base
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return
+    for name in names:
+        if _NODE_ID.fullmatch(name):
+            try:
+                sweep(os.path.join(base, name))
+            except (OSError, UnsafeLockDir):
+                pass
+
+
 def _open_dir_existing(path: str) -> int:
     if not os.path.lexists(path):
         raise FileNotFoundError(path)
