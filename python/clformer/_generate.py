@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import math
 import queue
+import sys
 import threading
 from typing import Any, Iterator
 
@@ -73,10 +74,6 @@ class GenerateSettings:
             o.eos_token_ids = ctypes.cast(self._eos, ctypes.POINTER(ctypes.c_int64))
             o.n_eos_token_ids = len(k["eos_token_id"])
         return o
-
-    @property
-    def beams(self) -> int:
-        return self.kw.get("num_beams") or 1
 
 
 def settings_from(kwargs: dict) -> GenerateSettings:
@@ -174,12 +171,22 @@ class Streamer:
         return piece
 
     def pieces(self) -> Iterator[str]:
+        """The worker thread runs the generation (under the model's lock) and
+        queues the pieces; the generator hands them out.  Generation stops
+        after the current token when the generator is closed or the stream
+        cancelled (`cancel`), or when the model is closed or the interpreter
+        exits (model._h.stop)."""
         q: queue.Queue = queue.Queue()
         cancel = threading.Event()
         failure: list[BaseException] = []
+        h = self.model._h
+        closed: list[bool] = []
 
         def on_token(user: Any, row: int, token: int) -> int:
             try:
+                if h.stop:
+                    closed.append(True)
+                    return 1
                 if cancel.is_set():
                     return 1
                 piece = self.push(token)
@@ -194,10 +201,12 @@ class Streamer:
 
         def work() -> None:
             try:
-                beams = self.settings.beams > 1
+                beams = not self.model._takes_on_token(self.settings)
                 seq = self.model._generate(self.ids, None, self.settings, None if beams else callback)
                 if failure:
                     raise failure[0]
+                if closed:
+                    raise self.model._closed_during("stream")
                 out = b""
                 if beams:  # the best sequence's tokens, known only at the end
                     start = 0 if self.model.is_encoder_decoder else self.ids.shape[1]
@@ -226,7 +235,12 @@ class Streamer:
                     yield item
             finally:
                 cancel.set()
-                worker.join()
+                # The worker ends after its current token (or its beam
+                # search).  Not while the interpreter finalizes (a module's
+                # global stream closed at exit): no other thread runs Python
+                # code then, and the model was freed, or left, at exit.
+                if not sys.is_finalizing():
+                    worker.join()
 
         self.cancel = cancel
         return TextStream(self, generator())

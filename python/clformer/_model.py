@@ -5,13 +5,18 @@ command line does with them (run, generate, embed, classify).
 Threads: the C contract is one thread at a time per context, and ctypes
 releases the GIL during a call, so every C call on the context holds the
 model's lock; the tokenizer (host-only) has a lock of its own, so that one
-thread may tokenize while another runs the model.
+thread may tokenize while another runs the model.  Freeing takes the lock
+too (close(), the garbage collector's finalizer, interpreter exit), so the
+context is never destroyed under a running call.
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
+import json
 import os
 import threading
+import time
 import weakref
 from typing import Any, Iterator, Mapping, Sequence, Union
 
@@ -39,19 +44,86 @@ def _path_arg(name: str, value: Any) -> str:
 
 
 class _Handles:
-    """The C objects a Model owns; freed once, by close() or the finalizer."""
+    """The C objects a Model owns, the lock every C call on them holds, and
+    the flag that stops a running generation after its current token.  The
+    garbage collector's finalizer holds this, never the Model."""
 
     def __init__(self) -> None:
         self.ctx = None
         self.model = None
+        self.lock = threading.Lock()
+        self.stop = False  # closing or exiting: on_token callbacks end generation
 
-    def free(self) -> None:
+    def destroy(self) -> None:
+        """Frees the handles; call with the lock held."""
         lib = _lib.lib
         if self.model:
             lib.clf_model_destroy(self.model)
         if self.ctx:
             lib.clf_context_destroy(self.ctx)
         self.model = self.ctx = None
+
+    def release(self, timeout: float) -> bool:
+        """Frees the handles once the running call (if any) has ended; False,
+        freeing nothing, when the lock was not had within `timeout` seconds
+        (a handle left to the OS is better than one freed under a call)."""
+        self.stop = True
+        if not self.lock.acquire(timeout=timeout):
+            return False
+        try:
+            self.destroy()
+        finally:
+            self.lock.release()
+        return True
+
+
+# Interpreter exit.  weakref.finalize would free the handles at exit without
+# the lock, under a daemon thread's running call (a segfault), so the models'
+# finalizers are not run at exit (atexit = False) and this hook frees them
+# instead: CPython 3.11 runs atexit callbacks after joining the non-daemon
+# threads and before stopping the daemon ones, while a call that is running
+# can still finish.  Every model's generation is asked to stop after its
+# current token; a forward pass or a beam search (no on_token) ends by
+# itself.  A model whose call has not ended within EXIT_WAIT_S (all models
+# together) is left to the OS, not freed.
+EXIT_WAIT_S = 30.0
+_models: "weakref.WeakSet[Model]" = weakref.WeakSet()
+
+
+def _at_exit() -> None:
+    models = list(_models)
+    for m in models:  # all first, so that their calls end together
+        m._closed = True
+        m._h.stop = True
+    deadline = time.monotonic() + EXIT_WAIT_S
+    for m in models:
+        if m._finalizer.detach() is not None:
+            m._h.release(max(0.0, deadline - time.monotonic()))
+
+
+atexit.register(_at_exit)
+
+
+def _checkpoint_beams(path: str) -> int | None:
+    """num_beams as the library reads it (generation_config.json over
+    config.json, default 1); None when a file or value is not plainly
+    readable (then generation is not assumed to take an on_token callback)."""
+    beams = 1
+    for name in ("config.json", "generation_config.json"):
+        try:
+            with open(os.path.join(path, name), encoding="utf-8") as f:
+                cfg = json.load(f)
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError):
+            return None
+        if not isinstance(cfg, dict):
+            return None
+        v = cfg.get("num_beams", beams)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v):
+            return None
+        beams = int(v)
+    return beams
 
 
 class Model:
@@ -78,7 +150,7 @@ class Model:
                  cache_dir: PathLike | None = None):
         self._h = _Handles()
         self._closed = True
-        self._lock = threading.Lock()
+        self._lock = self._h.lock
         self.path = _path_arg("path", path)
         if not isinstance(weights, str) or "\0" in weights:
             raise _errors.InvalidArgumentError(f"weights must be one of \"f32\", \"f16\", \"q8\", \"q4\", "
@@ -102,7 +174,8 @@ class Model:
         ctx = ctypes.c_void_p()
         _errors.check(lib.clf_context_create(ctypes.byref(co), ctypes.byref(ctx)))
         self._h.ctx = ctx.value
-        self._finalizer = weakref.finalize(self, self._h.free)
+        self._finalizer = weakref.finalize(self, self._h.release, EXIT_WAIT_S)
+        self._finalizer.atexit = False  # _at_exit frees it, under the lock
         m = ctypes.c_void_p()
         st = lib.clf_model_load_with(self._h.ctx, c_path, ctypes.byref(mo), ctypes.byref(m))
         if st != 0:
@@ -111,8 +184,10 @@ class Model:
             raise err
         self._h.model = m.value
         self._closed = False
+        self._beams = _checkpoint_beams(self.path)
         self._describe()
         self._tok = Tokenizer(self.path)
+        _models.add(self)
 
     def _describe(self) -> None:
         lib, m, t = _lib.lib, self._h.model, _lib.text
@@ -132,10 +207,15 @@ class Model:
 
     def close(self) -> None:
         """Frees the model, its context and its tokenizer.  Idempotent; any
-        later use raises clformer.Error."""
+        later use raises clformer.Error.  A call running in another thread
+        is waited for: a generation (or stream) stops after its current
+        token and raises clformer.Error ("closed"), a forward pass or a beam
+        search ends first."""
+        self._closed = True
+        self._h.stop = True
         with self._lock:
-            self._closed = True
-            self._finalizer()
+            if self._finalizer.detach() is not None:
+                self._h.destroy()
         tok = getattr(self, "_tok", None)
         if tok is not None:
             tok.close()
@@ -218,9 +298,28 @@ class Model:
 
     # ---- generation ----
 
+    def _takes_on_token(self, s: GenerateSettings) -> bool:
+        """Whether this generation is known to be greedy or sampling (the
+        library refuses an on_token callback with beam search)."""
+        return (s.kw.get("num_beams") or self._beams) == 1
+
+    def _closed_during(self, what: str) -> _errors.Error:
+        return _errors.InvalidArgumentError(f"the clformer.Model of {self.path!r} was closed during {what}")
+
     def _generate(self, ids: np.ndarray, mask: np.ndarray | None, s: GenerateSettings,
                   on_token: Any = None) -> np.ndarray:
+        """clf_model_generate under the lock.  on_token: the caller's
+        callback (it must return nonzero once self._h.stop is set); without
+        one, greedy and sampling get one that stops on self._h.stop."""
         o = s.c_options()
+        h, stopped = self._h, []
+        if on_token is None and self._takes_on_token(s):
+            def stop_check(user: Any, row: int, token: int) -> int:
+                if h.stop:
+                    stopped.append(True)
+                    return 1
+                return 0
+            on_token = _lib.TOKEN_FN(stop_check)  # alive until the call returns
         if on_token is not None:
             o.on_token = on_token
         c_ids = _arrays.to_c("input_ids", ids)
@@ -232,7 +331,10 @@ class Model:
                                              ctypes.byref(o), ctypes.byref(seq))
             if st != 0:
                 raise self._fail(st)
-        return _arrays.take(seq)
+        out = _arrays.take(seq)
+        if stopped:
+            raise self._closed_during("generate")
+        return out
 
     def generate(self, input_ids: Any, attention_mask: Any = None, **kwargs: Any) -> np.ndarray:
         """Decoding as transformers' generate(): greedy, beam search

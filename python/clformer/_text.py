@@ -63,12 +63,22 @@ class Tokenizer:
             self._h = None
 
     def __del__(self) -> None:
+        # Unreachable, so no call of this process holds the lock, except a
+        # daemon thread stopped inside one at interpreter exit: then the
+        # handle is left to the OS rather than freed under it.
+        try:
+            if not self._h or not self._lock.acquire(blocking=False):
+                return
+        except Exception:  # interpreter shutdown, or __init__ refused the path
+            return
         try:
             if self._h:
                 _lib.lib.clf_tokenizer_destroy(self._h)
-                self._h = None
+            self._h = None
         except Exception:  # interpreter shutdown
             pass
+        finally:
+            self._lock.release()
 
     def encode(self, text: str, add_special: bool = True) -> np.ndarray:
         raw = c_text(text)
