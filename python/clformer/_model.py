@@ -420,13 +420,28 @@ class Model:
         return embed(self, texts)
 
     def classify(self, images: Any, top_k: int = 5) -> list[list[tuple[str, float]]]:
-        """The top_k (label, probability) of each image, most probable first,
-        as `clformer classify` prints them: each image (a PNG/JPEG path, the
-        bytes of such a file, or an RGB uint8 array [H, W, 3]) preprocessed as
-        preprocessor_config.json says, the logits' softmax (clf_softmax_top_k).
-        A model directory without preprocessor_config.json holds a text
-        classifier: then `images` are texts (str), each classified alone.
+        """The top_k (label, probability) of each input, most probable first,
+        as `clformer classify` prints them.
+
+        An image classifier (a model directory with preprocessor_config.json)
+        takes images as the contents of a PNG or JPEG file (bytes, bytearray,
+        memoryview) or RGB uint8 arrays [H, W, 3], one or a sequence: each
+        preprocessed as preprocessor_config.json says, then the logits'
+        softmax (clf_softmax_top_k).  It takes no paths: a str or
+        os.PathLike is refused with clformer.InvalidArgumentError, so that
+        text from elsewhere (a request) cannot name a file to open; local
+        files go through classify_files().
+        A text classifier (no preprocessor_config.json) takes texts (str),
+        each classified alone.
         Labels are config.json's id2label, else "LABEL_i"."""
         from ._tasks import classify
         self._check_open()
         return classify(self, images, top_k)
+
+    def classify_files(self, paths: PathLike | Sequence[PathLike], top_k: int = 5) -> list[list[tuple[str, float]]]:
+        """classify() of local PNG/JPEG files, named by str or os.PathLike
+        (one or a sequence; bytes are refused, being classify()'s image
+        contents), on an image classifier: `clformer classify DIR FILE...`."""
+        from ._tasks import classify_files
+        self._check_open()
+        return classify_files(self, paths, top_k)

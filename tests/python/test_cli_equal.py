@@ -189,12 +189,16 @@ def test_classify_images_equals_cli(fx, cli, model_of):
     paths = [os.path.join(fx, "images", "test.png"), os.path.join(fx, "images", "test.jpg")]
     out = cli("classify", d, *paths, "--top", "3").stdout
     m = model_of("vit_cls")
-    got = m.classify(paths, top_k=3)
+    got = m.classify_files(paths, top_k=3)
     assert out == _printed(got, paths, m.labels)
     # the same images as file bytes and as decoded RGB arrays (the fixtures'
     # PIL decodes, tests/fixtures/images/*_png.npy) classify the same
-    with open(paths[0], "rb") as f:
-        assert m.classify(f.read(), top_k=3) == got[:1]
+    contents = []
+    for p in paths:
+        with open(p, "rb") as f:
+            contents.append(f.read())
+    assert m.classify(contents, top_k=3) == got
+    assert m.classify(contents[0], top_k=3) == got[:1]
     rgb = np.load(os.path.join(fx, "images", "test_png.npy"))
     assert m.classify(rgb, top_k=3) == got[:1]
     assert m.classify(np.asfortranarray(rgb), top_k=3) == got[:1]  # not C-contiguous: converted

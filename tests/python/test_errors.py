@@ -167,11 +167,15 @@ class TestRefusedBeforeC:
     def test_classify_bad_images(self, model_of, fx):
         v = model_of("vit_cls")
         with pytest.raises(clformer.NotFoundError):
-            v.classify(os.path.join(fx, "images", "nope.png"))
+            v.classify_files(os.path.join(fx, "images", "nope.png"))
         with pytest.raises(clformer.FormatError):
             v.classify(b"not an image at all")
         with pytest.raises(clformer.FormatError):
-            v.classify(os.path.join(fx, "images", "truncated.png"))
+            v.classify_files(os.path.join(fx, "images", "truncated.png"))
+        with open(os.path.join(fx, "images", "truncated.png"), "rb") as f:
+            with pytest.raises(clformer.FormatError) as ei:
+                v.classify(f.read())
+        assert "<bytes>" in str(ei.value)  # the temporary file's name is not told
         with pytest.raises(clformer.ShapeError):
             v.classify(np.zeros((4, 4), np.uint8))
         with pytest.raises(clformer.DtypeError):
@@ -181,7 +185,7 @@ class TestRefusedBeforeC:
         with pytest.raises(clformer.InvalidArgumentError):
             v.classify(None)
         with pytest.raises(clformer.InvalidArgumentError):
-            v.classify(os.path.join(fx, "images", "test.png"), top_k=0)
+            v.classify_files(os.path.join(fx, "images", "test.png"), top_k=0)
 
     def test_no_tokenizer(self, m):
         with pytest.raises(clformer.NotFoundError):
@@ -224,3 +228,78 @@ def test_unencodable_strings_refused(model_of, fx):
         g.stream("x", stop="\ud800")
     with pytest.raises(clformer.InvalidArgumentError):
         g.stream("x", stop="")
+
+
+@pytest.mark.device
+class TestClassifyKeepsPathsApartFromBytes:
+    """classify() takes an image's bytes or pixels, never a path, so that a
+    server handing it what a client sent cannot be made to open a file
+    (issue 21, item 1); local files go through classify_files()."""
+
+    @pytest.fixture
+    def reads(self, monkeypatch):
+        """The paths clf_image_read is called with, and the modes of the
+        file and its directory at that moment, the call going through."""
+        real = _lib.lib.clf_image_read
+        seen = []
+
+        def spy(path, img):
+            p = os.fsdecode(path)
+            seen.append((p, os.stat(p).st_mode & 0o777, os.stat(os.path.dirname(p)).st_mode & 0o777))
+            return real(path, img)
+        monkeypatch.setattr(_lib.lib, "clf_image_read", spy)
+        return seen
+
+    def test_classify_refuses_paths_without_opening_them(self, model_of, fx, reads):
+        import pathlib
+        v = model_of("vit_cls")
+        png = os.path.join(fx, "images", "test.png")
+        with open(png, "rb") as f:
+            contents = f.read()
+        for bad in ("/etc/passwd", pathlib.Path("/etc/passwd"), png, pathlib.Path(png), [png],
+                    [contents, png], "a text is no image"):
+            with pytest.raises(clformer.InvalidArgumentError, match="classify_files") as ei:
+                v.classify(bad)
+            assert "/etc/passwd" not in str(ei.value) and png not in str(ei.value)
+        assert reads == []  # nothing was opened, not even the good image before the path
+
+    def test_classify_files_equals_classify_of_the_contents(self, model_of, fx, reads):
+        import pathlib
+        v = model_of("vit_cls")
+        png, jpg = os.path.join(fx, "images", "test.png"), os.path.join(fx, "images", "test.jpg")
+        got = v.classify_files([png, pathlib.Path(jpg)], top_k=3)
+        assert [r[0] for r in reads] == [png, jpg]
+        with open(png, "rb") as f:
+            assert v.classify(f.read(), top_k=3) == got[:1]
+        with open(jpg, "rb") as f:
+            assert v.classify(memoryview(bytearray(f.read())), top_k=3) == got[1:]
+        assert v.classify_files(png, top_k=3) == got[:1]
+        assert v.classify_files(pathlib.Path(png), top_k=3) == got[:1]
+
+    def test_bytes_go_through_a_private_file_that_is_removed(self, model_of, fx, reads):
+        v = model_of("vit_cls")
+        with open(os.path.join(fx, "images", "test.png"), "rb") as f:
+            v.classify(f.read())
+        with pytest.raises(clformer.FormatError):
+            v.classify(b"not an image at all")
+        assert len(reads) == 2
+        for path, file_mode, dir_mode in reads:
+            assert (file_mode, dir_mode) == (0o600, 0o700), path
+            assert not os.path.exists(path) and not os.path.exists(os.path.dirname(path))
+
+    def test_classify_files_refuses_bytes_and_arrays(self, model_of, fx, reads):
+        v = model_of("vit_cls")
+        png = os.path.join(fx, "images", "test.png")
+        for bad in (png.encode(), bytearray(png.encode()), memoryview(png.encode()), [png, png.encode()],
+                    np.zeros((4, 4, 3), np.uint8), [], None, 3):
+            with pytest.raises(clformer.InvalidArgumentError):
+                v.classify_files(bad)
+        assert reads == []
+
+    def test_text_classifier_takes_texts_only(self, model_of, fx):
+        b = model_of("bert_seqcls")
+        with pytest.raises(clformer.UnsupportedError, match="text classifier"):
+            b.classify_files(os.path.join(fx, "images", "test.png"))
+        with pytest.raises(clformer.InvalidArgumentError):
+            b.classify(b"bytes are no text")
+        assert len(b.classify(["a text", "another"])) == 2
