@@ -17,6 +17,7 @@ and message, and the replicas that refused are the same, still running,
 afterwards.
 """
 import base64
+import dataclasses
 import json
 import os
 import shutil
@@ -41,6 +42,7 @@ from conftest import FIXTURES as FX  # noqa: E402
 
 pytestmark = pytest.mark.device
 TIMEOUT = 60
+BODY_TIMEOUT = 3.0
 
 
 def _bert_dir(root):
@@ -66,6 +68,48 @@ def _gpt2_dir(root):
     return d
 
 
+def _slow_gpt2_dir(root, width=512, layers=8, positions=1024):
+    """A random GPT-2 as large as the one issue 21's tester used (512 wide, 8
+    layers, 1024 positions; about 100 MB) with the sampling tokenizer, so that
+    a long completion takes seconds.  The end token's embedding row is zero:
+    its logit is 0 while the largest of the others is above 0, so greedy
+    decoding never ends early."""
+    d = os.path.join(root, "slow")
+    os.makedirs(d)
+    cfg = json.load(open(os.path.join(FX, "gpt2", "config.json")))
+    cfg.update(n_embd=width, n_layer=layers, n_positions=positions, n_head=8)
+    json.dump(cfg, open(os.path.join(d, "config.json"), "w"))
+    shutil.copy(os.path.join(FX, "gpt2", "generation_config.json"), d)
+    for f in os.listdir(os.path.join(FX, "sampling", "tokenizer")):
+        shutil.copy(os.path.join(FX, "sampling", "tokenizer", f), d)
+    rng = np.random.default_rng(21)
+    D, V = width, cfg["vocab_size"]
+    t = {"transformer.wte.weight": rng.normal(0, 0.5, (V, D)), "transformer.wpe.weight": rng.normal(0, 0.02, (positions, D)),
+         "transformer.ln_f.weight": np.ones(D), "transformer.ln_f.bias": np.zeros(D)}
+    t["transformer.wte.weight"][cfg["eos_token_id"]] = 0
+    for i in range(layers):
+        p = f"transformer.h.{i}."
+        for name, shape in (("attn.c_attn", (D, 3 * D)), ("attn.c_proj", (D, D)), ("mlp.c_fc", (D, 4 * D)),
+                            ("mlp.c_proj", (4 * D, D))):
+            t[p + name + ".weight"] = rng.normal(0, 0.02, shape)
+            t[p + name + ".bias"] = np.zeros(shape[1])
+        for ln in ("ln_1", "ln_2"):
+            t[p + ln + ".weight"], t[p + ln + ".bias"] = np.ones(D), np.zeros(D)
+    header, off, blobs = {}, 0, []
+    for k in sorted(t):
+        b = np.ascontiguousarray(t[k], dtype="<f4").tobytes()
+        header[k] = {"dtype": "F32", "shape": list(t[k].shape), "data_offsets": [off, off + len(b)]}
+        off += len(b)
+        blobs.append(b)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(os.path.join(d, "model.safetensors"), "wb") as f:
+        f.write(len(h).to_bytes(8, "little") + h)
+        for b in blobs:
+            f.write(b)
+    return d
+
+
 def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -75,12 +119,13 @@ def _free_port():
 @pytest.fixture(scope="module")
 def dirs(tmp_path_factory):
     root = str(tmp_path_factory.mktemp("serve-models"))
-    return {"bert": _bert_dir(root), "gpt2": _gpt2_dir(root), "vit": os.path.join(FX, "vit_cls")}
+    return {"bert": _bert_dir(root), "gpt2": _gpt2_dir(root), "vit": os.path.join(FX, "vit_cls"),
+            "slow": _slow_gpt2_dir(root)}
 
 
 @pytest.fixture(scope="module")
 def ref(dirs):
-    models = {k: clformer.Model(v) for k, v in dirs.items()}
+    models = {k: clformer.Model(v) for k, v in dirs.items() if k != "slow"}
     yield models
     for m in models.values():
         m.close()
@@ -92,12 +137,14 @@ def server(dirs):
     from clformer.serve.app import deploy, local_ray, start_http
     local_ray(num_cpus=2, resources={"opencl_device": 1})
     port = _free_port()
-    limits = Limits(max_body_bytes=256 << 10, max_inputs=8, max_new_tokens=24, request_timeout_s=TIMEOUT)
+    limits = Limits(max_body_bytes=256 << 10, max_inputs=8, max_new_tokens=24, request_timeout_s=TIMEOUT,
+                    body_timeout_s=BODY_TIMEOUT)
     try:
         start_http("127.0.0.1", port, TIMEOUT + 10)
         for name, d in dirs.items():
-            # three models share the one device: a third of its resource each
-            deploy(ServeOptions(model_dir=d, name=name, replicas=1, replicas_per_device=3, limits=limits),
+            # four models share the one device: a quarter of its resource each
+            lim = dataclasses.replace(limits, max_new_tokens=1000) if name == "slow" else limits
+            deploy(ServeOptions(model_dir=d, name=name, replicas=1, replicas_per_device=4, limits=lim),
                    app_name=name, route_prefix="/" + name)
         yield f"http://127.0.0.1:{port}"
     finally:
@@ -287,7 +334,8 @@ def _bad_requests(ref):
          "past this model's context of 32 tokens"),
         ("/gpt2/v1/completions", {"json": {"prompt": "(a+b)*c=d" * 3, "max_tokens": 20, "stream": True}}, 400,
          "past this model's context of 32 tokens"),
-        ("/gpt2/v1/completions", {"json": {"prompt": "hello", "max_tokens": 2}}, 400, "outside the table of 128"),
+        ("/gpt2/v1/completions", {"json": {"prompt": "hello", "max_tokens": 2}}, 400,
+         "past this model's vocabulary of 128"),
         ("/gpt2/v1/completions", {"json": {"prompt": "a", "n": 2}}, 400, "n must be 1"),
         ("/bert/run", {"json": {"inputs": {"ids": [[1]]}}}, 400, "unknown input 'ids'; this model takes input_ids"),
         ("/bert/run", {"json": {"inputs": {"input_ids": [[1, 2], [3]]}}}, 400, "ragged"),
@@ -297,7 +345,9 @@ def _bad_requests(ref):
         ("/bert/run", {"json": {"inputs": {"input_ids": [[1]]}, "outputs": ["logits"]}}, 400,
          "unknown output 'logits'"),
         ("/vit/run", {"json": {"inputs": {"pixel_values": [[[[0.5] * 32] * 32] * 2]}}}, 400, "CLF_E_SHAPE"),
-        ("/vit/v1/classify", {"data": not_image, "headers": {"Content-Type": "image/png"}}, 400, "CLF_E_"),
+        ("/vit/v1/classify", {"data": not_image, "headers": {"Content-Type": "image/png"}}, 400,
+         "not a PNG or JPEG file"),
+        ("/vit/v1/classify", {"data": png[:100], "headers": {"Content-Type": "image/png"}}, 400, "CLF_E_"),
         ("/vit/v1/classify", {"data": b"", "headers": {"Content-Type": "image/png"}}, 400, "body is empty"),
         ("/vit/v1/classify?top_k=0", {"data": png, "headers": {"Content-Type": "image/png"}}, 400,
          "top_k must be in [1, 1000]"),
@@ -310,7 +360,7 @@ def _bad_requests(ref):
 
 def test_bad_requests_get_4xx_and_replicas_live_on(server, dirs, ref):
     before = replica_actors()
-    assert len(before) == 3
+    assert len(before) == 4
     for path, kw, status, words in _bad_requests(ref):
         r = post(server, path, **kw)
         assert r.status_code == status, (path, r.status_code, r.text)
@@ -321,12 +371,150 @@ def test_bad_requests_get_4xx_and_replicas_live_on(server, dirs, ref):
     # the refusals killed nothing: the same replicas, running, answer correctly
     from ray import serve
     assert replica_actors() == before
-    for app in ("bert", "gpt2", "vit"):
+    for app in ("bert", "gpt2", "vit", "slow"):
         st = serve.status().applications[app].deployments["ModelReplica"]
         assert dict(st.replica_states) == {"RUNNING": 1}, (app, st)
     r = post(server, "/bert/v1/embeddings", json={"input": "hello world"})
     assert np.array_equal(np.array(r.json()["data"][0]["embedding"], dtype=np.float32),
                           ref["bert"].embed(["hello world"])[0])
+
+
+# ------------------------------------------------------------ issue 21: hostile clients
+
+def _error(r, status, words):
+    assert r.status_code == status, (r.status_code, r.text)
+    assert r.headers["content-type"] == "application/json", r.headers
+    err = r.json()["error"]
+    assert words in err["message"] and err["code"] == status, err
+    return err
+
+
+def test_classify_never_opens_a_server_path(server, ref):
+    """Item 1: a JSON string was taken as an image path on the server: the
+    answer told which files exist, a server PNG was classified, and a
+    directory made a 500 that replaced the replica.  Now no string is a path:
+    an image model refuses texts, and base64 must decode to a PNG/JPEG file."""
+    before = replica_actors()
+    png_path = os.path.join(FX, "images", "test.png")
+    answers = set()
+    for s in ("/etc/passwd", "/nonexistent", "/tmp", "/dev/zero", png_path):
+        r = post(server, "/vit/v1/classify", json={"input": s})
+        answers.add(_error(r, 400, "does not serve text classification")["message"])
+        r = post(server, "/vit/v1/classify", json={"images": [s]})  # "/tmp" is valid base64, "/etc/passwd" not
+        assert _error(r, 400, "images[0] is not")["message"] in (
+            "images[0] is not valid base64 (images come as base64 PNG/JPEG data; a path is not taken)",
+            "images[0] is not a PNG or JPEG file (its first bytes are neither signature)")
+        r = post(server, "/vit/v1/classify", json={"images": [base64.b64encode(s.encode()).decode()]})
+        _error(r, 400, "images[0] is not a PNG or JPEG file")
+    assert len(answers) == 1  # the same words whether the file exists or not
+    assert replica_actors() == before
+
+
+def test_huge_integer_literal_is_400_everywhere(server):
+    """Item 3: an integer of more than 4,300 digits raised ValueError in the
+    JSON parser: a plain-text 500 on every POST endpoint."""
+    big = b"1" * 5000
+    for path in ("/bert/v1/embeddings", "/gpt2/v1/completions", "/bert/run", "/vit/v1/classify"):
+        r = post(server, path, data=b'{"top_k": ' + big + b', "max_tokens": ' + big + b"}",
+                 headers={"Content-Type": "application/json"})
+        _error(r, 400, "unreadable JSON")
+
+
+def test_stream_refusals_are_statuses(server):
+    """Item 4: with stream true, a prompt outside the vocabulary or a stop
+    string with a lone surrogate answered 200 and then an error event
+    without [DONE]; without streaming the bad stop string passed."""
+    for stream in (True, False):
+        r = post(server, "/gpt2/v1/completions", json={"prompt": "hello", "max_tokens": 2, "stream": stream})
+        _error(r, 400, "past this model's vocabulary of 128")
+        r = post(server, "/gpt2/v1/completions", data=b'{"prompt": "a+b", "max_tokens": 2, "stop": ["\\ud800"], '
+                 b'"stream": ' + (b"true" if stream else b"false") + b"}", headers={"Content-Type": "application/json"})
+        _error(r, 400, "stop[0] is not valid Unicode")
+
+
+@pytest.mark.parametrize("temperature", [1e-300, 1e-45, 5e-324, 1e-40])
+def test_tiny_temperatures_are_greedy(server, ref, temperature):
+    """Item 5: a temperature below ~1e-38 became 0 as a float and sampling
+    picked a low id ("!" where greedy gives "CENN"); its limit is greedy."""
+    want, finish, _ = greedy_text(ref["gpt2"], "a+b", 4)
+    r = post(server, "/gpt2/v1/completions", json={"prompt": "a+b", "temperature": temperature, "seed": 1,
+                                                   "max_tokens": 4})
+    assert r.status_code == 200, r.text
+    assert r.json()["choices"][0]["text"] == want
+    r = post(server, "/gpt2/v1/completions", json={"prompt": "a+b", "temperature": 0.7, "top_p": 1e-300,
+                                                   "seed": 1, "max_tokens": 4})
+    assert r.json()["choices"][0]["text"] == want  # the nucleus of one
+
+
+def test_http_hygiene(server):
+    """Item 9: no Host-derived redirect, Allow on 405, JSON endpoints take
+    application/json only (text/plain and forms are what a browser sends
+    cross-site without a preflight)."""
+    r = requests.get(server + "/bert/health/", headers={"Host": "evil.example"}, allow_redirects=False,
+                     timeout=TIMEOUT)
+    assert r.status_code == 404 and "location" not in r.headers, (r.status_code, r.headers)
+    r = requests.get(server + "/bert/v1/embeddings", timeout=TIMEOUT)
+    assert r.status_code == 405 and r.headers.get("allow") == "POST", r.headers
+    for path in ("/bert/v1/embeddings", "/gpt2/v1/completions", "/bert/run"):
+        r = post(server, path, data=json.dumps({"input": "a"}), headers={"Content-Type": "text/plain"})
+        _error(r, 415, "takes application/json")
+        r = post(server, path, data={"input": "a"})  # a form
+        _error(r, 415, "takes application/json")
+    r = post(server, "/vit/v1/classify", data=b"\x89PNG\r\n\x1a\n", headers={"Content-Type": ""})
+    _error(r, 415, "Content-Type")
+
+
+def test_slow_body_is_cut(server):
+    """Item 9: a body sent at 1 byte/s held its connection (and a place at
+    the ingress) indefinitely; past Limits.body_timeout_s it is answered 408
+    and the connection is closed."""
+    host, port = server.split("//")[1].split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as c:
+        c.sendall(b"POST /bert/v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: 1000\r\n\r\n{")
+        t0, got = time.monotonic(), b""
+        c.settimeout(0.5)
+        while time.monotonic() - t0 < BODY_TIMEOUT + 20:
+            try:
+                data = c.recv(65536)
+            except socket.timeout:
+                c.sendall(b" ")  # a byte every half second
+                continue
+            except ConnectionError:
+                break
+            if not data:
+                break
+            got += data
+        took = time.monotonic() - t0
+    assert got.startswith(b"HTTP/1.1 408"), got[:200]
+    assert b"did not arrive within 3 s" in got
+    print(f"slow body: 408 and closed after {took:.1f} s")
+    assert took < BODY_TIMEOUT + 10
+
+
+def test_abandoned_completion_is_cancelled(server):
+    """Item 9: a non-streamed completion whose client went away generated to
+    its end (five abandoned 500-token requests delayed the next by 17 s).
+    A 1000-token request on the larger model is abandoned after 1 s; the
+    next request does not wait for it, and the replica counts it cancelled."""
+    t0 = time.monotonic()
+    r = post(server, "/slow/v1/completions", json={"prompt": "a+b", "max_tokens": 40, "temperature": 0})
+    per_token = (time.monotonic() - t0) / 40
+    assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 40, r.text
+    print(f"slow model: {per_token * 1e3:.1f} ms/token over HTTP")
+    assert per_token * 1000 > 3.0, "the model is too fast for this test to tell anything"
+    with pytest.raises(requests.exceptions.ReadTimeout):
+        requests.post(server + "/slow/v1/completions", json={"prompt": "a+b", "max_tokens": 1000, "temperature": 0},
+                      timeout=1.0)
+    t1 = time.monotonic()
+    r = post(server, "/slow/v1/completions", json={"prompt": "(a)", "max_tokens": 4, "temperature": 0})
+    waited = time.monotonic() - t1
+    assert r.status_code == 200, r.text
+    print(f"the request after the abandoned one: {waited:.2f} s (the rest of that one: "
+          f"{per_token * 1000 - 1:.1f} s)")
+    assert waited < min(3.0, per_token * 1000 / 2)
+    stats = requests.get(server + "/slow/stats", timeout=TIMEOUT).json()
+    assert stats["replica"]["cancelled_generations"] == 1, stats
 
 
 def test_killed_replica_is_replaced(server, ref, fx):

@@ -32,7 +32,7 @@ def ingress(handle):
     read only these fields)."""
     return SimpleNamespace(model=handle, opts=SimpleNamespace(retries=RETRIES),
                            limits=SimpleNamespace(request_timeout_s=10.0),
-                           stats={"retried_calls": 0, "resumed_streams": 0, "answered_503": 0})
+                           stats={"retried_calls": 0, "resumed_streams": 0, "answered_503": 0, "answered_429": 0})
 
 
 class Calls:
@@ -64,14 +64,14 @@ def test_replica_dead_every_time_gives_503():
     st, _, err = call(h)
     assert err is not None and err.status == 503 and "no model replica could take the request" in err.message
     assert h.count == RETRIES + 1
-    assert st.stats == {"retried_calls": RETRIES + 1, "resumed_streams": 0, "answered_503": 1}
+    assert st.stats == {"retried_calls": RETRIES + 1, "resumed_streams": 0, "answered_503": 1, "answered_429": 0}
 
 
 def test_replica_dead_once_is_retried():
     h = Calls(RayActorError(), {"ok": 1})
     st, got, err = call(h)
     assert err is None and got == {"ok": 1} and h.count == 2
-    assert st.stats == {"retried_calls": 1, "resumed_streams": 0, "answered_503": 0}
+    assert st.stats == {"retried_calls": 1, "resumed_streams": 0, "answered_503": 0, "answered_429": 0}
 
 
 def test_refusal_is_not_retried():
@@ -148,7 +148,7 @@ def test_stream_cut_is_resumed_with_only_the_missing_text():
     assert err is None
     assert out == [HEAD, "ab", "c", "de", END]  # one header; "a", "bc" were sent already
     assert first.cancelled and second.cancelled
-    assert st.stats == {"retried_calls": 1, "resumed_streams": 1, "answered_503": 0}
+    assert st.stats == {"retried_calls": 1, "resumed_streams": 1, "answered_503": 0, "answered_429": 0}
 
 
 def test_sampled_stream_without_seed_cut_gives_503():
@@ -176,4 +176,65 @@ def test_stream_never_started_gives_503_after_the_retries():
     streams = [Stream([], fail=RayActorError()) for _ in range(RETRIES + 1)]
     st, out, err = pieces(Streams(*streams), request(do_sample=False))
     assert out == [] and err.status == 503
-    assert st.stats == {"retried_calls": RETRIES + 1, "resumed_streams": 0, "answered_503": 1}
+    assert st.stats == {"retried_calls": RETRIES + 1, "resumed_streams": 0, "answered_503": 1, "answered_429": 0}
+
+
+# ------------------------------------------------------------ issue 21: load and failures mid-stream
+
+def test_full_queue_is_429_at_once():
+    """BackPressureError (the replicas' queues are full) is answered 429 with
+    Retry-After, not retried into a longer wait."""
+    from ray.serve.exceptions import BackPressureError
+    h = Calls(BackPressureError(num_queued_requests=5, max_queued_requests=5))
+    st, _, err = call(h)
+    assert err.status == 429 and "queues are full" in err.message and h.count == 1
+    assert st.stats["retried_calls"] == 0 and st.stats["answered_429"] == 1
+    assert app._error(err).headers["retry-after"] == "1"
+
+
+def test_admission_bounds_requests_and_body_bytes():
+    """Past Limits.max_concurrent requests, or past the body-byte budget, a
+    request is refused 429 before its body is read; a small request still
+    gets in while large bodies hold the byte budget."""
+    from clformer.serve.api import Limits
+    lim = Limits(max_body_bytes=8 << 20, max_concurrent=3)
+    st = SimpleNamespace(limits=lim, inflight=0, inflight_bytes=0, stats={"answered_429": 0})
+
+    def req(n):
+        return SimpleNamespace(headers={"content-length": str(n)})
+    big = 8 << 20
+    sizes = [app.Ingress._admit(st, req(big)) for _ in range(3)]  # 24 MiB of a 32 MiB budget
+    with pytest.raises(RequestError) as e:
+        app.Ingress._admit(st, req(100))
+    assert e.value.status == 429 and st.stats["answered_429"] == 1  # max_concurrent
+    app.Ingress._leave(st, sizes.pop())
+    lim2 = Limits(max_body_bytes=8 << 20, max_concurrent=100)
+    st.limits = lim2
+    sizes.append(app.Ingress._admit(st, req(big)))  # 24 MiB held
+    sizes.append(app.Ingress._admit(st, req(big)))  # 32 MiB: the budget is full
+    with pytest.raises(RequestError) as e:
+        app.Ingress._admit(st, req(big))
+    assert e.value.status == 429 and "body bytes" in e.value.message
+    small = app.Ingress._admit(st, req(200))  # a small request still fits
+    with pytest.raises(RequestError) as e:
+        app.Ingress._admit(st, req(9 << 20))
+    assert e.value.status == 413
+    for n in sizes + [small]:
+        app.Ingress._leave(st, n)
+    assert st.inflight == 0 and st.inflight_bytes == 0
+
+
+def test_failure_mid_stream_is_an_event_then_done():
+    """Only a failure after the stream was accepted ends it with an error
+    event, and then [DONE] (it had no [DONE])."""
+    async def pieces():
+        yield "ab"
+        raise RequestError(503, "the model replica failed mid-stream")
+    st = SimpleNamespace(name="m", inflight=1, inflight_bytes=10, _leave=lambda n: None)
+    st._leave = lambda n: app.Ingress._leave(st, n)
+
+    async def run():
+        return [e async for e in app.Ingress._events(st, "cmpl-1", pieces(), 10)]
+    events = asyncio.run(run())
+    assert events[-1] == b"data: [DONE]\n\n" and b'"code":503' in events[-2], events
+    assert st.inflight == 0 and st.inflight_bytes == 0

@@ -11,9 +11,8 @@ deterministically (greedy, or sampling with a seed): the new replica's text
 is checked against what was already sent and only the rest goes out.
 """
 import asyncio
-import os
 import time
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Mapping
 
 from fastapi import FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
@@ -22,15 +21,22 @@ from ray.exceptions import RayActorError, RayTaskError
 from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from . import api
+from . import _http_guard, api
 from .api import RequestError
+from .local import local_ray, restrict_replica_grpc
 from .options import ServeOptions
 from .replica import ModelReplica
 
-# A replica died, is restarting, or none is up: worth another try.
-_RETRYABLE = (RayActorError, BackPressureError, DeploymentUnavailableError)
+# A replica died, is restarting, or none is up: worth another try.  (A full
+# queue, BackPressureError, is not: it is answered 429 at once.)
+_RETRYABLE = (RayActorError, DeploymentUnavailableError)
 
-fastapi_app = FastAPI(title="clformer", docs_url=None, redoc_url=None, openapi_url=None)
+# No redirects at all: Starlette's trailing-slash redirect builds its Location
+# from the request's Host header.
+fastapi_app = FastAPI(title="clformer", docs_url=None, redoc_url=None, openapi_url=None, redirect_slashes=False)
+
+# Bodies above this are parsed on a worker thread, off the ingress's event loop.
+_THREAD_PARSE_BYTES = 64 << 10
 
 
 def _json(obj: Any, status: int = 200, replica: str | None = None) -> Response:
@@ -38,17 +44,35 @@ def _json(obj: Any, status: int = 200, replica: str | None = None) -> Response:
     return Response(api.json_bytes(obj), status_code=status, media_type="application/json", headers=headers)
 
 
-def _error(e: RequestError) -> Response:
-    headers = {"Retry-After": "1"} if e.status == 503 else None
-    return Response(api.json_bytes(e.body()), status_code=e.status, media_type="application/json", headers=headers)
+def _error(e: RequestError, headers: Mapping[str, str] | None = None) -> Response:
+    h = dict(headers or {})
+    if e.status in (429, 503):
+        h["Retry-After"] = "1"
+    if e.status in (408, 413, 429):
+        # answered before the body was read (or while it trickles): the
+        # connection is closed, so that the rest of the body is not read
+        h["Connection"] = "close"
+    return Response(api.json_bytes(e.body()), status_code=e.status, media_type="application/json", headers=h)
+
+
+@fastapi_app.exception_handler(RequestError)
+async def _refused(request: Request, exc: RequestError) -> Response:
+    return _error(exc)
 
 
 @fastapi_app.exception_handler(StarletteHTTPException)
 async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
-    # Unknown paths and methods in the same error shape as everything else.
+    # Unknown paths and methods in the same error shape as everything else;
+    # a 405 keeps its Allow header.
     what = {404: f"no such endpoint {request.url.path}", 405: f"{request.method} is not allowed on "
             f"{request.url.path}"}.get(exc.status_code, str(exc.detail))
-    return _error(RequestError(exc.status_code, what))
+    return _error(RequestError(exc.status_code, what), getattr(exc, "headers", None))
+
+
+@fastapi_app.exception_handler(Exception)
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    # Whatever was missed above is still an answer in the API's error shape.
+    return _error(RequestError(500, f"internal error: {type(exc).__name__}"))
 
 
 def _cause(e: BaseException) -> BaseException:
@@ -60,35 +84,93 @@ def _cause(e: BaseException) -> BaseException:
     return e
 
 
+def _content_type(request: Request) -> str:
+    return request.headers.get("content-type", "").split(";")[0].strip().lower()
+
+
+def _need_json(request: Request) -> None:
+    """JSON endpoints take application/json only: the types a browser sends
+    cross-site without a preflight (text/plain, forms) are refused."""
+    ctype = _content_type(request)
+    if ctype != "application/json":
+        raise RequestError(415, f"Content-Type {ctype or '(none)'!r}: this endpoint takes application/json")
+
+
+def _full() -> RequestError:
+    return RequestError(429, "the model replicas' queues are full; retry later")
+
+
 @serve.ingress(fastapi_app)
 class Ingress:
     def __init__(self, model: Any, opts: ServeOptions):
+        restrict_replica_grpc()
         self.model = model
         self.opts = opts
         self.limits = opts.limits
         self.name = opts.served_name()
         self._info: dict | None = None
-        # What the ingress did about failures, for GET /stats.
-        self.stats = {"retried_calls": 0, "resumed_streams": 0, "answered_503": 0}
+        # Requests held now and the body bytes they declared: past either
+        # bound a request is answered 429 before its body is read.
+        self.inflight = 0
+        self.inflight_bytes = 0
+        # What the ingress did about failures and load, for GET /stats.
+        self.stats = {"retried_calls": 0, "resumed_streams": 0, "answered_503": 0, "answered_429": 0}
 
     # ------------------------------------------------------------ plumbing
 
-    async def _body(self, request: Request) -> bytes:
+    def _admit(self, request: Request) -> int:
+        """Takes a place for the request, or answers 429 before its body is
+        read: past Limits.max_concurrent requests, or when its body (its
+        Content-Length; without one, the largest allowed) would take the
+        bodies in progress past 4 x max_body_bytes (at least 32 MiB).  Small
+        bodies are not held to that budget, so a burst of large ones cannot
+        keep an ordinary request out.  Returns the bytes to give back with
+        _leave."""
         limit = self.limits.max_body_bytes
         declared = request.headers.get("content-length")
-        if declared is not None:
-            try:
-                if int(declared) > limit:
-                    raise RequestError(413, f"the request body is {int(declared)} bytes; at most {limit}")
-            except ValueError:
-                raise RequestError(400, f"Content-Length {declared!r} is not a number") from None
-        chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise RequestError(413, f"the request body is over {limit} bytes")
-            chunks.append(chunk)
-        return b"".join(chunks)
+        try:
+            size = int(declared) if declared is not None else limit
+        except ValueError:
+            raise RequestError(400, f"Content-Length {declared!r} is not a number") from None
+        if size > limit:
+            raise RequestError(413, f"the request body is {size} bytes; at most {limit}")
+        budget = max(4 * limit, 32 << 20)
+        if self.inflight >= self.limits.max_concurrent or (
+                size > _THREAD_PARSE_BYTES and self.inflight_bytes + size > budget):
+            self.stats["answered_429"] += 1
+            raise RequestError(429, f"the server is busy ({self.inflight} requests, {self.inflight_bytes} body bytes "
+                                    "in progress); retry later")
+        self.inflight += 1
+        self.inflight_bytes += size
+        return size
+
+    def _leave(self, size: int) -> None:
+        self.inflight -= 1
+        self.inflight_bytes -= size
+
+    async def _body(self, request: Request) -> bytes:
+        limit = self.limits.max_body_bytes
+
+        async def read() -> bytes:
+            chunks, size = [], 0
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise RequestError(413, f"the request body is over {limit} bytes")
+                chunks.append(chunk)
+            return b"".join(chunks)
+
+        try:
+            return await asyncio.wait_for(read(), self.limits.body_timeout_s)
+        except asyncio.TimeoutError:
+            raise RequestError(408, f"the request body did not arrive within {self.limits.body_timeout_s:g} s")
+
+    async def _json_body(self, request: Request) -> dict:
+        _need_json(request)
+        raw = await self._body(request)
+        if len(raw) > _THREAD_PARSE_BYTES:
+            return await asyncio.to_thread(api.parse_json, raw)
+        return api.parse_json(raw)
 
     async def _call(self, method: str, *args: Any, deadline: float) -> Any:
         """One replica call, retried when the replica fails (not when it refuses)."""
@@ -101,6 +183,9 @@ class Ingress:
                 return await asyncio.wait_for(getattr(self.model, method).remote(*args), left)
             except asyncio.TimeoutError:
                 raise RequestError(504, f"no answer within {self.limits.request_timeout_s:g} s") from None
+            except BackPressureError:
+                self.stats["answered_429"] += 1
+                raise _full() from None
             except _RETRYABLE as e:
                 last = e
                 self.stats["retried_calls"] += 1
@@ -131,8 +216,16 @@ class Ingress:
 
     @fastapi_app.get("/stats")
     async def get_stats(self) -> Response:
-        """Replica calls retried, streams resumed on another replica, 503s."""
-        return _json(self.stats)
+        """Replica calls retried, streams resumed on another replica, 503s and
+        429s, requests in progress; "replica": what one model replica reports
+        of itself (ModelReplica.info: its device, batch bounds, generations
+        cancelled because their caller went away)."""
+        out: dict = dict(self.stats, inflight=self.inflight)
+        try:
+            out["replica"] = await asyncio.wait_for(self.model.info.remote(), 10)
+        except Exception as e:  # noqa: BLE001 - a statistic, not an answer
+            out["replica"] = {"error": f"{type(e).__name__}"}
+        return _json(out)
 
     @fastapi_app.get("/v1/models")
     async def models(self) -> Response:
@@ -140,78 +233,92 @@ class Ingress:
 
     @fastapi_app.post("/v1/embeddings")
     async def embeddings(self, request: Request) -> Response:
+        size = self._admit(request)
         try:
             dl = self._deadline()
-            req = api.parse_embeddings(api.parse_json(await self._body(request)), self.name, self.limits)
+            req = api.parse_embeddings(await self._json_body(request), self.name, self.limits)
             vectors, tokens, tag = await self._call("embed", req.texts, deadline=dl)
             return _json(api.embeddings_answer(vectors, tokens, req, self.name), replica=tag)
-        except RequestError as e:
-            return _error(e)
+        finally:
+            self._leave(size)
 
     @fastapi_app.post("/v1/classify")
     async def classify(self, request: Request) -> Response:
+        size = self._admit(request)
         try:
             dl = self._deadline()
-            raw = await self._body(request)
-            ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+            ctype = _content_type(request)
             if ctype == "application/json":
-                req = api.parse_classify_json(api.parse_json(raw), self.name, self.limits)
-            elif ctype.startswith("image/") or ctype in ("application/octet-stream", ""):
-                if not raw:
-                    raise RequestError(400, "the request body is empty; send a PNG or JPEG file")
-                req = api.ClassifyRequest([raw], api.parse_top_k(request.query_params, self.limits))
+                req = api.parse_classify_json(await self._json_body(request), self.name, self.limits)
+            elif ctype.startswith("image/") or ctype == "application/octet-stream":
+                req = api.ClassifyRequest([api.image_bytes(await self._body(request), "the request body", None)],
+                                          api.parse_top_k(request.query_params, self.limits), "images")
             else:
-                raise RequestError(415, f"Content-Type {ctype!r}: send the image's bytes (image/png, image/jpeg, "
-                                        "application/octet-stream) or JSON with base64 images")
+                raise RequestError(415, f"Content-Type {ctype or '(none)'!r}: send the image's bytes (image/png, "
+                                        "image/jpeg, application/octet-stream) or JSON with base64 images")
             results, tag = await self._call("classify", req, deadline=dl)
             return _json(api.classify_answer(results, self.name), replica=tag)
-        except RequestError as e:
-            return _error(e)
+        finally:
+            self._leave(size)
 
     @fastapi_app.post("/run")
     async def run(self, request: Request) -> Response:
+        size = self._admit(request)
         try:
             dl = self._deadline()
-            body = api.parse_json(await self._body(request))
+            body = await self._json_body(request)
             info = await self.info(dl)
             req = api.parse_run(body, info["input_names"], info["output_names"], self.name, self.limits)
             outputs, tag = await self._call("run", req, deadline=dl)
             return _json(api.run_answer(outputs, self.name), replica=tag)
-        except RequestError as e:
-            return _error(e)
+        finally:
+            self._leave(size)
 
     @fastapi_app.post("/v1/completions")
     async def completions(self, request: Request) -> Response:
+        size = self._admit(request)
+        streaming = False
         try:
             dl = self._deadline()
-            req = api.parse_completion(api.parse_json(await self._body(request)), self.name, self.limits)
+            req = api.parse_completion(await self._json_body(request), self.name, self.limits)
             cid = api.completion_id()
             if not req.stream:
                 r = await self._call("complete", req, deadline=dl)
                 return _json(api.completion_answer(cid, r["text"], r["finish_reason"], r["usage"], self.name),
                              replica=r["replica"])
             pieces = self._pieces(req, dl)
-            header = await pieces.__anext__()  # the replica's: the request is accepted (or refused here)
-        except RequestError as e:
-            return _error(e)
-        return StreamingResponse(self._events(cid, pieces), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache", "X-Clformer-Replica": header["replica"]})
+            try:
+                # The replica's header: it has checked everything the request
+                # can get wrong, so a refusal still gets its status line.
+                header = await pieces.__anext__()
+            except BaseException:
+                await pieces.aclose()
+                raise
+            streaming = True
+            return StreamingResponse(self._events(cid, pieces, size), media_type="text/event-stream",
+                                     headers={"Cache-Control": "no-cache", "X-Clformer-Replica": header["replica"]})
+        finally:
+            if not streaming:
+                self._leave(size)
 
     # ------------------------------------------------------------ streaming
 
-    async def _events(self, cid: str, pieces: AsyncIterator) -> AsyncIterator[bytes]:
+    async def _events(self, cid: str, pieces: AsyncIterator, size: int) -> AsyncIterator[bytes]:
         try:
-            async for piece in pieces:
-                if isinstance(piece, dict):  # the trailer: OpenAI's last chunk, empty text and the reason
-                    yield api.sse(api.completion_answer(cid, "", piece["finish_reason"], None, self.name))
-                else:
-                    yield api.sse(api.completion_answer(cid, piece, None, None, self.name))
+            try:
+                async for piece in pieces:
+                    if isinstance(piece, dict):  # the trailer: OpenAI's last chunk, empty text and the reason
+                        yield api.sse(api.completion_answer(cid, "", piece["finish_reason"], None, self.name))
+                    else:
+                        yield api.sse(api.completion_answer(cid, piece, None, None, self.name))
+            except RequestError as e:
+                # The status line has gone out: only a failure after the
+                # request was accepted (the device, a replica that died and
+                # could not be replaced) gets here; it travels as an event.
+                yield api.sse(e.body())
             yield api.sse("[DONE]")
-        except RequestError as e:
-            # The status line has gone out: the error travels as an event, and
-            # the stream ends without [DONE].
-            yield api.sse(e.body())
         finally:
+            self._leave(size)
             await pieces.aclose()
 
     async def _pieces(self, req: api.CompletionRequest, deadline: float) -> AsyncIterator:
@@ -252,6 +359,9 @@ class Ingress:
                         raise RequestError(503, "the replica that took over generated another text; retry")
                     new, sent = produced[len(sent):], produced
                     yield new
+            except BackPressureError:
+                self.stats["answered_429"] += 1
+                raise _full() from None
             except _RETRYABLE as e:
                 last = e
                 self.stats["retried_calls"] += 1
@@ -290,9 +400,16 @@ def build_app(opts: ServeOptions) -> Any:
     return ingress.bind(replica.bind(opts), opts)
 
 
-def start_http(host: str = "127.0.0.1", port: int = 8000, request_timeout_s: float = 130.0) -> None:
-    """Starts Serve's HTTP proxy on host:port (Ray must be initialised)."""
-    serve.start(http_options={"host": host, "port": port, "request_timeout_s": request_timeout_s})
+def start_http(host: str = "127.0.0.1", port: int = 8000, request_timeout_s: float = 130.0,
+               keep_alive_timeout_s: int = 5) -> None:
+    """Starts Serve's HTTP proxy on host:port (Ray must be initialised), with
+    idle keep-alive connections closed after keep_alive_timeout_s (Serve's
+    default is 90) and _http_guard's header deadline and body budget in the
+    proxy (local_ray's environment already carries them; on a cluster they
+    travel in the controller's runtime_env, to the proxies it starts)."""
+    serve.start(http_options={"host": host, "port": port, "request_timeout_s": request_timeout_s,
+                              "keep_alive_timeout_s": keep_alive_timeout_s},
+                controller_options={"runtime_env": {"env_vars": _http_guard.proxy_env()}})
 
 
 def deploy(opts: ServeOptions, app_name: str = "clformer", route_prefix: str = "/") -> None:
@@ -305,21 +422,6 @@ def start(opts: ServeOptions, *, host: str = "127.0.0.1", port: int = 8000, app_
     """start_http, then deploy."""
     start_http(host, port, opts.limits.request_timeout_s + 10)
     deploy(opts, app_name, route_prefix)
-
-
-def local_ray(num_cpus: int = 2, resources: dict | None = None) -> None:
-    """ray.init for one machine, every Ray process on 127.0.0.1, no dashboard.
-
-    Ray turns a node address of 127.0.0.1 into the machine's outward address
-    unless multi-node clusters are off (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0,
-    read when ray is imported, hence also set on the imported constant); with
-    them off, GCS, raylet, agents and workers listen on 127.0.0.1 only."""
-    import ray
-    from ray._private import ray_constants
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # inherited by the processes Ray starts
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # nothing leaves the machine
-    ray_constants.ENABLE_RAY_CLUSTER = False
-    ray.init(num_cpus=num_cpus, resources=resources or {}, include_dashboard=False, log_to_driver=False)
 
 
 __all__ = ["build_app", "deploy", "start", "start_http", "local_ray", "Ingress", "ModelReplica"]

@@ -19,7 +19,7 @@ class ServeOptions:
     devices: str | None = None         #: the devices replicas may take (None: $CLFORMER_SERVE_DEVICES, else all)
     replica_cpus: float = 0.0          #: Ray CPUs a model replica reserves (the device is its resource)
     max_ongoing_requests: int = 32     #: requests one model replica holds at once (batching needs several)
-    max_queued_requests: int = 512     #: waiting for a replica; past it the ingress answers 503
+    max_queued_requests: int = 64      #: waiting for a replica at the ingress; past it the answer is 429
     max_batch_tokens: int = 0          #: embedding batch bound in padded tokens (0: from the device's memory)
     max_batch_images: int = 16         #: classification batch bound
     batch_wait_s: float = 0.005        #: how long a batch waits for more requests

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import tempfile
 import threading
 from typing import Any, AsyncIterator
 
@@ -25,6 +24,7 @@ from ray import serve
 
 from . import devices
 from .api import ClassifyRequest, CompletionRequest, RequestError, RunRequest
+from .local import restrict_replica_grpc
 from .options import ServeOptions
 
 # Architectures whose logits are a language-model head (completions).
@@ -56,13 +56,14 @@ class _Outcome:
 
 class ModelReplica:
     def __init__(self, opts: ServeOptions):
+        restrict_replica_grpc()
         import ray
         import clformer
         self.clformer = clformer
         self.opts = opts
         node = ray.get_runtime_context().get_node_id()
-        lock_dir = os.path.join(tempfile.gettempdir(), "clformer-serve", node)
-        self.slot = devices.claim(devices.node_devices(opts.devices), opts.replicas_per_device, lock_dir)
+        self.slot = devices.claim(devices.node_devices(opts.devices), opts.replicas_per_device,
+                                  devices.lock_dir(node))
         try:
             self.model = clformer.Model(opts.model_dir, device=self.slot.device.selector, weights=opts.weights)
         except BaseException:
@@ -102,8 +103,16 @@ class ModelReplica:
         self.can_complete = (self.has_tokenizer and "logits" in m.output_names and
                              arch.endswith(_LM_SUFFIXES))
         self.can_embed = self.has_tokenizer and "last_hidden_state" in m.output_names
-        self.can_classify = (bool(m.labels) and "pixel_values" in m.input_names and "logits" in m.output_names
-                             and os.path.isfile(os.path.join(self.opts.model_dir, "preprocessor_config.json")))
+        classifier = bool(m.labels) and "logits" in m.output_names
+        has_processor = os.path.isfile(os.path.join(self.opts.model_dir, "preprocessor_config.json"))
+        self.can_classify = classifier and "pixel_values" in m.input_names and has_processor
+        # Model.classify takes texts where the directory has no image processor
+        self.can_classify_text = (classifier and self.has_tokenizer and "input_ids" in m.input_names
+                                  and not has_processor and not arch.endswith(_LM_SUFFIXES))
+        vocab = cfg.get("vocab_size")
+        self.vocab_size = vocab if isinstance(vocab, int) and vocab > 0 else None
+        # Generations cut short because their caller went away (GET /stats of a replica, tests).
+        self.cancelled = 0
         limit = devices.max_positions(cfg)
         if limit and m.model_type in ("roberta", "xlm-roberta"):
             limit -= int(cfg.get("pad_token_id") or 1) + 1  # positions count from padding_idx + 1
@@ -126,6 +135,7 @@ class ModelReplica:
                 "output_names": m.output_names, "labels": len(m.labels), "is_encoder_decoder": m.is_encoder_decoder,
                 "device": str(m.device), "slot": self.slot.index, "pid": os.getpid(), "replica": self.tag,
                 "embeddings": self.can_embed, "completions": self.can_complete, "classify": self.can_classify,
+                "classify_text": self.can_classify_text, "cancelled_generations": self.cancelled,
                 "max_input_tokens": self.max_input_tokens, "batch_tokens": self.batch_tokens,
                 "batch_images": self.batch_images}
 
@@ -154,10 +164,13 @@ class ModelReplica:
         if isinstance(e, (cf.InvalidArgumentError, cf.ShapeError, cf.DtypeError, cf.FormatError, cf.NotFoundError,
                           cf.UnsupportedError)):
             return RequestError(400, f"{e} ({e.status})")
-        if isinstance(e, cf.Error):
+        if isinstance(e, (cf.OpenCLError, cf.BlasError, cf.NoDeviceError, cf.DeviceNotFoundError)):
+            # the device or its context failed: this replica is done for
             self.broken = f"{e.status}: {e}"
             return RequestError(500, f"the model failed on the device ({e.status}: {e}); the replica is being "
                                      "replaced")
+        if isinstance(e, cf.Error):
+            return RequestError(500, f"the model failed ({e.status}: {e})")
         return e
 
     async def _call(self, fn, *args, **kwargs) -> Any:
@@ -171,11 +184,17 @@ class ModelReplica:
             raise RequestError(400, f"this model ({self.model.model_type}, {self.architecture or 'no architecture'}) "
                                     f"does not serve {what}")
 
-    def _count(self, text: str, what: str) -> int:
+    async def _tokenize(self, text: str) -> np.ndarray:
+        """The tokenizer's ids, on a worker thread: the event loop stays free
+        for Serve's health checks and other requests (the text's length was
+        bounded by the ingress, Limits.max_input_chars)."""
         try:
-            n = len(self.model.tokenize(text))
+            return await asyncio.to_thread(self.model.tokenize, text)
         except Exception as e:  # noqa: BLE001
             raise self._refusal(e) from None
+
+    async def _count(self, text: str, what: str) -> int:
+        n = len(await self._tokenize(text))
         if self.max_input_tokens and n > self.max_input_tokens:
             raise RequestError(400, f"{what} is {n} tokens long; this model takes at most {self.max_input_tokens}")
         return n
@@ -186,7 +205,7 @@ class ModelReplica:
         """Mean-pooled, normalised embeddings (Model.embed), batched with
         whatever else arrives within batch_wait_s; the token count; the tag."""
         self._need("embeddings", self.can_embed)
-        counts = [self._count(t, f"input[{i}]") for i, t in enumerate(texts)]
+        counts = [await self._count(t, f"input[{i}]") for i, t in enumerate(texts)]
         rows = await asyncio.gather(*[self._embed_batch((t, n)) for t, n in zip(texts, counts)])
         return np.stack([r.get() for r in rows]), sum(counts), self.tag
 
@@ -211,7 +230,15 @@ class ModelReplica:
     # ------------------------------------------------------------ classify
 
     async def classify(self, req: ClassifyRequest) -> tuple[list, str]:
+        if req.kind == "texts":
+            self._need("text classification (it classifies images: send images)" if self.can_classify
+                       else "text classification", self.can_classify_text)
+            for i, t in enumerate(req.items):
+                await self._count(t, f"input[{i}]")
+            return await self._call(self.model.classify, list(req.items), top_k=req.top_k), self.tag
         self._need("image classification", self.can_classify)
+        if not all(isinstance(im, bytes) for im in req.items):  # never a path
+            raise RequestError(400, "images are the bytes of PNG or JPEG files")
         rows = await asyncio.gather(*[self._classify_batch((im, req.top_k)) for im in req.items])
         return [r.get() for r in rows], self.tag
 
@@ -239,12 +266,14 @@ class ModelReplica:
 
     # ------------------------------------------------------------ completions
 
-    def _prompt(self, req: CompletionRequest) -> np.ndarray:
+    async def _prompt(self, req: CompletionRequest) -> np.ndarray:
+        """The prompt's ids, checked for everything the request can get wrong
+        before any token is generated or any byte of a stream is sent."""
         self._need("completions", self.can_complete)
-        try:
-            ids = self.model.tokenize(req.prompt)
-        except Exception as e:  # noqa: BLE001
-            raise self._refusal(e) from None
+        ids = await self._tokenize(req.prompt)
+        if ids.size and self.vocab_size and int(ids.max()) >= self.vocab_size:
+            raise RequestError(400, f"the prompt's token id {int(ids.max())} is past this model's vocabulary of "
+                                    f"{self.vocab_size} (its tokenizer does not fit its weights)", "prompt")
         ctx = self.max_input_tokens
         if ctx:
             if self.model.is_encoder_decoder:
@@ -256,24 +285,75 @@ class ModelReplica:
                                         f"together past this model's context of {ctx} tokens", "max_tokens")
         return ids
 
+    async def _generation(self, req: CompletionRequest) -> AsyncIterator:
+        """Model.stream's text pieces, then a trailer {"finish_reason",
+        "tokens"}, from a worker thread.  Leaving early (the caller went away:
+        Serve cancels this coroutine) stops generation after the current
+        token instead of letting it run to max_tokens."""
+        loop = asyncio.get_running_loop()
+        q: asyncio.Queue = asyncio.Queue()
+        done = object()
+        holder: list = []
+        cancel = threading.Event()
+
+        def work() -> None:
+            it = None
+            try:
+                it = self.model.stream(req.prompt, stop=list(req.stop), **req.settings)
+                holder.append(it)
+                if cancel.is_set():
+                    it.cancel()
+                for piece in it:
+                    loop.call_soon_threadsafe(q.put_nowait, piece)
+                tokens = it.tokens
+                ended = it.stopped_by_string or bool(tokens and tokens[-1] in self.eos_ids)
+                loop.call_soon_threadsafe(q.put_nowait, {"finish_reason": "stop" if ended else "length",
+                                                         "tokens": len(tokens)})
+                loop.call_soon_threadsafe(q.put_nowait, done)
+            except BaseException as e:  # noqa: BLE001 - handed to the event loop
+                loop.call_soon_threadsafe(q.put_nowait, e)
+            finally:
+                if it is not None:
+                    it.close()
+
+        worker = threading.Thread(target=work, name="clformer-serve-generate", daemon=True)
+        worker.start()
+        finished = False
+        try:
+            while True:
+                item = await q.get()
+                if item is done:
+                    finished = True
+                    return
+                if isinstance(item, BaseException):
+                    finished = True
+                    raise self._refusal(item)
+                yield item
+        finally:
+            if not finished:
+                self.cancelled += 1
+                cancel.set()
+                if holder:
+                    holder[0].cancel()  # thread-safe: generation ends after the current token
+
     async def complete(self, req: CompletionRequest) -> dict:
-        """A whole completion: Model.generate, the new tokens up to the end
-        token decoded, cut before the first stop string."""
-        ids = self._prompt(req)
-        seq = await self._call(self.model.generate, ids[None, :], **req.settings)
-        new = seq[0, 1:] if self.model.is_encoder_decoder else seq[0, len(ids):]
-        finish, n = "length", len(new)
-        for i, t in enumerate(new):
-            if int(t) in self.eos_ids:
-                finish, n = "stop", i + 1
-                break
-        text = self.model.decode(new[:n])
-        cut = min((at for at in (text.find(s) for s in req.stop) if at >= 0), default=-1)
-        if cut >= 0:
-            text, finish = text[:cut], "stop"
+        """A whole completion: the new tokens up to the end token decoded,
+        cut before the first stop string (generation ends there too)."""
+        ids = await self._prompt(req)
+        text, trailer = "", {"finish_reason": "length", "tokens": 0}
+        gen = self._generation(req)
+        try:
+            async for item in gen:
+                if isinstance(item, dict):
+                    trailer = item
+                else:
+                    text += item
+        finally:
+            await gen.aclose()
         if req.echo:
             text = req.prompt + text
-        return {"text": text, "finish_reason": finish, "replica": self.tag,
+        n = trailer["tokens"]
+        return {"text": text, "finish_reason": trailer["finish_reason"], "replica": self.tag,
                 "usage": {"prompt_tokens": len(ids), "completion_tokens": n, "total_tokens": len(ids) + n}}
 
     async def stream(self, req: CompletionRequest) -> AsyncIterator:
@@ -282,43 +362,13 @@ class ModelReplica:
         answer a refusal with its status; the pieces follow as str, and a
         trailer (a dict) with the finish reason ends a stream that ran to
         its end: "stop" for an end token or a stop string, as complete()."""
-        ids = self._prompt(req)
+        ids = await self._prompt(req)
         yield {"prompt_tokens": len(ids), "replica": self.tag}
-        loop = asyncio.get_running_loop()
-        q: asyncio.Queue = asyncio.Queue()
-        cancel = threading.Event()
-        done = object()
-
-        def work() -> None:
-            it = None
-            try:
-                it = self.model.stream(req.prompt, stop=list(req.stop), **req.settings)
-                for piece in it:
-                    if cancel.is_set():
-                        break
-                    loop.call_soon_threadsafe(q.put_nowait, piece)
-                else:
-                    tokens = it.tokens
-                    ended = it.stopped_by_string or bool(tokens and tokens[-1] in self.eos_ids)
-                    loop.call_soon_threadsafe(q.put_nowait, {"finish_reason": "stop" if ended else "length"})
-                loop.call_soon_threadsafe(q.put_nowait, done)
-            except BaseException as e:  # noqa: BLE001 - handed to the event loop
-                loop.call_soon_threadsafe(q.put_nowait, e)
-            finally:
-                if it is not None:
-                    it.close()  # stops generation after the current token
-
-        worker = threading.Thread(target=work, name="clformer-serve-stream", daemon=True)
-        worker.start()
+        if req.echo:
+            yield req.prompt
+        gen = self._generation(req)
         try:
-            if req.echo:
-                yield req.prompt
-            while True:
-                item = await q.get()
-                if item is done:
-                    return
-                if isinstance(item, BaseException):
-                    raise self._refusal(item)
-                yield item
+            async for item in gen:
+                yield {"finish_reason": item["finish_reason"]} if isinstance(item, dict) else item
         finally:
-            cancel.set()
+            await gen.aclose()
