@@ -7,7 +7,10 @@ completions, --replicas replicas sharing the machine's one device.
 Phase "clean" sends --requests requests from --concurrency client threads,
 embeddings and streamed completions alternating; phase "kill" does the same
 and kills one model replica (ray.kill of its actor, or SIGKILL to its pid
-with --kill-with signal) when half are answered.
+with --kill-with signal) when half are answered.  Phase "burst" sends 100
+concurrent 8 MB bodies that must be refused, with valid requests among them
+that must still be answered within 2 s, and checks that no replica was
+replaced and that the serving processes' memory comes back (issue 21).
 Every answer is checked against clformer.Model run in this process on the
 same directory (Model.embed; Model.stream's pieces joined); a client retries
 on 503, a connection error, a timeout or a stream cut without [DONE], at most
@@ -230,10 +233,122 @@ def run_phase(name, args, client, texts, want_emb, want_text, ray, kill):
     taken = client.replicas[taken0:]
     print("   requests taken per replica: " + ", ".join(f"{t} {taken.count(t)}" for t in sorted(set(taken))))
     stats1 = client.stats()
-    print("   ingress: " + ", ".join(f"{k} {stats1[k] - stats0.get(k, 0)}" for k in sorted(stats1)))
+    print("   ingress: " + ", ".join(f"{k} {stats1[k] - stats0.get(k, 0)}" for k in sorted(stats1)
+                                   if isinstance(stats1[k], int)))
     for p in problems[:10]:
         print("   " + p)
     return wrong == 0 and failed == 0 and hung == 0 and ok + refused == n, killed
+
+
+def serve_processes():
+    """pid -> role of the serving processes on this machine (Ray sets their
+    titles): the HTTP proxy, the ingress, the model replicas."""
+    out = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().split(b"\0")[0].decode(errors="replace")
+        except OSError:
+            continue
+        for role, mark in (("proxy", "ray::ProxyActor"), ("ingress", ":Ingress"), ("replica", ":ModelReplica")):
+            if cmd.startswith("ray::") and mark in cmd:
+                out[int(pid)] = role
+    return out
+
+
+def rss_mb(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def rss_by_role():
+    by = {}
+    for pid, role in serve_processes().items():
+        by[role] = by.get(role, 0.0) + rss_mb(pid)
+    return by
+
+
+def burst_round(args, client, texts, want_emb, body):
+    """One burst: --burst bad bodies at once and, while they arrive, 8 valid
+    embeddings requests one after another.  Returns (answers to the bad
+    bodies by status, valid latencies, wrong valid answers, wall seconds)."""
+    import requests
+    answers = {}
+    lock = threading.Lock()
+
+    def bad(_):
+        try:
+            r = requests.post(client.base + "/v1/embeddings", data=body, timeout=(5, 60),
+                              headers={"Content-Type": "application/json"})
+            key = r.status_code
+        except requests.ConnectionError:
+            key = "reset"  # a 429 closes the connection while the body is still being sent
+        except requests.Timeout:
+            key = "timeout"
+        with lock:
+            answers[key] = answers.get(key, 0) + 1
+
+    lat, wrong = [], 0
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(args.burst) as pool:
+        futs = [pool.submit(bad, i) for i in range(args.burst)]
+        time.sleep(0.3)  # the bodies are on their way
+        for t in texts[:8]:
+            t1 = time.monotonic()
+            outcome, _, _, got = client.request("embeddings", t)
+            lat.append(time.monotonic() - t1)
+            if outcome != "ok" or float(np.abs(got - want_emb[t]).max()) > 1e-5:
+                wrong += 1
+        wait(futs, timeout=args.phase_deadline)
+    return answers, lat, wrong, time.monotonic() - t0
+
+
+def run_burst(args, client, texts, want_emb, ray):
+    """Issue 21's burst, --burst-rounds times: --burst concurrent bodies of
+    --burst-mb MB, each one text past the ingress's character bound (a 400
+    each, or a 429 when the ingress holds enough large bodies already), with
+    valid requests among them.  Passes when every valid answer is right and
+    came within --burst-latency s, no bad body got anything but 400/413/429
+    (or a reset connection after a 429), no replica was replaced, and the
+    serving processes' memory, --burst-rss-mb MB at most above its level
+    before the first round, does not grow from one round to the next (the
+    allocator keeps what the first round took for the next: 64 MB of slack)."""
+    for t in texts[:2]:  # warm: the burst is to measure, not the first call of a new replica
+        client.request("embeddings", t)
+    names0 = replica_names(ray)
+    size = int(args.burst_mb * (1 << 20)) - 16
+    body = b'{"input": "' + b"a" * size + b'"}'
+    rss = [rss_by_role()]
+    ok = True
+    for k in range(args.burst_rounds):
+        answers, lat, wrong, wall = burst_round(args, client, texts, want_emb, body)
+        time.sleep(3)  # what the burst took is given back
+        rss.append(rss_by_role())
+        print(f"== phase burst, round {k + 1}: {args.burst} bodies of {args.burst_mb:g} MB (one text past the "
+              f"character bound) and 8 valid requests, wall {wall:.1f} s")
+        print("   bad bodies answered: " + ", ".join(f"{a}: {n}" for a, n in sorted(answers.items(), key=str)))
+        print(f"   valid requests: {len(lat) - wrong} correct of {len(lat)}, latency max {max(lat) * 1e3:.0f} ms, "
+              f"p50 {percentile(lat, 50):.0f} ms ({', '.join(f'{x * 1e3:.0f}' for x in lat)})")
+        print("   RSS MB before -> after: " + ", ".join(f"{r} {rss[-2].get(r, 0):.0f} -> {rss[-1].get(r, 0):.0f}"
+                                                       for r in sorted(rss[-1])))
+        ok &= wrong == 0 and max(lat) <= args.burst_latency
+        ok &= set(answers) <= {400, 413, 429, "reset"} and sum(answers.values()) == args.burst
+        limit = args.burst_rss_mb if k == 0 else 64
+        grown = {r: rss[-1].get(r, 0) - rss[-2].get(r, 0) for r in rss[-1]}
+        if any(g > limit for g in grown.values()):
+            print(f"   memory grew past {limit:g} MB in this round: {grown}")
+            ok = False
+    names1 = replica_names(ray)
+    print(f"   replicas before: {', '.join(names0)}; after: {', '.join(names1)}")
+    return ok and names0 == names1
 
 
 def main():
@@ -241,7 +356,8 @@ def main():
     p.add_argument("--requests", type=int, default=200, help="requests per phase (default 200)")
     p.add_argument("--concurrency", type=int, default=16, help="client threads (default 16)")
     p.add_argument("--replicas", type=int, default=2, help="model replicas, all on this machine's device")
-    p.add_argument("--phases", default="clean,kill", help="comma-separated: clean, kill (default both)")
+    p.add_argument("--phases", default="clean,kill,burst",
+                   help="comma-separated: clean, kill, burst (default all three)")
     p.add_argument("--max-tokens", type=int, default=12, help="tokens per completion (default 12)")
     p.add_argument("--prompts", type=int, default=24, help="distinct texts (default 24)")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds one attempt may take (default 30)")
@@ -252,10 +368,17 @@ def main():
     p.add_argument("--kill-after", type=float, default=0.5,
                    help="the kill comes when this fraction of the phase's requests is answered (default 0.5)")
     p.add_argument("--num-cpus", type=int, default=2, help="CPUs of the local Ray (default 2)")
+    p.add_argument("--burst", type=int, default=100, help="bad bodies sent at once in phase burst (default 100)")
+    p.add_argument("--burst-mb", type=float, default=8.0, help="size of each bad body in MB (default 8)")
+    p.add_argument("--burst-latency", type=float, default=2.0,
+                   help="seconds a valid request may take during the burst (default 2)")
+    p.add_argument("--burst-rss-mb", type=float, default=300.0,
+                   help="MB the proxy, ingress or replicas may hold more after the first burst (default 300)")
+    p.add_argument("--burst-rounds", type=int, default=2, help="bursts in phase burst (default 2)")
     args = p.parse_args()
     phases = [x for x in args.phases.split(",") if x]
-    if not set(phases) <= {"clean", "kill"} or args.requests < 2 or args.concurrency < 1:
-        p.error("--phases takes clean and/or kill; --requests >= 2; --concurrency >= 1")
+    if not set(phases) <= {"clean", "kill", "burst"} or args.requests < 2 or args.concurrency < 1:
+        p.error("--phases takes clean, kill and/or burst; --requests >= 2; --concurrency >= 1")
 
     import clformer
     import ray
@@ -284,6 +407,9 @@ def main():
                   f"{clformer.devices()[0].name}, http://127.0.0.1:{port}", flush=True)
             client = Client(f"http://127.0.0.1:{port}", args.timeout, args.retries, args.max_tokens)
             for ph in phases:
+                if ph == "burst":
+                    all_ok &= run_burst(args, client, texts, want_emb, ray)
+                    continue
                 ok, killed = run_phase(ph, args, client, texts, want_emb, want_text, ray, ph == "kill")
                 all_ok &= ok
                 if ph == "kill":

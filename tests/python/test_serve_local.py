@@ -264,6 +264,53 @@ def _until_closed(s, limit):
     return None, got
 
 
+def test_body_budget_refuses_large_bodies_before_reading_them():
+    """Issue 21 item 2: Serve's proxy reads every body whole as it arrives;
+    100 concurrent 8 MB bodies cost it their size.  BodyBudget answers 429
+    (Connection: close) before reading a large body that would take the
+    bodies in progress past the budget; small bodies always pass."""
+    import asyncio
+    import json
+    from clformer.serve import _http_guard
+    entered, sent = [], []
+    release = asyncio.Event()
+
+    async def app(scope, receive, send):
+        entered.append(scope["path"])
+        await release.wait()
+
+    mw = _http_guard.BodyBudget(app, budget=20 << 20)
+
+    def scope(path, length):
+        return {"type": "http", "path": path, "headers": [(b"content-length", str(length).encode())]}
+
+    async def never_read():
+        raise AssertionError("a refused body must not be read")
+
+    async def send(msg):
+        sent.append(msg)
+
+    async def run():
+        a = asyncio.ensure_future(mw(scope("/a", 8 << 20), never_read, send))
+        b = asyncio.ensure_future(mw(scope("/b", 8 << 20), never_read, send))
+        await asyncio.sleep(0)
+        await mw(scope("/c", 8 << 20), never_read, send)  # 24 MiB > 20: refused
+        small = asyncio.ensure_future(mw(scope("/small", 1000), never_read, send))
+        await asyncio.sleep(0)
+        assert mw.held == 16 << 20
+        release.set()
+        await asyncio.gather(a, b, small)
+        assert mw.held == 0
+    asyncio.run(run())
+    assert entered == ["/a", "/b", "/small"]
+    start = sent[0]
+    assert start["status"] == 429
+    headers = dict(start["headers"])
+    assert headers[b"connection"] == b"close" and headers[b"retry-after"] == b"1"
+    assert json.loads(sent[1]["body"])["error"]["code"] == 429
+
+
+
 @pytest.mark.parametrize("sent", [b"", b"GET /health HTTP/1.1\r\nHost: x\r\n", b"G"],
                          ids=["nothing", "partial-headers", "one-byte"])
 def test_connection_without_complete_headers_is_closed(proxy, sent):

@@ -11,10 +11,21 @@ or the connection was handed to another protocol (a WebSocket).  When it
 fires, the connection is closed.  The request body is the ingress's
 business (it reads it with a deadline of its own).
 
+BodyBudget, an ASGI middleware in front of the proxy, bounds the request
+bodies the proxy takes in at once: Serve's proxy reads every body whole,
+as fast as it arrives, whatever the deployment will make of it, so a burst
+of large bodies costs the proxy their whole size in memory and time.  A
+body over 64 KiB that would take the bodies in progress past the budget
+($CLFORMER_SERVE_PROXY_BODY_BUDGET bytes, default 32 MiB; 0: no bound) is
+answered 429 (Retry-After, Connection: close) before any of it is read;
+small bodies always pass, so a burst of large ones cannot keep an ordinary
+request out.  The ingress has the same bound per application (app.py).
+
 It must run in the proxy's process.  Serve calls the function named by
 $RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH there before uvicorn starts;
 proxy_env() gives the variables that make it call proxy_callback(), which
-installs the guard (and calls a callback the user had set there before).
+installs the guard and returns the middleware (and calls a callback the
+user had set there before).
 """
 from __future__ import annotations
 
@@ -24,6 +35,9 @@ from typing import Any
 
 ENV_TIMEOUT = "CLFORMER_SERVE_HEADER_TIMEOUT_S"     # seconds; default 10; 0 turns the guard off
 ENV_NEXT = "CLFORMER_SERVE_PROXY_CALLBACK_NEXT"      # a callback that was set before ours
+ENV_BODY_BUDGET = "CLFORMER_SERVE_PROXY_BODY_BUDGET"  # bytes of large bodies in progress; default 32 MiB
+DEFAULT_BODY_BUDGET = 32 << 20
+SMALL_BODY = 64 << 10
 ENV_SERVE_CALLBACK = "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH"
 CALLBACK = "clformer.serve._http_guard.proxy_callback"
 DEFAULT_TIMEOUT_S = 10.0
@@ -43,13 +57,69 @@ def header_timeout_s() -> float:
     return v
 
 
+def body_budget() -> int:
+    raw = os.environ.get(ENV_BODY_BUDGET, "")
+    try:
+        v = int(raw) if raw.strip() else DEFAULT_BODY_BUDGET
+    except ValueError:
+        raise ValueError(f"{ENV_BODY_BUDGET}={raw!r} is not a number of bytes") from None
+    if v < 0:
+        raise ValueError(f"{ENV_BODY_BUDGET}={raw!r}: must be >= 0 (0 takes the bound off)")
+    return v
+
+
+class BodyBudget:
+    """ASGI middleware: at most `budget` bytes of bodies over 64 KiB in
+    progress at once (by their Content-Length; a chunked body counts as a
+    quarter of the budget); past it, 429 before the body is read."""
+
+    def __init__(self, app: Any, budget: int = DEFAULT_BODY_BUDGET):
+        self.app, self.budget, self.held = app, budget, 0
+
+    def _size(self, scope: dict) -> int:
+        length = chunked = None
+        for k, v in scope.get("headers") or ():
+            if k == b"content-length":
+                length = v
+            elif k == b"transfer-encoding":
+                chunked = v
+        if length is not None:
+            try:
+                return int(length)
+            except ValueError:
+                return 0  # uvicorn has refused it already
+        return self.budget // 4 if chunked is not None else 0
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope.get("type") != "http" or not self.budget:
+            return await self.app(scope, receive, send)
+        size = self._size(scope)
+        if size <= SMALL_BODY:
+            return await self.app(scope, receive, send)
+        if self.held and self.held + size > self.budget:
+            from .api import RequestError, json_bytes
+            body = json_bytes(RequestError(429, f"the server is taking in {self.held} bytes of request bodies "
+                                                "already; retry later").body())
+            await send({"type": "http.response.start", "status": 429,
+                        "headers": [(b"content-type", b"application/json"), (b"retry-after", b"1"),
+                                    (b"connection", b"close"), (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+            return
+        self.held += size
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.held -= size
+
+
 def proxy_env(timeout_s: float | None = None, environ: dict | None = None) -> dict[str, str]:
     """The environment variables that install the guard in Serve's proxy:
     for os.environ before a local Ray starts, for `ray start`'s environment,
     or for serve.start(controller_options={"runtime_env": {"env_vars": ...}})."""
     environ = os.environ if environ is None else environ
     env = {ENV_SERVE_CALLBACK: CALLBACK,
-           ENV_TIMEOUT: f"{header_timeout_s() if timeout_s is None else timeout_s:g}"}
+           ENV_TIMEOUT: f"{header_timeout_s() if timeout_s is None else timeout_s:g}",
+           ENV_BODY_BUDGET: str(body_budget())}
     before = environ.get(ENV_SERVE_CALLBACK, "")
     if before and before != CALLBACK:
         env[ENV_NEXT] = before
@@ -60,13 +130,16 @@ def proxy_env(timeout_s: float | None = None, environ: dict | None = None) -> di
 
 def proxy_callback() -> list:
     """For $RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH: installs the guard and
-    returns the Starlette middlewares of the callback set before it, if any."""
+    returns BodyBudget and the Starlette middlewares of the callback set
+    before it, if any."""
+    from starlette.middleware import Middleware
     install()
+    ours = [Middleware(BodyBudget, budget=body_budget())]
     nxt = os.environ.get(ENV_NEXT, "")
     if not nxt or nxt == CALLBACK:
-        return []
+        return ours
     module, _, name = nxt.rpartition(".")
-    return getattr(importlib.import_module(module), name)() or []
+    return ours + list(getattr(importlib.import_module(module), name)() or [])
 
 
 def _expire(proto: Any) -> None:
