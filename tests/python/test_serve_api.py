@@ -306,3 +306,6 @@ def test_command_line_refuses_bad_arguments(tmp_path):
     assert r.returncode == 2 and "--replicas-per-device >= 1" in r.stderr, r.stderr
     r = run(str(tmp_path), "--weights", "q3")
     assert r.returncode == 2 and "invalid choice: 'q3'" in r.stderr, r.stderr
+    for bad in (["--max-concurrent", "0"], ["--body-timeout", "0"], ["--max-input-chars", "0"]):
+        r = run(str(tmp_path), *bad)
+        assert r.returncode == 2 and "--max-input-chars and --max-concurrent must be >= 1" in r.stderr, r.stderr

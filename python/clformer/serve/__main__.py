@@ -35,6 +35,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--max-batch-tokens", type=int, default=0,
                    help="embedding batch bound in padded tokens (default: from the device's memory)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds one request may take (504 past it)")
+    p.add_argument("--max-input-chars", type=int, default=65536,
+                   help="characters in one text or prompt, checked before tokenizing (default 65536)")
+    p.add_argument("--max-concurrent", type=int, default=64,
+                   help="requests the ingress holds at once; past it 429 (default 64)")
+    p.add_argument("--body-timeout", type=float, default=30.0,
+                   help="seconds a request body may take to arrive; past it 408 (default 30)")
     p.add_argument("--header-timeout", type=float, default=None,
                    help="seconds a connection may take to send a request's headers, from its opening or the end "
                         "of the previous response (default $CLFORMER_SERVE_HEADER_TIMEOUT_S, else 10; 0: none)")
@@ -43,6 +49,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
         p.error("--replicas must be >= 0 and --replicas-per-device >= 1")
     if a.header_timeout is not None and not a.header_timeout >= 0:
         p.error("--header-timeout must be >= 0")
+    if a.max_input_chars < 1 or a.max_concurrent < 1 or not a.body_timeout > 0:
+        p.error("--max-input-chars and --max-concurrent must be >= 1, --body-timeout > 0")
     if not os.path.isfile(os.path.join(a.model_dir, "config.json")):
         p.error(f"{a.model_dir} has no config.json: not a model directory")
     return a
@@ -91,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
                         replicas_per_device=a.replicas_per_device, resource=a.resource, devices=a.devices,
                         max_batch_tokens=a.max_batch_tokens,
                         limits=Limits(max_body_bytes=a.max_body_bytes, max_new_tokens=a.max_new_tokens,
-                                      request_timeout_s=a.timeout))
+                                      request_timeout_s=a.timeout, max_input_chars=a.max_input_chars,
+                                      max_concurrent=a.max_concurrent, body_timeout_s=a.body_timeout))
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
