@@ -135,6 +135,22 @@ def test_generate_settings_reach_the_library(model_of, fx):
     assert g.generate(ids, do_sample=True, seed=2 ** 64 - 1, max_new_tokens=3, min_p=0.1).shape == (1, L + 3)
 
 
+@pytest.mark.parametrize("temperature", [1e-300, 1e-45, 5e-324, 1e-40])
+def test_tiny_temperature_and_top_p_are_their_limits(model_of, fx, temperature):
+    """Issue 21 item 5: a temperature below ~1e-38 became 0 as a float and
+    sampling returned ids [1, 0, 0, 0] for "a+b" where greedy gives
+    [35, 37, 46, 46]; the library takes t -> 0+ as its limit, greedy, and a
+    top_p whose cut rounds to 1 as the nucleus of one."""
+    g = model_of("gpt2")
+    ids = np.array([[65, 11, 66]])  # "a+b" in tests/fixtures/sampling/tokenizer
+    greedy = g.generate(ids, do_sample=False, max_new_tokens=4)
+    assert greedy[0, 3:].tolist() == [35, 37, 46, 46]
+    got = g.generate(ids, do_sample=True, temperature=temperature, seed=1, max_new_tokens=4, top_k=0)
+    assert np.array_equal(got, greedy)
+    got = g.generate(ids, do_sample=True, temperature=0.7, top_p=1e-300, seed=1, max_new_tokens=4, top_k=0)
+    assert np.array_equal(got, greedy)
+
+
 def _expected():
     from conftest import FIXTURES
     with open(os.path.join(FIXTURES, "tokenizers", "expected.json")) as f:
