@@ -46,26 +46,25 @@ _TIMER = "_clf_header_timer"
 _CYCLE = "_clf_header_cycle"
 
 
-def header_timeout_s() -> float:
-    raw = os.environ.get(ENV_TIMEOUT, "")
+def _env_number(name: str, kind: type, default: float, unit: str, zero: str) -> Any:
+    """$name as a number >= 0 of `kind` (default when unset); ValueError
+    naming the variable otherwise."""
+    raw = os.environ.get(name, "")
     try:
-        v = float(raw) if raw.strip() else DEFAULT_TIMEOUT_S
+        v = kind(raw) if raw.strip() else default
     except ValueError:
-        raise ValueError(f"{ENV_TIMEOUT}={raw!r} is not a number of seconds") from None
+        raise ValueError(f"{name}={raw!r} is not a number of {unit}") from None
     if v < 0 or v != v:
-        raise ValueError(f"{ENV_TIMEOUT}={raw!r}: must be >= 0 (0 turns the header deadline off)")
+        raise ValueError(f"{name}={raw!r}: must be >= 0 (0 {zero})")
     return v
+
+
+def header_timeout_s() -> float:
+    return _env_number(ENV_TIMEOUT, float, DEFAULT_TIMEOUT_S, "seconds", "turns the header deadline off")
 
 
 def body_budget() -> int:
-    raw = os.environ.get(ENV_BODY_BUDGET, "")
-    try:
-        v = int(raw) if raw.strip() else DEFAULT_BODY_BUDGET
-    except ValueError:
-        raise ValueError(f"{ENV_BODY_BUDGET}={raw!r} is not a number of bytes") from None
-    if v < 0:
-        raise ValueError(f"{ENV_BODY_BUDGET}={raw!r}: must be >= 0 (0 takes the bound off)")
-    return v
+    return _env_number(ENV_BODY_BUDGET, int, DEFAULT_BODY_BUDGET, "bytes", "takes the bound off")
 
 
 class BodyBudget:
