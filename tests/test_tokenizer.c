@@ -810,6 +810,26 @@ START_TEST(config_options) {
 }
 END_TEST
 
+/* Found by CI's fuzzing of tokenizer.json: a normalizer that leaves bytes
+ * starting no UTF-8 sequence made BPE's symbol split stand still (an endless
+ * loop).  Such a byte is a unit of its own now; the text encodes. */
+START_TEST(normalized_invalid_utf8_ends) {
+  char *dir = fixture_path("tokenizers_json/fuzz_invalid_utf8");
+  clf_tokenizer *t = NULL;
+  TOK_OK(clf_tokenizer_load(dir, &t));
+  const char *text = "Hello, world! [CLS] a [SEP] <|endoftext|> </s> <unk> na\xc3\xafve caf\xc3\xa9 don't .";
+  for (int special = 0; special < 2; special++) {
+    int64_t *ids = NULL;
+    size_t n = 0;
+    TOK_OK(clf_tokenizer_encode(t, text, special, &ids, &n));
+    ck_assert_uint_gt(n, 0);
+    free(ids);
+  }
+  clf_tokenizer_destroy(t);
+  free(dir);
+}
+END_TEST
+
 START_TEST(bad_arguments) {
   clf_tokenizer *t = load_fixture("gpt2"), *b = load_fixture("bert");
   int64_t *ids;
@@ -870,6 +890,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, malformed_files);
   tcase_add_test(tc, config_options);
   tcase_add_test(tc, bad_arguments);
+  tcase_add_test(tc, normalized_invalid_utf8_ends);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -308,6 +308,7 @@ static int word_symbols(const clf_tokenizer *t, const clf__hf *h, const char *w,
   for (size_t i = 0; i < n && !rc;) {
     size_t a = i;
     clf__utf8_next(w, n, &i);
+    if (i == a) i = a + 1; /* a byte that starts no UTF-8 sequence is a unit of its own (it looped for ever) */
     int64_t id = clf__strmap_get(&t->vocab, w + a, i - a);
     if (id >= 0) {
       if (unk_len) rc = sym_add(s, ns, &cap, t->unk_id, unk_len);
@@ -382,7 +383,11 @@ static long find_added(const clf__hf *h, const char *s, size_t n, size_t from, i
     if (((unsigned char)s[i] & 0xC0) == 0x80) continue;
     for (size_t k = 0; k < h->n_added; k++) {
       const clf__hf_added *a = &h->added[k];
-      if ((h->n_norm && a->normalized != pass) || a->len > n - i || memcmp(s + i, a->match, a->len)) continue;
+      /* an empty token (its content, or what normalization left of it) never
+       * matches, as in tokenizers' AddedVocabulary; it would match at every
+       * position, and split_added would never move on (found by fuzzing) */
+      if (!a->len || (h->n_norm && a->normalized != pass) || a->len > n - i || memcmp(s + i, a->match, a->len))
+        continue;
       if (a->single_word &&
           ((i > 0 && word_char_before(h, s, i)) || (i + a->len < n && word_char_at(h, s, n, i + a->len))))
         continue;
