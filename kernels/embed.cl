@@ -12,8 +12,10 @@
 
 #if CLF_IDX64
 #define CLF_IDX_T long
+#define CLF_IDX_U ulong
 #else
 #define CLF_IDX_T int
+#define CLF_IDX_U uint
 #endif
 
 /* out[b, y_row0 + k, d] = (accumulate ? out : 0) + scale * src, where src
@@ -29,9 +31,15 @@ __kernel void gather_rows(__global const float *x, uint x_off,
                           float scale, int accumulate) {
   const uint d = get_global_id(0), k = get_global_id(1), b = get_global_id(2);
   if (d >= D || k >= K) return;
-  const long id = (long)ids[ids_off + b * K + k];
+  /* The id is tested in its own type, never widened first: Mesa 22.3's
+   * rusticl on llvmpipe compares a sign-extended int with a constant as if
+   * unsigned ((long)i < 0 is false for i = -1), so id -1 passed the test and
+   * read row x_row0 - 1 (wrapped: row 2^32 - 1 and a crash when x_row0 is
+   * 0).  tests/test_embed.c (driver_sext_compare) keeps the kernel that
+   * shows it. */
+  const CLF_IDX_T id = ids[ids_off + b * K + k];
   __global float *o = y + y_off + (size_t)b * y_bstride + (size_t)(y_row0 + k) * D + d;
-  if (id < 0 || id >= (long)n_valid) { /* a row of zeros */
+  if (id < 0 || (CLF_IDX_U)id >= n_valid) { /* a row of zeros */
     if (!accumulate) *o = 0.0f;
     return;
   }

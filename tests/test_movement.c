@@ -506,6 +506,39 @@ START_TEST(gather_rows_ids) {
 }
 END_TEST
 
+/* Ids of -1 (and other negatives) give zero rows whatever src_row is.  On
+ * Mesa 22.3's rusticl the kernel widened the id to long before testing it,
+ * and (long)-1 < 0 is false there (test_embed's driver_sext_compare): with
+ * src_row 1 id -1 read row 0 (gather_rows_ids' max error 1), with src_row 0
+ * row 2^32 - 1 (a crash). */
+START_TEST(gather_rows_negative_ids) {
+  enum { B = 2, Lx = 3, K = 4, D = 6 };
+  static const int64_t neg[B * K] = {-1, 0, -2, -1, INT32_MIN, -1, 1, -(((int64_t)1 << 32) - 1)};
+  for (int i = 0; i < 2; i++)
+    for (size_t src_row = 0; src_row < 2; src_row++) {
+      const clf_dtype idt = i ? CLF_I64 : CLF_I32;
+      float *x = th_rand(B * Lx * D, 80, -1.0f, 1.0f), ref[B * K * D];
+      const int64_t nvalid = (int64_t)(Lx - src_row);
+      for (size_t b = 0; b < B; b++)
+        for (size_t k = 0; k < K; k++) {
+          /* as an i32 id the last is 1 (its low word) */
+          const int64_t id = idt == CLF_I32 ? (int64_t)(int32_t)neg[b * K + k] : neg[b * K + k];
+          for (size_t d = 0; d < D; d++)
+            ref[(b * K + k) * D + d] = id >= 0 && id < nvalid ? x[(b * Lx + src_row + (size_t)id) * D + d] : 0.0f;
+        }
+      int32_t w[B * K];
+      for (size_t j = 0; j < B * K; j++) w[j] = (int32_t)neg[j];
+      clf_tensor *tx = th_tensor(CLF_F32, 3, TH_SHAPE(B, Lx, D), x), *to = th_empty(CLF_F32, 3, TH_SHAPE(B, K, D));
+      clf_tensor *ti = th_tensor(idt, 2, TH_SHAPE(B, K), idt == CLF_I64 ? (const void *)neg : (const void *)w);
+      TH_OK(clf_gather_rows(th_ctx, tx, src_row, ti, to, 0, NULL));
+      float *got = th_download(to);
+      TH_CLOSE(got, ref, B * K * D, 0.0);
+      free(got); free(x);
+      clf_tensor_destroy(tx); clf_tensor_destroy(to); clf_tensor_destroy(ti);
+    }
+}
+END_TEST
+
 START_TEST(rows_bad_arguments) {
   clf_tensor *s = filled(3, TH_SHAPE(2, 5, 4), 1.0f), *d = th_empty(CLF_F32, 3, TH_SHAPE(2, 8, 4));
   clf_tensor *s3 = th_empty(CLF_F32, 3, TH_SHAPE(3, 5, 4)), *d5 = th_empty(CLF_F32, 3, TH_SHAPE(2, 8, 5));
@@ -569,6 +602,7 @@ static Suite *suite(void) {
   tc = tcase_create("rows");
   tcase_add_test(tc, copy_rows_broadcast_offsets);
   tcase_add_test(tc, gather_rows_ids);
+  tcase_add_test(tc, gather_rows_negative_ids);
   tcase_add_test(tc, rows_bad_arguments);
   suite_add_tcase(s, tc);
   return s;
