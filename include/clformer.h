@@ -137,6 +137,29 @@ typedef struct clf_context_options {
    * prefixed "clformer: ", unless $CLFORMER_LOG is "off". */
   void (*log)(void *user, const char *message);
   void *log_user;
+  /* The device class whose choices the library makes: "cpu", "gpu" or
+   * "accelerator" (any case).  Every choice that depends on the class
+   * follows it (work-group shapes, which kernel of a pair, the GEMM
+   * profile, the tuner's search, -DCLF_IS_CPU), so a CPU runtime runs the
+   * GPU code paths.  NULL: $CLFORMER_DEVICE_CLASS; NULL or "" there: the
+   * device's own.  Anything else fails clf_context_create with
+   * CLF_E_INVALID_ARG naming the variable and the value. */
+  const char *device_class;
+  /* Limits below the device's own, to run the choices a smaller device
+   * (a phone's GPU) would make: comma-separated key=value,
+   *   wg=N         work-items per work-group (1 ..  the device's)
+   *   local=BYTES  local memory (1 KiB .. the device's; below 32 KiB, the
+   *                full profile's minimum, with a notice)
+   *   alloc=BYTES  the largest single buffer (1 MiB .. the device's)
+   *   fp16=0, subgroups=0   as if the device had no cl_khr_fp16 / subgroups
+   * BYTES is a number with an optional k, m or g (KiB, MiB, GiB), as in
+   * "wg=128,local=16k,alloc=256m,fp16=0".  Every op and the model loader
+   * obey them (a weight larger than alloc is refused by name before any
+   * upload).  NULL: $CLFORMER_LIMITS; NULL or "" there: none.  An unknown
+   * key, a malformed value, or one above the device's or below OpenCL's
+   * minimum fails clf_context_create with CLF_E_INVALID_ARG naming the key,
+   * the value and why. */
+  const char *limits;
 } clf_context_options;
 
 /* Fills `opts` with the defaults (all NULL / 0). */
@@ -188,6 +211,16 @@ CLF_API clf_status clf_profile_start(clf_context *ctx);
 CLF_API clf_status clf_profile_stop(clf_context *ctx, clf_profile_entry *out,
                                     size_t capacity, size_t *n_ops,
                                     unsigned long *commands);
+
+/* The device class the context's choices follow ("cpu", "gpu",
+ * "accelerator", "custom"): the device's own unless device_class or
+ * $CLFORMER_DEVICE_CLASS set it, when *overridden (may be NULL) is 1.
+ * Borrowed, static. */
+CLF_API const char *clf_context_device_class(const clf_context *ctx, int *overridden);
+/* The limits the context runs under (clf_context_options.limits),
+ * normalised to bytes ("wg=64,local=16384,alloc=268435456,fp16=0"); ""
+ * when none.  Borrowed, valid until destroy. */
+CLF_API const char *clf_context_limits(const clf_context *ctx);
 
 /* The program cache directory in use, or NULL when disk caching is off. */
 CLF_API const char *clf_context_cache_dir(const clf_context *ctx);

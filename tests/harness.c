@@ -115,6 +115,15 @@ static void th_write_report(int complete) {
   free(text);
 }
 
+static clf_context *th_main_ctx; /* th_ctx while th_with_context swaps it */
+
+static void th_restore_ctx(void) {
+  if (!th_main_ctx) return;
+  clf_context_destroy(th_ctx);
+  th_ctx = th_main_ctx;
+  th_main_ctx = NULL;
+}
+
 static void th_setup(void) {
   if (th_rep.open) th_close_record();
   th_write_report(0);
@@ -129,6 +138,22 @@ static void th_setup(void) {
   th_rep.open = 1;
   th_rep.name_at_open = tcase_name();
   th_rep.t0 = th_now_ms();
+  th_restore_ctx(); /* a th_with_context that an assertion left */
+}
+
+void th_with_context(const char *device_class, const char *limits, void (*fn)(void)) {
+  clf_context_options o;
+  clf_context_options_init(&o);
+  o.device_class = device_class;
+  o.limits = limits;
+  clf_context *c = NULL;
+  clf_status st = clf_context_create(&o, &c);
+  ck_assert_msg(st == CLF_OK, "context with class %s, limits %s: %s: %s", device_class ? device_class : "(env)",
+                limits ? limits : "(env)", clf_status_name(st), clf_last_error(NULL));
+  th_main_ctx = th_ctx;
+  th_ctx = c;
+  fn();
+  th_restore_ctx();
 }
 
 static void th_teardown(void) {
@@ -179,6 +204,7 @@ int th_run(Suite *s) {
   free(th_rep.rec);
   th_rep.rec = NULL;
   th_rep.sr = NULL;
+  th_restore_ctx();
   clf_context_destroy(th_ctx);
   th_ctx = NULL;
   return failed ? 1 : 0;

@@ -37,6 +37,14 @@ extern clf_context *th_ctx;
  * threads that do not survive fork), prints Check's summary, frees all. */
 int th_run(Suite *s);
 
+/* Runs fn with th_ctx replaced by a context on the same device created
+ * with clf_context_options.device_class and .limits (NULL: their
+ * environment variables), then destroys it and puts th_ctx back (the next
+ * test's setup does that too if fn failed an assertion).  Lets a suite run
+ * its checks as a GPU would choose on a CPU runtime ("gpu"), and under a
+ * small device's limits. */
+void th_with_context(const char *device_class, const char *limits, void (*fn)(void));
+
 /* n uniform floats in [lo, hi) from a fixed seed (malloc'd). */
 float *th_rand(size_t n, uint32_t seed, float lo, float hi);
 /* A tensor of th_ctx holding `data` (which must hold numel elements). */

@@ -181,6 +181,45 @@ START_TEST(skinny_work_group_shapes) {
 }
 END_TEST
 
+/* The products the suite checks above, fewer of them, on a context of the
+ * class th_want_class: the skinny kernels, their groups and CLBlast as
+ * that class chooses them. */
+static const char *th_want_class;
+static void linear_cases(void) {
+  int forced = 0;
+  ck_assert_str_eq(clf_context_device_class(th_ctx, &forced), th_want_class);
+  ck_assert_int_eq(forced, 1);
+  static const size_t Ms[] = {1, 3, 8, 9};
+  for (size_t t = 0; t < 4; t++)
+    for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++)
+      check_linear(types[t], Ms[i], 37, 96, i % 2 == 0, (clf_activation)(i % 6), (uint32_t)(110 + 10 * t + i));
+  for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++) {
+    check_linear_layout(CLF_F32, 1, Ms[i], 37, 96, i % 2 == 0, CLF_ACT_GELU, (uint32_t)(160 + i));
+    check_linear_layout(CLF_F32, 1, Ms[i], 64, 37, i % 2 == 1, CLF_ACT_NONE, (uint32_t)(170 + i));
+  }
+}
+
+/* Both classes' choices on this device, whatever it is: on a CPU runtime
+ * the GPU branch (32 x 4 skinny groups and 32 x 8 [in, out] groups with K
+ * split and reduced in local memory, 8 rows before CLBlast) runs here. */
+START_TEST(linear_gpu_and_cpu_class) {
+  th_want_class = "gpu";
+  th_with_context("gpu", NULL, linear_cases);
+  th_want_class = "cpu";
+  th_with_context("cpu", NULL, linear_cases);
+}
+END_TEST
+
+/* A small GPU's limits: groups halved to 64 work-items and to 16 KiB of
+ * local memory, then to 32 and the embedded profile's 1 KiB (the [in, out]
+ * kernel's 32 bytes of float8 per work-item then leave no K split). */
+START_TEST(linear_small_device) {
+  th_want_class = "gpu";
+  th_with_context("gpu", "wg=64,local=16k", linear_cases);
+  th_with_context("gpu", "wg=32,local=1k", linear_cases);
+}
+END_TEST
+
 START_TEST(bad_arguments) {
   float data[64 * 2] = {0};
   clf_tensor *q = NULL, *v = NULL;
@@ -210,6 +249,8 @@ static Suite *suite(void) {
   tcase_add_test(c, linear_every_weight_type);
   tcase_add_test(c, skinny_work_group_shapes);
   tcase_add_test(c, skinny_t_work_group_shapes);
+  tcase_add_test(c, linear_gpu_and_cpu_class);
+  tcase_add_test(c, linear_small_device);
   tcase_add_test(c, bad_arguments);
   suite_add_tcase(s, c);
   return s;

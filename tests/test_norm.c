@@ -210,6 +210,27 @@ START_TEST(rms_bad_arguments) {
 }
 END_TEST
 
+/* Layer norm and RMS norm on the context th_with_context made. */
+static void norm_cases(void) {
+  check_ln(1, 1, 1, 0, 1, 0);
+  check_ln(2, 7, 33, 1, 1, 1);
+  check_ln(1, 5, 1001, 1, 0, 0);
+  check_ln(3, 4, 256, 0, 1, 1);
+  check_rms(2, 7, 33, 1, 1, 0, 1e-6f);
+  check_rms(1, 5, 1001, 1, 0, 1, 1e-5f);
+}
+
+/* The device class through the public option, not the caps: "gpu" runs the
+ * work-group kernel, "cpu" the row-per-item one, on any device; then a
+ * small GPU's work-group (32) and the embedded profile's 1 KiB of local
+ * memory, which the reduction's 256 floats just fit. */
+START_TEST(norm_classes_and_small_device) {
+  th_with_context("gpu", NULL, norm_cases);
+  th_with_context("cpu", NULL, norm_cases);
+  th_with_context("gpu", "wg=32,local=1k", norm_cases);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("norm");
   TCase *tc = tcase_create("layer_norm");
@@ -224,6 +245,7 @@ static Suite *suite(void) {
   tcase_add_test(rms, rms_sizes_and_residual);
   tcase_add_test(rms, rms_both_kernels);
   tcase_add_test(rms, rms_bad_arguments);
+  tcase_add_test(rms, norm_classes_and_small_device);
   suite_add_tcase(s, rms);
   return s;
 }

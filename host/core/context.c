@@ -200,7 +200,13 @@ static void clf__read_caps(clf_context *ctx) {
   if (c->max_wg == 0) c->max_wg = 1;
   c->is_cpu = (ctx->dev.type & CL_DEVICE_TYPE_CPU) != 0;
   c->is_pocl = strstr(ctx->dev.platform_name, "Portable Computing Language") != NULL;
+}
 
+/* The -D options that describe the device to every kernel, from the caps
+ * as restricted by class and limits (so the program cache and the verdicts,
+ * keyed on them, keep CPU-class and GPU-class builds apart). */
+static void clf__base_options(clf_context *ctx) {
+  const clf__device_caps *c = &ctx->caps;
   char opts[512];
   snprintf(opts, sizeof(opts),
            "-cl-std=CL1.2 -DCLF_HAS_FP16=%d -DCLF_HAS_FP64=%d -DCLF_HAS_SUBGROUPS=%d "
@@ -251,6 +257,13 @@ clf_status clf_context_create(const clf_context_options *opts,
     return clf__fail_cl(NULL, err, failed, dev.device_name); /* CLF_E_OUT_OF_MEMORY or CLF_E_OPENCL */
   }
   clf__read_caps(ctx);
+  if ((st = clf__caps_restrict(ctx, opts->device_class, opts->limits)) != CLF_OK) {
+    char msg[sizeof(ctx->err.msg)];
+    snprintf(msg, sizeof msg, "%s", clf_last_error(NULL));
+    clf_context_destroy(ctx);
+    return clf__fail(NULL, st, "%s", msg);
+  }
+  clf__base_options(ctx);
   ctx->cache_dir = clf__cache_dir_resolve(ctx, opts->cache_dir);
   /* PoCL keeps its own on-disk cache of compiled kernels, keyed by source and
    * options, and exporting CL_PROGRAM_BINARIES costs it an extra compile: on
@@ -287,6 +300,7 @@ void clf_context_destroy(clf_context *ctx) {
   free(ctx->cache_dir);
   free(ctx->kernel_dir);
   free(ctx->base_options);
+  free(ctx->limits);
   free(ctx->err.log);
   free(ctx);
 }
@@ -313,6 +327,11 @@ clf_status clf_finish(clf_context *ctx) {
 clf_status clf__scratch(clf_context *ctx, clf__scratch_slot slot, size_t bytes, cl_mem *out) {
   if (bytes == 0) bytes = 4;
   if (ctx->scratch_bytes[slot] < bytes) {
+    if (bytes > ctx->caps.max_alloc) {
+      char a[32], b[96];
+      return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "scratch: %s of temporary memory exceed the device's largest "
+                       "allocation (%s)", clf__bytes_str(bytes, a, sizeof a), clf__alloc_limit_str(ctx, b, sizeof b));
+    }
     cl_int err;
     /* Releasing a buffer still used by queued commands is safe in OpenCL: it
      * is freed once they complete. */

@@ -45,7 +45,8 @@ typedef struct clf__program {
 typedef struct clf__kernel {
   char *name;
   cl_kernel kernel;
-  size_t max_wg; /* CL_KERNEL_WORK_GROUP_SIZE */
+  size_t max_wg;    /* CL_KERNEL_WORK_GROUP_SIZE, at most caps.max_wg */
+  cl_ulong local_mem; /* CL_KERNEL_LOCAL_MEM_SIZE (0: unknown) */
   struct clf__kernel *next;
 } clf__kernel;
 
@@ -61,7 +62,19 @@ typedef enum clf__scratch_slot {
   CLF__SCRATCH_COUNT
 } clf__scratch_slot;
 
-/* Features of the device, read once at context creation. */
+/* Bits of clf__device_caps.limited: the limits lowered by
+ * clf_context_options.limits / $CLFORMER_LIMITS (limits.c). */
+enum {
+  CLF__LIMIT_WG = 1u << 0,
+  CLF__LIMIT_LOCAL = 1u << 1,
+  CLF__LIMIT_ALLOC = 1u << 2,
+  CLF__LIMIT_FP16 = 1u << 3,
+  CLF__LIMIT_SUBGROUPS = 1u << 4,
+};
+
+/* Features of the device, read once at context creation, then restricted
+ * to the class and limits of clf_context_options (limits.c): every choice
+ * reads these, never the device. */
 typedef struct clf__device_caps {
   int has_fp16, has_fp64, has_subgroups;
   int opencl_c_major, opencl_c_minor;
@@ -70,6 +83,9 @@ typedef struct clf__device_caps {
   size_t max_item_sizes[3];
   cl_uint compute_units, pref_vec_float;
   int is_cpu, is_pocl;
+  cl_device_type cls; /* the class choices follow: one CL_DEVICE_TYPE_* bit */
+  int class_forced;   /* cls set by device_class / $CLFORMER_DEVICE_CLASS */
+  unsigned limited;   /* CLF__LIMIT_* bits */
 } clf__device_caps;
 
 /* One enqueued command recorded by clf_profile_start: its op (a kernel's
@@ -98,6 +114,8 @@ struct clf_context {
   char *kernel_dir; /* NULL: embedded sources */
   int cache_binaries; /* 0 where the driver's own cache is faster (PoCL) */
   char *base_options; /* -D options describing the device */
+  char *limits;       /* the limits applied, normalised ("wg=64,..."), or NULL */
+  const char *limits_src; /* where they came from (a static string) */
 
   clf__program *programs;
   clf_cache_stats stats;
@@ -152,6 +170,20 @@ cl_event *clf__prof_event(clf_context *ctx, cl_event *event, cl_event *local);
 void clf__prof_mark(clf_context *ctx);
 void clf__prof_note(clf_context *ctx, const char *op, cl_event *event, cl_event *local);
 void clf__prof_clear(clf_context *ctx);
+
+/* ---- device class and limits (limits.c) ---- */
+/* Applies the device class and the limits (each NULL: its environment
+ * variable) to ctx->caps, read from the device.  CLF_E_INVALID_ARG, with
+ * the thread's error naming the variable, the entry and why, for a class
+ * or limit that is not one. */
+clf_status clf__caps_restrict(clf_context *ctx, const char *device_class, const char *limits);
+/* "cpu", "gpu", "accelerator", "custom". */
+const char *clf__class_name(cl_device_type t);
+/* "256 MiB", "1.50 GiB", "512 bytes" into buf. */
+const char *clf__bytes_str(unsigned long long bytes, char *buf, size_t len);
+/* The largest allocation, for messages: "256 MiB, CLFORMER_LIMITS alloc"
+ * or "4 GiB, CL_DEVICE_MAX_MEM_ALLOC_SIZE". */
+const char *clf__alloc_limit_str(const clf_context *ctx, char *buf, size_t len);
 
 /* ---- notices ---- */
 /* Sends a notice to the context's log (clf_context_options.log; by default

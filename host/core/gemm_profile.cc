@@ -218,10 +218,17 @@ bool parse_params(const std::string &text, const Params &base, bool complete, Pa
 }
 
 // ---- the profile file ----
+// The device, its driver and CLBlast, and the class and limits when they
+// are not the device's own (limits.c): a profile tuned under
+// CLFORMER_DEVICE_CLASS=gpu or CLFORMER_LIMITS is kept apart from the
+// device's own (its skinny groups are the GPU branch's, its GEMM parameters
+// fit the limits).
 static std::string identity(const clf_context *ctx) {
-  char b[512];
-  snprintf(b, sizeof b, "%s / %s / %s / CLBlast %d.%d.%d", ctx->dev.platform_name, ctx->dev.device_name,
-           ctx->dev.driver_version, CLBLAST_VERSION_MAJOR, CLBLAST_VERSION_MINOR, CLBLAST_VERSION_PATCH);
+  char b[768];
+  snprintf(b, sizeof b, "%s / %s / %s / CLBlast %d.%d.%d%s%s%s%s", ctx->dev.platform_name, ctx->dev.device_name,
+           ctx->dev.driver_version, CLBLAST_VERSION_MAJOR, CLBLAST_VERSION_MINOR, CLBLAST_VERSION_PATCH,
+           ctx->caps.class_forced ? " / class " : "", ctx->caps.class_forced ? clf__class_name(ctx->caps.cls) : "",
+           ctx->limits ? " / limits " : "", ctx->limits ? ctx->limits : "");
   return b;
 }
 

@@ -63,10 +63,13 @@ std::string isa_of(const char *platform, const char *device_name, bool cpu) {
 Traits traits_of(const clf_device_desc &dev, const clf__device_caps &caps) {
   Traits t;
   t.platform = dev.platform_name;
-  t.device_type = dev.type & CL_DEVICE_TYPE_CPU           ? "CPU"
-                  : dev.type & CL_DEVICE_TYPE_GPU         ? "GPU"
-                  : dev.type & CL_DEVICE_TYPE_ACCELERATOR ? "ACCELERATOR"
-                                                          : "OTHER";
+  // The class the context's choices follow (CLFORMER_DEVICE_CLASS), else
+  // the device's.
+  const cl_device_type type = caps.cls ? caps.cls : dev.type;
+  t.device_type = type & CL_DEVICE_TYPE_CPU           ? "CPU"
+                  : type & CL_DEVICE_TYPE_GPU         ? "GPU"
+                  : type & CL_DEVICE_TYPE_ACCELERATOR ? "ACCELERATOR"
+                                                      : "OTHER";
   t.isa = isa_of(dev.platform_name, dev.device_name, caps.is_cpu);
   t.driver = dev.driver_version;
   t.local_mem_kib = caps.local_mem / 1024;

@@ -122,6 +122,23 @@ clf_status clf__launch(clf_context *ctx, clf__kernel *k, cl_uint dims, const siz
     }
     g[i] = (global[i] + local[i] - 1) / local[i] * local[i];
   }
+  /* A driver refuses a group over the kernel's limit itself; these catch
+   * an op that would break a limit of CLFORMER_LIMITS, which the device
+   * (larger than the one emulated) would accept. */
+  size_t items = 1;
+  for (cl_uint i = 0; local && i < dims; i++) items *= local[i];
+  if (local && items > k->max_wg)
+    return clf__fail(ctx, CLF_E_UNSUPPORTED,
+                     "kernel %s: a work-group of %zu work-items is more than the %zu it may have on this device%s%s",
+                     k->name, items, k->max_wg, ctx->caps.limited & CLF__LIMIT_WG ? " under " : "",
+                     ctx->caps.limited & CLF__LIMIT_WG ? ctx->limits_src : "");
+  if (k->local_mem > ctx->caps.local_mem) {
+    char a[32], b[32];
+    return clf__fail(ctx, CLF_E_UNSUPPORTED, "kernel %s: uses %s of local memory, more than the device's %s%s%s",
+                     k->name, clf__bytes_str(k->local_mem, a, sizeof a), clf__bytes_str(ctx->caps.local_mem, b, sizeof b),
+                     ctx->caps.limited & CLF__LIMIT_LOCAL ? " under " : "",
+                     ctx->caps.limited & CLF__LIMIT_LOCAL ? ctx->limits_src : "");
+  }
   cl_event mine = NULL, *ev = clf__prof_event(ctx, event, &mine);
   cl_int err = clEnqueueNDRangeKernel(ctx->queue, k->kernel, dims, NULL, g, local, 0, NULL, ev);
   if (err != CL_SUCCESS) return clf__fail_cl(ctx, err, "clEnqueueNDRangeKernel", k->name);

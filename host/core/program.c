@@ -260,9 +260,14 @@ clf_status clf__get_kernel(clf_context *ctx, const char *family, const char *opt
     return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "kernel %s", name);
   }
   k->kernel = kern;
+  /* The kernel's own limit, within the context's (which CLFORMER_LIMITS
+   * may have lowered below the device's): every launch stays under both. */
   if (clGetKernelWorkGroupInfo(kern, ctx->dev.device, CL_KERNEL_WORK_GROUP_SIZE, sizeof(k->max_wg),
-                               &k->max_wg, NULL) != CL_SUCCESS || !k->max_wg)
+                               &k->max_wg, NULL) != CL_SUCCESS || !k->max_wg || k->max_wg > ctx->caps.max_wg)
     k->max_wg = ctx->caps.max_wg;
+  if (clGetKernelWorkGroupInfo(kern, ctx->dev.device, CL_KERNEL_LOCAL_MEM_SIZE, sizeof(k->local_mem),
+                               &k->local_mem, NULL) != CL_SUCCESS)
+    k->local_mem = 0;
   k->next = p->kernels;
   p->kernels = k;
   *out = k;

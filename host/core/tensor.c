@@ -44,10 +44,12 @@ clf_status clf_tensor_create(clf_context *ctx, clf_dtype dtype, int ndim, const 
   st = clf__check_shape_arg(ctx, "clf_tensor_create", ndim, shape, dtype, &numel);
   if (st != CLF_OK) return st;
   size_t bytes = clf__dtype_bytes(dtype, numel);
-  if (bytes > ctx->caps.max_alloc)
+  if (bytes > ctx->caps.max_alloc) {
+    char a[32], b[96];
     return clf__fail(ctx, CLF_E_OUT_OF_MEMORY,
-                     "clf_tensor_create: %zu bytes exceed the device's largest allocation (%llu bytes)",
-                     bytes, (unsigned long long)ctx->caps.max_alloc);
+                     "clf_tensor_create: %zu bytes (%s) exceed the device's largest allocation (%s)", bytes,
+                     clf__bytes_str(bytes, a, sizeof a), clf__alloc_limit_str(ctx, b, sizeof b));
+  }
   clf_tensor *t = calloc(1, sizeof(*t));
   if (!t) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "clf_tensor_create: out of host memory");
   cl_int err;

@@ -34,15 +34,20 @@ static const char *const wnames[] = {"f32", "f16", "q8", "q4"}; /* by WTYPE */
 const char *clf__weight_type_name(clf_dtype wt) { return wnames[linear_wtype(wt)]; }
 
 /* A work-group shape (a, b): the default given, or $var's "AxB" (powers of
- * two within the device's limit), then halved (b first) to fit the device. */
-static void group_shape(const clf_context *ctx, const char *var, size_t a, size_t b, size_t *out_a, size_t *out_b) {
+ * two within the device's limit), then halved (b first) to fit the device:
+ * its work-group limit, and its local memory at `item` bytes of reduction
+ * space per work-item (0: none). */
+static void group_shape(const clf_context *ctx, const char *var, size_t a, size_t b, size_t item, size_t *out_a,
+                        size_t *out_b) {
   const char *env = getenv(var);
   unsigned ea, eb;
+  const size_t wg = ctx->caps.max_wg, items = item ? (size_t)(ctx->caps.local_mem / item) : wg;
+  const size_t most = wg < items ? wg : items;
   if (env && sscanf(env, "%ux%u", &ea, &eb) == 2 && ea && eb && !(ea & (ea - 1)) && !(eb & (eb - 1)) &&
-      (size_t)ea * eb <= ctx->caps.max_wg)
+      (size_t)ea * eb <= most)
     a = ea, b = eb;
-  while (a * b > ctx->caps.max_wg && b > 1) b /= 2;
-  while (a * b > ctx->caps.max_wg && a > 1) a /= 2;
+  while (a * b > most && b > 1) b /= 2;
+  while (a * b > most && a > 1) a /= 2;
   *out_a = a;
   *out_b = b;
 }
@@ -61,7 +66,7 @@ void clf__skinny_shape(const clf_context *ctx, clf_dtype wt, size_t *split, size
   size_t s = ctx->caps.is_cpu ? (block ? 4 : 1) : 32, r = ctx->caps.is_cpu ? (block ? 8 : 16) : 4;
   if (ctx->skinny[t][0]) /* the applied profile's (probe --tune) */
     s = ctx->skinny[t][0], r = ctx->skinny[t][1];
-  group_shape(ctx, "CLFORMER_SKINNY", s, r, split, rows);
+  group_shape(ctx, "CLFORMER_SKINNY", s, r, sizeof(float), split, rows); /* red[ROWS][SPLIT] */
 }
 
 /* Up to how many rows launches of 8 rows beat CLBlast: on PoCL (2-core Zen 5,
@@ -90,7 +95,8 @@ int clf__skinny_fits(const clf_context *ctx, clf_dtype wt, int in_out, size_t M,
  * GPU splits K 8 ways over 256 columns.  $CLFORMER_SKINNY_T ("COLSxKS",
  * powers of two) overrides. */
 void clf__skinny_t_shape(const clf_context *ctx, size_t *cols, size_t *ks) {
-  group_shape(ctx, "CLFORMER_SKINNY_T", ctx->caps.is_cpu ? 16 : 32, ctx->caps.is_cpu ? 1 : 8, cols, ks);
+  group_shape(ctx, "CLFORMER_SKINNY_T", ctx->caps.is_cpu ? 16 : 32, ctx->caps.is_cpu ? 1 : 8, 8 * sizeof(float), cols,
+              ks); /* red[KS][COLS] of float8 */
 }
 
 int clf__skinny_variant(const clf_context *ctx, clf_dtype wt, int in_out, char *buf, size_t len) {

@@ -54,6 +54,8 @@ class ContextOptions(Structure):
         ("kernel_dir", c_char_p),
         ("log", LOG_FN),
         ("log_user", c_void_p),
+        ("device_class", c_char_p),
+        ("limits", c_char_p),
     ]
 
 
