@@ -189,6 +189,84 @@ START_TEST(test_bad_tensors) {
 }
 END_TEST
 
+/* The gpt2 fixture with a 16384-token table (2 MiB of f32: its 128 rows
+ * repeated), in a temp directory (remove_dir it). */
+static char *big_vocab_gpt2(void) {
+  enum { V = 16384 };
+  char *dir = copy_fixture("gpt2", NULL, NULL, 0, NULL), src[1024], dst[1200];
+  snprintf(src, sizeof src, "%s/gpt2/model.safetensors", fixtures());
+  clf_safetensors *st = NULL;
+  ck_assert_msg(clf_safetensors_open(src, &st) == CLF_OK, "%s", clf_last_error(NULL));
+  const size_t n = clf_safetensors_count(st);
+  st_entry *e = calloc(n, sizeof *e);
+  float *table = NULL;
+  for (size_t i = 0; i < n; i++) {
+    clf_st_info info;
+    ck_assert(clf_safetensors_info(st, i, &info) == CLF_OK);
+    e[i] = (st_entry){info.name, info.dtype, info.ndim, {0}, info.data, info.bytes};
+    memcpy(e[i].shape, info.shape, sizeof info.shape);
+    if (strcmp(info.name, "transformer.wte.weight") != 0) continue;
+    table = malloc((size_t)V * info.shape[1] * sizeof *table);
+    for (size_t r = 0; r < V; r++)
+      memcpy(table + r * info.shape[1], (const float *)info.data + (r % info.shape[0]) * info.shape[1],
+             info.shape[1] * sizeof *table);
+    e[i].shape[0] = V;
+    e[i].data = table;
+    e[i].bytes = (size_t)V * info.shape[1] * sizeof *table;
+  }
+  ck_assert_ptr_nonnull(table);
+  snprintf(dst, sizeof dst, "%s/model.safetensors", dir);
+  write_safetensors(dst, e, n);
+  free(table);
+  free(e);
+  clf_safetensors_close(st);
+  set_config(dir, "vocab_size", "16384");
+  return dir;
+}
+
+static void count_progress(void *user, size_t done, size_t total) {
+  (void)done, (void)total;
+  ++*(int *)user;
+}
+
+/* A weight larger than the largest allocation (CLFORMER_LIMITS alloc, as a
+ * phone's GPU has) is refused by name before any weight is uploaded: as
+ * f32 by the check of the whole file, and under q4 (where the table could
+ * fit as a linear weight, but the embedding keeps it f32) before it is
+ * read.  Under a limit it fits, the model loads. */
+START_TEST(test_weight_over_alloc_limit) {
+  static const char want[] = "weight transformer.wte.weight (2 MiB) is larger than the device's largest allocation "
+                             "(1 MiB, clf_context_options.limits alloc)";
+  char *dir = big_vocab_gpt2();
+  clf_context_options o;
+  clf_context_options_init(&o);
+  o.limits = "alloc=1m";
+  clf_context *c = NULL;
+  ck_assert_msg(clf_context_create(&o, &c) == CLF_OK, "%s", clf_last_error(NULL));
+  ck_assert_str_eq(clf_context_limits(c), "alloc=1048576");
+  clf_model *m = NULL;
+  int uploads = 0;
+  clf_model_options mo;
+  clf_model_options_init(&mo);
+  mo.progress = count_progress;
+  mo.progress_user = &uploads;
+  for (int q4 = 0; q4 < 2; q4++) {
+    mo.weights = q4 ? CLF_Q4_0 : CLF_F32;
+    ck_assert_int_eq(clf_model_load_with(c, dir, &mo, &m), CLF_E_OUT_OF_MEMORY);
+    ck_assert_msg(strstr(clf_last_error(c), want) != NULL, "%s", clf_last_error(c));
+    ck_assert_ptr_null(m);
+    ck_assert_int_eq(uploads, 0);
+  }
+  clf_context_destroy(c);
+  o.limits = "alloc=4m";
+  ck_assert_msg(clf_context_create(&o, &c) == CLF_OK, "%s", clf_last_error(NULL));
+  ck_assert_msg(clf_model_load(c, dir, &m) == CLF_OK, "%s", clf_last_error(c));
+  clf_model_destroy(m);
+  clf_context_destroy(c);
+  remove_dir(dir);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("models");
   TCase *tc = tcase_create("models");
@@ -203,6 +281,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_names_and_bad_inputs);
   tcase_add_test(tc, test_bad_configs);
   tcase_add_test(tc, test_bad_tensors);
+  tcase_add_test(tc, test_weight_over_alloc_limit);
   suite_add_tcase(s, tc);
   return s;
 }

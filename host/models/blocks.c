@@ -84,7 +84,9 @@ static clf_status store_matrix(clf_context *ctx, clf__params *p, const char *nam
                      "or f32 weights for this model)",
                      name, rows, in, clf__weight_type_name(p->wtype), CLF__QBLOCK);
   clf_tensor *t = NULL;
-  clf_status st;
+  const clf_dtype stored = p->simulate ? CLF_F32 : p->wtype;
+  clf_status st = clf__weight_fits_alloc(ctx, name, clf__dtype_bytes(stored, rows * in));
+  if (st != CLF_OK) return st;
   if (p->simulate && p->wtype != CLF_F32) {
     float *r = malloc(rows * in * sizeof *r + 1);
     void *q = malloc(clf__dtype_bytes(p->wtype, rows * in) + 1);

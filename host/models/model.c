@@ -193,7 +193,8 @@ clf_status clf_model_load_with(clf_context *ctx, const char *model_dir, const cl
     }
   }
   if ((st = clf__weights_open(ctx, model_dir, &w)) != CLF_OK) goto done;
-  if ((st = check_fits(ctx, w, wt, model_dir)) != CLF_OK) goto done;
+  if ((st = check_fits(ctx, w, wt, model_dir)) != CLF_OK || (st = clf__weights_fit_alloc(ctx, w, wt)) != CLF_OK)
+    goto done;
   m = calloc(1, sizeof *m);
   if (!m) {
     st = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);

@@ -298,7 +298,14 @@ clf_status clf__weights_load(clf_context *ctx, const clf__weights *w, const char
   if (!ctx) return clf__fail(NULL, CLF_E_INVALID_ARG, "weights: context is NULL (tensor \"%s\")", name ? name : "?");
   float *host = NULL;
   size_t got[8];
-  clf_status s = clf__weights_read(ctx, w, name, ndim, shape, &host, got);
+  clf_st_info info; /* refused before it is read when it cannot fit one buffer as f32 */
+  clf_status s = clf__weights_info(ctx, w, name, &info);
+  if (s == CLF_OK) {
+    size_t numel = 1;
+    for (int d = 0; d < info.ndim; d++) numel *= info.shape[d];
+    s = clf__weight_fits_alloc(ctx, name, numel * sizeof(float));
+  }
+  if (s == CLF_OK) s = clf__weights_read(ctx, w, name, ndim, shape, &host, got);
   if (s != CLF_OK) return s;
   s = clf_tensor_from_f32(ctx, CLF_F32, ndim, got, host, out);
   free(host);
@@ -324,4 +331,26 @@ size_t clf__weights_bytes_as(const clf__weights *w, clf_dtype wt) {
     total += stored ? clf__dtype_bytes(wt, numel) : numel * sizeof(float);
   }
   return total;
+}
+
+clf_status clf__weight_fits_alloc(clf_context *ctx, const char *name, size_t bytes) {
+  if ((cl_ulong)bytes <= ctx->caps.max_alloc) return CLF_OK;
+  char a[32], b[96];
+  return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "weight %s (%s) is larger than the device's largest allocation (%s)",
+                   name, clf__bytes_str(bytes, a, sizeof a), clf__alloc_limit_str(ctx, b, sizeof b));
+}
+
+clf_status clf__weights_fit_alloc(clf_context *ctx, const clf__weights *w, clf_dtype wt) {
+  size_t worst = 0;
+  const char *name = NULL;
+  for (size_t i = 0; i < w->n_names; i++) {
+    clf_st_info info;
+    if (clf_safetensors_find(w->shards[w->names[i].shard], w->names[i].name, &info) != CLF_OK) continue;
+    size_t numel = 1;
+    for (int d = 0; d < info.ndim; d++) numel *= info.shape[d];
+    const int stored = info.ndim == 2 && (!clf__dtype_is_block(wt) || info.shape[1] % CLF__QBLOCK == 0);
+    const size_t least = stored ? clf__dtype_bytes(wt, numel) : numel * sizeof(float);
+    if (least > worst) worst = least, name = w->names[i].name;
+  }
+  return name ? clf__weight_fits_alloc(ctx, name, worst) : CLF_OK;
 }

@@ -43,6 +43,15 @@ clf_status clf__weights_read(clf_context *ctx, const clf__weights *w, const char
  * layers stored as wt: 2-D tensors whose last dim is a multiple of 32 at
  * wt's size (embeddings too, which stay f32: hence a bound), others f32. */
 size_t clf__weights_bytes_as(const clf__weights *w, clf_dtype wt);
+/* CLF_E_OUT_OF_MEMORY "weight NAME (SIZE) is larger than the device's
+ * largest allocation (LIMIT, WHERE)" when `bytes` of weight `name` would
+ * not fit one buffer (caps.max_alloc: the device's, or CLFORMER_LIMITS's
+ * alloc). */
+clf_status clf__weight_fits_alloc(clf_context *ctx, const char *name, size_t bytes);
+/* The same for every tensor of w, before anything is loaded: each at the
+ * least it can take (2-D as wt where wt can store it, others f32); the
+ * largest one that cannot fit is named. */
+clf_status clf__weights_fit_alloc(clf_context *ctx, const clf__weights *w, clf_dtype wt);
 /* The shape of a tensor without loading it (for deducing sizes); shape has
  * room for 8 dims. */
 clf_status clf__weights_shape(clf_context *ctx, const clf__weights *w, const char *name, int *ndim,
