@@ -24,8 +24,14 @@
 #define REST_T int
 #endif
 
-/* Floats a patch work-group stages in local memory (8 KiB). */
+/* Floats a patch work-group stages in local memory: 8 KiB, or an eighth of
+ * the device's where that is less (an embedded-profile device's 1 KiB, or
+ * CLFORMER_LIMITS local); patch_tile() in host/ops/patch.c mirrors it. */
+#if CLF_LOCAL_MEM_BYTES / 8 < 2048
+#define PATCH_TILE (CLF_LOCAL_MEM_BYTES / 8)
+#else
 #define PATCH_TILE 2048
+#endif
 /* Noise values the masking kernel stages per step. */
 #define MAE_TILE 256
 

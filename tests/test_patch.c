@@ -130,6 +130,22 @@ START_TEST(patchify_orders_and_sizes) {
 }
 END_TEST
 
+/* Patchify and its inverse on the context th_with_context made. */
+static void patch_small_cases(void) {
+  check_patchify(2, 3, 8, 12, 4, 0); /* F 48: tiled, several patches a group */
+  check_patchify(1, 3, 32, 16, 16, 1); /* F 768 */
+  check_patchify(1, 3, 32, 64, 32, 0); /* F 3072: untiled */
+}
+
+/* A GPU's choices under an embedded-profile device's 1 KiB of local memory
+ * and 32 work-items: the tile shrinks to 128 floats (8 KiB of it would not
+ * launch), and F = 768 takes the untiled path. */
+START_TEST(patchify_small_device) {
+  th_with_context("gpu", "wg=32,local=1k", patch_small_cases);
+  th_with_context("gpu", "local=16k", patch_small_cases);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* patch_embed: a direct strided convolution */
 
@@ -817,6 +833,7 @@ static Suite *suite(void) {
   Suite *s = suite_create("patch");
   TCase *tc = tcase_create("patch");
   tcase_add_test(tc, patchify_orders_and_sizes);
+  tcase_add_test(tc, patchify_small_device);
   tcase_add_test(tc, patch_embed_vs_conv);
   tcase_add_test(tc, roll_shifts);
   tcase_add_test(tc, windows_partition_reverse);

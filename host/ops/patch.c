@@ -9,8 +9,11 @@
 #include <limits.h>
 #include <stdio.h>
 
-/* Floats of local tile per patch work-group (PATCH_TILE in patch.cl). */
-#define PATCH_TILE 2048
+/* Floats of local tile per patch work-group (PATCH_TILE in patch.cl): 8 KiB,
+ * or an eighth of the local memory where that is less. */
+static size_t patch_tile(const clf_context *ctx) {
+  return ctx->caps.local_mem / 8 < 2048 ? (size_t)(ctx->caps.local_mem / 8) : 2048;
+}
 
 
 /* Ops that read one tensor while writing another at other places cannot run
@@ -77,8 +80,9 @@ static clf_status patch_shuffle(clf_context *ctx, const clf_tensor *img, size_t 
   const size_t B = img->shape[0], C = img->shape[1], H = img->shape[2], W = img->shape[3];
   const size_t F = C * patch * patch, n_patches = B * (H / patch) * (W / patch);
   /* Enough patches per group for ~1024 floats of work, within the tile. */
-  cl_uint use_tile = F <= PATCH_TILE;
-  size_t G = F ? 1024 / F : 1;
+  const size_t tile = patch_tile(ctx), work = tile < 1024 ? tile : 1024;
+  cl_uint use_tile = F <= tile;
+  size_t G = F ? work / F : 1;
   if (G < 1) G = 1;
   if (G > n_patches) G = n_patches ? n_patches : 1;
   cl_uint c32 = (cl_uint)C, h32 = (cl_uint)H, w32 = (cl_uint)W, p32 = (cl_uint)patch;
