@@ -2,7 +2,8 @@
  *
  * attn_softmax and attn_merge serve the GEMM path (CLBlast computes Q K^T and
  * P V around them); attn_fused is the flash-attention kernel, compiled only
- * when the host passes -DHEAD_DIM=Dh -DATT_BQ=.. -DATT_BK=.. (tile sizes).
+ * when the host passes -DHEAD_DIM=Dh -DATT_BQ=.. -DATT_BK=.. (tile sizes)
+ * -DATT_TR=.. (rows of its work-item grid: 8, 4 or 2).
  *
  * Masks shared by both paths, for batch b, head h, query i, key j < Lk:
  *   key padding  pad[b, j] == 0 (pad_kind 1: i32, 2: i64, 3: f32; 0: none;
@@ -94,23 +95,28 @@ __kernel void attn_merge(__global const float *x, uint x_off, __global float *y,
 }
 
 #ifdef HEAD_DIM
-/* Flash attention.  One work-group of 64 work-items per (b, KV head, block
- * of ATT_BQ query rows of its G heads), seen as an 8 x 8 grid (tr, tc).  The query block sits in
- * local memory (pre-scaled); keys and values stream through one local tile
- * of ATT_BK rows (each tile a contiguous, coalesced read).  Work-item (tr, tc)
- * computes the scores of queries tr + 8a and keys tc + 8c of a tile, and
- * owns the output dims tc + 8e of the same queries, so the accumulators stay
- * in private memory.  Online softmax: per query a running max m and sum l;
- * the accumulator is rescaled by exp(m_old - m_new) at each tile. */
-#define ATT_WG 64
-#define ATT_RA (ATT_BQ / 8)           /* queries per work-item */
+/* Flash attention.  One work-group of ATT_WG = 8 * ATT_TR work-items (64,
+ * 32 or 16: the host takes the largest the kernel may run on the device)
+ * per (b, KV head, block of ATT_BQ query rows of its G heads), seen as an
+ * ATT_TR x 8 grid (tr, tc).  The query block sits in local memory
+ * (pre-scaled); keys and values stream through one local tile of ATT_BK
+ * rows (each tile a contiguous, coalesced read).  Work-item (tr, tc)
+ * computes the scores of queries tr + ATT_TR a and keys tc + 8c of a tile,
+ * and owns the output dims tc + 8e of the same queries, so the accumulators
+ * stay in private memory.  Online softmax: per query a running max m and
+ * sum l; the accumulator is rescaled by exp(m_old - m_new) at each tile. */
+#ifndef ATT_TR
+#define ATT_TR 8
+#endif
+#define ATT_WG (8 * ATT_TR)
+#define ATT_RA (ATT_BQ / ATT_TR)      /* queries per work-item */
 #define ATT_CB (ATT_BK / 8)           /* keys per work-item in a score tile */
 #define ATT_DE ((HEAD_DIM + 7) / 8)   /* output dims per work-item */
 #define ATT_STR (HEAD_DIM | 1)        /* odd row stride: rows in distinct banks */
 #define ATT_PSTR (ATT_BK + 1)
 
-#if ATT_BQ % 8 || ATT_BK % 8 || ATT_BK > ATT_WG
-#error "ATT_BQ and ATT_BK must be multiples of 8, ATT_BK at most 64"
+#if (ATT_TR != 2 && ATT_TR != 4 && ATT_TR != 8) || ATT_BQ % ATT_TR || ATT_BK % 8
+#error "ATT_TR must be 2, 4 or 8, ATT_BQ a multiple of it and ATT_BK a multiple of 8"
 #endif
 
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
@@ -160,7 +166,7 @@ void attn_fused(__global const float *q, uint q_off,
   long row_lo[ATT_RA], row_hi[ATT_RA];
 #pragma unroll
   for (uint a = 0; a < ATT_RA; a++) {
-    const uint t = q0 + tr + 8 * a, hg = t / Lq, i = t - hg * Lq, h = hk * G + hg;
+    const uint t = q0 + tr + ATT_TR * a, hg = t / Lq, i = t - hg * Lq, h = hk * G + hg;
     row_bias[a] = h * bias_hstride + i * Lk;
     row_out[a] = h * out_h + i * out_i;
     row_hi[a] = causal ? (long)i + coff : (long)Lk;
@@ -188,7 +194,7 @@ void attn_fused(__global const float *q, uint q_off,
       const uint c = x / HEAD_DIM, d = x - c * HEAD_DIM;
       kvs[c * ATT_STR + d] = c < nk ? kt[x] : 0.0f;
     }
-    if (lid < ATT_BK) kept[lid] = lid < nk && attn_key_kept(pad, pad_kind, j0 + lid);
+    for (uint c = lid; c < ATT_BK; c += ATT_WG) kept[c] = c < nk && attn_key_kept(pad, pad_kind, j0 + c);
     barrier(CLK_LOCAL_MEM_FENCE);
 
     /* Scores of this work-item's (query, key) pairs. */
@@ -200,7 +206,7 @@ void attn_fused(__global const float *q, uint q_off,
     for (uint d = 0; d < HEAD_DIM; d++) {
       float qa[ATT_RA], kc[ATT_CB];
 #pragma unroll
-      for (uint a = 0; a < ATT_RA; a++) qa[a] = qs[(tr + 8 * a) * ATT_STR + d];
+      for (uint a = 0; a < ATT_RA; a++) qa[a] = qs[(tr + ATT_TR * a) * ATT_STR + d];
 #pragma unroll
       for (uint c = 0; c < ATT_CB; c++) kc[c] = kvs[(tc + 8 * c) * ATT_STR + d];
 #pragma unroll
@@ -212,7 +218,7 @@ void attn_fused(__global const float *q, uint q_off,
     /* Masks and bias, then each query's partial max over this tile. */
 #pragma unroll
     for (uint a = 0; a < ATT_RA; a++) {
-      const uint r = tr + 8 * a;
+      const uint r = tr + ATT_TR * a;
       float mx = -INFINITY;
 #pragma unroll
       for (uint c = 0; c < ATT_CB; c++) {
@@ -232,7 +238,7 @@ void attn_fused(__global const float *q, uint q_off,
     /* New running max; probabilities of the tile and their partial sums. */
 #pragma unroll
     for (uint a = 0; a < ATT_RA; a++) {
-      const uint r = tr + 8 * a;
+      const uint r = tr + ATT_TR * a;
       float mt = m[a];
 #pragma unroll
       for (uint t = 0; t < 8; t++) mt = fmax(mt, pmax[r * 8 + t]);
@@ -258,7 +264,7 @@ void attn_fused(__global const float *q, uint q_off,
 
 #pragma unroll
     for (uint a = 0; a < ATT_RA; a++) {
-      const uint r = tr + 8 * a;
+      const uint r = tr + ATT_TR * a;
       float sum = 0.0f;
 #pragma unroll
       for (uint t = 0; t < 8; t++) sum += psum[r * 8 + t];
@@ -269,7 +275,7 @@ void attn_fused(__global const float *q, uint q_off,
     for (uint c = 0; c < ATT_BK; c++) {
       float pa[ATT_RA], ve[ATT_DE];
 #pragma unroll
-      for (uint a = 0; a < ATT_RA; a++) pa[a] = ps[(tr + 8 * a) * ATT_PSTR + c];
+      for (uint a = 0; a < ATT_RA; a++) pa[a] = ps[(tr + ATT_TR * a) * ATT_PSTR + c];
 #pragma unroll
       for (uint e = 0; e < ATT_DE; e++) ve[e] = kvs[c * ATT_STR + min(tc + 8 * e, (uint)HEAD_DIM - 1)];
 #pragma unroll
@@ -282,7 +288,7 @@ void attn_fused(__global const float *q, uint q_off,
 
 #pragma unroll
   for (uint a = 0; a < ATT_RA; a++) {
-    const uint r = tr + 8 * a;
+    const uint r = tr + ATT_TR * a;
     if (r >= nq) continue;
     const float inv = l[a] > 0.0f ? 1.0f / l[a] : 0.0f;
     __global float *o = out + row_out[a];

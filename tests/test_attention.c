@@ -2,10 +2,13 @@
  * both implementations (GEMM and fused) on every case: odd sizes, cross and
  * cached attention, every mask, both output layouts, and bad arguments. */
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "device/reference.h"
 #include "harness.h"
+#include "ops/ops.h"
 
 /* Inputs in [-1, 1) and scale 1/sqrt(Dh) keep the scores O(1); the f32 dot
  * products (Dh <= 256 terms) and softmax sums (Lk <= 197 terms) then round
@@ -443,6 +446,103 @@ START_TEST(attn_head_dims) {
 }
 END_TEST
 
+/* The work-group of the fused kernel for head dim dh and lq query rows, as
+ * its variant name gives it ("... WG=32"); 0 when it does not apply. */
+static unsigned att_fused_wg(size_t dh, size_t lq) {
+  char name[128];
+  if (!clf__attn_fused_variant(th_ctx, dh, lq, name, sizeof(name))) return 0;
+  const char *w = strstr(name, " WG=");
+  ck_assert_msg(w != NULL, "variant name %s has no WG=", name);
+  return (unsigned)strtoul(w + 4, NULL, 10);
+}
+
+/* Each work-group of the fused kernel (an ATT_TR x 8 grid of 64, 32 or 16
+ * work-items, capped through $CLFORMER_ATTN_WG) against the reference and
+ * the GEMM path, on every device: prefill and decode (Lq <= 8) tiles,
+ * causal, padding, bias, a sliding window, GQA, fully masked rows and head
+ * dims from 1 to 256.  The kernel takes the largest group the device runs
+ * it with up to the cap (Mesa 22.3's rusticl runs it with 32 at most on
+ * llvmpipe, so a cap of 64 gives 32 there); every device runs 16. */
+START_TEST(attn_fused_work_groups) {
+  static const unsigned caps[] = {64, 32, 16};
+  const unsigned cap = caps[_i];
+  char env[8];
+  snprintf(env, sizeof env, "%u", cap);
+  setenv("CLFORMER_ATTN_WG", env, 1);
+  const unsigned wg = att_fused_wg(64, 33);
+  fprintf(stderr, "note: fused attention, work-group cap %u: %u work-items (head dim 64, 33 queries)\n", cap, wg);
+  ck_assert_msg(wg >= 16 && wg <= cap, "cap %u: work-group %u", cap, wg);
+  if (cap == 16) ck_assert_uint_eq(wg, 16);
+  ck_assert_uint_le(att_fused_wg(64, 1), cap); /* decode tiles */
+  ck_assert_uint_le(att_fused_wg(256, 19), cap);
+
+  /* Prefill over several query blocks and key tiles: causal and padding. */
+  att_case c = att_self(2, 3, att_size(33, 13), 64);
+  c.causal = 1;
+  c.pad = CLF_I32;
+  att_check(&c);
+  /* Decode with a KV cache: one query, then three, padding in i64. */
+  c = att_self(2, 3, 1, 64);
+  c.Lk = c.kv_len_arg = 9;
+  c.Lcap = 16;
+  c.causal = 1;
+  c.pad = CLF_I64;
+  att_check(&c);
+  c.Lq = 3;
+  att_check(&c);
+  /* GQA 4:1, merged, prefill then decode (the G heads form one block). */
+  c = att_self(2, 8, att_size(33, 11), 64);
+  c.Hkv = 2;
+  c.causal = 1;
+  c.merged = 1;
+  att_check(&c);
+  c.Lq = 1;
+  c.Lk = c.kv_len_arg = 12;
+  c.Lcap = 16;
+  att_check(&c);
+  /* A sliding window with GQA, prefill and decode. */
+  c = att_self(2, 4, att_size(70, 13), 32);
+  c.Hkv = 2;
+  c.causal = 1;
+  c.window = 5;
+  att_check(&c);
+  c.Lq = 3;
+  c.Lk = c.kv_len_arg = 21;
+  c.Lcap = 24;
+  att_check(&c);
+  /* Bias per window and head, with f32 padding, cross-attention. */
+  c = att_self(4, 3, 9, 32);
+  c.nW = 2;
+  c.Hb = 3;
+  c.Lk = c.Lcap = 13;
+  c.pad = CLF_F32;
+  att_check(&c);
+  /* Rows with no key left give zeros. */
+  c = att_self(3, 2, 6, 16);
+  c.Lk = c.Lcap = 4;
+  c.pad = CLF_I32;
+  c.pad_empty_b = 1;
+  c.causal = 1;
+  att_check(&c);
+  /* Head dims at the edges of the tiles, prefill and decode. */
+  static const size_t dhs[] = {1, 80, 129, 256};
+  for (size_t x = 0; x < 4; x++) {
+    c = att_self(1, 2, 19, dhs[x]);
+    c.Lk = c.Lcap = 23;
+    c.pad = CLF_I32;
+    c.nW = 1;
+    c.Hb = 2;
+    att_check(&c);
+    c.Lq = 3;
+    c.causal = 1;
+    att_check(&c);
+  }
+}
+END_TEST
+
+/* Teardown of attn_fused_work_groups, run even when a check failed. */
+static void att_wg_uncap(void) { unsetenv("CLFORMER_ATTN_WG"); }
+
 START_TEST(attn_head_dim_over_256) {
   /* The fused kernel stops at 256: FUSED fails, AUTO falls back to GEMM. */
   att_case c = att_self(1, 2, 5, 300);
@@ -634,6 +734,10 @@ static Suite *suite(void) {
   Suite *s = suite_create("attention");
   TCase *sizes = tcase_create("sizes"), *masks = tcase_create("masks");
   TCase *layout = tcase_create("layout"), *errors = tcase_create("errors");
+  TCase *groups = tcase_create("work_groups");
+  tcase_set_timeout(groups, 0);
+  tcase_add_checked_fixture(groups, NULL, att_wg_uncap);
+  tcase_add_loop_test(groups, attn_fused_work_groups, 0, 3);
   tcase_set_timeout(sizes, 0);
   tcase_set_timeout(masks, 0);
   tcase_set_timeout(layout, 0);
@@ -657,6 +761,7 @@ static Suite *suite(void) {
   suite_add_tcase(s, sizes);
   suite_add_tcase(s, masks);
   suite_add_tcase(s, layout);
+  suite_add_tcase(s, groups);
   suite_add_tcase(s, errors);
   return s;
 }

@@ -9,10 +9,13 @@
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #define ATT_MAX_HEAD_DIM 256
-/* The fused kernel's work-group (an 8 x 8 grid; see attention.cl). */
-#define ATT_FUSED_WG 64
+/* The fused kernel's work-groups: an ATT_TR x 8 grid (see attention.cl) of
+ * 64, 32 or 16 work-items, the largest the kernel may run on the device. */
+#define ATT_FUSED_WG_MAX 64
+#define ATT_FUSED_WG_MIN 16
 /* Local memory the fused kernel may use: well under 32 KiB so that a GPU
  * keeps several work-groups resident per compute unit. */
 #define ATT_LOCAL_BUDGET (28u * 1024u)
@@ -38,22 +41,26 @@ static size_t attn_fused_local(size_t dh, size_t bq, size_t bk) {
   return sizeof(float) * (bq * str + bk * str + bq * (bk + 1) + 2 * bq * 8) + sizeof(cl_int) * bk;
 }
 
-/* Tile sizes of the fused kernel: queries per work-group (bq) and keys per
- * tile (bk), multiples of 8.  Larger bq re-reads K and V less often; the
- * head dim bounds both through local memory.  Up to 8 queries (decoding
- * with a KV cache) take bq = 8, so little work goes to absent query rows,
- * and longer key tiles instead.  0 when nothing fits. */
-static int attn_fused_tiles(const clf_context *ctx, size_t dh, size_t lq, unsigned *bq, unsigned *bk) {
+/* Tile sizes of the fused kernel with a work-group of wg work-items and
+ * `budget` bytes of local memory: queries per work-group (bq, a multiple of
+ * the wg / 8 rows of the grid) and keys per tile (bk, a multiple of 8).
+ * Larger bq re-reads K and V less often; the head dim bounds both through
+ * local memory, and bq is at most 4 queries per row of the grid (wg / 2),
+ * so that a small group keeps its private arrays as small as the 64 one.
+ * Up to 8 queries (decoding with a KV cache) take bq = 8, so little work
+ * goes to absent query rows, and longer key tiles instead.  0 when nothing
+ * fits. */
+static int attn_fused_tiles(size_t budget, size_t dh, size_t lq, unsigned wg, unsigned *bq, unsigned *bk) {
   if (dh == 0 || dh > ATT_MAX_HEAD_DIM) return 0;
-  size_t budget = ctx->caps.local_mem < ATT_LOCAL_BUDGET ? (size_t)ctx->caps.local_mem : ATT_LOCAL_BUDGET;
   unsigned q = dh <= 64 ? 32 : 16, kk = dh <= 64 ? 32 : dh <= 128 ? 16 : 8;
   if (lq <= 8) {
     q = 8;
     kk *= 2;
   }
+  if (q > wg / 2) q = wg / 2;
   while (attn_fused_local(dh, q, kk) > budget) {
     if (kk > 8) kk /= 2;
-    else if (q > 8) q /= 2;
+    else if (q > wg / 8) q /= 2; /* down to one query per work-item row */
     else return 0;
   }
   *bq = q;
@@ -61,27 +68,92 @@ static int attn_fused_tiles(const clf_context *ctx, size_t dh, size_t lq, unsign
   return 1;
 }
 
-/* The fused kernel's tiles for one launch, worked out once. */
-typedef struct attn_tiles {
-  int ok; /* 0: nothing fits this device's local memory */
-  unsigned bq, bk;
-} attn_tiles;
+/* The fused kernel's shape for one head dim and query count, worked out
+ * once per launch. */
+typedef struct attn_fused {
+  unsigned wg, bq, bk; /* the shape picked, or (kr NULL) the last one tried */
+  clf__kernel *kr;     /* NULL: no shape applies on this device */
+  char why[200];       /* when kr is NULL: why not */
+} attn_fused;
 
-static attn_tiles attn_tiles_for(const clf_context *ctx, size_t dh, size_t lq) {
-  attn_tiles t = {0, 0, 0};
-  t.ok = attn_fused_tiles(ctx, dh, lq, &t.bq, &t.bk);
-  return t;
+/* The self-validation name of the fused variant of shape f: the work-group
+ * is part of it, so each shape has its own verdict. */
+static void attn_variant_name(size_t dh, const attn_fused *f, char *buf, size_t len) {
+  snprintf(buf, len, "attention.fused HEAD_DIM=%zu BQ=%u BK=%u WG=%u", dh, f->bq, f->bk, f->wg);
 }
 
-/* The self-validation name of the fused variant with tiles t. */
-static void attn_variant_name(size_t dh, const attn_tiles *t, char *buf, size_t len) {
-  snprintf(buf, len, "attention.fused HEAD_DIM=%zu BQ=%u BK=%u", dh, t->bq, t->bk);
+/* The largest work-group the fused kernel tries: 64, or $CLFORMER_ATTN_WG
+ * (16, 32 or 64; the tests force each shape with it). */
+static unsigned attn_wg_cap(void) {
+  const char *env = getenv("CLFORMER_ATTN_WG");
+  unsigned v;
+  if (env && sscanf(env, "%u", &v) == 1 && (v == 16 || v == 32 || v == 64)) return v;
+  return ATT_FUSED_WG_MAX;
 }
 
-int clf__attn_fused_variant(const clf_context *ctx, size_t dh, size_t lq, char *buf, size_t len) {
-  const attn_tiles t = attn_tiles_for(ctx, dh, lq);
-  if (t.ok) attn_variant_name(dh, &t, buf, len);
-  return t.ok;
+/* Picks the fused kernel for head dim dh and lq query rows: the first of
+ * the 64, 32 and 16 work-item shapes whose tiles fit the local memory and
+ * whose kernel, once built, the device runs at that size
+ * (CL_KERNEL_WORK_GROUP_SIZE, which a driver may set below the device's
+ * limit: Mesa 22.3's rusticl gives 32 on llvmpipe) within its local memory
+ * (CL_KERNEL_LOCAL_MEM_SIZE).  A driver that counts more local memory than
+ * the kernel's arrays declare (that rusticl reports twice as much) gets
+ * tiles smaller in proportion.  f->kr NULL, with f->why, when nothing
+ * fits; a failed build is an error. */
+static clf_status attn_fused_pick(clf_context *ctx, size_t dh, size_t lq, attn_fused *f) {
+  f->kr = NULL;
+  f->wg = f->bq = f->bk = 0;
+  if (dh == 0 || dh > ATT_MAX_HEAD_DIM) {
+    snprintf(f->why, sizeof f->why, "the head dim exceeds %d", ATT_MAX_HEAD_DIM);
+    return CLF_OK;
+  }
+  const size_t dev_local = (size_t)ctx->caps.local_mem;
+  snprintf(f->why, sizeof f->why, "the device has too little local memory (%zu bytes)", dev_local);
+  for (unsigned wg = attn_wg_cap(); wg >= ATT_FUSED_WG_MIN; wg /= 2) {
+    size_t budget = dev_local < ATT_LOCAL_BUDGET ? dev_local : ATT_LOCAL_BUDGET;
+    unsigned bq, bk;
+    for (int tries = 0; tries < 3 && attn_fused_tiles(budget, dh, lq, wg, &bq, &bk); tries++) {
+      f->wg = wg;
+      f->bq = bq;
+      f->bk = bk;
+      char opts[96];
+      snprintf(opts, sizeof(opts), "-DHEAD_DIM=%zu -DATT_BQ=%u -DATT_BK=%u -DATT_TR=%u", dh, bq, bk, wg / 8);
+      clf__kernel *k;
+      clf_status st = clf__get_kernel(ctx, "attention", opts, "attn_fused", &k);
+      if (st != CLF_OK) return st;
+      if (clf__wg_1d(ctx, k, wg) < wg) {
+        snprintf(f->why, sizeof f->why,
+                 "the device runs the kernel with at most %zu work-items per group (CL_KERNEL_WORK_GROUP_SIZE), "
+                 "fewer than the %u of its smallest shape",
+                 k->max_wg < ctx->caps.max_wg ? k->max_wg : ctx->caps.max_wg, wg);
+        break; /* smaller tiles keep the group: the next shape */
+      }
+      cl_ulong used = 0;
+      if (clGetKernelWorkGroupInfo(k->kernel, ctx->dev.device, CL_KERNEL_LOCAL_MEM_SIZE, sizeof(used), &used,
+                                   NULL) != CL_SUCCESS)
+        used = 0;
+      if (used <= dev_local) {
+        f->kr = k;
+        return CLF_OK;
+      }
+      snprintf(f->why, sizeof f->why,
+               "the kernel uses %lu bytes of local memory (CL_KERNEL_LOCAL_MEM_SIZE) with %u work-items and tiles "
+               "of %u x %u, more than the device's %zu",
+               (unsigned long)used, wg, bq, bk, dev_local);
+      /* Tiles whose count by the driver's measure fits. */
+      budget = (size_t)((double)attn_fused_local(dh, bq, bk) * (double)dev_local / (double)used);
+    }
+  }
+  return CLF_OK;
+}
+
+int clf__attn_fused_variant(clf_context *ctx, size_t dh, size_t lq, char *buf, size_t len) {
+  attn_fused f;
+  /* A shape that fails to build is named all the same: validating it runs
+   * clf_attention, which reports the build failure. */
+  if (attn_fused_pick(ctx, dh, lq, &f) != CLF_OK ? f.wg == 0 : f.kr == NULL) return 0;
+  attn_variant_name(dh, &f, buf, len);
+  return 1;
 }
 
 /* ---- kernel arguments, each list in the order of its kernel's signature
@@ -179,40 +251,13 @@ static clf_status attn_merge_set_args(clf_context *ctx, clf__kernel *kr, const a
 
 /* ---- the two paths ---- */
 
-/* The fused kernel for a's head dim and tiles t, or *kr NULL (with CLF_OK)
- * when it does not apply on this device; *why says why. */
-static clf_status attn_fused_kernel(clf_context *ctx, const attn_args *a, const attn_tiles *t, clf__kernel **kr,
-                                    const char **why) {
-  *kr = NULL;
-  if (a->Dh > ATT_MAX_HEAD_DIM) {
-    *why = "the head dim exceeds 256";
-    return CLF_OK;
-  }
-  if (!t->ok) {
-    *why = "the device has too little local memory";
-    return CLF_OK;
-  }
-  char opts[96];
-  snprintf(opts, sizeof(opts), "-DHEAD_DIM=%zu -DATT_BQ=%u -DATT_BK=%u", a->Dh, t->bq, t->bk);
-  clf__kernel *k;
-  clf_status st = clf__get_kernel(ctx, "attention", opts, "attn_fused", &k);
-  if (st != CLF_OK) return st;
-  if (clf__wg_1d(ctx, k, ATT_FUSED_WG) < ATT_FUSED_WG) {
-    *why = "the device runs fewer than 64 work-items per group";
-    return CLF_OK;
-  }
-  *kr = k;
-  return CLF_OK;
-}
-
-static clf_status attn_run_fused(clf_context *ctx, const attn_args *a, clf__kernel *kr, const attn_tiles *t,
-                                 cl_event *event) {
-  clf_status st = attn_fused_set_args(ctx, kr, a);
+static clf_status attn_run_fused(clf_context *ctx, const attn_args *a, const attn_fused *f, cl_event *event) {
+  clf_status st = attn_fused_set_args(ctx, f->kr, a);
   if (st != CLF_OK) return st;
   /* One work-group per block of bq query rows of a KV head's G heads. */
-  const size_t global[2] = {(a->G * a->Lq + t->bq - 1) / t->bq * ATT_FUSED_WG, a->B * a->Hkv};
-  const size_t local[2] = {ATT_FUSED_WG, 1};
-  return clf__launch(ctx, kr, 2, global, local, event);
+  const size_t global[2] = {(a->G * a->Lq + f->bq - 1) / f->bq * f->wg, a->B * a->Hkv};
+  const size_t local[2] = {f->wg, 1};
+  return clf__launch(ctx, f->kr, 2, global, local, event);
 }
 
 static clf_status attn_run_gemm(clf_context *ctx, const attn_args *a, cl_event *event) {
@@ -377,18 +422,30 @@ static clf_status attn_check_sizes(clf_context *ctx, const char *op, const attn_
   return CLF_OK;
 }
 
-/* Whether to run the fused kernel (*use_fused) for `impl`: the fused kernel
- * and the GEMM path stand in for each other where one failed
- * self-validation. */
-static clf_status attn_choose(clf_context *ctx, const char *op, const attn_args *a, const attn_tiles *t,
-                              clf_attention_impl impl, int *use_fused) {
+/* Whether to run the fused kernel (*use_fused, its shape in *f) for
+ * `impl`: the fused kernel and the GEMM path stand in for each other where
+ * one failed self-validation. */
+static clf_status attn_choose(clf_context *ctx, const char *op, const attn_args *a, clf_attention_impl impl,
+                              attn_fused *f, int *use_fused) {
   static const char gemm_v[] = "attention.gemm";
-  char fused_v[96];
+  char fused_v[128];
   int pref;
   clf_status st;
   *use_fused = impl != CLF_ATTN_GEMM;
-  if (!t->ok) return clf__variant_pick(ctx, op, gemm_v, NULL, &pref);
-  attn_variant_name(a->Dh, t, fused_v, sizeof(fused_v));
+  f->kr = NULL;
+  snprintf(f->why, sizeof f->why, "not asked for");
+  /* The GEMM path asked for, and no verdict to consult: no fused kernel to
+   * build. */
+  if (impl == CLF_ATTN_GEMM && !clf__variants_failed(ctx)) return CLF_OK;
+  const int had_error = ctx->err.status != CLF_OK;
+  if ((st = attn_fused_pick(ctx, a->Dh, a->G * a->Lq, f)) != CLF_OK) {
+    if (impl != CLF_ATTN_GEMM) return st;
+    /* Only the alternative of the path asked for failed to build. */
+    f->kr = NULL;
+    if (!had_error) clf_clear_error(ctx);
+  }
+  if (!f->kr) return clf__variant_pick(ctx, op, gemm_v, NULL, &pref);
+  attn_variant_name(a->Dh, f, fused_v, sizeof(fused_v));
   st = clf__variant_pick(ctx, op, *use_fused ? fused_v : gemm_v, *use_fused ? gemm_v : fused_v, &pref);
   if (st == CLF_OK) *use_fused = pref == *use_fused;
   return st;
@@ -418,17 +475,14 @@ clf_status clf_attention(clf_context *ctx, const clf_tensor *q, const clf_tensor
     return CLF_OK;
   }
 
-  const attn_tiles tiles = attn_tiles_for(ctx, a.Dh, a.G * a.Lq);
+  attn_fused fused;
   int use_fused;
-  if ((st = attn_choose(ctx, op, &a, &tiles, impl, &use_fused)) != CLF_OK) return st;
+  if ((st = attn_choose(ctx, op, &a, impl, &fused, &use_fused)) != CLF_OK) return st;
   if (use_fused) {
-    clf__kernel *kr;
-    const char *why = "";
-    if ((st = attn_fused_kernel(ctx, &a, &tiles, &kr, &why)) != CLF_OK) return st;
-    if (kr) return attn_run_fused(ctx, &a, kr, &tiles, event);
+    if (fused.kr) return attn_run_fused(ctx, &a, &fused, event);
     if (impl == CLF_ATTN_FUSED)
       return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: the fused kernel does not apply to head dim %zu: %s", op, a.Dh,
-                       why);
+                       fused.why);
   }
   /* No key at all: every row is fully masked, so the output is zeros. */
   if (a.Lk == 0) return clf_tensor_fill(ctx, out, 0.0, event);

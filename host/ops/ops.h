@@ -30,9 +30,10 @@ clf_status clf__split_heads_check(clf_context *ctx, const char *op, const clf_te
 
 /* ---- attention (attention.c) ---- */
 /* The variant name of the fused attention kernel for head dim dh and lq
- * queries on ctx's device ("attention.fused HEAD_DIM=64 BQ=32 BK=32"), or 0
- * when it does not apply (ops_attention.c). */
-int clf__attn_fused_variant(const clf_context *ctx, size_t dh, size_t lq, char *buf, size_t len);
+ * queries on ctx's device ("attention.fused HEAD_DIM=64 BQ=32 BK=32 WG=64"),
+ * or 0 when it does not apply.  Builds the kernel: its work-group follows
+ * the kernel's limits on the device (attention.c). */
+int clf__attn_fused_variant(clf_context *ctx, size_t dh, size_t lq, char *buf, size_t len);
 
 /* ---- linear layers off CLBlast's direct path (linear.c) ---- */
 /* The most rows of x one launch of the matrix-vector kernel takes. */
