@@ -202,8 +202,17 @@ typedef struct clf_profile_entry {
   double ms;           /* their device time, summed */
 } clf_profile_entry;
 /* Starts recording (forgetting an earlier one).  CLF_E_UNSUPPORTED when the
- * context was created without profiling. */
+ * context was created without profiling.  The clock is chosen here: the
+ * events' timestamps where the driver fills them, else (a driver whose
+ * events report no time, e.g. Mesa's rusticl, or $CLFORMER_PROFILE_CLOCK=wall)
+ * the host's monotonic clock around each command, the queue finished before
+ * and after it: host time per command, serialized, so only a
+ * diagnostic.  $CLFORMER_PROFILE_CLOCK other than "events", "wall" or
+ * empty: CLF_E_INVALID_ARG. */
 CLF_API clf_status clf_profile_start(clf_context *ctx);
+/* The clock of the recording started last: "events" (device timestamps) or
+ * "wall" (see clf_profile_start); NULL before any.  Static. */
+CLF_API const char *clf_profile_clock(const clf_context *ctx);
 /* Waits for the queue, stops recording and writes the ops, longest first,
  * up to `capacity` of them, with the number of ops in *n_ops and of
  * commands in *commands (may be NULL).  CLF_E_INVALID_ARG when not

@@ -68,13 +68,19 @@ int clf_cli_profile_print(clf_context *ctx, const char *cmd, const char *per, do
   }
   double total = 0;
   for (size_t i = 0; i < n && i < 64; i++) total += e[i].ms;
-  fprintf(stderr, "profile: device time by op (OpenCL profiling events)\n  %-28s %8s %12s %7s\n", "op", "count",
-          "total ms", "share");
+  const char *clock = clf_profile_clock(ctx);
+  int wall = clock && !strcmp(clock, "wall");
+  fprintf(stderr, "profile: %s by op (%s)\n  %-28s %8s %12s %7s\n", wall ? "time" : "device time",
+          wall ? "wall clock around each command, the queue finished before and after: the driver's events "
+                 "carry no timestamps, or CLFORMER_PROFILE_CLOCK=wall"
+               : "OpenCL profiling events",
+          "op", "count", "total ms", "share");
   for (size_t i = 0; i < n && i < 64; i++)
     fprintf(stderr, "  %-28s %8lu %12.3f %6.1f%%\n", e[i].op, e[i].count, e[i].ms,
             total > 0 ? 100.0 * e[i].ms / total : 0.0);
   fprintf(stderr, "  %-28s %8lu %12.3f %6.1f%%\n", "all", commands, total, 100.0);
-  fprintf(stderr, "profile: per %s: %.3f ms of device time, %.1f launches\n", per, total / units, commands / units);
+  fprintf(stderr, "profile: per %s: %.3f ms of %s time, %.1f launches\n", per, total / units, wall ? "wall" : "device",
+          commands / units);
   return 1;
 }
 

@@ -95,6 +95,7 @@ typedef struct clf__prof_rec {
   const char *op;
   cl_event start; /* a marker before it, or NULL: the command's own start */
   cl_event ev;
+  double wall_ms; /* on the wall clock: its time, measured at the note */
 } clf__prof_rec;
 
 struct clf_context {
@@ -109,6 +110,8 @@ struct clf_context {
   size_t n_prof, cap_prof;
   int prof_oom; /* a record was lost for want of memory */
   cl_event prof_mark; /* clf__prof_mark's, until the next note */
+  int prof_clock;      /* 0 none yet, 1 the events' timestamps, 2 the host's wall clock */
+  double prof_t0;      /* wall clock: when the command being recorded was enqueued (ms) */
 
   char *cache_dir;  /* NULL: disk cache off */
   char *kernel_dir; /* NULL: embedded sources */

@@ -1,18 +1,33 @@
 /* profile.c - per-op device time from OpenCL profiling events: while a
  * context records (clf_profile_start .. clf_profile_stop), every kernel
  * launch, CLBlast call and buffer copy keeps its event, and stop sums them
- * by op. */
+ * by op.  Where the driver's events carry no timestamps (all zero: Mesa's
+ * rusticl), each command is timed on the host's monotonic clock instead,
+ * the queue finished before it is enqueued and after. */
 #include "core.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+enum { CLOCK_EVENTS = 1, CLOCK_WALL = 2 };
+
+static double wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
 
 cl_event *clf__prof_event(clf_context *ctx, cl_event *event, cl_event *local) {
+  if (ctx->recording && ctx->prof_clock == CLOCK_WALL) {
+    clFinish(ctx->queue); /* what came before is not this command's time */
+    ctx->prof_t0 = wall_ms();
+  }
   return ctx->recording && !event ? local : event;
 }
 
 void clf__prof_mark(clf_context *ctx) {
-  if (!ctx->recording) return;
+  if (!ctx->recording || ctx->prof_clock == CLOCK_WALL) return;
   if (ctx->prof_mark) clReleaseEvent(ctx->prof_mark);
   ctx->prof_mark = NULL;
   if (clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, &ctx->prof_mark) != CL_SUCCESS) ctx->prof_mark = NULL;
@@ -23,6 +38,11 @@ void clf__prof_note(clf_context *ctx, const char *op, cl_event *event, cl_event 
   cl_event ev = event ? *event : *local, start = ctx->prof_mark;
   ctx->prof_mark = NULL;
   if (!ev) return;
+  double ms = 0;
+  if (ctx->prof_clock == CLOCK_WALL) {
+    clFinish(ctx->queue);
+    ms = wall_ms() - ctx->prof_t0;
+  }
   if (event) clRetainEvent(ev); /* the caller's: it releases its own reference */
   if (ctx->n_prof == ctx->cap_prof) {
     size_t cap = ctx->cap_prof ? 2 * ctx->cap_prof : 256;
@@ -36,7 +56,7 @@ void clf__prof_note(clf_context *ctx, const char *op, cl_event *event, cl_event 
     ctx->prof = r;
     ctx->cap_prof = cap;
   }
-  ctx->prof[ctx->n_prof++] = (clf__prof_rec){op, start, ev};
+  ctx->prof[ctx->n_prof++] = (clf__prof_rec){op, start, ev, ms};
 }
 
 void clf__prof_clear(clf_context *ctx) {
@@ -52,15 +72,47 @@ void clf__prof_clear(clf_context *ctx) {
   ctx->prof_oom = 0;
 }
 
+/* Whether the driver's events carry timestamps: a 16 MiB fill takes more
+ * than 100 ns between start and end (160 TB/s would be faster than any
+ * device).  Rusticl 22.3 answers 0, 1, 2 and 3 for queued, submit, start
+ * and end (and a timer resolution of 0). */
+static int events_have_time(clf_context *ctx) {
+  size_t BYTES = (size_t)1 << 24;
+  if (ctx->caps.max_alloc && ctx->caps.max_alloc < BYTES) BYTES = (size_t)ctx->caps.max_alloc / 4 * 4;
+  cl_int err;
+  cl_mem m = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, BYTES, NULL, &err);
+  if (!m) return 0;
+  cl_event ev = NULL;
+  cl_ulong t0 = 0, t1 = 0;
+  const float zero = 0;
+  err = clEnqueueFillBuffer(ctx->queue, m, &zero, sizeof zero, 0, BYTES, 0, NULL, &ev);
+  if (err == CL_SUCCESS) err = clWaitForEvents(1, &ev);
+  if (err == CL_SUCCESS) err = clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL);
+  if (err == CL_SUCCESS) err = clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL);
+  if (ev) clReleaseEvent(ev);
+  clReleaseMemObject(m);
+  return err == CL_SUCCESS && t1 > t0 + 100;
+}
+
 clf_status clf_profile_start(clf_context *ctx) {
   clf_status st = clf__check_ctx(ctx, "clf_profile_start");
   if (st != CLF_OK) return st;
   if (!ctx->profiling)
     return clf__fail(ctx, CLF_E_UNSUPPORTED, "clf_profile_start: the context was created without profiling "
                      "(set clf_context_options.profiling)");
+  const char *want = getenv("CLFORMER_PROFILE_CLOCK");
+  if (want && *want && strcmp(want, "events") && strcmp(want, "wall"))
+    return clf__fail(ctx, CLF_E_INVALID_ARG,
+                     "clf_profile_start: CLFORMER_PROFILE_CLOCK=\"%.40s\" is not a clock (events, wall)", want);
   clf__prof_clear(ctx);
+  ctx->prof_clock = want && !strcmp(want, "wall") ? CLOCK_WALL : events_have_time(ctx) ? CLOCK_EVENTS : CLOCK_WALL;
   ctx->recording = 1;
   return CLF_OK;
+}
+
+const char *clf_profile_clock(const clf_context *ctx) {
+  if (!ctx || !ctx->prof_clock) return NULL;
+  return ctx->prof_clock == CLOCK_WALL ? "wall" : "events";
 }
 
 static int by_time(const void *a, const void *b) {
@@ -68,9 +120,13 @@ static int by_time(const void *a, const void *b) {
   return x < y ? 1 : x > y ? -1 : 0;
 }
 
-/* The record's device time in ms: from its marker's end (or its own start)
- * to its end. */
-static cl_int rec_ms(const clf__prof_rec *r, double *ms) {
+/* The record's time in ms: from its marker's end (or its own start) to its
+ * end, or as the wall clock measured it. */
+static cl_int rec_ms(const clf__prof_rec *r, int clock, double *ms) {
+  if (clock == CLOCK_WALL) {
+    *ms = r->wall_ms;
+    return CL_SUCCESS;
+  }
   cl_ulong t0 = 0, t1 = 0;
   cl_int err = clGetEventProfilingInfo(r->ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL);
   if (err == CL_SUCCESS)
@@ -87,7 +143,7 @@ static clf_status prof_sum(clf_context *ctx, clf_profile_entry *out, size_t cap,
   size_t n = 0;
   for (size_t i = 0; i < ctx->n_prof; i++) {
     double ms;
-    cl_int err = rec_ms(&ctx->prof[i], &ms);
+    cl_int err = rec_ms(&ctx->prof[i], ctx->prof_clock, &ms);
     if (err != CL_SUCCESS) {
       free(all);
       return clf__fail_cl(ctx, err, "clGetEventProfilingInfo", ctx->prof[i].op);
