@@ -28,6 +28,7 @@ typedef struct th_record {
 static struct {
   const char *suite;
   char device[300];
+  char device_class[32], limits[200];
   SRunner *sr;
   th_record *rec;
   size_t n, cap;
@@ -81,6 +82,9 @@ static void th_write_report(int complete) {
   cJSON_AddNumberToObject(root, "schema", 1);
   cJSON_AddStringToObject(root, "suite", th_rep.suite ? th_rep.suite : "");
   cJSON_AddStringToObject(root, "device", th_rep.device);
+  /* What the matrix checks its column's settings against. */
+  cJSON_AddStringToObject(root, "device_class", th_rep.device_class);
+  cJSON_AddStringToObject(root, "limits", th_rep.limits);
   cJSON_AddBoolToObject(root, "complete", complete);
   cJSON_AddItemToObject(root, "tests", tests);
   for (int i = 0; i < n_res; i++) {
@@ -193,6 +197,12 @@ int th_run(Suite *s) {
   fflush(stdout);
   snprintf(th_rep.device, sizeof th_rep.device, "%d:%d %s / %s", d->platform_index, d->device_index,
            d->platform_name, d->device_name);
+  int overridden = 0;
+  snprintf(th_rep.device_class, sizeof th_rep.device_class, "%s", clf_context_device_class(th_ctx, &overridden));
+  snprintf(th_rep.limits, sizeof th_rep.limits, "%s", clf_context_limits(th_ctx));
+  if (overridden || th_rep.limits[0])
+    printf("choosing as a %s device%s%s\n", th_rep.device_class, th_rep.limits[0] ? ", under the limits " : "",
+           th_rep.limits);
   SRunner *sr = srunner_create(s);
   srunner_set_fork_status(sr, CK_NOFORK);
   th_rep.sr = sr;

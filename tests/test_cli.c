@@ -57,6 +57,17 @@ static void expect_npy_close(const char *got_path, const char *want_path) {
   clf_array_free(&want);
 }
 
+/* A JSON file parsed, or NULL. */
+static cJSON *clf_cli_test_read_json(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  static char buf[1 << 20];
+  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  return cJSON_Parse(buf);
+}
+
 static void setup(void) {
   cli = getenv("CLF_CLI");
   fx = getenv("CLF_FIXTURES");
@@ -843,7 +854,7 @@ END_TEST
  * their ranges and defaults, exit 0 and write nothing on stderr. */
 START_TEST(help_from_the_table) {
   static const struct { const char *cmd, *want[3]; } cases[] = {
-      {"devices", {"usage: clformer devices\n", "-h, --help", "marked with *"}},
+      {"devices", {"usage: clformer devices [--json]\n", "-h, --help", "marked with *"}},
       {"run", {"usage: clformer run MODEL_DIR", "--repeat N", "(0 to 100000)"}},
       {"generate", {"usage: clformer generate MODEL_DIR", "--max-new-tokens N", "(1 to 100000)"}},
       {"embed", {"usage: clformer embed MODEL_DIR TEXT TEXT...", "--device S", "cosine"}},
@@ -878,6 +889,96 @@ START_TEST(help_from_the_table) {
 }
 END_TEST
 
+/* --profile names its clock: the events' timestamps where the driver fills
+ * them (PoCL), the host's clock around each finished command where it does
+ * not (rusticl; forced here by CLFORMER_PROFILE_CLOCK=wall), and a clock
+ * that is not one is refused by name. */
+START_TEST(profile_names_its_clock) {
+  char args[2048];
+  snprintf(args, sizeof(args), "run %s/bert --in input_ids=%s/bert/padded.input_ids.npy --out last_hidden_state=%s/h.npy "
+           "--profile", fx, fx, tmp);
+  ck_assert_msg(run_cli(args) == 0, "%s: %s", args, slurp("stderr"));
+  ck_assert_msg(strstr(slurp("stderr"), "profile: device time by op (OpenCL profiling events)"), "%s", slurp("stderr"));
+  setenv("CLFORMER_PROFILE_CLOCK", "wall", 1);
+  int rc = run_cli(args);
+  ck_assert_msg(rc == 0, "%s: %s", args, slurp("stderr"));
+  const char *err = slurp("stderr");
+  ck_assert_msg(strstr(err, "profile: time by op (wall clock around each command"), "%s", err);
+  const char *per = strstr(err, "profile: per forward pass: ");
+  ck_assert_msg(per && strstr(per, " ms of wall time"), "%s", err);
+  ck_assert_msg(atof(per + strlen("profile: per forward pass: ")) > 0, "no time measured: %s", err);
+  setenv("CLFORMER_PROFILE_CLOCK", "tsc", 1);
+  rc = run_cli(args);
+  unsetenv("CLFORMER_PROFILE_CLOCK");
+  ck_assert_int_eq(rc, 1);
+  ck_assert_msg(strstr(slurp("stderr"), "CLFORMER_PROFILE_CLOCK=\"tsc\" is not a clock (events, wall)"), "%s",
+                slurp("stderr"));
+}
+END_TEST
+
+/* Implementations are loaded alone: one in clformer's prefix whose library
+ * is missing is listed without its devices by `devices`, is the only one
+ * loaded when CLFORMER_DEVICE names it, and makes `matrix` fail naming it;
+ * a variant column runs with its setting, which the test program reports. */
+START_TEST(implementations_each_alone) {
+  char prefix[512], path[1200], args[2048];
+  snprintf(prefix, sizeof(prefix), "%s/opencl", tmp);
+  snprintf(path, sizeof(path), "mkdir -p '%s/vendors' && echo /nonexistent/libclformer-no-such-icd.so > "
+           "'%s/vendors/broken.icd'", prefix, prefix);
+  ck_assert_int_eq(system(path), 0);
+  const char *saved = getenv("CLFORMER_OPENCL_PREFIX");
+  char *saved_prefix = saved ? strdup(saved) : NULL;
+  setenv("CLFORMER_OPENCL_PREFIX", prefix, 1);
+
+  ck_assert_msg(run_cli("devices") == 0, "%s", slurp("stderr"));
+  const char *out = slurp("stdout");
+  const char *line = strstr(out, "   broken ");
+  ck_assert_msg(strstr(out, "Not loaded by default") && line, "%s", out);
+  char row[300];
+  snprintf(row, sizeof(row), "%.*s", (int)strcspn(line, "\n"), line);
+  ck_assert_msg(strstr(row, "/nonexistent") == NULL && strstr(row, "no devices"), "%s", out);
+
+  setenv("CLFORMER_DEVICE", "broken", 1);
+  int rc = run_cli("devices --json");
+  unsetenv("CLFORMER_DEVICE");
+  ck_assert_msg(rc == 1, "CLFORMER_DEVICE=broken loaded more than the broken ICD: %s", slurp("stdout"));
+
+  snprintf(args, sizeof(args), "matrix --device broken --suite norm --out %s/m1", tmp);
+  ck_assert_int_eq(run_cli(args), 1);
+  snprintf(path, sizeof(path), "%s/m1/matrix.md", tmp);
+  FILE *f = fopen(path, "r");
+  ck_assert_ptr_nonnull(f);
+  static char md[65536];
+  md[fread(md, 1, sizeof(md) - 1, f)] = 0;
+  fclose(f);
+  ck_assert_msg(strstr(md, "## Failures\n\n- broken (") && strstr(md, "listing its devices failed"), "%s", md);
+
+  snprintf(args, sizeof(args), "matrix --device \"pthread gpu-class\" --suite norm --out %s/m2", tmp);
+  rc = run_cli(args);
+  ck_assert_msg(rc == 0, "%s: %s", args, slurp("stderr"));
+  snprintf(path, sizeof(path), "%s/m2/matrix.json", tmp);
+  cJSON *root = clf_cli_test_read_json(path);
+  ck_assert_ptr_nonnull(root);
+  const cJSON *cols = cJSON_GetObjectItem(root, "columns");
+  ck_assert_int_eq(cJSON_GetArraySize(cols), 1);
+  const cJSON *c0 = cJSON_GetArrayItem(cols, 0);
+  ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(c0, "column")), "pocl pthread gpu-class");
+  ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(c0, "settings")), "CLFORMER_DEVICE_CLASS=gpu");
+  ck_assert_int_gt((int)cJSON_GetNumberValue(cJSON_GetObjectItem(c0, "passed")), 0);
+  ck_assert_int_eq((int)cJSON_GetNumberValue(cJSON_GetObjectItem(c0, "failed")), 0);
+  cJSON_Delete(root);
+  snprintf(path, sizeof(path), "%s/m2/reports/c0-norm.json", tmp);
+  root = clf_cli_test_read_json(path);
+  ck_assert_ptr_nonnull(root);
+  ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(root, "device_class")), "gpu");
+  cJSON_Delete(root);
+
+  if (saved_prefix) setenv("CLFORMER_OPENCL_PREFIX", saved_prefix, 1);
+  else unsetenv("CLFORMER_OPENCL_PREFIX");
+  free(saved_prefix);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("cli");
   TCase *tc = tcase_create("cli");
@@ -897,6 +998,8 @@ static Suite *suite(void) {
   tcase_add_test(tc, roberta_matches_pipeline);
   tcase_add_test(tc, options_parsed_alike);
   tcase_add_test(tc, help_from_the_table);
+  tcase_add_test(tc, profile_names_its_clock);
+  tcase_add_test(tc, implementations_each_alone);
   suite_add_tcase(s, tc);
   return s;
 }

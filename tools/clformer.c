@@ -6,6 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <unistd.h>
+
 #include "cli.h"
 #include "clformer.h"
 
@@ -16,14 +20,76 @@ static const char *type_name(cl_device_type t) {
   return "other";
 }
 
+typedef struct devices_opts {
+  int json;
+} devices_opts;
+
+/* The implementations not loaded by default (tools/install-opencl.sh's,
+ * Oclgrind), each listed by a child process that loads it alone. */
+static void list_other_impls(void) {
+  clf_cli_impl v[16];
+  char tmp[4096], exe[4096], out[4096 + 32], vendors[4096 + 32];
+  int n = clf_cli_find_impls(v, 16, tmp, sizeof tmp), shown = 0;
+  ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  const char *tdir = getenv("TMPDIR");
+  for (int i = 0; i < n && len > 0 && !getenv("OCL_ICD_VENDORS"); i++) {
+    if (v[i].is_default) continue;
+    exe[len] = 0;
+    snprintf(out, sizeof out, "%s/clformer-devices-%d.json", tdir && *tdir ? tdir : "/tmp", (int)getpid());
+    char *set[4];
+    int ns = clf_cli_impl_env(&v[i], vendors, sizeof vendors, set, 4);
+    char **env = clf_cli_child_env(set, ns);
+    char *argv[] = {exe, "devices", "--json", NULL};
+    clf_cli_exit ex;
+    int started = env && clf_cli_spawn(argv, env, out, 60, &ex) == 0;
+    free(env);
+    cJSON *j = started && !ex.signal && !ex.code ? clf_cli_read_json(out) : NULL;
+    unlink(out);
+    if (!shown++) printf("Not loaded by default (clformer --device NAME loads one alone):\n");
+    const cJSON *d;
+    int k = 0;
+    cJSON_ArrayForEach(d, cJSON_GetObjectItem(j, "devices")) {
+      printf("   %-9s %s / %s (driver %s)\n", k++ ? "" : v[i].name,
+             cJSON_GetStringValue(cJSON_GetObjectItem(d, "platform")),
+             cJSON_GetStringValue(cJSON_GetObjectItem(d, "device")),
+             cJSON_GetStringValue(cJSON_GetObjectItem(d, "driver")));
+    }
+    if (!j)
+      printf("   %-9s %s: %s\n", v[i].name, v[i].icd,
+             !started ? "cannot list its devices" : ex.signal ? clf_cli_signal_name(ex.signal) : "no devices");
+    cJSON_Delete(j);
+  }
+  clf_cli_remove_icd_dir(tmp);
+}
+
 static int cmd_devices(const void *opts, int argc, char **argv) {
-  (void)opts; (void)argc; (void)argv;
+  (void)argc; (void)argv;
+  const devices_opts *o = opts;
   clf_device_desc devs[64], def;
   size_t n = 0;
   clf_status st = clf_list_devices(devs, 64, &n);
   if (st != CLF_OK) {
     fprintf(stderr, "clformer: %s\n", clf_last_error(NULL));
     return 1;
+  }
+  if (o->json) {
+    cJSON *root = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(root, "devices");
+    for (size_t i = 0; i < n && i < 64; i++) {
+      cJSON *d = cJSON_CreateObject();
+      cJSON_AddNumberToObject(d, "platform_index", devs[i].platform_index);
+      cJSON_AddNumberToObject(d, "device_index", devs[i].device_index);
+      cJSON_AddStringToObject(d, "platform", devs[i].platform_name);
+      cJSON_AddStringToObject(d, "device", devs[i].device_name);
+      cJSON_AddStringToObject(d, "driver", devs[i].driver_version);
+      cJSON_AddStringToObject(d, "opencl", devs[i].device_version);
+      cJSON_AddStringToObject(d, "type", type_name(devs[i].type));
+      cJSON_AddItemToArray(arr, d);
+    }
+    char *text = cJSON_PrintUnformatted(root);
+    int ok = text && puts(text) >= 0;
+    free(text);
+    cJSON_Delete(root);
+    return ok ? 0 : 1;
   }
   int have_def = clf_select_device(getenv("CLFORMER_DEVICE"), &def) == CLF_OK;
   printf("%zu OpenCL device%s:\n", n, n == 1 ? "" : "s");
@@ -34,19 +100,26 @@ static int cmd_devices(const void *opts, int argc, char **argv) {
            devs[i].driver_version, devs[i].device_version);
   }
   printf("(* = the default: CLFORMER_DEVICE, else the first GPU, else the first device)\n");
+  fflush(stdout);
+  list_other_impls();
   return 0;
 }
 
-static const clf_cli_option devices_options[] = {{NULL}};
+static const clf_cli_option devices_options[] = {
+    {"--json", NULL, CLF_OPT_FLAG, offsetof(devices_opts, json), 0, 0, 0, 0, 0,
+     "the devices as JSON ({\"devices\": [...]}), those loaded by default only"},
+    {NULL}};
 
 static const clf_cli_command devices_command = {
     .name = "devices",
     .summary = "list OpenCL platforms and devices",
-    .synopsis = "",
+    .synopsis = "[--json]",
     .details = "Lists every OpenCL platform and device with the \"P:D\" indices --device takes;\n"
-               "the default device is marked with *.\n",
+               "the default device is marked with *.  Then the implementations the ICD loader does\n"
+               "not load by default (tools/install-opencl.sh's prefix, an unregistered Oclgrind),\n"
+               "each listed by a process that loads it alone: --device NAME selects one.\n",
     .options = devices_options,
-    .opts_size = 1,
+    .opts_size = sizeof(devices_opts),
     .min_args = 0,
     .max_args = 0,
     .handler = cmd_devices,
@@ -85,6 +158,14 @@ int main(int argc, char **argv) {
     usage(stderr);
     return 2;
   }
+  /* --device NAME may name an implementation that is loaded alone. */
+  const char *sel = getenv("CLFORMER_DEVICE");
+  for (int i = 2; i < argc; i++) {
+    if (!strcmp(argv[i], "--")) break;
+    if (!strcmp(argv[i], "--device") && i + 1 < argc) sel = argv[++i];
+    else if (!strncmp(argv[i], "--device=", 9)) sel = argv[i] + 9;
+  }
+  if (strcmp(cmd->name, "matrix") != 0) clf_cli_route_device(sel);
   void *opts = calloc(1, cmd->opts_size);
   char **pos = calloc((size_t)argc, sizeof(char *));
   int npos = 0, rc = 1;

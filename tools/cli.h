@@ -35,14 +35,48 @@ int clf_cli_open_model(const char *cmd, const char *dir, const char *device, con
 int clf_cli_profile_start(clf_context *ctx, const char *cmd);
 int clf_cli_profile_print(clf_context *ctx, const char *cmd, const char *per, double units);
 
-/* matrix_icd.c, for cmd_matrix.c: whether `needle` is in `hay`, ignoring
- * case; POCL_DEVICES and OCL_ICD_VENDORS set so that PoCL's basic device and
- * an installed Oclgrind are listed (before the first OpenCL call), with the
- * temporary directory to remove written to icd_dir ("" when none); returns
- * 0, or -1 after saying why.  clf_cli_remove_icd_dir removes it. */
+/* icd.c: the OpenCL implementations of this machine, each an ICD library
+ * that a process may load alone (OCL_ICD_VENDORS naming its ICD file). */
+typedef struct clf_cli_impl {
+  char name[64];      /* the ICD file's name less ".icd": "pocl", "rusticl", "intel-cpu", "oclgrind" */
+  char icd[4096];     /* the ICD file */
+  char lib[4096];     /* the library it names */
+  const char *env[2]; /* KEY=VALUE its processes get unless the user set KEY */
+  int n_env;
+  int is_default;     /* registered where the ICD loader looks without OCL_ICD_VENDORS */
+} clf_cli_impl;
+/* Whether `needle` is in `hay`, ignoring case. */
 int clf_cli_contains_nocase(const char *hay, const char *needle);
-int clf_cli_expose_devices(char *icd_dir, size_t len);
+/* clformer's own prefix for OpenCL implementations (tools/install-opencl.sh):
+ * $CLFORMER_OPENCL_PREFIX, else ${XDG_DATA_HOME:-$HOME/.local/share}/clformer/opencl. */
+void clf_cli_opencl_prefix(char *buf, size_t len);
+/* Up to max implementations: the registered ones (OCL_ICD_VENDORS, a file
+ * or a directory, else /etc/OpenCL/vendors), then PREFIX/vendors/NAME.icd, then
+ * Oclgrind when registered nowhere (its ICD file in a temporary directory,
+ * written to tmp_dir, "" when none: clf_cli_remove_icd_dir removes it). */
+int clf_cli_find_impls(clf_cli_impl *impls, int max, char *tmp_dir, size_t len);
 void clf_cli_remove_icd_dir(const char *dir);
+/* The variables a process of `im` gets (OCL_ICD_VENDORS, written into
+ * vendors, then im->env less what the user set) into set; returns how many. */
+int clf_cli_impl_env(const clf_cli_impl *im, char *vendors, size_t vlen, char **set, int max);
+/* For a command's --device S (before the first OpenCL call): when S names
+ * exactly one implementation that is not loaded by default ("rusticl",
+ * "intel"), this process loads that one alone.  Nothing when the user set
+ * OCL_ICD_VENDORS or S is "P:D". */
+void clf_cli_route_device(const char *selector);
+/* The environment for a child: ours with `set` (KEY=VALUE) in place, and
+ * without the variables of `set` that are a bare KEY. */
+char **clf_cli_child_env(char *const *set, int n_set);
+/* How a child ended. */
+typedef struct clf_cli_exit {
+  int code, signal, timed_out;
+  double seconds;
+} clf_cli_exit;
+/* Runs argv[0] with env, stdin from /dev/null, stdout and stderr to `out`,
+ * its process group killed after timeout_s; 0, or -1 (errno) when it could
+ * not start. */
+int clf_cli_spawn(char *const *argv, char **env, const char *out, long timeout_s, clf_cli_exit *ex);
+const char *clf_cli_signal_name(int sig);
 
 /* probe_props.c, for cmd_probe.c: the property table of one device, printed
  * when `human`, added to `dev` (a cJSON object) when not NULL. */

@@ -29,12 +29,37 @@ extern char **environ;
 static const char *const default_suites[] = {"norm",   "dense",    "embed",  "movement", "attention",
                                              "patch",  "linear",   "models", "heads",    "llama",
                                              "generate", "vision", "weight_types", "runtime"};
-enum { MAX_DEVICES = 32, MAX_SUITES = 64, MAX_SELECT = 16 };
+/* The op suites: what the slow simulator's checked column runs. */
+static const char *const op_suites[] = {"norm", "dense", "embed", "movement", "attention", "patch", "linear", NULL};
+/* The op suites and the model fixtures: the mobile-limits column. */
+static const char *const limit_suites[] = {"norm",   "dense",  "embed", "movement", "attention", "patch",
+                                           "linear", "models", "heads", "vision",   NULL};
+enum { MAX_IMPLS = 16, MAX_COLUMNS = 32, MAX_SUITES = 64, MAX_SELECT = 16, MAX_COL_ENV = 8 };
 
-typedef enum { RUN_OK, RUN_FAILED, RUN_CRASHED, RUN_TIMEOUT, RUN_ERROR } run_status;
-static const char *const run_status_names[] = {"ok", "failed", "crashed", "timeout", "error"};
+/* The limits of the mobile column: an Adreno-class device (docs/matrix.md). */
+#define MOBILE_LIMITS "wg=128,local=16k,alloc=256m,fp16=0,subgroups=0"
+/* Oclgrind's checks, as its `oclgrind --check-api --uninitialized
+ * [--data-races]` sets them; OCLGRIND_LOG is added per run. */
+#define OCLGRIND_CHECKS "OCLGRIND_CHECK_API=1", "OCLGRIND_UNINITIALIZED=1"
 
-/* One test program on one device. */
+typedef enum { RUN_OK, RUN_FAILED, RUN_CRASHED, RUN_TIMEOUT, RUN_ERROR, RUN_SKIPPED } run_status;
+static const char *const run_status_names[] = {"ok", "failed", "crashed", "timeout", "error", "not in column"};
+
+/* One column: a device of one implementation, loaded alone, with the
+ * settings the column adds (a device class, limits, Oclgrind's checks). */
+typedef struct mx_col {
+  const clf_cli_impl *impl;
+  int platform_index, device_index;
+  char platform[128], device[160], driver[96], opencl[160], type[16];
+  char label[64];                /* "pocl pthread", "rusticl", "pocl pthread gpu-class", ... */
+  const char *env[MAX_COL_ENV];  /* KEY=VALUE the column adds */
+  int n_env;
+  const char *const *suites;     /* NULL: every suite of the run */
+  int oclgrind_checks;           /* Oclgrind's findings (OCLGRIND_LOG) fail the run */
+  char settings[200];            /* the column's settings, for the table */
+} mx_col;
+
+/* One test program in one column. */
 typedef struct mx_run {
   run_status status;
   int code;        /* exit status, or the signal when crashed */
@@ -60,15 +85,16 @@ typedef struct mx_cell {
 } mx_cell;
 
 typedef struct mx_opts {
-  clf_cli_strings devices; /* --device: selectors, or none for every device */
+  clf_cli_strings devices; /* --device: selectors, or none for every column */
   clf_cli_strings suites;  /* --suite: names, or none for default_suites */
   const char *out, *tests, *fixtures;
   long timeout_s;
+  int no_variants;
 } mx_opts;
 
 static const clf_cli_option matrix_options[] = {
     {"--device", "S", CLF_OPT_STRINGS, offsetof(mx_opts, devices), 0, 0, 0, MAX_SELECT, 0,
-     "only the devices matching S (\"P:D\" or part of the name)"},
+     "only the columns matching S (part of the column's label or of \"platform / device\")"},
     {"--suite", "NAME", CLF_OPT_STRINGS, offsetof(mx_opts, suites), 0, 0, 0, MAX_SUITES, 0,
      "only the test program tests/test_NAME"},
     {"--out", "DIR", CLF_OPT_STRING, offsetof(mx_opts, out), 0, 0, 0, 0, 0, "where results go (default ./matrix)"},
@@ -78,108 +104,27 @@ static const clf_cli_option matrix_options[] = {
      "the fixtures (default $CLF_FIXTURES, else the source tree's)"},
     {"--timeout", "SEC", CLF_OPT_LONG, offsetof(mx_opts, timeout_s), 1, 604800, 1800, 0, 0,
      "seconds before a test program is killed"},
+    {"--no-variants", NULL, CLF_OPT_FLAG, offsetof(mx_opts, no_variants), 0, 0, 0, 0, 0,
+     "only each device as it is: no GPU-class, mobile-limits or checked Oclgrind column"},
     {NULL}};
 
-static double mono_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
+static int is_oclgrind(const mx_col *c) { return clf_cli_contains_nocase(c->platform, "oclgrind"); }
+
+/* Part of the column's label, or of "platform / device". */
+static int column_matches(const mx_col *c, const char *sel) {
+  char full[300];
+  snprintf(full, sizeof full, "%s / %s", c->platform, c->device);
+  return clf_cli_contains_nocase(c->label, sel) || clf_cli_contains_nocase(full, sel);
 }
 
-static int is_oclgrind(const clf_device_desc *d) { return clf_cli_contains_nocase(d->platform_name, "oclgrind"); }
-
-/* "P:D" exactly, else a case-insensitive part of "platform / device". */
-static int device_matches(const clf_device_desc *d, const char *sel) {
-  int p, i, used = 0;
-  if (sscanf(sel, "%d:%d%n", &p, &i, &used) == 2 && sel[used] == 0)
-    return p == d->platform_index && i == d->device_index;
-  char full[300];
-  snprintf(full, sizeof full, "%s / %s", d->platform_name, d->device_name);
-  return clf_cli_contains_nocase(full, sel);
+static int column_has_suite(const mx_col *c, const char *suite) {
+  if (!c->suites) return 1;
+  for (const char *const *s = c->suites; *s; s++)
+    if (!strcmp(*s, suite)) return 1;
+  return 0;
 }
 
 /* ---- running one test program ---- */
-
-static const char *signal_name(int sig) {
-  switch (sig) {
-  case SIGSEGV: return "SIGSEGV";
-  case SIGABRT: return "SIGABRT";
-  case SIGBUS: return "SIGBUS";
-  case SIGFPE: return "SIGFPE";
-  case SIGILL: return "SIGILL";
-  case SIGKILL: return "SIGKILL";
-  case SIGTERM: return "SIGTERM";
-  default: return "signal";
-  }
-}
-
-/* The environment of a child: ours, less the keys in `set`, plus `set`. */
-static char **child_env(char *const *set, int n_set) {
-  size_t n = 0;
-  while (environ[n]) n++;
-  char **env = malloc((n + n_set + 1) * sizeof *env);
-  if (!env) return NULL;
-  size_t k = 0;
-  for (size_t i = 0; i < n; i++) {
-    int keep = 1;
-    for (int j = 0; j < n_set && keep; j++) {
-      size_t kl = strchr(set[j], '=') - set[j];
-      keep = !(strncmp(environ[i], set[j], kl) == 0 && environ[i][kl] == '=');
-    }
-    if (keep) env[k++] = environ[i];
-  }
-  for (int j = 0; j < n_set; j++) env[k++] = set[j];
-  env[k] = NULL;
-  return env;
-}
-
-/* Runs `prog` with `env`, stdout and stderr to run->log, killing its process
- * group after timeout_s; fills status, code and seconds. */
-static void run_child(const char *prog, char **env, long timeout_s, mx_run *run) {
-  posix_spawn_file_actions_t fa;
-  posix_spawnattr_t attr;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, run->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-  posix_spawnattr_setpgroup(&attr, 0);
-  char *argv[] = {(char *)prog, NULL};
-  pid_t pid;
-  double t0 = mono_s();
-  int err = posix_spawn(&pid, prog, &fa, &attr, argv, env);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
-  if (err) {
-    run->status = RUN_ERROR;
-    snprintf(run->problem, sizeof run->problem, "cannot start %.300s: %s", prog, strerror(err));
-    return;
-  }
-  int st = 0, timed_out = 0;
-  for (;;) {
-    pid_t r = waitpid(pid, &st, WNOHANG);
-    if (r == pid || (r < 0 && errno != EINTR)) break;
-    if (!timed_out && mono_s() - t0 > timeout_s) {
-      kill(-pid, SIGKILL);
-      kill(pid, SIGKILL);
-      timed_out = 1;
-    }
-    nanosleep(&(struct timespec){0, 20000000}, NULL);
-  }
-  run->seconds = mono_s() - t0;
-  if (timed_out) {
-    run->status = RUN_TIMEOUT;
-    snprintf(run->problem, sizeof run->problem, "timeout: killed after %ld s", timeout_s);
-  } else if (WIFSIGNALED(st)) {
-    run->status = RUN_CRASHED;
-    run->code = WTERMSIG(st);
-    snprintf(run->problem, sizeof run->problem, "crashed (%s)", signal_name(run->code));
-  } else {
-    run->code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    run->status = run->code == 0 ? RUN_OK : RUN_FAILED;
-  }
-}
 
 cJSON *clf_cli_read_json(const char *path) {
   FILE *f = fopen(path, "rb");
@@ -218,34 +163,77 @@ static void log_reason(const char *log, char *out, size_t len) {
   if (f) fclose(f);
 }
 
-static void one_run(const mx_opts *o, const clf_device_desc *d, const char *suite, const char *tag,
-                    const char *cache_dir, mx_run *run) {
-  char prog[PATH_MAX], report[PATH_MAX];
+/* The first line of Oclgrind's log of a run, or 0 when it is empty. */
+static int oclgrind_finding(const char *log, char *out, size_t len) {
+  FILE *f = fopen(log, "r");
+  char line[400];
+  int any = 0;
+  while (f && !any && fgets(line, sizeof line, f)) {
+    line[strcspn(line, "\r\n")] = 0;
+    if (line[0]) any = snprintf(out, len, "%s", line) > 0;
+  }
+  if (f) fclose(f);
+  return any;
+}
+
+static void one_run(const mx_opts *o, const mx_col *c, int ci, const char *suite, const char *cache_dir,
+                    mx_run *run) {
+  char prog[PATH_MAX], report[PATH_MAX], oclog[PATH_MAX];
   memset(run, 0, sizeof *run);
+  if (!column_has_suite(c, suite)) {
+    run->status = RUN_SKIPPED;
+    return;
+  }
   snprintf(prog, sizeof prog, "%s/test_%s", o->tests, suite);
-  snprintf(run->log, sizeof run->log, "%s/logs/%s-%s.log", o->out, tag, suite);
-  snprintf(report, sizeof report, "%s/reports/%s-%s.json", o->out, tag, suite);
+  snprintf(run->log, sizeof run->log, "%s/logs/c%d-%s.log", o->out, ci, suite);
+  snprintf(report, sizeof report, "%s/reports/c%d-%s.json", o->out, ci, suite);
+  snprintf(oclog, sizeof oclog, "%s/logs/c%d-%s.oclgrind.log", o->out, ci, suite);
   unlink(report);
+  unlink(oclog);
   if (access(prog, X_OK) != 0) {
     run->status = RUN_ERROR;
     snprintf(run->problem, sizeof run->problem, "no test program %.300s", prog);
     return;
   }
-  char dev[32], e_dev[64], e_rep[PATH_MAX + 16], e_fix[PATH_MAX + 16], e_cache[PATH_MAX + 64];
-  snprintf(dev, sizeof dev, "%d:%d", d->platform_index, d->device_index);
+  char dev[32], e_dev[64], e_rep[PATH_MAX + 16], e_fix[PATH_MAX + 16], e_cache[PATH_MAX + 64],
+      e_vendors[PATH_MAX + 32], e_oclog[PATH_MAX + 16];
+  snprintf(dev, sizeof dev, "%d:%d", c->platform_index, c->device_index);
   snprintf(e_dev, sizeof e_dev, "CLFORMER_DEVICE=%s", dev);
   snprintf(e_rep, sizeof e_rep, "CLF_TH_REPORT=%s", report);
   snprintf(e_fix, sizeof e_fix, "CLF_FIXTURES=%s", o->fixtures);
   snprintf(e_cache, sizeof e_cache, "CLFORMER_CACHE_DIR=%s", cache_dir);
-  char *set[] = {e_dev, "CLF_REQUIRE_DEVICE=1", e_rep, e_fix, e_cache, "CLF_TEST_UNDER_OCLGRIND=1"};
-  char **env = child_env(set, is_oclgrind(d) ? 6 : 5);
-  if (!env) {
+  snprintf(e_oclog, sizeof e_oclog, "OCLGRIND_LOG=%s", oclog);
+  char *set[16 + MAX_COL_ENV];
+  int n = clf_cli_impl_env(c->impl, e_vendors, sizeof e_vendors, set, 4);
+  /* Check's filters would leave tests out of the table. */
+  char *fixed[] = {e_dev, "CLF_REQUIRE_DEVICE=1", e_rep, e_fix, e_cache, "CK_RUN_SUITE", "CK_RUN_CASE"};
+  for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++) set[n++] = fixed[i];
+  if (is_oclgrind(c)) set[n++] = "CLF_TEST_UNDER_OCLGRIND=1";
+  if (c->oclgrind_checks) set[n++] = e_oclog;
+  for (int i = 0; i < c->n_env; i++) set[n++] = (char *)c->env[i];
+  char **env = clf_cli_child_env(set, n);
+  char *argv[] = {prog, NULL};
+  clf_cli_exit ex;
+  if (!env || clf_cli_spawn(argv, env, run->log, o->timeout_s, &ex) != 0) {
     run->status = RUN_ERROR;
-    snprintf(run->problem, sizeof run->problem, "out of memory");
+    snprintf(run->problem, sizeof run->problem, "cannot start %.300s: %s", prog,
+             env ? strerror(errno) : "out of memory");
+    free(env);
     return;
   }
-  run_child(prog, env, o->timeout_s, run);
   free(env);
+  run->seconds = ex.seconds;
+  if (ex.timed_out) {
+    run->status = RUN_TIMEOUT;
+    snprintf(run->problem, sizeof run->problem, "timeout: killed after %ld s", o->timeout_s);
+  } else if (ex.signal) {
+    run->status = RUN_CRASHED;
+    run->code = ex.signal;
+    snprintf(run->problem, sizeof run->problem, "crashed (%s)", clf_cli_signal_name(ex.signal));
+  } else {
+    run->code = ex.code;
+    run->status = ex.code == 0 ? RUN_OK : RUN_FAILED;
+  }
   run->report = clf_cli_read_json(report);
   const cJSON *rd = cJSON_GetObjectItem(run->report, "device");
   size_t dl = strlen(dev);
@@ -254,15 +242,32 @@ static void one_run(const mx_opts *o, const clf_device_desc *d, const char *suit
     snprintf(run->problem, sizeof run->problem, "ran on \"%s\", not on %s",
              cJSON_IsString(rd) ? rd->valuestring : "?", dev);
   }
+  /* The column's device class and limits took effect in the program. */
+  for (int i = 0; run->report && !run->problem[0] && i < c->n_env; i++) {
+    const char *e = c->env[i], *key = NULL, *want = NULL;
+    if (!strncmp(e, "CLFORMER_DEVICE_CLASS=", 22)) key = "device_class", want = e + 22;
+    else if (!strncmp(e, "CLFORMER_LIMITS=", 16)) key = "limits", want = "";
+    if (!key) continue;
+    const char *got = cJSON_GetStringValue(cJSON_GetObjectItem(run->report, key));
+    if (!got || (*want ? strcmp(got, want) != 0 : !*got)) {
+      run->status = RUN_ERROR;
+      snprintf(run->problem, sizeof run->problem, "the column's %s did not take effect (report: %s \"%s\")", e, key,
+               got ? got : "absent");
+    }
+  }
   int complete = cJSON_IsTrue(cJSON_GetObjectItem(run->report, "complete"));
+  char why[400];
   if (run->status == RUN_OK && !complete) {
     run->status = RUN_ERROR;
     snprintf(run->problem, sizeof run->problem, "exited 0 without a complete report");
   } else if (run->status == RUN_FAILED && !complete) {
     run->status = RUN_ERROR;
-    char why[400];
     log_reason(run->log, why, sizeof why);
     snprintf(run->problem, sizeof run->problem, "exited with status %d: %s", run->code, why);
+  }
+  if (c->oclgrind_checks && !run->problem[0] && oclgrind_finding(oclog, why, sizeof why)) {
+    run->status = RUN_FAILED;
+    snprintf(run->problem, sizeof run->problem, "Oclgrind: %.200s (log: %.280s)", why, oclog);
   }
 }
 
@@ -286,12 +291,23 @@ static const char *jstr(const cJSON *o, const char *key) {
 
 static int run_complete(const mx_run *r) { return cJSON_IsTrue(cJSON_GetObjectItem(r->report, "complete")); }
 
+/* Whether a run needs the suite's last row: it left no complete report, or
+ * something besides its tests failed it (an Oclgrind finding). */
+static int run_needs_row(const mx_run *r) {
+  return r->status != RUN_SKIPPED && (!run_complete(r) || r->problem[0]);
+}
+
 /* A test the report has shows its result; one it lacks is "not run": left
  * out by the program on this device when the report is complete (not a
  * failure), cut off when it is not.  The suite's last row shows why a run
- * left no complete report. */
+ * left no complete report, or what else failed it. */
 static void make_cell(const mx_run *r, const mx_row *row, mx_cell *c) {
   memset(c, 0, sizeof *c);
+  if (r->status == RUN_SKIPPED) {
+    snprintf(c->result, sizeof c->result, "–");
+    c->kind = CELL_NONE;
+    return;
+  }
   c->test = row->test ? find_test(r, row->test) : NULL;
   if (c->test) {
     const char *res = jstr(c->test, "result");
@@ -301,9 +317,11 @@ static void make_cell(const mx_run *r, const mx_row *row, mx_cell *c) {
   } else if (row->test) {
     snprintf(c->result, sizeof c->result, "not run");
     c->kind = run_complete(r) ? CELL_NOT_RUN : CELL_FAIL;
-  } else if (!run_complete(r)) {
+  } else if (run_needs_row(r)) {
     snprintf(c->result, sizeof c->result, "%.40s",
-             r->status == RUN_CRASHED ? r->problem : r->status == RUN_TIMEOUT ? "timeout" : "error");
+             r->status == RUN_CRASHED ? r->problem : r->status == RUN_TIMEOUT ? "timeout"
+                                                 : run_complete(r)          ? "FAIL (Oclgrind finding)"
+                                                                            : "error");
     c->kind = CELL_FAIL;
   } else {
     c->kind = CELL_NONE;
@@ -353,7 +371,7 @@ static mx_row *collect_rows(const mx_opts *o, mx_run *runs, int n_dev, size_t *n
       }
     }
     int incomplete = 0;
-    for (int d = 0; d < n_dev; d++) incomplete |= !run_complete(&runs[d * o->suites.n + s]);
+    for (int d = 0; d < n_dev; d++) incomplete |= run_needs_row(&runs[d * o->suites.n + s]);
     if (incomplete) {
       if (n == cap) {
         mx_row *r = realloc(rows, (cap *= 2) * sizeof *rows);
@@ -375,13 +393,15 @@ typedef struct mx_sum {
 /* Everything one `matrix` run gathered, for the writers below. */
 typedef struct mx_results {
   const mx_opts *o;
-  const clf_device_desc *devs;
-  int n_dev;
-  mx_run *runs; /* [device][suite] */
+  const mx_col *cols;
+  int n_dev; /* columns */
+  mx_run *runs; /* [column][suite] */
+  const char *const *problems; /* implementations that could not list their devices */
+  int n_problems;
   const mx_row *rows;
   size_t n_rows;
   const char *date, *host;
-  mx_sum sum[MAX_DEVICES];
+  mx_sum sum[MAX_COLUMNS];
   int all_pass;
 } mx_results;
 
@@ -394,29 +414,28 @@ static void one_line(const char *in, char *out, size_t len) {
   out[k] = 0;
 }
 
-static void device_id(const clf_device_desc *d, char *buf, size_t len) {
-  snprintf(buf, len, "%d:%d", d->platform_index, d->device_index);
+static void device_id(const mx_results *r, int d, char *buf, size_t len) {
+  snprintf(buf, len, "%s", r->cols[d].label);
 }
 
-/* Title, the devices and the header of the results table. */
+/* Title, the columns and the header of the results table. */
 static void md_header(FILE *md, const mx_results *r) {
   fprintf(md, "# clformer test matrix\n\n%s on %s. Cells: result, max error relative to the "
-          "reference's scale (of the test's worst comparison), time.\n\n", r->date, r->host);
-  fprintf(md, "| column | platform | device | driver | OpenCL |\n| --- | --- | --- | --- | --- |\n");
+          "reference's scale (of the test's worst comparison), time; – where the column does not run "
+          "the suite. Each column runs in processes that load only its implementation's ICD.\n\n",
+          r->date, r->host);
+  fprintf(md, "| column | ICD | platform | device | driver | OpenCL | settings |\n"
+              "| --- | --- | --- | --- | --- | --- | --- |\n");
   for (int d = 0; d < r->n_dev; d++) {
-    const clf_device_desc *dv = &r->devs[d];
+    const mx_col *c = &r->cols[d];
     /* "OpenCL 3.0 PoCL HSTR: ..." -> "OpenCL 3.0" */
-    const char *v = dv->device_version, *sp = strchr(v, ' ');
+    const char *v = c->opencl, *sp = strchr(v, ' ');
     int vlen = sp && strchr(sp + 1, ' ') ? (int)(strchr(sp + 1, ' ') - v) : (int)strlen(v);
-    fprintf(md, "| %d:%d | %s | %s | %s | %.*s |\n", dv->platform_index, dv->device_index, dv->platform_name,
-            dv->device_name, dv->driver_version, vlen, v);
+    fprintf(md, "| %s | %s | %s | %s | %s | %.*s | %s |\n", c->label, c->impl->name, c->platform, c->device,
+            c->driver, vlen, v, c->settings[0] ? c->settings : "as reported");
   }
   fprintf(md, "\n| suite | test |");
-  for (int d = 0; d < r->n_dev; d++) {
-    /* The column's short name: the device name up to its first '-' or ' '. */
-    int len = (int)strcspn(r->devs[d].device_name, "- ");
-    fprintf(md, " %d:%d %.*s |", r->devs[d].platform_index, r->devs[d].device_index, len, r->devs[d].device_name);
-  }
+  for (int d = 0; d < r->n_dev; d++) fprintf(md, " %s |", r->cols[d].label);
   fprintf(md, "\n| --- | --- |");
   for (int d = 0; d < r->n_dev; d++) fprintf(md, " --- |");
   fprintf(md, "\n");
@@ -424,10 +443,10 @@ static void md_header(FILE *md, const mx_results *r) {
 
 /* One cell's JSON: the report's fields of the test, or the run's problem. */
 static cJSON *json_cell(const mx_results *r, int d, int si, const mx_cell *c) {
-  char id[32];
+  char id[64];
   cJSON *jc = cJSON_CreateObject();
-  device_id(&r->devs[d], id, sizeof id);
-  cJSON_AddStringToObject(jc, "device", id);
+  device_id(r, d, id, sizeof id);
+  cJSON_AddStringToObject(jc, "column", id);
   cJSON_AddStringToObject(jc, "result", c->result);
   if (c->test) {
     const char *keys[] = {"message", "ms", "max_error", "tolerance"};
@@ -481,9 +500,9 @@ static void md_summary(FILE *md, const mx_results *r) {
   fprintf(md, "\n");
   for (int d = 0; d < r->n_dev; d++)
     if (r->sum[d].not_run)
-      fprintf(md, "\n%d:%d: %d test%s not run (left out by the program on this device, e.g. "
-              "CLF_TEST_UNDER_OCLGRIND on Oclgrind).\n", r->devs[d].platform_index, r->devs[d].device_index,
-              r->sum[d].not_run, r->sum[d].not_run == 1 ? "" : "s");
+      fprintf(md, "\n%s: %d test%s not run (left out by the program on this device, e.g. "
+              "CLF_TEST_UNDER_OCLGRIND on Oclgrind).\n", r->cols[d].label, r->sum[d].not_run,
+              r->sum[d].not_run == 1 ? "" : "s");
 }
 
 /* Failures: each failed test's message, then each run that went wrong. */
@@ -491,41 +510,50 @@ static void md_failures(FILE *md, const mx_results *r) {
   char msg[1200];
   int any = 0;
   fprintf(md, "\n## Failures\n\n");
+  for (int i = 0; i < r->n_problems; i++) {
+    one_line(r->problems[i], msg, sizeof msg);
+    fprintf(md, "- %s\n", msg);
+    any = 1;
+  }
   for (int d = 0; d < r->n_dev; d++)
     for (int s = 0; s < r->o->suites.n; s++) {
       const mx_run *run = run_of(r, d, s);
-      const clf_device_desc *dv = &r->devs[d];
+      const mx_col *c = &r->cols[d];
       const cJSON *t;
       cJSON_ArrayForEach(t, report_tests(run)) {
         if (strcmp(jstr(t, "result"), "pass") == 0) continue;
         one_line(jstr(t, "message"), msg, sizeof msg);
-        fprintf(md, "- %s / %s on %d:%d (%s): %s\n", r->o->suites.v[s], jstr(t, "test"), dv->platform_index,
-                dv->device_index, dv->device_name, msg);
+        fprintf(md, "- %s / %s on %s (%s): %s\n", r->o->suites.v[s], jstr(t, "test"), c->label, c->device, msg);
         any = 1;
       }
       if (run->problem[0]) {
         one_line(run->problem, msg, sizeof msg);
-        fprintf(md, "- %s on %d:%d (%s): %s (log: %s)\n", r->o->suites.v[s], dv->platform_index, dv->device_index,
-                dv->device_name, msg, run->log);
+        fprintf(md, "- %s on %s (%s): %s (log: %s)\n", r->o->suites.v[s], c->label, c->device, msg, run->log);
         any = 1;
       }
     }
   if (!any) fprintf(md, "None.\n");
 }
 
-/* The devices with their totals and every run, into the JSON root. */
+/* The columns with their totals and every run, into the JSON root. */
 static void json_devices_and_runs(cJSON *root, const mx_results *r) {
-  cJSON *jdevs = cJSON_GetObjectItem(root, "devices"), *jruns = cJSON_GetObjectItem(root, "runs");
-  char id[32];
+  cJSON *jdevs = cJSON_GetObjectItem(root, "columns"), *jruns = cJSON_GetObjectItem(root, "runs");
+  char id[64];
   for (int d = 0; d < r->n_dev; d++) {
-    const clf_device_desc *dv = &r->devs[d];
+    const mx_col *c = &r->cols[d];
     cJSON *jd = cJSON_CreateObject();
-    device_id(dv, id, sizeof id);
+    device_id(r, d, id, sizeof id);
+    cJSON_AddStringToObject(jd, "column", id);
+    cJSON_AddStringToObject(jd, "icd", c->impl->name);
+    cJSON_AddStringToObject(jd, "icd_library", c->impl->lib);
+    snprintf(id, sizeof id, "%d:%d", c->platform_index, c->device_index);
     cJSON_AddStringToObject(jd, "id", id);
-    cJSON_AddStringToObject(jd, "platform", dv->platform_name);
-    cJSON_AddStringToObject(jd, "device", dv->device_name);
-    cJSON_AddStringToObject(jd, "driver", dv->driver_version);
-    cJSON_AddStringToObject(jd, "opencl", dv->device_version);
+    cJSON_AddStringToObject(jd, "platform", c->platform);
+    cJSON_AddStringToObject(jd, "device", c->device);
+    cJSON_AddStringToObject(jd, "driver", c->driver);
+    cJSON_AddStringToObject(jd, "opencl", c->opencl);
+    cJSON_AddStringToObject(jd, "settings", c->settings);
+    device_id(r, d, id, sizeof id);
     cJSON_AddNumberToObject(jd, "passed", r->sum[d].passed);
     cJSON_AddNumberToObject(jd, "failed", r->sum[d].failed);
     cJSON_AddNumberToObject(jd, "not_run", r->sum[d].not_run);
@@ -534,7 +562,7 @@ static void json_devices_and_runs(cJSON *root, const mx_results *r) {
     for (int s = 0; s < r->o->suites.n; s++) {
       const mx_run *run = run_of(r, d, s);
       cJSON *jr = cJSON_CreateObject();
-      cJSON_AddStringToObject(jr, "device", id);
+      cJSON_AddStringToObject(jr, "column", id);
       cJSON_AddStringToObject(jr, "suite", r->o->suites.v[s]);
       cJSON_AddStringToObject(jr, "status", run_status_names[run->status]);
       cJSON_AddNumberToObject(jr, run->status == RUN_CRASHED ? "signal" : "exit_code", run->code);
@@ -560,7 +588,7 @@ static int write_json(cJSON *root, const char *path) {
 static int write_outputs(mx_results *r) {
   char path[PATH_MAX];
   const mx_opts *o = r->o;
-  r->all_pass = 1;
+  r->all_pass = r->n_problems == 0;
   for (int d = 0; d < r->n_dev; d++)
     for (int s = 0; s < o->suites.n; s++) {
       r->sum[d].seconds += run_of(r, d, s)->seconds;
@@ -573,8 +601,8 @@ static int write_outputs(mx_results *r) {
     return -1;
   }
   cJSON *root = cJSON_CreateObject();
-  cJSON_AddArrayToObject(root, "devices");
-  cJSON_AddNumberToObject(root, "schema", 1);
+  cJSON_AddArrayToObject(root, "columns");
+  cJSON_AddNumberToObject(root, "schema", 2);
   cJSON_AddStringToObject(root, "date", r->date);
   cJSON_AddStringToObject(root, "host", r->host);
   cJSON_AddArrayToObject(root, "runs");
@@ -636,40 +664,156 @@ static int prepare(mx_opts *o, char *tests_dir, size_t len) {
   return -1;
 }
 
-/* The devices the --device selectors match (all without any); 0 when none
- * (said why). */
-static int select_devices(const mx_opts *o, clf_device_desc *devs) {
-  clf_device_desc all[MAX_DEVICES];
-  size_t n_all = 0;
-  int n_dev = 0;
-  if (clf_list_devices(all, MAX_DEVICES, &n_all) != CLF_OK) {
-    fprintf(stderr, "clformer: matrix: %s\n", clf_last_error(NULL));
-    return 0;
+/* The devices of one implementation, listed by `clformer devices --json` in a
+ * process that loads it alone; NULL after writing why into `why`. */
+static cJSON *impl_devices(const mx_opts *o, const clf_cli_impl *im, char *why, size_t len) {
+  char exe[PATH_MAX], out[PATH_MAX], vendors[PATH_MAX + 32];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) {
+    snprintf(why, len, "%.64s: cannot find the clformer executable", im->name);
+    return NULL;
   }
-  for (size_t i = 0; i < n_all && i < MAX_DEVICES; i++) {
-    int keep = o->devices.n == 0;
-    for (int k = 0; k < o->devices.n && !keep; k++) keep = device_matches(&all[i], o->devices.v[k]);
-    if (keep) devs[n_dev++] = all[i];
+  exe[n] = 0;
+  snprintf(out, sizeof out, "%.3000s/logs/devices-%.64s.json", o->out, im->name);
+  char *set[4];
+  int ns = clf_cli_impl_env(im, vendors, sizeof vendors, set, 4);
+  char **env = clf_cli_child_env(set, ns);
+  char *argv[] = {exe, "devices", "--json", NULL};
+  clf_cli_exit ex;
+  int started = env && clf_cli_spawn(argv, env, out, 120, &ex) == 0;
+  free(env);
+  cJSON *j = started && !ex.signal && !ex.timed_out && ex.code == 0 ? clf_cli_read_json(out) : NULL;
+  if (!j) {
+    char reason[300] = "";
+    if (started && ex.code) log_reason(out, reason, sizeof reason);
+    snprintf(why, len, "%.64s (%.200s): listing its devices %s%s%.200s (log: %.100s)", im->name, im->icd,
+             !started ? "could not start" : ex.timed_out ? "timed out" : ex.signal ? "crashed: " : "failed: ",
+             ex.signal ? clf_cli_signal_name(ex.signal) : "", reason, out);
   }
-  if (!n_dev) fprintf(stderr, "clformer: matrix: no device matches the --device selectors\n");
-  return n_dev;
+  return j;
 }
 
-/* Every suite on every device, one process each, with a progress line. */
-static void run_all(const mx_opts *o, const clf_device_desc *devs, int n_dev, mx_run *runs) {
+static void copy_str(char *dst, size_t len, const cJSON *o, const char *key) {
+  const char *v = cJSON_GetStringValue(cJSON_GetObjectItem(o, key));
+  snprintf(dst, len, "%s", v ? v : "?");
+}
+
+/* The column's env and settings text from a NULL-ended list. */
+static void col_set(mx_col *c, const char *const *env) {
+  size_t k = strlen(c->settings);
+  for (; *env && c->n_env < MAX_COL_ENV; env++) {
+    c->env[c->n_env++] = *env;
+    if (!strncmp(*env, "OCLGRIND_", 9)) continue;
+    k += snprintf(c->settings + k, sizeof c->settings - k, "%s%s", k ? ", " : "", *env);
+    if (k >= sizeof c->settings) k = sizeof c->settings - 1;
+  }
+}
+
+/* A column beside `base`: the same device with settings added; appended
+ * when `keep` or a --device selector names it. */
+static void add_variant(const mx_opts *o, mx_col *cols, int *n, int keep, const mx_col *base, const char *suffix,
+                        const char *const *env, const char *const *suites, int checks, const char *what) {
+  mx_col c = *base;
+  c.n_env = 0;
+  c.settings[0] = 0;
+  snprintf(c.label, sizeof c.label, "%.40s %s", base->label, suffix);
+  col_set(&c, env);
+  if (what) {
+    size_t k = strlen(c.settings);
+    snprintf(c.settings + k, sizeof c.settings - k, "%s%s", k ? "; " : "", what);
+  }
+  c.suites = suites;
+  c.oclgrind_checks = checks;
+  for (int k = 0; k < o->devices.n && !keep; k++) keep = column_matches(&c, o->devices.v[k]);
+  if (keep && *n < MAX_COLUMNS) cols[(*n)++] = c;
+}
+
+/* Every column: each device of each implementation as it is, then (unless
+ * --no-variants) PoCL's pthread device in GPU class and under mobile
+ * limits, and Oclgrind in GPU class with its race checks.  Implementations
+ * that cannot list their devices go to `problems`. */
+static int find_columns(const mx_opts *o, const clf_cli_impl *impls, int n_impl, mx_col *cols,
+                        char problems[][1024], int *n_problems) {
+  static const char *const gpu[] = {"CLFORMER_DEVICE_CLASS=gpu", NULL};
+  static const char *const mobile[] = {"CLFORMER_DEVICE_CLASS=gpu", "CLFORMER_LIMITS=" MOBILE_LIMITS, NULL};
+  static const char *const checked[] = {OCLGRIND_CHECKS, NULL};
+  static const char *const races[] = {"CLFORMER_DEVICE_CLASS=gpu", OCLGRIND_CHECKS, "OCLGRIND_DATA_RACES=1", NULL};
+  int n = 0;
+  for (int i = 0; i < n_impl; i++) {
+    cJSON *j = impl_devices(o, &impls[i], problems[*n_problems], 1024);
+    if (!j) {
+      /* A failure counts unless the selectors leave the implementation out. */
+      int named = o->devices.n == 0;
+      for (int k = 0; k < o->devices.n && !named; k++)
+        named = clf_cli_contains_nocase(impls[i].name, o->devices.v[k]) ||
+                clf_cli_contains_nocase(impls[i].lib, o->devices.v[k]);
+      *n_problems += named;
+      continue;
+    }
+    const cJSON *devs = cJSON_GetObjectItem(j, "devices"), *d;
+    int n_devs = cJSON_GetArraySize(devs);
+    cJSON_ArrayForEach(d, devs) {
+      if (n >= MAX_COLUMNS) break;
+      mx_col *c = &cols[n];
+      memset(c, 0, sizeof *c);
+      c->impl = &impls[i];
+      c->platform_index = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(d, "platform_index"));
+      c->device_index = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(d, "device_index"));
+      copy_str(c->platform, sizeof c->platform, d, "platform");
+      copy_str(c->device, sizeof c->device, d, "device");
+      copy_str(c->driver, sizeof c->driver, d, "driver");
+      copy_str(c->opencl, sizeof c->opencl, d, "opencl");
+      copy_str(c->type, sizeof c->type, d, "type");
+      /* "pocl pthread": the implementation, and the device's first word
+       * where it has several. */
+      int w = (int)strcspn(c->device, "- ");
+      if (n_devs > 1) snprintf(c->label, sizeof c->label, "%.30s %.*s", impls[i].name, w > 24 ? 24 : w, c->device);
+      else snprintf(c->label, sizeof c->label, "%.40s", impls[i].name);
+      int oclgrind = is_oclgrind(c);
+      if (oclgrind) {
+        col_set(c, checked);
+        snprintf(c->settings, sizeof c->settings, "Oclgrind --check-api --uninitialized");
+        c->oclgrind_checks = 1;
+      }
+      int keep = o->devices.n == 0;
+      for (int k = 0; k < o->devices.n && !keep; k++) keep = column_matches(c, o->devices.v[k]);
+      const mx_col base = *c;
+      n += keep;
+      if (o->no_variants) continue;
+      /* Variants: kept with their device, or when a selector names them. */
+      if (clf_cli_contains_nocase(impls[i].lib, "pocl") &&
+          (!strncmp(base.device, "pthread", 7) || !strncmp(base.device, "cpu", 3))) {
+        add_variant(o, cols, &n, keep, &base, "gpu-class", gpu, NULL, 0, NULL);
+        add_variant(o, cols, &n, keep, &base, "mobile", mobile, limit_suites, 0, NULL);
+      } else if (oclgrind) {
+        add_variant(o, cols, &n, keep, &base, "gpu-class races", races, op_suites, 1,
+                    "Oclgrind --check-api --uninitialized --data-races");
+      }
+    }
+    cJSON_Delete(j);
+  }
+  if (!n && !*n_problems) fprintf(stderr, "clformer: matrix: no column matches the --device selectors\n");
+  return n;
+}
+
+/* Every suite in every column, one process each, with a progress line. */
+static void run_all(const mx_opts *o, const mx_col *cols, int n_col, mx_run *runs) {
   const char *cache = getenv("CLFORMER_CACHE_DIR");
   char cache_dir[PATH_MAX + 16];
   snprintf(cache_dir, sizeof cache_dir, "%s/kernel-cache", o->out);
   if (!cache) cache = cache_dir;
-  int k = 0;
-  for (int d = 0; d < n_dev; d++)
+  int k = 0, total_runs = 0;
+  for (int d = 0; d < n_col; d++)
+    for (int s = 0; s < o->suites.n; s++) total_runs += column_has_suite(&cols[d], o->suites.v[s]);
+  for (int d = 0; d < n_col; d++)
     for (int s = 0; s < o->suites.n; s++) {
-      char tag[32];
-      snprintf(tag, sizeof tag, "p%dd%d", devs[d].platform_index, devs[d].device_index);
-      fprintf(stderr, "[%d/%d] %d:%d %s: %s ...", ++k, n_dev * o->suites.n, devs[d].platform_index,
-              devs[d].device_index, devs[d].device_name, o->suites.v[s]);
       mx_run *r = &runs[d * o->suites.n + s];
-      one_run(o, &devs[d], o->suites.v[s], tag, cache, r);
+      if (!column_has_suite(&cols[d], o->suites.v[s])) {
+        r->status = RUN_SKIPPED;
+        continue;
+      }
+      fprintf(stderr, "[%d/%d] %s: %s ...", ++k, total_runs, cols[d].label, o->suites.v[s]);
+      one_run(o, &cols[d], d, o->suites.v[s], cache, r);
       int pass = 0, total = 0;
       const cJSON *t;
       cJSON_ArrayForEach(t, report_tests(r)) { total++; pass += strcmp(jstr(t, "result"), "pass") == 0; }
@@ -684,12 +828,21 @@ static int matrix_main(const void *opts, int argc, char **argv) {
   if (!o.out) o.out = "matrix";
   int rc = prepare(&o, tests_dir, sizeof tests_dir);
   if (rc >= 0) return rc;
-  if (clf_cli_expose_devices(icd_dir, sizeof icd_dir) != 0) return 1;
-  clf_device_desc devs[MAX_DEVICES];
-  int n_dev = select_devices(&o, devs);
-  mx_run *runs = n_dev ? calloc((size_t)n_dev * o.suites.n, sizeof *runs) : NULL;
-  if (!runs) {
+  static clf_cli_impl impls[MAX_IMPLS];
+  static mx_col cols[MAX_COLUMNS];
+  static char problems[MAX_IMPLS][1024];
+  const char *problem_ptrs[MAX_IMPLS];
+  int n_problems = 0;
+  int n_impl = clf_cli_find_impls(impls, MAX_IMPLS, icd_dir, sizeof icd_dir);
+  int n_col = find_columns(&o, impls, n_impl, cols, problems, &n_problems);
+  for (int i = 0; i < n_problems; i++) {
+    problem_ptrs[i] = problems[i];
+    fprintf(stderr, "clformer: matrix: %s\n", problems[i]);
+  }
+  mx_run *runs = calloc((size_t)(n_col ? n_col : 1) * o.suites.n, sizeof *runs);
+  if (!runs || (!n_col && !n_problems)) {
     clf_cli_remove_icd_dir(icd_dir);
+    free(runs);
     return 1;
   }
   struct utsname u;
@@ -697,19 +850,20 @@ static int matrix_main(const void *opts, int argc, char **argv) {
   else snprintf(host, sizeof host, "unknown host");
   time_t now = time(NULL);
   strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
-  run_all(&o, devs, n_dev, runs);
+  run_all(&o, cols, n_col, runs);
   clf_cli_remove_icd_dir(icd_dir);
 
   static mx_results res;
   memset(&res, 0, sizeof res);
-  res = (mx_results){.o = &o, .devs = devs, .n_dev = n_dev, .runs = runs, .date = date, .host = host};
-  mx_row *rows = collect_rows(&o, runs, n_dev, &res.n_rows);
+  res = (mx_results){.o = &o, .cols = cols, .n_dev = n_col, .runs = runs, .date = date, .host = host,
+                     .problems = problem_ptrs, .n_problems = n_problems};
+  mx_row *rows = collect_rows(&o, runs, n_col, &res.n_rows);
   res.rows = rows;
   rc = rows ? write_outputs(&res) : -1;
   if (rc >= 0) fprintf(stderr, "clformer: matrix: %s; wrote %s/matrix.md and %s/matrix.json\n",
                        rc ? "every test passed" : "FAILURES (see the Failures section)", o.out, o.out);
   free(rows);
-  for (int i = 0; i < n_dev * o.suites.n; i++) cJSON_Delete(runs[i].report);
+  for (int i = 0; i < n_col * o.suites.n; i++) cJSON_Delete(runs[i].report);
   free(runs);
   return rc == 1 ? 0 : 1;
 }
@@ -717,9 +871,15 @@ static int matrix_main(const void *opts, int argc, char **argv) {
 const clf_cli_command clf_cli_matrix_command = {
     .name = "matrix",
     .summary = "the test suites on every device, each in its own process (matrix.md, matrix.json)",
-    .synopsis = "[--device S]... [--suite NAME]... [--out DIR] [--tests DIR] [--fixtures DIR] [--timeout SEC]",
-    .details = "Runs the test programs tests/test_NAME on every device (or those named), each in its\n"
-               "own process, and writes DIR/matrix.md and DIR/matrix.json (default DIR: ./matrix).\n",
+    .synopsis = "[--device S]... [--suite NAME]... [--out DIR] [--tests DIR] [--fixtures DIR] [--timeout SEC] "
+                "[--no-variants]",
+    .details = "Runs the test programs tests/test_NAME in every column (or those named), each in its\n"
+               "own process, and writes DIR/matrix.md and DIR/matrix.json (default DIR: ./matrix).\n"
+               "A column is a device of one OpenCL implementation (the registered ICDs, those of\n"
+               "tools/install-opencl.sh, Oclgrind), its processes loading that implementation alone;\n"
+               "then PoCL's pthread device in GPU class (CLFORMER_DEVICE_CLASS=gpu) and under mobile\n"
+               "limits (CLFORMER_LIMITS=" MOBILE_LIMITS "), and Oclgrind in GPU class\n"
+               "with its data-race checks (docs/matrix.md).\n",
     .options = matrix_options,
     .opts_size = sizeof(mx_opts),
     .min_args = 0,
