@@ -620,6 +620,42 @@ START_TEST(probe_human_and_errors) {
   ck_assert_uint_gt(built + from_disk, 0);
   ck_assert(build_ms >= 0);
 
+  ck_assert_ptr_nonnull(strstr(out, "Device class: "));
+
+  /* The class the choices followed, overridden, and the limits; a class
+   * that is not one leaves the device unprobed, with the library's error. */
+  rc = run_cli("probe --device 0:0 --no-measure --no-validate --json");
+  ck_assert_msg(rc == 0, "exit %d: %s", rc, slurp("stderr"));
+  cJSON *root = cJSON_Parse(slurp("stdout"));
+  ck_assert_ptr_nonnull(root);
+  const cJSON *dev = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "devices"), 0);
+  const cJSON *cls = cJSON_GetObjectItemCaseSensitive(root, "device_class");
+  ck_assert(cJSON_IsString(cls));
+  ck_assert_str_eq(cls->valuestring, cJSON_GetObjectItemCaseSensitive(dev, "device_class")->valuestring);
+  cJSON_Delete(root);
+  const char *env_class = getenv("CLFORMER_DEVICE_CLASS"), *env_limits = getenv("CLFORMER_LIMITS");
+  char *saved_class = env_class ? strdup(env_class) : NULL, *saved_limits = env_limits ? strdup(env_limits) : NULL;
+  setenv("CLFORMER_DEVICE_CLASS", "gpu", 1);
+  setenv("CLFORMER_LIMITS", "wg=16", 1);
+  rc = run_cli("probe --device 0:0 --no-measure --no-validate --json");
+  ck_assert_msg(rc == 0, "exit %d: %s", rc, slurp("stderr"));
+  root = cJSON_Parse(slurp("stdout"));
+  ck_assert_ptr_nonnull(root);
+  dev = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "devices"), 0);
+  ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(root, "device_class")->valuestring, "gpu");
+  ck_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(dev, "device_class_overridden")));
+  ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(dev, "limits")->valuestring, "wg=16");
+  cJSON_Delete(root);
+  setenv("CLFORMER_DEVICE_CLASS", "tpu", 1);
+  ck_assert_int_eq(run_cli("probe --device 0:0 --no-measure --no-validate"), 1);
+  ck_assert_ptr_nonnull(strstr(slurp("stdout"), "CLFORMER_DEVICE_CLASS is \"tpu\": not a device class"));
+  if (saved_class) setenv("CLFORMER_DEVICE_CLASS", saved_class, 1);
+  else unsetenv("CLFORMER_DEVICE_CLASS");
+  if (saved_limits) setenv("CLFORMER_LIMITS", saved_limits, 1);
+  else unsetenv("CLFORMER_LIMITS");
+  free(saved_class);
+  free(saved_limits);
+
   ck_assert_int_eq(run_cli("probe --device nosuchdevice"), 1);
   ck_assert_ptr_nonnull(strstr(slurp("stderr"), "nosuchdevice"));
   ck_assert_int_eq(run_cli("probe --frobnicate"), 2);

@@ -68,6 +68,97 @@ START_TEST(context_with_bad_device_fails_cleanly) {
 }
 END_TEST
 
+/* clf_context_options.device_class / $CLFORMER_DEVICE_CLASS and .limits /
+ * $CLFORMER_LIMITS: what each accepts, the error naming what it does not,
+ * and a small context that still runs. */
+static void expect_bad(const char *device_class, const char *limits, const char *needle) {
+  clf_context_options o;
+  clf_context_options_init(&o);
+  o.device_class = device_class;
+  o.limits = limits;
+  clf_context *c = (clf_context *)0x1;
+  ck_assert_int_eq(clf_context_create(&o, &c), CLF_E_INVALID_ARG);
+  ck_assert_ptr_null(c);
+  ck_assert_msg(strstr(clf_last_error(NULL), needle) != NULL, "class %s limits %s: \"%s\" lacks \"%s\"",
+                device_class ? device_class : "-", limits ? limits : "-", clf_last_error(NULL), needle);
+}
+
+START_TEST(context_class_and_limits) {
+  const char *env_class = getenv("CLFORMER_DEVICE_CLASS");
+  char *saved = env_class ? strdup(env_class) : NULL;
+  expect_bad("tpu", NULL, "clf_context_options.device_class is \"tpu\": not a device class (accepted: cpu, gpu, "
+             "accelerator");
+  setenv("CLFORMER_DEVICE_CLASS", "TPU", 1);
+  expect_bad(NULL, NULL, "CLFORMER_DEVICE_CLASS is \"TPU\"");
+  setenv("CLFORMER_DEVICE_CLASS", "GPU", 1);
+  clf_context_options o;
+  clf_context_options_init(&o);
+  clf_context *c = NULL;
+  int forced = 0;
+  ck_assert_int_eq(clf_context_create(&o, &c), CLF_OK);
+  ck_assert_str_eq(clf_context_device_class(c, &forced), "gpu");
+  ck_assert_int_eq(forced, 1);
+  clf_context_destroy(c);
+  o.device_class = ""; /* the option wins over the variable: the device's own */
+  ck_assert_int_eq(clf_context_create(&o, &c), CLF_OK);
+  const cl_device_type t = clf_context_device(c)->type;
+  ck_assert_str_eq(clf_context_device_class(c, &forced), t & CL_DEVICE_TYPE_CPU ? "cpu"
+                                                         : t & CL_DEVICE_TYPE_GPU ? "gpu"
+                                                         : t & CL_DEVICE_TYPE_ACCELERATOR ? "accelerator"
+                                                                                          : "custom");
+  ck_assert_int_eq(forced, 0);
+  clf_context_destroy(c);
+  if (saved) setenv("CLFORMER_DEVICE_CLASS", saved, 1);
+  else unsetenv("CLFORMER_DEVICE_CLASS");
+  free(saved);
+
+  static const char *const bad[][2] = {
+      {"wg=0", "wg=0 (0 work-items per work-group): a work-group has at least 1 work-item"},
+      {"wg=99999999", "above the device's CL_DEVICE_MAX_WORK_GROUP_SIZE"},
+      {"wg=abc", "wg=\"abc\" is not a number"},
+      {"wg=64k", "wg=\"64k\" is not a number"},
+      {"wg=18446744073709551616", "is not a number"},
+      {"local=512", "below OpenCL's smallest local memory (1 KiB"},
+      {"local=1g", "above the device's CL_DEVICE_LOCAL_MEM_SIZE"},
+      {"alloc=1k", "below OpenCL's smallest largest-allocation (1 MiB"},
+      {"alloc=64x", "alloc=\"64x\" is not a size"},
+      {"alloc=99999999999g", "is not a size"},
+      {"alloc=", "is not a size"},
+      {"speed=9", "\"speed=9\" is not a limit (accepted: wg="},
+      {"wg", "\"wg\" is not a limit"},
+      {"wg=8,wg=16", "wg is given twice"},
+      {"fp16=2", "want 0 (off) or 1"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    expect_bad(NULL, bad[i][0], "clf_context_options.limits: ");
+    expect_bad(NULL, bad[i][0], bad[i][1]);
+  }
+
+  /* A small device: 8 work-items, 2 KiB of local memory, 1 MiB buffers. */
+  o.device_class = NULL;
+  o.limits = " wg=8 , local=2k,alloc=1m,fp16=0,subgroups=0";
+  ck_assert_msg(clf_context_create(&o, &c) == CLF_OK, "%s", clf_last_error(NULL));
+  ck_assert_str_eq(clf_context_limits(c), "wg=8,local=2048,alloc=1048576,fp16=0,subgroups=0");
+  ck_assert_str_eq(clf_context_limits(th_ctx), getenv("CLFORMER_LIMITS") && *getenv("CLFORMER_LIMITS")
+                                                   ? clf_context_limits(th_ctx) : "");
+  clf_tensor *big = NULL, *x = NULL, *y = NULL;
+  ck_assert_int_eq(clf_tensor_create(c, CLF_F32, 1, TH_SHAPE((1u << 18) + 1), &big), CLF_E_OUT_OF_MEMORY);
+  ck_assert_msg(strstr(clf_last_error(c), "(1 MiB, clf_context_options.limits alloc)") != NULL, "%s",
+                clf_last_error(c));
+  float h[1000];
+  for (int i = 0; i < 1000; i++) h[i] = (float)i;
+  ck_assert_int_eq(clf_tensor_create(c, CLF_F32, 1, TH_SHAPE(1u << 18), &big), CLF_OK);
+  ck_assert_int_eq(clf_tensor_from_f32(c, CLF_F32, 2, TH_SHAPE(10, 100), h, &x), CLF_OK);
+  ck_assert_int_eq(clf_tensor_create(c, CLF_F32, 2, TH_SHAPE(10, 100), &y), CLF_OK);
+  ck_assert_msg(clf_add(c, x, x, y, NULL) == CLF_OK, "%s", clf_last_error(c));
+  float got[1000];
+  ck_assert_int_eq(clf_tensor_download(c, y, got, sizeof got), CLF_OK);
+  for (int i = 0; i < 1000; i++) ck_assert_float_eq(got[i], 2.0f * (float)i);
+  clf_tensor_destroy(big); clf_tensor_destroy(x); clf_tensor_destroy(y);
+  clf_context_destroy(c);
+}
+END_TEST
+
 START_TEST(tensor_create_and_shape_errors) {
   clf_tensor *t = NULL;
   TH_FAILS(clf_tensor_create(th_ctx, CLF_F32, 0, TH_SHAPE(1), &t), CLF_E_SHAPE, "ndim is 0");
@@ -498,6 +589,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, status_strings_from_one_list);
   tcase_add_test(tc, devices_listed_and_selected);
   tcase_add_test(tc, context_with_bad_device_fails_cleanly);
+  tcase_add_test(tc, context_class_and_limits);
   tcase_add_test(tc, tensor_create_and_shape_errors);
   tcase_add_test(tc, tensor_roundtrip_fill_view_copy);
   tcase_add_test(tc, tensor_fill_each_dtype);

@@ -223,6 +223,27 @@ static int section_tuning(clf_context *ctx, const probe_opts *po, const out *o, 
 
 /* ---- one device, then all ---- */
 
+/* The class the library's choices followed and the limits it ran under
+ * (CLFORMER_DEVICE_CLASS, CLFORMER_LIMITS): "device_class",
+ * "device_class_overridden" and "limits" of the device's JSON object. */
+static void section_class(clf_context *ctx, const clf_device_desc *d, const out *o, cJSON *j) {
+  int forced = 0;
+  const char *cls = clf_context_device_class(ctx, &forced), *lim = clf_context_limits(ctx);
+  const char *own = d->type & CL_DEVICE_TYPE_CPU ? "cpu" : d->type & CL_DEVICE_TYPE_GPU ? "gpu"
+                    : d->type & CL_DEVICE_TYPE_ACCELERATOR ? "accelerator" : "custom";
+  if (o->human) {
+    printf("  Device class: %s", cls);
+    if (forced) printf(" (overridden by CLFORMER_DEVICE_CLASS; the device is %s)", own);
+    printf("\n");
+    if (*lim) printf("  Limits: %s (CLFORMER_LIMITS, below the device's own)\n", lim);
+  }
+  if (j) {
+    cJSON_AddStringToObject(j, "device_class", cls);
+    cJSON_AddBoolToObject(j, "device_class_overridden", forced);
+    cJSON_AddStringToObject(j, "limits", lim);
+  }
+}
+
 /* Returns 0 when the device was probed and nothing failed validation. */
 static int probe_device(const clf_device_desc *d, const probe_opts *po, cJSON *devices) {
   char selector[32];
@@ -250,6 +271,7 @@ static int probe_device(const clf_device_desc *d, const probe_opts *po, cJSON *d
     return 1;
   }
   int rc = 0;
+  section_class(ctx, d, &o, o.obj);
   if (!po->no_measure) clf_probe_measured(ctx, selector, po->runs, po->quick, o.human, o.obj);
   if (!po->no_validate && section_validation(ctx, &o, o.obj) > 0) rc = 1;
   if (section_tuning(ctx, po, &o, o.obj)) rc = 1;
@@ -287,6 +309,10 @@ static int probe_main(const void *opts, int argc, char **argv) {
   }
   int rc = 0;
   for (size_t i = 0; i < n; i++) rc |= probe_device(&devs[i], &po, devices);
+  if (root && n == 1) { /* one device: its class at the top level too */
+    const cJSON *cls = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(devices, 0), "device_class");
+    if (cJSON_IsString(cls)) cJSON_AddStringToObject(root, "device_class", cls->valuestring);
+  }
   if (root) {
     char *text = cJSON_Print(root);
     if (text) puts(text);
@@ -316,7 +342,10 @@ const clf_cli_command clf_cli_probe_command = {
         "kernel (1-8 rows: decoding) for each weight type on the same weights, within\n"
         "SECONDS (default 300), and stores the profile.\n"
         "--json prints {\"schema\": \"clformer-probe\", \"schema_version\": 1, ...} on stdout\n"
-        "with the raw CL_DEVICE_* names and every measured number; progress goes to\n"
+        "with the raw CL_DEVICE_* names and every measured number; each device's\n"
+        "\"device_class\" is the class clformer's choices followed (CLFORMER_DEVICE_CLASS\n"
+        "overrides the device's; also at the top level when one device is probed) and\n"
+        "\"limits\" the CLFORMER_LIMITS it ran under; progress goes to\n"
         "stderr.  Exit status: 0, or 1 when a device could not be probed, a kernel\n"
         "variant failed validation or a requested --tune failed; 2 for usage errors.\n",
     .options = probe_options,
