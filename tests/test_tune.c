@@ -355,7 +355,9 @@ static void put(const char *path, const char *text) {
 static const char *shipped_for_this_device(void) {
   const clf_device_desc *d = clf_context_device(th_ctx);
   char b[64];
-  clf__gemm_isa(d->platform_name, d->device_name, (d->type & CL_DEVICE_TYPE_CPU) != 0, b, sizeof b);
+  /* the class the context chooses as (CLFORMER_DEVICE_CLASS=gpu: no PoCL ISA, no shipped profile) */
+  clf__gemm_isa(d->platform_name, d->device_name, strcmp(clf_context_device_class(th_ctx, NULL), "cpu") == 0, b,
+                sizeof b);
   return !strcmp(b, "haswell") ? "shipped:pocl-cpu-avx2" : !strcmp(b, "skylake-avx512") ? "shipped:pocl-cpu-avx512" : NULL;
 }
 
@@ -513,7 +515,11 @@ START_TEST(tune_and_apply) {
   ctx = context_on(dir);
   unsetenv("CLFORMER_TUNING");
   ck_assert_ptr_null(clf_context_gemm_profile(ctx));
-  ck_assert_msg(strstr(notices, "restored") != NULL, "notices: %s", notices);
+  /* Said when parameters were in force: the shipped profile, which the
+   * context before applied after ignoring the malformed one.  Without a
+   * shipped profile for the device (a GPU; CLFORMER_DEVICE_CLASS=gpu) that
+   * context already restored CLBlast's own, and there is nothing to say. */
+  ck_assert_msg(!shipped || strstr(notices, "restored") != NULL, "notices: %s", notices);
   gemm_matches_cpu(ctx);
   clf_context_destroy(ctx);
 

@@ -120,7 +120,9 @@ static void patch_file(const char *path, const char *after, const char *needle, 
 }
 
 /* The layer-norm kernel this device prefers: one row per work-item on CPUs. */
-static int device_is_cpu(void) { return (clf_context_device(th_ctx)->type & CL_DEVICE_TYPE_CPU) != 0; }
+/* Whether the context chooses as a CPU does (its class: the device's, or
+ * CLFORMER_DEVICE_CLASS's). */
+static int device_is_cpu(void) { return strcmp(clf_context_device_class(th_ctx, NULL), "cpu") == 0; }
 
 /* A copy of the source tree's kernels/ in a temp dir with three outputs
  * scaled by 1.01: the layer-norm kernel this device prefers, the fused
