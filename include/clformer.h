@@ -149,7 +149,7 @@ typedef struct clf_context_options {
    * (a phone's GPU) would make: comma-separated key=value,
    *   wg=N         work-items per work-group (1 ..  the device's)
    *   local=BYTES  local memory (1 KiB .. the device's; below 32 KiB, the
-   *                full profile's minimum, with a notice)
+   *                full profile's minimum, with a notice once a process)
    *   alloc=BYTES  the largest single buffer (1 MiB .. the device's)
    *   fp16=0, subgroups=0   as if the device had no cl_khr_fp16 / subgroups
    * BYTES is a number with an optional k, m or g (KiB, MiB, GiB), as in

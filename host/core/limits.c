@@ -202,7 +202,10 @@ static clf_status apply_limits(clf_context *ctx, const char *src, const char *te
   }
   if (c->limited && !(ctx->limits = strdup(norm)))
     return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_context_create: out of host memory");
-  if (local_notice) {
+  /* Said once per process: every context of a run under the same limits
+   * would repeat it. */
+  static int local_noticed;
+  if (local_notice && !__atomic_exchange_n(&local_noticed, 1, __ATOMIC_RELAXED)) {
     char a[32];
     clf__log(ctx, "%s: local=%s is below OpenCL's minimum for full-profile devices (32 KiB); only "
              "embedded-profile devices have so little",
