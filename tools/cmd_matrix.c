@@ -29,8 +29,11 @@ extern char **environ;
 static const char *const default_suites[] = {"norm",   "dense",    "embed",  "movement", "attention",
                                              "patch",  "linear",   "models", "heads",    "llama",
                                              "generate", "vision", "weight_types", "runtime"};
-/* The op suites: what the slow simulator's checked column runs. */
-static const char *const op_suites[] = {"norm", "dense", "embed", "movement", "attention", "patch", "linear", NULL};
+/* What the race-checked simulator column runs: the op suites of our own
+ * kernels with local memory and barriers (dense is CLBlast's GEMMs and
+ * element-wise kernels: minutes under the race checker, for nothing of ours
+ * that shares memory). */
+static const char *const race_suites[] = {"norm", "embed", "movement", "attention", "patch", "linear", NULL};
 /* The op suites and the model fixtures: the mobile-limits column. */
 static const char *const limit_suites[] = {"norm",   "dense",  "embed", "movement", "attention", "patch",
                                            "linear", "models", "heads", "vision",   NULL};
@@ -786,7 +789,7 @@ static int find_columns(const mx_opts *o, const clf_cli_impl *impls, int n_impl,
         add_variant(o, cols, &n, keep, &base, "gpu-class", gpu, NULL, 0, NULL);
         add_variant(o, cols, &n, keep, &base, "mobile", mobile, limit_suites, 0, NULL);
       } else if (oclgrind) {
-        add_variant(o, cols, &n, keep, &base, "gpu-class races", races, op_suites, 1,
+        add_variant(o, cols, &n, keep, &base, "gpu-class races", races, race_suites, 1,
                     "Oclgrind --check-api --uninitialized --data-races");
       }
     }
