@@ -179,6 +179,60 @@ static int oclgrind_finding(const char *log, char *out, size_t len) {
   return any;
 }
 
+/* What became of a finished run: its exit, the report it left (on the
+ * right device, complete, with the column's settings in force) and
+ * Oclgrind's log. */
+static void run_outcome(const mx_opts *o, const mx_col *c, const char *dev, const char *report, const char *oclog,
+                        const clf_cli_exit *ex, mx_run *run) {
+  run->seconds = ex->seconds;
+  if (ex->timed_out) {
+    run->status = RUN_TIMEOUT;
+    snprintf(run->problem, sizeof run->problem, "timeout: killed after %ld s", o->timeout_s);
+  } else if (ex->signal) {
+    run->status = RUN_CRASHED;
+    run->code = ex->signal;
+    snprintf(run->problem, sizeof run->problem, "crashed (%s)", clf_cli_signal_name(ex->signal));
+  } else {
+    run->code = ex->code;
+    run->status = ex->code == 0 ? RUN_OK : RUN_FAILED;
+  }
+  run->report = clf_cli_read_json(report);
+  const cJSON *rd = cJSON_GetObjectItem(run->report, "device");
+  size_t dl = strlen(dev);
+  if (run->report && (!cJSON_IsString(rd) || strncmp(rd->valuestring, dev, dl) || rd->valuestring[dl] != ' ')) {
+    run->status = RUN_ERROR;
+    snprintf(run->problem, sizeof run->problem, "ran on \"%s\", not on %s",
+             cJSON_IsString(rd) ? rd->valuestring : "?", dev);
+  }
+  /* The column's device class and limits took effect in the program. */
+  for (int i = 0; run->report && !run->problem[0] && i < c->n_env; i++) {
+    const char *e = c->env[i], *key = NULL, *want = NULL;
+    if (!strncmp(e, "CLFORMER_DEVICE_CLASS=", 22)) key = "device_class", want = e + 22;
+    else if (!strncmp(e, "CLFORMER_LIMITS=", 16)) key = "limits", want = "";
+    if (!key) continue;
+    const char *got = cJSON_GetStringValue(cJSON_GetObjectItem(run->report, key));
+    if (!got || (*want ? strcmp(got, want) != 0 : !*got)) {
+      run->status = RUN_ERROR;
+      snprintf(run->problem, sizeof run->problem, "the column's %s did not take effect (report: %s \"%s\")", e, key,
+               got ? got : "absent");
+    }
+  }
+  int complete = cJSON_IsTrue(cJSON_GetObjectItem(run->report, "complete"));
+  char why[400];
+  if (run->status == RUN_OK && !complete) {
+    run->status = RUN_ERROR;
+    snprintf(run->problem, sizeof run->problem, "exited 0 without a complete report");
+  } else if (run->status == RUN_FAILED && !complete) {
+    run->status = RUN_ERROR;
+    log_reason(run->log, why, sizeof why);
+    snprintf(run->problem, sizeof run->problem, "exited with status %d: %s", run->code, why);
+  }
+  if (c->oclgrind_checks && !run->problem[0] && oclgrind_finding(oclog, why, sizeof why)) {
+    run->status = RUN_FAILED;
+    snprintf(run->problem, sizeof run->problem, "Oclgrind: %.200s (log: %.280s)", why, oclog);
+  }
+}
+
 static void one_run(const mx_opts *o, const mx_col *c, int ci, const char *suite, const char *cache_dir,
                     mx_run *run) {
   char prog[PATH_MAX], report[PATH_MAX], oclog[PATH_MAX];
@@ -225,53 +279,7 @@ static void one_run(const mx_opts *o, const mx_col *c, int ci, const char *suite
     return;
   }
   free(env);
-  run->seconds = ex.seconds;
-  if (ex.timed_out) {
-    run->status = RUN_TIMEOUT;
-    snprintf(run->problem, sizeof run->problem, "timeout: killed after %ld s", o->timeout_s);
-  } else if (ex.signal) {
-    run->status = RUN_CRASHED;
-    run->code = ex.signal;
-    snprintf(run->problem, sizeof run->problem, "crashed (%s)", clf_cli_signal_name(ex.signal));
-  } else {
-    run->code = ex.code;
-    run->status = ex.code == 0 ? RUN_OK : RUN_FAILED;
-  }
-  run->report = clf_cli_read_json(report);
-  const cJSON *rd = cJSON_GetObjectItem(run->report, "device");
-  size_t dl = strlen(dev);
-  if (run->report && (!cJSON_IsString(rd) || strncmp(rd->valuestring, dev, dl) || rd->valuestring[dl] != ' ')) {
-    run->status = RUN_ERROR;
-    snprintf(run->problem, sizeof run->problem, "ran on \"%s\", not on %s",
-             cJSON_IsString(rd) ? rd->valuestring : "?", dev);
-  }
-  /* The column's device class and limits took effect in the program. */
-  for (int i = 0; run->report && !run->problem[0] && i < c->n_env; i++) {
-    const char *e = c->env[i], *key = NULL, *want = NULL;
-    if (!strncmp(e, "CLFORMER_DEVICE_CLASS=", 22)) key = "device_class", want = e + 22;
-    else if (!strncmp(e, "CLFORMER_LIMITS=", 16)) key = "limits", want = "";
-    if (!key) continue;
-    const char *got = cJSON_GetStringValue(cJSON_GetObjectItem(run->report, key));
-    if (!got || (*want ? strcmp(got, want) != 0 : !*got)) {
-      run->status = RUN_ERROR;
-      snprintf(run->problem, sizeof run->problem, "the column's %s did not take effect (report: %s \"%s\")", e, key,
-               got ? got : "absent");
-    }
-  }
-  int complete = cJSON_IsTrue(cJSON_GetObjectItem(run->report, "complete"));
-  char why[400];
-  if (run->status == RUN_OK && !complete) {
-    run->status = RUN_ERROR;
-    snprintf(run->problem, sizeof run->problem, "exited 0 without a complete report");
-  } else if (run->status == RUN_FAILED && !complete) {
-    run->status = RUN_ERROR;
-    log_reason(run->log, why, sizeof why);
-    snprintf(run->problem, sizeof run->problem, "exited with status %d: %s", run->code, why);
-  }
-  if (c->oclgrind_checks && !run->problem[0] && oclgrind_finding(oclog, why, sizeof why)) {
-    run->status = RUN_FAILED;
-    snprintf(run->problem, sizeof run->problem, "Oclgrind: %.200s (log: %.280s)", why, oclog);
-  }
+  run_outcome(o, c, dev, report, oclog, &ex, run);
 }
 
 /* ---- the table ---- */
