@@ -119,6 +119,10 @@ struct clf_context {
   char *base_options; /* -D options describing the device */
   char *limits;       /* the limits applied, normalised ("wg=64,..."), or NULL */
   const char *limits_src; /* where they came from (a static string) */
+  /* How many times the local memory its __local arrays declare the driver
+   * reports as a kernel's CL_KERNEL_LOCAL_MEM_SIZE (Mesa 22.3's rusticl:
+   * 2); 0 until measured (launch.c). */
+  unsigned local_overcount;
 
   clf__program *programs;
   clf_cache_stats stats;
