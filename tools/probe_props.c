@@ -264,14 +264,21 @@ static void emit_rows(const prop_row *rows, size_t n, int platform, cl_platform_
   for (size_t i = 0; i < n; i++) {
     cJSON *val = NULL;
     cl_int err = read_row(&rows[i], platform, p, d, text, sizeof(text), &val);
-    if (err != CL_SUCCESS) snprintf(text, sizeof(text), "error: %s (%d)", clf_cl_error_name(err), err);
+    /* CL_INVALID_VALUE: a query of an extension or version the driver does
+     * not have (SUB_GROUP_SIZES_INTEL without cl_intel_subgroups), not a
+     * failure. */
+    int unsupported = err == CL_INVALID_VALUE;
+    if (unsupported) snprintf(text, sizeof(text), "not supported (the driver does not answer this query)");
+    else if (err != CL_SUCCESS) snprintf(text, sizeof(text), "error: %s (%d)", clf_cl_error_name(err), err);
     if (human) printf("    %-30s %-50s %s\n", rows[i].label, rows[i].name, text);
     if (!obj) {
       cJSON_Delete(val);
       continue;
     }
     cJSON *row = cJSON_AddObjectToObject(obj, rows[i].name);
-    if (err != CL_SUCCESS) {
+    if (unsupported) {
+      cJSON_AddBoolToObject(row, "supported", 0);
+    } else if (err != CL_SUCCESS) {
       cJSON_AddStringToObject(row, "error", text + strlen("error: "));
       cJSON_AddNumberToObject(row, "cl_error", err);
     } else {
