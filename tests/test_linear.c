@@ -11,6 +11,7 @@
 
 #include "device/reference.h"
 #include "harness.h"
+#include "ops/ops.h" /* clf__skinny_fit: the group a shape runs in */
 
 static const clf_dtype types[] = {CLF_F32, CLF_F16, CLF_Q8_0, CLF_Q4_0};
 
@@ -157,6 +158,32 @@ START_TEST(linear_every_weight_type) {
 }
 END_TEST
 
+/* The group that a skinny kernel asked for `shape` ("AxB") runs in for
+ * M rows: the shape itself where the kernel built in it allows that many
+ * work-items (CL_KERNEL_WORK_GROUP_SIZE and local memory, which on rusticl
+ * allows 32 for every kernel), else a smaller one that the kernel built in
+ * it allows, said on stderr. */
+static void check_group(clf_dtype wt, int in_out, const char *shape, size_t M) {
+  unsigned a, b;
+  ck_assert(sscanf(shape, "%ux%u", &a, &b) == 2);
+  size_t mmax = 1;
+  while (mmax < M && mmax < CLF__SKINNY_MAX_M) mmax *= 2;
+  clf__skinny_group g;
+  TH_OK(clf__skinny_fit(th_ctx, wt, in_out, mmax, &g));
+  ck_assert_uint_eq(g.want[0], a); /* the device's own limits allow these shapes */
+  ck_assert_uint_eq(g.want[1], b);
+  ck_assert_ptr_nonnull(g.kernel);
+  ck_assert_uint_le(g.got[0] * g.got[1], g.kernel->max_wg);
+  if ((size_t)a * b <= g.want_limit) {
+    ck_assert_uint_eq(g.got[0], a);
+    ck_assert_uint_eq(g.got[1], b);
+  } else {
+    ck_assert(g.got[0] <= a && g.got[1] <= b && g.got[0] * g.got[1] < (size_t)a * b);
+    fprintf(stderr, "note: %s %s %s: the kernel allows %zu work-items per group; it ran as %zux%zu\n",
+            in_out ? "skinny_t" : "skinny", clf_dtype_name(wt), shape, g.want_limit, g.got[0], g.got[1]);
+  }
+}
+
 /* Every work-group shape of the [in, out] kernel, through
  * $CLFORMER_SKINNY_T: K split over work-items (KS > 1, as on a GPU) with
  * the local reduction, and groups wider than N. */
@@ -164,6 +191,7 @@ START_TEST(skinny_t_work_group_shapes) {
   static const char *const shapes[] = {"1x1", "4x4", "32x8", "16x2", "64x1"};
   for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
     setenv("CLFORMER_SKINNY_T", shapes[s], 1);
+    check_group(CLF_F32, 1, shapes[s], 1 + 2 * s);
     check_linear_layout(CLF_F32, 1, 1 + 2 * s, 45, 83, 1, CLF_ACT_GELU, (uint32_t)(80 + s));
   }
   unsetenv("CLFORMER_SKINNY_T");
@@ -175,7 +203,10 @@ START_TEST(skinny_work_group_shapes) {
   static const char *const shapes[] = {"1x1", "1x8", "4x2", "32x4", "8x16"};
   for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
     setenv("CLFORMER_SKINNY", shapes[s], 1);
-    for (size_t t = 0; t < 4; t++) check_linear(types[t], 1 + s, 33, 320, 1, CLF_ACT_GELU, (uint32_t)(50 + s));
+    for (size_t t = 0; t < 4; t++) {
+      check_group(types[t], 0, shapes[s], 1 + s);
+      check_linear(types[t], 1 + s, 33, 320, 1, CLF_ACT_GELU, (uint32_t)(50 + s));
+    }
   }
   unsetenv("CLFORMER_SKINNY");
 }

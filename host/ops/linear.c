@@ -34,17 +34,16 @@ static const char *const wnames[] = {"f32", "f16", "q8", "q4"}; /* by WTYPE */
 const char *clf__weight_type_name(clf_dtype wt) { return wnames[linear_wtype(wt)]; }
 
 /* A work-group shape (a, b): the default given, or $var's "AxB" (powers of
- * two within the device's limit), then halved (b first) to fit the device:
- * its work-group limit, and its local memory at `item` bytes of reduction
- * space per work-item (0: none). */
+ * two), then halved (b first) to fit the device: its work-group limit, and
+ * its local memory at `item` bytes of reduction space per work-item (0:
+ * none).  The built kernel may allow fewer work-items still: skinny_fit. */
 static void group_shape(const clf_context *ctx, const char *var, size_t a, size_t b, size_t item, size_t *out_a,
                         size_t *out_b) {
   const char *env = getenv(var);
   unsigned ea, eb;
   const size_t wg = ctx->caps.max_wg, items = item ? (size_t)(ctx->caps.local_mem / item) : wg;
   const size_t most = wg < items ? wg : items;
-  if (env && sscanf(env, "%ux%u", &ea, &eb) == 2 && ea && eb && !(ea & (ea - 1)) && !(eb & (eb - 1)) &&
-      (size_t)ea * eb <= most)
+  if (env && sscanf(env, "%ux%u", &ea, &eb) == 2 && ea && eb && !(ea & (ea - 1)) && !(eb & (eb - 1)))
     a = ea, b = eb;
   while (a * b > most && b > 1) b /= 2;
   while (a * b > most && a > 1) a /= 2;
@@ -99,34 +98,81 @@ void clf__skinny_t_shape(const clf_context *ctx, size_t *cols, size_t *ks) {
               ks); /* red[KS][COLS] of float8 */
 }
 
-int clf__skinny_variant(const clf_context *ctx, clf_dtype wt, int in_out, char *buf, size_t len) {
-  size_t s, r;
-  if (in_out) {
-    clf__skinny_t_shape(ctx, &s, &r);
-    return snprintf(buf, len, "linear.skinny_t f32 COLS=%zu KS=%zu", s, r) < (int)len;
+/* The options of skinny (or skinny_t) in an a x b group for up to mmax
+ * rows of x. */
+static void skinny_options(clf_dtype wt, int in_out, size_t a, size_t b, size_t mmax, char *buf, size_t len) {
+  if (in_out) snprintf(buf, len, "-DCOLS=%zu -DKS=%zu -DMMAX=%zu", a, b, mmax);
+  else snprintf(buf, len, "-DWTYPE=%d -DSPLIT=%zu -DROWS=%zu -DMMAX=%zu", linear_wtype(wt), a, b, mmax);
+}
+
+clf_status clf__skinny_fit(clf_context *ctx, clf_dtype wt, int in_out, size_t mmax, clf__skinny_group *g) {
+  if (in_out) clf__skinny_t_shape(ctx, &g->want[0], &g->want[1]);
+  else clf__skinny_shape(ctx, wt, &g->want[0], &g->want[1]);
+  size_t a = g->want[0], b = g->want[1];
+  const char *kname = in_out ? "skinny_t" : "skinny";
+  g->kernel = NULL;
+  g->want_limit = 0;
+  /* The group is fixed at compile time (reqd_work_group_size), and what a
+   * driver allows is known only once the kernel is built: build, ask, and
+   * rebuild smaller while the kernel says no (rusticl allows 32 work-items
+   * for every kernel although its device says 1024; it also counts twice
+   * the local memory the kernel declares). */
+  if (ctx->caps.max_item_sizes[0] && ctx->caps.max_item_sizes[1]) {
+    while (a > ctx->caps.max_item_sizes[0] && a > 1) a /= 2;
+    while (b > ctx->caps.max_item_sizes[1] && b > 1) b /= 2;
   }
-  clf__skinny_shape(ctx, wt, &s, &r);
-  return snprintf(buf, len, "linear.skinny %s SPLIT=%zu ROWS=%zu", wnames[linear_wtype(wt)], s, r) < (int)len;
+  for (int first = 1;; first = 0) {
+    char opts[96];
+    clf__kernel *k;
+    skinny_options(wt, in_out, a, b, mmax, opts, sizeof opts);
+    clf_status st = clf__get_kernel(ctx, "linear", opts, kname, &k);
+    if (st != CLF_OK) return st;
+    size_t most = k->max_wg; /* CL_KERNEL_WORK_GROUP_SIZE, within the context's limit */
+    if (k->local_mem > ctx->caps.local_mem) { /* the items whose memory, as the driver counts it, fits */
+      const size_t fit = (size_t)((double)(a * b) * (double)ctx->caps.local_mem / (double)k->local_mem);
+      if (fit < most) most = fit;
+    }
+    if (first) g->want_limit = most;
+    if (a * b <= most) {
+      g->got[0] = a, g->got[1] = b;
+      g->kernel = k;
+      return CLF_OK;
+    }
+    if (a * b == 1)
+      return clf__fail(ctx, CLF_E_UNSUPPORTED,
+                       "kernel %s: the device allows no work-group of it, not even one work-item "
+                       "(CL_KERNEL_WORK_GROUP_SIZE %zu, local memory %lu of %lu bytes)",
+                       kname, k->max_wg, (unsigned long)k->local_mem, (unsigned long)ctx->caps.local_mem);
+    while (a * b > most && b > 1) b /= 2;
+    while (a * b > most && a > 1) a /= 2;
+  }
+}
+
+int clf__skinny_variant(clf_context *ctx, clf_dtype wt, int in_out, char *buf, size_t len) {
+  clf__skinny_group g;
+  if (clf__skinny_fit(ctx, wt, in_out, CLF__SKINNY_MAX_M, &g) != CLF_OK) {
+    /* named as asked all the same: validating it runs clf_linear, which
+     * reports the failure */
+    g.got[0] = g.want[0], g.got[1] = g.want[1];
+  }
+  if (in_out) return snprintf(buf, len, "linear.skinny_t f32 COLS=%zu KS=%zu", g.got[0], g.got[1]) < (int)len;
+  return snprintf(buf, len, "linear.skinny %s SPLIT=%zu ROWS=%zu", wnames[linear_wtype(wt)], g.got[0], g.got[1]) <
+         (int)len;
 }
 
 /* The kernel, arguments and launch geometry of the skinny path: skinny
  * (w [N, K], any type) or skinny_t (w f32 [K, N]) for up to mmax rows. */
 static clf_status skinny_kernel(clf_context *ctx, const clf_tensor *w, int in_out, size_t mmax, size_t N,
                                 clf__kernel **k, size_t local[2], size_t global[2]) {
-  char opts[96];
-  size_t a, b;
-  if (in_out) {
-    clf__skinny_t_shape(ctx, &a, &b);
-    snprintf(opts, sizeof opts, "-DCOLS=%zu -DKS=%zu -DMMAX=%zu", a, b, mmax);
-    global[0] = ((N + 7) / 8 + a - 1) / a * a, global[1] = b;
-  } else {
-    clf__skinny_shape(ctx, w->dtype, &a, &b);
-    snprintf(opts, sizeof opts, "-DWTYPE=%d -DSPLIT=%zu -DROWS=%zu -DMMAX=%zu", linear_wtype(w->dtype), a, b,
-             mmax);
-    global[0] = a, global[1] = (N + b - 1) / b * b;
-  }
+  clf__skinny_group g;
+  clf_status st = clf__skinny_fit(ctx, w->dtype, in_out, mmax, &g);
+  if (st != CLF_OK) return st;
+  const size_t a = g.got[0], b = g.got[1];
+  if (in_out) global[0] = ((N + 7) / 8 + a - 1) / a * a, global[1] = b;
+  else global[0] = a, global[1] = (N + b - 1) / b * b;
   local[0] = a, local[1] = b;
-  return clf__get_kernel(ctx, "linear", opts, in_out ? "skinny_t" : "skinny", k);
+  *k = g.kernel;
+  return CLF_OK;
 }
 
 clf_status clf__linear_skinny(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, int in_out,

@@ -45,12 +45,27 @@ size_t clf__skinny_max_rows(const clf_context *ctx);
  * when in_out) takes the skinny path (1 <= M <= clf__skinny_max_rows; for
  * [N, K], K a multiple of its chunk). */
 int clf__skinny_fits(const clf_context *ctx, clf_dtype wt, int in_out, size_t M, size_t K);
-/* The work-group shapes on ctx's device of the [N, K] kernel and of the
- * [K, N] one, and the variant name of either ("linear.skinny q8 SPLIT=1
- * ROWS=4", "linear.skinny_t f32 COLS=16 KS=1"); 0 when buf is too short. */
+/* The work-group shapes asked on ctx's device of the [N, K] kernel and of
+ * the [K, N] one (within the device's limits; the built kernel may allow
+ * less: clf__skinny_fit), and the variant name of either, in the shape it
+ * runs ("linear.skinny q8 SPLIT=1 ROWS=4", "linear.skinny_t f32 COLS=16
+ * KS=1"); 0 when buf is too short. */
 void clf__skinny_shape(const clf_context *ctx, clf_dtype wt, size_t *split, size_t *rows);
 void clf__skinny_t_shape(const clf_context *ctx, size_t *cols, size_t *ks);
-int clf__skinny_variant(const clf_context *ctx, clf_dtype wt, int in_out, char *buf, size_t len);
+int clf__skinny_variant(clf_context *ctx, clf_dtype wt, int in_out, char *buf, size_t len);
+/* The group a skinny kernel runs in: the shape asked and the one the built
+ * kernel allows. */
+typedef struct clf__skinny_group {
+  size_t want[2];    /* asked: SPLIT x ROWS or COLS x KS (clf__skinny_shape / _t_shape) */
+  size_t want_limit; /* the work-items the kernel built in `want` allows (CL_KERNEL_WORK_GROUP_SIZE,
+                        CL_KERNEL_LOCAL_MEM_SIZE) */
+  size_t got[2];     /* used: want, halved (ROWS / KS first) and rebuilt until its kernel allows it */
+  clf__kernel *kernel; /* built in `got` */
+} clf__skinny_group;
+/* Builds skinny (w [N, K] of type wt) or skinny_t (in_out) for up to mmax
+ * rows in the largest group, from the one asked, that the built kernel
+ * allows; CLF_E_UNSUPPORTED when not even one work-item fits. */
+clf_status clf__skinny_fit(clf_context *ctx, clf_dtype wt, int in_out, size_t mmax, clf__skinny_group *g);
 /* "f32", "f16", "q8", "q4": the names of --weights. */
 const char *clf__weight_type_name(clf_dtype wt);
 /* y [M, N] = act(x [M, K] w^T + bias) with w [N, K] of any weight type,
