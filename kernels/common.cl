@@ -41,6 +41,56 @@ inline float clf_wg_max(float v, __local float *red) {
   return r;
 }
 
+/* Sub-group reductions, built only into the variants that the host asks
+ * for with -DCLF_USE_SUBGROUPS=1 (the device has cl_khr_subgroups or
+ * cl_intel_subgroups, and the variant passed self-validation): each
+ * sub-group reduces with one built-in, then every work-item combines the
+ * per-sub-group partials from red (get_num_sub_groups() of them, in one
+ * order, so all get the same value).  Correct for any sub-group size the
+ * implementation chooses.  clf_red_sum / clf_red_max pick them when sg is
+ * set (a compile-time constant where they are called). */
+#ifndef CLF_USE_SUBGROUPS
+#define CLF_USE_SUBGROUPS 0
+#endif
+#if CLF_USE_SUBGROUPS
+#ifdef cl_khr_subgroups
+#pragma OPENCL EXTENSION cl_khr_subgroups : enable
+#endif
+inline float clf_sg_wg_sum(float v, __local float *red) {
+  const float p = sub_group_reduce_add(v);
+  if (get_sub_group_local_id() == 0) red[get_sub_group_id()] = p;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  float r = 0.0f;
+  for (uint i = 0, n = get_num_sub_groups(); i < n; i++) r += red[i];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return r;
+}
+
+inline float clf_sg_wg_max(float v, __local float *red) {
+  const float p = sub_group_reduce_max(v);
+  if (get_sub_group_local_id() == 0) red[get_sub_group_id()] = p;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  float r = -INFINITY;
+  for (uint i = 0, n = get_num_sub_groups(); i < n; i++) r = fmax(r, red[i]);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return r;
+}
+#endif
+
+inline float clf_red_sum(float v, __local float *red, int sg) {
+#if CLF_USE_SUBGROUPS
+  if (sg) return clf_sg_wg_sum(v, red);
+#endif
+  return clf_wg_sum(v, red);
+}
+
+inline float clf_red_max(float v, __local float *red, int sg) {
+#if CLF_USE_SUBGROUPS
+  if (sg) return clf_sg_wg_max(v, red);
+#endif
+  return clf_wg_max(v, red);
+}
+
 /* The activations, numbered as clf_activation. */
 #define CLF_ACT_NONE 0
 #define CLF_ACT_RELU 1

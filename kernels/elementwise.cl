@@ -120,10 +120,8 @@ __kernel void add_bcast(__global const float *a, uint a_off,
  * diverges.  -INFINITY entries contribute 0; a row with every entry
  * -INFINITY gets zeros.  y may be x (each element is read and written by the
  * same work-item). */
-__kernel void softmax_rows(__global const float *x, uint x_off,
-                           __global float *y, uint y_off, uint D,
-                           float scale) {
-  __local float red[CLF_RED_WG];
+inline void clf_softmax_row(__global const float *x, uint x_off, __global float *y, uint y_off, uint D,
+                            float scale, __local float *red, int sg) {
   const uint row = get_group_id(0), lid = get_local_id(0),
              nl = get_local_size(0);
   x += x_off + (size_t)row * D;
@@ -131,11 +129,11 @@ __kernel void softmax_rows(__global const float *x, uint x_off,
 
   float m = -INFINITY;
   for (uint d = lid; d < D; d += nl) m = fmax(m, scale * x[d]);
-  const float gmax = clf_wg_max(m, red);
+  const float gmax = clf_red_max(m, red, sg);
   float s = 0.0f;
   if (gmax != -INFINITY)
     for (uint d = lid; d < D; d += nl) s += exp(scale * x[d] - gmax);
-  const float sum = clf_wg_sum(s, red);
+  const float sum = clf_red_sum(s, red, sg);
   if (gmax == -INFINITY) {
     for (uint d = lid; d < D; d += nl) y[d] = 0.0f;
     return;
@@ -143,6 +141,23 @@ __kernel void softmax_rows(__global const float *x, uint x_off,
   const float inv = 1.0f / sum;
   for (uint d = lid; d < D; d += nl) y[d] = exp(scale * x[d] - gmax) * inv;
 }
+
+__kernel void softmax_rows(__global const float *x, uint x_off,
+                           __global float *y, uint y_off, uint D,
+                           float scale) {
+  __local float red[CLF_RED_WG];
+  clf_softmax_row(x, x_off, y, y_off, D, scale, red, 0);
+}
+
+/* The same, its reductions through sub-groups (elementwise.softmax_sg). */
+#if CLF_USE_SUBGROUPS
+__kernel void softmax_rows_sg(__global const float *x, uint x_off,
+                              __global float *y, uint y_off, uint D,
+                              float scale) {
+  __local float red[CLF_RED_WG];
+  clf_softmax_row(x, x_off, y, y_off, D, scale, red, 1);
+}
+#endif
 
 /* ---- casts: cast_<src>_<dst> for every pair of f32, f16, i32, i64 ----
  * Each work-item converts CLF_CAST_PER_ITEM elements, a work-group's

@@ -33,6 +33,19 @@
 #ifndef MMAX
 #define MMAX 8
 #endif
+/* -DCLF_USE_FP16=1 (the variant linear.skinny_h: the device has cl_khr_fp16
+ * and the variant passed self-validation): f16 weights load as half8
+ * vectors, converted to float8 for the products; products in half would
+ * round x to 11 bits, far outside the f32 tolerance the f16 path meets. */
+#ifndef CLF_USE_FP16
+#define CLF_USE_FP16 0
+#endif
+#if CLF_USE_FP16
+#pragma OPENCL EXTENSION cl_khr_fp16 : enable
+#endif
+#if CLF_USE_SUBGROUPS && defined(cl_khr_subgroup_clustered_reduce)
+#pragma OPENCL EXTENSION cl_khr_subgroup_clustered_reduce : enable
+#endif
 
 /* Weights per chunk: one vload8 for f32/f16, one block for Q8_0/Q4_0. */
 #if WTYPE <= 1
@@ -57,6 +70,9 @@ inline float load_chunk(__global const WT *w, uint w_off, __global const half *s
                         uint K, float8 *v) {
 #if WTYPE == 0
   v[0] = vload8(0, w + w_off + (size_t)n * K + (size_t)c * 8);
+  return 1.0f;
+#elif WTYPE == 1 && CLF_USE_FP16
+  v[0] = convert_float8(vload8(0, w + w_off + (size_t)n * K + (size_t)c * 8)); /* a half8, products in f32 */
   return 1.0f;
 #elif WTYPE == 1
   v[0] = vload_half8(0, w + w_off + (size_t)n * K + (size_t)c * 8);
@@ -85,11 +101,15 @@ inline float load_chunk(__global const WT *w, uint w_off, __global const half *s
 inline float sum8(float8 v) { return dot(v.lo + v.hi, (float4)(1.0f)); }
 
 /* y [M, N] = act(x [M, K] W^T + bias), M <= MMAX; global (SPLIT, N rounded
- * up to ROWS), local (SPLIT, ROWS).  K is a multiple of CH. */
-__kernel __attribute__((reqd_work_group_size(SPLIT, ROWS, 1)))
-void skinny(__global const float *x, uint x_off, __global const WT *w, uint w_off, __global const half *s,
-            uint s_off, __global const float *bias, uint b_off, int has_bias, int act,
-            __global float *y, uint y_off, uint M, uint N, uint K) {
+ * up to ROWS), local (SPLIT, ROWS).  K is a multiple of CH.  red holds
+ * ROWS x SPLIT floats; with sg (the variant linear.skinny_sg) each row's
+ * SPLIT partial sums meet through sub_group_reduce_add where the sub-group
+ * size divides SPLIT (a row is then whole sub-groups: work-items are
+ * numbered r * SPLIT + lane), else through the local tree as without. */
+inline void skinny_group(__global const float *x, uint x_off, __global const WT *w, uint w_off,
+                         __global const half *s, uint s_off, __global const float *bias, uint b_off, int has_bias,
+                         int act, __global float *y, uint y_off, uint M, uint N, uint K, __local float *red,
+                         int sg) {
   const uint lane = get_local_id(0), r = get_local_id(1);
   const uint n = get_group_id(1) * ROWS + r;
   x += x_off;
@@ -113,16 +133,43 @@ void skinny(__global const float *x, uint x_off, __global const WT *w, uint w_of
   float out[MMAX];
   for (uint m = 0; m < MMAX; m++) out[m] = sum8(acc[m]);
 #if SPLIT > 1
-  __local float red[ROWS][SPLIT];
+  uint per = 0; /* sub-groups per row; 0: the local tree; CLUSTERED: rows within a sub-group */
+#define CLUSTERED 0xffffffffu
+#if CLF_USE_SUBGROUPS
+  if (sg && SPLIT % get_max_sub_group_size() == 0) per = SPLIT / get_max_sub_group_size();
+#ifdef cl_khr_subgroup_clustered_reduce
+  else if (sg && get_max_sub_group_size() % SPLIT == 0) per = CLUSTERED;
+#endif
+#endif
   for (uint m = 0; m < MMAX; m++) {
     if (m < M) { /* M is uniform: every work-item meets the barriers */
-      red[r][lane] = out[m];
+#if CLF_USE_SUBGROUPS && defined(cl_khr_subgroup_clustered_reduce)
+      if (per == CLUSTERED) { /* a sub-group holds whole rows: each cluster of SPLIT sums one */
+        out[m] = sub_group_clustered_reduce_add(out[m], SPLIT);
+        continue;
+      }
+#endif
+#if CLF_USE_SUBGROUPS
+      if (per) { /* uniform too */
+        const float p = sub_group_reduce_add(out[m]);
+        if (get_sub_group_local_id() == 0) red[get_sub_group_id()] = p;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lane == 0) {
+          float t = 0.0f;
+          for (uint i = 0; i < per; i++) t += red[r * per + i];
+          out[m] = t;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        continue;
+      }
+#endif
+      red[r * SPLIT + lane] = out[m];
       barrier(CLK_LOCAL_MEM_FENCE);
-      for (uint s = SPLIT / 2; s > 0; s >>= 1) {
-        if (lane < s) red[r][lane] += red[r][lane + s];
+      for (uint h = SPLIT / 2; h > 0; h >>= 1) {
+        if (lane < h) red[r * SPLIT + lane] += red[r * SPLIT + lane + h];
         barrier(CLK_LOCAL_MEM_FENCE);
       }
-      out[m] = red[r][0];
+      out[m] = red[r * SPLIT];
       barrier(CLK_LOCAL_MEM_FENCE);
     }
   }
@@ -132,6 +179,31 @@ void skinny(__global const float *x, uint x_off, __global const WT *w, uint w_of
   for (uint m = 0; m < MMAX; m++)
     if (m < M) y[y_off + (size_t)m * N + n] = clf_act(out[m] + b, act);
 }
+
+#define SKINNY_PARAMS                                                                                            \
+  __global const float *x, uint x_off, __global const WT *w, uint w_off, __global const half *s, uint s_off,    \
+      __global const float *bias, uint b_off, int has_bias, int act, __global float *y, uint y_off, uint M,      \
+      uint N, uint K
+#define SKINNY_ARGS x, x_off, w, w_off, s, s_off, bias, b_off, has_bias, act, y, y_off, M, N, K
+
+/* skinny: the kernel; skinny_h its build with -DCLF_USE_FP16=1 (f16
+ * weights as half8); skinny_sg with -DCLF_USE_SUBGROUPS=1. */
+#if CLF_USE_FP16
+#define SKINNY_NAME skinny_h
+#else
+#define SKINNY_NAME skinny
+#endif
+__kernel __attribute__((reqd_work_group_size(SPLIT, ROWS, 1))) void SKINNY_NAME(SKINNY_PARAMS) {
+  __local float red[SPLIT > 1 ? ROWS * SPLIT : 1];
+  skinny_group(SKINNY_ARGS, red, 0);
+}
+
+#if CLF_USE_SUBGROUPS
+__kernel __attribute__((reqd_work_group_size(SPLIT, ROWS, 1))) void skinny_sg(SKINNY_PARAMS) {
+  __local float red[SPLIT > 1 ? ROWS * SPLIT : 1];
+  skinny_group(SKINNY_ARGS, red, 1);
+}
+#endif
 
 /* y [M, N] = act(x [M, K] W + bias) with W f32 [K, N] ([in, out]: the
  * layout CLBlast reads without a copy, so an encoder keeps one copy of each

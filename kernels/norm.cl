@@ -10,14 +10,13 @@
 /* s = x + r (when has_res); sum_out = s (when has_sum);
  * y = (s - mean) * rsqrt(var + eps) * gamma + beta (beta when has_beta);
  * rms: mean = 0 and var = mean(s^2). */
-__kernel void layer_norm(__global const float *x, uint x_off,
-                         __global const float *r, uint r_off, int has_res,
-                         __global const float *gamma, uint g_off,
-                         __global const float *beta, uint b_off, int has_beta,
-                         __global float *sum_out, uint s_off, int has_sum,
-                         __global float *y, uint y_off,
-                         uint D, float eps, int rms) {
-  __local float red[CLF_RED_WG];
+inline void clf_layer_norm_group(__global const float *x, uint x_off,
+                                 __global const float *r, uint r_off, int has_res,
+                                 __global const float *gamma, uint g_off,
+                                 __global const float *beta, uint b_off, int has_beta,
+                                 __global float *sum_out, uint s_off, int has_sum,
+                                 __global float *y, uint y_off,
+                                 uint D, float eps, int rms, __local float *red, int sg) {
   const uint row = get_group_id(0), lid = get_local_id(0), n = get_local_size(0);
   const size_t base = (size_t)row * D;
   x += x_off + base;
@@ -30,7 +29,7 @@ __kernel void layer_norm(__global const float *x, uint x_off,
   float acc = 0.0f, mean = 0.0f;
   if (!rms) { /* uniform over the launch */
     for (uint d = lid; d < D; d += n) acc += has_res ? x[d] + r[d] : x[d];
-    mean = clf_wg_sum(acc, red) / (float)D;
+    mean = clf_red_sum(acc, red, sg) / (float)D;
   }
 
   acc = 0.0f;
@@ -38,7 +37,7 @@ __kernel void layer_norm(__global const float *x, uint x_off,
     const float c = (has_res ? x[d] + r[d] : x[d]) - mean;
     acc += c * c;
   }
-  const float rstd = rsqrt(clf_wg_sum(acc, red) / (float)D + eps);
+  const float rstd = rsqrt(clf_red_sum(acc, red, sg) / (float)D + eps);
 
   for (uint d = lid; d < D; d += n) {
     const float s = has_res ? x[d] + r[d] : x[d];
@@ -46,6 +45,28 @@ __kernel void layer_norm(__global const float *x, uint x_off,
     y[d] = (s - mean) * rstd * gamma[d] + (has_beta ? beta[d] : 0.0f);
   }
 }
+
+#define CLF_LN_PARAMS                                                                           \
+  __global const float *x, uint x_off, __global const float *r, uint r_off, int has_res,       \
+      __global const float *gamma, uint g_off, __global const float *beta, uint b_off,          \
+      int has_beta, __global float *sum_out, uint s_off, int has_sum, __global float *y,        \
+      uint y_off, uint D, float eps, int rms
+#define CLF_LN_ARGS \
+  x, x_off, r, r_off, has_res, gamma, g_off, beta, b_off, has_beta, sum_out, s_off, has_sum, y, y_off, D, eps, rms
+
+__kernel void layer_norm(CLF_LN_PARAMS) {
+  __local float red[CLF_RED_WG];
+  clf_layer_norm_group(CLF_LN_ARGS, red, 0);
+}
+
+/* The same, its two reductions through sub-groups (the variant
+ * norm.layer_norm_sg). */
+#if CLF_USE_SUBGROUPS
+__kernel void layer_norm_sg(CLF_LN_PARAMS) {
+  __local float red[CLF_RED_WG];
+  clf_layer_norm_group(CLF_LN_ARGS, red, 1);
+}
+#endif
 
 /* The same, one work-item per row, for CPU devices: no barriers (which a
  * CPU runtime turns into loop fission around every reduction step), and

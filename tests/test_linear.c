@@ -169,7 +169,7 @@ static void check_group(clf_dtype wt, int in_out, const char *shape, size_t M) {
   size_t mmax = 1;
   while (mmax < M && mmax < CLF__SKINNY_MAX_M) mmax *= 2;
   clf__skinny_group g;
-  TH_OK(clf__skinny_fit(th_ctx, wt, in_out, mmax, &g));
+  TH_OK(clf__skinny_fit(th_ctx, wt, in_out, clf__skinny_kind(th_ctx, wt, in_out), mmax, &g));
   ck_assert_uint_eq(g.want[0], a); /* the device's own limits allow these shapes */
   ck_assert_uint_eq(g.want[1], b);
   ck_assert_ptr_nonnull(g.kernel);
@@ -251,6 +251,85 @@ START_TEST(linear_small_device) {
 }
 END_TEST
 
+/* ---- variants that need a device feature (sub-groups, fp16) ----
+ * th_ctx is replaced by a context that records a profile, its features
+ * restricted by `limits`; a variant is forced on by a passing verdict
+ * recorded as clf_validate records one (the comparison with the CPU
+ * reference is then this test's own). */
+static clf_context *feat_main;
+
+static void feat_begin(const char *limits) {
+  clf_context_options o;
+  clf_context_options_init(&o);
+  o.profiling = 1;
+  o.limits = limits;
+  clf_context *c = NULL;
+  ck_assert_msg(clf_context_create(&o, &c) == CLF_OK, "%s", clf_last_error(NULL));
+  feat_main = th_ctx;
+  th_ctx = c;
+  TH_OK(clf_profile_start(th_ctx));
+}
+
+/* Stops the profile and asserts that kernel `ran` was launched and `not`
+ * (may be NULL) was not; puts th_ctx back when `end`. */
+static void feat_check(const char *ran, const char *not, int end) {
+  clf_profile_entry e[64];
+  size_t n = 0;
+  TH_OK(clf_profile_stop(th_ctx, e, 64, &n, NULL));
+  int saw = 0, saw_not = 0;
+  for (size_t i = 0; i < n && i < 64; i++) {
+    saw |= strcmp(e[i].op, ran) == 0;
+    saw_not |= not && strcmp(e[i].op, not) == 0;
+  }
+  ck_assert_msg(saw && !saw_not, "kernel %s %s, %s %s", ran, saw ? "ran" : "did not run", not ? not : "-",
+                saw_not ? "ran" : "did not run");
+  if (end) {
+    clf_context_destroy(th_ctx);
+    th_ctx = feat_main;
+  } else {
+    TH_OK(clf_profile_start(th_ctx));
+  }
+}
+
+/* The [N, K] kernel's variants: with sub-groups (the K split reduced by
+ * sub_group_reduce_add, or clustered where a sub-group holds several rows:
+ * SPLIT 32 and 4 on Intel's 8-wide sub-groups) and with f16 weights as half
+ * vectors, where the device has them; never run before they passed; absent
+ * and the base kernel run without them (CLFORMER_LIMITS turns them off). */
+static void skinny_features(const char *limits) {
+  static const char *const kernels[] = {"skinny", "skinny_sg", "skinny_h"}; /* by kind */
+  static const char *const shapes[] = {"4x8", "32x4"};
+  feat_begin(limits);
+  const int sg = th_ctx->caps.has_subgroups, h = th_ctx->caps.has_fp16;
+  if (!sg || !h)
+    fprintf(stderr, "note: %s%s%s: the skinny kernel runs without them\n", sg ? "" : "no sub-groups ",
+            h ? "" : "no fp16 ", limits ? limits : "on this device");
+  for (size_t s = 0; s < 2; s++) {
+    setenv("CLFORMER_SKINNY", shapes[s], 1);
+    for (size_t t = 0; t < 3; t++) {
+      char name[96];
+      const int has_sg = clf__skinny_variant(th_ctx, types[t], 0, CLF__SKINNY_SG, name, sizeof name);
+      ck_assert_int_eq(has_sg, sg); /* SPLIT > 1 in both shapes */
+      ck_assert_int_eq(clf__skinny_kind(th_ctx, types[t], 0), CLF__SKINNY_BASE); /* not validated: not used */
+      if (has_sg) ck_assert(clf__verdict_record(th_ctx, name, 1, 0, 0));
+      const int has_h = clf__skinny_variant(th_ctx, types[t], 0, CLF__SKINNY_H, name, sizeof name);
+      ck_assert_int_eq(has_h, h && types[t] == CLF_F16);
+      if (has_h) ck_assert(clf__verdict_record(th_ctx, name, 1, 0, 0));
+      const int want = has_h ? CLF__SKINNY_H : has_sg ? CLF__SKINNY_SG : CLF__SKINNY_BASE;
+      ck_assert_int_eq(clf__skinny_kind(th_ctx, types[t], 0), want);
+      for (size_t m = 1; m <= 9; m += 4) check_linear(types[t], m, 37, 96, 1, CLF_ACT_GELU, (uint32_t)(200 + 10 * t + m));
+      feat_check(kernels[want], want == CLF__SKINNY_BASE ? "skinny_sg" : "skinny", s == 1 && t == 2);
+    }
+  }
+  unsetenv("CLFORMER_SKINNY");
+}
+
+START_TEST(skinny_feature_variants) {
+  skinny_features(NULL);
+  skinny_features("subgroups=0,fp16=0");
+}
+END_TEST
+
 START_TEST(bad_arguments) {
   float data[64 * 2] = {0};
   clf_tensor *q = NULL, *v = NULL;
@@ -282,6 +361,7 @@ static Suite *suite(void) {
   tcase_add_test(c, skinny_t_work_group_shapes);
   tcase_add_test(c, linear_gpu_and_cpu_class);
   tcase_add_test(c, linear_small_device);
+  tcase_add_test(c, skinny_feature_variants);
   tcase_add_test(c, bad_arguments);
   suite_add_tcase(s, c);
   return s;

@@ -63,6 +63,49 @@ static void report_programs(clf_context *ctx, const out *o, cJSON *j) {
   }
 }
 
+/* The device features some variants need, and which variants use them:
+ * those of the table whose name says so ("_sg": sub-groups; "_h": fp16)
+ * and that passed.  None listed: the device lacks the feature, or the
+ * context's limits turned it off (the library lists such variants only
+ * where it would build them). */
+static void report_features(clf_context *ctx, const out *o, const clf_variant_result *res, size_t count, cJSON *j) {
+  static const struct { const char *name, *tag, *ext[2]; } feats[] = {
+      {"subgroups", "_sg ", {"cl_khr_subgroups", "cl_intel_subgroups"}},
+      {"fp16", "_h ", {"cl_khr_fp16", NULL}},
+  };
+  char ext[8192] = "";
+  clGetDeviceInfo(clf_context_device(ctx)->device, CL_DEVICE_EXTENSIONS, sizeof ext - 1, ext, NULL);
+  cJSON *fj = j ? cJSON_AddObjectToObject(j, "features") : NULL;
+  for (size_t f = 0; f < sizeof feats / sizeof *feats; f++) {
+    char used[1024] = "", failed[512] = "", has[64] = "";
+    for (int e = 0; e < 2 && feats[f].ext[e]; e++)
+      if (strstr(ext, feats[f].ext[e]) && !has[0]) snprintf(has, sizeof has, "%s", feats[f].ext[e]);
+    cJSON *arr = NULL, *fo = fj ? cJSON_AddObjectToObject(fj, feats[f].name) : NULL;
+    if (fo) arr = cJSON_AddArrayToObject(fo, "used_by");
+    for (size_t i = 0; i < count; i++) {
+      char nm[sizeof res->name + 2];
+      snprintf(nm, sizeof nm, "%.95s ", res[i].name); /* "norm.layer_norm_sg" ends at the name's end too */
+      if (!strstr(nm, feats[f].tag)) continue;
+      char *list = res[i].passed ? used : failed;
+      const size_t cap = res[i].passed ? sizeof used : sizeof failed, at = strlen(list);
+      snprintf(list + at, cap - at, "%s%s", at ? ", " : "", res[i].name);
+      if (arr && res[i].passed) cJSON_AddItemToArray(arr, cJSON_CreateString(res[i].name));
+    }
+    const char *state = used[0] ? "used" : failed[0] ? "not used: its variants failed" : has[0] ? "not used: turned off (limits or class)" : "not available";
+    if (o->human) {
+      printf("    %s: %s", feats[f].name, state);
+      if (has[0]) printf(" (%s)", has);
+      if (used[0]) printf(" by %s", used);
+      if (failed[0]) printf("; failed: %s", failed);
+      printf("\n");
+    }
+    if (fo) {
+      cJSON_AddStringToObject(fo, "state", used[0] ? "used" : failed[0] ? "failed" : has[0] ? "off" : "not available");
+      cJSON_AddStringToObject(fo, "extension", has);
+    }
+  }
+}
+
 /* Returns the number of variants that failed. */
 static int section_validation(clf_context *ctx, const out *o, cJSON *dev) {
   enum { CAP = 256 };
@@ -105,6 +148,7 @@ static int section_validation(clf_context *ctx, const out *o, cJSON *dev) {
   }
   if (o->human) printf("    %zu variants, %d failed\n", count, failed);
   if (j) cJSON_AddNumberToObject(j, "failed", failed);
+  report_features(ctx, o, res, count, j);
   report_programs(ctx, o, j);
   return failed;
 }

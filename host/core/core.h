@@ -226,6 +226,13 @@ int clf__variants_failed(const clf_context *ctx);
 clf_status clf__variant_gate(clf_context *ctx, const char *family, const char *kernel);
 /* The variant that replaces `name` when it fails, or "" (a static string). */
 const char *clf__variant_fallback(const char *name);
+/* Whether an opt-in variant (one that needs a device feature: sub-groups,
+ * fp16) may run: it is the one clf_validate is checking now, or, outside
+ * validation, its verdict says it passed.  Never validated: 0, so that such
+ * a variant runs only where it was seen to be right. */
+int clf__variant_passed(const clf_context *ctx, const char *name);
+/* Whether clf_validate is checking `name` now. */
+int clf__variant_validating(const clf_context *ctx, const char *name);
 /* A validation run: between begin and end the verdicts are not consulted
  * and the variant pinned (borrowed; NULL: none) is the one ops use.  begin
  * fails (CLF_E_OUT_OF_MEMORY, naming `op`) when ctx has no verdict table. */

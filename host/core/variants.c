@@ -40,6 +40,11 @@ struct clf__verdicts {
 
 /* Variants with an alternative, and what replaces each. */
 static const struct { const char *prefix, *fallback; } fallbacks[] = {
+    {"norm.layer_norm_sg", "norm.layer_norm"},
+    {"elementwise.softmax_sg", "elementwise.softmax"},
+    {"linear.skinny_sg", "linear.skinny"},
+    {"linear.skinny_h", "linear.skinny"},
+    {"linear.skinny_t", "linear.gemm"},
     {"norm.layer_norm_rows", "norm.layer_norm"},
     {"norm.layer_norm", "norm.layer_norm_rows"},
     {"attention.fused", "attention.gemm"},
@@ -59,7 +64,13 @@ static const struct { const char *prefix, *family, *kernel; } gated[] = {
     {"linear.gemm", "linear", "expand_t"},
 };
 
-static int has_prefix(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
+/* Whether name is the variant `prefix` or one of its shapes ("linear.skinny
+ * f32 SPLIT=1 ROWS=16"): the prefix ends at the end or at a space, so that
+ * "elementwise.softmax" does not take in "elementwise.softmax_sg". */
+static int has_prefix(const char *s, const char *prefix) {
+  const size_t n = strlen(prefix);
+  return strncmp(s, prefix, n) == 0 && (s[n] == '\0' || s[n] == ' ');
+}
 
 const char *clf__variant_fallback(const char *name) {
   for (size_t i = 0; i < CLF__ARRAY_LEN(fallbacks); i++)
@@ -151,6 +162,19 @@ clf_status clf__variant_pick(clf_context *ctx, const char *op, const char *prefe
                    "%.2g): not used, as wrong output is worse than none (see `clformer probe`; "
                    "CLFORMER_VALIDATION=ignore uses it anyway)",
                    op, preferred, other ? " and its alternative " : "", other ? other : "", p->error, p->tolerance);
+}
+
+int clf__variant_validating(const clf_context *ctx, const char *name) {
+  const struct clf__verdicts *vs = ctx->verdicts;
+  return vs && vs->validating && vs->pinned && strcmp(vs->pinned, name) == 0;
+}
+
+int clf__variant_passed(const clf_context *ctx, const char *name) {
+  const struct clf__verdicts *vs = ctx->verdicts;
+  if (!vs || !vs->n) return vs && vs->validating && clf__variant_validating(ctx, name);
+  if (vs->validating) return clf__variant_validating(ctx, name);
+  const verdict *v = find(vs, name);
+  return v && v->passed;
 }
 
 int clf__variants_failed(const clf_context *ctx) {

@@ -358,13 +358,17 @@ static void add_case(vcase *list, size_t *n, size_t cap, const char *name, case_
   c->tol = tol;
 }
 
-#define MAX_CASES 48
+#define MAX_CASES 64
 
 /* Tolerances of max |dev - ref| / max(1, max |ref|), as the op tests use. */
 static size_t list_cases(clf_context *ctx, vcase *list) {
   size_t n = 0;
   add_case(list, &n, MAX_CASES, "norm.layer_norm", case_norm, 0, 0, 0, 0, 2e-5);
   add_case(list, &n, MAX_CASES, "norm.layer_norm_rows", case_norm, 0, 0, 0, 0, 2e-5);
+  /* Variants that need a device feature: listed only where the device
+   * (as the context's limits leave it) has it, and used only where they
+   * pass. */
+  if (ctx->caps.has_subgroups) add_case(list, &n, MAX_CASES, CLF__NORM_SG, case_norm, 0, 0, 0, 0, 2e-5);
   /* The head dims of the models clformer runs; prefill (Lq > 8) and
    * decode (Lq <= 8, a KV cache longer than kv_len) take different tiles. */
   static const size_t dims[] = {32, 64, 80, 128};
@@ -394,6 +398,7 @@ static size_t list_cases(clf_context *ctx, vcase *list) {
       break;
     }
   add_case(list, &n, MAX_CASES, "elementwise.softmax", case_softmax, 0, 0, 0, 0, 1e-5);
+  if (ctx->caps.has_subgroups) add_case(list, &n, MAX_CASES, CLF__SOFTMAX_SG, case_softmax, 0, 0, 0, 0, 1e-5);
   static const char *const acts[] = {"none", "relu", "gelu", "gelu_tanh", "silu", "tanh"}; /* by clf_activation */
   for (size_t i = 0; i < CLF__ARRAY_LEN(acts); i++) {
     char name[96];
@@ -410,9 +415,10 @@ static size_t list_cases(clf_context *ctx, vcase *list) {
   for (size_t i = 0; i < CLF__ARRAY_LEN(wts); i++) {
     char name[96];
     const size_t most = clf__skinny_max_rows(ctx);
-    if (clf__skinny_variant(ctx, wts[i], 0, name, sizeof name))
-      add_case(list, &n, MAX_CASES, name, case_linear, wts[i], most >= 11 ? 11 : 3, 0, 0, 1e-5);
-    if (wts[i] == CLF_F32 && clf__skinny_variant(ctx, wts[i], 1, name, sizeof name))
+    for (int kind = CLF__SKINNY_BASE; kind <= CLF__SKINNY_H; kind++)
+      if (clf__skinny_variant(ctx, wts[i], 0, kind, name, sizeof name))
+        add_case(list, &n, MAX_CASES, name, case_linear, wts[i], most >= 11 ? 11 : 3, 0, 0, 1e-5);
+    if (wts[i] == CLF_F32 && clf__skinny_variant(ctx, wts[i], 1, CLF__SKINNY_BASE, name, sizeof name))
       add_case(list, &n, MAX_CASES, name, case_linear, wts[i], most >= 11 ? 11 : 3, 1, 0, 1e-5);
     snprintf(name, sizeof name, "linear.gemm %s", clf__weight_type_name(wts[i]));
     add_case(list, &n, MAX_CASES, name, case_linear, wts[i], most + 3, 0, 0, 1e-5);

@@ -273,7 +273,7 @@ clf_status clf_linear(clf_context *ctx, const clf_tensor *x, const clf_tensor *w
     int use = 1;
     if (clf__variants_failed(ctx)) {
       char name[96], other[32];
-      clf__skinny_variant(ctx, w->dtype, in_out, name, sizeof name);
+      clf__skinny_variant(ctx, w->dtype, in_out, CLF__SKINNY_BASE, name, sizeof name);
       snprintf(other, sizeof other, "linear.gemm %s", clf__weight_type_name(w->dtype));
       if ((st = clf__variant_pick(ctx, op, name, other, &use)) != CLF_OK) return st;
     }
@@ -373,14 +373,23 @@ clf_status clf_scale(clf_context *ctx, const clf_tensor *x, float alpha, clf_ten
   return clf__launch(ctx, k, 1, &global, &local, event);
 }
 
+int clf__softmax_sg(const clf_context *ctx) {
+  return ctx->caps.has_subgroups && clf__variant_passed(ctx, CLF__SOFTMAX_SG);
+}
+
 clf_status clf_softmax(clf_context *ctx, const clf_tensor *x, float scale, clf_tensor *y, cl_event *event) {
   static const char op[] = "clf_softmax";
   clf_status st;
   if ((st = dense_check_unary(ctx, op, x, y)) != CLF_OK) return st;
   const size_t n = clf_tensor_numel(x), D = x->shape[x->ndim - 1];
   if (n == 0) return dense_nothing(ctx, op, event);
+  /* Reductions through sub-groups where the device has them and that
+   * variant passed self-validation. */
+  const int sg = clf__softmax_sg(ctx);
   clf__kernel *k;
-  if ((st = clf__get_kernel(ctx, "elementwise", NULL, "softmax_rows", &k)) != CLF_OK) return st;
+  if ((st = clf__get_kernel(ctx, "elementwise", sg ? "-DCLF_USE_SUBGROUPS=1" : NULL, sg ? "softmax_rows_sg" : "softmax_rows",
+                            &k)) != CLF_OK)
+    return st;
   cl_uint d32 = (cl_uint)D;
   st = clf__set_args(ctx, k, 6, CLF__TARG(x), CLF__TARG(y), CLF__ARG(d32), CLF__ARG(scale));
   if (st != CLF_OK) return st;

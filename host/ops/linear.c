@@ -98,18 +98,28 @@ void clf__skinny_t_shape(const clf_context *ctx, size_t *cols, size_t *ks) {
               ks); /* red[KS][COLS] of float8 */
 }
 
-/* The options of skinny (or skinny_t) in an a x b group for up to mmax
- * rows of x. */
-static void skinny_options(clf_dtype wt, int in_out, size_t a, size_t b, size_t mmax, char *buf, size_t len) {
+/* The kernels of the [N, K] product by variant kind (clf__skinny_kind),
+ * with the options that build them. */
+static const char *const skinny_kernels[] = {"skinny", "skinny_sg", "skinny_h"};
+static const char *const skinny_kind_opts[] = {"", " -DCLF_USE_SUBGROUPS=1", " -DCLF_USE_FP16=1"};
+static const char *const skinny_prefixes[] = {"linear.skinny", "linear.skinny_sg", "linear.skinny_h"};
+
+/* The options of skinny (or skinny_t) of `kind` in an a x b group for up
+ * to mmax rows of x. */
+static void skinny_options(clf_dtype wt, int in_out, int kind, size_t a, size_t b, size_t mmax, char *buf,
+                           size_t len) {
   if (in_out) snprintf(buf, len, "-DCOLS=%zu -DKS=%zu -DMMAX=%zu", a, b, mmax);
-  else snprintf(buf, len, "-DWTYPE=%d -DSPLIT=%zu -DROWS=%zu -DMMAX=%zu", linear_wtype(wt), a, b, mmax);
+  else
+    snprintf(buf, len, "-DWTYPE=%d -DSPLIT=%zu -DROWS=%zu -DMMAX=%zu%s", linear_wtype(wt), a, b, mmax,
+             skinny_kind_opts[kind]);
 }
 
-clf_status clf__skinny_fit(clf_context *ctx, clf_dtype wt, int in_out, size_t mmax, clf__skinny_group *g) {
+clf_status clf__skinny_fit(clf_context *ctx, clf_dtype wt, int in_out, int kind, size_t mmax, clf__skinny_group *g) {
   if (in_out) clf__skinny_t_shape(ctx, &g->want[0], &g->want[1]);
   else clf__skinny_shape(ctx, wt, &g->want[0], &g->want[1]);
   size_t a = g->want[0], b = g->want[1];
-  const char *kname = in_out ? "skinny_t" : "skinny";
+  if (in_out) kind = CLF__SKINNY_BASE;
+  const char *kname = in_out ? "skinny_t" : skinny_kernels[kind];
   g->kernel = NULL;
   g->want_limit = 0;
   /* The group is fixed at compile time (reqd_work_group_size), and what a
@@ -122,9 +132,9 @@ clf_status clf__skinny_fit(clf_context *ctx, clf_dtype wt, int in_out, size_t mm
     while (b > ctx->caps.max_item_sizes[1] && b > 1) b /= 2;
   }
   for (int first = 1;; first = 0) {
-    char opts[96];
+    char opts[128];
     clf__kernel *k;
-    skinny_options(wt, in_out, a, b, mmax, opts, sizeof opts);
+    skinny_options(wt, in_out, kind, a, b, mmax, opts, sizeof opts);
     clf_status st = clf__get_kernel(ctx, "linear", opts, kname, &k);
     if (st != CLF_OK) return st;
     size_t most = k->max_wg; /* CL_KERNEL_WORK_GROUP_SIZE, within the context's limit */
@@ -148,24 +158,39 @@ clf_status clf__skinny_fit(clf_context *ctx, clf_dtype wt, int in_out, size_t mm
   }
 }
 
-int clf__skinny_variant(clf_context *ctx, clf_dtype wt, int in_out, char *buf, size_t len) {
+int clf__skinny_variant(clf_context *ctx, clf_dtype wt, int in_out, int kind, char *buf, size_t len) {
+  if (kind == CLF__SKINNY_H && (in_out || wt != CLF_F16 || !ctx->caps.has_fp16)) return 0;
   clf__skinny_group g;
-  if (clf__skinny_fit(ctx, wt, in_out, CLF__SKINNY_MAX_M, &g) != CLF_OK) {
+  if (clf__skinny_fit(ctx, wt, in_out, CLF__SKINNY_BASE, CLF__SKINNY_MAX_M, &g) != CLF_OK) {
     /* named as asked all the same: validating it runs clf_linear, which
      * reports the failure */
     g.got[0] = g.want[0], g.got[1] = g.want[1];
   }
+  /* sub-groups reduce the K split: none with one work-item per row */
+  if (kind == CLF__SKINNY_SG && (in_out || !ctx->caps.has_subgroups || g.got[0] < 2)) return 0;
   if (in_out) return snprintf(buf, len, "linear.skinny_t f32 COLS=%zu KS=%zu", g.got[0], g.got[1]) < (int)len;
-  return snprintf(buf, len, "linear.skinny %s SPLIT=%zu ROWS=%zu", wnames[linear_wtype(wt)], g.got[0], g.got[1]) <
-         (int)len;
+  return snprintf(buf, len, "%s %s SPLIT=%zu ROWS=%zu", skinny_prefixes[kind], wnames[linear_wtype(wt)], g.got[0],
+                  g.got[1]) < (int)len;
+}
+
+int clf__skinny_kind(clf_context *ctx, clf_dtype wt, int in_out) {
+  static const int order[] = {CLF__SKINNY_H, CLF__SKINNY_SG}; /* the first that passed */
+  if (in_out || !(ctx->caps.has_subgroups || (ctx->caps.has_fp16 && wt == CLF_F16))) return CLF__SKINNY_BASE;
+  for (size_t i = 0; i < CLF__ARRAY_LEN(order); i++) {
+    char name[96];
+    if (clf__skinny_variant(ctx, wt, 0, order[i], name, sizeof name) && clf__variant_passed(ctx, name))
+      return order[i];
+  }
+  return CLF__SKINNY_BASE;
 }
 
 /* The kernel, arguments and launch geometry of the skinny path: skinny
- * (w [N, K], any type) or skinny_t (w f32 [K, N]) for up to mmax rows. */
+ * (w [N, K], any type; or its variant clf__skinny_kind picks) or skinny_t
+ * (w f32 [K, N]) for up to mmax rows. */
 static clf_status skinny_kernel(clf_context *ctx, const clf_tensor *w, int in_out, size_t mmax, size_t N,
                                 clf__kernel **k, size_t local[2], size_t global[2]) {
   clf__skinny_group g;
-  clf_status st = clf__skinny_fit(ctx, w->dtype, in_out, mmax, &g);
+  clf_status st = clf__skinny_fit(ctx, w->dtype, in_out, clf__skinny_kind(ctx, w->dtype, in_out), mmax, &g);
   if (st != CLF_OK) return st;
   const size_t a = g.got[0], b = g.got[1];
   if (in_out) global[0] = ((N + 7) / 8 + a - 1) / a * a, global[1] = b;

@@ -33,6 +33,10 @@ static clf_status norm_check(clf_context *ctx, const char *op, const clf_tensor 
   return CLF_OK;
 }
 
+int clf__norm_sg(const clf_context *ctx) {
+  return ctx->caps.has_subgroups && clf__variant_passed(ctx, CLF__NORM_SG);
+}
+
 /* Launches the norm kernel on checked arguments (rms: RMS norm). */
 static clf_status norm_launch(clf_context *ctx, const char *op, const clf_tensor *x, const clf_tensor *residual,
                               const clf_tensor *gamma, const clf_tensor *beta, float eps, clf_tensor *sum_out,
@@ -45,9 +49,14 @@ static clf_status norm_launch(clf_context *ctx, const char *op, const clf_tensor
   int pref; /* 0: self-validation failed that kernel, the other one runs */
   clf_status st;
   if ((st = clf__variant_pick(ctx, op, cpu ? rows_v : group_v, cpu ? group_v : rows_v, &pref)) != CLF_OK) return st;
-  const int per_row = pref == cpu;
+  int per_row = pref == cpu;
+  /* The work-group kernel reduces through sub-groups where the device has
+   * them and that variant passed self-validation (clf__norm_sg). */
+  const int sg = clf__norm_sg(ctx);
+  if (sg && clf__variant_validating(ctx, CLF__NORM_SG)) per_row = 0;
   clf__kernel *k;
-  if ((st = clf__get_kernel(ctx, "norm", NULL, per_row ? "layer_norm_rows" : "layer_norm", &k)) != CLF_OK)
+  if ((st = clf__get_kernel(ctx, "norm", !per_row && sg ? "-DCLF_USE_SUBGROUPS=1" : NULL,
+                            per_row ? "layer_norm_rows" : sg ? "layer_norm_sg" : "layer_norm", &k)) != CLF_OK)
     return st;
   const clf_tensor *r = residual ? residual : x;
   const clf_tensor *b = beta ? beta : gamma;

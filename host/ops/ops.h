@@ -35,6 +35,16 @@ clf_status clf__split_heads_check(clf_context *ctx, const char *op, const clf_te
  * the kernel's limits on the device (attention.c). */
 int clf__attn_fused_variant(clf_context *ctx, size_t dh, size_t lq, char *buf, size_t len);
 
+/* ---- variants that need a device feature ---- */
+/* The layer norm's work-group kernel and the row softmax with their
+ * reductions through sub-groups (cl_khr_subgroups / cl_intel_subgroups):
+ * whether ctx uses them (the device has sub-groups and the variant passed
+ * self-validation, or is being validated). */
+#define CLF__NORM_SG "norm.layer_norm_sg"
+#define CLF__SOFTMAX_SG "elementwise.softmax_sg"
+int clf__norm_sg(const clf_context *ctx);
+int clf__softmax_sg(const clf_context *ctx);
+
 /* ---- linear layers off CLBlast's direct path (linear.c) ---- */
 /* The most rows of x one launch of the matrix-vector kernel takes. */
 #define CLF__SKINNY_MAX_M 8
@@ -52,7 +62,15 @@ int clf__skinny_fits(const clf_context *ctx, clf_dtype wt, int in_out, size_t M,
  * KS=1"); 0 when buf is too short. */
 void clf__skinny_shape(const clf_context *ctx, clf_dtype wt, size_t *split, size_t *rows);
 void clf__skinny_t_shape(const clf_context *ctx, size_t *cols, size_t *ks);
-int clf__skinny_variant(clf_context *ctx, clf_dtype wt, int in_out, char *buf, size_t len);
+int clf__skinny_variant(clf_context *ctx, clf_dtype wt, int in_out, int kind, char *buf, size_t len);
+/* Kinds of the [N, K] kernel: as written; its K split reduced through
+ * sub-groups ("linear.skinny_sg", where the device has them and SPLIT > 1);
+ * f16 weights loaded as half vectors ("linear.skinny_h", where it has
+ * cl_khr_fp16).  clf__skinny_variant answers 0 where a kind does not apply;
+ * clf__skinny_kind is the kind ctx runs: the first of _h, _sg that applies
+ * and passed self-validation (or is being validated), else the base. */
+enum { CLF__SKINNY_BASE = 0, CLF__SKINNY_SG = 1, CLF__SKINNY_H = 2 };
+int clf__skinny_kind(clf_context *ctx, clf_dtype wt, int in_out);
 /* The group a skinny kernel runs in: the shape asked and the one the built
  * kernel allows. */
 typedef struct clf__skinny_group {
@@ -62,10 +80,10 @@ typedef struct clf__skinny_group {
   size_t got[2];     /* used: want, halved (ROWS / KS first) and rebuilt until its kernel allows it */
   clf__kernel *kernel; /* built in `got` */
 } clf__skinny_group;
-/* Builds skinny (w [N, K] of type wt) or skinny_t (in_out) for up to mmax
+/* Builds skinny of `kind` (w [N, K] of type wt) or skinny_t (in_out) for up to mmax
  * rows in the largest group, from the one asked, that the built kernel
  * allows; CLF_E_UNSUPPORTED when not even one work-item fits. */
-clf_status clf__skinny_fit(clf_context *ctx, clf_dtype wt, int in_out, size_t mmax, clf__skinny_group *g);
+clf_status clf__skinny_fit(clf_context *ctx, clf_dtype wt, int in_out, int kind, size_t mmax, clf__skinny_group *g);
 /* "f32", "f16", "q8", "q4": the names of --weights. */
 const char *clf__weight_type_name(clf_dtype wt);
 /* y [M, N] = act(x [M, K] w^T + bias) with w [N, K] of any weight type,
