@@ -998,7 +998,8 @@ START_TEST(implementations_each_alone) {
   fclose(f);
   ck_assert_msg(strstr(md, "## Failures\n\n- broken (") && strstr(md, "listing its devices failed"), "%s", md);
 
-  snprintf(args, sizeof(args), "matrix --device \"pthread gpu-class\" --suite norm --out %s/m2", tmp);
+  snprintf(args, sizeof(args), "matrix --device \"pthread gpu-class\" --suite norm --suite embed --jobs 2 --out %s/m2",
+           tmp);
   rc = run_cli(args);
   ck_assert_msg(rc == 0, "%s: %s", args, slurp("stderr"));
   snprintf(path, sizeof(path), "%s/m2/matrix.json", tmp);
@@ -1016,6 +1017,11 @@ START_TEST(implementations_each_alone) {
   root = clf_cli_test_read_json(path);
   ck_assert_ptr_nonnull(root);
   ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(root, "device_class")), "gpu");
+  cJSON_Delete(root);
+  snprintf(path, sizeof(path), "%s/m2/reports/c0-embed.json", tmp); /* the run beside it (--jobs 2) */
+  root = clf_cli_test_read_json(path);
+  ck_assert_ptr_nonnull(root);
+  ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(root, "complete")));
   cJSON_Delete(root);
 
   if (saved_prefix) setenv("CLFORMER_OPENCL_PREFIX", saved_prefix, 1);

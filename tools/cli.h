@@ -76,6 +76,17 @@ typedef struct clf_cli_exit {
  * its process group killed after timeout_s; 0, or -1 (errno) when it could
  * not start. */
 int clf_cli_spawn(char *const *argv, char **env, const char *out, long timeout_s, clf_cli_exit *ex);
+/* The same in two steps, for several children at once: start (0, or -1
+ * with errno), then poll until it returns 1 with ch->ex filled (a child
+ * past its timeout is killed by the poll that finds it so). */
+typedef struct clf_cli_child {
+  int pid;
+  double t0;
+  long timeout_s;
+  clf_cli_exit ex;
+} clf_cli_child;
+int clf_cli_start(char *const *argv, char **env, const char *out, long timeout_s, clf_cli_child *ch);
+int clf_cli_poll(clf_cli_child *ch);
 const char *clf_cli_signal_name(int sig);
 
 /* probe_props.c, for cmd_probe.c: the property table of one device, printed

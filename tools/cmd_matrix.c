@@ -29,6 +29,10 @@ extern char **environ;
 static const char *const default_suites[] = {"norm",   "dense",    "embed",  "movement", "attention",
                                              "patch",  "linear",   "models", "heads",    "llama",
                                              "generate", "vision", "weight_types", "runtime"};
+/* What the simulator's checked column runs: the op suites (the model
+ * suites run on every other column; under the simulator they cost minutes
+ * each). */
+static const char *const op_suites[] = {"norm", "dense", "embed", "movement", "attention", "patch", "linear", NULL};
 /* What the race-checked simulator column runs: the op suites of our own
  * kernels with local memory and barriers (dense is CLBlast's GEMMs and
  * element-wise kernels: minutes under the race checker, for nothing of ours
@@ -70,6 +74,8 @@ typedef struct mx_run {
   char log[PATH_MAX];
   char problem[512]; /* why the run as a whole is not clean, or "" */
   cJSON *report;     /* the harness's report, or NULL */
+  char report_path[PATH_MAX], oclog[PATH_MAX], dev[32];
+  clf_cli_child child; /* while it runs */
 } mx_run;
 
 /* A table row: one test of one suite, as the reports name it, or (test
@@ -93,6 +99,7 @@ typedef struct mx_opts {
   const char *out, *tests, *fixtures;
   long timeout_s;
   int no_variants;
+  long jobs;
 } mx_opts;
 
 static const clf_cli_option matrix_options[] = {
@@ -107,6 +114,8 @@ static const clf_cli_option matrix_options[] = {
      "the fixtures (default $CLF_FIXTURES, else the source tree's)"},
     {"--timeout", "SEC", CLF_OPT_LONG, offsetof(mx_opts, timeout_s), 1, 604800, 1800, 0, 0,
      "seconds before a test program is killed"},
+    {"--jobs", "N", CLF_OPT_LONG, offsetof(mx_opts, jobs), 1, 16, 1, 0, 0,
+     "test programs run at once (a kernel build is mostly one core's work)"},
     {"--no-variants", NULL, CLF_OPT_FLAG, offsetof(mx_opts, no_variants), 0, 0, 0, 0, 0,
      "only each device as it is: no GPU-class, mobile-limits or checked Oclgrind column"},
     {NULL}};
@@ -182,8 +191,9 @@ static int oclgrind_finding(const char *log, char *out, size_t len) {
 /* What became of a finished run: its exit, the report it left (on the
  * right device, complete, with the column's settings in force) and
  * Oclgrind's log. */
-static void run_outcome(const mx_opts *o, const mx_col *c, const char *dev, const char *report, const char *oclog,
-                        const clf_cli_exit *ex, mx_run *run) {
+static void run_outcome(const mx_opts *o, const mx_col *c, mx_run *run) {
+  const char *dev = run->dev, *report = run->report_path, *oclog = run->oclog;
+  const clf_cli_exit *ex = &run->child.ex;
   run->seconds = ex->seconds;
   if (ex->timed_out) {
     run->status = RUN_TIMEOUT;
@@ -233,33 +243,35 @@ static void run_outcome(const mx_opts *o, const mx_col *c, const char *dev, cons
   }
 }
 
-static void one_run(const mx_opts *o, const mx_col *c, int ci, const char *suite, const char *cache_dir,
-                    mx_run *run) {
-  char prog[PATH_MAX], report[PATH_MAX], oclog[PATH_MAX];
+/* Starts the test program of `suite` in column c; 1 when it runs (poll
+ * run->child, then run_outcome), 0 when it does not (run->status says why). */
+static int run_start(const mx_opts *o, const mx_col *c, int ci, const char *suite, const char *cache_dir,
+                     mx_run *run) {
+  char prog[PATH_MAX];
   memset(run, 0, sizeof *run);
   if (!column_has_suite(c, suite)) {
     run->status = RUN_SKIPPED;
-    return;
+    return 0;
   }
   snprintf(prog, sizeof prog, "%s/test_%s", o->tests, suite);
   snprintf(run->log, sizeof run->log, "%s/logs/c%d-%s.log", o->out, ci, suite);
-  snprintf(report, sizeof report, "%s/reports/c%d-%s.json", o->out, ci, suite);
-  snprintf(oclog, sizeof oclog, "%s/logs/c%d-%s.oclgrind.log", o->out, ci, suite);
-  unlink(report);
-  unlink(oclog);
+  snprintf(run->report_path, sizeof run->report_path, "%s/reports/c%d-%s.json", o->out, ci, suite);
+  snprintf(run->oclog, sizeof run->oclog, "%s/logs/c%d-%s.oclgrind.log", o->out, ci, suite);
+  unlink(run->report_path);
+  unlink(run->oclog);
   if (access(prog, X_OK) != 0) {
     run->status = RUN_ERROR;
     snprintf(run->problem, sizeof run->problem, "no test program %.300s", prog);
-    return;
+    return 0;
   }
-  char dev[32], e_dev[64], e_rep[PATH_MAX + 16], e_fix[PATH_MAX + 16], e_cache[PATH_MAX + 64],
-      e_vendors[PATH_MAX + 32], e_oclog[PATH_MAX + 16];
-  snprintf(dev, sizeof dev, "%d:%d", c->platform_index, c->device_index);
-  snprintf(e_dev, sizeof e_dev, "CLFORMER_DEVICE=%s", dev);
-  snprintf(e_rep, sizeof e_rep, "CLF_TH_REPORT=%s", report);
+  char e_dev[64], e_rep[PATH_MAX + 16], e_fix[PATH_MAX + 16], e_cache[PATH_MAX + 64], e_vendors[PATH_MAX + 32],
+      e_oclog[PATH_MAX + 16];
+  snprintf(run->dev, sizeof run->dev, "%d:%d", c->platform_index, c->device_index);
+  snprintf(e_dev, sizeof e_dev, "CLFORMER_DEVICE=%s", run->dev);
+  snprintf(e_rep, sizeof e_rep, "CLF_TH_REPORT=%s", run->report_path);
   snprintf(e_fix, sizeof e_fix, "CLF_FIXTURES=%s", o->fixtures);
   snprintf(e_cache, sizeof e_cache, "CLFORMER_CACHE_DIR=%s", cache_dir);
-  snprintf(e_oclog, sizeof e_oclog, "OCLGRIND_LOG=%s", oclog);
+  snprintf(e_oclog, sizeof e_oclog, "OCLGRIND_LOG=%s", run->oclog);
   char *set[16 + MAX_COL_ENV];
   int n = clf_cli_impl_env(c->impl, e_vendors, sizeof e_vendors, set, 4);
   /* Check's filters would leave tests out of the table. */
@@ -270,16 +282,15 @@ static void one_run(const mx_opts *o, const mx_col *c, int ci, const char *suite
   for (int i = 0; i < c->n_env; i++) set[n++] = (char *)c->env[i];
   char **env = clf_cli_child_env(set, n);
   char *argv[] = {prog, NULL};
-  clf_cli_exit ex;
-  if (!env || clf_cli_spawn(argv, env, run->log, o->timeout_s, &ex) != 0) {
+  if (!env || clf_cli_start(argv, env, run->log, o->timeout_s, &run->child) != 0) {
     run->status = RUN_ERROR;
     snprintf(run->problem, sizeof run->problem, "cannot start %.300s: %s", prog,
              env ? strerror(errno) : "out of memory");
     free(env);
-    return;
+    return 0;
   }
-  free(env);
-  run_outcome(o, c, dev, report, oclog, &ex, run);
+  free(env); /* posix_spawn copied it */
+  return 1;
 }
 
 /* ---- the table ---- */
@@ -785,6 +796,7 @@ static int find_columns(const mx_opts *o, const clf_cli_impl *impls, int n_impl,
         col_set(c, checked);
         snprintf(c->settings, sizeof c->settings, "Oclgrind --check-api --uninitialized");
         c->oclgrind_checks = 1;
+        c->suites = op_suites;
       }
       int keep = o->devices.n == 0;
       for (int k = 0; k < o->devices.n && !keep; k++) keep = column_matches(c, o->devices.v[k]);
@@ -807,29 +819,48 @@ static int find_columns(const mx_opts *o, const clf_cli_impl *impls, int n_impl,
   return n;
 }
 
-/* Every suite in every column, one process each, with a progress line. */
+/* One finished run's progress line. */
+static void report_run(const mx_col *c, const char *suite, const mx_run *r, int k, int total) {
+  int pass = 0, n = 0;
+  const cJSON *t;
+  cJSON_ArrayForEach(t, report_tests(r)) { n++; pass += strcmp(jstr(t, "result"), "pass") == 0; }
+  fprintf(stderr, "[%d/%d] %s: %s: %d/%d passed (%.1f s)%s%s\n", k, total, c->label, suite, pass, n, r->seconds,
+          r->problem[0] ? ": " : "", r->problem);
+}
+
+/* Every suite in every column, one process each, up to --jobs at once, a
+ * progress line as each ends. */
 static void run_all(const mx_opts *o, const mx_col *cols, int n_col, mx_run *runs) {
   const char *cache = getenv("CLFORMER_CACHE_DIR");
   char cache_dir[PATH_MAX + 16];
   snprintf(cache_dir, sizeof cache_dir, "%s/kernel-cache", o->out);
   if (!cache) cache = cache_dir;
-  int k = 0, total_runs = 0;
-  for (int d = 0; d < n_col; d++)
-    for (int s = 0; s < o->suites.n; s++) total_runs += column_has_suite(&cols[d], o->suites.v[s]);
-  for (int d = 0; d < n_col; d++)
-    for (int s = 0; s < o->suites.n; s++) {
-      mx_run *r = &runs[d * o->suites.n + s];
-      if (!column_has_suite(&cols[d], o->suites.v[s])) {
-        r->status = RUN_SKIPPED;
-        continue;
-      }
-      fprintf(stderr, "[%d/%d] %s: %s ...", ++k, total_runs, cols[d].label, o->suites.v[s]);
-      one_run(o, &cols[d], d, o->suites.v[s], cache, r);
-      int pass = 0, total = 0;
-      const cJSON *t;
-      cJSON_ArrayForEach(t, report_tests(r)) { total++; pass += strcmp(jstr(t, "result"), "pass") == 0; }
-      fprintf(stderr, " %d/%d passed (%.1f s)%s%s\n", pass, total, r->seconds, r->problem[0] ? ": " : "", r->problem);
+  const int n_suites = o->suites.n, n_runs = n_col * n_suites;
+  int total = 0, done = 0, next = 0, running = 0;
+  for (int i = 0; i < n_runs; i++) total += column_has_suite(&cols[i / n_suites], o->suites.v[i % n_suites]);
+  int *active = calloc((size_t)(o->jobs > 0 ? o->jobs : 1), sizeof *active);
+  const int jobs = active && o->jobs > 0 ? (int)o->jobs : 1;
+  int one_slot = 0;
+  if (!active) active = &one_slot;
+  while (next < n_runs || running) {
+    while (running < jobs && next < n_runs) {
+      const int i = next++, d = i / n_suites;
+      mx_run *r = &runs[i];
+      if (run_start(o, &cols[d], d, o->suites.v[i % n_suites], cache, r)) active[running++] = i;
+      else if (r->status != RUN_SKIPPED) report_run(&cols[d], o->suites.v[i % n_suites], r, ++done, total);
     }
+    int ended = 0;
+    for (int j = 0; j < running; j++) {
+      const int i = active[j], d = i / n_suites;
+      if (!clf_cli_poll(&runs[i].child)) continue;
+      run_outcome(o, &cols[d], &runs[i]);
+      report_run(&cols[d], o->suites.v[i % n_suites], &runs[i], ++done, total);
+      active[j--] = active[--running];
+      ended = 1;
+    }
+    if (!ended && running) nanosleep(&(struct timespec){0, 20000000}, NULL);
+  }
+  if (active != &one_slot) free(active);
 }
 
 static int matrix_main(const void *opts, int argc, char **argv) {
@@ -883,7 +914,7 @@ const clf_cli_command clf_cli_matrix_command = {
     .name = "matrix",
     .summary = "the test suites on every device, each in its own process (matrix.md, matrix.json)",
     .synopsis = "[--device S]... [--suite NAME]... [--out DIR] [--tests DIR] [--fixtures DIR] [--timeout SEC] "
-                "[--no-variants]",
+                "[--jobs N] [--no-variants]",
     .details = "Runs the test programs tests/test_NAME in every column (or those named), each in its\n"
                "own process, and writes DIR/matrix.md and DIR/matrix.json (default DIR: ./matrix).\n"
                "A column is a device of one OpenCL implementation (the registered ICDs, those of\n"

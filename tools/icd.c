@@ -239,10 +239,11 @@ char **clf_cli_child_env(char *const *set, int n_set) {
   return env;
 }
 
-int clf_cli_spawn(char *const *argv, char **env, const char *out, long timeout_s, clf_cli_exit *ex) {
+int clf_cli_start(char *const *argv, char **env, const char *out, long timeout_s, clf_cli_child *ch) {
   posix_spawn_file_actions_t fa;
   posix_spawnattr_t attr;
-  memset(ex, 0, sizeof *ex);
+  memset(ch, 0, sizeof *ch);
+  ch->timeout_s = timeout_s;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -250,29 +251,39 @@ int clf_cli_spawn(char *const *argv, char **env, const char *out, long timeout_s
   posix_spawnattr_init(&attr);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
   posix_spawnattr_setpgroup(&attr, 0);
-  pid_t pid;
-  double t0 = mono_s();
-  int err = posix_spawn(&pid, argv[0], &fa, &attr, argv, env);
+  ch->t0 = mono_s();
+  int err = posix_spawn(&ch->pid, argv[0], &fa, &attr, argv, env);
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
   if (err) {
     errno = err;
     return -1;
   }
+  return 0;
+}
+
+int clf_cli_poll(clf_cli_child *ch) {
   int st = 0;
-  for (;;) {
-    pid_t r = waitpid(pid, &st, WNOHANG);
-    if (r == pid || (r < 0 && errno != EINTR)) break;
-    if (!ex->timed_out && mono_s() - t0 > timeout_s) {
-      kill(-pid, SIGKILL);
-      kill(pid, SIGKILL);
-      ex->timed_out = 1;
+  pid_t r = waitpid(ch->pid, &st, WNOHANG);
+  if (r == 0 || (r < 0 && errno == EINTR)) {
+    if (!ch->ex.timed_out && mono_s() - ch->t0 > ch->timeout_s) {
+      kill(-ch->pid, SIGKILL);
+      kill(ch->pid, SIGKILL);
+      ch->ex.timed_out = 1;
     }
-    nanosleep(&(struct timespec){0, 20000000}, NULL);
+    return 0;
   }
-  ex->seconds = mono_s() - t0;
-  if (WIFSIGNALED(st)) ex->signal = WTERMSIG(st);
-  else ex->code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  ch->ex.seconds = mono_s() - ch->t0;
+  if (r == ch->pid && WIFSIGNALED(st)) ch->ex.signal = WTERMSIG(st);
+  else ch->ex.code = r == ch->pid && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return 1;
+}
+
+int clf_cli_spawn(char *const *argv, char **env, const char *out, long timeout_s, clf_cli_exit *ex) {
+  clf_cli_child ch;
+  if (clf_cli_start(argv, env, out, timeout_s, &ch) != 0) return -1;
+  while (!clf_cli_poll(&ch)) nanosleep(&(struct timespec){0, 20000000}, NULL);
+  *ex = ch.ex;
   return 0;
 }
 

@@ -68,10 +68,12 @@ install_rusticl() {
   deps=$(apt-cache depends mesa-opencl-icd | awk '$1 == "Depends:" && $2 !~ /^[<|]/ && $2 !~ /opencl/ {print $2}' | sort -u)
   # shellcheck disable=SC2086
   apt_install $deps
-  (cd "$tmp" && apt-get download mesa-opencl-icd >/dev/null 2>&1) || {
-    echo "install-opencl.sh: apt-get download mesa-opencl-icd failed" >&2
-    return 1
-  }
+  # (apt-get download needs the package lists: updated once more if it fails)
+  (cd "$tmp" && apt-get download mesa-opencl-icd >/dev/null 2>&1) ||
+    { $sudo apt-get update -qq && (cd "$tmp" && apt-get download mesa-opencl-icd >/dev/null); } || {
+      echo "install-opencl.sh: apt-get download mesa-opencl-icd failed" >&2
+      return 1
+    }
   rm -rf "$prefix/mesa"
   dpkg-deb -x "$tmp"/mesa-opencl-icd_*.deb "$prefix/mesa"
   lib=$(find "$prefix/mesa" -name 'libRusticlOpenCL.so.1' | head -n 1)
