@@ -54,8 +54,13 @@ inline void clf_layer_norm_group(__global const float *x, uint x_off,
 #define CLF_LN_ARGS \
   x, x_off, r, r_off, has_res, gamma, g_off, beta, b_off, has_beta, sum_out, s_off, has_sum, y, y_off, D, eps, rms
 
+/* The host runs layer_norm with at most 128 work-items (norm.c): a
+ * reduction array of 128 floats, 512 bytes, fits a device (or limit) of
+ * 1 KiB of local memory with what a driver adds to a kernel's count
+ * (NVIDIA's: 256 floats came to more than 1 KiB). */
+#define CLF_LN_RED_WG 128
 __kernel void layer_norm(CLF_LN_PARAMS) {
-  __local float red[CLF_RED_WG];
+  __local float red[CLF_LN_RED_WG];
   clf_layer_norm_group(CLF_LN_ARGS, red, 0);
 }
 
@@ -63,7 +68,7 @@ __kernel void layer_norm(CLF_LN_PARAMS) {
  * norm.layer_norm_sg). */
 #if CLF_USE_SUBGROUPS
 __kernel void layer_norm_sg(CLF_LN_PARAMS) {
-  __local float red[CLF_RED_WG];
+  __local float red[CLF_LN_RED_WG];
   clf_layer_norm_group(CLF_LN_ARGS, red, 1);
 }
 #endif

@@ -72,7 +72,8 @@ static clf_status norm_launch(clf_context *ctx, const char *op, const clf_tensor
     return clf__launch(ctx, k, 1, &global, &local, event);
   }
   /* 64 items per row: enough to reduce D in the hundreds or thousands in a
-   * few steps; one local size, so PoCL compiles one work-group function. */
+   * few steps; one local size, so PoCL compiles one work-group function.
+   * At most 128: the kernel's reduction array (CLF_LN_RED_WG in norm.cl). */
   size_t local = clf__wg_1d(ctx, k, D >= 256 ? 128 : 64);
   size_t global = clf_tensor_numel(x) / D * local;
   return clf__launch(ctx, k, 1, &global, &local, event);
