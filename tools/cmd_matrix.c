@@ -527,6 +527,27 @@ static void md_summary(FILE *md, const mx_results *r) {
               r->sum[d].not_run == 1 ? "" : "s");
 }
 
+/* Driver defects the programs found and worked around: their "note: this
+ * driver has ..." lines, once per column and note. */
+static void md_driver_notes(FILE *md, const mx_results *r) {
+  int any = 0;
+  char line[600];
+  fprintf(md, "\n## Driver defects met (worked around)\n\n");
+  for (int d = 0; d < r->n_dev; d++)
+    for (int s = 0; s < r->o->suites.n; s++) {
+      const mx_run *run = run_of(r, d, s);
+      FILE *f = run->status == RUN_SKIPPED || !run->log[0] ? NULL : fopen(run->log, "r");
+      while (f && fgets(line, sizeof line, f)) {
+        if (strncmp(line, "note: this driver has ", 22)) continue;
+        line[strcspn(line, "\r\n")] = 0;
+        fprintf(md, "- %s, %s: %s\n", r->cols[d].label, r->o->suites.v[s], line + 6);
+        any = 1;
+      }
+      if (f) fclose(f);
+    }
+  if (!any) fprintf(md, "None.\n");
+}
+
 /* Failures: each failed test's message, then each run that went wrong. */
 static void md_failures(FILE *md, const mx_results *r) {
   char msg[1200];
@@ -633,6 +654,7 @@ static int write_outputs(mx_results *r) {
   for (size_t i = 0; i < r->n_rows; i++) cJSON_AddItemToArray(jrows, table_row(md, r, i));
   md_summary(md, r);
   md_failures(md, r);
+  md_driver_notes(md, r);
   int md_ok = fclose(md) == 0;
   json_devices_and_runs(root, r);
   cJSON_AddBoolToObject(root, "all_passed", r->all_pass);
