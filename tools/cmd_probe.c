@@ -106,6 +106,49 @@ static void report_features(clf_context *ctx, const out *o, const clf_variant_re
   }
 }
 
+/* Driver defects the library works around, each checked on the device by
+ * the smallest kernel that shows it, and named when found. */
+static const char sext_source[] =
+    "__kernel void sext(__global const int *i, __global int *y) { y[0] = (long)i[0] < 0; }\n";
+
+/* 1 when the driver has the defect, 0 when not, -1 when it could not be run. */
+static int sext_defect(clf_context *ctx) {
+  cl_context cl = clf_context_cl(ctx);
+  cl_device_id dev = clf_context_device(ctx)->device;
+  const char *src = sext_source;
+  cl_int err, in = -1, out = -7;
+  int rc = -1;
+  cl_program p = clCreateProgramWithSource(cl, 1, &src, NULL, &err);
+  cl_kernel k = p && clBuildProgram(p, 1, &dev, "-cl-std=CL1.2", NULL, NULL) == CL_SUCCESS
+                    ? clCreateKernel(p, "sext", &err) : NULL;
+  cl_mem bi = k ? clCreateBuffer(cl, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, sizeof in, &in, &err) : NULL;
+  cl_mem by = bi ? clCreateBuffer(cl, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof out, &out, &err) : NULL;
+  const size_t one = 1;
+  if (by && clSetKernelArg(k, 0, sizeof bi, &bi) == CL_SUCCESS && clSetKernelArg(k, 1, sizeof by, &by) == CL_SUCCESS &&
+      clEnqueueNDRangeKernel(clf_context_queue(ctx), k, 1, NULL, &one, &one, 0, NULL, NULL) == CL_SUCCESS &&
+      clEnqueueReadBuffer(clf_context_queue(ctx), by, CL_TRUE, 0, sizeof out, &out, 0, NULL, NULL) == CL_SUCCESS)
+    rc = out == 1 ? 0 : 1;
+  if (by) clReleaseMemObject(by);
+  if (bi) clReleaseMemObject(bi);
+  if (k) clReleaseKernel(k);
+  if (p) clReleaseProgram(p);
+  return rc;
+}
+
+static void report_driver_defects(clf_context *ctx, const out *o, cJSON *j) {
+  const int sext = sext_defect(ctx);
+  const char *what = sext == 1   ? "found: (long)i < 0 is false for an int i = -1 (the sign extension compared "
+                                   "unsigned; Mesa 22.3 rusticl on LLVM 15); worked around: ids are range-tested "
+                                   "in their own type (embed.cl)"
+                     : sext == 0 ? "none found (checked: int-to-long sign extension in comparisons)"
+                                 : "could not be checked (the check kernel did not run)";
+  if (o->human) printf("    driver defects: %s\n", what);
+  if (j) {
+    cJSON *d = cJSON_AddObjectToObject(j, "driver_defects");
+    cJSON_AddStringToObject(d, "sign_extension_compare", sext == 1 ? "found" : sext == 0 ? "absent" : "unchecked");
+  }
+}
+
 /* Returns the number of variants that failed. */
 static int section_validation(clf_context *ctx, const out *o, cJSON *dev) {
   enum { CAP = 256 };
@@ -149,6 +192,7 @@ static int section_validation(clf_context *ctx, const out *o, cJSON *dev) {
   if (o->human) printf("    %zu variants, %d failed\n", count, failed);
   if (j) cJSON_AddNumberToObject(j, "failed", failed);
   report_features(ctx, o, res, count, j);
+  report_driver_defects(ctx, o, j);
   report_programs(ctx, o, j);
   return failed;
 }
