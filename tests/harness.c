@@ -160,6 +160,36 @@ void th_with_context(const char *device_class, const char *limits, void (*fn)(vo
   th_restore_ctx();
 }
 
+void th_profiled_begin(const char *limits) {
+  clf_context_options o;
+  clf_context_options_init(&o);
+  o.profiling = 1;
+  o.limits = limits;
+  /* No disk cache: no verdict that an earlier `clformer probe` stored, so
+   * a variant is unvalidated until the test records its verdict. */
+  o.cache_dir = "off";
+  clf_context *c = NULL;
+  ck_assert_msg(clf_context_create(&o, &c) == CLF_OK, "%s", clf_last_error(NULL));
+  th_main_ctx = th_ctx;
+  th_ctx = c;
+  TH_OK(clf_profile_start(th_ctx));
+}
+
+void th_profiled_expect(const char *ran, const char *not, int end) {
+  clf_profile_entry e[64];
+  size_t n = 0;
+  TH_OK(clf_profile_stop(th_ctx, e, 64, &n, NULL));
+  int saw = 0, saw_not = 0;
+  for (size_t i = 0; i < n && i < 64; i++) {
+    saw |= strcmp(e[i].op, ran) == 0;
+    saw_not |= not && strcmp(e[i].op, not) == 0;
+  }
+  ck_assert_msg(saw && !saw_not, "kernel %s %s, %s %s", ran, saw ? "ran" : "did not run", not ? not : "-",
+                saw_not ? "ran" : "did not run");
+  if (end) th_restore_ctx();
+  else TH_OK(clf_profile_start(th_ctx));
+}
+
 static void th_teardown(void) {
   if (th_rep.open) th_close_record();
 }

@@ -44,6 +44,14 @@ int th_run(Suite *s);
  * its checks as a GPU would choose on a CPU runtime ("gpu"), and under a
  * small device's limits. */
 void th_with_context(const char *device_class, const char *limits, void (*fn)(void));
+/* For the variants that need a device feature: th_ctx replaced, as by
+ * th_with_context, by a context that records a profile, its features
+ * restricted by `limits`, without the disk cache (so without verdicts an
+ * earlier probe stored); recording started.  th_profiled_expect stops the
+ * profile and asserts that kernel `ran` was launched and `not` (may be
+ * NULL) was not; then puts th_ctx back when `end`, else records again. */
+void th_profiled_begin(const char *limits);
+void th_profiled_expect(const char *ran, const char *not, int end);
 
 /* n uniform floats in [lo, hi) from a fixed seed (malloc'd). */
 float *th_rand(size_t n, uint32_t seed, float lo, float hi);

@@ -559,50 +559,15 @@ START_TEST(softmax_rows_all_cases) {
 END_TEST
 
 /* ---- variants that need a device feature (sub-groups, fp16) ----
- * th_ctx is replaced by a context that records a profile, its features
- * restricted by `limits`; a variant is forced on by a passing verdict
- * recorded as clf_validate records one (the comparison with the CPU
+ * Run on th_profiled_begin's context; a variant is forced on by a passing
+ * verdict recorded as clf_validate records one (the comparison with the CPU
  * reference is then this test's own). */
-static clf_context *feat_main;
-
-static void feat_begin(const char *limits) {
-  clf_context_options o;
-  clf_context_options_init(&o);
-  o.profiling = 1;
-  o.limits = limits;
-  clf_context *c = NULL;
-  ck_assert_msg(clf_context_create(&o, &c) == CLF_OK, "%s", clf_last_error(NULL));
-  feat_main = th_ctx;
-  th_ctx = c;
-  TH_OK(clf_profile_start(th_ctx));
-}
-
-/* Stops the profile and asserts that kernel `ran` was launched and `not`
- * (may be NULL) was not; puts th_ctx back when `end`. */
-static void feat_check(const char *ran, const char *not, int end) {
-  clf_profile_entry e[64];
-  size_t n = 0;
-  TH_OK(clf_profile_stop(th_ctx, e, 64, &n, NULL));
-  int saw = 0, saw_not = 0;
-  for (size_t i = 0; i < n && i < 64; i++) {
-    saw |= strcmp(e[i].op, ran) == 0;
-    saw_not |= not && strcmp(e[i].op, not) == 0;
-  }
-  ck_assert_msg(saw && !saw_not, "kernel %s %s, %s %s", ran, saw ? "ran" : "did not run", not ? not : "-",
-                saw_not ? "ran" : "did not run");
-  if (end) {
-    clf_context_destroy(th_ctx);
-    th_ctx = feat_main;
-  } else {
-    TH_OK(clf_profile_start(th_ctx));
-  }
-}
 
 /* softmax_rows with its reductions through sub-groups where the device
  * has them (never before it passed validation), the plain one where it has
  * none or CLFORMER_LIMITS turns them off. */
 static void softmax_subgroups(const char *limits) {
-  feat_begin(limits);
+  th_profiled_begin(limits);
   const int sg = th_ctx->caps.has_subgroups;
   ck_assert_int_eq(clf__softmax_sg(th_ctx), 0); /* not validated: not used */
   if (sg) ck_assert(clf__verdict_record(th_ctx, CLF__SOFTMAX_SG, 1, 0, 0));
@@ -613,7 +578,7 @@ static void softmax_subgroups(const char *limits) {
     check_softmax(3, Ds[i], -4, 4, 1.0f, 0, 0, (uint32_t)i);
     check_softmax(2, Ds[i], -1e4f, 1e4f, 0.125f, 1, 1, (uint32_t)(i + 30));
   }
-  feat_check(sg ? "softmax_rows_sg" : "softmax_rows", sg ? "softmax_rows" : "softmax_rows_sg", 1);
+  th_profiled_expect(sg ? "softmax_rows_sg" : "softmax_rows", sg ? "softmax_rows" : "softmax_rows_sg", 1);
 }
 
 START_TEST(softmax_subgroup_variant) {

@@ -256,44 +256,9 @@ START_TEST(linear_small_device) {
 END_TEST
 
 /* ---- variants that need a device feature (sub-groups, fp16) ----
- * th_ctx is replaced by a context that records a profile, its features
- * restricted by `limits`; a variant is forced on by a passing verdict
- * recorded as clf_validate records one (the comparison with the CPU
+ * Run on th_profiled_begin's context; a variant is forced on by a passing
+ * verdict recorded as clf_validate records one (the comparison with the CPU
  * reference is then this test's own). */
-static clf_context *feat_main;
-
-static void feat_begin(const char *limits) {
-  clf_context_options o;
-  clf_context_options_init(&o);
-  o.profiling = 1;
-  o.limits = limits;
-  clf_context *c = NULL;
-  ck_assert_msg(clf_context_create(&o, &c) == CLF_OK, "%s", clf_last_error(NULL));
-  feat_main = th_ctx;
-  th_ctx = c;
-  TH_OK(clf_profile_start(th_ctx));
-}
-
-/* Stops the profile and asserts that kernel `ran` was launched and `not`
- * (may be NULL) was not; puts th_ctx back when `end`. */
-static void feat_check(const char *ran, const char *not, int end) {
-  clf_profile_entry e[64];
-  size_t n = 0;
-  TH_OK(clf_profile_stop(th_ctx, e, 64, &n, NULL));
-  int saw = 0, saw_not = 0;
-  for (size_t i = 0; i < n && i < 64; i++) {
-    saw |= strcmp(e[i].op, ran) == 0;
-    saw_not |= not && strcmp(e[i].op, not) == 0;
-  }
-  ck_assert_msg(saw && !saw_not, "kernel %s %s, %s %s", ran, saw ? "ran" : "did not run", not ? not : "-",
-                saw_not ? "ran" : "did not run");
-  if (end) {
-    clf_context_destroy(th_ctx);
-    th_ctx = feat_main;
-  } else {
-    TH_OK(clf_profile_start(th_ctx));
-  }
-}
 
 /* The [N, K] kernel's variants: with sub-groups (the K split reduced by
  * sub_group_reduce_add, or clustered where a sub-group holds several rows:
@@ -303,7 +268,7 @@ static void feat_check(const char *ran, const char *not, int end) {
 static void skinny_features(const char *limits) {
   static const char *const kernels[] = {"skinny", "skinny_sg", "skinny_h"}; /* by kind */
   static const char *const shapes[] = {"4x8", "32x4"};
-  feat_begin(limits);
+  th_profiled_begin(limits);
   const int sg = th_ctx->caps.has_subgroups, h = th_ctx->caps.has_fp16;
   if (!sg || !h)
     fprintf(stderr, "note: %s%s%s: the skinny kernel runs without them\n", sg ? "" : "no sub-groups ",
@@ -322,7 +287,7 @@ static void skinny_features(const char *limits) {
       const int want = has_h ? CLF__SKINNY_H : has_sg ? CLF__SKINNY_SG : CLF__SKINNY_BASE;
       ck_assert_int_eq(clf__skinny_kind(th_ctx, types[t], 0), want);
       for (size_t m = 1; m <= 9; m += 4) check_linear(types[t], m, 37, 96, 1, CLF_ACT_GELU, (uint32_t)(200 + 10 * t + m));
-      feat_check(kernels[want], want == CLF__SKINNY_BASE ? "skinny_sg" : "skinny", s == 1 && t == 2);
+      th_profiled_expect(kernels[want], want == CLF__SKINNY_BASE ? "skinny_sg" : "skinny", s == 1 && t == 2);
     }
   }
   unsetenv("CLFORMER_SKINNY");

@@ -114,50 +114,15 @@ START_TEST(ln_both_kernels) {
 END_TEST
 
 /* ---- variants that need a device feature (sub-groups, fp16) ----
- * th_ctx is replaced by a context that records a profile, its features
- * restricted by `limits`; a variant is forced on by a passing verdict
- * recorded as clf_validate records one (the comparison with the CPU
+ * Run on th_profiled_begin's context; a variant is forced on by a passing
+ * verdict recorded as clf_validate records one (the comparison with the CPU
  * reference is then this test's own). */
-static clf_context *feat_main;
-
-static void feat_begin(const char *limits) {
-  clf_context_options o;
-  clf_context_options_init(&o);
-  o.profiling = 1;
-  o.limits = limits;
-  clf_context *c = NULL;
-  ck_assert_msg(clf_context_create(&o, &c) == CLF_OK, "%s", clf_last_error(NULL));
-  feat_main = th_ctx;
-  th_ctx = c;
-  TH_OK(clf_profile_start(th_ctx));
-}
-
-/* Stops the profile and asserts that kernel `ran` was launched and `not`
- * (may be NULL) was not; puts th_ctx back when `end`. */
-static void feat_check(const char *ran, const char *not, int end) {
-  clf_profile_entry e[64];
-  size_t n = 0;
-  TH_OK(clf_profile_stop(th_ctx, e, 64, &n, NULL));
-  int saw = 0, saw_not = 0;
-  for (size_t i = 0; i < n && i < 64; i++) {
-    saw |= strcmp(e[i].op, ran) == 0;
-    saw_not |= not && strcmp(e[i].op, not) == 0;
-  }
-  ck_assert_msg(saw && !saw_not, "kernel %s %s, %s %s", ran, saw ? "ran" : "did not run", not ? not : "-",
-                saw_not ? "ran" : "did not run");
-  if (end) {
-    clf_context_destroy(th_ctx);
-    th_ctx = feat_main;
-  } else {
-    TH_OK(clf_profile_start(th_ctx));
-  }
-}
 
 /* The work-group kernel with its reductions through sub-groups where the
  * device has them (never before it passed validation), the plain one where
  * it has none or CLFORMER_LIMITS turns them off. */
 static void ln_subgroups(const char *limits) {
-  feat_begin(limits);
+  th_profiled_begin(limits);
   th_ctx->caps.is_cpu = 0; /* the work-group kernel, whatever the device */
   const int sg = th_ctx->caps.has_subgroups;
   ck_assert_int_eq(clf__norm_sg(th_ctx), 0); /* not validated: not used */
@@ -168,7 +133,7 @@ static void ln_subgroups(const char *limits) {
   check_ln(2, 7, 33, 1, 1, 1);
   check_ln(1, 5, 1001, 1, 0, 0);
   check_ln(3, 4, 256, 0, 1, 1);
-  feat_check(sg ? "layer_norm_sg" : "layer_norm", sg ? "layer_norm" : "layer_norm_sg", 1);
+  th_profiled_expect(sg ? "layer_norm_sg" : "layer_norm", sg ? "layer_norm" : "layer_norm_sg", 1);
 }
 
 START_TEST(ln_subgroup_variant) {
