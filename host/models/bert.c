@@ -65,6 +65,7 @@ static const struct {
 
 static const char *const bert_inputs[] = {"input_ids", "attention_mask", "token_type_ids", "position_ids"};
 enum { IN_IDS, IN_MASK, IN_TT, IN_POS };
+enum { WS_POOLED = CLF__WS_FAMILY }; /* the pooler's output */
 
 /* the weights of encoder.layer.N. */
 static const clf__weight_row bert_layer_rows[] = {
@@ -162,7 +163,7 @@ static clf_status roberta_positions(clf_model *m, const clf_array *a, size_t B, 
     long n = 0;
     for (size_t j = 0; j < L; j++) {
       const size_t i = r * L + j;
-      const long id = a->dtype == CLF_I64 ? (long)((const int64_t *)a->data)[i] : (long)((const int32_t *)a->data)[i];
+      const long id = (long)clf__id_at(a, i);
       v[i] = id == b->pad ? b->pad : b->pad + ++n;
     }
     if (n && (size_t)(b->pad + n) >= b->P && st == CLF_OK)
@@ -328,7 +329,7 @@ static clf_status bert_run(clf_model *m, const clf__inputs in, const int *want, 
   clf_status st = bert_encode(m, in, &B, &L, &h);
   if (st == CLF_OK && at[OUT_LHS]) st = clf__download(m, h, "last_hidden_state", at[OUT_LHS]);
   if (st == CLF_OK && (at[OUT_POOL] || at[OUT_NSP] || (at[OUT_SEQ] && !b->seq_dense.w)))
-    st = first_token_linear(m, h, B, &b->pooler, CLF_ACT_TANH, CLF__WS_POOLED, b->D, &pooled);
+    st = first_token_linear(m, h, B, &b->pooler, CLF_ACT_TANH, WS_POOLED, b->D, &pooled);
   if (st == CLF_OK && at[OUT_POOL]) st = bert_put(m, pooled, "pooler_output", 0, at[OUT_POOL]);
   if (st == CLF_OK && at[OUT_MLM] && (st = bert_mlm(m, h, B, L, &t)) == CLF_OK)
     st = bert_put(m, t, b->head == HEAD_PRE ? "prediction_logits" : "logits", 1, at[OUT_MLM]);

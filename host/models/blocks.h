@@ -123,28 +123,18 @@ clf_status clf__load_rows(clf_context *ctx, const clf__weights *w, clf__params *
                           const clf__weight_row *rows, size_t n, const clf__block_spec *spec, void *block);
 
 /* Workspace slots: tensors re-created only when their shape changes, so a
- * forward pass allocates once per (batch, length).  The blocks own the
- * first ones and the model families the rest, so a family never keeps a
- * tensor in a slot that a block overwrites. */
-enum { /* blocks.c */
-  CLF__WS_Q, CLF__WS_K, CLF__WS_V, CLF__WS_PROJ, CLF__WS_CTX, CLF__WS_OUT, CLF__WS_HID, CLF__WS_SRC,
+ * forward pass allocates once per (batch, length).  Each owner declares its
+ * own slots: the blocks the first ones (here), the model runtime the next
+ * (model.h), and a family its own from CLF__WS_FAMILY on (in its file), so
+ * no one keeps a tensor in a slot that another overwrites. */
+enum {
+  CLF__WS_Q, CLF__WS_K, CLF__WS_V, CLF__WS_PROJ, CLF__WS_CTX, CLF__WS_HID, CLF__WS_SRC,
+  CLF__WS_GLU,     /* a gated MLP's product */
   CLF__WS_BRANCH,  /* a layer's attention / MLP branch before the residual add */
   CLF__WS_BEAM,    /* beam reorder: the row indices */
   CLF__WS_REORDER, /* beam reorder: the gathered rows */
-  CLF__WS_BLOCK_SLOTS
-};
-enum { /* the model families */
-  CLF__WS_H = CLF__WS_BLOCK_SLOTS, /* the residual stream */
-  CLF__WS_A,                       /* its normed copy (pre-LN) */
-  CLF__WS_ENC,                     /* encoder states; Swin: the merged patches */
-  CLF__WS_ROW, CLF__WS_LOGITS,     /* the rows a head reads, its output */
-  CLF__WS_IDS, CLF__WS_IDS2, CLF__WS_MASK, CLF__WS_MASK2, CLF__WS_POS,
-  CLF__WS_IMAGE,                   /* pixel_values on the device */
-  CLF__WS_PATCHES,                 /* patch embeddings before the CLS token (ViT, ViTMAE) */
-  CLF__WS_POOLED,                  /* BERT's pooler output */
-  CLF__WS_DEC_IN,                  /* ViTMAE's decoder input */
-  CLF__WS_WINDOWS, CLF__WS_WINDOWS_OUT, CLF__WS_SWIN_BRANCH, /* Swin's window attention */
-  CLF__WS_COUNT
+  CLF__WS_BLOCK_SLOTS,
+  CLF__WS_COUNT = 32 /* slots in all */
 };
 typedef struct clf__ws {
   clf_tensor *t[CLF__WS_COUNT];

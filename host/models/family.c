@@ -6,6 +6,11 @@
 #include <cjson/cJSON.h>
 #include <string.h>
 
+/* Each defined in its own file. */
+extern const clf__family clf__bert_family, clf__roberta_family, clf__xlm_roberta_family, clf__distilbert_family,
+    clf__gpt2_family, clf__marian_family, clf__vit_family, clf__vit_mae_family, clf__swin_family, clf__llama_family,
+    clf__mistral_family, clf__qwen2_family;
+
 static const clf__family *const families[] = {
     &clf__bert_family,   &clf__roberta_family, &clf__xlm_roberta_family, &clf__distilbert_family,
     &clf__gpt2_family,   &clf__marian_family,  &clf__vit_family,         &clf__vit_mae_family,

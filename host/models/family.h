@@ -58,10 +58,6 @@ typedef struct clf__family {
   void (*gemms)(const void *dims, const clf__config *c, size_t T, clf__gemm_list *l);
 } clf__family;
 
-extern const clf__family clf__bert_family, clf__roberta_family, clf__xlm_roberta_family, clf__distilbert_family,
-    clf__gpt2_family, clf__marian_family, clf__vit_family, clf__vit_mae_family, clf__swin_family, clf__llama_family,
-    clf__mistral_family, clf__qwen2_family;
-
 /* The family of model_type `type`, or NULL. */
 const clf__family *clf__family_find(const char *type);
 /* "bert, gpt2, ..." for messages. */

@@ -36,8 +36,8 @@ typedef struct gen {
 } gen;
 
 static int is_eos(const clf_model *m, int64_t t) {
-  for (size_t i = 0; i < m->n_eos; i++)
-    if (m->eos[i] == t) return 1;
+  for (size_t i = 0; i < m->gen.n_eos; i++)
+    if (m->gen.eos[i] == t) return 1;
   return 0;
 }
 
@@ -46,26 +46,26 @@ static void process_logits(const gen *g, const int64_t *row, float *s) {
   const clf_model *m = g->m;
   const size_t n = g->cur_len;
   clf__gen_penalize(&g->p, row, n, s, g->V, g->tmp);
-  if (m->min_length > 0 && (long)n < m->min_length)
-    for (size_t i = 0; i < m->n_eos; i++)
-      if (m->eos[i] >= 0 && (size_t)m->eos[i] < g->V) s[m->eos[i]] = -INFINITY;
+  if (m->gen.min_length > 0 && (long)n < m->gen.min_length)
+    for (size_t i = 0; i < m->gen.n_eos; i++)
+      if (m->gen.eos[i] >= 0 && (size_t)m->gen.eos[i] < g->V) s[m->gen.eos[i]] = -INFINITY;
   /* NoBadWords: a sequence [.., t] bans t where the tokens before match; [eos] lists are dropped. */
-  for (size_t i = 0; i < m->n_bad_words;) {
+  for (size_t i = 0; i < m->gen.n_bad_words;) {
     size_t j = i;
-    while (j < m->n_bad_words && m->bad_words[j] >= 0) j++;
+    while (j < m->gen.n_bad_words && m->gen.bad_words[j] >= 0) j++;
     const size_t len = j - i;
-    const long last = len ? m->bad_words[j - 1] : -1;
+    const long last = len ? m->gen.bad_words[j - 1] : -1;
     int ok = len > 0 && last >= 0 && (size_t)last < g->V && !(len == 1 && is_eos(m, last));
     if (ok && len - 1 > n) ok = 0;
     for (size_t k = 0; ok && k + 1 < len; k++)
-      if (row[n - (len - 1) + k] != m->bad_words[i + k]) ok = 0;
+      if (row[n - (len - 1) + k] != m->gen.bad_words[i + k]) ok = 0;
     if (ok) s[last] = -INFINITY;
     i = j + 1;
   }
-  if (m->has_forced_bos && n == 1 && (size_t)m->forced_bos < g->V)
-    for (size_t v = 0; v < g->V; v++) s[v] = v == (size_t)m->forced_bos ? 0.0f : -INFINITY;
-  if (m->has_forced_eos && n + 1 == g->max_len && (size_t)m->forced_eos < g->V)
-    for (size_t v = 0; v < g->V; v++) s[v] = v == (size_t)m->forced_eos ? 0.0f : -INFINITY;
+  if (m->gen.has_forced_bos && n == 1 && (size_t)m->gen.forced_bos < g->V)
+    for (size_t v = 0; v < g->V; v++) s[v] = v == (size_t)m->gen.forced_bos ? 0.0f : -INFINITY;
+  if (m->gen.has_forced_eos && n + 1 == g->max_len && (size_t)m->gen.forced_eos < g->V)
+    for (size_t v = 0; v < g->V; v++) s[v] = v == (size_t)m->gen.forced_eos ? 0.0f : -INFINITY;
 }
 
 /* Feeds the new tokens of every row (all of them on the first step). */
@@ -135,7 +135,7 @@ static clf_status greedy(gen *g, float *logits) {
       n_done += done[r];
     }
     g->cur_len++;
-    if (m->n_eos && n_done == R) break;
+    if (m->gen.n_eos && n_done == R) break;
   }
   free(done);
   return st;
@@ -211,7 +211,7 @@ static clf_status beams_alloc(gen *g, size_t K, beams *s) {
   const size_t R = g->R, ML = g->max_len;
   memset(s, 0, sizeof *s);
   s->K = K, s->B = R / K;
-  s->n_cand = (m->n_eos + 1 > 2 ? m->n_eos + 1 : 2) * K;
+  s->n_cand = (m->gen.n_eos + 1 > 2 ? m->gen.n_eos + 1 : 2) * K;
   s->bscore = calloc(R, sizeof *s->bscore), s->cs = malloc(s->n_cand * sizeof *s->cs);
   s->cidx = malloc(s->n_cand * sizeof *s->cidx);
   s->ntok = malloc(R * sizeof *s->ntok), s->nidx = malloc(R * sizeof *s->nidx);
@@ -270,15 +270,15 @@ static void beams_select(gen *g, beams *s, size_t b, const float *logits, size_t
   for (size_t rank = 0; rank < nc && bi < K; rank++) {
     const int64_t t = (int64_t)(cidx[rank] % V);
     const size_t src = b * K + cidx[rank] / V;
-    if (m->n_eos && is_eos(m, t)) {
+    if (m->gen.n_eos && is_eos(m, t)) {
       if (rank >= K) continue;
-      hyps_add(&s->hy[b], K, m->length_penalty, g->tok + src * ML, g->cur_len, cs[rank], cur - g->prompt_len, ML);
+      hyps_add(&s->hy[b], K, m->gen.length_penalty, g->tok + src * ML, g->cur_len, cs[rank], cur - g->prompt_len, ML);
     } else {
       s->nsc[b * K + bi] = cs[rank], s->ntok[b * K + bi] = t, s->nidx[b * K + bi] = (int64_t)src;
       bi++;
     }
   }
-  s->hy[b].done = s->hy[b].done || hyps_is_done(&s->hy[b], K, m->length_penalty, m->early_stopping, cs[0], cur,
+  s->hy[b].done = s->hy[b].done || hyps_is_done(&s->hy[b], K, m->gen.length_penalty, m->gen.early_stopping, cs[0], cur,
                                                 g->prompt_len, ML);
 }
 
@@ -294,7 +294,7 @@ static int beams_advance(gen *g, beams *s) {
     g->tok[r * ML + g->cur_len] = s->ntok[r];
     g->mask[r * ML + g->cur_len] = 1;
     s->bscore[r] = s->nsc[r];
-    all_eos &= m->n_eos && is_eos(m, s->ntok[r]);
+    all_eos &= m->gen.n_eos && is_eos(m, s->ntok[r]);
   }
   memcpy(s->tmp, g->mask, R * ML * sizeof *s->tmp);
   for (size_t r = 0; r < R; r++)
@@ -315,7 +315,7 @@ static clf_status beams_finalize(gen *g, beams *s, clf_array *out) {
   for (size_t b = 0; b < B; b++) {
     if (!s->hy[b].done)
       for (size_t k = 0; k < K; k++)
-        hyps_add(&s->hy[b], K, m->length_penalty, g->tok + (b * K + k) * ML, g->cur_len, s->bscore[b * K + k],
+        hyps_add(&s->hy[b], K, m->gen.length_penalty, g->tok + (b * K + k) * ML, g->cur_len, s->bscore[b * K + k],
                  g->cur_len - g->prompt_len, ML);
     /* sorted by score (stable) then pop(): the last of the equal best */
     for (size_t i = 0; i < s->hy[b].n; i++)
@@ -332,7 +332,7 @@ static clf_status beams_finalize(gen *g, beams *s, clf_array *out) {
   out->dtype = CLF_I64, out->ndim = 2, out->shape[0] = B, out->shape[1] = T;
   for (size_t b = 0; b < B; b++) {
     for (size_t t = 0; t < T; t++) d[b * T + t] = t < best[b]->len ? best[b]->tok[t] : (minl != maxl ? g->pad : 0);
-    if (best[b]->len < T) d[b * T + best[b]->len] = m->n_eos ? m->eos[0] : g->pad;
+    if (best[b]->len < T) d[b * T + best[b]->len] = m->gen.n_eos ? m->gen.eos[0] : g->pad;
   }
   out->data = d;
   free(best);
@@ -375,8 +375,8 @@ static clf_status gen_budget(clf_model *m, const clf_generate_options *o, size_t
     if (!clf__add_ok(prompt, o->max_new_tokens, &len))
       return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: max_new_tokens %zu overflows with a prompt of %zu", op,
                        o->max_new_tokens, prompt);
-  } else if (m->max_length > 0) {
-    len = (size_t)m->max_length, what = "max_length";
+  } else if (m->gen.max_length > 0) {
+    len = (size_t)m->gen.max_length, what = "max_length";
   }
   if (m->max_positions && len > m->max_positions)
     return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: %s makes sequences of %zu tokens, more than the model's %zu "
@@ -405,14 +405,14 @@ static clf_status gen_params(clf_model *m, const clf_generate_options *o, size_t
                      o->top_k < 0 && o->top_k != CLF_GENERATE_OFF ? "top_k" : "no_repeat_ngram_size",
                      o->top_k < 0 && o->top_k != CLF_GENERATE_OFF ? o->top_k : o->no_repeat_ngram_size);
   memset(p, 0, sizeof *p);
-  p->do_sample = o->do_sample ? o->do_sample == 1 : m->do_sample;
-  p->repetition_penalty = o->repetition_penalty != 0 ? o->repetition_penalty : m->repetition_penalty;
-  const double ngram = pick((double)o->no_repeat_ngram_size, (double)m->no_repeat_ngram_size, 0.0);
-  p->temperature = o->temperature != 0 ? o->temperature : m->temperature;
-  const double k = pick((double)o->top_k, (double)m->top_k, 0.0);
-  p->top_p = o->top_p != 0 ? o->top_p : m->top_p;
-  p->min_p = o->min_p == 0 ? m->min_p : o->min_p == CLF_GENERATE_OFF ? -1.0 : o->min_p;
-  p->min_keep = K > 1 ? (m->n_eos > 1 ? m->n_eos + 1 : 2) : 1;
+  p->do_sample = o->do_sample ? o->do_sample == 1 : m->gen.do_sample;
+  p->repetition_penalty = o->repetition_penalty != 0 ? o->repetition_penalty : m->gen.repetition_penalty;
+  const double ngram = pick((double)o->no_repeat_ngram_size, (double)m->gen.no_repeat_ngram_size, 0.0);
+  p->temperature = o->temperature != 0 ? o->temperature : m->gen.temperature;
+  const double k = pick((double)o->top_k, (double)m->gen.top_k, 0.0);
+  p->top_p = o->top_p != 0 ? o->top_p : m->gen.top_p;
+  p->min_p = o->min_p == 0 ? m->gen.min_p : o->min_p == CLF_GENERATE_OFF ? -1.0 : o->min_p;
+  p->min_keep = K > 1 ? (m->gen.n_eos > 1 ? m->gen.n_eos + 1 : 2) : 1;
   const char *bad = NULL;
   double val = 0;
   if (!(p->repetition_penalty > 0 && isfinite(p->repetition_penalty)))
@@ -457,9 +457,9 @@ static clf_status gen_setup(clf_model *m, const clf_array *input_ids, const clf_
   if (!m->gen_step)
     return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: this %s model has no language-model head to generate with", op,
                      m->type);
-  if (m->unsupported)
+  if (m->gen.unsupported)
     return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: the checkpoint's generation setting \"%s\" is not supported", op,
-                     m->unsupported);
+                     m->gen.unsupported);
   if (!input_ids) return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: input_ids is NULL", op);
   if ((st = clf__check_ids(m, input_ids, "input_ids", B, L)) != CLF_OK) return st;
   if ((st = clf__check_id_range(m, op, input_ids, "input_ids", m->in_vocab)) != CLF_OK) return st;
@@ -467,9 +467,9 @@ static clf_status gen_setup(clf_model *m, const clf_array *input_ids, const clf_
   if (*B == 0 || *L == 0)
     return clf__fail(ctx, CLF_E_SHAPE, "%s: input_ids has shape [%zu, %zu], expected at least one token", op, *B,
                      *L);
-  if (m->is_encdec && !m->has_dec_start && m->bos < 0)
+  if (m->is_encdec && !m->gen.has_dec_start && m->gen.bos < 0)
     return clf__fail(ctx, CLF_E_FORMAT, "%s: the config has neither decoder_start_token_id nor bos_token_id", op);
-  *K = o && o->num_beams ? o->num_beams : (m->num_beams > 0 ? (size_t)m->num_beams : 1);
+  *K = o && o->num_beams ? o->num_beams : (m->gen.num_beams > 0 ? (size_t)m->gen.num_beams : 1);
   if ((st = gen_budget(m, o, *B, *L, *K)) != CLF_OK) return st;
   if ((st = gen_params(m, o, *K, &g->p)) != CLF_OK) return st;
   g->m = m;
@@ -477,18 +477,14 @@ static clf_status gen_setup(clf_model *m, const clf_array *input_ids, const clf_
   clf__rng_seed(&g->rng, o && o->seed ? o->seed : fresh_seed());
   g->V = m->vocab;
   g->R = *B * *K;
-  g->pad = m->pad, g->has_pad = m->has_pad;
-  if (!g->has_pad && m->n_eos) g->pad = m->eos[0], g->has_pad = 1; /* "Setting pad_token_id to eos_token_id" */
+  g->pad = m->gen.pad, g->has_pad = m->gen.has_pad;
+  if (!g->has_pad && m->gen.n_eos) g->pad = m->gen.eos[0], g->has_pad = 1; /* "Setting pad_token_id to eos_token_id" */
   g->prompt_len = m->is_encdec ? 1 : *L;
   g->max_len = o && o->max_new_tokens ? g->prompt_len + o->max_new_tokens
-                                      : (size_t)(m->max_length > 0 ? m->max_length : 20);
+                                      : (size_t)(m->gen.max_length > 0 ? m->gen.max_length : 20);
   if (g->max_len < g->prompt_len) g->max_len = g->prompt_len;
   g->cur_len = g->prompt_len;
   return CLF_OK;
-}
-
-static int64_t id_at(const clf_array *a, size_t k) {
-  return a->dtype == CLF_I64 ? ((const int64_t *)a->data)[k] : ((const int32_t *)a->data)[k];
 }
 
 /* src [2, R, L]: the ids and the mask as i64, each row repeated K times
@@ -502,9 +498,9 @@ static void gen_inputs(gen *g, const clf_array *input_ids, const clf_array *atte
   for (size_t r = 0; r < R; r++)
     for (size_t i = 0; i < L; i++) {
       const size_t k = r / K * L + i;
-      src[r * L + i] = id_at(input_ids, k);
+      src[r * L + i] = clf__id_at(input_ids, k);
       any_pad |= g->has_pad && src[r * L + i] == g->pad;
-      src[R * L + r * L + i] = attention_mask ? id_at(attention_mask, k) : 1;
+      src[R * L + r * L + i] = attention_mask ? clf__id_at(attention_mask, k) : 1;
     }
   /* no mask given: pad tokens are masked when pad is not an eos token */
   if (!attention_mask && any_pad && !is_eos(m, g->pad))
@@ -512,7 +508,7 @@ static void gen_inputs(gen *g, const clf_array *input_ids, const clf_array *atte
   for (size_t r = 0; r < R; r++) {
     for (size_t i = 0; i < ML; i++) g->mask[r * ML + i] = 1;
     if (m->is_encdec) {
-      g->tok[r * ML] = m->has_dec_start ? m->dec_start : m->bos;
+      g->tok[r * ML] = m->gen.has_dec_start ? m->gen.dec_start : m->gen.bos;
     } else {
       memcpy(g->tok + r * ML, src + r * L, L * sizeof *src);
       memcpy(g->mask + r * ML, src + R * L + r * L, L * sizeof *src);
@@ -568,22 +564,22 @@ clf_status clf_model_generate(clf_model *m, const clf_array *input_ids, const cl
   if (!m) return clf__fail(NULL, CLF_E_INVALID_ARG, "%s: model is NULL", op);
   if (!sequences) return clf__fail(m->ctx, CLF_E_INVALID_ARG, "%s: sequences is NULL", op);
   memset(sequences, 0, sizeof *sequences);
-  const size_t n = o ? o->n_eos_token_ids : 0, cap = CLF__ARRAY_LEN(m->eos);
+  const size_t n = o ? o->n_eos_token_ids : 0, cap = CLF__ARRAY_LEN(m->gen.eos);
   if (n > cap) return clf__fail(m->ctx, CLF_E_INVALID_ARG, "%s: %zu eos_token_ids, at most %zu", op, n, cap);
   if (n && !o->eos_token_ids) return clf__fail(m->ctx, CLF_E_INVALID_ARG, "%s: eos_token_ids is NULL", op);
   for (size_t i = 0; i < n; i++)
     if (o->eos_token_ids[i] < 0 || (int64_t)(long)o->eos_token_ids[i] != o->eos_token_ids[i])
       return clf__fail(m->ctx, CLF_E_INVALID_ARG, "%s: eos_token_ids[%zu] is %lld, not a token id", op, i,
                        (long long)o->eos_token_ids[i]);
-  long saved[CLF__ARRAY_LEN(m->eos)];
-  const size_t saved_n = m->n_eos;
-  memcpy(saved, m->eos, sizeof saved);
+  long saved[CLF__ARRAY_LEN(m->gen.eos)];
+  const size_t saved_n = m->gen.n_eos;
+  memcpy(saved, m->gen.eos, sizeof saved);
   if (n) {
-    for (size_t i = 0; i < n; i++) m->eos[i] = (long)o->eos_token_ids[i];
-    m->n_eos = n;
+    for (size_t i = 0; i < n; i++) m->gen.eos[i] = (long)o->eos_token_ids[i];
+    m->gen.n_eos = n;
   }
   const clf_status st = generate_run(m, input_ids, attention_mask, o, sequences);
-  memcpy(m->eos, saved, sizeof saved);
-  m->n_eos = saved_n;
+  memcpy(m->gen.eos, saved, sizeof saved);
+  m->gen.n_eos = saved_n;
   return st;
 }

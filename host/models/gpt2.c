@@ -75,7 +75,7 @@ static clf_status gpt2_body(clf_model *m, const clf_tensor *ids, const clf_tenso
  * for all rows without pad_token_id, which transformers allows at batch 1
  * only.  CLF_E_INVALID_ARG for a larger batch without it. */
 static clf_status gpt2_seq_rows(clf_model *m, const clf_array *ids, size_t B, size_t L, int64_t *rows) {
-  if (!m->has_pad && B > 1)
+  if (!m->gen.has_pad && B > 1)
     return clf__fail(m->ctx, CLF_E_INVALID_ARG, "clf_model_run: GPT2ForSequenceClassification cannot classify a "
                      "batch of %zu without pad_token_id in config.json (the last token of each row is found by "
                      "it); run the rows one at a time or set pad_token_id", B);
@@ -83,10 +83,8 @@ static clf_status gpt2_seq_rows(clf_model *m, const clf_array *ids, size_t B, si
     return clf__fail(m->ctx, CLF_E_SHAPE, "clf_model_run: GPT2ForSequenceClassification needs at least one token");
   for (size_t b = 0; b < B; b++) {
     size_t first = 0; /* argmax of (ids == pad): 0 when there is none */
-    for (size_t l = 0; m->has_pad && l < L; l++) {
-      const int64_t v = ids->dtype == CLF_I64 ? ((const int64_t *)ids->data)[b * L + l]
-                                              : ((const int32_t *)ids->data)[b * L + l];
-      if (v == m->pad) {
+    for (size_t l = 0; m->gen.has_pad && l < L; l++) {
+      if (clf__id_at(ids, b * L + l) == m->gen.pad) {
         first = l;
         break;
       }
@@ -140,7 +138,7 @@ static clf_status gpt2_run(clf_model *m, const clf__inputs in, const int *want, 
   if ((st = clf__check_id_range(m, op, in[IN_IDS], "input_ids", g->V)) != CLF_OK ||
       (st = clf__check_id_range(m, op, in[IN_POS], "position_ids", g->P)) != CLF_OK)
     return st;
-  if (want[0] && g->task == TASK_SEQ && !m->has_pad && B > 1) return gpt2_seq_rows(m, in[IN_IDS], B, L, NULL);
+  if (want[0] && g->task == TASK_SEQ && !m->gen.has_pad && B > 1) return gpt2_seq_rows(m, in[IN_IDS], B, L, NULL);
   gpt2_gen_end(m); /* a forward pass runs without the cache */
   clf_tensor *ids, *mask = NULL, *pos = NULL, *h, *a;
   if ((st = clf__upload_ids(m, ws, CLF__WS_IDS, in[IN_IDS], B, L, 0, &ids)) != CLF_OK) return st;

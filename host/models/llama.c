@@ -165,7 +165,7 @@ static clf_status llama_layer_fwd(clf_model *m, size_t i, const clf_tensor *pos,
   clf_status st;
   if ((st = clf__ws_get(ctx, ws, CLF__WS_BRANCH, CLF_F32, 3, h->shape, &f)) != CLF_OK ||
       (st = clf__ws_get(ctx, ws, CLF__WS_HID, CLF_F32, 3, (size_t[]){B, L, 2 * g->F}, &gu)) != CLF_OK ||
-      (st = clf__ws_get(ctx, ws, CLF__WS_OUT, CLF_F32, 3, (size_t[]){B, L, g->F}, &hid)) != CLF_OK)
+      (st = clf__ws_get(ctx, ws, CLF__WS_GLU, CLF_F32, 3, (size_t[]){B, L, g->F}, &hid)) != CLF_OK)
     return st;
   if ((st = llama_attn(m, i, pos, past, mask, a, f)) != CLF_OK ||
       (st = clf_rms_norm(ctx, h, f, l->ln_post, g->eps, h, a, NULL)) != CLF_OK ||
@@ -191,10 +191,6 @@ static clf_status llama_body(clf_model *m, const clf_tensor *ids, const clf_tens
   return CLF_OK;
 }
 
-static int64_t id_at(const clf_array *a, size_t i) {
-  return a->dtype == CLF_I64 ? ((const int64_t *)a->data)[i] : ((const int32_t *)a->data)[i];
-}
-
 /* The inputs of a forward pass checked: ids in the vocabulary, at most
  * `limit` positions, position_ids in [0, limit); *max_pos the largest. */
 static clf_status llama_check(clf_model *m, const clf__inputs in, size_t *B, size_t *L, int64_t *max_pos) {
@@ -216,7 +212,7 @@ static clf_status llama_check(clf_model *m, const clf__inputs in, size_t *B, siz
   if (!in[IN_POS]) return CLF_OK;
   *max_pos = 0;
   for (size_t i = 0; i < *B * *L; i++) {
-    const int64_t p = id_at(in[IN_POS], i);
+    const int64_t p = clf__id_at(in[IN_POS], i);
     if (p < 0 || (uint64_t)p >= g->limit)
       return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: position_ids[%zu][%zu] is %lld, outside 0 to %zu (%s's "
                        "max_position_embeddings)", op, i / *L, i % *L, (long long)p, g->limit - 1, m->type);

@@ -13,6 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+int64_t clf__id_at(const clf_array *a, size_t i) {
+  return a->dtype == CLF_I64 ? ((const int64_t *)a->data)[i] : ((const int32_t *)a->data)[i];
+}
+
 const char *clf__wn(char *buf, size_t len, const char *prefix, const char *fmt, ...) {
   size_t n = (size_t)snprintf(buf, len, "%s", prefix);
   va_list ap;
@@ -32,23 +36,23 @@ static clf_status load_sampling_settings(clf_model *m, const clf__config *c) {
   const cJSON *ds = cJSON_GetObjectItemCaseSensitive(clf__config_json(c), "do_sample");
   if (ds && !cJSON_IsBool(ds) && !cJSON_IsNull(ds))
     return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: the config's do_sample is not true or false");
-  m->do_sample = cJSON_IsTrue(ds);
+  m->gen.do_sample = cJSON_IsTrue(ds);
   static const struct { const char *key; double def; size_t off; } num[] = {
-      {"temperature", 1.0, offsetof(clf_model, temperature)}, {"top_p", 1.0, offsetof(clf_model, top_p)},
-      {"min_p", -1.0, offsetof(clf_model, min_p)},
-      {"repetition_penalty", 1.0, offsetof(clf_model, repetition_penalty)}};
+      {"temperature", 1.0, offsetof(clf__gen_settings, temperature)}, {"top_p", 1.0, offsetof(clf__gen_settings, top_p)},
+      {"min_p", -1.0, offsetof(clf__gen_settings, min_p)},
+      {"repetition_penalty", 1.0, offsetof(clf__gen_settings, repetition_penalty)}};
   for (size_t i = 0; i < CLF__ARRAY_LEN(num); i++) {
-    double *d = (double *)((char *)m + num[i].off);
+    double *d = (double *)((char *)&m->gen + num[i].off);
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(clf__config_json(c), num[i].key);
     if (cJSON_IsNull(x)) *d = num[i].def;
     else if ((st = clf__config_float_or(ctx, c, num[i].key, num[i].def, d)) != CLF_OK) return st;
   }
   const cJSON *k = cJSON_GetObjectItemCaseSensitive(clf__config_json(c), "top_k");
-  if (cJSON_IsNull(k)) m->top_k = 0;
-  else if ((st = clf__config_int_or(ctx, c, "top_k", 50, &m->top_k)) != CLF_OK) return st;
+  if (cJSON_IsNull(k)) m->gen.top_k = 0;
+  else if ((st = clf__config_int_or(ctx, c, "top_k", 50, &m->gen.top_k)) != CLF_OK) return st;
   const cJSON *ng = cJSON_GetObjectItemCaseSensitive(clf__config_json(c), "no_repeat_ngram_size");
-  if (cJSON_IsNull(ng)) m->no_repeat_ngram_size = 0;
-  else if ((st = clf__config_int_or(ctx, c, "no_repeat_ngram_size", 0, &m->no_repeat_ngram_size)) != CLF_OK)
+  if (cJSON_IsNull(ng)) m->gen.no_repeat_ngram_size = 0;
+  else if ((st = clf__config_int_or(ctx, c, "no_repeat_ngram_size", 0, &m->gen.no_repeat_ngram_size)) != CLF_OK)
     return st;
   return CLF_OK;
 }
@@ -58,33 +62,33 @@ static clf_status load_gen_settings(clf_model *m, const clf__config *c) {
   clf_context *ctx = m->ctx;
   clf_status st;
   long v;
-  if ((st = clf__config_int_list(ctx, c, "eos_token_id", m->eos, 8, &m->n_eos)) != CLF_OK) {
+  if ((st = clf__config_int_list(ctx, c, "eos_token_id", m->gen.eos, 8, &m->gen.n_eos)) != CLF_OK) {
     if (clf__config_has(c, "eos_token_id")) return st;
-    m->n_eos = 0;
+    m->gen.n_eos = 0;
     clf_clear_error(ctx);
   }
-  m->has_pad = clf__config_has(c, "pad_token_id");
-  if ((st = clf__config_int_or(ctx, c, "pad_token_id", -1, &m->pad)) != CLF_OK) return st;
-  if (m->pad < 0) m->has_pad = 0;
-  if ((st = clf__config_int_or(ctx, c, "bos_token_id", -1, &m->bos)) != CLF_OK) return st;
-  if ((st = clf__config_int_or(ctx, c, "decoder_start_token_id", -1, &m->dec_start)) != CLF_OK) return st;
-  m->has_dec_start = m->dec_start >= 0;
-  if ((st = clf__config_int_or(ctx, c, "forced_eos_token_id", -1, &m->forced_eos)) != CLF_OK) return st;
-  m->has_forced_eos = m->forced_eos >= 0;
-  if ((st = clf__config_int_or(ctx, c, "forced_bos_token_id", -1, &m->forced_bos)) != CLF_OK) return st;
-  m->has_forced_bos = m->forced_bos >= 0;
-  if ((st = clf__config_int_or(ctx, c, "max_length", 20, &m->max_length)) != CLF_OK) return st;
-  if ((st = clf__config_int_or(ctx, c, "min_length", 0, &m->min_length)) != CLF_OK) return st;
-  if ((st = clf__config_int_or(ctx, c, "num_beams", 1, &m->num_beams)) != CLF_OK) return st;
-  if ((st = clf__config_float_or(ctx, c, "length_penalty", 1.0, &m->length_penalty)) != CLF_OK) return st;
-  m->n_bad_words = 0;
+  m->gen.has_pad = clf__config_has(c, "pad_token_id");
+  if ((st = clf__config_int_or(ctx, c, "pad_token_id", -1, &m->gen.pad)) != CLF_OK) return st;
+  if (m->gen.pad < 0) m->gen.has_pad = 0;
+  if ((st = clf__config_int_or(ctx, c, "bos_token_id", -1, &m->gen.bos)) != CLF_OK) return st;
+  if ((st = clf__config_int_or(ctx, c, "decoder_start_token_id", -1, &m->gen.dec_start)) != CLF_OK) return st;
+  m->gen.has_dec_start = m->gen.dec_start >= 0;
+  if ((st = clf__config_int_or(ctx, c, "forced_eos_token_id", -1, &m->gen.forced_eos)) != CLF_OK) return st;
+  m->gen.has_forced_eos = m->gen.forced_eos >= 0;
+  if ((st = clf__config_int_or(ctx, c, "forced_bos_token_id", -1, &m->gen.forced_bos)) != CLF_OK) return st;
+  m->gen.has_forced_bos = m->gen.forced_bos >= 0;
+  if ((st = clf__config_int_or(ctx, c, "max_length", 20, &m->gen.max_length)) != CLF_OK) return st;
+  if ((st = clf__config_int_or(ctx, c, "min_length", 0, &m->gen.min_length)) != CLF_OK) return st;
+  if ((st = clf__config_int_or(ctx, c, "num_beams", 1, &m->gen.num_beams)) != CLF_OK) return st;
+  if ((st = clf__config_float_or(ctx, c, "length_penalty", 1.0, &m->gen.length_penalty)) != CLF_OK) return st;
+  m->gen.n_bad_words = 0;
   if (clf__config_has(c, "bad_words_ids") &&
-      (st = clf__config_int_lists(ctx, c, "bad_words_ids", m->bad_words, 256, &m->n_bad_words)) != CLF_OK)
+      (st = clf__config_int_lists(ctx, c, "bad_words_ids", m->gen.bad_words, 256, &m->gen.n_bad_words)) != CLF_OK)
     return st;
-  m->early_stopping = 0;
+  m->gen.early_stopping = 0;
   const cJSON *es = cJSON_GetObjectItemCaseSensitive(clf__config_json(c), "early_stopping");
-  if (cJSON_IsBool(es)) m->early_stopping = cJSON_IsTrue(es);
-  else if (cJSON_IsString(es) && strcmp(es->valuestring, "never") == 0) m->early_stopping = -1;
+  if (cJSON_IsBool(es)) m->gen.early_stopping = cJSON_IsTrue(es);
+  else if (cJSON_IsString(es) && strcmp(es->valuestring, "never") == 0) m->gen.early_stopping = -1;
   if ((st = load_sampling_settings(m, c)) != CLF_OK) return st;
   /* Settings that change the results and are not implemented: generate() refuses them. */
   static const struct { const char *key; double neutral; } unsup[] = {
@@ -92,12 +96,12 @@ static clf_status load_gen_settings(clf_model *m, const clf__config *c) {
       {"diversity_penalty", 0}, {"penalty_alpha", 0}, {"min_new_tokens", 0}, {"exponential_decay_length_penalty", 0},
       {"typical_p", 1}, {"epsilon_cutoff", 0}, {"eta_cutoff", 0}};
   const cJSON *j = clf__config_json(c);
-  m->unsupported = NULL;
-  for (size_t i = 0; i < CLF__ARRAY_LEN(unsup) && !m->unsupported; i++) {
+  m->gen.unsupported = NULL;
+  for (size_t i = 0; i < CLF__ARRAY_LEN(unsup) && !m->gen.unsupported; i++) {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, unsup[i].key);
     if ((cJSON_IsNumber(x) && x->valuedouble != unsup[i].neutral) || cJSON_IsTrue(x) ||
         (cJSON_IsArray(x) && cJSON_GetArraySize(x) > 0))
-      m->unsupported = unsup[i].key;
+      m->gen.unsupported = unsup[i].key;
   }
   (void)v;
   return CLF_OK;
@@ -369,7 +373,7 @@ clf_status clf__check_id_range(clf_model *m, const char *op, const clf_array *a,
   if (!a) return CLF_OK;
   const size_t L = a->shape[1], n = a->shape[0] * L; /* checked by clf__check_ids */
   for (size_t i = 0; i < n; i++) {
-    const int64_t v = a->dtype == CLF_I64 ? ((const int64_t *)a->data)[i] : ((const int32_t *)a->data)[i];
+    const int64_t v = clf__id_at(a, i);
     if (v < 0 || (uint64_t)v >= rows)
       return clf__fail(m->ctx, CLF_E_INVALID_ARG, "%s: %s[%zu][%zu] is %lld, outside the table of %zu rows (0 to "
                        "%zu)", op, what, i / L, i % L, (long long)v, rows, rows - 1);

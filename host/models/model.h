@@ -9,8 +9,40 @@
 
 #define CLF__MAX_IO 8
 
+/* The workspace slots of the model runtime (after the blocks'); a family's
+ * own start at CLF__WS_FAMILY. */
+enum {
+  CLF__WS_H = CLF__WS_BLOCK_SLOTS, /* the residual stream */
+  CLF__WS_A,                       /* its normed copy (pre-LN) */
+  CLF__WS_ENC,                     /* encoder states, or a stage's merged input */
+  CLF__WS_ROW, CLF__WS_LOGITS,     /* the rows a head reads, its output */
+  CLF__WS_IDS, CLF__WS_IDS2, CLF__WS_MASK, CLF__WS_POS,
+  CLF__WS_IMAGE,                   /* pixel_values on the device */
+  CLF__WS_FAMILY
+};
+_Static_assert(CLF__WS_FAMILY + 8 <= CLF__WS_COUNT, "room for a family's own workspace slots");
+
 /* The inputs of one run, indexed like the model's input names (NULL: absent). */
 typedef const clf_array *clf__inputs[CLF__MAX_IO];
+
+/* The generation settings of a checkpoint, from config.json and
+ * generation_config.json with transformers' defaults (model.c reads them,
+ * generate.c uses them). */
+typedef struct clf__gen_settings {
+  long bos, eos[8], pad, dec_start, forced_eos, forced_bos, max_length, num_beams, min_length;
+  size_t n_eos;
+  int has_pad, has_dec_start, has_forced_eos, has_forced_bos;
+  long bad_words[256];
+  size_t n_bad_words;
+  double length_penalty;
+  int early_stopping; /* 1 true, 0 false, -1 "never" */
+  /* sampling and penalties (GenerationConfig's defaults: false, 1.0, 50,
+   * 1.0, None (-1), 1.0, 0) */
+  int do_sample;
+  double temperature, top_p, min_p, repetition_penalty;
+  long top_k, no_repeat_ngram_size;
+  const char *unsupported; /* a generation setting generate() does not implement, or NULL */
+} clf__gen_settings;
 
 struct clf_model {
   clf_context *ctx;
@@ -40,39 +72,10 @@ struct clf_model {
   size_t vocab, in_vocab; /* the logits' vocabulary; the rows of input_ids' table */
   size_t max_positions; /* the position table's rows: the longest sequence generate() may make */
   int is_encdec;
-  /* generation settings from config.json / generation_config.json */
-  long bos, eos[8], pad, dec_start, forced_eos, forced_bos, max_length, num_beams, min_length;
-  size_t n_eos;
-  int has_pad, has_dec_start, has_forced_eos, has_forced_bos;
-  long bad_words[256];
-  size_t n_bad_words;
-  double length_penalty;
-  int early_stopping; /* 1 true, 0 false, -1 "never" */
-  /* sampling and penalties (GenerationConfig's defaults: false, 1.0, 50,
-   * 1.0, None (-1), 1.0, 0) */
-  int do_sample;
-  double temperature, top_p, min_p, repetition_penalty;
-  long top_k, no_repeat_ngram_size;
-  const char *unsupported; /* a generation setting generate() does not implement, or NULL */
+  clf__gen_settings gen; /* filled by the loader from config.json / generation_config.json */
   char **labels;            /* config.json's id2label: labels[i] (NULL: no label i), n_labels of them */
   size_t n_labels;
 };
-
-/* ViT helpers shared with ViTMAE (model_vit.c). */
-/* Checks pixel_values: f32 [B, C, H, W] with C channels, H and W multiples
- * of the patch P; names the problem, prefixed with op. */
-clf_status clf__vit_check_pixels(clf_model *m, const char *op, const clf_array *a, size_t C, size_t P);
-/* n ViT layers "PREFIX%zu." (attention.attention.query, layernorm_before, ...). */
-clf_status clf__vit_load_layers(clf_context *ctx, const clf__weights *w, clf__params *p, const char *prefix,
-                                size_t n, size_t D, size_t H, size_t F, float eps, clf_activation act, int qkv_bias,
-                                clf__layer *layers);
-/* Pre-LN stack on h; on exit a = ln_f(h). */
-clf_status clf__vit_encoder(clf_context *ctx, const clf__layer *layers, size_t n, const clf__ln *ln_f, clf_tensor *h,
-                            clf_tensor *a, clf__ws *ws);
-/* The [N + 1, D] table pos bicubic-interpolated to a gh x gw grid as 4.40's
- * interpolate_pos_encoding (host copy in *host, result cached in *cache). */
-clf_status clf__vit_interp_pos(clf_context *ctx, const clf_tensor *pos, size_t N, size_t D, size_t gh, size_t gw,
-                               float **host, clf_tensor **cache, size_t *c_gh, size_t *c_gw);
 
 /* CLF_E_INVALID_ARG naming the first id of a (checked by clf__check_ids;
  * NULL: none) outside [0, rows): a gather would read past its table
@@ -86,6 +89,8 @@ clf_status clf__check_id_range(clf_model *m, const char *op, const clf_array *a,
  * `slot` as is.  A NULL array gives a tensor of `fill`. */
 clf_status clf__upload_ids(clf_model *m, clf__ws *ws, int slot, const clf_array *a, size_t B, size_t L,
                            long fill, clf_tensor **out);
+/* Element i of an ids-like array (i32 or i64, checked by clf__check_ids). */
+int64_t clf__id_at(const clf_array *a, size_t i);
 /* Downloads t into a fresh result array named `name` (data malloc'd). */
 clf_status clf__download(clf_model *m, const clf_tensor *t, const char *name, clf_array *out);
 /* Checks an ids-like input: i32/i64, 2-D; *B and *L set (or checked when

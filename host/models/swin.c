@@ -13,6 +13,9 @@
 
 #define SWIN_MAX_STAGES 8
 
+/* Swin's workspace slots: window attention's input and output, a block's branch. */
+enum { WS_WINDOWS = CLF__WS_FAMILY, WS_WINDOWS_OUT, WS_BRANCH };
+
 typedef struct swin_block {
   clf__attn attn;
   clf__mlp mlp;
@@ -140,9 +143,9 @@ static clf_status swin_block_forward(clf_context *ctx, swin *s, swin_stage *sg, 
   if ((st = block_bias(ctx, b, sg->heads, s->ws, hp, wp, win, shift)) != CLF_OK) return st;
   clf_tensor *aw, *fw, *f, *a4 = NULL, *f4 = NULL;
   clf__ws *ws = &sg->ws;
-  if ((st = clf__ws_get(ctx, ws, CLF__WS_WINDOWS, CLF_F32, 3, (size_t[]){B * nW, N, C}, &aw)) != CLF_OK) return st;
-  if ((st = clf__ws_get(ctx, ws, CLF__WS_WINDOWS_OUT, CLF_F32, 3, (size_t[]){B * nW, N, C}, &fw)) != CLF_OK) return st;
-  if ((st = clf__ws_get(ctx, ws, CLF__WS_SWIN_BRANCH, CLF_F32, 3, h->shape, &f)) != CLF_OK) return st;
+  if ((st = clf__ws_get(ctx, ws, WS_WINDOWS, CLF_F32, 3, (size_t[]){B * nW, N, C}, &aw)) != CLF_OK) return st;
+  if ((st = clf__ws_get(ctx, ws, WS_WINDOWS_OUT, CLF_F32, 3, (size_t[]){B * nW, N, C}, &fw)) != CLF_OK) return st;
+  if ((st = clf__ws_get(ctx, ws, WS_BRANCH, CLF_F32, 3, h->shape, &f)) != CLF_OK) return st;
   clf_attention_mask am = {NULL, 0, b->bias};
   if ((st = clf_tensor_view(a, 0, 4, (size_t[]){B, Hs, Ws, C}, &a4)) == CLF_OK &&
       (st = clf_tensor_view(f, 0, 4, (size_t[]){B, Hs, Ws, C}, &f4)) == CLF_OK &&

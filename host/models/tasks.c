@@ -116,7 +116,7 @@ clf_status clf_model_embed(clf_model *m, clf_tokenizer *tok, const char *const *
   memset(in, 0, sizeof in);
   memset(&res, 0, sizeof res);
   const char *outs[1] = {"last_hidden_state"};
-  const int64_t pad = m->has_pad ? m->pad : 0; /* [PAD] is 0 in BERT vocabularies */
+  const int64_t pad = m->gen.has_pad ? m->gen.pad : 0; /* [PAD] is 0 in BERT vocabularies */
   clf_status st = lens ? tokenize_batch(m, tok, texts, n, pad, lens, in, &n_in)
                        : clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
   if (st == CLF_OK) st = clf_model_run(m, in, n_in, outs, 1, &res);

@@ -3,6 +3,7 @@
  * pre-LN encoder layers, final LN, pooler tanh(dense(h[:, 0])), classifier.
  */
 #include "family.h"
+#include "vit.h"
 
 #include <math.h>
 #include <stdio.h>

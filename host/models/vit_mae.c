@@ -3,6 +3,7 @@
  * and the decoder (mask tokens unshuffled into place) with its pixel loss.
  */
 #include "family.h"
+#include "vit.h"
 
 #include <math.h>
 #include <stdio.h>
