@@ -1326,6 +1326,27 @@ CLF_API clf_status clf_tune_gemm(clf_context *ctx, const clf_gemm_shape *shapes,
  * device (docs/tuning.md), or NULL when none. */
 CLF_API const char *clf_context_gemm_profile(const clf_context *ctx);
 
+/* ------------------------------------------------------------------------ */
+/* Struct layouts, for bindings that declare the structs of this header on
+ * their own side (the Python package's ctypes Structures, other FFIs): a
+ * binding compares its copy with the library's when it loads it, and
+ * refuses a library from another version instead of reading the wrong
+ * bytes (as libuv's uv_handle_size serves its bindings).  Every struct of
+ * this header with public fields is known, by its C name
+ * ("clf_model_options"), and each of its fields by its C name ("weights"; a
+ * nested struct or an array is one field: clf_tune_report's "skinny").
+ * Each returns CLF_LAYOUT_UNKNOWN for a struct or field it does not know
+ * (or NULL).  No context, no device; thread-safe. */
+
+#define CLF_LAYOUT_UNKNOWN ((size_t)-1)
+
+/* sizeof the struct. */
+CLF_API size_t clf_struct_size(const char *struct_name);
+/* offsetof the field in the struct. */
+CLF_API size_t clf_field_offset(const char *struct_name, const char *field);
+/* sizeof the field. */
+CLF_API size_t clf_field_size(const char *struct_name, const char *field);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
