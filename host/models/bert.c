@@ -86,12 +86,21 @@ static const clf__weight_row distil_layer_rows[] = {
     CLF__LN(clf__layer, ln_mlp, "output_layer_norm"),
 };
 
+/* A layer's rows are read with: q, k, v biased; nn.Linear [out, in],
+ * stored [in, out] in f32 (an encoder's many rows). */
+static clf__block_spec bert_spec(size_t D, size_t F, float eps) {
+  clf__block_spec s = {.eps = eps, .qkv_bias = 1, .layout = CLF_WEIGHT_OUT_IN, .in_out_f32 = 1};
+  clf__spec_dims(&s, D, F, D, D);
+  return s;
+}
+
 /* What differs between BERT, RoBERTa, XLM-RoBERTa and DistilBERT: names. */
 typedef struct bert_kind {
   const char *type, *prefix;        /* model_type; the base model's weight prefix ("bert.") */
   const char *archs[HEAD_COUNT];    /* each head's class (NULL: the family has none) */
   const char *stack;                /* the layers: STACK.layer.N. */
-  const clf__weight_row *rows;      /* the layer's weights (6 rows) */
+  const clf__weight_row *rows;      /* the layer's weights */
+  size_t n_rows;
   const char *sizes;                /* the config keys of V, D, H, F (messages) */
   const char *act_key;              /* the config key of the activation */
   int token_types;                  /* token_type_embeddings and the input token_type_ids */
@@ -109,7 +118,8 @@ typedef struct bert_kind {
   {.type = t, .prefix = "roberta.",                                                                                \
    .archs = {a "Model", a "ForMaskedLM", NULL, a "ForSequenceClassification", a "ForTokenClassification",          \
              a "ForQuestionAnswering", NULL},                                                                      \
-   .stack = "encoder", .rows = bert_layer_rows, .sizes = BERT_SIZES, .act_key = "hidden_act", .token_types = 1,    \
+   .stack = "encoder", .rows = bert_layer_rows, .n_rows = CLF__ARRAY_LEN(bert_layer_rows), .sizes = BERT_SIZES,    \
+   .act_key = "hidden_act", .token_types = 1,                                                                       \
    .roberta_pos = 1, .mlm = {"lm_head.dense", "lm_head.layer_norm", "lm_head.decoder.weight", "lm_head.bias"},      \
    .mlm_bias2 = "lm_head.decoder.bias", .mlm_gelu = 1, .seq_dense = "classifier.dense",                             \
    .seq_out = "classifier.out_proj", .seq_act = CLF_ACT_TANH}
@@ -119,7 +129,7 @@ static const bert_kind bert_kind_bert = {
     .archs = {"BertModel", "BertForMaskedLM", "BertForPreTraining", "BertForSequenceClassification",
               "BertForTokenClassification", "BertForQuestionAnswering", "BertForNextSentencePrediction"},
     .stack = "encoder",
-    .rows = bert_layer_rows,
+    .rows = bert_layer_rows, .n_rows = CLF__ARRAY_LEN(bert_layer_rows),
     .sizes = BERT_SIZES,
     .act_key = "hidden_act",
     .token_types = 1,
@@ -135,7 +145,7 @@ static const bert_kind bert_kind_distil = {
     .archs = {"DistilBertModel", "DistilBertForMaskedLM", NULL, "DistilBertForSequenceClassification",
               "DistilBertForTokenClassification", "DistilBertForQuestionAnswering", NULL},
     .stack = "transformer",
-    .rows = distil_layer_rows,
+    .rows = distil_layer_rows, .n_rows = CLF__ARRAY_LEN(distil_layer_rows),
     .sizes = "vocab_size, dim, n_heads, hidden_dim",
     .act_key = "activation",
     .eps = 1e-12f,
@@ -406,7 +416,7 @@ static clf_status bert_load_weights(clf_model *m, bert *b, clf_activation act, c
   clf_context *ctx = m->ctx;
   clf__params *p = &m->params;
   const size_t d = b->D, dh = b->D / b->H;
-  const clf__block_spec spec = {{d, b->F, 3 * d}, b->eps, 1, 0, CLF_WEIGHT_OUT_IN, 1};
+  const clf__block_spec spec = bert_spec(d, b->F, b->eps);
   char n1[256], n2[256];
   clf_status st;
   if ((st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, pf, "embeddings.word_embeddings.weight"), 2,
@@ -423,12 +433,12 @@ static clf_status bert_load_weights(clf_model *m, bert *b, clf_activation act, c
     l->self.heads = b->H, l->self.dh = dh, l->self.scale = 1.0f / sqrtf((float)dh);
     l->mlp.act = act;
     if ((st = clf__load_rows(ctx, w, p, clf__wn(n1, sizeof n1, pf, "%s.layer.%zu.", b->kind->stack, i),
-                             b->kind->rows, 6, &spec, l)) != CLF_OK)
+                             b->kind->rows, b->kind->n_rows, &spec, l)) != CLF_OK)
       return st;
   }
   if (!need_pooler && !clf__weights_has(w, clf__wn(n1, sizeof n1, pf, "pooler.dense.weight"))) return CLF_OK;
   return clf__load_linear(ctx, w, p, clf__wn(n1, sizeof n1, pf, "pooler.dense.weight"),
-                          clf__wn(n2, sizeof n2, pf, "pooler.dense.bias"), d, d, CLF_WEIGHT_OUT_IN,
+                          clf__wn(n2, sizeof n2, pf, "pooler.dense.bias"), d, d, CLF_WEIGHT_OUT_IN, 0,
                           &b->pooler); /* [D, D] */
 }
 
@@ -449,7 +459,7 @@ static clf_status bert_load_mlm(clf_model *m, bert *b, const bert_dims *dm, clf_
   clf_status st;
   b->mlm_act = k->mlm_gelu ? CLF_ACT_GELU : act;
   if ((st = clf__load_linear(ctx, w, p, clf__wn(n1, sizeof n1, "", "%s.weight", k->mlm[0]),
-                             clf__wn(n2, sizeof n2, "", "%s.bias", k->mlm[0]), b->D, b->D, CLF_WEIGHT_OUT_IN,
+                             clf__wn(n2, sizeof n2, "", "%s.bias", k->mlm[0]), b->D, b->D, CLF_WEIGHT_OUT_IN, 0,
                              &b->mlm_dense)) != CLF_OK ||
       (st = clf__load_ln(ctx, w, p, k->mlm[1], b->D, b->eps, &b->mlm_ln)) != CLF_OK ||
       (st = clf__param(ctx, w, p, bn ? bn : bias[0], 1, &b->V, &b->mlm_dec.b)) != CLF_OK)
@@ -469,7 +479,7 @@ static clf_status bert_load_linear(clf_model *m, const clf__weights *w, const ch
   char n1[256], n2[256];
   return clf__load_linear(m->ctx, w, &m->params, clf__wn(n1, sizeof n1, "", "%s.weight", name),
                           clf__wn(n2, sizeof n2, "", "%s.bias", name), out, ((bert *)m->impl)->D,
-                          CLF_WEIGHT_OUT_IN, l);
+                          CLF_WEIGHT_OUT_IN, 0, l);
 }
 
 /* The head of b->head's weights (top-level names, as transformers saves them)
@@ -543,15 +553,12 @@ static clf_status bert_load_kind(clf_model *m, const bert_kind *k, const bert_di
   return bert_load_head(m, b, d, act, pf, w);
 }
 
-/* separate q, k, v; nn.Linear weights, stored [in, out] (trans_b 0); the
- * heads' weights [out, in] */
+/* the layers' rows; the heads' weights [out, in] */
 static void bert_gemms_kind(const bert_kind *k, const void *dims, const clf__config *c, size_t T,
                             clf__gemm_list *l) {
   const bert_dims *d = dims;
-  clf__gemm_add(l, T, 3 * d->D, d->D, 0, d->N); /* q, k, v fused at load */
-  clf__gemm_add(l, T, d->D, d->D, 0, d->N);
-  clf__gemm_add(l, T, d->F, d->D, 0, d->N);
-  clf__gemm_add(l, T, d->D, d->F, 0, d->N);
+  const clf__block_spec spec = bert_spec((size_t)d->D, (size_t)d->F, 0);
+  clf__rows_gemms(k->rows, k->n_rows, &spec, T, d->N, l);
   const int hd = bert_pick_head(k, c);
   if (hd == HEAD_MLM || hd == HEAD_PRE) {
     clf__gemm_add(l, T, d->D, d->D, 1, 1);

@@ -56,17 +56,3 @@ int clf__config_has_arch(const clf__config *c, const char *name) {
   cJSON_ArrayForEach(a, archs) if (cJSON_IsString(a) && strcmp(a->valuestring, name) == 0) return 1;
   return 0;
 }
-
-void clf__gemm_add(clf__gemm_list *l, size_t rows, long out, long in, int trans_b, long count) {
-  if (rows == 0 || out <= 0 || in <= 0 || count <= 0) return;
-  for (size_t i = 0; i < l->n && i < CLF__ARRAY_LEN(l->v); i++) {
-    clf_gemm_shape *s = &l->v[i];
-    if (s->m == rows && s->n == (size_t)out && s->k == (size_t)in && s->trans_b == trans_b) {
-      s->count += (unsigned)count;
-      return;
-    }
-  }
-  if (l->n < CLF__ARRAY_LEN(l->v))
-    l->v[l->n] = (clf_gemm_shape){rows, (size_t)out, (size_t)in, 0, trans_b, (unsigned)count};
-  l->n++;
-}

@@ -38,15 +38,6 @@ clf_status clf__config_read(clf_context *ctx, const clf__config *c, const clf__c
 /* 1 when config.json's architectures lists `name`. */
 int clf__config_has_arch(const clf__config *c, const char *name);
 
-/* The GEMMs of a forward pass, merged by shape (the first `cap` kept, all
- * counted). */
-typedef struct clf__gemm_list {
-  clf_gemm_shape v[128];
-  size_t n;
-} clf__gemm_list;
-/* y [rows, out] = x [rows, in] op(W): W [out, in] (trans_b) or [in, out]. */
-void clf__gemm_add(clf__gemm_list *l, size_t rows, long out, long in, int trans_b, long count);
-
 typedef struct clf__family {
   const char *type;           /* config.json model_type */
   const char *archs[8];       /* the architectures accepted, NULL-ended (outputs: see the family's file) */

@@ -4,7 +4,7 @@
  * penalty, no-repeat n-grams, bad words, min length, forced BOS/EOS).  The
  * logits of a step are the one read-back.
  */
-#include "model.h"
+#include "decoder.h"
 #include "sampling.h"
 
 #include "base/checked.h"
@@ -89,7 +89,7 @@ static clf_status step(gen *g, int first, float *logits) {
       if (mask) mask[r * L + i] = mk[i];
     }
   }
-  clf_status st = (m->is_encdec || mask) ? m->gen_step(m, n, ids, pos, mask, logits)
+  clf_status st = (m->is_encdec || mask) ? clf__decoder_step(m, n, ids, pos, mask, logits)
                                          : clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "clf_model_generate: out of memory");
   free(ids);
   free(mask);
@@ -348,7 +348,7 @@ static clf_status beam_search(gen *g, size_t K, float *logits, clf_array *out) {
     const size_t cur = g->cur_len + 1; /* BeamSearchScorer.process's cur_len */
     for (size_t b = 0; b < s.B; b++) beams_select(g, &s, b, logits, cur);
     if (beams_advance(g, &s)) break;
-    st = g->m->gen_reorder(g->m, s.nidx);
+    st = clf__decoder_reorder(g->m, s.nidx);
   }
   if (st == CLF_OK) st = beams_finalize(g, &s, out);
   beams_free(&s);
@@ -454,7 +454,7 @@ static clf_status gen_setup(clf_model *m, const clf_array *input_ids, const clf_
   static const char op[] = "clf_model_generate";
   clf_context *ctx = m->ctx;
   clf_status st;
-  if (!m->gen_step)
+  if (!m->dec || !m->dec->head)
     return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: this %s model has no language-model head to generate with", op,
                      m->type);
   if (m->gen.unsupported)
@@ -545,14 +545,14 @@ static clf_status generate_run(clf_model *m, const clf_array *input_ids, const c
   gen_inputs(&g, input_ids, attention_mask, L, K, src);
   clf_array enc_ids = {.dtype = CLF_I64, .ndim = 2, .shape = {g.R, L}, .data = src};
   clf_array enc_mask = {.dtype = CLF_I64, .ndim = 2, .shape = {g.R, L}, .data = src + g.R * L};
-  if ((st = m->gen_begin(m, g.R, g.max_len, m->is_encdec ? &enc_ids : NULL, m->is_encdec ? &enc_mask : NULL, K)) !=
+  if ((st = clf__decoder_begin(m, g.R, g.max_len, m->is_encdec ? &enc_ids : NULL, m->is_encdec ? &enc_mask : NULL)) !=
       CLF_OK)
     goto done;
   if (K > 1) st = beam_search(&g, K, logits, sequences);
   else if ((st = greedy(&g, logits)) == CLF_OK) st = greedy_output(&g, B, sequences);
   if (st == CLF_OK) snprintf(sequences->name, sizeof sequences->name, "sequences");
 done:
-  if (m->gen_end) m->gen_end(m);
+  clf__decoder_end(m);
   free(src), free(g.tok), free(g.mask), free(logits), free(g.tmp);
   return st;
 }

@@ -76,10 +76,28 @@ clf_status clf__kv_cache_cross(clf_context *ctx, clf__kv_cache *c, size_t i, con
   return CLF_OK;
 }
 
+/* Row r of cache [N, ...] becomes row idx[r]: a device gather into
+ * workspace and a copy back. */
+static clf_status reorder(clf_context *ctx, clf_tensor *cache, const int64_t *idx, clf__ws *ws) {
+  const size_t N = cache->shape[0], row = clf_tensor_numel(cache) / (N ? N : 1);
+  clf_tensor *ids, *tmp, *table = NULL, *out = NULL;
+  clf_status st;
+  if ((st = clf__ws_get(ctx, ws, CLF__WS_BEAM, CLF_I64, 1, &N, &ids)) != CLF_OK) return st;
+  if ((st = clf__ws_get(ctx, ws, CLF__WS_REORDER, CLF_F32, 1, (size_t[]){N * row}, &tmp)) != CLF_OK) return st;
+  if ((st = clf_tensor_upload(ctx, ids, idx, N * sizeof *idx)) == CLF_OK &&
+      (st = clf_tensor_view(cache, 0, 2, (size_t[]){N, row}, &table)) == CLF_OK &&
+      (st = clf_tensor_view(tmp, 0, 2, (size_t[]){N, row}, &out)) == CLF_OK &&
+      (st = clf_embedding(ctx, table, ids, 1.0f, 0, out, NULL)) == CLF_OK)
+    st = clf_tensor_copy(ctx, tmp, cache, NULL);
+  clf_tensor_destroy(table);
+  clf_tensor_destroy(out);
+  return st;
+}
+
 clf_status clf__kv_cache_reorder(clf_context *ctx, clf__kv_cache *c, const int64_t *idx, clf__ws *ws) {
   clf_status st;
   for (size_t i = 0; c->active && i < c->n_layers; i++)
-    if ((st = clf__kv_reorder(ctx, c->k[i], idx, ws)) != CLF_OK || (st = clf__kv_reorder(ctx, c->v[i], idx, ws)) != CLF_OK)
+    if ((st = reorder(ctx, c->k[i], idx, ws)) != CLF_OK || (st = reorder(ctx, c->v[i], idx, ws)) != CLF_OK)
       return st;
   return CLF_OK;
 }

@@ -3,8 +3,8 @@
  * encoder layers, M post-LN decoder layers (causal self-attention with a KV
  * cache, cross-attention with K/V computed once), tied LM head + final bias.
  */
+#include "decoder.h"
 #include "family.h"
-#include "kv.h"
 
 #include <limits.h>
 
@@ -14,18 +14,17 @@
 #include <string.h>
 
 typedef struct marian {
+  clf__decoder dec;    /* the runtime's: head [Vd, D] lm_head.weight (tied to dec_emb when absent),
+                        * head_bias final_logits_bias; per decoder layer cross K/V [B, H, Ls, Dh] and
+                        * self K/V [B, H, cap, Dh] */
   size_t V, Vd, D, P, n_enc, n_dec;
   float emb_scale;     /* sqrt(d_model) with scale_embedding, else 1 */
   clf_tensor *enc_emb; /* [V, D] shared / encoder.embed_tokens */
   clf_tensor *dec_emb; /* [Vd, D] shared / decoder.embed_tokens */
   clf_tensor *enc_pos, *dec_pos; /* [P, D] stored embed_positions, or NULL: sinusoids (HALVES) */
-  clf__layer *enc, *dec;
-  clf_tensor *head;    /* [Vd, D] lm_head.weight, tied to dec_emb when absent */
-  clf_tensor *flb;     /* [Vd] view of final_logits_bias [1, Vd], or NULL */
+  clf__layer *encoder, *decoder; /* the layers */
   int lm;              /* MarianMTModel: logits */
-  /* per decoder layer: cross K/V [B, H, Ls, Dh], self K/V [B, H, cap, Dh] */
-  clf__kv_cache kv;
-  clf_tensor *step, *enc_h, *enc_mask; /* generation: ids buffer, encoder states, source mask */
+  clf_tensor *enc_h, *enc_mask; /* generation: encoder states, source mask */
 } marian;
 
 static const char *const marian_inputs[] = {"input_ids", "attention_mask", "decoder_input_ids",
@@ -34,24 +33,12 @@ static const char *const mt_outputs[] = {"logits", "encoder_last_hidden_state"};
 static const char *const base_outputs[] = {"last_hidden_state", "encoder_last_hidden_state"};
 enum { IN_IDS, IN_MASK, IN_DEC, IN_DEC_MASK };
 
-static void marian_gen_end(clf_model *m) {
+/* What prepare made. */
+static void marian_release(clf_model *m) {
   marian *mm = m->impl;
-  clf__kv_cache_end(&mm->kv);
-  clf_tensor_destroy(mm->step);
   clf_tensor_destroy(mm->enc_h);
   clf_tensor_destroy(mm->enc_mask);
-  mm->step = mm->enc_h = mm->enc_mask = NULL;
-}
-
-static void marian_destroy(clf_model *m) {
-  marian *mm = m->impl;
-  if (!mm) return;
-  marian_gen_end(m);
-  clf__kv_cache_free(&mm->kv);
-  free(mm->enc);
-  free(mm->dec);
-  free(mm);
-  m->impl = NULL;
+  mm->enc_h = mm->enc_mask = NULL;
 }
 
 /* h = emb[ids] * scale + PE(start..): token embedding and positions. */
@@ -72,29 +59,41 @@ static clf_status encode(clf_model *m, const clf_tensor *ids, const clf_tensor *
   clf_attention_mask am = {mask, 0, NULL};
   clf__layer_io io = {&am, NULL, NULL, NULL, NULL};
   for (size_t i = 0; i < mm->n_enc; i++)
-    if ((st = clf__layer_forward(m->ctx, &mm->enc[i], 0, NULL, h, NULL, &io, &m->ws)) != CLF_OK) return st;
+    if ((st = clf__layer_forward(m->ctx, &mm->encoder[i], 0, NULL, h, NULL, &io, &m->ws)) != CLF_OK) return st;
   return CLF_OK;
 }
 
 /* decoder: embed at positions past.. -> M x post-LN layer with cross-attention
  * to enc [B, Ls, D]; h [B, n, D].  Self K/V go to the cache when `cached`. */
 static clf_status decode(clf_model *m, const clf_tensor *ids, size_t past, const clf_tensor *self_mask, int cached,
-                         const clf_tensor *enc, const clf_tensor *enc_mask, clf_tensor *h) {
+                         const clf_tensor *enc, const clf_tensor *enc_mask, clf_tensor **out) {
   marian *mm = m->impl;
   clf_context *ctx = m->ctx;
+  clf__kv_cache *kv = &mm->dec.kv;
   const size_t B = enc->shape[0], Ls = enc->shape[1];
+  clf_tensor *h;
   clf_status st;
-  if ((st = embed(m, mm->dec_emb, mm->dec_pos, ids, past, h)) != CLF_OK) return st;
+  if ((st = clf__ws_get(ctx, &m->ws2, CLF__WS_H, CLF_F32, 3, (size_t[]){B, ids->shape[1], mm->D}, &h)) != CLF_OK ||
+      (st = embed(m, mm->dec_emb, mm->dec_pos, ids, past, h)) != CLF_OK)
+    return st;
   clf_attention_mask sm = {self_mask, 1, NULL}, cm = {enc_mask, 0, NULL};
   for (size_t i = 0; i < mm->n_dec; i++) {
-    const clf__attn *ca = &mm->dec[i].cross;
-    clf__kv skv = clf__kv_cache_self(&mm->kv, i, past), ckv;
-    if ((st = clf__kv_cache_cross(ctx, &mm->kv, i, (size_t[]){B, ca->heads, Ls, ca->dh}, &ckv)) != CLF_OK) return st;
-    clf__layer_io io = {&sm, cached ? &skv : NULL, enc, &cm, &ckv};
-    if ((st = clf__layer_forward(ctx, &mm->dec[i], 0, NULL, h, NULL, &io, &m->ws2)) != CLF_OK) return st;
+    const clf__attn *ca = &mm->decoder[i].cross;
+    clf__kv skv = clf__kv_cache_self(kv, i, past), ckv;
+    if ((st = clf__kv_cache_cross(ctx, kv, i, (size_t[]){B, ca->heads, Ls, ca->dh}, &ckv)) != CLF_OK) return st;
+    clf__layer_io io = {&sm, cached ? &skv : NULL, enc, &cm, &ckv, NULL};
+    if ((st = clf__layer_forward(ctx, &mm->decoder[i], 0, NULL, h, NULL, &io, &m->ws2)) != CLF_OK) return st;
   }
-  mm->kv.cross_ready = cached; /* generation reuses the cross K/V from here on */
+  kv->cross_ready = cached; /* generation reuses the cross K/V from here on */
+  *out = h;
   return CLF_OK;
+}
+
+/* A generation step: decoder positions are past.. (generate passes no
+ * decoder mask). */
+static clf_status marian_body(clf_model *m, const clf__step *s, clf_tensor **out) {
+  marian *mm = m->impl;
+  return decode(m, s->ids, s->past, NULL, s->cached, mm->enc_h, mm->enc_mask, out);
 }
 
 static clf_status marian_run(clf_model *m, const clf__inputs in, const int *want, clf_array *res) {
@@ -117,8 +116,8 @@ static clf_status marian_run(clf_model *m, const clf__inputs in, const int *want
   if ((st = clf__check_id_range(m, op, in[IN_IDS], "input_ids", mm->V)) != CLF_OK ||
       (st = clf__check_id_range(m, op, in[IN_DEC], "decoder_input_ids", mm->Vd)) != CLF_OK)
     return st;
-  marian_gen_end(m);
-  mm->kv.cross_ready = 0;
+  clf__decoder_end(m);
+  mm->dec.kv.cross_ready = 0;
   clf_tensor *ids, *mask = NULL, *dids, *dmask = NULL, *eh, *dh;
   if ((st = clf__upload_ids(m, &m->ws, CLF__WS_IDS, in[IN_IDS], B, Ls, 0, &ids)) != CLF_OK) return st;
   if (in[IN_MASK] && (st = clf__upload_ids(m, &m->ws, CLF__WS_MASK, in[IN_MASK], B, Ls, 1, &mask)) != CLF_OK)
@@ -128,33 +127,22 @@ static clf_status marian_run(clf_model *m, const clf__inputs in, const int *want
       (st = clf__upload_ids(m, &m->ws2, CLF__WS_MASK, in[IN_DEC_MASK], B, Ld, 1, &dmask)) != CLF_OK)
     return st;
   if ((st = clf__ws_get(ctx, &m->ws, CLF__WS_ENC, CLF_F32, 3, (size_t[]){B, Ls, mm->D}, &eh)) != CLF_OK) return st;
-  if ((st = clf__ws_get(ctx, &m->ws2, CLF__WS_H, CLF_F32, 3, (size_t[]){B, Ld, mm->D}, &dh)) != CLF_OK) return st;
   if ((st = encode(m, ids, mask, eh)) != CLF_OK) return st;
-  if ((st = decode(m, dids, 0, dmask, 0, eh, mask, dh)) != CLF_OK) return st;
+  if ((st = decode(m, dids, 0, dmask, 0, eh, mask, &dh)) != CLF_OK) return st;
   if (want[1] && (st = clf__download(m, eh, "encoder_last_hidden_state", &res[1])) != CLF_OK) return st;
   if (want[0] && !mm->lm) return clf__download(m, dh, "last_hidden_state", &res[0]);
-  if (want[0]) {
-    clf_tensor *logits;
-    if ((st = clf__ws_get(ctx, &m->ws2, CLF__WS_LOGITS, CLF_F32, 3, (size_t[]){B, Ld, mm->Vd}, &logits)) != CLF_OK)
-      return st;
-    if ((st = clf_linear(ctx, dh, mm->head, CLF_WEIGHT_OUT_IN, mm->flb, CLF_ACT_NONE, logits, NULL)) != CLF_OK)
-      return st;
-    return clf__download(m, logits, "logits", &res[0]);
-  }
-  return CLF_OK;
+  return want[0] ? clf__decoder_logits(m, dh, &res[0]) : CLF_OK;
 }
 
-/* Runs the encoder on the (already beam-expanded) source and sizes the caches. */
-static clf_status marian_gen_begin(clf_model *m, size_t B, size_t cap, const clf_array *enc_ids,
-                                   const clf_array *enc_mask, size_t expand) {
+/* Runs the encoder on the (already beam-expanded) source. */
+static clf_status marian_prepare(clf_model *m, size_t B, size_t cap, const clf_array *enc_ids,
+                                 const clf_array *enc_mask) {
   clf_context *ctx = m->ctx;
   marian *mm = m->impl;
   clf_status st;
-  (void)expand;
-  marian_gen_end(m);
-  mm->kv.cross_ready = 0;
+  mm->dec.kv.cross_ready = 0;
   const size_t Ls = enc_ids->shape[1];
-  if (Ls > mm->P || cap > mm->P)
+  if (Ls > mm->P)
     return clf__fail(ctx, CLF_E_INVALID_ARG, "clf_model_generate: %zu positions exceed max_position_embeddings %zu",
                      Ls > cap ? Ls : cap, mm->P);
   clf_tensor *ids;
@@ -166,45 +154,7 @@ static clf_status marian_gen_begin(clf_model *m, size_t B, size_t cap, const clf
       return st;
   }
   if ((st = clf_tensor_create(ctx, CLF_F32, 3, (size_t[]){B, Ls, mm->D}, &mm->enc_h)) != CLF_OK) return st;
-  if ((st = encode(m, ids, mm->enc_mask, mm->enc_h)) != CLF_OK) return st;
-  const clf__attn *sa = mm->n_dec ? &mm->dec[0].self : NULL;
-  if (sa && (st = clf__kv_cache_begin(ctx, &mm->kv, B, sa->heads, cap, sa->dh)) != CLF_OK) return st;
-  mm->kv.B = B, mm->kv.cap = cap, mm->kv.past = 0;
-  return clf_tensor_create(ctx, CLF_I64, 1, (size_t[]){B * cap}, &mm->step);
-}
-
-/* Decoder positions are 0.. (generate passes no decoder mask): pos/mask unused. */
-static clf_status marian_gen_step(clf_model *m, size_t n, const int64_t *ids, const int64_t *pos,
-                                  const int64_t *mask, float *logits) {
-  clf_context *ctx = m->ctx;
-  marian *mm = m->impl;
-  clf__ws *ws = &m->ws2;
-  const size_t B = mm->kv.B;
-  clf_status st;
-  (void)pos, (void)mask;
-  if (mm->kv.past + n > mm->kv.cap)
-    return clf__fail(ctx, CLF_E_INVALID_ARG, "clf_model_generate: %zu positions exceed the cache's %zu",
-                     mm->kv.past + n, mm->kv.cap);
-  clf_tensor *tid = NULL, *h, *row, *lg;
-  if ((st = clf_tensor_view(mm->step, 0, 2, (size_t[]){B, n}, &tid)) == CLF_OK &&
-      (st = clf_tensor_upload(ctx, tid, ids, B * n * sizeof *ids)) == CLF_OK &&
-      (st = clf__ws_get(ctx, ws, CLF__WS_H, CLF_F32, 3, (size_t[]){B, n, mm->D}, &h)) == CLF_OK &&
-      (st = clf__ws_get(ctx, ws, CLF__WS_ROW, CLF_F32, 3, (size_t[]){B, 1, mm->D}, &row)) == CLF_OK &&
-      (st = clf__ws_get(ctx, ws, CLF__WS_LOGITS, CLF_F32, 3, (size_t[]){B, 1, mm->Vd}, &lg)) == CLF_OK &&
-      (st = decode(m, tid, mm->kv.past, NULL, 1, mm->enc_h, mm->enc_mask, h)) == CLF_OK &&
-      (st = clf_copy_rows(ctx, h, n - 1, row, 0, 1, NULL)) == CLF_OK &&
-      (st = clf_linear(ctx, row, mm->head, CLF_WEIGHT_OUT_IN, mm->flb, CLF_ACT_NONE, lg, NULL)) == CLF_OK)
-    st = clf_tensor_download(ctx, lg, logits, B * mm->Vd * sizeof *logits);
-  clf_tensor_destroy(tid);
-  if (st == CLF_OK) mm->kv.past += n;
-  return st;
-}
-
-/* Only the self-attention caches move: every beam of a row shares the
- * encoder states and their cross K/V. */
-static clf_status marian_gen_reorder(clf_model *m, const int64_t *idx) {
-  marian *mm = m->impl;
-  return clf__kv_cache_reorder(m->ctx, &mm->kv, idx, &m->ws2);
+  return encode(m, ids, mm->enc_mask, mm->enc_h);
 }
 
 /* the weights of encoder.layers.N. / decoder.layers.N. (cross rows: decoder only) */
@@ -221,9 +171,17 @@ static const clf__weight_row marian_layer_rows[] = {
     CLF__LN(clf__layer, ln_mlp, "final_layer_norm"),
 };
 
+/* The rows of an encoder layer (f32 weights stored [in, out] for its many
+ * rows) or a decoder layer (cross rows too; [out, in] for one-row steps). */
+static clf__block_spec marian_spec(size_t D, size_t F, int cross) {
+  clf__block_spec s = {.eps = 1e-5f, .qkv_bias = 1, .cross = cross, .layout = CLF_WEIGHT_OUT_IN, .in_out_f32 = !cross};
+  clf__spec_dims(&s, D, F, D, D);
+  return s;
+}
+
 static clf_status load_layer(clf_model *m, const clf__weights *w, const char *lp, int cross, size_t D, size_t H,
                              size_t F, clf_activation act, clf__layer *l) {
-  const clf__block_spec spec = {{D, F, 3 * D}, 1e-5f, 1, cross, CLF_WEIGHT_OUT_IN, !cross};
+  const clf__block_spec spec = marian_spec(D, F, cross);
   l->has_cross = cross;
   l->mlp.act = act;
   for (int a = 0; a <= cross; a++) {
@@ -257,21 +215,12 @@ static const clf__config_key marian_keys[] = {
 
 static long marian_dec_vocab(const marian_dims *d) { return d->Vd == LONG_MIN ? d->V : d->Vd; }
 
-/* decoder over as many rows as the encoder */
+/* both stacks' rows, the decoder over as many rows as the encoder; the head */
 static void marian_gemms(const void *dims, const clf__config *c, size_t T, clf__gemm_list *l) {
   const marian_dims *d = dims;
-  /* self q, k, v fused at load and o; decoder: + cross q, fused k v, o.
-   * The encoder's weights are stored [in, out] (trans_b 0), the
-   * decoder's [out, in] for its one-row steps. */
-  clf__gemm_add(l, T, 3 * d->D, d->D, 0, d->Ne);
-  clf__gemm_add(l, T, d->D, d->D, 0, d->Ne);
-  clf__gemm_add(l, T, d->Fe, d->D, 0, d->Ne);
-  clf__gemm_add(l, T, d->D, d->Fe, 0, d->Ne);
-  clf__gemm_add(l, T, 3 * d->D, d->D, 1, d->Nd);
-  clf__gemm_add(l, T, d->D, d->D, 1, 3 * d->Nd);
-  clf__gemm_add(l, T, 2 * d->D, d->D, 1, d->Nd);
-  clf__gemm_add(l, T, d->Fd, d->D, 1, d->Nd);
-  clf__gemm_add(l, T, d->D, d->Fd, 1, d->Nd);
+  const clf__block_spec enc = marian_spec((size_t)d->D, (size_t)d->Fe, 0), dec = marian_spec((size_t)d->D, (size_t)d->Fd, 1);
+  clf__rows_gemms(marian_layer_rows, CLF__ARRAY_LEN(marian_layer_rows), &enc, T, d->Ne, l);
+  clf__rows_gemms(marian_layer_rows, CLF__ARRAY_LEN(marian_layer_rows), &dec, T, d->Nd, l);
   if (clf__config_has_arch(c, "MarianMTModel")) clf__gemm_add(l, T, marian_dec_vocab(d), d->D, 1, 1);
 }
 
@@ -293,10 +242,9 @@ static clf_status marian_load_embeddings(clf_model *m, marian *mm, const clf__we
   if (share) snprintf(dn, sizeof dn, "%s", en ? en : n1);
   else clf__wn(dn, sizeof dn, pf, "decoder.embed_tokens.weight");
   if (!share && (st = clf__param(ctx, w, p, dn, 2, (size_t[]){Vd, d}, &mm->dec_emb)) != CLF_OK) return st;
-  /* A tied LM head in another weight type: a copy of the decoder's
-   * embeddings in that type (the lookups stay f32). */
-  if (*pf && p->wtype != CLF_F32 && !clf__weights_has(w, "lm_head.weight") &&
-      (st = clf__load_weight(ctx, w, p, dn, Vd, d, CLF_WEIGHT_OUT_IN, &mm->head)) != CLF_OK)
+  /* MarianMTModel's LM head: lm_head.weight, tied to the decoder's embeddings when absent */
+  if (mm->lm && (st = clf__decoder_load_head(m, w, "lm_head.weight", !clf__weights_has(w, "lm_head.weight"), dn,
+                                             mm->dec_emb)) != CLF_OK)
     return st;
   if (clf__weights_has(w, clf__wn(n1, sizeof n1, pf, "encoder.embed_positions.weight")) &&
       (st = clf__param(ctx, w, p, n1, 2, (size_t[]){P, d}, &mm->enc_pos)) != CLF_OK)
@@ -307,28 +255,17 @@ static clf_status marian_load_embeddings(clf_model *m, marian *mm, const clf__we
   return CLF_OK;
 }
 
-/* MarianMTModel's head: lm_head.weight [Vd, D] (tied to the decoder
- * embeddings when absent) and final_logits_bias [1, Vd]; generation hooks. */
-static clf_status marian_load_head(clf_model *m, marian *mm, const clf__weights *w) {
+/* MarianMTModel's final_logits_bias [1, Vd], when present. */
+static clf_status marian_load_bias(clf_model *m, marian *mm, const clf__weights *w) {
   clf_context *ctx = m->ctx;
-  clf_status st;
-  const size_t d = mm->D, Vd = mm->Vd;
   clf__params *p = &m->params;
-  if (!mm->head) mm->head = mm->dec_emb;
-  if (clf__weights_has(w, "lm_head.weight") &&
-      (st = clf__load_weight(ctx, w, p, "lm_head.weight", Vd, d, CLF_WEIGHT_OUT_IN, &mm->head)) != CLF_OK)
+  clf_tensor *b2, *b1;
+  clf_status st;
+  if (!clf__weights_has(w, "final_logits_bias")) return CLF_OK;
+  if ((st = clf__param(ctx, w, p, "final_logits_bias", 2, (size_t[]){1, mm->Vd}, &b2)) != CLF_OK ||
+      (st = clf_tensor_view(b2, 0, 1, (size_t[]){mm->Vd}, &b1)) != CLF_OK || (st = clf__params_add(ctx, p, b1)) != CLF_OK)
     return st;
-  if (clf__weights_has(w, "final_logits_bias")) {
-    clf_tensor *b2, *b1;
-    if ((st = clf__param(ctx, w, p, "final_logits_bias", 2, (size_t[]){1, Vd}, &b2)) != CLF_OK) return st;
-    if ((st = clf_tensor_view(b2, 0, 1, (size_t[]){Vd}, &b1)) != CLF_OK) return st;
-    if ((st = clf__params_add(ctx, p, b1)) != CLF_OK) return st;
-    mm->flb = b1;
-  }
-  m->gen_begin = marian_gen_begin;
-  m->gen_step = marian_gen_step;
-  m->gen_reorder = marian_gen_reorder;
-  m->gen_end = marian_gen_end;
+  mm->dec.head_bias = b1;
   return CLF_OK;
 }
 
@@ -351,15 +288,16 @@ static clf_status marian_load(clf_model *m, const void *dims, const clf__config 
     return clf__fail(ctx, CLF_E_UNSUPPORTED, "clf_model_load: marian activation_function \"%s\" is not supported",
                      act_name);
   if (share) Vd = V;
-  marian *mm = calloc(1, sizeof *mm);
-  if (!mm) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "clf_model_load: out of host memory");
+  marian *mm = clf__model_calloc(m, 1, sizeof *mm);
+  if (!mm || !(mm->encoder = clf__model_calloc(m, (size_t)Ne + 1, sizeof *mm->encoder)) ||
+      !(mm->decoder = clf__model_calloc(m, (size_t)Nd + 1, sizeof *mm->decoder)))
+    return CLF_E_OUT_OF_MEMORY;
   m->impl = mm;
-  m->destroy = marian_destroy;
-  mm->enc = calloc((size_t)Ne + 1, sizeof *mm->enc);
-  mm->dec = calloc((size_t)Nd + 1, sizeof *mm->dec);
-  if (!mm->enc || !mm->dec) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "clf_model_load: out of host memory");
-  if ((st = clf__kv_cache_init(ctx, &mm->kv, (size_t)Nd, 1)) != CLF_OK) return st;
   mm->V = V, mm->Vd = Vd, mm->D = D, mm->P = P, mm->n_enc = Ne, mm->n_dec = Nd;
+  mm->dec = (clf__decoder){.body = marian_body, .prepare = marian_prepare, .release = marian_release, .ws = &m->ws2,
+                           .V = Vd, .D = D, .kv_heads = Hd, .dh = D / Hd, .limit = P,
+                           .limit_key = "max_position_embeddings"};
+  if ((st = clf__decoder_attach(m, &mm->dec, (size_t)Nd, 1)) != CLF_OK) return st;
   mm->emb_scale = scale_emb ? sqrtf((float)D) : 1.0f;
   const size_t d = D;
   const char *const probe[] = {"model.shared.weight", "model.encoder.embed_tokens.weight", "shared.weight",
@@ -380,14 +318,14 @@ static clf_status marian_load(clf_model *m, const void *dims, const clf__config 
   for (long i = 0; i < Ne; i++) {
     char lp[128];
     clf__wn(lp, sizeof lp, pf, "encoder.layers.%ld.", i);
-    if ((st = load_layer(m, w, lp, 0, d, He, Fe, act, &mm->enc[i])) != CLF_OK) return st;
+    if ((st = load_layer(m, w, lp, 0, d, He, Fe, act, &mm->encoder[i])) != CLF_OK) return st;
   }
   for (long i = 0; i < Nd; i++) {
     char lp[128];
     clf__wn(lp, sizeof lp, pf, "decoder.layers.%ld.", i);
-    if ((st = load_layer(m, w, lp, 1, d, Hd, Fd, act, &mm->dec[i])) != CLF_OK) return st;
+    if ((st = load_layer(m, w, lp, 1, d, Hd, Fd, act, &mm->decoder[i])) != CLF_OK) return st;
   }
-  if (mm->lm && (st = marian_load_head(m, mm, w)) != CLF_OK) return st;
+  if (mm->lm && (st = marian_load_bias(m, mm, w)) != CLF_OK) return st;
   return CLF_OK;
 }
 

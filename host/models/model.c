@@ -1,6 +1,7 @@
 /* model.c - clf_model: loading a Hugging Face directory, choosing the family
  * from config.json, and running a forward pass on host arrays by name.
  */
+#include "decoder.h"
 #include "family.h"
 
 #include "base/checked.h"
@@ -12,6 +13,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+struct clf__alloc {
+  struct clf__alloc *next;
+  max_align_t data[];
+};
+
+void *clf__model_calloc(clf_model *m, size_t n, size_t size) {
+  size_t bytes;
+  struct clf__alloc *a = NULL;
+  if (clf__mul_ok(n, size, &bytes) && bytes < SIZE_MAX - sizeof *a) a = calloc(1, sizeof *a + bytes);
+  if (!a) {
+    clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "clf_model_load: out of host memory");
+    return NULL;
+  }
+  a->next = m->allocs;
+  m->allocs = a;
+  return a->data;
+}
 
 int64_t clf__id_at(const clf_array *a, size_t i) {
   return a->dtype == CLF_I64 ? ((const int64_t *)a->data)[i] : ((const int32_t *)a->data)[i];
@@ -232,7 +251,12 @@ done:
 
 void clf_model_destroy(clf_model *m) {
   if (!m) return;
+  if (m->dec) clf__decoder_free(m->dec);
   if (m->destroy) m->destroy(m);
+  for (struct clf__alloc *a = m->allocs, *next; a; a = next) {
+    next = a->next;
+    free(a);
+  }
   clf__ws_free(&m->ws);
   clf__ws_free(&m->ws2);
   clf__params_free(&m->params);

@@ -4,8 +4,8 @@
 #ifndef CLF_MODEL_H
 #define CLF_MODEL_H
 
-#include "blocks.h"
 #include "io/config.h"
+#include "rows.h"
 
 #define CLF__MAX_IO 8
 
@@ -57,18 +57,8 @@ struct clf_model {
   /* One forward pass: results[i] gets output i when want[i]. */
   clf_status (*run)(clf_model *m, const clf__inputs in, const int *want, clf_array *results);
   void (*destroy)(clf_model *m);
-  /* Generation hooks (NULL for encoder-only models).  begin: prepare for B
-   * rows with room for `cap` decoder positions (encoder-decoders run their
-   * encoder on enc_ids/enc_mask here).  step: feed ids [B, n] at decoder
-   * positions pos [B, n] with the self-attention padding mask [B, past + n]
-   * (NULL: none) and get the last position's logits [B, V] on the host.
-   * reorder: row r of every cache becomes row idx[r]. */
-  clf_status (*gen_begin)(clf_model *m, size_t B, size_t cap, const clf_array *enc_ids, const clf_array *enc_mask,
-                          size_t expand);
-  clf_status (*gen_step)(clf_model *m, size_t n, const int64_t *ids, const int64_t *pos, const int64_t *mask,
-                         float *logits);
-  clf_status (*gen_reorder)(clf_model *m, const int64_t *idx);
-  void (*gen_end)(clf_model *m);
+  struct clf__decoder *dec; /* the generation runtime (decoder.h), inside impl; NULL: cannot generate */
+  struct clf__alloc *allocs; /* host memory freed with the model (clf__model_calloc) */
   size_t vocab, in_vocab; /* the logits' vocabulary; the rows of input_ids' table */
   size_t max_positions; /* the position table's rows: the longest sequence generate() may make */
   int is_encdec;
@@ -89,6 +79,9 @@ clf_status clf__check_id_range(clf_model *m, const char *op, const clf_array *a,
  * `slot` as is.  A NULL array gives a tensor of `fill`. */
 clf_status clf__upload_ids(clf_model *m, clf__ws *ws, int slot, const clf_array *a, size_t B, size_t L,
                            long fill, clf_tensor **out);
+/* n x size zeroed bytes of host memory freed with m (NULL, with the error
+ * recorded, when out of memory). */
+void *clf__model_calloc(clf_model *m, size_t n, size_t size);
 /* Element i of an ids-like array (i32 or i64, checked by clf__check_ids). */
 int64_t clf__id_at(const clf_array *a, size_t i);
 /* Downloads t into a fresh result array named `name` (data malloc'd). */

@@ -150,7 +150,7 @@ static clf_status swin_block_forward(clf_context *ctx, swin *s, swin_stage *sg, 
   if ((st = clf_tensor_view(a, 0, 4, (size_t[]){B, Hs, Ws, C}, &a4)) == CLF_OK &&
       (st = clf_tensor_view(f, 0, 4, (size_t[]){B, Hs, Ws, C}, &f4)) == CLF_OK &&
       (st = clf_window_partition(ctx, a4, win, shift, aw, NULL)) == CLF_OK &&
-      (st = clf__attn_forward(ctx, &b->attn, aw, NULL, NULL, &am, ws, fw)) == CLF_OK)
+      (st = clf__attn_forward(ctx, &b->attn, aw, NULL, NULL, &am, NULL, ws, fw)) == CLF_OK)
     st = clf_window_reverse(ctx, fw, win, shift, f4, NULL);
   clf_tensor_destroy(a4);
   clf_tensor_destroy(f4);
@@ -317,7 +317,16 @@ static const clf__weight_row swin_block_rows[] = {
     CLF__LIN(swin_block, attn.o, "attention.output.dense", D, D, YES), /* [dim, dim] */
     CLF__LIN(swin_block, mlp.fc1, "intermediate.dense", F, D, YES),    /* [F, dim] */
     CLF__LIN(swin_block, mlp.fc2, "output.dense", D, F, YES),          /* [dim, F] */
+    CLF__LN(swin_block, ln_before, "layernorm_before"),
+    CLF__LN(swin_block, ln_after, "layernorm_after"),
 };
+
+/* A block of width dim: nn.Linear [out, in], stored [in, out] in f32. */
+static clf__block_spec swin_spec(size_t dim, size_t F, float eps, int qkv_bias) {
+  clf__block_spec s = {.eps = eps, .qkv_bias = qkv_bias, .layout = CLF_WEIGHT_OUT_IN, .in_out_f32 = 1};
+  clf__spec_dims(&s, dim, F, dim, dim);
+  return s;
+}
 
 /* T patch tokens at stage 0; each merge quarters them */
 static void swin_gemms(const void *dims, const clf__config *c, size_t T, clf__gemm_list *l) {
@@ -330,11 +339,8 @@ static void swin_gemms(const void *dims, const clf__config *c, size_t T, clf__ge
     return; /* swin_load refuses it */
   for (size_t s = 0; s < ns && rows > 0; s++, rows /= 4) {
     const long dim = d->E << s, f = (long)(d->ratio * dim);
-    /* the blocks' f32 weights stored [in, out]: trans_b 0 */
-    clf__gemm_add(l, rows, 3 * dim, dim, 0, depths[s]); /* q, k, v fused at load */
-    clf__gemm_add(l, rows, dim, dim, 0, depths[s]);
-    clf__gemm_add(l, rows, f, dim, 0, depths[s]);
-    clf__gemm_add(l, rows, dim, f, 0, depths[s]);
+    const clf__block_spec spec = swin_spec((size_t)dim, (size_t)f, 0, 1);
+    clf__rows_gemms(swin_block_rows, CLF__ARRAY_LEN(swin_block_rows), &spec, rows, depths[s], l);
     if (s + 1 < ns) clf__gemm_add(l, rows / 4, 2 * dim, 4 * dim, 1, 1); /* patch merging */
   }
 }
@@ -361,15 +367,11 @@ static clf_status swin_load_stage(clf_model *m, swin *s, const clf__weights *w, 
     clf__wn(lp, sizeof lp, pf, "encoder.layers.%zu.blocks.%zu.", si, bi);
     b->attn.heads = H, b->attn.dh = dim / H, b->attn.scale = 1.0f / sqrtf((float)(dim / H));
     b->mlp.act = act;
-    const clf__block_spec spec = {{dim, F, 3 * dim}, (float)eps, qkv_bias, 0, CLF_WEIGHT_OUT_IN, 1};
+    const clf__block_spec spec = swin_spec(dim, F, (float)eps, qkv_bias);
     if ((st = clf__load_rows(ctx, w, p, lp, swin_block_rows, CLF__ARRAY_LEN(swin_block_rows), &spec, b)) != CLF_OK)
       return st;
     if ((st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, lp, "attention.self.relative_position_bias_table"), 2,
-                         (size_t[]){T, H}, &b->table)) != CLF_OK ||
-        (st = clf__load_ln(ctx, w, p, clf__wn(n1, sizeof n1, lp, "layernorm_before"), dim, (float)eps,
-                           &b->ln_before)) != CLF_OK ||
-        (st = clf__load_ln(ctx, w, p, clf__wn(n1, sizeof n1, lp, "layernorm_after"), dim, (float)eps,
-                           &b->ln_after)) != CLF_OK)
+                         (size_t[]){T, H}, &b->table)) != CLF_OK)
       return st;
   }
   if (si + 1 < nd) {
@@ -378,7 +380,7 @@ static clf_status swin_load_stage(clf_model *m, swin *s, const clf__weights *w, 
     if ((st = clf__load_ln(ctx, w, p, clf__wn(n1, sizeof n1, dp, "norm"), 4 * dim, 1e-5f, &sg->merge_ln)) !=
             CLF_OK ||
         (st = clf__load_linear(ctx, w, p, clf__wn(n1, sizeof n1, dp, "reduction.weight"), NULL, 2 * dim, 4 * dim,
-                               CLF_WEIGHT_OUT_IN, &sg->merge)) != CLF_OK) /* [2 dim, 4 dim] */
+                               CLF_WEIGHT_OUT_IN, 0, &sg->merge)) != CLF_OK) /* [2 dim, 4 dim] */
       return st;
   }
   return CLF_OK;
@@ -394,7 +396,7 @@ static clf_status swin_load_head(clf_model *m, swin *s, const clf__weights *w, s
     size_t sh[8];
     if ((st = clf__weights_shape(ctx, w, "classifier.weight", &ndim, sh)) != CLF_OK) return st;
     s->n_labels = sh[0];
-    if ((st = clf__load_linear(ctx, w, p, "classifier.weight", "classifier.bias", s->n_labels, nf, CLF_WEIGHT_OUT_IN,
+    if ((st = clf__load_linear(ctx, w, p, "classifier.weight", "classifier.bias", s->n_labels, nf, CLF_WEIGHT_OUT_IN, 0,
                                &s->classifier)) != CLF_OK)
       return st;
     m->out_names = swin_cls_outputs;

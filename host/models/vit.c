@@ -209,12 +209,25 @@ static const clf__weight_row vit_layer_rows[] = {
     CLF__LN(clf__layer, ln_mlp, "layernorm_after"),
 };
 
+/* Pre-LN layers of nn.Linear [out, in], stored [in, out] in f32 (an
+ * encoder's many rows). */
+static clf__block_spec vit_spec(size_t D, size_t F, float eps, int qkv_bias) {
+  clf__block_spec s = {.eps = eps, .qkv_bias = qkv_bias, .layout = CLF_WEIGHT_OUT_IN, .in_out_f32 = 1};
+  clf__spec_dims(&s, D, F, D, D);
+  return s;
+}
+
+void clf__vit_gemms(size_t D, size_t F, size_t T, long n, clf__gemm_list *l) {
+  const clf__block_spec spec = vit_spec(D, F, 0, 1);
+  clf__rows_gemms(vit_layer_rows, CLF__ARRAY_LEN(vit_layer_rows), &spec, T, n, l);
+}
+
 clf_status clf__vit_load_layers(clf_context *ctx, const clf__weights *w, clf__params *p, const char *prefix,
                                 size_t n, size_t D, size_t H, size_t F, float eps, clf_activation act, int qkv_bias,
                                 clf__layer *layers) {
   clf_status st;
   const size_t dh = D / H;
-  const clf__block_spec spec = {{D, F, 3 * D}, eps, qkv_bias, 0, CLF_WEIGHT_OUT_IN, 1};
+  const clf__block_spec spec = vit_spec(D, F, eps, qkv_bias);
   for (size_t i = 0; i < n; i++) {
     clf__layer *l = &layers[i];
     char lp[160];
@@ -247,15 +260,10 @@ static const clf__config_key vit_keys[] = {
     CLF__OPT_STR(vit_dims, act, "hidden_act", "gelu"),
 };
 
-/* separate q, k, v; nn.Linear weights */
 static void vit_gemms(const void *dims, const clf__config *c, size_t T, clf__gemm_list *l) {
   const vit_dims *d = dims;
   (void)c;
-  /* f32 weights stored [in, out]: trans_b 0 */
-  clf__gemm_add(l, T, 3 * d->D, d->D, 0, d->N); /* q, k, v fused at load */
-  clf__gemm_add(l, T, d->D, d->D, 0, d->N);
-  clf__gemm_add(l, T, d->F, d->D, 0, d->N);
-  clf__gemm_add(l, T, d->D, d->F, 0, d->N);
+  clf__vit_gemms((size_t)d->D, (size_t)d->F, T, d->N, l);
 }
 
 static clf_status vit_load(clf_model *m, const void *dims, const clf__config *c, const clf__weights *w) {
@@ -312,7 +320,7 @@ static clf_status vit_load(clf_model *m, const void *dims, const clf__config *c,
     size_t sh[8];
     if ((st = clf__weights_shape(ctx, w, "classifier.weight", &nd, sh)) != CLF_OK) return st;
     v->n_labels = sh[0];
-    if ((st = clf__load_linear(ctx, w, p, "classifier.weight", "classifier.bias", v->n_labels, d, CLF_WEIGHT_OUT_IN,
+    if ((st = clf__load_linear(ctx, w, p, "classifier.weight", "classifier.bias", v->n_labels, d, CLF_WEIGHT_OUT_IN, 0,
                                &v->classifier)) != CLF_OK)
       return st;
     m->out_names = vit_cls_outputs;
@@ -323,7 +331,7 @@ static clf_status vit_load(clf_model *m, const void *dims, const clf__config *c,
     /* The pooler is optional (ViTModel(add_pooling_layer=False)). */
     if (clf__weights_has(w, clf__wn(n1, sizeof n1, pf, "pooler.dense.weight"))) {
       if ((st = clf__load_linear(ctx, w, p, n1, clf__wn(n2, sizeof n2, pf, "pooler.dense.bias"), d, d,
-                                 CLF_WEIGHT_OUT_IN, &v->pooler)) != CLF_OK) /* [D, D] */
+                                 CLF_WEIGHT_OUT_IN, 0, &v->pooler)) != CLF_OK) /* [D, D] */
         return st;
       m->n_out = 2;
     }

@@ -20,6 +20,8 @@ clf_status clf__vit_check_pixels(clf_model *m, const char *op, const clf_array *
 clf_status clf__vit_load_layers(clf_context *ctx, const clf__weights *w, clf__params *p, const char *prefix,
                                 size_t n, size_t D, size_t H, size_t F, float eps, clf_activation act, int qkv_bias,
                                 clf__layer *layers);
+/* The GEMMs of n of those layers (width D, feed-forward F) over T rows. */
+void clf__vit_gemms(size_t D, size_t F, size_t T, long n, clf__gemm_list *l);
 /* Pre-LN stack on h; on exit a = ln_f(h). */
 clf_status clf__vit_encoder(clf_context *ctx, const clf__layer *layers, size_t n, const clf__ln *ln_f, clf_tensor *h,
                             clf_tensor *a, clf__ws *ws);

@@ -224,16 +224,10 @@ static void mae_gemms(const void *dims, const clf__config *c, size_t T, clf__gem
   const mae_dims *d = dims;
   /* the layers' f32 weights stored [in, out] (trans_b 0), the decoder's
    * embedding and prediction [out, in] */
-  clf__gemm_add(l, T, 3 * d->D, d->D, 0, d->N); /* q, k, v fused at load */
-  clf__gemm_add(l, T, d->D, d->D, 0, d->N);
-  clf__gemm_add(l, T, d->F, d->D, 0, d->N);
-  clf__gemm_add(l, T, d->D, d->F, 0, d->N);
+  clf__vit_gemms((size_t)d->D, (size_t)d->F, T, d->N, l);
   if (!clf__config_has_arch(c, "ViTMAEForPreTraining")) return;
   clf__gemm_add(l, T, d->Dd, d->D, 1, 1);
-  clf__gemm_add(l, T, 3 * d->Dd, d->Dd, 0, d->Nd);
-  clf__gemm_add(l, T, d->Dd, d->Dd, 0, d->Nd);
-  clf__gemm_add(l, T, d->Fd, d->Dd, 0, d->Nd);
-  clf__gemm_add(l, T, d->Dd, d->Fd, 0, d->Nd);
+  clf__vit_gemms((size_t)d->Dd, (size_t)d->Fd, T, d->Nd, l);
   clf__gemm_add(l, T, d->P * d->P * d->C, d->Dd, 1, 1);
 }
 
@@ -253,9 +247,9 @@ static clf_status mae_load_decoder(clf_model *m, mae *e, const mae_dims *dm, con
   const size_t dd = Dd, Fp = (size_t)(P * P * C);
   clf_tensor *mt3, *dpos3;
   if ((st = clf__load_linear(ctx, w, p, "decoder.decoder_embed.weight", "decoder.decoder_embed.bias", dd, d,
-                             CLF_WEIGHT_OUT_IN, &e->dec_embed)) != CLF_OK ||
+                             CLF_WEIGHT_OUT_IN, 0, &e->dec_embed)) != CLF_OK ||
       (st = clf__load_linear(ctx, w, p, "decoder.decoder_pred.weight", "decoder.decoder_pred.bias", Fp, dd,
-                             CLF_WEIGHT_OUT_IN, &e->dec_pred)) != CLF_OK ||
+                             CLF_WEIGHT_OUT_IN, 0, &e->dec_pred)) != CLF_OK ||
       (st = clf__param(ctx, w, p, "decoder.mask_token", 3, (size_t[]){1, 1, dd}, &mt3)) != CLF_OK ||
       (st = clf__param(ctx, w, p, "decoder.decoder_pos_embed", 3, (size_t[]){1, L + 1, dd}, &dpos3)) != CLF_OK ||
       (st = clf__load_ln(ctx, w, p, "decoder.decoder_norm", dd, (float)eps, &e->dec_norm)) != CLF_OK)

@@ -1,0 +1,86 @@
+/* decoder.h - the one runtime of every model that generates: it owns the KV
+ * cache, the step buffer and its single upload per step, the last-row LM
+ * head (tied or not, with an optional bias), beam reordering, and
+ * begin / step / end.  A family supplies its weights and a body
+ * (ids, positions, past, mask) -> hidden states; an encoder-decoder also a
+ * prepare hook that runs its encoder.  generate.c drives it.
+ */
+#ifndef CLF_DECODER_H
+#define CLF_DECODER_H
+
+#include "kv.h"
+#include "model.h"
+
+/* What one body call runs on. */
+typedef struct clf__step {
+  const clf_tensor *ids;  /* i64 [B, n] */
+  const clf_tensor *pos;  /* i64 [B, n] positions, or NULL: past.. in every row */
+  const clf_tensor *mask; /* [B, past + n] padding mask, or NULL: none */
+  size_t past;            /* cache rows already filled */
+  int64_t max_pos;        /* the largest position */
+  int cached;             /* K/V appended to (and read from) the cache */
+} clf__step;
+
+typedef struct clf__decoder {
+  /* set by the family */
+  /* The hidden states [B, n, D] the head reads, in *out (a workspace tensor). */
+  clf_status (*body)(clf_model *m, const clf__step *s, clf_tensor **out);
+  /* Optional, before the caches are made: an encoder-decoder runs its
+   * encoder on enc_ids / enc_mask [B, Ls] (already expanded for beams). */
+  clf_status (*prepare)(clf_model *m, size_t B, size_t cap, const clf_array *enc_ids, const clf_array *enc_mask);
+  void (*release)(clf_model *m); /* optional: frees what prepare made */
+  clf__ws *ws;                   /* the workspace the body and head use */
+  clf_tensor *head, *head_bias;  /* [V, D] and [V] or NULL */
+  size_t V, D;                   /* logits' vocabulary, hidden width */
+  size_t kv_heads, dh;           /* the self-attention caches' [B, kv_heads, cap, dh] */
+  size_t limit;                  /* the longest sequence */
+  const char *limit_key;         /* the config key it comes from (messages) */
+  int need_pos;                  /* forward passes get position_ids 0..L-1 when not given */
+  /* the runtime's */
+  clf__kv_cache kv;
+  clf_tensor *step; /* i64 [B * 3 cap] while generating: a step's ids, positions and mask */
+} clf__decoder;
+
+/* The inputs of a decoder-only model: input_ids, attention_mask, position_ids. */
+extern const char *const clf__decoder_inputs[3];
+
+/* Attaches d (inside the family's struct) to m, its caches for n_layers
+ * (cross-attention ones too when `cross`): m can generate from here on. */
+clf_status clf__decoder_attach(clf_model *m, clf__decoder *d, size_t n_layers, int cross);
+/* The LM head: `name` [V, D] unless tied; tied, the embedding table
+ * `table` (stored as `table_name`): itself in f32, a copy in another
+ * weight type (the lookup stays f32). */
+clf_status clf__decoder_load_head(clf_model *m, const clf__weights *w, const char *name, int tied,
+                                  const char *table_name, clf_tensor *table);
+
+/* Generation (generate.c): begin for B rows with room for cap positions;
+ * step feeds ids [B, n] at positions pos [B, n] with the padding mask
+ * [B, past + n] (NULL: none) and gets the last position's logits [B, V];
+ * reorder makes row r of every cache row idx[r]; end frees the caches. */
+clf_status clf__decoder_begin(clf_model *m, size_t B, size_t cap, const clf_array *enc_ids,
+                              const clf_array *enc_mask);
+clf_status clf__decoder_step(clf_model *m, size_t n, const int64_t *ids, const int64_t *pos, const int64_t *mask,
+                             float *logits);
+clf_status clf__decoder_reorder(clf_model *m, const int64_t *idx);
+void clf__decoder_end(clf_model *m);
+/* end, and the cache arrays freed (clf_model_destroy). */
+void clf__decoder_free(clf__decoder *d);
+
+/* A decoder-only forward pass: the inputs (indexed as clf__decoder_inputs)
+ * checked, *B, *L and *max_pos set; then run through the body without the
+ * cache, *out its hidden states [B, L, D]. */
+clf_status clf__decoder_check(clf_model *m, const clf__inputs in, size_t *B, size_t *L, int64_t *max_pos);
+clf_status clf__decoder_forward(clf_model *m, const clf__inputs in, size_t B, size_t L, int64_t max_pos,
+                                clf_tensor **out);
+/* logits [B, L, V] of hidden states a [B, L, D] through the head, downloaded into res. */
+clf_status clf__decoder_logits(clf_model *m, const clf_tensor *a, clf_array *res);
+
+/* The residual stream h and its normed copy a [B, n, D] for a body. */
+clf_status clf__decoder_stream(clf_model *m, const clf__step *s, clf_tensor **h, clf_tensor **a);
+/* n pre-LN layers on h (embedded): a = ln_self of the first on entry, the
+ * cache used when s->cached; on exit a = final(h). */
+clf_status clf__decoder_stack(clf_model *m, const clf__layer *layers, size_t n, const clf__ln *final,
+                              const clf__step *s, const clf_attention_mask *mask, const clf__rotary *rot,
+                              clf_tensor *h, clf_tensor *a);
+
+#endif /* CLF_DECODER_H */
