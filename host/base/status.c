@@ -125,26 +125,49 @@ const char *clf_cl_error_name(cl_int err) {
   return "unknown OpenCL error";
 }
 
+/* The element types, the one table of their names: clf_dtype_name's, and
+ * for the types weights may be stored in, the short name that --weights,
+ * clf_weight_type_from_name and the tuning profile use ("q8"). */
+static const struct {
+  clf_dtype dt;
+  const char *name, *weight; /* weight: NULL when weights cannot be stored so */
+  size_t size;               /* 0 for the block types: clf_tensor_bytes */
+} clf__dtypes[] = {
+    {CLF_F32, "f32", "f32", 4}, {CLF_F16, "f16", "f16", 2},  {CLF_I32, "i32", NULL, 4},
+    {CLF_I64, "i64", NULL, 8},  {CLF_Q8_0, "q8_0", "q8", 0}, {CLF_Q4_0, "q4_0", "q4", 0},
+};
+
+static int clf__dtype_row(clf_dtype dtype) {
+  for (size_t i = 0; i < CLF__ARRAY_LEN(clf__dtypes); i++)
+    if (clf__dtypes[i].dt == dtype) return (int)i;
+  return -1;
+}
+
 size_t clf_dtype_size(clf_dtype dtype) {
-  switch (dtype) {
-    case CLF_F32: return 4;
-    case CLF_F16: return 2;
-    case CLF_I32: return 4;
-    case CLF_I64: return 8;
-    case CLF_Q8_0:
-    case CLF_Q4_0: return 0; /* block types: clf_tensor_bytes */
-  }
-  return 0;
+  const int r = clf__dtype_row(dtype);
+  return r < 0 ? 0 : clf__dtypes[r].size;
 }
 
 const char *clf_dtype_name(clf_dtype dtype) {
-  switch (dtype) {
-    case CLF_F32: return "f32";
-    case CLF_F16: return "f16";
-    case CLF_I32: return "i32";
-    case CLF_I64: return "i64";
-    case CLF_Q8_0: return "q8_0";
-    case CLF_Q4_0: return "q4_0";
+  const int r = clf__dtype_row(dtype);
+  return r < 0 ? "unknown" : clf__dtypes[r].name;
+}
+
+const char *clf__weight_type_name(clf_dtype wt) {
+  const int r = clf__dtype_row(wt);
+  return r < 0 ? "unknown" : clf__dtypes[r].weight ? clf__dtypes[r].weight : clf__dtypes[r].name;
+}
+
+clf_status clf_weight_type_from_name(const char *name, clf_dtype *out) {
+  if (!out) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_weight_type_from_name: out is NULL");
+  char names[64] = "";
+  for (size_t i = 0; i < CLF__ARRAY_LEN(clf__dtypes); i++) {
+    if (!clf__dtypes[i].weight) continue;
+    if (name && (strcmp(name, clf__dtypes[i].weight) == 0 || strcmp(name, clf__dtypes[i].name) == 0)) {
+      *out = clf__dtypes[i].dt;
+      return CLF_OK;
+    }
+    snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", *names ? ", " : "", clf__dtypes[i].weight);
   }
-  return "unknown";
+  return clf__fail(NULL, CLF_E_INVALID_ARG, "weight type \"%s\" is not one of %s", name ? name : "(null)", names);
 }

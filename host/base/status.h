@@ -1,9 +1,9 @@
 /* status.h - the bottom layer: status helpers every other layer uses.
  *
  * Recording an error (on a context or, before one exists, on the calling
- * thread), OpenCL error names, dtype sizes, and the small macros all of
- * host/ shares.  It knows nothing of the context's layout beyond its first
- * member, the error record below.
+ * thread), OpenCL error names, dtype names and sizes, and the small macros
+ * all of host/ shares.  It knows nothing of the context's layout beyond
+ * its first member, the error record below.
  */
 #ifndef CLF_BASE_STATUS_H
 #define CLF_BASE_STATUS_H
@@ -46,6 +46,11 @@ clf_status clf__fail(clf_context *ctx, clf_status status, const char *fmt, ...)
  * CLF_E_OUT_OF_MEMORY and the rest to CLF_E_OPENCL. */
 clf_status clf__fail_cl(clf_context *ctx, cl_int err, const char *call, const char *what);
 void clf__set_build_log(clf_context *ctx, const char *log);
+
+/* The short name of a weight storage type ("f32", "f16", "q8", "q4"), as
+ * --weights and clf_weight_type_from_name take it; another dtype's
+ * clf_dtype_name. */
+const char *clf__weight_type_name(clf_dtype wt);
 
 #ifdef __cplusplus
 }

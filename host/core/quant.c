@@ -129,22 +129,6 @@ void clf__dequantize(clf_dtype dt, const void *in, size_t numel, float *x) {
   }
 }
 
-clf_status clf_weight_type_from_name(const char *name, clf_dtype *out) {
-  static const struct {
-    const char *name;
-    clf_dtype dt;
-  } table[] = {{"f32", CLF_F32}, {"f16", CLF_F16}, {"q8", CLF_Q8_0},
-               {"q8_0", CLF_Q8_0}, {"q4", CLF_Q4_0}, {"q4_0", CLF_Q4_0}};
-  if (!out) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_weight_type_from_name: out is NULL");
-  for (size_t i = 0; name && i < CLF__ARRAY_LEN(table); i++)
-    if (strcmp(name, table[i].name) == 0) {
-      *out = table[i].dt;
-      return CLF_OK;
-    }
-  return clf__fail(NULL, CLF_E_INVALID_ARG, "weight type \"%s\" is not one of f32, f16, q8, q4",
-                   name ? name : "(null)");
-}
-
 clf_status clf_tensor_from_f32(clf_context *ctx, clf_dtype dtype, int ndim, const size_t *shape, const float *host,
                                clf_tensor **out) {
   static const char op[] = "clf_tensor_from_f32";

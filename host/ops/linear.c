@@ -29,10 +29,6 @@ static cl_uint scales_off(const clf_tensor *w) {
 /* Weights per chunk of the kernels (their CH). */
 static size_t linear_chunk(clf_dtype dt) { return clf__dtype_is_block(dt) ? CLF__QBLOCK : 8; }
 
-static const char *const wnames[] = {"f32", "f16", "q8", "q4"}; /* by WTYPE */
-
-const char *clf__weight_type_name(clf_dtype wt) { return wnames[linear_wtype(wt)]; }
-
 /* A work-group shape (a, b): the default given, or $var's "AxB" (powers of
  * two), then halved (b first) to fit the device: its work-group limit, and
  * its local memory at `item` bytes of reduction space per work-item (0:
@@ -169,7 +165,7 @@ int clf__skinny_variant(clf_context *ctx, clf_dtype wt, int in_out, int kind, ch
   /* sub-groups reduce the K split: none with one work-item per row */
   if (kind == CLF__SKINNY_SG && (in_out || !ctx->caps.has_subgroups || g.got[0] < 2)) return 0;
   if (in_out) return snprintf(buf, len, "linear.skinny_t f32 COLS=%zu KS=%zu", g.got[0], g.got[1]) < (int)len;
-  return snprintf(buf, len, "%s %s SPLIT=%zu ROWS=%zu", skinny_prefixes[kind], wnames[linear_wtype(wt)], g.got[0],
+  return snprintf(buf, len, "%s %s SPLIT=%zu ROWS=%zu", skinny_prefixes[kind], clf__weight_type_name(wt), g.got[0],
                   g.got[1]) < (int)len;
 }
 

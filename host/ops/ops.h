@@ -84,8 +84,6 @@ typedef struct clf__skinny_group {
  * rows in the largest group, from the one asked, that the built kernel
  * allows; CLF_E_UNSUPPORTED when not even one work-item fits. */
 clf_status clf__skinny_fit(clf_context *ctx, clf_dtype wt, int in_out, int kind, size_t mmax, clf__skinny_group *g);
-/* "f32", "f16", "q8", "q4": the names of --weights. */
-const char *clf__weight_type_name(clf_dtype wt);
 /* y [M, N] = act(x [M, K] w^T + bias) with w [N, K] of any weight type,
  * or y = act(x w + bias) with w f32 [K, N] when in_out; arguments already
  * checked, clf__skinny_fits true. */
