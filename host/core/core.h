@@ -349,7 +349,9 @@ clf_status clf__check_same_shape(clf_context *ctx, const char *op,
                                  const char *arg_a, const clf_tensor *a,
                                  const char *arg_b, const clf_tensor *b);
 /* Kernels index with 32-bit uints: t's elements, counted from its offset,
- * must stay below 2^32 (CLF_E_UNSUPPORTED otherwise).  A NULL t passes. */
+ * must stay below 2^32, and number at most CLF__U32_MAX_ELEMENTS
+ * (base/checked.h's clf__fits_u32; CLF_E_UNSUPPORTED otherwise).  A NULL t
+ * passes. */
 clf_status clf__check_fits_u32(clf_context *ctx, const char *op, const char *arg, const clf_tensor *t);
 /* Formats a shape as "[2, 3, 4]" into buf. */
 const char *clf__shape_str(const clf_tensor *t, char *buf, size_t len);

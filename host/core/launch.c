@@ -76,8 +76,8 @@ clf_status clf__check_same_shape(clf_context *ctx, const char *op, const char *a
 clf_status clf__check_fits_u32(clf_context *ctx, const char *op, const char *arg, const clf_tensor *t) {
   if (t && !clf__fits_u32(t->offset, clf_tensor_numel(t))) {
     char b[96];
-    return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: %s has shape %s at offset %zu: more than 2^32 - 1 elements", op,
-                     arg, clf__shape_str(t, b, sizeof(b)), t->offset);
+    return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: %s has shape %s (%zu elements at offset %zu): beyond 32-bit indexing",
+                     op, arg, clf__shape_str(t, b, sizeof(b)), clf_tensor_numel(t), t->offset);
   }
   return CLF_OK;
 }

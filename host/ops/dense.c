@@ -13,25 +13,12 @@
  * must match kernels/elementwise.cl. */
 #define DENSE_VEC 4
 #define DENSE_CAST_PER_ITEM 4
-/* Kernels index with 32-bit unsigned ints (offsets already are: CLF__TARG):
- * leave headroom for the rounded-up global size times DENSE_VEC. */
-#define DENSE_MAX_NUMEL 0xFFF00000u
 
 /* Honours `event` when there is nothing to enqueue. */
 static clf_status dense_nothing(clf_context *ctx, const char *op, cl_event *event) {
   if (!event) return CLF_OK;
   cl_int err = clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, event);
   if (err != CL_SUCCESS) return clf__fail_cl(ctx, err, "clEnqueueMarkerWithWaitList", op);
-  return CLF_OK;
-}
-
-static clf_status dense_check_numel(clf_context *ctx, const char *op, const char *arg, const clf_tensor *t) {
-  size_t n = clf_tensor_numel(t);
-  if (n > DENSE_MAX_NUMEL || t->offset > 0xFFFFFFFFu - n) {
-    char b[96];
-    return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: %s has shape %s (%zu elements at offset %zu): beyond 32-bit indexing",
-                     op, arg, clf__shape_str(t, b, sizeof(b)), n, t->offset);
-  }
   return CLF_OK;
 }
 
@@ -42,8 +29,8 @@ static clf_status dense_check_unary(clf_context *ctx, const char *op, const clf_
   if ((st = clf__check_tensor(ctx, op, "x", x, CLF_F32, 1, CLF_MAX_DIMS)) != CLF_OK) return st;
   if ((st = clf__check_tensor(ctx, op, "y", y, CLF_F32, 1, CLF_MAX_DIMS)) != CLF_OK) return st;
   if ((st = clf__check_same_shape(ctx, op, "x", x, "y", y)) != CLF_OK) return st;
-  if ((st = dense_check_numel(ctx, op, "x", x)) != CLF_OK) return st;
-  return dense_check_numel(ctx, op, "y", y);
+  if ((st = clf__check_fits_u32(ctx, op, "x", x)) != CLF_OK) return st;
+  return clf__check_fits_u32(ctx, op, "y", y);
 }
 
 static clf_status dense_check_act(clf_context *ctx, const char *op, clf_activation act) {
@@ -199,8 +186,8 @@ clf_status clf_bias_act(clf_context *ctx, const clf_tensor *x, const clf_tensor 
   if ((st = clf__check_tensor(ctx, op, "y", y, CLF_F32, 1, CLF_MAX_DIMS)) != CLF_OK) return st;
   if ((st = clf__check_same_shape(ctx, op, "x", x, "y", y)) != CLF_OK) return st;
   if ((st = dense_check_act(ctx, op, act)) != CLF_OK) return st;
-  if ((st = dense_check_numel(ctx, op, "x", x)) != CLF_OK) return st;
-  if ((st = dense_check_numel(ctx, op, "y", y)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "x", x)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "y", y)) != CLF_OK) return st;
   const int same = x->buf == y->buf && x->offset == y->offset;
   if (clf_tensor_numel(x) == 0 || (same && !bias && act == CLF_ACT_NONE)) return dense_nothing(ctx, op, event);
   return dense_bias_act(ctx, x, bias, act, y, event);
@@ -222,8 +209,8 @@ clf_status clf_glu(clf_context *ctx, const clf_tensor *gate_up, clf_activation a
       return clf__fail(ctx, CLF_E_SHAPE, "%s: y has shape %s, expected gate_up's leading dims and %zu (gate_up %s)", op,
                        clf__shape_str(y, sy, sizeof(sy)), F, clf__shape_str(gate_up, sg, sizeof(sg)));
   if ((st = dense_check_act(ctx, op, act)) != CLF_OK) return st;
-  if ((st = dense_check_numel(ctx, op, "gate_up", gate_up)) != CLF_OK) return st;
-  if ((st = dense_check_numel(ctx, op, "y", y)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "gate_up", gate_up)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "y", y)) != CLF_OK) return st;
   const size_t n = clf_tensor_numel(y);
   if (n == 0) return dense_nothing(ctx, op, event);
   clf__kernel *k;
@@ -266,7 +253,7 @@ clf_status clf_linear(clf_context *ctx, const clf_tensor *x, const clf_tensor *w
                        clf__shape_str(x, sx, sizeof(sx)), clf__shape_str(w, sw, sizeof(sw)), i);
   }
   if ((st = dense_check_act(ctx, op, act)) != CLF_OK) return st;
-  if ((st = dense_check_numel(ctx, op, "y", y)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "y", y)) != CLF_OK) return st;
 
   const size_t M = clf__numel_range(x, 0, x->ndim - 1);
   if (clf__skinny_fits(ctx, w->dtype, in_out, M, in) && out > 0) {
@@ -318,9 +305,9 @@ clf_status clf_add(clf_context *ctx, const clf_tensor *a, const clf_tensor *b, c
   }
   if ((st = clf__check_tensor(ctx, op, "y", y, CLF_F32, 1, CLF_MAX_DIMS)) != CLF_OK) return st;
   if ((st = clf__check_same_shape(ctx, op, "a", a, "y", y)) != CLF_OK) return st;
-  if ((st = dense_check_numel(ctx, op, "a", a)) != CLF_OK) return st;
-  if ((st = dense_check_numel(ctx, op, "b", b)) != CLF_OK) return st;
-  if ((st = dense_check_numel(ctx, op, "y", y)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "a", a)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "b", b)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "y", y)) != CLF_OK) return st;
   const size_t n = clf_tensor_numel(a);
   if (n == 0) return dense_nothing(ctx, op, event);
 
@@ -413,8 +400,8 @@ clf_status clf_cast(clf_context *ctx, const clf_tensor *x, clf_tensor *y, cl_eve
   if ((unsigned)x->dtype > CLF_I64 || (unsigned)y->dtype > CLF_I64)
     return clf__fail(ctx, CLF_E_DTYPE, "%s: unknown dtype (x %d, y %d)", op, (int)x->dtype, (int)y->dtype);
   if ((st = clf__check_same_shape(ctx, op, "x", x, "y", y)) != CLF_OK) return st;
-  if ((st = dense_check_numel(ctx, op, "x", x)) != CLF_OK) return st;
-  if ((st = dense_check_numel(ctx, op, "y", y)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "x", x)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "y", y)) != CLF_OK) return st;
   char name[32];
   strcpy(name, "cast_");
   strcat(name, suffix[x->dtype]);
