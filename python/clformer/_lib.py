@@ -7,6 +7,11 @@ Where the library comes from, first found wins:
      when built with -Dpython=enabled, as `pip install .` does);
   3. the system's: pkg-config's libdir for clformer, then the dynamic
      loader's search path (ldconfig), as ctypes.util.find_library sees it.
+The library found must be the one the package was written for: one that
+lacks a function the package calls, or lays out a struct the package
+mirrors (STRUCTS) otherwise (the library tells its layouts: clf_struct_size,
+clf_field_offset, clf_field_size), is refused with LayoutError naming the
+difference, not passed over for the next.
 """
 from __future__ import annotations
 
@@ -27,6 +32,7 @@ GENERATE_OFF = -1
 
 
 class DeviceDesc(Structure):
+    _clf_name_ = "clf_device_desc"
     _fields_ = [
         ("platform_index", c_int),
         ("device_index", c_int),
@@ -47,6 +53,7 @@ TOKEN_FN = CFUNCTYPE(c_int, c_void_p, c_size_t, c_int64)
 
 
 class ContextOptions(Structure):
+    _clf_name_ = "clf_context_options"
     _fields_ = [
         ("device", c_char_p),
         ("profiling", c_int),
@@ -60,6 +67,7 @@ class ContextOptions(Structure):
 
 
 class Array(Structure):
+    _clf_name_ = "clf_array"
     _fields_ = [
         ("name", c_char * 64),
         ("dtype", c_int),
@@ -70,6 +78,7 @@ class Array(Structure):
 
 
 class ModelOptions(Structure):
+    _clf_name_ = "clf_model_options"
     _fields_ = [
         ("weights", c_int),
         ("simulate", c_int),
@@ -79,6 +88,7 @@ class ModelOptions(Structure):
 
 
 class GenerateOptions(Structure):
+    _clf_name_ = "clf_generate_options"
     _fields_ = [
         ("max_new_tokens", c_size_t),
         ("num_beams", c_size_t),
@@ -98,10 +108,12 @@ class GenerateOptions(Structure):
 
 
 class Image(Structure):
+    _clf_name_ = "clf_image"
     _fields_ = [("width", c_int), ("height", c_int), ("rgb", c_void_p)]
 
 
 class ImageProcessor(Structure):
+    _clf_name_ = "clf_image_processor"
     _fields_ = [
         ("do_resize", c_int),
         ("width", c_int),
@@ -114,6 +126,10 @@ class ImageProcessor(Structure):
         ("std", c_double * 3),
     ]
 
+
+# Every struct the package mirrors; _load checks each against the library's
+# layout (clf_struct_size, clf_field_offset, clf_field_size).
+STRUCTS = (DeviceDesc, ContextOptions, Array, ModelOptions, GenerateOptions, Image, ImageProcessor)
 
 # name: (restype, argtypes).  c_void_p stands for the opaque handles.
 _PROTOTYPES = {
@@ -157,7 +173,58 @@ _PROTOTYPES = {
     "clf_image_free": (None, [POINTER(Image)]),
     "clf_image_processor_load": (c_int, [c_char_p, POINTER(ImageProcessor)]),
     "clf_image_preprocess_with": (c_int, [POINTER(Image), POINTER(ImageProcessor), POINTER(Array)]),
+    "clf_struct_size": (c_size_t, [c_char_p]),
+    "clf_field_offset": (c_size_t, [c_char_p, c_char_p]),
+    "clf_field_size": (c_size_t, [c_char_p, c_char_p]),
 }
+
+# CLF_LAYOUT_UNKNOWN, the layout functions' answer for a name they do not know.
+_LAYOUT_UNKNOWN = 2 ** (8 * ctypes.sizeof(c_size_t)) - 1
+
+
+class LayoutError(ImportError):
+    """The library lays out a struct the package mirrors differently (or
+    lacks a function the package calls): the two are from different
+    versions, and the package would read and write the wrong bytes."""
+
+
+def layout_problems(library: ctypes.CDLL, structs) -> list[str]:
+    """How the library's layout of each ctypes Structure in `structs` (named
+    by its _clf_name_, the C name) differs from the Structure's: a missing
+    struct or field, a field at another offset or of another size, another
+    struct size; [] when they agree."""
+    problems = []
+    for cls in structs:
+        name = cls._clf_name_
+        size = library.clf_struct_size(name.encode())
+        if size == _LAYOUT_UNKNOWN:
+            problems.append(f"the library has no struct {name}")
+            continue
+        for field, *_ in cls._fields_:
+            mine = getattr(cls, field)
+            offset = library.clf_field_offset(name.encode(), field.encode())
+            if offset == _LAYOUT_UNKNOWN:
+                problems.append(f"the library's {name} has no field {field}, this package expects one at offset "
+                                f"{mine.offset}")
+            elif offset != mine.offset:
+                problems.append(f"the library's {name}.{field} is at offset {offset}, this package expects "
+                                f"{mine.offset}")
+            else:
+                fsize = library.clf_field_size(name.encode(), field.encode())
+                if fsize != mine.size:
+                    problems.append(f"the library's {name}.{field} is {fsize} bytes, this package expects "
+                                    f"{mine.size}")
+        if size != ctypes.sizeof(cls):
+            problems.append(f"the library's {name} is {size} bytes, this package expects {ctypes.sizeof(cls)}")
+    return problems
+
+
+def check_layouts(library: ctypes.CDLL, structs, where: str) -> None:
+    """Raises LayoutError naming every difference layout_problems finds
+    between `structs` and the library at `where`."""
+    problems = layout_problems(library, structs)
+    if problems:
+        raise LayoutError(f"clformer: {'; '.join(problems)}: the package and {where} are from different versions")
 
 
 def _pkg_config_libdir() -> str | None:
@@ -193,9 +260,15 @@ def _load() -> tuple[ctypes.CDLL, str]:
             tried.append(f"{path}: {e}")
             continue
         for name, (res, args) in _PROTOTYPES.items():
-            fn = getattr(lib, name)
+            try:
+                fn = getattr(lib, name)
+            except AttributeError:
+                # found, but not what this package was written for: refused, not passed over
+                raise LayoutError(f"clformer: the library has no function {name}: the package and {path} are "
+                                  "from different versions") from None
             fn.restype = res
             fn.argtypes = args
+        check_layouts(lib, STRUCTS, path)
         return lib, path
     where = "; ".join(tried) if tried else "none found"
     raise ImportError("clformer: cannot load libclformer (set $CLFORMER_LIBRARY to its path, install the wheel, "
