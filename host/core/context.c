@@ -324,7 +324,9 @@ clf_status clf_finish(clf_context *ctx) {
   return CLF_OK;
 }
 
-clf_status clf__scratch(clf_context *ctx, clf__scratch_slot slot, size_t bytes, cl_mem *out) {
+clf_status clf__scratch(clf_context *ctx, unsigned slot, size_t bytes, cl_mem *out) {
+  if (slot >= CLF__SCRATCH_COUNT)
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "scratch: slot %u, there are %d", slot, CLF__SCRATCH_COUNT);
   if (bytes == 0) bytes = 4;
   if (ctx->scratch_bytes[slot] < bytes) {
     if (bytes > ctx->caps.max_alloc) {

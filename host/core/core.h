@@ -50,17 +50,17 @@ typedef struct clf__kernel {
   struct clf__kernel *next;
 } clf__kernel;
 
-/* Scratch buffers the context keeps for ops that need temporary memory.
- * Each slot grows to the largest size asked and is then reused, so a
- * forward pass allocates only the first time it meets a size. */
-typedef enum clf__scratch_slot {
-  CLF__SCRATCH_GEMM = 0,   /* CLBlast's temporary buffer */
-  CLF__SCRATCH_ATTN,       /* attention scores on the GEMM path */
-  CLF__SCRATCH_PATCH,      /* patch_embed's patches */
-  CLF__SCRATCH_MISC,
-  CLF__SCRATCH_WEIGHT,     /* a stored weight expanded to f32 for CLBlast */
-  CLF__SCRATCH_COUNT
-} clf__scratch_slot;
+/* Scratch buffers the context keeps for temporary memory, by slot number
+ * (clf__scratch).  Each slot grows to the largest size asked and is then
+ * reused, so a forward pass allocates only the first time it meets a size.
+ * Slot CLF__SCRATCH_GEMM is the core's own (CLBlast's temporary buffer);
+ * the layers above number theirs from CLF__SCRATCH_FIRST and keep them
+ * apart themselves: the core does not read what a slot is for. */
+enum {
+  CLF__SCRATCH_GEMM = 0,
+  CLF__SCRATCH_FIRST = 1,
+  CLF__SCRATCH_COUNT = 8
+};
 
 /* Bits of clf__device_caps.limited: the limits lowered by
  * clf_context_options.limits / $CLFORMER_LIMITS (limits.c). */
@@ -331,8 +331,10 @@ clf_status clf__sgemm(clf_context *ctx, int trans_a, int trans_b, size_t m, size
                       size_t batch, cl_event *event);
 
 /* ---- scratch ---- */
-clf_status clf__scratch(clf_context *ctx, clf__scratch_slot slot,
-                        size_t bytes, cl_mem *out);
+/* The buffer of scratch slot `slot` (< CLF__SCRATCH_COUNT), grown to at
+ * least `bytes`; owned by the context, valid until the slot's next growth.
+ * A slot out of range is CLF_E_INVALID_ARG. */
+clf_status clf__scratch(clf_context *ctx, unsigned slot, size_t bytes, cl_mem *out);
 
 /* ---- argument checks: each records a message naming `op` and `arg` ---- */
 clf_status clf__check_ctx(clf_context *ctx, const char *op);

@@ -11,6 +11,19 @@
 extern "C" {
 #endif
 
+/* ---- the ops' scratch slots (core.h's clf__scratch) ---- */
+enum {
+  CLF__SCRATCH_ATTN = CLF__SCRATCH_FIRST, /* attention scores on the GEMM path (attention.c) */
+  CLF__SCRATCH_PATCH,                     /* patch_embed's patches (patch.c) */
+  CLF__SCRATCH_WEIGHT,                    /* a stored weight expanded to f32 for CLBlast (linear.c) */
+  CLF__SCRATCH_OPS_END                    /* the first slot the ops leave free */
+};
+#ifdef __cplusplus
+static_assert((int)CLF__SCRATCH_OPS_END <= (int)CLF__SCRATCH_COUNT, "the ops' scratch slots fit the context's");
+#else
+_Static_assert((int)CLF__SCRATCH_OPS_END <= (int)CLF__SCRATCH_COUNT, "the ops' scratch slots fit the context's");
+#endif
+
 /* ---- row gather (embed.c) ---- */
 /* Row gather shared by clf_embedding and clf_gather_rows (ops_embed.c):
  * out[b, y_row0 + k, :] = (accumulate ? out : 0) + scale *
