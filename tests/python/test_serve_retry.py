@@ -179,6 +179,23 @@ def test_stream_never_started_gives_503_after_the_retries():
     assert st.stats == {"retried_calls": RETRIES + 1, "resumed_streams": 0, "answered_503": 1, "answered_429": 0}
 
 
+def test_calls_and_streams_answer_failures_alike():
+    """One retry path (app._retried) serves both: a replica's exception is
+    the same 500, a full queue the same 429, a refusal passes as it is."""
+    from ray.exceptions import RayTaskError
+    from ray.serve.exceptions import BackPressureError
+    for fail, status, text in [(RayTaskError("f", "tb", ValueError("boom")), 500,
+                                "the model replica failed: ValueError: boom"),
+                               (BackPressureError(num_queued_requests=5, max_queued_requests=5), 429,
+                                "the model replicas' queues are full; retry later"),
+                               (RayTaskError("f", "tb", RequestError(400, "bad")), 400, "bad")]:
+        _, _, err = call(Calls(fail))
+        first = Stream([HEAD, "ab"], fail=fail)
+        st, out, serr = pieces(Streams(first), request(do_sample=False))
+        assert (err.status, err.message) == (serr.status, serr.message) == (status, text)
+        assert out == [HEAD, "ab"] and first.cancelled and st.stats["retried_calls"] == 0
+
+
 # ------------------------------------------------------------ issue 21: load and failures mid-stream
 
 def test_full_queue_is_429_at_once():

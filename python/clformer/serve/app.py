@@ -12,7 +12,7 @@ is checked against what was already sent and only the rest goes out.
 """
 import asyncio
 import time
-from typing import Any, AsyncIterator, Mapping
+from typing import Any, AsyncIterator, Awaitable, Callable, Mapping
 
 from fastapi import FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
@@ -96,13 +96,64 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
     return _error(RequestError(500, f"internal error: {type(exc).__name__}"))
 
 
-def _cause(e: BaseException) -> BaseException:
-    """The RequestError a replica raised, when `e` carries one."""
+def _replica_failure(e: RayTaskError) -> RequestError:
+    """What the client gets for an exception raised inside a replica: the
+    replica's own refusal (a RequestError) as it is, anything else 500."""
     if isinstance(e, RequestError):
         return e
-    if isinstance(e, RayTaskError) and isinstance(getattr(e, "cause", None), RequestError):
-        return e.cause
-    return e
+    cause = getattr(e, "cause", None)
+    if isinstance(cause, RequestError):
+        return cause
+    return RequestError(500, f"the model replica failed: {type(cause).__name__}: {str(cause)[:500]}")
+
+
+async def _within(aw: Awaitable, deadline: float, timeout_s: float) -> Any:
+    """`aw`'s result, or 504 when the request's deadline passes first."""
+    try:
+        return await asyncio.wait_for(aw, max(0.0, deadline - time.monotonic()))
+    except asyncio.TimeoutError:
+        raise RequestError(504, f"no answer within {timeout_s:g} s") from None
+
+
+async def _retried(ing: "Ingress", attempt: Callable[[], AsyncIterator], deadline: float,
+                   lost: Callable[[], str | None] | None = None) -> AsyncIterator:
+    """The one retry path of replica calls: what attempt() yields, attempt()
+    being one try on one replica.  When the replica dies or cannot be
+    reached, attempt() runs again (on whichever replica Serve picks), at
+    most opts.retries more times, backing off 0.25 s, 0.5 s, 1 s, ... within
+    the deadline; lost(), called at each such failure, may instead end the
+    request with a 503 giving its reason (a stream that cannot be resumed).
+    A full queue is 429 at once, a replica's refusal goes to the client as
+    it is, any other failure inside a replica is 500; none is retried.  503
+    when no try succeeded."""
+    last: BaseException | None = None
+    for n in range(ing.opts.retries + 1):
+        if n:
+            await asyncio.sleep(min(0.25 * 2 ** (n - 1), max(0.0, deadline - time.monotonic())))
+        if deadline - time.monotonic() <= 0:
+            break
+        items = attempt()
+        try:
+            async for item in items:
+                yield item
+            return
+        except BackPressureError:
+            ing.stats["answered_429"] += 1
+            raise _full() from None
+        except _RETRYABLE as e:
+            last = e
+            ing.stats["retried_calls"] += 1
+            why = lost() if lost else None
+            if why:
+                ing.stats["answered_503"] += 1
+                raise RequestError(503, why) from None
+        except RayTaskError as e:
+            raise _replica_failure(e) from None
+        finally:
+            await items.aclose()
+    ing.stats["answered_503"] += 1
+    raise RequestError(503, "no model replica could take the request "
+                            f"({type(last).__name__ if last else 'deadline passed'}); retry later")
 
 
 def _content_type(request: Request) -> str:
@@ -196,32 +247,15 @@ class Ingress:
         return api.parse_json(raw)
 
     async def _call(self, method: str, *args: Any, deadline: float) -> Any:
-        """One replica call, retried when the replica fails (not when it refuses)."""
-        last: BaseException | None = None
-        for attempt in range(self.opts.retries + 1):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            try:
-                return await asyncio.wait_for(getattr(self.model, method).remote(*args), left)
-            except asyncio.TimeoutError:
-                raise RequestError(504, f"no answer within {self.limits.request_timeout_s:g} s") from None
-            except BackPressureError:
-                self.stats["answered_429"] += 1
-                raise _full() from None
-            except _RETRYABLE as e:
-                last = e
-                self.stats["retried_calls"] += 1
-            except RayTaskError as e:
-                cause = _cause(e)
-                if isinstance(cause, RequestError):
-                    raise cause from None
-                raise RequestError(500, f"the model replica failed: {type(e.cause).__name__}: "
-                                        f"{str(e.cause)[:500]}") from None
-            await asyncio.sleep(min(0.25 * 2 ** attempt, max(0.0, deadline - time.monotonic())))
-        self.stats["answered_503"] += 1
-        raise RequestError(503, "no model replica could take the request "
-                                f"({type(last).__name__ if last else 'deadline passed'}); retry later")
+        """The answer of one replica method, through _retried."""
+        async def attempt() -> AsyncIterator:
+            yield await _within(getattr(self.model, method).remote(*args), deadline, self.limits.request_timeout_s)
+
+        answers = _retried(self, attempt, deadline)
+        try:
+            return await answers.__anext__()
+        finally:
+            await answers.aclose()
 
     async def info(self, deadline: float) -> dict:
         if self._info is None:
@@ -344,37 +378,35 @@ class Ingress:
             self._leave(size)
             await pieces.aclose()
 
-    async def _pieces(self, req: api.CompletionRequest, deadline: float) -> AsyncIterator:
-        """The replica's header, then the text pieces; a replica failure
-        mid-stream is resumed on another replica (deterministic requests)."""
-        sent = ""          # text the client has
-        header = False
-        last: BaseException | None = None
-        for attempt in range(self.opts.retries + 1):
+    def _pieces(self, req: api.CompletionRequest, deadline: float) -> AsyncIterator:
+        """The replica's header, then the text pieces and the trailer, through
+        _retried: a stream cut by a dying replica is resumed on another when
+        the request is deterministic; the new replica's text is checked
+        against what the client has, and only the rest goes out."""
+        sent = ""             # text the client has
+        header_sent = False
+
+        async def attempt() -> AsyncIterator:
+            nonlocal sent, header_sent
             gen = self.model.options(stream=True).stream.remote(req)
             produced, first = "", True
             try:
                 while True:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        raise RequestError(504, f"no answer within {self.limits.request_timeout_s:g} s")
                     try:
-                        item = await asyncio.wait_for(gen.__anext__(), left)
+                        item = await _within(gen.__anext__(), deadline, self.limits.request_timeout_s)
                     except StopAsyncIteration:
                         return
-                    except asyncio.TimeoutError:
-                        raise RequestError(504, f"no answer within {self.limits.request_timeout_s:g} s") from None
-                    if first:
+                    if first:  # each replica's stream starts with its header; the client gets the first only
                         first = False
-                        if not header:
-                            header = True
+                        if not header_sent:
+                            header_sent = True
                             yield item
                         continue
                     if isinstance(item, dict):  # the trailer, after the whole text
                         yield item
                         continue
                     produced += item
-                    if len(produced) <= len(sent):
+                    if len(produced) <= len(sent):  # a replica that took over, still behind the client
                         if not sent.startswith(produced):
                             raise RequestError(503, "the replica that took over generated another text; retry")
                         continue
@@ -382,28 +414,19 @@ class Ingress:
                         raise RequestError(503, "the replica that took over generated another text; retry")
                     new, sent = produced[len(sent):], produced
                     yield new
-            except BackPressureError:
-                self.stats["answered_429"] += 1
-                raise _full() from None
-            except _RETRYABLE as e:
-                last = e
-                self.stats["retried_calls"] += 1
-                self.stats["resumed_streams"] += bool(sent)
-                if sent and not req.deterministic:
-                    self.stats["answered_503"] += 1
-                    raise RequestError(503, "the model replica failed mid-stream, and a sampled text without a "
-                                            "seed cannot be resumed; retry") from None
-            except RayTaskError as e:
-                cause = _cause(e)
-                if isinstance(cause, RequestError):
-                    raise cause from None
-                raise RequestError(500, f"the model replica failed: {str(e.cause)[:500]}") from None
             finally:
                 gen.cancel()
-            await asyncio.sleep(min(0.25 * 2 ** attempt, max(0.0, deadline - time.monotonic())))
-        self.stats["answered_503"] += 1
-        raise RequestError(503, "no model replica could take the request "
-                                f"({type(last).__name__ if last else 'deadline passed'}); retry later")
+
+        def lost() -> str | None:
+            if not sent:
+                return None  # no text went out: run it again from the start
+            if not req.deterministic:
+                return ("the model replica failed mid-stream, and a sampled text without a seed cannot be "
+                        "resumed; retry")
+            self.stats["resumed_streams"] += 1
+            return None
+
+        return _retried(self, attempt, deadline, lost)
 
 
 def build_app(opts: ServeOptions) -> Any:
