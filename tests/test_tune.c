@@ -469,9 +469,10 @@ START_TEST(tune_and_apply) {
 
   /* A "Skinny" line sets the skinny kernel's groups by type (a later line
    * wins over the one the search wrote); a linear on one row then runs
-   * with them and still matches the CPU. */
+   * with them and still matches the CPU.  The core keeps a group line of
+   * any name for whoever reads it ("Other"), apart from the op's. */
   char *orig = slurp(rep.profile), *sk = malloc(strlen(orig) + 64);
-  sprintf(sk, "%sSkinny f32=2x4 q8=8x2\n", orig);
+  sprintf(sk, "%sSkinny f32=2x4 q8=8x2\nOther f32=16x1\n", orig);
   put(rep.profile, sk);
   ctx = context_on(dir);
   ck_assert_str_eq(clf_context_gemm_profile(ctx), rep.profile);
@@ -480,6 +481,9 @@ START_TEST(tune_and_apply) {
   ck_assert(sp == 2 && ro == 4);
   clf__skinny_shape(ctx, CLF_Q8_0, &sp, &ro);
   ck_assert(sp == 8 && ro == 2);
+  unsigned other[2];
+  ck_assert(clf__tuned_group(ctx, "Other", "f32", other) && other[0] == 16 && other[1] == 1);
+  ck_assert(!clf__tuned_group(ctx, "Other", "q8", other));
   {
     float *x = th_rand(K, 21, -1, 1), *w = th_rand(N * K, 22, -1, 1), *y = malloc(sizeof(float) * N),
           *ref = malloc(sizeof(float) * N);

@@ -297,6 +297,7 @@ void clf_context_destroy(clf_context *ctx) {
   pthread_mutex_unlock(&clf__driver_lock);
   clf__verdicts_free(ctx);
   free(ctx->gemm_profile);
+  clf__tuned_free(ctx);
   free(ctx->cache_dir);
   free(ctx->kernel_dir);
   free(ctx->base_options);

@@ -3,7 +3,9 @@
  * The context and tensor layouts, the program/kernel cache, kernel
  * launches, CLBlast's GEMM, the argument checks that every op runs first,
  * and the lookups (self-validation verdicts, the GEMM profile) that the
- * device layer fills through the functions declared here.  Never includes anything above it.
+ * device layer fills through the functions declared here.  Never includes
+ * or names anything above it: what the layers above keep here (scratch
+ * slots, tuned work-groups) they number and name themselves.
  */
 #ifndef CLF_CORE_H
 #define CLF_CORE_H
@@ -134,9 +136,9 @@ struct clf_context {
   struct clf__verdicts *verdicts;
   /* The CLBlast tuning profile applied, or NULL (tune.cc). */
   char *gemm_profile;
-  /* The skinny kernel's work-group (SPLIT, ROWS) per weight type (f32, f16,
-   * q8, q4) from the applied profile; 0: the device's default (linear.c). */
-  unsigned skinny[4][2];
+  /* Its work-groups for the kernels of the layers above, by (name, key), or
+   * NULL (clf__tuned_group). */
+  struct clf__tuned *tuned;
 
   cl_mem scratch[CLF__SCRATCH_COUNT];
   size_t scratch_bytes[CLF__SCRATCH_COUNT];
@@ -247,6 +249,16 @@ int clf__verdict_record(clf_context *ctx, const char *name, int passed, double e
  * matching its traits, if any, through CLBlast's OverrideParameters.  Never
  * fails: a bad profile is ignored and logged. */
 void clf__gemm_profile_apply(clf_context *ctx);
+/* The work-group that the applied profile gives a kernel of a layer above,
+ * by a line name and a key that its op chooses (the profile's optional
+ * lines "<Name> KEY=AxB ...", A and B powers of two, A x B at most 1024):
+ * 1 with group[0], group[1] set, or 0 when the profile gives none.  The
+ * core keeps these without reading what they are for. */
+int clf__tuned_group(const clf_context *ctx, const char *name, const char *key, unsigned group[2]);
+/* Sets ctx's group for (name, key) (group NULL: removes it), as a tuning
+ * search does while it times candidates; 0 when out of memory. */
+int clf__tuned_group_set(clf_context *ctx, const char *name, const char *key, const unsigned group[2]);
+void clf__tuned_free(clf_context *ctx);
 /* For tests: PoCL's CPU ISA in a device name ("haswell"), "" when none. */
 void clf__gemm_isa(const char *platform, const char *device_name, int cpu, char *out, size_t n);
 /* For tests: parses a shipped profile's text with ctx's CLBlast defaults

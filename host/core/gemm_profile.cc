@@ -3,11 +3,12 @@
 //
 // A profile sets the parameters of CLBlast's two GEMM kernels (Xgemm and
 // XgemmDirect) and the switch between them (GemmRoutine's
-// XGEMM_MIN_INDIRECT_SIZE); device/tune.cc searches for one and writes it
-// here.  Every context applies one through clblast::OverrideParameters: the
-// user's own for its device, else a shipped one matching the device's traits
-// (gemm_shipped.cc), else none; CLBlast compiles lazily, so applying costs no
-// build.  CLBlast keeps parameters per device for the whole process, so the
+// XGEMM_MIN_INDIRECT_SIZE), and the work-groups a search found for other
+// kernels, kept for the layers above as they are (Group); the tuning search
+// writes one with write_profile.  Every context applies one through
+// clblast::OverrideParameters: the user's own for its device, else a
+// shipped one matching the device's traits (gemm_shipped.cc), else none;
+// CLBlast compiles lazily, so applying costs no build.  CLBlast keeps parameters per device for the whole process, so the
 // context created last decides for all of them.
 #include "gemm_profile.h"
 
@@ -35,36 +36,50 @@ constexpr size_t kMaxBytes = size_t{1} << 20;  // a profile is a few lines
 }  // namespace
 
 const char *const kKernel[NKERNELS] = {"Xgemm", "XgemmDirect", "GemmRoutine"};
-const char *const kSkinnyType[kSkinnyTypes] = {"f32", "f16", "q8", "q4"};
+void set_group(Profile *p, const Group &g) {
+  for (Group &h : p->groups)
+    if (h.name == g.name && h.key == g.key) return void(h = g);
+  p->groups.push_back(g);
+}
 
-std::string skinny_text(const Profile &p) {
+std::string groups_text(const Profile &p) {
   std::string s;
-  for (int t = 0; t < kSkinnyTypes; t++)
-    if (p.skinny[t][0])
-      s += (s.empty() ? "" : " ") + std::string(kSkinnyType[t]) + "=" + std::to_string(p.skinny[t][0]) + "x" +
-           std::to_string(p.skinny[t][1]);
+  std::set<std::string> done;
+  for (const Group &g : p.groups) {
+    if (!done.insert(g.name).second) continue;
+    s += g.name;
+    for (const Group &h : p.groups)
+      if (h.name == g.name) s += " " + h.key + "=" + std::to_string(h.a) + "x" + std::to_string(h.b);
+    s += "\n";
+  }
   return s;
 }
 
-bool parse_skinny(const std::string &text, Profile *p, std::string *why) {
+// A word of letters, digits and '_' (a group line's name or key).
+static bool is_word(const std::string &w) {
+  return !w.empty() && std::all_of(w.begin(), w.end(), [](unsigned char c) { return isalnum(c) || c == '_'; });
+}
+
+int parse_groups(const std::string &name, const std::string &text, Profile *p, std::string *why) {
   std::istringstream in(text);
-  bool any = false;
-  for (std::string w; in >> w; any = true) {
+  std::vector<Group> gs;
+  for (std::string w; in >> w;) {
     const size_t eq = w.find('=');
-    int t = 0;
-    while (t < kSkinnyTypes && w.compare(0, eq, kSkinnyType[t]) != 0) t++;
-    unsigned s = 0, r = 0;
+    Group g;
     char end = 0;
-    if (eq == std::string::npos || t == kSkinnyTypes)
-      return *why = "\"" + w + "\" is not TYPE=SPLITxROWS with TYPE one of f32, f16, q8, q4", false;
-    if (sscanf(w.c_str() + eq + 1, "%ux%u%c", &s, &r, &end) != 2 || s == 0 || r == 0 || (s & (s - 1)) ||
-        (r & (r - 1)) || s > kSkinnyMaxGroup || r > kSkinnyMaxGroup || s * r > kSkinnyMaxGroup)
-      return *why = "\"" + w + "\": SPLIT and ROWS must be powers of two with SPLIT x ROWS at most " +
-                    std::to_string(kSkinnyMaxGroup), false;
-    p->skinny[t][0] = s, p->skinny[t][1] = r;
+    if (eq == std::string::npos || !is_word(g.key = w.substr(0, eq)) ||
+        sscanf(w.c_str() + eq + 1, "%ux%u%c", &g.a, &g.b, &end) != 2)
+      return -1;
+    if (g.a == 0 || g.b == 0 || (g.a & (g.a - 1)) || (g.b & (g.b - 1)) || g.a > kMaxGroup || g.b > kMaxGroup ||
+        g.a * g.b > kMaxGroup)
+      return *why = "\"" + w + "\": A and B of KEY=AxB must be powers of two with A x B at most " +
+                    std::to_string(kMaxGroup), 0;
+    g.name = name;
+    gs.push_back(g);
   }
-  if (!any) return *why = "no TYPE=SPLITxROWS given", false;
-  return true;
+  if (gs.empty() || !is_word(name)) return -1;
+  for (const Group &g : gs) set_group(p, g);
+  return 1;
 }
 
 // ---- CLBlast's process-wide state ----
@@ -221,8 +236,8 @@ bool parse_params(const std::string &text, const Params &base, bool complete, Pa
 // The device, its driver and CLBlast, and the class and limits when they
 // are not the device's own (limits.c): a profile tuned under
 // CLFORMER_DEVICE_CLASS=gpu or CLFORMER_LIMITS is kept apart from the
-// device's own (its skinny groups are the GPU branch's, its GEMM parameters
-// fit the limits).
+// device's own (its work-groups were searched from the GPU's defaults, its
+// GEMM parameters fit the limits).
 static std::string identity(const clf_context *ctx) {
   char b[768];
   snprintf(b, sizeof b, "%s / %s / %s / CLBlast %d.%d.%d%s%s%s%s", ctx->dev.platform_name, ctx->dev.device_name,
@@ -277,13 +292,16 @@ bool parse_profile(const std::string &all, const Profile &dflt, Parsed *out, std
       continue;
     }
     if (head.empty() || head == "#" || head == "shape" || head == "default_ms" || head == "tuned_ms") continue;
-    if (head == kSkinny) {
-      if (!parse_skinny(rest, &r.p, &e)) return *why = at + head + ": " + e, false;
-      continue;
-    }
     int i = 0;
     while (i < NKERNELS && head != kKernel[i]) i++;
-    if (i == NKERNELS) return *why = at + "unknown entry \"" + head + "\"", false;
+    if (i == NKERNELS) {
+      const int g = parse_groups(head, rest, &r.p, &e);
+      if (g == 0) return *why = at + head + ": " + e, false;
+      if (g < 0)
+        return *why = at + "unknown entry \"" + head + "\" (neither a kernel's parameters nor KEY=AxB work-groups)",
+               false;
+      continue;
+    }
     if (!parse_params(rest, dflt.k[i], true, &r.p.k[i], &e)) return *why = at + head + ": " + e, false;
     have[i] = true;
   }
@@ -327,7 +345,7 @@ bool write_profile(const clf_context *ctx, const std::string &path, const Profil
             s.count ? s.count : 1);
   fprintf(f, "default_ms %.4f\ntuned_ms %.4f\n", default_ms, tuned_ms);
   for (int i = 0; i < NKERNELS; i++) fprintf(f, "%s %s\n", kKernel[i], params_text(p.k[i]).c_str());
-  if (!skinny_text(p).empty()) fprintf(f, "%s %s\n", kSkinny, skinny_text(p).c_str());
+  fputs(groups_text(p).c_str(), f);
   const bool ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
   if (fclose(f) != 0 || !ok || rename(tmp.c_str(), path.c_str()) != 0) {
     unlink(tmp.c_str());
@@ -351,7 +369,7 @@ static bool use(clf_context *ctx, const Profile &p, const std::string &name, con
     g_applied[dev] = p;
   }
   ctx->gemm_profile = strdup(name.c_str());
-  memcpy(ctx->skinny, p.skinny, sizeof ctx->skinny);
+  use_groups(ctx, p);
   clf__log(ctx, "GEMM tuning profile %s%s%s%s applied to %s", name.c_str(), traits.empty() ? "" : " (matched on ",
            traits.c_str(), traits.empty() ? "" : ")", ctx->dev.device_name);
   return true;
@@ -362,7 +380,7 @@ static bool use(clf_context *ctx, const Profile &p, const std::string &name, con
 void apply(clf_context *ctx) {
   free(ctx->gemm_profile);
   ctx->gemm_profile = nullptr;
-  memset(ctx->skinny, 0, sizeof ctx->skinny);
+  use_groups(ctx, Profile());
   const cl_device_id dev = ctx->dev.device;
   const char *env = getenv("CLFORMER_TUNING");
   const bool off = env && strcmp(env, "off") == 0, user_only = env && strcmp(env, "user") == 0;
@@ -383,6 +401,51 @@ void apply(clf_context *ctx) {
 }
 
 }  // namespace clf_profile
+
+// ---- the applied profile's work-groups, by (name, key) ----
+struct clf__tuned {
+  std::vector<clf_profile::Group> groups;
+};
+
+namespace clf_profile {
+void groups_of(const clf_context *ctx, Profile *p) {
+  if (ctx->tuned) p->groups = ctx->tuned->groups;
+  else p->groups.clear();
+}
+
+void use_groups(clf_context *ctx, const Profile &p) {
+  if (!ctx->tuned) ctx->tuned = new clf__tuned;
+  ctx->tuned->groups = p.groups;
+}
+}  // namespace clf_profile
+
+extern "C" int clf__tuned_group(const clf_context *ctx, const char *name, const char *key, unsigned group[2]) {
+  if (!ctx->tuned) return 0;
+  for (const clf_profile::Group &g : ctx->tuned->groups)
+    if (g.name == name && g.key == key) return group[0] = g.a, group[1] = g.b, 1;
+  return 0;
+}
+
+extern "C" int clf__tuned_group_set(clf_context *ctx, const char *name, const char *key, const unsigned group[2]) {
+  try {
+    clf_profile::Profile p;
+    clf_profile::groups_of(ctx, &p);
+    if (group) clf_profile::set_group(&p, {name, key, group[0], group[1]});
+    else
+      p.groups.erase(std::remove_if(p.groups.begin(), p.groups.end(),
+                                    [&](const clf_profile::Group &g) { return g.name == name && g.key == key; }),
+                     p.groups.end());
+    clf_profile::use_groups(ctx, p);
+    return 1;
+  } catch (...) {  // std::bad_alloc
+    return 0;
+  }
+}
+
+extern "C" void clf__tuned_free(clf_context *ctx) {
+  delete ctx->tuned;
+  ctx->tuned = nullptr;
+}
 
 extern "C" void clf__gemm_profile_apply(clf_context *ctx) {
   try {

@@ -2,9 +2,11 @@
 //
 // What a profile is (parameters of Xgemm, XgemmDirect and GemmRoutine),
 // CLBlast's constraints on them, its text form, its file in the cache
-// directory, and setting it on CLBlast.  device/tune.cc searches with these;
-// contexts apply the user's stored profile, else a shipped one, through
-// clf__gemm_profile_apply.
+// directory, and setting it on CLBlast.  The tuning search (in the layer
+// above) uses these; contexts apply the user's stored profile, else a
+// shipped one, through clf__gemm_profile_apply.  A profile also carries the
+// work-groups that the search found for the other kernels (Group), which
+// the core stores for the layers above without reading them.
 #ifndef CLF_CORE_GEMM_PROFILE_H
 #define CLF_CORE_GEMM_PROFILE_H
 
@@ -26,26 +28,38 @@ extern const char *const kKernel[NKERNELS];
 constexpr const char *kSwitch = "XGEMM_MIN_INDIRECT_SIZE";
 constexpr size_t kAllDirect = size_t{1} << 20;  // (2^20)^3 exceeds any m*n*k
 
-// The skinny kernel's work-groups (kernels/linear.cl, M <= 8 rows): a
-// profile's optional line "Skinny f32=SxR f16=SxR q8=SxR q4=SxR" (SPLIT x
-// ROWS, powers of two; a type left out keeps the device's default).
-constexpr int kSkinnyTypes = 4;  // by the kernel's WTYPE
-extern const char *const kSkinnyType[kSkinnyTypes];
-constexpr const char *kSkinny = "Skinny";
-constexpr unsigned kSkinnyMaxGroup = 1024;  // SPLIT x ROWS at most
+// Work-groups a profile gives the kernels of the layers above, which the
+// core keeps without reading what they are for: its optional lines
+// "<Name> KEY=AxB ..." (A and B powers of two, A x B at most kMaxGroup; a
+// key left out keeps the kernel's default): "Name a=1x16 b=4x8" gives
+// (Name, a) 1 x 16 and (Name, b) 4 x 8.  A context holds those of the
+// profile it applied (clf__tuned_group in core.h).
+constexpr unsigned kMaxGroup = 1024;
+struct Group {
+  std::string name, key;
+  unsigned a = 0, b = 0;
+  bool operator==(const Group &o) const { return name == o.name && key == o.key && a == o.a && b == o.b; }
+};
 
 struct Profile {
   Params k[NKERNELS];
-  unsigned skinny[kSkinnyTypes][2] = {};  // SPLIT, ROWS; 0: the device's default
+  std::vector<Group> groups;  // in file order, one per (name, key)
   bool operator==(const Profile &o) const {
-    for (int t = 0; t < kSkinnyTypes; t++)
-      if (skinny[t][0] != o.skinny[t][0] || skinny[t][1] != o.skinny[t][1]) return false;
-    return k[0] == o.k[0] && k[1] == o.k[1] && k[2] == o.k[2];
+    return k[0] == o.k[0] && k[1] == o.k[1] && k[2] == o.k[2] && groups == o.groups;
   }
 };
-// "f32=1x16 q8=4x8" (types set), and back; false with *why.
-std::string skinny_text(const Profile &p);
-bool parse_skinny(const std::string &text, Profile *p, std::string *why);
+// Sets g in p, replacing the group of the same (name, key).
+void set_group(Profile *p, const Group &g);
+// The "<Name> KEY=AxB ..." lines of p (each ending in a newline), one per
+// name in the order first set.
+std::string groups_text(const Profile &p);
+// The words "KEY=AxB ..." after a line's head `name` into p: 1; 0 with
+// *why when one breaks the rules above; -1 when the text is not of that
+// form (then the line is no group line at all).
+int parse_groups(const std::string &name, const std::string &text, Profile *p, std::string *why);
+// ctx's groups into p's (replacing them), and back.
+void groups_of(const clf_context *ctx, Profile *p);
+void use_groups(clf_context *ctx, const Profile &p);
 
 // CLBlast's own parameters of `dev`, saved before our first override; false
 // when CLBlast cannot report them.

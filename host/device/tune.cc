@@ -477,7 +477,10 @@ clf_status skinny_time(Search &S, const std::vector<SkinnyWeight> &ws, const std
   return CLF_OK;
 }
 
+// The weight types, in the order of clf_tune_report's skinny[].
+constexpr int kSkinnyTypes = 4;
 const clf_dtype kSkinnyDtype[kSkinnyTypes] = {CLF_F32, CLF_F16, CLF_Q8_0, CLF_Q4_0};
+const char *skinny_type(int t) { return clf__weight_type_name(kSkinnyDtype[t]); }
 using Group = std::pair<unsigned, unsigned>;  // SPLIT, ROWS
 
 // One row times each distinct weight [n, k] of the shapes in type t, on the
@@ -517,11 +520,12 @@ struct SkinnyBench {
   // Times type t with group g set on the context; false (counted) when it
   // failed or was wrong.
   bool time(Search &S, int t, Group g, double *ms, bool quiet) {
-    S.ctx->skinny[t][0] = g.first, S.ctx->skinny[t][1] = g.second;
-    std::string why;
+    const unsigned group[2] = {g.first, g.second};
+    std::string why = "out of host memory";
     if (!quiet) S.tried++;
-    if (skinny_time(S, ws, w, x, y, &ref, ms, &why) == CLF_OK) return true;
-    if (!quiet) S.rejected++, S.say("Skinny %s %ux%u: rejected: %s", kSkinnyType[t], g.first, g.second, why.c_str());
+    if (clf__skinny_tune(S.ctx, kSkinnyDtype[t], group) && skinny_time(S, ws, w, x, y, &ref, ms, &why) == CLF_OK)
+      return true;
+    if (!quiet) S.rejected++, S.say("Skinny %s %ux%u: rejected: %s", skinny_type(t), g.first, g.second, why.c_str());
     return false;
   }
 };
@@ -541,7 +545,7 @@ void skinny_search(Search &S, int t, SkinnyBench &B, const std::vector<Group> &c
       if (c == 0) return;  // no reference to check the others against
       continue;
     }
-    S.say("Skinny %s %ux%u: %.3f ms%s", kSkinnyType[t], cands[c].first, cands[c].second, ms,
+    S.say("Skinny %s %ux%u: %.3f ms%s", skinny_type(t), cands[c].first, cands[c].second, ms,
           ms < *best_ms ? " (best)" : "");
     if (c == 0) *def_ms = ms;
     if (ms < *best_ms) *best_ms = ms, *best = cands[c];
@@ -557,18 +561,19 @@ void skinny_search(Search &S, int t, SkinnyBench &B, const std::vector<Group> &c
 }
 
 // Each type with an equal share of the time until `end`; its group in
-// *fin (the one in use unless another was 2% faster) and in the report.
-// True when a type got a faster group.
+// *fin's groups (the context's, with the one in use unless another was 2%
+// faster) and in the report.  True when a type got a faster group.
 bool tune_skinny(Search &S, double end, Profile *fin, clf_tune_report *report) {
   clf_context *ctx = S.ctx;
   const double start = seconds_since(S.t0);
   bool any = false;
+  groups_of(ctx, fin);
   for (int t = 0; t < kSkinnyTypes; t++) {
-    const unsigned saved[2] = {ctx->skinny[t][0], ctx->skinny[t][1]};
-    fin->skinny[t][0] = saved[0], fin->skinny[t][1] = saved[1];
+    unsigned saved[2];
+    const bool had = clf__skinny_tuned(ctx, kSkinnyDtype[t], saved);
     SkinnyBench B;
     if (B.setup(S, t) != CLF_OK) {  // leave the type as it is
-      S.say("Skinny %s: not tuned: %s", kSkinnyType[t], clf_last_error(ctx));
+      S.say("Skinny %s: not tuned: %s", skinny_type(t), clf_last_error(ctx));
       clf_clear_error(ctx);
       continue;
     }
@@ -583,14 +588,14 @@ bool tune_skinny(Search &S, double end, Profile *fin, clf_tune_report *report) {
     double def_ms, best_ms;
     Group best;
     skinny_search(S, t, B, cands, start + (end - start) * (t + 1) / kSkinnyTypes, &def_ms, &best_ms, &best);
-    ctx->skinny[t][0] = saved[0], ctx->skinny[t][1] = saved[1];
+    if (!clf__skinny_tune(ctx, kSkinnyDtype[t], had ? saved : nullptr)) throw std::bad_alloc();
     if (def_ms == kNever) continue;
     const bool better = best_ms < 0.98 * def_ms;
     any |= better;
-    if (better) fin->skinny[t][0] = best.first, fin->skinny[t][1] = best.second;
+    if (better) set_group(fin, {CLF__SKINNY_TUNING, skinny_type(t), best.first, best.second});
     else best = cands[0], best_ms = def_ms;
     if (report) report->skinny[t] = {(unsigned)s0, (unsigned)r0, best.first, best.second, def_ms, best_ms};
-    S.say("Skinny %s: %ux%u %.3f ms -> %ux%u %.3f ms", kSkinnyType[t], (unsigned)s0, (unsigned)r0, def_ms, best.first,
+    S.say("Skinny %s: %ux%u %.3f ms -> %ux%u %.3f ms", skinny_type(t), (unsigned)s0, (unsigned)r0, def_ms, best.first,
           best.second, best_ms);
   }
   return any;
@@ -606,7 +611,7 @@ clf_status keep(clf_context *ctx, const Profile &fin, bool better, const clf_gem
   if (better && path.empty()) {
     int code;
     set_profile(ctx->dev.device, fin, &code);  // measured just now: it applies
-    memcpy(ctx->skinny, fin.skinny, sizeof ctx->skinny);
+    use_groups(ctx, fin);
     clf__log(ctx, "GEMM tuning: the disk cache is off, so the parameters found hold for this process only");
   } else if (better) {
     std::vector<clf_gemm_shape> list(shapes, shapes + n);
@@ -660,7 +665,7 @@ clf_status tune(clf_context *ctx, const clf_gemm_shape *shapes, size_t n, const 
   search_kernels(S, budget, best, ms);
   double fin_total;
   Profile fin = combine(S, n, best, ms, def_ms, def_total, &fin_ms, &fin_total);
-  memcpy(fin.skinny, skinny.skinny, sizeof fin.skinny);
+  fin.groups = skinny.groups;
 
   if (report) {
     report->default_ms = def_total;

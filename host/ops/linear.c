@@ -57,11 +57,20 @@ void clf__skinny_shape(const clf_context *ctx, clf_dtype wt, size_t *split, size
   /* PoCL on a 2-core Zen 5 (GPT-2's 50257 x 768 head, M = 1): f32 and f16
    * best at 1 x 8-16, the block types at 4 x 8 (their conversions then
    * spread over the lanes PoCL vectorises). */
-  const int block = clf__dtype_is_block(wt), t = linear_wtype(wt);
+  const int block = clf__dtype_is_block(wt);
   size_t s = ctx->caps.is_cpu ? (block ? 4 : 1) : 32, r = ctx->caps.is_cpu ? (block ? 8 : 16) : 4;
-  if (ctx->skinny[t][0]) /* the applied profile's (probe --tune) */
-    s = ctx->skinny[t][0], r = ctx->skinny[t][1];
+  unsigned tuned[2];
+  if (clf__skinny_tuned(ctx, wt, tuned)) /* the applied profile's (probe --tune) */
+    s = tuned[0], r = tuned[1];
   group_shape(ctx, "CLFORMER_SKINNY", s, r, sizeof(float), split, rows); /* red[ROWS][SPLIT] */
+}
+
+int clf__skinny_tuned(const clf_context *ctx, clf_dtype wt, unsigned group[2]) {
+  return clf__tuned_group(ctx, CLF__SKINNY_TUNING, clf__weight_type_name(wt), group);
+}
+
+int clf__skinny_tune(clf_context *ctx, clf_dtype wt, const unsigned group[2]) {
+  return clf__tuned_group_set(ctx, CLF__SKINNY_TUNING, clf__weight_type_name(wt), group);
 }
 
 /* Up to how many rows launches of 8 rows beat CLBlast: on PoCL (2-core Zen 5,

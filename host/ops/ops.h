@@ -72,8 +72,17 @@ int clf__skinny_fits(const clf_context *ctx, clf_dtype wt, int in_out, size_t M,
  * the [K, N] one (within the device's limits; the built kernel may allow
  * less: clf__skinny_fit), and the variant name of either, in the shape it
  * runs ("linear.skinny q8 SPLIT=1 ROWS=4", "linear.skinny_t f32 COLS=16
- * KS=1"); 0 when buf is too short. */
+ * KS=1"); 0 when buf is too short.  The [N, K] kernel's group comes from,
+ * in order: $CLFORMER_SKINNY, the applied tuning profile's line
+ * CLF__SKINNY_TUNING ("Skinny f32=1x16 q8=4x8": SPLIT x ROWS by weight
+ * type name; core.h's clf__tuned_group), the device's default. */
 void clf__skinny_shape(const clf_context *ctx, clf_dtype wt, size_t *split, size_t *rows);
+#define CLF__SKINNY_TUNING "Skinny"
+/* The tuned SPLIT x ROWS of weight type wt on ctx: 1 with group set, or 0
+ * (the device's default); and setting it (group NULL: the default again),
+ * as the tuning search does, 0 when out of memory. */
+int clf__skinny_tuned(const clf_context *ctx, clf_dtype wt, unsigned group[2]);
+int clf__skinny_tune(clf_context *ctx, clf_dtype wt, const unsigned group[2]);
 void clf__skinny_t_shape(const clf_context *ctx, size_t *cols, size_t *ks);
 int clf__skinny_variant(clf_context *ctx, clf_dtype wt, int in_out, int kind, char *buf, size_t len);
 /* Kinds of the [N, K] kernel: as written; its K split reduced through

@@ -35,8 +35,7 @@ extern "C" int LLVMFuzzerInitialize(int *argc, char ***argv) {
   if (seed && *seed) {
     clf_profile::Profile p;
     if (!clf_profile::defaults_of(ctx->dev.device, &p)) return fprintf(stderr, "no CLBlast defaults\n"), exit(1), 0;
-    p.skinny[0][0] = 1, p.skinny[0][1] = 16;
-    p.skinny[2][0] = 4, p.skinny[2][1] = 8;
+    p.groups = {{"Skinny", "f32", 1, 16}, {"Skinny", "q8", 4, 8}};
     const std::vector<clf_gemm_shape> shapes = {{64, 768, 768, 0, 1, 4}};
     exit(clf_profile::write_profile(ctx, seed, p, shapes, 2.0, 1.0) ? 0 : 1);
   }
@@ -48,11 +47,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   FILE *f = fopen(path.c_str(), "wb");
   if (!f || (size && fwrite(data, 1, size, f) != size) || fclose(f) != 0) abort();
   clf__gemm_profile_apply(ctx);
-  // Applied: it is the user's file, and the skinny sizes it set are sane.
+  // Applied: it is the user's file, and the work-groups it set are sane.
   const char *applied = clf_context_gemm_profile(ctx);
   fz_note("profile", applied ? "applied" : "not applied");
   if (applied && path != applied) abort();
-  for (int t = 0; t < 4; t++)
-    if (ctx->skinny[t][0] * ctx->skinny[t][1] > clf_profile::kSkinnyMaxGroup) abort();
+  clf_profile::Profile p;
+  clf_profile::groups_of(ctx, &p);
+  for (const clf_profile::Group &g : p.groups)
+    if (!g.a || !g.b || g.a * g.b > clf_profile::kMaxGroup || (g.a & (g.a - 1)) || (g.b & (g.b - 1))) abort();
   return 0;
 }
