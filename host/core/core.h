@@ -132,9 +132,10 @@ struct clf_context {
   /* Notices (clf__log) */
   void (*log_fn)(void *user, const char *message);
   void *log_user;
-  /* Self-validation verdicts of this device and driver (validate.c). */
+  /* Self-validation verdicts of this device and driver (variants.c; the
+   * device layer's validation records them). */
   struct clf__verdicts *verdicts;
-  /* The CLBlast tuning profile applied, or NULL (tune.cc). */
+  /* The name of the tuning profile applied, or NULL (gemm_profile.cc). */
   char *gemm_profile;
   /* Its work-groups for the kernels of the layers above, by (name, key), or
    * NULL (clf__tuned_group). */
@@ -211,16 +212,16 @@ void clf__verdicts_free(clf_context *ctx);
 /* Writes the verdicts to the cache directory (temp file + rename).  A
  * read-only or absent cache is not an error: they stay in memory. */
 void clf__verdicts_store(clf_context *ctx);
-/* Picks between an op's two kernel variants (named as clf_validate names
+/* Picks between an op's two kernel variants (named as their verdicts name
  * them): *use_preferred is 1 for `preferred`, 0 when self-validation failed
- * it and not `other` (logged once per context).  While clf_validate runs,
- * the variant it checks is used instead.  `other` may be NULL (no
- * alternative).  CLF_E_UNSUPPORTED, naming `op`, when nothing usable is left
- * (unless $CLFORMER_VALIDATION=ignore). */
+ * it and not `other` (logged once per context).  During a validation run
+ * (clf__validation_begin), the variant it checks is used instead.  `other`
+ * may be NULL (no alternative).  CLF_E_UNSUPPORTED, naming `op`, when
+ * nothing usable is left (unless $CLFORMER_VALIDATION=ignore). */
 clf_status clf__variant_pick(clf_context *ctx, const char *op, const char *preferred, const char *other,
                              int *use_preferred);
-/* Non-zero when some variant failed self-validation, or clf_validate is
- * running: only then need an op work out which variant it would use. */
+/* Non-zero when some variant failed self-validation, or a validation run
+ * is on: only then need an op work out which variant it would use. */
 int clf__variants_failed(const clf_context *ctx);
 /* CLF_E_UNSUPPORTED when the kernel is one that ops use without an
  * alternative and a variant of it failed self-validation (clf__get_kernel
@@ -229,11 +230,11 @@ clf_status clf__variant_gate(clf_context *ctx, const char *family, const char *k
 /* The variant that replaces `name` when it fails, or "" (a static string). */
 const char *clf__variant_fallback(const char *name);
 /* Whether an opt-in variant (one that needs a device feature: sub-groups,
- * fp16) may run: it is the one clf_validate is checking now, or, outside
+ * fp16) may run: it is the one a validation run is checking now, or, outside
  * validation, its verdict says it passed.  Never validated: 0, so that such
  * a variant runs only where it was seen to be right. */
 int clf__variant_passed(const clf_context *ctx, const char *name);
-/* Whether clf_validate is checking `name` now. */
+/* Whether a validation run is checking `name` now. */
 int clf__variant_validating(const clf_context *ctx, const char *name);
 /* A validation run: between begin and end the verdicts are not consulted
  * and the variant pinned (borrowed; NULL: none) is the one ops use.  begin
@@ -274,8 +275,9 @@ int clf__gemm_shipped_check(clf_context *ctx, const char *text, const clf_device
 clf_status clf__get_kernel(clf_context *ctx, const char *family,
                            const char *options, const char *name,
                            clf__kernel **out);
-/* Builds a program from explicit source text (tests use it to check how a
- * failing build is reported).  Not cached. */
+/* Builds a program from explicit source text with the context's options,
+ * not cached: for tests that probe the driver with a kernel of their own
+ * (a driver defect, in tests/test_embed.c). */
 clf_status clf__build_source(clf_context *ctx, const char *label,
                              const char *source, const char *options,
                              cl_program *out);

@@ -1,6 +1,6 @@
 /* config.h - a Hugging Face model's config.json, with generation_config.json
  * (when present) merged over it: typed getters whose errors name the key and
- * the file it came from.  Internal to clformer (the models use it). */
+ * the file it came from.  Internal to clformer. */
 #ifndef CLF_CONFIG_H
 #define CLF_CONFIG_H
 

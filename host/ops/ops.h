@@ -1,5 +1,5 @@
 /* ops.h - the op layer: what the op families share with each other and
- * with the layers above (device work, models), beyond the public ops.
+ * with the layers above, beyond the public ops.
  * Ops use the core only.
  */
 #ifndef CLF_OPS_H
