@@ -1,4 +1,4 @@
-/* ops_dense.c - the dense ops: GEMM and linear layers through CLBlast, fused
+/* dense.c - the dense ops: GEMM and linear layers through CLBlast, fused
  * bias + activation, broadcast add, scale, softmax over the last dim and
  * dtype casts (kernels in kernels/elementwise.cl).
  */

@@ -1,6 +1,6 @@
-/* ops_embed.c - token embeddings (row gathers by id), learned and sinusoidal
+/* embed.c - token embeddings (row gathers by id), learned and sinusoidal
  * position embeddings.  Kernels in kernels/embed.cl; clf_gather_rows
- * (ops_movement.c) shares the gather kernel through clf__embed_gather.
+ * (movement.c) shares the gather kernel through clf__embed_gather.
  */
 #include "ops.h"
 

@@ -1,4 +1,4 @@
-/* ops_movement.c - data movement on the device: permute, head split/merge,
+/* movement.c - data movement on the device: permute, head split/merge,
  * row copies and row gathers.  Kernels in kernels/movement.cl; the row
  * gather shares embed.cl's gather kernel with clf_embedding.
  */

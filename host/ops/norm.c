@@ -1,4 +1,4 @@
-/* ops_norm.c - layer norm and RMS norm (each with a fused residual add) on
+/* norm.c - layer norm and RMS norm (each with a fused residual add) on
  * the device; both run the kernels of kernels/norm.cl, RMS norm with their
  * rms flag (mean taken as 0). */
 #include "ops.h"

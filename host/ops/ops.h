@@ -25,7 +25,7 @@ _Static_assert((int)CLF__SCRATCH_OPS_END <= (int)CLF__SCRATCH_COUNT, "the ops' s
 #endif
 
 /* ---- row gather (embed.c) ---- */
-/* Row gather shared by clf_embedding and clf_gather_rows (ops_embed.c):
+/* Row gather shared by clf_embedding and clf_gather_rows (movement.c):
  * out[b, y_row0 + k, :] = (accumulate ? out : 0) + scale *
  * (0 <= id < n_valid ? x[b, x_row0 + id, :] : 0), id = ids[b, k], for
  * `batches` batches of K ids (strides in elements).  Arguments already

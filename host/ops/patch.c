@@ -1,4 +1,4 @@
-/* ops_patch.c - image patching and patch embedding (ViT, MAE), Swin's rolls,
+/* patch.c - image patching and patch embedding (ViT, MAE), Swin's rolls,
  * windows, shifted-window masks, relative position bias and patch merging,
  * and MAE's random masking and decoder unshuffle (kernels/patch.cl).
  */
