@@ -89,6 +89,11 @@ int clf_cli_start(char *const *argv, char **env, const char *out, long timeout_s
 int clf_cli_poll(clf_cli_child *ch);
 const char *clf_cli_signal_name(int sig);
 
+/* timing.c: the monotonic clock in milliseconds, and run times sorted in
+ * place (ascending) for their median and range. */
+double clf_cli_now_ms(void);
+void clf_cli_sort_times(double *t, size_t n);
+
 /* probe_props.c, for cmd_probe.c: the property table of one device, printed
  * when `human`, added to `dev` (a cJSON object) when not NULL. */
 struct cJSON;

@@ -16,17 +16,6 @@
 #define MAX_IO 16
 #define MAX_TEXTS 64
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 /* "NAME=FILE" -> name (into buf) and file. */
 static int split_pair(const char *arg, char *name, size_t len, const char **file) {
   const char *eq = strchr(arg, '=');
@@ -180,9 +169,9 @@ static int time_passes(clf_model *m, clf_context *ctx, const run_io *io, long re
   for (long r = 0; r < repeat; r++) {
     clf_array again[MAX_IO];
     memset(again, 0, sizeof(again));
-    double t0 = now_ms();
+    double t0 = clf_cli_now_ms();
     clf_status st = clf_model_run(m, io->inputs, io->n_in, io->outs, io->n_out, again);
-    t[r] = now_ms() - t0; /* clf_model_run returns with the queue finished */
+    t[r] = clf_cli_now_ms() - t0; /* clf_model_run returns with the queue finished */
     for (size_t i = 0; i < io->n_out; i++) clf_array_free(&again[i]);
     if (st != CLF_OK) {
       fprintf(stderr, "clformer run: %s\n", clf_last_error(ctx));
@@ -190,7 +179,7 @@ static int time_passes(clf_model *m, clf_context *ctx, const run_io *io, long re
       return 0;
     }
   }
-  qsort(t, (size_t)repeat, sizeof(double), cmp_double);
+  clf_cli_sort_times(t, (size_t)repeat);
   fprintf(stderr, "forward_ms median=%.3f min=%.3f max=%.3f\n", t[repeat / 2], t[0], t[repeat - 1]);
   free(t);
   return 1;
@@ -459,9 +448,9 @@ static int gen_run(const gen_opts *o, clf_context *ctx, clf_model *m, clf_tokeni
   if (streaming) go.on_token = stream_token, go.user = &st;
   if (tok && !clf_model_is_encoder_decoder(m)) printf("%s", o->prompt);
   fflush(stdout);
-  const double t0 = now_ms();
+  const double t0 = clf_cli_now_ms();
   clf_status rc = clf_model_generate(m, ids, mask, &go, seq);
-  const double ms = now_ms() - t0;
+  const double ms = clf_cli_now_ms() - t0;
   if (rc != CLF_OK) {
     fprintf(stderr, "clformer generate: %s\n", clf_last_error(ctx));
   } else if (tok && !streaming) { /* beams: the best sequence at the end */

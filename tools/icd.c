@@ -212,12 +212,6 @@ void clf_cli_remove_icd_dir(const char *dir) {
   rmdir(dir);
 }
 
-static double mono_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* The environment of a child: ours, less the keys in `set`, plus `set`. */
 char **clf_cli_child_env(char *const *set, int n_set) {
   size_t n = 0;
@@ -251,7 +245,7 @@ int clf_cli_start(char *const *argv, char **env, const char *out, long timeout_s
   posix_spawnattr_init(&attr);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
   posix_spawnattr_setpgroup(&attr, 0);
-  ch->t0 = mono_s();
+  ch->t0 = clf_cli_now_ms() / 1e3;
   int err = posix_spawn(&ch->pid, argv[0], &fa, &attr, argv, env);
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
@@ -266,14 +260,14 @@ int clf_cli_poll(clf_cli_child *ch) {
   int st = 0;
   pid_t r = waitpid(ch->pid, &st, WNOHANG);
   if (r == 0 || (r < 0 && errno == EINTR)) {
-    if (!ch->ex.timed_out && mono_s() - ch->t0 > ch->timeout_s) {
+    if (!ch->ex.timed_out && clf_cli_now_ms() / 1e3 - ch->t0 > ch->timeout_s) {
       kill(-ch->pid, SIGKILL);
       kill(ch->pid, SIGKILL);
       ch->ex.timed_out = 1;
     }
     return 0;
   }
-  ch->ex.seconds = mono_s() - ch->t0;
+  ch->ex.seconds = clf_cli_now_ms() / 1e3 - ch->t0;
   if (r == ch->pid && WIFSIGNALED(st)) ch->ex.signal = WTERMSIG(st);
   else ch->ex.code = r == ch->pid && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return 1;

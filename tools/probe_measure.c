@@ -27,24 +27,13 @@ typedef struct out {
   cJSON *obj;
 } out;
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 typedef struct stats {
   double median, min, max;
   int runs;
 } stats;
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 static stats summarize(double *t, int n) {
-  qsort(t, (size_t)n, sizeof(double), cmp_double);
+  clf_cli_sort_times(t, (size_t)n);
   stats s = {n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2, t[0], t[n - 1], n};
   return s;
 }
@@ -128,11 +117,11 @@ static clf_status time_op(clf_context *ctx, op_fn fn, void *arg, int runs, stats
   for (int r = 0; r < runs && wall_clock; r++) {
     /* The queue is empty: from the first enqueue to the end of the last
      * command, host enqueueing included. */
-    double t0 = now_ms();
+    double t0 = clf_cli_now_ms();
     st = fn(ctx, arg, NULL);
     if (st == CLF_OK) st = clf_finish(ctx);
     if (st != CLF_OK) return st;
-    t[r] = now_ms() - t0;
+    t[r] = clf_cli_now_ms() - t0;
   }
   for (int r = 0; r < runs && !wall_clock; r++) {
     cl_int err;
@@ -217,21 +206,21 @@ static void measure_build(const char *selector, int runs, const out *o, cJSON *m
   clf_context *cold = cache_context(selector, dir, 0), *writer = cache_context(selector, dir, 1);
   double tc[MAX_RUNS], tw[MAX_RUNS];
   const char *err = !cold || !writer ? clf_last_error(NULL) : NULL;
-  unsigned nonce = (unsigned)time(NULL) ^ ((unsigned)getpid() << 16) ^ (unsigned)(now_ms() * 1e3);
+  unsigned nonce = (unsigned)time(NULL) ^ ((unsigned)getpid() << 16) ^ (unsigned)(clf_cli_now_ms() * 1e3);
   for (int r = 0; r < runs && !err; r++) {
     char opt[64];
     snprintf(opt, sizeof(opt), "-DCLF_PROBE_NONCE=%u", nonce + (unsigned)r * 7919u);
-    double t0 = now_ms();
+    double t0 = clf_cli_now_ms();
     clf_status st = clf_context_prepare(cold, family, opt);
-    tc[r] = now_ms() - t0;
+    tc[r] = clf_cli_now_ms() - t0;
     if (st != CLF_OK) { err = clf_probe_error(cold, st); break; }
     st = clf_context_prepare(writer, family, opt);
     if (st != CLF_OK) { err = clf_probe_error(writer, st); break; }
     clf_context *reader = cache_context(selector, dir, 1);
     if (!reader) { err = clf_last_error(NULL); break; }
-    t0 = now_ms();
+    t0 = clf_cli_now_ms();
     st = clf_context_prepare(reader, family, opt);
-    tw[r] = now_ms() - t0;
+    tw[r] = clf_cli_now_ms() - t0;
     clf_cache_stats cs;
     clf_context_cache_stats(reader, &cs);
     if (st != CLF_OK) err = clf_probe_error(reader, st);
@@ -314,10 +303,10 @@ static void measure_latency(clf_context *ctx, int runs, const out *o, cJSON *mea
   clf_status st = clf_tensor_create(ctx, CLF_F32, 1, one, &t);
   for (int r = -1; r < runs && st == CLF_OK; r++) { /* r = -1: warm-up */
     cl_event e = NULL;
-    double t0 = now_ms();
+    double t0 = clf_cli_now_ms();
     st = clf_tensor_fill(ctx, t, 0.0, &e);
     if (st == CLF_OK) st = clf_finish(ctx);
-    double t1 = now_ms();
+    double t1 = clf_cli_now_ms();
     cl_ulong q = 0, s = 0;
     cl_int cerr = CL_SUCCESS;
     if (st == CLF_OK) {
