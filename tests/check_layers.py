@@ -6,6 +6,15 @@ files of its own folder, and files of the layers it sits on (LAYERS below,
 drawn in docs/architecture.md); an include of a layer above, of a file that
 does not exist, or of a header outside a layer folder fails the check.
 
+The names a header uses obey the same rule (name_errors): a header may not
+name a file of a layer it may not include ("linear.c" in a comment of
+core.h), nor an identifier that such a layer defines (a function defined
+there, or a macro, type or constant declared in its headers; words that
+read as prose, "apply", are not taken for identifiers).  Inside models/,
+the headers of the runtime the families share may not name a family
+(FAMILIES: its words, and the identifiers its files define), and neither
+may the layers below.  Every finding is reported with file:line.
+
 With --objects ARCHIVE, the same rule holds for calls: every symbol an
 object file of the static library uses must be defined in its own layer or
 one below (nm reads them), so an upward call fails even when it is declared
@@ -15,9 +24,11 @@ With --lengths DIR..., every function of the C and C++ files under DIR longer
 than MAX_LINES lines fails too, unless the comment right above it says why
 with "(long: ...)".
 
---self-test makes a small tree with an upward include and an over-long
-function and checks that both are reported, so the check cannot pass by
-finding nothing.
+--self-test makes a small tree with one fault of each kind (an upward
+include, an over-long function, a lower header naming an upper file and
+symbol, a shared model header naming a family) and checks that each is
+reported and nothing else is, so the check cannot pass by finding nothing.
+--help prints the usage.
 """
 import os
 import re
@@ -171,39 +182,289 @@ def call_errors(archive):
     return errors
 
 
+# ---- names: a lower header may not name what sits above it ----
+
+# Within models/: the family files (by stem, .c and .h) and the words that
+# name each family.  Every other header of models/ is the runtime the
+# families share (blocks.h, kv.h, weights.h, family.h, model.h, sampling.h,
+# and any added later): it may not use these words, nor the identifiers the
+# family files define.  Nor may the headers of any layer that cannot
+# include models/.
+FAMILIES = {
+    "gpt2": ["gpt2", "gpt-2"],
+    "llama": ["llama", "mistral", "qwen", "qwen2"],
+    "bert": ["bert", "roberta", "distilbert"],
+    "vit": ["vit"],
+    "vit_mae": ["vit_mae", "vitmae", "mae"],
+    "swin": ["swin"],
+    "marian": ["marian"],
+}
+MODELS = "models"
+# Family words a layer below may use all the same: the tokenizer kinds are
+# named after the models they came with (GPT2Tokenizer's byte-level regex,
+# RobertaTokenizer, MarianTokenizer), and text/ names those kinds, not the
+# family files; the files and identifiers of models/ stay out of reach.
+FAMILY_WORDS_ALLOWED = {
+    "text": {"gpt2", "gpt-2", "roberta", "marian"},
+}
+
+IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# A file name in code or prose: "linear.c", "host/ops/linear.c", "models/gpt2.c".
+FILE_NAME = re.compile(r"(?<![\w./-])((?:[\w-]+/)*[\w-]+\.(?:c|cc|h))(?![\w.])")
+FAMILY_WORD = {w: fam for fam, words in FAMILIES.items() for w in words}
+FAMILY_RE = re.compile(r"(?<![A-Za-z0-9])(" + "|".join(sorted(map(re.escape, FAMILY_WORD), key=len, reverse=True))
+                       + r")(?![A-Za-z0-9])", re.I)
+
+
+def strip_comments(text):
+    """The text with comments blanked (newlines kept, so lines still count)."""
+    def blank(m):
+        s = m.group(0)
+        return s if s[0] in "\"'" else re.sub(r"[^\n]", " ", s)
+    return re.sub(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|/\*.*?\*/|//[^\n]*', blank, text, flags=re.S)
+
+
+def looks_like_identifier(name):
+    """Whether a word is a code name rather than prose: it has an
+    underscore, a digit or an upper-case letter after its first.  "apply" or
+    "Profile" in a comment is English; "clf__skinny_shape", "kSkinny" and
+    "CLF__WS_H" are not."""
+    return "_" in name or any(c.isdigit() for c in name) or any(c.isupper() for c in name[1:])
+
+
+def header_definitions(text):
+    """name -> kind ("func", "type", "macro", "const", "var") of what a
+    header declares: macros, struct/enum/union tags, typedefs, enum
+    constants, functions and variables at file scope."""
+    code = strip_comments(text)
+    found = {}
+    for m in re.finditer(r"^\s*#\s*define\s+(\w+)", code, re.M):
+        found[m.group(1)] = "macro"
+    for m in re.finditer(r"\b(?:struct|enum|union)\s+(\w+)\s*\{", code):
+        found[m.group(1)] = "type"
+    for m in re.finditer(r"\btypedef\b([^;{]*(?:\{[^{}]*(?:\{[^{}]*\}[^{}]*)*\}[^;]*)?);", code):
+        body = m.group(1)
+        fp = re.search(r"\(\s*\*\s*(\w+)\s*\)", body)
+        name = fp.group(1) if fp else (re.findall(r"(\w+)\s*(?:\[[^\]]*\]\s*)*$", body.strip()) or [None])[0]
+        if name:
+            found[name] = "type"
+    for m in re.finditer(r"\benum\b[^{;]*\{([^}]*)\}", code):
+        for item in m.group(1).split(","):
+            n = re.match(r"\s*(\w+)", item)
+            if n:
+                found.setdefault(n.group(1), "const")
+    for line in code.split("\n"):
+        if not line or line[0] in " \t#}" or re.match(r"(typedef|struct\s+\w+\s*\{|enum|union|namespace|extern \"C\"|"
+                                                      r"static_assert|template|using)\b", line):
+            continue
+        fn = re.match(r"[^;=(]*?\b(\w+)\s*\(", line)
+        var = re.match(r"(?:extern\s+|constexpr\s+|const\s+)[^;=(]*?\b(\w+)\s*(?:\[[^\]]*\]\s*)*(?:=|;)", line)
+        if var:
+            found.setdefault(var.group(1), "var")
+        elif fn and fn.group(1) not in ("operator", "sizeof"):
+            found.setdefault(fn.group(1), "func")
+    return found
+
+
+def source_definitions(text):
+    """name -> kind of the functions and variables a source file defines
+    at file scope without `static`."""
+    lines = strip_comments(text).split("\n")
+    found = {}
+    for i, line in enumerate(lines):
+        if not line or line[0] in " \t#}/" or re.match(r"(static|typedef|extern|namespace|using|template)\b", line):
+            continue
+        var = re.match(r"[A-Za-z_][^;(]*?\b(\w+)\s*(?:\[[^\]]*\]\s*)*=", line)
+        if var:
+            found.setdefault(var.group(1), "var")
+            continue
+        m = FUNC_START.match(line)
+        if not m:
+            continue
+        rest = "\n".join(lines[i:i + 12])
+        brace, semi = rest.find("{"), rest.find(";")
+        if brace >= 0 and (semi < 0 or brace < semi):
+            found.setdefault(m.group(1), "func")
+    return found
+
+
+def read(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def family_of(name):
+    """The family whose file `name` (a models/ file name) is, or None."""
+    stem = os.path.splitext(name)[0]
+    return stem if stem in FAMILIES else None
+
+
+def layer_files(host):
+    """[(layer, name, path)] of every source and header of every layer."""
+    out = []
+    for layer in LAYERS:
+        folder = os.path.join(host, layer)
+        if os.path.isdir(folder):
+            out += [(layer, n, os.path.join(folder, n)) for n in sorted(os.listdir(folder)) if n.endswith(SOURCE_EXT)]
+    return out
+
+
+def name_errors(host, public=None):
+    """Every header that names a module or symbol it may not use: a file or
+    an identifier of a layer it may not include, or (the headers of the
+    shared model runtime and of the layers below) a model family."""
+    files = layer_files(host)
+    # name -> [(layer, file)] of what defines it.  The public header's types
+    # and constants are everybody's; a public function belongs to the layer
+    # that defines it.
+    defined, files_of = {}, {}
+    public_names = set()
+    if public and os.path.isfile(public):
+        public_names = {n for n, k in header_definitions(read(public)).items() if k != "func"}
+    declared = {}
+    for layer, name, path in files:
+        files_of.setdefault(name, set()).add(layer)
+        header = name.endswith(".h")
+        defs = header_definitions(read(path)) if header else source_definitions(read(path))
+        for ident in defs:
+            if looks_like_identifier(ident) and ident not in public_names:
+                (declared if header else defined).setdefault(ident, []).append((layer, name))
+    # A function belongs to the file defining it, not to the headers that
+    # declare it (a lower header declaring an upper function names it).
+    for ident, owners in declared.items():
+        defined.setdefault(ident, owners)
+    errors = []
+    for layer, name, path in files:
+        if name.endswith(".h"):
+            errors += header_name_errors(layer, name, path, defined, files_of)
+    return errors
+
+
+def header_name_errors(layer, name, path, defined, files_of):
+    allowed = {layer, *LAYERS[layer]}
+    shared_runtime = layer == MODELS and not family_of(name)
+    text = read(path)
+    found, spans = [], []
+
+    def report(m, msg):
+        spans.append((m.start(), m.end()))
+        found.append((text.count("\n", 0, m.start()) + 1, m.start(), msg))
+
+    def usable(owner_layer, owner_file):
+        return owner_layer in allowed and not (shared_runtime and owner_layer == MODELS and family_of(owner_file))
+
+    for m in IDENT.finditer(text):
+        owners = defined.get(m.group(0))
+        if not owners or any(usable(*o) for o in owners):
+            continue
+        l, f = owners[0]
+        where = f"the family file {l}/{f}" if l in allowed else f"{l}/{f} ({layer} may not use {l})"
+        report(m, f"names {m.group(0)}, defined in {where}")
+    for m in FILE_NAME.finditer(text):
+        parts = m.group(1).split("/")
+        named = [p for p in parts[:-1] if p in LAYERS]
+        layers = {named[-1]} if named else files_of.get(parts[-1], set())
+        if layers and not layers & allowed:
+            target = sorted(layers)[0]
+            report(m, f"names {m.group(1)}, a file of {target}/ ({layer} may not use {target})")
+    if shared_runtime or MODELS not in allowed:
+        who = "the shared model runtime" if shared_runtime else layer
+        for m in FAMILY_RE.finditer(text):
+            word = m.group(1).lower()
+            if word in FAMILY_WORDS_ALLOWED.get(layer, ()) or any(a <= m.start() < b for a, b in spans):
+                continue
+            ident = [i.group(0) for i in IDENT.finditer(text, max(0, m.start() - 80), m.end() + 80)
+                     if i.start() <= m.start() and m.end() <= i.end()]
+            inside = f" (in {ident[0]})" if ident and ident[0] != m.group(1) else ""
+            report(m, f"names \"{m.group(1)}\"{inside}, the model family {FAMILY_WORD[word]} "
+                      f"({who} may not name a family)")
+    return [f"{path}:{line}: {msg}" for line, _, msg in sorted(found)]
+
+
+def write(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
 def self_test():
+    """A small tree with one of each fault: an upward include, an over-long
+    function, a lower header naming an upper file and an upper function, a
+    shared model header naming a family and a family file's symbol; and
+    names that are allowed (a lower symbol named from above, prose), which
+    must not be reported."""
     with tempfile.TemporaryDirectory() as tmp:
         host = os.path.join(tmp, "host")
-        for layer in ("core", "models"):
-            os.makedirs(os.path.join(host, layer))
-        with open(os.path.join(host, "models", "model.h"), "w") as f:
-            f.write("/* a model */\n")
-        with open(os.path.join(host, "core", "context.c"), "w") as f:
-            f.write('#include "models/model.h"\n\nint f(void) {\n' + "  x();\n" * (MAX_LINES + 5) + "}\n")
+        write(os.path.join(host, "models", "model.h"), "/* a model */\nvoid clf__model_run(void);\n")
+        write(os.path.join(host, "models", "swin.c"), "int clf__swin_shift(int x) {\n  return x;\n}\n")
+        write(os.path.join(host, "models", "blocks.h"),
+              "/* blocks shared by the families (apply, Profile: prose) */\n"
+              "enum { CLF__WS_X, CLF__WS_SWIN_SHIFT };\nint clf__swin_shift(int x);\n")
+        write(os.path.join(host, "ops", "linear.c"),
+              '#include "ops.h"\n\nvoid clf__skinny_shape(void) {\n  clf__scratch(0);\n}\n')
+        write(os.path.join(host, "ops", "ops.h"), '#include "core/core.h"\n/* over clf__scratch */\n'
+              "void clf__skinny_shape(void);\n")
+        write(os.path.join(host, "core", "core.h"),
+              "/* the skinny kernel's tuning (linear.c), see clf__skinny_shape */\nvoid clf__scratch(int slot);\n")
+        write(os.path.join(host, "core", "context.c"),
+              '#include "models/model.h"\n\nint f(void) {\n' + "  x();\n" * (MAX_LINES + 5) + "}\n")
         inc = include_errors(host)
         lens = length_errors([host])
-    ok = any("core may not include models" in e for e in inc) and any("f() is" in e for e in lens)
-    print("self-test:", "the upward include and the long function are reported" if ok else "FAILED",
-          *(inc + lens), sep="\n  ")
+        names = name_errors(host)
+    want = {
+        "the upward include": lambda e: "core may not include models" in e,
+        "the long function": lambda e: "f() is" in e,
+        "an upper file named below": lambda e: "core.h:1: names linear.c, a file of ops/" in e,
+        "an upper function named below": lambda e: "core.h:1: names clf__skinny_shape, defined in ops/linear.c" in e,
+        "a family named by the shared runtime": lambda e: 'blocks.h:2: names "SWIN" (in CLF__WS_SWIN_SHIFT)' in e,
+        "a family file's function named by the shared runtime":
+            lambda e: "blocks.h:3: names clf__swin_shift, defined in the family file models/swin.c" in e,
+    }
+    errors = inc + lens + names
+    missed = [what for what, hit in want.items() if not any(hit(e) for e in errors)]
+    extra = [e for e in names if not any(hit(e) for hit in want.values())]
+    ok = not missed and not extra
+    print("self-test:", "each fault is reported, and nothing else" if ok else "FAILED",
+          *(f"not reported: {m}" for m in missed), *(f"reported wrongly: {e}" for e in extra), *errors,
+          sep="\n  ")
     return 0 if ok else 1
 
 
+USAGE = """usage: check_layers.py HOST_DIR [--objects ARCHIVE] [--lengths DIR...]
+       check_layers.py --self-test
+       check_layers.py --help
+
+Checks that host/ keeps its layers: includes (always), the names in each
+header (always), calls (--objects: the static library), and function
+lengths (--lengths: the C and C++ files under each DIR).  --self-test runs
+the checks on a small tree with one fault of each kind."""
+
+
 def main(argv):
-    if argv[1:2] == ["--self-test"]:
+    args = argv[1:]
+    if not args or args[0] in ("-h", "--help"):
+        print(USAGE, file=sys.stdout if args else sys.stderr)
+        return 0 if args else 2
+    if args == ["--self-test"]:
         return self_test()
-    if len(argv) < 2:
-        print("usage: check_layers.py HOST_DIR [--objects ARCHIVE] [--lengths DIR...] | --self-test", file=sys.stderr)
+    host, rest = args[0], args[1:]
+    if host.startswith("-") or not os.path.isdir(host):
+        print(f"check_layers.py: {host}: not a directory\n\n{USAGE}", file=sys.stderr)
         return 2
-    errors = include_errors(argv[1])
-    checked = ["includes"]
-    rest = argv[2:]
-    if rest[:1] == ["--objects"]:
+    public = os.path.join(os.path.dirname(os.path.abspath(host)), "include", "clformer.h")
+    errors = include_errors(host) + name_errors(host, public)
+    checked = ["includes", "names in headers"]
+    if rest[:1] == ["--objects"] and len(rest) >= 2:
         errors += call_errors(rest[1])
         checked.append("calls")
         rest = rest[2:]
-    if rest[:1] == ["--lengths"]:
+    if rest[:1] == ["--lengths"] and len(rest) >= 2:
         errors += length_errors(rest[1:])
         checked.append(f"function lengths in {', '.join(rest[1:])}")
+        rest = []
+    if rest:
+        print(f"check_layers.py: unexpected {' '.join(rest)}\n\n{USAGE}", file=sys.stderr)
+        return 2
     for e in errors:
         print(e)
     print(f"{', '.join(checked)}: {len(errors)} problem(s)")
