@@ -1,4 +1,4 @@
-/* model_bert.c - BertModel: word + position + token-type embeddings, LN,
+/* bert.c - BertModel: word + position + token-type embeddings, LN,
  * N post-LN encoder layers (GELU MLP), pooler tanh(dense(h[:, 0])); and the
  * task heads of transformers' BertFor* classes on top of it.  The head is the
  * one config.json's architectures names; every checkpoint also gives the

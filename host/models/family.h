@@ -51,7 +51,7 @@ typedef struct clf__family {
 
 /* The family of model_type `type`, or NULL. */
 const clf__family *clf__family_find(const char *type);
-/* "bert, gpt2, ..." for messages. */
+/* The model_types supported, comma-separated, for messages. */
 const char *clf__family_names(void);
 
 #ifdef __cplusplus

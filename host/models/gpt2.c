@@ -1,6 +1,6 @@
-/* model_gpt2.c - GPT2Model / GPT2LMHeadModel: wte + wpe, N pre-LN blocks
+/* gpt2.c - GPT2Model / GPT2LMHeadModel: wte + wpe, N pre-LN blocks
  * (fused c_attn, causal + padding mask, gelu_new MLP), ln_f, tied LM head,
- * and a KV cache for incremental decoding; GPT2ForSequenceClassification
+ * generating through the decoder runtime (decoder.c); GPT2ForSequenceClassification
  * (score at the last non-padding token) and GPT2ForTokenClassification.
  */
 #include "decoder.h"

@@ -1,4 +1,4 @@
-/* model_marian.c - MarianModel / MarianMTModel, the original encoder-decoder
+/* marian.c - MarianModel / MarianMTModel, the original encoder-decoder
  * Transformer: scaled token embeddings + sinusoidal positions, N post-LN
  * encoder layers, M post-LN decoder layers (causal self-attention with a KV
  * cache, cross-attention with K/V computed once), tied LM head + final bias.

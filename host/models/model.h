@@ -46,7 +46,7 @@ typedef struct clf__gen_settings {
 
 struct clf_model {
   clf_context *ctx;
-  const char *type; /* the family's model_type: "bert", "roberta", "gpt2", ... */
+  const char *type; /* config.json's model_type */
   const char *const *in_names;
   size_t n_in;
   const char *const *out_names;
@@ -90,8 +90,7 @@ clf_status clf__download(clf_model *m, const clf_tensor *t, const char *name, cl
  * non-zero).  `what` names the input in errors. */
 clf_status clf__check_ids(clf_model *m, const clf_array *a, const char *what, size_t *B, size_t *L);
 
-/* `fmt` with the model's tensor prefix ("bert.", "transformer.", "model.", "")
- * printed into buf. */
+/* `fmt` with the model's tensor prefix (as "model." or "") printed into buf. */
 const char *clf__wn(char *buf, size_t len, const char *prefix, const char *fmt, ...)
 #ifdef __GNUC__
     __attribute__((format(printf, 4, 5)))

@@ -1,4 +1,4 @@
-/* model_swin.c - SwinModel / SwinForImageClassification: patch embedding + LN,
+/* swin.c - SwinModel / SwinForImageClassification: patch embedding + LN,
  * stages of (shifted-)window attention blocks with relative position bias,
  * patch merging between stages, final LN, average pooling, classifier.
  */

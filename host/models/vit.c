@@ -1,4 +1,4 @@
-/* model_vit.c - ViTModel / ViTForImageClassification: Conv2d patch embedding,
+/* vit.c - ViTModel / ViTForImageClassification: Conv2d patch embedding,
  * CLS token, learned positions (bicubic-interpolated for other image sizes),
  * pre-LN encoder layers, final LN, pooler tanh(dense(h[:, 0])), classifier.
  */

@@ -1,4 +1,4 @@
-/* model_vit_mae.c - ViTMAEModel / ViTMAEForPreTraining: patch embedding +
+/* vit_mae.c - ViTMAEModel / ViTMAEForPreTraining: patch embedding +
  * positions, random masking by noise, the ViT encoder on CLS + kept patches,
  * and the decoder (mask tokens unshuffled into place) with its pixel loss.
  */
