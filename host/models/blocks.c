@@ -121,7 +121,8 @@ clf_status clf__layer_forward(clf_context *ctx, const clf__layer *l, int pre_ln,
   if ((st = clf__ws_get(ctx, ws, CLF__WS_BRANCH, CLF_F32, 3, h->shape, &f)) != CLF_OK) return st;
   if (pre_ln) {
     /* a = ln_self(h) already. */
-    if ((st = clf__attn_forward(ctx, &l->self, a, NULL, io->self_kv, io->self_mask, io->rot, ws, f)) != CLF_OK) return st;
+    if ((st = clf__attn_forward(ctx, &l->self, a, NULL, io->self_kv, io->self_mask, io->rot, ws, f)) != CLF_OK)
+      return st;
     if (l->has_cross) {
       if ((st = clf__ln_apply(ctx, &l->ln_cross, h, f, h, a)) != CLF_OK) return st;
       if ((st = clf__attn_forward(ctx, &l->cross, a, io->enc, io->cross_kv, io->cross_mask, NULL, ws, f)) != CLF_OK)

@@ -218,7 +218,8 @@ static long marian_dec_vocab(const marian_dims *d) { return d->Vd == LONG_MIN ? 
 /* both stacks' rows, the decoder over as many rows as the encoder; the head */
 static void marian_gemms(const void *dims, const clf__config *c, size_t T, clf__gemm_list *l) {
   const marian_dims *d = dims;
-  const clf__block_spec enc = marian_spec((size_t)d->D, (size_t)d->Fe, 0), dec = marian_spec((size_t)d->D, (size_t)d->Fd, 1);
+  const clf__block_spec enc = marian_spec((size_t)d->D, (size_t)d->Fe, 0);
+  const clf__block_spec dec = marian_spec((size_t)d->D, (size_t)d->Fd, 1);
   clf__rows_gemms(marian_layer_rows, CLF__ARRAY_LEN(marian_layer_rows), &enc, T, d->Ne, l);
   clf__rows_gemms(marian_layer_rows, CLF__ARRAY_LEN(marian_layer_rows), &dec, T, d->Nd, l);
   if (clf__config_has_arch(c, "MarianMTModel")) clf__gemm_add(l, T, marian_dec_vocab(d), d->D, 1, 1);
@@ -263,7 +264,8 @@ static clf_status marian_load_bias(clf_model *m, marian *mm, const clf__weights 
   clf_status st;
   if (!clf__weights_has(w, "final_logits_bias")) return CLF_OK;
   if ((st = clf__param(ctx, w, p, "final_logits_bias", 2, (size_t[]){1, mm->Vd}, &b2)) != CLF_OK ||
-      (st = clf_tensor_view(b2, 0, 1, (size_t[]){mm->Vd}, &b1)) != CLF_OK || (st = clf__params_add(ctx, p, b1)) != CLF_OK)
+      (st = clf_tensor_view(b2, 0, 1, (size_t[]){mm->Vd}, &b1)) != CLF_OK ||
+      (st = clf__params_add(ctx, p, b1)) != CLF_OK)
     return st;
   mm->dec.head_bias = b1;
   return CLF_OK;

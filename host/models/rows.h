@@ -36,8 +36,9 @@ typedef struct clf__weight_row {
   {offsetof(S, f), name, CLF__ROW_LINEAR, CLF__DIM_##o, CLF__DIM_##i, CLF__BIAS_##bias, 0, NULL}
 #define CLF__XLIN(S, f, name) {offsetof(S, f), name, CLF__ROW_LINEAR, CLF__DIM_D, CLF__DIM_D, CLF__BIAS_YES, 1, NULL}
 #define CLF__PART(name, o) {name, CLF__DIM_##o}
-#define CLF__FUSE(S, f, name, i, bias, ...) \
-  {offsetof(S, f), name, CLF__ROW_FUSED, 0, CLF__DIM_##i, CLF__BIAS_##bias, 0, (const clf__row_part[]){__VA_ARGS__, {NULL, 0}}}
+#define CLF__FUSE(S, f, name, i, bias, ...)                                            \
+  {offsetof(S, f), name, CLF__ROW_FUSED, 0, CLF__DIM_##i, CLF__BIAS_##bias, 0, \
+   (const clf__row_part[]){__VA_ARGS__, {NULL, 0}}}
 /* Self-attention's q, k, v parts into the clf__attn f's qkv. */
 #define CLF__QKV(S, f, name, bias, q, k, v) \
   CLF__FUSE(S, f.qkv, name, D, bias, CLF__PART(q, Q), CLF__PART(k, KV), CLF__PART(v, KV))
