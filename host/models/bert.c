@@ -86,14 +86,6 @@ static const clf__weight_row distil_layer_rows[] = {
     CLF__LN(clf__layer, ln_mlp, "output_layer_norm"),
 };
 
-/* A layer's rows are read with: q, k, v biased; nn.Linear [out, in],
- * stored [in, out] in f32 (an encoder's many rows). */
-static clf__block_spec bert_spec(size_t D, size_t F, float eps) {
-  clf__block_spec s = {.eps = eps, .qkv_bias = 1, .layout = CLF_WEIGHT_OUT_IN, .in_out_f32 = 1};
-  clf__spec_dims(&s, D, F, D, D);
-  return s;
-}
-
 /* What differs between BERT, RoBERTa, XLM-RoBERTa and DistilBERT: names. */
 typedef struct bert_kind {
   const char *type, *prefix;        /* model_type; the base model's weight prefix ("bert.") */
@@ -416,7 +408,7 @@ static clf_status bert_load_weights(clf_model *m, bert *b, clf_activation act, c
   clf_context *ctx = m->ctx;
   clf__params *p = &m->params;
   const size_t d = b->D, dh = b->D / b->H;
-  const clf__block_spec spec = bert_spec(d, b->F, b->eps);
+  const clf__block_spec spec = clf__spec_encoder(d, b->F, b->eps, 1);
   char n1[256], n2[256];
   clf_status st;
   if ((st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, pf, "embeddings.word_embeddings.weight"), 2,
@@ -557,7 +549,7 @@ static clf_status bert_load_kind(clf_model *m, const bert_kind *k, const bert_di
 static void bert_gemms_kind(const bert_kind *k, const void *dims, const clf__config *c, size_t T,
                             clf__gemm_list *l) {
   const bert_dims *d = dims;
-  const clf__block_spec spec = bert_spec((size_t)d->D, (size_t)d->F, 0);
+  const clf__block_spec spec = clf__spec_encoder((size_t)d->D, (size_t)d->F, 0, 1);
   clf__rows_gemms(k->rows, k->n_rows, &spec, T, d->N, l);
   const int hd = bert_pick_head(k, c);
   if (hd == HEAD_MLM || hd == HEAD_PRE) {

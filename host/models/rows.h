@@ -63,6 +63,11 @@ typedef struct clf__block_spec {
  * wide and key/value heads KV = Hkv Dh (both D for multi-head attention). */
 void clf__spec_dims(clf__block_spec *s, size_t D, size_t F, size_t Q, size_t KV);
 
+/* The spec of an encoder layer of width D, feed-forward F, multi-head
+ * attention with q, k, v biases as qkv_bias says: nn.Linear [out, in],
+ * stored [in, out] in f32 (an encoder sees many rows at once). */
+clf__block_spec clf__spec_encoder(size_t D, size_t F, float eps, int qkv_bias);
+
 /* Loads every row (cross rows only with spec->cross) under `prefix` into
  * the block struct at `block`. */
 clf_status clf__load_rows(clf_context *ctx, const clf__weights *w, clf__params *p, const char *prefix,

@@ -209,16 +209,8 @@ static const clf__weight_row vit_layer_rows[] = {
     CLF__LN(clf__layer, ln_mlp, "layernorm_after"),
 };
 
-/* Pre-LN layers of nn.Linear [out, in], stored [in, out] in f32 (an
- * encoder's many rows). */
-static clf__block_spec vit_spec(size_t D, size_t F, float eps, int qkv_bias) {
-  clf__block_spec s = {.eps = eps, .qkv_bias = qkv_bias, .layout = CLF_WEIGHT_OUT_IN, .in_out_f32 = 1};
-  clf__spec_dims(&s, D, F, D, D);
-  return s;
-}
-
 void clf__vit_gemms(size_t D, size_t F, size_t T, long n, clf__gemm_list *l) {
-  const clf__block_spec spec = vit_spec(D, F, 0, 1);
+  const clf__block_spec spec = clf__spec_encoder(D, F, 0, 1);
   clf__rows_gemms(vit_layer_rows, CLF__ARRAY_LEN(vit_layer_rows), &spec, T, n, l);
 }
 
@@ -227,7 +219,7 @@ clf_status clf__vit_load_layers(clf_context *ctx, const clf__weights *w, clf__pa
                                 clf__layer *layers) {
   clf_status st;
   const size_t dh = D / H;
-  const clf__block_spec spec = vit_spec(D, F, eps, qkv_bias);
+  const clf__block_spec spec = clf__spec_encoder(D, F, eps, qkv_bias);
   for (size_t i = 0; i < n; i++) {
     clf__layer *l = &layers[i];
     char lp[160];
