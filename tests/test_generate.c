@@ -176,6 +176,12 @@ START_TEST(test_budgets) {
   TH_OK(clf_model_generate(m, &in, NULL, &o, &seq));
   ck_assert_uint_le(seq.shape[1], 64);
   clf_array_free(&seq);
+  /* a source longer than the 64 positions: refused before the encoder runs */
+  int64_t long_src[65] = {0};
+  clf_array src = {.name = "input_ids", .dtype = CLF_I64, .ndim = 2, .shape = {1, 65}, .data = long_src};
+  o.max_new_tokens = 2;
+  TH_FAILS(clf_model_generate(m, &src, NULL, &o, &seq), CLF_E_INVALID_ARG,
+           "the source's 65 positions exceed max_position_embeddings 64");
 }
 END_TEST
 

@@ -32,8 +32,10 @@ void clf__decoder_end(clf_model *m) {
   if (d->release) d->release(m);
 }
 
-void clf__decoder_free(clf__decoder *d) {
-  clf__kv_cache_free(&d->kv);
+void clf__decoder_free(clf_model *m) {
+  if (!m->dec) return;
+  clf__decoder_end(m);
+  clf__kv_cache_free(&m->dec->kv);
 }
 
 clf_status clf__decoder_begin(clf_model *m, size_t B, size_t cap, const clf_array *enc_ids,

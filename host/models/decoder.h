@@ -63,8 +63,9 @@ clf_status clf__decoder_step(clf_model *m, size_t n, const int64_t *ids, const i
                              float *logits);
 clf_status clf__decoder_reorder(clf_model *m, const int64_t *idx);
 void clf__decoder_end(clf_model *m);
-/* end, and the cache arrays freed (clf_model_destroy). */
-void clf__decoder_free(clf__decoder *d);
+/* end (the step buffer and what prepare made included), and the cache
+ * arrays freed (clf_model_destroy; m->dec NULL: nothing). */
+void clf__decoder_free(clf_model *m);
 
 /* A decoder-only forward pass: the inputs (indexed as clf__decoder_inputs)
  * checked, *B, *L and *max_pos set; then run through the body without the

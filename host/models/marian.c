@@ -140,11 +140,12 @@ static clf_status marian_prepare(clf_model *m, size_t B, size_t cap, const clf_a
   clf_context *ctx = m->ctx;
   marian *mm = m->impl;
   clf_status st;
+  (void)cap; /* checked by the runtime */
   mm->dec.kv.cross_ready = 0;
   const size_t Ls = enc_ids->shape[1];
   if (Ls > mm->P)
-    return clf__fail(ctx, CLF_E_INVALID_ARG, "clf_model_generate: %zu positions exceed max_position_embeddings %zu",
-                     Ls > cap ? Ls : cap, mm->P);
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "clf_model_generate: the source's %zu positions exceed "
+                     "max_position_embeddings %zu", Ls, mm->P);
   clf_tensor *ids;
   if ((st = clf__upload_ids(m, &m->ws, CLF__WS_IDS, enc_ids, B, Ls, 0, &ids)) != CLF_OK) return st;
   if (enc_mask) {

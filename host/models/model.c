@@ -251,7 +251,7 @@ done:
 
 void clf_model_destroy(clf_model *m) {
   if (!m) return;
-  if (m->dec) clf__decoder_free(m->dec);
+  clf__decoder_free(m);
   if (m->destroy) m->destroy(m);
   for (struct clf__alloc *a = m->allocs, *next; a; a = next) {
     next = a->next;
