@@ -3,7 +3,8 @@
  * attn_softmax and attn_merge serve the GEMM path (CLBlast computes Q K^T and
  * P V around them); attn_fused is the flash-attention kernel, compiled only
  * when the host passes -DHEAD_DIM=Dh -DATT_BQ=.. -DATT_BK=.. (tile sizes)
- * -DATT_TR=.. (rows of its work-item grid: 8, 4 or 2).
+ * -DATT_TR=.. (rows of its work-item grid: 8, 4 or 2), and attn_fused_cpu
+ * its shape for CPU-class devices, compiled with -DHEAD_DIM=Dh -DATT_CPU.
  *
  * Masks shared by both paths, for batch b, head h, query i, key j < Lk:
  *   key padding  pad[b, j] == 0 (pad_kind 1: i32, 2: i64, 3: f32; 0: none;
@@ -94,7 +95,7 @@ __kernel void attn_merge(__global const float *x, uint x_off, __global float *y,
   y[y_off + gid] = x[x_off + ((b * H + h) * Lq + i) * Dh + d];
 }
 
-#ifdef HEAD_DIM
+#if defined(HEAD_DIM) && !defined(ATT_CPU)
 /* Flash attention.  One work-group of ATT_WG = 8 * ATT_TR work-items (64,
  * 32 or 16: the host takes the largest the kernel may run on the device)
  * per (b, KV head, block of ATT_BQ query rows of its G heads), seen as an
@@ -299,4 +300,120 @@ void attn_fused(__global const float *q, uint q_off,
     }
   }
 }
-#endif /* HEAD_DIM */
+#endif /* HEAD_DIM, !ATT_CPU */
+
+#if defined(HEAD_DIM) && defined(ATT_CPU)
+/* Flash attention shaped for CPUs (-DATT_CPU, the host's pick where the
+ * device is CPU-class): one work-item per query row, no local memory and no
+ * barriers.  A CPU runs a work-group's items one after another on one core,
+ * so the tiled kernel's local tiles are copies from cache to cache and its
+ * barriers loop splits; here the row's query and its accumulator stay in
+ * private vectors of ATT_VW floats (float8, float4, or scalars for other
+ * head dims) and each key and value row is read straight from global
+ * memory, which a row of the same head read just before left in cache.
+ * Keys go ATT_KB at a time: their ATT_KB dot products are independent
+ * chains, their exponentials one vector call, and the accumulator is
+ * rescaled only when the running max grows. */
+#if HEAD_DIM % 8 == 0
+#define ATT_VW 8
+#define attv float8
+#define ATT_LOAD(i, p) vload8((i), (p))
+#define ATT_STORE(x, i, p) vstore8((x), (i), (p))
+/* Sums through dot(): Oclgrind 21.10's uninitialised-value checker crashes
+ * on extracting a vector's element. */
+#define ATT_SUM(x) dot((x).lo + (x).hi, (float4)(1.0f))
+#elif HEAD_DIM % 4 == 0
+#define ATT_VW 4
+#define attv float4
+#define ATT_LOAD(i, p) vload4((i), (p))
+#define ATT_STORE(x, i, p) vstore4((x), (i), (p))
+#define ATT_SUM(x) dot((x), (float4)(1.0f))
+#else
+#define ATT_VW 1
+#define attv float
+#define ATT_LOAD(i, p) ((p)[i])
+#define ATT_STORE(x, i, p) ((p)[i] = (x))
+#define ATT_SUM(x) (x)
+#endif
+#define ATT_NV (HEAD_DIM / ATT_VW)
+#define ATT_KB 4
+
+/* Global (rows of a KV head's G heads, G * Lq rounded up to the group;
+ * B * H / G); the arguments are attn_fused's. */
+__kernel void attn_fused_cpu(__global const float *q, uint q_off,
+                             __global const float *k, uint k_off,
+                             __global const float *v, uint v_off,
+                             __global const uint *pad, uint pad_off, int pad_kind,
+                             __global const float *bias, uint bias_off, int has_bias,
+                             uint n_win, uint bias_bstride, uint bias_hstride,
+                             __global float *out, uint out_off, uint out_h, uint out_i,
+                             uint n_bkv, uint H, uint G, uint Lq, uint Lk, uint Lcap, int causal, uint window,
+                             float scale) {
+  /* Row t < G * Lq of this KV head: query i = t % Lq of head hk * G + t / Lq. */
+  const uint n_rows = G * Lq, t = get_global_id(0), bkv = get_global_id(1);
+  if (t >= n_rows || bkv >= n_bkv) return;
+  const uint Hkv = H / G, b = bkv / Hkv, hk = bkv - b * Hkv, hg = t / Lq, i = t - hg * Lq, h = hk * G + hg;
+  const uint nw = b / n_win, w = b - nw * n_win;
+  q += q_off + (bkv * n_rows + t) * HEAD_DIM;
+  k += k_off + bkv * Lcap * HEAD_DIM;
+  v += v_off + bkv * Lcap * HEAD_DIM;
+  pad += pad_off + b * Lk * (pad_kind == 2 ? 2u : 1u);
+  bias += bias_off + w * bias_bstride + h * bias_hstride + i * Lk;
+  out += out_off + b * H * Lq * HEAD_DIM + h * out_h + i * out_i;
+
+  /* The query sits at position i + Lk - Lq and sees keys lo <= j < hi. */
+  const long pos = (long)i + (long)Lk - (long)Lq;
+  const uint hi = causal ? (uint)clamp(pos + 1, 0L, (long)Lk) : Lk;
+  const uint lo = window ? (uint)clamp(pos - (long)window + 1, 0L, (long)Lk) : 0u;
+
+  attv qv[ATT_NV], acc[ATT_NV];
+  for (uint c = 0; c < ATT_NV; c++) {
+    qv[c] = ATT_LOAD(c, q) * scale;
+    acc[c] = 0.0f;
+  }
+  float m = -INFINITY, l = 0.0f;
+  for (uint j0 = lo; j0 < hi; j0 += ATT_KB) {
+    /* Keys past hi repeat the last one, masked. */
+    __global const float *kr[ATT_KB];
+    float s[ATT_KB];
+    attv d[ATT_KB];
+#pragma unroll
+    for (uint e = 0; e < ATT_KB; e++) {
+      kr[e] = k + min(j0 + e, hi - 1u) * HEAD_DIM;
+      d[e] = 0.0f;
+    }
+    for (uint c = 0; c < ATT_NV; c++)
+#pragma unroll
+      for (uint e = 0; e < ATT_KB; e++) d[e] = fma(qv[c], ATT_LOAD(c, kr[e]), d[e]);
+    float mt = m;
+#pragma unroll
+    for (uint e = 0; e < ATT_KB; e++) {
+      const uint j = j0 + e;
+      float x = -INFINITY;
+      if (j < hi && attn_key_kept(pad, pad_kind, j)) x = ATT_SUM(d[e]) + (has_bias ? bias[j] : 0.0f);
+      s[e] = x;
+      mt = fmax(mt, x);
+    }
+    if (mt == -INFINITY) continue; /* every key so far masked: nothing to add */
+    if (mt > m) {
+      const float corr = exp(m - mt); /* 0 for the first visible key */
+      l *= corr;
+      for (uint c = 0; c < ATT_NV; c++) acc[c] *= corr;
+      m = mt;
+    }
+    float p[ATT_KB];
+    vstore4(exp(vload4(0, s) - mt), 0, p);
+    for (uint e = 0; e < ATT_KB; e++) l += p[e];
+    __global const float *vr[ATT_KB];
+    for (uint e = 0; e < ATT_KB; e++) vr[e] = v + min(j0 + e, hi - 1u) * HEAD_DIM;
+    for (uint c = 0; c < ATT_NV; c++) {
+      attv x = acc[c];
+#pragma unroll
+      for (uint e = 0; e < ATT_KB; e++) x = fma((attv)(p[e]), ATT_LOAD(c, vr[e]), x);
+      acc[c] = x;
+    }
+  }
+  const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+  for (uint c = 0; c < ATT_NV; c++) ATT_STORE(acc[c] * inv, c, out);
+}
+#endif /* HEAD_DIM, ATT_CPU */

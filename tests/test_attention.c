@@ -475,6 +475,7 @@ START_TEST(attn_fused_work_groups) {
   char env[8];
   snprintf(env, sizeof env, "%u", cap);
   setenv("CLFORMER_ATTN_WG", env, 1);
+  setenv("CLFORMER_ATTN_FUSED", "tiled", 1); /* CPU-class devices take attn_fused_cpu by default */
   att_fused_only = under_oclgrind();
   const unsigned wg = att_fused_wg(64, 33);
   fprintf(stderr, "note: fused attention, work-group cap %u: %u work-items (head dim 64, 33 queries)\n", cap, wg);
@@ -547,11 +548,130 @@ START_TEST(attn_fused_work_groups) {
 }
 END_TEST
 
-/* Teardown of attn_fused_work_groups, run even when a check failed. */
+/* Teardown of attn_fused_work_groups and attn_fused_cpu_shape, run even
+ * when a check failed. */
 static void att_wg_uncap(void) {
   unsetenv("CLFORMER_ATTN_WG");
+  unsetenv("CLFORMER_ATTN_FUSED");
   att_fused_only = 0;
 }
+
+/* Which shape of the fused kernel the device takes by default: the CPU
+ * shape (attn_fused_cpu, "... CPU WG=n") exactly on CPU-class devices. */
+START_TEST(attn_fused_default_shape) {
+  char name[128];
+  ck_assert(clf__attn_fused_variant(th_ctx, 64, 33, name, sizeof(name)));
+  const int cpu = strcmp(clf_context_device_class(th_ctx, NULL), "cpu") == 0;
+  fprintf(stderr, "note: fused attention on this %s-class device: %s\n", cpu ? "CPU" : "GPU", name);
+  ck_assert_msg((strstr(name, " CPU ") != NULL) == cpu, "%s", name);
+  ck_assert_msg(strncmp(name, "attention.fused HEAD_DIM=64 ", 28) == 0, "%s", name);
+}
+END_TEST
+
+/* The CPU shape of the fused kernel (one work-item per query row, keys 4
+ * at a time, vectors of 8, 4 or 1 floats by head dim), forced through
+ * $CLFORMER_ATTN_FUSED on every device: its work-groups, then against the
+ * reference and the GEMM path with every mask kind, GQA, Swin's bias, a
+ * KV cache, fully masked rows, large scores and head dims 1 to 256. */
+START_TEST(attn_fused_cpu_shape) {
+  setenv("CLFORMER_ATTN_FUSED", "cpu", 1);
+  att_fused_only = under_oclgrind();
+  char name[128];
+  ck_assert(clf__attn_fused_variant(th_ctx, 64, 33, name, sizeof(name)));
+  ck_assert_str_eq(name, "attention.fused HEAD_DIM=64 CPU WG=8");
+  /* Up to 8 rows per KV head: the power of two that holds them. */
+  ck_assert_uint_eq(att_fused_wg(64, 3), 4);
+  ck_assert_uint_eq(att_fused_wg(128, 1), 1);
+  ck_assert_uint_eq(att_fused_wg(7, 8), 8);
+
+  /* Head dims by vector width: 8 (32, 64, 128, 256), 4 (20), 1 (1, 7,
+   * 129); 23 keys end in a partial block of 4; prefill, then decode. */
+  static const size_t dhs[] = {32, 20, 7, 64, 1, 128, 129, 256};
+  for (size_t x = 0; x < att_size(8, 3); x++) {
+    att_case c = att_self(1, 2, 19, dhs[x]);
+    c.Lk = c.Lcap = 23;
+    c.pad = CLF_I32;
+    c.nW = 1;
+    c.Hb = 2;
+    att_check(&c);
+    c.Lq = 3;
+    c.causal = 1;
+    att_check(&c);
+  }
+  /* Every padding dtype, with causal prefill. */
+  const int dtypes[] = {CLF_I32, CLF_I64, CLF_F32};
+  for (int t = 0; t < 3; t++) {
+    att_case c = att_self(3, 2, att_size(33, 10), 64);
+    c.pad = dtypes[t];
+    c.causal = t != 1;
+    att_check(&c);
+  }
+  /* Decoding with a KV cache (rows past kv_len are NaN): one query, then
+   * three, i64 padding. */
+  att_case c = att_self(2, 3, 1, 64);
+  c.Lk = c.kv_len_arg = 9;
+  c.Lcap = 16;
+  c.causal = 1;
+  c.pad = CLF_I64;
+  att_check(&c);
+  c.Lq = 3;
+  att_check(&c);
+  /* GQA 4:1, merged: prefill, decode, and three queries with a bias. */
+  c = att_self(2, 8, att_size(33, 11), 64);
+  c.Hkv = 2;
+  c.causal = 1;
+  c.merged = 1;
+  att_check(&c);
+  c.Lq = 1;
+  c.Lk = c.kv_len_arg = 12;
+  c.Lcap = 16;
+  att_check(&c);
+  c.Lq = 3;
+  c.nW = 1;
+  c.Hb = c.H;
+  att_check(&c);
+  /* Sliding windows with GQA: prefill, decode, and a window without causal. */
+  c = att_self(2, 4, att_size(70, 13), 32);
+  c.Hkv = 2;
+  c.causal = 1;
+  c.window = 5;
+  att_check(&c);
+  c.Lq = 3;
+  c.Lk = c.kv_len_arg = 21;
+  c.Lcap = 24;
+  att_check(&c);
+  c.causal = 0;
+  c.window = 4;
+  c.Lq = 5;
+  att_check(&c);
+  /* Swin: 7x7 windows, relative bias and -100 region masks by window. */
+  c = att_self(att_size(8, 2), 3, 49, 32);
+  c.nW = att_size(4, 2);
+  c.Hb = 3;
+  c.swin = 1;
+  c.merged = 1;
+  att_check(&c);
+  /* Rows with no key left give zeros (checked exactly by
+   * attn_fully_masked_rows, which runs whichever shape is the device's). */
+  c = att_self(3, 2, 6, 16);
+  c.Lk = c.Lcap = 4;
+  c.pad = CLF_I32;
+  c.pad_empty_b = 1;
+  c.causal = 1;
+  float *f = att_check_tol(&c, 0, ATT_TOL, 1);
+  for (size_t x = 0; x < c.B * c.H * c.Lq * c.Dh; x++) {
+    const size_t b = x / (c.H * c.Lq * c.Dh), i = x / c.Dh % c.Lq;
+    if (b == 1 || i < 2) ck_assert_msg(f[x] == 0.0f, "b=%zu i=%zu: %g", b, i, (double)f[x]);
+  }
+  free(f);
+  /* Scores of several hundred: the running max must be subtracted. */
+  c = att_self(2, 2, att_size(33, 9), 64);
+  c.amp = 8.0f;
+  c.scale = 1.0f;
+  c.causal = 1;
+  att_check_tol(&c, 0, 5e-4, 0);
+}
+END_TEST
 
 START_TEST(attn_head_dim_over_256) {
   /* The fused kernel stops at 256: FUSED fails, AUTO falls back to GEMM. */
@@ -742,7 +862,7 @@ END_TEST
 
 /* Under Oclgrind's data-race checker (the matrix's race-checked column,
  * OCLGRIND_DATA_RACES set), every test costs minutes: the suite keeps the
- * fused kernel in each of its work-group shapes with every mask, and two
+ * fused kernel in each of its shapes with every mask, and two
  * GEMM-path tests for its softmax kernel. */
 static int under_race_checks(void) { return under_oclgrind() && getenv("OCLGRIND_DATA_RACES") != NULL; }
 
@@ -754,6 +874,8 @@ static Suite *suite(void) {
   tcase_set_timeout(groups, 0);
   tcase_add_checked_fixture(groups, NULL, att_wg_uncap);
   tcase_add_loop_test(groups, attn_fused_work_groups, 0, 3);
+  tcase_add_test(groups, attn_fused_cpu_shape);
+  tcase_add_test(groups, attn_fused_default_shape);
   tcase_set_timeout(sizes, 0);
   tcase_set_timeout(masks, 0);
   tcase_set_timeout(layout, 0);

@@ -1,6 +1,8 @@
 /* attention.c - multi-head scaled dot-product attention: the fused
- * flash-attention kernel, and the GEMM path (CLBlast Q K^T, masked softmax,
- * CLBlast P V) for head dims the fused kernel does not take.
+ * flash-attention kernel (tiled through local memory on GPU-class devices,
+ * one query row per work-item on CPU-class ones), and the GEMM path
+ * (CLBlast Q K^T, masked softmax, CLBlast P V) for head dims the fused
+ * kernel does not take.
  */
 #include "ops.h"
 
@@ -10,6 +12,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define ATT_MAX_HEAD_DIM 256
 /* The fused kernel's work-groups: an ATT_TR x 8 grid (see attention.cl) of
@@ -71,7 +74,8 @@ static int attn_fused_tiles(size_t budget, size_t dh, size_t lq, unsigned wg, un
 /* The fused kernel's shape for one head dim and query count, worked out
  * once per launch. */
 typedef struct attn_fused {
-  unsigned wg, bq, bk; /* the shape picked, or (kr NULL) the last one tried */
+  int cpu;             /* attn_fused_cpu (one work-item per query row), not the tiled kernel */
+  unsigned wg, bq, bk; /* the shape picked, or (kr NULL) the last one tried; bq = bk = 0 for cpu */
   clf__kernel *kr;     /* NULL: no shape applies on this device */
   char why[200];       /* when kr is NULL: why not */
 } attn_fused;
@@ -79,7 +83,39 @@ typedef struct attn_fused {
 /* The self-validation name of the fused variant of shape f: the work-group
  * is part of it, so each shape has its own verdict. */
 static void attn_variant_name(size_t dh, const attn_fused *f, char *buf, size_t len) {
-  snprintf(buf, len, "attention.fused HEAD_DIM=%zu BQ=%u BK=%u WG=%u", dh, f->bq, f->bk, f->wg);
+  if (f->cpu) snprintf(buf, len, "attention.fused HEAD_DIM=%zu CPU WG=%u", dh, f->wg);
+  else snprintf(buf, len, "attention.fused HEAD_DIM=%zu BQ=%u BK=%u WG=%u", dh, f->bq, f->bk, f->wg);
+}
+
+/* Whether the fused kernel takes its CPU shape: on CPU-class devices, or
+ * as $CLFORMER_ATTN_FUSED says ("cpu" or "tiled"; the tests force each). */
+static int attn_cpu_shape(const clf_context *ctx) {
+  const char *env = getenv("CLFORMER_ATTN_FUSED");
+  if (env && strcmp(env, "cpu") == 0) return 1;
+  if (env && strcmp(env, "tiled") == 0) return 0;
+  return ctx->caps.is_cpu != 0;
+}
+
+/* The CPU shape's work-group: its items share nothing, so it only sets how
+ * many rows a core takes at a time (4 to 64 measured the same on PoCL and
+ * Intel's runtime, 2026-11-26).  Fewer rows than that (decoding) take the
+ * power of two that holds them, so no group runs idle items. */
+#define ATT_CPU_WG 8
+
+/* The CPU shape of the fused kernel for head dim dh and lq rows per KV
+ * head (attn_fused_cpu): no local memory, any head dim. */
+static clf_status attn_fused_pick_cpu(clf_context *ctx, size_t dh, size_t lq, attn_fused *f) {
+  char opts[64];
+  snprintf(opts, sizeof(opts), "-DHEAD_DIM=%zu -DATT_CPU=1", dh);
+  f->cpu = 1;
+  f->wg = 1;
+  while (f->wg < ATT_CPU_WG && f->wg < lq) f->wg *= 2;
+  clf__kernel *k;
+  clf_status st = clf__get_kernel(ctx, "attention", opts, "attn_fused_cpu", &k);
+  if (st != CLF_OK) return st;
+  f->wg = (unsigned)clf__wg_1d(ctx, k, f->wg);
+  f->kr = k;
+  return CLF_OK;
 }
 
 /* The largest work-group the fused kernel tries: 64, or $CLFORMER_ATTN_WG
@@ -102,11 +138,13 @@ static unsigned attn_wg_cap(void) {
  * fits; a failed build is an error. */
 static clf_status attn_fused_pick(clf_context *ctx, size_t dh, size_t lq, attn_fused *f) {
   f->kr = NULL;
+  f->cpu = 0;
   f->wg = f->bq = f->bk = 0;
   if (dh == 0 || dh > ATT_MAX_HEAD_DIM) {
     snprintf(f->why, sizeof f->why, "the head dim exceeds %d", ATT_MAX_HEAD_DIM);
     return CLF_OK;
   }
+  if (attn_cpu_shape(ctx)) return attn_fused_pick_cpu(ctx, dh, lq, f);
   const size_t dev_local = (size_t)ctx->caps.local_mem;
   snprintf(f->why, sizeof f->why, "the device has too little local memory (%zu bytes)", dev_local);
   for (unsigned wg = attn_wg_cap(); wg >= ATT_FUSED_WG_MIN; wg /= 2) {
@@ -254,6 +292,12 @@ static clf_status attn_merge_set_args(clf_context *ctx, clf__kernel *kr, const a
 static clf_status attn_run_fused(clf_context *ctx, const attn_args *a, const attn_fused *f, cl_event *event) {
   clf_status st = attn_fused_set_args(ctx, f->kr, a);
   if (st != CLF_OK) return st;
+  if (f->cpu) {
+    /* One work-item per query row of a KV head's G heads. */
+    const size_t global[2] = {(a->G * a->Lq + f->wg - 1) / f->wg * f->wg, a->B * a->Hkv};
+    const size_t local[2] = {f->wg, 1};
+    return clf__launch(ctx, f->kr, 2, global, local, event);
+  }
   /* One work-group per block of bq query rows of a KV head's G heads. */
   const size_t global[2] = {(a->G * a->Lq + f->bq - 1) / f->bq * f->wg, a->B * a->Hkv};
   const size_t local[2] = {f->wg, 1};
