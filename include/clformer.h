@@ -221,6 +221,16 @@ CLF_API clf_status clf_profile_stop(clf_context *ctx, clf_profile_entry *out,
                                     size_t capacity, size_t *n_ops,
                                     unsigned long *commands);
 
+/* The paths the linear layers (clf_linear) took in the last recording
+ * (from clf_profile_start on): returns how many distinct ones there are
+ * and, when i is below that, sets *line and *count (either may be NULL)
+ * to the i-th, in order of first use: the product, the kernels that ran
+ * it and why, e.g. "x [64, 768] w f32 [768, 2304] [in, out]: skinny_t,
+ * 8 launches of up to 8 rows (64 rows <= 64: measured, the profile's Rows
+ * line)", and how many calls took it.  *line is valid until the next
+ * clf_profile_start or the context's destruction.  0 for a NULL ctx. */
+CLF_API size_t clf_profile_paths(const clf_context *ctx, size_t i, const char **line, unsigned long *count);
+
 /* The device class the context's choices follow ("cpu", "gpu",
  * "accelerator", "custom"): the device's own unless device_class or
  * $CLFORMER_DEVICE_CLASS set it, when *overridden (may be NULL) is 1.
@@ -1307,6 +1317,13 @@ typedef struct clf_tune_report {
     unsigned split, rows, tuned_split, tuned_rows;
     double default_ms, tuned_ms;
   } skinny[4];
+  /* The most rows of x the skinny path takes before CLBlast is faster,
+   * per weight type and layout: f32, f16, q8, q4 ([out, in]) and f32
+   * [in, out]; before the search and as measured (both 0 when it could
+   * not be measured: no weight of the shapes fits, or out of time). */
+  struct {
+    unsigned before, measured;
+  } rows[5];
 } clf_tune_report;
 
 /* Searches CLBlast's GEMM parameters (Xgemm, XgemmDirect and the switch

@@ -31,6 +31,7 @@ START_TEST(layouts_match_the_header) {
   CHECK_FIELD(clf_image_processor, std);
   ck_assert_uint_eq(clf_struct_size("clf_tune_report"), sizeof(clf_tune_report));
   CHECK_FIELD(clf_tune_report, skinny);
+  CHECK_FIELD(clf_tune_report, rows);
 }
 END_TEST
 

@@ -293,6 +293,51 @@ static void skinny_features(const char *limits) {
   unsetenv("CLFORMER_SKINNY");
 }
 
+/* The path each product took, and why, as clf_profile_paths gives it:
+ * rows within the skinny path's most (the device's default here, then a
+ * measured "Rows" value as a profile sets it) take the skinny kernels,
+ * more take CLBlast; the count is per distinct product and path. */
+static int path_has(const char *a, const char *b, unsigned long count) {
+  const size_t n = clf_profile_paths(th_ctx, 0, NULL, NULL);
+  for (size_t i = 0; i < n; i++) {
+    const char *line;
+    unsigned long c;
+    ck_assert_uint_eq(clf_profile_paths(th_ctx, i, &line, &c), n);
+    if (strstr(line, a) && strstr(line, b)) return c == count;
+  }
+  return 0;
+}
+
+START_TEST(linear_paths_recorded) {
+  th_profiled_begin(NULL);
+  const size_t most = clf__skinny_max_rows(th_ctx, CLF_F32, 0, NULL);
+  check_linear(CLF_F32, 3, 37, 96, 1, CLF_ACT_NONE, 301);
+  check_linear(CLF_F32, 3, 37, 96, 1, CLF_ACT_NONE, 302);
+  check_linear(CLF_F32, most + 1, 37, 96, 1, CLF_ACT_NONE, 303);
+  check_linear_layout(CLF_F32, 1, 3, 37, 96, 0, CLF_ACT_NONE, 304);
+  check_linear(CLF_Q8_0, most + 5, 37, 96, 0, CLF_ACT_NONE, 305);
+  char b[96];
+  ck_assert_msg(path_has("x [3, 96] w f32 [37, 96] [out, in]: skinny, 1 launch ", "3 rows <= ", 2), "skinny x2");
+  snprintf(b, sizeof b, "x [%zu, 96] w f32 [37, 96] [out, in]: CLBlast, w transposed (%zu rows > %zu", most + 1,
+           most + 1, most);
+  ck_assert_msg(path_has(b, "", 1), "%s", b);
+  ck_assert_msg(path_has("x [3, 96] w f32 [96, 37] [in, out]: skinny_t", "rows <= ", 1), "skinny_t");
+  ck_assert_msg(path_has("w q8_0 ", "expanded to f32 [in, out], CLBlast (", 1), "q8 expanded");
+  /* a measured crossover, as a profile's Rows line sets it: 16 rows now
+   * take CLBlast, and the reason says where the number came from */
+  const unsigned eight = 8;
+  ck_assert(clf__skinny_rows_tune(th_ctx, CLF_F32, 0, &eight));
+  TH_OK(clf_profile_start(th_ctx));
+  ck_assert_uint_eq(clf_profile_paths(th_ctx, 0, NULL, NULL), 0); /* a new recording forgets the old */
+  check_linear(CLF_F32, 16, 37, 96, 1, CLF_ACT_NONE, 306);
+  ck_assert_msg(path_has("x [16, 96] w f32 [37, 96] [out, in]: CLBlast", "16 rows > 8: measured", 1), "rows 8");
+  ck_assert(clf__skinny_rows_tune(th_ctx, CLF_F32, 0, NULL));
+  ck_assert_uint_eq(clf__skinny_max_rows(th_ctx, CLF_F32, 0, NULL), most);
+  th_profiled_expect("clblast_gemm", NULL, 1);
+  ck_assert_uint_eq(clf_profile_paths(NULL, 0, NULL, NULL), 0);
+}
+END_TEST
+
 START_TEST(skinny_feature_variants) {
   skinny_features(NULL);
   skinny_features("subgroups=0,fp16=0");
@@ -331,6 +376,7 @@ static Suite *suite(void) {
   tcase_add_test(c, linear_gpu_and_cpu_class);
   tcase_add_test(c, linear_small_device);
   tcase_add_test(c, skinny_feature_variants);
+  tcase_add_test(c, linear_paths_recorded);
   tcase_add_test(c, bad_arguments);
   suite_add_tcase(s, c);
   return s;

@@ -429,9 +429,30 @@ START_TEST(tune_and_apply) {
       ck_assert(rep.skinny[t].tuned_split == split0 && rep.skinny[t].tuned_rows == rows0);
     }
   }
-  /* Written exactly when faster (by the 2% margin), and applied at once. */
+  /* Where CLBlast overtakes the skinny path, per weight type and layout:
+   * measured from 8 rows up (the shape's weight fits every kind), and in
+   * force at once when a profile was written. */
+  int rows_changed = 0;
+  for (int t = 0; t < 5; t++) {
+    const clf_dtype wt = (clf_dtype[]){CLF_F32, CLF_F16, CLF_Q8_0, CLF_Q4_0, CLF_F32}[t];
+    /* f32 [out, in] comes first, its first rows before any deadline; the
+     * others may run out of their share of the time on a slow device */
+    if (t == 0) ck_assert_uint_ge(rep.rows[t].measured, 8);
+    if (!rep.rows[t].measured) continue;
+    ck_assert_uint_ge(rep.rows[t].measured, 8);
+    ck_assert_uint_ge(rep.rows[t].before, 8);
+    rows_changed |= rep.rows[t].measured != rep.rows[t].before;
+    if (rep.profile[0]) {
+      const char *why = NULL;
+      ck_assert_uint_eq(clf__skinny_max_rows(ctx, wt, t == 4, &why), rep.rows[t].measured);
+      ck_assert_msg(strstr(why, "measured"), "%s", why);
+    }
+  }
+  /* Written exactly when faster (by the 2% margin) or a crossover moved,
+   * and applied at once. */
   const int written = rep.profile[0] != '\0';
-  ck_assert_int_eq(written, rep.tuned_ms < 0.98 * rep.default_ms || skinny_better);
+  if (!rows_changed) ck_assert_int_eq(written, rep.tuned_ms < 0.98 * rep.default_ms || skinny_better);
+  else ck_assert(written);
   /* PoCL runs CLBlast's defaults for this shape (XgemmDirect WGD=16 with no
    * vectors) several times slower than the CPU seeds tried first: there a
    * profile must come out.  A device CLBlast's database knows may keep its
@@ -483,6 +504,33 @@ START_TEST(tune_and_apply) {
   ck_assert(sp == 8 && ro == 2);
   unsigned other[2];
   ck_assert(clf__tuned_group(ctx, "Other", "f32", other) && other[0] == 16 && other[1] == 1);
+  clf_context_destroy(ctx);
+  /* A "Rows" line: the most rows of the skinny path by type and layout
+   * (counts, not groups); $CLFORMER_SKINNY_ROWS still wins. */
+  sprintf(sk, "%sRows f32=24 f32_in_out=40 q8=96\n", orig);
+  put(rep.profile, sk);
+  ctx = context_on(dir);
+  {
+    const char *why = NULL;
+    ck_assert_uint_eq(clf__skinny_max_rows(ctx, CLF_F32, 0, &why), 24);
+    ck_assert_msg(strstr(why, "measured"), "%s", why);
+    ck_assert_uint_eq(clf__skinny_max_rows(ctx, CLF_F32, 1, NULL), 40);
+    ck_assert_uint_eq(clf__skinny_max_rows(ctx, CLF_Q8_0, 0, NULL), 96);
+    ck_assert(clf__skinny_fits(ctx, CLF_Q8_0, 0, 96, K) && !clf__skinny_fits(ctx, CLF_Q8_0, 0, 97, K));
+    setenv("CLFORMER_SKINNY_ROWS", "16", 1);
+    ck_assert_uint_eq(clf__skinny_max_rows(ctx, CLF_Q8_0, 0, &why), 16);
+    unsetenv("CLFORMER_SKINNY_ROWS");
+    ck_assert_str_eq(why, "$CLFORMER_SKINNY_ROWS");
+  }
+  clf_context_destroy(ctx);
+  sprintf(sk, "%sRows f32=0\n", orig); /* 0 rows: malformed, the whole profile ignored */
+  put(rep.profile, sk);
+  ctx = context_on(dir);
+  ck_assert_msg(strstr(notices, "ignored") && strstr(notices, "f32=0"), "notices: %s", notices);
+  clf_context_destroy(ctx);
+  sprintf(sk, "%sSkinny f32=2x4 q8=8x2\nOther f32=16x1\n", orig);
+  put(rep.profile, sk);
+  ctx = context_on(dir);
   ck_assert(!clf__tuned_group(ctx, "Other", "q8", other));
   {
     float *x = th_rand(K, 21, -1, 1), *w = th_rand(N * K, 22, -1, 1), *y = malloc(sizeof(float) * N),

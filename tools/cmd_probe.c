@@ -236,6 +236,11 @@ static void print_tune_result(const clf_gemm_shape *use, size_t n, const clf_tun
       printf("    skinny %-3s (one row x the shapes' weights): SPLITxROWS %ux%u %.3f ms -> %ux%u %.3f ms (%.2fx)\n",
              types[t], rep->skinny[t].split, rep->skinny[t].rows, rep->skinny[t].default_ms, rep->skinny[t].tuned_split,
              rep->skinny[t].tuned_rows, rep->skinny[t].tuned_ms, rep->skinny[t].default_ms / rep->skinny[t].tuned_ms);
+  static const char *const kinds[] = {"f32", "f16", "q8", "q4", "f32 [in, out]"};
+  for (int t = 0; t < 5; t++)
+    if (rep->rows[t].measured)
+      printf("    skinny path %-13s up to %u rows, CLBlast past them (was %u)\n", kinds[t], rep->rows[t].measured,
+             rep->rows[t].before);
   printf("    profile written: %s\n", rep->profile[0] ? rep->profile : "none (the defaults were as fast)");
 }
 
@@ -265,6 +270,14 @@ static void json_tune_result(cJSON *j, const clf_gemm_shape *use, size_t n, cons
     double vs[] = {rep->skinny[t].split, rep->skinny[t].rows, rep->skinny[t].tuned_split, rep->skinny[t].tuned_rows,
                    rep->skinny[t].default_ms, rep->skinny[t].tuned_ms};
     for (int d = 0; d < 6; d++) cJSON_AddNumberToObject(e, ks[d], vs[d]);
+  }
+  static const char *const kinds[] = {"f32", "f16", "q8", "q4", "f32_in_out"};
+  cJSON *rows = cJSON_AddObjectToObject(j, "skinny_rows");
+  for (int t = 0; t < 5; t++) {
+    if (!rep->rows[t].measured) continue;
+    cJSON *e = cJSON_AddObjectToObject(rows, kinds[t]);
+    cJSON_AddNumberToObject(e, "before", rep->rows[t].before);
+    cJSON_AddNumberToObject(e, "measured", rep->rows[t].measured);
   }
   cJSON_AddStringToObject(j, "profile_written", rep->profile);
 }

@@ -149,6 +149,7 @@ static const clf__layout_row rows[] = {
     CLF__FIELD(clf_tune_report, seconds),
     CLF__FIELD(clf_tune_report, profile),
     CLF__FIELD(clf_tune_report, skinny),
+    CLF__FIELD(clf_tune_report, rows),
 };
 
 #undef CLF__STRUCT

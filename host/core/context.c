@@ -288,6 +288,7 @@ void clf_context_destroy(clf_context *ctx) {
   if (!ctx) return;
   if (ctx->queue) clFinish(ctx->queue);
   clf__prof_clear(ctx);
+  clf__prof_paths_clear(ctx);
   clf__programs_release(ctx);
   for (int i = 0; i < CLF__SCRATCH_COUNT; i++)
     if (ctx->scratch[i]) clReleaseMemObject(ctx->scratch[i]);

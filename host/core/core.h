@@ -114,6 +114,9 @@ struct clf_context {
   cl_event prof_mark; /* clf__prof_mark's, until the next note */
   int prof_clock;      /* 0 none yet, 1 the events' timestamps, 2 the host's wall clock */
   double prof_t0;      /* wall clock: when the command being recorded was enqueued (ms) */
+  char **paths;        /* the distinct paths noted since clf_profile_start (clf__prof_path) */
+  unsigned long *path_counts;
+  size_t n_paths, cap_paths;
 
   char *cache_dir;  /* NULL: disk cache off */
   char *kernel_dir; /* NULL: embedded sources */
@@ -180,6 +183,10 @@ cl_event *clf__prof_event(clf_context *ctx, cl_event *event, cl_event *local);
 void clf__prof_mark(clf_context *ctx);
 void clf__prof_note(clf_context *ctx, const char *op, cl_event *event, cl_event *local);
 void clf__prof_clear(clf_context *ctx);
+/* While recording: counts one use of the path `line` (an op's choice and
+ * why, as clf_profile_paths gives it back; copied). */
+void clf__prof_path(clf_context *ctx, const char *line);
+void clf__prof_paths_clear(clf_context *ctx);
 
 /* ---- device class and limits (limits.c) ---- */
 /* Applies the device class and the limits (each NULL: its environment
@@ -253,8 +260,9 @@ void clf__gemm_profile_apply(clf_context *ctx);
 /* The work-group that the applied profile gives a kernel of a layer above,
  * by a line name and a key that its op chooses (the profile's optional
  * lines "<Name> KEY=AxB ...", A and B powers of two, A x B at most 1024):
- * 1 with group[0], group[1] set, or 0 when the profile gives none.  The
- * core keeps these without reading what they are for. */
+ * 1 with group[0], group[1] set, or 0 when the profile gives none.  A word
+ * "KEY=N" (1 to 65536) is a count, not a group: group[0] N, group[1] 0.
+ * The core keeps these without reading what they are for. */
 int clf__tuned_group(const clf_context *ctx, const char *name, const char *key, unsigned group[2]);
 /* Sets ctx's group for (name, key) (group NULL: removes it), as a tuning
  * search does while it times candidates; 0 when out of memory. */

@@ -49,7 +49,7 @@ std::string groups_text(const Profile &p) {
     if (!done.insert(g.name).second) continue;
     s += g.name;
     for (const Group &h : p.groups)
-      if (h.name == g.name) s += " " + h.key + "=" + std::to_string(h.a) + "x" + std::to_string(h.b);
+      if (h.name == g.name) s += " " + h.key + "=" + std::to_string(h.a) + (h.b ? "x" + std::to_string(h.b) : "");
     s += "\n";
   }
   return s;
@@ -67,9 +67,17 @@ int parse_groups(const std::string &name, const std::string &text, Profile *p, s
     const size_t eq = w.find('=');
     Group g;
     char end = 0;
-    if (eq == std::string::npos || !is_word(g.key = w.substr(0, eq)) ||
-        sscanf(w.c_str() + eq + 1, "%ux%u%c", &g.a, &g.b, &end) != 2)
-      return -1;
+    if (eq == std::string::npos || !is_word(g.key = w.substr(0, eq))) return -1;
+    const int got = sscanf(w.c_str() + eq + 1, "%ux%u%c", &g.a, &g.b, &end);
+    if (got == 1 && isdigit((unsigned char)w[eq + 1]) && w.find('x', eq) == std::string::npos) {  // KEY=N
+      if (g.a == 0 || g.a > kMaxCount)
+        return *why = "\"" + w + "\": N of KEY=N must be 1 to " + std::to_string(kMaxCount), 0;
+      g.b = 0;
+      g.name = name;
+      gs.push_back(g);
+      continue;
+    }
+    if (got != 2) return -1;
     if (g.a == 0 || g.b == 0 || (g.a & (g.a - 1)) || (g.b & (g.b - 1)) || g.a > kMaxGroup || g.b > kMaxGroup ||
         g.a * g.b > kMaxGroup)
       return *why = "\"" + w + "\": A and B of KEY=AxB must be powers of two with A x B at most " +

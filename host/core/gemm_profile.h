@@ -32,12 +32,15 @@ constexpr size_t kAllDirect = size_t{1} << 20;  // (2^20)^3 exceeds any m*n*k
 // core keeps without reading what they are for: its optional lines
 // "<Name> KEY=AxB ..." (A and B powers of two, A x B at most kMaxGroup; a
 // key left out keeps the kernel's default): "Name a=1x16 b=4x8" gives
-// (Name, a) 1 x 16 and (Name, b) 4 x 8.  A context holds those of the
-// profile it applied (clf__tuned_group in core.h).
+// (Name, a) 1 x 16 and (Name, b) 4 x 8.  A word "KEY=N" (1 to kMaxCount)
+// is a count rather than a group: stored with b = 0 ("Rows f32=64": the
+// most rows of a product the op layer's skinny path takes).  A context
+// holds those of the profile it applied (clf__tuned_group in core.h).
 constexpr unsigned kMaxGroup = 1024;
+constexpr unsigned kMaxCount = 65536;
 struct Group {
   std::string name, key;
-  unsigned a = 0, b = 0;
+  unsigned a = 0, b = 0;  // b 0: the count a
   bool operator==(const Group &o) const { return name == o.name && key == o.key && a == o.a && b == o.b; }
 };
 

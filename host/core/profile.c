@@ -59,6 +59,43 @@ void clf__prof_note(clf_context *ctx, const char *op, cl_event *event, cl_event 
   ctx->prof[ctx->n_prof++] = (clf__prof_rec){op, start, ev, ms};
 }
 
+void clf__prof_path(clf_context *ctx, const char *line) {
+  if (!ctx->recording) return;
+  for (size_t i = 0; i < ctx->n_paths; i++)
+    if (strcmp(ctx->paths[i], line) == 0) return (void)ctx->path_counts[i]++;
+  if (ctx->n_paths == ctx->cap_paths) {
+    const size_t cap = ctx->cap_paths ? 2 * ctx->cap_paths : 32;
+    char **p = realloc(ctx->paths, cap * sizeof *p);
+    if (p) ctx->paths = p;
+    unsigned long *c = p ? realloc(ctx->path_counts, cap * sizeof *c) : NULL;
+    if (c) ctx->path_counts = c;
+    if (!p || !c) return (void)(ctx->prof_oom = 1);
+    ctx->cap_paths = cap;
+  }
+  char *copy = malloc(strlen(line) + 1);
+  if (!copy) return (void)(ctx->prof_oom = 1);
+  ctx->paths[ctx->n_paths] = strcpy(copy, line);
+  ctx->path_counts[ctx->n_paths++] = 1;
+}
+
+void clf__prof_paths_clear(clf_context *ctx) {
+  for (size_t i = 0; i < ctx->n_paths; i++) free(ctx->paths[i]);
+  free(ctx->paths);
+  free(ctx->path_counts);
+  ctx->paths = NULL;
+  ctx->path_counts = NULL;
+  ctx->n_paths = ctx->cap_paths = 0;
+}
+
+size_t clf_profile_paths(const clf_context *ctx, size_t i, const char **line, unsigned long *count) {
+  if (!ctx) return 0;
+  if (i < ctx->n_paths) {
+    if (line) *line = ctx->paths[i];
+    if (count) *count = ctx->path_counts[i];
+  }
+  return ctx->n_paths;
+}
+
 void clf__prof_clear(clf_context *ctx) {
   for (size_t i = 0; i < ctx->n_prof; i++) {
     clReleaseEvent(ctx->prof[i].ev);
@@ -105,6 +142,7 @@ clf_status clf_profile_start(clf_context *ctx) {
     return clf__fail(ctx, CLF_E_INVALID_ARG,
                      "clf_profile_start: CLFORMER_PROFILE_CLOCK=\"%.40s\" is not a clock (events, wall)", want);
   clf__prof_clear(ctx);
+  clf__prof_paths_clear(ctx);
   ctx->prof_clock = want && !strcmp(want, "wall") ? CLOCK_WALL : events_have_time(ctx) ? CLOCK_EVENTS : CLOCK_WALL;
   ctx->recording = 1;
   return CLF_OK;

@@ -601,6 +601,166 @@ bool tune_skinny(Search &S, double end, Profile *fin, clf_tune_report *report) {
   return any;
 }
 
+// 5. Where CLBlast overtakes the skinny path, per weight type and layout
+// (clf__skinny_max_rows): x of M rows times each distinct weight [n, k] of
+// the shapes, through the skinny kernels (launches of up to 8 rows) and
+// through CLBlast with the profile found (the weight expanded to f32
+// first when it is not f32), count-weighted sums of medians, at M = 8,
+// 16, 24, 32, 48, 64, 96, 128, ... up to the shapes' largest m (64 at
+// least).  The rows kept are the last M before the first where CLBlast's
+// sum is the smaller; every M where the skinny path wins when none is.
+// Both paths' outputs are compared at each M.
+struct RowsKind {
+  clf_dtype wt;
+  int in_out;
+};
+constexpr int kRowsKinds = 5;  // in the order of clf_tune_report's rows[]
+const RowsKind kRows[kRowsKinds] = {{CLF_F32, 0}, {CLF_F16, 0}, {CLF_Q8_0, 0}, {CLF_Q4_0, 0}, {CLF_F32, 1}};
+
+// Median of 3 timed runs of one path after one untimed; false (with *why) when it failed.
+bool time_path(clf_context *ctx, bool skinny, const clf_tensor *x, const clf_tensor *w, int in_out, clf_tensor *y,
+               size_t m, size_t n, size_t k, double *ms, std::string *why) {
+  double t[4];
+  for (double &v : t) {
+    const Clock::time_point start = Clock::now();
+    clf_status st = skinny ? clf__linear_skinny(ctx, x, w, in_out, nullptr, CLF_ACT_NONE, y, m, n, k, nullptr)
+                           : clf__linear_gemm(ctx, x, w, in_out, nullptr, CLF_ACT_NONE, y, m, n, k, nullptr);
+    cl_int err = st == CLF_OK ? clFinish(ctx->queue) : CL_SUCCESS;
+    if (st != CLF_OK || err != CL_SUCCESS) {
+      *why = err != CL_SUCCESS ? std::string("clFinish: ") + clf_cl_error_name(err) : clf_last_error(ctx);
+      clf_clear_error(ctx);
+      return false;
+    }
+    v = seconds_since(start) * 1e3;
+  }
+  std::sort(t + 1, t + 4);
+  *ms = t[2];
+  return true;
+}
+
+// One kind's weights: each distinct [n, k] of the shapes (count-weighted),
+// random values, with x of up to mmax rows and the two paths' outputs.
+struct RowsBench {
+  struct W {
+    size_t n, k;
+    double count;
+    clf_tensor *w = nullptr, *x = nullptr, *y = nullptr, *y2 = nullptr;
+  };
+  std::vector<W> ws;
+  size_t mmax = 8;
+  ~RowsBench() {
+    for (W &e : ws)
+      for (clf_tensor *t : {e.w, e.x, e.y, e.y2}) clf_tensor_destroy(t);
+  }
+  bool setup(Search &S, const RowsKind &kind, const size_t *ms, size_t n_ms, std::string *why) {
+    size_t top = 64;
+    for (const Bench &b : S.bench) {
+      top = std::max(top, b.s.m);
+      if (!kind.in_out && b.s.k % (clf__dtype_is_block(kind.wt) ? CLF__QBLOCK : 8) != 0) continue;
+      bool found = false;
+      for (W &e : ws)
+        if (e.n == b.s.n && e.k == b.s.k) e.count += b.weight(), found = true;
+      if (!found) ws.push_back({b.s.n, b.s.k, b.weight()});
+    }
+    if (ws.empty()) return *why = "no weight of the shapes fits", false;
+    for (size_t i = 0; i < n_ms; i++)
+      if (ms[i] <= top) mmax = ms[i];
+    std::mt19937 gen(91);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    for (W &e : ws) {
+      std::vector<float> hw(e.n * e.k), hx(mmax * e.k);
+      for (float &v : hw) v = u(gen);
+      for (float &v : hx) v = u(gen);
+      const size_t wsh[2] = {kind.in_out ? e.k : e.n, kind.in_out ? e.n : e.k}, xsh[2] = {mmax, e.k},
+                   ysh[2] = {mmax, e.n};
+      if (clf_tensor_from_f32(S.ctx, kind.wt, 2, wsh, hw.data(), &e.w) != CLF_OK ||
+          clf_tensor_from_f32(S.ctx, CLF_F32, 2, xsh, hx.data(), &e.x) != CLF_OK ||
+          clf_tensor_create(S.ctx, CLF_F32, 2, ysh, &e.y) != CLF_OK ||
+          clf_tensor_create(S.ctx, CLF_F32, 2, ysh, &e.y2) != CLF_OK)
+        return *why = clf_last_error(S.ctx), clf_clear_error(S.ctx), false;
+    }
+    return true;
+  }
+  // Both paths on m rows of every weight: their count-weighted times; false
+  // (with *why) when one failed or they disagree.
+  bool time(Search &S, const RowsKind &kind, size_t m, double *skinny_ms, double *gemm_ms, std::string *why) {
+    clf_context *ctx = S.ctx;
+    *skinny_ms = *gemm_ms = 0;
+    for (W &e : ws) {
+      double a, b;
+      if (!time_path(ctx, true, e.x, e.w, kind.in_out, e.y, m, e.n, e.k, &a, why) ||
+          !time_path(ctx, false, e.x, e.w, kind.in_out, e.y2, m, e.n, e.k, &b, why))
+        return false;
+      std::vector<float> p(mmax * e.n), q(mmax * e.n);  // the first m rows are this call's
+      if (clf_tensor_download(ctx, e.y, p.data(), p.size() * sizeof(float)) != CLF_OK ||
+          clf_tensor_download(ctx, e.y2, q.data(), q.size() * sizeof(float)) != CLF_OK)
+        return *why = clf_last_error(ctx), clf_clear_error(ctx), false;
+      p.resize(m * e.n), q.resize(m * e.n);
+      double scale;
+      const double rel = max_rel_error(q, p, &scale);
+      if (!(rel <= 1e-4)) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "the paths disagree on %zu x [%zu, %zu]: max error %.3g x scale", m, e.n, e.k, rel);
+        return *why = msg, false;
+      }
+      *skinny_ms += e.count * a, *gemm_ms += e.count * b;
+    }
+    return true;
+  }
+};
+
+// One kind's crossover in *rows; false (with *why) when it could not be
+// measured.
+bool rows_of_kind(Search &S, const RowsKind &kind, double end, unsigned *rows, std::string *why) {
+  static const size_t kM[] = {8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024};
+  RowsBench B;
+  *rows = 0;
+  if (!B.setup(S, kind, kM, sizeof kM / sizeof *kM, why)) return false;
+  unsigned last_skinny = 8;  // the last M the skinny path won (8: it always takes up to 8)
+  bool any = false;
+  for (size_t m : kM) {
+    if (m > B.mmax || seconds_since(S.t0) >= end) break;
+    double sk, ge;
+    if (!B.time(S, kind, m, &sk, &ge, why)) return false;
+    any = true;
+    S.say("Rows %s: %zu rows: skinny %.3f ms, CLBlast %.3f ms%s", clf__skinny_rows_key(kind.wt, kind.in_out), m, sk,
+          ge, ge < sk ? " (CLBlast faster)" : "");
+    if (ge < sk) break;
+    last_skinny = (unsigned)m;
+  }
+  if (!any) return *why = "out of time", false;
+  *rows = last_skinny;
+  return true;
+}
+
+// Every kind, with the profile found applied to CLBlast, until `end`: each
+// kind's rows in *fin's groups and the report.  True when one changed.
+bool tune_rows(Search &S, const Profile &gemm, double end, Profile *fin, clf_tune_report *report) {
+  clf_context *ctx = S.ctx;
+  int code;
+  if (!set_profile(ctx->dev.device, gemm, &code)) return false;
+  bool any = false;
+  const double start = seconds_since(S.t0);
+  for (int i = 0; i < kRowsKinds; i++) {
+    const RowsKind &kind = kRows[i];
+    const char *key = clf__skinny_rows_key(kind.wt, kind.in_out);
+    const unsigned before = (unsigned)clf__skinny_max_rows(ctx, kind.wt, kind.in_out, nullptr);
+    unsigned rows;
+    std::string why;
+    if (!rows_of_kind(S, kind, start + (end - start) * (i + 1) / kRowsKinds, &rows, &why)) {
+      S.say("Rows %s: not measured: %s", key, why.c_str());
+      continue;
+    }
+    if (report) report->rows[i] = {before, rows};
+    S.say("Rows %s: the skinny path up to %u rows (was %u)", key, rows, before);
+    unsigned had[2];
+    const bool same = clf__tuned_group(ctx, CLF__ROWS_TUNING, key, had) && !had[1] && had[0] == rows;
+    any |= !same;
+    set_group(fin, {CLF__ROWS_TUNING, key, rows, 0});
+  }
+  return any;
+}
+
 // Keeps a profile better by 2% or more (less is within the noise of the
 // timing): written to the cache and applied, or, with the disk cache off,
 // set for this process only.  Otherwise the stored profile (if any) stays.
@@ -662,10 +822,16 @@ clf_status tune(clf_context *ctx, const clf_gemm_shape *shapes, size_t n, const 
   Profile skinny;
   const bool skinny_better = tune_skinny(S, 0.1 * budget, &skinny, report);
   Params best[NKERNELS];
-  search_kernels(S, budget, best, ms);
+  search_kernels(S, 0.9 * budget, best, ms);  // the last tenth: the crossovers
   double fin_total;
   Profile fin = combine(S, n, best, ms, def_ms, def_total, &fin_ms, &fin_total);
   fin.groups = skinny.groups;
+  // The crossovers, with the GEMM as it will run and the skinny groups found.
+  use_groups(ctx, fin);
+  // Its share of the budget, from now: the phases before may overrun theirs
+  // (a kernel's first build is not theirs to stop).
+  const double rows_end = std::max(budget, seconds_since(S.t0)) + std::max(0.1 * budget, 2.0);
+  const bool rows_changed = tune_rows(S, fin, rows_end, &fin, report);
 
   if (report) {
     report->default_ms = def_total;
@@ -676,7 +842,8 @@ clf_status tune(clf_context *ctx, const clf_gemm_shape *shapes, size_t n, const 
   }
   for (size_t i = 0; per_shape && i < n; i++)
     per_shape[S.bench[i].index] = {def_ms[i], fin_ms[i], std::min(S.bench[i].best_seen, fin_ms[i])};
-  st = keep(ctx, fin, fin_total < 0.98 * def_total || skinny_better, shapes, n, def_total, fin_total, report);
+  st = keep(ctx, fin, fin_total < 0.98 * def_total || skinny_better || rows_changed, shapes, n, def_total, fin_total,
+            report);
   if (report) report->seconds = seconds_since(S.t0);
   return st;
 }

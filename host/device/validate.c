@@ -414,12 +414,13 @@ static size_t list_cases(clf_context *ctx, vcase *list) {
   static const clf_dtype wts[] = {CLF_F32, CLF_F16, CLF_Q8_0, CLF_Q4_0};
   for (size_t i = 0; i < CLF__ARRAY_LEN(wts); i++) {
     char name[96];
-    const size_t most = clf__skinny_max_rows(ctx);
+    const size_t most = clf__skinny_max_rows(ctx, wts[i], 0, NULL);
+    const size_t most_t = clf__skinny_max_rows(ctx, wts[i], 1, NULL);
     for (int kind = CLF__SKINNY_BASE; kind <= CLF__SKINNY_H; kind++)
       if (clf__skinny_variant(ctx, wts[i], 0, kind, name, sizeof name))
         add_case(list, &n, MAX_CASES, name, case_linear, wts[i], most >= 11 ? 11 : 3, 0, 0, 1e-5);
     if (wts[i] == CLF_F32 && clf__skinny_variant(ctx, wts[i], 1, CLF__SKINNY_BASE, name, sizeof name))
-      add_case(list, &n, MAX_CASES, name, case_linear, wts[i], most >= 11 ? 11 : 3, 1, 0, 1e-5);
+      add_case(list, &n, MAX_CASES, name, case_linear, wts[i], most_t >= 11 ? 11 : 3, 1, 0, 1e-5);
     snprintf(name, sizeof name, "linear.gemm %s", clf__weight_type_name(wts[i]));
     add_case(list, &n, MAX_CASES, name, case_linear, wts[i], most + 3, 0, 0, 1e-5);
   }

@@ -223,6 +223,34 @@ clf_status clf_glu(clf_context *ctx, const clf_tensor *gate_up, clf_activation a
   return clf__launch(ctx, k, 1, &global, &local, event);
 }
 
+/* While recording: the path clf_linear took for x [M, K] and w, and why
+ * (clf_profile_paths).  `why` NULL: M past the most rows of the skinny
+ * path, which come from `most_why`'s source. */
+static void linear_note(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, int in_out, size_t M,
+                        const char *path, size_t most, const char *why) {
+  char line[320], sw[64], reason[160];
+  const size_t K = x->shape[x->ndim - 1];
+  const size_t launches = (M + CLF__SKINNY_MAX_M - 1) / CLF__SKINNY_MAX_M;
+  const char *src = NULL;
+  clf__skinny_max_rows(ctx, w->dtype, in_out, &src);
+  if (!strcmp(path, "skinny"))
+    snprintf(reason, sizeof reason, "%zu rows <= %zu: %s", M, most, src);
+  else if (!why)
+    snprintf(reason, sizeof reason, "%zu rows > %zu: %s", M, most, src);
+  else
+    snprintf(reason, sizeof reason, "%s", why);
+  if (!strcmp(path, "skinny"))
+    snprintf(line, sizeof line, "x [%zu, %zu] w %s %s %s: %s, %zu launch%s of up to %d rows (%s)", M, K,
+             clf_dtype_name(w->dtype), clf__shape_str(w, sw, sizeof sw), in_out ? "[in, out]" : "[out, in]",
+             in_out ? "skinny_t" : "skinny", launches, launches == 1 ? "" : "es", CLF__SKINNY_MAX_M, reason);
+  else
+    snprintf(line, sizeof line, "x [%zu, %zu] w %s %s %s: %sCLBlast%s (%s)", M, K, clf_dtype_name(w->dtype),
+             clf__shape_str(w, sw, sizeof sw), in_out ? "[in, out]" : "[out, in]",
+             w->dtype != CLF_F32 ? "expanded to f32 [in, out], " : "",
+             w->dtype == CLF_F32 && !in_out ? ", w transposed" : "", reason);
+  clf__prof_path(ctx, line);
+}
+
 clf_status clf_linear(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, clf_weight_layout layout,
                       const clf_tensor *bias, clf_activation act, clf_tensor *y, cl_event *event) {
   static const char op[] = "clf_linear";
@@ -256,6 +284,8 @@ clf_status clf_linear(clf_context *ctx, const clf_tensor *x, const clf_tensor *w
   if ((st = clf__check_fits_u32(ctx, op, "y", y)) != CLF_OK) return st;
 
   const size_t M = clf__numel_range(x, 0, x->ndim - 1);
+  const char *why = NULL;
+  const size_t most = clf__skinny_max_rows(ctx, w->dtype, in_out, &why);
   if (clf__skinny_fits(ctx, w->dtype, in_out, M, in) && out > 0) {
     int use = 1;
     if (clf__variants_failed(ctx)) {
@@ -263,9 +293,25 @@ clf_status clf_linear(clf_context *ctx, const clf_tensor *x, const clf_tensor *w
       clf__skinny_variant(ctx, w->dtype, in_out, CLF__SKINNY_BASE, name, sizeof name);
       snprintf(other, sizeof other, "linear.gemm %s", clf__weight_type_name(w->dtype));
       if ((st = clf__variant_pick(ctx, op, name, other, &use)) != CLF_OK) return st;
+      if (!use) why = "the skinny kernel failed self-validation";
     }
-    if (use) return clf__linear_skinny(ctx, x, w, in_out, bias, act, y, M, out, in, event);
+    if (use) {
+      if (ctx->recording) linear_note(ctx, x, w, in_out, M, "skinny", most, why);
+      return clf__linear_skinny(ctx, x, w, in_out, bias, act, y, M, out, in, event);
+    }
+  } else if (M > most) {
+    why = NULL;
+  } else if (M > 0 && out > 0) {
+    why = in_out ? "the skinny kernel reads f32 [in, out] only" : "K is not a multiple of the skinny kernel's chunk";
   }
+  if (ctx->recording && M > 0 && out > 0) linear_note(ctx, x, w, in_out, M, "gemm", most, why);
+  return clf__linear_gemm(ctx, x, w, in_out, bias, act, y, M, out, in, event);
+}
+
+clf_status clf__linear_gemm(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, int in_out,
+                            const clf_tensor *bias, clf_activation act, clf_tensor *y, size_t M, size_t out,
+                            size_t in, cl_event *event) {
+  clf_status st;
   const int epilogue = bias != NULL || act != CLF_ACT_NONE;
   cl_mem wbuf = w->buf;
   size_t woff = w->offset, ldw = w->shape[1];
@@ -279,7 +325,7 @@ clf_status clf_linear(clf_context *ctx, const clf_tensor *x, const clf_tensor *w
   st = clf__sgemm(ctx, 0, !w_in_out, M, out, in, 1.0f, x->buf, x->offset, in, 0, wbuf, woff, ldw, 0, 0.0f,
                   y->buf, y->offset, out, 0, 1, epilogue ? NULL : event);
   if (st != CLF_OK || !epilogue) return st;
-  if (clf_tensor_numel(y) == 0) return dense_nothing(ctx, op, event);
+  if (clf_tensor_numel(y) == 0) return dense_nothing(ctx, "clf_linear", event);
   return dense_bias_act(ctx, y, bias, act, y, event);
 }
 

@@ -60,7 +60,7 @@ void clf__skinny_shape(const clf_context *ctx, clf_dtype wt, size_t *split, size
   const int block = clf__dtype_is_block(wt);
   size_t s = ctx->caps.is_cpu ? (block ? 4 : 1) : 32, r = ctx->caps.is_cpu ? (block ? 8 : 16) : 4;
   unsigned tuned[2];
-  if (clf__skinny_tuned(ctx, wt, tuned)) /* the applied profile's (probe --tune) */
+  if (clf__skinny_tuned(ctx, wt, tuned) && tuned[1]) /* the applied profile's (probe --tune) */
     s = tuned[0], r = tuned[1];
   group_shape(ctx, "CLFORMER_SKINNY", s, r, sizeof(float), split, rows); /* red[ROWS][SPLIT] */
 }
@@ -73,24 +73,38 @@ int clf__skinny_tune(clf_context *ctx, clf_dtype wt, const unsigned group[2]) {
   return clf__tuned_group_set(ctx, CLF__SKINNY_TUNING, clf__weight_type_name(wt), group);
 }
 
-/* Up to how many rows launches of 8 rows beat CLBlast: on PoCL (2-core Zen 5,
- * the shipped AVX2 profile) GPT-2 124M's forward pass over 16 tokens took
- * 176-198 ms this way against 591-639 ms in CLBlast (its direct kernel at
- * about 6 GFLOP/s there), over 64 tokens 444-470 against 498 ms; BERT-base
- * ([in, out], skinny_t) over 16 tokens 112 against 510-541 ms, over 48
- * 224-391 against 474-478.  A GPU's GEMM is far ahead past 8 rows.
- * $CLFORMER_SKINNY_ROWS (8 to 4096) overrides. */
-size_t clf__skinny_max_rows(const clf_context *ctx) {
+const char *clf__skinny_rows_key(clf_dtype wt, int in_out) {
+  return in_out ? "f32_in_out" : clf__weight_type_name(wt);
+}
+
+/* Where no measurement says otherwise: on PoCL (2-core Zen 5, the shipped
+ * AVX2 profile) GPT-2 124M's forward pass over 16 tokens took 176-198 ms
+ * in launches of 8 rows against 591-639 ms in CLBlast (its direct kernel
+ * at about 6 GFLOP/s there), over 64 tokens 444-470 against 498 ms; a
+ * GPU's GEMM is far ahead past 8 rows.  A device measured by `probe
+ * --tune` carries its own crossover per weight type and layout. */
+size_t clf__skinny_max_rows(const clf_context *ctx, clf_dtype wt, int in_out, const char **why) {
   size_t rows = ctx->caps.is_cpu ? 64 : CLF__SKINNY_MAX_M;
+  const char *from = ctx->caps.is_cpu ? "the CPU default" : "the default";
+  unsigned tuned[2], v;
+  if (clf__tuned_group(ctx, CLF__ROWS_TUNING, clf__skinny_rows_key(wt, in_out), tuned) && !tuned[1] &&
+      tuned[0] >= CLF__SKINNY_MAX_M)
+    rows = tuned[0], from = "measured: the profile's " CLF__ROWS_TUNING " line";
   const char *env = getenv("CLFORMER_SKINNY_ROWS");
-  unsigned v;
-  if (env && sscanf(env, "%u", &v) == 1 && v >= CLF__SKINNY_MAX_M && v <= 4096) rows = v;
+  if (env && sscanf(env, "%u", &v) == 1 && v >= CLF__SKINNY_MAX_M && v <= 4096)
+    rows = v, from = "$CLFORMER_SKINNY_ROWS";
+  if (why) *why = from;
   return rows;
 }
 
+int clf__skinny_rows_tune(clf_context *ctx, clf_dtype wt, int in_out, const unsigned *rows) {
+  const unsigned v[2] = {rows ? *rows : 0, 0};
+  return clf__tuned_group_set(ctx, CLF__ROWS_TUNING, clf__skinny_rows_key(wt, in_out), rows ? v : NULL);
+}
+
 int clf__skinny_fits(const clf_context *ctx, clf_dtype wt, int in_out, size_t M, size_t K) {
-  if (in_out) return wt == CLF_F32 && M >= 1 && M <= clf__skinny_max_rows(ctx);
-  return M >= 1 && M <= clf__skinny_max_rows(ctx) && K % linear_chunk(wt) == 0;
+  if (M < 1 || M > clf__skinny_max_rows(ctx, wt, in_out, NULL)) return 0;
+  return in_out ? wt == CLF_F32 : K % linear_chunk(wt) == 0;
 }
 
 /* The [in, out] kernel's work-group: COLS work-items of 8 columns each,

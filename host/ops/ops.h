@@ -61,9 +61,20 @@ int clf__softmax_sg(const clf_context *ctx);
 /* ---- linear layers off CLBlast's direct path (linear.c) ---- */
 /* The most rows of x one launch of the matrix-vector kernel takes. */
 #define CLF__SKINNY_MAX_M 8
-/* The most rows x may have for the skinny path on ctx's device (launches
- * of up to 8 rows each), from 8 up. */
-size_t clf__skinny_max_rows(const clf_context *ctx);
+/* The most rows x may have for the skinny path (launches of up to 8 rows
+ * each) with weights of type wt ([N, K], or f32 [K, N] when in_out) on
+ * ctx's device, from 8 up; past them, CLBlast.  From, in order:
+ * $CLFORMER_SKINNY_ROWS (8 to 4096), the applied tuning profile's line
+ * CLF__ROWS_TUNING ("Rows f32=48 f32_in_out=64 q8=96", keyed by
+ * clf__skinny_rows_key: where `probe --tune` measured CLBlast overtaking
+ * the skinny path on this device), the device class's default (CPU 64,
+ * else 8).  *why (may be NULL) names which. */
+#define CLF__ROWS_TUNING "Rows"
+size_t clf__skinny_max_rows(const clf_context *ctx, clf_dtype wt, int in_out, const char **why);
+const char *clf__skinny_rows_key(clf_dtype wt, int in_out);
+/* Sets ctx's measured rows of (wt, in_out) (NULL: the default again), as
+ * the tuning search does while it times; 0 when out of memory. */
+int clf__skinny_rows_tune(clf_context *ctx, clf_dtype wt, int in_out, const unsigned *rows);
 /* Whether an [M, K] product with weights of type wt ([N, K], or f32 [K, N]
  * when in_out) takes the skinny path (1 <= M <= clf__skinny_max_rows; for
  * [N, K], K a multiple of its chunk). */
@@ -112,6 +123,11 @@ clf_status clf__skinny_fit(clf_context *ctx, clf_dtype wt, int in_out, int kind,
 clf_status clf__linear_skinny(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, int in_out,
                               const clf_tensor *bias, clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K,
                               cl_event *event);
+/* The same product through CLBlast (w not f32: expanded first, then read
+ * as [in, out]), with bias and activation after it; arguments checked. */
+clf_status clf__linear_gemm(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, int in_out,
+                            const clf_tensor *bias, clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K,
+                            cl_event *event);
 /* w [N, K] (f16 or a block type) expanded to f32 [K, N] (transposed) in
  * the context's weight scratch buffer, returned in *out (valid until the
  * next expansion). */
