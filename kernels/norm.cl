@@ -1,5 +1,6 @@
 /* norm.cl - layer normalisation and RMS normalisation over the last dim,
- * with a fused residual add.
+ * with a fused residual add (and the bias of the layer that made the
+ * residual branch, so that layer needs no pass of its own for it).
  *
  * One work-group per row.  Two passes over the row (mean, then the variance
  * of the centred values) keep the variance accurate for rows with a large
@@ -7,11 +8,21 @@
  * so the second pass is mean(s^2), as Llama's RMSNorm.
  */
 
-/* s = x + r (when has_res); sum_out = s (when has_sum);
+/* s = x + (r + rb) (r when has_res, rb [D] when has_rb: the bias of the
+ * layer that made r, added as that layer would have); sum_out = s (when
+ * has_sum);
  * y = (s - mean) * rsqrt(var + eps) * gamma + beta (beta when has_beta);
  * rms: mean = 0 and var = mean(s^2). */
+/* Element d of s: x + (r + rb), as far as given. */
+inline float clf_ln_in(__global const float *x, __global const float *r, int has_res, __global const float *rb,
+                       int has_rb, uint d) {
+  if (!has_res) return x[d];
+  return x[d] + (has_rb ? r[d] + rb[d] : r[d]);
+}
+
 inline void clf_layer_norm_group(__global const float *x, uint x_off,
                                  __global const float *r, uint r_off, int has_res,
+                                 __global const float *rb, uint rb_off, int has_rb,
                                  __global const float *gamma, uint g_off,
                                  __global const float *beta, uint b_off, int has_beta,
                                  __global float *sum_out, uint s_off, int has_sum,
@@ -21,6 +32,7 @@ inline void clf_layer_norm_group(__global const float *x, uint x_off,
   const size_t base = (size_t)row * D;
   x += x_off + base;
   r += r_off + base;
+  rb += rb_off;
   gamma += g_off;
   beta += b_off;
   sum_out += s_off + base;
@@ -28,31 +40,32 @@ inline void clf_layer_norm_group(__global const float *x, uint x_off,
 
   float acc = 0.0f, mean = 0.0f;
   if (!rms) { /* uniform over the launch */
-    for (uint d = lid; d < D; d += n) acc += has_res ? x[d] + r[d] : x[d];
+    for (uint d = lid; d < D; d += n) acc += clf_ln_in(x, r, has_res, rb, has_rb, d);
     mean = clf_red_sum(acc, red, sg) / (float)D;
   }
 
   acc = 0.0f;
   for (uint d = lid; d < D; d += n) {
-    const float c = (has_res ? x[d] + r[d] : x[d]) - mean;
+    const float c = clf_ln_in(x, r, has_res, rb, has_rb, d) - mean;
     acc += c * c;
   }
   const float rstd = rsqrt(clf_red_sum(acc, red, sg) / (float)D + eps);
 
   for (uint d = lid; d < D; d += n) {
-    const float s = has_res ? x[d] + r[d] : x[d];
+    const float s = clf_ln_in(x, r, has_res, rb, has_rb, d);
     if (has_sum) sum_out[d] = s;
     y[d] = (s - mean) * rstd * gamma[d] + (has_beta ? beta[d] : 0.0f);
   }
 }
 
-#define CLF_LN_PARAMS                                                                           \
-  __global const float *x, uint x_off, __global const float *r, uint r_off, int has_res,       \
-      __global const float *gamma, uint g_off, __global const float *beta, uint b_off,          \
-      int has_beta, __global float *sum_out, uint s_off, int has_sum, __global float *y,        \
-      uint y_off, uint D, float eps, int rms
-#define CLF_LN_ARGS \
-  x, x_off, r, r_off, has_res, gamma, g_off, beta, b_off, has_beta, sum_out, s_off, has_sum, y, y_off, D, eps, rms
+#define CLF_LN_PARAMS                                                                                         \
+  __global const float *x, uint x_off, __global const float *r, uint r_off, int has_res,                     \
+      __global const float *rb, uint rb_off, int has_rb, __global const float *gamma, uint g_off,           \
+      __global const float *beta, uint b_off, int has_beta, __global float *sum_out, uint s_off, int has_sum, \
+      __global float *y, uint y_off, uint D, float eps, int rms
+#define CLF_LN_ARGS                                                                                             \
+  x, x_off, r, r_off, has_res, rb, rb_off, has_rb, gamma, g_off, beta, b_off, has_beta, sum_out, s_off, has_sum, \
+      y, y_off, D, eps, rms
 
 /* The host runs layer_norm with at most 128 work-items (norm.c): a
  * reduction array of 128 floats, 512 bytes, fits a device (or limit) of
@@ -77,12 +90,10 @@ __kernel void layer_norm_sg(CLF_LN_PARAMS) {
  * CPU runtime turns into loop fission around every reduction step), and
  * four partial sums per row so the loops vectorise.  Same arguments plus the
  * row count. */
-inline float clf_ln_in(__global const float *x, __global const float *r, int has_res, uint d) {
-  return has_res ? x[d] + r[d] : x[d];
-}
 
 __kernel void layer_norm_rows(__global const float *x, uint x_off,
                               __global const float *r, uint r_off, int has_res,
+                              __global const float *rb, uint rb_off, int has_rb,
                               __global const float *gamma, uint g_off,
                               __global const float *beta, uint b_off, int has_beta,
                               __global float *sum_out, uint s_off, int has_sum,
@@ -93,6 +104,7 @@ __kernel void layer_norm_rows(__global const float *x, uint x_off,
   const size_t base = (size_t)row * D;
   x += x_off + base;
   r += r_off + base;
+  rb += rb_off;
   gamma += g_off;
   beta += b_off;
   sum_out += s_off + base;
@@ -101,30 +113,32 @@ __kernel void layer_norm_rows(__global const float *x, uint x_off,
   float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, mean = 0.0f;
   if (!rms) {
     for (uint d = 0; d < D4; d += 4) {
-      a0 += clf_ln_in(x, r, has_res, d);
-      a1 += clf_ln_in(x, r, has_res, d + 1);
-      a2 += clf_ln_in(x, r, has_res, d + 2);
-      a3 += clf_ln_in(x, r, has_res, d + 3);
+      a0 += clf_ln_in(x, r, has_res, rb, has_rb, d);
+      a1 += clf_ln_in(x, r, has_res, rb, has_rb, d + 1);
+      a2 += clf_ln_in(x, r, has_res, rb, has_rb, d + 2);
+      a3 += clf_ln_in(x, r, has_res, rb, has_rb, d + 3);
     }
-    for (uint d = D4; d < D; d++) a0 += clf_ln_in(x, r, has_res, d);
+    for (uint d = D4; d < D; d++) a0 += clf_ln_in(x, r, has_res, rb, has_rb, d);
     mean = ((a0 + a1) + (a2 + a3)) / (float)D;
     a0 = a1 = a2 = a3 = 0.0f;
   }
   for (uint d = 0; d < D4; d += 4) {
-    const float c0 = clf_ln_in(x, r, has_res, d) - mean, c1 = clf_ln_in(x, r, has_res, d + 1) - mean;
-    const float c2 = clf_ln_in(x, r, has_res, d + 2) - mean, c3 = clf_ln_in(x, r, has_res, d + 3) - mean;
+    const float c0 = clf_ln_in(x, r, has_res, rb, has_rb, d) - mean;
+    const float c1 = clf_ln_in(x, r, has_res, rb, has_rb, d + 1) - mean;
+    const float c2 = clf_ln_in(x, r, has_res, rb, has_rb, d + 2) - mean;
+    const float c3 = clf_ln_in(x, r, has_res, rb, has_rb, d + 3) - mean;
     a0 += c0 * c0;
     a1 += c1 * c1;
     a2 += c2 * c2;
     a3 += c3 * c3;
   }
   for (uint d = D4; d < D; d++) {
-    const float c = clf_ln_in(x, r, has_res, d) - mean;
+    const float c = clf_ln_in(x, r, has_res, rb, has_rb, d) - mean;
     a0 += c * c;
   }
   const float rstd = rsqrt(((a0 + a1) + (a2 + a3)) / (float)D + eps);
   for (uint d = 0; d < D; d++) {
-    const float s = clf_ln_in(x, r, has_res, d);
+    const float s = clf_ln_in(x, r, has_res, rb, has_rb, d);
     if (has_sum) sum_out[d] = s;
     y[d] = (s - mean) * rstd * gamma[d] + (has_beta ? beta[d] : 0.0f);
   }

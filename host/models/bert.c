@@ -233,7 +233,7 @@ static clf_status bert_encode(clf_model *m, const clf__inputs in, size_t *Bp, si
                (st = clf_embedding(ctx, b->tte, tt, 1.0f, 1, h, NULL)) != CLF_OK))
     return st;
   if ((st = bert_positions(m, in, B, L, h)) != CLF_OK) return st;
-  if ((st = clf__ln_apply(ctx, &b->ln_emb, h, NULL, NULL, h)) != CLF_OK) return st;
+  if ((st = clf__ln_apply(ctx, &b->ln_emb, h, NULL, NULL, NULL, h)) != CLF_OK) return st;
 
   /* N x post-LN encoder layer */
   clf_attention_mask am = {mask, 0, NULL};
@@ -317,7 +317,7 @@ static clf_status bert_mlm(clf_model *m, const clf_tensor *h, size_t B, size_t L
   bert *b = m->impl;
   clf_tensor *t;
   clf_status st = head_linear(m, h, &b->mlm_dense, b->mlm_act, CLF__WS_A, B, L, b->D, &t);
-  if (st != CLF_OK || (st = clf__ln_apply(m->ctx, &b->mlm_ln, t, NULL, NULL, t)) != CLF_OK) return st;
+  if (st != CLF_OK || (st = clf__ln_apply(m->ctx, &b->mlm_ln, t, NULL, NULL, NULL, t)) != CLF_OK) return st;
   return head_linear(m, t, &b->mlm_dec, CLF_ACT_NONE, CLF__WS_LOGITS, B, L, b->V, logits);
 }
 

@@ -53,7 +53,7 @@ static clf_status heads(clf_context *ctx, const clf_tensor *proj, size_t col, si
 
 clf_status clf__attn_forward(clf_context *ctx, const clf__attn *a, const clf_tensor *x, const clf_tensor *src,
                              const clf__kv *kv, const clf_attention_mask *mask, const clf__rotary *rot,
-                             clf__ws *ws, clf_tensor *y) {
+                             clf__ws *ws, clf_tensor *y, const clf_tensor **out_bias) {
   const size_t B = x->shape[0], Lq = x->shape[1], H = a->heads, Hkv = a->kv_heads ? a->kv_heads : H, Dh = a->dh;
   const size_t Q = H * Dh, KV = Hkv * Dh;
   const int self = src == NULL;
@@ -88,30 +88,33 @@ clf_status clf__attn_forward(clf_context *ctx, const clf__attn *a, const clf_ten
     }
   }
   if ((st = clf_attention(ctx, q, k, v, kv_len, mask, a->scale, CLF_ATTN_AUTO, ctxm, NULL)) != CLF_OK) return st;
-  return clf_linear(ctx, ctxm, a->o.w, a->o.layout, a->o.b, CLF_ACT_NONE, y, NULL);
+  if (out_bias) *out_bias = a->o.b;
+  return clf_linear(ctx, ctxm, a->o.w, a->o.layout, out_bias ? NULL : a->o.b, CLF_ACT_NONE, y, NULL);
 }
 
-clf_status clf__mlp_forward(clf_context *ctx, const clf__mlp *m, const clf_tensor *x, clf__ws *ws, clf_tensor *y) {
+clf_status clf__mlp_forward(clf_context *ctx, const clf__mlp *m, const clf_tensor *x, clf__ws *ws, clf_tensor *y,
+                            const clf_tensor **out_bias) {
   const size_t B = x->shape[0], L = x->shape[1];
   const size_t F = m->fc1.layout == CLF_WEIGHT_IN_OUT ? m->fc1.w->shape[1] : m->fc1.w->shape[0];
   clf_tensor *hid, *glu;
   clf_status st;
   if ((st = clf__ws_get(ctx, ws, CLF__WS_HID, CLF_F32, 3, (size_t[]){B, L, F}, &hid)) != CLF_OK) return st;
+  const clf_tensor *b2 = out_bias ? NULL : m->fc2.b;
+  if (out_bias) *out_bias = m->fc2.b;
   if (!m->gated) {
     if ((st = clf_linear(ctx, x, m->fc1.w, m->fc1.layout, m->fc1.b, m->act, hid, NULL)) != CLF_OK) return st;
-    return clf_linear(ctx, hid, m->fc2.w, m->fc2.layout, m->fc2.b, CLF_ACT_NONE, y, NULL);
+    return clf_linear(ctx, hid, m->fc2.w, m->fc2.layout, b2, CLF_ACT_NONE, y, NULL);
   }
   if ((st = clf__ws_get(ctx, ws, CLF__WS_GLU, CLF_F32, 3, (size_t[]){B, L, F / 2}, &glu)) != CLF_OK ||
       (st = clf_linear(ctx, x, m->fc1.w, m->fc1.layout, m->fc1.b, CLF_ACT_NONE, hid, NULL)) != CLF_OK ||
       (st = clf_glu(ctx, hid, m->act, glu, NULL)) != CLF_OK)
     return st;
-  return clf_linear(ctx, glu, m->fc2.w, m->fc2.layout, m->fc2.b, CLF_ACT_NONE, y, NULL);
+  return clf_linear(ctx, glu, m->fc2.w, m->fc2.layout, b2, CLF_ACT_NONE, y, NULL);
 }
 
 clf_status clf__ln_apply(clf_context *ctx, const clf__ln *ln, const clf_tensor *x, const clf_tensor *res,
-                         clf_tensor *sum_out, clf_tensor *y) {
-  if (ln->rms) return clf_rms_norm(ctx, x, res, ln->g, ln->eps, sum_out, y, NULL);
-  return clf_layer_norm(ctx, x, res, ln->g, ln->b, ln->eps, sum_out, y, NULL);
+                         const clf_tensor *res_bias, clf_tensor *sum_out, clf_tensor *y) {
+  return clf__norm_res_bias(ctx, x, res, res_bias, ln->g, ln->rms ? NULL : ln->b, ln->eps, ln->rms, sum_out, y);
 }
 
 clf_status clf__layer_forward(clf_context *ctx, const clf__layer *l, int pre_ln, const clf__ln *next_ln,
@@ -119,29 +122,34 @@ clf_status clf__layer_forward(clf_context *ctx, const clf__layer *l, int pre_ln,
   clf_tensor *f;
   clf_status st;
   if ((st = clf__ws_get(ctx, ws, CLF__WS_BRANCH, CLF_F32, 3, h->shape, &f)) != CLF_OK) return st;
+  /* Each branch's output bias goes into the norm that adds the branch to
+   * the residual stream (fb), not into a pass of its own. */
+  const clf_tensor *fb = NULL;
   if (pre_ln) {
     /* a = ln_self(h) already. */
-    if ((st = clf__attn_forward(ctx, &l->self, a, NULL, io->self_kv, io->self_mask, io->rot, ws, f)) != CLF_OK)
+    if ((st = clf__attn_forward(ctx, &l->self, a, NULL, io->self_kv, io->self_mask, io->rot, ws, f, &fb)) != CLF_OK)
       return st;
     if (l->has_cross) {
-      if ((st = clf__ln_apply(ctx, &l->ln_cross, h, f, h, a)) != CLF_OK) return st;
-      if ((st = clf__attn_forward(ctx, &l->cross, a, io->enc, io->cross_kv, io->cross_mask, NULL, ws, f)) != CLF_OK)
+      if ((st = clf__ln_apply(ctx, &l->ln_cross, h, f, fb, h, a)) != CLF_OK) return st;
+      if ((st = clf__attn_forward(ctx, &l->cross, a, io->enc, io->cross_kv, io->cross_mask, NULL, ws, f, &fb)) !=
+          CLF_OK)
         return st;
     }
-    if ((st = clf__ln_apply(ctx, &l->ln_mlp, h, f, h, a)) != CLF_OK) return st;
-    if ((st = clf__mlp_forward(ctx, &l->mlp, a, ws, f)) != CLF_OK) return st;
-    return clf__ln_apply(ctx, next_ln, h, f, h, a);
+    if ((st = clf__ln_apply(ctx, &l->ln_mlp, h, f, fb, h, a)) != CLF_OK) return st;
+    if ((st = clf__mlp_forward(ctx, &l->mlp, a, ws, f, &fb)) != CLF_OK) return st;
+    return clf__ln_apply(ctx, next_ln, h, f, fb, h, a);
   }
   /* post-LN: h = LN(h + f(h)) */
-  if ((st = clf__attn_forward(ctx, &l->self, h, NULL, io->self_kv, io->self_mask, io->rot, ws, f)) != CLF_OK) return st;
-  if ((st = clf__ln_apply(ctx, &l->ln_self, h, f, NULL, h)) != CLF_OK) return st;
+  if ((st = clf__attn_forward(ctx, &l->self, h, NULL, io->self_kv, io->self_mask, io->rot, ws, f, &fb)) != CLF_OK)
+    return st;
+  if ((st = clf__ln_apply(ctx, &l->ln_self, h, f, fb, NULL, h)) != CLF_OK) return st;
   if (l->has_cross) {
-    if ((st = clf__attn_forward(ctx, &l->cross, h, io->enc, io->cross_kv, io->cross_mask, NULL, ws, f)) != CLF_OK)
+    if ((st = clf__attn_forward(ctx, &l->cross, h, io->enc, io->cross_kv, io->cross_mask, NULL, ws, f, &fb)) != CLF_OK)
       return st;
-    if ((st = clf__ln_apply(ctx, &l->ln_cross, h, f, NULL, h)) != CLF_OK) return st;
+    if ((st = clf__ln_apply(ctx, &l->ln_cross, h, f, fb, NULL, h)) != CLF_OK) return st;
   }
-  if ((st = clf__mlp_forward(ctx, &l->mlp, h, ws, f)) != CLF_OK) return st;
-  return clf__ln_apply(ctx, &l->ln_mlp, h, f, NULL, h);
+  if ((st = clf__mlp_forward(ctx, &l->mlp, h, ws, f, &fb)) != CLF_OK) return st;
+  return clf__ln_apply(ctx, &l->ln_mlp, h, f, fb, NULL, h);
 }
 
 clf_status clf__zero(clf_context *ctx, clf_tensor *t) {

@@ -87,12 +87,16 @@ typedef struct clf__rotary {
 
 /* y [B, Lq, D] = MHA(x [B, Lq, D], src) with src = x (self) or the encoder
  * states (cross).  kv NULL: K/V go to workspace tensors.  rot NULL: no
- * rotary step. */
+ * rotary step.  out_bias not NULL: y is left without the output
+ * projection's bias, which *out_bias gets (NULL: none) for the norm that
+ * adds y to the residual stream (clf__ln_apply) to add. */
 clf_status clf__attn_forward(clf_context *ctx, const clf__attn *a, const clf_tensor *x, const clf_tensor *src,
                              const clf__kv *kv, const clf_attention_mask *mask, const clf__rotary *rot,
-                             clf__ws *ws, clf_tensor *y);
-/* The MLP (plain or gated) on x into y. */
-clf_status clf__mlp_forward(clf_context *ctx, const clf__mlp *m, const clf_tensor *x, clf__ws *ws, clf_tensor *y);
+                             clf__ws *ws, clf_tensor *y, const clf_tensor **out_bias);
+/* The MLP (plain or gated) on x into y; out_bias as clf__attn_forward's,
+ * for its second layer's bias. */
+clf_status clf__mlp_forward(clf_context *ctx, const clf__mlp *m, const clf_tensor *x, clf__ws *ws, clf_tensor *y,
+                            const clf_tensor **out_bias);
 
 /* What a layer attends to besides itself. */
 typedef struct clf__layer_io {
@@ -109,10 +113,12 @@ typedef struct clf__layer_io {
 clf_status clf__layer_forward(clf_context *ctx, const clf__layer *l, int pre_ln, const clf__ln *next_ln,
                               clf_tensor *h, clf_tensor *a, const clf__layer_io *io, clf__ws *ws);
 
-/* y = LN(x + res) (res NULL: LN(x)), the sum to sum_out when not NULL:
- * layer norm or RMS norm as ln says. */
+/* y = LN(x + (res + res_bias)) (res NULL: LN(x); res_bias NULL: none),
+ * the sum to sum_out when not NULL: layer norm or RMS norm as ln says.
+ * res_bias is the bias of the layer that made res, left to this pass
+ * (out_bias above) instead of one of its own. */
 clf_status clf__ln_apply(clf_context *ctx, const clf__ln *ln, const clf_tensor *x, const clf_tensor *res,
-                         clf_tensor *sum_out, clf_tensor *y);
+                         const clf_tensor *res_bias, clf_tensor *sum_out, clf_tensor *y);
 
 /* Sets t (f32) to zeros by an upload from the host, which every tool sees
  * as initialising the memory (Oclgrind does not track clEnqueueFillBuffer). */

@@ -187,7 +187,7 @@ clf_status clf__decoder_stack(clf_model *m, const clf__layer *layers, size_t n, 
                               clf_tensor *h, clf_tensor *a) {
   clf__decoder *d = m->dec;
   clf_status st;
-  if ((st = clf__ln_apply(m->ctx, n ? &layers[0].ln_self : final, h, NULL, NULL, a)) != CLF_OK) return st;
+  if ((st = clf__ln_apply(m->ctx, n ? &layers[0].ln_self : final, h, NULL, NULL, NULL, a)) != CLF_OK) return st;
   for (size_t i = 0; i < n; i++) {
     const clf__kv kv = clf__kv_cache_self(&d->kv, i, s->past);
     const clf__layer_io io = {mask, s->cached ? &kv : NULL, NULL, NULL, NULL, rot};

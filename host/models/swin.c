@@ -147,17 +147,21 @@ static clf_status swin_block_forward(clf_context *ctx, swin *s, swin_stage *sg, 
   if ((st = clf__ws_get(ctx, ws, WS_WINDOWS_OUT, CLF_F32, 3, (size_t[]){B * nW, N, C}, &fw)) != CLF_OK) return st;
   if ((st = clf__ws_get(ctx, ws, WS_BRANCH, CLF_F32, 3, h->shape, &f)) != CLF_OK) return st;
   clf_attention_mask am = {NULL, 0, b->bias};
+  /* The branches' output biases go into the norms after them (the window
+   * reverse only moves positions); the last block's MLP, which no norm
+   * follows, adds its own. */
+  const clf_tensor *fb = NULL;
   if ((st = clf_tensor_view(a, 0, 4, (size_t[]){B, Hs, Ws, C}, &a4)) == CLF_OK &&
       (st = clf_tensor_view(f, 0, 4, (size_t[]){B, Hs, Ws, C}, &f4)) == CLF_OK &&
       (st = clf_window_partition(ctx, a4, win, shift, aw, NULL)) == CLF_OK &&
-      (st = clf__attn_forward(ctx, &b->attn, aw, NULL, NULL, &am, NULL, ws, fw)) == CLF_OK)
+      (st = clf__attn_forward(ctx, &b->attn, aw, NULL, NULL, &am, NULL, ws, fw, &fb)) == CLF_OK)
     st = clf_window_reverse(ctx, fw, win, shift, f4, NULL);
   clf_tensor_destroy(a4);
   clf_tensor_destroy(f4);
   if (st != CLF_OK) return st;
-  if ((st = clf__ln_apply(ctx, &b->ln_after, h, f, h, a)) != CLF_OK) return st;
-  if ((st = clf__mlp_forward(ctx, &b->mlp, a, ws, f)) != CLF_OK) return st;
-  if (next) return clf__ln_apply(ctx, next, h, f, h, a);
+  if ((st = clf__ln_apply(ctx, &b->ln_after, h, f, fb, h, a)) != CLF_OK) return st;
+  if ((st = clf__mlp_forward(ctx, &b->mlp, a, ws, f, next ? &fb : NULL)) != CLF_OK) return st;
+  if (next) return clf__ln_apply(ctx, next, h, f, fb, h, a);
   return clf_add(ctx, h, f, h, NULL);
 }
 
@@ -212,7 +216,7 @@ static clf_status swin_merge(clf_context *ctx, swin *s, size_t si, clf_tensor **
     return st;
   if ((st = clf_tensor_view(*h, 0, 4, (size_t[]){B, *Hs, *Ws, sg->dim}, &h4)) == CLF_OK &&
       (st = clf_patch_merge(ctx, h4, g, NULL)) == CLF_OK &&
-      (st = clf__ln_apply(ctx, &sg->merge_ln, g, NULL, NULL, g)) == CLF_OK)
+      (st = clf__ln_apply(ctx, &sg->merge_ln, g, NULL, NULL, NULL, g)) == CLF_OK)
     st = clf_linear(ctx, g, sg->merge.w, CLF_WEIGHT_OUT_IN, NULL, CLF_ACT_NONE, nh, NULL);
   clf_tensor_destroy(h4);
   if (st != CLF_OK) return st;
@@ -277,18 +281,18 @@ static clf_status swin_run(clf_model *m, const clf__inputs in, const int *want, 
       (st = clf__ws_get(ctx, &s0->ws, CLF__WS_H, CLF_F32, 3, (size_t[]){B, Hs * Ws, s->E}, &h)) != CLF_OK ||
       (st = clf__ws_get(ctx, &s0->ws, CLF__WS_A, CLF_F32, 3, (size_t[]){B, Hs * Ws, s->E}, &a)) != CLF_OK ||
       (st = clf_patch_embed(ctx, img, s->patch_w, s->patch_b, h, NULL)) != CLF_OK ||
-      (st = clf__ln_apply(ctx, &s->ln_emb, h, NULL, NULL, h)) != CLF_OK)
+      (st = clf__ln_apply(ctx, &s->ln_emb, h, NULL, NULL, NULL, h)) != CLF_OK)
     return st;
   for (size_t si = 0; si < s->n_stages; si++) {
     swin_stage *sg = &s->st[si];
-    if (sg->depth && (st = clf__ln_apply(ctx, &sg->blocks[0].ln_before, h, NULL, NULL, a)) != CLF_OK) return st;
+    if (sg->depth && (st = clf__ln_apply(ctx, &sg->blocks[0].ln_before, h, NULL, NULL, NULL, a)) != CLF_OK) return st;
     for (size_t bi = 0; bi < sg->depth; bi++) {
       const clf__ln *next = bi + 1 < sg->depth ? &sg->blocks[bi + 1].ln_before : NULL;
       if ((st = swin_block_forward(ctx, s, sg, bi, Hs, Ws, h, a, next)) != CLF_OK) return st;
     }
     if (si + 1 < s->n_stages && (st = swin_merge(ctx, s, si, &h, &a, &Hs, &Ws)) != CLF_OK) return st;
   }
-  if ((st = clf__ln_apply(ctx, &s->ln_f, h, NULL, NULL, a)) != CLF_OK) return st;
+  if ((st = clf__ln_apply(ctx, &s->ln_f, h, NULL, NULL, NULL, a)) != CLF_OK) return st;
   return swin_head(m, a, want, res);
 }
 

@@ -191,7 +191,7 @@ clf_status clf__vit_encoder(clf_context *ctx, const clf__layer *layers, size_t n
                             clf_tensor *a, clf__ws *ws) {
   clf_status st;
   clf__layer_io io = {NULL, NULL, NULL, NULL, NULL};
-  if ((st = clf__ln_apply(ctx, n ? &layers[0].ln_self : ln_f, h, NULL, NULL, a)) != CLF_OK) return st;
+  if ((st = clf__ln_apply(ctx, n ? &layers[0].ln_self : ln_f, h, NULL, NULL, NULL, a)) != CLF_OK) return st;
   for (size_t i = 0; i < n; i++) {
     const clf__ln *next = i + 1 < n ? &layers[i + 1].ln_self : ln_f;
     if ((st = clf__layer_forward(ctx, &layers[i], 1, next, h, a, &io, ws)) != CLF_OK) return st;

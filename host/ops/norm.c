@@ -39,7 +39,7 @@ int clf__norm_sg(const clf_context *ctx) {
 
 /* Launches the norm kernel on checked arguments (rms: RMS norm). */
 static clf_status norm_launch(clf_context *ctx, const char *op, const clf_tensor *x, const clf_tensor *residual,
-                              const clf_tensor *gamma, const clf_tensor *beta, float eps, clf_tensor *sum_out,
+                              const clf_tensor *res_bias, const clf_tensor *gamma, const clf_tensor *beta, float eps, clf_tensor *sum_out,
                               clf_tensor *y, size_t D, int rms, cl_event *event) {
   /* GPUs: one work-group per row, reducing in local memory.  CPUs: one
    * work-item per row (barriers are expensive there: 5.6 ms against 0.18 ms
@@ -59,13 +59,16 @@ static clf_status norm_launch(clf_context *ctx, const char *op, const clf_tensor
                             per_row ? "layer_norm_rows" : sg ? "layer_norm_sg" : "layer_norm", &k)) != CLF_OK)
     return st;
   const clf_tensor *r = residual ? residual : x;
+  const clf_tensor *rb = res_bias ? res_bias : gamma;
   const clf_tensor *b = beta ? beta : gamma;
   clf_tensor *s = sum_out ? sum_out : y;
-  cl_int has_res = residual != NULL, has_beta = beta != NULL, has_sum = sum_out != NULL, is_rms = rms != 0;
+  cl_int has_res = residual != NULL, has_rb = res_bias != NULL, has_beta = beta != NULL, has_sum = sum_out != NULL,
+         is_rms = rms != 0;
   cl_uint d32 = (cl_uint)D, rows = (cl_uint)(clf_tensor_numel(x) / D);
-  st = clf__set_args(ctx, k, per_row ? 19 : 18, CLF__TARG(x), CLF__TARG(r), CLF__ARG(has_res), CLF__TARG(gamma),
-                     CLF__TARG(b), CLF__ARG(has_beta), CLF__TARG(s), CLF__ARG(has_sum), CLF__TARG(y),
-                     CLF__ARG(d32), CLF__ARG(eps), CLF__ARG(is_rms), CLF__ARG(rows));
+  st = clf__set_args(ctx, k, per_row ? 22 : 21, CLF__TARG(x), CLF__TARG(r), CLF__ARG(has_res), CLF__TARG(rb),
+                     CLF__ARG(has_rb), CLF__TARG(gamma), CLF__TARG(b), CLF__ARG(has_beta), CLF__TARG(s),
+                     CLF__ARG(has_sum), CLF__TARG(y), CLF__ARG(d32), CLF__ARG(eps), CLF__ARG(is_rms),
+                     CLF__ARG(rows));
   if (st != CLF_OK) return st;
   if (per_row) {
     size_t local = clf__wg_1d(ctx, k, 8), global = rows;
@@ -86,7 +89,7 @@ clf_status clf_layer_norm(clf_context *ctx, const clf_tensor *x, const clf_tenso
   size_t D;
   clf_status st = norm_check(ctx, op, x, residual, gamma, beta, eps, sum_out, y, &D);
   if (st != CLF_OK) return st;
-  return norm_launch(ctx, op, x, residual, gamma, beta, eps, sum_out, y, D, 0, event);
+  return norm_launch(ctx, op, x, residual, NULL, gamma, beta, eps, sum_out, y, D, 0, event);
 }
 
 clf_status clf_rms_norm(clf_context *ctx, const clf_tensor *x, const clf_tensor *residual, const clf_tensor *gamma,
@@ -95,5 +98,20 @@ clf_status clf_rms_norm(clf_context *ctx, const clf_tensor *x, const clf_tensor 
   size_t D;
   clf_status st = norm_check(ctx, op, x, residual, gamma, NULL, eps, sum_out, y, &D);
   if (st != CLF_OK) return st;
-  return norm_launch(ctx, op, x, residual, gamma, NULL, eps, sum_out, y, D, 1, event);
+  return norm_launch(ctx, op, x, residual, NULL, gamma, NULL, eps, sum_out, y, D, 1, event);
+}
+
+clf_status clf__norm_res_bias(clf_context *ctx, const clf_tensor *x, const clf_tensor *residual,
+                              const clf_tensor *res_bias, const clf_tensor *gamma, const clf_tensor *beta, float eps,
+                              int rms, clf_tensor *sum_out, clf_tensor *y) {
+  const char *op = rms ? "clf_rms_norm" : "clf_layer_norm";
+  size_t D;
+  clf_status st = norm_check(ctx, op, x, residual, gamma, beta, eps, sum_out, y, &D);
+  if (st != CLF_OK) return st;
+  if (res_bias) {
+    if (!residual) return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: a residual's bias without a residual", op);
+    if ((st = clf__check_tensor(ctx, op, "res_bias", res_bias, CLF_F32, 1, 1)) != CLF_OK) return st;
+    if ((st = clf__check_dim(ctx, op, "res_bias", res_bias, 0, D)) != CLF_OK) return st;
+  }
+  return norm_launch(ctx, op, x, residual, res_bias, gamma, beta, eps, sum_out, y, D, rms, NULL);
 }

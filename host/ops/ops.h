@@ -58,6 +58,15 @@ int clf__attn_fused_variant(clf_context *ctx, size_t dh, size_t lq, char *buf, s
 int clf__norm_sg(const clf_context *ctx);
 int clf__softmax_sg(const clf_context *ctx);
 
+/* ---- norms (norm.c) ---- */
+/* clf_layer_norm (clf_rms_norm when rms, beta NULL) of x + (residual +
+ * res_bias): res_bias [D] (may be NULL) is the bias of the layer that made
+ * residual, added here as that layer would have (same rounding), so that
+ * layer needs no pass of its own for it. */
+clf_status clf__norm_res_bias(clf_context *ctx, const clf_tensor *x, const clf_tensor *residual,
+                              const clf_tensor *res_bias, const clf_tensor *gamma, const clf_tensor *beta, float eps,
+                              int rms, clf_tensor *sum_out, clf_tensor *y);
+
 /* ---- linear layers off CLBlast's direct path (linear.c) ---- */
 /* The most rows of x one launch of the matrix-vector kernel takes. */
 #define CLF__SKINNY_MAX_M 8
