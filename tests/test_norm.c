@@ -20,6 +20,9 @@ static void ref_layer_norm(const float *x, const float *r, const float *g, const
   free(dy);
 }
 
+static void ref_rms_norm(const float *x, const float *r, const float *g, float eps, size_t rows, size_t D, float *sum,
+                         float *y);
+
 /* f32 accumulation over D <= 4096 values: 2e-5 of the output's scale. */
 #define LN_TOL 2e-5
 
@@ -95,6 +98,44 @@ START_TEST(ln_in_place) {
   TH_CLOSE(y, ref_y, n, LN_TOL);
   free(s); free(y); free(x); free(r); free(g); free(ref_y); free(ref_s);
   clf_tensor_destroy(tx); clf_tensor_destroy(tr); clf_tensor_destroy(tg);
+}
+END_TEST
+
+/* The residual's bias (a linear layer's, left to the norm: clf__ln_apply's
+ * res_bias): y = norm(x + (r + rb)), the sum too, against the reference
+ * on x and r + rb rounded to f32 as the layer would have written it; both
+ * kernels, layer norm and RMS norm; refused without a residual or at the
+ * wrong size. */
+START_TEST(norm_residual_bias) {
+  const size_t rows = 6, D = 97, n = rows * D;
+  float *x = th_rand(n, 41, -2.0f, 2.0f), *r = th_rand(n, 42, -1.0f, 1.0f), *rb = th_rand(D, 43, -0.5f, 0.5f);
+  float *g = th_rand(D, 44, 0.5f, 1.5f), *b = th_rand(D, 45, -0.5f, 0.5f), *rr = malloc(n * sizeof(float));
+  float *ref_y = malloc(n * sizeof(float)), *ref_s = malloc(n * sizeof(float));
+  for (size_t i = 0; i < n; i++) rr[i] = r[i] + rb[i % D];
+  clf_tensor *tx = th_tensor(CLF_F32, 2, TH_SHAPE(rows, D), x), *tr = th_tensor(CLF_F32, 2, TH_SHAPE(rows, D), r);
+  clf_tensor *trb = th_tensor(CLF_F32, 1, TH_SHAPE(D), rb), *tg = th_tensor(CLF_F32, 1, TH_SHAPE(D), g);
+  clf_tensor *tb = th_tensor(CLF_F32, 1, TH_SHAPE(D), b), *short_b = th_tensor(CLF_F32, 1, TH_SHAPE(D - 1), b);
+  clf_tensor *ts = th_empty(CLF_F32, 2, TH_SHAPE(rows, D)), *ty = th_empty(CLF_F32, 2, TH_SHAPE(rows, D));
+  const int was_cpu = th_ctx->caps.is_cpu;
+  for (int rms = 0; rms < 2; rms++) {
+    if (rms) ref_rms_norm(x, rr, g, 1e-6f, rows, D, ref_s, ref_y);
+    else ref_layer_norm(x, rr, g, b, 1e-6f, rows, D, ref_s, ref_y);
+    for (int cpu = 0; cpu < 2; cpu++) {
+      th_ctx->caps.is_cpu = cpu;
+      TH_OK(clf__norm_res_bias(th_ctx, tx, tr, trb, tg, rms ? NULL : tb, 1e-6f, rms, ts, ty));
+      float *y = th_download(ty), *sum = th_download(ts);
+      TH_CLOSE(y, ref_y, n, LN_TOL);
+      TH_CLOSE(sum, ref_s, n, 1e-6);
+      free(y);
+      free(sum);
+    }
+  }
+  th_ctx->caps.is_cpu = was_cpu;
+  TH_FAILS(clf__norm_res_bias(th_ctx, tx, NULL, trb, tg, tb, 1e-6f, 0, NULL, ty), CLF_E_INVALID_ARG, "without a residual");
+  TH_FAILS(clf__norm_res_bias(th_ctx, tx, tr, short_b, tg, tb, 1e-6f, 0, NULL, ty), CLF_E_SHAPE, "res_bias");
+  free(x); free(r); free(rb); free(g); free(b); free(rr); free(ref_y); free(ref_s);
+  clf_tensor_destroy(tx); clf_tensor_destroy(tr); clf_tensor_destroy(trb); clf_tensor_destroy(tg);
+  clf_tensor_destroy(tb); clf_tensor_destroy(short_b); clf_tensor_destroy(ts); clf_tensor_destroy(ty);
 }
 END_TEST
 
@@ -266,6 +307,7 @@ static Suite *suite(void) {
   TCase *tc = tcase_create("layer_norm");
   tcase_add_test(tc, ln_plain_odd_sizes);
   tcase_add_test(tc, ln_residual_post_and_pre);
+  tcase_add_test(tc, norm_residual_bias);
   tcase_add_test(tc, ln_large_mean);
   tcase_add_test(tc, ln_in_place);
   tcase_add_test(tc, ln_both_kernels);
