@@ -7,6 +7,8 @@
 const char *const clf__decoder_inputs[3] = {"input_ids", "attention_mask", "position_ids"};
 enum { IN_IDS, IN_MASK, IN_POS };
 
+int clf__decoder_in_out(const clf_context *ctx) { return !ctx->caps.is_cpu; }
+
 clf_status clf__decoder_attach(clf_model *m, clf__decoder *d, size_t n_layers, int cross) {
   clf_status st = clf__kv_cache_init(m->ctx, &d->kv, n_layers, cross);
   if (st == CLF_OK) m->dec = d;

@@ -44,6 +44,17 @@ typedef struct clf__decoder {
 /* The inputs of a decoder-only model: input_ids, attention_mask, position_ids. */
 extern const char *const clf__decoder_inputs[3];
 
+/* Whether a decoder's f32 weights are stored [in, out] on ctx's device
+ * (clf__block_spec.in_out_f32): on the GPU class, whose matrix-vector
+ * kernel (skinny_t) reads that layout coalesced at decoding (a warp's
+ * loads of one weight row are adjacent) and whose CLBlast reads it in
+ * place at prefill, without the transposing copy [out, in] costs; on
+ * CPUs [out, in], whose rows one work-item streams: on PoCL one row times
+ * a 3072 x 768 weight took 0.41 ms [out, in] against 0.84 ms [in, out],
+ * whose 12 KiB row stride the prefetcher does not follow.  The GEMM shapes
+ * the families list (clf_model_gemm_shapes) are the CPU layout's. */
+int clf__decoder_in_out(const clf_context *ctx);
+
 /* Attaches d (inside the family's struct) to m, its caches for n_layers
  * (cross-attention ones too when `cross`): m can generate from here on. */
 clf_status clf__decoder_attach(clf_model *m, clf__decoder *d, size_t n_layers, int cross);

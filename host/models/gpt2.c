@@ -171,10 +171,10 @@ static clf_status gpt2_load_task(clf_model *m, gpt2 *g, const clf__weights *w) {
                           CLF_WEIGHT_OUT_IN, 0, &g->cls);
 }
 
-/* The layers' rows are read with: c_attn biased; Conv1D [in, out],
- * transposed to [out, in] for the one-row steps of the skinny kernel. */
-static clf__block_spec gpt2_spec(size_t D, size_t F, float eps) {
-  clf__block_spec s = {.eps = eps, .qkv_bias = 1, .layout = CLF_WEIGHT_IN_OUT};
+/* The layers' rows are read with: c_attn biased; Conv1D [in, out], kept
+ * so on a GPU, transposed to [out, in] on a CPU (clf__decoder_in_out). */
+static clf__block_spec gpt2_spec(size_t D, size_t F, float eps, int in_out) {
+  clf__block_spec s = {.eps = eps, .qkv_bias = 1, .layout = CLF_WEIGHT_IN_OUT, .in_out_f32 = in_out};
   clf__spec_dims(&s, D, F, D, D);
   return s;
 }
@@ -185,7 +185,7 @@ static clf_status gpt2_load_weights(clf_model *m, gpt2 *g, const gpt2_dims *dm, 
   clf_context *ctx = m->ctx;
   clf__params *p = &m->params;
   const size_t d = g->D, dh = g->D / g->H;
-  const clf__block_spec spec = gpt2_spec(d, g->F, (float)dm->eps);
+  const clf__block_spec spec = gpt2_spec(d, g->F, (float)dm->eps, clf__decoder_in_out(ctx));
   char n1[256];
   clf_status st;
   if ((st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, pf, "wte.weight"), 2, (size_t[]){g->V, d}, &g->wte)) !=
@@ -240,7 +240,7 @@ static clf_status gpt2_load(clf_model *m, const void *dims, const clf__config *c
 /* the layers' rows; the LM head over the tied wte [V, D] */
 static void gpt2_gemms(const void *dims, const clf__config *c, size_t T, clf__gemm_list *l) {
   const gpt2_dims *d = dims;
-  const clf__block_spec spec = gpt2_spec((size_t)d->D, (size_t)gpt2_ffn(d), 0);
+  const clf__block_spec spec = gpt2_spec((size_t)d->D, (size_t)gpt2_ffn(d), 0, 0);
   clf__rows_gemms(gpt2_layer_rows, CLF__ARRAY_LEN(gpt2_layer_rows), &spec, T, d->N, l);
   if (clf__config_has_arch(c, "GPT2LMHeadModel")) clf__gemm_add(l, T, d->V, d->D, 1, 1);
 }

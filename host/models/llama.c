@@ -269,11 +269,11 @@ static clf_status llama_sizes(clf_context *ctx, const char *type, const llama_di
 
 /* ---- weights ----------------------------------------------------------- */
 
-/* The layers' rows are read with: nn.Linear [out, in], kept so (decoders
- * step one row at a time). */
-static clf__block_spec llama_spec(const llama *g, int qkv_bias, int attn_bias, int mlp_bias) {
+/* The layers' rows are read with: nn.Linear [out, in], kept so on a CPU,
+ * stored [in, out] on a GPU (clf__decoder_in_out). */
+static clf__block_spec llama_spec(const llama *g, int qkv_bias, int attn_bias, int mlp_bias, int in_out) {
   clf__block_spec s = {.eps = g->eps, .qkv_bias = qkv_bias, .attn_bias = attn_bias, .mlp_bias = mlp_bias,
-                       .layout = CLF_WEIGHT_OUT_IN};
+                       .layout = CLF_WEIGHT_OUT_IN, .in_out_f32 = in_out};
   clf__spec_dims(&s, g->D, g->F, g->H * g->Dh, g->Hkv * g->Dh);
   return s;
 }
@@ -285,7 +285,7 @@ static clf_status llama_load_weights(clf_model *m, const llama_dims *d, const ch
   llama *g = m->impl;
   clf__params *p = &m->params;
   const int attn_bias = d->attn_bias, qkv_bias = strcmp(m->type, "qwen2") == 0 || attn_bias;
-  const clf__block_spec spec = llama_spec(g, qkv_bias, attn_bias, d->mlp_bias);
+  const clf__block_spec spec = llama_spec(g, qkv_bias, attn_bias, d->mlp_bias, clf__decoder_in_out(ctx));
   char n1[256];
   clf_status st;
   if ((st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, pf, "embed_tokens.weight"), 2, (size_t[]){g->V, g->D},
@@ -365,7 +365,7 @@ static void llama_gemms(const void *dims, const clf__config *c, size_t T, clf__g
   llama g = {0};
   if (d->H <= 0 || d->D <= 0 || d->F <= 0 || d->Hkv < 0 || d->Dh < 0) return; /* llama_load refuses it */
   g.D = d->D, g.F = d->F, g.H = d->H, g.Hkv = d->Hkv ? d->Hkv : d->H, g.Dh = d->Dh ? d->Dh : d->D / d->H;
-  const clf__block_spec spec = llama_spec(&g, 0, 0, 0);
+  const clf__block_spec spec = llama_spec(&g, 0, 0, 0, 0);
   clf__rows_gemms(llama_layer_rows, CLF__ARRAY_LEN(llama_layer_rows), &spec, T, d->N, l);
   if (!clf__config_has_arch(c, "LlamaModel") && !clf__config_has_arch(c, "MistralModel") &&
       !clf__config_has_arch(c, "Qwen2Model"))
