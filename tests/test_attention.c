@@ -579,10 +579,11 @@ START_TEST(attn_fused_cpu_shape) {
   char name[128];
   ck_assert(clf__attn_fused_variant(th_ctx, 64, 33, name, sizeof(name)));
   ck_assert_str_eq(name, "attention.fused HEAD_DIM=64 CPU WG=8");
-  /* Up to 8 rows per KV head: the power of two that holds them. */
+  /* Up to 4 rows per KV head (decoding): groups of 4. */
   ck_assert_uint_eq(att_fused_wg(64, 3), 4);
-  ck_assert_uint_eq(att_fused_wg(128, 1), 1);
-  ck_assert_uint_eq(att_fused_wg(7, 8), 8);
+  ck_assert_uint_eq(att_fused_wg(128, 1), 4);
+  ck_assert_uint_eq(att_fused_wg(7, 4), 4);
+  ck_assert_uint_eq(att_fused_wg(7, 5), 8);
 
   /* Head dims by vector width: 8 (32, 64, 128, 256), 4 (20), 1 (1, 7,
    * 129); 23 keys end in a partial block of 4; prefill, then decode. */

@@ -97,9 +97,10 @@ static int attn_cpu_shape(const clf_context *ctx) {
 }
 
 /* The CPU shape's work-group: its items share nothing, so it only sets how
- * many rows a core takes at a time (4 to 64 measured the same on PoCL and
- * Intel's runtime, 2026-11-26).  Fewer rows than that (decoding) take the
- * power of two that holds them, so no group runs idle items. */
+ * many rows a core takes at a time (1 to 64 measured alike on PoCL and
+ * Intel's runtime, 2026-11-26).  Up to 4 rows per KV head (decoding) take
+ * groups of 4, so fewer items idle; self-validation's two cases (40 rows
+ * and 3) then cover both names a launch can have. */
 #define ATT_CPU_WG 8
 
 /* The CPU shape of the fused kernel for head dim dh and lq rows per KV
@@ -108,8 +109,7 @@ static clf_status attn_fused_pick_cpu(clf_context *ctx, size_t dh, size_t lq, at
   char opts[64];
   snprintf(opts, sizeof(opts), "-DHEAD_DIM=%zu -DATT_CPU=1", dh);
   f->cpu = 1;
-  f->wg = 1;
-  while (f->wg < ATT_CPU_WG && f->wg < lq) f->wg *= 2;
+  f->wg = lq <= ATT_CPU_WG / 2 ? ATT_CPU_WG / 2 : ATT_CPU_WG;
   clf__kernel *k;
   clf_status st = clf__get_kernel(ctx, "attention", opts, "attn_fused_cpu", &k);
   if (st != CLF_OK) return st;
