@@ -717,18 +717,20 @@ bool rows_of_kind(Search &S, const RowsKind &kind, double end, unsigned *rows, s
   *rows = 0;
   if (!B.setup(S, kind, kM, sizeof kM / sizeof *kM, why)) return false;
   unsigned last_skinny = 8;  // the last M the skinny path won (8: it always takes up to 8)
-  bool any = false;
   for (size_t m : kM) {
-    if (m > B.mmax || seconds_since(S.t0) >= end) break;
+    if (m > B.mmax) break;  // the skinny path won at every M the shapes reach
+    if (seconds_since(S.t0) >= end) {
+      char msg[96];
+      snprintf(msg, sizeof msg, "out of time at %zu rows (the skinny path still faster)", m);
+      return *why = msg, false;  // a partial answer would understate it
+    }
     double sk, ge;
     if (!B.time(S, kind, m, &sk, &ge, why)) return false;
-    any = true;
     S.say("Rows %s: %zu rows: skinny %.3f ms, CLBlast %.3f ms%s", clf__skinny_rows_key(kind.wt, kind.in_out), m, sk,
           ge, ge < sk ? " (CLBlast faster)" : "");
     if (ge < sk) break;
     last_skinny = (unsigned)m;
   }
-  if (!any) return *why = "out of time", false;
   *rows = last_skinny;
   return true;
 }
@@ -825,12 +827,20 @@ clf_status tune(clf_context *ctx, const clf_gemm_shape *shapes, size_t n, const 
   search_kernels(S, 0.9 * budget, best, ms);  // the last tenth: the crossovers
   double fin_total;
   Profile fin = combine(S, n, best, ms, def_ms, def_total, &fin_ms, &fin_total);
+  const bool gemm_better = fin_total < 0.98 * def_total;
+  if (!gemm_better) {  // none found: a profile written for its other lines keeps the kernels in force now
+    const Profile &now = S.have_before ? S.before : S.dflt;
+    for (int k = 0; k < NKERNELS; k++) fin.k[k] = now.k[k];
+    fin_total = def_total, fin_ms = def_ms;
+  }
   fin.groups = skinny.groups;
   // The crossovers, with the GEMM as it will run and the skinny groups found.
   use_groups(ctx, fin);
-  // Its share of the budget, from now: the phases before may overrun theirs
-  // (a kernel's first build is not theirs to stop).
-  const double rows_end = std::max(budget, seconds_since(S.t0)) + std::max(0.1 * budget, 2.0);
+  // Its own time, from now: the phases before may overrun their budget (a
+  // kernel's first build is not theirs to stop), and a crossover cut short
+  // is no answer.  A tenth of the budget, a minute at least (the reference
+  // shapes take about 30 s on a 2-core CPU).
+  const double rows_end = std::max(budget, seconds_since(S.t0)) + std::max(0.1 * budget, 60.0);
   const bool rows_changed = tune_rows(S, fin, rows_end, &fin, report);
 
   if (report) {
@@ -842,8 +852,7 @@ clf_status tune(clf_context *ctx, const clf_gemm_shape *shapes, size_t n, const 
   }
   for (size_t i = 0; per_shape && i < n; i++)
     per_shape[S.bench[i].index] = {def_ms[i], fin_ms[i], std::min(S.bench[i].best_seen, fin_ms[i])};
-  st = keep(ctx, fin, fin_total < 0.98 * def_total || skinny_better || rows_changed, shapes, n, def_total, fin_total,
-            report);
+  st = keep(ctx, fin, gemm_better || skinny_better || rows_changed, shapes, n, def_total, fin_total, report);
   if (report) report->seconds = seconds_since(S.t0);
   return st;
 }
