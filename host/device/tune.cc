@@ -112,6 +112,7 @@ struct Search {
   unsigned tried = 0, rejected = 0;
   std::mt19937 rng;
   std::set<std::string> seen;  // "kernel params" already timed
+  double def_total = 0;        // CLBlast's defaults on the shapes, ms (count-weighted)
 
   ~Search() {
     for (auto &b : bench)
@@ -126,9 +127,12 @@ struct Search {
   {
     if (!opts->progress) return;
     char line[1024];
+    // Where the search is against its budget, then the line.
+    const int at = snprintf(line, sizeof line, "[%.0f/%.0f s] ", seconds_since(t0),
+                            opts->budget_s > 0 ? opts->budget_s : 300.0);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    vsnprintf(line + at, sizeof line - at, fmt, ap);
     va_end(ap);
     opts->progress(opts->progress_user, line);
   }
@@ -291,8 +295,10 @@ struct Search {
         say("%s %s: slower than 1.5x the best (%.3f ms)", kKernel[which], params_text(c).c_str(), best_total);
       } else {
         const double t = total(ms);
-        say("%s %s: %.3f ms%s", kKernel[which], params_text(c).c_str(), t, t < best_total ? " (best)" : "");
         if (t < best_total) best_total = t, *best = c, *best_ms = ms;
+        say("%s %s: %.3f ms%s; best so far %.3f ms, %.2fx faster than the defaults' %.3f", kKernel[which],
+            params_text(c).c_str(), t, t == best_total ? " (best)" : "", best_total, def_total / best_total,
+            def_total);
       }
     };
     auto time_left = [&] { return done == 0 || seconds_since(t0) < end; };
@@ -810,7 +816,7 @@ clf_status tune(clf_context *ctx, const clf_gemm_shape *shapes, size_t n, const 
     return clf__fail(ctx, CLF_E_BLAS, "clf_tune_gemm: GEMM with CLBlast's own parameters failed: %s", why.c_str());
   }
   S.costliest_first(&def_ms);
-  const double def_total = S.total(def_ms);
+  const double def_total = S.def_total = S.total(def_ms);
   for (size_t i = 0; i < n; i++) {
     const Bench &b = S.bench[i];
     S.say("shape m=%zu n=%zu k=%zu ta=%d tb=%d x%u: %.3f ms a call (%.1f GFLOP/s), %.0f%% of the GEMM time", b.s.m,
@@ -838,9 +844,10 @@ clf_status tune(clf_context *ctx, const clf_gemm_shape *shapes, size_t n, const 
   use_groups(ctx, fin);
   // Its own time, from now: the phases before may overrun their budget (a
   // kernel's first build is not theirs to stop), and a crossover cut short
-  // is no answer.  A tenth of the budget, a minute at least (the reference
-  // shapes take about 30 s on a 2-core CPU).
-  const double rows_end = std::max(budget, seconds_since(S.t0)) + std::max(0.1 * budget, 60.0);
+  // is no answer.  A sixth of the budget, two minutes at least (the
+  // reference shapes at 64, 128 and 197 rows take about a minute on a
+  // 2-core CPU, split over the five kinds).
+  const double rows_end = std::max(budget, seconds_since(S.t0)) + std::max(budget / 6, 120.0);
   const bool rows_changed = tune_rows(S, fin, rows_end, &fin, report);
 
   if (report) {
