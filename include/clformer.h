@@ -223,13 +223,16 @@ CLF_API clf_status clf_profile_stop(clf_context *ctx, clf_profile_entry *out,
 
 /* The paths the linear layers (clf_linear) took in the last recording
  * (from clf_profile_start on): returns how many distinct ones there are
- * and, when i is below that, sets *line and *count (either may be NULL)
+ * and, when i is below that, sets *line, *count and *ms (each may be NULL)
  * to the i-th, in order of first use: the product, the kernels that ran
  * it and why, e.g. "x [64, 768] w f32 [768, 2304] [in, out]: skinny_t,
- * 8 launches of up to 8 rows (64 rows <= 64: measured, the profile's Rows
- * line)", and how many calls took it.  *line is valid until the next
- * clf_profile_start or the context's destruction.  0 for a NULL ctx. */
-CLF_API size_t clf_profile_paths(const clf_context *ctx, size_t i, const char **line, unsigned long *count);
+ * 8 launches of up to 8 rows (64 rows <= 64: measured: the profile's Rows
+ * line)", how many calls took it, and their commands' time (as
+ * clf_profile_stop sums it; 0 until it has stopped).  *line is valid until
+ * the next clf_profile_start or the context's destruction.  0 for a NULL
+ * ctx. */
+CLF_API size_t clf_profile_paths(const clf_context *ctx, size_t i, const char **line, unsigned long *count,
+                                 double *ms);
 
 /* The device class the context's choices follow ("cpu", "gpu",
  * "accelerator", "custom"): the device's own unless device_class or

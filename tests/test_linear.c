@@ -298,11 +298,13 @@ static void skinny_features(const char *limits) {
  * measured "Rows" value as a profile sets it) take the skinny kernels,
  * more take CLBlast; the count is per distinct product and path. */
 static int path_has(const char *a, const char *b, unsigned long count) {
-  const size_t n = clf_profile_paths(th_ctx, 0, NULL, NULL);
+  const size_t n = clf_profile_paths(th_ctx, 0, NULL, NULL, NULL);
   for (size_t i = 0; i < n; i++) {
     const char *line;
     unsigned long c;
-    ck_assert_uint_eq(clf_profile_paths(th_ctx, i, &line, &c), n);
+    double ms = -1;
+    ck_assert_uint_eq(clf_profile_paths(th_ctx, i, &line, &c, &ms), n);
+    ck_assert(ms >= 0); /* summed at clf_profile_stop: 0 before */
     if (strstr(line, a) && strstr(line, b)) return c == count;
   }
   return 0;
@@ -328,13 +330,24 @@ START_TEST(linear_paths_recorded) {
   const unsigned eight = 8;
   ck_assert(clf__skinny_rows_tune(th_ctx, CLF_F32, 0, &eight));
   TH_OK(clf_profile_start(th_ctx));
-  ck_assert_uint_eq(clf_profile_paths(th_ctx, 0, NULL, NULL), 0); /* a new recording forgets the old */
+  ck_assert_uint_eq(clf_profile_paths(th_ctx, 0, NULL, NULL, NULL), 0); /* a new recording forgets the old */
   check_linear(CLF_F32, 16, 37, 96, 1, CLF_ACT_NONE, 306);
   ck_assert_msg(path_has("x [16, 96] w f32 [37, 96] [out, in]: CLBlast", "16 rows > 8: measured", 1), "rows 8");
   ck_assert(clf__skinny_rows_tune(th_ctx, CLF_F32, 0, NULL));
   ck_assert_uint_eq(clf__skinny_max_rows(th_ctx, CLF_F32, 0, NULL), most);
-  th_profiled_expect("clblast_gemm", NULL, 1);
-  ck_assert_uint_eq(clf_profile_paths(NULL, 0, NULL, NULL), 0);
+  /* stopped: the path's time is its commands' (CLBlast's call and the bias pass) */
+  clf_context *c = th_ctx;
+  clf_profile_entry e[64];
+  size_t n_ops = 0;
+  TH_OK(clf_profile_stop(c, e, 64, &n_ops, NULL));
+  double ms = 0, ops_ms = 0;
+  ck_assert_uint_eq(clf_profile_paths(c, 0, NULL, NULL, &ms), 1);
+  for (size_t i = 0; i < n_ops; i++) ops_ms += e[i].ms;
+  ck_assert_msg(ms > 0 && ms <= ops_ms * (1 + 1e-9), "path %g ms of %g", ms, ops_ms);
+  TH_OK(clf_profile_start(c));
+  check_linear(CLF_F32, 3, 37, 96, 1, CLF_ACT_NONE, 307);
+  th_profiled_expect("skinny", "clblast_gemm", 1);
+  ck_assert_uint_eq(clf_profile_paths(NULL, 0, NULL, NULL, NULL), 0);
 }
 END_TEST
 

@@ -70,13 +70,16 @@ int clf_cli_profile_print(clf_context *ctx, const char *cmd, const char *per, do
   fprintf(stderr, "  %-28s %8lu %12.3f %6.1f%%\n", "all", commands, total, 100.0);
   fprintf(stderr, "profile: per %s: %.3f ms of %s time, %.1f launches\n", per, total / units, wall ? "wall" : "device",
           commands / units);
-  const size_t paths = clf_profile_paths(ctx, 0, NULL, NULL);
-  if (paths) fprintf(stderr, "profile: linear layers, the path of each product and why (calls)\n");
+  const size_t paths = clf_profile_paths(ctx, 0, NULL, NULL, NULL);
+  if (paths)
+    fprintf(stderr, "profile: linear layers, the path each product took and why\n  %6s %10s %6s  %s\n", "calls",
+            "total ms", "share", "product: path (why)");
   for (size_t i = 0; i < paths; i++) {
     const char *line;
     unsigned long count;
-    clf_profile_paths(ctx, i, &line, &count);
-    fprintf(stderr, "  %6lu  %s\n", count, line);
+    double ms;
+    clf_profile_paths(ctx, i, &line, &count, &ms);
+    fprintf(stderr, "  %6lu %10.3f %5.1f%%  %s\n", count, ms, total > 0 ? 100.0 * ms / total : 0.0, line);
   }
   return 1;
 }

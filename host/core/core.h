@@ -98,6 +98,7 @@ typedef struct clf__prof_rec {
   cl_event start; /* a marker before it, or NULL: the command's own start */
   cl_event ev;
   double wall_ms; /* on the wall clock: its time, measured at the note */
+  long path;      /* the path (clf__prof_path) it ran for, or -1 */
 } clf__prof_rec;
 
 struct clf_context {
@@ -116,7 +117,9 @@ struct clf_context {
   double prof_t0;      /* wall clock: when the command being recorded was enqueued (ms) */
   char **paths;        /* the distinct paths noted since clf_profile_start (clf__prof_path) */
   unsigned long *path_counts;
+  double *path_ms;     /* their commands' time, summed when recording stops */
   size_t n_paths, cap_paths;
+  long prof_path;      /* the path the commands enqueued now run for, or -1 */
 
   char *cache_dir;  /* NULL: disk cache off */
   char *kernel_dir; /* NULL: embedded sources */
@@ -184,8 +187,10 @@ void clf__prof_mark(clf_context *ctx);
 void clf__prof_note(clf_context *ctx, const char *op, cl_event *event, cl_event *local);
 void clf__prof_clear(clf_context *ctx);
 /* While recording: counts one use of the path `line` (an op's choice and
- * why, as clf_profile_paths gives it back; copied). */
+ * why, as clf_profile_paths gives it back; copied); the commands recorded
+ * until clf__prof_path_end count toward its time. */
 void clf__prof_path(clf_context *ctx, const char *line);
+void clf__prof_path_end(clf_context *ctx);
 void clf__prof_paths_clear(clf_context *ctx);
 
 /* ---- device class and limits (limits.c) ---- */

@@ -56,42 +56,57 @@ void clf__prof_note(clf_context *ctx, const char *op, cl_event *event, cl_event 
     ctx->prof = r;
     ctx->cap_prof = cap;
   }
-  ctx->prof[ctx->n_prof++] = (clf__prof_rec){op, start, ev, ms};
+  ctx->prof[ctx->n_prof++] = (clf__prof_rec){op, start, ev, ms, ctx->prof_path};
 }
 
 void clf__prof_path(clf_context *ctx, const char *line) {
+  ctx->prof_path = -1;
   if (!ctx->recording) return;
   for (size_t i = 0; i < ctx->n_paths; i++)
-    if (strcmp(ctx->paths[i], line) == 0) return (void)ctx->path_counts[i]++;
+    if (strcmp(ctx->paths[i], line) == 0) {
+      ctx->path_counts[i]++;
+      ctx->prof_path = (long)i;
+      return;
+    }
   if (ctx->n_paths == ctx->cap_paths) {
     const size_t cap = ctx->cap_paths ? 2 * ctx->cap_paths : 32;
     char **p = realloc(ctx->paths, cap * sizeof *p);
     if (p) ctx->paths = p;
     unsigned long *c = p ? realloc(ctx->path_counts, cap * sizeof *c) : NULL;
     if (c) ctx->path_counts = c;
-    if (!p || !c) return (void)(ctx->prof_oom = 1);
+    double *t = c ? realloc(ctx->path_ms, cap * sizeof *t) : NULL;
+    if (t) ctx->path_ms = t;
+    if (!p || !c || !t) return (void)(ctx->prof_oom = 1);
     ctx->cap_paths = cap;
   }
   char *copy = malloc(strlen(line) + 1);
   if (!copy) return (void)(ctx->prof_oom = 1);
   ctx->paths[ctx->n_paths] = strcpy(copy, line);
-  ctx->path_counts[ctx->n_paths++] = 1;
+  ctx->path_ms[ctx->n_paths] = 0;
+  ctx->path_counts[ctx->n_paths] = 1;
+  ctx->prof_path = (long)ctx->n_paths++;
 }
+
+void clf__prof_path_end(clf_context *ctx) { ctx->prof_path = -1; }
 
 void clf__prof_paths_clear(clf_context *ctx) {
   for (size_t i = 0; i < ctx->n_paths; i++) free(ctx->paths[i]);
   free(ctx->paths);
   free(ctx->path_counts);
+  free(ctx->path_ms);
   ctx->paths = NULL;
   ctx->path_counts = NULL;
+  ctx->path_ms = NULL;
   ctx->n_paths = ctx->cap_paths = 0;
+  ctx->prof_path = -1;
 }
 
-size_t clf_profile_paths(const clf_context *ctx, size_t i, const char **line, unsigned long *count) {
+size_t clf_profile_paths(const clf_context *ctx, size_t i, const char **line, unsigned long *count, double *ms) {
   if (!ctx) return 0;
   if (i < ctx->n_paths) {
     if (line) *line = ctx->paths[i];
     if (count) *count = ctx->path_counts[i];
+    if (ms) *ms = ctx->path_ms[i];
   }
   return ctx->n_paths;
 }
@@ -186,6 +201,8 @@ static clf_status prof_sum(clf_context *ctx, clf_profile_entry *out, size_t cap,
       free(all);
       return clf__fail_cl(ctx, err, "clGetEventProfilingInfo", ctx->prof[i].op);
     }
+    const long path = ctx->prof[i].path;
+    if (path >= 0 && (size_t)path < ctx->n_paths) ctx->path_ms[path] += ms;
     size_t j = 0;
     while (j < n && strcmp(all[j].op, ctx->prof[i].op) != 0) j++;
     if (j == n) all[n++].op = ctx->prof[i].op;

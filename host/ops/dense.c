@@ -297,7 +297,9 @@ clf_status clf_linear(clf_context *ctx, const clf_tensor *x, const clf_tensor *w
     }
     if (use) {
       if (ctx->recording) linear_note(ctx, x, w, in_out, M, "skinny", most, why);
-      return clf__linear_skinny(ctx, x, w, in_out, bias, act, y, M, out, in, event);
+      st = clf__linear_skinny(ctx, x, w, in_out, bias, act, y, M, out, in, event);
+      clf__prof_path_end(ctx);
+      return st;
     }
   } else if (M > most) {
     why = NULL;
@@ -305,7 +307,9 @@ clf_status clf_linear(clf_context *ctx, const clf_tensor *x, const clf_tensor *w
     why = in_out ? "the skinny kernel reads f32 [in, out] only" : "K is not a multiple of the skinny kernel's chunk";
   }
   if (ctx->recording && M > 0 && out > 0) linear_note(ctx, x, w, in_out, M, "gemm", most, why);
-  return clf__linear_gemm(ctx, x, w, in_out, bias, act, y, M, out, in, event);
+  st = clf__linear_gemm(ctx, x, w, in_out, bias, act, y, M, out, in, event);
+  clf__prof_path_end(ctx);
+  return st;
 }
 
 clf_status clf__linear_gemm(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, int in_out,
