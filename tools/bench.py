@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""bench.py - clformer beside PyTorch and ONNX Runtime, each at its best
-configuration, in one run on the same machine; prints a markdown table of
-ratios (clformer time / the faster peer's) and checks the outputs agree.
+"""bench.py - clformer on every OpenCL implementation this machine has,
+beside PyTorch and ONNX Runtime, each at its best configuration, in one run
+on the same machine; prints a markdown table per implementation of ratios
+(clformer time / the faster peer's) and checks the outputs agree.
 
     /opt/clf-ref/bin/python tools/bench.py [--build build] [--repeat 5]
         [--only bert,bert-s16,vit,swin,gpt2,gpt2-decode] [--weights f32,f16,q8,q4]
         [--new-tokens 32] [--decode-repeat 3] [--torch-defaults]
+        [--device S ...] [--min-device-gflops 5] [--probe-timeout 120]
 
 Environment: tools/bench-env.sh (Debian python3-torch with OpenBLAS, the
 /opt/clf-ref venv with transformers 4.40.2 that runs this script, and the
@@ -25,7 +27,26 @@ saved once under --cache, default ~/.cache/clformer-bench, and reused):
                16-token prompt, ms per token, for each --weights type, beside
                the bandwidth floor and transformers' generate()
 
-Peers and their configurations:
+Devices (one table each): --device S (repeatable; "P:D", part of a device
+name, or rusticl, intel, oclgrind: an implementation clformer loads alone)
+names them.  Without it the script finds them: `clformer devices --json`
+(the implementations the ICD loader loads by default, one device per
+platform and device type, the first whose probe passes: PoCL's "basic"
+device, its single-threaded twin of "pthread", comes last and is left out,
+and so is a second GPU of the same platform; --device P:D runs one), then
+those `clformer devices` lists as not loaded by default, each by its NAME.  Every device is first probed (`clformer probe --json
+--quick --no-validate --device S`, killed after --probe-timeout seconds):
+its platform, device, driver and GEMM tuning profile head its table, its
+best SGEMM rate over the probe's shapes decides whether it runs, and its
+device copy bandwidth sets its decode floor.  A device under
+--min-device-gflops (default 5: rusticl on llvmpipe does ~0.1, Oclgrind is
+a simulator, a BERT pass would take minutes to hours), or whose probe fails
+or times out, is skipped with a line naming it and why, on stderr as it
+happens and in the output's header.  A --device that names no device stops
+the script (exit 2) before anything is timed.
+
+Peers and their configurations (each timed once per work item; clformer runs
+on every device right after, so all the ratios come from the same minutes):
   PyTorch      torch.set_num_threads(1) (--torch-threads) and OpenBLAS on
                every core (OPENBLAS_NUM_THREADS = cores, set before torch
                loads).  The script stops (exit 3) when the process maps the
@@ -35,19 +56,27 @@ Peers and their configurations:
   ONNX Runtime tools/bench_ort.py in /opt/clf-ort: models exported with
                torch.onnx.export (opset 14) from the same weights,
                intra_op_num_threads = cores, ORT_ENABLE_ALL.
-  clformer     `clformer run DIR --repeat N` (its forward_ms median; one
-               untimed pass first); decode: `clformer generate` wall time of
-               N new tokens minus that of 1, over N - 1 (the CLI prints no
-               per-token time), medians of --decode-repeat processes each.
-               PyTorch's generate() is timed the same way (in process).
-Times are medians; forward rows time --repeat runs after a warm-up.
+  clformer     `clformer run DIR --repeat N --device S` (its forward_ms
+               median; one untimed pass first); decode: `clformer generate`
+               wall time of N new tokens minus that of 1, over N - 1 (the CLI
+               prints no per-token time), medians of --decode-repeat
+               processes each.  PyTorch's generate() is timed the same way
+               (in process).  A clformer run that fails puts "failed" in its
+               row, its message under the table, and the exit status 1.
+Times are medians; forward rows time --repeat runs after a warm-up.  Each
+table says how many seconds of the run clformer spent on its device.
 
-Bandwidth floor of decoding: the bytes of the weights read per token (every
-tensor in model.safetensors; for f16/q8/q4 the matrices at 2, 34/32 and 18/32
-bytes per weight, 1-D tensors kept f32) over the higher of two copy
-bandwidths measured in the same run: a NumPy copy of 512 MiB (bytes read +
-written over the best of 5) and `clformer probe`'s device copy (read +
-written).
+Exit status: 0; 1 when clformer failed on a device (after the tables) or no
+device is left to bench; 2 for usage errors (an unknown --only or --weights,
+no clformer build, a --device that names no device); 3 when a peer is not at
+its best (the checks above).
+
+Bandwidth floor of decoding, per device: the bytes of the weights read per
+token (every tensor in model.safetensors; for f16/q8/q4 the matrices at 2,
+34/32 and 18/32 bytes per weight, 1-D tensors kept f32) over that device's
+copy bandwidth as its probe measured it in the same run (bytes read +
+written).  A NumPy copy of 512 MiB (read + written over the best of 5) is
+printed beside it, as information.
 """
 import argparse
 import ctypes
@@ -91,7 +120,12 @@ def parse_args():
                     help="accept a PyTorch configuration that leaves cores idle (else exit 3)")
     ap.add_argument("--min-gflops", type=float, default=20,
                     help="exit 3 when PyTorch's 1024^3 SGEMM is slower than this (a reference BLAS does ~5)")
-    ap.add_argument("--device", default=None, help="clformer --device")
+    ap.add_argument("--device", action="append", default=[],
+                    help="a clformer --device to bench (repeatable); default: every implementation found")
+    ap.add_argument("--min-device-gflops", type=float, default=5,
+                    help="skip a device whose probe's best SGEMM is slower than this (0 runs every device)")
+    ap.add_argument("--probe-timeout", type=float, default=120,
+                    help="seconds a device's `clformer probe` may take before the device is skipped")
     ap.add_argument("--torch-worker", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
     a.only = [s.strip() for s in a.only.split(",") if s.strip()]
@@ -321,65 +355,199 @@ def torch_decode(model, ids, n, repeat):
 
 # ---- clformer ----
 
-def clformer(a, args, what):
-    exe = os.path.join(a.build, "tools", "clformer")
-    cmd = [exe] + args + (["--device", a.device] if a.device else [])
+class ClfFailed(Exception):
+    """A clformer run that failed on one device: its row says so, the run goes on."""
+
+
+def clformer_exe(a):
+    return os.path.join(a.build, "tools", "clformer")
+
+
+def clformer(a, dev, args, what):
+    cmd = [clformer_exe(a)] + args + ["--device", dev["sel"]]
     t0 = time.perf_counter()
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as e:  # e.g. the binary being relinked by a build at that moment
+        raise ClfFailed(f"{what}: cannot run {cmd[0]}: {e}")
     wall = (time.perf_counter() - t0) * 1e3
+    dev["clf_s"] += wall / 1e3
     if r.returncode != 0:
         if "--weights" in args and re.search(r"--weights|unknown option|unrecognized", r.stderr):
             fail(f"this clformer rejects --weights ({r.stderr.strip()}); it needs a build with the "
                  "--weights option, or leave out bench.py's --weights (f32 only)", 2)
-        fail(f"{what} failed ({' '.join(cmd)}): {r.stderr.strip()}", 1)
+        msg = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit status {r.returncode}"
+        raise ClfFailed(f"{what} failed ({' '.join(cmd)}): {msg}")
     return r, wall
 
 
-def clformer_forward(a, d, inputs, output, tmp):
+def clformer_forward(a, dev, d, inputs, output, tmp):
+    """Reads the inputs that run_forward saved in tmp."""
     import numpy as np
     args = ["run", d]
-    for k, v in inputs.items():
-        np.save(f"{tmp}/{k}.npy", v)
+    for k in inputs:
         args += ["--in", f"{k}={tmp}/{k}.npy"]
-    args += ["--out", f"{output}={tmp}/clf_out.npy", "--repeat", str(a.repeat)]
-    r, _ = clformer(a, args, "clformer run")
+    out = f"{tmp}/clf_out.npy"
+    if os.path.exists(out):
+        os.unlink(out)
+    args += ["--out", f"{output}={out}", "--repeat", str(a.repeat)]
+    r, _ = clformer(a, dev, args, "clformer run")
     m = re.search(r"forward_ms median=([0-9.]+)", r.stderr)
     if not m:
-        fail(f"clformer run printed no forward_ms: {r.stderr.strip()}", 1)
-    return float(m.group(1)), np.load(f"{tmp}/clf_out.npy")
+        raise ClfFailed(f"clformer run printed no forward_ms: {r.stderr.strip()[-500:]}")
+    return float(m.group(1)), np.load(out)
 
 
-def clformer_decode(a, d, ids, weights, tmp):
+def clformer_decode(a, dev, d, ids, weights, tmp):
     import numpy as np
     np.save(f"{tmp}/ids.npy", ids)
-    base = ["generate", d, "--in", f"input_ids={tmp}/ids.npy", "--out", f"sequences={tmp}/seq.npy"]
+    seq = f"{tmp}/seq.npy"
+    base = ["generate", d, "--in", f"input_ids={tmp}/ids.npy", "--out", f"sequences={seq}"]
     if weights:
         base += ["--weights", weights]
 
     def wall(n):
-        ts = [clformer(a, base + ["--max-new-tokens", str(n)], "clformer generate")[1]
+        ts = [clformer(a, dev, base + ["--max-new-tokens", str(n)], "clformer generate")[1]
               for _ in range(a.decode_repeat)]
         return statistics.median(ts)
 
     wall(1)  # warms the driver's kernel cache and the page cache
-    t1, tn = wall(1), wall(a.new_tokens)
-    return (tn - t1) / (a.new_tokens - 1), np.load(f"{tmp}/seq.npy")
+    t1 = wall(1)
+    if os.path.exists(seq):
+        os.unlink(seq)
+    tn = wall(a.new_tokens)
+    return (tn - t1) / (a.new_tokens - 1), np.load(seq)
 
 
-def clformer_probe(a):
-    exe = os.path.join(a.build, "tools", "clformer")
-    cmd = [exe, "probe", "--json", "--quick", "--no-validate"] + (["--device", a.device] if a.device else [])
-    r = subprocess.run(cmd, capture_output=True, text=True)
+def find_devices(a, skipped):
+    """[(selector, group, "platform / device")]: the devices of every implementation.  First
+    those `clformer devices --json` lists (the ICD loader's defaults, by
+    "P:D"; group: platform and device type, of which bench_devices keeps the
+    first that its probe passes, PoCL's single-threaded "basic" device, the
+    twin of its "pthread" one, put last), then those `clformer devices` lists as not
+    loaded by default, each by its NAME (or the part of it before a "-" when
+    only that is in the device's name: `--device intel-cpu` loads Intel's
+    runtime but matches no device named "Intel(R) OpenCL / ...").  What
+    cannot be reached goes to `skipped`."""
+    exe = clformer_exe(a)
+    r = subprocess.run([exe, "devices", "--json"], capture_output=True, text=True)
     if r.returncode != 0:
-        fail(f"clformer probe failed: {r.stderr.strip()}", 1)
+        fail(f"clformer devices --json failed: {r.stderr.strip()}", 1)
+    listed = json.loads(r.stdout)["devices"]
+    # PoCL's "basic" device is its one-thread twin of "pthread": the last a platform's CPUs offer
+    listed.sort(key=lambda d: d["device"].lower().startswith("basic"))
+    found = [(f"{d['platform_index']}:{d['device_index']}", (d["platform"], d["type"]),
+              f"{d['platform']} / {d['device']}") for d in listed]
+    r = subprocess.run([exe, "devices"], capture_output=True, text=True)
+    if r.returncode != 0:
+        fail(f"clformer devices failed: {r.stderr.strip()}", 1)
+    others, name = False, None
+    for line in r.stdout.splitlines():
+        if line.startswith("Not loaded by default"):
+            others = True
+            continue
+        if not others or not line.strip():
+            continue
+        m = re.match(r"   (\S+)\s+(.*)$", line)
+        rest = m.group(2) if m else line.strip()
+        dm = re.match(r"(.* / .*) \(driver .*\)$", rest)
+        if not m:  # a further device of the implementation above
+            skip(skipped, f"{dm.group(1) if dm else rest}: another device of {name}, which `--device {name}` "
+                          "does not reach (one table per implementation)")
+            continue
+        name = m.group(1)
+        if not dm:
+            skip(skipped, f"{name}: {rest}")
+            continue
+        desc, sel = dm.group(1), name
+        short = name.split("-")[0]
+        if name.lower() not in desc.lower() and short.lower() in desc.lower():
+            sel = short
+        found.append((sel, None, desc))
+    return found
+
+
+def skip(skipped, line):
+    """A device left out: said on stderr now and in the output's header."""
+    skipped.append(line)
+    sys.stderr.write(f"bench.py: skipping {line}\n")
+
+
+def _value(props, key):
+    v = (props.get(key) or {}).get("value")
+    return v if v is not None else "?"
+
+
+def probe_device(a, sel, desc, explicit, skipped):
+    """The device's description and measured rates from `clformer probe`, or
+    None (a line in `skipped` says why).  A --device naming no device stops
+    the script."""
+    cmd = [clformer_exe(a), "probe", "--json", "--quick", "--no-validate", "--device", sel]
+    who = f"{desc} (`--device {sel}`)" if desc else f"`--device {sel}`"
+    sys.stderr.write(f"bench.py: probing --device {sel}\n")
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=a.probe_timeout)
+    except subprocess.TimeoutExpired:
+        skip(skipped, f"{who}: its probe did not finish in {a.probe_timeout:g} s (--probe-timeout): a simulator "
+                      "or a very slow device")
+        return None
+    err = r.stderr.strip().splitlines()
+    if r.returncode != 0:
+        msg = next((ln for ln in err if "no OpenCL device matches" in ln), err[-1] if err else "")
+        if explicit:
+            fail(f"--device {sel}: {msg or f'clformer probe exited {r.returncode}'}"
+                 + (" (clformer devices lists what there is)" if "no OpenCL device matches" in msg else ""),
+                 2 if "no OpenCL device matches" in msg else 1)
+        skip(skipped, f"{who}: its probe failed (exit {r.returncode}): {msg}")
+        return None
     dev = json.loads(r.stdout)["devices"][0]
     p = dev["properties"]
-    name = p["CL_DEVICE_NAME"]["value"]
-    plat = dev["platform"]["CL_PLATFORM_NAME"]["value"]
-    drv = p["CL_DRIVER_VERSION"]["value"]
-    bw = dev.get("measured", {}).get("bandwidth", {}).get("gb_per_s")
-    tuned = dev.get("tuning", {}).get("applied")
-    return f"{plat} / {name} (driver {drv}); GEMM tuning profile: {tuned or 'none'}", bw
+    types = _value(p, "CL_DEVICE_TYPE")
+    types = types if isinstance(types, list) else [types]
+    m = dev.get("measured") or {}
+    rates = [g["gflops"] for g in m.get("sgemm", []) if g.get("gflops")]
+    res = dict(sel=sel, platform=_value(dev.get("platform", {}), "CL_PLATFORM_NAME"),
+               name=_value(p, "CL_DEVICE_NAME"), driver=_value(p, "CL_DRIVER_VERSION"),
+               type="/".join(str(t).replace("CL_DEVICE_TYPE_", "") for t in types),
+               tuning=(dev.get("tuning") or {}).get("applied") or "none",
+               gflops=max(rates) if rates else None,
+               copy=(m.get("bandwidth") or {}).get("gb_per_s"),
+               clf_s=0.0, rows=[], drows=[], errors=[])
+    res["label"] = f"{res['platform']} / {res['name']}"
+    rate = f"{res['gflops']:.2f} GFLOP/s" if res["gflops"] is not None else "no rate (the probe measured none)"
+    if (res["gflops"] or 0) < a.min_device_gflops:
+        skip(skipped, f"{res['label']} (`--device {sel}`): SGEMM {rate}, under --min-device-gflops "
+                      f"{a.min_device_gflops:g} (a forward pass would take minutes or more; "
+                      "--min-device-gflops 0 benches it anyway)")
+        return None
+    return res
+
+
+def bench_devices(a, skipped):
+    """The probed devices that will be benched: --device's, else those found,
+    one per implementation (of a platform's devices of one type, the first
+    whose probe passes; the others are not probed)."""
+    cands = [(s, None, None) for s in a.device] if a.device else find_devices(a, skipped)
+    devs = []
+    for sel, group, desc in cands:
+        twin = next((o for o in devs if group is not None and o["group"] == group), None)
+        if twin:
+            skip(skipped, f"{desc} (`--device {sel}`): another {group[1]} device of {group[0]}, the implementation "
+                          f"`--device {twin['sel']}` benches (one table per implementation; --device {sel} "
+                          "benches this one)")
+            continue
+        dev = probe_device(a, sel, desc, bool(a.device), skipped)
+        if dev is None:
+            continue
+        dev["group"] = group
+        same = [o for o in devs if (o["label"], o["driver"]) == (dev["label"], dev["driver"])]
+        if same:
+            skip(skipped, f"{dev['label']} (`--device {sel}`): the device `--device {same[0]['sel']}` benches")
+            continue
+        devs.append(dev)
+    if not devs:
+        fail("no device to bench: " + ("; ".join(skipped) or "clformer devices lists none"), 1)
+    return devs
 
 
 # ---- ONNX Runtime ----
@@ -449,42 +617,67 @@ def fmt(ms):
     return "-" if ms is None else (f"{ms:.1f}" if ms < 100 else f"{ms:.0f}")
 
 
-def run_forward(a, name, rows, notes):
+def run_forward(a, name, devs, notes):
+    """The peers once, then clformer on each device, on the same work."""
+    import numpy as np
     d = model_dir(a, name)
     model = load_model(d)
     inputs = make_inputs(name)
-    out = WORK[name]["output"]
+    out, label = WORK[name]["output"], WORK[name]["label"]
     onnx = onnx_file(a, name, inputs)
     with tempfile.TemporaryDirectory() as tmp:
-        clf_ms, got = clformer_forward(a, d, inputs, out, tmp)
+        for k, v in inputs.items():
+            np.save(f"{tmp}/{k}.npy", v)
         pt_ms, want = torch_forward(model, inputs, out, a.repeat)
         ort, ort_out = ort_forward(a, onnx, inputs, tmp)
-    best = min(pt_ms, ort["median_ms"])
-    rows.append(f"| {WORK[name]['label']} | {fmt(clf_ms)} | {fmt(pt_ms)} | {fmt(ort['median_ms'])} | "
-                f"{clf_ms / best:.2f}x | {diff(got, want)} | {diff(ort_out, want)} |")
+        best = min(pt_ms, ort["median_ms"])
+        peers = f"{fmt(pt_ms)} | {fmt(ort['median_ms'])}"
+        for dev in devs:
+            sys.stderr.write(f"bench.py: {name} on --device {dev['sel']}\n")
+            try:
+                clf_ms, got = clformer_forward(a, dev, d, inputs, out, tmp)
+            except ClfFailed as e:
+                dev["errors"].append(f"{label}: {e}")
+                dev["rows"].append(f"| {label} | failed | {peers} | - | - | {diff(ort_out, want)} |")
+                continue
+            dev["rows"].append(f"| {label} | {fmt(clf_ms)} | {peers} | {clf_ms / best:.2f}x | "
+                               f"{diff(got, want)} | {diff(ort_out, want)} |")
     notes["ort"] = (f"ONNX Runtime {ort['version']} ({ort['providers'][0]}), intra_op_num_threads "
                     f"{ort['intra_op_num_threads']}, {ort['graph_optimization']}, opset 14 export")
     if a.torch_defaults:
         ms = torch_default_ms(a, name)
-        notes.setdefault("defaults", []).append(f"{WORK[name]['label']}: {fmt(ms)} ms")
+        notes.setdefault("defaults", []).append(f"{label}: {fmt(ms)} ms")
     del model
 
 
-def run_decode(a, rows, bw):
+def run_decode(a, devs):
+    """PyTorch's generate() once, then clformer on each device and weight
+    type; the floor from that device's own copy bandwidth."""
     d = model_dir(a, "gpt2-decode")
     model = load_model(d)
     ids = make_inputs("gpt2-decode")["input_ids"]
     pt_tok, want = torch_decode(model, ids, a.new_tokens, a.decode_repeat)
-    for w in (a.weights or [None]):
-        with tempfile.TemporaryDirectory() as tmp:
-            tok, seq = clformer_decode(a, d, ids, w, tmp)
-        wb = weight_bytes(d, w or "f32")
-        floor = wb / (bw * 1e9) * 1e3
-        n = min(seq.shape[1], want.shape[1])
-        same = int((seq[0, :n] == want[0, :n]).sum()) - ids.shape[1]
-        gen = want.shape[1] - ids.shape[1]
-        rows.append(f"| {w or 'f32'} | {tok:.1f} | {wb / 1e6:.0f} MB | {floor:.1f} | {tok / floor:.1f}x | "
-                    f"{pt_tok:.1f} | {tok / pt_tok:.2f}x | {same}/{gen} |")
+    for dev in devs:
+        for w in (a.weights or [None]):
+            sys.stderr.write(f"bench.py: gpt2-decode {w or 'f32'} on --device {dev['sel']}\n")
+            wb = weight_bytes(d, w or "f32")
+            floor = wb / (dev["copy"] * 1e9) * 1e3 if dev["copy"] else None
+            head = f"| {w or 'f32'} | "
+            tail = f"{wb / 1e6:.0f} MB | {fmt(floor)} |"
+            try:
+                with tempfile.TemporaryDirectory() as tmp:
+                    tok, seq = clformer_decode(a, dev, d, ids, w, tmp)
+            except ClfFailed as e:
+                dev["errors"].append(f"GPT-2 decode, {w or 'f32'} weights: {e}")
+                dev["drows"].append(f"{head}failed | {tail} - | {pt_tok:.1f} | - | - |")
+                continue
+            n = min(seq.shape[1], want.shape[1])
+            same = int((seq[0, :n] == want[0, :n]).sum()) - ids.shape[1]
+            gen = want.shape[1] - ids.shape[1]
+            ratio = f"{tok / floor:.1f}x" if floor else "-"
+            dev["drows"].append(f"{head}{tok:.1f} | {tail} {ratio} | {pt_tok:.1f} | {tok / pt_tok:.2f}x | "
+                                f"{same}/{gen} |")
+    return pt_tok
 
 
 def torch_default_ms(a, name):
@@ -540,52 +733,71 @@ def main():
     torch.set_num_threads(a.torch_threads)
     cpu, load0 = machine()
     torch_desc = check_torch(a)
-    dev_desc, probe_bw = clformer_probe(a)
+    skipped = []
+    devs = bench_devices(a, skipped)
     np_bw = numpy_copy_gbs() if "gpt2-decode" in a.only else None
     t_start = time.perf_counter()
-    rows, notes, drows = [], {}, []
+    notes, forward, pt_tok = {}, False, None
     for name in a.only:
         sys.stderr.write(f"bench.py: {name}\n")
         if name == "gpt2-decode":
-            bw = max(np_bw, probe_bw or 0)
-            run_decode(a, drows, bw)
+            pt_tok = run_decode(a, devs)
         else:
-            run_forward(a, name, rows, notes)
+            forward = True
+            run_forward(a, name, devs, notes)
+    total = time.perf_counter() - t_start
     _, load1 = machine()
     print(f"## clformer beside PyTorch and ONNX Runtime, {datetime.date.today()}\n")
     print(f"- CPU: {cpu}, {CORES} cores; load average {load0:.2f} before, {load1:.2f} after"
           + (" (NOT IDLE: times are not comparable)" if max(load0, load1) > 0.5 else ""))
-    print(f"- clformer {git_rev()}, `{a.build}/tools/clformer`; OpenCL: {dev_desc}")
+    print(f"- clformer {git_rev()}, `{a.build}/tools/clformer`, on {len(devs)} device"
+          f"{'s' if len(devs) > 1 else ''}: " + "; ".join(f"{d['label']} (`--device {d['sel']}`)" for d in devs))
+    for line in skipped:
+        print(f"- skipped: {line}")
     print(f"- {torch_desc}")
     if "ort" in notes:
         print(f"- {notes['ort']}")
     if np_bw:
-        print(f"- copy bandwidth (bytes read + written / time): NumPy 512 MiB {np_bw:.1f} GB/s, "
-              f"clformer probe device copy {probe_bw or 0:.1f} GB/s; the floor uses the higher")
+        print(f"- copy bandwidth (bytes read + written / time): NumPy 512 MiB {np_bw:.1f} GB/s (information); "
+              "each device's decode floor uses its own probe's device copy")
     how = []
-    if rows:
+    if forward:
         how.append(f"forward: median of {a.repeat} after a warm-up")
-    if drows:
+    if pt_tok is not None:
         how.append(f"decode: {a.new_tokens} new tokens after a {make_inputs('gpt2-decode')['input_ids'].shape[1]}"
                    f"-token prompt, (T(N) - T(1)) / (N - 1) with T the median wall time of {a.decode_repeat} "
                    "`clformer generate` processes (PyTorch: of generate() calls)")
-    print(f"- {'; '.join(how)}; the whole run {time.perf_counter() - t_start:.0f} s\n")
-    if rows:
-        print("| work | clformer ms | PyTorch ms | ONNX Runtime ms | clformer / faster peer | "
-              "clformer vs PyTorch, max abs diff | ONNX Runtime vs PyTorch |")
-        print("| --- | --- | --- | --- | --- | --- | --- |")
-        print("\n".join(rows) + "\n")
-    if drows:
-        print("GPT-2 124M greedy decode, ms per token (clformer's weights as given by --weights):\n")
-        print("| weights | clformer ms/token | weight bytes | floor ms | clformer / floor | "
-              "PyTorch generate() ms/token | clformer / PyTorch | tokens as PyTorch |")
-        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-        print("\n".join(drows) + "\n")
+    print(f"- {'; '.join(how)}; the whole run {total:.0f} s (after the devices' probes)\n")
+    for dev in devs:
+        print(f"### {dev['label']} (`--device {dev['sel']}`)\n")
+        print(f"- OpenCL: {dev['platform']} / {dev['name']}, {dev['type']} (driver {dev['driver']}); "
+              f"GEMM tuning profile: {dev['tuning']}; probe: SGEMM {dev['gflops']:.1f} GFLOP/s (the best of "
+              f"its shapes), device copy {dev['copy'] or 0:.1f} GB/s")
+        print(f"- clformer's share: {dev['clf_s']:.0f} s of the run's {total:.0f} s "
+              f"({100 * dev['clf_s'] / max(total, 1e-9):.0f}%) went to clformer processes on this device\n")
+        if dev["rows"]:
+            print("| work | clformer ms | PyTorch ms | ONNX Runtime ms | clformer / faster peer | "
+                  "clformer vs PyTorch, max abs diff | ONNX Runtime vs PyTorch |")
+            print("| --- | --- | --- | --- | --- | --- | --- |")
+            print("\n".join(dev["rows"]) + "\n")
+        if dev["drows"]:
+            print("GPT-2 124M greedy decode, ms per token (clformer's weights as given by --weights; floor: "
+                  "weight bytes / this device's copy bandwidth):\n")
+            print("| weights | clformer ms/token | weight bytes | floor ms | clformer / floor | "
+                  "PyTorch generate() ms/token | clformer / PyTorch | tokens as PyTorch |")
+            print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+            print("\n".join(dev["drows"]) + "\n")
+        for e in dev["errors"]:
+            print(f"- failed: {e}")
+        if dev["errors"]:
+            print()
     if notes.get("defaults"):
         print("Note, not the comparison: PyTorch as it comes (no OPENBLAS_NUM_THREADS, default threads): "
               + "; ".join(notes["defaults"]))
     print("(clformer / faster peer: a time ratio, above 1 means clformer is slower.)")
-
+    failed = [d["sel"] for d in devs if d["errors"]]
+    if failed:
+        fail(f"clformer failed on --device {', '.join(failed)} (the tables say where)", 1)
 
 if __name__ == "__main__":
     main()
