@@ -140,20 +140,25 @@ static void check_linear(clf_dtype dt, size_t M, size_t N, size_t K, int with_bi
 }
 
 START_TEST(linear_every_weight_type) {
-  /* up to 64 rows run the skinny kernel on a CPU (launches of 8), more
-   * expand the weight for CLBlast (clf__skinny_max_rows) */
-  static const size_t Ms[] = {1, 2, 3, 8, 9, 20, 70};
+  /* up to clf__skinny_max_rows rows run the skinny kernel (launches of
+   * 8; 64 on a CPU by default, or the profile's measured crossover for the
+   * type), more expand the weight for CLBlast: the last M of each type is
+   * past its own crossover */
+  static const size_t Ms[] = {1, 2, 3, 8, 9, 20, 70, 0};
   for (size_t t = 0; t < 4; t++)
     for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++)
-      check_linear(types[t], Ms[i], 37, 96, i % 2 == 0, (clf_activation)(i % 6), (uint32_t)(10 * t + i));
+      check_linear(types[t], Ms[i] ? Ms[i] : clf__skinny_max_rows(th_ctx, types[t], 0, NULL) + 3, 37, 96,
+                   i % 2 == 0, (clf_activation)(i % 6), (uint32_t)(10 * t + i));
   /* a K the f32/f16 chunk does not divide: CLBlast for f32 */
   check_linear(CLF_F32, 1, 5, 36, 1, CLF_ACT_NONE, 99);
-  /* f32 [in, out] (encoders' layout): the skinny_t kernel up to 64 rows,
+  /* f32 [in, out] (encoders' layout): the skinny_t kernel up to its rows,
    * CLBlast past them; N = 37 ends in a partial strip of 8 columns, K = 37
    * in rows past the last group of four */
+  const size_t past_t = clf__skinny_max_rows(th_ctx, CLF_F32, 1, NULL) + 3;
   for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++) {
-    check_linear_layout(CLF_F32, 1, Ms[i], 37, 96, i % 2 == 0, (clf_activation)(i % 6), (uint32_t)(60 + i));
-    check_linear_layout(CLF_F32, 1, Ms[i], 64, 37, i % 2 == 1, CLF_ACT_NONE, (uint32_t)(70 + i));
+    const size_t m = Ms[i] ? Ms[i] : past_t;
+    check_linear_layout(CLF_F32, 1, m, 37, 96, i % 2 == 0, (clf_activation)(i % 6), (uint32_t)(60 + i));
+    check_linear_layout(CLF_F32, 1, m, 64, 37, i % 2 == 1, CLF_ACT_NONE, (uint32_t)(70 + i));
   }
 }
 END_TEST
@@ -317,7 +322,7 @@ START_TEST(linear_paths_recorded) {
   check_linear(CLF_F32, 3, 37, 96, 1, CLF_ACT_NONE, 302);
   check_linear(CLF_F32, most + 1, 37, 96, 1, CLF_ACT_NONE, 303);
   check_linear_layout(CLF_F32, 1, 3, 37, 96, 0, CLF_ACT_NONE, 304);
-  check_linear(CLF_Q8_0, most + 5, 37, 96, 0, CLF_ACT_NONE, 305);
+  check_linear(CLF_Q8_0, clf__skinny_max_rows(th_ctx, CLF_Q8_0, 0, NULL) + 5, 37, 96, 0, CLF_ACT_NONE, 305);
   char b[96];
   ck_assert_msg(path_has("x [3, 96] w f32 [37, 96] [out, in]: skinny, 1 launch ", "3 rows <= ", 2), "skinny x2");
   snprintf(b, sizeof b, "x [%zu, 96] w f32 [37, 96] [out, in]: CLBlast, w transposed (%zu rows > %zu", most + 1,
@@ -333,7 +338,8 @@ START_TEST(linear_paths_recorded) {
   ck_assert_uint_eq(clf_profile_paths(th_ctx, 0, NULL, NULL, NULL), 0); /* a new recording forgets the old */
   check_linear(CLF_F32, 16, 37, 96, 1, CLF_ACT_NONE, 306);
   ck_assert_msg(path_has("x [16, 96] w f32 [37, 96] [out, in]: CLBlast", "16 rows > 8: measured", 1), "rows 8");
-  ck_assert(clf__skinny_rows_tune(th_ctx, CLF_F32, 0, NULL));
+  const unsigned was = (unsigned)most;
+  ck_assert(clf__skinny_rows_tune(th_ctx, CLF_F32, 0, &was));
   ck_assert_uint_eq(clf__skinny_max_rows(th_ctx, CLF_F32, 0, NULL), most);
   /* stopped: the path's time is its commands' (CLBlast's call and the bias pass) */
   clf_context *c = th_ctx;
