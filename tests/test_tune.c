@@ -167,7 +167,26 @@ START_TEST(shipped_isa_of_names) {
   /* GPUs, and other platforms' CPUs, have no ISA string. */
   ck_assert_str_eq(isa("NVIDIA CUDA", "NVIDIA GeForce RTX 3080", 0), "");
   ck_assert_str_eq(isa(pocl, "NVIDIA GeForce RTX 3080", 0), "");
-  ck_assert_str_eq(isa("Intel(R) OpenCL", "pthread-haswell-x", 1), "");
+  ck_assert_str_eq(isa("Some Other CL", "pthread-haswell-x", 1), "");
+  /* Intel's CPU runtime: the ISA it compiles for, its own setting
+   * $CL_CONFIG_CPU_TARGET_ARCH first, else the host's widest. */
+  const char *old = getenv("CL_CONFIG_CPU_TARGET_ARCH");
+  char *saved = old ? strdup(old) : NULL;
+  setenv("CL_CONFIG_CPU_TARGET_ARCH", "core-avx2", 1);
+  ck_assert_str_eq(isa("Intel(R) OpenCL", "AMD EPYC", 1), "avx2");
+  setenv("CL_CONFIG_CPU_TARGET_ARCH", "skx", 1);
+  ck_assert_str_eq(isa("Intel(R) OpenCL", "AMD EPYC", 1), "avx512");
+  unsetenv("CL_CONFIG_CPU_TARGET_ARCH");
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  ck_assert_str_eq(isa("Intel(R) OpenCL", "AMD EPYC", 1), __builtin_cpu_supports("avx512f") ? "avx512"
+                                                          : __builtin_cpu_supports("avx2")  ? "avx2"
+                                                          : __builtin_cpu_supports("avx")   ? "avx"
+                                                                                            : "sse4");
+#endif
+  ck_assert_str_eq(isa("Intel(R) OpenCL", "Intel(R) Iris(R) Xe Graphics", 0), ""); /* its GPUs: none */
+  if (saved) setenv("CL_CONFIG_CPU_TARGET_ARCH", saved, 1);
+  free(saved);
 }
 END_TEST
 
@@ -247,12 +266,29 @@ START_TEST(shipped_matching) {
   /* Each shipped profile parses, and keeps CLBlast's constraints on the
    * device it is for (PoCL reports 512 KiB local memory here, 1 MiB on the
    * AVX-512 machine). */
-  ck_assert_uint_ge(clf__shipped_profiles_count, 2);
+  ck_assert_uint_ge(clf__shipped_profiles_count, 3);
+  /* Intel's CPU runtime (its ISA from $CL_CONFIG_CPU_TARGET_ARCH here, so
+   * that the test does not depend on this host's CPU) */
+  clf_device_desc intel = fake_dev("AMD EPYC", CL_DEVICE_TYPE_CPU);
+  snprintf(intel.platform_name, sizeof intel.platform_name, "Intel(R) OpenCL");
+  snprintf(intel.driver_version, sizeof intel.driver_version, "2026.22.10.0.01_160000");
+  const char *old = getenv("CL_CONFIG_CPU_TARGET_ARCH");
+  char *saved = old ? strdup(old) : NULL;
+  setenv("CL_CONFIG_CPU_TARGET_ARCH", "core-avx2", 1);
   for (size_t i = 0; i < clf__shipped_profiles_count; i++) {
     const char *name = clf__shipped_profiles[i].family;
-    const clf_device_desc *d = strstr(name, "avx512") ? &skx : &hsw;
+    const clf_device_desc *d = !strncmp(name, "intel", 5) ? &intel : strstr(name, "avx512") ? &skx : &hsw;
     ck_assert_msg(check(clf__shipped_profiles[i].text, d, &caps, why) == 1, "%s: %s", name, why);
+    if (d == &intel) { /* and not on AVX-512, nor on PoCL */
+      setenv("CL_CONFIG_CPU_TARGET_ARCH", "skx", 1);
+      ck_assert_int_eq(check(clf__shipped_profiles[i].text, d, &caps, why), 0);
+      setenv("CL_CONFIG_CPU_TARGET_ARCH", "core-avx2", 1);
+      ck_assert_int_eq(check(clf__shipped_profiles[i].text, &hsw, &caps, why), 0);
+    }
   }
+  if (saved) setenv("CL_CONFIG_CPU_TARGET_ARCH", saved, 1);
+  else unsetenv("CL_CONFIG_CPU_TARGET_ARCH");
+  free(saved);
 }
 END_TEST
 
@@ -358,6 +394,7 @@ static const char *shipped_for_this_device(void) {
   /* the class the context chooses as (CLFORMER_DEVICE_CLASS=gpu: no PoCL ISA, no shipped profile) */
   clf__gemm_isa(d->platform_name, d->device_name, strcmp(clf_context_device_class(th_ctx, NULL), "cpu") == 0, b,
                 sizeof b);
+  if (!strcmp(d->platform_name, "Intel(R) OpenCL")) return !strcmp(b, "avx2") ? "shipped:intel-cpu-avx2" : NULL;
   return !strcmp(b, "haswell") ? "shipped:pocl-cpu-avx2" : !strcmp(b, "skylake-avx512") ? "shipped:pocl-cpu-avx512" : NULL;
 }
 

@@ -18,6 +18,7 @@ namespace {
 // PoCL's CPU drivers, as the prefixes of its device names.
 const char *const kPoclDrivers[] = {"cpu-minimal-", "cpu-tbb-", "pthread-", "basic-", "tbb-", "cpu-"};
 const char *const kPocl = "Portable Computing Language";
+const char *const kIntelCpu = "Intel(R) OpenCL";
 
 // "N", "N-M", "N-", "any" into [*lo, *hi].
 bool parse_range(const std::string &v, size_t *lo, size_t *hi) {
@@ -34,7 +35,33 @@ bool parse_range(const std::string &v, size_t *lo, size_t *hi) {
 }
 }  // namespace
 
+// Intel's CPU runtime compiles for the host's widest vector ISA, or the
+// one $CL_CONFIG_CPU_TARGET_ARCH names (its own setting): "avx512",
+// "avx2", "avx" or "sse4".
+static std::string intel_isa() {
+  static const struct {
+    const char *arch, *isa;
+  } kArch[] = {{"skx", "avx512"}, {"core-avx512", "avx512"}, {"icelake", "avx512"}, {"sapphirerapids", "avx512"},
+               {"core-avx2", "avx2"}, {"corei7-avx", "avx"}, {"corei7", "sse4"}};
+  const char *env = getenv("CL_CONFIG_CPU_TARGET_ARCH");
+  if (env && *env) {
+    for (const auto &a : kArch)
+      if (strcmp(env, a.arch) == 0) return a.isa;
+    return env;  // as the runtime was told: a profile may name it
+  }
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return "avx512";
+  if (__builtin_cpu_supports("avx2")) return "avx2";
+  if (__builtin_cpu_supports("avx")) return "avx";
+  return "sse4";
+#else
+  return "";
+#endif
+}
+
 std::string isa_of(const char *platform, const char *device_name, bool cpu) {
+  if (cpu && strcmp(platform, kIntelCpu) == 0) return intel_isa();
   if (!cpu || strcmp(platform, kPocl) != 0) return "";
   const char *rest = nullptr;
   for (const char *d : kPoclDrivers)
