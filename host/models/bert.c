@@ -408,7 +408,7 @@ static clf_status bert_load_weights(clf_model *m, bert *b, clf_activation act, c
   clf_context *ctx = m->ctx;
   clf__params *p = &m->params;
   const size_t d = b->D, dh = b->D / b->H;
-  const clf__block_spec spec = clf__spec_encoder(d, b->F, b->eps, 1);
+  const clf__block_spec spec = clf__spec_encoder(d, b->F, b->eps, 1, clf__linear_prefers_in_out(ctx));
   char n1[256], n2[256];
   clf_status st;
   if ((st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, pf, "embeddings.word_embeddings.weight"), 2,
@@ -549,7 +549,7 @@ static clf_status bert_load_kind(clf_model *m, const bert_kind *k, const bert_di
 static void bert_gemms_kind(const bert_kind *k, const void *dims, const clf__config *c, size_t T,
                             clf__gemm_list *l) {
   const bert_dims *d = dims;
-  const clf__block_spec spec = clf__spec_encoder((size_t)d->D, (size_t)d->F, 0, 1);
+  const clf__block_spec spec = clf__spec_encoder((size_t)d->D, (size_t)d->F, 0, 1, 1);
   clf__rows_gemms(k->rows, k->n_rows, &spec, T, d->N, l);
   const int hd = bert_pick_head(k, c);
   if (hd == HEAD_MLM || hd == HEAD_PRE) {

@@ -172,19 +172,20 @@ static const clf__weight_row marian_layer_rows[] = {
     CLF__LN(clf__layer, ln_mlp, "final_layer_norm"),
 };
 
-/* The rows of an encoder layer (f32 weights stored [in, out] for its many
- * rows) or a decoder layer (cross rows too; [in, out] where the device's
- * one-row steps read it as fast: clf__decoder_in_out). */
-static clf__block_spec marian_spec(size_t D, size_t F, int cross, int dec_in_out) {
-  clf__block_spec s = {
-      .eps = 1e-5f, .qkv_bias = 1, .cross = cross, .layout = CLF_WEIGHT_OUT_IN, .in_out_f32 = !cross || dec_in_out};
+/* The rows of an encoder layer (f32 weights stored as the device prefers
+ * for many rows: clf__linear_prefers_in_out) or a decoder layer (cross
+ * rows too; [in, out] where the device's one-row steps read it as fast:
+ * clf__decoder_in_out); in_out says which layout this one gets. */
+static clf__block_spec marian_spec(size_t D, size_t F, int cross, int in_out) {
+  clf__block_spec s = {.eps = 1e-5f, .qkv_bias = 1, .cross = cross, .layout = CLF_WEIGHT_OUT_IN, .in_out_f32 = in_out};
   clf__spec_dims(&s, D, F, D, D);
   return s;
 }
 
 static clf_status load_layer(clf_model *m, const clf__weights *w, const char *lp, int cross, size_t D, size_t H,
                              size_t F, clf_activation act, clf__layer *l) {
-  const clf__block_spec spec = marian_spec(D, F, cross, clf__decoder_in_out(m->ctx));
+  const clf__block_spec spec =
+      marian_spec(D, F, cross, cross ? clf__decoder_in_out(m->ctx) : clf__linear_prefers_in_out(m->ctx));
   l->has_cross = cross;
   l->mlp.act = act;
   for (int a = 0; a <= cross; a++) {
@@ -221,7 +222,7 @@ static long marian_dec_vocab(const marian_dims *d) { return d->Vd == LONG_MIN ? 
 /* both stacks' rows, the decoder over as many rows as the encoder; the head */
 static void marian_gemms(const void *dims, const clf__config *c, size_t T, clf__gemm_list *l) {
   const marian_dims *d = dims;
-  const clf__block_spec enc = marian_spec((size_t)d->D, (size_t)d->Fe, 0, 0);
+  const clf__block_spec enc = marian_spec((size_t)d->D, (size_t)d->Fe, 0, 1);
   const clf__block_spec dec = marian_spec((size_t)d->D, (size_t)d->Fd, 1, 0);
   clf__rows_gemms(marian_layer_rows, CLF__ARRAY_LEN(marian_layer_rows), &enc, T, d->Ne, l);
   clf__rows_gemms(marian_layer_rows, CLF__ARRAY_LEN(marian_layer_rows), &dec, T, d->Nd, l);

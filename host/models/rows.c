@@ -18,8 +18,8 @@ void clf__spec_dims(clf__block_spec *s, size_t D, size_t F, size_t Q, size_t KV)
   s->dims[CLF__DIM_KV] = KV;
 }
 
-clf__block_spec clf__spec_encoder(size_t D, size_t F, float eps, int qkv_bias) {
-  clf__block_spec s = {.eps = eps, .qkv_bias = qkv_bias, .layout = CLF_WEIGHT_OUT_IN, .in_out_f32 = 1};
+clf__block_spec clf__spec_encoder(size_t D, size_t F, float eps, int qkv_bias, int in_out) {
+  clf__block_spec s = {.eps = eps, .qkv_bias = qkv_bias, .layout = CLF_WEIGHT_OUT_IN, .in_out_f32 = in_out};
   clf__spec_dims(&s, D, F, D, D);
   return s;
 }

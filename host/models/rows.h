@@ -65,8 +65,10 @@ void clf__spec_dims(clf__block_spec *s, size_t D, size_t F, size_t Q, size_t KV)
 
 /* The spec of an encoder layer of width D, feed-forward F, multi-head
  * attention with q, k, v biases as qkv_bias says: nn.Linear [out, in],
- * stored [in, out] in f32 (an encoder sees many rows at once). */
-clf__block_spec clf__spec_encoder(size_t D, size_t F, float eps, int qkv_bias);
+ * stored [in, out] in f32 when in_out (clf__linear_prefers_in_out: an
+ * encoder sees many rows at once; 1 for the device-independent GEMM
+ * shapes). */
+clf__block_spec clf__spec_encoder(size_t D, size_t F, float eps, int qkv_bias, int in_out);
 
 /* Loads every row (cross rows only with spec->cross) under `prefix` into
  * the block struct at `block`. */

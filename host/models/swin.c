@@ -336,7 +336,7 @@ static void swin_gemms(const void *dims, const clf__config *c, size_t T, clf__ge
     return; /* swin_load refuses it */
   for (size_t s = 0; s < ns && rows > 0; s++, rows /= 4) {
     const long dim = d->E << s, f = (long)(d->ratio * dim);
-    const clf__block_spec spec = clf__spec_encoder((size_t)dim, (size_t)f, 0, 1);
+    const clf__block_spec spec = clf__spec_encoder((size_t)dim, (size_t)f, 0, 1, 1);
     clf__rows_gemms(swin_block_rows, CLF__ARRAY_LEN(swin_block_rows), &spec, rows, depths[s], l);
     if (s + 1 < ns) clf__gemm_add(l, rows / 4, 2 * dim, 4 * dim, 1, 1); /* patch merging */
   }
@@ -364,7 +364,7 @@ static clf_status swin_load_stage(clf_model *m, swin *s, const clf__weights *w, 
     clf__wn(lp, sizeof lp, pf, "encoder.layers.%zu.blocks.%zu.", si, bi);
     b->attn.heads = H, b->attn.dh = dim / H, b->attn.scale = 1.0f / sqrtf((float)(dim / H));
     b->mlp.act = act;
-    const clf__block_spec spec = clf__spec_encoder(dim, F, (float)eps, qkv_bias);
+    const clf__block_spec spec = clf__spec_encoder(dim, F, (float)eps, qkv_bias, clf__linear_prefers_in_out(ctx));
     if ((st = clf__load_rows(ctx, w, p, lp, swin_block_rows, CLF__ARRAY_LEN(swin_block_rows), &spec, b)) != CLF_OK)
       return st;
     if ((st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, lp, "attention.self.relative_position_bias_table"), 2,

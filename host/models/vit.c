@@ -210,7 +210,7 @@ static const clf__weight_row vit_layer_rows[] = {
 };
 
 void clf__vit_gemms(size_t D, size_t F, size_t T, long n, clf__gemm_list *l) {
-  const clf__block_spec spec = clf__spec_encoder(D, F, 0, 1);
+  const clf__block_spec spec = clf__spec_encoder(D, F, 0, 1, 1);
   clf__rows_gemms(vit_layer_rows, CLF__ARRAY_LEN(vit_layer_rows), &spec, T, n, l);
 }
 
@@ -219,7 +219,7 @@ clf_status clf__vit_load_layers(clf_context *ctx, const clf__weights *w, clf__pa
                                 clf__layer *layers) {
   clf_status st;
   const size_t dh = D / H;
-  const clf__block_spec spec = clf__spec_encoder(D, F, eps, qkv_bias);
+  const clf__block_spec spec = clf__spec_encoder(D, F, eps, qkv_bias, clf__linear_prefers_in_out(ctx));
   for (size_t i = 0; i < n; i++) {
     clf__layer *l = &layers[i];
     char lp[160];

@@ -97,6 +97,13 @@ size_t clf__skinny_max_rows(const clf_context *ctx, clf_dtype wt, int in_out, co
   return rows;
 }
 
+int clf__linear_prefers_in_out(const clf_context *ctx) {
+  unsigned oi[2], io[2];
+  const int measured = clf__tuned_group(ctx, CLF__ROWS_TUNING, clf__skinny_rows_key(CLF_F32, 0), oi) && !oi[1] &&
+                       clf__tuned_group(ctx, CLF__ROWS_TUNING, clf__skinny_rows_key(CLF_F32, 1), io) && !io[1];
+  return !(measured && oi[0] > io[0]);
+}
+
 int clf__skinny_rows_tune(clf_context *ctx, clf_dtype wt, int in_out, const unsigned *rows) {
   const unsigned v[2] = {rows ? *rows : 0, 0};
   return clf__tuned_group_set(ctx, CLF__ROWS_TUNING, clf__skinny_rows_key(wt, in_out), rows ? v : NULL);

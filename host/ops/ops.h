@@ -81,6 +81,17 @@ clf_status clf__norm_res_bias(clf_context *ctx, const clf_tensor *x, const clf_t
 #define CLF__ROWS_TUNING "Rows"
 size_t clf__skinny_max_rows(const clf_context *ctx, clf_dtype wt, int in_out, const char **why);
 const char *clf__skinny_rows_key(clf_dtype wt, int in_out);
+/* Whether f32 weights that many rows at once multiply (encoders) are best
+ * stored [in, out] on ctx's device: yes (CLBlast reads them in place and
+ * skinny_t takes the few-row products), unless the applied profile
+ * measured the skinny kernel on [out, in] outlasting CLBlast further than
+ * skinny_t on [in, out] (its Rows f32 above its Rows f32_in_out): then
+ * CLBlast is the slow path on that device and [out, in] keeps products on
+ * the kernel that is not.  Intel's CPU runtime on AVX2 measures 192
+ * against 16 rows: BERT-base over 128 tokens took 416 ms stored [out, in]
+ * against 1208 ms [in, out]; PoCL 48 against 96 (425 ms [in, out], 716
+ * [out, in]). */
+int clf__linear_prefers_in_out(const clf_context *ctx);
 /* Sets ctx's measured rows of (wt, in_out) (NULL: the default again), as
  * the tuning search does while it times; 0 when out of memory. */
 int clf__skinny_rows_tune(clf_context *ctx, clf_dtype wt, int in_out, const unsigned *rows);
