@@ -646,7 +646,8 @@ bool time_path(clf_context *ctx, bool skinny, const clf_tensor *x, const clf_ten
 }
 
 // One kind's weights: each distinct [n, k] of the shapes (count-weighted),
-// random values, with x of up to mmax rows and the two paths' outputs.
+// random values, with x of mmax rows and the two paths' outputs (grown as
+// the rows measured pass mmax).
 struct RowsBench {
   struct W {
     size_t n, k;
@@ -654,13 +655,15 @@ struct RowsBench {
     clf_tensor *w = nullptr, *x = nullptr, *y = nullptr, *y2 = nullptr;
   };
   std::vector<W> ws;
-  size_t mmax = 8;
+  size_t top = 64;  // the shapes' largest m (64 at least)
+  size_t mmax = 0;  // the rows x, y and y2 hold
+  std::mt19937 gen{91};
   ~RowsBench() {
     for (W &e : ws)
       for (clf_tensor *t : {e.w, e.x, e.y, e.y2}) clf_tensor_destroy(t);
   }
-  bool setup(Search &S, const RowsKind &kind, const size_t *ms, size_t n_ms, std::string *why) {
-    size_t top = 64;
+  bool fail(Search &S, std::string *why) { return *why = clf_last_error(S.ctx), clf_clear_error(S.ctx), false; }
+  bool setup(Search &S, const RowsKind &kind, std::string *why) {
     for (const Bench &b : S.bench) {
       top = std::max(top, b.s.m);
       if (!kind.in_out && b.s.k % (clf__dtype_is_block(kind.wt) ? CLF__QBLOCK : 8) != 0) continue;
@@ -670,22 +673,30 @@ struct RowsBench {
       if (!found) ws.push_back({b.s.n, b.s.k, b.weight()});
     }
     if (ws.empty()) return *why = "no weight of the shapes fits", false;
-    for (size_t i = 0; i < n_ms; i++)
-      if (ms[i] <= top) mmax = ms[i];
-    std::mt19937 gen(91);
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
     for (W &e : ws) {
-      std::vector<float> hw(e.n * e.k), hx(mmax * e.k);
+      std::vector<float> hw(e.n * e.k);
       for (float &v : hw) v = u(gen);
+      const size_t wsh[2] = {kind.in_out ? e.k : e.n, kind.in_out ? e.n : e.k};
+      if (clf_tensor_from_f32(S.ctx, kind.wt, 2, wsh, hw.data(), &e.w) != CLF_OK) return fail(S, why);
+    }
+    return true;
+  }
+  // x, y and y2 of m rows at least.
+  bool grow(Search &S, size_t m, std::string *why) {
+    if (m <= mmax) return true;
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    for (W &e : ws) {
+      for (clf_tensor **t : {&e.x, &e.y, &e.y2}) clf_tensor_destroy(*t), *t = nullptr;
+      std::vector<float> hx(m * e.k);
       for (float &v : hx) v = u(gen);
-      const size_t wsh[2] = {kind.in_out ? e.k : e.n, kind.in_out ? e.n : e.k}, xsh[2] = {mmax, e.k},
-                   ysh[2] = {mmax, e.n};
-      if (clf_tensor_from_f32(S.ctx, kind.wt, 2, wsh, hw.data(), &e.w) != CLF_OK ||
-          clf_tensor_from_f32(S.ctx, CLF_F32, 2, xsh, hx.data(), &e.x) != CLF_OK ||
+      const size_t xsh[2] = {m, e.k}, ysh[2] = {m, e.n};
+      if (clf_tensor_from_f32(S.ctx, CLF_F32, 2, xsh, hx.data(), &e.x) != CLF_OK ||
           clf_tensor_create(S.ctx, CLF_F32, 2, ysh, &e.y) != CLF_OK ||
           clf_tensor_create(S.ctx, CLF_F32, 2, ysh, &e.y2) != CLF_OK)
-        return *why = clf_last_error(S.ctx), clf_clear_error(S.ctx), false;
+        return fail(S, why);
     }
+    mmax = m;
     return true;
   }
   // Both paths on m rows of every weight: their count-weighted times; false
@@ -717,19 +728,27 @@ struct RowsBench {
 };
 
 // One kind's crossover in *rows; false (with *why) when it could not be
-// measured.
+// measured.  Past the shapes' largest m the rows go on growing (to 4096)
+// while the skinny path still wins, so that a device where CLBlast is the
+// slow path (Intel's CPU runtime) sends the longer products of other
+// models (ViT's 197 rows, Swin's 3136) to the faster kernel too; there
+// the clock ends it with the last M won, not as a failure.
 bool rows_of_kind(Search &S, const RowsKind &kind, double end, unsigned *rows, std::string *why) {
-  static const size_t kM[] = {8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024};
+  static const size_t kM[] = {8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096};
   RowsBench B;
   *rows = 0;
-  if (!B.setup(S, kind, kM, sizeof kM / sizeof *kM, why)) return false;
+  if (!B.setup(S, kind, why)) return false;
   unsigned last_skinny = 8;  // the last M the skinny path won (8: it always takes up to 8)
   for (size_t m : kM) {
-    if (m > B.mmax) break;  // the skinny path won at every M the shapes reach
     if (seconds_since(S.t0) >= end) {
+      if (m > B.top) break;  // the shapes' rows are all measured
       char msg[96];
       snprintf(msg, sizeof msg, "out of time at %zu rows (the skinny path still faster)", m);
       return *why = msg, false;  // a partial answer would understate it
+    }
+    if (!B.grow(S, m, why)) {
+      if (m > B.top) break;  // past the shapes: as far as the device's memory goes
+      return false;
     }
     double sk, ge;
     if (!B.time(S, kind, m, &sk, &ge, why)) return false;
