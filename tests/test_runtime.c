@@ -500,11 +500,13 @@ START_TEST(kernel_dir_overrides_embedded_source) {
   /* Both layer norm kernels (GPU and CPU variants), each writing 42. */
   write_file(kdir, "norm.cl",
              "__kernel void layer_norm(__global const float *x, uint x_off, __global const float *r, uint r_off,"
-             " int has_res, __global const float *g, uint g_off, __global const float *b, uint b_off, int hb,"
+             " int has_res, __global const float *rb, uint rb_off, int has_rb,"
+             " __global const float *g, uint g_off, __global const float *b, uint b_off, int hb,"
              " __global float *s, uint s_off, int hs, __global float *y, uint y_off, uint D, float eps, int rms)"
              " { if (get_local_id(0) == 0) y[y_off + get_group_id(0) * D] = 42.0f; }\n"
              "__kernel void layer_norm_rows(__global const float *x, uint x_off, __global const float *r,"
-             " uint r_off, int has_res, __global const float *g, uint g_off, __global const float *b, uint b_off,"
+             " uint r_off, int has_res, __global const float *rb, uint rb_off, int has_rb,"
+             " __global const float *g, uint g_off, __global const float *b, uint b_off,"
              " int hb, __global float *s, uint s_off, int hs, __global float *y, uint y_off, uint D, float eps,"
              " int rms, uint rows) { if (get_global_id(0) < rows) y[y_off + get_global_id(0) * D] = 42.0f; }\n");
   clf_context_options o;
