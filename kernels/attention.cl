@@ -95,6 +95,15 @@ __kernel void attn_merge(__global const float *x, uint x_off, __global float *y,
   y[y_off + gid] = x[x_off + ((b * H + h) * Lq + i) * Dh + d];
 }
 
+/* The arguments of both shapes of the fused kernel (attn_fused,
+ * attn_fused_cpu): the host sets them alike (attn_fused_set_args). */
+#define ATT_FUSED_PARAMS                                                                              \
+  __global const float *q, uint q_off, __global const float *k, uint k_off, __global const float *v,  \
+      uint v_off, __global const uint *pad, uint pad_off, int pad_kind, __global const float *bias,   \
+      uint bias_off, int has_bias, uint n_win, uint bias_bstride, uint bias_hstride,                   \
+      __global float *out, uint out_off, uint out_h, uint out_i, uint n_bkv, uint H, uint G, uint Lq, \
+      uint Lk, uint Lcap, int causal, uint window, float scale
+
 #if defined(HEAD_DIM) && !defined(ATT_CPU)
 /* Flash attention.  One work-group of ATT_WG = 8 * ATT_TR work-items (64,
  * 32 or 16: the host takes the largest the kernel may run on the device)
@@ -121,15 +130,7 @@ __kernel void attn_merge(__global const float *x, uint x_off, __global float *y,
 #endif
 
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
-void attn_fused(__global const float *q, uint q_off,
-                __global const float *k, uint k_off,
-                __global const float *v, uint v_off,
-                __global const uint *pad, uint pad_off, int pad_kind,
-                __global const float *bias, uint bias_off, int has_bias,
-                uint n_win, uint bias_bstride, uint bias_hstride,
-                __global float *out, uint out_off, uint out_h, uint out_i,
-                uint n_bkv, uint H, uint G, uint Lq, uint Lk, uint Lcap, int causal, uint window,
-                float scale) {
+void attn_fused(ATT_FUSED_PARAMS) {
   __local float qs[ATT_BQ * ATT_STR];
   __local float kvs[ATT_BK * ATT_STR]; /* the K tile, then the V tile */
   __local float ps[ATT_BQ * ATT_PSTR];
@@ -340,15 +341,7 @@ void attn_fused(__global const float *q, uint q_off,
 
 /* Global (rows of a KV head's G heads, G * Lq rounded up to the group;
  * B * H / G); the arguments are attn_fused's. */
-__kernel void attn_fused_cpu(__global const float *q, uint q_off,
-                             __global const float *k, uint k_off,
-                             __global const float *v, uint v_off,
-                             __global const uint *pad, uint pad_off, int pad_kind,
-                             __global const float *bias, uint bias_off, int has_bias,
-                             uint n_win, uint bias_bstride, uint bias_hstride,
-                             __global float *out, uint out_off, uint out_h, uint out_i,
-                             uint n_bkv, uint H, uint G, uint Lq, uint Lk, uint Lcap, int causal, uint window,
-                             float scale) {
+__kernel void attn_fused_cpu(ATT_FUSED_PARAMS) {
   /* Row t < G * Lq of this KV head: query i = t % Lq of head hk * G + t / Lq. */
   const uint n_rows = G * Lq, t = get_global_id(0), bkv = get_global_id(1);
   if (t >= n_rows || bkv >= n_bkv) return;

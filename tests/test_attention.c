@@ -462,6 +462,52 @@ static unsigned att_fused_wg(size_t dh, size_t lq) {
   return (unsigned)strtoul(w + 4, NULL, 10);
 }
 
+/* The cases every shape of the fused kernel runs: decoding with a KV cache
+ * (rows past kv_len are NaN; one query, then three, i64 padding), GQA 4:1
+ * merged (the G heads form one block: prefill, then decode) and a sliding
+ * window with GQA (prefill, then decode).  With `more`, also three GQA
+ * queries with a bias and a window without causal. */
+static void att_cache_gqa_window(int more) {
+  att_case c = att_self(2, 3, 1, 64);
+  c.Lk = c.kv_len_arg = 9;
+  c.Lcap = 16;
+  c.causal = 1;
+  c.pad = CLF_I64;
+  att_check(&c);
+  c.Lq = 3;
+  att_check(&c);
+  c = att_self(2, 8, att_size(33, 11), 64);
+  c.Hkv = 2;
+  c.causal = 1;
+  c.merged = 1;
+  att_check(&c);
+  c.Lq = 1;
+  c.Lk = c.kv_len_arg = 12;
+  c.Lcap = 16;
+  att_check(&c);
+  if (more) {
+    c.Lq = 3;
+    c.nW = 1;
+    c.Hb = c.H;
+    att_check(&c);
+  }
+  c = att_self(2, 4, att_size(70, 13), 32);
+  c.Hkv = 2;
+  c.causal = 1;
+  c.window = 5;
+  att_check(&c);
+  c.Lq = 3;
+  c.Lk = c.kv_len_arg = 21;
+  c.Lcap = 24;
+  att_check(&c);
+  if (more) {
+    c.causal = 0;
+    c.window = 4;
+    c.Lq = 5;
+    att_check(&c);
+  }
+}
+
 /* Each work-group of the fused kernel (an ATT_TR x 8 grid of 64, 32 or 16
  * work-items, capped through $CLFORMER_ATTN_WG) against the reference and
  * the GEMM path, on every device: prefill and decode (Lq <= 8) tiles,
@@ -489,35 +535,8 @@ START_TEST(attn_fused_work_groups) {
   c.causal = 1;
   c.pad = CLF_I32;
   att_check(&c);
-  /* Decode with a KV cache: one query, then three, padding in i64. */
-  c = att_self(2, 3, 1, 64);
-  c.Lk = c.kv_len_arg = 9;
-  c.Lcap = 16;
-  c.causal = 1;
-  c.pad = CLF_I64;
-  att_check(&c);
-  c.Lq = 3;
-  att_check(&c);
-  /* GQA 4:1, merged, prefill then decode (the G heads form one block). */
-  c = att_self(2, 8, att_size(33, 11), 64);
-  c.Hkv = 2;
-  c.causal = 1;
-  c.merged = 1;
-  att_check(&c);
-  c.Lq = 1;
-  c.Lk = c.kv_len_arg = 12;
-  c.Lcap = 16;
-  att_check(&c);
-  /* A sliding window with GQA, prefill and decode. */
-  c = att_self(2, 4, att_size(70, 13), 32);
-  c.Hkv = 2;
-  c.causal = 1;
-  c.window = 5;
-  att_check(&c);
-  c.Lq = 3;
-  c.Lk = c.kv_len_arg = 21;
-  c.Lcap = 24;
-  att_check(&c);
+  /* Decoding with a KV cache, GQA, a sliding window. */
+  att_cache_gqa_window(0);
   /* Bias per window and head, with f32 padding, cross-attention. */
   c = att_self(4, 3, 9, 32);
   c.nW = 2;
@@ -607,44 +626,10 @@ START_TEST(attn_fused_cpu_shape) {
     c.causal = t != 1;
     att_check(&c);
   }
-  /* Decoding with a KV cache (rows past kv_len are NaN): one query, then
-   * three, i64 padding. */
-  att_case c = att_self(2, 3, 1, 64);
-  c.Lk = c.kv_len_arg = 9;
-  c.Lcap = 16;
-  c.causal = 1;
-  c.pad = CLF_I64;
-  att_check(&c);
-  c.Lq = 3;
-  att_check(&c);
-  /* GQA 4:1, merged: prefill, decode, and three queries with a bias. */
-  c = att_self(2, 8, att_size(33, 11), 64);
-  c.Hkv = 2;
-  c.causal = 1;
-  c.merged = 1;
-  att_check(&c);
-  c.Lq = 1;
-  c.Lk = c.kv_len_arg = 12;
-  c.Lcap = 16;
-  att_check(&c);
-  c.Lq = 3;
-  c.nW = 1;
-  c.Hb = c.H;
-  att_check(&c);
-  /* Sliding windows with GQA: prefill, decode, and a window without causal. */
-  c = att_self(2, 4, att_size(70, 13), 32);
-  c.Hkv = 2;
-  c.causal = 1;
-  c.window = 5;
-  att_check(&c);
-  c.Lq = 3;
-  c.Lk = c.kv_len_arg = 21;
-  c.Lcap = 24;
-  att_check(&c);
-  c.causal = 0;
-  c.window = 4;
-  c.Lq = 5;
-  att_check(&c);
+  /* Decoding with a KV cache, GQA (with a bias), sliding windows (one
+   * without causal). */
+  att_cache_gqa_window(1);
+  att_case c;
   /* Swin: 7x7 windows, relative bias and -100 region masks by window. */
   c = att_self(att_size(8, 2), 3, 49, 32);
   c.nW = att_size(4, 2);

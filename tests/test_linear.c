@@ -330,6 +330,8 @@ START_TEST(linear_paths_recorded) {
   ck_assert_msg(path_has(b, "", 1), "%s", b);
   ck_assert_msg(path_has("x [3, 96] w f32 [96, 37] [in, out]: skinny_t", "rows <= ", 1), "skinny_t");
   ck_assert_msg(path_has("w q8_0 ", "expanded to f32 [in, out], CLBlast (", 1), "q8 expanded");
+  check_linear(CLF_F32, 1, 5, 36, 1, CLF_ACT_NONE, 308); /* K 36: no whole chunks of 8 */
+  ck_assert_msg(path_has("x [1, 36] w f32 [5, 36] [out, in]: CLBlast", "(K is not a multiple", 1), "K chunk");
   /* a measured crossover, as a profile's Rows line sets it: 16 rows now
    * take CLBlast, and the reason says where the number came from */
   const unsigned eight = 8;

@@ -552,6 +552,12 @@ START_TEST(tune_and_apply) {
     ck_assert_uint_eq(clf__skinny_max_rows(ctx, CLF_F32, 0, &why), 24);
     ck_assert_msg(strstr(why, "measured"), "%s", why);
     ck_assert_uint_eq(clf__skinny_max_rows(ctx, CLF_F32, 1, NULL), 40);
+    ck_assert_int_eq(clf__linear_prefers_in_out(ctx), 1); /* [out, in] outlasts CLBlast less: encoders [in, out] */
+    const unsigned long_oi = 96, short_io = 16;  /* as on Intel's CPU runtime */
+    ck_assert(clf__skinny_rows_tune(ctx, CLF_F32, 0, &long_oi) && clf__skinny_rows_tune(ctx, CLF_F32, 1, &short_io));
+    ck_assert_int_eq(clf__linear_prefers_in_out(ctx), 0);
+    ck_assert(clf__skinny_rows_tune(ctx, CLF_F32, 1, NULL)); /* one of the two unmeasured: [in, out] */
+    ck_assert_int_eq(clf__linear_prefers_in_out(ctx), 1);
     ck_assert_uint_eq(clf__skinny_max_rows(ctx, CLF_Q8_0, 0, NULL), 96);
     ck_assert(clf__skinny_fits(ctx, CLF_Q8_0, 0, 96, K) && !clf__skinny_fits(ctx, CLF_Q8_0, 0, 97, K));
     setenv("CLFORMER_SKINNY_ROWS", "16", 1);

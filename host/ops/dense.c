@@ -223,30 +223,26 @@ clf_status clf_glu(clf_context *ctx, const clf_tensor *gate_up, clf_activation a
   return clf__launch(ctx, k, 1, &global, &local, event);
 }
 
-/* While recording: the path clf_linear took for x [M, K] and w, and why
- * (clf_profile_paths).  `why` NULL: M past the most rows of the skinny
- * path, which come from `most_why`'s source. */
+/* While recording: the path clf_linear took for x [M, K] and w (the skinny
+ * kernels or CLBlast), and why: `why`, or else M against the skinny path's
+ * most rows `most`, which `src` says where they came from
+ * (clf_profile_paths). */
 static void linear_note(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, int in_out, size_t M,
-                        const char *path, size_t most, const char *why) {
+                        int skinny, size_t most, const char *src, const char *why) {
   char line[320], sw[64], reason[160];
   const size_t K = x->shape[x->ndim - 1];
   const size_t launches = (M + CLF__SKINNY_MAX_M - 1) / CLF__SKINNY_MAX_M;
-  const char *src = NULL;
-  clf__skinny_max_rows(ctx, w->dtype, in_out, &src);
-  if (!strcmp(path, "skinny"))
-    snprintf(reason, sizeof reason, "%zu rows <= %zu: %s", M, most, src);
-  else if (!why)
-    snprintf(reason, sizeof reason, "%zu rows > %zu: %s", M, most, src);
-  else
-    snprintf(reason, sizeof reason, "%s", why);
-  if (!strcmp(path, "skinny"))
+  if (why) snprintf(reason, sizeof reason, "%s", why);
+  else snprintf(reason, sizeof reason, "%zu rows %s %zu: %s", M, skinny ? "<=" : ">", most, src);
+  const char *layout = in_out ? "[in, out]" : "[out, in]";
+  clf__shape_str(w, sw, sizeof sw);
+  if (skinny)
     snprintf(line, sizeof line, "x [%zu, %zu] w %s %s %s: %s, %zu launch%s of up to %d rows (%s)", M, K,
-             clf_dtype_name(w->dtype), clf__shape_str(w, sw, sizeof sw), in_out ? "[in, out]" : "[out, in]",
-             in_out ? "skinny_t" : "skinny", launches, launches == 1 ? "" : "es", CLF__SKINNY_MAX_M, reason);
+             clf_dtype_name(w->dtype), sw, layout, in_out ? "skinny_t" : "skinny", launches,
+             launches == 1 ? "" : "es", CLF__SKINNY_MAX_M, reason);
   else
-    snprintf(line, sizeof line, "x [%zu, %zu] w %s %s %s: %sCLBlast%s (%s)", M, K, clf_dtype_name(w->dtype),
-             clf__shape_str(w, sw, sizeof sw), in_out ? "[in, out]" : "[out, in]",
-             w->dtype != CLF_F32 ? "expanded to f32 [in, out], " : "",
+    snprintf(line, sizeof line, "x [%zu, %zu] w %s %s %s: %sCLBlast%s (%s)", M, K, clf_dtype_name(w->dtype), sw,
+             layout, w->dtype != CLF_F32 ? "expanded to f32 [in, out], " : "",
              w->dtype == CLF_F32 && !in_out ? ", w transposed" : "", reason);
   clf__prof_path(ctx, line);
 }
@@ -284,8 +280,8 @@ clf_status clf_linear(clf_context *ctx, const clf_tensor *x, const clf_tensor *w
   if ((st = clf__check_fits_u32(ctx, op, "y", y)) != CLF_OK) return st;
 
   const size_t M = clf__numel_range(x, 0, x->ndim - 1);
-  const char *why = NULL;
-  const size_t most = clf__skinny_max_rows(ctx, w->dtype, in_out, &why);
+  const char *src = NULL, *why = NULL; /* where the skinny path's most rows came from; another reason */
+  const size_t most = clf__skinny_max_rows(ctx, w->dtype, in_out, &src);
   if (clf__skinny_fits(ctx, w->dtype, in_out, M, in) && out > 0) {
     int use = 1;
     if (clf__variants_failed(ctx)) {
@@ -296,17 +292,15 @@ clf_status clf_linear(clf_context *ctx, const clf_tensor *x, const clf_tensor *w
       if (!use) why = "the skinny kernel failed self-validation";
     }
     if (use) {
-      if (ctx->recording) linear_note(ctx, x, w, in_out, M, "skinny", most, why);
+      if (ctx->recording) linear_note(ctx, x, w, in_out, M, 1, most, src, NULL);
       st = clf__linear_skinny(ctx, x, w, in_out, bias, act, y, M, out, in, event);
       clf__prof_path_end(ctx);
       return st;
     }
-  } else if (M > most) {
-    why = NULL;
-  } else if (M > 0 && out > 0) {
-    why = in_out ? "the skinny kernel reads f32 [in, out] only" : "K is not a multiple of the skinny kernel's chunk";
+  } else if (M >= 1 && M <= most) { /* [out, in] only: in_out fits whenever M does */
+    why = "K is not a multiple of the skinny kernel's chunk";
   }
-  if (ctx->recording && M > 0 && out > 0) linear_note(ctx, x, w, in_out, M, "gemm", most, why);
+  if (ctx->recording && M > 0 && out > 0) linear_note(ctx, x, w, in_out, M, 0, most, src, why);
   st = clf__linear_gemm(ctx, x, w, in_out, bias, act, y, M, out, in, event);
   clf__prof_path_end(ctx);
   return st;

@@ -39,8 +39,8 @@ int clf__norm_sg(const clf_context *ctx) {
 
 /* Launches the norm kernel on checked arguments (rms: RMS norm). */
 static clf_status norm_launch(clf_context *ctx, const char *op, const clf_tensor *x, const clf_tensor *residual,
-                              const clf_tensor *res_bias, const clf_tensor *gamma, const clf_tensor *beta, float eps, clf_tensor *sum_out,
-                              clf_tensor *y, size_t D, int rms, cl_event *event) {
+                              const clf_tensor *res_bias, const clf_tensor *gamma, const clf_tensor *beta, float eps,
+                              clf_tensor *sum_out, clf_tensor *y, size_t D, int rms, cl_event *event) {
   /* GPUs: one work-group per row, reducing in local memory.  CPUs: one
    * work-item per row (barriers are expensive there: 5.6 ms against 0.18 ms
    * for a copy of [1576, 768] on PoCL with the work-group kernel). */
