@@ -5,7 +5,7 @@
 // on a real context (PoCL, made once).  $CLFORMER_TUNING=user keeps the
 // shipped profiles out, so a rejected file restores CLBlast's defaults.
 // With CLF_FUZZ_MAKE_SEED=<file> the target writes a valid profile for this
-// device there (CLBlast's defaults, with a Skinny line, through
+// device there (CLBlast's defaults, with a Skinny and a Rows line, through
 // write_profile: its device line is what no mutation could guess) and
 // exits: tools/fuzz.sh seeds the corpus with it.
 #include "fuzz_util.h"
@@ -35,7 +35,7 @@ extern "C" int LLVMFuzzerInitialize(int *argc, char ***argv) {
   if (seed && *seed) {
     clf_profile::Profile p;
     if (!clf_profile::defaults_of(ctx->dev.device, &p)) return fprintf(stderr, "no CLBlast defaults\n"), exit(1), 0;
-    p.groups = {{"Skinny", "f32", 1, 16}, {"Skinny", "q8", 4, 8}};
+    p.groups = {{"Skinny", "f32", 1, 16}, {"Skinny", "q8", 4, 8}, {"Rows", "f32", 48, 0}, {"Rows", "q8", 96, 0}};
     const std::vector<clf_gemm_shape> shapes = {{64, 768, 768, 0, 1, 4}};
     exit(clf_profile::write_profile(ctx, seed, p, shapes, 2.0, 1.0) ? 0 : 1);
   }
@@ -53,7 +53,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (applied && path != applied) abort();
   clf_profile::Profile p;
   clf_profile::groups_of(ctx, &p);
-  for (const clf_profile::Group &g : p.groups)
-    if (!g.a || !g.b || g.a * g.b > clf_profile::kMaxGroup || (g.a & (g.a - 1)) || (g.b & (g.b - 1))) abort();
+  // A count ("Rows f32=64", b 0) is 1 to kMaxCount; a group is two powers
+  // of two with a product of at most kMaxGroup.
+  for (const clf_profile::Group &g : p.groups) {
+    if (g.b == 0) {
+      if (!g.a || g.a > clf_profile::kMaxCount) abort();
+    } else if (!g.a || g.a * g.b > clf_profile::kMaxGroup || (g.a & (g.a - 1)) || (g.b & (g.b - 1))) {
+      abort();
+    }
+  }
   return 0;
 }
