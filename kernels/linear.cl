@@ -1,7 +1,8 @@
-/* linear.cl - the linear family: y = act(x W^T + bias) for skinny x (M <= 8
- * rows: decoding, small batches) read straight from the weight's storage
- * type, and the expansion of a stored weight to f32 for CLBlast's GEMM when
- * x has more rows.
+/* linear.cl - the linear family: y = act(x W^T + bias) read straight from
+ * the weight's storage type, for skinny x (M <= 8 rows a launch: decoding,
+ * small batches) and, on a CPU, for any M in register tiles (skinny_tile);
+ * and the expansion of a stored weight to f32 for CLBlast's GEMM where
+ * CLBlast is measured faster.
  *
  * Weights are [N, K] (out, in), row-major, in one of four storage types
  * (-DWTYPE; clformer.h states the block formats):
@@ -204,6 +205,80 @@ __kernel __attribute__((reqd_work_group_size(SPLIT, ROWS, 1))) void skinny_sg(SK
   skinny_group(SKINNY_ARGS, red, 1);
 }
 #endif
+
+/* skinny_tile: y [M, N] = act(x [M, K] W^T + bias) for any M, the CPU shape
+ * of the [N, K] product (-DCLF_IS_CPU).  Each work-item holds a TM x TN
+ * register tile: TM rows of x against TN rows of W, one float8 accumulator
+ * per pair, every loop unrolled (PoCL keeps a loop-indexed private array in
+ * memory otherwise).  Per 8 weights of K that is TN weight loads and TM x
+ * loads for TM x TN FMAs, where skinny does one weight load and M x loads
+ * for M FMAs; the 4 x 3 default fills AVX2's 16 vector registers.  The TL
+ * work-items of a group take consecutive row blocks of x against the same
+ * TN rows of W, so those stay in cache while x streams from L2: the weight
+ * is read from memory once per launch, whatever M.  A block type's scale
+ * multiplies the weights of its block once, as they are converted.  global
+ * (row blocks rounded up to TL, N / TN rounded up), local (TL, 1). */
+#ifndef TM
+#define TM 4
+#endif
+#ifndef TN
+#define TN 3
+#endif
+#ifndef TL
+#define TL 4
+#endif
+/* Part p (8 weights) of chunk c of row n, times its block's scale d. */
+inline float8 load_part(__global const WT *w, uint w_off, uint n, uint c, uint p, uint K, float d) {
+#if WTYPE == 0
+  return vload8(0, w + w_off + (size_t)n * K + (size_t)c * 8);
+#elif WTYPE == 1 && CLF_USE_FP16
+  return convert_float8(vload8(0, w + w_off + (size_t)n * K + (size_t)c * 8));
+#elif WTYPE == 1
+  return vload_half8(0, w + w_off + (size_t)n * K + (size_t)c * 8);
+#elif WTYPE == 2
+  return d * convert_float8(vload8(p, w + ((size_t)n * (K / 32) + c) * 32));
+#else
+  const uchar8 q = vload8(p & 1, w + ((size_t)n * (K / 32) + c) * 16);
+  return d * (convert_float8(p < 2 ? q & (uchar8)15 : q >> (uchar8)4) - 8.0f);
+#endif
+}
+
+__kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_tile(SKINNY_PARAMS) {
+  const uint m0 = get_global_id(0) * TM, n0 = get_global_id(1) * TN;
+  if (m0 >= M || n0 >= N) return;
+  x += x_off;
+  uint rn[TN], rm[TM]; /* rows past the end repeat the last; their sums are not stored */
+  _Pragma("unroll") for (uint j = 0; j < TN; j++) rn[j] = min(n0 + j, N - 1);
+  _Pragma("unroll") for (uint i = 0; i < TM; i++) rm[i] = min(m0 + i, M - 1);
+  float8 acc[TM][TN];
+  _Pragma("unroll") for (uint i = 0; i < TM; i++)
+    _Pragma("unroll") for (uint j = 0; j < TN; j++) acc[i][j] = (float8)(0.0f);
+  const uint chunks = K / CH;
+  for (uint c = 0; c < chunks; c++) {
+    float d[TN];
+    _Pragma("unroll") for (uint j = 0; j < TN; j++) {
+#if WTYPE >= 2
+      d[j] = vload_half((size_t)rn[j] * chunks + c, s + s_off);
+#else
+      d[j] = 1.0f;
+#endif
+    }
+    _Pragma("unroll") for (uint p = 0; p < NV; p++) {
+      float8 wv[TN];
+      _Pragma("unroll") for (uint j = 0; j < TN; j++) wv[j] = load_part(w, w_off, rn[j], c, p, K, d[j]);
+      _Pragma("unroll") for (uint i = 0; i < TM; i++) {
+        const float8 xv = vload8(c * NV + p, x + (size_t)rm[i] * K);
+        _Pragma("unroll") for (uint j = 0; j < TN; j++) acc[i][j] = fma(xv, wv[j], acc[i][j]);
+      }
+    }
+  }
+  _Pragma("unroll") for (uint j = 0; j < TN; j++) {
+    if (n0 + j >= N) continue;
+    const float b = has_bias ? bias[b_off + n0 + j] : 0.0f;
+    _Pragma("unroll") for (uint i = 0; i < TM; i++)
+      if (m0 + i < M) y[y_off + (size_t)(m0 + i) * N + n0 + j] = clf_act(sum8(acc[i][j]) + b, act);
+  }
+}
 
 /* y [M, N] = act(x [M, K] W + bias) with W f32 [K, N] ([in, out]: the
  * layout CLBlast reads without a copy, so an encoder keeps one copy of each

@@ -207,9 +207,11 @@ START_TEST(skinny_t_work_group_shapes) {
 }
 END_TEST
 
-/* Every work-group shape of the skinny kernel, through $CLFORMER_SKINNY. */
+/* Every work-group shape of the skinny kernel, through $CLFORMER_SKINNY
+ * (launches of up to 8 rows: skinny_tile, which takes M >= 2 on a CPU, off). */
 START_TEST(skinny_work_group_shapes) {
   static const char *const shapes[] = {"1x1", "1x8", "4x2", "32x4", "8x16"};
+  setenv("CLFORMER_SKINNY_TILE", "0", 1);
   for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
     setenv("CLFORMER_SKINNY", shapes[s], 1);
     for (size_t t = 0; t < 4; t++) {
@@ -218,6 +220,34 @@ START_TEST(skinny_work_group_shapes) {
     }
   }
   unsetenv("CLFORMER_SKINNY");
+  unsetenv("CLFORMER_SKINNY_TILE");
+}
+END_TEST
+
+/* skinny_tile (the CPU class's [N, K] path for M >= 2) against the CPU
+ * reference for every weight type: M and N on both sides of its 4 x 3
+ * tile and 4 row blocks a group (partial tiles, rows and groups), each
+ * recorded as one launch of it; off ($CLFORMER_SKINNY_TILE=0), the same
+ * products in launches of up to 8 rows. */
+static int path_has(const char *a, const char *b, unsigned long count);
+START_TEST(skinny_tile_shapes) {
+  static const size_t Ms[] = {2, 3, 4, 5, 13, 17, 33}, Ns[] = {1, 2, 3, 4, 37};
+  const int cpu = th_ctx->caps.is_cpu;
+  for (int off = 0; off < 2; off++) {
+    if (off) setenv("CLFORMER_SKINNY_TILE", "0", 1);
+    th_profiled_begin(NULL);
+    for (size_t t = 0; t < 4; t++)
+      for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++)
+        for (size_t j = 0; j < sizeof Ns / sizeof *Ns; j++)
+          if (Ms[i] <= clf__skinny_max_rows(th_ctx, types[t], 0, NULL))
+            check_linear(types[t], Ms[i], Ns[j], 64, (i + j) % 2, (clf_activation)((i + j + t) % 6),
+                         (uint32_t)(400 + 50 * t + 5 * i + j));
+    ck_assert_int_eq(path_has("x [5, 64] w q4_0 [37, 64] [out, in]: skinny_tile, 1 launch", "", 1), cpu && !off);
+    ck_assert_int_eq(path_has("x [5, 64] w q4_0 [37, 64] [out, in]: skinny, 1 launch", "", 1), !cpu || off);
+    const int tile = cpu && !off;
+    th_profiled_expect(tile ? "skinny_tile" : "skinny", tile ? "skinny" : "skinny_tile", 1);
+  }
+  unsetenv("CLFORMER_SKINNY_TILE");
 }
 END_TEST
 
@@ -278,6 +308,7 @@ static void skinny_features(const char *limits) {
   if (!sg || !h)
     fprintf(stderr, "note: %s%s%s: the skinny kernel runs without them\n", sg ? "" : "no sub-groups ",
             h ? "" : "no fp16 ", limits ? limits : "on this device");
+  setenv("CLFORMER_SKINNY_TILE", "0", 1); /* the launch kernels at every M */
   for (size_t s = 0; s < 2; s++) {
     setenv("CLFORMER_SKINNY", shapes[s], 1);
     for (size_t t = 0; t < 3; t++) {
@@ -296,6 +327,7 @@ static void skinny_features(const char *limits) {
     }
   }
   unsetenv("CLFORMER_SKINNY");
+  unsetenv("CLFORMER_SKINNY_TILE");
 }
 
 /* The path each product took, and why, as clf_profile_paths gives it:
@@ -324,7 +356,10 @@ START_TEST(linear_paths_recorded) {
   check_linear_layout(CLF_F32, 1, 3, 37, 96, 0, CLF_ACT_NONE, 304);
   check_linear(CLF_Q8_0, clf__skinny_max_rows(th_ctx, CLF_Q8_0, 0, NULL) + 5, 37, 96, 0, CLF_ACT_NONE, 305);
   char b[96];
-  ck_assert_msg(path_has("x [3, 96] w f32 [37, 96] [out, in]: skinny, 1 launch ", "3 rows <= ", 2), "skinny x2");
+  ck_assert_msg(path_has(th_ctx->caps.is_cpu ? "x [3, 96] w f32 [37, 96] [out, in]: skinny_tile, 1 launch "
+                                              : "x [3, 96] w f32 [37, 96] [out, in]: skinny, 1 launch ",
+                         "3 rows <= ", 2),
+                "skinny x2");
   snprintf(b, sizeof b, "x [%zu, 96] w f32 [37, 96] [out, in]: CLBlast, w transposed (%zu rows > %zu", most + 1,
            most + 1, most);
   ck_assert_msg(path_has(b, "", 1), "%s", b);
@@ -354,7 +389,7 @@ START_TEST(linear_paths_recorded) {
   ck_assert_msg(ms > 0 && ms <= ops_ms * (1 + 1e-9), "path %g ms of %g", ms, ops_ms);
   TH_OK(clf_profile_start(c));
   check_linear(CLF_F32, 3, 37, 96, 1, CLF_ACT_NONE, 307);
-  th_profiled_expect("skinny", "clblast_gemm", 1);
+  th_profiled_expect(th_ctx->caps.is_cpu ? "skinny_tile" : "skinny", "clblast_gemm", 1);
   ck_assert_uint_eq(clf_profile_paths(NULL, 0, NULL, NULL, NULL), 0);
 }
 END_TEST
@@ -394,6 +429,7 @@ static Suite *suite(void) {
   tcase_add_test(c, linear_every_weight_type);
   tcase_add_test(c, skinny_work_group_shapes);
   tcase_add_test(c, skinny_t_work_group_shapes);
+  tcase_add_test(c, skinny_tile_shapes);
   tcase_add_test(c, linear_gpu_and_cpu_class);
   tcase_add_test(c, linear_small_device);
   tcase_add_test(c, skinny_feature_variants);

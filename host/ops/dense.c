@@ -236,7 +236,10 @@ static void linear_note(clf_context *ctx, const clf_tensor *x, const clf_tensor 
   else snprintf(reason, sizeof reason, "%zu rows %s %zu: %s", M, skinny ? "<=" : ">", most, src);
   const char *layout = in_out ? "[in, out]" : "[out, in]";
   clf__shape_str(w, sw, sizeof sw);
-  if (skinny)
+  if (skinny && clf__skinny_tiles(ctx, in_out, M))
+    snprintf(line, sizeof line, "x [%zu, %zu] w %s %s %s: skinny_tile, 1 launch (%s)", M, K,
+             clf_dtype_name(w->dtype), sw, layout, reason);
+  else if (skinny)
     snprintf(line, sizeof line, "x [%zu, %zu] w %s %s %s: %s, %zu launch%s of up to %d rows (%s)", M, K,
              clf_dtype_name(w->dtype), sw, layout, in_out ? "skinny_t" : "skinny", launches,
              launches == 1 ? "" : "es", CLF__SKINNY_MAX_M, reason);
