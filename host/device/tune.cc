@@ -624,11 +624,18 @@ struct RowsKind {
 constexpr int kRowsKinds = 5;  // in the order of clf_tune_report's rows[]
 const RowsKind kRows[kRowsKinds] = {{CLF_F32, 0}, {CLF_F16, 0}, {CLF_Q8_0, 0}, {CLF_Q4_0, 0}, {CLF_F32, 1}};
 
-// Median of 3 timed runs of one path after one untimed; false (with *why) when it failed.
+// The median of three timed calls after a warm-up (false, with *why, when
+// one failed); with `enough` > 0, the first timed call alone when it
+// already takes more than that (the other path's time, by a margin past the
+// noise: on Intel's CPU runtime CLBlast took 6x the skinny path's time at
+// 1536 rows, and timing it three times spent the clock that the larger row
+// counts needed), or the warm-up alone when `warm` (its kernels were built
+// at a smaller m).
 bool time_path(clf_context *ctx, bool skinny, const clf_tensor *x, const clf_tensor *w, int in_out, clf_tensor *y,
-               size_t m, size_t n, size_t k, double *ms, std::string *why) {
+               size_t m, size_t n, size_t k, double enough, bool warm, double *ms, std::string *why) {
   double t[4];
-  for (double &v : t) {
+  for (int i = 0; i < 4; i++) {
+    double &v = t[i];
     const Clock::time_point start = Clock::now();
     clf_status st = skinny ? clf__linear_skinny(ctx, x, w, in_out, nullptr, CLF_ACT_NONE, y, m, n, k, nullptr)
                            : clf__linear_gemm(ctx, x, w, in_out, nullptr, CLF_ACT_NONE, y, m, n, k, nullptr);
@@ -639,6 +646,7 @@ bool time_path(clf_context *ctx, bool skinny, const clf_tensor *x, const clf_ten
       return false;
     }
     v = seconds_since(start) * 1e3;
+    if ((i == 1 || (i == 0 && warm)) && enough > 0 && v > enough) return *ms = v, true;
   }
   std::sort(t + 1, t + 4);
   *ms = t[2];
@@ -706,8 +714,8 @@ struct RowsBench {
     *skinny_ms = *gemm_ms = 0;
     for (W &e : ws) {
       double a, b;
-      if (!time_path(ctx, true, e.x, e.w, kind.in_out, e.y, m, e.n, e.k, &a, why) ||
-          !time_path(ctx, false, e.x, e.w, kind.in_out, e.y2, m, e.n, e.k, &b, why))
+      if (!time_path(ctx, true, e.x, e.w, kind.in_out, e.y, m, e.n, e.k, 0, false, &a, why) ||
+          !time_path(ctx, false, e.x, e.w, kind.in_out, e.y2, m, e.n, e.k, 1.5 * a, m > top, &b, why))
         return false;
       std::vector<float> p(mmax * e.n), q(mmax * e.n);  // the first m rows are this call's
       if (clf_tensor_download(ctx, e.y, p.data(), p.size() * sizeof(float)) != CLF_OK ||
@@ -769,13 +777,17 @@ bool tune_rows(Search &S, const Profile &gemm, double end, Profile *fin, clf_tun
   if (!set_profile(ctx->dev.device, gemm, &code)) return false;
   bool any = false;
   const double start = seconds_since(S.t0);
-  for (int i = 0; i < kRowsKinds; i++) {
+  // The kinds whose crossover comes early first, f32 [out, in] last: each
+  // kind may run to its share of the time plus what the ones before left.
+  static const int order[kRowsKinds] = {4, 3, 2, 1, 0};
+  for (int pos = 0; pos < kRowsKinds; pos++) {
+    const int i = order[pos];
     const RowsKind &kind = kRows[i];
     const char *key = clf__skinny_rows_key(kind.wt, kind.in_out);
     const unsigned before = (unsigned)clf__skinny_max_rows(ctx, kind.wt, kind.in_out, nullptr);
     unsigned rows;
     std::string why;
-    if (!rows_of_kind(S, kind, start + (end - start) * (i + 1) / kRowsKinds, &rows, &why)) {
+    if (!rows_of_kind(S, kind, start + (end - start) * (pos + 1) / kRowsKinds, &rows, &why)) {
       S.say("Rows %s: not measured: %s", key, why.c_str());
       continue;
     }
