@@ -13,14 +13,17 @@ clformer-gemm-profile 1
 #   ms (1.70x); CLBlast reaches 10-20 GFLOP/s on this runtime, against
 #   about 84 under PoCL with its profile.
 # Skinny q8 1x4: one row times the shapes' weights 4.88 -> 3.83 ms.
-# Rows: this runtime's skinny kernel on [out, in] weights beats CLBlast at
-#   every row count measured (f32: 269 against 1126 ms summed over the
-#   weights at 192 rows, 2431 against 7484 at 1536; q4 2125 against 5489
-#   at 1024), while skinny_t on [in, out] loses from 24 rows (433 against
-#   409 ms).  The crossover search went on past the shapes' rows while the
-#   skinny path won, until its time ran out (1536 rows for f32, f16 and q8,
-#   1024 for q4): a second run, `--budget 60`, same day, idle, with this
-#   file applied (its GEMM search ended on these same parameters).
+# Rows (2026-11-26, same machine, idle): `probe --device intel --no-measure
+#   --no-validate --tune --tokens 64,128,197 --budget 60` (only this line
+#   shipped) after the [out, in] path gained skinny_tile (one launch of 4 x
+#   3 register tiles for 2 rows or more).  The skinny path beats CLBlast at
+#   every row count measured, to the search's last, 4096, for every weight
+#   type: summed over one layer of BERT-base and GPT-2's weights, f32 47
+#   against 416 ms at 64 rows, 136 / 875 at 192, 3285 / 19058 at 4096; q8
+#   5154 / 17081 and q4 6485 / 18100 at 4096.  skinny_t on [in, out] (no
+#   tiles) loses from 48 rows (389 against 364 ms).  Before skinny_tile the
+#   line was f32=1536 f16=1536 q8=1536 q4=1024 f32_in_out=16, cut by the
+#   search's clock.
 match platform=Intel(R) OpenCL device_type=CPU isa=avx2
 match driver=any local_mem_kib=any compute_units=any
 shape m=64 n=2304 k=768 trans_a=0 trans_b=0 count=1
@@ -53,4 +56,4 @@ Xgemm GEMMK=0 KREG=1 KWG=16 KWI=2 MDIMA=16 MDIMC=16 MWG=64 NDIMB=16 NDIMC=16 NWG
 XgemmDirect KWID=2 MDIMAD=8 MDIMCD=8 NDIMBD=32 NDIMCD=8 PADA=1 PADB=0 VWMD=8 VWND=2 WGD=64
 GemmRoutine XGEMM_MIN_INDIRECT_SIZE=335
 Skinny q8=1x4
-Rows f32=1536 f16=1536 q8=1536 q4=1024 f32_in_out=16
+Rows f32=4096 f16=4096 q8=4096 q4=4096 f32_in_out=32

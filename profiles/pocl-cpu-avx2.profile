@@ -17,17 +17,20 @@ clformer-gemm-profile 1
 #   19.5 ms of device time per token against 27.2 and 36.6 with 4x8 (two
 #   interleaved rounds of `clformer generate --profile`).  The other types'
 #   winners did not hold up in the same check, so they keep the defaults.
-# Rows (2026-11-26, same machine, load average 1.1-1.4 with nothing else
-#   running): where CLBlast with this profile's parameters overtakes the
-#   skinny kernels, per weight type and layout, from `clformer probe
-#   --device pthread --no-measure --no-validate --tune --tokens 64,128,197
-#   --budget 60` (its GEMM search is not shipped; only this line).  Summed
-#   over one layer of BERT-base and GPT-2's weights, ms: f32 [out, in]
-#   skinny 281 / CLBlast 322 at 48 rows, 445 / 267 at 64 (CLBlast's direct
-#   kernel below XGEMM_MIN_INDIRECT_SIZE is the slow one); f16 259 / 461 at
-#   48, 343 / 284 at 64; q8 362 / 499 at 96, 492 / 340 at 128; q4 253 / 453
-#   at 48, 344 / 309 at 64; f32 [in, out] 330 / 379 at 96, 525 / 244 at
-#   128.  A run under load (average 3) had put them at 32, 48, 128, 48, 192.
+# Rows (2026-11-26, same machine, nothing else running, load average 1.0):
+#   where CLBlast with this profile's parameters overtakes the skinny path,
+#   per weight type and layout, from `clformer probe --device pthread
+#   --no-measure --no-validate --tune --tokens 64,128,197 --budget 60` (its
+#   GEMM search is not shipped; only this line), after the [out, in] path
+#   gained skinny_tile (one launch of 4 x 3 register tiles for 2 rows or
+#   more).  Summed over one layer of BERT-base and GPT-2's weights, ms,
+#   skinny / CLBlast: f32 [out, in] 57 / 343 at 64 rows, 182 / 584 at 192,
+#   5870 / 8870 at 4096 (the search's last row count); f16 81 / 268 at 64,
+#   5335 / 8367 at 4096; q8 105 / 285 at 64, 4919 / 5312 at 3072, 8878 /
+#   8402 at 4096; q4 116 / 259 at 64, 378 / 527 at 192, 551 / 539 at 256;
+#   f32 [in, out] (skinny_t, no tiles) 160 / 230 at 64, 308 / 224 at 128.
+#   An earlier run the same hour put f32_in_out at 64.  Before skinny_tile
+#   the line was f32=48 f16=48 q8=96 q4=48 f32_in_out=96.
 match platform=Portable Computing Language device_type=CPU isa=haswell
 match driver=any local_mem_kib=64- compute_units=any
 shape m=64 n=768 k=768 trans_a=0 trans_b=1 count=4
@@ -57,4 +60,4 @@ Xgemm GEMMK=0 KREG=1 KWG=16 KWI=2 MDIMA=16 MDIMC=8 MWG=128 NDIMB=32 NDIMC=16 NWG
 XgemmDirect KWID=8 MDIMAD=8 MDIMCD=8 NDIMBD=8 NDIMCD=8 PADA=1 PADB=1 VWMD=8 VWND=8 WGD=64
 GemmRoutine XGEMM_MIN_INDIRECT_SIZE=335
 Skinny q8=1x4
-Rows f32=48 f16=48 q8=96 q4=48 f32_in_out=96
+Rows f32=4096 f16=4096 q8=3072 q4=192 f32_in_out=96
