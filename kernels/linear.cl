@@ -244,7 +244,11 @@ inline float8 load_part(__global const WT *w, uint w_off, uint n, uint c, uint p
 }
 
 __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_tile(SKINNY_PARAMS) {
+#if TM == 1 /* one row (decoding): a group's TL work-items take consecutive rows of W */
+  const uint m0 = get_global_id(1), n0 = get_global_id(0) * TN;
+#else
   const uint m0 = get_global_id(0) * TM, n0 = get_global_id(1) * TN;
+#endif
   if (m0 >= M || n0 >= N) return;
   x += x_off;
   uint rn[TN], rm[TM]; /* rows past the end repeat the last; their sums are not stored */

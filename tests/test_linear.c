@@ -224,14 +224,47 @@ START_TEST(skinny_work_group_shapes) {
 }
 END_TEST
 
-/* skinny_tile (the CPU class's [N, K] path for M >= 2) against the CPU
- * reference for every weight type: M and N on both sides of its 4 x 3
- * tile and 4 row blocks a group (partial tiles, rows and groups), each
- * recorded as one launch of it; off ($CLFORMER_SKINNY_TILE=0), the same
- * products in launches of up to 8 rows. */
 static int path_has(const char *a, const char *b, unsigned long count);
+
+/* A row's output does not depend on the rows beside it: x's first row alone
+ * and within products of 2, 5 and 9 rows give the same bits, for every
+ * weight type (on a CPU: the 1 x 4 and the 4 x 3 tiles; elsewhere one and
+ * several rows of the same launch kernel). */
+START_TEST(linear_rows_independent) {
+  const size_t K = 64, N = 37, Ms[] = {1, 2, 5, 9};
+  float *x = th_rand(9 * K, 31, -1.0f, 1.0f), *w = th_rand(N * K, 32, -1.0f, 1.0f), *b = th_rand(N, 33, -1.0f, 1.0f);
+  for (size_t t = 0; t < 4; t++) {
+    clf_tensor *tw = NULL, *tb = th_tensor(CLF_F32, 1, TH_SHAPE(N), b);
+    TH_OK(clf_tensor_from_f32(th_ctx, types[t], 2, TH_SHAPE(N, K), w, &tw));
+    float *first = NULL;
+    for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++) {
+      if (Ms[i] > clf__skinny_max_rows(th_ctx, types[t], 0, NULL)) continue;
+      clf_tensor *tx = th_tensor(CLF_F32, 2, TH_SHAPE(Ms[i], K), x), *ty = th_empty(CLF_F32, 2, TH_SHAPE(Ms[i], N));
+      TH_OK(clf_linear(th_ctx, tx, tw, CLF_WEIGHT_OUT_IN, tb, CLF_ACT_GELU, ty, NULL));
+      float *y = th_download(ty);
+      if (!first) first = y;
+      else {
+        ck_assert_msg(memcmp(first, y, N * sizeof(float)) == 0, "%s: row 0 alone differs from row 0 of %zu rows",
+                      clf_dtype_name(types[t]), Ms[i]);
+        free(y);
+      }
+      clf_tensor_destroy(tx); clf_tensor_destroy(ty);
+    }
+    free(first);
+    clf_tensor_destroy(tw); clf_tensor_destroy(tb);
+  }
+  free(x); free(w); free(b);
+}
+END_TEST
+
+/* skinny_tile (the CPU class's [N, K] path) against the CPU reference for
+ * every weight type: M and N on both sides of its 4 x 3 tile and 4 row
+ * blocks a group and of its 1 x 4 tile and 8 work-items for one row
+ * (partial tiles, rows and groups), each recorded as one launch of it;
+ * off ($CLFORMER_SKINNY_TILE=0), the same products in launches of up to 8
+ * rows. */
 START_TEST(skinny_tile_shapes) {
-  static const size_t Ms[] = {2, 3, 4, 5, 13, 17, 33}, Ns[] = {1, 2, 3, 4, 37};
+  static const size_t Ms[] = {1, 2, 3, 4, 5, 13, 17, 33}, Ns[] = {1, 2, 3, 4, 37, 67};
   const int cpu = th_ctx->caps.is_cpu;
   for (int off = 0; off < 2; off++) {
     if (off) setenv("CLFORMER_SKINNY_TILE", "0", 1);
@@ -244,6 +277,7 @@ START_TEST(skinny_tile_shapes) {
                          (uint32_t)(400 + 50 * t + 5 * i + j));
     ck_assert_int_eq(path_has("x [5, 64] w q4_0 [37, 64] [out, in]: skinny_tile, 1 launch", "", 1), cpu && !off);
     ck_assert_int_eq(path_has("x [5, 64] w q4_0 [37, 64] [out, in]: skinny, 1 launch", "", 1), !cpu || off);
+    ck_assert_int_eq(path_has("x [1, 64] w q8_0 [67, 64] [out, in]: skinny_tile, 1 launch", "", 1), cpu && !off);
     const int tile = cpu && !off;
     th_profiled_expect(tile ? "skinny_tile" : "skinny", tile ? "skinny" : "skinny_tile", 1);
   }
@@ -430,6 +464,7 @@ static Suite *suite(void) {
   tcase_add_test(c, skinny_work_group_shapes);
   tcase_add_test(c, skinny_t_work_group_shapes);
   tcase_add_test(c, skinny_tile_shapes);
+  tcase_add_test(c, linear_rows_independent);
   tcase_add_test(c, linear_gpu_and_cpu_class);
   tcase_add_test(c, linear_small_device);
   tcase_add_test(c, skinny_feature_variants);
