@@ -1311,11 +1311,13 @@ typedef struct clf_tune_report {
   unsigned rejected;  /* sets that failed to build or run, or were wrong */
   double seconds;     /* wall time of the search */
   char profile[4096]; /* the profile file written ("" if none was better) */
-  /* The skinny kernel (M <= 8 rows) per weight type: f32, f16, q8, q4.  Its
-   * work-group (SPLIT x ROWS) before the search and after, and one row's
-   * product with the shapes' weights (count-weighted sum, ms) under each;
-   * tuned_* equal default_* when nothing was 2% faster, all 0 when the
-   * shapes have no weight the type can hold. */
+  /* The skinny kernel (M <= 8 rows a launch) per weight type: f32, f16,
+   * q8, q4.  Its work-group (SPLIT x ROWS) before the search and after, and
+   * one row's product with the shapes' weights (count-weighted sum, ms)
+   * under each; tuned_* equal default_* when nothing was 2% faster, all 0
+   * when the shapes have no weight the type can hold or on the CPU class
+   * (there every [out, in] product runs the register-tiled kernel, which
+   * has no group to search). */
   struct {
     unsigned split, rows, tuned_split, tuned_rows;
     double default_ms, tuned_ms;

@@ -448,10 +448,17 @@ START_TEST(tune_and_apply) {
   ck_assert_double_eq(r.default_ms, rep.default_ms); /* one shape, count 1 */
   ck_assert_double_eq(r.tuned_ms, rep.tuned_ms);
   /* The skinny kernel, timed on the shape's weight [N, K] for each type:
-   * the group in use, then a faster one or the same. */
+   * the group in use, then a faster one or the same; not searched where
+   * every [out, in] product runs skinny_tile (the CPU class), which has no
+   * group: then the report's figures are 0. */
   int skinny_better = 0;
+  const int tiles = clf__skinny_tiles(ctx, 0, 1);
   for (int t = 0; t < 4; t++) {
     const size_t split0 = rep.skinny[t].split, rows0 = rep.skinny[t].rows;
+    if (tiles) {
+      ck_assert(split0 == 0 && rows0 == 0 && rep.skinny[t].default_ms == 0 && rep.skinny[t].tuned_ms == 0);
+      continue;
+    }
     size_t s0, r0;
     clf__skinny_shape(ctx, (clf_dtype[]){CLF_F32, CLF_F16, CLF_Q8_0, CLF_Q4_0}[t], &s0, &r0);
     ck_assert_msg(rep.skinny[t].default_ms > 0 && rep.skinny[t].tuned_ms <= rep.skinny[t].default_ms,
@@ -472,9 +479,9 @@ START_TEST(tune_and_apply) {
   int rows_changed = 0;
   for (int t = 0; t < 5; t++) {
     const clf_dtype wt = (clf_dtype[]){CLF_F32, CLF_F16, CLF_Q8_0, CLF_Q4_0, CLF_F32}[t];
-    /* f32 [out, in] comes first, its first rows before any deadline; the
+    /* f32 [in, out] comes first, its first rows before any deadline; the
      * others may run out of their share of the time on a slow device */
-    if (t == 0) ck_assert_uint_ge(rep.rows[t].measured, 8);
+    if (t == 4) ck_assert_uint_ge(rep.rows[t].measured, 8);
     if (!rep.rows[t].measured) continue;
     ck_assert_uint_ge(rep.rows[t].measured, 8);
     ck_assert_uint_ge(rep.rows[t].before, 8);

@@ -575,6 +575,10 @@ bool tune_skinny(Search &S, double end, Profile *fin, clf_tune_report *report) {
   const double start = seconds_since(S.t0);
   bool any = false;
   groups_of(ctx, fin);
+  if (clf__skinny_tiles(ctx, 0, 1)) {  // the CPU class: every [out, in] product runs skinny_tile, no group to search
+    S.say("Skinny: not searched: on this device class every [out, in] product runs skinny_tile");
+    return false;
+  }
   for (int t = 0; t < kSkinnyTypes; t++) {
     unsigned saved[2];
     const bool had = clf__skinny_tuned(ctx, kSkinnyDtype[t], saved);
