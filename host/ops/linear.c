@@ -233,14 +233,16 @@ static clf_status skinny_kernel(clf_context *ctx, const clf_tensor *w, int in_ou
  * 2-core Zen 5, f32, in GFLOP/s: 64 x 768 by 3072 x 768 4x3 99, 2x5 80, 5x2
  * 77, 4x2 69; 197 x 768 by 3072 x 768 4x3 98 (CLBlast's tuned GEMM 42). */
 enum { TILE_M = 4, TILE_N = 3, TILE_L = 4 };
-/* One row (decoding): 1 x 4 tiles, 8 work-items a group over consecutive
- * weight rows (dimension 0).  Each output's arithmetic is the same as in
- * the 4 x 3 tiles (the same fma chain over K, the same final sum), so a
- * row's result does not depend on how many rows share its launch: one
- * image classified alone equals it classified in a batch.  PoCL, f32, one
- * row: 3072 x 768 0.16 ms against 0.44 with the skinny kernel (its 1x16
- * group); GPT-2's head, 50257 x 768, 8.1-9.0 ms (1x4 to 8x16) against
- * 10.2. */
+/* One row (decoding): f32 in 1 x 4 tiles, 8 work-items a group over
+ * consecutive weight rows (dimension 0); the other types 1 x 1, 16 a group
+ * (PoCL then vectorises the conversions across work-items).  Each output's
+ * arithmetic is the same as in the 4 x 3 tiles (the same fma chain over K,
+ * the same final sum), so a row's result does not depend on how many rows
+ * share its launch: one image classified alone equals it classified in a
+ * batch.  PoCL, one row times GPT-2's head (50257 x 768), ms: f32 1x4x8
+ * 8.1-10.0, 1x1x16 12.5, the skinny kernel 10.2-13.0; q8 1x1x16 5.2, 1x4x8
+ * 7.4-8.6, skinny (1x4 group) 5.5; f16 1x1x16 7.1, 1x4x8 8.4-10.1, skinny
+ * 5.3 (f32 3072 x 768: 1x4x8 0.16-0.25, skinny 0.44). */
 enum { TILE1_N = 4, TILE1_L = 8 };
 
 int clf__skinny_tiles(const clf_context *ctx, int in_out, size_t M) {
@@ -254,7 +256,8 @@ static clf_status linear_tile(clf_context *ctx, const clf_tensor *x, const clf_t
                               clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K, cl_event *event) {
   char opts[96];
   const int one = M == 1;
-  const size_t tm = one ? 1 : TILE_M, tn = one ? TILE1_N : TILE_N, tl = one ? TILE1_L : TILE_L;
+  const int f32 = w->dtype == CLF_F32;
+  const size_t tm = one ? 1 : TILE_M, tn = one ? (f32 ? TILE1_N : 1) : TILE_N, tl = one ? (f32 ? TILE1_L : 16) : TILE_L;
   snprintf(opts, sizeof opts, "-DWTYPE=%d -DTM=%zu -DTN=%zu -DTL=%zu", linear_wtype(w->dtype), tm, tn, tl);
   clf__kernel *k;
   clf_status st = clf__get_kernel(ctx, "linear", opts, "skinny_tile", &k);
