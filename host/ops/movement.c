@@ -57,7 +57,10 @@ typedef struct copy_plan {
 static clf_status launch_copy(clf_context *ctx, const clf_tensor *x, clf_tensor *y, const copy_plan *p,
                               cl_event *event) {
   clf__kernel *k;
-  clf_status st = clf__get_kernel(ctx, "movement", elem_options(clf_dtype_size(x->dtype)), "copy_strided", &k);
+  /* On a CPU, a work-item per row (copy_rows) */
+  const int rows_shape = ctx->caps.is_cpu;
+  clf_status st = clf__get_kernel(ctx, "movement", elem_options(clf_dtype_size(x->dtype)),
+                                  rows_shape ? "copy_rows" : "copy_strided", &k);
   if (st != CLF_OK) return st;
   outer_args o;
   outer_init(&o, p->nd, p->dims, p->xs, p->ys);
@@ -67,6 +70,10 @@ static clf_status launch_copy(clf_context *ctx, const clf_tensor *x, clf_tensor 
                      CLF__ARG(xis), CLF__ARG(rows), CLF__ARG(o.dn), CLF__ARG(o.dm), CLF__ARG(o.dsh), CLF__ARG(o.xs),
                      CLF__ARG(o.ys));
   if (st != CLF_OK) return st;
+  if (rows_shape) {
+    const size_t wg = clf__wg_1d(ctx, k, 16), g = (o.count + wg - 1) / wg * wg;
+    return clf__launch(ctx, k, 1, &g, &wg, event);
+  }
   /* Dim 0 walks a row, dim 1 the rows; one of three local shapes, 64x4,
    * 16x16 or 4x64, by the row length. */
   size_t total = clf__wg_1d(ctx, k, 256);
