@@ -162,14 +162,26 @@ __kernel void roll_hw(__global const float *x, uint x_off, __global float *y, ui
   y[y_off + r * WC + e] = x[x_off + (b * H + hs) * WC + es];
 }
 
+/* The row kernels below (window partition/reverse, patch merge) move rows
+ * of C channels.  By default a work-item per element (gid0 = c, gid1 =
+ * row); with -DCLF_ROW_ITEMS=1 (a CPU) a work-item per row (gid0 = row),
+ * its position decoded once and its C channels copied in a loop. */
+#if CLF_ROW_ITEMS
+#define CLF_ROW_ID get_global_id(0)
+#define CLF_EACH_CHANNEL(c, C) for (uint c = 0; c < (C); c++)
+#else
+#define CLF_ROW_ID get_global_id(1)
+#define CLF_EACH_CHANNEL(c, C) for (uint c = get_global_id(0); c < (C); c = (C))
+#endif
+
 /* out[win, t, c]: window win = (b, wy, wx), token t = (ty, tx) of the
  * zero-padded (Hp x Wp) map rolled by (-sh, -sw): the source is
  * (wy*ws + ty + sh) mod Hp, (wx*ws + tx + sw) mod Wp, zero if in the padding.
  * gid0 = c, gid1 = win * ws*ws + t. */
 __kernel void window_partition(__global const float *x, uint x_off, __global float *out, uint o_off, uint H,
                                uint W, uint C, uint ws, uint nwh, uint nww, uint sh, uint sw, uint rows) {
-  const uint c = get_global_id(0), r = get_global_id(1);
-  if (c >= C || r >= rows) return;
+  const uint r = CLF_ROW_ID;
+  if (r >= rows) return;
   const uint T = ws * ws, Hp = nwh * ws, Wp = nww * ws;
   uint t, tx, wi, wx;
   const uint win = clf_divmod(r, T, &t), ty = clf_divmod(t, ws, &tx);
@@ -177,9 +189,9 @@ __kernel void window_partition(__global const float *x, uint x_off, __global flo
   uint h = wy * ws + ty + sh, w = wx * ws + tx + sw;
   if (h >= Hp) h -= Hp;
   if (w >= Wp) w -= Wp;
-  float v = 0.0f;
-  if (h < H && w < W) v = x[x_off + ((b * H + h) * W + w) * C + c];
-  out[o_off + r * C + c] = v;
+  const int in = h < H && w < W;
+  __global const float *src = x + x_off + (in ? ((b * H + h) * W + w) * C : 0);
+  CLF_EACH_CHANNEL(c, C) out[o_off + r * C + c] = in ? src[c] : 0.0f;
 }
 
 /* The inverse: out[b, h, w, c] for h < H, w < W comes from the rolled map's
@@ -187,8 +199,8 @@ __kernel void window_partition(__global const float *x, uint x_off, __global flo
 __kernel void window_reverse(__global const float *win_in, uint w_off, __global float *out, uint o_off,
                              uint H, uint W, uint C, uint ws, uint nwh, uint nww, uint sh, uint sw,
                              uint rows) {
-  const uint c = get_global_id(0), r = get_global_id(1);
-  if (c >= C || r >= rows) return;
+  const uint r = CLF_ROW_ID;
+  if (r >= rows) return;
   const uint Hp = nwh * ws, Wp = nww * ws;
   uint w, h, ty, tx;
   const uint b = clf_divmod(clf_divmod(r, W, &w), H, &h);
@@ -196,7 +208,8 @@ __kernel void window_reverse(__global const float *win_in, uint w_off, __global 
   const uint wp = w >= sw ? w - sw : w + Wp - sw;
   const uint wy = clf_divmod(hp, ws, &ty), wx = clf_divmod(wp, ws, &tx);
   const uint win = (b * nwh + wy) * nww + wx;
-  out[o_off + r * C + c] = win_in[w_off + ((win * ws + ty) * ws + tx) * C + c];
+  __global const float *src = win_in + w_off + ((win * ws + ty) * ws + tx) * C;
+  CLF_EACH_CHANNEL(c, C) out[o_off + r * C + c] = src[c];
 }
 
 /* out[b, oy*W2 + ox, q*C + c] = x[b, 2*oy + dy, 2*ox + dx, c] (0 outside x)
@@ -204,15 +217,15 @@ __kernel void window_reverse(__global const float *win_in, uint w_off, __global 
  * gid0 = c, gid1 = 4 * out_row + q. */
 __kernel void patch_merge(__global const float *x, uint x_off, __global float *out, uint o_off, uint H,
                           uint W, uint C, uint H2, uint W2, uint rows4) {
-  const uint c = get_global_id(0), rq = get_global_id(1);
-  if (c >= C || rq >= rows4) return;
+  const uint rq = CLF_ROW_ID;
+  if (rq >= rows4) return;
   const uint q = rq & 3u, r = rq >> 2;
   uint ox, oy;
   const uint b = clf_divmod(clf_divmod(r, W2, &ox), H2, &oy);
   const uint y = 2 * oy + (q & 1u), xx = 2 * ox + (q >> 1);
-  float v = 0.0f;
-  if (y < H && xx < W) v = x[x_off + ((b * H + y) * W + xx) * C + c];
-  out[o_off + rq * C + c] = v;
+  const int in = y < H && xx < W;
+  __global const float *src = x + x_off + (in ? ((b * H + y) * W + xx) * C : 0);
+  CLF_EACH_CHANNEL(c, C) out[o_off + rq * C + c] = in ? src[c] : 0.0f;
 }
 
 /* ---- Swin masks and biases ---- */

@@ -39,6 +39,14 @@ static void wg_rows(const clf_context *ctx, const clf__kernel *k, size_t inner, 
   local[1] = total / l0;
 }
 
+/* The row kernels' build (window partition/reverse, patch merge): on a CPU
+ * with -DCLF_ROW_ITEMS=1, a work-item per row (kernels/patch.cl); and their
+ * launch over rows of `inner` channels. */
+static clf_status row_kernel(clf_context *ctx, const char *name, clf__kernel **k) {
+  return clf__get_kernel(ctx, "patch", ctx->caps.is_cpu ? "-DCLF_ROW_ITEMS=1" : NULL, name, k);
+}
+static clf_status launch_row_items(clf_context *ctx, clf__kernel *k, size_t inner, size_t rows, cl_event *event);
+
 static clf_status launch_rows(clf_context *ctx, clf__kernel *k, size_t inner, size_t rows, cl_event *event) {
   size_t local[2], global[2] = {inner, rows};
   wg_rows(ctx, k, inner, local);
@@ -225,6 +233,12 @@ static clf_status check_map(clf_context *ctx, const char *op, const char *arg, c
 }
 
 /* Shared by partition (to_windows 1) and reverse (0). */
+static clf_status launch_row_items(clf_context *ctx, clf__kernel *k, size_t inner, size_t rows, cl_event *event) {
+  if (!ctx->caps.is_cpu) return launch_rows(ctx, k, inner, rows, event);
+  const size_t wg = clf__wg_1d(ctx, k, 16), g = (rows + wg - 1) / wg * wg;
+  return clf__launch(ctx, k, 1, &g, &wg, event);
+}
+
 static clf_status window_op(clf_context *ctx, const char *op, const clf_tensor *map, const clf_tensor *win,
                             size_t window, size_t shift, int to_windows, cl_event *event) {
   clf_status st;
@@ -236,8 +250,7 @@ static clf_status window_op(clf_context *ctx, const char *op, const clf_tensor *
   else st = no_overlap(ctx, op, "windows", win, "out", map);
   if (st != CLF_OK) return st;
   clf__kernel *k;
-  if ((st = clf__get_kernel(ctx, "patch", NULL, to_windows ? "window_partition" : "window_reverse", &k)) != CLF_OK)
-    return st;
+  if ((st = row_kernel(ctx, to_windows ? "window_partition" : "window_reverse", &k)) != CLF_OK) return st;
   const size_t Hp = nwh * window, Wp = nww * window;
   cl_uint sh = Hp ? (cl_uint)(shift % Hp) : 0, sw = Wp ? (cl_uint)(shift % Wp) : 0;
   cl_uint h32 = (cl_uint)H, w32 = (cl_uint)W, c32 = (cl_uint)C, ws = (cl_uint)window;
@@ -248,7 +261,7 @@ static clf_status window_op(clf_context *ctx, const char *op, const clf_tensor *
   st = clf__set_args(ctx, k, 13, CLF__TARG(src), CLF__TARG(dst), CLF__ARG(h32), CLF__ARG(w32), CLF__ARG(c32),
                      CLF__ARG(ws), CLF__ARG(nh32), CLF__ARG(nw32), CLF__ARG(sh), CLF__ARG(sw), CLF__ARG(r32));
   if (st != CLF_OK) return st;
-  return launch_rows(ctx, k, C, rows, event);
+  return launch_row_items(ctx, k, C, rows, event);
 }
 
 clf_status clf_window_partition(clf_context *ctx, const clf_tensor *x, size_t window, size_t shift,
@@ -332,13 +345,13 @@ clf_status clf_patch_merge(clf_context *ctx, const clf_tensor *x, clf_tensor *ou
   if ((st = check_3d(ctx, op, "out", out, B, H2 * W2, 4 * C)) != CLF_OK) return st;
   if ((st = no_overlap(ctx, op, "x", x, "out", out)) != CLF_OK) return st;
   clf__kernel *k;
-  if ((st = clf__get_kernel(ctx, "patch", NULL, "patch_merge", &k)) != CLF_OK) return st;
+  if ((st = row_kernel(ctx, "patch_merge", &k)) != CLF_OK) return st;
   cl_uint h32 = (cl_uint)H, w32 = (cl_uint)W, c32 = (cl_uint)C, h2 = (cl_uint)H2, w2 = (cl_uint)W2;
   cl_uint rows4 = (cl_uint)(B * H2 * W2 * 4);
   st = clf__set_args(ctx, k, 10, CLF__TARG(x), CLF__TARG(out), CLF__ARG(h32), CLF__ARG(w32), CLF__ARG(c32),
                      CLF__ARG(h2), CLF__ARG(w2), CLF__ARG(rows4));
   if (st != CLF_OK) return st;
-  return launch_rows(ctx, k, C, B * H2 * W2 * 4, event);
+  return launch_row_items(ctx, k, C, B * H2 * W2 * 4, event);
 }
 
 /* The canonical options string of the MAE index dtypes (i32 is the default,
