@@ -24,6 +24,10 @@ clformer-gemm-profile 1
 #   tiles) loses from 48 rows (389 against 364 ms).  Before skinny_tile the
 #   line was f32=1536 f16=1536 q8=1536 q4=1024 f32_in_out=16, cut by the
 #   search's clock.
+# Tiles (2026-11-26, same machine): skinny_tile takes every [out, in]
+#   product (Rows above was measured with it): GPT-2 124M over 64 tokens
+#   218 ms against 341 with launches of up to 8 rows (`CLFORMER_SKINNY_TILE
+#   =0 / 1`, `clformer run --repeat 3`).
 match platform=Intel(R) OpenCL device_type=CPU isa=avx2
 match driver=any local_mem_kib=any compute_units=any
 shape m=64 n=2304 k=768 trans_a=0 trans_b=0 count=1
@@ -57,3 +61,4 @@ XgemmDirect KWID=2 MDIMAD=8 MDIMCD=8 NDIMBD=32 NDIMCD=8 PADA=1 PADB=0 VWMD=8 VWN
 GemmRoutine XGEMM_MIN_INDIRECT_SIZE=335
 Skinny q8=1x4
 Rows f32=4096 f16=4096 q8=4096 q4=4096 f32_in_out=32
+Tiles on=1

@@ -31,6 +31,13 @@ clformer-gemm-profile 1
 #   f32 [in, out] (skinny_t, no tiles) 160 / 230 at 64, 308 / 224 at 128.
 #   An earlier run the same hour put f32_in_out at 64.  Before skinny_tile
 #   the line was f32=48 f16=48 q8=96 q4=48 f32_in_out=96.
+# Tiles (2026-11-26, same machine): skinny_tile takes every [out, in]
+#   product (Rows above was measured with it).  One product of PoCL, ms,
+#   tiles against launches of up to 8 rows of the skinny kernel: f32 64 x
+#   768 by 3072 x 768 4.4 / 22; one row times GPT-2's head (50257 x 768)
+#   f32 8.1-10.0 / 10.2-13.0, q8 5.0 / 5.5, f16 7.0 / 5.3-7.1 (about
+#   even), q4 4.2-4.5 / 6.6.  GPT-2 124M over 64 tokens 222 ms against
+#   1062 (CLBlast and launches, as measured then).
 match platform=Portable Computing Language device_type=CPU isa=haswell
 match driver=any local_mem_kib=64- compute_units=any
 shape m=64 n=768 k=768 trans_a=0 trans_b=1 count=4
@@ -61,3 +68,4 @@ XgemmDirect KWID=8 MDIMAD=8 MDIMCD=8 NDIMBD=8 NDIMCD=8 PADA=1 PADB=1 VWMD=8 VWND
 GemmRoutine XGEMM_MIN_INDIRECT_SIZE=335
 Skinny q8=1x4
 Rows f32=4096 f16=4096 q8=3072 q4=192 f32_in_out=96
+Tiles on=1

@@ -257,6 +257,30 @@ START_TEST(linear_rows_independent) {
 }
 END_TEST
 
+/* Whether skinny_tile runs: the profile's "Tiles on=1" on a CPU-class
+ * context, overridden by $CLFORMER_SKINNY_TILE; never for [in, out] or on
+ * the GPU class. */
+static void tiles_gpu_class(void) { ck_assert(!clf__skinny_tiles(th_ctx, 0, 5)); }
+START_TEST(tiles_follow_profile) {
+  const unsigned on = 1, off = 0;
+  if (th_ctx->caps.is_cpu) {
+    ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "on", (unsigned[]){on, 0}));
+    ck_assert(clf__skinny_tiles(th_ctx, 0, 5) && !clf__skinny_tiles(th_ctx, 1, 5) && !clf__skinny_tiles(th_ctx, 0, 0));
+    setenv("CLFORMER_SKINNY_TILE", "0", 1);
+    ck_assert(!clf__skinny_tiles(th_ctx, 0, 5));
+    ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "on", (unsigned[]){off, 0}));
+    setenv("CLFORMER_SKINNY_TILE", "1", 1);
+    ck_assert(clf__skinny_tiles(th_ctx, 0, 5));
+    unsetenv("CLFORMER_SKINNY_TILE");
+    ck_assert(!clf__skinny_tiles(th_ctx, 0, 5));
+    ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "on", NULL));
+  }
+  setenv("CLFORMER_SKINNY_TILE", "1", 1);
+  th_with_context("gpu", NULL, tiles_gpu_class);
+  unsetenv("CLFORMER_SKINNY_TILE");
+}
+END_TEST
+
 /* skinny_tile (the CPU class's [N, K] path) against the CPU reference for
  * every weight type: M and N on both sides of its 4 x 3 tile and 4 row
  * blocks a group and of its one-row shapes (f32 1 x 4 tiles, 8 work-items
@@ -265,8 +289,10 @@ END_TEST
  * rows. */
 START_TEST(skinny_tile_shapes) {
   static const size_t Ms[] = {1, 2, 3, 4, 5, 13, 17, 33}, Ns[] = {1, 2, 3, 4, 37, 67};
-  const int cpu = th_ctx->caps.is_cpu;
-  for (int off = 0; off < 2; off++) {
+  /* where the profile has no tiles (and on the GPU class) they never run:
+   * the launches once */
+  const int cpu = clf__skinny_tiles(th_ctx, 0, 1);
+  for (int off = !cpu; off < 2; off++) {
     if (off) setenv("CLFORMER_SKINNY_TILE", "0", 1);
     th_profiled_begin(NULL);
     for (size_t t = 0; t < 4; t++)
@@ -390,7 +416,7 @@ START_TEST(linear_paths_recorded) {
   check_linear_layout(CLF_F32, 1, 3, 37, 96, 0, CLF_ACT_NONE, 304);
   check_linear(CLF_Q8_0, clf__skinny_max_rows(th_ctx, CLF_Q8_0, 0, NULL) + 5, 37, 96, 0, CLF_ACT_NONE, 305);
   char b[96];
-  ck_assert_msg(path_has(th_ctx->caps.is_cpu ? "x [3, 96] w f32 [37, 96] [out, in]: skinny_tile, 1 launch "
+  ck_assert_msg(path_has(clf__skinny_tiles(th_ctx, 0, 3) ? "x [3, 96] w f32 [37, 96] [out, in]: skinny_tile, 1 launch "
                                               : "x [3, 96] w f32 [37, 96] [out, in]: skinny, 1 launch ",
                          "3 rows <= ", 2),
                 "skinny x2");
@@ -423,7 +449,7 @@ START_TEST(linear_paths_recorded) {
   ck_assert_msg(ms > 0 && ms <= ops_ms * (1 + 1e-9), "path %g ms of %g", ms, ops_ms);
   TH_OK(clf_profile_start(c));
   check_linear(CLF_F32, 3, 37, 96, 1, CLF_ACT_NONE, 307);
-  th_profiled_expect(th_ctx->caps.is_cpu ? "skinny_tile" : "skinny", "clblast_gemm", 1);
+  th_profiled_expect(clf__skinny_tiles(th_ctx, 0, 3) ? "skinny_tile" : "skinny", "clblast_gemm", 1);
   ck_assert_uint_eq(clf_profile_paths(NULL, 0, NULL, NULL, NULL), 0);
 }
 END_TEST
@@ -465,6 +491,7 @@ static Suite *suite(void) {
   tcase_add_test(c, skinny_t_work_group_shapes);
   tcase_add_test(c, skinny_tile_shapes);
   tcase_add_test(c, linear_rows_independent);
+  tcase_add_test(c, tiles_follow_profile);
   tcase_add_test(c, linear_gpu_and_cpu_class);
   tcase_add_test(c, linear_small_device);
   tcase_add_test(c, skinny_feature_variants);

@@ -246,9 +246,11 @@ enum { TILE_M = 4, TILE_N = 3, TILE_L = 4 };
 enum { TILE1_N = 4, TILE1_L = 8 };
 
 int clf__skinny_tiles(const clf_context *ctx, int in_out, size_t M) {
+  if (!ctx->caps.is_cpu || in_out || M < 1) return 0;
   const char *env = getenv("CLFORMER_SKINNY_TILE");
-  if (env && !strcmp(env, "0")) return 0;
-  return ctx->caps.is_cpu && !in_out && M >= 1;
+  if (env && (!strcmp(env, "0") || !strcmp(env, "1"))) return env[0] == '1';
+  unsigned v[2];
+  return clf__tuned_group(ctx, CLF__TILES_TUNING, "on", v) && !v[1] && v[0] == 1;
 }
 
 /* y = act(x W^T + bias), W [N, K], in one launch of skinny_tile. */
