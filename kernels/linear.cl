@@ -207,7 +207,7 @@ __kernel __attribute__((reqd_work_group_size(SPLIT, ROWS, 1))) void skinny_sg(SK
 #endif
 
 /* skinny_tile: y [M, N] = act(x [M, K] W^T + bias) for any M, the CPU shape
- * of the [N, K] product (-DCLF_IS_CPU).  Each work-item holds a TM x TN
+ * of the [N, K] product (where the profile says "Tiles on=1").  Each work-item holds a TM x TN
  * register tile: TM rows of x against TN rows of W, one float8 accumulator
  * per pair, every loop unrolled (PoCL keeps a loop-indexed private array in
  * memory otherwise).  Per 8 weights of K that is TN weight loads and TM x

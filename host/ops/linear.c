@@ -1,7 +1,7 @@
 /* linear.c - the linear layers that do not go straight to CLBlast: the
  * skinny path of kernels/linear.cl (launches of up to 8 rows of the
- * matrix-vector kernels; on a CPU, products of 2 rows or more in one launch
- * of skinny_tile), and weights stored as f16 / Q8_0 / Q4_0 expanded to f32
+ * matrix-vector kernels; on a CPU whose profile says so, every product in
+ * one launch of skinny_tile), and weights stored as f16 / Q8_0 / Q4_0 expanded to f32
  * for CLBlast when x has more rows than the skinny path takes.  clf_linear
  * (dense.c) checks the arguments and chooses.
  */

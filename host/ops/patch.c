@@ -40,17 +40,23 @@ static void wg_rows(const clf_context *ctx, const clf__kernel *k, size_t inner, 
 }
 
 /* The row kernels' build (window partition/reverse, patch merge): on a CPU
- * with -DCLF_ROW_ITEMS=1, a work-item per row (kernels/patch.cl); and their
- * launch over rows of `inner` channels. */
+ * with -DCLF_ROW_ITEMS=1, a work-item per row (kernels/patch.cl). */
 static clf_status row_kernel(clf_context *ctx, const char *name, clf__kernel **k) {
   return clf__get_kernel(ctx, "patch", ctx->caps.is_cpu ? "-DCLF_ROW_ITEMS=1" : NULL, name, k);
 }
-static clf_status launch_row_items(clf_context *ctx, clf__kernel *k, size_t inner, size_t rows, cl_event *event);
 
 static clf_status launch_rows(clf_context *ctx, clf__kernel *k, size_t inner, size_t rows, cl_event *event) {
   size_t local[2], global[2] = {inner, rows};
   wg_rows(ctx, k, inner, local);
   return clf__launch(ctx, k, 2, global, local, event);
+}
+
+/* Their launch over rows of `inner` channels: a work-item per row on a CPU,
+ * else per element as launch_rows. */
+static clf_status launch_row_items(clf_context *ctx, clf__kernel *k, size_t inner, size_t rows, cl_event *event) {
+  if (!ctx->caps.is_cpu) return launch_rows(ctx, k, inner, rows, event);
+  const size_t wg = clf__wg_1d(ctx, k, 16), g = (rows + wg - 1) / wg * wg;
+  return clf__launch(ctx, k, 1, &g, &wg, event);
 }
 
 /* Checks an f32 [B, C, H, W] image with H and W multiples of `patch`. */
@@ -233,12 +239,6 @@ static clf_status check_map(clf_context *ctx, const char *op, const char *arg, c
 }
 
 /* Shared by partition (to_windows 1) and reverse (0). */
-static clf_status launch_row_items(clf_context *ctx, clf__kernel *k, size_t inner, size_t rows, cl_event *event) {
-  if (!ctx->caps.is_cpu) return launch_rows(ctx, k, inner, rows, event);
-  const size_t wg = clf__wg_1d(ctx, k, 16), g = (rows + wg - 1) / wg * wg;
-  return clf__launch(ctx, k, 1, &g, &wg, event);
-}
-
 static clf_status window_op(clf_context *ctx, const char *op, const clf_tensor *map, const clf_tensor *win,
                             size_t window, size_t shift, int to_windows, cl_event *event) {
   clf_status st;
