@@ -744,13 +744,17 @@ struct RowsBench {
 // while the skinny path still wins, so that a device where CLBlast is the
 // slow path (Intel's CPU runtime) sends the longer products of other
 // models (ViT's 197 rows, Swin's 3136) to the faster kernel too; there
-// the clock ends it with the last M won, not as a failure.
-bool rows_of_kind(Search &S, const RowsKind &kind, double end, unsigned *rows, std::string *why) {
+// the clock ends it with the last M won, not as a failure.  The kind has
+// `share` seconds from the end of its first M: that one builds its
+// kernels, which on a cold cache can take minutes (PoCL under ASan: over
+// three), and a clock that counted them would leave no time to measure.
+bool rows_of_kind(Search &S, const RowsKind &kind, double share, unsigned *rows, std::string *why) {
   static const size_t kM[] = {8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096};
   RowsBench B;
   *rows = 0;
   if (!B.setup(S, kind, why)) return false;
   unsigned last_skinny = 8;  // the last M the skinny path won (8: it always takes up to 8)
+  double end = kNever;
   for (size_t m : kM) {
     if (seconds_since(S.t0) >= end) {
       if (m > B.top) break;  // the shapes' rows are all measured
@@ -766,6 +770,7 @@ bool rows_of_kind(Search &S, const RowsKind &kind, double end, unsigned *rows, s
     if (!B.time(S, kind, m, &sk, &ge, why)) return false;
     S.say("Rows %s: %zu rows: skinny %.3f ms, CLBlast %.3f ms%s", clf__skinny_rows_key(kind.wt, kind.in_out), m, sk,
           ge, ge < sk ? " (CLBlast faster)" : "");
+    if (end == kNever) end = seconds_since(S.t0) + share;
     if (ge < sk) break;
     last_skinny = (unsigned)m;
   }
@@ -780,9 +785,9 @@ bool tune_rows(Search &S, const Profile &gemm, double end, Profile *fin, clf_tun
   int code;
   if (!set_profile(ctx->dev.device, gemm, &code)) return false;
   bool any = false;
-  const double start = seconds_since(S.t0);
   // The kinds whose crossover comes early first, f32 [out, in] last: each
-  // kind may run to its share of the time plus what the ones before left.
+  // kind has an equal share of the time left when it starts (what the ones
+  // before left over included), besides its builds.
   static const int order[kRowsKinds] = {4, 3, 2, 1, 0};
   for (int pos = 0; pos < kRowsKinds; pos++) {
     const int i = order[pos];
@@ -791,7 +796,8 @@ bool tune_rows(Search &S, const Profile &gemm, double end, Profile *fin, clf_tun
     const unsigned before = (unsigned)clf__skinny_max_rows(ctx, kind.wt, kind.in_out, nullptr);
     unsigned rows;
     std::string why;
-    if (!rows_of_kind(S, kind, start + (end - start) * (pos + 1) / kRowsKinds, &rows, &why)) {
+    const double share = std::max(0.0, end - seconds_since(S.t0)) / (kRowsKinds - pos);
+    if (!rows_of_kind(S, kind, share, &rows, &why)) {
       S.say("Rows %s: not measured: %s", key, why.c_str());
       continue;
     }
