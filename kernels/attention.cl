@@ -340,16 +340,20 @@ void attn_fused(ATT_FUSED_PARAMS) {
 #define ATT_KB 4
 
 /* Global (rows of a KV head's G heads, G * Lq rounded up to the group;
- * B * H / G); the arguments are attn_fused's. */
-__kernel void attn_fused_cpu(ATT_FUSED_PARAMS) {
+ * B * H / G); the arguments are attn_fused's, then the strides of q (batch,
+ * head, row) and of k and v, in floats: [B, H, Lq, Dh] and [B, H / G, Lcap,
+ * Dh] tensors, or the columns of one projection [B, L, Q + 2 KV] that
+ * self-attention reads without splitting its heads first. */
+__kernel void attn_fused_cpu(ATT_FUSED_PARAMS, uint q_bs, uint q_hs, uint q_is, uint kv_bs, uint kv_hs,
+                             uint kv_is) {
   /* Row t < G * Lq of this KV head: query i = t % Lq of head hk * G + t / Lq. */
   const uint n_rows = G * Lq, t = get_global_id(0), bkv = get_global_id(1);
   if (t >= n_rows || bkv >= n_bkv) return;
   const uint Hkv = H / G, b = bkv / Hkv, hk = bkv - b * Hkv, hg = t / Lq, i = t - hg * Lq, h = hk * G + hg;
   const uint nw = b / n_win, w = b - nw * n_win;
-  q += q_off + (bkv * n_rows + t) * HEAD_DIM;
-  k += k_off + bkv * Lcap * HEAD_DIM;
-  v += v_off + bkv * Lcap * HEAD_DIM;
+  q += q_off + b * q_bs + h * q_hs + i * q_is;
+  k += k_off + b * kv_bs + hk * kv_hs;
+  v += v_off + b * kv_bs + hk * kv_hs;
   pad += pad_off + b * Lk * (pad_kind == 2 ? 2u : 1u);
   bias += bias_off + w * bias_bstride + h * bias_hstride + i * Lk;
   out += out_off + b * H * Lq * HEAD_DIM + h * out_h + i * out_i;
@@ -360,6 +364,7 @@ __kernel void attn_fused_cpu(ATT_FUSED_PARAMS) {
   const uint lo = window ? (uint)clamp(pos - (long)window + 1, 0L, (long)Lk) : 0u;
 
   attv qv[ATT_NV], acc[ATT_NV];
+#pragma unroll
   for (uint c = 0; c < ATT_NV; c++) {
     qv[c] = ATT_LOAD(c, q) * scale;
     acc[c] = 0.0f;
@@ -372,9 +377,10 @@ __kernel void attn_fused_cpu(ATT_FUSED_PARAMS) {
     attv d[ATT_KB];
 #pragma unroll
     for (uint e = 0; e < ATT_KB; e++) {
-      kr[e] = k + min(j0 + e, hi - 1u) * HEAD_DIM;
+      kr[e] = k + min(j0 + e, hi - 1u) * kv_is;
       d[e] = 0.0f;
     }
+#pragma unroll
     for (uint c = 0; c < ATT_NV; c++)
 #pragma unroll
       for (uint e = 0; e < ATT_KB; e++) d[e] = fma(qv[c], ATT_LOAD(c, kr[e]), d[e]);
@@ -391,14 +397,18 @@ __kernel void attn_fused_cpu(ATT_FUSED_PARAMS) {
     if (mt > m) {
       const float corr = exp(m - mt); /* 0 for the first visible key */
       l *= corr;
+#pragma unroll
       for (uint c = 0; c < ATT_NV; c++) acc[c] *= corr;
       m = mt;
     }
     float p[ATT_KB];
     vstore4(exp(vload4(0, s) - mt), 0, p);
+#pragma unroll
     for (uint e = 0; e < ATT_KB; e++) l += p[e];
     __global const float *vr[ATT_KB];
-    for (uint e = 0; e < ATT_KB; e++) vr[e] = v + min(j0 + e, hi - 1u) * HEAD_DIM;
+#pragma unroll
+    for (uint e = 0; e < ATT_KB; e++) vr[e] = v + min(j0 + e, hi - 1u) * kv_is;
+#pragma unroll
     for (uint c = 0; c < ATT_NV; c++) {
       attv x = acc[c];
 #pragma unroll
@@ -407,6 +417,7 @@ __kernel void attn_fused_cpu(ATT_FUSED_PARAMS) {
     }
   }
   const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+#pragma unroll
   for (uint c = 0; c < ATT_NV; c++) ATT_STORE(acc[c] * inv, c, out);
 }
 #endif /* HEAD_DIM, ATT_CPU */

@@ -659,6 +659,93 @@ START_TEST(attn_fused_cpu_shape) {
 }
 END_TEST
 
+/* Self-attention read in place from the projection [B, L, (H + 2 Hkv) Dh]
+ * (clf__attention_proj, what the models call where the CPU shape runs):
+ * against the reference, and bit for bit against clf_attention on the
+ * same heads split out, since the kernel and its arithmetic are the same;
+ * where the tiled kernel runs it leaves the work to the split path. */
+static void att_proj_check(const att_case *c) {
+  const size_t Hkv = att_hkv(c), W = (c->H + 2 * Hkv) * c->Dh, n_out = c->B * c->Lq * c->H * c->Dh;
+  const float scale = (float)(1.0 / sqrt((double)c->Dh));
+  float *p = th_rand(c->B * c->Lq * W, c->seed, -1.0f, 1.0f);
+  float *q = malloc(c->B * c->H * c->Lq * c->Dh * sizeof(float));
+  float *k = malloc(c->B * Hkv * c->Lq * c->Dh * sizeof(float)), *v = malloc(c->B * Hkv * c->Lq * c->Dh * sizeof(float));
+  for (size_t b = 0; b < c->B; b++)
+    for (size_t l = 0; l < c->Lq; l++)
+      for (size_t x = 0; x < c->H * c->Dh; x++) {
+        const size_t h = x / c->Dh, d = x % c->Dh;
+        q[((b * c->H + h) * c->Lq + l) * c->Dh + d] = p[(b * c->Lq + l) * W + x];
+        if (h >= Hkv) continue;
+        k[((b * Hkv + h) * c->Lq + l) * c->Dh + d] = p[(b * c->Lq + l) * W + c->H * c->Dh + x];
+        v[((b * Hkv + h) * c->Lq + l) * c->Dh + d] = p[(b * c->Lq + l) * W + (c->H + Hkv) * c->Dh + x];
+      }
+  float *bias = c->nW ? att_bias_data(c) : NULL, *ref = malloc(n_out * sizeof(float));
+  ref_attention(c, scale, q, k, v, bias, ref);
+  clf_tensor *tp = th_tensor(CLF_F32, 3, TH_SHAPE(c->B, c->Lq, W), p);
+  clf_tensor *tq = th_tensor(CLF_F32, 4, TH_SHAPE(c->B, c->H, c->Lq, c->Dh), q);
+  clf_tensor *tk = th_tensor(CLF_F32, 4, TH_SHAPE(c->B, Hkv, c->Lq, c->Dh), k);
+  clf_tensor *tv = th_tensor(CLF_F32, 4, TH_SHAPE(c->B, Hkv, c->Lq, c->Dh), v);
+  clf_tensor *tpad = c->pad >= 0 ? att_pad_tensor(c) : NULL;
+  clf_tensor *tbias = bias ? th_tensor(CLF_F32, 4, TH_SHAPE(c->nW, c->Hb, c->Lq, c->Lk), bias) : NULL;
+  clf_tensor *to = th_empty(CLF_F32, 3, TH_SHAPE(c->B, c->Lq, c->H * c->Dh));
+  clf_attention_mask mask = {tpad, c->causal, tbias, c->window};
+  int done = -1;
+  TH_OK(clf_tensor_fill(th_ctx, to, NAN, NULL));
+  TH_OK(clf__attention_proj(th_ctx, tp, c->H, Hkv, c->Dh, &mask, scale, to, &done));
+  const char *shape = getenv("CLFORMER_ATTN_FUSED");
+  const int cpu = shape ? strcmp(shape, "cpu") == 0 : strcmp(clf_context_device_class(th_ctx, NULL), "cpu") == 0;
+  ck_assert_int_eq(done, cpu);
+  float *got = th_download(to);
+  if (done) {
+    TH_CLOSE(got, ref, n_out, ATT_TOL);
+    float *split = att_run(c, CLF_ATTN_AUTO, tq, tk, tv, &mask, scale);
+    ck_assert_msg(memcmp(got, split, n_out * sizeof(float)) == 0, "H %zu, Dh %zu: not the split heads' bits", c->H,
+                  c->Dh);
+    free(split);
+  } else {
+    for (size_t x = 0; x < n_out; x++) ck_assert_msg(isnan(got[x]), "element %zu written: %g", x, (double)got[x]);
+  }
+  free(got); free(p); free(q); free(k); free(v); free(bias); free(ref);
+  clf_tensor_destroy(tp); clf_tensor_destroy(tq); clf_tensor_destroy(tk); clf_tensor_destroy(tv);
+  clf_tensor_destroy(tpad); clf_tensor_destroy(tbias); clf_tensor_destroy(to);
+}
+
+START_TEST(attn_from_projection) {
+  /* Swin's windows (7x7 tokens, bias by window), BERT's padded rows, GQA,
+   * and a head dim of scalars; first in the shape the device takes, then
+   * each shape forced. */
+  static const char *const shapes[] = {NULL, "cpu", "tiled"};
+  for (int s = 0; s < 3; s++) {
+    if (shapes[s]) setenv("CLFORMER_ATTN_FUSED", shapes[s], 1);
+    att_case c = att_self(att_size(8, 2), 3, 49, 32);
+    c.nW = att_size(4, 2), c.Hb = 3, c.swin = 1, c.merged = 1;
+    att_proj_check(&c);
+    c = att_self(2, 4, att_size(37, 9), 64);
+    c.pad = CLF_I64, c.merged = 1;
+    att_proj_check(&c);
+    c.Hkv = 2, c.pad = -1, c.causal = 1;
+    att_proj_check(&c);
+    c = att_self(1, 2, 5, 7);
+    c.merged = 1;
+    att_proj_check(&c);
+  }
+  unsetenv("CLFORMER_ATTN_FUSED");
+  /* A projection that does not hold the heads named. */
+  clf_tensor *tp = th_empty(CLF_F32, 3, TH_SHAPE(1, 4, 3 * 16 + 1));
+  clf_tensor *to = th_empty(CLF_F32, 3, TH_SHAPE(1, 4, 16));
+  int done = -1;
+  setenv("CLFORMER_ATTN_FUSED", "cpu", 1);
+  ck_assert_int_eq(clf__attention_proj(th_ctx, tp, 2, 2, 8, NULL, 1.0f, to, &done), CLF_E_SHAPE);
+  ck_assert_int_eq(done, 0);
+  ck_assert_msg(strstr(clf_last_error(th_ctx), "does not hold 2 query and 2 x 2 KV heads of 8"), "%s",
+                clf_last_error(th_ctx));
+  clf_clear_error(th_ctx);
+  unsetenv("CLFORMER_ATTN_FUSED");
+  clf_tensor_destroy(tp);
+  clf_tensor_destroy(to);
+}
+END_TEST
+
 START_TEST(attn_head_dim_over_256) {
   /* The fused kernel stops at 256: FUSED fails, AUTO falls back to GEMM. */
   att_case c = att_self(1, 2, 5, 300);
@@ -862,6 +949,7 @@ static Suite *suite(void) {
   tcase_add_loop_test(groups, attn_fused_work_groups, 0, 3);
   tcase_add_test(groups, attn_fused_cpu_shape);
   tcase_add_test(groups, attn_fused_default_shape);
+  if (!under_race_checks()) tcase_add_test(groups, attn_from_projection); /* no local memory to race on */
   tcase_set_timeout(sizes, 0);
   tcase_set_timeout(masks, 0);
   tcase_set_timeout(layout, 0);

@@ -51,6 +51,14 @@ static clf_status heads(clf_context *ctx, const clf_tensor *proj, size_t col, si
   return clf_split_heads(ctx, proj, col, pos, t, NULL);
 }
 
+/* The output projection of the merged heads ctxm into y; its bias is left
+ * to the caller where out_bias is given. */
+static clf_status attn_out(clf_context *ctx, const clf__attn *a, const clf_tensor *ctxm, clf_tensor *y,
+                           const clf_tensor **out_bias) {
+  if (out_bias) *out_bias = a->o.b;
+  return clf_linear(ctx, ctxm, a->o.w, a->o.layout, out_bias ? NULL : a->o.b, CLF_ACT_NONE, y, NULL);
+}
+
 clf_status clf__attn_forward(clf_context *ctx, const clf__attn *a, const clf_tensor *x, const clf_tensor *src,
                              const clf__kv *kv, const clf_attention_mask *mask, const clf__rotary *rot,
                              clf__ws *ws, clf_tensor *y, const clf_tensor **out_bias) {
@@ -62,15 +70,25 @@ clf_status clf__attn_forward(clf_context *ctx, const clf__attn *a, const clf_ten
   clf_tensor *q, *proj, *ctxm, *k, *v;
   size_t pos, kv_len;
   clf_status st;
+  if ((st = clf__ws_get(ctx, ws, CLF__WS_CTX, CLF_F32, 3, (size_t[]){B, Lq, Q}, &ctxm)) != CLF_OK) return st;
+  if (self) {
+    /* One projection [Q + 2 KV, D]. */
+    if ((st = clf__ws_get(ctx, ws, CLF__WS_PROJ, CLF_F32, 3, (size_t[]){B, Lq, Q + 2 * KV}, &proj)) != CLF_OK ||
+        (st = clf_linear(ctx, x, a->qkv.w, a->qkv.layout, a->qkv.b, CLF_ACT_NONE, proj, NULL)) != CLF_OK)
+      return st;
+    /* Nothing to cache or rotate: where the device's attention reads the
+     * heads in place (attn_fused_cpu), they are not split. */
+    int done = 0;
+    if (!kv && !rot && (st = clf__attention_proj(ctx, proj, H, Hkv, Dh, mask, a->scale, ctxm, &done)) != CLF_OK)
+      return st;
+    if (done) return attn_out(ctx, a, ctxm, y, out_bias);
+  }
   if ((st = clf__ws_get(ctx, ws, CLF__WS_Q, CLF_F32, 4, (size_t[]){B, H, Lq, Dh}, &q)) != CLF_OK ||
-      (st = clf__ws_get(ctx, ws, CLF__WS_CTX, CLF_F32, 3, (size_t[]){B, Lq, Q}, &ctxm)) != CLF_OK ||
       (st = attn_kv(ctx, kv, B, Hkv, Ls, Dh, ws, &k, &v, &pos, &kv_len)) != CLF_OK)
     return st;
   if (self) {
-    /* One projection [Q + 2 KV, D], split three ways into q and the cache. */
-    if ((st = clf__ws_get(ctx, ws, CLF__WS_PROJ, CLF_F32, 3, (size_t[]){B, Lq, Q + 2 * KV}, &proj)) != CLF_OK ||
-        (st = clf_linear(ctx, x, a->qkv.w, a->qkv.layout, a->qkv.b, CLF_ACT_NONE, proj, NULL)) != CLF_OK ||
-        (st = heads(ctx, proj, 0, 0, rot, q)) != CLF_OK || (st = heads(ctx, proj, Q, pos, rot, k)) != CLF_OK ||
+    /* The projection split three ways into q and the cache. */
+    if ((st = heads(ctx, proj, 0, 0, rot, q)) != CLF_OK || (st = heads(ctx, proj, Q, pos, rot, k)) != CLF_OK ||
         (st = clf_split_heads(ctx, proj, Q + KV, pos, v, NULL)) != CLF_OK)
       return st;
   } else { /* cross-attention: q from x, the fused k, v from the encoder states */
@@ -88,8 +106,7 @@ clf_status clf__attn_forward(clf_context *ctx, const clf__attn *a, const clf_ten
     }
   }
   if ((st = clf_attention(ctx, q, k, v, kv_len, mask, a->scale, CLF_ATTN_AUTO, ctxm, NULL)) != CLF_OK) return st;
-  if (out_bias) *out_bias = a->o.b;
-  return clf_linear(ctx, ctxm, a->o.w, a->o.layout, out_bias ? NULL : a->o.b, CLF_ACT_NONE, y, NULL);
+  return attn_out(ctx, a, ctxm, y, out_bias);
 }
 
 clf_status clf__mlp_forward(clf_context *ctx, const clf__mlp *m, const clf_tensor *x, clf__ws *ws, clf_tensor *y,

@@ -35,6 +35,11 @@ typedef struct attn_args {
   int causal, merged;
   cl_uint window; /* 0: none (a window of Lk or more masks nothing) */
   float scale;
+  /* Where the CPU shape reads (attn_fused_cpu; the other kernels take q, k
+   * and v whole): the first float of each past its tensor's offset, and the
+   * strides of q and of k and v (batch, head, row) in floats. */
+  size_t q_col, k_col, v_col;
+  size_t q_bs, q_hs, q_is, kv_bs, kv_hs, kv_is;
 } attn_args;
 
 /* Local bytes of the fused kernel for head dim dh and tiles bq x bk (the
@@ -203,17 +208,22 @@ typedef struct attn_karg {
 } attn_karg;
 #define KARG(x) {sizeof(x), &(x)}
 
-/* Sets a kernel's arguments 0, 1, ... from `args`. */
-static clf_status attn_set_args(clf_context *ctx, clf__kernel *kr, const attn_karg *args, cl_uint n) {
+/* Sets a kernel's arguments first, first + 1, ... from `args`. */
+static clf_status attn_set_args_at(clf_context *ctx, clf__kernel *kr, cl_uint first, const attn_karg *args,
+                                   cl_uint n) {
   for (cl_uint i = 0; i < n; i++) {
-    cl_int err = clSetKernelArg(kr->kernel, i, args[i].size, args[i].val);
+    cl_int err = clSetKernelArg(kr->kernel, first + i, args[i].size, args[i].val);
     if (err != CL_SUCCESS) {
       char what[160];
-      snprintf(what, sizeof(what), "%s, arg %u", kr->name, (unsigned)i);
+      snprintf(what, sizeof(what), "%s, arg %u", kr->name, (unsigned)(first + i));
       return clf__fail_cl(ctx, err, "clSetKernelArg", what);
     }
   }
   return CLF_OK;
+}
+
+static clf_status attn_set_args(clf_context *ctx, clf__kernel *kr, const attn_karg *args, cl_uint n) {
+  return attn_set_args_at(ctx, kr, 0, args, n);
 }
 
 /* The mask arguments that attn_softmax and attn_fused share, in signature
@@ -245,10 +255,12 @@ static attn_mask_kargs attn_mask_of(const attn_args *a) {
 }
 
 /* attn_fused(q, q_off, k, k_off, v, v_off, <mask>, out, out_off, out_h,
- * out_i, n_bkv, H, G, Lq, Lk, Lcap, causal, window, scale). */
-static clf_status attn_fused_set_args(clf_context *ctx, clf__kernel *kr, const attn_args *a) {
+ * out_i, n_bkv, H, G, Lq, Lk, Lcap, causal, window, scale), and for
+ * attn_fused_cpu (cpu) then q_bs, q_hs, q_is, kv_bs, kv_hs, kv_is. */
+static clf_status attn_fused_set_args(clf_context *ctx, clf__kernel *kr, const attn_args *a, int cpu) {
   const attn_mask_kargs m = attn_mask_of(a);
-  const cl_uint q_off = (cl_uint)a->q->offset, k_off = (cl_uint)a->k->offset, v_off = (cl_uint)a->v->offset;
+  const cl_uint q_off = (cl_uint)(a->q->offset + a->q_col), k_off = (cl_uint)(a->k->offset + a->k_col);
+  const cl_uint v_off = (cl_uint)(a->v->offset + a->v_col);
   const cl_uint out_off = (cl_uint)a->out->offset;
   const cl_uint out_h = (cl_uint)(a->merged ? a->Dh : a->Lq * a->Dh);
   const cl_uint out_i = (cl_uint)(a->merged ? a->H * a->Dh : a->Dh);
@@ -260,7 +272,12 @@ static clf_status attn_fused_set_args(clf_context *ctx, clf__kernel *kr, const a
                             KARG(v_off),     MASK_KARGS(m), KARG(a->out->buf), KARG(out_off), KARG(out_h),
                             KARG(out_i),     KARG(n_bkv),   KARG(H),           KARG(G),       KARG(Lq),
                             KARG(Lk),        KARG(Lcap),    KARG(causal),      KARG(window),  KARG(scale)};
-  return attn_set_args(ctx, kr, args, (cl_uint)CLF__ARRAY_LEN(args));
+  clf_status st = attn_set_args(ctx, kr, args, (cl_uint)CLF__ARRAY_LEN(args));
+  if (st != CLF_OK || !cpu) return st;
+  const cl_uint q_bs = (cl_uint)a->q_bs, q_hs = (cl_uint)a->q_hs, q_is = (cl_uint)a->q_is;
+  const cl_uint kv_bs = (cl_uint)a->kv_bs, kv_hs = (cl_uint)a->kv_hs, kv_is = (cl_uint)a->kv_is;
+  const attn_karg strides[] = {KARG(q_bs), KARG(q_hs), KARG(q_is), KARG(kv_bs), KARG(kv_hs), KARG(kv_is)};
+  return attn_set_args_at(ctx, kr, (cl_uint)CLF__ARRAY_LEN(args), strides, (cl_uint)CLF__ARRAY_LEN(strides));
 }
 
 /* attn_softmax(s, s_off, <mask>, n_rows, H, Lq, Lk, causal, window) on the
@@ -290,7 +307,7 @@ static clf_status attn_merge_set_args(clf_context *ctx, clf__kernel *kr, const a
 /* ---- the two paths ---- */
 
 static clf_status attn_run_fused(clf_context *ctx, const attn_args *a, const attn_fused *f, cl_event *event) {
-  clf_status st = attn_fused_set_args(ctx, f->kr, a);
+  clf_status st = attn_fused_set_args(ctx, f->kr, a, f->cpu);
   if (st != CLF_OK) return st;
   if (f->cpu) {
     /* One work-item per query row of a KV head's G heads. */
@@ -443,6 +460,8 @@ static clf_status attn_check_qkv(clf_context *ctx, const char *op, const clf_ten
     return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: kv_len %zu exceeds the %zu rows of k %s", op, kv_len, a->Lcap,
                      clf__shape_str(k, sb, sizeof(sb)));
   a->Lk = kv_len ? kv_len : a->Lcap;
+  a->q_bs = a->H * a->Lq * a->Dh, a->q_hs = a->Lq * a->Dh, a->q_is = a->Dh;
+  a->kv_bs = a->Hkv * a->Lcap * a->Dh, a->kv_hs = a->Lcap * a->Dh, a->kv_is = a->Dh;
   if ((st = clf__check_tensor(ctx, op, "out", out, CLF_F32, 3, 4)) != CLF_OK) return st;
   a->out = out;
   a->merged = out->ndim == 3;
@@ -531,4 +550,38 @@ clf_status clf_attention(clf_context *ctx, const clf_tensor *q, const clf_tensor
   /* No key at all: every row is fully masked, so the output is zeros. */
   if (a.Lk == 0) return clf_tensor_fill(ctx, out, 0.0, event);
   return attn_run_gemm(ctx, &a, event);
+}
+
+/* Self-attention read straight from the projection (see ops.h). */
+clf_status clf__attention_proj(clf_context *ctx, const clf_tensor *proj, size_t H, size_t Hkv, size_t Dh,
+                               const clf_attention_mask *mask, float scale, clf_tensor *out, int *done) {
+  static const char op[] = "clf_attention";
+  clf_status st;
+  char sb[96];
+  *done = 0;
+  if (!attn_cpu_shape(ctx) || clf_tensor_numel(out) == 0) return CLF_OK;
+  if ((st = clf__check_tensor(ctx, op, "proj", proj, CLF_F32, 3, 3)) != CLF_OK) return st;
+  const size_t B = proj->shape[0], L = proj->shape[1], W = proj->shape[2];
+  if (Dh > ATT_MAX_HEAD_DIM) return CLF_OK; /* no fused kernel: the GEMM path's */
+  if (Dh == 0 || Hkv == 0 || H % Hkv != 0 || W != (H + 2 * Hkv) * Dh)
+    return clf__fail(ctx, CLF_E_SHAPE, "%s: projection %s does not hold %zu query and 2 x %zu KV heads of %zu", op,
+                     clf__shape_str(proj, sb, sizeof(sb)), H, Hkv, Dh);
+  attn_args a = {.q = proj, .k = proj, .v = proj, .out = out, .B = B, .H = H, .Lq = L, .Lk = L, .Lcap = L,
+                 .Dh = Dh, .Hkv = Hkv, .G = H / Hkv, .merged = 1, .scale = scale};
+  if ((st = clf__check_tensor(ctx, op, "out", out, CLF_F32, 3, 3)) != CLF_OK) return st;
+  if (out->shape[0] != B || out->shape[1] != L || out->shape[2] != H * Dh)
+    return clf__fail(ctx, CLF_E_SHAPE, "%s: out has shape %s, expected [%zu, %zu, %zu]", op,
+                     clf__shape_str(out, sb, sizeof(sb)), B, L, H * Dh);
+  a.q_col = 0, a.k_col = H * Dh, a.v_col = (H + Hkv) * Dh;
+  a.q_bs = a.kv_bs = L * W, a.q_hs = a.kv_hs = Dh, a.q_is = a.kv_is = W;
+  if ((st = attn_check_mask(ctx, op, mask, &a)) != CLF_OK || (st = attn_check_sizes(ctx, op, &a)) != CLF_OK)
+    return st;
+  attn_fused fused;
+  int use_fused;
+  if ((st = attn_choose(ctx, op, &a, CLF_ATTN_AUTO, &fused, &use_fused)) != CLF_OK) return st;
+  /* Elsewhere (the fused kernel failed self-validation, or is the tiled
+   * one) the caller splits the heads for clf_attention. */
+  if (!use_fused || !fused.kr || !fused.cpu) return CLF_OK;
+  *done = 1;
+  return attn_run_fused(ctx, &a, &fused, NULL);
 }

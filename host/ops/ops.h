@@ -48,6 +48,15 @@ clf_status clf__split_heads_check(clf_context *ctx, const char *op, const clf_te
  * the kernel's limits on the device (attention.c). */
 int clf__attn_fused_variant(clf_context *ctx, size_t dh, size_t lq, char *buf, size_t len);
 
+/* Self-attention straight from its projection proj [B, L, (H + 2 Hkv) Dh]
+ * (the H query heads, then Hkv key and Hkv value heads, each Dh wide) into
+ * out [B, L, H Dh], as clf_attention would on the split heads with kv_len 0
+ * and impl CLF_ATTN_AUTO.  Only the CPU shape of the fused kernel reads
+ * strided heads: elsewhere *done = 0 and nothing is enqueued, and the
+ * caller splits the heads itself. */
+clf_status clf__attention_proj(clf_context *ctx, const clf_tensor *proj, size_t H, size_t Hkv, size_t Dh,
+                               const clf_attention_mask *mask, float scale, clf_tensor *out, int *done);
+
 /* ---- variants that need a device feature ---- */
 /* The layer norm's work-group kernel and the row softmax with their
  * reductions through sub-groups (cl_khr_subgroups / cl_intel_subgroups):
