@@ -440,6 +440,13 @@ START_TEST(tune_and_apply) {
    * then the combination as it will run. */
   const clf_gemm_shape s = {M, N, K, 0, 1, 1};
   clf_tune_options o = {1.0, 7, progress_fn, NULL};
+  /* The tiles' choice before: on a CPU the search measures it, and a
+   * choice that changes, or that no line recorded, is written. */
+  const int tiles_before = clf__skinny_tiles(ctx, 0, 1);
+  unsigned g[2];
+  const int had_on = clf__tuned_group(ctx, CLF__TILES_TUNING, "on", g);
+  const int had_off = clf__tuned_group(ctx, CLF__TILES_TUNING, "off", g);
+  const int measures_tiles = strcmp(clf_context_device_class(ctx, NULL), "cpu") == 0 && !getenv("CLFORMER_SKINNY_TILE");
   clf_tune_result r;
   clf_tune_report rep;
   ck_assert_msg(clf_tune_gemm(ctx, &s, 1, &o, &r, &rep) == CLF_OK, "%s", clf_last_error(ctx));
@@ -495,11 +502,19 @@ START_TEST(tune_and_apply) {
       ck_assert_msg(strstr(why, "measured"), "%s", why);
     }
   }
-  /* Written exactly when faster (by the 2% margin) or a crossover moved,
-   * and applied at once. */
+  /* Written exactly when faster (by the 2% margin), a crossover moved or
+   * the tiles' choice changed, and applied at once. */
   const int written = rep.profile[0] != '\0';
-  if (!rows_changed) ck_assert_int_eq(written, rep.tuned_ms < 0.98 * rep.default_ms || skinny_better);
-  else ck_assert(written);
+  const int tiles_changed = measures_tiles && (tiles != tiles_before || !(tiles ? had_on : had_off));
+  if (tiles_changed || rows_changed) ck_assert(written);
+  else ck_assert_int_eq(written, rep.tuned_ms < 0.98 * rep.default_ms || skinny_better);
+  /* On a CPU the search measured the tiles against the launches, and a
+   * profile it writes says which it chose. */
+  if (written && measures_tiles) {
+    char *text = slurp(rep.profile);
+    ck_assert_msg(strstr(text, tiles ? "Tiles on=1" : "Tiles off=1") != NULL, "%s", text);
+    free(text);
+  }
   /* PoCL runs CLBlast's defaults for this shape (XgemmDirect WGD=16 with no
    * vectors) several times slower than the CPU seeds tried first: there a
    * profile must come out.  A device CLBlast's database knows may keep its
@@ -575,6 +590,19 @@ START_TEST(tune_and_apply) {
     unsetenv("CLFORMER_SKINNY_ROWS");
     ck_assert_str_eq(why, "$CLFORMER_SKINNY_ROWS");
   }
+  clf_context_destroy(ctx);
+  /* "Tiles off=1" (the search's record that the launches won) turns the
+   * tiles off on a CPU, whatever an "on" line before it says. */
+  sprintf(sk, "%sTiles on=1\nTiles off=1\n", orig);
+  put(rep.profile, sk);
+  ctx = context_on(dir);
+  if (!getenv("CLFORMER_SKINNY_TILE")) ck_assert_int_eq(clf__skinny_tiles(ctx, 0, 1), 0);
+  clf_context_destroy(ctx);
+  sprintf(sk, "%sTiles on=1\n", orig);
+  put(rep.profile, sk);
+  ctx = context_on(dir);
+  if (!getenv("CLFORMER_SKINNY_TILE") && strstr(orig, "Tiles off=1") == NULL)
+    ck_assert_int_eq(clf__skinny_tiles(ctx, 0, 1), strcmp(clf_context_device_class(ctx, NULL), "cpu") == 0);
   clf_context_destroy(ctx);
   sprintf(sk, "%sRows f32=0\n", orig); /* 0 rows: malformed, the whole profile ignored */
   put(rep.profile, sk);

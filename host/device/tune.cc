@@ -778,6 +778,68 @@ bool rows_of_kind(Search &S, const RowsKind &kind, double share, unsigned *rows,
   return true;
 }
 
+// ctx's Tiles line: "on=1" (skinny_tile) or "off=1" (the launches).
+bool set_tiles(clf_context *ctx, bool on) {
+  static const unsigned one[2] = {1, 0};
+  return clf__tuned_group_set(ctx, CLF__TILES_TUNING, on ? "on" : "off", one) &&
+         clf__tuned_group_set(ctx, CLF__TILES_TUNING, on ? "off" : "on", nullptr);
+}
+
+// After the defaults, on a CPU-class device: the kernel of the [out, in]
+// products that the skinny path takes (the profile's Tiles line,
+// clf__skinny_tiles), skinny_tile against launches of the skinny kernel,
+// each weight type over the shapes' distinct weights (count-weighted sums
+// of medians) at 1 row and at the shapes' largest m (256 at most: past
+// that the Rows crossover decides).  The tiles are kept when the product of
+// the two ratios, tiles over launches, is below 1 (the prefill rows and the
+// decoding step count alike); the profile then says "Tiles on=1", else
+// "Tiles off=1" (measured: the launches run).  Not measured where
+// $CLFORMER_SKINNY_TILE decides.  Leaves ctx's groups as decided; true
+// when the choice changed or no line had recorded it.
+bool tune_tiles(Search &S) {
+  clf_context *ctx = S.ctx;
+  if (!ctx->caps.is_cpu) return false;
+  if (getenv("CLFORMER_SKINNY_TILE")) {
+    S.say("Tiles: not measured: $CLFORMER_SKINNY_TILE decides");
+    return false;
+  }
+  const bool was_on = clf__skinny_tiles(ctx, 0, 1) != 0;
+  unsigned had_on[2], had_off[2];
+  const bool had[2] = {clf__tuned_group(ctx, CLF__TILES_TUNING, "on", had_on) != 0,
+                       clf__tuned_group(ctx, CLF__TILES_TUNING, "off", had_off) != 0};
+  auto restore = [&] {
+    if (!clf__tuned_group_set(ctx, CLF__TILES_TUNING, "on", had[0] ? had_on : nullptr) ||
+        !clf__tuned_group_set(ctx, CLF__TILES_TUNING, "off", had[1] ? had_off : nullptr))
+      throw std::bad_alloc();
+  };
+  double ms[2][2] = {{0, 0}, {0, 0}};  // [1 row, the shapes' m][launches, tiles]
+  for (const clf_dtype wt : {CLF_F32, CLF_F16, CLF_Q8_0, CLF_Q4_0}) {
+    RowsBench B;
+    std::string why;
+    if (!B.setup(S, {wt, 0}, &why)) continue;  // no weight of the shapes fits the type
+    const size_t ms_rows[2] = {1, std::min<size_t>(B.top, 256)};
+    for (int r = 0; r < 2; r++) {
+      const size_t m = ms_rows[r];
+      if (!B.grow(S, m, &why)) return restore(), S.say("Tiles: not measured: %s", why.c_str()), false;
+      for (RowsBench::W &e : B.ws) {
+        double t[2];
+        for (int on = 0; on < 2; on++)
+          if (!set_tiles(ctx, on)) throw std::bad_alloc();
+          else if (!time_path(ctx, true, e.x, e.w, 0, e.y, m, e.n, e.k, on ? 1.5 * t[0] : 0, false, &t[on], &why))
+            return restore(), S.say("Tiles: not measured: %s", why.c_str()), false;
+        ms[r][0] += e.count * t[0], ms[r][1] += e.count * t[1];
+      }
+    }
+  }
+  if (ms[0][0] == 0 || ms[1][0] == 0) return restore(), S.say("Tiles: not measured: no weight of the shapes"), false;
+  const double ratio = ms[0][1] / ms[0][0] * (ms[1][1] / ms[1][0]);
+  const bool on = ratio < 1;
+  if (!set_tiles(ctx, on)) throw std::bad_alloc();
+  S.say("Tiles: skinny_tile %.3f ms at 1 row, %.3f at the shapes' rows; launches %.3f and %.3f: %s", ms[0][1],
+        ms[1][1], ms[0][0], ms[1][0], on ? "the tiles (Tiles on=1)" : "the launches (Tiles off=1)");
+  return on != was_on || !had[on ? 0 : 1];
+}
+
 // Every kind, with the profile found applied to CLBlast, until `end`: each
 // kind's rows in *fin's groups and the report.  True when one changed.
 bool tune_rows(Search &S, const Profile &gemm, double end, Profile *fin, clf_tune_report *report) {
@@ -868,7 +930,9 @@ clf_status tune(clf_context *ctx, const clf_gemm_shape *shapes, size_t n, const 
   S.say("defaults: %.3f ms (Xgemm %s; XgemmDirect %s; %s=%zu)", def_total, params_text(S.dflt.k[XGEMM]).c_str(),
         params_text(S.dflt.k[DIRECT]).c_str(), kSwitch, get(S.dflt.k[ROUTINE], kSwitch));
 
-  // The skinny kernel first, with a tenth of the budget.
+  // On a CPU, the tiles or the launches; then the skinny kernel's groups
+  // (where the launches run), with a tenth of the budget.
+  const bool tiles_changed = tune_tiles(S);
   Profile skinny;
   const bool skinny_better = tune_skinny(S, 0.1 * budget, &skinny, report);
   Params best[NKERNELS];
@@ -901,7 +965,8 @@ clf_status tune(clf_context *ctx, const clf_gemm_shape *shapes, size_t n, const 
   }
   for (size_t i = 0; per_shape && i < n; i++)
     per_shape[S.bench[i].index] = {def_ms[i], fin_ms[i], std::min(S.bench[i].best_seen, fin_ms[i])};
-  st = keep(ctx, fin, gemm_better || skinny_better || rows_changed, shapes, n, def_total, fin_total, report);
+  st = keep(ctx, fin, gemm_better || skinny_better || rows_changed || tiles_changed, shapes, n, def_total, fin_total,
+            report);
   if (report) report->seconds = seconds_since(S.t0);
   return st;
 }

@@ -250,6 +250,7 @@ int clf__skinny_tiles(const clf_context *ctx, int in_out, size_t M) {
   const char *env = getenv("CLFORMER_SKINNY_TILE");
   if (env && (!strcmp(env, "0") || !strcmp(env, "1"))) return env[0] == '1';
   unsigned v[2];
+  if (clf__tuned_group(ctx, CLF__TILES_TUNING, "off", v)) return 0;
   return clf__tuned_group(ctx, CLF__TILES_TUNING, "on", v) && !v[1] && v[0] == 1;
 }
 

@@ -109,10 +109,11 @@ int clf__skinny_rows_tune(clf_context *ctx, clf_dtype wt, int in_out, const unsi
  * rather than launches of up to CLF__SKINNY_MAX_M rows: on the CPU class,
  * for every M (one row in 1 x 4 tiles, more in 4 x 3, each output computed
  * alike, so that a row's result does not depend on its batch), where the
- * applied profile says "Tiles on=1" (measured: the shipped PoCL AVX2 and
- * Intel AVX2 profiles; rusticl's llvmpipe, also a CPU, runs the tiles
- * several times slower than the launches); $CLFORMER_SKINNY_TILE "1" or
- * "0" overrides the profile. */
+ * applied profile says "Tiles on=1" and not "Tiles off=1" (measured by
+ * clf_tune_gemm on CPU-class devices, which writes one of the two: the
+ * shipped PoCL AVX2 and Intel AVX2 profiles say on; rusticl's llvmpipe,
+ * also a CPU, runs the tiles several times slower than the launches);
+ * $CLFORMER_SKINNY_TILE "1" or "0" overrides the profile. */
 #define CLF__TILES_TUNING "Tiles"
 int clf__skinny_tiles(const clf_context *ctx, int in_out, size_t M);
 /* Whether an [M, K] product with weights of type wt ([N, K], or f32 [K, N]
