@@ -669,7 +669,8 @@ static void att_proj_check(const att_case *c) {
   const float scale = (float)(1.0 / sqrt((double)c->Dh));
   float *p = th_rand(c->B * c->Lq * W, c->seed, -1.0f, 1.0f);
   float *q = malloc(c->B * c->H * c->Lq * c->Dh * sizeof(float));
-  float *k = malloc(c->B * Hkv * c->Lq * c->Dh * sizeof(float)), *v = malloc(c->B * Hkv * c->Lq * c->Dh * sizeof(float));
+  const size_t nkv = c->B * Hkv * c->Lq * c->Dh;
+  float *k = malloc(nkv * sizeof(float)), *v = malloc(nkv * sizeof(float));
   for (size_t b = 0; b < c->B; b++)
     for (size_t l = 0; l < c->Lq; l++)
       for (size_t x = 0; x < c->H * c->Dh; x++) {

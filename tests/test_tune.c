@@ -446,7 +446,8 @@ START_TEST(tune_and_apply) {
   unsigned g[2];
   const int had_on = clf__tuned_group(ctx, CLF__TILES_TUNING, "on", g);
   const int had_off = clf__tuned_group(ctx, CLF__TILES_TUNING, "off", g);
-  const int measures_tiles = strcmp(clf_context_device_class(ctx, NULL), "cpu") == 0 && !getenv("CLFORMER_SKINNY_TILE");
+  const int measures_tiles =
+      strcmp(clf_context_device_class(ctx, NULL), "cpu") == 0 && !getenv("CLFORMER_SKINNY_TILE");
   clf_tune_result r;
   clf_tune_report rep;
   ck_assert_msg(clf_tune_gemm(ctx, &s, 1, &o, &r, &rep) == CLF_OK, "%s", clf_last_error(ctx));

@@ -155,7 +155,8 @@ static void make_broken_kernels(char *kdir, size_t len) {
    * row kernel stores 8 at a time, then a scalar tail */
   patch_file(a, device_is_cpu() ? "__kernel void layer_norm_rows" : "inline void clf_layer_norm_group",
              "y[d] = (s - mean)", "y[d] = 1.01f * (s - mean)");
-  if (device_is_cpu()) patch_file(a, "__kernel void layer_norm_rows", "vstore8((s - mean)", "vstore8(1.01f * (s - mean)");
+  if (device_is_cpu())
+    patch_file(a, "__kernel void layer_norm_rows", "vstore8((s - mean)", "vstore8(1.01f * (s - mean)");
   snprintf(a, sizeof(a), "%s/attention.cl", kdir);
   patch_file(a, NULL, "o[d] = acc[a][e] * inv;", "o[d] = acc[a][e] * inv * 1.01f;");
   patch_file(a, "void attn_fused_cpu", "ATT_STORE(acc[c] * inv,", "ATT_STORE(acc[c] * inv * 1.01f,"); /* CPU shape */
