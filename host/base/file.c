@@ -19,6 +19,40 @@ int clf__path_present(const char *path) {
   return path && (stat(path, &st) == 0 || (errno != ENOENT && errno != ENOTDIR));
 }
 
+clf_status clf__open_regular(const char *path, int *fd, unsigned long long *size) {
+  /* O_NONBLOCK: opening a FIFO must not wait for a writer. */
+  *fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (*fd < 0)
+    return clf__fail(NULL, errno == ENOENT ? CLF_E_NOT_FOUND : CLF_E_IO, "%s: cannot open: %s", path,
+                     strerror(errno));
+  struct stat sb;
+  clf_status st = CLF_OK;
+  if (fstat(*fd, &sb) != 0) st = clf__fail(NULL, CLF_E_IO, "%s: cannot stat: %s", path, strerror(errno));
+  else if (!S_ISREG(sb.st_mode)) st = clf__fail(NULL, CLF_E_IO, "%s: not a regular file", path);
+  if (st != CLF_OK) {
+    close(*fd);
+    *fd = -1;
+    return st;
+  }
+  *size = (unsigned long long)sb.st_size;
+  return CLF_OK;
+}
+
+int clf__pread_full(int fd, void *dst, size_t len, unsigned long long off, size_t *got) {
+  unsigned char *p = dst;
+  size_t done = 0;
+  while (done < len) {
+    const size_t want = len - done < ((size_t)1 << 30) ? len - done : (size_t)1 << 30;
+    const ssize_t n = pread(fd, p + done, want, (off_t)(off + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return -1;
+    if (n == 0) break;
+    done += (size_t)n;
+  }
+  *got = done;
+  return done < len;
+}
+
 /* Reads exactly n bytes (fewer only at end of file: *got says how many). */
 static int read_all(int fd, char *buf, size_t n, size_t *got) {
   size_t done = 0;

@@ -21,6 +21,18 @@ extern "C" {
 clf_status clf__read_file(clf_context *ctx, const char *what, const char *path, size_t max_bytes, char **out,
                           size_t *len);
 
+/* Opens `path` read-only for pread (O_CLOEXEC; O_NONBLOCK, so a FIFO is
+ * refused rather than waited on) and checks that it is a regular file:
+ * *fd (to close), and its size in *size.  Errors, recorded on this
+ * thread (clf_last_error(NULL)), naming the path: CLF_E_NOT_FOUND when it
+ * does not exist, CLF_E_IO otherwise (*fd is then -1). */
+clf_status clf__open_regular(const char *path, int *fd, unsigned long long *size);
+
+/* pread of `len` bytes at `off` into dst, on through EINTR and short reads:
+ * 0 when all came, 1 when the file ended first (*got says how many came),
+ * -1 with errno set. */
+int clf__pread_full(int fd, void *dst, size_t len, unsigned long long off, size_t *got);
+
 /* 1 when `path` names a regular file (following links), else 0. */
 int clf__is_file(const char *path);
 

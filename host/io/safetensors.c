@@ -5,17 +5,16 @@
  * was opened as an error.  The file also stays memory-mapped read-only for
  * clf_st_info.data, which the library itself never touches: a page of the
  * mapping past a truncated file's new end faults (SIGBUS) when read. */
+#include "base/file.h"
 #include "base/status.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #define ST_MAX_HEADER 100000000ull /* the reference reader's MAX_HEADER_SIZE */
@@ -198,43 +197,15 @@ static clf_status st_parse_entry(const char *path, const cJSON *item, st_entry *
 
 #define ST_BAD(...) clf__fail(NULL, CLF_E_FORMAT, __VA_ARGS__)
 
-/* Reads len bytes at off into dst with pread, on through EINTR and short
- * reads.  0 when all came, else -1 with errno set, or 1 at the end of the
- * file with *got the bytes read. */
-static int st_pread(int fd, void *dst, size_t len, unsigned long long off, size_t *got) {
-  unsigned char *p = dst;
-  size_t done = 0;
-  while (done < len) {
-    const size_t want = len - done < ((size_t)1 << 30) ? len - done : (size_t)1 << 30;
-    const ssize_t n = pread(fd, p + done, want, (off_t)(off + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return -1;
-    if (n == 0) {
-      *got = done;
-      return 1;
-    }
-    done += (size_t)n;
-  }
-  *got = done;
-  return 0;
-}
-
 /* Opens the file (kept open in st->fd) and takes its size; the file must be
  * a regular file of at least the 8-byte header length. */
 static clf_status st_file(clf_safetensors *st, const char *path) {
-  /* O_NONBLOCK: a FIFO without a writer is refused below, not waited on */
-  st->fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (st->fd < 0)
-    return clf__fail(NULL, errno == ENOENT ? CLF_E_NOT_FOUND : CLF_E_IO, "%s: cannot open: %s", path,
-                     strerror(errno));
-  struct stat sb;
-  if (fstat(st->fd, &sb) != 0) return clf__fail(NULL, CLF_E_IO, "%s: cannot stat: %s", path, strerror(errno));
-  if (!S_ISREG(sb.st_mode)) return clf__fail(NULL, CLF_E_IO, "%s: not a regular file", path);
-  if (sb.st_size < 8)
-    return ST_BAD("%s: file is %lld bytes, too small for the 8-byte header length", path, (long long)sb.st_size);
-  if ((unsigned long long)sb.st_size > (unsigned long long)SIZE_MAX)
-    return clf__fail(NULL, CLF_E_IO, "%s: too large to map", path);
-  st->map_len = (size_t)sb.st_size;
+  unsigned long long size;
+  const clf_status status = clf__open_regular(path, &st->fd, &size);
+  if (status != CLF_OK) return status;
+  if (size < 8) return ST_BAD("%s: file is %llu bytes, too small for the 8-byte header length", path, size);
+  if (size > (unsigned long long)SIZE_MAX) return clf__fail(NULL, CLF_E_IO, "%s: too large to map", path);
+  st->map_len = (size_t)size;
   return CLF_OK;
 }
 
@@ -264,7 +235,7 @@ static clf_status st_parse_header(clf_safetensors *st, const char *path, cJSON *
   *root = NULL;
   unsigned char len8[8];
   size_t got = 0;
-  int r = st_pread(st->fd, len8, 8, 0, &got);
+  int r = clf__pread_full(st->fd, len8, 8, 0, &got);
   if (r != 0) return st_read_failed(path, "reading the header length", r, got, 0, 8);
   unsigned long long hlen = 0;
   for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | len8[i];
@@ -277,7 +248,7 @@ static clf_status st_parse_header(clf_safetensors *st, const char *path, cJSON *
   unsigned char *text = malloc((size_t)hlen + 1);
   if (!text)
     return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "%s: out of host memory for a %llu-byte header", path, hlen);
-  if ((r = st_pread(st->fd, text, (size_t)hlen, 8, &got)) != 0) {
+  if ((r = clf__pread_full(st->fd, text, (size_t)hlen, 8, &got)) != 0) {
     free(text);
     return st_read_failed(path, "reading the header", r, got, 8, (size_t)hlen);
   }
@@ -478,7 +449,7 @@ clf_status clf_safetensors_read(const clf_safetensors *st, const clf_st_info *in
   if (!dst) return clf__fail(NULL, CLF_E_INVALID_ARG, "%s: dst is NULL (tensor \"%s\")", op, info->name);
   const unsigned long long off = (unsigned long long)st->data_start + e->begin;
   size_t got = 0;
-  const int r = st_pread(st->fd, dst, info->bytes, off, &got);
+  const int r = clf__pread_full(st->fd, dst, info->bytes, off, &got);
   if (r == 0) return CLF_OK;
   char what[256];
   snprintf(what, sizeof what, "tensor \"%.200s\"", e->name);
