@@ -766,6 +766,94 @@ CLF_API clf_status clf_safetensors_read(const clf_safetensors *st,
 CLF_API const char *clf_safetensors_metadata(const clf_safetensors *st,
                                              const char *key);
 
+/* GGUF files (llama.cpp's format), read-only.  The header, every metadata
+ * pair and the tensor table are read with pread and validated when opened,
+ * with the rules of ggml's own reader and more: the magic "GGUF"; version
+ * 2 or 3 (1, later ones and big-endian files are CLF_E_UNSUPPORTED); keys
+ * non-empty, unique, without NUL bytes, at most 65535 bytes; value types
+ * the format defines, no arrays of arrays, every count and length inside
+ * the file (checked before anything is allocated for it);
+ * general.alignment, where present, a u32 power of two (else 32); tensor
+ * names unique, under 64 bytes; at most 4 dimensions, none negative, the
+ * element count and the size in bytes without overflow, the row length a
+ * multiple of the type's block; the data section starts at the table's end
+ * rounded up to the alignment, and each tensor's bytes are aligned, inside
+ * the file and clear of every other tensor's.  A ggml type with no block
+ * layout here (the IQ, TQ and MXFP4 types) is CLF_E_UNSUPPORTED, naming
+ * the tensor and the type.  Nothing is mapped: clf_gguf_read copies a
+ * tensor's bytes with pread and fails with CLF_E_IO where the file shrank
+ * since it was opened.  Safe to read from several threads at once. */
+typedef struct clf_gguf clf_gguf;
+
+/* Metadata value types, numbered as the format numbers them. */
+typedef enum clf_gguf_type {
+  CLF_GGUF_U8 = 0,
+  CLF_GGUF_I8 = 1,
+  CLF_GGUF_U16 = 2,
+  CLF_GGUF_I16 = 3,
+  CLF_GGUF_U32 = 4,
+  CLF_GGUF_I32 = 5,
+  CLF_GGUF_F32 = 6,
+  CLF_GGUF_BOOL = 7,
+  CLF_GGUF_STRING = 8,
+  CLF_GGUF_ARRAY = 9,
+  CLF_GGUF_U64 = 10,
+  CLF_GGUF_I64 = 11,
+  CLF_GGUF_F64 = 12
+} clf_gguf_type;
+
+typedef struct clf_gguf_kv {
+  const char *key;        /* borrowed from the clf_gguf */
+  clf_gguf_type type;     /* CLF_GGUF_ARRAY for an array */
+  clf_gguf_type elem;     /* an array's element type; else type */
+  uint64_t count;         /* an array's length; 1 for a single value */
+} clf_gguf_kv;
+
+typedef struct clf_gguf_tensor {
+  const char *name;      /* borrowed from the clf_gguf */
+  unsigned ggml_type;    /* ggml's number: 0 F32, 1 F16, 2 Q4_0, 8 Q8_0, 12 Q4_K, 30 BF16, ... */
+  const char *type_name; /* "F32", "Q4_K", ... (static) */
+  int ndim;              /* 0 to 4 */
+  uint64_t shape[4];     /* outermost first, as clformer and NumPy order them
+                            (the file stores the innermost first) */
+  uint64_t offset;       /* of the tensor's bytes in the file */
+  uint64_t bytes;
+} clf_gguf_tensor;
+
+/* Opens and validates `path`.  On failure *out is NULL and
+ * clf_last_error(NULL) names the file, the key or tensor, and the rule
+ * broken: CLF_E_NOT_FOUND, CLF_E_IO, CLF_E_FORMAT (anything malformed,
+ * "truncated: ..." for data past the end of the file), CLF_E_UNSUPPORTED,
+ * CLF_E_OUT_OF_MEMORY.  Close with clf_gguf_close (NULL is accepted). */
+CLF_API clf_status clf_gguf_open(const char *path, clf_gguf **out);
+CLF_API void clf_gguf_close(clf_gguf *g);
+/* The file's format version (2 or 3; 0 for NULL). */
+CLF_API unsigned clf_gguf_version(const clf_gguf *g);
+/* Metadata pairs, in the file's order (0 for NULL). */
+CLF_API size_t clf_gguf_kv_count(const clf_gguf *g);
+/* Pair i; CLF_E_INVALID_ARG past the count. */
+CLF_API clf_status clf_gguf_kv_at(const clf_gguf *g, size_t i, clf_gguf_kv *out);
+/* The index of `key`, or -1. */
+CLF_API long clf_gguf_find(const clf_gguf *g, const char *key);
+/* Value j (0 for a single value; an array's element j) of pair i.
+ * get_int: any integer type or bool, as a signed 64-bit integer
+ * (CLF_E_DTYPE for floats, strings, and a u64 past INT64_MAX); get_float:
+ * any number; get_str: a string (borrowed, NUL-terminated; *len, which may
+ * be NULL, counts its bytes, and the string may hold NUL bytes of its own).
+ * CLF_E_INVALID_ARG for an index past the pairs or the values. */
+CLF_API clf_status clf_gguf_get_int(const clf_gguf *g, size_t i, uint64_t j, int64_t *out);
+CLF_API clf_status clf_gguf_get_float(const clf_gguf *g, size_t i, uint64_t j, double *out);
+CLF_API clf_status clf_gguf_get_str(const clf_gguf *g, size_t i, uint64_t j, const char **s, size_t *len);
+/* Tensors, in the file's table order (0 for NULL). */
+CLF_API size_t clf_gguf_tensor_count(const clf_gguf *g);
+/* Tensor i; CLF_E_INVALID_ARG past the count. */
+CLF_API clf_status clf_gguf_tensor_at(const clf_gguf *g, size_t i, clf_gguf_tensor *out);
+/* The index of the tensor called `name`, or -1. */
+CLF_API long clf_gguf_find_tensor(const clf_gguf *g, const char *name);
+/* Copies tensor i's bytes (its blocks as stored) into dst, which holds
+ * `capacity` bytes (CLF_E_INVALID_ARG when fewer than the tensor's). */
+CLF_API clf_status clf_gguf_read(const clf_gguf *g, size_t i, void *dst, size_t capacity);
+
 /* Reads a NumPy .npy file (format 1.0, 2.0 or 3.0) into `out`: dtype "<f4"
  * (CLF_F32), "<f2" (CLF_F16), "<i4" (CLF_I32) or "<i8" (CLF_I64), C order,
  * 0 to CLF_MAX_DIMS dims (0: a scalar with one element).  out->data is

@@ -67,6 +67,21 @@ static const clf__layout_row rows[] = {
     CLF__FIELD(clf_array, shape),
     CLF__FIELD(clf_array, data),
 
+    CLF__STRUCT(clf_gguf_kv),
+    CLF__FIELD(clf_gguf_kv, key),
+    CLF__FIELD(clf_gguf_kv, type),
+    CLF__FIELD(clf_gguf_kv, elem),
+    CLF__FIELD(clf_gguf_kv, count),
+
+    CLF__STRUCT(clf_gguf_tensor),
+    CLF__FIELD(clf_gguf_tensor, name),
+    CLF__FIELD(clf_gguf_tensor, ggml_type),
+    CLF__FIELD(clf_gguf_tensor, type_name),
+    CLF__FIELD(clf_gguf_tensor, ndim),
+    CLF__FIELD(clf_gguf_tensor, shape),
+    CLF__FIELD(clf_gguf_tensor, offset),
+    CLF__FIELD(clf_gguf_tensor, bytes),
+
     CLF__STRUCT(clf_st_info),
     CLF__FIELD(clf_st_info, name),
     CLF__FIELD(clf_st_info, dtype),

@@ -1,0 +1,484 @@
+/* test_gguf.c - the GGUF reader: files written by gguf-py, llama.cpp's own
+ * writer (tests/fixtures/gguf, tools/fixtures/make_gguf_fixtures.py),
+ * checked pair by pair and tensor by tensor against what gguf-py's reader
+ * read back (expected.json); every prefix of one as a truncated file; and
+ * files built here, one per rule broken, each checked for its status and
+ * message; clf_gguf_read of a file truncated while open. */
+#include <cjson/cJSON.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static char tmpdir[64];
+
+static const char *fixture(const char *name) {
+  static char path[512];
+  const char *dir = getenv("CLF_FIXTURES");
+  snprintf(path, sizeof path, "%s/gguf/%s", dir ? dir : "tests/fixtures", name);
+  return path;
+}
+
+static unsigned char *slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  ck_assert_msg(f != NULL, "cannot open %s", path);
+  fseek(f, 0, SEEK_END);
+  *len = (size_t)ftell(f);
+  rewind(f);
+  unsigned char *b = malloc(*len + 1);
+  ck_assert_uint_eq(fread(b, 1, *len, f), *len);
+  fclose(f);
+  b[*len] = 0;
+  return b;
+}
+
+static const char *put(const char *name, const void *bytes, size_t len) {
+  static char path[256];
+  snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+  FILE *f = fopen(path, "wb");
+  ck_assert_ptr_nonnull(f);
+  if (len) ck_assert_uint_eq(fwrite(bytes, 1, len, f), len);
+  fclose(f);
+  return path;
+}
+
+static uint64_t fnv1a64(const unsigned char *p, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+/* Opening `path` fails with `status` and a message holding `needle`. */
+#define GG_FAILS(path, status, needle)                                                                              \
+  do {                                                                                                              \
+    clf_gguf *g_ = (clf_gguf *)1;                                                                                   \
+    const clf_status st_ = clf_gguf_open((path), &g_);                                                              \
+    ck_assert_msg(st_ == (status), "%s: %s, expected %s: %s", #needle, clf_status_name(st_),                        \
+                  clf_status_name(status), clf_last_error(NULL));                                                   \
+    ck_assert_ptr_null(g_);                                                                                         \
+    ck_assert_msg(strstr(clf_last_error(NULL), (needle)) != NULL, "message \"%s\" lacks \"%s\"",                   \
+                  clf_last_error(NULL), (needle));                                                                  \
+  } while (0)
+
+/* One pair against its expected.json entry. */
+static void check_kv(const clf_gguf *g, size_t i, const cJSON *e) {
+  clf_gguf_kv kv;
+  TH_OK(clf_gguf_kv_at(g, i, &kv));
+  const char *key = cJSON_GetObjectItem(e, "key")->valuestring;
+  ck_assert_str_eq(kv.key, key);
+  ck_assert_int_eq(clf_gguf_find(g, key), (long)i);
+  ck_assert_int_eq(kv.type, cJSON_GetObjectItem(e, "type")->valueint);
+  ck_assert_int_eq(kv.elem, cJSON_GetObjectItem(e, "elem")->valueint);
+  const cJSON *vals = cJSON_GetObjectItem(e, "values");
+  ck_assert_uint_eq(kv.count, (uint64_t)cJSON_GetArraySize(vals));
+  for (uint64_t j = 0; j < kv.count; j++) {
+    const cJSON *v = cJSON_GetArrayItem(vals, (int)j);
+    if (kv.elem == CLF_GGUF_STRING) {
+      const char *s;
+      size_t len;
+      TH_OK(clf_gguf_get_str(g, i, j, &s, &len));
+      ck_assert_uint_eq(len, strlen(v->valuestring));
+      ck_assert_str_eq(s, v->valuestring);
+      int64_t n;
+      ck_assert_int_eq(clf_gguf_get_int(g, i, j, &n), CLF_E_DTYPE);
+    } else if (kv.elem == CLF_GGUF_F32 || kv.elem == CLF_GGUF_F64) {
+      double d;
+      TH_OK(clf_gguf_get_float(g, i, j, &d));
+      ck_assert_msg(d == v->valuedouble, "%s[%llu]: %.17g, expected %.17g", key, (unsigned long long)j, d,
+                    v->valuedouble);
+      int64_t n;
+      ck_assert_int_eq(clf_gguf_get_int(g, i, j, &n), CLF_E_DTYPE);
+    } else if (v->valuedouble > 9.2e18) { /* u64 past INT64_MAX (cJSON holds it as a double) */
+      int64_t n;
+      ck_assert_int_eq(clf_gguf_get_int(g, i, j, &n), CLF_E_DTYPE);
+      double d;
+      TH_OK(clf_gguf_get_float(g, i, j, &d));
+      ck_assert(d == v->valuedouble);
+    } else {
+      int64_t n;
+      TH_OK(clf_gguf_get_int(g, i, j, &n));
+      ck_assert_msg((double)n == v->valuedouble, "%s[%llu]: %lld, expected %.0f", key, (unsigned long long)j,
+                    (long long)n, v->valuedouble);
+      const char *s;
+      ck_assert_int_eq(clf_gguf_get_str(g, i, j, &s, NULL), CLF_E_DTYPE);
+    }
+  }
+  int64_t n;
+  ck_assert_int_eq(clf_gguf_get_int(g, i, kv.count, &n), CLF_E_INVALID_ARG);
+}
+
+/* One tensor against its expected.json entry, its bytes read back. */
+static void check_tensor(const clf_gguf *g, size_t i, const cJSON *e) {
+  clf_gguf_tensor t;
+  TH_OK(clf_gguf_tensor_at(g, i, &t));
+  const char *name = cJSON_GetObjectItem(e, "name")->valuestring;
+  ck_assert_str_eq(t.name, name);
+  ck_assert_int_eq(clf_gguf_find_tensor(g, name), (long)i);
+  ck_assert_uint_eq(t.ggml_type, (unsigned)cJSON_GetObjectItem(e, "ggml_type")->valueint);
+  ck_assert_str_eq(t.type_name, cJSON_GetObjectItem(e, "type_name")->valuestring);
+  const cJSON *shape = cJSON_GetObjectItem(e, "shape");
+  ck_assert_int_eq(t.ndim, cJSON_GetArraySize(shape));
+  for (int d = 0; d < t.ndim; d++) ck_assert_uint_eq(t.shape[d], (uint64_t)cJSON_GetArrayItem(shape, d)->valuedouble);
+  ck_assert_uint_eq(t.offset, (uint64_t)cJSON_GetObjectItem(e, "offset")->valuedouble);
+  ck_assert_uint_eq(t.bytes, (uint64_t)cJSON_GetObjectItem(e, "bytes")->valuedouble);
+  unsigned char *b = malloc(t.bytes + 1);
+  ck_assert_int_eq(clf_gguf_read(g, i, b, t.bytes ? t.bytes - 1 : 0), t.bytes ? CLF_E_INVALID_ARG : CLF_OK);
+  TH_OK(clf_gguf_read(g, i, b, t.bytes));
+  char hex[17];
+  snprintf(hex, sizeof hex, "%016llx", (unsigned long long)fnv1a64(b, t.bytes));
+  ck_assert_str_eq(hex, cJSON_GetObjectItem(e, "fnv1a64")->valuestring);
+  free(b);
+}
+
+START_TEST(gguf_files_written_by_gguf_py) {
+  size_t len;
+  char *text = (char *)slurp(fixture("expected.json"), &len);
+  cJSON *root = cJSON_Parse(text);
+  ck_assert_ptr_nonnull(root);
+  for (const char *const *f = (const char *const[]){"types.gguf", "aligned64.gguf", NULL}; *f; f++) {
+    const cJSON *want = cJSON_GetObjectItem(root, *f);
+    clf_gguf *g;
+    TH_OK(clf_gguf_open(fixture(*f), &g));
+    ck_assert_uint_eq(clf_gguf_version(g), (unsigned)cJSON_GetObjectItem(want, "version")->valueint);
+    const cJSON *kvs = cJSON_GetObjectItem(want, "kv"), *ts = cJSON_GetObjectItem(want, "tensors");
+    ck_assert_uint_eq(clf_gguf_kv_count(g), (size_t)cJSON_GetArraySize(kvs));
+    ck_assert_uint_eq(clf_gguf_tensor_count(g), (size_t)cJSON_GetArraySize(ts));
+    for (size_t i = 0; i < clf_gguf_kv_count(g); i++) check_kv(g, i, cJSON_GetArrayItem(kvs, (int)i));
+    for (size_t i = 0; i < clf_gguf_tensor_count(g); i++) check_tensor(g, i, cJSON_GetArrayItem(ts, (int)i));
+    clf_gguf_kv kv;
+    clf_gguf_tensor t;
+    ck_assert_int_eq(clf_gguf_kv_at(g, clf_gguf_kv_count(g), &kv), CLF_E_INVALID_ARG);
+    ck_assert_int_eq(clf_gguf_tensor_at(g, clf_gguf_tensor_count(g), &t), CLF_E_INVALID_ARG);
+    ck_assert_int_eq(clf_gguf_find(g, "no.such.key"), -1);
+    ck_assert_int_eq(clf_gguf_find_tensor(g, "no.such.tensor"), -1);
+    clf_gguf_close(g);
+  }
+  cJSON_Delete(root);
+  free(text);
+}
+END_TEST
+
+/* Every prefix of a valid file is a truncated file: refused as malformed,
+ * never read past its end (the sanitizers' stage runs this too). */
+START_TEST(gguf_every_prefix_truncated) {
+  size_t len;
+  unsigned char *b = slurp(fixture("types.gguf"), &len);
+  clf_gguf_tensor last;
+  clf_gguf *g;
+  TH_OK(clf_gguf_open(fixture("types.gguf"), &g));
+  TH_OK(clf_gguf_tensor_at(g, clf_gguf_tensor_count(g) - 1, &last));
+  clf_gguf_close(g);
+  ck_assert_uint_eq(last.offset + last.bytes, len); /* no padding after the last tensor */
+  for (size_t n = 0; n < len; n += n < 2048 ? 1 : 7) {
+    const char *p = put("prefix.gguf", b, n);
+    GG_FAILS(p, CLF_E_FORMAT, "truncated");
+  }
+  free(b);
+}
+END_TEST
+
+/* A GGUF file built here: header, pairs and tensor infos appended in order. */
+typedef struct gb {
+  unsigned char b[4096];
+  size_t n;
+} gb;
+
+static void gb_raw(gb *g, const void *p, size_t n) {
+  ck_assert_uint_le(g->n + n, sizeof g->b);
+  memcpy(g->b + g->n, p, n);
+  g->n += n;
+}
+static void gb_u32(gb *g, uint32_t v) {
+  for (int i = 0; i < 4; i++) g->b[g->n++] = (unsigned char)(v >> 8 * i);
+}
+static void gb_u64(gb *g, uint64_t v) {
+  for (int i = 0; i < 8; i++) g->b[g->n++] = (unsigned char)(v >> 8 * i);
+}
+static void gb_str(gb *g, const char *s, size_t len) {
+  gb_u64(g, len);
+  gb_raw(g, s, len);
+}
+static void gb_head(gb *g, uint32_t version, uint64_t n_tensors, uint64_t n_kv) {
+  g->n = 0;
+  gb_raw(g, "GGUF", 4);
+  gb_u32(g, version);
+  gb_u64(g, n_tensors);
+  gb_u64(g, n_kv);
+}
+static void gb_kv_u32(gb *g, const char *key, uint32_t v) {
+  gb_str(g, key, strlen(key));
+  gb_u32(g, CLF_GGUF_U32);
+  gb_u32(g, v);
+}
+/* A tensor info: dims innermost first. */
+static void gb_tensor(gb *g, const char *name, uint32_t nd, const uint64_t *ne, uint32_t type, uint64_t offset) {
+  gb_str(g, name, strlen(name));
+  gb_u32(g, nd);
+  for (uint32_t d = 0; d < nd; d++) gb_u64(g, ne[d]);
+  gb_u32(g, type);
+  gb_u64(g, offset);
+}
+/* Pads to `align` and appends `bytes` data bytes. */
+static const char *gb_put(gb *g, size_t align, size_t bytes) {
+  while (g->n % align) g->b[g->n++] = 0;
+  for (size_t i = 0; i < bytes; i++) g->b[g->n++] = (unsigned char)i;
+  return put("built.gguf", g->b, g->n);
+}
+
+START_TEST(gguf_header_rules) {
+  gb g;
+  gb_head(&g, 3, 0, 0);
+  memcpy(g.b, "GGML", 4);
+  GG_FAILS(gb_put(&g, 1, 0), CLF_E_FORMAT, "not a GGUF file");
+  gb_head(&g, 1, 0, 0);
+  GG_FAILS(gb_put(&g, 1, 0), CLF_E_UNSUPPORTED, "version 1");
+  gb_head(&g, 4, 0, 0);
+  GG_FAILS(gb_put(&g, 1, 0), CLF_E_UNSUPPORTED, "versions 2 and 3");
+  gb_head(&g, 0x03000000u, 0, 0);
+  GG_FAILS(gb_put(&g, 1, 0), CLF_E_UNSUPPORTED, "big-endian");
+  gb_head(&g, 3, 0, 1ull << 40);
+  GG_FAILS(gb_put(&g, 1, 0), CLF_E_FORMAT, "cannot fit");
+  gb_head(&g, 3, 1ull << 62, 0);
+  GG_FAILS(gb_put(&g, 1, 0), CLF_E_FORMAT, "cannot fit");
+  /* The smallest valid files: version 2 and 3, nothing in them. */
+  for (uint32_t v = 2; v <= 3; v++) {
+    gb_head(&g, v, 0, 0);
+    clf_gguf *f;
+    TH_OK(clf_gguf_open(gb_put(&g, 1, 0), &f));
+    ck_assert_uint_eq(clf_gguf_version(f), v);
+    ck_assert_uint_eq(clf_gguf_kv_count(f) + clf_gguf_tensor_count(f), 0);
+    clf_gguf_close(f);
+  }
+}
+END_TEST
+
+START_TEST(gguf_metadata_rules) {
+  gb g;
+  gb_head(&g, 3, 0, 2);
+  gb_kv_u32(&g, "a.key", 1);
+  gb_kv_u32(&g, "a.key", 2);
+  GG_FAILS(gb_put(&g, 1, 0), CLF_E_FORMAT, "\"a.key\" appears twice");
+  gb_head(&g, 3, 0, 1);
+  gb_str(&g, "", 0);
+  gb_u32(&g, CLF_GGUF_U32);
+  gb_u32(&g, 1);
+  GG_FAILS(gb_put(&g, 1, 0), CLF_E_FORMAT, "empty");
+  gb_head(&g, 3, 0, 1);
+  gb_str(&g, "a\0b", 3);
+  gb_u32(&g, CLF_GGUF_U32);
+  gb_u32(&g, 1);
+  GG_FAILS(gb_put(&g, 1, 0), CLF_E_FORMAT, "NUL");
+  gb_head(&g, 3, 0, 1);
+  gb_str(&g, "k", 1);
+  gb_u32(&g, 13);
+  gb_u32(&g, 0);
+  GG_FAILS(gb_put(&g, 1, 0), CLF_E_FORMAT, "value type 13");
+  gb_head(&g, 3, 0, 1);
+  gb_str(&g, "nested", 6);
+  gb_u32(&g, CLF_GGUF_ARRAY);
+  gb_u32(&g, CLF_GGUF_ARRAY);
+  gb_u64(&g, 0);
+  GG_FAILS(gb_put(&g, 1, 0), CLF_E_FORMAT, "array of arrays");
+  gb_head(&g, 3, 0, 1);
+  gb_str(&g, "big", 3);
+  gb_u32(&g, CLF_GGUF_ARRAY);
+  gb_u32(&g, CLF_GGUF_STRING);
+  gb_u64(&g, 1ull << 60);
+  GG_FAILS(gb_put(&g, 1, 0), CLF_E_FORMAT, "more than the rest of the file");
+  gb_head(&g, 3, 0, 1);
+  gb_str(&g, "long", 4);
+  gb_u32(&g, CLF_GGUF_STRING);
+  gb_u64(&g, 1ull << 50);
+  GG_FAILS(gb_put(&g, 1, 0), CLF_E_FORMAT, "past the end of the file");
+  gb_head(&g, 3, 0, 1);
+  gb_u64(&g, 70000);
+  GG_FAILS(gb_put(&g, 1, 0), CLF_E_FORMAT, "truncated");
+  /* Empty strings and arrays, which gguf-py does not write as pairs, are valid. */
+  gb_head(&g, 3, 0, 2);
+  gb_str(&g, "s", 1);
+  gb_u32(&g, CLF_GGUF_STRING);
+  gb_str(&g, "", 0);
+  gb_str(&g, "arr", 3);
+  gb_u32(&g, CLF_GGUF_ARRAY);
+  gb_u32(&g, CLF_GGUF_I32);
+  gb_u64(&g, 0);
+  clf_gguf *f;
+  TH_OK(clf_gguf_open(gb_put(&g, 1, 0), &f));
+  const char *s;
+  size_t len = 9;
+  TH_OK(clf_gguf_get_str(f, 0, 0, &s, &len));
+  ck_assert_uint_eq(len, 0);
+  ck_assert_str_eq(s, "");
+  clf_gguf_kv kv;
+  TH_OK(clf_gguf_kv_at(f, 1, &kv));
+  ck_assert(kv.type == CLF_GGUF_ARRAY && kv.elem == CLF_GGUF_I32 && kv.count == 0);
+  int64_t n;
+  ck_assert_int_eq(clf_gguf_get_int(f, 1, 0, &n), CLF_E_INVALID_ARG);
+  clf_gguf_close(f);
+}
+END_TEST
+
+START_TEST(gguf_alignment_rules) {
+  gb g;
+  gb_head(&g, 3, 0, 1);
+  gb_kv_u32(&g, "general.alignment", 48);
+  GG_FAILS(gb_put(&g, 1, 0), CLF_E_FORMAT, "not a power of two");
+  gb_head(&g, 3, 0, 1);
+  gb_kv_u32(&g, "general.alignment", 0);
+  GG_FAILS(gb_put(&g, 1, 0), CLF_E_FORMAT, "not a power of two");
+  gb_head(&g, 3, 0, 1);
+  gb_str(&g, "general.alignment", 17);
+  gb_u32(&g, CLF_GGUF_U64);
+  gb_u64(&g, 64);
+  GG_FAILS(gb_put(&g, 1, 0), CLF_E_FORMAT, "not a u32");
+  /* Alignment 8: a tensor at offset 8 after one of 4 bytes. */
+  const uint64_t four[1] = {1}, two[1] = {2};
+  gb_head(&g, 3, 2, 1);
+  gb_kv_u32(&g, "general.alignment", 8);
+  gb_tensor(&g, "x", 1, four, 0, 0);
+  gb_tensor(&g, "y", 1, two, 0, 8);
+  clf_gguf *f;
+  TH_OK(clf_gguf_open(gb_put(&g, 8, 16), &f));
+  clf_gguf_tensor t;
+  TH_OK(clf_gguf_tensor_at(f, 1, &t));
+  ck_assert_uint_eq(t.offset % 8, 0);
+  ck_assert_uint_eq(t.bytes, 8);
+  clf_gguf_close(f);
+}
+END_TEST
+
+START_TEST(gguf_tensor_rules) {
+  gb g;
+  const uint64_t ne5[5] = {1, 1, 1, 1, 1}, neg[2] = {4, ~0ull}, row32[2] = {32, 2}, row16[1] = {16};
+  const uint64_t huge[4] = {1ull << 32, 1ull << 32, 1, 1}, one[1] = {8};
+  gb_head(&g, 3, 1, 0);
+  gb_tensor(&g, "t", 5, ne5, 0, 0);
+  GG_FAILS(gb_put(&g, 32, 4), CLF_E_FORMAT, "5 dimensions");
+  gb_head(&g, 3, 1, 0);
+  gb_tensor(&g, "t", 2, neg, 0, 0);
+  GG_FAILS(gb_put(&g, 32, 64), CLF_E_FORMAT, "negative");
+  gb_head(&g, 3, 1, 0);
+  gb_tensor(&g, "t", 4, huge, 0, 0);
+  GG_FAILS(gb_put(&g, 32, 4), CLF_E_FORMAT, "overflows");
+  gb_head(&g, 3, 1, 0);
+  gb_tensor(&g, "t", 1, row16, 8, 0); /* Q8_0: a row of 16 is not whole blocks */
+  GG_FAILS(gb_put(&g, 32, 34), CLF_E_FORMAT, "not a multiple of Q8_0's block of 32");
+  gb_head(&g, 3, 1, 0);
+  gb_tensor(&g, "iq", 2, row32, 16, 0);
+  GG_FAILS(gb_put(&g, 32, 256), CLF_E_UNSUPPORTED, "type IQ2_XXS");
+  gb_head(&g, 3, 1, 0);
+  gb_tensor(&g, "t", 2, row32, 4, 0); /* 4: Q4_2, removed from ggml */
+  GG_FAILS(gb_put(&g, 32, 256), CLF_E_UNSUPPORTED, "ggml type 4");
+  gb_head(&g, 3, 1, 0);
+  gb_tensor(&g, "t", 2, row32, 1000, 0);
+  GG_FAILS(gb_put(&g, 32, 256), CLF_E_UNSUPPORTED, "ggml type 1000");
+  char long_name[80];
+  memset(long_name, 'n', 64);
+  long_name[64] = '\0';
+  gb_head(&g, 3, 1, 0);
+  gb_tensor(&g, long_name, 1, one, 0, 0);
+  GG_FAILS(gb_put(&g, 32, 32), CLF_E_FORMAT, "more than 63");
+  gb_head(&g, 3, 2, 0);
+  gb_tensor(&g, "t", 1, one, 0, 0);
+  gb_tensor(&g, "t", 1, one, 0, 32);
+  GG_FAILS(gb_put(&g, 32, 64), CLF_E_FORMAT, "\"t\" appears twice");
+}
+END_TEST
+
+START_TEST(gguf_data_rules) {
+  gb g;
+  const uint64_t eight[1] = {8}, zero[2] = {0, 3};
+  gb_head(&g, 3, 1, 0);
+  gb_tensor(&g, "t", 1, eight, 0, 16);
+  GG_FAILS(gb_put(&g, 32, 64), CLF_E_FORMAT, "not aligned");
+  gb_head(&g, 3, 2, 0);
+  gb_tensor(&g, "a", 1, eight, 0, 0);
+  gb_tensor(&g, "b", 1, eight, 0, 0);
+  GG_FAILS(gb_put(&g, 32, 64), CLF_E_FORMAT, "overlap");
+  gb_head(&g, 3, 2, 0);
+  gb_tensor(&g, "a", 1, eight, 0, 32);
+  gb_tensor(&g, "b", 1, eight, 0, 0);
+  clf_gguf *f;
+  TH_OK(clf_gguf_open(gb_put(&g, 32, 64), &f)); /* out of order but apart: fine */
+  clf_gguf_close(f);
+  gb_head(&g, 3, 1, 0);
+  gb_tensor(&g, "t", 1, eight, 0, 32);
+  GG_FAILS(gb_put(&g, 32, 40), CLF_E_FORMAT, "runs past the end");
+  gb_head(&g, 3, 1, 0);
+  gb_tensor(&g, "t", 1, eight, 0, 1ull << 62);
+  GG_FAILS(gb_put(&g, 32, 40), CLF_E_FORMAT, "runs past the end");
+  /* A tensor with no elements takes no bytes. */
+  gb_head(&g, 3, 1, 0);
+  gb_tensor(&g, "empty", 2, zero, 0, 0);
+  TH_OK(clf_gguf_open(gb_put(&g, 32, 0), &f));
+  clf_gguf_tensor t;
+  TH_OK(clf_gguf_tensor_at(f, 0, &t));
+  ck_assert(t.bytes == 0 && t.ndim == 2 && t.shape[0] == 3 && t.shape[1] == 0);
+  TH_OK(clf_gguf_read(f, 0, NULL, 0));
+  clf_gguf_close(f);
+}
+END_TEST
+
+START_TEST(gguf_files_and_args) {
+  char p[300];
+  snprintf(p, sizeof p, "%s/absent.gguf", tmpdir);
+  GG_FAILS(p, CLF_E_NOT_FOUND, "cannot open");
+  GG_FAILS(tmpdir, CLF_E_IO, "not a regular file");
+  clf_gguf *g = NULL;
+  ck_assert_int_eq(clf_gguf_open(NULL, &g), CLF_E_INVALID_ARG);
+  ck_assert_int_eq(clf_gguf_open(fixture("types.gguf"), NULL), CLF_E_INVALID_ARG);
+  clf_gguf_close(NULL);
+  ck_assert_uint_eq(clf_gguf_kv_count(NULL) + clf_gguf_tensor_count(NULL) + clf_gguf_version(NULL), 0);
+  ck_assert_int_eq(clf_gguf_find(NULL, "x"), -1);
+  int64_t n;
+  ck_assert_int_eq(clf_gguf_get_int(NULL, 0, 0, &n), CLF_E_INVALID_ARG);
+}
+END_TEST
+
+/* The file shrinks after it was opened: reading a tensor past its new end
+ * is an I/O error naming the tensor, not a crash. */
+START_TEST(gguf_read_truncated_while_open) {
+  size_t len;
+  unsigned char *b = slurp(fixture("types.gguf"), &len);
+  const char *p = put("shrinks.gguf", b, len);
+  clf_gguf *g;
+  TH_OK(clf_gguf_open(p, &g));
+  ck_assert_int_eq(truncate(p, (off_t)(len / 2)), 0);
+  const size_t last = clf_gguf_tensor_count(g) - 1;
+  clf_gguf_tensor t;
+  TH_OK(clf_gguf_tensor_at(g, last, &t));
+  unsigned char *dst = malloc(t.bytes);
+  ck_assert_int_eq(clf_gguf_read(g, last, dst, t.bytes), CLF_E_IO);
+  ck_assert_ptr_nonnull(strstr(clf_last_error(NULL), t.name));
+  ck_assert_ptr_nonnull(strstr(clf_last_error(NULL), "shrank"));
+  free(dst);
+  clf_gguf_close(g);
+  free(b);
+}
+END_TEST
+
+static void setup(void) { th_tmpdir_create(tmpdir, sizeof(tmpdir), "gguf"); }
+
+static void teardown(void) { th_tmpdir_remove(tmpdir); }
+
+static Suite *suite(void) {
+  Suite *s = suite_create("gguf");
+  TCase *tc = tcase_create("gguf");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_add_test(tc, gguf_files_written_by_gguf_py);
+  tcase_add_test(tc, gguf_every_prefix_truncated);
+  tcase_add_test(tc, gguf_header_rules);
+  tcase_add_test(tc, gguf_metadata_rules);
+  tcase_add_test(tc, gguf_alignment_rules);
+  tcase_add_test(tc, gguf_tensor_rules);
+  tcase_add_test(tc, gguf_data_rules);
+  tcase_add_test(tc, gguf_files_and_args);
+  tcase_add_test(tc, gguf_read_truncated_while_open);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return th_run(suite()); }
