@@ -18,7 +18,7 @@ root=$(pwd)
 build=${FUZZ_BUILD:-build-fuzz}
 secs=${FUZZ_SECONDS:-60}
 fx=tests/fixtures
-all="safetensors shard_index config generation_config preprocessor_config npy
+all="safetensors gguf shard_index config generation_config preprocessor_config npy
      tok_vocab_txt tok_vocab_json tok_merges tok_spm tok_marian_vocab tok_config tok_json
      png jpeg cache verdicts profile"
 targets=${*:-$all}
@@ -68,6 +68,7 @@ seed() {
   t=$1; d=$2
   case $t in
     safetensors) put "$d" $fx/loader/ref.safetensors $fx/bert/model.safetensors ;;
+    gguf) put "$d" $fx/gguf/*.gguf ;;
     shard_index) seed_json_index "$d" ;;
     config) put "$d" $fx/*/config.json ;;
     generation_config)
