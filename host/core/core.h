@@ -10,6 +10,7 @@
 #ifndef CLF_CORE_H
 #define CLF_CORE_H
 
+#include "base/half.h"
 #include "base/status.h"
 
 #include <stdarg.h>
@@ -167,8 +168,6 @@ int clf__dtype_is_block(clf_dtype dt);
 /* Storage bytes of numel elements of dt (for the block types, numel a
  * multiple of CLF__QBLOCK). */
 size_t clf__dtype_bytes(clf_dtype dt, size_t numel);
-uint16_t clf__f32_to_f16(float f); /* round to nearest even */
-float clf__f16_bits_to_f32(uint16_t h);
 /* numel f32 values (for the block types a multiple of CLF__QBLOCK, in
  * row-major blocks) into clf__dtype_bytes(dt, numel) bytes of dt, and back. */
 void clf__quantize(clf_dtype dt, const float *x, size_t numel, void *out);

@@ -1,0 +1,19 @@
+/* half.h - IEEE half precision (f16) bits <-> float, on the host: the
+ * weight storage types, GGUF's block scales, .npy files. */
+#ifndef CLF_BASE_HALF_H
+#define CLF_BASE_HALF_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+uint16_t clf__f32_to_f16(float f); /* round to nearest even */
+float clf__f16_bits_to_f32(uint16_t h);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CLF_BASE_HALF_H */
