@@ -854,6 +854,14 @@ CLF_API long clf_gguf_find_tensor(const clf_gguf *g, const char *name);
  * `capacity` bytes (CLF_E_INVALID_ARG when fewer than the tensor's). */
 CLF_API clf_status clf_gguf_read(const clf_gguf *g, size_t i, void *dst, size_t capacity);
 
+/* Decodes n elements of ggml type `ggml_type` (as clf_gguf_tensor.ggml_type
+ * numbers it; the bytes as clf_gguf_read gives them) into dst as f32, with
+ * the arithmetic of ggml's dequantize_row_*: F32, F16, BF16, Q4_0, Q4_1,
+ * Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, I8, I16, I32, I64, F64.
+ * CLF_E_UNSUPPORTED for another type; CLF_E_INVALID_ARG when n is not whole
+ * blocks of the type or a buffer is NULL. */
+CLF_API clf_status clf_gguf_dequantize(unsigned ggml_type, const void *src, uint64_t n, float *dst);
+
 /* Reads a NumPy .npy file (format 1.0, 2.0 or 3.0) into `out`: dtype "<f4"
  * (CLF_F32), "<f2" (CLF_F16), "<i4" (CLF_I32) or "<i8" (CLF_I64), C order,
  * 0 to CLF_MAX_DIMS dims (0: a scalar with one element).  out->data is

@@ -163,6 +163,49 @@ END_TEST
 
 /* Every prefix of a valid file is a truncated file: refused as malformed,
  * never read past its end (the sanitizers' stage runs this too). */
+/* Every tensor of types.gguf decoded, against gguf-py's dequantization of
+ * the same bytes (t_<name>.npy): an independent implementation of each
+ * block layout.  Tolerance: 1e-6 of the tensor's largest magnitude (the two
+ * may round a product in another order). */
+START_TEST(gguf_dequantize_matches_gguf_py) {
+  clf_gguf *g;
+  TH_OK(clf_gguf_open(fixture("types.gguf"), &g));
+  for (size_t i = 0; i < clf_gguf_tensor_count(g); i++) {
+    clf_gguf_tensor t;
+    TH_OK(clf_gguf_tensor_at(g, i, &t));
+    char npy[128];
+    snprintf(npy, sizeof npy, "%s.npy", t.name);
+    for (char *c = npy; *c; c++)
+      if (*c == '.' && strcmp(c, ".npy") != 0) *c = '_';
+    clf_array want;
+    TH_OK(clf_npy_read(fixture(npy), &want));
+    uint64_t n = 1;
+    for (int d = 0; d < t.ndim; d++) n *= t.shape[d];
+    ck_assert_uint_eq(clf_array_numel(&want), n);
+    unsigned char *raw = malloc(t.bytes + 1);
+    float *got = malloc(n * sizeof(float) + 1);
+    TH_OK(clf_gguf_read(g, i, raw, t.bytes));
+    TH_OK(clf_gguf_dequantize(t.ggml_type, raw, n, got));
+    const float *w = want.data;
+    const double scale = th_max_abs(w, n), err = th_max_abs_diff(got, w, n);
+    ck_assert_msg(scale > 0, "%s: all zero", t.name);
+    ck_assert_msg(err <= 1e-6 * scale, "%s (%s): max |got - gguf-py| %g of %g", t.name, t.type_name, err, scale);
+    th_note_error(err / scale, 1e-6);
+    if (t.shape[t.ndim - 1] > 1) /* a row that is not whole blocks */
+      ck_assert_int_eq(clf_gguf_dequantize(t.ggml_type, raw, n - 1, got),
+                       strstr(t.type_name, "_") ? CLF_E_INVALID_ARG : CLF_OK);
+    free(raw);
+    free(got);
+    clf_array_free(&want);
+  }
+  clf_gguf_close(g);
+  float y;
+  ck_assert_int_eq(clf_gguf_dequantize(16, "", 0, &y), CLF_E_UNSUPPORTED); /* IQ2_XXS */
+  ck_assert_int_eq(clf_gguf_dequantize(9, "", 0, &y), CLF_E_UNSUPPORTED);  /* Q8_1: no tensor type */
+  ck_assert_int_eq(clf_gguf_dequantize(8, NULL, 32, &y), CLF_E_INVALID_ARG);
+}
+END_TEST
+
 START_TEST(gguf_every_prefix_truncated) {
   size_t len;
   unsigned char *b = slurp(fixture("types.gguf"), &len);
@@ -469,6 +512,7 @@ static Suite *suite(void) {
   TCase *tc = tcase_create("gguf");
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_add_test(tc, gguf_files_written_by_gguf_py);
+  tcase_add_test(tc, gguf_dequantize_matches_gguf_py);
   tcase_add_test(tc, gguf_every_prefix_truncated);
   tcase_add_test(tc, gguf_header_rules);
   tcase_add_test(tc, gguf_metadata_rules);
