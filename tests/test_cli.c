@@ -326,6 +326,25 @@ START_TEST(generate_streams_text) {
   ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
   snprintf(want, sizeof(want), "%s%.*s\n", prompt, (int)(strchr(text, 'N') - text), text);
   ck_assert_str_eq(slurp("stdout"), want);
+  /* --greedy: a checkpoint whose generation_config.json samples still gives
+   * the greedy text; with --do-sample too it is a usage error */
+  char gc[600], *greedy_text = strdup(out);
+  snprintf(gc, sizeof(gc), "%s/generation_config.json", tmp);
+  char *cfg = strdup(slurp("generation_config.json")), *brace = strrchr(cfg, '}');
+  ck_assert_ptr_nonnull(brace);
+  *brace = '\0';
+  FILE *f = fopen(gc, "w");
+  ck_assert_ptr_nonnull(f);
+  fprintf(f, "%s,\n  \"do_sample\": true, \"top_k\": 0\n}\n", cfg);
+  fclose(f);
+  snprintf(args, sizeof(args), "generate %s --prompt \"%s\" --max-new-tokens 20 --greedy", tmp, prompt);
+  ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
+  ck_assert_str_eq(slurp("stdout"), greedy_text);
+  snprintf(args, sizeof(args), "generate %s --prompt \"%s\" --max-new-tokens 20 --greedy --do-sample", tmp, prompt);
+  ck_assert_int_eq(run_cli(args), 2);
+  ck_assert_ptr_nonnull(strstr(slurp("stderr"), "--greedy or --do-sample"));
+  free(cfg);
+  free(greedy_text);
   /* sampling with a seed: the streamed text is the decode of its sequences,
    * and the same seed prints the same text again */
   snprintf(args, sizeof(args),

@@ -265,7 +265,7 @@ const clf_cli_command clf_cli_run_command = {
 typedef struct gen_opts {
   clf_cli_strings in, stop;
   const char *out, *prompt, *device, *weights;
-  int profile, do_sample;
+  int profile, do_sample, greedy;
   long max_new_tokens, num_beams; /* 0: the checkpoint's settings */
   long top_k, no_repeat_ngram_size, seed; /* -1: not given */
   double temperature, top_p, min_p, repetition_penalty; /* 0: not given */
@@ -282,6 +282,8 @@ static const clf_cli_option gen_options[] = {
      "beam search with K beams (1: greedy)"},
     {"--do-sample", NULL, CLF_OPT_FLAG, offsetof(gen_opts, do_sample), 0, 0, 0, 0, 0,
      "multinomial sampling (else the checkpoint's do_sample, default greedy)"},
+    {"--greedy", NULL, CLF_OPT_FLAG, offsetof(gen_opts, greedy), 0, 0, 0, 0, 0,
+     "no sampling, even where the checkpoint's generation_config.json samples (greedy, or beam search with --num-beams)"},
     {"--temperature", "T", CLF_OPT_DOUBLE, offsetof(gen_opts, temperature), 0, 1e6, 0, 0, 0,
      "sampling: scores divided by T (default the checkpoint's, else 1)"},
     {"--top-k", "K", CLF_OPT_LONG, offsetof(gen_opts, top_k), 0, 100000000, -1, 0, 0,
@@ -322,6 +324,7 @@ static int gen_files(const gen_opts *o, const char **ids_file, const char **mask
     return clf_cli_usage_error(cmd, "the output is sequences=FILE.npy, not \"%s\"", o->out);
   if (!o->prompt == !*ids_file)
     return clf_cli_usage_error(cmd, "give either --in input_ids=FILE.npy or --prompt TEXT");
+  if (o->greedy && o->do_sample) return clf_cli_usage_error(cmd, "give --greedy or --do-sample, not both");
   if (o->stop.n && !o->prompt) return clf_cli_usage_error(cmd, "--stop needs --prompt (text to look in)");
   for (int i = 0; i < o->stop.n; i++)
     if (!o->stop.v[i][0]) return clf_cli_usage_error(cmd, "--stop: the string is empty");
@@ -436,7 +439,7 @@ static void gen_settings(const gen_opts *o, clf_generate_options *go) {
   clf_generate_options_init(go);
   go->max_new_tokens = (size_t)o->max_new_tokens;
   go->num_beams = (size_t)o->num_beams;
-  go->do_sample = o->do_sample;
+  go->do_sample = o->greedy ? CLF_GENERATE_OFF : o->do_sample;
   go->temperature = o->temperature, go->top_p = o->top_p, go->min_p = o->min_p;
   go->repetition_penalty = o->repetition_penalty;
   go->top_k = o->top_k < 0 ? 0 : o->top_k ? o->top_k : CLF_GENERATE_OFF;

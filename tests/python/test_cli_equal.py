@@ -83,6 +83,7 @@ PROMPT = "(a+b)*c=d"
     ([], {}),
     (["--stop", "zzzz", "--stop", "N"], {"stop": ["zzzz", "N"]}),
     (["--do-sample", "--seed", "24"], {"do_sample": True, "seed": 24}),
+    (["--greedy"], {"do_sample": False}),
     (["--num-beams", "2"], {"num_beams": 2}),
 ])
 def test_stream_equals_cli_prompt(gpt2_sampling_dir, cli, flags, kwargs):
