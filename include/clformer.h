@@ -1220,6 +1220,14 @@ CLF_API clf_status clf_tokenizer_encode(clf_tokenizer *t, const char *text, int 
 CLF_API clf_status clf_tokenizer_decode(clf_tokenizer *t, const int64_t *ids, size_t n, int skip_special,
                                         char **text);
 
+/* The vocabulary's entry for `id` as the vocabulary spells it, as
+ * transformers' convert_ids_to_tokens gives it ("\u0120world" for GPT-2's
+ * " world", "\u2581the" for SentencePiece, "##ing" for WordPiece,
+ * "<0x0A>" for a byte-fallback token), borrowed from t.  CLF_E_NOT_FOUND
+ * (naming the id) when no token has it; CLF_E_INVALID_ARG for NULL
+ * arguments. */
+CLF_API clf_status clf_tokenizer_token(const clf_tokenizer *t, int64_t id, const char **token);
+
 /* ------------------------------------------------------------------------ */
 /* Tasks: what the command line makes of a model's outputs. */
 

@@ -1060,6 +1060,95 @@ START_TEST(implementations_each_alone) {
 }
 END_TEST
 
+/* tokenize: the ids are transformers' (tokenizers/expected.json) and each
+ * token is the vocabulary file's entry for its id; special tokens as the
+ * model adds them, or none with --no-special. */
+static cJSON *read_json(const char *path) {
+  FILE *f = fopen(path, "rb");
+  ck_assert_msg(f != NULL, "cannot open %s", path);
+  fseek(f, 0, SEEK_END);
+  const long len = ftell(f);
+  rewind(f);
+  char *text = malloc((size_t)len + 1);
+  ck_assert_uint_eq(fread(text, 1, (size_t)len, f), (size_t)len);
+  text[len] = '\0';
+  fclose(f);
+  cJSON *j = cJSON_Parse(text);
+  free(text);
+  ck_assert_ptr_nonnull(j);
+  return j;
+}
+
+/* The printed lines "ID\tTOKEN" against ids (a cJSON array) and vocab
+ * (token -> id). */
+static void expect_tokens(const char *out, const cJSON *ids, const cJSON *vocab) {
+  const char *line = out;
+  for (int i = 0; i < cJSON_GetArraySize(ids); i++) {
+    ck_assert_msg(*line, "output ends after %d tokens", i);
+    char *tab;
+    const long long id = strtoll(line, &tab, 10);
+    ck_assert_int_eq(id, (long long)cJSON_GetArrayItem(ids, i)->valuedouble);
+    ck_assert_int_eq(*tab, '\t');
+    const char *nl = strchr(tab, '\n');
+    ck_assert_ptr_nonnull(nl);
+    const cJSON *e;
+    const char *name = NULL;
+    cJSON_ArrayForEach(e, vocab) if ((long long)e->valuedouble == id) name = e->string;
+    ck_assert_msg(name != NULL, "id %lld is not in the vocabulary", id);
+    ck_assert_msg(strlen(name) == (size_t)(nl - tab - 1) && !memcmp(name, tab + 1, strlen(name)),
+                  "token %d: printed \"%.*s\", the vocabulary has \"%s\"", i, (int)(nl - tab - 1), tab + 1, name);
+    line = nl + 1;
+  }
+  ck_assert_str_eq(line, "");
+}
+
+START_TEST(tokenize_prints_ids_and_tokens) {
+  char path[512], args[1024];
+  snprintf(path, sizeof path, "%s/tokenizers/expected.json", fx);
+  cJSON *want = read_json(path);
+  snprintf(path, sizeof path, "%s/tokenizers/gpt2/vocab.json", fx);
+  cJSON *vocab = read_json(path);
+  const cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(want, "gpt2"), 0); /* "Hello world!" */
+  const char *text = cJSON_GetObjectItem(c, "text")->valuestring;
+  snprintf(args, sizeof args, "tokenize %s/tokenizers/gpt2 \"%s\" --no-special", fx, text);
+  ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
+  expect_tokens(slurp("stdout"), cJSON_GetObjectItem(c, "ids"), vocab);
+  /* a backslash token prints escaped, as "\\" */
+  const cJSON *bs = cJSON_GetObjectItemCaseSensitive(vocab, "\\");
+  ck_assert_ptr_nonnull(bs);
+  snprintf(args, sizeof args, "tokenize %s/tokenizers/gpt2 \"a\\\\\" --no-special", fx);
+  ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
+  char want_line[64];
+  snprintf(want_line, sizeof want_line, "\n%d\t\\\\\n", bs->valueint);
+  ck_assert_msg(strstr(slurp("stdout"), want_line) != NULL, "%s", slurp("stdout"));
+  cJSON_Delete(vocab);
+  /* BERT: [CLS] .. [SEP] added unless --no-special; its vocab.txt is one
+   * token a line, the line number its id. */
+  c = cJSON_GetArrayItem(cJSON_GetObjectItem(want, "bert"), 0);
+  snprintf(path, sizeof path, "%s/tokenizers/bert/vocab.txt", fx);
+  FILE *f = fopen(path, "r");
+  ck_assert_ptr_nonnull(f);
+  vocab = cJSON_CreateObject();
+  char tokline[256];
+  for (int id = 0; fgets(tokline, sizeof tokline, f); id++) {
+    tokline[strcspn(tokline, "\r\n")] = '\0';
+    if (!cJSON_GetObjectItemCaseSensitive(vocab, tokline)) cJSON_AddNumberToObject(vocab, tokline, id);
+  }
+  fclose(f);
+  for (int special = 0; special < 2; special++) {
+    snprintf(args, sizeof args, "tokenize %s/tokenizers/bert \"%s\"%s", fx, text, special ? "" : " --no-special");
+    ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
+    expect_tokens(slurp("stdout"), cJSON_GetObjectItem(c, special ? "ids_special" : "ids"), vocab);
+    ck_assert(!special || !strncmp(strchr(slurp("stdout"), '\t') + 1, "[CLS]\n", 6));
+  }
+  cJSON_Delete(vocab);
+  cJSON_Delete(want);
+  snprintf(args, sizeof args, "tokenize %s/absent \"x\"", fx);
+  ck_assert_int_eq(run_cli(args), 1);
+  ck_assert_ptr_nonnull(strstr(slurp("stderr"), "clformer tokenize: "));
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("cli");
   TCase *tc = tcase_create("cli");
@@ -1079,6 +1168,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, roberta_matches_pipeline);
   tcase_add_test(tc, options_parsed_alike);
   tcase_add_test(tc, help_from_the_table);
+  tcase_add_test(tc, tokenize_prints_ids_and_tokens);
   tcase_add_test(tc, profile_names_its_clock);
   tcase_add_test(tc, implementations_each_alone);
   suite_add_tcase(s, tc);

@@ -12,6 +12,7 @@ extern const clf_cli_command clf_cli_embed_command;       /* cmd_model.c */
 extern const clf_cli_command clf_cli_classify_command;    /* cmd_vision.c */
 extern const clf_cli_command clf_cli_reconstruct_command; /* cmd_vision.c */
 extern const clf_cli_command clf_cli_fill_mask_command;   /* cmd_text.c */
+extern const clf_cli_command clf_cli_tokenize_command;    /* cmd_text.c */
 /* cmd_text.c, for classify: each of the n texts classified alone by the
  * text sequence classifier in dir, its top K labels printed by `print`
  * (p: the softmax; top: label ids, most probable first); 0, or 1 after

@@ -1,6 +1,7 @@
 /* cmd_text.c - `clformer fill-mask` (the most probable tokens at each mask
- * of a text, as transformers' fill-mask pipeline) and the text side of
- * `clformer classify` (a sequence classifier's labels for each text). */
+ * of a text, as transformers' fill-mask pipeline), `clformer tokenize` (a
+ * text's ids and tokens) and the text side of `clformer classify` (a
+ * sequence classifier's labels for each text). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -286,4 +287,73 @@ const clf_cli_command clf_cli_fill_mask_command = {
     .max_args = 2,
     .free_text = 1,
     .handler = fill_main,
+};
+
+/* ---- tokenize ---- */
+
+typedef struct tokenize_opts {
+  int no_special;
+} tokenize_opts;
+
+static const clf_cli_option tokenize_options[] = {
+    {"--no-special", NULL, CLF_OPT_FLAG, offsetof(tokenize_opts, no_special), 0, 0, 0, 0, 0,
+     "without the special tokens the model's tokenizer adds ([CLS] .. [SEP], <s>, ...)"},
+    {NULL}};
+
+/* s with its control characters and backslashes escaped (\n, \t, \r, \\,
+ * \xNN), so that each token prints on one line. */
+static void print_escaped(const char *s) {
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    if (*p == '\n') fputs("\\n", stdout);
+    else if (*p == '\t') fputs("\\t", stdout);
+    else if (*p == '\r') fputs("\\r", stdout);
+    else if (*p == '\\') fputs("\\\\", stdout);
+    else if (*p < 0x20 || *p == 0x7f) printf("\\x%02x", *p);
+    else putchar(*p);
+  }
+}
+
+static int tokenize_main(const void *opts, int argc, char **argv) {
+  const tokenize_opts *o = opts;
+  (void)argc;
+  clf_tokenizer *tok = NULL;
+  int64_t *ids = NULL;
+  size_t n = 0;
+  int rc = 1;
+  if (clf_tokenizer_load(argv[0], &tok) != CLF_OK ||
+      clf_tokenizer_encode(tok, argv[1], !o->no_special, &ids, &n) != CLF_OK) {
+    fprintf(stderr, "clformer tokenize: %s\n", clf_last_error(NULL));
+  } else {
+    rc = 0;
+    for (size_t i = 0; i < n; i++) {
+      const char *t;
+      printf("%lld\t", (long long)ids[i]);
+      if (clf_tokenizer_token(tok, ids[i], &t) == CLF_OK) print_escaped(t);
+      putchar('\n');
+    }
+  }
+  free(ids);
+  clf_tokenizer_destroy(tok);
+  return rc;
+}
+
+const clf_cli_command clf_cli_tokenize_command = {
+    .name = "tokenize",
+    .summary = "a text's token ids and tokens, as the model's tokenizer makes them",
+    .synopsis = "MODEL_DIR TEXT [options]",
+    .details =
+        "Tokenizes TEXT with MODEL_DIR's tokenizer (the files clformer generate and\n"
+        "run read) and prints one line per token: its id, a tab, and the token as\n"
+        "the vocabulary spells it (transformers' convert_ids_to_tokens), control\n"
+        "characters and backslashes escaped:\n"
+        "  15496\tHello\n"
+        "  995\t\u0120world\n"
+        "The model's special tokens are added as it would see the text, unless\n"
+        "--no-special.\n",
+    .options = tokenize_options,
+    .opts_size = sizeof(tokenize_opts),
+    .min_args = 2,
+    .max_args = 2,
+    .free_text = 1,
+    .handler = tokenize_main,
 };

@@ -622,6 +622,15 @@ static clf_status hf_decode(clf_tokenizer *t, const int64_t *ids, size_t n, int 
   return CLF_OK;
 }
 
+clf_status clf_tokenizer_token(const clf_tokenizer *t, int64_t id, const char **token) {
+  if (!t || !token) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_tokenizer_token: NULL argument");
+  *token = id >= 0 && (size_t)id < t->n_ids ? t->id_to_token[id] : NULL;
+  if (!*token)
+    return clf__fail(NULL, CLF_E_NOT_FOUND, "clf_tokenizer_token: no token of the vocabulary (%zu ids) has id %lld",
+                     t->n_ids, (long long)id);
+  return CLF_OK;
+}
+
 clf_status clf_tokenizer_decode(clf_tokenizer *t, const int64_t *ids, size_t n, int skip_special, char **text) {
   if (!text) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_tokenizer_decode: text is NULL");
   *text = NULL;
