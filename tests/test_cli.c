@@ -340,6 +340,14 @@ START_TEST(generate_streams_text) {
   snprintf(args, sizeof(args), "generate %s --prompt \"%s\" --max-new-tokens 20 --greedy", tmp, prompt);
   ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
   ck_assert_str_eq(slurp("stdout"), greedy_text);
+  /* stdout and stderr on one pipe: the text's last newline comes before
+   * the tokens/s line */
+  char cmd2[4096];
+  snprintf(cmd2, sizeof(cmd2), "'%s' generate %s --prompt \"%s\" --max-new-tokens 20 --greedy >'%s/both' 2>&1", cli,
+           tmp, prompt, tmp);
+  ck_assert_int_eq(system(cmd2), 0);
+  const char *both = slurp("both"), *text_at = strstr(both, greedy_text), *speed_at = strstr(both, "tokens/s");
+  ck_assert_msg(text_at && speed_at && text_at + strlen(greedy_text) <= speed_at, "%s", both);
   snprintf(args, sizeof(args), "generate %s --prompt \"%s\" --max-new-tokens 20 --greedy --do-sample", tmp, prompt);
   ck_assert_int_eq(run_cli(args), 2);
   ck_assert_ptr_nonnull(strstr(slurp("stderr"), "--greedy or --do-sample"));

@@ -466,6 +466,7 @@ static int gen_run(const gen_opts *o, clf_context *ctx, clf_model *m, clf_tokeni
   clf_status rc = clf_model_generate(m, ids, mask, &go, seq);
   const double ms = clf_cli_now_ms() - t0;
   if (rc != CLF_OK) {
+    fflush(stdout); /* the text so far, before the error (one pipe for both keeps the order) */
     fprintf(stderr, "clformer generate: %s\n", clf_last_error(ctx));
   } else if (tok && !streaming) { /* beams: the best sequence at the end */
     const size_t skip = clf_model_is_encoder_decoder(m) ? 0 : ids->shape[1];
@@ -474,6 +475,7 @@ static int gen_run(const gen_opts *o, clf_context *ctx, clf_model *m, clf_tokeni
   if (rc == CLF_OK && tok && !st.failed) {
     if (!st.stopped) stream_print(&st, 1);
     printf("\n");
+    fflush(stdout); /* the text's last line, before the speed on stderr */
     fprintf(stderr, "clformer generate: %zu tokens in %.3f s, %.1f tokens/s\n", st.n, ms / 1e3,
             ms > 0 ? st.n / (ms / 1e3) : 0.0);
   }
