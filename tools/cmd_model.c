@@ -283,7 +283,7 @@ static const clf_cli_option gen_options[] = {
     {"--do-sample", NULL, CLF_OPT_FLAG, offsetof(gen_opts, do_sample), 0, 0, 0, 0, 0,
      "multinomial sampling (else the checkpoint's do_sample, default greedy)"},
     {"--greedy", NULL, CLF_OPT_FLAG, offsetof(gen_opts, greedy), 0, 0, 0, 0, 0,
-     "no sampling, even where the checkpoint's generation_config.json samples (greedy, or beam search with --num-beams)"},
+     "no sampling, even where the checkpoint's generation_config.json samples (greedy; beams with --num-beams)"},
     {"--temperature", "T", CLF_OPT_DOUBLE, offsetof(gen_opts, temperature), 0, 1e6, 0, 0, 0,
      "sampling: scores divided by T (default the checkpoint's, else 1)"},
     {"--top-k", "K", CLF_OPT_LONG, offsetof(gen_opts, top_k), 0, 100000000, -1, 0, 0,

@@ -264,15 +264,28 @@ static clf_status gg_header(gg_cur *c, uint64_t *n_t, uint64_t *n_kv) {
   return CLF_OK;
 }
 
+/* Grows *p (*cap elements of `size`) to twice its room, the new part
+ * zeroed: an array sized as entries are read, not by the count a file
+ * claims.  0 out of memory (*p unchanged). */
+static int gg_grow(void **p, size_t *cap, size_t size) {
+  const size_t n = *cap ? 2 * *cap : 16;
+  unsigned char *q = realloc(*p, n * size);
+  if (!q) return 0;
+  memset(q + *cap * size, 0, (n - *cap) * size);
+  *p = q, *cap = n;
+  return 1;
+}
+
 static int gg_cmp_keys(const void *a, const void *b) {
   return strcmp(((const gg_kv *)a)->key, ((const gg_kv *)b)->key);
 }
 
 static clf_status gg_metadata(gg_cur *c, uint64_t n) {
   clf_gguf *g = c->g;
-  if (!(g->kv = calloc(n ? (size_t)n : 1, sizeof *g->kv)))
-    return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", g->path);
+  size_t cap = 0;
   for (uint64_t i = 0; i < n; i++) {
+    if (g->n_kv == cap && !gg_grow((void **)&g->kv, &cap, sizeof *g->kv))
+      return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", g->path);
     gg_kv *kv = &g->kv[g->n_kv++];
     clf_status st = gg_name(c, &kv->key, GG_MAX_KEY, "a metadata key");
     if (st == CLF_OK) st = gg_value(c, kv);
@@ -355,9 +368,10 @@ static int gg_cmp_names(const void *a, const void *b) {
 
 static clf_status gg_tensors(gg_cur *c, uint64_t n) {
   clf_gguf *g = c->g;
-  if (!(g->t = calloc(n ? (size_t)n : 1, sizeof *g->t)))
-    return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", g->path);
+  size_t cap = 0;
   for (uint64_t i = 0; i < n; i++) {
+    if (g->n_t == cap && !gg_grow((void **)&g->t, &cap, sizeof *g->t))
+      return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", g->path);
     gg_tensor *t = &g->t[g->n_t++];
     clf_status st = gg_name(c, &t->name, GG_MAX_NAME - 1, "a tensor name");
     if (st == CLF_OK) st = gg_tensor_shape(c, t);
@@ -581,7 +595,8 @@ clf_status clf_gguf_read(const clf_gguf *g, size_t i, void *dst, size_t capacity
   if (capacity < t->bytes || (!dst && t->bytes))
     return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_gguf_read: tensor \"%s\" is %llu bytes, dst holds %zu", t->name,
                      (unsigned long long)t->bytes, dst ? capacity : 0);
-  if (t->bytes > SIZE_MAX) return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_gguf_read: tensor \"%s\" too large", t->name);
+  if (t->bytes > SIZE_MAX)
+    return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_gguf_read: tensor \"%s\" too large", t->name);
   const uint64_t off = g->data_start + t->offset;
   const int r = gg_pread(g->fd, dst, (size_t)t->bytes, off);
   if (r != 0) return gg_read_failed(g, t->name, r, off + t->bytes);
