@@ -292,7 +292,8 @@ static clf_status gg_metadata(gg_cur *c, uint64_t n) {
     if (st != CLF_OK) return st;
   }
   /* Duplicates, through a sorted copy of the keys (the file's order stays). */
-  gg_kv *sorted = malloc((g->n_kv ? g->n_kv : 1) * sizeof *sorted);
+  if (g->n_kv < 2) return CLF_OK;
+  gg_kv *sorted = malloc(g->n_kv * sizeof *sorted);
   if (!sorted) return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", g->path);
   memcpy(sorted, g->kv, g->n_kv * sizeof *sorted);
   qsort(sorted, g->n_kv, sizeof *sorted, gg_cmp_keys);
