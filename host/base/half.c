@@ -1,4 +1,4 @@
-/* half.c - IEEE half precision bits <-> float, on the host (half.h). */
+/* half.c - IEEE half precision and bfloat16 bits <-> float, on the host (half.h). */
 #include "half.h"
 
 #include <string.h>
@@ -43,6 +43,13 @@ float clf__f16_bits_to_f32(uint16_t h) {
     } while (!(man & 0x400));
     bits = sign | ((uint32_t)(112 - e) << 23) | ((man & 0x3FF) << 13);
   }
+  float f;
+  memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+float clf__bf16_to_f32(uint16_t b) {
+  const uint32_t bits = (uint32_t)b << 16;
   float f;
   memcpy(&f, &bits, sizeof(f));
   return f;

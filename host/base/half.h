@@ -1,5 +1,5 @@
-/* half.h - IEEE half precision (f16) bits <-> float, on the host: the
- * weight storage types, GGUF's block scales, .npy files. */
+/* half.h - IEEE half precision (f16) and bfloat16 bits <-> float, on the
+ * host: the weight storage types, safetensors and GGUF tensors, .npy files. */
 #ifndef CLF_BASE_HALF_H
 #define CLF_BASE_HALF_H
 
@@ -11,6 +11,7 @@ extern "C" {
 
 uint16_t clf__f32_to_f16(float f); /* round to nearest even */
 float clf__f16_bits_to_f32(uint16_t h);
+float clf__bf16_to_f32(uint16_t b); /* exact */
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,8 @@
  * copied out with pread (clf_gguf_read), which reports a file that shrank
  * since it was opened as an error.  Little-endian files, versions 2 and 3.
  */
+#include "gguf_types.h"
+
 #include "base/file.h"
 #include "base/status.h"
 
@@ -31,23 +33,6 @@ enum {
 static const unsigned gg_size[GG_NTYPES] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
 static const char *const gg_type_names[GG_NTYPES] = {"u8",  "i8",     "u16",   "i16", "u32", "i32", "f32",
                                                      "bool", "string", "array", "u64", "i64", "f64"};
-
-/* ggml's tensor types: elements a block and bytes a block.  Types clformer
- * has no block layout for have a name only (bytes 0). */
-static const struct {
-  const char *name;
-  unsigned block, bytes;
-} gg_tensor_types[] = {
-    [0] = {"F32", 1, 4},        [1] = {"F16", 1, 2},       [2] = {"Q4_0", 32, 18},     [3] = {"Q4_1", 32, 20},
-    [6] = {"Q5_0", 32, 22},     [7] = {"Q5_1", 32, 24},    [8] = {"Q8_0", 32, 34},     [9] = {"Q8_1", 32, 36},
-    [10] = {"Q2_K", 256, 84},   [11] = {"Q3_K", 256, 110}, [12] = {"Q4_K", 256, 144},  [13] = {"Q5_K", 256, 176},
-    [14] = {"Q6_K", 256, 210},  [15] = {"Q8_K", 256, 292}, [16] = {"IQ2_XXS", 0, 0},   [17] = {"IQ2_XS", 0, 0},
-    [18] = {"IQ3_XXS", 0, 0},   [19] = {"IQ1_S", 0, 0},    [20] = {"IQ4_NL", 0, 0},    [21] = {"IQ3_S", 0, 0},
-    [22] = {"IQ2_S", 0, 0},     [23] = {"IQ4_XS", 0, 0},   [24] = {"I8", 1, 1},        [25] = {"I16", 1, 2},
-    [26] = {"I32", 1, 4},       [27] = {"I64", 1, 8},      [28] = {"F64", 1, 8},       [29] = {"IQ1_M", 0, 0},
-    [30] = {"BF16", 1, 2},      [34] = {"TQ1_0", 0, 0},    [35] = {"TQ2_0", 0, 0},     [39] = {"MXFP4", 0, 0},
-};
-#define GG_NTENSOR_TYPES (sizeof gg_tensor_types / sizeof gg_tensor_types[0])
 
 typedef struct gg_kv {
   char *key;
@@ -348,16 +333,17 @@ static clf_status gg_tensor_shape(gg_cur *c, gg_tensor *t) {
   if (overflow && !empty) return GG_BAD(g, "tensor \"%s\": its element count overflows", t->name);
   if (empty) n = 0;
   if ((st = gg_u32(c, &t->type, "a tensor's type")) != CLF_OK) return st;
-  if (t->type >= GG_NTENSOR_TYPES || !gg_tensor_types[t->type].name)
+  const clf__ggml_type *ty = clf__ggml_type_of(t->type);
+  if (!ty)
     return clf__fail(NULL, CLF_E_UNSUPPORTED, "%s: tensor \"%s\" has ggml type %u, which clformer does not know",
                      g->path, t->name, t->type);
-  const unsigned block = gg_tensor_types[t->type].block, bytes = gg_tensor_types[t->type].bytes;
-  if (!bytes)
+  const unsigned block = ty->block, bytes = ty->bytes;
+  if (!block)
     return clf__fail(NULL, CLF_E_UNSUPPORTED, "%s: tensor \"%s\" has type %s, which clformer does not read",
-                     g->path, t->name, gg_tensor_types[t->type].name);
+                     g->path, t->name, ty->name);
   if (t->ne[0] % block)
     return GG_BAD(g, "tensor \"%s\": %llu elements a row is not a multiple of %s's block of %u", t->name,
-                  (unsigned long long)t->ne[0], gg_tensor_types[t->type].name, block);
+                  (unsigned long long)t->ne[0], ty->name, block);
   if (n / block > UINT64_MAX / bytes) return GG_BAD(g, "tensor \"%s\": its size in bytes overflows", t->name);
   t->bytes = n / block * bytes;
   return gg_u64(c, &t->offset, "a tensor's offset");
@@ -573,7 +559,7 @@ clf_status clf_gguf_tensor_at(const clf_gguf *g, size_t i, clf_gguf_tensor *out)
   memset(out, 0, sizeof *out);
   out->name = t->name;
   out->ggml_type = t->type;
-  out->type_name = gg_tensor_types[t->type].name;
+  out->type_name = clf__ggml_type_of(t->type)->name;
   out->ndim = t->ndim;
   for (int d = 0; d < t->ndim; d++) out->shape[d] = t->ne[t->ndim - 1 - d];
   out->offset = g->data_start + t->offset;

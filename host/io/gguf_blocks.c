@@ -3,20 +3,33 @@
  * checked against, and the way to read a GGUF tensor as numbers.  Each
  * block as ggml-common.h lays it out and ggml-quants.c's dequantize_row_*
  * reads it (the same arithmetic, in the same order). */
+#include "gguf_types.h"
+
 #include "base/half.h"
 #include "base/status.h"
 
 #include <stdint.h>
 #include <string.h>
 
-static float h(const unsigned char *p) { return clf__f16_bits_to_f32((uint16_t)(p[0] | p[1] << 8)); }
+static const clf__ggml_type types[] = {
+    [0] = {"F32", 1, 4, 1},       [1] = {"F16", 1, 2, 1},        [2] = {"Q4_0", 32, 18, 1},
+    [3] = {"Q4_1", 32, 20, 1},    [6] = {"Q5_0", 32, 22, 1},     [7] = {"Q5_1", 32, 24, 1},
+    [8] = {"Q8_0", 32, 34, 1},    [9] = {"Q8_1", 32, 36, 0},     [10] = {"Q2_K", 256, 84, 1},
+    [11] = {"Q3_K", 256, 110, 1}, [12] = {"Q4_K", 256, 144, 1},  [13] = {"Q5_K", 256, 176, 1},
+    [14] = {"Q6_K", 256, 210, 1}, [15] = {"Q8_K", 256, 292, 0},  [16] = {"IQ2_XXS", 0, 0, 0},
+    [17] = {"IQ2_XS", 0, 0, 0},   [18] = {"IQ3_XXS", 0, 0, 0},   [19] = {"IQ1_S", 0, 0, 0},
+    [20] = {"IQ4_NL", 0, 0, 0},   [21] = {"IQ3_S", 0, 0, 0},     [22] = {"IQ2_S", 0, 0, 0},
+    [23] = {"IQ4_XS", 0, 0, 0},   [24] = {"I8", 1, 1, 1},        [25] = {"I16", 1, 2, 1},
+    [26] = {"I32", 1, 4, 1},      [27] = {"I64", 1, 8, 1},       [28] = {"F64", 1, 8, 1},
+    [29] = {"IQ1_M", 0, 0, 0},    [30] = {"BF16", 1, 2, 1},      [34] = {"TQ1_0", 0, 0, 0},
+    [35] = {"TQ2_0", 0, 0, 0},    [39] = {"MXFP4", 0, 0, 0},
+};
 
-static float bf16(const unsigned char *p) {
-  const uint32_t bits = (uint32_t)(p[0] | p[1] << 8) << 16;
-  float f;
-  memcpy(&f, &bits, 4);
-  return f;
+const clf__ggml_type *clf__ggml_type_of(unsigned t) {
+  return t < sizeof types / sizeof types[0] && types[t].name ? &types[t] : NULL;
 }
+
+static float h(const unsigned char *p) { return clf__f16_bits_to_f32((uint16_t)(p[0] | p[1] << 8)); }
 
 /* Q4_0 {d; qs[16]}, Q4_1 {d; m; qs[16]}: element j low nibble, j + 16 high. */
 static void q4(const unsigned char *b, int has_min, float *y) {
@@ -165,7 +178,7 @@ static float scalar(unsigned t, const unsigned char *p, uint64_t i) {
     return f;
   }
   case 1: return h(p + 2 * i);
-  case 30: return bf16(p + 2 * i);
+  case 30: return clf__bf16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
   case 24: return (float)(int8_t)p[i];
   case 25: return (float)(int16_t)(p[2 * i] | p[2 * i + 1] << 8);
   case 26: {
@@ -188,17 +201,12 @@ static float scalar(unsigned t, const unsigned char *p, uint64_t i) {
 
 clf_status clf_gguf_dequantize(unsigned ggml_type, const void *src, uint64_t n, float *dst) {
   static const char op[] = "clf_gguf_dequantize";
-  /* block elements and bytes of the types decoded here (0: not one) */
-  static const struct {
-    unsigned block, bytes;
-  } k[31] = {[0] = {1, 4},     [1] = {1, 2},      [2] = {32, 18},    [3] = {32, 20},    [6] = {32, 22},
-             [7] = {32, 24},   [8] = {32, 34},    [10] = {256, 84},  [11] = {256, 110}, [12] = {256, 144},
-             [13] = {256, 176}, [14] = {256, 210}, [24] = {1, 1},     [25] = {1, 2},     [26] = {1, 4},
-             [27] = {1, 8},    [28] = {1, 8},     [30] = {1, 2}};
-  if (ggml_type >= 31 || !k[ggml_type].block)
-    return clf__fail(NULL, CLF_E_UNSUPPORTED, "%s: ggml type %u is not one clformer decodes", op, ggml_type);
+  const clf__ggml_type *ty = clf__ggml_type_of(ggml_type);
+  if (!ty || !ty->decoded)
+    return clf__fail(NULL, CLF_E_UNSUPPORTED, "%s: ggml type %u (%s) is not one clformer decodes", op, ggml_type,
+                     ty ? ty->name : "unknown");
   if ((!src || !dst) && n) return clf__fail(NULL, CLF_E_INVALID_ARG, "%s: NULL buffer", op);
-  const unsigned block = k[ggml_type].block;
+  const unsigned block = ty->block;
   if (n % block)
     return clf__fail(NULL, CLF_E_INVALID_ARG, "%s: %llu elements are not whole blocks of %u", op,
                      (unsigned long long)n, block);
@@ -207,6 +215,6 @@ clf_status clf_gguf_dequantize(unsigned ggml_type, const void *src, uint64_t n, 
     for (uint64_t i = 0; i < n; i++) dst[i] = scalar(ggml_type, p, i);
     return CLF_OK;
   }
-  for (uint64_t i = 0; i < n / block; i++) decode_block(ggml_type, p + i * k[ggml_type].bytes, dst + i * block);
+  for (uint64_t i = 0; i < n / block; i++) decode_block(ggml_type, p + i * ty->bytes, dst + i * block);
   return CLF_OK;
 }

@@ -227,15 +227,6 @@ clf_status clf__weights_shape(clf_context *ctx, const clf__weights *w, const cha
   return CLF_OK;
 }
 
-float clf__f16_to_f32(uint16_t h) { return clf__f16_bits_to_f32(h); }
-
-float clf__bf16_to_f32(uint16_t b) {
-  uint32_t bits = (uint32_t)b << 16;
-  float f;
-  memcpy(&f, &bits, sizeof(f));
-  return f;
-}
-
 static const char *w_shape_str(int ndim, const size_t *shape, int wild, char *buf, size_t len) {
   size_t n = (size_t)snprintf(buf, len, "[");
   for (int i = 0; i < ndim && n < len; i++) {
@@ -284,7 +275,7 @@ clf_status clf__weights_read(clf_context *ctx, const clf__weights *w, const char
   if (!f32)
     for (size_t i = 0; i < numel; i++) {
       const uint16_t v = (uint16_t)(raw[2 * i] | raw[2 * i + 1] << 8);
-      conv[i] = f16 ? clf__f16_to_f32(v) : clf__bf16_to_f32(v);
+      conv[i] = f16 ? clf__f16_bits_to_f32(v) : clf__bf16_to_f32(v);
     }
   for (int i = 0; i < 8; i++) got[i] = i < ndim ? info.shape[i] : 0;
   *out = conv;

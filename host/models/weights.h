@@ -60,10 +60,6 @@ clf_status clf__weights_shape(clf_context *ctx, const clf__weights *w, const cha
  * until clf__weights_close), for tensors that are not f32 weights. */
 clf_status clf__weights_info(clf_context *ctx, const clf__weights *w, const char *name, clf_st_info *out);
 
-/* Exact conversions to f32, for the loader and its tests. */
-float clf__f16_to_f32(uint16_t h);
-float clf__bf16_to_f32(uint16_t b);
-
 #ifdef __cplusplus
 }
 #endif
