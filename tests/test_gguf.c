@@ -503,6 +503,82 @@ START_TEST(gguf_read_truncated_while_open) {
 }
 END_TEST
 
+static void gb_kv_str(gb *g, const char *key, const char *v) {
+  gb_str(g, key, strlen(key));
+  gb_u32(g, CLF_GGUF_STRING);
+  gb_str(g, v, strlen(v));
+}
+
+/* A llama model's metadata without tensors: the architecture `arch`, then
+ * every key of keys[] (NULL-terminated; "name=123" a u32, "name=s:text" a
+ * string, "name=[2,2]" an array of u32). */
+static const char *gb_model(gb *g, const char *file, const char *arch, const char *const *keys) {
+  size_t n = 0;
+  while (keys[n]) n++;
+  gb_head(g, 3, 0, n + 1);
+  gb_kv_str(g, "general.architecture", arch);
+  for (size_t i = 0; i < n; i++) {
+    char key[128];
+    const char *eq = strchr(keys[i], '=');
+    snprintf(key, sizeof key, "%.*s", (int)(eq - keys[i]), keys[i]);
+    if (strncmp(eq + 1, "s:", 2) == 0) {
+      gb_kv_str(g, key, eq + 3);
+    } else if (eq[1] == '[') {
+      gb_str(g, key, strlen(key));
+      gb_u32(g, CLF_GGUF_ARRAY);
+      gb_u32(g, CLF_GGUF_U32);
+      gb_u64(g, 2);
+      gb_u32(g, 2);
+      gb_u32(g, 2);
+    } else {
+      gb_kv_u32(g, key, (uint32_t)atoi(eq + 1));
+    }
+  }
+  return put(file, g->b, g->n);
+}
+
+#define MODEL_FAILS(path, status, text)                                                            \
+  do {                                                                                             \
+    clf_model *m_ = NULL;                                                                          \
+    ck_assert_int_eq(clf_model_load(th_ctx, (path), &m_), (status));                               \
+    ck_assert_ptr_null(m_);                                                                        \
+    ck_assert_msg(strstr(clf_last_error(th_ctx), (text)) != NULL, "\"%s\" lacks \"%s\"",        \
+                  clf_last_error(th_ctx), (text));                                                 \
+  } while (0)
+
+/* A GGUF model that cannot run is refused at load, naming the key, the
+ * tensor or the file: another architecture, a missing size, RoPE scaling
+ * or per-layer head counts not supported, missing tensors; a directory
+ * with two GGUF files and no config.json; a part of a split model. */
+START_TEST(gguf_model_refusals) {
+  static const char *const sizes[] = {"llama.block_count=1", "llama.embedding_length=64",
+                                      "llama.feed_forward_length=128", "llama.attention.head_count=4", NULL};
+  gb g;
+  MODEL_FAILS(gb_model(&g, "phi.gguf", "phi3", sizes + 4), CLF_E_UNSUPPORTED, "architecture \"phi3\" is not supported");
+  MODEL_FAILS(gb_model(&g, "nb.gguf", "llama", sizes + 1), CLF_E_FORMAT, "llama.block_count is missing");
+  const char *yarn[] = {sizes[0], sizes[1], sizes[2], sizes[3], "llama.rope.scaling.type=s:yarn", NULL};
+  MODEL_FAILS(gb_model(&g, "yarn.gguf", "llama", yarn), CLF_E_UNSUPPORTED, "rope.scaling.type \"yarn\"");
+  const char *per_layer[] = {sizes[0], sizes[1], sizes[2], sizes[3], "llama.attention.head_count_kv=[2,2]", NULL};
+  MODEL_FAILS(gb_model(&g, "kv.gguf", "llama", per_layer), CLF_E_UNSUPPORTED, "head_count_kv is an array");
+  const char *no_vocab[] = {sizes[0], sizes[1], sizes[2], sizes[3], NULL};
+  MODEL_FAILS(gb_model(&g, "nv.gguf", "llama", no_vocab), CLF_E_FORMAT, "no vocabulary size");
+  const char *ok[] = {sizes[0], sizes[1], sizes[2], sizes[3], "llama.vocab_size=32", NULL};
+  char p[300];
+  snprintf(p, sizeof p, "%s", gb_model(&g, "empty.gguf", "llama", ok));
+  MODEL_FAILS(p, CLF_E_NOT_FOUND, "tensor \"token_embd.weight\" (\"embed_tokens.weight\" in transformers) not found");
+  MODEL_FAILS(p, CLF_E_NOT_FOUND, "empty.gguf");
+  MODEL_FAILS(tmpdir, CLF_E_FORMAT, "several GGUF files"); /* and no config.json */
+  MODEL_FAILS(put("m-00001-of-00002.gguf", g.b, g.n), CLF_E_UNSUPPORTED, "split GGUF model");
+  gb_head(&g, 3, 0, 0);
+  MODEL_FAILS(put("bare.gguf", g.b, g.n), CLF_E_FORMAT, "general.architecture (a string) is missing");
+  MODEL_FAILS(put("junk.gguf", "not gguf", 8), CLF_E_FORMAT, "not a GGUF file");
+  clf_gemm_shape shapes[16];
+  size_t count = 0;
+  TH_OK(clf_model_gemm_shapes(p, 4, shapes, 16, &count)); /* the tuner reads the same config */
+  ck_assert_uint_gt(count, 0);
+}
+END_TEST
+
 static void setup(void) { th_tmpdir_create(tmpdir, sizeof(tmpdir), "gguf"); }
 
 static void teardown(void) { th_tmpdir_remove(tmpdir); }
@@ -521,6 +597,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, gguf_data_rules);
   tcase_add_test(tc, gguf_files_and_args);
   tcase_add_test(tc, gguf_read_truncated_while_open);
+  tcase_add_test(tc, gguf_model_refusals);
   suite_add_tcase(s, tc);
   return s;
 }

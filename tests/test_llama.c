@@ -1,7 +1,10 @@
 /* test_llama.c - the Llama family (llama, mistral, qwen2) against the golden
  * fixtures of tools/fixtures/make_llama_fixtures.py (transformers 4.46.3):
  * RoPE frequencies, forward logits, greedy and beam generation, weight
- * types, the base model, and the errors of loading and running one.
+ * types, the base model, and the errors of loading and running one; and
+ * GGUF files (tools/fixtures/make_gguf_model_fixtures.py: every tensor type
+ * clformer reads, a tied head, qwen2's biases) against transformers 4.46.3
+ * loading the same files.
  */
 #include <check.h>
 #include <cjson/cJSON.h>
@@ -86,6 +89,33 @@ START_TEST(test_generate) {
   char dir[1024];
   fixture_dir(all[_i], dir, sizeof dir);
   check_generate_cases(get_model(dir), dir, all[_i]);
+}
+END_TEST
+
+static const char *const gguf[] = {"gguf_models/llama_mixed", "gguf_models/smollm_like", "gguf_models/qwen2_q8"};
+
+/* A GGUF file (the directory holds model.gguf and no config.json): its
+ * config from the metadata, every tensor type decoded, llama's q/k rows put
+ * back; logits and last_hidden_state within 1e-4 of scale of transformers
+ * on the same file, greedy tokens identical. */
+START_TEST(test_gguf_forward) {
+  char dir[1024];
+  fixture_dir(gguf[_i], dir, sizeof dir);
+  check_forward_cases(get_model(dir), dir, 1e-4, gguf[_i]);
+  check_generate_cases(get_model(dir), dir, gguf[_i]);
+}
+END_TEST
+
+/* The file itself as the model path: the same model, type and vocabulary. */
+START_TEST(test_gguf_file_path) {
+  char dir[1024], file[1100];
+  fixture_dir(gguf[1], dir, sizeof dir);
+  snprintf(file, sizeof file, "%s/model.gguf", dir);
+  clf_model *m = NULL;
+  TH_OK(clf_model_load(th_ctx, file, &m));
+  ck_assert_str_eq(clf_model_type(m), "llama");
+  check_forward_cases(m, dir, 1e-4, "smollm_like by its file name");
+  clf_model_destroy(m);
 }
 END_TEST
 
@@ -326,6 +356,8 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_inv_freq);
   tcase_add_loop_test(tc, test_forward, 0, (int)(sizeof all / sizeof *all));
   tcase_add_loop_test(tc, test_generate, 0, (int)(sizeof all / sizeof *all));
+  tcase_add_loop_test(tc, test_gguf_forward, 0, (int)(sizeof gguf / sizeof *gguf));
+  tcase_add_test(tc, test_gguf_file_path);
   tcase_add_test(tc, test_types);
   tcase_add_test(tc, test_settings_matter);
   tcase_add_test(tc, test_base_model);

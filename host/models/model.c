@@ -6,6 +6,7 @@
 
 #include "base/checked.h"
 #include "base/limits.h"
+#include "io/gguf_model.h"
 
 #include <cjson/cJSON.h>
 #include <stdarg.h>
@@ -171,6 +172,30 @@ static clf_status check_fits(clf_context *ctx, const clf__weights *w, clf_dtype 
                    model_dir, need >> 20, clf__weight_type_name(wt), (unsigned long long)(have >> 20));
 }
 
+/* The model's config and weights: a Hugging Face directory's config.json
+ * and safetensors, or a GGUF file's metadata and tensors. */
+typedef struct model_source {
+  char *gguf_file; /* NULL: a Hugging Face directory */
+  clf_gguf *gguf;  /* open until the weights take it */
+} model_source;
+
+static clf_status source_config(clf_context *ctx, const char *model_dir, model_source *src, clf__config **c) {
+  clf_status st = clf__gguf_model_file(ctx, model_dir, &src->gguf_file);
+  if (st != CLF_OK) return st;
+  if (!src->gguf_file) return clf__config_load(ctx, model_dir, c);
+  if ((st = clf_gguf_open(src->gguf_file, &src->gguf)) != CLF_OK)
+    return clf__fail(ctx, st, "%s", clf_last_error(NULL));
+  return clf__gguf_config(ctx, src->gguf, src->gguf_file, c);
+}
+
+static clf_status source_weights(clf_context *ctx, const char *model_dir, model_source *src, const char *type,
+                                 clf__weights **w) {
+  if (!src->gguf_file) return clf__weights_open(ctx, model_dir, w);
+  clf_gguf *g = src->gguf;
+  src->gguf = NULL;
+  return clf__weights_from_gguf(ctx, g, src->gguf_file, type, w);
+}
+
 clf_status clf_model_load(clf_context *ctx, const char *model_dir, clf_model **out) {
   return clf_model_load_with(ctx, model_dir, NULL, out);
 }
@@ -192,7 +217,8 @@ clf_status clf_model_load_with(clf_context *ctx, const char *model_dir, const cl
   clf__weights *w = NULL;
   clf_model *m = NULL;
   void *dims = NULL;
-  if ((st = clf__config_load(ctx, model_dir, &c)) != CLF_OK) return st;
+  model_source src = {0};
+  if ((st = source_config(ctx, model_dir, &src, &c)) != CLF_OK) goto done;
   const char *type = NULL;
   if ((st = clf__config_str(ctx, c, "model_type", &type)) != CLF_OK) goto done;
   const clf__family *f = clf__family_find(type);
@@ -215,7 +241,7 @@ clf_status clf_model_load_with(clf_context *ctx, const char *model_dir, const cl
       }
     }
   }
-  if ((st = clf__weights_open(ctx, model_dir, &w)) != CLF_OK) goto done;
+  if ((st = source_weights(ctx, model_dir, &src, type, &w)) != CLF_OK) goto done;
   if ((st = check_fits(ctx, w, wt, model_dir)) != CLF_OK || (st = clf__weights_fit_alloc(ctx, w, wt)) != CLF_OK)
     goto done;
   m = calloc(1, sizeof *m);
@@ -246,6 +272,8 @@ done:
   clf_model_destroy(m);
   clf__weights_close(w);
   clf__config_free(c);
+  clf_gguf_close(src.gguf);
+  free(src.gguf_file);
   return st;
 }
 

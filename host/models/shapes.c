@@ -3,6 +3,8 @@
  * parameters for.
  */
 #include "family.h"
+#include "base/file.h"
+#include "io/gguf_model.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,9 +47,9 @@ clf_status clf_model_gemm_shapes(const char *model_dir, size_t tokens, clf_gemm_
   clf__config *c = NULL;
   clf__gemm_list *l = calloc(1, sizeof *l);
   char label[4200];
-  snprintf(label, sizeof label, "%s/config.json", model_dir);
+  snprintf(label, sizeof label, "%s%s", model_dir, clf__is_file(model_dir) ? "" : "/config.json");
   if (!l) st = clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
-  else if ((st = clf__config_load(NULL, model_dir, &c)) == CLF_OK && (st = config_gemms(c, label, tokens, l)) == CLF_OK)
+  else if ((st = clf__config_load_model(NULL, model_dir, &c)) == CLF_OK && (st = config_gemms(c, label, tokens, l)) == CLF_OK)
     copy_out(l, out, capacity, count);
   free(l);
   clf__config_free(c);

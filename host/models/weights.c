@@ -4,6 +4,7 @@
 #include "weights.h"
 
 #include "base/file.h"
+#include "io/gguf_model.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -12,8 +13,8 @@
 #include <sys/stat.h>
 
 typedef struct w_name {
-  const char *name; /* borrowed from the index JSON or the shard */
-  size_t shard;
+  const char *name; /* borrowed from the index JSON or the shard; GGUF: owned */
+  size_t shard;     /* GGUF: the tensor's index in the file */
 } w_name;
 
 struct clf__weights {
@@ -25,6 +26,8 @@ struct clf__weights {
   w_name *names; /* sorted by name */
   size_t n_names;
   cJSON *index; /* keeps the index's strings alive */
+  clf_gguf *gguf; /* a GGUF file instead of safetensors */
+  long heads[2];  /* GGUF llama/mistral: attention.head_count(_kv), whose q/k rows are permuted in the file */
 };
 
 static char *w_join(const char *dir, const char *name) {
@@ -51,6 +54,8 @@ void clf__weights_close(clf__weights *w) {
   }
   free(w->shards);
   free(w->shard_files);
+  for (size_t i = 0; w->gguf && i < w->n_names; i++) free((char *)w->names[i].name);
+  clf_gguf_close(w->gguf);
   free(w->names);
   cJSON_Delete(w->index);
   free(w->source);
@@ -197,6 +202,57 @@ clf_status clf__weights_open(clf_context *ctx, const char *model_dir, clf__weigh
   return CLF_OK;
 }
 
+/* GGUF: every tensor under its Hugging Face name (those without one are
+ * not visible), and the head counts that undo llama's q/k permutation. */
+static clf_status w_gguf_names(clf_context *ctx, clf__weights *w, const char *arch) {
+  const size_t n = clf_gguf_tensor_count(w->gguf);
+  if (!(w->names = calloc(n ? n : 1, sizeof(w_name))))
+    return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "weights: out of host memory");
+  for (size_t i = 0; i < n; i++) {
+    clf_gguf_tensor t;
+    char hf[256];
+    if (clf_gguf_tensor_at(w->gguf, i, &t) != CLF_OK || !clf__gguf_hf_name(arch, t.name, hf, sizeof hf)) continue;
+    if (w_find(w, hf))
+      return clf__fail(ctx, CLF_E_FORMAT, "weights: %s: two tensors map to %s", w->source, hf);
+    if (!(w->names[w->n_names].name = strdup(hf)))
+      return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "weights: out of host memory");
+    w->names[w->n_names++].shard = i;
+    qsort(w->names, w->n_names, sizeof(w_name), w_cmp); /* kept sorted for the duplicate check */
+  }
+  if (strcmp(arch, "llama") != 0 && strcmp(arch, "mistral") != 0) return CLF_OK;
+  char key[128];
+  int64_t h = 0, kv = 0;
+  snprintf(key, sizeof key, "%s.attention.head_count", arch);
+  if (clf__gguf_meta_int(ctx, w->gguf, w->source, key, 0, &h) < 0) return CLF_E_FORMAT;
+  snprintf(key, sizeof key, "%s.attention.head_count_kv", arch);
+  if (clf__gguf_meta_int(ctx, w->gguf, w->source, key, h, &kv) < 0) return CLF_E_FORMAT;
+  if (h <= 0 || kv <= 0 || h > 65536 || kv > 65536)
+    return clf__fail(ctx, CLF_E_FORMAT, "weights: %s: head counts %lld / %lld are not positive", w->source,
+                     (long long)h, (long long)kv);
+  w->heads[0] = (long)h, w->heads[1] = (long)kv;
+  return CLF_OK;
+}
+
+clf_status clf__weights_from_gguf(clf_context *ctx, clf_gguf *g, const char *file, const char *arch,
+                                  clf__weights **out) {
+  *out = NULL;
+  clf__weights *w = calloc(1, sizeof(*w));
+  if (!w || !(w->dir = strdup(file)) || !(w->source = strdup(file))) {
+    if (w) free(w->dir);
+    free(w);
+    clf_gguf_close(g);
+    return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "weights: out of host memory");
+  }
+  w->gguf = g;
+  clf_status s = w_gguf_names(ctx, w, arch);
+  if (s != CLF_OK) {
+    clf__weights_close(w);
+    return s;
+  }
+  *out = w;
+  return CLF_OK;
+}
+
 int clf__weights_has(const clf__weights *w, const char *name) { return w_find(w, name) != NULL; }
 
 const char *clf__weights_pick(const clf__weights *w, const char *const *names) {
@@ -205,14 +261,27 @@ const char *clf__weights_pick(const clf__weights *w, const char *const *names) {
   return NULL;
 }
 
+/* Entry e's description; GGUF: dtype is the ggml type's name, data NULL. */
+static clf_status w_info(const clf__weights *w, const w_name *e, clf_st_info *out) {
+  if (!w->gguf) return clf_safetensors_find(w->shards[e->shard], e->name, out);
+  clf_gguf_tensor t;
+  if (clf_gguf_tensor_at(w->gguf, e->shard, &t) != CLF_OK) return CLF_E_NOT_FOUND;
+  *out = (clf_st_info){.name = e->name, .dtype = t.type_name, .ndim = t.ndim, .bytes = (size_t)t.bytes};
+  for (int d = 0; d < t.ndim; d++) out->shape[d] = (size_t)t.shape[d];
+  return CLF_OK;
+}
+
 clf_status clf__weights_info(clf_context *ctx, const clf__weights *w, const char *name, clf_st_info *out) {
   if (!w) return clf__fail(ctx, CLF_E_INVALID_ARG, "weights: weights is NULL");
   if (!name) return clf__fail(ctx, CLF_E_INVALID_ARG, "weights: name is NULL");
   if (!out) return clf__fail(ctx, CLF_E_INVALID_ARG, "weights: out is NULL (tensor \"%s\")", name);
   const w_name *e = w_find(w, name);
+  char gname[256];
+  if (!e && w->gguf && clf__gguf_file_name(name, gname, sizeof gname))
+    return clf__fail(ctx, CLF_E_NOT_FOUND, "tensor \"%s\" (\"%s\" in transformers) not found in %s", gname, name,
+                     w->source);
   if (!e) return clf__fail(ctx, CLF_E_NOT_FOUND, "tensor \"%s\" not found in %s", name, w->source);
-  if (clf_safetensors_find(w->shards[e->shard], name, out) != CLF_OK)
-    return w_forward(ctx, CLF_E_NOT_FOUND);
+  if (w_info(w, e, out) != CLF_OK) return w_forward(ctx, CLF_E_NOT_FOUND);
   return CLF_OK;
 }
 
@@ -237,23 +306,11 @@ static const char *w_shape_str(int ndim, const size_t *shape, int wild, char *bu
   return buf;
 }
 
-clf_status clf__weights_read(clf_context *ctx, const clf__weights *w, const char *name, int ndim,
-                             const size_t *shape, float **out, size_t got[8]) {
-  if (!out) return clf__fail(ctx, CLF_E_INVALID_ARG, "weights: out is NULL (tensor \"%s\")", name ? name : "?");
-  *out = NULL;
-  if (ndim < 1 || ndim > CLF_MAX_DIMS)
-    return clf__fail(ctx, CLF_E_INVALID_ARG, "weights: tensor \"%s\": ndim %d must be 1..%d", name ? name : "?",
-                     ndim, CLF_MAX_DIMS);
-  clf_st_info info;
-  clf_status s = clf__weights_info(ctx, w, name, &info);
-  if (s != CLF_OK) return s;
-  int ok = info.ndim == ndim;
-  for (int i = 0; ok && i < ndim; i++) ok = !shape || shape[i] == 0 || shape[i] == info.shape[i];
-  if (!ok) {
-    char a[160], b[160];
-    return clf__fail(ctx, CLF_E_SHAPE, "tensor \"%s\" has shape %s, expected %s", name,
-                     w_shape_str(info.ndim, info.shape, 0, a, sizeof(a)), w_shape_str(ndim, shape, 1, b, sizeof(b)));
-  }
+/* A safetensors tensor as f32 (*out malloc'd). */
+static clf_status w_read_st(clf_context *ctx, const clf__weights *w, const char *name, const clf_st_info *info_,
+                            float **out) {
+  const clf_st_info info = *info_;
+  clf_status s;
   int f32 = strcmp(info.dtype, "F32") == 0, f16 = strcmp(info.dtype, "F16") == 0,
       bf16 = strcmp(info.dtype, "BF16") == 0;
   if (!f32 && !f16 && !bf16)
@@ -277,10 +334,90 @@ clf_status clf__weights_read(clf_context *ctx, const clf__weights *w, const char
       const uint16_t v = (uint16_t)(raw[2 * i] | raw[2 * i + 1] << 8);
       conv[i] = f16 ? clf__f16_bits_to_f32(v) : clf__bf16_to_f32(v);
     }
+  *out = conv;
+  return CLF_OK;
+}
+
+/* llama's q/k rows back in Hugging Face order: convert_hf_to_gguf stores
+ * row h*hd + 2i + j of each head from row h*hd + j*hd/2 + i. */
+static clf_status w_unpermute(clf_context *ctx, const char *name, float *x, size_t rows, size_t cols, long heads) {
+  if (rows % (size_t)heads || (rows / (size_t)heads) % 2)
+    return clf__fail(ctx, CLF_E_SHAPE, "tensor \"%s\": %zu rows are not %ld heads of an even size", name, rows,
+                     heads);
+  const size_t hd = rows / (size_t)heads, half = hd / 2;
+  float *tmp = malloc(hd * cols * sizeof(float));
+  if (!tmp) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "weights: out of host memory reading \"%s\"", name);
+  for (size_t h = 0; h < (size_t)heads; h++) {
+    float *head = x + h * hd * cols;
+    memcpy(tmp, head, hd * cols * sizeof(float));
+    for (size_t i = 0; i < half; i++)
+      for (size_t j = 0; j < 2; j++) memcpy(head + (j * half + i) * cols, tmp + (2 * i + j) * cols, cols * sizeof(float));
+  }
+  free(tmp);
+  return CLF_OK;
+}
+
+/* The q/k permutation's head count for HF name `name` (0: none). */
+static long w_permuted(const clf__weights *w, const char *name) {
+  if (!w->heads[0]) return 0;
+  const char *p = strstr(name, ".self_attn.");
+  if (!p) return 0;
+  p += strlen(".self_attn.");
+  if (strcmp(p, "q_proj.weight") == 0 || strcmp(p, "q_proj.bias") == 0) return w->heads[0];
+  if (strcmp(p, "k_proj.weight") == 0 || strcmp(p, "k_proj.bias") == 0) return w->heads[1];
+  return 0;
+}
+
+/* A GGUF tensor decoded to f32 (clf_gguf_dequantize), q/k unpermuted. */
+static clf_status w_read_gguf(clf_context *ctx, const clf__weights *w, const w_name *e, const clf_st_info *info,
+                              float **out) {
+  clf_gguf_tensor t;
+  clf_gguf_tensor_at(w->gguf, e->shard, &t);
+  size_t numel = 1;
+  for (int d = 0; d < info->ndim; d++) numel *= info->shape[d];
+  void *raw = malloc(t.bytes ? (size_t)t.bytes : 1);
+  float *conv = malloc(numel ? numel * sizeof(float) : 1);
+  clf_status s = CLF_OK;
+  if (!raw || !conv) s = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "weights: out of host memory reading \"%s\"", e->name);
+  else if ((s = clf_gguf_read(w->gguf, e->shard, raw, (size_t)t.bytes)) != CLF_OK) w_forward(ctx, s);
+  else if ((t.ggml_type >= 24 && t.ggml_type <= 27) /* I8..I64 */ ||
+           (s = clf_gguf_dequantize(t.ggml_type, raw, numel, conv)) != CLF_OK)
+    s = clf__fail(ctx, CLF_E_DTYPE, "tensor \"%s\" (%s) in %s is %s, which is not read as weights", e->name, t.name,
+                  w->source, t.type_name);
+  const long heads = s == CLF_OK ? w_permuted(w, e->name) : 0;
+  if (heads)
+    s = w_unpermute(ctx, e->name, conv, info->shape[0], info->ndim == 2 ? info->shape[1] : 1, heads);
+  free(raw);
+  if (s != CLF_OK) free(conv);
+  else *out = conv;
+  return s;
+}
+
+clf_status clf__weights_read(clf_context *ctx, const clf__weights *w, const char *name, int ndim,
+                             const size_t *shape, float **out, size_t got[8]) {
+  if (!out) return clf__fail(ctx, CLF_E_INVALID_ARG, "weights: out is NULL (tensor \"%s\")", name ? name : "?");
+  *out = NULL;
+  if (ndim < 1 || ndim > CLF_MAX_DIMS)
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "weights: tensor \"%s\": ndim %d must be 1..%d", name ? name : "?",
+                     ndim, CLF_MAX_DIMS);
+  clf_st_info info;
+  clf_status s = clf__weights_info(ctx, w, name, &info);
+  if (s != CLF_OK) return s;
+  int ok = info.ndim == ndim;
+  for (int i = 0; ok && i < ndim; i++) ok = !shape || shape[i] == 0 || shape[i] == info.shape[i];
+  if (!ok) {
+    char a[160], b[160];
+    return clf__fail(ctx, CLF_E_SHAPE, "tensor \"%s\" has shape %s, expected %s", name,
+                     w_shape_str(info.ndim, info.shape, 0, a, sizeof(a)), w_shape_str(ndim, shape, 1, b, sizeof(b)));
+  }
+  float *conv = NULL;
+  s = w->gguf ? w_read_gguf(ctx, w, w_find(w, name), &info, &conv) : w_read_st(ctx, w, name, &info, &conv);
+  if (s != CLF_OK) return s;
   for (int i = 0; i < 8; i++) got[i] = i < ndim ? info.shape[i] : 0;
   *out = conv;
   return CLF_OK;
 }
+
 
 clf_status clf__weights_load(clf_context *ctx, const clf__weights *w, const char *name, int ndim,
                              const size_t *shape, clf_tensor **out) {
@@ -315,7 +452,7 @@ size_t clf__weights_bytes_as(const clf__weights *w, clf_dtype wt) {
   size_t total = 0;
   for (size_t i = 0; w && i < w->n_names; i++) {
     clf_st_info info;
-    if (clf_safetensors_find(w->shards[w->names[i].shard], w->names[i].name, &info) != CLF_OK) continue;
+    if (w_info(w, &w->names[i], &info) != CLF_OK) continue;
     size_t numel = 1;
     for (int d = 0; d < info.ndim; d++) numel *= info.shape[d];
     const int stored = info.ndim == 2 && info.shape[1] % 32 == 0;
@@ -336,7 +473,7 @@ clf_status clf__weights_fit_alloc(clf_context *ctx, const clf__weights *w, clf_d
   const char *name = NULL;
   for (size_t i = 0; i < w->n_names; i++) {
     clf_st_info info;
-    if (clf_safetensors_find(w->shards[w->names[i].shard], w->names[i].name, &info) != CLF_OK) continue;
+    if (w_info(w, &w->names[i], &info) != CLF_OK) continue;
     size_t numel = 1;
     for (int d = 0; d < info.ndim; d++) numel *= info.shape[d];
     const int stored = info.ndim == 2 && (!clf__dtype_is_block(wt) || info.shape[1] % CLF__QBLOCK == 0);

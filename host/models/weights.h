@@ -21,6 +21,13 @@ typedef struct clf__weights clf__weights;
  * index places in a shard that lacks it.  With an index, only the tensors
  * it lists are visible. */
 clf_status clf__weights_open(clf_context *ctx, const char *model_dir, clf__weights **out);
+/* The tensors of GGUF file g (opened from `file`; owned by the result, and
+ * closed here on failure) under their Hugging Face names for `arch`
+ * (clf__gguf_hf_name; tensors without one are not visible), decoded to f32
+ * by clf__weights_read and clf__weights_load, the q/k rows convert_hf_to_gguf
+ * permutes put back in Hugging Face order.  clf__weights_info's dtype is the ggml type's name. */
+clf_status clf__weights_from_gguf(clf_context *ctx, clf_gguf *g, const char *file, const char *arch,
+                                  clf__weights **out);
 /* NULL is accepted. */
 void clf__weights_close(clf__weights *w);
 int clf__weights_has(const clf__weights *w, const char *name);

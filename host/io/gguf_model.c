@@ -1,0 +1,341 @@
+/* gguf_model.c - a GGUF file as a model: found at a path, its metadata
+ * turned into the config.json transformers 4.46's GGUF loader would make
+ * (integrations/ggml.py's GGUF_CONFIG_MAPPING), its tensor names into the
+ * Hugging Face ones (GGUF_TENSOR_MAPPING). */
+#include "gguf_model.h"
+
+#include "base/file.h"
+#include "base/status.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The architectures read from GGUF (general.architecture). */
+#define CLF__GGUF_ARCHS "llama, mistral, qwen2"
+
+/* "name-00001-of-00003.gguf": one part of a split model. */
+static int gm_is_split(const char *name) {
+  const char *s = strstr(name, "-of-");
+  if (!s || s - name < 6) return 0;
+  for (const char *p = s - 5; p < s; p++)
+    if (*p < '0' || *p > '9') return 0;
+  return s[-6] == '-' && strspn(s + 4, "0123456789") == 5 && strcmp(s + 9, ".gguf") == 0;
+}
+
+static clf_status gm_split_error(clf_context *ctx, const char *path) {
+  return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s is one part of a split GGUF model: merge the parts into one file first "
+                   "(llama-gguf-split --merge)", path);
+}
+
+static int gm_ends_with(const char *s, const char *end) {
+  size_t n = strlen(s), m = strlen(end);
+  return n > m && strcmp(s + n - m, end) == 0;
+}
+
+static char *gm_join(const char *dir, const char *name) {
+  size_t n = strlen(dir) + strlen(name) + 2;
+  char *p = malloc(n);
+  if (p) snprintf(p, n, "%s%s%s", dir, (dir[0] && dir[strlen(dir) - 1] == '/') ? "" : "/", name);
+  return p;
+}
+
+/* The one *.gguf regular file in dir, or *file NULL when there is none. */
+static clf_status gm_scan(clf_context *ctx, const char *dir, char **file) {
+  DIR *d = opendir(dir);
+  if (!d) return CLF_OK;
+  char *found = NULL;
+  clf_status st = CLF_OK;
+  for (struct dirent *e; st == CLF_OK && (e = readdir(d));) {
+    if (!gm_ends_with(e->d_name, ".gguf")) continue;
+    char *p = gm_join(dir, e->d_name);
+    if (!p)
+      st = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "model: out of host memory");
+    else if (clf__is_file(p) && found)
+      st = clf__fail(ctx, CLF_E_FORMAT, "%s holds several GGUF files (%s, %s, ...) and no config.json: name the "
+                     "file to load", dir, strrchr(found, '/') + 1, e->d_name);
+    else if (clf__is_file(p))
+      found = p, p = NULL;
+    free(p);
+  }
+  closedir(d);
+  if (st == CLF_OK && found && gm_is_split(strrchr(found, '/') + 1)) st = gm_split_error(ctx, found);
+  if (st == CLF_OK) *file = found;
+  else free(found);
+  return st;
+}
+
+clf_status clf__gguf_model_file(clf_context *ctx, const char *path, char **file) {
+  *file = NULL;
+  if (clf__is_file(path)) {
+    const char *base = strrchr(path, '/');
+    if (gm_is_split(base ? base + 1 : path)) return gm_split_error(ctx, path);
+    return (*file = strdup(path)) ? CLF_OK : clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "model: out of host memory");
+  }
+  char *cfg = gm_join(path, "config.json");
+  if (!cfg) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "model: out of host memory");
+  const int hf = clf__path_present(cfg);
+  free(cfg);
+  return hf ? CLF_OK : gm_scan(ctx, path, file);
+}
+
+/* ---- metadata ---------------------------------------------------------- */
+
+static long gm_find(const clf_gguf *g, const char *fmt, const char *arch) {
+  char key[160];
+  snprintf(key, sizeof key, fmt, arch);
+  return clf_gguf_find(g, key);
+}
+
+int clf__gguf_meta_int(clf_context *ctx, const clf_gguf *g, const char *file, const char *key, int64_t dflt,
+                       int64_t *out) {
+  *out = dflt;
+  const long i = clf_gguf_find(g, key);
+  clf_gguf_kv kv;
+  if (i < 0) return 0;
+  if (clf_gguf_kv_at(g, (size_t)i, &kv) != CLF_OK || kv.type == CLF_GGUF_ARRAY ||
+      clf_gguf_get_int(g, (size_t)i, 0, out) != CLF_OK) {
+    clf__fail(ctx, CLF_E_FORMAT, "%s: metadata %s is not an integer", file, key);
+    return -1;
+  }
+  return 0;
+}
+
+typedef struct gm_key {
+  const char *gguf; /* "%s." the architecture */
+  const char *hf;
+  int kind; /* 0 integer, 1 float */
+  int required;
+} gm_key;
+
+/* GGUF_CONFIG_MAPPING of llama, mistral and qwen2 (the same keys), and the
+ * tokenizer's ids. */
+static const gm_key gm_keys[] = {
+    {"%s.context_length", "max_position_embeddings", 0, 0},
+    {"%s.block_count", "num_hidden_layers", 0, 1},
+    {"%s.feed_forward_length", "intermediate_size", 0, 1},
+    {"%s.embedding_length", "hidden_size", 0, 1},
+    {"%s.rope.freq_base", "rope_theta", 1, 0},
+    {"%s.attention.head_count", "num_attention_heads", 0, 1},
+    {"%s.attention.head_count_kv", "num_key_value_heads", 0, 0},
+    {"%s.attention.layer_norm_rms_epsilon", "rms_norm_eps", 1, 0},
+    {"%s.vocab_size", "vocab_size", 0, 0},
+    {"tokenizer.ggml.bos_token_id", "bos_token_id", 0, 0},
+    {"tokenizer.ggml.eos_token_id", "eos_token_id", 0, 0},
+    {"tokenizer.ggml.padding_token_id", "pad_token_id", 0, 0},
+};
+
+/* One mapped key into cfg. */
+static clf_status gm_put(clf_context *ctx, const clf_gguf *g, const char *file, const char *arch, const gm_key *k,
+                         cJSON *cfg) {
+  char key[160];
+  snprintf(key, sizeof key, k->gguf, arch);
+  const long i = clf_gguf_find(g, key);
+  if (i < 0)
+    return k->required ? clf__fail(ctx, CLF_E_FORMAT, "%s: metadata %s is missing", file, key) : CLF_OK;
+  clf_gguf_kv kv;
+  clf_gguf_kv_at(g, (size_t)i, &kv);
+  if (kv.type == CLF_GGUF_ARRAY)
+    return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: metadata %s is an array (a value per layer is not supported)",
+                     file, key);
+  double v = 0;
+  int64_t n = 0;
+  if (k->kind == 0 ? clf_gguf_get_int(g, (size_t)i, 0, &n) != CLF_OK || n < 0 || n > (1LL << 40)
+                   : clf_gguf_get_float(g, (size_t)i, 0, &v) != CLF_OK)
+    return clf__fail(ctx, CLF_E_FORMAT, "%s: metadata %s is not %s", file, key,
+                     k->kind == 0 ? "a non-negative integer" : "a number");
+  if (!cJSON_AddNumberToObject(cfg, k->hf, k->kind == 0 ? (double)n : v))
+    return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "config: out of host memory");
+  return CLF_OK;
+}
+
+/* A string value of `key`, or NULL. */
+static const char *gm_str(const clf_gguf *g, const char *key) {
+  const long i = clf_gguf_find(g, key);
+  const char *s = NULL;
+  clf_gguf_kv kv;
+  if (i < 0 || clf_gguf_kv_at(g, (size_t)i, &kv) != CLF_OK || kv.type != CLF_GGUF_STRING ||
+      clf_gguf_get_str(g, (size_t)i, 0, &s, NULL) != CLF_OK)
+    return NULL;
+  return s;
+}
+
+/* What the config cannot say: RoPE beyond linear scaling, partial rotary
+ * dims, llama3's frequency factors (rope_freqs.weight). */
+static clf_status gm_rope(clf_context *ctx, const clf_gguf *g, const char *file, const char *arch, cJSON *cfg) {
+  char key[160];
+  snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
+  const char *type = gm_str(g, key);
+  if (clf_gguf_find_tensor(g, "rope_freqs.weight") >= 0)
+    return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: tensor rope_freqs.weight (Llama 3.1 frequency factors) is not "
+                     "supported yet", file);
+  if (gm_find(g, "%s.rope.dimension_count", arch) >= 0) {
+    int64_t rot = 0, heads = 0, dim = 0, klen = 0;
+    snprintf(key, sizeof key, "%s.rope.dimension_count", arch);
+    if (clf__gguf_meta_int(ctx, g, file, key, 0, &rot) < 0) return CLF_E_FORMAT;
+    snprintf(key, sizeof key, "%s.attention.head_count", arch);
+    clf__gguf_meta_int(NULL, g, file, key, 0, &heads);
+    snprintf(key, sizeof key, "%s.embedding_length", arch);
+    clf__gguf_meta_int(NULL, g, file, key, 0, &dim);
+    snprintf(key, sizeof key, "%s.attention.key_length", arch);
+    clf__gguf_meta_int(NULL, g, file, key, heads > 0 ? dim / heads : 0, &klen);
+    if (rot != klen)
+      return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: %s.rope.dimension_count %lld is not the head size %lld (partial "
+                       "rotary embeddings are not supported)", file, arch, (long long)rot, (long long)klen);
+  }
+  if (!type || strcmp(type, "none") == 0) return CLF_OK;
+  if (strcmp(type, "linear") != 0)
+    return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: %s.rope.scaling.type \"%s\" is not supported (none, linear)", file,
+                     arch, type);
+  snprintf(key, sizeof key, "%s.rope.scaling.factor", arch);
+  const long i = clf_gguf_find(g, key);
+  double f = 0;
+  if (i < 0 || clf_gguf_get_float(g, (size_t)i, 0, &f) != CLF_OK)
+    return clf__fail(ctx, CLF_E_FORMAT, "%s: linear RoPE scaling without a number %s", file, key);
+  cJSON *rs = cJSON_AddObjectToObject(cfg, "rope_scaling");
+  if (!rs || !cJSON_AddStringToObject(rs, "type", "linear") || !cJSON_AddNumberToObject(rs, "factor", f))
+    return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "config: out of host memory");
+  return CLF_OK;
+}
+
+/* head_dim from attention.key_length where it is not hidden / heads. */
+static clf_status gm_head_dim(clf_context *ctx, const clf_gguf *g, const char *file, const char *arch, cJSON *cfg) {
+  char key[160];
+  int64_t k = 0, v = 0;
+  snprintf(key, sizeof key, "%s.attention.key_length", arch);
+  if (clf__gguf_meta_int(ctx, g, file, key, 0, &k) < 0) return CLF_E_FORMAT;
+  snprintf(key, sizeof key, "%s.attention.value_length", arch);
+  if (clf__gguf_meta_int(ctx, g, file, key, k, &v) < 0) return CLF_E_FORMAT;
+  if (v != k)
+    return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: %s.attention.value_length %lld differs from key_length %lld", file,
+                     arch, (long long)v, (long long)k);
+  const cJSON *d = cJSON_GetObjectItemCaseSensitive(cfg, "hidden_size"),
+              *h = cJSON_GetObjectItemCaseSensitive(cfg, "num_attention_heads");
+  if (k <= 0 || !d || !h || h->valuedouble <= 0 || (double)k * h->valuedouble == d->valuedouble) return CLF_OK;
+  if (strcmp(arch, "qwen2") == 0)
+    return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: qwen2 with a head size (%lld) other than hidden / heads", file,
+                     (long long)k);
+  return cJSON_AddNumberToObject(cfg, "head_dim", (double)k) ? CLF_OK
+                                                             : clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "config: out of host memory");
+}
+
+/* vocab_size, when {arch}.vocab_size is absent: the token list's length. */
+static clf_status gm_vocab(clf_context *ctx, const clf_gguf *g, const char *file, cJSON *cfg) {
+  if (cJSON_GetObjectItemCaseSensitive(cfg, "vocab_size")) return CLF_OK;
+  const long i = clf_gguf_find(g, "tokenizer.ggml.tokens");
+  clf_gguf_kv kv;
+  uint64_t n = 0;
+  if (i >= 0 && clf_gguf_kv_at(g, (size_t)i, &kv) == CLF_OK && kv.type == CLF_GGUF_ARRAY) n = kv.count;
+  clf_gguf_tensor t;
+  const long e = clf_gguf_find_tensor(g, "token_embd.weight");
+  if (!n && e >= 0 && clf_gguf_tensor_at(g, (size_t)e, &t) == CLF_OK && t.ndim == 2) n = t.shape[0];
+  if (!n) return clf__fail(ctx, CLF_E_FORMAT, "%s: no vocabulary size: no vocab_size, tokenizer.ggml.tokens or "
+                           "token_embd.weight", file);
+  return cJSON_AddNumberToObject(cfg, "vocab_size", (double)n) ? CLF_OK
+                                                               : clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "config: out of host memory");
+}
+
+static const char *gm_class(const char *arch) {
+  if (strcmp(arch, "llama") == 0) return "LlamaForCausalLM";
+  if (strcmp(arch, "mistral") == 0) return "MistralForCausalLM";
+  if (strcmp(arch, "qwen2") == 0) return "Qwen2ForCausalLM";
+  return NULL;
+}
+
+static clf_status gm_fill(clf_context *ctx, const clf_gguf *g, const char *file, const char *arch, cJSON *cfg) {
+  clf_status st;
+  const char *cls[] = {gm_class(arch)};
+  cJSON *archs = cJSON_CreateStringArray(cls, 1);
+  if (!archs || !cJSON_AddItemToObject(cfg, "architectures", archs) || !cJSON_AddStringToObject(cfg, "model_type", arch) ||
+      !cJSON_AddBoolToObject(cfg, "tie_word_embeddings", clf_gguf_find_tensor(g, "output.weight") < 0)) {
+    if (archs && !cJSON_GetObjectItemCaseSensitive(cfg, "architectures")) cJSON_Delete(archs);
+    return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "config: out of host memory");
+  }
+  for (size_t k = 0; k < sizeof gm_keys / sizeof gm_keys[0]; k++)
+    if ((st = gm_put(ctx, g, file, arch, &gm_keys[k], cfg)) != CLF_OK) return st;
+  if (strcmp(arch, "qwen2") == 0 && !cJSON_AddBoolToObject(cfg, "use_sliding_window", 0))
+    return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "config: out of host memory");
+  if ((st = gm_head_dim(ctx, g, file, arch, cfg)) != CLF_OK || (st = gm_rope(ctx, g, file, arch, cfg)) != CLF_OK)
+    return st;
+  return gm_vocab(ctx, g, file, cfg);
+}
+
+clf_status clf__gguf_config(clf_context *ctx, const clf_gguf *g, const char *file, clf__config **out) {
+  *out = NULL;
+  const char *arch = gm_str(g, "general.architecture");
+  if (!arch) return clf__fail(ctx, CLF_E_FORMAT, "%s: metadata general.architecture (a string) is missing", file);
+  if (!gm_class(arch))
+    return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: architecture \"%s\" is not supported (supported: %s)", file, arch,
+                     CLF__GGUF_ARCHS);
+  cJSON *cfg = cJSON_CreateObject();
+  if (!cfg) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "config: out of host memory");
+  clf_status st = gm_fill(ctx, g, file, arch, cfg);
+  char *text = st == CLF_OK ? cJSON_PrintUnformatted(cfg) : NULL;
+  cJSON_Delete(cfg);
+  if (st == CLF_OK && !text) st = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "config: out of host memory");
+  char label[512];
+  snprintf(label, sizeof label, "%s's metadata", file);
+  if (st == CLF_OK) st = clf__config_parse(ctx, label, text, out);
+  free(text);
+  return st;
+}
+
+/* ---- tensor names ------------------------------------------------------ */
+
+/* GGUF_TENSOR_MAPPING for llama, mistral and qwen2: a layer's parts. */
+static const char *const gm_layer_names[][2] = {
+    {"attn_norm", "input_layernorm"},    {"ffn_norm", "post_attention_layernorm"},
+    {"attn_q", "self_attn.q_proj"},      {"attn_k", "self_attn.k_proj"},
+    {"attn_v", "self_attn.v_proj"},      {"attn_output", "self_attn.o_proj"},
+    {"ffn_gate", "mlp.gate_proj"},       {"ffn_up", "mlp.up_proj"},
+    {"ffn_down", "mlp.down_proj"},
+};
+
+int clf__gguf_hf_name(const char *arch, const char *name, char *buf, size_t len) {
+  if (!gm_class(arch)) return 0;
+  const char *hf = NULL;
+  if (strcmp(name, "token_embd.weight") == 0) hf = "model.embed_tokens.weight";
+  else if (strcmp(name, "output_norm.weight") == 0) hf = "model.norm.weight";
+  else if (strcmp(name, "output.weight") == 0) hf = "lm_head.weight";
+  if (hf) return (size_t)snprintf(buf, len, "%s", hf) < len;
+  const size_t digits = strncmp(name, "blk.", 4) == 0 ? strspn(name + 4, "0123456789") : 0;
+  if (digits == 0 || digits > 6 || name[4 + digits] != '.') return 0;
+  const unsigned layer = (unsigned)strtoul(name + 4, NULL, 10);
+  const char *part = name + 5 + digits, *dot = strrchr(part, '.');
+  if (!dot || (strcmp(dot, ".weight") != 0 && strcmp(dot, ".bias") != 0)) return 0;
+  for (size_t k = 0; k < sizeof gm_layer_names / sizeof gm_layer_names[0]; k++)
+    if (strlen(gm_layer_names[k][0]) == (size_t)(dot - part) && !strncmp(part, gm_layer_names[k][0], dot - part))
+      return (size_t)snprintf(buf, len, "model.layers.%u.%s%s", layer, gm_layer_names[k][1], dot) < len;
+  return 0;
+}
+
+clf_status clf__config_load_model(clf_context *ctx, const char *path, clf__config **out) {
+  *out = NULL;
+  char *file = NULL;
+  clf_status st = clf__gguf_model_file(ctx, path, &file);
+  if (st != CLF_OK || !file) return st == CLF_OK ? clf__config_load(ctx, path, out) : st;
+  clf_gguf *g = NULL;
+  if ((st = clf_gguf_open(file, &g)) != CLF_OK) st = clf__fail(ctx, st, "%s", clf_last_error(NULL));
+  else st = clf__gguf_config(ctx, g, file, out);
+  clf_gguf_close(g);
+  free(file);
+  return st;
+}
+
+int clf__gguf_file_name(const char *hf, char *buf, size_t len) {
+  if (strncmp(hf, "model.", 6) == 0) hf += 6;
+  const char *g = NULL;
+  if (strcmp(hf, "embed_tokens.weight") == 0) g = "token_embd.weight";
+  else if (strcmp(hf, "norm.weight") == 0) g = "output_norm.weight";
+  else if (strcmp(hf, "lm_head.weight") == 0) g = "output.weight";
+  if (g) return (size_t)snprintf(buf, len, "%s", g) < len;
+  const size_t digits = strncmp(hf, "layers.", 7) == 0 ? strspn(hf + 7, "0123456789") : 0;
+  if (digits == 0 || hf[7 + digits] != '.') return 0;
+  const char *part = hf + 8 + digits, *dot = strrchr(part, '.');
+  for (size_t k = 0; dot && k < sizeof gm_layer_names / sizeof gm_layer_names[0]; k++)
+    if (strlen(gm_layer_names[k][1]) == (size_t)(dot - part) && !strncmp(part, gm_layer_names[k][1], dot - part))
+      return (size_t)snprintf(buf, len, "blk.%.*s.%s%s", (int)digits, hf + 7, gm_layer_names[k][0], dot) < len;
+  return 0;
+}
