@@ -938,8 +938,8 @@ END_TEST
 START_TEST(help_from_the_table) {
   static const struct { const char *cmd, *want[3]; } cases[] = {
       {"devices", {"usage: clformer devices [--json]\n", "-h, --help", "marked with *"}},
-      {"run", {"usage: clformer run MODEL_DIR", "--repeat N", "(0 to 100000)"}},
-      {"generate", {"usage: clformer generate MODEL_DIR", "--max-new-tokens N", "(1 to 100000)"}},
+      {"run", {"usage: clformer run MODEL --in", "--repeat N", "(0 to 100000)"}},
+      {"generate", {"usage: clformer generate MODEL (--in", "--max-new-tokens N", "(1 to 100000)"}},
       {"embed", {"usage: clformer embed MODEL_DIR TEXT TEXT...", "--device S", "cosine"}},
       {"classify", {"usage: clformer classify MODEL_DIR IMAGE...", "--top K", "(1 to 100000; default 5)"}},
       {"fill-mask", {"usage: clformer fill-mask MODEL_DIR TEXT", "--top-k K", "(1 to 100000; default 5)"}},

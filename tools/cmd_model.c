@@ -242,11 +242,12 @@ static int run_main(const void *opts, int argc, char **argv) {
 
 const clf_cli_command clf_cli_run_command = {
     .name = "run",
-    .summary = "one forward pass of a Hugging Face model directory",
-    .synopsis = "MODEL_DIR --in NAME=FILE.npy ... --out NAME=FILE.npy ... [options]",
+    .summary = "one forward pass of a Hugging Face model directory or a GGUF file",
+    .synopsis = "MODEL --in NAME=FILE.npy ... --out NAME=FILE.npy ... [options]",
     .details =
-        "Runs one forward pass of the Hugging Face model in MODEL_DIR (config.json +\n"
-        "model.safetensors).  Inputs and outputs are named as the model's forward()\n"
+        "Runs one forward pass of MODEL: a Hugging Face model directory (config.json +\n"
+        "model.safetensors), or a GGUF file (or a directory holding one and no\n"
+        "config.json; its tensors decoded to the --weights type).  Inputs and outputs are named as the model's forward()\n"
         "arguments and output fields (input_ids, attention_mask, token_type_ids,\n"
         "decoder_input_ids, pixel_values, ...; last_hidden_state, pooler_output,\n"
         "logits, ...).  Files are .npy: int64/int32 ids, float32 data, C order.\n"
@@ -275,7 +276,7 @@ static const clf_cli_option gen_options[] = {
     {"--in", "NAME=FILE.npy", CLF_OPT_STRINGS, offsetof(gen_opts, in), 0, 0, 0, 2, 0,
      "input_ids (and attention_mask) from .npy files"},
     {"--prompt", "TEXT", CLF_OPT_STRING, offsetof(gen_opts, prompt), 0, 0, 0, 0, 0,
-     "text, tokenized with MODEL_DIR's tokenizer; the new text is printed as it comes"},
+     "text, tokenized with MODEL's tokenizer; the new text is printed as it comes"},
     {"--max-new-tokens", "N", CLF_OPT_LONG, offsetof(gen_opts, max_new_tokens), 1, 100000, 0, 0, 0,
      "tokens to generate at most"},
     {"--num-beams", "K", CLF_OPT_LONG, offsetof(gen_opts, num_beams), 1, 100000, 0, 0, 0,
@@ -522,7 +523,7 @@ static int generate_main(const void *opts, int argc, char **argv) {
 const clf_cli_command clf_cli_generate_command = {
     .name = "generate",
     .summary = "greedy, sampled or beam decoding, streaming text",
-    .synopsis = "MODEL_DIR (--in input_ids=FILE.npy [--in attention_mask=FILE.npy] | --prompt TEXT) [options]",
+    .synopsis = "MODEL (--in input_ids=FILE.npy [--in attention_mask=FILE.npy] | --prompt TEXT) [options]",
     .details =
         "Decoding as transformers' generate() for decoder-only models (a continuation\n"
         "of the prompt) and encoder-decoders (a translation of the source): greedy,\n"
@@ -530,8 +531,9 @@ const clf_cli_command clf_cli_generate_command = {
         "or beam search with --num-beams K > 1; --repetition-penalty and\n"
         "--no-repeat-ngram-size apply to all three.  Options not given take the\n"
         "checkpoint's generation settings (generation_config.json), then transformers'\n"
-        "defaults.  With --prompt the text is tokenized with the model directory's\n"
-        "tokenizer and the new text is printed as the tokens come (a character split\n"
+        "defaults (a GGUF file has none).  MODEL is a model directory or a GGUF file.\n"
+        "With --prompt the text is tokenized with the model's tokenizer (a GGUF\n"
+        "file's from its metadata) and the new text is printed as the tokens come (a character split\n"
         "across tokens once whole; a word once the next space or the end shows it\n"
         "cannot change), stopping at an end-of-sequence token or before the first\n"
         "--stop string (which is not printed); the tokens per second go to stderr.\n"

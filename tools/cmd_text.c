@@ -340,12 +340,13 @@ static int tokenize_main(const void *opts, int argc, char **argv) {
 const clf_cli_command clf_cli_tokenize_command = {
     .name = "tokenize",
     .summary = "a text's token ids and tokens, as the model's tokenizer makes them",
-    .synopsis = "MODEL_DIR TEXT [options]",
+    .synopsis = "MODEL TEXT [options]",
     .details =
-        "Tokenizes TEXT with MODEL_DIR's tokenizer (the files clformer generate and\n"
-        "run read) and prints one line per token: its id, a tab, and the token as\n"
-        "the vocabulary spells it (transformers' convert_ids_to_tokens), control\n"
-        "characters and backslashes escaped:\n"
+        "Tokenizes TEXT with MODEL's tokenizer (the files clformer generate and run\n"
+        "read, or a GGUF file's tokenizer.ggml.* metadata) and prints one line per\n"
+        "token: its id, a tab, and the token as the vocabulary spells it\n"
+        "(transformers' convert_ids_to_tokens), control characters and backslashes\n"
+        "escaped:\n"
         "  15496\tHello\n"
         "  995\t\u0120world\n"
         "The model's special tokens are added as it would see the text, unless\n"

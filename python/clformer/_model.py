@@ -109,6 +109,8 @@ def _checkpoint_beams(path: str) -> int | None:
     config.json, default 1); None when a file or value is not plainly
     readable (then generation is not assumed to take an on_token callback)."""
     beams = 1
+    if os.path.isfile(path):  # a GGUF file: no generation settings
+        return beams
     for name in ("config.json", "generation_config.json"):
         try:
             with open(os.path.join(path, name), encoding="utf-8") as f:
@@ -127,8 +129,8 @@ def _checkpoint_beams(path: str) -> int | None:
 
 
 class Model:
-    """A Hugging Face model directory (config.json + model.safetensors) loaded
-    onto an OpenCL device.
+    """A Hugging Face model directory (config.json + model.safetensors) or a
+    GGUF file (or a directory holding one) loaded onto an OpenCL device.
 
     >>> with clformer.Model("tests/fixtures/bert") as m:
     ...     out = m(input_ids=np.array([[2, 7, 3]]))
@@ -136,7 +138,8 @@ class Model:
     (1, 3, 32)
 
     Args:
-        path: the model directory.
+        path: the model directory, or a .gguf file (its tensors decoded to
+            the weights type at load; docs/gguf.md).
         device: None (the default device: $CLFORMER_DEVICE, else the first
             GPU, else the first device), an index into clformer.devices(), a
             clformer.Device, or a selector string ("0:1", or part of the
