@@ -285,15 +285,35 @@ typedef enum clf_dtype {
    * Make them with clf_tensor_from_f32; upload/download move these bytes. */
   CLF_Q8_0 = 4,
   CLF_Q4_0 = 5,
+  /* ggml's block types, as a GGUF file stores them (ggml-common.h): 2-D
+   * [rows, K], each row K / B blocks of B elements, the blocks back to
+   * back (scales inside each block), K a multiple of B: B = 32 for Q4_1
+   * (20 bytes), Q5_0 (22), Q5_1 (24); B = 256 for the k-quants Q2_K (84),
+   * Q3_K (110), Q4_K (144), Q5_K (176), Q6_K (210).  Weights of clf_linear
+   * only, made by clf_tensor_create and filled with clf_tensor_upload of
+   * the blocks (clf_tensor_from_f32 cannot make them); an element is what
+   * clf_gguf_dequantize decodes. */
+  CLF_Q4_1 = 6,
+  CLF_Q5_0 = 7,
+  CLF_Q5_1 = 8,
+  CLF_Q2_K = 9,
+  CLF_Q3_K = 10,
+  CLF_Q4_K = 11,
+  CLF_Q5_K = 12,
+  CLF_Q6_K = 13,
+  /* Not a tensor type: clf_model_options.weights only (its default): each
+   * linear layer's weight in the type its checkpoint stores it in, where
+   * clformer's kernels read that type. */
+  CLF_STORED = 64,
 } clf_dtype;
 
 /* Bytes of one element; 0 for the block types (see clf_tensor_bytes). */
 CLF_API size_t clf_dtype_size(clf_dtype dtype);
-/* "f32", "f16", "i32", "i64", "q8_0", "q4_0". */
+/* "f32", "f16", "i32", "i64", "q8_0", "q4_0", "q4_1", ..., "q6_k". */
 CLF_API const char *clf_dtype_name(clf_dtype dtype);
-/* The weight storage type named "f32", "f16", "q8" (or "q8_0") or "q4" (or
- * "q4_0"); CLF_E_INVALID_ARG naming the value and the valid ones otherwise
- * (recorded for clf_last_error(NULL)). */
+/* The weight storage type named "f32", "f16", "q8" (or "q8_0"), "q4" (or
+ * "q4_0") or "stored" (CLF_STORED); CLF_E_INVALID_ARG naming the value and
+ * the valid ones otherwise (recorded for clf_last_error(NULL)). */
 CLF_API clf_status clf_weight_type_from_name(const char *name, clf_dtype *out);
 
 typedef struct clf_tensor clf_tensor;
@@ -964,11 +984,17 @@ CLF_API clf_status clf_model_load(clf_context *ctx, const char *model_dir,
 /* How clf_model_load_with loads a model. */
 typedef struct clf_model_options {
   /* Storage of the weights of every linear layer (attention projections,
-   * MLPs, task heads; a tied LM head gets its own copy): CLF_F32 (default),
-   * CLF_F16, CLF_Q8_0 or CLF_Q4_0, converted from the checkpoint's
-   * F32/F16/BF16 at load.  Embeddings, norms, biases and convolutions stay
-   * f32.  The block types need every such layer's input width to be a
-   * multiple of 32 (else CLF_E_UNSUPPORTED naming the tensor). */
+   * MLPs, task heads; a tied LM head gets its own copy): CLF_F32, CLF_F16,
+   * CLF_Q8_0 or CLF_Q4_0, converted from the checkpoint's tensors at load
+   * (a GGUF file's decoded first), or CLF_STORED (the default of
+   * clf_model_options_init and of NULL options): a Hugging Face
+   * checkpoint's as f32; a GGUF file's as the file stores them (F16, Q8_0,
+   * Q4_0, Q4_1, Q5_0, Q5_1, Q2_K ... Q6_K: the blocks as they are), F32 and
+   * BF16 as f32, and where one layer fuses tensors of different types (q, k
+   * and v; gate and up), those as f32.  Embeddings, norms, biases and
+   * convolutions stay f32.  The block types need every such layer's input
+   * width to be a multiple of 32 (else CLF_E_UNSUPPORTED naming the
+   * tensor). */
   clf_dtype weights;
   /* Non-zero: store the linear weights as f32 holding the values `weights`
    * would hold (rounded through the type and back), so that the type's
@@ -981,7 +1007,7 @@ typedef struct clf_model_options {
   void *progress_user;
 } clf_model_options;
 
-/* Fills `o` with the defaults (f32 weights). */
+/* Fills `o` with the defaults (CLF_STORED weights). */
 CLF_API void clf_model_options_init(clf_model_options *o);
 /* clf_model_load with options (NULL: the defaults).  Before anything is
  * uploaded, CLF_E_INVALID_ARG for a weight type that is not one of the

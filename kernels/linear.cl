@@ -9,7 +9,11 @@
  *   0 f32; 1 f16 (read with vload_half: core OpenCL, no cl_khr_fp16 needed);
  *   2 Q8_0: int8 quants [N*K], then one f16 scale per 32 along K;
  *   3 Q4_0: 16 bytes per 32 (element j low nibble, j + 16 high, minus 8),
- *     then the f16 scales.
+ *     then the f16 scales;
+ *   4-11 ggml's blocks as a GGUF file stores them (ggml-common.h), scales
+ *     inside each block: 4 Q4_1, 5 Q5_0, 6 Q5_1 (blocks of 32); 7 Q2_K,
+ *     8 Q3_K, 9 Q4_K, 10 Q5_K, 11 Q6_K (super-blocks of 256, read in
+ *     chunks of 32), each decoded as ggml's dequantize_row_* does.
  * The weight buffer is passed at its element type WT (float, half, char,
  * uchar) and, for the block types, a second time as the halves of the
  * scales (offset s_off), so that no kernel casts a pointer (Oclgrind's
@@ -65,6 +69,94 @@
 #endif
 #define NV (CH / 8)
 
+#if WTYPE >= 4
+/* ggml's blocks: elements (GB) and bytes (GBYTES) a block. */
+#if WTYPE == 4
+#define GB 32
+#define GBYTES 20
+#elif WTYPE == 5
+#define GB 32
+#define GBYTES 22
+#elif WTYPE == 6
+#define GB 32
+#define GBYTES 24
+#elif WTYPE == 7
+#define GB 256
+#define GBYTES 84
+#elif WTYPE == 8
+#define GB 256
+#define GBYTES 110
+#elif WTYPE == 9
+#define GB 256
+#define GBYTES 144
+#elif WTYPE == 10
+#define GB 256
+#define GBYTES 176
+#else
+#define GB 256
+#define GBYTES 210
+#endif
+
+/* Q4_K / Q5_K's 6-bit scale (.x) and min (.y) of sub-block j, from the 12
+ * packed bytes at q. */
+inline uint2 scale_min_k4(uint j, __global const uchar *q) {
+  if (j < 4) return (uint2)(q[j] & 63, q[j + 4] & 63);
+  return (uint2)((q[j + 4] & 15) | (q[j - 4] >> 6) << 4, (q[j + 4] >> 4) | (q[j] >> 6) << 4);
+}
+
+/* Elements 8p..8p+7 of chunk c (32 elements) of row n, decoded. */
+inline float8 ggml_part(__global const uchar *w, __global const half *s, uint n, uint c, uint p, uint K) {
+  const uint j = c % (GB / 32); /* the chunk's place in its super-block */
+  const size_t bo = ((size_t)n * (K / GB) + c / (GB / 32)) * GBYTES; /* the block's first byte */
+  const uint8 e = (uint8)(0, 1, 2, 3, 4, 5, 6, 7) + 8 * p;        /* elements of the chunk */
+#if WTYPE <= 6 /* Q4_1 {d; m; qs[16]}, Q5_0 {d; qh[4]; qs[16]}, Q5_1 {d; m; qh[4]; qs[16]} */
+  const float d = vload_half(bo / 2, s);
+  const uint qs_at = WTYPE == 4 ? 4 : WTYPE == 5 ? 6 : 8;
+  const uchar8 qs = vload8(p & 1, w + bo + qs_at);
+  uint8 x = convert_uint8(p < 2 ? qs & (uchar8)15 : qs >> (uchar8)4);
+#if WTYPE != 4
+  const uint hb = WTYPE == 5 ? 2 : 4;
+  const uint qh = (uint)w[bo + hb] | (uint)w[bo + hb + 1] << 8 | (uint)w[bo + hb + 2] << 16 | (uint)w[bo + hb + 3] << 24;
+  x |= (((uint8)(qh) >> e) & (uint8)1) << (uint8)4;
+#endif
+#if WTYPE == 5
+  return convert_float8(convert_int8(x) - 16) * d;
+#else
+  return convert_float8(x) * d + vload_half(bo / 2 + 1, s);
+#endif
+#elif WTYPE == 7 /* Q2_K {scales[16]; qs[64]; d; dmin} */
+  const uint g = j / 4, sh = 2 * (j % 4);
+  const uchar sc = w[bo + g * 8 + (j % 4) * 2 + p / 2];
+  const float dl = vload_half((bo + 80) / 2, s) * (float)(sc & 15), ml = vload_half((bo + 82) / 2, s) * (float)(sc >> 4);
+  const uchar8 q = vload8(p, w + bo + 16 + g * 32);
+  return dl * convert_float8((q >> (uchar8)sh) & (uchar8)3) - ml;
+#elif WTYPE == 8 /* Q3_K {hmask[32]; qs[64]; scales[12]; d} */
+  const uint g = j / 4, sh = 2 * (j % 4), is = g * 8 + (j % 4) * 2 + p / 2;
+  __global const uchar *sb = w + bo + 96;
+  const uint lo = is < 8 ? sb[is] & 15 : sb[is - 8] >> 4, hi = (sb[8 + is % 4] >> (2 * (is / 4))) & 3;
+  const float dl = vload_half((bo + 108) / 2, s) * (float)((int)(lo | hi << 4) - 32);
+  const uchar8 q = vload8(p, w + bo + 32 + g * 32), hm = vload8(p, w + bo);
+  const int8 hbit = convert_int8((hm >> (uchar8)(g * 4 + j % 4)) & (uchar8)1);
+  return dl * convert_float8(convert_int8((q >> (uchar8)sh) & (uchar8)3) - (1 - hbit) * 4);
+#elif WTYPE <= 10 /* Q4_K {d; dmin; scales[12]; qs[128]}, Q5_K {d; dmin; scales[12]; qh[32]; qs[128]} */
+  const uint2 sm = scale_min_k4(j, w + bo + 4);
+  const float d1 = vload_half(bo / 2, s) * (float)sm.x, m1 = vload_half(bo / 2 + 1, s) * (float)sm.y;
+  const uchar8 q = vload8(p, w + bo + (WTYPE == 9 ? 16 : 48) + (j / 2) * 32);
+  uchar8 x = j % 2 ? q >> (uchar8)4 : q & (uchar8)15;
+#if WTYPE == 10
+  x |= ((vload8(p, w + bo + 16) >> (uchar8)j) & (uchar8)1) << (uchar8)4;
+#endif
+  return d1 * convert_float8(x) - m1;
+#else /* Q6_K {ql[128]; qh[64]; scales[16] (int8); d} */
+  const uint g = j / 4, t = j % 4;
+  const uchar8 ql = vload8(p, w + bo + g * 64 + (t & 1) * 32), qh = vload8(p, w + bo + 128 + g * 32);
+  const uchar8 x = (t < 2 ? ql & (uchar8)15 : ql >> (uchar8)4) | ((qh >> (uchar8)(2 * t)) & (uchar8)3) << (uchar8)4;
+  const float dl = vload_half((bo + 208) / 2, s) * (float)(char)w[bo + 192 + g * 8 + p / 2 + 2 * t];
+  return dl * convert_float8(convert_int8(x) - 32);
+#endif
+}
+#endif
+
 /* Chunk c of row n as NV float8 (unscaled quants for the block types) and
  * its scale (1 for f32 / f16). */
 inline float load_chunk(__global const WT *w, uint w_off, __global const half *s, uint s_off, uint n, uint c,
@@ -77,6 +169,9 @@ inline float load_chunk(__global const WT *w, uint w_off, __global const half *s
   return 1.0f;
 #elif WTYPE == 1
   v[0] = vload_half8(0, w + w_off + (size_t)n * K + (size_t)c * 8);
+  return 1.0f;
+#elif WTYPE >= 4
+  for (uint p = 0; p < 4; p++) v[p] = ggml_part(w + w_off, s + s_off, n, c, p, K);
   return 1.0f;
 #elif WTYPE == 2
   const size_t blk = (size_t)n * (K / 32) + c;
@@ -228,13 +323,16 @@ __kernel __attribute__((reqd_work_group_size(SPLIT, ROWS, 1))) void skinny_sg(SK
 #define TL 4
 #endif
 /* Part p (8 weights) of chunk c of row n, times its block's scale d. */
-inline float8 load_part(__global const WT *w, uint w_off, uint n, uint c, uint p, uint K, float d) {
+inline float8 load_part(__global const WT *w, uint w_off, __global const half *s, uint s_off, uint n, uint c, uint p,
+                        uint K, float d) {
 #if WTYPE == 0
   return vload8(0, w + w_off + (size_t)n * K + (size_t)c * 8);
 #elif WTYPE == 1 && CLF_USE_FP16
   return convert_float8(vload8(0, w + w_off + (size_t)n * K + (size_t)c * 8));
 #elif WTYPE == 1
   return vload_half8(0, w + w_off + (size_t)n * K + (size_t)c * 8);
+#elif WTYPE >= 4
+  return ggml_part(w + w_off, s + s_off, n, c, p, K);
 #elif WTYPE == 2
   return d * convert_float8(vload8(p, w + ((size_t)n * (K / 32) + c) * 32));
 #else
@@ -261,7 +359,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_tile(SKINNY
   for (uint c = 0; c < chunks; c++) {
     float d[TN];
     _Pragma("unroll") for (uint j = 0; j < TN; j++) {
-#if WTYPE >= 2
+#if WTYPE == 2 || WTYPE == 3
       d[j] = vload_half((size_t)rn[j] * chunks + c, s + s_off);
 #else
       d[j] = 1.0f;
@@ -269,7 +367,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_tile(SKINNY
     }
     _Pragma("unroll") for (uint p = 0; p < NV; p++) {
       float8 wv[TN];
-      _Pragma("unroll") for (uint j = 0; j < TN; j++) wv[j] = load_part(w, w_off, rn[j], c, p, K, d[j]);
+      _Pragma("unroll") for (uint j = 0; j < TN; j++) wv[j] = load_part(w, w_off, s, s_off, rn[j], c, p, K, d[j]);
       _Pragma("unroll") for (uint i = 0; i < TM; i++) {
         const float8 xv = vload8(c * NV + p, x + (size_t)rm[i] * K);
         _Pragma("unroll") for (uint j = 0; j < TN; j++) acc[i][j] = fma(xv, wv[j], acc[i][j]);

@@ -2,7 +2,9 @@
  * against CPU references in double: the f16 / Q8_0 / Q4_0 formats as
  * clformer.h states them (decoded here independently of the library, f16
  * through the compiler's _Float16), clf_linear with every weight type on
- * both paths (matrix-vector kernel and expanded weight + CLBlast), every
+ * both paths (matrix-vector kernel and expanded weight + CLBlast), ggml's
+ * block types uploaded as blocks and decoded for the reference by
+ * clf_gguf_dequantize (test_gguf checks it against gguf-py), every
  * work-group shape of the skinny kernels (f32 [in, out] too), and bad
  * arguments. */
 #include <math.h>
@@ -311,6 +313,77 @@ START_TEST(skinny_tile_shapes) {
 }
 END_TEST
 
+/* ggml's block types: clformer dtype, ggml's type number, bytes a block,
+ * the byte offsets of the block's f16 scales (-1: none). */
+static const struct {
+  clf_dtype dt;
+  unsigned ggml, block, bytes;
+  int d, m;
+} ggml_types[] = {
+    {CLF_Q4_1, 3, 32, 20, 0, 2},     {CLF_Q5_0, 6, 32, 22, 0, -1},    {CLF_Q5_1, 7, 32, 24, 0, 2},
+    {CLF_Q2_K, 10, 256, 84, 80, 82}, {CLF_Q3_K, 11, 256, 110, 108, -1}, {CLF_Q4_K, 12, 256, 144, 0, 2},
+    {CLF_Q5_K, 13, 256, 176, 0, 2},  {CLF_Q6_K, 14, 256, 210, 208, -1},
+};
+
+static void put_half(unsigned char *p, float v) {
+  const _Float16 h = (_Float16)v;
+  memcpy(p, &h, 2);
+}
+
+/* y = act(x W^T + b) with W [N, K] of ggml type g made of seeded random
+ * block bytes (scales set to moderate f16 values), against the reference
+ * on the weights clf_gguf_dequantize decodes. */
+static void check_ggml(size_t g, size_t M, size_t N, size_t K, int with_bias, clf_activation act, uint32_t seed) {
+  const size_t blocks = N * K / ggml_types[g].block, bytes = blocks * ggml_types[g].bytes;
+  unsigned char *raw = malloc(bytes);
+  uint32_t r = seed * 2654435761u + 1;
+  for (size_t i = 0; i < bytes; i++) raw[i] = (unsigned char)((r = r * 1664525u + 1013904223u) >> 24);
+  for (size_t b = 0; b < blocks; b++) {
+    unsigned char *blk = raw + b * ggml_types[g].bytes;
+    put_half(blk + ggml_types[g].d, 0.002f + (float)(b % 7) * 0.001f);
+    if (ggml_types[g].m >= 0) put_half(blk + ggml_types[g].m, (b % 2 ? -1.0f : 1.0f) * 0.003f);
+  }
+  float *w = malloc(N * K * sizeof(float)), *x = th_rand(M * K, seed, -1, 1), *bias = th_rand(N, seed + 1, -1, 1);
+  float *ref = malloc(M * N * sizeof(float));
+  TH_OK(clf_gguf_dequantize(ggml_types[g].ggml, raw, N * K, w));
+  for (size_t m = 0; m < M; m++)
+    for (size_t o = 0; o < N; o++) {
+      double acc = with_bias ? bias[o] : 0.0;
+      for (size_t k = 0; k < K; k++) acc += (double)x[m * K + k] * w[o * K + k];
+      ref[m * N + o] = (float)clf__ref_act(act, acc);
+    }
+  clf_tensor *tw = NULL;
+  TH_OK(clf_tensor_create(th_ctx, ggml_types[g].dt, 2, TH_SHAPE(N, K), &tw));
+  ck_assert_uint_eq(clf_tensor_bytes(tw), bytes);
+  TH_OK(clf_tensor_upload(th_ctx, tw, raw, bytes));
+  clf_tensor *tx = th_tensor(CLF_F32, 2, TH_SHAPE(M, K), x), *tb = th_tensor(CLF_F32, 1, TH_SHAPE(N), bias);
+  clf_tensor *ty = th_empty(CLF_F32, 2, TH_SHAPE(M, N));
+  TH_OK(clf_linear(th_ctx, tx, tw, CLF_WEIGHT_OUT_IN, with_bias ? tb : NULL, act, ty, NULL));
+  float *y = th_download(ty);
+  const double tol = 2e-5 * sqrt((double)K) + 1e-5;
+  const double err = th_max_abs_diff(y, ref, M * N) / fmax(1.0, th_max_abs(ref, M * N));
+  th_note_error(err, tol);
+  ck_assert_msg(err <= tol, "%s M=%zu N=%zu K=%zu: error %g > %g", clf_dtype_name(ggml_types[g].dt), M, N, K, err,
+                tol);
+  free(raw); free(w); free(x); free(bias); free(ref); free(y);
+  clf_tensor_destroy(tw); clf_tensor_destroy(tx); clf_tensor_destroy(tb); clf_tensor_destroy(ty);
+}
+
+/* Each ggml type on the skinny kernels (1, 3, 8 rows), and past the
+ * type's crossover, expanded to f32 for CLBlast; K of two super-blocks. */
+START_TEST(linear_ggml_blocks) {
+  for (size_t g = 0; g < sizeof ggml_types / sizeof *ggml_types; g++) {
+    const size_t Ms[] = {1, 3, 8, clf__skinny_max_rows(th_ctx, ggml_types[g].dt, 0, NULL) + 3};
+    for (size_t i = 0; i < 4; i++)
+      check_ggml(g, Ms[i], 37, 512, i % 2 == 0, (clf_activation)(i % 6), (uint32_t)(700 + 10 * g + i));
+  }
+  clf_tensor *t = NULL;
+  TH_FAILS(clf_tensor_create(th_ctx, CLF_Q4_K, 2, TH_SHAPE(4, 288), &t), CLF_E_SHAPE, "K a multiple of 256");
+  float one[256] = {0};
+  TH_FAILS(clf_tensor_from_f32(th_ctx, CLF_Q6_K, 2, TH_SHAPE(1, 256), one, &t), CLF_E_DTYPE, "upload ggml blocks");
+}
+END_TEST
+
 /* The products the suite checks above, fewer of them, on a context of the
  * class th_want_class: the skinny kernels, their groups and CLBlast as
  * that class chooses them. */
@@ -323,6 +396,8 @@ static void linear_cases(void) {
   for (size_t t = 0; t < 4; t++)
     for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++)
       check_linear(types[t], Ms[i], 37, 96, i % 2 == 0, (clf_activation)(i % 6), (uint32_t)(110 + 10 * t + i));
+  for (size_t g = 0; g < sizeof ggml_types / sizeof *ggml_types; g++) /* the class's skinny groups */
+    check_ggml(g, 1 + g % 3, 37, 256, g % 2, CLF_ACT_NONE, (uint32_t)(800 + g));
   for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++) {
     check_linear_layout(CLF_F32, 1, Ms[i], 37, 96, i % 2 == 0, CLF_ACT_GELU, (uint32_t)(160 + i));
     check_linear_layout(CLF_F32, 1, Ms[i], 64, 37, i % 2 == 1, CLF_ACT_NONE, (uint32_t)(170 + i));
@@ -487,6 +562,7 @@ static Suite *suite(void) {
   tcase_set_timeout(c, 0);
   tcase_add_test(c, formats_round_trip);
   tcase_add_test(c, linear_every_weight_type);
+  tcase_add_test(c, linear_ggml_blocks);
   tcase_add_test(c, skinny_work_group_shapes);
   tcase_add_test(c, skinny_t_work_group_shapes);
   tcase_add_test(c, skinny_tile_shapes);

@@ -106,16 +106,31 @@ START_TEST(test_gguf_forward) {
 }
 END_TEST
 
-/* The file itself as the model path: the same model, type and vocabulary. */
+/* The file itself as the model path: the same model, type and vocabulary.
+ * Its weights as stored (the default: Q4_1 layers, the tied head a Q8_0
+ * copy of token_embd's blocks) and as f32 meet the same goldens; stored
+ * takes under half the bytes. */
 START_TEST(test_gguf_file_path) {
   char dir[1024], file[1100];
   fixture_dir(gguf[1], dir, sizeof dir);
   snprintf(file, sizeof file, "%s/model.gguf", dir);
-  clf_model *m = NULL;
+  clf_model *m = NULL, *f = NULL;
   TH_OK(clf_model_load(th_ctx, file, &m));
   ck_assert_str_eq(clf_model_type(m), "llama");
+  ck_assert_int_eq(clf_model_weight_type(m), CLF_STORED);
   check_forward_cases(m, dir, 1e-4, "smollm_like by its file name");
+  clf_model_options o;
+  clf_model_options_init(&o);
+  ck_assert_int_eq(o.weights, CLF_STORED);
+  o.weights = CLF_F32;
+  TH_OK(clf_model_load_with(th_ctx, file, &o, &f));
+  check_forward_cases(f, dir, 1e-4, "smollm_like as f32");
+  ck_assert_uint_lt(2 * clf_model_weight_bytes(m), clf_model_weight_bytes(f));
   clf_model_destroy(m);
+  clf_model_destroy(f);
+  /* a Hugging Face directory's stored type is f32 */
+  fixture_dir("qwen2", dir, sizeof dir);
+  ck_assert_int_eq(clf_model_weight_type(get_model(dir)), CLF_F32);
 }
 END_TEST
 

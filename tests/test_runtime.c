@@ -164,7 +164,8 @@ START_TEST(tensor_create_and_shape_errors) {
   TH_FAILS(clf_tensor_create(th_ctx, CLF_F32, 0, TH_SHAPE(1), &t), CLF_E_SHAPE, "ndim is 0");
   TH_FAILS(clf_tensor_create(th_ctx, CLF_F32, 7, TH_SHAPE(1, 1, 1, 1, 1, 1, 1), &t), CLF_E_SHAPE, "ndim is 7");
   TH_FAILS(clf_tensor_create(th_ctx, CLF_F32, 2, NULL, &t), CLF_E_INVALID_ARG, "shape is NULL");
-  TH_FAILS(clf_tensor_create(th_ctx, (clf_dtype)9, 1, TH_SHAPE(4), &t), CLF_E_DTYPE, "dtype");
+  TH_FAILS(clf_tensor_create(th_ctx, (clf_dtype)40, 1, TH_SHAPE(4), &t), CLF_E_DTYPE, "dtype");
+  TH_FAILS(clf_tensor_create(th_ctx, CLF_STORED, 1, TH_SHAPE(4), &t), CLF_E_DTYPE, "dtype"); /* options only */
   TH_FAILS(clf_tensor_create(th_ctx, CLF_F32, 3, TH_SHAPE(1u << 20, 1u << 20, 1u << 10), &t), CLF_E_SHAPE,
            "too large");
   ck_assert_int_eq(clf_tensor_create(NULL, CLF_F32, 1, TH_SHAPE(4), &t), CLF_E_INVALID_ARG);

@@ -247,7 +247,7 @@ const clf_cli_command clf_cli_run_command = {
     .details =
         "Runs one forward pass of MODEL: a Hugging Face model directory (config.json +\n"
         "model.safetensors), or a GGUF file (or a directory holding one and no\n"
-        "config.json; its tensors decoded to the --weights type).  Inputs and outputs are named as the model's forward()\n"
+        "config.json).  Inputs and outputs are named as the model's forward()\n"
         "arguments and output fields (input_ids, attention_mask, token_type_ids,\n"
         "decoder_input_ids, pixel_values, ...; last_hidden_state, pooler_output,\n"
         "logits, ...).  Files are .npy: int64/int32 ids, float32 data, C order.\n"

@@ -56,7 +56,8 @@ typedef struct clf_cli_option {
 /* --weights T, the same on every command that loads a model. */
 #define CLF_CLI_OPT_WEIGHTS(type)                                                                         \
   {"--weights", "T", CLF_OPT_STRING, offsetof(type, weights), 0, 0, 0, 0, 0,                              \
-   "storage of the linear layers' weights: f32 (default), f16, q8 or q4, converted at load"}
+   "storage of the linear layers' weights: stored (default: a GGUF file's blocks as they are, else f32), f32, "     \
+   "f16, q8 or q4 (converted at load)"}
 
 /* One subcommand.  The parser fills a zeroed struct of `opts_size` bytes from
  * `options` and gives the handler that struct and the positional arguments

@@ -164,12 +164,18 @@ struct clf_tensor {
 /* ---- weight storage types (quant.c) ---- */
 /* Elements per block of the block types Q8_0 and Q4_0. */
 #define CLF__QBLOCK 32
+/* 1 for every block type: Q8_0, Q4_0 and ggml's (CLF_Q4_1 ... CLF_Q6_K). */
 int clf__dtype_is_block(clf_dtype dt);
+/* 1 for ggml's block types (blocks as a GGUF file stores them). */
+int clf__dtype_is_ggml(clf_dtype dt);
+/* Elements a block of a block type (32 or 256); 1 for the others. */
+size_t clf__dtype_block(clf_dtype dt);
 /* Storage bytes of numel elements of dt (for the block types, numel a
- * multiple of CLF__QBLOCK). */
+ * multiple of clf__dtype_block). */
 size_t clf__dtype_bytes(clf_dtype dt, size_t numel);
 /* numel f32 values (for the block types a multiple of CLF__QBLOCK, in
- * row-major blocks) into clf__dtype_bytes(dt, numel) bytes of dt, and back. */
+ * row-major blocks) into clf__dtype_bytes(dt, numel) bytes of dt, and back
+ * (f32, f16, Q8_0, Q4_0 only). */
 void clf__quantize(clf_dtype dt, const float *x, size_t numel, void *out);
 void clf__dequantize(clf_dtype dt, const void *in, size_t numel, float *x);
 

@@ -7,13 +7,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-int clf__dtype_is_block(clf_dtype dt) { return dt == CLF_Q8_0 || dt == CLF_Q4_0; }
+/* ggml's block types by clf_dtype - CLF_Q4_1: elements and bytes a block
+ * (ggml-common.h's block_q4_1 ... block_q6_K). */
+static const struct {
+  unsigned block, bytes;
+} ggml_blocks[] = {{32, 20}, {32, 22}, {32, 24}, {256, 84}, {256, 110}, {256, 144}, {256, 176}, {256, 210}};
+
+int clf__dtype_is_ggml(clf_dtype dt) { return dt >= CLF_Q4_1 && dt <= CLF_Q6_K; }
+
+int clf__dtype_is_block(clf_dtype dt) { return dt == CLF_Q8_0 || dt == CLF_Q4_0 || clf__dtype_is_ggml(dt); }
+
+size_t clf__dtype_block(clf_dtype dt) {
+  if (clf__dtype_is_ggml(dt)) return ggml_blocks[dt - CLF_Q4_1].block;
+  return clf__dtype_is_block(dt) ? CLF__QBLOCK : 1;
+}
 
 size_t clf__dtype_bytes(clf_dtype dt, size_t numel) {
   switch (dt) {
     case CLF_Q8_0: return numel + numel / CLF__QBLOCK * 2;
     case CLF_Q4_0: return numel / 2 + numel / CLF__QBLOCK * 2;
-    default: return numel * clf_dtype_size(dt);
+    default:
+      if (clf__dtype_is_ggml(dt)) return numel / ggml_blocks[dt - CLF_Q4_1].block * ggml_blocks[dt - CLF_Q4_1].bytes;
+      return numel * clf_dtype_size(dt);
   }
 }
 
@@ -91,9 +106,9 @@ clf_status clf_tensor_from_f32(clf_context *ctx, clf_dtype dtype, int ndim, cons
   if (st != CLF_OK) return st;
   if (!out) return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: out is NULL", op);
   *out = NULL;
-  if (dtype != CLF_F32 && dtype != CLF_F16 && !clf__dtype_is_block(dtype))
-    return clf__fail(ctx, CLF_E_DTYPE, "%s: dtype %s is not a weight type (f32, f16, q8_0, q4_0)", op,
-                     clf_dtype_name(dtype));
+  if (dtype != CLF_F32 && dtype != CLF_F16 && dtype != CLF_Q8_0 && dtype != CLF_Q4_0)
+    return clf__fail(ctx, CLF_E_DTYPE, "%s: dtype %s is not a weight type it quantizes to (f32, f16, q8_0, q4_0%s)",
+                     op, clf_dtype_name(dtype), clf__dtype_is_ggml(dtype) ? "; upload ggml blocks instead" : "");
   clf_tensor *t = NULL;
   if ((st = clf_tensor_create(ctx, dtype, ndim, shape, &t)) != CLF_OK) return st;
   const size_t numel = clf_tensor_numel(t), bytes = clf_tensor_bytes(t);

@@ -23,9 +23,9 @@ static clf_status clf__check_shape_arg(clf_context *ctx, const char *fn, int ndi
   if (!shape) return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: shape is NULL", fn);
   const int block = clf__dtype_is_block(dtype);
   if (clf_dtype_size(dtype) == 0 && !block) return clf__fail(ctx, CLF_E_DTYPE, "%s: unknown dtype %d", fn, (int)dtype);
-  if (block && (ndim != 2 || shape[1] % CLF__QBLOCK != 0))
-    return clf__fail(ctx, CLF_E_SHAPE, "%s: a %s tensor is 2-D [rows, K] with K a multiple of %d; shape has %d dims%s",
-                     fn, clf_dtype_name(dtype), CLF__QBLOCK, ndim, ndim == 2 ? " and K not a multiple" : "");
+  if (block && (ndim != 2 || shape[1] % clf__dtype_block(dtype) != 0))
+    return clf__fail(ctx, CLF_E_SHAPE, "%s: a %s tensor is 2-D [rows, K] with K a multiple of %zu; shape has %d dims%s",
+                     fn, clf_dtype_name(dtype), clf__dtype_block(dtype), ndim, ndim == 2 ? " and K not a multiple" : "");
   size_t n = 0, bytes;
   /* Kernels index with 32-bit offsets. */
   if (!clf__shape_numel(ndim, shape, &n) || !clf__fits_u32(0, n) || !clf__mul_ok(n, block ? 1 : clf_dtype_size(dtype), &bytes))

@@ -21,6 +21,13 @@ clf_status clf__decoder_load_head(clf_model *m, const clf__weights *w, const cha
   clf__params *p = &m->params;
   d->head = table;
   if (!tied) return clf__load_weight(m->ctx, w, p, name, d->V, d->D, CLF_WEIGHT_OUT_IN, &d->head);
+  if (p->wtype == CLF_STORED) { /* the table's blocks where they are kept, else the table itself */
+    clf_tensor *t = NULL;
+    const size_t rows = d->V;
+    clf_status st = clf__load_stored(m->ctx, w, p, &table_name, &rows, 1, d->D, &t);
+    if (t) d->head = t;
+    return st;
+  }
   if (p->wtype != CLF_F32) return clf__load_weight(m->ctx, w, p, table_name, d->V, d->D, CLF_WEIGHT_OUT_IN, &d->head);
   return CLF_OK;
 }

@@ -157,7 +157,9 @@ static clf_status load_labels(clf_model *m, const clf__config *c) {
 }
 
 void clf_model_options_init(clf_model_options *o) {
-  if (o) memset(o, 0, sizeof *o);
+  if (!o) return;
+  memset(o, 0, sizeof *o);
+  o->weights = CLF_STORED;
 }
 
 /* The weights in type wt must fit in the device's global memory (a lower
@@ -209,10 +211,10 @@ clf_status clf_model_load_with(clf_context *ctx, const char *model_dir, const cl
   *out = NULL;
   if ((st = clf__check_ctx(ctx, op)) != CLF_OK) return st;
   if (!model_dir) return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: model_dir is NULL", op);
-  const clf_dtype wt = opts ? opts->weights : CLF_F32;
-  if (wt != CLF_F32 && wt != CLF_F16 && wt != CLF_Q8_0 && wt != CLF_Q4_0)
-    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: weight type %d is not one of CLF_F32, CLF_F16, CLF_Q8_0, CLF_Q4_0",
-                     op, (int)wt);
+  clf_dtype wt = opts ? opts->weights : CLF_STORED;
+  if (wt != CLF_F32 && wt != CLF_F16 && wt != CLF_Q8_0 && wt != CLF_Q4_0 && wt != CLF_STORED)
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: weight type %d is not one of CLF_F32, CLF_F16, CLF_Q8_0, CLF_Q4_0, "
+                     "CLF_STORED", op, (int)wt);
   clf__config *c = NULL;
   clf__weights *w = NULL;
   clf_model *m = NULL;
@@ -242,6 +244,7 @@ clf_status clf_model_load_with(clf_context *ctx, const char *model_dir, const cl
     }
   }
   if ((st = source_weights(ctx, model_dir, &src, type, &w)) != CLF_OK) goto done;
+  if (wt == CLF_STORED && !src.gguf_file) wt = CLF_F32; /* a Hugging Face checkpoint's stored type: f32 */
   if ((st = check_fits(ctx, w, wt, model_dir)) != CLF_OK || (st = clf__weights_fit_alloc(ctx, w, wt)) != CLF_OK)
     goto done;
   m = calloc(1, sizeof *m);

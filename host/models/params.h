@@ -40,6 +40,14 @@ typedef struct clf__linear {
  * type cannot hold it (in_f not a multiple of 32). */
 clf_status clf__load_weight(clf_context *ctx, const clf__weights *w, clf__params *p, const char *wname,
                             size_t out_f, size_t in_f, clf_weight_layout layout, clf_tensor **out);
+/* With p->wtype CLF_STORED (and not simulating): the linear weight whose
+ * parts names[0..n) ([outs[i], in] each, [out, in] in the checkpoint) are
+ * concatenated along out, uploaded as the checkpoint stores them
+ * (clf__weights_blocks), owned by p.  *out NULL (CLF_OK) where they cannot
+ * be: another type, parts of different types, another wtype; the caller
+ * then stores them from f32. */
+clf_status clf__load_stored(clf_context *ctx, const clf__weights *w, clf__params *p, const char *const *names,
+                            const size_t *outs, size_t n, size_t in, clf_tensor **out);
 /* Host f32 [out_f, in_f] of `name` (stored [in_f, out_f] when in_out:
  * transposed); *out malloc'd. */
 clf_status clf__read_matrix(clf_context *ctx, const clf__weights *w, const char *name, size_t out_f, size_t in_f,

@@ -63,6 +63,22 @@ static void fused_name(char *buf, size_t len, const char *prefix, const clf__wei
   part_name(buf, len, prefix, r->name, set, "");
 }
 
+/* A fused row's weight as the checkpoint stores its parts (clf__load_stored),
+ * or *out NULL. */
+static clf_status load_fused_stored(clf_context *ctx, const clf__weights *w, clf__params *p, const char *prefix,
+                                    const clf__weight_row *r, const clf__block_spec *spec, clf_tensor **out) {
+  char names[8][256];
+  const char *np[8];
+  size_t outs[8], n = 0;
+  *out = NULL;
+  for (const clf__row_part *q = r->parts; q->name; q++, n++) {
+    if (n == 8) return CLF_OK;
+    part_name(names[n], sizeof names[n], prefix, r->name, q->name, ".weight");
+    np[n] = names[n], outs[n] = spec->dims[q->out];
+  }
+  return clf__load_stored(ctx, w, p, np, outs, n, spec->dims[r->in], out);
+}
+
 /* The parts of a fused row concatenated along out into one linear: their
  * weights [sum out, in] and, with `bias`, their biases. */
 static clf_status load_fused(clf_context *ctx, const clf__weights *w, clf__params *p, const char *prefix,
@@ -75,12 +91,14 @@ static clf_status load_fused(clf_context *ctx, const clf__weights *w, clf__param
   char wn[256];
   clf_status st = CLF_OK;
   if (!cat || !bcat) st = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "model: out of host memory fusing %s%s", prefix, r->name);
+  l->w = NULL;
+  if (st == CLF_OK && spec->layout == CLF_WEIGHT_OUT_IN) st = load_fused_stored(ctx, w, p, prefix, r, spec, &l->w);
   size_t at = 0;
   for (const clf__row_part *q = r->parts; q->name && st == CLF_OK; at += spec->dims[q->out], q++) {
     const size_t out = spec->dims[q->out];
     part_name(wn, sizeof wn, prefix, r->name, q->name, ".weight");
-    if ((st = clf__read_matrix(ctx, w, wn, out, in, spec->layout == CLF_WEIGHT_IN_OUT, &h)) != CLF_OK) break;
-    memcpy(cat + at * in, h, out * in * sizeof *h);
+    if (!l->w && (st = clf__read_matrix(ctx, w, wn, out, in, spec->layout == CLF_WEIGHT_IN_OUT, &h)) != CLF_OK) break;
+    if (h) memcpy(cat + at * in, h, out * in * sizeof *h);
     free(h);
     h = NULL;
     if (!bias) continue;
@@ -93,7 +111,7 @@ static clf_status load_fused(clf_context *ctx, const clf__weights *w, clf__param
   l->layout = CLF_WEIGHT_OUT_IN;
   l->b = NULL;
   fused_name(wn, sizeof wn, prefix, r);
-  if (st == CLF_OK) st = clf__store_linear(ctx, p, spec->in_out_f32, wn, cat, rows, in, l);
+  if (st == CLF_OK && !l->w) st = clf__store_linear(ctx, p, spec->in_out_f32, wn, cat, rows, in, l);
   if (st == CLF_OK && bias) {
     clf_tensor *t = NULL;
     if ((st = clf_tensor_from_f32(ctx, CLF_F32, 1, &rows, bcat, &t)) == CLF_OK &&

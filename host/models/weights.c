@@ -73,6 +73,8 @@ static const w_name *w_find(const clf__weights *w, const char *name) {
   return bsearch(&key, w->names, w->n_names, sizeof(w_name), w_cmp);
 }
 
+static clf_dtype w_block_type(unsigned ggml);
+
 /* Copies the thread's error (from clf_safetensors_open) to ctx. */
 static clf_status w_forward(clf_context *ctx, clf_status st) {
   if (ctx) clf__fail(ctx, st, "%s", clf_last_error(NULL));
@@ -338,20 +340,22 @@ static clf_status w_read_st(clf_context *ctx, const clf__weights *w, const char 
   return CLF_OK;
 }
 
-/* llama's q/k rows back in Hugging Face order: convert_hf_to_gguf stores
- * row h*hd + 2i + j of each head from row h*hd + j*hd/2 + i. */
-static clf_status w_unpermute(clf_context *ctx, const char *name, float *x, size_t rows, size_t cols, long heads) {
+/* llama's q/k rows (of row_bytes bytes each) back in Hugging Face order:
+ * convert_hf_to_gguf stores row h*hd + 2i + j of each head from row
+ * h*hd + j*hd/2 + i. */
+static clf_status w_unpermute_rows(clf_context *ctx, const char *name, unsigned char *x, size_t rows,
+                                   size_t row_bytes, long heads) {
   if (rows % (size_t)heads || (rows / (size_t)heads) % 2)
     return clf__fail(ctx, CLF_E_SHAPE, "tensor \"%s\": %zu rows are not %ld heads of an even size", name, rows,
                      heads);
   const size_t hd = rows / (size_t)heads, half = hd / 2;
-  float *tmp = malloc(hd * cols * sizeof(float));
+  unsigned char *tmp = malloc(hd * row_bytes + 1);
   if (!tmp) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "weights: out of host memory reading \"%s\"", name);
   for (size_t h = 0; h < (size_t)heads; h++) {
-    float *head = x + h * hd * cols;
-    memcpy(tmp, head, hd * cols * sizeof(float));
+    unsigned char *head = x + h * hd * row_bytes;
+    memcpy(tmp, head, hd * row_bytes);
     for (size_t i = 0; i < half; i++)
-      for (size_t j = 0; j < 2; j++) memcpy(head + (j * half + i) * cols, tmp + (2 * i + j) * cols, cols * sizeof(float));
+      for (size_t j = 0; j < 2; j++) memcpy(head + (j * half + i) * row_bytes, tmp + (2 * i + j) * row_bytes, row_bytes);
   }
   free(tmp);
   return CLF_OK;
@@ -386,7 +390,8 @@ static clf_status w_read_gguf(clf_context *ctx, const clf__weights *w, const w_n
                   w->source, t.type_name);
   const long heads = s == CLF_OK ? w_permuted(w, e->name) : 0;
   if (heads)
-    s = w_unpermute(ctx, e->name, conv, info->shape[0], info->ndim == 2 ? info->shape[1] : 1, heads);
+    s = w_unpermute_rows(ctx, e->name, (unsigned char *)conv, info->shape[0],
+                         (info->ndim == 2 ? info->shape[1] : 1) * sizeof(float), heads);
   free(raw);
   if (s != CLF_OK) free(conv);
   else *out = conv;
@@ -419,6 +424,52 @@ clf_status clf__weights_read(clf_context *ctx, const clf__weights *w, const char
 }
 
 
+/* The clformer type a ggml type's blocks are kept in (CLF_F32: none). */
+static clf_dtype w_block_type(unsigned ggml) {
+  switch (ggml) {
+  case 1: return CLF_F16;
+  case 2: return CLF_Q4_0;
+  case 3: return CLF_Q4_1;
+  case 6: return CLF_Q5_0;
+  case 7: return CLF_Q5_1;
+  case 8: return CLF_Q8_0;
+  default: return ggml >= 10 && ggml <= 14 ? (clf_dtype)(CLF_Q2_K + (ggml - 10)) : CLF_F32;
+  }
+}
+
+clf_status clf__weights_blocks(clf_context *ctx, const clf__weights *w, const char *name, size_t rows, size_t in,
+                               clf_dtype *dt, unsigned char **raw, size_t *bytes) {
+  *dt = CLF_F32, *raw = NULL, *bytes = 0;
+  clf_st_info info;
+  clf_status s = clf__weights_info(ctx, w, name, &info);
+  if (s != CLF_OK || !w->gguf) return s;
+  if (info.ndim != 2 || info.shape[0] != rows || info.shape[1] != in) {
+    float *h = NULL; /* the shape error, as a read gives it */
+    size_t got[8];
+    s = clf__weights_read(ctx, w, name, 2, (size_t[]){rows, in}, &h, got);
+    free(h);
+    return s;
+  }
+  const w_name *e = w_find(w, name);
+  clf_gguf_tensor t;
+  clf_gguf_tensor_at(w->gguf, e->shard, &t);
+  const clf_dtype bt = w_block_type(t.ggml_type);
+  if (bt == CLF_F32) return CLF_OK;
+  unsigned char *b = malloc(t.bytes ? (size_t)t.bytes : 1);
+  if (!b) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "weights: out of host memory reading \"%s\"", name);
+  if ((s = clf_gguf_read(w->gguf, e->shard, b, (size_t)t.bytes)) != CLF_OK) {
+    free(b);
+    return w_forward(ctx, s);
+  }
+  const long heads = w_permuted(w, name); /* whole rows of blocks move: the byte rows, as the f32 ones */
+  if (heads && (s = w_unpermute_rows(ctx, name, b, rows, (size_t)t.bytes / rows, heads)) != CLF_OK) {
+    free(b);
+    return s;
+  }
+  *dt = bt, *raw = b, *bytes = (size_t)t.bytes;
+  return CLF_OK;
+}
+
 clf_status clf__weights_load(clf_context *ctx, const clf__weights *w, const char *name, int ndim,
                              const size_t *shape, clf_tensor **out) {
   if (!out) return clf__fail(ctx, CLF_E_INVALID_ARG, "weights: out is NULL (tensor \"%s\")", name ? name : "?");
@@ -448,15 +499,29 @@ clf_status clf__weights_load(clf_context *ctx, const clf__weights *w, const char
   return CLF_OK;
 }
 
+/* The fewest device bytes entry e takes with linear weights in wt: 2-D
+ * tensors wt can hold at wt's size (CLF_STORED: the file's blocks where a
+ * kernel reads them), the rest f32. */
+static size_t w_least(const clf__weights *w, const w_name *e, const clf_st_info *info, clf_dtype wt, int block_rule) {
+  size_t numel = 1;
+  for (int d = 0; d < info->ndim; d++) numel *= info->shape[d];
+  if (info->ndim != 2) return numel * sizeof(float);
+  if (wt == CLF_STORED) {
+    clf_gguf_tensor t;
+    if (w->gguf && clf_gguf_tensor_at(w->gguf, e->shard, &t) == CLF_OK && w_block_type(t.ggml_type) != CLF_F32)
+      return (size_t)t.bytes;
+    return numel * sizeof(float);
+  }
+  const int stored = block_rule ? !clf__dtype_is_block(wt) || info->shape[1] % CLF__QBLOCK == 0
+                                : info->shape[1] % 32 == 0;
+  return stored ? clf__dtype_bytes(wt, numel) : numel * sizeof(float);
+}
+
 size_t clf__weights_bytes_as(const clf__weights *w, clf_dtype wt) {
   size_t total = 0;
   for (size_t i = 0; w && i < w->n_names; i++) {
     clf_st_info info;
-    if (w_info(w, &w->names[i], &info) != CLF_OK) continue;
-    size_t numel = 1;
-    for (int d = 0; d < info.ndim; d++) numel *= info.shape[d];
-    const int stored = info.ndim == 2 && info.shape[1] % 32 == 0;
-    total += stored ? clf__dtype_bytes(wt, numel) : numel * sizeof(float);
+    if (w_info(w, &w->names[i], &info) == CLF_OK) total += w_least(w, &w->names[i], &info, wt, 0);
   }
   return total;
 }
@@ -474,10 +539,7 @@ clf_status clf__weights_fit_alloc(clf_context *ctx, const clf__weights *w, clf_d
   for (size_t i = 0; i < w->n_names; i++) {
     clf_st_info info;
     if (w_info(w, &w->names[i], &info) != CLF_OK) continue;
-    size_t numel = 1;
-    for (int d = 0; d < info.ndim; d++) numel *= info.shape[d];
-    const int stored = info.ndim == 2 && (!clf__dtype_is_block(wt) || info.shape[1] % CLF__QBLOCK == 0);
-    const size_t least = stored ? clf__dtype_bytes(wt, numel) : numel * sizeof(float);
+    const size_t least = w_least(w, &w->names[i], &info, wt, 1);
     if (least > worst) worst = least, name = w->names[i].name;
   }
   return name ? clf__weight_fits_alloc(ctx, name, worst) : CLF_OK;

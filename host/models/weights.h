@@ -46,6 +46,14 @@ clf_status clf__weights_load(clf_context *ctx, const clf__weights *w, const char
  * shape, 8 entries), with the checks and errors of clf__weights_load. */
 clf_status clf__weights_read(clf_context *ctx, const clf__weights *w, const char *name, int ndim,
                              const size_t *shape, float **out, size_t got[8]);
+/* GGUF: tensor `name` [rows, in] as the file stores it, where a kernel
+ * reads its type: *dt CLF_F16, CLF_Q8_0, CLF_Q4_0 or one of ggml's block
+ * types, *raw (malloc'd, *bytes long) its rows as in the file (ggml's
+ * blocks, scales inside; Q8_0 / Q4_0 not yet in clformer's layout), q/k
+ * rows in Hugging Face order.  Otherwise (another type, or safetensors)
+ * *dt CLF_F32 and *raw NULL: read it as f32.  Errors as clf__weights_read. */
+clf_status clf__weights_blocks(clf_context *ctx, const clf__weights *w, const char *name, size_t rows, size_t in,
+                               clf_dtype *dt, unsigned char **raw, size_t *bytes);
 /* A lower bound of the device bytes the weights take with the linear
  * layers stored as wt: 2-D tensors whose last dim is a multiple of 32 at
  * wt's size (embeddings too, which stay f32: hence a bound), others f32. */

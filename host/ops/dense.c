@@ -262,7 +262,7 @@ clf_status clf_linear(clf_context *ctx, const clf_tensor *x, const clf_tensor *w
     return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: layout is %d, not a clf_weight_layout", op, (int)layout);
   const int in_out = layout == CLF_WEIGHT_IN_OUT;
   if (w->dtype != CLF_F32 && (in_out || (w->dtype != CLF_F16 && !clf__dtype_is_block(w->dtype))))
-    return clf__fail(ctx, CLF_E_DTYPE, "%s: w is %s%s: weights are f32, or f16 / q8_0 / q4_0 [out, in]", op,
+    return clf__fail(ctx, CLF_E_DTYPE, "%s: w is %s%s: weights are f32, or f16 / q8_0 / q4_0 / ggml's blocks [out, in]", op,
                      clf_dtype_name(w->dtype), in_out ? " with layout CLF_WEIGHT_IN_OUT" : "");
   const size_t in = x->shape[x->ndim - 1];
   const size_t w_in = w->shape[in_out ? 0 : 1], out = w->shape[in_out ? 1 : 0];

@@ -17,12 +17,13 @@ static int linear_wtype(clf_dtype dt) {
     case CLF_F16: return 1;
     case CLF_Q8_0: return 2;
     case CLF_Q4_0: return 3;
-    default: return 0;
+    default: return clf__dtype_is_ggml(dt) ? 4 + (int)(dt - CLF_Q4_1) : 0; /* ggml's blocks: 4 Q4_1 ... 11 Q6_K */
   }
 }
 
 /* The scales' offset in halves within a block-type weight's buffer (after
- * the quants; 0 and unused for f32 / f16). */
+ * the quants; 0 for f32 / f16 and ggml's blocks, whose scales the kernels
+ * read inside each block through the same buffer). */
 static cl_uint scales_off(const clf_tensor *w) {
   const size_t numel = w->shape[0] * w->shape[1];
   return w->dtype == CLF_Q8_0 ? (cl_uint)(numel / 2) : w->dtype == CLF_Q4_0 ? (cl_uint)(numel / 4) : 0;

@@ -138,18 +138,19 @@ class Model:
     (1, 3, 32)
 
     Args:
-        path: the model directory, or a .gguf file (its tensors decoded to
-            the weights type at load; docs/gguf.md).
+        path: the model directory, or a .gguf file (docs/gguf.md).
         device: None (the default device: $CLFORMER_DEVICE, else the first
             GPU, else the first device), an index into clformer.devices(), a
             clformer.Device, or a selector string ("0:1", or part of the
             "platform / device" name).
-        weights: storage of the linear layers' weights: "f32", "f16", "q8" or "q4".
+        weights: storage of the linear layers' weights: "f32", "f16", "q8",
+            "q4", or "stored" (the default: a GGUF file's blocks as the
+            file stores them; a Hugging Face checkpoint's as f32).
         cache_dir: the program cache directory (None: $CLFORMER_CACHE_DIR,
             else ~/.cache/clformer; "off" disables it).
     """
 
-    def __init__(self, path: PathLike, device: DeviceLike = None, weights: str = "f32",
+    def __init__(self, path: PathLike, device: DeviceLike = None, weights: str = "stored",
                  cache_dir: PathLike | None = None):
         self._h = _Handles()
         self._closed = True
@@ -157,7 +158,7 @@ class Model:
         self.path = _path_arg("path", path)
         if not isinstance(weights, str) or "\0" in weights:
             raise _errors.InvalidArgumentError(f"weights must be one of \"f32\", \"f16\", \"q8\", \"q4\", "
-                                               f"not {weights!r}")
+                                               f"\"stored\", not {weights!r}")
         cache = _path_arg("cache_dir", cache_dir) if cache_dir is not None else None
         c_path = _lib.cpath(self.path)  # refusals before a context is made
         c_cache = _lib.cpath(cache, "cache_dir") if cache is not None else None
