@@ -7,10 +7,14 @@
 #     (the environment of tools/fixtures/README.md).
 #   - /opt/clf-ort: ONNX Runtime, in a venv of its own (it needs NumPy 2,
 #     Debian's torch needs the system NumPy 1).
+#   - /opt/clf-llamacpp: llama.cpp through llama-cpp-python 0.3.36, built
+#     from PyPI's source for this CPU (GGML_NATIVE: about 5 minutes), the
+#     peer of GGUF models (tools/bench_gguf.py).
 # usage: sudo tools/bench-env.sh        (root: apt-get and /opt)
 set -eu
 REF=${CLF_REF_VENV:-/opt/clf-ref}
 ORT=${CLF_ORT_VENV:-/opt/clf-ort}
+LCPP=${CLF_LLAMACPP_VENV:-/opt/clf-llamacpp}
 
 need_apt=
 for p in python3-torch python3-numpy python3-venv libopenblas0-pthread; do
@@ -33,6 +37,15 @@ if ! "$ORT/bin/python" -c "import onnxruntime, numpy" 2>/dev/null; then
   "$ORT/bin/pip" install onnxruntime numpy
 fi
 
+if ! "$LCPP/bin/python" -c "import llama_cpp, numpy; assert llama_cpp.__version__ == '0.3.36'" 2>/dev/null; then
+  need=
+  for p in cmake g++; do command -v "$p" >/dev/null || need="$need $p"; done
+  # shellcheck disable=SC2086
+  [ -z "$need" ] || DEBIAN_FRONTEND=noninteractive apt-get install -y $need
+  [ -x "$LCPP/bin/python" ] || /usr/bin/python3 -m venv "$LCPP"
+  CMAKE_ARGS="-DGGML_NATIVE=ON" "$LCPP/bin/pip" install --no-binary llama-cpp-python llama-cpp-python==0.3.36 numpy
+fi
+
 # The system BLAS must be OpenBLAS, not the reference BLAS (tools/bench.py
 # refuses to compare against the latter).
 blas=$(readlink -f /etc/alternatives/libblas.so.3-$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu) 2>/dev/null || true)
@@ -43,3 +56,4 @@ case "$blas" in
 esac
 "$REF/bin/python" -c "import torch, transformers; print('bench-env: torch', torch.__version__, 'transformers', transformers.__version__)"
 "$ORT/bin/python" -c "import onnxruntime, numpy; print('bench-env: onnxruntime', onnxruntime.__version__, 'numpy', numpy.__version__)"
+"$LCPP/bin/python" -c "import llama_cpp; print('bench-env: llama-cpp-python', llama_cpp.__version__)"
