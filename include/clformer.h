@@ -1223,7 +1223,13 @@ typedef struct clf_tokenizer clf_tokenizer;
  * or subword prefixes, or with a pattern PCRE2 cannot compile (each named
  * with the file), a Marian directory with separate_vocabs, or a library
  * built without SentencePiece (C++14); CLF_E_IO, CLF_E_INVALID_ARG for
- * NULL arguments. */
+ * NULL arguments.
+ * A GGUF file (model_dir a regular file, or a directory without config.json
+ * holding one .gguf) gives the tokenizer of its tokenizer.ggml.* metadata,
+ * as llama.cpp reads it (docs/gguf.md): "gpt2" byte-level BPE with the
+ * pre-tokenizer tokenizer.ggml.pre names, or "llama" SentencePiece BPE with
+ * merges made from the scores; CLF_E_UNSUPPORTED for another model or pre,
+ * CLF_E_FORMAT naming the key for malformed metadata. */
 CLF_API clf_status clf_tokenizer_load(const char *model_dir, clf_tokenizer **out);
 /* NULL is accepted. */
 CLF_API void clf_tokenizer_destroy(clf_tokenizer *t);

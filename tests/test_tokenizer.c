@@ -1,6 +1,8 @@
 /* test_tokenizer.c - the BERT, GPT-2 and Marian tokenizers against the ids and
  * texts of transformers' slow tokenizers (tests/fixtures/tokenizers, made by
- * tools/fixtures/make_tokenizer_fixtures.py), round trips, and bad files. */
+ * tools/fixtures/make_tokenizer_fixtures.py), tokenizer.json against the
+ * `tokenizers` library, GGUF tokenizers against the same cases and llama.cpp
+ * (tests/fixtures/gguf_tokenizers), round trips, and bad files. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <string.h>
@@ -34,9 +36,8 @@ static char *fixture_path(const char *rel) {
   return p;
 }
 
-static cJSON *expected_in(const char *set) {
-  char rel[64];
-  snprintf(rel, sizeof(rel), "%s/expected.json", set);
+/* The fixture file `rel`, parsed. */
+static cJSON *json_fixture(const char *rel) {
   char *path = fixture_path(rel);
   FILE *f = fopen(path, "rb");
   ck_assert_msg(f != NULL, "cannot open %s", path);
@@ -52,6 +53,12 @@ static cJSON *expected_in(const char *set) {
   free(text);
   free(path);
   return root;
+}
+
+static cJSON *expected_in(const char *set) {
+  char rel[64];
+  snprintf(rel, sizeof(rel), "%s/expected.json", set);
+  return json_fixture(rel);
 }
 
 static cJSON *expected(void) { return expected_in("tokenizers"); }
@@ -862,6 +869,397 @@ START_TEST(bad_arguments) {
 }
 END_TEST
 
+/* ---- GGUF files (tokenizer.ggml.*) ---- */
+
+/* differences.json's entry for `text` in list `diffs` (NULL when the GGUF
+ * tokenizer gives what the tokenizer.json does); counts the entries used. */
+static const cJSON *gguf_difference(const cJSON *diffs, const char *text, int *used) {
+  const cJSON *d;
+  cJSON_ArrayForEach(d, diffs) {
+    if (strcmp(cJSON_GetObjectItem(d, "text")->valuestring, text)) continue;
+    (*used)++;
+    return d;
+  }
+  return NULL;
+}
+
+/* The value of `key` for this case: differences.json's (which must differ
+ * from expected.json's, and say why) or expected.json's. */
+static const cJSON *gguf_want(const cJSON *c, const cJSON *d, const cJSON *why, const char *key, const char *name) {
+  const cJSON *hf = cJSON_GetObjectItem(c, key), *v = d ? cJSON_GetObjectItem(d, key) : NULL;
+  if (!v) return hf;
+  char *a = cJSON_PrintUnformatted(hf), *b = cJSON_PrintUnformatted(v);
+  ck_assert_msg(strcmp(a, b), "%s: differences.json repeats expected.json's %s of \"%s\"", name, key,
+                cJSON_GetObjectItem(c, "text")->valuestring);
+  free(a);
+  free(b);
+  const cJSON *w = cJSON_GetObjectItem(d, "why");
+  ck_assert_msg(cJSON_IsString(w) && cJSON_GetObjectItem(why, w->valuestring), "%s: a difference without a known "
+                "cause for \"%s\"", name, cJSON_GetObjectItem(c, "text")->valuestring);
+  return v;
+}
+
+/* One case of expected.json: ids (and, where the case has them, ids with
+ * special tokens and both decodes) as the GGUF tokenizer must give them. */
+static void check_gguf_case(clf_tokenizer *t, const cJSON *c, const cJSON *d, const cJSON *why, const char *name) {
+  const char *text = cJSON_GetObjectItem(c, "text")->valuestring;
+  int64_t *ids = NULL;
+  size_t n = 0;
+  TOK_OK(clf_tokenizer_encode(t, text, 0, &ids, &n));
+  check_ids(ids, n, gguf_want(c, d, why, "ids", name), name, text);
+  free(ids);
+  if (!cJSON_GetObjectItem(c, "ids_special")) return; /* the random texts have ids only */
+  const cJSON *sp = gguf_want(c, d, why, "ids_special", name);
+  TOK_OK(clf_tokenizer_encode(t, text, 1, &ids, &n));
+  check_ids(ids, n, sp, name, text);
+  free(ids);
+  check_decode(t, sp, 0, gguf_want(c, d, why, "decoded", name)->valuestring, text);
+  check_decode(t, sp, 1, gguf_want(c, d, why, "decoded_skip", name)->valuestring, text);
+}
+
+/* tests/fixtures/gguf_tokenizers/NAME.gguf (the tokenizer.json fixture
+ * NAME as convert_hf_to_gguf.py writes it) against the same cases as the
+ * tokenizer.json: expected.json, but for the differences.json entries
+ * (llama.cpp's ids where its tokenizer differs, each with its cause), all
+ * of which must be used. */
+static void check_gguf_model(const char *name) {
+  char rel[96], key[64];
+  snprintf(rel, sizeof(rel), "gguf_tokenizers/%s.gguf", name);
+  char *path = fixture_path(rel);
+  clf_tokenizer *t = NULL;
+  TOK_OK(clf_tokenizer_load(path, &t));
+  free(path);
+  cJSON *root = expected_in("tokenizers_json"), *diff = json_fixture("gguf_tokenizers/differences.json");
+  const cJSON *diffs = cJSON_GetObjectItem(diff, name), *why = cJSON_GetObjectItem(diff, "why"), *c;
+  ck_assert_msg(cJSON_IsArray(diffs), "differences.json has no list for %s", name);
+  int used = 0, cases = 0;
+  for (int k = 0; k < 2; k++) {
+    snprintf(key, sizeof(key), k ? "%s_random" : "%s", name);
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(root, key)) {
+      check_gguf_case(t, c, gguf_difference(diffs, cJSON_GetObjectItem(c, "text")->valuestring, &used), why, name);
+      cases++;
+    }
+  }
+  ck_assert_msg(cases >= 90, "%s: %d cases", name, cases);
+  ck_assert_msg(used == cJSON_GetArraySize(diffs), "%s: %d of the %d differences.json entries match no case", name,
+                cJSON_GetArraySize(diffs) - used, cJSON_GetArraySize(diffs));
+  snprintf(key, sizeof(key), "%s_decode", name); /* id lists encode never gives: as the tokenizer.json */
+  cJSON_ArrayForEach(c, cJSON_GetObjectItem(root, key)) {
+    check_decode(t, cJSON_GetObjectItem(c, "ids"), 0, cJSON_GetObjectItem(c, "decoded")->valuestring, key);
+    check_decode(t, cJSON_GetObjectItem(c, "ids"), 1, cJSON_GetObjectItem(c, "decoded_skip")->valuestring, key);
+  }
+  cJSON_Delete(root);
+  cJSON_Delete(diff);
+  clf_tokenizer_destroy(t);
+}
+
+START_TEST(gguf_llama3_matches_llama_cpp) { check_gguf_model("llama3"); }
+END_TEST
+START_TEST(gguf_qwen2_matches_llama_cpp) { check_gguf_model("qwen2"); }
+END_TEST
+START_TEST(gguf_smollm_matches_llama_cpp) { check_gguf_model("smollm"); }
+END_TEST
+START_TEST(gguf_llama2_matches_llama_cpp) { check_gguf_model("llama2"); }
+END_TEST
+START_TEST(gguf_llama2_meta_matches_llama_cpp) { check_gguf_model("llama2_meta"); }
+END_TEST
+START_TEST(gguf_llama2_unk_matches_llama_cpp) { check_gguf_model("llama2_unk"); }
+END_TEST
+
+/* A GGUF file (version 3, no tensors) written key by key. */
+typedef struct gw {
+  unsigned char *p;
+  size_t n, cap;
+  uint64_t kvs;
+} gw;
+
+enum { GW_U32 = 4, GW_I32 = 5, GW_F32 = 6, GW_BOOL = 7, GW_STR = 8, GW_ARR = 9 };
+
+static void gw_raw(gw *w, const void *p, size_t n) {
+  if (w->n + n > w->cap) {
+    w->cap = (w->n + n) * 2 + 256;
+    w->p = realloc(w->p, w->cap);
+  }
+  memcpy(w->p + w->n, p, n);
+  w->n += n;
+}
+
+static void gw_u32(gw *w, uint32_t v) { gw_raw(w, &v, 4); }
+static void gw_u64(gw *w, uint64_t v) { gw_raw(w, &v, 8); }
+static void gw_s(gw *w, const char *s) {
+  gw_u64(w, strlen(s));
+  gw_raw(w, s, strlen(s));
+}
+static void gw_key(gw *w, const char *key, uint32_t type) {
+  gw_s(w, key);
+  gw_u32(w, type);
+  w->kvs++;
+}
+static void gw_str(gw *w, const char *key, const char *v) {
+  gw_key(w, key, GW_STR);
+  gw_s(w, v);
+}
+static void gw_u32kv(gw *w, const char *key, uint32_t v) {
+  gw_key(w, key, GW_U32);
+  gw_u32(w, v);
+}
+static void gw_bool(gw *w, const char *key, int v) {
+  unsigned char b = (unsigned char)v;
+  gw_key(w, key, GW_BOOL);
+  gw_raw(w, &b, 1);
+}
+/* An array of n strings (the texts, separated by "|"), of n i32 or of n f32. */
+static void gw_strs(gw *w, const char *key, const char *texts) {
+  size_t n = 1;
+  for (const char *p = texts; *p; p++) n += *p == '|';
+  gw_key(w, key, GW_ARR);
+  gw_u32(w, GW_STR);
+  gw_u64(w, n);
+  for (const char *p = texts;; p++) {
+    const char *e = strchr(p, '|');
+    size_t l = e ? (size_t)(e - p) : strlen(p);
+    gw_u64(w, l);
+    gw_raw(w, p, l);
+    if (!e) break;
+    p = e;
+  }
+}
+static void gw_nums(gw *w, const char *key, uint32_t type, const void *v, size_t n) {
+  gw_key(w, key, GW_ARR);
+  gw_u32(w, type);
+  gw_u64(w, n);
+  gw_raw(w, v, 4 * n);
+}
+
+/* Writes g_dir/NAME and returns its path (static); frees w. */
+static const char *gw_file(gw *w, const char *name) {
+  static char path[256];
+  gw head = {0};
+  gw_raw(&head, "GGUF", 4);
+  gw_u32(&head, 3);
+  gw_u64(&head, 0);
+  gw_u64(&head, w->kvs);
+  gw_raw(&head, w->p, w->n);
+  while (head.n % 32) gw_raw(&head, "", 1);
+  snprintf(path, sizeof(path), "%s/%s", g_dir, name);
+  put_file(name, (const char *)head.p, head.n);
+  free(head.p);
+  free(w->p);
+  memset(w, 0, sizeof(*w));
+  return path;
+}
+
+/* A byte-level BPE over "a", "b", "ab" (+ <s> 3, control) with merge "a b";
+ * `skip` leaves out the key it names, so that a test can write its own. */
+static void gw_bpe(gw *w, const char *skip) {
+  static const int32_t types[] = {1, 1, 1, 3};
+  memset(w, 0, sizeof(*w));
+  gw_str(w, "general.architecture", "llama");
+  if (strcmp(skip, "model")) gw_str(w, "tokenizer.ggml.model", "gpt2");
+  if (strcmp(skip, "pre")) gw_str(w, "tokenizer.ggml.pre", "gpt-2");
+  if (strcmp(skip, "tokens")) gw_strs(w, "tokenizer.ggml.tokens", "a|b|ab|<s>");
+  if (strcmp(skip, "types")) gw_nums(w, "tokenizer.ggml.token_type", GW_I32, types, 4);
+  if (strcmp(skip, "merges")) gw_strs(w, "tokenizer.ggml.merges", "a b");
+}
+
+#define GGUF_FAILS(w, status, needle)                                                  \
+  do {                                                                                 \
+    clf_tokenizer *gf_t_ = (clf_tokenizer *)1;                                         \
+    TOK_FAILS(clf_tokenizer_load(gw_file(w, "bad.gguf"), &gf_t_), status, needle);     \
+    ck_assert(gf_t_ == NULL);                                                          \
+  } while (0)
+
+static void encodes_to(clf_tokenizer *t, const char *text, int special, const int64_t *want, size_t n) {
+  int64_t *ids;
+  size_t m;
+  TOK_OK(clf_tokenizer_encode(t, text, special, &ids, &m));
+  ck_assert_msg(m == n, "\"%s\": %zu ids, expected %zu", text, m, n);
+  for (size_t i = 0; i < n; i++)
+    ck_assert_msg(ids[i] == want[i], "\"%s\": id %zu is %lld, expected %lld", text, i, (long long)ids[i],
+                  (long long)want[i]);
+  free(ids);
+}
+
+/* Small GGUF files: a minimal byte-level BPE works (from the file and from
+ * a directory holding it); what is not a tokenizer read here is
+ * CLF_E_UNSUPPORTED naming it, malformed metadata CLF_E_FORMAT naming the
+ * key and the file. */
+START_TEST(gguf_bpe_and_errors) {
+  gw w;
+  clf_tokenizer *t = NULL;
+  make_dir();
+  gw_bpe(&w, "");
+  TOK_OK(clf_tokenizer_load(gw_file(&w, "ok.gguf"), &t));
+  encodes_to(t, "abab<s>a", 0, (const int64_t[]){2, 2, 3, 0}, 4);
+  encodes_to(t, "ab", 1, (const int64_t[]){2}, 1); /* gpt-2: no BOS unless add_bos_token */
+  clf_tokenizer_destroy(t);
+  TOK_OK(clf_tokenizer_load(g_dir, &t)); /* a directory without config.json: its one .gguf */
+  clf_tokenizer_destroy(t);
+  gw_bpe(&w, "");
+  gw_bool(&w, "tokenizer.ggml.add_bos_token", 1);
+  gw_u32kv(&w, "tokenizer.ggml.bos_token_id", 3);
+  gw_str(&w, "tokenizer.chat_template", "{{ messages }}");
+  TOK_OK(clf_tokenizer_load(gw_file(&w, "ok.gguf"), &t));
+  encodes_to(t, "ab", 1, (const int64_t[]){3, 2}, 2);
+  clf_tokenizer_destroy(t);
+  gw_bpe(&w, "");
+  gw_file(&w, "second.gguf");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT, "holds several GGUF files");
+  unlink_file("second.gguf");
+  unlink_file("ok.gguf");
+
+  gw_bpe(&w, "model");
+  GGUF_FAILS(&w, CLF_E_UNSUPPORTED, "bad.gguf: no tokenizer.ggml.model");
+  static const char *const others[] = {"bert", "t5", "rwkv", "gemma4"};
+  for (int i = 0; i < 4; i++) {
+    gw_bpe(&w, "model");
+    gw_str(&w, "tokenizer.ggml.model", others[i]);
+    char needle[64];
+    snprintf(needle, sizeof(needle), "tokenizer.ggml.model \"%s\" is not supported", others[i]);
+    GGUF_FAILS(&w, CLF_E_UNSUPPORTED, needle);
+  }
+  /* every pre-tokenizer of the table compiles and runs (one value a row;
+   * tools/fixtures/README.md says how they were compared with llama.cpp) */
+  static const char *const pres[] = {"default", "gpt-2", "trillion", "llama-bpe", "dbrx", "qwen2",
+                                     "deepseek-r1-qwen", "stablelm2", "qwen35", "smollm", "starcoder", "falcon",
+                                     "tekken", "gpt-4o", "deepseek-v3", "deepseek-coder", "bloom", "poro-chat",
+                                     "viking"};
+  for (size_t i = 0; i < sizeof(pres) / sizeof(pres[0]); i++) {
+    gw_bpe(&w, "pre");
+    gw_str(&w, "tokenizer.ggml.pre", pres[i]);
+    gw_u32kv(&w, "tokenizer.ggml.bos_token_id", 3); /* llama-bpe and tekken add it by default */
+    TOK_OK(clf_tokenizer_load(gw_file(&w, "ok.gguf"), &t));
+    encodes_to(t, "abab", 0, (const int64_t[]){2, 2}, 2);
+    if (!strcmp(pres[i], "llama-bpe") || !strcmp(pres[i], "tekken")) /* BOS without add_bos_token, as llama.cpp */
+      encodes_to(t, "ab", 1, (const int64_t[]){3, 2}, 2);
+    else
+      encodes_to(t, "ab", 1, (const int64_t[]){2}, 1);
+    int64_t *ids;
+    size_t n;
+    TOK_OK(clf_tokenizer_encode(t, "It's 12 ab\xc3\xa9 \r\n\t\xe3\x80\x80\xe4\xb8\xad!?", 1, &ids, &n));
+    free(ids);
+    clf_tokenizer_destroy(t);
+  }
+  unlink_file("ok.gguf");
+  gw_bpe(&w, "pre");
+  gw_str(&w, "tokenizer.ggml.pre", "no-such-pre");
+  GGUF_FAILS(&w, CLF_E_UNSUPPORTED, "tokenizer.ggml.pre \"no-such-pre\" (the pre-tokenizer) is not supported");
+  gw_bpe(&w, "");
+  gw_bool(&w, "tokenizer.ggml.add_sep_token", 1);
+  GGUF_FAILS(&w, CLF_E_UNSUPPORTED, "add_sep_token");
+  gw_bpe(&w, "model");
+  gw_u32kv(&w, "tokenizer.ggml.model", 2);
+  GGUF_FAILS(&w, CLF_E_FORMAT, "bad.gguf: tokenizer.ggml.model is not a string");
+
+  gw_bpe(&w, "tokens");
+  GGUF_FAILS(&w, CLF_E_FORMAT, "bad.gguf: tokenizer.ggml.tokens is missing");
+  gw_bpe(&w, "tokens");
+  gw_nums(&w, "tokenizer.ggml.tokens", GW_I32, (const int32_t[]){1, 2, 3, 4}, 4);
+  GGUF_FAILS(&w, CLF_E_FORMAT, "tokenizer.ggml.tokens is not an array of strings");
+  gw_bpe(&w, "tokens");
+  gw_strs(&w, "tokenizer.ggml.tokens", "a|b|a|<s>");
+  GGUF_FAILS(&w, CLF_E_FORMAT, "tokenizer.ggml.tokens has \"a\" twice (ids 0 and 2)");
+  gw_bpe(&w, "types");
+  gw_nums(&w, "tokenizer.ggml.token_type", GW_I32, (const int32_t[]){1, 1, 1}, 3);
+  GGUF_FAILS(&w, CLF_E_FORMAT, "tokenizer.ggml.token_type has 3 values for 4 tokens");
+  gw_bpe(&w, "types");
+  gw_nums(&w, "tokenizer.ggml.token_type", GW_F32, (const float[]){1, 1, 1, 3}, 4);
+  GGUF_FAILS(&w, CLF_E_FORMAT, "tokenizer.ggml.token_type is not an array of integers");
+  gw_bpe(&w, "types");
+  gw_nums(&w, "tokenizer.ggml.token_type", GW_I32, (const int32_t[]){1, 1, 9, 3}, 4);
+  GGUF_FAILS(&w, CLF_E_FORMAT, "tokenizer.ggml.token_type[2] is 9");
+  gw_bpe(&w, "");
+  gw_strs(&w, "tokenizer.ggml.scores", "x|y|z|w");
+  GGUF_FAILS(&w, CLF_E_FORMAT, "tokenizer.ggml.scores is not an array of numbers");
+  gw_bpe(&w, "");
+  gw_nums(&w, "tokenizer.ggml.scores", GW_F32, (const float[]){0, 0}, 2);
+  GGUF_FAILS(&w, CLF_E_FORMAT, "tokenizer.ggml.scores has 2 values for 4 tokens");
+
+  gw_bpe(&w, "merges");
+  GGUF_FAILS(&w, CLF_E_FORMAT, "tokenizer.ggml.merges is missing");
+  gw_bpe(&w, "merges");
+  gw_nums(&w, "tokenizer.ggml.merges", GW_I32, (const int32_t[]){0}, 1);
+  GGUF_FAILS(&w, CLF_E_FORMAT, "tokenizer.ggml.merges is not an array of strings");
+  gw_bpe(&w, "merges");
+  gw_strs(&w, "tokenizer.ggml.merges", "a b|ab");
+  GGUF_FAILS(&w, CLF_E_FORMAT, "tokenizer.ggml.merges[1] \"ab\" is not two tokens joined by a space");
+  gw_bpe(&w, "merges");
+  gw_strs(&w, "tokenizer.ggml.merges", "b a");
+  GGUF_FAILS(&w, CLF_E_FORMAT, "tokenizer.ggml.merges[0] \"b a\" joins tokens that are not in tokenizer.ggml.tokens");
+
+  gw_bpe(&w, "");
+  gw_u32kv(&w, "tokenizer.ggml.eos_token_id", 4);
+  GGUF_FAILS(&w, CLF_E_FORMAT, "tokenizer.ggml.eos_token_id is 4, not a token id (4 tokens)");
+  gw_bpe(&w, "");
+  gw_str(&w, "tokenizer.ggml.bos_token_id", "<s>");
+  GGUF_FAILS(&w, CLF_E_FORMAT, "tokenizer.ggml.bos_token_id is not an integer");
+  gw_bpe(&w, "");
+  gw_bool(&w, "tokenizer.ggml.add_eos_token", 1);
+  GGUF_FAILS(&w, CLF_E_FORMAT, "add_eos_token is true, but tokenizer.ggml.eos_token_id is not set");
+  gw_bpe(&w, "");
+  gw_strs(&w, "tokenizer.ggml.add_bos_token", "yes");
+  GGUF_FAILS(&w, CLF_E_FORMAT, "tokenizer.ggml.add_bos_token is not a boolean");
+  put_file("bad.gguf", "not a gguf file", 15);
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT, "bad.gguf");
+  unlink_file("bad.gguf");
+  rmdir(g_dir);
+}
+END_TEST
+
+/* A SentencePiece vocabulary: ids 0 <unk> 1 <s> 2 </s> 3 ▁ 4 a 5 b 6 c 7 ab
+ * 8 bc 9 ▁a, then (bytes) 10 <0xC3> 11 <0xA9>; scores[7..9] set by the test. */
+static void gw_spm(gw *w, const float *scores, int bytes, int prefix) {
+  static const int32_t types[] = {2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 6, 6};
+  float s[12] = {0, 0, 0, -10, -10, -10, -10, 0, 0, 0, 0, 0};
+  memcpy(s + 7, scores, 3 * sizeof(float));
+  memset(w, 0, sizeof(*w));
+  gw_str(w, "tokenizer.ggml.model", "llama");
+  gw_strs(w, "tokenizer.ggml.tokens", bytes ? "<unk>|<s>|</s>|\xe2\x96\x81|a|b|c|ab|bc|\xe2\x96\x81" "a|<0xC3>|<0xA9>"
+                                            : "<unk>|<s>|</s>|\xe2\x96\x81|a|b|c|ab|bc|\xe2\x96\x81" "a");
+  gw_nums(w, "tokenizer.ggml.token_type", GW_I32, types, bytes ? 12 : 10);
+  gw_nums(w, "tokenizer.ggml.scores", GW_F32, s, bytes ? 12 : 10);
+  if (!prefix) gw_bool(w, "tokenizer.ggml.add_space_prefix", 0);
+}
+
+static void decodes_to(clf_tokenizer *t, const int64_t *ids, size_t n, int skip, const char *want) {
+  char *text;
+  TOK_OK(clf_tokenizer_decode(t, ids, n, skip, &text));
+  ck_assert_str_eq(text, want);
+  free(text);
+}
+
+/* tokenizer.ggml.model "llama": merges made from the scores as llama.cpp's
+ * llm_tokenizer_spm makes them - every token that is two tokens joined, the
+ * highest score first, equal scores leftmost first; "▁" for spaces and
+ * before the text; characters outside the vocabulary to the <0xNN> tokens,
+ * or <unk> without them; BOS added by default; the decoder strips the one
+ * space it prepended. */
+START_TEST(gguf_spm_merges_by_score) {
+  gw w;
+  clf_tokenizer *t = NULL;
+  make_dir();
+  gw_spm(&w, (const float[]){-2, -1, -3}, 1, 1); /* bc before ab before ▁a */
+  TOK_OK(clf_tokenizer_load(gw_file(&w, "spm.gguf"), &t));
+  encodes_to(t, "abc", 1, (const int64_t[]){1, 9, 8}, 3);     /* ▁ a bc, then ▁a */
+  encodes_to(t, "c\xc3\xa9", 0, (const int64_t[]){3, 6, 10, 11}, 4); /* é as its bytes */
+  decodes_to(t, (const int64_t[]){1, 9, 8, 10, 11, 2}, 6, 0, "<s> abc\xc3\xa9</s>");
+  decodes_to(t, (const int64_t[]){1, 9, 8, 10, 11, 2}, 6, 1, "abc\xc3\xa9");
+  clf_tokenizer_destroy(t);
+  gw_spm(&w, (const float[]){-2, -2, -3}, 0, 1); /* ab and bc tie: the leftmost pair */
+  TOK_OK(clf_tokenizer_load(gw_file(&w, "spm.gguf"), &t));
+  encodes_to(t, "abc", 0, (const int64_t[]){3, 7, 6}, 3);
+  encodes_to(t, "x a", 0, (const int64_t[]){3, 0, 9}, 3); /* no byte tokens: <unk> */
+  clf_tokenizer_destroy(t);
+  gw_spm(&w, (const float[]){-2, -2, -3}, 0, 0); /* add_space_prefix false */
+  TOK_OK(clf_tokenizer_load(gw_file(&w, "spm.gguf"), &t));
+  encodes_to(t, "abc a", 1, (const int64_t[]){1, 7, 6, 9}, 4);
+  decodes_to(t, (const int64_t[]){3, 4}, 2, 0, " a");
+  clf_tokenizer_destroy(t);
+  unlink_file("spm.gguf");
+  rmdir(g_dir);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("tokenizer");
   TCase *tc = tcase_create("tokenizer");
@@ -891,6 +1289,14 @@ static Suite *suite(void) {
   tcase_add_test(tc, config_options);
   tcase_add_test(tc, bad_arguments);
   tcase_add_test(tc, normalized_invalid_utf8_ends);
+  tcase_add_test(tc, gguf_llama3_matches_llama_cpp);
+  tcase_add_test(tc, gguf_qwen2_matches_llama_cpp);
+  tcase_add_test(tc, gguf_smollm_matches_llama_cpp);
+  tcase_add_test(tc, gguf_llama2_matches_llama_cpp);
+  tcase_add_test(tc, gguf_llama2_meta_matches_llama_cpp);
+  tcase_add_test(tc, gguf_llama2_unk_matches_llama_cpp);
+  tcase_add_test(tc, gguf_bpe_and_errors);
+  tcase_add_test(tc, gguf_spm_merges_by_score);
   suite_add_tcase(s, tc);
   return s;
 }

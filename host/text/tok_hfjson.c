@@ -509,6 +509,13 @@ static clf_status load_all(clf_tokenizer *t, clf__hf *h, const cJSON *root, void
   return st;
 }
 
+clf_status clf__hf_load_json(clf_tokenizer *t, const void *root, void *config, const char *path) {
+  clf__hf *h = calloc(1, sizeof(*h));
+  if (!h) return oom();
+  t->hf = h; /* freed by clf__hf_free, also on failure */
+  return load_all(t, h, root, config, path);
+}
+
 clf_status clf__hf_load(clf_tokenizer *t, const char *dir, void *config) {
   char *path = clf__tok_path(dir, "tokenizer.json");
   if (!path) return oom();
@@ -518,12 +525,7 @@ clf_status clf__hf_load(clf_tokenizer *t, const char *dir, void *config) {
   free(text);
   if (text && !cJSON_IsObject(root))
     st = clf__fail(NULL, CLF_E_FORMAT, "clf_tokenizer_load: %s is not a JSON object", path);
-  clf__hf *h = st == CLF_OK ? calloc(1, sizeof(*h)) : NULL;
-  if (st == CLF_OK && !h) st = oom();
-  if (h) {
-    t->hf = h;
-    st = load_all(t, h, root, config, path);
-  }
+  if (st == CLF_OK) st = clf__hf_load_json(t, root, config, path);
   cJSON_Delete(root);
   free(path);
   return st;

@@ -1,10 +1,12 @@
-/* tokenizer.c - text <-> token ids for BERT, GPT-2 and Marian directories.
+/* tokenizer.c - text <-> token ids for BERT, GPT-2 and Marian directories,
+ * tokenizer.json and GGUF files.
  *
  * The public entry points, special-token splitting, the vocabulary map, and
  * the Unicode helpers (UTF-8, general categories, lower case) the models use.
  */
 #include "tokenizer.h"
 #include "unicode_tables.h"
+#include "io/gguf_model.h"
 #include "base/file.h"
 #include "base/limits.h"
 #include "base/status.h"
@@ -372,6 +374,7 @@ void clf_tokenizer_destroy(clf_tokenizer *t) {
   for (size_t i = 0; i < t->n_ids; i++) free(t->id_to_token[i]);
   free(t->id_to_token);
   for (int i = 0; i < t->n_special; i++) free(t->special[i]);
+  free(t->chat_template);
   clf__spm_free(t);
   clf__hf_free(t);
   free(t);
@@ -452,6 +455,15 @@ static clf_status load_kind(clf_tokenizer *t, const char *model_dir, void *confi
   return clf__hf_load(t, model_dir, config);
 }
 
+/* config's chat_template, when a string (a list of named templates is not
+ * kept yet). */
+static clf_status keep_chat_template(clf_tokenizer *t, void *config) {
+  const char *c = clf__tok_cfg_str(config, "chat_template", NULL);
+  if (c && !(t->chat_template = strdup(c)))
+    return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_tokenizer_load: out of memory");
+  return CLF_OK;
+}
+
 /* A tokenizer of `kind` from dir (*out NULL on failure). */
 static clf_status load_as(const char *dir, void *config, int kind, int roberta, clf_tokenizer **out) {
   clf_tokenizer *t = calloc(1, sizeof(*t));
@@ -460,6 +472,25 @@ static clf_status load_as(const char *dir, void *config, int kind, int roberta, 
   t->roberta = roberta;
   clf_status st = load_kind(t, dir, config);
   if (st == CLF_OK) special_flags(t, config);
+  if (st == CLF_OK) st = keep_chat_template(t, config);
+  if (st != CLF_OK) {
+    clf_tokenizer_destroy(t);
+    t = NULL;
+  }
+  *out = t;
+  return st;
+}
+
+/* The tokenizer of GGUF file `file` (tok_gguf.c). */
+static clf_status load_gguf(const char *file, clf_tokenizer **out) {
+  clf_tokenizer *t = calloc(1, sizeof(*t));
+  if (!t) return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_tokenizer_load: out of memory");
+  t->kind = CLF__TOK_HFJSON;
+  t->unk_id = t->cls_id = t->sep_id = t->eos_id = -1;
+  void *config = NULL;
+  clf_status st = clf__gguf_tok_load(t, file, &config);
+  if (st == CLF_OK) st = keep_chat_template(t, config);
+  cJSON_Delete(config);
   if (st != CLF_OK) {
     clf_tokenizer_destroy(t);
     t = NULL;
@@ -472,6 +503,13 @@ clf_status clf_tokenizer_load(const char *model_dir, clf_tokenizer **out) {
   if (!out) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_tokenizer_load: out is NULL");
   *out = NULL;
   if (!model_dir) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_tokenizer_load: model_dir is NULL");
+  char *gguf = NULL; /* a GGUF file, or a directory without config.json holding one */
+  clf_status st = clf__gguf_model_file(NULL, model_dir, &gguf);
+  if (st != CLF_OK || gguf) {
+    if (gguf) st = load_gguf(gguf, out);
+    free(gguf);
+    return st;
+  }
   int has[HAS_N], roberta;
   for (int i = 0; i < HAS_N; i++) {
     char *p = clf__tok_path(model_dir, g_files[i]);
@@ -480,7 +518,7 @@ clf_status clf_tokenizer_load(const char *model_dir, clf_tokenizer **out) {
     free(p);
   }
   void *config = NULL;
-  clf_status st = clf__tok_read_config(model_dir, &config);
+  st = clf__tok_read_config(model_dir, &config);
   if (st != CLF_OK) return st;
   char type[64];
   const char *cls = clf__tok_cfg_str(config, "tokenizer_class", "");

@@ -2,7 +2,9 @@
  *
  * tokenizer.c holds the public entry points, UTF-8 and Unicode-class helpers,
  * the string->id map and special-token splitting; tok_wordpiece.c,
- * tok_bpe.c and tok_sentencepiece.cc hold one model each.
+ * tok_bpe.c and tok_sentencepiece.cc hold one model each; tok_hfjson.c and
+ * tok_hfrun.c the tokenizer.json pipeline, which tok_gguf.c builds from a
+ * GGUF file's metadata.
  */
 #ifndef CLF_TOKENIZER_H
 #define CLF_TOKENIZER_H
@@ -89,6 +91,9 @@ struct clf_tokenizer {
   void *spm_source, *spm_target;
   /* tokenizer.json: its pipeline (tok_hf.h's clf__hf) */
   void *hf;
+  /* tokenizer_config.json's chat_template (a GGUF file's
+   * tokenizer.chat_template), kept for chat formatting; NULL when none */
+  char *chat_template;
 };
 
 /* Fills t->vocab and t->id_to_token from a JSON object {token: id}. */
@@ -145,6 +150,14 @@ clf_status clf__xlmr_decode(clf_tokenizer *t, const char **toks, size_t n, clf__
  * decode take the whole text / id list (added tokens, templates and the
  * decoder chain are theirs). */
 clf_status clf__hf_load(clf_tokenizer *t, const char *dir, void *config);
+/* The same from tokenizer.json's parsed root object (a cJSON *, borrowed;
+ * `path` names it in errors).  t->vocab may hold tokens already: the
+ * model's vocab adds to them. */
+clf_status clf__hf_load_json(clf_tokenizer *t, const void *root, void *config, const char *path);
+/* A GGUF file's tokenizer (tok_gguf.c): tokenizer.ggml.* as the tokenizer.json
+ * pipeline they stand for (t->kind CLF__TOK_HFJSON); *config gets the
+ * tokenizer_config.json they stand for (a cJSON *, the caller's to free). */
+clf_status clf__gguf_tok_load(clf_tokenizer *t, const char *file, void **config);
 clf_status clf__hf_encode(clf_tokenizer *t, const char *s, size_t n, int add_special, clf__ids *out);
 clf_status clf__hf_decode(clf_tokenizer *t, const int64_t *ids, size_t n, int skip_special, clf__str *out);
 void clf__hf_free(clf_tokenizer *t);
