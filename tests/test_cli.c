@@ -286,6 +286,51 @@ START_TEST(generate_prompt_prints_text) {
 }
 END_TEST
 
+/* A GGUF file as MODEL: generate --prompt tokenizes with the file's own
+ * tokenizer and prints what the library's GGUF tokenizer + model give;
+ * tokenize prints that tokenizer's ids. */
+START_TEST(generate_gguf_file) {
+  char file[1024], args[2048];
+  snprintf(file, sizeof file, "%s/gguf_models/smollm_like/model.gguf", fx);
+  const char *prompt = "the cat sat on the mat";
+  snprintf(args, sizeof(args), "generate %s --prompt \"%s\" --max-new-tokens 6 --greedy", file, prompt);
+  ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
+  char *out = strdup(slurp("stdout"));
+  clf_tokenizer *tok = NULL;
+  clf_model *m = NULL;
+  ck_assert_int_eq(clf_tokenizer_load(file, &tok), CLF_OK);
+  TH_OK(clf_model_load(th_ctx, file, &m));
+  int64_t *ids = NULL;
+  size_t n = 0;
+  ck_assert_int_eq(clf_tokenizer_encode(tok, prompt, 1, &ids, &n), CLF_OK);
+  clf_array in = {.name = "input_ids", .dtype = CLF_I64, .ndim = 2, .shape = {1, n}, .data = ids}, seq;
+  clf_generate_options o;
+  clf_generate_options_init(&o);
+  o.max_new_tokens = 6;
+  o.do_sample = CLF_GENERATE_OFF;
+  TH_OK(clf_model_generate(m, &in, NULL, &o, &seq));
+  char *text = NULL;
+  ck_assert_int_eq(clf_tokenizer_decode(tok, (const int64_t *)seq.data + n, seq.shape[1] - n, 1, &text), CLF_OK);
+  char want[2048];
+  snprintf(want, sizeof(want), "%s%s\n", prompt, text);
+  ck_assert_str_eq(out, want);
+  snprintf(args, sizeof(args), "tokenize %s \"%s\"", file, prompt);
+  ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
+  const char *lines = slurp("stdout");
+  for (size_t i = 0; i < n; i++) {
+    ck_assert_int_eq(atoll(lines), ids[i]);
+    lines = strchr(lines, '\n') + 1;
+  }
+  ck_assert_str_eq(lines, "");
+  free(out);
+  free(text);
+  free(ids);
+  clf_array_free(&seq);
+  clf_model_destroy(m);
+  clf_tokenizer_destroy(tok);
+}
+END_TEST
+
 /* generate --prompt streams: the tiny GPT-2 with the tokenizer of
  * tests/fixtures/sampling/tokenizer, whose vocabulary was arranged by
  * tools/fixtures/make_sampling_fixtures.py so that greedy decoding from
@@ -1177,6 +1222,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, options_parsed_alike);
   tcase_add_test(tc, help_from_the_table);
   tcase_add_test(tc, tokenize_prints_ids_and_tokens);
+  tcase_add_test(tc, generate_gguf_file);
   tcase_add_test(tc, profile_names_its_clock);
   tcase_add_test(tc, implementations_each_alone);
   suite_add_tcase(s, tc);
