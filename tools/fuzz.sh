@@ -68,7 +68,7 @@ seed() {
   t=$1; d=$2
   case $t in
     safetensors) put "$d" $fx/loader/ref.safetensors $fx/bert/model.safetensors ;;
-    gguf) put "$d" $fx/gguf/*.gguf ;;
+    gguf) put "$d" $fx/gguf/*.gguf $fx/gguf_tokenizers/*.gguf ;;
     shard_index) seed_json_index "$d" ;;
     config) put "$d" $fx/*/config.json ;;
     generation_config)

@@ -4,7 +4,10 @@
  * and tensor by name, and every tensor read.  Besides the sanitizers it
  * checks what the reader promises: find(key) and find_tensor(name) give
  * the index they came from, and each tensor's bytes lie inside the file,
- * aligned tensors clear of each other. */
+ * aligned tensors clear of each other.  A file the reader takes then goes
+ * through what reads a model's metadata: the tokenizer built from
+ * tokenizer.ggml.* (encoding and decoding a text when it loads) and the
+ * config of clf_model_gemm_shapes. */
 #include "fuzz_util.h"
 
 #include <clformer.h>
@@ -58,13 +61,32 @@ static void check_tensors(const clf_gguf *g, size_t file_size) {
   }
 }
 
+static void check_metadata_readers(const char *path) {
+  clf_tokenizer *tok = NULL;
+  if (clf_tokenizer_load(path, &tok) == CLF_OK) {
+    int64_t *ids = NULL;
+    size_t n = 0;
+    char *text = NULL;
+    if (clf_tokenizer_encode(tok, "Hello world! 12345 caf\xc3\xa9 <s>", 1, &ids, &n) == CLF_OK &&
+        clf_tokenizer_decode(tok, ids, n, 0, &text) == CLF_OK)
+      free(text);
+    free(ids);
+    clf_tokenizer_destroy(tok);
+  }
+  clf_gemm_shape shapes[64];
+  size_t count = 0;
+  clf_model_gemm_shapes(path, 3, shapes, 64, &count);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fz_write("model.gguf", data, size);
   clf_gguf *g = NULL;
-  if (clf_gguf_open(fz_path("model.gguf"), &g) == CLF_OK) {
+  const int ok = clf_gguf_open(fz_path("model.gguf"), &g) == CLF_OK;
+  if (ok) {
     check_kvs(g);
     check_tensors(g, size);
   }
   clf_gguf_close(g);
+  if (ok) check_metadata_readers(fz_path("model.gguf"));
   return 0;
 }
