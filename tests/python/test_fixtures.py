@@ -1,5 +1,6 @@
 """test_fixtures.py - every case of the golden fixtures (tests/fixtures/*/
-cases.json, made by Hugging Face transformers: tools/fixtures/README.md)
+cases.json and the GGUF files' tests/fixtures/gguf_models/*/cases.json,
+made by Hugging Face transformers: tools/fixtures/README.md)
 through Model.__call__ and Model.generate, at the tolerance cases.json
 states, as tests/test_models.c, test_heads.c, test_generate.c,
 test_llama.c and test_vision.c read them."""
@@ -16,9 +17,12 @@ pytestmark = pytest.mark.device
 
 def _cases(kind):
     out = []
-    for name in sorted(os.listdir(FIXTURES)):
+    names = sorted(os.listdir(FIXTURES)) + sorted("gguf_models/" + n for n in os.listdir(os.path.join(FIXTURES,
+                                                                                                     "gguf_models")))
+    for name in names:
         path = os.path.join(FIXTURES, name, "cases.json")
-        if not os.path.isfile(path) or not os.path.isfile(os.path.join(FIXTURES, name, "model.safetensors")):
+        weights = ("model.safetensors", "model.gguf")
+        if not os.path.isfile(path) or not any(os.path.isfile(os.path.join(FIXTURES, name, w)) for w in weights):
             continue
         with open(path) as f:
             j = json.load(f)
