@@ -567,6 +567,10 @@ START_TEST(gguf_model_refusals) {
   snprintf(p, sizeof p, "%s", gb_model(&g, "empty.gguf", "llama", ok));
   MODEL_FAILS(p, CLF_E_NOT_FOUND, "tensor \"token_embd.weight\" (\"embed_tokens.weight\" in transformers) not found");
   MODEL_FAILS(p, CLF_E_NOT_FOUND, "empty.gguf");
+  static const char *const gpt2[] = {"gpt2.block_count=1", "gpt2.embedding_length=32", "gpt2.context_length=8",
+                                     "gpt2.attention.head_count=4", "gpt2.vocab_size=16", NULL};
+  MODEL_FAILS(gb_model(&g, "gpt2.gguf", "gpt2", gpt2), CLF_E_NOT_FOUND,
+              "tensor \"token_embd.weight\" (\"wte.weight\" in transformers) not found");
   MODEL_FAILS(tmpdir, CLF_E_FORMAT, "several GGUF files"); /* and no config.json */
   MODEL_FAILS(put("m-00001-of-00002.gguf", g.b, g.n), CLF_E_UNSUPPORTED, "split GGUF model");
   gb_head(&g, 3, 0, 0);

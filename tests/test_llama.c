@@ -3,8 +3,8 @@
  * RoPE frequencies, forward logits, greedy and beam generation, weight
  * types, the base model, and the errors of loading and running one; and
  * GGUF files (tools/fixtures/make_gguf_model_fixtures.py: every tensor type
- * clformer reads, a tied head, qwen2's biases) against transformers 4.46.3
- * loading the same files.
+ * clformer reads, a tied head, qwen2's biases; make_gguf_gpt2_fixture.py:
+ * a gpt2 file) against transformers 4.46.3 loading the same files.
  */
 #include <check.h>
 #include <cjson/cJSON.h>
@@ -92,7 +92,8 @@ START_TEST(test_generate) {
 }
 END_TEST
 
-static const char *const gguf[] = {"gguf_models/llama_mixed", "gguf_models/smollm_like", "gguf_models/qwen2_q8"};
+static const char *const gguf[] = {"gguf_models/llama_mixed", "gguf_models/smollm_like", "gguf_models/qwen2_q8",
+                                   "gguf_models/gpt2"}; /* gpt2: Conv1D weights transposed in the file, Q8_0 */
 
 /* A GGUF file (the directory holds model.gguf and no config.json): its
  * config from the metadata, every tensor type decoded, llama's q/k rows put

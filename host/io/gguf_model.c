@@ -14,7 +14,7 @@
 #include <string.h>
 
 /* The architectures read from GGUF (general.architecture). */
-#define CLF__GGUF_ARCHS "llama, mistral, qwen2"
+#define CLF__GGUF_ARCHS "llama, mistral, qwen2, gpt2"
 
 /* "name-00001-of-00003.gguf": one part of a split model. */
 static int gm_is_split(const char *name) {
@@ -121,6 +121,21 @@ static const gm_key gm_keys[] = {
     {"%s.attention.head_count", "num_attention_heads", 0, 1},
     {"%s.attention.head_count_kv", "num_key_value_heads", 0, 0},
     {"%s.attention.layer_norm_rms_epsilon", "rms_norm_eps", 1, 0},
+    {"%s.vocab_size", "vocab_size", 0, 0},
+    {"tokenizer.ggml.bos_token_id", "bos_token_id", 0, 0},
+    {"tokenizer.ggml.eos_token_id", "eos_token_id", 0, 0},
+    {"tokenizer.ggml.padding_token_id", "pad_token_id", 0, 0},
+};
+
+/* gpt2's (GGUF_CONFIG_MAPPING's, but context_length sizes n_positions,
+ * the position table, and feed_forward_length n_inner). */
+static const gm_key gm_gpt2_keys[] = {
+    {"%s.context_length", "n_positions", 0, 1},
+    {"%s.block_count", "n_layer", 0, 1},
+    {"%s.feed_forward_length", "n_inner", 0, 0},
+    {"%s.embedding_length", "n_embd", 0, 1},
+    {"%s.attention.head_count", "n_head", 0, 1},
+    {"%s.attention.layer_norm_epsilon", "layer_norm_epsilon", 1, 0},
     {"%s.vocab_size", "vocab_size", 0, 0},
     {"tokenizer.ggml.bos_token_id", "bos_token_id", 0, 0},
     {"tokenizer.ggml.eos_token_id", "eos_token_id", 0, 0},
@@ -241,6 +256,7 @@ static const char *gm_class(const char *arch) {
   if (strcmp(arch, "llama") == 0) return "LlamaForCausalLM";
   if (strcmp(arch, "mistral") == 0) return "MistralForCausalLM";
   if (strcmp(arch, "qwen2") == 0) return "Qwen2ForCausalLM";
+  if (strcmp(arch, "gpt2") == 0) return "GPT2LMHeadModel";
   return NULL;
 }
 
@@ -252,6 +268,11 @@ static clf_status gm_fill(clf_context *ctx, const clf_gguf *g, const char *file,
       !cJSON_AddBoolToObject(cfg, "tie_word_embeddings", clf_gguf_find_tensor(g, "output.weight") < 0)) {
     if (archs && !cJSON_GetObjectItemCaseSensitive(cfg, "architectures")) cJSON_Delete(archs);
     return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "config: out of host memory");
+  }
+  if (strcmp(arch, "gpt2") == 0) { /* GPT-2's head is its token table, whatever output.weight holds */
+    for (size_t k = 0; k < sizeof gm_gpt2_keys / sizeof gm_gpt2_keys[0]; k++)
+      if ((st = gm_put(ctx, g, file, arch, &gm_gpt2_keys[k], cfg)) != CLF_OK) return st;
+    return gm_vocab(ctx, g, file, cfg);
   }
   for (size_t k = 0; k < sizeof gm_keys / sizeof gm_keys[0]; k++)
     if ((st = gm_put(ctx, g, file, arch, &gm_keys[k], cfg)) != CLF_OK) return st;
@@ -293,8 +314,51 @@ static const char *const gm_layer_names[][2] = {
     {"ffn_down", "mlp.down_proj"},
 };
 
+/* gpt2's GGUF_TENSOR_MAPPING: a layer's parts, and the whole model's. */
+static const char *const gm_gpt2_layer_names[][2] = {
+    {"attn_norm", "ln_1"},      {"ffn_norm", "ln_2"},      {"attn_qkv", "attn.c_attn"},
+    {"attn_output", "attn.c_proj"}, {"ffn_up", "mlp.c_fc"}, {"ffn_down", "mlp.c_proj"},
+};
+
+/* "blk.N.PART.weight|bias": the layer's digits (*digits of them) and PART
+ * (up to *dot); NULL when name is not so. */
+static const char *gm_layer_part(const char *name, size_t *digits, const char **dot) {
+  *digits = strncmp(name, "blk.", 4) == 0 ? strspn(name + 4, "0123456789") : 0;
+  if (*digits == 0 || *digits > 6 || name[4 + *digits] != '.') return NULL;
+  const char *part = name + 5 + *digits;
+  *dot = strrchr(part, '.');
+  if (!*dot || (strcmp(*dot, ".weight") != 0 && strcmp(*dot, ".bias") != 0)) return NULL;
+  return part;
+}
+
+static int gm_gpt2_name(const char *name, char *buf, size_t len) {
+  static const char *const whole[][2] = {{"token_embd.weight", "transformer.wte.weight"},
+                                         {"position_embd.weight", "transformer.wpe.weight"},
+                                         {"output_norm.weight", "transformer.ln_f.weight"},
+                                         {"output_norm.bias", "transformer.ln_f.bias"}};
+  for (size_t k = 0; k < sizeof whole / sizeof whole[0]; k++)
+    if (strcmp(name, whole[k][0]) == 0) return (size_t)snprintf(buf, len, "%s", whole[k][1]) < len;
+  size_t digits;
+  const char *dot, *part = gm_layer_part(name, &digits, &dot);
+  for (size_t k = 0; part && k < sizeof gm_gpt2_layer_names / sizeof gm_gpt2_layer_names[0]; k++)
+    if (strlen(gm_gpt2_layer_names[k][0]) == (size_t)(dot - part) && !strncmp(part, gm_gpt2_layer_names[k][0], dot - part))
+      return (size_t)snprintf(buf, len, "transformer.h.%.*s.%s%s", (int)digits, name + 4, gm_gpt2_layer_names[k][1],
+                              dot) < len;
+  return 0;
+}
+
+int clf__gguf_transposed(const char *arch, const char *name) {
+  size_t digits;
+  const char *dot, *part = strcmp(arch, "gpt2") == 0 ? gm_layer_part(name, &digits, &dot) : NULL;
+  if (!part || strcmp(dot, ".weight") != 0) return 0;
+  const size_t n = (size_t)(dot - part);
+  return (n == 8 && !strncmp(part, "attn_qkv", n)) || (n == 11 && !strncmp(part, "attn_output", n)) ||
+         (n == 6 && !strncmp(part, "ffn_up", n)) || (n == 8 && !strncmp(part, "ffn_down", n));
+}
+
 int clf__gguf_hf_name(const char *arch, const char *name, char *buf, size_t len) {
   if (!gm_class(arch)) return 0;
+  if (strcmp(arch, "gpt2") == 0) return gm_gpt2_name(name, buf, len);
   const char *hf = NULL;
   if (strcmp(name, "token_embd.weight") == 0) hf = "model.embed_tokens.weight";
   else if (strcmp(name, "output_norm.weight") == 0) hf = "model.norm.weight";
@@ -324,7 +388,29 @@ clf_status clf__config_load_model(clf_context *ctx, const char *path, clf__confi
   return st;
 }
 
+/* gpt2's reverse of gm_gpt2_name: "transformer." + a whole-model or layer name. */
+static int gm_gpt2_file_name(const char *hf, char *buf, size_t len) {
+  static const char *const whole[][2] = {{"wte.weight", "token_embd.weight"}, {"wpe.weight", "position_embd.weight"},
+                                         {"ln_f.weight", "output_norm.weight"}, {"ln_f.bias", "output_norm.bias"}};
+  for (size_t k = 0; k < sizeof whole / sizeof whole[0]; k++)
+    if (strcmp(hf, whole[k][0]) == 0) return (size_t)snprintf(buf, len, "%s", whole[k][1]) < len;
+  const size_t digits = strncmp(hf, "h.", 2) == 0 ? strspn(hf + 2, "0123456789") : 0;
+  if (digits == 0 || hf[2 + digits] != '.') return 0;
+  const char *part = hf + 3 + digits, *dot = strrchr(part, '.');
+  for (size_t k = 0; dot && k < sizeof gm_gpt2_layer_names / sizeof gm_gpt2_layer_names[0]; k++)
+    if (strlen(gm_gpt2_layer_names[k][1]) == (size_t)(dot - part) && !strncmp(part, gm_gpt2_layer_names[k][1], dot - part))
+      return (size_t)snprintf(buf, len, "blk.%.*s.%s%s", (int)digits, hf + 2, gm_gpt2_layer_names[k][0], dot) < len;
+  return 0;
+}
+
+static int gm_llama_file_name(const char *hf, char *buf, size_t len);
+
 int clf__gguf_file_name(const char *hf, char *buf, size_t len) {
+  if (strncmp(hf, "transformer.", 12) == 0) return gm_gpt2_file_name(hf + 12, buf, len);
+  return gm_llama_file_name(hf, buf, len) || gm_gpt2_file_name(hf, buf, len);
+}
+
+static int gm_llama_file_name(const char *hf, char *buf, size_t len) {
   if (strncmp(hf, "model.", 6) == 0) hf += 6;
   const char *g = NULL;
   if (strcmp(hf, "embed_tokens.weight") == 0) g = "token_embd.weight";

@@ -39,6 +39,11 @@ clf_status clf__config_load_model(clf_context *ctx, const char *path, clf__confi
  * 1 with buf filled, 0 when it has none (or buf is too small). */
 int clf__gguf_hf_name(const char *arch, const char *name, char *buf, size_t len);
 
+/* 1 when GGUF tensor `name` of `arch` is the transpose of its transformers
+ * parameter (Conv1D weights, [in, out] in transformers, [out, in] in the
+ * file). */
+int clf__gguf_transposed(const char *arch, const char *name);
+
 /* The reverse: the GGUF name of Hugging Face name `hf` (with or without
  * the "model." prefix), for messages.  1 with buf filled, else 0. */
 int clf__gguf_file_name(const char *hf, char *buf, size_t len);

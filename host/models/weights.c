@@ -15,6 +15,7 @@
 typedef struct w_name {
   const char *name; /* borrowed from the index JSON or the shard; GGUF: owned */
   size_t shard;     /* GGUF: the tensor's index in the file */
+  int tr;           /* GGUF: the file holds the transpose (gpt2's Conv1D weights) */
 } w_name;
 
 struct clf__weights {
@@ -218,6 +219,7 @@ static clf_status w_gguf_names(clf_context *ctx, clf__weights *w, const char *ar
       return clf__fail(ctx, CLF_E_FORMAT, "weights: %s: two tensors map to %s", w->source, hf);
     if (!(w->names[w->n_names].name = strdup(hf)))
       return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "weights: out of host memory");
+    w->names[w->n_names].tr = clf__gguf_transposed(arch, t.name);
     w->names[w->n_names++].shard = i;
     qsort(w->names, w->n_names, sizeof(w_name), w_cmp); /* kept sorted for the duplicate check */
   }
@@ -269,7 +271,7 @@ static clf_status w_info(const clf__weights *w, const w_name *e, clf_st_info *ou
   clf_gguf_tensor t;
   if (clf_gguf_tensor_at(w->gguf, e->shard, &t) != CLF_OK) return CLF_E_NOT_FOUND;
   *out = (clf_st_info){.name = e->name, .dtype = t.type_name, .ndim = t.ndim, .bytes = (size_t)t.bytes};
-  for (int d = 0; d < t.ndim; d++) out->shape[d] = (size_t)t.shape[d];
+  for (int d = 0; d < t.ndim; d++) out->shape[d] = (size_t)t.shape[e->tr && t.ndim == 2 ? 1 - d : d];
   return CLF_OK;
 }
 
@@ -392,6 +394,18 @@ static clf_status w_read_gguf(clf_context *ctx, const clf__weights *w, const w_n
   if (heads)
     s = w_unpermute_rows(ctx, e->name, (unsigned char *)conv, info->shape[0],
                          (info->ndim == 2 ? info->shape[1] : 1) * sizeof(float), heads);
+  if (s == CLF_OK && e->tr && info->ndim == 2) { /* the file's [out, in] as transformers' [in, out] */
+    float *t2 = malloc(numel * sizeof(float) + 1);
+    if (!t2) {
+      s = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "weights: out of host memory reading \"%s\"", e->name);
+    } else {
+      const size_t in = info->shape[0], out = info->shape[1];
+      for (size_t o = 0; o < out; o++)
+        for (size_t i = 0; i < in; i++) t2[i * out + o] = conv[o * in + i];
+      free(conv);
+      conv = t2;
+    }
+  }
   free(raw);
   if (s != CLF_OK) free(conv);
   else *out = conv;
@@ -453,7 +467,7 @@ clf_status clf__weights_blocks(clf_context *ctx, const clf__weights *w, const ch
   const w_name *e = w_find(w, name);
   clf_gguf_tensor t;
   clf_gguf_tensor_at(w->gguf, e->shard, &t);
-  const clf_dtype bt = w_block_type(t.ggml_type);
+  const clf_dtype bt = e->tr ? CLF_F32 : w_block_type(t.ggml_type);
   if (bt == CLF_F32) return CLF_OK;
   unsigned char *b = malloc(t.bytes ? (size_t)t.bytes : 1);
   if (!b) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "weights: out of host memory reading \"%s\"", name);
@@ -508,7 +522,8 @@ static size_t w_least(const clf__weights *w, const w_name *e, const clf_st_info 
   if (info->ndim != 2) return numel * sizeof(float);
   if (wt == CLF_STORED) {
     clf_gguf_tensor t;
-    if (w->gguf && clf_gguf_tensor_at(w->gguf, e->shard, &t) == CLF_OK && w_block_type(t.ggml_type) != CLF_F32)
+    if (w->gguf && !e->tr && clf_gguf_tensor_at(w->gguf, e->shard, &t) == CLF_OK &&
+        w_block_type(t.ggml_type) != CLF_F32)
       return (size_t)t.bytes;
     return numel * sizeof(float);
   }
