@@ -388,40 +388,42 @@ clf_status clf__config_load_model(clf_context *ctx, const char *path, clf__confi
   return st;
 }
 
-/* gpt2's reverse of gm_gpt2_name: "transformer." + a whole-model or layer name. */
+/* A layer's name "LAYERS.N.PART.weight|bias" (LAYERS "h" or "layers") as
+ * "blk.N.GGUF_PART.weight|bias", by the table's (gguf, hf) pairs. */
+static int gm_layer_file_name(const char *hf, const char *layers, const char *const (*table)[2], size_t n,
+                              char *buf, size_t len) {
+  const size_t lw = strlen(layers);
+  const size_t digits = strncmp(hf, layers, lw) == 0 && hf[lw] == '.' ? strspn(hf + lw + 1, "0123456789") : 0;
+  if (digits == 0 || hf[lw + 1 + digits] != '.') return 0;
+  const char *part = hf + lw + 2 + digits, *dot = strrchr(part, '.');
+  for (size_t k = 0; dot && k < n; k++)
+    if (strlen(table[k][1]) == (size_t)(dot - part) && !strncmp(part, table[k][1], dot - part))
+      return (size_t)snprintf(buf, len, "blk.%.*s.%s%s", (int)digits, hf + lw + 1, table[k][0], dot) < len;
+  return 0;
+}
+
+/* The reverse of gm_gpt2_name, after "transformer.". */
 static int gm_gpt2_file_name(const char *hf, char *buf, size_t len) {
   static const char *const whole[][2] = {{"wte.weight", "token_embd.weight"}, {"wpe.weight", "position_embd.weight"},
                                          {"ln_f.weight", "output_norm.weight"}, {"ln_f.bias", "output_norm.bias"}};
   for (size_t k = 0; k < sizeof whole / sizeof whole[0]; k++)
     if (strcmp(hf, whole[k][0]) == 0) return (size_t)snprintf(buf, len, "%s", whole[k][1]) < len;
-  const size_t digits = strncmp(hf, "h.", 2) == 0 ? strspn(hf + 2, "0123456789") : 0;
-  if (digits == 0 || hf[2 + digits] != '.') return 0;
-  const char *part = hf + 3 + digits, *dot = strrchr(part, '.');
-  for (size_t k = 0; dot && k < sizeof gm_gpt2_layer_names / sizeof gm_gpt2_layer_names[0]; k++)
-    if (strlen(gm_gpt2_layer_names[k][1]) == (size_t)(dot - part) && !strncmp(part, gm_gpt2_layer_names[k][1], dot - part))
-      return (size_t)snprintf(buf, len, "blk.%.*s.%s%s", (int)digits, hf + 2, gm_gpt2_layer_names[k][0], dot) < len;
-  return 0;
+  return gm_layer_file_name(hf, "h", gm_gpt2_layer_names, sizeof gm_gpt2_layer_names / sizeof gm_gpt2_layer_names[0],
+                            buf, len);
 }
 
-static int gm_llama_file_name(const char *hf, char *buf, size_t len);
-
-int clf__gguf_file_name(const char *hf, char *buf, size_t len) {
-  if (strncmp(hf, "transformer.", 12) == 0) return gm_gpt2_file_name(hf + 12, buf, len);
-  return gm_llama_file_name(hf, buf, len) || gm_gpt2_file_name(hf, buf, len);
-}
-
+/* The reverse of clf__gguf_hf_name's llama names, after "model.". */
 static int gm_llama_file_name(const char *hf, char *buf, size_t len) {
-  if (strncmp(hf, "model.", 6) == 0) hf += 6;
   const char *g = NULL;
   if (strcmp(hf, "embed_tokens.weight") == 0) g = "token_embd.weight";
   else if (strcmp(hf, "norm.weight") == 0) g = "output_norm.weight";
   else if (strcmp(hf, "lm_head.weight") == 0) g = "output.weight";
   if (g) return (size_t)snprintf(buf, len, "%s", g) < len;
-  const size_t digits = strncmp(hf, "layers.", 7) == 0 ? strspn(hf + 7, "0123456789") : 0;
-  if (digits == 0 || hf[7 + digits] != '.') return 0;
-  const char *part = hf + 8 + digits, *dot = strrchr(part, '.');
-  for (size_t k = 0; dot && k < sizeof gm_layer_names / sizeof gm_layer_names[0]; k++)
-    if (strlen(gm_layer_names[k][1]) == (size_t)(dot - part) && !strncmp(part, gm_layer_names[k][1], dot - part))
-      return (size_t)snprintf(buf, len, "blk.%.*s.%s%s", (int)digits, hf + 7, gm_layer_names[k][0], dot) < len;
-  return 0;
+  return gm_layer_file_name(hf, "layers", gm_layer_names, sizeof gm_layer_names / sizeof gm_layer_names[0], buf, len);
+}
+
+int clf__gguf_file_name(const char *hf, char *buf, size_t len) {
+  if (strncmp(hf, "transformer.", 12) == 0) return gm_gpt2_file_name(hf + 12, buf, len);
+  if (strncmp(hf, "model.", 6) == 0) return gm_llama_file_name(hf + 6, buf, len);
+  return gm_llama_file_name(hf, buf, len) || gm_gpt2_file_name(hf, buf, len);
 }
