@@ -155,6 +155,43 @@ inline float8 ggml_part(__global const uchar *w, __global const half *s, uint n,
   return dl * convert_float8(convert_int8(x) - 32);
 #endif
 }
+
+/* All of chunk c of row n (v[0..3]): the 32-element blocks' scale, min
+ * and fifth bits read once (the k-quants part by part: their scales change
+ * every 16 elements). */
+inline void ggml_chunk(__global const uchar *w, __global const half *s, uint n, uint c, uint K, float8 *v) {
+#if WTYPE <= 6
+  const size_t bo = ((size_t)n * (K / GB) + c) * GBYTES;
+  const float d = vload_half(bo / 2, s), m = WTYPE == 5 ? 0.0f : vload_half(bo / 2 + 1, s);
+  const uint qs_at = WTYPE == 4 ? 4 : WTYPE == 5 ? 6 : 8;
+  const uchar8 q0 = vload8(0, w + bo + qs_at), q1 = vload8(1, w + bo + qs_at);
+  uint8 x0 = convert_uint8(q0 & (uchar8)15), x1 = convert_uint8(q1 & (uchar8)15);
+  uint8 x2 = convert_uint8(q0 >> (uchar8)4), x3 = convert_uint8(q1 >> (uchar8)4);
+#if WTYPE != 4
+  const uint hb = WTYPE == 5 ? 2 : 4;
+  const uint8 qh = (uint8)((uint)w[bo + hb] | (uint)w[bo + hb + 1] << 8 | (uint)w[bo + hb + 2] << 16 |
+                           (uint)w[bo + hb + 3] << 24);
+  const uint8 e = (uint8)(0, 1, 2, 3, 4, 5, 6, 7);
+  x0 |= ((qh >> e) & (uint8)1) << (uint8)4;
+  x1 |= ((qh >> (e + 8)) & (uint8)1) << (uint8)4;
+  x2 |= ((qh >> (e + 16)) & (uint8)1) << (uint8)4;
+  x3 |= ((qh >> (e + 24)) & (uint8)1) << (uint8)4;
+#endif
+#if WTYPE == 5
+  v[0] = convert_float8(convert_int8(x0) - 16) * d;
+  v[1] = convert_float8(convert_int8(x1) - 16) * d;
+  v[2] = convert_float8(convert_int8(x2) - 16) * d;
+  v[3] = convert_float8(convert_int8(x3) - 16) * d;
+#else
+  v[0] = convert_float8(x0) * d + m;
+  v[1] = convert_float8(x1) * d + m;
+  v[2] = convert_float8(x2) * d + m;
+  v[3] = convert_float8(x3) * d + m;
+#endif
+#else
+  for (uint p = 0; p < 4; p++) v[p] = ggml_part(w, s, n, c, p, K);
+#endif
+}
 #endif
 
 /* Chunk c of row n as NV float8 (unscaled quants for the block types) and
@@ -171,7 +208,7 @@ inline float load_chunk(__global const WT *w, uint w_off, __global const half *s
   v[0] = vload_half8(0, w + w_off + (size_t)n * K + (size_t)c * 8);
   return 1.0f;
 #elif WTYPE >= 4
-  for (uint p = 0; p < 4; p++) v[p] = ggml_part(w + w_off, s + s_off, n, c, p, K);
+  ggml_chunk(w + w_off, s + s_off, n, c, K, v);
   return 1.0f;
 #elif WTYPE == 2
   const size_t blk = (size_t)n * (K / 32) + c;

@@ -58,9 +58,11 @@ static void group_shape(const clf_context *ctx, const char *var, size_t a, size_
  * $CLFORMER_SKINNY ("SPLITxROWS", powers of two) overrides both. */
 void clf__skinny_shape(const clf_context *ctx, clf_dtype wt, size_t *split, size_t *rows) {
   /* PoCL on a 2-core Zen 5 (GPT-2's 50257 x 768 head, M = 1): f32 and f16
-   * best at 1 x 8-16, the block types at 4 x 8 (their conversions then
-   * spread over the lanes PoCL vectorises). */
-  const int block = clf__dtype_is_block(wt);
+   * best at 1 x 8-16, Q8_0 / Q4_0 at 4 x 8 (their conversions then spread
+   * over the lanes PoCL vectorises).  ggml's blocks, whose decoding is the
+   * work, at 1 x 16: SmolLM2-135M Q4_1 decoding, device ms a token, PoCL
+   * 19.3 (4 x 8: 25.8, 8 x 4: 30.2), Intel's runtime 18.2 (4 x 8: 19.8). */
+  const int block = wt == CLF_Q8_0 || wt == CLF_Q4_0;
   size_t s = ctx->caps.is_cpu ? (block ? 4 : 1) : 32, r = ctx->caps.is_cpu ? (block ? 8 : 16) : 4;
   unsigned tuned[2];
   if (clf__skinny_tuned(ctx, wt, tuned) && tuned[1]) /* the applied profile's (probe --tune) */
