@@ -184,7 +184,10 @@ def _in_thread(fn):
 def test_close_stops_a_running_generate(long_gpt2):
     m = clformer.Model(long_gpt2)
     ids = m.tokenize(PROMPT)
-    t, box = _in_thread(lambda: m.generate(ids, max_new_tokens=POSITIONS - 16))
+    # eos_token_id an id no token has: the generation runs to max_new_tokens (with the fixture's
+    # eos, 33, its greedy continuation ends after 110 tokens: 0.2 s on a fast machine, before
+    # the close below)
+    t, box = _in_thread(lambda: m.generate(ids, max_new_tokens=POSITIONS - 16, eos_token_id=1 << 40))
     time.sleep(0.3)
     t0 = time.monotonic()
     m.close()  # stops it after the current token (the whole generation takes ~10 s), then frees
