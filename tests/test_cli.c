@@ -250,6 +250,38 @@ START_TEST(weights_and_profile_options) {
 }
 END_TEST
 
+/* The CLI's `generate --prompt` output `out` must be the prompt followed by
+ * what the library gives for it: the model's tokenizer (special tokens as
+ * add_special says), 6 new tokens (greedy: no sampling), decoded.  The
+ * prompt's ids go to *ids / *n when asked for (free *ids). */
+static void expect_library_text(const char *model, const char *prompt, int add_special, int greedy, const char *out,
+                                int64_t **ids_out, size_t *n_out) {
+  clf_tokenizer *tok = NULL;
+  clf_model *m = NULL;
+  ck_assert_int_eq(clf_tokenizer_load(model, &tok), CLF_OK);
+  TH_OK(clf_model_load(th_ctx, model, &m));
+  int64_t *ids = NULL;
+  size_t n = 0;
+  ck_assert_int_eq(clf_tokenizer_encode(tok, prompt, add_special, &ids, &n), CLF_OK);
+  clf_array in = {.name = "input_ids", .dtype = CLF_I64, .ndim = 2, .shape = {1, n}, .data = ids}, seq;
+  clf_generate_options o;
+  clf_generate_options_init(&o);
+  o.max_new_tokens = 6;
+  if (greedy) o.do_sample = CLF_GENERATE_OFF;
+  TH_OK(clf_model_generate(m, &in, NULL, &o, &seq));
+  char *text = NULL;
+  ck_assert_int_eq(clf_tokenizer_decode(tok, (const int64_t *)seq.data + n, seq.shape[1] - n, 1, &text), CLF_OK);
+  char want[2048];
+  snprintf(want, sizeof(want), "%s%s\n", prompt, text);
+  ck_assert_str_eq(out, want);
+  free(text);
+  if (ids_out) *ids_out = ids, *n_out = n;
+  else free(ids);
+  clf_array_free(&seq);
+  clf_model_destroy(m);
+  clf_tokenizer_destroy(tok);
+}
+
 /* generate --prompt: the printed text is the prompt followed by the decoded
  * new tokens, as the library's tokenizer + generate give them.  The model is
  * the tiny GPT-2 fixture with the GPT-2 tokenizer fixture's files: a prompt
@@ -270,30 +302,7 @@ START_TEST(generate_prompt_prints_text) {
   const char *prompt = "(a+b)*c=d"; /* ids 8, 65, 11, 66, 9, 10, 67, 29, 68 */
   snprintf(args, sizeof(args), "generate %s --prompt \"%s\" --max-new-tokens 6", tmp, prompt);
   ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
-  const char *out = slurp("stdout");
-
-  clf_tokenizer *tok = NULL;
-  clf_model *m = NULL;
-  ck_assert_int_eq(clf_tokenizer_load(tmp, &tok), CLF_OK);
-  TH_OK(clf_model_load(th_ctx, tmp, &m));
-  int64_t *ids = NULL;
-  size_t n = 0;
-  ck_assert_int_eq(clf_tokenizer_encode(tok, prompt, 0, &ids, &n), CLF_OK);
-  clf_array in = {.name = "input_ids", .dtype = CLF_I64, .ndim = 2, .shape = {1, n}, .data = ids}, seq;
-  clf_generate_options o;
-  clf_generate_options_init(&o);
-  o.max_new_tokens = 6;
-  TH_OK(clf_model_generate(m, &in, NULL, &o, &seq));
-  char *text = NULL;
-  ck_assert_int_eq(clf_tokenizer_decode(tok, (const int64_t *)seq.data + n, seq.shape[1] - n, 1, &text), CLF_OK);
-  char want[2048];
-  snprintf(want, sizeof(want), "%s%s\n", prompt, text);
-  ck_assert_str_eq(out, want);
-  free(text);
-  free(ids);
-  clf_array_free(&seq);
-  clf_model_destroy(m);
-  clf_tokenizer_destroy(tok);
+  expect_library_text(tmp, prompt, 0, 0, slurp("stdout"), NULL, NULL);
 }
 END_TEST
 
@@ -307,24 +316,9 @@ START_TEST(generate_gguf_file) {
   snprintf(args, sizeof(args), "generate %s --prompt \"%s\" --max-new-tokens 6 --greedy", file, prompt);
   ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
   char *out = strdup(slurp("stdout"));
-  clf_tokenizer *tok = NULL;
-  clf_model *m = NULL;
-  ck_assert_int_eq(clf_tokenizer_load(file, &tok), CLF_OK);
-  TH_OK(clf_model_load(th_ctx, file, &m));
   int64_t *ids = NULL;
   size_t n = 0;
-  ck_assert_int_eq(clf_tokenizer_encode(tok, prompt, 1, &ids, &n), CLF_OK);
-  clf_array in = {.name = "input_ids", .dtype = CLF_I64, .ndim = 2, .shape = {1, n}, .data = ids}, seq;
-  clf_generate_options o;
-  clf_generate_options_init(&o);
-  o.max_new_tokens = 6;
-  o.do_sample = CLF_GENERATE_OFF;
-  TH_OK(clf_model_generate(m, &in, NULL, &o, &seq));
-  char *text = NULL;
-  ck_assert_int_eq(clf_tokenizer_decode(tok, (const int64_t *)seq.data + n, seq.shape[1] - n, 1, &text), CLF_OK);
-  char want[2048];
-  snprintf(want, sizeof(want), "%s%s\n", prompt, text);
-  ck_assert_str_eq(out, want);
+  expect_library_text(file, prompt, 1, 1, out, &ids, &n);
   snprintf(args, sizeof(args), "tokenize %s \"%s\"", file, prompt);
   ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
   const char *lines = slurp("stdout");
@@ -334,11 +328,7 @@ START_TEST(generate_gguf_file) {
   }
   ck_assert_str_eq(lines, "");
   free(out);
-  free(text);
   free(ids);
-  clf_array_free(&seq);
-  clf_model_destroy(m);
-  clf_tokenizer_destroy(tok);
 }
 END_TEST
 
