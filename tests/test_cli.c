@@ -19,24 +19,13 @@
 static char tmp[256];
 static const char *cli, *fx;
 
-/* Runs the command line with `args`, stdout and stderr to files in tmp;
- * returns the exit status. */
-static char *slurp(const char *name);
-
-/* Runs the CLI with `args`, stdout and stderr to files in tmp.  Under
- * LeakSanitizer, a run whose exit LSan itself could not check ("LeakSanitizer
- * has encountered a fatal error": its stop-the-world tracer crashed, seen
- * once in CI, a tool failure, not a leak) runs once more; a leak report is
- * never retried. */
+/* Runs the CLI with `args`, stdout and stderr to files in tmp; returns the
+ * exit status. */
 static int run_cli(const char *args) {
   char cmd[4096];
   snprintf(cmd, sizeof(cmd), "'%s' %s >'%s/stdout' 2>'%s/stderr'", cli, args, tmp, tmp);
-  for (int attempt = 0;; attempt++) {
-    int rc = system(cmd);
-    rc = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-    if (rc == 0 || attempt > 0 || !strstr(slurp("stderr"), "LeakSanitizer has encountered a fatal error")) return rc;
-    fprintf(stderr, "note: LeakSanitizer failed at the exit of `clformer %s`; running it once more\n", args);
-  }
+  int rc = system(cmd);
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
 static char *slurp(const char *name) {
