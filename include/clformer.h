@@ -1287,6 +1287,40 @@ CLF_API clf_status clf_model_embed(clf_model *m, clf_tokenizer *tok, const char 
 CLF_API clf_status clf_softmax_top_k(const float *logits, size_t n, size_t k, double *p, size_t *top);
 
 /* ------------------------------------------------------------------------ */
+/* Streaming text. */
+
+/* Generated tokens to text as they come, for streaming: each token is
+ * appended and the tokens so far decoded again (special tokens skipped,
+ * clf_tokenizer_decode's text exactly); what is given out is what can no
+ * longer change: a character split across tokens once whole, a word once the
+ * next space or the end shows that clean_up_tokenization_spaces cannot
+ * rewrite it, and nothing a stop string may still be completing.  The text
+ * stops before the first stop string, which is not given out.  Host-only;
+ * failures through clf_last_error(NULL). */
+typedef struct clf_text_stream clf_text_stream;
+
+/* A stream decoding with tok (borrowed: it must outlive the stream), cut
+ * before the first of the n_stop stop strings (copied; none empty).
+ * CLF_E_INVALID_ARG for NULL arguments or an empty stop string. */
+CLF_API clf_status clf_text_stream_create(clf_tokenizer *tok, const char *const *stop, size_t n_stop,
+                                          clf_text_stream **out);
+/* Appends `token`; *text / *len receive the text that became final
+ * (borrowed until the next call; often empty), *stopped (may be NULL) 1 once
+ * a stop string was seen, after which tokens are ignored.  The errors of
+ * clf_tokenizer_decode. */
+CLF_API clf_status clf_text_stream_push(clf_text_stream *s, int64_t token, const char **text, size_t *len,
+                                        int *stopped);
+/* At the end: the text still held back (borrowed). */
+CLF_API clf_status clf_text_stream_finish(clf_text_stream *s, const char **text, size_t *len);
+/* The whole text so far, up to a stop string (borrowed, NUL-terminated);
+ * *len (may be NULL) its length.  "" before any token. */
+CLF_API const char *clf_text_stream_text(const clf_text_stream *s, size_t *len);
+/* 1 once a stop string was seen. */
+CLF_API int clf_text_stream_stopped(const clf_text_stream *s);
+/* NULL is accepted. */
+CLF_API void clf_text_stream_destroy(clf_text_stream *s);
+
+/* ------------------------------------------------------------------------ */
 /* Images: PNG/JPEG in host memory and the image processor. */
 
 /* An 8-bit RGB image in host memory: rgb holds height rows of width pixels,

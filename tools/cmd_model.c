@@ -264,12 +264,11 @@ const clf_cli_command clf_cli_run_command = {
 /* ---- generate ---- */
 
 typedef struct gen_opts {
-  clf_cli_strings in, stop;
+  clf_cli_strings in;
   const char *out, *prompt, *device, *weights;
-  int profile, do_sample, greedy;
-  long max_new_tokens, num_beams; /* 0: the checkpoint's settings */
-  long top_k, no_repeat_ngram_size, seed; /* -1: not given */
-  double temperature, top_p, min_p, repetition_penalty; /* 0: not given */
+  int profile;
+  long num_beams; /* 0: the checkpoint's settings */
+  clf_cli_sampling s;
 } gen_opts;
 
 static const clf_cli_option gen_options[] = {
@@ -277,30 +276,9 @@ static const clf_cli_option gen_options[] = {
      "input_ids (and attention_mask) from .npy files"},
     {"--prompt", "TEXT", CLF_OPT_STRING, offsetof(gen_opts, prompt), 0, 0, 0, 0, 0,
      "text, tokenized with MODEL's tokenizer; the new text is printed as it comes"},
-    {"--max-new-tokens", "N", CLF_OPT_LONG, offsetof(gen_opts, max_new_tokens), 1, 100000, 0, 0, 0,
-     "tokens to generate at most"},
     {"--num-beams", "K", CLF_OPT_LONG, offsetof(gen_opts, num_beams), 1, 100000, 0, 0, 0,
      "beam search with K beams (1: greedy)"},
-    {"--do-sample", NULL, CLF_OPT_FLAG, offsetof(gen_opts, do_sample), 0, 0, 0, 0, 0,
-     "multinomial sampling (else the checkpoint's do_sample, default greedy)"},
-    {"--greedy", NULL, CLF_OPT_FLAG, offsetof(gen_opts, greedy), 0, 0, 0, 0, 0,
-     "no sampling, even where the checkpoint's generation_config.json samples (greedy; beams with --num-beams)"},
-    {"--temperature", "T", CLF_OPT_DOUBLE, offsetof(gen_opts, temperature), 0, 1e6, 0, 0, 0,
-     "sampling: scores divided by T (default the checkpoint's, else 1)"},
-    {"--top-k", "K", CLF_OPT_LONG, offsetof(gen_opts, top_k), 0, 100000000, -1, 0, 0,
-     "sampling: keep the K highest scores, 0: no top-k (default the checkpoint's, else 50)"},
-    {"--top-p", "P", CLF_OPT_DOUBLE, offsetof(gen_opts, top_p), 0, 1, 0, 0, 0,
-     "sampling: keep the smallest set of probability >= P (default the checkpoint's, else 1: off)"},
-    {"--min-p", "P", CLF_OPT_DOUBLE, offsetof(gen_opts, min_p), 0, 1, 0, 0, 0,
-     "sampling: drop probabilities below P times the highest (default off)"},
-    {"--repetition-penalty", "R", CLF_OPT_DOUBLE, offsetof(gen_opts, repetition_penalty), 0, 1e6, 0, 0, 0,
-     "scores of tokens already present divided by R (multiplied when negative); 1: off"},
-    {"--no-repeat-ngram-size", "N", CLF_OPT_LONG, offsetof(gen_opts, no_repeat_ngram_size), 0, 100000, -1, 0, 0,
-     "no N-gram twice in a sequence; 0: off"},
-    {"--seed", "S", CLF_OPT_LONG, offsetof(gen_opts, seed), 1, 9e18, -1, 0, 0,
-     "the sampler's seed: the same seed gives the same text (default: a fresh one per run)"},
-    {"--stop", "STRING", CLF_OPT_STRINGS, offsetof(gen_opts, stop), 0, 0, 0, 8, 0,
-     "with --prompt: stop where the new text first contains STRING (not printed)"},
+    CLF_CLI_SAMPLING_OPTIONS(gen_opts, s),
     {"--out", "sequences=FILE.npy", CLF_OPT_STRING, offsetof(gen_opts, out), 0, 0, 0, 0, 0,
      "the sequences to a .npy file (else printed)"},
     CLF_CLI_OPT_DEVICE(gen_opts),
@@ -325,11 +303,8 @@ static int gen_files(const gen_opts *o, const char **ids_file, const char **mask
     return clf_cli_usage_error(cmd, "the output is sequences=FILE.npy, not \"%s\"", o->out);
   if (!o->prompt == !*ids_file)
     return clf_cli_usage_error(cmd, "give either --in input_ids=FILE.npy or --prompt TEXT");
-  if (o->greedy && o->do_sample) return clf_cli_usage_error(cmd, "give --greedy or --do-sample, not both");
-  if (o->stop.n && !o->prompt) return clf_cli_usage_error(cmd, "--stop needs --prompt (text to look in)");
-  for (int i = 0; i < o->stop.n; i++)
-    if (!o->stop.v[i][0]) return clf_cli_usage_error(cmd, "--stop: the string is empty");
-  return -1;
+  if (o->s.stop.n && !o->prompt) return clf_cli_usage_error(cmd, "--stop needs --prompt (text to look in)");
+  return clf_cli_sampling_check(cmd, &o->s);
 }
 
 /* The prompt's ids as a [1, n] i64 array (with the tokenizer's special
@@ -363,69 +338,34 @@ static void print_ids(const clf_array *seq) {
   }
 }
 
-/* Streaming text: each new token is appended and the new tokens so far are
- * decoded again; what lies past the bytes already printed is printed, less
- * what may still change: a character whose bytes are not all there yet
- * (decoded as U+FFFD), the text after the last space (clean_up_tokenization
- * _spaces may rewrite " ," or " 's"), and the last bytes a --stop string
- * could still be completing.  A --stop string cuts the text before it. */
+/* Streaming text (clf_text_stream): what can no longer change is printed
+ * as the tokens come; a --stop string cuts the text before it. */
 typedef struct streamer {
-  clf_tokenizer *tok;
-  const clf_cli_strings *stop;
-  int64_t *ids;
-  size_t n, cap, printed, max_stop;
-  int stopped, failed;
+  clf_text_stream *text;
+  size_t n;
+  int failed;
 } streamer;
 
-/* The length of text that is safe to print now. */
-static size_t stream_safe(const streamer *s, const char *text, size_t len) {
-  size_t end = len;
-  while (end >= 3 && !memcmp(text + end - 3, "\xEF\xBF\xBD", 3)) end -= 3;
-  if (s->max_stop > 1) end = end > s->max_stop - 1 ? end - (s->max_stop - 1) : 0;
-  while (end > 0 && ((unsigned char)text[end] & 0xC0) == 0x80) end--;
-  for (size_t i = end; i > s->printed; i--)
-    if (text[i - 1] == ' ') return i - 1;
-  return end > s->printed ? end : s->printed;
-}
-
-/* Prints what can be printed of the new tokens' text (all of it when
- * final); returns 1 once a stop string was seen or decoding failed. */
-static int stream_print(streamer *s, int final) {
-  char *text = NULL;
-  if (clf_tokenizer_decode(s->tok, s->ids, s->n, 1, &text) != CLF_OK) {
-    fprintf(stderr, "clformer generate: %s\n", clf_last_error(NULL));
-    s->failed = 1;
-    return 1;
-  }
-  size_t len = strlen(text);
-  for (int i = 0; i < s->stop->n; i++) {
-    const char *p = strstr(text, s->stop->v[i]);
-    if (p && (size_t)(p - text) < len) len = (size_t)(p - text), s->stopped = 1;
-  }
-  const size_t end = s->stopped || final ? len : stream_safe(s, text, len);
-  if (end > s->printed) {
-    fwrite(text + s->printed, 1, end - s->printed, stdout);
-    fflush(stdout);
-    s->printed = end;
-  }
-  free(text);
-  return s->stopped;
+static void stream_write(const char *text, size_t len) {
+  if (!len) return;
+  fwrite(text, 1, len, stdout);
+  fflush(stdout);
 }
 
 static int stream_token(void *user, size_t row, int64_t token) {
   streamer *s = user;
+  const char *piece;
+  size_t len;
+  int stopped = 0;
   (void)row;
-  if (s->n == s->cap) {
-    int64_t *g = realloc(s->ids, (s->cap = s->cap ? 2 * s->cap : 64) * sizeof(*g));
-    if (!g) {
-      fprintf(stderr, "clformer generate: out of memory\n");
-      s->failed = 1;
-      return 1;
-    }
-    s->ids = g;
+  s->n++;
+  if (clf_text_stream_push(s->text, token, &piece, &len, &stopped) != CLF_OK) {
+    fprintf(stderr, "clformer generate: %s\n", clf_last_error(NULL));
+    s->failed = 1;
+    return 1;
   }
-  s->ids[s->n++] = token;
-  return stream_print(s, 0);
+  stream_write(piece, len);
+  return stopped;
 }
 
 /* The generation's ops, and per new token (a decoder-only model's sequences
@@ -436,10 +376,9 @@ static int profile_tokens(clf_context *ctx, const clf_model *m, const clf_array 
   return clf_cli_profile_print(ctx, "generate", "new token", (double)fresh);
 }
 
-static void gen_settings(const gen_opts *o, clf_generate_options *go) {
+void clf_cli_sampling_settings(const clf_cli_sampling *o, clf_generate_options *go) {
   clf_generate_options_init(go);
   go->max_new_tokens = (size_t)o->max_new_tokens;
-  go->num_beams = (size_t)o->num_beams;
   go->do_sample = o->greedy ? CLF_GENERATE_OFF : o->do_sample;
   go->temperature = o->temperature, go->top_p = o->top_p, go->min_p = o->min_p;
   go->repetition_penalty = o->repetition_penalty;
@@ -449,16 +388,26 @@ static void gen_settings(const gen_opts *o, clf_generate_options *go) {
   go->seed = o->seed > 0 ? (uint64_t)o->seed : 0;
 }
 
+int clf_cli_sampling_check(const clf_cli_command *cmd, const clf_cli_sampling *o) {
+  if (o->greedy && o->do_sample) return clf_cli_usage_error(cmd, "give --greedy or --do-sample, not both");
+  for (int i = 0; i < o->stop.n; i++)
+    if (!o->stop.v[i][0]) return clf_cli_usage_error(cmd, "--stop: the string is empty");
+  return -1;
+}
+
 /* Generates; with a tokenizer (and one beam) the text streams to stdout as
  * it comes, the prompt first for a decoder-only model, and the speed goes
  * to stderr. */
 static int gen_run(const gen_opts *o, clf_context *ctx, clf_model *m, clf_tokenizer *tok, const clf_array *ids,
                    const clf_array *mask, clf_array *seq) {
   clf_generate_options go;
-  gen_settings(o, &go);
-  streamer st = {.tok = tok, .stop = &o->stop};
-  for (int i = 0; i < o->stop.n; i++)
-    if (strlen(o->stop.v[i]) > st.max_stop) st.max_stop = strlen(o->stop.v[i]);
+  clf_cli_sampling_settings(&o->s, &go);
+  go.num_beams = (size_t)o->num_beams;
+  streamer st = {0};
+  if (tok && clf_text_stream_create(tok, o->s.stop.v, (size_t)o->s.stop.n, &st.text) != CLF_OK) {
+    fprintf(stderr, "clformer generate: %s\n", clf_last_error(NULL));
+    return 0;
+  }
   const int streaming = tok && o->num_beams <= 1;
   if (streaming) go.on_token = stream_token, go.user = &st;
   if (tok && !clf_model_is_encoder_decoder(m)) printf("%s", o->prompt);
@@ -471,16 +420,19 @@ static int gen_run(const gen_opts *o, clf_context *ctx, clf_model *m, clf_tokeni
     fprintf(stderr, "clformer generate: %s\n", clf_last_error(ctx));
   } else if (tok && !streaming) { /* beams: the best sequence at the end */
     const size_t skip = clf_model_is_encoder_decoder(m) ? 0 : ids->shape[1];
-    for (size_t t = skip; t < seq->shape[1] && !st.stopped; t++) stream_token(&st, 0, ((int64_t *)seq->data)[t]);
+    for (size_t t = skip; t < seq->shape[1] && !st.failed && !clf_text_stream_stopped(st.text); t++)
+      stream_token(&st, 0, ((int64_t *)seq->data)[t]);
   }
   if (rc == CLF_OK && tok && !st.failed) {
-    if (!st.stopped) stream_print(&st, 1);
+    const char *rest;
+    size_t len;
+    if (clf_text_stream_finish(st.text, &rest, &len) == CLF_OK) stream_write(rest, len);
     printf("\n");
     fflush(stdout); /* the text's last line, before the speed on stderr */
     fprintf(stderr, "clformer generate: %zu tokens in %.3f s, %.1f tokens/s\n", st.n, ms / 1e3,
             ms > 0 ? st.n / (ms / 1e3) : 0.0);
   }
-  free(st.ids);
+  clf_text_stream_destroy(st.text);
   return rc == CLF_OK && !st.failed;
 }
 
