@@ -1261,6 +1261,69 @@ CLF_API clf_status clf_tokenizer_decode(clf_tokenizer *t, const int64_t *ids, si
 CLF_API clf_status clf_tokenizer_token(const clf_tokenizer *t, int64_t id, const char **token);
 
 /* ------------------------------------------------------------------------ */
+/* Chat templates. */
+
+/* A chat template: the Jinja template a model's tokenizer_config.json (or
+ * GGUF file) carries, rendered byte for byte as transformers'
+ * apply_chat_template renders it (Jinja 3.1's ImmutableSandboxedEnvironment
+ * with trim_blocks, lstrip_blocks, loop controls and {% generation %};
+ * raise_exception, strftime_now; tojson as json.dumps).  Host-only; no
+ * context: errors are in clf_last_error(NULL).  docs/chat.md lists what is
+ * implemented (statements, expressions, filters, tests, methods) and the
+ * limits on hostile templates: nesting of 200, 20 million loop iterations
+ * and calls per render, strings and output of 64 MiB, range() of 100000. */
+typedef struct clf_chat_template clf_chat_template;
+
+/* One message: role ("system", "user", "assistant", "tool", ...) and its
+ * text (NULL: None), both UTF-8, borrowed. */
+typedef struct clf_chat_message {
+  const char *role;
+  const char *content;
+} clf_chat_message;
+
+/* Parses `source` (UTF-8).  On success *out is freed with
+ * clf_chat_template_destroy.  Errors: CLF_E_UNSUPPORTED for a construct not
+ * implemented, named with its line:column ("unsupported filter 'xmlattr'
+ * at 3:14", "unsupported statement 'include' at 1:3"), or nesting past the
+ * limit; CLF_E_FORMAT for a syntax error, with its line:column;
+ * CLF_E_INVALID_ARG for NULL arguments; CLF_E_OUT_OF_MEMORY. */
+CLF_API clf_status clf_chat_template_parse(const char *source, clf_chat_template **out);
+/* NULL is accepted. */
+CLF_API void clf_chat_template_destroy(clf_chat_template *t);
+/* Renders messages[0 .. n) with add_generation_prompt (0 / 1) and the
+ * template's own variables (the special tokens when it came from
+ * clf_tokenizer_chat_template; tools and documents None) into *text
+ * (malloc'd, free() it; NULL on failure).  Errors: CLF_E_INVALID_ARG for
+ * NULL arguments (messages may be NULL when n is 0; a NULL role) or a
+ * template error while rendering: raise_exception("...") (its text
+ * verbatim in the message), an attribute or item of an undefined value, a
+ * type error, a limit passed; CLF_E_OUT_OF_MEMORY. */
+CLF_API clf_status clf_chat_template_render(const clf_chat_template *t, const clf_chat_message *messages,
+                                            size_t n, int add_generation_prompt, char **text);
+/* The same with the whole context as a JSON object (UTF-8):
+ * {"messages": [...], "add_generation_prompt": true, "tools": [...],
+ * "date_string": "26 Jul 2024", any variable}; its keys override the
+ * template's own variables.  Tool calls, tool results and content lists
+ * reach the template this way (messages as OpenAI's API has them).  JSON
+ * numbers without a fraction are ints (cJSON keeps no "1.0").  Errors:
+ * those of clf_chat_template_render; CLF_E_INVALID_ARG for text that is not
+ * JSON or not an object. */
+CLF_API clf_status clf_chat_template_render_json(const clf_chat_template *t, const char *context_json,
+                                                 char **text);
+/* The chat template of a tokenizer: tokenizer_config.json's chat_template
+ * (a string, or of a list of {"name", "template"} the one named "default",
+ * as transformers takes it) or a GGUF file's tokenizer.chat_template, with
+ * the tokenizer's special tokens as its variables, as transformers passes
+ * **special_tokens_map: bos_token, eos_token, unk_token, sep_token,
+ * pad_token, cls_token, mask_token (strings, those set) and
+ * additional_special_tokens (a list) from tokenizer_config.json (and
+ * special_tokens_map.json when the config has no added_tokens_decoder), or
+ * from the GGUF's token ids.  *out as for clf_chat_template_parse.
+ * Errors: CLF_E_NOT_FOUND when the tokenizer has none; those of
+ * clf_chat_template_parse; CLF_E_INVALID_ARG for NULL arguments. */
+CLF_API clf_status clf_tokenizer_chat_template(const clf_tokenizer *tok, clf_chat_template **out);
+
+/* ------------------------------------------------------------------------ */
 /* Tasks: what the command line makes of a model's outputs. */
 
 /* Sentence embeddings, as `clformer embed` takes the cosines of them (the

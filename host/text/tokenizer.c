@@ -375,6 +375,7 @@ void clf_tokenizer_destroy(clf_tokenizer *t) {
   free(t->id_to_token);
   for (int i = 0; i < t->n_special; i++) free(t->special[i]);
   free(t->chat_template);
+  free(t->chat_vars);
   clf__spm_free(t);
   clf__hf_free(t);
   free(t);
@@ -455,13 +456,70 @@ static clf_status load_kind(clf_tokenizer *t, const char *model_dir, void *confi
   return clf__hf_load(t, model_dir, config);
 }
 
-/* config's chat_template, when a string (a list of named templates is not
- * kept yet). */
-static clf_status keep_chat_template(clf_tokenizer *t, void *config) {
-  const char *c = clf__tok_cfg_str(config, "chat_template", NULL);
-  if (c && !(t->chat_template = strdup(c)))
+/* A special token's text: a string or {"content": ...}; NULL otherwise. */
+static const char *token_text(const cJSON *v) {
+  if (cJSON_IsObject(v)) v = cJSON_GetObjectItemCaseSensitive(v, "content");
+  return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* Copies the special tokens of `from` (tokenizer_config.json or
+ * special_tokens_map.json) into vars, as strings; 0 or -1 out of memory. */
+static int add_special_vars(cJSON *vars, const cJSON *from) {
+  static const char *const keys[] = {"bos_token", "eos_token", "unk_token", "sep_token",
+                                     "pad_token", "cls_token", "mask_token"};
+  for (size_t k = 0; k < CLF__ARRAY_LEN(keys); k++) {
+    const char *s = token_text(cJSON_GetObjectItemCaseSensitive(from, keys[k]));
+    if (!s || !*s) continue;
+    cJSON_DeleteItemFromObjectCaseSensitive(vars, keys[k]);
+    if (!cJSON_AddStringToObject(vars, keys[k], s)) return -1;
+  }
+  const cJSON *e, *extra = cJSON_GetObjectItemCaseSensitive(from, "additional_special_tokens");
+  if (!cJSON_IsArray(extra) || !cJSON_GetArraySize(extra)) return 0;
+  cJSON_DeleteItemFromObjectCaseSensitive(vars, "additional_special_tokens");
+  cJSON *list = cJSON_AddArrayToObject(vars, "additional_special_tokens");
+  if (!list) return -1;
+  cJSON_ArrayForEach(e, extra) {
+    const char *s = token_text(e);
+    if (s && !cJSON_AddItemToArray(list, cJSON_CreateString(s))) return -1;
+  }
+  return 0;
+}
+
+/* The chat template's variables (tokenizer.h's chat_vars): config's special
+ * tokens, and special_tokens_map.json's in dir when config has no
+ * added_tokens_decoder (transformers' legacy path, which then takes them). */
+static clf_status keep_chat_vars(clf_tokenizer *t, const char *dir, void *config) {
+  cJSON *vars = cJSON_CreateObject(), *map = NULL;
+  int ok = vars && !add_special_vars(vars, config);
+  if (ok && dir && !cJSON_GetObjectItemCaseSensitive((cJSON *)config, "added_tokens_decoder")) {
+    char *path = clf__tok_path(dir, "special_tokens_map.json");
+    clf_status st;
+    char *text = path && clf__path_present(path) ? clf__tok_read_text(path, NULL, &st) : NULL;
+    map = text ? cJSON_Parse(text) : NULL;
+    ok = path && (!cJSON_IsObject(map) || !add_special_vars(vars, map));
+    free(text);
+    free(path);
+  }
+  ok = ok && (t->chat_vars = cJSON_PrintUnformatted(vars)) != NULL;
+  cJSON_Delete(map);
+  cJSON_Delete(vars);
+  return ok ? CLF_OK : clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_tokenizer_load: out of memory");
+}
+
+/* config's chat_template: a string, or a list of {"name", "template"} of
+ * which transformers takes "default" (none named so: no template). */
+static clf_status keep_chat_template(clf_tokenizer *t, const char *dir, void *config) {
+  const cJSON *v = config ? cJSON_GetObjectItemCaseSensitive((cJSON *)config, "chat_template") : NULL, *e;
+  const char *c = cJSON_IsString(v) ? v->valuestring : NULL;
+  const cJSON *list = cJSON_IsArray(v) ? v : NULL;
+  cJSON_ArrayForEach(e, list) {
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(e, "name"), *tpl = cJSON_GetObjectItemCaseSensitive(e, "template");
+    if (cJSON_IsString(name) && !strcmp(name->valuestring, "default") && cJSON_IsString(tpl)) c = tpl->valuestring;
+  }
+  if (!c) return CLF_OK;
+  if (!(t->chat_template = strdup(c)))
     return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_tokenizer_load: out of memory");
-  return CLF_OK;
+  return keep_chat_vars(t, dir, config);
 }
 
 /* A tokenizer of `kind` from dir (*out NULL on failure). */
@@ -472,7 +530,7 @@ static clf_status load_as(const char *dir, void *config, int kind, int roberta, 
   t->roberta = roberta;
   clf_status st = load_kind(t, dir, config);
   if (st == CLF_OK) special_flags(t, config);
-  if (st == CLF_OK) st = keep_chat_template(t, config);
+  if (st == CLF_OK) st = keep_chat_template(t, dir, config);
   if (st != CLF_OK) {
     clf_tokenizer_destroy(t);
     t = NULL;
@@ -489,7 +547,7 @@ static clf_status load_gguf(const char *file, clf_tokenizer **out) {
   t->unk_id = t->cls_id = t->sep_id = t->eos_id = -1;
   void *config = NULL;
   clf_status st = clf__gguf_tok_load(t, file, &config);
-  if (st == CLF_OK) st = keep_chat_template(t, config);
+  if (st == CLF_OK) st = keep_chat_template(t, NULL, config);
   cJSON_Delete(config);
   if (st != CLF_OK) {
     clf_tokenizer_destroy(t);

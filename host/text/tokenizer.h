@@ -92,8 +92,14 @@ struct clf_tokenizer {
   /* tokenizer.json: its pipeline (tok_hf.h's clf__hf) */
   void *hf;
   /* tokenizer_config.json's chat_template (a GGUF file's
-   * tokenizer.chat_template), kept for chat formatting; NULL when none */
+   * tokenizer.chat_template; of a list of named templates, "default"), kept
+   * for chat formatting; NULL when none */
   char *chat_template;
+  /* the variables it renders with, as a JSON object text: transformers'
+   * special_tokens_map (bos_token, eos_token, unk_token, sep_token,
+   * pad_token, cls_token, mask_token as strings, additional_special_tokens
+   * a list); NULL when there is no template */
+  char *chat_vars;
 };
 
 /* Fills t->vocab and t->id_to_token from a JSON object {token: id}. */

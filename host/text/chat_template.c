@@ -1,0 +1,110 @@
+/* chat_template.c - the public chat template API: a parsed Jinja template
+ * plus the variables it renders with (the tokenizer's special tokens), and
+ * the context transformers' apply_chat_template builds: messages, tools and
+ * documents (None unless given), add_generation_prompt.
+ */
+#include "jinja.h"
+#include "tokenizer.h"
+#include "base/status.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct clf_chat_template {
+  jtemplate *tpl;
+  cJSON *vars; /* the template's own variables: defaults, then special tokens */
+};
+
+static clf_status oom(void) { return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "chat template: out of memory"); }
+
+/* transformers' render(messages=, tools=None, documents=None,
+ * add_generation_prompt=False, **special_tokens_map). */
+static cJSON *default_vars(const char *special_json) {
+  cJSON *v = special_json ? cJSON_Parse(special_json) : cJSON_CreateObject();
+  if (!v) return NULL;
+  if (!cJSON_AddNullToObject(v, "tools") || !cJSON_AddNullToObject(v, "documents") ||
+      !cJSON_AddFalseToObject(v, "add_generation_prompt")) {
+    cJSON_Delete(v);
+    return NULL;
+  }
+  return v;
+}
+
+static clf_status parse_with(const char *source, const char *special_json, clf_chat_template **out) {
+  clf_chat_template *t = calloc(1, sizeof(*t));
+  if (!t) return oom();
+  clf_status st = clf__j_parse(source, &t->tpl);
+  if (st == CLF_OK && !(t->vars = default_vars(special_json))) st = oom();
+  if (st != CLF_OK) {
+    clf_chat_template_destroy(t);
+    return st;
+  }
+  *out = t;
+  return CLF_OK;
+}
+
+clf_status clf_chat_template_parse(const char *source, clf_chat_template **out) {
+  if (!out) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_chat_template_parse: out is NULL");
+  *out = NULL;
+  if (!source) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_chat_template_parse: source is NULL");
+  return parse_with(source, NULL, out);
+}
+
+void clf_chat_template_destroy(clf_chat_template *t) {
+  if (!t) return;
+  clf__j_free(t->tpl);
+  cJSON_Delete(t->vars);
+  free(t);
+}
+
+clf_status clf_chat_template_render(const clf_chat_template *t, const clf_chat_message *messages, size_t n,
+                                    int add_generation_prompt, char **text) {
+  if (!text) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_chat_template_render: text is NULL");
+  *text = NULL;
+  if (!t) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_chat_template_render: t is NULL");
+  if (n && !messages) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_chat_template_render: messages is NULL");
+  for (size_t i = 0; i < n; i++)
+    if (!messages[i].role)
+      return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_chat_template_render: messages[%zu].role is NULL", i);
+  cJSON *ctx = cJSON_CreateObject(), *list = ctx ? cJSON_AddArrayToObject(ctx, "messages") : NULL;
+  int ok = list && cJSON_AddBoolToObject(ctx, "add_generation_prompt", add_generation_prompt != 0);
+  for (size_t i = 0; ok && i < n; i++) {
+    cJSON *m = cJSON_CreateObject();
+    ok = m && cJSON_AddItemToArray(list, m) && cJSON_AddStringToObject(m, "role", messages[i].role) &&
+         (messages[i].content ? cJSON_AddStringToObject(m, "content", messages[i].content)
+                              : cJSON_AddNullToObject(m, "content"));
+  }
+  clf_status st = ok ? clf__j_render(t->tpl, t->vars, ctx, text) : oom();
+  cJSON_Delete(ctx);
+  return st;
+}
+
+clf_status clf_chat_template_render_json(const clf_chat_template *t, const char *context_json, char **text) {
+  if (!text) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_chat_template_render_json: text is NULL");
+  *text = NULL;
+  if (!t || !context_json)
+    return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_chat_template_render_json: %s is NULL", t ? "context_json" : "t");
+  cJSON *ctx = cJSON_Parse(context_json);
+  if (!cJSON_IsObject(ctx)) {
+    const char *at = cJSON_GetErrorPtr();
+    int parsed = ctx != NULL;
+    size_t off = parsed || !at || at < context_json ? 0 : (size_t)(at - context_json);
+    cJSON_Delete(ctx);
+    return parsed ? clf__fail(NULL, CLF_E_INVALID_ARG, "clf_chat_template_render_json: the context is not a JSON object")
+                  : clf__fail(NULL, CLF_E_INVALID_ARG,
+                              "clf_chat_template_render_json: the context is not valid JSON (near byte %zu)", off);
+  }
+  clf_status st = clf__j_render(t->tpl, t->vars, ctx, text);
+  cJSON_Delete(ctx);
+  return st;
+}
+
+clf_status clf_tokenizer_chat_template(const clf_tokenizer *tok, clf_chat_template **out) {
+  if (!out) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_tokenizer_chat_template: out is NULL");
+  *out = NULL;
+  if (!tok) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_tokenizer_chat_template: tok is NULL");
+  if (!tok->chat_template)
+    return clf__fail(NULL, CLF_E_NOT_FOUND, "clf_tokenizer_chat_template: the tokenizer has no chat template");
+  return parse_with(tok->chat_template, tok->chat_vars, out);
+}

@@ -1,0 +1,851 @@
+/* jinja_eval.c - renders a parsed chat template: scopes as Jinja has them
+ * (for loops and macros open one, if does not), Python's operators, Jinja's
+ * default Undefined (prints '', an attribute of it is an error), loop
+ * variables, macros, break / continue, and the limits that keep a hostile
+ * template bounded.
+ */
+#include "jinja.h"
+#include "jinja_str.h"
+#include "base/status.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_FRAMES 512
+
+typedef struct frame { jv vars; int barrier; } frame;
+
+struct jstate {
+  clf_status st;
+  long steps;
+  int depth;
+  frame fr[MAX_FRAMES];
+  int nfr;
+  int loops; /* for loops open in the current macro */
+  int ctl;   /* 1 break, 2 continue pending */
+};
+
+int clf__j_oom(jstate *J) {
+  if (J && J->st == CLF_OK) J->st = clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "chat template: out of memory");
+  return -1;
+}
+
+int clf__j_failed(const jstate *J) { return J && J->st != CLF_OK; }
+
+int clf__j_fail(jstate *J, const jnode *at, const char *fmt, ...) {
+  if (J->st != CLF_OK) return -1;
+  char msg[900];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  if (at) J->st = clf__fail(NULL, CLF_E_INVALID_ARG, "chat template: %s (at %d:%d)", msg, at->line, at->col);
+  else J->st = clf__fail(NULL, CLF_E_INVALID_ARG, "chat template: %s", msg);
+  return -1;
+}
+
+int clf__j_step(jstate *J, const jnode *at) {
+  if (++J->steps > CLF__J_MAX_STEPS) return clf__j_fail(J, at, "more than %ld loop iterations and calls", CLF__J_MAX_STEPS);
+  return 0;
+}
+
+/* An Undefined carrying its message (what using it reports). */
+static jv undef_msg(jstate *J, const char *fmt, ...) {
+  char msg[300];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  jv s = jv_cstr(J, msg);
+  jv u = jv_undef();
+  if (s.t == JV_STR) u.u.s = s.u.s;
+  return u;
+}
+
+static int undef_fail(jstate *J, const jnode *at, jv u) {
+  return clf__j_fail(J, at, "%s", u.u.s ? u.u.s->s : "undefined value");
+}
+
+/* ---- scopes ---- */
+
+static jv lookup(jstate *J, const char *name) {
+  for (int i = J->nfr - 1; i >= 0; i--) {
+    jv v = jv_get(J->fr[i].vars, name);
+    if (v.t != JV_UNDEF) return jv_ref(v);
+    if (J->fr[i].barrier && i > 0) i = 1; /* a macro sees its own frame, then the template's */
+  }
+  int g = clf__j_global_id(name);
+  if (g >= 0) return jv_func(J, JF_GLOBAL, g, jv_none(), NULL);
+  return undef_msg(J, "'%s' is undefined", name);
+}
+
+static int push_frame(jstate *J, const jnode *at, int barrier) {
+  if (J->nfr == MAX_FRAMES) return clf__j_fail(J, at, "scopes nested too deeply");
+  jv d = jv_dict(J);
+  if (d.t != JV_DICT) return -1;
+  J->fr[J->nfr].vars = d;
+  J->fr[J->nfr++].barrier = barrier;
+  return 0;
+}
+
+static void pop_frame(jstate *J) { jv_drop(J->fr[--J->nfr].vars); }
+
+static int assign(jstate *J, const char *name, jv v) {
+  jv k = jv_cstr(J, name);
+  if (k.t != JV_STR) { jv_drop(v); return -1; }
+  return jv_set(J, J->fr[J->nfr - 1].vars, k, v);
+}
+
+/* ---- expressions ---- */
+
+static jv ev(jstate *J, const jnode *x);
+
+static jv fail_v(jstate *J, const jnode *at, const char *msg, const char *a, const char *b) {
+  clf__j_fail(J, at, msg, a, b);
+  return jv_undef();
+}
+
+jv clf__j_to_str(jstate *J, jv v) {
+  if (v.t == JV_STR) return jv_ref(v);
+  jbuf b = {0};
+  jv r = jv_undef();
+  if (jv_write_str(&b, v)) clf__j_oom(J);
+  else r = jv_str(J, b.s ? b.s : "", b.n);
+  free(b.s);
+  return r;
+}
+
+jv clf__j_getattr(jstate *J, const jnode *at, jv obj, const char *name) {
+  if (obj.t == JV_UNDEF) { undef_fail(J, at, obj); return jv_undef(); }
+  if (obj.t == JV_DICT && obj.u.d->ns) {
+    jv v = jv_get(obj, name);
+    return v.t != JV_UNDEF ? jv_ref(v) : undef_msg(J, "'%s' has no attribute '%s'", jv_typename(obj), name);
+  }
+  int m = clf__j_method_id(obj, name);
+  if (m >= 0) return jv_func(J, JF_METHOD, m, obj, NULL);
+  if (m == -2) return undef_msg(J, "access to attribute '%s' of '%s' object is unsafe.", name, jv_typename(obj));
+  if (obj.t == JV_DICT) {
+    jv v = jv_get(obj, name);
+    if (v.t != JV_UNDEF) return jv_ref(v);
+  }
+  return undef_msg(J, "'%s object' has no attribute '%s'", jv_typename(obj), name);
+}
+
+/* Python's index of a sequence of n: i, or n + i when negative; -1 outside. */
+static int64_t seq_index(jv key, size_t n) {
+  int64_t i = key.t == JV_BOOL ? key.u.b : key.u.i;
+  if (i < 0) i += (int64_t)n;
+  return i >= 0 && (uint64_t)i < n ? i : -1;
+}
+
+/* Byte offset of code point `cp` in s (n bytes); n when past the end. */
+static size_t cp_offset(const char *s, size_t n, size_t cp) {
+  size_t i = 0;
+  for (; i < n && cp; cp--) {
+    i++;
+    while (i < n && ((unsigned char)s[i] & 0xC0) == 0x80) i++;
+  }
+  return i;
+}
+
+jv clf__j_getitem(jstate *J, const jnode *at, jv obj, jv key) {
+  if (obj.t == JV_UNDEF) { undef_fail(J, at, obj); return jv_undef(); }
+  if (obj.t == JV_DICT) {
+    int found;
+    jv v = jv_getv(obj, key, &found);
+    if (found) return jv_ref(v);
+  } else if ((obj.t == JV_LIST || obj.t == JV_STR) && (key.t == JV_INT || key.t == JV_BOOL)) {
+    if (obj.t == JV_LIST) {
+      int64_t i = seq_index(key, obj.u.l->n);
+      if (i >= 0) return jv_ref(obj.u.l->v[i]);
+    } else {
+      int64_t i = seq_index(key, jv_utf8_len(obj.u.s->s, obj.u.s->n));
+      if (i >= 0) {
+        size_t a = cp_offset(obj.u.s->s, obj.u.s->n, (size_t)i), b = cp_offset(obj.u.s->s, obj.u.s->n, (size_t)i + 1);
+        return jv_str(J, obj.u.s->s + a, b - a);
+      }
+    }
+    return undef_msg(J, "%s object has no element %lld", jv_typename(obj), (long long)key.u.i);
+  }
+  if (key.t == JV_STR) return clf__j_getattr(J, at, obj, key.u.s->s);
+  return undef_msg(J, "'%s object' has no attribute '%s'", jv_typename(obj), jv_typename(key));
+}
+
+/* Python's slice indices for a sequence of n. */
+static int slice_of(jstate *J, const jnode *x, size_t n, int64_t *start, int64_t *stop, int64_t *step) {
+  jv v[3] = {jv_none(), jv_none(), jv_none()};
+  const jnode *p[3] = {x->a, x->b, x->c};
+  for (int i = 0; i < 3; i++) {
+    if (p[i]) v[i] = ev(J, p[i]);
+    if (J->st != CLF_OK) return -1;
+    if (v[i].t != JV_NONE && v[i].t != JV_INT && v[i].t != JV_BOOL) {
+      jv_drop(v[i]);
+      return clf__j_fail(J, x, "slice indices must be integers or None");
+    }
+  }
+  *step = v[2].t == JV_NONE ? 1 : v[2].t == JV_BOOL ? v[2].u.b : v[2].u.i;
+  if (*step == 0) return clf__j_fail(J, x, "slice step cannot be zero");
+  int64_t len = (int64_t)n, lo = *step < 0 ? -1 : 0, hi = *step < 0 ? len - 1 : len;
+  for (int i = 0; i < 2; i++) {
+    int64_t *o = i ? stop : start;
+    if (v[i].t == JV_NONE) { *o = (*step < 0) == (i == 0) ? hi : lo; continue; }
+    int64_t k = v[i].t == JV_BOOL ? v[i].u.b : v[i].u.i;
+    if (k < 0) { k += len; if (k < lo) k = lo; }
+    else if (k > hi) k = hi;
+    *o = k;
+  }
+  return 0;
+}
+
+static jv ev_slice(jstate *J, const jnode *x, jv obj) {
+  if (obj.t == JV_UNDEF) { undef_fail(J, x, obj); return jv_undef(); }
+  if (obj.t != JV_LIST && obj.t != JV_STR) return fail_v(J, x, "'%s' object is not subscriptable%s", jv_typename(obj), "");
+  size_t n = obj.t == JV_LIST ? obj.u.l->n : jv_utf8_len(obj.u.s->s, obj.u.s->n);
+  int64_t a = 0, b = 0, s = 1;
+  if (slice_of(J, x->b, n, &a, &b, &s)) return jv_undef();
+  if (obj.t == JV_LIST) {
+    jv r = jv_list(J, obj.u.l->tuple);
+    for (int64_t i = a; r.t == JV_LIST && (s > 0 ? i < b : i > b);) {
+      if (jv_push(J, r, jv_ref(obj.u.l->v[i])) || __builtin_add_overflow(i, s, &i)) break;
+    }
+    return r;
+  }
+  /* code point offsets, then the bytes */
+  size_t *off = malloc((n + 1) * sizeof(*off));
+  if (!off) { clf__j_oom(J); return jv_undef(); }
+  for (size_t i = 0, c = 0; c <= n; c++) {
+    off[c] = i;
+    if (i < obj.u.s->n) i++;
+    while (i < obj.u.s->n && ((unsigned char)obj.u.s->s[i] & 0xC0) == 0x80) i++;
+  }
+  jbuf out = {0};
+  for (int64_t i = a; s > 0 ? i < b : i > b;) {
+    jbuf_add(&out, obj.u.s->s + off[i], off[i + 1] - off[i]);
+    if (__builtin_add_overflow(i, s, &i)) break;
+  }
+  free(off);
+  return clf__j_buf_str(J, &out);
+}
+
+static int checked_int(jstate *J, const jnode *x, int ovf, int64_t r, jv *out) {
+  if (ovf) return clf__j_fail(J, x, "integer overflow (past 64 bits)");
+  *out = jv_int(r);
+  return 0;
+}
+
+static int is_number(jv v) { return v.t == JV_INT || v.t == JV_BOOL || v.t == JV_FLOAT; }
+static double num_d(jv v) { return v.t == JV_FLOAT ? v.u.f : v.t == JV_INT ? (double)v.u.i : v.u.b; }
+static int64_t num_i(jv v) { return v.t == JV_INT ? v.u.i : v.u.b; }
+
+static const char *const g_opname[] = {"+", "-", "*", "/", "//", "%", "**"};
+
+/* s repeated k times (str or list). */
+static jv repeat(jstate *J, const jnode *x, jv s, int64_t k) {
+  if (k < 0) k = 0;
+  if (s.t == JV_STR) {
+    if (s.u.s->n && (uint64_t)k > CLF__J_MAX_OUTPUT / s.u.s->n) return fail_v(J, x, "%s%s", "string too long", "");
+    jbuf b = {0};
+    for (int64_t i = 0; i < k && !b.oom; i++) jbuf_add(&b, s.u.s->s, s.u.s->n);
+    return clf__j_buf_str(J, &b);
+  }
+  if (s.u.l->n && (uint64_t)k > 1000000 / s.u.l->n) return fail_v(J, x, "%s%s", "list too long", "");
+  jv r = jv_list(J, s.u.l->tuple);
+  for (int64_t i = 0; i < k && r.t == JV_LIST; i++)
+    for (size_t j = 0; j < s.u.l->n; j++)
+      if (jv_push(J, r, jv_ref(s.u.l->v[j]))) return r;
+  return r;
+}
+
+static jv concat_seq(jstate *J, jv a, jv b) {
+  if (a.t == JV_STR) {
+    jbuf o = {0};
+    jbuf_add(&o, a.u.s->s, a.u.s->n);
+    jbuf_add(&o, b.u.s->s, b.u.s->n);
+    return clf__j_buf_str(J, &o);
+  }
+  jv r = jv_list(J, a.u.l->tuple);
+  for (size_t i = 0; i < a.u.l->n && r.t == JV_LIST; i++) jv_push(J, r, jv_ref(a.u.l->v[i]));
+  for (size_t i = 0; i < b.u.l->n && r.t == JV_LIST; i++) jv_push(J, r, jv_ref(b.u.l->v[i]));
+  return r;
+}
+
+/* Python's float % and // */
+static double py_fmod(double a, double b) {
+  double m = fmod(a, b);
+  if (m != 0 && ((m < 0) != (b < 0))) m += b;
+  return m;
+}
+
+/* (long: one case per operator, as Python's number tower has them) */
+static jv arith(jstate *J, const jnode *x, int op, jv a, jv b) {
+  jv r = jv_undef();
+  if (a.t == JV_UNDEF || b.t == JV_UNDEF) { undef_fail(J, x, a.t == JV_UNDEF ? a : b); return r; }
+  if (op == JO_ADD && a.t == b.t && (a.t == JV_STR || (a.t == JV_LIST && a.u.l->tuple == b.u.l->tuple)))
+    return concat_seq(J, a, b);
+  if (op == JO_MUL && (a.t == JV_STR || a.t == JV_LIST) && (b.t == JV_INT || b.t == JV_BOOL)) return repeat(J, x, a, num_i(b));
+  if (op == JO_MUL && (b.t == JV_STR || b.t == JV_LIST) && (a.t == JV_INT || a.t == JV_BOOL)) return repeat(J, x, b, num_i(a));
+  if (!is_number(a) || !is_number(b)) {
+    clf__j_fail(J, x, "unsupported operand type(s) for %s: '%s' and '%s'", g_opname[op], jv_typename(a), jv_typename(b));
+    return r;
+  }
+  int fl = a.t == JV_FLOAT || b.t == JV_FLOAT;
+  double fa = num_d(a), fb = num_d(b);
+  int64_t ia = num_i(a), ib = num_i(b), ir = 0;
+  if ((op == JO_DIV || op == JO_FLOORDIV || op == JO_MOD) && (fl ? fb == 0 : ib == 0)) {
+    clf__j_fail(J, x, "%s", op == JO_MOD ? "integer modulo by zero" : "division by zero");
+    return r;
+  }
+  switch (op) {
+  case JO_ADD: if (fl) return jv_float(fa + fb); { int o = __builtin_add_overflow(ia, ib, &ir); checked_int(J, x, o, ir, &r); } return r;
+  case JO_SUB: if (fl) return jv_float(fa - fb); { int o = __builtin_sub_overflow(ia, ib, &ir); checked_int(J, x, o, ir, &r); } return r;
+  case JO_MUL: if (fl) return jv_float(fa * fb); { int o = __builtin_mul_overflow(ia, ib, &ir); checked_int(J, x, o, ir, &r); } return r;
+  case JO_DIV: return jv_float(fa / fb);
+  case JO_FLOORDIV:
+    if (fl) return jv_float(floor(fa / fb));
+    if (ia == INT64_MIN && ib == -1) { checked_int(J, x, 1, 0, &r); return r; }
+    ir = ia / ib;
+    if ((ia % ib != 0) && ((ia < 0) != (ib < 0))) ir--;
+    return jv_int(ir);
+  case JO_MOD:
+    if (fl) return jv_float(py_fmod(fa, fb));
+    if (ib == -1) return jv_int(0);
+    ir = ia % ib;
+    if (ir != 0 && ((ir < 0) != (ib < 0))) ir += ib;
+    return jv_int(ir);
+  case JO_POW:
+    if (fl || ib < 0) return jv_float(pow(fa, fb));
+    ir = 1;
+    for (int64_t i = 0; i < ib; i++) {
+      if (__builtin_mul_overflow(ir, ia, &ir)) { checked_int(J, x, 1, 0, &r); return r; }
+      if (ir == 0 || ir == 1) break;
+    }
+    return jv_int(ir);
+  default: return r;
+  }
+}
+
+jv clf__j_add(jstate *J, const jnode *at, jv a, jv b) { return arith(J, at, JO_ADD, a, b); }
+
+static int contains(jstate *J, const jnode *x, jv hay, jv needle) {
+  if (hay.t == JV_STR) {
+    if (needle.t != JV_STR)
+      return clf__j_fail(J, x, "'in <string>' requires string as left operand, not %s", jv_typename(needle)), -1;
+    if (!needle.u.s->n) return 1;
+    for (size_t i = 0; i + needle.u.s->n <= hay.u.s->n; i++)
+      if (!memcmp(hay.u.s->s + i, needle.u.s->s, needle.u.s->n)) return 1;
+    return 0;
+  }
+  if (hay.t == JV_LIST) {
+    for (size_t i = 0; i < hay.u.l->n; i++)
+      if (jv_equal(hay.u.l->v[i], needle)) return 1;
+    return 0;
+  }
+  if (hay.t == JV_DICT) {
+    int found;
+    jv_getv(hay, needle, &found);
+    return found;
+  }
+  if (hay.t == JV_UNDEF) return 0;
+  return clf__j_fail(J, x, "argument of type '%s' is not iterable", jv_typename(hay)), -1;
+}
+
+static int cmp_op(jstate *J, const jnode *x, int op, jv a, jv b) {
+  if (op == JO_EQ) return jv_equal(a, b);
+  if (op == JO_NE) return !jv_equal(a, b);
+  if (op == JO_IN || op == JO_NOTIN) {
+    int c = contains(J, x, b, a);
+    return c < 0 ? -1 : op == JO_IN ? c : !c;
+  }
+  if (a.t == JV_UNDEF || b.t == JV_UNDEF) return undef_fail(J, x, a.t == JV_UNDEF ? a : b);
+  int ok, c = jv_compare(a, b, &ok);
+  static const char *const nm[] = {"<", "<=", ">", ">="};
+  if (!ok)
+    return clf__j_fail(J, x, "'%s' not supported between instances of '%s' and '%s'", nm[op - JO_LT], jv_typename(a),
+                       jv_typename(b));
+  return op == JO_LT ? c < 0 : op == JO_LE ? c <= 0 : op == JO_GT ? c > 0 : c >= 0;
+}
+
+static jv ev_compare(jstate *J, const jnode *x) {
+  jv left = ev(J, x->a);
+  for (size_t i = 0; i < x->nkids && J->st == CLF_OK; i++) {
+    jv right = ev(J, x->kids[i]->a);
+    int r = J->st == CLF_OK ? cmp_op(J, x->kids[i], x->kids[i]->op, left, right) : -1;
+    jv_drop(left);
+    left = right;
+    if (r <= 0) { jv_drop(left); return r < 0 ? jv_undef() : jv_bool(0); }
+  }
+  jv_drop(left);
+  return J->st == CLF_OK ? jv_bool(1) : jv_undef();
+}
+
+/* Evaluates a call's arguments; jargs' arrays malloc'd (free_args). */
+static int eval_args(jstate *J, const jnode *x, jargs *a) {
+  memset(a, 0, sizeof(*a));
+  if (!x->nkids) return 0;
+  a->pos = calloc(x->nkids, sizeof(jv));
+  a->kw = calloc(x->nkids, sizeof(jv));
+  a->kwn = calloc(x->nkids, sizeof(char *));
+  if (!a->pos || !a->kw || !a->kwn) return clf__j_oom(J);
+  for (size_t i = 0; i < x->nkids && J->st == CLF_OK; i++) {
+    const jnode *k = x->kids[i];
+    if (k->k == JN_KWARG) {
+      a->kwn[a->nkw] = k->name;
+      a->kw[a->nkw++] = ev(J, k->a);
+    } else {
+      if (a->nkw) return clf__j_fail(J, k, "positional argument follows keyword argument");
+      a->pos[a->npos++] = ev(J, k);
+    }
+  }
+  return J->st == CLF_OK ? 0 : -1;
+}
+
+static void free_args(jargs *a) {
+  for (size_t i = 0; i < a->npos; i++) jv_drop(a->pos[i]);
+  for (size_t i = 0; i < a->nkw; i++) jv_drop(a->kw[i]);
+  free(a->pos);
+  free(a->kw);
+  free((void *)a->kwn);
+}
+
+jv clf__j_arg(const jargs *a, size_t i, const char *name, int *given) {
+  if (given) *given = 1;
+  if (i < a->npos) return a->pos[i];
+  for (size_t k = 0; name && k < a->nkw; k++)
+    if (!strcmp(a->kwn[k], name)) return a->kw[k];
+  if (given) *given = 0;
+  return jv_undef();
+}
+
+static int exec_body(jstate *J, const jnode *b, jbuf *out);
+
+static jv call_macro(jstate *J, const jnode *at, const jnode *m, const jargs *a) {
+  if (a->npos > m->nkids)
+    return fail_v(J, at, "macro '%s' takes not more than %s argument(s)", m->name, m->nkids == 1 ? "1" : "the given");
+  for (size_t k = 0; k < a->nkw; k++) {
+    size_t p;
+    for (p = 0; p < m->nkids && strcmp(m->kids[p]->name, a->kwn[k]); p++) {}
+    if (p == m->nkids) return fail_v(J, at, "macro '%s' takes no keyword argument '%s'", m->name, a->kwn[k]);
+  }
+  if (J->depth >= CLF__J_MAX_DEPTH / 2 || push_frame(J, at, 1)) return fail_v(J, at, "%s%s", "macro calls nested too deeply", "");
+  J->depth++;
+  int loops = J->loops;
+  J->loops = 0;
+  for (size_t p = 0; p < m->nkids && J->st == CLF_OK; p++) {
+    int given;
+    jv v = jv_ref(clf__j_arg(a, p, m->kids[p]->name, &given));
+    if (!given && m->kids[p]->a) v = ev(J, m->kids[p]->a);
+    if (J->st == CLF_OK) assign(J, m->kids[p]->name, v);
+    else jv_drop(v);
+  }
+  jbuf out = {0};
+  if (J->st == CLF_OK) exec_body(J, m->c, &out);
+  J->loops = loops;
+  J->ctl = 0;
+  J->depth--;
+  pop_frame(J);
+  jv r = J->st == CLF_OK ? jv_str(J, out.s ? out.s : "", out.n) : jv_undef();
+  free(out.s);
+  return r;
+}
+
+static jv call(jstate *J, const jnode *x, jv f, const jargs *a) {
+  if (clf__j_step(J, x)) return jv_undef();
+  if (f.t == JV_UNDEF) { undef_fail(J, x, f); return jv_undef(); }
+  if (f.t != JV_FUNC) return fail_v(J, x, "'%s' object is not callable%s", jv_typename(f), "");
+  switch (f.u.fn->kind) {
+  case JF_MACRO: return call_macro(J, x, f.u.fn->macro, a);
+  case JF_GLOBAL: return clf__j_call_global(J, x, f.u.fn->id, a);
+  case JF_METHOD: return clf__j_call_method(J, x, f.u.fn->id, f.u.fn->self, a);
+  default: { /* loop.cycle(...) */
+    if (!a->npos) return fail_v(J, x, "%s%s", "no items for cycling given", "");
+    return jv_ref(a->pos[f.u.fn->self.u.i % (int64_t)a->npos]);
+  }
+  }
+}
+
+static jv ev_filter(jstate *J, const jnode *x, jv in) {
+  jargs a = {0};
+  jv r = jv_undef();
+  if (J->st == CLF_OK && !eval_args(J, x, &a) && clf__j_step(J, x) == 0) r = clf__j_apply_filter(J, x, x->fid, in, &a);
+  free_args(&a);
+  return r;
+}
+
+static jv ev_collection(jstate *J, const jnode *x) {
+  if (x->k == JN_DICT) {
+    jv d = jv_dict(J);
+    for (size_t i = 0; i + 1 < x->nkids && J->st == CLF_OK; i += 2) {
+      jv k = ev(J, x->kids[i]), v = ev(J, x->kids[i + 1]);
+      if (J->st == CLF_OK) jv_set(J, d, k, v);
+      else { jv_drop(k); jv_drop(v); }
+    }
+    return d;
+  }
+  jv l = jv_list(J, x->k == JN_TUPLE);
+  for (size_t i = 0; i < x->nkids && J->st == CLF_OK; i++) {
+    jv v = ev(J, x->kids[i]);
+    if (J->st == CLF_OK) jv_push(J, l, v);
+  }
+  return l;
+}
+
+/* (long: one case per expression node kind) */
+static jv ev(jstate *J, const jnode *x) {
+  jv a, b, r = jv_undef();
+  if (J->st != CLF_OK) return r;
+  if (++J->depth > CLF__J_MAX_DEPTH) { J->depth--; clf__j_fail(J, x, "evaluation nested too deeply"); return r; }
+  switch (x->k) {
+  case JN_LIT: r = jv_ref(x->lit); break;
+  case JN_NAME: r = lookup(J, x->name); break;
+  case JN_LIST: case JN_TUPLE: case JN_DICT: r = ev_collection(J, x); break;
+  case JN_ATTR:
+    a = ev(J, x->a);
+    if (J->st == CLF_OK) r = clf__j_getattr(J, x, a, x->name);
+    jv_drop(a);
+    break;
+  case JN_SUBSCRIPT:
+    a = ev(J, x->a);
+    if (J->st == CLF_OK && x->b->k == JN_SLICE) r = ev_slice(J, x, a);
+    else if (J->st == CLF_OK) {
+      b = ev(J, x->b);
+      if (J->st == CLF_OK) r = clf__j_getitem(J, x, a, b);
+      jv_drop(b);
+    }
+    jv_drop(a);
+    break;
+  case JN_CALL: {
+    a = ev(J, x->a);
+    jargs args = {0};
+    if (J->st == CLF_OK && !eval_args(J, x, &args)) r = call(J, x, a, &args);
+    free_args(&args);
+    jv_drop(a);
+    break;
+  }
+  case JN_FILTER:
+    a = ev(J, x->a);
+    if (J->st == CLF_OK) r = ev_filter(J, x, a);
+    jv_drop(a);
+    break;
+  case JN_TEST: {
+    a = ev(J, x->a);
+    jargs args = {0};
+    if (J->st == CLF_OK && !eval_args(J, x, &args)) {
+      int t = clf__j_apply_test(J, x, x->fid, a, &args);
+      if (t >= 0) r = jv_bool(x->op ? !t : t);
+    }
+    free_args(&args);
+    jv_drop(a);
+    break;
+  }
+  case JN_BINOP:
+    a = ev(J, x->a);
+    b = ev(J, x->b);
+    if (J->st == CLF_OK && x->op == JO_CONCAT) {
+      jbuf o = {0};
+      jv_write_str(&o, a);
+      jv_write_str(&o, b);
+      r = clf__j_buf_str(J, &o);
+    } else if (J->st == CLF_OK) {
+      r = arith(J, x, x->op, a, b);
+    }
+    jv_drop(a);
+    jv_drop(b);
+    break;
+  case JN_NEG: case JN_POS:
+    a = ev(J, x->a);
+    if (J->st != CLF_OK) break;
+    if (a.t == JV_UNDEF) undef_fail(J, x, a);
+    else if (!is_number(a)) clf__j_fail(J, x, "bad operand type for unary %s: '%s'", x->k == JN_NEG ? "-" : "+", jv_typename(a));
+    else if (x->k == JN_POS) r = a.t == JV_BOOL ? jv_int(a.u.b) : jv_ref(a);
+    else if (a.t == JV_FLOAT) r = jv_float(-a.u.f);
+    else if (num_i(a) == INT64_MIN) clf__j_fail(J, x, "integer overflow (past 64 bits)");
+    else r = jv_int(-num_i(a));
+    jv_drop(a);
+    break;
+  case JN_NOT:
+    a = ev(J, x->a);
+    if (J->st == CLF_OK) r = jv_bool(!jv_truthy(a));
+    jv_drop(a);
+    break;
+  case JN_AND: case JN_OR:
+    a = ev(J, x->a);
+    if (J->st != CLF_OK || jv_truthy(a) == (x->k == JN_OR)) { r = a; break; }
+    jv_drop(a);
+    r = ev(J, x->b);
+    break;
+  case JN_COMPARE: r = ev_compare(J, x); break;
+  case JN_COND:
+    a = ev(J, x->a);
+    if (J->st == CLF_OK) {
+      if (jv_truthy(a)) r = ev(J, x->b);
+      else if (x->c) r = ev(J, x->c);
+      else r = undef_msg(J, "the inline if-expression on line %d evaluated to false and no else section was defined.", x->line);
+    }
+    jv_drop(a);
+    break;
+  default: clf__j_fail(J, x, "not an expression"); break;
+  }
+  J->depth--;
+  if (J->st != CLF_OK) { jv_drop(r); r = jv_undef(); }
+  return r;
+}
+
+/* ---- statements ---- */
+
+/* The items a for loop (or a filter) walks: list items, dict keys, the
+ * characters of a str; Undefined gives none. *items malloc'd, referenced. */
+int clf__j_iter(jstate *J, const jnode *at, jv v, jv **items, size_t *n) {
+  *items = NULL;
+  *n = 0;
+  if (v.t == JV_UNDEF) return 0;
+  size_t cnt = v.t == JV_LIST ? v.u.l->n : v.t == JV_DICT ? v.u.d->n : v.t == JV_STR ? v.u.s->n : 0;
+  if (v.t != JV_LIST && v.t != JV_DICT && v.t != JV_STR)
+    return clf__j_fail(J, at, "'%s' object is not iterable", jv_typename(v));
+  if (v.t == JV_DICT && v.u.d->ns) return clf__j_fail(J, at, "'Namespace' object is not iterable");
+  if (!cnt) return 0;
+  jv *it = calloc(cnt, sizeof(*it));
+  if (!it) return clf__j_oom(J);
+  size_t k = 0;
+  if (v.t == JV_LIST) for (; k < cnt; k++) it[k] = jv_ref(v.u.l->v[k]);
+  else if (v.t == JV_DICT) for (; k < cnt; k++) it[k] = jv_ref(v.u.d->k[k]);
+  else
+    for (size_t i = 0; i < v.u.s->n && J->st == CLF_OK;) {
+      size_t j = i + 1;
+      while (j < v.u.s->n && ((unsigned char)v.u.s->s[j] & 0xC0) == 0x80) j++;
+      it[k++] = jv_str(J, v.u.s->s + i, j - i);
+      i = j;
+    }
+  *items = it;
+  *n = k;
+  return J->st == CLF_OK ? 0 : -1;
+}
+
+static void drop_items(jv *items, size_t n) {
+  for (size_t i = 0; i < n; i++) jv_drop(items[i]);
+  free(items);
+}
+
+/* Binds a for / set target (a name or a tuple of names) to v (taken). */
+static int bind(jstate *J, const jnode *tg, jv v) {
+  if (tg->k == JN_NAME) return assign(J, tg->name, v);
+  if (v.t != JV_LIST && v.t != JV_STR) {
+    clf__j_fail(J, tg, "cannot unpack non-iterable %s object", jv_typename(v));
+    jv_drop(v);
+    return -1;
+  }
+  jv *items;
+  size_t n;
+  if (clf__j_iter(J, tg, v, &items, &n)) { jv_drop(v); return -1; }
+  jv_drop(v);
+  if (n != tg->nkids) {
+    drop_items(items, n);
+    return clf__j_fail(J, tg, n < tg->nkids ? "not enough values to unpack (expected %zu, got %zu)"
+                                            : "too many values to unpack (expected %zu, got %zu)", tg->nkids, n);
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (bind(J, tg->kids[i], items[i])) {
+      for (size_t k = i + 1; k < n; k++) jv_drop(items[k]);
+      free(items);
+      return -1;
+    }
+  }
+  free(items);
+  return 0;
+}
+
+static int loop_set(jstate *J, jv loop, const char *k, jv v) {
+  jv key = jv_cstr(J, k);
+  if (key.t != JV_STR) { jv_drop(v); return -1; }
+  return jv_set(J, loop, key, v);
+}
+
+/* The `loop` variable of iteration i of n. */
+static jv loop_var(jstate *J, jv *items, size_t i, size_t n) {
+  jv l = jv_dict(J);
+  if (l.t != JV_DICT) return l;
+  l.u.d->ns = 2; /* attributes are its keys */
+  int64_t ii = (int64_t)i, nn = (int64_t)n;
+  loop_set(J, l, "index", jv_int(ii + 1));
+  loop_set(J, l, "index0", jv_int(ii));
+  loop_set(J, l, "revindex", jv_int(nn - ii));
+  loop_set(J, l, "revindex0", jv_int(nn - ii - 1));
+  loop_set(J, l, "first", jv_bool(i == 0));
+  loop_set(J, l, "last", jv_bool(i + 1 == n));
+  loop_set(J, l, "length", jv_int(nn));
+  loop_set(J, l, "depth", jv_int(1));
+  loop_set(J, l, "depth0", jv_int(0));
+  if (i > 0) loop_set(J, l, "previtem", jv_ref(items[i - 1]));
+  if (i + 1 < n) loop_set(J, l, "nextitem", jv_ref(items[i + 1]));
+  loop_set(J, l, "cycle", jv_func(J, JF_CYCLE, 0, jv_int(ii), NULL));
+  return l;
+}
+
+/* Keeps the items for which the loop's `if` holds. */
+static int loop_filter(jstate *J, const jnode *x, jv *items, size_t *n) {
+  size_t w = 0;
+  for (size_t i = 0; i < *n; i++) {
+    int keep = 0;
+    if (J->st == CLF_OK && !push_frame(J, x, 0)) {
+      if (!bind(J, x->d, jv_ref(items[i]))) {
+        jv c = ev(J, x->b);
+        keep = J->st == CLF_OK && jv_truthy(c);
+        jv_drop(c);
+      }
+      pop_frame(J);
+    }
+    if (keep) items[w++] = items[i];
+    else jv_drop(items[i]);
+  }
+  *n = w;
+  return J->st == CLF_OK ? 0 : -1;
+}
+
+static int exec_for(jstate *J, const jnode *x, jbuf *out) {
+  jv seq = ev(J, x->a), *items;
+  size_t n;
+  int r = J->st == CLF_OK ? clf__j_iter(J, x->a, seq, &items, &n) : -1;
+  jv_drop(seq);
+  if (r) return -1;
+  if (x->b && loop_filter(J, x, items, &n)) { drop_items(items, n); return -1; }
+  if (!n) { free(items); return x->e ? exec_body(J, x->e, out) : 0; }
+  J->loops++;
+  for (size_t i = 0; i < n && J->st == CLF_OK; i++) {
+    if (clf__j_step(J, x) || push_frame(J, x, 0)) break;
+    jv l = loop_var(J, items, i, n);
+    if (J->st == CLF_OK && !bind(J, x->d, jv_ref(items[i])) && !assign(J, "loop", l)) exec_body(J, x->c, out);
+    else if (l.t != JV_UNDEF) jv_drop(l);
+    pop_frame(J);
+    int ctl = J->ctl;
+    J->ctl = 0;
+    if (ctl == 1) break;
+  }
+  J->loops--;
+  drop_items(items, n);
+  return J->st == CLF_OK ? 0 : -1;
+}
+
+static int exec_set(jstate *J, const jnode *x) {
+  jv v = ev(J, x->a);
+  if (J->st != CLF_OK) return -1;
+  if (x->d->k != JN_ATTR) return bind(J, x->d, v);
+  jv ns = lookup(J, x->d->a->name);
+  int r;
+  if (ns.t != JV_DICT || ns.u.d->ns != 1) {
+    r = clf__j_fail(J, x->d, "cannot assign attribute on non-namespace object");
+    jv_drop(v);
+  } else {
+    jv k = jv_cstr(J, x->d->name);
+    r = k.t == JV_STR ? jv_set(J, ns, k, v) : (jv_drop(v), -1);
+  }
+  jv_drop(ns);
+  return r;
+}
+
+/* A body rendered into a new string, through a filter chain (f: the last
+ * filter, whose innermost input is NULL) when f is not NULL. */
+static jv render_to_str(jstate *J, const jnode *body, const jnode *f) {
+  jbuf b = {0};
+  jv r = jv_undef();
+  if (!exec_body(J, body, &b)) r = jv_str(J, b.s ? b.s : "", b.n);
+  free(b.s);
+  if (!f || J->st != CLF_OK) return r;
+  const jnode *chain[64];
+  int n = 0;
+  for (const jnode *k = f; k && n < 64; k = k->a) chain[n++] = k;
+  while (n-- > 0 && J->st == CLF_OK) {
+    jv y = ev_filter(J, chain[n], r);
+    jv_drop(r);
+    r = y;
+  }
+  return r;
+}
+
+/* (long: one case per statement kind) */
+static int exec_node(jstate *J, const jnode *x, jbuf *out) {
+  jv v;
+  switch (x->k) {
+  case JN_TEXT: return jbuf_add(out, x->lit.u.s->s, x->lit.u.s->n);
+  case JN_OUTPUT:
+    v = ev(J, x->a);
+    if (J->st == CLF_OK) jv_write_str(out, v); /* a failure: out->oom */
+    jv_drop(v);
+    break;
+  case JN_IF:
+    v = ev(J, x->a);
+    if (J->st == CLF_OK) {
+      int t = jv_truthy(v);
+      if (t) exec_body(J, x->b, out);
+      else if (x->c && x->c->k == JN_IF) exec_node(J, x->c, out);
+      else if (x->c) exec_body(J, x->c, out);
+    }
+    jv_drop(v);
+    break;
+  case JN_FOR: return exec_for(J, x, out);
+  case JN_SET: return exec_set(J, x);
+  case JN_SETBLOCK:
+    v = render_to_str(J, x->c, x->b);
+    return J->st == CLF_OK ? bind(J, x->d, v) : (jv_drop(v), -1);
+  case JN_MACRO:
+    v = jv_func(J, JF_MACRO, 0, jv_none(), x);
+    return v.t == JV_FUNC ? assign(J, x->name, v) : -1;
+  case JN_GENERATION: return exec_body(J, x->c, out);
+  case JN_FILTERBLOCK:
+    v = render_to_str(J, x->c, x->b);
+    if (J->st == CLF_OK) jv_write_str(out, v);
+    jv_drop(v);
+    break;
+  case JN_BREAK: case JN_CONTINUE:
+    if (!J->loops) return clf__j_fail(J, x, "'%s' outside of a loop", x->k == JN_BREAK ? "break" : "continue");
+    J->ctl = x->k == JN_BREAK ? 1 : 2;
+    break;
+  default: return clf__j_fail(J, x, "not a statement");
+  }
+  return J->st == CLF_OK ? 0 : -1;
+}
+
+static int exec_body(jstate *J, const jnode *b, jbuf *out) {
+  if (++J->depth > CLF__J_MAX_DEPTH) { J->depth--; return clf__j_fail(J, b, "statements nested too deeply"); }
+  for (size_t i = 0; i < b->nkids && J->st == CLF_OK && !J->ctl; i++) {
+    int r = exec_node(J, b->kids[i], out);
+    if ((r || out->oom) && J->st == CLF_OK)
+      clf__j_fail(J, b->kids[i], "output past %zu bytes (or out of memory)", (size_t)CLF__J_MAX_OUTPUT);
+  }
+  J->depth--;
+  return J->st == CLF_OK ? 0 : -1;
+}
+
+/* cJSON object `vars` into frame 0. */
+static void load_vars(jstate *J, const cJSON *vars) {
+  const cJSON *e;
+  cJSON_ArrayForEach(e, vars) {
+    if (J->st != CLF_OK) return;
+    jv v = jv_from_cjson(J, e);
+    if (J->st == CLF_OK) assign(J, e->string ? e->string : "", v);
+    else jv_drop(v);
+  }
+}
+
+clf_status clf__j_render(const jtemplate *t, const void *base, const void *vars, char **out) {
+  *out = NULL;
+  jstate *J = calloc(1, sizeof(*J));
+  if (!J) return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "chat template: out of memory");
+  J->st = CLF_OK;
+  jbuf b = {0};
+  if (!push_frame(J, NULL, 0)) {
+    if (base) load_vars(J, base);
+    if (vars) load_vars(J, vars);
+    if (J->st == CLF_OK) exec_body(J, t->root, &b);
+    if (J->st == CLF_OK && b.oom) clf__j_oom(J);
+  }
+  while (J->nfr) pop_frame(J);
+  clf_status st = J->st;
+  free(J);
+  if (st != CLF_OK) { free(b.s); return st; }
+  if (!b.s && !(b.s = calloc(1, 1))) return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "chat template: out of memory");
+  *out = b.s;
+  return CLF_OK;
+}

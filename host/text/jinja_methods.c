@@ -1,0 +1,462 @@
+/* jinja_methods.c - what a template calls on values and by name: the str
+ * and dict methods chat templates use (Python's semantics), the tests of
+ * `is`, and the globals (range, namespace, dict, raise_exception,
+ * strftime_now).  Lists are immutable, as in Jinja's ImmutableSandbox.
+ * Case mapping: lower() as Python's str.lower() (tokenizer.c's table),
+ * upper() and title() for ASCII letters only (others stay as they are).
+ */
+#include "jinja.h"
+#include "jinja_str.h"
+#include "tokenizer.h"
+#include "base/status.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- string helpers (jinja_str.h) ---- */
+
+jv clf__j_buf_str(jstate *J, jbuf *b) {
+  jv r = jv_undef();
+  if (b->oom) clf__j_fail(J, NULL, "a string past %zu bytes (or out of memory)", (size_t)CLF__J_MAX_OUTPUT);
+  else r = jv_str(J, b->s ? b->s : "", b->n);
+  free(b->s);
+  return r;
+}
+
+uint32_t clf__j_cp(const char *s, size_t n, size_t *i) {
+  int32_t c = clf__utf8_next(s, n, i);
+  if (c < 0) { (*i)++; return 0xFFFD; }
+  return (uint32_t)c;
+}
+
+static void put_cp(jbuf *b, uint32_t cp) {
+  char t[4];
+  jbuf_add(b, t, clf__utf8_put(t, cp));
+}
+
+uint32_t clf__j_upper(uint32_t c) { return c >= 'a' && c <= 'z' ? c - 32 : c; }
+
+void clf__j_put_lower(jbuf *b, uint32_t c) {
+  uint32_t o[2];
+  int k = clf__uc_lower(c, o);
+  for (int i = 0; i < k; i++) put_cp(b, o[i]);
+}
+
+int clf__j_is_cased(uint32_t c) { return c < 128 ? ((c | 32) >= 'a' && (c | 32) <= 'z') : clf__uc_class(c) == CLF__UC_LC; }
+
+jv clf__j_case(jstate *J, jv v, int mode) {
+  jbuf b = {0};
+  const jstr *s = v.u.s;
+  int prev_cased = 0, first = 1;
+  for (size_t i = 0; i < s->n; first = 0) {
+    uint32_t c = clf__j_cp(s->s, s->n, &i);
+    int up = mode == 'U' || (mode == 'T' && !prev_cased) || (mode == 'C' && first);
+    if (up) put_cp(&b, clf__j_upper(c));
+    else clf__j_put_lower(&b, c);
+    prev_cased = clf__j_is_cased(c);
+  }
+  return clf__j_buf_str(J, &b);
+}
+
+/* Python's str.strip family: which 1 left, 2 right, 3 both; chars NULL: whitespace. */
+jv clf__j_strip(jstate *J, jv v, const jstr *chars, int which) {
+  const jstr *s = v.u.s;
+  size_t a = 0, b = s->n;
+  for (;;) { /* left */
+    if (!(which & 1) || a >= b) break;
+    size_t i = a;
+    uint32_t c = clf__j_cp(s->s, b, &i);
+    if (!(chars ? clf__j_has_cp(chars, c) : clf__uc_isspace(c))) break;
+    a = i;
+  }
+  while ((which & 2) && b > a) {
+    size_t st = b - 1;
+    while (st > a && ((unsigned char)s->s[st] & 0xC0) == 0x80) st--;
+    size_t i = st;
+    uint32_t c = clf__j_cp(s->s, b, &i);
+    if (!(chars ? clf__j_has_cp(chars, c) : clf__uc_isspace(c))) break;
+    b = st;
+  }
+  return jv_str(J, s->s + a, b - a);
+}
+
+int clf__j_has_cp(const jstr *set, uint32_t c) {
+  for (size_t i = 0; i < set->n;)
+    if (clf__j_cp(set->s, set->n, &i) == c) return 1;
+  return 0;
+}
+
+/* s with old replaced by new (count < 0: all), as Python's str.replace. */
+jv clf__j_replace(jstate *J, const jstr *s, const jstr *old, const jstr *nw, int64_t count) {
+  jbuf b = {0};
+  size_t i = 0;
+  int64_t done = 0;
+  if (!old->n) { /* between every character, as Python */
+    for (size_t k = 0; k <= s->n && !b.oom;) {
+      if (count < 0 || done < count) { jbuf_add(&b, nw->s, nw->n); done++; }
+      if (k == s->n) break;
+      size_t j = k + 1;
+      while (j < s->n && ((unsigned char)s->s[j] & 0xC0) == 0x80) j++;
+      jbuf_add(&b, s->s + k, j - k);
+      k = j;
+    }
+    return clf__j_buf_str(J, &b);
+  }
+  while (i < s->n && !b.oom) {
+    if ((count < 0 || done < count) && i + old->n <= s->n && !memcmp(s->s + i, old->s, old->n)) {
+      jbuf_add(&b, nw->s, nw->n);
+      i += old->n;
+      done++;
+    } else {
+      jbuf_addc(&b, s->s[i++]);
+    }
+  }
+  return clf__j_buf_str(J, &b);
+}
+
+/* Python's str.split(sep, maxsplit). */
+static jv split(jstate *J, const jstr *s, const jstr *sep, int64_t maxsplit) {
+  jv l = jv_list(J, 0);
+  size_t i = 0;
+  int64_t done = 0;
+  if (l.t != JV_LIST) return l;
+  if (sep) {
+    size_t start = 0;
+    while (i + sep->n <= s->n) {
+      if ((maxsplit < 0 || done < maxsplit) && !memcmp(s->s + i, sep->s, sep->n)) {
+        if (jv_push(J, l, jv_str(J, s->s + start, i - start))) return l;
+        i += sep->n;
+        start = i;
+        done++;
+      } else {
+        i++;
+      }
+    }
+    jv_push(J, l, jv_str(J, s->s + start, s->n - start));
+    return l;
+  }
+  for (;;) {
+    size_t k = i;
+    while (k < s->n) { size_t j = k; if (!clf__uc_isspace(clf__j_cp(s->s, s->n, &j))) break; k = j; }
+    if (k >= s->n) break;
+    size_t e = k;
+    if (maxsplit >= 0 && done >= maxsplit) {
+      size_t end = s->n; /* the rest, trailing whitespace stripped */
+      while (end > k) {
+        size_t st = end - 1;
+        while (st > k && ((unsigned char)s->s[st] & 0xC0) == 0x80) st--;
+        size_t j = st;
+        if (!clf__uc_isspace(clf__j_cp(s->s, end, &j))) break;
+        end = st;
+      }
+      jv_push(J, l, jv_str(J, s->s + k, end - k));
+      break;
+    }
+    while (e < s->n) { size_t j = e; if (clf__uc_isspace(clf__j_cp(s->s, s->n, &j))) break; e = j; }
+    if (jv_push(J, l, jv_str(J, s->s + k, e - k))) return l;
+    done++;
+    i = e;
+  }
+  return l;
+}
+
+/* ---- methods ---- */
+
+enum { M_STRIP, M_LSTRIP, M_RSTRIP, M_SPLIT, M_STARTSWITH, M_ENDSWITH, M_UPPER, M_LOWER, M_TITLE, M_CAPITALIZE,
+       M_REPLACE, M_JOIN, M_FIND, M_COUNT, M_FORMAT, M_STR_N,
+       M_ITEMS = M_STR_N, M_KEYS, M_VALUES, M_GET };
+static const char *const g_str_methods[] = {"strip", "lstrip", "rstrip", "split", "startswith", "endswith", "upper",
+                                            "lower", "title", "capitalize", "replace", "join", "find", "count",
+                                            "format"};
+static const char *const g_dict_methods[] = {"items", "keys", "values", "get"};
+/* modifying methods the immutable sandbox refuses */
+static const char *const g_unsafe[] = {"append", "extend", "insert", "pop", "remove", "reverse", "sort", "clear",
+                                       "popitem", "setdefault", "update"};
+
+int clf__j_method_id(jv self, const char *name) {
+  if (self.t == JV_STR)
+    for (size_t i = 0; i < CLF__ARRAY_LEN(g_str_methods); i++)
+      if (!strcmp(name, g_str_methods[i])) return (int)i;
+  if (self.t == JV_DICT && !self.u.d->ns)
+    for (size_t i = 0; i < CLF__ARRAY_LEN(g_dict_methods); i++)
+      if (!strcmp(name, g_dict_methods[i])) return M_STR_N + (int)i;
+  if (self.t == JV_LIST || (self.t == JV_DICT && !self.u.d->ns))
+    for (size_t i = 0; i < CLF__ARRAY_LEN(g_unsafe); i++)
+      if (!strcmp(name, g_unsafe[i]) && (self.t == JV_LIST ? i < 8 : i >= 3)) return -2;
+  return -1;
+}
+
+static int str_arg(jstate *J, const jnode *at, const jargs *a, size_t i, const char *name, const jstr **out, int opt) {
+  int given;
+  jv v = clf__j_arg(a, i, name, &given);
+  *out = NULL;
+  if ((!given || v.t == JV_NONE) && opt) return 0;
+  if (v.t != JV_STR) return clf__j_fail(J, at, "argument '%s' must be str, not %s", name, jv_typename(v));
+  *out = v.u.s;
+  return 0;
+}
+
+static int int_arg(jstate *J, const jnode *at, const jargs *a, size_t i, const char *name, int64_t dflt, int64_t *out) {
+  int given;
+  jv v = clf__j_arg(a, i, name, &given);
+  *out = dflt;
+  if (!given) return 0;
+  if (v.t != JV_INT && v.t != JV_BOOL) return clf__j_fail(J, at, "argument '%s' must be int, not %s", name, jv_typename(v));
+  *out = v.t == JV_INT ? v.u.i : v.u.b;
+  return 0;
+}
+
+/* startswith / endswith: a str or a tuple of them */
+static jv affix(jstate *J, const jnode *at, jv self, const jargs *a, int end) {
+  jv p = clf__j_arg(a, 0, "prefix", NULL);
+  size_t n = p.t == JV_LIST ? p.u.l->n : 1;
+  for (size_t k = 0; k < n; k++) {
+    jv x = p.t == JV_LIST ? p.u.l->v[k] : p;
+    if (x.t != JV_STR) { clf__j_fail(J, at, "%s first arg must be str or a tuple of str", end ? "endswith" : "startswith"); return jv_undef(); }
+    size_t m = x.u.s->n;
+    if (m <= self.u.s->n && !memcmp(self.u.s->s + (end ? self.u.s->n - m : 0), x.u.s->s, m)) return jv_bool(1);
+  }
+  return jv_bool(0);
+}
+
+static jv str_join(jstate *J, const jnode *at, jv sep, jv seq) {
+  jv *items;
+  size_t n;
+  if (clf__j_iter(J, at, seq, &items, &n)) return jv_undef();
+  jbuf b = {0};
+  for (size_t i = 0; i < n; i++) {
+    if (items[i].t != JV_STR) { clf__j_fail(J, at, "sequence item %zu: expected str instance, %s found", i, jv_typename(items[i])); break; }
+    if (i) jbuf_add(&b, sep.u.s->s, sep.u.s->n);
+    jbuf_add(&b, items[i].u.s->s, items[i].u.s->n);
+  }
+  for (size_t i = 0; i < n; i++) jv_drop(items[i]);
+  free(items);
+  if (clf__j_failed(J)) { free(b.s); return jv_undef(); }
+  return clf__j_buf_str(J, &b);
+}
+
+/* Code point index of sub in s, -1 when absent; or the count of its
+ * non-overlapping occurrences. */
+static int64_t find_or_count(const jstr *s, const jstr *sub, int count) {
+  int64_t c = 0;
+  for (size_t i = 0; i + sub->n <= s->n;) {
+    if (!memcmp(s->s + i, sub->s, sub->n)) {
+      if (!count) return (int64_t)jv_utf8_len(s->s, i);
+      c++;
+      i += sub->n ? sub->n : 1;
+    } else {
+      i++;
+    }
+  }
+  return count ? c : -1;
+}
+
+static jv dict_view(jstate *J, jv d, int which) {
+  jv l = jv_list(J, 0);
+  for (size_t i = 0; l.t == JV_LIST && i < d.u.d->n && !clf__j_failed(J); i++) {
+    if (which == M_KEYS) jv_push(J, l, jv_ref(d.u.d->k[i]));
+    else if (which == M_VALUES) jv_push(J, l, jv_ref(d.u.d->v[i]));
+    else {
+      jv t = jv_list(J, 1);
+      if (t.t != JV_LIST) break;
+      jv_push(J, t, jv_ref(d.u.d->k[i]));
+      jv_push(J, t, jv_ref(d.u.d->v[i]));
+      jv_push(J, l, t);
+    }
+  }
+  return l;
+}
+
+/* (long: one case per method) */
+jv clf__j_call_method(jstate *J, const jnode *at, int mid, jv self, const jargs *a) {
+  const jstr *x = NULL, *y = NULL;
+  int64_t n;
+  switch (mid) {
+  case M_STRIP: case M_LSTRIP: case M_RSTRIP:
+    if (str_arg(J, at, a, 0, "chars", &x, 1)) return jv_undef();
+    return clf__j_strip(J, self, x, mid == M_STRIP ? 3 : mid == M_LSTRIP ? 1 : 2);
+  case M_SPLIT:
+    if (str_arg(J, at, a, 0, "sep", &x, 1) || int_arg(J, at, a, 1, "maxsplit", -1, &n)) return jv_undef();
+    if (x && !x->n) { clf__j_fail(J, at, "empty separator"); return jv_undef(); }
+    return split(J, self.u.s, x, n);
+  case M_STARTSWITH: case M_ENDSWITH: return affix(J, at, self, a, mid == M_ENDSWITH);
+  case M_UPPER: return clf__j_case(J, self, 'U');
+  case M_LOWER: return clf__j_case(J, self, 'L');
+  case M_TITLE: return clf__j_case(J, self, 'T');
+  case M_CAPITALIZE: return clf__j_case(J, self, 'C');
+  case M_REPLACE:
+    if (str_arg(J, at, a, 0, "old", &x, 0) || str_arg(J, at, a, 1, "new", &y, 0) || int_arg(J, at, a, 2, "count", -1, &n))
+      return jv_undef();
+    return clf__j_replace(J, self.u.s, x, y, n);
+  case M_JOIN: return str_join(J, at, self, clf__j_arg(a, 0, "iterable", NULL));
+  case M_FIND: case M_COUNT:
+    if (str_arg(J, at, a, 0, "sub", &x, 0)) return jv_undef();
+    return jv_int(find_or_count(self.u.s, x, mid == M_COUNT));
+  case M_FORMAT: clf__j_fail(J, at, "str.format is not supported"); return jv_undef();
+  case M_ITEMS: case M_KEYS: case M_VALUES: return dict_view(J, self, mid);
+  case M_GET: {
+    int found, given;
+    jv k = clf__j_arg(a, 0, "key", &given);
+    jv v = jv_getv(self, k, &found);
+    if (found) return jv_ref(v);
+    jv d = clf__j_arg(a, 1, "default", &given);
+    return given ? jv_ref(d) : jv_none();
+  }
+  default: clf__j_fail(J, at, "unknown method"); return jv_undef();
+  }
+}
+
+/* ---- tests ---- */
+
+enum { T_DEFINED, T_UNDEFINED, T_NONE, T_STRING, T_MAPPING, T_ITERABLE, T_SEQUENCE, T_NUMBER, T_INTEGER, T_FLOAT,
+       T_BOOLEAN, T_TRUE, T_FALSE, T_ODD, T_EVEN, T_DIVISIBLEBY, T_IN, T_SAMEAS, T_CALLABLE, T_LOWER, T_UPPER,
+       T_EQ, T_NE, T_LT, T_LE, T_GT, T_GE };
+static const struct { const char *name; int id; } g_tests[] = {
+    {"defined", T_DEFINED}, {"undefined", T_UNDEFINED}, {"none", T_NONE}, {"string", T_STRING},
+    {"mapping", T_MAPPING}, {"iterable", T_ITERABLE}, {"sequence", T_SEQUENCE}, {"number", T_NUMBER},
+    {"integer", T_INTEGER}, {"float", T_FLOAT}, {"boolean", T_BOOLEAN}, {"true", T_TRUE}, {"false", T_FALSE},
+    {"odd", T_ODD}, {"even", T_EVEN}, {"divisibleby", T_DIVISIBLEBY}, {"in", T_IN}, {"sameas", T_SAMEAS},
+    {"callable", T_CALLABLE}, {"lower", T_LOWER}, {"upper", T_UPPER}, {"eq", T_EQ}, {"equalto", T_EQ},
+    {"==", T_EQ}, {"ne", T_NE}, {"!=", T_NE}, {"lt", T_LT}, {"lessthan", T_LT}, {"<", T_LT}, {"le", T_LE},
+    {"<=", T_LE}, {"gt", T_GT}, {"greaterthan", T_GT}, {">", T_GT}, {"ge", T_GE}, {">=", T_GE}};
+
+int clf__j_test_id(const char *name) {
+  for (size_t i = 0; i < CLF__ARRAY_LEN(g_tests); i++)
+    if (!strcmp(name, g_tests[i].name)) return g_tests[i].id;
+  return -1;
+}
+
+static int int_of(jstate *J, const jnode *at, jv v, int64_t *out) {
+  if (v.t == JV_INT || v.t == JV_BOOL) { *out = v.t == JV_INT ? v.u.i : v.u.b; return 0; }
+  return clf__j_fail(J, at, "an integer is required, not '%s'", jv_typename(v));
+}
+
+static int str_case_test(jv v, int upper) {
+  if (v.t != JV_STR) return 0;
+  int cased = 0;
+  for (size_t i = 0; i < v.u.s->n; i++) {
+    char c = v.u.s->s[i];
+    if (c >= 'a' && c <= 'z') { if (upper) return 0; cased = 1; }
+    if (c >= 'A' && c <= 'Z') { if (!upper) return 0; cased = 1; }
+  }
+  return cased;
+}
+
+/* (long: one case per test) */
+int clf__j_apply_test(jstate *J, const jnode *at, int tid, jv v, const jargs *a) {
+  jv o = clf__j_arg(a, 0, NULL, NULL);
+  int64_t i = 0, k = 0;
+  int ok, c;
+  switch (tid) {
+  case T_DEFINED: return v.t != JV_UNDEF;
+  case T_UNDEFINED: return v.t == JV_UNDEF;
+  case T_NONE: return v.t == JV_NONE;
+  case T_STRING: return v.t == JV_STR;
+  case T_MAPPING: return v.t == JV_DICT && !v.u.d->ns;
+  case T_ITERABLE: return v.t == JV_STR || v.t == JV_LIST || (v.t == JV_DICT && !v.u.d->ns) || v.t == JV_UNDEF;
+  case T_SEQUENCE: return v.t == JV_STR || v.t == JV_LIST || (v.t == JV_DICT && !v.u.d->ns) || v.t == JV_UNDEF;
+  case T_NUMBER: return v.t == JV_INT || v.t == JV_FLOAT || v.t == JV_BOOL;
+  case T_INTEGER: return v.t == JV_INT;
+  case T_FLOAT: return v.t == JV_FLOAT;
+  case T_BOOLEAN: return v.t == JV_BOOL;
+  case T_TRUE: return v.t == JV_BOOL && v.u.b;
+  case T_FALSE: return v.t == JV_BOOL && !v.u.b;
+  case T_ODD: case T_EVEN:
+    if (int_of(J, at, v, &i)) return -1;
+    return (i % 2 != 0) == (tid == T_ODD);
+  case T_DIVISIBLEBY:
+    if (int_of(J, at, v, &i) || int_of(J, at, o, &k)) return -1;
+    if (!k) return clf__j_fail(J, at, "integer modulo by zero");
+    return k == -1 || i % k == 0;
+  case T_IN: {
+    if (o.t == JV_STR) {
+      if (v.t != JV_STR) return clf__j_fail(J, at, "'in <string>' requires string as left operand, not %s", jv_typename(v));
+      return find_or_count(o.u.s, v.u.s, 0) >= 0;
+    }
+    if (o.t == JV_LIST) { for (size_t x = 0; x < o.u.l->n; x++) if (jv_equal(o.u.l->v[x], v)) return 1; return 0; }
+    if (o.t == JV_DICT) { jv_getv(o, v, &ok); return ok; }
+    if (o.t == JV_UNDEF) return 0;
+    return clf__j_fail(J, at, "argument of type '%s' is not iterable", jv_typename(o));
+  }
+  case T_SAMEAS:
+    if (v.t != o.t) return 0;
+    if (v.t == JV_NONE || v.t == JV_UNDEF) return 1;
+    if (v.t == JV_BOOL || v.t == JV_INT) return jv_equal(v, o);
+    return v.t == JV_STR ? v.u.s == o.u.s : v.t == JV_LIST ? v.u.l == o.u.l : v.t == JV_DICT ? v.u.d == o.u.d : 0;
+  case T_CALLABLE: return v.t == JV_FUNC;
+  case T_LOWER: return str_case_test(v, 0);
+  case T_UPPER: return str_case_test(v, 1);
+  case T_EQ: return jv_equal(v, o);
+  case T_NE: return !jv_equal(v, o);
+  default:
+    c = jv_compare(v, o, &ok);
+    if (!ok) return clf__j_fail(J, at, "'%s' not supported between instances of '%s' and '%s'",
+                                tid == T_LT ? "<" : tid == T_LE ? "<=" : tid == T_GT ? ">" : ">=", jv_typename(v), jv_typename(o));
+    return tid == T_LT ? c < 0 : tid == T_LE ? c <= 0 : tid == T_GT ? c > 0 : c >= 0;
+  }
+}
+
+/* ---- globals ---- */
+
+enum { G_RANGE, G_NAMESPACE, G_DICT, G_RAISE, G_STRFTIME };
+static const char *const g_globals[] = {"range", "namespace", "dict", "raise_exception", "strftime_now"};
+
+int clf__j_global_id(const char *name) {
+  for (size_t i = 0; i < CLF__ARRAY_LEN(g_globals); i++)
+    if (!strcmp(name, g_globals[i])) return (int)i;
+  return -1;
+}
+
+static jv range(jstate *J, const jnode *at, const jargs *a) {
+  int64_t v[3] = {0, 0, 1};
+  if (a->npos < 1 || a->npos > 3 || a->nkw) { clf__j_fail(J, at, "range expected 1 to 3 arguments"); return jv_undef(); }
+  for (size_t i = 0; i < a->npos; i++)
+    if (int_of(J, at, a->pos[i], &v[a->npos == 1 ? 1 : i])) return jv_undef();
+  if (!v[2]) { clf__j_fail(J, at, "range() arg 3 must not be zero"); return jv_undef(); }
+  double len = v[2] > 0 ? ((double)v[1] - (double)v[0]) / (double)v[2] : ((double)v[0] - (double)v[1]) / -(double)v[2];
+  if (len > CLF__J_MAX_RANGE) {
+    clf__j_fail(J, at, "Range too big. The sandbox blocks ranges larger than MAX_RANGE (%d).", CLF__J_MAX_RANGE);
+    return jv_undef();
+  }
+  jv l = jv_list(J, 0);
+  for (int64_t i = v[0]; l.t == JV_LIST && (v[2] > 0 ? i < v[1] : i > v[1]); i += v[2])
+    if (jv_push(J, l, jv_int(i))) break;
+  return l;
+}
+
+jv clf__j_call_global(jstate *J, const jnode *at, int gid, const jargs *a) {
+  jv r;
+  switch (gid) {
+  case G_RANGE: return range(J, at, a);
+  case G_NAMESPACE: case G_DICT:
+    r = jv_dict(J);
+    if (r.t != JV_DICT) return r;
+    r.u.d->ns = gid == G_NAMESPACE;
+    for (size_t i = 0; i < a->npos; i++) {
+      jv d = a->pos[i];
+      if (d.t != JV_DICT) { clf__j_fail(J, at, "%s() takes a mapping as positional argument", g_globals[gid]); return r; }
+      for (size_t k = 0; k < d.u.d->n; k++) jv_set(J, r, jv_ref(d.u.d->k[k]), jv_ref(d.u.d->v[k]));
+    }
+    for (size_t i = 0; i < a->nkw; i++) jv_set(J, r, jv_cstr(J, a->kwn[i]), jv_ref(a->kw[i]));
+    return r;
+  case G_RAISE: {
+    jv m = clf__j_to_str(J, clf__j_arg(a, 0, "message", NULL));
+    if (m.t == JV_STR) clf__j_fail(J, at, "%s", m.u.s->s);
+    jv_drop(m);
+    return jv_undef();
+  }
+  case G_STRFTIME: {
+    jv f = clf__j_arg(a, 0, "format", NULL);
+    if (f.t != JV_STR) { clf__j_fail(J, at, "strftime_now() argument must be str"); return jv_undef(); }
+    char out[512];
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    size_t n = f.u.s->n && f.u.s->n < 200 ? strftime(out, sizeof(out), f.u.s->s, &tm) : 0;
+    return jv_str(J, out, n);
+  }
+  default: clf__j_fail(J, at, "unknown global"); return jv_undef();
+  }
+}

@@ -1,0 +1,24 @@
+/* jinja_str.h - string helpers the Jinja builtins share (internal):
+ * code points, Python's case mapping, strip and replace. */
+#ifndef CLF_JINJA_STR_H
+#define CLF_JINJA_STR_H
+
+#include "jinja.h"
+
+/* b's text as a new str (b->s freed); an error when b overflowed. */
+jv clf__j_buf_str(jstate *J, jbuf *b);
+/* The code point at s[*i] (advancing), U+FFFD for a bad byte. */
+uint32_t clf__j_cp(const char *s, size_t n, size_t *i);
+uint32_t clf__j_upper(uint32_t c);           /* ASCII only */
+void clf__j_put_lower(jbuf *b, uint32_t c);  /* Python's str.lower() */
+int clf__j_is_cased(uint32_t c);
+/* mode 'U' upper, 'L' lower, 'T' Python's title(), 'C' capitalize() */
+jv clf__j_case(jstate *J, jv str, int mode);
+/* strip (which: 1 left, 2 right, 3 both) of chars (NULL: whitespace) */
+jv clf__j_strip(jstate *J, jv str, const jstr *chars, int which);
+int clf__j_has_cp(const jstr *set, uint32_t c);
+jv clf__j_replace(jstate *J, const jstr *s, const jstr *old, const jstr *nw, int64_t count);
+/* The items iterating v gives (jinja_eval.c); *items malloc'd, referenced. */
+int clf__j_iter(jstate *J, const jnode *at, jv v, jv **items, size_t *n);
+
+#endif

@@ -1,0 +1,522 @@
+/* jinja_value.c - the values templates compute with, as Python has them:
+ * reference-counted strings, lists (tuples) and insertion-ordered dicts;
+ * equality and ordering, str() and repr(), json.dumps, and values from a
+ * JSON context.
+ */
+#include "jinja.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* jinja_eval.c records out of memory on the state. */
+int clf__j_oom(jstate *J);
+
+jv jv_undef(void) { jv v = {JV_UNDEF, {.s = NULL}}; return v; }
+jv jv_none(void) { jv v = {JV_NONE, {.i = 0}}; return v; }
+jv jv_bool(int b) { jv v = {JV_BOOL, {.b = !!b}}; return v; }
+jv jv_int(int64_t i) { jv v = {JV_INT, {.i = i}}; return v; }
+jv jv_float(double f) { jv v = {JV_FLOAT, {.f = f}}; return v; }
+
+jv jv_str(jstate *J, const char *s, size_t n) {
+  jv v = jv_undef();
+  jstr *x = n < CLF__J_MAX_OUTPUT ? malloc(sizeof(jstr) + n + 1) : NULL;
+  if (!x) { if (J) clf__j_oom(J); return v; }
+  x->refs = 1;
+  x->n = n;
+  if (n) memcpy(x->s, s, n);
+  x->s[n] = '\0';
+  v.t = JV_STR;
+  v.u.s = x;
+  return v;
+}
+
+jv jv_cstr(jstate *J, const char *s) { return jv_str(J, s, strlen(s)); }
+
+jv jv_list(jstate *J, int tuple) {
+  jv v = jv_undef();
+  jlist *l = calloc(1, sizeof(*l));
+  if (!l) { clf__j_oom(J); return v; }
+  l->refs = 1;
+  l->tuple = tuple;
+  v.t = JV_LIST;
+  v.u.l = l;
+  return v;
+}
+
+jv jv_dict(jstate *J) {
+  jv v = jv_undef();
+  jdict *d = calloc(1, sizeof(*d));
+  if (!d) { clf__j_oom(J); return v; }
+  d->refs = 1;
+  v.t = JV_DICT;
+  v.u.d = d;
+  return v;
+}
+
+jv jv_func(jstate *J, int kind, int id, jv self, const jnode *macro) {
+  jv v = jv_undef();
+  jfunc *f = calloc(1, sizeof(*f));
+  if (!f) { clf__j_oom(J); return v; }
+  f->refs = 1;
+  f->kind = kind;
+  f->id = id;
+  f->self = jv_ref(self);
+  f->macro = macro;
+  v.t = JV_FUNC;
+  v.u.fn = f;
+  return v;
+}
+
+jv jv_ref(jv v) {
+  switch (v.t) {
+  case JV_STR: v.u.s->refs++; break;
+  case JV_UNDEF: if (v.u.s) v.u.s->refs++; break;
+  case JV_LIST: v.u.l->refs++; break;
+  case JV_DICT: v.u.d->refs++; break;
+  case JV_FUNC: v.u.fn->refs++; break;
+  default: break;
+  }
+  return v;
+}
+
+void jv_drop(jv v) {
+  switch (v.t) {
+  case JV_STR:
+  case JV_UNDEF:
+    if (v.u.s && --v.u.s->refs == 0) free(v.u.s);
+    break;
+  case JV_LIST:
+    if (--v.u.l->refs == 0) {
+      for (size_t i = 0; i < v.u.l->n; i++) jv_drop(v.u.l->v[i]);
+      free(v.u.l->v);
+      free(v.u.l);
+    }
+    break;
+  case JV_DICT:
+    if (--v.u.d->refs == 0) {
+      for (size_t i = 0; i < v.u.d->n; i++) { jv_drop(v.u.d->k[i]); jv_drop(v.u.d->v[i]); }
+      free(v.u.d->k);
+      free(v.u.d->v);
+      free(v.u.d);
+    }
+    break;
+  case JV_FUNC:
+    if (--v.u.fn->refs == 0) {
+      jv_drop(v.u.fn->self);
+      free(v.u.fn);
+    }
+    break;
+  default: break;
+  }
+}
+
+int jv_push(jstate *J, jv list, jv item) {
+  jlist *l = list.u.l;
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? l->cap * 2 : 4;
+    jv *v = cap < ((size_t)1 << 28) ? realloc(l->v, cap * sizeof(*v)) : NULL;
+    if (!v) { jv_drop(item); return clf__j_oom(J); }
+    l->v = v;
+    l->cap = cap;
+  }
+  l->v[l->n++] = item;
+  return 0;
+}
+
+jv jv_getv(jv dict, jv key, int *found) {
+  jdict *d = dict.u.d;
+  for (size_t i = d->n; i-- > 0;)
+    if (jv_equal(d->k[i], key)) { *found = 1; return d->v[i]; }
+  *found = 0;
+  return jv_undef();
+}
+
+jv jv_get(jv dict, const char *key) {
+  if (dict.t != JV_DICT) return jv_undef();
+  jdict *d = dict.u.d;
+  size_t n = strlen(key);
+  for (size_t i = d->n; i-- > 0;)
+    if (d->k[i].t == JV_STR && d->k[i].u.s->n == n && !memcmp(d->k[i].u.s->s, key, n)) return d->v[i];
+  return jv_undef();
+}
+
+/* key: val appended without looking for key (JSON objects: a key written
+ * twice is found at its last place, as json.loads keeps the last). */
+static int jv_append(jstate *J, jv dict, jv key, jv val) {
+  jdict *d = dict.u.d;
+  if (d->n == d->cap) {
+    size_t cap = d->cap ? d->cap * 2 : 4;
+    jv *k = cap < ((size_t)1 << 28) ? realloc(d->k, cap * sizeof(*k)) : NULL;
+    if (k) d->k = k;
+    jv *v = k ? realloc(d->v, cap * sizeof(*v)) : NULL;
+    if (v) d->v = v;
+    if (!k || !v) { jv_drop(key); jv_drop(val); return clf__j_oom(J); }
+    d->cap = cap;
+  }
+  d->k[d->n] = key;
+  d->v[d->n++] = val;
+  return 0;
+}
+
+int jv_set(jstate *J, jv dict, jv key, jv val) {
+  jdict *d = dict.u.d;
+  for (size_t i = 0; i < d->n; i++)
+    if (jv_equal(d->k[i], key)) {
+      jv_drop(key);
+      jv_drop(d->v[i]);
+      d->v[i] = val;
+      return 0;
+    }
+  return jv_append(J, dict, key, val);
+}
+
+static int is_num(jv v) { return v.t == JV_BOOL || v.t == JV_INT || v.t == JV_FLOAT; }
+static double as_double(jv v) { return v.t == JV_FLOAT ? v.u.f : v.t == JV_INT ? (double)v.u.i : v.u.b; }
+static int64_t as_int(jv v) { return v.t == JV_INT ? v.u.i : v.u.b; }
+
+int jv_truthy(jv v) {
+  switch (v.t) {
+  case JV_UNDEF: case JV_NONE: return 0;
+  case JV_BOOL: return v.u.b;
+  case JV_INT: return v.u.i != 0;
+  case JV_FLOAT: return v.u.f != 0;
+  case JV_STR: return v.u.s->n != 0;
+  case JV_LIST: return v.u.l->n != 0;
+  case JV_DICT: return v.u.d->n != 0;
+  default: return 1;
+  }
+}
+
+int jv_equal(jv a, jv b) {
+  if (is_num(a) && is_num(b)) {
+    if (a.t == JV_FLOAT || b.t == JV_FLOAT) return as_double(a) == as_double(b);
+    return as_int(a) == as_int(b);
+  }
+  if (a.t != b.t) return 0;
+  switch (a.t) {
+  case JV_UNDEF: case JV_NONE: return 1;
+  case JV_STR: return a.u.s->n == b.u.s->n && !memcmp(a.u.s->s, b.u.s->s, a.u.s->n);
+  case JV_LIST:
+    if (a.u.l->n != b.u.l->n || a.u.l->tuple != b.u.l->tuple) return 0;
+    for (size_t i = 0; i < a.u.l->n; i++)
+      if (!jv_equal(a.u.l->v[i], b.u.l->v[i])) return 0;
+    return 1;
+  case JV_DICT: {
+    if (a.u.d->n != b.u.d->n) return 0;
+    for (size_t i = 0; i < a.u.d->n; i++) {
+      int found;
+      jv o = jv_getv(b, a.u.d->k[i], &found);
+      if (!found || !jv_equal(a.u.d->v[i], o)) return 0;
+    }
+    return 1;
+  }
+  case JV_FUNC: return a.u.fn == b.u.fn;
+  default: return 0;
+  }
+}
+
+int jv_compare(jv a, jv b, int *ok) {
+  *ok = 1;
+  if (is_num(a) && is_num(b)) {
+    if (a.t == JV_FLOAT || b.t == JV_FLOAT) {
+      double x = as_double(a), y = as_double(b);
+      return (x > y) - (x < y);
+    }
+    int64_t x = as_int(a), y = as_int(b);
+    return (x > y) - (x < y);
+  }
+  if (a.t == JV_STR && b.t == JV_STR) { /* UTF-8 byte order is code point order */
+    size_t n = a.u.s->n < b.u.s->n ? a.u.s->n : b.u.s->n;
+    int c = memcmp(a.u.s->s, b.u.s->s, n);
+    if (c) return c < 0 ? -1 : 1;
+    return (a.u.s->n > b.u.s->n) - (a.u.s->n < b.u.s->n);
+  }
+  if (a.t == JV_LIST && b.t == JV_LIST && a.u.l->tuple == b.u.l->tuple) {
+    for (size_t i = 0; i < a.u.l->n && i < b.u.l->n; i++) {
+      if (jv_equal(a.u.l->v[i], b.u.l->v[i])) continue;
+      return jv_compare(a.u.l->v[i], b.u.l->v[i], ok);
+    }
+    return (a.u.l->n > b.u.l->n) - (a.u.l->n < b.u.l->n);
+  }
+  *ok = 0;
+  return 0;
+}
+
+const char *jv_typename(jv v) {
+  static const char *const names[] = {"Undefined", "NoneType", "bool", "int", "float", "str", "list", "dict", "function"};
+  if (v.t == JV_LIST && v.u.l->tuple) return "tuple";
+  if (v.t == JV_DICT && v.u.d->ns) return "Namespace";
+  return names[v.t];
+}
+
+size_t jv_utf8_len(const char *s, size_t n) {
+  size_t c = 0;
+  for (size_t i = 0; i < n; i++) c += ((unsigned char)s[i] & 0xC0) != 0x80;
+  return c;
+}
+
+/* ---- text ---- */
+
+int jbuf_add(jbuf *b, const char *s, size_t n) {
+  if (b->oom) return -1;
+  if (n > CLF__J_MAX_OUTPUT - b->n) { b->oom = 1; return -1; }
+  if (b->n + n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->n + n + 1) cap *= 2;
+    char *x = realloc(b->s, cap);
+    if (!x) { b->oom = 1; return -1; }
+    b->s = x;
+    b->cap = cap;
+  }
+  if (n) memcpy(b->s + b->n, s, n);
+  b->n += n;
+  b->s[b->n] = '\0';
+  return 0;
+}
+
+int jbuf_addc(jbuf *b, char c) { return jbuf_add(b, &c, 1); }
+int jbuf_adds(jbuf *b, const char *s) { return jbuf_add(b, s, strlen(s)); }
+
+/* Python's repr(float): the shortest digits that read back the same,
+ * positional for exponents in [-4, 16), else d.ddde+XX. */
+void jv_float_repr(double f, char out[40]) {
+  if (isnan(f)) { strcpy(out, "nan"); return; }
+  if (isinf(f)) { strcpy(out, f < 0 ? "-inf" : "inf"); return; }
+  char e[40];
+  int p;
+  for (p = 1; p <= 17; p++) {
+    snprintf(e, sizeof(e), "%.*e", p - 1, f);
+    if (strtod(e, NULL) == f) break;
+  }
+  /* e: [-]d[.ddd]e[+-]XX */
+  char digits[24];
+  size_t nd = 0;
+  const char *q = e;
+  int neg = *q == '-';
+  if (neg) q++;
+  for (; *q && *q != 'e'; q++)
+    if (*q != '.') digits[nd++] = *q;
+  int exp = atoi(q + 1);
+  while (nd > 1 && digits[nd - 1] == '0') nd--;
+  char *o = out;
+  if (neg) *o++ = '-';
+  if (exp >= -4 && exp < 16) {
+    if (exp < 0) {
+      *o++ = '0'; *o++ = '.';
+      for (int i = -1; i > exp; i--) *o++ = '0';
+      for (size_t i = 0; i < nd; i++) *o++ = digits[i];
+    } else {
+      for (int i = 0; i <= exp; i++) *o++ = (size_t)i < nd ? digits[i] : '0';
+      *o++ = '.';
+      if ((size_t)exp + 1 < nd) for (size_t i = (size_t)exp + 1; i < nd; i++) *o++ = digits[i];
+      else *o++ = '0';
+    }
+    *o = '\0';
+  } else {
+    *o++ = digits[0];
+    if (nd > 1) { *o++ = '.'; for (size_t i = 1; i < nd; i++) *o++ = digits[i]; }
+    snprintf(o, (size_t)(40 - (o - out)), "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
+  }
+}
+
+static int write_num(jbuf *b, jv v) {
+  char t[40];
+  if (v.t == JV_FLOAT) jv_float_repr(v.u.f, t);
+  else snprintf(t, sizeof(t), "%lld", (long long)v.u.i);
+  return jbuf_adds(b, t);
+}
+
+/* repr() of a str: quotes as Python chooses them, escapes for \\, the quote,
+ * control characters; other characters as they are. */
+static int write_str_repr(jbuf *b, const jstr *s) {
+  int sq = memchr(s->s, '\'', s->n) != NULL, dq = memchr(s->s, '"', s->n) != NULL;
+  char q = sq && !dq ? '"' : '\'';
+  int r = jbuf_addc(b, q);
+  for (size_t i = 0; i < s->n && !r; i++) {
+    unsigned char c = (unsigned char)s->s[i];
+    char t[8];
+    if (c == '\\' || c == (unsigned char)q) { t[0] = '\\'; t[1] = (char)c; r = jbuf_add(b, t, 2); }
+    else if (c == '\n') r = jbuf_adds(b, "\\n");
+    else if (c == '\r') r = jbuf_adds(b, "\\r");
+    else if (c == '\t') r = jbuf_adds(b, "\\t");
+    else if (c < 0x20 || c == 0x7F) { snprintf(t, sizeof(t), "\\x%02x", c); r = jbuf_adds(b, t); }
+    else r = jbuf_addc(b, (char)c);
+  }
+  return r ? r : jbuf_addc(b, q);
+}
+
+int jv_write_repr(jbuf *b, jv v) {
+  switch (v.t) {
+  case JV_STR: return write_str_repr(b, v.u.s);
+  case JV_LIST: {
+    int r = jbuf_addc(b, v.u.l->tuple ? '(' : '[');
+    for (size_t i = 0; i < v.u.l->n && !r; i++) {
+      if (i) r = jbuf_adds(b, ", ");
+      if (!r) r = jv_write_repr(b, v.u.l->v[i]);
+    }
+    if (!r && v.u.l->tuple && v.u.l->n == 1) r = jbuf_addc(b, ',');
+    return r ? r : jbuf_addc(b, v.u.l->tuple ? ')' : ']');
+  }
+  case JV_DICT: {
+    int r = jbuf_adds(b, v.u.d->ns ? "<Namespace {" : "{");
+    for (size_t i = 0; i < v.u.d->n && !r; i++) {
+      if (i) r = jbuf_adds(b, ", ");
+      if (!r) r = jv_write_repr(b, v.u.d->k[i]);
+      if (!r) r = jbuf_adds(b, ": ");
+      if (!r) r = jv_write_repr(b, v.u.d->v[i]);
+    }
+    return r ? r : jbuf_adds(b, v.u.d->ns ? "}>" : "}");
+  }
+  default: return jv_write_str(b, v);
+  }
+}
+
+int jv_write_str(jbuf *b, jv v) {
+  switch (v.t) {
+  case JV_UNDEF: return 0;
+  case JV_NONE: return jbuf_adds(b, "None");
+  case JV_BOOL: return jbuf_adds(b, v.u.b ? "True" : "False");
+  case JV_INT: case JV_FLOAT: return write_num(b, v);
+  case JV_STR: return jbuf_add(b, v.u.s->s, v.u.s->n);
+  case JV_FUNC: return jbuf_adds(b, "<function>");
+  default: return jv_write_repr(b, v);
+  }
+}
+
+/* ---- JSON ---- */
+
+static int json_str(jbuf *b, const char *s, size_t n) {
+  int r = jbuf_addc(b, '"');
+  for (size_t i = 0; i < n && !r; i++) {
+    unsigned char c = (unsigned char)s[i];
+    char t[8];
+    if (c == '"') r = jbuf_adds(b, "\\\"");
+    else if (c == '\\') r = jbuf_adds(b, "\\\\");
+    else if (c == '\n') r = jbuf_adds(b, "\\n");
+    else if (c == '\r') r = jbuf_adds(b, "\\r");
+    else if (c == '\t') r = jbuf_adds(b, "\\t");
+    else if (c == '\b') r = jbuf_adds(b, "\\b");
+    else if (c == '\f') r = jbuf_adds(b, "\\f");
+    else if (c < 0x20) { snprintf(t, sizeof(t), "\\u%04x", c); r = jbuf_adds(b, t); }
+    else r = jbuf_addc(b, (char)c);
+  }
+  return r ? r : jbuf_addc(b, '"');
+}
+
+typedef struct jopts { const char *indent, *item_sep, *key_sep; int sort; const char **bad; } jopts;
+
+static int json_nl(jbuf *b, const jopts *o, int level) {
+  if (!o->indent) return 0;
+  int r = jbuf_addc(b, '\n');
+  for (int i = 0; i < level && !r; i++) r = jbuf_adds(b, o->indent);
+  return r;
+}
+
+static int json_key(jbuf *b, jv k, const jopts *o) {
+  char t[40];
+  switch (k.t) {
+  case JV_STR: return json_str(b, k.u.s->s, k.u.s->n);
+  case JV_NONE: return jbuf_adds(b, "\"null\"");
+  case JV_BOOL: return jbuf_adds(b, k.u.b ? "\"true\"" : "\"false\"");
+  case JV_INT: snprintf(t, sizeof(t), "\"%lld\"", (long long)k.u.i); return jbuf_adds(b, t);
+  case JV_FLOAT: jv_float_repr(k.u.f, t); return jbuf_addc(b, '"') || jbuf_adds(b, t) || jbuf_addc(b, '"');
+  default: *o->bad = "keys must be str, int, float, bool or None"; return -2;
+  }
+}
+
+static int json_value(jbuf *b, jv v, const jopts *o, int level);
+
+static int json_dict(jbuf *b, jv v, const jopts *o, int level) {
+  jdict *d = v.u.d;
+  if (!d->n) return jbuf_adds(b, "{}");
+  size_t *ord = malloc(d->n * sizeof(*ord));
+  if (!ord) return -1;
+  for (size_t i = 0; i < d->n; i++) ord[i] = i;
+  if (o->sort) /* insertion sort: stable, keys compared as Python would */
+    for (size_t i = 1; i < d->n; i++)
+      for (size_t j = i; j > 0; j--) {
+        int ok, c = jv_compare(d->k[ord[j - 1]], d->k[ord[j]], &ok);
+        if (!ok) { free(ord); *o->bad = "keys of different types cannot be sorted"; return -2; }
+        if (c <= 0) break;
+        size_t t = ord[j]; ord[j] = ord[j - 1]; ord[j - 1] = t;
+      }
+  int r = jbuf_addc(b, '{');
+  for (size_t i = 0; i < d->n && !r; i++) {
+    if (i) r = jbuf_adds(b, o->item_sep);
+    if (!r) r = json_nl(b, o, level + 1);
+    if (!r) r = json_key(b, d->k[ord[i]], o);
+    if (!r) r = jbuf_adds(b, o->key_sep);
+    if (!r) r = json_value(b, d->v[ord[i]], o, level + 1);
+  }
+  free(ord);
+  if (!r) r = json_nl(b, o, level);
+  return r ? r : jbuf_addc(b, '}');
+}
+
+static int json_value(jbuf *b, jv v, const jopts *o, int level) {
+  if (level > CLF__J_MAX_DEPTH) { *o->bad = "a value nested too deeply"; return -2; }
+  switch (v.t) {
+  case JV_NONE: return jbuf_adds(b, "null");
+  case JV_BOOL: return jbuf_adds(b, v.u.b ? "true" : "false");
+  case JV_INT: return write_num(b, v);
+  case JV_FLOAT:
+    if (isnan(v.u.f)) return jbuf_adds(b, "NaN");
+    if (isinf(v.u.f)) return jbuf_adds(b, v.u.f < 0 ? "-Infinity" : "Infinity");
+    return write_num(b, v);
+  case JV_STR: return json_str(b, v.u.s->s, v.u.s->n);
+  case JV_LIST: {
+    if (!v.u.l->n) return jbuf_adds(b, "[]");
+    int r = jbuf_addc(b, '[');
+    for (size_t i = 0; i < v.u.l->n && !r; i++) {
+      if (i) r = jbuf_adds(b, o->item_sep);
+      if (!r) r = json_nl(b, o, level + 1);
+      if (!r) r = json_value(b, v.u.l->v[i], o, level + 1);
+    }
+    if (!r) r = json_nl(b, o, level);
+    return r ? r : jbuf_addc(b, ']');
+  }
+  case JV_DICT:
+    if (v.u.d->ns) break;
+    return json_dict(b, v, o, level);
+  default: break;
+  }
+  *o->bad = jv_typename(v);
+  return -2;
+}
+
+int jv_write_json(jbuf *b, jv v, const char *indent, const char *item_sep, const char *key_sep, int sort_keys,
+                  const char **bad) {
+  jopts o = {indent, item_sep ? item_sep : indent ? "," : ", ", key_sep ? key_sep : ": ", sort_keys, bad};
+  return json_value(b, v, &o, 0);
+}
+
+jv jv_from_cjson(jstate *J, const void *json) {
+  const cJSON *j = json;
+  if (!j || cJSON_IsNull(j)) return jv_none();
+  if (cJSON_IsBool(j)) return jv_bool(cJSON_IsTrue(j));
+  if (cJSON_IsString(j)) return jv_cstr(J, j->valuestring);
+  if (cJSON_IsNumber(j)) {
+    double d = j->valuedouble;
+    /* cJSON keeps no int/float distinction: integral values in range are ints
+     * unless written with '.' or an exponent (not recorded: ints) */
+    if (d == floor(d) && fabs(d) < 9.2e18) return jv_int((int64_t)d);
+    return jv_float(d);
+  }
+  jv v = cJSON_IsArray(j) ? jv_list(J, 0) : jv_dict(J);
+  if (v.t == JV_UNDEF) return v;
+  const cJSON *e;
+  cJSON_ArrayForEach(e, j) {
+    jv x = jv_from_cjson(J, e);
+    if (clf__j_failed(J)) { jv_drop(x); break; }
+    if (v.t == JV_LIST) { if (jv_push(J, v, x)) break; }
+    else {
+      jv k = jv_cstr(J, e->string ? e->string : "");
+      if (k.t != JV_STR) { jv_drop(x); break; }
+      if (jv_append(J, v, k, x)) break;
+    }
+  }
+  return v;
+}
