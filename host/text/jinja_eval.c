@@ -1,8 +1,9 @@
-/* jinja_eval.c - renders a parsed chat template: scopes as Jinja has them
- * (for loops and macros open one, if does not), Python's operators, Jinja's
- * default Undefined (prints '', an attribute of it is an error), loop
- * variables, macros, break / continue, and the limits that keep a hostile
- * template bounded.
+/* jinja_eval.c - evaluates a chat template's expressions: names through
+ * Jinja's scopes (for loops and macros open one, if does not), Python's
+ * operators and comparisons, Jinja's default Undefined (prints '', an
+ * attribute of it is an error), attributes, items and slices, calls of
+ * macros, globals and methods, filters and tests; and the error and limit
+ * bookkeeping of a render.  jinja_exec.c renders the statements.
  */
 #include "jinja.h"
 #include "jinja_str.h"
@@ -14,20 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define MAX_FRAMES 512
-
-typedef struct frame { jv vars; int barrier; } frame;
-
-struct jstate {
-  clf_status st;
-  long steps;
-  int depth;
-  frame fr[MAX_FRAMES];
-  int nfr;
-  int loops; /* for loops open in the current macro */
-  int ctl;   /* 1 break, 2 continue pending */
-};
 
 int clf__j_oom(jstate *J) {
   if (J && J->st == CLF_OK) J->st = clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "chat template: out of memory");
@@ -72,7 +59,7 @@ static int undef_fail(jstate *J, const jnode *at, jv u) {
 
 /* ---- scopes ---- */
 
-static jv lookup(jstate *J, const char *name) {
+jv clf__j_lookup(jstate *J, const char *name) {
   for (int i = J->nfr - 1; i >= 0; i--) {
     jv v = jv_get(J->fr[i].vars, name);
     if (v.t != JV_UNDEF) return jv_ref(v);
@@ -83,8 +70,8 @@ static jv lookup(jstate *J, const char *name) {
   return undef_msg(J, "'%s' is undefined", name);
 }
 
-static int push_frame(jstate *J, const jnode *at, int barrier) {
-  if (J->nfr == MAX_FRAMES) return clf__j_fail(J, at, "scopes nested too deeply");
+int clf__j_push_frame(jstate *J, const jnode *at, int barrier) {
+  if (J->nfr == CLF__J_MAX_FRAMES) return clf__j_fail(J, at, "scopes nested too deeply");
   jv d = jv_dict(J);
   if (d.t != JV_DICT) return -1;
   J->fr[J->nfr].vars = d;
@@ -92,9 +79,9 @@ static int push_frame(jstate *J, const jnode *at, int barrier) {
   return 0;
 }
 
-static void pop_frame(jstate *J) { jv_drop(J->fr[--J->nfr].vars); }
+void clf__j_pop_frame(jstate *J) { jv_drop(J->fr[--J->nfr].vars); }
 
-static int assign(jstate *J, const char *name, jv v) {
+int clf__j_assign(jstate *J, const char *name, jv v) {
   jv k = jv_cstr(J, name);
   if (k.t != JV_STR) { jv_drop(v); return -1; }
   return jv_set(J, J->fr[J->nfr - 1].vars, k, v);
@@ -102,7 +89,7 @@ static int assign(jstate *J, const char *name, jv v) {
 
 /* ---- expressions ---- */
 
-static jv ev(jstate *J, const jnode *x);
+
 
 static jv fail_v(jstate *J, const jnode *at, const char *msg, const char *a, const char *b) {
   clf__j_fail(J, at, msg, a, b);
@@ -180,7 +167,7 @@ static int slice_of(jstate *J, const jnode *x, size_t n, int64_t *start, int64_t
   jv v[3] = {jv_none(), jv_none(), jv_none()};
   const jnode *p[3] = {x->a, x->b, x->c};
   for (int i = 0; i < 3; i++) {
-    if (p[i]) v[i] = ev(J, p[i]);
+    if (p[i]) v[i] = clf__j_ev(J, p[i]);
     if (J->st != CLF_OK) return -1;
     if (v[i].t != JV_NONE && v[i].t != JV_INT && v[i].t != JV_BOOL) {
       jv_drop(v[i]);
@@ -370,9 +357,9 @@ static int cmp_op(jstate *J, const jnode *x, int op, jv a, jv b) {
 }
 
 static jv ev_compare(jstate *J, const jnode *x) {
-  jv left = ev(J, x->a);
+  jv left = clf__j_ev(J, x->a);
   for (size_t i = 0; i < x->nkids && J->st == CLF_OK; i++) {
-    jv right = ev(J, x->kids[i]->a);
+    jv right = clf__j_ev(J, x->kids[i]->a);
     int r = J->st == CLF_OK ? cmp_op(J, x->kids[i], x->kids[i]->op, left, right) : -1;
     jv_drop(left);
     left = right;
@@ -394,10 +381,10 @@ static int eval_args(jstate *J, const jnode *x, jargs *a) {
     const jnode *k = x->kids[i];
     if (k->k == JN_KWARG) {
       a->kwn[a->nkw] = k->name;
-      a->kw[a->nkw++] = ev(J, k->a);
+      a->kw[a->nkw++] = clf__j_ev(J, k->a);
     } else {
       if (a->nkw) return clf__j_fail(J, k, "positional argument follows keyword argument");
-      a->pos[a->npos++] = ev(J, k);
+      a->pos[a->npos++] = clf__j_ev(J, k);
     }
   }
   return J->st == CLF_OK ? 0 : -1;
@@ -420,7 +407,6 @@ jv clf__j_arg(const jargs *a, size_t i, const char *name, int *given) {
   return jv_undef();
 }
 
-static int exec_body(jstate *J, const jnode *b, jbuf *out);
 
 static jv call_macro(jstate *J, const jnode *at, const jnode *m, const jargs *a) {
   if (a->npos > m->nkids)
@@ -430,23 +416,23 @@ static jv call_macro(jstate *J, const jnode *at, const jnode *m, const jargs *a)
     for (p = 0; p < m->nkids && strcmp(m->kids[p]->name, a->kwn[k]); p++) {}
     if (p == m->nkids) return fail_v(J, at, "macro '%s' takes no keyword argument '%s'", m->name, a->kwn[k]);
   }
-  if (J->depth >= CLF__J_MAX_DEPTH / 2 || push_frame(J, at, 1)) return fail_v(J, at, "%s%s", "macro calls nested too deeply", "");
+  if (J->depth >= CLF__J_MAX_DEPTH / 2 || clf__j_push_frame(J, at, 1)) return fail_v(J, at, "%s%s", "macro calls nested too deeply", "");
   J->depth++;
   int loops = J->loops;
   J->loops = 0;
   for (size_t p = 0; p < m->nkids && J->st == CLF_OK; p++) {
     int given;
     jv v = jv_ref(clf__j_arg(a, p, m->kids[p]->name, &given));
-    if (!given && m->kids[p]->a) v = ev(J, m->kids[p]->a);
-    if (J->st == CLF_OK) assign(J, m->kids[p]->name, v);
+    if (!given && m->kids[p]->a) v = clf__j_ev(J, m->kids[p]->a);
+    if (J->st == CLF_OK) clf__j_assign(J, m->kids[p]->name, v);
     else jv_drop(v);
   }
   jbuf out = {0};
-  if (J->st == CLF_OK) exec_body(J, m->c, &out);
+  if (J->st == CLF_OK) clf__j_exec_body(J, m->c, &out);
   J->loops = loops;
   J->ctl = 0;
   J->depth--;
-  pop_frame(J);
+  clf__j_pop_frame(J);
   jv r = J->st == CLF_OK ? jv_str(J, out.s ? out.s : "", out.n) : jv_undef();
   free(out.s);
   return r;
@@ -467,7 +453,7 @@ static jv call(jstate *J, const jnode *x, jv f, const jargs *a) {
   }
 }
 
-static jv ev_filter(jstate *J, const jnode *x, jv in) {
+jv clf__j_ev_filter(jstate *J, const jnode *x, jv in) {
   jargs a = {0};
   jv r = jv_undef();
   if (J->st == CLF_OK && !eval_args(J, x, &a) && clf__j_step(J, x) == 0) r = clf__j_apply_filter(J, x, x->fid, in, &a);
@@ -479,7 +465,7 @@ static jv ev_collection(jstate *J, const jnode *x) {
   if (x->k == JN_DICT) {
     jv d = jv_dict(J);
     for (size_t i = 0; i + 1 < x->nkids && J->st == CLF_OK; i += 2) {
-      jv k = ev(J, x->kids[i]), v = ev(J, x->kids[i + 1]);
+      jv k = clf__j_ev(J, x->kids[i]), v = clf__j_ev(J, x->kids[i + 1]);
       if (J->st == CLF_OK) jv_set(J, d, k, v);
       else { jv_drop(k); jv_drop(v); }
     }
@@ -487,38 +473,38 @@ static jv ev_collection(jstate *J, const jnode *x) {
   }
   jv l = jv_list(J, x->k == JN_TUPLE);
   for (size_t i = 0; i < x->nkids && J->st == CLF_OK; i++) {
-    jv v = ev(J, x->kids[i]);
+    jv v = clf__j_ev(J, x->kids[i]);
     if (J->st == CLF_OK) jv_push(J, l, v);
   }
   return l;
 }
 
 /* (long: one case per expression node kind) */
-static jv ev(jstate *J, const jnode *x) {
+jv clf__j_ev(jstate *J, const jnode *x) {
   jv a, b, r = jv_undef();
   if (J->st != CLF_OK) return r;
   if (++J->depth > CLF__J_MAX_DEPTH) { J->depth--; clf__j_fail(J, x, "evaluation nested too deeply"); return r; }
   switch (x->k) {
   case JN_LIT: r = jv_ref(x->lit); break;
-  case JN_NAME: r = lookup(J, x->name); break;
+  case JN_NAME: r = clf__j_lookup(J, x->name); break;
   case JN_LIST: case JN_TUPLE: case JN_DICT: r = ev_collection(J, x); break;
   case JN_ATTR:
-    a = ev(J, x->a);
+    a = clf__j_ev(J, x->a);
     if (J->st == CLF_OK) r = clf__j_getattr(J, x, a, x->name);
     jv_drop(a);
     break;
   case JN_SUBSCRIPT:
-    a = ev(J, x->a);
+    a = clf__j_ev(J, x->a);
     if (J->st == CLF_OK && x->b->k == JN_SLICE) r = ev_slice(J, x, a);
     else if (J->st == CLF_OK) {
-      b = ev(J, x->b);
+      b = clf__j_ev(J, x->b);
       if (J->st == CLF_OK) r = clf__j_getitem(J, x, a, b);
       jv_drop(b);
     }
     jv_drop(a);
     break;
   case JN_CALL: {
-    a = ev(J, x->a);
+    a = clf__j_ev(J, x->a);
     jargs args = {0};
     if (J->st == CLF_OK && !eval_args(J, x, &args)) r = call(J, x, a, &args);
     free_args(&args);
@@ -526,12 +512,12 @@ static jv ev(jstate *J, const jnode *x) {
     break;
   }
   case JN_FILTER:
-    a = ev(J, x->a);
-    if (J->st == CLF_OK) r = ev_filter(J, x, a);
+    a = clf__j_ev(J, x->a);
+    if (J->st == CLF_OK) r = clf__j_ev_filter(J, x, a);
     jv_drop(a);
     break;
   case JN_TEST: {
-    a = ev(J, x->a);
+    a = clf__j_ev(J, x->a);
     jargs args = {0};
     if (J->st == CLF_OK && !eval_args(J, x, &args)) {
       int t = clf__j_apply_test(J, x, x->fid, a, &args);
@@ -542,8 +528,8 @@ static jv ev(jstate *J, const jnode *x) {
     break;
   }
   case JN_BINOP:
-    a = ev(J, x->a);
-    b = ev(J, x->b);
+    a = clf__j_ev(J, x->a);
+    b = clf__j_ev(J, x->b);
     if (J->st == CLF_OK && x->op == JO_CONCAT) {
       jbuf o = {0};
       jv_write_str(&o, a);
@@ -556,7 +542,7 @@ static jv ev(jstate *J, const jnode *x) {
     jv_drop(b);
     break;
   case JN_NEG: case JN_POS:
-    a = ev(J, x->a);
+    a = clf__j_ev(J, x->a);
     if (J->st != CLF_OK) break;
     if (a.t == JV_UNDEF) undef_fail(J, x, a);
     else if (!is_number(a)) clf__j_fail(J, x, "bad operand type for unary %s: '%s'", x->k == JN_NEG ? "-" : "+", jv_typename(a));
@@ -567,22 +553,22 @@ static jv ev(jstate *J, const jnode *x) {
     jv_drop(a);
     break;
   case JN_NOT:
-    a = ev(J, x->a);
+    a = clf__j_ev(J, x->a);
     if (J->st == CLF_OK) r = jv_bool(!jv_truthy(a));
     jv_drop(a);
     break;
   case JN_AND: case JN_OR:
-    a = ev(J, x->a);
+    a = clf__j_ev(J, x->a);
     if (J->st != CLF_OK || jv_truthy(a) == (x->k == JN_OR)) { r = a; break; }
     jv_drop(a);
-    r = ev(J, x->b);
+    r = clf__j_ev(J, x->b);
     break;
   case JN_COMPARE: r = ev_compare(J, x); break;
   case JN_COND:
-    a = ev(J, x->a);
+    a = clf__j_ev(J, x->a);
     if (J->st == CLF_OK) {
-      if (jv_truthy(a)) r = ev(J, x->b);
-      else if (x->c) r = ev(J, x->c);
+      if (jv_truthy(a)) r = clf__j_ev(J, x->b);
+      else if (x->c) r = clf__j_ev(J, x->c);
       else r = undef_msg(J, "the inline if-expression on line %d evaluated to false and no else section was defined.", x->line);
     }
     jv_drop(a);
@@ -594,258 +580,3 @@ static jv ev(jstate *J, const jnode *x) {
   return r;
 }
 
-/* ---- statements ---- */
-
-/* The items a for loop (or a filter) walks: list items, dict keys, the
- * characters of a str; Undefined gives none. *items malloc'd, referenced. */
-int clf__j_iter(jstate *J, const jnode *at, jv v, jv **items, size_t *n) {
-  *items = NULL;
-  *n = 0;
-  if (v.t == JV_UNDEF) return 0;
-  size_t cnt = v.t == JV_LIST ? v.u.l->n : v.t == JV_DICT ? v.u.d->n : v.t == JV_STR ? v.u.s->n : 0;
-  if (v.t != JV_LIST && v.t != JV_DICT && v.t != JV_STR)
-    return clf__j_fail(J, at, "'%s' object is not iterable", jv_typename(v));
-  if (v.t == JV_DICT && v.u.d->ns) return clf__j_fail(J, at, "'Namespace' object is not iterable");
-  if (!cnt) return 0;
-  jv *it = calloc(cnt, sizeof(*it));
-  if (!it) return clf__j_oom(J);
-  size_t k = 0;
-  if (v.t == JV_LIST) for (; k < cnt; k++) it[k] = jv_ref(v.u.l->v[k]);
-  else if (v.t == JV_DICT) for (; k < cnt; k++) it[k] = jv_ref(v.u.d->k[k]);
-  else
-    for (size_t i = 0; i < v.u.s->n && J->st == CLF_OK;) {
-      size_t j = i + 1;
-      while (j < v.u.s->n && ((unsigned char)v.u.s->s[j] & 0xC0) == 0x80) j++;
-      it[k++] = jv_str(J, v.u.s->s + i, j - i);
-      i = j;
-    }
-  *items = it;
-  *n = k;
-  return J->st == CLF_OK ? 0 : -1;
-}
-
-static void drop_items(jv *items, size_t n) {
-  for (size_t i = 0; i < n; i++) jv_drop(items[i]);
-  free(items);
-}
-
-/* Binds a for / set target (a name or a tuple of names) to v (taken). */
-static int bind(jstate *J, const jnode *tg, jv v) {
-  if (tg->k == JN_NAME) return assign(J, tg->name, v);
-  if (v.t != JV_LIST && v.t != JV_STR) {
-    clf__j_fail(J, tg, "cannot unpack non-iterable %s object", jv_typename(v));
-    jv_drop(v);
-    return -1;
-  }
-  jv *items;
-  size_t n;
-  if (clf__j_iter(J, tg, v, &items, &n)) { jv_drop(v); return -1; }
-  jv_drop(v);
-  if (n != tg->nkids) {
-    drop_items(items, n);
-    return clf__j_fail(J, tg, n < tg->nkids ? "not enough values to unpack (expected %zu, got %zu)"
-                                            : "too many values to unpack (expected %zu, got %zu)", tg->nkids, n);
-  }
-  for (size_t i = 0; i < n; i++) {
-    if (bind(J, tg->kids[i], items[i])) {
-      for (size_t k = i + 1; k < n; k++) jv_drop(items[k]);
-      free(items);
-      return -1;
-    }
-  }
-  free(items);
-  return 0;
-}
-
-static int loop_set(jstate *J, jv loop, const char *k, jv v) {
-  jv key = jv_cstr(J, k);
-  if (key.t != JV_STR) { jv_drop(v); return -1; }
-  return jv_set(J, loop, key, v);
-}
-
-/* The `loop` variable of iteration i of n. */
-static jv loop_var(jstate *J, jv *items, size_t i, size_t n) {
-  jv l = jv_dict(J);
-  if (l.t != JV_DICT) return l;
-  l.u.d->ns = 2; /* attributes are its keys */
-  int64_t ii = (int64_t)i, nn = (int64_t)n;
-  loop_set(J, l, "index", jv_int(ii + 1));
-  loop_set(J, l, "index0", jv_int(ii));
-  loop_set(J, l, "revindex", jv_int(nn - ii));
-  loop_set(J, l, "revindex0", jv_int(nn - ii - 1));
-  loop_set(J, l, "first", jv_bool(i == 0));
-  loop_set(J, l, "last", jv_bool(i + 1 == n));
-  loop_set(J, l, "length", jv_int(nn));
-  loop_set(J, l, "depth", jv_int(1));
-  loop_set(J, l, "depth0", jv_int(0));
-  if (i > 0) loop_set(J, l, "previtem", jv_ref(items[i - 1]));
-  if (i + 1 < n) loop_set(J, l, "nextitem", jv_ref(items[i + 1]));
-  loop_set(J, l, "cycle", jv_func(J, JF_CYCLE, 0, jv_int(ii), NULL));
-  return l;
-}
-
-/* Keeps the items for which the loop's `if` holds. */
-static int loop_filter(jstate *J, const jnode *x, jv *items, size_t *n) {
-  size_t w = 0;
-  for (size_t i = 0; i < *n; i++) {
-    int keep = 0;
-    if (J->st == CLF_OK && !push_frame(J, x, 0)) {
-      if (!bind(J, x->d, jv_ref(items[i]))) {
-        jv c = ev(J, x->b);
-        keep = J->st == CLF_OK && jv_truthy(c);
-        jv_drop(c);
-      }
-      pop_frame(J);
-    }
-    if (keep) items[w++] = items[i];
-    else jv_drop(items[i]);
-  }
-  *n = w;
-  return J->st == CLF_OK ? 0 : -1;
-}
-
-static int exec_for(jstate *J, const jnode *x, jbuf *out) {
-  jv seq = ev(J, x->a), *items;
-  size_t n;
-  int r = J->st == CLF_OK ? clf__j_iter(J, x->a, seq, &items, &n) : -1;
-  jv_drop(seq);
-  if (r) return -1;
-  if (x->b && loop_filter(J, x, items, &n)) { drop_items(items, n); return -1; }
-  if (!n) { free(items); return x->e ? exec_body(J, x->e, out) : 0; }
-  J->loops++;
-  for (size_t i = 0; i < n && J->st == CLF_OK; i++) {
-    if (clf__j_step(J, x) || push_frame(J, x, 0)) break;
-    jv l = loop_var(J, items, i, n);
-    if (J->st == CLF_OK && !bind(J, x->d, jv_ref(items[i])) && !assign(J, "loop", l)) exec_body(J, x->c, out);
-    else if (l.t != JV_UNDEF) jv_drop(l);
-    pop_frame(J);
-    int ctl = J->ctl;
-    J->ctl = 0;
-    if (ctl == 1) break;
-  }
-  J->loops--;
-  drop_items(items, n);
-  return J->st == CLF_OK ? 0 : -1;
-}
-
-static int exec_set(jstate *J, const jnode *x) {
-  jv v = ev(J, x->a);
-  if (J->st != CLF_OK) return -1;
-  if (x->d->k != JN_ATTR) return bind(J, x->d, v);
-  jv ns = lookup(J, x->d->a->name);
-  int r;
-  if (ns.t != JV_DICT || ns.u.d->ns != 1) {
-    r = clf__j_fail(J, x->d, "cannot assign attribute on non-namespace object");
-    jv_drop(v);
-  } else {
-    jv k = jv_cstr(J, x->d->name);
-    r = k.t == JV_STR ? jv_set(J, ns, k, v) : (jv_drop(v), -1);
-  }
-  jv_drop(ns);
-  return r;
-}
-
-/* A body rendered into a new string, through a filter chain (f: the last
- * filter, whose innermost input is NULL) when f is not NULL. */
-static jv render_to_str(jstate *J, const jnode *body, const jnode *f) {
-  jbuf b = {0};
-  jv r = jv_undef();
-  if (!exec_body(J, body, &b)) r = jv_str(J, b.s ? b.s : "", b.n);
-  free(b.s);
-  if (!f || J->st != CLF_OK) return r;
-  const jnode *chain[64];
-  int n = 0;
-  for (const jnode *k = f; k && n < 64; k = k->a) chain[n++] = k;
-  while (n-- > 0 && J->st == CLF_OK) {
-    jv y = ev_filter(J, chain[n], r);
-    jv_drop(r);
-    r = y;
-  }
-  return r;
-}
-
-/* (long: one case per statement kind) */
-static int exec_node(jstate *J, const jnode *x, jbuf *out) {
-  jv v;
-  switch (x->k) {
-  case JN_TEXT: return jbuf_add(out, x->lit.u.s->s, x->lit.u.s->n);
-  case JN_OUTPUT:
-    v = ev(J, x->a);
-    if (J->st == CLF_OK) jv_write_str(out, v); /* a failure: out->oom */
-    jv_drop(v);
-    break;
-  case JN_IF:
-    v = ev(J, x->a);
-    if (J->st == CLF_OK) {
-      int t = jv_truthy(v);
-      if (t) exec_body(J, x->b, out);
-      else if (x->c && x->c->k == JN_IF) exec_node(J, x->c, out);
-      else if (x->c) exec_body(J, x->c, out);
-    }
-    jv_drop(v);
-    break;
-  case JN_FOR: return exec_for(J, x, out);
-  case JN_SET: return exec_set(J, x);
-  case JN_SETBLOCK:
-    v = render_to_str(J, x->c, x->b);
-    return J->st == CLF_OK ? bind(J, x->d, v) : (jv_drop(v), -1);
-  case JN_MACRO:
-    v = jv_func(J, JF_MACRO, 0, jv_none(), x);
-    return v.t == JV_FUNC ? assign(J, x->name, v) : -1;
-  case JN_GENERATION: return exec_body(J, x->c, out);
-  case JN_FILTERBLOCK:
-    v = render_to_str(J, x->c, x->b);
-    if (J->st == CLF_OK) jv_write_str(out, v);
-    jv_drop(v);
-    break;
-  case JN_BREAK: case JN_CONTINUE:
-    if (!J->loops) return clf__j_fail(J, x, "'%s' outside of a loop", x->k == JN_BREAK ? "break" : "continue");
-    J->ctl = x->k == JN_BREAK ? 1 : 2;
-    break;
-  default: return clf__j_fail(J, x, "not a statement");
-  }
-  return J->st == CLF_OK ? 0 : -1;
-}
-
-static int exec_body(jstate *J, const jnode *b, jbuf *out) {
-  if (++J->depth > CLF__J_MAX_DEPTH) { J->depth--; return clf__j_fail(J, b, "statements nested too deeply"); }
-  for (size_t i = 0; i < b->nkids && J->st == CLF_OK && !J->ctl; i++) {
-    int r = exec_node(J, b->kids[i], out);
-    if ((r || out->oom) && J->st == CLF_OK)
-      clf__j_fail(J, b->kids[i], "output past %zu bytes (or out of memory)", (size_t)CLF__J_MAX_OUTPUT);
-  }
-  J->depth--;
-  return J->st == CLF_OK ? 0 : -1;
-}
-
-/* cJSON object `vars` into frame 0. */
-static void load_vars(jstate *J, const cJSON *vars) {
-  const cJSON *e;
-  cJSON_ArrayForEach(e, vars) {
-    if (J->st != CLF_OK) return;
-    jv v = jv_from_cjson(J, e);
-    if (J->st == CLF_OK) assign(J, e->string ? e->string : "", v);
-    else jv_drop(v);
-  }
-}
-
-clf_status clf__j_render(const jtemplate *t, const void *base, const void *vars, char **out) {
-  *out = NULL;
-  jstate *J = calloc(1, sizeof(*J));
-  if (!J) return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "chat template: out of memory");
-  J->st = CLF_OK;
-  jbuf b = {0};
-  if (!push_frame(J, NULL, 0)) {
-    if (base) load_vars(J, base);
-    if (vars) load_vars(J, vars);
-    if (J->st == CLF_OK) exec_body(J, t->root, &b);
-    if (J->st == CLF_OK && b.oom) clf__j_oom(J);
-  }
-  while (J->nfr) pop_frame(J);
-  clf_status st = J->st;
-  free(J);
-  if (st != CLF_OK) { free(b.s); return st; }
-  if (!b.s && !(b.s = calloc(1, 1))) return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "chat template: out of memory");
-  *out = b.s;
-  return CLF_OK;
-}

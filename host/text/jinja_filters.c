@@ -71,15 +71,17 @@ static jv indent(jstate *J, const jnode *at, jv s, const jargs *a) {
   else if (w.t == JV_INT || w.t == JV_BOOL) for (int64_t i = 0; i < (w.t == JV_INT ? w.u.i : w.u.b) && i < 4096; i++) jbuf_addc(&ind, ' ');
   else { clf__j_fail(J, at, "indent width must be int or str, not %s", jv_typename(w)); return jv_undef(); }
   const char *is = ind.s ? ind.s : "";
-  /* lines of s + "\n" */
+  /* the lines of s + "\n" as str.splitlines() cuts them: those of s, and
+   * after its last line break one more (empty) unless that break is a
+   * lone "\r" the appended "\n" joins */
   const char *p = s.u.s->s;
-  size_t n = s.u.s->n, i = 0, line = 0;
+  size_t n = s.u.s->n, st = 0, line = 0;
   if (jv_truthy(first)) jbuf_add(&b, is, ind.n);
-  while (i <= n) {
-    size_t st = i, e = i;
+  for (size_t i = 0;;) {
+    size_t e = i;
     uint32_t c = 0;
     while (e < n) { size_t j = e; c = clf__j_cp(p, n, &j); if (is_line_break(c)) break; e = j; }
-    if (e >= n && st == n && line > 0) break; /* the "\n" appended ends the last line */
+    st = i;
     if (line > 0) {
       jbuf_addc(&b, '\n');
       if (e > st || jv_truthy(blank)) jbuf_add(&b, is, ind.n);
@@ -90,6 +92,7 @@ static jv indent(jstate *J, const jnode *at, jv s, const jargs *a) {
     size_t j = e;
     c = clf__j_cp(p, n, &j);
     if (c == '\r' && j < n && p[j] == '\n') j++;
+    if (j >= n && c == '\r' && j == e + 1) break;
     i = j;
   }
   free(ind.s);

@@ -170,6 +170,7 @@ static size_t unescape(const char *s, size_t n, size_t *i, char *o) {
       return put_utf8(o, cp);
     }
   }
+  if (digits || c == 'N') return (size_t)-1; /* truncated \x, \u, \U; \N{name} */
   if (c >= '0' && c <= '7') {
     uint32_t cp = 0;
     int k = 0;
@@ -193,7 +194,12 @@ static int lex_string(lx *L) {
   for (size_t i = a; i < b;) {
     if (L->s[i] == '\\' && i + 1 < b) {
       i++;
-      w += unescape(L->s, b, &i, buf + w);
+      size_t k = unescape(L->s, b, &i, buf + w);
+      if (k == (size_t)-1) {
+        free(buf);
+        return lfail(L, i - 1, "malformed escape in string"), -1;
+      }
+      w += k;
     } else {
       buf[w++] = L->s[i++];
     }

@@ -1,5 +1,6 @@
-/* jinja_str.h - string helpers the Jinja builtins share (internal):
- * code points, Python's case mapping, strip and replace. */
+/* jinja_str.h - what the Jinja modules share beyond jinja.h (internal):
+ * string helpers (code points, Python's case mapping, strip, replace) and
+ * the evaluator's state and entry points. */
 #ifndef CLF_JINJA_STR_H
 #define CLF_JINJA_STR_H
 
@@ -18,6 +19,30 @@ jv clf__j_case(jstate *J, jv str, int mode);
 jv clf__j_strip(jstate *J, jv str, const jstr *chars, int which);
 int clf__j_has_cp(const jstr *set, uint32_t c);
 jv clf__j_replace(jstate *J, const jstr *s, const jstr *old, const jstr *nw, int64_t count);
+/* ---- the evaluator's state and services (jinja_eval.c, jinja_exec.c) ---- */
+#define CLF__J_MAX_FRAMES 512
+
+typedef struct jframe { jv vars; int barrier; } jframe;
+
+struct jstate {
+  clf_status st;
+  long steps;
+  int depth;
+  jframe fr[CLF__J_MAX_FRAMES];
+  int nfr;
+  int loops; /* for loops open in the current macro */
+  int ctl;   /* 1 break, 2 continue pending */
+};
+
+jv clf__j_ev(jstate *J, const jnode *x);             /* a new reference; JV_UNDEF on error */
+jv clf__j_lookup(jstate *J, const char *name);       /* a new reference; Undefined when unknown */
+int clf__j_push_frame(jstate *J, const jnode *at, int barrier);
+void clf__j_pop_frame(jstate *J);
+int clf__j_assign(jstate *J, const char *name, jv v); /* v taken */
+jv clf__j_ev_filter(jstate *J, const jnode *x, jv in);
+int clf__j_exec_body(jstate *J, const jnode *b, jbuf *out);
+int clf__j_oom(jstate *J);
+
 /* The items iterating v gives (jinja_eval.c); *items malloc'd, referenced. */
 int clf__j_iter(jstate *J, const jnode *at, jv v, jv **items, size_t *n);
 

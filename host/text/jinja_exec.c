@@ -1,0 +1,269 @@
+/* jinja_exec.c - a chat template's statements rendered: for loops (loop
+ * variables, the inline if, else, unpacking), if, set (names, tuples,
+ * namespace attributes, blocks), macros, filter blocks, generation,
+ * break / continue; and the entry point that loads the variables and
+ * renders the whole template.
+ */
+#include "jinja.h"
+#include "jinja_str.h"
+#include "base/status.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- statements ---- */
+
+/* The items a for loop (or a filter) walks: list items, dict keys, the
+ * characters of a str; Undefined gives none. *items malloc'd, referenced. */
+int clf__j_iter(jstate *J, const jnode *at, jv v, jv **items, size_t *n) {
+  *items = NULL;
+  *n = 0;
+  if (v.t == JV_UNDEF) return 0;
+  size_t cnt = v.t == JV_LIST ? v.u.l->n : v.t == JV_DICT ? v.u.d->n : v.t == JV_STR ? v.u.s->n : 0;
+  if (v.t != JV_LIST && v.t != JV_DICT && v.t != JV_STR)
+    return clf__j_fail(J, at, "'%s' object is not iterable", jv_typename(v));
+  if (v.t == JV_DICT && v.u.d->ns) return clf__j_fail(J, at, "'Namespace' object is not iterable");
+  if (!cnt) return 0;
+  jv *it = calloc(cnt, sizeof(*it));
+  if (!it) return clf__j_oom(J);
+  size_t k = 0;
+  if (v.t == JV_LIST) for (; k < cnt; k++) it[k] = jv_ref(v.u.l->v[k]);
+  else if (v.t == JV_DICT) for (; k < cnt; k++) it[k] = jv_ref(v.u.d->k[k]);
+  else
+    for (size_t i = 0; i < v.u.s->n && J->st == CLF_OK;) {
+      size_t j = i + 1;
+      while (j < v.u.s->n && ((unsigned char)v.u.s->s[j] & 0xC0) == 0x80) j++;
+      it[k++] = jv_str(J, v.u.s->s + i, j - i);
+      i = j;
+    }
+  *items = it;
+  *n = k;
+  return J->st == CLF_OK ? 0 : -1;
+}
+
+static void drop_items(jv *items, size_t n) {
+  for (size_t i = 0; i < n; i++) jv_drop(items[i]);
+  free(items);
+}
+
+/* Binds a for / set target (a name or a tuple of names) to v (taken). */
+static int bind(jstate *J, const jnode *tg, jv v) {
+  if (tg->k == JN_NAME) return clf__j_assign(J, tg->name, v);
+  if (v.t != JV_LIST && v.t != JV_STR) {
+    clf__j_fail(J, tg, "cannot unpack non-iterable %s object", jv_typename(v));
+    jv_drop(v);
+    return -1;
+  }
+  jv *items;
+  size_t n;
+  if (clf__j_iter(J, tg, v, &items, &n)) { jv_drop(v); return -1; }
+  jv_drop(v);
+  if (n != tg->nkids) {
+    drop_items(items, n);
+    return clf__j_fail(J, tg, n < tg->nkids ? "not enough values to unpack (expected %zu, got %zu)"
+                                            : "too many values to unpack (expected %zu, got %zu)", tg->nkids, n);
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (bind(J, tg->kids[i], items[i])) {
+      for (size_t k = i + 1; k < n; k++) jv_drop(items[k]);
+      free(items);
+      return -1;
+    }
+  }
+  free(items);
+  return 0;
+}
+
+static int loop_set(jstate *J, jv loop, const char *k, jv v) {
+  jv key = jv_cstr(J, k);
+  if (key.t != JV_STR) { jv_drop(v); return -1; }
+  return jv_set(J, loop, key, v);
+}
+
+/* The `loop` variable of iteration i of n. */
+static jv loop_var(jstate *J, jv *items, size_t i, size_t n) {
+  jv l = jv_dict(J);
+  if (l.t != JV_DICT) return l;
+  l.u.d->ns = 2; /* attributes are its keys */
+  int64_t ii = (int64_t)i, nn = (int64_t)n;
+  loop_set(J, l, "index", jv_int(ii + 1));
+  loop_set(J, l, "index0", jv_int(ii));
+  loop_set(J, l, "revindex", jv_int(nn - ii));
+  loop_set(J, l, "revindex0", jv_int(nn - ii - 1));
+  loop_set(J, l, "first", jv_bool(i == 0));
+  loop_set(J, l, "last", jv_bool(i + 1 == n));
+  loop_set(J, l, "length", jv_int(nn));
+  loop_set(J, l, "depth", jv_int(1));
+  loop_set(J, l, "depth0", jv_int(0));
+  if (i > 0) loop_set(J, l, "previtem", jv_ref(items[i - 1]));
+  if (i + 1 < n) loop_set(J, l, "nextitem", jv_ref(items[i + 1]));
+  loop_set(J, l, "cycle", jv_func(J, JF_CYCLE, 0, jv_int(ii), NULL));
+  return l;
+}
+
+/* Keeps the items for which the loop's `if` holds. */
+static int loop_filter(jstate *J, const jnode *x, jv *items, size_t *n) {
+  size_t w = 0;
+  for (size_t i = 0; i < *n; i++) {
+    int keep = 0;
+    if (J->st == CLF_OK && !clf__j_push_frame(J, x, 0)) {
+      if (!bind(J, x->d, jv_ref(items[i]))) {
+        jv c = clf__j_ev(J, x->b);
+        keep = J->st == CLF_OK && jv_truthy(c);
+        jv_drop(c);
+      }
+      clf__j_pop_frame(J);
+    }
+    if (keep) items[w++] = items[i];
+    else jv_drop(items[i]);
+  }
+  *n = w;
+  return J->st == CLF_OK ? 0 : -1;
+}
+
+static int exec_for(jstate *J, const jnode *x, jbuf *out) {
+  jv seq = clf__j_ev(J, x->a), *items;
+  size_t n;
+  int r = J->st == CLF_OK ? clf__j_iter(J, x->a, seq, &items, &n) : -1;
+  jv_drop(seq);
+  if (r) return -1;
+  if (x->b && loop_filter(J, x, items, &n)) { drop_items(items, n); return -1; }
+  if (!n) { free(items); return x->e ? clf__j_exec_body(J, x->e, out) : 0; }
+  J->loops++;
+  for (size_t i = 0; i < n && J->st == CLF_OK; i++) {
+    if (clf__j_step(J, x) || clf__j_push_frame(J, x, 0)) break;
+    jv l = loop_var(J, items, i, n);
+    if (J->st == CLF_OK && !bind(J, x->d, jv_ref(items[i])) && !clf__j_assign(J, "loop", l)) clf__j_exec_body(J, x->c, out);
+    else if (l.t != JV_UNDEF) jv_drop(l);
+    clf__j_pop_frame(J);
+    int ctl = J->ctl;
+    J->ctl = 0;
+    if (ctl == 1) break;
+  }
+  J->loops--;
+  drop_items(items, n);
+  return J->st == CLF_OK ? 0 : -1;
+}
+
+static int exec_set(jstate *J, const jnode *x) {
+  jv v = clf__j_ev(J, x->a);
+  if (J->st != CLF_OK) return -1;
+  if (x->d->k != JN_ATTR) return bind(J, x->d, v);
+  jv ns = clf__j_lookup(J, x->d->a->name);
+  int r;
+  if (ns.t != JV_DICT || ns.u.d->ns != 1) {
+    r = clf__j_fail(J, x->d, "cannot assign attribute on non-namespace object");
+    jv_drop(v);
+  } else {
+    jv k = jv_cstr(J, x->d->name);
+    r = k.t == JV_STR ? jv_set(J, ns, k, v) : (jv_drop(v), -1);
+  }
+  jv_drop(ns);
+  return r;
+}
+
+/* A body rendered into a new string, through a filter chain (f: the last
+ * filter, whose innermost input is NULL) when f is not NULL. */
+static jv render_to_str(jstate *J, const jnode *body, const jnode *f) {
+  jbuf b = {0};
+  jv r = jv_undef();
+  if (!clf__j_exec_body(J, body, &b)) r = jv_str(J, b.s ? b.s : "", b.n);
+  free(b.s);
+  if (!f || J->st != CLF_OK) return r;
+  const jnode *chain[64];
+  int n = 0;
+  for (const jnode *k = f; k && n < 64; k = k->a) chain[n++] = k;
+  while (n-- > 0 && J->st == CLF_OK) {
+    jv y = clf__j_ev_filter(J, chain[n], r);
+    jv_drop(r);
+    r = y;
+  }
+  return r;
+}
+
+/* (long: one case per statement kind) */
+static int exec_node(jstate *J, const jnode *x, jbuf *out) {
+  jv v;
+  switch (x->k) {
+  case JN_TEXT: return jbuf_add(out, x->lit.u.s->s, x->lit.u.s->n);
+  case JN_OUTPUT:
+    v = clf__j_ev(J, x->a);
+    if (J->st == CLF_OK) jv_write_str(out, v); /* a failure: out->oom */
+    jv_drop(v);
+    break;
+  case JN_IF:
+    v = clf__j_ev(J, x->a);
+    if (J->st == CLF_OK) {
+      int t = jv_truthy(v);
+      if (t) clf__j_exec_body(J, x->b, out);
+      else if (x->c && x->c->k == JN_IF) exec_node(J, x->c, out);
+      else if (x->c) clf__j_exec_body(J, x->c, out);
+    }
+    jv_drop(v);
+    break;
+  case JN_FOR: return exec_for(J, x, out);
+  case JN_SET: return exec_set(J, x);
+  case JN_SETBLOCK:
+    v = render_to_str(J, x->c, x->b);
+    return J->st == CLF_OK ? bind(J, x->d, v) : (jv_drop(v), -1);
+  case JN_MACRO:
+    v = jv_func(J, JF_MACRO, 0, jv_none(), x);
+    return v.t == JV_FUNC ? clf__j_assign(J, x->name, v) : -1;
+  case JN_GENERATION: return clf__j_exec_body(J, x->c, out);
+  case JN_FILTERBLOCK:
+    v = render_to_str(J, x->c, x->b);
+    if (J->st == CLF_OK) jv_write_str(out, v);
+    jv_drop(v);
+    break;
+  case JN_BREAK: case JN_CONTINUE:
+    if (!J->loops) return clf__j_fail(J, x, "'%s' outside of a loop", x->k == JN_BREAK ? "break" : "continue");
+    J->ctl = x->k == JN_BREAK ? 1 : 2;
+    break;
+  default: return clf__j_fail(J, x, "not a statement");
+  }
+  return J->st == CLF_OK ? 0 : -1;
+}
+
+int clf__j_exec_body(jstate *J, const jnode *b, jbuf *out) {
+  if (++J->depth > CLF__J_MAX_DEPTH) { J->depth--; return clf__j_fail(J, b, "statements nested too deeply"); }
+  for (size_t i = 0; i < b->nkids && J->st == CLF_OK && !J->ctl; i++) {
+    int r = exec_node(J, b->kids[i], out);
+    if ((r || out->oom) && J->st == CLF_OK)
+      clf__j_fail(J, b->kids[i], "output past %zu bytes (or out of memory)", (size_t)CLF__J_MAX_OUTPUT);
+  }
+  J->depth--;
+  return J->st == CLF_OK ? 0 : -1;
+}
+
+/* cJSON object `vars` into frame 0. */
+static void load_vars(jstate *J, const cJSON *vars) {
+  const cJSON *e;
+  cJSON_ArrayForEach(e, vars) {
+    if (J->st != CLF_OK) return;
+    jv v = jv_from_cjson(J, e);
+    if (J->st == CLF_OK) clf__j_assign(J, e->string ? e->string : "", v);
+    else jv_drop(v);
+  }
+}
+
+clf_status clf__j_render(const jtemplate *t, const void *base, const void *vars, char **out) {
+  *out = NULL;
+  jstate *J = calloc(1, sizeof(*J));
+  if (!J) return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "chat template: out of memory");
+  J->st = CLF_OK;
+  jbuf b = {0};
+  if (!clf__j_push_frame(J, NULL, 0)) {
+    if (base) load_vars(J, base);
+    if (vars) load_vars(J, vars);
+    if (J->st == CLF_OK) clf__j_exec_body(J, t->root, &b);
+    if (J->st == CLF_OK && b.oom) clf__j_oom(J);
+  }
+  while (J->nfr) clf__j_pop_frame(J);
+  clf_status st = J->st;
+  free(J);
+  if (st != CLF_OK) { free(b.s); return st; }
+  if (!b.s && !(b.s = calloc(1, 1))) return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "chat template: out of memory");
+  *out = b.s;
+  return CLF_OK;
+}
