@@ -20,7 +20,7 @@ secs=${FUZZ_SECONDS:-60}
 fx=tests/fixtures
 all="safetensors gguf shard_index config generation_config preprocessor_config npy
      tok_vocab_txt tok_vocab_json tok_merges tok_spm tok_marian_vocab tok_config tok_json
-     png jpeg cache verdicts profile"
+     png jpeg cache verdicts profile chat_template"
 targets=${*:-$all}
 
 if [ ! -f "$build/build.ninja" ]; then
@@ -94,6 +94,12 @@ seed() {
     verdicts) seed_verdicts "$d" ;;
     profile) CLF_FUZZ_MAKE_SEED="$d/valid.profile" "$build/tests/fuzz/fuzz_profile"
              put "$d" profiles/*.profile ;;
+    chat_template)
+      # each fixture template, alone and with a NUL and a context
+      for f in $fx/chat_templates/templates/*.jinja; do
+        cp "$f" "$d/$(basename "$f")"
+        { cat "$f"; printf '\000{"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}, {"role": "assistant", "content": "a", "tool_calls": [{"id": "call12345", "type": "function", "function": {"name": "f", "arguments": {"x": 1}}}]}, {"role": "tool", "tool_call_id": "call12345", "content": "r"}], "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}], "add_generation_prompt": true, "bos_token": "<s>"}'; } > "$d/ctx-$(basename "$f")"
+      done ;;
     *) echo "fuzz.sh: no target $t (targets: $(echo $all))" >&2; exit 2 ;;
   esac
 }
