@@ -112,6 +112,39 @@ START_TEST(fixtures_match_transformers) {
 }
 END_TEST
 
+/* One construct or edge each, rendered by transformers' Jinja environment
+ * (cases.json "snippets"); where Jinja raised, the library must refuse too
+ * (at parse or at render). */
+START_TEST(snippets_match_jinja) {
+  cJSON *root = cases_json(), *c;
+  char *ctx = cJSON_PrintUnformatted(cJSON_GetObjectItem(root, "snippet_context"));
+  int n = 0;
+  cJSON_ArrayForEach(c, cJSON_GetObjectItem(root, "snippets")) {
+    const char *src = cJSON_GetObjectItem(c, "template_source")->valuestring;
+    const cJSON *want = cJSON_GetObjectItem(c, "expected");
+    clf_chat_template *t = NULL;
+    char *text = NULL;
+    clf_status st = clf_chat_template_parse(src, &t);
+    if (st == CLF_OK) st = clf_chat_template_render_json(t, ctx, &text);
+    if (cJSON_IsString(want)) {
+      ck_assert_msg(st == CLF_OK, "%s: %s", src, clf_last_error(NULL));
+      char msg[512];
+      diff_at(text, want->valuestring, msg, sizeof(msg));
+      ck_assert_msg(!msg[0], "%s: %s", src, msg);
+    } else {
+      ck_assert_msg(st != CLF_OK, "%s rendered \"%s\"; Jinja raised %s", src, text,
+                    cJSON_GetObjectItem(c, "error")->valuestring);
+    }
+    free(text);
+    clf_chat_template_destroy(t);
+    n++;
+  }
+  ck_assert_int_eq(n, 104);
+  free(ctx);
+  cJSON_Delete(root);
+}
+END_TEST
+
 /* The plain message API gives what render_json gives for the same context. */
 START_TEST(render_messages) {
   char *src = slurp("chat_templates/templates/smollm2.jinja"), *text;
@@ -332,6 +365,7 @@ static Suite *suite(void) {
   TCase *tc = tcase_create("chat_template");
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, fixtures_match_transformers);
+  tcase_add_test(tc, snippets_match_jinja);
   tcase_add_test(tc, render_messages);
   tcase_add_test(tc, tokenizer_templates);
   tcase_add_test(tc, special_tokens_as_variables);
