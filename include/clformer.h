@@ -291,8 +291,8 @@ typedef enum clf_dtype {
    * (20 bytes), Q5_0 (22), Q5_1 (24); B = 256 for the k-quants Q2_K (84),
    * Q3_K (110), Q4_K (144), Q5_K (176), Q6_K (210).  Weights of clf_linear
    * only, made by clf_tensor_create and filled with clf_tensor_upload of
-   * the blocks (clf_tensor_from_f32 cannot make them); an element is what
-   * clf_gguf_dequantize decodes. */
+   * the blocks (clf_tensor_from_f32 makes Q5_0, Q4_K and Q6_K only); an
+   * element is what clf_gguf_dequantize decodes. */
   CLF_Q4_1 = 6,
   CLF_Q5_0 = 7,
   CLF_Q5_1 = 8,
@@ -312,7 +312,8 @@ CLF_API size_t clf_dtype_size(clf_dtype dtype);
 /* "f32", "f16", "i32", "i64", "q8_0", "q4_0", "q4_1", ..., "q6_k". */
 CLF_API const char *clf_dtype_name(clf_dtype dtype);
 /* The weight storage type named "f32", "f16", "q8" (or "q8_0"), "q4" (or
- * "q4_0") or "stored" (CLF_STORED); CLF_E_INVALID_ARG naming the value and
+ * "q4_0"), "q4k" (or "q4_k"), "q6k" (or "q6_k") or "stored" (CLF_STORED);
+ * CLF_E_INVALID_ARG naming the value and
  * the valid ones otherwise (recorded for clf_last_error(NULL)). */
 CLF_API clf_status clf_weight_type_from_name(const char *name, clf_dtype *out);
 
@@ -350,13 +351,16 @@ CLF_API clf_status clf_tensor_upload(clf_context *ctx, clf_tensor *t,
 /* Waits for queued work, then copies the tensor to host memory. */
 CLF_API clf_status clf_tensor_download(clf_context *ctx, const clf_tensor *t,
                                        void *host, size_t bytes);
-/* A new tensor of `dtype` (F32, F16, Q8_0 or Q4_0) holding the f32 values
- * `host` [shape] converted: F16 rounded to nearest even; Q8_0 with the
- * block scale d = max|x| / 127 and q = round(x / d); Q4_0 as llama.cpp's
+/* A new tensor of `dtype` (F32, F16, Q8_0, Q4_0, Q5_0, Q4_K or Q6_K)
+ * holding the f32 values `host` [shape] converted: F16 rounded to nearest
+ * even; Q8_0 with the block scale d = max|x| / 127 and q = round(x / d);
+ * Q4_0 as llama.cpp's
  * Q4_0 (d = -m / 8 for the element m of largest magnitude, q = clamp(
- * round-half-up(x / d) + 8, 0, 15) as the nibble).  The block types need a
- * 2-D shape whose last dim is a multiple of 32 (else CLF_E_SHAPE naming
- * it).  Converts on the host, then uploads (blocking). */
+ * round-half-up(x / d) + 8, 0, 15) as the nibble); Q5_0, Q4_K and Q6_K
+ * the bytes of ggml's reference quantizers (quantize_row_q5_0_ref,
+ * _q4_K_ref, _q6_K_ref: no importance matrix).  The block types need a
+ * 2-D shape whose last dim is a multiple of the block, 32 or 256 (else
+ * CLF_E_SHAPE naming it).  Converts on the host, then uploads (blocking). */
 CLF_API clf_status clf_tensor_from_f32(clf_context *ctx, clf_dtype dtype,
                                        int ndim, const size_t *shape,
                                        const float *host, clf_tensor **out);
@@ -985,16 +989,19 @@ CLF_API clf_status clf_model_load(clf_context *ctx, const char *model_dir,
 typedef struct clf_model_options {
   /* Storage of the weights of every linear layer (attention projections,
    * MLPs, task heads; a tied LM head gets its own copy): CLF_F32, CLF_F16,
-   * CLF_Q8_0 or CLF_Q4_0, converted from the checkpoint's tensors at load
-   * (a GGUF file's decoded first), or CLF_STORED (the default of
-   * clf_model_options_init and of NULL options): a Hugging Face
+   * CLF_Q8_0, CLF_Q4_0, CLF_Q4_K or CLF_Q6_K, converted from the
+   * checkpoint's tensors at load (a GGUF file's decoded first; the k-quants
+   * made as ggml's reference quantizers make them), or CLF_STORED (the
+   * default of clf_model_options_init and of NULL options): a Hugging Face
    * checkpoint's as f32; a GGUF file's as the file stores them (F16, Q8_0,
    * Q4_0, Q4_1, Q5_0, Q5_1, Q2_K ... Q6_K: the blocks as they are), F32 and
    * BF16 as f32, and where one layer fuses tensors of different types (q, k
    * and v; gate and up), those as f32.  Embeddings, norms, biases and
-   * convolutions stay f32.  The block types need every such layer's input
-   * width to be a multiple of 32 (else CLF_E_UNSUPPORTED naming the
-   * tensor). */
+   * convolutions stay f32.  CLF_Q8_0 and CLF_Q4_0 need every such layer's
+   * input width to be a multiple of 32 (else CLF_E_UNSUPPORTED naming the
+   * tensor); CLF_Q4_K and CLF_Q6_K store a layer whose width is not a
+   * multiple of 256 as ggml's quantize tool does: Q4_K's in Q5_0, Q6_K's in
+   * Q8_0, and either in F16 where the width is not a multiple of 32. */
   clf_dtype weights;
   /* Non-zero: store the linear weights as f32 holding the values `weights`
    * would hold (rounded through the type and back), so that the type's

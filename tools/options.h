@@ -57,7 +57,8 @@ typedef struct clf_cli_option {
 #define CLF_CLI_OPT_WEIGHTS(type)                                                                         \
   {"--weights", "T", CLF_OPT_STRING, offsetof(type, weights), 0, 0, 0, 0, 0,                              \
    "storage of the linear layers' weights: stored (default: a GGUF file's blocks as they are, else f32), f32, "     \
-   "f16, q8 or q4 (converted at load)"}
+   "f16, q8, q6k, q4k or q4 (converted at load; q4k and q6k: llama.cpp's Q4_K and Q6_K, a layer whose width is "     \
+   "not a multiple of 256 in Q5_0 and Q8_0)"}
 
 /* One subcommand.  The parser fills a zeroed struct of `opts_size` bytes from
  * `options` and gives the handler that struct and the positional arguments

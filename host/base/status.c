@@ -136,8 +136,8 @@ static const struct {
     {CLF_F32, "f32", "f32", 4}, {CLF_F16, "f16", "f16", 2},  {CLF_I32, "i32", NULL, 4},
     {CLF_I64, "i64", NULL, 8},  {CLF_Q8_0, "q8_0", "q8", 0}, {CLF_Q4_0, "q4_0", "q4", 0},
     {CLF_Q4_1, "q4_1", NULL, 0}, {CLF_Q5_0, "q5_0", NULL, 0}, {CLF_Q5_1, "q5_1", NULL, 0},
-    {CLF_Q2_K, "q2_k", NULL, 0}, {CLF_Q3_K, "q3_k", NULL, 0}, {CLF_Q4_K, "q4_k", NULL, 0},
-    {CLF_Q5_K, "q5_k", NULL, 0}, {CLF_Q6_K, "q6_k", NULL, 0}, {CLF_STORED, "stored", "stored", 0},
+    {CLF_Q2_K, "q2_k", NULL, 0}, {CLF_Q3_K, "q3_k", NULL, 0}, {CLF_Q4_K, "q4_k", "q4k", 0},
+    {CLF_Q5_K, "q5_k", NULL, 0}, {CLF_Q6_K, "q6_k", "q6k", 0}, {CLF_STORED, "stored", "stored", 0},
 };
 
 static int clf__dtype_row(clf_dtype dtype) {

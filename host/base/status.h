@@ -47,9 +47,9 @@ clf_status clf__fail(clf_context *ctx, clf_status status, const char *fmt, ...)
 clf_status clf__fail_cl(clf_context *ctx, cl_int err, const char *call, const char *what);
 void clf__set_build_log(clf_context *ctx, const char *log);
 
-/* The short name of a weight storage type ("f32", "f16", "q8", "q4"), as
- * --weights and clf_weight_type_from_name take it; another dtype's
- * clf_dtype_name. */
+/* The short name of a weight storage type ("f32", "f16", "q8", "q4",
+ * "q4k", "q6k"), as --weights and clf_weight_type_from_name take it;
+ * another dtype's clf_dtype_name. */
 const char *clf__weight_type_name(clf_dtype wt);
 
 #ifdef __cplusplus

@@ -173,11 +173,21 @@ size_t clf__dtype_block(clf_dtype dt);
 /* Storage bytes of numel elements of dt (for the block types, numel a
  * multiple of clf__dtype_block). */
 size_t clf__dtype_bytes(clf_dtype dt, size_t numel);
-/* numel f32 values (for the block types a multiple of CLF__QBLOCK, in
- * row-major blocks) into clf__dtype_bytes(dt, numel) bytes of dt, and back
- * (f32, f16, Q8_0, Q4_0 only). */
+/* numel f32 values (for the block types a multiple of clf__dtype_block,
+ * in row-major blocks) into clf__dtype_bytes(dt, numel) bytes of dt: f32,
+ * f16, Q8_0, Q4_0, and ggml's Q5_0, Q4_K, Q6_K (clf__dtype_quantizes).
+ * clf__dequantize goes back for f32, f16, Q8_0, Q4_0 only (ggml's types
+ * have their decoders with the GGUF reader). */
 void clf__quantize(clf_dtype dt, const float *x, size_t numel, void *out);
 void clf__dequantize(clf_dtype dt, const void *in, size_t numel, float *x);
+/* 1 for the types clf__quantize makes from f32. */
+int clf__dtype_quantizes(clf_dtype dt);
+/* ggml's type id of one of ggml's block types (CLF_Q4_1 ... CLF_Q6_K). */
+unsigned clf__dtype_ggml_id(clf_dtype dt);
+/* ggml's Q5_0, Q4_K and Q6_K blocks of numel values (a multiple of the
+ * block), byte for byte as ggml's reference quantizers make them
+ * (quant_k.c). */
+void clf__quantize_ggml(clf_dtype dt, const float *x, size_t numel, void *out);
 
 /* ---- profiling (profile.c) ---- */
 /* While recording: the event to give an enqueue in place of the caller's

@@ -1,6 +1,7 @@
 /* quant.c - weight storage types on the host: the Q8_0 / Q4_0 block
  * formats (clformer.h states them), and tensors made from f32 data in any
- * of the four (f16 bits: base/half.c). */
+ * of the four or in ggml's Q5_0, Q4_K, Q6_K (quant_k.c; f16 bits:
+ * base/half.c). */
 #include "core.h"
 
 #include <math.h>
@@ -10,8 +11,16 @@
 /* ggml's block types by clf_dtype - CLF_Q4_1: elements and bytes a block
  * (ggml-common.h's block_q4_1 ... block_q6_K). */
 static const struct {
-  unsigned block, bytes;
-} ggml_blocks[] = {{32, 20}, {32, 22}, {32, 24}, {256, 84}, {256, 110}, {256, 144}, {256, 176}, {256, 210}};
+  unsigned block, bytes, id; /* id: ggml's type number */
+} ggml_blocks[] = {{32, 20, 3},    {32, 22, 6},    {32, 24, 7},    {256, 84, 10},
+                   {256, 110, 11}, {256, 144, 12}, {256, 176, 13}, {256, 210, 14}};
+
+unsigned clf__dtype_ggml_id(clf_dtype dt) { return clf__dtype_is_ggml(dt) ? ggml_blocks[dt - CLF_Q4_1].id : 0; }
+
+int clf__dtype_quantizes(clf_dtype dt) {
+  return dt == CLF_F32 || dt == CLF_F16 || dt == CLF_Q8_0 || dt == CLF_Q4_0 || dt == CLF_Q5_0 || dt == CLF_Q4_K ||
+         dt == CLF_Q6_K;
+}
 
 int clf__dtype_is_ggml(clf_dtype dt) { return dt >= CLF_Q4_1 && dt <= CLF_Q6_K; }
 
@@ -60,7 +69,9 @@ static uint16_t quant_block(clf_dtype dt, const float *x, unsigned char *q) {
 
 void clf__quantize(clf_dtype dt, const float *x, size_t numel, void *out) {
   unsigned char *o = out;
-  if (dt == CLF_F32) {
+  if (clf__dtype_is_ggml(dt)) {
+    clf__quantize_ggml(dt, x, numel, out);
+  } else if (dt == CLF_F32) {
     memcpy(o, x, numel * sizeof(float));
   } else if (dt == CLF_F16) {
     for (size_t i = 0; i < numel; i++) {
@@ -106,8 +117,9 @@ clf_status clf_tensor_from_f32(clf_context *ctx, clf_dtype dtype, int ndim, cons
   if (st != CLF_OK) return st;
   if (!out) return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: out is NULL", op);
   *out = NULL;
-  if (dtype != CLF_F32 && dtype != CLF_F16 && dtype != CLF_Q8_0 && dtype != CLF_Q4_0)
-    return clf__fail(ctx, CLF_E_DTYPE, "%s: dtype %s is not a weight type it quantizes to (f32, f16, q8_0, q4_0%s)",
+  if (!clf__dtype_quantizes(dtype))
+    return clf__fail(ctx, CLF_E_DTYPE,
+                     "%s: dtype %s is not a weight type it quantizes to (f32, f16, q8_0, q4_0, q5_0, q4_k, q6_k%s)",
                      op, clf_dtype_name(dtype), clf__dtype_is_ggml(dtype) ? "; upload ggml blocks instead" : "");
   clf_tensor *t = NULL;
   if ((st = clf_tensor_create(ctx, dtype, ndim, shape, &t)) != CLF_OK) return st;

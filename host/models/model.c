@@ -170,7 +170,7 @@ static clf_status check_fits(clf_context *ctx, const clf__weights *w, clf_dtype 
   if ((cl_ulong)need <= have) return CLF_OK;
   return clf__fail(ctx, CLF_E_OUT_OF_MEMORY,
                    "clf_model_load: the weights of %s need at least %zu MiB as %s, more than the device's %llu MiB "
-                   "of global memory (try smaller weights: f16, q8 or q4)",
+                   "of global memory (try smaller weights: f16, q8, q6k, q4k or q4)",
                    model_dir, need >> 20, clf__weight_type_name(wt), (unsigned long long)(have >> 20));
 }
 
@@ -212,9 +212,10 @@ clf_status clf_model_load_with(clf_context *ctx, const char *model_dir, const cl
   if ((st = clf__check_ctx(ctx, op)) != CLF_OK) return st;
   if (!model_dir) return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: model_dir is NULL", op);
   clf_dtype wt = opts ? opts->weights : CLF_STORED;
-  if (wt != CLF_F32 && wt != CLF_F16 && wt != CLF_Q8_0 && wt != CLF_Q4_0 && wt != CLF_STORED)
+  if (wt != CLF_F32 && wt != CLF_F16 && wt != CLF_Q8_0 && wt != CLF_Q4_0 && wt != CLF_Q4_K && wt != CLF_Q6_K &&
+      wt != CLF_STORED)
     return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: weight type %d is not one of CLF_F32, CLF_F16, CLF_Q8_0, CLF_Q4_0, "
-                     "CLF_STORED", op, (int)wt);
+                     "CLF_Q4_K, CLF_Q6_K, CLF_STORED", op, (int)wt);
   clf__config *c = NULL;
   clf__weights *w = NULL;
   clf_model *m = NULL;

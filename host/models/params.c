@@ -77,10 +77,29 @@ clf_status clf__read_matrix(clf_context *ctx, const clf__weights *w, const char 
  * weights that are not kept as stored: f32). */
 static clf_dtype host_type(const clf__params *p) { return p->wtype == CLF_STORED ? CLF_F32 : p->wtype; }
 
+/* h [rows, in] rounded through type wt, as f32 (simulate). */
+static clf_status round_through(clf_context *ctx, clf_dtype wt, const char *name, const float *h, size_t rows,
+                                size_t in, clf_tensor **t) {
+  float *r = malloc(rows * in * sizeof *r + 1);
+  void *q = malloc(clf__dtype_bytes(wt, rows * in) + 1);
+  clf_status st = CLF_OK;
+  if (r && q) {
+    clf__quantize(wt, h, rows * in, q);
+    if (clf__dtype_is_ggml(wt)) st = clf_gguf_dequantize(clf__dtype_ggml_id(wt), q, rows * in, r);
+    else clf__dequantize(wt, q, rows * in, r);
+  }
+  if (st == CLF_OK)
+    st = r && q ? clf_tensor_from_f32(ctx, CLF_F32, 2, (size_t[]){rows, in}, r, t)
+                : clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "model: out of host memory rounding \"%s\"", name);
+  free(r);
+  free(q);
+  return st;
+}
+
 /* Uploads host [rows, in] as the params' weight type into p. */
 static clf_status store_matrix(clf_context *ctx, clf__params *p, const char *name, const float *h, size_t rows,
                                size_t in, clf_tensor **out) {
-  const clf_dtype wt = host_type(p);
+  const clf_dtype wt = clf__weight_type_for(host_type(p), in);
   if (clf__dtype_is_block(wt) && in % CLF__QBLOCK != 0)
     return clf__fail(ctx, CLF_E_UNSUPPORTED,
                      "tensor \"%s\" [%zu, %zu]: %s weights need in-features that are a multiple of %d (use f16 "
@@ -90,20 +109,8 @@ static clf_status store_matrix(clf_context *ctx, clf__params *p, const char *nam
   const clf_dtype stored = p->simulate ? CLF_F32 : wt;
   clf_status st = clf__weight_fits_alloc(ctx, name, clf__dtype_bytes(stored, rows * in));
   if (st != CLF_OK) return st;
-  if (p->simulate && wt != CLF_F32) {
-    float *r = malloc(rows * in * sizeof *r + 1);
-    void *q = malloc(clf__dtype_bytes(wt, rows * in) + 1);
-    if (r && q) {
-      clf__quantize(wt, h, rows * in, q);
-      clf__dequantize(wt, q, rows * in, r);
-    }
-    st = r && q ? clf_tensor_from_f32(ctx, CLF_F32, 2, (size_t[]){rows, in}, r, &t)
-                : clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "model: out of host memory rounding \"%s\"", name);
-    free(r);
-    free(q);
-  } else {
-    st = clf_tensor_from_f32(ctx, wt, 2, (size_t[]){rows, in}, h, &t);
-  }
+  if (p->simulate && wt != CLF_F32) st = round_through(ctx, wt, name, h, rows, in, &t);
+  else st = clf_tensor_from_f32(ctx, wt, 2, (size_t[]){rows, in}, h, &t);
   if (st != CLF_OK) return st;
   if ((st = clf__params_add(ctx, p, t)) != CLF_OK) return st;
   *out = t;

@@ -1,6 +1,6 @@
 /* params.h - a model's parameters: every device tensor it owns, and the
  * linear layers' weights stored in the weight type the user chose (f32,
- * f16, Q8_0, Q4_0, or f32 rounded through one of them).
+ * f16, Q8_0, Q4_0, Q4_K, Q6_K, or f32 rounded through one of them).
  */
 #ifndef CLF_PARAMS_H
 #define CLF_PARAMS_H

@@ -513,6 +513,12 @@ clf_status clf__weights_load(clf_context *ctx, const clf__weights *w, const char
   return CLF_OK;
 }
 
+clf_dtype clf__weight_type_for(clf_dtype wt, size_t in) {
+  if ((wt == CLF_Q4_K || wt == CLF_Q6_K) && in % 256 != 0)
+    return in % 32 != 0 ? CLF_F16 : wt == CLF_Q4_K ? CLF_Q5_0 : CLF_Q8_0;
+  return wt;
+}
+
 /* The fewest device bytes entry e takes with linear weights in wt: 2-D
  * tensors wt can hold at wt's size (CLF_STORED: the file's blocks where a
  * kernel reads them), the rest f32. */
@@ -527,9 +533,10 @@ static size_t w_least(const clf__weights *w, const w_name *e, const clf_st_info 
       return (size_t)t.bytes;
     return numel * sizeof(float);
   }
-  const int stored = block_rule ? !clf__dtype_is_block(wt) || info->shape[1] % CLF__QBLOCK == 0
+  const clf_dtype as = clf__weight_type_for(wt, info->shape[1]);
+  const int stored = block_rule ? !clf__dtype_is_block(as) || info->shape[1] % CLF__QBLOCK == 0
                                 : info->shape[1] % 32 == 0;
-  return stored ? clf__dtype_bytes(wt, numel) : numel * sizeof(float);
+  return stored ? clf__dtype_bytes(as, numel) : numel * sizeof(float);
 }
 
 size_t clf__weights_bytes_as(const clf__weights *w, clf_dtype wt) {

@@ -54,6 +54,11 @@ clf_status clf__weights_read(clf_context *ctx, const clf__weights *w, const char
  * *dt CLF_F32 and *raw NULL: read it as f32.  Errors as clf__weights_read. */
 clf_status clf__weights_blocks(clf_context *ctx, const clf__weights *w, const char *name, size_t rows, size_t in,
                                clf_dtype *dt, unsigned char **raw, size_t *bytes);
+/* The type a linear weight with `in` features is stored in under weight
+ * type wt: wt, but where the k-quants' 256-element blocks do not divide in,
+ * the fallback ggml's own quantize tool takes: Q4_K to Q5_0, Q6_K to Q8_0,
+ * and both to F16 where in is not a multiple of 32 either. */
+clf_dtype clf__weight_type_for(clf_dtype wt, size_t in);
 /* A lower bound of the device bytes the weights take with the linear
  * layers stored as wt: 2-D tensors whose last dim is a multiple of 32 at
  * wt's size (embeddings too, which stay f32: hence a bound), others f32. */
