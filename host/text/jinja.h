@@ -42,7 +42,11 @@ typedef struct jv {
   } u;
 } jv;
 
+/* tuple: 0 a list, 1 a tuple, JL_GEN an iterator (what map, select, reject,
+ * selectattr, rejectattr, unique, items and reverse of a list give in
+ * Jinja: iterated once, no len(), no index, always true, not JSON) */
 struct jlist { long refs; int tuple; size_t n, cap; jv *v; };
+#define JL_GEN 2
 /* insertion-ordered; ns: a namespace() (attributes may be set) */
 struct jdict { long refs; int ns; size_t n, cap; jv *k, *v; };
 

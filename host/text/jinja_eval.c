@@ -141,6 +141,8 @@ static size_t cp_offset(const char *s, size_t n, size_t cp) {
 
 jv clf__j_getitem(jstate *J, const jnode *at, jv obj, jv key) {
   if (obj.t == JV_UNDEF) { undef_fail(J, at, obj); return jv_undef(); }
+  if (obj.t == JV_LIST && obj.u.l->tuple == JL_GEN) /* Jinja's getitem: a TypeError gives Undefined */
+    return undef_msg(J, "'generator object' has no attribute '%s'", key.t == JV_STR ? key.u.s->s : "[]");
   if (obj.t == JV_DICT) {
     int found;
     jv v = jv_getv(obj, key, &found);
@@ -190,7 +192,8 @@ static int slice_of(jstate *J, const jnode *x, size_t n, int64_t *start, int64_t
 
 static jv ev_slice(jstate *J, const jnode *x, jv obj) {
   if (obj.t == JV_UNDEF) { undef_fail(J, x, obj); return jv_undef(); }
-  if (obj.t != JV_LIST && obj.t != JV_STR) return fail_v(J, x, "'%s' object is not subscriptable%s", jv_typename(obj), "");
+  if ((obj.t != JV_LIST && obj.t != JV_STR) || (obj.t == JV_LIST && obj.u.l->tuple == JL_GEN))
+    return undef_msg(J, "'%s object' has no attribute 'slice'", jv_typename(obj)); /* Jinja's getitem */
   size_t n = obj.t == JV_LIST ? obj.u.l->n : jv_utf8_len(obj.u.s->s, obj.u.s->n);
   int64_t a = 0, b = 0, s = 1;
   if (slice_of(J, x->b, n, &a, &b, &s)) return jv_undef();
@@ -271,10 +274,12 @@ static double py_fmod(double a, double b) {
 static jv arith(jstate *J, const jnode *x, int op, jv a, jv b) {
   jv r = jv_undef();
   if (a.t == JV_UNDEF || b.t == JV_UNDEF) { undef_fail(J, x, a.t == JV_UNDEF ? a : b); return r; }
-  if (op == JO_ADD && a.t == b.t && (a.t == JV_STR || (a.t == JV_LIST && a.u.l->tuple == b.u.l->tuple)))
+  if (op == JO_ADD && a.t == b.t && (a.t == JV_STR || (a.t == JV_LIST && a.u.l->tuple == b.u.l->tuple && a.u.l->tuple != JL_GEN)))
     return concat_seq(J, a, b);
-  if (op == JO_MUL && (a.t == JV_STR || a.t == JV_LIST) && (b.t == JV_INT || b.t == JV_BOOL)) return repeat(J, x, a, num_i(b));
-  if (op == JO_MUL && (b.t == JV_STR || b.t == JV_LIST) && (a.t == JV_INT || a.t == JV_BOOL)) return repeat(J, x, b, num_i(a));
+  int seq_a = a.t == JV_STR || (a.t == JV_LIST && a.u.l->tuple != JL_GEN);
+  int seq_b = b.t == JV_STR || (b.t == JV_LIST && b.u.l->tuple != JL_GEN);
+  if (op == JO_MUL && seq_a && (b.t == JV_INT || b.t == JV_BOOL)) return repeat(J, x, a, num_i(b));
+  if (op == JO_MUL && seq_b && (a.t == JV_INT || a.t == JV_BOOL)) return repeat(J, x, b, num_i(a));
   if (!is_number(a) || !is_number(b)) {
     clf__j_fail(J, x, "unsupported operand type(s) for %s: '%s' and '%s'", g_opname[op], jv_typename(a), jv_typename(b));
     return r;

@@ -28,8 +28,15 @@ int clf__j_iter(jstate *J, const jnode *at, jv v, jv **items, size_t *n) {
   jv *it = calloc(cnt, sizeof(*it));
   if (!it) return clf__j_oom(J);
   size_t k = 0;
-  if (v.t == JV_LIST) for (; k < cnt; k++) it[k] = jv_ref(v.u.l->v[k]);
-  else if (v.t == JV_DICT) for (; k < cnt; k++) it[k] = jv_ref(v.u.d->k[k]);
+  if (v.t == JV_LIST) {
+    for (; k < cnt; k++) it[k] = jv_ref(v.u.l->v[k]);
+    if (v.u.l->tuple == JL_GEN) { /* an iterator is used up */
+      for (size_t i = 0; i < cnt; i++) jv_drop(v.u.l->v[i]);
+      v.u.l->n = 0;
+    }
+  }
+  else if (v.t == JV_DICT)
+    for (; k < cnt; k++) it[k] = jv_ref(v.u.d->k[k]);
   else
     for (size_t i = 0; i < v.u.s->n && J->st == CLF_OK;) {
       size_t j = i + 1;

@@ -248,7 +248,7 @@ static jv sorted(jstate *J, const jnode *at, jv v, const jargs *a, int mode) {
   }
   if (clf__j_failed(J)) goto done;
   if (mode == 'u') {
-    r = jv_list(J, 0);
+    r = jv_list(J, JL_GEN);
     for (size_t i = 0; i < n && r.t == JV_LIST; i++) {
       size_t k;
       for (k = 0; k < i && !jv_equal(e[k].key, e[i].key); k++) {}
@@ -286,6 +286,7 @@ done:
  * first argument after the attribute (none: truthiness). */
 static jv select(jstate *J, const jnode *at, jv v, const jargs *a, int attr, int keep) {
   size_t t0 = attr ? 1 : 0;
+  if (!jv_truthy(v)) return jv_list(J, JL_GEN); /* Jinja's `if value:` before anything else */
   jv name = clf__j_arg(a, t0, NULL, NULL);
   int tid = -1;
   if (name.t == JV_STR && (tid = clf__j_test_id(name.u.s->s)) < 0) return failv(J, at, "No test named '%s'.", name.u.s->s);
@@ -295,7 +296,7 @@ static jv select(jstate *J, const jnode *at, jv v, const jargs *a, int attr, int
   jv *items;
   size_t n;
   if (clf__j_iter(J, at, v, &items, &n)) return jv_undef();
-  jv r = jv_list(J, 0);
+  jv r = jv_list(J, JL_GEN);
   for (size_t i = 0; i < n && !clf__j_failed(J); i++) {
     jv x = attr ? attr_path(J, at, items[i], a->pos[0]) : jv_ref(items[i]);
     int t = clf__j_failed(J) ? -1 : tid >= 0 ? clf__j_apply_test(J, at, tid, x, &rest) : jv_truthy(x);
@@ -311,6 +312,7 @@ static jv select(jstate *J, const jnode *at, jv v, const jargs *a, int attr, int
 /* map(attribute=..., default=...) or map('filter', args...) */
 static jv map(jstate *J, const jnode *at, jv v, const jargs *a) {
   int given;
+  if (!jv_truthy(v)) return jv_list(J, JL_GEN); /* Jinja's `if value:` before anything else */
   jv attribute = clf__j_arg(a, a->npos, "attribute", &given), dflt = clf__j_arg(a, a->npos, "default", NULL);
   int fid = -1;
   if (!given) {
@@ -322,7 +324,7 @@ static jv map(jstate *J, const jnode *at, jv v, const jargs *a) {
   jv *items;
   size_t n;
   if (clf__j_iter(J, at, v, &items, &n)) return jv_undef();
-  jv r = jv_list(J, 0);
+  jv r = jv_list(J, JL_GEN);
   for (size_t i = 0; i < n && !clf__j_failed(J); i++) {
     jv x;
     if (fid >= 0) x = clf__j_apply_filter(J, at, fid, items[i], &rest);
@@ -345,13 +347,14 @@ static jv length(jstate *J, const jnode *at, jv v) {
   switch (v.t) {
   case JV_UNDEF: return jv_int(0);
   case JV_STR: return jv_int((int64_t)jv_utf8_len(v.u.s->s, v.u.s->n));
-  case JV_LIST: return jv_int((int64_t)v.u.l->n);
-  case JV_DICT: if (!v.u.d->ns) return jv_int((int64_t)v.u.d->n); /* fall through */
+  case JV_LIST: if (v.u.l->tuple != JL_GEN) return jv_int((int64_t)v.u.l->n); /* fall through */
+  case JV_DICT: if (v.t == JV_DICT && !v.u.d->ns) return jv_int((int64_t)v.u.d->n); /* fall through */
   default: return failv(J, at, "object of type '%s' has no len()", jv_typename(v));
   }
 }
 
 static jv first_last(jstate *J, const jnode *at, jv v, int last) {
+  if (last && v.t == JV_LIST && v.u.l->tuple == JL_GEN) return failv(J, at, "%s", "'generator' object is not reversible");
   jv *items;
   size_t n;
   if (clf__j_iter(J, at, v, &items, &n)) return jv_undef();
@@ -459,6 +462,7 @@ static jv reverse(jstate *J, const jnode *at, jv v) {
     return clf__j_buf_str(J, &b);
   }
   jv l = items_list(J, at, v);
+  if (l.t == JV_LIST) l.u.l->tuple = JL_GEN; /* reversed(): an iterator */
   if (l.t == JV_LIST)
     for (size_t i = 0, j = l.u.l->n; i + 1 < j; i++, j--) { jv t = l.u.l->v[i]; l.u.l->v[i] = l.u.l->v[j - 1]; l.u.l->v[j - 1] = t; }
   return l;
@@ -534,10 +538,13 @@ jv clf__j_apply_filter(jstate *J, const jnode *at, int fid, jv v, const jargs *a
   case F_DICTSORT: return sorted(J, at, v, a, 'd');
   case F_MIN: return sorted(J, at, v, a, 'm');
   case F_MAX: return sorted(J, at, v, a, 'M');
-  case F_ITEMS:
-    if (v.t == JV_UNDEF) return jv_list(J, 0);
+  case F_ITEMS: {
+    if (v.t == JV_UNDEF) return jv_list(J, JL_GEN);
     if (v.t != JV_DICT) return failv(J, at, "Can only get item pairs from a mapping, not %s", jv_typename(v));
-    return clf__j_call_method(J, at, clf__j_method_id(v, "items"), v, a);
+    jv r = clf__j_call_method(J, at, clf__j_method_id(v, "items"), v, a);
+    if (r.t == JV_LIST) r.u.l->tuple = JL_GEN;
+    return r;
+  }
   case F_SELECTATTR: case F_REJECTATTR: return select(J, at, v, a, 1, fid == F_SELECTATTR);
   case F_SELECT: case F_REJECT: return select(J, at, v, a, 0, fid == F_SELECT);
   case F_MAP: return map(J, at, v, a);

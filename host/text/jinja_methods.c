@@ -253,6 +253,44 @@ static int64_t find_or_count(const jstr *s, const jstr *sub, int count) {
   return count ? c : -1;
 }
 
+/* Python's str.format for replacement fields without a format spec: {},
+ * {0}, {name}, with !s / !r; {{ and }} are braces. */
+static jv format(jstate *J, const jnode *at, const jstr *f, const jargs *a) {
+  jbuf b = {0};
+  size_t auto_i = 0;
+  for (size_t i = 0; i < f->n && !clf__j_failed(J);) {
+    char c = f->s[i];
+    if ((c == '{' || c == '}') && i + 1 < f->n && f->s[i + 1] == c) { jbuf_addc(&b, c); i += 2; continue; }
+    if (c == '}') { clf__j_fail(J, at, "Single '}' encountered in format string"); break; }
+    if (c != '{') { jbuf_addc(&b, c); i++; continue; }
+    const char *end = memchr(f->s + i, '}', f->n - i);
+    if (!end) { clf__j_fail(J, at, "Single '{' encountered in format string"); break; }
+    char field[128];
+    size_t len = (size_t)(end - f->s) - i - 1;
+    if (len >= sizeof(field)) { clf__j_fail(J, at, "format field too long"); break; }
+    memcpy(field, f->s + i + 1, len);
+    field[len] = '\0';
+    i = (size_t)(end - f->s) + 1;
+    char *conv = strchr(field, '!');
+    if (strchr(field, ':') || strchr(field, '.') || strchr(field, '[') || (conv && strcmp(conv, "!s") && strcmp(conv, "!r"))) {
+      clf__j_fail(J, at, "str.format with a format spec, conversion or attribute is not supported");
+      break;
+    }
+    int repr = conv && conv[1] == 'r';
+    if (conv) *conv = '\0';
+    jv v = jv_undef();
+    int given = 0;
+    if (!field[0]) v = clf__j_arg(a, auto_i++, NULL, &given);
+    else if (field[0] >= '0' && field[0] <= '9') v = clf__j_arg(a, (size_t)strtoul(field, NULL, 10), NULL, &given);
+    else for (size_t k = 0; k < a->nkw; k++) if (!strcmp(a->kwn[k], field)) { v = a->kw[k]; given = 1; }
+    if (!given) { clf__j_fail(J, at, "Replacement index %s out of range for positional args tuple", field[0] ? field : "0"); break; }
+    if (repr) jv_write_repr(&b, v);
+    else jv_write_str(&b, v);
+  }
+  if (clf__j_failed(J)) { free(b.s); return jv_undef(); }
+  return clf__j_buf_str(J, &b);
+}
+
 static jv dict_view(jstate *J, jv d, int which) {
   jv l = jv_list(J, 0);
   for (size_t i = 0; l.t == JV_LIST && i < d.u.d->n && !clf__j_failed(J); i++) {
@@ -294,7 +332,7 @@ jv clf__j_call_method(jstate *J, const jnode *at, int mid, jv self, const jargs 
   case M_FIND: case M_COUNT:
     if (str_arg(J, at, a, 0, "sub", &x, 0)) return jv_undef();
     return jv_int(find_or_count(self.u.s, x, mid == M_COUNT));
-  case M_FORMAT: clf__j_fail(J, at, "str.format is not supported"); return jv_undef();
+  case M_FORMAT: return format(J, at, self.u.s, a);
   case M_ITEMS: case M_KEYS: case M_VALUES: return dict_view(J, self, mid);
   case M_GET: {
     int found, given;

@@ -184,7 +184,7 @@ int jv_truthy(jv v) {
   case JV_INT: return v.u.i != 0;
   case JV_FLOAT: return v.u.f != 0;
   case JV_STR: return v.u.s->n != 0;
-  case JV_LIST: return v.u.l->n != 0;
+  case JV_LIST: return v.u.l->tuple == JL_GEN || v.u.l->n != 0;
   case JV_DICT: return v.u.d->n != 0;
   default: return 1;
   }
@@ -200,6 +200,7 @@ int jv_equal(jv a, jv b) {
   case JV_UNDEF: case JV_NONE: return 1;
   case JV_STR: return a.u.s->n == b.u.s->n && !memcmp(a.u.s->s, b.u.s->s, a.u.s->n);
   case JV_LIST:
+    if (a.u.l->tuple == JL_GEN || b.u.l->tuple == JL_GEN) return a.u.l == b.u.l;
     if (a.u.l->n != b.u.l->n || a.u.l->tuple != b.u.l->tuple) return 0;
     for (size_t i = 0; i < a.u.l->n; i++)
       if (!jv_equal(a.u.l->v[i], b.u.l->v[i])) return 0;
@@ -234,7 +235,7 @@ int jv_compare(jv a, jv b, int *ok) {
     if (c) return c < 0 ? -1 : 1;
     return (a.u.s->n > b.u.s->n) - (a.u.s->n < b.u.s->n);
   }
-  if (a.t == JV_LIST && b.t == JV_LIST && a.u.l->tuple == b.u.l->tuple) {
+  if (a.t == JV_LIST && b.t == JV_LIST && a.u.l->tuple == b.u.l->tuple && a.u.l->tuple != JL_GEN) {
     for (size_t i = 0; i < a.u.l->n && i < b.u.l->n; i++) {
       if (jv_equal(a.u.l->v[i], b.u.l->v[i])) continue;
       return jv_compare(a.u.l->v[i], b.u.l->v[i], ok);
@@ -247,7 +248,7 @@ int jv_compare(jv a, jv b, int *ok) {
 
 const char *jv_typename(jv v) {
   static const char *const names[] = {"Undefined", "NoneType", "bool", "int", "float", "str", "list", "dict", "function"};
-  if (v.t == JV_LIST && v.u.l->tuple) return "tuple";
+  if (v.t == JV_LIST && v.u.l->tuple) return v.u.l->tuple == JL_GEN ? "generator" : "tuple";
   if (v.t == JV_DICT && v.u.d->ns) return "Namespace";
   return names[v.t];
 }
@@ -352,6 +353,7 @@ int jv_write_repr(jbuf *b, jv v) {
   switch (v.t) {
   case JV_STR: return write_str_repr(b, v.u.s);
   case JV_LIST: {
+    if (v.u.l->tuple == JL_GEN) return jbuf_adds(b, "<generator object>");
     int r = jbuf_addc(b, v.u.l->tuple ? '(' : '[');
     for (size_t i = 0; i < v.u.l->n && !r; i++) {
       if (i) r = jbuf_adds(b, ", ");
@@ -468,6 +470,7 @@ static int json_value(jbuf *b, jv v, const jopts *o, int level) {
     return write_num(b, v);
   case JV_STR: return json_str(b, v.u.s->s, v.u.s->n);
   case JV_LIST: {
+    if (v.u.l->tuple == JL_GEN) break;
     if (!v.u.l->n) return jbuf_adds(b, "[]");
     int r = jbuf_addc(b, '[');
     for (size_t i = 0; i < v.u.l->n && !r; i++) {
