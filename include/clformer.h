@@ -1357,7 +1357,7 @@ CLF_API clf_status clf_model_embed(clf_model *m, clf_tokenizer *tok, const char 
 CLF_API clf_status clf_softmax_top_k(const float *logits, size_t n, size_t k, double *p, size_t *top);
 
 /* ------------------------------------------------------------------------ */
-/* Streaming text. */
+/* Streaming text and conversations. */
 
 /* Generated tokens to text as they come, for streaming: each token is
  * appended and the tokens so far decoded again (special tokens skipped,
@@ -1389,6 +1389,81 @@ CLF_API const char *clf_text_stream_text(const clf_text_stream *s, size_t *len);
 CLF_API int clf_text_stream_stopped(const clf_text_stream *s);
 /* NULL is accepted. */
 CLF_API void clf_text_stream_destroy(clf_text_stream *s);
+
+/* A conversation with a decoder-only language model: messages rendered by
+ * a chat template, replies decoded as clf_model_generate decodes them.
+ * The model's KV cache is kept between turns: a turn feeds only the tokens
+ * after the longest common prefix of the cached ones and the new prompt.
+ * One conversation at a time keeps its tokens in a model: a forward pass,
+ * a generate() or another conversation's turn on the same model takes the
+ * caches, and the next turn of this one feeds its whole prompt again.  Not
+ * thread-safe (as the model is not). */
+typedef struct clf_chat clf_chat;
+
+typedef struct clf_chat_options {
+  /* Decoding, as for clf_model_generate (num_beams must be 0 or 1; on_token
+   * and user are the conversation's own and are ignored here);
+   * max_new_tokens 0: 512, or fewer where the model's positions end. */
+  clf_generate_options generate;
+  /* The reply ends before the first of these (not part of it); the tokens
+   * decoded past it are not kept in the conversation. */
+  const char *const *stop;
+  size_t n_stop;
+  /* Streaming: called with each piece of the reply's text as it becomes
+   * final (clf_text_stream); a non-zero return ends the reply there.
+   * NULL: none. */
+  int (*on_text)(void *user, const char *text, size_t len);
+  void *user;
+} clf_chat_options;
+
+/* What a turn did. */
+typedef struct clf_chat_turn {
+  size_t prompt_tokens; /* the rendered conversation's */
+  size_t reused_tokens; /* of those, already in the KV cache (not fed again) */
+  size_t new_tokens;    /* the reply's, its end-of-sequence token included */
+  int finished;         /* 1: an end-of-sequence token, a stop string or on_text ended it; 0: max_new_tokens */
+} clf_chat_turn;
+
+/* Fills `o` with the defaults (no stop strings, no streaming, generate's
+ * defaults). */
+CLF_API void clf_chat_options_init(clf_chat_options *o);
+
+/* A conversation with m, tokenized by tok, rendered by tmpl (all three
+ * borrowed: they must outlive it); tmpl NULL: the tokenizer's template
+ * (clf_tokenizer_chat_template).  Errors (recorded on m's context):
+ * CLF_E_INVALID_ARG for NULL arguments, CLF_E_UNSUPPORTED for a model that
+ * is not a decoder-only language model, and those of
+ * clf_tokenizer_chat_template (CLF_E_NOT_FOUND: the tokenizer has no
+ * template). */
+CLF_API clf_status clf_chat_create(clf_model *m, clf_tokenizer *tok, const clf_chat_template *tmpl, clf_chat **out);
+/* Frees the conversation (and the caches, when they hold it).  NULL is
+ * accepted. */
+CLF_API void clf_chat_destroy(clf_chat *c);
+/* Appends a message {"role": role, "content": content} (UTF-8, copied). */
+CLF_API clf_status clf_chat_add(clf_chat *c, const char *role, const char *content);
+/* Appends a message given as a JSON object with a string "role" (UTF-8,
+ * copied), as OpenAI's API and transformers take them: "content" a string
+ * or a list of parts, "tool_calls", "name", ... reach the template as
+ * they are.  CLF_E_INVALID_ARG naming what is wrong with it. */
+CLF_API clf_status clf_chat_add_json(clf_chat *c, const char *message_json);
+/* Removes the last message (none: nothing), e.g. a user message whose
+ * reply failed. */
+CLF_API void clf_chat_pop(clf_chat *c);
+/* Forgets the messages (the cached tokens stay: a conversation given again
+ * from its start, as a stateless server receives it, reuses them). */
+CLF_API void clf_chat_clear(clf_chat *c);
+/* The number of messages. */
+CLF_API size_t clf_chat_messages(const clf_chat *c);
+/* One reply: the conversation rendered with add_generation_prompt and
+ * tokenized without special tokens (apply_chat_template(tokenize=True)'s
+ * ids), the reply decoded (streamed through o->on_text), appended to the
+ * conversation as {"role": "assistant"} and returned in *reply (malloc'd,
+ * free() it).  `o` may be NULL; `info` may be NULL.  Errors (recorded on
+ * the model's context, the conversation unchanged): those of the
+ * template's rendering (CLF_E_INVALID_ARG with raise_exception's message),
+ * of the tokenizer and of clf_model_generate; CLF_E_INVALID_ARG when the
+ * prompt and max_new_tokens exceed the model's positions. */
+CLF_API clf_status clf_chat_respond(clf_chat *c, const clf_chat_options *o, char **reply, clf_chat_turn *info);
 
 /* ------------------------------------------------------------------------ */
 /* Images: PNG/JPEG in host memory and the image processor. */

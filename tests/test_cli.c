@@ -321,6 +321,44 @@ START_TEST(generate_gguf_file) {
 }
 END_TEST
 
+/* chat: one user message a line, each reply on a line of its own, the
+ * second turn's prompt mostly from the cache (the replies themselves are
+ * compared with clformer.Model.chat in tests/python/test_chat.py); usage
+ * errors exit 2, a model without a chat template 1, naming it. */
+START_TEST(chat_turns_and_refusals) {
+  char file[1024], args[2048];
+  snprintf(file, sizeof file, "%s/gguf_models/smollm_like/model.gguf", fx);
+  snprintf(args, sizeof(args), "chat %s --greedy --max-new-tokens 5 --system \"be brief\" < %s/in.txt", file, tmp);
+  char in[600];
+  snprintf(in, sizeof in, "%s/in.txt", tmp);
+  FILE *f = fopen(in, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs("hello there\n\nwhat is on the mat?\n", f); /* the empty line is skipped */
+  fclose(f);
+  ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
+  const char *out = slurp("stdout");
+  int lines = 0;
+  for (const char *p = out; *p; p++) lines += *p == '\n';
+  ck_assert_int_eq(lines, 2);
+  const char *err = slurp("stderr");
+  const char *first = strstr(err, "clformer chat: "), *second = first ? strstr(first + 1, "clformer chat: ") : NULL;
+  ck_assert_msg(first && second, "%s", err);
+  ck_assert_msg(strstr(first, " 0 of them cached") && !strstr(second, " 0 of them cached"), "%s", err);
+  ck_assert_int_eq(run_cli("chat"), 2);
+  snprintf(args, sizeof(args), "chat %s --greedy --do-sample < /dev/null", file);
+  ck_assert_int_eq(run_cli(args), 2);
+  char cmd[2048];
+  snprintf(cmd, sizeof(cmd), "mkdir -p %s/plain && cp %s/gpt2/config.json %s/gpt2/model.safetensors "
+           "%s/sampling/tokenizer/* %s/plain/", tmp, fx, fx, fx, tmp);
+  ck_assert_int_eq(system(cmd), 0);
+  snprintf(args, sizeof(args), "chat %s/plain < %s", tmp, in);
+  ck_assert_int_eq(run_cli(args), 1);
+  ck_assert_msg(strstr(slurp("stderr"), "chat template") != NULL, "%s", slurp("stderr"));
+  snprintf(cmd, sizeof(cmd), "rm -r %s/plain %s", tmp, in);
+  ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 /* generate --prompt streams: the tiny GPT-2 with the tokenizer of
  * tests/fixtures/sampling/tokenizer, whose vocabulary was arranged by
  * tools/fixtures/make_sampling_fixtures.py so that greedy decoding from
@@ -1213,6 +1251,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, help_from_the_table);
   tcase_add_test(tc, tokenize_prints_ids_and_tokens);
   tcase_add_test(tc, generate_gguf_file);
+  tcase_add_test(tc, chat_turns_and_refusals);
   tcase_add_test(tc, profile_names_its_clock);
   tcase_add_test(tc, implementations_each_alone);
   suite_add_tcase(s, tc);

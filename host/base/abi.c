@@ -112,6 +112,19 @@ static const clf__layout_row rows[] = {
     CLF__FIELD(clf_generate_options, eos_token_ids),
     CLF__FIELD(clf_generate_options, n_eos_token_ids),
 
+    CLF__STRUCT(clf_chat_options),
+    CLF__FIELD(clf_chat_options, generate),
+    CLF__FIELD(clf_chat_options, stop),
+    CLF__FIELD(clf_chat_options, n_stop),
+    CLF__FIELD(clf_chat_options, on_text),
+    CLF__FIELD(clf_chat_options, user),
+
+    CLF__STRUCT(clf_chat_turn),
+    CLF__FIELD(clf_chat_turn, prompt_tokens),
+    CLF__FIELD(clf_chat_turn, reused_tokens),
+    CLF__FIELD(clf_chat_turn, new_tokens),
+    CLF__FIELD(clf_chat_turn, finished),
+
     CLF__STRUCT(clf_image),
     CLF__FIELD(clf_image, width),
     CLF__FIELD(clf_image, height),

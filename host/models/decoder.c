@@ -38,7 +38,12 @@ void clf__decoder_end(clf_model *m) {
   clf__kv_cache_end(&d->kv);
   clf_tensor_destroy(d->step);
   d->step = NULL;
+  d->owner = 0;
   if (d->release) d->release(m);
+}
+
+int clf__decoder_owned(const clf_model *m, unsigned long owner) {
+  return m->dec && owner && m->dec->owner == owner && m->dec->kv.active;
 }
 
 void clf__decoder_free(clf_model *m) {

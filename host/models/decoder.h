@@ -39,6 +39,7 @@ typedef struct clf__decoder {
   /* the runtime's */
   clf__kv_cache kv;
   clf_tensor *step; /* i64 [B * 3 cap] while generating: a step's ids, positions and mask */
+  unsigned long owner; /* the conversation whose tokens the cache holds (clf__generate_continue), 0: none */
 } clf__decoder;
 
 /* The inputs of a decoder-only model: input_ids, attention_mask, position_ids. */
@@ -74,6 +75,22 @@ clf_status clf__decoder_step(clf_model *m, size_t n, const int64_t *ids, const i
                              float *logits);
 clf_status clf__decoder_reorder(clf_model *m, const int64_t *idx);
 void clf__decoder_end(clf_model *m);
+/* Whether the caches are active and hold conversation `owner`'s tokens
+ * (no generate() or forward pass has run since). */
+int clf__decoder_owned(const clf_model *m, unsigned long owner);
+
+/* A conversation's turn (chat.c): the caches already hold the first `keep`
+ * tokens of the prompt (the conversation `owner` put there; 0: none, or not
+ * owner's any more: they are made anew for `cap` positions).  The turn
+ * decodes one row as clf_model_generate does and leaves the caches holding
+ * every fed token: the sequence less its last token. */
+typedef struct clf__gen_cont {
+  size_t keep, cap;
+  unsigned long owner;
+  size_t kept; /* set: the positions the turn found in the cache (keep, or 0 when they were made anew) */
+} clf__gen_cont;
+clf_status clf__generate_continue(clf_model *m, const clf_array *input_ids, const clf_generate_options *o,
+                                  clf__gen_cont *cont, clf_array *sequences);
 /* end (the step buffer and what prepare made included), and the cache
  * arrays freed (clf_model_destroy; m->dec NULL: nothing). */
 void clf__decoder_free(clf_model *m);

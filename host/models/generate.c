@@ -25,6 +25,7 @@ int clf_model_is_encoder_decoder(const clf_model *m) { return m && m->is_encdec;
 typedef struct gen {
   clf_model *m;
   size_t R, V, max_len, prompt_len, cur_len;
+  size_t fed0; /* positions already in the cache at the first step (a continued conversation) */
   int64_t *tok;  /* [R, max_len] */
   int64_t *mask; /* [R, max_len] decoder-only: attention mask */
   long pad;
@@ -71,7 +72,7 @@ static void process_logits(const gen *g, const int64_t *row, float *s) {
 /* Feeds the new tokens of every row (all of them on the first step). */
 static clf_status step(gen *g, int first, float *logits) {
   clf_model *m = g->m;
-  const size_t R = g->R, n = first ? g->cur_len : 1, L = g->cur_len;
+  const size_t R = g->R, n = first ? g->cur_len - g->fed0 : 1, L = g->cur_len;
   int64_t *ids = malloc(2 * R * n * sizeof *ids), *mask = NULL;
   if (!ids) return clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "clf_model_generate: out of host memory");
   int64_t *pos = ids + R * n;
@@ -526,13 +527,35 @@ static clf_status greedy_output(gen *g, size_t B, clf_array *out) {
   return CLF_OK;
 }
 
+/* Where the caches come from: a fresh pair for the call (cont NULL), or a
+ * continued conversation's (clf__generate_continue). */
+static clf_status gen_caches(gen *g, clf__gen_cont *cont, const clf_array *enc_ids, const clf_array *enc_mask) {
+  clf_model *m = g->m;
+  if (!cont) return clf__decoder_begin(m, g->R, g->max_len, enc_ids, enc_mask);
+  if (g->R != 1 || m->is_encdec)
+    return clf__fail(m->ctx, CLF_E_INVALID_ARG, "clf_chat_respond: a conversation is one row of a decoder-only model");
+  cont->kept = 0;
+  const int reuse = cont->keep > 0 && cont->keep < g->cur_len && clf__decoder_owned(m, cont->owner) &&
+                    m->dec->kv.cap >= g->max_len;
+  if (!reuse) {
+    clf_status st = clf__decoder_begin(m, 1, g->max_len > cont->cap ? g->max_len : cont->cap, NULL, NULL);
+    if (st == CLF_OK) m->dec->owner = cont->owner;
+    return st;
+  }
+  m->dec->kv.past = cont->keep;
+  g->fed0 = cont->kept = cont->keep;
+  return CLF_OK;
+}
+
 static clf_status generate_run(clf_model *m, const clf_array *input_ids, const clf_array *attention_mask,
-                               const clf_generate_options *o, clf_array *sequences) {
+                               const clf_generate_options *o, clf__gen_cont *cont, clf_array *sequences) {
   static const char op[] = "clf_model_generate";
   gen g = {0};
   size_t B = 0, L = 0, K = 1;
   clf_status st = gen_setup(m, input_ids, attention_mask, o, &g, &B, &L, &K);
   if (st != CLF_OK) return st;
+  if (cont && K != 1) return clf__fail(m->ctx, CLF_E_INVALID_ARG, "clf_chat_respond: num_beams %zu: a "
+                                       "conversation decodes with one beam (it streams)", K);
   int64_t *src = malloc(2 * g.R * L * sizeof *src);
   g.tok = malloc(g.R * g.max_len * sizeof *g.tok);
   g.mask = malloc(g.R * g.max_len * sizeof *g.mask);
@@ -545,21 +568,20 @@ static clf_status generate_run(clf_model *m, const clf_array *input_ids, const c
   gen_inputs(&g, input_ids, attention_mask, L, K, src);
   clf_array enc_ids = {.dtype = CLF_I64, .ndim = 2, .shape = {g.R, L}, .data = src};
   clf_array enc_mask = {.dtype = CLF_I64, .ndim = 2, .shape = {g.R, L}, .data = src + g.R * L};
-  if ((st = clf__decoder_begin(m, g.R, g.max_len, m->is_encdec ? &enc_ids : NULL, m->is_encdec ? &enc_mask : NULL)) !=
-      CLF_OK)
+  if ((st = gen_caches(&g, cont, m->is_encdec ? &enc_ids : NULL, m->is_encdec ? &enc_mask : NULL)) != CLF_OK)
     goto done;
   if (K > 1) st = beam_search(&g, K, logits, sequences);
   else if ((st = greedy(&g, logits)) == CLF_OK) st = greedy_output(&g, B, sequences);
   if (st == CLF_OK) snprintf(sequences->name, sizeof sequences->name, "sequences");
 done:
-  clf__decoder_end(m);
+  if (!cont || st != CLF_OK) clf__decoder_end(m); /* a conversation keeps its cache for the next turn */
   free(src), free(g.tok), free(g.mask), free(logits), free(g.tmp);
   return st;
 }
 
 /* The options' eos_token_ids stand in for the checkpoint's during the call. */
-clf_status clf_model_generate(clf_model *m, const clf_array *input_ids, const clf_array *attention_mask,
-                              const clf_generate_options *o, clf_array *sequences) {
+static clf_status generate_call(clf_model *m, const clf_array *input_ids, const clf_array *attention_mask,
+                                const clf_generate_options *o, clf__gen_cont *cont, clf_array *sequences) {
   static const char op[] = "clf_model_generate";
   if (!m) return clf__fail(NULL, CLF_E_INVALID_ARG, "%s: model is NULL", op);
   if (!sequences) return clf__fail(m->ctx, CLF_E_INVALID_ARG, "%s: sequences is NULL", op);
@@ -578,8 +600,18 @@ clf_status clf_model_generate(clf_model *m, const clf_array *input_ids, const cl
     for (size_t i = 0; i < n; i++) m->gen.eos[i] = (long)o->eos_token_ids[i];
     m->gen.n_eos = n;
   }
-  const clf_status st = generate_run(m, input_ids, attention_mask, o, sequences);
+  const clf_status st = generate_run(m, input_ids, attention_mask, o, cont, sequences);
   memcpy(m->gen.eos, saved, sizeof saved);
   m->gen.n_eos = saved_n;
   return st;
+}
+
+clf_status clf_model_generate(clf_model *m, const clf_array *input_ids, const clf_array *attention_mask,
+                              const clf_generate_options *o, clf_array *sequences) {
+  return generate_call(m, input_ids, attention_mask, o, NULL, sequences);
+}
+
+clf_status clf__generate_continue(clf_model *m, const clf_array *input_ids, const clf_generate_options *o,
+                                  clf__gen_cont *cont, clf_array *sequences) {
+  return generate_call(m, input_ids, NULL, o, cont, sequences);
 }
