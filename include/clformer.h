@@ -1312,7 +1312,8 @@ CLF_API clf_status clf_chat_template_render(const clf_chat_template *t, const cl
  * "date_string": "26 Jul 2024", any variable}; its keys override the
  * template's own variables.  Tool calls, tool results and content lists
  * reach the template this way (messages as OpenAI's API has them).  JSON
- * numbers without a fraction are ints (cJSON keeps no "1.0").  Errors:
+ * numbers are read as Python's json.loads reads them (1 an int, 1.0 a
+ * float), except ints past 64 bits, which become floats.  Errors:
  * those of clf_chat_template_render; CLF_E_INVALID_ARG for text that is not
  * JSON or not an object. */
 CLF_API clf_status clf_chat_template_render_json(const clf_chat_template *t, const char *context_json,

@@ -302,6 +302,22 @@ START_TEST(refused_at_render) {
 }
 END_TEST
 
+/* Numbers of the JSON context as Python's json.loads reads them (the
+ * expected text is what transformers' environment printed for them):
+ * 1.0 a float, big ints exact, numbers in strings left alone. */
+START_TEST(json_numbers) {
+  clf_chat_template *t;
+  char *text;
+  CT_OK(clf_chat_template_parse("{{ a }} {{ b }} {{ c }} {{ d }} {{ e|tojson }}", &t));
+  CT_OK(clf_chat_template_render_json(
+      t, "{\"a\": 1.0, \"b\": 2, \"c\": 1e3, \"d\": 9007199254740993, \"e\": {\"x\": [1.5, -0.0, 3, \"1.0 \\\" 7\"]}}",
+      &text));
+  ck_assert_str_eq(text, "1.0 2 1000.0 9007199254740993 {\"x\": [1.5, -0.0, 3, \"1.0 \\\" 7\"]}");
+  free(text);
+  clf_chat_template_destroy(t);
+}
+END_TEST
+
 START_TEST(bad_arguments) {
   clf_chat_template *t;
   char *text;
@@ -371,6 +387,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, special_tokens_as_variables);
   tcase_add_test(tc, refused_at_parse);
   tcase_add_test(tc, refused_at_render);
+  tcase_add_test(tc, json_numbers);
   tcase_add_test(tc, bad_arguments);
   tcase_add_test(tc, hostile_nesting);
   suite_add_tcase(s, tc);

@@ -75,7 +75,7 @@ clf_status clf_chat_template_render(const clf_chat_template *t, const clf_chat_m
          (messages[i].content ? cJSON_AddStringToObject(m, "content", messages[i].content)
                               : cJSON_AddNullToObject(m, "content"));
   }
-  clf_status st = ok ? clf__j_render(t->tpl, t->vars, ctx, text) : oom();
+  clf_status st = ok ? clf__j_render(t->tpl, t->vars, ctx, NULL, text) : oom();
   cJSON_Delete(ctx);
   return st;
 }
@@ -95,7 +95,7 @@ clf_status clf_chat_template_render_json(const clf_chat_template *t, const char 
                   : clf__fail(NULL, CLF_E_INVALID_ARG,
                               "clf_chat_template_render_json: the context is not valid JSON (near byte %zu)", off);
   }
-  clf_status st = clf__j_render(t->tpl, t->vars, ctx, text);
+  clf_status st = clf__j_render(t->tpl, t->vars, ctx, context_json, text);
   cJSON_Delete(ctx);
   return st;
 }

@@ -95,8 +95,15 @@ int jv_write_repr(jbuf *b, jv v);
 int jv_write_json(jbuf *b, jv v, const char *indent, const char *item_sep, const char *key_sep, int sort_keys,
                   const char **bad);
 void jv_float_repr(double f, char out[40]);
-/* A cJSON tree (a const void *) as a value. */
-jv jv_from_cjson(jstate *J, const void *json);
+/* The number literals of a JSON text in document order, the order cJSON's
+ * tree is walked in: whether each was written as an int (no '.', 'e', 'E';
+ * within 64 bits) and then its exact value.  cJSON keeps only a double. */
+typedef struct jnums { size_t n, next; int64_t *ival; unsigned char *is_int; } jnums;
+int jv_scan_numbers(const char *json, jnums *out); /* -1 out of memory */
+void jv_free_numbers(jnums *nums);
+/* A cJSON tree (a const void *) as a value; nums (may be NULL) the number
+ * literals of its text, consumed in order. */
+jv jv_from_cjson(jstate *J, const void *json, jnums *nums);
 
 /* ---- tokens and the tree ---- */
 typedef enum {
@@ -153,10 +160,11 @@ typedef struct jtemplate {
  * (naming the construct and line:column), CLF_E_OUT_OF_MEMORY. */
 clf_status clf__j_parse(const char *src, jtemplate **out);
 void clf__j_free(jtemplate *t);
-/* Renders with the variables of `vars` (a JSON object, a cJSON *) over
+/* Renders with the variables of `vars` (a JSON object, a cJSON *; parsed
+ * from vars_text when not NULL, which tells its ints from its floats) over
  * those of `base` (may be NULL).  *out malloc'd.  CLF_E_INVALID_ARG with
  * the template's message on a template error. */
-clf_status clf__j_render(const jtemplate *t, const void *base, const void *vars, char **out);
+clf_status clf__j_render(const jtemplate *t, const void *base, const void *vars, const char *vars_text, char **out);
 
 /* ---- builtins (jinja_builtins.c) ---- */
 int clf__j_filter_id(const char *name); /* -1 when not implemented */

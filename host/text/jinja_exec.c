@@ -244,25 +244,28 @@ int clf__j_exec_body(jstate *J, const jnode *b, jbuf *out) {
 }
 
 /* cJSON object `vars` into frame 0. */
-static void load_vars(jstate *J, const cJSON *vars) {
+static void load_vars(jstate *J, const cJSON *vars, jnums *nums) {
   const cJSON *e;
   cJSON_ArrayForEach(e, vars) {
     if (J->st != CLF_OK) return;
-    jv v = jv_from_cjson(J, e);
+    jv v = jv_from_cjson(J, e, nums);
     if (J->st == CLF_OK) clf__j_assign(J, e->string ? e->string : "", v);
     else jv_drop(v);
   }
 }
 
-clf_status clf__j_render(const jtemplate *t, const void *base, const void *vars, char **out) {
+clf_status clf__j_render(const jtemplate *t, const void *base, const void *vars, const char *vars_text, char **out) {
   *out = NULL;
   jstate *J = calloc(1, sizeof(*J));
   if (!J) return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "chat template: out of memory");
   J->st = CLF_OK;
   jbuf b = {0};
   if (!clf__j_push_frame(J, NULL, 0)) {
-    if (base) load_vars(J, base);
-    if (vars) load_vars(J, vars);
+    jnums nums = {0};
+    if (vars_text && jv_scan_numbers(vars_text, &nums)) clf__j_oom(J);
+    if (base && J->st == CLF_OK) load_vars(J, base, NULL);
+    if (vars && J->st == CLF_OK) load_vars(J, vars, vars_text ? &nums : NULL);
+    jv_free_numbers(&nums);
     if (J->st == CLF_OK) clf__j_exec_body(J, t->root, &b);
     if (J->st == CLF_OK && b.oom) clf__j_oom(J);
   }

@@ -6,6 +6,7 @@
 #include "jinja.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -496,15 +497,58 @@ int jv_write_json(jbuf *b, jv v, const char *indent, const char *item_sep, const
   return json_value(b, v, &o, 0);
 }
 
-jv jv_from_cjson(jstate *J, const void *json) {
+int jv_scan_numbers(const char *s, jnums *out) {
+  memset(out, 0, sizeof(*out));
+  size_t cap = 0;
+  for (size_t i = 0; s[i];) {
+    if (s[i] == '"') { /* skip the string */
+      for (i++; s[i] && s[i] != '"'; i += s[i] == '\\' && s[i + 1] ? 2 : 1) {}
+      if (s[i]) i++;
+      continue;
+    }
+    if (s[i] != '-' && (s[i] < '0' || s[i] > '9')) { i++; continue; }
+    size_t a = i;
+    int is_int = 1;
+    while (s[i] == '-' || s[i] == '+' || s[i] == '.' || s[i] == 'e' || s[i] == 'E' || (s[i] >= '0' && s[i] <= '9')) {
+      if (s[i] == '.' || s[i] == 'e' || s[i] == 'E') is_int = 0;
+      i++;
+    }
+    if (out->n == cap) {
+      cap = cap ? cap * 2 : 16;
+      int64_t *iv = realloc(out->ival, cap * sizeof(*iv));
+      if (iv) out->ival = iv;
+      unsigned char *ii = iv ? realloc(out->is_int, cap) : NULL;
+      if (ii) out->is_int = ii;
+      if (!iv || !ii) { jv_free_numbers(out); return -1; }
+    }
+    char *end;
+    errno = 0;
+    long long v = is_int ? strtoll(s + a, &end, 10) : 0;
+    if (is_int && (errno == ERANGE || end != s + i)) is_int = 0; /* past 64 bits: a float here */
+    out->ival[out->n] = v;
+    out->is_int[out->n++] = (unsigned char)is_int;
+  }
+  return 0;
+}
+
+void jv_free_numbers(jnums *nums) {
+  free(nums->ival);
+  free(nums->is_int);
+  memset(nums, 0, sizeof(*nums));
+}
+
+jv jv_from_cjson(jstate *J, const void *json, jnums *nums) {
   const cJSON *j = json;
   if (!j || cJSON_IsNull(j)) return jv_none();
   if (cJSON_IsBool(j)) return jv_bool(cJSON_IsTrue(j));
   if (cJSON_IsString(j)) return jv_cstr(J, j->valuestring);
   if (cJSON_IsNumber(j)) {
     double d = j->valuedouble;
-    /* cJSON keeps no int/float distinction: integral values in range are ints
-     * unless written with '.' or an exponent (not recorded: ints) */
+    if (nums && nums->next < nums->n) {
+      size_t k = nums->next++;
+      return nums->is_int[k] ? jv_int(nums->ival[k]) : jv_float(d);
+    }
+    /* without its text: integral values within 64 bits are ints */
     if (d == floor(d) && fabs(d) < 9.2e18) return jv_int((int64_t)d);
     return jv_float(d);
   }
@@ -512,7 +556,7 @@ jv jv_from_cjson(jstate *J, const void *json) {
   if (v.t == JV_UNDEF) return v;
   const cJSON *e;
   cJSON_ArrayForEach(e, j) {
-    jv x = jv_from_cjson(J, e);
+    jv x = jv_from_cjson(J, e, nums);
     if (clf__j_failed(J)) { jv_drop(x); break; }
     if (v.t == JV_LIST) { if (jv_push(J, v, x)) break; }
     else {
