@@ -50,6 +50,7 @@ class DeviceDesc(Structure):
 LOG_FN = CFUNCTYPE(None, c_void_p, c_char_p)
 PROGRESS_FN = CFUNCTYPE(None, c_void_p, c_size_t, c_size_t)
 TOKEN_FN = CFUNCTYPE(c_int, c_void_p, c_size_t, c_int64)
+TEXT_FN = CFUNCTYPE(c_int, c_void_p, c_void_p, c_size_t)
 
 
 class ContextOptions(Structure):
@@ -107,6 +108,27 @@ class GenerateOptions(Structure):
     ]
 
 
+class ChatOptions(Structure):
+    _clf_name_ = "clf_chat_options"
+    _fields_ = [
+        ("generate", GenerateOptions),
+        ("stop", POINTER(c_char_p)),
+        ("n_stop", c_size_t),
+        ("on_text", TEXT_FN),
+        ("user", c_void_p),
+    ]
+
+
+class ChatTurn(Structure):
+    _clf_name_ = "clf_chat_turn"
+    _fields_ = [
+        ("prompt_tokens", c_size_t),
+        ("reused_tokens", c_size_t),
+        ("new_tokens", c_size_t),
+        ("finished", c_int),
+    ]
+
+
 class Image(Structure):
     _clf_name_ = "clf_image"
     _fields_ = [("width", c_int), ("height", c_int), ("rgb", c_void_p)]
@@ -129,7 +151,8 @@ class ImageProcessor(Structure):
 
 # Every struct the package mirrors; _load checks each against the library's
 # layout (clf_struct_size, clf_field_offset, clf_field_size).
-STRUCTS = (DeviceDesc, ContextOptions, Array, ModelOptions, GenerateOptions, Image, ImageProcessor)
+STRUCTS = (DeviceDesc, ContextOptions, Array, ModelOptions, GenerateOptions, ChatOptions, ChatTurn, Image,
+           ImageProcessor)
 
 # name: (restype, argtypes).  c_void_p stands for the opaque handles.
 _PROTOTYPES = {
@@ -167,6 +190,15 @@ _PROTOTYPES = {
     "clf_tokenizer_destroy": (None, [c_void_p]),
     "clf_tokenizer_encode": (c_int, [c_void_p, c_char_p, c_int, POINTER(POINTER(c_int64)), POINTER(c_size_t)]),
     "clf_tokenizer_decode": (c_int, [c_void_p, POINTER(c_int64), c_size_t, c_int, POINTER(c_void_p)]),
+    "clf_tokenizer_chat_template": (c_int, [c_void_p, POINTER(c_void_p)]),
+    "clf_chat_template_render_json": (c_int, [c_void_p, c_char_p, POINTER(c_void_p)]),
+    "clf_chat_template_destroy": (None, [c_void_p]),
+    "clf_chat_options_init": (None, [POINTER(ChatOptions)]),
+    "clf_chat_create": (c_int, [c_void_p, c_void_p, c_void_p, POINTER(c_void_p)]),
+    "clf_chat_destroy": (None, [c_void_p]),
+    "clf_chat_add_json": (c_int, [c_void_p, c_char_p]),
+    "clf_chat_clear": (None, [c_void_p]),
+    "clf_chat_respond": (c_int, [c_void_p, POINTER(ChatOptions), POINTER(c_void_p), POINTER(ChatTurn)]),
     "clf_model_embed": (c_int, [c_void_p, c_void_p, POINTER(c_char_p), c_size_t, POINTER(Array)]),
     "clf_softmax_top_k": (c_int, [POINTER(ctypes.c_float), c_size_t, c_size_t, POINTER(c_double), POINTER(c_size_t)]),
     "clf_image_read": (c_int, [c_char_p, POINTER(Image)]),

@@ -22,7 +22,7 @@ from typing import Any, Iterator, Mapping, Sequence, Union
 
 import numpy as np
 
-from . import _arrays, _errors, _lib
+from . import _arrays, _chat, _errors, _lib
 from ._device import Device, DeviceLike, _device_from_desc, selector_of
 from ._generate import GenerateSettings, Streamer, TextStream, settings_from
 from ._text import Tokenizer
@@ -51,12 +51,14 @@ class _Handles:
     def __init__(self) -> None:
         self.ctx = None
         self.model = None
+        self.conversation = _chat.Conversation()  # borrows the model: freed first
         self.lock = threading.Lock()
         self.stop = False  # closing or exiting: on_token callbacks end generation
 
     def destroy(self) -> None:
         """Frees the handles; call with the lock held."""
         lib = _lib.lib
+        self.conversation.destroy()
         if self.model:
             lib.clf_model_destroy(self.model)
         if self.ctx:
@@ -394,6 +396,49 @@ class Model:
         self._check_open()
         ids = self.tokenize(prompt)[None, :]
         return Streamer(self, self._tok, ids, s, stops).pieces()
+
+    # ---- chat ----
+
+    @property
+    def _conversation(self) -> "_chat.Conversation":
+        return self._h.conversation
+
+    def apply_chat_template(self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = False,
+                            **variables: Any) -> str:
+        """The conversation rendered with the model's chat template
+        (tokenizer_config.json's chat_template, or a GGUF file's), as
+        transformers' tokenizer.apply_chat_template(messages, tokenize=False,
+        add_generation_prompt=...) renders it; `variables` (tools=[...],
+        documents, date_string, ...) reach the template as they are, over
+        the special tokens (bos_token, eos_token, ...).  By the C renderer
+        that chat() and the server use."""
+        msgs = _chat.check_messages(messages)
+        with self._tok.locked() as tok:
+            return _chat.render(tok, msgs, add_generation_prompt, variables)
+
+    def chat(self, messages: Sequence[Mapping[str, Any]], *, stop: str | Sequence[str] = (),
+             **kwargs: Any) -> "_chat.ChatReply":
+        """The assistant's reply to the conversation `messages` ([{"role":
+        "user", "content": "..."}, ...]): rendered with the chat template and
+        add_generation_prompt, tokenized without special tokens, decoded as
+        generate() decodes (its keyword settings; max_new_tokens defaults to
+        512, or what the model's positions leave), ended by an end token or
+        before the first `stop` string.  The KV cache of the last
+        conversation is kept: sending it again with the reply and a new
+        message feeds only what is new.  Returns a str with
+        prompt_tokens, cached_tokens, completion_tokens and finish_reason."""
+        s = settings_from(kwargs)
+        return _chat.respond(self, _chat.check_messages(messages), s, _chat.check_stops(stop))
+
+    def chat_stream(self, messages: Sequence[Mapping[str, Any]], *, stop: str | Sequence[str] = (),
+                    **kwargs: Any) -> "_chat.ChatStream":
+        """chat()'s reply in pieces as they come (as `clformer chat` prints
+        it); once the iteration has ended, the stream's `reply` holds what
+        chat() returns.  Closing it early ends the reply after the current
+        token."""
+        s = settings_from(kwargs)
+        self._check_open()
+        return _chat.ChatStream(self, _chat.check_messages(messages), s, _chat.check_stops(stop))
 
     # ---- tokenizer ----
 
