@@ -50,7 +50,8 @@ static jv title(jstate *J, jv v) {
     int sep = c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || clf__uc_isspace(c);
     char t[4];
     if (sep) { jbuf_add(&b, t, clf__utf8_put(t, c)); start = 1; continue; }
-    if (start) jbuf_add(&b, t, clf__utf8_put(t, clf__j_upper(c)));
+    if (start && c == 0xDF) jbuf_adds(&b, "SS"); /* item[0].upper() */
+    else if (start) jbuf_add(&b, t, clf__utf8_put(t, clf__j_upper(c)));
     else clf__j_put_lower(&b, c);
     start = 0;
   }

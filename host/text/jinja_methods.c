@@ -3,11 +3,13 @@
  * `is`, and the globals (range, namespace, dict, raise_exception,
  * strftime_now).  Lists are immutable, as in Jinja's ImmutableSandbox.
  * Case mapping: lower() as Python's str.lower() (tokenizer.c's table),
- * upper() and title() for ASCII letters only (others stay as they are).
+ * upper() as that table read backwards, with the few lower cases no
+ * capital lowers to (ß, ς, µ, ı, ſ).
  */
 #include "jinja.h"
 #include "jinja_str.h"
 #include "tokenizer.h"
+#include "unicode_tables.h"
 #include "base/status.h"
 
 #include <stdio.h>
@@ -36,7 +38,24 @@ static void put_cp(jbuf *b, uint32_t cp) {
   jbuf_add(b, t, clf__utf8_put(t, cp));
 }
 
-uint32_t clf__j_upper(uint32_t c) { return c >= 'a' && c <= 'z' ? c - 32 : c; }
+/* Python's str.upper() of one code point, from the lower-case table read
+ * backwards: the smallest code point whose lower case is c (K, not the
+ * Kelvin sign, for k), the few without one listed; c when none. */
+uint32_t clf__j_upper(uint32_t c) {
+  if (c < 128) return c >= 'a' && c <= 'z' ? c - 32 : c;
+  /* lower cases no capital lowers to (ß is "SS": clf__j_case) */
+  static const uint32_t odd[][2] = {{0xB5, 0x39C}, {0x131, 'I'}, {0x17F, 'S'}, {0x3C2, 0x3A3}, {0xDF, 0xDF}};
+  for (size_t k = 0; k < CLF__ARRAY_LEN(odd); k++)
+    if (odd[k][0] == c) return odd[k][1];
+  uint32_t best = c;
+  for (size_t k = 0; k < clf__uc_lower_ranges_len / 4; k++) {
+    const int32_t *r = clf__uc_lower_ranges + k * 4;
+    int64_t u = (int64_t)c - r[2];
+    if (r[2] == 0 || u < r[0] || u > r[1] || (u - r[0]) % r[3] != 0) continue;
+    if (best == c || (uint32_t)u < best) best = (uint32_t)u;
+  }
+  return best;
+}
 
 void clf__j_put_lower(jbuf *b, uint32_t c) {
   uint32_t o[2];
@@ -53,7 +72,8 @@ jv clf__j_case(jstate *J, jv v, int mode) {
   for (size_t i = 0; i < s->n; first = 0) {
     uint32_t c = clf__j_cp(s->s, s->n, &i);
     int up = mode == 'U' || (mode == 'T' && !prev_cased) || (mode == 'C' && first);
-    if (up) put_cp(&b, clf__j_upper(c));
+    if (up && c == 0xDF) jbuf_adds(&b, mode == 'U' ? "SS" : "Ss"); /* Python's upper / title of ß */
+    else if (up) put_cp(&b, clf__j_upper(c));
     else clf__j_put_lower(&b, c);
     prev_cased = clf__j_is_cased(c);
   }

@@ -10,7 +10,7 @@
 jv clf__j_buf_str(jstate *J, jbuf *b);
 /* The code point at s[*i] (advancing), U+FFFD for a bad byte. */
 uint32_t clf__j_cp(const char *s, size_t n, size_t *i);
-uint32_t clf__j_upper(uint32_t c);           /* ASCII only */
+uint32_t clf__j_upper(uint32_t c);           /* Python's str.upper(), one code point to one */
 void clf__j_put_lower(jbuf *b, uint32_t c);  /* Python's str.lower() */
 int clf__j_is_cased(uint32_t c);
 /* mode 'U' upper, 'L' lower, 'T' Python's title(), 'C' capitalize() */
