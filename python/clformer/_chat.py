@@ -8,12 +8,11 @@ from __future__ import annotations
 import ctypes
 import json
 import queue
-import sys
 import threading
 from typing import Any, Iterator, Mapping, Sequence
 
 from . import _errors, _lib
-from ._generate import GenerateSettings
+from ._generate import GenerateSettings, queued_pieces
 
 _libc = ctypes.CDLL(None)
 _libc.free.argtypes = [ctypes.c_void_p]
@@ -184,23 +183,7 @@ class ChatStream(Iterator[str]):
             except BaseException as e:  # handed to the iterating thread
                 q.put(e)
 
-        def generator() -> Iterator[str]:
-            worker = threading.Thread(target=work, name="clformer-chat", daemon=True)
-            worker.start()
-            try:
-                while True:
-                    item = q.get()
-                    if item is self._END:
-                        return
-                    if isinstance(item, BaseException):
-                        raise item
-                    yield item
-            finally:
-                self._cancel.set()
-                if not sys.is_finalizing():
-                    worker.join()
-
-        self._gen = generator()
+        self._gen = queued_pieces(work, q, self._cancel, self._END, "clformer-chat")
 
     def __iter__(self) -> "ChatStream":
         return self

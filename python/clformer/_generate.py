@@ -223,27 +223,33 @@ class Streamer:
                 q.put(e)
 
         def generator() -> Iterator[str]:
-            worker = threading.Thread(target=work, name="clformer-stream", daemon=True)
-            worker.start()
-            try:
-                while True:
-                    item = q.get()
-                    if item is self._END:
-                        return
-                    if isinstance(item, BaseException):
-                        raise item
-                    yield item
-            finally:
-                cancel.set()
-                # The worker ends after its current token (or its beam
-                # search).  Not while the interpreter finalizes (a module's
-                # global stream closed at exit): no other thread runs Python
-                # code then, and the model was freed, or left, at exit.
-                if not sys.is_finalizing():
-                    worker.join()
+            return queued_pieces(work, q, cancel, self._END, "clformer-stream")
 
         self.cancel = cancel
         return TextStream(self, generator())
+
+
+def queued_pieces(work: Any, q: queue.Queue, cancel: threading.Event, end: object, name: str) -> Iterator[str]:
+    """Runs work() on a worker thread and yields what it queues on q: text
+    pieces, until `end` (an exception queued is raised here).  When the
+    iteration ends, early or not, `cancel` is set and the worker joined: it
+    ends after its current token (or its beam search).  Not while the
+    interpreter finalizes (a module's global stream closed at exit): no other
+    thread runs Python code then, and the model was freed, or left, at exit."""
+    worker = threading.Thread(target=work, name=name, daemon=True)
+    worker.start()
+    try:
+        while True:
+            item = q.get()
+            if item is end:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        cancel.set()
+        if not sys.is_finalizing():
+            worker.join()
 
 
 class TextStream(Iterator[str]):
