@@ -63,7 +63,7 @@ jv clf__j_lookup(jstate *J, const char *name) {
   for (int i = J->nfr - 1; i >= 0; i--) {
     jv v = jv_get(J->fr[i].vars, name);
     if (v.t != JV_UNDEF) return jv_ref(v);
-    if (J->fr[i].barrier && i > 0) i = 1; /* a macro sees its own frame, then the template's */
+    if (J->fr[i].barrier > 0 && J->fr[i].barrier <= i) i = J->fr[i].barrier; /* a macro: then where it was defined */
   }
   int g = clf__j_global_id(name);
   if (g >= 0) return jv_func(J, JF_GLOBAL, g, jv_none(), NULL);
@@ -413,7 +413,9 @@ jv clf__j_arg(const jargs *a, size_t i, const char *name, int *given) {
 }
 
 
-static jv call_macro(jstate *J, const jnode *at, const jnode *m, const jargs *a) {
+/* def_depth: how many frames were open where the macro was defined (its
+ * closure: a macro defined in a loop sees the loop's variables). */
+static jv call_macro(jstate *J, const jnode *at, const jnode *m, int def_depth, const jargs *a) {
   if (a->npos > m->nkids)
     return fail_v(J, at, "macro '%s' takes not more than %s argument(s)", m->name, m->nkids == 1 ? "1" : "the given");
   for (size_t k = 0; k < a->nkw; k++) {
@@ -421,7 +423,7 @@ static jv call_macro(jstate *J, const jnode *at, const jnode *m, const jargs *a)
     for (p = 0; p < m->nkids && strcmp(m->kids[p]->name, a->kwn[k]); p++) {}
     if (p == m->nkids) return fail_v(J, at, "macro '%s' takes no keyword argument '%s'", m->name, a->kwn[k]);
   }
-  if (J->depth >= CLF__J_MAX_DEPTH / 2 || clf__j_push_frame(J, at, 1)) return fail_v(J, at, "%s%s", "macro calls nested too deeply", "");
+  if (J->depth >= CLF__J_MAX_DEPTH / 2 || clf__j_push_frame(J, at, def_depth)) return fail_v(J, at, "%s%s", "macro calls nested too deeply", "");
   J->depth++;
   int loops = J->loops;
   J->loops = 0;
@@ -448,7 +450,7 @@ static jv call(jstate *J, const jnode *x, jv f, const jargs *a) {
   if (f.t == JV_UNDEF) { undef_fail(J, x, f); return jv_undef(); }
   if (f.t != JV_FUNC) return fail_v(J, x, "'%s' object is not callable%s", jv_typename(f), "");
   switch (f.u.fn->kind) {
-  case JF_MACRO: return call_macro(J, x, f.u.fn->macro, a);
+  case JF_MACRO: return call_macro(J, x, f.u.fn->macro, f.u.fn->id < J->nfr ? f.u.fn->id : J->nfr, a);
   case JF_GLOBAL: return clf__j_call_global(J, x, f.u.fn->id, a);
   case JF_METHOD: return clf__j_call_method(J, x, f.u.fn->id, f.u.fn->self, a);
   default: { /* loop.cycle(...) */

@@ -215,9 +215,13 @@ static int exec_node(jstate *J, const jnode *x, jbuf *out) {
     v = render_to_str(J, x->c, x->b);
     return J->st == CLF_OK ? bind(J, x->d, v) : (jv_drop(v), -1);
   case JN_MACRO:
-    v = jv_func(J, JF_MACRO, 0, jv_none(), x);
+    v = jv_func(J, JF_MACRO, J->nfr, jv_none(), x);
     return v.t == JV_FUNC ? clf__j_assign(J, x->name, v) : -1;
-  case JN_GENERATION: return clf__j_exec_body(J, x->c, out);
+  case JN_GENERATION: /* transformers' CallBlock: its body is a scope of its own */
+    if (clf__j_push_frame(J, x, 0)) return -1;
+    clf__j_exec_body(J, x->c, out);
+    clf__j_pop_frame(J);
+    break;
   case JN_FILTERBLOCK:
     v = render_to_str(J, x->c, x->b);
     if (J->st == CLF_OK) jv_write_str(out, v);

@@ -22,6 +22,8 @@ jv clf__j_replace(jstate *J, const jstr *s, const jstr *old, const jstr *nw, int
 /* ---- the evaluator's state and services (jinja_eval.c, jinja_exec.c) ---- */
 #define CLF__J_MAX_FRAMES 512
 
+/* barrier: a macro's frame; lookups go on at frame `barrier - 1` (the
+ * frames the macro was defined in), 0 for an ordinary frame */
 typedef struct jframe { jv vars; int barrier; } jframe;
 
 struct jstate {
@@ -36,7 +38,7 @@ struct jstate {
 
 jv clf__j_ev(jstate *J, const jnode *x);             /* a new reference; JV_UNDEF on error */
 jv clf__j_lookup(jstate *J, const char *name);       /* a new reference; Undefined when unknown */
-int clf__j_push_frame(jstate *J, const jnode *at, int barrier);
+int clf__j_push_frame(jstate *J, const jnode *at, int barrier); /* barrier: jframe's */
 void clf__j_pop_frame(jstate *J);
 int clf__j_assign(jstate *J, const char *name, jv v); /* v taken */
 jv clf__j_ev_filter(jstate *J, const jnode *x, jv in);
