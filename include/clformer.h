@@ -1277,8 +1277,9 @@ CLF_API clf_status clf_tokenizer_token(const clf_tokenizer *t, int64_t id, const
  * raise_exception, strftime_now; tojson as json.dumps).  Host-only; no
  * context: errors are in clf_last_error(NULL).  docs/chat.md lists what is
  * implemented (statements, expressions, filters, tests, methods) and the
- * limits on hostile templates: nesting of 200, 20 million loop iterations
- * and calls per render, strings and output of 64 MiB, range() of 100000. */
+ * limits on hostile templates: nesting of 200, 20 million steps (loop
+ * iterations, calls) per render, strings and output of 64 MiB, lists of 4
+ * million items, range() of 100000. */
 typedef struct clf_chat_template clf_chat_template;
 
 /* One message: role ("system", "user", "assistant", "tool", ...) and its

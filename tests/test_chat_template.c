@@ -285,6 +285,10 @@ START_TEST(refused_at_render) {
       {"{% set ns = namespace(s='x' * 1000000) %}{% for i in range(10) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}"
        "{{ ns.s }}", CLF_E_INVALID_ARG, "past 67108864 bytes"},
       {"{% break %}", CLF_E_INVALID_ARG, "outside of a loop"},
+      {"{% set ns = namespace(l=[1]) %}{% for i in range(40) %}{% set ns.l = ns.l + ns.l %}{% endfor %}",
+       CLF_E_INVALID_ARG, "a list past 4000000 items"},
+      {"{{ range(100000)|unique|list|length }}", CLF_E_INVALID_ARG, "more than 20000000"},
+      {"{% for c in ' x' * 30000000 %}{% endfor %}", CLF_E_INVALID_ARG, "more than 4000000 characters"},
       {"{{ messages|tojson(indent=x.y) }}", CLF_E_INVALID_ARG, "'x' is undefined"},
       {"{{ [1, 'a']|sort }}", CLF_E_INVALID_ARG, "not supported between instances"},
   };

@@ -20,6 +20,7 @@
 #define CLF__J_MAX_OUTPUT ((size_t)64 << 20) /* bytes of any string built, the output included */
 #define CLF__J_MAX_STEPS 20000000L        /* loop iterations + calls in one render */
 #define CLF__J_MAX_RANGE 100000           /* range()'s length (Jinja's sandbox MAX_RANGE) */
+#define CLF__J_MAX_ITEMS 4000000          /* items of a list, characters a loop walks */
 
 /* ---- values ---- */
 typedef enum { JV_UNDEF, JV_NONE, JV_BOOL, JV_INT, JV_FLOAT, JV_STR, JV_LIST, JV_DICT, JV_FUNC } jv_type;
@@ -179,6 +180,7 @@ int clf__j_fail(jstate *J, const jnode *at, const char *fmt, ...)
     ;
 int clf__j_failed(const jstate *J);
 int clf__j_step(jstate *J, const jnode *at); /* counts a step; -1 past the limit */
+int clf__j_steps(jstate *J, const jnode *at, size_t n); /* counts n steps */
 jv clf__j_getattr(jstate *J, const jnode *at, jv obj, const char *name);
 jv clf__j_getitem(jstate *J, const jnode *at, jv obj, jv key);
 

@@ -35,8 +35,11 @@ int clf__j_fail(jstate *J, const jnode *at, const char *fmt, ...) {
   return -1;
 }
 
-int clf__j_step(jstate *J, const jnode *at) {
-  if (++J->steps > CLF__J_MAX_STEPS) return clf__j_fail(J, at, "more than %ld loop iterations and calls", CLF__J_MAX_STEPS);
+int clf__j_step(jstate *J, const jnode *at) { return clf__j_steps(J, at, 1); }
+
+int clf__j_steps(jstate *J, const jnode *at, size_t n) {
+  J->steps += n < (size_t)CLF__J_MAX_STEPS ? (long)n : CLF__J_MAX_STEPS;
+  if (J->steps > CLF__J_MAX_STEPS) return clf__j_fail(J, at, "more than %ld loop iterations and calls", CLF__J_MAX_STEPS);
   return 0;
 }
 

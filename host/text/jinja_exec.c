@@ -25,6 +25,8 @@ int clf__j_iter(jstate *J, const jnode *at, jv v, jv **items, size_t *n) {
     return clf__j_fail(J, at, "'%s' object is not iterable", jv_typename(v));
   if (v.t == JV_DICT && v.u.d->ns) return clf__j_fail(J, at, "'Namespace' object is not iterable");
   if (!cnt) return 0;
+  if (v.t == JV_STR && jv_utf8_len(v.u.s->s, v.u.s->n) > CLF__J_MAX_ITEMS)
+    return clf__j_fail(J, at, "iterating a string of more than %d characters", CLF__J_MAX_ITEMS);
   jv *it = calloc(cnt, sizeof(*it));
   if (!it) return clf__j_oom(J);
   size_t k = 0;

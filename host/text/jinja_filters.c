@@ -250,8 +250,8 @@ static jv sorted(jstate *J, const jnode *at, jv v, const jargs *a, int mode) {
   if (clf__j_failed(J)) goto done;
   if (mode == 'u') {
     r = jv_list(J, JL_GEN);
-    for (size_t i = 0; i < n && r.t == JV_LIST; i++) {
-      size_t k;
+    for (size_t i = 0; i < n && r.t == JV_LIST && !clf__j_steps(J, at, i + 1); i++) {
+      size_t k; /* quadratic: each comparison costs a step */
       for (k = 0; k < i && !jv_equal(e[k].key, e[i].key); k++) {}
       if (k == i) jv_push(J, r, jv_ref(e[i].val));
     }

@@ -116,6 +116,10 @@ void jv_drop(jv v) {
 
 int jv_push(jstate *J, jv list, jv item) {
   jlist *l = list.u.l;
+  if (l->n >= CLF__J_MAX_ITEMS) {
+    jv_drop(item);
+    return clf__j_fail(J, NULL, "a list past %d items", CLF__J_MAX_ITEMS);
+  }
   if (l->n == l->cap) {
     size_t cap = l->cap ? l->cap * 2 : 4;
     jv *v = cap < ((size_t)1 << 28) ? realloc(l->v, cap * sizeof(*v)) : NULL;
