@@ -141,6 +141,18 @@ START_TEST(device_memory_shrinks) {
   ck_assert_uint_eq(bytes[0] - bytes[1], lin * 4 - lin * 2 - 128 * 32 * 4);
   ck_assert_uint_eq(bytes[1] - bytes[2], lin * 2 - (lin + lin / 16));
   ck_assert_uint_eq(bytes[2] - bytes[3], lin / 2);
+  /* q6k and q4k on these 32- and 128-wide layers: llama-quantize's
+   * fallbacks, Q8_0 (34 bytes a 32) and Q5_0 (22); the head as under q6k
+   * (Q8_0) either way, as llama.cpp keeps output.weight */
+  size_t k_bytes[2];
+  for (int t = 0; t < 2; t++) {
+    clf_model *m = load("gpt2", t ? CLF_Q4_K : CLF_Q6_K, dir, sizeof dir);
+    k_bytes[t] = clf_model_weight_bytes(m);
+    clf_model_destroy(m);
+  }
+  const size_t layers = 2 * 12 * 32 * 32;
+  ck_assert_uint_eq(k_bytes[0], bytes[2]);
+  ck_assert_uint_eq(k_bytes[0] - k_bytes[1], layers / 32 * (34 - 22));
 }
 END_TEST
 

@@ -15,8 +15,8 @@ clf_status clf__decoder_attach(clf_model *m, clf__decoder *d, size_t n_layers, i
   return st;
 }
 
-clf_status clf__decoder_load_head(clf_model *m, const clf__weights *w, const char *name, int tied,
-                                  const char *table_name, clf_tensor *table) {
+static clf_status load_head(clf_model *m, const clf__weights *w, const char *name, int tied, const char *table_name,
+                            clf_tensor *table) {
   clf__decoder *d = m->dec;
   clf__params *p = &m->params;
   d->head = table;
@@ -30,6 +30,19 @@ clf_status clf__decoder_load_head(clf_model *m, const clf__weights *w, const cha
   }
   if (p->wtype != CLF_F32) return clf__load_weight(m->ctx, w, p, table_name, d->V, d->D, CLF_WEIGHT_OUT_IN, &d->head);
   return CLF_OK;
+}
+
+/* Under q4k the head is stored as q6k, as ggml's k-quant files keep
+ * their output.weight in Q6_K (in Q8_0 where 256 does not divide D): every
+ * logit takes the head's rounding directly, and it is one matrix. */
+clf_status clf__decoder_load_head(clf_model *m, const clf__weights *w, const char *name, int tied,
+                                  const char *table_name, clf_tensor *table) {
+  clf__params *p = &m->params;
+  const clf_dtype wt = p->wtype;
+  if (wt == CLF_Q4_K) p->wtype = CLF_Q6_K;
+  const clf_status st = load_head(m, w, name, tied, table_name, table);
+  p->wtype = wt;
+  return st;
 }
 
 void clf__decoder_end(clf_model *m) {

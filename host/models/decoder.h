@@ -61,7 +61,8 @@ int clf__decoder_in_out(const clf_context *ctx);
 clf_status clf__decoder_attach(clf_model *m, clf__decoder *d, size_t n_layers, int cross);
 /* The LM head: `name` [V, D] unless tied; tied, the embedding table
  * `table` (stored as `table_name`): itself in f32, a copy in another
- * weight type (the lookup stays f32). */
+ * weight type (the lookup stays f32).  Under CLF_Q4_K the head is stored
+ * as under CLF_Q6_K, as ggml's k-quant files keep their output.weight. */
 clf_status clf__decoder_load_head(clf_model *m, const clf__weights *w, const char *name, int tied,
                                   const char *table_name, clf_tensor *table);
 
