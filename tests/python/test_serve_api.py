@@ -143,6 +143,46 @@ def test_completion_settings():
     assert not api.parse_completion({"prompt": "a", "temperature": 0.5}, "m", L).deterministic
 
 
+@pytest.mark.parametrize("body, status, words", [
+    ({}, 400, "messages is missing"),
+    ({"messages": "hello"}, 400, "non-empty array"),
+    ({"messages": []}, 400, "non-empty array"),
+    ({"messages": [{"role": "user", "content": "a"}] * 5}, 400, "at most 4"),
+    ({"messages": ["a"]}, 400, "messages[0] must be an object"),
+    ({"messages": [{"content": "a"}]}, 400, "messages[0].role must be one of"),
+    ({"messages": [{"role": "user", "content": "a", "extra": 1}]}, 400, "unknown field 'extra' in messages[0]"),
+    ({"messages": [{"role": "user", "content": 3}]}, 400, "must be a string or an array of text parts"),
+    ({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, 400, "only text parts"),
+    ({"messages": [{"role": "user", "content": "a\ud800"}]}, 400, "not valid Unicode"),
+    ({"messages": [{"role": "assistant", "content": None, "tool_calls": [{"id": "1"}]}]}, 400, "tool calls"),
+    ({"messages": [{"role": "user", "content": "a"}], "tools": [{}]}, 400, "tools is not supported"),
+    ({"messages": [{"role": "user", "content": "a"}], "response_format": {"type": "json_object"}}, 400,
+     "response_format is not supported"),
+    ({"messages": [{"role": "user", "content": "a"}], "max_tokens": 2, "max_completion_tokens": 2}, 400, "not both"),
+    ({"messages": [{"role": "user", "content": "a"}], "max_completion_tokens": 21}, 400,
+     "max_completion_tokens must be in [1, 20]"),
+    ({"messages": [{"role": "user", "content": "a"}], "n": 2}, 400, "n must be 1"),
+    ({"messages": [{"role": "user", "content": "a"}], "prompt": "a"}, 400, "unknown field 'prompt'"),
+])
+def test_chat_refusals(body, status, words):
+    e = refused(api.parse_chat_completion, body, "m", L)
+    assert e.status == status and words in e.message, e.message
+
+
+def test_chat_request_and_answers():
+    r = api.parse_chat_completion({"messages": [{"role": "developer", "content": "be brief"},
+                                                {"role": "user", "content": [{"type": "text", "text": "a"},
+                                                                             {"type": "text", "text": "b"}],
+                                                 "name": "x"}],
+                                   "temperature": 0, "stop": ["z"]}, "m", L)
+    assert r.messages == ({"role": "system", "content": "be brief"}, {"role": "user", "content": "ab", "name": "x"})
+    assert r.max_tokens == 20 and r.settings == {"max_new_tokens": 20, "do_sample": False} and r.stop == ("z",)
+    a = api.chat_answer("chatcmpl-1", "hi", "stop", {"prompt_tokens": 3}, "m")
+    assert a["object"] == "chat.completion" and a["choices"][0]["message"] == {"role": "assistant", "content": "hi"}
+    c = api.chat_chunk("chatcmpl-1", {"content": "h"}, None, "m")
+    assert c["object"] == "chat.completion.chunk" and c["choices"][0]["delta"] == {"content": "h"}
+
+
 def test_sse_framing():
     assert api.sse("[DONE]") == b"data: [DONE]\n\n"
     assert api.sse({"a": 1}) == b'data: {"a":1}\n\n'

@@ -65,6 +65,14 @@ def _gpt2_dir(root):
     tok = os.path.join(FX, "sampling", "tokenizer")
     for f in os.listdir(tok):
         shutil.copy(os.path.join(tok, f), d)
+    # A chat template for /v1/chat/completions, in characters whose ids fit
+    # the model's 128-token vocabulary: "(user message)(reply)=".
+    cfg_path = os.path.join(d, "tokenizer_config.json")
+    cfg = json.load(open(cfg_path, encoding="utf-8"))
+    cfg["chat_template"] = ("{% for m in messages %}{% if m['role'] == 'system' %}[{{ m['content'] }}]"
+                            "{% else %}({{ m['content'] }}){% endif %}{% endfor %}"
+                            "{% if add_generation_prompt %}={% endif %}")
+    json.dump(cfg, open(cfg_path, "w", encoding="utf-8"))
     return d
 
 
@@ -418,6 +426,80 @@ def test_huge_integer_literal_is_400_everywhere(server):
         r = post(server, path, data=b'{"top_k": ' + big + b', "max_tokens": ' + big + b"}",
                  headers={"Content-Type": "application/json"})
         _error(r, 400, "unreadable JSON")
+
+
+# ------------------------------------------------------------ chat completions
+
+def chat_chunks(r, finish):
+    """The content pieces of a chat completions stream, checking its
+    framing: a first chunk naming the role, content deltas, a last chunk
+    with an empty delta and finish_reason `finish`, then [DONE]."""
+    assert r.status_code == 200, r.text
+    events = [e for e in r.text.split("\n\n") if e]
+    assert all(e.startswith("data: ") for e in events) and events[-1] == "data: [DONE]", events
+    chunks = [json.loads(e[6:]) for e in events[:-1]]
+    assert all(c["object"] == "chat.completion.chunk" and c["id"] == chunks[0]["id"] for c in chunks)
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert [c["choices"][0]["finish_reason"] for c in chunks] == [None] * (len(chunks) - 1) + [finish], chunks
+    assert chunks[-1]["choices"][0]["delta"] == {}
+    return [c["choices"][0]["delta"]["content"] for c in chunks[1:-1]]
+
+
+CHATS = [[{"role": "user", "content": "a+b"}],
+         [{"role": "system", "content": "c"}, {"role": "user", "content": "a*b"}],
+         [{"role": "user", "content": "a+b"}, {"role": "assistant", "content": "c"}, {"role": "user", "content": "x*y"}]]
+
+
+def test_chat_completions_equal_model_chat(server, ref):
+    m = ref["gpt2"]
+    for msgs in CHATS:
+        want = m.chat(msgs, max_new_tokens=12, do_sample=False)
+        r = post(server, "/gpt2/v1/chat/completions", json={"messages": msgs, "max_tokens": 12, "temperature": 0})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["object"] == "chat.completion" and body["id"].startswith("chatcmpl-")
+        assert body["choices"][0]["message"] == {"role": "assistant", "content": str(want)}, msgs
+        assert body["choices"][0]["finish_reason"] == want.finish_reason
+        assert body["usage"] == {"prompt_tokens": want.prompt_tokens, "completion_tokens": want.completion_tokens,
+                                 "total_tokens": want.prompt_tokens + want.completion_tokens}
+        r = post(server, "/gpt2/v1/chat/completions", json={"messages": msgs, "max_tokens": 12, "temperature": 0,
+                                                            "stream": True})
+        pieces = chat_chunks(r, want.finish_reason)
+        assert "".join(pieces) == want
+        assert pieces == list(m.chat_stream(msgs, max_new_tokens=12, do_sample=False))
+    # a stop string ends the reply before it
+    want = m.chat(CHATS[0], max_new_tokens=12, do_sample=False)
+    stop = want[1:3]
+    r = post(server, "/gpt2/v1/chat/completions", json={"messages": CHATS[0], "max_tokens": 12, "temperature": 0,
+                                                        "stop": stop})
+    assert r.json()["choices"][0]["message"]["content"] == want[:want.index(stop)]
+    assert r.json()["choices"][0]["finish_reason"] == "stop"
+
+
+def test_chat_completions_refusals(server):
+    msgs = CHATS[0]
+    for body, status, words in [
+            ({}, 400, "messages is missing"),
+            ({"messages": []}, 400, "non-empty array"),
+            ({"messages": [{"role": "robot", "content": "x"}]}, 400, "role must be one of"),
+            ({"messages": [{"role": "tool", "content": "x", "tool_call_id": "1"}]}, 400, "tool"),
+            ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]}, 400,
+             "only text parts"),
+            ({"messages": msgs, "tools": [{"type": "function"}]}, 400, "tools is not supported"),
+            ({"messages": msgs, "n": 2}, 400, "n must be 1"),
+            ({"messages": msgs, "max_tokens": 25}, 400, "max_tokens must be in [1, 24]"),
+            ({"messages": [{"role": "user", "content": "hello"}]}, 400, "past this model's vocabulary"),
+            ({"messages": msgs, "model": "other"}, 404, "is not served here")]:
+        for stream in (False, True):
+            r = post(server, "/gpt2/v1/chat/completions", json=dict(body, stream=stream))
+            _error(r, status, words)
+    # text parts are joined; a model without a chat template says so
+    r = post(server, "/gpt2/v1/chat/completions",
+             json={"messages": [{"role": "user", "content": [{"type": "text", "text": "a+"}, {"type": "text",
+                                                                                          "text": "b"}]}],
+                   "max_tokens": 4, "temperature": 0})
+    assert r.status_code == 200, r.text
+    _error(post(server, "/bert/v1/chat/completions", json={"messages": msgs}), 400, "does not serve chat")
 
 
 def test_stream_refusals_are_statuses(server):

@@ -1,7 +1,8 @@
 """api.py - the HTTP API's request checks and answer bodies, without Ray.
 
 Every check a request body goes through before it reaches a model, and the
-JSON of the answers (OpenAI's shapes for /v1/embeddings and /v1/completions),
+JSON of the answers (OpenAI's shapes for /v1/embeddings, /v1/completions and
+/v1/chat/completions),
 as plain functions over parsed bodies.  app.py calls them on the ingress;
 tests call them without starting Ray.  A refused request raises
 RequestError, which carries the HTTP status and a message naming the field.
@@ -232,26 +233,18 @@ _COMPLETION_FIELDS = {"model", "prompt", "max_tokens", "temperature", "top_p", "
                       "repetition_penalty", "user", "suffix", "stream_options", "logit_bias"}
 
 
-def parse_completion(body: Mapping, served: str, limits: Limits) -> CompletionRequest:
-    """POST /v1/completions, OpenAI's fields.  temperature 0 decodes greedily
-    (as the model's generate() with do_sample=False); above 0 it samples
-    (top_p, and the extensions top_k, min_p, repetition_penalty, seed, as
-    generate() takes them; an unset one is the checkpoint's, then
+def _decoding(body: Mapping, limits: Limits, max_tokens: int) -> tuple[bool, tuple[str, ...], dict]:
+    """The fields completions and chat completions share: stream,
+    stream_options, stop, the refused OpenAI settings, and the decoding
+    settings as Model.generate takes them.  temperature 0 decodes greedily
+    (do_sample=False); above 0 it samples (top_p, and the extensions top_k,
+    min_p, repetition_penalty, seed; an unset one is the checkpoint's, then
     transformers' default)."""
-    _check_fields(body, _COMPLETION_FIELDS, "completions")
-    _check_model(body, served)
-    if "prompt" not in body:
-        raise RequestError(400, "prompt is missing", "prompt")
-    prompts = _texts(body["prompt"], "prompt", 1, limits.max_input_chars)
-    prompt = prompts[0]
-    max_tokens = _int_field(body, "max_tokens", 16, 1, limits.max_new_tokens)
     for name, only in (("n", 1), ("best_of", 1)):
         if body.get(name) not in (None, only):
             raise RequestError(400, f"{name} must be 1: one completion per request", name)
-    if body.get("logprobs") not in (None, 0):
+    if body.get("logprobs") not in (None, 0, False):
         raise RequestError(400, "logprobs is not supported", "logprobs")
-    if body.get("suffix") not in (None, ""):
-        raise RequestError(400, "suffix is not supported", "suffix")
     if body.get("logit_bias") not in (None, {}):
         raise RequestError(400, "logit_bias is not supported", "logit_bias")
     for name in ("presence_penalty", "frequency_penalty"):
@@ -268,9 +261,6 @@ def parse_completion(body: Mapping, served: str, limits: Limits) -> CompletionRe
             raise RequestError(400, "stream_options may only hold include_usage", "stream_options")
         if opts.get("include_usage"):
             raise RequestError(400, "stream_options.include_usage is not supported", "stream_options")
-    echo = body.get("echo", False)
-    if not isinstance(echo, bool):
-        raise RequestError(400, f"echo must be a boolean, not {_json_kind(echo)}", "echo")
     stop = body.get("stop")
     if stop is None:
         stops: tuple[str, ...] = ()
@@ -299,8 +289,143 @@ def parse_completion(body: Mapping, served: str, limits: Limits) -> CompletionRe
         seed = _int_field(body, "seed", None, 0, (1 << 63) - 1)
         settings["seed"] = None if seed is None else seed + 1
     settings["repetition_penalty"] = _float_field(body, "repetition_penalty", None, 0.0, 100.0, lo_open=True)
-    settings = {k: v for k, v in settings.items() if v is not None}
+    return stream, stops, {k: v for k, v in settings.items() if v is not None}
+
+
+def parse_completion(body: Mapping, served: str, limits: Limits) -> CompletionRequest:
+    """POST /v1/completions, OpenAI's fields (the decoding ones as _decoding
+    reads them)."""
+    _check_fields(body, _COMPLETION_FIELDS, "completions")
+    _check_model(body, served)
+    if "prompt" not in body:
+        raise RequestError(400, "prompt is missing", "prompt")
+    prompts = _texts(body["prompt"], "prompt", 1, limits.max_input_chars)
+    prompt = prompts[0]
+    max_tokens = _int_field(body, "max_tokens", 16, 1, limits.max_new_tokens)
+    if body.get("suffix") not in (None, ""):
+        raise RequestError(400, "suffix is not supported", "suffix")
+    echo = body.get("echo", False)
+    if not isinstance(echo, bool):
+        raise RequestError(400, f"echo must be a boolean, not {_json_kind(echo)}", "echo")
+    stream, stops, settings = _decoding(body, limits, max_tokens)
     return CompletionRequest(prompt, max_tokens, stream, stops, echo, settings)
+
+
+# ---------------------------------------------------------------- chat completions
+
+@dataclasses.dataclass(frozen=True)
+class ChatRequest:
+    messages: tuple  # of dicts: {"role", "content"} (content a string), as Model.chat takes them
+    max_tokens: int
+    stream: bool
+    stop: tuple[str, ...]
+    settings: dict  # Model.chat / Model.chat_stream keyword settings
+
+    @property
+    def deterministic(self) -> bool:
+        return not self.settings.get("do_sample") or self.settings.get("seed") is not None
+
+
+_CHAT_FIELDS = {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k",
+                "min_p", "seed", "stop", "stream", "n", "logprobs", "top_logprobs", "presence_penalty",
+                "frequency_penalty", "repetition_penalty", "user", "stream_options", "logit_bias", "tools",
+                "tool_choice", "response_format", "parallel_tool_calls"}
+_ROLES = ("system", "developer", "user", "assistant", "tool")
+_MESSAGE_FIELDS = {"role", "content", "name", "tool_call_id", "tool_calls"}
+
+
+def _content(v: Any, where: str, limits: Limits) -> str:
+    """A message's content: a string, or OpenAI's array of text parts
+    (joined as they come; other parts are refused)."""
+    if v is None:
+        return ""
+    if isinstance(v, list):
+        texts = []
+        for j, part in enumerate(v):
+            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+                kind = part.get("type") if isinstance(part, dict) else _json_kind(part)
+                raise RequestError(400, f"{where}[{j}] is a {kind!r} part; only text parts are taken", "messages")
+            texts.append(part["text"])
+        v = "".join(texts)
+    if not isinstance(v, str):
+        raise RequestError(400, f"{where} must be a string or an array of text parts, not {_json_kind(v)}",
+                           "messages")
+    _text_ok(v, where, "messages", limits.max_input_chars)
+    return v
+
+
+def _messages(v: Any, limits: Limits) -> tuple:
+    if not isinstance(v, list) or not v:
+        raise RequestError(400, "messages must be a non-empty array of {\"role\", \"content\"} objects", "messages")
+    if len(v) > limits.max_inputs:
+        raise RequestError(400, f"messages holds {len(v)} items; at most {limits.max_inputs} per request",
+                           "messages")
+    out = []
+    for i, m in enumerate(v):
+        where = f"messages[{i}]"
+        if not isinstance(m, dict):
+            raise RequestError(400, f"{where} must be an object, not {_json_kind(m)}", "messages")
+        unknown = sorted(k for k in m if k not in _MESSAGE_FIELDS)
+        if unknown:
+            raise RequestError(400, f"unknown field {unknown[0]!r} in {where}", "messages")
+        role = m.get("role")
+        if role not in _ROLES:
+            raise RequestError(400, f"{where}.role must be one of {', '.join(_ROLES)}, not {role!r}", "messages")
+        if m.get("tool_calls") not in (None, []) or role == "tool":
+            raise RequestError(400, f"{where}: tool calls and tool results are not supported", "messages")
+        msg = {"role": "system" if role == "developer" else role,
+               "content": _content(m.get("content"), f"{where}.content", limits)}
+        if m.get("name") is not None:
+            if not isinstance(m["name"], str):
+                raise RequestError(400, f"{where}.name must be a string", "messages")
+            _text_ok(m["name"], f"{where}.name", "messages", 256)
+            msg["name"] = m["name"]
+        out.append(msg)
+    return tuple(out)
+
+
+def parse_chat_completion(body: Mapping, served: str, limits: Limits) -> ChatRequest:
+    """POST /v1/chat/completions, OpenAI's fields: messages (system,
+    developer (taken as system), user and assistant; content a string or
+    text parts), max_tokens or max_completion_tokens (default: the server's
+    max_new_tokens), and the decoding fields of /v1/completions.  Tools,
+    tool calls and response formats are refused, as are n > 1 and
+    logprobs."""
+    _check_fields(body, _CHAT_FIELDS, "chat completions")
+    _check_model(body, served)
+    if "messages" not in body:
+        raise RequestError(400, "messages is missing", "messages")
+    messages = _messages(body["messages"], limits)
+    for name in ("tools", "tool_choice", "response_format", "parallel_tool_calls"):
+        if body.get(name) not in (None, [], "none"):
+            raise RequestError(400, f"{name} is not supported", name)
+    if body.get("top_logprobs") is not None:
+        raise RequestError(400, "top_logprobs is not supported", "top_logprobs")
+    if body.get("max_tokens") is not None and body.get("max_completion_tokens") is not None:
+        raise RequestError(400, "give max_tokens or max_completion_tokens, not both", "max_completion_tokens")
+    name = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
+    max_tokens = _int_field(body, name, limits.max_new_tokens, 1, limits.max_new_tokens)
+    stream, stops, settings = _decoding(body, limits, max_tokens)
+    return ChatRequest(messages, max_tokens, stream, stops, settings)
+
+
+def chat_id() -> str:
+    return "chatcmpl-" + uuid.uuid4().hex
+
+
+def chat_answer(cid: str, text: str, finish_reason: str, usage: dict, served: str) -> dict:
+    return {"id": cid, "object": "chat.completion", "created": int(time.time()), "model": served,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
+                         "finish_reason": finish_reason}],
+            "usage": usage}
+
+
+def chat_chunk(cid: str, delta: dict, finish_reason: str | None, served: str) -> dict:
+    """One chunk of a streamed chat completion: the first delta carries the
+    role, the others the content's pieces, the last an empty delta and the
+    finish reason."""
+    return {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()), "model": served,
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]}
 
 
 def completion_id() -> str:
@@ -313,6 +438,15 @@ def completion_answer(cid: str, text: str, finish_reason: str | None, usage: dic
     if usage is not None:
         out["usage"] = usage
     return out
+
+
+def stream_chunk(cid: str, piece: str, finish_reason: str | None, chat: bool, served: str) -> dict:
+    """One streamed event's JSON: a text_completion, or a
+    chat.completion.chunk whose delta carries the content (empty with the
+    finish reason)."""
+    if not chat:
+        return completion_answer(cid, piece, finish_reason, None, served)
+    return chat_chunk(cid, {"content": piece} if finish_reason is None else {}, finish_reason, served)
 
 
 def sse(obj: Any) -> bytes:

@@ -333,16 +333,29 @@ class Ingress:
 
     @fastapi_app.post("/v1/completions")
     async def completions(self, request: Request) -> Response:
+        return await self._completion(request, chat=False)
+
+    @fastapi_app.post("/v1/chat/completions")
+    async def chat_completions(self, request: Request) -> Response:
+        return await self._completion(request, chat=True)
+
+    async def _completion(self, request: Request, chat: bool) -> Response:
+        """A completion or chat completion: answered whole, or streamed as
+        server-sent events."""
         size = self._admit(request)
         streaming = False
         try:
             dl = self._deadline()
-            req = api.parse_completion(await self._json_body(request), self.name, self.limits)
-            cid = api.completion_id()
+            body = await self._json_body(request)
+            if chat:
+                req = api.parse_chat_completion(body, self.name, self.limits)
+                cid, answer = api.chat_id(), api.chat_answer
+            else:
+                req = api.parse_completion(body, self.name, self.limits)
+                cid, answer = api.completion_id(), api.completion_answer
             if not req.stream:
                 r = await self._call("complete", req, deadline=dl)
-                return _json(api.completion_answer(cid, r["text"], r["finish_reason"], r["usage"], self.name),
-                             replica=r["replica"])
+                return _json(answer(cid, r["text"], r["finish_reason"], r["usage"], self.name), replica=r["replica"])
             pieces = self._pieces(req, dl)
             try:
                 # The replica's header: it has checked everything the request
@@ -352,7 +365,7 @@ class Ingress:
                 await pieces.aclose()
                 raise
             streaming = True
-            return StreamingResponse(self._events(cid, pieces, size), media_type="text/event-stream",
+            return StreamingResponse(self._events(cid, pieces, size, chat), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Clformer-Replica": header["replica"]})
         finally:
             if not streaming:
@@ -360,14 +373,16 @@ class Ingress:
 
     # ------------------------------------------------------------ streaming
 
-    async def _events(self, cid: str, pieces: AsyncIterator, size: int) -> AsyncIterator[bytes]:
+    async def _events(self, cid: str, pieces: AsyncIterator, size: int, chat: bool = False) -> AsyncIterator[bytes]:
         try:
             try:
+                if chat:  # OpenAI's first chunk names the role
+                    yield api.sse(api.chat_chunk(cid, {"role": "assistant", "content": ""}, None, self.name))
                 async for piece in pieces:
                     if isinstance(piece, dict):  # the trailer: OpenAI's last chunk, empty text and the reason
-                        yield api.sse(api.completion_answer(cid, "", piece["finish_reason"], None, self.name))
+                        yield api.sse(api.stream_chunk(cid, "", piece["finish_reason"], chat, self.name))
                     else:
-                        yield api.sse(api.completion_answer(cid, piece, None, None, self.name))
+                        yield api.sse(api.stream_chunk(cid, piece, None, chat, self.name))
             except RequestError as e:
                 # The status line has gone out: only a failure after the
                 # request was accepted (the device, a replica that died and
@@ -378,7 +393,7 @@ class Ingress:
             self._leave(size)
             await pieces.aclose()
 
-    def _pieces(self, req: api.CompletionRequest, deadline: float) -> AsyncIterator:
+    def _pieces(self, req: api.CompletionRequest | api.ChatRequest, deadline: float) -> AsyncIterator:
         """The replica's header, then the text pieces and the trailer, through
         _retried: a stream cut by a dying replica is resumed on another when
         the request is deterministic; the new replica's text is checked

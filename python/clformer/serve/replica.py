@@ -23,7 +23,7 @@ import numpy as np
 from ray import serve
 
 from . import devices
-from .api import ClassifyRequest, CompletionRequest, RequestError, RunRequest
+from .api import ChatRequest, ClassifyRequest, CompletionRequest, RequestError, RunRequest
 from .local import restrict_replica_grpc
 from .options import ServeOptions
 
@@ -102,6 +102,7 @@ class ModelReplica:
         self.architecture = arch
         self.can_complete = (self.has_tokenizer and "logits" in m.output_names and
                              arch.endswith(_LM_SUFFIXES))
+        self.can_chat = self.can_complete and not m.is_encoder_decoder and self._has_template()
         self.can_embed = self.has_tokenizer and "last_hidden_state" in m.output_names
         classifier = bool(m.labels) and "logits" in m.output_names
         has_processor = os.path.isfile(os.path.join(self.opts.model_dir, "preprocessor_config.json"))
@@ -124,6 +125,15 @@ class ModelReplica:
                 eos = json.load(f).get("eos_token_id", eos)
         self.eos_ids = set(eos if isinstance(eos, list) else [eos] if isinstance(eos, int) else [])
 
+    def _has_template(self) -> bool:
+        try:
+            self.model.apply_chat_template([{"role": "user", "content": "hello"}], add_generation_prompt=True)
+            return True
+        except self.clformer.NotFoundError:
+            return False
+        except self.clformer.Error:
+            return True  # a template that refuses this conversation still serves others
+
     def _image_tokens(self) -> int:
         size = self.config.get("image_size") or 224
         patch = self.config.get("patch_size") or 16
@@ -134,7 +144,7 @@ class ModelReplica:
         return {"model_type": m.model_type, "architecture": self.architecture, "input_names": m.input_names,
                 "output_names": m.output_names, "labels": len(m.labels), "is_encoder_decoder": m.is_encoder_decoder,
                 "device": str(m.device), "slot": self.slot.index, "pid": os.getpid(), "replica": self.tag,
-                "embeddings": self.can_embed, "completions": self.can_complete, "classify": self.can_classify,
+                "embeddings": self.can_embed, "completions": self.can_complete, "chat": self.can_chat, "classify": self.can_classify,
                 "classify_text": self.can_classify_text, "cancelled_generations": self.cancelled,
                 "max_input_tokens": self.max_input_tokens, "batch_tokens": self.batch_tokens,
                 "batch_images": self.batch_images}
@@ -266,11 +276,26 @@ class ModelReplica:
 
     # ------------------------------------------------------------ completions
 
-    async def _prompt(self, req: CompletionRequest) -> np.ndarray:
+    async def _chat_ids(self, req: ChatRequest) -> np.ndarray:
+        """The conversation's ids as Model.chat will feed them: rendered with
+        the chat template (whose refusals, raise_exception's among them, are
+        the client's 400) and tokenized without special tokens."""
+        self._need("chat completions (the model has no chat template)" if self.can_complete
+                   else "chat completions", self.can_chat)
+
+        def ids() -> np.ndarray:
+            text = self.model.apply_chat_template(list(req.messages), add_generation_prompt=True)
+            return self.model.tokenize(text, add_special_tokens=False)
+        return await self._call(ids)
+
+    async def _prompt(self, req: CompletionRequest | ChatRequest) -> np.ndarray:
         """The prompt's ids, checked for everything the request can get wrong
         before any token is generated or any byte of a stream is sent."""
-        self._need("completions", self.can_complete)
-        ids = await self._tokenize(req.prompt)
+        if isinstance(req, ChatRequest):
+            ids = await self._chat_ids(req)
+        else:
+            self._need("completions", self.can_complete)
+            ids = await self._tokenize(req.prompt)
         if ids.size and self.vocab_size and int(ids.max()) >= self.vocab_size:
             raise RequestError(400, f"the prompt's token id {int(ids.max())} is past this model's vocabulary of "
                                     f"{self.vocab_size} (its tokenizer does not fit its weights)", "prompt")
@@ -281,13 +306,31 @@ class ModelReplica:
                     raise RequestError(400, f"the prompt is {len(ids)} tokens long; this model takes at most {ctx}",
                                        "prompt")
             elif len(ids) + req.max_tokens > ctx:
-                raise RequestError(400, f"the prompt is {len(ids)} tokens and max_tokens {req.max_tokens}: "
+                what = "the conversation" if isinstance(req, ChatRequest) else "the prompt"
+                raise RequestError(400, f"{what} is {len(ids)} tokens and max_tokens {req.max_tokens}: "
                                         f"together past this model's context of {ctx} tokens", "max_tokens")
         return ids
 
-    async def _generation(self, req: CompletionRequest) -> AsyncIterator:
-        """Model.stream's text pieces, then a trailer {"finish_reason",
-        "tokens"}, from a worker thread.  Leaving early (the caller went away:
+    def _pieces_of(self, req: CompletionRequest | ChatRequest):
+        """The text stream of a request (Model.stream or Model.chat_stream)
+        and, once it has ended, its trailer."""
+        if isinstance(req, ChatRequest):
+            it = self.model.chat_stream(list(req.messages), stop=list(req.stop), **req.settings)
+
+            def trailer() -> dict:
+                return {"finish_reason": it.reply.finish_reason, "tokens": it.reply.completion_tokens}
+            return it, trailer
+        it = self.model.stream(req.prompt, stop=list(req.stop), **req.settings)
+
+        def ended() -> dict:
+            tokens = it.tokens
+            done = it.stopped_by_string or bool(tokens and tokens[-1] in self.eos_ids)
+            return {"finish_reason": "stop" if done else "length", "tokens": len(tokens)}
+        return it, ended
+
+    async def _generation(self, req: CompletionRequest | ChatRequest) -> AsyncIterator:
+        """The request's text pieces (_pieces_of), then a trailer
+        {"finish_reason", "tokens"}, from a worker thread.  Leaving early (the caller went away:
         Serve cancels this coroutine) stops generation after the current
         token instead of letting it run to max_tokens."""
         loop = asyncio.get_running_loop()
@@ -299,16 +342,13 @@ class ModelReplica:
         def work() -> None:
             it = None
             try:
-                it = self.model.stream(req.prompt, stop=list(req.stop), **req.settings)
+                it, trailer = self._pieces_of(req)
                 holder.append(it)
                 if cancel.is_set():
                     it.cancel()
                 for piece in it:
                     loop.call_soon_threadsafe(q.put_nowait, piece)
-                tokens = it.tokens
-                ended = it.stopped_by_string or bool(tokens and tokens[-1] in self.eos_ids)
-                loop.call_soon_threadsafe(q.put_nowait, {"finish_reason": "stop" if ended else "length",
-                                                         "tokens": len(tokens)})
+                loop.call_soon_threadsafe(q.put_nowait, trailer())
                 loop.call_soon_threadsafe(q.put_nowait, done)
             except BaseException as e:  # noqa: BLE001 - handed to the event loop
                 loop.call_soon_threadsafe(q.put_nowait, e)
@@ -336,7 +376,7 @@ class ModelReplica:
                 if holder:
                     holder[0].cancel()  # thread-safe: generation ends after the current token
 
-    async def complete(self, req: CompletionRequest) -> dict:
+    async def complete(self, req: CompletionRequest | ChatRequest) -> dict:
         """A whole completion: the new tokens up to the end token decoded,
         cut before the first stop string (generation ends there too)."""
         ids = await self._prompt(req)
@@ -350,13 +390,13 @@ class ModelReplica:
                     text += item
         finally:
             await gen.aclose()
-        if req.echo:
+        if isinstance(req, CompletionRequest) and req.echo:
             text = req.prompt + text
         n = trailer["tokens"]
         return {"text": text, "finish_reason": trailer["finish_reason"], "replica": self.tag,
                 "usage": {"prompt_tokens": len(ids), "completion_tokens": n, "total_tokens": len(ids) + n}}
 
-    async def stream(self, req: CompletionRequest) -> AsyncIterator:
+    async def stream(self, req: CompletionRequest | ChatRequest) -> AsyncIterator:
         """Model.stream's text pieces.  The first item is a header (a dict)
         sent once the request is accepted, so that the ingress can still
         answer a refusal with its status; the pieces follow as str, and a
@@ -364,7 +404,7 @@ class ModelReplica:
         its end: "stop" for an end token or a stop string, as complete()."""
         ids = await self._prompt(req)
         yield {"prompt_tokens": len(ids), "replica": self.tag}
-        if req.echo:
+        if isinstance(req, CompletionRequest) and req.echo:
             yield req.prompt
         gen = self._generation(req)
         try:
