@@ -139,7 +139,7 @@ START_TEST(snippets_match_jinja) {
     clf_chat_template_destroy(t);
     n++;
   }
-  ck_assert_int_eq(n, 128);
+  ck_assert_int_eq(n, 130);
   free(ctx);
   cJSON_Delete(root);
 }

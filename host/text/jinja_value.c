@@ -4,6 +4,7 @@
  * JSON context.
  */
 #include "jinja.h"
+#include "tokenizer.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -349,7 +350,20 @@ static int write_str_repr(jbuf *b, const jstr *s) {
     else if (c == '\r') r = jbuf_adds(b, "\\r");
     else if (c == '\t') r = jbuf_adds(b, "\\t");
     else if (c < 0x20 || c == 0x7F) { snprintf(t, sizeof(t), "\\x%02x", c); r = jbuf_adds(b, t); }
-    else r = jbuf_addc(b, (char)c);
+    else if (c < 0x80) r = jbuf_addc(b, (char)c);
+    else { /* non-printable code points (Python's str.isprintable()) escaped */
+      size_t j = i;
+      int32_t cp = clf__utf8_next(s->s, s->n, &j);
+      int cls = cp < 0 ? CLF__UC_C : clf__uc_class((uint32_t)cp);
+      if (cp >= 0 && (cls == CLF__UC_C || cls == CLF__UC_Z || cls == CLF__UC_ZS)) {
+        char e[16];
+        snprintf(e, sizeof(e), cp < 0x100 ? "\\x%02x" : cp < 0x10000 ? "\\u%04x" : "\\U%08x", (unsigned)cp);
+        r = jbuf_adds(b, e);
+      } else {
+        r = jbuf_add(b, s->s + i, cp < 0 ? 1 : j - i);
+      }
+      i = (cp < 0 ? i + 1 : j) - 1;
+    }
   }
   return r ? r : jbuf_addc(b, q);
 }
