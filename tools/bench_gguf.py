@@ -173,7 +173,7 @@ def main():
     p.add_argument("--cache", default=os.path.expanduser("~/.cache/clformer-bench"))
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
     p.add_argument("--device", action="append", default=None, help="clformer device(s); default the default one")
-    p.add_argument("--weights", default="stored", help="clformer weight types, comma-separated (stored,f32,f16,q8,q4)")
+    p.add_argument("--weights", default="stored", help="clformer weight types, comma-separated (stored,f32,f16,q8,q6k,q4k,q4)")
     p.add_argument("--threads", type=int, default=CORES)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--prompt-tokens", type=int, default=200)
