@@ -25,10 +25,11 @@
 
 extern char **environ;
 
-/* The suites that need a device: ops, model fixtures, generation, runtime. */
-static const char *const default_suites[] = {"norm",   "dense",    "embed",  "movement", "attention",
-                                             "patch",  "linear",   "models", "heads",    "llama",
-                                             "generate", "vision", "weight_types", "runtime"};
+/* The suites that need a device: ops, model fixtures, generation,
+ * conversations, runtime. */
+static const char *const default_suites[] = {"norm",     "dense",  "embed",        "movement", "attention",
+                                             "patch",    "linear", "models",       "heads",    "llama",
+                                             "generate", "chat",   "vision",       "weight_types", "runtime"};
 /* What the simulator's checked column runs: the op suites (the model
  * suites run on every other column; under the simulator they cost minutes
  * each). */
