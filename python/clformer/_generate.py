@@ -120,54 +120,59 @@ def settings_from(kwargs: dict) -> GenerateSettings:
     return GenerateSettings(**out)
 
 
-_REPLACEMENT = "\ufffd".encode()
-
-
 class Streamer:
-    """The text of the new tokens, decoded again as each comes, handed out
-    up to what can no longer change (as tools/cmd_model.c's streamer prints
-    it): not a character whose bytes are not all there (decoded as U+FFFD),
-    not the text after the last space (clean-up may rewrite " ," or " 's"),
-    not the last bytes a stop string could still be completing."""
+    """The text of the new tokens as they come, through the library's
+    clf_text_stream (the rule `clformer generate --prompt` and chat print
+    by): a character whose bytes are not all there is held back, so is the
+    text after the last space (clean-up may rewrite " ," or " 's") and the
+    last bytes a stop string could still be completing; the text ends
+    before the first stop string."""
 
     _END = object()
 
     def __init__(self, model: Any, tok: Any, ids: np.ndarray, settings: GenerateSettings, stops: list[str]):
         self.model, self.tok, self.ids, self.settings = model, tok, ids, settings
         self.stops = [_lib.cstr(s, "stop") for s in stops]
-        self.max_stop = max((len(s) for s in self.stops), default=0)
         self.new: list[int] = []
-        self.printed = 0
         self.stopped = False
+        self._stream: int | None = None
 
-    def _safe(self, text: bytes, length: int) -> int:
-        end = length
-        while end >= 3 and text[end - 3:end] == _REPLACEMENT:
-            end -= 3
-        if self.max_stop > 1:
-            end = end - (self.max_stop - 1) if end > self.max_stop - 1 else 0
-        while end > 0 and end < len(text) and (text[end] & 0xC0) == 0x80:
-            end -= 1
-        for i in range(end, self.printed, -1):
-            if text[i - 1:i] == b" ":
-                return i - 1
-        return end if end > self.printed else self.printed
+    def open(self) -> None:
+        """Makes the clf_text_stream (over the tokenizer's handle)."""
+        c_stops = (ctypes.c_char_p * max(1, len(self.stops)))(*self.stops)
+        h = ctypes.c_void_p()
+        with self.tok.locked() as tok:
+            st = _lib.lib.clf_text_stream_create(tok, c_stops, len(self.stops), ctypes.byref(h))
+        if st != 0:
+            raise _errors.from_status(st)
+        self._stream = h.value
+
+    def close(self) -> None:
+        if self._stream is not None:
+            _lib.lib.clf_text_stream_destroy(self._stream)
+            self._stream = None
+
+    def __del__(self) -> None:
+        self.close()
 
     def push(self, token: int | None, final: bool = False) -> bytes:
-        """Adds a token (None: none); returns the bytes that may be handed out now."""
-        if token is not None:
-            self.new.append(int(token))
-        text = self.tok.decode_bytes(np.array(self.new, dtype=np.int64), True)
-        length = len(text)
-        for s in self.stops:
-            at = text.find(s)
-            if 0 <= at < length:
-                length, self.stopped = at, True
-        end = length if self.stopped or final else self._safe(text, length)
-        piece = b""
-        if end > self.printed:
-            piece = text[self.printed:end]
-            self.printed = end
+        """Adds a token (None: none; final: the end, everything held back
+        given out); returns the bytes that may be handed out now."""
+        text, n, stopped = ctypes.c_void_p(), ctypes.c_size_t(0), ctypes.c_int(0)
+        lib = _lib.lib
+        with self.tok.locked():  # the stream decodes with the tokenizer
+            st = 0
+            if token is not None:
+                self.new.append(int(token))
+                st = lib.clf_text_stream_push(self._stream, int(token), ctypes.byref(text), ctypes.byref(n),
+                                              ctypes.byref(stopped))
+            piece = ctypes.string_at(text.value, n.value) if st == 0 and n.value else b""
+            if st == 0 and final:
+                st = lib.clf_text_stream_finish(self._stream, ctypes.byref(text), ctypes.byref(n))
+                piece += ctypes.string_at(text.value, n.value) if st == 0 and n.value else b""
+        if st != 0:
+            raise _errors.from_status(st)
+        self.stopped = self.stopped or bool(lib.clf_text_stream_stopped(self._stream))
         return piece
 
     def pieces(self) -> Iterator[str]:
@@ -199,6 +204,8 @@ class Streamer:
 
         callback = _lib.TOKEN_FN(on_token)
 
+        self.open()
+
         def work() -> None:
             try:
                 beams = not self.model._takes_on_token(self.settings)
@@ -221,6 +228,8 @@ class Streamer:
                 q.put(self._END)
             except BaseException as e:
                 q.put(e)
+            finally:
+                self.close()
 
         def generator() -> Iterator[str]:
             return queued_pieces(work, q, cancel, self._END, "clformer-stream")
