@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fixture_util.h"
 #include "harness.h"
 
 #define CT_FAILS(expr, status, needle)                                                           \
@@ -29,24 +30,15 @@
   } while (0)
 
 static char *fixture_path(const char *rel) {
-  const char *root = getenv("CLF_FIXTURES");
-  ck_assert_msg(root != NULL, "CLF_FIXTURES is not set");
+  const char *root = fixtures();
   char *p = malloc(strlen(root) + strlen(rel) + 2);
   sprintf(p, "%s/%s", root, rel);
   return p;
 }
 
 static char *slurp(const char *rel) {
-  char *path = fixture_path(rel);
-  FILE *f = fopen(path, "rb");
-  ck_assert_msg(f != NULL, "cannot open %s", path);
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *text = malloc((size_t)n + 1);
-  ck_assert(fread(text, 1, (size_t)n, f) == (size_t)n);
-  text[n] = '\0';
-  fclose(f);
+  char *path = fixture_path(rel), *text = read_text(path);
+  ck_assert_msg(text != NULL, "cannot read %s", path);
   free(path);
   return text;
 }

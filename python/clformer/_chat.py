@@ -9,10 +9,10 @@ import ctypes
 import json
 import queue
 import threading
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from . import _errors, _lib
-from ._generate import GenerateSettings, queued_pieces
+from ._generate import GenerateSettings, PieceStream, queued_pieces
 
 _libc = ctypes.CDLL(None)
 _libc.free.argtypes = [ctypes.c_void_p]
@@ -159,22 +159,22 @@ def respond(model: Any, messages: list[bytes], settings: GenerateSettings, stops
     return _reply(text, turn)
 
 
-class ChatStream(Iterator[str]):
+class ChatStream(PieceStream):
     """What Model.chat_stream returns: the reply's text in pieces as they
     come; once it has ended, `reply` is the ChatReply (counts and
     finish_reason).  close() (or cancel() from another thread) ends the
-    reply after the current token."""
+    reply after the current piece."""
 
     _END = object()
 
     def __init__(self, model: Any, messages: list[bytes], settings: GenerateSettings, stops: list[bytes]):
         self.reply: ChatReply | None = None
         q: queue.Queue = queue.Queue()
-        self._cancel = threading.Event()
+        cancel = threading.Event()
 
         def on_text(piece: bytes) -> int:
             q.put(piece.decode("utf-8", "replace"))
-            return 1 if self._cancel.is_set() else 0
+            return 1 if cancel.is_set() else 0
 
         def work() -> None:
             try:
@@ -183,16 +183,4 @@ class ChatStream(Iterator[str]):
             except BaseException as e:  # handed to the iterating thread
                 q.put(e)
 
-        self._gen = queued_pieces(work, q, self._cancel, self._END, "clformer-chat")
-
-    def __iter__(self) -> "ChatStream":
-        return self
-
-    def __next__(self) -> str:
-        return next(self._gen)
-
-    def close(self) -> None:
-        self._gen.close()  # type: ignore[attr-defined]
-
-    def cancel(self) -> None:
-        self._cancel.set()
+        super().__init__(queued_pieces(work, q, cancel, self._END, "clformer-chat"), cancel)

@@ -261,17 +261,15 @@ def queued_pieces(work: Any, q: queue.Queue, cancel: threading.Event, end: objec
             worker.join()
 
 
-class TextStream(Iterator[str]):
-    """What Model.stream returns: an iterator of text pieces.  Once it has
-    ended, `tokens` holds the new token ids as they came (the end token
-    included, when one came) and `stopped_by_string` whether a stop string
-    ended it, from which a caller tells an end token or stop string from the
-    length limit.  close() stops generation after the current token."""
+class PieceStream(Iterator[str]):
+    """Text pieces from queued_pieces: iterate, close() from the iterating
+    thread, or cancel() from any; either ends the work after its current
+    token, and the iteration then ends with the text so far."""
 
-    def __init__(self, streamer: Streamer, gen: Iterator[str]):
-        self._streamer, self._gen = streamer, gen
+    def __init__(self, gen: Iterator[str], cancel: threading.Event):
+        self._gen, self._cancel = gen, cancel
 
-    def __iter__(self) -> "TextStream":
+    def __iter__(self) -> "PieceStream":
         return self
 
     def __next__(self) -> str:
@@ -281,10 +279,19 @@ class TextStream(Iterator[str]):
         self._gen.close()  # type: ignore[attr-defined]
 
     def cancel(self) -> None:
-        """Stops generation after the current token, from any thread (close()
-        must be called from the thread iterating); the iteration then ends
-        with the text so far."""
-        self._streamer.cancel.set()
+        self._cancel.set()
+
+
+class TextStream(PieceStream):
+    """What Model.stream returns: an iterator of text pieces.  Once it has
+    ended, `tokens` holds the new token ids as they came (the end token
+    included, when one came) and `stopped_by_string` whether a stop string
+    ended it, from which a caller tells an end token or stop string from the
+    length limit.  close() stops generation after the current token."""
+
+    def __init__(self, streamer: Streamer, gen: Iterator[str]):
+        super().__init__(gen, streamer.cancel)
+        self._streamer = streamer
 
     @property
     def tokens(self) -> list[int]:
