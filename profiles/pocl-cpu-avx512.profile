@@ -1,16 +1,52 @@
 clformer-gemm-profile 1
 # Shipped GEMM profile: PoCL's CPU device on AVX-512 x86 (PoCL names the ISA
 # "skylake-avx512" in the device name, e.g. "pthread-skylake-avx512-AMD EPYC").
-# Provenance (not re-measured: the machine that made this release has AVX2 only):
-#  Xgemm: the winner of clblast_tuner_xgemm's random stage at m=128 n=3072 k=768
-#    (BERT-base's FFN at 128 tokens), PoCL 3.1 on a 2-core AMD EPYC Zen 5,
-#    130 GFLOP/s kernel time against ~15 with CLBlast's defaults
-#    (MEASURED.md, 2026-11-23).
-#  XgemmDirect and the switch: what `clformer probe --tune` found on the same
-#    device for all-MiniLM-L6-v2 at 32, 128 and 1024 rows, 3.0x over the
-#    defaults (docs/tuning.md, 2026-11-22).
+# Provenance: `clformer probe --device pthread --no-measure --no-validate
+#   --tune --tokens 64,128,197 --budget 540` (the reference shapes: one
+#   layer of BERT-base and of GPT-2 124M at 64, 128 and 197 rows),
+#   2026-11-27, PoCL 3.1 (Debian 3.1-3) on a 2-core AMD EPYC with AVX-512
+#   (F, BW, VL, VNNI, BF16), CLBlast 1.5.3, nothing else running.  The
+#   forward-pass GEMMs (count-weighted sum) went from 889 ms with CLBlast's
+#   defaults to 160 ms (5.6x).  The Xgemm line is the one the previous
+#   release shipped unmeasured (clblast_tuner_xgemm's winner at m=128
+#   n=3072 k=768, MEASURED.md, 2026-11-23): the search confirmed it.
+# Tiles (same run): skinny_tile against launches of the skinny kernel, over
+#   the shapes' weights of every type: 36.1 ms against 27.4 at one row,
+#   580 against 1927 at the shapes' rows.
+# Rows (same run): the skinny path on [out, in] weights beats CLBlast up to
+#   3072 rows for f32 (5407 against 5045 ms at 4096), to the search's last,
+#   4096, for f16; q8 to 256 rows (389 against 357 at 384), q4 to 192, f32
+#   [in, out] (skinny_t) to 96.
 match platform=Portable Computing Language device_type=CPU isa=skylake-avx512
 match driver=any local_mem_kib=64- compute_units=any
+shape m=64 n=2304 k=768 trans_a=0 trans_b=0 count=1
+shape m=64 n=768 k=768 trans_a=0 trans_b=0 count=1
+shape m=64 n=3072 k=768 trans_a=0 trans_b=0 count=1
+shape m=64 n=768 k=3072 trans_a=0 trans_b=0 count=1
+shape m=64 n=2304 k=768 trans_a=0 trans_b=1 count=1
+shape m=64 n=768 k=768 trans_a=0 trans_b=1 count=1
+shape m=64 n=3072 k=768 trans_a=0 trans_b=1 count=1
+shape m=64 n=768 k=3072 trans_a=0 trans_b=1 count=1
+shape m=128 n=2304 k=768 trans_a=0 trans_b=0 count=1
+shape m=128 n=768 k=768 trans_a=0 trans_b=0 count=1
+shape m=128 n=3072 k=768 trans_a=0 trans_b=0 count=1
+shape m=128 n=768 k=3072 trans_a=0 trans_b=0 count=1
+shape m=128 n=2304 k=768 trans_a=0 trans_b=1 count=1
+shape m=128 n=768 k=768 trans_a=0 trans_b=1 count=1
+shape m=128 n=3072 k=768 trans_a=0 trans_b=1 count=1
+shape m=128 n=768 k=3072 trans_a=0 trans_b=1 count=1
+shape m=197 n=2304 k=768 trans_a=0 trans_b=0 count=1
+shape m=197 n=768 k=768 trans_a=0 trans_b=0 count=1
+shape m=197 n=3072 k=768 trans_a=0 trans_b=0 count=1
+shape m=197 n=768 k=3072 trans_a=0 trans_b=0 count=1
+shape m=197 n=2304 k=768 trans_a=0 trans_b=1 count=1
+shape m=197 n=768 k=768 trans_a=0 trans_b=1 count=1
+shape m=197 n=3072 k=768 trans_a=0 trans_b=1 count=1
+shape m=197 n=768 k=3072 trans_a=0 trans_b=1 count=1
+default_ms 888.9501
+tuned_ms 159.7146
 Xgemm GEMMK=0 KREG=1 KWG=16 KWI=2 MDIMA=16 MDIMC=8 MWG=128 NDIMB=32 NDIMC=16 NWG=128 SA=0 SB=0 STRM=1 STRN=1 VWM=8 VWN=4
-XgemmDirect KWID=2 MDIMAD=8 MDIMCD=8 NDIMBD=32 NDIMCD=8 PADA=1 PADB=0 VWMD=8 VWND=2 WGD=64
-GemmRoutine XGEMM_MIN_INDIRECT_SIZE=167
+XgemmDirect KWID=2 MDIMAD=8 MDIMCD=8 NDIMBD=32 NDIMCD=8 PADA=0 PADB=0 VWMD=8 VWND=1 WGD=64
+GemmRoutine XGEMM_MIN_INDIRECT_SIZE=335
+Tiles on=1
+Rows f32_in_out=96 q4=192 q8=256 f16=4096 f32=3072

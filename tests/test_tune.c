@@ -266,7 +266,7 @@ START_TEST(shipped_matching) {
   /* Each shipped profile parses, and keeps CLBlast's constraints on the
    * device it is for (PoCL reports 512 KiB local memory here, 1 MiB on the
    * AVX-512 machine). */
-  ck_assert_uint_ge(clf__shipped_profiles_count, 3);
+  ck_assert_uint_ge(clf__shipped_profiles_count, 4);
   /* Intel's CPU runtime (its ISA from $CL_CONFIG_CPU_TARGET_ARCH here, so
    * that the test does not depend on this host's CPU) */
   clf_device_desc intel = fake_dev("AMD EPYC", CL_DEVICE_TYPE_CPU);
@@ -277,13 +277,17 @@ START_TEST(shipped_matching) {
   setenv("CL_CONFIG_CPU_TARGET_ARCH", "core-avx2", 1);
   for (size_t i = 0; i < clf__shipped_profiles_count; i++) {
     const char *name = clf__shipped_profiles[i].family;
-    const clf_device_desc *d = !strncmp(name, "intel", 5) ? &intel : strstr(name, "avx512") ? &skx : &hsw;
+    const int wide = strstr(name, "avx512") != NULL;
+    const clf_device_desc *d = !strncmp(name, "intel", 5) ? &intel : wide ? &skx : &hsw;
+    /* Intel's profiles each for the ISA it compiles for, and for no other */
+    const char *arch = wide ? "skx" : "core-avx2", *other = wide ? "core-avx2" : "skx";
+    if (d == &intel) setenv("CL_CONFIG_CPU_TARGET_ARCH", arch, 1);
     ck_assert_msg(check(clf__shipped_profiles[i].text, d, &caps, why) == 1, "%s: %s", name, why);
-    if (d == &intel) { /* and not on AVX-512, nor on PoCL */
-      setenv("CL_CONFIG_CPU_TARGET_ARCH", "skx", 1);
+    if (d == &intel) { /* and not on the other ISA, nor on PoCL */
+      setenv("CL_CONFIG_CPU_TARGET_ARCH", other, 1);
       ck_assert_int_eq(check(clf__shipped_profiles[i].text, d, &caps, why), 0);
-      setenv("CL_CONFIG_CPU_TARGET_ARCH", "core-avx2", 1);
-      ck_assert_int_eq(check(clf__shipped_profiles[i].text, &hsw, &caps, why), 0);
+      setenv("CL_CONFIG_CPU_TARGET_ARCH", arch, 1);
+      ck_assert_int_eq(check(clf__shipped_profiles[i].text, wide ? &skx : &hsw, &caps, why), 0);
     }
   }
   if (saved) setenv("CL_CONFIG_CPU_TARGET_ARCH", saved, 1);
@@ -388,15 +392,17 @@ static void put(const char *path, const char *text) {
   fclose(f);
 }
 
-/* The shipped profile this device should get: PoCL's CPU device on this
- * machine is "pthread-haswell-..." (AVX2); NULL where none is shipped. */
+/* The shipped profile this device should get (PoCL's CPU device is
+ * "pthread-haswell-..." on an AVX2 machine, "pthread-skylake-avx512-..."
+ * on an AVX-512 one); NULL where none is shipped. */
 static const char *shipped_for_this_device(void) {
   const clf_device_desc *d = clf_context_device(th_ctx);
   char b[64];
   /* the class the context chooses as (CLFORMER_DEVICE_CLASS=gpu: no PoCL ISA, no shipped profile) */
   clf__gemm_isa(d->platform_name, d->device_name, strcmp(clf_context_device_class(th_ctx, NULL), "cpu") == 0, b,
                 sizeof b);
-  if (!strcmp(d->platform_name, "Intel(R) OpenCL")) return !strcmp(b, "avx2") ? "shipped:intel-cpu-avx2" : NULL;
+  if (!strcmp(d->platform_name, "Intel(R) OpenCL"))
+    return !strcmp(b, "avx2") ? "shipped:intel-cpu-avx2" : !strcmp(b, "avx512") ? "shipped:intel-cpu-avx512" : NULL;
   return !strcmp(b, "haswell") ? "shipped:pocl-cpu-avx2" : !strcmp(b, "skylake-avx512") ? "shipped:pocl-cpu-avx512" : NULL;
 }
 

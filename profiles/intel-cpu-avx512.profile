@@ -1,0 +1,53 @@
+clformer-gemm-profile 1
+# Shipped GEMM profile: Intel's OpenCL CPU runtime (PyPI intel-opencl-rt,
+# platform "Intel(R) OpenCL") compiling for AVX-512: on a CPU with AVX-512
+# (its default there), or with CL_CONFIG_CPU_TARGET_ARCH=skx (the isa
+# trait, docs/tuning.md).
+# Provenance: `clformer probe --device intel --no-measure --no-validate
+#   --tune --tokens 64,128,197 --budget 540` (the reference shapes: one
+#   layer of BERT-base and of GPT-2 124M at 64, 128 and 197 rows),
+#   2026-11-27, runtime 2026.22.10.0.01_160000 on a 2-core AMD EPYC with
+#   AVX-512 (F, BW, VL, VNNI, BF16), CLBlast 1.5.3, nothing else running
+#   (load average under 1.1).  The forward-pass GEMMs (count-weighted sum)
+#   went from 433 ms with CLBlast's defaults to 136 ms (3.2x); 41 sets
+#   improved on the best so far during the search.
+# Rows (same run): the skinny path on [out, in] weights (skinny_tile from 2
+#   rows) beats CLBlast to the search's last row count, 4096, for f32, f16
+#   and q8 (f32 at 4096 rows: 2631 against 5265 ms; q8 at 768: 625 against
+#   728); q4 up to 128 rows (96 against 105 ms; 150 against 145 at 192);
+#   f32 [in, out] (skinny_t) up to 32 rows (49 against 58; 89 against 76 at
+#   48).  Skinny groups were not searched: on this device every [out, in]
+#   product runs skinny_tile.
+match platform=Intel(R) OpenCL device_type=CPU isa=avx512
+match driver=any local_mem_kib=any compute_units=any
+shape m=64 n=2304 k=768 trans_a=0 trans_b=0 count=1
+shape m=64 n=768 k=768 trans_a=0 trans_b=0 count=1
+shape m=64 n=3072 k=768 trans_a=0 trans_b=0 count=1
+shape m=64 n=768 k=3072 trans_a=0 trans_b=0 count=1
+shape m=64 n=2304 k=768 trans_a=0 trans_b=1 count=1
+shape m=64 n=768 k=768 trans_a=0 trans_b=1 count=1
+shape m=64 n=3072 k=768 trans_a=0 trans_b=1 count=1
+shape m=64 n=768 k=3072 trans_a=0 trans_b=1 count=1
+shape m=128 n=2304 k=768 trans_a=0 trans_b=0 count=1
+shape m=128 n=768 k=768 trans_a=0 trans_b=0 count=1
+shape m=128 n=3072 k=768 trans_a=0 trans_b=0 count=1
+shape m=128 n=768 k=3072 trans_a=0 trans_b=0 count=1
+shape m=128 n=2304 k=768 trans_a=0 trans_b=1 count=1
+shape m=128 n=768 k=768 trans_a=0 trans_b=1 count=1
+shape m=128 n=3072 k=768 trans_a=0 trans_b=1 count=1
+shape m=128 n=768 k=3072 trans_a=0 trans_b=1 count=1
+shape m=197 n=2304 k=768 trans_a=0 trans_b=0 count=1
+shape m=197 n=768 k=768 trans_a=0 trans_b=0 count=1
+shape m=197 n=3072 k=768 trans_a=0 trans_b=0 count=1
+shape m=197 n=768 k=3072 trans_a=0 trans_b=0 count=1
+shape m=197 n=2304 k=768 trans_a=0 trans_b=1 count=1
+shape m=197 n=768 k=768 trans_a=0 trans_b=1 count=1
+shape m=197 n=3072 k=768 trans_a=0 trans_b=1 count=1
+shape m=197 n=768 k=3072 trans_a=0 trans_b=1 count=1
+default_ms 433.4945
+tuned_ms 135.8038
+Xgemm GEMMK=0 KREG=1 KWG=16 KWI=2 MDIMA=16 MDIMC=16 MWG=16 NDIMB=8 NDIMC=8 NWG=64 SA=0 SB=0 STRM=0 STRN=0 VWM=1 VWN=8
+XgemmDirect KWID=8 MDIMAD=16 MDIMCD=8 NDIMBD=16 NDIMCD=8 PADA=1 PADB=0 VWMD=2 VWND=1 WGD=32
+GemmRoutine XGEMM_MIN_INDIRECT_SIZE=335
+Tiles on=1
+Rows f32_in_out=32 q4=128 q8=4096 f16=4096 f32=4096
