@@ -107,6 +107,7 @@ START_TEST(test_names_and_bad_inputs) {
   ck_assert_int_eq(res[0].ndim, 2);
   ck_assert_uint_eq(res[0].shape[1], 32);
   ck_assert(memcmp(res[0].data, res[1].data, 2 * 32 * sizeof(float)) == 0);
+  ck_assert_ptr_ne(res[0].data, res[1].data);
   clf_array_free(&res[0]);
   clf_array_free(&res[1]);
   /* an empty batch runs and gives empty outputs */

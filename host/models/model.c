@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -386,18 +387,30 @@ clf_status clf_model_run(clf_model *m, const clf_array *inputs, size_t n_inputs,
   memset(res, 0, sizeof res);
   clf_status st = m->run(m, in, want, res);
   if (st == CLF_OK) {
+    /* Each output's data moves to the first result that asked for it (no
+     * copy of a large output such as a decoder's logits); the same output
+     * asked again gets its own copy of that. */
+    size_t first[CLF__MAX_IO];
+    for (size_t j = 0; j < CLF__MAX_IO; j++) first[j] = SIZE_MAX;
     for (size_t i = 0; i < n_outputs; i++) {
-      clf_array *r = &res[slot[i]];
+      const size_t j = slot[i];
+      clf_array *r = &res[j];
       results[i] = *r;
-      if (r->data) {
-        /* The same output asked twice gets its own copy. */
-        size_t bytes = clf_array_numel(r) * clf_dtype_size(r->dtype);
+      if (first[j] == SIZE_MAX) {
+        first[j] = i;
+        r->data = NULL;
+        continue;
+      }
+      const clf_array *src = &results[first[j]];
+      if (src->data) {
+        size_t bytes = clf_array_numel(src) * clf_dtype_size(src->dtype);
         void *d = malloc(bytes ? bytes : 1);
         if (!d) {
+          results[i].data = NULL;
           st = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
           break;
         }
-        memcpy(d, r->data, bytes);
+        memcpy(d, src->data, bytes);
         results[i].data = d;
       }
     }
