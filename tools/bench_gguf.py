@@ -26,7 +26,11 @@ and `clformer generate FILE --greedy`: decode ms/token as the difference of
 tools/bench.py times decoding.
 
 Reported per device and weight type: prefill tokens/s and decode tokens/s of
-both and clformer / llama.cpp; the fraction of positions where the argmax
+both and clformer / llama.cpp; decode time over its memory floor, for both
+on the file's own blocks (the file's bytes, which a decoded token reads
+nearly all of, over a copy bandwidth, bytes read + written, as
+tools/bench.py defines it: each clformer device's from its probe, a NumPy
+copy's for llama.cpp; "-" for converted weights); the fraction of positions where the argmax
 of clformer's logits is llama.cpp's (next-token agreement), and the largest
 logit difference relative to the largest logit; both greedy continuations.
 """
@@ -134,6 +138,7 @@ def clf_prefill(a, dev, wt, tmp):
 
 
 def clf_decode(a, dev, wt, tmp):
+    """Seconds a decoded token."""
     import numpy as np
     ids = np.load(os.path.join(tmp, "ids.npy"))[:, :16]
     np.save(os.path.join(tmp, "ids16.npy"), ids)
@@ -148,6 +153,32 @@ def clf_decode(a, dev, wt, tmp):
     t1 = wall(1)
     tn = wall(a.new_tokens)
     return (tn - t1) / (a.new_tokens - 1)
+
+
+def device_copy_gbs(a, dev):
+    """The device's copy bandwidth (bytes read + written / time) from its probe, or None."""
+    args = ["probe", "--json", "--quick", "--no-validate", "--device", dev]
+    try:
+        r, _ = clformer(a, args)
+        m = json.loads(r.stdout)["devices"][0].get("measured") or {}
+        return (m.get("bandwidth") or {}).get("gb_per_s")
+    except (RuntimeError, ValueError, KeyError, IndexError):
+        return None
+
+
+def numpy_copy_gbs():
+    """A NumPy copy of 512 MiB, bytes read + written over the best of 5 (tools/bench.py's figure)."""
+    import numpy as np
+    n = 512 << 20
+    src = np.ones(n // 4, np.float32)
+    dst = np.empty_like(src)
+    best = None
+    for _ in range(5):
+        t0 = time.perf_counter()
+        np.copyto(dst, src)
+        t = time.perf_counter() - t0
+        best = t if best is None else min(best, t)
+    return 2 * n / best / 1e9
 
 
 def clf_greedy(a, dev, wt, tmp):
@@ -188,12 +219,18 @@ def main():
         ref = llamacpp(a, tmp)
         ref_logits = np.load(os.path.join(tmp, "llamacpp_logits.npy"))
         print(f"# clformer vs llama.cpp on {os.path.basename(a.model)} ({time.strftime('%Y-%m-%d')})\n")
+        np_bw = numpy_copy_gbs()
+        fbytes = os.path.getsize(a.model)
+        lcpp_floor = fbytes / (np_bw * 1e9) * 1e3
         print(f"llama.cpp: llama-cpp-python {ref['llama_cpp_python']}, {ref['threads']} threads, "
-              f"{ref['prompt_tokens']}-token prefill, greedy: {ref['greedy_text']!r}\n")
+              f"{ref['prompt_tokens']}-token prefill, greedy: {ref['greedy_text']!r}; decode "
+              f"{ref['decode_ms']:.1f} ms a token, {ref['decode_ms'] / lcpp_floor:.1f}x its memory floor "
+              f"({fbytes / 1e6:.0f} MB file / NumPy copy {np_bw:.1f} GB/s = {lcpp_floor:.1f} ms)\n")
         print("| device | weights | prefill tok/s (llama.cpp) | ratio | decode tok/s (llama.cpp) | ratio | "
-              "next-token agreement | max logit diff / max | greedy identical |")
-        print("|---|---|---|---|---|---|---|---|---|")
+              "decode / floor (llama.cpp's) | next-token agreement | max logit diff / max | greedy identical |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for dev in a.device or [os.environ.get("CLFORMER_DEVICE", "")]:
+            bw = device_copy_gbs(a, dev)
             for wt in a.weights.split(","):
                 try:
                     t_pre, logits = clf_prefill(a, dev, wt, tmp)
@@ -204,9 +241,11 @@ def main():
                     continue
                 same, rel = agreement(logits, ref_logits)
                 pre, dec = ref["prompt_tokens"] / t_pre, 1.0 / t_dec
+                floor = "-" if wt != "stored" else f"{t_dec / (fbytes / (bw * 1e9)):.1f}x" if bw else "?"
                 print(f"| {dev or 'default'} | {wt} | {pre:.0f} ({ref['prefill_tok_s']:.0f}) | "
                       f"{pre / ref['prefill_tok_s']:.2f} | {dec:.0f} ({1e3 / ref['decode_ms']:.0f}) | "
-                      f"{dec * ref['decode_ms'] / 1e3:.2f} | {same:.3f} | {rel:.2e} | "
+                      f"{dec * ref['decode_ms'] / 1e3:.2f} | {floor} ({ref['decode_ms'] / lcpp_floor:.1f}x) | "
+                      f"{same:.3f} | {rel:.2e} | "
                       f"{'yes' if g == ref['greedy_ids'][:len(g)] else 'no: ' + str(g)} |")
                 sys.stdout.flush()
 
