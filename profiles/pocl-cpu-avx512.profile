@@ -4,12 +4,12 @@ clformer-gemm-profile 1
 # Provenance: `clformer probe --device pthread --no-measure --no-validate
 #   --tune --tokens 64,128,197 --budget 540` (the reference shapes: one
 #   layer of BERT-base and of GPT-2 124M at 64, 128 and 197 rows),
-#   2026-11-27, PoCL 3.1 (Debian 3.1-3) on a 2-core AMD EPYC with AVX-512
+#   2026-11-27, PoCL 3.1 (Debian 3.1-3+deb12u1) on a 2-core AMD EPYC with AVX-512
 #   (F, BW, VL, VNNI, BF16), CLBlast 1.5.3, nothing else running.  The
 #   forward-pass GEMMs (count-weighted sum) went from 889 ms with CLBlast's
 #   defaults to 160 ms (5.6x).  The Xgemm line is the one the previous
 #   release shipped unmeasured (clblast_tuner_xgemm's winner at m=128
-#   n=3072 k=768, MEASURED.md, 2026-11-23): the search confirmed it.
+#   n=3072 k=768, MEASURED.md, 2026-11-23): no set the search tried beat it.
 # Tiles (same run): skinny_tile against launches of the skinny kernel, over
 #   the shapes' weights of every type: 36.1 ms against 27.4 at one row,
 #   580 against 1927 at the shapes' rows.
