@@ -166,21 +166,6 @@ def device_copy_gbs(a, dev):
         return None
 
 
-def numpy_copy_gbs():
-    """A NumPy copy of 512 MiB, bytes read + written over the best of 5 (tools/bench.py's figure)."""
-    import numpy as np
-    n = 512 << 20
-    src = np.ones(n // 4, np.float32)
-    dst = np.empty_like(src)
-    best = None
-    for _ in range(5):
-        t0 = time.perf_counter()
-        np.copyto(dst, src)
-        t = time.perf_counter() - t0
-        best = t if best is None else min(best, t)
-    return 2 * n / best / 1e9
-
-
 def clf_greedy(a, dev, wt, tmp):
     import numpy as np
     r, _ = clformer(a, ["generate", a.model, "--in", f"input_ids={tmp}/greedy_prompt.npy", "--greedy",
@@ -219,6 +204,8 @@ def main():
         ref = llamacpp(a, tmp)
         ref_logits = np.load(os.path.join(tmp, "llamacpp_logits.npy"))
         print(f"# clformer vs llama.cpp on {os.path.basename(a.model)} ({time.strftime('%Y-%m-%d')})\n")
+        sys.path.insert(0, HERE)
+        from bench import numpy_copy_gbs  # the same figure as tools/bench.py's decode table
         np_bw = numpy_copy_gbs()
         fbytes = os.path.getsize(a.model)
         lcpp_floor = fbytes / (np_bw * 1e9) * 1e3
