@@ -16,6 +16,7 @@ from . import _errors, _lib
 OFF = _lib.GENERATE_OFF
 _LONG_MAX = 2 ** (8 * ctypes.sizeof(ctypes.c_long) - 1) - 1
 _SIZE_MAX = 2 ** (8 * ctypes.sizeof(ctypes.c_size_t)) - 1
+WAIT_SLICE_S = 0.1  # the longest a pending Ctrl-C waits in queued_pieces
 
 SETTINGS = ("max_new_tokens", "num_beams", "do_sample", "temperature", "top_k", "top_p", "min_p",
             "repetition_penalty", "no_repeat_ngram_size", "seed")
@@ -244,12 +245,20 @@ def queued_pieces(work: Any, q: queue.Queue, cancel: threading.Event, end: objec
     iteration ends, early or not, `cancel` is set and the worker joined: it
     ends after its current token (or its beam search).  Not while the
     interpreter finalizes (a module's global stream closed at exit): no other
-    thread runs Python code then, and the model was freed, or left, at exit."""
+    thread runs Python code then, and the model was freed, or left, at exit.
+
+    The waits are timed (WAIT_SLICE_S): an untimed lock wait is not woken by
+    a Ctrl-C that the main thread takes just before it blocks, or that
+    another thread takes, and the KeyboardInterrupt then came only with the
+    next piece, which a long run of held-back text may delay to the end."""
     worker = threading.Thread(target=work, name=name, daemon=True)
     worker.start()
     try:
         while True:
-            item = q.get()
+            try:
+                item = q.get(timeout=WAIT_SLICE_S)
+            except queue.Empty:
+                continue
             if item is end:
                 return
             if isinstance(item, BaseException):
@@ -258,7 +267,8 @@ def queued_pieces(work: Any, q: queue.Queue, cancel: threading.Event, end: objec
     finally:
         cancel.set()
         if not sys.is_finalizing():
-            worker.join()
+            while worker.is_alive():
+                worker.join(WAIT_SLICE_S)
 
 
 class PieceStream(Iterator[str]):

@@ -168,6 +168,46 @@ def test_ctrl_c_during_a_stream_exits_as_keyboard_interrupt(long_gpt2):
         assert took < 5.0, f"exit took {took:.1f} s"
 
 
+# The main thread waits in a stream for a piece that comes only after GAP_S
+# (held-back text: no space for many tokens) and the SIGINT is taken by
+# another thread, as a signal that lands just before the main thread blocks
+# in a lock wait is: the C handler sets Python's flag, but nothing wakes the
+# wait.  With an untimed wait the KeyboardInterrupt came with the next piece,
+# or at the end of the generation (a CI run's 20 s hang).
+ELSEWHERE = """
+import queue, signal, sys, threading, time
+from clformer._generate import queued_pieces
+GAP_S = 5.0
+q, cancel, END = queue.Queue(), threading.Event(), object()
+def work():
+    q.put("first")
+    t0 = time.monotonic()
+    while not cancel.is_set() and time.monotonic() - t0 < GAP_S:
+        time.sleep(0.01)
+    q.put("second")
+    q.put(END)
+def interrupt_from_another_thread():
+    time.sleep(0.3)  # the main thread is in its wait by now
+    print(time.monotonic(), flush=True)
+    signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+for piece in queued_pieces(work, q, cancel, END, "test"):
+    print(piece, flush=True)
+    if piece == "first":
+        threading.Thread(target=interrupt_from_another_thread, daemon=True).start()
+"""
+
+
+def test_ctrl_c_taken_by_another_thread_still_interrupts_the_wait_for_a_piece():
+    p = subprocess.run([sys.executable, "-c", ELSEWHERE], capture_output=True, text=True, env=_env(),
+                       timeout=EXIT_S)
+    took = time.monotonic()
+    lines = p.stdout.split()
+    assert p.returncode == -signal.SIGINT and "KeyboardInterrupt" in p.stderr, (p.returncode, p.stderr[-2000:])
+    assert lines[0] == "first" and "second" not in lines, lines  # interrupted in the gap, not after it
+    # the interrupt came within a wait slice (0.1 s) plus the child's exit, not after the 5 s gap
+    assert took - float(lines[1]) < 2.0, f"KeyboardInterrupt {took - float(lines[1]):.1f} s after the SIGINT"
+
+
 def _in_thread(fn):
     box = {}
 

@@ -109,7 +109,10 @@ def main(argv: list[str] | None = None) -> int:
         start(opts, host=a.host, port=a.port)
         print(f"clformer.serve: {opts.served_name()} on http://{a.host}:{a.port} ({replicas} replica(s), "
               f"{a.replicas_per_device} per device); Ctrl-C stops", flush=True)
-        stop.wait()
+        # timed: the handler runs on the main thread only between bytecodes, and an untimed wait
+        # is not woken by a signal that lands just before it blocks or on another (Ray's) thread
+        while not stop.wait(0.5):
+            pass
     finally:
         serve.shutdown()
         ray.shutdown()
