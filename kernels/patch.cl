@@ -136,6 +136,27 @@ __kernel void patch_shuffle(__global float *img, uint img_off, __global float *x
   }
 }
 
+/* The same move on a CPU: a work-item per patch row, the p pixels (c, i, 0
+ * .. p-1) of one image row, with gid0 = px, gid1 = c * p + i, gid2 = b * Hn
+ * + py: two divisions per work-item instead of patch_shuffle's seven per
+ * element (on PoCL, vector lanes divide one at a time), and each image read
+ * p contiguous floats.  Indexed by (Wn, C * p, B * Hn), gid0 rounded up. */
+__kernel void patch_rows(__global float *img, uint img_off, __global float *x, uint x_off, uint C, uint H,
+                         uint W, uint p, uint pqc, uint to_img) {
+  const uint px = get_global_id(0), Wn = W / p, Hn = H / p;
+  if (px >= Wn) return;
+  uint i, py;
+  const uint c = clf_divmod(get_global_id(1), p, &i), b = clf_divmod(get_global_id(2), Hn, &py);
+  const uint F = C * p * p;
+  __global float *src = img + img_off + ((b * C + c) * H + py * p + i) * W + px * p;
+  __global float *dst = x + x_off + (get_global_id(2) * Wn + px) * F + (pqc ? i * p * C + c : (c * p + i) * p);
+  const uint step = pqc ? C : 1;
+  if (to_img)
+    for (uint j = 0; j < p; j++) src[j] = dst[j * step];
+  else
+    for (uint j = 0; j < p; j++) dst[j * step] = src[j];
+}
+
 /* out[r, e] = bias[e] for r < rows: the bias that patch_embed's GEMM then
  * accumulates onto (beta = 1).  gid0 = e, gid1 = r. */
 __kernel void fill_rows(__global const float *bias, uint b_off, __global float *out, uint o_off, uint E,

@@ -90,8 +90,20 @@ static clf_status patch_shuffle(clf_context *ctx, const clf_tensor *img, size_t 
                                 cl_mem x_buf, size_t x_off, int to_img, cl_event *event) {
   clf__kernel *k;
   clf_status st;
-  if ((st = clf__get_kernel(ctx, "patch", NULL, "patch_shuffle", &k)) != CLF_OK) return st;
   const size_t B = img->shape[0], C = img->shape[1], H = img->shape[2], W = img->shape[3];
+  if (ctx->caps.is_cpu) { /* a work-item per patch row (patch_rows in kernels/patch.cl) */
+    if ((st = clf__get_kernel(ctx, "patch", NULL, "patch_rows", &k)) != CLF_OK) return st;
+    cl_uint c32 = (cl_uint)C, h32 = (cl_uint)H, w32 = (cl_uint)W, p32 = (cl_uint)patch;
+    cl_uint pqc = order == CLF_PATCH_PQC, dir = (cl_uint)to_img, xo = (cl_uint)x_off;
+    st = clf__set_args(ctx, k, 10, CLF__TARG(img), CLF__ARG(x_buf), CLF__ARG(xo), CLF__ARG(c32), CLF__ARG(h32),
+                       CLF__ARG(w32), CLF__ARG(p32), CLF__ARG(pqc), CLF__ARG(dir));
+    if (st != CLF_OK) return st;
+    const size_t global[3] = {W / patch, C * patch, B * (H / patch)};
+    size_t local[3] = {clf__wg_1d(ctx, k, 16), 1, 1};
+    if (local[0] > global[0] && global[0]) local[0] = global[0];
+    return clf__launch(ctx, k, 3, global, local, event);
+  }
+  if ((st = clf__get_kernel(ctx, "patch", NULL, "patch_shuffle", &k)) != CLF_OK) return st;
   const size_t F = C * patch * patch, n_patches = B * (H / patch) * (W / patch);
   /* Enough patches per group for ~1024 floats of work, within the tile. */
   const size_t tile = patch_tile(ctx), work = tile < 1024 ? tile : 1024;
