@@ -14,9 +14,11 @@ clformer-gemm-profile 1
 # Rows (same run): the skinny path on [out, in] weights (skinny_tile from 2
 #   rows) beats CLBlast to the search's last row count, 4096, for f32, f16
 #   and q8 (f32 at 4096 rows: 2631 against 5265 ms; q8 at 768: 625 against
-#   728); q4 up to 128 rows (96 against 105 ms; 150 against 145 at 192);
-#   f32 [in, out] (skinny_t) up to 32 rows (49 against 58; 89 against 76 at
-#   48).  Skinny groups were not searched: on this device every [out, in]
+#   728); q4 wins at 128 rows (96 against 105 ms) and loses at 192 (150
+#   against 145); f32 [in, out] (skinny_t) wins at 32 rows (49 against 58)
+#   and loses at 48 (89 against 76).  The q4 and [in, out] values are where
+#   the two lines between those points cross (the rule `probe --tune`
+#   applies since 2026-11-27; the run kept 128 and 32).  Skinny groups were not searched: on this device every [out, in]
 #   product runs skinny_tile.
 match platform=Intel(R) OpenCL device_type=CPU isa=avx512
 match driver=any local_mem_kib=any compute_units=any
@@ -50,4 +52,4 @@ Xgemm GEMMK=0 KREG=1 KWG=16 KWI=2 MDIMA=16 MDIMC=16 MWG=16 NDIMB=8 NDIMC=8 NWG=6
 XgemmDirect KWID=8 MDIMAD=16 MDIMCD=8 NDIMBD=16 NDIMCD=8 PADA=1 PADB=0 VWMD=2 VWND=1 WGD=32
 GemmRoutine XGEMM_MIN_INDIRECT_SIZE=335
 Tiles on=1
-Rows f32_in_out=32 q4=128 q8=4096 f16=4096 f32=4096
+Rows f32_in_out=38 q4=169 q8=4096 f16=4096 f32=4096

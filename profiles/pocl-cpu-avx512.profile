@@ -13,10 +13,15 @@ clformer-gemm-profile 1
 # Tiles (same run): skinny_tile against launches of the skinny kernel, over
 #   the shapes' weights of every type: 36.1 ms against 27.4 at one row,
 #   580 against 1927 at the shapes' rows.
-# Rows (same run): the skinny path on [out, in] weights beats CLBlast up to
-#   3072 rows for f32 (5407 against 5045 ms at 4096), to the search's last,
-#   4096, for f16; q8 to 256 rows (389 against 357 at 384), q4 to 192, f32
-#   [in, out] (skinny_t) to 96.
+# Rows (same run): the skinny path on [out, in] weights beats CLBlast at
+#   3072 rows for f32 (2836 against 2964 ms) and loses at 4096 (5407 against
+#   5045), wins to the search's last, 4096, for f16; q8 wins at 256 rows
+#   (200 against 236) and loses at 384 (389 against 357), q4 wins at 192
+#   (276 against 305) and loses at 256 (374 against 285), f32 [in, out]
+#   (skinny_t) wins at 96 (135.5 against 136.6) and loses at 128 (123
+#   against 105).  Each value is where the two lines between those points
+#   cross (the rule `probe --tune` applies since 2026-11-27; the run kept
+#   the last row count won: 3072, 256, 192 and 96).
 match platform=Portable Computing Language device_type=CPU isa=skylake-avx512
 match driver=any local_mem_kib=64- compute_units=any
 shape m=64 n=2304 k=768 trans_a=0 trans_b=0 count=1
@@ -49,4 +54,4 @@ Xgemm GEMMK=0 KREG=1 KWG=16 KWI=2 MDIMA=16 MDIMC=8 MWG=128 NDIMB=32 NDIMC=16 NWG
 XgemmDirect KWID=2 MDIMAD=8 MDIMCD=8 NDIMBD=32 NDIMCD=8 PADA=0 PADB=0 VWMD=8 VWND=1 WGD=64
 GemmRoutine XGEMM_MIN_INDIRECT_SIZE=335
 Tiles on=1
-Rows f32_in_out=96 q4=192 q8=256 f16=4096 f32=3072
+Rows f32_in_out=97 q4=207 q8=323 f16=4096 f32=3338

@@ -699,6 +699,52 @@ START_TEST(tune_and_apply) {
 }
 END_TEST
 
+/* The Rows value between two measured row counts: where the two paths'
+ * times, as straight lines, cross.  The figures are the logged ones of the
+ * `probe --tune` runs that the shipped AVX-512 profiles come from (their
+ * comments quote them), and the profiles carry what the rule gives. */
+static const char *shipped_text(const char *family) {
+  for (size_t i = 0; i < clf__shipped_profiles_count; i++)
+    if (strcmp(clf__shipped_profiles[i].family, family) == 0) return clf__shipped_profiles[i].text;
+  ck_abort_msg("no shipped profile %s", family);
+  return NULL;
+}
+
+START_TEST(rows_crossing) {
+  /* rows won, CLBlast's time less the skinny path's there, the next rows, the skinny path's less CLBlast's */
+  static const struct {
+    const char *family, *key;
+    unsigned won;
+    double sk_won, ge_won;
+    unsigned lost;
+    double sk_lost, ge_lost;
+    unsigned want;
+  } runs[] = {
+      {"pocl-cpu-avx512", "f32", 3072, 2835.856, 2963.525, 4096, 5407.065, 5044.703, 3338},
+      {"pocl-cpu-avx512", "q8", 256, 200.379, 235.694, 384, 388.676, 356.661, 323},
+      {"pocl-cpu-avx512", "q4", 192, 275.822, 305.019, 256, 374.406, 285.215, 207},
+      {"pocl-cpu-avx512", "f32_in_out", 96, 135.476, 136.639, 128, 122.584, 104.907, 97},
+      {"intel-cpu-avx512", "q4", 128, 95.613, 105.097, 192, 149.903, 144.743, 169},
+      {"intel-cpu-avx512", "f32_in_out", 32, 49.308, 57.567, 48, 88.763, 75.737, 38},
+  };
+  for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+    const unsigned got = clf__rows_crossing(runs[i].won, runs[i].ge_won - runs[i].sk_won, runs[i].lost,
+                                            runs[i].sk_lost - runs[i].ge_lost);
+    ck_assert_uint_eq(got, runs[i].want);
+    char line[64];
+    snprintf(line, sizeof line, " %s=%u", runs[i].key, got);
+    const char *rows = strstr(shipped_text(runs[i].family), "\nRows ");
+    ck_assert_msg(rows && strstr(rows, line) && strstr(rows, line) < strchr(rows + 1, '\n'), "%s: %s",
+                  runs[i].family, line);
+  }
+  /* Between the two, never past the lost one; no margin measured: the rows won */
+  ck_assert_uint_eq(clf__rows_crossing(64, 1.0, 96, 1e-9), 95);
+  ck_assert_uint_eq(clf__rows_crossing(64, 1e-9, 96, 1.0), 64);
+  ck_assert_uint_eq(clf__rows_crossing(64, 0.0, 96, 5.0), 64);
+  ck_assert_uint_eq(clf__rows_crossing(8, 2.0, 16, 2.0), 12);
+}
+END_TEST
+
 START_TEST(tune_bad_arguments) {
   clf_tune_report rep;
   const clf_gemm_shape zero = {0, 4, 4, 0, 0, 1};
@@ -714,6 +760,7 @@ int main(void) {
   tcase_add_test(tc, shapes_of_models);
   tcase_add_test(tc, shapes_of_mae_and_reference);
   tcase_add_test(tc, tune_bad_arguments);
+  tcase_add_test(tc, rows_crossing);
   tcase_add_test(tc, shipped_isa_of_names);
   tcase_add_test(tc, shipped_matching);
   tcase_add_test(tc, shipped_malformed);

@@ -618,9 +618,13 @@ bool tune_skinny(Search &S, double end, Profile *fin, clf_tune_report *report) {
 // through CLBlast with the profile found (the weight expanded to f32
 // first when it is not f32), count-weighted sums of medians, at M = 8,
 // 16, 24, 32, 48, 64, 96, 128, ... up to the shapes' largest m (64 at
-// least).  The rows kept are the last M before the first where CLBlast's
-// sum is the smaller; every M where the skinny path wins when none is.
-// Both paths' outputs are compared at each M.
+// least).  The rows kept are where the two sums cross between the last M
+// the skinny path won and the first where CLBlast's sum is the smaller,
+// both taken as straight lines between those two points (the grid doubles
+// every two steps: on PoCL f32 the skinny path won by 4% at 3072 rows and
+// lost by 7% at 4096, and keeping 3072 sent Swin-T's 3136-row products,
+// where it wins by 27%, to CLBlast); every M where the skinny path wins
+// when none is.  Both paths' outputs are compared at each M.
 struct RowsKind {
   clf_dtype wt;
   int in_out;
@@ -754,6 +758,7 @@ bool rows_of_kind(Search &S, const RowsKind &kind, double share, unsigned *rows,
   *rows = 0;
   if (!B.setup(S, kind, why)) return false;
   unsigned last_skinny = 8;  // the last M the skinny path won (8: it always takes up to 8)
+  double last_margin = 0;    // CLBlast's time less the skinny path's there (0: not measured)
   double end = kNever;
   for (size_t m : kM) {
     if (seconds_since(S.t0) >= end) {
@@ -771,8 +776,12 @@ bool rows_of_kind(Search &S, const RowsKind &kind, double share, unsigned *rows,
     S.say("Rows %s: %zu rows: skinny %.3f ms, CLBlast %.3f ms%s", clf__skinny_rows_key(kind.wt, kind.in_out), m, sk,
           ge, ge < sk ? " (CLBlast faster)" : "");
     if (end == kNever) end = seconds_since(S.t0) + share;
-    if (ge < sk) break;
+    if (ge < sk) {
+      last_skinny = clf__rows_crossing(last_skinny, last_margin, (unsigned)m, sk - ge);
+      break;
+    }
     last_skinny = (unsigned)m;
+    last_margin = ge - sk;
   }
   *rows = last_skinny;
   return true;

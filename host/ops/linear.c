@@ -102,6 +102,11 @@ size_t clf__skinny_max_rows(const clf_context *ctx, clf_dtype wt, int in_out, co
   return rows;
 }
 
+unsigned clf__rows_crossing(unsigned won, double won_margin, unsigned lost, double lost_margin) {
+  if (!(won_margin > 0) || !(lost_margin > 0) || lost <= won) return won;
+  return won + (unsigned)((double)(lost - won) * won_margin / (won_margin + lost_margin));
+}
+
 int clf__linear_prefers_in_out(const clf_context *ctx) {
   unsigned oi[2], io[2];
   const int measured = clf__tuned_group(ctx, CLF__ROWS_TUNING, clf__skinny_rows_key(CLF_F32, 0), oi) && !oi[1] &&

@@ -90,6 +90,12 @@ clf_status clf__norm_res_bias(clf_context *ctx, const clf_tensor *x, const clf_t
 #define CLF__ROWS_TUNING "Rows"
 size_t clf__skinny_max_rows(const clf_context *ctx, clf_dtype wt, int in_out, const char **why);
 const char *clf__skinny_rows_key(clf_dtype wt, int in_out);
+/* The Rows value `probe --tune` keeps between the last row count `won` the
+ * skinny path won, CLBlast's time there less the skinny path's being
+ * `won_margin` (> 0), and the next it measured, `lost`, where CLBlast was
+ * `lost_margin` (> 0) faster: where the two times, as straight lines
+ * between the two points, cross (won when won_margin is not > 0). */
+unsigned clf__rows_crossing(unsigned won, double won_margin, unsigned lost, double lost_margin);
 /* Whether f32 weights that many rows at once multiply (encoders) are best
  * stored [in, out] on ctx's device: yes (CLBlast reads them in place and
  * skinny_t takes the few-row products), unless the applied profile
