@@ -92,8 +92,10 @@ START_TEST(test_generate) {
 }
 END_TEST
 
+/* gpt2: Conv1D weights transposed in the file, Q8_0; llama3_rope_freqs: Llama 3.1's frequency factors as a
+ * tensor (rope_freqs.weight), against the goldens of the checkpoint it was written from (llama_rope_llama3) */
 static const char *const gguf[] = {"gguf_models/llama_mixed", "gguf_models/smollm_like", "gguf_models/qwen2_q8",
-                                   "gguf_models/gpt2"}; /* gpt2: Conv1D weights transposed in the file, Q8_0 */
+                                   "gguf_models/gpt2", "gguf_models/llama3_rope_freqs"};
 
 /* A GGUF file (the directory holds model.gguf and no config.json): its
  * config from the metadata, every tensor type decoded, llama's q/k rows put
@@ -316,6 +318,69 @@ START_TEST(test_bad_configs) {
 }
 END_TEST
 
+/* Fixture `name` with frequency factors model.rope_freqs.weight (n floats)
+ * added, as a GGUF file's rope_freqs.weight reaches the model; free with
+ * remove_dir. */
+static char *with_rope_freqs(const char *name, const float *f, size_t n) {
+  char *dir = copy_fixture(name, NULL, NULL, 0, NULL);
+  char path[1200], tmp[1300];
+  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  snprintf(tmp, sizeof tmp, "%s.new", path);
+  clf_safetensors *st = NULL;
+  ck_assert_msg(clf_safetensors_open(path, &st) == CLF_OK, "%s", clf_last_error(NULL));
+  const size_t count = clf_safetensors_count(st);
+  st_entry *e = calloc(count + 1, sizeof *e);
+  for (size_t i = 0; i < count; i++) {
+    clf_st_info info;
+    ck_assert(clf_safetensors_info(st, i, &info) == CLF_OK);
+    e[i] = (st_entry){info.name, info.dtype, info.ndim, {0}, info.data, info.bytes};
+    memcpy(e[i].shape, info.shape, sizeof info.shape);
+  }
+  e[count] = (st_entry){"model.rope_freqs.weight", "F32", 1, {n}, f, n * sizeof *f};
+  write_safetensors(tmp, e, count + 1);
+  clf_safetensors_close(st);
+  free(e);
+  ck_assert(rename(tmp, path) == 0);
+  return dir;
+}
+
+/* Frequency factors (tests/fixtures/gguf_models/llama3_rope_freqs has the
+ * real thing): each divides its frequency, so factors of 1 change nothing;
+ * a rope_scaling that computes its own (llama3) or rescales with the length
+ * (dynamic) is refused beside them, as are a factor that is not finite and
+ * positive and a count that is not head_dim / 2. */
+START_TEST(test_rope_freqs) {
+  char fixture[1024];
+  fixture_dir("llama_gqa4", fixture, sizeof fixture);
+  clf_model *m = NULL;
+  float ones[512], bad[512];
+  for (size_t i = 0; i < 512; i++) ones[i] = 1.0f, bad[i] = 1.0f;
+  const size_t half = 4; /* llama_gqa4: head_dim 8 */
+  char *dir = with_rope_freqs("llama_gqa4", ones, half);
+  TH_OK(clf_model_load(th_ctx, dir, &m));
+  check_forward_cases(m, fixture, 1e-4, "llama_gqa4 with factors of 1");
+  clf_model_destroy(m), m = NULL;
+  set_config(dir, "rope_scaling", "{\"rope_type\": \"dynamic\", \"factor\": 2.0}");
+  TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_FORMAT, "rope_scaling of type \"dynamic\"");
+  remove_dir(dir);
+  dir = with_rope_freqs("llama_rope_llama3", ones, 8); /* head_dim 16 */
+  TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_FORMAT, "they would scale the frequencies twice");
+  remove_dir(dir);
+  bad[3] = 0.0f;
+  dir = with_rope_freqs("llama_gqa4", bad, half);
+  TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_FORMAT, "model.rope_freqs.weight[3] is 0");
+  remove_dir(dir);
+  bad[3] = NAN;
+  dir = with_rope_freqs("llama_gqa4", bad, half);
+  TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_FORMAT, "finite and positive");
+  remove_dir(dir);
+  dir = with_rope_freqs("llama_gqa4", ones, half + 1);
+  TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_SHAPE, "model.rope_freqs.weight");
+  remove_dir(dir);
+  ck_assert_ptr_null(m);
+}
+END_TEST
+
 START_TEST(test_bad_tensors) {
   clf_model *m = NULL;
   char *dir = copy_fixture("llama_gqa4", "model.layers.1.self_attn.k_proj.weight", NULL, 0, NULL);
@@ -373,6 +438,7 @@ static Suite *suite(void) {
   tcase_add_loop_test(tc, test_forward, 0, (int)(sizeof all / sizeof *all));
   tcase_add_loop_test(tc, test_generate, 0, (int)(sizeof all / sizeof *all));
   tcase_add_loop_test(tc, test_gguf_forward, 0, (int)(sizeof gguf / sizeof *gguf));
+  tcase_add_test(tc, test_rope_freqs);
   tcase_add_test(tc, test_gguf_file_path);
   tcase_add_test(tc, test_types);
   tcase_add_test(tc, test_settings_matter);

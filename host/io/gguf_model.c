@@ -178,14 +178,12 @@ static const char *gm_str(const clf_gguf *g, const char *key) {
 }
 
 /* What the config cannot say: RoPE beyond linear scaling, partial rotary
- * dims, llama3's frequency factors (rope_freqs.weight). */
+ * dims.  (llama3's frequency factors, rope_freqs.weight, are a tensor the
+ * model reads: model.rope_freqs.weight by clf__gguf_hf_name.) */
 static clf_status gm_rope(clf_context *ctx, const clf_gguf *g, const char *file, const char *arch, cJSON *cfg) {
   char key[160];
   snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
   const char *type = gm_str(g, key);
-  if (clf_gguf_find_tensor(g, "rope_freqs.weight") >= 0)
-    return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: tensor rope_freqs.weight (Llama 3.1 frequency factors) is not "
-                     "supported yet", file);
   if (gm_find(g, "%s.rope.dimension_count", arch) >= 0) {
     int64_t rot = 0, heads = 0, dim = 0, klen = 0;
     snprintf(key, sizeof key, "%s.rope.dimension_count", arch);
@@ -363,6 +361,7 @@ int clf__gguf_hf_name(const char *arch, const char *name, char *buf, size_t len)
   if (strcmp(name, "token_embd.weight") == 0) hf = "model.embed_tokens.weight";
   else if (strcmp(name, "output_norm.weight") == 0) hf = "model.norm.weight";
   else if (strcmp(name, "output.weight") == 0) hf = "lm_head.weight";
+  else if (strcmp(name, "rope_freqs.weight") == 0) hf = "model.rope_freqs.weight"; /* not transformers' */
   if (hf) return (size_t)snprintf(buf, len, "%s", hf) < len;
   const size_t digits = strncmp(name, "blk.", 4) == 0 ? strspn(name + 4, "0123456789") : 0;
   if (digits == 0 || digits > 6 || name[4 + digits] != '.') return 0;
@@ -418,6 +417,7 @@ static int gm_llama_file_name(const char *hf, char *buf, size_t len) {
   if (strcmp(hf, "embed_tokens.weight") == 0) g = "token_embd.weight";
   else if (strcmp(hf, "norm.weight") == 0) g = "output_norm.weight";
   else if (strcmp(hf, "lm_head.weight") == 0) g = "output.weight";
+  else if (strcmp(hf, "rope_freqs.weight") == 0) g = "rope_freqs.weight";
   if (g) return (size_t)snprintf(buf, len, "%s", g) < len;
   return gm_layer_file_name(hf, "layers", gm_layer_names, sizeof gm_layer_names / sizeof gm_layer_names[0], buf, len);
 }

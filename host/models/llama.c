@@ -52,6 +52,8 @@ void clf__rope_inv_freq(const clf__rope *r, size_t seq_len, float *out) {
   }
   if (r->type == CLF__ROPE_LINEAR)
     for (size_t i = 0; i < half; i++) out[i] /= (float)r->factor;
+  if (r->has_factors)
+    for (size_t i = 0; i < half; i++) out[i] /= r->factors[i];
   if (r->type != CLF__ROPE_LLAMA3) return;
   const float factor = (float)r->factor, low = (float)r->low, high = (float)r->high, old = (float)r->orig_max;
   const float low_wl = (float)((double)r->orig_max / r->low), high_wl = (float)((double)r->orig_max / r->high);
@@ -305,12 +307,40 @@ static clf_status llama_load_weights(clf_model *m, const llama_dims *d, const ch
                                 g->embed);
 }
 
+/* rope_freqs.weight (a GGUF file's frequency factors, "model." or not):
+ * f32 [Dh / 2] of finite positive factors into r; none is fine.  Not with a
+ * rope_scaling that rescales the frequencies by the length (dynamic) or
+ * computes such factors itself (llama3): the file's would apply twice. */
+static clf_status read_rope_factors(clf_context *ctx, const clf__weights *w, const char *type, size_t half,
+                                    clf__rope *r) {
+  const char *const names[] = {"model.rope_freqs.weight", "rope_freqs.weight", NULL};
+  const char *name = clf__weights_pick(w, names);
+  if (!name) return CLF_OK;
+  if (r->type == CLF__ROPE_DYNAMIC || r->type == CLF__ROPE_LLAMA3)
+    return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s has both frequency factors (%s) and rope_scaling of type "
+                     "\"%s\": they would scale the frequencies twice", type, name,
+                     r->type == CLF__ROPE_DYNAMIC ? "dynamic" : "llama3");
+  float *f = NULL;
+  size_t got[8];
+  clf_status st = clf__weights_read(ctx, w, name, 1, (size_t[]){half}, &f, got);
+  if (st != CLF_OK) return st;
+  for (size_t i = 0; i < half && st == CLF_OK; i++)
+    if (!(f[i] > 0.0f) || !isfinite(f[i]))
+      st = clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s[%zu] is %g: frequency factors must be finite and "
+                     "positive", name, i, (double)f[i]);
+  if (st == CLF_OK) memcpy(r->factors, f, half * sizeof *f), r->has_factors = 1;
+  free(f);
+  return st;
+}
+
 /* The RoPE settings, the frequencies' device tensor and the sequence limit. */
-static clf_status llama_rope_init(clf_model *m, const llama_dims *d, const clf__config *c) {
+static clf_status llama_rope_init(clf_model *m, const llama_dims *d, const clf__config *c, const clf__weights *w) {
   clf_context *ctx = m->ctx;
   llama *g = m->impl;
   clf_status st;
-  if ((st = read_rope(ctx, m->type, c, &g->rope)) != CLF_OK) return st;
+  if ((st = read_rope(ctx, m->type, c, &g->rope)) != CLF_OK ||
+      (st = read_rope_factors(ctx, w, m->type, g->Dh / 2, &g->rope)) != CLF_OK)
+    return st;
   g->rope.dim = g->Dh, g->rope.theta = d->theta, g->rope.max_pos = g->P;
   if (!(d->theta > 0) || !isfinite(d->theta))
     return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s rope_theta %g is not positive", m->type, d->theta);
@@ -339,7 +369,7 @@ static clf_status llama_load(clf_model *m, const void *dims, const clf__config *
   if (clf_activation_from_name(d->act, &g->act) != CLF_OK)
     return clf__fail(ctx, CLF_E_UNSUPPORTED, "clf_model_load: %s hidden_act \"%s\" is not supported", m->type,
                      d->act);
-  if ((st = llama_rope_init(m, d, c)) != CLF_OK) return st;
+  if ((st = llama_rope_init(m, d, c, w)) != CLF_OK) return st;
   g->base = !clf__config_has_arch(c, "LlamaForCausalLM") && !clf__config_has_arch(c, "MistralForCausalLM") &&
             !clf__config_has_arch(c, "Qwen2ForCausalLM") && !clf__weights_has(w, "lm_head.weight") &&
             !d->tie;

@@ -16,6 +16,10 @@ typedef struct clf__rope {
   double factor, low, high;     /* rope_scaling's factor, low/high_freq_factor */
   size_t orig_max;              /* llama3: original_max_position_embeddings */
   size_t max_pos;               /* max_position_embeddings (dynamic: the original length) */
+  /* A GGUF file's rope_freqs.weight (llama.cpp's Llama 3.1 conversion): each
+   * frequency divided by its factor, as llama.cpp's rope does; 0: none */
+  int has_factors;
+  float factors[512];
 } clf__rope;
 
 /* inv_freq [dim / 2] for a sequence of seq_len positions: seq_len only
