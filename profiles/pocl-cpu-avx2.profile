@@ -30,7 +30,11 @@ clformer-gemm-profile 1
 #   8402 at 4096; q4 116 / 259 at 64, 378 / 527 at 192, 551 / 539 at 256;
 #   f32 [in, out] (skinny_t, no tiles) 160 / 230 at 64, 308 / 224 at 128.
 #   An earlier run the same hour put f32_in_out at 64.  Before skinny_tile
-#   the line was f32=48 f16=48 q8=96 q4=48 f32_in_out=96.
+#   the line was f32=48 f16=48 q8=96 q4=48 f32_in_out=96.  The run kept the
+#   last row count won (q8 3072, q4 192); q8 and q4 are now where the lines
+#   through the figures above cross (the rule `probe --tune` applies since
+#   2026-11-27): 3535 and 251.  f32_in_out stays 96: the figures at 96 rows
+#   were not recorded.
 # Tiles (2026-11-26, same machine): skinny_tile takes every [out, in]
 #   product (Rows above was measured with it).  One product of PoCL, ms,
 #   tiles against launches of up to 8 rows of the skinny kernel: f32 64 x
@@ -67,5 +71,5 @@ Xgemm GEMMK=0 KREG=1 KWG=16 KWI=2 MDIMA=16 MDIMC=8 MWG=128 NDIMB=32 NDIMC=16 NWG
 XgemmDirect KWID=8 MDIMAD=8 MDIMCD=8 NDIMBD=8 NDIMCD=8 PADA=1 PADB=1 VWMD=8 VWND=8 WGD=64
 GemmRoutine XGEMM_MIN_INDIRECT_SIZE=335
 Skinny q8=1x4
-Rows f32=4096 f16=4096 q8=3072 q4=192 f32_in_out=96
+Rows f32=4096 f16=4096 q8=3535 q4=251 f32_in_out=96
 Tiles on=1

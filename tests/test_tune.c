@@ -726,6 +726,8 @@ START_TEST(rows_crossing) {
       {"pocl-cpu-avx512", "f32_in_out", 96, 135.476, 136.639, 128, 122.584, 104.907, 97},
       {"intel-cpu-avx512", "q4", 128, 95.613, 105.097, 192, 149.903, 144.743, 169},
       {"intel-cpu-avx512", "f32_in_out", 32, 49.308, 57.567, 48, 88.763, 75.737, 38},
+      {"pocl-cpu-avx2", "q8", 3072, 4919, 5312, 4096, 8878, 8402, 3535},
+      {"pocl-cpu-avx2", "q4", 192, 378, 527, 256, 551, 539, 251},
   };
   for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
     const unsigned got = clf__rows_crossing(runs[i].won, runs[i].ge_won - runs[i].sk_won, runs[i].lost,
