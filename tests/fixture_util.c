@@ -106,10 +106,11 @@ void write_safetensors(const char *path, const st_entry *e, size_t n) {
 }
 
 /* A temp directory holding a copy of the fixture's config files, and a
- * model.safetensors rewritten from the fixture's with tensor `drop` left out
- * and tensor `reshape` given `new_shape` (same number of elements). */
-char *copy_fixture(const char *name, const char *drop, const char *reshape, int ndim,
-                          const size_t *new_shape) {
+ * model.safetensors rewritten from the fixture's with tensor `drop` left out,
+ * tensor `reshape` given `new_shape` (same number of elements) and `extra`
+ * (may be NULL) added last. */
+static char *copy_fixture_with(const char *name, const char *drop, const char *reshape, int ndim,
+                               const size_t *new_shape, const st_entry *extra) {
   char tmpl[] = "/tmp/clf-models-XXXXXX", src[1024], dst[1200];
   ck_assert(mkdtemp(tmpl) != NULL);
   const char *files[] = {"config.json", "generation_config.json"};
@@ -125,7 +126,7 @@ char *copy_fixture(const char *name, const char *drop, const char *reshape, int 
   clf_safetensors *st = NULL;
   ck_assert_msg(clf_safetensors_open(src, &st) == CLF_OK, "%s", clf_last_error(NULL));
   size_t n = clf_safetensors_count(st), k = 0;
-  st_entry *e = calloc(n, sizeof *e);
+  st_entry *e = calloc(n + 1, sizeof *e);
   for (size_t i = 0; i < n; i++) {
     clf_st_info info;
     ck_assert(clf_safetensors_info(st, i, &info) == CLF_OK);
@@ -138,11 +139,21 @@ char *copy_fixture(const char *name, const char *drop, const char *reshape, int 
     }
     k++;
   }
+  if (extra) e[k++] = *extra;
   snprintf(dst, sizeof dst, "%s/model.safetensors", tmpl);
   write_safetensors(dst, e, k);
   free(e);
   clf_safetensors_close(st);
   return strdup(tmpl);
+}
+
+char *copy_fixture(const char *name, const char *drop, const char *reshape, int ndim,
+                   const size_t *new_shape) {
+  return copy_fixture_with(name, drop, reshape, ndim, new_shape, NULL);
+}
+
+char *copy_fixture_adding(const char *name, const st_entry *extra) {
+  return copy_fixture_with(name, NULL, NULL, 0, NULL, extra);
 }
 
 void remove_dir(char *dir) {

@@ -36,6 +36,8 @@ void write_safetensors(const char *path, const st_entry *e, size_t n);
 /* A temp copy of fixture `name` with tensor `drop` left out and tensor
  * `reshape` given new_shape (either may be NULL); free with remove_dir. */
 char *copy_fixture(const char *name, const char *drop, const char *reshape, int ndim, const size_t *new_shape);
+/* A temp copy of fixture `name` with tensor `extra` added; free with remove_dir. */
+char *copy_fixture_adding(const char *name, const st_entry *extra);
 void remove_dir(char *dir);
 /* Sets config.json's `key` to the JSON text `json` in `dir`. */
 void set_config(const char *dir, const char *key, const char *json);

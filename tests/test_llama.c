@@ -322,26 +322,8 @@ END_TEST
  * added, as a GGUF file's rope_freqs.weight reaches the model; free with
  * remove_dir. */
 static char *with_rope_freqs(const char *name, const float *f, size_t n) {
-  char *dir = copy_fixture(name, NULL, NULL, 0, NULL);
-  char path[1200], tmp[1300];
-  snprintf(path, sizeof path, "%s/model.safetensors", dir);
-  snprintf(tmp, sizeof tmp, "%s.new", path);
-  clf_safetensors *st = NULL;
-  ck_assert_msg(clf_safetensors_open(path, &st) == CLF_OK, "%s", clf_last_error(NULL));
-  const size_t count = clf_safetensors_count(st);
-  st_entry *e = calloc(count + 1, sizeof *e);
-  for (size_t i = 0; i < count; i++) {
-    clf_st_info info;
-    ck_assert(clf_safetensors_info(st, i, &info) == CLF_OK);
-    e[i] = (st_entry){info.name, info.dtype, info.ndim, {0}, info.data, info.bytes};
-    memcpy(e[i].shape, info.shape, sizeof info.shape);
-  }
-  e[count] = (st_entry){"model.rope_freqs.weight", "F32", 1, {n}, f, n * sizeof *f};
-  write_safetensors(tmp, e, count + 1);
-  clf_safetensors_close(st);
-  free(e);
-  ck_assert(rename(tmp, path) == 0);
-  return dir;
+  const st_entry e = {"model.rope_freqs.weight", "F32", 1, {n}, f, n * sizeof *f};
+  return copy_fixture_adding(name, &e);
 }
 
 /* Frequency factors (tests/fixtures/gguf_models/llama3_rope_freqs has the
