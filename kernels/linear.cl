@@ -359,6 +359,9 @@ __kernel __attribute__((reqd_work_group_size(SPLIT, ROWS, 1))) void skinny_sg(SK
 #ifndef TL
 #define TL 4
 #endif
+#ifndef SKINNY_ACT_PASS
+#define SKINNY_ACT_PASS 0
+#endif
 /* Part p (8 weights) of chunk c of row n, times its block's scale d. */
 inline float8 load_part(__global const WT *w, uint w_off, __global const half *s, uint s_off, uint n, uint c, uint p,
                         uint K, float d) {
@@ -411,6 +414,17 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_tile(SKINNY
       }
     }
   }
+#if TM == 1 && SKINNY_ACT_PASS
+  /* One row, -DSKINNY_ACT_PASS=1 (the profile's "Tiles act_pass=1"): the
+   * sums plus bias only; the host applies an activation in a pass of its
+   * own (bias_act, in lanes of clf_act4 as the tiles do: the same bits).
+   * Intel's CPU compiler runs the loop above 1.4-1.6x slower when the
+   * kernel holds the activation's exp or division at all, even in a branch
+   * not taken or after a barrier (GPT-2's head, 50257 x 768: q4 3.7 -> 2.5
+   * ms, q8 3.5 -> 2.2); PoCL runs q8 5-10% slower without them. */
+  _Pragma("unroll") for (uint j = 0; j < TN; j++)
+    if (n0 + j < N) y[y_off + n0 + j] = sum8(acc[0][j]) + (has_bias ? bias[b_off + n0 + j] : 0.0f);
+#else
   _Pragma("unroll") for (uint j = 0; j < TN; j++) {
     if (n0 + j >= N) continue;
     const float b = has_bias ? bias[b_off + n0 + j] : 0.0f;
@@ -425,6 +439,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_tile(SKINNY
         if (i + q < TM && m0 + i + q < M) y[y_off + (size_t)(m0 + i + q) * N + n0 + j] = o[q];
     }
   }
+#endif
 }
 
 /* y [M, N] = act(x [M, K] W + bias) with W f32 [K, N] ([in, out]: the

@@ -20,6 +20,12 @@ clformer-gemm-profile 1
 #   the two lines between those points cross (the rule `probe --tune`
 #   applies since 2026-11-27; the run kept 128 and 32).  Skinny groups were not searched: on this device every [out, in]
 #   product runs skinny_tile.
+# Tiles act_pass (2026-11-27, later, the same machine and runtime): `probe
+#   --tune --model GPT-2 --tokens 64 --budget 20` measured its one-row
+#   products 46.5 ms with the activation in skinny_tile and 39.7 ms with it
+#   left to a pass of its own (f32 and f16 alike; GPT-2's head alone, 50257
+#   x 768: q8 3.5 -> 2.2 ms, q4 3.7 -> 2.5); that run's other lines are not
+#   taken (its budget was 20 s).
 match platform=Intel(R) OpenCL device_type=CPU isa=avx512
 match driver=any local_mem_kib=any compute_units=any
 shape m=64 n=2304 k=768 trans_a=0 trans_b=0 count=1
@@ -51,5 +57,5 @@ tuned_ms 135.8038
 Xgemm GEMMK=0 KREG=1 KWG=16 KWI=2 MDIMA=16 MDIMC=16 MWG=16 NDIMB=8 NDIMC=8 NWG=64 SA=0 SB=0 STRM=0 STRN=0 VWM=1 VWN=8
 XgemmDirect KWID=8 MDIMAD=16 MDIMCD=8 NDIMBD=16 NDIMCD=8 PADA=1 PADB=0 VWMD=2 VWND=1 WGD=32
 GemmRoutine XGEMM_MIN_INDIRECT_SIZE=335
-Tiles on=1
+Tiles on=1 act_pass=1
 Rows f32_in_out=38 q4=169 q8=4096 f16=4096 f32=4096

@@ -283,6 +283,55 @@ START_TEST(tiles_follow_profile) {
 }
 END_TEST
 
+/* The one-row build of skinny_tile with the activation in a bias_act pass
+ * of its own (the profile's "Tiles act_pass=1", $CLFORMER_SKINNY_ACT_PASS
+ * over it) gives the bits of the build that applies it in the kernel and
+ * of row 0 among 5 rows (the 4 x 3 tiles), every weight type and
+ * activation, with a bias (an activation applied twice or not at all
+ * would differ). */
+START_TEST(tiles_act_pass) {
+  if (!clf__skinny_tiles(th_ctx, 0, 1)) return; /* no tiles here (the launches apply their activation) */
+  const unsigned on[2] = {1, 0};
+  ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "act_pass", on));
+  ck_assert(clf__skinny_act_pass(th_ctx));
+  setenv("CLFORMER_SKINNY_ACT_PASS", "0", 1);
+  ck_assert(!clf__skinny_act_pass(th_ctx));
+  ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "act_pass", NULL));
+  setenv("CLFORMER_SKINNY_ACT_PASS", "1", 1);
+  ck_assert(clf__skinny_act_pass(th_ctx));
+  unsetenv("CLFORMER_SKINNY_ACT_PASS");
+  ck_assert(!clf__skinny_act_pass(th_ctx));
+  const size_t K = 96, N = 37;
+  float *x = th_rand(5 * K, 61, -2.0f, 2.0f), *w = th_rand(N * K, 62, -1.0f, 1.0f), *b = th_rand(N, 63, -1.0f, 1.0f);
+  clf_tensor *tb = th_tensor(CLF_F32, 1, TH_SHAPE(N), b);
+  for (size_t t = 0; t < 4; t++) {
+    clf_tensor *tw = NULL;
+    TH_OK(clf_tensor_from_f32(th_ctx, types[t], 2, TH_SHAPE(N, K), w, &tw));
+    for (int act = 0; act < 6; act++) {
+      float *y[3];
+      for (int v = 0; v < 3; v++) { /* one row in the kernel, one row and a pass, 5 rows */
+        const size_t M = v == 2 ? 5 : 1;
+        setenv("CLFORMER_SKINNY_ACT_PASS", v == 1 ? "1" : "0", 1);
+        clf_tensor *tx = th_tensor(CLF_F32, 2, TH_SHAPE(M, K), x), *ty = th_empty(CLF_F32, 2, TH_SHAPE(M, N));
+        TH_OK(clf_linear(th_ctx, tx, tw, CLF_WEIGHT_OUT_IN, tb, (clf_activation)act, ty, NULL));
+        y[v] = th_download(ty);
+        clf_tensor_destroy(tx);
+        clf_tensor_destroy(ty);
+      }
+      ck_assert_msg(memcmp(y[0], y[1], N * sizeof(float)) == 0, "%s, activation %d: the pass changes bits",
+                    clf_dtype_name(types[t]), act);
+      ck_assert_msg(memcmp(y[0], y[2], N * sizeof(float)) == 0, "%s, activation %d: one row differs from 5",
+                    clf_dtype_name(types[t]), act);
+      for (int v = 0; v < 3; v++) free(y[v]);
+    }
+    clf_tensor_destroy(tw);
+  }
+  unsetenv("CLFORMER_SKINNY_ACT_PASS");
+  clf_tensor_destroy(tb);
+  free(x); free(w); free(b);
+}
+END_TEST
+
 /* skinny_tile (the CPU class's [N, K] path) against the CPU reference for
  * every weight type: M and N on both sides of its 4 x 3 tile and 4 row
  * blocks a group and of its one-row shapes (f32 1 x 4 tiles, 8 work-items
@@ -571,6 +620,7 @@ static Suite *suite(void) {
   tcase_add_test(c, skinny_tile_shapes);
   tcase_add_test(c, linear_rows_independent);
   tcase_add_test(c, tiles_follow_profile);
+  tcase_add_test(c, tiles_act_pass);
   tcase_add_test(c, linear_gpu_and_cpu_class);
   tcase_add_test(c, linear_small_device);
   tcase_add_test(c, skinny_feature_variants);

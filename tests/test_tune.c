@@ -457,6 +457,7 @@ START_TEST(tune_and_apply) {
   const int had_off = clf__tuned_group(ctx, CLF__TILES_TUNING, "off", g);
   const int measures_tiles =
       strcmp(clf_context_device_class(ctx, NULL), "cpu") == 0 && !getenv("CLFORMER_SKINNY_TILE");
+  const int pass_before = clf__skinny_act_pass(ctx);
   clf_tune_result r;
   clf_tune_report rep;
   ck_assert_msg(clf_tune_gemm(ctx, &s, 1, &o, &r, &rep) == CLF_OK, "%s", clf_last_error(ctx));
@@ -516,13 +517,17 @@ START_TEST(tune_and_apply) {
    * the tiles' choice changed, and applied at once. */
   const int written = rep.profile[0] != '\0';
   const int tiles_changed = measures_tiles && (tiles != tiles_before || !(tiles ? had_on : had_off));
-  if (tiles_changed || rows_changed) ck_assert(written);
+  /* where the tiles run, the one-row build's activation too (act_pass) */
+  const int pass = clf__skinny_act_pass(ctx);
+  if (!tiles || getenv("CLFORMER_SKINNY_ACT_PASS")) ck_assert_int_eq(pass, pass_before);
+  if (tiles_changed || rows_changed || pass != pass_before) ck_assert(written);
   else ck_assert_int_eq(written, rep.tuned_ms < 0.98 * rep.default_ms || skinny_better);
   /* On a CPU the search measured the tiles against the launches, and a
    * profile it writes says which it chose. */
   if (written && measures_tiles) {
     char *text = slurp(rep.profile);
     ck_assert_msg(strstr(text, tiles ? "Tiles on=1" : "Tiles off=1") != NULL, "%s", text);
+    ck_assert_int_eq(strstr(text, " act_pass=1") != NULL, pass);
     free(text);
   }
   /* PoCL runs CLBlast's defaults for this shape (XgemmDirect WGD=16 with no

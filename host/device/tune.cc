@@ -849,6 +849,49 @@ bool tune_tiles(Search &S) {
   return on != was_on || !had[on ? 0 : 1];
 }
 
+// Where the tiles run: skinny_tile's one-row build with the activation in
+// the kernel or in a bias_act pass of its own (clf__skinny_act_pass), each
+// weight type's one-row products over the shapes' distinct weights
+// (count-weighted sums of medians, no activation: the build alone is what
+// differs).  The pass is kept ("Tiles act_pass=1") when its build takes
+// under 0.9 of the other's: the margin pays for the passes, one a layer
+// for the products with an activation.  Not measured where
+// $CLFORMER_SKINNY_ACT_PASS decides.  True when the choice changed.
+bool tune_act_pass(Search &S) {
+  clf_context *ctx = S.ctx;
+  if (!clf__skinny_tiles(ctx, 0, 1)) return false;
+  if (getenv("CLFORMER_SKINNY_ACT_PASS")) {
+    S.say("Tiles act_pass: not measured: $CLFORMER_SKINNY_ACT_PASS decides");
+    return false;
+  }
+  static const unsigned one[2] = {1, 0};
+  const bool was = clf__skinny_act_pass(ctx) != 0;
+  auto set = [&](bool on) {
+    if (!clf__tuned_group_set(ctx, CLF__TILES_TUNING, "act_pass", on ? one : nullptr)) throw std::bad_alloc();
+  };
+  double ms[2] = {0, 0};  // [in the kernel, a pass]
+  for (const clf_dtype wt : {CLF_F32, CLF_F16, CLF_Q8_0, CLF_Q4_0}) {
+    RowsBench B;
+    std::string why;
+    if (!B.setup(S, {wt, 0}, &why)) continue;
+    if (!B.grow(S, 1, &why)) return set(was), S.say("Tiles act_pass: not measured: %s", why.c_str()), false;
+    for (RowsBench::W &e : B.ws)
+      for (int on = 0; on < 2; on++) {
+        double t;
+        set(on);
+        if (!time_path(ctx, true, e.x, e.w, 0, e.y, 1, e.n, e.k, 0, false, &t, &why))
+          return set(was), S.say("Tiles act_pass: not measured: %s", why.c_str()), false;
+        ms[on] += e.count * t;
+      }
+  }
+  if (ms[0] == 0) return set(was), S.say("Tiles act_pass: not measured: no weight of the shapes"), false;
+  const bool on = ms[1] < 0.9 * ms[0];
+  set(on);
+  S.say("Tiles act_pass: one row %.3f ms with the activation in the kernel, %.3f without: %s", ms[0], ms[1],
+        on ? "a pass of its own (act_pass=1)" : "in the kernel");
+  return on != was;
+}
+
 // Every kind, with the profile found applied to CLBlast, until `end`: each
 // kind's rows in *fin's groups and the report.  True when one changed.
 bool tune_rows(Search &S, const Profile &gemm, double end, Profile *fin, clf_tune_report *report) {
@@ -941,7 +984,7 @@ clf_status tune(clf_context *ctx, const clf_gemm_shape *shapes, size_t n, const 
 
   // On a CPU, the tiles or the launches; then the skinny kernel's groups
   // (where the launches run), with a tenth of the budget.
-  const bool tiles_changed = tune_tiles(S);
+  const bool tiles_changed = tune_tiles(S) | tune_act_pass(S);
   Profile skinny;
   const bool skinny_better = tune_skinny(S, 0.1 * budget, &skinny, report);
   Params best[NKERNELS];

@@ -169,6 +169,11 @@ static clf_status dense_bias_act(clf_context *ctx, const clf_tensor *x, const cl
   return clf__launch(ctx, k, 1, &global, &local, event);
 }
 
+clf_status clf__bias_act(clf_context *ctx, const clf_tensor *x, const clf_tensor *bias, clf_activation act,
+                         clf_tensor *y, cl_event *event) {
+  return dense_bias_act(ctx, x, bias, act, y, event);
+}
+
 static clf_status dense_check_bias(clf_context *ctx, const char *op, const clf_tensor *bias, size_t D) {
   clf_status st;
   if (!bias) return CLF_OK;
@@ -228,7 +233,7 @@ clf_status clf_glu(clf_context *ctx, const clf_tensor *gate_up, clf_activation a
  * most rows `most`, which `src` says where they came from
  * (clf_profile_paths). */
 static void linear_note(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, int in_out, size_t M,
-                        int skinny, size_t most, const char *src, const char *why) {
+                        clf_activation act, int skinny, size_t most, const char *src, const char *why) {
   char line[320], sw[64], reason[160];
   const size_t K = x->shape[x->ndim - 1];
   const size_t launches = (M + CLF__SKINNY_MAX_M - 1) / CLF__SKINNY_MAX_M;
@@ -237,8 +242,9 @@ static void linear_note(clf_context *ctx, const clf_tensor *x, const clf_tensor 
   const char *layout = in_out ? "[in, out]" : "[out, in]";
   clf__shape_str(w, sw, sizeof sw);
   if (skinny && clf__skinny_tiles(ctx, in_out, M))
-    snprintf(line, sizeof line, "x [%zu, %zu] w %s %s %s: skinny_tile, 1 launch (%s)", M, K,
-             clf_dtype_name(w->dtype), sw, layout, reason);
+    snprintf(line, sizeof line, "x [%zu, %zu] w %s %s %s: skinny_tile, 1 launch%s (%s)", M, K,
+             clf_dtype_name(w->dtype), sw, layout,
+             M == 1 && act != CLF_ACT_NONE && clf__skinny_act_pass(ctx) ? " and a bias_act pass" : "", reason);
   else if (skinny)
     snprintf(line, sizeof line, "x [%zu, %zu] w %s %s %s: %s, %zu launch%s of up to %d rows (%s)", M, K,
              clf_dtype_name(w->dtype), sw, layout, in_out ? "skinny_t" : "skinny", launches,
@@ -295,7 +301,7 @@ clf_status clf_linear(clf_context *ctx, const clf_tensor *x, const clf_tensor *w
       if (!use) why = "the skinny kernel failed self-validation";
     }
     if (use) {
-      if (ctx->recording) linear_note(ctx, x, w, in_out, M, 1, most, src, NULL);
+      if (ctx->recording) linear_note(ctx, x, w, in_out, M, act, 1, most, src, NULL);
       st = clf__linear_skinny(ctx, x, w, in_out, bias, act, y, M, out, in, event);
       clf__prof_path_end(ctx);
       return st;
@@ -303,7 +309,7 @@ clf_status clf_linear(clf_context *ctx, const clf_tensor *x, const clf_tensor *w
   } else if (M >= 1 && M <= most) { /* [out, in] only: in_out fits whenever M does */
     why = "K is not a multiple of the skinny kernel's chunk";
   }
-  if (ctx->recording && M > 0 && out > 0) linear_note(ctx, x, w, in_out, M, 0, most, src, why);
+  if (ctx->recording && M > 0 && out > 0) linear_note(ctx, x, w, in_out, M, act, 0, most, src, why);
   st = clf__linear_gemm(ctx, x, w, in_out, bias, act, y, M, out, in, event);
   clf__prof_path_end(ctx);
   return st;

@@ -262,14 +262,23 @@ int clf__skinny_tiles(const clf_context *ctx, int in_out, size_t M) {
   return clf__tuned_group(ctx, CLF__TILES_TUNING, "on", v) && !v[1] && v[0] == 1;
 }
 
-/* y = act(x W^T + bias), W [N, K], in one launch of skinny_tile. */
+int clf__skinny_act_pass(const clf_context *ctx) {
+  const char *env = getenv("CLFORMER_SKINNY_ACT_PASS");
+  if (env && (!strcmp(env, "0") || !strcmp(env, "1"))) return env[0] == '1';
+  unsigned v[2];
+  return clf__tuned_group(ctx, CLF__TILES_TUNING, "act_pass", v) && !v[1] && v[0] == 1;
+}
+
+/* y = act(x W^T + bias), W [N, K], in one launch of skinny_tile (one row
+ * with an activation under clf__skinny_act_pass: and one of bias_act). */
 static clf_status linear_tile(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, const clf_tensor *bias,
                               clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K, cl_event *event) {
-  char opts[96];
-  const int one = M == 1;
+  char opts[128];
+  const int one = M == 1, pass = one && clf__skinny_act_pass(ctx);
   const int f32 = w->dtype == CLF_F32;
   const size_t tm = one ? 1 : TILE_M, tn = one ? (f32 ? TILE1_N : 1) : TILE_N, tl = one ? (f32 ? TILE1_L : 16) : TILE_L;
-  snprintf(opts, sizeof opts, "-DWTYPE=%d -DTM=%zu -DTN=%zu -DTL=%zu", linear_wtype(w->dtype), tm, tn, tl);
+  snprintf(opts, sizeof opts, "-DWTYPE=%d -DTM=%zu -DTN=%zu -DTL=%zu%s", linear_wtype(w->dtype), tm, tn, tl,
+           pass ? " -DSKINNY_ACT_PASS=1" : "");
   clf__kernel *k;
   clf_status st = clf__get_kernel(ctx, "linear", opts, "skinny_tile", &k);
   if (st != CLF_OK) return st;
@@ -285,7 +294,9 @@ static clf_status linear_tile(clf_context *ctx, const clf_tensor *x, const clf_t
   const size_t blocks = (M + tm - 1) / tm, nb = (N + tn - 1) / tn;
   size_t local[2] = {tl, 1}, global[2] = {(blocks + tl - 1) / tl * tl, nb};
   if (one) global[0] = (nb + tl - 1) / tl * tl, global[1] = 1;
-  return clf__launch(ctx, k, 2, global, local, event);
+  if (!pass || act == CLF_ACT_NONE) return clf__launch(ctx, k, 2, global, local, event);
+  if ((st = clf__launch(ctx, k, 2, global, local, NULL)) != CLF_OK) return st;
+  return clf__bias_act(ctx, y, NULL, act, y, event);
 }
 
 clf_status clf__linear_skinny(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, int in_out,

@@ -122,6 +122,13 @@ int clf__skinny_rows_tune(clf_context *ctx, clf_dtype wt, int in_out, const unsi
  * $CLFORMER_SKINNY_TILE "1" or "0" overrides the profile. */
 #define CLF__TILES_TUNING "Tiles"
 int clf__skinny_tiles(const clf_context *ctx, int in_out, size_t M);
+/* Whether skinny_tile's one-row build leaves the activation to a bias_act
+ * pass of its own (kernels/linear.cl, -DSKINNY_ACT_PASS): where the
+ * applied profile's Tiles line says "act_pass=1" (measured by
+ * clf_tune_gemm: the one-row products of the shapes, each build; Intel's
+ * CPU runtime runs q8 and q4 1.4-1.6x faster so); $CLFORMER_SKINNY_ACT_PASS
+ * "1" or "0" overrides the profile. */
+int clf__skinny_act_pass(const clf_context *ctx);
 /* Whether an [M, K] product with weights of type wt ([N, K], or f32 [K, N]
  * when in_out) takes the skinny path (1 <= M <= clf__skinny_max_rows; for
  * [N, K], K a multiple of its chunk). */
@@ -175,6 +182,10 @@ clf_status clf__linear_skinny(clf_context *ctx, const clf_tensor *x, const clf_t
 clf_status clf__linear_gemm(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, int in_out,
                             const clf_tensor *bias, clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K,
                             cl_event *event);
+/* y = act(x + bias) over x's last dim (bias may be NULL; y may be x), the
+ * pass clf_bias_act launches; arguments checked. */
+clf_status clf__bias_act(clf_context *ctx, const clf_tensor *x, const clf_tensor *bias, clf_activation act,
+                         clf_tensor *y, cl_event *event);
 /* w [N, K] (f16 or a block type) expanded to f32 [K, N] (transposed) in
  * the context's weight scratch buffer, returned in *out (valid until the
  * next expansion). */
