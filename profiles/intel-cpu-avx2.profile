@@ -28,6 +28,12 @@ clformer-gemm-profile 1
 #   product (Rows above was measured with it): GPT-2 124M over 64 tokens
 #   218 ms against 341 with launches of up to 8 rows (`CLFORMER_SKINNY_TILE
 #   =0 / 1`, `clformer run --repeat 3`).
+# Tiles act_pass (2026-11-27, on the 2-core AMD EPYC with AVX-512, the
+#   runtime compiling for AVX2 by CL_CONFIG_CPU_TARGET_ARCH=core-avx2):
+#   `probe --tune --model GPT-2 --tokens 64 --budget 20` measured its
+#   one-row products 43.3 ms with the activation in skinny_tile and 33.5
+#   ms with it left to a pass of its own (GPT-2's head alone: q8 3.6-3.9 ->
+#   2.4 ms, q4 3.8 -> 2.6); that run's other lines are not taken.
 match platform=Intel(R) OpenCL device_type=CPU isa=avx2
 match driver=any local_mem_kib=any compute_units=any
 shape m=64 n=2304 k=768 trans_a=0 trans_b=0 count=1
@@ -61,4 +67,4 @@ XgemmDirect KWID=2 MDIMAD=8 MDIMCD=8 NDIMBD=32 NDIMCD=8 PADA=1 PADB=0 VWMD=8 VWN
 GemmRoutine XGEMM_MIN_INDIRECT_SIZE=335
 Skinny q8=1x4
 Rows f32=4096 f16=4096 q8=4096 q4=4096 f32_in_out=32
-Tiles on=1
+Tiles on=1 act_pass=1
