@@ -3,8 +3,10 @@
  * attn_softmax and attn_merge serve the GEMM path (CLBlast computes Q K^T and
  * P V around them); attn_fused is the flash-attention kernel, compiled only
  * when the host passes -DHEAD_DIM=Dh -DATT_BQ=.. -DATT_BK=.. (tile sizes)
- * -DATT_TR=.. (rows of its work-item grid: 8, 4 or 2), and attn_fused_cpu
- * its shape for CPU-class devices, compiled with -DHEAD_DIM=Dh -DATT_CPU.
+ * -DATT_TR=.. (rows of its work-item grid: 8, 4 or 2); its shapes for
+ * CPU-class devices are attn_fused_cpu (-DHEAD_DIM=Dh -DATT_CPU) and, for
+ * key ranges of up to 64 or 128, attn_short_cpu (-DHEAD_DIM=Dh -DATT_SHORT
+ * -DATT_SK=64 or 128).
  *
  * Masks shared by both paths, for batch b, head h, query i, key j < Lk:
  *   key padding  pad[b, j] == 0 (pad_kind 1: i32, 2: i64, 3: f32; 0: none;
@@ -122,7 +124,7 @@ __kernel void attn_merge(__global const float *x, uint x_off, __global float *y,
       __global float *out, uint out_off, uint out_h, uint out_i, uint n_bkv, uint H, uint G, uint Lq, \
       uint Lk, uint Lcap, int causal, uint window, float scale
 
-#if defined(HEAD_DIM) && !defined(ATT_CPU)
+#if defined(HEAD_DIM) && !defined(ATT_CPU) && !defined(ATT_SHORT)
 /* Flash attention.  One work-group of ATT_WG = 8 * ATT_TR work-items (64,
  * 32 or 16: the host takes the largest the kernel may run on the device)
  * per (b, KV head, block of ATT_BQ query rows of its G heads), seen as an
@@ -319,24 +321,11 @@ void attn_fused(ATT_FUSED_PARAMS) {
     }
   }
 }
-#endif /* HEAD_DIM, !ATT_CPU */
+#endif /* HEAD_DIM, !ATT_CPU, !ATT_SHORT */
 
-#if defined(HEAD_DIM) && defined(ATT_CPU)
-/* Flash attention shaped for CPUs (-DATT_CPU, the host's pick where the
- * device is CPU-class): one work-item per query row, no local memory and no
- * barriers.  A CPU runs a work-group's items one after another on one core,
- * so the tiled kernel's local tiles are copies from cache to cache and its
- * barriers loop splits; here the row's query and its accumulator stay in
- * private vectors of ATT_VW floats (float8, float4, or scalars for other
- * head dims) and each key and value row is read straight from global
- * memory, which a row of the same head read just before left in cache.
- * Keys go ATT_KB at a time: their ATT_KB dot products are independent
- * chains, their exponentials one vector call, and the accumulator is
- * rescaled only when the running max grows.  8 keys, not 4: PoCL computes
- * a vector exp one lane at a time, and the wider call with half the
- * rescale checks took ViT-B/16's attention from 28 to 22 ms there, Swin-T's
- * from 9.2-10.8 to 7.8-8.0 (Intel's runtime alike within noise, AVX-512
- * and AVX2; 16 keys wasted a third of the last block at Swin's 49 keys). */
+#if defined(HEAD_DIM) && (defined(ATT_CPU) || defined(ATT_SHORT))
+/* The CPU shapes' vectors along the head dim: ATT_VW floats (float8,
+ * float4, or scalars for other head dims). */
 #if HEAD_DIM % 8 == 0
 #define ATT_VW 8
 #define attv float8
@@ -360,6 +349,23 @@ void attn_fused(ATT_FUSED_PARAMS) {
 #endif
 #define ATT_NV (HEAD_DIM / ATT_VW)
 #define ATT_KB 8
+
+#ifdef ATT_CPU
+/* Flash attention shaped for CPUs (-DATT_CPU, the host's pick where the
+ * device is CPU-class): one work-item per query row, no local memory and no
+ * barriers.  A CPU runs a work-group's items one after another on one core,
+ * so the tiled kernel's local tiles are copies from cache to cache and its
+ * barriers loop splits; here the row's query and its accumulator stay in
+ * private vectors of ATT_VW floats (float8, float4, or scalars for other
+ * head dims) and each key and value row is read straight from global
+ * memory, which a row of the same head read just before left in cache.
+ * Keys go ATT_KB at a time: their ATT_KB dot products are independent
+ * chains, their exponentials one vector call, and the accumulator is
+ * rescaled only when the running max grows.  8 keys, not 4: PoCL computes
+ * a vector exp one lane at a time, and the wider call with half the
+ * rescale checks took ViT-B/16's attention from 28 to 22 ms there, Swin-T's
+ * from 9.2-10.8 to 7.8-8.0 (Intel's runtime alike within noise, AVX-512
+ * and AVX2; 16 keys wasted a third of the last block at Swin's 49 keys). */
 
 /* Global (rows of a KV head's G heads, G * Lq rounded up to the group;
  * B * H / G); the arguments are attn_fused's, then the strides of q (batch,
@@ -442,4 +448,102 @@ __kernel void attn_fused_cpu(ATT_FUSED_PARAMS, uint q_bs, uint q_hs, uint q_is, 
 #pragma unroll
   for (uint c = 0; c < ATT_NV; c++) ATT_STORE(acc[c] * inv, c, out);
 }
-#endif /* HEAD_DIM, ATT_CPU */
+#endif /* ATT_CPU */
+
+#ifdef ATT_SHORT
+/* The CPU shape for short key ranges (-DATT_SHORT, kv_len <= ATT_SK, 64 or
+ * 128: Swin's windows of 49 keys, short sequences), the host's pick where
+ * a work-group has rows enough to share one transposition.  A work-group
+ * takes up to its size of one KV head's query rows and first writes that
+ * head's K transposed into local memory (kt[d][j], keys past kv_len 0) with
+ * each key's padding verdict (0, or -inf).  A work-item's row then has its
+ * scores with the keys in lanes, 8 a vector: HEAD_DIM vector fmas of a
+ * broadcast q[d] (32 x 8 for Swin's heads) instead of a dot product and a
+ * reduction a key (16 lanes a vector measured alike); its softmax takes the whole row at once (no running
+ * max), and P V adds the row's keys' value rows.  Swin-T's attention on
+ * PoCL 8.2-8.4 -> 5.4-5.9 ms, on Intel's CPU runtime 8.6-8.9 -> 5.6-6.0
+ * (64 windows x 3 heads alone 1.4 -> 1.0 ms there). */
+#ifndef ATT_SK
+#define ATT_SK 64
+#endif
+#define ATT_SV (ATT_SK / 8)
+
+/* Global (the G * Lq rows of a KV head rounded up to the group, B * H /
+ * G), local (up to ATT_SK, 1); arguments as attn_fused_cpu's. */
+__kernel void attn_short_cpu(ATT_FUSED_PARAMS, uint q_bs, uint q_hs, uint q_is, uint kv_bs, uint kv_hs,
+                             uint kv_is) {
+  __local float kt[HEAD_DIM * ATT_SK];
+  __local float kept[ATT_SK];
+  const uint n_rows = G * Lq, t = get_global_id(0), bkv = get_global_id(1);
+  const uint lid = get_local_id(0), wg = get_local_size(0);
+  const uint Hkv = H / G, b = bkv / Hkv, hk = bkv - b * Hkv;
+  k += k_off + b * kv_bs + hk * kv_hs;
+  pad += pad_off + b * Lk * (pad_kind == 2 ? 2u : 1u);
+  for (uint e = lid; e < ATT_SK * HEAD_DIM; e += wg) {
+    const uint j = e / HEAD_DIM, d = e - j * HEAD_DIM;
+    kt[d * ATT_SK + j] = j < Lk ? k[j * kv_is + d] : 0.0f;
+  }
+  for (uint j = lid; j < ATT_SK; j += wg) kept[j] = j < Lk && attn_key_kept(pad, pad_kind, j) ? 0.0f : -INFINITY;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (t >= n_rows) return;
+  const uint hg = t / Lq, i = t - hg * Lq, h = hk * G + hg;
+  const uint nw = b / n_win, w = b - nw * n_win;
+  q += q_off + b * q_bs + h * q_hs + i * q_is;
+  v += v_off + b * kv_bs + hk * kv_hs;
+  bias += bias_off + w * bias_bstride + h * bias_hstride + i * Lk;
+  out += out_off + b * H * Lq * HEAD_DIM + h * out_h + i * out_i;
+  /* The query sits at position i + Lk - Lq and sees keys lo <= j < hi. */
+  const long pos = (long)i + (long)Lk - (long)Lq;
+  const uint hi = causal ? (uint)clamp(pos + 1, 0L, (long)Lk) : Lk;
+  const uint lo = window ? (uint)clamp(pos - (long)window + 1, 0L, (long)Lk) : 0u;
+
+  float8 dv[ATT_SV];
+#pragma unroll
+  for (uint c = 0; c < ATT_SV; c++) dv[c] = 0.0f;
+  for (uint d = 0; d < HEAD_DIM; d++) {
+    const float8 qd = (float8)(q[d] * scale);
+#pragma unroll
+    for (uint c = 0; c < ATT_SV; c++) dv[c] = fma(qd, vload8(c, kt + d * ATT_SK), dv[c]);
+  }
+  /* The row's scores, masked (-inf), in private memory: the bias and the
+   * causal and window bounds go key by key, the max through vectors. */
+  float sp[ATT_SK];
+#pragma unroll
+  for (uint c = 0; c < ATT_SV; c++) vstore8(dv[c] + vload8(c, kept), c, sp);
+  if (has_bias)
+    for (uint j = 0; j < Lk; j++) sp[j] += bias[j];
+  for (uint j = 0; j < lo; j++) sp[j] = -INFINITY;
+  for (uint j = hi; j < Lk; j++) sp[j] = -INFINITY;
+  float8 mv = vload8(0, sp);
+#pragma unroll
+  for (uint c = 1; c < ATT_SV; c++) mv = fmax(mv, vload8(c, sp));
+  float mr[8];
+  vstore8(mv, 0, mr);
+  float m = mr[0];
+  for (uint e = 1; e < 8; e++) m = fmax(m, mr[e]);
+  attv acc[ATT_NV];
+#pragma unroll
+  for (uint c = 0; c < ATT_NV; c++) acc[c] = 0.0f;
+  if (m != -INFINITY) { /* else every key is masked: zeros */
+    float8 lv = 0.0f;
+#pragma unroll
+    for (uint c = 0; c < ATT_SV; c++) {
+      const float8 p = attn_exp8(vload8(c, sp) - m);
+      lv += p;
+      vstore8(p, c, sp);
+    }
+    for (uint j = lo; j < hi; j++) {
+      const attv pj = (attv)(sp[j]);
+      __global const float *vr = v + j * kv_is;
+#pragma unroll
+      for (uint c = 0; c < ATT_NV; c++) acc[c] = fma(pj, ATT_LOAD(c, vr), acc[c]);
+    }
+    const float inv = 1.0f / dot(lv.lo + lv.hi, (float4)(1.0f));
+#pragma unroll
+    for (uint c = 0; c < ATT_NV; c++) acc[c] *= inv;
+  }
+#pragma unroll
+  for (uint c = 0; c < ATT_NV; c++) ATT_STORE(acc[c], c, out);
+}
+#endif /* ATT_SHORT */
+#endif /* HEAD_DIM, ATT_CPU or ATT_SHORT */

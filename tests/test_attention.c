@@ -452,11 +452,12 @@ START_TEST(attn_head_dims) {
 }
 END_TEST
 
-/* The work-group of the fused kernel for head dim dh and lq query rows, as
- * its variant name gives it ("... WG=32"); 0 when it does not apply. */
+/* The work-group of the fused kernel for head dim dh and lq query rows
+ * over 200 keys (past the short CPU kernel's lanes), as its variant name
+ * gives it ("... WG=32"); 0 when it does not apply. */
 static unsigned att_fused_wg(size_t dh, size_t lq) {
   char name[128];
-  if (!clf__attn_fused_variant(th_ctx, dh, lq, name, sizeof(name))) return 0;
+  if (!clf__attn_fused_variant(th_ctx, dh, lq, 200, name, sizeof(name))) return 0;
   const char *w = strstr(name, " WG=");
   ck_assert_msg(w != NULL, "variant name %s has no WG=", name);
   return (unsigned)strtoul(w + 4, NULL, 10);
@@ -572,6 +573,7 @@ END_TEST
 static void att_wg_uncap(void) {
   unsetenv("CLFORMER_ATTN_WG");
   unsetenv("CLFORMER_ATTN_FUSED");
+  unsetenv("CLFORMER_ATTN_SHORT");
   att_fused_only = 0;
 }
 
@@ -579,7 +581,7 @@ static void att_wg_uncap(void) {
  * shape (attn_fused_cpu, "... CPU WG=n") exactly on CPU-class devices. */
 START_TEST(attn_fused_default_shape) {
   char name[128];
-  ck_assert(clf__attn_fused_variant(th_ctx, 64, 33, name, sizeof(name)));
+  ck_assert(clf__attn_fused_variant(th_ctx, 64, 33, 200, name, sizeof(name)));
   const int cpu = strcmp(clf_context_device_class(th_ctx, NULL), "cpu") == 0;
   fprintf(stderr, "note: fused attention on this %s-class device: %s\n", cpu ? "CPU" : "GPU", name);
   ck_assert_msg((strstr(name, " CPU ") != NULL) == cpu, "%s", name);
@@ -587,17 +589,48 @@ START_TEST(attn_fused_default_shape) {
 }
 END_TEST
 
-/* The CPU shape of the fused kernel (one work-item per query row, keys 4
- * at a time, vectors of 8, 4 or 1 floats by head dim), forced through
- * $CLFORMER_ATTN_FUSED on every device: its work-groups, then against the
- * reference and the GEMM path with every mask kind, GQA, Swin's bias, a
- * KV cache, fully masked rows, large scores and head dims 1 to 256. */
+/* Which CPU kernel takes a launch (attn_short_lanes in attention.c): the
+ * short one for 8 rows or more per KV head over up to 64 or 128 keys, where
+ * K transposed fits 64 KiB; else the row kernel. */
+START_TEST(attn_short_shape) {
+  setenv("CLFORMER_ATTN_FUSED", "cpu", 1);
+  unsetenv("CLFORMER_ATTN_SHORT");
+  static const struct {
+    size_t dh, lq, lk;
+    const char *name;
+  } picks[] = {
+      {32, 40, 49, "attention.fused HEAD_DIM=32 CPU SHORT SK=64"},
+      {32, 8, 64, "attention.fused HEAD_DIM=32 CPU SHORT SK=64"},
+      {16, 40, 100, "attention.fused HEAD_DIM=16 CPU SHORT SK=128"}, /* 17 x 128 floats: under 16 KiB */
+      {16, 40, 129, "attention.fused HEAD_DIM=16 CPU WG=8"},
+      {32, 7, 49, "attention.fused HEAD_DIM=32 CPU WG=8"}, /* too few rows to share K */
+      {256, 40, 49, "attention.fused HEAD_DIM=256 CPU WG=8"}, /* (256 + 1) x 64 floats > 64 KiB */
+  };
+  for (size_t x = 0; x < sizeof(picks) / sizeof(picks[0]); x++) {
+    char name[128];
+    ck_assert(clf__attn_fused_variant(th_ctx, picks[x].dh, picks[x].lq, picks[x].lk, name, sizeof(name)));
+    ck_assert_str_eq(name, picks[x].name);
+  }
+  unsetenv("CLFORMER_ATTN_FUSED");
+}
+END_TEST
+
+/* The CPU shapes of the fused kernel, forced through $CLFORMER_ATTN_FUSED
+ * on every device: the row kernel (one work-item per query row, keys 8 at
+ * a time, vectors of 8, 4 or 1 floats by head dim) throughout, then the
+ * short kernel (keys in lanes, $CLFORMER_ATTN_SHORT=1) wherever the keys
+ * fit it, decoding's few rows included: its work-groups, then against the
+ * reference and the GEMM path with every mask kind, GQA, Swin's bias, a KV
+ * cache, fully masked rows, large scores and head dims 1 to 256. */
 START_TEST(attn_fused_cpu_shape) {
   setenv("CLFORMER_ATTN_FUSED", "cpu", 1);
+  setenv("CLFORMER_ATTN_SHORT", _i ? "1" : "0", 1);
   att_fused_only = under_oclgrind();
   char name[128];
-  ck_assert(clf__attn_fused_variant(th_ctx, 64, 33, name, sizeof(name)));
+  ck_assert(clf__attn_fused_variant(th_ctx, 64, 33, 200, name, sizeof(name)));
   ck_assert_str_eq(name, "attention.fused HEAD_DIM=64 CPU WG=8");
+  ck_assert(clf__attn_fused_variant(th_ctx, 16, 3, 100, name, sizeof(name)));
+  ck_assert_str_eq(name, _i ? "attention.fused HEAD_DIM=16 CPU SHORT SK=128" : "attention.fused HEAD_DIM=16 CPU WG=4");
   /* Up to 4 rows per KV head (decoding): groups of 4. */
   ck_assert_uint_eq(att_fused_wg(64, 3), 4);
   ck_assert_uint_eq(att_fused_wg(128, 1), 4);
@@ -656,6 +689,14 @@ START_TEST(attn_fused_cpu_shape) {
   c.scale = 1.0f;
   c.causal = 1;
   att_check_tol(&c, 0, 5e-4, 0);
+  /* 65 to 128 keys (the short kernel's 128 lanes): padding, causal, bias. */
+  c = att_self(2, 2, att_size(100, 70), 16);
+  c.pad = CLF_I32;
+  c.causal = 1;
+  c.nW = 1;
+  c.Hb = 2;
+  att_check(&c);
+  unsetenv("CLFORMER_ATTN_SHORT");
 }
 END_TEST
 
@@ -948,7 +989,8 @@ static Suite *suite(void) {
   tcase_set_timeout(groups, 0);
   tcase_add_checked_fixture(groups, NULL, att_wg_uncap);
   tcase_add_loop_test(groups, attn_fused_work_groups, 0, 3);
-  tcase_add_test(groups, attn_fused_cpu_shape);
+  tcase_add_loop_test(groups, attn_fused_cpu_shape, 0, 2);
+  tcase_add_test(groups, attn_short_shape);
   tcase_add_test(groups, attn_fused_default_shape);
   if (!under_race_checks()) tcase_add_test(groups, attn_from_projection); /* no local memory to race on */
   tcase_set_timeout(sizes, 0);

@@ -160,6 +160,7 @@ static void make_broken_kernels(char *kdir, size_t len) {
   snprintf(a, sizeof(a), "%s/attention.cl", kdir);
   patch_file(a, NULL, "o[d] = acc[a][e] * inv;", "o[d] = acc[a][e] * inv * 1.01f;");
   patch_file(a, "void attn_fused_cpu", "ATT_STORE(acc[c] * inv,", "ATT_STORE(acc[c] * inv * 1.01f,"); /* CPU shape */
+  patch_file(a, "void attn_short_cpu", "acc[c] *= inv;", "acc[c] *= inv * 1.01f;"); /* its short keys */
   snprintf(a, sizeof(a), "%s/elementwise.cl", kdir);
   patch_file(a, "inline void clf_softmax_row", "* inv;", "* inv * 1.01f;"); /* softmax_rows and _sg */
 }

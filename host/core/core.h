@@ -357,6 +357,10 @@ clf_status clf__launch(clf_context *ctx, clf__kernel *k, cl_uint dims,
 /* A 1-D work-group size for an element-wise kernel: `want` clamped to what
  * the kernel and device allow. */
 size_t clf__wg_1d(const clf_context *ctx, const clf__kernel *k, size_t want);
+/* Whether kernel k's local memory fits the device, as clf__launch checks
+ * it (a driver that reports its arrays at a multiple of what they declare
+ * is held to what they declare). */
+int clf__local_fits(clf_context *ctx, const clf__kernel *k);
 
 /* ---- GEMM (gemm_clblast.cc) ---- */
 /* Row-major strided-batched SGEMM on raw buffers through CLBlast:

@@ -136,6 +136,10 @@ static unsigned local_overcount(clf_context *ctx) {
   return ctx->local_overcount;
 }
 
+int clf__local_fits(clf_context *ctx, const clf__kernel *k) {
+  return k->local_mem <= ctx->caps.local_mem || k->local_mem / local_overcount(ctx) <= ctx->caps.local_mem;
+}
+
 clf_status clf__launch(clf_context *ctx, clf__kernel *k, cl_uint dims, const size_t *global,
                        const size_t *local, cl_event *event) {
   size_t g[3];
@@ -160,7 +164,7 @@ clf_status clf__launch(clf_context *ctx, clf__kernel *k, cl_uint dims, const siz
                      "kernel %s: a work-group of %zu work-items is more than the %zu it may have on this device%s%s",
                      k->name, items, k->max_wg, ctx->caps.limited & CLF__LIMIT_WG ? " under " : "",
                      ctx->caps.limited & CLF__LIMIT_WG ? ctx->limits_src : "");
-  if (k->local_mem > ctx->caps.local_mem && k->local_mem / local_overcount(ctx) > ctx->caps.local_mem) {
+  if (!clf__local_fits(ctx, k)) {
     char a[32], b[32];
     return clf__fail(ctx, CLF_E_UNSUPPORTED, "kernel %s: uses %s of local memory, more than the device's %s%s%s",
                      k->name, clf__bytes_str(k->local_mem, a, sizeof a), clf__bytes_str(ctx->caps.local_mem, b, sizeof b),

@@ -370,13 +370,16 @@ static size_t list_cases(clf_context *ctx, vcase *list) {
    * pass. */
   if (ctx->caps.has_subgroups) add_case(list, &n, MAX_CASES, CLF__NORM_SG, case_norm, 0, 0, 0, 0, 2e-5);
   /* The head dims of the models clformer runs; prefill (Lq > 8) and
-   * decode (Lq <= 8, a KV cache longer than kv_len) take different tiles. */
-  static const size_t dims[] = {32, 64, 80, 128};
+   * decode (Lq <= 8, a KV cache longer than kv_len) take different tiles,
+   * and on a CPU prefill over up to 64, up to 128 and more keys three
+   * kernels (names that repeat are one case). */
+  static const size_t dims[] = {32, 64, 80, 128}, keys[] = {40, 100, 160};
   for (size_t i = 0; i < CLF__ARRAY_LEN(dims); i++) {
     char name[96];
-    if (clf__attn_fused_variant(ctx, dims[i], 40, name, sizeof(name)))
-      add_case(list, &n, MAX_CASES, name, case_attention, dims[i], 40, 40, 40, 1e-4);
-    if (clf__attn_fused_variant(ctx, dims[i], 3, name, sizeof(name)))
+    for (size_t j = 0; j < CLF__ARRAY_LEN(keys); j++)
+      if (clf__attn_fused_variant(ctx, dims[i], 40, keys[j], name, sizeof(name)))
+        add_case(list, &n, MAX_CASES, name, case_attention, dims[i], 40, keys[j], keys[j], 1e-4);
+    if (clf__attn_fused_variant(ctx, dims[i], 3, 45, name, sizeof(name)))
       add_case(list, &n, MAX_CASES, name, case_attention, dims[i], 3, 45, 48, 1e-4);
   }
   add_case(list, &n, MAX_CASES, "attention.gemm", case_attention, 64, 40, 40, 40, 1e-4);

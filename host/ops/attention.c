@@ -79,7 +79,8 @@ static int attn_fused_tiles(size_t budget, size_t dh, size_t lq, unsigned wg, un
 /* The fused kernel's shape for one head dim and query count, worked out
  * once per launch. */
 typedef struct attn_fused {
-  int cpu;             /* attn_fused_cpu (one work-item per query row), not the tiled kernel */
+  int cpu;             /* a CPU shape (one work-item per query row), not the tiled kernel */
+  unsigned sk;         /* cpu: attn_short_cpu's key lanes (64 or 128); 0: attn_fused_cpu */
   unsigned wg, bq, bk; /* the shape picked, or (kr NULL) the last one tried; bq = bk = 0 for cpu */
   clf__kernel *kr;     /* NULL: no shape applies on this device */
   char why[200];       /* when kr is NULL: why not */
@@ -88,7 +89,8 @@ typedef struct attn_fused {
 /* The self-validation name of the fused variant of shape f: the work-group
  * is part of it, so each shape has its own verdict. */
 static void attn_variant_name(size_t dh, const attn_fused *f, char *buf, size_t len) {
-  if (f->cpu) snprintf(buf, len, "attention.fused HEAD_DIM=%zu CPU WG=%u", dh, f->wg);
+  if (f->cpu && f->sk) snprintf(buf, len, "attention.fused HEAD_DIM=%zu CPU SHORT SK=%u", dh, f->sk);
+  else if (f->cpu) snprintf(buf, len, "attention.fused HEAD_DIM=%zu CPU WG=%u", dh, f->wg);
   else snprintf(buf, len, "attention.fused HEAD_DIM=%zu BQ=%u BK=%u WG=%u", dh, f->bq, f->bk, f->wg);
 }
 
@@ -101,23 +103,60 @@ static int attn_cpu_shape(const clf_context *ctx) {
   return ctx->caps.is_cpu != 0;
 }
 
-/* The CPU shape's work-group: its items share nothing, so it only sets how
- * many rows a core takes at a time (1 to 64 measured alike on PoCL and
+/* attn_fused_cpu's work-group: its items share nothing, so it only sets
+ * how many rows a core takes at a time (1 to 64 measured alike on PoCL and
  * Intel's runtime, 2026-11-26).  Up to 4 rows per KV head (decoding) take
- * groups of 4, so fewer items idle; self-validation's two cases (40 rows
- * and 3) then cover both names a launch can have. */
+ * groups of 4, so fewer items idle; self-validation's cases (40 rows over
+ * 40, 100 and 160 keys, and 3 rows) then cover every name a launch can
+ * have. */
 #define ATT_CPU_WG 8
 
-/* The CPU shape of the fused kernel for head dim dh and lq rows per KV
- * head (attn_fused_cpu): no local memory, any head dim. */
-static clf_status attn_fused_pick_cpu(clf_context *ctx, size_t dh, size_t lq, attn_fused *f) {
+/* attn_short_cpu (keys in vector lanes, K transposed into local memory
+ * per work-group): where kv_len fits its 64 or 128 lanes, its local arrays
+ * fit ATT_SHORT_LOCAL and the device, and a KV head has ATT_SHORT_ROWS
+ * query rows or more to share the transposition (decoding's one row per
+ * head reads each key once either way).  $CLFORMER_ATTN_SHORT=0 never
+ * takes it, =1 wherever it fits, whatever the rows (the tests force each). */
+#define ATT_SHORT_LOCAL (64u * 1024u)
+#define ATT_SHORT_ROWS 8
+
+/* The short kernel's key lanes for head dim dh, lq rows per KV head and
+ * lk keys: 64 or 128, or 0 where attn_fused_cpu takes the launch. */
+static unsigned attn_short_lanes(const clf_context *ctx, size_t dh, size_t lq, size_t lk) {
+  const char *env = getenv("CLFORMER_ATTN_SHORT");
+  const int force = env && strcmp(env, "1") == 0;
+  if (env && strcmp(env, "0") == 0) return 0;
+  const unsigned sk = lk <= 64 ? 64u : lk <= 128 ? 128u : 0u;
+  size_t budget = (size_t)ctx->caps.local_mem;
+  if (budget > ATT_SHORT_LOCAL) budget = ATT_SHORT_LOCAL;
+  if (sk == 0 || (dh + 1) * sk * sizeof(float) > budget) return 0;
+  return force || lq >= ATT_SHORT_ROWS ? sk : 0u;
+}
+
+/* The CPU shape of the fused kernel for head dim dh, lq rows per KV head
+ * and lk keys: attn_short_cpu where attn_short_lanes says, else
+ * attn_fused_cpu (one work-item per query row): no local memory, any head
+ * dim. */
+static clf_status attn_fused_pick_cpu(clf_context *ctx, size_t dh, size_t lq, size_t lk, attn_fused *f) {
   char opts[64];
-  snprintf(opts, sizeof(opts), "-DHEAD_DIM=%zu -DATT_CPU=1", dh);
-  f->cpu = 1;
-  f->wg = lq <= ATT_CPU_WG / 2 ? ATT_CPU_WG / 2 : ATT_CPU_WG;
   clf__kernel *k;
-  clf_status st = clf__get_kernel(ctx, "attention", opts, "attn_fused_cpu", &k);
-  if (st != CLF_OK) return st;
+  clf_status st;
+  f->cpu = 1;
+  f->sk = attn_short_lanes(ctx, dh, lq, lk);
+  if (f->sk) {
+    /* A group takes a KV head's rows whole, up to one a lane. */
+    snprintf(opts, sizeof(opts), "-DHEAD_DIM=%zu -DATT_SHORT=1 -DATT_SK=%u", dh, f->sk);
+    if ((st = clf__get_kernel(ctx, "attention", opts, "attn_short_cpu", &k)) != CLF_OK) return st;
+    if (clf__local_fits(ctx, k)) {
+      f->wg = (unsigned)clf__wg_1d(ctx, k, lq < f->sk ? (lq + 7) / 8 * 8 : f->sk);
+      f->kr = k;
+      return CLF_OK;
+    }
+    f->sk = 0; /* the driver counts more local memory than the device has: the row kernel */
+  }
+  snprintf(opts, sizeof(opts), "-DHEAD_DIM=%zu -DATT_CPU=1", dh);
+  f->wg = lq <= ATT_CPU_WG / 2 ? ATT_CPU_WG / 2 : ATT_CPU_WG;
+  if ((st = clf__get_kernel(ctx, "attention", opts, "attn_fused_cpu", &k)) != CLF_OK) return st;
   f->wg = (unsigned)clf__wg_1d(ctx, k, f->wg);
   f->kr = k;
   return CLF_OK;
@@ -141,15 +180,16 @@ static unsigned attn_wg_cap(void) {
  * the kernel's arrays declare (that rusticl reports twice as much) gets
  * tiles smaller in proportion.  f->kr NULL, with f->why, when nothing
  * fits; a failed build is an error. */
-static clf_status attn_fused_pick(clf_context *ctx, size_t dh, size_t lq, attn_fused *f) {
+static clf_status attn_fused_pick(clf_context *ctx, size_t dh, size_t lq, size_t lk, attn_fused *f) {
   f->kr = NULL;
   f->cpu = 0;
+  f->sk = 0;
   f->wg = f->bq = f->bk = 0;
   if (dh == 0 || dh > ATT_MAX_HEAD_DIM) {
     snprintf(f->why, sizeof f->why, "the head dim exceeds %d", ATT_MAX_HEAD_DIM);
     return CLF_OK;
   }
-  if (attn_cpu_shape(ctx)) return attn_fused_pick_cpu(ctx, dh, lq, f);
+  if (attn_cpu_shape(ctx)) return attn_fused_pick_cpu(ctx, dh, lq, lk, f);
   const size_t dev_local = (size_t)ctx->caps.local_mem;
   snprintf(f->why, sizeof f->why, "the device has too little local memory (%zu bytes)", dev_local);
   for (unsigned wg = attn_wg_cap(); wg >= ATT_FUSED_WG_MIN; wg /= 2) {
@@ -190,11 +230,11 @@ static clf_status attn_fused_pick(clf_context *ctx, size_t dh, size_t lq, attn_f
   return CLF_OK;
 }
 
-int clf__attn_fused_variant(clf_context *ctx, size_t dh, size_t lq, char *buf, size_t len) {
+int clf__attn_fused_variant(clf_context *ctx, size_t dh, size_t lq, size_t lk, char *buf, size_t len) {
   attn_fused f;
   /* A shape that fails to build is named all the same: validating it runs
    * clf_attention, which reports the build failure. */
-  if (attn_fused_pick(ctx, dh, lq, &f) != CLF_OK ? f.wg == 0 : f.kr == NULL) return 0;
+  if (attn_fused_pick(ctx, dh, lq, lk, &f) != CLF_OK ? f.wg == 0 && f.sk == 0 : f.kr == NULL) return 0;
   attn_variant_name(dh, &f, buf, len);
   return 1;
 }
@@ -501,7 +541,7 @@ static clf_status attn_choose(clf_context *ctx, const char *op, const attn_args 
    * build. */
   if (impl == CLF_ATTN_GEMM && !clf__variants_failed(ctx)) return CLF_OK;
   const int had_error = ctx->err.status != CLF_OK;
-  if ((st = attn_fused_pick(ctx, a->Dh, a->G * a->Lq, f)) != CLF_OK) {
+  if ((st = attn_fused_pick(ctx, a->Dh, a->G * a->Lq, a->Lk, f)) != CLF_OK) {
     if (impl != CLF_ATTN_GEMM) return st;
     /* Only the alternative of the path asked for failed to build. */
     f->kr = NULL;
