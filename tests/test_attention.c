@@ -457,7 +457,7 @@ END_TEST
  * gives it ("... WG=32"); 0 when it does not apply. */
 static unsigned att_fused_wg(size_t dh, size_t lq) {
   char name[128];
-  if (!clf__attn_fused_variant(th_ctx, dh, lq, 200, name, sizeof(name))) return 0;
+  if (!clf__attn_fused_variant(th_ctx, dh, lq, 200, 1, name, sizeof(name))) return 0;
   const char *w = strstr(name, " WG=");
   ck_assert_msg(w != NULL, "variant name %s has no WG=", name);
   return (unsigned)strtoul(w + 4, NULL, 10);
@@ -581,7 +581,7 @@ static void att_wg_uncap(void) {
  * shape (attn_fused_cpu, "... CPU WG=n") exactly on CPU-class devices. */
 START_TEST(attn_fused_default_shape) {
   char name[128];
-  ck_assert(clf__attn_fused_variant(th_ctx, 64, 33, 200, name, sizeof(name)));
+  ck_assert(clf__attn_fused_variant(th_ctx, 64, 33, 200, 1, name, sizeof(name)));
   const int cpu = strcmp(clf_context_device_class(th_ctx, NULL), "cpu") == 0;
   fprintf(stderr, "note: fused attention on this %s-class device: %s\n", cpu ? "CPU" : "GPU", name);
   ck_assert_msg((strstr(name, " CPU ") != NULL) == cpu, "%s", name);
@@ -590,25 +590,29 @@ START_TEST(attn_fused_default_shape) {
 END_TEST
 
 /* Which CPU kernel takes a launch (attn_short_lanes in attention.c): the
- * short one for 8 rows or more per KV head over up to 64 or 128 keys, where
- * K transposed fits 64 KiB; else the row kernel. */
+ * short one for 8 rows or more per KV head over up to 64 or 128 keys, no
+ * causal mask or window banding them, where K transposed fits 64 KiB; else
+ * the row kernel. */
 START_TEST(attn_short_shape) {
   setenv("CLFORMER_ATTN_FUSED", "cpu", 1);
   unsetenv("CLFORMER_ATTN_SHORT");
   static const struct {
     size_t dh, lq, lk;
+    int banded;
     const char *name;
   } picks[] = {
-      {32, 40, 49, "attention.fused HEAD_DIM=32 CPU SHORT SK=64"},
-      {32, 8, 64, "attention.fused HEAD_DIM=32 CPU SHORT SK=64"},
-      {16, 40, 100, "attention.fused HEAD_DIM=16 CPU SHORT SK=128"}, /* 17 x 128 floats: under 16 KiB */
-      {16, 40, 129, "attention.fused HEAD_DIM=16 CPU WG=8"},
-      {32, 7, 49, "attention.fused HEAD_DIM=32 CPU WG=8"}, /* too few rows to share K */
-      {256, 40, 49, "attention.fused HEAD_DIM=256 CPU WG=8"}, /* (256 + 1) x 64 floats > 64 KiB */
+      {32, 40, 49, 0, "attention.fused HEAD_DIM=32 CPU SHORT SK=64"},
+      {32, 8, 64, 0, "attention.fused HEAD_DIM=32 CPU SHORT SK=64"},
+      {16, 40, 100, 0, "attention.fused HEAD_DIM=16 CPU SHORT SK=128"}, /* 17 x 128 floats: under 16 KiB */
+      {16, 40, 129, 0, "attention.fused HEAD_DIM=16 CPU WG=8"},
+      {32, 7, 49, 0, "attention.fused HEAD_DIM=32 CPU WG=8"},   /* too few rows to share K */
+      {32, 40, 49, 1, "attention.fused HEAD_DIM=32 CPU WG=8"},  /* causal prefill: the row kernel stops at the edge */
+      {256, 40, 49, 0, "attention.fused HEAD_DIM=256 CPU WG=8"}, /* (256 + 1) x 64 floats > 64 KiB */
   };
   for (size_t x = 0; x < sizeof(picks) / sizeof(picks[0]); x++) {
     char name[128];
-    ck_assert(clf__attn_fused_variant(th_ctx, picks[x].dh, picks[x].lq, picks[x].lk, name, sizeof(name)));
+    ck_assert(clf__attn_fused_variant(th_ctx, picks[x].dh, picks[x].lq, picks[x].lk, picks[x].banded, name,
+                                      sizeof(name)));
     ck_assert_str_eq(name, picks[x].name);
   }
   unsetenv("CLFORMER_ATTN_FUSED");
@@ -627,9 +631,9 @@ START_TEST(attn_fused_cpu_shape) {
   setenv("CLFORMER_ATTN_SHORT", _i ? "1" : "0", 1);
   att_fused_only = under_oclgrind();
   char name[128];
-  ck_assert(clf__attn_fused_variant(th_ctx, 64, 33, 200, name, sizeof(name)));
+  ck_assert(clf__attn_fused_variant(th_ctx, 64, 33, 200, 1, name, sizeof(name)));
   ck_assert_str_eq(name, "attention.fused HEAD_DIM=64 CPU WG=8");
-  ck_assert(clf__attn_fused_variant(th_ctx, 16, 3, 100, name, sizeof(name)));
+  ck_assert(clf__attn_fused_variant(th_ctx, 16, 3, 100, 1, name, sizeof(name)));
   ck_assert_str_eq(name, _i ? "attention.fused HEAD_DIM=16 CPU SHORT SK=128" : "attention.fused HEAD_DIM=16 CPU WG=4");
   /* Up to 4 rows per KV head (decoding): groups of 4. */
   ck_assert_uint_eq(att_fused_wg(64, 3), 4);

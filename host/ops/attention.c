@@ -113,16 +113,21 @@ static int attn_cpu_shape(const clf_context *ctx) {
 
 /* attn_short_cpu (keys in vector lanes, K transposed into local memory
  * per work-group): where kv_len fits its 64 or 128 lanes, its local arrays
- * fit ATT_SHORT_LOCAL and the device, and a KV head has ATT_SHORT_ROWS
- * query rows or more to share the transposition (decoding's one row per
- * head reads each key once either way).  $CLFORMER_ATTN_SHORT=0 never
- * takes it, =1 wherever it fits, whatever the rows (the tests force each). */
+ * fit ATT_SHORT_LOCAL and the device, a KV head has ATT_SHORT_ROWS query
+ * rows or more to share the transposition (decoding's one row per head
+ * reads each key once either way), and no causal mask or window bands the
+ * rows (the short kernel scores every key of a row, the row kernel stops
+ * at the band's edge: GPT-2's causal prefill of 128 tokens, 12 heads,
+ * took 0.45-0.58 ms with the short kernel against 0.36-0.51).
+ * $CLFORMER_ATTN_SHORT=0 never takes it, =1 wherever it fits, whatever the
+ * rows and masks (the tests force each). */
 #define ATT_SHORT_LOCAL (64u * 1024u)
 #define ATT_SHORT_ROWS 8
 
-/* The short kernel's key lanes for head dim dh, lq rows per KV head and
- * lk keys: 64 or 128, or 0 where attn_fused_cpu takes the launch. */
-static unsigned attn_short_lanes(const clf_context *ctx, size_t dh, size_t lq, size_t lk) {
+/* The short kernel's key lanes for head dim dh, lq rows per KV head, lk
+ * keys and `banded` (a causal mask over several rows, or a window): 64 or
+ * 128, or 0 where attn_fused_cpu takes the launch. */
+static unsigned attn_short_lanes(const clf_context *ctx, size_t dh, size_t lq, size_t lk, int banded) {
   const char *env = getenv("CLFORMER_ATTN_SHORT");
   const int force = env && strcmp(env, "1") == 0;
   if (env && strcmp(env, "0") == 0) return 0;
@@ -130,19 +135,20 @@ static unsigned attn_short_lanes(const clf_context *ctx, size_t dh, size_t lq, s
   size_t budget = (size_t)ctx->caps.local_mem;
   if (budget > ATT_SHORT_LOCAL) budget = ATT_SHORT_LOCAL;
   if (sk == 0 || (dh + 1) * sk * sizeof(float) > budget) return 0;
-  return force || lq >= ATT_SHORT_ROWS ? sk : 0u;
+  return force || (lq >= ATT_SHORT_ROWS && !banded) ? sk : 0u;
 }
 
-/* The CPU shape of the fused kernel for head dim dh, lq rows per KV head
- * and lk keys: attn_short_cpu where attn_short_lanes says, else
+/* The CPU shape of the fused kernel for head dim dh, lq rows per KV head,
+ * lk keys and `banded`: attn_short_cpu where attn_short_lanes says, else
  * attn_fused_cpu (one work-item per query row): no local memory, any head
  * dim. */
-static clf_status attn_fused_pick_cpu(clf_context *ctx, size_t dh, size_t lq, size_t lk, attn_fused *f) {
+static clf_status attn_fused_pick_cpu(clf_context *ctx, size_t dh, size_t lq, size_t lk, int banded,
+                                      attn_fused *f) {
   char opts[64];
   clf__kernel *k;
   clf_status st;
   f->cpu = 1;
-  f->sk = attn_short_lanes(ctx, dh, lq, lk);
+  f->sk = attn_short_lanes(ctx, dh, lq, lk, banded);
   if (f->sk) {
     /* A group takes a KV head's rows whole, up to one a lane. */
     snprintf(opts, sizeof(opts), "-DHEAD_DIM=%zu -DATT_SHORT=1 -DATT_SK=%u", dh, f->sk);
@@ -180,7 +186,7 @@ static unsigned attn_wg_cap(void) {
  * the kernel's arrays declare (that rusticl reports twice as much) gets
  * tiles smaller in proportion.  f->kr NULL, with f->why, when nothing
  * fits; a failed build is an error. */
-static clf_status attn_fused_pick(clf_context *ctx, size_t dh, size_t lq, size_t lk, attn_fused *f) {
+static clf_status attn_fused_pick(clf_context *ctx, size_t dh, size_t lq, size_t lk, int banded, attn_fused *f) {
   f->kr = NULL;
   f->cpu = 0;
   f->sk = 0;
@@ -189,7 +195,7 @@ static clf_status attn_fused_pick(clf_context *ctx, size_t dh, size_t lq, size_t
     snprintf(f->why, sizeof f->why, "the head dim exceeds %d", ATT_MAX_HEAD_DIM);
     return CLF_OK;
   }
-  if (attn_cpu_shape(ctx)) return attn_fused_pick_cpu(ctx, dh, lq, lk, f);
+  if (attn_cpu_shape(ctx)) return attn_fused_pick_cpu(ctx, dh, lq, lk, banded, f);
   const size_t dev_local = (size_t)ctx->caps.local_mem;
   snprintf(f->why, sizeof f->why, "the device has too little local memory (%zu bytes)", dev_local);
   for (unsigned wg = attn_wg_cap(); wg >= ATT_FUSED_WG_MIN; wg /= 2) {
@@ -230,11 +236,11 @@ static clf_status attn_fused_pick(clf_context *ctx, size_t dh, size_t lq, size_t
   return CLF_OK;
 }
 
-int clf__attn_fused_variant(clf_context *ctx, size_t dh, size_t lq, size_t lk, char *buf, size_t len) {
+int clf__attn_fused_variant(clf_context *ctx, size_t dh, size_t lq, size_t lk, int banded, char *buf, size_t len) {
   attn_fused f;
   /* A shape that fails to build is named all the same: validating it runs
    * clf_attention, which reports the build failure. */
-  if (attn_fused_pick(ctx, dh, lq, lk, &f) != CLF_OK ? f.wg == 0 && f.sk == 0 : f.kr == NULL) return 0;
+  if (attn_fused_pick(ctx, dh, lq, lk, banded, &f) != CLF_OK ? f.wg == 0 && f.sk == 0 : f.kr == NULL) return 0;
   attn_variant_name(dh, &f, buf, len);
   return 1;
 }
@@ -541,7 +547,8 @@ static clf_status attn_choose(clf_context *ctx, const char *op, const attn_args 
    * build. */
   if (impl == CLF_ATTN_GEMM && !clf__variants_failed(ctx)) return CLF_OK;
   const int had_error = ctx->err.status != CLF_OK;
-  if ((st = attn_fused_pick(ctx, a->Dh, a->G * a->Lq, a->Lk, f)) != CLF_OK) {
+  const int banded = (a->causal && a->Lq > 1) || a->window != 0;
+  if ((st = attn_fused_pick(ctx, a->Dh, a->G * a->Lq, a->Lk, banded, f)) != CLF_OK) {
     if (impl != CLF_ATTN_GEMM) return st;
     /* Only the alternative of the path asked for failed to build. */
     f->kr = NULL;

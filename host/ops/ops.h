@@ -43,11 +43,12 @@ clf_status clf__split_heads_check(clf_context *ctx, const char *op, const clf_te
 
 /* ---- attention (attention.c) ---- */
 /* The variant name of the fused attention kernel for head dim dh, lq
- * queries (per KV head) and lk keys on ctx's device ("attention.fused
+ * queries (per KV head), lk keys and `banded` (a causal mask over several
+ * queries, or a sliding window) on ctx's device ("attention.fused
  * HEAD_DIM=64 BQ=32 BK=32 WG=64"), or 0 when it does not apply.  Builds the
  * kernel: its work-group follows the kernel's limits on the device
  * (attention.c). */
-int clf__attn_fused_variant(clf_context *ctx, size_t dh, size_t lq, size_t lk, char *buf, size_t len);
+int clf__attn_fused_variant(clf_context *ctx, size_t dh, size_t lq, size_t lk, int banded, char *buf, size_t len);
 
 /* Self-attention straight from its projection proj [B, L, (H + 2 Hkv) Dh]
  * (the H query heads, then Hkv key and Hkv value heads, each Dh wide) into
