@@ -453,7 +453,8 @@ __kernel void attn_fused_cpu(ATT_FUSED_PARAMS, uint q_bs, uint q_hs, uint q_is, 
 #ifdef ATT_SHORT
 /* The CPU shape for short key ranges (-DATT_SHORT, kv_len <= ATT_SK, 64 or
  * 128: Swin's windows of 49 keys, short sequences), the host's pick where
- * a work-group has rows enough to share one transposition.  A work-group
+ * a work-group has rows enough to share one transposition and no causal
+ * mask or window bands them (the row kernel stops at a band's edge).  A work-group
  * takes up to its size of one KV head's query rows and first writes that
  * head's K transposed into local memory (kt[d][j], keys past kv_len 0) with
  * each key's padding verdict (0, or -inf).  A work-item's row then has its
