@@ -454,16 +454,17 @@ __kernel void attn_fused_cpu(ATT_FUSED_PARAMS, uint q_bs, uint q_hs, uint q_is, 
 /* The CPU shape for short key ranges (-DATT_SHORT, kv_len <= ATT_SK, 64 or
  * 128: Swin's windows of 49 keys, short sequences), the host's pick where
  * a work-group has rows enough to share one transposition and no causal
- * mask or window bands them (the row kernel stops at a band's edge).  A work-group
- * takes up to its size of one KV head's query rows and first writes that
- * head's K transposed into local memory (kt[d][j], keys past kv_len 0) with
- * each key's padding verdict (0, or -inf).  A work-item's row then has its
- * scores with the keys in lanes, 8 a vector: HEAD_DIM vector fmas of a
- * broadcast q[d] (32 x 8 for Swin's heads) instead of a dot product and a
- * reduction a key (16 lanes a vector measured alike); its softmax takes the whole row at once (no running
- * max), and P V adds the row's keys' value rows.  Swin-T's attention on
- * PoCL 8.2-8.4 -> 5.4-5.9 ms, on Intel's CPU runtime 8.6-8.9 -> 5.6-6.0
- * (64 windows x 3 heads alone 1.4 -> 1.0 ms there). */
+ * mask or window bands them (the row kernel stops at a band's edge).  A
+ * work-group takes up to its size of one KV head's query rows and first
+ * writes that head's K transposed into local memory (kt[d][j], keys past
+ * kv_len 0) with each key's padding verdict (0, or -inf).  A work-item's
+ * row then has its scores with the keys in lanes, 8 a vector: HEAD_DIM
+ * vector fmas of a broadcast q[d] (32 x 8 for Swin's heads) instead of a
+ * dot product and a reduction a key (16 lanes a vector measured alike);
+ * its softmax takes the whole row at once (no running max), and P V adds
+ * the row's keys' value rows.  Swin-T's attention on PoCL 8.2-8.4 -> 5.4-5.9
+ * ms, on Intel's CPU runtime 8.6-8.9 -> 5.6-6.0 (64 windows x 3 heads alone
+ * 1.4 -> 1.0 ms there). */
 #ifndef ATT_SK
 #define ATT_SK 64
 #endif

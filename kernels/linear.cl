@@ -348,7 +348,8 @@ __kernel __attribute__((reqd_work_group_size(SPLIT, ROWS, 1))) void skinny_sg(SK
  * work-items of a group take consecutive row blocks of x against the same
  * TN rows of W, so those stay in cache while x streams from L2: the weight
  * is read from memory once per launch, whatever M.  A block type's scale
- * multiplies the weights of its block once, as they are converted.  global
+ * multiplies the weights of its block once, as they are converted (Q8_0's
+ * multiplies the block's sum of products instead).  global
  * (row blocks rounded up to TL, N / TN rounded up), local (TL, 1). */
 #ifndef TM
 #define TM 4
@@ -362,6 +363,7 @@ __kernel __attribute__((reqd_work_group_size(SPLIT, ROWS, 1))) void skinny_sg(SK
 #ifndef SKINNY_ACT_PASS
 #define SKINNY_ACT_PASS 0
 #endif
+#if WTYPE != 2 /* Q8_0: skinny_tile multiplies its integers first */
 /* Part p (8 weights) of chunk c of row n, times its block's scale d. */
 inline float8 load_part(__global const WT *w, uint w_off, __global const half *s, uint s_off, uint n, uint c, uint p,
                         uint K, float d) {
@@ -373,13 +375,12 @@ inline float8 load_part(__global const WT *w, uint w_off, __global const half *s
   return vload_half8(0, w + w_off + (size_t)n * K + (size_t)c * 8);
 #elif WTYPE >= 4
   return ggml_part(w + w_off, s + s_off, n, c, p, K);
-#elif WTYPE == 2
-  return d * convert_float8(vload8(p, w + ((size_t)n * (K / 32) + c) * 32));
-#else
+#elif WTYPE == 3
   const uchar8 q = vload8(p & 1, w + ((size_t)n * (K / 32) + c) * 16);
   return d * (convert_float8(p < 2 ? q & (uchar8)15 : q >> (uchar8)4) - 8.0f);
 #endif
 }
+#endif
 
 __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_tile(SKINNY_PARAMS) {
 #if TM == 1 /* one row (decoding): a group's TL work-items take consecutive rows of W */
@@ -409,8 +410,9 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_tile(SKINNY
     /* Q8_0: the block's products on the stored integers, its scale once
      * (one fma a block instead of a multiply a weight).  GPT-2's head, one
      * row: Intel's runtime 2.2 -> 1.1 ms, PoCL 2.5 -> 1.6; 64 rows x 3072 x
-     * 768 8% faster on both.  (Q4_0 so, its -8 as 8 times the block's sum
-     * of x, took one row 1.4x faster but 64 rows 28% slower on PoCL.) */
+     * 768 the same or up to 8% faster.  (Q4_0 so, its -8 as 8 times the
+     * block's sum of x, took one row 1.2-1.4x faster but 64 rows 10-30%
+     * slower, on both runtimes.) */
     float8 ps[TM][TN];
     _Pragma("unroll") for (uint i = 0; i < TM; i++)
       _Pragma("unroll") for (uint j = 0; j < TN; j++) ps[i][j] = (float8)(0.0f);
