@@ -121,8 +121,8 @@ inline float8 ggml_part(__global const uchar *w, __global const half *s, uint n,
 #endif
 #if WTYPE == 5
   return convert_float8(convert_int8(x) - 16) * d;
-#else
-  return convert_float8(x) * d + vload_half(bo / 2 + 1, s);
+#else /* an fma, as skinny_pair takes it (a * b + c is contracted or not as each compiler likes) */
+  return fma(convert_float8(x), (float8)(d), (float8)(vload_half(bo / 2 + 1, s)));
 #endif
 #elif WTYPE == 7 /* Q2_K {scales[16]; qs[64]; d; dmin} */
   const uint g = j / 4, sh = 2 * (j % 4);
@@ -465,6 +465,117 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_tile(SKINNY
   }
 #endif
 }
+
+/* skinny_pair: y [1, N] = act(x [1, K] W^T + bias), one row of x (decoding)
+ * against 4-bit blocks (WTYPE 3 Q4_0, 4 Q4_1) on a CPU, where the profile's
+ * "Tiles pair=1" says so.  A work-item takes TN rows of W (TN even) in pairs,
+ * a pair's two float8 accumulators side by side in one float16: each row's
+ * arithmetic is skinny_tile's (the same weights, the same fma chain over K,
+ * the same sum8), so the bits are those of the tiles, but the nibbles of
+ * both rows are converted and scaled in one 16-lane operation, and no
+ * work-item shares its rows with another (skinny_tile's one-row build
+ * leaves the vectors to the compiler, which spreads 16 rows over the lanes
+ * and reads their bytes lane by lane).  GPT-2's head (50257 x 768, q4),
+ * ms: PoCL 3.3 -> 2.4, Intel's runtime 2.6 -> 1.7; GPT-2 q4 decode, device
+ * ms a token: PoCL 13.8 -> 10.5-11.5, Intel 11.5-13.0 -> 7.8-8.5.  The
+ * blocks are read as 32-bit words (wu: the weight buffer again, so that no
+ * pointer is cast; w_off is 0, as the host checks), the scales through
+ * scale_at (su: the buffer as 16-bit words; a scale read in a 32-bit word
+ * could reach 2 bytes past a Q4_0 buffer's end).  global (N / TN rounded
+ * up to TL), local (TL). */
+#if TM == 1 && TN % 2 == 0 && (WTYPE == 3 || WTYPE == 4)
+/* f16 bits to f32, exactly, and no subnormal f32 on the way (a subnormal
+ * operand costs x86 a microcode assist: scaling the bits by 2^112 instead
+ * made products whose scales are subnormal halves, as a checkpoint with
+ * small weights has, 2x slower) */
+inline float clf_h2f(uint h) {
+  const uint e = h & 0x7c00u, m = h & 0x3ffu;
+  const uint nrm = ((h & 0x7fffu) << 13) + 0x38000000u; /* the exponent rebiased */
+  const uint bits = e == 0 ? as_uint((float)m * 0x1p-24f) : e == 0x7c00u ? 0x7f800000u | m << 13 : nrm;
+  return as_float(bits | (h & 0x8000u) << 16);
+}
+/* The f16 at half index i of the weight buffer: vload_half where the device
+ * has half arithmetic (a conversion instruction), else clf_h2f (PoCL's
+ * vload_half is some 20 scalar instructions a value); both exact. */
+inline float scale_at(__global const half *s, __global const ushort *su, size_t i) {
+#if CLF_HAS_FP16
+  return vload_half(i, s);
+#else
+  return clf_h2f(su[i]);
+#endif
+}
+/* a in lanes 0-7, b in 8-15 (element by element: Oclgrind 21.10's
+ * uninitialised-value checker crashes on two float8 joined) */
+inline float16 pair16(float a, float b) { return (float16)(a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b); }
+/* Chunk c (32 weights) of rows a and b as 4 float16 (a in lanes 0-7):
+ * part p is skinny_tile's load_part of each row, d (q - 8) for Q4_0,
+ * fma(q, d, m) for Q4_1.  Inlined by force: PoCL's compiler otherwise
+ * calls it, passing v through memory. */
+inline __attribute__((always_inline)) void pair_chunk(__global const half *s, __global const ushort *su, uint s_off,
+                                                      __global const uint *wu, uint a, uint b, uint c, uint K,
+                                                      float16 *v) {
+  const size_t ba = (size_t)a * (K / 32) + c, bb = (size_t)b * (K / 32) + c; /* the blocks */
+#if WTYPE == 3 /* 4 words a block, the scales after the quants */
+  const float16 d = pair16(scale_at(s, su, s_off + ba), scale_at(s, su, s_off + bb)), m = (float16)(-8.0f);
+  __global const uint *qa = wu + ba * 4, *qb = wu + bb * 4;
+#else /* Q4_1 {d; m; qs[16]}: 5 words a block */
+  const float16 d = pair16(scale_at(s, su, ba * 10), scale_at(s, su, bb * 10));
+  const float16 m = pair16(scale_at(s, su, ba * 10 + 1), scale_at(s, su, bb * 10 + 1));
+  __global const uint *qa = wu + ba * 5 + 1, *qb = wu + bb * 5 + 1;
+#endif
+  /* bytes 0-7 of a and of b, then 8-15 (in halves: Oclgrind 21.10 tracks
+   * the .hi of a 16-byte vector as uninitialised) */
+  const uint4 wa = vload4(0, qa), wb = vload4(0, qb);
+  const uchar16 u0 = as_uchar16((uint4)(wa.s01, wb.s01)), u1 = as_uchar16((uint4)(wa.s23, wb.s23));
+#if WTYPE == 3 /* d (q - 8), as load_part computes it (fma(q, d, -8 d) is the same value only where fma is fused) */
+  v[0] = d * (convert_float16(u0 & (uchar16)15) + m);
+  v[1] = d * (convert_float16(u1 & (uchar16)15) + m);
+  v[2] = d * (convert_float16(u0 >> (uchar16)4) + m); /* 16-23 */
+  v[3] = d * (convert_float16(u1 >> (uchar16)4) + m);
+#else
+  v[0] = fma(convert_float16(u0 & (uchar16)15), d, m);
+  v[1] = fma(convert_float16(u1 & (uchar16)15), d, m);
+  v[2] = fma(convert_float16(u0 >> (uchar16)4), d, m);
+  v[3] = fma(convert_float16(u1 >> (uchar16)4), d, m);
+#endif
+}
+
+__kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_pair(SKINNY_PARAMS, __global const uint *wu,
+                                                                                 __global const ushort *su) {
+  const uint n0 = get_global_id(0) * TN;
+  if (n0 >= N) return;
+  x += x_off;
+  uint rn[TN]; /* rows past the end repeat the last; their sums are not stored */
+  _Pragma("unroll") for (uint j = 0; j < TN; j++) rn[j] = min(n0 + j, N - 1);
+  float16 acc[TN / 2];
+  _Pragma("unroll") for (uint h = 0; h < TN / 2; h++) acc[h] = (float16)(0.0f);
+  for (uint c = 0; c < K / 32; c++) {
+    float16 v[TN / 2][4];
+    _Pragma("unroll") for (uint h = 0; h < TN / 2; h++)
+      pair_chunk(s, su, s_off, wu, rn[2 * h], rn[2 * h + 1], c, K, v[h]);
+    _Pragma("unroll") for (uint p = 0; p < 4; p++) {
+      const float8 xv = vload8(c * 4 + p, x);
+      const float16 xx = (float16)(xv, xv);
+      _Pragma("unroll") for (uint h = 0; h < TN / 2; h++) acc[h] = fma(xx, v[h][p], acc[h]);
+    }
+  }
+  float o[TN], t[16];
+  _Pragma("unroll") for (uint h = 0; h < TN / 2; h++) {
+    vstore16(acc[h], 0, t); /* each row's float8 through memory: Oclgrind 21.10 tracks .hi as uninitialised */
+    o[2 * h] = sum8(vload8(0, t)) + (has_bias ? bias[b_off + rn[2 * h]] : 0.0f);
+    o[2 * h + 1] = sum8(vload8(1, t)) + (has_bias ? bias[b_off + rn[2 * h + 1]] : 0.0f);
+  }
+#if !SKINNY_ACT_PASS /* the activation in lanes of clf_act4, as skinny_tile applies it: the same bits */
+  _Pragma("unroll") for (uint j = 0; j < TN; j += 4) {
+    float q[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    _Pragma("unroll") for (uint e = 0; e < 4; e++) if (j + e < TN) q[e] = o[j + e];
+    vstore4(clf_act4(vload4(0, q), act), 0, q);
+    _Pragma("unroll") for (uint e = 0; e < 4; e++) if (j + e < TN) o[j + e] = q[e];
+  }
+#endif
+  _Pragma("unroll") for (uint j = 0; j < TN; j++) if (n0 + j < N) y[y_off + n0 + j] = o[j];
+}
+#endif
 
 /* y [M, N] = act(x [M, K] W + bias) with W f32 [K, N] ([in, out]: the
  * layout CLBlast reads without a copy, so an encoder keeps one copy of each

@@ -336,6 +336,87 @@ START_TEST(tiles_act_pass) {
 }
 END_TEST
 
+static void put_half(unsigned char *p, float v);
+
+/* One row against 4-bit blocks in skinny_pair (rows in pairs,
+ * $CLFORMER_SKINNY_PAIR=1) gives the bits of skinny_tile's one-row build
+ * (=0) and of row 0 among 5 rows (the 4 x 3 tiles): Q4_0 made from f32 and
+ * Q4_1 blocks as a GGUF file holds them, N not a multiple of the pair's 4
+ * rows, every activation, in the kernel and in a pass of its own, with
+ * some blocks' f16 scales subnormal (weights under 2^-14 / 8: converted
+ * exactly, in integer operations, on devices without half arithmetic).
+ * The path is recorded as skinny_pair where the tiles run. */
+START_TEST(pair_same_bits) {
+  setenv("CLFORMER_SKINNY_TILE", "1", 1);
+  unsetenv("CLFORMER_SKINNY_ACT_PASS");
+  const size_t K = 96, N = 37;
+  float *x = th_rand(5 * K, 71, -2.0f, 2.0f), *w = th_rand(N * K, 72, -1.0f, 1.0f), *b = th_rand(N, 73, -1.0f, 1.0f);
+  for (size_t i = 3 * K; i < 5 * K; i++) w[i] *= 1e-6f; /* rows 3 and 4: subnormal Q4_0 scales */
+  const size_t blocks = N * K / 32;
+  unsigned char *raw = malloc(blocks * 20);
+  uint32_t r = 12345;
+  for (size_t i = 0; i < blocks * 20; i++) raw[i] = (unsigned char)((r = r * 1664525u + 1013904223u) >> 24);
+  for (size_t k = 0; k < blocks; k++) {
+    put_half(raw + 20 * k, k % 5 == 1 ? 3e-6f : 0.01f + 0.002f * (float)(k % 7)); /* d, subnormal in some */
+    put_half(raw + 20 * k + 2, (k % 2 ? -0.05f : 0.04f) * (k % 5 == 2 ? 1e-4f : 1.0f));  /* m */
+  }
+  th_profiled_begin(NULL);
+  clf_tensor *tb = th_tensor(CLF_F32, 1, TH_SHAPE(N), b), *tw[2] = {NULL, NULL};
+  TH_OK(clf_tensor_from_f32(th_ctx, CLF_Q4_0, 2, TH_SHAPE(N, K), w, &tw[0]));
+  TH_OK(clf_tensor_create(th_ctx, CLF_Q4_1, 2, TH_SHAPE(N, K), &tw[1]));
+  TH_OK(clf_tensor_upload(th_ctx, tw[1], raw, blocks * 20));
+  const int tiles = clf__skinny_tiles(th_ctx, 0, 1);
+  for (int t = 0; t < 2; t++)
+    for (int act = 0; act < 6; act++)
+      for (int pass = 0; pass < 2; pass++) {
+        float *y[3];
+        setenv("CLFORMER_SKINNY_ACT_PASS", pass ? "1" : "0", 1);
+        for (int v = 0; v < 3; v++) { /* one row in pairs, one row in skinny_tile, 5 rows */
+          const size_t M = v == 2 ? 5 : 1;
+          setenv("CLFORMER_SKINNY_PAIR", v == 0 ? "1" : "0", 1);
+          clf_tensor *tx = th_tensor(CLF_F32, 2, TH_SHAPE(M, K), x), *ty = th_empty(CLF_F32, 2, TH_SHAPE(M, N));
+          TH_OK(clf_linear(th_ctx, tx, tw[t], CLF_WEIGHT_OUT_IN, tb, (clf_activation)act, ty, NULL));
+          y[v] = th_download(ty);
+          clf_tensor_destroy(tx);
+          clf_tensor_destroy(ty);
+        }
+        for (int v = 1; v < 3; v++)
+          ck_assert_msg(memcmp(y[0], y[v], N * sizeof(float)) == 0, "%s, activation %d, act_pass %d: pairs differ "
+                        "from %s", clf_dtype_name(tw[t]->dtype), act, pass, v == 1 ? "the one-row tiles" : "row 0 of 5");
+        for (int v = 0; v < 3; v++) free(y[v]);
+      }
+  unsetenv("CLFORMER_SKINNY_ACT_PASS");
+  setenv("CLFORMER_SKINNY_PAIR", "1", 1);
+  /* Q4_1's 7 one-row products in pairs with the activation in the kernel
+   * (act_pass 0, and 1 without an activation) */
+  ck_assert_int_eq(path_has("x [1, 96] w q4_1 [37, 96] [out, in]: skinny_pair, 1 launch (", "", 7), tiles);
+  clf_tensor_destroy(tw[0]); clf_tensor_destroy(tw[1]); clf_tensor_destroy(tb);
+  th_profiled_expect(tiles ? "skinny_pair" : "skinny", tiles ? NULL : "skinny_pair", 1);
+  unsetenv("CLFORMER_SKINNY_PAIR");
+  unsetenv("CLFORMER_SKINNY_TILE");
+  free(raw); free(x); free(w); free(b);
+}
+END_TEST
+
+/* Whether skinny_pair runs: for Q4_0 and Q4_1 unless the profile's Tiles
+ * line says pair=0, $CLFORMER_SKINNY_PAIR over it; never other types. */
+START_TEST(pair_follows_profile) {
+  unsetenv("CLFORMER_SKINNY_PAIR"); /* a failed test before may have left it set */
+  ck_assert(clf__skinny_pair(th_ctx, CLF_Q4_0) && clf__skinny_pair(th_ctx, CLF_Q4_1));
+  ck_assert(!clf__skinny_pair(th_ctx, CLF_Q8_0) && !clf__skinny_pair(th_ctx, CLF_F32) &&
+            !clf__skinny_pair(th_ctx, CLF_Q4_K));
+  ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "pair", (unsigned[]){0, 0}));
+  ck_assert(!clf__skinny_pair(th_ctx, CLF_Q4_0));
+  setenv("CLFORMER_SKINNY_PAIR", "1", 1);
+  ck_assert(clf__skinny_pair(th_ctx, CLF_Q4_0) && !clf__skinny_pair(th_ctx, CLF_Q8_0));
+  ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "pair", NULL));
+  setenv("CLFORMER_SKINNY_PAIR", "0", 1);
+  ck_assert(!clf__skinny_pair(th_ctx, CLF_Q4_1));
+  unsetenv("CLFORMER_SKINNY_PAIR");
+  ck_assert(clf__skinny_pair(th_ctx, CLF_Q4_1));
+}
+END_TEST
+
 /* skinny_tile (the CPU class's [N, K] path) against the CPU reference for
  * every weight type: M and N on both sides of its 4 x 3 tile and 4 row
  * blocks a group and of its one-row shapes (f32 1 x 4 tiles, 8 work-items
@@ -625,6 +706,8 @@ static Suite *suite(void) {
   tcase_add_test(c, linear_rows_independent);
   tcase_add_test(c, tiles_follow_profile);
   tcase_add_test(c, tiles_act_pass);
+  tcase_add_test(c, pair_same_bits);
+  tcase_add_test(c, pair_follows_profile);
   tcase_add_test(c, linear_gpu_and_cpu_class);
   tcase_add_test(c, linear_small_device);
   tcase_add_test(c, skinny_feature_variants);

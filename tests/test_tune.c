@@ -458,6 +458,8 @@ START_TEST(tune_and_apply) {
   const int measures_tiles =
       strcmp(clf_context_device_class(ctx, NULL), "cpu") == 0 && !getenv("CLFORMER_SKINNY_TILE");
   const int pass_before = clf__skinny_act_pass(ctx);
+  const int pair_before = clf__skinny_pair(ctx, CLF_Q4_0);
+  const int pair_line_before = clf__tuned_group(ctx, CLF__TILES_TUNING, "pair", g);
   clf_tune_result r;
   clf_tune_report rep;
   ck_assert_msg(clf_tune_gemm(ctx, &s, 1, &o, &r, &rep) == CLF_OK, "%s", clf_last_error(ctx));
@@ -520,7 +522,13 @@ START_TEST(tune_and_apply) {
   /* where the tiles run, the one-row build's activation too (act_pass) */
   const int pass = clf__skinny_act_pass(ctx);
   if (!tiles || getenv("CLFORMER_SKINNY_ACT_PASS")) ck_assert_int_eq(pass, pass_before);
-  if (tiles_changed || rows_changed || pass != pass_before) ck_assert(written);
+  /* and the pairs of the one-row q4 products, measured: a Tiles pair= line
+   * after the search, a new or changed one written */
+  const int pair = clf__skinny_pair(ctx, CLF_Q4_0), pair_measured = tiles && !getenv("CLFORMER_SKINNY_PAIR");
+  if (pair_measured) ck_assert(clf__tuned_group(ctx, CLF__TILES_TUNING, "pair", g) && g[0] == (unsigned)pair);
+  else ck_assert_int_eq(pair, pair_before);
+  const int pair_changed = pair_measured && (!pair_line_before || pair != pair_before);
+  if (tiles_changed || rows_changed || pass != pass_before || pair_changed) ck_assert(written);
   else ck_assert_int_eq(written, rep.tuned_ms < 0.98 * rep.default_ms || skinny_better);
   /* On a CPU the search measured the tiles against the launches, and a
    * profile it writes says which it chose. */
@@ -528,6 +536,7 @@ START_TEST(tune_and_apply) {
     char *text = slurp(rep.profile);
     ck_assert_msg(strstr(text, tiles ? "Tiles on=1" : "Tiles off=1") != NULL, "%s", text);
     ck_assert_int_eq(strstr(text, " act_pass=1") != NULL, pass);
+    if (pair_measured) ck_assert_msg(strstr(text, pair ? " pair=1" : " pair=0") != NULL, "%s", text);
     free(text);
   }
   /* PoCL runs CLBlast's defaults for this shape (XgemmDirect WGD=16 with no

@@ -892,6 +892,49 @@ bool tune_act_pass(Search &S) {
   return on != was;
 }
 
+// Where the tiles run: one row against Q4_0 weights in skinny_pair or in
+// skinny_tile's one-row build (clf__skinny_pair), the shapes' distinct
+// weights (count-weighted sums of medians); the pairs are kept ("Tiles
+// pair=1") unless they take longer, else "pair=0" (both give the same bits;
+// the rule covers Q4_1, whose blocks the pairs read alike).  Not measured
+// where $CLFORMER_SKINNY_PAIR decides.  True when the choice changed.
+bool tune_pair(Search &S) {
+  clf_context *ctx = S.ctx;
+  if (!clf__skinny_tiles(ctx, 0, 1)) return false;
+  if (getenv("CLFORMER_SKINNY_PAIR")) {
+    S.say("Tiles pair: not measured: $CLFORMER_SKINNY_PAIR decides");
+    return false;
+  }
+  unsigned had[2];
+  const bool had_line = clf__tuned_group(ctx, CLF__TILES_TUNING, "pair", had) != 0;
+  const bool was = clf__skinny_pair(ctx, CLF_Q4_0) != 0;
+  auto set = [&](bool on) {
+    const unsigned v[2] = {on ? 1u : 0u, 0};
+    if (!clf__tuned_group_set(ctx, CLF__TILES_TUNING, "pair", v)) throw std::bad_alloc();
+  };
+  auto restore = [&] {
+    if (!clf__tuned_group_set(ctx, CLF__TILES_TUNING, "pair", had_line ? had : nullptr)) throw std::bad_alloc();
+  };
+  double ms[2] = {0, 0};  // [skinny_tile, pairs]
+  RowsBench B;
+  std::string why;
+  if (!B.setup(S, {CLF_Q4_0, 0}, &why) || !B.grow(S, 1, &why))
+    return restore(), S.say("Tiles pair: not measured: %s", why.c_str()), false;
+  for (RowsBench::W &e : B.ws)
+    for (int on = 0; on < 2; on++) {
+      double t;
+      set(on);
+      if (!time_path(ctx, true, e.x, e.w, 0, e.y, 1, e.n, e.k, 0, false, &t, &why))
+        return restore(), S.say("Tiles pair: not measured: %s", why.c_str()), false;
+      ms[on] += e.count * t;
+    }
+  const bool on = ms[1] <= ms[0];
+  set(on);
+  S.say("Tiles pair: one row of q4 %.3f ms in skinny_tile, %.3f in pairs: %s", ms[0], ms[1],
+        on ? "the pairs (pair=1)" : "skinny_tile (pair=0)");
+  return on != was || !had_line;
+}
+
 // Every kind, with the profile found applied to CLBlast, until `end`: each
 // kind's rows in *fin's groups and the report.  True when one changed.
 bool tune_rows(Search &S, const Profile &gemm, double end, Profile *fin, clf_tune_report *report) {
@@ -982,9 +1025,10 @@ clf_status tune(clf_context *ctx, const clf_gemm_shape *shapes, size_t n, const 
   S.say("defaults: %.3f ms (Xgemm %s; XgemmDirect %s; %s=%zu)", def_total, params_text(S.dflt.k[XGEMM]).c_str(),
         params_text(S.dflt.k[DIRECT]).c_str(), kSwitch, get(S.dflt.k[ROUTINE], kSwitch));
 
-  // On a CPU, the tiles or the launches; then the skinny kernel's groups
+  // On a CPU, the tiles or the launches (and where the tiles run, their
+  // one-row builds: the activation pass, the pairs); then the skinny kernel's groups
   // (where the launches run), with a tenth of the budget.
-  const bool tiles_changed = tune_tiles(S) | tune_act_pass(S);
+  const bool tiles_changed = tune_tiles(S) | tune_act_pass(S) | tune_pair(S);
   Profile skinny;
   const bool skinny_better = tune_skinny(S, 0.1 * budget, &skinny, report);
   Params best[NKERNELS];

@@ -269,27 +269,53 @@ int clf__skinny_act_pass(const clf_context *ctx) {
   return clf__tuned_group(ctx, CLF__TILES_TUNING, "act_pass", v) && !v[1] && v[0] == 1;
 }
 
-/* y = act(x W^T + bias), W [N, K], in one launch of skinny_tile (one row
- * with an activation under clf__skinny_act_pass: and one of bias_act). */
+int clf__skinny_pair(const clf_context *ctx, clf_dtype wt) {
+  if (wt != CLF_Q4_0 && wt != CLF_Q4_1) return 0;
+  const char *env = getenv("CLFORMER_SKINNY_PAIR");
+  if (env && (!strcmp(env, "0") || !strcmp(env, "1"))) return env[0] == '1';
+  unsigned v[2];
+  return !clf__tuned_group(ctx, CLF__TILES_TUNING, "pair", v) || v[1] || v[0] != 0;
+}
+
+/* skinny_pair's rows a work-item (in pairs) and group: 4 rows, one work-
+ * item a group.  GPT-2 q4 decode, device ms a token (generate --profile),
+ * skinny_tile's 1 x 1 x 16 against pairs 4 x 1, 4 x 4, 8 x 1: Intel's runtime
+ * 11.5 / 8.5, 8.6, 8.9; PoCL 13.9 / 10.7, 10.9, 11.2. */
+enum { PAIR_N = 4, PAIR_L = 1 };
+
+/* y = act(x W^T + bias), W [N, K], in one launch of skinny_tile or, one row
+ * of a 4-bit type, skinny_pair (with an activation under
+ * clf__skinny_act_pass: and one of bias_act). */
 static clf_status linear_tile(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, const clf_tensor *bias,
                               clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K, cl_event *event) {
   char opts[128];
   const int one = M == 1, pass = one && clf__skinny_act_pass(ctx);
   const int f32 = w->dtype == CLF_F32;
-  const size_t tm = one ? 1 : TILE_M, tn = one ? (f32 ? TILE1_N : 1) : TILE_N, tl = one ? (f32 ? TILE1_L : 16) : TILE_L;
+  /* skinny_pair reads the blocks as words from the buffer's start (as the
+   * tiles do: a block-typed weight is a buffer of its own) */
+  const int pair = one && w->offset == 0 && clf__skinny_pair(ctx, w->dtype);
+  const size_t tm = one ? 1 : TILE_M;
+  const size_t tn = pair ? PAIR_N : one ? (f32 ? TILE1_N : 1) : TILE_N;
+  const size_t tl = pair ? PAIR_L : one ? (f32 ? TILE1_L : 16) : TILE_L;
+  const char *kname = pair ? "skinny_pair" : "skinny_tile";
   snprintf(opts, sizeof opts, "-DWTYPE=%d -DTM=%zu -DTN=%zu -DTL=%zu%s", linear_wtype(w->dtype), tm, tn, tl,
            pass ? " -DSKINNY_ACT_PASS=1" : "");
   clf__kernel *k;
-  clf_status st = clf__get_kernel(ctx, "linear", opts, "skinny_tile", &k);
+  clf_status st = clf__get_kernel(ctx, "linear", opts, kname, &k);
   if (st != CLF_OK) return st;
   if (k->max_wg < tl)
-    return clf__fail(ctx, CLF_E_UNSUPPORTED, "kernel skinny_tile: the device allows %zu work-items of it, not %zu",
+    return clf__fail(ctx, CLF_E_UNSUPPORTED, "kernel %s: the device allows %zu work-items of it, not %zu", kname,
                      k->max_wg, tl);
   const clf_tensor *bb = bias ? bias : x;
   cl_int has_bias = bias != NULL, act32 = (cl_int)act;
   cl_uint m32 = (cl_uint)M, n32 = (cl_uint)N, k32 = (cl_uint)K, soff = scales_off(w);
-  st = clf__set_args(ctx, k, 15, CLF__TARG(x), CLF__TARG(w), CLF__ARG(w->buf), CLF__ARG(soff), CLF__TARG(bb),
-                     CLF__ARG(has_bias), CLF__ARG(act32), CLF__TARG(y), CLF__ARG(m32), CLF__ARG(n32), CLF__ARG(k32));
+  if (pair)
+    st = clf__set_args(ctx, k, 17, CLF__TARG(x), CLF__TARG(w), CLF__ARG(w->buf), CLF__ARG(soff), CLF__TARG(bb),
+                       CLF__ARG(has_bias), CLF__ARG(act32), CLF__TARG(y), CLF__ARG(m32), CLF__ARG(n32),
+                       CLF__ARG(k32), CLF__ARG(w->buf), CLF__ARG(w->buf));
+  else
+    st = clf__set_args(ctx, k, 15, CLF__TARG(x), CLF__TARG(w), CLF__ARG(w->buf), CLF__ARG(soff), CLF__TARG(bb),
+                       CLF__ARG(has_bias), CLF__ARG(act32), CLF__TARG(y), CLF__ARG(m32), CLF__ARG(n32), CLF__ARG(k32));
   if (st != CLF_OK) return st;
   const size_t blocks = (M + tm - 1) / tm, nb = (N + tn - 1) / tn;
   size_t local[2] = {tl, 1}, global[2] = {(blocks + tl - 1) / tl * tl, nb};
