@@ -419,8 +419,9 @@ END_TEST
 
 /* skinny_tile (the CPU class's [N, K] path) against the CPU reference for
  * every weight type: M and N on both sides of its 4 x 3 tile and 4 row
- * blocks a group and of its one-row shapes (f32 1 x 4 tiles, 8 work-items
- * a group; the other types 1 x 1, 16) (partial tiles, rows and groups), each recorded as one launch of it;
+ * blocks a group and of its one-row shapes (f32 1 x 4 tiles, f16 1 x 8, 8
+ * work-items a group; q8 1 x 1, 16; q4 skinny_pair's 4 rows) (partial
+ * tiles, rows and groups), each recorded as one launch of it;
  * off ($CLFORMER_SKINNY_TILE=0), the same products in launches of up to 8
  * rows. */
 START_TEST(skinny_tile_shapes) {

@@ -242,8 +242,9 @@ static clf_status skinny_kernel(clf_context *ctx, const clf_tensor *w, int in_ou
  * 77, 4x2 69; 197 x 768 by 3072 x 768 4x3 98 (CLBlast's tuned GEMM 42). */
 enum { TILE_M = 4, TILE_N = 3, TILE_L = 4 };
 /* One row (decoding): f32 in 1 x 4 tiles, 8 work-items a group over
- * consecutive weight rows (dimension 0); the other types 1 x 1, 16 a group
- * (PoCL then vectorises the conversions across work-items).  Each output's
+ * consecutive weight rows (dimension 0); f16 in 1 x 8 (below); the other
+ * types 1 x 1, 16 a group (PoCL then vectorises the conversions across
+ * work-items), Q4_0 and Q4_1 in skinny_pair's (clf__skinny_pair).  Each output's
  * arithmetic is the same as in the 4 x 3 tiles (the same fma chain over K,
  * the same final sum), so a row's result does not depend on how many rows
  * share its launch: one image classified alone equals it classified in a
@@ -252,6 +253,12 @@ enum { TILE_M = 4, TILE_N = 3, TILE_L = 4 };
  * 7.4-8.6, skinny (1x4 group) 5.5; f16 1x1x16 7.1, 1x4x8 8.4-10.1, skinny
  * 5.3 (f32 3072 x 768: 1x4x8 0.16-0.25, skinny 0.44). */
 enum { TILE1_N = 4, TILE1_L = 8 };
+/* f16, one row: 1 x 8 tiles, 8 work-items a group.  GPT-2 f16 decode,
+ * device ms a token (generate --profile, three alternated runs each), the
+ * 1 x 1 x 16 of the block types against 1 x 8 x 8: Intel's runtime
+ * 18.3-19.3 / 15.1-17.0, PoCL 18.6-19.3 / 15.7-16.0 (1 x 4 x 4: 16.8-17.7
+ * and 15.8-17.0). */
+enum { TILE1H_N = 8, TILE1H_L = 8 };
 
 int clf__skinny_tiles(const clf_context *ctx, int in_out, size_t M) {
   if (!ctx->caps.is_cpu || in_out || M < 1) return 0;
@@ -295,8 +302,9 @@ static clf_status linear_tile(clf_context *ctx, const clf_tensor *x, const clf_t
    * tiles do: a block-typed weight is a buffer of its own) */
   const int pair = one && w->offset == 0 && clf__skinny_pair(ctx, w->dtype);
   const size_t tm = one ? 1 : TILE_M;
-  const size_t tn = pair ? PAIR_N : one ? (f32 ? TILE1_N : 1) : TILE_N;
-  const size_t tl = pair ? PAIR_L : one ? (f32 ? TILE1_L : 16) : TILE_L;
+  const int f16 = w->dtype == CLF_F16;
+  const size_t tn = pair ? PAIR_N : one ? (f32 ? TILE1_N : f16 ? TILE1H_N : 1) : TILE_N;
+  const size_t tl = pair ? PAIR_L : one ? (f32 ? TILE1_L : f16 ? TILE1H_L : 16) : TILE_L;
   const char *kname = pair ? "skinny_pair" : "skinny_tile";
   snprintf(opts, sizeof opts, "-DWTYPE=%d -DTM=%zu -DTN=%zu -DTL=%zu%s", linear_wtype(w->dtype), tm, tn, tl,
            pass ? " -DSKINNY_ACT_PASS=1" : "");
