@@ -203,6 +203,14 @@ START_TEST(weights_and_profile_options) {
                     strstr(err, "  all "),
                 "%s", err);
   ck_assert_msg(strstr(err, "profile: per new token: ") && strstr(err, " launches"), "%s", err);
+  /* decoding's pace, as tools/bench.py reads it: 8 new tokens (the
+   * fixture's greedy run has no end-of-sequence token before them), the
+   * first one's delay and the time a token after it, both positive */
+  const char *pace = strstr(err, "clformer generate: 8 new tokens, the first after ");
+  double first = -1, per = -1;
+  ck_assert_msg(pace && sscanf(pace, "clformer generate: 8 new tokens, the first after %lf ms, then %lf ms a token",
+                               &first, &per) == 2 && first > 0 && per > 0,
+                "%s", err);
   /* A few rows run the skinny kernels: skinny_t where BERT's f32 weights
    * are stored [in, out], skinny_tile where the device's profile has them
    * [out, in] (clf__linear_prefers_in_out: PoCL and Intel's runtime with

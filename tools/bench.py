@@ -58,10 +58,15 @@ on every device right after, so all the ratios come from the same minutes):
                intra_op_num_threads = cores, ORT_ENABLE_ALL.
   clformer     `clformer run DIR --repeat N --device S` (its forward_ms
                median; one untimed pass first); decode: `clformer generate`
-               wall time of N new tokens minus that of 1, over N - 1 (the CLI
-               prints no per-token time), medians of --decode-repeat
-               processes each.  PyTorch's generate() is timed the same way
-               (in process).  A clformer run that fails puts "failed" in its
+               of N new tokens, its own figure (the time between its first
+               and last new token over the N - 1 between, on stderr), the
+               median of --decode-repeat processes after a warm-up run.
+               PyTorch's generate() in process: (generate(N) - generate(1))
+               / (N - 1), medians: both the steady pace of a decoded token,
+               neither the prompt's pass nor a process's start-up.  (Until
+               2026-11-28 clformer was timed over whole processes, (T(N) -
+               T(1)) / (N - 1): start-up noise moved a row by 3 ms a token
+               from run to run.)  A clformer run that fails puts "failed" in its
                row, its message under the table, and the exit status 1.
 Times are medians; forward rows time --repeat runs after a warm-up.  Each
 table says how many seconds of the run clformer spent on its device.
@@ -406,17 +411,23 @@ def clformer_decode(a, dev, d, ids, weights, tmp):
     if weights:
         base += ["--weights", weights]
 
-    def wall(n):
-        ts = [clformer(a, dev, base + ["--max-new-tokens", str(n)], "clformer generate")[1]
-              for _ in range(a.decode_repeat)]
-        return statistics.median(ts)
-
-    wall(1)  # warms the driver's kernel cache and the page cache
-    t1 = wall(1)
+    clformer(a, dev, base + ["--max-new-tokens", "2"], "clformer generate")  # warms the kernel and page caches
     if os.path.exists(seq):
         os.unlink(seq)
-    tn = wall(a.new_tokens)
-    return (tn - t1) / (a.new_tokens - 1), np.load(seq)
+    per = [step_ms(clformer(a, dev, base + ["--max-new-tokens", str(a.new_tokens)], "clformer generate")[0])
+           for _ in range(a.decode_repeat)]
+    return statistics.median(per), np.load(seq)
+
+
+def step_ms(r):
+    """clformer generate's own figure: the time between its first and last
+    new token over the tokens between (its stderr), as llama.cpp and
+    PyTorch are timed in their processes; the prompt's pass and the
+    process's start-up are not in it."""
+    m = re.search(r"new tokens, the first after [0-9.]+ ms, then ([0-9.]+) ms a token", r.stderr)
+    if not m:
+        raise ClfFailed("clformer generate printed no per-token time (a build older than its timing line?)")
+    return float(m.group(1))
 
 
 def find_devices(a, skipped):
@@ -765,8 +776,9 @@ def main():
         how.append(f"forward: median of {a.repeat} after a warm-up")
     if pt_tok is not None:
         how.append(f"decode: {a.new_tokens} new tokens after a {make_inputs('gpt2-decode')['input_ids'].shape[1]}"
-                   f"-token prompt, (T(N) - T(1)) / (N - 1) with T the median wall time of {a.decode_repeat} "
-                   "`clformer generate` processes (PyTorch: of generate() calls)")
+                   f"-token prompt, clformer's per-token time between its first and last new token (median of "
+                   f"{a.decode_repeat} `clformer generate` processes), PyTorch's (T(N) - T(1)) / (N - 1) over "
+                   "generate() calls")
     print(f"- {'; '.join(how)}; the whole run {total:.0f} s (after the devices' probes)\n")
     for dev in devs:
         print(f"### {dev['label']} (`--device {dev['sel']}`)\n")

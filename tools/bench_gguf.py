@@ -21,9 +21,9 @@ ids, so the comparison does not depend on either tokenizer.
 
 clformer: `clformer run FILE --in input_ids=... --out logits=... --repeat N`
 (its forward_ms median: prefill over the same ids, every position's logits)
-and `clformer generate FILE --greedy`: decode ms/token as the difference of
---new-tokens and 1 new token over whole runs (median of 3 each), as
-tools/bench.py times decoding.
+and `clformer generate FILE --greedy`: decode ms/token as it prints it (the
+time between its first and last new token over the tokens between; the
+median of 3 runs after a warm-up), as tools/bench.py times decoding.
 
 Reported per device and weight type: prefill tokens/s and decode tokens/s of
 both and clformer / llama.cpp; decode time over its memory floor, for both
@@ -145,14 +145,15 @@ def clf_decode(a, dev, wt, tmp):
     base = ["generate", a.model, "--in", f"input_ids={tmp}/ids16.npy", "--greedy", "--weights", wt,
             "--out", f"sequences={tmp}/seq.npy"]
 
-    def wall(n):
-        return statistics.median(clformer(a, base + ["--max-new-tokens", str(n), "--device", dev])[1]
-                                 for _ in range(3))
-
-    wall(1)  # warms the kernel and page caches
-    t1 = wall(1)
-    tn = wall(a.new_tokens)
-    return (tn - t1) / (a.new_tokens - 1)
+    clformer(a, base + ["--max-new-tokens", "2", "--device", dev])  # warms the kernel and page caches
+    per = []
+    for _ in range(3):
+        r = clformer(a, base + ["--max-new-tokens", str(a.new_tokens), "--device", dev])[0]
+        m = re.search(r"new tokens, the first after [0-9.]+ ms, then ([0-9.]+) ms a token", r.stderr)
+        if not m:
+            raise RuntimeError("clformer generate printed no per-token time")
+        per.append(float(m.group(1)) / 1e3)
+    return statistics.median(per)
 
 
 def device_copy_gbs(a, dev):

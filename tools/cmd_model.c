@@ -344,7 +344,24 @@ typedef struct streamer {
   clf_text_stream *text;
   size_t n;
   int failed;
+  size_t steps;          /* new tokens of row 0 so far */
+  double t_first, t_last; /* clf_cli_now_ms() as the first and the last came */
 } streamer;
+
+/* The time of each new token of row 0: decoding's pace, apart from the
+ * prompt's pass and from the process's start-up. */
+static void step_time(streamer *s, size_t row) {
+  if (row) return;
+  const double t = clf_cli_now_ms();
+  if (!s->steps++) s->t_first = t;
+  s->t_last = t;
+}
+
+static int time_token(void *user, size_t row, int64_t token) {
+  (void)token;
+  step_time(user, row);
+  return 0;
+}
 
 static void stream_write(const char *text, size_t len) {
   if (!len) return;
@@ -357,7 +374,7 @@ static int stream_token(void *user, size_t row, int64_t token) {
   const char *piece;
   size_t len;
   int stopped = 0;
-  (void)row;
+  step_time(s, row);
   s->n++;
   if (clf_text_stream_push(s->text, token, &piece, &len, &stopped) != CLF_OK) {
     fprintf(stderr, "clformer generate: %s\n", clf_last_error(NULL));
@@ -410,6 +427,7 @@ static int gen_run(const gen_opts *o, clf_context *ctx, clf_model *m, clf_tokeni
   }
   const int streaming = tok && o->num_beams <= 1;
   if (streaming) go.on_token = stream_token, go.user = &st;
+  else if (o->num_beams <= 1) go.on_token = time_token, go.user = &st;
   if (tok && !clf_model_is_encoder_decoder(m)) printf("%s", o->prompt);
   fflush(stdout);
   const double t0 = clf_cli_now_ms();
@@ -432,6 +450,9 @@ static int gen_run(const gen_opts *o, clf_context *ctx, clf_model *m, clf_tokeni
     fprintf(stderr, "clformer generate: %zu tokens in %.3f s, %.1f tokens/s\n", st.n, ms / 1e3,
             ms > 0 ? st.n / (ms / 1e3) : 0.0);
   }
+  if (rc == CLF_OK && st.steps >= 2) /* what tools/bench.py and bench_gguf.py read */
+    fprintf(stderr, "clformer generate: %zu new tokens, the first after %.1f ms, then %.3f ms a token\n", st.steps,
+            st.t_first - t0, (st.t_last - st.t_first) / (double)(st.steps - 1));
   clf_text_stream_destroy(st.text);
   return rc == CLF_OK && !st.failed;
 }
