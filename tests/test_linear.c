@@ -399,17 +399,17 @@ START_TEST(pair_same_bits) {
 END_TEST
 
 /* Whether skinny_pair runs: for Q4_0 and Q4_1 unless the profile's Tiles
- * line says pair=0, $CLFORMER_SKINNY_PAIR over it; never other types. */
+ * line says pairs_off=1, $CLFORMER_SKINNY_PAIR over it; never other types. */
 START_TEST(pair_follows_profile) {
   unsetenv("CLFORMER_SKINNY_PAIR"); /* a failed test before may have left it set */
   ck_assert(clf__skinny_pair(th_ctx, CLF_Q4_0) && clf__skinny_pair(th_ctx, CLF_Q4_1));
   ck_assert(!clf__skinny_pair(th_ctx, CLF_Q8_0) && !clf__skinny_pair(th_ctx, CLF_F32) &&
             !clf__skinny_pair(th_ctx, CLF_Q4_K));
-  ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "pair", (unsigned[]){0, 0}));
+  ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "pairs_off", (unsigned[]){1, 0}));
   ck_assert(!clf__skinny_pair(th_ctx, CLF_Q4_0));
   setenv("CLFORMER_SKINNY_PAIR", "1", 1);
   ck_assert(clf__skinny_pair(th_ctx, CLF_Q4_0) && !clf__skinny_pair(th_ctx, CLF_Q8_0));
-  ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "pair", NULL));
+  ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "pairs_off", NULL));
   setenv("CLFORMER_SKINNY_PAIR", "0", 1);
   ck_assert(!clf__skinny_pair(th_ctx, CLF_Q4_1));
   unsetenv("CLFORMER_SKINNY_PAIR");

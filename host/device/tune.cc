@@ -895,9 +895,11 @@ bool tune_act_pass(Search &S) {
 // Where the tiles run: one row against Q4_0 weights in skinny_pair or in
 // skinny_tile's one-row build (clf__skinny_pair), the shapes' distinct
 // weights (count-weighted sums of medians); the pairs are kept ("Tiles
-// pair=1") unless they take longer, else "pair=0" (both give the same bits;
-// the rule covers Q4_1, whose blocks the pairs read alike).  Not measured
-// where $CLFORMER_SKINNY_PAIR decides.  True when the choice changed.
+// pair=1") unless they take longer, else "pairs_off=1" (a profile's
+// numbers are 1 or more, so the two choices are two keys, as on/off are;
+// both give the same bits; the rule covers Q4_1, whose blocks the pairs
+// read alike).  Not measured where $CLFORMER_SKINNY_PAIR decides.  True
+// when the choice changed or no line had recorded it.
 bool tune_pair(Search &S) {
   clf_context *ctx = S.ctx;
   if (!clf__skinny_tiles(ctx, 0, 1)) return false;
@@ -905,15 +907,20 @@ bool tune_pair(Search &S) {
     S.say("Tiles pair: not measured: $CLFORMER_SKINNY_PAIR decides");
     return false;
   }
-  unsigned had[2];
-  const bool had_line = clf__tuned_group(ctx, CLF__TILES_TUNING, "pair", had) != 0;
+  unsigned had_on[2], had_off[2];
+  const bool had[2] = {clf__tuned_group(ctx, CLF__TILES_TUNING, "pair", had_on) != 0,
+                       clf__tuned_group(ctx, CLF__TILES_TUNING, "pairs_off", had_off) != 0};
   const bool was = clf__skinny_pair(ctx, CLF_Q4_0) != 0;
+  static const unsigned one[2] = {1, 0};
   auto set = [&](bool on) {
-    const unsigned v[2] = {on ? 1u : 0u, 0};
-    if (!clf__tuned_group_set(ctx, CLF__TILES_TUNING, "pair", v)) throw std::bad_alloc();
+    if (!clf__tuned_group_set(ctx, CLF__TILES_TUNING, on ? "pair" : "pairs_off", one) ||
+        !clf__tuned_group_set(ctx, CLF__TILES_TUNING, on ? "pairs_off" : "pair", nullptr))
+      throw std::bad_alloc();
   };
   auto restore = [&] {
-    if (!clf__tuned_group_set(ctx, CLF__TILES_TUNING, "pair", had_line ? had : nullptr)) throw std::bad_alloc();
+    if (!clf__tuned_group_set(ctx, CLF__TILES_TUNING, "pair", had[0] ? had_on : nullptr) ||
+        !clf__tuned_group_set(ctx, CLF__TILES_TUNING, "pairs_off", had[1] ? had_off : nullptr))
+      throw std::bad_alloc();
   };
   double ms[2] = {0, 0};  // [skinny_tile, pairs]
   RowsBench B;
@@ -931,8 +938,8 @@ bool tune_pair(Search &S) {
   const bool on = ms[1] <= ms[0];
   set(on);
   S.say("Tiles pair: one row of q4 %.3f ms in skinny_tile, %.3f in pairs: %s", ms[0], ms[1],
-        on ? "the pairs (pair=1)" : "skinny_tile (pair=0)");
-  return on != was || !had_line;
+        on ? "the pairs (pair=1)" : "skinny_tile (pairs_off=1)");
+  return on != was || !had[on ? 0 : 1];
 }
 
 // Every kind, with the profile found applied to CLBlast, until `end`: each

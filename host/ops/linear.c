@@ -281,7 +281,7 @@ int clf__skinny_pair(const clf_context *ctx, clf_dtype wt) {
   const char *env = getenv("CLFORMER_SKINNY_PAIR");
   if (env && (!strcmp(env, "0") || !strcmp(env, "1"))) return env[0] == '1';
   unsigned v[2];
-  return !clf__tuned_group(ctx, CLF__TILES_TUNING, "pair", v) || v[1] || v[0] != 0;
+  return !clf__tuned_group(ctx, CLF__TILES_TUNING, "pairs_off", v);
 }
 
 /* skinny_pair's rows a work-item (in pairs) and group: 4 rows, one work-

@@ -135,9 +135,10 @@ int clf__skinny_act_pass(const clf_context *ctx);
  * pairs, kernels/linear.cl) instead of skinny_tile's one-row build, where
  * the tiles run: for the 4-bit block types Q4_0 and Q4_1 (their nibbles
  * are what the one-row build spends its time on), unless the applied
- * profile's Tiles line says "pair=0" (clf_tune_gemm times both on the
- * shapes' one-row Q4_0 products and writes the choice); $CLFORMER_SKINNY_PAIR
- * "1" or "0" overrides the profile.  The same bits either way. */
+ * profile's Tiles line says "pairs_off=1" (clf_tune_gemm times both on the
+ * shapes' one-row Q4_0 products and writes "pair=1" or "pairs_off=1");
+ * $CLFORMER_SKINNY_PAIR "1" or "0" overrides the profile.  The same bits
+ * either way. */
 int clf__skinny_pair(const clf_context *ctx, clf_dtype wt);
 /* Whether an [M, K] product with weights of type wt ([N, K], or f32 [K, N]
  * when in_out) takes the skinny path (1 <= M <= clf__skinny_max_rows; for
