@@ -467,8 +467,8 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_tile(SKINNY
 }
 
 /* skinny_pair: y [1, N] = act(x [1, K] W^T + bias), one row of x (decoding)
- * against 4-bit blocks (WTYPE 3 Q4_0, 4 Q4_1) on a CPU, where the profile's
- * "Tiles pair=1" says so.  A work-item takes TN rows of W (TN even) in pairs,
+ * against 4-bit blocks (WTYPE 3 Q4_0, 4 Q4_1) on a CPU, unless the profile's
+ * Tiles line says "pairs_off=1".  A work-item takes TN rows of W (TN even) in pairs,
  * a pair's two float8 accumulators side by side in one float16: each row's
  * arithmetic is skinny_tile's (the same weights, the same fma chain over K,
  * the same sum8), so the bits are those of the tiles, but the nibbles of
