@@ -243,7 +243,7 @@ static void linear_note(clf_context *ctx, const clf_tensor *x, const clf_tensor 
   clf__shape_str(w, sw, sizeof sw);
   if (skinny && clf__skinny_tiles(ctx, in_out, M))
     snprintf(line, sizeof line, "x [%zu, %zu] w %s %s %s: %s, 1 launch%s (%s)", M, K, clf_dtype_name(w->dtype), sw,
-             layout, M == 1 && w->offset == 0 && clf__skinny_pair(ctx, w->dtype) ? "skinny_pair" : "skinny_tile",
+             layout, clf__skinny_pair_runs(ctx, w, M) ? "skinny_pair" : "skinny_tile",
              M == 1 && act != CLF_ACT_NONE && clf__skinny_act_pass(ctx) ? " and a bias_act pass" : "", reason);
   else if (skinny)
     snprintf(line, sizeof line, "x [%zu, %zu] w %s %s %s: %s, %zu launch%s of up to %d rows (%s)", M, K,

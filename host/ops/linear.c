@@ -284,6 +284,10 @@ int clf__skinny_pair(const clf_context *ctx, clf_dtype wt) {
   return !clf__tuned_group(ctx, CLF__TILES_TUNING, "pairs_off", v);
 }
 
+int clf__skinny_pair_runs(const clf_context *ctx, const clf_tensor *w, size_t M) {
+  return M == 1 && w->offset == 0 && clf__skinny_pair(ctx, w->dtype);
+}
+
 /* skinny_pair's rows a work-item (in pairs) and group: 4 rows, one work-
  * item a group.  GPT-2 q4 decode, device ms a token (generate --profile),
  * skinny_tile's 1 x 1 x 16 against pairs 4 x 1, 4 x 4, 8 x 1: Intel's runtime
@@ -298,9 +302,7 @@ static clf_status linear_tile(clf_context *ctx, const clf_tensor *x, const clf_t
   char opts[128];
   const int one = M == 1, pass = one && clf__skinny_act_pass(ctx);
   const int f32 = w->dtype == CLF_F32;
-  /* skinny_pair reads the blocks as words from the buffer's start (as the
-   * tiles do: a block-typed weight is a buffer of its own) */
-  const int pair = one && w->offset == 0 && clf__skinny_pair(ctx, w->dtype);
+  const int pair = clf__skinny_pair_runs(ctx, w, M);
   const size_t tm = one ? 1 : TILE_M;
   const int f16 = w->dtype == CLF_F16;
   const size_t tn = pair ? PAIR_N : one ? (f32 ? TILE1_N : f16 ? TILE1H_N : 1) : TILE_N;

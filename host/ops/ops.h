@@ -140,6 +140,11 @@ int clf__skinny_act_pass(const clf_context *ctx);
  * $CLFORMER_SKINNY_PAIR "1" or "0" overrides the profile.  The same bits
  * either way. */
 int clf__skinny_pair(const clf_context *ctx, clf_dtype wt);
+/* Whether an [M, K] product with w (where the tiles run) launches
+ * skinny_pair: one row, clf__skinny_pair for w's type, and w a buffer of
+ * its own (offset 0: the kernel reads the blocks as words from its start).
+ * What linear_tile launches and the profile's path line says. */
+int clf__skinny_pair_runs(const clf_context *ctx, const clf_tensor *w, size_t M);
 /* Whether an [M, K] product with weights of type wt ([N, K], or f32 [K, N]
  * when in_out) takes the skinny path (1 <= M <= clf__skinny_max_rows; for
  * [N, K], K a multiple of its chunk). */
