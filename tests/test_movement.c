@@ -319,6 +319,41 @@ static void check_copy_rows(size_t Bs, size_t Ls, size_t B, size_t Ld, size_t D,
   clf_tensor_destroy(ts); clf_tensor_destroy(td);
 }
 
+/* clf__copy_cols: src [R, n] (at an offset in its buffer) into columns
+ * col.. of dst [R, N]; every other element of dst keeps its value. */
+static void check_copy_cols(size_t R, size_t n, size_t N, size_t col) {
+  const uint32_t seed = (uint32_t)(R * 131 + n * 17 + N * 3 + col);
+  float *src = th_rand(3 + R * n, seed, -1.0f, 1.0f), *dst0 = th_rand(R * N, seed + 1, 3.0f, 4.0f);
+  float *ref = malloc(R * N * sizeof(float) + 1);
+  memcpy(ref, dst0, R * N * sizeof(float));
+  for (size_t r = 0; r < R; r++)
+    for (size_t c = 0; c < n; c++) ref[r * N + col + c] = src[3 + r * n + c];
+  clf_tensor *all = th_tensor(CLF_F32, 1, TH_SHAPE(3 + R * n), src), *ts = NULL;
+  clf_tensor *td = th_tensor(CLF_F32, 3, TH_SHAPE(1, R, N), dst0);
+  TH_OK(clf_tensor_view(all, 3, 2, TH_SHAPE(R, n), &ts));
+  TH_OK(clf__copy_cols(th_ctx, "test", ts, td, col));
+  float *got = th_download(td);
+  TH_CLOSE(got, ref, R * N, 0.0);
+  free(got); free(src); free(dst0); free(ref);
+  clf_tensor_destroy(ts); clf_tensor_destroy(all); clf_tensor_destroy(td);
+}
+
+START_TEST(copy_cols_into_fused) {
+  check_copy_cols(5, 256, 512, 0);   /* q of a fused q, k, v */
+  check_copy_cols(5, 128, 512, 256); /* k */
+  check_copy_cols(5, 128, 512, 384); /* v, the last columns */
+  check_copy_cols(7, 13, 40, 9);     /* widths that are not multiples of 4 */
+  check_copy_cols(1, 3, 3, 0);
+  check_copy_cols(3, 0, 8, 8);       /* nothing to copy */
+  clf_tensor *s = th_empty(CLF_F32, 2, TH_SHAPE(2, 4)), *d = th_empty(CLF_F32, 2, TH_SHAPE(2, 8));
+  clf_tensor *d3 = th_empty(CLF_F32, 2, TH_SHAPE(3, 8));
+  ck_assert_int_eq(clf__copy_cols(th_ctx, "test", s, d, 5), CLF_E_SHAPE);  /* past dst's columns */
+  ck_assert_int_eq(clf__copy_cols(th_ctx, "test", s, d3, 0), CLF_E_SHAPE); /* rows differ */
+  ck_assert_ptr_nonnull(strstr(clf_last_error(th_ctx), "columns"));
+  clf_tensor_destroy(s); clf_tensor_destroy(d); clf_tensor_destroy(d3);
+}
+END_TEST
+
 /* ---- head split with rotary embeddings ---- */
 
 /* clf_split_heads_rope on x [B, L, C] from column col into y [B, H, Lcap,
@@ -601,6 +636,7 @@ static Suite *suite(void) {
   suite_add_tcase(s, tc);
   tc = tcase_create("rows");
   tcase_add_test(tc, copy_rows_broadcast_offsets);
+  tcase_add_test(tc, copy_cols_into_fused);
   tcase_add_test(tc, gather_rows_ids);
   tcase_add_test(tc, gather_rows_negative_ids);
   tcase_add_test(tc, rows_bad_arguments);

@@ -35,7 +35,15 @@ clf_status clf__embed_gather(clf_context *ctx, const clf_tensor *x, size_t x_bst
                              float scale, int accumulate, clf_tensor *out, size_t y_bstride, size_t y_row0,
                              cl_event *event);
 
-/* ---- heads (movement.c) ---- */
+/* ---- heads and columns (movement.c) ---- */
+/* dst[r, col + c] = src[r, c]: the rows of src [.., n] into columns
+ * [col, col + n) of the rows of dst [.., N], the same count of rows (a
+ * linear layer stored in parts writing its columns of the fused output).
+ * f32; one launch of the row copy.  CLF_E_SHAPE, naming op, otherwise.
+ * (Not clEnqueueCopyBufferRect: Oclgrind 21.10's uninitialised-value
+ * checker loses what a rectangle copy wrote.) */
+clf_status clf__copy_cols(clf_context *ctx, const char *op, const clf_tensor *src, clf_tensor *dst, size_t col);
+
 /* Checks clf_split_heads' arguments (x [B, L, C], y [B, H, Lcap, Dh],
  * col_offset + H*Dh <= C, dst_pos + L <= Lcap, 32-bit indexing) for op. */
 clf_status clf__split_heads_check(clf_context *ctx, const char *op, const clf_tensor *x, size_t col_offset,
