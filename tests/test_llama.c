@@ -137,6 +137,51 @@ START_TEST(test_gguf_file_path) {
 }
 END_TEST
 
+/* A fused linear whose parts the file stores in different types (every
+ * layer of llama_mixed: q Q5_0, k F16, v BF16 in layer 0; gate Q2_K, up
+ * Q3_K) keeps each part as stored, as an unfused one would be: the model's
+ * device bytes are the file's bytes for every 2-D weight a kernel reads as
+ * stored (F16 and the block types), f32 for the rest (norms, F32 and BF16
+ * weights, the token table that rows are gathered from), and the rotary
+ * frequencies (head_dim / 2 floats).  Until parts were
+ * kept apart such a layer went to f32 whole (3.7 MiB here against 1.3; a
+ * Q4_K_M 7B file's Q6_K attn_v layers some 2.7 GB).  The goldens of the
+ * same file (test_gguf_forward) check the parts' products, over one row
+ * and over several. */
+START_TEST(test_gguf_mixed_parts) {
+  char dir[1024], file[1100];
+  fixture_dir(gguf[0], dir, sizeof dir);
+  snprintf(file, sizeof file, "%s/model.gguf", dir);
+  clf_gguf *g = NULL;
+  ck_assert_int_eq(clf_gguf_open(file, &g), CLF_OK);
+  size_t want = 0, mixed = 0;
+  char q_type[16] = "", v_type[16] = "";
+  for (size_t i = 0; i < clf_gguf_tensor_count(g); i++) {
+    clf_gguf_tensor t;
+    ck_assert_int_eq(clf_gguf_tensor_at(g, i, &t), CLF_OK);
+    uint64_t numel = 1;
+    for (int d = 0; d < t.ndim; d++) numel *= t.shape[d];
+    const unsigned k = t.ggml_type; /* F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K */
+    const int kernel_type = k == 1 || k == 2 || k == 3 || k == 6 || k == 7 || k == 8 || (k >= 10 && k <= 14);
+    const size_t n = strlen(t.name);
+    const int weight = t.ndim == 2 && n > 7 && strcmp(t.name + n - 7, ".weight") == 0 &&
+                       strcmp(t.name, "token_embd.weight") != 0;
+    want += weight && kernel_type ? (size_t)t.bytes : (size_t)numel * sizeof(float);
+    if (strcmp(t.name, "blk.0.attn_q.weight") == 0) snprintf(q_type, sizeof q_type, "%s", t.type_name);
+    if (strcmp(t.name, "blk.0.attn_v.weight") == 0) snprintf(v_type, sizeof v_type, "%s", t.type_name);
+    mixed += weight && kernel_type;
+  }
+  int64_t D = 0, H = 0;
+  ck_assert_int_eq(clf_gguf_get_int(g, (size_t)clf_gguf_find(g, "llama.embedding_length"), 0, &D), CLF_OK);
+  ck_assert_int_eq(clf_gguf_get_int(g, (size_t)clf_gguf_find(g, "llama.attention.head_count"), 0, &H), CLF_OK);
+  want += (size_t)(D / H / 2) * sizeof(float);
+  clf_gguf_close(g);
+  ck_assert_str_ne(q_type, v_type); /* the fixture does mix them */
+  ck_assert_uint_gt(mixed, 10);
+  ck_assert_uint_eq(clf_model_weight_bytes(get_model(dir)), want);
+}
+END_TEST
+
 /* The fixtures do exercise the window and the scaling: without them (config
  * changed) the "long" case's logits are far outside the tolerance. */
 static void check_differs(const char *name, const char *cname, const char *key, const char *json, const char *key2,
@@ -422,6 +467,7 @@ static Suite *suite(void) {
   tcase_add_loop_test(tc, test_gguf_forward, 0, (int)(sizeof gguf / sizeof *gguf));
   tcase_add_test(tc, test_rope_freqs);
   tcase_add_test(tc, test_gguf_file_path);
+  tcase_add_test(tc, test_gguf_mixed_parts);
   tcase_add_test(tc, test_types);
   tcase_add_test(tc, test_settings_matter);
   tcase_add_test(tc, test_base_model);

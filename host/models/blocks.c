@@ -59,6 +59,30 @@ static clf_status attn_out(clf_context *ctx, const clf__attn *a, const clf_tenso
   return clf_linear(ctx, ctxm, a->o.w, a->o.layout, out_bias ? NULL : a->o.b, CLF_ACT_NONE, y, NULL);
 }
 
+clf_status clf__linear_run(clf_context *ctx, const clf_tensor *x, const clf__linear *l, clf_activation act,
+                           clf__ws *ws, clf_tensor *y) {
+  if (!l->nparts) return clf_linear(ctx, x, l->w, l->layout, l->b, act, y, NULL);
+  const int nd = y->ndim;
+  const size_t rows = clf_tensor_numel(y) / (y->shape[nd - 1] ? y->shape[nd - 1] : 1);
+  size_t shape[CLF_MAX_DIMS], col = 0;
+  memcpy(shape, y->shape, (size_t)nd * sizeof *shape);
+  clf_status st = CLF_OK;
+  for (size_t i = 0; i < l->nparts && st == CLF_OK; i++) {
+    const size_t n = l->part[i]->shape[0];
+    clf_tensor *b = NULL, *part = NULL, *view = NULL;
+    shape[nd - 1] = n;
+    if (l->b) st = clf_tensor_view(l->b, col, 1, &n, &b);
+    if (st == CLF_OK && rows == 1) st = clf_tensor_view(y, col, nd, shape, &view);
+    else if (st == CLF_OK) st = clf__ws_get(ctx, ws, CLF__WS_PART, CLF_F32, nd, shape, &part);
+    if (st == CLF_OK) st = clf_linear(ctx, x, l->part[i], CLF_WEIGHT_OUT_IN, b, act, view ? view : part, NULL);
+    if (st == CLF_OK && part) st = clf__copy_cols(ctx, "clf_linear", part, y, col);
+    clf_tensor_destroy(b);
+    clf_tensor_destroy(view);
+    col += n;
+  }
+  return st;
+}
+
 clf_status clf__attn_forward(clf_context *ctx, const clf__attn *a, const clf_tensor *x, const clf_tensor *src,
                              const clf__kv *kv, const clf_attention_mask *mask, const clf__rotary *rot,
                              clf__ws *ws, clf_tensor *y, const clf_tensor **out_bias) {
@@ -74,7 +98,7 @@ clf_status clf__attn_forward(clf_context *ctx, const clf__attn *a, const clf_ten
   if (self) {
     /* One projection [Q + 2 KV, D]. */
     if ((st = clf__ws_get(ctx, ws, CLF__WS_PROJ, CLF_F32, 3, (size_t[]){B, Lq, Q + 2 * KV}, &proj)) != CLF_OK ||
-        (st = clf_linear(ctx, x, a->qkv.w, a->qkv.layout, a->qkv.b, CLF_ACT_NONE, proj, NULL)) != CLF_OK)
+        (st = clf__linear_run(ctx, x, &a->qkv, CLF_ACT_NONE, ws, proj)) != CLF_OK)
       return st;
     /* Nothing to cache or rotate: where the device's attention reads the
      * heads in place (attn_fused_cpu), they are not split. */
@@ -99,7 +123,7 @@ clf_status clf__attn_forward(clf_context *ctx, const clf__attn *a, const clf_ten
     if (!(kv && kv->ready)) {
       clf_tensor *sp;
       if ((st = clf__ws_get(ctx, ws, CLF__WS_SRC, CLF_F32, 3, (size_t[]){B, Ls, 2 * KV}, &sp)) != CLF_OK ||
-          (st = clf_linear(ctx, src, a->kv.w, a->kv.layout, a->kv.b, CLF_ACT_NONE, sp, NULL)) != CLF_OK ||
+          (st = clf__linear_run(ctx, src, &a->kv, CLF_ACT_NONE, ws, sp)) != CLF_OK ||
           (st = clf_split_heads(ctx, sp, 0, pos, k, NULL)) != CLF_OK ||
           (st = clf_split_heads(ctx, sp, KV, pos, v, NULL)) != CLF_OK)
         return st;
@@ -112,18 +136,18 @@ clf_status clf__attn_forward(clf_context *ctx, const clf__attn *a, const clf_ten
 clf_status clf__mlp_forward(clf_context *ctx, const clf__mlp *m, const clf_tensor *x, clf__ws *ws, clf_tensor *y,
                             const clf_tensor **out_bias) {
   const size_t B = x->shape[0], L = x->shape[1];
-  const size_t F = m->fc1.layout == CLF_WEIGHT_IN_OUT ? m->fc1.w->shape[1] : m->fc1.w->shape[0];
+  const size_t F = clf__linear_out(&m->fc1);
   clf_tensor *hid, *glu;
   clf_status st;
   if ((st = clf__ws_get(ctx, ws, CLF__WS_HID, CLF_F32, 3, (size_t[]){B, L, F}, &hid)) != CLF_OK) return st;
   const clf_tensor *b2 = out_bias ? NULL : m->fc2.b;
   if (out_bias) *out_bias = m->fc2.b;
   if (!m->gated) {
-    if ((st = clf_linear(ctx, x, m->fc1.w, m->fc1.layout, m->fc1.b, m->act, hid, NULL)) != CLF_OK) return st;
+    if ((st = clf__linear_run(ctx, x, &m->fc1, m->act, ws, hid)) != CLF_OK) return st;
     return clf_linear(ctx, hid, m->fc2.w, m->fc2.layout, b2, CLF_ACT_NONE, y, NULL);
   }
   if ((st = clf__ws_get(ctx, ws, CLF__WS_GLU, CLF_F32, 3, (size_t[]){B, L, F / 2}, &glu)) != CLF_OK ||
-      (st = clf_linear(ctx, x, m->fc1.w, m->fc1.layout, m->fc1.b, CLF_ACT_NONE, hid, NULL)) != CLF_OK ||
+      (st = clf__linear_run(ctx, x, &m->fc1, CLF_ACT_NONE, ws, hid)) != CLF_OK ||
       (st = clf_glu(ctx, hid, m->act, glu, NULL)) != CLF_OK)
     return st;
   return clf_linear(ctx, glu, m->fc2.w, m->fc2.layout, b2, CLF_ACT_NONE, y, NULL);

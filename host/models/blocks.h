@@ -56,6 +56,7 @@ typedef struct clf__layer {
 enum {
   CLF__WS_Q, CLF__WS_K, CLF__WS_V, CLF__WS_PROJ, CLF__WS_CTX, CLF__WS_HID, CLF__WS_SRC,
   CLF__WS_GLU,     /* a gated MLP's product */
+  CLF__WS_PART,    /* one part's outputs of a linear stored in parts, over several rows */
   CLF__WS_BRANCH,  /* a layer's attention / MLP branch before the residual add */
   CLF__WS_BEAM,    /* beam reorder: the row indices */
   CLF__WS_REORDER, /* beam reorder: the gathered rows */
@@ -84,6 +85,12 @@ typedef struct clf__kv {
 typedef struct clf__rotary {
   const clf_tensor *pos, *inv_freq;
 } clf__rotary;
+
+/* y [.., out] = act(x [.., in] W^T + b) for linear l: clf_linear, or for
+ * a linear in parts one product a part into its columns of y (directly
+ * for one row; over more, through the workspace and a column copy). */
+clf_status clf__linear_run(clf_context *ctx, const clf_tensor *x, const clf__linear *l, clf_activation act,
+                           clf__ws *ws, clf_tensor *y);
 
 /* y [B, Lq, D] = MHA(x [B, Lq, D], src) with src = x (self) or the encoder
  * states (cross).  kv NULL: K/V go to workspace tensors.  rot NULL: no

@@ -141,52 +141,43 @@ static void repack_blocks(clf_dtype dt, const unsigned char *raw, size_t blocks,
   }
 }
 
-/* The parts read as stored and concatenated along out: *dt CLF_F32 when
- * one cannot be (another type; parts of different types). */
-static clf_status stored_parts(clf_context *ctx, const clf__weights *w, const char *const *names, const size_t *outs,
-                               size_t n, size_t in, clf_dtype *dt, unsigned char **cat, size_t *total) {
-  *dt = CLF_F32, *cat = NULL, *total = 0;
+/* The parts as the checkpoint stores them: dt[i] and raw[i] (malloc'd,
+ * bytes[i] long), or dt[i] CLF_F32 and raw[i] NULL where a part is read as
+ * f32 (clf__weights_blocks).  On failure every raw is freed. */
+static clf_status read_parts(clf_context *ctx, const clf__weights *w, const char *const *names, const size_t *outs,
+                             size_t n, size_t in, clf_dtype *dt, unsigned char **raw, size_t *bytes) {
   clf_status st = CLF_OK;
-  for (size_t i = 0; i < n && st == CLF_OK; i++) {
-    clf_dtype t;
-    unsigned char *raw = NULL;
-    size_t bytes = 0;
-    if ((st = clf__weights_blocks(ctx, w, names[i], outs[i], in, &t, &raw, &bytes)) == CLF_OK &&
-        (t == CLF_F32 || (i > 0 && t != *dt))) {
-      free(raw);
-      free(*cat);
-      *dt = CLF_F32, *cat = NULL, *total = 0;
-      return CLF_OK;
-    }
-    unsigned char *grown = st == CLF_OK ? realloc(*cat, *total + bytes + 1) : NULL;
-    if (st == CLF_OK && !grown) st = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "model: out of host memory reading \"%s\"",
-                                               names[i]);
-    if (grown) memcpy(grown + *total, raw, bytes), *cat = grown, *total += bytes, *dt = t;
-    free(raw);
-  }
-  if (st != CLF_OK) free(*cat), *cat = NULL;
+  for (size_t i = 0; i < n; i++) dt[i] = CLF_F32, raw[i] = NULL, bytes[i] = 0;
+  for (size_t i = 0; i < n && st == CLF_OK; i++)
+    st = clf__weights_blocks(ctx, w, names[i], outs[i], in, &dt[i], &raw[i], &bytes[i]);
+  if (st != CLF_OK)
+    for (size_t i = 0; i < n; i++) free(raw[i]), raw[i] = NULL;
   return st;
 }
 
-clf_status clf__load_stored(clf_context *ctx, const clf__weights *w, clf__params *p, const char *const *names,
-                            const size_t *outs, size_t n, size_t in, clf_tensor **out) {
-  *out = NULL;
-  if (p->wtype != CLF_STORED || p->simulate) return CLF_OK;
-  clf_dtype dt;
-  unsigned char *cat = NULL;
-  size_t bytes = 0, rows = 0;
-  for (size_t i = 0; i < n; i++) rows += outs[i];
-  clf_status st = stored_parts(ctx, w, names, outs, n, in, &dt, &cat, &bytes);
-  if (st != CLF_OK || dt == CLF_F32) return st;
+/* Uploads blocks of type dt, [rows, in] as ggml stores them (n_raw pieces
+ * one after another, together `bytes` long), into p; Q8_0 / Q4_0 in
+ * clformer's layout. */
+static clf_status upload_blocks(clf_context *ctx, clf__params *p, const char *name, clf_dtype dt,
+                                unsigned char *const *raw, const size_t *piece, size_t n_raw, size_t rows, size_t in,
+                                clf_tensor **out) {
+  size_t bytes = 0;
+  for (size_t i = 0; i < n_raw; i++) bytes += piece[i];
+  unsigned char *cat = malloc(bytes + 1), *packed = NULL;
+  if (!cat) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "model: out of host memory reading \"%s\"", name);
+  for (size_t i = 0, at = 0; i < n_raw; at += piece[i], i++) memcpy(cat + at, raw[i], piece[i]);
   if (dt == CLF_Q8_0 || dt == CLF_Q4_0) {
-    unsigned char *packed = malloc(bytes + 1);
-    if (!packed) st = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "model: out of host memory reading \"%s\"", names[0]);
-    else repack_blocks(dt, cat, rows * in / CLF__QBLOCK, packed);
+    if (!(packed = malloc(bytes + 1))) {
+      free(cat);
+      return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "model: out of host memory reading \"%s\"", name);
+    }
+    repack_blocks(dt, cat, rows * in / CLF__QBLOCK, packed);
     free(cat);
     cat = packed;
   }
   clf_tensor *t = NULL;
-  if (st == CLF_OK && (st = clf__weight_fits_alloc(ctx, names[0], bytes)) == CLF_OK &&
+  clf_status st;
+  if ((st = clf__weight_fits_alloc(ctx, name, bytes)) == CLF_OK &&
       (st = clf_tensor_create(ctx, dt, 2, (size_t[]){rows, in}, &t)) == CLF_OK &&
       (st = clf_tensor_upload(ctx, t, cat, bytes)) != CLF_OK)
     clf_tensor_destroy(t);
@@ -194,6 +185,65 @@ clf_status clf__load_stored(clf_context *ctx, const clf__weights *w, clf__params
   if (st != CLF_OK || (st = clf__params_add(ctx, p, t)) != CLF_OK) return st;
   *out = t;
   return CLF_OK;
+}
+
+/* Each part on its own: as stored, or read as f32 [outs[i], in]. */
+static clf_status upload_each(clf_context *ctx, const clf__weights *w, clf__params *p, const char *const *names,
+                              const size_t *outs, size_t n, size_t in, const clf_dtype *dt, unsigned char *const *raw,
+                              const size_t *bytes, clf__linear *l) {
+  clf_status st = CLF_OK;
+  for (size_t i = 0; i < n && st == CLF_OK; i++) {
+    if (raw[i]) {
+      st = upload_blocks(ctx, p, names[i], dt[i], &raw[i], &bytes[i], 1, outs[i], in, &l->part[i]);
+      continue;
+    }
+    float *h = NULL;
+    if ((st = clf__read_matrix(ctx, w, names[i], outs[i], in, 0, &h)) == CLF_OK)
+      st = store_matrix(ctx, p, names[i], h, outs[i], in, &l->part[i]);
+    free(h);
+  }
+  if (st == CLF_OK) l->nparts = n, l->w = NULL;
+  return st;
+}
+
+static clf_status load_stored(clf_context *ctx, const clf__weights *w, clf__params *p, const char *const *names,
+                              const size_t *outs, size_t n, size_t in, int split, clf__linear *l) {
+  l->w = NULL, l->nparts = 0;
+  for (size_t i = 0; i < CLF__LINEAR_PARTS; i++) l->part[i] = NULL;
+  if (p->wtype != CLF_STORED || p->simulate || n == 0 || n > 8) return CLF_OK;
+  clf_dtype dt[8];
+  unsigned char *raw[8];
+  size_t bytes[8], rows = 0;
+  clf_status st = read_parts(ctx, w, names, outs, n, in, dt, raw, bytes);
+  if (st != CLF_OK) return st;
+  int same = 1, blocks = 0;
+  for (size_t i = 0; i < n; i++) rows += outs[i], same &= dt[i] == dt[0], blocks += raw[i] != NULL;
+  if (same && blocks == (int)n) st = upload_blocks(ctx, p, names[0], dt[0], raw, bytes, n, rows, in, &l->w);
+  else if (split && blocks > 0 && n <= CLF__LINEAR_PARTS)
+    st = upload_each(ctx, w, p, names, outs, n, in, dt, raw, bytes, l);
+  for (size_t i = 0; i < n; i++) free(raw[i]);
+  return st;
+}
+
+clf_status clf__load_stored(clf_context *ctx, const clf__weights *w, clf__params *p, const char *const *names,
+                            const size_t *outs, size_t n, size_t in, clf_tensor **out) {
+  clf__linear l;
+  clf_status st = load_stored(ctx, w, p, names, outs, n, in, 0, &l);
+  *out = l.w;
+  return st;
+}
+
+clf_status clf__load_stored_linear(clf_context *ctx, const clf__weights *w, clf__params *p,
+                                   const char *const *names, const size_t *outs, size_t n, size_t in,
+                                   clf__linear *l) {
+  return load_stored(ctx, w, p, names, outs, n, in, 1, l);
+}
+
+size_t clf__linear_out(const clf__linear *l) {
+  if (!l->nparts) return l->w ? l->w->shape[l->layout == CLF_WEIGHT_IN_OUT ? 1 : 0] : 0;
+  size_t out = 0;
+  for (size_t i = 0; i < l->nparts; i++) out += l->part[i]->shape[0];
+  return out;
 }
 
 clf_status clf__load_weight(clf_context *ctx, const clf__weights *w, clf__params *p, const char *wname,
@@ -214,6 +264,7 @@ clf_status clf__load_linear(clf_context *ctx, const clf__weights *w, clf__params
   l->layout = CLF_WEIGHT_OUT_IN;
   l->b = NULL;
   l->w = NULL;
+  l->nparts = 0;
   clf_status st = layout == CLF_WEIGHT_OUT_IN ? clf__load_stored(ctx, w, p, &wname, &out_f, 1, in_f, &l->w) : CLF_OK;
   if (st == CLF_OK && !l->w) st = clf__read_matrix(ctx, w, wname, out_f, in_f, layout == CLF_WEIGHT_IN_OUT, &h);
   if (st == CLF_OK && !l->w) st = clf__store_linear(ctx, p, in_out_f32, wname, h, out_f, in_f, l);

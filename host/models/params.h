@@ -28,11 +28,20 @@ clf_status clf__params_add(clf_context *ctx, clf__params *p, clf_tensor *t);
 clf_status clf__param(clf_context *ctx, const clf__weights *w, clf__params *p, const char *name, int ndim,
                       const size_t *shape, clf_tensor **out);
 
+enum { CLF__LINEAR_PARTS = 4 };
 typedef struct clf__linear {
   clf_tensor *w; /* [out, in] in the params' wtype, or f32 [in, out] where layout says (clf__store_linear) */
   clf_tensor *b; /* [out] or NULL */
   clf_weight_layout layout;
+  /* A fused linear whose parts a GGUF file stores in different types (a
+   * Q4_K_M file's Q4_K attn_q and attn_k beside a Q6_K attn_v): w NULL and
+   * each part [out_i, in] as stored, its outputs the next out_i columns
+   * (clf__linear_run); nparts 0 otherwise. */
+  clf_tensor *part[CLF__LINEAR_PARTS];
+  size_t nparts;
 } clf__linear;
+/* out: w's out-features, or the parts' summed. */
+size_t clf__linear_out(const clf__linear *l);
 
 /* A linear layer's weight `wname` [out_f, in_f] (or [in_f, out_f] with
  * CLF_WEIGHT_IN_OUT, transposed here) as a device tensor [out_f, in_f] in
@@ -48,6 +57,14 @@ clf_status clf__load_weight(clf_context *ctx, const clf__weights *w, clf__params
  * then stores them from f32. */
 clf_status clf__load_stored(clf_context *ctx, const clf__weights *w, clf__params *p, const char *const *names,
                             const size_t *outs, size_t n, size_t in, clf_tensor **out);
+/* clf__load_stored into l->w, and where the parts' stored types differ
+ * (up to CLF__LINEAR_PARTS of them, one at least a block or f16 type),
+ * each part as stored in l->part (an f32 one as f32 [out_i, in]), w NULL.
+ * Neither (CLF_OK): the caller stores the weight from f32.  l->b
+ * untouched. */
+clf_status clf__load_stored_linear(clf_context *ctx, const clf__weights *w, clf__params *p,
+                                   const char *const *names, const size_t *outs, size_t n, size_t in,
+                                   clf__linear *l);
 /* Host f32 [out_f, in_f] of `name` (stored [in_f, out_f] when in_out:
  * transposed); *out malloc'd. */
 clf_status clf__read_matrix(clf_context *ctx, const clf__weights *w, const char *name, size_t out_f, size_t in_f,

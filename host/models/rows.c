@@ -63,20 +63,19 @@ static void fused_name(char *buf, size_t len, const char *prefix, const clf__wei
   part_name(buf, len, prefix, r->name, set, "");
 }
 
-/* A fused row's weight as the checkpoint stores its parts (clf__load_stored),
- * or *out NULL. */
+/* A fused row's weight as the checkpoint stores its parts
+ * (clf__load_stored_linear): l->w, l->part, or neither. */
 static clf_status load_fused_stored(clf_context *ctx, const clf__weights *w, clf__params *p, const char *prefix,
-                                    const clf__weight_row *r, const clf__block_spec *spec, clf_tensor **out) {
+                                    const clf__weight_row *r, const clf__block_spec *spec, clf__linear *l) {
   char names[8][256];
   const char *np[8];
   size_t outs[8], n = 0;
-  *out = NULL;
   for (const clf__row_part *q = r->parts; q->name; q++, n++) {
     if (n == 8) return CLF_OK;
     part_name(names[n], sizeof names[n], prefix, r->name, q->name, ".weight");
     np[n] = names[n], outs[n] = spec->dims[q->out];
   }
-  return clf__load_stored(ctx, w, p, np, outs, n, spec->dims[r->in], out);
+  return clf__load_stored_linear(ctx, w, p, np, outs, n, spec->dims[r->in], l);
 }
 
 /* The parts of a fused row concatenated along out into one linear: their
@@ -87,17 +86,19 @@ static clf_status load_fused(clf_context *ctx, const clf__weights *w, clf__param
   size_t numel, bytes;
   if (!clf__mul_ok(rows, in, &numel) || !clf__mul_ok(numel, sizeof(float), &bytes))
     return clf__fail(ctx, CLF_E_SHAPE, "model: fusing %s%s: %zu x %zu weights overflow", prefix, r->name, rows, in);
-  float *cat = malloc(bytes + 1), *bcat = malloc(rows * sizeof(float) + 1), *h = NULL;
+  float *cat = NULL, *bcat = NULL, *h = NULL;
   char wn[256];
-  clf_status st = CLF_OK;
-  if (!cat || !bcat) st = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "model: out of host memory fusing %s%s", prefix, r->name);
-  l->w = NULL;
-  if (st == CLF_OK && spec->layout == CLF_WEIGHT_OUT_IN) st = load_fused_stored(ctx, w, p, prefix, r, spec, &l->w);
+  l->w = NULL, l->nparts = 0;
+  clf_status st = spec->layout == CLF_WEIGHT_OUT_IN ? load_fused_stored(ctx, w, p, prefix, r, spec, l) : CLF_OK;
+  const int stored = l->w || l->nparts; /* else read as f32 into cat */
+  if (st == CLF_OK && ((!stored && !(cat = malloc(bytes + 1))) || !(bcat = malloc(rows * sizeof(float) + 1))))
+    st = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "model: out of host memory fusing %s%s", prefix, r->name);
   size_t at = 0;
   for (const clf__row_part *q = r->parts; q->name && st == CLF_OK; at += spec->dims[q->out], q++) {
     const size_t out = spec->dims[q->out];
     part_name(wn, sizeof wn, prefix, r->name, q->name, ".weight");
-    if (!l->w && (st = clf__read_matrix(ctx, w, wn, out, in, spec->layout == CLF_WEIGHT_IN_OUT, &h)) != CLF_OK) break;
+    if (!stored && (st = clf__read_matrix(ctx, w, wn, out, in, spec->layout == CLF_WEIGHT_IN_OUT, &h)) != CLF_OK)
+      break;
     if (h) memcpy(cat + at * in, h, out * in * sizeof *h);
     free(h);
     h = NULL;
@@ -111,7 +112,7 @@ static clf_status load_fused(clf_context *ctx, const clf__weights *w, clf__param
   l->layout = CLF_WEIGHT_OUT_IN;
   l->b = NULL;
   fused_name(wn, sizeof wn, prefix, r);
-  if (st == CLF_OK && !l->w) st = clf__store_linear(ctx, p, spec->in_out_f32, wn, cat, rows, in, l);
+  if (st == CLF_OK && !stored) st = clf__store_linear(ctx, p, spec->in_out_f32, wn, cat, rows, in, l);
   if (st == CLF_OK && bias) {
     clf_tensor *t = NULL;
     if ((st = clf_tensor_from_f32(ctx, CLF_F32, 1, &rows, bcat, &t)) == CLF_OK &&
