@@ -137,25 +137,21 @@ START_TEST(test_gguf_file_path) {
 }
 END_TEST
 
-/* A fused linear whose parts the file stores in different types (every
- * layer of llama_mixed: q Q5_0, k F16, v BF16 in layer 0; gate Q2_K, up
- * Q3_K) keeps each part as stored, as an unfused one would be: the model's
- * device bytes are the file's bytes for every 2-D weight a kernel reads as
- * stored (F16 and the block types), f32 for the rest (norms, F32 and BF16
- * weights, the token table that rows are gathered from), and the rotary
- * frequencies (head_dim / 2 floats).  Until parts were
- * kept apart such a layer went to f32 whole (3.7 MiB here against 1.3; a
- * Q4_K_M 7B file's Q6_K attn_v layers some 2.7 GB).  The goldens of the
- * same file (test_gguf_forward) check the parts' products, over one row
- * and over several. */
-START_TEST(test_gguf_mixed_parts) {
-  char dir[1024], file[1100];
-  fixture_dir(gguf[0], dir, sizeof dir);
+/* The device bytes a GGUF model takes with its weights as stored: the
+ * file's bytes for every 2-D weight a kernel reads in its type (F16 and the
+ * block types), f32 for the rest (norms, biases, position tables, F32 and
+ * BF16 weights, the token table that rows are gathered from), and with no
+ * output.weight the tied head as the token table's own bytes.  *kept: the
+ * weights counted at their file size; *qv: the types of blk.0's attn_q and
+ * attn_v (or of its attn_qkv twice). */
+static size_t gguf_stored_bytes(const char *dir, size_t *kept, char qv[2][16]) {
+  char file[1100];
   snprintf(file, sizeof file, "%s/model.gguf", dir);
   clf_gguf *g = NULL;
   ck_assert_int_eq(clf_gguf_open(file, &g), CLF_OK);
-  size_t want = 0, mixed = 0;
-  char q_type[16] = "", v_type[16] = "";
+  size_t want = 0, table = 0;
+  int tied = 1;
+  *kept = 0;
   for (size_t i = 0; i < clf_gguf_tensor_count(g); i++) {
     clf_gguf_tensor t;
     ck_assert_int_eq(clf_gguf_tensor_at(g, i, &t), CLF_OK);
@@ -164,20 +160,61 @@ START_TEST(test_gguf_mixed_parts) {
     const unsigned k = t.ggml_type; /* F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K */
     const int kernel_type = k == 1 || k == 2 || k == 3 || k == 6 || k == 7 || k == 8 || (k >= 10 && k <= 14);
     const size_t n = strlen(t.name);
-    const int weight = t.ndim == 2 && n > 7 && strcmp(t.name + n - 7, ".weight") == 0 &&
-                       strcmp(t.name, "token_embd.weight") != 0;
+    const int is_table = strcmp(t.name, "token_embd.weight") == 0;
+    const int weight = t.ndim == 2 && n > 7 && strcmp(t.name + n - 7, ".weight") == 0 && !is_table &&
+                       strcmp(t.name, "position_embd.weight") != 0;
     want += weight && kernel_type ? (size_t)t.bytes : (size_t)numel * sizeof(float);
-    if (strcmp(t.name, "blk.0.attn_q.weight") == 0) snprintf(q_type, sizeof q_type, "%s", t.type_name);
-    if (strcmp(t.name, "blk.0.attn_v.weight") == 0) snprintf(v_type, sizeof v_type, "%s", t.type_name);
-    mixed += weight && kernel_type;
+    *kept += weight && kernel_type;
+    if (is_table) table = kernel_type ? (size_t)t.bytes : (size_t)numel * sizeof(float);
+    tied &= strcmp(t.name, "output.weight") != 0;
+    if (!strcmp(t.name, "blk.0.attn_q.weight") || !strcmp(t.name, "blk.0.attn_qkv.weight"))
+      snprintf(qv[0], 16, "%s", t.type_name);
+    if (!strcmp(t.name, "blk.0.attn_v.weight") || !strcmp(t.name, "blk.0.attn_qkv.weight"))
+      snprintf(qv[1], 16, "%s", t.type_name);
   }
+  clf_gguf_close(g);
+  return want + (tied ? table : 0);
+}
+
+/* A fused linear whose parts the file stores in different types (every
+ * layer of llama_mixed: q Q5_0, k F16, v BF16 in layer 0; gate Q2_K, up
+ * Q3_K) keeps each part as stored, as an unfused one would be: the model
+ * takes gguf_stored_bytes and the rotary frequencies (head_dim / 2
+ * floats).  Until parts were kept apart such a layer went to f32 whole
+ * (3.7 MiB here against 1.3; a Q4_K_M Llama 2 7B's Q6_K attn_v layers
+ * some 2.7 GB).  The goldens of the same file (test_gguf_forward) check
+ * the parts' products, over one row and over several. */
+START_TEST(test_gguf_mixed_parts) {
+  char dir[1024], qv[2][16] = {"", ""};
+  fixture_dir(gguf[0], dir, sizeof dir);
+  size_t kept = 0, want = gguf_stored_bytes(dir, &kept, qv);
+  char file[1100];
+  snprintf(file, sizeof file, "%s/model.gguf", dir);
+  clf_gguf *g = NULL;
   int64_t D = 0, H = 0;
+  ck_assert_int_eq(clf_gguf_open(file, &g), CLF_OK);
   ck_assert_int_eq(clf_gguf_get_int(g, (size_t)clf_gguf_find(g, "llama.embedding_length"), 0, &D), CLF_OK);
   ck_assert_int_eq(clf_gguf_get_int(g, (size_t)clf_gguf_find(g, "llama.attention.head_count"), 0, &H), CLF_OK);
-  want += (size_t)(D / H / 2) * sizeof(float);
   clf_gguf_close(g);
-  ck_assert_str_ne(q_type, v_type); /* the fixture does mix them */
-  ck_assert_uint_gt(mixed, 10);
+  want += (size_t)(D / H / 2) * sizeof(float);
+  ck_assert_str_ne(qv[0], qv[1]); /* the fixture does mix them */
+  ck_assert_uint_gt(kept, 10);
+  ck_assert_uint_eq(clf_model_weight_bytes(get_model(dir)), want);
+}
+END_TEST
+
+/* gpt2's Conv1D weights, which a GGUF file holds transposed ([out, in],
+ * Q8_0 in the fixture), stay in their blocks as [out, in] (until
+ * 2026-11-28 they were read as transformers' [in, out] and kept in f32);
+ * the tied head is the F16 token table's bytes.  The goldens
+ * (test_gguf_forward) check the products. */
+START_TEST(test_gguf_gpt2_stored) {
+  char dir[1024], qv[2][16] = {"", ""};
+  fixture_dir(gguf[3], dir, sizeof dir);
+  size_t kept = 0;
+  const size_t want = gguf_stored_bytes(dir, &kept, qv);
+  ck_assert_str_eq(qv[0], "Q8_0");
+  ck_assert_uint_eq(kept, 8); /* 2 layers' c_attn, c_proj, c_fc, mlp c_proj */
   ck_assert_uint_eq(clf_model_weight_bytes(get_model(dir)), want);
 }
 END_TEST
@@ -468,6 +505,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_rope_freqs);
   tcase_add_test(tc, test_gguf_file_path);
   tcase_add_test(tc, test_gguf_mixed_parts);
+  tcase_add_test(tc, test_gguf_gpt2_stored);
   tcase_add_test(tc, test_types);
   tcase_add_test(tc, test_settings_matter);
   tcase_add_test(tc, test_base_model);

@@ -145,11 +145,11 @@ static void repack_blocks(clf_dtype dt, const unsigned char *raw, size_t blocks,
  * bytes[i] long), or dt[i] CLF_F32 and raw[i] NULL where a part is read as
  * f32 (clf__weights_blocks).  On failure every raw is freed. */
 static clf_status read_parts(clf_context *ctx, const clf__weights *w, const char *const *names, const size_t *outs,
-                             size_t n, size_t in, clf_dtype *dt, unsigned char **raw, size_t *bytes) {
+                             size_t n, size_t in, int in_out, clf_dtype *dt, unsigned char **raw, size_t *bytes) {
   clf_status st = CLF_OK;
   for (size_t i = 0; i < n; i++) dt[i] = CLF_F32, raw[i] = NULL, bytes[i] = 0;
   for (size_t i = 0; i < n && st == CLF_OK; i++)
-    st = clf__weights_blocks(ctx, w, names[i], outs[i], in, &dt[i], &raw[i], &bytes[i]);
+    st = clf__weights_blocks(ctx, w, names[i], outs[i], in, in_out, &dt[i], &raw[i], &bytes[i]);
   if (st != CLF_OK)
     for (size_t i = 0; i < n; i++) free(raw[i]), raw[i] = NULL;
   return st;
@@ -189,8 +189,8 @@ static clf_status upload_blocks(clf_context *ctx, clf__params *p, const char *na
 
 /* Each part on its own: as stored, or read as f32 [outs[i], in]. */
 static clf_status upload_each(clf_context *ctx, const clf__weights *w, clf__params *p, const char *const *names,
-                              const size_t *outs, size_t n, size_t in, const clf_dtype *dt, unsigned char *const *raw,
-                              const size_t *bytes, clf__linear *l) {
+                              const size_t *outs, size_t n, size_t in, int in_out, const clf_dtype *dt,
+                              unsigned char *const *raw, const size_t *bytes, clf__linear *l) {
   clf_status st = CLF_OK;
   for (size_t i = 0; i < n && st == CLF_OK; i++) {
     if (raw[i]) {
@@ -198,7 +198,7 @@ static clf_status upload_each(clf_context *ctx, const clf__weights *w, clf__para
       continue;
     }
     float *h = NULL;
-    if ((st = clf__read_matrix(ctx, w, names[i], outs[i], in, 0, &h)) == CLF_OK)
+    if ((st = clf__read_matrix(ctx, w, names[i], outs[i], in, in_out, &h)) == CLF_OK)
       st = store_matrix(ctx, p, names[i], h, outs[i], in, &l->part[i]);
     free(h);
   }
@@ -206,21 +206,23 @@ static clf_status upload_each(clf_context *ctx, const clf__weights *w, clf__para
   return st;
 }
 
+/* The weight of parts names[0..n) as stored (clf__load_stored_linear;
+ * split 0: l->w or nothing), in_out as clf__weights_blocks'. */
 static clf_status load_stored(clf_context *ctx, const clf__weights *w, clf__params *p, const char *const *names,
-                              const size_t *outs, size_t n, size_t in, int split, clf__linear *l) {
+                              const size_t *outs, size_t n, size_t in, int in_out, int split, clf__linear *l) {
   l->w = NULL, l->nparts = 0;
   for (size_t i = 0; i < CLF__LINEAR_PARTS; i++) l->part[i] = NULL;
   if (p->wtype != CLF_STORED || p->simulate || n == 0 || n > 8) return CLF_OK;
   clf_dtype dt[8];
   unsigned char *raw[8];
   size_t bytes[8], rows = 0;
-  clf_status st = read_parts(ctx, w, names, outs, n, in, dt, raw, bytes);
+  clf_status st = read_parts(ctx, w, names, outs, n, in, in_out, dt, raw, bytes);
   if (st != CLF_OK) return st;
   int same = 1, blocks = 0;
   for (size_t i = 0; i < n; i++) rows += outs[i], same &= dt[i] == dt[0], blocks += raw[i] != NULL;
   if (same && blocks == (int)n) st = upload_blocks(ctx, p, names[0], dt[0], raw, bytes, n, rows, in, &l->w);
   else if (split && blocks > 0 && n <= CLF__LINEAR_PARTS)
-    st = upload_each(ctx, w, p, names, outs, n, in, dt, raw, bytes, l);
+    st = upload_each(ctx, w, p, names, outs, n, in, in_out, dt, raw, bytes, l);
   for (size_t i = 0; i < n; i++) free(raw[i]);
   return st;
 }
@@ -228,7 +230,7 @@ static clf_status load_stored(clf_context *ctx, const clf__weights *w, clf__para
 clf_status clf__load_stored(clf_context *ctx, const clf__weights *w, clf__params *p, const char *const *names,
                             const size_t *outs, size_t n, size_t in, clf_tensor **out) {
   clf__linear l;
-  clf_status st = load_stored(ctx, w, p, names, outs, n, in, 0, &l);
+  clf_status st = load_stored(ctx, w, p, names, outs, n, in, 0, 0, &l);
   *out = l.w;
   return st;
 }
@@ -236,7 +238,7 @@ clf_status clf__load_stored(clf_context *ctx, const clf__weights *w, clf__params
 clf_status clf__load_stored_linear(clf_context *ctx, const clf__weights *w, clf__params *p,
                                    const char *const *names, const size_t *outs, size_t n, size_t in,
                                    clf__linear *l) {
-  return load_stored(ctx, w, p, names, outs, n, in, 1, l);
+  return load_stored(ctx, w, p, names, outs, n, in, 0, 1, l);
 }
 
 size_t clf__linear_out(const clf__linear *l) {
@@ -248,8 +250,10 @@ size_t clf__linear_out(const clf__linear *l) {
 
 clf_status clf__load_weight(clf_context *ctx, const clf__weights *w, clf__params *p, const char *wname,
                             size_t out_f, size_t in_f, clf_weight_layout layout, clf_tensor **out) {
-  clf_status st = layout == CLF_WEIGHT_OUT_IN ? clf__load_stored(ctx, w, p, &wname, &out_f, 1, in_f, out) : CLF_OK;
-  if (st != CLF_OK || (layout == CLF_WEIGHT_OUT_IN && *out)) return st;
+  clf__linear l;
+  clf_status st = load_stored(ctx, w, p, &wname, &out_f, 1, in_f, layout == CLF_WEIGHT_IN_OUT, 0, &l);
+  *out = l.w;
+  if (st != CLF_OK || *out) return st;
   float *h = NULL;
   st = clf__read_matrix(ctx, w, wname, out_f, in_f, layout == CLF_WEIGHT_IN_OUT, &h);
   if (st == CLF_OK) st = store_matrix(ctx, p, wname, h, out_f, in_f, out);
@@ -265,7 +269,8 @@ clf_status clf__load_linear(clf_context *ctx, const clf__weights *w, clf__params
   l->b = NULL;
   l->w = NULL;
   l->nparts = 0;
-  clf_status st = layout == CLF_WEIGHT_OUT_IN ? clf__load_stored(ctx, w, p, &wname, &out_f, 1, in_f, &l->w) : CLF_OK;
+  /* as stored: the file's [out, in] blocks, whichever layout the name has */
+  clf_status st = load_stored(ctx, w, p, &wname, &out_f, 1, in_f, layout == CLF_WEIGHT_IN_OUT, 0, l);
   if (st == CLF_OK && !l->w) st = clf__read_matrix(ctx, w, wname, out_f, in_f, layout == CLF_WEIGHT_IN_OUT, &h);
   if (st == CLF_OK && !l->w) st = clf__store_linear(ctx, p, in_out_f32, wname, h, out_f, in_f, l);
   free(h);

@@ -452,22 +452,24 @@ static clf_dtype w_block_type(unsigned ggml) {
 }
 
 clf_status clf__weights_blocks(clf_context *ctx, const clf__weights *w, const char *name, size_t rows, size_t in,
-                               clf_dtype *dt, unsigned char **raw, size_t *bytes) {
+                               int in_out, clf_dtype *dt, unsigned char **raw, size_t *bytes) {
   *dt = CLF_F32, *raw = NULL, *bytes = 0;
   clf_st_info info;
   clf_status s = clf__weights_info(ctx, w, name, &info);
   if (s != CLF_OK || !w->gguf) return s;
-  if (info.ndim != 2 || info.shape[0] != rows || info.shape[1] != in) {
+  const size_t want0 = in_out ? in : rows, want1 = in_out ? rows : in;
+  if (info.ndim != 2 || info.shape[0] != want0 || info.shape[1] != want1) {
     float *h = NULL; /* the shape error, as a read gives it */
     size_t got[8];
-    s = clf__weights_read(ctx, w, name, 2, (size_t[]){rows, in}, &h, got);
+    s = clf__weights_read(ctx, w, name, 2, (size_t[]){want0, want1}, &h, got);
     free(h);
     return s;
   }
   const w_name *e = w_find(w, name);
   clf_gguf_tensor t;
   clf_gguf_tensor_at(w->gguf, e->shard, &t);
-  const clf_dtype bt = e->tr ? CLF_F32 : w_block_type(t.ggml_type);
+  /* the file's bytes are [rows, in] where it transposes what in_out names */
+  const clf_dtype bt = e->tr != in_out ? CLF_F32 : w_block_type(t.ggml_type);
   if (bt == CLF_F32) return CLF_OK;
   unsigned char *b = malloc(t.bytes ? (size_t)t.bytes : 1);
   if (!b) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "weights: out of host memory reading \"%s\"", name);
@@ -528,7 +530,7 @@ static size_t w_least(const clf__weights *w, const w_name *e, const clf_st_info 
   if (info->ndim != 2) return numel * sizeof(float);
   if (wt == CLF_STORED) {
     clf_gguf_tensor t;
-    if (w->gguf && !e->tr && clf_gguf_tensor_at(w->gguf, e->shard, &t) == CLF_OK &&
+    if (w->gguf && clf_gguf_tensor_at(w->gguf, e->shard, &t) == CLF_OK &&
         w_block_type(t.ggml_type) != CLF_F32)
       return (size_t)t.bytes;
     return numel * sizeof(float);

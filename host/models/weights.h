@@ -50,10 +50,13 @@ clf_status clf__weights_read(clf_context *ctx, const clf__weights *w, const char
  * reads its type: *dt CLF_F16, CLF_Q8_0, CLF_Q4_0 or one of ggml's block
  * types, *raw (malloc'd, *bytes long) its rows as in the file (ggml's
  * blocks, scales inside; Q8_0 / Q4_0 not yet in clformer's layout), q/k
- * rows in Hugging Face order.  Otherwise (another type, or safetensors)
- * *dt CLF_F32 and *raw NULL: read it as f32.  Errors as clf__weights_read. */
+ * rows in Hugging Face order.  in_out: the checkpoint's name is of
+ * transformers' [in, rows] (gpt2's Conv1D), which a GGUF file holds
+ * transposed, as [rows, in]: those bytes.  Otherwise (another type, a
+ * tensor the file does not hold as [rows, in], or safetensors) *dt CLF_F32
+ * and *raw NULL: read it as f32.  Errors as clf__weights_read. */
 clf_status clf__weights_blocks(clf_context *ctx, const clf__weights *w, const char *name, size_t rows, size_t in,
-                               clf_dtype *dt, unsigned char **raw, size_t *bytes);
+                               int in_out, clf_dtype *dt, unsigned char **raw, size_t *bytes);
 /* The type a linear weight with `in` features is stored in under weight
  * type wt: wt, but where the k-quants' 256-element blocks do not divide in,
  * the fallback ggml's own quantize tool takes: Q4_K to Q5_0, Q6_K to Q8_0,
