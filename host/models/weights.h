@@ -51,7 +51,7 @@ clf_status clf__weights_read(clf_context *ctx, const clf__weights *w, const char
  * types, *raw (malloc'd, *bytes long) its rows as in the file (ggml's
  * blocks, scales inside; Q8_0 / Q4_0 not yet in clformer's layout), q/k
  * rows in Hugging Face order.  in_out: the checkpoint's name is of
- * transformers' [in, rows] (gpt2's Conv1D), which a GGUF file holds
+ * transformers' [in, rows] (a Conv1D weight), which a GGUF file holds
  * transposed, as [rows, in]: those bytes.  Otherwise (another type, a
  * tensor the file does not hold as [rows, in], or safetensors) *dt CLF_F32
  * and *raw NULL: read it as f32.  Errors as clf__weights_read. */
