@@ -37,13 +37,27 @@ if ! "$ORT/bin/python" -c "import onnxruntime, numpy" 2>/dev/null; then
   "$ORT/bin/pip" install onnxruntime numpy
 fi
 
-if ! "$LCPP/bin/python" -c "import llama_cpp, numpy; assert llama_cpp.__version__ == '0.3.36'" 2>/dev/null; then
+# GGML_NATIVE on a CPU with AMX (Sapphire Rapids and later) compiles ggml's
+# tile kernels, which llama-cpp-python 0.3.36 runs into SIGILL at its first
+# prefill here (a `tilezero` on a tile configuration it did not load, the
+# process holding the kernel's tile permission): they are left out, and the
+# AVX-512 VNNI kernels every other product uses are kept.  The arguments are
+# recorded so that a venv built with others is rebuilt.
+lcpp_args="-DGGML_NATIVE=ON"
+if grep -qw amx_tile /proc/cpuinfo; then
+  noamx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+  lcpp_args="$lcpp_args '-DCMAKE_C_FLAGS=$noamx' '-DCMAKE_CXX_FLAGS=$noamx'"
+fi
+if ! "$LCPP/bin/python" -c "import llama_cpp, numpy; assert llama_cpp.__version__ == '0.3.36'" 2>/dev/null ||
+   [ "$(cat "$LCPP/clf-cmake-args" 2>/dev/null)" != "$lcpp_args" ]; then
   need=
   for p in cmake g++; do command -v "$p" >/dev/null || need="$need $p"; done
   # shellcheck disable=SC2086
   [ -z "$need" ] || DEBIAN_FRONTEND=noninteractive apt-get install -y $need
   [ -x "$LCPP/bin/python" ] || /usr/bin/python3 -m venv "$LCPP"
-  CMAKE_ARGS="-DGGML_NATIVE=ON" "$LCPP/bin/pip" install --no-binary llama-cpp-python llama-cpp-python==0.3.36 numpy
+  CMAKE_ARGS="$lcpp_args" "$LCPP/bin/pip" install --force-reinstall --no-cache-dir --no-binary llama-cpp-python \
+    llama-cpp-python==0.3.36 numpy
+  echo "$lcpp_args" > "$LCPP/clf-cmake-args"
 fi
 
 # The system BLAS must be OpenBLAS, not the reference BLAS (tools/bench.py
