@@ -69,7 +69,8 @@ extern "C" {
   X(E_UNSUPPORTED, -10, "not supported on this device or configuration")       \
   X(E_IO, -11, "file input/output error")                                      \
   X(E_FORMAT, -12, "malformed file or data")                                   \
-  X(E_NOT_FOUND, -13, "item not found")
+  X(E_NOT_FOUND, -13, "item not found")                                        \
+  X(E_LIMIT, -14, "a limit on work or memory was reached")
 
 typedef enum clf_status {
 #define CLF__STATUS_ENUM(name, code, msg) CLF_##name = code,
@@ -1277,10 +1278,27 @@ CLF_API clf_status clf_tokenizer_token(const clf_tokenizer *t, int64_t id, const
  * raise_exception, strftime_now; tojson as json.dumps).  Host-only; no
  * context: errors are in clf_last_error(NULL).  docs/chat.md lists what is
  * implemented (statements, expressions, filters, tests, methods) and the
- * limits on hostile templates: nesting of 200, 20 million steps (loop
- * iterations, calls) per render, strings and output of 64 MiB, lists of 4
- * million items, range() of 100000. */
+ * limits on hostile templates: nesting of 200, strings and output of 64
+ * MiB, lists of 4 million items, range() of 100000, and a budget per
+ * render (clf_template_budget). */
 typedef struct clf_chat_template clf_chat_template;
+
+/* What one render may cost: a template is code from a downloaded file, run
+ * with client text in it, so its work and memory are bounded.  0 in a field
+ * of a budget given to clf_chat_template_set_budget: that field's default.
+ * Past any of them a render fails with CLF_E_LIMIT, naming the budget and
+ * the template's line:column. */
+typedef struct clf_template_budget {
+  uint64_t steps;  /* loop iterations, calls, filters and tests applied, list items made, dict entries
+                      searched; default 1000000 */
+  uint64_t bytes;  /* bytes of text produced, copied or searched (output, +, ~, *, join, replace,
+                      format, filters, in, find; a character at a time: 8 or 16
+                      a byte); default 128 MiB */
+  uint64_t memory; /* bytes of the render's values alive at once (strings, lists, dicts, the
+                      output); default 64 MiB */
+} clf_template_budget;
+/* The defaults into *b. */
+CLF_API void clf_template_budget_default(clf_template_budget *b);
 
 /* One message: role ("system", "user", "assistant", "tool", ...) and its
  * text (NULL: None), both UTF-8, borrowed. */
@@ -1298,6 +1316,10 @@ typedef struct clf_chat_message {
 CLF_API clf_status clf_chat_template_parse(const char *source, clf_chat_template **out);
 /* NULL is accepted. */
 CLF_API void clf_chat_template_destroy(clf_chat_template *t);
+/* The budget every later render of t runs under (NULL or zero fields: the
+ * defaults).  Set it before t is shared between threads.  Errors:
+ * CLF_E_INVALID_ARG for a NULL t. */
+CLF_API clf_status clf_chat_template_set_budget(clf_chat_template *t, const clf_template_budget *budget);
 /* Renders messages[0 .. n) with add_generation_prompt (0 / 1) and the
  * template's own variables (the special tokens when it came from
  * clf_tokenizer_chat_template; tools and documents None) into *text
@@ -1316,9 +1338,16 @@ CLF_API clf_status clf_chat_template_render(const clf_chat_template *t, const cl
  * numbers are read as Python's json.loads reads them (1 an int, 1.0 a
  * float), except ints past 64 bits, which become floats.  Errors:
  * those of clf_chat_template_render; CLF_E_INVALID_ARG for text that is not
- * JSON or not an object. */
+ * JSON or not an object, or with a string holding a NUL character (\u0000),
+ * which a C string cannot carry ("messages[1].content contains a NUL
+ * character", as the server says it). */
 CLF_API clf_status clf_chat_template_render_json(const clf_chat_template *t, const char *context_json,
                                                  char **text);
+/* Renders as clf_chat_template_render_json does, and reports what the
+ * render cost in *cost (steps and bytes used, memory: the most alive at
+ * once), also when it failed on its budget.  For sizing budgets. */
+CLF_API clf_status clf_chat_template_render_cost(const clf_chat_template *t, const char *context_json, char **text,
+                                                 clf_template_budget *cost);
 /* The chat template of a tokenizer: tokenizer_config.json's chat_template
  * (a string, or of a list of {"name", "template"} the one named "default",
  * as transformers takes it) or a GGUF file's tokenizer.chat_template, with

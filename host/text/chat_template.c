@@ -8,13 +8,70 @@
 #include "base/status.h"
 
 #include <cjson/cJSON.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 struct clf_chat_template {
   jtemplate *tpl;
   cJSON *vars; /* the template's own variables: defaults, then special tokens */
+  clf_template_budget budget; /* each render's */
 };
+
+void clf_template_budget_default(clf_template_budget *b) {
+  if (b) *b = (clf_template_budget){CLF__J_DEFAULT_STEPS, CLF__J_DEFAULT_BYTES, CLF__J_DEFAULT_MEMORY};
+}
+
+clf_status clf_chat_template_set_budget(clf_chat_template *t, const clf_template_budget *budget) {
+  if (!t) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_chat_template_set_budget: t is NULL");
+  clf_template_budget_default(&t->budget);
+  if (budget && budget->steps) t->budget.steps = budget->steps;
+  if (budget && budget->bytes) t->budget.bytes = budget->bytes;
+  if (budget && budget->memory) t->budget.memory = budget->memory;
+  return CLF_OK;
+}
+
+/* The path of the first string of a valid JSON text that holds a NUL
+ * (\u0000), as the server names it ("messages[1].content"), into path;
+ * 0 when there is none. */
+static int nul_path(const char *s, char *path, size_t cap) {
+  enum { MAXD = 32 };
+  struct { int arr; long idx; const char *key; size_t klen; } st[MAXD];
+  int d = -1, want_key = 0;
+  for (size_t i = 0; s[i]; i++) {
+    char c = s[i];
+    if (c == '{' || c == '[') {
+      d++;
+      if (d < MAXD) st[d].arr = c == '[', st[d].idx = 0, st[d].key = NULL, st[d].klen = 0;
+      want_key = c == '{';
+    } else if (c == '}' || c == ']') {
+      d--;
+    } else if (c == ',' && d >= 0 && d < MAXD) {
+      if (st[d].arr) st[d].idx++;
+      else want_key = 1;
+    } else if (c == '"') {
+      size_t a = ++i;
+      int nul = 0;
+      for (; s[i] && s[i] != '"'; i++)
+        if (s[i] == '\\') { nul |= !strncmp(s + i + 1, "u0000", 5); if (s[i + 1]) i++; }
+      if (want_key && d >= 0 && d < MAXD) { st[d].key = s + a; st[d].klen = i - a; }
+      int was_key = want_key;
+      want_key = 0;
+      if (!nul) { if (!s[i]) break; continue; }
+      size_t o = 0;
+      path[0] = '\0';
+      for (int k = 0; k <= d && k < MAXD && o < cap; k++) {
+        int last = k == d && was_key; /* a key holding the NUL: the path to its object */
+        if (last) break;
+        if (st[k].arr) o += (size_t)snprintf(path + o, cap - o, "[%ld]", st[k].idx);
+        else if (st[k].key) o += (size_t)snprintf(path + o, cap - o, "%s%.*s", o ? "." : "", (int)st[k].klen, st[k].key);
+      }
+      if (d >= MAXD || !path[0]) snprintf(path, cap, "%s", was_key ? "a key" : "a string");
+      return 1;
+    }
+  }
+  return 0;
+}
 
 static clf_status oom(void) { return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "chat template: out of memory"); }
 
@@ -34,6 +91,7 @@ static cJSON *default_vars(const char *special_json) {
 static clf_status parse_with(const char *source, const char *special_json, clf_chat_template **out) {
   clf_chat_template *t = calloc(1, sizeof(*t));
   if (!t) return oom();
+  clf_template_budget_default(&t->budget);
   clf_status st = clf__j_parse(source, &t->tpl);
   if (st == CLF_OK && !(t->vars = default_vars(special_json))) st = oom();
   if (st != CLF_OK) {
@@ -75,29 +133,43 @@ clf_status clf_chat_template_render(const clf_chat_template *t, const clf_chat_m
          (messages[i].content ? cJSON_AddStringToObject(m, "content", messages[i].content)
                               : cJSON_AddNullToObject(m, "content"));
   }
-  clf_status st = ok ? clf__j_render(t->tpl, t->vars, ctx, NULL, text) : oom();
+  clf_status st = ok ? clf__j_render(t->tpl, t->vars, ctx, NULL, &t->budget, NULL, text) : oom();
   cJSON_Delete(ctx);
   return st;
 }
 
-clf_status clf_chat_template_render_json(const clf_chat_template *t, const char *context_json, char **text) {
-  if (!text) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_chat_template_render_json: text is NULL");
+static clf_status render_json(const char *fn, const clf_chat_template *t, const char *context_json, char **text,
+                              clf_template_budget *cost) {
+  if (!text) return clf__fail(NULL, CLF_E_INVALID_ARG, "%s: text is NULL", fn);
   *text = NULL;
-  if (!t || !context_json)
-    return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_chat_template_render_json: %s is NULL", t ? "context_json" : "t");
+  if (!t || !context_json) return clf__fail(NULL, CLF_E_INVALID_ARG, "%s: %s is NULL", fn, t ? "context_json" : "t");
   cJSON *ctx = cJSON_Parse(context_json);
   if (!cJSON_IsObject(ctx)) {
     const char *at = cJSON_GetErrorPtr();
     int parsed = ctx != NULL;
     size_t off = parsed || !at || at < context_json ? 0 : (size_t)(at - context_json);
     cJSON_Delete(ctx);
-    return parsed ? clf__fail(NULL, CLF_E_INVALID_ARG, "clf_chat_template_render_json: the context is not a JSON object")
-                  : clf__fail(NULL, CLF_E_INVALID_ARG,
-                              "clf_chat_template_render_json: the context is not valid JSON (near byte %zu)", off);
+    return parsed ? clf__fail(NULL, CLF_E_INVALID_ARG, "%s: the context is not a JSON object", fn)
+                  : clf__fail(NULL, CLF_E_INVALID_ARG, "%s: the context is not valid JSON (near byte %zu)", fn, off);
   }
-  clf_status st = clf__j_render(t->tpl, t->vars, ctx, context_json, text);
+  char path[200];
+  if (nul_path(context_json, path, sizeof(path))) {
+    cJSON_Delete(ctx);
+    return clf__fail(NULL, CLF_E_INVALID_ARG, "%s: %s contains a NUL character", fn, path);
+  }
+  clf_status st = clf__j_render(t->tpl, t->vars, ctx, context_json, &t->budget, cost, text);
   cJSON_Delete(ctx);
   return st;
+}
+
+clf_status clf_chat_template_render_json(const clf_chat_template *t, const char *context_json, char **text) {
+  return render_json("clf_chat_template_render_json", t, context_json, text, NULL);
+}
+
+clf_status clf_chat_template_render_cost(const clf_chat_template *t, const char *context_json, char **text,
+                                         clf_template_budget *cost) {
+  if (cost) memset(cost, 0, sizeof(*cost));
+  return render_json("clf_chat_template_render_cost", t, context_json, text, cost);
 }
 
 clf_status clf_tokenizer_chat_template(const clf_tokenizer *tok, clf_chat_template **out) {

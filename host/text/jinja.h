@@ -4,8 +4,11 @@
  * (trim_blocks, lstrip_blocks, "-" and "+"); jinja_parse.c builds the tree
  * and refuses what is not implemented; jinja_value.c holds the values
  * (Python's None, bool, int, float, str, list, dict) with str(), repr() and
- * json.dumps; jinja_eval.c renders; jinja_builtins.c holds the filters,
- * tests, methods and globals.  chat_template.c is the public face.
+ * json.dumps, and the budget every render is charged against (its work and
+ * the memory of its values); jinja_eval.c evaluates expressions and
+ * jinja_exec.c renders statements; jinja_filters.c holds the filters and
+ * tests, jinja_methods.c the methods and globals.  chat_template.c is the
+ * public face.
  */
 #ifndef CLF_JINJA_H
 #define CLF_JINJA_H
@@ -16,11 +19,16 @@
 #include <stdint.h>
 
 /* ---- limits (hostile templates and contexts) ---- */
-#define CLF__J_MAX_DEPTH 200              /* nesting of the parse and of evaluation */
+#define CLF__J_MAX_DEPTH 200              /* nesting of the parse, of evaluation and of a value
+                                             printed, compared or serialized (Python's RecursionError) */
 #define CLF__J_MAX_OUTPUT ((size_t)64 << 20) /* bytes of any string built, the output included */
-#define CLF__J_MAX_STEPS 20000000L        /* loop iterations + calls in one render */
 #define CLF__J_MAX_RANGE 100000           /* range()'s length (Jinja's sandbox MAX_RANGE) */
 #define CLF__J_MAX_ITEMS 4000000          /* items of a list, characters a loop walks */
+/* The budget of one render (clf_template_budget; defaults and the measured
+ * cost of real templates in docs/chat.md). */
+#define CLF__J_DEFAULT_STEPS 1000000ULL          /* iterations, calls, filters, items made or searched */
+#define CLF__J_DEFAULT_BYTES ((uint64_t)128 << 20) /* bytes of text produced, copied or searched */
+#define CLF__J_DEFAULT_MEMORY ((uint64_t)64 << 20)  /* bytes of values alive at once */
 
 /* ---- values ---- */
 typedef enum { JV_UNDEF, JV_NONE, JV_BOOL, JV_INT, JV_FLOAT, JV_STR, JV_LIST, JV_DICT, JV_FUNC } jv_type;
@@ -46,15 +54,18 @@ typedef struct jv {
 /* tuple: 0 a list, 1 a tuple, JL_GEN an iterator (what map, select, reject,
  * selectattr, rejectattr, unique, items and reverse of a list give in
  * Jinja: iterated once, no len(), no index, always true, not JSON) */
-struct jlist { long refs; int tuple; size_t n, cap; jv *v; };
+struct jlist { long refs; size_t reg; int tuple; size_t n, cap; jv *v; };
 #define JL_GEN 2
 /* insertion-ordered; ns: a namespace() (attributes may be set) */
-struct jdict { long refs; int ns; size_t n, cap; jv *k, *v; };
+struct jdict { long refs; size_t reg; int ns; size_t n, cap; jv *k, *v; };
 
 struct jnode;
 /* kind: JF_MACRO (node), JF_GLOBAL / JF_METHOD (id, self), JF_CYCLE (self: the loop index) */
 enum { JF_MACRO, JF_GLOBAL, JF_METHOD, JF_CYCLE };
-struct jfunc { long refs; int kind, id; jv self; const struct jnode *macro; };
+struct jfunc { long refs; size_t reg; int kind, id; jv self; const struct jnode *macro; };
+/* reg: the container's place among those its render made (the registry that
+ * frees reference cycles when the render ends); JV_NOREG outside a render. */
+#define JV_NOREG ((size_t)-1)
 
 /* The render state: errors, limits, the scopes. */
 typedef struct jstate jstate;
@@ -76,23 +87,33 @@ int jv_set(jstate *J, jv dict, jv key, jv val);      /* key, val: taken; replace
 jv jv_get(jv dict, const char *key);                 /* borrowed; JV_UNDEF when absent */
 jv jv_getv(jv dict, jv key, int *found);             /* borrowed */
 int jv_truthy(jv v);
+/* Python's ==: containers that are one object are equal without a look
+ * inside (so a value holding itself equals itself); a namespace and a loop
+ * are equal only to themselves.  Past CLF__J_MAX_DEPTH levels the render
+ * fails with Python's RecursionError message and 0 is returned. */
 int jv_equal(jv a, jv b);
-/* <0, 0, >0; *ok 0 when Python refuses to order them */
+/* <0, 0, >0; *ok 0 when Python refuses to order them (or past the depth) */
 int jv_compare(jv a, jv b, int *ok);
 const char *jv_typename(jv v); /* Python's: 'str', 'dict', ... */
 size_t jv_utf8_len(const char *s, size_t n); /* code points */
 
-/* Growable output text. */
+/* Growable output text; its bytes are charged to the render's budget. */
 typedef struct jbuf { char *s; size_t n, cap; int oom; } jbuf;
-int jbuf_add(jbuf *b, const char *s, size_t n); /* -1 out of memory or past CLF__J_MAX_OUTPUT */
+/* -1 out of memory, past CLF__J_MAX_OUTPUT or past the render's budget */
+int jbuf_add(jbuf *b, const char *s, size_t n);
 int jbuf_addc(jbuf *b, char c);
 int jbuf_adds(jbuf *b, const char *s);
-/* str(v) / repr(v) appended (Python's) */
+void jbuf_free(jbuf *b); /* b->s freed and its memory given back to the budget */
+/* b->s handed out of the render (no longer charged as alive); b emptied */
+char *jbuf_take(jbuf *b);
+/* str(v) / repr(v) appended (Python's): a list holding itself prints as
+ * [...], a dict {...}, as Python's reprlib guard has it */
 int jv_write_str(jbuf *b, jv v);
 int jv_write_repr(jbuf *b, jv v);
 /* json.dumps(v, ensure_ascii=False, indent, separators, sort_keys): indent
- * NULL for none; item_sep / key_sep NULL for the defaults.  -1 out of memory,
- * -2 not serializable (*bad: the type's name). */
+ * NULL for none; item_sep / key_sep NULL for the defaults.  -1 out of memory
+ * or an error recorded on the render (a circular reference, as json.dumps
+ * raises it), -2 not serializable (*bad: the type's name). */
 int jv_write_json(jbuf *b, jv v, const char *indent, const char *item_sep, const char *key_sep, int sort_keys,
                   const char **bad);
 void jv_float_repr(double f, char out[40]);
@@ -105,6 +126,19 @@ void jv_free_numbers(jnums *nums);
 /* A cJSON tree (a const void *) as a value; nums (may be NULL) the number
  * literals of its text, consumed in order. */
 jv jv_from_cjson(jstate *J, const void *json, jnums *nums);
+
+/* ---- the render's budget (jinja_value.c) ---- */
+/* Charges work to the render running on this thread (outside a render:
+ * nothing): steps (iterations, calls, filters and tests, list items made,
+ * dict entries searched) and bytes (text produced, copied or searched).
+ * -1 when the render's budget is used up: CLF_E_LIMIT is then recorded on
+ * it, naming the budget and the template position, and every later charge
+ * fails too. */
+int clf__j_charge(uint64_t steps, uint64_t bytes);
+/* What a byte costs in the operations that handle text a character at a
+ * time (case mapping twice this, replace, split, format, escaping, tojson,
+ * slices, indent): charged as this many bytes a byte, before the work. */
+#define CLF__J_SLOW 8
 
 /* ---- tokens and the tree ---- */
 typedef enum {
@@ -165,7 +199,10 @@ void clf__j_free(jtemplate *t);
  * from vars_text when not NULL, which tells its ints from its floats) over
  * those of `base` (may be NULL).  *out malloc'd.  CLF_E_INVALID_ARG with
  * the template's message on a template error. */
-clf_status clf__j_render(const jtemplate *t, const void *base, const void *vars, const char *vars_text, char **out);
+/* budget: the limits (NULL: the defaults); cost (may be NULL): what the
+ * render used, memory its peak. */
+clf_status clf__j_render(const jtemplate *t, const void *base, const void *vars, const char *vars_text,
+                         const clf_template_budget *budget, clf_template_budget *cost, char **out);
 
 /* ---- builtins (jinja_builtins.c) ---- */
 int clf__j_filter_id(const char *name); /* -1 when not implemented */
@@ -179,7 +216,7 @@ int clf__j_fail(jstate *J, const jnode *at, const char *fmt, ...)
 #endif
     ;
 int clf__j_failed(const jstate *J);
-int clf__j_step(jstate *J, const jnode *at); /* counts a step; -1 past the limit */
+int clf__j_step(jstate *J, const jnode *at); /* counts a step; -1 past the budget */
 int clf__j_steps(jstate *J, const jnode *at, size_t n); /* counts n steps */
 jv clf__j_getattr(jstate *J, const jnode *at, jv obj, const char *name);
 jv clf__j_getitem(jstate *J, const jnode *at, jv obj, jv key);

@@ -38,9 +38,9 @@ int clf__j_fail(jstate *J, const jnode *at, const char *fmt, ...) {
 int clf__j_step(jstate *J, const jnode *at) { return clf__j_steps(J, at, 1); }
 
 int clf__j_steps(jstate *J, const jnode *at, size_t n) {
-  J->steps += n < (size_t)CLF__J_MAX_STEPS ? (long)n : CLF__J_MAX_STEPS;
-  if (J->steps > CLF__J_MAX_STEPS) return clf__j_fail(J, at, "more than %ld loop iterations and calls", CLF__J_MAX_STEPS);
-  return 0;
+  if (J->st != CLF_OK) return -1;
+  if (at) J->at = at;
+  return clf__j_charge(n, 0);
 }
 
 /* An Undefined carrying its message (what using it reports). */
@@ -105,7 +105,7 @@ jv clf__j_to_str(jstate *J, jv v) {
   jv r = jv_undef();
   if (jv_write_str(&b, v)) clf__j_oom(J);
   else r = jv_str(J, b.s ? b.s : "", b.n);
-  free(b.s);
+  jbuf_free(&b);
   return r;
 }
 
@@ -207,20 +207,28 @@ static jv ev_slice(jstate *J, const jnode *x, jv obj) {
     }
     return r;
   }
-  /* code point offsets, then the bytes */
-  size_t *off = malloc((n + 1) * sizeof(*off));
-  if (!off) { clf__j_oom(J); return jv_undef(); }
-  for (size_t i = 0, c = 0; c <= n; c++) {
-    off[c] = i;
-    if (i < obj.u.s->n) i++;
-    while (i < obj.u.s->n && ((unsigned char)obj.u.s->s[i] & 0xC0) == 0x80) i++;
-  }
+  /* the code points a..b by s, in one walk (forwards, or backwards for s < 0) */
+  const char *t = obj.u.s->s;
+  size_t len = obj.u.s->n;
   jbuf out = {0};
-  for (int64_t i = a; s > 0 ? i < b : i > b;) {
-    jbuf_add(&out, obj.u.s->s + off[i], off[i + 1] - off[i]);
-    if (__builtin_add_overflow(i, s, &i)) break;
+  if (clf__j_charge(0, CLF__J_SLOW * len)) return jv_undef();
+  if (s > 0) {
+    for (size_t i = 0, c = 0; i < len && (int64_t)c < b && !out.oom; c++) {
+      size_t j = i + 1;
+      while (j < len && ((unsigned char)t[j] & 0xC0) == 0x80) j++;
+      if ((int64_t)c >= a && ((uint64_t)((int64_t)c - a)) % (uint64_t)s == 0) jbuf_add(&out, t + i, j - i);
+      i = j;
+    }
+  } else {
+    uint64_t step = (uint64_t)(-(s + 1)) + 1; /* -s without overflow at INT64_MIN */
+    int64_t c = (int64_t)n - 1;
+    for (size_t e = len; e > 0 && c > b && !out.oom; c--) {
+      size_t st = e - 1;
+      while (st > 0 && ((unsigned char)t[st] & 0xC0) == 0x80) st--;
+      if (c <= a && (uint64_t)(a - c) % step == 0) jbuf_add(&out, t + st, e - st);
+      e = st;
+    }
   }
-  free(off);
   return clf__j_buf_str(J, &out);
 }
 
@@ -239,10 +247,14 @@ static const char *const g_opname[] = {"+", "-", "*", "/", "//", "%", "**"};
 /* s repeated k times (str or list). */
 static jv repeat(jstate *J, const jnode *x, jv s, int64_t k) {
   if (k < 0) k = 0;
+  if (s.t == JV_STR && (!s.u.s->n || !k)) return jv_str(J, "", 0);
+  if (s.t == JV_LIST && (!s.u.l->n || !k)) return jv_list(J, s.u.l->tuple);
   if (s.t == JV_STR) {
-    if (s.u.s->n && (uint64_t)k > CLF__J_MAX_OUTPUT / s.u.s->n) return fail_v(J, x, "%s%s", "string too long", "");
+    if ((uint64_t)k > CLF__J_MAX_OUTPUT / s.u.s->n) return fail_v(J, x, "%s%s", "string too long", "");
+    size_t total = s.u.s->n * (size_t)k;
     jbuf b = {0};
-    for (int64_t i = 0; i < k && !b.oom; i++) jbuf_add(&b, s.u.s->s, s.u.s->n);
+    jbuf_add(&b, s.u.s->s, s.u.s->n);
+    while (b.n < total && !b.oom) jbuf_add(&b, b.s, b.n < total - b.n ? b.n : total - b.n); /* doubling */
     return clf__j_buf_str(J, &b);
   }
   if (s.u.l->n && (uint64_t)k > 1000000 / s.u.l->n) return fail_v(J, x, "%s%s", "list too long", "");
@@ -291,7 +303,15 @@ static jv arith(jstate *J, const jnode *x, int op, jv a, jv b) {
   double fa = num_d(a), fb = num_d(b);
   int64_t ia = num_i(a), ib = num_i(b), ir = 0;
   if ((op == JO_DIV || op == JO_FLOORDIV || op == JO_MOD) && (fl ? fb == 0 : ib == 0)) {
-    clf__j_fail(J, x, "%s", op == JO_MOD ? "integer modulo by zero" : "division by zero");
+    /* Python's ZeroDivisionError texts */
+    static const char *const msg[2][3] = {
+        {"division by zero", "integer division or modulo by zero", "integer modulo by zero"},
+        {"float division by zero", "float floor division by zero", "float modulo"}};
+    clf__j_fail(J, x, "%s", msg[fl][op == JO_DIV ? 0 : op == JO_FLOORDIV ? 1 : 2]);
+    return r;
+  }
+  if (op == JO_POW && fa == 0 && (fl ? fb < 0 : ib < 0)) {
+    clf__j_fail(J, x, "0.0 cannot be raised to a negative power");
     return r;
   }
   switch (op) {
@@ -311,14 +331,18 @@ static jv arith(jstate *J, const jnode *x, int op, jv a, jv b) {
     ir = ia % ib;
     if (ir != 0 && ((ir < 0) != (ib < 0))) ir += ib;
     return jv_int(ir);
-  case JO_POW:
+  case JO_POW: {
     if (fl || ib < 0) return jv_float(pow(fa, fb));
+    if (ia == 0 || ia == 1) return jv_int(ib == 0 ? 1 : ia);
+    if (ia == -1) return jv_int(ib % 2 ? -1 : 1);
+    int64_t base = ia; /* by squaring: |ia| >= 2 overflows within 63 squarings */
     ir = 1;
-    for (int64_t i = 0; i < ib; i++) {
-      if (__builtin_mul_overflow(ir, ia, &ir)) { checked_int(J, x, 1, 0, &r); return r; }
-      if (ir == 0 || ir == 1) break;
+    for (int64_t e = ib; e; e >>= 1) {
+      if ((e & 1) && __builtin_mul_overflow(ir, base, &ir)) { checked_int(J, x, 1, 0, &r); return r; }
+      if (e > 1 && __builtin_mul_overflow(base, base, &base)) { checked_int(J, x, 1, 0, &r); return r; }
     }
     return jv_int(ir);
+  }
   default: return r;
   }
 }
@@ -330,6 +354,7 @@ static int contains(jstate *J, const jnode *x, jv hay, jv needle) {
     if (needle.t != JV_STR)
       return clf__j_fail(J, x, "'in <string>' requires string as left operand, not %s", jv_typename(needle)), -1;
     if (!needle.u.s->n) return 1;
+    if (clf__j_charge(0, hay.u.s->n)) return -1;
     for (size_t i = 0; i + needle.u.s->n <= hay.u.s->n; i++)
       if (!memcmp(hay.u.s->s + i, needle.u.s->s, needle.u.s->n)) return 1;
     return 0;
@@ -444,7 +469,7 @@ static jv call_macro(jstate *J, const jnode *at, const jnode *m, int def_depth, 
   J->depth--;
   clf__j_pop_frame(J);
   jv r = J->st == CLF_OK ? jv_str(J, out.s ? out.s : "", out.n) : jv_undef();
-  free(out.s);
+  jbuf_free(&out);
   return r;
 }
 
@@ -494,6 +519,7 @@ jv clf__j_ev(jstate *J, const jnode *x) {
   jv a, b, r = jv_undef();
   if (J->st != CLF_OK) return r;
   if (++J->depth > CLF__J_MAX_DEPTH) { J->depth--; clf__j_fail(J, x, "evaluation nested too deeply"); return r; }
+  J->at = x;
   switch (x->k) {
   case JN_LIT: r = jv_ref(x->lit); break;
   case JN_NAME: r = clf__j_lookup(J, x->name); break;
@@ -542,6 +568,7 @@ jv clf__j_ev(jstate *J, const jnode *x) {
     b = clf__j_ev(J, x->b);
     if (J->st == CLF_OK && x->op == JO_CONCAT) {
       jbuf o = {0};
+      J->at = x;
       jv_write_str(&o, a);
       jv_write_str(&o, b);
       r = clf__j_buf_str(J, &o);

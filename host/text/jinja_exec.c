@@ -90,25 +90,31 @@ static int loop_set(jstate *J, jv loop, const char *k, jv v) {
   return jv_set(J, loop, key, v);
 }
 
-/* The `loop` variable of iteration i of n. */
-static jv loop_var(jstate *J, jv *items, size_t i, size_t n) {
-  jv l = jv_dict(J);
-  if (l.t != JV_DICT) return l;
-  l.u.d->ns = 2; /* attributes are its keys */
+#define LOOP_FIXED 9 /* index .. depth0: the entries every iteration has */
+
+/* The `loop` variable of iteration i of n into *l: made anew, or, when
+ * nothing but the loop holds the last one, that one updated in place. */
+static void loop_var(jstate *J, jv *l, jv *items, size_t i, size_t n) {
   int64_t ii = (int64_t)i, nn = (int64_t)n;
-  loop_set(J, l, "index", jv_int(ii + 1));
-  loop_set(J, l, "index0", jv_int(ii));
-  loop_set(J, l, "revindex", jv_int(nn - ii));
-  loop_set(J, l, "revindex0", jv_int(nn - ii - 1));
-  loop_set(J, l, "first", jv_bool(i == 0));
-  loop_set(J, l, "last", jv_bool(i + 1 == n));
-  loop_set(J, l, "length", jv_int(nn));
-  loop_set(J, l, "depth", jv_int(1));
-  loop_set(J, l, "depth0", jv_int(0));
-  if (i > 0) loop_set(J, l, "previtem", jv_ref(items[i - 1]));
-  if (i + 1 < n) loop_set(J, l, "nextitem", jv_ref(items[i + 1]));
-  loop_set(J, l, "cycle", jv_func(J, JF_CYCLE, 0, jv_int(ii), NULL));
-  return l;
+  jv fixed[LOOP_FIXED] = {jv_int(ii + 1), jv_int(ii), jv_int(nn - ii), jv_int(nn - ii - 1), jv_bool(i == 0),
+                          jv_bool(i + 1 == n), jv_int(nn), jv_int(1), jv_int(0)};
+  static const char *const names[LOOP_FIXED] = {"index", "index0", "revindex", "revindex0", "first", "last",
+                                                "length", "depth", "depth0"};
+  if (l->t == JV_DICT && l->u.d->refs == 1 && l->u.d->n >= LOOP_FIXED) {
+    jdict *d = l->u.d;
+    for (size_t k = LOOP_FIXED; k < d->n; k++) { jv_drop(d->k[k]); jv_drop(d->v[k]); }
+    d->n = LOOP_FIXED;
+    for (size_t k = 0; k < LOOP_FIXED; k++) d->v[k] = fixed[k]; /* (numbers: nothing to drop) */
+  } else {
+    jv_drop(*l);
+    *l = jv_dict(J);
+    if (l->t != JV_DICT) return;
+    l->u.d->ns = 2; /* attributes are its keys */
+    for (size_t k = 0; k < LOOP_FIXED; k++) loop_set(J, *l, names[k], fixed[k]);
+  }
+  if (i > 0) loop_set(J, *l, "previtem", jv_ref(items[i - 1]));
+  if (i + 1 < n) loop_set(J, *l, "nextitem", jv_ref(items[i + 1]));
+  loop_set(J, *l, "cycle", jv_func(J, JF_CYCLE, 0, jv_int(ii), NULL));
 }
 
 /* Keeps the items for which the loop's `if` holds. */
@@ -140,16 +146,18 @@ static int exec_for(jstate *J, const jnode *x, jbuf *out) {
   if (x->b && loop_filter(J, x, items, &n)) { drop_items(items, n); return -1; }
   if (!n) { free(items); return x->e ? clf__j_exec_body(J, x->e, out) : 0; }
   J->loops++;
+  jv l = jv_undef();
   for (size_t i = 0; i < n && J->st == CLF_OK; i++) {
     if (clf__j_step(J, x) || clf__j_push_frame(J, x, 0)) break;
-    jv l = loop_var(J, items, i, n);
-    if (J->st == CLF_OK && !bind(J, x->d, jv_ref(items[i])) && !clf__j_assign(J, "loop", l)) clf__j_exec_body(J, x->c, out);
-    else if (l.t != JV_UNDEF) jv_drop(l);
+    loop_var(J, &l, items, i, n);
+    if (J->st == CLF_OK && !bind(J, x->d, jv_ref(items[i])) && !clf__j_assign(J, "loop", jv_ref(l)))
+      clf__j_exec_body(J, x->c, out);
     clf__j_pop_frame(J);
     int ctl = J->ctl;
     J->ctl = 0;
     if (ctl == 1) break;
   }
+  jv_drop(l);
   J->loops--;
   drop_items(items, n);
   return J->st == CLF_OK ? 0 : -1;
@@ -178,7 +186,7 @@ static jv render_to_str(jstate *J, const jnode *body, const jnode *f) {
   jbuf b = {0};
   jv r = jv_undef();
   if (!clf__j_exec_body(J, body, &b)) r = jv_str(J, b.s ? b.s : "", b.n);
-  free(b.s);
+  jbuf_free(&b);
   if (!f || J->st != CLF_OK) return r;
   const jnode *chain[64];
   int n = 0;
@@ -194,6 +202,7 @@ static jv render_to_str(jstate *J, const jnode *body, const jnode *f) {
 /* (long: one case per statement kind) */
 static int exec_node(jstate *J, const jnode *x, jbuf *out) {
   jv v;
+  J->at = x;
   switch (x->k) {
   case JN_TEXT: return jbuf_add(out, x->lit.u.s->s, x->lit.u.s->n);
   case JN_OUTPUT:
@@ -260,11 +269,18 @@ static void load_vars(jstate *J, const cJSON *vars, jnums *nums) {
   }
 }
 
-clf_status clf__j_render(const jtemplate *t, const void *base, const void *vars, const char *vars_text, char **out) {
+clf_status clf__j_render(const jtemplate *t, const void *base, const void *vars, const char *vars_text,
+                         const clf_template_budget *budget, clf_template_budget *cost, char **out) {
   *out = NULL;
   jstate *J = calloc(1, sizeof(*J));
   if (!J) return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "chat template: out of memory");
   J->st = CLF_OK;
+  clf_template_budget_default(&J->max);
+  if (budget && budget->steps) J->max.steps = budget->steps;
+  if (budget && budget->bytes) J->max.bytes = budget->bytes;
+  if (budget && budget->memory) J->max.memory = budget->memory;
+  jstate *outer = clf__j_cur; /* (none: a render runs no other) */
+  clf__j_cur = J;
   jbuf b = {0};
   if (!clf__j_push_frame(J, NULL, 0)) {
     jnums nums = {0};
@@ -276,10 +292,15 @@ clf_status clf__j_render(const jtemplate *t, const void *base, const void *vars,
     if (J->st == CLF_OK && b.oom) clf__j_oom(J);
   }
   while (J->nfr) clf__j_pop_frame(J);
+  clf__j_free_cycles(J);
   clf_status st = J->st;
+  char *text = st == CLF_OK ? jbuf_take(&b) : NULL;
+  jbuf_free(&b);
+  if (cost) *cost = (clf_template_budget){J->steps, J->bytes, J->peak};
+  clf__j_cur = outer;
   free(J);
-  if (st != CLF_OK) { free(b.s); return st; }
-  if (!b.s && !(b.s = calloc(1, 1))) return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "chat template: out of memory");
-  *out = b.s;
+  if (st != CLF_OK) return st;
+  if (!text && !(text = calloc(1, 1))) return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "chat template: out of memory");
+  *out = text;
   return CLF_OK;
 }

@@ -43,6 +43,7 @@ static jv soft(jstate *J, jv v) { return clf__j_to_str(J, v); }
 /* Jinja's title filter: the first letter after each run of -, whitespace,
  * (, {, [, < upper, the others lower. */
 static jv title(jstate *J, jv v) {
+  if (clf__j_charge(0, 2 * CLF__J_SLOW * v.u.s->n)) return jv_undef();
   jbuf b = {0};
   int start = 1;
   for (size_t i = 0; i < v.u.s->n;) {
@@ -67,6 +68,7 @@ static int is_line_break(uint32_t c) {
 static jv indent(jstate *J, const jnode *at, jv s, const jargs *a) {
   jv w = clf__j_arg(a, 0, "width", NULL), first = clf__j_arg(a, 1, "first", NULL), blank = clf__j_arg(a, 2, "blank", NULL);
   jbuf ind = {0}, b = {0};
+  if (s.t == JV_STR && clf__j_charge(0, CLF__J_SLOW * s.u.s->n)) return jv_undef();
   if (w.t == JV_STR) jbuf_add(&ind, w.u.s->s, w.u.s->n);
   else if (w.t == JV_UNDEF) jbuf_adds(&ind, "    ");
   else if (w.t == JV_INT || w.t == JV_BOOL) for (int64_t i = 0; i < (w.t == JV_INT ? w.u.i : w.u.b) && i < 4096; i++) jbuf_addc(&ind, ' ');
@@ -96,7 +98,7 @@ static jv indent(jstate *J, const jnode *at, jv s, const jargs *a) {
     if (j >= n && c == '\r' && j == e + 1) break;
     i = j;
   }
-  free(ind.s);
+  jbuf_free(&ind);
   return clf__j_buf_str(J, &b);
 }
 
@@ -127,7 +129,7 @@ static jv tojson(jstate *J, const jnode *at, jv v, const jargs *a) {
   jbuf b = {0};
   const char *bad = NULL;
   int r = jv_write_json(&b, v, indent, is, ks, jv_truthy(sk), &bad);
-  if (r == -2) { free(b.s); return failv(J, at, "Object of type %s is not JSON serializable", bad); }
+  if (r == -2) { jbuf_free(&b); return failv(J, at, "Object of type %s is not JSON serializable", bad); }
   if (r == 0 && jv_truthy(asc)) { /* ensure_ascii: \\uXXXX, surrogate pairs past the BMP */
     jbuf e = {0};
     for (size_t i = 0; i < b.n;) {
@@ -142,7 +144,7 @@ static jv tojson(jstate *J, const jnode *at, jv v, const jargs *a) {
       }
       jbuf_adds(&e, t);
     }
-    free(b.s);
+    jbuf_free(&b);
     b = e;
   }
   return clf__j_buf_str(J, &b);
@@ -384,7 +386,7 @@ static jv join(jstate *J, const jnode *at, jv v, const jargs *a) {
   }
   for (size_t i = 0; i < n; i++) jv_drop(items[i]);
   free(items);
-  if (clf__j_failed(J)) { free(b.s); return jv_undef(); }
+  if (clf__j_failed(J)) { jbuf_free(&b); return jv_undef(); }
   return clf__j_buf_str(J, &b);
 }
 
@@ -420,23 +422,47 @@ static jv to_number(jstate *J, jv v, const jargs *a, int as_float) {
   return isfinite(f) && fabs(f) < 9.2e18 ? jv_int((int64_t)f) : jv_int(0);
 }
 
+/* Jinja's round: Python's round(value, precision) for "common" (an int
+ * stays an int; precision past a double's digits leaves the value, far
+ * below it gives 0), math.ceil / math.floor(value * 10**p) / 10**p else. */
 static jv round_f(jstate *J, const jnode *at, jv v, const jargs *a) {
   jv p = clf__j_arg(a, 0, "precision", NULL), m = clf__j_arg(a, 1, "method", NULL);
-  int64_t prec = p.t == JV_INT ? p.u.i : 0;
+  int64_t prec = p.t == JV_INT ? p.u.i : p.t == JV_BOOL ? p.u.b : 0;
   if (v.t != JV_INT && v.t != JV_FLOAT && v.t != JV_BOOL) return failv(J, at, "round expects a number, not %s", jv_typename(v));
-  double x = v.t == JV_FLOAT ? v.u.f : v.t == JV_INT ? (double)v.u.i : v.u.b, r;
-  double s = pow(10, (double)prec);
-  if (m.t == JV_STR && !strcmp(m.u.s->s, "ceil")) r = ceil(x * s) / s;
-  else if (m.t == JV_STR && !strcmp(m.u.s->s, "floor")) r = floor(x * s) / s;
-  else if (m.t == JV_STR && strcmp(m.u.s->s, "common")) return failv(J, at, "%s", "method must be common, ceil or floor");
-  else if (prec < 0 || prec > 300) r = round(x * s) / s;
-  else { char t[400]; snprintf(t, sizeof(t), "%.*f", (int)prec, x); r = strtod(t, NULL); }
-  return jv_float(r);
+  int common = m.t != JV_STR || !strcmp(m.u.s->s, "common");
+  if (!common && strcmp(m.u.s->s, "ceil") && strcmp(m.u.s->s, "floor"))
+    return failv(J, at, "%s", "method must be common, ceil or floor");
+  double x = v.t == JV_FLOAT ? v.u.f : v.t == JV_INT ? (double)v.u.i : v.u.b;
+  if (common && v.t != JV_FLOAT) { /* round(int, ndigits) */
+    int64_t i = v.t == JV_INT ? v.u.i : v.u.b;
+    if (prec >= 0) return jv_int(i);
+    if (prec < -18) return jv_int(0);
+    int64_t q = 1;
+    for (int64_t k = 0; k < -prec; k++) q *= 10;
+    int64_t d = i / q, r = i % q, out; /* to the nearest multiple of q, ties to the even one */
+    if (r < 0) { r += q; d--; }
+    if (r > q - r || (r == q - r && (d & 1))) d++;
+    if (__builtin_mul_overflow(d, q, &out)) return failv(J, at, "%s", "integer overflow (past 64 bits)");
+    return jv_int(out);
+  }
+  if (common) {
+    if (!isfinite(x) || prec > 323) return jv_float(x); /* CPython's NDIGITS_MAX */
+    if (prec < -308) return jv_float(0.0 * x);        /* NDIGITS_MIN */
+    if (prec >= 0) { char t[400]; snprintf(t, sizeof(t), "%.*f", (int)prec, x); return jv_float(strtod(t, NULL)); }
+    double s = pow(10, (double)-prec), y = x / s, r = nearbyint(y); /* (round half to even) */
+    return jv_float(r * s);
+  }
+  if (prec > 308) return failv(J, at, "%s", "int too large to convert to float"); /* 10**prec as a float */
+  double s = pow(10, (double)prec), y = x * s;
+  if (isnan(y)) return failv(J, at, "%s", "cannot convert float NaN to integer");
+  if (isinf(y)) return failv(J, at, "%s", "cannot convert float infinity to integer");
+  return jv_float((!strcmp(m.u.s->s, "ceil") ? ceil(y) : floor(y)) / s);
 }
 
 static jv escape(jstate *J, jv v) {
   jv s = soft(J, v);
   if (s.t != JV_STR) return s;
+  if (clf__j_charge(0, CLF__J_SLOW * s.u.s->n)) { jv_drop(s); return jv_undef(); }
   jbuf b = {0};
   for (size_t i = 0; i < s.u.s->n; i++) {
     char c = s.u.s->s[i];
@@ -484,6 +510,7 @@ static jv str_filter(jstate *J, const jnode *at, int fid, jv v, const jargs *a) 
   else if (fid == F_INDENT) r = indent(J, at, s, a);
   else if (fid == F_WORDCOUNT) {
     int64_t words = 0, in = 0;
+    if (clf__j_charge(0, CLF__J_SLOW * s.u.s->n)) { jv_drop(s); return jv_undef(); }
     for (size_t i = 0; i < s.u.s->n;) {
       uint32_t c = clf__j_cp(s.u.s->s, s.u.s->n, &i);
       int w = c == '_' || (c < 128 ? ((c | 32) >= 'a' && (c | 32) <= 'z') || (c >= '0' && c <= '9') : !clf__uc_isspace(c) && clf__uc_class(c) != CLF__UC_P);

@@ -23,7 +23,7 @@ jv clf__j_buf_str(jstate *J, jbuf *b) {
   jv r = jv_undef();
   if (b->oom) clf__j_fail(J, NULL, "a string past %zu bytes (or out of memory)", (size_t)CLF__J_MAX_OUTPUT);
   else r = jv_str(J, b->s ? b->s : "", b->n);
-  free(b->s);
+  jbuf_free(b);
   return r;
 }
 
@@ -34,6 +34,7 @@ uint32_t clf__j_cp(const char *s, size_t n, size_t *i) {
 }
 
 static void put_cp(jbuf *b, uint32_t cp) {
+  if (cp < 128) { jbuf_addc(b, (char)cp); return; }
   char t[4];
   jbuf_add(b, t, clf__utf8_put(t, cp));
 }
@@ -58,6 +59,7 @@ uint32_t clf__j_upper(uint32_t c) {
 }
 
 void clf__j_put_lower(jbuf *b, uint32_t c) {
+  if (c < 128) { jbuf_addc(b, (char)(c >= 'A' && c <= 'Z' ? c + 32 : c)); return; }
   uint32_t o[2];
   int k = clf__uc_lower(c, o);
   for (int i = 0; i < k; i++) put_cp(b, o[i]);
@@ -68,6 +70,7 @@ int clf__j_is_cased(uint32_t c) { return c < 128 ? ((c | 32) >= 'a' && (c | 32) 
 jv clf__j_case(jstate *J, jv v, int mode) {
   jbuf b = {0};
   const jstr *s = v.u.s;
+  if (clf__j_charge(0, 2 * CLF__J_SLOW * s->n)) return jv_undef(); /* a table look-up a code point */
   int prev_cased = 0, first = 1;
   for (size_t i = 0; i < s->n; first = 0) {
     uint32_t c = clf__j_cp(s->s, s->n, &i);
@@ -110,6 +113,7 @@ int clf__j_has_cp(const jstr *set, uint32_t c) {
 
 /* s with old replaced by new (count < 0: all), as Python's str.replace. */
 jv clf__j_replace(jstate *J, const jstr *s, const jstr *old, const jstr *nw, int64_t count) {
+  if (clf__j_charge(0, CLF__J_SLOW * s->n)) return jv_undef();
   jbuf b = {0};
   size_t i = 0;
   int64_t done = 0;
@@ -138,6 +142,7 @@ jv clf__j_replace(jstate *J, const jstr *s, const jstr *old, const jstr *nw, int
 
 /* Python's str.split(sep, maxsplit). */
 static jv split(jstate *J, const jstr *s, const jstr *sep, int64_t maxsplit) {
+  if (clf__j_charge(0, CLF__J_SLOW * s->n)) return jv_undef();
   jv l = jv_list(J, 0);
   size_t i = 0;
   int64_t done = 0;
@@ -253,7 +258,7 @@ static jv str_join(jstate *J, const jnode *at, jv sep, jv seq) {
   }
   for (size_t i = 0; i < n; i++) jv_drop(items[i]);
   free(items);
-  if (clf__j_failed(J)) { free(b.s); return jv_undef(); }
+  if (clf__j_failed(J)) { jbuf_free(&b); return jv_undef(); }
   return clf__j_buf_str(J, &b);
 }
 
@@ -261,6 +266,7 @@ static jv str_join(jstate *J, const jnode *at, jv sep, jv seq) {
  * non-overlapping occurrences. */
 static int64_t find_or_count(const jstr *s, const jstr *sub, int count) {
   int64_t c = 0;
+  clf__j_charge(0, s->n);
   for (size_t i = 0; i + sub->n <= s->n;) {
     if (!memcmp(s->s + i, sub->s, sub->n)) {
       if (!count) return (int64_t)jv_utf8_len(s->s, i);
@@ -273,9 +279,45 @@ static int64_t find_or_count(const jstr *s, const jstr *sub, int count) {
   return count ? c : -1;
 }
 
+/* str.find / str.count (sub[, start[, end]]): start and end are code point
+ * indices adjusted as Python's slices are (CPython's ADJUST_INDICES). */
+static jv find_in(jstate *J, const jnode *at, const jstr *s, const jstr *sub, const jargs *a, int count) {
+  int64_t len = (int64_t)jv_utf8_len(s->s, s->n), idx[2] = {0, len};
+  for (size_t k = 1; k <= 2; k++) {
+    int given;
+    jv v = clf__j_arg(a, k, NULL, &given);
+    if (!given || v.t == JV_NONE) continue;
+    if (v.t != JV_INT && v.t != JV_BOOL) {
+      clf__j_fail(J, at, "slice indices must be integers or None or have an __index__ method");
+      return jv_undef();
+    }
+    idx[k - 1] = v.t == JV_INT ? v.u.i : v.u.b;
+  }
+  int64_t st = idx[0], en = idx[1], sublen = (int64_t)jv_utf8_len(sub->s, sub->n);
+  if (en > len) en = len;
+  else if (en < 0 && (en += len) < 0) en = 0;
+  if (st < 0 && (st += len) < 0) st = 0;
+  if (st > len || en - st < sublen) return jv_int(count ? 0 : -1);
+  if (!sub->n) return jv_int(count ? en - st + 1 : st);
+  size_t bs = 0, be; /* the bytes of code points st .. en */
+  for (int64_t c = 0; c < st; c++) { bs++; while (bs < s->n && ((unsigned char)s->s[bs] & 0xC0) == 0x80) bs++; }
+  be = bs;
+  for (int64_t c = st; c < en; c++) { be++; while (be < s->n && ((unsigned char)s->s[be] & 0xC0) == 0x80) be++; }
+  int64_t found = -1, n = 0;
+  for (size_t i = bs; i + sub->n <= be;) {
+    if (memcmp(s->s + i, sub->s, sub->n)) { i++; continue; }
+    if (!count) { found = st + (int64_t)jv_utf8_len(s->s + bs, i - bs); break; }
+    n++;
+    i += sub->n;
+  }
+  clf__j_charge(0, be - bs);
+  return jv_int(count ? n : found);
+}
+
 /* Python's str.format for replacement fields without a format spec: {},
  * {0}, {name}, with !s / !r; {{ and }} are braces. */
 static jv format(jstate *J, const jnode *at, const jstr *f, const jargs *a) {
+  if (clf__j_charge(0, CLF__J_SLOW * f->n)) return jv_undef();
   jbuf b = {0};
   size_t auto_i = 0;
   for (size_t i = 0; i < f->n && !clf__j_failed(J);) {
@@ -307,7 +349,7 @@ static jv format(jstate *J, const jnode *at, const jstr *f, const jargs *a) {
     if (repr) jv_write_repr(&b, v);
     else jv_write_str(&b, v);
   }
-  if (clf__j_failed(J)) { free(b.s); return jv_undef(); }
+  if (clf__j_failed(J)) { jbuf_free(&b); return jv_undef(); }
   return clf__j_buf_str(J, &b);
 }
 
@@ -351,7 +393,7 @@ jv clf__j_call_method(jstate *J, const jnode *at, int mid, jv self, const jargs 
   case M_JOIN: return str_join(J, at, self, clf__j_arg(a, 0, "iterable", NULL));
   case M_FIND: case M_COUNT:
     if (str_arg(J, at, a, 0, "sub", &x, 0)) return jv_undef();
-    return jv_int(find_or_count(self.u.s, x, mid == M_COUNT));
+    return find_in(J, at, self.u.s, x, a, mid == M_COUNT);
   case M_FORMAT: return format(J, at, self.u.s, a);
   case M_ITEMS: case M_KEYS: case M_VALUES: return dict_view(J, self, mid);
   case M_GET: {
@@ -479,9 +521,35 @@ static jv range(jstate *J, const jnode *at, const jargs *a) {
     return jv_undef();
   }
   jv l = jv_list(J, 0);
-  for (int64_t i = v[0]; l.t == JV_LIST && (v[2] > 0 ? i < v[1] : i > v[1]); i += v[2])
-    if (jv_push(J, l, jv_int(i))) break;
+  for (int64_t i = v[0]; l.t == JV_LIST && (v[2] > 0 ? i < v[1] : i > v[1]);) {
+    if (jv_push(J, l, jv_int(i)) || __builtin_add_overflow(i, v[2], &i)) break; /* past 64 bits: the end */
+  }
   return l;
+}
+
+/* time.strftime(format) of the local time, any length: a byte after the
+ * format tells an empty result from one that did not fit. */
+static jv strftime_now(jstate *J, const jstr *f) {
+  if (memchr(f->s, 0, f->n)) { clf__j_fail(J, NULL, "embedded null character"); return jv_undef(); }
+  time_t now = time(NULL);
+  struct tm tm;
+  localtime_r(&now, &tm);
+  jbuf fmt = {0};
+  jbuf_add(&fmt, f->s, f->n);
+  jbuf_addc(&fmt, 'x');
+  jv r = jv_undef();
+  for (size_t cap = 256; !fmt.oom && cap <= CLF__J_MAX_OUTPUT; cap *= 2) {
+    if (clf__j_charge(0, cap)) break;
+    char *out = malloc(cap);
+    if (!out) { clf__j_oom(J); break; }
+    size_t n = strftime(out, cap, fmt.s, &tm);
+    if (n) r = jv_str(J, out, n - 1);
+    free(out);
+    if (n) break;
+  }
+  if (fmt.oom || (r.t == JV_UNDEF && !clf__j_failed(J))) clf__j_fail(J, NULL, "strftime_now(): the text is too long");
+  jbuf_free(&fmt);
+  return r;
 }
 
 jv clf__j_call_global(jstate *J, const jnode *at, int gid, const jargs *a) {
@@ -508,12 +576,7 @@ jv clf__j_call_global(jstate *J, const jnode *at, int gid, const jargs *a) {
   case G_STRFTIME: {
     jv f = clf__j_arg(a, 0, "format", NULL);
     if (f.t != JV_STR) { clf__j_fail(J, at, "strftime_now() argument must be str"); return jv_undef(); }
-    char out[512];
-    time_t now = time(NULL);
-    struct tm tm;
-    localtime_r(&now, &tm);
-    size_t n = f.u.s->n && f.u.s->n < 200 ? strftime(out, sizeof(out), f.u.s->s, &tm) : 0;
-    return jv_str(J, out, n);
+    return strftime_now(J, f.u.s);
   }
   default: clf__j_fail(J, at, "unknown global"); return jv_undef();
   }

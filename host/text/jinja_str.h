@@ -20,6 +20,12 @@ jv clf__j_strip(jstate *J, jv str, const jstr *chars, int which);
 int clf__j_has_cp(const jstr *set, uint32_t c);
 jv clf__j_replace(jstate *J, const jstr *s, const jstr *old, const jstr *nw, int64_t count);
 /* ---- the evaluator's state and services (jinja_eval.c, jinja_exec.c) ---- */
+/* The render running on this thread (set by clf__j_render for its length):
+ * what the value functions charge their work and memory to. */
+extern _Thread_local struct jstate *clf__j_cur;
+/* Frees what a render's values left behind: the containers still alive
+ * once its frames are dropped are those held only by reference cycles. */
+void clf__j_free_cycles(struct jstate *J);
 #define CLF__J_MAX_FRAMES 512
 
 /* barrier: a macro's frame; lookups go on at frame `barrier - 1` (the
@@ -28,7 +34,12 @@ typedef struct jframe { jv vars; int barrier; } jframe;
 
 struct jstate {
   clf_status st;
-  long steps;
+  const struct jnode *at; /* the node being evaluated: where a limit is reported */
+  clf_template_budget max; /* the budget, and what was used of it: */
+  uint64_t steps, bytes;
+  uint64_t live, peak;     /* bytes of values alive, the most at once */
+  jv *objs;                /* the containers made and alive (jlist/jdict/jfunc reg) */
+  size_t nobjs, capobjs;
   int depth;
   jframe fr[CLF__J_MAX_FRAMES];
   int nfr;

@@ -1,10 +1,15 @@
 /* jinja_value.c - the values templates compute with, as Python has them:
  * reference-counted strings, lists (tuples) and insertion-ordered dicts;
  * equality and ordering, str() and repr(), json.dumps, and values from a
- * JSON context.
+ * JSON context.  Every value made in a render is charged to its budget
+ * (clf__j_cur): its bytes as work, its memory while it is alive; the
+ * containers a render makes are kept in its registry, so that those held
+ * only by reference cycles are freed when it ends.
  */
 #include "jinja.h"
+#include "jinja_str.h"
 #include "tokenizer.h"
+#include "base/status.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -13,8 +18,105 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* jinja_eval.c records out of memory on the state. */
-int clf__j_oom(jstate *J);
+_Thread_local jstate *clf__j_cur;
+
+/* ---- the budget ---- */
+
+static int limit(jstate *J, const char *what, uint64_t max, const char *unit) {
+  if (J->st != CLF_OK) return -1;
+  const jnode *at = J->at;
+  char pos[40] = "";
+  if (at) snprintf(pos, sizeof(pos), " at %d:%d", at->line, at->col);
+  J->st = clf__fail(NULL, CLF_E_LIMIT,
+                    "chat template: the render used up its %s budget (%llu %s)%s; "
+                    "clf_chat_template_set_budget (--template-budget) raises it",
+                    what, (unsigned long long)max, unit, pos);
+  return -1;
+}
+
+int clf__j_charge(uint64_t steps, uint64_t bytes) {
+  jstate *J = clf__j_cur;
+  if (!J) return 0;
+  if (J->st != CLF_OK) return -1;
+  J->steps += steps;
+  J->bytes += bytes;
+  if (J->steps > J->max.steps) return limit(J, "steps", J->max.steps, "loop iterations, calls and items");
+  if (J->bytes > J->max.bytes) return limit(J, "bytes", J->max.bytes, "bytes of text made, copied or searched");
+  return 0;
+}
+
+/* n bytes more alive; -1 (and nothing taken) past the memory budget. */
+static int mem_take(size_t n) {
+  jstate *J = clf__j_cur;
+  if (!J) return 0;
+  if (J->st != CLF_OK) return -1;
+  if (n > J->max.memory - J->live) return limit(J, "memory", J->max.memory, "bytes of values alive at once");
+  J->live += n;
+  if (J->live > J->peak) J->peak = J->live;
+  return 0;
+}
+
+static void mem_give(size_t n) {
+  jstate *J = clf__j_cur;
+  if (J) J->live = n < J->live ? J->live - n : 0;
+}
+
+/* The registry of containers: v (a list, dict or function) joins it. */
+static void reg_add(jv v, size_t *reg) {
+  jstate *J = clf__j_cur;
+  *reg = JV_NOREG;
+  if (!J) return;
+  if (J->nobjs == J->capobjs) {
+    size_t cap = J->capobjs ? J->capobjs * 2 : 64;
+    jv *o = realloc(J->objs, cap * sizeof(*o));
+    if (!o) { clf__j_oom(J); return; } /* the render fails; this one is freed by reference counting */
+    J->objs = o;
+    J->capobjs = cap;
+  }
+  *reg = J->nobjs;
+  J->objs[J->nobjs++] = v;
+}
+
+static size_t *reg_of(jv v) {
+  return v.t == JV_LIST ? &v.u.l->reg : v.t == JV_DICT ? &v.u.d->reg : &v.u.fn->reg;
+}
+
+static void reg_remove(size_t reg) {
+  jstate *J = clf__j_cur;
+  if (!J || reg == JV_NOREG || reg >= J->nobjs) return;
+  J->objs[reg] = J->objs[--J->nobjs];
+  if (reg < J->nobjs) *reg_of(J->objs[reg]) = reg;
+}
+
+void clf__j_free_cycles(jstate *J) {
+  /* Every container left is held by a cycle (or by one that is): pin them
+   * all, empty them (dropping what they hold frees the rest), free them. */
+  for (size_t i = 0; i < J->nobjs; i++) jv_ref(J->objs[i]);
+  for (size_t i = 0; i < J->nobjs; i++) {
+    jv v = J->objs[i];
+    if (v.t == JV_LIST) {
+      for (size_t k = 0; k < v.u.l->n; k++) jv_drop(v.u.l->v[k]);
+      v.u.l->n = 0;
+    } else if (v.t == JV_DICT) {
+      for (size_t k = 0; k < v.u.d->n; k++) { jv_drop(v.u.d->k[k]); jv_drop(v.u.d->v[k]); }
+      v.u.d->n = 0;
+    } else {
+      jv_drop(v.u.fn->self);
+      v.u.fn->self = jv_none();
+    }
+  }
+  while (J->nobjs) {
+    jv v = J->objs[J->nobjs - 1];
+    *reg_of(v) = JV_NOREG;
+    J->nobjs--;
+    if (v.t == JV_LIST) { free(v.u.l->v); free(v.u.l); }
+    else if (v.t == JV_DICT) { free(v.u.d->k); free(v.u.d->v); free(v.u.d); }
+    else free(v.u.fn);
+  }
+  free(J->objs);
+  J->objs = NULL;
+  J->capobjs = 0;
+}
 
 jv jv_undef(void) { jv v = {JV_UNDEF, {.s = NULL}}; return v; }
 jv jv_none(void) { jv v = {JV_NONE, {.i = 0}}; return v; }
@@ -24,8 +126,13 @@ jv jv_float(double f) { jv v = {JV_FLOAT, {.f = f}}; return v; }
 
 jv jv_str(jstate *J, const char *s, size_t n) {
   jv v = jv_undef();
-  jstr *x = n < CLF__J_MAX_OUTPUT ? malloc(sizeof(jstr) + n + 1) : NULL;
-  if (!x) { if (J) clf__j_oom(J); return v; }
+  if (n >= CLF__J_MAX_OUTPUT) {
+    if (J) clf__j_fail(J, J->at, "a string past %zu bytes", (size_t)CLF__J_MAX_OUTPUT);
+    return v;
+  }
+  if (clf__j_charge(0, n) || mem_take(sizeof(jstr) + n + 1)) return v;
+  jstr *x = malloc(sizeof(jstr) + n + 1);
+  if (!x) { mem_give(sizeof(jstr) + n + 1); if (J) clf__j_oom(J); return v; }
   x->refs = 1;
   x->n = n;
   if (n) memcpy(x->s, s, n);
@@ -39,29 +146,35 @@ jv jv_cstr(jstate *J, const char *s) { return jv_str(J, s, strlen(s)); }
 
 jv jv_list(jstate *J, int tuple) {
   jv v = jv_undef();
+  if (clf__j_charge(1, 0) || mem_take(sizeof(jlist))) return v;
   jlist *l = calloc(1, sizeof(*l));
-  if (!l) { clf__j_oom(J); return v; }
+  if (!l) { mem_give(sizeof(jlist)); clf__j_oom(J); return v; }
   l->refs = 1;
   l->tuple = tuple;
   v.t = JV_LIST;
   v.u.l = l;
+  reg_add(v, &l->reg);
   return v;
 }
 
 jv jv_dict(jstate *J) {
   jv v = jv_undef();
+  if (clf__j_charge(1, 0) || mem_take(sizeof(jdict))) return v;
   jdict *d = calloc(1, sizeof(*d));
-  if (!d) { clf__j_oom(J); return v; }
+  if (!d) { mem_give(sizeof(jdict)); clf__j_oom(J); return v; }
   d->refs = 1;
   v.t = JV_DICT;
   v.u.d = d;
+  reg_add(v, &d->reg);
   return v;
 }
 
 jv jv_func(jstate *J, int kind, int id, jv self, const jnode *macro) {
   jv v = jv_undef();
+  if (clf__j_charge(1, 0) || mem_take(sizeof(jfunc))) return v;
   jfunc *f = calloc(1, sizeof(*f));
-  if (!f) { clf__j_oom(J); return v; }
+  if (!f) { mem_give(sizeof(jfunc)); clf__j_oom(J); return v; }
+  reg_add((jv){JV_FUNC, {.fn = f}}, &f->reg);
   f->refs = 1;
   f->kind = kind;
   f->id = id;
@@ -88,18 +201,22 @@ void jv_drop(jv v) {
   switch (v.t) {
   case JV_STR:
   case JV_UNDEF:
-    if (v.u.s && --v.u.s->refs == 0) free(v.u.s);
+    if (v.u.s && --v.u.s->refs == 0) { mem_give(sizeof(jstr) + v.u.s->n + 1); free(v.u.s); }
     break;
   case JV_LIST:
     if (--v.u.l->refs == 0) {
+      reg_remove(v.u.l->reg);
       for (size_t i = 0; i < v.u.l->n; i++) jv_drop(v.u.l->v[i]);
+      mem_give(sizeof(jlist) + v.u.l->cap * sizeof(jv));
       free(v.u.l->v);
       free(v.u.l);
     }
     break;
   case JV_DICT:
     if (--v.u.d->refs == 0) {
+      reg_remove(v.u.d->reg);
       for (size_t i = 0; i < v.u.d->n; i++) { jv_drop(v.u.d->k[i]); jv_drop(v.u.d->v[i]); }
+      mem_give(sizeof(jdict) + v.u.d->cap * 2 * sizeof(jv));
       free(v.u.d->k);
       free(v.u.d->v);
       free(v.u.d);
@@ -107,7 +224,9 @@ void jv_drop(jv v) {
     break;
   case JV_FUNC:
     if (--v.u.fn->refs == 0) {
+      reg_remove(v.u.fn->reg);
       jv_drop(v.u.fn->self);
+      mem_give(sizeof(jfunc));
       free(v.u.fn);
     }
     break;
@@ -121,10 +240,12 @@ int jv_push(jstate *J, jv list, jv item) {
     jv_drop(item);
     return clf__j_fail(J, NULL, "a list past %d items", CLF__J_MAX_ITEMS);
   }
+  if (clf__j_charge(1, 0)) { jv_drop(item); return -1; }
   if (l->n == l->cap) {
     size_t cap = l->cap ? l->cap * 2 : 4;
+    if (mem_take((cap - l->cap) * sizeof(jv))) { jv_drop(item); return -1; }
     jv *v = cap < ((size_t)1 << 28) ? realloc(l->v, cap * sizeof(*v)) : NULL;
-    if (!v) { jv_drop(item); return clf__j_oom(J); }
+    if (!v) { mem_give((cap - l->cap) * sizeof(jv)); jv_drop(item); return clf__j_oom(J); }
     l->v = v;
     l->cap = cap;
   }
@@ -134,6 +255,7 @@ int jv_push(jstate *J, jv list, jv item) {
 
 jv jv_getv(jv dict, jv key, int *found) {
   jdict *d = dict.u.d;
+  clf__j_charge(d->n >> 4, 0);
   for (size_t i = d->n; i-- > 0;)
     if (jv_equal(d->k[i], key)) { *found = 1; return d->v[i]; }
   *found = 0;
@@ -144,6 +266,7 @@ jv jv_get(jv dict, const char *key) {
   if (dict.t != JV_DICT) return jv_undef();
   jdict *d = dict.u.d;
   size_t n = strlen(key);
+  clf__j_charge(d->n >> 4, 0);
   for (size_t i = d->n; i-- > 0;)
     if (d->k[i].t == JV_STR && d->k[i].u.s->n == n && !memcmp(d->k[i].u.s->s, key, n)) return d->v[i];
   return jv_undef();
@@ -153,13 +276,19 @@ jv jv_get(jv dict, const char *key) {
  * twice is found at its last place, as json.loads keeps the last). */
 static int jv_append(jstate *J, jv dict, jv key, jv val) {
   jdict *d = dict.u.d;
+  if (clf__j_charge(1, 0)) { jv_drop(key); jv_drop(val); return -1; }
   if (d->n == d->cap) {
     size_t cap = d->cap ? d->cap * 2 : 4;
+    if (mem_take((cap - d->cap) * 2 * sizeof(jv))) { jv_drop(key); jv_drop(val); return -1; }
     jv *k = cap < ((size_t)1 << 28) ? realloc(d->k, cap * sizeof(*k)) : NULL;
     if (k) d->k = k;
     jv *v = k ? realloc(d->v, cap * sizeof(*v)) : NULL;
     if (v) d->v = v;
-    if (!k || !v) { jv_drop(key); jv_drop(val); return clf__j_oom(J); }
+    if (!k || !v) { /* (a grown k is kept: d->cap still says what is used) */
+      mem_give((cap - d->cap) * 2 * sizeof(jv));
+      jv_drop(key); jv_drop(val);
+      return clf__j_oom(J);
+    }
     d->cap = cap;
   }
   d->k[d->n] = key;
@@ -169,6 +298,7 @@ static int jv_append(jstate *J, jv dict, jv key, jv val) {
 
 int jv_set(jstate *J, jv dict, jv key, jv val) {
   jdict *d = dict.u.d;
+  clf__j_charge(d->n >> 4, 0);
   for (size_t i = 0; i < d->n; i++)
     if (jv_equal(d->k[i], key)) {
       jv_drop(key);
@@ -196,36 +326,61 @@ int jv_truthy(jv v) {
   }
 }
 
-int jv_equal(jv a, jv b) {
+/* Python's RecursionError, on the render running here. */
+static void too_deep(const char *where) {
+  jstate *J = clf__j_cur;
+  if (J) clf__j_fail(J, J->at, "maximum recursion depth exceeded %s", where);
+}
+
+static int same_obj(jv a, jv b) {
+  return a.t == b.t && ((a.t == JV_LIST && a.u.l == b.u.l) || (a.t == JV_DICT && a.u.d == b.u.d));
+}
+
+static int equal_at(jv a, jv b, int depth);
+
+static int dict_equal(jv a, jv b, int depth) {
+  if (a.u.d->ns || b.u.d->ns) return 0; /* a Namespace, a loop: no __eq__ (identity, checked before) */
+  if (a.u.d->n != b.u.d->n) return 0;
+  for (size_t i = 0; i < a.u.d->n; i++) {
+    int found = 0;
+    jv o = jv_undef();
+    for (size_t k = b.u.d->n; k-- > 0;) /* (keys: compared at this depth) */
+      if (equal_at(a.u.d->k[i], b.u.d->k[k], depth + 1)) { o = b.u.d->v[k]; found = 1; break; }
+    if (!found || !equal_at(a.u.d->v[i], o, depth + 1)) return 0;
+  }
+  return 1;
+}
+
+static int equal_at(jv a, jv b, int depth) {
   if (is_num(a) && is_num(b)) {
     if (a.t == JV_FLOAT || b.t == JV_FLOAT) return as_double(a) == as_double(b);
     return as_int(a) == as_int(b);
   }
   if (a.t != b.t) return 0;
+  if (same_obj(a, b)) return 1;
+  if ((a.t == JV_LIST || a.t == JV_DICT) && depth > CLF__J_MAX_DEPTH) { too_deep("in comparison"); return 0; }
   switch (a.t) {
   case JV_UNDEF: case JV_NONE: return 1;
-  case JV_STR: return a.u.s->n == b.u.s->n && !memcmp(a.u.s->s, b.u.s->s, a.u.s->n);
+  case JV_STR:
+    if (a.u.s->n != b.u.s->n) return 0;
+    clf__j_charge(0, a.u.s->n);
+    return !memcmp(a.u.s->s, b.u.s->s, a.u.s->n);
   case JV_LIST:
-    if (a.u.l->tuple == JL_GEN || b.u.l->tuple == JL_GEN) return a.u.l == b.u.l;
+    if (a.u.l->tuple == JL_GEN || b.u.l->tuple == JL_GEN) return 0;
     if (a.u.l->n != b.u.l->n || a.u.l->tuple != b.u.l->tuple) return 0;
+    clf__j_charge(a.u.l->n >> 4, 0);
     for (size_t i = 0; i < a.u.l->n; i++)
-      if (!jv_equal(a.u.l->v[i], b.u.l->v[i])) return 0;
+      if (!equal_at(a.u.l->v[i], b.u.l->v[i], depth + 1)) return 0;
     return 1;
-  case JV_DICT: {
-    if (a.u.d->n != b.u.d->n) return 0;
-    for (size_t i = 0; i < a.u.d->n; i++) {
-      int found;
-      jv o = jv_getv(b, a.u.d->k[i], &found);
-      if (!found || !jv_equal(a.u.d->v[i], o)) return 0;
-    }
-    return 1;
-  }
+  case JV_DICT: return dict_equal(a, b, depth);
   case JV_FUNC: return a.u.fn == b.u.fn;
   default: return 0;
   }
 }
 
-int jv_compare(jv a, jv b, int *ok) {
+int jv_equal(jv a, jv b) { return equal_at(a, b, 0); }
+
+static int compare_at(jv a, jv b, int *ok, int depth) {
   *ok = 1;
   if (is_num(a) && is_num(b)) {
     if (a.t == JV_FLOAT || b.t == JV_FLOAT) {
@@ -237,20 +392,24 @@ int jv_compare(jv a, jv b, int *ok) {
   }
   if (a.t == JV_STR && b.t == JV_STR) { /* UTF-8 byte order is code point order */
     size_t n = a.u.s->n < b.u.s->n ? a.u.s->n : b.u.s->n;
+    clf__j_charge(0, n);
     int c = memcmp(a.u.s->s, b.u.s->s, n);
     if (c) return c < 0 ? -1 : 1;
     return (a.u.s->n > b.u.s->n) - (a.u.s->n < b.u.s->n);
   }
   if (a.t == JV_LIST && b.t == JV_LIST && a.u.l->tuple == b.u.l->tuple && a.u.l->tuple != JL_GEN) {
+    if (depth > CLF__J_MAX_DEPTH) { too_deep("in comparison"); *ok = 0; return 0; }
     for (size_t i = 0; i < a.u.l->n && i < b.u.l->n; i++) {
-      if (jv_equal(a.u.l->v[i], b.u.l->v[i])) continue;
-      return jv_compare(a.u.l->v[i], b.u.l->v[i], ok);
+      if (equal_at(a.u.l->v[i], b.u.l->v[i], depth + 1)) continue;
+      return compare_at(a.u.l->v[i], b.u.l->v[i], ok, depth + 1);
     }
     return (a.u.l->n > b.u.l->n) - (a.u.l->n < b.u.l->n);
   }
   *ok = 0;
   return 0;
 }
+
+int jv_compare(jv a, jv b, int *ok) { return compare_at(a, b, ok, 0); }
 
 const char *jv_typename(jv v) {
   static const char *const names[] = {"Undefined", "NoneType", "bool", "int", "float", "str", "list", "dict", "function"};
@@ -261,6 +420,7 @@ const char *jv_typename(jv v) {
 
 size_t jv_utf8_len(const char *s, size_t n) {
   size_t c = 0;
+  clf__j_charge(0, n);
   for (size_t i = 0; i < n; i++) c += ((unsigned char)s[i] & 0xC0) != 0x80;
   return c;
 }
@@ -269,22 +429,42 @@ size_t jv_utf8_len(const char *s, size_t n) {
 
 int jbuf_add(jbuf *b, const char *s, size_t n) {
   if (b->oom) return -1;
-  if (n > CLF__J_MAX_OUTPUT - b->n) { b->oom = 1; return -1; }
+  if (n > CLF__J_MAX_OUTPUT - b->n || clf__j_charge(0, n)) { b->oom = 1; return -1; }
+  /* s may lie in b itself (a repetition doubles what it has) */
+  uintptr_t from = (uintptr_t)s, base = (uintptr_t)b->s;
+  size_t self = b->s && from >= base && from < base + b->n ? (size_t)(from - base) + 1 : 0;
   if (b->n + n + 1 > b->cap) {
     size_t cap = b->cap ? b->cap : 256;
     while (cap < b->n + n + 1) cap *= 2;
+    if (mem_take(cap - b->cap)) { b->oom = 1; return -1; }
     char *x = realloc(b->s, cap);
-    if (!x) { b->oom = 1; return -1; }
+    if (!x) { mem_give(cap - b->cap); b->oom = 1; return -1; }
     b->s = x;
     b->cap = cap;
+    if (self) s = b->s + self - 1;
   }
-  if (n) memcpy(b->s + b->n, s, n);
+  if (n) memmove(b->s + b->n, s, n);
   b->n += n;
   b->s[b->n] = '\0';
   return 0;
 }
 
 int jbuf_addc(jbuf *b, char c) { return jbuf_add(b, &c, 1); }
+
+void jbuf_free(jbuf *b) {
+  mem_give(b->cap);
+  free(b->s);
+  b->s = NULL;
+  b->n = b->cap = 0;
+}
+
+char *jbuf_take(jbuf *b) {
+  char *s = b->s;
+  mem_give(b->cap);
+  b->s = NULL;
+  b->n = b->cap = 0;
+  return s;
+}
 int jbuf_adds(jbuf *b, const char *s) { return jbuf_add(b, s, strlen(s)); }
 
 /* Python's repr(float): the shortest digits that read back the same,
@@ -368,31 +548,73 @@ static int write_str_repr(jbuf *b, const jstr *s) {
   return r ? r : jbuf_addc(b, q);
 }
 
-int jv_write_repr(jbuf *b, jv v) {
-  switch (v.t) {
-  case JV_STR: return write_str_repr(b, v.u.s);
-  case JV_LIST: {
-    if (v.u.l->tuple == JL_GEN) return jbuf_adds(b, "<generator object>");
-    int r = jbuf_addc(b, v.u.l->tuple ? '(' : '[');
+/* The containers being printed (Python's reprlib guard): one met again
+ * inside itself prints as [...] or {...}. */
+typedef struct jseen { const void *p[CLF__J_MAX_DEPTH + 2]; int n; } jseen;
+
+static int seen_has(const jseen *s, const void *p) {
+  for (int i = 0; i < s->n; i++)
+    if (s->p[i] == p) return 1;
+  return 0;
+}
+
+static int repr_at(jbuf *b, jv v, jseen *seen);
+
+static int repr_items(jbuf *b, jv v, jseen *seen) {
+  int r = 0;
+  if (v.t == JV_LIST) {
+    r = jbuf_addc(b, v.u.l->tuple ? '(' : '[');
     for (size_t i = 0; i < v.u.l->n && !r; i++) {
       if (i) r = jbuf_adds(b, ", ");
-      if (!r) r = jv_write_repr(b, v.u.l->v[i]);
+      if (!r) r = repr_at(b, v.u.l->v[i], seen);
     }
     if (!r && v.u.l->tuple && v.u.l->n == 1) r = jbuf_addc(b, ',');
     return r ? r : jbuf_addc(b, v.u.l->tuple ? ')' : ']');
   }
-  case JV_DICT: {
-    int r = jbuf_adds(b, v.u.d->ns ? "<Namespace {" : "{");
-    for (size_t i = 0; i < v.u.d->n && !r; i++) {
-      if (i) r = jbuf_adds(b, ", ");
-      if (!r) r = jv_write_repr(b, v.u.d->k[i]);
-      if (!r) r = jbuf_adds(b, ": ");
-      if (!r) r = jv_write_repr(b, v.u.d->v[i]);
+  r = jbuf_addc(b, '{');
+  for (size_t i = 0; i < v.u.d->n && !r; i++) {
+    if (i) r = jbuf_adds(b, ", ");
+    if (!r) r = repr_at(b, v.u.d->k[i], seen);
+    if (!r) r = jbuf_adds(b, ": ");
+    if (!r) r = repr_at(b, v.u.d->v[i], seen);
+  }
+  return r ? r : jbuf_addc(b, '}');
+}
+
+static int repr_at(jbuf *b, jv v, jseen *seen) {
+  switch (v.t) {
+  case JV_STR: return write_str_repr(b, v.u.s);
+  case JV_LIST: case JV_DICT: {
+    if (v.t == JV_LIST && v.u.l->tuple == JL_GEN) return jbuf_adds(b, "<generator object>");
+    int ns = v.t == JV_DICT && v.u.d->ns;
+    const void *p = v.t == JV_LIST ? (const void *)v.u.l : (const void *)v.u.d;
+    /* a tuple has no guard of its own in Python: the list or dict inside it that holds it has */
+    int guarded = !(v.t == JV_LIST && v.u.l->tuple);
+    if (guarded && seen_has(seen, p))
+      return jbuf_adds(b, ns ? "<Namespace {...}>" : v.t == JV_LIST ? "[...]" : "{...}");
+    if (seen->n > CLF__J_MAX_DEPTH) {
+      too_deep("while getting the repr of an object");
+      b->oom = 1;
+      return -1;
     }
-    return r ? r : jbuf_adds(b, v.u.d->ns ? "}>" : "}");
+    seen->p[seen->n++] = guarded ? p : NULL;
+    int r = ns ? jbuf_adds(b, "<Namespace ") : 0;
+    if (!r) r = repr_items(b, v, seen);
+    if (!r && ns) r = jbuf_addc(b, '>');
+    seen->n--;
+    return r;
   }
   default: return jv_write_str(b, v);
   }
+}
+
+int jv_write_repr(jbuf *b, jv v) {
+  jseen *seen = malloc(sizeof(*seen));
+  if (!seen) { b->oom = 1; return -1; }
+  seen->n = 0;
+  int r = repr_at(b, v, seen);
+  free(seen);
+  return r;
 }
 
 int jv_write_str(jbuf *b, jv v) {
@@ -410,6 +632,7 @@ int jv_write_str(jbuf *b, jv v) {
 /* ---- JSON ---- */
 
 static int json_str(jbuf *b, const char *s, size_t n) {
+  if (clf__j_charge(0, CLF__J_SLOW * n)) { b->oom = 1; return -1; }
   int r = jbuf_addc(b, '"');
   for (size_t i = 0; i < n && !r; i++) {
     unsigned char c = (unsigned char)s[i];
@@ -427,7 +650,7 @@ static int json_str(jbuf *b, const char *s, size_t n) {
   return r ? r : jbuf_addc(b, '"');
 }
 
-typedef struct jopts { const char *indent, *item_sep, *key_sep; int sort; const char **bad; } jopts;
+typedef struct jopts { const char *indent, *item_sep, *key_sep; int sort; const char **bad; jseen seen; } jopts;
 
 static int json_nl(jbuf *b, const jopts *o, int level) {
   if (!o->indent) return 0;
@@ -448,9 +671,9 @@ static int json_key(jbuf *b, jv k, const jopts *o) {
   }
 }
 
-static int json_value(jbuf *b, jv v, const jopts *o, int level);
+static int json_value(jbuf *b, jv v, jopts *o, int level);
 
-static int json_dict(jbuf *b, jv v, const jopts *o, int level) {
+static int json_dict(jbuf *b, jv v, jopts *o, int level) {
   jdict *d = v.u.d;
   if (!d->n) return jbuf_adds(b, "{}");
   size_t *ord = malloc(d->n * sizeof(*ord));
@@ -459,6 +682,7 @@ static int json_dict(jbuf *b, jv v, const jopts *o, int level) {
   if (o->sort) /* insertion sort: stable, keys compared as Python would */
     for (size_t i = 1; i < d->n; i++)
       for (size_t j = i; j > 0; j--) {
+        if (clf__j_charge(1, 0)) { free(ord); return -1; }
         int ok, c = jv_compare(d->k[ord[j - 1]], d->k[ord[j]], &ok);
         if (!ok) { free(ord); *o->bad = "keys of different types cannot be sorted"; return -2; }
         if (c <= 0) break;
@@ -477,8 +701,22 @@ static int json_dict(jbuf *b, jv v, const jopts *o, int level) {
   return r ? r : jbuf_addc(b, '}');
 }
 
-static int json_value(jbuf *b, jv v, const jopts *o, int level) {
+/* A container met again inside itself: json.dumps' check_circular. */
+static int json_enter(jbuf *b, jv v, jopts *o) {
+  const void *p = v.t == JV_LIST ? (const void *)v.u.l : (const void *)v.u.d;
+  if (seen_has(&o->seen, p)) {
+    jstate *J = clf__j_cur;
+    if (J) clf__j_fail(J, J->at, "Circular reference detected");
+    b->oom = 1;
+    return -1;
+  }
+  o->seen.p[o->seen.n++] = p;
+  return 0;
+}
+
+static int json_value(jbuf *b, jv v, jopts *o, int level) {
   if (level > CLF__J_MAX_DEPTH) { *o->bad = "a value nested too deeply"; return -2; }
+  int r;
   switch (v.t) {
   case JV_NONE: return jbuf_adds(b, "null");
   case JV_BOOL: return jbuf_adds(b, v.u.b ? "true" : "false");
@@ -491,18 +729,24 @@ static int json_value(jbuf *b, jv v, const jopts *o, int level) {
   case JV_LIST: {
     if (v.u.l->tuple == JL_GEN) break;
     if (!v.u.l->n) return jbuf_adds(b, "[]");
-    int r = jbuf_addc(b, '[');
+    if (json_enter(b, v, o)) return -1;
+    r = jbuf_addc(b, '[');
     for (size_t i = 0; i < v.u.l->n && !r; i++) {
       if (i) r = jbuf_adds(b, o->item_sep);
       if (!r) r = json_nl(b, o, level + 1);
       if (!r) r = json_value(b, v.u.l->v[i], o, level + 1);
     }
     if (!r) r = json_nl(b, o, level);
+    o->seen.n--;
     return r ? r : jbuf_addc(b, ']');
   }
   case JV_DICT:
     if (v.u.d->ns) break;
-    return json_dict(b, v, o, level);
+    if (!v.u.d->n) return jbuf_adds(b, "{}");
+    if (json_enter(b, v, o)) return -1;
+    r = json_dict(b, v, o, level);
+    o->seen.n--;
+    return r;
   default: break;
   }
   *o->bad = jv_typename(v);
@@ -511,8 +755,12 @@ static int json_value(jbuf *b, jv v, const jopts *o, int level) {
 
 int jv_write_json(jbuf *b, jv v, const char *indent, const char *item_sep, const char *key_sep, int sort_keys,
                   const char **bad) {
-  jopts o = {indent, item_sep ? item_sep : indent ? "," : ", ", key_sep ? key_sep : ": ", sort_keys, bad};
-  return json_value(b, v, &o, 0);
+  jopts *o = malloc(sizeof(*o));
+  if (!o) { b->oom = 1; return -1; }
+  *o = (jopts){indent, item_sep ? item_sep : indent ? "," : ", ", key_sep ? key_sep : ": ", sort_keys, bad, {{0}, 0}};
+  int r = json_value(b, v, o, 0);
+  free(o);
+  return r;
 }
 
 int jv_scan_numbers(const char *s, jnums *out) {

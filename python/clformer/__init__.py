@@ -12,7 +12,7 @@ See docs/python.md for the whole API, the install and the error model.
 """
 from ._lib import path as library_path
 from ._errors import (BlasError, BuildError, DeviceNotFoundError, DtypeError, Error, FormatError, InvalidArgumentError,
-                      IOFailedError, NoDeviceError, NotFoundError, OpenCLError, OutOfMemoryError, ShapeError,
+                      IOFailedError, LimitError, NoDeviceError, NotFoundError, OpenCLError, OutOfMemoryError, ShapeError,
                       UnsupportedError)
 from ._device import Device, devices, probe
 from ._chat import ChatReply, ChatStream
@@ -25,5 +25,5 @@ __version__ = "0.1.0"
 __all__ = [
     "__version__", "library_path", "Device", "devices", "probe", "Model", "TextStream", "ChatReply", "ChatStream", "Tokenizer", "Error", "InvalidArgumentError",
     "ShapeError", "DtypeError", "NoDeviceError", "DeviceNotFoundError", "OpenCLError", "BuildError",
-    "OutOfMemoryError", "BlasError", "UnsupportedError", "IOFailedError", "FormatError", "NotFoundError",
+    "OutOfMemoryError", "BlasError", "UnsupportedError", "IOFailedError", "FormatError", "NotFoundError", "LimitError",
 ]

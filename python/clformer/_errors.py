@@ -50,7 +50,7 @@ def _status(name: str, code: int, doc: str, *bases: type) -> type:
 _NAMES = {
     -1: "E_INVALID_ARG", -2: "E_SHAPE", -3: "E_DTYPE", -4: "E_NO_DEVICE", -5: "E_DEVICE_NOT_FOUND",
     -6: "E_OPENCL", -7: "E_BUILD", -8: "E_OUT_OF_MEMORY", -9: "E_BLAS", -10: "E_UNSUPPORTED", -11: "E_IO",
-    -12: "E_FORMAT", -13: "E_NOT_FOUND",
+    -12: "E_FORMAT", -13: "E_NOT_FOUND", -14: "E_LIMIT",
 }
 
 InvalidArgumentError = _status("InvalidArgumentError", -1, "CLF_E_INVALID_ARG: an invalid argument.", ValueError)
@@ -72,10 +72,13 @@ IOFailedError = _status("IOFailedError", -11, "CLF_E_IO: a file could not be rea
 FormatError = _status("FormatError", -12, "CLF_E_FORMAT: a malformed file or data.", ValueError)
 NotFoundError = _status("NotFoundError", -13, "CLF_E_NOT_FOUND: a file, tensor or item is missing.",
                         FileNotFoundError)
+LimitError = _status("LimitError", -14,
+                     "CLF_E_LIMIT: a limit on work or memory was reached (a chat template's budget).",
+                     RuntimeError)
 
 BY_CODE: dict[int, type] = {c.code: c for c in (
     InvalidArgumentError, ShapeError, DtypeError, NoDeviceError, DeviceNotFoundError, OpenCLError, BuildError,
-    OutOfMemoryError, BlasError, UnsupportedError, IOFailedError, FormatError, NotFoundError)}
+    OutOfMemoryError, BlasError, UnsupportedError, IOFailedError, FormatError, NotFoundError, LimitError)}
 
 
 def from_status(status: int, ctx: int | None = None, message: str | None = None) -> Error:
