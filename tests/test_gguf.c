@@ -649,6 +649,37 @@ START_TEST(gguf_model_hyperparameters) {
 }
 END_TEST
 
+/* A tensor the architecture does not use is refused by name: a layer past
+ * the block count, a name no llama model has.  gpt2's output.weight (a
+ * copy of the token table the converter writes) is not read, on purpose. */
+START_TEST(gguf_model_stray_tensors) {
+  static const char *const llama[] = {"llama.block_count=2", "llama.embedding_length=64",
+                                      "llama.feed_forward_length=128", "llama.attention.head_count=4",
+                                      "llama.vocab_size=32", NULL};
+  static const struct {
+    const char *tensor, *want;
+  } bad[] = {
+      {"blk.99.attn_q.weight", "tensor \"blk.99.attn_q.weight\" is not used by llama with 2 blocks"},
+      {"blk.999999.ffn_up.weight", "tensor \"blk.999999.ffn_up.weight\" is not used by llama with 2 blocks"},
+      {"blk.2.attn_norm.weight", "tensor \"blk.2.attn_norm.weight\" is not used by llama with 2 blocks"},
+      {"blk.0.ffn_gate_exps.weight", "tensor \"blk.0.ffn_gate_exps.weight\" is not used by llama"},
+      {"blk.1234567.attn_q.weight", "tensor \"blk.1234567.attn_q.weight\" is not used by llama"},
+      {"position_embd.weight", "tensor \"position_embd.weight\" is not used by llama"},
+  };
+  gb g;
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    const char *t[] = {"blk.1.attn_norm.weight", bad[i].tensor, NULL};
+    MODEL_FAILS(gb_model_with(&g, "stray.gguf", "llama", llama, t), CLF_E_FORMAT, bad[i].want);
+  }
+  static const char *const gpt2[] = {"gpt2.block_count=1", "gpt2.embedding_length=32", "gpt2.context_length=8",
+                                     "gpt2.attention.head_count=4", "gpt2.vocab_size=16", NULL};
+  const char *out[] = {"output.weight", NULL}, *stray[] = {"blk.1.ffn_up.bias", NULL};
+  MODEL_FAILS(gb_model_with(&g, "gpt2.gguf", "gpt2", gpt2, out), CLF_E_NOT_FOUND, "token_embd.weight");
+  MODEL_FAILS(gb_model_with(&g, "gpt2.gguf", "gpt2", gpt2, stray), CLF_E_FORMAT,
+              "tensor \"blk.1.ffn_up.bias\" is not used by gpt2 with 1 block");
+}
+END_TEST
+
 static void setup(void) { th_tmpdir_create(tmpdir, sizeof(tmpdir), "gguf"); }
 
 static void teardown(void) { th_tmpdir_remove(tmpdir); }
@@ -669,6 +700,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, gguf_read_truncated_while_open);
   tcase_add_test(tc, gguf_model_refusals);
   tcase_add_test(tc, gguf_model_hyperparameters);
+  tcase_add_test(tc, gguf_model_stray_tensors);
   suite_add_tcase(s, tc);
   return s;
 }
