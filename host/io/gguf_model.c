@@ -187,13 +187,14 @@ typedef struct gm_key {
   const gm_range *range; /* a number's; NULL: an integer */
 } gm_key;
 
-/* The sizes' bounds: the models' own (llama_sizes) */
+/* The sizes' bounds are the models' own (llama_sizes); the token ids'
+ * those this reader always had. */
 #define GM_INT_KEY(gguf, hf, req, lo, hi) {gguf, hf, req, lo, hi, NULL}
 #define GM_NUM_KEY(gguf, hf, range) {gguf, hf, 0, 0, 0, &(range)}
-#define GM_TOKEN_IDS                                                                      \
-  GM_INT_KEY("tokenizer.ggml.bos_token_id", "bos_token_id", 0, 0, (1LL << 31) - 1),       \
-      GM_INT_KEY("tokenizer.ggml.eos_token_id", "eos_token_id", 0, 0, (1LL << 31) - 1),   \
-      GM_INT_KEY("tokenizer.ggml.padding_token_id", "pad_token_id", 0, 0, (1LL << 31) - 1)
+#define GM_TOKEN_IDS                                                                 \
+  GM_INT_KEY("tokenizer.ggml.bos_token_id", "bos_token_id", 0, 0, 1LL << 40),        \
+      GM_INT_KEY("tokenizer.ggml.eos_token_id", "eos_token_id", 0, 0, 1LL << 40),    \
+      GM_INT_KEY("tokenizer.ggml.padding_token_id", "pad_token_id", 0, 0, 1LL << 40)
 
 /* GGUF_CONFIG_MAPPING of llama, mistral and qwen2 (the same keys), and the
  * tokenizer's ids. */
