@@ -509,13 +509,17 @@ static void gb_kv_str(gb *g, const char *key, const char *v) {
   gb_str(g, v, strlen(v));
 }
 
-/* A llama model's metadata without tensors: the architecture `arch`, then
- * every key of keys[] (NULL-terminated; "name=123" a u32, "name=s:text" a
- * string, "name=[2,2]" an array of u32). */
-static const char *gb_model(gb *g, const char *file, const char *arch, const char *const *keys) {
-  size_t n = 0;
+/* A model's metadata and tensors: the architecture `arch`, then every key
+ * of keys[] (NULL-terminated; "name=123" a u32, "name=s:text" a string,
+ * "name=f:1.5" an f32 (strtod's "nan", "inf" too), "name=[2,2]" an array of
+ * u32), then every tensor of tensors[] (NULL-terminated, or NULL: none),
+ * each f32 [8]. */
+static const char *gb_model_with(gb *g, const char *file, const char *arch, const char *const *keys,
+                                 const char *const *tensors) {
+  size_t n = 0, nt = 0;
   while (keys[n]) n++;
-  gb_head(g, 3, 0, n + 1);
+  while (tensors && tensors[nt]) nt++;
+  gb_head(g, 3, nt, n + 1);
   gb_kv_str(g, "general.architecture", arch);
   for (size_t i = 0; i < n; i++) {
     char key[128];
@@ -523,6 +527,13 @@ static const char *gb_model(gb *g, const char *file, const char *arch, const cha
     snprintf(key, sizeof key, "%.*s", (int)(eq - keys[i]), keys[i]);
     if (strncmp(eq + 1, "s:", 2) == 0) {
       gb_kv_str(g, key, eq + 3);
+    } else if (strncmp(eq + 1, "f:", 2) == 0) {
+      const float f = strtof(eq + 3, NULL);
+      uint32_t bits;
+      memcpy(&bits, &f, 4);
+      gb_str(g, key, strlen(key));
+      gb_u32(g, CLF_GGUF_F32);
+      gb_u32(g, bits);
     } else if (eq[1] == '[') {
       gb_str(g, key, strlen(key));
       gb_u32(g, CLF_GGUF_ARRAY);
@@ -531,10 +542,17 @@ static const char *gb_model(gb *g, const char *file, const char *arch, const cha
       gb_u32(g, 2);
       gb_u32(g, 2);
     } else {
-      gb_kv_u32(g, key, (uint32_t)atoi(eq + 1));
+      gb_kv_u32(g, key, (uint32_t)strtoul(eq + 1, NULL, 10));
     }
   }
+  for (size_t i = 0; i < nt; i++) gb_tensor(g, tensors[i], 1, (const uint64_t[]){8}, 0, 32 * i);
+  while (nt && g->n % 32) g->b[g->n++] = 0;
+  for (size_t i = 0; i < 32 * nt; i++) g->b[g->n++] = 0;
   return put(file, g->b, g->n);
+}
+
+static const char *gb_model(gb *g, const char *file, const char *arch, const char *const *keys) {
+  return gb_model_with(g, file, arch, keys, NULL);
 }
 
 #define MODEL_FAILS(path, status, text)                                                            \
@@ -583,6 +601,85 @@ START_TEST(gguf_model_refusals) {
 }
 END_TEST
 
+/* A hyper-parameter that is not finite or not in range, or a key of the
+ * wrong type, is refused naming the key and the value (issue 38). */
+START_TEST(gguf_model_hyperparameters) {
+  static const char *const llama[] = {"llama.block_count=1", "llama.embedding_length=64",
+                                      "llama.feed_forward_length=128", "llama.attention.head_count=4",
+                                      "llama.vocab_size=32", NULL};
+  static const struct {
+    const char *key, *want;
+  } bad[] = {
+      {"llama.rope.freq_base=f:nan", "llama.rope.freq_base = nan is not a finite positive number"},
+      {"llama.rope.freq_base=f:inf", "llama.rope.freq_base = inf is not a finite positive number"},
+      {"llama.rope.freq_base=f:-inf", "llama.rope.freq_base = -inf is not a finite positive number"},
+      {"llama.rope.freq_base=f:0", "llama.rope.freq_base = 0 is not a finite positive number"},
+      {"llama.attention.layer_norm_rms_epsilon=f:nan", "llama.attention.layer_norm_rms_epsilon = nan is not"},
+      {"llama.attention.layer_norm_rms_epsilon=f:-1", "llama.attention.layer_norm_rms_epsilon = -1 is not"},
+      {"llama.rope.scaling.type=2", "llama.rope.scaling.type is of type u32, expected a string"},
+      {"llama.rope.freq_base=s:1e4", "llama.rope.freq_base is of type string, expected a number"},
+      {"llama.context_length=0", "llama.context_length = 0 is too small (at least 1)"},
+      {"llama.context_length=f:2048", "llama.context_length is of type f32, expected an integer"},
+      {"llama.attention.head_count_kv=0", "llama.attention.head_count_kv = 0 is too small (at least 1)"},
+      {"llama.attention.head_count=1073741824", "llama.attention.head_count = 1073741824 is too large (at most 4096)"},
+      {"llama.block_count=4097", "llama.block_count = 4097 is too large (at most 4096)"},
+      {"llama.embedding_length=0", "llama.embedding_length = 0 is too small (at least 1)"},
+  };
+  gb g;
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    const char *keys[8], *eq = strchr(bad[i].key, '=');
+    size_t n = 0;
+    for (size_t k = 0; llama[k]; k++) /* the bad value in place of the good one */
+      if (strncmp(llama[k], bad[i].key, (size_t)(eq - bad[i].key) + 1) != 0) keys[n++] = llama[k];
+    keys[n++] = bad[i].key, keys[n] = NULL;
+    MODEL_FAILS(gb_model(&g, "hp.gguf", "llama", keys), CLF_E_FORMAT, bad[i].want);
+  }
+  const char *linear[] = {llama[0], llama[1], llama[2], llama[3], llama[4], "llama.rope.scaling.type=s:linear",
+                          "llama.rope.scaling.factor=f:nan", NULL};
+  MODEL_FAILS(gb_model(&g, "lin.gguf", "llama", linear), CLF_E_FORMAT,
+              "llama.rope.scaling.factor = nan is not a finite number of at least 1");
+  static const char *const gpt2[] = {"gpt2.block_count=1", "gpt2.embedding_length=32", "gpt2.context_length=8",
+                                     "gpt2.attention.head_count=4", "gpt2.vocab_size=16",
+                                     "gpt2.attention.layer_norm_epsilon=f:nan", NULL};
+  MODEL_FAILS(gb_model(&g, "gpt2.gguf", "gpt2", gpt2), CLF_E_FORMAT, "gpt2.attention.layer_norm_epsilon = nan is not");
+  /* in range, the model goes on to its tensors */
+  const char *fine[] = {llama[0], llama[1], llama[2], llama[3], llama[4], "llama.rope.freq_base=f:500000",
+                        "llama.attention.layer_norm_rms_epsilon=f:1e-5", "llama.context_length=131072", NULL};
+  MODEL_FAILS(gb_model(&g, "fine.gguf", "llama", fine), CLF_E_NOT_FOUND, "token_embd.weight");
+}
+END_TEST
+
+/* A tensor the architecture does not use is refused by name: a layer past
+ * the block count, a name no llama model has.  gpt2's output.weight (a
+ * copy of the token table the converter writes) is not read, on purpose. */
+START_TEST(gguf_model_stray_tensors) {
+  static const char *const llama[] = {"llama.block_count=2", "llama.embedding_length=64",
+                                      "llama.feed_forward_length=128", "llama.attention.head_count=4",
+                                      "llama.vocab_size=32", NULL};
+  static const struct {
+    const char *tensor, *want;
+  } bad[] = {
+      {"blk.99.attn_q.weight", "tensor \"blk.99.attn_q.weight\" is not used by llama with 2 blocks"},
+      {"blk.999999.ffn_up.weight", "tensor \"blk.999999.ffn_up.weight\" is not used by llama with 2 blocks"},
+      {"blk.2.attn_norm.weight", "tensor \"blk.2.attn_norm.weight\" is not used by llama with 2 blocks"},
+      {"blk.0.ffn_gate_exps.weight", "tensor \"blk.0.ffn_gate_exps.weight\" is not used by llama"},
+      {"blk.1234567.attn_q.weight", "tensor \"blk.1234567.attn_q.weight\" is not used by llama"},
+      {"position_embd.weight", "tensor \"position_embd.weight\" is not used by llama"},
+  };
+  gb g;
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    const char *t[] = {"blk.1.attn_norm.weight", bad[i].tensor, NULL};
+    MODEL_FAILS(gb_model_with(&g, "stray.gguf", "llama", llama, t), CLF_E_FORMAT, bad[i].want);
+  }
+  static const char *const gpt2[] = {"gpt2.block_count=1", "gpt2.embedding_length=32", "gpt2.context_length=8",
+                                     "gpt2.attention.head_count=4", "gpt2.vocab_size=16", NULL};
+  const char *out[] = {"output.weight", NULL}, *stray[] = {"blk.1.ffn_up.bias", NULL};
+  MODEL_FAILS(gb_model_with(&g, "gpt2.gguf", "gpt2", gpt2, out), CLF_E_NOT_FOUND, "token_embd.weight");
+  MODEL_FAILS(gb_model_with(&g, "gpt2.gguf", "gpt2", gpt2, stray), CLF_E_FORMAT,
+              "tensor \"blk.1.ffn_up.bias\" is not used by gpt2 with 1 block");
+}
+END_TEST
+
 static void setup(void) { th_tmpdir_create(tmpdir, sizeof(tmpdir), "gguf"); }
 
 static void teardown(void) { th_tmpdir_remove(tmpdir); }
@@ -602,6 +699,8 @@ static Suite *suite(void) {
   tcase_add_test(tc, gguf_files_and_args);
   tcase_add_test(tc, gguf_read_truncated_while_open);
   tcase_add_test(tc, gguf_model_refusals);
+  tcase_add_test(tc, gguf_model_hyperparameters);
+  tcase_add_test(tc, gguf_model_stray_tensors);
   suite_add_tcase(s, tc);
   return s;
 }

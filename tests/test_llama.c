@@ -9,6 +9,7 @@
 #include <check.h>
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -468,6 +469,105 @@ START_TEST(test_bad_tensors) {
 }
 END_TEST
 
+/* ---- a GGUF fixture with one tensor more ------------------------------- */
+
+static uint64_t le(const unsigned char *b, size_t at, int n) {
+  uint64_t v = 0;
+  for (int i = n - 1; i >= 0; i--) v = v << 8 | b[at + (size_t)i];
+  return v;
+}
+
+/* The byte past the metadata value of type t at `at` in b. */
+static size_t skip_value(const unsigned char *b, size_t at, uint32_t t) {
+  static const int size[13] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+  if (t == 8) return at + 8 + (size_t)le(b, at, 8);
+  if (t != 9) return at + (size_t)size[t];
+  const uint32_t e = (uint32_t)le(b, at, 4);
+  const uint64_t n = le(b, at + 4, 8);
+  at += 12;
+  for (uint64_t i = 0; i < n; i++) at = skip_value(b, at, e);
+  return at;
+}
+
+static void put_le(unsigned char *b, size_t *n, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; i++) b[(*n)++] = (unsigned char)(v >> 8 * i);
+}
+
+/* A temp directory holding gguf_models/`name`'s model.gguf with f32
+ * tensor `tensor` [len] (zeros) added after the others (alignment 32, as
+ * the fixtures have); free with remove_dir. */
+static char *gguf_adding(const char *name, const char *tensor, size_t len) {
+  char src[1024], dst[1100];
+  snprintf(src, sizeof src, "%s/gguf_models/%s/model.gguf", fixtures(), name);
+  FILE *f = fopen(src, "rb");
+  ck_assert_ptr_nonnull(f);
+  fseek(f, 0, SEEK_END);
+  const size_t size = (size_t)ftell(f);
+  rewind(f);
+  unsigned char *b = malloc(size);
+  ck_assert_uint_eq(fread(b, 1, size, f), size);
+  fclose(f);
+  const uint64_t nt = le(b, 8, 8), nkv = le(b, 16, 8);
+  size_t at = 24;
+  for (uint64_t i = 0; i < nkv; i++) {
+    at += 8 + (size_t)le(b, at, 8);
+    at = skip_value(b, at + 4, (uint32_t)le(b, at, 4));
+  }
+  for (uint64_t i = 0; i < nt; i++) {
+    at += 8 + (size_t)le(b, at, 8);
+    at += 4 + 8 * (size_t)le(b, at, 4) + 4 + 8;
+  }
+  const size_t data = (at + 31) / 32 * 32, old = size - data, off = (old + 31) / 32 * 32;
+  unsigned char *o = calloc(size + 4 * len + 256 + strlen(tensor), 1);
+  size_t n = 0;
+  memcpy(o, b, at);
+  n = 8;
+  put_le(o, &n, nt + 1, 8);
+  n = at;
+  put_le(o, &n, strlen(tensor), 8);
+  memcpy(o + n, tensor, strlen(tensor));
+  n += strlen(tensor);
+  put_le(o, &n, 1, 4);
+  put_le(o, &n, len, 8);
+  put_le(o, &n, 0, 4); /* F32 */
+  put_le(o, &n, off, 8);
+  n = (n + 31) / 32 * 32;
+  memcpy(o + n, b + data, old);
+  n += off + 4 * len; /* the new tensor's zeros */
+  char *dir = malloc(64);
+  th_tmpdir_create(dir, 64, "gguf-add");
+  snprintf(dst, sizeof dst, "%s/model.gguf", dir);
+  write_bytes(dst, o, n);
+  free(o);
+  free(b);
+  return dir;
+}
+
+/* A GGUF tensor the model, as its metadata configures it, never reads is
+ * refused by name (a llama file's attention bias: clformer's llama has
+ * none without attention_bias, which GGUF metadata cannot say); one it
+ * reads is not (qwen2's). */
+START_TEST(test_gguf_unused_tensor) {
+  clf_model *m = NULL;
+  char *dir = gguf_adding("llama_mixed", "blk.0.attn_q.bias", 256);
+  TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_FORMAT,
+           "tensor \"blk.0.attn_q.bias\" is not used by llama as its metadata configures it");
+  remove_dir(dir);
+  dir = gguf_adding("gpt2", "blk.1.attn_q.weight", 32);
+  TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_FORMAT, "tensor \"blk.1.attn_q.weight\" is not used by gpt2");
+  remove_dir(dir);
+  dir = gguf_adding("smollm_like", "blk.2.attn_norm.weight", 256);
+  TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_FORMAT,
+           "tensor \"blk.2.attn_norm.weight\" is not used by llama with 2 blocks");
+  remove_dir(dir);
+  ck_assert_ptr_null(m);
+  dir = gguf_adding("gpt2", "output.weight", 8); /* the converter's copy of the token table: skipped */
+  TH_OK(clf_model_load(th_ctx, dir, &m));
+  clf_model_destroy(m);
+  remove_dir(dir);
+}
+END_TEST
+
 /* Sequences and positions past max_position_embeddings (64 for llama_gqa4;
  * dynamic RoPE: 2 x 16). */
 START_TEST(test_too_long) {
@@ -506,6 +606,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_gguf_file_path);
   tcase_add_test(tc, test_gguf_mixed_parts);
   tcase_add_test(tc, test_gguf_gpt2_stored);
+  tcase_add_test(tc, test_gguf_unused_tensor);
   tcase_add_test(tc, test_types);
   tcase_add_test(tc, test_settings_matter);
   tcase_add_test(tc, test_base_model);

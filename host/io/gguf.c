@@ -34,6 +34,8 @@ static const unsigned gg_size[GG_NTYPES] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 
 static const char *const gg_type_names[GG_NTYPES] = {"u8",  "i8",     "u16",   "i16", "u32", "i32", "f32",
                                                      "bool", "string", "array", "u64", "i64", "f64"};
 
+const char *clf__gguf_value_type_name(unsigned t) { return t < GG_NTYPES ? gg_type_names[t] : "unknown"; }
+
 typedef struct gg_kv {
   char *key;
   uint32_t type, elem; /* elem: an array's element type, else type */

@@ -7,8 +7,12 @@
 #include "base/file.h"
 #include "base/status.h"
 
+#include "gguf_types.h"
+
 #include <cjson/cJSON.h>
 #include <dirent.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,66 +87,144 @@ clf_status clf__gguf_model_file(clf_context *ctx, const char *path, char **file)
 
 /* ---- metadata ---------------------------------------------------------- */
 
-static long gm_find(const clf_gguf *g, const char *fmt, const char *arch) {
-  char key[160];
-  snprintf(key, sizeof key, fmt, arch);
-  return clf_gguf_find(g, key);
+/* What a key must hold: kinds of value, named in errors. */
+enum { GM_INT, GM_FLOAT, GM_STR };
+static const char *const gm_kind_names[] = {"an integer", "a number", "a string"};
+
+static int gm_is_int_type(uint32_t t) {
+  return t == CLF_GGUF_U8 || t == CLF_GGUF_I8 || t == CLF_GGUF_U16 || t == CLF_GGUF_I16 || t == CLF_GGUF_U32 ||
+         t == CLF_GGUF_I32 || t == CLF_GGUF_U64 || t == CLF_GGUF_I64;
+}
+
+/* Key `key` (index i) holds one value of `kind`: integers of any width for
+ * GM_INT, those and f32/f64 for GM_FLOAT.  Otherwise CLF_E_FORMAT naming
+ * the key, its type and the kind (an array: CLF_E_UNSUPPORTED, a value per
+ * layer). */
+static clf_status gm_typed(clf_context *ctx, const clf_gguf *g, const char *file, const char *key, long i,
+                           int kind) {
+  clf_gguf_kv kv;
+  if (clf_gguf_kv_at(g, (size_t)i, &kv) != CLF_OK)
+    return clf__fail(ctx, CLF_E_FORMAT, "%s: metadata %s cannot be read", file, key);
+  if (kv.type == CLF_GGUF_ARRAY && kind != GM_STR)
+    return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: metadata %s is an array (a value per layer is not supported)",
+                     file, key);
+  const int ok = kind == GM_STR    ? kv.type == CLF_GGUF_STRING
+                 : kind == GM_INT ? gm_is_int_type(kv.type)
+                                  : gm_is_int_type(kv.type) || kv.type == CLF_GGUF_F32 || kv.type == CLF_GGUF_F64;
+  if (!ok)
+    return clf__fail(ctx, CLF_E_FORMAT, "%s: metadata %s is of type %s, expected %s", file, key,
+                     clf__gguf_value_type_name(kv.type), gm_kind_names[kind]);
+  return CLF_OK;
+}
+
+/* Integer `key` in lo..hi, or dflt when absent (*present 0). */
+static clf_status gm_int(clf_context *ctx, const clf_gguf *g, const char *file, const char *key, int64_t lo,
+                         int64_t hi, int64_t dflt, int64_t *out, int *present) {
+  *out = dflt;
+  const long i = clf_gguf_find(g, key);
+  if (present) *present = i >= 0;
+  if (i < 0) return CLF_OK;
+  clf_status st = gm_typed(ctx, g, file, key, i, GM_INT);
+  if (st != CLF_OK) return st;
+  if (clf_gguf_get_int(g, (size_t)i, 0, out) != CLF_OK) /* a u64 past INT64_MAX */
+    return clf__fail(ctx, CLF_E_FORMAT, "%s: metadata %s is too large (at most %lld)", file, key, (long long)hi);
+  if (*out < lo)
+    return clf__fail(ctx, CLF_E_FORMAT, "%s: metadata %s = %lld is too small (at least %lld)", file, key,
+                     (long long)*out, (long long)lo);
+  if (*out > hi)
+    return clf__fail(ctx, CLF_E_FORMAT, "%s: metadata %s = %lld is too large (at most %lld)", file, key,
+                     (long long)*out, (long long)hi);
+  return CLF_OK;
+}
+
+/* A number's range: above lo (or at it, lo_in), at most hi, finite; `what`
+ * says so in errors. */
+typedef struct gm_range {
+  double lo, hi;
+  int lo_in;
+  const char *what;
+} gm_range;
+
+static const gm_range gm_positive = {0, HUGE_VAL, 0, "a finite positive number"};
+static const gm_range gm_epsilon = {0, 1, 0, "a finite number in (0, 1]"};
+static const gm_range gm_factor = {1, HUGE_VAL, 1, "a finite number of at least 1"};
+
+/* Number `key` (index i) within r. */
+static clf_status gm_float(clf_context *ctx, const clf_gguf *g, const char *file, const char *key, long i,
+                           const gm_range *r, double *out) {
+  clf_status st = gm_typed(ctx, g, file, key, i, GM_FLOAT);
+  if (st != CLF_OK) return st;
+  if (clf_gguf_get_float(g, (size_t)i, 0, out) != CLF_OK)
+    return clf__fail(ctx, CLF_E_FORMAT, "%s: metadata %s cannot be read as a number", file, key);
+  const double v = *out;
+  if (!isfinite(v) || v > r->hi || (r->lo_in ? v < r->lo : v <= r->lo))
+    return clf__fail(ctx, CLF_E_FORMAT, "%s: metadata %s = %g is not %s", file, key, v, r->what);
+  return CLF_OK;
+}
+
+/* String `key`: NULL when absent; CLF_E_FORMAT when of another type. */
+static clf_status gm_string(clf_context *ctx, const clf_gguf *g, const char *file, const char *key,
+                            const char **out) {
+  *out = NULL;
+  const long i = clf_gguf_find(g, key);
+  if (i < 0) return CLF_OK;
+  clf_status st = gm_typed(ctx, g, file, key, i, GM_STR);
+  if (st == CLF_OK && clf_gguf_get_str(g, (size_t)i, 0, out, NULL) != CLF_OK)
+    st = clf__fail(ctx, CLF_E_FORMAT, "%s: metadata %s cannot be read as a string", file, key);
+  return st;
 }
 
 int clf__gguf_meta_int(clf_context *ctx, const clf_gguf *g, const char *file, const char *key, int64_t dflt,
                        int64_t *out) {
-  *out = dflt;
-  const long i = clf_gguf_find(g, key);
-  clf_gguf_kv kv;
-  if (i < 0) return 0;
-  if (clf_gguf_kv_at(g, (size_t)i, &kv) != CLF_OK || kv.type == CLF_GGUF_ARRAY ||
-      clf_gguf_get_int(g, (size_t)i, 0, out) != CLF_OK) {
-    clf__fail(ctx, CLF_E_FORMAT, "%s: metadata %s is not an integer", file, key);
-    return -1;
-  }
-  return 0;
+  return gm_int(ctx, g, file, key, INT64_MIN, INT64_MAX, dflt, out, NULL) == CLF_OK ? 0 : -1;
 }
 
 typedef struct gm_key {
   const char *gguf; /* "%s." the architecture */
   const char *hf;
-  int kind; /* 0 integer, 1 float */
   int required;
+  int64_t lo, hi;        /* an integer's range */
+  const gm_range *range; /* a number's; NULL: an integer */
 } gm_key;
+
+/* The sizes' bounds are the models' own (llama_sizes); the token ids'
+ * those this reader always had. */
+#define GM_INT_KEY(gguf, hf, req, lo, hi) {gguf, hf, req, lo, hi, NULL}
+#define GM_NUM_KEY(gguf, hf, range) {gguf, hf, 0, 0, 0, &(range)}
+#define GM_TOKEN_IDS                                                                 \
+  GM_INT_KEY("tokenizer.ggml.bos_token_id", "bos_token_id", 0, 0, 1LL << 40),        \
+      GM_INT_KEY("tokenizer.ggml.eos_token_id", "eos_token_id", 0, 0, 1LL << 40),    \
+      GM_INT_KEY("tokenizer.ggml.padding_token_id", "pad_token_id", 0, 0, 1LL << 40)
 
 /* GGUF_CONFIG_MAPPING of llama, mistral and qwen2 (the same keys), and the
  * tokenizer's ids. */
 static const gm_key gm_keys[] = {
-    {"%s.context_length", "max_position_embeddings", 0, 0},
-    {"%s.block_count", "num_hidden_layers", 0, 1},
-    {"%s.feed_forward_length", "intermediate_size", 0, 1},
-    {"%s.embedding_length", "hidden_size", 0, 1},
-    {"%s.rope.freq_base", "rope_theta", 1, 0},
-    {"%s.attention.head_count", "num_attention_heads", 0, 1},
-    {"%s.attention.head_count_kv", "num_key_value_heads", 0, 0},
-    {"%s.attention.layer_norm_rms_epsilon", "rms_norm_eps", 1, 0},
-    {"%s.vocab_size", "vocab_size", 0, 0},
-    {"tokenizer.ggml.bos_token_id", "bos_token_id", 0, 0},
-    {"tokenizer.ggml.eos_token_id", "eos_token_id", 0, 0},
-    {"tokenizer.ggml.padding_token_id", "pad_token_id", 0, 0},
+    GM_INT_KEY("%s.context_length", "max_position_embeddings", 0, 1, 1LL << 30),
+    GM_INT_KEY("%s.block_count", "num_hidden_layers", 1, 1, 4096),
+    GM_INT_KEY("%s.feed_forward_length", "intermediate_size", 1, 1, 1LL << 24),
+    GM_INT_KEY("%s.embedding_length", "hidden_size", 1, 1, 1LL << 20),
+    GM_NUM_KEY("%s.rope.freq_base", "rope_theta", gm_positive),
+    GM_INT_KEY("%s.attention.head_count", "num_attention_heads", 1, 1, 4096),
+    GM_INT_KEY("%s.attention.head_count_kv", "num_key_value_heads", 0, 1, 4096),
+    GM_NUM_KEY("%s.attention.layer_norm_rms_epsilon", "rms_norm_eps", gm_epsilon),
+    GM_INT_KEY("%s.vocab_size", "vocab_size", 0, 1, 1LL << 31),
+    GM_TOKEN_IDS,
 };
 
 /* gpt2's (GGUF_CONFIG_MAPPING's, but context_length sizes n_positions,
  * the position table, and feed_forward_length n_inner). */
 static const gm_key gm_gpt2_keys[] = {
-    {"%s.context_length", "n_positions", 0, 1},
-    {"%s.block_count", "n_layer", 0, 1},
-    {"%s.feed_forward_length", "n_inner", 0, 0},
-    {"%s.embedding_length", "n_embd", 0, 1},
-    {"%s.attention.head_count", "n_head", 0, 1},
-    {"%s.attention.layer_norm_epsilon", "layer_norm_epsilon", 1, 0},
-    {"%s.vocab_size", "vocab_size", 0, 0},
-    {"tokenizer.ggml.bos_token_id", "bos_token_id", 0, 0},
-    {"tokenizer.ggml.eos_token_id", "eos_token_id", 0, 0},
-    {"tokenizer.ggml.padding_token_id", "pad_token_id", 0, 0},
+    GM_INT_KEY("%s.context_length", "n_positions", 1, 1, 1LL << 30),
+    GM_INT_KEY("%s.block_count", "n_layer", 1, 1, 4096),
+    GM_INT_KEY("%s.feed_forward_length", "n_inner", 0, 1, 1LL << 24),
+    GM_INT_KEY("%s.embedding_length", "n_embd", 1, 1, 1LL << 20),
+    GM_INT_KEY("%s.attention.head_count", "n_head", 1, 1, 4096),
+    GM_NUM_KEY("%s.attention.layer_norm_epsilon", "layer_norm_epsilon", gm_epsilon),
+    GM_INT_KEY("%s.vocab_size", "vocab_size", 0, 1, 1LL << 31),
+    GM_TOKEN_IDS,
 };
 
-/* One mapped key into cfg. */
+/* One mapped key into cfg, of its type and in its range. */
 static clf_status gm_put(clf_context *ctx, const clf_gguf *g, const char *file, const char *arch, const gm_key *k,
                          cJSON *cfg) {
   char key[160];
@@ -150,31 +232,14 @@ static clf_status gm_put(clf_context *ctx, const clf_gguf *g, const char *file, 
   const long i = clf_gguf_find(g, key);
   if (i < 0)
     return k->required ? clf__fail(ctx, CLF_E_FORMAT, "%s: metadata %s is missing", file, key) : CLF_OK;
-  clf_gguf_kv kv;
-  clf_gguf_kv_at(g, (size_t)i, &kv);
-  if (kv.type == CLF_GGUF_ARRAY)
-    return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: metadata %s is an array (a value per layer is not supported)",
-                     file, key);
   double v = 0;
   int64_t n = 0;
-  if (k->kind == 0 ? clf_gguf_get_int(g, (size_t)i, 0, &n) != CLF_OK || n < 0 || n > (1LL << 40)
-                   : clf_gguf_get_float(g, (size_t)i, 0, &v) != CLF_OK)
-    return clf__fail(ctx, CLF_E_FORMAT, "%s: metadata %s is not %s", file, key,
-                     k->kind == 0 ? "a non-negative integer" : "a number");
-  if (!cJSON_AddNumberToObject(cfg, k->hf, k->kind == 0 ? (double)n : v))
+  clf_status st = k->range ? gm_float(ctx, g, file, key, i, k->range, &v)
+                           : gm_int(ctx, g, file, key, k->lo, k->hi, 0, &n, NULL);
+  if (st != CLF_OK) return st;
+  if (!cJSON_AddNumberToObject(cfg, k->hf, k->range ? v : (double)n))
     return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "config: out of host memory");
   return CLF_OK;
-}
-
-/* A string value of `key`, or NULL. */
-static const char *gm_str(const clf_gguf *g, const char *key) {
-  const long i = clf_gguf_find(g, key);
-  const char *s = NULL;
-  clf_gguf_kv kv;
-  if (i < 0 || clf_gguf_kv_at(g, (size_t)i, &kv) != CLF_OK || kv.type != CLF_GGUF_STRING ||
-      clf_gguf_get_str(g, (size_t)i, 0, &s, NULL) != CLF_OK)
-    return NULL;
-  return s;
 }
 
 /* What the config cannot say: RoPE beyond linear scaling, partial rotary
@@ -182,12 +247,15 @@ static const char *gm_str(const clf_gguf *g, const char *key) {
  * model reads: model.rope_freqs.weight by clf__gguf_hf_name.) */
 static clf_status gm_rope(clf_context *ctx, const clf_gguf *g, const char *file, const char *arch, cJSON *cfg) {
   char key[160];
+  const char *type = NULL;
+  clf_status st;
   snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
-  const char *type = gm_str(g, key);
-  if (gm_find(g, "%s.rope.dimension_count", arch) >= 0) {
-    int64_t rot = 0, heads = 0, dim = 0, klen = 0;
-    snprintf(key, sizeof key, "%s.rope.dimension_count", arch);
-    if (clf__gguf_meta_int(ctx, g, file, key, 0, &rot) < 0) return CLF_E_FORMAT;
+  if ((st = gm_string(ctx, g, file, key, &type)) != CLF_OK) return st;
+  int64_t rot = 0, heads = 0, dim = 0, klen = 0;
+  int has_rot = 0;
+  snprintf(key, sizeof key, "%s.rope.dimension_count", arch);
+  if ((st = gm_int(ctx, g, file, key, 1, 4096, 0, &rot, &has_rot)) != CLF_OK) return st;
+  if (has_rot) {
     snprintf(key, sizeof key, "%s.attention.head_count", arch);
     clf__gguf_meta_int(NULL, g, file, key, 0, &heads);
     snprintf(key, sizeof key, "%s.embedding_length", arch);
@@ -205,8 +273,8 @@ static clf_status gm_rope(clf_context *ctx, const clf_gguf *g, const char *file,
   snprintf(key, sizeof key, "%s.rope.scaling.factor", arch);
   const long i = clf_gguf_find(g, key);
   double f = 0;
-  if (i < 0 || clf_gguf_get_float(g, (size_t)i, 0, &f) != CLF_OK)
-    return clf__fail(ctx, CLF_E_FORMAT, "%s: linear RoPE scaling without a number %s", file, key);
+  if (i < 0) return clf__fail(ctx, CLF_E_FORMAT, "%s: linear RoPE scaling without a number %s", file, key);
+  if ((st = gm_float(ctx, g, file, key, i, &gm_factor, &f)) != CLF_OK) return st;
   cJSON *rs = cJSON_AddObjectToObject(cfg, "rope_scaling");
   if (!rs || !cJSON_AddStringToObject(rs, "type", "linear") || !cJSON_AddNumberToObject(rs, "factor", f))
     return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "config: out of host memory");
@@ -217,10 +285,11 @@ static clf_status gm_rope(clf_context *ctx, const clf_gguf *g, const char *file,
 static clf_status gm_head_dim(clf_context *ctx, const clf_gguf *g, const char *file, const char *arch, cJSON *cfg) {
   char key[160];
   int64_t k = 0, v = 0;
+  clf_status st;
   snprintf(key, sizeof key, "%s.attention.key_length", arch);
-  if (clf__gguf_meta_int(ctx, g, file, key, 0, &k) < 0) return CLF_E_FORMAT;
+  if ((st = gm_int(ctx, g, file, key, 1, 4096, 0, &k, NULL)) != CLF_OK) return st;
   snprintf(key, sizeof key, "%s.attention.value_length", arch);
-  if (clf__gguf_meta_int(ctx, g, file, key, k, &v) < 0) return CLF_E_FORMAT;
+  if ((st = gm_int(ctx, g, file, key, 1, 4096, k, &v, NULL)) != CLF_OK) return st;
   if (v != k)
     return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: %s.attention.value_length %lld differs from key_length %lld", file,
                      arch, (long long)v, (long long)k);
@@ -283,14 +352,16 @@ static clf_status gm_fill(clf_context *ctx, const clf_gguf *g, const char *file,
 
 clf_status clf__gguf_config(clf_context *ctx, const clf_gguf *g, const char *file, clf__config **out) {
   *out = NULL;
-  const char *arch = gm_str(g, "general.architecture");
+  const char *arch = NULL;
+  clf_status st = gm_string(ctx, g, file, "general.architecture", &arch);
+  if (st != CLF_OK) return st;
   if (!arch) return clf__fail(ctx, CLF_E_FORMAT, "%s: metadata general.architecture (a string) is missing", file);
   if (!gm_class(arch))
     return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: architecture \"%s\" is not supported (supported: %s)", file, arch,
                      CLF__GGUF_ARCHS);
   cJSON *cfg = cJSON_CreateObject();
   if (!cfg) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "config: out of host memory");
-  clf_status st = gm_fill(ctx, g, file, arch, cfg);
+  st = gm_fill(ctx, g, file, arch, cfg);
   char *text = st == CLF_OK ? cJSON_PrintUnformatted(cfg) : NULL;
   cJSON_Delete(cfg);
   if (st == CLF_OK && !text) st = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "config: out of host memory");

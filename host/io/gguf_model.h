@@ -26,7 +26,12 @@ clf_status clf__gguf_model_file(clf_context *ctx, const char *path, char **file)
  * vocab_size from {arch}.vocab_size or else the token list.  Errors name
  * `file` and the key: CLF_E_UNSUPPORTED for another architecture, a RoPE
  * scaling other than linear, per-layer head counts or a rope_freqs tensor;
- * CLF_E_FORMAT for a required key missing or of the wrong type. */
+ * CLF_E_FORMAT for a required key missing, a key of the wrong type (its
+ * type and the one expected named: an integer, a number, a string), an
+ * integer out of its range or a number not finite or out of range (the
+ * value and the bound named: "llama.attention.head_count = 1073741824 is
+ * too large (at most 4096)", "llama.rope.freq_base = nan is not a finite
+ * positive number"). */
 clf_status clf__gguf_config(clf_context *ctx, const clf_gguf *g, const char *file, clf__config **out);
 
 /* A model's config: clf__gguf_config of the GGUF file `path` names
@@ -49,8 +54,8 @@ int clf__gguf_transposed(const char *arch, const char *name);
 int clf__gguf_file_name(const char *hf, char *buf, size_t len);
 
 /* An integer metadata value (any integer type), or `dflt` when the key is
- * absent: 0, or -1 when present but not a single integer (key named on
- * ctx, with `file`). */
+ * absent: 0, or -1 when present but not a single integer (key and type
+ * named on ctx, with `file`). */
 int clf__gguf_meta_int(clf_context *ctx, const clf_gguf *g, const char *file, const char *key, int64_t dflt,
                        int64_t *out);
 

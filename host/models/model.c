@@ -270,6 +270,7 @@ clf_status clf_model_load_with(clf_context *ctx, const char *model_dir, const cl
   }
   if ((st = clf__config_read(ctx, c, f->keys, f->n_keys, dims)) != CLF_OK) goto done;
   if ((st = f->load(m, dims, c, w)) != CLF_OK) goto done;
+  if (src.gguf_file && (st = clf__weights_all_used(ctx, w, type)) != CLF_OK) goto done;
   *out = m;
   m = NULL;
 done:

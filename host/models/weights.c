@@ -29,6 +29,7 @@ struct clf__weights {
   cJSON *index; /* keeps the index's strings alive */
   clf_gguf *gguf; /* a GGUF file instead of safetensors */
   long heads[2];  /* GGUF llama/mistral: attention.head_count(_kv), whose q/k rows are permuted in the file */
+  unsigned char *used; /* GGUF: a flag per tensor of the file, set when the model looks it up (clf__weights_info) */
 };
 
 static char *w_join(const char *dir, const char *name) {
@@ -57,6 +58,7 @@ void clf__weights_close(clf__weights *w) {
   free(w->shard_files);
   for (size_t i = 0; w->gguf && i < w->n_names; i++) free((char *)w->names[i].name);
   clf_gguf_close(w->gguf);
+  free(w->used);
   free(w->names);
   cJSON_Delete(w->index);
   free(w->source);
@@ -205,16 +207,47 @@ clf_status clf__weights_open(clf_context *ctx, const char *model_dir, clf__weigh
   return CLF_OK;
 }
 
-/* GGUF: every tensor under its Hugging Face name (those without one are
- * not visible), and the head counts that undo llama's q/k permutation. */
+/* A GGUF tensor a model of `arch` reads: one with a Hugging Face name
+ * (clf__gguf_hf_name) in blocks 0..blocks-1; gpt2's output.weight, the
+ * copy of the token table convert_hf_to_gguf writes, is skipped on purpose
+ * (*skip).  Otherwise CLF_E_FORMAT naming the tensor. */
+static clf_status w_gguf_known(clf_context *ctx, const clf__weights *w, const char *arch, int64_t blocks,
+                               const char *name, const char *hf, int *skip) {
+  *skip = strcmp(arch, "gpt2") == 0 && strcmp(name, "output.weight") == 0;
+  if (*skip) return CLF_OK;
+  if (!hf)
+    return clf__fail(ctx, CLF_E_FORMAT, "weights: %s: tensor \"%s\" is not used by %s (no %s model has it)", w->source,
+                     name, arch, arch);
+  const size_t digits = strncmp(name, "blk.", 4) == 0 ? strspn(name + 4, "0123456789") : 0;
+  if (digits && strtoull(name + 4, NULL, 10) >= (unsigned long long)blocks)
+    return clf__fail(ctx, CLF_E_FORMAT, "weights: %s: tensor \"%s\" is not used by %s with %lld block%s (%s.block_count)",
+                     w->source, name, arch, (long long)blocks, blocks == 1 ? "" : "s", arch);
+  return CLF_OK;
+}
+
+/* GGUF: every tensor under its Hugging Face name, each one a tensor the
+ * architecture reads (w_gguf_known), and the head counts that undo
+ * llama's q/k permutation. */
 static clf_status w_gguf_names(clf_context *ctx, clf__weights *w, const char *arch) {
   const size_t n = clf_gguf_tensor_count(w->gguf);
-  if (!(w->names = calloc(n ? n : 1, sizeof(w_name))))
+  if (!(w->names = calloc(n ? n : 1, sizeof(w_name))) || !(w->used = calloc(n ? n : 1, 1)))
     return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "weights: out of host memory");
+  char key[128];
+  int64_t blocks = 0;
+  snprintf(key, sizeof key, "%s.block_count", arch);
+  if (clf__gguf_meta_int(ctx, w->gguf, w->source, key, 0, &blocks) < 0) return CLF_E_FORMAT;
   for (size_t i = 0; i < n; i++) {
     clf_gguf_tensor t;
     char hf[256];
-    if (clf_gguf_tensor_at(w->gguf, i, &t) != CLF_OK || !clf__gguf_hf_name(arch, t.name, hf, sizeof hf)) continue;
+    int skip = 0;
+    clf_status st;
+    if (clf_gguf_tensor_at(w->gguf, i, &t) != CLF_OK) continue;
+    const int named = clf__gguf_hf_name(arch, t.name, hf, sizeof hf);
+    if ((st = w_gguf_known(ctx, w, arch, blocks, t.name, named ? hf : NULL, &skip)) != CLF_OK) return st;
+    if (skip) {
+      w->used[i] = 1;
+      continue;
+    }
     if (w_find(w, hf))
       return clf__fail(ctx, CLF_E_FORMAT, "weights: %s: two tensors map to %s", w->source, hf);
     if (!(w->names[w->n_names].name = strdup(hf)))
@@ -224,14 +257,13 @@ static clf_status w_gguf_names(clf_context *ctx, clf__weights *w, const char *ar
     qsort(w->names, w->n_names, sizeof(w_name), w_cmp); /* kept sorted for the duplicate check */
   }
   if (strcmp(arch, "llama") != 0 && strcmp(arch, "mistral") != 0) return CLF_OK;
-  char key[128];
   int64_t h = 0, kv = 0;
   snprintf(key, sizeof key, "%s.attention.head_count", arch);
   if (clf__gguf_meta_int(ctx, w->gguf, w->source, key, 0, &h) < 0) return CLF_E_FORMAT;
   snprintf(key, sizeof key, "%s.attention.head_count_kv", arch);
   if (clf__gguf_meta_int(ctx, w->gguf, w->source, key, h, &kv) < 0) return CLF_E_FORMAT;
   if (h <= 0 || kv <= 0 || h > 65536 || kv > 65536)
-    return clf__fail(ctx, CLF_E_FORMAT, "weights: %s: head counts %lld / %lld are not positive", w->source,
+    return clf__fail(ctx, CLF_E_FORMAT, "weights: %s: head counts %lld / %lld are not in 1..65536", w->source,
                      (long long)h, (long long)kv);
   w->heads[0] = (long)h, w->heads[1] = (long)kv;
   return CLF_OK;
@@ -286,6 +318,18 @@ clf_status clf__weights_info(clf_context *ctx, const clf__weights *w, const char
                      w->source);
   if (!e) return clf__fail(ctx, CLF_E_NOT_FOUND, "tensor \"%s\" not found in %s", name, w->source);
   if (w_info(w, e, out) != CLF_OK) return w_forward(ctx, CLF_E_NOT_FOUND);
+  if (w->used) w->used[e->shard] = 1;
+  return CLF_OK;
+}
+
+clf_status clf__weights_all_used(clf_context *ctx, const clf__weights *w, const char *arch) {
+  const size_t n = w && w->gguf ? clf_gguf_tensor_count(w->gguf) : 0;
+  for (size_t i = 0; i < n; i++) {
+    clf_gguf_tensor t;
+    if (w->used[i] || clf_gguf_tensor_at(w->gguf, i, &t) != CLF_OK) continue;
+    return clf__fail(ctx, CLF_E_FORMAT, "weights: %s: tensor \"%s\" is not used by %s as its metadata configures it",
+                     w->source, t.name, arch);
+  }
   return CLF_OK;
 }
 

@@ -23,13 +23,20 @@ typedef struct clf__weights clf__weights;
 clf_status clf__weights_open(clf_context *ctx, const char *model_dir, clf__weights **out);
 /* The tensors of GGUF file g (opened from `file`; owned by the result, and
  * closed here on failure) under their Hugging Face names for `arch`
- * (clf__gguf_hf_name; tensors without one are not visible), decoded to f32
+ * (clf__gguf_hf_name; a tensor without one, or of a block past
+ * {arch}.block_count, is CLF_E_FORMAT naming it, but for gpt2's
+ * output.weight, a copy of the token table, not read), decoded to f32
  * by clf__weights_read and clf__weights_load, the q/k rows convert_hf_to_gguf
  * permutes put back in Hugging Face order.  clf__weights_info's dtype is the ggml type's name. */
 clf_status clf__weights_from_gguf(clf_context *ctx, clf_gguf *g, const char *file, const char *arch,
                                   clf__weights **out);
 /* NULL is accepted. */
 void clf__weights_close(clf__weights *w);
+/* GGUF, once the model is loaded: CLF_E_FORMAT naming the first tensor of
+ * the file the model never looked up (clf__weights_info and what calls it:
+ * a bias the configuration has none of), "not used by `arch`".  CLF_OK for
+ * safetensors, whose checkpoints carry tensors a model skips. */
+clf_status clf__weights_all_used(clf_context *ctx, const clf__weights *w, const char *arch);
 int clf__weights_has(const clf__weights *w, const char *name);
 /* The first of `names` (NULL-terminated list of alternatives) that exists,
  * else NULL. */
