@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -1260,6 +1261,134 @@ START_TEST(gguf_spm_merges_by_score) {
 }
 END_TEST
 
+/* ---- hostile vocabularies: long tokens, loaded in time linear in the file ---- */
+
+/* The longest token clformer takes (host/base/limits.h's
+ * CLF_LIMIT_TOKEN_BYTES): the longest in the real vocabularies measured is
+ * far shorter (docs/reliability.md). */
+#define TOKEN_LIMIT 1024
+
+static double seconds_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* One string of an array (gw_strs writes whole arrays from one text). */
+static void gw_item(gw *w, const char *s, size_t n) {
+  gw_u64(w, n);
+  gw_raw(w, s, n);
+}
+
+/* tokenizer.ggml.tokens: the tokens of `head` ("|"-separated), then
+ * "a" x 2 .. "a" x chain (none when chain < 2), then `n_long` tokens of
+ * long_len bytes, 'X's ending in their index in letters (so that they share
+ * all but their last bytes, the worst case for comparing them).  Returns
+ * how many tokens that is. */
+static size_t gw_hostile_tokens(gw *w, const char *head, size_t chain, size_t n_long, size_t long_len) {
+  size_t n_head = 1;
+  for (const char *p = head; *p; p++) n_head += *p == '|';
+  size_t n = n_head + (chain > 1 ? chain - 1 : 0) + n_long;
+  size_t cap = (chain > long_len ? chain : long_len) + 1;
+  char *buf = malloc(cap);
+  gw_key(w, "tokenizer.ggml.tokens", GW_ARR);
+  gw_u32(w, GW_STR);
+  gw_u64(w, n);
+  for (const char *p = head;; p++) {
+    const char *e = strchr(p, '|');
+    size_t l = e ? (size_t)(e - p) : strlen(p);
+    gw_item(w, p, l);
+    if (!e) break;
+    p = e;
+  }
+  memset(buf, 'a', cap);
+  for (size_t k = 2; k <= chain; k++) gw_item(w, buf, k);
+  for (size_t i = 0; i < n_long; i++) {
+    memset(buf, 'X', long_len);
+    for (size_t v = i, at = long_len; v && at; v /= 26) buf[--at] = (char)('a' + v % 26);
+    gw_item(w, buf, long_len);
+  }
+  free(buf);
+  return n;
+}
+
+/* A SentencePiece GGUF: the vocabulary of gw_spm (no byte tokens), then
+ * the hostile tokens; "a" x k scores k, so "a" x chain is one token. */
+static void gw_spm_hostile(gw *w, size_t chain, size_t n_long, size_t long_len) {
+  memset(w, 0, sizeof(*w));
+  gw_str(w, "tokenizer.ggml.model", "llama");
+  size_t n = gw_hostile_tokens(w, "<unk>|<s>|</s>|\xe2\x96\x81|a|b|c|ab|bc|\xe2\x96\x81" "a", chain, n_long,
+                               long_len);
+  int32_t *types = malloc(n * sizeof(int32_t));
+  float *scores = malloc(n * sizeof(float));
+  for (size_t i = 0; i < n; i++) {
+    types[i] = i == 0 ? 2 : i < 3 ? 3 : 1;
+    scores[i] = i >= 10 && i < 10 + chain - 1 ? (float)(i - 8) : -10.0f;
+  }
+  gw_nums(w, "tokenizer.ggml.token_type", GW_I32, types, n);
+  gw_nums(w, "tokenizer.ggml.scores", GW_F32, scores, n);
+  gw_bool(w, "tokenizer.ggml.add_space_prefix", 0);
+  free(types);
+  free(scores);
+}
+
+/* A byte-level BPE GGUF: gw_bpe's vocabulary and merge "a b", then the
+ * hostile tokens, with the merges "a" x k + " a" that make the chain. */
+static void gw_bpe_hostile(gw *w, size_t chain, size_t n_long, size_t long_len) {
+  memset(w, 0, sizeof(*w));
+  gw_str(w, "tokenizer.ggml.model", "gpt2");
+  gw_str(w, "tokenizer.ggml.pre", "gpt-2");
+  gw_hostile_tokens(w, "a|b|ab|<s>", chain, n_long, long_len);
+  char *buf = malloc(chain + 2);
+  gw_key(w, "tokenizer.ggml.merges", GW_ARR);
+  gw_u32(w, GW_STR);
+  gw_u64(w, chain > 1 ? chain : 1);
+  gw_item(w, "a b", 3);
+  for (size_t k = 1; k < chain; k++) {
+    memset(buf, 'a', k);
+    memcpy(buf + k, " a", 2);
+    gw_item(w, buf, k + 2);
+  }
+  free(buf);
+}
+
+/* Loads g_dir/NAME, or fails as expected, in under `limit` seconds. */
+static clf_tokenizer *load_within(const char *path, double limit, clf_status want, const char *needle) {
+  clf_tokenizer *t = NULL;
+  double t0 = seconds_now();
+  clf_status st = clf_tokenizer_load(path, &t);
+  double took = seconds_now() - t0;
+  ck_assert_msg(st == want, "%s: %s, expected %s (%s)", path, clf_status_name(st), clf_status_name(want),
+                clf_last_error(NULL));
+  if (needle)
+    ck_assert_msg(strstr(clf_last_error(NULL), needle) != NULL, "error \"%s\", expected it to mention \"%s\"",
+                  clf_last_error(NULL), needle);
+  ck_assert_msg(took < limit, "%s: loading took %.2f s, expected under %.1f s", path, took, limit);
+  return t;
+}
+
+/* The issue's file: one token of 200 KB kept the SentencePiece loader
+ * hashing its prefixes for over a minute (89 s for 769 KB).  A token longer
+ * than the limit is refused at once with its index and length; one of the
+ * limit's length loads. */
+START_TEST(gguf_long_token_refused) {
+  gw w;
+  make_dir();
+  gw_spm_hostile(&w, 0, 1, 200000); /* ids 0-9 gw_spm's, 10 the long one */
+  load_within(gw_file(&w, "long.gguf"), 2.0, CLF_E_FORMAT,
+              "tokenizer.ggml.tokens[10] is 200000 bytes long, past the limit of 1024 bytes");
+  gw_bpe_hostile(&w, 0, 1, TOKEN_LIMIT + 1); /* ids 0-3 gw_bpe's, 4 the long one */
+  load_within(gw_file(&w, "long.gguf"), 2.0, CLF_E_FORMAT,
+              "tokenizer.ggml.tokens[4] is 1025 bytes long, past the limit of 1024 bytes");
+  gw_spm_hostile(&w, 0, 2, TOKEN_LIMIT);
+  clf_tokenizer_destroy(load_within(gw_file(&w, "long.gguf"), 2.0, CLF_OK, NULL));
+  gw_bpe_hostile(&w, 0, 2, TOKEN_LIMIT);
+  clf_tokenizer_destroy(load_within(gw_file(&w, "long.gguf"), 2.0, CLF_OK, NULL));
+  unlink_file("long.gguf");
+  rmdir(g_dir);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("tokenizer");
   TCase *tc = tcase_create("tokenizer");
@@ -1297,6 +1426,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, gguf_llama2_unk_matches_llama_cpp);
   tcase_add_test(tc, gguf_bpe_and_errors);
   tcase_add_test(tc, gguf_spm_merges_by_score);
+  tcase_add_test(tc, gguf_long_token_refused);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -154,7 +154,8 @@ static clf_status gt_array(const gt *s, const char *key, int want, int required,
 }
 
 /* tokenizer.ggml.tokens into t->vocab and t->id_to_token: no token twice,
- * none with a NUL byte; an empty one is "[EMPTY_<id>]", as llama.cpp names it. */
+ * none with a NUL byte or longer than CLF_LIMIT_TOKEN_BYTES; an empty one
+ * is "[EMPTY_<id>]", as llama.cpp names it. */
 static clf_status gt_tokens(clf_tokenizer *t, gt *s) {
   long k;
   clf_status st = gt_array(s, "tokenizer.ggml.tokens", 0, 1, &k, &s->n);
@@ -168,6 +169,9 @@ static clf_status gt_tokens(clf_tokenizer *t, gt *s) {
     size_t len;
     char empty[32];
     clf_gguf_get_str(s->g, (size_t)k, i, &tok, &len);
+    if (len > CLF_LIMIT_TOKEN_BYTES)
+      return gt_fail(s, CLF_E_FORMAT, "tokenizer.ggml.tokens[%llu] is %zu bytes long, past the limit of %zu bytes "
+                     "for one token", (unsigned long long)i, len, CLF_LIMIT_TOKEN_BYTES);
     if (len == 0) {
       len = (size_t)snprintf(empty, sizeof(empty), "[EMPTY_%llu]", (unsigned long long)i);
       tok = empty;
