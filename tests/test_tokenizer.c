@@ -757,6 +757,85 @@ START_TEST(malformed_files) {
 }
 END_TEST
 
+/* buf (of n + 1 bytes at least): a token of n bytes of `c`. */
+static const char *long_token(char *buf, char c, size_t n) {
+  memset(buf, c, n);
+  buf[n] = '\0';
+  return buf;
+}
+
+/* Every vocabulary reader refuses a token past 1,024 bytes (host/base/
+ * limits.h's CLF_LIMIT_TOKEN_BYTES) with CLF_E_FORMAT naming the file, the
+ * token's place and its length, as tokenizer.ggml.tokens does
+ * (gguf_long_token_refused); one of 1,024 bytes loads. */
+START_TEST(long_tokens_refused) {
+  clf_tokenizer *t = NULL;
+  char buf[8192], tok[2001], tok2[2001];
+  make_dir();
+  /* vocab.txt (WordPiece): the line */
+  snprintf(buf, sizeof(buf), "[PAD]\n[UNK]\n%s\n[CLS]\n[SEP]\n", long_token(tok, 'q', 1025));
+  PUT("vocab.txt", buf);
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT,
+            "vocab.txt line 3 is 1025 bytes long, past the limit of 1024 bytes for one token");
+  snprintf(buf, sizeof(buf), "[PAD]\n[UNK]\n%s\n[CLS]\n[SEP]\n", long_token(tok, 'q', 1024));
+  PUT("vocab.txt", buf);
+  TOK_OK(clf_tokenizer_load(g_dir, &t));
+  clf_tokenizer_destroy(t);
+  clear_dir();
+  /* vocab.json (GPT-2 BPE): the token's id */
+  snprintf(buf, sizeof(buf), "{\"a\": 0, \"b\": 1, \"ab\": 2, \"<|endoftext|>\": 3, \"%s\": 4}",
+           long_token(tok, 'q', 2000));
+  PUT("vocab.json", buf);
+  PUT("merges.txt", "a b\n");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT,
+            "vocab.json: the token of id 4 is 2000 bytes long, past the limit of 1024 bytes");
+  clear_dir();
+  /* tokenizer.json: its vocab, its added tokens */
+  snprintf(buf, sizeof(buf),
+           "{\"added_tokens\": [], \"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"%s\": 1}, \"merges\": []}}",
+           long_token(tok, 'q', 1025));
+  PUT("tokenizer.json", buf);
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT,
+            "tokenizer.json: the token of id 1 is 1025 bytes long, past the limit of 1024 bytes");
+  snprintf(buf, sizeof(buf),
+           "{\"added_tokens\": [{\"id\": 1, \"content\": \"<s>\"}, {\"id\": 2, \"content\": \"%s\"}], "
+           "\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}}", long_token(tok, 'q', 1025));
+  PUT("tokenizer.json", buf);
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT,
+            "tokenizer.json: added token 1 is 1025 bytes long, past the limit of 1024 bytes");
+  snprintf(buf, sizeof(buf),
+           "{\"added_tokens\": [{\"id\": 1, \"content\": \"%s\"}], "
+           "\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"%s\": 2}, \"merges\": []}}",
+           long_token(tok, 'q', 1024), long_token(tok2, 'r', 1024));
+  PUT("tokenizer.json", buf);
+  TOK_OK(clf_tokenizer_load(g_dir, &t));
+  clf_tokenizer_destroy(t);
+  clear_dir();
+  /* a SentencePiece model (XLM-R): the piece, here one more piece message
+   * (ModelProto field 1: piece, score) appended to the fixture's */
+  char *src = fixture_path("tokenizers/xlmr/sentencepiece.bpe.model");
+  FILE *f = fopen(src, "rb");
+  ck_assert(f != NULL);
+  char *model = malloc(1 << 20);
+  size_t n = fread(model, 1, (1 << 20) - 2048, f);
+  fclose(f);
+  free(src);
+  const unsigned char piece_head[] = {0x0a, 0x89, 0x08, /* a message of 1033 bytes: */ 0x0a, 0x81, 0x08};
+  memcpy(model + n, piece_head, sizeof(piece_head)); /* piece, 1025 bytes */
+  memcpy(model + n + sizeof(piece_head), long_token(tok, 'q', 1025), 1025);
+  memcpy(model + n + sizeof(piece_head) + 1025, "\x15\x00\x00\x80\xbf", 5); /* score -1.0 */
+  put_file("sentencepiece.bpe.model", model, n + sizeof(piece_head) + 1030);
+  free(model);
+  PUT("config.json", "{\"model_type\": \"xlm-roberta\"}");
+  clf_status st = clf_tokenizer_load(g_dir, &t);
+  if (st != CLF_E_UNSUPPORTED) /* a C++14 build has no SentencePiece */
+    TOK_FAILS(st, CLF_E_FORMAT, "sentencepiece.bpe.model: piece 300 is 1025 bytes long, past the limit of 1024 "
+              "bytes");
+  clear_dir();
+  rmdir(g_dir);
+}
+END_TEST
+
 /* Whether tokenizers t (on text a) and u (on text b) give the same ids. */
 static int same_ids(clf_tokenizer *t, const char *a, clf_tokenizer *u, const char *b) {
   int64_t *x, *y;
@@ -1451,6 +1530,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, model_type_picks_roberta_and_xlmr);
   tcase_add_test(tc, missing_files);
   tcase_add_test(tc, malformed_files);
+  tcase_add_test(tc, long_tokens_refused);
   tcase_add_test(tc, config_options);
   tcase_add_test(tc, bad_arguments);
   tcase_add_test(tc, normalized_invalid_utf8_ends);

@@ -13,6 +13,7 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -212,6 +213,17 @@ char *clf__tok_read_text(const char *path, size_t *len, clf_status *st) {
   return text;
 }
 
+clf_status clf__tok_check_len(size_t n, const char *fmt, ...) {
+  if (n <= CLF_LIMIT_TOKEN_BYTES) return CLF_OK;
+  char where[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(where, sizeof(where), fmt, ap);
+  va_end(ap);
+  return clf__fail(NULL, CLF_E_FORMAT, "clf_tokenizer_load: %s is %zu bytes long, past the limit of %zu bytes for "
+                   "one token", where, n, CLF_LIMIT_TOKEN_BYTES);
+}
+
 int clf__tok_set_token(clf_tokenizer *t, int64_t id, const char *tok, size_t n) {
   if ((size_t)id >= t->n_ids) {
     size_t cap = t->n_ids ? t->n_ids : 256;
@@ -233,7 +245,8 @@ int clf__tok_set_token(clf_tokenizer *t, int64_t id, const char *tok, size_t n) 
 
 /* vocab.json's ids: non-negative integers, below CLF_LIMIT_VOCAB_ID, and
  * dense enough that the id-to-token table (sized by the largest id) stays
- * within a small multiple of the file: one entry of 2.5e8 made it 2 GB. */
+ * within a small multiple of the file: one entry of 2.5e8 made it 2 GB.
+ * Its tokens: none past CLF_LIMIT_TOKEN_BYTES. */
 static clf_status vocab_ids_ok(const cJSON *root, const char *path) {
   size_t count = 0;
   double max = -1;
@@ -246,6 +259,8 @@ static clf_status vocab_ids_ok(const cJSON *root, const char *path) {
       return clf__fail(NULL, CLF_E_FORMAT, "clf_tokenizer_load: %s: token \"%.40s\" has id %.0f, past the limit "
                        "of %zu", path, e->string, v, CLF_LIMIT_VOCAB_ID - 1);
     if (v > max) max = v;
+    clf_status st = clf__tok_check_len(strlen(e->string), "%s: the token of id %.0f", path, v);
+    if (st != CLF_OK) return st;
   }
   if (max >= (double)(2 * count + 1024))
     return clf__fail(NULL, CLF_E_FORMAT, "clf_tokenizer_load: %s: ids run up to %.0f for %zu tokens; a vocabulary "
