@@ -29,7 +29,7 @@
 /* Bytes of one token of a vocabulary (tokenizer.ggml.tokens, vocab.txt,
  * vocab.json, tokenizer.json's vocab and added tokens, a SentencePiece
  * model's pieces): 34x the longest token of every vocabulary in
- * tests/fixtures (30 bytes, Llama 3's "<|reserved_special_token_100|>").
+ * tests/fixtures (30 bytes, "<|reserved_special_token_100|>").
  * One token of 200 KB kept the SentencePiece GGUF loader, then quadratic in
  * a token's length, busy for a minute. */
 #define CLF_LIMIT_TOKEN_BYTES ((size_t)1024)
