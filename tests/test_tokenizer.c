@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -756,6 +757,134 @@ START_TEST(malformed_files) {
 }
 END_TEST
 
+static double seconds_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* buf (of n + 1 bytes at least): a token of n bytes of `c`. */
+static const char *long_token(char *buf, char c, size_t n) {
+  memset(buf, c, n);
+  buf[n] = '\0';
+  return buf;
+}
+
+/* Every vocabulary reader refuses a token past 1,024 bytes (host/base/
+ * limits.h's CLF_LIMIT_TOKEN_BYTES) with CLF_E_FORMAT naming the file, the
+ * token's place and its length, as tokenizer.ggml.tokens does
+ * (gguf_long_token_refused); one of 1,024 bytes loads. */
+START_TEST(long_tokens_refused) {
+  clf_tokenizer *t = NULL;
+  char buf[8192], tok[2001], tok2[2001];
+  make_dir();
+  /* vocab.txt (WordPiece): the line */
+  snprintf(buf, sizeof(buf), "[PAD]\n[UNK]\n%s\n[CLS]\n[SEP]\n", long_token(tok, 'q', 1025));
+  PUT("vocab.txt", buf);
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT,
+            "vocab.txt line 3 is 1025 bytes long, past the limit of 1024 bytes for one token");
+  snprintf(buf, sizeof(buf), "[PAD]\n[UNK]\n%s\n[CLS]\n[SEP]\n", long_token(tok, 'q', 1024));
+  PUT("vocab.txt", buf);
+  TOK_OK(clf_tokenizer_load(g_dir, &t));
+  clf_tokenizer_destroy(t);
+  clear_dir();
+  /* vocab.json (GPT-2 BPE): the token's id */
+  snprintf(buf, sizeof(buf), "{\"a\": 0, \"b\": 1, \"ab\": 2, \"<|endoftext|>\": 3, \"%s\": 4}",
+           long_token(tok, 'q', 2000));
+  PUT("vocab.json", buf);
+  PUT("merges.txt", "a b\n");
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT,
+            "vocab.json: the token of id 4 is 2000 bytes long, past the limit of 1024 bytes");
+  clear_dir();
+  /* tokenizer.json: its vocab, its added tokens */
+  snprintf(buf, sizeof(buf),
+           "{\"added_tokens\": [], \"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"%s\": 1}, \"merges\": []}}",
+           long_token(tok, 'q', 1025));
+  PUT("tokenizer.json", buf);
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT,
+            "tokenizer.json: the token of id 1 is 1025 bytes long, past the limit of 1024 bytes");
+  snprintf(buf, sizeof(buf),
+           "{\"added_tokens\": [{\"id\": 1, \"content\": \"<s>\"}, {\"id\": 2, \"content\": \"%s\"}], "
+           "\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}}", long_token(tok, 'q', 1025));
+  PUT("tokenizer.json", buf);
+  TOK_FAILS(clf_tokenizer_load(g_dir, &t), CLF_E_FORMAT,
+            "tokenizer.json: added token 1 is 1025 bytes long, past the limit of 1024 bytes");
+  snprintf(buf, sizeof(buf),
+           "{\"added_tokens\": [{\"id\": 1, \"content\": \"%s\"}], "
+           "\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"%s\": 2}, \"merges\": []}}",
+           long_token(tok, 'q', 1024), long_token(tok2, 'r', 1024));
+  PUT("tokenizer.json", buf);
+  TOK_OK(clf_tokenizer_load(g_dir, &t));
+  clf_tokenizer_destroy(t);
+  clear_dir();
+  /* a SentencePiece model (XLM-R): the piece, here one more piece message
+   * (ModelProto field 1: piece, score) appended to the fixture's */
+  char *src = fixture_path("tokenizers/xlmr/sentencepiece.bpe.model");
+  FILE *f = fopen(src, "rb");
+  ck_assert(f != NULL);
+  char *model = malloc(1 << 20);
+  size_t n = fread(model, 1, (1 << 20) - 2048, f);
+  fclose(f);
+  free(src);
+  const unsigned char piece_head[] = {0x0a, 0x89, 0x08, /* a message of 1033 bytes: */ 0x0a, 0x81, 0x08};
+  memcpy(model + n, piece_head, sizeof(piece_head)); /* piece, 1025 bytes */
+  memcpy(model + n + sizeof(piece_head), long_token(tok, 'q', 1025), 1025);
+  memcpy(model + n + sizeof(piece_head) + 1025, "\x15\x00\x00\x80\xbf", 5); /* score -1.0 */
+  put_file("sentencepiece.bpe.model", model, n + sizeof(piece_head) + 1030);
+  free(model);
+  PUT("config.json", "{\"model_type\": \"xlm-roberta\"}");
+  clf_status st = clf_tokenizer_load(g_dir, &t);
+  if (st != CLF_E_UNSUPPORTED) /* a C++14 build has no SentencePiece */
+    TOK_FAILS(st, CLF_E_FORMAT, "sentencepiece.bpe.model: piece 300 is 1025 bytes long, past the limit of 1024 "
+              "bytes");
+  clear_dir();
+  rmdir(g_dir);
+}
+END_TEST
+
+/* A vocab.txt of 60,000 tokens of 8 letters chosen so that the unkeyed
+ * FNV-1a the token map used put them all in slots 0-511 of its final
+ * 131,072 (and so in one run at every size before): 17 s to load, each
+ * insert probing the run so far.  Keyed per process, it loads in well under
+ * the 2 s asserted (0.11 s for `clformer tokenize`, as a random vocabulary
+ * of the same size). */
+START_TEST(vocabulary_chosen_to_collide_loads_in_time) {
+  clf_tokenizer *t = NULL;
+  enum { N = 60000 };
+  char *text = malloc(32 + (size_t)N * 9), *p = text, first[9] = "";
+  p += sprintf(p, "[PAD]\n[UNK]\n[CLS]\n[SEP]\n");
+  for (uint64_t c = 0, found = 0; found < N; c++) {
+    uint64_t h = 1469598103934665603ull, v = c;
+    for (int i = 0; i < 8; i++, v /= 26) {
+      p[i] = (char)('a' + v % 26);
+      h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
+    }
+    if ((h & ((1u << 17) - 1)) < 512) {
+      if (!found) memcpy(first, p, 8);
+      p[8] = '\n';
+      p += 9;
+      found++;
+    }
+  }
+  make_dir();
+  put_file("vocab.txt", text, (size_t)(p - text));
+  free(text);
+  double t0 = seconds_now();
+  TOK_OK(clf_tokenizer_load(g_dir, &t));
+  double took = seconds_now() - t0;
+  ck_assert_msg(took < 2.0, "loading took %.2f s, expected under 2 s", took);
+  int64_t *ids;
+  size_t n;
+  TOK_OK(clf_tokenizer_encode(t, first, 0, &ids, &n));
+  ck_assert_msg(n == 1 && ids[0] == 4, "\"%s\": %zu ids, the first %lld, expected its id 4", first, n,
+                (long long)ids[0]);
+  free(ids);
+  clf_tokenizer_destroy(t);
+  clear_dir();
+  rmdir(g_dir);
+}
+END_TEST
+
 /* Whether tokenizers t (on text a) and u (on text b) give the same ids. */
 static int same_ids(clf_tokenizer *t, const char *a, clf_tokenizer *u, const char *b) {
   int64_t *x, *y;
@@ -1260,6 +1389,164 @@ START_TEST(gguf_spm_merges_by_score) {
 }
 END_TEST
 
+/* ---- hostile vocabularies: long tokens, loaded in time linear in the file ---- */
+
+/* The longest token clformer takes (host/base/limits.h's
+ * CLF_LIMIT_TOKEN_BYTES): the longest in the real vocabularies measured is
+ * far shorter (docs/reliability.md). */
+#define TOKEN_LIMIT 1024
+
+/* One string of an array (gw_strs writes whole arrays from one text). */
+static void gw_item(gw *w, const char *s, size_t n) {
+  gw_u64(w, n);
+  gw_raw(w, s, n);
+}
+
+/* tokenizer.ggml.tokens: the tokens of `head` ("|"-separated), then
+ * "a" x 2 .. "a" x chain (none when chain < 2), then `n_long` tokens of
+ * long_len bytes, 'X's ending in their index in letters (so that they share
+ * all but their last bytes, the worst case for comparing them).  Returns
+ * how many tokens that is. */
+static size_t gw_hostile_tokens(gw *w, const char *head, size_t chain, size_t n_long, size_t long_len) {
+  size_t n_head = 1;
+  for (const char *p = head; *p; p++) n_head += *p == '|';
+  size_t n = n_head + (chain > 1 ? chain - 1 : 0) + n_long;
+  size_t cap = (chain > long_len ? chain : long_len) + 1;
+  char *buf = malloc(cap);
+  gw_key(w, "tokenizer.ggml.tokens", GW_ARR);
+  gw_u32(w, GW_STR);
+  gw_u64(w, n);
+  for (const char *p = head;; p++) {
+    const char *e = strchr(p, '|');
+    size_t l = e ? (size_t)(e - p) : strlen(p);
+    gw_item(w, p, l);
+    if (!e) break;
+    p = e;
+  }
+  memset(buf, 'a', cap);
+  for (size_t k = 2; k <= chain; k++) gw_item(w, buf, k);
+  for (size_t i = 0; i < n_long; i++) {
+    memset(buf, 'X', long_len);
+    for (size_t v = i, at = long_len; v && at; v /= 26) buf[--at] = (char)('a' + v % 26);
+    gw_item(w, buf, long_len);
+  }
+  free(buf);
+  return n;
+}
+
+/* A SentencePiece GGUF: the vocabulary of gw_spm (no byte tokens), then
+ * the hostile tokens; "a" x k scores k, so "a" x chain is one token. */
+static void gw_spm_hostile(gw *w, size_t chain, size_t n_long, size_t long_len) {
+  memset(w, 0, sizeof(*w));
+  gw_str(w, "tokenizer.ggml.model", "llama");
+  size_t n = gw_hostile_tokens(w, "<unk>|<s>|</s>|\xe2\x96\x81|a|b|c|ab|bc|\xe2\x96\x81" "a", chain, n_long,
+                               long_len);
+  int32_t *types = malloc(n * sizeof(int32_t));
+  float *scores = malloc(n * sizeof(float));
+  for (size_t i = 0; i < n; i++) {
+    types[i] = i == 0 ? 2 : i < 3 ? 3 : 1;
+    scores[i] = i >= 10 && i < 10 + chain - 1 ? (float)(i - 8) : -10.0f;
+  }
+  gw_nums(w, "tokenizer.ggml.token_type", GW_I32, types, n);
+  gw_nums(w, "tokenizer.ggml.scores", GW_F32, scores, n);
+  gw_bool(w, "tokenizer.ggml.add_space_prefix", 0);
+  free(types);
+  free(scores);
+}
+
+/* A byte-level BPE GGUF: gw_bpe's vocabulary and merge "a b", then the
+ * hostile tokens, with the merges that double "a" up to the chain's length
+ * (before the others, so that "a" x 2^k is one token), then the merges "a"
+ * x k + " a" that make the chain. */
+static void gw_bpe_hostile(gw *w, size_t chain, size_t n_long, size_t long_len) {
+  memset(w, 0, sizeof(*w));
+  gw_str(w, "tokenizer.ggml.model", "gpt2");
+  gw_str(w, "tokenizer.ggml.pre", "gpt-2");
+  gw_hostile_tokens(w, "a|b|ab|<s>", chain, n_long, long_len);
+  char *buf = malloc(2 * chain + 2);
+  size_t doubling = 0;
+  while ((size_t)2 << doubling <= chain) doubling++;
+  gw_key(w, "tokenizer.ggml.merges", GW_ARR);
+  gw_u32(w, GW_STR);
+  gw_u64(w, 1 + doubling + (chain > 1 ? chain - 1 : 0));
+  gw_item(w, "a b", 3);
+  for (size_t j = 0; j < doubling; j++) { /* "a a", "aa aa", ...: a pair listed again keeps this rank */
+    size_t k = (size_t)1 << j;
+    memset(buf, 'a', 2 * k + 1);
+    buf[k] = ' ';
+    gw_item(w, buf, 2 * k + 1);
+  }
+  for (size_t k = 1; k < chain; k++) {
+    memset(buf, 'a', k);
+    memcpy(buf + k, " a", 2);
+    gw_item(w, buf, k + 2);
+  }
+  free(buf);
+}
+
+/* Loads g_dir/NAME, or fails as expected, in under `limit` seconds. */
+static clf_tokenizer *load_within(const char *path, double limit, clf_status want, const char *needle) {
+  clf_tokenizer *t = NULL;
+  double t0 = seconds_now();
+  clf_status st = clf_tokenizer_load(path, &t);
+  double took = seconds_now() - t0;
+  ck_assert_msg(st == want, "%s: %s, expected %s (%s)", path, clf_status_name(st), clf_status_name(want),
+                clf_last_error(NULL));
+  if (needle)
+    ck_assert_msg(strstr(clf_last_error(NULL), needle) != NULL, "error \"%s\", expected it to mention \"%s\"",
+                  clf_last_error(NULL), needle);
+  ck_assert_msg(took < limit, "%s: loading took %.2f s, expected under %.1f s", path, took, limit);
+  return t;
+}
+
+/* The issue's file: one token of 200 KB kept the SentencePiece loader
+ * hashing its prefixes for over a minute (89 s for 769 KB).  A token longer
+ * than the limit is refused at once with its index and length; one of the
+ * limit's length loads. */
+START_TEST(gguf_long_token_refused) {
+  gw w;
+  make_dir();
+  gw_spm_hostile(&w, 0, 1, 200000); /* ids 0-9 gw_spm's, 10 the long one */
+  load_within(gw_file(&w, "long.gguf"), 2.0, CLF_E_FORMAT,
+              "tokenizer.ggml.tokens[10] is 200000 bytes long, past the limit of 1024 bytes");
+  gw_bpe_hostile(&w, 0, 1, TOKEN_LIMIT + 1); /* ids 0-3 gw_bpe's, 4 the long one */
+  load_within(gw_file(&w, "long.gguf"), 2.0, CLF_E_FORMAT,
+              "tokenizer.ggml.tokens[4] is 1025 bytes long, past the limit of 1024 bytes");
+  gw_spm_hostile(&w, 0, 2, TOKEN_LIMIT);
+  clf_tokenizer_destroy(load_within(gw_file(&w, "long.gguf"), 2.0, CLF_OK, NULL));
+  gw_bpe_hostile(&w, 0, 2, TOKEN_LIMIT);
+  clf_tokenizer_destroy(load_within(gw_file(&w, "long.gguf"), 2.0, CLF_OK, NULL));
+  unlink_file("long.gguf");
+  rmdir(g_dir);
+}
+END_TEST
+
+/* 4,000 tokens of 1,000 bytes and the tokens "a" x 2 .. "a" x 300 (a
+ * 4 MB vocabulary; as SentencePiece, every split of the chain a merge):
+ * each loads in well under the 2 s asserted (0.14 s in an optimized build,
+ * whole `clformer tokenize`; the prefix-hashing loader took 6.9 s for the
+ * SentencePiece one), and "a" x 300 (SentencePiece) or "a" x 256 (BPE)
+ * encodes to its one token. */
+START_TEST(gguf_large_vocabulary_loads_in_linear_time) {
+  gw w;
+  make_dir();
+  char *text = malloc(301);
+  for (int spm = 0; spm < 2; spm++) {
+    if (spm) gw_spm_hostile(&w, 300, 4000, 1000);
+    else gw_bpe_hostile(&w, 300, 4000, 1000);
+    clf_tokenizer *t = load_within(gw_file(&w, "large.gguf"), 2.0, CLF_OK, NULL);
+    int64_t want = spm ? 10 + 298 : 4 + 254; /* "a" x 300 (the chain's last), "a" x 256 */
+    memset(text, 'a', 300);
+    text[spm ? 300 : 256] = '\0';
+    encodes_to(t, text, 0, &want, 1);
+    clf_tokenizer_destroy(t);
+  }
+  free(text);
+  unlink_file("large.gguf");
+  rmdir(g_dir);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("tokenizer");
   TCase *tc = tcase_create("tokenizer");
@@ -1286,6 +1573,8 @@ static Suite *suite(void) {
   tcase_add_test(tc, model_type_picks_roberta_and_xlmr);
   tcase_add_test(tc, missing_files);
   tcase_add_test(tc, malformed_files);
+  tcase_add_test(tc, long_tokens_refused);
+  tcase_add_test(tc, vocabulary_chosen_to_collide_loads_in_time);
   tcase_add_test(tc, config_options);
   tcase_add_test(tc, bad_arguments);
   tcase_add_test(tc, normalized_invalid_utf8_ends);
@@ -1297,6 +1586,8 @@ static Suite *suite(void) {
   tcase_add_test(tc, gguf_llama2_unk_matches_llama_cpp);
   tcase_add_test(tc, gguf_bpe_and_errors);
   tcase_add_test(tc, gguf_spm_merges_by_score);
+  tcase_add_test(tc, gguf_long_token_refused);
+  tcase_add_test(tc, gguf_large_vocabulary_loads_in_linear_time);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -26,5 +26,12 @@
 /* A token id in a tokenizer's vocabulary file: 16 M, 60x the largest
  * vocabularies published (Gemma's 256,000). */
 #define CLF_LIMIT_VOCAB_ID ((size_t)1 << 24)
+/* Bytes of one token of a vocabulary (tokenizer.ggml.tokens, vocab.txt,
+ * vocab.json, tokenizer.json's vocab and added tokens, a SentencePiece
+ * model's pieces): 34x the longest token of every vocabulary in
+ * tests/fixtures (30 bytes, "<|reserved_special_token_100|>").
+ * One token of 200 KB kept the SentencePiece GGUF loader, then quadratic in
+ * a token's length, busy for a minute. */
+#define CLF_LIMIT_TOKEN_BYTES ((size_t)1024)
 
 #endif /* CLF_BASE_LIMITS_H */

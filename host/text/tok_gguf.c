@@ -154,7 +154,8 @@ static clf_status gt_array(const gt *s, const char *key, int want, int required,
 }
 
 /* tokenizer.ggml.tokens into t->vocab and t->id_to_token: no token twice,
- * none with a NUL byte; an empty one is "[EMPTY_<id>]", as llama.cpp names it. */
+ * none with a NUL byte or longer than CLF_LIMIT_TOKEN_BYTES; an empty one
+ * is "[EMPTY_<id>]", as llama.cpp names it. */
 static clf_status gt_tokens(clf_tokenizer *t, gt *s) {
   long k;
   clf_status st = gt_array(s, "tokenizer.ggml.tokens", 0, 1, &k, &s->n);
@@ -168,6 +169,9 @@ static clf_status gt_tokens(clf_tokenizer *t, gt *s) {
     size_t len;
     char empty[32];
     clf_gguf_get_str(s->g, (size_t)k, i, &tok, &len);
+    if (len > CLF_LIMIT_TOKEN_BYTES)
+      return gt_fail(s, CLF_E_FORMAT, "tokenizer.ggml.tokens[%llu] is %zu bytes long, past the limit of %zu bytes "
+                     "for one token", (unsigned long long)i, len, CLF_LIMIT_TOKEN_BYTES);
     if (len == 0) {
       len = (size_t)snprintf(empty, sizeof(empty), "[EMPTY_%llu]", (unsigned long long)i);
       tok = empty;
@@ -480,33 +484,118 @@ static int score_desc(const void *a, const void *b) {
   return (x < y) - (x > y);
 }
 
+/* A token for the sorts of spm_merges. */
+typedef struct spm_tok {
+  const char *s;
+  size_t len;
+  int64_t id;
+} spm_tok;
+
+/* Byte order, a token before the tokens it begins. */
+static int by_bytes(const void *a, const void *b) {
+  const spm_tok *x = a, *y = b;
+  int c = memcmp(x->s, y->s, x->len < y->len ? x->len : y->len);
+  return c ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+/* The same read from the end: a token before the tokens it ends. */
+static int by_bytes_from_end(const void *a, const void *b) {
+  const spm_tok *x = a, *y = b;
+  for (size_t i = 1; i <= x->len && i <= y->len; i++) {
+    unsigned char p = (unsigned char)x->s[x->len - i], q = (unsigned char)y->s[y->len - i];
+    if (p != q) return (p > q) - (p < q);
+  }
+  return (x->len > y->len) - (x->len < y->len);
+}
+
+/* Whether u begins (at_end: ends) with the shorter v. */
+static int is_part(const spm_tok *v, const spm_tok *u, int at_end) {
+  return v->len < u->len && !memcmp(u->s + (at_end ? u->len - v->len : 0), v->s, v->len);
+}
+
+/* stack[0..*depth) (indices into v, sorted by by_bytes, or by
+ * by_bytes_from_end when at_end) holds v[i - 1] and the tokens that begin
+ * (end) it, each beginning (ending) the next.  In that order the tokens
+ * that begin (end) v[i] are among them, so popping the top until it begins
+ * (ends) v[i] leaves exactly those: each token is pushed and popped once. */
+static void part_stack(const spm_tok *v, size_t i, int at_end, size_t *stack, size_t *depth) {
+  while (*depth && !is_part(&v[stack[*depth - 1]], &v[i], at_end)) (*depth)--;
+}
+
 /* SentencePiece: every token that is two tokens joined (at a character
  * boundary) is a merge of them, ranked by its score, highest first, equal
  * scores sharing a rank so that the leftmost pair goes first: the order of
- * llama.cpp's llm_tokenizer_spm queue. */
+ * llama.cpp's llm_tokenizer_spm queue.  Looking up every prefix and suffix
+ * of every token was quadratic in a token's length (24 s for one token of
+ * 200 KB).  Here the tokens are sorted twice (n log n comparisons, each of
+ * at most CLF_LIMIT_TOKEN_BYTES), and the rest is linear in the
+ * vocabulary's bytes: in byte order the tokens that begin each token are a
+ * stack, recorded per token (fewer than its length); read from the end,
+ * those that end it are one too, and a prefix and a suffix that meet at a
+ * character boundary are a pair. */
 static clf_status spm_merges(const clf_tokenizer *t, const gt *s, clf__hf *h) {
-  float *sorted = malloc((size_t)s->n * sizeof(float));
-  if (!sorted) return oom();
-  memcpy(sorted, s->score, (size_t)s->n * sizeof(float));
-  qsort(sorted, (size_t)s->n, sizeof(float), score_desc);
-  size_t levels = 0; /* distinct scores, highest first */
-  for (size_t i = 0; i < s->n; i++)
-    if (!levels || sorted[levels - 1] != sorted[i]) sorted[levels++] = sorted[i];
-  clf_status st = CLF_OK;
-  for (uint64_t i = 0; i < s->n && st == CLF_OK; i++) {
-    const char *tok = t->id_to_token[i];
-    size_t len = strlen(tok), lo = 0, hi = levels;
+  size_t n = (size_t)s->n, max_len = 0, depth = 0, levels = 0;
+  float *sorted = malloc(n * sizeof(float));
+  spm_tok *v = malloc(n * sizeof(spm_tok));
+  size_t *first = malloc(n * sizeof(size_t)), *count = malloc(n * sizeof(size_t));
+  size_t *lens = malloc(n * sizeof(size_t)), *stack = NULL;
+  int64_t *at = NULL;
+  clf__ids pre = {0}; /* the ids of the tokens that begin each token: first[id], count[id] of them */
+  clf_status st = sorted && v && first && count && lens ? CLF_OK : oom();
+  for (size_t i = 0; i < n && st == CLF_OK; i++) {
+    lens[i] = strlen(t->id_to_token[i]);
+    v[i] = (spm_tok){t->id_to_token[i], lens[i], (int64_t)i};
+    if (v[i].len > max_len) max_len = v[i].len;
+  }
+  if (st == CLF_OK && (!(stack = malloc((max_len + 1) * sizeof(size_t))) ||
+                       !(at = malloc((max_len + 1) * sizeof(int64_t)))))
+    st = oom();
+  if (st == CLF_OK) {
+    memcpy(sorted, s->score, n * sizeof(float));
+    qsort(sorted, n, sizeof(float), score_desc);
+    for (size_t i = 0; i < n; i++) /* distinct scores, highest first */
+      if (!levels || sorted[levels - 1] != sorted[i]) sorted[levels++] = sorted[i];
+    qsort(v, n, sizeof(spm_tok), by_bytes);
+  }
+  for (size_t i = 0; i < n && st == CLF_OK; i++) {
+    part_stack(v, i, 0, stack, &depth);
+    first[v[i].id] = pre.n;
+    count[v[i].id] = depth;
+    for (size_t k = 0; k < depth && st == CLF_OK; k++)
+      if (clf__ids_push(&pre, v[stack[k]].id)) st = oom();
+    stack[depth++] = i;
+  }
+  if (st == CLF_OK) {
+    for (size_t k = 0; k <= max_len; k++) at[k] = -1;
+    qsort(v, n, sizeof(spm_tok), by_bytes_from_end);
+  }
+  depth = 0;
+  for (size_t i = 0; i < n && st == CLF_OK; i++) {
+    part_stack(v, i, 1, stack, &depth);
+    const spm_tok *u = &v[i];
+    const int64_t *p = pre.v ? pre.v + first[u->id] : NULL; /* NULL: no token begins another */
+    size_t lo = 0, hi = levels;
     while (hi - lo > 1) { /* the rank of its score */
       size_t mid = (lo + hi) / 2;
-      if (sorted[mid] >= s->score[i]) lo = mid; else hi = mid;
+      if (sorted[mid] >= s->score[u->id]) lo = mid; else hi = mid;
     }
-    for (size_t k = 1; k < len && st == CLF_OK; k++) {
-      if (((unsigned char)tok[k] & 0xC0) == 0x80) continue;
-      int64_t a = clf__strmap_get(&t->vocab, tok, k), b = a >= 0 ? clf__strmap_get(&t->vocab, tok + k, len - k) : -1;
-      if (b >= 0) st = merge_add(h, a, b, (int64_t)lo, (int64_t)i, 0);
+    for (size_t k = 0; k < count[u->id]; k++) at[lens[p[k]]] = p[k];
+    for (size_t k = 0; k < depth && st == CLF_OK; k++) { /* a suffix and the prefix before it */
+      size_t cut = u->len - v[stack[k]].len;
+      if (at[cut] >= 0 && ((unsigned char)u->s[cut] & 0xC0) != 0x80)
+        st = merge_add(h, at[cut], v[stack[k]].id, (int64_t)lo, u->id, 0);
     }
+    for (size_t k = 0; k < count[u->id]; k++) at[lens[p[k]]] = -1;
+    stack[depth++] = i;
   }
   free(sorted);
+  free(v);
+  free(first);
+  free(count);
+  free(lens);
+  free(stack);
+  free(at);
+  free(pre.v);
   return st;
 }
 

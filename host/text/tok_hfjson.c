@@ -435,6 +435,8 @@ static clf_status load_added(clf__hf *h, const cJSON *arr, const char *path) {
     if (!text || !*text || !cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble >= 2147483647.0)
       return clf__fail(NULL, CLF_E_FORMAT, "clf_tokenizer_load: %s: added token %zu has no content or a bad id",
                        path, h->n_added);
+    clf_status st = clf__tok_check_len(strlen(text), "%s: added token %zu", path, h->n_added);
+    if (st != CLF_OK) return st;
     clf__hf_added *a = &h->added[h->n_added++];
     if (!(a->text = dup(text)) || !(a->match = dup(text))) return oom();
     a->len = strlen(text);

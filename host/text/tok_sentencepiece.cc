@@ -49,9 +49,12 @@ sentencepiece::SentencePieceProcessor *load_spm(const char *dir, const char *nam
   }
   try {
     auto s = sp->LoadFromSerializedProto(absl::string_view(bytes, len));
-    if (!s.ok()) {
+    if (!s.ok())
       *st = clf__fail(NULL, CLF_E_FORMAT, "clf_tokenizer_load: %s is not a SentencePiece model: %s", path,
                       s.ToString().c_str());
+    for (int i = 0; s.ok() && i < sp->GetPieceSize() && *st == CLF_OK; i++) /* as every vocabulary */
+      *st = clf__tok_check_len(sp->IdToPiece(i).size(), "%s: piece %d", path, i);
+    if (*st != CLF_OK) {
       delete sp;
       sp = nullptr;
     }

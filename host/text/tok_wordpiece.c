@@ -331,7 +331,8 @@ clf_status clf__wordpiece_load(clf_tokenizer *t, const char *dir, void *config) 
   for (size_t i = 0; i < len && st == CLF_OK; id++) { /* lines end in \n, \r\n or \r (Python's universal newlines) */
     size_t j = i;
     while (j < len && text[j] != '\n' && text[j] != '\r') j++;
-    for (size_t k = i; k < j;)
+    st = clf__tok_check_len(j - i, "%s line %lld", path, (long long)id + 1);
+    for (size_t k = i; k < j && st == CLF_OK;)
       if (clf__utf8_next(text, j, &k) < 0) {
         st = clf__fail(NULL, CLF_E_FORMAT, "clf_tokenizer_load: %s line %lld is not valid UTF-8", path,
                        (long long)id + 1);

@@ -108,6 +108,14 @@ clf_status clf__tok_load_vocab_json(clf_tokenizer *t, const char *path);
 clf_status clf__tok_vocab_from_json(clf_tokenizer *t, const void *obj, const char *path);
 /* Unicode NFC of the UTF-8 s[0..n) (valid), appended to out; -1 out of memory. */
 int clf__nfc_utf8(const char *s, size_t n, clf__str *out);
+/* CLF_OK for a token of n bytes; past CLF_LIMIT_TOKEN_BYTES (base/limits.h)
+ * CLF_E_FORMAT, "clf_tokenizer_load: <where> is <n> bytes long, past the
+ * limit ...", where naming the file and the token's place in it. */
+clf_status clf__tok_check_len(size_t n, const char *fmt, ...)
+#ifdef __GNUC__
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 /* Sets id_to_token[id] = token (growing it); -1 out of memory. */
 int clf__tok_set_token(clf_tokenizer *t, int64_t id, const char *tok, size_t n);
 /* Adds a special token (its id looked up in the vocabulary). */
