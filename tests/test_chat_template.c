@@ -235,10 +235,11 @@ START_TEST(refused_at_parse) {
       {"{{ x }}\n{{ y }}\n  {{ m | xmlattr }}", CLF_E_UNSUPPORTED, "unsupported filter 'xmlattr' at 3:10"},
       {"{% include 'other.jinja' %}", CLF_E_UNSUPPORTED, "unsupported statement 'include' at 1:4"},
       {"{% extends 'base' %}", CLF_E_UNSUPPORTED, "unsupported statement 'extends'"},
-      {"{% call m() %}{% endcall %}", CLF_E_UNSUPPORTED, "unsupported statement 'call'"},
+      {"{% call m %}{% endcall %}", CLF_E_FORMAT, "expected call at 1:4"},
+      {"{% macro m(caller) %}{{ caller() }}{% endmacro %}", CLF_E_FORMAT, "special \"caller\" argument"},
       {"{{ x is prime }}", CLF_E_UNSUPPORTED, "unsupported test 'prime' at 1:6"},
       {"{% for x in y recursive %}{% endfor %}", CLF_E_UNSUPPORTED, "recursive loop"},
-      {"{{ f(*args) }}", CLF_E_UNSUPPORTED, "*args"},
+      {"{{ f(**kw, *args) }}", CLF_E_FORMAT, "invalid syntax for function call expression at 1:5"},
       {"{{ 1 + }}", CLF_E_FORMAT, "unexpected 'end of print statement' at 1:8"},
       {"{% if x %}yes", CLF_E_FORMAT, "missing 'endif'"},
       {"{% endfor %}", CLF_E_FORMAT, "unexpected 'endfor' at 1:4"},
@@ -368,6 +369,15 @@ START_TEST(hostile_nesting) {
   sprintf(p, "}");
   CT_FAILS(clf_chat_template_render_json(t, ctx, &text), CLF_E_INVALID_ARG, "nested too deeply");
   free(ctx);
+  clf_chat_template_destroy(t);
+  /* a call block's caller that calls its macro again, without end */
+  CT_OK(clf_chat_template_parse("{% macro f() %}{{ caller() }}{% endmacro %}"
+                                "{% macro g() %}{% call f() %}{{ g() }}{% endcall %}{% endmacro %}{{ g() }}", &t));
+  CT_FAILS(clf_chat_template_render_json(t, "{}", &text), CLF_E_INVALID_ARG, "nested too deeply");
+  clf_chat_template_destroy(t);
+  CT_OK(clf_chat_template_parse("{% macro f() %}{% call f() %}{% endcall %}{{ caller() }}{% endmacro %}"
+                                "{% call f() %}{% endcall %}", &t));
+  CT_FAILS(clf_chat_template_render_json(t, "{}", &text), CLF_E_INVALID_ARG, "nested too deeply");
   clf_chat_template_destroy(t);
 }
 END_TEST
