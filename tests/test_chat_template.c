@@ -97,8 +97,8 @@ START_TEST(fixtures_match_transformers) {
     free(src);
     clf_chat_template_destroy(t);
   }
-  /* 20 templates x their conversations, as the generator printed them */
-  ck_assert_int_eq(n, 236);
+  /* 22 templates x their conversations, as the generator printed them */
+  ck_assert_int_eq(n, 264);
   ck_assert_int_eq(refused, 44);
   cJSON_Delete(root);
 }
@@ -132,6 +132,46 @@ START_TEST(snippets_match_jinja) {
     n++;
   }
   ck_assert_int_eq(n, 130);
+  free(ctx);
+  cJSON_Delete(root);
+}
+END_TEST
+
+/* {% call %} / caller() and *args / **kwargs (cases.json "call_snippets"):
+ * Jinja's text, or its refusal with its message (a syntax error refused
+ * at parse time). */
+START_TEST(call_snippets_match_jinja) {
+  cJSON *root = cases_json(), *c;
+  char *ctx = cJSON_PrintUnformatted(cJSON_GetObjectItem(root, "snippet_context"));
+  int n = 0, refused = 0;
+  cJSON_ArrayForEach(c, cJSON_GetObjectItem(root, "call_snippets")) {
+    const char *src = cJSON_GetObjectItem(c, "template_source")->valuestring;
+    const cJSON *want = cJSON_GetObjectItem(c, "expected");
+    clf_chat_template *t = NULL;
+    char *text = NULL;
+    clf_status st = clf_chat_template_parse(src, &t);
+    int parsed = st == CLF_OK;
+    if (parsed) st = clf_chat_template_render_json(t, ctx, &text);
+    if (cJSON_IsString(want)) {
+      ck_assert_msg(st == CLF_OK, "%s: %s", src, clf_last_error(NULL));
+      char msg[512];
+      diff_at(text, want->valuestring, msg, sizeof(msg));
+      ck_assert_msg(!msg[0], "%s: %s", src, msg);
+    } else {
+      const char *type = cJSON_GetObjectItem(c, "error_type")->valuestring;
+      const char *err = cJSON_GetObjectItem(c, "error")->valuestring;
+      int syntax = !strcmp(type, "TemplateSyntaxError") || !strcmp(type, "TemplateAssertionError");
+      ck_assert_msg(st == (syntax ? CLF_E_FORMAT : CLF_E_INVALID_ARG) && parsed == !syntax,
+                    "%s: %s (%s), Jinja raised %s: %s", src, clf_status_name(st), clf_last_error(NULL), type, err);
+      ck_assert_msg(strstr(clf_last_error(NULL), err), "%s: \"%s\" lacks \"%s\"", src, clf_last_error(NULL), err);
+      refused++;
+    }
+    free(text);
+    clf_chat_template_destroy(t);
+    n++;
+  }
+  ck_assert_int_eq(n, 45);
+  ck_assert_int_eq(refused, 26);
   free(ctx);
   cJSON_Delete(root);
 }
@@ -388,6 +428,7 @@ static Suite *suite(void) {
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, fixtures_match_transformers);
   tcase_add_test(tc, snippets_match_jinja);
+  tcase_add_test(tc, call_snippets_match_jinja);
   tcase_add_test(tc, render_messages);
   tcase_add_test(tc, tokenizer_templates);
   tcase_add_test(tc, special_tokens_as_variables);
