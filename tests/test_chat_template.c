@@ -97,8 +97,8 @@ START_TEST(fixtures_match_transformers) {
     free(src);
     clf_chat_template_destroy(t);
   }
-  /* 20 templates x their conversations, as the generator printed them */
-  ck_assert_int_eq(n, 236);
+  /* 22 templates x their conversations, as the generator printed them */
+  ck_assert_int_eq(n, 264);
   ck_assert_int_eq(refused, 44);
   cJSON_Delete(root);
 }
@@ -132,6 +132,46 @@ START_TEST(snippets_match_jinja) {
     n++;
   }
   ck_assert_int_eq(n, 130);
+  free(ctx);
+  cJSON_Delete(root);
+}
+END_TEST
+
+/* {% call %} / caller() and *args / **kwargs (cases.json "call_snippets"):
+ * Jinja's text, or its refusal with its message (a syntax error refused
+ * at parse time). */
+START_TEST(call_snippets_match_jinja) {
+  cJSON *root = cases_json(), *c;
+  char *ctx = cJSON_PrintUnformatted(cJSON_GetObjectItem(root, "snippet_context"));
+  int n = 0, refused = 0;
+  cJSON_ArrayForEach(c, cJSON_GetObjectItem(root, "call_snippets")) {
+    const char *src = cJSON_GetObjectItem(c, "template_source")->valuestring;
+    const cJSON *want = cJSON_GetObjectItem(c, "expected");
+    clf_chat_template *t = NULL;
+    char *text = NULL;
+    clf_status st = clf_chat_template_parse(src, &t);
+    int parsed = st == CLF_OK;
+    if (parsed) st = clf_chat_template_render_json(t, ctx, &text);
+    if (cJSON_IsString(want)) {
+      ck_assert_msg(st == CLF_OK, "%s: %s", src, clf_last_error(NULL));
+      char msg[512];
+      diff_at(text, want->valuestring, msg, sizeof(msg));
+      ck_assert_msg(!msg[0], "%s: %s", src, msg);
+    } else {
+      const char *type = cJSON_GetObjectItem(c, "error_type")->valuestring;
+      const char *err = cJSON_GetObjectItem(c, "error")->valuestring;
+      int syntax = !strcmp(type, "TemplateSyntaxError") || !strcmp(type, "TemplateAssertionError");
+      ck_assert_msg(st == (syntax ? CLF_E_FORMAT : CLF_E_INVALID_ARG) && parsed == !syntax,
+                    "%s: %s (%s), Jinja raised %s: %s", src, clf_status_name(st), clf_last_error(NULL), type, err);
+      ck_assert_msg(strstr(clf_last_error(NULL), err), "%s: \"%s\" lacks \"%s\"", src, clf_last_error(NULL), err);
+      refused++;
+    }
+    free(text);
+    clf_chat_template_destroy(t);
+    n++;
+  }
+  ck_assert_int_eq(n, 45);
+  ck_assert_int_eq(refused, 26);
   free(ctx);
   cJSON_Delete(root);
 }
@@ -235,10 +275,11 @@ START_TEST(refused_at_parse) {
       {"{{ x }}\n{{ y }}\n  {{ m | xmlattr }}", CLF_E_UNSUPPORTED, "unsupported filter 'xmlattr' at 3:10"},
       {"{% include 'other.jinja' %}", CLF_E_UNSUPPORTED, "unsupported statement 'include' at 1:4"},
       {"{% extends 'base' %}", CLF_E_UNSUPPORTED, "unsupported statement 'extends'"},
-      {"{% call m() %}{% endcall %}", CLF_E_UNSUPPORTED, "unsupported statement 'call'"},
+      {"{% call m %}{% endcall %}", CLF_E_FORMAT, "expected call at 1:4"},
+      {"{% macro m(caller) %}{{ caller() }}{% endmacro %}", CLF_E_FORMAT, "special \"caller\" argument"},
       {"{{ x is prime }}", CLF_E_UNSUPPORTED, "unsupported test 'prime' at 1:6"},
       {"{% for x in y recursive %}{% endfor %}", CLF_E_UNSUPPORTED, "recursive loop"},
-      {"{{ f(*args) }}", CLF_E_UNSUPPORTED, "*args"},
+      {"{{ f(**kw, *args) }}", CLF_E_FORMAT, "invalid syntax for function call expression at 1:5"},
       {"{{ 1 + }}", CLF_E_FORMAT, "unexpected 'end of print statement' at 1:8"},
       {"{% if x %}yes", CLF_E_FORMAT, "missing 'endif'"},
       {"{% endfor %}", CLF_E_FORMAT, "unexpected 'endfor' at 1:4"},
@@ -368,6 +409,15 @@ START_TEST(hostile_nesting) {
   sprintf(p, "}");
   CT_FAILS(clf_chat_template_render_json(t, ctx, &text), CLF_E_INVALID_ARG, "nested too deeply");
   free(ctx);
+  clf_chat_template_destroy(t);
+  /* a call block's caller that calls its macro again, without end */
+  CT_OK(clf_chat_template_parse("{% macro f() %}{{ caller() }}{% endmacro %}"
+                                "{% macro g() %}{% call f() %}{{ g() }}{% endcall %}{% endmacro %}{{ g() }}", &t));
+  CT_FAILS(clf_chat_template_render_json(t, "{}", &text), CLF_E_INVALID_ARG, "nested too deeply");
+  clf_chat_template_destroy(t);
+  CT_OK(clf_chat_template_parse("{% macro f() %}{% call f() %}{% endcall %}{{ caller() }}{% endmacro %}"
+                                "{% call f() %}{% endcall %}", &t));
+  CT_FAILS(clf_chat_template_render_json(t, "{}", &text), CLF_E_INVALID_ARG, "nested too deeply");
   clf_chat_template_destroy(t);
 }
 END_TEST
@@ -648,6 +698,7 @@ static Suite *suite(void) {
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, fixtures_match_transformers);
   tcase_add_test(tc, snippets_match_jinja);
+  tcase_add_test(tc, call_snippets_match_jinja);
   tcase_add_test(tc, render_messages);
   tcase_add_test(tc, tokenizer_templates);
   tcase_add_test(tc, special_tokens_as_variables);

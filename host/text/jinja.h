@@ -166,8 +166,11 @@ typedef enum {
   JN_TEST, JN_BINOP, JN_NEG, JN_POS, JN_NOT, JN_AND, JN_OR, JN_COMPARE, JN_COND,
   /* statements */
   JN_BODY, JN_TEXT, JN_OUTPUT, JN_IF, JN_FOR, JN_SET, JN_SETBLOCK, JN_MACRO, JN_GENERATION, JN_FILTERBLOCK,
-  JN_BREAK, JN_CONTINUE
+  JN_BREAK, JN_CONTINUE, JN_CALLBLOCK
 } jn_kind;
+
+/* JN_MACRO's op: the special names its body reads (implicit parameters) */
+enum { JM_CALLER = 1, JM_KWARGS = 2, JM_VARARGS = 4 };
 
 /* binary and comparison operators */
 enum { JO_ADD, JO_SUB, JO_MUL, JO_DIV, JO_FLOORDIV, JO_MOD, JO_POW, JO_CONCAT,
@@ -176,10 +179,10 @@ enum { JO_ADD, JO_SUB, JO_MUL, JO_DIV, JO_FLOORDIV, JO_MOD, JO_POW, JO_CONCAT,
 typedef struct jnode {
   jn_kind k;
   int line, col;
-  int op;       /* JO_*; JN_TEST: negated */
+  int op;       /* JO_*; JN_TEST: negated; JN_MACRO: JM_* */
   char *name;   /* names, attributes, filters, tests, keyword names */
   jv lit;       /* JN_LIT, JN_TEXT */
-  struct jnode *a, *b, *c, *d, *e;
+  struct jnode *a, *b, *c, *d, *e; /* JN_CALL, JN_FILTER, JN_TEST: d *args, e **kwargs */
   struct jnode **kids;
   size_t nkids;
   int fid;      /* JN_FILTER / JN_TEST: the builtin's index */

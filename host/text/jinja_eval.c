@@ -2,7 +2,8 @@
  * Jinja's scopes (for loops and macros open one, if does not), Python's
  * operators and comparisons, Jinja's default Undefined (prints '', an
  * attribute of it is an error), attributes, items and slices, calls of
- * macros, globals and methods, filters and tests; and the error and limit
+ * macros (call blocks' callers, varargs / kwargs), globals and methods,
+ * filters and tests, with *args / **kwargs; and the error and limit
  * bookkeeping of a render.  jinja_exec.c renders the statements.
  */
 #include "jinja.h"
@@ -65,7 +66,7 @@ static int undef_fail(jstate *J, const jnode *at, jv u) {
 jv clf__j_lookup(jstate *J, const char *name) {
   for (int i = J->nfr - 1; i >= 0; i--) {
     jv v = jv_get(J->fr[i].vars, name);
-    if (v.t != JV_UNDEF) return jv_ref(v);
+    if (v.t != JV_UNDEF || v.u.s) return jv_ref(v); /* an Undefined set here (a parameter not given) too */
     if (J->fr[i].barrier > 0 && J->fr[i].barrier <= i) i = J->fr[i].barrier; /* a macro: then where it was defined */
   }
   int g = clf__j_global_id(name);
@@ -402,13 +403,78 @@ static jv ev_compare(jstate *J, const jnode *x) {
   return J->st == CLF_OK ? jv_bool(1) : jv_undef();
 }
 
-/* Evaluates a call's arguments; jargs' arrays malloc'd (free_args). */
-static int eval_args(jstate *J, const jnode *x, jargs *a) {
+/* f(..., *x): x's items appended to the positional arguments (Python's
+ * iterables; Undefined gives none, as Jinja's Undefined iterates). */
+static int unpack_star(jstate *J, const jnode *x, jargs *a) {
+  jv v = clf__j_ev(J, x->d), *items;
+  size_t n;
+  if (J->st != CLF_OK) return -1;
+  if (v.t != JV_UNDEF && v.t != JV_LIST && v.t != JV_STR && !(v.t == JV_DICT && !v.u.d->ns)) {
+    clf__j_fail(J, x->d, "Value after * must be an iterable, not %s", jv_typename(v));
+    jv_drop(v);
+    return -1;
+  }
+  int r = clf__j_iter(J, x->d, v, &items, &n);
+  jv_drop(v);
+  if (r) return -1;
+  jv *p = n ? realloc(a->pos, (a->npos + n) * sizeof(*p)) : a->pos;
+  if (!p) {
+    for (size_t i = 0; i < n; i++) jv_drop(items[i]);
+    free(items);
+    return clf__j_oom(J);
+  }
+  a->pos = p;
+  if (n) memcpy(a->pos + a->npos, items, n * sizeof(*p));
+  a->npos += n;
+  free(items);
+  return 0;
+}
+
+/* f(..., **d): d's items appended to the keyword arguments, their names
+ * pointing into d's keys (*keep holds d).  A name given twice is Python's
+ * error in a call; a filter's or test's **d overrides, as Jinja's does. */
+static int unpack_dstar(jstate *J, const jnode *x, jargs *a, jv *keep) {
+  const char *who = x->k == JN_CALL ? "jinja2.sandbox.SandboxedEnvironment.call() " : "";
+  jv v = clf__j_ev(J, x->e);
+  if (J->st != CLF_OK) return -1;
+  if (v.t == JV_UNDEF) { undef_fail(J, x->e, v); jv_drop(v); return -1; }
+  if (v.t != JV_DICT || v.u.d->ns) {
+    clf__j_fail(J, x->e, "%sargument after ** must be a mapping, not %s", who, jv_typename(v));
+    jv_drop(v);
+    return -1;
+  }
+  *keep = v;
+  size_t n = v.u.d->n;
+  jv *kw = realloc(a->kw, (a->nkw + n + 1) * sizeof(*kw));
+  if (kw) a->kw = kw;
+  const char **kwn = kw ? realloc((void *)a->kwn, (a->nkw + n + 1) * sizeof(*kwn)) : NULL;
+  if (!kwn) return clf__j_oom(J);
+  a->kwn = kwn;
+  size_t given = a->nkw; /* d's keys differ from each other: only these can clash */
+  for (size_t i = 0; i < n; i++) {
+    if (v.u.d->k[i].t != JV_STR) return clf__j_fail(J, x->e, "keywords must be strings");
+    const char *name = v.u.d->k[i].u.s->s;
+    size_t k = 0;
+    while (k < given && strcmp(a->kwn[k], name)) k++;
+    if (k < given && x->k == JN_CALL)
+      return clf__j_fail(J, x->e, "%sgot multiple values for keyword argument '%s'", who, name);
+    if (k < given) jv_drop(a->kw[k]);
+    else a->kwn[k = a->nkw++] = name;
+    a->kw[k] = jv_ref(v.u.d->v[i]);
+  }
+  return 0;
+}
+
+/* Evaluates a call's arguments, then caller= (when caller is a macro: a
+ * call block's), *args and **kwargs; jargs' arrays malloc'd, *keep the
+ * **kwargs dict its names point into (free_args). */
+static int eval_args(jstate *J, const jnode *x, jv caller, jargs *a, jv *keep) {
   memset(a, 0, sizeof(*a));
-  if (!x->nkids) return 0;
-  a->pos = calloc(x->nkids, sizeof(jv));
-  a->kw = calloc(x->nkids, sizeof(jv));
-  a->kwn = calloc(x->nkids, sizeof(char *));
+  *keep = jv_undef();
+  if (!x->nkids && !x->d && !x->e && caller.t != JV_FUNC) return 0;
+  a->pos = calloc(x->nkids + 1, sizeof(jv));
+  a->kw = calloc(x->nkids + 1, sizeof(jv));
+  a->kwn = calloc(x->nkids + 1, sizeof(char *));
   if (!a->pos || !a->kw || !a->kwn) return clf__j_oom(J);
   for (size_t i = 0; i < x->nkids && J->st == CLF_OK; i++) {
     const jnode *k = x->kids[i];
@@ -420,15 +486,23 @@ static int eval_args(jstate *J, const jnode *x, jargs *a) {
       a->pos[a->npos++] = clf__j_ev(J, k);
     }
   }
-  return J->st == CLF_OK ? 0 : -1;
+  if (J->st != CLF_OK) return -1;
+  if (caller.t == JV_FUNC) {
+    a->kwn[a->nkw] = "caller";
+    a->kw[a->nkw++] = jv_ref(caller);
+  }
+  if (x->d && unpack_star(J, x, a)) return -1;
+  if (x->e && unpack_dstar(J, x, a, keep)) return -1;
+  return 0;
 }
 
-static void free_args(jargs *a) {
+static void free_args(jargs *a, jv keep) {
   for (size_t i = 0; i < a->npos; i++) jv_drop(a->pos[i]);
   for (size_t i = 0; i < a->nkw; i++) jv_drop(a->kw[i]);
   free(a->pos);
   free(a->kw);
   free((void *)a->kwn);
+  jv_drop(keep);
 }
 
 jv clf__j_arg(const jargs *a, size_t i, const char *name, int *given) {
@@ -441,33 +515,93 @@ jv clf__j_arg(const jargs *a, size_t i, const char *name, int *given) {
 }
 
 
+/* Jinja's Macro.__call__: the parameters from the positional arguments,
+ * then by name; caller (a call block's, else an Undefined), kwargs (the
+ * keyword arguments left) and varargs (the positional ones left) where the
+ * body reads them (m->op), else what is left is an error.  *val[p]: the
+ * argument, has[p] set when given (else the default or "not provided"
+ * applies); used[k]: keyword argument k taken. */
+static int bind_args(jstate *J, const jnode *at, const jnode *m, const char *nm, const jargs *a, jv *val,
+                     unsigned char *has, unsigned char *used) {
+  size_t np = m->nkids, p = 0;
+  int found_caller = 0;
+  for (; p < np && p < a->npos; p++) { val[p] = jv_ref(a->pos[p]); has[p] = 1; }
+  for (; p < np; p++) {
+    if (!strcmp(m->kids[p]->name, "caller")) found_caller = 1;
+    for (size_t k = 0; k < a->nkw; k++)
+      if (!used[k] && !strcmp(a->kwn[k], m->kids[p]->name)) {
+        used[k] = has[p] = 1;
+        val[p] = jv_ref(a->kw[k]);
+        break;
+      }
+  }
+  for (p = 0; a->npos >= np && p < np; p++) found_caller |= !strcmp(m->kids[p]->name, "caller");
+  if ((m->op & JM_CALLER) && !found_caller) {
+    size_t k = 0;
+    while (k < a->nkw && (used[k] || strcmp(a->kwn[k], "caller"))) k++;
+    if (k < a->nkw) used[k] = 1;
+    val[np] = k < a->nkw ? jv_ref(a->kw[k]) : undef_msg(J, "No caller defined");
+  }
+  if (m->op & JM_KWARGS) {
+    val[np + 1] = jv_dict(J);
+    for (size_t k = 0; k < a->nkw && J->st == CLF_OK; k++)
+      if (!used[k]) jv_set(J, val[np + 1], jv_cstr(J, a->kwn[k]), jv_ref(a->kw[k]));
+  } else {
+    for (size_t k = 0; k < a->nkw; k++)
+      if (!used[k] && !strcmp(a->kwn[k], "caller"))
+        return clf__j_fail(J, at, "macro %s was invoked with two values for the special caller argument. This is "
+                           "most likely a bug.", nm);
+    for (size_t k = 0; k < a->nkw; k++)
+      if (!used[k]) return clf__j_fail(J, at, "macro %s takes no keyword argument '%s'", nm, a->kwn[k]);
+  }
+  if (m->op & JM_VARARGS) {
+    val[np + 2] = jv_list(J, 1);
+    for (size_t i = np; i < a->npos && J->st == CLF_OK; i++) jv_push(J, val[np + 2], jv_ref(a->pos[i]));
+  } else if (a->npos > np) {
+    return clf__j_fail(J, at, "macro %s takes not more than %zu argument(s)", nm, np);
+  }
+  return J->st == CLF_OK ? 0 : -1;
+}
+
 /* def_depth: how many frames were open where the macro was defined (its
- * closure: a macro defined in a loop sees the loop's variables). */
+ * closure: a macro defined in a loop sees the loop's variables; a call
+ * block's caller sees the block's). */
 static jv call_macro(jstate *J, const jnode *at, const jnode *m, int def_depth, const jargs *a) {
-  if (a->npos > m->nkids)
-    return fail_v(J, at, "macro '%s' takes not more than %s argument(s)", m->name, m->nkids == 1 ? "1" : "the given");
-  for (size_t k = 0; k < a->nkw; k++) {
-    size_t p;
-    for (p = 0; p < m->nkids && strcmp(m->kids[p]->name, a->kwn[k]); p++) {}
-    if (p == m->nkids) return fail_v(J, at, "macro '%s' takes no keyword argument '%s'", m->name, a->kwn[k]);
-  }
-  if (J->depth >= CLF__J_MAX_DEPTH / 2 || clf__j_push_frame(J, at, def_depth)) return fail_v(J, at, "%s%s", "macro calls nested too deeply", "");
-  J->depth++;
-  int loops = J->loops;
-  J->loops = 0;
-  for (size_t p = 0; p < m->nkids && J->st == CLF_OK; p++) {
-    int given;
-    jv v = jv_ref(clf__j_arg(a, p, m->kids[p]->name, &given));
-    if (!given && m->kids[p]->a) v = clf__j_ev(J, m->kids[p]->a);
-    if (J->st == CLF_OK) clf__j_assign(J, m->kids[p]->name, v);
-    else jv_drop(v);
-  }
+  char nm[160];
+  snprintf(nm, sizeof(nm), m->name ? "'%s'" : "None", m->name ? m->name : "");
+  size_t np = m->nkids;
+  jv *val = calloc(np + 3, sizeof(*val)); /* the parameters, then caller, kwargs, varargs */
+  unsigned char *used = calloc(a->nkw + np + 1, 1), *has = used ? used + a->nkw : NULL;
+  if (!val || !used) { free(val); free(used); clf__j_oom(J); return jv_undef(); }
+  static const char *const special[] = {"caller", "kwargs", "varargs"};
   jbuf out = {0};
-  if (J->st == CLF_OK) clf__j_exec_body(J, m->c, &out);
-  J->loops = loops;
-  J->ctl = 0;
-  J->depth--;
-  clf__j_pop_frame(J);
+  if (bind_args(J, at, m, nm, a, val, has, used)) {
+  } else if (J->depth >= CLF__J_MAX_DEPTH / 2 || clf__j_push_frame(J, at, def_depth)) {
+    clf__j_fail(J, at, "macro calls nested too deeply");
+  } else {
+    J->depth++;
+    int loops = J->loops;
+    J->loops = 0;
+    for (size_t p = 0; p < np + 3 && J->st == CLF_OK; p++) {
+      if (p >= np && !(m->op & (1 << (p - np)))) continue;
+      jv v = val[p];
+      val[p] = jv_undef();
+      if (p < np && !has[p]) {
+        if (m->kids[p]->a) v = clf__j_ev(J, m->kids[p]->a);
+        else v = undef_msg(J, "parameter '%s' was not provided", m->kids[p]->name);
+      }
+      if (J->st == CLF_OK) clf__j_assign(J, p < np ? m->kids[p]->name : special[p - np], v);
+      else jv_drop(v);
+    }
+    if (J->st == CLF_OK) clf__j_exec_body(J, m->c, &out);
+    J->loops = loops;
+    J->ctl = 0;
+    J->depth--;
+    clf__j_pop_frame(J);
+  }
+  for (size_t p = 0; p < np + 3; p++) jv_drop(val[p]);
+  free(val);
+  free(used);
   jv r = J->st == CLF_OK ? jv_str(J, out.s ? out.s : "", out.n) : jv_undef();
   jbuf_free(&out);
   return r;
@@ -490,9 +624,27 @@ static jv call(jstate *J, const jnode *x, jv f, const jargs *a) {
 
 jv clf__j_ev_filter(jstate *J, const jnode *x, jv in) {
   jargs a = {0};
-  jv r = jv_undef();
-  if (J->st == CLF_OK && !eval_args(J, x, &a) && clf__j_step(J, x) == 0) r = clf__j_apply_filter(J, x, x->fid, in, &a);
-  free_args(&a);
+  jv r = jv_undef(), keep = jv_undef();
+  if (J->st == CLF_OK && !eval_args(J, x, jv_undef(), &a, &keep) && clf__j_step(J, x) == 0)
+    r = clf__j_apply_filter(J, x, x->fid, in, &a);
+  free_args(&a, keep);
+  return r;
+}
+
+/* A call (x: JN_CALL), with caller= when caller is a macro. */
+static jv ev_call(jstate *J, const jnode *x, jv caller) {
+  jv f = clf__j_ev(J, x->a), r = jv_undef(), keep = jv_undef();
+  jargs args = {0};
+  if (J->st == CLF_OK && !eval_args(J, x, caller, &args, &keep)) r = call(J, x, f, &args);
+  free_args(&args, keep);
+  jv_drop(f);
+  return r;
+}
+
+jv clf__j_ev_callblock(jstate *J, const jnode *x) {
+  jv caller = jv_func(J, JF_MACRO, J->nfr, jv_none(), x->b);
+  jv r = caller.t == JV_FUNC ? ev_call(J, x->a, caller) : jv_undef();
+  jv_drop(caller);
   return r;
 }
 
@@ -539,14 +691,7 @@ jv clf__j_ev(jstate *J, const jnode *x) {
     }
     jv_drop(a);
     break;
-  case JN_CALL: {
-    a = clf__j_ev(J, x->a);
-    jargs args = {0};
-    if (J->st == CLF_OK && !eval_args(J, x, &args)) r = call(J, x, a, &args);
-    free_args(&args);
-    jv_drop(a);
-    break;
-  }
+  case JN_CALL: r = ev_call(J, x, jv_undef()); break;
   case JN_FILTER:
     a = clf__j_ev(J, x->a);
     if (J->st == CLF_OK) r = clf__j_ev_filter(J, x, a);
@@ -555,11 +700,12 @@ jv clf__j_ev(jstate *J, const jnode *x) {
   case JN_TEST: {
     a = clf__j_ev(J, x->a);
     jargs args = {0};
-    if (J->st == CLF_OK && !eval_args(J, x, &args)) {
+    jv keep = jv_undef();
+    if (J->st == CLF_OK && !eval_args(J, x, jv_undef(), &args, &keep)) {
       int t = clf__j_apply_test(J, x, x->fid, a, &args);
       if (t >= 0) r = jv_bool(x->op ? !t : t);
     }
-    free_args(&args);
+    free_args(&args, keep);
     jv_drop(a);
     break;
   }

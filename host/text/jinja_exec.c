@@ -1,7 +1,7 @@
 /* jinja_exec.c - a chat template's statements rendered: for loops (loop
  * variables, the inline if, else, unpacking), if, set (names, tuples,
- * namespace attributes, blocks), macros, filter blocks, generation,
- * break / continue; and the entry point that loads the variables and
+ * namespace attributes, blocks), macros, call blocks, filter blocks,
+ * generation, break / continue; and the entry point that loads the variables and
  * renders the whole template.
  */
 #include "jinja.h"
@@ -232,6 +232,11 @@ static int exec_node(jstate *J, const jnode *x, jbuf *out) {
     if (clf__j_push_frame(J, x, 0)) return -1;
     clf__j_exec_body(J, x->c, out);
     clf__j_pop_frame(J);
+    break;
+  case JN_CALLBLOCK:
+    v = clf__j_ev_callblock(J, x);
+    if (J->st == CLF_OK) jv_write_str(out, v);
+    jv_drop(v);
     break;
   case JN_FILTERBLOCK:
     v = render_to_str(J, x->c, x->b);

@@ -165,14 +165,22 @@ static jnode *primary(ps *P) {
   return unexpected(P);
 }
 
-/* Call arguments after "(": positional and name=value. */
+/* Call arguments after "(": positional, name=value, then *expr (call->d)
+ * and **expr (call->e) in the order Jinja's parse_call_args allows. */
 static int call_args(ps *P, jnode *call) {
+  jtok *at = cur(P);
   P->i++;
   while (!is_op(P, ")")) {
-    if (call->nkids && expect_op(P, ",")) return -1;
+    if ((call->nkids || call->d || call->e) && expect_op(P, ",")) return -1;
     if (is_op(P, ")")) break;
-    if (is_op(P, "*") || is_op(P, "**")) return perr(P, CLF_E_UNSUPPORTED, cur(P), "unsupported %s", "*args / **kwargs in a call"), -1;
-    if (cur(P)->t == JT_NAME && peek(P, 1)->t == JT_OP && !strcmp(peek(P, 1)->s, "=")) {
+    int is_kw = cur(P)->t == JT_NAME && peek(P, 1)->t == JT_OP && !strcmp(peek(P, 1)->s, "=");
+    if (call->e || (call->d && !is_kw && !is_op(P, "**")) || (is_op(P, "*") && call->d))
+      return perr(P, CLF_E_FORMAT, at, "%s", "invalid syntax for function call expression"), -1;
+    if (is_op(P, "*") || is_op(P, "**")) {
+      jnode **dst = is_op(P, "*") ? &call->d : &call->e;
+      P->i++;
+      if (!(*dst = expr(P))) return -1;
+    } else if (is_kw) {
       jnode *kw = newn(P, JN_KWARG, cur(P));
       if (setname(P, kw, cur(P)->s)) return -1;
       P->i += 2;
@@ -582,12 +590,25 @@ static jnode *st_set(ps *P, jtok *at) {
   return x;
 }
 
-static jnode *st_macro(ps *P, jtok *at) {
-  jnode *x = newn(P, JN_MACRO, at);
-  if (!x) return NULL;
-  if (cur(P)->t != JT_NAME) return unexpected(P);
-  if (setname(P, x, cur(P)->s)) return NULL;
-  P->i++;
+/* Which of caller, kwargs, varargs (JM_* bits) the tree x reads as a name
+ * (Jinja's find_undeclared; for / set targets are not reads). */
+static int special_names(const jnode *x) {
+  if (!x) return 0;
+  int r = 0;
+  if (x->k == JN_NAME && x->name)
+    r = !strcmp(x->name, "caller") ? JM_CALLER : !strcmp(x->name, "kwargs") ? JM_KWARGS
+      : !strcmp(x->name, "varargs") ? JM_VARARGS : 0;
+  int target = x->k == JN_FOR || x->k == JN_SET || x->k == JN_SETBLOCK;
+  r |= special_names(x->a) | special_names(x->b) | special_names(x->c) | (target ? 0 : special_names(x->d)) |
+       special_names(x->e);
+  for (size_t i = 0; i < x->nkids; i++) r |= special_names(x->kids[i]);
+  return r;
+}
+
+/* A macro's (or a call block's caller's) "(params) %}body{% end %}": the
+ * parameters as kids (JN_KWARG, the default in ->a), the body in ->c and
+ * in ->op the special names it reads that no parameter declares. */
+static jnode *macro_rest(ps *P, jnode *x, const char *end) {
   if (expect_op(P, "(")) return NULL;
   while (!is_op(P, ")")) {
     if (x->nkids && expect_op(P, ",")) return NULL;
@@ -598,14 +619,58 @@ static jnode *st_macro(ps *P, jtok *at) {
     if (is_op(P, "=")) {
       P->i++;
       if (!(p->a = expr(P))) return NULL;
+    } else if (x->nkids && x->kids[x->nkids - 1]->a) {
+      return perr(P, CLF_E_FORMAT, cur(P), "%s", "non-default argument follows default argument");
     }
     if (addkid(P, x, p)) return NULL;
   }
   P->i++;
-  static const char *const ends[] = {"endmacro", NULL};
-  const char *which;
-  if (block_end(P) || !(x->c = body(P, ends, &which))) return NULL;
+  if (end) {
+    const char *const ends[] = {end, NULL};
+    const char *which;
+    if (block_end(P) || !(x->c = body(P, ends, &which))) return NULL;
+  }
   return x;
+}
+
+/* The special names x's body reads (after macro_rest has its body). */
+static jnode *macro_specials(ps *P, jnode *x, const jtok *at) {
+  x->op = special_names(x->c);
+  for (size_t i = 0; i < x->nkids; i++) {
+    const jnode *p = x->kids[i];
+    if (!strcmp(p->name, "caller") && (x->op & JM_CALLER) && !p->a)
+      return perr(P, CLF_E_FORMAT, at, "%s", "When defining macros or call blocks the special \"caller\" "
+                  "argument must be omitted or be given a default.");
+    if (!strcmp(p->name, "caller")) x->op &= ~JM_CALLER;
+    if (!strcmp(p->name, "kwargs")) x->op &= ~JM_KWARGS;
+    if (!strcmp(p->name, "varargs")) x->op &= ~JM_VARARGS;
+  }
+  return x;
+}
+
+static jnode *st_macro(ps *P, jtok *at) {
+  jnode *x = newn(P, JN_MACRO, at);
+  if (!x) return NULL;
+  if (cur(P)->t != JT_NAME) return unexpected(P);
+  if (setname(P, x, cur(P)->s)) return NULL;
+  P->i++;
+  if (!macro_rest(P, x, "endmacro")) return NULL;
+  return macro_specials(P, x, at);
+}
+
+/* {% call [(params)] f(args) %}body{% endcall %}: ->a the call, ->b the
+ * caller (a JN_MACRO without a name). */
+static jnode *st_call(ps *P, jtok *at) {
+  jnode *x = newn(P, JN_CALLBLOCK, at), *m = newn(P, JN_MACRO, at);
+  if (!x || !m) return NULL;
+  x->b = m;
+  if (is_op(P, "(") && !macro_rest(P, m, NULL)) return NULL;
+  if (!(x->a = expr(P))) return NULL;
+  if (x->a->k != JN_CALL) return perr(P, CLF_E_FORMAT, at, "%s", "expected call");
+  static const char *const ends[] = {"endcall", NULL};
+  const char *which;
+  if (block_end(P) || !(m->c = body(P, ends, &which))) return NULL;
+  return macro_specials(P, m, at) ? x : NULL;
 }
 
 static jnode *st_filter(ps *P, jtok *at) {
@@ -639,6 +704,7 @@ static jnode *statement(ps *P, const char *const *ends, const char **end) {
   else if (!strcmp(at->s, "if")) x = st_if(P, at);
   else if (!strcmp(at->s, "set")) x = st_set(P, at);
   else if (!strcmp(at->s, "macro")) x = st_macro(P, at);
+  else if (!strcmp(at->s, "call")) x = st_call(P, at);
   else if (!strcmp(at->s, "filter")) x = st_filter(P, at);
   else if (!strcmp(at->s, "generation")) {
     static const char *const e[] = {"endgeneration", NULL};

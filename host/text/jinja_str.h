@@ -53,6 +53,7 @@ int clf__j_push_frame(jstate *J, const jnode *at, int barrier); /* barrier: jfra
 void clf__j_pop_frame(jstate *J);
 int clf__j_assign(jstate *J, const char *name, jv v); /* v taken */
 jv clf__j_ev_filter(jstate *J, const jnode *x, jv in);
+jv clf__j_ev_callblock(jstate *J, const jnode *x); /* {% call %}: what the macro gives */
 int clf__j_exec_body(jstate *J, const jnode *b, jbuf *out);
 int clf__j_oom(jstate *J);
 
