@@ -29,8 +29,8 @@ clf_status clf__gguf_model_file(clf_context *ctx, const char *path, char **file)
  * CLF_E_FORMAT for a required key missing, a key of the wrong type (its
  * type and the one expected named: an integer, a number, a string), an
  * integer out of its range or a number not finite or out of range (the
- * value and the bound named: "llama.attention.head_count = 1073741824 is
- * too large (at most 4096)", "llama.rope.freq_base = nan is not a finite
+ * value and the bound named: "{arch}.attention.head_count = 1073741824 is
+ * too large (at most 4096)", "{arch}.rope.freq_base = nan is not a finite
  * positive number"). */
 clf_status clf__gguf_config(clf_context *ctx, const clf_gguf *g, const char *file, clf__config **out);
 

@@ -24,8 +24,8 @@ clf_status clf__weights_open(clf_context *ctx, const char *model_dir, clf__weigh
 /* The tensors of GGUF file g (opened from `file`; owned by the result, and
  * closed here on failure) under their Hugging Face names for `arch`
  * (clf__gguf_hf_name; a tensor without one, or of a block past
- * {arch}.block_count, is CLF_E_FORMAT naming it, but for gpt2's
- * output.weight, a copy of the token table, not read), decoded to f32
+ * {arch}.block_count, is CLF_E_FORMAT naming it, but for an output.weight
+ * the family says is a copy of the token table, not read), decoded to f32
  * by clf__weights_read and clf__weights_load, the q/k rows convert_hf_to_gguf
  * permutes put back in Hugging Face order.  clf__weights_info's dtype is the ggml type's name. */
 clf_status clf__weights_from_gguf(clf_context *ctx, clf_gguf *g, const char *file, const char *arch,
