@@ -1477,6 +1477,12 @@ CLF_API clf_status clf_chat_add(clf_chat *c, const char *role, const char *conte
  * or a list of parts, "tool_calls", "name", ... reach the template as
  * they are.  CLF_E_INVALID_ARG naming what is wrong with it. */
 CLF_API clf_status clf_chat_add_json(clf_chat *c, const char *message_json);
+/* The budget of each rendering of the conversation's template
+ * (clf_template_budget; NULL: the defaults), when the conversation made
+ * that template itself (clf_chat_create with tmpl NULL).  Errors:
+ * CLF_E_INVALID_ARG for a NULL c or a template of the caller's (set it with
+ * clf_chat_template_set_budget). */
+CLF_API clf_status clf_chat_set_template_budget(clf_chat *c, const clf_template_budget *budget);
 /* Removes the last message (none: nothing), e.g. a user message whose
  * reply failed. */
 CLF_API void clf_chat_pop(clf_chat *c);

@@ -310,9 +310,22 @@ START_TEST(chat_refusals) {
   TH_OK(clf_chat_create(m, tok, NULL, &c));
   ck_assert_int_eq(clf_chat_add(c, "user", NULL), CLF_E_INVALID_ARG);
   TH_OK(clf_chat_add(c, "user", "hello"));
+  /* a NUL in a message: refused as the server refuses it (it cut the text) */
+  ck_assert_int_eq(clf_chat_add_json(c, "{\"role\": \"user\", \"content\": \"a\\u0000b\"}"), CLF_E_INVALID_ARG);
+  ck_assert_msg(strstr(clf_last_error(th_ctx), "messages[1].content contains a NUL character") != NULL, "%s",
+                clf_last_error(th_ctx));
+  ck_assert_uint_eq(clf_chat_messages(c), 1);
   clf_chat_options o;
   clf_chat_options_init(&o);
   char *reply = NULL;
+  /* the template's budget: too small, the turn fails with CLF_E_LIMIT; the default again, it renders */
+  clf_template_budget tiny = {5, 0, 0};
+  TH_OK(clf_chat_set_template_budget(c, &tiny));
+  o.generate.max_new_tokens = 2, o.generate.do_sample = CLF_GENERATE_OFF;
+  ck_assert_int_eq(clf_chat_respond(c, &o, &reply, NULL), CLF_E_LIMIT);
+  ck_assert_msg(strstr(clf_last_error(th_ctx), "steps budget (5 ") != NULL, "%s", clf_last_error(th_ctx));
+  TH_OK(clf_chat_set_template_budget(c, NULL));
+  ck_assert_int_eq(clf_chat_set_template_budget(NULL, NULL), CLF_E_INVALID_ARG);
   o.generate.num_beams = 2, o.generate.max_new_tokens = 4;
   ck_assert_int_eq(clf_chat_respond(c, &o, &reply, NULL), CLF_E_INVALID_ARG);
   ck_assert_msg(strstr(clf_last_error(th_ctx), "num_beams") != NULL, "%s", clf_last_error(th_ctx));

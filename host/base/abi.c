@@ -119,6 +119,11 @@ static const clf__layout_row rows[] = {
     CLF__FIELD(clf_chat_options, on_text),
     CLF__FIELD(clf_chat_options, user),
 
+    CLF__STRUCT(clf_template_budget),
+    CLF__FIELD(clf_template_budget, steps),
+    CLF__FIELD(clf_template_budget, bytes),
+    CLF__FIELD(clf_template_budget, memory),
+
     CLF__STRUCT(clf_chat_turn),
     CLF__FIELD(clf_chat_turn, prompt_tokens),
     CLF__FIELD(clf_chat_turn, reused_tokens),

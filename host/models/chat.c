@@ -15,9 +15,11 @@
 #include "decoder.h"
 
 #include "base/status.h"
+#include "text/tokenizer.h"
 
 #include <cjson/cJSON.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,6 +100,12 @@ clf_status clf_chat_add_json(clf_chat *c, const char *message_json) {
     return clf__fail(c ? c->m->ctx : NULL, CLF_E_INVALID_ARG, "%s: %s is NULL", op, c ? "message_json" : "chat");
   cJSON *msg = cJSON_Parse(message_json);
   if (!msg) return clf__fail(c->m->ctx, CLF_E_INVALID_ARG, "%s: the message is not valid JSON", op);
+  char where[32], path[200];
+  snprintf(where, sizeof(where), "messages[%d]", cJSON_GetArraySize(c->messages));
+  if (clf__json_nul_path(message_json, where, path, sizeof(path))) {
+    cJSON_Delete(msg);
+    return clf__fail(c->m->ctx, CLF_E_INVALID_ARG, "%s: %s contains a NUL character", op, path);
+  }
   const cJSON *role = cJSON_GetObjectItemCaseSensitive(msg, "role");
   if (!cJSON_IsObject(msg) || !cJSON_IsString(role)) {
     cJSON_Delete(msg);
@@ -108,6 +116,16 @@ clf_status clf_chat_add_json(clf_chat *c, const char *message_json) {
     return clf__fail(c->m->ctx, CLF_E_OUT_OF_MEMORY, "%s: out of memory", op);
   }
   return CLF_OK;
+}
+
+clf_status clf_chat_set_template_budget(clf_chat *c, const clf_template_budget *budget) {
+  static const char op[] = "clf_chat_set_template_budget";
+  if (!c) return clf__fail(NULL, CLF_E_INVALID_ARG, "%s: chat is NULL", op);
+  if (!c->own)
+    return clf__fail(c->m->ctx, CLF_E_INVALID_ARG,
+                     "%s: the conversation's template is the caller's: set its budget with clf_chat_template_set_budget",
+                     op);
+  return clf_chat_template_set_budget(c->own, budget);
 }
 
 void clf_chat_pop(clf_chat *c) {

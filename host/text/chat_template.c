@@ -31,10 +31,7 @@ clf_status clf_chat_template_set_budget(clf_chat_template *t, const clf_template
   return CLF_OK;
 }
 
-/* The path of the first string of a valid JSON text that holds a NUL
- * (\u0000), as the server names it ("messages[1].content"), into path;
- * 0 when there is none. */
-static int nul_path(const char *s, char *path, size_t cap) {
+int clf__json_nul_path(const char *s, const char *prefix, char *path, size_t cap) {
   enum { MAXD = 32 };
   struct { int arr; long idx; const char *key; size_t klen; } st[MAXD];
   int d = -1, want_key = 0;
@@ -58,8 +55,8 @@ static int nul_path(const char *s, char *path, size_t cap) {
       int was_key = want_key;
       want_key = 0;
       if (!nul) { if (!s[i]) break; continue; }
-      size_t o = 0;
-      path[0] = '\0';
+      size_t o = (size_t)snprintf(path, cap, "%s", prefix ? prefix : "");
+      if (o >= cap) o = cap - 1;
       for (int k = 0; k <= d && k < MAXD && o < cap; k++) {
         int last = k == d && was_key; /* a key holding the NUL: the path to its object */
         if (last) break;
@@ -67,6 +64,7 @@ static int nul_path(const char *s, char *path, size_t cap) {
         else if (st[k].key) o += (size_t)snprintf(path + o, cap - o, "%s%.*s", o ? "." : "", (int)st[k].klen, st[k].key);
       }
       if (d >= MAXD || !path[0]) snprintf(path, cap, "%s", was_key ? "a key" : "a string");
+      else if (path[0] == '.') memmove(path, path + 1, strlen(path));
       return 1;
     }
   }
@@ -153,7 +151,7 @@ static clf_status render_json(const char *fn, const clf_chat_template *t, const 
                   : clf__fail(NULL, CLF_E_INVALID_ARG, "%s: the context is not valid JSON (near byte %zu)", fn, off);
   }
   char path[200];
-  if (nul_path(context_json, path, sizeof(path))) {
+  if (clf__json_nul_path(context_json, NULL, path, sizeof(path))) {
     cJSON_Delete(ctx);
     return clf__fail(NULL, CLF_E_INVALID_ARG, "%s: %s contains a NUL character", fn, path);
   }

@@ -25,6 +25,11 @@ typedef struct clf__str { char *s; size_t n, cap; } clf__str; /* s NUL-terminate
  * v itself, or a realloc of it to the capacity doubled from 64 (*cap
  * updated); NULL when out of memory, v then untouched. */
 void *clf__grow(void *v, size_t *cap, size_t need, size_t size);
+/* The path of the first string of a valid JSON text that holds a NUL
+ * (\u0000), which a C string cannot carry, after `prefix` (may be NULL)
+ * as the server names it ("messages[1].content"), into path; 0 when there
+ * is none (chat_template.c). */
+int clf__json_nul_path(const char *json, const char *prefix, char *path, size_t cap);
 int clf__ids_push(clf__ids *a, int64_t id);      /* 0 on success, -1 out of memory */
 int clf__str_add(clf__str *b, const char *s, size_t n);
 int clf__str_addc(clf__str *b, uint32_t cp);     /* appends cp as UTF-8 */

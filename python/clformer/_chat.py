@@ -6,6 +6,7 @@ message feeds only what is new)."""
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import json
 import queue
 import threading
@@ -43,7 +44,34 @@ def check_stops(stop: str | Sequence[str]) -> list[bytes]:
     return [_lib.cstr(x, "stop") for x in stops]
 
 
-def render(tok_handle: int, messages: list[bytes], add_generation_prompt: bool, variables: Mapping) -> str:
+@dataclasses.dataclass(frozen=True)
+class TemplateBudget:
+    """What one rendering of a chat template may cost (the library's
+    clf_template_budget; 0: the library's default).  A template is code from
+    a downloaded file run with client text in it; past any of these a render
+    raises LimitError naming the budget and the template's line:column.
+
+    steps: loop iterations, calls, filters and tests, list items made, dict
+        entries searched (default 1000000).
+    bytes: bytes of text produced, copied or searched (default 128 MiB).
+    memory: bytes of the render's values alive at once (default 64 MiB)."""
+
+    steps: int = 0
+    bytes: int = 0
+    memory: int = 0
+
+    def __post_init__(self) -> None:
+        for k in ("steps", "bytes", "memory"):
+            v = getattr(self, k)
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 1 << 64:
+                raise _errors.InvalidArgumentError(f"TemplateBudget.{k} must be an int in [0, 2**64), not {v!r}")
+
+    def c(self) -> "_lib.TemplateBudget":
+        return _lib.TemplateBudget(self.steps, self.bytes, self.memory)
+
+
+def render(tok_handle: int, messages: list[bytes], add_generation_prompt: bool, variables: Mapping,
+           budget: TemplateBudget | None = None) -> str:
     """The tokenizer's template rendered with the messages (JSON texts) and
     extra variables (tools, documents, date_string, ...)."""
     lib = _lib.lib
@@ -57,6 +85,8 @@ def render(tok_handle: int, messages: list[bytes], add_generation_prompt: bool, 
     t = ctypes.c_void_p()
     _errors.check(lib.clf_tokenizer_chat_template(tok_handle, ctypes.byref(t)))
     try:
+        if budget is not None:
+            _errors.check(lib.clf_chat_template_set_budget(t.value, ctypes.byref(budget.c())))
         out = ctypes.c_void_p()
         _errors.check(lib.clf_chat_template_render_json(t.value, _lib.cstr(raw, "messages"), ctypes.byref(out)))
         try:
@@ -73,6 +103,7 @@ class Conversation:
     def __init__(self) -> None:
         self.handle: int | None = None
         self.tok: int | None = None  # the tokenizer handle it borrows
+        self.budget: TemplateBudget | None = None  # its template's, when set
 
     def get(self, model_handle: int, tok_handle: int, ctx: int) -> int:
         """The conversation (made when first needed, or again for another
@@ -85,6 +116,11 @@ class Conversation:
         st = lib.clf_chat_create(model_handle, tok_handle, None, ctypes.byref(h))
         if st != 0:
             raise _errors.from_status(st, ctx)
+        if self.budget is not None:
+            st = lib.clf_chat_set_template_budget(h.value, ctypes.byref(self.budget.c()))
+            if st != 0:
+                lib.clf_chat_destroy(h.value)
+                raise _errors.from_status(st, ctx)
         self.handle, self.tok = h.value, tok_handle
         return self.handle
 

@@ -119,6 +119,11 @@ class ChatOptions(Structure):
     ]
 
 
+class TemplateBudget(Structure):
+    _clf_name_ = "clf_template_budget"
+    _fields_ = [("steps", c_uint64), ("bytes", c_uint64), ("memory", c_uint64)]
+
+
 class ChatTurn(Structure):
     _clf_name_ = "clf_chat_turn"
     _fields_ = [
@@ -198,6 +203,8 @@ _PROTOTYPES = {
     "clf_tokenizer_chat_template": (c_int, [c_void_p, POINTER(c_void_p)]),
     "clf_chat_template_render_json": (c_int, [c_void_p, c_char_p, POINTER(c_void_p)]),
     "clf_chat_template_destroy": (None, [c_void_p]),
+    "clf_chat_template_set_budget": (c_int, [c_void_p, POINTER(TemplateBudget)]),
+    "clf_chat_set_template_budget": (c_int, [c_void_p, POINTER(TemplateBudget)]),
     "clf_chat_options_init": (None, [POINTER(ChatOptions)]),
     "clf_chat_create": (c_int, [c_void_p, c_void_p, c_void_p, POINTER(c_void_p)]),
     "clf_chat_destroy": (None, [c_void_p]),

@@ -152,11 +152,17 @@ class Model:
             (docs/gguf.md).
         cache_dir: the program cache directory (None: $CLFORMER_CACHE_DIR,
             else ~/.cache/clformer; "off" disables it).
+        template_budget: what one rendering of the chat template may cost
+            (TemplateBudget; None: the library's defaults, docs/chat.md).
     """
 
     def __init__(self, path: PathLike, device: DeviceLike = None, weights: str = "stored",
-                 cache_dir: PathLike | None = None):
+                 cache_dir: PathLike | None = None, template_budget: "_chat.TemplateBudget | None" = None):
+        if template_budget is not None and not isinstance(template_budget, _chat.TemplateBudget):
+            raise _errors.InvalidArgumentError("template_budget must be a clformer.TemplateBudget")
         self._h = _Handles()
+        self._h.conversation.budget = template_budget
+        self._template_budget = template_budget
         self._closed = True
         self._lock = self._h.lock
         self.path = _path_arg("path", path)
@@ -414,7 +420,7 @@ class Model:
         that chat() and the server use."""
         msgs = _chat.check_messages(messages)
         with self._tok.locked() as tok:
-            return _chat.render(tok, msgs, add_generation_prompt, variables)
+            return _chat.render(tok, msgs, add_generation_prompt, variables, self._template_budget)
 
     def chat(self, messages: Sequence[Mapping[str, Any]], *, stop: str | Sequence[str] = (),
              **kwargs: Any) -> "_chat.ChatReply":

@@ -108,6 +108,35 @@ def test_chat_refusals(models, fx):
             plain.apply_chat_template([{"role": "user", "content": "x"}])
 
 
+def test_nul_refused_as_the_server_refuses_it(models):
+    """A NUL in a message cut the text ("a\\x00b" rendered as "a"); the
+    server answers 400 "messages[1].content contains a NUL character", and so
+    does the library here."""
+    chat, _ = models
+    msgs = [{"role": "user", "content": "x"}, {"role": "user", "content": "a\x00b"}]
+    with pytest.raises(clformer.InvalidArgumentError, match=r"messages\[1\]\.content contains a NUL character"):
+        chat.apply_chat_template(msgs)
+    with pytest.raises(clformer.InvalidArgumentError, match=r"messages\[1\]\.content contains a NUL character"):
+        chat.chat(msgs, max_new_tokens=1)
+
+
+def test_template_budget():
+    """A budget too small for the template: LimitError naming it; the
+    defaults render."""
+    msgs = [{"role": "user", "content": "hello"}]
+    with pytest.raises(clformer.InvalidArgumentError, match="TemplateBudget.steps"):
+        clformer.TemplateBudget(steps=-1)
+    with pytest.raises(clformer.InvalidArgumentError, match="template_budget"):
+        clformer.Model(GGUF, template_budget=(1, 2, 3))
+    with clformer.Model(GGUF, template_budget=clformer.TemplateBudget(steps=5)) as m:
+        with pytest.raises(clformer.LimitError, match=r"steps budget \(5 "):
+            m.apply_chat_template(msgs)
+        with pytest.raises(clformer.LimitError, match=r"steps budget \(5 "):
+            m.chat(msgs, max_new_tokens=1)
+    with clformer.Model(GGUF, template_budget=clformer.TemplateBudget(bytes=1 << 30)) as m:
+        assert m.apply_chat_template(msgs).endswith("hello<|im_end|>\n")
+
+
 def test_cli_chat_prints_the_same_replies(models):
     _, ref = models
     cli = clformer._device.cli_path()

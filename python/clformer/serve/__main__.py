@@ -45,6 +45,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--header-timeout", type=float, default=None,
                    help="seconds a connection may take to send a request's headers, from its opening or the end "
                         "of the previous response (default $CLFORMER_SERVE_HEADER_TIMEOUT_S, else 10; 0: none)")
+    p.add_argument("--template-budget", default="", type=template_budget, metavar="steps=N,bytes=N,memory=N",
+                   help="what one rendering of the chat template may cost (K, M, G suffixes; default: the "
+                        "library's 1000000 steps, 128M bytes, 64M memory; docs/chat.md)")
     a = p.parse_args(argv)
     if a.replicas < 0 or a.replicas_per_device < 1:
         p.error("--replicas must be >= 0 and --replicas-per-device >= 1")
@@ -55,6 +58,21 @@ def parse(argv: list[str]) -> argparse.Namespace:
     if not os.path.isfile(os.path.join(a.model_dir, "config.json")):
         p.error(f"{a.model_dir} has no config.json: not a model directory")
     return a
+
+
+def template_budget(text: str) -> tuple:
+    """--template-budget: "steps=N,bytes=N,memory=N", any of them, N with an
+    optional K, M or G (powers of 1024); what is left out is the default (0)."""
+    out = {"steps": 0, "bytes": 0, "memory": 0}
+    for part in filter(None, text.split(",")):
+        key, eq, val = part.partition("=")
+        mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(val[-1:].upper(), 1) if val else 1
+        num = val[:-1] if mult > 1 else val
+        if key.strip() not in out or not eq or not num.isdigit() or int(num) * mult >= 1 << 64:
+            raise argparse.ArgumentTypeError(f"{part!r}: expected steps=N, bytes=N or memory=N (N a positive "
+                                             "integer, K/M/G allowed)")
+        out[key.strip()] = int(num) * mult
+    return (out["steps"], out["bytes"], out["memory"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     opts = ServeOptions(model_dir=os.path.abspath(a.model_dir), name=a.name, weights=a.weights, replicas=replicas,
                         replicas_per_device=a.replicas_per_device, resource=a.resource, devices=a.devices,
-                        max_batch_tokens=a.max_batch_tokens,
+                        max_batch_tokens=a.max_batch_tokens, template_budget=a.template_budget or (0, 0, 0),
                         limits=Limits(max_body_bytes=a.max_body_bytes, max_new_tokens=a.max_new_tokens,
                                       request_timeout_s=a.timeout, max_input_chars=a.max_input_chars,
                                       max_concurrent=a.max_concurrent, body_timeout_s=a.body_timeout))

@@ -24,6 +24,7 @@ class ServeOptions:
     max_batch_images: int = 16         #: classification batch bound
     batch_wait_s: float = 0.005        #: how long a batch waits for more requests
     retries: int = 3                   #: attempts after the first when a replica dies or is unreachable
+    template_budget: tuple = (0, 0, 0)  #: a chat template render's steps, bytes, memory (0: the library's default)
     limits: Limits = Limits()
 
     def served_name(self) -> str:

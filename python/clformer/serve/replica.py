@@ -65,7 +65,8 @@ class ModelReplica:
         self.slot = devices.claim(devices.node_devices(opts.devices), opts.replicas_per_device,
                                   devices.lock_dir(node))
         try:
-            self.model = clformer.Model(opts.model_dir, device=self.slot.device.selector, weights=opts.weights)
+            self.model = clformer.Model(opts.model_dir, device=self.slot.device.selector, weights=opts.weights,
+                                        template_budget=clformer.TemplateBudget(*opts.template_budget))
         except BaseException:
             self.slot.release()
             raise
