@@ -156,7 +156,7 @@ class ImageProcessor(Structure):
 
 # Every struct the package mirrors; _load checks each against the library's
 # layout (clf_struct_size, clf_field_offset, clf_field_size).
-STRUCTS = (DeviceDesc, ContextOptions, Array, ModelOptions, GenerateOptions, ChatOptions, ChatTurn, Image,
+STRUCTS = (DeviceDesc, ContextOptions, Array, ModelOptions, GenerateOptions, ChatOptions, TemplateBudget, ChatTurn, Image,
            ImageProcessor)
 
 # name: (restype, argtypes).  c_void_p stands for the opaque handles.
