@@ -66,10 +66,17 @@ def _gpt2_dir(root):
     for f in os.listdir(tok):
         shutil.copy(os.path.join(tok, f), d)
     # A chat template for /v1/chat/completions, in characters whose ids fit
-    # the model's 128-token vocabulary: "(user message)(reply)=".
+    # the model's 128-token vocabulary: "(user message)(reply)=".  Hostile
+    # where the last message is "a-b" (a namespace holding itself, printed
+    # and compared: a stack overflow once) or "a/b" (60 MB strings made in a
+    # loop of 100000: hours once): issue 38.
     cfg_path = os.path.join(d, "tokenizer_config.json")
     cfg = json.load(open(cfg_path, encoding="utf-8"))
-    cfg["chat_template"] = ("{% for m in messages %}{% if m['role'] == 'system' %}[{{ m['content'] }}]"
+    cfg["chat_template"] = ("{% if messages[-1]['content'] == 'a-b' %}{% set ns = namespace() %}"
+                            "{% set ns.x = ns %}{% if ns|string and ns == ns.x %}{% endif %}{% endif %}"
+                            "{% if messages[-1]['content'] == 'a/b' %}{% for i in range(100000) %}"
+                            "{% set x = 'a' * 60000000 %}{% endfor %}{% endif %}"
+                            "{% for m in messages %}{% if m['role'] == 'system' %}[{{ m['content'] }}]"
                             "{% else %}({{ m['content'] }}){% endif %}{% endfor %}"
                             "{% if add_generation_prompt %}={% endif %}")
     json.dump(cfg, open(cfg_path, "w", encoding="utf-8"))
@@ -474,6 +481,30 @@ def test_chat_completions_equal_model_chat(server, ref):
                                                         "stop": stop})
     assert r.json()["choices"][0]["message"]["content"] == want[:want.index(stop)]
     assert r.json()["choices"][0]["finish_reason"] == "stop"
+
+
+def test_hostile_template_keeps_the_replica(server, ref):
+    """A template that prints a cycle or bombs the render on a client's
+    text: the cycle renders (as Jinja2 does), the bomb is a 400 naming the
+    budget within a second, and the replica is the same one afterwards."""
+    from ray import serve
+    before = replica_actors()
+    msgs = [{"role": "user", "content": "a-b"}]
+    want = ref["gpt2"].chat(msgs, max_new_tokens=4, do_sample=False)
+    r = post(server, "/gpt2/v1/chat/completions", json={"messages": msgs, "max_tokens": 4, "temperature": 0})
+    assert r.status_code == 200, r.text
+    assert r.json()["choices"][0]["message"]["content"] == str(want)
+    t0 = time.monotonic()
+    r = post(server, "/gpt2/v1/chat/completions", json={"messages": [{"role": "user", "content": "a/b"}],
+                                                        "max_tokens": 4})
+    assert time.monotonic() - t0 < 5, time.monotonic() - t0
+    err = _error(r, 400, "budget")
+    assert "CLF_E_LIMIT" in err["message"], err
+    r = post(server, "/gpt2/v1/chat/completions", json={"messages": msgs, "max_tokens": 4, "temperature": 0})
+    assert r.status_code == 200, r.text
+    assert replica_actors() == before
+    st = serve.status().applications["gpt2"].deployments["ModelReplica"]
+    assert dict(st.replica_states) == {"RUNNING": 1}, st
 
 
 def test_chat_completions_refusals(server):

@@ -173,7 +173,7 @@ class ModelReplica:
         if isinstance(e, cf.OutOfMemoryError):
             return RequestError(413, f"the request does not fit the device's memory: {e}")
         if isinstance(e, (cf.InvalidArgumentError, cf.ShapeError, cf.DtypeError, cf.FormatError, cf.NotFoundError,
-                          cf.UnsupportedError)):
+                          cf.UnsupportedError, cf.LimitError)):  # LimitError: the chat template's budget
             return RequestError(400, f"{e} ({e.status})")
         if isinstance(e, (cf.OpenCLError, cf.BlasError, cf.NoDeviceError, cf.DeviceNotFoundError)):
             # the device or its context failed: this replica is done for
