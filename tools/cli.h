@@ -41,7 +41,7 @@ typedef struct clf_cli_sampling {
     {"--do-sample", NULL, CLF_OPT_FLAG, offsetof(type, field.do_sample), 0, 0, 0, 0, 0, \
      "multinomial sampling (else the checkpoint's do_sample, default greedy)"}, \
     {"--greedy", NULL, CLF_OPT_FLAG, offsetof(type, field.greedy), 0, 0, 0, 0, 0, \
-     "no sampling, even where the checkpoint's generation_config.json samples (greedy; beams with --num-beams)"}, \
+     "no sampling, even where the checkpoint's generation_config.json samples"}, \
     {"--temperature", "T", CLF_OPT_DOUBLE, offsetof(type, field.temperature), 0, 1e6, 0, 0, 0, \
      "sampling: scores divided by T (default the checkpoint's, else 1)"}, \
     {"--top-k", "K", CLF_OPT_LONG, offsetof(type, field.top_k), 0, 100000000, -1, 0, 0, \
@@ -130,6 +130,20 @@ typedef struct clf_cli_child {
 int clf_cli_start(char *const *argv, char **env, const char *out, long timeout_s, clf_cli_child *ch);
 int clf_cli_poll(clf_cli_child *ch);
 const char *clf_cli_signal_name(int sig);
+
+/* chat_prompt.c, for cmd_chat.c: where the messages come from.  On a
+ * terminal (terminal 1) a line editor with its history in cache_dir/chat_history
+ * (cache_dir NULL: none kept) and Ctrl-C caught; else lines of stdin. */
+typedef struct clf_cli_prompt clf_cli_prompt;
+clf_cli_prompt *clf_cli_prompt_open(int terminal, const char *cache_dir);
+/* The next message (malloc'd): a line, a `"""` block of lines or a paste of
+ * several lines (*literal 1: never a /command).  NULL at the end: Ctrl-D, the
+ * end of stdin, or a second Ctrl-C at an empty prompt. */
+char *clf_cli_prompt_read(clf_cli_prompt *p, int *literal);
+void clf_cli_prompt_close(clf_cli_prompt *p);
+/* Whether Ctrl-C was pressed since the last clear (a reply checks it). */
+int clf_cli_chat_interrupted(void);
+void clf_cli_chat_clear_interrupt(void);
 
 /* timing.c: the monotonic clock in milliseconds, and run times sorted in
  * place (ascending) for their median and range. */
