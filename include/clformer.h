@@ -131,10 +131,12 @@ typedef struct clf_context_options {
   /* Directory to read kernels/<family>.cl from instead of the sources
    * embedded at build time.  NULL: $CLFORMER_KERNEL_DIR, else embedded. */
   const char *kernel_dir;
-  /* Where the library's notices go: a kernel variant it does not use
-   * because it failed self-validation on this device, a GEMM tuning
-   * profile it applied.  NULL: each notice is printed once to stderr,
-   * prefixed "clformer: ", unless $CLFORMER_LOG is "off". */
+  /* Where the library's notices go: warnings (a kernel variant it does
+   * not use because it failed self-validation on this device, a cache
+   * directory it cannot use) and information (a GEMM tuning profile it
+   * applied).  NULL: each notice is printed once to stderr, prefixed
+   * "clformer: ": warnings unless $CLFORMER_LOG is "off", information only
+   * when $CLFORMER_LOG is "info". */
   void (*log)(void *user, const char *message);
   void *log_user;
   /* The device class whose choices the library makes: "cpu", "gpu" or

@@ -329,6 +329,26 @@ START_TEST(generate_gguf_file) {
 }
 END_TEST
 
+/* Quiet by default (issue 43): a default run prints none of the library's
+ * informational notices ("clformer: GEMM tuning profile ... applied" came
+ * with every command), only the command's own "clformer generate: ..."
+ * lines; every command takes -v, which shows them. */
+START_TEST(quiet_by_default) {
+  char file[1024], args[2048], saved[256] = "";
+  snprintf(file, sizeof file, "%s/gguf_models/smollm_like/model.gguf", fx);
+  const char *env = getenv("CLFORMER_LOG");
+  if (env) snprintf(saved, sizeof saved, "%s", env);
+  unsetenv("CLFORMER_LOG");
+  snprintf(args, sizeof(args), "generate %s --prompt hi --max-new-tokens 2 --greedy", file);
+  ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
+  const char *err = slurp("stderr");
+  ck_assert_msg(strncmp(err, "clformer: ", 10) && !strstr(err, "\nclformer: "), "%s", err);
+  snprintf(args, sizeof(args), "generate %s --prompt hi --max-new-tokens 2 --greedy -v", file);
+  ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
+  if (saved[0]) setenv("CLFORMER_LOG", saved, 1);
+}
+END_TEST
+
 /* chat: one user message a line, each reply on a line of its own, the
  * second turn's prompt mostly from the cache (the replies themselves are
  * compared with clformer.Model.chat in tests/python/test_chat.py); usage
@@ -1260,6 +1280,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, tokenize_prints_ids_and_tokens);
   tcase_add_test(tc, generate_gguf_file);
   tcase_add_test(tc, chat_turns_and_refusals);
+  tcase_add_test(tc, quiet_by_default);
   tcase_add_test(tc, profile_names_its_clock);
   tcase_add_test(tc, implementations_each_alone);
   suite_add_tcase(s, tc);

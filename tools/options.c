@@ -58,6 +58,7 @@ void clf_cli_print_help(const clf_cli_command *cmd, FILE *f) {
     describe_range(o, range, sizeof(range));
     fprintf(f, "  %-22s %s%s\n", head, o->help, range);
   }
+  fprintf(f, "  %-22s %s\n", "-v, --verbose", "the library's notices on stderr (a tuning profile applied), as CLFORMER_LOG=info");
   fprintf(f, "  %-22s %s\n", "-h, --help", "this help");
 }
 
@@ -178,6 +179,8 @@ int clf_cli_parse(const clf_cli_command *cmd, int argc, char **argv, void *opts,
     } else if (!options_done && (!strcmp(a, "--help") || !strcmp(a, "-h"))) {
       clf_cli_print_help(cmd, stdout);
       return 0;
+    } else if (!options_done && (!strcmp(a, "--verbose") || !strcmp(a, "-v"))) {
+      setenv("CLFORMER_LOG", "info", 1); /* the library's notices of what it chose, too */
     } else if (o) {
       if (o->kind != CLF_OPT_FLAG && i + 1 >= argc)
         return clf_cli_usage_error(cmd, "%s: expected %s after it", o->name, o->metavar);

@@ -223,9 +223,17 @@ const char *clf__bytes_str(unsigned long long bytes, char *buf, size_t len);
 const char *clf__alloc_limit_str(const clf_context *ctx, char *buf, size_t len);
 
 /* ---- notices ---- */
-/* Sends a notice to the context's log (clf_context_options.log; by default
- * stderr, unless $CLFORMER_LOG=off). */
+/* Sends a warning to the context's log (clf_context_options.log; by default
+ * stderr, unless $CLFORMER_LOG=off): something the user may want changed (a
+ * variant that failed self-validation, a cache directory not used). */
 void clf__log(clf_context *ctx, const char *fmt, ...)
+#ifdef __GNUC__
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* The same for a notice of things going as planned (a tuning profile
+ * applied): to the log callback, on stderr only when $CLFORMER_LOG=info. */
+void clf__info(clf_context *ctx, const char *fmt, ...)
 #ifdef __GNUC__
     __attribute__((format(printf, 2, 3)))
 #endif

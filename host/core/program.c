@@ -110,7 +110,7 @@ static clf_status clf__compile_retrying(clf_context *ctx, const char *label, con
   if (st == CLF_OK || st == CLF_E_OUT_OF_MEMORY) return st;
   clf__log(ctx, "kernel program \"%s\" failed to build; building it once more in case that was transient", label);
   st = clf__compile(ctx, label, text, len, options, out);
-  if (st == CLF_OK) clf__log(ctx, "kernel program \"%s\" built on the second try", label);
+  if (st == CLF_OK) clf__info(ctx, "kernel program \"%s\" built on the second try", label);
   return st;
 }
 
