@@ -1029,6 +1029,10 @@ CLF_API clf_status clf_model_load_with(clf_context *ctx, const char *model_dir,
 CLF_API size_t clf_model_weight_bytes(const clf_model *m);
 /* The storage type of its linear layers' weights (CLF_F32 for NULL). */
 CLF_API clf_dtype clf_model_weight_type(const clf_model *m);
+/* The longest sequence generation may make: the rows of the position table
+ * (n_positions, max_position_embeddings, a GGUF file's context_length); 0
+ * for NULL or a model that does not generate. */
+CLF_API size_t clf_model_max_positions(const clf_model *m);
 /* Frees the model and its device memory.  NULL is accepted. */
 CLF_API void clf_model_destroy(clf_model *m);
 /* The config's model_type: "bert", "roberta", "xlm-roberta", "distilbert",
@@ -1407,7 +1411,9 @@ typedef struct clf_chat clf_chat;
 typedef struct clf_chat_options {
   /* Decoding, as for clf_model_generate (num_beams must be 0 or 1; on_token
    * and user are the conversation's own and are ignored here);
-   * max_new_tokens 0: 512, or fewer where the model's positions end. */
+   * max_new_tokens 0: until an end-of-sequence token or the end of the
+   * model's positions (at most 32768 tokens; 512 where the positions have
+   * no end). */
   clf_generate_options generate;
   /* The reply ends before the first of these (not part of it); the tokens
    * decoded past it are not kept in the conversation. */

@@ -349,6 +349,32 @@ START_TEST(quiet_by_default) {
 }
 END_TEST
 
+/* Defaults as llama.cpp's and Ollama's (issue 43): without
+ * --max-new-tokens, a prompt's continuation goes on to an end token or the
+ * model's positions (the fixture's greedy text reaches its 256), and a line
+ * says which limit stopped it; a sampling option samples without
+ * --do-sample; chat's help names no option chat refuses. */
+START_TEST(generate_defaults) {
+  char file[1024], args[2048];
+  snprintf(file, sizeof file, "%s/gguf_models/smollm_like/model.gguf", fx);
+  snprintf(args, sizeof(args), "generate %s --prompt hi --greedy", file);
+  ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
+  ck_assert_msg(strstr(slurp("stderr"), "stopped at the end of the model's 256 positions"), "%s", slurp("stderr"));
+  snprintf(args, sizeof(args), "generate %s --prompt hi --greedy --max-new-tokens 5", file);
+  ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
+  ck_assert_msg(strstr(slurp("stderr"), "stopped after --max-new-tokens 5"), "%s", slurp("stderr"));
+  snprintf(args, sizeof(args), "generate %s --prompt hi --max-new-tokens 8 --do-sample --temperature 0.9 --seed 0", file);
+  ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
+  char *sampled = strdup(slurp("stdout"));
+  snprintf(args, sizeof(args), "generate %s --prompt hi --max-new-tokens 8 --temperature 0.9 --seed 0", file);
+  ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
+  ck_assert_str_eq(slurp("stdout"), sampled);
+  free(sampled);
+  ck_assert_int_eq(run_cli("chat --help"), 0);
+  ck_assert_msg(!strstr(slurp("stdout"), "num-beams"), "%s", slurp("stdout"));
+}
+END_TEST
+
 /* chat: one user message a line, each reply on a line of its own, the
  * second turn's prompt mostly from the cache (the replies themselves are
  * compared with clformer.Model.chat in tests/python/test_chat.py); usage
@@ -470,10 +496,13 @@ START_TEST(generate_streams_text) {
   ck_assert_int_eq(run_cli(args), 0);
   ck_assert_str_eq(slurp("stdout"), out);
   /* out-of-range values are usage errors naming the option */
-  static const char *bad[][2] = {{"--temperature 0", "--temperature"}, {"--top-p 1.5", "--top-p"},
+  /* (--temperature 0 and --seed 0 were refused here until issue 43: 0 is
+   * greedy and 0 a seed, as in the server) */
+  static const char *bad[][2] = {{"--temperature -1", "--temperature"}, {"--top-p 1.5", "--top-p"},
                                  {"--top-k -1", "--top-k"},            {"--min-p 2", "--min-p"},
-                                 {"--seed 0", "--seed"},               {"--repetition-penalty -1", "--repetition-penalty"},
-                                 {"--stop x", "--stop needs --prompt"}};
+                                 {"--seed -1", "--seed"},              {"--repetition-penalty -1", "--repetition-penalty"},
+                                 {"--stop x", "--stop needs --prompt"},
+                                 {"--temperature 0 --do-sample", "--temperature 0 is greedy"}};
   for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
     snprintf(args, sizeof(args), "generate %s --in input_ids=%s/gpt2/greedy_b1.input_ids.npy %s", tmp, fx, bad[i][0]);
     ck_assert_int_eq(run_cli(args), 2);
@@ -1281,6 +1310,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, generate_gguf_file);
   tcase_add_test(tc, chat_turns_and_refusals);
   tcase_add_test(tc, quiet_by_default);
+  tcase_add_test(tc, generate_defaults);
   tcase_add_test(tc, profile_names_its_clock);
   tcase_add_test(tc, implementations_each_alone);
   suite_add_tcase(s, tc);

@@ -28,22 +28,24 @@ extern const clf_cli_command clf_cli_matrix_command;      /* cmd_matrix.c */
 typedef struct clf_cli_sampling {
   clf_cli_strings stop;
   int do_sample, greedy;
-  long max_new_tokens;                                  /* 0: the checkpoint's settings */
+  long max_new_tokens;                                  /* 0: until the end of text or of the positions */
   long top_k, no_repeat_ngram_size, seed;               /* -1: not given */
-  double temperature, top_p, min_p, repetition_penalty; /* 0: not given */
+  double temperature;                                   /* -1: not given; 0: greedy */
+  double top_p, min_p, repetition_penalty;              /* 0: not given */
 } clf_cli_sampling;
 
 /* Their rows in a command's option table, for the clf_cli_sampling field
  * `field` of the options struct `type`. */
 #define CLF_CLI_SAMPLING_OPTIONS(type, field) \
     {"--max-new-tokens", "N", CLF_OPT_LONG, offsetof(type, field.max_new_tokens), 1, 100000, 0, 0, 0, \
-     "tokens to generate at most"}, \
+     "tokens to generate at most (default: until the end of the text or of the model's positions)"}, \
     {"--do-sample", NULL, CLF_OPT_FLAG, offsetof(type, field.do_sample), 0, 0, 0, 0, 0, \
-     "multinomial sampling (else the checkpoint's do_sample, default greedy)"}, \
+     "multinomial sampling; --temperature, --top-k, --top-p or --min-p turn it on too (else the checkpoint's " \
+     "do_sample, default greedy)"}, \
     {"--greedy", NULL, CLF_OPT_FLAG, offsetof(type, field.greedy), 0, 0, 0, 0, 0, \
-     "no sampling, even where the checkpoint's generation_config.json samples"}, \
-    {"--temperature", "T", CLF_OPT_DOUBLE, offsetof(type, field.temperature), 0, 1e6, 0, 0, 0, \
-     "sampling: scores divided by T (default the checkpoint's, else 1)"}, \
+     "no sampling, even where the checkpoint's generation_config.json samples or a sampling option is given"}, \
+    {"--temperature", "T", CLF_OPT_DOUBLE, offsetof(type, field.temperature), 0, 1e6, -1, 1, 0, \
+     "sampling: scores divided by T; 0: greedy (default the checkpoint's, else 1)"}, \
     {"--top-k", "K", CLF_OPT_LONG, offsetof(type, field.top_k), 0, 100000000, -1, 0, 0, \
      "sampling: keep the K highest scores, 0: no top-k (default the checkpoint's, else 50)"}, \
     {"--top-p", "P", CLF_OPT_DOUBLE, offsetof(type, field.top_p), 0, 1, 0, 0, 0, \
@@ -54,8 +56,9 @@ typedef struct clf_cli_sampling {
      "scores of tokens already present divided by R (multiplied when negative); 1: off"}, \
     {"--no-repeat-ngram-size", "N", CLF_OPT_LONG, offsetof(type, field.no_repeat_ngram_size), 0, 100000, -1, 0, 0, \
      "no N-gram twice in a sequence; 0: off"}, \
-    {"--seed", "S", CLF_OPT_LONG, offsetof(type, field.seed), 1, 9e18, -1, 0, 0, \
-     "the sampler's seed: the same seed gives the same text (default: a fresh one per run)"}, \
+    {"--seed", "S", CLF_OPT_LONG, offsetof(type, field.seed), 0, 9e18, -1, 0, 0, \
+     "the sampler's seed, 0 included: the same seed gives the same text, as Python's seed and the server's " \
+     "(default: a fresh one per run)"}, \
     {"--stop", "STRING", CLF_OPT_STRINGS, offsetof(type, field.stop), 0, 0, 0, 8, 0, \
      "stop where the new text first contains STRING (not printed)"}
 

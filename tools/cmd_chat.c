@@ -108,7 +108,8 @@ static int chat_turn(chat_state *st, const char *message) {
   if (!o->quiet)
     fprintf(stderr, "clformer chat: %zu tokens in %.3f s, %.1f tokens/s; prompt %zu tokens, %zu of them cached%s\n",
             info.new_tokens, ms / 1e3, ms > 0 ? info.new_tokens / (ms / 1e3) : 0.0, info.prompt_tokens,
-            info.reused_tokens, info.finished ? "" : " (max-new-tokens reached)");
+            info.reused_tokens,
+            info.finished ? "" : o->s.max_new_tokens ? "; stopped by --max-new-tokens" : "; stopped at the model's positions");
   return 1;
 }
 
@@ -141,7 +142,7 @@ static void show_settings(const chat_opts *o) {
       else printf("%ld\n", *(const long *)f);
       break;
     case CLF_OPT_DOUBLE:
-      if (*(const double *)f == 0) printf("(default)\n");
+      if (*(const double *)f < r->min || (*(const double *)f == 0 && !r->count)) printf("(default)\n");
       else printf("%g\n", *(const double *)f);
       break;
     case CLF_OPT_STRINGS: {
@@ -331,8 +332,8 @@ const clf_cli_command clf_cli_chat_command = {
         "(tokenizer_config.json's chat_template, or a GGUF file's\n"
         "tokenizer.chat_template) as transformers' apply_chat_template renders it, and\n"
         "the reply decoded as `clformer generate` decodes (the checkpoint's settings,\n"
-        "then the options; --max-new-tokens defaults to 512 here, or what the model's\n"
-        "positions leave).  The KV cache of the conversation is kept between turns: a\n"
+        "then the options; without --max-new-tokens a reply goes on until an end token\n"
+        "or the end of the model's positions).  The KV cache of the conversation is kept between turns: a\n"
         "turn feeds only what follows the tokens already cached.  Per turn, the tokens\n"
         "per second and the prompt tokens taken from the cache go to stderr (--quiet:\n"
         "not).  Exit status 1 when a turn failed.\n",

@@ -393,20 +393,31 @@ static int profile_tokens(clf_context *ctx, const clf_model *m, const clf_array 
   return clf_cli_profile_print(ctx, "generate", "new token", (double)fresh);
 }
 
+/* Whether a setting that only sampling uses was given: it turns sampling on
+ * unless --greedy (or a temperature of 0) says otherwise. */
+static int sampling_given(const clf_cli_sampling *o) {
+  return o->temperature > 0 || o->top_k >= 0 || o->top_p > 0 || o->min_p > 0;
+}
+
 void clf_cli_sampling_settings(const clf_cli_sampling *o, clf_generate_options *go) {
   clf_generate_options_init(go);
   go->max_new_tokens = (size_t)o->max_new_tokens;
-  go->do_sample = o->greedy ? CLF_GENERATE_OFF : o->do_sample;
-  go->temperature = o->temperature, go->top_p = o->top_p, go->min_p = o->min_p;
+  go->do_sample = o->greedy || o->temperature == 0 ? CLF_GENERATE_OFF : o->do_sample || sampling_given(o);
+  go->temperature = o->temperature > 0 ? o->temperature : 0;
+  go->top_p = o->top_p, go->min_p = o->min_p;
   go->repetition_penalty = o->repetition_penalty;
   go->top_k = o->top_k < 0 ? 0 : o->top_k ? o->top_k : CLF_GENERATE_OFF;
   go->no_repeat_ngram_size = o->no_repeat_ngram_size < 0 ? 0 : o->no_repeat_ngram_size ? o->no_repeat_ngram_size
                                                                                          : CLF_GENERATE_OFF;
-  go->seed = o->seed > 0 ? (uint64_t)o->seed : 0;
+  /* The library's 0 is "a fresh seed": a seed S is its S + 1, as in Python
+   * and the server, so that 0 is a seed like any other. */
+  go->seed = o->seed >= 0 ? (uint64_t)o->seed + 1 : 0;
 }
 
 int clf_cli_sampling_check(const clf_cli_command *cmd, const clf_cli_sampling *o) {
   if (o->greedy && o->do_sample) return clf_cli_usage_error(cmd, "give --greedy or --do-sample, not both");
+  if (o->temperature == 0 && o->do_sample)
+    return clf_cli_usage_error(cmd, "--temperature 0 is greedy decoding: give --do-sample a temperature above 0");
   for (int i = 0; i < o->stop.n; i++)
     if (!o->stop.v[i][0]) return clf_cli_usage_error(cmd, "--stop: the string is empty");
   return -1;
@@ -428,6 +439,12 @@ static int gen_run(const gen_opts *o, clf_context *ctx, clf_model *m, clf_tokeni
   const int streaming = tok && o->num_beams <= 1;
   if (streaming) go.on_token = stream_token, go.user = &st;
   else if (o->num_beams <= 1) go.on_token = time_token, go.user = &st;
+  /* No limit given: a prompt's continuation goes on to the end of the text
+   * or of the model's positions (as llama.cpp's and Ollama's do), not to
+   * transformers' max_length of 20. */
+  const size_t positions = clf_model_max_positions(m), prompt_len = ids->shape[1];
+  const int to_the_end = !go.max_new_tokens && tok && !clf_model_is_encoder_decoder(m) && positions > prompt_len;
+  if (to_the_end) go.max_new_tokens = positions - prompt_len < 32768 ? positions - prompt_len : 32768;
   if (tok && !clf_model_is_encoder_decoder(m)) printf("%s", o->prompt);
   fflush(stdout);
   const double t0 = clf_cli_now_ms();
@@ -449,6 +466,10 @@ static int gen_run(const gen_opts *o, clf_context *ctx, clf_model *m, clf_tokeni
     fflush(stdout); /* the text's last line, before the speed on stderr */
     fprintf(stderr, "clformer generate: %zu tokens in %.3f s, %.1f tokens/s\n", st.n, ms / 1e3,
             ms > 0 ? st.n / (ms / 1e3) : 0.0);
+    if (go.max_new_tokens && st.n >= go.max_new_tokens && !clf_text_stream_stopped(st.text)) {
+      if (to_the_end) fprintf(stderr, "clformer generate: stopped at the end of the model's %zu positions\n", positions);
+      else fprintf(stderr, "clformer generate: stopped after --max-new-tokens %zu\n", go.max_new_tokens);
+    }
   }
   if (rc == CLF_OK && st.steps >= 2) /* what tools/bench.py and bench_gguf.py read */
     fprintf(stderr, "clformer generate: %zu new tokens, the first after %.1f ms, then %.3f ms a token\n", st.steps,
@@ -502,7 +523,11 @@ const clf_cli_command clf_cli_generate_command = {
         "of the prompt) and encoder-decoders (a translation of the source): greedy,\n"
         "sampling with --do-sample (--temperature, --top-k, --top-p, --min-p, --seed),\n"
         "or beam search with --num-beams K > 1; --repetition-penalty and\n"
-        "--no-repeat-ngram-size apply to all three.  Options not given take the\n"
+        "--no-repeat-ngram-size apply to all three.  A sampling option (--temperature,\n"
+        "--top-k, --top-p, --min-p) turns sampling on unless --greedy; --temperature 0 is\n"
+        "greedy.  With --prompt, a decoder-only model goes on until an end-of-sequence\n"
+        "token or the end of its positions unless --max-new-tokens is given, and a line\n"
+        "on stderr says when a limit stopped it.  Options not given take the\n"
         "checkpoint's generation settings (generation_config.json), then transformers'\n"
         "defaults (a GGUF file has none).  MODEL is a model directory or a GGUF file.\n"
         "With --prompt the text is tokenized with the model's tokenizer (a GGUF\n"

@@ -28,7 +28,8 @@ static void describe_range(const clf_cli_option *o, char *buf, size_t len) {
     snprintf(buf, len, " (%.0f to %.0f", o->min, o->max);
     break;
   case CLF_OPT_DOUBLE:
-    snprintf(buf, len, o->max < HUGE_VAL ? " (more than %g, at most %g" : " (more than %g", o->min, o->max);
+    snprintf(buf, len, o->max < HUGE_VAL ? " (%s %g, at most %g" : " (%s %g", o->count ? "at least" : "more than",
+             o->min, o->max);
     break;
   case CLF_OPT_SIZES:
     snprintf(buf, len, " (up to %d, each %.0f to %.0f", o->count, o->min, o->max);
@@ -115,11 +116,12 @@ static int store(const clf_cli_option *o, const char *v, void *opts, char *err, 
   case CLF_OPT_DOUBLE:
     errno = 0;
     d = strtod(v, &end);
-    if (end == v || *end || errno || !(d > o->min && d <= o->max)) {
+    if (end == v || *end || errno || !((d > o->min || (o->count && d == o->min)) && d <= o->max)) {
+      const char *from = o->count ? "at least" : "more than"; /* count: the range includes min */
       if (o->max < HUGE_VAL)
-        snprintf(err, elen, "%s: expected a number more than %g and at most %g, got \"%s\"", o->name, o->min, o->max, v);
+        snprintf(err, elen, "%s: expected a number %s %g and at most %g, got \"%s\"", o->name, from, o->min, o->max, v);
       else
-        snprintf(err, elen, "%s: expected a number more than %g, got \"%s\"", o->name, o->min, v);
+        snprintf(err, elen, "%s: expected a number %s %g, got \"%s\"", o->name, from, o->min, v);
       return 0;
     }
     *(double *)field = d;

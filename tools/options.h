@@ -43,7 +43,7 @@ typedef struct clf_cli_option {
   size_t offset;
   double min, max;
   double def;
-  int count; /* CLF_OPT_STRINGS, CLF_OPT_SIZES: at most this many values */
+  int count; /* CLF_OPT_STRINGS, CLF_OPT_SIZES: at most this many values; CLF_OPT_DOUBLE: 1 when min is allowed */
   int required;
   const char *help;
 } clf_cli_option;
