@@ -352,10 +352,12 @@ class Model:
         of a decoder-only model or the source of an encoder-decoder.
         Keyword settings (None or absent: the checkpoint's
         generation_config.json, else transformers' default): max_new_tokens,
-        num_beams, do_sample, temperature, top_k (0: no top-k), top_p, min_p
-        (0: off), repetition_penalty, no_repeat_ngram_size (0: off), seed
-        (>= 1; None: a fresh one per call), eos_token_id (an int or a list of
-        ints replacing the checkpoint's).
+        num_beams, do_sample, temperature (0: greedy), top_k (0: no top-k),
+        top_p, min_p (0: off), repetition_penalty, no_repeat_ngram_size (0:
+        off), seed (>= 0, the same as the CLI's --seed and the server's seed;
+        None: a fresh one per call), eos_token_id (an int or a list of ints
+        replacing the checkpoint's).  temperature, top_k, top_p or min_p
+        given without do_sample turn sampling on, as in the CLI.
 
         Returns int64 [B, T]: the prompt (or the decoder start token) and the
         new tokens, finished rows padded with pad_token_id."""
@@ -421,8 +423,8 @@ class Model:
         """The assistant's reply to the conversation `messages` ([{"role":
         "user", "content": "..."}, ...]): rendered with the chat template and
         add_generation_prompt, tokenized without special tokens, decoded as
-        generate() decodes (its keyword settings; max_new_tokens defaults to
-        512, or what the model's positions leave), ended by an end token or
+        generate() decodes (its keyword settings; unless max_new_tokens is
+        given, up to the end of the model's positions), ended by an end token or
         before the first `stop` string.  The KV cache of the last
         conversation is kept: sending it again with the reply and a new
         message feeds only what is new.  Returns a str with

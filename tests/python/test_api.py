@@ -132,7 +132,12 @@ def test_generate_settings_reach_the_library(model_of, fx):
     # a seed makes sampling repeatable; another seed may differ, never crashes
     a = g.generate(ids, do_sample=True, seed=7, max_new_tokens=8, top_k=0)
     assert np.array_equal(a, g.generate(ids, do_sample=True, seed=7, max_new_tokens=8, top_k=0))
-    assert g.generate(ids, do_sample=True, seed=2 ** 64 - 1, max_new_tokens=3, min_p=0.1).shape == (1, L + 3)
+    assert g.generate(ids, do_sample=True, seed=2 ** 64 - 2, max_new_tokens=3, min_p=0.1).shape == (1, L + 3)
+    # issue 43: seed 0 is a seed; temperature 0 is greedy; a sampling setting alone samples
+    z = g.generate(ids, do_sample=True, seed=0, max_new_tokens=8, top_k=0)
+    assert np.array_equal(z, g.generate(ids, do_sample=True, seed=0, max_new_tokens=8, top_k=0))
+    assert np.array_equal(g.generate(ids, temperature=0, max_new_tokens=8), want)
+    assert np.array_equal(g.generate(ids, top_k=0, seed=7, max_new_tokens=8), a)
 
 
 @pytest.mark.parametrize("temperature", [1e-300, 1e-45, 5e-324, 1e-40])
