@@ -375,6 +375,28 @@ START_TEST(generate_defaults) {
 }
 END_TEST
 
+/* Issue 43's small items: --version; `clformer help` and `help COMMAND`;
+ * a missing MODEL says a .gguf file is taken too; generate on an encoder
+ * prints nothing but its error (the prompt came first). */
+START_TEST(version_help_and_paths) {
+  char args[2048];
+  ck_assert_int_eq(run_cli("--version"), 0);
+  ck_assert_str_eq(slurp("stdout"), "clformer " CLF_VERSION_STRING "\n");
+  ck_assert_int_eq(run_cli("help"), 0);
+  ck_assert_ptr_nonnull(strstr(slurp("stdout"), "usage: clformer COMMAND"));
+  ck_assert_int_eq(run_cli("help chat"), 0);
+  ck_assert_ptr_nonnull(strstr(slurp("stdout"), "usage: clformer chat MODEL"));
+  snprintf(args, sizeof(args), "generate %s/no-such-model --prompt hi", tmp);
+  ck_assert_int_eq(run_cli(args), 1);
+  ck_assert_msg(strstr(slurp("stderr"), "no-such-model: No such file or directory (MODEL is a model directory or "
+                                        "a .gguf file)"), "%s", slurp("stderr"));
+  snprintf(args, sizeof(args), "generate %s/bert_mlm --prompt \"hello world\"", fx);
+  ck_assert_int_eq(run_cli(args), 1);
+  ck_assert_str_eq(slurp("stdout"), "");
+  ck_assert_ptr_nonnull(strstr(slurp("stderr"), "no language-model head"));
+}
+END_TEST
+
 /* chat: one user message a line, each reply on a line of its own, the
  * second turn's prompt mostly from the cache (the replies themselves are
  * compared with clformer.Model.chat in tests/python/test_chat.py); usage
@@ -1311,6 +1333,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, chat_turns_and_refusals);
   tcase_add_test(tc, quiet_by_default);
   tcase_add_test(tc, generate_defaults);
+  tcase_add_test(tc, version_help_and_paths);
   tcase_add_test(tc, profile_names_its_clock);
   tcase_add_test(tc, implementations_each_alone);
   suite_add_tcase(s, tc);

@@ -1,11 +1,13 @@
 /* cmd_model.c - `clformer run`, `generate` and `embed`: Hugging Face model
  * directories on a device, with NumPy .npy files or text in and out. */
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -101,11 +103,17 @@ int clf_cli_open_model(const char *cmd, const char *dir, const char *device, con
     fprintf(stderr, "clformer %s: --weights: %s\n", cmd, clf_last_error(NULL));
     return 0;
   }
+  struct stat sb;
+  if (stat(dir, &sb) != 0) {
+    fprintf(stderr, "clformer %s: %s: %s (MODEL is a model directory or a .gguf file)\n", cmd, dir, strerror(errno));
+    return 0;
+  }
   if (!(*ctx = open_context(device, profile))) return 0;
   const clf_status st = clf_model_load_with(*ctx, dir, &mo, m);
   if (mo.progress) fprintf(stderr, "\r\033[K");
   if (st != CLF_OK) {
-    fprintf(stderr, "clformer %s: %s\n", cmd, clf_last_error(*ctx));
+    fprintf(stderr, "clformer %s: %s%s\n", cmd, clf_last_error(*ctx),
+            S_ISDIR(sb.st_mode) ? " (MODEL is a model directory with config.json, or a .gguf file)" : "");
     return 0;
   }
   if (weights)
@@ -341,6 +349,7 @@ static void print_ids(const clf_array *seq) {
 /* Streaming text (clf_text_stream): what can no longer change is printed
  * as the tokens come; a --stop string cuts the text before it. */
 typedef struct streamer {
+  const char *prompt; /* printed before the first token (not before an error) */
   clf_text_stream *text;
   size_t n;
   int failed;
@@ -369,12 +378,18 @@ static void stream_write(const char *text, size_t len) {
   fflush(stdout);
 }
 
+static void print_prompt(streamer *s) {
+  if (s->prompt) stream_write(s->prompt, strlen(s->prompt));
+  s->prompt = NULL;
+}
+
 static int stream_token(void *user, size_t row, int64_t token) {
   streamer *s = user;
   const char *piece;
   size_t len;
   int stopped = 0;
   step_time(s, row);
+  print_prompt(s);
   s->n++;
   if (clf_text_stream_push(s->text, token, &piece, &len, &stopped) != CLF_OK) {
     fprintf(stderr, "clformer generate: %s\n", clf_last_error(NULL));
@@ -445,8 +460,7 @@ static int gen_run(const gen_opts *o, clf_context *ctx, clf_model *m, clf_tokeni
   const size_t positions = clf_model_max_positions(m), prompt_len = ids->shape[1];
   const int to_the_end = !go.max_new_tokens && tok && !clf_model_is_encoder_decoder(m) && positions > prompt_len;
   if (to_the_end) go.max_new_tokens = positions - prompt_len < 32768 ? positions - prompt_len : 32768;
-  if (tok && !clf_model_is_encoder_decoder(m)) printf("%s", o->prompt);
-  fflush(stdout);
+  if (tok && !clf_model_is_encoder_decoder(m)) st.prompt = o->prompt;
   const double t0 = clf_cli_now_ms();
   clf_status rc = clf_model_generate(m, ids, mask, &go, seq);
   const double ms = clf_cli_now_ms() - t0;
@@ -461,6 +475,7 @@ static int gen_run(const gen_opts *o, clf_context *ctx, clf_model *m, clf_tokeni
   if (rc == CLF_OK && tok && !st.failed) {
     const char *rest;
     size_t len;
+    print_prompt(&st); /* no new token came */
     if (clf_text_stream_finish(st.text, &rest, &len) == CLF_OK) stream_write(rest, len);
     printf("\n");
     fflush(stdout); /* the text's last line, before the speed on stderr */
