@@ -42,7 +42,8 @@ typedef struct chat_state {
 } chat_state;
 
 static int print_piece(void *user, const char *text, size_t len) {
-  (void)user;
+  double *t_first = user;
+  if (*t_first == 0) *t_first = clf_cli_now_ms();
   fwrite(text, 1, len, stdout);
   fflush(stdout);
   return clf_cli_chat_interrupted(); /* Ctrl-C ends the reply here */
@@ -80,7 +81,8 @@ static int chat_turn(chat_state *st, const char *message) {
   clf_chat_options_init(&co);
   clf_cli_sampling_settings(&o->s, &co.generate);
   co.stop = o->s.stop.v, co.n_stop = (size_t)o->s.stop.n;
-  co.on_text = print_piece;
+  double t_first = 0; /* when the reply's first text came */
+  co.on_text = print_piece, co.user = &t_first;
   if (clf_chat_add(st->c, "user", message) != CLF_OK) {
     fprintf(stderr, "clformer chat: %s\n", clf_last_error(st->ctx));
     return 0;
@@ -105,10 +107,14 @@ static int chat_turn(chat_state *st, const char *message) {
   add_message(st, "assistant", reply);
   free(reply);
   if (stopped) fprintf(stderr, "clformer chat: stopped by Ctrl-C; the reply so far stays in the conversation\n");
+  /* The pace from the first text on; the time before it (the prompt, and
+   * kernel builds on a first turn) apart. */
+  const double first = t_first > 0 ? t_first - t0 : ms, after = t_first > 0 ? t0 + ms - t_first : 0;
   if (!o->quiet)
-    fprintf(stderr, "clformer chat: %zu tokens in %.3f s, %.1f tokens/s; prompt %zu tokens, %zu of them cached%s\n",
-            info.new_tokens, ms / 1e3, ms > 0 ? info.new_tokens / (ms / 1e3) : 0.0, info.prompt_tokens,
-            info.reused_tokens,
+    fprintf(stderr, "clformer chat: %zu tokens in %.3f s: the first text after %.3f s (the prompt, kernel builds), then "
+            "%.1f tokens/s; prompt %zu tokens, %zu of them cached%s\n",
+            info.new_tokens, ms / 1e3, first / 1e3, after > 0 && info.new_tokens > 1 ? (info.new_tokens - 1) / (after / 1e3) : 0.0,
+            info.prompt_tokens, info.reused_tokens,
             info.finished ? "" : o->s.max_new_tokens ? "; stopped by --max-new-tokens" : "; stopped at the model's positions");
   return 1;
 }

@@ -479,8 +479,11 @@ static int gen_run(const gen_opts *o, clf_context *ctx, clf_model *m, clf_tokeni
     if (clf_text_stream_finish(st.text, &rest, &len) == CLF_OK) stream_write(rest, len);
     printf("\n");
     fflush(stdout); /* the text's last line, before the speed on stderr */
-    fprintf(stderr, "clformer generate: %zu tokens in %.3f s, %.1f tokens/s\n", st.n, ms / 1e3,
-            ms > 0 ? st.n / (ms / 1e3) : 0.0);
+    /* Decoding's pace from the first token on: the time before it (the
+     * prompt's pass, and kernel builds on a cold cache) is shown apart. */
+    const double first = st.steps ? st.t_first - t0 : ms, pace = st.steps > 1 ? st.t_last - st.t_first : 0;
+    fprintf(stderr, "clformer generate: %zu tokens in %.3f s: the first after %.3f s (the prompt, kernel builds), "
+            "then %.1f tokens/s\n", st.n, ms / 1e3, first / 1e3, pace > 0 ? (st.steps - 1) / (pace / 1e3) : 0.0);
     if (go.max_new_tokens && st.n >= go.max_new_tokens && !clf_text_stream_stopped(st.text)) {
       if (to_the_end) fprintf(stderr, "clformer generate: stopped at the end of the model's %zu positions\n", positions);
       else fprintf(stderr, "clformer generate: stopped after --max-new-tokens %zu\n", go.max_new_tokens);
