@@ -162,6 +162,11 @@ typedef struct clf_context_options {
    * minimum fails clf_context_create with CLF_E_INVALID_ARG naming the key,
    * the value and why. */
   const char *limits;
+  /* Long work as it happens, for a status line: called with what begins
+   * ("kernel program attention": a program built from source, not taken
+   * from a cache) and with NULL when it has ended.  NULL: none. */
+  void (*progress)(void *user, const char *what);
+  void *progress_user;
 } clf_context_options;
 
 /* Fills `opts` with the defaults (all NULL / 0). */

@@ -13,6 +13,7 @@ import select
 import shutil
 import signal
 import struct
+import subprocess
 import sys
 import tempfile
 import termios
@@ -180,6 +181,20 @@ def main():
         c.send("/bye\r")
         assert c.wait() == 0
         print("chat on a terminal: editing, history, \"\"\", paste, Ctrl-C, commands, exits: ok")
+
+        # Kernel builds show a status line on a terminal (a fresh cache
+        # directory: every program is built), and nothing in a pipe.
+        env["CLFORMER_CACHE_DIR"] = os.path.join(tmp, "cache2")
+        gen = [exe, "generate", model, "--prompt", "hi", "--max-new-tokens", "2", "--greedy"]
+        c = Chat(gen, env)
+        assert c.wait() == 0
+        assert "\r\x1b[Kclformer: building kernel program " in c.screen, c.screen[-2000:]
+        # once the text streams, the status line keeps off its line
+        assert "\x1b[K" not in c.screen[c.screen.index("hi"):], c.screen[-2000:]
+        env["CLFORMER_CACHE_DIR"] = os.path.join(tmp, "cache3")
+        p = subprocess.run(gen, env=env, capture_output=True, text=True, check=True)
+        assert "building" not in p.stderr and "\r" not in p.stderr, p.stderr
+        print("a status line for kernel builds on a terminal, none in a pipe: ok")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

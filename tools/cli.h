@@ -67,8 +67,13 @@ void clf_cli_sampling_settings(const clf_cli_sampling *o, clf_generate_options *
 /* Usage errors among them: -1 when none, else 2 after printing it. */
 int clf_cli_sampling_check(const clf_cli_command *cmd, const clf_cli_sampling *o);
 
+/* 1 while stdout's line is empty, so that a status line on stderr (kernel
+ * builds, on a terminal) may be drawn and erased; a command streaming text
+ * sets it 0, and 1 again after a line end (cmd_model.c). */
+extern int clf_cli_status_line;
+
 /* A context on `device` (NULL: the default), or NULL after printing why
- * (cmd_model.c). */
+ * (cmd_model.c); on a terminal, kernel builds draw a status line. */
 clf_context *clf_cli_open_context(const char *device);
 /* A context on `device` and the model in `dir`; returns 0 after printing why
  * not ("clformer CMD: ..."), leaving what was made for the caller to free. */

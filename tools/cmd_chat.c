@@ -44,6 +44,7 @@ typedef struct chat_state {
 static int print_piece(void *user, const char *text, size_t len) {
   double *t_first = user;
   if (*t_first == 0) *t_first = clf_cli_now_ms();
+  clf_cli_status_line = 0;
   fwrite(text, 1, len, stdout);
   fflush(stdout);
   return clf_cli_chat_interrupted(); /* Ctrl-C ends the reply here */
@@ -97,6 +98,7 @@ static int chat_turn(chat_state *st, const char *message) {
   clf_cli_chat_clear_interrupt();
   printf("\n");
   fflush(stdout); /* the reply's last line, before anything on stderr */
+  clf_cli_status_line = 1;
   if (rc != CLF_OK) {
     fprintf(stderr, "clformer chat: %s\n", clf_last_error(st->ctx));
     clf_chat_pop(st->c); /* the message goes unanswered: the next one takes its place */

@@ -28,11 +28,25 @@ static int split_pair(const char *arg, char *name, size_t len, const char **file
   return 1;
 }
 
+/* "clformer: building kernel program attention (3)" redrawn in place on a
+ * terminal while the library builds, erased when it is done. */
+int clf_cli_status_line = 1;
+
+static void build_progress(void *user, const char *what) {
+  int *n = user;
+  ++*n;
+  if (!clf_cli_status_line) return; /* erasing the line would take text that stdout wrote on it */
+  if (what) fprintf(stderr, "\r\033[Kclformer: building %s (%d)", what, *n);
+  else fprintf(stderr, "\r\033[K");
+}
+
 static clf_context *open_context(const char *device, int profiling) {
+  static int built; /* programs built so far, for the status line */
   clf_context_options o;
   clf_context_options_init(&o);
   o.device = device;
   o.profiling = profiling;
+  if (isatty(STDERR_FILENO)) o.progress = build_progress, o.progress_user = &built;
   clf_context *ctx = NULL;
   if (clf_context_create(&o, &ctx) != CLF_OK) {
     fprintf(stderr, "clformer: %s\n", clf_last_error(NULL));
@@ -374,6 +388,7 @@ static int time_token(void *user, size_t row, int64_t token) {
 
 static void stream_write(const char *text, size_t len) {
   if (!len) return;
+  clf_cli_status_line = 0;
   fwrite(text, 1, len, stdout);
   fflush(stdout);
 }

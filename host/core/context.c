@@ -240,6 +240,8 @@ clf_status clf_context_create(const clf_context_options *opts,
   ctx->profiling = opts->profiling;
   ctx->log_fn = opts->log;
   ctx->log_user = opts->log_user;
+  ctx->progress_fn = opts->progress;
+  ctx->progress_user = opts->progress_user;
   cl_int err;
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)dev.platform, 0};
   const char *failed = NULL;

@@ -139,6 +139,8 @@ struct clf_context {
   /* Notices (clf__log) */
   void (*log_fn)(void *user, const char *message);
   void *log_user;
+  void (*progress_fn)(void *user, const char *what); /* clf_context_options.progress */
+  void *progress_user;
   /* Self-validation verdicts of this device and driver (variants.c; the
    * device layer's validation records them). */
   struct clf__verdicts *verdicts;
