@@ -71,6 +71,8 @@ int clf_cli_sampling_check(const clf_cli_command *cmd, const clf_cli_sampling *o
  * builds, on a terminal) may be drawn and erased; a command streaming text
  * sets it 0, and 1 again after a line end (cmd_model.c). */
 extern int clf_cli_status_line;
+/* On a terminal (stderr), o's progress draws that status line. */
+void clf_cli_show_builds(clf_context_options *o);
 
 /* A context on `device` (NULL: the default), or NULL after printing why
  * (cmd_model.c); on a terminal, kernel builds draw a status line. */

@@ -40,13 +40,17 @@ static void build_progress(void *user, const char *what) {
   else fprintf(stderr, "\r\033[K");
 }
 
-static clf_context *open_context(const char *device, int profiling) {
+void clf_cli_show_builds(clf_context_options *o) {
   static int built; /* programs built so far, for the status line */
+  if (isatty(STDERR_FILENO)) o->progress = build_progress, o->progress_user = &built;
+}
+
+static clf_context *open_context(const char *device, int profiling) {
   clf_context_options o;
   clf_context_options_init(&o);
   o.device = device;
   o.profiling = profiling;
-  if (isatty(STDERR_FILENO)) o.progress = build_progress, o.progress_user = &built;
+  clf_cli_show_builds(&o);
   clf_context *ctx = NULL;
   if (clf_context_create(&o, &ctx) != CLF_OK) {
     fprintf(stderr, "clformer: %s\n", clf_last_error(NULL));
