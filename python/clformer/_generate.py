@@ -7,7 +7,7 @@ import math
 import queue
 import sys
 import threading
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional, Sequence, TypedDict, Union
 
 import numpy as np
 
@@ -18,10 +18,44 @@ _LONG_MAX = 2 ** (8 * ctypes.sizeof(ctypes.c_long) - 1) - 1
 _SIZE_MAX = 2 ** (8 * ctypes.sizeof(ctypes.c_size_t)) - 1
 WAIT_SLICE_S = 0.1  # the longest a pending Ctrl-C waits in queued_pieces
 
+class GenerationSettings(TypedDict, total=False):
+    """The keyword settings of Model.generate, stream, chat and chat_stream,
+    for editors and type checkers (`**kwargs: Unpack[GenerationSettings]`).
+    Each may be left out or None: the checkpoint's generation_config.json,
+    else transformers' default.  They mean what `clformer generate`'s options
+    and the server's fields mean.
+
+    max_new_tokens: new tokens at most (>= 1).
+    num_beams: beam search with this many beams (1: greedy).
+    do_sample: multinomial sampling (False: greedy or beams, even where the
+        checkpoint samples).
+    temperature: scores divided by it; 0 is greedy.
+    top_k: keep the k highest scores; 0: no top-k.
+    top_p: nucleus in (0, 1]; 1: off.
+    min_p: drop probabilities below min_p times the highest; 0: off.
+    repetition_penalty: > 0; 1: off.
+    no_repeat_ngram_size: no n-gram twice; 0: off.
+    seed: 0 .. 2**64 - 2, the same as the CLI's --seed and the server's seed.
+    eos_token_id: an id or up to 8 replacing the checkpoint's end tokens.
+    temperature, top_k, top_p or min_p given without do_sample turn sampling on.
+    """
+    max_new_tokens: Optional[int]
+    num_beams: Optional[int]
+    do_sample: Optional[bool]
+    temperature: Optional[float]
+    top_k: Optional[int]
+    top_p: Optional[float]
+    min_p: Optional[float]
+    repetition_penalty: Optional[float]
+    no_repeat_ngram_size: Optional[int]
+    seed: Optional[int]
+    eos_token_id: Union[int, Sequence[int], None]
+
+
 # Settings only sampling uses: given without do_sample, they turn it on.
 _SAMPLING_ONLY = ("temperature", "top_k", "top_p", "min_p")
-SETTINGS = ("max_new_tokens", "num_beams", "do_sample", "temperature", "top_k", "top_p", "min_p",
-            "repetition_penalty", "no_repeat_ngram_size", "seed")
+# One list: the TypedDict above (eos_token_id is checked apart).
+SETTINGS = tuple(k for k in GenerationSettings.__annotations__ if k != "eos_token_id")
 
 
 def _int(name: str, v: Any, lo: int, hi: int) -> int:

@@ -18,13 +18,20 @@ import os
 import threading
 import time
 import weakref
-from typing import Any, Iterator, Mapping, Sequence, Union
+import sys
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence, Union
 
 import numpy as np
 
 from . import _arrays, _chat, _errors, _lib
 from ._device import Device, DeviceLike, _device_from_desc, selector_of
-from ._generate import GenerateSettings, Streamer, TextStream, settings_from
+from ._generate import GenerateSettings, GenerationSettings, Streamer, TextStream, settings_from
+
+if TYPE_CHECKING:  # **kwargs typed by GenerationSettings (PEP 692), for editors and type checkers
+    if sys.version_info >= (3, 11):
+        from typing import Unpack
+    else:
+        from typing_extensions import Unpack
 from ._text import Tokenizer
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -344,7 +351,7 @@ class Model:
             raise self._closed_during("generate")
         return out
 
-    def generate(self, input_ids: Any, attention_mask: Any = None, **kwargs: Any) -> np.ndarray:
+    def generate(self, input_ids: Any, attention_mask: Any = None, **kwargs: Unpack[GenerationSettings]) -> np.ndarray:
         """Decoding as transformers' generate(): greedy, beam search
         (num_beams > 1) or sampling (do_sample=True).
 
@@ -377,7 +384,7 @@ class Model:
                                          f"{list(ids.shape)}")
         return self._generate(ids, mask, s)
 
-    def stream(self, prompt: str, *, stop: str | Sequence[str] = (), **kwargs: Any) -> TextStream:
+    def stream(self, prompt: str, *, stop: str | Sequence[str] = (), **kwargs: Unpack[GenerationSettings]) -> TextStream:
         """The text generated from `prompt`, in pieces as the tokens come, as
         `clformer generate --prompt` prints it (without the prompt itself):
         a character split across tokens once whole, a word once the next
@@ -419,7 +426,7 @@ class Model:
             return _chat.render(tok, msgs, add_generation_prompt, variables)
 
     def chat(self, messages: Sequence[Mapping[str, Any]], *, stop: str | Sequence[str] = (),
-             **kwargs: Any) -> "_chat.ChatReply":
+             **kwargs: Unpack[GenerationSettings]) -> "_chat.ChatReply":
         """The assistant's reply to the conversation `messages` ([{"role":
         "user", "content": "..."}, ...]): rendered with the chat template and
         add_generation_prompt, tokenized without special tokens, decoded as
@@ -433,7 +440,7 @@ class Model:
         return _chat.respond(self, _chat.check_messages(messages), s, _chat.check_stops(stop))
 
     def chat_stream(self, messages: Sequence[Mapping[str, Any]], *, stop: str | Sequence[str] = (),
-                    **kwargs: Any) -> "_chat.ChatStream":
+                    **kwargs: Unpack[GenerationSettings]) -> "_chat.ChatStream":
         """chat()'s reply in pieces as they come (as `clformer chat` prints
         it); once the iteration has ended, the stream's `reply` holds what
         chat() returns.  Closing it early ends the reply after the current
