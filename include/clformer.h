@@ -132,10 +132,12 @@ typedef struct clf_context_options {
   /* Directory to read kernels/<family>.cl from instead of the sources
    * embedded at build time.  NULL: $CLFORMER_KERNEL_DIR, else embedded. */
   const char *kernel_dir;
-  /* Where the library's notices go: a kernel variant it does not use
-   * because it failed self-validation on this device, a GEMM tuning
-   * profile it applied.  NULL: each notice is printed once to stderr,
-   * prefixed "clformer: ", unless $CLFORMER_LOG is "off". */
+  /* Where the library's notices go: warnings (a kernel variant it does
+   * not use because it failed self-validation on this device, a cache
+   * directory it cannot use) and information (a GEMM tuning profile it
+   * applied).  NULL: each notice is printed once to stderr, prefixed
+   * "clformer: ": warnings unless $CLFORMER_LOG is "off", information only
+   * when $CLFORMER_LOG is "info". */
   void (*log)(void *user, const char *message);
   void *log_user;
   /* The device class whose choices the library makes: "cpu", "gpu" or
@@ -161,6 +163,11 @@ typedef struct clf_context_options {
    * minimum fails clf_context_create with CLF_E_INVALID_ARG naming the key,
    * the value and why. */
   const char *limits;
+  /* Long work as it happens, for a status line: called with what begins
+   * ("kernel program attention": a program built from source, not taken
+   * from a cache) and with NULL when it has ended.  NULL: none. */
+  void (*progress)(void *user, const char *what);
+  void *progress_user;
 } clf_context_options;
 
 /* Fills `opts` with the defaults (all NULL / 0). */
@@ -1028,6 +1035,10 @@ CLF_API clf_status clf_model_load_with(clf_context *ctx, const char *model_dir,
 CLF_API size_t clf_model_weight_bytes(const clf_model *m);
 /* The storage type of its linear layers' weights (CLF_F32 for NULL). */
 CLF_API clf_dtype clf_model_weight_type(const clf_model *m);
+/* The longest sequence generation may make: the rows of the position table
+ * (n_positions, max_position_embeddings, a GGUF file's context_length); 0
+ * for NULL or a model that does not generate. */
+CLF_API size_t clf_model_max_positions(const clf_model *m);
 /* Frees the model and its device memory.  NULL is accepted. */
 CLF_API void clf_model_destroy(clf_model *m);
 /* The config's model_type: "bert", "roberta", "xlm-roberta", "distilbert",
@@ -1434,7 +1445,9 @@ typedef struct clf_chat clf_chat;
 typedef struct clf_chat_options {
   /* Decoding, as for clf_model_generate (num_beams must be 0 or 1; on_token
    * and user are the conversation's own and are ignored here);
-   * max_new_tokens 0: 512, or fewer where the model's positions end. */
+   * max_new_tokens 0: until an end-of-sequence token or the end of the
+   * model's positions (at most 32768 tokens; 512 where the positions have
+   * no end). */
   clf_generate_options generate;
   /* The reply ends before the first of these (not part of it); the tokens
    * decoded past it are not kept in the conversation. */

@@ -329,6 +329,74 @@ START_TEST(generate_gguf_file) {
 }
 END_TEST
 
+/* Quiet by default (issue 43): a default run prints none of the library's
+ * informational notices ("clformer: GEMM tuning profile ... applied" came
+ * with every command), only the command's own "clformer generate: ..."
+ * lines; every command takes -v, which shows them. */
+START_TEST(quiet_by_default) {
+  char file[1024], args[2048], saved[256] = "";
+  snprintf(file, sizeof file, "%s/gguf_models/smollm_like/model.gguf", fx);
+  const char *env = getenv("CLFORMER_LOG");
+  if (env) snprintf(saved, sizeof saved, "%s", env);
+  unsetenv("CLFORMER_LOG");
+  snprintf(args, sizeof(args), "generate %s --prompt hi --max-new-tokens 2 --greedy", file);
+  ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
+  const char *err = slurp("stderr");
+  ck_assert_msg(strncmp(err, "clformer: ", 10) && !strstr(err, "\nclformer: "), "%s", err);
+  snprintf(args, sizeof(args), "generate %s --prompt hi --max-new-tokens 2 --greedy -v", file);
+  ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
+  if (saved[0]) setenv("CLFORMER_LOG", saved, 1);
+}
+END_TEST
+
+/* Defaults as llama.cpp's and Ollama's (issue 43): without
+ * --max-new-tokens, a prompt's continuation goes on to an end token or the
+ * model's positions (the fixture's greedy text reaches its 256), and a line
+ * says which limit stopped it; a sampling option samples without
+ * --do-sample; chat's help names no option chat refuses. */
+START_TEST(generate_defaults) {
+  char file[1024], args[2048];
+  snprintf(file, sizeof file, "%s/gguf_models/smollm_like/model.gguf", fx);
+  snprintf(args, sizeof(args), "generate %s --prompt hi --greedy", file);
+  ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
+  ck_assert_msg(strstr(slurp("stderr"), "stopped at the end of the model's 256 positions"), "%s", slurp("stderr"));
+  snprintf(args, sizeof(args), "generate %s --prompt hi --greedy --max-new-tokens 5", file);
+  ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
+  ck_assert_msg(strstr(slurp("stderr"), "stopped after --max-new-tokens 5"), "%s", slurp("stderr"));
+  snprintf(args, sizeof(args), "generate %s --prompt hi --max-new-tokens 8 --do-sample --temperature 0.9 --seed 0", file);
+  ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
+  char *sampled = strdup(slurp("stdout"));
+  snprintf(args, sizeof(args), "generate %s --prompt hi --max-new-tokens 8 --temperature 0.9 --seed 0", file);
+  ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
+  ck_assert_str_eq(slurp("stdout"), sampled);
+  free(sampled);
+  ck_assert_int_eq(run_cli("chat --help"), 0);
+  ck_assert_msg(!strstr(slurp("stdout"), "num-beams"), "%s", slurp("stdout"));
+}
+END_TEST
+
+/* Issue 43's small items: --version; `clformer help` and `help COMMAND`;
+ * a missing MODEL says a .gguf file is taken too; generate on an encoder
+ * prints nothing but its error (the prompt came first). */
+START_TEST(version_help_and_paths) {
+  char args[2048];
+  ck_assert_int_eq(run_cli("--version"), 0);
+  ck_assert_str_eq(slurp("stdout"), "clformer " CLF_VERSION_STRING "\n");
+  ck_assert_int_eq(run_cli("help"), 0);
+  ck_assert_ptr_nonnull(strstr(slurp("stdout"), "usage: clformer COMMAND"));
+  ck_assert_int_eq(run_cli("help chat"), 0);
+  ck_assert_ptr_nonnull(strstr(slurp("stdout"), "usage: clformer chat MODEL"));
+  snprintf(args, sizeof(args), "generate %s/no-such-model --prompt hi", tmp);
+  ck_assert_int_eq(run_cli(args), 1);
+  ck_assert_msg(strstr(slurp("stderr"), "no-such-model: No such file or directory (MODEL is a model directory or "
+                                        "a .gguf file)"), "%s", slurp("stderr"));
+  snprintf(args, sizeof(args), "generate %s/bert_mlm --prompt \"hello world\"", fx);
+  ck_assert_int_eq(run_cli(args), 1);
+  ck_assert_str_eq(slurp("stdout"), "");
+  ck_assert_ptr_nonnull(strstr(slurp("stderr"), "no language-model head"));
+}
+END_TEST
+
 /* chat: one user message a line, each reply on a line of its own, the
  * second turn's prompt mostly from the cache (the replies themselves are
  * compared with clformer.Model.chat in tests/python/test_chat.py); usage
@@ -450,10 +518,13 @@ START_TEST(generate_streams_text) {
   ck_assert_int_eq(run_cli(args), 0);
   ck_assert_str_eq(slurp("stdout"), out);
   /* out-of-range values are usage errors naming the option */
-  static const char *bad[][2] = {{"--temperature 0", "--temperature"}, {"--top-p 1.5", "--top-p"},
+  /* (--temperature 0 and --seed 0 were refused here until issue 43: 0 is
+   * greedy and 0 a seed, as in the server) */
+  static const char *bad[][2] = {{"--temperature -1", "--temperature"}, {"--top-p 1.5", "--top-p"},
                                  {"--top-k -1", "--top-k"},            {"--min-p 2", "--min-p"},
-                                 {"--seed 0", "--seed"},               {"--repetition-penalty -1", "--repetition-penalty"},
-                                 {"--stop x", "--stop needs --prompt"}};
+                                 {"--seed -1", "--seed"},              {"--repetition-penalty -1", "--repetition-penalty"},
+                                 {"--stop x", "--stop needs --prompt"},
+                                 {"--temperature 0 --do-sample", "--temperature 0 is greedy"}};
   for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
     snprintf(args, sizeof(args), "generate %s --in input_ids=%s/gpt2/greedy_b1.input_ids.npy %s", tmp, fx, bad[i][0]);
     ck_assert_int_eq(run_cli(args), 2);
@@ -1260,6 +1331,9 @@ static Suite *suite(void) {
   tcase_add_test(tc, tokenize_prints_ids_and_tokens);
   tcase_add_test(tc, generate_gguf_file);
   tcase_add_test(tc, chat_turns_and_refusals);
+  tcase_add_test(tc, quiet_by_default);
+  tcase_add_test(tc, generate_defaults);
+  tcase_add_test(tc, version_help_and_paths);
   tcase_add_test(tc, profile_names_its_clock);
   tcase_add_test(tc, implementations_each_alone);
   suite_add_tcase(s, tc);

@@ -20,6 +20,13 @@ static const char *type_name(cl_device_type t) {
   return "other";
 }
 
+/* A device's string property whole, into buf (else `cut`, the
+ * clf_device_desc copy); buf. */
+static const char *whole(cl_device_id d, cl_device_info param, const char *cut, char *buf, size_t len) {
+  if (clGetDeviceInfo(d, param, len, buf, NULL) != CL_SUCCESS) snprintf(buf, len, "%s", cut);
+  return buf;
+}
+
 typedef struct devices_opts {
   int json;
 } devices_opts;
@@ -66,6 +73,7 @@ static int cmd_devices(const void *opts, int argc, char **argv) {
   (void)argc; (void)argv;
   const devices_opts *o = opts;
   clf_device_desc devs[64], def;
+  static char drivers[64][512], versions[64][512];
   size_t n = 0;
   clf_status st = clf_list_devices(devs, 64, &n);
   if (st != CLF_OK) {
@@ -80,8 +88,11 @@ static int cmd_devices(const void *opts, int argc, char **argv) {
       cJSON_AddNumberToObject(d, "device_index", devs[i].device_index);
       cJSON_AddStringToObject(d, "platform", devs[i].platform_name);
       cJSON_AddStringToObject(d, "device", devs[i].device_name);
-      cJSON_AddStringToObject(d, "driver", devs[i].driver_version);
-      cJSON_AddStringToObject(d, "opencl", devs[i].device_version);
+      char full[512];
+      cJSON_AddStringToObject(d, "driver", whole(devs[i].device, CL_DRIVER_VERSION, devs[i].driver_version, full,
+                                                 sizeof full));
+      cJSON_AddStringToObject(d, "opencl", whole(devs[i].device, CL_DEVICE_VERSION, devs[i].device_version, full,
+                                                 sizeof full));
       cJSON_AddStringToObject(d, "type", type_name(devs[i].type));
       cJSON_AddItemToArray(arr, d);
     }
@@ -92,12 +103,18 @@ static int cmd_devices(const void *opts, int argc, char **argv) {
     return ok ? 0 : 1;
   }
   int have_def = clf_select_device(getenv("CLFORMER_DEVICE"), &def) == CLF_OK;
+  /* The whole strings: clf_device_desc keeps 63 bytes of each
+   * ("OpenCL 3.0 PoCL HSTR: ...skylake-avx51"). */
+  for (size_t i = 0; i < n && i < 64; i++) {
+    whole(devs[i].device, CL_DRIVER_VERSION, devs[i].driver_version, drivers[i], sizeof drivers[i]);
+    whole(devs[i].device, CL_DEVICE_VERSION, devs[i].device_version, versions[i], sizeof versions[i]);
+  }
   printf("%zu OpenCL device%s:\n", n, n == 1 ? "" : "s");
   for (size_t i = 0; i < n && i < 64; i++) {
     int is_def = have_def && def.device == devs[i].device;
     printf(" %c %d:%d  %-11s %s / %s (driver %s, %s)\n", is_def ? '*' : ' ', devs[i].platform_index,
            devs[i].device_index, type_name(devs[i].type), devs[i].platform_name, devs[i].device_name,
-           devs[i].driver_version, devs[i].device_version);
+           drivers[i], versions[i]);
   }
   printf("(* = the default: CLFORMER_DEVICE, else the first GPU, else the first device)\n");
   fflush(stdout);
@@ -138,6 +155,8 @@ static void usage(FILE *f) {
   for (int i = 0; i < N_COMMANDS; i++)
     fprintf(f, "  %s%s%s\n      %s\n", commands[i]->name, *commands[i]->synopsis ? " " : "", commands[i]->synopsis,
             commands[i]->summary);
+  fprintf(f, "clformer help COMMAND or clformer COMMAND --help: its options; clformer --version: the version;\n"
+             "-v on any command: the library's notices too (CLFORMER_LOG=info).\n");
   fprintf(f, "A device S is \"P:D\" (indices) or part of its platform/device name;\n"
              "the default is $CLFORMER_DEVICE, else the first GPU, else the first device.\n");
 }
@@ -149,9 +168,15 @@ static const clf_cli_command *find_command(const char *name) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-    usage(argc < 2 ? stderr : stdout);
+  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    const clf_cli_command *about = argc > 2 ? find_command(argv[2]) : NULL;
+    if (about) clf_cli_print_help(about, stdout); /* clformer help COMMAND */
+    else usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
+  }
+  if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+    printf("clformer %s\n", CLF_VERSION_STRING);
+    return 0;
   }
   const clf_cli_command *cmd = find_command(argv[1]);
   if (!cmd) {

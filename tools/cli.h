@@ -28,22 +28,24 @@ extern const clf_cli_command clf_cli_matrix_command;      /* cmd_matrix.c */
 typedef struct clf_cli_sampling {
   clf_cli_strings stop;
   int do_sample, greedy;
-  long max_new_tokens;                                  /* 0: the checkpoint's settings */
+  long max_new_tokens;                                  /* 0: until the end of text or of the positions */
   long top_k, no_repeat_ngram_size, seed;               /* -1: not given */
-  double temperature, top_p, min_p, repetition_penalty; /* 0: not given */
+  double temperature;                                   /* -1: not given; 0: greedy */
+  double top_p, min_p, repetition_penalty;              /* 0: not given */
 } clf_cli_sampling;
 
 /* Their rows in a command's option table, for the clf_cli_sampling field
  * `field` of the options struct `type`. */
 #define CLF_CLI_SAMPLING_OPTIONS(type, field) \
     {"--max-new-tokens", "N", CLF_OPT_LONG, offsetof(type, field.max_new_tokens), 1, 100000, 0, 0, 0, \
-     "tokens to generate at most"}, \
+     "tokens to generate at most (default: until the end of the text or of the model's positions)"}, \
     {"--do-sample", NULL, CLF_OPT_FLAG, offsetof(type, field.do_sample), 0, 0, 0, 0, 0, \
-     "multinomial sampling (else the checkpoint's do_sample, default greedy)"}, \
+     "multinomial sampling; --temperature, --top-k, --top-p or --min-p turn it on too (else the checkpoint's " \
+     "do_sample, default greedy)"}, \
     {"--greedy", NULL, CLF_OPT_FLAG, offsetof(type, field.greedy), 0, 0, 0, 0, 0, \
-     "no sampling, even where the checkpoint's generation_config.json samples (greedy; beams with --num-beams)"}, \
-    {"--temperature", "T", CLF_OPT_DOUBLE, offsetof(type, field.temperature), 0, 1e6, 0, 0, 0, \
-     "sampling: scores divided by T (default the checkpoint's, else 1)"}, \
+     "no sampling, even where the checkpoint's generation_config.json samples or a sampling option is given"}, \
+    {"--temperature", "T", CLF_OPT_DOUBLE, offsetof(type, field.temperature), 0, 1e6, -1, 1, 0, \
+     "sampling: scores divided by T; 0: greedy (default the checkpoint's, else 1)"}, \
     {"--top-k", "K", CLF_OPT_LONG, offsetof(type, field.top_k), 0, 100000000, -1, 0, 0, \
      "sampling: keep the K highest scores, 0: no top-k (default the checkpoint's, else 50)"}, \
     {"--top-p", "P", CLF_OPT_DOUBLE, offsetof(type, field.top_p), 0, 1, 0, 0, 0, \
@@ -54,8 +56,9 @@ typedef struct clf_cli_sampling {
      "scores of tokens already present divided by R (multiplied when negative); 1: off"}, \
     {"--no-repeat-ngram-size", "N", CLF_OPT_LONG, offsetof(type, field.no_repeat_ngram_size), 0, 100000, -1, 0, 0, \
      "no N-gram twice in a sequence; 0: off"}, \
-    {"--seed", "S", CLF_OPT_LONG, offsetof(type, field.seed), 1, 9e18, -1, 0, 0, \
-     "the sampler's seed: the same seed gives the same text (default: a fresh one per run)"}, \
+    {"--seed", "S", CLF_OPT_LONG, offsetof(type, field.seed), 0, 9e18, -1, 0, 0, \
+     "the sampler's seed, 0 included: the same seed gives the same text, as Python's seed and the server's " \
+     "(default: a fresh one per run)"}, \
     {"--stop", "STRING", CLF_OPT_STRINGS, offsetof(type, field.stop), 0, 0, 0, 8, 0, \
      "stop where the new text first contains STRING (not printed)"}
 
@@ -64,8 +67,15 @@ void clf_cli_sampling_settings(const clf_cli_sampling *o, clf_generate_options *
 /* Usage errors among them: -1 when none, else 2 after printing it. */
 int clf_cli_sampling_check(const clf_cli_command *cmd, const clf_cli_sampling *o);
 
+/* 1 while stdout's line is empty, so that a status line on stderr (kernel
+ * builds, on a terminal) may be drawn and erased; a command streaming text
+ * sets it 0, and 1 again after a line end (cmd_model.c). */
+extern int clf_cli_status_line;
+/* On a terminal (stderr), o's progress draws that status line. */
+void clf_cli_show_builds(clf_context_options *o);
+
 /* A context on `device` (NULL: the default), or NULL after printing why
- * (cmd_model.c). */
+ * (cmd_model.c); on a terminal, kernel builds draw a status line. */
 clf_context *clf_cli_open_context(const char *device);
 /* A context on `device` and the model in `dir`; returns 0 after printing why
  * not ("clformer CMD: ..."), leaving what was made for the caller to free. */
@@ -130,6 +140,20 @@ typedef struct clf_cli_child {
 int clf_cli_start(char *const *argv, char **env, const char *out, long timeout_s, clf_cli_child *ch);
 int clf_cli_poll(clf_cli_child *ch);
 const char *clf_cli_signal_name(int sig);
+
+/* chat_prompt.c, for cmd_chat.c: where the messages come from.  On a
+ * terminal (terminal 1) a line editor with its history in cache_dir/chat_history
+ * (cache_dir NULL: none kept) and Ctrl-C caught; else lines of stdin. */
+typedef struct clf_cli_prompt clf_cli_prompt;
+clf_cli_prompt *clf_cli_prompt_open(int terminal, const char *cache_dir);
+/* The next message (malloc'd): a line, a `"""` block of lines or a paste of
+ * several lines (*literal 1: never a /command).  NULL at the end: Ctrl-D, the
+ * end of stdin, or a second Ctrl-C at an empty prompt. */
+char *clf_cli_prompt_read(clf_cli_prompt *p, int *literal);
+void clf_cli_prompt_close(clf_cli_prompt *p);
+/* Whether Ctrl-C was pressed since the last clear (a reply checks it). */
+int clf_cli_chat_interrupted(void);
+void clf_cli_chat_clear_interrupt(void);
 
 /* timing.c: the monotonic clock in milliseconds, and run times sorted in
  * place (ascending) for their median and range. */

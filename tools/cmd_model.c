@@ -1,11 +1,13 @@
 /* cmd_model.c - `clformer run`, `generate` and `embed`: Hugging Face model
  * directories on a device, with NumPy .npy files or text in and out. */
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -26,11 +28,29 @@ static int split_pair(const char *arg, char *name, size_t len, const char **file
   return 1;
 }
 
+/* "clformer: building kernel program attention (3)" redrawn in place on a
+ * terminal while the library builds, erased when it is done. */
+int clf_cli_status_line = 1;
+
+static void build_progress(void *user, const char *what) {
+  int *n = user;
+  ++*n;
+  if (!clf_cli_status_line) return; /* erasing the line would take text that stdout wrote on it */
+  if (what) fprintf(stderr, "\r\033[Kclformer: building %s (%d)", what, *n);
+  else fprintf(stderr, "\r\033[K");
+}
+
+void clf_cli_show_builds(clf_context_options *o) {
+  static int built; /* programs built so far, for the status line */
+  if (isatty(STDERR_FILENO)) o->progress = build_progress, o->progress_user = &built;
+}
+
 static clf_context *open_context(const char *device, int profiling) {
   clf_context_options o;
   clf_context_options_init(&o);
   o.device = device;
   o.profiling = profiling;
+  clf_cli_show_builds(&o);
   clf_context *ctx = NULL;
   if (clf_context_create(&o, &ctx) != CLF_OK) {
     fprintf(stderr, "clformer: %s\n", clf_last_error(NULL));
@@ -101,11 +121,17 @@ int clf_cli_open_model(const char *cmd, const char *dir, const char *device, con
     fprintf(stderr, "clformer %s: --weights: %s\n", cmd, clf_last_error(NULL));
     return 0;
   }
+  struct stat sb;
+  if (stat(dir, &sb) != 0) {
+    fprintf(stderr, "clformer %s: %s: %s (MODEL is a model directory or a .gguf file)\n", cmd, dir, strerror(errno));
+    return 0;
+  }
   if (!(*ctx = open_context(device, profile))) return 0;
   const clf_status st = clf_model_load_with(*ctx, dir, &mo, m);
   if (mo.progress) fprintf(stderr, "\r\033[K");
   if (st != CLF_OK) {
-    fprintf(stderr, "clformer %s: %s\n", cmd, clf_last_error(*ctx));
+    fprintf(stderr, "clformer %s: %s%s\n", cmd, clf_last_error(*ctx),
+            S_ISDIR(sb.st_mode) ? " (MODEL is a model directory with config.json, or a .gguf file)" : "");
     return 0;
   }
   if (weights)
@@ -341,6 +367,7 @@ static void print_ids(const clf_array *seq) {
 /* Streaming text (clf_text_stream): what can no longer change is printed
  * as the tokens come; a --stop string cuts the text before it. */
 typedef struct streamer {
+  const char *prompt; /* printed before the first token (not before an error) */
   clf_text_stream *text;
   size_t n;
   int failed;
@@ -365,8 +392,14 @@ static int time_token(void *user, size_t row, int64_t token) {
 
 static void stream_write(const char *text, size_t len) {
   if (!len) return;
+  clf_cli_status_line = 0;
   fwrite(text, 1, len, stdout);
   fflush(stdout);
+}
+
+static void print_prompt(streamer *s) {
+  if (s->prompt) stream_write(s->prompt, strlen(s->prompt));
+  s->prompt = NULL;
 }
 
 static int stream_token(void *user, size_t row, int64_t token) {
@@ -375,6 +408,7 @@ static int stream_token(void *user, size_t row, int64_t token) {
   size_t len;
   int stopped = 0;
   step_time(s, row);
+  print_prompt(s);
   s->n++;
   if (clf_text_stream_push(s->text, token, &piece, &len, &stopped) != CLF_OK) {
     fprintf(stderr, "clformer generate: %s\n", clf_last_error(NULL));
@@ -393,20 +427,31 @@ static int profile_tokens(clf_context *ctx, const clf_model *m, const clf_array 
   return clf_cli_profile_print(ctx, "generate", "new token", (double)fresh);
 }
 
+/* Whether a setting that only sampling uses was given: it turns sampling on
+ * unless --greedy (or a temperature of 0) says otherwise. */
+static int sampling_given(const clf_cli_sampling *o) {
+  return o->temperature > 0 || o->top_k >= 0 || o->top_p > 0 || o->min_p > 0;
+}
+
 void clf_cli_sampling_settings(const clf_cli_sampling *o, clf_generate_options *go) {
   clf_generate_options_init(go);
   go->max_new_tokens = (size_t)o->max_new_tokens;
-  go->do_sample = o->greedy ? CLF_GENERATE_OFF : o->do_sample;
-  go->temperature = o->temperature, go->top_p = o->top_p, go->min_p = o->min_p;
+  go->do_sample = o->greedy || o->temperature == 0 ? CLF_GENERATE_OFF : o->do_sample || sampling_given(o);
+  go->temperature = o->temperature > 0 ? o->temperature : 0;
+  go->top_p = o->top_p, go->min_p = o->min_p;
   go->repetition_penalty = o->repetition_penalty;
   go->top_k = o->top_k < 0 ? 0 : o->top_k ? o->top_k : CLF_GENERATE_OFF;
   go->no_repeat_ngram_size = o->no_repeat_ngram_size < 0 ? 0 : o->no_repeat_ngram_size ? o->no_repeat_ngram_size
                                                                                          : CLF_GENERATE_OFF;
-  go->seed = o->seed > 0 ? (uint64_t)o->seed : 0;
+  /* The library's 0 is "a fresh seed": a seed S is its S + 1, as in Python
+   * and the server, so that 0 is a seed like any other. */
+  go->seed = o->seed >= 0 ? (uint64_t)o->seed + 1 : 0;
 }
 
 int clf_cli_sampling_check(const clf_cli_command *cmd, const clf_cli_sampling *o) {
   if (o->greedy && o->do_sample) return clf_cli_usage_error(cmd, "give --greedy or --do-sample, not both");
+  if (o->temperature == 0 && o->do_sample)
+    return clf_cli_usage_error(cmd, "--temperature 0 is greedy decoding: give --do-sample a temperature above 0");
   for (int i = 0; i < o->stop.n; i++)
     if (!o->stop.v[i][0]) return clf_cli_usage_error(cmd, "--stop: the string is empty");
   return -1;
@@ -428,8 +473,13 @@ static int gen_run(const gen_opts *o, clf_context *ctx, clf_model *m, clf_tokeni
   const int streaming = tok && o->num_beams <= 1;
   if (streaming) go.on_token = stream_token, go.user = &st;
   else if (o->num_beams <= 1) go.on_token = time_token, go.user = &st;
-  if (tok && !clf_model_is_encoder_decoder(m)) printf("%s", o->prompt);
-  fflush(stdout);
+  /* No limit given: a prompt's continuation goes on to the end of the text
+   * or of the model's positions (as llama.cpp's and Ollama's do), not to
+   * transformers' max_length of 20. */
+  const size_t positions = clf_model_max_positions(m), prompt_len = ids->shape[1];
+  const int to_the_end = !go.max_new_tokens && tok && !clf_model_is_encoder_decoder(m) && positions > prompt_len;
+  if (to_the_end) go.max_new_tokens = positions - prompt_len < 32768 ? positions - prompt_len : 32768;
+  if (tok && !clf_model_is_encoder_decoder(m)) st.prompt = o->prompt;
   const double t0 = clf_cli_now_ms();
   clf_status rc = clf_model_generate(m, ids, mask, &go, seq);
   const double ms = clf_cli_now_ms() - t0;
@@ -444,11 +494,19 @@ static int gen_run(const gen_opts *o, clf_context *ctx, clf_model *m, clf_tokeni
   if (rc == CLF_OK && tok && !st.failed) {
     const char *rest;
     size_t len;
+    print_prompt(&st); /* no new token came */
     if (clf_text_stream_finish(st.text, &rest, &len) == CLF_OK) stream_write(rest, len);
     printf("\n");
     fflush(stdout); /* the text's last line, before the speed on stderr */
-    fprintf(stderr, "clformer generate: %zu tokens in %.3f s, %.1f tokens/s\n", st.n, ms / 1e3,
-            ms > 0 ? st.n / (ms / 1e3) : 0.0);
+    /* Decoding's pace from the first token on: the time before it (the
+     * prompt's pass, and kernel builds on a cold cache) is shown apart. */
+    const double first = st.steps ? st.t_first - t0 : ms, pace = st.steps > 1 ? st.t_last - st.t_first : 0;
+    fprintf(stderr, "clformer generate: %zu tokens in %.3f s: the first after %.3f s (the prompt, kernel builds), "
+            "then %.1f tokens/s\n", st.n, ms / 1e3, first / 1e3, pace > 0 ? (st.steps - 1) / (pace / 1e3) : 0.0);
+    if (go.max_new_tokens && st.n >= go.max_new_tokens && !clf_text_stream_stopped(st.text)) {
+      if (to_the_end) fprintf(stderr, "clformer generate: stopped at the end of the model's %zu positions\n", positions);
+      else fprintf(stderr, "clformer generate: stopped after --max-new-tokens %zu\n", go.max_new_tokens);
+    }
   }
   if (rc == CLF_OK && st.steps >= 2) /* what tools/bench.py and bench_gguf.py read */
     fprintf(stderr, "clformer generate: %zu new tokens, the first after %.1f ms, then %.3f ms a token\n", st.steps,
@@ -502,7 +560,11 @@ const clf_cli_command clf_cli_generate_command = {
         "of the prompt) and encoder-decoders (a translation of the source): greedy,\n"
         "sampling with --do-sample (--temperature, --top-k, --top-p, --min-p, --seed),\n"
         "or beam search with --num-beams K > 1; --repetition-penalty and\n"
-        "--no-repeat-ngram-size apply to all three.  Options not given take the\n"
+        "--no-repeat-ngram-size apply to all three.  A sampling option (--temperature,\n"
+        "--top-k, --top-p, --min-p) turns sampling on unless --greedy; --temperature 0 is\n"
+        "greedy.  With --prompt, a decoder-only model goes on until an end-of-sequence\n"
+        "token or the end of its positions unless --max-new-tokens is given, and a line\n"
+        "on stderr says when a limit stopped it.  Options not given take the\n"
         "checkpoint's generation settings (generation_config.json), then transformers'\n"
         "defaults (a GGUF file has none).  MODEL is a model directory or a GGUF file.\n"
         "With --prompt the text is tokenized with the model's tokenizer (a GGUF\n"

@@ -363,6 +363,7 @@ static int probe_device(const clf_device_desc *d, const probe_opts *po, cJSON *d
   clf_context_options_init(&co);
   co.device = selector;
   co.profiling = 1;
+  clf_cli_show_builds(&co); /* the sections wait on kernel builds: say which */
   clf_context *ctx = NULL;
   if (clf_context_create(&co, &ctx) != CLF_OK) {
     const char *msg = clf_last_error(NULL);

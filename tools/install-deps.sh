@@ -4,7 +4,8 @@
 # usage: tools/install-deps.sh [--fuzz] [--python]
 set -eu
 pkgs="meson ninja-build pkg-config gcc g++ python3 ocl-icd-opencl-dev opencl-headers
-      libclblast-dev check pocl-opencl-icd oclgrind clinfo libcjson-dev libsentencepiece-dev libpcre2-dev libpng-dev libjpeg-dev nettle-dev"
+      libclblast-dev check pocl-opencl-icd oclgrind clinfo libcjson-dev libsentencepiece-dev libpcre2-dev libpng-dev libjpeg-dev nettle-dev
+      libedit-dev"
 # --fuzz (or CLF_FUZZ_DEPS=1) adds what tools/fuzz.sh needs: clang, its
 # libFuzzer and sanitizer runtimes, and llvm-symbolizer for readable reports.
 # --python adds what tools/python-tests.sh needs to make its venv from

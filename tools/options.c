@@ -28,7 +28,8 @@ static void describe_range(const clf_cli_option *o, char *buf, size_t len) {
     snprintf(buf, len, " (%.0f to %.0f", o->min, o->max);
     break;
   case CLF_OPT_DOUBLE:
-    snprintf(buf, len, o->max < HUGE_VAL ? " (more than %g, at most %g" : " (more than %g", o->min, o->max);
+    snprintf(buf, len, o->max < HUGE_VAL ? " (%s %g, at most %g" : " (%s %g", o->count ? "at least" : "more than",
+             o->min, o->max);
     break;
   case CLF_OPT_SIZES:
     snprintf(buf, len, " (up to %d, each %.0f to %.0f", o->count, o->min, o->max);
@@ -58,6 +59,7 @@ void clf_cli_print_help(const clf_cli_command *cmd, FILE *f) {
     describe_range(o, range, sizeof(range));
     fprintf(f, "  %-22s %s%s\n", head, o->help, range);
   }
+  fprintf(f, "  %-22s %s\n", "-v, --verbose", "the library's notices on stderr (a tuning profile applied), as CLFORMER_LOG=info");
   fprintf(f, "  %-22s %s\n", "-h, --help", "this help");
 }
 
@@ -92,8 +94,8 @@ static int parse_sizes(const clf_cli_option *o, const char *s, clf_cli_sizes *ou
   }
 }
 
-/* Stores one option's value; returns -1, or 2 after a usage error. */
-static int store(const clf_cli_command *cmd, const clf_cli_option *o, const char *v, void *opts) {
+/* Stores one option's value; 1, or 0 with what was wrong in err. */
+static int store(const clf_cli_option *o, const char *v, void *opts, char *err, size_t elen) {
   char *field = (char *)opts + o->offset;
   long long n;
   char *end;
@@ -101,41 +103,52 @@ static int store(const clf_cli_command *cmd, const clf_cli_option *o, const char
   switch (o->kind) {
   case CLF_OPT_FLAG:
     *(int *)field = 1;
-    return -1;
+    return 1;
   case CLF_OPT_STRING:
     *(const char **)field = v;
-    return -1;
+    return 1;
   case CLF_OPT_LONG:
     if (!parse_integer(v, o->min, o->max, &n))
-      return clf_cli_usage_error(cmd, "%s: expected an integer from %.0f to %.0f, got \"%s\"", o->name, o->min,
-                                 o->max, v);
+      return snprintf(err, elen, "%s: expected an integer from %.0f to %.0f, got \"%s\"", o->name, o->min, o->max, v),
+             0;
     *(long *)field = (long)n;
-    return -1;
+    return 1;
   case CLF_OPT_DOUBLE:
     errno = 0;
     d = strtod(v, &end);
-    if (end == v || *end || errno || !(d > o->min && d <= o->max)) {
+    if (end == v || *end || errno || !((d > o->min || (o->count && d == o->min)) && d <= o->max)) {
+      const char *from = o->count ? "at least" : "more than"; /* count: the range includes min */
       if (o->max < HUGE_VAL)
-        return clf_cli_usage_error(cmd, "%s: expected a number more than %g and at most %g, got \"%s\"", o->name,
-                                   o->min, o->max, v);
-      return clf_cli_usage_error(cmd, "%s: expected a number more than %g, got \"%s\"", o->name, o->min, v);
+        snprintf(err, elen, "%s: expected a number %s %g and at most %g, got \"%s\"", o->name, from, o->min, o->max, v);
+      else
+        snprintf(err, elen, "%s: expected a number %s %g, got \"%s\"", o->name, from, o->min, v);
+      return 0;
     }
     *(double *)field = d;
-    return -1;
+    return 1;
   case CLF_OPT_STRINGS: {
     clf_cli_strings *l = (clf_cli_strings *)field;
     if (l->n >= o->count || l->n >= CLF_CLI_MAX_LIST)
-      return clf_cli_usage_error(cmd, "%s: given more than %d times", o->name, o->count);
+      return snprintf(err, elen, "%s: given more than %d times", o->name, o->count), 0;
     l->v[l->n++] = v;
-    return -1;
+    return 1;
   }
   case CLF_OPT_SIZES:
     if (!parse_sizes(o, v, (clf_cli_sizes *)field))
-      return clf_cli_usage_error(cmd, "%s: expected up to %d integers from %.0f to %.0f separated by commas, got \"%s\"",
-                                 o->name, o->count, o->min, o->max, v);
-    return -1;
+      return snprintf(err, elen, "%s: expected up to %d integers from %.0f to %.0f separated by commas, got \"%s\"",
+                      o->name, o->count, o->min, o->max, v),
+             0;
+    return 1;
   }
-  return -1;
+  return 1;
+}
+
+const clf_cli_option *clf_cli_set_option(const clf_cli_command *cmd, const char *name, const char *value, void *opts,
+                                         char *err, size_t elen) {
+  const clf_cli_option *o = find_option(cmd, name);
+  if (!o) return snprintf(err, elen, "unknown option %s", name), NULL;
+  if (o->kind != CLF_OPT_FLAG && !value) return snprintf(err, elen, "%s: expected %s after it", o->name, o->metavar), NULL;
+  return store(o, value, opts, err, elen) ? o : NULL;
 }
 
 static void set_defaults(const clf_cli_command *cmd, void *opts) {
@@ -168,11 +181,14 @@ int clf_cli_parse(const clf_cli_command *cmd, int argc, char **argv, void *opts,
     } else if (!options_done && (!strcmp(a, "--help") || !strcmp(a, "-h"))) {
       clf_cli_print_help(cmd, stdout);
       return 0;
+    } else if (!options_done && (!strcmp(a, "--verbose") || !strcmp(a, "-v"))) {
+      setenv("CLFORMER_LOG", "info", 1); /* the library's notices of what it chose, too */
     } else if (o) {
       if (o->kind != CLF_OPT_FLAG && i + 1 >= argc)
         return clf_cli_usage_error(cmd, "%s: expected %s after it", o->name, o->metavar);
-      int rc = store(cmd, o, o->kind == CLF_OPT_FLAG ? NULL : argv[++i], opts);
-      if (rc >= 0) return rc;
+      char err[512];
+      if (!store(o, o->kind == CLF_OPT_FLAG ? NULL : argv[++i], opts, err, sizeof err))
+        return clf_cli_usage_error(cmd, "%s", err);
       if (o - cmd->options < (long)sizeof(seen)) seen[o - cmd->options] = 1;
     } else if (!options_done && a[0] == '-' && a[1] && !cmd->free_text) {
       return clf_cli_usage_error(cmd, "unknown option %s", a);

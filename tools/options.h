@@ -43,7 +43,7 @@ typedef struct clf_cli_option {
   size_t offset;
   double min, max;
   double def;
-  int count; /* CLF_OPT_STRINGS, CLF_OPT_SIZES: at most this many values */
+  int count; /* CLF_OPT_STRINGS, CLF_OPT_SIZES: at most this many values; CLF_OPT_DOUBLE: 1 when min is allowed */
   int required;
   const char *help;
 } clf_cli_option;
@@ -81,6 +81,12 @@ typedef struct clf_cli_command {
  * 0 after printing the help (--help, -h), 2 after printing a usage error on
  * stderr naming the option and what it expected. */
 int clf_cli_parse(const clf_cli_command *cmd, int argc, char **argv, void *opts, char **pos, int *npos);
+
+/* One option of cmd's table set in opts (already filled) from `value`
+ * (NULL for a flag), as on the command line; the option's row, or NULL with
+ * what was wrong in err ("--top-p: expected a number ..."). */
+const clf_cli_option *clf_cli_set_option(const clf_cli_command *cmd, const char *name, const char *value, void *opts,
+                                         char *err, size_t elen);
 
 /* `clformer NAME --help`: usage line, details, options with ranges. */
 void clf_cli_print_help(const clf_cli_command *cmd, FILE *f);

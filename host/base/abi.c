@@ -40,6 +40,8 @@ static const clf__layout_row rows[] = {
     CLF__FIELD(clf_context_options, log_user),
     CLF__FIELD(clf_context_options, device_class),
     CLF__FIELD(clf_context_options, limits),
+    CLF__FIELD(clf_context_options, progress),
+    CLF__FIELD(clf_context_options, progress_user),
 
     CLF__STRUCT(clf_profile_entry),
     CLF__FIELD(clf_profile_entry, op),

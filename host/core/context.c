@@ -240,6 +240,8 @@ clf_status clf_context_create(const clf_context_options *opts,
   ctx->profiling = opts->profiling;
   ctx->log_fn = opts->log;
   ctx->log_user = opts->log_user;
+  ctx->progress_fn = opts->progress;
+  ctx->progress_user = opts->progress_user;
   cl_int err;
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)dev.platform, 0};
   const char *failed = NULL;
@@ -355,17 +357,31 @@ clf_status clf__scratch(clf_context *ctx, unsigned slot, size_t bytes, cl_mem *o
   return CLF_OK;
 }
 
-void clf__log(clf_context *ctx, const char *fmt, ...) {
+/* A notice to the context's log callback, else to stderr: a warning unless
+ * $CLFORMER_LOG is "off", an informational one only when it is "info". */
+static void emit(clf_context *ctx, int info, const char *fmt, va_list ap) {
   char msg[1024];
-  va_list ap;
-  va_start(ap, fmt);
   vsnprintf(msg, sizeof(msg), fmt, ap);
-  va_end(ap);
   if (ctx && ctx->log_fn) {
     ctx->log_fn(ctx->log_user, msg);
     return;
   }
   const char *env = getenv("CLFORMER_LOG");
   if (env && strcmp(env, "off") == 0) return;
+  if (info && !(env && strcmp(env, "info") == 0)) return;
   fprintf(stderr, "clformer: %s\n", msg);
+}
+
+void clf__log(clf_context *ctx, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  emit(ctx, 0, fmt, ap);
+  va_end(ap);
+}
+
+void clf__info(clf_context *ctx, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  emit(ctx, 1, fmt, ap);
+  va_end(ap);
 }

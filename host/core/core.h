@@ -139,6 +139,8 @@ struct clf_context {
   /* Notices (clf__log) */
   void (*log_fn)(void *user, const char *message);
   void *log_user;
+  void (*progress_fn)(void *user, const char *what); /* clf_context_options.progress */
+  void *progress_user;
   /* Self-validation verdicts of this device and driver (variants.c; the
    * device layer's validation records them). */
   struct clf__verdicts *verdicts;
@@ -223,9 +225,17 @@ const char *clf__bytes_str(unsigned long long bytes, char *buf, size_t len);
 const char *clf__alloc_limit_str(const clf_context *ctx, char *buf, size_t len);
 
 /* ---- notices ---- */
-/* Sends a notice to the context's log (clf_context_options.log; by default
- * stderr, unless $CLFORMER_LOG=off). */
+/* Sends a warning to the context's log (clf_context_options.log; by default
+ * stderr, unless $CLFORMER_LOG=off): something the user may want changed (a
+ * variant that failed self-validation, a cache directory not used). */
 void clf__log(clf_context *ctx, const char *fmt, ...)
+#ifdef __GNUC__
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* The same for a notice of things going as planned (a tuning profile
+ * applied): to the log callback, on stderr only when $CLFORMER_LOG=info. */
+void clf__info(clf_context *ctx, const char *fmt, ...)
 #ifdef __GNUC__
     __attribute__((format(printf, 2, 3)))
 #endif

@@ -378,7 +378,7 @@ static bool use(clf_context *ctx, const Profile &p, const std::string &name, con
   }
   ctx->gemm_profile = strdup(name.c_str());
   use_groups(ctx, p);
-  clf__log(ctx, "GEMM tuning profile %s%s%s%s applied to %s", name.c_str(), traits.empty() ? "" : " (matched on ",
+  clf__info(ctx, "GEMM tuning profile %s%s%s%s applied to %s", name.c_str(), traits.empty() ? "" : " (matched on ",
            traits.c_str(), traits.empty() ? "" : ")", ctx->dev.device_name);
   return true;
 }
@@ -404,7 +404,7 @@ void apply(clf_context *ctx) {
   }
   if (known && !user_only && pick_shipped(ctx, dflt, &p, &name, &traits) && use(ctx, p, name, traits)) return;
   if (restore_defaults(dev))
-    clf__log(ctx, "CLBlast's own GEMM parameters restored for %s (process-wide)%s", ctx->dev.device_name,
+    clf__info(ctx, "CLBlast's own GEMM parameters restored for %s (process-wide)%s", ctx->dev.device_name,
              off ? ": CLFORMER_TUNING=off" : "");
 }
 

@@ -104,13 +104,24 @@ static clf_status clf__compile(clf_context *ctx, const char *label, const char *
  * (PoCL's cache raced by processes starting together on an empty cache
  * failed 1 start in 64), and a failed program is remembered for the
  * context's life.  A failure twice over is reported. */
-static clf_status clf__compile_retrying(clf_context *ctx, const char *label, const char *text, size_t len,
-                                        const char *options, cl_program *out) {
+static clf_status compile_twice(clf_context *ctx, const char *label, const char *text, size_t len,
+                                const char *options, cl_program *out) {
   clf_status st = clf__compile(ctx, label, text, len, options, out);
   if (st == CLF_OK || st == CLF_E_OUT_OF_MEMORY) return st;
   clf__log(ctx, "kernel program \"%s\" failed to build; building it once more in case that was transient", label);
   st = clf__compile(ctx, label, text, len, options, out);
-  if (st == CLF_OK) clf__log(ctx, "kernel program \"%s\" built on the second try", label);
+  if (st == CLF_OK) clf__info(ctx, "kernel program \"%s\" built on the second try", label);
+  return st;
+}
+
+/* The same, told to the context's progress callback (a status line). */
+static clf_status clf__compile_retrying(clf_context *ctx, const char *label, const char *text, size_t len,
+                                        const char *options, cl_program *out) {
+  char what[160];
+  snprintf(what, sizeof what, "kernel program %s", label);
+  if (ctx->progress_fn) ctx->progress_fn(ctx->progress_user, what);
+  const clf_status st = compile_twice(ctx, label, text, len, options, out);
+  if (ctx->progress_fn) ctx->progress_fn(ctx->progress_user, NULL);
   return st;
 }
 

@@ -986,7 +986,7 @@ clf_status keep(clf_context *ctx, const Profile &fin, bool better, const clf_gem
     int code;
     set_profile(ctx->dev.device, fin, &code);  // measured just now: it applies
     use_groups(ctx, fin);
-    clf__log(ctx, "GEMM tuning: the disk cache is off, so the parameters found hold for this process only");
+    clf__info(ctx, "GEMM tuning: the disk cache is off, so the parameters found hold for this process only");
   } else if (better) {
     std::vector<clf_gemm_shape> list(shapes, shapes + n);
     if (!write_profile(ctx, path, fin, list, def_total, fin_total))

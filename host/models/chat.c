@@ -23,8 +23,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A reply's new tokens when the options leave max_new_tokens unset. */
-#define CHAT_DEFAULT_MAX_NEW 512
+/* A reply's new tokens when the options leave max_new_tokens unset: what
+ * the model's positions leave, up to this many (a RoPE model whose
+ * positions have no end: 512 then). */
+#define CHAT_DEFAULT_MAX_NEW 32768
+#define CHAT_DEFAULT_NO_LIMIT 512
 
 struct clf_chat {
   clf_model *m;
@@ -246,9 +249,10 @@ clf_status clf_chat_respond(clf_chat *c, const clf_chat_options *o, char **reply
   size_t n = 0;
   clf_status st = chat_prompt(c, &ids, &n);
   if (st != CLF_OK) return st;
-  if (unset) /* 512, or what the model's positions leave */
-    go.max_new_tokens = m->dec->limit && m->dec->limit > n && m->dec->limit - n < CHAT_DEFAULT_MAX_NEW
-                            ? m->dec->limit - n : CHAT_DEFAULT_MAX_NEW;
+  if (unset) /* until the end of the text or of the model's positions */
+    go.max_new_tokens = !m->dec->limit ? CHAT_DEFAULT_NO_LIMIT
+                        : m->dec->limit > n && m->dec->limit - n < CHAT_DEFAULT_MAX_NEW ? m->dec->limit - n
+                                                                                        : CHAT_DEFAULT_MAX_NEW;
   if (m->dec->limit && (n >= m->dec->limit || go.max_new_tokens > m->dec->limit - n)) {
     free(ids);
     return clf__fail(m->ctx, CLF_E_INVALID_ARG, "%s: the conversation's %zu tokens and max_new_tokens %zu exceed "

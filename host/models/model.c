@@ -307,6 +307,8 @@ size_t clf_model_weight_bytes(const clf_model *m) {
 
 clf_dtype clf_model_weight_type(const clf_model *m) { return m ? m->params.wtype : CLF_F32; }
 
+size_t clf_model_max_positions(const clf_model *m) { return m ? m->max_positions : 0; }
+
 size_t clf_model_num_labels(const clf_model *m) { return m ? m->n_labels : 0; }
 
 const char *clf_model_label(const clf_model *m, size_t i) { return m && i < m->n_labels ? m->labels[i] : NULL; }

@@ -7,7 +7,7 @@ import math
 import queue
 import sys
 import threading
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional, Sequence, TypedDict, Union
 
 import numpy as np
 
@@ -18,8 +18,44 @@ _LONG_MAX = 2 ** (8 * ctypes.sizeof(ctypes.c_long) - 1) - 1
 _SIZE_MAX = 2 ** (8 * ctypes.sizeof(ctypes.c_size_t)) - 1
 WAIT_SLICE_S = 0.1  # the longest a pending Ctrl-C waits in queued_pieces
 
-SETTINGS = ("max_new_tokens", "num_beams", "do_sample", "temperature", "top_k", "top_p", "min_p",
-            "repetition_penalty", "no_repeat_ngram_size", "seed")
+class GenerationSettings(TypedDict, total=False):
+    """The keyword settings of Model.generate, stream, chat and chat_stream,
+    for editors and type checkers (`**kwargs: Unpack[GenerationSettings]`).
+    Each may be left out or None: the checkpoint's generation_config.json,
+    else transformers' default.  They mean what `clformer generate`'s options
+    and the server's fields mean.
+
+    max_new_tokens: new tokens at most (>= 1).
+    num_beams: beam search with this many beams (1: greedy).
+    do_sample: multinomial sampling (False: greedy or beams, even where the
+        checkpoint samples).
+    temperature: scores divided by it; 0 is greedy.
+    top_k: keep the k highest scores; 0: no top-k.
+    top_p: nucleus in (0, 1]; 1: off.
+    min_p: drop probabilities below min_p times the highest; 0: off.
+    repetition_penalty: > 0; 1: off.
+    no_repeat_ngram_size: no n-gram twice; 0: off.
+    seed: 0 .. 2**64 - 2, the same as the CLI's --seed and the server's seed.
+    eos_token_id: an id or up to 8 replacing the checkpoint's end tokens.
+    temperature, top_k, top_p or min_p given without do_sample turn sampling on.
+    """
+    max_new_tokens: Optional[int]
+    num_beams: Optional[int]
+    do_sample: Optional[bool]
+    temperature: Optional[float]
+    top_k: Optional[int]
+    top_p: Optional[float]
+    min_p: Optional[float]
+    repetition_penalty: Optional[float]
+    no_repeat_ngram_size: Optional[int]
+    seed: Optional[int]
+    eos_token_id: Union[int, Sequence[int], None]
+
+
+# Settings only sampling uses: given without do_sample, they turn it on.
+_SAMPLING_ONLY = ("temperature", "top_k", "top_p", "min_p")
+# One list: the TypedDict above (eos_token_id is checked apart).
+SETTINGS = tuple(k for k in GenerationSettings.__annotations__ if k != "eos_token_id")
 
 
 def _int(name: str, v: Any, lo: int, hi: int) -> int:
@@ -54,9 +90,13 @@ class GenerateSettings:
             o.max_new_tokens = k["max_new_tokens"]
         if k.get("num_beams") is not None:
             o.num_beams = k["num_beams"]
-        if k.get("do_sample") is not None:
+        if k.get("temperature") == 0:  # temperature 0 is greedy, as in the CLI and the server
+            o.do_sample = OFF
+        elif k.get("do_sample") is not None:
             o.do_sample = 1 if k["do_sample"] else OFF
-        if k.get("temperature") is not None:
+        elif any(k.get(n) is not None for n in _SAMPLING_ONLY):
+            o.do_sample = 1  # a sampling setting given turns sampling on, as in the CLI
+        if k.get("temperature"):
             o.temperature = k["temperature"]
         if k.get("top_k") is not None:
             o.top_k = k["top_k"] if k["top_k"] > 0 else OFF
@@ -69,7 +109,7 @@ class GenerateSettings:
         if k.get("no_repeat_ngram_size") is not None:
             o.no_repeat_ngram_size = k["no_repeat_ngram_size"] if k["no_repeat_ngram_size"] > 0 else OFF
         if k.get("seed") is not None:
-            o.seed = k["seed"]
+            o.seed = k["seed"] + 1  # the library's 0 is "a fresh seed": seed s is its s + 1, 0 a seed
         if k.get("eos_token_id"):
             self._eos = (ctypes.c_int64 * len(k["eos_token_id"]))(*k["eos_token_id"])  # alive with self
             o.eos_token_ids = ctypes.cast(self._eos, ctypes.POINTER(ctypes.c_int64))
@@ -103,7 +143,7 @@ def settings_from(kwargs: dict) -> GenerateSettings:
             raise _errors.InvalidArgumentError(f"do_sample must be a bool, not {type(kw['do_sample']).__name__}")
         out["do_sample"] = bool(kw["do_sample"])
     if "temperature" in kw:
-        out["temperature"] = _float("temperature", kw["temperature"], 0.0, math.inf, True)
+        out["temperature"] = _float("temperature", kw["temperature"], 0.0, math.inf, False)
         if math.isinf(out["temperature"]):
             raise _errors.InvalidArgumentError("temperature must be finite")
     if "top_k" in kw:
@@ -117,7 +157,9 @@ def settings_from(kwargs: dict) -> GenerateSettings:
     if "no_repeat_ngram_size" in kw:
         out["no_repeat_ngram_size"] = _int("no_repeat_ngram_size", kw["no_repeat_ngram_size"], 0, _LONG_MAX)
     if "seed" in kw:
-        out["seed"] = _int("seed", kw["seed"], 1, 2 ** 64 - 1)
+        out["seed"] = _int("seed", kw["seed"], 0, 2 ** 64 - 2)
+    if out.get("temperature") == 0 and out.get("do_sample"):
+        raise _errors.InvalidArgumentError("temperature 0 is greedy decoding: sampling takes a temperature above 0")
     return GenerateSettings(**out)
 
 

@@ -64,6 +64,8 @@ class ContextOptions(Structure):
         ("log_user", c_void_p),
         ("device_class", c_char_p),
         ("limits", c_char_p),
+        ("progress", LOG_FN),  # (user, what): long work begins; what NULL: it ended
+        ("progress_user", c_void_p),
     ]
 
 

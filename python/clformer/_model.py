@@ -18,13 +18,20 @@ import os
 import threading
 import time
 import weakref
-from typing import Any, Iterator, Mapping, Sequence, Union
+import sys
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence, Union
 
 import numpy as np
 
 from . import _arrays, _chat, _errors, _lib
 from ._device import Device, DeviceLike, _device_from_desc, selector_of
-from ._generate import GenerateSettings, Streamer, TextStream, settings_from
+from ._generate import GenerateSettings, GenerationSettings, Streamer, TextStream, settings_from
+
+if TYPE_CHECKING:  # **kwargs typed by GenerationSettings (PEP 692), for editors and type checkers
+    if sys.version_info >= (3, 11):
+        from typing import Unpack
+    else:
+        from typing_extensions import Unpack
 from ._text import Tokenizer
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -350,7 +357,7 @@ class Model:
             raise self._closed_during("generate")
         return out
 
-    def generate(self, input_ids: Any, attention_mask: Any = None, **kwargs: Any) -> np.ndarray:
+    def generate(self, input_ids: Any, attention_mask: Any = None, **kwargs: Unpack[GenerationSettings]) -> np.ndarray:
         """Decoding as transformers' generate(): greedy, beam search
         (num_beams > 1) or sampling (do_sample=True).
 
@@ -358,10 +365,12 @@ class Model:
         of a decoder-only model or the source of an encoder-decoder.
         Keyword settings (None or absent: the checkpoint's
         generation_config.json, else transformers' default): max_new_tokens,
-        num_beams, do_sample, temperature, top_k (0: no top-k), top_p, min_p
-        (0: off), repetition_penalty, no_repeat_ngram_size (0: off), seed
-        (>= 1; None: a fresh one per call), eos_token_id (an int or a list of
-        ints replacing the checkpoint's).
+        num_beams, do_sample, temperature (0: greedy), top_k (0: no top-k),
+        top_p, min_p (0: off), repetition_penalty, no_repeat_ngram_size (0:
+        off), seed (>= 0, the same as the CLI's --seed and the server's seed;
+        None: a fresh one per call), eos_token_id (an int or a list of ints
+        replacing the checkpoint's).  temperature, top_k, top_p or min_p
+        given without do_sample turn sampling on, as in the CLI.
 
         Returns int64 [B, T]: the prompt (or the decoder start token) and the
         new tokens, finished rows padded with pad_token_id."""
@@ -381,7 +390,7 @@ class Model:
                                          f"{list(ids.shape)}")
         return self._generate(ids, mask, s)
 
-    def stream(self, prompt: str, *, stop: str | Sequence[str] = (), **kwargs: Any) -> TextStream:
+    def stream(self, prompt: str, *, stop: str | Sequence[str] = (), **kwargs: Unpack[GenerationSettings]) -> TextStream:
         """The text generated from `prompt`, in pieces as the tokens come, as
         `clformer generate --prompt` prints it (without the prompt itself):
         a character split across tokens once whole, a word once the next
@@ -423,12 +432,12 @@ class Model:
             return _chat.render(tok, msgs, add_generation_prompt, variables, self._template_budget)
 
     def chat(self, messages: Sequence[Mapping[str, Any]], *, stop: str | Sequence[str] = (),
-             **kwargs: Any) -> "_chat.ChatReply":
+             **kwargs: Unpack[GenerationSettings]) -> "_chat.ChatReply":
         """The assistant's reply to the conversation `messages` ([{"role":
         "user", "content": "..."}, ...]): rendered with the chat template and
         add_generation_prompt, tokenized without special tokens, decoded as
-        generate() decodes (its keyword settings; max_new_tokens defaults to
-        512, or what the model's positions leave), ended by an end token or
+        generate() decodes (its keyword settings; unless max_new_tokens is
+        given, up to the end of the model's positions), ended by an end token or
         before the first `stop` string.  The KV cache of the last
         conversation is kept: sending it again with the reply and a new
         message feeds only what is new.  Returns a str with
@@ -437,7 +446,7 @@ class Model:
         return _chat.respond(self, _chat.check_messages(messages), s, _chat.check_stops(stop))
 
     def chat_stream(self, messages: Sequence[Mapping[str, Any]], *, stop: str | Sequence[str] = (),
-                    **kwargs: Any) -> "_chat.ChatStream":
+                    **kwargs: Unpack[GenerationSettings]) -> "_chat.ChatStream":
         """chat()'s reply in pieces as they come (as `clformer chat` prints
         it); once the iteration has ended, the stream's `reply` holds what
         chat() returns.  Closing it early ends the reply after the current

@@ -3,6 +3,7 @@
 outputs), threads, generation settings, the tokenizers against the
 tokenizer fixtures (tests/fixtures/tokenizers/expected.json, from
 transformers) and the installed layout."""
+import inspect
 import json
 import os
 import threading
@@ -132,7 +133,12 @@ def test_generate_settings_reach_the_library(model_of, fx):
     # a seed makes sampling repeatable; another seed may differ, never crashes
     a = g.generate(ids, do_sample=True, seed=7, max_new_tokens=8, top_k=0)
     assert np.array_equal(a, g.generate(ids, do_sample=True, seed=7, max_new_tokens=8, top_k=0))
-    assert g.generate(ids, do_sample=True, seed=2 ** 64 - 1, max_new_tokens=3, min_p=0.1).shape == (1, L + 3)
+    assert g.generate(ids, do_sample=True, seed=2 ** 64 - 2, max_new_tokens=3, min_p=0.1).shape == (1, L + 3)
+    # issue 43: seed 0 is a seed; temperature 0 is greedy; a sampling setting alone samples
+    z = g.generate(ids, do_sample=True, seed=0, max_new_tokens=8, top_k=0)
+    assert np.array_equal(z, g.generate(ids, do_sample=True, seed=0, max_new_tokens=8, top_k=0))
+    assert np.array_equal(g.generate(ids, temperature=0, max_new_tokens=8), want)
+    assert np.array_equal(g.generate(ids, top_k=0, seed=7, max_new_tokens=8), a)
 
 
 @pytest.mark.parametrize("temperature", [1e-300, 1e-45, 5e-324, 1e-40])
@@ -229,3 +235,15 @@ def test_installed_package_carries_every_module():
                 if not os.path.isfile(os.path.join(pkg, rel, f)):
                     missing.append(os.path.normpath(os.path.join(rel, f)))
     assert missing == [], f"not in the installed package (add them to meson.build): {missing}"
+
+
+def test_generation_settings_are_typed(model_of):
+    """Issue 43: the settings were **kwargs: Any; GenerationSettings (a
+    TypedDict for Unpack) names each, and generate() takes exactly those."""
+    assert set(clformer.GenerationSettings.__annotations__) == {
+        "max_new_tokens", "num_beams", "do_sample", "temperature", "top_k", "top_p", "min_p",
+        "repetition_penalty", "no_repeat_ngram_size", "seed", "eos_token_id"}
+    assert "Unpack[GenerationSettings]" in str(inspect.signature(clformer.Model.generate))
+    g = model_of("gpt2")
+    with pytest.raises(clformer.InvalidArgumentError, match="unknown generation setting"):
+        g.generate(np.array([[65, 11, 66]]), max_new_token=3)

@@ -44,6 +44,11 @@ def test_run_equals_cli_npy(model_of, fx, cli, tmp_path, fixture, case):
     ("gpt2", "greedy_b1", ["--do-sample", "--seed", "24", "--max-new-tokens", "12", "--top-k", "0", "--top-p",
                            "0.9", "--temperature", "0.7"],
      {"do_sample": True, "seed": 24, "max_new_tokens": 12, "top_k": 0, "top_p": 0.9, "temperature": 0.7}),
+    # issue 43: seed 0 is a seed, a sampling setting alone samples, temperature 0 is greedy; the server
+    # passes its seed and temperature 0 (do_sample False) to Model.generate as they are (test_serve_api)
+    ("gpt2", "greedy_b1", ["--seed", "0", "--top-k", "0", "--max-new-tokens", "12"],
+     {"seed": 0, "top_k": 0, "max_new_tokens": 12}),
+    ("gpt2", "greedy_b1", ["--temperature", "0", "--max-new-tokens", "8"], {"temperature": 0, "max_new_tokens": 8}),
     ("llama_gqa3", "greedy_b1", ["--repetition-penalty", "1.3", "--no-repeat-ngram-size", "2",
                                  "--max-new-tokens", "6"],
      {"repetition_penalty": 1.3, "no_repeat_ngram_size": 2, "max_new_tokens": 6}),

@@ -151,9 +151,9 @@ class TestRefusedBeforeC:
             v(pixel_values=np.zeros((1, 2, 32, 32), np.float32))
 
     @pytest.mark.parametrize("kw", [{"max_new_tokens": 0}, {"max_new_tokens": -3}, {"max_new_tokens": 1.5},
-                                    {"num_beams": 0}, {"temperature": 0.0}, {"temperature": float("nan")},
+                                    {"num_beams": 0}, {"temperature": -1.0}, {"temperature": float("nan")},
                                     {"top_p": 1.5}, {"top_k": -1}, {"min_p": 2.0}, {"repetition_penalty": 0},
-                                    {"seed": 0}, {"seed": 2 ** 64}, {"do_sample": "yes"}, {"beams": 2},
+                                    {"seed": -1}, {"seed": 2 ** 64 - 1}, {"temperature": 0, "do_sample": True}, {"do_sample": "yes"}, {"beams": 2},
                                     {"eos_token_id": -1}, {"eos_token_id": list(range(9))}])
     def test_generate_settings(self, model_of, kw):
         g = model_of("gpt2")

@@ -136,9 +136,9 @@ def test_completion_settings():
     greedy = api.parse_completion({"prompt": "a", "temperature": 0, "max_tokens": 5, "stop": "x"}, "m", L)
     assert greedy.settings == {"max_new_tokens": 5, "do_sample": False} and greedy.stop == ("x",)
     assert greedy.deterministic and not greedy.stream
-    # OpenAI's default temperature is 1: sampling; the API's seed s is the library's s + 1 (its 0 means "fresh")
+    # OpenAI's default temperature is 1: sampling; the API's seed is the package's (and the CLI's): 0 is a seed
     s = api.parse_completion({"prompt": ["a"], "seed": 0, "top_k": 4, "stream": True}, "m", L)
-    assert s.settings == {"max_new_tokens": 16, "do_sample": True, "temperature": 1.0, "top_k": 4, "seed": 1}
+    assert s.settings == {"max_new_tokens": 16, "do_sample": True, "temperature": 1.0, "top_k": 4, "seed": 0}
     assert s.deterministic and s.stream
     assert not api.parse_completion({"prompt": "a", "temperature": 0.5}, "m", L).deterministic
 

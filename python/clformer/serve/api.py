@@ -285,9 +285,8 @@ def _decoding(body: Mapping, limits: Limits, max_tokens: int) -> tuple[bool, tup
         settings["top_p"] = _float_field(body, "top_p", None, 0.0, 1.0, lo_open=True)
         settings["top_k"] = _int_field(body, "top_k", None, 0, 1 << 31)
         settings["min_p"] = _float_field(body, "min_p", None, 0.0, 1.0)
-        # The library's seed 0 means "a fresh one": the API's 0 is shifted.
-        seed = _int_field(body, "seed", None, 0, (1 << 63) - 1)
-        settings["seed"] = None if seed is None else seed + 1
+        # The package's seed, as the CLI's: 0 is a seed (the library's s + 1).
+        settings["seed"] = _int_field(body, "seed", None, 0, (1 << 63) - 1)
     settings["repetition_penalty"] = _float_field(body, "repetition_penalty", None, 0.0, 100.0, lo_open=True)
     return stream, stops, {k: v for k, v in settings.items() if v is not None}
 
