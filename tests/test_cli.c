@@ -423,6 +423,26 @@ START_TEST(chat_turns_and_refusals) {
   ck_assert_int_eq(run_cli("chat"), 2);
   snprintf(args, sizeof(args), "chat %s --greedy --do-sample < /dev/null", file);
   ck_assert_int_eq(run_cli(args), 2);
+  /* a NUL in a line is refused as the server refuses it (it cut the text):
+   * that message is not sent, the next one is */
+  f = fopen(in, "w");
+  ck_assert_ptr_nonnull(f);
+  fwrite("a\0b\nhello there\n", 1, 16, f);
+  fclose(f);
+  snprintf(args, sizeof(args), "chat %s --greedy --max-new-tokens 2 < %s", file, in);
+  ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
+  ck_assert_ptr_nonnull(strstr(slurp("stderr"), "the message contains a NUL character; it was not sent"));
+  ck_assert_ptr_nonnull(strstr(slurp("stderr"), "prompt "));
+  /* the template's budget: a bad one is a usage error, a small one fails the turn naming it */
+  snprintf(args, sizeof(args), "chat %s --template-budget steps=1,bogus=2 < /dev/null", file);
+  ck_assert_int_eq(run_cli(args), 2);
+  ck_assert_ptr_nonnull(strstr(slurp("stderr"), "--template-budget: \"bogus=2\""));
+  snprintf(args, sizeof(args), "chat %s --greedy --max-new-tokens 2 --template-budget steps=5 < %s", file, in);
+  run_cli(args);
+  ck_assert_ptr_nonnull(strstr(slurp("stderr"), "steps budget (5 "));
+  snprintf(args, sizeof(args), "chat %s --greedy --max-new-tokens 2 --template-budget steps=2M,bytes=1G,memory=512m < %s",
+           file, in);
+  ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
   char cmd[2048];
   snprintf(cmd, sizeof(cmd), "mkdir -p %s/plain && cp %s/gpt2/config.json %s/gpt2/model.safetensors "
            "%s/sampling/tokenizer/* %s/plain/", tmp, fx, fx, fx, tmp);

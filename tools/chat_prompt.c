@@ -197,6 +197,10 @@ static char *get_line(clf_cli_prompt *p, const char *prompt, int *intr, int *emp
     ssize_t n = getline(&p->line, &p->cap, stdin);
     if (n < 0) return NULL;
     while (n > 0 && (p->line[n - 1] == '\n' || p->line[n - 1] == '\r')) p->line[--n] = '\0';
+    if (memchr(p->line, '\0', (size_t)n)) { /* a C string would end there: refused, as the server refuses it */
+      fprintf(stderr, "clformer chat: the message contains a NUL character; it was not sent\n");
+      return strdup("");
+    }
     return strdup(p->line);
   }
   p->prompt = prompt;

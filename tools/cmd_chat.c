@@ -13,7 +13,7 @@
 #include <cjson/cJSON.h>
 
 typedef struct chat_opts {
-  const char *device, *weights, *system;
+  const char *device, *weights, *system, *template_budget;
   int quiet;
   clf_cli_sampling s;
 } chat_opts;
@@ -24,6 +24,9 @@ static const clf_cli_option chat_options[] = {
     CLF_CLI_SAMPLING_OPTIONS(chat_opts, s),
     {"--quiet", NULL, CLF_OPT_FLAG, offsetof(chat_opts, quiet), 0, 0, 0, 0, 0,
      "no per-turn speed on stderr"},
+    {"--template-budget", "steps=N,bytes=N,memory=N", CLF_OPT_STRING, offsetof(chat_opts, template_budget), 0, 0, 0,
+     0, 0, "what one rendering of the chat template may cost (K, M, G suffixes; default 1000000 steps, 128M bytes, "
+     "64M memory; docs/chat.md)"},
     CLF_CLI_OPT_DEVICE(chat_opts),
     CLF_CLI_OPT_WEIGHTS(chat_opts),
     {NULL}};
@@ -296,6 +299,10 @@ static int chat_main(const void *opts, int argc, char **argv) {
   (void)argc;
   int rc = clf_cli_sampling_check(&clf_cli_chat_command, &st.o.s);
   if (rc >= 0) return rc;
+  clf_template_budget budget = {0, 0, 0};
+  char err[200];
+  if (st.o.template_budget && !clf_cli_template_budget(st.o.template_budget, &budget, err, sizeof err))
+    return clf_cli_usage_error(&clf_cli_chat_command, "%s", err);
   clf_model *m = NULL;
   clf_tokenizer *tok = NULL;
   rc = 1;
@@ -306,7 +313,8 @@ static int chat_main(const void *opts, int argc, char **argv) {
     fprintf(stderr, "clformer chat: %s\n", clf_last_error(NULL));
     goto done;
   }
-  if (clf_chat_create(m, tok, NULL, &st.c) != CLF_OK || !rebuild(&st)) {
+  if (clf_chat_create(m, tok, NULL, &st.c) != CLF_OK || clf_chat_set_template_budget(st.c, &budget) != CLF_OK ||
+      !rebuild(&st)) {
     fprintf(stderr, "clformer chat: %s\n", clf_last_error(st.ctx));
     goto done;
   }

@@ -4,6 +4,8 @@
 #include "options.h"
 
 #include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -202,4 +204,31 @@ int clf_cli_parse(const clf_cli_command *cmd, int argc, char **argv, void *opts,
   const clf_cli_option *m = missing_required(cmd, seen);
   if (m) return clf_cli_usage_error(cmd, "%s %s is required", m->name, m->metavar);
   return -1;
+}
+
+int clf_cli_template_budget(const char *s, clf_template_budget *b, char *err, size_t elen) {
+  *b = (clf_template_budget){0, 0, 0};
+  while (*s) {
+    const char *comma = strchr(s, ',');
+    size_t len = comma ? (size_t)(comma - s) : strlen(s);
+    char part[80];
+    if (len >= sizeof part) len = sizeof part - 1;
+    memcpy(part, s, len);
+    part[len] = '\0';
+    s += comma ? len + 1 : len;
+    if (!part[0]) continue;
+    char *eq = strchr(part, '='), *end;
+    uint64_t *field = !eq ? NULL : !strncmp(part, "steps=", 6) ? &b->steps : !strncmp(part, "bytes=", 6) ? &b->bytes
+                                 : !strncmp(part, "memory=", 7) ? &b->memory : NULL;
+    errno = 0;
+    unsigned long long v = field && eq[1] >= '0' && eq[1] <= '9' ? strtoull(eq + 1, &end, 10) : 0;
+    unsigned shift = field && eq[1] >= '0' && eq[1] <= '9' ? (*end == 'K' || *end == 'k' ? 10 : *end == 'M' || *end == 'm' ? 20
+                                                               : *end == 'G' || *end == 'g' ? 30 : 0) : 0;
+    if (field && shift) end++;
+    if (!field || !(eq[1] >= '0' && eq[1] <= '9') || *end || errno || v == 0 || v > (UINT64_MAX >> shift))
+      return snprintf(err, elen, "--template-budget: \"%s\": expected steps=N, bytes=N or memory=N (N a positive "
+                      "integer, K/M/G allowed)", part), 0;
+    *field = (uint64_t)v << shift;
+  }
+  return 1;
 }

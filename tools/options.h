@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdio.h>
+#include "clformer.h"
 
 typedef enum {
   CLF_OPT_FLAG,    /* int, set to 1 */
@@ -87,6 +88,11 @@ int clf_cli_parse(const clf_cli_command *cmd, int argc, char **argv, void *opts,
  * what was wrong in err ("--top-p: expected a number ..."). */
 const clf_cli_option *clf_cli_set_option(const clf_cli_command *cmd, const char *name, const char *value, void *opts,
                                          char *err, size_t elen);
+
+/* --template-budget's "steps=N,bytes=N,memory=N" (any of them; N with an
+ * optional K, M or G: powers of 1024) into *b, what is left out 0 (the
+ * library's default); 1, or 0 with what was wrong in err. */
+int clf_cli_template_budget(const char *s, clf_template_budget *b, char *err, size_t elen);
 
 /* `clformer NAME --help`: usage line, details, options with ranges. */
 void clf_cli_print_help(const clf_cli_command *cmd, FILE *f);

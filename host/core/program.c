@@ -117,8 +117,8 @@ static clf_status compile_twice(clf_context *ctx, const char *label, const char 
 /* The same, told to the context's progress callback (a status line). */
 static clf_status clf__compile_retrying(clf_context *ctx, const char *label, const char *text, size_t len,
                                         const char *options, cl_program *out) {
-  char what[160];
-  snprintf(what, sizeof what, "kernel program %s", label);
+  char what[200];
+  snprintf(what, sizeof what, "kernel program %.160s", label);
   if (ctx->progress_fn) ctx->progress_fn(ctx->progress_user, what);
   const clf_status st = compile_twice(ctx, label, text, len, options, out);
   if (ctx->progress_fn) ctx->progress_fn(ctx->progress_user, NULL);
