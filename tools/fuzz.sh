@@ -28,9 +28,9 @@ if [ ! -f "$build/build.ninja" ]; then
 fi
 meson compile -C "$build" fuzz >/dev/null
 
-# PoCL's own allocations are reported as leaks at exit (tests/lsan-pocl.supp);
+# The OpenCL drivers' own leaks are suppressed by name (tests/lsan-drivers.supp);
 # UBSan stops at its first report, so that libFuzzer counts it as a crash.
-export LSAN_OPTIONS="suppressions=$root/tests/lsan-pocl.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+export LSAN_OPTIONS="suppressions=$root/tests/lsan-drivers.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 # intercept_tls_get_addr=0: see .ci/run (LSan tracer crash with GCC 12).
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:intercept_tls_get_addr=0}"
