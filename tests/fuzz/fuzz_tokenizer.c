@@ -13,7 +13,10 @@
  *   5 tok_config        tokenizer_config.json; the input's first byte
  *                       picks BERT, GPT-2 or Marian companions (mod 3)
  *   6 tok_json          tokenizer.json (BPE pipelines of the Llama family),
- *                       beside Llama 3's tokenizer_config.json */
+ *                       beside Llama 3's tokenizer_config.json
+ *   7 tok_gguf          model.gguf alone in its directory: the tokenizer of
+ *                       its tokenizer.ggml.* metadata (host/text/tok_gguf.c),
+ *                       without the other readers fuzz_gguf.c runs first */
 #include "fuzz_util.h"
 
 #include <clformer.h>
@@ -24,24 +27,25 @@
 #error "FUZZ_TOK_KIND must be set (tests/fuzz/meson.build)"
 #endif
 
-static const char *const dirs[] = {"bert", "gpt2", "marian", "llama3"};
-static const char *const companions[4][5] = {
+static const char *const dirs[] = {"bert", "gpt2", "marian", "llama3", "gguf"};
+static const char *const companions[5][5] = {
     {"vocab.txt", "tokenizer_config.json", "special_tokens_map.json", NULL},
     {"vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json", NULL},
     {"source.spm", "target.spm", "vocab.json", "tokenizer_config.json", "special_tokens_map.json"},
     {"tokenizer_config.json", NULL},
+    {NULL},
 };
 /* kind -> (companion directory, file the input becomes) */
 static const struct { int dir; const char *file; } kinds[] = {
     {0, "vocab.txt"}, {1, "vocab.json"}, {1, "merges.txt"}, {2, "source.spm"}, {2, "vocab.json"},
-    {-1, "tokenizer_config.json"}, {3, "tokenizer.json"}};
+    {-1, "tokenizer_config.json"}, {3, "tokenizer.json"}, {4, "model.gguf"}};
 
 static void setup(void) {
   static int done;
   if (done) return;
   done = 1;
   char src[256], dst[256];
-  for (int d = 0; d < 4; d++) {
+  for (int d = 0; d < 5; d++) {
     fz_mkdir(dirs[d]);
     for (int i = 0; i < 5 && companions[d][i]; i++) {
       snprintf(src, sizeof src, "%s/%s/%s", d < 3 ? "tokenizers" : "tokenizers_json", dirs[d], companions[d][i]);
