@@ -10,7 +10,8 @@
  * runtime's interfaces, and it is not loaded by anything.
  *
  * Its last part is docs/architecture.md's second worked example, adding a
- * GGUF architecture: rows in the family's file, and nothing elsewhere.
+ * GGUF architecture: rows in the family's file, and nothing elsewhere
+ * (tests/test_gguf_example.c runs them through the adapter).
  */
 #include "models/decoder.h"
 #include "models/family.h"
