@@ -15,6 +15,12 @@ the headers of the runtime the families share may not name a family
 (FAMILIES: its words, and the identifiers its files define), and neither
 may the layers below.  Every finding is reported with file:line.
 
+The .c and .cc files of every layer but the family files may not hold a
+string that is a family's name, a model_type or an architecture ("gpt2",
+"LlamaForCausalLM"; literal_errors): where a shared file needs to know
+what a family does, the family's rows say it.  The families, their files
+and names are read from the registry in models/family.c, not listed here.
+
 With --objects ARCHIVE, the same rule holds for calls: every symbol an
 object file of the static library uses must be defined in its own layer or
 one below (nm reads them), so an upward call fails even when it is declared
@@ -26,8 +32,10 @@ with "(long: ...)".
 
 --self-test makes a small tree with one fault of each kind (an upward
 include, an over-long function, a lower header naming an upper file and
-symbol, a shared model header naming a family) and checks that each is
-reported and nothing else is, so the check cannot pass by finding nothing.
+symbol, a shared model header naming a family, a shared .c file comparing
+with a family's name, a registered family no file defines) and checks
+that each is reported and nothing else is, so the check cannot pass by
+finding nothing.
 --help prints the usage.
 """
 import os
@@ -185,21 +193,21 @@ def call_errors(archive):
 # ---- names: a lower header may not name what sits above it ----
 
 # Within models/: the family files (by stem, .c and .h) and the words that
-# name each family.  Every other header of models/ is the runtime the
-# families share (blocks.h, kv.h, weights.h, family.h, model.h, sampling.h,
-# and any added later): it may not use these words, nor the identifiers the
-# family files define.  Nor may the headers of any layer that cannot
-# include models/.
-FAMILIES = {
-    "gpt2": ["gpt2", "gpt-2"],
-    "llama": ["llama", "mistral", "qwen", "qwen2"],
-    "bert": ["bert", "roberta", "distilbert"],
-    "vit": ["vit"],
-    "vit_mae": ["vit_mae", "vitmae", "mae"],
-    "swin": ["swin"],
-    "marian": ["marian"],
-}
+# name each family, read from the registry (registry_families: the
+# families[] of models/family.c, each clf__X_family's file, model_type and
+# architectures) with the spellings ALIASES adds.  Every other header of
+# models/ is the runtime the families share (blocks.h, kv.h, weights.h,
+# family.h, model.h, sampling.h, and any added later): it may not use these
+# words, nor the identifiers the family files define.  Nor may the headers
+# of any layer that cannot include models/.  set_families fills FAMILIES
+# (file stem -> words) and FAMILY_NAMES (every model_type and architecture,
+# as written), before any check runs.
+FAMILIES = {}
+FAMILY_NAMES = {}
+# Other spellings of a model_type in prose.
+ALIASES = {"gpt2": ["gpt-2"], "qwen2": ["qwen"], "vit_mae": ["vitmae", "mae"]}
 MODELS = "models"
+REGISTRY = os.path.join(MODELS, "family.c")
 # Family words a layer below may use all the same: the tokenizer kinds are
 # named after the models they came with (GPT2Tokenizer's byte-level regex,
 # RobertaTokenizer, MarianTokenizer), and text/ names those kinds, not the
@@ -211,9 +219,14 @@ FAMILY_WORDS_ALLOWED = {
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # A file name in code or prose: "linear.c", "host/ops/linear.c", "models/gpt2.c".
 FILE_NAME = re.compile(r"(?<![\w./-])((?:[\w-]+/)*[\w-]+\.(?:c|cc|h))(?![\w.])")
-FAMILY_WORD = {w: fam for fam, words in FAMILIES.items() for w in words}
-FAMILY_RE = re.compile(r"(?<![A-Za-z0-9])(" + "|".join(sorted(map(re.escape, FAMILY_WORD), key=len, reverse=True))
-                       + r")(?![A-Za-z0-9])", re.I)
+FAMILY_WORD = {}
+FAMILY_RE = None
+# Literals a layer's .c files may hold all the same: text/ reads GGUF's
+# tokenizer kinds (tokenizer.ggml.model "llama", SentencePiece, and "gpt2",
+# byte-level BPE), and picks a directory's tokenizer by model_type where
+# tokenizer_class is absent, as transformers' AutoTokenizer does ("roberta",
+# "xlm-roberta"): tokenizers named after models, not the family files.
+FAMILY_LITERALS_ALLOWED = {"text": {"gpt2", "llama", "roberta", "xlm-roberta"}}
 
 
 def strip_comments(text):
@@ -291,6 +304,77 @@ def source_definitions(text):
 def read(path):
     with open(path, encoding="utf-8") as f:
         return f.read()
+
+
+FAMILY_DEF = re.compile(r"\bconst\s+clf__family\s+clf__(\w+)_family\s*=\s*\{\s*\"([^\"]+)\"\s*,\s*\{([^}]*)\}")
+
+
+def registry_families(host):
+    """{file stem: {"types": [...], "classes": [...]}} of the families
+    models/family.c registers, each from the clf__X_family definition of
+    its file in models/ (model_type first, then the architectures);
+    raises ValueError when the registry or a family's definition is not
+    found."""
+    path = os.path.join(host, REGISTRY)
+    if not os.path.isfile(path):
+        raise ValueError(f"{path}: no family registry")
+    code = strip_comments(read(path))
+    table = re.search(r"families\s*\[\s*\]\s*=\s*\{([^}]*)\}", code)
+    names = re.findall(r"&\s*clf__(\w+)_family\b", table.group(1)) if table else []
+    if not names:
+        raise ValueError(f"{path}: no families[] = {{&clf__X_family, ...}} registry")
+    defs = {}
+    folder = os.path.join(host, MODELS)
+    for f in sorted(os.listdir(folder)):
+        if f.endswith((".c", ".cc")):
+            for m in FAMILY_DEF.finditer(strip_comments(read(os.path.join(folder, f)))):
+                defs[m.group(1)] = (os.path.splitext(f)[0], m.group(2), re.findall(r'"([^"]+)"', m.group(3)))
+    out = {}
+    for n in names:
+        if n not in defs:
+            raise ValueError(f"{path}: clf__{n}_family is registered, and no file of {folder} defines it")
+        stem, mtype, classes = defs[n]
+        fam = out.setdefault(stem, {"types": [], "classes": []})
+        fam["types"].append(mtype)
+        fam["classes"] += classes
+    return out
+
+
+def set_families(families):
+    """The family tables every check reads, from registry_families."""
+    global FAMILY_WORD, FAMILY_RE
+    FAMILIES.clear()
+    FAMILY_NAMES.clear()
+    for stem, fam in families.items():
+        words = [t.lower() for t in fam["types"]] + [a for t in fam["types"] for a in ALIASES.get(t, [])]
+        FAMILIES[stem] = sorted(set(words))
+        for name in fam["types"] + fam["classes"]:
+            FAMILY_NAMES[name] = stem
+    FAMILY_WORD = {w: fam for fam, words in FAMILIES.items() for w in words}
+    FAMILY_RE = re.compile(r"(?<![A-Za-z0-9])(" + "|".join(sorted(map(re.escape, FAMILY_WORD), key=len, reverse=True))
+                           + r")(?![A-Za-z0-9])", re.I)
+
+
+STRING = re.compile(r'"((?:\\.|[^"\\\n])*)"')
+
+
+def literal_errors(host):
+    """Every string literal in the code (not the comments) of a .c or .cc
+    file outside the family files that is a family's name, a model_type or
+    an architecture ("gpt2", "LlamaForCausalLM"): the shared layers branch
+    on what a family's rows say, never on which family it is."""
+    errors = []
+    for layer, name, path in layer_files(host):
+        if name.endswith(".h") or (layer == MODELS and family_of(name)):
+            continue
+        code = strip_comments(read(path))
+        for m in STRING.finditer(code):
+            fam = FAMILY_NAMES.get(m.group(1))
+            if fam and m.group(1) not in FAMILY_LITERALS_ALLOWED.get(layer, ()):
+                line = code.count("\n", 0, m.start()) + 1
+                errors.append(f"{path}:{line}: the string \"{m.group(1)}\" names the model family {fam} "
+                              f"(only its file {MODELS}/{fam}.c may: give the shared code a row to read)")
+    return errors
 
 
 def family_of(name):
@@ -396,7 +480,17 @@ def self_test():
     with tempfile.TemporaryDirectory() as tmp:
         host = os.path.join(tmp, "host")
         write(os.path.join(host, "models", "model.h"), "/* a model */\nvoid clf__model_run(void);\n")
-        write(os.path.join(host, "models", "swin.c"), "int clf__swin_shift(int x) {\n  return x;\n}\n")
+        write(os.path.join(host, "models", "swin.c"), "int clf__swin_shift(int x) {\n  return x;\n}\n"
+              'const clf__family clf__swin_family = {"swin", {"SwinModel", NULL}, 0};\n'
+              'static const char *swin_arch = "swin";\n')
+        write(os.path.join(host, "models", "family.c"), "/* the registry */\n"
+              "static const clf__family *const families[] = {&clf__swin_family};\n")
+        write(os.path.join(host, "models", "model.c"),
+              '/* the swin family is found by its row ("swin") */\nconst char *k = "swinish";\n')
+        write(os.path.join(host, "io", "gguf_model.c"), '#include "base/status.h"\n\n'
+              'int is_swin(const char *arch) {\n  return strcmp(arch, "swin") == 0;\n}\n')
+        write(os.path.join(host, "base", "status.h"), "/* status */\n")
+        set_families(registry_families(host))
         write(os.path.join(host, "models", "blocks.h"),
               "/* blocks shared by the families (apply, Profile: prose) */\n"
               "enum { CLF__WS_X, CLF__WS_SWIN_SHIFT };\nint clf__swin_shift(int x);\n")
@@ -410,7 +504,14 @@ def self_test():
               '#include "models/model.h"\n\nint f(void) {\n' + "  x();\n" * (MAX_LINES + 5) + "}\n")
         inc = include_errors(host)
         lens = length_errors([host])
-        names = name_errors(host)
+        names = name_errors(host) + literal_errors(host)
+        write(os.path.join(host, "models", "family.c"),
+              "static const clf__family *const families[] = {&clf__swin_family, &clf__opt_family};\n")
+        try:
+            registry_families(host)
+            unregistered = []
+        except ValueError as e:
+            unregistered = [str(e)]
     want = {
         "the upward include": lambda e: "core may not include models" in e,
         "the long function": lambda e: "f() is" in e,
@@ -419,8 +520,12 @@ def self_test():
         "a family named by the shared runtime": lambda e: 'blocks.h:2: names "SWIN" (in CLF__WS_SWIN_SHIFT)' in e,
         "a family file's function named by the shared runtime":
             lambda e: "blocks.h:3: names clf__swin_shift, defined in the family file models/swin.c" in e,
+        "a family's name compared in a shared .c file":
+            lambda e: 'gguf_model.c:4: the string "swin" names the model family swin' in e,
+        "a registered family that no file defines":
+            lambda e: "clf__opt_family is registered, and no file of" in e,
     }
-    errors = inc + lens + names
+    errors = inc + lens + names + unregistered
     missed = [what for what, hit in want.items() if not any(hit(e) for e in errors)]
     extra = [e for e in names if not any(hit(e) for hit in want.values())]
     ok = not missed and not extra
@@ -451,9 +556,14 @@ def main(argv):
     if host.startswith("-") or not os.path.isdir(host):
         print(f"check_layers.py: {host}: not a directory\n\n{USAGE}", file=sys.stderr)
         return 2
+    try:
+        set_families(registry_families(host))
+    except ValueError as e:
+        print(f"check_layers.py: {e}", file=sys.stderr)
+        return 1
     public = os.path.join(os.path.dirname(os.path.abspath(host)), "include", "clformer.h")
-    errors = include_errors(host) + name_errors(host, public)
-    checked = ["includes", "names in headers"]
+    errors = include_errors(host) + name_errors(host, public) + literal_errors(host)
+    checked = ["includes", "names in headers", f"family names in .c files ({len(FAMILY_NAMES)} from the registry)"]
     if rest[:1] == ["--objects"] and len(rest) >= 2:
         errors += call_errors(rest[1])
         checked.append("calls")

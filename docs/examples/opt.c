@@ -8,6 +8,10 @@
  * golden fixtures from transformers (tools/fixtures/).  Until then it is
  * compiled with the tests (tests/meson.build) so that it keeps up with the
  * runtime's interfaces, and it is not loaded by anything.
+ *
+ * Its last part is docs/architecture.md's second worked example, adding a
+ * GGUF architecture: rows in the family's file, and nothing elsewhere
+ * (tests/test_gguf_example.c runs them through the adapter).
  */
 #include "models/decoder.h"
 #include "models/family.h"
@@ -143,5 +147,40 @@ static void opt_gemms(const void *dims, const clf__config *c, size_t T, clf__gem
   clf__gemm_add(l, T, d->V, d->D, 1, 1);
 }
 
+/* ---- GGUF: the rows that let the family read a GGUF file --------------
+ * llama.cpp has no "opt" architecture: these rows are what one would be,
+ * with llama.cpp's usual names.  They are the whole change: family.c hands
+ * every family's rows to io/gguf_model.c, which names no architecture. */
+
+/* metadata -> config.json ("%s" is general.architecture); the tokenizer's
+ * ids and vocab_size from the token list are the adapter's own */
+static const clf__gguf_key opt_gguf_keys[] = {
+    CLF__GGUF_INT_KEY("%s.context_length", "max_position_embeddings", 0, 1, 1LL << 30),
+    CLF__GGUF_INT_KEY("%s.block_count", "num_hidden_layers", 1, 1, 4096),
+    CLF__GGUF_INT_KEY("%s.feed_forward_length", "ffn_dim", 1, 1, 1LL << 24),
+    CLF__GGUF_INT_KEY("%s.embedding_length", "hidden_size", 1, 1, 1LL << 20),
+    CLF__GGUF_INT_KEY("%s.attention.head_count", "num_attention_heads", 1, 1, 4096),
+    CLF__GGUF_INT_KEY("%s.vocab_size", "vocab_size", 0, 1, 1LL << 31),
+};
+
+/* the model's tensors, then a layer's parts (blk.N.PART.weight and .bias) */
+static const clf__gguf_name opt_gguf_whole[] = {
+    {"token_embd.weight", "model.decoder.embed_tokens.weight"},
+    {"position_embd.weight", "model.decoder.embed_positions.weight"},
+    {"output_norm.weight", "model.decoder.final_layer_norm.weight"},
+    {"output_norm.bias", "model.decoder.final_layer_norm.bias"},
+    {"output.weight", "lm_head.weight"},
+};
+static const clf__gguf_name opt_gguf_layer[] = {
+    {"attn_norm", "self_attn_layer_norm"}, {"attn_q", "self_attn.q_proj"}, {"attn_k", "self_attn.k_proj"},
+    {"attn_v", "self_attn.v_proj"},        {"attn_output", "self_attn.out_proj"},
+    {"ffn_norm", "final_layer_norm"},      {"ffn_up", "fc1"},               {"ffn_down", "fc2"},
+};
+
+/* no RoPE (learned positions), no fixed config entries, rows unpermuted */
+static const clf__gguf_arch opt_gguf = {"opt", "OPTForCausalLM", opt_gguf_keys, CLF__ARRAY_LEN(opt_gguf_keys), 0,
+                                        NULL, "model.decoder.", opt_gguf_whole, CLF__ARRAY_LEN(opt_gguf_whole),
+                                        "model.decoder.layers", opt_gguf_layer, CLF__ARRAY_LEN(opt_gguf_layer)};
+
 const clf__family clf__opt_family = {"opt", {"OPTForCausalLM", NULL}, opt_keys, CLF__ARRAY_LEN(opt_keys),
-                                     sizeof(opt_dims), opt_load, opt_gemms};
+                                     sizeof(opt_dims), opt_load, opt_gemms, &opt_gguf};

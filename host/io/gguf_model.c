@@ -1,7 +1,8 @@
 /* gguf_model.c - a GGUF file as a model: found at a path, its metadata
  * turned into the config.json transformers 4.46's GGUF loader would make
  * (integrations/ggml.py's GGUF_CONFIG_MAPPING), its tensor names into the
- * Hugging Face ones (GGUF_TENSOR_MAPPING). */
+ * Hugging Face ones (GGUF_TENSOR_MAPPING), each by the rows of the
+ * architecture that the family above hands down: this file names none. */
 #include "gguf_model.h"
 
 #include "base/file.h"
@@ -16,9 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* The architectures read from GGUF (general.architecture). */
-#define CLF__GGUF_ARCHS "llama, mistral, qwen2, gpt2"
 
 /* "name-00001-of-00003.gguf": one part of a split model. */
 static int gm_is_split(const char *name) {
@@ -179,54 +177,17 @@ int clf__gguf_meta_int(clf_context *ctx, const clf_gguf *g, const char *file, co
   return gm_int(ctx, g, file, key, INT64_MIN, INT64_MAX, dflt, out, NULL) == CLF_OK ? 0 : -1;
 }
 
-typedef struct gm_key {
-  const char *gguf; /* "%s." the architecture */
-  const char *hf;
-  int required;
-  int64_t lo, hi;        /* an integer's range */
-  const gm_range *range; /* a number's; NULL: an integer */
-} gm_key;
-
-/* The sizes' bounds are the models' own (llama_sizes); the token ids'
- * those this reader always had. */
-#define GM_INT_KEY(gguf, hf, req, lo, hi) {gguf, hf, req, lo, hi, NULL}
-#define GM_NUM_KEY(gguf, hf, range) {gguf, hf, 0, 0, 0, &(range)}
-#define GM_TOKEN_IDS                                                                 \
-  GM_INT_KEY("tokenizer.ggml.bos_token_id", "bos_token_id", 0, 0, 1LL << 40),        \
-      GM_INT_KEY("tokenizer.ggml.eos_token_id", "eos_token_id", 0, 0, 1LL << 40),    \
-      GM_INT_KEY("tokenizer.ggml.padding_token_id", "pad_token_id", 0, 0, 1LL << 40)
-
-/* GGUF_CONFIG_MAPPING of llama, mistral and qwen2 (the same keys), and the
- * tokenizer's ids. */
-static const gm_key gm_keys[] = {
-    GM_INT_KEY("%s.context_length", "max_position_embeddings", 0, 1, 1LL << 30),
-    GM_INT_KEY("%s.block_count", "num_hidden_layers", 1, 1, 4096),
-    GM_INT_KEY("%s.feed_forward_length", "intermediate_size", 1, 1, 1LL << 24),
-    GM_INT_KEY("%s.embedding_length", "hidden_size", 1, 1, 1LL << 20),
-    GM_NUM_KEY("%s.rope.freq_base", "rope_theta", gm_positive),
-    GM_INT_KEY("%s.attention.head_count", "num_attention_heads", 1, 1, 4096),
-    GM_INT_KEY("%s.attention.head_count_kv", "num_key_value_heads", 0, 1, 4096),
-    GM_NUM_KEY("%s.attention.layer_norm_rms_epsilon", "rms_norm_eps", gm_epsilon),
-    GM_INT_KEY("%s.vocab_size", "vocab_size", 0, 1, 1LL << 31),
-    GM_TOKEN_IDS,
-};
-
-/* gpt2's (GGUF_CONFIG_MAPPING's, but context_length sizes n_positions,
- * the position table, and feed_forward_length n_inner). */
-static const gm_key gm_gpt2_keys[] = {
-    GM_INT_KEY("%s.context_length", "n_positions", 1, 1, 1LL << 30),
-    GM_INT_KEY("%s.block_count", "n_layer", 1, 1, 4096),
-    GM_INT_KEY("%s.feed_forward_length", "n_inner", 0, 1, 1LL << 24),
-    GM_INT_KEY("%s.embedding_length", "n_embd", 1, 1, 1LL << 20),
-    GM_INT_KEY("%s.attention.head_count", "n_head", 1, 1, 4096),
-    GM_NUM_KEY("%s.attention.layer_norm_epsilon", "layer_norm_epsilon", gm_epsilon),
-    GM_INT_KEY("%s.vocab_size", "vocab_size", 0, 1, 1LL << 31),
-    GM_TOKEN_IDS,
+/* The tokenizer's ids, after every architecture's own keys (the bounds
+ * this reader always had). */
+static const clf__gguf_key gm_token_ids[] = {
+    CLF__GGUF_INT_KEY("tokenizer.ggml.bos_token_id", "bos_token_id", 0, 0, 1LL << 40),
+    CLF__GGUF_INT_KEY("tokenizer.ggml.eos_token_id", "eos_token_id", 0, 0, 1LL << 40),
+    CLF__GGUF_INT_KEY("tokenizer.ggml.padding_token_id", "pad_token_id", 0, 0, 1LL << 40),
 };
 
 /* One mapped key into cfg, of its type and in its range. */
-static clf_status gm_put(clf_context *ctx, const clf_gguf *g, const char *file, const char *arch, const gm_key *k,
-                         cJSON *cfg) {
+static clf_status gm_put(clf_context *ctx, const clf_gguf *g, const char *file, const char *arch,
+                         const clf__gguf_key *k, cJSON *cfg) {
   char key[160];
   snprintf(key, sizeof key, k->gguf, arch);
   const long i = clf_gguf_find(g, key);
@@ -234,17 +195,17 @@ static clf_status gm_put(clf_context *ctx, const clf_gguf *g, const char *file, 
     return k->required ? clf__fail(ctx, CLF_E_FORMAT, "%s: metadata %s is missing", file, key) : CLF_OK;
   double v = 0;
   int64_t n = 0;
-  clf_status st = k->range ? gm_float(ctx, g, file, key, i, k->range, &v)
-                           : gm_int(ctx, g, file, key, k->lo, k->hi, 0, &n, NULL);
+  const gm_range *range = k->kind == CLF__GGUF_POSITIVE ? &gm_positive : k->kind == CLF__GGUF_EPSILON ? &gm_epsilon : NULL;
+  clf_status st = range ? gm_float(ctx, g, file, key, i, range, &v) : gm_int(ctx, g, file, key, k->lo, k->hi, 0, &n, NULL);
   if (st != CLF_OK) return st;
-  if (!cJSON_AddNumberToObject(cfg, k->hf, k->range ? v : (double)n))
+  if (!cJSON_AddNumberToObject(cfg, k->hf, range ? v : (double)n))
     return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "config: out of host memory");
   return CLF_OK;
 }
 
 /* What the config cannot say: RoPE beyond linear scaling, partial rotary
- * dims.  (llama3's frequency factors, rope_freqs.weight, are a tensor the
- * model reads: model.rope_freqs.weight by clf__gguf_hf_name.) */
+ * dims.  (RoPE frequency factors, rope_freqs.weight, are a tensor the
+ * model reads, where the architecture's rows name it.) */
 static clf_status gm_rope(clf_context *ctx, const clf_gguf *g, const char *file, const char *arch, cJSON *cfg) {
   char key[160];
   const char *type = NULL;
@@ -282,7 +243,9 @@ static clf_status gm_rope(clf_context *ctx, const clf_gguf *g, const char *file,
 }
 
 /* head_dim from attention.key_length where it is not hidden / heads. */
-static clf_status gm_head_dim(clf_context *ctx, const clf_gguf *g, const char *file, const char *arch, cJSON *cfg) {
+static clf_status gm_head_dim(clf_context *ctx, const clf_gguf *g, const char *file, const clf__gguf_arch *a,
+                              cJSON *cfg) {
+  const char *arch = a->arch;
   char key[160];
   int64_t k = 0, v = 0;
   clf_status st;
@@ -296,8 +259,8 @@ static clf_status gm_head_dim(clf_context *ctx, const clf_gguf *g, const char *f
   const cJSON *d = cJSON_GetObjectItemCaseSensitive(cfg, "hidden_size"),
               *h = cJSON_GetObjectItemCaseSensitive(cfg, "num_attention_heads");
   if (k <= 0 || !d || !h || h->valuedouble <= 0 || (double)k * h->valuedouble == d->valuedouble) return CLF_OK;
-  if (strcmp(arch, "qwen2") == 0)
-    return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: qwen2 with a head size (%lld) other than hidden / heads", file,
+  if (a->config & CLF__GGUF_HEAD_DIM)
+    return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: %s with a head size (%lld) other than hidden / heads", file, arch,
                      (long long)k);
   return cJSON_AddNumberToObject(cfg, "head_dim", (double)k) ? CLF_OK
                                                              : clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "config: out of host memory");
@@ -319,49 +282,78 @@ static clf_status gm_vocab(clf_context *ctx, const clf_gguf *g, const char *file
                                                                : clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "config: out of host memory");
 }
 
-static const char *gm_class(const char *arch) {
-  if (strcmp(arch, "llama") == 0) return "LlamaForCausalLM";
-  if (strcmp(arch, "mistral") == 0) return "MistralForCausalLM";
-  if (strcmp(arch, "qwen2") == 0) return "Qwen2ForCausalLM";
-  if (strcmp(arch, "gpt2") == 0) return "GPT2LMHeadModel";
-  return NULL;
+/* The fixed entries of a's config (a JSON object) into cfg. */
+static clf_status gm_fixed(clf_context *ctx, const clf__gguf_arch *a, cJSON *cfg) {
+  cJSON *fixed = a->fixed ? cJSON_Parse(a->fixed) : NULL, *e;
+  if (a->fixed && !cJSON_IsObject(fixed)) {
+    cJSON_Delete(fixed);
+    return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "config: out of host memory (or %s's fixed entries are not an object)",
+                     a->arch);
+  }
+  while (fixed && (e = cJSON_DetachItemViaPointer(fixed, fixed->child)) != NULL) {
+    const char *k = e->string;
+    e->string = NULL;
+    const int ok = cJSON_AddItemToObject(cfg, k, e);
+    cJSON_free((char *)k);
+    if (!ok) {
+      cJSON_Delete(e), cJSON_Delete(fixed);
+      return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "config: out of host memory");
+    }
+  }
+  cJSON_Delete(fixed);
+  return CLF_OK;
 }
 
-static clf_status gm_fill(clf_context *ctx, const clf_gguf *g, const char *file, const char *arch, cJSON *cfg) {
+static clf_status gm_fill(clf_context *ctx, const clf_gguf *g, const char *file, const clf__gguf_arch *a, cJSON *cfg) {
   clf_status st;
-  const char *cls[] = {gm_class(arch)};
+  const char *cls[] = {a->hf_class};
   cJSON *archs = cJSON_CreateStringArray(cls, 1);
-  if (!archs || !cJSON_AddItemToObject(cfg, "architectures", archs) || !cJSON_AddStringToObject(cfg, "model_type", arch) ||
+  if (!archs || !cJSON_AddItemToObject(cfg, "architectures", archs) ||
+      !cJSON_AddStringToObject(cfg, "model_type", a->arch) ||
       !cJSON_AddBoolToObject(cfg, "tie_word_embeddings", clf_gguf_find_tensor(g, "output.weight") < 0)) {
     if (archs && !cJSON_GetObjectItemCaseSensitive(cfg, "architectures")) cJSON_Delete(archs);
     return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "config: out of host memory");
   }
-  if (strcmp(arch, "gpt2") == 0) { /* GPT-2's head is its token table, whatever output.weight holds */
-    for (size_t k = 0; k < sizeof gm_gpt2_keys / sizeof gm_gpt2_keys[0]; k++)
-      if ((st = gm_put(ctx, g, file, arch, &gm_gpt2_keys[k], cfg)) != CLF_OK) return st;
-    return gm_vocab(ctx, g, file, cfg);
-  }
-  for (size_t k = 0; k < sizeof gm_keys / sizeof gm_keys[0]; k++)
-    if ((st = gm_put(ctx, g, file, arch, &gm_keys[k], cfg)) != CLF_OK) return st;
-  if (strcmp(arch, "qwen2") == 0 && !cJSON_AddBoolToObject(cfg, "use_sliding_window", 0))
-    return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "config: out of host memory");
-  if ((st = gm_head_dim(ctx, g, file, arch, cfg)) != CLF_OK || (st = gm_rope(ctx, g, file, arch, cfg)) != CLF_OK)
+  for (size_t k = 0; k < a->n_keys; k++)
+    if ((st = gm_put(ctx, g, file, a->arch, &a->keys[k], cfg)) != CLF_OK) return st;
+  for (size_t k = 0; k < sizeof gm_token_ids / sizeof gm_token_ids[0]; k++)
+    if ((st = gm_put(ctx, g, file, a->arch, &gm_token_ids[k], cfg)) != CLF_OK) return st;
+  if ((st = gm_fixed(ctx, a, cfg)) != CLF_OK) return st;
+  if ((a->config & CLF__GGUF_ROPE) &&
+      ((st = gm_head_dim(ctx, g, file, a, cfg)) != CLF_OK || (st = gm_rope(ctx, g, file, a->arch, cfg)) != CLF_OK))
     return st;
   return gm_vocab(ctx, g, file, cfg);
 }
 
-clf_status clf__gguf_config(clf_context *ctx, const clf_gguf *g, const char *file, clf__config **out) {
+/* The row of `arch`, or NULL. */
+static const clf__gguf_arch *gm_find(const clf__gguf_arch *const *archs, size_t n, const char *arch) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(archs[i]->arch, arch) == 0) return archs[i];
+  return NULL;
+}
+
+static clf_status gm_unsupported(clf_context *ctx, const char *file, const char *arch,
+                                 const clf__gguf_arch *const *archs, size_t n) {
+  char list[512] = "";
+  size_t used = 0;
+  for (size_t i = 0; i < n && used < sizeof list; i++)
+    used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", archs[i]->arch);
+  return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: architecture \"%s\" is not supported (supported: %s)", file, arch,
+                   list);
+}
+
+clf_status clf__gguf_config(clf_context *ctx, const clf_gguf *g, const char *file, const clf__gguf_arch *const *archs,
+                            size_t n, clf__config **out) {
   *out = NULL;
   const char *arch = NULL;
   clf_status st = gm_string(ctx, g, file, "general.architecture", &arch);
   if (st != CLF_OK) return st;
   if (!arch) return clf__fail(ctx, CLF_E_FORMAT, "%s: metadata general.architecture (a string) is missing", file);
-  if (!gm_class(arch))
-    return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: architecture \"%s\" is not supported (supported: %s)", file, arch,
-                     CLF__GGUF_ARCHS);
+  const clf__gguf_arch *a = gm_find(archs, n, arch);
+  if (!a) return gm_unsupported(ctx, file, arch, archs, n);
   cJSON *cfg = cJSON_CreateObject();
   if (!cfg) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "config: out of host memory");
-  st = gm_fill(ctx, g, file, arch, cfg);
+  st = gm_fill(ctx, g, file, a, cfg);
   char *text = st == CLF_OK ? cJSON_PrintUnformatted(cfg) : NULL;
   cJSON_Delete(cfg);
   if (st == CLF_OK && !text) st = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "config: out of host memory");
@@ -374,21 +366,6 @@ clf_status clf__gguf_config(clf_context *ctx, const clf_gguf *g, const char *fil
 
 /* ---- tensor names ------------------------------------------------------ */
 
-/* GGUF_TENSOR_MAPPING for llama, mistral and qwen2: a layer's parts. */
-static const char *const gm_layer_names[][2] = {
-    {"attn_norm", "input_layernorm"},    {"ffn_norm", "post_attention_layernorm"},
-    {"attn_q", "self_attn.q_proj"},      {"attn_k", "self_attn.k_proj"},
-    {"attn_v", "self_attn.v_proj"},      {"attn_output", "self_attn.o_proj"},
-    {"ffn_gate", "mlp.gate_proj"},       {"ffn_up", "mlp.up_proj"},
-    {"ffn_down", "mlp.down_proj"},
-};
-
-/* gpt2's GGUF_TENSOR_MAPPING: a layer's parts, and the whole model's. */
-static const char *const gm_gpt2_layer_names[][2] = {
-    {"attn_norm", "ln_1"},      {"ffn_norm", "ln_2"},      {"attn_qkv", "attn.c_attn"},
-    {"attn_output", "attn.c_proj"}, {"ffn_up", "mlp.c_fc"}, {"ffn_down", "mlp.c_proj"},
-};
-
 /* "blk.N.PART.weight|bias": the layer's digits (*digits of them) and PART
  * (up to *dot); NULL when name is not so. */
 static const char *gm_layer_part(const char *name, size_t *digits, const char **dot) {
@@ -400,101 +377,64 @@ static const char *gm_layer_part(const char *name, size_t *digits, const char **
   return part;
 }
 
-static int gm_gpt2_name(const char *name, char *buf, size_t len) {
-  static const char *const whole[][2] = {{"token_embd.weight", "transformer.wte.weight"},
-                                         {"position_embd.weight", "transformer.wpe.weight"},
-                                         {"output_norm.weight", "transformer.ln_f.weight"},
-                                         {"output_norm.bias", "transformer.ln_f.bias"}};
-  for (size_t k = 0; k < sizeof whole / sizeof whole[0]; k++)
-    if (strcmp(name, whole[k][0]) == 0) return (size_t)snprintf(buf, len, "%s", whole[k][1]) < len;
+/* Whether s[0..n) is the whole of `word`. */
+static int gm_is(const char *s, size_t n, const char *word) { return word && strlen(word) == n && !strncmp(s, word, n); }
+
+int clf__gguf_hf_name(const clf__gguf_arch *a, const char *name, char *buf, size_t len, unsigned *flags) {
+  *flags = 0;
+  for (size_t k = 0; k < a->n_whole; k++)
+    if (strcmp(name, a->whole[k].gguf) == 0) {
+      *flags = a->whole[k].flags;
+      return (size_t)snprintf(buf, len, "%s", a->whole[k].hf ? a->whole[k].hf : "") < len;
+    }
   size_t digits;
   const char *dot, *part = gm_layer_part(name, &digits, &dot);
-  for (size_t k = 0; part && k < sizeof gm_gpt2_layer_names / sizeof gm_gpt2_layer_names[0]; k++)
-    if (strlen(gm_gpt2_layer_names[k][0]) == (size_t)(dot - part) && !strncmp(part, gm_gpt2_layer_names[k][0], dot - part))
-      return (size_t)snprintf(buf, len, "transformer.h.%.*s.%s%s", (int)digits, name + 4, gm_gpt2_layer_names[k][1],
-                              dot) < len;
+  for (size_t k = 0; part && k < a->n_layer; k++) {
+    const clf__gguf_name *r = &a->layer[k];
+    if (!gm_is(part, (size_t)(dot - part), r->gguf)) continue;
+    *flags = r->flags & ~(strcmp(dot, ".weight") == 0 ? 0u : (unsigned)CLF__GGUF_T);
+    if (!r->hf) { /* a copy: named by nothing */
+      if (len) buf[0] = 0;
+      return len > 0;
+    }
+    const unsigned layer = (unsigned)strtoul(name + 4, NULL, 10);
+    return (size_t)snprintf(buf, len, "%s.%u.%s%s", a->layers, layer, r->hf, dot) < len;
+  }
   return 0;
 }
 
-int clf__gguf_transposed(const char *arch, const char *name) {
-  size_t digits;
-  const char *dot, *part = strcmp(arch, "gpt2") == 0 ? gm_layer_part(name, &digits, &dot) : NULL;
-  if (!part || strcmp(dot, ".weight") != 0) return 0;
-  const size_t n = (size_t)(dot - part);
-  return (n == 8 && !strncmp(part, "attn_qkv", n)) || (n == 11 && !strncmp(part, "attn_output", n)) ||
-         (n == 6 && !strncmp(part, "ffn_up", n)) || (n == 8 && !strncmp(part, "ffn_down", n));
-}
-
-int clf__gguf_hf_name(const char *arch, const char *name, char *buf, size_t len) {
-  if (!gm_class(arch)) return 0;
-  if (strcmp(arch, "gpt2") == 0) return gm_gpt2_name(name, buf, len);
-  const char *hf = NULL;
-  if (strcmp(name, "token_embd.weight") == 0) hf = "model.embed_tokens.weight";
-  else if (strcmp(name, "output_norm.weight") == 0) hf = "model.norm.weight";
-  else if (strcmp(name, "output.weight") == 0) hf = "lm_head.weight";
-  else if (strcmp(name, "rope_freqs.weight") == 0) hf = "model.rope_freqs.weight"; /* not transformers' */
-  if (hf) return (size_t)snprintf(buf, len, "%s", hf) < len;
-  const size_t digits = strncmp(name, "blk.", 4) == 0 ? strspn(name + 4, "0123456789") : 0;
-  if (digits == 0 || digits > 6 || name[4 + digits] != '.') return 0;
-  const unsigned layer = (unsigned)strtoul(name + 4, NULL, 10);
-  const char *part = name + 5 + digits, *dot = strrchr(part, '.');
-  if (!dot || (strcmp(dot, ".weight") != 0 && strcmp(dot, ".bias") != 0)) return 0;
-  for (size_t k = 0; k < sizeof gm_layer_names / sizeof gm_layer_names[0]; k++)
-    if (strlen(gm_layer_names[k][0]) == (size_t)(dot - part) && !strncmp(part, gm_layer_names[k][0], dot - part))
-      return (size_t)snprintf(buf, len, "model.layers.%u.%s%s", layer, gm_layer_names[k][1], dot) < len;
-  return 0;
-}
-
-clf_status clf__config_load_model(clf_context *ctx, const char *path, clf__config **out) {
+clf_status clf__config_load_model(clf_context *ctx, const char *path, const clf__gguf_arch *const *archs, size_t n,
+                                  clf__config **out) {
   *out = NULL;
   char *file = NULL;
   clf_status st = clf__gguf_model_file(ctx, path, &file);
   if (st != CLF_OK || !file) return st == CLF_OK ? clf__config_load(ctx, path, out) : st;
   clf_gguf *g = NULL;
   if ((st = clf_gguf_open(file, &g)) != CLF_OK) st = clf__fail(ctx, st, "%s", clf_last_error(NULL));
-  else st = clf__gguf_config(ctx, g, file, out);
+  else st = clf__gguf_config(ctx, g, file, archs, n, out);
   clf_gguf_close(g);
   free(file);
   return st;
 }
 
-/* A layer's name "LAYERS.N.PART.weight|bias" (LAYERS "h" or "layers") as
- * "blk.N.GGUF_PART.weight|bias", by the table's (gguf, hf) pairs. */
-static int gm_layer_file_name(const char *hf, const char *layers, const char *const (*table)[2], size_t n,
-                              char *buf, size_t len) {
-  const size_t lw = strlen(layers);
-  const size_t digits = strncmp(hf, layers, lw) == 0 && hf[lw] == '.' ? strspn(hf + lw + 1, "0123456789") : 0;
+/* The reverse of clf__gguf_hf_name for `hf` as it is. */
+static int gm_file_name(const clf__gguf_arch *a, const char *hf, char *buf, size_t len) {
+  for (size_t k = 0; k < a->n_whole; k++)
+    if (a->whole[k].hf && strcmp(hf, a->whole[k].hf) == 0) return (size_t)snprintf(buf, len, "%s", a->whole[k].gguf) < len;
+  const size_t lw = strlen(a->layers);
+  const size_t digits = strncmp(hf, a->layers, lw) == 0 && hf[lw] == '.' ? strspn(hf + lw + 1, "0123456789") : 0;
   if (digits == 0 || hf[lw + 1 + digits] != '.') return 0;
   const char *part = hf + lw + 2 + digits, *dot = strrchr(part, '.');
-  for (size_t k = 0; dot && k < n; k++)
-    if (strlen(table[k][1]) == (size_t)(dot - part) && !strncmp(part, table[k][1], dot - part))
-      return (size_t)snprintf(buf, len, "blk.%.*s.%s%s", (int)digits, hf + lw + 1, table[k][0], dot) < len;
+  for (size_t k = 0; dot && k < a->n_layer; k++)
+    if (gm_is(part, (size_t)(dot - part), a->layer[k].hf))
+      return (size_t)snprintf(buf, len, "blk.%.*s.%s%s", (int)digits, hf + lw + 1, a->layer[k].gguf, dot) < len;
   return 0;
 }
 
-/* The reverse of gm_gpt2_name, after "transformer.". */
-static int gm_gpt2_file_name(const char *hf, char *buf, size_t len) {
-  static const char *const whole[][2] = {{"wte.weight", "token_embd.weight"}, {"wpe.weight", "position_embd.weight"},
-                                         {"ln_f.weight", "output_norm.weight"}, {"ln_f.bias", "output_norm.bias"}};
-  for (size_t k = 0; k < sizeof whole / sizeof whole[0]; k++)
-    if (strcmp(hf, whole[k][0]) == 0) return (size_t)snprintf(buf, len, "%s", whole[k][1]) < len;
-  return gm_layer_file_name(hf, "h", gm_gpt2_layer_names, sizeof gm_gpt2_layer_names / sizeof gm_gpt2_layer_names[0],
-                            buf, len);
-}
-
-/* The reverse of clf__gguf_hf_name's llama names, after "model.". */
-static int gm_llama_file_name(const char *hf, char *buf, size_t len) {
-  const char *g = NULL;
-  if (strcmp(hf, "embed_tokens.weight") == 0) g = "token_embd.weight";
-  else if (strcmp(hf, "norm.weight") == 0) g = "output_norm.weight";
-  else if (strcmp(hf, "lm_head.weight") == 0) g = "output.weight";
-  else if (strcmp(hf, "rope_freqs.weight") == 0) g = "rope_freqs.weight";
-  if (g) return (size_t)snprintf(buf, len, "%s", g) < len;
-  return gm_layer_file_name(hf, "layers", gm_layer_names, sizeof gm_layer_names / sizeof gm_layer_names[0], buf, len);
-}
-
-int clf__gguf_file_name(const char *hf, char *buf, size_t len) {
-  if (strncmp(hf, "transformer.", 12) == 0) return gm_gpt2_file_name(hf + 12, buf, len);
-  if (strncmp(hf, "model.", 6) == 0) return gm_llama_file_name(hf + 6, buf, len);
-  return gm_llama_file_name(hf, buf, len) || gm_gpt2_file_name(hf, buf, len);
+int clf__gguf_file_name(const clf__gguf_arch *a, const char *hf, char *buf, size_t len) {
+  if (gm_file_name(a, hf, buf, len)) return 1;
+  const size_t pl = a->prefix ? strlen(a->prefix) : 0;
+  if (!pl || strncmp(hf, a->prefix, pl) == 0) return 0;
+  char full[512];
+  return (size_t)snprintf(full, sizeof full, "%s%s", a->prefix, hf) < sizeof full && gm_file_name(a, full, buf, len);
 }

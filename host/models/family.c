@@ -16,10 +16,19 @@ static const clf__family *const families[] = {
     &clf__gpt2_family,   &clf__marian_family,  &clf__vit_family,         &clf__vit_mae_family,
     &clf__swin_family,   &clf__llama_family,   &clf__mistral_family,     &clf__qwen2_family};
 
+_Static_assert(CLF__ARRAY_LEN(families) <= CLF__FAMILY_MAX, "CLF__FAMILY_MAX is room for every family");
+
 const clf__family *clf__family_find(const char *type) {
   for (size_t i = 0; type && i < CLF__ARRAY_LEN(families); i++)
     if (strcmp(families[i]->type, type) == 0) return families[i];
   return NULL;
+}
+
+size_t clf__family_gguf(const clf__gguf_arch **out, size_t cap) {
+  size_t n = 0;
+  for (size_t i = 0; i < CLF__ARRAY_LEN(families); i++)
+    if (families[i]->gguf && n < cap) out[n++] = families[i]->gguf;
+  return n;
 }
 
 const char *clf__family_names(void) {

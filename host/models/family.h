@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 
+#include "io/gguf_model.h"
 #include "model.h"
 
 #ifdef __cplusplus
@@ -47,12 +48,18 @@ typedef struct clf__family {
   clf_status (*load)(clf_model *m, const void *dims, const clf__config *c, const clf__weights *w);
   /* The GEMMs of one forward pass over T rows. */
   void (*gemms)(const void *dims, const clf__config *c, size_t T, clf__gemm_list *l);
+  /* The GGUF architecture the family reads, as rows (its arch is `type`), or NULL. */
+  const clf__gguf_arch *gguf;
 } clf__family;
 
 /* The family of model_type `type`, or NULL. */
 const clf__family *clf__family_find(const char *type);
 /* The model_types supported, comma-separated, for messages. */
 const char *clf__family_names(void);
+/* The GGUF architectures of the families, in registry order, into out
+ * (room for cap; CLF__FAMILY_MAX is room for all): how many. */
+#define CLF__FAMILY_MAX 32
+size_t clf__family_gguf(const clf__gguf_arch **out, size_t cap);
 
 #ifdef __cplusplus
 }

@@ -245,6 +245,37 @@ static void gpt2_gemms(const void *dims, const clf__config *c, size_t T, clf__ge
   if (clf__config_has_arch(c, "GPT2LMHeadModel")) clf__gemm_add(l, T, d->V, d->D, 1, 1);
 }
 
+/* GGUF: gpt2's GGUF_CONFIG_MAPPING (but context_length sizes n_positions,
+ * the position table, and feed_forward_length n_inner) and
+ * GGUF_TENSOR_MAPPING.  The head is the token table, whatever output.weight
+ * holds: convert_hf_to_gguf writes a copy there, skipped on purpose. */
+static const clf__gguf_key gpt2_gguf_keys[] = {
+    CLF__GGUF_INT_KEY("%s.context_length", "n_positions", 1, 1, 1LL << 30),
+    CLF__GGUF_INT_KEY("%s.block_count", "n_layer", 1, 1, 4096),
+    CLF__GGUF_INT_KEY("%s.feed_forward_length", "n_inner", 0, 1, 1LL << 24),
+    CLF__GGUF_INT_KEY("%s.embedding_length", "n_embd", 1, 1, 1LL << 20),
+    CLF__GGUF_INT_KEY("%s.attention.head_count", "n_head", 1, 1, 4096),
+    CLF__GGUF_NUM_KEY("%s.attention.layer_norm_epsilon", "layer_norm_epsilon", EPSILON),
+    CLF__GGUF_INT_KEY("%s.vocab_size", "vocab_size", 0, 1, 1LL << 31),
+};
+static const clf__gguf_name gpt2_gguf_whole[] = {
+    {"token_embd.weight", "transformer.wte.weight"},   {"position_embd.weight", "transformer.wpe.weight"},
+    {"output_norm.weight", "transformer.ln_f.weight"}, {"output_norm.bias", "transformer.ln_f.bias"},
+    {"output.weight", NULL, CLF__GGUF_COPY},
+};
+/* The Conv1D weights are [in, out] in transformers, [out, in] in the file. */
+static const clf__gguf_name gpt2_gguf_layer[] = {
+    {"attn_norm", "ln_1"},
+    {"ffn_norm", "ln_2"},
+    {"attn_qkv", "attn.c_attn", CLF__GGUF_T},
+    {"attn_output", "attn.c_proj", CLF__GGUF_T},
+    {"ffn_up", "mlp.c_fc", CLF__GGUF_T},
+    {"ffn_down", "mlp.c_proj", CLF__GGUF_T},
+};
+static const clf__gguf_arch gpt2_gguf = {"gpt2", "GPT2LMHeadModel", gpt2_gguf_keys, CLF__ARRAY_LEN(gpt2_gguf_keys),
+                                         0, NULL, "transformer.", gpt2_gguf_whole, CLF__ARRAY_LEN(gpt2_gguf_whole),
+                                         "transformer.h", gpt2_gguf_layer, CLF__ARRAY_LEN(gpt2_gguf_layer)};
+
 /* GPT2Model / GPT2LMHeadModel: logits, last_hidden_state;
  * GPT2ForSequenceClassification: logits [B, num_labels], last_hidden_state;
  * GPT2ForTokenClassification: logits [B, L, num_labels], last_hidden_state. */
@@ -255,4 +286,5 @@ const clf__family clf__gpt2_family = {
     CLF__ARRAY_LEN(gpt2_keys),
     sizeof(gpt2_dims),
     gpt2_load,
-    gpt2_gemms};
+    gpt2_gemms,
+    &gpt2_gguf};

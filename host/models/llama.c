@@ -402,10 +402,56 @@ static void llama_gemms(const void *dims, const clf__config *c, size_t T, clf__g
     clf__gemm_add(l, T, d->V, d->D, 1, 1);
 }
 
+/* ---- GGUF: GGUF_CONFIG_MAPPING and GGUF_TENSOR_MAPPING of transformers
+ * 4.46 for llama, mistral and qwen2 (the same keys and names) ---------- */
+
+/* The sizes' bounds are the models' own (llama_sizes). */
+static const clf__gguf_key llama_gguf_keys[] = {
+    CLF__GGUF_INT_KEY("%s.context_length", "max_position_embeddings", 0, 1, 1LL << 30),
+    CLF__GGUF_INT_KEY("%s.block_count", "num_hidden_layers", 1, 1, 4096),
+    CLF__GGUF_INT_KEY("%s.feed_forward_length", "intermediate_size", 1, 1, 1LL << 24),
+    CLF__GGUF_INT_KEY("%s.embedding_length", "hidden_size", 1, 1, 1LL << 20),
+    CLF__GGUF_NUM_KEY("%s.rope.freq_base", "rope_theta", POSITIVE),
+    CLF__GGUF_INT_KEY("%s.attention.head_count", "num_attention_heads", 1, 1, 4096),
+    CLF__GGUF_INT_KEY("%s.attention.head_count_kv", "num_key_value_heads", 0, 1, 4096),
+    CLF__GGUF_NUM_KEY("%s.attention.layer_norm_rms_epsilon", "rms_norm_eps", EPSILON),
+    CLF__GGUF_INT_KEY("%s.vocab_size", "vocab_size", 0, 1, 1LL << 31),
+};
+
+/* rope_freqs.weight (Llama 3's frequency factors) is not transformers'. */
+static const clf__gguf_name llama_gguf_whole[] = {
+    {"token_embd.weight", "model.embed_tokens.weight"},
+    {"output_norm.weight", "model.norm.weight"},
+    {"output.weight", "lm_head.weight"},
+    {"rope_freqs.weight", "model.rope_freqs.weight"},
+};
+
+/* Llama's and Mistral's q and k rows are permuted by convert_hf_to_gguf
+ * (interleaved rotary halves); Qwen2's are not. */
+#define LLAMA_GGUF_LAYER(qk)                                                                                 \
+  {"attn_norm", "input_layernorm"}, {"ffn_norm", "post_attention_layernorm"},                                \
+      {"attn_q", "self_attn.q_proj", (qk) ? CLF__GGUF_PERMUTE_Q : 0},                                        \
+      {"attn_k", "self_attn.k_proj", (qk) ? CLF__GGUF_PERMUTE_K : 0}, {"attn_v", "self_attn.v_proj"},        \
+      {"attn_output", "self_attn.o_proj"}, {"ffn_gate", "mlp.gate_proj"}, {"ffn_up", "mlp.up_proj"},         \
+      {"ffn_down", "mlp.down_proj"}
+static const clf__gguf_name llama_gguf_layer[] = {LLAMA_GGUF_LAYER(1)};
+static const clf__gguf_name qwen2_gguf_layer[] = {LLAMA_GGUF_LAYER(0)};
+
+#define LLAMA_GGUF(arch, cls, config, fixed, layer)                                                          \
+  {arch, cls, llama_gguf_keys, CLF__ARRAY_LEN(llama_gguf_keys), CLF__GGUF_ROPE | (config), fixed, "model.", \
+   llama_gguf_whole, CLF__ARRAY_LEN(llama_gguf_whole), "model.layers", layer, CLF__ARRAY_LEN(layer)}
+static const clf__gguf_arch llama_gguf = LLAMA_GGUF("llama", "LlamaForCausalLM", 0, NULL, llama_gguf_layer);
+static const clf__gguf_arch mistral_gguf = LLAMA_GGUF("mistral", "MistralForCausalLM", 0, NULL, llama_gguf_layer);
+static const clf__gguf_arch qwen2_gguf = LLAMA_GGUF("qwen2", "Qwen2ForCausalLM", CLF__GGUF_HEAD_DIM,
+                                                    "{\"use_sliding_window\": false}", qwen2_gguf_layer);
+
 /* Outputs: logits and last_hidden_state (*ForCausalLM), last_hidden_state (*Model). */
 const clf__family clf__llama_family = {"llama", {"LlamaForCausalLM", "LlamaModel", NULL}, llama_keys,
-                                       CLF__ARRAY_LEN(llama_keys), sizeof(llama_dims), llama_load, llama_gemms};
+                                       CLF__ARRAY_LEN(llama_keys), sizeof(llama_dims), llama_load, llama_gemms,
+                                       &llama_gguf};
 const clf__family clf__mistral_family = {"mistral", {"MistralForCausalLM", "MistralModel", NULL}, mistral_keys,
-                                         CLF__ARRAY_LEN(mistral_keys), sizeof(llama_dims), llama_load, llama_gemms};
+                                         CLF__ARRAY_LEN(mistral_keys), sizeof(llama_dims), llama_load, llama_gemms,
+                                         &mistral_gguf};
 const clf__family clf__qwen2_family = {"qwen2", {"Qwen2ForCausalLM", "Qwen2Model", NULL}, qwen2_keys,
-                                       CLF__ARRAY_LEN(qwen2_keys), sizeof(llama_dims), llama_load, llama_gemms};
+                                       CLF__ARRAY_LEN(qwen2_keys), sizeof(llama_dims), llama_load, llama_gemms,
+                                       &qwen2_gguf};

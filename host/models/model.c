@@ -188,15 +188,21 @@ static clf_status source_config(clf_context *ctx, const char *model_dir, model_s
   if (!src->gguf_file) return clf__config_load(ctx, model_dir, c);
   if ((st = clf_gguf_open(src->gguf_file, &src->gguf)) != CLF_OK)
     return clf__fail(ctx, st, "%s", clf_last_error(NULL));
-  return clf__gguf_config(ctx, src->gguf, src->gguf_file, c);
+  const clf__gguf_arch *archs[CLF__FAMILY_MAX];
+  const size_t n = clf__family_gguf(archs, CLF__FAMILY_MAX);
+  return clf__gguf_config(ctx, src->gguf, src->gguf_file, archs, n, c);
 }
 
-static clf_status source_weights(clf_context *ctx, const char *model_dir, model_source *src, const char *type,
+/* A GGUF file's tensors by the rows of family f (whose arch made the config). */
+static clf_status source_weights(clf_context *ctx, const char *model_dir, model_source *src, const clf__family *f,
                                  clf__weights **w) {
   if (!src->gguf_file) return clf__weights_open(ctx, model_dir, w);
+  if (!f->gguf)
+    return clf__fail(ctx, CLF_E_UNSUPPORTED, "clf_model_load: %s: the %s family reads no GGUF file", src->gguf_file,
+                     f->type);
   clf_gguf *g = src->gguf;
   src->gguf = NULL;
-  return clf__weights_from_gguf(ctx, g, src->gguf_file, type, w);
+  return clf__weights_from_gguf(ctx, g, src->gguf_file, f->gguf, w);
 }
 
 clf_status clf_model_load(clf_context *ctx, const char *model_dir, clf_model **out) {
@@ -245,7 +251,7 @@ clf_status clf_model_load_with(clf_context *ctx, const char *model_dir, const cl
       }
     }
   }
-  if ((st = source_weights(ctx, model_dir, &src, type, &w)) != CLF_OK) goto done;
+  if ((st = source_weights(ctx, model_dir, &src, f, &w)) != CLF_OK) goto done;
   if (wt == CLF_STORED && !src.gguf_file) wt = CLF_F32; /* a Hugging Face checkpoint's stored type: f32 */
   if ((st = check_fits(ctx, w, wt, model_dir)) != CLF_OK || (st = clf__weights_fit_alloc(ctx, w, wt)) != CLF_OK)
     goto done;

@@ -46,10 +46,13 @@ clf_status clf_model_gemm_shapes(const char *model_dir, size_t tokens, clf_gemm_
   if (!model_dir) return clf__fail(NULL, CLF_E_INVALID_ARG, "%s: model_dir is NULL", op);
   clf__config *c = NULL;
   clf__gemm_list *l = calloc(1, sizeof *l);
+  const clf__gguf_arch *archs[CLF__FAMILY_MAX];
   char label[4200];
   snprintf(label, sizeof label, "%s%s", model_dir, clf__is_file(model_dir) ? "" : "/config.json");
   if (!l) st = clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
-  else if ((st = clf__config_load_model(NULL, model_dir, &c)) == CLF_OK && (st = config_gemms(c, label, tokens, l)) == CLF_OK)
+  else if ((st = clf__config_load_model(NULL, model_dir, archs, clf__family_gguf(archs, CLF__FAMILY_MAX), &c)) ==
+               CLF_OK &&
+           (st = config_gemms(c, label, tokens, l)) == CLF_OK)
     copy_out(l, out, capacity, count);
   free(l);
   clf__config_free(c);

@@ -15,7 +15,8 @@
 typedef struct w_name {
   const char *name; /* borrowed from the index JSON or the shard; GGUF: owned */
   size_t shard;     /* GGUF: the tensor's index in the file */
-  int tr;           /* GGUF: the file holds the transpose (gpt2's Conv1D weights) */
+  int tr;           /* GGUF: the file holds the transpose (a Conv1D weight; CLF__GGUF_T) */
+  int perm;         /* GGUF: its rows are permuted per head: 0 no, 1 by heads[0], 2 by heads[1] */
 } w_name;
 
 struct clf__weights {
@@ -28,7 +29,8 @@ struct clf__weights {
   size_t n_names;
   cJSON *index; /* keeps the index's strings alive */
   clf_gguf *gguf; /* a GGUF file instead of safetensors */
-  long heads[2];  /* GGUF llama/mistral: attention.head_count(_kv), whose q/k rows are permuted in the file */
+  const clf__gguf_arch *arch; /* GGUF: the architecture's rows (the family's, static) */
+  long heads[2];  /* GGUF: attention.head_count(_kv), where rows CLF__GGUF_PERMUTE_Q / _K permute */
   unsigned char *used; /* GGUF: a flag per tensor of the file, set when the model looks it up (clf__weights_info) */
 };
 
@@ -208,12 +210,12 @@ clf_status clf__weights_open(clf_context *ctx, const char *model_dir, clf__weigh
 }
 
 /* A GGUF tensor a model of `arch` reads: one with a Hugging Face name
- * (clf__gguf_hf_name) in blocks 0..blocks-1; gpt2's output.weight, the
- * copy of the token table convert_hf_to_gguf writes, is skipped on purpose
- * (*skip).  Otherwise CLF_E_FORMAT naming the tensor. */
+ * (clf__gguf_hf_name) in blocks 0..blocks-1; a copy the converter writes
+ * (a CLF__GGUF_COPY row) is skipped on purpose (*skip).  Otherwise
+ * CLF_E_FORMAT naming the tensor. */
 static clf_status w_gguf_known(clf_context *ctx, const clf__weights *w, const char *arch, int64_t blocks,
-                               const char *name, const char *hf, int *skip) {
-  *skip = strcmp(arch, "gpt2") == 0 && strcmp(name, "output.weight") == 0;
+                               const char *name, const char *hf, unsigned flags, int *skip) {
+  *skip = hf && (flags & CLF__GGUF_COPY);
   if (*skip) return CLF_OK;
   if (!hf)
     return clf__fail(ctx, CLF_E_FORMAT, "weights: %s: tensor \"%s\" is not used by %s (no %s model has it)", w->source,
@@ -225,38 +227,9 @@ static clf_status w_gguf_known(clf_context *ctx, const clf__weights *w, const ch
   return CLF_OK;
 }
 
-/* GGUF: every tensor under its Hugging Face name, each one a tensor the
- * architecture reads (w_gguf_known), and the head counts that undo
- * llama's q/k permutation. */
-static clf_status w_gguf_names(clf_context *ctx, clf__weights *w, const char *arch) {
-  const size_t n = clf_gguf_tensor_count(w->gguf);
-  if (!(w->names = calloc(n ? n : 1, sizeof(w_name))) || !(w->used = calloc(n ? n : 1, 1)))
-    return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "weights: out of host memory");
+/* The head counts by which rows CLF__GGUF_PERMUTE_Q / _K are permuted. */
+static clf_status w_gguf_heads(clf_context *ctx, clf__weights *w, const char *arch) {
   char key[128];
-  int64_t blocks = 0;
-  snprintf(key, sizeof key, "%s.block_count", arch);
-  if (clf__gguf_meta_int(ctx, w->gguf, w->source, key, 0, &blocks) < 0) return CLF_E_FORMAT;
-  for (size_t i = 0; i < n; i++) {
-    clf_gguf_tensor t;
-    char hf[256];
-    int skip = 0;
-    clf_status st;
-    if (clf_gguf_tensor_at(w->gguf, i, &t) != CLF_OK) continue;
-    const int named = clf__gguf_hf_name(arch, t.name, hf, sizeof hf);
-    if ((st = w_gguf_known(ctx, w, arch, blocks, t.name, named ? hf : NULL, &skip)) != CLF_OK) return st;
-    if (skip) {
-      w->used[i] = 1;
-      continue;
-    }
-    if (w_find(w, hf))
-      return clf__fail(ctx, CLF_E_FORMAT, "weights: %s: two tensors map to %s", w->source, hf);
-    if (!(w->names[w->n_names].name = strdup(hf)))
-      return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "weights: out of host memory");
-    w->names[w->n_names].tr = clf__gguf_transposed(arch, t.name);
-    w->names[w->n_names++].shard = i;
-    qsort(w->names, w->n_names, sizeof(w_name), w_cmp); /* kept sorted for the duplicate check */
-  }
-  if (strcmp(arch, "llama") != 0 && strcmp(arch, "mistral") != 0) return CLF_OK;
   int64_t h = 0, kv = 0;
   snprintf(key, sizeof key, "%s.attention.head_count", arch);
   if (clf__gguf_meta_int(ctx, w->gguf, w->source, key, 0, &h) < 0) return CLF_E_FORMAT;
@@ -269,7 +242,46 @@ static clf_status w_gguf_names(clf_context *ctx, clf__weights *w, const char *ar
   return CLF_OK;
 }
 
-clf_status clf__weights_from_gguf(clf_context *ctx, clf_gguf *g, const char *file, const char *arch,
+/* GGUF: every tensor under its Hugging Face name by the architecture's
+ * rows, each one a tensor the architecture reads (w_gguf_known), and the
+ * head counts that undo a row permutation where a row says so. */
+static clf_status w_gguf_names(clf_context *ctx, clf__weights *w, const clf__gguf_arch *a) {
+  const char *arch = a->arch;
+  const size_t n = clf_gguf_tensor_count(w->gguf);
+  if (!(w->names = calloc(n ? n : 1, sizeof(w_name))) || !(w->used = calloc(n ? n : 1, 1)))
+    return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "weights: out of host memory");
+  char key[128];
+  int64_t blocks = 0;
+  int permuted = 0;
+  snprintf(key, sizeof key, "%s.block_count", arch);
+  if (clf__gguf_meta_int(ctx, w->gguf, w->source, key, 0, &blocks) < 0) return CLF_E_FORMAT;
+  for (size_t i = 0; i < n; i++) {
+    clf_gguf_tensor t;
+    char hf[256];
+    int skip = 0;
+    unsigned flags = 0;
+    clf_status st;
+    if (clf_gguf_tensor_at(w->gguf, i, &t) != CLF_OK) continue;
+    const int named = clf__gguf_hf_name(a, t.name, hf, sizeof hf, &flags);
+    if ((st = w_gguf_known(ctx, w, arch, blocks, t.name, named ? hf : NULL, flags, &skip)) != CLF_OK) return st;
+    if (skip) {
+      w->used[i] = 1;
+      continue;
+    }
+    if (w_find(w, hf))
+      return clf__fail(ctx, CLF_E_FORMAT, "weights: %s: two tensors map to %s", w->source, hf);
+    if (!(w->names[w->n_names].name = strdup(hf)))
+      return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "weights: out of host memory");
+    w->names[w->n_names].tr = (flags & CLF__GGUF_T) != 0;
+    w->names[w->n_names].perm = flags & CLF__GGUF_PERMUTE_Q ? 1 : flags & CLF__GGUF_PERMUTE_K ? 2 : 0;
+    permuted |= w->names[w->n_names].perm != 0;
+    w->names[w->n_names++].shard = i;
+    qsort(w->names, w->n_names, sizeof(w_name), w_cmp); /* kept sorted for the duplicate check */
+  }
+  return permuted ? w_gguf_heads(ctx, w, arch) : CLF_OK;
+}
+
+clf_status clf__weights_from_gguf(clf_context *ctx, clf_gguf *g, const char *file, const clf__gguf_arch *arch,
                                   clf__weights **out) {
   *out = NULL;
   clf__weights *w = calloc(1, sizeof(*w));
@@ -280,6 +292,7 @@ clf_status clf__weights_from_gguf(clf_context *ctx, clf_gguf *g, const char *fil
     return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "weights: out of host memory");
   }
   w->gguf = g;
+  w->arch = arch;
   clf_status s = w_gguf_names(ctx, w, arch);
   if (s != CLF_OK) {
     clf__weights_close(w);
@@ -313,7 +326,7 @@ clf_status clf__weights_info(clf_context *ctx, const clf__weights *w, const char
   if (!out) return clf__fail(ctx, CLF_E_INVALID_ARG, "weights: out is NULL (tensor \"%s\")", name);
   const w_name *e = w_find(w, name);
   char gname[256];
-  if (!e && w->gguf && clf__gguf_file_name(name, gname, sizeof gname))
+  if (!e && w->gguf && clf__gguf_file_name(w->arch, name, gname, sizeof gname))
     return clf__fail(ctx, CLF_E_NOT_FOUND, "tensor \"%s\" (\"%s\" in transformers) not found in %s", gname, name,
                      w->source);
   if (!e) return clf__fail(ctx, CLF_E_NOT_FOUND, "tensor \"%s\" not found in %s", name, w->source);
@@ -386,7 +399,7 @@ static clf_status w_read_st(clf_context *ctx, const clf__weights *w, const char 
   return CLF_OK;
 }
 
-/* llama's q/k rows (of row_bytes bytes each) back in Hugging Face order:
+/* Permuted q/k rows (of row_bytes bytes each) back in Hugging Face order:
  * convert_hf_to_gguf stores row h*hd + 2i + j of each head from row
  * h*hd + j*hd/2 + i. */
 static clf_status w_unpermute_rows(clf_context *ctx, const char *name, unsigned char *x, size_t rows,
@@ -407,16 +420,8 @@ static clf_status w_unpermute_rows(clf_context *ctx, const char *name, unsigned 
   return CLF_OK;
 }
 
-/* The q/k permutation's head count for HF name `name` (0: none). */
-static long w_permuted(const clf__weights *w, const char *name) {
-  if (!w->heads[0]) return 0;
-  const char *p = strstr(name, ".self_attn.");
-  if (!p) return 0;
-  p += strlen(".self_attn.");
-  if (strcmp(p, "q_proj.weight") == 0 || strcmp(p, "q_proj.bias") == 0) return w->heads[0];
-  if (strcmp(p, "k_proj.weight") == 0 || strcmp(p, "k_proj.bias") == 0) return w->heads[1];
-  return 0;
-}
+/* The row permutation's head count of entry e (0: none). */
+static long w_permuted(const clf__weights *w, const w_name *e) { return e->perm ? w->heads[e->perm - 1] : 0; }
 
 /* A GGUF tensor decoded to f32 (clf_gguf_dequantize), q/k unpermuted. */
 static clf_status w_read_gguf(clf_context *ctx, const clf__weights *w, const w_name *e, const clf_st_info *info,
@@ -434,7 +439,7 @@ static clf_status w_read_gguf(clf_context *ctx, const clf__weights *w, const w_n
            (s = clf_gguf_dequantize(t.ggml_type, raw, numel, conv)) != CLF_OK)
     s = clf__fail(ctx, CLF_E_DTYPE, "tensor \"%s\" (%s) in %s is %s, which is not read as weights", e->name, t.name,
                   w->source, t.type_name);
-  const long heads = s == CLF_OK ? w_permuted(w, e->name) : 0;
+  const long heads = s == CLF_OK ? w_permuted(w, e) : 0;
   if (heads)
     s = w_unpermute_rows(ctx, e->name, (unsigned char *)conv, info->shape[0],
                          (info->ndim == 2 ? info->shape[1] : 1) * sizeof(float), heads);
@@ -521,7 +526,7 @@ clf_status clf__weights_blocks(clf_context *ctx, const clf__weights *w, const ch
     free(b);
     return w_forward(ctx, s);
   }
-  const long heads = w_permuted(w, name); /* whole rows of blocks move: the byte rows, as the f32 ones */
+  const long heads = w_permuted(w, e); /* whole rows of blocks move: the byte rows, as the f32 ones */
   if (heads && (s = w_unpermute_rows(ctx, name, b, rows, (size_t)t.bytes / rows, heads)) != CLF_OK) {
     free(b);
     return s;

@@ -5,6 +5,7 @@
 #define CLF_WEIGHTS_H
 
 #include "core/core.h"
+#include "io/gguf_model.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -22,13 +23,14 @@ typedef struct clf__weights clf__weights;
  * it lists are visible. */
 clf_status clf__weights_open(clf_context *ctx, const char *model_dir, clf__weights **out);
 /* The tensors of GGUF file g (opened from `file`; owned by the result, and
- * closed here on failure) under their Hugging Face names for `arch`
- * (clf__gguf_hf_name; a tensor without one, or of a block past
- * {arch}.block_count, is CLF_E_FORMAT naming it, but for an output.weight
- * the family says is a copy of the token table, not read), decoded to f32
- * by clf__weights_read and clf__weights_load, the q/k rows convert_hf_to_gguf
- * permutes put back in Hugging Face order.  clf__weights_info's dtype is the ggml type's name. */
-clf_status clf__weights_from_gguf(clf_context *ctx, clf_gguf *g, const char *file, const char *arch,
+ * closed here on failure) under their Hugging Face names by the rows of
+ * `arch` (clf__gguf_hf_name; borrowed, static: a family's; a tensor without
+ * a name, or of a block past {arch}.block_count, is CLF_E_FORMAT naming it,
+ * but for a CLF__GGUF_COPY row's, not read), decoded to f32 by
+ * clf__weights_read and clf__weights_load, the rows a CLF__GGUF_PERMUTE_*
+ * row says convert_hf_to_gguf permutes put back in Hugging Face order.
+ * clf__weights_info's dtype is the ggml type's name. */
+clf_status clf__weights_from_gguf(clf_context *ctx, clf_gguf *g, const char *file, const clf__gguf_arch *arch,
                                   clf__weights **out);
 /* NULL is accepted. */
 void clf__weights_close(clf__weights *w);
