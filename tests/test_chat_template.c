@@ -614,6 +614,10 @@ START_TEST(nul_refused) {
   ck_assert_ptr_null(text);
   CT_FAILS(clf_chat_template_render_json(t, "{\"tools\": [{\"f\": {\"name\\u0000\": 1}}], \"messages\": []}", &text),
            CLF_E_INVALID_ARG, "tools[0].f contains a NUL character");
+  /* what follows the JSON value (cJSON reads the first value only) is not looked into */
+  CT_OK(clf_chat_template_render_json(t, "{\"messages\": [{}, {\"content\": \"x\"}]}]]]}{\"a\": \"\\u0000\"", &text));
+  ck_assert_str_eq(text, "x");
+  free(text);
   /* an escaped backslash before u0000 is no NUL */
   CT_OK(clf_chat_template_render_json(
       t, "{\"messages\": [{\"role\": \"user\"}, {\"role\": \"user\", \"content\": \"a\\\\u0000b\"}]}", &text));

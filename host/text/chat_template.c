@@ -42,7 +42,7 @@ int clf__json_nul_path(const char *s, const char *prefix, char *path, size_t cap
       if (d < MAXD) st[d].arr = c == '[', st[d].idx = 0, st[d].key = NULL, st[d].klen = 0;
       want_key = c == '{';
     } else if (c == '}' || c == ']') {
-      d--;
+      if (--d < 0) break; /* the end of the value: cJSON ignores what follows it */
     } else if (c == ',' && d >= 0 && d < MAXD) {
       if (st[d].arr) st[d].idx++;
       else want_key = 1;
