@@ -135,6 +135,14 @@ def main():
             time.sleep(0.2)
             os.kill(c.pid, signal.SIGCONT)
             out = c.expect("\n> ")
+            # On a loaded machine the reply may have ended before the Ctrl-C,
+            # which then meets the prompt and prints a hint and a prompt more:
+            # take everything written until it is quiet, so the next turn's
+            # "> " is its own.
+            while c.read(0.5):
+                pass
+            out += c.screen[c.seen:]
+            c.seen = len(c.screen)
             if "stopped by Ctrl-C" in out:
                 stopped = True
                 break
