@@ -206,6 +206,12 @@ clf_status clf__linear_skinny(clf_context *ctx, const clf_tensor *x, const clf_t
 clf_status clf__linear_gemm(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, int in_out,
                             const clf_tensor *bias, clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K,
                             cl_event *event);
+/* The checks the dense ops share: act a clf_activation; bias NULL or f32
+ * [D]. */
+clf_status clf__check_act(clf_context *ctx, const char *op, clf_activation act);
+clf_status clf__check_bias(clf_context *ctx, const char *op, const clf_tensor *bias, size_t D);
+/* Honours `event` (a marker) when an op has nothing to enqueue. */
+clf_status clf__nothing(clf_context *ctx, const char *op, cl_event *event);
 /* y = act(x + bias) over x's last dim (bias may be NULL; y may be x), the
  * pass clf_bias_act launches; arguments checked. */
 clf_status clf__bias_act(clf_context *ctx, const clf_tensor *x, const clf_tensor *bias, clf_activation act,
