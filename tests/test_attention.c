@@ -10,6 +10,14 @@
 #include "harness.h"
 #include "ops/ops.h"
 
+/* The environment is read when a context is made (host/core/env.c): a
+ * test that changes it under th_ctx has th_ctx read it again. */
+static void env_set(const char *name, const char *value) {
+  if (value) setenv(name, value, 1);
+  else unsetenv(name);
+  if (th_ctx) TH_OK(clf__env_reload(th_ctx));
+}
+
 /* Inputs in [-1, 1) and scale 1/sqrt(Dh) keep the scores O(1); the f32 dot
  * products (Dh <= 256 terms) and softmax sums (Lk <= 197 terms) then round
  * to a few 1e-7 of the output's scale, so 1e-5 leaves a 10x margin while
@@ -521,8 +529,8 @@ START_TEST(attn_fused_work_groups) {
   const unsigned cap = caps[_i];
   char env[8];
   snprintf(env, sizeof env, "%u", cap);
-  setenv("CLFORMER_ATTN_WG", env, 1);
-  setenv("CLFORMER_ATTN_FUSED", "tiled", 1); /* CPU-class devices take attn_fused_cpu by default */
+  env_set("CLFORMER_ATTN_WG", env);
+  env_set("CLFORMER_ATTN_FUSED", "tiled"); /* CPU-class devices take attn_fused_cpu by default */
   att_fused_only = under_oclgrind();
   const unsigned wg = att_fused_wg(64, 33);
   fprintf(stderr, "note: fused attention, work-group cap %u: %u work-items (head dim 64, 33 queries)\n", cap, wg);
@@ -571,9 +579,9 @@ END_TEST
 /* Teardown of attn_fused_work_groups and attn_fused_cpu_shape, run even
  * when a check failed. */
 static void att_wg_uncap(void) {
-  unsetenv("CLFORMER_ATTN_WG");
-  unsetenv("CLFORMER_ATTN_FUSED");
-  unsetenv("CLFORMER_ATTN_SHORT");
+  env_set("CLFORMER_ATTN_WG", NULL);
+  env_set("CLFORMER_ATTN_FUSED", NULL);
+  env_set("CLFORMER_ATTN_SHORT", NULL);
   att_fused_only = 0;
 }
 
@@ -594,8 +602,8 @@ END_TEST
  * causal mask or window banding them, where K transposed fits 64 KiB; else
  * the row kernel. */
 START_TEST(attn_short_shape) {
-  setenv("CLFORMER_ATTN_FUSED", "cpu", 1);
-  unsetenv("CLFORMER_ATTN_SHORT");
+  env_set("CLFORMER_ATTN_FUSED", "cpu");
+  env_set("CLFORMER_ATTN_SHORT", NULL);
   static const struct {
     size_t dh, lq, lk;
     int banded;
@@ -615,7 +623,7 @@ START_TEST(attn_short_shape) {
                                       sizeof(name)));
     ck_assert_str_eq(name, picks[x].name);
   }
-  unsetenv("CLFORMER_ATTN_FUSED");
+  env_set("CLFORMER_ATTN_FUSED", NULL);
 }
 END_TEST
 
@@ -627,8 +635,8 @@ END_TEST
  * reference and the GEMM path with every mask kind, GQA, Swin's bias, a KV
  * cache, fully masked rows, large scores and head dims 1 to 256. */
 START_TEST(attn_fused_cpu_shape) {
-  setenv("CLFORMER_ATTN_FUSED", "cpu", 1);
-  setenv("CLFORMER_ATTN_SHORT", _i ? "1" : "0", 1);
+  env_set("CLFORMER_ATTN_FUSED", "cpu");
+  env_set("CLFORMER_ATTN_SHORT", _i ? "1" : "0");
   att_fused_only = under_oclgrind();
   char name[128];
   ck_assert(clf__attn_fused_variant(th_ctx, 64, 33, 200, 1, name, sizeof(name)));
@@ -700,7 +708,7 @@ START_TEST(attn_fused_cpu_shape) {
   c.nW = 1;
   c.Hb = 2;
   att_check(&c);
-  unsetenv("CLFORMER_ATTN_SHORT");
+  env_set("CLFORMER_ATTN_SHORT", NULL);
 }
 END_TEST
 
@@ -762,7 +770,7 @@ START_TEST(attn_from_projection) {
    * each shape forced. */
   static const char *const shapes[] = {NULL, "cpu", "tiled"};
   for (int s = 0; s < 3; s++) {
-    if (shapes[s]) setenv("CLFORMER_ATTN_FUSED", shapes[s], 1);
+    if (shapes[s]) env_set("CLFORMER_ATTN_FUSED", shapes[s]);
     att_case c = att_self(att_size(8, 2), 3, 49, 32);
     c.nW = att_size(4, 2), c.Hb = 3, c.swin = 1, c.merged = 1;
     att_proj_check(&c);
@@ -775,18 +783,18 @@ START_TEST(attn_from_projection) {
     c.merged = 1;
     att_proj_check(&c);
   }
-  unsetenv("CLFORMER_ATTN_FUSED");
+  env_set("CLFORMER_ATTN_FUSED", NULL);
   /* A projection that does not hold the heads named. */
   clf_tensor *tp = th_empty(CLF_F32, 3, TH_SHAPE(1, 4, 3 * 16 + 1));
   clf_tensor *to = th_empty(CLF_F32, 3, TH_SHAPE(1, 4, 16));
   int done = -1;
-  setenv("CLFORMER_ATTN_FUSED", "cpu", 1);
+  env_set("CLFORMER_ATTN_FUSED", "cpu");
   ck_assert_int_eq(clf__attention_proj(th_ctx, tp, 2, 2, 8, NULL, 1.0f, to, &done), CLF_E_SHAPE);
   ck_assert_int_eq(done, 0);
   ck_assert_msg(strstr(clf_last_error(th_ctx), "does not hold 2 query and 2 x 2 KV heads of 8"), "%s",
                 clf_last_error(th_ctx));
   clf_clear_error(th_ctx);
-  unsetenv("CLFORMER_ATTN_FUSED");
+  env_set("CLFORMER_ATTN_FUSED", NULL);
   clf_tensor_destroy(tp);
   clf_tensor_destroy(to);
 }

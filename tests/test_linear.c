@@ -15,6 +15,14 @@
 #include "harness.h"
 #include "ops/ops.h" /* clf__skinny_fit: the group a shape runs in */
 
+/* The environment is read when a context is made (host/core/env.c): a
+ * test that changes it under th_ctx has th_ctx read it again. */
+static void env_set(const char *name, const char *value) {
+  if (value) setenv(name, value, 1);
+  else unsetenv(name);
+  if (th_ctx) TH_OK(clf__env_reload(th_ctx));
+}
+
 static const clf_dtype types[] = {CLF_F32, CLF_F16, CLF_Q8_0, CLF_Q4_0};
 
 static float half_to_float(const unsigned char *p) {
@@ -201,11 +209,11 @@ static void check_group(clf_dtype wt, int in_out, const char *shape, size_t M) {
 START_TEST(skinny_t_work_group_shapes) {
   static const char *const shapes[] = {"1x1", "4x4", "32x8", "16x2", "64x1"};
   for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
-    setenv("CLFORMER_SKINNY_T", shapes[s], 1);
+    env_set("CLFORMER_SKINNY_T", shapes[s]);
     check_group(CLF_F32, 1, shapes[s], 1 + 2 * s);
     check_linear_layout(CLF_F32, 1, 1 + 2 * s, 45, 83, 1, CLF_ACT_GELU, (uint32_t)(80 + s));
   }
-  unsetenv("CLFORMER_SKINNY_T");
+  env_set("CLFORMER_SKINNY_T", NULL);
 }
 END_TEST
 
@@ -213,16 +221,16 @@ END_TEST
  * (launches of up to 8 rows: skinny_tile, which takes M >= 2 on a CPU, off). */
 START_TEST(skinny_work_group_shapes) {
   static const char *const shapes[] = {"1x1", "1x8", "4x2", "32x4", "8x16"};
-  setenv("CLFORMER_SKINNY_TILE", "0", 1);
+  env_set("CLFORMER_SKINNY_TILE", "0");
   for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
-    setenv("CLFORMER_SKINNY", shapes[s], 1);
+    env_set("CLFORMER_SKINNY", shapes[s]);
     for (size_t t = 0; t < 4; t++) {
       check_group(types[t], 0, shapes[s], 1 + s);
       check_linear(types[t], 1 + s, 33, 320, 1, CLF_ACT_GELU, (uint32_t)(50 + s));
     }
   }
-  unsetenv("CLFORMER_SKINNY");
-  unsetenv("CLFORMER_SKINNY_TILE");
+  env_set("CLFORMER_SKINNY", NULL);
+  env_set("CLFORMER_SKINNY_TILE", NULL);
 }
 END_TEST
 
@@ -268,18 +276,18 @@ START_TEST(tiles_follow_profile) {
   if (th_ctx->caps.is_cpu) {
     ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "on", (unsigned[]){on, 0}));
     ck_assert(clf__skinny_tiles(th_ctx, 0, 5) && !clf__skinny_tiles(th_ctx, 1, 5) && !clf__skinny_tiles(th_ctx, 0, 0));
-    setenv("CLFORMER_SKINNY_TILE", "0", 1);
+    env_set("CLFORMER_SKINNY_TILE", "0");
     ck_assert(!clf__skinny_tiles(th_ctx, 0, 5));
     ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "on", (unsigned[]){off, 0}));
-    setenv("CLFORMER_SKINNY_TILE", "1", 1);
+    env_set("CLFORMER_SKINNY_TILE", "1");
     ck_assert(clf__skinny_tiles(th_ctx, 0, 5));
-    unsetenv("CLFORMER_SKINNY_TILE");
+    env_set("CLFORMER_SKINNY_TILE", NULL);
     ck_assert(!clf__skinny_tiles(th_ctx, 0, 5));
     ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "on", NULL));
   }
-  setenv("CLFORMER_SKINNY_TILE", "1", 1);
+  env_set("CLFORMER_SKINNY_TILE", "1");
   th_with_context("gpu", NULL, tiles_gpu_class);
-  unsetenv("CLFORMER_SKINNY_TILE");
+  env_set("CLFORMER_SKINNY_TILE", NULL);
 }
 END_TEST
 
@@ -293,16 +301,16 @@ START_TEST(tiles_act_pass) {
   /* the tiles wherever the class is CPU (on the GPU class the launches
    * run, which apply their activation whatever act_pass says: the same
    * bits must come out there too) */
-  setenv("CLFORMER_SKINNY_TILE", "1", 1);
+  env_set("CLFORMER_SKINNY_TILE", "1");
   const unsigned on[2] = {1, 0};
   ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "act_pass", on));
   ck_assert(clf__skinny_act_pass(th_ctx));
-  setenv("CLFORMER_SKINNY_ACT_PASS", "0", 1);
+  env_set("CLFORMER_SKINNY_ACT_PASS", "0");
   ck_assert(!clf__skinny_act_pass(th_ctx));
   ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "act_pass", NULL));
-  setenv("CLFORMER_SKINNY_ACT_PASS", "1", 1);
+  env_set("CLFORMER_SKINNY_ACT_PASS", "1");
   ck_assert(clf__skinny_act_pass(th_ctx));
-  unsetenv("CLFORMER_SKINNY_ACT_PASS");
+  env_set("CLFORMER_SKINNY_ACT_PASS", NULL);
   ck_assert(!clf__skinny_act_pass(th_ctx));
   const size_t K = 96, N = 37;
   float *x = th_rand(5 * K, 61, -2.0f, 2.0f), *w = th_rand(N * K, 62, -1.0f, 1.0f), *b = th_rand(N, 63, -1.0f, 1.0f);
@@ -314,7 +322,7 @@ START_TEST(tiles_act_pass) {
       float *y[3];
       for (int v = 0; v < 3; v++) { /* one row in the kernel, one row and a pass, 5 rows */
         const size_t M = v == 2 ? 5 : 1;
-        setenv("CLFORMER_SKINNY_ACT_PASS", v == 1 ? "1" : "0", 1);
+        env_set("CLFORMER_SKINNY_ACT_PASS", v == 1 ? "1" : "0");
         clf_tensor *tx = th_tensor(CLF_F32, 2, TH_SHAPE(M, K), x), *ty = th_empty(CLF_F32, 2, TH_SHAPE(M, N));
         TH_OK(clf_linear(th_ctx, tx, tw, CLF_WEIGHT_OUT_IN, tb, (clf_activation)act, ty, NULL));
         y[v] = th_download(ty);
@@ -329,8 +337,8 @@ START_TEST(tiles_act_pass) {
     }
     clf_tensor_destroy(tw);
   }
-  unsetenv("CLFORMER_SKINNY_ACT_PASS");
-  unsetenv("CLFORMER_SKINNY_TILE");
+  env_set("CLFORMER_SKINNY_ACT_PASS", NULL);
+  env_set("CLFORMER_SKINNY_TILE", NULL);
   clf_tensor_destroy(tb);
   free(x); free(w); free(b);
 }
@@ -347,8 +355,8 @@ static void put_half(unsigned char *p, float v);
  * exactly, in integer operations, on devices without half arithmetic).
  * The path is recorded as skinny_pair where the tiles run. */
 START_TEST(pair_same_bits) {
-  setenv("CLFORMER_SKINNY_TILE", "1", 1);
-  unsetenv("CLFORMER_SKINNY_ACT_PASS");
+  env_set("CLFORMER_SKINNY_TILE", "1");
+  env_set("CLFORMER_SKINNY_ACT_PASS", NULL);
   const size_t K = 96, N = 37;
   float *x = th_rand(5 * K, 71, -2.0f, 2.0f), *w = th_rand(N * K, 72, -1.0f, 1.0f), *b = th_rand(N, 73, -1.0f, 1.0f);
   for (size_t i = 3 * K; i < 5 * K; i++) w[i] *= 1e-6f; /* rows 3 and 4: subnormal Q4_0 scales */
@@ -370,10 +378,10 @@ START_TEST(pair_same_bits) {
     for (int act = 0; act < 6; act++)
       for (int pass = 0; pass < 2; pass++) {
         float *y[3];
-        setenv("CLFORMER_SKINNY_ACT_PASS", pass ? "1" : "0", 1);
+        env_set("CLFORMER_SKINNY_ACT_PASS", pass ? "1" : "0");
         for (int v = 0; v < 3; v++) { /* one row in pairs, one row in skinny_tile, 5 rows */
           const size_t M = v == 2 ? 5 : 1;
-          setenv("CLFORMER_SKINNY_PAIR", v == 0 ? "1" : "0", 1);
+          env_set("CLFORMER_SKINNY_PAIR", v == 0 ? "1" : "0");
           clf_tensor *tx = th_tensor(CLF_F32, 2, TH_SHAPE(M, K), x), *ty = th_empty(CLF_F32, 2, TH_SHAPE(M, N));
           TH_OK(clf_linear(th_ctx, tx, tw[t], CLF_WEIGHT_OUT_IN, tb, (clf_activation)act, ty, NULL));
           y[v] = th_download(ty);
@@ -385,15 +393,15 @@ START_TEST(pair_same_bits) {
                         "from %s", clf_dtype_name(tw[t]->dtype), act, pass, v == 1 ? "the one-row tiles" : "row 0 of 5");
         for (int v = 0; v < 3; v++) free(y[v]);
       }
-  unsetenv("CLFORMER_SKINNY_ACT_PASS");
-  setenv("CLFORMER_SKINNY_PAIR", "1", 1);
+  env_set("CLFORMER_SKINNY_ACT_PASS", NULL);
+  env_set("CLFORMER_SKINNY_PAIR", "1");
   /* Q4_1's 7 one-row products in pairs with the activation in the kernel
    * (act_pass 0, and 1 without an activation) */
   ck_assert_int_eq(path_has("x [1, 96] w q4_1 [37, 96] [out, in]: skinny_pair, 1 launch (", "", 7), tiles);
   clf_tensor_destroy(tw[0]); clf_tensor_destroy(tw[1]); clf_tensor_destroy(tb);
   th_profiled_expect(tiles ? "skinny_pair" : "skinny", tiles ? NULL : "skinny_pair", 1);
-  unsetenv("CLFORMER_SKINNY_PAIR");
-  unsetenv("CLFORMER_SKINNY_TILE");
+  env_set("CLFORMER_SKINNY_PAIR", NULL);
+  env_set("CLFORMER_SKINNY_TILE", NULL);
   free(raw); free(x); free(w); free(b);
 }
 END_TEST
@@ -401,18 +409,18 @@ END_TEST
 /* Whether skinny_pair runs: for Q4_0 and Q4_1 unless the profile's Tiles
  * line says pairs_off=1, $CLFORMER_SKINNY_PAIR over it; never other types. */
 START_TEST(pair_follows_profile) {
-  unsetenv("CLFORMER_SKINNY_PAIR"); /* a failed test before may have left it set */
+  env_set("CLFORMER_SKINNY_PAIR", NULL); /* a failed test before may have left it set */
   ck_assert(clf__skinny_pair(th_ctx, CLF_Q4_0) && clf__skinny_pair(th_ctx, CLF_Q4_1));
   ck_assert(!clf__skinny_pair(th_ctx, CLF_Q8_0) && !clf__skinny_pair(th_ctx, CLF_F32) &&
             !clf__skinny_pair(th_ctx, CLF_Q4_K));
   ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "pairs_off", (unsigned[]){1, 0}));
   ck_assert(!clf__skinny_pair(th_ctx, CLF_Q4_0));
-  setenv("CLFORMER_SKINNY_PAIR", "1", 1);
+  env_set("CLFORMER_SKINNY_PAIR", "1");
   ck_assert(clf__skinny_pair(th_ctx, CLF_Q4_0) && !clf__skinny_pair(th_ctx, CLF_Q8_0));
   ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "pairs_off", NULL));
-  setenv("CLFORMER_SKINNY_PAIR", "0", 1);
+  env_set("CLFORMER_SKINNY_PAIR", "0");
   ck_assert(!clf__skinny_pair(th_ctx, CLF_Q4_1));
-  unsetenv("CLFORMER_SKINNY_PAIR");
+  env_set("CLFORMER_SKINNY_PAIR", NULL);
   ck_assert(clf__skinny_pair(th_ctx, CLF_Q4_1));
 }
 END_TEST
@@ -430,7 +438,7 @@ START_TEST(skinny_tile_shapes) {
    * the launches once */
   const int cpu = clf__skinny_tiles(th_ctx, 0, 1);
   for (int off = !cpu; off < 2; off++) {
-    if (off) setenv("CLFORMER_SKINNY_TILE", "0", 1);
+    if (off) env_set("CLFORMER_SKINNY_TILE", "0");
     th_profiled_begin(NULL);
     for (size_t t = 0; t < 4; t++)
       for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++)
@@ -444,7 +452,7 @@ START_TEST(skinny_tile_shapes) {
     const int tile = cpu && !off;
     th_profiled_expect(tile ? "skinny_tile" : "skinny", tile ? "skinny" : "skinny_tile", 1);
   }
-  unsetenv("CLFORMER_SKINNY_TILE");
+  env_set("CLFORMER_SKINNY_TILE", NULL);
 }
 END_TEST
 
@@ -581,9 +589,9 @@ static void skinny_features(const char *limits) {
   if (!sg || !h)
     fprintf(stderr, "note: %s%s%s: the skinny kernel runs without them\n", sg ? "" : "no sub-groups ",
             h ? "" : "no fp16 ", limits ? limits : "on this device");
-  setenv("CLFORMER_SKINNY_TILE", "0", 1); /* the launch kernels at every M */
+  env_set("CLFORMER_SKINNY_TILE", "0"); /* the launch kernels at every M */
   for (size_t s = 0; s < 2; s++) {
-    setenv("CLFORMER_SKINNY", shapes[s], 1);
+    env_set("CLFORMER_SKINNY", shapes[s]);
     for (size_t t = 0; t < 3; t++) {
       char name[96];
       const int has_sg = clf__skinny_variant(th_ctx, types[t], 0, CLF__SKINNY_SG, name, sizeof name);
@@ -599,8 +607,8 @@ static void skinny_features(const char *limits) {
       th_profiled_expect(kernels[want], want == CLF__SKINNY_BASE ? "skinny_sg" : "skinny", s == 1 && t == 2);
     }
   }
-  unsetenv("CLFORMER_SKINNY");
-  unsetenv("CLFORMER_SKINNY_TILE");
+  env_set("CLFORMER_SKINNY", NULL);
+  env_set("CLFORMER_SKINNY_TILE", NULL);
 }
 
 /* The path each product took, and why, as clf_profile_paths gives it:

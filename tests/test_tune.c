@@ -613,8 +613,10 @@ START_TEST(tune_and_apply) {
     ck_assert_uint_eq(clf__skinny_max_rows(ctx, CLF_Q8_0, 0, NULL), 96);
     ck_assert(clf__skinny_fits(ctx, CLF_Q8_0, 0, 96, K) && !clf__skinny_fits(ctx, CLF_Q8_0, 0, 97, K));
     setenv("CLFORMER_SKINNY_ROWS", "16", 1);
+    ck_assert_int_eq(clf__env_reload(ctx), CLF_OK); /* read when a context is made */
     ck_assert_uint_eq(clf__skinny_max_rows(ctx, CLF_Q8_0, 0, &why), 16);
     unsetenv("CLFORMER_SKINNY_ROWS");
+    ck_assert_int_eq(clf__env_reload(ctx), CLF_OK);
     ck_assert_str_eq(why, "$CLFORMER_SKINNY_ROWS");
   }
   clf_context_destroy(ctx);

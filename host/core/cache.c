@@ -76,23 +76,23 @@ static uint64_t get64(const unsigned char *p) { uint64_t v = 0; for (int i = 7; 
 
 /* The directory named by opt, $CLFORMER_CACHE_DIR or the XDG default into
  * buf; 0 when the cache is off or there is no home. */
-static int cache_dir_path(const char *opt, char *buf, size_t len) {
-  const char *env = opt ? opt : getenv("CLFORMER_CACHE_DIR");
+static int cache_dir_path(const char *opt, const clf__env_create *e, char *buf, size_t len) {
+  const char *env = opt ? opt : e->cache_dir;
   if (env && *env) {
     if (strcmp(env, "off") == 0) return 0;
     snprintf(buf, len, "%s", env);
     return 1;
   }
-  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+  const char *xdg = e->xdg_cache_home, *home = e->home;
   if (xdg && *xdg) snprintf(buf, len, "%s/clformer", xdg);
   else if (home && *home) snprintf(buf, len, "%s/.cache/clformer", home);
   else return 0;
   return 1;
 }
 
-char *clf__cache_dir_resolve(clf_context *ctx, const char *opt) {
+char *clf__cache_dir_resolve(clf_context *ctx, const char *opt, const clf__env_create *env) {
   char buf[4096];
-  if (!cache_dir_path(opt, buf, sizeof buf)) return NULL;
+  if (!cache_dir_path(opt, env, buf, sizeof buf)) return NULL;
   /* mkdir -p: what is created here is private to the user */
   for (char *p = buf + 1; *p; p++) {
     if (*p != '/') continue;

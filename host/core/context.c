@@ -229,14 +229,19 @@ clf_status clf_context_create(const clf_context_options *opts,
     clf_context_options_init(&defaults);
     opts = &defaults;
   }
-  const char *sel = opts->device ? opts->device : getenv("CLFORMER_DEVICE");
-  clf_device_desc dev;
-  clf_status st = clf_select_device(sel, &dev);
+  clf__env env;
+  clf_status st = clf__env_read(&env); /* an override the library does not know refuses the context */
   if (st != CLF_OK) return st;
+  clf__env_create envc;
+  clf__env_create_read(&envc);
+  const char *sel = opts->device ? opts->device : envc.device;
+  clf_device_desc dev;
+  if ((st = clf_select_device(sel, &dev)) != CLF_OK) return st;
 
   clf_context *ctx = calloc(1, sizeof(*ctx));
   if (!ctx) return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_context_create: out of host memory");
   ctx->dev = dev;
+  ctx->env = env;
   ctx->profiling = opts->profiling;
   ctx->log_fn = opts->log;
   ctx->log_user = opts->log_user;
@@ -259,22 +264,22 @@ clf_status clf_context_create(const clf_context_options *opts,
     return clf__fail_cl(NULL, err, failed, dev.device_name); /* CLF_E_OUT_OF_MEMORY or CLF_E_OPENCL */
   }
   clf__read_caps(ctx);
-  if ((st = clf__caps_restrict(ctx, opts->device_class, opts->limits)) != CLF_OK) {
+  if ((st = clf__caps_restrict(ctx, opts->device_class, opts->limits, &envc)) != CLF_OK) {
     char msg[sizeof(ctx->err.msg)];
     snprintf(msg, sizeof msg, "%s", clf_last_error(NULL));
     clf_context_destroy(ctx);
     return clf__fail(NULL, st, "%s", msg);
   }
   clf__base_options(ctx);
-  ctx->cache_dir = clf__cache_dir_resolve(ctx, opts->cache_dir);
+  ctx->cache_dir = clf__cache_dir_resolve(ctx, opts->cache_dir, &envc);
   /* PoCL keeps its own on-disk cache of compiled kernels, keyed by source and
    * options, and exporting CL_PROGRAM_BINARIES costs it an extra compile: on
    * PoCL our binary cache is the slower path (see docs/cache.md), so we let
    * PoCL's cache do the work there.  CLFORMER_CACHE_BINARIES=1/0 overrides. */
   ctx->cache_binaries = ctx->cache_dir != NULL && !ctx->caps.is_pocl;
-  const char *cb = getenv("CLFORMER_CACHE_BINARIES");
+  const char *cb = envc.cache_binaries;
   if (cb && *cb && ctx->cache_dir) ctx->cache_binaries = atoi(cb) != 0;
-  const char *kdir = opts->kernel_dir ? opts->kernel_dir : getenv("CLFORMER_KERNEL_DIR");
+  const char *kdir = opts->kernel_dir ? opts->kernel_dir : envc.kernel_dir;
   if (kdir && *kdir) ctx->kernel_dir = strdup(kdir);
   if (!ctx->base_options) {
     clf_context_destroy(ctx);
@@ -366,9 +371,8 @@ static void emit(clf_context *ctx, int info, const char *fmt, va_list ap) {
     ctx->log_fn(ctx->log_user, msg);
     return;
   }
-  const char *env = getenv("CLFORMER_LOG");
-  if (env && strcmp(env, "off") == 0) return;
-  if (info && !(env && strcmp(env, "info") == 0)) return;
+  const int level = ctx ? ctx->env.log_level : clf__env_log_level();
+  if (level < 0 || (info && level < 1)) return;
   fprintf(stderr, "clformer: %s\n", msg);
 }
 

@@ -102,6 +102,59 @@ typedef struct clf__prof_rec {
   long path;      /* the path (clf__prof_path) it ran for, or -1 */
 } clf__prof_rec;
 
+/* The environment overrides a context honours, read and checked once when
+ * it is made (env.c); unset: -1 for the switches, 0 for the numbers. */
+typedef struct clf__env {
+  unsigned skinny[2];   /* $CLFORMER_SKINNY: SPLIT x ROWS of the skinny kernel */
+  unsigned skinny_t[2]; /* $CLFORMER_SKINNY_T: COLS x KS of skinny_t */
+  unsigned skinny_rows; /* $CLFORMER_SKINNY_ROWS: the skinny path's most rows */
+  int skinny_tile, skinny_act_pass, skinny_pair; /* $CLFORMER_SKINNY_TILE, _ACT_PASS, _PAIR: 0 or 1 */
+  int attn_cpu;         /* $CLFORMER_ATTN_FUSED: 1 cpu, 0 tiled */
+  int attn_short;       /* $CLFORMER_ATTN_SHORT: 0 or 1 */
+  unsigned attn_wg;     /* $CLFORMER_ATTN_WG: 16, 32 or 64 */
+  int profile_clock;    /* $CLFORMER_PROFILE_CLOCK: 0 events, 1 wall */
+  int validation_ignore; /* $CLFORMER_VALIDATION=ignore */
+  int tuning;           /* $CLFORMER_TUNING: 0 off, 1 user */
+  int log_level;        /* $CLFORMER_LOG: -1 off, 0 warnings (others), 1 info: notices without a log callback */
+} clf__env;
+/* The variables clf_context_create reads as it makes the context, each
+ * where clf_context_options leaves the setting NULL; valid during it only. */
+typedef struct clf__env_create {
+  const char *device, *device_class, *limits;     /* $CLFORMER_DEVICE, _DEVICE_CLASS, _LIMITS */
+  const char *cache_dir, *xdg_cache_home, *home;  /* $CLFORMER_CACHE_DIR, else the XDG default */
+  const char *kernel_dir, *cache_binaries;        /* $CLFORMER_KERNEL_DIR, $CLFORMER_CACHE_BINARIES */
+} clf__env_create;
+
+/* A kernel plan (plan.c): an op's choice for one shape, made once.  The
+ * key is the op's (CLF__PLAN_OP_*), the weight type, the op's flags (for
+ * the linear layer: the layout, and w at offset 0), rows, columns in and out;
+ * the fields below it are the op's to fill and read. */
+typedef struct clf__plan_key {
+  int op, dtype, flags;
+  size_t m, k, n;
+} clf__plan_key;
+enum { CLF__PLAN_OP_LINEAR = 1 };
+typedef struct clf__plan {
+  clf__plan_key key;
+  int used;
+  int path;          /* the op's own numbering */
+  int kind;          /* a kernel variant */
+  int act_pass;      /* the activation in a pass of its own */
+  size_t group[2];   /* work-group */
+  size_t tile[3];    /* register tile and group of a tiled kernel */
+  size_t mmax;       /* rows a launch */
+  size_t most;       /* for the profile's note: the rows the path takes at most, */
+  const char *src;   /* where that number came from (a static string), */
+  const char *why;   /* and another reason for the path, or NULL */
+} clf__plan;
+#define CLF__PLAN_SLOTS 128
+#define CLF__PLAN_PROBES 8
+/* How often plans were looked up, made and forgotten (for tests and the
+ * profile: a decode step looks up, never makes). */
+typedef struct clf__plan_stats {
+  unsigned long lookups, made, forgotten;
+} clf__plan_stats;
+
 struct clf_context {
   clf__errstate err; /* first: base/status.h reaches it by a cast */
   clf_device_desc dev;
@@ -152,6 +205,10 @@ struct clf_context {
 
   cl_mem scratch[CLF__SCRATCH_COUNT];
   size_t scratch_bytes[CLF__SCRATCH_COUNT];
+
+  clf__env env; /* the environment's overrides, read at creation */
+  clf__plan plans[CLF__PLAN_SLOTS]; /* kernel plans by key (plan.c) */
+  clf__plan_stats plan_stats;
 };
 
 struct clf_tensor {
@@ -212,10 +269,11 @@ void clf__prof_paths_clear(clf_context *ctx);
 
 /* ---- device class and limits (limits.c) ---- */
 /* Applies the device class and the limits (each NULL: its environment
- * variable) to ctx->caps, read from the device.  CLF_E_INVALID_ARG, with
+ * variable, as env read it) to ctx->caps, read from the device.  CLF_E_INVALID_ARG, with
  * the thread's error naming the variable, the entry and why, for a class
  * or limit that is not one. */
-clf_status clf__caps_restrict(clf_context *ctx, const char *device_class, const char *limits);
+clf_status clf__caps_restrict(clf_context *ctx, const char *device_class, const char *limits,
+                              const clf__env_create *env);
 /* "cpu", "gpu", "accelerator", "custom". */
 const char *clf__class_name(cl_device_type t);
 /* "256 MiB", "1.50 GiB", "512 bytes" into buf. */
@@ -282,6 +340,27 @@ void clf__validation_end(clf_context *ctx);
 /* Adds or replaces the verdict of variant `name`; 0 when out of memory. */
 int clf__verdict_record(clf_context *ctx, const char *name, int passed, double error, double tolerance);
 
+/* ---- environment (env.c) and kernel plans (plan.c) ---- */
+/* Reads and checks every override (CLF_E_INVALID_ARG, naming the variable
+ * and value, for one that names no known kernel, shape or setting). */
+clf_status clf__env_read(clf__env *e);
+/* For tests that change the environment under a live context: reads it
+ * again into ctx and forgets ctx's plans. */
+clf_status clf__env_reload(clf_context *ctx);
+void clf__env_create_read(clf__env_create *c);
+/* Intel's CPU runtime's own $CL_CONFIG_CPU_TARGET_ARCH (matching a shipped
+ * tuning profile), or NULL. */
+const char *clf__env_driver_cpu_arch(void);
+/* $CLFORMER_LOG as ctx->env.log_level, for notices without a context. */
+int clf__env_log_level(void);
+/* The plan kept for key, or NULL (counted as a look-up). */
+const clf__plan *clf__plan_find(clf_context *ctx, const clf__plan_key *key);
+/* Keeps a copy of plan under its key (counted as made). */
+void clf__plan_keep(clf_context *ctx, const clf__plan *plan);
+/* Forgets every plan: what they were made from changed. */
+void clf__plans_forget(clf_context *ctx);
+void clf__plan_stats_get(const clf_context *ctx, clf__plan_stats *out);
+
 /* ---- CLBlast tuning profile (gemm_profile.cc) ---- */
 /* Applies the user's stored profile of ctx's device, else a shipped one
  * matching its traits, if any, through CLBlast's OverrideParameters.  Never
@@ -343,7 +422,7 @@ void clf__cache_drop(const clf_context *ctx, const char *key);
  * $XDG_CACHE_HOME/clformer or ~/.cache/clformer), created 0700; NULL when
  * off or unusable, and, with a notice on ctx's log, when another user owns
  * it or others can write to it. */
-char *clf__cache_dir_resolve(clf_context *ctx, const char *opt);
+char *clf__cache_dir_resolve(clf_context *ctx, const char *opt, const clf__env_create *env);
 uint64_t clf__hash64(const void *data, size_t len, uint64_t seed);
 /* Reads a whole file of the cache directory with base/file.h's reader,
  * capped at max_bytes, leaving ctx's last error as it was: for a cache a

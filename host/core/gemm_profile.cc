@@ -390,8 +390,7 @@ void apply(clf_context *ctx) {
   ctx->gemm_profile = nullptr;
   use_groups(ctx, Profile());
   const cl_device_id dev = ctx->dev.device;
-  const char *env = getenv("CLFORMER_TUNING");
-  const bool off = env && strcmp(env, "off") == 0, user_only = env && strcmp(env, "user") == 0;
+  const bool off = ctx->env.tuning == 0, user_only = ctx->env.tuning == 1;
   const std::string path = off ? "" : profile_path(ctx);
   Profile dflt, p;
   struct stat st;
@@ -424,6 +423,7 @@ void groups_of(const clf_context *ctx, Profile *p) {
 void use_groups(clf_context *ctx, const Profile &p) {
   if (!ctx->tuned) ctx->tuned = new clf__tuned;
   ctx->tuned->groups = p.groups;
+  clf__plans_forget(ctx);  // plans were made from the groups
 }
 }  // namespace clf_profile
 

@@ -43,7 +43,7 @@ static std::string intel_isa() {
     const char *arch, *isa;
   } kArch[] = {{"skx", "avx512"}, {"core-avx512", "avx512"}, {"icelake", "avx512"}, {"sapphirerapids", "avx512"},
                {"core-avx2", "avx2"}, {"corei7-avx", "avx"}, {"corei7", "sse4"}};
-  const char *env = getenv("CL_CONFIG_CPU_TARGET_ARCH");
+  const char *env = clf__env_driver_cpu_arch();
   if (env && *env) {
     for (const auto &a : kArch)
       if (strcmp(env, a.arch) == 0) return a.isa;

@@ -214,10 +214,11 @@ static clf_status apply_limits(clf_context *ctx, const char *src, const char *te
   return CLF_OK;
 }
 
-clf_status clf__caps_restrict(clf_context *ctx, const char *device_class, const char *limits) {
+clf_status clf__caps_restrict(clf_context *ctx, const char *device_class, const char *limits,
+                              const clf__env_create *env) {
   const char *csrc = "clf_context_options.device_class", *lsrc = "clf_context_options.limits";
-  if (!device_class) device_class = getenv("CLFORMER_DEVICE_CLASS"), csrc = "CLFORMER_DEVICE_CLASS";
-  if (!limits) limits = getenv("CLFORMER_LIMITS"), lsrc = "CLFORMER_LIMITS";
+  if (!device_class) device_class = env->device_class, csrc = "CLFORMER_DEVICE_CLASS";
+  if (!limits) limits = env->limits, lsrc = "CLFORMER_LIMITS";
   clf_status st = apply_class(ctx, csrc, device_class);
   if (st != CLF_OK) return st;
   ctx->caps.is_cpu = ctx->caps.cls == CL_DEVICE_TYPE_CPU;

@@ -152,13 +152,9 @@ clf_status clf_profile_start(clf_context *ctx) {
   if (!ctx->profiling)
     return clf__fail(ctx, CLF_E_UNSUPPORTED, "clf_profile_start: the context was created without profiling "
                      "(set clf_context_options.profiling)");
-  const char *want = getenv("CLFORMER_PROFILE_CLOCK");
-  if (want && *want && strcmp(want, "events") && strcmp(want, "wall"))
-    return clf__fail(ctx, CLF_E_INVALID_ARG,
-                     "clf_profile_start: CLFORMER_PROFILE_CLOCK=\"%.40s\" is not a clock (events, wall)", want);
   clf__prof_clear(ctx);
   clf__prof_paths_clear(ctx);
-  ctx->prof_clock = want && !strcmp(want, "wall") ? CLOCK_WALL : events_have_time(ctx) ? CLOCK_EVENTS : CLOCK_WALL;
+  ctx->prof_clock = ctx->env.profile_clock == 1 ? CLOCK_WALL : events_have_time(ctx) ? CLOCK_EVENTS : CLOCK_WALL;
   ctx->recording = 1;
   return CLF_OK;
 }

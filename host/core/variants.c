@@ -292,8 +292,7 @@ void clf__verdicts_load(clf_context *ctx) {
   struct clf__verdicts *vs = calloc(1, sizeof(*vs));
   if (!vs) return; /* no verdicts: every variant is used, as before validation */
   ctx->verdicts = vs;
-  const char *env = getenv("CLFORMER_VALIDATION");
-  vs->ignore = env && strcmp(env, "ignore") == 0;
+  vs->ignore = ctx->env.validation_ignore;
   vs->key = verdict_key(ctx);
   if (!ctx->cache_dir) return;
   char path[4200];
@@ -350,6 +349,7 @@ clf_status clf__validation_begin(clf_context *ctx, const char *op) {
   if (!ctx->verdicts) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: the context has no verdict table", op);
   ctx->verdicts->validating = 1;
   ctx->verdicts->pinned = NULL;
+  clf__plans_forget(ctx); /* plans made under the verdicts; a run asks them afresh */
   return CLF_OK;
 }
 
@@ -358,8 +358,10 @@ void clf__validation_pin(clf_context *ctx, const char *variant) { ctx->verdicts-
 void clf__validation_end(clf_context *ctx) {
   ctx->verdicts->validating = 0;
   ctx->verdicts->pinned = NULL;
+  clf__plans_forget(ctx);
 }
 
 int clf__verdict_record(clf_context *ctx, const char *name, int passed, double error, double tolerance) {
+  clf__plans_forget(ctx);
   return record(ctx->verdicts, name, passed, error, tolerance);
 }

@@ -808,7 +808,7 @@ bool set_tiles(clf_context *ctx, bool on) {
 bool tune_tiles(Search &S) {
   clf_context *ctx = S.ctx;
   if (!ctx->caps.is_cpu) return false;
-  if (getenv("CLFORMER_SKINNY_TILE")) {
+  if (ctx->env.skinny_tile >= 0) {
     S.say("Tiles: not measured: $CLFORMER_SKINNY_TILE decides");
     return false;
   }
@@ -860,7 +860,7 @@ bool tune_tiles(Search &S) {
 bool tune_act_pass(Search &S) {
   clf_context *ctx = S.ctx;
   if (!clf__skinny_tiles(ctx, 0, 1)) return false;
-  if (getenv("CLFORMER_SKINNY_ACT_PASS")) {
+  if (ctx->env.skinny_act_pass >= 0) {
     S.say("Tiles act_pass: not measured: $CLFORMER_SKINNY_ACT_PASS decides");
     return false;
   }
@@ -903,7 +903,7 @@ bool tune_act_pass(Search &S) {
 bool tune_pair(Search &S) {
   clf_context *ctx = S.ctx;
   if (!clf__skinny_tiles(ctx, 0, 1)) return false;
-  if (getenv("CLFORMER_SKINNY_PAIR")) {
+  if (ctx->env.skinny_pair >= 0) {
     S.say("Tiles pair: not measured: $CLFORMER_SKINNY_PAIR decides");
     return false;
   }

@@ -97,9 +97,7 @@ static void attn_variant_name(size_t dh, const attn_fused *f, char *buf, size_t 
 /* Whether the fused kernel takes its CPU shape: on CPU-class devices, or
  * as $CLFORMER_ATTN_FUSED says ("cpu" or "tiled"; the tests force each). */
 static int attn_cpu_shape(const clf_context *ctx) {
-  const char *env = getenv("CLFORMER_ATTN_FUSED");
-  if (env && strcmp(env, "cpu") == 0) return 1;
-  if (env && strcmp(env, "tiled") == 0) return 0;
+  if (ctx->env.attn_cpu >= 0) return ctx->env.attn_cpu;
   return ctx->caps.is_cpu != 0;
 }
 
@@ -128,9 +126,8 @@ static int attn_cpu_shape(const clf_context *ctx) {
  * keys and `banded` (a causal mask over several rows, or a window): 64 or
  * 128, or 0 where attn_fused_cpu takes the launch. */
 static unsigned attn_short_lanes(const clf_context *ctx, size_t dh, size_t lq, size_t lk, int banded) {
-  const char *env = getenv("CLFORMER_ATTN_SHORT");
-  const int force = env && strcmp(env, "1") == 0;
-  if (env && strcmp(env, "0") == 0) return 0;
+  const int force = ctx->env.attn_short == 1;
+  if (ctx->env.attn_short == 0) return 0;
   const unsigned sk = lk <= 64 ? 64u : lk <= 128 ? 128u : 0u;
   size_t budget = (size_t)ctx->caps.local_mem;
   if (budget > ATT_SHORT_LOCAL) budget = ATT_SHORT_LOCAL;
@@ -170,11 +167,8 @@ static clf_status attn_fused_pick_cpu(clf_context *ctx, size_t dh, size_t lq, si
 
 /* The largest work-group the fused kernel tries: 64, or $CLFORMER_ATTN_WG
  * (16, 32 or 64; the tests force each shape with it). */
-static unsigned attn_wg_cap(void) {
-  const char *env = getenv("CLFORMER_ATTN_WG");
-  unsigned v;
-  if (env && sscanf(env, "%u", &v) == 1 && (v == 16 || v == 32 || v == 64)) return v;
-  return ATT_FUSED_WG_MAX;
+static unsigned attn_wg_cap(const clf_context *ctx) {
+  return ctx->env.attn_wg ? ctx->env.attn_wg : ATT_FUSED_WG_MAX;
 }
 
 /* Picks the fused kernel for head dim dh and lq query rows: the first of
@@ -198,7 +192,7 @@ static clf_status attn_fused_pick(clf_context *ctx, size_t dh, size_t lq, size_t
   if (attn_cpu_shape(ctx)) return attn_fused_pick_cpu(ctx, dh, lq, lk, banded, f);
   const size_t dev_local = (size_t)ctx->caps.local_mem;
   snprintf(f->why, sizeof f->why, "the device has too little local memory (%zu bytes)", dev_local);
-  for (unsigned wg = attn_wg_cap(); wg >= ATT_FUSED_WG_MIN; wg /= 2) {
+  for (unsigned wg = attn_wg_cap(ctx); wg >= ATT_FUSED_WG_MIN; wg /= 2) {
     size_t budget = dev_local < ATT_LOCAL_BUDGET ? dev_local : ATT_LOCAL_BUDGET;
     unsigned bq, bk;
     for (int tries = 0; tries < 3 && attn_fused_tiles(budget, dh, lq, wg, &bq, &bk); tries++) {

@@ -1,6 +1,6 @@
-/* dense.c - the dense ops: GEMM and linear layers through CLBlast, fused
- * bias + activation, broadcast add, scale, softmax over the last dim and
- * dtype casts (kernels in kernels/elementwise.cl).
+/* dense.c - the dense ops: GEMM through CLBlast, fused bias + activation,
+ * broadcast add, scale, softmax over the last dim and dtype casts (kernels
+ * in kernels/elementwise.cl).  The linear layer is in linear.c.
  */
 #include "ops.h"
 
@@ -14,8 +14,7 @@
 #define DENSE_VEC 4
 #define DENSE_CAST_PER_ITEM 4
 
-/* Honours `event` when there is nothing to enqueue. */
-static clf_status dense_nothing(clf_context *ctx, const char *op, cl_event *event) {
+clf_status clf__nothing(clf_context *ctx, const char *op, cl_event *event) {
   if (!event) return CLF_OK;
   cl_int err = clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, event);
   if (err != CL_SUCCESS) return clf__fail_cl(ctx, err, "clEnqueueMarkerWithWaitList", op);
@@ -33,7 +32,7 @@ static clf_status dense_check_unary(clf_context *ctx, const char *op, const clf_
   return clf__check_fits_u32(ctx, op, "y", y);
 }
 
-static clf_status dense_check_act(clf_context *ctx, const char *op, clf_activation act) {
+clf_status clf__check_act(clf_context *ctx, const char *op, clf_activation act) {
   if ((int)act < (int)CLF_ACT_NONE || (int)act > (int)CLF_ACT_TANH)
     return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: act is %d, not a clf_activation", op, (int)act);
   return CLF_OK;
@@ -151,7 +150,7 @@ clf_status clf_gemm_batched(clf_context *ctx, int trans_a, int trans_b, float al
 }
 
 /* ------------------------------------------------------------------------ */
-/* Bias + activation, linear */
+/* Bias + activation (clf_linear is in linear.c) */
 
 /* y = act(x + bias) over x's last dim; arguments already checked. */
 static clf_status dense_bias_act(clf_context *ctx, const clf_tensor *x, const clf_tensor *bias, clf_activation act,
@@ -174,7 +173,7 @@ clf_status clf__bias_act(clf_context *ctx, const clf_tensor *x, const clf_tensor
   return dense_bias_act(ctx, x, bias, act, y, event);
 }
 
-static clf_status dense_check_bias(clf_context *ctx, const char *op, const clf_tensor *bias, size_t D) {
+clf_status clf__check_bias(clf_context *ctx, const char *op, const clf_tensor *bias, size_t D) {
   clf_status st;
   if (!bias) return CLF_OK;
   if ((st = clf__check_tensor(ctx, op, "bias", bias, CLF_F32, 1, 1)) != CLF_OK) return st;
@@ -187,14 +186,14 @@ clf_status clf_bias_act(clf_context *ctx, const clf_tensor *x, const clf_tensor 
   clf_status st;
   if ((st = clf__check_ctx(ctx, op)) != CLF_OK) return st;
   if ((st = clf__check_tensor(ctx, op, "x", x, CLF_F32, 1, CLF_MAX_DIMS)) != CLF_OK) return st;
-  if ((st = dense_check_bias(ctx, op, bias, x->shape[x->ndim - 1])) != CLF_OK) return st;
+  if ((st = clf__check_bias(ctx, op, bias, x->shape[x->ndim - 1])) != CLF_OK) return st;
   if ((st = clf__check_tensor(ctx, op, "y", y, CLF_F32, 1, CLF_MAX_DIMS)) != CLF_OK) return st;
   if ((st = clf__check_same_shape(ctx, op, "x", x, "y", y)) != CLF_OK) return st;
-  if ((st = dense_check_act(ctx, op, act)) != CLF_OK) return st;
+  if ((st = clf__check_act(ctx, op, act)) != CLF_OK) return st;
   if ((st = clf__check_fits_u32(ctx, op, "x", x)) != CLF_OK) return st;
   if ((st = clf__check_fits_u32(ctx, op, "y", y)) != CLF_OK) return st;
   const int same = x->buf == y->buf && x->offset == y->offset;
-  if (clf_tensor_numel(x) == 0 || (same && !bias && act == CLF_ACT_NONE)) return dense_nothing(ctx, op, event);
+  if (clf_tensor_numel(x) == 0 || (same && !bias && act == CLF_ACT_NONE)) return clf__nothing(ctx, op, event);
   return dense_bias_act(ctx, x, bias, act, y, event);
 }
 
@@ -213,11 +212,11 @@ clf_status clf_glu(clf_context *ctx, const clf_tensor *gate_up, clf_activation a
     if (y->shape[i] != (i == y->ndim - 1 ? F : gate_up->shape[i]))
       return clf__fail(ctx, CLF_E_SHAPE, "%s: y has shape %s, expected gate_up's leading dims and %zu (gate_up %s)", op,
                        clf__shape_str(y, sy, sizeof(sy)), F, clf__shape_str(gate_up, sg, sizeof(sg)));
-  if ((st = dense_check_act(ctx, op, act)) != CLF_OK) return st;
+  if ((st = clf__check_act(ctx, op, act)) != CLF_OK) return st;
   if ((st = clf__check_fits_u32(ctx, op, "gate_up", gate_up)) != CLF_OK) return st;
   if ((st = clf__check_fits_u32(ctx, op, "y", y)) != CLF_OK) return st;
   const size_t n = clf_tensor_numel(y);
-  if (n == 0) return dense_nothing(ctx, op, event);
+  if (n == 0) return clf__nothing(ctx, op, event);
   clf__kernel *k;
   if ((st = clf__get_kernel(ctx, "elementwise", NULL, "glu", &k)) != CLF_OK) return st;
   cl_int a = (cl_int)act;
@@ -226,114 +225,6 @@ clf_status clf_glu(clf_context *ctx, const clf_tensor *gate_up, clf_activation a
   if (st != CLF_OK) return st;
   size_t local = clf__wg_1d(ctx, k, DENSE_WG), global = dense_vec_items(n);
   return clf__launch(ctx, k, 1, &global, &local, event);
-}
-
-/* While recording: the path clf_linear took for x [M, K] and w (the skinny
- * kernels or CLBlast), and why: `why`, or else M against the skinny path's
- * most rows `most`, which `src` says where they came from
- * (clf_profile_paths). */
-static void linear_note(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, int in_out, size_t M,
-                        clf_activation act, int skinny, size_t most, const char *src, const char *why) {
-  char line[320], sw[64], reason[160];
-  const size_t K = x->shape[x->ndim - 1];
-  const size_t launches = (M + CLF__SKINNY_MAX_M - 1) / CLF__SKINNY_MAX_M;
-  if (why) snprintf(reason, sizeof reason, "%s", why);
-  else snprintf(reason, sizeof reason, "%zu rows %s %zu: %s", M, skinny ? "<=" : ">", most, src);
-  const char *layout = in_out ? "[in, out]" : "[out, in]";
-  clf__shape_str(w, sw, sizeof sw);
-  if (skinny && clf__skinny_tiles(ctx, in_out, M))
-    snprintf(line, sizeof line, "x [%zu, %zu] w %s %s %s: %s, 1 launch%s (%s)", M, K, clf_dtype_name(w->dtype), sw,
-             layout, clf__skinny_pair_runs(ctx, w, M) ? "skinny_pair" : "skinny_tile",
-             M == 1 && act != CLF_ACT_NONE && clf__skinny_act_pass(ctx) ? " and a bias_act pass" : "", reason);
-  else if (skinny)
-    snprintf(line, sizeof line, "x [%zu, %zu] w %s %s %s: %s, %zu launch%s of up to %d rows (%s)", M, K,
-             clf_dtype_name(w->dtype), sw, layout, in_out ? "skinny_t" : "skinny", launches,
-             launches == 1 ? "" : "es", CLF__SKINNY_MAX_M, reason);
-  else
-    snprintf(line, sizeof line, "x [%zu, %zu] w %s %s %s: %sCLBlast%s (%s)", M, K, clf_dtype_name(w->dtype), sw,
-             layout, w->dtype != CLF_F32 ? "expanded to f32 [in, out], " : "",
-             w->dtype == CLF_F32 && !in_out ? ", w transposed" : "", reason);
-  clf__prof_path(ctx, line);
-}
-
-clf_status clf_linear(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, clf_weight_layout layout,
-                      const clf_tensor *bias, clf_activation act, clf_tensor *y, cl_event *event) {
-  static const char op[] = "clf_linear";
-  clf_status st;
-  char sx[96], sw[96], sy[96];
-  if ((st = clf__check_ctx(ctx, op)) != CLF_OK) return st;
-  if ((st = clf__check_tensor(ctx, op, "x", x, CLF_F32, 1, CLF_MAX_DIMS)) != CLF_OK) return st;
-  if ((st = clf__check_tensor(ctx, op, "w", w, -2, 2, 2)) != CLF_OK) return st;
-  if (layout != CLF_WEIGHT_OUT_IN && layout != CLF_WEIGHT_IN_OUT)
-    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: layout is %d, not a clf_weight_layout", op, (int)layout);
-  const int in_out = layout == CLF_WEIGHT_IN_OUT;
-  if (w->dtype != CLF_F32 && (in_out || (w->dtype != CLF_F16 && !clf__dtype_is_block(w->dtype))))
-    return clf__fail(ctx, CLF_E_DTYPE, "%s: w is %s%s: weights are f32, or f16 / q8_0 / q4_0 / ggml's blocks [out, in]", op,
-                     clf_dtype_name(w->dtype), in_out ? " with layout CLF_WEIGHT_IN_OUT" : "");
-  const size_t in = x->shape[x->ndim - 1];
-  const size_t w_in = w->shape[in_out ? 0 : 1], out = w->shape[in_out ? 1 : 0];
-  if (w_in != in)
-    return clf__fail(ctx, CLF_E_SHAPE, "%s: w has shape %s (%s) but x has shape %s: in features disagree (%zu vs %zu)",
-                     op, clf__shape_str(w, sw, sizeof(sw)), in_out ? "[in, out]" : "[out, in]",
-                     clf__shape_str(x, sx, sizeof(sx)), w_in, in);
-  if ((st = dense_check_bias(ctx, op, bias, out)) != CLF_OK) return st;
-  if ((st = clf__check_tensor(ctx, op, "y", y, CLF_F32, x->ndim, x->ndim)) != CLF_OK) return st;
-  for (int i = 0; i < x->ndim; i++) {
-    size_t want = i == x->ndim - 1 ? out : x->shape[i];
-    if (y->shape[i] != want)
-      return clf__fail(ctx, CLF_E_SHAPE, "%s: y has shape %s, expected x's leading dims and %zu outputs (x %s, w %s): "
-                       "dim %d disagrees", op, clf__shape_str(y, sy, sizeof(sy)), out,
-                       clf__shape_str(x, sx, sizeof(sx)), clf__shape_str(w, sw, sizeof(sw)), i);
-  }
-  if ((st = dense_check_act(ctx, op, act)) != CLF_OK) return st;
-  if ((st = clf__check_fits_u32(ctx, op, "y", y)) != CLF_OK) return st;
-
-  const size_t M = clf__numel_range(x, 0, x->ndim - 1);
-  const char *src = NULL, *why = NULL; /* where the skinny path's most rows came from; another reason */
-  const size_t most = clf__skinny_max_rows(ctx, w->dtype, in_out, &src);
-  if (clf__skinny_fits(ctx, w->dtype, in_out, M, in) && out > 0) {
-    int use = 1;
-    if (clf__variants_failed(ctx)) {
-      char name[96], other[32];
-      clf__skinny_variant(ctx, w->dtype, in_out, CLF__SKINNY_BASE, name, sizeof name);
-      snprintf(other, sizeof other, "linear.gemm %s", clf__weight_type_name(w->dtype));
-      if ((st = clf__variant_pick(ctx, op, name, other, &use)) != CLF_OK) return st;
-      if (!use) why = "the skinny kernel failed self-validation";
-    }
-    if (use) {
-      if (ctx->recording) linear_note(ctx, x, w, in_out, M, act, 1, most, src, NULL);
-      st = clf__linear_skinny(ctx, x, w, in_out, bias, act, y, M, out, in, event);
-      clf__prof_path_end(ctx);
-      return st;
-    }
-  } else if (M >= 1 && M <= most) { /* [out, in] only: in_out fits whenever M does */
-    why = "K is not a multiple of the skinny kernel's chunk";
-  }
-  if (ctx->recording && M > 0 && out > 0) linear_note(ctx, x, w, in_out, M, act, 0, most, src, why);
-  st = clf__linear_gemm(ctx, x, w, in_out, bias, act, y, M, out, in, event);
-  clf__prof_path_end(ctx);
-  return st;
-}
-
-clf_status clf__linear_gemm(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, int in_out,
-                            const clf_tensor *bias, clf_activation act, clf_tensor *y, size_t M, size_t out,
-                            size_t in, cl_event *event) {
-  clf_status st;
-  const int epilogue = bias != NULL || act != CLF_ACT_NONE;
-  cl_mem wbuf = w->buf;
-  size_t woff = w->offset, ldw = w->shape[1];
-  int w_in_out = in_out;
-  if (w->dtype != CLF_F32 && M > 0 && out > 0) {
-    /* Expanded as [in, out]: the layout CLBlast reads without a copy. */
-    if ((st = clf__linear_expand(ctx, w, &wbuf)) != CLF_OK) return st;
-    woff = 0, ldw = out, w_in_out = 1;
-  }
-  /* y [M, out] = x [M, in] @ op(W): W [out, in] transposed, or W [in, out]. */
-  st = clf__sgemm(ctx, 0, !w_in_out, M, out, in, 1.0f, x->buf, x->offset, in, 0, wbuf, woff, ldw, 0, 0.0f,
-                  y->buf, y->offset, out, 0, 1, epilogue ? NULL : event);
-  if (st != CLF_OK || !epilogue) return st;
-  if (clf_tensor_numel(y) == 0) return dense_nothing(ctx, "clf_linear", event);
-  return dense_bias_act(ctx, y, bias, act, y, event);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -362,7 +253,7 @@ clf_status clf_add(clf_context *ctx, const clf_tensor *a, const clf_tensor *b, c
   if ((st = clf__check_fits_u32(ctx, op, "b", b)) != CLF_OK) return st;
   if ((st = clf__check_fits_u32(ctx, op, "y", y)) != CLF_OK) return st;
   const size_t n = clf_tensor_numel(a);
-  if (n == 0) return dense_nothing(ctx, op, event);
+  if (n == 0) return clf__nothing(ctx, op, event);
 
   /* Merge a's dims, innermost first, into runs where b either follows a or
    * broadcasts; dims of size 1 drop out.  At most CLF_MAX_DIMS runs remain. */
@@ -422,7 +313,7 @@ clf_status clf_softmax(clf_context *ctx, const clf_tensor *x, float scale, clf_t
   clf_status st;
   if ((st = dense_check_unary(ctx, op, x, y)) != CLF_OK) return st;
   const size_t n = clf_tensor_numel(x), D = x->shape[x->ndim - 1];
-  if (n == 0) return dense_nothing(ctx, op, event);
+  if (n == 0) return clf__nothing(ctx, op, event);
   /* Reductions through sub-groups where the device has them and that
    * variant passed self-validation. */
   const int sg = clf__softmax_sg(ctx);

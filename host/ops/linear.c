@@ -2,8 +2,9 @@
  * skinny path of kernels/linear.cl (launches of up to 8 rows of the
  * matrix-vector kernels; on a CPU whose profile says so, every product in
  * one launch of skinny_tile), and weights stored as f16 / Q8_0 / Q4_0 expanded to f32
- * for CLBlast when x has more rows than the skinny path takes.  clf_linear
- * (dense.c) checks the arguments and chooses.
+ * for CLBlast when x has more rows than the skinny path takes; and
+ * clf_linear, which checks its arguments and runs the plan made once for
+ * its shape (the path, tile and work-group: clf__linear_plan).
  */
 #include "ops.h"
 
@@ -32,18 +33,16 @@ static cl_uint scales_off(const clf_tensor *w) {
 /* Weights per chunk of the kernels (their CH). */
 static size_t linear_chunk(clf_dtype dt) { return clf__dtype_is_block(dt) ? CLF__QBLOCK : 8; }
 
-/* A work-group shape (a, b): the default given, or $var's "AxB" (powers of
- * two), then halved (b first) to fit the device: its work-group limit, and
+/* A work-group shape (a, b): the default given, or the environment's
+ * override `env` ("AxB", powers of two, read with the context; {0, 0}:
+ * none), then halved (b first) to fit the device: its work-group limit, and
  * its local memory at `item` bytes of reduction space per work-item (0:
  * none).  The built kernel may allow fewer work-items still: skinny_fit. */
-static void group_shape(const clf_context *ctx, const char *var, size_t a, size_t b, size_t item, size_t *out_a,
-                        size_t *out_b) {
-  const char *env = getenv(var);
-  unsigned ea, eb;
+static void group_shape(const clf_context *ctx, const unsigned env[2], size_t a, size_t b, size_t item,
+                        size_t *out_a, size_t *out_b) {
   const size_t wg = ctx->caps.max_wg, items = item ? (size_t)(ctx->caps.local_mem / item) : wg;
   const size_t most = wg < items ? wg : items;
-  if (env && sscanf(env, "%ux%u", &ea, &eb) == 2 && ea && eb && !(ea & (ea - 1)) && !(eb & (eb - 1)))
-    a = ea, b = eb;
+  if (env[0] && env[1]) a = env[0], b = env[1];
   while (a * b > most && b > 1) b /= 2;
   while (a * b > most && a > 1) a /= 2;
   *out_a = a;
@@ -67,7 +66,7 @@ void clf__skinny_shape(const clf_context *ctx, clf_dtype wt, size_t *split, size
   unsigned tuned[2];
   if (clf__skinny_tuned(ctx, wt, tuned) && tuned[1]) /* the applied profile's (probe --tune) */
     s = tuned[0], r = tuned[1];
-  group_shape(ctx, "CLFORMER_SKINNY", s, r, sizeof(float), split, rows); /* red[ROWS][SPLIT] */
+  group_shape(ctx, ctx->env.skinny, s, r, sizeof(float), split, rows); /* red[ROWS][SPLIT] */
 }
 
 int clf__skinny_tuned(const clf_context *ctx, clf_dtype wt, unsigned group[2]) {
@@ -91,13 +90,11 @@ const char *clf__skinny_rows_key(clf_dtype wt, int in_out) {
 size_t clf__skinny_max_rows(const clf_context *ctx, clf_dtype wt, int in_out, const char **why) {
   size_t rows = ctx->caps.is_cpu ? 64 : CLF__SKINNY_MAX_M;
   const char *from = ctx->caps.is_cpu ? "the CPU default" : "the default";
-  unsigned tuned[2], v;
+  unsigned tuned[2];
   if (clf__tuned_group(ctx, CLF__ROWS_TUNING, clf__skinny_rows_key(wt, in_out), tuned) && !tuned[1] &&
       tuned[0] >= CLF__SKINNY_MAX_M)
     rows = tuned[0], from = "measured: the profile's " CLF__ROWS_TUNING " line";
-  const char *env = getenv("CLFORMER_SKINNY_ROWS");
-  if (env && sscanf(env, "%u", &v) == 1 && v >= CLF__SKINNY_MAX_M && v <= 4096)
-    rows = v, from = "$CLFORMER_SKINNY_ROWS";
+  if (ctx->env.skinny_rows) rows = ctx->env.skinny_rows, from = "$CLFORMER_SKINNY_ROWS";
   if (why) *why = from;
   return rows;
 }
@@ -130,7 +127,7 @@ int clf__skinny_fits(const clf_context *ctx, clf_dtype wt, int in_out, size_t M,
  * GPU splits K 8 ways over 256 columns.  $CLFORMER_SKINNY_T ("COLSxKS",
  * powers of two) overrides. */
 void clf__skinny_t_shape(const clf_context *ctx, size_t *cols, size_t *ks) {
-  group_shape(ctx, "CLFORMER_SKINNY_T", ctx->caps.is_cpu ? 16 : 32, ctx->caps.is_cpu ? 1 : 8, 8 * sizeof(float), cols,
+  group_shape(ctx, ctx->env.skinny_t, ctx->caps.is_cpu ? 16 : 32, ctx->caps.is_cpu ? 1 : 8, 8 * sizeof(float), cols,
               ks); /* red[KS][COLS] of float8 */
 }
 
@@ -220,22 +217,6 @@ int clf__skinny_kind(clf_context *ctx, clf_dtype wt, int in_out) {
   return CLF__SKINNY_BASE;
 }
 
-/* The kernel, arguments and launch geometry of the skinny path: skinny
- * (w [N, K], any type; or its variant clf__skinny_kind picks) or skinny_t
- * (w f32 [K, N]) for up to mmax rows. */
-static clf_status skinny_kernel(clf_context *ctx, const clf_tensor *w, int in_out, size_t mmax, size_t N,
-                                clf__kernel **k, size_t local[2], size_t global[2]) {
-  clf__skinny_group g;
-  clf_status st = clf__skinny_fit(ctx, w->dtype, in_out, clf__skinny_kind(ctx, w->dtype, in_out), mmax, &g);
-  if (st != CLF_OK) return st;
-  const size_t a = g.got[0], b = g.got[1];
-  if (in_out) global[0] = ((N + 7) / 8 + a - 1) / a * a, global[1] = b;
-  else global[0] = a, global[1] = (N + b - 1) / b * b;
-  local[0] = a, local[1] = b;
-  *k = g.kernel;
-  return CLF_OK;
-}
-
 /* skinny_tile's register tile (TM rows of x by TN rows of W) and group (TL
  * row blocks): 4 x 3 float8 accumulators fill AVX2's 16 registers.  PoCL,
  * 2-core Zen 5, f32, in GFLOP/s: 64 x 768 by 3072 x 768 4x3 99, 2x5 80, 5x2
@@ -262,24 +243,21 @@ enum { TILE1H_N = 8, TILE1H_L = 8 };
 
 int clf__skinny_tiles(const clf_context *ctx, int in_out, size_t M) {
   if (!ctx->caps.is_cpu || in_out || M < 1) return 0;
-  const char *env = getenv("CLFORMER_SKINNY_TILE");
-  if (env && (!strcmp(env, "0") || !strcmp(env, "1"))) return env[0] == '1';
+  if (ctx->env.skinny_tile >= 0) return ctx->env.skinny_tile;
   unsigned v[2];
   if (clf__tuned_group(ctx, CLF__TILES_TUNING, "off", v)) return 0;
   return clf__tuned_group(ctx, CLF__TILES_TUNING, "on", v) && !v[1] && v[0] == 1;
 }
 
 int clf__skinny_act_pass(const clf_context *ctx) {
-  const char *env = getenv("CLFORMER_SKINNY_ACT_PASS");
-  if (env && (!strcmp(env, "0") || !strcmp(env, "1"))) return env[0] == '1';
+  if (ctx->env.skinny_act_pass >= 0) return ctx->env.skinny_act_pass;
   unsigned v[2];
   return clf__tuned_group(ctx, CLF__TILES_TUNING, "act_pass", v) && !v[1] && v[0] == 1;
 }
 
 int clf__skinny_pair(const clf_context *ctx, clf_dtype wt) {
   if (wt != CLF_Q4_0 && wt != CLF_Q4_1) return 0;
-  const char *env = getenv("CLFORMER_SKINNY_PAIR");
-  if (env && (!strcmp(env, "0") || !strcmp(env, "1"))) return env[0] == '1';
+  if (ctx->env.skinny_pair >= 0) return ctx->env.skinny_pair;
   unsigned v[2];
   return !clf__tuned_group(ctx, CLF__TILES_TUNING, "pairs_off", v);
 }
@@ -294,19 +272,98 @@ int clf__skinny_pair_runs(const clf_context *ctx, const clf_tensor *w, size_t M)
  * 11.5 / 8.5, 8.6, 8.9; PoCL 13.9 / 10.7, 10.9, 11.2. */
 enum { PAIR_N = 4, PAIR_L = 1 };
 
+/* ------------------------------------------------------------------------ */
+/* The plan: which kernel runs a shape, in which tile or group */
+
+
+/* The skinny part of a plan for w of type wt (`aligned`: at offset 0 of
+ * its buffer) and x [M, K], N outputs, where clf__skinny_fits: skinny_tile
+ * or skinny_pair in one launch where clf__skinny_tiles says, with their
+ * tile and the activation in a pass of its own or not; else launches of up
+ * to mmax rows of the kind clf__skinny_kind picks, in the group its built
+ * kernel allows (clf__skinny_fit). */
+static clf_status plan_skinny(clf_context *ctx, clf_dtype wt, int in_out, int aligned, size_t M, clf__plan *p) {
+  if (clf__skinny_tiles(ctx, in_out, M)) {
+    const int one = M == 1, pair = one && aligned && clf__skinny_pair(ctx, wt);
+    const int f32 = wt == CLF_F32, f16 = wt == CLF_F16;
+    p->path = pair ? CLF__LINEAR_PAIR : CLF__LINEAR_TILE;
+    p->act_pass = one && clf__skinny_act_pass(ctx);
+    p->tile[0] = one ? 1 : TILE_M;
+    p->tile[1] = pair ? PAIR_N : one ? (f32 ? TILE1_N : f16 ? TILE1H_N : 1) : TILE_N;
+    p->tile[2] = pair ? PAIR_L : one ? (f32 ? TILE1_L : f16 ? TILE1H_L : 16) : TILE_L;
+    return CLF_OK;
+  }
+  size_t mmax = 1;
+  while (mmax < M && mmax < CLF__SKINNY_MAX_M) mmax *= 2;
+  clf__skinny_group g;
+  p->path = CLF__LINEAR_SKINNY;
+  p->kind = in_out ? CLF__SKINNY_BASE : clf__skinny_kind(ctx, wt, in_out);
+  p->mmax = mmax;
+  clf_status st = clf__skinny_fit(ctx, wt, in_out, p->kind, mmax, &g);
+  if (st != CLF_OK) return st;
+  p->group[0] = g.got[0], p->group[1] = g.got[1];
+  return CLF_OK;
+}
+
+static void plan_key(clf__plan_key *key, clf_dtype wt, int in_out, int aligned, size_t M, size_t K, size_t N) {
+  memset(key, 0, sizeof *key);
+  key->op = CLF__PLAN_OP_LINEAR, key->dtype = (int)wt, key->flags = (in_out ? 1 : 0) | (aligned ? 2 : 0);
+  key->m = M, key->k = K, key->n = N;
+}
+
+/* The whole plan of clf_linear: the skinny kernels where they take M rows
+ * of K (and self-validation does not rule them out), else CLBlast, with
+ * the reasons the profile's note gives. */
+static clf_status plan_make(clf_context *ctx, const char *op, clf_dtype wt, int in_out, int aligned, size_t M,
+                            size_t K, size_t N, clf__plan *p) {
+  memset(p, 0, sizeof *p);
+  plan_key(&p->key, wt, in_out, aligned, M, K, N);
+  p->path = CLF__LINEAR_GEMM;
+  p->most = clf__skinny_max_rows(ctx, wt, in_out, &p->src);
+  if (clf__skinny_fits(ctx, wt, in_out, M, K) && N > 0) {
+    int use = 1;
+    if (clf__variants_failed(ctx)) {
+      char name[96], other[32];
+      clf__skinny_variant(ctx, wt, in_out, CLF__SKINNY_BASE, name, sizeof name);
+      snprintf(other, sizeof other, "linear.gemm %s", clf__weight_type_name(wt));
+      clf_status st = clf__variant_pick(ctx, op, name, other, &use);
+      if (st != CLF_OK) return st;
+      if (!use) p->why = "the skinny kernel failed self-validation";
+    }
+    if (use) return plan_skinny(ctx, wt, in_out, aligned, M, p);
+  } else if (M >= 1 && M <= p->most) { /* [out, in] only: in_out fits whenever M does */
+    p->why = "K is not a multiple of the skinny kernel's chunk";
+  }
+  return CLF_OK;
+}
+
+clf_status clf__linear_plan(clf_context *ctx, const char *op, clf_dtype wt, int in_out, int aligned, size_t M,
+                            size_t K, size_t N, clf__plan *out) {
+  /* Not kept while self-validation has a say: its verdicts pin and log per call. */
+  const int keep = !clf__variants_failed(ctx);
+  if (keep) {
+    clf__plan_key key;
+    plan_key(&key, wt, in_out, aligned, M, K, N);
+    const clf__plan *p = clf__plan_find(ctx, &key);
+    if (p) return *out = *p, CLF_OK;
+  }
+  clf_status st = plan_make(ctx, op, wt, in_out, aligned, M, K, N, out);
+  if (st == CLF_OK && keep) clf__plan_keep(ctx, out);
+  return st;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Running a plan */
+
 /* y = act(x W^T + bias), W [N, K], in one launch of skinny_tile or, one row
- * of a 4-bit type, skinny_pair (with an activation under
- * clf__skinny_act_pass: and one of bias_act). */
-static clf_status linear_tile(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, const clf_tensor *bias,
-                              clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K, cl_event *event) {
+ * of a 4-bit type, skinny_pair (with an activation in a pass of its own
+ * where the plan says: and one of bias_act). */
+static clf_status run_tile(clf_context *ctx, const clf__plan *p, const clf_tensor *x, const clf_tensor *w,
+                           const clf_tensor *bias, clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K,
+                           cl_event *event) {
   char opts[128];
-  const int one = M == 1, pass = one && clf__skinny_act_pass(ctx);
-  const int f32 = w->dtype == CLF_F32;
-  const int pair = clf__skinny_pair_runs(ctx, w, M);
-  const size_t tm = one ? 1 : TILE_M;
-  const int f16 = w->dtype == CLF_F16;
-  const size_t tn = pair ? PAIR_N : one ? (f32 ? TILE1_N : f16 ? TILE1H_N : 1) : TILE_N;
-  const size_t tl = pair ? PAIR_L : one ? (f32 ? TILE1_L : f16 ? TILE1H_L : 16) : TILE_L;
+  const int one = M == 1, pass = p->act_pass, pair = p->path == CLF__LINEAR_PAIR;
+  const size_t tm = p->tile[0], tn = p->tile[1], tl = p->tile[2];
   const char *kname = pair ? "skinny_pair" : "skinny_tile";
   snprintf(opts, sizeof opts, "-DWTYPE=%d -DTM=%zu -DTN=%zu -DTL=%zu%s", linear_wtype(w->dtype), tm, tn, tl,
            pass ? " -DSKINNY_ACT_PASS=1" : "");
@@ -335,19 +392,24 @@ static clf_status linear_tile(clf_context *ctx, const clf_tensor *x, const clf_t
   return clf__bias_act(ctx, y, NULL, act, y, event);
 }
 
-clf_status clf__linear_skinny(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, int in_out,
-                              const clf_tensor *bias, clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K,
-                              cl_event *event) {
-  if (clf__skinny_tiles(ctx, in_out, M)) return linear_tile(ctx, x, w, bias, act, y, M, N, K, event);
-  size_t mmax = 1, local[2], global[2];
-  while (mmax < M && mmax < CLF__SKINNY_MAX_M) mmax *= 2;
+/* The launches of skinny (w [N, K], any type, in the plan's kind) or
+ * skinny_t (w f32 [K, N]) of up to the plan's mmax rows each, x and y
+ * advanced on stack copies. */
+static clf_status run_launches(clf_context *ctx, const clf__plan *p, const clf_tensor *x, const clf_tensor *w,
+                               int in_out, const clf_tensor *bias, clf_activation act, clf_tensor *y, size_t M,
+                               size_t N, size_t K, cl_event *event) {
+  const size_t a = p->group[0], b = p->group[1], mmax = p->mmax;
+  char opts[128];
+  skinny_options(w->dtype, in_out, p->kind, a, b, mmax, opts, sizeof opts);
   clf__kernel *k;
-  clf_status st = skinny_kernel(ctx, w, in_out, mmax, N, &k, local, global);
+  clf_status st = clf__get_kernel(ctx, "linear", opts, in_out ? "skinny_t" : skinny_kernels[p->kind], &k);
   if (st != CLF_OK) return st;
+  size_t local[2] = {a, b}, global[2];
+  if (in_out) global[0] = ((N + 7) / 8 + a - 1) / a * a, global[1] = b;
+  else global[0] = a, global[1] = (N + b - 1) / b * b;
   const clf_tensor *bb = bias ? bias : x;
   cl_int has_bias = bias != NULL, act32 = (cl_int)act;
   cl_uint n32 = (cl_uint)N, k32 = (cl_uint)K, soff = scales_off(w);
-  /* Launches of up to MMAX rows: x and y advanced on stack copies. */
   for (size_t r0 = 0; r0 < M; r0 += mmax) {
     clf_tensor xc = *x, yc = *y;
     xc.offset += r0 * K, yc.offset += r0 * N;
@@ -365,6 +427,23 @@ clf_status clf__linear_skinny(clf_context *ctx, const clf_tensor *x, const clf_t
   return CLF_OK;
 }
 
+static clf_status run_skinny(clf_context *ctx, const clf__plan *p, const clf_tensor *x, const clf_tensor *w,
+                             int in_out, const clf_tensor *bias, clf_activation act, clf_tensor *y, size_t M,
+                             size_t N, size_t K, cl_event *event) {
+  if (p->path == CLF__LINEAR_SKINNY) return run_launches(ctx, p, x, w, in_out, bias, act, y, M, N, K, event);
+  return run_tile(ctx, p, x, w, bias, act, y, M, N, K, event);
+}
+
+clf_status clf__linear_skinny(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, int in_out,
+                              const clf_tensor *bias, clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K,
+                              cl_event *event) {
+  clf__plan p; /* the skinny part alone, made afresh: a tuning search changes what it is made from */
+  memset(&p, 0, sizeof p);
+  clf_status st = plan_skinny(ctx, w->dtype, in_out, w->offset == 0, M, &p);
+  if (st != CLF_OK) return st;
+  return run_skinny(ctx, &p, x, w, in_out, bias, act, y, M, N, K, event);
+}
+
 clf_status clf__linear_expand(clf_context *ctx, const clf_tensor *w, cl_mem *out) {
   const size_t N = w->shape[0], K = w->shape[1], chunks = K / linear_chunk(w->dtype);
   clf_status st = clf__scratch(ctx, CLF__SCRATCH_WEIGHT, N * K * sizeof(float), out);
@@ -380,4 +459,109 @@ clf_status clf__linear_expand(clf_context *ctx, const clf_tensor *w, cl_mem *out
   const size_t wg = clf__wg_1d(ctx, k, 64);
   const size_t local[2] = {wg, 1}, global[2] = {(N + wg - 1) / wg * wg, chunks};
   return clf__launch(ctx, k, 2, global, local, NULL);
+}
+
+/* ------------------------------------------------------------------------ */
+/* clf_linear */
+
+/* While recording: the plan clf_linear ran for x [M, K] and w (the skinny
+ * kernels or CLBlast), and why: the plan's reason, or else M against the
+ * skinny path's most rows, and where that number came from
+ * (clf_profile_paths). */
+static void linear_note(clf_context *ctx, const clf__plan *p, const clf_tensor *x, const clf_tensor *w, int in_out,
+                        size_t M, clf_activation act) {
+  char line[448], sw[64], reason[160];
+  const size_t K = x->shape[x->ndim - 1];
+  const size_t launches = (M + CLF__SKINNY_MAX_M - 1) / CLF__SKINNY_MAX_M;
+  const int skinny = p->path != CLF__LINEAR_GEMM;
+  if (p->why) snprintf(reason, sizeof reason, "%s", p->why);
+  else snprintf(reason, sizeof reason, "%zu rows %s %zu: %s", M, skinny ? "<=" : ">", p->most, p->src);
+  const char *layout = in_out ? "[in, out]" : "[out, in]";
+  clf__shape_str(w, sw, sizeof sw);
+  if (p->path == CLF__LINEAR_TILE || p->path == CLF__LINEAR_PAIR)
+    snprintf(line, sizeof line, "x [%zu, %zu] w %s %s %s: %s, 1 launch%s (%s)", M, K, clf_dtype_name(w->dtype), sw,
+             layout, p->path == CLF__LINEAR_PAIR ? "skinny_pair" : "skinny_tile",
+             M == 1 && act != CLF_ACT_NONE && p->act_pass ? " and a bias_act pass" : "", reason);
+  else if (skinny)
+    snprintf(line, sizeof line, "x [%zu, %zu] w %s %s %s: %s, %zu launch%s of up to %d rows (%s)", M, K,
+             clf_dtype_name(w->dtype), sw, layout, in_out ? "skinny_t" : "skinny", launches,
+             launches == 1 ? "" : "es", CLF__SKINNY_MAX_M, reason);
+  else
+    snprintf(line, sizeof line, "x [%zu, %zu] w %s %s %s: %sCLBlast%s (%s)", M, K, clf_dtype_name(w->dtype), sw,
+             layout, w->dtype != CLF_F32 ? "expanded to f32 [in, out], " : "",
+             w->dtype == CLF_F32 && !in_out ? ", w transposed" : "", reason);
+  clf__prof_path(ctx, line);
+}
+
+/* Checks clf_linear's arguments; M and the in and out features on success. */
+static clf_status linear_check(clf_context *ctx, const char *op, const clf_tensor *x, const clf_tensor *w,
+                               clf_weight_layout layout, const clf_tensor *bias, clf_activation act,
+                               const clf_tensor *y, size_t *in, size_t *out) {
+  clf_status st;
+  char sx[96], sw[96], sy[96];
+  if ((st = clf__check_ctx(ctx, op)) != CLF_OK) return st;
+  if ((st = clf__check_tensor(ctx, op, "x", x, CLF_F32, 1, CLF_MAX_DIMS)) != CLF_OK) return st;
+  if ((st = clf__check_tensor(ctx, op, "w", w, -2, 2, 2)) != CLF_OK) return st;
+  if (layout != CLF_WEIGHT_OUT_IN && layout != CLF_WEIGHT_IN_OUT)
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: layout is %d, not a clf_weight_layout", op, (int)layout);
+  const int in_out = layout == CLF_WEIGHT_IN_OUT;
+  if (w->dtype != CLF_F32 && (in_out || (w->dtype != CLF_F16 && !clf__dtype_is_block(w->dtype))))
+    return clf__fail(ctx, CLF_E_DTYPE, "%s: w is %s%s: weights are f32, or f16 / q8_0 / q4_0 / ggml's blocks [out, in]", op,
+                     clf_dtype_name(w->dtype), in_out ? " with layout CLF_WEIGHT_IN_OUT" : "");
+  *in = x->shape[x->ndim - 1];
+  const size_t w_in = w->shape[in_out ? 0 : 1];
+  *out = w->shape[in_out ? 1 : 0];
+  if (w_in != *in)
+    return clf__fail(ctx, CLF_E_SHAPE, "%s: w has shape %s (%s) but x has shape %s: in features disagree (%zu vs %zu)",
+                     op, clf__shape_str(w, sw, sizeof(sw)), in_out ? "[in, out]" : "[out, in]",
+                     clf__shape_str(x, sx, sizeof(sx)), w_in, *in);
+  if ((st = clf__check_bias(ctx, op, bias, *out)) != CLF_OK) return st;
+  if ((st = clf__check_tensor(ctx, op, "y", y, CLF_F32, x->ndim, x->ndim)) != CLF_OK) return st;
+  for (int i = 0; i < x->ndim; i++) {
+    size_t want = i == x->ndim - 1 ? *out : x->shape[i];
+    if (y->shape[i] != want)
+      return clf__fail(ctx, CLF_E_SHAPE, "%s: y has shape %s, expected x's leading dims and %zu outputs (x %s, w %s): "
+                       "dim %d disagrees", op, clf__shape_str(y, sy, sizeof(sy)), *out,
+                       clf__shape_str(x, sx, sizeof(sx)), clf__shape_str(w, sw, sizeof(sw)), i);
+  }
+  if ((st = clf__check_act(ctx, op, act)) != CLF_OK) return st;
+  return clf__check_fits_u32(ctx, op, "y", y);
+}
+
+clf_status clf_linear(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, clf_weight_layout layout,
+                      const clf_tensor *bias, clf_activation act, clf_tensor *y, cl_event *event) {
+  static const char op[] = "clf_linear";
+  size_t in = 0, out = 0;
+  clf_status st = linear_check(ctx, op, x, w, layout, bias, act, y, &in, &out);
+  if (st != CLF_OK) return st;
+  const int in_out = layout == CLF_WEIGHT_IN_OUT;
+  const size_t M = clf__numel_range(x, 0, x->ndim - 1);
+  clf__plan p; /* made for this shape once, then looked up */
+  if ((st = clf__linear_plan(ctx, op, w->dtype, in_out, w->offset == 0, M, in, out, &p)) != CLF_OK) return st;
+  if (ctx->recording && M > 0 && out > 0) linear_note(ctx, &p, x, w, in_out, M, act);
+  if (p.path != CLF__LINEAR_GEMM) st = run_skinny(ctx, &p, x, w, in_out, bias, act, y, M, out, in, event);
+  else st = clf__linear_gemm(ctx, x, w, in_out, bias, act, y, M, out, in, event);
+  clf__prof_path_end(ctx);
+  return st;
+}
+
+clf_status clf__linear_gemm(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, int in_out,
+                            const clf_tensor *bias, clf_activation act, clf_tensor *y, size_t M, size_t out,
+                            size_t in, cl_event *event) {
+  clf_status st;
+  const int epilogue = bias != NULL || act != CLF_ACT_NONE;
+  cl_mem wbuf = w->buf;
+  size_t woff = w->offset, ldw = w->shape[1];
+  int w_in_out = in_out;
+  if (w->dtype != CLF_F32 && M > 0 && out > 0) {
+    /* Expanded as [in, out]: the layout CLBlast reads without a copy. */
+    if ((st = clf__linear_expand(ctx, w, &wbuf)) != CLF_OK) return st;
+    woff = 0, ldw = out, w_in_out = 1;
+  }
+  /* y [M, out] = x [M, in] @ op(W): W [out, in] transposed, or W [in, out]. */
+  st = clf__sgemm(ctx, 0, !w_in_out, M, out, in, 1.0f, x->buf, x->offset, in, 0, wbuf, woff, ldw, 0, 0.0f,
+                  y->buf, y->offset, out, 0, 1, epilogue ? NULL : event);
+  if (st != CLF_OK || !epilogue) return st;
+  if (clf_tensor_numel(y) == 0) return clf__nothing(ctx, "clf_linear", event);
+  return clf__bias_act(ctx, y, bias, act, y, event);
 }

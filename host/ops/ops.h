@@ -206,6 +206,22 @@ clf_status clf__linear_skinny(clf_context *ctx, const clf_tensor *x, const clf_t
 clf_status clf__linear_gemm(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, int in_out,
                             const clf_tensor *bias, clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K,
                             cl_event *event);
+/* The plan clf_linear runs for w of type wt (`aligned`: at offset 0 of its
+ * buffer; the layout [in, out] when in_out) and x [M, K], N outputs: its
+ * path (CLBlast, the skinny launches, skinny_tile or skinny_pair), the
+ * activation in a pass of its own, the tile or the work-group and kernel
+ * variant, made from the tuned work-groups, the self-validation verdicts
+ * and ctx->env once per shape and kept in ctx (plan.c); op names the
+ * caller in a failure. */
+enum { CLF__LINEAR_GEMM = 0, CLF__LINEAR_SKINNY, CLF__LINEAR_TILE, CLF__LINEAR_PAIR }; /* clf__plan.path */
+clf_status clf__linear_plan(clf_context *ctx, const char *op, clf_dtype wt, int in_out, int aligned, size_t M,
+                            size_t K, size_t N, clf__plan *out);
+/* The checks the dense ops share: act a clf_activation; bias NULL or f32
+ * [D]. */
+clf_status clf__check_act(clf_context *ctx, const char *op, clf_activation act);
+clf_status clf__check_bias(clf_context *ctx, const char *op, const clf_tensor *bias, size_t D);
+/* Honours `event` (a marker) when an op has nothing to enqueue. */
+clf_status clf__nothing(clf_context *ctx, const char *op, cl_event *event);
 /* y = act(x + bias) over x's last dim (bias may be NULL; y may be x), the
  * pass clf_bias_act launches; arguments checked. */
 clf_status clf__bias_act(clf_context *ctx, const clf_tensor *x, const clf_tensor *bias, clf_activation act,
