@@ -276,54 +276,105 @@ CLF_API clf_status clf_context_prepare(clf_context *ctx, const char *family,
 /* ------------------------------------------------------------------------ */
 /* Tensors: device buffers with a dtype and a shape (contiguous, row-major). */
 
+/* The element types, one row each: the enum clf_dtype, clf_dtype_name,
+ * clf_dtype_size, clf_weight_type_from_name, clf_dtype_at and every table
+ * of the library that knows a type (block sizes, ggml's numbers, the GGUF
+ * reader's types, kernels/linear.cl's type constants) come from this list.
+ *   X(NAME, value, name, weight name, ggml type, block, block bytes, WTYPE, flags)
+ * value: CLF_<NAME>'s (part of the ABI: never renumbered).
+ * name: clf_dtype_name's; weight name: the short name --weights,
+ *   clf_weight_type_from_name (which takes either) and the tuning profile use.
+ * ggml type: ggml's number for the type, as a GGUF file stores it; -1: none.
+ * block: elements a block (1: an element type; 0: not a tensor type);
+ *   block bytes: a block's bytes (an element's size for the element types).
+ * WTYPE: the type's constant in kernels/linear.cl (-DWT_<NAME>), -1 where
+ *   clf_linear reads no weights of it.
+ * flags: CLF_DTYPE_WEIGHTS (clf_model_options.weights may name it),
+ *   CLF_DTYPE_FROM_F32 (clf_tensor_from_f32 makes it), CLF_DTYPE_GGML
+ *   (ggml's block layout, scales inside each block, as a GGUF file stores
+ *   it; Q8_0 and Q4_0 are clformer's split layout, stated below).
+ *
+ * The formats.  F16 is stored as half; ops read and write it with
+ * vload/vstore_half.  Block-quantized weight storage is for the weights of
+ * clf_linear only (other ops reject it): 2-D [rows, K], K a multiple of the
+ * block, no views.
+ *   Q8_0, Q4_0 (clformer's layout): each row is cut into blocks of 32
+ *   along K, each with one f16 scale d; an element is d * q.  The buffer
+ *   holds every block's quants, row-major, then every block's scale (f16,
+ *   row-major):
+ *     Q8_0: q int8 in [-127, 127], 32 bytes a block (8.5 bits a weight);
+ *     Q4_0: 16 bytes a block, byte j holding element j in its low nibble
+ *           and element j + 16 in its high one, q = nibble - 8 (4.5 bits;
+ *           the layout of llama.cpp's Q4_0, split into quants and scales).
+ *   Make them with clf_tensor_from_f32; upload/download move these bytes.
+ *   ggml's block types (CLF_DTYPE_GGML), as a GGUF file stores them
+ *   (ggml-common.h): each row K / B blocks of B elements, the blocks back
+ *   to back (scales inside each block): B = 32 for Q4_1, Q5_0, Q5_1; B =
+ *   256 for the k-quants Q2_K ... Q6_K.  Made by clf_tensor_create and
+ *   filled with clf_tensor_upload of the blocks (clf_tensor_from_f32 makes
+ *   those marked CLF_DTYPE_FROM_F32); an element is what clf_gguf_dequantize
+ *   decodes.
+ *   CLF_STORED is not a tensor type: clf_model_options.weights only (its
+ *   default): each linear layer's weight in the type its checkpoint stores
+ *   it in, where clformer's kernels read that type. */
+#define CLF_DTYPE_WEIGHTS 1
+#define CLF_DTYPE_FROM_F32 2
+#define CLF_DTYPE_GGML 4
+#define CLF_DTYPE_MAP(X)                                                                                       \
+  X(F32,    0,  "f32",    "f32",    0,  1,   4,   0,  CLF_DTYPE_WEIGHTS | CLF_DTYPE_FROM_F32)                  \
+  X(F16,    1,  "f16",    "f16",    1,  1,   2,   1,  CLF_DTYPE_WEIGHTS | CLF_DTYPE_FROM_F32)                  \
+  X(I32,    2,  "i32",    "i32",    26, 1,   4,   -1, 0)                                                       \
+  X(I64,    3,  "i64",    "i64",    27, 1,   8,   -1, 0)                                                       \
+  X(Q8_0,   4,  "q8_0",   "q8",     8,  32,  34,  2,  CLF_DTYPE_WEIGHTS | CLF_DTYPE_FROM_F32)                  \
+  X(Q4_0,   5,  "q4_0",   "q4",     2,  32,  18,  3,  CLF_DTYPE_WEIGHTS | CLF_DTYPE_FROM_F32)                  \
+  X(Q4_1,   6,  "q4_1",   "q4_1",   3,  32,  20,  4,  CLF_DTYPE_GGML)                                          \
+  X(Q5_0,   7,  "q5_0",   "q5_0",   6,  32,  22,  5,  CLF_DTYPE_GGML | CLF_DTYPE_FROM_F32)                     \
+  X(Q5_1,   8,  "q5_1",   "q5_1",   7,  32,  24,  6,  CLF_DTYPE_GGML)                                          \
+  X(Q2_K,   9,  "q2_k",   "q2_k",   10, 256, 84,  7,  CLF_DTYPE_GGML)                                          \
+  X(Q3_K,   10, "q3_k",   "q3_k",   11, 256, 110, 8,  CLF_DTYPE_GGML)                                          \
+  X(Q4_K,   11, "q4_k",   "q4k",    12, 256, 144, 9,  CLF_DTYPE_GGML | CLF_DTYPE_WEIGHTS | CLF_DTYPE_FROM_F32) \
+  X(Q5_K,   12, "q5_k",   "q5_k",   13, 256, 176, 10, CLF_DTYPE_GGML)                                          \
+  X(Q6_K,   13, "q6_k",   "q6k",    14, 256, 210, 11, CLF_DTYPE_GGML | CLF_DTYPE_WEIGHTS | CLF_DTYPE_FROM_F32) \
+  X(STORED, 64, "stored", "stored", -1, 0,   0,   -1, CLF_DTYPE_WEIGHTS)
+
 typedef enum clf_dtype {
-  CLF_F32 = 0,
-  CLF_F16 = 1, /* stored as half; ops read/write it via vload/vstore_half */
-  CLF_I32 = 2,
-  CLF_I64 = 3,
-  /* Block-quantized weight storage, for the weights of clf_linear only
-   * (other ops reject it): 2-D [rows, K], K a multiple of 32, no views.
-   * Each row is cut into blocks of 32 along K, each with one f16 scale d;
-   * an element is d * q.  The buffer holds every block's quants, row-major,
-   * then every block's scale (f16, row-major):
-   *   Q8_0: q int8 in [-127, 127], 32 bytes a block (8.5 bits a weight);
-   *   Q4_0: 16 bytes a block, byte j holding element j in its low nibble
-   *         and element j + 16 in its high one, q = nibble - 8 (4.5 bits;
-   *         the layout of llama.cpp's Q4_0, split into quants and scales).
-   * Make them with clf_tensor_from_f32; upload/download move these bytes. */
-  CLF_Q8_0 = 4,
-  CLF_Q4_0 = 5,
-  /* ggml's block types, as a GGUF file stores them (ggml-common.h): 2-D
-   * [rows, K], each row K / B blocks of B elements, the blocks back to
-   * back (scales inside each block), K a multiple of B: B = 32 for Q4_1
-   * (20 bytes), Q5_0 (22), Q5_1 (24); B = 256 for the k-quants Q2_K (84),
-   * Q3_K (110), Q4_K (144), Q5_K (176), Q6_K (210).  Weights of clf_linear
-   * only, made by clf_tensor_create and filled with clf_tensor_upload of
-   * the blocks (clf_tensor_from_f32 makes Q5_0, Q4_K and Q6_K only); an
-   * element is what clf_gguf_dequantize decodes. */
-  CLF_Q4_1 = 6,
-  CLF_Q5_0 = 7,
-  CLF_Q5_1 = 8,
-  CLF_Q2_K = 9,
-  CLF_Q3_K = 10,
-  CLF_Q4_K = 11,
-  CLF_Q5_K = 12,
-  CLF_Q6_K = 13,
-  /* Not a tensor type: clf_model_options.weights only (its default): each
-   * linear layer's weight in the type its checkpoint stores it in, where
-   * clformer's kernels read that type. */
-  CLF_STORED = 64,
+#define CLF__DTYPE_ENUM(NAME, value, name, wname, ggml, block, bytes, wtype, flags) CLF_##NAME = value,
+  CLF_DTYPE_MAP(CLF__DTYPE_ENUM)
+#undef CLF__DTYPE_ENUM
 } clf_dtype;
 
 /* Bytes of one element; 0 for the block types (see clf_tensor_bytes). */
 CLF_API size_t clf_dtype_size(clf_dtype dtype);
 /* "f32", "f16", "i32", "i64", "q8_0", "q4_0", "q4_1", ..., "q6_k". */
 CLF_API const char *clf_dtype_name(clf_dtype dtype);
-/* The weight storage type named "f32", "f16", "q8" (or "q8_0"), "q4" (or
+/* The weight storage type (a row with CLF_DTYPE_WEIGHTS) named by its
+ * weight name or its name: "f32", "f16", "q8" (or "q8_0"), "q4" (or
  * "q4_0"), "q4k" (or "q4_k"), "q6k" (or "q6_k") or "stored" (CLF_STORED);
  * CLF_E_INVALID_ARG naming the value and
  * the valid ones otherwise (recorded for clf_last_error(NULL)). */
 CLF_API clf_status clf_weight_type_from_name(const char *name, clf_dtype *out);
+
+/* One row of CLF_DTYPE_MAP, for bindings and command lines that list the
+ * types (the weight types a user may ask for: weights_target) instead of
+ * copying them.  The strings are static. */
+typedef struct clf_dtype_desc {
+  clf_dtype dtype;
+  const char *name;        /* clf_dtype_name's: "q4_k" */
+  const char *weight_name; /* --weights' short name: "q4k" */
+  int ggml_type;           /* ggml's number for the type (GGUF); -1: none */
+  size_t block;            /* elements a block: 1 an element type, 0 not a tensor type */
+  size_t block_bytes;      /* bytes a block */
+  int weights_target;      /* clf_model_options.weights may be it (CLF_DTYPE_WEIGHTS) */
+  int from_f32;            /* clf_tensor_from_f32 makes it (CLF_DTYPE_FROM_F32) */
+  int ggml_layout;         /* ggml's block layout (CLF_DTYPE_GGML) */
+  int linear_weight;       /* clf_linear reads weights of it */
+} clf_dtype_desc;
+
+/* The rows of CLF_DTYPE_MAP. */
+CLF_API size_t clf_dtype_count(void);
+/* Row i (< clf_dtype_count(), in the map's order) into *out;
+ * CLF_E_INVALID_ARG past the end or for a NULL out. */
+CLF_API clf_status clf_dtype_at(size_t i, clf_dtype_desc *out);
 
 typedef struct clf_tensor clf_tensor;
 

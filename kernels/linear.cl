@@ -4,16 +4,20 @@
  * and the expansion of a stored weight to f32 for CLBlast's GEMM where
  * CLBlast is measured faster.
  *
- * Weights are [N, K] (out, in), row-major, in one of four storage types
- * (-DWTYPE; clformer.h states the block formats):
- *   0 f32; 1 f16 (read with vload_half: core OpenCL, no cl_khr_fp16 needed);
- *   2 Q8_0: int8 quants [N*K], then one f16 scale per 32 along K;
- *   3 Q4_0: 16 bytes per 32 (element j low nibble, j + 16 high, minus 8),
+ * Weights are [N, K] (out, in), row-major, in one of the storage types
+ * of clformer.h's CLF_DTYPE_MAP (which states the block formats).  The
+ * host passes the map's constants (-DWT_F32, -DWT_Q4_K, ...), the
+ * weights' one as WTYPE, and its elements and bytes a block as GB and
+ * GBYTES:
+ *   WT_F32; WT_F16 (read with vload_half: core OpenCL, no cl_khr_fp16
+ *     needed);
+ *   WT_Q8_0: int8 quants [N*K], then one f16 scale per 32 along K;
+ *   WT_Q4_0: 16 bytes per 32 (element j low nibble, j + 16 high, minus 8),
  *     then the f16 scales;
- *   4-11 ggml's blocks as a GGUF file stores them (ggml-common.h), scales
- *     inside each block: 4 Q4_1, 5 Q5_0, 6 Q5_1 (blocks of 32); 7 Q2_K,
- *     8 Q3_K, 9 Q4_K, 10 Q5_K, 11 Q6_K (super-blocks of 256, read in
- *     chunks of 32), each decoded as ggml's dequantize_row_* does.
+ *   the others, ggml's blocks as a GGUF file stores them (ggml-common.h),
+ *     scales inside each block: Q4_1, Q5_0, Q5_1 (blocks of 32); Q2_K,
+ *     Q3_K, Q4_K, Q5_K, Q6_K (super-blocks of 256, read in chunks of 32),
+ *     each decoded as ggml's dequantize_row_* does.
  * The weight buffer is passed at its element type WT (float, half, char,
  * uchar) and, for the block types, a second time as the halves of the
  * scales (offset s_off), so that no kernel casts a pointer (Oclgrind's
@@ -26,9 +30,11 @@
  * is read once; x (M x K floats) stays in cache.
  */
 
-#ifndef WTYPE
-#define WTYPE 0
+#if !defined(WTYPE) || !defined(WT_F32)
+#error "ops/linear.c passes WTYPE and the weight types' constants (-DWT_F32=0 ...)"
 #endif
+/* ggml's layout: the block types other than clformer's split Q8_0 / Q4_0. */
+#define GGML_BLOCKS (GB > 1 && WTYPE != WT_Q8_0 && WTYPE != WT_Q4_0)
 #ifndef SPLIT
 #define SPLIT 1
 #endif
@@ -53,49 +59,23 @@
 #endif
 
 /* Weights per chunk: one vload8 for f32/f16, one block for Q8_0/Q4_0. */
-#if WTYPE <= 1
+#if GB == 1
 #define CH 8
 #else
 #define CH 32
 #endif
-#if WTYPE == 0
+#if WTYPE == WT_F32
 #define WT float
-#elif WTYPE == 1
+#elif WTYPE == WT_F16
 #define WT half
-#elif WTYPE == 2
+#elif WTYPE == WT_Q8_0
 #define WT char
 #else
 #define WT uchar
 #endif
 #define NV (CH / 8)
 
-#if WTYPE >= 4
-/* ggml's blocks: elements (GB) and bytes (GBYTES) a block. */
-#if WTYPE == 4
-#define GB 32
-#define GBYTES 20
-#elif WTYPE == 5
-#define GB 32
-#define GBYTES 22
-#elif WTYPE == 6
-#define GB 32
-#define GBYTES 24
-#elif WTYPE == 7
-#define GB 256
-#define GBYTES 84
-#elif WTYPE == 8
-#define GB 256
-#define GBYTES 110
-#elif WTYPE == 9
-#define GB 256
-#define GBYTES 144
-#elif WTYPE == 10
-#define GB 256
-#define GBYTES 176
-#else
-#define GB 256
-#define GBYTES 210
-#endif
+#if GGML_BLOCKS
 
 /* Q4_K / Q5_K's 6-bit scale (.x) and min (.y) of sub-block j, from the 12
  * packed bytes at q. */
@@ -109,28 +89,28 @@ inline float8 ggml_part(__global const uchar *w, __global const half *s, uint n,
   const uint j = c % (GB / 32); /* the chunk's place in its super-block */
   const size_t bo = ((size_t)n * (K / GB) + c / (GB / 32)) * GBYTES; /* the block's first byte */
   const uint8 e = (uint8)(0, 1, 2, 3, 4, 5, 6, 7) + 8 * p;        /* elements of the chunk */
-#if WTYPE <= 6 /* Q4_1 {d; m; qs[16]}, Q5_0 {d; qh[4]; qs[16]}, Q5_1 {d; m; qh[4]; qs[16]} */
+#if GB == 32 /* Q4_1 {d; m; qs[16]}, Q5_0 {d; qh[4]; qs[16]}, Q5_1 {d; m; qh[4]; qs[16]} */
   const float d = vload_half(bo / 2, s);
-  const uint qs_at = WTYPE == 4 ? 4 : WTYPE == 5 ? 6 : 8;
+  const uint qs_at = WTYPE == WT_Q4_1 ? 4 : WTYPE == WT_Q5_0 ? 6 : 8;
   const uchar8 qs = vload8(p & 1, w + bo + qs_at);
   uint8 x = convert_uint8(p < 2 ? qs & (uchar8)15 : qs >> (uchar8)4);
-#if WTYPE != 4
-  const uint hb = WTYPE == 5 ? 2 : 4;
+#if WTYPE != WT_Q4_1
+  const uint hb = WTYPE == WT_Q5_0 ? 2 : 4;
   const uint qh = (uint)w[bo + hb] | (uint)w[bo + hb + 1] << 8 | (uint)w[bo + hb + 2] << 16 | (uint)w[bo + hb + 3] << 24;
   x |= (((uint8)(qh) >> e) & (uint8)1) << (uint8)4;
 #endif
-#if WTYPE == 5
+#if WTYPE == WT_Q5_0
   return convert_float8(convert_int8(x) - 16) * d;
 #else /* an fma, as skinny_pair takes it (a * b + c is contracted or not as each compiler likes) */
   return fma(convert_float8(x), (float8)(d), (float8)(vload_half(bo / 2 + 1, s)));
 #endif
-#elif WTYPE == 7 /* Q2_K {scales[16]; qs[64]; d; dmin} */
+#elif WTYPE == WT_Q2_K /* Q2_K {scales[16]; qs[64]; d; dmin} */
   const uint g = j / 4, sh = 2 * (j % 4);
   const uchar sc = w[bo + g * 8 + (j % 4) * 2 + p / 2];
   const float dl = vload_half((bo + 80) / 2, s) * (float)(sc & 15), ml = vload_half((bo + 82) / 2, s) * (float)(sc >> 4);
   const uchar8 q = vload8(p, w + bo + 16 + g * 32);
   return dl * convert_float8((q >> (uchar8)sh) & (uchar8)3) - ml;
-#elif WTYPE == 8 /* Q3_K {hmask[32]; qs[64]; scales[12]; d} */
+#elif WTYPE == WT_Q3_K /* Q3_K {hmask[32]; qs[64]; scales[12]; d} */
   const uint g = j / 4, sh = 2 * (j % 4), is = g * 8 + (j % 4) * 2 + p / 2;
   __global const uchar *sb = w + bo + 96;
   const uint lo = is < 8 ? sb[is] & 15 : sb[is - 8] >> 4, hi = (sb[8 + is % 4] >> (2 * (is / 4))) & 3;
@@ -138,12 +118,12 @@ inline float8 ggml_part(__global const uchar *w, __global const half *s, uint n,
   const uchar8 q = vload8(p, w + bo + 32 + g * 32), hm = vload8(p, w + bo);
   const int8 hbit = convert_int8((hm >> (uchar8)(g * 4 + j % 4)) & (uchar8)1);
   return dl * convert_float8(convert_int8((q >> (uchar8)sh) & (uchar8)3) - (1 - hbit) * 4);
-#elif WTYPE <= 10 /* Q4_K {d; dmin; scales[12]; qs[128]}, Q5_K {d; dmin; scales[12]; qh[32]; qs[128]} */
+#elif WTYPE == WT_Q4_K || WTYPE == WT_Q5_K /* Q4_K {d; dmin; scales[12]; qs[128]}, Q5_K {d; dmin; scales[12]; qh[32]; qs[128]} */
   const uint2 sm = scale_min_k4(j, w + bo + 4);
   const float d1 = vload_half(bo / 2, s) * (float)sm.x, m1 = vload_half(bo / 2 + 1, s) * (float)sm.y;
-  const uchar8 q = vload8(p, w + bo + (WTYPE == 9 ? 16 : 48) + (j / 2) * 32);
+  const uchar8 q = vload8(p, w + bo + (WTYPE == WT_Q4_K ? 16 : 48) + (j / 2) * 32);
   uchar8 x = j % 2 ? q >> (uchar8)4 : q & (uchar8)15;
-#if WTYPE == 10
+#if WTYPE == WT_Q5_K
   x |= ((vload8(p, w + bo + 16) >> (uchar8)j) & (uchar8)1) << (uchar8)4;
 #endif
   return d1 * convert_float8(x) - m1;
@@ -160,15 +140,15 @@ inline float8 ggml_part(__global const uchar *w, __global const half *s, uint n,
  * and fifth bits read once (the k-quants part by part: their scales change
  * every 16 elements). */
 inline void ggml_chunk(__global const uchar *w, __global const half *s, uint n, uint c, uint K, float8 *v) {
-#if WTYPE <= 6
+#if GB == 32
   const size_t bo = ((size_t)n * (K / GB) + c) * GBYTES;
-  const float d = vload_half(bo / 2, s), m = WTYPE == 5 ? 0.0f : vload_half(bo / 2 + 1, s);
-  const uint qs_at = WTYPE == 4 ? 4 : WTYPE == 5 ? 6 : 8;
+  const float d = vload_half(bo / 2, s), m = WTYPE == WT_Q5_0 ? 0.0f : vload_half(bo / 2 + 1, s);
+  const uint qs_at = WTYPE == WT_Q4_1 ? 4 : WTYPE == WT_Q5_0 ? 6 : 8;
   const uchar8 q0 = vload8(0, w + bo + qs_at), q1 = vload8(1, w + bo + qs_at);
   uint8 x0 = convert_uint8(q0 & (uchar8)15), x1 = convert_uint8(q1 & (uchar8)15);
   uint8 x2 = convert_uint8(q0 >> (uchar8)4), x3 = convert_uint8(q1 >> (uchar8)4);
-#if WTYPE != 4
-  const uint hb = WTYPE == 5 ? 2 : 4;
+#if WTYPE != WT_Q4_1
+  const uint hb = WTYPE == WT_Q5_0 ? 2 : 4;
   const uint8 qh = (uint8)((uint)w[bo + hb] | (uint)w[bo + hb + 1] << 8 | (uint)w[bo + hb + 2] << 16 |
                            (uint)w[bo + hb + 3] << 24);
   const uint8 e = (uint8)(0, 1, 2, 3, 4, 5, 6, 7);
@@ -177,7 +157,7 @@ inline void ggml_chunk(__global const uchar *w, __global const half *s, uint n, 
   x2 |= ((qh >> (e + 16)) & (uint8)1) << (uint8)4;
   x3 |= ((qh >> (e + 24)) & (uint8)1) << (uint8)4;
 #endif
-#if WTYPE == 5
+#if WTYPE == WT_Q5_0
   v[0] = convert_float8(convert_int8(x0) - 16) * d;
   v[1] = convert_float8(convert_int8(x1) - 16) * d;
   v[2] = convert_float8(convert_int8(x2) - 16) * d;
@@ -198,19 +178,19 @@ inline void ggml_chunk(__global const uchar *w, __global const half *s, uint n, 
  * its scale (1 for f32 / f16). */
 inline float load_chunk(__global const WT *w, uint w_off, __global const half *s, uint s_off, uint n, uint c,
                         uint K, float8 *v) {
-#if WTYPE == 0
+#if WTYPE == WT_F32
   v[0] = vload8(0, w + w_off + (size_t)n * K + (size_t)c * 8);
   return 1.0f;
-#elif WTYPE == 1 && CLF_USE_FP16
+#elif WTYPE == WT_F16 && CLF_USE_FP16
   v[0] = convert_float8(vload8(0, w + w_off + (size_t)n * K + (size_t)c * 8)); /* a half8, products in f32 */
   return 1.0f;
-#elif WTYPE == 1
+#elif WTYPE == WT_F16
   v[0] = vload_half8(0, w + w_off + (size_t)n * K + (size_t)c * 8);
   return 1.0f;
-#elif WTYPE >= 4
+#elif GGML_BLOCKS
   ggml_chunk(w + w_off, s + s_off, n, c, K, v);
   return 1.0f;
-#elif WTYPE == 2
+#elif WTYPE == WT_Q8_0
   const size_t blk = (size_t)n * (K / 32) + c;
   /* 8-wide loads: Oclgrind 21.10 tracks only half of a 16-byte vload16 as
    * initialised */
@@ -363,19 +343,19 @@ __kernel __attribute__((reqd_work_group_size(SPLIT, ROWS, 1))) void skinny_sg(SK
 #ifndef SKINNY_ACT_PASS
 #define SKINNY_ACT_PASS 0
 #endif
-#if WTYPE != 2 /* Q8_0: skinny_tile multiplies its integers first */
+#if WTYPE != WT_Q8_0 /* Q8_0: skinny_tile multiplies its integers first */
 /* Part p (8 weights) of chunk c of row n, times its block's scale d. */
 inline float8 load_part(__global const WT *w, uint w_off, __global const half *s, uint s_off, uint n, uint c, uint p,
                         uint K, float d) {
-#if WTYPE == 0
+#if WTYPE == WT_F32
   return vload8(0, w + w_off + (size_t)n * K + (size_t)c * 8);
-#elif WTYPE == 1 && CLF_USE_FP16
+#elif WTYPE == WT_F16 && CLF_USE_FP16
   return convert_float8(vload8(0, w + w_off + (size_t)n * K + (size_t)c * 8));
-#elif WTYPE == 1
+#elif WTYPE == WT_F16
   return vload_half8(0, w + w_off + (size_t)n * K + (size_t)c * 8);
-#elif WTYPE >= 4
+#elif GGML_BLOCKS
   return ggml_part(w + w_off, s + s_off, n, c, p, K);
-#elif WTYPE == 3
+#elif WTYPE == WT_Q4_0
   const uchar8 q = vload8(p & 1, w + ((size_t)n * (K / 32) + c) * 16);
   return d * (convert_float8(p < 2 ? q & (uchar8)15 : q >> (uchar8)4) - 8.0f);
 #endif
@@ -400,13 +380,13 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_tile(SKINNY
   for (uint c = 0; c < chunks; c++) {
     float d[TN];
     _Pragma("unroll") for (uint j = 0; j < TN; j++) {
-#if WTYPE == 2 || WTYPE == 3
+#if WTYPE == WT_Q8_0 || WTYPE == WT_Q4_0
       d[j] = vload_half((size_t)rn[j] * chunks + c, s + s_off);
 #else
       d[j] = 1.0f;
 #endif
     }
-#if WTYPE == 2
+#if WTYPE == WT_Q8_0
     /* Q8_0: the block's products on the stored integers, its scale once
      * (one fma a block instead of a multiply a weight).  GPT-2's head, one
      * row: Intel's runtime 2.2 -> 1.1 ms, PoCL 2.5 -> 1.6; 64 rows x 3072 x
@@ -467,7 +447,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_tile(SKINNY
 }
 
 /* skinny_pair: y [1, N] = act(x [1, K] W^T + bias), one row of x (decoding)
- * against 4-bit blocks (WTYPE 3 Q4_0, 4 Q4_1) on a CPU, unless the profile's
+ * against 4-bit blocks (Q4_0, Q4_1) on a CPU, unless the profile's
  * Tiles line says "pairs_off=1".  A work-item takes TN rows of W (TN even) in pairs,
  * a pair's two float8 accumulators side by side in one float16: each row's
  * arithmetic is skinny_tile's (the same weights, the same fma chain over K,
@@ -483,7 +463,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_tile(SKINNY
  * scale_at (su: the buffer as 16-bit words; a scale read in a 32-bit word
  * could reach 2 bytes past a Q4_0 buffer's end).  global (N / TN rounded
  * up to TL), local (TL). */
-#if TM == 1 && TN % 2 == 0 && (WTYPE == 3 || WTYPE == 4)
+#if TM == 1 && TN % 2 == 0 && (WTYPE == WT_Q4_0 || WTYPE == WT_Q4_1)
 /* f16 bits to f32, exactly, and no subnormal f32 on the way (a subnormal
  * operand costs x86 a microcode assist: scaling the bits by 2^112 instead
  * made products whose scales are subnormal halves, as a checkpoint with
@@ -515,7 +495,7 @@ inline __attribute__((always_inline)) void pair_chunk(__global const half *s, __
                                                       __global const uint *wu, uint a, uint b, uint c, uint K,
                                                       float16 *v) {
   const size_t ba = (size_t)a * (K / 32) + c, bb = (size_t)b * (K / 32) + c; /* the blocks */
-#if WTYPE == 3 /* 4 words a block, the scales after the quants */
+#if WTYPE == WT_Q4_0 /* 4 words a block, the scales after the quants */
   const float16 d = pair16(scale_at(s, su, s_off + ba), scale_at(s, su, s_off + bb)), m = (float16)(-8.0f);
   __global const uint *qa = wu + ba * 4, *qb = wu + bb * 4;
 #else /* Q4_1 {d; m; qs[16]}: 5 words a block */
@@ -527,7 +507,7 @@ inline __attribute__((always_inline)) void pair_chunk(__global const half *s, __
    * the .hi of a 16-byte vector as uninitialised) */
   const uint4 wa = vload4(0, qa), wb = vload4(0, qb);
   const uchar16 u0 = as_uchar16((uint4)(wa.s01, wb.s01)), u1 = as_uchar16((uint4)(wa.s23, wb.s23));
-#if WTYPE == 3 /* d (q - 8), as load_part computes it (fma(q, d, -8 d) is the same value only where fma is fused) */
+#if WTYPE == WT_Q4_0 /* d (q - 8), as load_part computes it (fma(q, d, -8 d) is the same value only where fma is fused) */
   v[0] = d * (convert_float16(u0 & (uchar16)15) + m);
   v[1] = d * (convert_float16(u1 & (uchar16)15) + m);
   v[2] = d * (convert_float16(u0 >> (uchar16)4) + m); /* 16-23 */

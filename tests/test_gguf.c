@@ -161,6 +161,46 @@ START_TEST(gguf_files_written_by_gguf_py) {
 }
 END_TEST
 
+/* clformer's element types (clf_dtype_at) against gguf-py's: every type
+ * with a ggml number is in types.gguf (expected.json, gguf-py's reading),
+ * under the same name (upper case) and with the bytes gguf-py counts for
+ * the tensor's elements in blocks of the row's block and block bytes. */
+START_TEST(gguf_dtype_list_matches_gguf_py) {
+  size_t len;
+  char *text = (char *)slurp(fixture("expected.json"), &len);
+  cJSON *root = cJSON_Parse(text);
+  ck_assert_ptr_nonnull(root);
+  const cJSON *ts = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "types.gguf"), "tensors");
+  size_t with_ggml = 0, found = 0;
+  for (size_t i = 0; i < clf_dtype_count(); i++) {
+    clf_dtype_desc d;
+    TH_OK(clf_dtype_at(i, &d));
+    if (d.ggml_type < 0) continue;
+    with_ggml++;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, ts) {
+      if (cJSON_GetObjectItem(t, "ggml_type")->valueint != d.ggml_type) continue;
+      char upper[16];
+      snprintf(upper, sizeof upper, "%s", d.name);
+      for (char *c = upper; *c; c++) *c = (char)(*c >= 'a' && *c <= 'z' ? *c - 'a' + 'A' : *c);
+      ck_assert_str_eq(cJSON_GetObjectItem(t, "type_name")->valuestring, upper);
+      double numel = 1;
+      const cJSON *dim;
+      cJSON_ArrayForEach(dim, cJSON_GetObjectItem(t, "shape")) numel *= dim->valuedouble;
+      ck_assert_msg(cJSON_GetObjectItem(t, "bytes")->valuedouble == numel / (double)d.block * (double)d.block_bytes,
+                    "%s: %g bytes in gguf-py, %g elements in blocks of %zu x %zu bytes here", d.name,
+                    cJSON_GetObjectItem(t, "bytes")->valuedouble, numel, d.block, d.block_bytes);
+      found++;
+      break;
+    }
+  }
+  ck_assert_uint_eq(with_ggml, 14); /* f32, f16, i32, i64, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k ... q6_k */
+  ck_assert_uint_eq(found, with_ggml);
+  cJSON_Delete(root);
+  free(text);
+}
+END_TEST
+
 /* Every prefix of a valid file is a truncated file: refused as malformed,
  * never read past its end (the sanitizers' stage runs this too). */
 /* Every tensor of types.gguf decoded, against gguf-py's dequantization of
@@ -690,6 +730,7 @@ static Suite *suite(void) {
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_add_test(tc, gguf_files_written_by_gguf_py);
   tcase_add_test(tc, gguf_dequantize_matches_gguf_py);
+  tcase_add_test(tc, gguf_dtype_list_matches_gguf_py);
   tcase_add_test(tc, gguf_every_prefix_truncated);
   tcase_add_test(tc, gguf_header_rules);
   tcase_add_test(tc, gguf_metadata_rules);

@@ -31,6 +31,18 @@ static const clf__layout_row rows[] = {
     CLF__FIELD(clf_device_desc, driver_version),
     CLF__FIELD(clf_device_desc, device_version),
 
+    CLF__STRUCT(clf_dtype_desc),
+    CLF__FIELD(clf_dtype_desc, dtype),
+    CLF__FIELD(clf_dtype_desc, name),
+    CLF__FIELD(clf_dtype_desc, weight_name),
+    CLF__FIELD(clf_dtype_desc, ggml_type),
+    CLF__FIELD(clf_dtype_desc, block),
+    CLF__FIELD(clf_dtype_desc, block_bytes),
+    CLF__FIELD(clf_dtype_desc, weights_target),
+    CLF__FIELD(clf_dtype_desc, from_f32),
+    CLF__FIELD(clf_dtype_desc, ggml_layout),
+    CLF__FIELD(clf_dtype_desc, linear_weight),
+
     CLF__STRUCT(clf_context_options),
     CLF__FIELD(clf_context_options, device),
     CLF__FIELD(clf_context_options, profiling),

@@ -220,12 +220,15 @@ struct clf_tensor {
   size_t shape[CLF_MAX_DIMS];
 };
 
-/* ---- weight storage types (quant.c) ---- */
+/* ---- weight storage types (quant.c; each fact a column of the type's
+ * CLF_DTYPE_MAP row) ---- */
 /* Elements per block of the block types Q8_0 and Q4_0. */
 #define CLF__QBLOCK 32
-/* 1 for every block type: Q8_0, Q4_0 and ggml's (CLF_Q4_1 ... CLF_Q6_K). */
+/* 1 for every block type (a block of more than one element): Q8_0, Q4_0
+ * and ggml's. */
 int clf__dtype_is_block(clf_dtype dt);
-/* 1 for ggml's block types (blocks as a GGUF file stores them). */
+/* 1 for ggml's block types (CLF_DTYPE_GGML: blocks as a GGUF file stores
+ * them). */
 int clf__dtype_is_ggml(clf_dtype dt);
 /* Elements a block of a block type (32 or 256); 1 for the others. */
 size_t clf__dtype_block(clf_dtype dt);
@@ -239,9 +242,10 @@ size_t clf__dtype_bytes(clf_dtype dt, size_t numel);
  * have their decoders with the GGUF reader). */
 void clf__quantize(clf_dtype dt, const float *x, size_t numel, void *out);
 void clf__dequantize(clf_dtype dt, const void *in, size_t numel, float *x);
-/* 1 for the types clf__quantize makes from f32. */
+/* 1 for the types clf__quantize makes from f32 (CLF_DTYPE_FROM_F32). */
 int clf__dtype_quantizes(clf_dtype dt);
-/* ggml's type id of one of ggml's block types (CLF_Q4_1 ... CLF_Q6_K). */
+/* ggml's type id of one of ggml's block types (CLF_DTYPE_GGML); 0 for
+ * the others. */
 unsigned clf__dtype_ggml_id(clf_dtype dt);
 /* ggml's Q5_0, Q4_K and Q6_K blocks of numel values (a multiple of the
  * block), byte for byte as ggml's reference quantizers make them

@@ -8,37 +8,29 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ggml's block types by clf_dtype - CLF_Q4_1: elements and bytes a block
- * (ggml-common.h's block_q4_1 ... block_q6_K). */
-static const struct {
-  unsigned block, bytes, id; /* id: ggml's type number */
-} ggml_blocks[] = {{32, 20, 3},    {32, 22, 6},    {32, 24, 7},    {256, 84, 10},
-                   {256, 110, 11}, {256, 144, 12}, {256, 176, 13}, {256, 210, 14}};
-
-unsigned clf__dtype_ggml_id(clf_dtype dt) { return clf__dtype_is_ggml(dt) ? ggml_blocks[dt - CLF_Q4_1].id : 0; }
+/* Every fact below is a column of the type's CLF_DTYPE_MAP row. */
+unsigned clf__dtype_ggml_id(clf_dtype dt) { return clf__dtype_is_ggml(dt) ? (unsigned)clf__dtype(dt)->ggml : 0; }
 
 int clf__dtype_quantizes(clf_dtype dt) {
-  return dt == CLF_F32 || dt == CLF_F16 || dt == CLF_Q8_0 || dt == CLF_Q4_0 || dt == CLF_Q5_0 || dt == CLF_Q4_K ||
-         dt == CLF_Q6_K;
+  const clf__dtype_row *r = clf__dtype(dt);
+  return r && (r->flags & CLF_DTYPE_FROM_F32);
 }
 
-int clf__dtype_is_ggml(clf_dtype dt) { return dt >= CLF_Q4_1 && dt <= CLF_Q6_K; }
-
-int clf__dtype_is_block(clf_dtype dt) { return dt == CLF_Q8_0 || dt == CLF_Q4_0 || clf__dtype_is_ggml(dt); }
-
-size_t clf__dtype_block(clf_dtype dt) {
-  if (clf__dtype_is_ggml(dt)) return ggml_blocks[dt - CLF_Q4_1].block;
-  return clf__dtype_is_block(dt) ? CLF__QBLOCK : 1;
+int clf__dtype_is_ggml(clf_dtype dt) {
+  const clf__dtype_row *r = clf__dtype(dt);
+  return r && (r->flags & CLF_DTYPE_GGML);
 }
+
+int clf__dtype_is_block(clf_dtype dt) {
+  const clf__dtype_row *r = clf__dtype(dt);
+  return r && r->block > 1;
+}
+
+size_t clf__dtype_block(clf_dtype dt) { return clf__dtype_is_block(dt) ? clf__dtype(dt)->block : 1; }
 
 size_t clf__dtype_bytes(clf_dtype dt, size_t numel) {
-  switch (dt) {
-    case CLF_Q8_0: return numel + numel / CLF__QBLOCK * 2;
-    case CLF_Q4_0: return numel / 2 + numel / CLF__QBLOCK * 2;
-    default:
-      if (clf__dtype_is_ggml(dt)) return numel / ggml_blocks[dt - CLF_Q4_1].block * ggml_blocks[dt - CLF_Q4_1].bytes;
-      return numel * clf_dtype_size(dt);
-  }
+  const clf__dtype_row *r = clf__dtype(dt);
+  return r && r->block > 1 ? numel / r->block * r->bytes : numel * clf_dtype_size(dt);
 }
 
 /* One block of 32: quants into q (Q8_0: 32 bytes; Q4_0: 16), the scale's

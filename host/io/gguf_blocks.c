@@ -11,22 +11,32 @@
 #include <stdint.h>
 #include <string.h>
 
-static const clf__ggml_type types[] = {
-    [0] = {"F32", 1, 4, 1},       [1] = {"F16", 1, 2, 1},        [2] = {"Q4_0", 32, 18, 1},
-    [3] = {"Q4_1", 32, 20, 1},    [6] = {"Q5_0", 32, 22, 1},     [7] = {"Q5_1", 32, 24, 1},
-    [8] = {"Q8_0", 32, 34, 1},    [9] = {"Q8_1", 32, 36, 0},     [10] = {"Q2_K", 256, 84, 1},
-    [11] = {"Q3_K", 256, 110, 1}, [12] = {"Q4_K", 256, 144, 1},  [13] = {"Q5_K", 256, 176, 1},
-    [14] = {"Q6_K", 256, 210, 1}, [15] = {"Q8_K", 256, 292, 0},  [16] = {"IQ2_XXS", 0, 0, 0},
-    [17] = {"IQ2_XS", 0, 0, 0},   [18] = {"IQ3_XXS", 0, 0, 0},   [19] = {"IQ1_S", 0, 0, 0},
-    [20] = {"IQ4_NL", 0, 0, 0},   [21] = {"IQ3_S", 0, 0, 0},     [22] = {"IQ2_S", 0, 0, 0},
-    [23] = {"IQ4_XS", 0, 0, 0},   [24] = {"I8", 1, 1, 1},        [25] = {"I16", 1, 2, 1},
-    [26] = {"I32", 1, 4, 1},      [27] = {"I64", 1, 8, 1},       [28] = {"F64", 1, 8, 1},
-    [29] = {"IQ1_M", 0, 0, 0},    [30] = {"BF16", 1, 2, 1},      [34] = {"TQ1_0", 0, 0, 0},
-    [35] = {"TQ2_0", 0, 0, 0},    [39] = {"MXFP4", 0, 0, 0},
+/* ggml's types that clformer has too, from CLF_DTYPE_MAP: named as the
+ * enum is ("Q4_K", ggml's own names), every one decoded. */
+static const struct {
+  int id; /* ggml's number */
+  clf__ggml_type t;
+} shared[] = {
+#define CLF__GGML_SHARED(NAME, value, name, wname, ggml, block, bytes, wtype, flags) {ggml, {#NAME, block, bytes, 1}},
+    CLF_DTYPE_MAP(CLF__GGML_SHARED)
+#undef CLF__GGML_SHARED
+};
+_Static_assert(CLF__ARRAY_LEN(shared) == CLF__DTYPE_COUNT, "one row per CLF_DTYPE_MAP entry");
+
+/* ggml's other types, by number. */
+static const clf__ggml_type others[] = {
+    [9] = {"Q8_1", 32, 36, 0},     [15] = {"Q8_K", 256, 292, 0},  [16] = {"IQ2_XXS", 0, 0, 0},
+    [17] = {"IQ2_XS", 0, 0, 0},    [18] = {"IQ3_XXS", 0, 0, 0},   [19] = {"IQ1_S", 0, 0, 0},
+    [20] = {"IQ4_NL", 0, 0, 0},    [21] = {"IQ3_S", 0, 0, 0},     [22] = {"IQ2_S", 0, 0, 0},
+    [23] = {"IQ4_XS", 0, 0, 0},    [24] = {"I8", 1, 1, 1},        [25] = {"I16", 1, 2, 1},
+    [28] = {"F64", 1, 8, 1},       [29] = {"IQ1_M", 0, 0, 0},     [30] = {"BF16", 1, 2, 1},
+    [34] = {"TQ1_0", 0, 0, 0},     [35] = {"TQ2_0", 0, 0, 0},     [39] = {"MXFP4", 0, 0, 0},
 };
 
 const clf__ggml_type *clf__ggml_type_of(unsigned t) {
-  return t < sizeof types / sizeof types[0] && types[t].name ? &types[t] : NULL;
+  for (size_t i = 0; i < CLF__ARRAY_LEN(shared); i++)
+    if (shared[i].id >= 0 && (unsigned)shared[i].id == t) return &shared[i].t;
+  return t < CLF__ARRAY_LEN(others) && others[t].name ? &others[t] : NULL;
 }
 
 static float h(const unsigned char *p) { return clf__f16_bits_to_f32((uint16_t)(p[0] | p[1] << 8)); }

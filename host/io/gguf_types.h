@@ -1,6 +1,7 @@
 /* gguf_types.h - ggml's tensor types as GGUF numbers them: name, elements
  * a block, bytes a block, and whether clf_gguf_dequantize decodes them.
- * One table (gguf_blocks.c) for the reader and the decoders; and the
+ * One table (gguf_blocks.c; the types clformer has too come from
+ * CLF_DTYPE_MAP) for the reader and the decoders; and the
  * metadata value types' names (gguf.c).  Internal. */
 #ifndef CLF_IO_GGUF_TYPES_H
 #define CLF_IO_GGUF_TYPES_H

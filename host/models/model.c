@@ -163,16 +163,35 @@ void clf_model_options_init(clf_model_options *o) {
   o->weights = CLF_STORED;
 }
 
+/* The weight types of fewer bits a weight than wt's (f32's for
+ * CLF_STORED), in CLF_DTYPE_MAP's order: "f16, q8, q4, q4k, q6k". */
+static void smaller_types(clf_dtype wt, char *buf, size_t len) {
+  const clf__dtype_row *r = clf__dtype(wt);
+  const double bits = r && r->block ? 8.0 * r->bytes / r->block : 32.0;
+  size_t n = 0;
+  buf[0] = '\0';
+  for (size_t i = 0; i < clf_dtype_count(); i++) {
+    clf_dtype_desc d;
+    if (clf_dtype_at(i, &d) != CLF_OK || !d.weights_target || !d.block || 8.0 * d.block_bytes / d.block >= bits)
+      continue;
+    snprintf(buf + n, len - n, "%s%s", n ? ", " : "", d.weight_name);
+    n += strlen(buf + n);
+  }
+}
+
 /* The weights in type wt must fit in the device's global memory (a lower
  * bound of them: clf__weights_bytes_as), checked before any upload. */
 static clf_status check_fits(clf_context *ctx, const clf__weights *w, clf_dtype wt, const char *model_dir) {
   const size_t need = clf__weights_bytes_as(w, wt);
   const cl_ulong have = ctx->caps.global_mem;
   if ((cl_ulong)need <= have) return CLF_OK;
+  char smaller[128];
+  smaller_types(wt, smaller, sizeof smaller);
   return clf__fail(ctx, CLF_E_OUT_OF_MEMORY,
                    "clf_model_load: the weights of %s need at least %zu MiB as %s, more than the device's %llu MiB "
-                   "of global memory (try smaller weights: f16, q8, q6k, q4k or q4)",
-                   model_dir, need >> 20, clf__weight_type_name(wt), (unsigned long long)(have >> 20));
+                   "of global memory%s%s%s",
+                   model_dir, need >> 20, clf__weight_type_name(wt), (unsigned long long)(have >> 20),
+                   *smaller ? " (try smaller weights: " : "", smaller, *smaller ? ")" : "");
 }
 
 /* The model's config and weights: a Hugging Face directory's config.json

@@ -487,17 +487,11 @@ clf_status clf__weights_read(clf_context *ctx, const clf__weights *w, const char
 }
 
 
-/* The clformer type a ggml type's blocks are kept in (CLF_F32: none). */
+/* The clformer type a ggml type's blocks are kept in: the type of that
+ * ggml number (CLF_DTYPE_MAP) where clf_linear reads it; CLF_F32: none. */
 static clf_dtype w_block_type(unsigned ggml) {
-  switch (ggml) {
-  case 1: return CLF_F16;
-  case 2: return CLF_Q4_0;
-  case 3: return CLF_Q4_1;
-  case 6: return CLF_Q5_0;
-  case 7: return CLF_Q5_1;
-  case 8: return CLF_Q8_0;
-  default: return ggml >= 10 && ggml <= 14 ? (clf_dtype)(CLF_Q2_K + (ggml - 10)) : CLF_F32;
-  }
+  const clf__dtype_row *r = clf__dtype_of_ggml(ggml);
+  return r && r->wtype >= 0 ? r->dt : CLF_F32;
 }
 
 clf_status clf__weights_blocks(clf_context *ctx, const clf__weights *w, const char *name, size_t rows, size_t in,

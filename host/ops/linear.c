@@ -12,15 +12,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* WTYPE of kernels/linear.cl, by clf_dtype. */
-static int linear_wtype(clf_dtype dt) {
-  switch (dt) {
-    case CLF_F16: return 1;
-    case CLF_Q8_0: return 2;
-    case CLF_Q4_0: return 3;
-    default: return clf__dtype_is_ggml(dt) ? 4 + (int)(dt - CLF_Q4_1) : 0; /* ggml's blocks: 4 Q4_1 ... 11 Q6_K */
-  }
+/* kernels/linear.cl's options for weights of type dt, all from
+ * CLF_DTYPE_MAP: WTYPE (the type's constant), GB and GBYTES (elements and
+ * bytes a block), then every type's constant (-DWT_Q4_K=9 ...) for the
+ * kernel to compare WTYPE with. */
+#define LINEAR_WT_NAME(NAME, value, name, wname, ggml, block, bytes, wtype, flags) " -DWT_" #NAME "=" #wtype
+static const char linear_wt_names[] = CLF_DTYPE_MAP(LINEAR_WT_NAME);
+#define LINEAR_WT_CASE(NAME, value, name, wname, ggml, block, bytes, wtype, flags) \
+  case CLF_##NAME:                                                                   \
+    return "-DWTYPE=" #wtype " -DGB=" #block " -DGBYTES=" #bytes;
+static const char *linear_wtype(clf_dtype dt) {
+  switch (dt) { CLF_DTYPE_MAP(LINEAR_WT_CASE) }
+  return "";
 }
+#undef LINEAR_WT_NAME
+#undef LINEAR_WT_CASE
 
 /* The scales' offset in halves within a block-type weight's buffer (after
  * the quants; 0 for f32 / f16 and ggml's blocks, whose scales the kernels
@@ -141,9 +147,10 @@ static const char *const skinny_prefixes[] = {"linear.skinny", "linear.skinny_sg
  * to mmax rows of x. */
 static void skinny_options(clf_dtype wt, int in_out, int kind, size_t a, size_t b, size_t mmax, char *buf,
                            size_t len) {
-  if (in_out) snprintf(buf, len, "-DCOLS=%zu -DKS=%zu -DMMAX=%zu", a, b, mmax);
+  if (in_out)
+    snprintf(buf, len, "%s%s -DCOLS=%zu -DKS=%zu -DMMAX=%zu", linear_wtype(CLF_F32), linear_wt_names, a, b, mmax);
   else
-    snprintf(buf, len, "-DWTYPE=%d -DSPLIT=%zu -DROWS=%zu -DMMAX=%zu%s", linear_wtype(wt), a, b, mmax,
+    snprintf(buf, len, "%s%s -DSPLIT=%zu -DROWS=%zu -DMMAX=%zu%s", linear_wtype(wt), linear_wt_names, a, b, mmax,
              skinny_kind_opts[kind]);
 }
 
@@ -165,7 +172,7 @@ clf_status clf__skinny_fit(clf_context *ctx, clf_dtype wt, int in_out, int kind,
     while (b > ctx->caps.max_item_sizes[1] && b > 1) b /= 2;
   }
   for (int first = 1;; first = 0) {
-    char opts[128];
+    char opts[512];
     clf__kernel *k;
     skinny_options(wt, in_out, kind, a, b, mmax, opts, sizeof opts);
     clf_status st = clf__get_kernel(ctx, "linear", opts, kname, &k);
@@ -361,11 +368,11 @@ clf_status clf__linear_plan(clf_context *ctx, const char *op, clf_dtype wt, int 
 static clf_status run_tile(clf_context *ctx, const clf__plan *p, const clf_tensor *x, const clf_tensor *w,
                            const clf_tensor *bias, clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K,
                            cl_event *event) {
-  char opts[128];
+  char opts[512];
   const int one = M == 1, pass = p->act_pass, pair = p->path == CLF__LINEAR_PAIR;
   const size_t tm = p->tile[0], tn = p->tile[1], tl = p->tile[2];
   const char *kname = pair ? "skinny_pair" : "skinny_tile";
-  snprintf(opts, sizeof opts, "-DWTYPE=%d -DTM=%zu -DTN=%zu -DTL=%zu%s", linear_wtype(w->dtype), tm, tn, tl,
+  snprintf(opts, sizeof opts, "%s%s -DTM=%zu -DTN=%zu -DTL=%zu%s", linear_wtype(w->dtype), linear_wt_names, tm, tn, tl,
            pass ? " -DSKINNY_ACT_PASS=1" : "");
   clf__kernel *k;
   clf_status st = clf__get_kernel(ctx, "linear", opts, kname, &k);
@@ -399,7 +406,7 @@ static clf_status run_launches(clf_context *ctx, const clf__plan *p, const clf_t
                                int in_out, const clf_tensor *bias, clf_activation act, clf_tensor *y, size_t M,
                                size_t N, size_t K, cl_event *event) {
   const size_t a = p->group[0], b = p->group[1], mmax = p->mmax;
-  char opts[128];
+  char opts[512];
   skinny_options(w->dtype, in_out, p->kind, a, b, mmax, opts, sizeof opts);
   clf__kernel *k;
   clf_status st = clf__get_kernel(ctx, "linear", opts, in_out ? "skinny_t" : skinny_kernels[p->kind], &k);
@@ -448,8 +455,8 @@ clf_status clf__linear_expand(clf_context *ctx, const clf_tensor *w, cl_mem *out
   const size_t N = w->shape[0], K = w->shape[1], chunks = K / linear_chunk(w->dtype);
   clf_status st = clf__scratch(ctx, CLF__SCRATCH_WEIGHT, N * K * sizeof(float), out);
   if (st != CLF_OK) return st;
-  char opts[32];
-  snprintf(opts, sizeof opts, "-DWTYPE=%d", linear_wtype(w->dtype));
+  char opts[512];
+  snprintf(opts, sizeof opts, "%s%s", linear_wtype(w->dtype), linear_wt_names);
   clf__kernel *k;
   if ((st = clf__get_kernel(ctx, "linear", opts, "expand_t", &k)) != CLF_OK) return st;
   cl_uint zero = 0, n32 = (cl_uint)N, k32 = (cl_uint)K, soff = scales_off(w);
