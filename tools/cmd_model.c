@@ -109,6 +109,17 @@ static void load_progress(void *user, size_t done, size_t total) {
   fprintf(stderr, "\rclformer: loading %s: %3d%%", (const char *)user, total ? (int)(100.0 * done / total) : 100);
 }
 
+void clf_cli_weight_types(char *buf, size_t len) {
+  size_t n = 0;
+  clf_dtype_desc d;
+  buf[0] = '\0';
+  for (size_t i = 0; i < clf_dtype_count() && clf_dtype_at(i, &d) == CLF_OK; i++)
+    if (d.weights_target) {
+      snprintf(buf + n, len - n, "%s%s", n ? ", " : "", d.weight_name);
+      n += strlen(buf + n);
+    }
+}
+
 int clf_cli_open_model(const char *cmd, const char *dir, const char *device, const char *weights, int profile,
                        clf_context **ctx, clf_model **m) {
   clf_model_options mo;

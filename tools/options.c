@@ -25,6 +25,10 @@ int clf_cli_usage_error(const clf_cli_command *cmd, const char *fmt, ...) {
 /* The range part of an option's help: " (an integer from 1 to 64; default 7)". */
 static void describe_range(const clf_cli_option *o, char *buf, size_t len) {
   buf[0] = '\0';
+  if (o->values) {
+    snprintf(buf, len, " (one of ");
+    o->values(buf + strlen(buf), len - strlen(buf));
+  }
   switch (o->kind) {
   case CLF_OPT_LONG:
     snprintf(buf, len, " (%.0f to %.0f", o->min, o->max);
@@ -56,7 +60,7 @@ void clf_cli_print_help(const clf_cli_command *cmd, FILE *f) {
   if (cmd->details) fputs(cmd->details, f);
   fprintf(f, "options:\n");
   for (const clf_cli_option *o = cmd->options; o && o->name; o++) {
-    char head[64], range[128];
+    char head[64], range[256];
     snprintf(head, sizeof(head), "%s%s%s", o->name, o->metavar ? " " : "", o->metavar ? o->metavar : "");
     describe_range(o, range, sizeof(range));
     fprintf(f, "  %-22s %s%s\n", head, o->help, range);

@@ -47,6 +47,7 @@ typedef struct clf_cli_option {
   int count; /* CLF_OPT_STRINGS, CLF_OPT_SIZES: at most this many values; CLF_OPT_DOUBLE: 1 when min is allowed */
   int required;
   const char *help;
+  void (*values)(char *buf, size_t len); /* a string option: writes the values it takes ("a, b"), or NULL */
 } clf_cli_option;
 
 /* --device S, the same on every command that opens a context. */
@@ -54,12 +55,17 @@ typedef struct clf_cli_option {
   {"--device", "S", CLF_OPT_STRING, offsetof(type, device), 0, 0, 0, 0, 0,                                \
    "the OpenCL device: \"P:D\" or part of its platform/device name"}
 
+/* The weight types --weights takes, as the library lists them
+ * (clf_dtype_at's weight targets): "f32, f16, q8, q4, q4k, q6k, stored". */
+void clf_cli_weight_types(char *buf, size_t len);
+
 /* --weights T, the same on every command that loads a model. */
 #define CLF_CLI_OPT_WEIGHTS(type)                                                                         \
   {"--weights", "T", CLF_OPT_STRING, offsetof(type, weights), 0, 0, 0, 0, 0,                              \
-   "storage of the linear layers' weights: stored (default: a GGUF file's blocks as they are, else f32), f32, "     \
-   "f16, q8, q6k, q4k or q4 (converted at load; q4k and q6k: llama.cpp's Q4_K and Q6_K, a layer whose width is "     \
-   "not a multiple of 256 in Q5_0 and Q8_0)"}
+   "storage of the linear layers' weights: stored (default: a GGUF file's blocks as they are, else f32) "   \
+   "or a type converted at load (q4k and q6k: llama.cpp's Q4_K and Q6_K, a layer whose width is not a "     \
+   "multiple of 256 in Q5_0 and Q8_0)",                                                                   \
+   clf_cli_weight_types}
 
 /* One subcommand.  The parser fills a zeroed struct of `opts_size` bytes from
  * `options` and gives the handler that struct and the positional arguments
