@@ -25,9 +25,6 @@ from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_double, c
 
 MAX_DIMS = 6
 
-# clf_dtype
-F32, F16, I32, I64, Q8_0, Q4_0 = 0, 1, 2, 3, 4, 5
-
 GENERATE_OFF = -1
 
 
@@ -44,6 +41,23 @@ class DeviceDesc(Structure):
         ("vendor", c_char * 128),
         ("driver_version", c_char * 64),
         ("device_version", c_char * 64),
+    ]
+
+
+class DtypeDesc(Structure):
+    """One row of the library's element types (clf_dtype_at)."""
+    _clf_name_ = "clf_dtype_desc"
+    _fields_ = [
+        ("dtype", c_int),
+        ("name", c_char_p),
+        ("weight_name", c_char_p),
+        ("ggml_type", c_int),
+        ("block", c_size_t),
+        ("block_bytes", c_size_t),
+        ("weights_target", c_int),
+        ("from_f32", c_int),
+        ("ggml_layout", c_int),
+        ("linear_weight", c_int),
     ]
 
 
@@ -158,8 +172,8 @@ class ImageProcessor(Structure):
 
 # Every struct the package mirrors; _load checks each against the library's
 # layout (clf_struct_size, clf_field_offset, clf_field_size).
-STRUCTS = (DeviceDesc, ContextOptions, Array, ModelOptions, GenerateOptions, ChatOptions, TemplateBudget, ChatTurn, Image,
-           ImageProcessor)
+STRUCTS = (DeviceDesc, DtypeDesc, ContextOptions, Array, ModelOptions, GenerateOptions, ChatOptions, TemplateBudget,
+           ChatTurn, Image, ImageProcessor)
 
 # name: (restype, argtypes).  c_void_p stands for the opaque handles.
 _PROTOTYPES = {
@@ -178,6 +192,8 @@ _PROTOTYPES = {
     "clf_context_device": (POINTER(DeviceDesc), [c_void_p]),
     "clf_context_cache_dir": (c_char_p, [c_void_p]),
     "clf_weight_type_from_name": (c_int, [c_char_p, POINTER(c_int)]),
+    "clf_dtype_count": (c_size_t, []),
+    "clf_dtype_at": (c_int, [c_size_t, POINTER(DtypeDesc)]),
     "clf_array_free": (None, [POINTER(Array)]),
     "clf_model_options_init": (None, [POINTER(ModelOptions)]),
     "clf_model_load_with": (c_int, [c_void_p, c_char_p, POINTER(ModelOptions), POINTER(c_void_p)]),
@@ -322,6 +338,23 @@ def _load() -> tuple[ctypes.CDLL, str]:
 
 
 lib, path = _load()
+
+
+def _dtypes() -> dict[str, DtypeDesc]:
+    rows = {}
+    for i in range(lib.clf_dtype_count()):
+        d = DtypeDesc()
+        if lib.clf_dtype_at(i, ctypes.byref(d)) == 0:
+            rows[d.name.decode()] = d
+    return rows
+
+
+# clf_dtype as the library lists it (clf_dtype_at), by name ("q4_k"); the
+# values the package passes; and the names clf_model_options.weights takes
+# (--weights: "f32", ..., "stored"), in the library's order.
+DTYPES = _dtypes()
+F32, F16, I32, I64 = (DTYPES[n].dtype for n in ("f32", "f16", "i32", "i64"))
+WEIGHT_TYPES = tuple(d.weight_name.decode() for d in DTYPES.values() if d.weights_target)
 
 
 def text(b: bytes | None) -> str:

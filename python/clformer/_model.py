@@ -152,11 +152,11 @@ class Model:
             GPU, else the first device), an index into clformer.devices(), a
             clformer.Device, or a selector string ("0:1", or part of the
             "platform / device" name).
-        weights: storage of the linear layers' weights: "f32", "f16", "q8",
-            "q6k", "q4k", "q4", or "stored" (the default: a GGUF file's
-            blocks as the file stores them; a Hugging Face checkpoint's as
-            f32).  "q4k" and "q6k" are llama.cpp's Q4_K and Q6_K blocks
-            (docs/gguf.md).
+        weights: storage of the linear layers' weights: a weight type the
+            library lists ("f32", "f16", "q8", "q4", "q4k", "q6k", "stored"
+            today); "stored" (the default) keeps a GGUF file's blocks as the
+            file stores them and a Hugging Face checkpoint's as f32.  "q4k"
+            and "q6k" are llama.cpp's Q4_K and Q6_K blocks (docs/gguf.md).
         cache_dir: the program cache directory (None: $CLFORMER_CACHE_DIR,
             else ~/.cache/clformer; "off" disables it).
         template_budget: what one rendering of the chat template may cost
@@ -174,8 +174,8 @@ class Model:
         self._lock = self._h.lock
         self.path = _path_arg("path", path)
         if not isinstance(weights, str) or "\0" in weights:
-            raise _errors.InvalidArgumentError(f"weights must be one of \"f32\", \"f16\", \"q8\", \"q4\", "
-                                               f"\"q4k\", \"q6k\", \"stored\", not {weights!r}")
+            names = ", ".join(f'"{w}"' for w in _lib.WEIGHT_TYPES)
+            raise _errors.InvalidArgumentError(f"weights must be one of {names}, not {weights!r}")
         cache = _path_arg("cache_dir", cache_dir) if cache_dir is not None else None
         c_path = _lib.cpath(self.path)  # refusals before a context is made
         c_cache = _lib.cpath(cache, "cache_dir") if cache is not None else None

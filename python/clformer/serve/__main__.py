@@ -14,12 +14,13 @@ import threading
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
+    from .._lib import WEIGHT_TYPES  # the weight types the library lists
     p = argparse.ArgumentParser(prog="python -m clformer.serve", description=__doc__.split("\n\n")[0])
     p.add_argument("model_dir", help="a Hugging Face model directory (the same path on every node)")
     p.add_argument("--replicas", type=int, default=0,
                    help="model replicas (default: every device unit the cluster advertises x --replicas-per-device)")
     p.add_argument("--replicas-per-device", type=int, default=1, help="replicas sharing one device (default 1)")
-    p.add_argument("--weights", default="stored", choices=["stored", "f32", "f16", "q8", "q6k", "q4k", "q4"],
+    p.add_argument("--weights", default="stored", choices=WEIGHT_TYPES,
                    help="linear weights' storage (stored: a GGUF file's blocks as they are, else f32)")
     p.add_argument("--name", default="", help="the model name clients send (default: the directory's name)")
     p.add_argument("--host", default="127.0.0.1", help="HTTP address (default 127.0.0.1)")

@@ -12,7 +12,7 @@ from .api import Limits
 class ServeOptions:
     model_dir: str
     name: str = ""                     #: the model name clients send ("model"); default: the directory's name
-    weights: str = "stored"            #: linear weights' storage: stored, f32, f16, q8, q4
+    weights: str = "stored"            #: linear weights' storage: a weight type the library lists (--weights)
     replicas: int = 1                  #: model replicas in the whole cluster
     replicas_per_device: int = 1       #: replicas that share one OpenCL device
     resource: str = "opencl_device"    #: the Ray custom resource a node advertises per device
