@@ -33,8 +33,10 @@
 #if !defined(WTYPE) || !defined(WT_F32)
 #error "ops/linear.c passes WTYPE and the weight types' constants (-DWT_F32=0 ...)"
 #endif
-/* ggml's layout: the block types other than clformer's split Q8_0 / Q4_0. */
+/* ggml's layout: the block types other than clformer's split Q8_0 / Q4_0;
+ * among them ggml's blocks of 32 with a scale (and a min) per block. */
 #define GGML_BLOCKS (GB > 1 && WTYPE != WT_Q8_0 && WTYPE != WT_Q4_0)
+#define GGML_32 (WTYPE == WT_Q4_1 || WTYPE == WT_Q5_0 || WTYPE == WT_Q5_1)
 #ifndef SPLIT
 #define SPLIT 1
 #endif
@@ -89,7 +91,7 @@ inline float8 ggml_part(__global const uchar *w, __global const half *s, uint n,
   const uint j = c % (GB / 32); /* the chunk's place in its super-block */
   const size_t bo = ((size_t)n * (K / GB) + c / (GB / 32)) * GBYTES; /* the block's first byte */
   const uint8 e = (uint8)(0, 1, 2, 3, 4, 5, 6, 7) + 8 * p;        /* elements of the chunk */
-#if GB == 32 /* Q4_1 {d; m; qs[16]}, Q5_0 {d; qh[4]; qs[16]}, Q5_1 {d; m; qh[4]; qs[16]} */
+#if GGML_32 /* Q4_1 {d; m; qs[16]}, Q5_0 {d; qh[4]; qs[16]}, Q5_1 {d; m; qh[4]; qs[16]} */
   const float d = vload_half(bo / 2, s);
   const uint qs_at = WTYPE == WT_Q4_1 ? 4 : WTYPE == WT_Q5_0 ? 6 : 8;
   const uchar8 qs = vload8(p & 1, w + bo + qs_at);
@@ -127,12 +129,14 @@ inline float8 ggml_part(__global const uchar *w, __global const half *s, uint n,
   x |= ((vload8(p, w + bo + 16) >> (uchar8)j) & (uchar8)1) << (uchar8)4;
 #endif
   return d1 * convert_float8(x) - m1;
-#else /* Q6_K {ql[128]; qh[64]; scales[16] (int8); d} */
+#elif WTYPE == WT_Q6_K /* Q6_K {ql[128]; qh[64]; scales[16] (int8); d} */
   const uint g = j / 4, t = j % 4;
   const uchar8 ql = vload8(p, w + bo + g * 64 + (t & 1) * 32), qh = vload8(p, w + bo + 128 + g * 32);
   const uchar8 x = (t < 2 ? ql & (uchar8)15 : ql >> (uchar8)4) | ((qh >> (uchar8)(2 * t)) & (uchar8)3) << (uchar8)4;
   const float dl = vload_half((bo + 208) / 2, s) * (float)(char)w[bo + 192 + g * 8 + p / 2 + 2 * t];
   return dl * convert_float8(convert_int8(x) - 32);
+#else
+#error "ggml_part: no decoder for this WTYPE (a row added to CLF_DTYPE_MAP needs its branch here)"
 #endif
 }
 
@@ -140,7 +144,7 @@ inline float8 ggml_part(__global const uchar *w, __global const half *s, uint n,
  * and fifth bits read once (the k-quants part by part: their scales change
  * every 16 elements). */
 inline void ggml_chunk(__global const uchar *w, __global const half *s, uint n, uint c, uint K, float8 *v) {
-#if GB == 32
+#if GGML_32
   const size_t bo = ((size_t)n * (K / GB) + c) * GBYTES;
   const float d = vload_half(bo / 2, s), m = WTYPE == WT_Q5_0 ? 0.0f : vload_half(bo / 2 + 1, s);
   const uint qs_at = WTYPE == WT_Q4_1 ? 4 : WTYPE == WT_Q5_0 ? 6 : 8;

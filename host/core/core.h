@@ -230,6 +230,9 @@ int clf__dtype_is_block(clf_dtype dt);
 /* 1 for ggml's block types (CLF_DTYPE_GGML: blocks as a GGUF file stores
  * them). */
 int clf__dtype_is_ggml(clf_dtype dt);
+/* 1 for the types the linear kernels read weights of (kernels/linear.cl
+ * has a WT_ constant for them). */
+int clf__dtype_is_linear(clf_dtype dt);
 /* Elements a block of a block type (32 or 256); 1 for the others. */
 size_t clf__dtype_block(clf_dtype dt);
 /* Storage bytes of numel elements of dt (for the block types, numel a

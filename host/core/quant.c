@@ -26,6 +26,11 @@ int clf__dtype_is_block(clf_dtype dt) {
   return r && r->block > 1;
 }
 
+int clf__dtype_is_linear(clf_dtype dt) {
+  const clf__dtype_row *r = clf__dtype(dt);
+  return r && r->wtype >= 0;
+}
+
 size_t clf__dtype_block(clf_dtype dt) { return clf__dtype_is_block(dt) ? clf__dtype(dt)->block : 1; }
 
 size_t clf__dtype_bytes(clf_dtype dt, size_t numel) {

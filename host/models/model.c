@@ -238,10 +238,12 @@ clf_status clf_model_load_with(clf_context *ctx, const char *model_dir, const cl
   if ((st = clf__check_ctx(ctx, op)) != CLF_OK) return st;
   if (!model_dir) return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: model_dir is NULL", op);
   clf_dtype wt = opts ? opts->weights : CLF_STORED;
-  if (wt != CLF_F32 && wt != CLF_F16 && wt != CLF_Q8_0 && wt != CLF_Q4_0 && wt != CLF_Q4_K && wt != CLF_Q6_K &&
-      wt != CLF_STORED)
-    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: weight type %d is not one of CLF_F32, CLF_F16, CLF_Q8_0, CLF_Q4_0, "
-                     "CLF_Q4_K, CLF_Q6_K, CLF_STORED", op, (int)wt);
+  const clf__dtype_row *wr = clf__dtype(wt);
+  if (!wr || !(wr->flags & CLF_DTYPE_WEIGHTS)) {
+    char names[256];
+    clf__weight_type_names(names, sizeof names);
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: weight type %d is not one of %s", op, (int)wt, names);
+  }
   clf__config *c = NULL;
   clf__weights *w = NULL;
   clf_model *m = NULL;

@@ -512,7 +512,7 @@ static clf_status linear_check(clf_context *ctx, const char *op, const clf_tenso
   if (layout != CLF_WEIGHT_OUT_IN && layout != CLF_WEIGHT_IN_OUT)
     return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: layout is %d, not a clf_weight_layout", op, (int)layout);
   const int in_out = layout == CLF_WEIGHT_IN_OUT;
-  if (w->dtype != CLF_F32 && (in_out || (w->dtype != CLF_F16 && !clf__dtype_is_block(w->dtype))))
+  if (w->dtype != CLF_F32 && (in_out || !clf__dtype_is_linear(w->dtype)))
     return clf__fail(ctx, CLF_E_DTYPE, "%s: w is %s%s: weights are f32, or f16 / q8_0 / q4_0 / ggml's blocks [out, in]", op,
                      clf_dtype_name(w->dtype), in_out ? " with layout CLF_WEIGHT_IN_OUT" : "");
   *in = x->shape[x->ndim - 1];
