@@ -144,7 +144,8 @@ clf_status clf__load_ln(clf_context *ctx, const clf__weights *w, clf__params *p,
 clf_status clf__load_rms(clf_context *ctx, const clf__weights *w, clf__params *p, const char *prefix, size_t d,
                          float eps, clf__ln *ln) {
   char gw[256];
-  snprintf(gw, sizeof gw, "%s.weight", prefix);
+  if ((size_t)snprintf(gw, sizeof gw, "%s.weight", prefix) >= sizeof gw)
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "the tensor name \"%.64s...\" is past %zu bytes", prefix, sizeof gw);
   ln->eps = eps;
   ln->rms = 1;
   ln->b = NULL;

@@ -207,7 +207,8 @@ void clf__j_free(jtemplate *t);
 clf_status clf__j_render(const jtemplate *t, const void *base, const void *vars, const char *vars_text,
                          const clf_template_budget *budget, clf_template_budget *cost, char **out);
 
-/* ---- builtins (jinja_builtins.c) ---- */
+/* ---- builtins (jinja_filters.c: filters and tests; jinja_methods.c:
+ * methods and globals) ---- */
 int clf__j_filter_id(const char *name); /* -1 when not implemented */
 int clf__j_test_id(const char *name);
 int clf__j_global_id(const char *name);
