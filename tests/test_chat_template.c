@@ -107,28 +107,37 @@ END_TEST
 /* One construct or edge each, rendered by transformers' Jinja environment
  * (cases.json "snippets"); where Jinja raised, the library must refuse too
  * (at parse or at render). */
+/* One snippet of cases.json parsed and rendered with ctx: the status,
+ * *parsed (0: refused at parse); where Jinja gave a text, that text byte
+ * for byte.  The caller checks a refusal. */
+static clf_status snippet_renders(const cJSON *c, const char *ctx, int *parsed) {
+  const char *src = cJSON_GetObjectItem(c, "template_source")->valuestring;
+  const cJSON *want = cJSON_GetObjectItem(c, "expected");
+  clf_chat_template *t = NULL;
+  char *text = NULL;
+  clf_status st = clf_chat_template_parse(src, &t);
+  *parsed = st == CLF_OK;
+  if (*parsed) st = clf_chat_template_render_json(t, ctx, &text);
+  if (cJSON_IsString(want)) {
+    ck_assert_msg(st == CLF_OK, "%s: %s", src, clf_last_error(NULL));
+    char msg[512];
+    diff_at(text, want->valuestring, msg, sizeof(msg));
+    ck_assert_msg(!msg[0], "%s: %s", src, msg);
+  } else {
+    ck_assert_msg(st != CLF_OK, "%s rendered \"%s\"; Jinja raised %s", src, text,
+                  cJSON_GetObjectItem(c, "error")->valuestring);
+  }
+  free(text);
+  clf_chat_template_destroy(t);
+  return st;
+}
+
 START_TEST(snippets_match_jinja) {
   cJSON *root = cases_json(), *c;
   char *ctx = cJSON_PrintUnformatted(cJSON_GetObjectItem(root, "snippet_context"));
-  int n = 0;
+  int n = 0, parsed;
   cJSON_ArrayForEach(c, cJSON_GetObjectItem(root, "snippets")) {
-    const char *src = cJSON_GetObjectItem(c, "template_source")->valuestring;
-    const cJSON *want = cJSON_GetObjectItem(c, "expected");
-    clf_chat_template *t = NULL;
-    char *text = NULL;
-    clf_status st = clf_chat_template_parse(src, &t);
-    if (st == CLF_OK) st = clf_chat_template_render_json(t, ctx, &text);
-    if (cJSON_IsString(want)) {
-      ck_assert_msg(st == CLF_OK, "%s: %s", src, clf_last_error(NULL));
-      char msg[512];
-      diff_at(text, want->valuestring, msg, sizeof(msg));
-      ck_assert_msg(!msg[0], "%s: %s", src, msg);
-    } else {
-      ck_assert_msg(st != CLF_OK, "%s rendered \"%s\"; Jinja raised %s", src, text,
-                    cJSON_GetObjectItem(c, "error")->valuestring);
-    }
-    free(text);
-    clf_chat_template_destroy(t);
+    snippet_renders(c, ctx, &parsed);
     n++;
   }
   ck_assert_int_eq(n, 130);
@@ -146,18 +155,9 @@ START_TEST(call_snippets_match_jinja) {
   int n = 0, refused = 0;
   cJSON_ArrayForEach(c, cJSON_GetObjectItem(root, "call_snippets")) {
     const char *src = cJSON_GetObjectItem(c, "template_source")->valuestring;
-    const cJSON *want = cJSON_GetObjectItem(c, "expected");
-    clf_chat_template *t = NULL;
-    char *text = NULL;
-    clf_status st = clf_chat_template_parse(src, &t);
-    int parsed = st == CLF_OK;
-    if (parsed) st = clf_chat_template_render_json(t, ctx, &text);
-    if (cJSON_IsString(want)) {
-      ck_assert_msg(st == CLF_OK, "%s: %s", src, clf_last_error(NULL));
-      char msg[512];
-      diff_at(text, want->valuestring, msg, sizeof(msg));
-      ck_assert_msg(!msg[0], "%s: %s", src, msg);
-    } else {
+    int parsed;
+    clf_status st = snippet_renders(c, ctx, &parsed);
+    if (!cJSON_IsString(cJSON_GetObjectItem(c, "expected"))) {
       const char *type = cJSON_GetObjectItem(c, "error_type")->valuestring;
       const char *err = cJSON_GetObjectItem(c, "error")->valuestring;
       int syntax = !strcmp(type, "TemplateSyntaxError") || !strcmp(type, "TemplateAssertionError");
@@ -166,8 +166,6 @@ START_TEST(call_snippets_match_jinja) {
       ck_assert_msg(strstr(clf_last_error(NULL), err), "%s: \"%s\" lacks \"%s\"", src, clf_last_error(NULL), err);
       refused++;
     }
-    free(text);
-    clf_chat_template_destroy(t);
     n++;
   }
   ck_assert_int_eq(n, 45);
@@ -455,11 +453,39 @@ static clf_status render_timed(const char *src, char **text) {
   return st;
 }
 
+/* A template and Jinja2 3.1.4's text for it (or the words of its refusal). */
+typedef struct jinja_case { const char *src, *want; } jinja_case;
+
+/* Each of r[0 .. n) renders Jinja2's text, within render_timed's time. */
+static void expect_texts(const jinja_case *r, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    char *text;
+    clf_status st = render_timed(r[i].src, &text);
+    ck_assert_msg(st == CLF_OK, "%s: %s", r[i].src, clf_last_error(NULL));
+    ck_assert_msg(!strcmp(text, r[i].want), "%s: got \"%s\", Jinja2 gives \"%s\"", r[i].src, text, r[i].want);
+    free(text);
+  }
+}
+
+/* Each of r[0 .. n) is refused with status `want`, its message holding
+ * r[i].want (a budget's refusal also its template position), no text. */
+static void expect_refused(const jinja_case *r, size_t n, clf_status want) {
+  for (size_t i = 0; i < n; i++) {
+    char *text;
+    clf_status st = render_timed(r[i].src, &text);
+    const char *err = clf_last_error(NULL);
+    ck_assert_msg(st == want, "%s: %s (%s)", r[i].src, clf_status_name(st), err);
+    ck_assert_msg(strstr(err, r[i].want), "%s: \"%s\" lacks \"%s\"", r[i].src, err, r[i].want);
+    if (want == CLF_E_LIMIT) ck_assert_msg(strstr(err, " at 1:"), "%s: %s", r[i].src, err);
+    ck_assert_ptr_null(text);
+  }
+}
+
 /* Work the template does not spell out (repetition, string building,
  * loops) is charged to one budget per render: each of these stops with
  * CLF_E_LIMIT naming the budget and the position, within 1 s and 256 MB. */
 START_TEST(hostile_budget) {
-  static const struct { const char *src, *needle; } r[] = {
+  static const jinja_case r[] = {
       /* 0.45 s an iteration before: about 12 hours */
       {"{% for i in range(100000) %}{% set x = 'a' * 60000000 %}{% endfor %}", "budget"},
       {"{% for i in range(100000) %}{% set x = 'a' * 6000000 %}{% endfor %}", "bytes budget"},
@@ -482,17 +508,7 @@ START_TEST(hostile_budget) {
        "budget"},
   };
   struct rusage ru;
-  for (size_t i = 0; i < sizeof(r) / sizeof(r[0]); i++) {
-    char *text;
-    clf_status st = render_timed(r[i].src, &text);
-    ck_assert_msg(st != CLF_OK, "%s rendered", r[i].src);
-    ck_assert_msg(strstr(clf_last_error(NULL), r[i].needle), "%s: \"%s\" lacks \"%s\"", r[i].src,
-                  clf_last_error(NULL), r[i].needle);
-    if (strstr(r[i].needle, "budget"))
-      ck_assert_msg(st == CLF_E_LIMIT && strstr(clf_last_error(NULL), " at 1:"), "%s: %s", r[i].src,
-                    clf_last_error(NULL));
-    ck_assert_ptr_null(text);
-  }
+  expect_refused(r, sizeof(r) / sizeof(r[0]), CLF_E_LIMIT);
   getrusage(RUSAGE_SELF, &ru);
   if (!CT_SANITIZED) ck_assert_msg(ru.ru_maxrss < 256 * 1024, "peak RSS %ld KiB", ru.ru_maxrss);
 }
@@ -515,7 +531,7 @@ END_TEST
  * has it (expected texts from jinja2.sandbox.ImmutableSandboxedEnvironment),
  * and the cycle is freed (LeakSanitizer in CI: it leaked 402 bytes a render). */
 START_TEST(hostile_cycles) {
-  static const struct { const char *src, *want; } r[] = {
+  static const jinja_case r[] = {
       {"{% set ns = namespace() %}{% set ns.x = ns %}{{ ns }}|{{ ns == ns.x }}",
        "<Namespace {'x': <Namespace {...}>}>|True"},
       {"{% set ns = namespace() %}{% set ns.l = [ns, 1] %}{{ ns }}|{{ ns.l }}|{{ ns in ns.l }}|{{ ns.l == ns.l }}|"
@@ -527,13 +543,7 @@ START_TEST(hostile_cycles) {
       {"{% set a = namespace() %}{% set b = namespace(a=a) %}{% set a.b = b %}{{ a == b }}|{{ [a] == [a] }}|"
        "{{ a.b.a.b.a is sameas a }}", "False|True|True"},
   };
-  for (size_t i = 0; i < sizeof(r) / sizeof(r[0]); i++) {
-    char *text;
-    clf_status st = render_timed(r[i].src, &text);
-    ck_assert_msg(st == CLF_OK, "%s: %s", r[i].src, clf_last_error(NULL));
-    ck_assert_msg(!strcmp(text, r[i].want), "%s: got \"%s\", Jinja2 gives \"%s\"", r[i].src, text, r[i].want);
-    free(text);
-  }
+  expect_texts(r, sizeof(r) / sizeof(r[0]));
   char *text;
   /* json.dumps: Namespace is not serializable before any cycle is met */
   ck_assert_int_eq(render_timed("{% set ns = namespace() %}{% set ns.l = [ns] %}{{ ns.l|tojson }}", &text),
@@ -555,7 +565,7 @@ END_TEST
 
 /* Integer edges answer what Python and Jinja2 3.1.4 answer. */
 START_TEST(hostile_integers) {
-  static const struct { const char *src, *want; } r[] = {
+  static const jinja_case r[] = {
       {"{{ range(0, 9223372036854775807, 4611686018427387904)|list }}", "[0, 4611686018427387904]"},
       {"{{ range(9223372036854775807, -9223372036854775807, -4611686018427387904)|list|length }}", "4"},
       {"{{ 'abc'.find('', 9223372036854775807) }} {{ 'abc'.find('', 3) }} {{ 'aXbX'.find('X', 2) }} "
@@ -572,14 +582,8 @@ START_TEST(hostile_integers) {
        "oll\xc3\xa9h \xc3\xa9ll hlo ol c [3]"},
       {"{{ strftime_now('%%' * 1000)|length }}", "1000"},
   };
-  for (size_t i = 0; i < sizeof(r) / sizeof(r[0]); i++) {
-    char *text;
-    clf_status st = render_timed(r[i].src, &text);
-    ck_assert_msg(st == CLF_OK, "%s: %s", r[i].src, clf_last_error(NULL));
-    ck_assert_msg(!strcmp(text, r[i].want), "%s: got \"%s\", Jinja2 gives \"%s\"", r[i].src, text, r[i].want);
-    free(text);
-  }
-  static const struct { const char *src, *needle; } e[] = {
+  expect_texts(r, sizeof(r) / sizeof(r[0]));
+  static const jinja_case e[] = {
       {"{{ 0 ** -1 }}", "0.0 cannot be raised to a negative power"},
       {"{{ 0.0 ** -1.5 }}", "0.0 cannot be raised to a negative power"},
       {"{{ 1.5 % 0.0 }}", "float modulo"},
@@ -591,13 +595,7 @@ START_TEST(hostile_integers) {
       {"{{ 1e300|round(300, 'floor') }}", "cannot convert float infinity to integer"},
       {"{{ 9223372036854775807|round(-1) }}", "integer overflow"},
   };
-  for (size_t i = 0; i < sizeof(e) / sizeof(e[0]); i++) {
-    char *text;
-    clf_status st = render_timed(e[i].src, &text);
-    ck_assert_msg(st == CLF_E_INVALID_ARG, "%s: %s", e[i].src, clf_status_name(st));
-    ck_assert_msg(strstr(clf_last_error(NULL), e[i].needle), "%s: \"%s\" lacks \"%s\"", e[i].src,
-                  clf_last_error(NULL), e[i].needle);
-  }
+  expect_refused(e, sizeof(e) / sizeof(e[0]), CLF_E_INVALID_ARG);
 }
 END_TEST
 
