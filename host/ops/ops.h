@@ -67,6 +67,32 @@ int clf__attn_fused_variant(clf_context *ctx, size_t dh, size_t lq, size_t lk, i
 clf_status clf__attention_proj(clf_context *ctx, const clf_tensor *proj, size_t H, size_t Hkv, size_t Dh,
                                const clf_attention_mask *mask, float scale, clf_tensor *out, int *done);
 
+/* ---- paged KV cache (paged.c, kernels/paged.cl) ---- */
+/* The rows of one step over a paged cache: arrays in one i64 tensor (the
+ * step's single upload), at element offsets from the tensor's start.  Row
+ * t (of T) is at absolute position pos[t] of sequence seq[t] (a row of the
+ * block table [S, max_blocks]); its new key and value go to pool slot
+ * slot[t] = block * `block` + offset.  The caller keeps slots and table
+ * entries inside the pool (they are on the device, not checked here). */
+typedef struct clf__paged_meta {
+  const clf_tensor *meta;
+  size_t pos, seq, slot, table;
+  size_t T, S, max_blocks, block;
+} clf__paged_meta;
+
+/* pool[slot[t]][h] = src[0, h, t, :]: the step's keys (or values)
+ * src [1, Hkv, T, Dh], split and rotated, into pool [NB, Hkv, block, Dh]. */
+clf_status clf__kv_scatter(clf_context *ctx, const clf_tensor *src, const clf__paged_meta *pm, clf_tensor *pool);
+
+/* out [1, T, H Dh] (heads merged) = softmax(scale q k^T) v for q
+ * [1, H, T, Dh], each row over its sequence's positions 0..pos[t] (the
+ * last `window` of them when window > 0) read through the block table
+ * from the pools k, v [NB, Hkv, block, Dh]; query head h reads KV head
+ * h / (H / Hkv). */
+clf_status clf__paged_attention(clf_context *ctx, const clf_tensor *q, const clf_tensor *kpool,
+                                const clf_tensor *vpool, const clf__paged_meta *pm, size_t window, float scale,
+                                clf_tensor *out);
+
 /* ---- variants that need a device feature ---- */
 /* The layer norm's work-group kernel and the row softmax with their
  * reductions through sub-groups (cl_khr_subgroups / cl_intel_subgroups):

@@ -1,0 +1,108 @@
+/* paged.c - attention over a paged KV cache (ops.h, kernels/paged.cl): the
+ * step's new keys and values scattered into their blocks, and attention
+ * of rows from many sequences, each through its own block table. */
+#include "ops.h"
+
+#include <stdio.h>
+
+/* The work-group of paged_attention: 64 work-items (a tile of 64 keys),
+ * fewer where the device allows fewer; a power of two. */
+static size_t pg_wg(const clf_context *ctx) {
+  size_t wg = 64;
+  while (wg > 1 && ctx->caps.max_wg && wg > ctx->caps.max_wg) wg /= 2;
+  return wg;
+}
+
+/* Every array of pm inside its i64 buffer. */
+static clf_status check_meta(clf_context *ctx, const char *op, const clf__paged_meta *pm) {
+  clf_status st;
+  if ((st = clf__check_tensor(ctx, op, "meta", pm->meta, CLF_I64, 1, CLF_MAX_DIMS)) != CLF_OK ||
+      (st = clf__check_fits_u32(ctx, op, "meta", pm->meta)) != CLF_OK)
+    return st;
+  const size_t n = clf_tensor_numel(pm->meta), tab = pm->S * pm->max_blocks;
+  if (pm->pos > n || pm->T > n - pm->pos || pm->seq > n || pm->T > n - pm->seq || pm->slot > n ||
+      pm->T > n - pm->slot || pm->table > n || tab > n - pm->table || !pm->block)
+    return clf__fail(ctx, CLF_E_SHAPE, "%s: the row metadata (%zu rows, %zu x %zu table) does not fit its %zu-entry "
+                     "buffer", op, pm->T, pm->S, pm->max_blocks, n);
+  return CLF_OK;
+}
+
+/* pool [NB, Hkv, BS, Dh] of the block size pm gives. */
+static clf_status check_pool(clf_context *ctx, const char *op, const char *arg, const clf_tensor *pool, size_t Hkv,
+                             size_t Dh, const clf__paged_meta *pm) {
+  clf_status st;
+  if ((st = clf__check_tensor(ctx, op, arg, pool, CLF_F32, 4, 4)) != CLF_OK ||
+      (st = clf__check_dim(ctx, op, arg, pool, 1, Hkv)) != CLF_OK ||
+      (st = clf__check_dim(ctx, op, arg, pool, 2, pm->block)) != CLF_OK ||
+      (st = clf__check_dim(ctx, op, arg, pool, 3, Dh)) != CLF_OK)
+    return st;
+  return clf__check_fits_u32(ctx, op, arg, pool);
+}
+
+clf_status clf__kv_scatter(clf_context *ctx, const clf_tensor *src, const clf__paged_meta *pm, clf_tensor *pool) {
+  static const char op[] = "clf__kv_scatter";
+  clf_status st;
+  if ((st = clf__check_tensor(ctx, op, "src", src, CLF_F32, 4, 4)) != CLF_OK ||
+      (st = clf__check_dim(ctx, op, "src", src, 0, 1)) != CLF_OK ||
+      (st = clf__check_dim(ctx, op, "src", src, 2, pm->T)) != CLF_OK ||
+      (st = clf__check_fits_u32(ctx, op, "src", src)) != CLF_OK || (st = check_meta(ctx, op, pm)) != CLF_OK)
+    return st;
+  const size_t Hkv = src->shape[1], Dh = src->shape[3];
+  if ((st = check_pool(ctx, op, "pool", pool, Hkv, Dh, pm)) != CLF_OK) return st;
+  if (pm->T == 0 || Hkv == 0 || Dh == 0) return CLF_OK;
+  clf__kernel *k;
+  if ((st = clf__get_kernel(ctx, "paged", NULL, "kv_scatter", &k)) != CLF_OK) return st;
+  const cl_uint slot = (cl_uint)(pm->meta->offset + pm->slot), T = (cl_uint)pm->T, H = (cl_uint)Hkv,
+                D = (cl_uint)Dh, BS = (cl_uint)pm->block;
+  if ((st = clf__set_args(ctx, k, 10, CLF__TARG(src), CLF__ARG(pm->meta->buf), CLF__ARG(slot), CLF__TARG(pool),
+                          CLF__ARG(T), CLF__ARG(H), CLF__ARG(D), CLF__ARG(BS))) != CLF_OK)
+    return st;
+  const size_t wg = clf__wg_1d(ctx, k, 16), global[2] = {(pm->T + wg - 1) / wg * wg, Hkv}, local[2] = {wg, 1};
+  return clf__launch(ctx, k, 2, global, local, NULL);
+}
+
+clf_status clf__paged_attention(clf_context *ctx, const clf_tensor *q, const clf_tensor *kpool,
+                                const clf_tensor *vpool, const clf__paged_meta *pm, size_t window, float scale,
+                                clf_tensor *out) {
+  static const char op[] = "clf__paged_attention";
+  clf_status st;
+  if ((st = clf__check_tensor(ctx, op, "q", q, CLF_F32, 4, 4)) != CLF_OK ||
+      (st = clf__check_dim(ctx, op, "q", q, 0, 1)) != CLF_OK ||
+      (st = clf__check_dim(ctx, op, "q", q, 2, pm->T)) != CLF_OK ||
+      (st = clf__check_fits_u32(ctx, op, "q", q)) != CLF_OK || (st = check_meta(ctx, op, pm)) != CLF_OK)
+    return st;
+  const size_t H = q->shape[1], Dh = q->shape[3];
+  if ((st = clf__check_tensor(ctx, op, "k", kpool, CLF_F32, 4, 4)) != CLF_OK) return st;
+  const size_t Hkv = kpool->shape[1];
+  if (Hkv == 0 || H % Hkv)
+    return clf__fail(ctx, CLF_E_SHAPE, "%s: %zu query heads are not a multiple of %zu KV heads", op, H, Hkv);
+  if ((st = check_pool(ctx, op, "k", kpool, Hkv, Dh, pm)) != CLF_OK ||
+      (st = check_pool(ctx, op, "v", vpool, Hkv, Dh, pm)) != CLF_OK ||
+      (st = clf__check_tensor(ctx, op, "out", out, CLF_F32, 3, 3)) != CLF_OK ||
+      (st = clf__check_dim(ctx, op, "out", out, 0, 1)) != CLF_OK ||
+      (st = clf__check_dim(ctx, op, "out", out, 1, pm->T)) != CLF_OK ||
+      (st = clf__check_dim(ctx, op, "out", out, 2, H * Dh)) != CLF_OK ||
+      (st = clf__check_fits_u32(ctx, op, "out", out)) != CLF_OK)
+    return st;
+  if (pm->T == 0 || H == 0 || Dh == 0) return CLF_OK;
+  /* The group the kernel was built for, halved while the built kernel
+   * allows fewer work-items (its registers or local memory). */
+  size_t wg = pg_wg(ctx);
+  clf__kernel *k;
+  for (;;) {
+    char opts[64];
+    snprintf(opts, sizeof opts, "-DHEAD_DIM=%zu -DPG_WG=%zu", Dh, wg);
+    if ((st = clf__get_kernel(ctx, "paged", opts, "paged_attention", &k)) != CLF_OK) return st;
+    if ((clf__wg_1d(ctx, k, wg) >= wg && clf__local_fits(ctx, k)) || wg == 1) break;
+    wg /= 2;
+  }
+  const cl_uint base = (cl_uint)pm->meta->offset, pos = base + (cl_uint)pm->pos, seq = base + (cl_uint)pm->seq,
+                tab = base + (cl_uint)pm->table, maxb = (cl_uint)pm->max_blocks, T = (cl_uint)pm->T,
+                Hq = (cl_uint)H, Hk = (cl_uint)Hkv, BS = (cl_uint)pm->block, W = (cl_uint)window;
+  if ((st = clf__set_args(ctx, k, 19, CLF__TARG(q), CLF__TARG(kpool), CLF__TARG(vpool), CLF__ARG(pm->meta->buf),
+                          CLF__ARG(pos), CLF__ARG(seq), CLF__ARG(tab), CLF__ARG(maxb), CLF__TARG(out), CLF__ARG(T),
+                          CLF__ARG(Hq), CLF__ARG(Hk), CLF__ARG(BS), CLF__ARG(W), CLF__ARG(scale))) != CLF_OK)
+    return st;
+  const size_t global = pm->T * H * wg;
+  return clf__launch(ctx, k, 1, &global, &wg, NULL);
+}

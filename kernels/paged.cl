@@ -1,0 +1,117 @@
+/* paged.cl - attention over a paged KV cache (host/ops/paged.c).
+ *
+ * The cache of one layer is a pool of blocks, K and V each
+ * [n_blocks, Hkv, BS, Dh]: position j of a sequence lives in block
+ * table[seq, j / BS] at offset j - (j / BS) * BS.  The T rows of a step
+ * belong to different sequences (one new token of each decoding sequence,
+ * a chunk of prompt of each starting one); row t is at absolute position
+ * pos[t] of sequence seq[t] and sees that sequence's positions 0..pos[t]
+ * (causal), or the last `window` of them.
+ *
+ * Metadata is one i64 buffer (the step's single upload): pos, seq, slot at
+ * offsets the host gives, the block table [S, max_blocks] at table_off.
+ *
+ * Options: -DHEAD_DIM=Dh -DPG_WG=n (a power of two <= CLF_RED_WG, the
+ * work-group of paged_attention: one group per (row, head), PG_WG keys a
+ * tile).  Quotients and remainders are spelled out, as in attention.cl.
+ */
+
+/* pool[slot[t]] = src[h, t, :] for every row t and KV head h: the step's
+ * new keys (or values) [Hkv, T, Dh], already split and rotated, into their
+ * blocks.  One work-item per (t, h) row of Dh. */
+__kernel void kv_scatter(__global const float *src, uint src_off, __global const long *meta, uint slot_off,
+                         __global float *pool, uint pool_off, uint T, uint Hkv, uint Dh, uint BS) {
+  const uint t = get_global_id(0), h = get_global_id(1);
+  if (t >= T || h >= Hkv) return;
+  const ulong slot = (ulong)meta[slot_off + t];
+  const ulong blk = slot / BS, off = slot - blk * BS;
+  __global const float *s = src + src_off + ((ulong)h * T + t) * Dh;
+  __global float *d = pool + pool_off + ((blk * Hkv + h) * BS + off) * Dh;
+  for (uint i = 0; i < Dh; i++) d[i] = s[i];
+}
+
+#ifdef HEAD_DIM
+#define PG_ACC ((HEAD_DIM + PG_WG - 1) / PG_WG)
+
+/* Sum (op 0) or max (op 1) of red[0..PG_WG) into red[0]; uniform. */
+inline float pg_reduce(__local float *red, int op) {
+  const uint lid = get_local_id(0);
+  for (uint s = PG_WG / 2; s > 0; s >>= 1) {
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lid < s) red[lid] = op ? fmax(red[lid], red[lid + s]) : red[lid] + red[lid + s];
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const float r = red[0];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return r;
+}
+
+/* out[t, h * Dh + d] = softmax_j(scale * q[h, t] . k[j]) v[j][d] over the
+ * positions j the row sees, its keys read through the block table.  One
+ * work-group of PG_WG per (t, h), group id t * H + h: a tile of PG_WG keys
+ * a step (one per work-item), an online softmax across tiles, each
+ * work-item owning output dims lid, lid + PG_WG, ...  Query head h reads
+ * KV head h / (H / Hkv). */
+__kernel void paged_attention(__global const float *q, uint q_off, __global const float *kp, uint k_off,
+                              __global const float *vp, uint v_off, __global const long *meta, uint pos_off, uint seq_off,
+                              uint table_off, uint max_blocks, __global float *out, uint out_off, uint T, uint H,
+                              uint Hkv, uint BS, uint window, float scale) {
+  __local float qs[HEAD_DIM];
+  __local float w[PG_WG];
+  __local float red[PG_WG];
+  const uint g = get_group_id(0), lid = get_local_id(0);
+  const uint t = g / H, h = g - t * H;
+  if (t >= T) return; /* uniform over the group */
+  const uint hk = h / (H / Hkv);
+  kp += k_off;
+  vp += v_off;
+  const long p = meta[pos_off + t];
+  __global const long *table = meta + table_off + (ulong)meta[seq_off + t] * max_blocks;
+  const long lo = window > 0 && p + 1 > (long)window ? p + 1 - (long)window : 0;
+  const long end = p + 1;
+  for (uint d = lid; d < HEAD_DIM; d += PG_WG) qs[d] = q[q_off + ((ulong)h * T + t) * HEAD_DIM + d];
+  float acc[PG_ACC];
+  for (uint i = 0; i < PG_ACC; i++) acc[i] = 0.0f;
+  float m = -INFINITY, l = 0.0f;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (long j0 = lo; j0 < end; j0 += PG_WG) {
+    const long j = j0 + lid;
+    float s = -INFINITY;
+    if (j < end) {
+      const long b = j / BS;
+      const ulong blk = (ulong)table[b], off = (ulong)(j - b * BS);
+      __global const float *k = kp + ((blk * Hkv + hk) * BS + off) * HEAD_DIM;
+      float dot = 0.0f;
+      for (uint d = 0; d < HEAD_DIM; d++) dot += qs[d] * k[d];
+      s = dot * scale;
+    }
+    red[lid] = s;
+    const float mt = pg_reduce(red, 1);
+    const float mn = fmax(m, mt), corr = exp(m - mn);
+    const float e = j < end ? exp(s - mn) : 0.0f;
+    w[lid] = e;
+    red[lid] = e;
+    const float lt = pg_reduce(red, 0);
+    l = l * corr + lt;
+    m = mn;
+    const uint n = end - j0 < PG_WG ? (uint)(end - j0) : PG_WG;
+    for (uint i = 0; i < PG_ACC; i++) {
+      const uint d = lid + i * PG_WG;
+      float a = acc[i] * corr;
+      if (d < HEAD_DIM)
+        for (uint jj = 0; jj < n; jj++) {
+          const long jx = j0 + jj, b = jx / BS;
+          const ulong blk = (ulong)table[b], off = (ulong)(jx - b * BS);
+          a += w[jj] * vp[((blk * Hkv + hk) * BS + off) * HEAD_DIM + d];
+        }
+      acc[i] = a;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE); /* w is rewritten by the next tile */
+  }
+  const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+  for (uint i = 0; i < PG_ACC; i++) {
+    const uint d = lid + i * PG_WG;
+    if (d < HEAD_DIM) out[out_off + ((ulong)t * H + h) * HEAD_DIM + d] = acc[i] * inv;
+  }
+}
+#endif
