@@ -1241,6 +1241,116 @@ CLF_API clf_status clf_model_generate(clf_model *m,
                                       clf_array *sequences);
 
 /* ------------------------------------------------------------------------ */
+/* The engine: many sequences of one decoder model decoded together. */
+
+/* Each step of an engine runs one forward pass over the rows of every
+ * running sequence (one new token of each decoding sequence, a chunk of
+ * prompt of each starting one, within a budget of rows per step) and hands
+ * each sequence the token it samples with its own settings.  Keys and
+ * values live in a paged cache: fixed-size blocks of positions from one
+ * pool, taken as a sequence grows and returned when it ends.  Full blocks
+ * are kept by their tokens and everything before them, so a request whose
+ * prompt starts as an earlier one did (a system prompt, an earlier turn)
+ * reuses those blocks instead of computing them, but only under the same
+ * isolation key.  When the pool is full, new sequences wait; a running
+ * sequence that needs a block takes it from the newest running one, which
+ * waits and is recomputed later (same tokens).  docs/engine.md has the
+ * design and a worked example.
+ *
+ * Threads: clf_engine_submit, clf_engine_cancel and clf_engine_stats may
+ * be called from any thread while another steps; one thread steps at a
+ * time (clf_engine_step serialises callers).  While an engine exists the
+ * model is its: run nothing else on m (clf_model_run, generate, chat).
+ * Decoder-only models (GPT-2, Llama, Mistral, Qwen2 and those of GGUF
+ * files), every weight type; not encoder-decoders, not rope_scaling
+ * "dynamic" (whose frequencies follow the longest sequence). */
+typedef struct clf_engine clf_engine;
+
+typedef struct clf_engine_options {
+  /* Device memory for the block pool, in bytes; 0: a quarter of the
+   * device's global memory left after the model's weights, at most what
+   * max_sequences sequences of the model's full length take. */
+  size_t kv_bytes;
+  /* Positions per block; 0: 16. */
+  size_t block_size;
+  /* Rows of one step (decode rows and prompt chunks together); a prompt
+   * longer than what is left of it is fed in chunks.  0: 256. */
+  size_t max_step_rows;
+  /* Sequences running at once (the rest wait); 0: 64. */
+  size_t max_sequences;
+} clf_engine_options;
+
+/* Why a sequence ended. */
+typedef enum clf_finish {
+  CLF_FINISH_EOS = 1,       /* it sampled an end-of-sequence token (reported) */
+  CLF_FINISH_LENGTH = 2,    /* max_new_tokens */
+  CLF_FINISH_CONTEXT = 3,   /* the model's positions, with no max_new_tokens or a larger one */
+  CLF_FINISH_STOPPED = 4,   /* its on_token returned non-zero */
+  CLF_FINISH_CANCELLED = 5, /* clf_engine_cancel */
+  CLF_FINISH_ERROR = 6,     /* a step failed (the message is passed) */
+} clf_finish_reason;
+
+typedef struct clf_engine_request {
+  /* The prompt: n_ids token ids (at least 1), copied at submission. */
+  const int64_t *ids;
+  size_t n_ids;
+  /* Sampling and stopping as clf_model_generate takes them (one beam;
+   * on_token there is not used): max_new_tokens (0: until an
+   * end-of-sequence token or the model's positions), do_sample,
+   * temperature, top_k, top_p, min_p, repetition_penalty,
+   * no_repeat_ngram_size, seed (0: a fresh one) and eos_token_ids.  The
+   * same settings and seed give the tokens clf_model_generate gives for
+   * the prompt alone.  NULL: defaults. */
+  const clf_generate_options *options;
+  /* Prefix reuse happens only between requests of the same key (a server
+   * passes its client's identity); 0 is a key like any other. */
+  uint64_t isolation;
+  /* Called from the stepping thread with each new token of the sequence;
+   * non-zero ends it (CLF_FINISH_STOPPED: a stop string found by the
+   * caller).  NULL: none. */
+  int (*on_token)(void *user, uint64_t id, int64_t token);
+  /* Called once when it ends, from the stepping thread (or from
+   * clf_engine_destroy, with CLF_FINISH_CANCELLED); error: the message of
+   * CLF_FINISH_ERROR, else NULL.  NULL: none. */
+  void (*on_done)(void *user, uint64_t id, clf_finish_reason why, const char *error);
+  void *user;
+} clf_engine_request;
+
+typedef struct clf_engine_stats {
+  size_t blocks, block_size;     /* the pool: blocks of block_size positions */
+  size_t block_bytes;            /* device memory of one block (every layer's keys and values) */
+  size_t blocks_used;            /* held by running sequences */
+  size_t blocks_cached;          /* free but holding a prefix that can be reused */
+  size_t running, waiting;       /* sequences */
+  size_t prefix_tokens_reused;   /* prompt positions taken from the cache instead of computed, in all */
+  size_t preemptions;            /* sequences sent back to wait, in all */
+  size_t steps, rows;            /* steps run and their rows, in all */
+} clf_engine_stats;
+
+CLF_API void clf_engine_options_init(clf_engine_options *o);
+/* An engine over m (which must outlive it).  Errors: CLF_E_UNSUPPORTED
+ * for a model it cannot run (named why), CLF_E_INVALID_ARG for options
+ * out of range, CLF_E_OUT_OF_MEMORY when the pool cannot be allocated. */
+CLF_API clf_status clf_engine_create(clf_model *m, const clf_engine_options *o, clf_engine **out);
+/* Queues a sequence; *id (may be NULL) receives its id (never 0).
+ * CLF_E_INVALID_ARG for a bad request (an id outside the vocabulary, a
+ * prompt that leaves no position to generate, settings out of range, or
+ * one that could never fit in the pool). */
+CLF_API clf_status clf_engine_submit(clf_engine *e, const clf_engine_request *r, uint64_t *id);
+/* Ends sequence `id` at the next step (on_done with CLF_FINISH_CANCELLED);
+ * CLF_E_INVALID_ARG when no such sequence is queued or running. */
+CLF_API clf_status clf_engine_cancel(clf_engine *e, uint64_t id);
+/* Runs one step; *pending (may be NULL) receives the sequences still
+ * queued or running after it.  A failed step ends the sequences it ran
+ * with CLF_FINISH_ERROR and returns the error; the engine stays usable. */
+CLF_API clf_status clf_engine_step(clf_engine *e, size_t *pending);
+/* Steps until no sequence is queued or running. */
+CLF_API clf_status clf_engine_run(clf_engine *e);
+CLF_API clf_status clf_engine_stats_get(clf_engine *e, clf_engine_stats *s);
+/* Cancels what is left (on_done with CLF_FINISH_CANCELLED) and frees. */
+CLF_API void clf_engine_destroy(clf_engine *e);
+
+/* ------------------------------------------------------------------------ */
 /* Tokenizers. */
 
 /* A tokenizer read from a Hugging Face model directory.  Host-only: it needs

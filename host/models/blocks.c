@@ -59,6 +59,30 @@ static clf_status attn_out(clf_context *ctx, const clf__attn *a, const clf_tenso
   return clf_linear(ctx, ctxm, a->o.w, a->o.layout, out_bias ? NULL : a->o.b, CLF_ACT_NONE, y, NULL);
 }
 
+/* Self-attention over a paged cache from the projection proj [1, T,
+ * Q + 2 KV] of the step's rows: q, k (rotated) and v split into the
+ * workspace, k and v scattered into their blocks, then each row's
+ * attention over its own sequence. */
+static clf_status attn_paged(clf_context *ctx, const clf__attn *a, const clf_tensor *proj, const clf__kv *kv,
+                             const clf_attention_mask *mask, const clf__rotary *rot, clf__ws *ws, clf_tensor *ctxm,
+                             clf_tensor *y, const clf_tensor **out_bias) {
+  const size_t T = proj->shape[1], H = a->heads, Hkv = a->kv_heads ? a->kv_heads : H, Dh = a->dh;
+  const size_t Q = H * Dh, KV = Hkv * Dh;
+  clf_tensor *q, *k, *v;
+  clf_status st;
+  if ((st = clf__ws_get(ctx, ws, CLF__WS_Q, CLF_F32, 4, (size_t[]){1, H, T, Dh}, &q)) != CLF_OK ||
+      (st = clf__ws_get(ctx, ws, CLF__WS_K, CLF_F32, 4, (size_t[]){1, Hkv, T, Dh}, &k)) != CLF_OK ||
+      (st = clf__ws_get(ctx, ws, CLF__WS_V, CLF_F32, 4, (size_t[]){1, Hkv, T, Dh}, &v)) != CLF_OK ||
+      (st = heads(ctx, proj, 0, 0, rot, q)) != CLF_OK || (st = heads(ctx, proj, Q, 0, rot, k)) != CLF_OK ||
+      (st = clf_split_heads(ctx, proj, Q + KV, 0, v, NULL)) != CLF_OK ||
+      (st = clf__kv_scatter(ctx, k, kv->paged, kv->k)) != CLF_OK ||
+      (st = clf__kv_scatter(ctx, v, kv->paged, kv->v)) != CLF_OK ||
+      (st = clf__paged_attention(ctx, q, kv->k, kv->v, kv->paged, mask ? mask->window : 0, a->scale, ctxm)) !=
+          CLF_OK)
+    return st;
+  return attn_out(ctx, a, ctxm, y, out_bias);
+}
+
 clf_status clf__linear_run(clf_context *ctx, const clf_tensor *x, const clf__linear *l, clf_activation act,
                            clf__ws *ws, clf_tensor *y) {
   if (!l->nparts) return clf_linear(ctx, x, l->w, l->layout, l->b, act, y, NULL);
@@ -107,6 +131,7 @@ clf_status clf__attn_forward(clf_context *ctx, const clf__attn *a, const clf_ten
       return st;
     if (done) return attn_out(ctx, a, ctxm, y, out_bias);
   }
+  if (self && kv && kv->paged) return attn_paged(ctx, a, proj, kv, mask, rot, ws, ctxm, y, out_bias);
   if ((st = clf__ws_get(ctx, ws, CLF__WS_Q, CLF_F32, 4, (size_t[]){B, H, Lq, Dh}, &q)) != CLF_OK ||
       (st = attn_kv(ctx, kv, B, Hkv, Ls, Dh, ws, &k, &v, &pos, &kv_len)) != CLF_OK)
     return st;

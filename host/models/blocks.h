@@ -78,6 +78,11 @@ typedef struct clf__kv {
   clf_tensor *k, *v;
   size_t pos;
   int ready;
+  /* Non-NULL: k and v are the layer's block pools [NB, Hkv, block, Dh] of
+   * a paged cache (the engine, engine.c), the step's rows described here:
+   * each row's new key and value go to its slot, and its attention reads
+   * its own sequence through the block table. */
+  const clf__paged_meta *paged;
 } clf__kv;
 
 /* The rotary step of self-attention: q and k rotated by positions pos

@@ -10,6 +10,7 @@
 
 #include "kv.h"
 #include "model.h"
+#include "sampling.h"
 
 /* What one body call runs on. */
 typedef struct clf__step {
@@ -19,7 +20,18 @@ typedef struct clf__step {
   size_t past;            /* cache rows already filled */
   int64_t max_pos;        /* the largest position */
   int cached;             /* K/V appended to (and read from) the cache */
+  /* Non-NULL: the rows (ids [1, T]) are of many sequences over the paged
+   * cache below (the engine); past, mask and the decoder's own cache are
+   * not used. */
+  const struct clf__paged_step *paged;
 } clf__step;
+
+/* A step of the engine (engine.c) over its block pools: the rows'
+ * metadata and each layer's pools [NB, Hkv, block, Dh]. */
+typedef struct clf__paged_step {
+  clf__paged_meta pm;
+  clf_tensor *const *k, *const *v;
+} clf__paged_step;
 
 typedef struct clf__decoder {
   /* set by the family */
@@ -36,6 +48,7 @@ typedef struct clf__decoder {
   size_t limit;                  /* the longest sequence */
   const char *limit_key;         /* the config key it comes from (messages) */
   int need_pos;                  /* forward passes get position_ids 0..L-1 when not given */
+  const char *no_engine;         /* why the engine (paged, many sequences) cannot run it; NULL: it can */
   /* the runtime's */
   clf__kv_cache kv;
   clf_tensor *step; /* i64 [B * 3 cap] while generating: a step's ids, positions and mask */
@@ -92,6 +105,28 @@ typedef struct clf__gen_cont {
 } clf__gen_cont;
 clf_status clf__generate_continue(clf_model *m, const clf_array *input_ids, const clf_generate_options *o,
                                   clf__gen_cont *cont, clf_array *sequences);
+/* One sequence's decoding rules (generate.c), as clf_model_generate
+ * applies them to a row: the settings of o over the checkpoint's, its
+ * end-of-sequence tokens, its sampler seeded from o->seed (0: fresh), and
+ * the length it stops at: the prompt's prompt_len plus o->max_new_tokens,
+ * or `limit` (the model's positions) when that is unset or further
+ * (by_limit then 1). */
+typedef struct clf__gen_row {
+  clf__gen_params p;
+  clf__rng rng;
+  long eos[8];
+  size_t n_eos;
+  size_t max_len;
+  int by_limit;
+} clf__gen_row;
+clf_status clf__gen_row_init(clf_model *m, const clf_generate_options *o, size_t prompt_len, size_t limit,
+                             clf__gen_row *r);
+/* The next token after the n tokens tok, from the logits s [vocab]
+ * (overwritten: the processors and warpers run on them); tmp: vocab entries. */
+int64_t clf__gen_row_next(const clf_model *m, clf__gen_row *r, const int64_t *tok, size_t n, float *s,
+                          clf__scored *tmp);
+int clf__gen_row_eos(const clf__gen_row *r, int64_t t);
+
 /* end (the step buffer and what prepare made included), and the cache
  * arrays freed (clf_model_destroy; m->dec NULL: nothing). */
 void clf__decoder_free(clf_model *m);

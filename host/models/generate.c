@@ -36,37 +36,56 @@ typedef struct gen {
   const clf_generate_options *o;
 } gen;
 
-static int is_eos(const clf_model *m, int64_t t) {
-  for (size_t i = 0; i < m->gen.n_eos; i++)
-    if (m->gen.eos[i] == t) return 1;
+static int in_list(const long *eos, size_t n, int64_t t) {
+  for (size_t i = 0; i < n; i++)
+    if (eos[i] == t) return 1;
   return 0;
 }
+static int is_eos(const clf_model *m, int64_t t) { return in_list(m->gen.eos, m->gen.n_eos, t); }
 
-/* The logits processors of generate() for the row's tokens so far. */
-static void process_logits(const gen *g, const int64_t *row, float *s) {
-  const clf_model *m = g->m;
-  const size_t n = g->cur_len;
-  clf__gen_penalize(&g->p, row, n, s, g->V, g->tmp);
+/* The logits processors of generate() for a row's n tokens so far, with
+ * the end-of-sequence tokens eos and the sequence's length limit max_len. */
+static void process_row(const clf_model *m, const clf__gen_params *p, const long *eos, size_t n_eos, size_t V,
+                        size_t max_len, const int64_t *row, size_t n, float *s, clf__scored *tmp) {
+  clf__gen_penalize(p, row, n, s, V, tmp);
   if (m->gen.min_length > 0 && (long)n < m->gen.min_length)
-    for (size_t i = 0; i < m->gen.n_eos; i++)
-      if (m->gen.eos[i] >= 0 && (size_t)m->gen.eos[i] < g->V) s[m->gen.eos[i]] = -INFINITY;
+    for (size_t i = 0; i < n_eos; i++)
+      if (eos[i] >= 0 && (size_t)eos[i] < V) s[eos[i]] = -INFINITY;
   /* NoBadWords: a sequence [.., t] bans t where the tokens before match; [eos] lists are dropped. */
   for (size_t i = 0; i < m->gen.n_bad_words;) {
     size_t j = i;
     while (j < m->gen.n_bad_words && m->gen.bad_words[j] >= 0) j++;
     const size_t len = j - i;
     const long last = len ? m->gen.bad_words[j - 1] : -1;
-    int ok = len > 0 && last >= 0 && (size_t)last < g->V && !(len == 1 && is_eos(m, last));
+    int ok = len > 0 && last >= 0 && (size_t)last < V && !(len == 1 && in_list(eos, n_eos, last));
     if (ok && len - 1 > n) ok = 0;
     for (size_t k = 0; ok && k + 1 < len; k++)
       if (row[n - (len - 1) + k] != m->gen.bad_words[i + k]) ok = 0;
     if (ok) s[last] = -INFINITY;
     i = j + 1;
   }
-  if (m->gen.has_forced_bos && n == 1 && (size_t)m->gen.forced_bos < g->V)
-    for (size_t v = 0; v < g->V; v++) s[v] = v == (size_t)m->gen.forced_bos ? 0.0f : -INFINITY;
-  if (m->gen.has_forced_eos && n + 1 == g->max_len && (size_t)m->gen.forced_eos < g->V)
-    for (size_t v = 0; v < g->V; v++) s[v] = v == (size_t)m->gen.forced_eos ? 0.0f : -INFINITY;
+  if (m->gen.has_forced_bos && n == 1 && (size_t)m->gen.forced_bos < V)
+    for (size_t v = 0; v < V; v++) s[v] = v == (size_t)m->gen.forced_bos ? 0.0f : -INFINITY;
+  if (m->gen.has_forced_eos && n + 1 == max_len && (size_t)m->gen.forced_eos < V)
+    for (size_t v = 0; v < V; v++) s[v] = v == (size_t)m->gen.forced_eos ? 0.0f : -INFINITY;
+}
+
+/* The logits processors of generate() for the row's tokens so far. */
+static void process_logits(const gen *g, const int64_t *row, float *s) {
+  process_row(g->m, &g->p, g->m->gen.eos, g->m->gen.n_eos, g->V, g->max_len, row, g->cur_len, s, g->tmp);
+}
+
+/* The next token from processed scores s [V]: the argmax (the first of
+ * equals), or with do_sample a draw after the warpers. */
+static int64_t choose_row(const clf__gen_params *p, clf__rng *rng, float *s, size_t V, clf__scored *tmp) {
+  if (p->do_sample) {
+    clf__gen_warp(p, s, V, tmp);
+    return (int64_t)clf__gen_draw(s, V, rng);
+  }
+  size_t best = 0;
+  for (size_t v = 1; v < V; v++)
+    if (s[v] > s[best]) best = v;
+  return (int64_t)best;
 }
 
 /* Feeds the new tokens of every row (all of them on the first step). */
@@ -97,18 +116,7 @@ static clf_status step(gen *g, int first, float *logits) {
   return st;
 }
 
-/* The next token of a row from its processed scores: the argmax (the
- * first of equals), or with do_sample a draw after the warpers. */
-static int64_t choose(gen *g, float *s) {
-  if (g->p.do_sample) {
-    clf__gen_warp(&g->p, s, g->V, g->tmp);
-    return (int64_t)clf__gen_draw(s, g->V, &g->rng);
-  }
-  size_t best = 0;
-  for (size_t v = 1; v < g->V; v++)
-    if (s[v] > s[best]) best = v;
-  return (int64_t)best;
-}
+static int64_t choose(gen *g, float *s) { return choose_row(&g->p, &g->rng, s, g->V, g->tmp); }
 
 /* Greedy search or sampling (one row per batch row); o->on_token hears of
  * each row's new token until the row is done, and may stop the search. */
@@ -615,3 +623,51 @@ clf_status clf__generate_continue(clf_model *m, const clf_array *input_ids, cons
                                   clf__gen_cont *cont, clf_array *sequences) {
   return generate_call(m, input_ids, NULL, o, cont, sequences);
 }
+
+/* ---- one sequence's rules, for the engine (decoder.h) ---- */
+
+clf_status clf__gen_row_init(clf_model *m, const clf_generate_options *o, size_t prompt_len, size_t limit,
+                             clf__gen_row *r) {
+  static const char op[] = "clf_engine_submit";
+  clf_context *ctx = m->ctx;
+  memset(r, 0, sizeof *r);
+  if (m->gen.unsupported)
+    return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: the checkpoint's generation setting \"%s\" is not supported", op,
+                     m->gen.unsupported);
+  if (o && o->num_beams > 1)
+    return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: num_beams %zu: the engine decodes one beam per sequence "
+                     "(beam search runs through clf_model_generate)", op, o->num_beams);
+  clf_status st = gen_params(m, o, 1, &r->p);
+  if (st != CLF_OK) return st;
+  const size_t n = o ? o->n_eos_token_ids : 0;
+  if (n > CLF__ARRAY_LEN(r->eos))
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: %zu eos_token_ids, at most %zu", op, n, CLF__ARRAY_LEN(r->eos));
+  if (n && !o->eos_token_ids) return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: eos_token_ids is NULL", op);
+  for (size_t i = 0; i < n; i++) {
+    if (o->eos_token_ids[i] < 0 || (int64_t)(long)o->eos_token_ids[i] != o->eos_token_ids[i])
+      return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: eos_token_ids[%zu] is %lld, not a token id", op, i,
+                       (long long)o->eos_token_ids[i]);
+    r->eos[i] = (long)o->eos_token_ids[i];
+  }
+  r->n_eos = n;
+  if (!n) {
+    memcpy(r->eos, m->gen.eos, m->gen.n_eos * sizeof *r->eos);
+    r->n_eos = m->gen.n_eos;
+  }
+  clf__rng_seed(&r->rng, o && o->seed ? o->seed : fresh_seed());
+  r->max_len = limit;
+  r->by_limit = 1;
+  if (o && o->max_new_tokens && o->max_new_tokens <= limit - prompt_len) {
+    r->max_len = prompt_len + o->max_new_tokens;
+    r->by_limit = 0;
+  }
+  return CLF_OK;
+}
+
+int64_t clf__gen_row_next(const clf_model *m, clf__gen_row *r, const int64_t *tok, size_t n, float *s,
+                          clf__scored *tmp) {
+  process_row(m, &r->p, r->eos, r->n_eos, m->vocab, r->max_len, tok, n, s, tmp);
+  return choose_row(&r->p, &r->rng, s, m->vocab, tmp);
+}
+
+int clf__gen_row_eos(const clf__gen_row *r, int64_t t) { return in_list(r->eos, r->n_eos, t); }

@@ -376,6 +376,8 @@ static clf_status llama_load(clf_model *m, const void *dims, const clf__config *
   g->dec = (clf__decoder){.body = llama_body, .prepare = llama_prepare, .ws = &m->ws, .V = g->V, .D = g->D,
                           .kv_heads = g->Hkv, .dh = g->Dh, .limit = g->limit,
                           .limit_key = "max_position_embeddings", .need_pos = 1};
+  if (g->rope.type == CLF__ROPE_DYNAMIC)
+    g->dec.no_engine = "rope_scaling \"dynamic\": its frequencies follow the longest sequence of a batch";
   if ((st = clf__decoder_attach(m, &g->dec, g->n_layers, 0)) != CLF_OK) return st;
   m->run = llama_run;
   m->in_names = clf__decoder_inputs;

@@ -1,0 +1,692 @@
+/* engine.c - many sequences of one decoder model at once (clformer.h's
+ * clf_engine; docs/engine.md): the block pool and its prefix cache, the
+ * scheduler, and the step that runs every scheduled row through the
+ * family's body over the paged cache (blocks.c's attn_paged).
+ *
+ * Locking: `lock` guards the queues (incoming, waiting, running) and the
+ * flags other threads set (cancelled); the step holds it while it plans
+ * and while it takes finished sequences off the lists, and not during the
+ * forward pass or the callbacks, which may submit or cancel.  `step_lock`
+ * lets one thread step at a time.  Only the stepping thread frees a
+ * sequence or touches its tokens and blocks.
+ */
+#include "decoder.h"
+
+#include "base/checked.h"
+#include "base/limits.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NIL UINT32_MAX
+
+/* One block of the pool. */
+typedef struct block {
+  uint32_t ref;          /* sequences holding it */
+  uint32_t epoch;        /* how many times it was given out: (id, epoch) names one content */
+  int hashed;            /* full and in the prefix table under the key below */
+  uint64_t key;          /* of its tokens, everything before them, and the isolation key */
+  uint64_t isolation;
+  uint32_t parent, parent_epoch; /* the block before it in its sequence (NIL: the first) */
+  uint32_t prev, next;   /* the free list (ref 0): evicted from the head */
+  uint32_t hnext;        /* the prefix table's chain */
+} block;
+
+enum { SEQ_WAITING, SEQ_RUNNING };
+
+typedef struct seq {
+  uint64_t id, order; /* order: when it was last admitted (the newest is preempted first) */
+  int64_t *tok;       /* [max_len]: the prompt, then what it generated */
+  size_t n, prompt_len, computed; /* tokens; those whose keys and values are in the cache */
+  clf__gen_row rules;
+  uint32_t *blk; /* [blocks for max_len] */
+  size_t nblk, nhashed;
+  uint64_t chain;    /* the key of its last hashed block */
+  uint64_t isolation;
+  int state, cancelled;
+  clf_finish_reason why;
+  char *error;
+  int (*on_token)(void *, uint64_t, int64_t);
+  void (*on_done)(void *, uint64_t, clf_finish_reason, const char *);
+  void *user;
+  struct seq *next;
+} seq;
+
+/* A sequence's rows in this step: positions start..start+count-1. */
+typedef struct sched {
+  seq *s;
+  size_t start, count, row0;
+  int live;
+} sched;
+
+struct clf_engine {
+  clf_model *m;
+  clf__decoder *d;
+  size_t BS, NB, max_rows, max_seqs, n_layers, V;
+  clf_tensor **k, **v; /* [n_layers] pools [NB, Hkv, BS, Dh] */
+  block *b;
+  int64_t *btok; /* [NB, BS]: the tokens of each block */
+  uint32_t *bucket;
+  size_t nbucket, n_free;
+  uint32_t lru_head, lru_tail;
+  pthread_mutex_t lock, step_lock;
+  seq *incoming, *waiting, *running;
+  uint64_t next_id, next_order;
+  clf_engine_stats st;
+  /* the step's buffers, grown as needed */
+  clf_tensor *meta;
+  size_t meta_cap;
+  int64_t *host;
+  size_t host_cap;
+  float *logits;
+  clf__scored *tmp;
+  sched *sc; /* [max_seqs] */
+  seq **snap; /* [max_seqs] */
+};
+
+/* ---- the free list and the prefix table ---- */
+
+static void lru_unlink(clf_engine *e, uint32_t i) {
+  block *b = &e->b[i];
+  if (b->prev != NIL) e->b[b->prev].next = b->next;
+  else e->lru_head = b->next;
+  if (b->next != NIL) e->b[b->next].prev = b->prev;
+  else e->lru_tail = b->prev;
+  b->prev = b->next = NIL;
+  e->n_free--;
+}
+
+/* A free block goes to the tail (hashed: evicted last) or the head. */
+static void lru_push(clf_engine *e, uint32_t i, int tail) {
+  block *b = &e->b[i];
+  if (tail) {
+    b->prev = e->lru_tail, b->next = NIL;
+    if (e->lru_tail != NIL) e->b[e->lru_tail].next = i;
+    else e->lru_head = i;
+    e->lru_tail = i;
+  } else {
+    b->next = e->lru_head, b->prev = NIL;
+    if (e->lru_head != NIL) e->b[e->lru_head].prev = i;
+    else e->lru_tail = i;
+    e->lru_head = i;
+  }
+  e->n_free++;
+}
+
+static uint64_t block_key(const clf_engine *e, uint64_t parent_key, uint64_t isolation, const int64_t *tok) {
+  return clf__hash64(tok, e->BS * sizeof *tok, parent_key ^ (isolation * 0x9E3779B97F4A7C15ull) ^ 0x5bd1e995u);
+}
+
+static void unhash(clf_engine *e, uint32_t i) {
+  block *b = &e->b[i];
+  if (!b->hashed) return;
+  uint32_t *p = &e->bucket[b->key & (e->nbucket - 1)];
+  while (*p != NIL && *p != i) p = &e->b[*p].hnext;
+  if (*p == i) *p = b->hnext;
+  b->hashed = 0, b->hnext = NIL;
+}
+
+/* The hashed block holding tok after block `parent` (NIL: first) of the
+ * same isolation key; NIL when none. */
+static uint32_t lookup(const clf_engine *e, uint64_t key, uint64_t isolation, uint32_t parent, const int64_t *tok) {
+  for (uint32_t i = e->bucket[key & (e->nbucket - 1)]; i != NIL; i = e->b[i].hnext) {
+    const block *b = &e->b[i];
+    if (b->key == key && b->isolation == isolation && b->parent == parent &&
+        (parent == NIL || b->parent_epoch == e->b[parent].epoch) &&
+        memcmp(e->btok + (size_t)i * e->BS, tok, e->BS * sizeof *tok) == 0)
+      return i;
+  }
+  return NIL;
+}
+
+/* A block for a sequence: the least recently freed, unhashed first. */
+static uint32_t block_take(clf_engine *e) {
+  const uint32_t i = e->lru_head;
+  if (i == NIL) return NIL;
+  lru_unlink(e, i);
+  unhash(e, i);
+  e->b[i].ref = 1;
+  e->b[i].epoch++;
+  return i;
+}
+
+/* A sequence gives its blocks back, the last first: hashed ones stay
+ * reusable (the prefix evicted last), the rest are taken first. */
+static void blocks_release(clf_engine *e, seq *s) {
+  for (size_t j = s->nblk; j-- > 0;) {
+    block *b = &e->b[s->blk[j]];
+    if (--b->ref == 0) lru_push(e, s->blk[j], b->hashed);
+  }
+  s->nblk = s->nhashed = 0;
+  s->chain = 0;
+}
+
+/* Blocks of s that its computed positions fill enter the prefix table
+ * (unless the same content is already there). */
+static void blocks_register(clf_engine *e, seq *s) {
+  while (s->nhashed < s->nblk && (s->nhashed + 1) * e->BS <= s->computed) {
+    const uint32_t i = s->blk[s->nhashed];
+    block *b = &e->b[i];
+    const uint32_t parent = s->nhashed ? s->blk[s->nhashed - 1] : NIL;
+    if (parent != NIL && !e->b[parent].hashed) break; /* its prefix is another block's: unreachable */
+    const int64_t *tok = s->tok + s->nhashed * e->BS;
+    const uint64_t key = block_key(e, s->chain, s->isolation, tok);
+    if (!b->hashed && lookup(e, key, s->isolation, parent, tok) == NIL) {
+      memcpy(e->btok + (size_t)i * e->BS, tok, e->BS * sizeof *tok);
+      b->key = key, b->isolation = s->isolation, b->parent = parent;
+      b->parent_epoch = parent == NIL ? 0 : e->b[parent].epoch;
+      b->hashed = 1;
+      b->hnext = e->bucket[key & (e->nbucket - 1)];
+      e->bucket[key & (e->nbucket - 1)] = i;
+    } else if (!b->hashed) {
+      break; /* a duplicate of a hashed block: its children would be unreachable */
+    }
+    s->chain = key;
+    s->nhashed++;
+  }
+}
+
+/* ---- queues ---- */
+
+static void list_append(seq **head, seq *s) {
+  s->next = NULL;
+  while (*head) head = &(*head)->next;
+  *head = s;
+}
+
+static int list_remove(seq **head, seq *s) {
+  for (; *head; head = &(*head)->next)
+    if (*head == s) {
+      *head = s->next;
+      s->next = NULL;
+      return 1;
+    }
+  return 0;
+}
+
+static size_t list_len(const seq *s) {
+  size_t n = 0;
+  for (; s; s = s->next) n++;
+  return n;
+}
+
+static void seq_free(seq *s) {
+  if (!s) return;
+  free(s->tok), free(s->blk), free(s->error), free(s);
+}
+
+/* s ends: off its list (under the lock), its blocks given back, onto
+ * `done` for its on_done after the lock. */
+static void finish(clf_engine *e, seq *s, clf_finish_reason why, seq **done) {
+  list_remove(s->state == SEQ_RUNNING ? &e->running : &e->waiting, s);
+  blocks_release(e, s);
+  s->why = why;
+  s->next = *done;
+  *done = s;
+}
+
+static void report_done(seq *done) {
+  while (done) {
+    seq *s = done;
+    done = s->next;
+    if (s->on_done) s->on_done(s->user, s->id, s->why, s->error);
+    seq_free(s);
+  }
+}
+
+/* ---- creation ---- */
+
+void clf_engine_options_init(clf_engine_options *o) {
+  if (o) memset(o, 0, sizeof *o);
+}
+
+static clf_status engine_pool(clf_engine *e, const clf_engine_options *o) {
+  static const char op[] = "clf_engine_create";
+  clf_context *ctx = e->m->ctx;
+  const clf__decoder *d = e->d;
+  const size_t row = d->kv_heads * e->BS * d->dh * sizeof(float); /* one block of one layer's K */
+  size_t per_block, full_blocks = (d->limit + e->BS - 1) / e->BS, want = o->kv_bytes, cap;
+  if (!clf__mul_ok(row, 2 * e->n_layers, &per_block) || !per_block)
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: a block of %zu positions overflows", op, e->BS);
+  if (!want) {
+    const size_t global = (size_t)ctx->caps.global_mem, weights = clf_model_weight_bytes(e->m);
+    want = global > weights ? (global - weights) / 4 : 0;
+    if (clf__mul_ok(full_blocks * e->max_seqs, per_block, &cap) && want > cap) want = cap;
+  }
+  e->st.block_bytes = per_block;
+  e->NB = want / per_block;
+  if (ctx->caps.max_alloc && e->NB > ctx->caps.max_alloc / row) e->NB = (size_t)(ctx->caps.max_alloc / row);
+  if (e->NB > (size_t)INT32_MAX / e->BS) e->NB = (size_t)INT32_MAX / e->BS;
+  if (e->NB < 1)
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: kv_bytes %zu holds no block (one takes %zu bytes: %zu layers x "
+                     "K and V x %zu heads x %zu positions x %zu)", op, want, per_block, e->n_layers, d->kv_heads,
+                     e->BS, d->dh);
+  e->k = calloc(e->n_layers, sizeof *e->k);
+  e->v = calloc(e->n_layers, sizeof *e->v);
+  e->b = calloc(e->NB, sizeof *e->b);
+  e->btok = malloc(e->NB * e->BS * sizeof *e->btok);
+  for (e->nbucket = 16; e->nbucket < 2 * e->NB; e->nbucket *= 2) {
+  }
+  e->bucket = malloc(e->nbucket * sizeof *e->bucket);
+  if (!e->k || !e->v || !e->b || !e->btok || !e->bucket)
+    return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory for %zu blocks", op, e->NB);
+  for (size_t i = 0; i < e->nbucket; i++) e->bucket[i] = NIL;
+  e->lru_head = e->lru_tail = NIL;
+  for (size_t i = 0; i < e->NB; i++) {
+    e->b[i].hnext = NIL;
+    lru_push(e, (uint32_t)i, 1);
+  }
+  const size_t shape[4] = {e->NB, d->kv_heads, e->BS, d->dh};
+  clf_status st;
+  for (size_t i = 0; i < e->n_layers; i++)
+    if ((st = clf_tensor_create(ctx, CLF_F32, 4, shape, &e->k[i])) != CLF_OK ||
+        (st = clf_tensor_create(ctx, CLF_F32, 4, shape, &e->v[i])) != CLF_OK)
+      return st;
+  return CLF_OK;
+}
+
+clf_status clf_engine_create(clf_model *m, const clf_engine_options *o, clf_engine **out) {
+  static const char op[] = "clf_engine_create";
+  if (!out) return clf__fail(m ? m->ctx : NULL, CLF_E_INVALID_ARG, "%s: out is NULL", op);
+  *out = NULL;
+  if (!m) return clf__fail(NULL, CLF_E_INVALID_ARG, "%s: model is NULL", op);
+  clf_context *ctx = m->ctx;
+  clf__decoder *d = m->dec;
+  if (!d || !d->head || m->is_encdec || !m->vocab)
+    return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: this %s model is not a decoder-only language model", op, m->type);
+  if (d->no_engine) return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: %s: %s", op, m->type, d->no_engine);
+  clf_engine_options z = {0};
+  if (!o) o = &z;
+  clf_engine *e = calloc(1, sizeof *e);
+  if (!e) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
+  e->m = m, e->d = d, e->n_layers = d->kv.n_layers, e->V = m->vocab;
+  e->BS = o->block_size ? o->block_size : 16;
+  e->max_rows = o->max_step_rows ? o->max_step_rows : 256;
+  e->max_seqs = o->max_sequences ? o->max_sequences : 64;
+  e->next_id = 1;
+  pthread_mutex_init(&e->lock, NULL);
+  pthread_mutex_init(&e->step_lock, NULL);
+  clf_status st = CLF_OK;
+  size_t logits;
+  if (e->BS > 1024 || e->max_rows > 65536 || e->max_seqs > 4096)
+    st = clf__fail(ctx, CLF_E_INVALID_ARG, "%s: block_size %zu, max_step_rows %zu or max_sequences %zu is past its "
+                   "limit (1024, 65536, 4096)", op, e->BS, e->max_rows, e->max_seqs);
+  else if (!clf__mul_ok(e->max_seqs, e->V, &logits) || logits > CLF_LIMIT_STEP_LOGITS)
+    st = clf__fail(ctx, CLF_E_INVALID_ARG, "%s: %zu sequences x a vocabulary of %zu is more logits per step than the "
+                   "limit of %zu", op, e->max_seqs, e->V, CLF_LIMIT_STEP_LOGITS);
+  else if ((e->logits = malloc(e->max_seqs * e->V * sizeof *e->logits + 1)) == NULL ||
+           (e->tmp = malloc(e->V * sizeof *e->tmp + 1)) == NULL ||
+           (e->sc = malloc(e->max_seqs * sizeof *e->sc + 1)) == NULL ||
+           (e->snap = malloc(e->max_seqs * sizeof *e->snap + 1)) == NULL)
+    st = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
+  else
+    st = engine_pool(e, o);
+  if (st != CLF_OK) {
+    clf_engine_destroy(e);
+    return st;
+  }
+  e->st.blocks = e->NB, e->st.block_size = e->BS;
+  *out = e;
+  return CLF_OK;
+}
+
+/* ---- submission and cancellation ---- */
+
+clf_status clf_engine_submit(clf_engine *e, const clf_engine_request *r, uint64_t *id) {
+  static const char op[] = "clf_engine_submit";
+  if (!e) return clf__fail(NULL, CLF_E_INVALID_ARG, "%s: engine is NULL", op);
+  clf_model *m = e->m;
+  clf_context *ctx = m->ctx;
+  if (!r || !r->ids || !r->n_ids)
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: the request has no prompt (ids NULL or n_ids 0)", op);
+  const size_t limit = e->d->limit;
+  if (r->n_ids >= limit)
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: a prompt of %zu tokens leaves no position to generate in %s's %zu "
+                     "(%s)", op, r->n_ids, m->type, limit, e->d->limit_key);
+  for (size_t i = 0; i < r->n_ids; i++)
+    if (r->ids[i] < 0 || (uint64_t)r->ids[i] >= m->in_vocab)
+      return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: ids[%zu] is %lld, outside the vocabulary (0 to %zu)", op, i,
+                       (long long)r->ids[i], m->in_vocab - 1);
+  seq *s = calloc(1, sizeof *s);
+  if (!s) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
+  clf_status st = clf__gen_row_init(m, r->options, r->n_ids, limit, &s->rules);
+  const size_t blocks = (s->rules.max_len + e->BS - 1) / e->BS;
+  if (st == CLF_OK && blocks > e->NB)
+    st = clf__fail(ctx, CLF_E_INVALID_ARG, "%s: a sequence of up to %zu positions needs %zu blocks, more than the "
+                   "pool's %zu (set max_new_tokens, or a larger kv_bytes)", op, s->rules.max_len, blocks, e->NB);
+  if (st == CLF_OK && ((s->tok = malloc(s->rules.max_len * sizeof *s->tok)) == NULL ||
+                       (s->blk = malloc(blocks * sizeof *s->blk + 1)) == NULL))
+    st = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
+  if (st != CLF_OK) {
+    seq_free(s);
+    return st;
+  }
+  memcpy(s->tok, r->ids, r->n_ids * sizeof *s->tok);
+  s->n = s->prompt_len = r->n_ids;
+  s->isolation = r->isolation;
+  s->on_token = r->on_token, s->on_done = r->on_done, s->user = r->user;
+  s->state = SEQ_WAITING;
+  pthread_mutex_lock(&e->lock);
+  s->id = e->next_id++;
+  list_append(&e->incoming, s);
+  pthread_mutex_unlock(&e->lock);
+  if (id) *id = s->id;
+  return CLF_OK;
+}
+
+clf_status clf_engine_cancel(clf_engine *e, uint64_t id) {
+  if (!e) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_engine_cancel: engine is NULL");
+  int found = 0;
+  pthread_mutex_lock(&e->lock);
+  seq *lists[3] = {e->incoming, e->waiting, e->running};
+  for (int l = 0; l < 3 && !found; l++)
+    for (seq *s = lists[l]; s && !found; s = s->next)
+      if (s->id == id) s->cancelled = found = 1;
+  pthread_mutex_unlock(&e->lock);
+  if (!found)
+    return clf__fail(e->m->ctx, CLF_E_INVALID_ARG, "clf_engine_cancel: no sequence %llu is queued or running",
+                     (unsigned long long)id);
+  return CLF_OK;
+}
+
+/* ---- planning (under the lock) ---- */
+
+/* s goes back to wait at the head of the queue, its blocks given back: it
+ * is recomputed from its tokens when admitted again. */
+static void preempt(clf_engine *e, seq *s) {
+  list_remove(&e->running, s);
+  blocks_release(e, s);
+  s->computed = 0;
+  s->state = SEQ_WAITING;
+  s->next = e->waiting;
+  e->waiting = s;
+  e->st.preemptions++;
+}
+
+/* The newest running sequence other than `keep`, NULL when none. */
+static seq *newest_running(clf_engine *e, const seq *keep) {
+  seq *best = NULL;
+  for (seq *s = e->running; s; s = s->next)
+    if (s != keep && (!best || s->order > best->order)) best = s;
+  return best;
+}
+
+/* Blocks of s for its positions up to `upto`; preempting the newest
+ * running sequences when the pool runs dry (their rows in this step
+ * dropped).  0 when s itself had to wait. */
+static int grow(clf_engine *e, seq *s, size_t upto, size_t n_sc, size_t *rows) {
+  while (s->nblk * e->BS < upto) {
+    uint32_t b = block_take(e);
+    if (b == NIL) {
+      seq *v = newest_running(e, s);
+      if (!v || v->order < s->order) v = s;
+      for (size_t i = 0; i < n_sc; i++)
+        if (e->sc[i].live && e->sc[i].s == v) e->sc[i].live = 0, *rows -= e->sc[i].count;
+      preempt(e, v);
+      if (v == s) return 0;
+      continue;
+    }
+    s->blk[s->nblk++] = b;
+  }
+  return 1;
+}
+
+/* The prefix of s that the cache holds (full blocks, leaving at least the
+ * last token to compute), taken. */
+static void admit_prefix(clf_engine *e, seq *s) {
+  uint64_t chain = 0;
+  uint32_t parent = NIL;
+  const size_t full = (s->n - 1) / e->BS;
+  while (s->nblk < full) {
+    const int64_t *tok = s->tok + s->nblk * e->BS;
+    const uint64_t key = block_key(e, chain, s->isolation, tok);
+    const uint32_t i = lookup(e, key, s->isolation, parent, tok);
+    if (i == NIL) break;
+    if (e->b[i].ref++ == 0) lru_unlink(e, i);
+    s->blk[s->nblk++] = i;
+    chain = key, parent = i;
+  }
+  s->nhashed = s->nblk, s->chain = chain;
+  s->computed = s->nblk * e->BS;
+  e->st.prefix_tokens_reused += s->computed;
+}
+
+/* Fills e->sc with this step's rows: decode rows of the running first,
+ * then their unfinished prompts, then newly admitted sequences (FIFO,
+ * while their whole prompt's blocks are free).  Returns the entries. */
+static size_t plan(clf_engine *e, size_t *rows) {
+  size_t n_sc = 0, n_run = 0;
+  *rows = 0;
+  /* A snapshot: grow() may preempt sequences of the list while it is walked. */
+  for (seq *s = e->running; s; s = s->next) e->snap[n_run++] = s;
+  const size_t preempted = e->st.preemptions;
+  for (int pass = 0; pass < 2; pass++)
+    for (size_t i = 0; i < n_run; i++) {
+      seq *s = e->snap[i];
+      if (s->state != SEQ_RUNNING) continue;
+      const size_t need = s->n - s->computed;
+      if ((pass == 0) != (need == 1) || *rows >= e->max_rows) continue;
+      const size_t count = need < e->max_rows - *rows ? need : e->max_rows - *rows;
+      if (!grow(e, s, s->computed + count, n_sc, rows)) continue;
+      e->sc[n_sc++] = (sched){s, s->computed, count, 0, 1};
+      *rows += count;
+    }
+  /* None admitted after a preemption: the pool is short (and the one sent
+   * back, at the head of the queue, must not run twice in this step). */
+  while (e->st.preemptions == preempted && e->waiting && *rows < e->max_rows &&
+         list_len(e->running) < e->max_seqs) {
+    seq *s = e->waiting;
+    admit_prefix(e, s);
+    const size_t blocks = (s->n + e->BS - 1) / e->BS;
+    if (blocks - s->nblk > e->n_free) {
+      e->st.prefix_tokens_reused -= s->computed;
+      blocks_release(e, s);
+      s->computed = 0;
+      break;
+    }
+    grow(e, s, s->n, n_sc, rows); /* cannot preempt: the blocks are free */
+    e->waiting = s->next;
+    s->state = SEQ_RUNNING;
+    s->order = e->next_order++;
+    list_append(&e->running, s);
+    const size_t need = s->n - s->computed, count = need < e->max_rows - *rows ? need : e->max_rows - *rows;
+    e->sc[n_sc++] = (sched){s, s->computed, count, 0, 1};
+    *rows += count;
+  }
+  return n_sc;
+}
+
+/* ---- the step ---- */
+
+/* The i64 metadata of the step in one upload: ids [T], pos [T], seq [T],
+ * slot [T], gather [R], table [S, maxb]. */
+static clf_status upload(clf_engine *e, size_t n_sc, size_t T, size_t *R, clf__paged_step *ps) {
+  clf_context *ctx = e->m->ctx;
+  size_t S = 0, maxb = 1;
+  for (size_t i = 0; i < n_sc; i++)
+    if (e->sc[i].live) {
+      S++;
+      if (e->sc[i].s->nblk > maxb) maxb = e->sc[i].s->nblk;
+    }
+  const size_t total = 4 * T + S + S * maxb;
+  if (total > e->host_cap) {
+    int64_t *h = realloc(e->host, total * sizeof *h);
+    if (!h) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "clf_engine_step: out of host memory");
+    e->host = h, e->host_cap = total;
+  }
+  if (total > e->meta_cap) {
+    clf_tensor_destroy(e->meta);
+    e->meta = NULL, e->meta_cap = 0;
+    clf_status st = clf_tensor_create(ctx, CLF_I64, 1, (size_t[]){total * 2}, &e->meta);
+    if (st != CLF_OK) return st;
+    e->meta_cap = total * 2;
+  }
+  int64_t *ids = e->host, *pos = ids + T, *sq = pos + T, *slot = sq + T, *gather = slot + T;
+  size_t r = 0, si = 0;
+  *R = 0;
+  for (size_t i = 0; i < n_sc; i++) {
+    sched *c = &e->sc[i];
+    if (!c->live) continue;
+    c->row0 = r;
+    for (size_t p = c->start; p < c->start + c->count; p++, r++) {
+      ids[r] = c->s->tok[p], pos[r] = (int64_t)p, sq[r] = (int64_t)si;
+      slot[r] = (int64_t)c->s->blk[p / e->BS] * (int64_t)e->BS + (int64_t)(p % e->BS);
+    }
+    if (c->start + c->count == c->s->n) gather[(*R)++] = (int64_t)(r - 1);
+    si++;
+  }
+  int64_t *table = gather + *R;
+  si = 0;
+  for (size_t i = 0; i < n_sc; i++) {
+    if (!e->sc[i].live) continue;
+    const seq *s = e->sc[i].s;
+    for (size_t j = 0; j < maxb; j++) table[si * maxb + j] = j < s->nblk ? (int64_t)s->blk[j] : 0;
+    si++;
+  }
+  const size_t used = 4 * T + *R + S * maxb;
+  clf_tensor *view = NULL;
+  clf_status st = clf_tensor_view(e->meta, 0, 1, &used, &view);
+  if (st == CLF_OK) st = clf_tensor_upload(ctx, view, e->host, used * sizeof *e->host);
+  clf_tensor_destroy(view);
+  ps->pm = (clf__paged_meta){e->meta, T, 2 * T, 3 * T, 4 * T + *R, T, S, maxb, e->BS};
+  ps->k = e->k, ps->v = e->v;
+  return st;
+}
+
+/* The forward pass of T rows, and the logits [R, V] of the gathered rows. */
+static clf_status forward(clf_engine *e, size_t n_sc, size_t T, size_t *R) {
+  clf_model *m = e->m;
+  clf_context *ctx = m->ctx;
+  clf__decoder *d = e->d;
+  clf__paged_step ps;
+  clf_status st = upload(e, n_sc, T, R, &ps);
+  if (st != CLF_OK) return st;
+  clf_tensor *ids = NULL, *pos = NULL, *gather = NULL, *a, *row, *lg;
+  int64_t max_pos = 0;
+  for (size_t i = 0; i < T; i++) max_pos = e->host[T + i] > max_pos ? e->host[T + i] : max_pos;
+  if ((st = clf_tensor_view(e->meta, 0, 2, (size_t[]){1, T}, &ids)) == CLF_OK &&
+      (st = clf_tensor_view(e->meta, T, 2, (size_t[]){1, T}, &pos)) == CLF_OK &&
+      (st = clf_tensor_view(e->meta, 4 * T, 2, (size_t[]){1, *R}, &gather)) == CLF_OK) {
+    const clf__step s = {ids, pos, NULL, 0, max_pos, 1, &ps};
+    if ((st = d->body(m, &s, &a)) == CLF_OK && *R &&
+        (st = clf__ws_get(ctx, d->ws, CLF__WS_ROW, CLF_F32, 3, (size_t[]){1, *R, d->D}, &row)) == CLF_OK &&
+        (st = clf__ws_get(ctx, d->ws, CLF__WS_LOGITS, CLF_F32, 3, (size_t[]){1, *R, d->V}, &lg)) == CLF_OK &&
+        (st = clf_gather_rows(ctx, a, 0, gather, row, 0, NULL)) == CLF_OK &&
+        (st = clf_linear(ctx, row, d->head, CLF_WEIGHT_OUT_IN, d->head_bias, CLF_ACT_NONE, lg, NULL)) == CLF_OK)
+      st = clf_tensor_download(ctx, lg, e->logits, *R * d->V * sizeof *e->logits);
+  }
+  clf_tensor_destroy(ids), clf_tensor_destroy(pos), clf_tensor_destroy(gather);
+  return st;
+}
+
+/* After the pass: each sequence's positions computed, a token for those
+ * whose rows reached their end (callbacks without the lock); *stop set
+ * for those that end. */
+static void sample(clf_engine *e, size_t n_sc) {
+  size_t r = 0;
+  for (size_t i = 0; i < n_sc; i++) {
+    sched *c = &e->sc[i];
+    if (!c->live) continue;
+    seq *s = c->s;
+    s->computed = c->start + c->count;
+    if (s->computed != s->n) continue;
+    const int64_t t = clf__gen_row_next(e->m, &s->rules, s->tok, s->n, e->logits + r++ * e->V, e->tmp);
+    s->tok[s->n++] = t;
+    if (s->on_token && s->on_token(s->user, s->id, t)) s->why = CLF_FINISH_STOPPED;
+    else if (clf__gen_row_eos(&s->rules, t)) s->why = CLF_FINISH_EOS;
+    else if (s->n >= s->rules.max_len) s->why = s->rules.by_limit ? CLF_FINISH_CONTEXT : CLF_FINISH_LENGTH;
+  }
+}
+
+clf_status clf_engine_step(clf_engine *e, size_t *pending) {
+  if (pending) *pending = 0;
+  if (!e) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_engine_step: engine is NULL");
+  pthread_mutex_lock(&e->step_lock);
+  seq *done = NULL;
+  pthread_mutex_lock(&e->lock);
+  while (e->incoming) {
+    seq *s = e->incoming;
+    e->incoming = s->next;
+    list_append(&e->waiting, s);
+  }
+  for (int l = 0; l < 2; l++)
+    for (seq *s = l ? e->running : e->waiting, *next; s; s = next) {
+      next = s->next;
+      if (s->cancelled) finish(e, s, CLF_FINISH_CANCELLED, &done);
+    }
+  size_t T = 0, R = 0;
+  const size_t n_sc = plan(e, &T);
+  pthread_mutex_unlock(&e->lock);
+
+  clf_status st = T ? forward(e, n_sc, T, &R) : CLF_OK;
+  if (st == CLF_OK && T) {
+    sample(e, n_sc);
+    e->st.steps++, e->st.rows += T;
+  }
+
+  pthread_mutex_lock(&e->lock);
+  for (size_t i = 0; i < n_sc; i++) {
+    seq *s = e->sc[i].s;
+    if (!e->sc[i].live) continue;
+    if (st != CLF_OK) {
+      s->error = strdup(clf_last_error(e->m->ctx));
+      finish(e, s, CLF_FINISH_ERROR, &done);
+      continue;
+    }
+    blocks_register(e, s);
+    if (s->why) finish(e, s, s->why, &done);
+  }
+  if (pending) *pending = list_len(e->incoming) + list_len(e->waiting) + list_len(e->running);
+  pthread_mutex_unlock(&e->lock);
+  report_done(done);
+  pthread_mutex_unlock(&e->step_lock);
+  return st;
+}
+
+clf_status clf_engine_run(clf_engine *e) {
+  size_t pending = 1;
+  clf_status st = CLF_OK;
+  while (st == CLF_OK && pending) st = clf_engine_step(e, &pending);
+  return st;
+}
+
+clf_status clf_engine_stats_get(clf_engine *e, clf_engine_stats *s) {
+  if (!e || !s) return clf__fail(e ? e->m->ctx : NULL, CLF_E_INVALID_ARG, "clf_engine_stats_get: %s is NULL",
+                                 e ? "stats" : "engine");
+  pthread_mutex_lock(&e->lock);
+  *s = e->st;
+  s->running = list_len(e->running);
+  s->waiting = list_len(e->waiting) + list_len(e->incoming);
+  s->blocks_used = e->NB - e->n_free;
+  s->blocks_cached = 0;
+  for (uint32_t i = e->lru_head; i != NIL; i = e->b[i].next) s->blocks_cached += e->b[i].hashed;
+  pthread_mutex_unlock(&e->lock);
+  return CLF_OK;
+}
+
+void clf_engine_destroy(clf_engine *e) {
+  if (!e) return;
+  pthread_mutex_lock(&e->step_lock);
+  seq *done = NULL;
+  pthread_mutex_lock(&e->lock);
+  while (e->incoming) {
+    seq *s = e->incoming;
+    e->incoming = s->next;
+    list_append(&e->waiting, s);
+  }
+  while (e->running) finish(e, e->running, CLF_FINISH_CANCELLED, &done);
+  while (e->waiting) finish(e, e->waiting, CLF_FINISH_CANCELLED, &done);
+  pthread_mutex_unlock(&e->lock);
+  report_done(done);
+  pthread_mutex_unlock(&e->step_lock);
+  for (size_t i = 0; e->k && i < e->n_layers; i++) clf_tensor_destroy(e->k[i]);
+  for (size_t i = 0; e->v && i < e->n_layers; i++) clf_tensor_destroy(e->v[i]);
+  clf_tensor_destroy(e->meta);
+  free(e->k), free(e->v), free(e->b), free(e->btok), free(e->bucket), free(e->host), free(e->logits), free(e->tmp);
+  free(e->sc), free(e->snap);
+  pthread_mutex_destroy(&e->lock);
+  pthread_mutex_destroy(&e->step_lock);
+  free(e);
+}
