@@ -6,9 +6,9 @@
  * (Python's None, bool, int, float, str, list, dict) with str(), repr() and
  * json.dumps, and the budget every render is charged against (its work and
  * the memory of its values); jinja_eval.c evaluates expressions and
- * jinja_exec.c renders statements; jinja_filters.c holds the filters and
- * tests, jinja_methods.c the methods and globals.  chat_template.c is the
- * public face.
+ * jinja_exec.c renders statements; jinja_filters.c holds the filters,
+ * jinja_methods.c the methods, the tests and the globals.  chat_template.c
+ * is the public face.
  */
 #ifndef CLF_JINJA_H
 #define CLF_JINJA_H
@@ -207,8 +207,8 @@ void clf__j_free(jtemplate *t);
 clf_status clf__j_render(const jtemplate *t, const void *base, const void *vars, const char *vars_text,
                          const clf_template_budget *budget, clf_template_budget *cost, char **out);
 
-/* ---- builtins (jinja_filters.c: filters and tests; jinja_methods.c:
- * methods and globals) ---- */
+/* ---- builtins (jinja_filters.c: filters; jinja_methods.c: methods,
+ * tests and globals) ---- */
 int clf__j_filter_id(const char *name); /* -1 when not implemented */
 int clf__j_test_id(const char *name);
 int clf__j_global_id(const char *name);

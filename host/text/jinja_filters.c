@@ -11,15 +11,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { F_TRIM, F_LENGTH, F_COUNT, F_TOJSON, F_FIRST, F_LAST, F_JOIN, F_DEFAULT, F_D, F_UPPER, F_LOWER, F_TITLE,
-       F_CAPITALIZE, F_REPLACE, F_LIST, F_STRING, F_INT, F_FLOAT, F_ABS, F_ROUND, F_INDENT, F_SAFE, F_E, F_ESCAPE,
-       F_UNIQUE, F_REVERSE, F_SORT, F_DICTSORT, F_ITEMS, F_SELECTATTR, F_REJECTATTR, F_MAP, F_SELECT, F_REJECT,
-       F_SUM, F_MIN, F_MAX, F_ATTR, F_WORDCOUNT, F_N };
-static const char *const g_filters[F_N] = {
-    "trim", "length", "count", "tojson", "first", "last", "join", "default", "d", "upper", "lower", "title",
-    "capitalize", "replace", "list", "string", "int", "float", "abs", "round", "indent", "safe", "e", "escape",
-    "unique", "reverse", "sort", "dictsort", "items", "selectattr", "rejectattr", "map", "select", "reject", "sum",
-    "min", "max", "attr", "wordcount"};
+/* The filters, one row each: X(ID, name), F_ID its number and `name` as a
+ * template writes it (`x | name(args)`).  clf__j_filter_id looks a name up
+ * here at parse; clf__j_apply_filter runs F_ID's case at render.  A name
+ * not here is refused at parse ("unsupported filter"). */
+#define J_FILTERS(X) \
+  X(TRIM, "trim") X(LENGTH, "length") X(COUNT, "count") X(TOJSON, "tojson") X(FIRST, "first")         \
+  X(LAST, "last") X(JOIN, "join") X(DEFAULT, "default") X(D, "d") X(UPPER, "upper") X(LOWER, "lower") \
+  X(TITLE, "title") X(CAPITALIZE, "capitalize") X(REPLACE, "replace") X(LIST, "list")                 \
+  X(STRING, "string") X(INT, "int") X(FLOAT, "float") X(ABS, "abs") X(ROUND, "round")                 \
+  X(INDENT, "indent") X(SAFE, "safe") X(E, "e") X(ESCAPE, "escape") X(UNIQUE, "unique")               \
+  X(REVERSE, "reverse") X(SORT, "sort") X(DICTSORT, "dictsort") X(ITEMS, "items")                     \
+  X(SELECTATTR, "selectattr") X(REJECTATTR, "rejectattr") X(MAP, "map") X(SELECT, "select")           \
+  X(REJECT, "reject") X(SUM, "sum") X(MIN, "min") X(MAX, "max") X(ATTR, "attr")                       \
+  X(WORDCOUNT, "wordcount")
+
+#define J_FILTER_ID(id, name) F_##id,
+enum { J_FILTERS(J_FILTER_ID) F_N };
+#define J_FILTER_NAME(id, name) name,
+static const char *const g_filters[F_N] = {J_FILTERS(J_FILTER_NAME)};
 
 int clf__j_filter_id(const char *name) {
   for (int i = 0; i < F_N; i++)
