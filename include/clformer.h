@@ -1551,6 +1551,23 @@ CLF_API clf_status clf_tokenizer_chat_template(const clf_tokenizer *tok, clf_cha
 CLF_API clf_status clf_model_embed(clf_model *m, clf_tokenizer *tok, const char *const *texts, size_t n,
                                    clf_array *out);
 
+/* One text (UTF-8) as the inputs of model m, as transformers' pipelines
+ * tokenize it for text classification and fill-mask, and by the rule
+ * clf_model_embed tokenizes each of its texts: input_ids [1, n], tok's ids
+ * of text with the special tokens the tokenizer adds (clf_tokenizer_encode
+ * with add_special: [CLS] .. [SEP] for BERT, <s> .. </s> for RoBERTa, none
+ * for GPT-2), attention_mask [1, n] of ones and, for a model that takes
+ * them (clf_model_input_names), token_type_ids [1, n] of zeros: in that
+ * order, i64, named, into in[0 .. *n_in) (room for 3; *n_in is 2 or 3).
+ * Each array's data is malloc'd: clf_array_free every one of the 3 (on
+ * failure they hold none and *n_in is 0).  A text of no tokens gives
+ * [1, 0] arrays.  Errors (recorded on the model's context):
+ * CLF_E_INVALID_ARG for NULL arguments or the tokenizer's refusal (text
+ * not UTF-8), CLF_E_UNSUPPORTED for a model that takes no input_ids,
+ * CLF_E_OUT_OF_MEMORY. */
+CLF_API clf_status clf_model_encode_text(clf_model *m, clf_tokenizer *tok, const char *text, clf_array in[3],
+                                         size_t *n_in);
+
 /* The softmax of logits[0 .. n) in double (the maximum subtracted first)
  * into p[0 .. n), and the indices of the k most probable into top[0 .. k),
  * most probable first, ties to the smaller index: how `clformer classify`

@@ -1,12 +1,19 @@
 /* movement.cl - data movement: strided copies (permute, head split/merge,
- * row copies) and a tiled transpose for permutes that move the innermost dim.
+ * row copies), a tiled transpose for permutes that move the innermost dim,
+ * and the head split with rotary position embeddings.
  *
  * Options: -DCLF_ELEM=ushort|uint|ulong, the element moved (by dtype size:
  * the kernels copy bits, so f32 and i32 share the uint variant).
+ * -DCLF_IDX64=1 reads rope_split's positions as long (i64), else int (i32).
  */
 
 #ifndef CLF_ELEM
 #define CLF_ELEM uint
+#endif
+#if CLF_IDX64
+#define CLF_IDX_T long
+#else
+#define CLF_IDX_T int
 #endif
 
 /* n / d for the invariant divisor d, as a multiply-high: m and the shifts
@@ -99,4 +106,34 @@ __kernel void permute_tiled(__global const CLF_ELEM *x, uint x_off,
     const uint xx = x0 + lx, yy = y0 + j;
     if (xx < nx && yy < ny) y[yo + yy * ty + xx] = tile[lx][j];
   }
+}
+
+/* ---- head split with rotary position embeddings ---- */
+
+/* Products and sums rounded one by one, as torch's q * cos +
+ * rotate_half(q) * sin (three tensors, each rounded to f32). */
+#pragma OPENCL FP_CONTRACT OFF
+
+/* Head split with RoPE (clf_split_heads_rope): for x [B, L, C] (from
+ * column col_offset, in x_off), y [B, H, Lcap, 2 * half], p = pos[b, l],
+ * a = p * inv_freq[j] in float, c = cos(a) * scale, s = sin(a) * scale:
+ *   y[b, h, dst + l, j]        = x[b, l, h*2*half + j] * c - x[.. + half + j] * s
+ *   y[b, h, dst + l, j + half] = x[.. + half + j] * c + x[b, l, h*2*half + j] * s
+ * cos and sin are the accurate built-ins (large angles must match torch's
+ * float32 results).  Range: (j, l, b * H + h). */
+__kernel void rope_split(__global const float *x, uint x_off,
+                         __global const CLF_IDX_T *pos, uint pos_off,
+                         __global const float *inv_freq, uint f_off,
+                         __global float *y, uint y_off,
+                         uint C, uint H, uint L, uint Lcap, uint half_dh, uint dst, float scale) {
+  const uint j = get_global_id(0), l = get_global_id(1), bh = get_global_id(2);
+  if (j >= half_dh || l >= L) return;
+  const uint b = bh / H, h = bh - b * H, dh = 2 * half_dh;
+  __global const float *xr = x + x_off + ((size_t)b * L + l) * C + (size_t)h * dh;
+  const float angle = (float)pos[pos_off + b * L + l] * inv_freq[f_off + j];
+  const float c = cos(angle) * scale, s = sin(angle) * scale;
+  const float x1 = xr[j], x2 = xr[j + half_dh];
+  __global float *yr = y + y_off + ((size_t)bh * Lcap + dst + l) * dh;
+  yr[j] = x1 * c - x2 * s;
+  yr[j + half_dh] = x2 * c + x1 * s;
 }

@@ -311,7 +311,8 @@ FAMILY_DEF = re.compile(r"\bconst\s+clf__family\s+clf__(\w+)_family\s*=\s*\{\s*\
 
 def registry_families(host):
     """{file stem: {"types": [...], "classes": [...]}} of the families
-    models/family.c registers, each from the clf__X_family definition of
+    models/family.c registers (its CLF__FAMILIES list: X(name) for each
+    clf__name_family), each from the clf__name_family definition of
     its file in models/ (model_type first, then the architectures);
     raises ValueError when the registry or a family's definition is not
     found."""
@@ -319,10 +320,10 @@ def registry_families(host):
     if not os.path.isfile(path):
         raise ValueError(f"{path}: no family registry")
     code = strip_comments(read(path))
-    table = re.search(r"families\s*\[\s*\]\s*=\s*\{([^}]*)\}", code)
-    names = re.findall(r"&\s*clf__(\w+)_family\b", table.group(1)) if table else []
+    table = re.search(r"#[ \t]*define[ \t]+CLF__FAMILIES[ \t]*\([ \t]*X[ \t]*\)((?:[^\n]*\\\n)*[^\n]*)", code)
+    names = re.findall(r"\bX\s*\(\s*(\w+)\s*\)", table.group(1)) if table else []
     if not names:
-        raise ValueError(f"{path}: no families[] = {{&clf__X_family, ...}} registry")
+        raise ValueError(f"{path}: no #define CLF__FAMILIES(X) X(name) ... registry")
     defs = {}
     folder = os.path.join(host, MODELS)
     for f in sorted(os.listdir(folder)):
@@ -483,8 +484,8 @@ def self_test():
         write(os.path.join(host, "models", "swin.c"), "int clf__swin_shift(int x) {\n  return x;\n}\n"
               'const clf__family clf__swin_family = {"swin", {"SwinModel", NULL}, 0};\n'
               'static const char *swin_arch = "swin";\n')
-        write(os.path.join(host, "models", "family.c"), "/* the registry */\n"
-              "static const clf__family *const families[] = {&clf__swin_family};\n")
+        write(os.path.join(host, "models", "family.c"), "/* the registry: X(name) */\n"
+              "#define CLF__FAMILIES(X) \\\n  X(swin)\n")
         write(os.path.join(host, "models", "model.c"),
               '/* the swin family is found by its row ("swin") */\nconst char *k = "swinish";\n')
         write(os.path.join(host, "io", "gguf_model.c"), '#include "base/status.h"\n\n'
@@ -506,7 +507,7 @@ def self_test():
         lens = length_errors([host])
         names = name_errors(host) + literal_errors(host)
         write(os.path.join(host, "models", "family.c"),
-              "static const clf__family *const families[] = {&clf__swin_family, &clf__opt_family};\n")
+              "#define CLF__FAMILIES(X) \\\n  X(swin) \\\n  X(opt)\n")
         try:
             registry_families(host)
             unregistered = []

@@ -6,6 +6,7 @@
  * classification of a batch without pad_token_id, an unknown architecture.
  */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -428,6 +429,120 @@ START_TEST(test_gpt2_seqcls_no_pad) {
 }
 END_TEST
 
+/* clf_model_encode_text: the inputs with which each text classifier scores
+ * the fixture's two texts as transformers' text-classification pipeline
+ * did (cases.json's "pipeline", from make_head_fixtures.py: the scores
+ * within 1e-4, as `clformer classify` is held to them).  input_ids are the
+ * tokenizer's ids with its special tokens (BERT's [CLS] first and [SEP]
+ * last; GPT-2 adds none, so they equal the plain ids), attention_mask ones,
+ * token_type_ids zeros for the models that take them (BERT, DistilBERT as
+ * clformer reads it), all [1, n] i64 in that order. */
+static const char *const classifiers[] = {"bert_seqcls", "gpt2_seqcls", "roberta_seqcls", "xlmr_seqcls",
+                                          "distilbert_seqcls"};
+
+static void check_encoded(const clf_model *m, clf_tokenizer *tok, const char *text, const clf_array in[3],
+                          size_t n_in) {
+  static const char *const names[3] = {"input_ids", "attention_mask", "token_type_ids"};
+  const char *const *model_in;
+  const size_t n_model = clf_model_input_names(m, &model_in);
+  size_t want = 2;
+  for (size_t i = 0; i < n_model; i++) want += !strcmp(model_in[i], "token_type_ids");
+  ck_assert_uint_eq(n_in, want);
+  int64_t *ids, *plain;
+  size_t n, n_plain;
+  ck_assert_int_eq(clf_tokenizer_encode(tok, text, 1, &ids, &n), CLF_OK);
+  ck_assert_int_eq(clf_tokenizer_encode(tok, text, 0, &plain, &n_plain), CLF_OK);
+  const char *first;
+  ck_assert_int_eq(clf_tokenizer_token(tok, ids[0], &first), CLF_OK);
+  if (!strcmp(clf_model_type(m), "bert")) ck_assert_str_eq(first, "[CLS]");
+  if (!strcmp(clf_model_type(m), "gpt2")) ck_assert_uint_eq(n, n_plain);
+  else ck_assert_uint_eq(n, n_plain + 2);
+  for (size_t k = 0; k < 3; k++) {
+    if (k >= n_in) {
+      ck_assert_ptr_null(in[k].data);
+      continue;
+    }
+    ck_assert_str_eq(in[k].name, names[k]);
+    ck_assert_int_eq(in[k].dtype, CLF_I64);
+    ck_assert_int_eq(in[k].ndim, 2);
+    ck_assert_uint_eq(in[k].shape[0], 1);
+    ck_assert_uint_eq(in[k].shape[1], n);
+    for (size_t j = 0; j < n; j++)
+      ck_assert_int_eq(((const int64_t *)in[k].data)[j], k == 0 ? ids[j] : k == 1 ? 1 : 0);
+  }
+  free(ids), free(plain);
+}
+
+/* The softmax of in's logits against the pipeline's scores, by label. */
+static void check_scores(clf_model *m, clf_array in[3], size_t n_in, const cJSON *results) {
+  const char *outs[] = {"logits"};
+  clf_array logits;
+  TH_OK(clf_model_run(m, in, n_in, outs, 1, &logits));
+  ck_assert_int_eq(logits.ndim, 2);
+  const size_t nl = logits.shape[1];
+  double p[16];
+  ck_assert_uint_le(nl, 16);
+  ck_assert_int_eq(clf_softmax_top_k(logits.data, nl, 0, p, NULL), CLF_OK);
+  const cJSON *r;
+  int seen = 0;
+  cJSON_ArrayForEach(r, results) {
+    const char *label = cJSON_GetObjectItem(r, "label")->valuestring;
+    size_t i = 0;
+    while (i < nl && strcmp(clf_model_label(m, i), label)) i++;
+    ck_assert_msg(i < nl, "no label %s", label);
+    const double want = cJSON_GetObjectItem(r, "score")->valuedouble;
+    ck_assert_msg(fabs(p[i] - want) <= 1e-4, "%s: %s %.6f, transformers %.6f", clf_model_type(m), label, p[i], want);
+    seen++;
+  }
+  ck_assert_int_eq(seen, (int)nl);
+  clf_array_free(&logits);
+}
+
+START_TEST(test_encode_text) {
+  char dir[1024];
+  fixture_dir(dir, sizeof dir, classifiers[_i]);
+  clf_model *m = get_model(dir);
+  clf_tokenizer *tok;
+  ck_assert_int_eq(clf_tokenizer_load(dir, &tok), CLF_OK);
+  cJSON *j = load_cases(dir), *p = cJSON_GetObjectItem(j, "pipeline");
+  for (int t = 0; t < 2; t++) {
+    const char *text = cJSON_GetArrayItem(cJSON_GetObjectItem(p, "texts"), t)->valuestring;
+    clf_array in[3];
+    size_t n_in;
+    TH_OK(clf_model_encode_text(m, tok, text, in, &n_in));
+    check_encoded(m, tok, text, in, n_in);
+    check_scores(m, in, n_in, cJSON_GetArrayItem(cJSON_GetObjectItem(p, "results"), t));
+    for (int k = 0; k < 3; k++) clf_array_free(&in[k]);
+  }
+  cJSON_Delete(j);
+  clf_tokenizer_destroy(tok);
+}
+END_TEST
+
+/* Its refusals, each leaving the three arrays empty: NULL arguments, text
+ * that is not UTF-8 (the tokenizer's error, named), a model without
+ * input_ids (ViT). */
+START_TEST(test_encode_text_errors) {
+  char dir[1024];
+  fixture_dir(dir, sizeof dir, "bert_seqcls");
+  clf_model *m = get_model(dir);
+  clf_tokenizer *tok;
+  ck_assert_int_eq(clf_tokenizer_load(dir, &tok), CLF_OK);
+  clf_array in[3];
+  size_t n_in = 7;
+  memset(in, 0xab, sizeof in);
+  TH_FAILS(clf_model_encode_text(m, tok, NULL, in, &n_in), CLF_E_INVALID_ARG, "NULL");
+  for (int k = 0; k < 3; k++) ck_assert_ptr_null(in[k].data);
+  ck_assert_uint_eq(n_in, 0);
+  TH_FAILS(clf_model_encode_text(m, tok, "ok \xff", in, &n_in), CLF_E_INVALID_ARG, "not valid UTF-8");
+  for (int k = 0; k < 3; k++) ck_assert_ptr_null(in[k].data);
+  ck_assert_int_eq(clf_model_encode_text(NULL, tok, "x", in, &n_in), CLF_E_INVALID_ARG);
+  fixture_dir(dir, sizeof dir, "vit");
+  TH_FAILS(clf_model_encode_text(get_model(dir), tok, "x", in, &n_in), CLF_E_UNSUPPORTED, "takes no input_ids");
+  clf_tokenizer_destroy(tok);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("heads");
   TCase *tc = tcase_create("heads");
@@ -445,6 +560,8 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_gpt2_seqcls_no_pad);
   tcase_add_test(tc, test_roberta_positions);
   tcase_add_test(tc, test_distilbert_inputs);
+  tcase_add_loop_test(tc, test_encode_text, 0, (int)(sizeof classifiers / sizeof classifiers[0]));
+  tcase_add_test(tc, test_encode_text_errors);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -4,7 +4,7 @@ run on the same machine: prefill and decode speed (ratios), next-token
 agreement along a text, and both greedy continuations of a prompt.
 
     python3 tools/bench_gguf.py [MODEL.gguf] [--build build] [--device S ...]
-        [--weights stored,f32] [--threads N] [--repeat 3] [--prompt-tokens 200]
+        [--weights stored,f32|all] [--threads N] [--repeat 3] [--prompt-tokens 200]
         [--new-tokens 32] [--text FILE] [--markdown]
 
 Environment: tools/bench-env.sh builds llama-cpp-python 0.3.36 from PyPI's
@@ -99,6 +99,32 @@ def fail(msg, code=1):
     sys.exit(code)
 
 
+def weight_types(build):
+    """The --weights names the library in `build` lists, in its order: the
+    rows of clf_dtype_at that are --weights targets, as the Python package
+    reads them (clformer._lib.WEIGHT_TYPES, from the source tree's package
+    over build/libclformer.so), so that no list of types is written here."""
+    lib = os.path.join(build, "libclformer.so")
+    if not os.path.exists(lib):
+        fail(f"no {lib}: build clformer first (--build names the build directory)")
+    os.environ["CLFORMER_LIBRARY"] = lib
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    from clformer import _lib
+    return _lib.WEIGHT_TYPES
+
+
+def weights_list(text, build, every):
+    """--weights: comma-separated names, "all" for `every` (a filter of the
+    library's list); each checked against the library's list."""
+    known = weight_types(build)
+    asked = [w for w in text.split(",") if w]
+    asked = [w for w in known if every(w)] if asked == ["all"] else asked
+    bad = [w for w in asked if w not in known]
+    if bad or not asked:
+        fail(f"--weights {text!r}: give names the library lists ({','.join(known)}) or all")
+    return asked
+
+
 def llamacpp(a, tmp):
     if not os.path.exists(LCPP_PY):
         fail(f"no llama-cpp-python at {LCPP_PY}: run tools/bench-env.sh (or set CLF_LLAMACPP_PYTHON)")
@@ -190,7 +216,8 @@ def main():
     p.add_argument("--cache", default=os.path.expanduser("~/.cache/clformer-bench"))
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
     p.add_argument("--device", action="append", default=None, help="clformer device(s); default the default one")
-    p.add_argument("--weights", default="stored", help="clformer weight types, comma-separated (stored,f32,f16,q8,q6k,q4k,q4)")
+    p.add_argument("--weights", default="stored", help="clformer weight types, comma-separated, of those the "
+                   "library lists (clf_dtype_at; unknown names are refused with the list), or all")
     p.add_argument("--threads", type=int, default=CORES)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--prompt-tokens", type=int, default=200)
@@ -198,6 +225,7 @@ def main():
     p.add_argument("--text", help="a text file instead of the built-in one")
     p.add_argument("--greedy-prompt", default="The capital of France is")
     a = p.parse_args()
+    a.weights = weights_list(a.weights, a.build, lambda w: True)
     a.text_content = open(a.text, encoding="utf-8").read() if a.text else TEXT
     a.model = a.model or smollm2(a.cache)
     import numpy as np
@@ -219,7 +247,7 @@ def main():
         print("|---|---|---|---|---|---|---|---|---|---|")
         for dev in a.device or [os.environ.get("CLFORMER_DEVICE", "")]:
             bw = device_copy_gbs(a, dev)
-            for wt in a.weights.split(","):
+            for wt in a.weights:
                 try:
                     t_pre, logits = clf_prefill(a, dev, wt, tmp)
                     t_dec = clf_decode(a, dev, wt, tmp)

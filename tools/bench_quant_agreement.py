@@ -3,7 +3,7 @@
 model's predictions: next-token agreement with the f32 model along a text.
 
     python3 tools/bench_quant_agreement.py [--model DIR] [--build build]
-        [--weights f16,q8,q6k,q4k,q4] [--device S] [--tokens N] [--markdown]
+        [--weights T,T...|all] [--device S] [--tokens N] [--markdown]
 
 Without --model: SmolLM2-135M-Instruct (issue 25) as a Hugging Face
 safetensors directory, made once in ~/.cache/clformer-bench/smollm2/hf from
@@ -89,12 +89,14 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", help="a model directory (default: SmolLM2-135M-Instruct as safetensors)")
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
-    p.add_argument("--weights", default="f16,q8,q6k,q4k,q4")
+    p.add_argument("--weights", default="all", help="the types to compare with f32, comma-separated, of those the "
+                   "library lists (clf_dtype_at); all (the default): each but f32 and stored")
     p.add_argument("--device", default="")
     p.add_argument("--tokens", type=int, default=0, help="positions (default: the whole text)")
     p.add_argument("--cache", default=os.path.expanduser("~/.cache/clformer-bench"))
     p.add_argument("--markdown", action="store_true")
     a = p.parse_args()
+    a.weights = bench_gguf.weights_list(a.weights, a.build, lambda w: w not in ("f32", "stored"))
     import numpy as np
     model = a.model or smollm2_hf(a.cache)
     with tempfile.TemporaryDirectory() as tmp:
@@ -112,7 +114,7 @@ def main():
         f32_bytes = run(a, model, "f32", ids, ref_path)
         ref = np.load(ref_path)[0]
         rows = [("f32", 1.0, 0.0, f32_bytes)]
-        for wt in [w for w in a.weights.split(",") if w and w != "f32"]:
+        for wt in [w for w in a.weights if w != "f32"]:
             out = os.path.join(tmp, f"{wt}.npy")
             size = run(a, model, wt, ids, out)
             same, rel = bench_gguf.agreement(np.load(out)[0], ref)

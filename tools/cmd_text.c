@@ -12,37 +12,15 @@
 #include "clformer.h"
 #include "cli.h"
 
-/* One text as input_ids [1, n] (and attention_mask, and token_type_ids for
- * models that take them, all ones / zeros); special tokens as the model's
- * tokenizer adds them (none for GPT-2). */
-static int encode_one(const char *cmd, clf_tokenizer *tok, const clf_model *m,
-                      const char *text, clf_array in[3], size_t *n_in) {
-  static const char *names[3] = {"input_ids", "attention_mask",
-                                 "token_type_ids"};
-  const int gpt2 = !strcmp(clf_model_type(m), "gpt2");
-  int64_t *ids = NULL;
-  size_t n = 0;
-  if (clf_tokenizer_encode(tok, text, !gpt2, &ids, &n) != CLF_OK) {
-    fprintf(stderr, "clformer %s: %s\n", cmd, clf_last_error(NULL));
-    return 0;
-  }
-  const char *const *in_names;
-  const size_t n_model = clf_model_input_names(m, &in_names);
-  *n_in = !gpt2 && n_model > 2 && !strcmp(in_names[2], names[2]) ? 3 : 2;
-  memset(in, 0, 3 * sizeof *in);
-  for (size_t k = 0; k < *n_in; k++) {
-    snprintf(in[k].name, sizeof in[k].name, "%s", names[k]);
-    in[k].dtype = CLF_I64, in[k].ndim = 2, in[k].shape[0] = 1,
-    in[k].shape[1] = n;
-    in[k].data = k == 0 ? (void *)ids : calloc(n + 1, sizeof(int64_t));
-    if (!in[k].data) {
-      fprintf(stderr, "clformer %s: out of memory\n", cmd);
-      return 0;
-    }
-    for (size_t j = 0; k == 1 && j < n; j++)
-      ((int64_t *)in[k].data)[j] = 1;
-  }
-  return 1;
+/* One text as m's inputs (clf_model_encode_text: the library's rule, which
+ * Python's classify() follows too); says why on failure. */
+static int encode_one(const char *cmd, clf_context *ctx, clf_tokenizer *tok,
+                      clf_model *m, const char *text, clf_array in[3],
+                      size_t *n_in) {
+  if (clf_model_encode_text(m, tok, text, in, n_in) == CLF_OK)
+    return 1;
+  fprintf(stderr, "clformer %s: %s\n", cmd, clf_last_error(ctx));
+  return 0;
 }
 
 static void free_inputs(clf_array in[3]) {
@@ -76,7 +54,7 @@ int clf_cli_classify_text(const char *dir, char **texts, size_t n, long top,
       size_t n_in;
       memset(&logits, 0, sizeof logits);
       rc = 1;
-      if (!encode_one("classify", tok, m, texts[i], in, &n_in)) {
+      if (!encode_one("classify", ctx, tok, m, texts[i], in, &n_in)) {
         /* said why */
       } else if (clf_model_run(m, in, n_in, outs, 1, &logits) != CLF_OK) {
         fprintf(stderr, "clformer classify: %s\n", clf_last_error(ctx));
@@ -240,7 +218,7 @@ static int fill_main(const void *opts, int argc, char **argv) {
             dir, mask_str);
   } else if (!clf_cli_open_model("fill-mask", dir, o->device, o->weights, 0,
                                  &ctx, &m) ||
-             !encode_one("fill-mask", tok, m, argv[1], in, &n_in)) {
+             !encode_one("fill-mask", ctx, tok, m, argv[1], in, &n_in)) {
     /* said why */
   } else if ((outs[0] = mlm_output(m)) == NULL) {
     fprintf(stderr,

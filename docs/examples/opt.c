@@ -3,8 +3,9 @@
  * keys, its weight rows and its body; the blocks, the KV cache, generation,
  * the LM head and the GEMM list come from the shared runtime.
  *
- * To make it a family: move it to host/models/opt.c, add it to lib_sources
- * in meson.build and to the registry in host/models/family.c, and give it
+ * To make it a family: move it to host/models/opt.c (its includes then
+ * without "models/"), add it to lib_sources in meson.build and X(opt) to
+ * the CLF__FAMILIES list in host/models/family.c, and give it
  * golden fixtures from transformers (tools/fixtures/).  Until then it is
  * compiled with the tests (tests/meson.build) so that it keeps up with the
  * runtime's interfaces, and it is not loaded by anything.

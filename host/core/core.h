@@ -453,6 +453,11 @@ clf_status clf__launch(clf_context *ctx, clf__kernel *k, cl_uint dims,
 /* A 1-D work-group size for an element-wise kernel: `want` clamped to what
  * the kernel and device allow. */
 size_t clf__wg_1d(const clf_context *ctx, const clf__kernel *k, size_t want);
+/* The local shape of a kernel whose range dim 0 walks a row of n elements
+ * (coalesced) and dim 1 the rows: 64x4, 16x16 or 4x64 by the row length,
+ * within what the kernel and device allow (the row copies, the gathers and
+ * position embeddings, the head split with RoPE). */
+void clf__rows_local(const clf_context *ctx, const clf__kernel *k, size_t n, size_t local[2]);
 /* Whether kernel k's local memory fits the device, as clf__launch checks
  * it (a driver that reports its arrays at a multiple of what they declare
  * is held to what they declare). */

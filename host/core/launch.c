@@ -108,6 +108,16 @@ size_t clf__wg_1d(const clf_context *ctx, const clf__kernel *k, size_t want) {
   return w ? w : 1;
 }
 
+void clf__rows_local(const clf_context *ctx, const clf__kernel *k, size_t n, size_t local[2]) {
+  size_t total = clf__wg_1d(ctx, k, 256);
+  size_t l0 = n >= 48 ? 64 : n >= 12 ? 16 : 4;
+  if (l0 > total) l0 = total;
+  size_t l1 = total / l0;
+  if (ctx->caps.max_item_sizes[1] && l1 > ctx->caps.max_item_sizes[1]) l1 = ctx->caps.max_item_sizes[1];
+  local[0] = l0;
+  local[1] = l1;
+}
+
 /* How many times a kernel's declared local memory the driver reports as
  * CL_KERNEL_LOCAL_MEM_SIZE, measured once on a kernel that declares 1 KiB:
  * Mesa 22.3's rusticl reports twice what __local arrays declare (8000 bytes

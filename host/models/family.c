@@ -4,17 +4,31 @@
 #include "family.h"
 
 #include <cjson/cJSON.h>
+#include <stdio.h>
 #include <string.h>
 
-/* Each defined in its own file. */
-extern const clf__family clf__bert_family, clf__roberta_family, clf__xlm_roberta_family, clf__distilbert_family,
-    clf__gpt2_family, clf__marian_family, clf__vit_family, clf__vit_mae_family, clf__swin_family, clf__llama_family,
-    clf__mistral_family, clf__qwen2_family;
+/* The registry: one X(name) a family, whose clf__family clf__name_family
+ * its own file defines, in the order model_types are looked up and listed.
+ * A new family is a line here (and its file in meson.build's lib_sources);
+ * the declarations, the table and the list of names come from it. */
+#define CLF__FAMILIES(X) \
+  X(bert)                \
+  X(roberta)             \
+  X(xlm_roberta)         \
+  X(distilbert)          \
+  X(gpt2)                \
+  X(marian)              \
+  X(vit)                 \
+  X(vit_mae)             \
+  X(swin)                \
+  X(llama)               \
+  X(mistral)             \
+  X(qwen2)
 
-static const clf__family *const families[] = {
-    &clf__bert_family,   &clf__roberta_family, &clf__xlm_roberta_family, &clf__distilbert_family,
-    &clf__gpt2_family,   &clf__marian_family,  &clf__vit_family,         &clf__vit_mae_family,
-    &clf__swin_family,   &clf__llama_family,   &clf__mistral_family,     &clf__qwen2_family};
+#define CLF__FAMILY_DECLARE(name) extern const clf__family clf__##name##_family;
+CLF__FAMILIES(CLF__FAMILY_DECLARE)
+#define CLF__FAMILY_ENTRY(name) &clf__##name##_family,
+static const clf__family *const families[] = {CLF__FAMILIES(CLF__FAMILY_ENTRY)};
 
 _Static_assert(CLF__ARRAY_LEN(families) <= CLF__FAMILY_MAX, "CLF__FAMILY_MAX is room for every family");
 
@@ -31,8 +45,14 @@ size_t clf__family_gguf(const clf__gguf_arch **out, size_t cap) {
   return n;
 }
 
-const char *clf__family_names(void) {
-  return "bert, roberta, xlm-roberta, distilbert, gpt2, marian, vit, vit_mae, swin, llama, mistral, qwen2";
+const char *clf__family_names(char *buf, size_t len) {
+  size_t at = 0;
+  if (len) buf[0] = '\0';
+  for (size_t i = 0; i < CLF__ARRAY_LEN(families) && at < len; i++) {
+    const int k = snprintf(buf + at, len - at, "%s%s", i ? ", " : "", families[i]->type);
+    at = k < 0 ? len : at + (size_t)k;
+  }
+  return buf;
 }
 
 clf_status clf__config_read(clf_context *ctx, const clf__config *c, const clf__config_key *keys, size_t n,

@@ -54,8 +54,10 @@ typedef struct clf__family {
 
 /* The family of model_type `type`, or NULL. */
 const clf__family *clf__family_find(const char *type);
-/* The model_types supported, comma-separated, for messages. */
-const char *clf__family_names(void);
+/* The model_types supported, comma-separated in registry order, into buf
+ * (cut to len): buf, for messages.  CLF__FAMILY_NAMES_LEN holds them all. */
+#define CLF__FAMILY_NAMES_LEN 512
+const char *clf__family_names(char *buf, size_t len);
 /* The GGUF architectures of the families, in registry order, into out
  * (room for cap; CLF__FAMILY_MAX is room for all): how many. */
 #define CLF__FAMILY_MAX 32

@@ -254,8 +254,9 @@ clf_status clf_model_load_with(clf_context *ctx, const char *model_dir, const cl
   if ((st = clf__config_str(ctx, c, "model_type", &type)) != CLF_OK) goto done;
   const clf__family *f = clf__family_find(type);
   if (!f) {
+    char names[CLF__FAMILY_NAMES_LEN];
     st = clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: model_type \"%s\" in %s/config.json is not supported (supported: %s)",
-                   op, type, model_dir, clf__family_names());
+                   op, type, model_dir, clf__family_names(names, sizeof names));
     goto done;
   }
   const cJSON *archs = cJSON_GetObjectItemCaseSensitive(clf__config_json(c), "architectures");

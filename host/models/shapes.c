@@ -16,9 +16,11 @@ static clf_status config_gemms(const clf__config *c, const char *label, size_t t
   clf_status st = clf__config_str(NULL, c, "model_type", &type);
   if (st != CLF_OK) return st;
   const clf__family *f = clf__family_find(type);
-  if (!f)
+  if (!f) {
+    char names[CLF__FAMILY_NAMES_LEN];
     return clf__fail(NULL, CLF_E_UNSUPPORTED, "clf_model_gemm_shapes: model_type \"%s\" in %s is not supported (%s)",
-                     type, label, clf__family_names());
+                     type, label, clf__family_names(names, sizeof names));
+  }
   void *dims = calloc(1, f->dims_size);
   if (!dims) return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_model_gemm_shapes: out of host memory");
   if ((st = clf__config_read(NULL, c, f->keys, f->n_keys, dims)) == CLF_OK) f->gemms(dims, c, tokens, l);

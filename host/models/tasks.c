@@ -1,7 +1,8 @@
 /* tasks.c - what is made of a model's outputs for people: mean-pooled text
  * embeddings (`clformer embed`) and the softmax ranking of labels or tokens
- * (`clformer classify`, `fill-mask`), here so that the command line and the
- * Python package compute them with the same code and agree bit for bit. */
+ * (`clformer classify`, `fill-mask`), and the inputs a text gives a model for
+ * them, here so that the command line and the Python package compute them
+ * with the same code and agree bit for bit. */
 #include "model.h"
 
 #include <math.h>
@@ -51,12 +52,14 @@ static int takes_input(const clf_model *m, const char *name) {
   return 0;
 }
 
-/* The texts' ids as [n, L] input_ids padded with pad, attention_mask and
- * (when the model takes them) zero token_type_ids in in[0 .. *n_in); lens[i]
- * the length of text i.  Failures recorded on m's context. */
-static clf_status tokenize_batch(clf_model *m, clf_tokenizer *tok, const char *const *texts, size_t n, int64_t pad,
-                                 size_t *lens, clf_array in[3], size_t *n_in) {
-  static const char op[] = "clf_model_embed";
+/* The one rule of a text's inputs (clf_model_embed, clf_model_encode_text):
+ * the texts' ids with tok's special tokens as [n, L] input_ids padded with
+ * pad, attention_mask and (when the model takes them) zero token_type_ids
+ * in in[0 .. *n_in); lens[i] the length of text i; a text of no tokens
+ * refused unless `empty_ok`.  Failures recorded on m's context, naming op;
+ * what was made of in[] is left for the caller to free. */
+static clf_status tokenize_batch(clf_model *m, const char *op, clf_tokenizer *tok, const char *const *texts, size_t n,
+                                 int64_t pad, int empty_ok, size_t *lens, clf_array in[3], size_t *n_in) {
   static const char *const names[3] = {"input_ids", "attention_mask", "token_type_ids"};
   int64_t **ids = calloc(n, sizeof *ids);
   size_t L = 0, cells = 0;
@@ -66,7 +69,7 @@ static clf_status tokenize_batch(clf_model *m, clf_tokenizer *tok, const char *c
     if (!texts[i]) st = clf__fail(m->ctx, CLF_E_INVALID_ARG, "%s: texts[%zu] is NULL", op, i);
     else if ((st = clf_tokenizer_encode(tok, texts[i], 1, &ids[i], &lens[i])) != CLF_OK)
       st = clf__fail(m->ctx, st, "%s: texts[%zu]: %s", op, i, clf_last_error(NULL));
-    else if (lens[i] == 0)
+    else if (lens[i] == 0 && !empty_ok)
       st = clf__fail(m->ctx, CLF_E_INVALID_ARG, "%s: texts[%zu] has no tokens to average", op, i);
     else if (lens[i] > L) L = lens[i];
   }
@@ -117,7 +120,7 @@ clf_status clf_model_embed(clf_model *m, clf_tokenizer *tok, const char *const *
   memset(&res, 0, sizeof res);
   const char *outs[1] = {"last_hidden_state"};
   const int64_t pad = m->gen.has_pad ? m->gen.pad : 0; /* [PAD] is 0 in BERT vocabularies */
-  clf_status st = lens ? tokenize_batch(m, tok, texts, n, pad, lens, in, &n_in)
+  clf_status st = lens ? tokenize_batch(m, op, tok, texts, n, pad, 0, lens, in, &n_in)
                        : clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
   if (st == CLF_OK) st = clf_model_run(m, in, n_in, outs, 1, &res);
   if (st == CLF_OK) {
@@ -135,4 +138,25 @@ clf_status clf_model_embed(clf_model *m, clf_tokenizer *tok, const char *const *
   clf_array_free(&res);
   free(lens);
   return st;
+}
+
+/* ---- one text's inputs ---- */
+
+clf_status clf_model_encode_text(clf_model *m, clf_tokenizer *tok, const char *text, clf_array in[3], size_t *n_in) {
+  static const char op[] = "clf_model_encode_text";
+  if (in) memset(in, 0, 3 * sizeof *in);
+  if (n_in) *n_in = 0;
+  if (!m) return clf__fail(NULL, CLF_E_INVALID_ARG, "%s: model is NULL", op);
+  if (!in || !n_in || !tok || !text)
+    return clf__fail(m->ctx, CLF_E_INVALID_ARG, "%s: a pointer argument is NULL", op);
+  if (!takes_input(m, "input_ids"))
+    return clf__fail(m->ctx, CLF_E_UNSUPPORTED, "%s: a %s model takes no input_ids", op, m->type);
+  size_t len, n = 0;
+  clf_status st = tokenize_batch(m, op, tok, &text, 1, 0, 1, &len, in, &n);
+  if (st != CLF_OK) {
+    for (int k = 0; k < 3; k++) clf_array_free(&in[k]);
+    return st;
+  }
+  *n_in = n;
+  return CLF_OK;
 }

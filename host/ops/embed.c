@@ -15,15 +15,10 @@ static const char *embed_options(const clf_context *ctx, int idx64) {
 }
 
 /* Launches a kernel over (D, n1, n2): dim 0 walks a row of D elements
- * (coalesced), dims 1 and 2 the rows.  One of three local shapes, 64x4,
- * 16x16 or 4x64, by the row length. */
+ * (coalesced), dims 1 and 2 the rows, in the rows' local shape. */
 static clf_status launch_rows(clf_context *ctx, clf__kernel *k, size_t D, size_t n1, size_t n2, cl_event *event) {
-  size_t total = clf__wg_1d(ctx, k, 256);
-  size_t l0 = D >= 48 ? 64 : D >= 12 ? 16 : 4;
-  if (l0 > total) l0 = total;
-  size_t l1 = total / l0;
-  if (ctx->caps.max_item_sizes[1] && l1 > ctx->caps.max_item_sizes[1]) l1 = ctx->caps.max_item_sizes[1];
-  size_t global[3] = {D, n1, n2}, local[3] = {l0, l1, 1};
+  size_t global[3] = {D, n1, n2}, local[3] = {0, 0, 1};
+  clf__rows_local(ctx, k, D, local);
   return clf__launch(ctx, k, 3, global, local, event);
 }
 
@@ -157,46 +152,4 @@ clf_status clf_sinusoidal_embedding(clf_context *ctx, clf_sinusoid_layout layout
   if (st != CLF_OK) return st;
   /* A zero batch leaves nothing to write. */
   return launch_rows(ctx, k, D, L, B ? 1 : 0, event);
-}
-
-/* ---- rotary position embeddings ---- */
-
-clf_status clf_split_heads_rope(clf_context *ctx, const clf_tensor *x, size_t col_offset, size_t dst_pos,
-                                const clf_tensor *positions, const clf_tensor *inv_freq, float scale, clf_tensor *y,
-                                cl_event *event) {
-  static const char op[] = "clf_split_heads_rope";
-  clf_status st;
-  if ((st = clf__split_heads_check(ctx, op, x, col_offset, dst_pos, y)) != CLF_OK) return st;
-  const size_t B = x->shape[0], L = x->shape[1], C = x->shape[2];
-  const size_t H = y->shape[1], Lcap = y->shape[2], Dh = y->shape[3];
-  char sb[96];
-  if (Dh % 2 != 0)
-    return clf__fail(ctx, CLF_E_SHAPE, "%s: y has shape %s, its head dim %zu must be even for rotate_half", op,
-                     clf__shape_str(y, sb, sizeof(sb)), Dh);
-  if ((st = clf__check_tensor(ctx, op, "positions", positions, -1, 2, 2)) != CLF_OK) return st;
-  if (positions->dtype != CLF_I32 && positions->dtype != CLF_I64)
-    return clf__fail(ctx, CLF_E_DTYPE, "%s: positions is %s, expected i32 or i64", op,
-                     clf_dtype_name(positions->dtype));
-  if (positions->shape[0] != B || positions->shape[1] != L)
-    return clf__fail(ctx, CLF_E_SHAPE, "%s: positions has shape %s, expected [B, L] = [%zu, %zu]", op,
-                     clf__shape_str(positions, sb, sizeof(sb)), B, L);
-  if ((st = clf__check_tensor(ctx, op, "inv_freq", inv_freq, CLF_F32, 1, 1)) != CLF_OK) return st;
-  if (inv_freq->shape[0] != Dh / 2)
-    return clf__fail(ctx, CLF_E_SHAPE, "%s: inv_freq has shape %s, expected [Dh/2] = [%zu]", op,
-                     clf__shape_str(inv_freq, sb, sizeof(sb)), Dh / 2);
-  if (!isfinite(scale)) return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: scale is %g, must be finite", op, (double)scale);
-  if ((st = clf__check_fits_u32(ctx, op, "positions", positions)) != CLF_OK) return st;
-
-  clf__kernel *k;
-  if ((st = clf__get_kernel(ctx, "embed", embed_options(ctx, positions->dtype == CLF_I64), "rope_split", &k)) != CLF_OK)
-    return st;
-  cl_uint x_off = (cl_uint)(x->offset + col_offset), p_off = (cl_uint)positions->offset;
-  cl_uint f_off = (cl_uint)inv_freq->offset, y_off = (cl_uint)y->offset;
-  cl_uint c32 = (cl_uint)C, h32 = (cl_uint)H, l32 = (cl_uint)L, cap = (cl_uint)Lcap, half = (cl_uint)(Dh / 2);
-  cl_uint dst = (cl_uint)dst_pos;
-  st = clf__set_args(ctx, k, 15, CLF__ARG(x->buf), CLF__ARG(x_off), CLF__ARG(positions->buf), CLF__ARG(p_off),
-                     CLF__ARG(inv_freq->buf), CLF__ARG(f_off), CLF__ARG(y->buf), CLF__ARG(y_off), CLF__ARG(c32),
-                     CLF__ARG(h32), CLF__ARG(l32), CLF__ARG(cap), CLF__ARG(half), CLF__ARG(dst), CLF__ARG(scale));
-  if (st != CLF_OK) return st;
-  return launch_rows(ctx, k, Dh / 2, L, B * H, event);
 }

@@ -1,9 +1,11 @@
-/* movement.c - data movement on the device: permute, head split/merge,
- * row copies and row gathers.  Kernels in kernels/movement.cl; the row
- * gather shares embed.cl's gather kernel with clf_embedding.
+/* movement.c - data movement on the device: permute, head split/merge
+ * (the split with rotary position embeddings too), row copies and row
+ * gathers.  Kernels in kernels/movement.cl; the row gather shares
+ * embed.cl's gather kernel with clf_embedding.
  */
 #include "ops.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -74,14 +76,9 @@ static clf_status launch_copy(clf_context *ctx, const clf_tensor *x, clf_tensor 
     const size_t wg = clf__wg_1d(ctx, k, 16), g = (o.count + wg - 1) / wg * wg;
     return clf__launch(ctx, k, 1, &g, &wg, event);
   }
-  /* Dim 0 walks a row, dim 1 the rows; one of three local shapes, 64x4,
-   * 16x16 or 4x64, by the row length. */
-  size_t total = clf__wg_1d(ctx, k, 256);
-  size_t l0 = p->n >= 48 ? 64 : p->n >= 12 ? 16 : 4;
-  if (l0 > total) l0 = total;
-  size_t l1 = total / l0;
-  if (ctx->caps.max_item_sizes[1] && l1 > ctx->caps.max_item_sizes[1]) l1 = ctx->caps.max_item_sizes[1];
-  size_t global[2] = {p->n, o.count}, local[2] = {l0, l1};
+  /* Dim 0 walks a row, dim 1 the rows. */
+  size_t global[2] = {p->n, o.count}, local[2];
+  clf__rows_local(ctx, k, p->n, local);
   return clf__launch(ctx, k, 2, global, local, event);
 }
 
@@ -263,8 +260,11 @@ clf_status clf_permute(clf_context *ctx, const clf_tensor *x, const int *perm, c
 
 /* ---- heads ---- */
 
-clf_status clf__split_heads_check(clf_context *ctx, const char *op, const clf_tensor *x, size_t col_offset,
-                                  size_t dst_pos, const clf_tensor *y) {
+/* The arguments clf_split_heads and clf_split_heads_rope share: x [B, L, C],
+ * y [B, H, Lcap, Dh], col_offset + H*Dh <= C, dst_pos + L <= Lcap, 32-bit
+ * indexing; op names the caller. */
+static clf_status split_heads_check(clf_context *ctx, const char *op, const clf_tensor *x, size_t col_offset,
+                                    size_t dst_pos, const clf_tensor *y) {
   clf_status st;
   if ((st = clf__check_ctx(ctx, op)) != CLF_OK) return st;
   if ((st = clf__check_tensor(ctx, op, "x", x, CLF_F32, 3, 3)) != CLF_OK) return st;
@@ -294,7 +294,7 @@ clf_status clf__split_heads_check(clf_context *ctx, const char *op, const clf_te
 
 clf_status clf_split_heads(clf_context *ctx, const clf_tensor *x, size_t col_offset, size_t dst_pos, clf_tensor *y,
                            cl_event *event) {
-  clf_status st = clf__split_heads_check(ctx, "clf_split_heads", x, col_offset, dst_pos, y);
+  clf_status st = split_heads_check(ctx, "clf_split_heads", x, col_offset, dst_pos, y);
   if (st != CLF_OK) return st;
   const size_t B = x->shape[0], L = x->shape[1], C = x->shape[2];
   const size_t H = y->shape[1], Lcap = y->shape[2], Dh = y->shape[3];
@@ -302,6 +302,53 @@ clf_status clf_split_heads(clf_context *ctx, const clf_tensor *x, size_t col_off
   copy_plan p = {x->offset + col_offset, y->offset + dst_pos * Dh, Dh, 1, 3,
                  {L, H, B}, {C, Dh, L * C}, {Dh, Lcap * Dh, H * Lcap * Dh}};
   return launch_copy(ctx, x, y, &p, event);
+}
+
+/* rope_split's variant: the f32 copies' program (i32 positions) or one
+ * reading i64 positions. */
+static const char *rope_options(int idx64) { return idx64 ? "-DCLF_ELEM=uint -DCLF_IDX64=1" : elem_options(4); }
+
+clf_status clf_split_heads_rope(clf_context *ctx, const clf_tensor *x, size_t col_offset, size_t dst_pos,
+                                const clf_tensor *positions, const clf_tensor *inv_freq, float scale, clf_tensor *y,
+                                cl_event *event) {
+  static const char op[] = "clf_split_heads_rope";
+  clf_status st;
+  if ((st = split_heads_check(ctx, op, x, col_offset, dst_pos, y)) != CLF_OK) return st;
+  const size_t B = x->shape[0], L = x->shape[1], C = x->shape[2];
+  const size_t H = y->shape[1], Lcap = y->shape[2], Dh = y->shape[3];
+  char sb[96];
+  if (Dh % 2 != 0)
+    return clf__fail(ctx, CLF_E_SHAPE, "%s: y has shape %s, its head dim %zu must be even for rotate_half", op,
+                     clf__shape_str(y, sb, sizeof(sb)), Dh);
+  if ((st = clf__check_tensor(ctx, op, "positions", positions, -1, 2, 2)) != CLF_OK) return st;
+  if (positions->dtype != CLF_I32 && positions->dtype != CLF_I64)
+    return clf__fail(ctx, CLF_E_DTYPE, "%s: positions is %s, expected i32 or i64", op,
+                     clf_dtype_name(positions->dtype));
+  if (positions->shape[0] != B || positions->shape[1] != L)
+    return clf__fail(ctx, CLF_E_SHAPE, "%s: positions has shape %s, expected [B, L] = [%zu, %zu]", op,
+                     clf__shape_str(positions, sb, sizeof(sb)), B, L);
+  if ((st = clf__check_tensor(ctx, op, "inv_freq", inv_freq, CLF_F32, 1, 1)) != CLF_OK) return st;
+  if (inv_freq->shape[0] != Dh / 2)
+    return clf__fail(ctx, CLF_E_SHAPE, "%s: inv_freq has shape %s, expected [Dh/2] = [%zu]", op,
+                     clf__shape_str(inv_freq, sb, sizeof(sb)), Dh / 2);
+  if (!isfinite(scale)) return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: scale is %g, must be finite", op, (double)scale);
+  if ((st = clf__check_fits_u32(ctx, op, "positions", positions)) != CLF_OK) return st;
+
+  clf__kernel *k;
+  if ((st = clf__get_kernel(ctx, "movement", rope_options(positions->dtype == CLF_I64), "rope_split", &k)) != CLF_OK)
+    return st;
+  cl_uint x_off = (cl_uint)(x->offset + col_offset), p_off = (cl_uint)positions->offset;
+  cl_uint f_off = (cl_uint)inv_freq->offset, y_off = (cl_uint)y->offset;
+  cl_uint c32 = (cl_uint)C, h32 = (cl_uint)H, l32 = (cl_uint)L, cap = (cl_uint)Lcap, half = (cl_uint)(Dh / 2);
+  cl_uint dst = (cl_uint)dst_pos;
+  st = clf__set_args(ctx, k, 15, CLF__ARG(x->buf), CLF__ARG(x_off), CLF__ARG(positions->buf), CLF__ARG(p_off),
+                     CLF__ARG(inv_freq->buf), CLF__ARG(f_off), CLF__ARG(y->buf), CLF__ARG(y_off), CLF__ARG(c32),
+                     CLF__ARG(h32), CLF__ARG(l32), CLF__ARG(cap), CLF__ARG(half), CLF__ARG(dst), CLF__ARG(scale));
+  if (st != CLF_OK) return st;
+  /* Dim 0 walks half a head, dim 1 the positions, dim 2 (batch, head). */
+  size_t global[3] = {Dh / 2, L, B * H}, local[3] = {0, 0, 1};
+  clf__rows_local(ctx, k, Dh / 2, local);
+  return clf__launch(ctx, k, 3, global, local, event);
 }
 
 clf_status clf_merge_heads(clf_context *ctx, const clf_tensor *x, clf_tensor *y, cl_event *event) {

@@ -44,11 +44,6 @@ clf_status clf__embed_gather(clf_context *ctx, const clf_tensor *x, size_t x_bst
  * checker loses what a rectangle copy wrote.) */
 clf_status clf__copy_cols(clf_context *ctx, const char *op, const clf_tensor *src, clf_tensor *dst, size_t col);
 
-/* Checks clf_split_heads' arguments (x [B, L, C], y [B, H, Lcap, Dh],
- * col_offset + H*Dh <= C, dst_pos + L <= Lcap, 32-bit indexing) for op. */
-clf_status clf__split_heads_check(clf_context *ctx, const char *op, const clf_tensor *x, size_t col_offset,
-                                  size_t dst_pos, const clf_tensor *y);
-
 /* ---- attention (attention.c) ---- */
 /* The variant name of the fused attention kernel for head dim dh, lq
  * queries (per KV head), lk keys and `banded` (a causal mask over several

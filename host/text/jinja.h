@@ -6,9 +6,9 @@
  * (Python's None, bool, int, float, str, list, dict) with str(), repr() and
  * json.dumps, and the budget every render is charged against (its work and
  * the memory of its values); jinja_eval.c evaluates expressions and
- * jinja_exec.c renders statements; jinja_filters.c holds the filters and
- * tests, jinja_methods.c the methods and globals.  chat_template.c is the
- * public face.
+ * jinja_exec.c renders statements; jinja_filters.c holds the filters,
+ * jinja_methods.c the methods, the tests and the globals.  chat_template.c
+ * is the public face.
  */
 #ifndef CLF_JINJA_H
 #define CLF_JINJA_H
@@ -70,62 +70,62 @@ struct jfunc { long refs; size_t reg; int kind, id; jv self; const struct jnode 
 /* The render state: errors, limits, the scopes. */
 typedef struct jstate jstate;
 
-jv jv_undef(void);
-jv jv_none(void);
-jv jv_bool(int b);
-jv jv_int(int64_t i);
-jv jv_float(double f);
-jv jv_str(jstate *J, const char *s, size_t n); /* JV_UNDEF with J's error set when out of memory */
-jv jv_cstr(jstate *J, const char *s);
-jv jv_list(jstate *J, int tuple);
-jv jv_dict(jstate *J);
-jv jv_func(jstate *J, int kind, int id, jv self, const struct jnode *macro); /* self: borrowed */
-jv jv_ref(jv v);   /* one more reference, returned */
-void jv_drop(jv v); /* one reference fewer */
-int jv_push(jstate *J, jv list, jv item);            /* item: taken; -1 on failure */
-int jv_set(jstate *J, jv dict, jv key, jv val);      /* key, val: taken; replaces */
-jv jv_get(jv dict, const char *key);                 /* borrowed; JV_UNDEF when absent */
-jv jv_getv(jv dict, jv key, int *found);             /* borrowed */
-int jv_truthy(jv v);
+jv clf__jv_undef(void);
+jv clf__jv_none(void);
+jv clf__jv_bool(int b);
+jv clf__jv_int(int64_t i);
+jv clf__jv_float(double f);
+jv clf__jv_str(jstate *J, const char *s, size_t n); /* JV_UNDEF with J's error set when out of memory */
+jv clf__jv_cstr(jstate *J, const char *s);
+jv clf__jv_list(jstate *J, int tuple);
+jv clf__jv_dict(jstate *J);
+jv clf__jv_func(jstate *J, int kind, int id, jv self, const struct jnode *macro); /* self: borrowed */
+jv clf__jv_ref(jv v);   /* one more reference, returned */
+void clf__jv_drop(jv v); /* one reference fewer */
+int clf__jv_push(jstate *J, jv list, jv item);            /* item: taken; -1 on failure */
+int clf__jv_set(jstate *J, jv dict, jv key, jv val);      /* key, val: taken; replaces */
+jv clf__jv_get(jv dict, const char *key);                 /* borrowed; JV_UNDEF when absent */
+jv clf__jv_getv(jv dict, jv key, int *found);             /* borrowed */
+int clf__jv_truthy(jv v);
 /* Python's ==: containers that are one object are equal without a look
  * inside (so a value holding itself equals itself); a namespace and a loop
  * are equal only to themselves.  Past CLF__J_MAX_DEPTH levels the render
  * fails with Python's RecursionError message and 0 is returned. */
-int jv_equal(jv a, jv b);
+int clf__jv_equal(jv a, jv b);
 /* <0, 0, >0; *ok 0 when Python refuses to order them (or past the depth) */
-int jv_compare(jv a, jv b, int *ok);
-const char *jv_typename(jv v); /* Python's: 'str', 'dict', ... */
-size_t jv_utf8_len(const char *s, size_t n); /* code points */
+int clf__jv_compare(jv a, jv b, int *ok);
+const char *clf__jv_typename(jv v); /* Python's: 'str', 'dict', ... */
+size_t clf__jv_utf8_len(const char *s, size_t n); /* code points */
 
 /* Growable output text; its bytes are charged to the render's budget. */
 typedef struct jbuf { char *s; size_t n, cap; int oom; } jbuf;
 /* -1 out of memory, past CLF__J_MAX_OUTPUT or past the render's budget */
-int jbuf_add(jbuf *b, const char *s, size_t n);
-int jbuf_addc(jbuf *b, char c);
-int jbuf_adds(jbuf *b, const char *s);
-void jbuf_free(jbuf *b); /* b->s freed and its memory given back to the budget */
+int clf__jbuf_add(jbuf *b, const char *s, size_t n);
+int clf__jbuf_addc(jbuf *b, char c);
+int clf__jbuf_adds(jbuf *b, const char *s);
+void clf__jbuf_free(jbuf *b); /* b->s freed and its memory given back to the budget */
 /* b->s handed out of the render (no longer charged as alive); b emptied */
-char *jbuf_take(jbuf *b);
+char *clf__jbuf_take(jbuf *b);
 /* str(v) / repr(v) appended (Python's): a list holding itself prints as
  * [...], a dict {...}, as Python's reprlib guard has it */
-int jv_write_str(jbuf *b, jv v);
-int jv_write_repr(jbuf *b, jv v);
+int clf__jv_write_str(jbuf *b, jv v);
+int clf__jv_write_repr(jbuf *b, jv v);
 /* json.dumps(v, ensure_ascii=False, indent, separators, sort_keys): indent
  * NULL for none; item_sep / key_sep NULL for the defaults.  -1 out of memory
  * or an error recorded on the render (a circular reference, as json.dumps
  * raises it), -2 not serializable (*bad: the type's name). */
-int jv_write_json(jbuf *b, jv v, const char *indent, const char *item_sep, const char *key_sep, int sort_keys,
+int clf__jv_write_json(jbuf *b, jv v, const char *indent, const char *item_sep, const char *key_sep, int sort_keys,
                   const char **bad);
-void jv_float_repr(double f, char out[40]);
+void clf__jv_float_repr(double f, char out[40]);
 /* The number literals of a JSON text in document order, the order cJSON's
  * tree is walked in: whether each was written as an int (no '.', 'e', 'E';
  * within 64 bits) and then its exact value.  cJSON keeps only a double. */
 typedef struct jnums { size_t n, next; int64_t *ival; unsigned char *is_int; } jnums;
-int jv_scan_numbers(const char *json, jnums *out); /* -1 out of memory */
-void jv_free_numbers(jnums *nums);
+int clf__jv_scan_numbers(const char *json, jnums *out); /* -1 out of memory */
+void clf__jv_free_numbers(jnums *nums);
 /* A cJSON tree (a const void *) as a value; nums (may be NULL) the number
  * literals of its text, consumed in order. */
-jv jv_from_cjson(jstate *J, const void *json, jnums *nums);
+jv clf__jv_from_cjson(jstate *J, const void *json, jnums *nums);
 
 /* ---- the render's budget (jinja_value.c) ---- */
 /* Charges work to the render running on this thread (outside a render:
@@ -207,8 +207,8 @@ void clf__j_free(jtemplate *t);
 clf_status clf__j_render(const jtemplate *t, const void *base, const void *vars, const char *vars_text,
                          const clf_template_budget *budget, clf_template_budget *cost, char **out);
 
-/* ---- builtins (jinja_filters.c: filters and tests; jinja_methods.c:
- * methods and globals) ---- */
+/* ---- builtins (jinja_filters.c: filters; jinja_methods.c: methods,
+ * tests and globals) ---- */
 int clf__j_filter_id(const char *name); /* -1 when not implemented */
 int clf__j_test_id(const char *name);
 int clf__j_global_id(const char *name);

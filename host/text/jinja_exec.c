@@ -22,28 +22,28 @@ int clf__j_iter(jstate *J, const jnode *at, jv v, jv **items, size_t *n) {
   if (v.t == JV_UNDEF) return 0;
   size_t cnt = v.t == JV_LIST ? v.u.l->n : v.t == JV_DICT ? v.u.d->n : v.t == JV_STR ? v.u.s->n : 0;
   if (v.t != JV_LIST && v.t != JV_DICT && v.t != JV_STR)
-    return clf__j_fail(J, at, "'%s' object is not iterable", jv_typename(v));
+    return clf__j_fail(J, at, "'%s' object is not iterable", clf__jv_typename(v));
   if (v.t == JV_DICT && v.u.d->ns) return clf__j_fail(J, at, "'Namespace' object is not iterable");
   if (!cnt) return 0;
-  if (v.t == JV_STR && jv_utf8_len(v.u.s->s, v.u.s->n) > CLF__J_MAX_ITEMS)
+  if (v.t == JV_STR && clf__jv_utf8_len(v.u.s->s, v.u.s->n) > CLF__J_MAX_ITEMS)
     return clf__j_fail(J, at, "iterating a string of more than %d characters", CLF__J_MAX_ITEMS);
   jv *it = calloc(cnt, sizeof(*it));
   if (!it) return clf__j_oom(J);
   size_t k = 0;
   if (v.t == JV_LIST) {
-    for (; k < cnt; k++) it[k] = jv_ref(v.u.l->v[k]);
+    for (; k < cnt; k++) it[k] = clf__jv_ref(v.u.l->v[k]);
     if (v.u.l->tuple == JL_GEN) { /* an iterator is used up */
-      for (size_t i = 0; i < cnt; i++) jv_drop(v.u.l->v[i]);
+      for (size_t i = 0; i < cnt; i++) clf__jv_drop(v.u.l->v[i]);
       v.u.l->n = 0;
     }
   }
   else if (v.t == JV_DICT)
-    for (; k < cnt; k++) it[k] = jv_ref(v.u.d->k[k]);
+    for (; k < cnt; k++) it[k] = clf__jv_ref(v.u.d->k[k]);
   else
     for (size_t i = 0; i < v.u.s->n && J->st == CLF_OK;) {
       size_t j = i + 1;
       while (j < v.u.s->n && ((unsigned char)v.u.s->s[j] & 0xC0) == 0x80) j++;
-      it[k++] = jv_str(J, v.u.s->s + i, j - i);
+      it[k++] = clf__jv_str(J, v.u.s->s + i, j - i);
       i = j;
     }
   *items = it;
@@ -52,7 +52,7 @@ int clf__j_iter(jstate *J, const jnode *at, jv v, jv **items, size_t *n) {
 }
 
 static void drop_items(jv *items, size_t n) {
-  for (size_t i = 0; i < n; i++) jv_drop(items[i]);
+  for (size_t i = 0; i < n; i++) clf__jv_drop(items[i]);
   free(items);
 }
 
@@ -60,14 +60,14 @@ static void drop_items(jv *items, size_t n) {
 static int bind(jstate *J, const jnode *tg, jv v) {
   if (tg->k == JN_NAME) return clf__j_assign(J, tg->name, v);
   if (v.t != JV_LIST && v.t != JV_STR) {
-    clf__j_fail(J, tg, "cannot unpack non-iterable %s object", jv_typename(v));
-    jv_drop(v);
+    clf__j_fail(J, tg, "cannot unpack non-iterable %s object", clf__jv_typename(v));
+    clf__jv_drop(v);
     return -1;
   }
   jv *items;
   size_t n;
-  if (clf__j_iter(J, tg, v, &items, &n)) { jv_drop(v); return -1; }
-  jv_drop(v);
+  if (clf__j_iter(J, tg, v, &items, &n)) { clf__jv_drop(v); return -1; }
+  clf__jv_drop(v);
   if (n != tg->nkids) {
     drop_items(items, n);
     return clf__j_fail(J, tg, n < tg->nkids ? "not enough values to unpack (expected %zu, got %zu)"
@@ -75,7 +75,7 @@ static int bind(jstate *J, const jnode *tg, jv v) {
   }
   for (size_t i = 0; i < n; i++) {
     if (bind(J, tg->kids[i], items[i])) {
-      for (size_t k = i + 1; k < n; k++) jv_drop(items[k]);
+      for (size_t k = i + 1; k < n; k++) clf__jv_drop(items[k]);
       free(items);
       return -1;
     }
@@ -85,9 +85,9 @@ static int bind(jstate *J, const jnode *tg, jv v) {
 }
 
 static int loop_set(jstate *J, jv loop, const char *k, jv v) {
-  jv key = jv_cstr(J, k);
-  if (key.t != JV_STR) { jv_drop(v); return -1; }
-  return jv_set(J, loop, key, v);
+  jv key = clf__jv_cstr(J, k);
+  if (key.t != JV_STR) { clf__jv_drop(v); return -1; }
+  return clf__jv_set(J, loop, key, v);
 }
 
 #define LOOP_FIXED 9 /* index .. depth0: the entries every iteration has */
@@ -96,25 +96,26 @@ static int loop_set(jstate *J, jv loop, const char *k, jv v) {
  * nothing but the loop holds the last one, that one updated in place. */
 static void loop_var(jstate *J, jv *l, jv *items, size_t i, size_t n) {
   int64_t ii = (int64_t)i, nn = (int64_t)n;
-  jv fixed[LOOP_FIXED] = {jv_int(ii + 1), jv_int(ii), jv_int(nn - ii), jv_int(nn - ii - 1), jv_bool(i == 0),
-                          jv_bool(i + 1 == n), jv_int(nn), jv_int(1), jv_int(0)};
+  jv fixed[LOOP_FIXED] = {clf__jv_int(ii + 1), clf__jv_int(ii), clf__jv_int(nn - ii), clf__jv_int(nn - ii - 1),
+                          clf__jv_bool(i == 0), clf__jv_bool(i + 1 == n), clf__jv_int(nn), clf__jv_int(1),
+                          clf__jv_int(0)};
   static const char *const names[LOOP_FIXED] = {"index", "index0", "revindex", "revindex0", "first", "last",
                                                 "length", "depth", "depth0"};
   if (l->t == JV_DICT && l->u.d->refs == 1 && l->u.d->n >= LOOP_FIXED) {
     jdict *d = l->u.d;
-    for (size_t k = LOOP_FIXED; k < d->n; k++) { jv_drop(d->k[k]); jv_drop(d->v[k]); }
+    for (size_t k = LOOP_FIXED; k < d->n; k++) { clf__jv_drop(d->k[k]); clf__jv_drop(d->v[k]); }
     d->n = LOOP_FIXED;
     for (size_t k = 0; k < LOOP_FIXED; k++) d->v[k] = fixed[k]; /* (numbers: nothing to drop) */
   } else {
-    jv_drop(*l);
-    *l = jv_dict(J);
+    clf__jv_drop(*l);
+    *l = clf__jv_dict(J);
     if (l->t != JV_DICT) return;
     l->u.d->ns = 2; /* attributes are its keys */
     for (size_t k = 0; k < LOOP_FIXED; k++) loop_set(J, *l, names[k], fixed[k]);
   }
-  if (i > 0) loop_set(J, *l, "previtem", jv_ref(items[i - 1]));
-  if (i + 1 < n) loop_set(J, *l, "nextitem", jv_ref(items[i + 1]));
-  loop_set(J, *l, "cycle", jv_func(J, JF_CYCLE, 0, jv_int(ii), NULL));
+  if (i > 0) loop_set(J, *l, "previtem", clf__jv_ref(items[i - 1]));
+  if (i + 1 < n) loop_set(J, *l, "nextitem", clf__jv_ref(items[i + 1]));
+  loop_set(J, *l, "cycle", clf__jv_func(J, JF_CYCLE, 0, clf__jv_int(ii), NULL));
 }
 
 /* Keeps the items for which the loop's `if` holds. */
@@ -123,15 +124,15 @@ static int loop_filter(jstate *J, const jnode *x, jv *items, size_t *n) {
   for (size_t i = 0; i < *n; i++) {
     int keep = 0;
     if (J->st == CLF_OK && !clf__j_push_frame(J, x, 0)) {
-      if (!bind(J, x->d, jv_ref(items[i]))) {
+      if (!bind(J, x->d, clf__jv_ref(items[i]))) {
         jv c = clf__j_ev(J, x->b);
-        keep = J->st == CLF_OK && jv_truthy(c);
-        jv_drop(c);
+        keep = J->st == CLF_OK && clf__jv_truthy(c);
+        clf__jv_drop(c);
       }
       clf__j_pop_frame(J);
     }
     if (keep) items[w++] = items[i];
-    else jv_drop(items[i]);
+    else clf__jv_drop(items[i]);
   }
   *n = w;
   return J->st == CLF_OK ? 0 : -1;
@@ -141,23 +142,23 @@ static int exec_for(jstate *J, const jnode *x, jbuf *out) {
   jv seq = clf__j_ev(J, x->a), *items;
   size_t n;
   int r = J->st == CLF_OK ? clf__j_iter(J, x->a, seq, &items, &n) : -1;
-  jv_drop(seq);
+  clf__jv_drop(seq);
   if (r) return -1;
   if (x->b && loop_filter(J, x, items, &n)) { drop_items(items, n); return -1; }
   if (!n) { free(items); return x->e ? clf__j_exec_body(J, x->e, out) : 0; }
   J->loops++;
-  jv l = jv_undef();
+  jv l = clf__jv_undef();
   for (size_t i = 0; i < n && J->st == CLF_OK; i++) {
     if (clf__j_step(J, x) || clf__j_push_frame(J, x, 0)) break;
     loop_var(J, &l, items, i, n);
-    if (J->st == CLF_OK && !bind(J, x->d, jv_ref(items[i])) && !clf__j_assign(J, "loop", jv_ref(l)))
+    if (J->st == CLF_OK && !bind(J, x->d, clf__jv_ref(items[i])) && !clf__j_assign(J, "loop", clf__jv_ref(l)))
       clf__j_exec_body(J, x->c, out);
     clf__j_pop_frame(J);
     int ctl = J->ctl;
     J->ctl = 0;
     if (ctl == 1) break;
   }
-  jv_drop(l);
+  clf__jv_drop(l);
   J->loops--;
   drop_items(items, n);
   return J->st == CLF_OK ? 0 : -1;
@@ -171,12 +172,12 @@ static int exec_set(jstate *J, const jnode *x) {
   int r;
   if (ns.t != JV_DICT || ns.u.d->ns != 1) {
     r = clf__j_fail(J, x->d, "cannot assign attribute on non-namespace object");
-    jv_drop(v);
+    clf__jv_drop(v);
   } else {
-    jv k = jv_cstr(J, x->d->name);
-    r = k.t == JV_STR ? jv_set(J, ns, k, v) : (jv_drop(v), -1);
+    jv k = clf__jv_cstr(J, x->d->name);
+    r = k.t == JV_STR ? clf__jv_set(J, ns, k, v) : (clf__jv_drop(v), -1);
   }
-  jv_drop(ns);
+  clf__jv_drop(ns);
   return r;
 }
 
@@ -184,16 +185,16 @@ static int exec_set(jstate *J, const jnode *x) {
  * filter, whose innermost input is NULL) when f is not NULL. */
 static jv render_to_str(jstate *J, const jnode *body, const jnode *f) {
   jbuf b = {0};
-  jv r = jv_undef();
-  if (!clf__j_exec_body(J, body, &b)) r = jv_str(J, b.s ? b.s : "", b.n);
-  jbuf_free(&b);
+  jv r = clf__jv_undef();
+  if (!clf__j_exec_body(J, body, &b)) r = clf__jv_str(J, b.s ? b.s : "", b.n);
+  clf__jbuf_free(&b);
   if (!f || J->st != CLF_OK) return r;
   const jnode *chain[64];
   int n = 0;
   for (const jnode *k = f; k && n < 64; k = k->a) chain[n++] = k;
   while (n-- > 0 && J->st == CLF_OK) {
     jv y = clf__j_ev_filter(J, chain[n], r);
-    jv_drop(r);
+    clf__jv_drop(r);
     r = y;
   }
   return r;
@@ -204,29 +205,29 @@ static int exec_node(jstate *J, const jnode *x, jbuf *out) {
   jv v;
   J->at = x;
   switch (x->k) {
-  case JN_TEXT: return jbuf_add(out, x->lit.u.s->s, x->lit.u.s->n);
+  case JN_TEXT: return clf__jbuf_add(out, x->lit.u.s->s, x->lit.u.s->n);
   case JN_OUTPUT:
     v = clf__j_ev(J, x->a);
-    if (J->st == CLF_OK) jv_write_str(out, v); /* a failure: out->oom */
-    jv_drop(v);
+    if (J->st == CLF_OK) clf__jv_write_str(out, v); /* a failure: out->oom */
+    clf__jv_drop(v);
     break;
   case JN_IF:
     v = clf__j_ev(J, x->a);
     if (J->st == CLF_OK) {
-      int t = jv_truthy(v);
+      int t = clf__jv_truthy(v);
       if (t) clf__j_exec_body(J, x->b, out);
       else if (x->c && x->c->k == JN_IF) exec_node(J, x->c, out);
       else if (x->c) clf__j_exec_body(J, x->c, out);
     }
-    jv_drop(v);
+    clf__jv_drop(v);
     break;
   case JN_FOR: return exec_for(J, x, out);
   case JN_SET: return exec_set(J, x);
   case JN_SETBLOCK:
     v = render_to_str(J, x->c, x->b);
-    return J->st == CLF_OK ? bind(J, x->d, v) : (jv_drop(v), -1);
+    return J->st == CLF_OK ? bind(J, x->d, v) : (clf__jv_drop(v), -1);
   case JN_MACRO:
-    v = jv_func(J, JF_MACRO, J->nfr, jv_none(), x);
+    v = clf__jv_func(J, JF_MACRO, J->nfr, clf__jv_none(), x);
     return v.t == JV_FUNC ? clf__j_assign(J, x->name, v) : -1;
   case JN_GENERATION: /* transformers' CallBlock: its body is a scope of its own */
     if (clf__j_push_frame(J, x, 0)) return -1;
@@ -235,13 +236,13 @@ static int exec_node(jstate *J, const jnode *x, jbuf *out) {
     break;
   case JN_CALLBLOCK:
     v = clf__j_ev_callblock(J, x);
-    if (J->st == CLF_OK) jv_write_str(out, v);
-    jv_drop(v);
+    if (J->st == CLF_OK) clf__jv_write_str(out, v);
+    clf__jv_drop(v);
     break;
   case JN_FILTERBLOCK:
     v = render_to_str(J, x->c, x->b);
-    if (J->st == CLF_OK) jv_write_str(out, v);
-    jv_drop(v);
+    if (J->st == CLF_OK) clf__jv_write_str(out, v);
+    clf__jv_drop(v);
     break;
   case JN_BREAK: case JN_CONTINUE:
     if (!J->loops) return clf__j_fail(J, x, "'%s' outside of a loop", x->k == JN_BREAK ? "break" : "continue");
@@ -268,9 +269,9 @@ static void load_vars(jstate *J, const cJSON *vars, jnums *nums) {
   const cJSON *e;
   cJSON_ArrayForEach(e, vars) {
     if (J->st != CLF_OK) return;
-    jv v = jv_from_cjson(J, e, nums);
+    jv v = clf__jv_from_cjson(J, e, nums);
     if (J->st == CLF_OK) clf__j_assign(J, e->string ? e->string : "", v);
-    else jv_drop(v);
+    else clf__jv_drop(v);
   }
 }
 
@@ -289,18 +290,18 @@ clf_status clf__j_render(const jtemplate *t, const void *base, const void *vars,
   jbuf b = {0};
   if (!clf__j_push_frame(J, NULL, 0)) {
     jnums nums = {0};
-    if (vars_text && jv_scan_numbers(vars_text, &nums)) clf__j_oom(J);
+    if (vars_text && clf__jv_scan_numbers(vars_text, &nums)) clf__j_oom(J);
     if (base && J->st == CLF_OK) load_vars(J, base, NULL);
     if (vars && J->st == CLF_OK) load_vars(J, vars, vars_text ? &nums : NULL);
-    jv_free_numbers(&nums);
+    clf__jv_free_numbers(&nums);
     if (J->st == CLF_OK) clf__j_exec_body(J, t->root, &b);
     if (J->st == CLF_OK && b.oom) clf__j_oom(J);
   }
   while (J->nfr) clf__j_pop_frame(J);
   clf__j_free_cycles(J);
   clf_status st = J->st;
-  char *text = st == CLF_OK ? jbuf_take(&b) : NULL;
-  jbuf_free(&b);
+  char *text = st == CLF_OK ? clf__jbuf_take(&b) : NULL;
+  clf__jbuf_free(&b);
   if (cost) *cost = (clf_template_budget){J->steps, J->bytes, J->peak};
   clf__j_cur = outer;
   free(J);

@@ -20,10 +20,10 @@
 /* ---- string helpers (jinja_str.h) ---- */
 
 jv clf__j_buf_str(jstate *J, jbuf *b) {
-  jv r = jv_undef();
+  jv r = clf__jv_undef();
   if (b->oom) clf__j_fail(J, NULL, "a string past %zu bytes (or out of memory)", (size_t)CLF__J_MAX_OUTPUT);
-  else r = jv_str(J, b->s ? b->s : "", b->n);
-  jbuf_free(b);
+  else r = clf__jv_str(J, b->s ? b->s : "", b->n);
+  clf__jbuf_free(b);
   return r;
 }
 
@@ -34,9 +34,9 @@ uint32_t clf__j_cp(const char *s, size_t n, size_t *i) {
 }
 
 static void put_cp(jbuf *b, uint32_t cp) {
-  if (cp < 128) { jbuf_addc(b, (char)cp); return; }
+  if (cp < 128) { clf__jbuf_addc(b, (char)cp); return; }
   char t[4];
-  jbuf_add(b, t, clf__utf8_put(t, cp));
+  clf__jbuf_add(b, t, clf__utf8_put(t, cp));
 }
 
 /* Python's str.upper() of one code point, from the lower-case table read
@@ -59,7 +59,7 @@ uint32_t clf__j_upper(uint32_t c) {
 }
 
 void clf__j_put_lower(jbuf *b, uint32_t c) {
-  if (c < 128) { jbuf_addc(b, (char)(c >= 'A' && c <= 'Z' ? c + 32 : c)); return; }
+  if (c < 128) { clf__jbuf_addc(b, (char)(c >= 'A' && c <= 'Z' ? c + 32 : c)); return; }
   uint32_t o[2];
   int k = clf__uc_lower(c, o);
   for (int i = 0; i < k; i++) put_cp(b, o[i]);
@@ -70,12 +70,12 @@ int clf__j_is_cased(uint32_t c) { return c < 128 ? ((c | 32) >= 'a' && (c | 32) 
 jv clf__j_case(jstate *J, jv v, int mode) {
   jbuf b = {0};
   const jstr *s = v.u.s;
-  if (clf__j_charge(0, 2 * CLF__J_SLOW * s->n)) return jv_undef(); /* a table look-up a code point */
+  if (clf__j_charge(0, 2 * CLF__J_SLOW * s->n)) return clf__jv_undef(); /* a table look-up a code point */
   int prev_cased = 0, first = 1;
   for (size_t i = 0; i < s->n; first = 0) {
     uint32_t c = clf__j_cp(s->s, s->n, &i);
     int up = mode == 'U' || (mode == 'T' && !prev_cased) || (mode == 'C' && first);
-    if (up && c == 0xDF) jbuf_adds(&b, mode == 'U' ? "SS" : "Ss"); /* Python's upper / title of ß */
+    if (up && c == 0xDF) clf__jbuf_adds(&b, mode == 'U' ? "SS" : "Ss"); /* Python's upper / title of ß */
     else if (up) put_cp(&b, clf__j_upper(c));
     else clf__j_put_lower(&b, c);
     prev_cased = clf__j_is_cased(c);
@@ -102,7 +102,7 @@ jv clf__j_strip(jstate *J, jv v, const jstr *chars, int which) {
     if (!(chars ? clf__j_has_cp(chars, c) : clf__uc_isspace(c))) break;
     b = st;
   }
-  return jv_str(J, s->s + a, b - a);
+  return clf__jv_str(J, s->s + a, b - a);
 }
 
 int clf__j_has_cp(const jstr *set, uint32_t c) {
@@ -113,28 +113,28 @@ int clf__j_has_cp(const jstr *set, uint32_t c) {
 
 /* s with old replaced by new (count < 0: all), as Python's str.replace. */
 jv clf__j_replace(jstate *J, const jstr *s, const jstr *old, const jstr *nw, int64_t count) {
-  if (clf__j_charge(0, CLF__J_SLOW * s->n)) return jv_undef();
+  if (clf__j_charge(0, CLF__J_SLOW * s->n)) return clf__jv_undef();
   jbuf b = {0};
   size_t i = 0;
   int64_t done = 0;
   if (!old->n) { /* between every character, as Python */
     for (size_t k = 0; k <= s->n && !b.oom;) {
-      if (count < 0 || done < count) { jbuf_add(&b, nw->s, nw->n); done++; }
+      if (count < 0 || done < count) { clf__jbuf_add(&b, nw->s, nw->n); done++; }
       if (k == s->n) break;
       size_t j = k + 1;
       while (j < s->n && ((unsigned char)s->s[j] & 0xC0) == 0x80) j++;
-      jbuf_add(&b, s->s + k, j - k);
+      clf__jbuf_add(&b, s->s + k, j - k);
       k = j;
     }
     return clf__j_buf_str(J, &b);
   }
   while (i < s->n && !b.oom) {
     if ((count < 0 || done < count) && i + old->n <= s->n && !memcmp(s->s + i, old->s, old->n)) {
-      jbuf_add(&b, nw->s, nw->n);
+      clf__jbuf_add(&b, nw->s, nw->n);
       i += old->n;
       done++;
     } else {
-      jbuf_addc(&b, s->s[i++]);
+      clf__jbuf_addc(&b, s->s[i++]);
     }
   }
   return clf__j_buf_str(J, &b);
@@ -142,8 +142,8 @@ jv clf__j_replace(jstate *J, const jstr *s, const jstr *old, const jstr *nw, int
 
 /* Python's str.split(sep, maxsplit). */
 static jv split(jstate *J, const jstr *s, const jstr *sep, int64_t maxsplit) {
-  if (clf__j_charge(0, CLF__J_SLOW * s->n)) return jv_undef();
-  jv l = jv_list(J, 0);
+  if (clf__j_charge(0, CLF__J_SLOW * s->n)) return clf__jv_undef();
+  jv l = clf__jv_list(J, 0);
   size_t i = 0;
   int64_t done = 0;
   if (l.t != JV_LIST) return l;
@@ -151,7 +151,7 @@ static jv split(jstate *J, const jstr *s, const jstr *sep, int64_t maxsplit) {
     size_t start = 0;
     while (i + sep->n <= s->n) {
       if ((maxsplit < 0 || done < maxsplit) && !memcmp(s->s + i, sep->s, sep->n)) {
-        if (jv_push(J, l, jv_str(J, s->s + start, i - start))) return l;
+        if (clf__jv_push(J, l, clf__jv_str(J, s->s + start, i - start))) return l;
         i += sep->n;
         start = i;
         done++;
@@ -159,7 +159,7 @@ static jv split(jstate *J, const jstr *s, const jstr *sep, int64_t maxsplit) {
         i++;
       }
     }
-    jv_push(J, l, jv_str(J, s->s + start, s->n - start));
+    clf__jv_push(J, l, clf__jv_str(J, s->s + start, s->n - start));
     return l;
   }
   for (;;) {
@@ -176,11 +176,11 @@ static jv split(jstate *J, const jstr *s, const jstr *sep, int64_t maxsplit) {
         if (!clf__uc_isspace(clf__j_cp(s->s, end, &j))) break;
         end = st;
       }
-      jv_push(J, l, jv_str(J, s->s + k, end - k));
+      clf__jv_push(J, l, clf__jv_str(J, s->s + k, end - k));
       break;
     }
     while (e < s->n) { size_t j = e; if (clf__uc_isspace(clf__j_cp(s->s, s->n, &j))) break; e = j; }
-    if (jv_push(J, l, jv_str(J, s->s + k, e - k))) return l;
+    if (clf__jv_push(J, l, clf__jv_str(J, s->s + k, e - k))) return l;
     done++;
     i = e;
   }
@@ -218,7 +218,7 @@ static int str_arg(jstate *J, const jnode *at, const jargs *a, size_t i, const c
   jv v = clf__j_arg(a, i, name, &given);
   *out = NULL;
   if ((!given || v.t == JV_NONE) && opt) return 0;
-  if (v.t != JV_STR) return clf__j_fail(J, at, "argument '%s' must be str, not %s", name, jv_typename(v));
+  if (v.t != JV_STR) return clf__j_fail(J, at, "argument '%s' must be str, not %s", name, clf__jv_typename(v));
   *out = v.u.s;
   return 0;
 }
@@ -228,7 +228,7 @@ static int int_arg(jstate *J, const jnode *at, const jargs *a, size_t i, const c
   jv v = clf__j_arg(a, i, name, &given);
   *out = dflt;
   if (!given) return 0;
-  if (v.t != JV_INT && v.t != JV_BOOL) return clf__j_fail(J, at, "argument '%s' must be int, not %s", name, jv_typename(v));
+  if (v.t != JV_INT && v.t != JV_BOOL) return clf__j_fail(J, at, "argument '%s' must be int, not %s", name, clf__jv_typename(v));
   *out = v.t == JV_INT ? v.u.i : v.u.b;
   return 0;
 }
@@ -239,26 +239,26 @@ static jv affix(jstate *J, const jnode *at, jv self, const jargs *a, int end) {
   size_t n = p.t == JV_LIST ? p.u.l->n : 1;
   for (size_t k = 0; k < n; k++) {
     jv x = p.t == JV_LIST ? p.u.l->v[k] : p;
-    if (x.t != JV_STR) { clf__j_fail(J, at, "%s first arg must be str or a tuple of str", end ? "endswith" : "startswith"); return jv_undef(); }
+    if (x.t != JV_STR) { clf__j_fail(J, at, "%s first arg must be str or a tuple of str", end ? "endswith" : "startswith"); return clf__jv_undef(); }
     size_t m = x.u.s->n;
-    if (m <= self.u.s->n && !memcmp(self.u.s->s + (end ? self.u.s->n - m : 0), x.u.s->s, m)) return jv_bool(1);
+    if (m <= self.u.s->n && !memcmp(self.u.s->s + (end ? self.u.s->n - m : 0), x.u.s->s, m)) return clf__jv_bool(1);
   }
-  return jv_bool(0);
+  return clf__jv_bool(0);
 }
 
 static jv str_join(jstate *J, const jnode *at, jv sep, jv seq) {
   jv *items;
   size_t n;
-  if (clf__j_iter(J, at, seq, &items, &n)) return jv_undef();
+  if (clf__j_iter(J, at, seq, &items, &n)) return clf__jv_undef();
   jbuf b = {0};
   for (size_t i = 0; i < n; i++) {
-    if (items[i].t != JV_STR) { clf__j_fail(J, at, "sequence item %zu: expected str instance, %s found", i, jv_typename(items[i])); break; }
-    if (i) jbuf_add(&b, sep.u.s->s, sep.u.s->n);
-    jbuf_add(&b, items[i].u.s->s, items[i].u.s->n);
+    if (items[i].t != JV_STR) { clf__j_fail(J, at, "sequence item %zu: expected str instance, %s found", i, clf__jv_typename(items[i])); break; }
+    if (i) clf__jbuf_add(&b, sep.u.s->s, sep.u.s->n);
+    clf__jbuf_add(&b, items[i].u.s->s, items[i].u.s->n);
   }
-  for (size_t i = 0; i < n; i++) jv_drop(items[i]);
+  for (size_t i = 0; i < n; i++) clf__jv_drop(items[i]);
   free(items);
-  if (clf__j_failed(J)) { jbuf_free(&b); return jv_undef(); }
+  if (clf__j_failed(J)) { clf__jbuf_free(&b); return clf__jv_undef(); }
   return clf__j_buf_str(J, &b);
 }
 
@@ -269,7 +269,7 @@ static int64_t find_or_count(const jstr *s, const jstr *sub, int count) {
   clf__j_charge(0, s->n);
   for (size_t i = 0; i + sub->n <= s->n;) {
     if (!memcmp(s->s + i, sub->s, sub->n)) {
-      if (!count) return (int64_t)jv_utf8_len(s->s, i);
+      if (!count) return (int64_t)clf__jv_utf8_len(s->s, i);
       c++;
       i += sub->n ? sub->n : 1;
     } else {
@@ -282,23 +282,23 @@ static int64_t find_or_count(const jstr *s, const jstr *sub, int count) {
 /* str.find / str.count (sub[, start[, end]]): start and end are code point
  * indices adjusted as Python's slices are (CPython's ADJUST_INDICES). */
 static jv find_in(jstate *J, const jnode *at, const jstr *s, const jstr *sub, const jargs *a, int count) {
-  int64_t len = (int64_t)jv_utf8_len(s->s, s->n), idx[2] = {0, len};
+  int64_t len = (int64_t)clf__jv_utf8_len(s->s, s->n), idx[2] = {0, len};
   for (size_t k = 1; k <= 2; k++) {
     int given;
     jv v = clf__j_arg(a, k, NULL, &given);
     if (!given || v.t == JV_NONE) continue;
     if (v.t != JV_INT && v.t != JV_BOOL) {
       clf__j_fail(J, at, "slice indices must be integers or None or have an __index__ method");
-      return jv_undef();
+      return clf__jv_undef();
     }
     idx[k - 1] = v.t == JV_INT ? v.u.i : v.u.b;
   }
-  int64_t st = idx[0], en = idx[1], sublen = (int64_t)jv_utf8_len(sub->s, sub->n);
+  int64_t st = idx[0], en = idx[1], sublen = (int64_t)clf__jv_utf8_len(sub->s, sub->n);
   if (en > len) en = len;
   else if (en < 0 && (en += len) < 0) en = 0;
   if (st < 0 && (st += len) < 0) st = 0;
-  if (st > len || en - st < sublen) return jv_int(count ? 0 : -1);
-  if (!sub->n) return jv_int(count ? en - st + 1 : st);
+  if (st > len || en - st < sublen) return clf__jv_int(count ? 0 : -1);
+  if (!sub->n) return clf__jv_int(count ? en - st + 1 : st);
   size_t bs = 0, be; /* the bytes of code points st .. en */
   for (int64_t c = 0; c < st; c++) { bs++; while (bs < s->n && ((unsigned char)s->s[bs] & 0xC0) == 0x80) bs++; }
   be = bs;
@@ -306,25 +306,25 @@ static jv find_in(jstate *J, const jnode *at, const jstr *s, const jstr *sub, co
   int64_t found = -1, n = 0;
   for (size_t i = bs; i + sub->n <= be;) {
     if (memcmp(s->s + i, sub->s, sub->n)) { i++; continue; }
-    if (!count) { found = st + (int64_t)jv_utf8_len(s->s + bs, i - bs); break; }
+    if (!count) { found = st + (int64_t)clf__jv_utf8_len(s->s + bs, i - bs); break; }
     n++;
     i += sub->n;
   }
   clf__j_charge(0, be - bs);
-  return jv_int(count ? n : found);
+  return clf__jv_int(count ? n : found);
 }
 
 /* Python's str.format for replacement fields without a format spec: {},
  * {0}, {name}, with !s / !r; {{ and }} are braces. */
 static jv format(jstate *J, const jnode *at, const jstr *f, const jargs *a) {
-  if (clf__j_charge(0, CLF__J_SLOW * f->n)) return jv_undef();
+  if (clf__j_charge(0, CLF__J_SLOW * f->n)) return clf__jv_undef();
   jbuf b = {0};
   size_t auto_i = 0;
   for (size_t i = 0; i < f->n && !clf__j_failed(J);) {
     char c = f->s[i];
-    if ((c == '{' || c == '}') && i + 1 < f->n && f->s[i + 1] == c) { jbuf_addc(&b, c); i += 2; continue; }
+    if ((c == '{' || c == '}') && i + 1 < f->n && f->s[i + 1] == c) { clf__jbuf_addc(&b, c); i += 2; continue; }
     if (c == '}') { clf__j_fail(J, at, "Single '}' encountered in format string"); break; }
-    if (c != '{') { jbuf_addc(&b, c); i++; continue; }
+    if (c != '{') { clf__jbuf_addc(&b, c); i++; continue; }
     const char *end = memchr(f->s + i, '}', f->n - i);
     if (!end) { clf__j_fail(J, at, "Single '{' encountered in format string"); break; }
     char field[128];
@@ -340,30 +340,30 @@ static jv format(jstate *J, const jnode *at, const jstr *f, const jargs *a) {
     }
     int repr = conv && conv[1] == 'r';
     if (conv) *conv = '\0';
-    jv v = jv_undef();
+    jv v = clf__jv_undef();
     int given = 0;
     if (!field[0]) v = clf__j_arg(a, auto_i++, NULL, &given);
     else if (field[0] >= '0' && field[0] <= '9') v = clf__j_arg(a, (size_t)strtoul(field, NULL, 10), NULL, &given);
     else for (size_t k = 0; k < a->nkw; k++) if (!strcmp(a->kwn[k], field)) { v = a->kw[k]; given = 1; }
     if (!given) { clf__j_fail(J, at, "Replacement index %s out of range for positional args tuple", field[0] ? field : "0"); break; }
-    if (repr) jv_write_repr(&b, v);
-    else jv_write_str(&b, v);
+    if (repr) clf__jv_write_repr(&b, v);
+    else clf__jv_write_str(&b, v);
   }
-  if (clf__j_failed(J)) { jbuf_free(&b); return jv_undef(); }
+  if (clf__j_failed(J)) { clf__jbuf_free(&b); return clf__jv_undef(); }
   return clf__j_buf_str(J, &b);
 }
 
 static jv dict_view(jstate *J, jv d, int which) {
-  jv l = jv_list(J, 0);
+  jv l = clf__jv_list(J, 0);
   for (size_t i = 0; l.t == JV_LIST && i < d.u.d->n && !clf__j_failed(J); i++) {
-    if (which == M_KEYS) jv_push(J, l, jv_ref(d.u.d->k[i]));
-    else if (which == M_VALUES) jv_push(J, l, jv_ref(d.u.d->v[i]));
+    if (which == M_KEYS) clf__jv_push(J, l, clf__jv_ref(d.u.d->k[i]));
+    else if (which == M_VALUES) clf__jv_push(J, l, clf__jv_ref(d.u.d->v[i]));
     else {
-      jv t = jv_list(J, 1);
+      jv t = clf__jv_list(J, 1);
       if (t.t != JV_LIST) break;
-      jv_push(J, t, jv_ref(d.u.d->k[i]));
-      jv_push(J, t, jv_ref(d.u.d->v[i]));
-      jv_push(J, l, t);
+      clf__jv_push(J, t, clf__jv_ref(d.u.d->k[i]));
+      clf__jv_push(J, t, clf__jv_ref(d.u.d->v[i]));
+      clf__jv_push(J, l, t);
     }
   }
   return l;
@@ -375,11 +375,11 @@ jv clf__j_call_method(jstate *J, const jnode *at, int mid, jv self, const jargs 
   int64_t n;
   switch (mid) {
   case M_STRIP: case M_LSTRIP: case M_RSTRIP:
-    if (str_arg(J, at, a, 0, "chars", &x, 1)) return jv_undef();
+    if (str_arg(J, at, a, 0, "chars", &x, 1)) return clf__jv_undef();
     return clf__j_strip(J, self, x, mid == M_STRIP ? 3 : mid == M_LSTRIP ? 1 : 2);
   case M_SPLIT:
-    if (str_arg(J, at, a, 0, "sep", &x, 1) || int_arg(J, at, a, 1, "maxsplit", -1, &n)) return jv_undef();
-    if (x && !x->n) { clf__j_fail(J, at, "empty separator"); return jv_undef(); }
+    if (str_arg(J, at, a, 0, "sep", &x, 1) || int_arg(J, at, a, 1, "maxsplit", -1, &n)) return clf__jv_undef();
+    if (x && !x->n) { clf__j_fail(J, at, "empty separator"); return clf__jv_undef(); }
     return split(J, self.u.s, x, n);
   case M_STARTSWITH: case M_ENDSWITH: return affix(J, at, self, a, mid == M_ENDSWITH);
   case M_UPPER: return clf__j_case(J, self, 'U');
@@ -388,23 +388,23 @@ jv clf__j_call_method(jstate *J, const jnode *at, int mid, jv self, const jargs 
   case M_CAPITALIZE: return clf__j_case(J, self, 'C');
   case M_REPLACE:
     if (str_arg(J, at, a, 0, "old", &x, 0) || str_arg(J, at, a, 1, "new", &y, 0) || int_arg(J, at, a, 2, "count", -1, &n))
-      return jv_undef();
+      return clf__jv_undef();
     return clf__j_replace(J, self.u.s, x, y, n);
   case M_JOIN: return str_join(J, at, self, clf__j_arg(a, 0, "iterable", NULL));
   case M_FIND: case M_COUNT:
-    if (str_arg(J, at, a, 0, "sub", &x, 0)) return jv_undef();
+    if (str_arg(J, at, a, 0, "sub", &x, 0)) return clf__jv_undef();
     return find_in(J, at, self.u.s, x, a, mid == M_COUNT);
   case M_FORMAT: return format(J, at, self.u.s, a);
   case M_ITEMS: case M_KEYS: case M_VALUES: return dict_view(J, self, mid);
   case M_GET: {
     int found, given;
     jv k = clf__j_arg(a, 0, "key", &given);
-    jv v = jv_getv(self, k, &found);
-    if (found) return jv_ref(v);
+    jv v = clf__jv_getv(self, k, &found);
+    if (found) return clf__jv_ref(v);
     jv d = clf__j_arg(a, 1, "default", &given);
-    return given ? jv_ref(d) : jv_none();
+    return given ? clf__jv_ref(d) : clf__jv_none();
   }
-  default: clf__j_fail(J, at, "unknown method"); return jv_undef();
+  default: clf__j_fail(J, at, "unknown method"); return clf__jv_undef();
   }
 }
 
@@ -430,7 +430,7 @@ int clf__j_test_id(const char *name) {
 
 static int int_of(jstate *J, const jnode *at, jv v, int64_t *out) {
   if (v.t == JV_INT || v.t == JV_BOOL) { *out = v.t == JV_INT ? v.u.i : v.u.b; return 0; }
-  return clf__j_fail(J, at, "an integer is required, not '%s'", jv_typename(v));
+  return clf__j_fail(J, at, "an integer is required, not '%s'", clf__jv_typename(v));
 }
 
 static int str_case_test(jv v, int upper) {
@@ -472,28 +472,28 @@ int clf__j_apply_test(jstate *J, const jnode *at, int tid, jv v, const jargs *a)
     return k == -1 || i % k == 0;
   case T_IN: {
     if (o.t == JV_STR) {
-      if (v.t != JV_STR) return clf__j_fail(J, at, "'in <string>' requires string as left operand, not %s", jv_typename(v));
+      if (v.t != JV_STR) return clf__j_fail(J, at, "'in <string>' requires string as left operand, not %s", clf__jv_typename(v));
       return find_or_count(o.u.s, v.u.s, 0) >= 0;
     }
-    if (o.t == JV_LIST) { for (size_t x = 0; x < o.u.l->n; x++) if (jv_equal(o.u.l->v[x], v)) return 1; return 0; }
-    if (o.t == JV_DICT) { jv_getv(o, v, &ok); return ok; }
+    if (o.t == JV_LIST) { for (size_t x = 0; x < o.u.l->n; x++) if (clf__jv_equal(o.u.l->v[x], v)) return 1; return 0; }
+    if (o.t == JV_DICT) { clf__jv_getv(o, v, &ok); return ok; }
     if (o.t == JV_UNDEF) return 0;
-    return clf__j_fail(J, at, "argument of type '%s' is not iterable", jv_typename(o));
+    return clf__j_fail(J, at, "argument of type '%s' is not iterable", clf__jv_typename(o));
   }
   case T_SAMEAS:
     if (v.t != o.t) return 0;
     if (v.t == JV_NONE || v.t == JV_UNDEF) return 1;
-    if (v.t == JV_BOOL || v.t == JV_INT) return jv_equal(v, o);
+    if (v.t == JV_BOOL || v.t == JV_INT) return clf__jv_equal(v, o);
     return v.t == JV_STR ? v.u.s == o.u.s : v.t == JV_LIST ? v.u.l == o.u.l : v.t == JV_DICT ? v.u.d == o.u.d : 0;
   case T_CALLABLE: return v.t == JV_FUNC;
   case T_LOWER: return str_case_test(v, 0);
   case T_UPPER: return str_case_test(v, 1);
-  case T_EQ: return jv_equal(v, o);
-  case T_NE: return !jv_equal(v, o);
+  case T_EQ: return clf__jv_equal(v, o);
+  case T_NE: return !clf__jv_equal(v, o);
   default:
-    c = jv_compare(v, o, &ok);
+    c = clf__jv_compare(v, o, &ok);
     if (!ok) return clf__j_fail(J, at, "'%s' not supported between instances of '%s' and '%s'",
-                                tid == T_LT ? "<" : tid == T_LE ? "<=" : tid == T_GT ? ">" : ">=", jv_typename(v), jv_typename(o));
+                                tid == T_LT ? "<" : tid == T_LE ? "<=" : tid == T_GT ? ">" : ">=", clf__jv_typename(v), clf__jv_typename(o));
     return tid == T_LT ? c < 0 : tid == T_LE ? c <= 0 : tid == T_GT ? c > 0 : c >= 0;
   }
 }
@@ -511,18 +511,18 @@ int clf__j_global_id(const char *name) {
 
 static jv range(jstate *J, const jnode *at, const jargs *a) {
   int64_t v[3] = {0, 0, 1};
-  if (a->npos < 1 || a->npos > 3 || a->nkw) { clf__j_fail(J, at, "range expected 1 to 3 arguments"); return jv_undef(); }
+  if (a->npos < 1 || a->npos > 3 || a->nkw) { clf__j_fail(J, at, "range expected 1 to 3 arguments"); return clf__jv_undef(); }
   for (size_t i = 0; i < a->npos; i++)
-    if (int_of(J, at, a->pos[i], &v[a->npos == 1 ? 1 : i])) return jv_undef();
-  if (!v[2]) { clf__j_fail(J, at, "range() arg 3 must not be zero"); return jv_undef(); }
+    if (int_of(J, at, a->pos[i], &v[a->npos == 1 ? 1 : i])) return clf__jv_undef();
+  if (!v[2]) { clf__j_fail(J, at, "range() arg 3 must not be zero"); return clf__jv_undef(); }
   double len = v[2] > 0 ? ((double)v[1] - (double)v[0]) / (double)v[2] : ((double)v[0] - (double)v[1]) / -(double)v[2];
   if (len > CLF__J_MAX_RANGE) {
     clf__j_fail(J, at, "Range too big. The sandbox blocks ranges larger than MAX_RANGE (%d).", CLF__J_MAX_RANGE);
-    return jv_undef();
+    return clf__jv_undef();
   }
-  jv l = jv_list(J, 0);
+  jv l = clf__jv_list(J, 0);
   for (int64_t i = v[0]; l.t == JV_LIST && (v[2] > 0 ? i < v[1] : i > v[1]);) {
-    if (jv_push(J, l, jv_int(i)) || __builtin_add_overflow(i, v[2], &i)) break; /* past 64 bits: the end */
+    if (clf__jv_push(J, l, clf__jv_int(i)) || __builtin_add_overflow(i, v[2], &i)) break; /* past 64 bits: the end */
   }
   return l;
 }
@@ -530,25 +530,25 @@ static jv range(jstate *J, const jnode *at, const jargs *a) {
 /* time.strftime(format) of the local time, any length: a byte after the
  * format tells an empty result from one that did not fit. */
 static jv strftime_now(jstate *J, const jstr *f) {
-  if (memchr(f->s, 0, f->n)) { clf__j_fail(J, NULL, "embedded null character"); return jv_undef(); }
+  if (memchr(f->s, 0, f->n)) { clf__j_fail(J, NULL, "embedded null character"); return clf__jv_undef(); }
   time_t now = time(NULL);
   struct tm tm;
   localtime_r(&now, &tm);
   jbuf fmt = {0};
-  jbuf_add(&fmt, f->s, f->n);
-  jbuf_addc(&fmt, 'x');
-  jv r = jv_undef();
+  clf__jbuf_add(&fmt, f->s, f->n);
+  clf__jbuf_addc(&fmt, 'x');
+  jv r = clf__jv_undef();
   for (size_t cap = 256; !fmt.oom && cap <= CLF__J_MAX_OUTPUT; cap *= 2) {
     if (clf__j_charge(0, cap)) break;
     char *out = malloc(cap);
     if (!out) { clf__j_oom(J); break; }
     size_t n = strftime(out, cap, fmt.s, &tm);
-    if (n) r = jv_str(J, out, n - 1);
+    if (n) r = clf__jv_str(J, out, n - 1);
     free(out);
     if (n) break;
   }
   if (fmt.oom || (r.t == JV_UNDEF && !clf__j_failed(J))) clf__j_fail(J, NULL, "strftime_now(): the text is too long");
-  jbuf_free(&fmt);
+  clf__jbuf_free(&fmt);
   return r;
 }
 
@@ -557,27 +557,27 @@ jv clf__j_call_global(jstate *J, const jnode *at, int gid, const jargs *a) {
   switch (gid) {
   case G_RANGE: return range(J, at, a);
   case G_NAMESPACE: case G_DICT:
-    r = jv_dict(J);
+    r = clf__jv_dict(J);
     if (r.t != JV_DICT) return r;
     r.u.d->ns = gid == G_NAMESPACE;
     for (size_t i = 0; i < a->npos; i++) {
       jv d = a->pos[i];
       if (d.t != JV_DICT) { clf__j_fail(J, at, "%s() takes a mapping as positional argument", g_globals[gid]); return r; }
-      for (size_t k = 0; k < d.u.d->n; k++) jv_set(J, r, jv_ref(d.u.d->k[k]), jv_ref(d.u.d->v[k]));
+      for (size_t k = 0; k < d.u.d->n; k++) clf__jv_set(J, r, clf__jv_ref(d.u.d->k[k]), clf__jv_ref(d.u.d->v[k]));
     }
-    for (size_t i = 0; i < a->nkw; i++) jv_set(J, r, jv_cstr(J, a->kwn[i]), jv_ref(a->kw[i]));
+    for (size_t i = 0; i < a->nkw; i++) clf__jv_set(J, r, clf__jv_cstr(J, a->kwn[i]), clf__jv_ref(a->kw[i]));
     return r;
   case G_RAISE: {
     jv m = clf__j_to_str(J, clf__j_arg(a, 0, "message", NULL));
     if (m.t == JV_STR) clf__j_fail(J, at, "%s", m.u.s->s);
-    jv_drop(m);
-    return jv_undef();
+    clf__jv_drop(m);
+    return clf__jv_undef();
   }
   case G_STRFTIME: {
     jv f = clf__j_arg(a, 0, "format", NULL);
-    if (f.t != JV_STR) { clf__j_fail(J, at, "strftime_now() argument must be str"); return jv_undef(); }
+    if (f.t != JV_STR) { clf__j_fail(J, at, "strftime_now() argument must be str"); return clf__jv_undef(); }
     return strftime_now(J, f.u.s);
   }
-  default: clf__j_fail(J, at, "unknown global"); return jv_undef();
+  default: clf__j_fail(J, at, "unknown global"); return clf__jv_undef();
   }
 }

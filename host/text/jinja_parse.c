@@ -115,7 +115,7 @@ static jnode *primary(ps *P) {
     for (int c = 0; c < 6; c++) {
       if (strcmp(k->s, consts[c])) continue;
       x = newn(P, JN_LIT, k);
-      if (x) x->lit = c < 2 ? jv_bool(1) : c < 4 ? jv_bool(0) : jv_none();
+      if (x) x->lit = c < 2 ? clf__jv_bool(1) : c < 4 ? clf__jv_bool(0) : clf__jv_none();
       P->i++;
       return x;
     }
@@ -132,13 +132,13 @@ static jnode *primary(ps *P) {
     if (!buf) return perr(P, CLF_E_OUT_OF_MEMORY, k, "%s", "out of memory");
     size_t w = 0;
     for (; cur(P)->t == JT_STRING; P->i++) { memcpy(buf + w, cur(P)->s, cur(P)->n); w += cur(P)->n; }
-    x->lit = jv_str(NULL, buf, w);
+    x->lit = clf__jv_str(NULL, buf, w);
     free(buf);
     return x->lit.t == JV_STR ? x : perr(P, CLF_E_OUT_OF_MEMORY, k, "%s", "out of memory");
   }
   if (k->t == JT_INT || k->t == JT_FLOAT) {
     x = newn(P, JN_LIT, k);
-    if (x) x->lit = k->t == JT_INT ? jv_int(k->i) : jv_float(k->f);
+    if (x) x->lit = k->t == JT_INT ? clf__jv_int(k->i) : clf__jv_float(k->f);
     P->i++;
     return x;
   }
@@ -237,7 +237,7 @@ static jnode *postfix(ps *P, jnode *x) {
       } else if (cur(P)->t == JT_INT) {
         jnode *a = newn(P, JN_SUBSCRIPT, at), *l = newn(P, JN_LIT, cur(P));
         if (!a || !l) return NULL;
-        l->lit = jv_int(cur(P)->i);
+        l->lit = clf__jv_int(cur(P)->i);
         a->a = x;
         a->b = l;
         x = a;
@@ -738,7 +738,7 @@ static jnode *body(ps *P, const char *const *ends, const char **which) {
     P->i++;
     jnode *x = NULL;
     if (k->t == JT_TEXT) {
-      if ((x = newn(P, JN_TEXT, k)) && (x->lit = jv_str(NULL, k->s, k->n)).t != JV_STR)
+      if ((x = newn(P, JN_TEXT, k)) && (x->lit = clf__jv_str(NULL, k->s, k->n)).t != JV_STR)
         return perr(P, CLF_E_OUT_OF_MEMORY, k, "%s", "out of memory");
     } else if (k->t == JT_VAR_BEGIN) {
       x = newn(P, JN_OUTPUT, k);
@@ -783,7 +783,7 @@ void clf__j_free(jtemplate *T) {
   if (!T) return;
   for (size_t i = 0; i < T->nall; i++) {
     jnode *x = T->all[i];
-    jv_drop(x->lit);
+    clf__jv_drop(x->lit);
     free(x->kids);
     free(x->name);
     free(x);

@@ -91,18 +91,18 @@ static void reg_remove(size_t reg) {
 void clf__j_free_cycles(jstate *J) {
   /* Every container left is held by a cycle (or by one that is): pin them
    * all, empty them (dropping what they hold frees the rest), free them. */
-  for (size_t i = 0; i < J->nobjs; i++) jv_ref(J->objs[i]);
+  for (size_t i = 0; i < J->nobjs; i++) clf__jv_ref(J->objs[i]);
   for (size_t i = 0; i < J->nobjs; i++) {
     jv v = J->objs[i];
     if (v.t == JV_LIST) {
-      for (size_t k = 0; k < v.u.l->n; k++) jv_drop(v.u.l->v[k]);
+      for (size_t k = 0; k < v.u.l->n; k++) clf__jv_drop(v.u.l->v[k]);
       v.u.l->n = 0;
     } else if (v.t == JV_DICT) {
-      for (size_t k = 0; k < v.u.d->n; k++) { jv_drop(v.u.d->k[k]); jv_drop(v.u.d->v[k]); }
+      for (size_t k = 0; k < v.u.d->n; k++) { clf__jv_drop(v.u.d->k[k]); clf__jv_drop(v.u.d->v[k]); }
       v.u.d->n = 0;
     } else {
-      jv_drop(v.u.fn->self);
-      v.u.fn->self = jv_none();
+      clf__jv_drop(v.u.fn->self);
+      v.u.fn->self = clf__jv_none();
     }
   }
   while (J->nobjs) {
@@ -118,14 +118,14 @@ void clf__j_free_cycles(jstate *J) {
   J->capobjs = 0;
 }
 
-jv jv_undef(void) { jv v = {JV_UNDEF, {.s = NULL}}; return v; }
-jv jv_none(void) { jv v = {JV_NONE, {.i = 0}}; return v; }
-jv jv_bool(int b) { jv v = {JV_BOOL, {.b = !!b}}; return v; }
-jv jv_int(int64_t i) { jv v = {JV_INT, {.i = i}}; return v; }
-jv jv_float(double f) { jv v = {JV_FLOAT, {.f = f}}; return v; }
+jv clf__jv_undef(void) { jv v = {JV_UNDEF, {.s = NULL}}; return v; }
+jv clf__jv_none(void) { jv v = {JV_NONE, {.i = 0}}; return v; }
+jv clf__jv_bool(int b) { jv v = {JV_BOOL, {.b = !!b}}; return v; }
+jv clf__jv_int(int64_t i) { jv v = {JV_INT, {.i = i}}; return v; }
+jv clf__jv_float(double f) { jv v = {JV_FLOAT, {.f = f}}; return v; }
 
-jv jv_str(jstate *J, const char *s, size_t n) {
-  jv v = jv_undef();
+jv clf__jv_str(jstate *J, const char *s, size_t n) {
+  jv v = clf__jv_undef();
   if (n >= CLF__J_MAX_OUTPUT) {
     if (J) clf__j_fail(J, J->at, "a string past %zu bytes", (size_t)CLF__J_MAX_OUTPUT);
     return v;
@@ -142,10 +142,10 @@ jv jv_str(jstate *J, const char *s, size_t n) {
   return v;
 }
 
-jv jv_cstr(jstate *J, const char *s) { return jv_str(J, s, strlen(s)); }
+jv clf__jv_cstr(jstate *J, const char *s) { return clf__jv_str(J, s, strlen(s)); }
 
-jv jv_list(jstate *J, int tuple) {
-  jv v = jv_undef();
+jv clf__jv_list(jstate *J, int tuple) {
+  jv v = clf__jv_undef();
   if (clf__j_charge(1, 0) || mem_take(sizeof(jlist))) return v;
   jlist *l = calloc(1, sizeof(*l));
   if (!l) { mem_give(sizeof(jlist)); clf__j_oom(J); return v; }
@@ -157,8 +157,8 @@ jv jv_list(jstate *J, int tuple) {
   return v;
 }
 
-jv jv_dict(jstate *J) {
-  jv v = jv_undef();
+jv clf__jv_dict(jstate *J) {
+  jv v = clf__jv_undef();
   if (clf__j_charge(1, 0) || mem_take(sizeof(jdict))) return v;
   jdict *d = calloc(1, sizeof(*d));
   if (!d) { mem_give(sizeof(jdict)); clf__j_oom(J); return v; }
@@ -169,8 +169,8 @@ jv jv_dict(jstate *J) {
   return v;
 }
 
-jv jv_func(jstate *J, int kind, int id, jv self, const jnode *macro) {
-  jv v = jv_undef();
+jv clf__jv_func(jstate *J, int kind, int id, jv self, const jnode *macro) {
+  jv v = clf__jv_undef();
   if (clf__j_charge(1, 0) || mem_take(sizeof(jfunc))) return v;
   jfunc *f = calloc(1, sizeof(*f));
   if (!f) { mem_give(sizeof(jfunc)); clf__j_oom(J); return v; }
@@ -178,14 +178,14 @@ jv jv_func(jstate *J, int kind, int id, jv self, const jnode *macro) {
   f->refs = 1;
   f->kind = kind;
   f->id = id;
-  f->self = jv_ref(self);
+  f->self = clf__jv_ref(self);
   f->macro = macro;
   v.t = JV_FUNC;
   v.u.fn = f;
   return v;
 }
 
-jv jv_ref(jv v) {
+jv clf__jv_ref(jv v) {
   switch (v.t) {
   case JV_STR: v.u.s->refs++; break;
   case JV_UNDEF: if (v.u.s) v.u.s->refs++; break;
@@ -197,7 +197,7 @@ jv jv_ref(jv v) {
   return v;
 }
 
-void jv_drop(jv v) {
+void clf__jv_drop(jv v) {
   switch (v.t) {
   case JV_STR:
   case JV_UNDEF:
@@ -206,7 +206,7 @@ void jv_drop(jv v) {
   case JV_LIST:
     if (--v.u.l->refs == 0) {
       reg_remove(v.u.l->reg);
-      for (size_t i = 0; i < v.u.l->n; i++) jv_drop(v.u.l->v[i]);
+      for (size_t i = 0; i < v.u.l->n; i++) clf__jv_drop(v.u.l->v[i]);
       mem_give(sizeof(jlist) + v.u.l->cap * sizeof(jv));
       free(v.u.l->v);
       free(v.u.l);
@@ -215,7 +215,7 @@ void jv_drop(jv v) {
   case JV_DICT:
     if (--v.u.d->refs == 0) {
       reg_remove(v.u.d->reg);
-      for (size_t i = 0; i < v.u.d->n; i++) { jv_drop(v.u.d->k[i]); jv_drop(v.u.d->v[i]); }
+      for (size_t i = 0; i < v.u.d->n; i++) { clf__jv_drop(v.u.d->k[i]); clf__jv_drop(v.u.d->v[i]); }
       mem_give(sizeof(jdict) + v.u.d->cap * 2 * sizeof(jv));
       free(v.u.d->k);
       free(v.u.d->v);
@@ -225,7 +225,7 @@ void jv_drop(jv v) {
   case JV_FUNC:
     if (--v.u.fn->refs == 0) {
       reg_remove(v.u.fn->reg);
-      jv_drop(v.u.fn->self);
+      clf__jv_drop(v.u.fn->self);
       mem_give(sizeof(jfunc));
       free(v.u.fn);
     }
@@ -234,18 +234,18 @@ void jv_drop(jv v) {
   }
 }
 
-int jv_push(jstate *J, jv list, jv item) {
+int clf__jv_push(jstate *J, jv list, jv item) {
   jlist *l = list.u.l;
   if (l->n >= CLF__J_MAX_ITEMS) {
-    jv_drop(item);
+    clf__jv_drop(item);
     return clf__j_fail(J, NULL, "a list past %d items", CLF__J_MAX_ITEMS);
   }
-  if (clf__j_charge(1, 0)) { jv_drop(item); return -1; }
+  if (clf__j_charge(1, 0)) { clf__jv_drop(item); return -1; }
   if (l->n == l->cap) {
     size_t cap = l->cap ? l->cap * 2 : 4;
-    if (mem_take((cap - l->cap) * sizeof(jv))) { jv_drop(item); return -1; }
+    if (mem_take((cap - l->cap) * sizeof(jv))) { clf__jv_drop(item); return -1; }
     jv *v = cap < ((size_t)1 << 28) ? realloc(l->v, cap * sizeof(*v)) : NULL;
-    if (!v) { mem_give((cap - l->cap) * sizeof(jv)); jv_drop(item); return clf__j_oom(J); }
+    if (!v) { mem_give((cap - l->cap) * sizeof(jv)); clf__jv_drop(item); return clf__j_oom(J); }
     l->v = v;
     l->cap = cap;
   }
@@ -253,40 +253,40 @@ int jv_push(jstate *J, jv list, jv item) {
   return 0;
 }
 
-jv jv_getv(jv dict, jv key, int *found) {
+jv clf__jv_getv(jv dict, jv key, int *found) {
   jdict *d = dict.u.d;
   clf__j_charge(d->n >> 4, 0);
   for (size_t i = d->n; i-- > 0;)
-    if (jv_equal(d->k[i], key)) { *found = 1; return d->v[i]; }
+    if (clf__jv_equal(d->k[i], key)) { *found = 1; return d->v[i]; }
   *found = 0;
-  return jv_undef();
+  return clf__jv_undef();
 }
 
-jv jv_get(jv dict, const char *key) {
-  if (dict.t != JV_DICT) return jv_undef();
+jv clf__jv_get(jv dict, const char *key) {
+  if (dict.t != JV_DICT) return clf__jv_undef();
   jdict *d = dict.u.d;
   size_t n = strlen(key);
   clf__j_charge(d->n >> 4, 0);
   for (size_t i = d->n; i-- > 0;)
     if (d->k[i].t == JV_STR && d->k[i].u.s->n == n && !memcmp(d->k[i].u.s->s, key, n)) return d->v[i];
-  return jv_undef();
+  return clf__jv_undef();
 }
 
 /* key: val appended without looking for key (JSON objects: a key written
  * twice is found at its last place, as json.loads keeps the last). */
-static int jv_append(jstate *J, jv dict, jv key, jv val) {
+static int dict_append(jstate *J, jv dict, jv key, jv val) {
   jdict *d = dict.u.d;
-  if (clf__j_charge(1, 0)) { jv_drop(key); jv_drop(val); return -1; }
+  if (clf__j_charge(1, 0)) { clf__jv_drop(key); clf__jv_drop(val); return -1; }
   if (d->n == d->cap) {
     size_t cap = d->cap ? d->cap * 2 : 4;
-    if (mem_take((cap - d->cap) * 2 * sizeof(jv))) { jv_drop(key); jv_drop(val); return -1; }
+    if (mem_take((cap - d->cap) * 2 * sizeof(jv))) { clf__jv_drop(key); clf__jv_drop(val); return -1; }
     jv *k = cap < ((size_t)1 << 28) ? realloc(d->k, cap * sizeof(*k)) : NULL;
     if (k) d->k = k;
     jv *v = k ? realloc(d->v, cap * sizeof(*v)) : NULL;
     if (v) d->v = v;
     if (!k || !v) { /* (a grown k is kept: d->cap still says what is used) */
       mem_give((cap - d->cap) * 2 * sizeof(jv));
-      jv_drop(key); jv_drop(val);
+      clf__jv_drop(key); clf__jv_drop(val);
       return clf__j_oom(J);
     }
     d->cap = cap;
@@ -296,24 +296,24 @@ static int jv_append(jstate *J, jv dict, jv key, jv val) {
   return 0;
 }
 
-int jv_set(jstate *J, jv dict, jv key, jv val) {
+int clf__jv_set(jstate *J, jv dict, jv key, jv val) {
   jdict *d = dict.u.d;
   clf__j_charge(d->n >> 4, 0);
   for (size_t i = 0; i < d->n; i++)
-    if (jv_equal(d->k[i], key)) {
-      jv_drop(key);
-      jv_drop(d->v[i]);
+    if (clf__jv_equal(d->k[i], key)) {
+      clf__jv_drop(key);
+      clf__jv_drop(d->v[i]);
       d->v[i] = val;
       return 0;
     }
-  return jv_append(J, dict, key, val);
+  return dict_append(J, dict, key, val);
 }
 
 static int is_num(jv v) { return v.t == JV_BOOL || v.t == JV_INT || v.t == JV_FLOAT; }
 static double as_double(jv v) { return v.t == JV_FLOAT ? v.u.f : v.t == JV_INT ? (double)v.u.i : v.u.b; }
 static int64_t as_int(jv v) { return v.t == JV_INT ? v.u.i : v.u.b; }
 
-int jv_truthy(jv v) {
+int clf__jv_truthy(jv v) {
   switch (v.t) {
   case JV_UNDEF: case JV_NONE: return 0;
   case JV_BOOL: return v.u.b;
@@ -343,7 +343,7 @@ static int dict_equal(jv a, jv b, int depth) {
   if (a.u.d->n != b.u.d->n) return 0;
   for (size_t i = 0; i < a.u.d->n; i++) {
     int found = 0;
-    jv o = jv_undef();
+    jv o = clf__jv_undef();
     for (size_t k = b.u.d->n; k-- > 0;) /* (keys: compared at this depth) */
       if (equal_at(a.u.d->k[i], b.u.d->k[k], depth + 1)) { o = b.u.d->v[k]; found = 1; break; }
     if (!found || !equal_at(a.u.d->v[i], o, depth + 1)) return 0;
@@ -378,7 +378,7 @@ static int equal_at(jv a, jv b, int depth) {
   }
 }
 
-int jv_equal(jv a, jv b) { return equal_at(a, b, 0); }
+int clf__jv_equal(jv a, jv b) { return equal_at(a, b, 0); }
 
 static int compare_at(jv a, jv b, int *ok, int depth) {
   *ok = 1;
@@ -409,16 +409,16 @@ static int compare_at(jv a, jv b, int *ok, int depth) {
   return 0;
 }
 
-int jv_compare(jv a, jv b, int *ok) { return compare_at(a, b, ok, 0); }
+int clf__jv_compare(jv a, jv b, int *ok) { return compare_at(a, b, ok, 0); }
 
-const char *jv_typename(jv v) {
+const char *clf__jv_typename(jv v) {
   static const char *const names[] = {"Undefined", "NoneType", "bool", "int", "float", "str", "list", "dict", "function"};
   if (v.t == JV_LIST && v.u.l->tuple) return v.u.l->tuple == JL_GEN ? "generator" : "tuple";
   if (v.t == JV_DICT && v.u.d->ns) return "Namespace";
   return names[v.t];
 }
 
-size_t jv_utf8_len(const char *s, size_t n) {
+size_t clf__jv_utf8_len(const char *s, size_t n) {
   size_t c = 0;
   clf__j_charge(0, n);
   for (size_t i = 0; i < n; i++) c += ((unsigned char)s[i] & 0xC0) != 0x80;
@@ -427,7 +427,7 @@ size_t jv_utf8_len(const char *s, size_t n) {
 
 /* ---- text ---- */
 
-int jbuf_add(jbuf *b, const char *s, size_t n) {
+int clf__jbuf_add(jbuf *b, const char *s, size_t n) {
   if (b->oom) return -1;
   if (n > CLF__J_MAX_OUTPUT - b->n || clf__j_charge(0, n)) { b->oom = 1; return -1; }
   /* s may lie in b itself (a repetition doubles what it has) */
@@ -449,27 +449,27 @@ int jbuf_add(jbuf *b, const char *s, size_t n) {
   return 0;
 }
 
-int jbuf_addc(jbuf *b, char c) { return jbuf_add(b, &c, 1); }
+int clf__jbuf_addc(jbuf *b, char c) { return clf__jbuf_add(b, &c, 1); }
 
-void jbuf_free(jbuf *b) {
+void clf__jbuf_free(jbuf *b) {
   mem_give(b->cap);
   free(b->s);
   b->s = NULL;
   b->n = b->cap = 0;
 }
 
-char *jbuf_take(jbuf *b) {
+char *clf__jbuf_take(jbuf *b) {
   char *s = b->s;
   mem_give(b->cap);
   b->s = NULL;
   b->n = b->cap = 0;
   return s;
 }
-int jbuf_adds(jbuf *b, const char *s) { return jbuf_add(b, s, strlen(s)); }
+int clf__jbuf_adds(jbuf *b, const char *s) { return clf__jbuf_add(b, s, strlen(s)); }
 
 /* Python's repr(float): the shortest digits that read back the same,
  * positional for exponents in [-4, 16), else d.ddde+XX. */
-void jv_float_repr(double f, char out[40]) {
+void clf__jv_float_repr(double f, char out[40]) {
   if (isnan(f)) { strcpy(out, "nan"); return; }
   if (isinf(f)) { strcpy(out, f < 0 ? "-inf" : "inf"); return; }
   char e[40];
@@ -511,9 +511,9 @@ void jv_float_repr(double f, char out[40]) {
 
 static int write_num(jbuf *b, jv v) {
   char t[40];
-  if (v.t == JV_FLOAT) jv_float_repr(v.u.f, t);
+  if (v.t == JV_FLOAT) clf__jv_float_repr(v.u.f, t);
   else snprintf(t, sizeof(t), "%lld", (long long)v.u.i);
-  return jbuf_adds(b, t);
+  return clf__jbuf_adds(b, t);
 }
 
 /* repr() of a str: quotes as Python chooses them, escapes for \\, the quote,
@@ -521,16 +521,16 @@ static int write_num(jbuf *b, jv v) {
 static int write_str_repr(jbuf *b, const jstr *s) {
   int sq = memchr(s->s, '\'', s->n) != NULL, dq = memchr(s->s, '"', s->n) != NULL;
   char q = sq && !dq ? '"' : '\'';
-  int r = jbuf_addc(b, q);
+  int r = clf__jbuf_addc(b, q);
   for (size_t i = 0; i < s->n && !r; i++) {
     unsigned char c = (unsigned char)s->s[i];
     char t[8];
-    if (c == '\\' || c == (unsigned char)q) { t[0] = '\\'; t[1] = (char)c; r = jbuf_add(b, t, 2); }
-    else if (c == '\n') r = jbuf_adds(b, "\\n");
-    else if (c == '\r') r = jbuf_adds(b, "\\r");
-    else if (c == '\t') r = jbuf_adds(b, "\\t");
-    else if (c < 0x20 || c == 0x7F) { snprintf(t, sizeof(t), "\\x%02x", c); r = jbuf_adds(b, t); }
-    else if (c < 0x80) r = jbuf_addc(b, (char)c);
+    if (c == '\\' || c == (unsigned char)q) { t[0] = '\\'; t[1] = (char)c; r = clf__jbuf_add(b, t, 2); }
+    else if (c == '\n') r = clf__jbuf_adds(b, "\\n");
+    else if (c == '\r') r = clf__jbuf_adds(b, "\\r");
+    else if (c == '\t') r = clf__jbuf_adds(b, "\\t");
+    else if (c < 0x20 || c == 0x7F) { snprintf(t, sizeof(t), "\\x%02x", c); r = clf__jbuf_adds(b, t); }
+    else if (c < 0x80) r = clf__jbuf_addc(b, (char)c);
     else { /* non-printable code points (Python's str.isprintable()) escaped */
       size_t j = i;
       int32_t cp = clf__utf8_next(s->s, s->n, &j);
@@ -538,14 +538,14 @@ static int write_str_repr(jbuf *b, const jstr *s) {
       if (cp >= 0 && (cls == CLF__UC_C || cls == CLF__UC_Z || cls == CLF__UC_ZS)) {
         char e[16];
         snprintf(e, sizeof(e), cp < 0x100 ? "\\x%02x" : cp < 0x10000 ? "\\u%04x" : "\\U%08x", (unsigned)cp);
-        r = jbuf_adds(b, e);
+        r = clf__jbuf_adds(b, e);
       } else {
-        r = jbuf_add(b, s->s + i, cp < 0 ? 1 : j - i);
+        r = clf__jbuf_add(b, s->s + i, cp < 0 ? 1 : j - i);
       }
       i = (cp < 0 ? i + 1 : j) - 1;
     }
   }
-  return r ? r : jbuf_addc(b, q);
+  return r ? r : clf__jbuf_addc(b, q);
 }
 
 /* The containers being printed (Python's reprlib guard): one met again
@@ -563,52 +563,52 @@ static int repr_at(jbuf *b, jv v, jseen *seen);
 static int repr_items(jbuf *b, jv v, jseen *seen) {
   int r = 0;
   if (v.t == JV_LIST) {
-    r = jbuf_addc(b, v.u.l->tuple ? '(' : '[');
+    r = clf__jbuf_addc(b, v.u.l->tuple ? '(' : '[');
     for (size_t i = 0; i < v.u.l->n && !r; i++) {
-      if (i) r = jbuf_adds(b, ", ");
+      if (i) r = clf__jbuf_adds(b, ", ");
       if (!r) r = repr_at(b, v.u.l->v[i], seen);
     }
-    if (!r && v.u.l->tuple && v.u.l->n == 1) r = jbuf_addc(b, ',');
-    return r ? r : jbuf_addc(b, v.u.l->tuple ? ')' : ']');
+    if (!r && v.u.l->tuple && v.u.l->n == 1) r = clf__jbuf_addc(b, ',');
+    return r ? r : clf__jbuf_addc(b, v.u.l->tuple ? ')' : ']');
   }
-  r = jbuf_addc(b, '{');
+  r = clf__jbuf_addc(b, '{');
   for (size_t i = 0; i < v.u.d->n && !r; i++) {
-    if (i) r = jbuf_adds(b, ", ");
+    if (i) r = clf__jbuf_adds(b, ", ");
     if (!r) r = repr_at(b, v.u.d->k[i], seen);
-    if (!r) r = jbuf_adds(b, ": ");
+    if (!r) r = clf__jbuf_adds(b, ": ");
     if (!r) r = repr_at(b, v.u.d->v[i], seen);
   }
-  return r ? r : jbuf_addc(b, '}');
+  return r ? r : clf__jbuf_addc(b, '}');
 }
 
 static int repr_at(jbuf *b, jv v, jseen *seen) {
   switch (v.t) {
   case JV_STR: return write_str_repr(b, v.u.s);
   case JV_LIST: case JV_DICT: {
-    if (v.t == JV_LIST && v.u.l->tuple == JL_GEN) return jbuf_adds(b, "<generator object>");
+    if (v.t == JV_LIST && v.u.l->tuple == JL_GEN) return clf__jbuf_adds(b, "<generator object>");
     int ns = v.t == JV_DICT && v.u.d->ns;
     const void *p = v.t == JV_LIST ? (const void *)v.u.l : (const void *)v.u.d;
     /* a tuple has no guard of its own in Python: the list or dict inside it that holds it has */
     int guarded = !(v.t == JV_LIST && v.u.l->tuple);
     if (guarded && seen_has(seen, p))
-      return jbuf_adds(b, ns ? "<Namespace {...}>" : v.t == JV_LIST ? "[...]" : "{...}");
+      return clf__jbuf_adds(b, ns ? "<Namespace {...}>" : v.t == JV_LIST ? "[...]" : "{...}");
     if (seen->n > CLF__J_MAX_DEPTH) {
       too_deep("while getting the repr of an object");
       b->oom = 1;
       return -1;
     }
     seen->p[seen->n++] = guarded ? p : NULL;
-    int r = ns ? jbuf_adds(b, "<Namespace ") : 0;
+    int r = ns ? clf__jbuf_adds(b, "<Namespace ") : 0;
     if (!r) r = repr_items(b, v, seen);
-    if (!r && ns) r = jbuf_addc(b, '>');
+    if (!r && ns) r = clf__jbuf_addc(b, '>');
     seen->n--;
     return r;
   }
-  default: return jv_write_str(b, v);
+  default: return clf__jv_write_str(b, v);
   }
 }
 
-int jv_write_repr(jbuf *b, jv v) {
+int clf__jv_write_repr(jbuf *b, jv v) {
   jseen *seen = malloc(sizeof(*seen));
   if (!seen) { b->oom = 1; return -1; }
   seen->n = 0;
@@ -617,15 +617,15 @@ int jv_write_repr(jbuf *b, jv v) {
   return r;
 }
 
-int jv_write_str(jbuf *b, jv v) {
+int clf__jv_write_str(jbuf *b, jv v) {
   switch (v.t) {
   case JV_UNDEF: return 0;
-  case JV_NONE: return jbuf_adds(b, "None");
-  case JV_BOOL: return jbuf_adds(b, v.u.b ? "True" : "False");
+  case JV_NONE: return clf__jbuf_adds(b, "None");
+  case JV_BOOL: return clf__jbuf_adds(b, v.u.b ? "True" : "False");
   case JV_INT: case JV_FLOAT: return write_num(b, v);
-  case JV_STR: return jbuf_add(b, v.u.s->s, v.u.s->n);
-  case JV_FUNC: return jbuf_adds(b, "<function>");
-  default: return jv_write_repr(b, v);
+  case JV_STR: return clf__jbuf_add(b, v.u.s->s, v.u.s->n);
+  case JV_FUNC: return clf__jbuf_adds(b, "<function>");
+  default: return clf__jv_write_repr(b, v);
   }
 }
 
@@ -633,29 +633,29 @@ int jv_write_str(jbuf *b, jv v) {
 
 static int json_str(jbuf *b, const char *s, size_t n) {
   if (clf__j_charge(0, CLF__J_SLOW * n)) { b->oom = 1; return -1; }
-  int r = jbuf_addc(b, '"');
+  int r = clf__jbuf_addc(b, '"');
   for (size_t i = 0; i < n && !r; i++) {
     unsigned char c = (unsigned char)s[i];
     char t[8];
-    if (c == '"') r = jbuf_adds(b, "\\\"");
-    else if (c == '\\') r = jbuf_adds(b, "\\\\");
-    else if (c == '\n') r = jbuf_adds(b, "\\n");
-    else if (c == '\r') r = jbuf_adds(b, "\\r");
-    else if (c == '\t') r = jbuf_adds(b, "\\t");
-    else if (c == '\b') r = jbuf_adds(b, "\\b");
-    else if (c == '\f') r = jbuf_adds(b, "\\f");
-    else if (c < 0x20) { snprintf(t, sizeof(t), "\\u%04x", c); r = jbuf_adds(b, t); }
-    else r = jbuf_addc(b, (char)c);
+    if (c == '"') r = clf__jbuf_adds(b, "\\\"");
+    else if (c == '\\') r = clf__jbuf_adds(b, "\\\\");
+    else if (c == '\n') r = clf__jbuf_adds(b, "\\n");
+    else if (c == '\r') r = clf__jbuf_adds(b, "\\r");
+    else if (c == '\t') r = clf__jbuf_adds(b, "\\t");
+    else if (c == '\b') r = clf__jbuf_adds(b, "\\b");
+    else if (c == '\f') r = clf__jbuf_adds(b, "\\f");
+    else if (c < 0x20) { snprintf(t, sizeof(t), "\\u%04x", c); r = clf__jbuf_adds(b, t); }
+    else r = clf__jbuf_addc(b, (char)c);
   }
-  return r ? r : jbuf_addc(b, '"');
+  return r ? r : clf__jbuf_addc(b, '"');
 }
 
 typedef struct jopts { const char *indent, *item_sep, *key_sep; int sort; const char **bad; jseen seen; } jopts;
 
 static int json_nl(jbuf *b, const jopts *o, int level) {
   if (!o->indent) return 0;
-  int r = jbuf_addc(b, '\n');
-  for (int i = 0; i < level && !r; i++) r = jbuf_adds(b, o->indent);
+  int r = clf__jbuf_addc(b, '\n');
+  for (int i = 0; i < level && !r; i++) r = clf__jbuf_adds(b, o->indent);
   return r;
 }
 
@@ -663,10 +663,12 @@ static int json_key(jbuf *b, jv k, const jopts *o) {
   char t[40];
   switch (k.t) {
   case JV_STR: return json_str(b, k.u.s->s, k.u.s->n);
-  case JV_NONE: return jbuf_adds(b, "\"null\"");
-  case JV_BOOL: return jbuf_adds(b, k.u.b ? "\"true\"" : "\"false\"");
-  case JV_INT: snprintf(t, sizeof(t), "\"%lld\"", (long long)k.u.i); return jbuf_adds(b, t);
-  case JV_FLOAT: jv_float_repr(k.u.f, t); return jbuf_addc(b, '"') || jbuf_adds(b, t) || jbuf_addc(b, '"');
+  case JV_NONE: return clf__jbuf_adds(b, "\"null\"");
+  case JV_BOOL: return clf__jbuf_adds(b, k.u.b ? "\"true\"" : "\"false\"");
+  case JV_INT: snprintf(t, sizeof(t), "\"%lld\"", (long long)k.u.i); return clf__jbuf_adds(b, t);
+  case JV_FLOAT:
+    clf__jv_float_repr(k.u.f, t);
+    return clf__jbuf_addc(b, '"') || clf__jbuf_adds(b, t) || clf__jbuf_addc(b, '"');
   default: *o->bad = "keys must be str, int, float, bool or None"; return -2;
   }
 }
@@ -675,7 +677,7 @@ static int json_value(jbuf *b, jv v, jopts *o, int level);
 
 static int json_dict(jbuf *b, jv v, jopts *o, int level) {
   jdict *d = v.u.d;
-  if (!d->n) return jbuf_adds(b, "{}");
+  if (!d->n) return clf__jbuf_adds(b, "{}");
   size_t *ord = malloc(d->n * sizeof(*ord));
   if (!ord) return -1;
   for (size_t i = 0; i < d->n; i++) ord[i] = i;
@@ -683,22 +685,22 @@ static int json_dict(jbuf *b, jv v, jopts *o, int level) {
     for (size_t i = 1; i < d->n; i++)
       for (size_t j = i; j > 0; j--) {
         if (clf__j_charge(1, 0)) { free(ord); return -1; }
-        int ok, c = jv_compare(d->k[ord[j - 1]], d->k[ord[j]], &ok);
+        int ok, c = clf__jv_compare(d->k[ord[j - 1]], d->k[ord[j]], &ok);
         if (!ok) { free(ord); *o->bad = "keys of different types cannot be sorted"; return -2; }
         if (c <= 0) break;
         size_t t = ord[j]; ord[j] = ord[j - 1]; ord[j - 1] = t;
       }
-  int r = jbuf_addc(b, '{');
+  int r = clf__jbuf_addc(b, '{');
   for (size_t i = 0; i < d->n && !r; i++) {
-    if (i) r = jbuf_adds(b, o->item_sep);
+    if (i) r = clf__jbuf_adds(b, o->item_sep);
     if (!r) r = json_nl(b, o, level + 1);
     if (!r) r = json_key(b, d->k[ord[i]], o);
-    if (!r) r = jbuf_adds(b, o->key_sep);
+    if (!r) r = clf__jbuf_adds(b, o->key_sep);
     if (!r) r = json_value(b, d->v[ord[i]], o, level + 1);
   }
   free(ord);
   if (!r) r = json_nl(b, o, level);
-  return r ? r : jbuf_addc(b, '}');
+  return r ? r : clf__jbuf_addc(b, '}');
 }
 
 /* A container met again inside itself: json.dumps' check_circular. */
@@ -718,42 +720,42 @@ static int json_value(jbuf *b, jv v, jopts *o, int level) {
   if (level > CLF__J_MAX_DEPTH) { *o->bad = "a value nested too deeply"; return -2; }
   int r;
   switch (v.t) {
-  case JV_NONE: return jbuf_adds(b, "null");
-  case JV_BOOL: return jbuf_adds(b, v.u.b ? "true" : "false");
+  case JV_NONE: return clf__jbuf_adds(b, "null");
+  case JV_BOOL: return clf__jbuf_adds(b, v.u.b ? "true" : "false");
   case JV_INT: return write_num(b, v);
   case JV_FLOAT:
-    if (isnan(v.u.f)) return jbuf_adds(b, "NaN");
-    if (isinf(v.u.f)) return jbuf_adds(b, v.u.f < 0 ? "-Infinity" : "Infinity");
+    if (isnan(v.u.f)) return clf__jbuf_adds(b, "NaN");
+    if (isinf(v.u.f)) return clf__jbuf_adds(b, v.u.f < 0 ? "-Infinity" : "Infinity");
     return write_num(b, v);
   case JV_STR: return json_str(b, v.u.s->s, v.u.s->n);
   case JV_LIST: {
     if (v.u.l->tuple == JL_GEN) break;
-    if (!v.u.l->n) return jbuf_adds(b, "[]");
+    if (!v.u.l->n) return clf__jbuf_adds(b, "[]");
     if (json_enter(b, v, o)) return -1;
-    r = jbuf_addc(b, '[');
+    r = clf__jbuf_addc(b, '[');
     for (size_t i = 0; i < v.u.l->n && !r; i++) {
-      if (i) r = jbuf_adds(b, o->item_sep);
+      if (i) r = clf__jbuf_adds(b, o->item_sep);
       if (!r) r = json_nl(b, o, level + 1);
       if (!r) r = json_value(b, v.u.l->v[i], o, level + 1);
     }
     if (!r) r = json_nl(b, o, level);
     o->seen.n--;
-    return r ? r : jbuf_addc(b, ']');
+    return r ? r : clf__jbuf_addc(b, ']');
   }
   case JV_DICT:
     if (v.u.d->ns) break;
-    if (!v.u.d->n) return jbuf_adds(b, "{}");
+    if (!v.u.d->n) return clf__jbuf_adds(b, "{}");
     if (json_enter(b, v, o)) return -1;
     r = json_dict(b, v, o, level);
     o->seen.n--;
     return r;
   default: break;
   }
-  *o->bad = jv_typename(v);
+  *o->bad = clf__jv_typename(v);
   return -2;
 }
 
-int jv_write_json(jbuf *b, jv v, const char *indent, const char *item_sep, const char *key_sep, int sort_keys,
+int clf__jv_write_json(jbuf *b, jv v, const char *indent, const char *item_sep, const char *key_sep, int sort_keys,
                   const char **bad) {
   jopts *o = malloc(sizeof(*o));
   if (!o) { b->oom = 1; return -1; }
@@ -763,7 +765,7 @@ int jv_write_json(jbuf *b, jv v, const char *indent, const char *item_sep, const
   return r;
 }
 
-int jv_scan_numbers(const char *s, jnums *out) {
+int clf__jv_scan_numbers(const char *s, jnums *out) {
   memset(out, 0, sizeof(*out));
   size_t cap = 0;
   for (size_t i = 0; s[i];) {
@@ -785,7 +787,7 @@ int jv_scan_numbers(const char *s, jnums *out) {
       if (iv) out->ival = iv;
       unsigned char *ii = iv ? realloc(out->is_int, cap) : NULL;
       if (ii) out->is_int = ii;
-      if (!iv || !ii) { jv_free_numbers(out); return -1; }
+      if (!iv || !ii) { clf__jv_free_numbers(out); return -1; }
     }
     char *end;
     errno = 0;
@@ -797,38 +799,38 @@ int jv_scan_numbers(const char *s, jnums *out) {
   return 0;
 }
 
-void jv_free_numbers(jnums *nums) {
+void clf__jv_free_numbers(jnums *nums) {
   free(nums->ival);
   free(nums->is_int);
   memset(nums, 0, sizeof(*nums));
 }
 
-jv jv_from_cjson(jstate *J, const void *json, jnums *nums) {
+jv clf__jv_from_cjson(jstate *J, const void *json, jnums *nums) {
   const cJSON *j = json;
-  if (!j || cJSON_IsNull(j)) return jv_none();
-  if (cJSON_IsBool(j)) return jv_bool(cJSON_IsTrue(j));
-  if (cJSON_IsString(j)) return jv_cstr(J, j->valuestring);
+  if (!j || cJSON_IsNull(j)) return clf__jv_none();
+  if (cJSON_IsBool(j)) return clf__jv_bool(cJSON_IsTrue(j));
+  if (cJSON_IsString(j)) return clf__jv_cstr(J, j->valuestring);
   if (cJSON_IsNumber(j)) {
     double d = j->valuedouble;
     if (nums && nums->next < nums->n) {
       size_t k = nums->next++;
-      return nums->is_int[k] ? jv_int(nums->ival[k]) : jv_float(d);
+      return nums->is_int[k] ? clf__jv_int(nums->ival[k]) : clf__jv_float(d);
     }
     /* without its text: integral values within 64 bits are ints */
-    if (d == floor(d) && fabs(d) < 9.2e18) return jv_int((int64_t)d);
-    return jv_float(d);
+    if (d == floor(d) && fabs(d) < 9.2e18) return clf__jv_int((int64_t)d);
+    return clf__jv_float(d);
   }
-  jv v = cJSON_IsArray(j) ? jv_list(J, 0) : jv_dict(J);
+  jv v = cJSON_IsArray(j) ? clf__jv_list(J, 0) : clf__jv_dict(J);
   if (v.t == JV_UNDEF) return v;
   const cJSON *e;
   cJSON_ArrayForEach(e, j) {
-    jv x = jv_from_cjson(J, e, nums);
-    if (clf__j_failed(J)) { jv_drop(x); break; }
-    if (v.t == JV_LIST) { if (jv_push(J, v, x)) break; }
+    jv x = clf__jv_from_cjson(J, e, nums);
+    if (clf__j_failed(J)) { clf__jv_drop(x); break; }
+    if (v.t == JV_LIST) { if (clf__jv_push(J, v, x)) break; }
     else {
-      jv k = jv_cstr(J, e->string ? e->string : "");
-      if (k.t != JV_STR) { jv_drop(x); break; }
-      if (jv_append(J, v, k, x)) break;
+      jv k = clf__jv_cstr(J, e->string ? e->string : "");
+      if (k.t != JV_STR) { clf__jv_drop(x); break; }
+      if (dict_append(J, v, k, x)) break;
     }
   }
   return v;

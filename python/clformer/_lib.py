@@ -230,6 +230,7 @@ _PROTOTYPES = {
     "clf_chat_clear": (None, [c_void_p]),
     "clf_chat_respond": (c_int, [c_void_p, POINTER(ChatOptions), POINTER(c_void_p), POINTER(ChatTurn)]),
     "clf_model_embed": (c_int, [c_void_p, c_void_p, POINTER(c_char_p), c_size_t, POINTER(Array)]),
+    "clf_model_encode_text": (c_int, [c_void_p, c_void_p, c_char_p, POINTER(Array), POINTER(c_size_t)]),
     "clf_softmax_top_k": (c_int, [POINTER(ctypes.c_float), c_size_t, c_size_t, POINTER(c_double), POINTER(c_size_t)]),
     "clf_image_read": (c_int, [c_char_p, POINTER(Image)]),
     "clf_image_free": (None, [POINTER(Image)]),

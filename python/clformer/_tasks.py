@@ -1,8 +1,8 @@
 """_tasks.py - embed(), classify() and classify_files(): what `clformer
 embed` and `clformer classify` compute, through the same library calls
-(clf_model_embed, clf_softmax_top_k), so that both give the same numbers bit
-for bit.  classify() never takes a path (a server passes it what clients
-send); local files go through classify_files()."""
+(clf_model_embed, clf_model_encode_text, clf_softmax_top_k), so that both
+give the same numbers bit for bit.  classify() never takes a path (a server
+passes it what clients send); local files go through classify_files()."""
 from __future__ import annotations
 
 import ctypes
@@ -135,16 +135,26 @@ def _rank(model: Any, logits: np.ndarray, n: int, top_k: int) -> list[list[tuple
     return [[(_label(model, j), p) for j, p in softmax_top(row, k)] for row in logits]
 
 
+def _encode_text(model: Any, text: str, what: str) -> dict[str, np.ndarray]:
+    """One text as the model's inputs by the library's rule
+    (clf_model_encode_text), the one `clformer classify` follows."""
+    c = c_text(text, what)
+    arrays = (_lib.Array * 3)()
+    n_in = ctypes.c_size_t()
+    with model._lock:
+        m = model._live()
+        with model._tok.locked() as tok:
+            st = _lib.lib.clf_model_encode_text(m, tok, c, arrays, ctypes.byref(n_in))
+        if st != 0:
+            raise model._fail(st)
+    return {arrays[k].name.decode(): _arrays.take(arrays[k]) for k in range(n_in.value)}
+
+
 def _classify_texts(model: Any, texts: list[str], top_k: int) -> list[list[tuple[str, float]]]:
     """Each text alone, as `clformer classify` does for a text classifier."""
-    gpt2 = model.model_type == "gpt2"
-    names = model.input_names
     out = []
-    for t in texts:
-        ids = model.tokenize(t, not gpt2)[None, :]
-        inp = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
-        if not gpt2 and len(names) > 2 and names[2] == "token_type_ids":
-            inp["token_type_ids"] = np.zeros_like(ids)
+    for i, t in enumerate(texts):
+        inp = _encode_text(model, t, f"texts[{i}]")
         out += _rank(model, model.run(inp, ["logits"])["logits"], 1, top_k)
     return out
 
