@@ -29,12 +29,31 @@ void clf_cli_sampling_settings(const clf_cli_sampling *o, clf_generate_options *
 /* Usage errors among them: -1 when none, else 2 after printing it. */
 int clf_cli_sampling_check(const clf_cli_command *cmd, const clf_cli_sampling *o);
 
-/* 1 while stdout's line is empty, so that a status line on stderr (kernel
- * builds, on a terminal) may be drawn and erased; a command streaming text
- * sets it 0, and 1 again after a line end (cmd_model.c). */
+/* status.c: the status line of long work on a terminal's stderr, redrawn
+ * in place and erased when done; nothing when stderr is not a terminal.
+ * 1 while stdout's line is empty, so that the status line may be drawn
+ * and erased; a command streaming text sets it 0, and 1 again after a line
+ * end (cmd_model.c, cmd_chat.c). */
 extern int clf_cli_status_line;
-/* On a terminal (stderr), o's progress draws that status line. */
+/* On a terminal (stderr), o's progress draws kernel builds on the status
+ * line: "clformer: building kernel program attention (3)", or after the
+ * step of clf_cli_status_begin when one is shown. */
 void clf_cli_show_builds(clf_context_options *o);
+/* "clformer probe: memory bandwidth (3 of 11)" on the status line until
+ * the next begin or clf_cli_status_end (which erases it); `cmd` and `what`
+ * are copied. */
+void clf_cli_status_begin(const char *cmd, const char *what, int n, int total);
+void clf_cli_status_end(void);
+/* stdout's held text out (fflush) below the status line: the line erased
+ * first and drawn again after, so that the two never share a line. */
+void clf_cli_status_flush_stdout(void);
+/* A line of its own on stderr while a status line may be shown: the
+ * status line erased, the line, the status line drawn again. */
+void clf_cli_status_note(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
 
 /* A context on `device` (NULL: the default), or NULL after printing why
  * (cmd_model.c); on a terminal, kernel builds draw a status line. */
@@ -136,6 +155,11 @@ void clf_probe_properties(cl_platform_id platform, cl_device_id device, int huma
  * shapes when `quick`; printed when `human`, added to `dev` (a cJSON object)
  * as "measured" when not NULL. */
 void clf_probe_measured(clf_context *ctx, const char *selector, int runs, int quick, int human, struct cJSON *dev);
+/* The steps of clf_probe_measured, each announced by clf_probe_section. */
+enum { CLF_PROBE_MEASURE_SECTIONS = 7 };
+/* cmd_probe.c: the next section of a device's probe begins ("memory
+ * bandwidth"): on a terminal, the status line says which, n of N. */
+void clf_probe_section(const char *what);
 /* The context's last error (NULL: the thread's) as one line, in a static
  * buffer that the next call overwrites. */
 const char *clf_probe_error(clf_context *ctx, clf_status st);

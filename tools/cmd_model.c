@@ -28,23 +28,6 @@ static int split_pair(const char *arg, char *name, size_t len, const char **file
   return 1;
 }
 
-/* "clformer: building kernel program attention (3)" redrawn in place on a
- * terminal while the library builds, erased when it is done. */
-int clf_cli_status_line = 1;
-
-static void build_progress(void *user, const char *what) {
-  int *n = user;
-  ++*n;
-  if (!clf_cli_status_line) return; /* erasing the line would take text that stdout wrote on it */
-  if (what) fprintf(stderr, "\r\033[Kclformer: building %s (%d)", what, *n);
-  else fprintf(stderr, "\r\033[K");
-}
-
-void clf_cli_show_builds(clf_context_options *o) {
-  static int built; /* programs built so far, for the status line */
-  if (isatty(STDERR_FILENO)) o->progress = build_progress, o->progress_user = &built;
-}
-
 static clf_context *open_context(const char *device, int profiling) {
   clf_context_options o;
   clf_context_options_init(&o);
