@@ -1236,8 +1236,8 @@ CLF_API void clf_generate_options_init(clf_generate_options *o);
 #define CLF_GEN_NO_DEFAULT 4
 #define CLF_GENERATE_SETTING_MAP(X)                                                                             \
   X(MAX_NEW_TOKENS, "max_new_tokens", INT, 1, 1000000, 0, 0, CLF_GEN_NO_DEFAULT, "N",                          \
-    "from a text prompt, until an end token or the end of the model's positions; from ids, the checkpoint's "  \
-    "max_length, else 20 tokens in all", "new tokens at most")                                                 \
+    "generate --prompt, chat, Model.chat: until an end token or the end of the model's positions; else the "   \
+    "checkpoint's max_length, else 20 tokens in all", "new tokens at most")                                    \
   X(NUM_BEAMS, "num_beams", INT, 1, 100000, 0, 1, CLF_GEN_WHOLE, "K", "the checkpoint's, else 1",              \
     "beam search with K beams; 1: greedy or sampling")                                                        \
   X(DO_SAMPLE, "do_sample", BOOL, 0, 1, 0, 0, 0, NULL,                                                         \

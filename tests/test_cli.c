@@ -1104,7 +1104,7 @@ START_TEST(help_from_the_table) {
   static const struct { const char *cmd, *want[3]; } cases[] = {
       {"devices", {"usage: clformer devices [--json]\n", "-h, --help", "marked with *"}},
       {"run", {"usage: clformer run MODEL --in", "--repeat N", "(0 to 100000; default: 0: one pass"}},
-      {"generate", {"usage: clformer generate MODEL (--in", "--max-new-tokens N", "(1 to 1000000; default: from a text"}},
+      {"generate", {"usage: clformer generate MODEL (--in", "--max-new-tokens N", "(1 to 1000000; default: generate --prompt"}},
       {"embed", {"usage: clformer embed MODEL_DIR TEXT TEXT...", "--device S", "cosine"}},
       {"chat", {"usage: clformer chat MODEL", "--seed S", "(0 to 9e+18; default: a fresh one each time)"}},
       {"classify", {"usage: clformer classify MODEL_DIR IMAGE...", "--top K", "(1 to 100000; default 5)"}},

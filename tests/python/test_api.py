@@ -254,6 +254,14 @@ def test_generation_settings_are_typed(model_of):
         assert f"\n    {r['name']}: " in clformer.GenerationSettings.__doc__, r["name"]
     assert {r["name"] for r in rows if r["sampling"]} == {"temperature", "top_k", "top_p", "min_p"}
     assert next(r for r in rows if r["name"] == "top_k")["default"] == 50
+    # README's table states each setting's default as the library does
+    from conftest import FIXTURES
+    readme = os.path.join(FIXTURES, "..", "..", "README.md")
+    if os.path.isfile(readme):
+        text = open(readme, encoding="utf-8").read()
+        for r in rows:
+            assert f"| `{r['name']}` (`--{r['name'].replace('_', '-')}`) | {r['help']} |" in text, r["name"]
+            assert f"| {r['default_text']} |" in text, r["name"]
     g = model_of("gpt2")
     with pytest.raises(clformer.InvalidArgumentError, match="unknown generation setting"):
         g.generate(np.array([[65, 11, 66]]), max_new_token=3)
