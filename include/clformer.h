@@ -1210,6 +1210,88 @@ typedef struct clf_generate_options {
 /* Fills `o` with the defaults (all 0: every setting unset). */
 CLF_API void clf_generate_options_init(clf_generate_options *o);
 
+/* The generation settings as people give them, one row each: the command
+ * line's options (--max-new-tokens: the name with '-' for '_'), the
+ * keyword arguments of Python's Model.generate (GenerationSettings) and
+ * the fields of the server's completion requests all come from this list,
+ * with their types, ranges, defaults and help (clf_generate_setting_at).
+ *   X(NAME, name, type, min, max, min excluded, default, flags, metavar, default text, help)
+ * A value means the same in the three: seed 0 is a seed (clf_generate_options'
+ * seed S + 1), top_k, min_p and no_repeat_ngram_size 0 are off
+ * (CLF_GENERATE_OFF), temperature 0 is greedy (do_sample CLF_GENERATE_OFF),
+ * and a setting flagged CLF_GEN_SAMPLING, given without do_sample (and
+ * temperature not 0), turns sampling on.
+ * type: CLF_GEN_INT (a whole number), CLF_GEN_REAL, CLF_GEN_BOOL.
+ * min, max: the range a value must be in, min itself not when min excluded
+ *   is 1 (each an exact double: the integers' bounds are below 2^63).
+ * default: the value when neither the caller nor the checkpoint's
+ *   generation_config.json gives one (transformers 4.40's GenerationConfig);
+ *   not a value where flags hold CLF_GEN_NO_DEFAULT.
+ * default text: the default in words, as the help states it.
+ * flags: CLF_GEN_SAMPLING (only sampling uses it, and it turns sampling
+ *   on); CLF_GEN_WHOLE (decodes whole sequences: not where a reply streams
+ *   token by token, `clformer chat` and the server); CLF_GEN_NO_DEFAULT. */
+#define CLF_GEN_SAMPLING 1
+#define CLF_GEN_WHOLE 2
+#define CLF_GEN_NO_DEFAULT 4
+#define CLF_GENERATE_SETTING_MAP(X)                                                                             \
+  X(MAX_NEW_TOKENS, "max_new_tokens", INT, 1, 1000000, 0, 0, CLF_GEN_NO_DEFAULT, "N",                          \
+    "generate --prompt, chat, Model.chat: until an end token or the end of the model's positions; else the "   \
+    "checkpoint's max_length, else 20 tokens in all", "new tokens at most")                                    \
+  X(NUM_BEAMS, "num_beams", INT, 1, 100000, 0, 1, CLF_GEN_WHOLE, "K", "the checkpoint's, else 1",              \
+    "beam search with K beams; 1: greedy or sampling")                                                        \
+  X(DO_SAMPLE, "do_sample", BOOL, 0, 1, 0, 0, 0, NULL,                                                         \
+    "the checkpoint's, else off; on when a sampling setting is given",                                        \
+    "multinomial sampling; off: greedy or beam search, even where the checkpoint samples")                    \
+  X(TEMPERATURE, "temperature", REAL, 0, 1e6, 0, 1, CLF_GEN_SAMPLING, "T", "the checkpoint's, else 1",         \
+    "sampling: the scores divided by T; 0: greedy")                                                           \
+  X(TOP_K, "top_k", INT, 0, 100000000, 0, 50, CLF_GEN_SAMPLING, "K", "the checkpoint's, else 50",              \
+    "sampling: keep the K highest scores (and those tied with the K-th); 0: no top-k")                        \
+  X(TOP_P, "top_p", REAL, 0, 1, 1, 1, CLF_GEN_SAMPLING, "P", "the checkpoint's, else 1 (off)",                 \
+    "sampling: keep the smallest set of the highest probabilities that reaches P; 1: off")                    \
+  X(MIN_P, "min_p", REAL, 0, 1, 0, 0, CLF_GEN_SAMPLING, "P", "the checkpoint's, else 0 (off)",                 \
+    "sampling: drop the probabilities below P times the highest; 0: off")                                    \
+  X(REPETITION_PENALTY, "repetition_penalty", REAL, 0, 1e6, 1, 1, 0, "R", "the checkpoint's, else 1 (off)",    \
+    "scores of the tokens already in the sequence divided by R (multiplied when negative); 1: off")           \
+  X(NO_REPEAT_NGRAM_SIZE, "no_repeat_ngram_size", INT, 0, 100000, 0, 0, 0, "N",                                \
+    "the checkpoint's, else 0 (off)", "no N-gram twice in a sequence; 0: off")                                \
+  X(SEED, "seed", INT, 0, 9e18, 0, 0, CLF_GEN_NO_DEFAULT, "S", "a fresh one each time",                        \
+    "the sampler's seed, 0 included: the same seed, model, prompt and settings give the same tokens")
+
+/* The rows' positions: CLF_GEN_TOP_K is top_k's i for clf_generate_setting_at. */
+typedef enum clf_generate_setting_id {
+#define CLF__GEN_ID(NAME, ...) CLF_GEN_##NAME,
+  CLF_GENERATE_SETTING_MAP(CLF__GEN_ID)
+#undef CLF__GEN_ID
+  CLF_GEN_SETTING_COUNT
+} clf_generate_setting_id;
+
+typedef enum clf_generate_setting_type { CLF_GEN_INT, CLF_GEN_REAL, CLF_GEN_BOOL } clf_generate_setting_type;
+
+/* One row of CLF_GENERATE_SETTING_MAP, for command lines, bindings and
+ * servers that take the settings instead of copying them.  The strings
+ * are static. */
+typedef struct clf_generate_setting {
+  const char *name;               /* "top_k": Python's keyword, the server's field */
+  clf_generate_setting_type type;
+  double min, max;                /* the range; min itself excluded when min_excluded */
+  int min_excluded;
+  int has_default;                /* 0: no value is the default (default_text says what happens) */
+  double default_value;           /* transformers' default, when has_default */
+  int sampling;                   /* CLF_GEN_SAMPLING: only sampling uses it, and it turns sampling on */
+  int whole;                      /* CLF_GEN_WHOLE: not where a reply streams (chat, the server) */
+  const char *metavar;            /* "K" for the help ("--top-k K"); NULL for a flag */
+  const char *default_text;       /* "the checkpoint's, else 50" */
+  const char *help;               /* one line */
+} clf_generate_setting;
+
+/* The rows of CLF_GENERATE_SETTING_MAP (CLF_GEN_SETTING_COUNT). */
+CLF_API size_t clf_generate_setting_count(void);
+/* Row i (< clf_generate_setting_count(), in the map's order: a
+ * clf_generate_setting_id) into *out; CLF_E_INVALID_ARG past the end or
+ * for a NULL out. */
+CLF_API clf_status clf_generate_setting_at(size_t i, clf_generate_setting *out);
+
 /* 1 when m is an encoder-decoder model (Marian: input_ids is the source and
  * sequences start with the decoder start token), 0 for a decoder-only one
  * (sequences start with the prompt) or m NULL. */

@@ -93,12 +93,47 @@ START_TEST(dtype_list) {
 }
 END_TEST
 
+/* The generation settings' list (issue 43): the names the command line,
+ * Python and the server take, in the order of clf_generate_setting_id;
+ * every default inside its range; the integers' bounds exact and within a
+ * long long; every row with help and a default in words. */
+START_TEST(generate_setting_list) {
+  static const char *want[] = {"max_new_tokens", "num_beams", "do_sample", "temperature", "top_k",
+                               "top_p", "min_p", "repetition_penalty", "no_repeat_ngram_size", "seed"};
+  const size_t n = sizeof want / sizeof want[0];
+  ck_assert_uint_eq(clf_generate_setting_count(), n);
+  ck_assert_uint_eq(CLF_GEN_SETTING_COUNT, n);
+  ck_assert_int_eq(CLF_GEN_TOP_K, 4);
+  clf_generate_setting g;
+  int sampling = 0;
+  for (size_t i = 0; i < n; i++) {
+    ck_assert_int_eq(clf_generate_setting_at(i, &g), CLF_OK);
+    ck_assert_str_eq(g.name, want[i]);
+    ck_assert(g.min <= g.max);
+    ck_assert(g.help && *g.help && g.default_text && *g.default_text);
+    ck_assert_msg((g.metavar == NULL) == (g.type == CLF_GEN_BOOL), "%s", g.name);
+    if (g.has_default)
+      ck_assert_msg(g.default_value <= g.max && (g.default_value > g.min || (!g.min_excluded && g.default_value == g.min)),
+                    "%s: default %g outside its range", g.name, g.default_value);
+    if (g.type == CLF_GEN_INT) ck_assert(g.max < 9.3e18 && g.max == (double)(long long)g.max);
+    sampling += g.sampling;
+  }
+  /* temperature, top_k, top_p, min_p: given, they turn sampling on */
+  ck_assert_int_eq(sampling, 4);
+  ck_assert_int_eq(clf_generate_setting_at(CLF_GEN_NUM_BEAMS, &g), CLF_OK);
+  ck_assert(g.whole);
+  ck_assert_int_eq(clf_generate_setting_at(n, &g), CLF_E_INVALID_ARG);
+  ck_assert_int_eq(clf_generate_setting_at(0, NULL), CLF_E_INVALID_ARG);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("abi");
   TCase *tc = tcase_create("layouts");
   tcase_add_test(tc, layouts_match_the_header);
   tcase_add_test(tc, unknown_names);
   tcase_add_test(tc, dtype_list);
+  tcase_add_test(tc, generate_setting_list);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -161,7 +161,7 @@ def main():
         assert "system message set" in c.turn("/system be brief\r")
         assert "be brief" in c.turn("/system\r")
         out = c.turn("/set\r")
-        assert "max-new-tokens         3" in out and "temperature            (default)" in out, out
+        assert "max-new-tokens         3" in out and "temperature            (default: the checkpoint's, else 1)" in out, out
         assert "temperature 0.5" in c.turn("/set temperature 0.5\r")
         assert "temperature            0.5" in c.turn("/set\r")
         assert "/set:" in c.turn("/set top-p 2\r")  # out of range: refused, as on the command line

@@ -1059,7 +1059,7 @@ START_TEST(options_parsed_alike) {
                      "clformer run: --repeat: expected an integer from 0 to 100000, got \"100001\"", "run");
   expect_usage_error("run m --in a=b.npy --out c=d.npy --repeat 3x", "got \"3x\"", "run");
   expect_usage_error("generate m --prompt hi --max-new-tokens 0",
-                     "clformer generate: --max-new-tokens: expected an integer from 1 to 100000, got \"0\"",
+                     "clformer generate: --max-new-tokens: expected an integer from 1 to 1000000, got \"0\"",
                      "generate");
   expect_usage_error("generate m --prompt hi --num-beams -2", "--num-beams: expected an integer from 1", "generate");
   expect_usage_error("classify m i.png --top 1e3", "clformer classify: --top: expected an integer from 1 to 100000",
@@ -1103,9 +1103,10 @@ END_TEST
 START_TEST(help_from_the_table) {
   static const struct { const char *cmd, *want[3]; } cases[] = {
       {"devices", {"usage: clformer devices [--json]\n", "-h, --help", "marked with *"}},
-      {"run", {"usage: clformer run MODEL --in", "--repeat N", "(0 to 100000)"}},
-      {"generate", {"usage: clformer generate MODEL (--in", "--max-new-tokens N", "(1 to 100000)"}},
+      {"run", {"usage: clformer run MODEL --in", "--repeat N", "(0 to 100000; default: 0: one pass"}},
+      {"generate", {"usage: clformer generate MODEL (--in", "--max-new-tokens N", "(1 to 1000000; default: generate --prompt"}},
       {"embed", {"usage: clformer embed MODEL_DIR TEXT TEXT...", "--device S", "cosine"}},
+      {"chat", {"usage: clformer chat MODEL", "--seed S", "(0 to 9e+18; default: a fresh one each time)"}},
       {"classify", {"usage: clformer classify MODEL_DIR IMAGE...", "--top K", "(1 to 100000; default 5)"}},
       {"fill-mask", {"usage: clformer fill-mask MODEL_DIR TEXT", "--top-k K", "(1 to 100000; default 5)"}},
       {"reconstruct", {"usage: clformer reconstruct MODEL_DIR IMAGE --out FILE.png", "--noise FILE.npy", "required"}},
@@ -1128,6 +1129,15 @@ START_TEST(help_from_the_table) {
       const char *out = slurp("stdout");
       for (int k = 0; k < 3; k++)
         ck_assert_msg(strstr(out, cases[i].want[k]) != NULL, "%s: no \"%s\" in:\n%s", args, cases[i].want[k], out);
+      /* Every option that takes a value states its default or that it is
+       * required (issue 43); a flag's default is off. */
+      for (const char *l = strstr(out, "\noptions:\n"); l && (l = strstr(l + 1, "\n  --"));) {
+        const char *end = strchr(l + 1, '\n'), *sp = strchr(l + 3, ' ');
+        const int takes_value = sp && sp < end && sp[1] != ' ';
+        char opt[256];
+        snprintf(opt, sizeof opt, "%.*s", (int)(end ? end - l - 1 : 200), l + 1);
+        ck_assert_msg(!takes_value || strstr(opt, "default") || strstr(opt, "required"), "%s: %s", args, opt);
+      }
     }
   }
   free(top);

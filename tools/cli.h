@@ -24,55 +24,36 @@ int clf_cli_classify_text(const char *dir, char **texts, size_t n, long top, con
 extern const clf_cli_command clf_cli_probe_command;       /* cmd_probe.c */
 extern const clf_cli_command clf_cli_matrix_command;      /* cmd_matrix.c */
 
-/* The decoding options generate and chat share (cmd_model.c). */
-typedef struct clf_cli_sampling {
-  clf_cli_strings stop;
-  int do_sample, greedy;
-  long max_new_tokens;                                  /* 0: until the end of text or of the positions */
-  long top_k, no_repeat_ngram_size, seed;               /* -1: not given */
-  double temperature;                                   /* -1: not given; 0: greedy */
-  double top_p, min_p, repetition_penalty;              /* 0: not given */
-} clf_cli_sampling;
-
-/* Their rows in a command's option table, for the clf_cli_sampling field
- * `field` of the options struct `type`. */
-#define CLF_CLI_SAMPLING_OPTIONS(type, field) \
-    {"--max-new-tokens", "N", CLF_OPT_LONG, offsetof(type, field.max_new_tokens), 1, 100000, 0, 0, 0, \
-     "tokens to generate at most (default: until the end of the text or of the model's positions)"}, \
-    {"--do-sample", NULL, CLF_OPT_FLAG, offsetof(type, field.do_sample), 0, 0, 0, 0, 0, \
-     "multinomial sampling; --temperature, --top-k, --top-p or --min-p turn it on too (else the checkpoint's " \
-     "do_sample, default greedy)"}, \
-    {"--greedy", NULL, CLF_OPT_FLAG, offsetof(type, field.greedy), 0, 0, 0, 0, 0, \
-     "no sampling, even where the checkpoint's generation_config.json samples or a sampling option is given"}, \
-    {"--temperature", "T", CLF_OPT_DOUBLE, offsetof(type, field.temperature), 0, 1e6, -1, 1, 0, \
-     "sampling: scores divided by T; 0: greedy (default the checkpoint's, else 1)"}, \
-    {"--top-k", "K", CLF_OPT_LONG, offsetof(type, field.top_k), 0, 100000000, -1, 0, 0, \
-     "sampling: keep the K highest scores, 0: no top-k (default the checkpoint's, else 50)"}, \
-    {"--top-p", "P", CLF_OPT_DOUBLE, offsetof(type, field.top_p), 0, 1, 0, 0, 0, \
-     "sampling: keep the smallest set of probability >= P (default the checkpoint's, else 1: off)"}, \
-    {"--min-p", "P", CLF_OPT_DOUBLE, offsetof(type, field.min_p), 0, 1, 0, 0, 0, \
-     "sampling: drop probabilities below P times the highest (default off)"}, \
-    {"--repetition-penalty", "R", CLF_OPT_DOUBLE, offsetof(type, field.repetition_penalty), 0, 1e6, 0, 0, 0, \
-     "scores of tokens already present divided by R (multiplied when negative); 1: off"}, \
-    {"--no-repeat-ngram-size", "N", CLF_OPT_LONG, offsetof(type, field.no_repeat_ngram_size), 0, 100000, -1, 0, 0, \
-     "no N-gram twice in a sequence; 0: off"}, \
-    {"--seed", "S", CLF_OPT_LONG, offsetof(type, field.seed), 0, 9e18, -1, 0, 0, \
-     "the sampler's seed, 0 included: the same seed gives the same text, as Python's seed and the server's " \
-     "(default: a fresh one per run)"}, \
-    {"--stop", "STRING", CLF_OPT_STRINGS, offsetof(type, field.stop), 0, 0, 0, 8, 0, \
-     "stop where the new text first contains STRING (not printed)"}
-
 /* The options as clf_generate_options (max_new_tokens, sampling, seed). */
 void clf_cli_sampling_settings(const clf_cli_sampling *o, clf_generate_options *go);
 /* Usage errors among them: -1 when none, else 2 after printing it. */
 int clf_cli_sampling_check(const clf_cli_command *cmd, const clf_cli_sampling *o);
 
-/* 1 while stdout's line is empty, so that a status line on stderr (kernel
- * builds, on a terminal) may be drawn and erased; a command streaming text
- * sets it 0, and 1 again after a line end (cmd_model.c). */
+/* status.c: the status line of long work on a terminal's stderr, redrawn
+ * in place and erased when done; nothing when stderr is not a terminal.
+ * 1 while stdout's line is empty, so that the status line may be drawn
+ * and erased; a command streaming text sets it 0, and 1 again after a line
+ * end (cmd_model.c, cmd_chat.c). */
 extern int clf_cli_status_line;
-/* On a terminal (stderr), o's progress draws that status line. */
+/* On a terminal (stderr), o's progress draws kernel builds on the status
+ * line: "clformer: building kernel program attention (3)", or after the
+ * step of clf_cli_status_begin when one is shown. */
 void clf_cli_show_builds(clf_context_options *o);
+/* "clformer probe: memory bandwidth (3 of 11)" on the status line until
+ * the next begin or clf_cli_status_end (which erases it); `cmd` and `what`
+ * are copied. */
+void clf_cli_status_begin(const char *cmd, const char *what, int n, int total);
+void clf_cli_status_end(void);
+/* stdout's held text out (fflush) below the status line: the line erased
+ * first and drawn again after, so that the two never share a line. */
+void clf_cli_status_flush_stdout(void);
+/* A line of its own on stderr while a status line may be shown: the
+ * status line erased, the line, the status line drawn again. */
+void clf_cli_status_note(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
 
 /* A context on `device` (NULL: the default), or NULL after printing why
  * (cmd_model.c); on a terminal, kernel builds draw a status line. */
@@ -174,6 +155,11 @@ void clf_probe_properties(cl_platform_id platform, cl_device_id device, int huma
  * shapes when `quick`; printed when `human`, added to `dev` (a cJSON object)
  * as "measured" when not NULL. */
 void clf_probe_measured(clf_context *ctx, const char *selector, int runs, int quick, int human, struct cJSON *dev);
+/* The steps of clf_probe_measured, each announced by clf_probe_section. */
+enum { CLF_PROBE_MEASURE_SECTIONS = 7 };
+/* cmd_probe.c: the next section of a device's probe begins ("memory
+ * bandwidth"): on a terminal, the status line says which, n of N. */
+void clf_probe_section(const char *what);
 /* The context's last error (NULL: the thread's) as one line, in a static
  * buffer that the next call overwrites. */
 const char *clf_probe_error(clf_context *ctx, clf_status st);

@@ -20,10 +20,10 @@ typedef struct chat_opts {
 
 static const clf_cli_option chat_options[] = {
     {"--system", "TEXT", CLF_OPT_STRING, offsetof(chat_opts, system), 0, 0, 0, 0, 0,
-     "a system message first (where the template takes one)"},
-    CLF_CLI_SAMPLING_OPTIONS(chat_opts, s),
+     "a system message first (where the template takes one)", NULL, "none (a template may add its own)"},
+    CLF_CLI_SAMPLING_OPTIONS(chat_opts, s, CLF_GEN_WHOLE), /* a reply streams: no beams */
     {"--quiet", NULL, CLF_OPT_FLAG, offsetof(chat_opts, quiet), 0, 0, 0, 0, 0,
-     "no per-turn speed on stderr"},
+     "no per-turn speed on stderr (default: a line after each reply)"},
     {"--template-budget", "steps=N,bytes=N,memory=N", CLF_OPT_STRING, offsetof(chat_opts, template_budget), 0, 0, 0,
      0, 0, "what one rendering of the chat template may cost (K, M, G suffixes; default 1000000 steps, 128M bytes, "
      "64M memory; docs/chat.md)"},
@@ -120,7 +120,7 @@ static int chat_turn(chat_state *st, const char *message) {
             "%.1f tokens/s; prompt %zu tokens, %zu of them cached%s\n",
             info.new_tokens, ms / 1e3, first / 1e3, after > 0 && info.new_tokens > 1 ? (info.new_tokens - 1) / (after / 1e3) : 0.0,
             info.prompt_tokens, info.reused_tokens,
-            info.finished ? "" : o->s.max_new_tokens ? "; stopped by --max-new-tokens" : "; stopped at the model's positions");
+            info.finished ? "" : o->s.v[CLF_GEN_MAX_NEW_TOKENS].given ? "; stopped by --max-new-tokens" : "; stopped at the model's positions");
   return 1;
 }
 
@@ -142,27 +142,27 @@ static int is_setting(const clf_cli_option *r) {
 }
 
 static void show_settings(const chat_opts *o) {
-  for (const clf_cli_option *r = clf_cli_chat_command.options; r->name; r++) {
+  const clf_cli_option *rows[128];
+  const int n = clf_cli_option_rows(&clf_cli_chat_command, rows, 128);
+  for (int i = 0; i < n; i++) {
+    const clf_cli_option *r = rows[i];
     if (!is_setting(r)) continue;
     const char *f = (const char *)o + r->offset;
     printf("  %-22s ", r->name + 2);
-    switch (r->kind) {
-    case CLF_OPT_FLAG: printf("%s\n", *(const int *)f ? "on" : "off"); break;
-    case CLF_OPT_LONG:
-      if (*(const long *)f < r->min) printf("(default)\n");
-      else printf("%ld\n", *(const long *)f);
-      break;
-    case CLF_OPT_DOUBLE:
-      if (*(const double *)f < r->min || (*(const double *)f == 0 && !r->count)) printf("(default)\n");
-      else printf("%g\n", *(const double *)f);
-      break;
-    case CLF_OPT_STRINGS: {
+    if (r->setting) {
+      const clf_cli_setting *v = (const clf_cli_setting *)f;
+      if (!v->given) printf("(default: %s)\n", r->def_text);
+      else if (r->kind == CLF_OPT_FLAG) printf("on\n");
+      else if (r->kind == CLF_OPT_LONG) printf("%lld\n", v->i);
+      else printf("%g\n", v->r);
+    } else if (r->kind == CLF_OPT_FLAG) {
+      printf("%s\n", *(const int *)f ? "on" : "off");
+    } else if (r->kind == CLF_OPT_STRINGS) {
       const clf_cli_strings *l = (const clf_cli_strings *)f;
-      for (int i = 0; i < l->n; i++) printf("%s\"%s\"", i ? ", " : "", l->v[i]);
+      for (int k = 0; k < l->n; k++) printf("%s\"%s\"", k ? ", " : "", l->v[k]);
       printf("%s\n", l->n ? "" : "(none)");
-      break;
-    }
-    default: printf("\n"); break;
+    } else {
+      printf("\n");
     }
   }
 }
@@ -187,8 +187,8 @@ static void set_setting(chat_state *st, char *args) {
     printf("/set: %s (/set lists the settings)\n", err);
     return;
   }
-  if (r->offset == offsetof(chat_opts, s.greedy)) next.s.do_sample = 0;
-  if (r->offset == offsetof(chat_opts, s.do_sample)) next.s.greedy = 0;
+  if (r->offset == offsetof(chat_opts, s.greedy)) next.s.v[CLF_GEN_DO_SAMPLE].given = 0;
+  if (r->offset == offsetof(chat_opts, s.v[CLF_GEN_DO_SAMPLE])) next.s.greedy = 0;
   st->o = next;
   printf("%s %s\n", name, v ? v : "on");
 }

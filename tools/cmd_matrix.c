@@ -105,9 +105,10 @@ typedef struct mx_opts {
 
 static const clf_cli_option matrix_options[] = {
     {"--device", "S", CLF_OPT_STRINGS, offsetof(mx_opts, devices), 0, 0, 0, MAX_SELECT, 0,
-     "only the columns matching S (part of the column's label or of \"platform / device\")"},
+     "only the columns matching S (part of the column's label or of \"platform / device\")", NULL,
+     "every column"},
     {"--suite", "NAME", CLF_OPT_STRINGS, offsetof(mx_opts, suites), 0, 0, 0, MAX_SUITES, 0,
-     "only the test program tests/test_NAME"},
+     "only the test program tests/test_NAME", NULL, "every suite"},
     {"--out", "DIR", CLF_OPT_STRING, offsetof(mx_opts, out), 0, 0, 0, 0, 0, "where results go (default ./matrix)"},
     {"--tests", "DIR", CLF_OPT_STRING, offsetof(mx_opts, tests), 0, 0, 0, 0, 0,
      "the test programs (default: the build tree's tests/)"},

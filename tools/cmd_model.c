@@ -28,23 +28,6 @@ static int split_pair(const char *arg, char *name, size_t len, const char **file
   return 1;
 }
 
-/* "clformer: building kernel program attention (3)" redrawn in place on a
- * terminal while the library builds, erased when it is done. */
-int clf_cli_status_line = 1;
-
-static void build_progress(void *user, const char *what) {
-  int *n = user;
-  ++*n;
-  if (!clf_cli_status_line) return; /* erasing the line would take text that stdout wrote on it */
-  if (what) fprintf(stderr, "\r\033[Kclformer: building %s (%d)", what, *n);
-  else fprintf(stderr, "\r\033[K");
-}
-
-void clf_cli_show_builds(clf_context_options *o) {
-  static int built; /* programs built so far, for the status line */
-  if (isatty(STDERR_FILENO)) o->progress = build_progress, o->progress_user = &built;
-}
-
 static clf_context *open_context(const char *device, int profiling) {
   clf_context_options o;
   clf_context_options_init(&o);
@@ -166,7 +149,7 @@ static const clf_cli_option run_options[] = {
     {"--out", "NAME=FILE.npy", CLF_OPT_STRINGS, offsetof(run_opts, out), 0, 0, 0, MAX_IO, 1,
      "an output field written to a .npy file"},
     {"--repeat", "N", CLF_OPT_LONG, offsetof(run_opts, repeat), 0, 100000, 0, 0, 0,
-     "N more passes, timed (forward_ms on stderr)"},
+     "N more passes, timed (forward_ms on stderr)", NULL, "0: one pass, not timed"},
     CLF_CLI_OPT_DEVICE(run_opts),
     CLF_CLI_OPT_WEIGHTS(run_opts),
     {"--profile", NULL, CLF_OPT_FLAG, offsetof(run_opts, profile), 0, 0, 0, 0, 0,
@@ -304,20 +287,18 @@ typedef struct gen_opts {
   clf_cli_strings in;
   const char *out, *prompt, *device, *weights;
   int profile;
-  long num_beams; /* 0: the checkpoint's settings */
   clf_cli_sampling s;
 } gen_opts;
 
 static const clf_cli_option gen_options[] = {
     {"--in", "NAME=FILE.npy", CLF_OPT_STRINGS, offsetof(gen_opts, in), 0, 0, 0, 2, 0,
-     "input_ids (and attention_mask) from .npy files"},
+     "input_ids (and attention_mask) from .npy files", NULL, "none: --in input_ids or --prompt is required"},
     {"--prompt", "TEXT", CLF_OPT_STRING, offsetof(gen_opts, prompt), 0, 0, 0, 0, 0,
-     "text, tokenized with MODEL's tokenizer; the new text is printed as it comes"},
-    {"--num-beams", "K", CLF_OPT_LONG, offsetof(gen_opts, num_beams), 1, 100000, 0, 0, 0,
-     "beam search with K beams (1: greedy)"},
-    CLF_CLI_SAMPLING_OPTIONS(gen_opts, s),
+     "text, tokenized with MODEL's tokenizer; the new text is printed as it comes", NULL,
+     "none: --prompt or --in input_ids is required"},
+    CLF_CLI_SAMPLING_OPTIONS(gen_opts, s, 0),
     {"--out", "sequences=FILE.npy", CLF_OPT_STRING, offsetof(gen_opts, out), 0, 0, 0, 0, 0,
-     "the sequences to a .npy file (else printed)"},
+     "the sequences to a .npy file (default: the text printed, or the ids without a tokenizer)"},
     CLF_CLI_OPT_DEVICE(gen_opts),
     CLF_CLI_OPT_WEIGHTS(gen_opts),
     {"--profile", NULL, CLF_OPT_FLAG, offsetof(gen_opts, profile), 0, 0, 0, 0, 0,
@@ -438,30 +419,44 @@ static int profile_tokens(clf_context *ctx, const clf_model *m, const clf_array 
   return clf_cli_profile_print(ctx, "generate", "new token", (double)fresh);
 }
 
-/* Whether a setting that only sampling uses was given: it turns sampling on
- * unless --greedy (or a temperature of 0) says otherwise. */
+/* Whether a setting that only sampling uses was given (the table's
+ * CLF_GEN_SAMPLING rows): it turns sampling on unless --greedy (or a
+ * temperature of 0) says otherwise. */
 static int sampling_given(const clf_cli_sampling *o) {
-  return o->temperature > 0 || o->top_k >= 0 || o->top_p > 0 || o->min_p > 0;
+  clf_generate_setting g;
+  for (size_t i = 0; i < CLF_GEN_SETTING_COUNT; i++)
+    if (o->v[i].given && clf_generate_setting_at(i, &g) == CLF_OK && g.sampling &&
+        !(i == CLF_GEN_TEMPERATURE && o->v[i].r == 0))
+      return 1;
+  return 0;
 }
 
+/* A setting's value as the library's field holds it: 0 (unset) when not
+ * given, CLF_GENERATE_OFF for a given 0 that means "off". */
+static long long given_or_off(const clf_cli_setting *v) { return !v->given ? 0 : v->i ? v->i : CLF_GENERATE_OFF; }
+
 void clf_cli_sampling_settings(const clf_cli_sampling *o, clf_generate_options *go) {
+  const clf_cli_setting *v = o->v;
   clf_generate_options_init(go);
-  go->max_new_tokens = (size_t)o->max_new_tokens;
-  go->do_sample = o->greedy || o->temperature == 0 ? CLF_GENERATE_OFF : o->do_sample || sampling_given(o);
-  go->temperature = o->temperature > 0 ? o->temperature : 0;
-  go->top_p = o->top_p, go->min_p = o->min_p;
-  go->repetition_penalty = o->repetition_penalty;
-  go->top_k = o->top_k < 0 ? 0 : o->top_k ? o->top_k : CLF_GENERATE_OFF;
-  go->no_repeat_ngram_size = o->no_repeat_ngram_size < 0 ? 0 : o->no_repeat_ngram_size ? o->no_repeat_ngram_size
-                                                                                         : CLF_GENERATE_OFF;
+  go->max_new_tokens = v[CLF_GEN_MAX_NEW_TOKENS].given ? (size_t)v[CLF_GEN_MAX_NEW_TOKENS].i : 0;
+  go->num_beams = v[CLF_GEN_NUM_BEAMS].given ? (size_t)v[CLF_GEN_NUM_BEAMS].i : 0;
+  const int temperature_0 = v[CLF_GEN_TEMPERATURE].given && v[CLF_GEN_TEMPERATURE].r == 0;
+  go->do_sample = o->greedy || temperature_0 ? CLF_GENERATE_OFF : v[CLF_GEN_DO_SAMPLE].given || sampling_given(o);
+  go->temperature = v[CLF_GEN_TEMPERATURE].given ? v[CLF_GEN_TEMPERATURE].r : 0;
+  go->top_p = v[CLF_GEN_TOP_P].given ? v[CLF_GEN_TOP_P].r : 0;
+  go->min_p = !v[CLF_GEN_MIN_P].given ? 0 : v[CLF_GEN_MIN_P].r > 0 ? v[CLF_GEN_MIN_P].r : CLF_GENERATE_OFF;
+  go->repetition_penalty = v[CLF_GEN_REPETITION_PENALTY].given ? v[CLF_GEN_REPETITION_PENALTY].r : 0;
+  go->top_k = (long)given_or_off(&v[CLF_GEN_TOP_K]);
+  go->no_repeat_ngram_size = (long)given_or_off(&v[CLF_GEN_NO_REPEAT_NGRAM_SIZE]);
   /* The library's 0 is "a fresh seed": a seed S is its S + 1, as in Python
    * and the server, so that 0 is a seed like any other. */
-  go->seed = o->seed >= 0 ? (uint64_t)o->seed + 1 : 0;
+  go->seed = v[CLF_GEN_SEED].given ? (uint64_t)v[CLF_GEN_SEED].i + 1 : 0;
 }
 
 int clf_cli_sampling_check(const clf_cli_command *cmd, const clf_cli_sampling *o) {
-  if (o->greedy && o->do_sample) return clf_cli_usage_error(cmd, "give --greedy or --do-sample, not both");
-  if (o->temperature == 0 && o->do_sample)
+  const clf_cli_setting *v = o->v;
+  if (o->greedy && v[CLF_GEN_DO_SAMPLE].given) return clf_cli_usage_error(cmd, "give --greedy or --do-sample, not both");
+  if (v[CLF_GEN_TEMPERATURE].given && v[CLF_GEN_TEMPERATURE].r == 0 && v[CLF_GEN_DO_SAMPLE].given)
     return clf_cli_usage_error(cmd, "--temperature 0 is greedy decoding: give --do-sample a temperature above 0");
   for (int i = 0; i < o->stop.n; i++)
     if (!o->stop.v[i][0]) return clf_cli_usage_error(cmd, "--stop: the string is empty");
@@ -475,15 +470,14 @@ static int gen_run(const gen_opts *o, clf_context *ctx, clf_model *m, clf_tokeni
                    const clf_array *mask, clf_array *seq) {
   clf_generate_options go;
   clf_cli_sampling_settings(&o->s, &go);
-  go.num_beams = (size_t)o->num_beams;
   streamer st = {0};
   if (tok && clf_text_stream_create(tok, o->s.stop.v, (size_t)o->s.stop.n, &st.text) != CLF_OK) {
     fprintf(stderr, "clformer generate: %s\n", clf_last_error(NULL));
     return 0;
   }
-  const int streaming = tok && o->num_beams <= 1;
+  const int streaming = tok && go.num_beams <= 1;
   if (streaming) go.on_token = stream_token, go.user = &st;
-  else if (o->num_beams <= 1) go.on_token = time_token, go.user = &st;
+  else if (go.num_beams <= 1) go.on_token = time_token, go.user = &st;
   /* No limit given: a prompt's continuation goes on to the end of the text
    * or of the model's positions (as llama.cpp's and Ollama's do), not to
    * transformers' max_length of 20. */

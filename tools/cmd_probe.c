@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -32,7 +33,8 @@ static const clf_cli_option probe_options[] = {
     {"--no-validate", NULL, CLF_OPT_FLAG, offsetof(probe_opts, no_validate), 0, 0, 0, 0, 0,
      "skip the self-validation"},
     {"--tune", NULL, CLF_OPT_FLAG, offsetof(probe_opts, tune), 0, 0, 0, 0, 0, "search a GEMM tuning profile first"},
-    {"--model", "DIR", CLF_OPT_STRING, offsetof(probe_opts, model), 0, 0, 0, 0, 0, "--tune: the GEMMs of this model"},
+    {"--model", "DIR", CLF_OPT_STRING, offsetof(probe_opts, model), 0, 0, 0, 0, 0, "--tune: the GEMMs of this model", NULL,
+     "BERT-base and GPT-2 sized layers"},
     {"--tokens", "N[,N...]", CLF_OPT_SIZES, offsetof(probe_opts, tokens), 1, 1000000, 0, 8, 0,
      "--tune: the token counts; default 128"},
     {"--budget", "SECONDS", CLF_OPT_DOUBLE, offsetof(probe_opts, budget_s), 0, HUGE_VAL, 0, 0, 0,
@@ -199,7 +201,19 @@ static int section_validation(clf_context *ctx, const out *o, cJSON *dev) {
 
 static void tune_progress(void *user, const char *line) {
   (void)user;
-  fprintf(stderr, "clformer probe: tune: %s\n", line);
+  clf_cli_status_note("clformer probe: tune: %s", line);
+}
+
+/* The sections of the device being probed, for the status line. */
+static struct {
+  int n, total;
+} sections;
+
+void clf_probe_section(const char *what) {
+  /* What the last section printed goes out below its status line, which
+   * then names the next (stdout is held while one shows: probe_main). */
+  clf_cli_status_flush_stdout();
+  clf_cli_status_begin("probe", what, ++sections.n, sections.total);
 }
 
 /* The GEMMs to tune: those of --model at each --tokens count, else one
@@ -356,6 +370,9 @@ static int probe_device(const clf_device_desc *d, const probe_opts *po, cJSON *d
     cJSON_AddStringToObject(o.obj, "selector", selector);
     fprintf(stderr, "clformer probe: %s %s / %s\n", selector, d->platform_name, d->device_name);
   }
+  sections.n = 0;
+  sections.total = 3 + (po->no_measure ? 0 : CLF_PROBE_MEASURE_SECTIONS) + !po->no_validate;
+  clf_probe_section("properties");
   if (o.human) printf("== device %s: %s / %s\n  Properties\n", selector, d->platform_name, d->device_name);
   clf_probe_properties(d->platform, d->device, o.human, o.obj);
 
@@ -365,7 +382,9 @@ static int probe_device(const clf_device_desc *d, const probe_opts *po, cJSON *d
   co.profiling = 1;
   clf_cli_show_builds(&co); /* the sections wait on kernel builds: say which */
   clf_context *ctx = NULL;
+  clf_probe_section("device class");
   if (clf_context_create(&co, &ctx) != CLF_OK) {
+    clf_cli_status_end();
     const char *msg = clf_last_error(NULL);
     if (o.human) printf("  no context on this device: %s\n\n", msg);
     else fprintf(stderr, "clformer probe: %s: %s\n", selector, msg);
@@ -375,8 +394,11 @@ static int probe_device(const clf_device_desc *d, const probe_opts *po, cJSON *d
   int rc = 0;
   section_class(ctx, d, &o, o.obj);
   if (!po->no_measure) clf_probe_measured(ctx, selector, po->runs, po->quick, o.human, o.obj);
+  if (!po->no_validate) clf_probe_section("self-validation of the kernel variants");
   if (!po->no_validate && section_validation(ctx, &o, o.obj) > 0) rc = 1;
+  clf_probe_section(po->tune ? "GEMM tuning search" : "GEMM tuning profile");
   if (section_tuning(ctx, po, &o, o.obj)) rc = 1;
+  clf_cli_status_end();
   if (o.human) printf("\n");
   clf_context_destroy(ctx);
   return rc;
@@ -389,6 +411,12 @@ static int probe_main(const void *opts, int argc, char **argv) {
     return clf_cli_usage_error(&clf_cli_probe_command, "--model, --tokens and --budget go with --tune");
   if (!po.tokens.n) po.tokens.v[po.tokens.n++] = 128;
   po.runs = po.quick ? 3 : 7;
+  /* A status line on the terminal says which section runs; the rows the
+   * sections print to the same terminal are held and let out below it as
+   * each is done (clf_cli_status_flush_stdout), so that the two never share
+   * a line.  Nothing changes in a pipe. */
+  static char held[1 << 20];
+  if (isatty(STDERR_FILENO) && isatty(STDOUT_FILENO)) setvbuf(stdout, held, _IOFBF, sizeof held);
 
   enum { MAX_DEVICES = 64 };
   static clf_device_desc devs[MAX_DEVICES];

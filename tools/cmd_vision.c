@@ -171,7 +171,7 @@ typedef struct reconstruct_opts {
 static const clf_cli_option reconstruct_options[] = {
     {"--out", "FILE.png", CLF_OPT_STRING, offsetof(reconstruct_opts, out), 0, 0, 0, 0, 1, "the three panels"},
     {"--noise", "FILE.npy", CLF_OPT_STRING, offsetof(reconstruct_opts, noise), 0, 0, 0, 0, 0,
-     "masking noise [1, num_patches] (float32) for a reproducible mask"},
+     "masking noise [1, num_patches] (float32) for a reproducible mask", NULL, "none: a random mask"},
     CLF_CLI_OPT_DEVICE(reconstruct_opts),
     CLF_CLI_OPT_WEIGHTS(reconstruct_opts),
     {NULL}};

@@ -32,6 +32,7 @@ static void describe_range(const clf_cli_option *o, char *buf, size_t len) {
   switch (o->kind) {
   case CLF_OPT_LONG:
     snprintf(buf, len, " (%.0f to %.0f", o->min, o->max);
+    if (o->setting && o->max >= 1e9) snprintf(buf, len, " (%.0f to %g", o->min, o->max);
     break;
   case CLF_OPT_DOUBLE:
     snprintf(buf, len, o->max < HUGE_VAL ? " (%s %g, at most %g" : " (%s %g", o->count ? "at least" : "more than",
@@ -47,7 +48,9 @@ static void describe_range(const clf_cli_option *o, char *buf, size_t len) {
     break;
   }
   size_t n = strlen(buf);
-  if (o->def != 0 && o->def >= o->min && (o->kind == CLF_OPT_LONG || o->kind == CLF_OPT_DOUBLE))
+  if (o->def_text)
+    snprintf(buf + n, len - n, "%sdefault: %s", n ? "; " : " (", o->def_text);
+  else if (o->def != 0 && o->def >= o->min && (o->kind == CLF_OPT_LONG || o->kind == CLF_OPT_DOUBLE))
     snprintf(buf + n, len - n, "%sdefault %g", n ? "; " : " (", o->def);
   n = strlen(buf);
   if (o->required) snprintf(buf + n, len - n, "%srequired", n ? "; " : " (");
@@ -59,8 +62,11 @@ void clf_cli_print_help(const clf_cli_command *cmd, FILE *f) {
   fprintf(f, "usage: clformer %s%s%s\n", cmd->name, *cmd->synopsis ? " " : "", cmd->synopsis);
   if (cmd->details) fputs(cmd->details, f);
   fprintf(f, "options:\n");
-  for (const clf_cli_option *o = cmd->options; o && o->name; o++) {
-    char head[64], range[256];
+  const clf_cli_option *rows[128];
+  const int n = clf_cli_option_rows(cmd, rows, 128);
+  for (int i = 0; i < n; i++) {
+    const clf_cli_option *o = rows[i];
+    char head[64], range[512];
     snprintf(head, sizeof(head), "%s%s%s", o->name, o->metavar ? " " : "", o->metavar ? o->metavar : "");
     describe_range(o, range, sizeof(range));
     fprintf(f, "  %-22s %s%s\n", head, o->help, range);
@@ -69,9 +75,86 @@ void clf_cli_print_help(const clf_cli_command *cmd, FILE *f) {
   fprintf(f, "  %-22s %s\n", "-h, --help", "this help");
 }
 
+/* The library's generation settings as option rows, made once: "--top-k"
+ * (the name with '-' for '_'), the kind from the type, the range, the
+ * default in words and the help from the row; the offset is the setting's
+ * within clf_cli_sampling. */
+typedef struct setting_row {
+  clf_generate_setting s;
+  clf_cli_option o;
+  char name[48];
+} setting_row;
+
+static const setting_row *setting_rows(void) {
+  static setting_row rows[CLF_GEN_SETTING_COUNT];
+  static int made;
+  if (made) return rows;
+  for (size_t i = 0; i < CLF_GEN_SETTING_COUNT; i++) {
+    setting_row *r = &rows[i];
+    if (clf_generate_setting_at(i, &r->s) != CLF_OK) continue; /* not past the count */
+    snprintf(r->name, sizeof r->name, "--%s", r->s.name);
+    for (char *c = r->name; *c; c++)
+      if (*c == '_') *c = '-';
+    r->o = (clf_cli_option){
+        .name = r->name,
+        .metavar = r->s.metavar,
+        .kind = r->s.type == CLF_GEN_BOOL ? CLF_OPT_FLAG : r->s.type == CLF_GEN_INT ? CLF_OPT_LONG : CLF_OPT_DOUBLE,
+        .offset = offsetof(clf_cli_sampling, v) + i * sizeof(clf_cli_setting),
+        .min = r->s.min,
+        .max = r->s.max,
+        .count = !r->s.min_excluded, /* CLF_OPT_DOUBLE: min allowed */
+        .help = r->s.help,
+        .def_text = r->s.default_text,
+        .setting = &r->s};
+  }
+  made = 1;
+  return rows;
+}
+
+/* The rows of one CLF_OPT_SETTINGS row of a command (its offset added),
+ * made once per such row; how many into *n. */
+static const clf_cli_option *settings_of(const clf_cli_option *marker, int *n) {
+  static struct {
+    const clf_cli_option *marker;
+    clf_cli_option rows[CLF_GEN_SETTING_COUNT];
+    int n;
+  } made[8];
+  int k = 0;
+  while (k < 8 && made[k].marker && made[k].marker != marker) k++;
+  if (k == 8) return *n = 0, NULL; /* more settings rows than commands have */
+  if (!made[k].marker) {
+    const setting_row *rows = setting_rows();
+    for (size_t i = 0; i < CLF_GEN_SETTING_COUNT; i++) {
+      const int flags = (rows[i].s.sampling ? CLF_GEN_SAMPLING : 0) | (rows[i].s.whole ? CLF_GEN_WHOLE : 0);
+      if (!rows[i].o.name || (flags & marker->count)) continue;
+      made[k].rows[made[k].n] = rows[i].o;
+      made[k].rows[made[k].n++].offset += marker->offset;
+    }
+    made[k].marker = marker;
+  }
+  *n = made[k].n;
+  return made[k].rows;
+}
+
+int clf_cli_option_rows(const clf_cli_command *cmd, const clf_cli_option **rows, int max) {
+  int n = 0;
+  for (const clf_cli_option *o = cmd->options; o && o->name; o++) {
+    if (o->kind != CLF_OPT_SETTINGS) {
+      if (n < max) rows[n++] = o;
+      continue;
+    }
+    int k;
+    const clf_cli_option *s = settings_of(o, &k);
+    for (int i = 0; i < k && n < max; i++) rows[n++] = &s[i];
+  }
+  return n;
+}
+
 static const clf_cli_option *find_option(const clf_cli_command *cmd, const char *name) {
-  for (const clf_cli_option *o = cmd->options; o && o->name; o++)
-    if (!strcmp(o->name, name)) return o;
+  const clf_cli_option *rows[128];
+  const int n = clf_cli_option_rows(cmd, rows, 128);
+  for (int i = 0; i < n; i++)
+    if (!strcmp(rows[i]->name, name)) return rows[i];
   return NULL;
 }
 
@@ -103,12 +186,14 @@ static int parse_sizes(const clf_cli_option *o, const char *s, clf_cli_sizes *ou
 /* Stores one option's value; 1, or 0 with what was wrong in err. */
 static int store(const clf_cli_option *o, const char *v, void *opts, char *err, size_t elen) {
   char *field = (char *)opts + o->offset;
+  clf_cli_setting *setting = o->setting ? (clf_cli_setting *)field : NULL;
   long long n;
   char *end;
   double d;
   switch (o->kind) {
   case CLF_OPT_FLAG:
-    *(int *)field = 1;
+    if (setting) *setting = (clf_cli_setting){1, 1, 0};
+    else *(int *)field = 1;
     return 1;
   case CLF_OPT_STRING:
     *(const char **)field = v;
@@ -117,7 +202,8 @@ static int store(const clf_cli_option *o, const char *v, void *opts, char *err, 
     if (!parse_integer(v, o->min, o->max, &n))
       return snprintf(err, elen, "%s: expected an integer from %.0f to %.0f, got \"%s\"", o->name, o->min, o->max, v),
              0;
-    *(long *)field = (long)n;
+    if (setting) *setting = (clf_cli_setting){1, n, 0};
+    else *(long *)field = (long)n;
     return 1;
   case CLF_OPT_DOUBLE:
     errno = 0;
@@ -130,7 +216,8 @@ static int store(const clf_cli_option *o, const char *v, void *opts, char *err, 
         snprintf(err, elen, "%s: expected a number %s %g, got \"%s\"", o->name, from, o->min, v);
       return 0;
     }
-    *(double *)field = d;
+    if (setting) *setting = (clf_cli_setting){1, 0, d};
+    else *(double *)field = d;
     return 1;
   case CLF_OPT_STRINGS: {
     clf_cli_strings *l = (clf_cli_strings *)field;
@@ -139,6 +226,8 @@ static int store(const clf_cli_option *o, const char *v, void *opts, char *err, 
     l->v[l->n++] = v;
     return 1;
   }
+  case CLF_OPT_SETTINGS:
+    return 1; /* not an option itself: its rows are */
   case CLF_OPT_SIZES:
     if (!parse_sizes(o, v, (clf_cli_sizes *)field))
       return snprintf(err, elen, "%s: expected up to %d integers from %.0f to %.0f separated by commas, got \"%s\"",
@@ -195,7 +284,7 @@ int clf_cli_parse(const clf_cli_command *cmd, int argc, char **argv, void *opts,
       char err[512];
       if (!store(o, o->kind == CLF_OPT_FLAG ? NULL : argv[++i], opts, err, sizeof err))
         return clf_cli_usage_error(cmd, "%s", err);
-      if (o - cmd->options < (long)sizeof(seen)) seen[o - cmd->options] = 1;
+      if (!o->setting && o - cmd->options < (long)sizeof(seen)) seen[o - cmd->options] = 1;
     } else if (!options_done && a[0] == '-' && a[1] && !cmd->free_text) {
       return clf_cli_usage_error(cmd, "unknown option %s", a);
     } else if (cmd->max_args >= 0 && *npos >= cmd->max_args) {

@@ -19,9 +19,13 @@ typedef enum {
   CLF_OPT_DOUBLE,  /* double, a number greater than min and at most max */
   CLF_OPT_STRINGS, /* clf_cli_strings: the option repeated, up to `count` times */
   CLF_OPT_SIZES,   /* clf_cli_sizes: "N[,N...]", up to `count` integers within [min, max] */
+  CLF_OPT_SETTINGS, /* clf_cli_sampling: the library's generation settings, one option each
+                     * (clf_generate_setting_at; `count`: the CLF_GEN_ flags of those left out) */
 } clf_cli_opt_kind;
 
 enum { CLF_CLI_MAX_LIST = 64 };
+
+typedef struct clf_cli_command clf_cli_command;
 
 typedef struct clf_cli_strings {
   const char *v[CLF_CLI_MAX_LIST];
@@ -48,12 +52,48 @@ typedef struct clf_cli_option {
   int required;
   const char *help;
   void (*values)(char *buf, size_t len); /* a string option: writes the values it takes ("a, b"), or NULL */
+  const char *def_text;                  /* the default in words, for the help ("the checkpoint's, else 50"), or NULL */
+  /* A library generation setting's row (CLF_OPT_SETTINGS made it): the
+   * field at offset is a clf_cli_setting, kind LONG, DOUBLE or FLAG. */
+  const clf_generate_setting *setting;
 } clf_cli_option;
+
+/* One generation setting as the command line took it. */
+typedef struct clf_cli_setting {
+  int given;
+  long long i; /* CLF_GEN_INT, CLF_GEN_BOOL (1) */
+  double r;    /* CLF_GEN_REAL */
+} clf_cli_setting;
+
+/* The decoding options generate and chat share: the library's settings
+ * (v[CLF_GEN_TOP_K] ...), --greedy (do_sample off, spelled as a flag) and
+ * --stop. */
+typedef struct clf_cli_sampling {
+  clf_cli_setting v[CLF_GEN_SETTING_COUNT];
+  int greedy;
+  clf_cli_strings stop;
+} clf_cli_sampling;
+
+/* Their rows in a command's option table, for the clf_cli_sampling field
+ * `field` of the options struct `type`, less the settings whose CLF_GEN_
+ * flags are in `leave_out` (chat: CLF_GEN_WHOLE, no beams). */
+#define CLF_CLI_SAMPLING_OPTIONS(type, field, leave_out)                                                  \
+  {"--settings", NULL, CLF_OPT_SETTINGS, offsetof(type, field), 0, 0, 0, leave_out, 0, NULL},              \
+  {"--greedy", NULL, CLF_OPT_FLAG, offsetof(type, field.greedy), 0, 0, 0, 0, 0,                            \
+   "no sampling (do_sample off), even where the checkpoint's generation_config.json samples or a sampling " \
+   "option is given"},                                                                                    \
+  {"--stop", "STRING", CLF_OPT_STRINGS, offsetof(type, field.stop), 0, 0, 0, 8, 0,                         \
+   "stop where the new text first contains STRING (not printed)", NULL, "none"}
+
+/* The rows of cmd's table with each CLF_OPT_SETTINGS row spelled out as
+ * one row per setting ("--top-k"), up to max into rows; returns how many. */
+int clf_cli_option_rows(const clf_cli_command *cmd, const clf_cli_option **rows, int max);
 
 /* --device S, the same on every command that opens a context. */
 #define CLF_CLI_OPT_DEVICE(type)                                                                          \
   {"--device", "S", CLF_OPT_STRING, offsetof(type, device), 0, 0, 0, 0, 0,                                \
-   "the OpenCL device: \"P:D\" or part of its platform/device name"}
+   "the OpenCL device: \"P:D\" or part of its platform/device name", NULL,                                \
+   "$CLFORMER_DEVICE, else the first GPU, else the first device"}
 
 /* The weight types --weights takes, as the library lists them
  * (clf_dtype_at's weight targets): "f32, f16, q8, q4, q4k, q6k, stored". */
@@ -70,7 +110,7 @@ void clf_cli_weight_types(char *buf, size_t len);
 /* One subcommand.  The parser fills a zeroed struct of `opts_size` bytes from
  * `options` and gives the handler that struct and the positional arguments
  * (between min_args and max_args of them; max_args -1: no limit). */
-typedef struct clf_cli_command {
+struct clf_cli_command {
   const char *name;
   const char *summary;  /* one line, for `clformer --help` */
   const char *synopsis; /* what follows "clformer NAME" in the usage line */
@@ -80,7 +120,7 @@ typedef struct clf_cli_command {
   int min_args, max_args;
   int free_text; /* arguments starting with '-' that name no option are positional */
   int (*handler)(const void *opts, int argc, char **argv);
-} clf_cli_command;
+};
 
 /* Parses argv (the arguments after the command's name) into opts (opts_size
  * bytes) and collects the positional ones into pos (room for argc) and

@@ -52,14 +52,14 @@ static void print_row(const out *o, const char *label, double value, const char 
   if (!o->human) return;
   printf("    %-54s %10.3f %-8s (median %.4g %s, min %.4g, max %.4g, n=%d)\n", label, value, unit, s.median,
          s_unit, s.min, s.max, s.runs);
-  fflush(stdout); /* slow devices: each row as it comes */
+  clf_cli_status_flush_stdout(); /* slow devices: each row as it comes */
 }
 
 /* A measurement that could not be made: shown in its row, kept in JSON. */
 static void print_error(const out *o, cJSON *json, const char *label, const char *msg) {
   if (o->human) {
     printf("    %-54s error: %s\n", label, msg);
-    fflush(stdout);
+    clf_cli_status_flush_stdout();
   }
   if (json) cJSON_AddStringToObject(json, "error", msg);
 }
@@ -490,7 +490,7 @@ static void ratio_row(const out *o, cJSON *j, const char *label, const char *err
   if (o->human) {
     printf("    %-54s %10.2f x        (%s %.4g ms, %s %.4g ms, median of %d)\n", label, ratio, keys[3],
            num->median, keys[4], den->median, num->runs);
-    fflush(stdout);
+    clf_cli_status_flush_stdout();
   }
   if (j) {
     add_stats(j, keys[0], *num, "ms");
@@ -595,13 +595,21 @@ void clf_probe_measured(clf_context *ctx, const char *selector, int runs, int qu
                       : "clock: device time from event profiling");
   cJSON *m = dev ? cJSON_AddObjectToObject(dev, "measured") : NULL;
   if (m) cJSON_AddStringToObject(m, "clock", wall_clock ? "wall" : "events");
+  /* CLF_PROBE_MEASURE_SECTIONS of them */
+  clf_probe_section("kernel build time");
   measure_build(selector, quick ? 1 : 3, o, m);
+  clf_probe_section("memory bandwidth");
   measure_bandwidth(ctx, runs, o, m);
+  clf_probe_section("launch latency");
   measure_latency(ctx, runs * 3, o, m);
+  clf_probe_section("SGEMM throughput");
   measure_sgemm(ctx, runs, quick, o, m);
+  clf_probe_section("attention throughput");
   measure_attention(ctx, runs, o, m);
+  clf_probe_section("attention beside the GEMM path");
   if (o->human) printf("  Beside a baseline (ratio of median %s times)\n", wall_clock ? "wall" : "device");
   cJSON *r = m ? cJSON_AddObjectToObject(m, "ratios") : NULL;
   ratio_attention(ctx, runs, quick, o, r);
+  clf_probe_section("layer norm beside a copy");
   ratio_layer_norm(ctx, runs, quick, o, r);
 }

@@ -14,28 +14,30 @@ import numpy as np
 from . import _errors, _lib
 
 OFF = _lib.GENERATE_OFF
-_LONG_MAX = 2 ** (8 * ctypes.sizeof(ctypes.c_long) - 1) - 1
-_SIZE_MAX = 2 ** (8 * ctypes.sizeof(ctypes.c_size_t)) - 1
 WAIT_SLICE_S = 0.1  # the longest a pending Ctrl-C waits in queued_pieces
 
 class GenerationSettings(TypedDict, total=False):
     """The keyword settings of Model.generate, stream, chat and chat_stream,
     for editors and type checkers (`**kwargs: Unpack[GenerationSettings]`).
     Each may be left out or None: the checkpoint's generation_config.json,
-    else transformers' default.  They mean what `clformer generate`'s options
-    and the server's fields mean.
+    else transformers' default.  They are the library's list of generation
+    settings (clf_generate_setting_at; `clformer.generation_settings()`
+    gives each one's range, default and help), the same as `clformer
+    generate`'s options and the server's fields; a test fails when this
+    class and that list part.
 
-    max_new_tokens: new tokens at most (>= 1).
-    num_beams: beam search with this many beams (1: greedy).
+    max_new_tokens: new tokens at most (1 .. 1000000).
+    num_beams: beam search with this many beams (1: greedy or sampling).
     do_sample: multinomial sampling (False: greedy or beams, even where the
         checkpoint samples).
-    temperature: scores divided by it; 0 is greedy.
-    top_k: keep the k highest scores; 0: no top-k.
-    top_p: nucleus in (0, 1]; 1: off.
-    min_p: drop probabilities below min_p times the highest; 0: off.
-    repetition_penalty: > 0; 1: off.
-    no_repeat_ngram_size: no n-gram twice; 0: off.
-    seed: 0 .. 2**64 - 2, the same as the CLI's --seed and the server's seed.
+    temperature: scores divided by it; 0 is greedy (default 1).
+    top_k: keep the k highest scores; 0: no top-k (default 50).
+    top_p: nucleus in (0, 1]; 1: off (default).
+    min_p: drop probabilities below min_p times the highest; 0: off (default).
+    repetition_penalty: > 0; 1: off (default).
+    no_repeat_ngram_size: no n-gram twice; 0: off (default).
+    seed: 0 .. 9e18, the same as the CLI's --seed and the server's seed
+        (default: a fresh one per call).
     eos_token_id: an id or up to 8 replacing the checkpoint's end tokens.
     temperature, top_k, top_p or min_p given without do_sample turn sampling on.
     """
@@ -52,10 +54,57 @@ class GenerationSettings(TypedDict, total=False):
     eos_token_id: Union[int, Sequence[int], None]
 
 
+# The library's rows, by name: types, ranges, defaults, help.
+TABLE = _lib.GENERATE_SETTINGS
 # Settings only sampling uses: given without do_sample, they turn it on.
-_SAMPLING_ONLY = ("temperature", "top_k", "top_p", "min_p")
-# One list: the TypedDict above (eos_token_id is checked apart).
-SETTINGS = tuple(k for k in GenerationSettings.__annotations__ if k != "eos_token_id")
+_SAMPLING_ONLY = tuple(n for n, g in TABLE.items() if g.sampling)
+# One list: the library's, which GenerationSettings above must name
+# (eos_token_id is checked apart).
+SETTINGS = tuple(TABLE)
+
+
+def _typed_as(name: str) -> int:
+    """What GenerationSettings declares `name` as, in the library's type codes."""
+    ann = str(GenerationSettings.__annotations__.get(name))
+    return _lib.GEN_BOOL if "bool" in ann else _lib.GEN_INT if "int" in ann else _lib.GEN_REAL
+
+
+def table_drift() -> list[str]:
+    """Where GenerationSettings and the library's list part: names on one
+    side only, or a type that is not the library's.  [] when they agree."""
+    typed = [k for k in GenerationSettings.__annotations__ if k != "eos_token_id"]
+    out = [f"{k}: in GenerationSettings, not in the library's list" for k in typed if k not in TABLE]
+    out += [f"{k}: in the library's list, not in GenerationSettings" for k in TABLE if k not in typed]
+    out += [f"{k}: GenerationSettings' type is not the library's" for k in typed
+            if k in TABLE and _typed_as(k) != TABLE[k].type]
+    return out
+
+
+def generation_settings() -> list[dict[str, Any]]:
+    """The library's generation settings (clf_generate_setting_at), in its
+    order, each as {"name", "type" (int, float or bool), "min", "max",
+    "min_excluded", "default" (None: no value, see default_text),
+    "default_text", "sampling" (only sampling uses it, and giving it turns
+    sampling on), "whole" (decodes whole sequences: not in chat or the
+    server), "help"}: what GenerationSettings, `clformer generate`'s options
+    and the server's fields take."""
+    kinds = {_lib.GEN_INT: int, _lib.GEN_REAL: float, _lib.GEN_BOOL: bool}
+    return [{"name": n, "type": kinds[g.type], "min": g.min, "max": g.max, "min_excluded": bool(g.min_excluded),
+             "default": kinds[g.type](g.default_value) if g.has_default else None,
+             "default_text": _lib.text(g.default_text), "sampling": bool(g.sampling), "whole": bool(g.whole),
+             "help": _lib.text(g.help)} for n, g in TABLE.items()]
+
+
+def check_setting(name: str, v: Any) -> Any:
+    """One setting checked against the library's row: its type and range."""
+    g = TABLE[name]
+    if g.type == _lib.GEN_BOOL:
+        if not isinstance(v, (bool, np.bool_)):
+            raise _errors.InvalidArgumentError(f"{name} must be a bool, not {type(v).__name__}")
+        return bool(v)
+    if g.type == _lib.GEN_INT:
+        return _int(name, v, int(g.min), int(g.max))
+    return _float(name, v, g.min, g.max, bool(g.min_excluded))
 
 
 def _int(name: str, v: Any, lo: int, hi: int) -> int:
@@ -72,7 +121,7 @@ def _float(name: str, v: Any, lo: float, hi: float, lo_open: bool) -> float:
         raise _errors.InvalidArgumentError(f"{name} must be a number, not {type(v).__name__}")
     v = float(v)
     if math.isnan(v) or v > hi or v < lo or (lo_open and v == lo):
-        raise _errors.InvalidArgumentError(f"{name} must be in {'(' if lo_open else '['}{lo}, {hi}], got {v}")
+        raise _errors.InvalidArgumentError(f"{name} must be in {'(' if lo_open else '['}{lo:g}, {hi:g}], got {v}")
     return v
 
 
@@ -134,30 +183,9 @@ def settings_from(kwargs: dict) -> GenerateSettings:
         if not 1 <= len(eos) <= 8:
             raise _errors.InvalidArgumentError(f"eos_token_id: 1 to 8 ids, got {len(eos)}")
         out["eos_token_id"] = eos
-    if "max_new_tokens" in kw:
-        out["max_new_tokens"] = _int("max_new_tokens", kw["max_new_tokens"], 1, _SIZE_MAX)
-    if "num_beams" in kw:
-        out["num_beams"] = _int("num_beams", kw["num_beams"], 1, 100000)
-    if "do_sample" in kw:
-        if not isinstance(kw["do_sample"], (bool, np.bool_)):
-            raise _errors.InvalidArgumentError(f"do_sample must be a bool, not {type(kw['do_sample']).__name__}")
-        out["do_sample"] = bool(kw["do_sample"])
-    if "temperature" in kw:
-        out["temperature"] = _float("temperature", kw["temperature"], 0.0, math.inf, False)
-        if math.isinf(out["temperature"]):
-            raise _errors.InvalidArgumentError("temperature must be finite")
-    if "top_k" in kw:
-        out["top_k"] = _int("top_k", kw["top_k"], 0, _LONG_MAX)
-    if "top_p" in kw:
-        out["top_p"] = _float("top_p", kw["top_p"], 0.0, 1.0, True)
-    if "min_p" in kw:
-        out["min_p"] = _float("min_p", kw["min_p"], 0.0, 1.0, False)
-    if "repetition_penalty" in kw:
-        out["repetition_penalty"] = _float("repetition_penalty", kw["repetition_penalty"], 0.0, 1e300, True)
-    if "no_repeat_ngram_size" in kw:
-        out["no_repeat_ngram_size"] = _int("no_repeat_ngram_size", kw["no_repeat_ngram_size"], 0, _LONG_MAX)
-    if "seed" in kw:
-        out["seed"] = _int("seed", kw["seed"], 0, 2 ** 64 - 2)
+    for name in SETTINGS:
+        if name in kw:
+            out[name] = check_setting(name, kw[name])
     if out.get("temperature") == 0 and out.get("do_sample"):
         raise _errors.InvalidArgumentError("temperature 0 is greedy decoding: sampling takes a temperature above 0")
     return GenerateSettings(**out)

@@ -61,6 +61,25 @@ class DtypeDesc(Structure):
     ]
 
 
+class GenerateSetting(Structure):
+    """One row of the library's generation settings (clf_generate_setting_at)."""
+    _clf_name_ = "clf_generate_setting"
+    _fields_ = [
+        ("name", c_char_p),
+        ("type", c_int),
+        ("min", c_double),
+        ("max", c_double),
+        ("min_excluded", c_int),
+        ("has_default", c_int),
+        ("default_value", c_double),
+        ("sampling", c_int),
+        ("whole", c_int),
+        ("metavar", c_char_p),
+        ("default_text", c_char_p),
+        ("help", c_char_p),
+    ]
+
+
 LOG_FN = CFUNCTYPE(None, c_void_p, c_char_p)
 PROGRESS_FN = CFUNCTYPE(None, c_void_p, c_size_t, c_size_t)
 TOKEN_FN = CFUNCTYPE(c_int, c_void_p, c_size_t, c_int64)
@@ -172,7 +191,7 @@ class ImageProcessor(Structure):
 
 # Every struct the package mirrors; _load checks each against the library's
 # layout (clf_struct_size, clf_field_offset, clf_field_size).
-STRUCTS = (DeviceDesc, DtypeDesc, ContextOptions, Array, ModelOptions, GenerateOptions, ChatOptions, TemplateBudget,
+STRUCTS = (DeviceDesc, DtypeDesc, GenerateSetting, ContextOptions, Array, ModelOptions, GenerateOptions, ChatOptions, TemplateBudget,
            ChatTurn, Image, ImageProcessor)
 
 # name: (restype, argtypes).  c_void_p stands for the opaque handles.
@@ -194,6 +213,8 @@ _PROTOTYPES = {
     "clf_weight_type_from_name": (c_int, [c_char_p, POINTER(c_int)]),
     "clf_dtype_count": (c_size_t, []),
     "clf_dtype_at": (c_int, [c_size_t, POINTER(DtypeDesc)]),
+    "clf_generate_setting_count": (c_size_t, []),
+    "clf_generate_setting_at": (c_int, [c_size_t, POINTER(GenerateSetting)]),
     "clf_array_free": (None, [POINTER(Array)]),
     "clf_model_options_init": (None, [POINTER(ModelOptions)]),
     "clf_model_load_with": (c_int, [c_void_p, c_char_p, POINTER(ModelOptions), POINTER(c_void_p)]),
@@ -356,6 +377,21 @@ def _dtypes() -> dict[str, DtypeDesc]:
 DTYPES = _dtypes()
 F32, F16, I32, I64 = (DTYPES[n].dtype for n in ("f32", "f16", "i32", "i64"))
 WEIGHT_TYPES = tuple(d.weight_name.decode() for d in DTYPES.values() if d.weights_target)
+
+
+def _generate_settings() -> dict[str, GenerateSetting]:
+    rows = {}
+    for i in range(lib.clf_generate_setting_count()):
+        g = GenerateSetting()
+        if lib.clf_generate_setting_at(i, ctypes.byref(g)) == 0:
+            rows[g.name.decode()] = g
+    return rows
+
+
+# The generation settings as the library lists them (clf_generate_setting_at),
+# by name ("top_k"), in its order: their types, ranges, defaults and help.
+GENERATE_SETTINGS = _generate_settings()
+GEN_INT, GEN_REAL, GEN_BOOL = 0, 1, 2  # clf_generate_setting_type
 
 
 def text(b: bytes | None) -> str:

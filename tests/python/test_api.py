@@ -133,7 +133,7 @@ def test_generate_settings_reach_the_library(model_of, fx):
     # a seed makes sampling repeatable; another seed may differ, never crashes
     a = g.generate(ids, do_sample=True, seed=7, max_new_tokens=8, top_k=0)
     assert np.array_equal(a, g.generate(ids, do_sample=True, seed=7, max_new_tokens=8, top_k=0))
-    assert g.generate(ids, do_sample=True, seed=2 ** 64 - 2, max_new_tokens=3, min_p=0.1).shape == (1, L + 3)
+    assert g.generate(ids, do_sample=True, seed=9 * 10 ** 18, max_new_tokens=3, min_p=0.1).shape == (1, L + 3)
     # issue 43: seed 0 is a seed; temperature 0 is greedy; a sampling setting alone samples
     z = g.generate(ids, do_sample=True, seed=0, max_new_tokens=8, top_k=0)
     assert np.array_equal(z, g.generate(ids, do_sample=True, seed=0, max_new_tokens=8, top_k=0))
@@ -244,6 +244,24 @@ def test_generation_settings_are_typed(model_of):
         "max_new_tokens", "num_beams", "do_sample", "temperature", "top_k", "top_p", "min_p",
         "repetition_penalty", "no_repeat_ngram_size", "seed", "eos_token_id"}
     assert "Unpack[GenerationSettings]" in str(inspect.signature(clformer.Model.generate))
+    # ... and they are the library's list (clf_generate_setting_at), each typed as it says and
+    # described in the docstring editors show: a setting added to one side alone fails here
+    from clformer import _generate
+    assert _generate.table_drift() == []
+    rows = clformer.generation_settings()
+    assert [r["name"] for r in rows] == [k for k in clformer.GenerationSettings.__annotations__ if k != "eos_token_id"]
+    for r in rows:
+        assert f"\n    {r['name']}: " in clformer.GenerationSettings.__doc__, r["name"]
+    assert {r["name"] for r in rows if r["sampling"]} == {"temperature", "top_k", "top_p", "min_p"}
+    assert next(r for r in rows if r["name"] == "top_k")["default"] == 50
+    # README's table states each setting's default as the library does
+    from conftest import FIXTURES
+    readme = os.path.join(FIXTURES, "..", "..", "README.md")
+    if os.path.isfile(readme):
+        text = open(readme, encoding="utf-8").read()
+        for r in rows:
+            assert f"| `{r['name']}` (`--{r['name'].replace('_', '-')}`) | {r['help']} |" in text, r["name"]
+            assert f"| {r['default_text']} |" in text, r["name"]
     g = model_of("gpt2")
     with pytest.raises(clformer.InvalidArgumentError, match="unknown generation setting"):
         g.generate(np.array([[65, 11, 66]]), max_new_token=3)

@@ -105,9 +105,16 @@ def test_embeddings_request_and_answer():
     ({"prompt": "a", "max_tokens": 21}, 400, "max_tokens must be in [1, 20]"),
     ({"prompt": "a", "max_tokens": 2.5}, 400, "max_tokens must be an integer"),
     ({"prompt": "a", "max_tokens": True}, 400, "max_tokens must be an integer"),
-    ({"prompt": "a", "temperature": -1}, 400, "temperature must be in [0.0, 2.0]"),
+    # the ranges are the library's (clf_generate_setting_at), as the CLI's and Python's
+    ({"prompt": "a", "temperature": -1}, 400, "temperature must be in [0, 1e+06]"),
+    ({"prompt": "a", "temperature": 2e6}, 400, "temperature must be in [0, 1e+06]"),
+    ({"prompt": "a", "top_k": 2 ** 31}, 400, "top_k must be in [0, 100000000]"),
+    ({"prompt": "a", "seed": 2 ** 63 - 1}, 400, "seed must be in [0, 9000000000000000000]"),
+    ({"prompt": "a", "no_repeat_ngram_size": -1}, 400, "no_repeat_ngram_size must be in [0, 100000]"),
+    ({"prompt": "a", "num_beams": 2}, 400, "unknown field 'num_beams'"),
+    ({"prompt": "a", "do_sample": True}, 400, "unknown field 'do_sample'"),
     ({"prompt": "a", "temperature": "hot"}, 400, "temperature must be a finite number"),
-    ({"prompt": "a", "top_p": 0}, 400, "top_p must be in (0.0, 1.0]"),
+    ({"prompt": "a", "top_p": 0}, 400, "top_p must be in (0, 1]"),
     ({"prompt": "a", "temperature": 0, "seed": 3}, 400, "seed is a sampling setting"),
     ({"prompt": "a", "n": 2}, 400, "n must be 1"),
     ({"prompt": "a", "best_of": 3}, 400, "best_of must be 1"),
@@ -141,6 +148,25 @@ def test_completion_settings():
     assert s.settings == {"max_new_tokens": 16, "do_sample": True, "temperature": 1.0, "top_k": 4, "seed": 0}
     assert s.deterministic and s.stream
     assert not api.parse_completion({"prompt": "a", "temperature": 0.5}, "m", L).deterministic
+    # no_repeat_ngram_size: the library's list names it, so the server takes it (greedy too)
+    g = api.parse_completion({"prompt": "a", "temperature": 0, "no_repeat_ngram_size": 2}, "m", L)
+    assert g.settings == {"max_new_tokens": 16, "do_sample": False, "no_repeat_ngram_size": 2}
+
+
+def test_request_fields_are_the_librarys_settings():
+    """Issue 43: the decoding fields are the library's list less num_beams
+    (a reply streams), do_sample (temperature decides) and max_new_tokens
+    (max_tokens); each is checked against the list's range."""
+    import clformer
+    rows = {r["name"]: r for r in clformer.generation_settings()}
+    assert set(api.SETTING_FIELDS) == set(rows) - {"num_beams", "do_sample", "max_new_tokens"}
+    for name in api.SETTING_FIELDS:
+        r = rows[name]
+        ok = {"prompt": "a", name: r["max"] if r["type"] is float else int(r["max"])}
+        assert api.parse_completion(ok, "m", L).settings[name] == r["max"], name
+        bad = r["max"] * 2 if r["type"] is float else int(r["max"]) * 2
+        e = refused(api.parse_completion, {"prompt": "a", name: bad}, "m", L)
+        assert e.status == 400 and e.param == name and "must be in" in e.message, e.message
 
 
 @pytest.mark.parametrize("body, status, words", [

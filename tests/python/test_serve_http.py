@@ -289,6 +289,48 @@ def test_completions_stop_and_seeded_sampling(server, ref):
             assert r.json()["choices"][0]["finish_reason"] == finish
 
 
+# Issue 43: one meaning for each setting in the three interfaces.  Each case
+# is the library's settings by name (clformer.generation_settings()), given
+# as they are to `clformer generate --prompt` (--top-k for top_k), to
+# Model.stream and to /v1/completions (max_new_tokens as max_tokens): greedy
+# by temperature 0 (and with no_repeat_ngram_size, which each takes), seed 0
+# sampled, a sampling setting alone (the server's temperature is OpenAI's 1,
+# the others' the checkpoint's, else 1: the same), and every warper with a
+# fixed seed.
+SAME_SETTINGS = [
+    {"temperature": 0, "max_new_tokens": 12},
+    {"temperature": 0, "no_repeat_ngram_size": 2, "max_new_tokens": 12},
+    {"temperature": 0.9, "seed": 0, "max_new_tokens": 12},
+    {"top_k": 0, "seed": 0, "max_new_tokens": 12},
+    {"temperature": 0.7, "top_k": 5, "top_p": 0.9, "min_p": 0.05, "repetition_penalty": 1.2, "seed": 24,
+     "max_new_tokens": 12},
+]
+
+
+@pytest.mark.parametrize("settings", SAME_SETTINGS, ids=lambda s: ",".join(f"{k}={v}" for k, v in s.items()))
+def test_same_settings_same_tokens_in_cli_python_and_server(server, ref, dirs, cli, settings):
+    names = {r["name"] for r in clformer.generation_settings()}
+    assert set(settings) <= names  # the cases speak the library's names
+    m = ref["gpt2"]
+    argv = ["generate", dirs["gpt2"]]
+    for k, v in settings.items():
+        argv += [f"--{k.replace('_', '-')}", str(v)]
+    for prompt in ("a+b=c", "(a+b)*c=d"):
+        stream = m.stream(prompt, **settings)
+        python_text = "".join(stream)
+        assert stream.tokens, prompt  # something was generated
+        got_cli = cli(*argv, "--prompt", prompt).stdout
+        assert got_cli == prompt + python_text + "\n", (prompt, got_cli, python_text)
+        body = {("max_tokens" if k == "max_new_tokens" else k): v for k, v in settings.items()}
+        r = post(server, "/gpt2/v1/completions", json={"prompt": prompt, **body})
+        assert r.status_code == 200, r.text
+        assert r.json()["choices"][0]["text"] == python_text, (prompt, settings)
+    if settings.get("temperature") == 0:  # temperature 0 is do_sample=False: the same tokens
+        kw = {k: v for k, v in settings.items() if k != "temperature"}
+        a, b = m.stream("a+b=c", **settings), m.stream("a+b=c", do_sample=False, **kw)
+        assert "".join(a) == "".join(b) and a.tokens == b.tokens
+
+
 # ------------------------------------------------------------ /run and classify
 
 def test_run_equal_model_call(server, ref):

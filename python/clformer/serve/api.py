@@ -20,6 +20,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from .. import _lib
+from .._generate import TABLE as _SETTINGS
+
 # OpenAI's error "type" for each status this server answers with.
 _ERROR_TYPES = {400: "invalid_request_error", 404: "not_found_error", 405: "invalid_request_error",
                 408: "timeout", 413: "invalid_request_error", 415: "invalid_request_error",
@@ -139,7 +142,7 @@ def _float_field(body: Mapping, name: str, default: float | None, lo: float, hi:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
         raise RequestError(400, f"{name} must be a finite number, not {_json_kind(v)}", name)
     if v > hi or v < lo or (lo_open and v == lo):
-        raise RequestError(400, f"{name} must be in {'(' if lo_open else '['}{lo}, {hi}], got {v}", name)
+        raise RequestError(400, f"{name} must be in {'(' if lo_open else '['}{lo:g}, {hi:g}], got {v}", name)
     return float(v)
 
 
@@ -228,9 +231,26 @@ class CompletionRequest:
         return not self.settings.get("do_sample") or self.settings.get("seed") is not None
 
 
-_COMPLETION_FIELDS = {"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop",
-                      "stream", "echo", "n", "best_of", "logprobs", "presence_penalty", "frequency_penalty",
-                      "repetition_penalty", "user", "suffix", "stream_options", "logit_bias"}
+# The decoding settings a request takes, from the library's list
+# (clf_generate_setting_at): every one but those that decode whole
+# sequences (num_beams: a reply streams), do_sample (OpenAI's temperature
+# decides: 0 greedy, else sampling) and max_new_tokens (OpenAI's max_tokens).
+SETTING_FIELDS = tuple(n for n, g in _SETTINGS.items() if not g.whole and n not in ("do_sample", "max_new_tokens"))
+# Those that only sampling uses, refused beside temperature 0.
+_SAMPLING_FIELDS = tuple(n for n in SETTING_FIELDS if n != "temperature" and (_SETTINGS[n].sampling or n == "seed"))
+
+_COMPLETION_FIELDS = {"model", "prompt", "max_tokens", "stop", "stream", "echo", "n", "best_of", "logprobs",
+                      "presence_penalty", "frequency_penalty", "user", "suffix", "stream_options",
+                      "logit_bias"} | set(SETTING_FIELDS)
+
+
+def _setting_field(body: Mapping, name: str) -> Any:
+    """A decoding setting checked as the library's list states it: its type
+    and range (the same as `clformer generate`'s option and Python's keyword)."""
+    g = _SETTINGS[name]
+    if g.type == _lib.GEN_INT:
+        return _int_field(body, name, None, int(g.min), int(g.max))
+    return _float_field(body, name, None, g.min, g.max, lo_open=bool(g.min_excluded))
 
 
 def _decoding(body: Mapping, limits: Limits, max_tokens: int) -> tuple[bool, tuple[str, ...], dict]:
@@ -273,21 +293,19 @@ def _decoding(body: Mapping, limits: Limits, max_tokens: int) -> tuple[bool, tup
             _text_ok(s, f"stop[{i}]", "stop", 1024)
         stops = tuple(stop)
 
-    temperature = _float_field(body, "temperature", 1.0, 0.0, 2.0)
+    temperature = _setting_field(body, "temperature")
     settings: dict[str, Any] = {"max_new_tokens": max_tokens}
     if temperature == 0.0:
         settings["do_sample"] = False
-        for name in ("top_p", "top_k", "min_p", "seed"):
+        for name in _SAMPLING_FIELDS:
             if body.get(name) is not None:
                 raise RequestError(400, f"{name} is a sampling setting; temperature 0 decodes greedily", name)
-    else:
-        settings.update(do_sample=True, temperature=temperature)
-        settings["top_p"] = _float_field(body, "top_p", None, 0.0, 1.0, lo_open=True)
-        settings["top_k"] = _int_field(body, "top_k", None, 0, 1 << 31)
-        settings["min_p"] = _float_field(body, "min_p", None, 0.0, 1.0)
-        # The package's seed, as the CLI's: 0 is a seed (the library's s + 1).
-        settings["seed"] = _int_field(body, "seed", None, 0, (1 << 63) - 1)
-    settings["repetition_penalty"] = _float_field(body, "repetition_penalty", None, 0.0, 100.0, lo_open=True)
+    else:  # OpenAI's default temperature is 1: sampling
+        settings.update(do_sample=True, temperature=1.0 if temperature is None else temperature)
+    # The package's seed, as the CLI's: 0 is a seed (the library's s + 1).
+    for name in SETTING_FIELDS:
+        if name != "temperature" and (temperature != 0.0 or name not in _SAMPLING_FIELDS):
+            settings[name] = _setting_field(body, name)
     return stream, stops, {k: v for k, v in settings.items() if v is not None}
 
 
@@ -325,10 +343,9 @@ class ChatRequest:
         return not self.settings.get("do_sample") or self.settings.get("seed") is not None
 
 
-_CHAT_FIELDS = {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k",
-                "min_p", "seed", "stop", "stream", "n", "logprobs", "top_logprobs", "presence_penalty",
-                "frequency_penalty", "repetition_penalty", "user", "stream_options", "logit_bias", "tools",
-                "tool_choice", "response_format", "parallel_tool_calls"}
+_CHAT_FIELDS = {"model", "messages", "max_tokens", "max_completion_tokens", "stop", "stream", "n", "logprobs",
+                "top_logprobs", "presence_penalty", "frequency_penalty", "user", "stream_options", "logit_bias",
+                "tools", "tool_choice", "response_format", "parallel_tool_calls"} | set(SETTING_FIELDS)
 _ROLES = ("system", "developer", "user", "assistant", "tool")
 _MESSAGE_FIELDS = {"role", "content", "name", "tool_call_id", "tool_calls"}
 
