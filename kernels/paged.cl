@@ -13,7 +13,8 @@
  *
  * Options: -DHEAD_DIM=Dh -DPG_WG=n (a power of two <= CLF_RED_WG, the
  * work-group of paged_attention: one group per (row, head), PG_WG keys a
- * tile).  Quotients and remainders are spelled out, as in attention.cl.
+ * tile); paged_attention_cpu, the CPU shape, needs only -DHEAD_DIM.
+ * Quotients and remainders are spelled out, as in attention.cl.
  */
 
 /* pool[slot[t]] = src[h, t, :] for every row t and KV head h: the step's
@@ -31,6 +32,44 @@ __kernel void kv_scatter(__global const float *src, uint src_off, __global const
 }
 
 #ifdef HEAD_DIM
+/* paged_attention's CPU shape: one work-item per (row, head), item id
+ * t * H + h, walking the row's keys in order with an online softmax in
+ * registers: no local memory and no barriers, which a CPU runtime runs as
+ * loops over the work-group (on PoCL the group kernel spent 19% of a
+ * 16-sequence decode step there). */
+__kernel void paged_attention_cpu(__global const float *q, uint q_off, __global const float *kp, uint k_off,
+                                  __global const float *vp, uint v_off, __global const long *meta, uint pos_off,
+                                  uint seq_off, uint table_off, uint max_blocks, __global float *out, uint out_off,
+                                  uint T, uint H, uint Hkv, uint BS, uint window, float scale) {
+  const uint g = get_global_id(0);
+  const uint t = g / H, h = g - t * H;
+  if (t >= T) return;
+  const uint hk = h / (H / Hkv);
+  const long p = meta[pos_off + t];
+  __global const long *table = meta + table_off + (ulong)meta[seq_off + t] * max_blocks;
+  const long lo = window > 0 && p + 1 > (long)window ? p + 1 - (long)window : 0;
+  float qr[HEAD_DIM], acc[HEAD_DIM];
+  for (uint d = 0; d < HEAD_DIM; d++) {
+    qr[d] = q[q_off + ((ulong)h * T + t) * HEAD_DIM + d] * scale;
+    acc[d] = 0.0f;
+  }
+  float m = -INFINITY, l = 0.0f;
+  for (long j = lo; j <= p; j++) {
+    const long b = j / BS;
+    const ulong at = (((ulong)table[b] * Hkv + hk) * BS + (ulong)(j - b * BS)) * HEAD_DIM;
+    __global const float *k = kp + k_off + at, *v = vp + v_off + at;
+    float s = 0.0f;
+    for (uint d = 0; d < HEAD_DIM; d++) s += qr[d] * k[d];
+    const float mn = fmax(m, s), corr = exp(m - mn), e = exp(s - mn);
+    l = l * corr + e;
+    for (uint d = 0; d < HEAD_DIM; d++) acc[d] = acc[d] * corr + e * v[d];
+    m = mn;
+  }
+  const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+  for (uint d = 0; d < HEAD_DIM; d++) out[out_off + ((ulong)t * H + h) * HEAD_DIM + d] = acc[d] * inv;
+}
+
+#ifdef PG_WG
 #define PG_ACC ((HEAD_DIM + PG_WG - 1) / PG_WG)
 
 /* Sum (op 0) or max (op 1) of red[0..PG_WG) into red[0]; uniform. */
@@ -114,4 +153,5 @@ __kernel void paged_attention(__global const float *q, uint q_off, __global cons
     if (d < HEAD_DIM) out[out_off + ((ulong)t * H + h) * HEAD_DIM + d] = acc[i] * inv;
   }
 }
+#endif
 #endif

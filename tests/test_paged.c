@@ -5,7 +5,7 @@
  * ragged lengths (one under a block, several across the 64-key tile),
  * blocks in a shuffled order, decode rows and prompt chunks in one step,
  * grouped-query heads, sliding windows, head sizes below, at and above the
- * work-group; bad arguments. */
+ * work-group; both kernel shapes (a CPU's and a GPU's); bad arguments. */
 #include <math.h>
 #include <string.h>
 
@@ -167,6 +167,19 @@ START_TEST(paged_window) {
 }
 END_TEST
 
+/* The work-group kernel, as a GPU-class device runs it (a CPU runs a
+ * work-item per row and head), on every case above. */
+static void every_case(void) {
+  const pcase cases[] = {{4, 2, 64, 4, 0, 4, {1, 5, 70, 133}, {0, 4, 60, 132}},
+                         {2, 1, 80, 8, 0, 2, {9, 66}, {8, 0}},
+                         {1, 1, 128, 16, 0, 1, {65}, {63}},
+                         {4, 2, 32, 4, 5, 3, {3, 12, 90}, {0, 6, 88}}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i], 40 + (uint32_t)i);
+}
+
+START_TEST(paged_gpu_class) { th_with_context("gpu", NULL, every_case); }
+END_TEST
+
 START_TEST(paged_bad_arguments) {
   int64_t meta[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   clf_tensor *tm = th_tensor(CLF_I64, 1, TH_SHAPE(8), meta);
@@ -192,6 +205,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, paged_ragged_rows);
   tcase_add_test(tc, paged_head_sizes);
   tcase_add_test(tc, paged_window);
+  tcase_add_test(tc, paged_gpu_class);
   tcase_add_test(tc, paged_bad_arguments);
   suite_add_tcase(s, tc);
   return s;

@@ -85,15 +85,18 @@ clf_status clf__paged_attention(clf_context *ctx, const clf_tensor *q, const clf
       (st = clf__check_fits_u32(ctx, op, "out", out)) != CLF_OK)
     return st;
   if (pm->T == 0 || H == 0 || Dh == 0) return CLF_OK;
-  /* The group the kernel was built for, halved while the built kernel
-   * allows fewer work-items (its registers or local memory). */
-  size_t wg = pg_wg(ctx);
+  /* On a CPU a work-item per (row, head); elsewhere the group kernel, its
+   * group halved while the built kernel allows fewer work-items (its
+   * registers or local memory). */
+  const int cpu = ctx->caps.is_cpu;
+  size_t wg = cpu ? 0 : pg_wg(ctx);
   clf__kernel *k;
+  char opts[64];
   for (;;) {
-    char opts[64];
-    snprintf(opts, sizeof opts, "-DHEAD_DIM=%zu -DPG_WG=%zu", Dh, wg);
-    if ((st = clf__get_kernel(ctx, "paged", opts, "paged_attention", &k)) != CLF_OK) return st;
-    if ((clf__wg_1d(ctx, k, wg) >= wg && clf__local_fits(ctx, k)) || wg == 1) break;
+    snprintf(opts, sizeof opts, cpu ? "-DHEAD_DIM=%zu" : "-DHEAD_DIM=%zu -DPG_WG=%zu", Dh, wg);
+    if ((st = clf__get_kernel(ctx, "paged", opts, cpu ? "paged_attention_cpu" : "paged_attention", &k)) != CLF_OK)
+      return st;
+    if (cpu || (clf__wg_1d(ctx, k, wg) >= wg && clf__local_fits(ctx, k)) || wg == 1) break;
     wg /= 2;
   }
   const cl_uint base = (cl_uint)pm->meta->offset, pos = base + (cl_uint)pm->pos, seq = base + (cl_uint)pm->seq,
@@ -103,6 +106,7 @@ clf_status clf__paged_attention(clf_context *ctx, const clf_tensor *q, const clf
                           CLF__ARG(pos), CLF__ARG(seq), CLF__ARG(tab), CLF__ARG(maxb), CLF__TARG(out), CLF__ARG(T),
                           CLF__ARG(Hq), CLF__ARG(Hk), CLF__ARG(BS), CLF__ARG(W), CLF__ARG(scale))) != CLF_OK)
     return st;
-  const size_t global = pm->T * H * wg;
+  if (cpu) wg = clf__wg_1d(ctx, k, 8);
+  const size_t global = cpu ? pm->T * H : pm->T * H * wg;
   return clf__launch(ctx, k, 1, &global, &wg, NULL);
 }
