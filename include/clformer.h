@@ -1372,6 +1372,16 @@ typedef enum clf_finish {
   CLF_FINISH_ERROR = 6,     /* a step failed (the message is passed) */
 } clf_finish_reason;
 
+/* A chosen token with its log-probability and the most probable
+ * alternatives (most probable first; ties by lower id). */
+typedef struct clf_token_info {
+  int64_t token;
+  float logprob;
+  size_t n_top;
+  const int64_t *top_tokens; /* [n_top], valid during the call */
+  const float *top_logprobs; /* [n_top] */
+} clf_token_info;
+
 typedef struct clf_engine_request {
   /* The prompt: n_ids token ids (at least 1), copied at submission. */
   const int64_t *ids;
@@ -1396,7 +1406,32 @@ typedef struct clf_engine_request {
    * CLF_FINISH_ERROR, else NULL.  NULL: none. */
   void (*on_done)(void *user, uint64_t id, clf_finish_reason why, const char *error);
   void *user;
+  /* Sequences made from this prompt (0 and 1: one).  The prompt is
+   * computed once; the copies share its blocks (a block is copied when a
+   * copy first writes to one it shares) and each draws its own tokens from
+   * the prompt's logits on: copy i samples with seed + i (seed 0: fresh
+   * seeds).  Their ids are *id, *id + 1, ... *id + n - 1; the callbacks
+   * get each copy's id.  At most CLF_ENGINE_MAX_N.  Cancelling the first
+   * before its prompt is computed cancels every copy. */
+  size_t n;
+  /* Non-NULL: called instead of on_token, with the token's log-probability
+   * and, when top_logprobs > 0, that many of the most probable tokens.
+   * Log-probabilities are the model's: the log-softmax of its logits
+   * before any processor, warper or mask. */
+  int (*on_token_info)(void *user, uint64_t id, const clf_token_info *info);
+  size_t top_logprobs; /* at most CLF_ENGINE_MAX_TOP_LOGPROBS */
+  /* Constrained decoding: non-NULL, called before each token is chosen
+   * with the sequence's tokens so far (n, the prompt's first) and a mask
+   * of ceil(vocab / 32) words, all bits set; clearing bit (t % 32) of
+   * word t / 32 forbids token t (a grammar's next-token mask).  Forbidden
+   * tokens are never chosen (if every token is, the sequence ends with
+   * CLF_FINISH_ERROR).  Non-zero ends the sequence (CLF_FINISH_STOPPED). */
+  int (*allowed)(void *user, uint64_t id, const int64_t *tokens, size_t n, uint32_t *mask, size_t vocab);
 } clf_engine_request;
+
+#define CLF_ENGINE_MAX_N 128
+#define CLF_ENGINE_MAX_TOP_LOGPROBS 20
+
 
 typedef struct clf_engine_stats {
   size_t blocks, block_size;     /* the pool: blocks of block_size positions */
@@ -1406,6 +1441,7 @@ typedef struct clf_engine_stats {
   size_t running, waiting;       /* sequences */
   size_t prefix_tokens_reused;   /* prompt positions taken from the cache instead of computed, in all */
   size_t preemptions;            /* sequences sent back to wait, in all */
+  size_t blocks_copied;          /* copies on write (clf_engine_request.n), in all */
   size_t steps, rows;            /* steps run and their rows, in all */
 } clf_engine_stats;
 
@@ -1414,7 +1450,8 @@ CLF_API void clf_engine_options_init(clf_engine_options *o);
  * for a model it cannot run (named why), CLF_E_INVALID_ARG for options
  * out of range, CLF_E_OUT_OF_MEMORY when the pool cannot be allocated. */
 CLF_API clf_status clf_engine_create(clf_model *m, const clf_engine_options *o, clf_engine **out);
-/* Queues a sequence; *id (may be NULL) receives its id (never 0).
+/* Queues a sequence (n of them: clf_engine_request.n); *id (may be NULL)
+ * receives its id (never 0).
  * CLF_E_INVALID_ARG for a bad request (an id outside the vocabulary, a
  * prompt that leaves no position to generate, settings out of range, or
  * one that could never fit in the pool). */

@@ -10,6 +10,7 @@
  * preemption in a small pool, prefix reuse and cancellation.  Prefix
  * reuse happens within an isolation key and never across; a soak of 1,000
  * sequences leaves the pool empty; submission from another thread. */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -46,6 +47,13 @@ static void on_done(void *u, uint64_t id, clf_finish_reason why, const char *err
 
 static int64_t id_at(const clf_array *a, size_t i) {
   return a->dtype == CLF_I32 ? ((const int32_t *)a->data)[i] : ((const int64_t *)a->data)[i];
+}
+
+/* For engine_n_copies: res[id - first id] of the request, user the first id. */
+static out *n_slots;
+static int on_tok_n(void *u, uint64_t id, int64_t t) { return on_tok(&n_slots[id - *(uint64_t *)u], id, t); }
+static void on_done_n(void *u, uint64_t id, clf_finish_reason why, const char *err) {
+  on_done(&n_slots[id - *(uint64_t *)u], id, why, err);
 }
 
 static void fixture_dir(const char *name, char *buf, size_t n) { snprintf(buf, n, "%s/%s", fixtures(), name); }
@@ -344,6 +352,175 @@ START_TEST(engine_cancel) {
 }
 END_TEST
 
+/* n copies of one request: the prompt computed once, its last partly
+ * filled block copied on write, copy i sampling as seed + i would alone. */
+START_TEST(engine_n_copies) {
+  char dir[1024];
+  fixture_dir("gpt2", dir, sizeof dir);
+  clf_model *m = get_model(dir);
+  clf_engine *e = engine(m, 4, 64, 0);
+  int64_t p[10];
+  for (size_t i = 0; i < 10; i++) p[i] = (int64_t)(i * 9 % 99 + 1);
+  clf_generate_options o;
+  clf_generate_options_init(&o);
+  o.max_new_tokens = 8, o.do_sample = 1, o.temperature = 0.9, o.seed = 500;
+  o.eos_token_ids = no_eos, o.n_eos_token_ids = 1;
+  out res[3];
+  memset(res, 0, sizeof res);
+  /* one user pointer for all three: the id tells them apart */
+  uint64_t id0 = 0;
+  const clf_engine_request r = {p, 10, &o, 0, NULL, NULL, NULL, 3};
+  clf_engine_request rr = r;
+  n_slots = res;
+  rr.on_token = on_tok_n, rr.on_done = on_done_n, rr.user = &id0;
+  TH_OK(clf_engine_submit(e, &rr, &id0));
+  TH_OK(clf_engine_run(e));
+  clf_engine_stats st;
+  TH_OK(clf_engine_stats_get(e, &st));
+  ck_assert_uint_eq(st.blocks_copied, 2); /* block 2 (positions 8-9) copied for two of the three */
+  ck_assert_uint_eq(st.rows, 10 + 3 * 7);  /* the prompt once, then each copy's tokens */
+  for (size_t i = 0; i < 3; i++) {
+    clf_generate_options oi = o;
+    oi.seed = 500 + i;
+    char what[64];
+    snprintf(what, sizeof what, "copy %zu of 3", i);
+    expect_alone(m, p, 10, &oi, &res[i], what);
+  }
+  expect_empty(e);
+  /* cancelled before its prompt is computed: every copy ends */
+  memset(res, 0, sizeof res);
+  TH_OK(clf_engine_submit(e, &rr, &id0));
+  TH_OK(clf_engine_cancel(e, id0));
+  TH_OK(clf_engine_run(e));
+  for (size_t i = 0; i < 3; i++) {
+    ck_assert_int_eq(res[i].done, 1);
+    ck_assert_int_eq(res[i].why, CLF_FINISH_CANCELLED);
+  }
+  expect_empty(e);
+  clf_engine_destroy(e);
+}
+END_TEST
+
+typedef struct lp_out {
+  clf_token_info first;
+  int64_t ids[5];
+  float lps[5];
+  size_t n;
+} lp_out;
+
+static int on_info(void *u, uint64_t id, const clf_token_info *info) {
+  lp_out *o = u;
+  (void)id;
+  if (o->n++ == 0) {
+    o->first = *info;
+    memcpy(o->ids, info->top_tokens, info->n_top * sizeof *o->ids);
+    memcpy(o->lps, info->top_logprobs, info->n_top * sizeof *o->lps);
+  }
+  return 0;
+}
+
+/* Log-probabilities: the log-softmax of the model's logits at the prompt's
+ * last position (clf_model_run), the top 5 in order. */
+START_TEST(engine_logprobs) {
+  char dir[1024];
+  fixture_dir("gpt2", dir, sizeof dir);
+  clf_model *m = get_model(dir);
+  clf_engine *e = engine(m, 4, 64, 0);
+  int64_t p[6] = {5, 17, 29, 41, 53, 65};
+  clf_generate_options o;
+  clf_generate_options_init(&o);
+  o.max_new_tokens = 3;
+  lp_out lo = {0};
+  const clf_engine_request r = {p, 6, &o, 0, NULL, NULL, &lo, 0, on_info, 5};
+  TH_OK(clf_engine_submit(e, &r, NULL));
+  TH_OK(clf_engine_run(e));
+  ck_assert_uint_eq(lo.n, 3);
+  ck_assert_uint_eq(lo.first.n_top, 5);
+  clf_array in = {"input_ids", CLF_I64, 2, {1, 6}, p}, out[1];
+  const char *const want[1] = {"logits"};
+  TH_OK(clf_model_run(m, &in, 1, want, 1, out));
+  const size_t V = out[0].shape[2];
+  const float *x = (const float *)out[0].data + 5 * V;
+  double mx = -INFINITY, sum = 0;
+  for (size_t v = 0; v < V; v++) mx = x[v] > mx ? x[v] : mx;
+  for (size_t v = 0; v < V; v++) sum += exp(x[v] - mx);
+  const double lse = mx + log(sum);
+  ck_assert_int_eq(lo.first.token, lo.ids[0]); /* greedy: the most probable */
+  ck_assert_msg(fabs(lo.first.logprob - (x[lo.first.token] - lse)) < 1e-4, "logprob %g, expected %g",
+                lo.first.logprob, x[lo.first.token] - lse);
+  for (size_t i = 0; i < 5; i++) {
+    ck_assert_msg(fabs(lo.lps[i] - (x[lo.ids[i]] - lse)) < 1e-4, "top %zu: %g, expected %g", i, lo.lps[i],
+                  x[lo.ids[i]] - lse);
+    if (i) ck_assert(lo.lps[i] <= lo.lps[i - 1]);
+  }
+  /* no token outside the top 5 is more probable than the fifth */
+  for (size_t v = 0; v < V; v++) {
+    int in_top = 0;
+    for (size_t i = 0; i < 5; i++) in_top |= lo.ids[i] == (int64_t)v;
+    if (!in_top) ck_assert(x[v] - lse <= lo.lps[4] + 1e-6);
+  }
+  clf_array_free(&out[0]);
+  clf_engine_destroy(e);
+}
+END_TEST
+
+static int even_only(void *u, uint64_t id, const int64_t *t, size_t n, uint32_t *mask, size_t V) {
+  (void)u, (void)id, (void)t, (void)n;
+  for (size_t v = 1; v < V; v += 2) mask[v / 32] &= ~(1u << (v % 32));
+  return 0;
+}
+
+static int nothing(void *u, uint64_t id, const int64_t *t, size_t n, uint32_t *mask, size_t V) {
+  (void)u, (void)id, (void)t, (void)n;
+  memset(mask, 0, (V + 31) / 32 * sizeof *mask);
+  return 0;
+}
+
+static int stop_now(void *u, uint64_t id, const int64_t *t, size_t n, uint32_t *mask, size_t V) {
+  (void)u, (void)id, (void)t, (void)n, (void)mask, (void)V;
+  return 1;
+}
+
+/* A token mask (constrained decoding): greedy and sampled tokens obey it;
+ * a mask with nothing left is an error; a non-zero return stops. */
+START_TEST(engine_allowed_mask) {
+  char dir[1024];
+  fixture_dir("gpt2", dir, sizeof dir);
+  clf_model *m = get_model(dir);
+  clf_engine *e = engine(m, 4, 64, 0);
+  int64_t p[5] = {3, 9, 27, 81, 4};
+  clf_generate_options o[2];
+  clf_generate_options_init(&o[0]);
+  o[0].max_new_tokens = 12, o[0].eos_token_ids = no_eos, o[0].n_eos_token_ids = 1;
+  o[1] = o[0];
+  o[1].do_sample = 1, o[1].seed = 77, o[1].temperature = 1.5;
+  out res[4];
+  memset(res, 0, sizeof res);
+  for (size_t i = 0; i < 2; i++) {
+    clf_engine_request r = {p, 5, &o[i], 0, on_tok, on_done, &res[i]};
+    r.allowed = even_only;
+    TH_OK(clf_engine_submit(e, &r, NULL));
+  }
+  clf_engine_request r = {p, 5, &o[0], 0, on_tok, on_done, &res[2]};
+  r.allowed = nothing;
+  TH_OK(clf_engine_submit(e, &r, NULL));
+  r.user = &res[3], r.allowed = stop_now;
+  TH_OK(clf_engine_submit(e, &r, NULL));
+  TH_OK(clf_engine_run(e));
+  for (size_t i = 0; i < 2; i++) {
+    ck_assert_uint_eq(res[i].n, 12);
+    for (size_t k = 0; k < res[i].n; k++)
+      ck_assert_msg(res[i].tok[k] % 2 == 0, "sequence %zu token %zu is %lld, odd", i, k, (long long)res[i].tok[k]);
+  }
+  ck_assert_int_eq(res[2].why, CLF_FINISH_ERROR);
+  ck_assert_uint_eq(res[2].n, 0);
+  ck_assert_int_eq(res[3].why, CLF_FINISH_STOPPED);
+  ck_assert_uint_eq(res[3].n, 0);
+  expect_empty(e);
+  clf_engine_destroy(e);
+}
+END_TEST
+
 static long rss_kib(void) {
   FILE *f = fopen("/proc/self/statm", "r");
   long pages = 0, rss = 0;
@@ -515,6 +692,9 @@ static Suite *suite(void) {
   tcase_add_test(tc, engine_preemption);
   tcase_add_test(tc, engine_prefix_reuse);
   tcase_add_test(tc, engine_cancel);
+  tcase_add_test(tc, engine_n_copies);
+  tcase_add_test(tc, engine_logprobs);
+  tcase_add_test(tc, engine_allowed_mask);
   tcase_add_test(tc, engine_soak);
   tcase_add_test(tc, engine_threads);
   tcase_add_test(tc, engine_errors);

@@ -15,6 +15,7 @@
 #include "base/checked.h"
 #include "base/limits.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,7 +51,12 @@ typedef struct seq {
   char *error;
   int (*on_token)(void *, uint64_t, int64_t);
   void (*on_done)(void *, uint64_t, clf_finish_reason, const char *);
+  int (*on_token_info)(void *, uint64_t, const clf_token_info *);
+  int (*allowed)(void *, uint64_t, const int64_t *, size_t, uint32_t *, size_t);
+  size_t top_logprobs;
   void *user;
+  int forked;        /* its copies were made this step (they join the running after it) */
+  struct seq *forks; /* the other copies of its request, until its prompt is computed (linked by next) */
   struct seq *next;
 } seq;
 
@@ -81,6 +87,8 @@ struct clf_engine {
   int64_t *host;
   size_t host_cap;
   float *logits;
+  float *row;      /* [V]: one sequence's scores, processed */
+  uint32_t *mask;  /* [ceil(V / 32)]: the allowed callback's */
   clf__scored *tmp;
   sched *sc; /* [max_seqs] */
   seq **snap; /* [max_seqs] */
@@ -217,6 +225,15 @@ static void seq_free(seq *s) {
   free(s->tok), free(s->blk), free(s->error), free(s);
 }
 
+static void seq_free_all(seq *s) {
+  while (s) {
+    seq *next = s->next;
+    seq_free_all(s->forks);
+    seq_free(s);
+    s = next;
+  }
+}
+
 /* s ends: off its list (under the lock), its blocks given back, onto
  * `done` for its on_done after the lock. */
 static void finish(clf_engine *e, seq *s, clf_finish_reason why, seq **done) {
@@ -225,6 +242,15 @@ static void finish(clf_engine *e, seq *s, clf_finish_reason why, seq **done) {
   s->why = why;
   s->next = *done;
   *done = s;
+  /* copies not yet made from it end with it (their request ended) */
+  while (s->forks) {
+    seq *f = s->forks;
+    s->forks = f->next;
+    f->why = why == CLF_FINISH_ERROR ? why : CLF_FINISH_CANCELLED;
+    if (s->error && !f->error) f->error = strdup(s->error);
+    f->next = *done;
+    *done = f;
+  }
 }
 
 static void report_done(seq *done) {
@@ -318,6 +344,8 @@ clf_status clf_engine_create(clf_model *m, const clf_engine_options *o, clf_engi
                    "limit of %zu", op, e->max_seqs, e->V, CLF_LIMIT_STEP_LOGITS);
   else if ((e->logits = malloc(e->max_seqs * e->V * sizeof *e->logits + 1)) == NULL ||
            (e->tmp = malloc(e->V * sizeof *e->tmp + 1)) == NULL ||
+           (e->row = malloc(e->V * sizeof *e->row + 1)) == NULL ||
+           (e->mask = malloc((e->V + 31) / 32 * sizeof *e->mask + 1)) == NULL ||
            (e->sc = malloc(e->max_seqs * sizeof *e->sc + 1)) == NULL ||
            (e->snap = malloc(e->max_seqs * sizeof *e->snap + 1)) == NULL)
     st = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
@@ -334,24 +362,19 @@ clf_status clf_engine_create(clf_model *m, const clf_engine_options *o, clf_engi
 
 /* ---- submission and cancellation ---- */
 
-clf_status clf_engine_submit(clf_engine *e, const clf_engine_request *r, uint64_t *id) {
+/* One sequence of request r, with its own sampler seed. */
+static clf_status seq_make(clf_engine *e, const clf_engine_request *r, uint64_t seed, seq **out) {
   static const char op[] = "clf_engine_submit";
-  if (!e) return clf__fail(NULL, CLF_E_INVALID_ARG, "%s: engine is NULL", op);
   clf_model *m = e->m;
   clf_context *ctx = m->ctx;
-  if (!r || !r->ids || !r->n_ids)
-    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: the request has no prompt (ids NULL or n_ids 0)", op);
   const size_t limit = e->d->limit;
-  if (r->n_ids >= limit)
-    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: a prompt of %zu tokens leaves no position to generate in %s's %zu "
-                     "(%s)", op, r->n_ids, m->type, limit, e->d->limit_key);
-  for (size_t i = 0; i < r->n_ids; i++)
-    if (r->ids[i] < 0 || (uint64_t)r->ids[i] >= m->in_vocab)
-      return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: ids[%zu] is %lld, outside the vocabulary (0 to %zu)", op, i,
-                       (long long)r->ids[i], m->in_vocab - 1);
-  seq *s = calloc(1, sizeof *s);
+  clf_generate_options o;
+  if (r->options) o = *r->options;
+  else clf_generate_options_init(&o);
+  o.seed = seed;
+  seq *s = *out = calloc(1, sizeof *s);
   if (!s) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
-  clf_status st = clf__gen_row_init(m, r->options, r->n_ids, limit, &s->rules);
+  clf_status st = clf__gen_row_init(m, &o, r->n_ids, limit, &s->rules);
   const size_t blocks = (s->rules.max_len + e->BS - 1) / e->BS;
   if (st == CLF_OK && blocks > e->NB)
     st = clf__fail(ctx, CLF_E_INVALID_ARG, "%s: a sequence of up to %zu positions needs %zu blocks, more than the "
@@ -359,20 +382,56 @@ clf_status clf_engine_submit(clf_engine *e, const clf_engine_request *r, uint64_
   if (st == CLF_OK && ((s->tok = malloc(s->rules.max_len * sizeof *s->tok)) == NULL ||
                        (s->blk = malloc(blocks * sizeof *s->blk + 1)) == NULL))
     st = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
-  if (st != CLF_OK) {
-    seq_free(s);
-    return st;
-  }
+  if (st != CLF_OK) return st;
   memcpy(s->tok, r->ids, r->n_ids * sizeof *s->tok);
   s->n = s->prompt_len = r->n_ids;
   s->isolation = r->isolation;
   s->on_token = r->on_token, s->on_done = r->on_done, s->user = r->user;
+  s->on_token_info = r->on_token_info, s->allowed = r->allowed, s->top_logprobs = r->top_logprobs;
   s->state = SEQ_WAITING;
+  return CLF_OK;
+}
+
+clf_status clf_engine_submit(clf_engine *e, const clf_engine_request *r, uint64_t *id) {
+  static const char op[] = "clf_engine_submit";
+  if (!e) return clf__fail(NULL, CLF_E_INVALID_ARG, "%s: engine is NULL", op);
+  clf_model *m = e->m;
+  clf_context *ctx = m->ctx;
+  if (!r || !r->ids || !r->n_ids)
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: the request has no prompt (ids NULL or n_ids 0)", op);
+  const size_t limit = e->d->limit, n = r->n ? r->n : 1;
+  if (r->n_ids >= limit)
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: a prompt of %zu tokens leaves no position to generate in %s's %zu "
+                     "(%s)", op, r->n_ids, m->type, limit, e->d->limit_key);
+  if (n > CLF_ENGINE_MAX_N || r->top_logprobs > CLF_ENGINE_MAX_TOP_LOGPROBS)
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: n %zu or top_logprobs %zu is past its limit (%d, %d)", op, n,
+                     r->top_logprobs, CLF_ENGINE_MAX_N, CLF_ENGINE_MAX_TOP_LOGPROBS);
+  for (size_t i = 0; i < r->n_ids; i++)
+    if (r->ids[i] < 0 || (uint64_t)r->ids[i] >= m->in_vocab)
+      return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: ids[%zu] is %lld, outside the vocabulary (0 to %zu)", op, i,
+                       (long long)r->ids[i], m->in_vocab - 1);
+  const uint64_t seed = r->options ? r->options->seed : 0;
+  seq *lead = NULL, **tail = NULL;
+  clf_status st = CLF_OK;
+  for (size_t i = 0; i < n; i++) {
+    seq *s = NULL;
+    if ((st = seq_make(e, r, seed ? seed + i : 0, &s)) != CLF_OK) {
+      seq_free(s);
+      break;
+    }
+    if (!lead) lead = s, tail = &s->forks;
+    else *tail = s, tail = &s->next;
+  }
+  if (st != CLF_OK) {
+    seq_free_all(lead);
+    return st;
+  }
   pthread_mutex_lock(&e->lock);
-  s->id = e->next_id++;
-  list_append(&e->incoming, s);
+  lead->id = e->next_id++;
+  for (seq *f = lead->forks; f; f = f->next) f->id = e->next_id++;
+  list_append(&e->incoming, lead);
   pthread_mutex_unlock(&e->lock);
-  if (id) *id = s->id;
+  if (id) *id = lead->id;
   return CLF_OK;
 }
 
@@ -382,8 +441,11 @@ clf_status clf_engine_cancel(clf_engine *e, uint64_t id) {
   pthread_mutex_lock(&e->lock);
   seq *lists[3] = {e->incoming, e->waiting, e->running};
   for (int l = 0; l < 3 && !found; l++)
-    for (seq *s = lists[l]; s && !found; s = s->next)
+    for (seq *s = lists[l]; s && !found; s = s->next) {
       if (s->id == id) s->cancelled = found = 1;
+      for (seq *f = s->forks; f && !found; f = f->next)
+        if (f->id == id) f->cancelled = found = 1;
+    }
   pthread_mutex_unlock(&e->lock);
   if (!found)
     return clf__fail(e->m->ctx, CLF_E_INVALID_ARG, "clf_engine_cancel: no sequence %llu is queued or running",
@@ -413,23 +475,60 @@ static seq *newest_running(clf_engine *e, const seq *keep) {
   return best;
 }
 
-/* Blocks of s for its positions up to `upto`; preempting the newest
- * running sequences when the pool runs dry (their rows in this step
- * dropped).  0 when s itself had to wait. */
+/* A free block for s, preempting the newest running sequences while the
+ * pool has none (their rows in this step dropped); NIL when s itself had
+ * to wait. */
+static uint32_t take_for(clf_engine *e, seq *s, size_t n_sc, size_t *rows) {
+  for (;;) {
+    const uint32_t b = block_take(e);
+    if (b != NIL) return b;
+    seq *v = newest_running(e, s);
+    if (!v || v->order < s->order) v = s;
+    for (size_t i = 0; i < n_sc; i++)
+      if (e->sc[i].live && e->sc[i].s == v) e->sc[i].live = 0, *rows -= e->sc[i].count;
+    preempt(e, v);
+    if (v == s) return NIL;
+  }
+}
+
+/* Blocks of s for its positions up to `upto`.  0 when s had to wait. */
 static int grow(clf_engine *e, seq *s, size_t upto, size_t n_sc, size_t *rows) {
   while (s->nblk * e->BS < upto) {
-    uint32_t b = block_take(e);
-    if (b == NIL) {
-      seq *v = newest_running(e, s);
-      if (!v || v->order < s->order) v = s;
-      for (size_t i = 0; i < n_sc; i++)
-        if (e->sc[i].live && e->sc[i].s == v) e->sc[i].live = 0, *rows -= e->sc[i].count;
-      preempt(e, v);
-      if (v == s) return 0;
-      continue;
-    }
+    const uint32_t b = take_for(e, s, n_sc, rows);
+    if (b == NIL) return 0;
     s->blk[s->nblk++] = b;
   }
+  return 1;
+}
+
+/* Copy-on-write: the block s writes to next (position `computed`), when
+ * other copies of its request hold it too, becomes a copy of its own (one
+ * device copy a layer for K and for V).  Only a forked request's last,
+ * partly filled prompt block is ever shared and written: full blocks are
+ * never written.  0 when s had to wait; the copy's error in *err. */
+static int unshare(clf_engine *e, seq *s, size_t n_sc, size_t *rows, clf_status *err) {
+  const size_t bi = s->computed / e->BS;
+  if (bi >= s->nblk || e->b[s->blk[bi]].ref <= 1) return 1;
+  const uint32_t nb = take_for(e, s, n_sc, rows);
+  if (nb == NIL) return 0;
+  const uint32_t old = s->blk[bi];
+  if (e->b[old].ref <= 1) { /* a preemption just now left it to s alone */
+    e->b[nb].ref = 0;
+    lru_push(e, nb, 0);
+    return 1;
+  }
+  clf_context *ctx = e->m->ctx;
+  const size_t row = e->d->kv_heads * e->BS * e->d->dh;
+  for (size_t l = 0; l < 2 * e->n_layers && *err == CLF_OK; l++) {
+    clf_tensor *pool = l < e->n_layers ? e->k[l] : e->v[l - e->n_layers], *src = NULL, *dst = NULL;
+    if ((*err = clf_tensor_view(pool, old * row, 1, &row, &src)) == CLF_OK &&
+        (*err = clf_tensor_view(pool, nb * row, 1, &row, &dst)) == CLF_OK)
+      *err = clf_tensor_copy(ctx, src, dst, NULL);
+    clf_tensor_destroy(src), clf_tensor_destroy(dst);
+  }
+  e->b[old].ref--;
+  s->blk[bi] = nb;
+  e->st.blocks_copied++;
   return 1;
 }
 
@@ -456,7 +555,7 @@ static void admit_prefix(clf_engine *e, seq *s) {
 /* Fills e->sc with this step's rows: decode rows of the running first,
  * then their unfinished prompts, then newly admitted sequences (FIFO,
  * while their whole prompt's blocks are free).  Returns the entries. */
-static size_t plan(clf_engine *e, size_t *rows) {
+static size_t plan(clf_engine *e, size_t *rows, clf_status *err) {
   size_t n_sc = 0, n_run = 0;
   *rows = 0;
   /* A snapshot: grow() may preempt sequences of the list while it is walked. */
@@ -469,7 +568,7 @@ static size_t plan(clf_engine *e, size_t *rows) {
       const size_t need = s->n - s->computed;
       if ((pass == 0) != (need == 1) || *rows >= e->max_rows) continue;
       const size_t count = need < e->max_rows - *rows ? need : e->max_rows - *rows;
-      if (!grow(e, s, s->computed + count, n_sc, rows)) continue;
+      if (!unshare(e, s, n_sc, rows, err) || !grow(e, s, s->computed + count, n_sc, rows)) continue;
       e->sc[n_sc++] = (sched){s, s->computed, count, 0, 1};
       *rows += count;
     }
@@ -581,9 +680,83 @@ static clf_status forward(clf_engine *e, size_t n_sc, size_t T, size_t *R) {
   return st;
 }
 
+/* info for token t under the model's scores x [V]: its log-softmax, and
+ * the k most probable tokens (ties by lower id) into ids / lp. */
+static void token_info(const float *x, size_t V, int64_t t, size_t k, int64_t *ids, float *lp, clf_token_info *info) {
+  double mx = -INFINITY, sum = 0;
+  for (size_t v = 0; v < V; v++) mx = x[v] > mx ? x[v] : mx;
+  for (size_t v = 0; v < V; v++) sum += exp((double)x[v] - mx);
+  const double lse = mx + log(sum);
+  size_t n = 0;
+  for (size_t v = 0; v < V && k; v++) {
+    if (n == k && !(x[v] > lp[n - 1])) continue;
+    size_t i = n < k ? n++ : k - 1;
+    for (; i > 0 && x[v] > lp[i - 1]; i--) lp[i] = lp[i - 1], ids[i] = ids[i - 1];
+    lp[i] = x[v], ids[i] = (int64_t)v;
+  }
+  for (size_t i = 0; i < n; i++) lp[i] = (float)(lp[i] - lse);
+  *info = (clf_token_info){t, (float)(x[t] - lse), n, ids, lp};
+}
+
+/* s's next token from the model's scores raw [V] (its mask, processors
+ * and sampler on a copy), handed to its callback; s->why set when it
+ * ends. */
+static void next_token(clf_engine *e, seq *s, const float *raw) {
+  const size_t V = e->V;
+  memcpy(e->row, raw, V * sizeof *e->row);
+  if (s->allowed) {
+    const size_t W = (V + 31) / 32;
+    size_t kept = 0;
+    memset(e->mask, 0xff, W * sizeof *e->mask);
+    if (s->allowed(s->user, s->id, s->tok, s->n, e->mask, V)) {
+      s->why = CLF_FINISH_STOPPED;
+      return;
+    }
+    for (size_t v = 0; v < V; v++) {
+      if (e->mask[v / 32] >> (v % 32) & 1u) kept++;
+      else e->row[v] = -INFINITY;
+    }
+    if (!kept) {
+      s->error = strdup("clf_engine_step: the request's allowed callback forbade every token");
+      s->why = CLF_FINISH_ERROR;
+      return;
+    }
+  }
+  const int64_t t = clf__gen_row_next(e->m, &s->rules, s->tok, s->n, e->row, e->tmp);
+  s->tok[s->n++] = t;
+  int stop = 0;
+  if (s->on_token_info) {
+    int64_t ids[CLF_ENGINE_MAX_TOP_LOGPROBS];
+    float lp[CLF_ENGINE_MAX_TOP_LOGPROBS];
+    clf_token_info info;
+    token_info(raw, V, t, s->top_logprobs, ids, lp, &info);
+    stop = s->on_token_info(s->user, s->id, &info);
+  } else if (s->on_token) {
+    stop = s->on_token(s->user, s->id, t);
+  }
+  if (stop) s->why = CLF_FINISH_STOPPED;
+  else if (clf__gen_row_eos(&s->rules, t)) s->why = CLF_FINISH_EOS;
+  else if (s->n >= s->rules.max_len) s->why = s->rules.by_limit ? CLF_FINISH_CONTEXT : CLF_FINISH_LENGTH;
+}
+
+/* The other copies of s's request, made now that its prompt is computed:
+ * its blocks shared, each its first token from the same scores. */
+static void fork_copies(clf_engine *e, seq *s, const float *raw) {
+  for (seq *f = s->forks; f; f = f->next) {
+    if (f->cancelled) {
+      f->why = CLF_FINISH_CANCELLED;
+      continue;
+    }
+    f->computed = s->computed, f->nhashed = s->nhashed, f->chain = s->chain;
+    for (size_t j = 0; j < s->nblk; j++) e->b[f->blk[j] = s->blk[j]].ref++;
+    f->nblk = s->nblk;
+    next_token(e, f, raw);
+  }
+}
+
 /* After the pass: each sequence's positions computed, a token for those
- * whose rows reached their end (callbacks without the lock); *stop set
- * for those that end. */
+ * whose rows reached their end (callbacks without the lock; forks made
+ * from prompts that are complete); why set for those that end. */
 static void sample(clf_engine *e, size_t n_sc) {
   size_t r = 0;
   for (size_t i = 0; i < n_sc; i++) {
@@ -592,11 +765,28 @@ static void sample(clf_engine *e, size_t n_sc) {
     seq *s = c->s;
     s->computed = c->start + c->count;
     if (s->computed != s->n) continue;
-    const int64_t t = clf__gen_row_next(e->m, &s->rules, s->tok, s->n, e->logits + r++ * e->V, e->tmp);
-    s->tok[s->n++] = t;
-    if (s->on_token && s->on_token(s->user, s->id, t)) s->why = CLF_FINISH_STOPPED;
-    else if (clf__gen_row_eos(&s->rules, t)) s->why = CLF_FINISH_EOS;
-    else if (s->n >= s->rules.max_len) s->why = s->rules.by_limit ? CLF_FINISH_CONTEXT : CLF_FINISH_LENGTH;
+    const float *raw = e->logits + r++ * e->V;
+    if (s->forks) fork_copies(e, s, raw), s->forked = 1;
+    next_token(e, s, raw);
+  }
+}
+
+/* The copies forked from s join the running (or end), under the lock. */
+static void forks_join(clf_engine *e, seq *s, seq **done) {
+  seq *f = s->forks;
+  s->forks = NULL;
+  while (f) {
+    seq *next = f->next;
+    f->state = SEQ_RUNNING;
+    f->order = e->next_order++;
+    if (f->why) {
+      f->next = NULL;
+      finish(e, f, f->why, done);
+    } else {
+      blocks_register(e, f);
+      list_append(&e->running, f);
+    }
+    f = next;
   }
 }
 
@@ -617,10 +807,11 @@ clf_status clf_engine_step(clf_engine *e, size_t *pending) {
       if (s->cancelled) finish(e, s, CLF_FINISH_CANCELLED, &done);
     }
   size_t T = 0, R = 0;
-  const size_t n_sc = plan(e, &T);
+  clf_status st = CLF_OK;
+  const size_t n_sc = plan(e, &T, &st);
   pthread_mutex_unlock(&e->lock);
 
-  clf_status st = T ? forward(e, n_sc, T, &R) : CLF_OK;
+  if (st == CLF_OK && T) st = forward(e, n_sc, T, &R);
   if (st == CLF_OK && T) {
     sample(e, n_sc);
     e->st.steps++, e->st.rows += T;
@@ -635,6 +826,7 @@ clf_status clf_engine_step(clf_engine *e, size_t *pending) {
       finish(e, s, CLF_FINISH_ERROR, &done);
       continue;
     }
+    if (s->forked) forks_join(e, s, &done), s->forked = 0;
     blocks_register(e, s);
     if (s->why) finish(e, s, s->why, &done);
   }
@@ -685,6 +877,7 @@ void clf_engine_destroy(clf_engine *e) {
   for (size_t i = 0; e->v && i < e->n_layers; i++) clf_tensor_destroy(e->v[i]);
   clf_tensor_destroy(e->meta);
   free(e->k), free(e->v), free(e->b), free(e->btok), free(e->bucket), free(e->host), free(e->logits), free(e->tmp);
+  free(e->row), free(e->mask);
   free(e->sc), free(e->snap);
   pthread_mutex_destroy(&e->lock);
   pthread_mutex_destroy(&e->step_lock);
