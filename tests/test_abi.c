@@ -37,6 +37,15 @@ START_TEST(layouts_match_the_header) {
   ck_assert_uint_eq(clf_struct_size("clf_dtype_desc"), sizeof(clf_dtype_desc));
   CHECK_FIELD(clf_dtype_desc, weight_name);
   CHECK_FIELD(clf_dtype_desc, linear_weight);
+  ck_assert_uint_eq(clf_struct_size("clf_engine_options"), sizeof(clf_engine_options));
+  CHECK_FIELD(clf_engine_options, max_sequences);
+  ck_assert_uint_eq(clf_struct_size("clf_engine_request"), sizeof(clf_engine_request));
+  CHECK_FIELD(clf_engine_request, isolation);
+  CHECK_FIELD(clf_engine_request, on_done);
+  CHECK_FIELD(clf_engine_request, user);
+  ck_assert_uint_eq(clf_struct_size("clf_engine_stats"), sizeof(clf_engine_stats));
+  CHECK_FIELD(clf_engine_stats, prefix_tokens_reused);
+  CHECK_FIELD(clf_engine_stats, rows);
 }
 END_TEST
 

@@ -175,7 +175,7 @@ def respond(model: Any, messages: list[bytes], settings: GenerateSettings, stops
     reply = ctypes.c_void_p()
     turn = _lib.ChatTurn()
     with model._lock:
-        m = model._live()
+        m = model._runs("chat")
         with model._tok.locked() as tok:
             c = model._conversation.get(m, tok, model._h.ctx)
             lib.clf_chat_clear(c)

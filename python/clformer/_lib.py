@@ -189,10 +189,44 @@ class ImageProcessor(Structure):
     ]
 
 
+ENGINE_TOKEN_FN = CFUNCTYPE(c_int, c_void_p, c_uint64, c_int64)  # (user, id, token) -> non-zero: stop it
+ENGINE_DONE_FN = CFUNCTYPE(None, c_void_p, c_uint64, c_int, c_char_p)  # (user, id, clf_finish_reason, error)
+
+
+class EngineOptions(Structure):
+    _clf_name_ = "clf_engine_options"
+    _fields_ = [
+        ("kv_bytes", c_size_t),
+        ("block_size", c_size_t),
+        ("max_step_rows", c_size_t),
+        ("max_sequences", c_size_t),
+    ]
+
+
+class EngineRequest(Structure):
+    _clf_name_ = "clf_engine_request"
+    _fields_ = [
+        ("ids", POINTER(c_int64)),
+        ("n_ids", c_size_t),
+        ("options", POINTER(GenerateOptions)),
+        ("isolation", c_uint64),
+        ("on_token", ENGINE_TOKEN_FN),
+        ("on_done", ENGINE_DONE_FN),
+        ("user", c_void_p),
+    ]
+
+
+class EngineStats(Structure):
+    _clf_name_ = "clf_engine_stats"
+    _fields_ = [(n, c_size_t) for n in ("blocks", "block_size", "block_bytes", "blocks_used", "blocks_cached",
+                                         "running", "waiting", "prefix_tokens_reused", "preemptions", "steps",
+                                         "rows")]
+
+
 # Every struct the package mirrors; _load checks each against the library's
 # layout (clf_struct_size, clf_field_offset, clf_field_size).
 STRUCTS = (DeviceDesc, DtypeDesc, GenerateSetting, ContextOptions, Array, ModelOptions, GenerateOptions, ChatOptions, TemplateBudget,
-           ChatTurn, Image, ImageProcessor)
+           ChatTurn, Image, ImageProcessor, EngineOptions, EngineRequest, EngineStats)
 
 # name: (restype, argtypes).  c_void_p stands for the opaque handles.
 _PROTOTYPES = {
@@ -230,6 +264,13 @@ _PROTOTYPES = {
     "clf_generate_options_init": (None, [POINTER(GenerateOptions)]),
     "clf_model_generate": (c_int, [c_void_p, POINTER(Array), POINTER(Array), POINTER(GenerateOptions),
                                    POINTER(Array)]),
+    "clf_engine_options_init": (None, [POINTER(EngineOptions)]),
+    "clf_engine_create": (c_int, [c_void_p, POINTER(EngineOptions), POINTER(c_void_p)]),
+    "clf_engine_submit": (c_int, [c_void_p, POINTER(EngineRequest), POINTER(c_uint64)]),
+    "clf_engine_cancel": (c_int, [c_void_p, c_uint64]),
+    "clf_engine_step": (c_int, [c_void_p, POINTER(c_size_t)]),
+    "clf_engine_stats_get": (c_int, [c_void_p, POINTER(EngineStats)]),
+    "clf_engine_destroy": (None, [c_void_p]),
     "clf_tokenizer_load": (c_int, [c_char_p, POINTER(c_void_p)]),
     "clf_tokenizer_destroy": (None, [c_void_p]),
     "clf_tokenizer_encode": (c_int, [c_void_p, c_char_p, c_int, POINTER(POINTER(c_int64)), POINTER(c_size_t)]),

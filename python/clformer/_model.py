@@ -28,6 +28,7 @@ from ._device import Device, DeviceLike, _device_from_desc, selector_of
 from ._generate import GenerateSettings, GenerationSettings, Streamer, TextStream, settings_from
 
 if TYPE_CHECKING:  # **kwargs typed by GenerationSettings (PEP 692), for editors and type checkers
+    from ._engine import Engine
     if sys.version_info >= (3, 11):
         from typing import Unpack
     else:
@@ -60,11 +61,15 @@ class _Handles:
         self.model = None
         self.conversation = _chat.Conversation()  # borrows the model: freed first
         self.lock = threading.Lock()
+        self.engine = None  # the open Engine's _Core: while set, the model runs nothing else
         self.stop = False  # closing or exiting: on_token callbacks end generation
 
     def destroy(self) -> None:
         """Frees the handles; call with the lock held."""
         lib = _lib.lib
+        if self.engine is not None:  # it borrows the model: stopped and freed first
+            self.engine.close()
+            self.engine = None
         self.conversation.destroy()
         if self.model:
             lib.clf_model_destroy(self.model)
@@ -231,7 +236,8 @@ class Model:
         later use raises clformer.Error.  A call running in another thread
         is waited for: a generation (or stream) stops after its current
         token and raises clformer.Error ("closed"), a forward pass or a beam
-        search ends first."""
+        search ends first.  An open Engine is closed first (its sequences
+        end "cancelled")."""
         self._closed = True
         self._h.stop = True
         with self._lock:
@@ -261,9 +267,20 @@ class Model:
             raise _errors.InvalidArgumentError(f"the clformer.Model of {self.path!r} is closed")
         return self._h.model
 
-    def _check_open(self) -> None:
+    def _runs(self, what: str) -> int:
+        """The model handle for a call that runs the model; raises when
+        closed, or while an Engine is open (call with the lock held)."""
+        m = self._live()
+        if self._h.engine is not None:
+            raise _errors.InvalidArgumentError(
+                f"the clformer.Model of {self.path!r} has an open clformer.Engine, which alone runs the model while "
+                f"it is open: submit to the engine, or close it before {what}")
+        return m
+
+    def _check_open(self, runs: str | None = None) -> None:
+        """Raises when closed; with `runs`, also while an Engine is open."""
         with self._lock:
-            self._live()
+            self._runs(runs) if runs else self._live()
 
     def _fail(self, st: int) -> _errors.Error:
         return _errors.from_status(st, self._h.ctx)
@@ -306,7 +323,7 @@ class Model:
         c_names = (ctypes.c_char_p * max(len(outputs), 1))(*[_lib.cstr(o, "output name") for o in outputs])
         c_out = (_lib.Array * max(len(outputs), 1))()
         with self._lock:
-            m = self._live()
+            m = self._runs("a forward pass")
             st = _lib.lib.clf_model_run(m, c_in, len(arrays), c_names, len(outputs), c_out)
             if st != 0:
                 raise self._fail(st)
@@ -347,7 +364,7 @@ class Model:
         c_mask = _arrays.to_c("attention_mask", mask) if mask is not None else None
         seq = _lib.Array()
         with self._lock:
-            m = self._live()
+            m = self._runs("generate")
             st = _lib.lib.clf_model_generate(m, ctypes.byref(c_ids), ctypes.byref(c_mask) if c_mask else None,
                                              ctypes.byref(o), ctypes.byref(seq))
             if st != 0:
@@ -408,7 +425,7 @@ class Model:
             if not isinstance(x, str) or not x:
                 raise _errors.InvalidArgumentError("stop strings must be non-empty str")
             _lib.cstr(x, "stop")
-        self._check_open()
+        self._check_open("stream")
         ids = self.tokenize(prompt)[None, :]
         return Streamer(self, self._tok, ids, s, stops).pieces()
 
@@ -452,8 +469,35 @@ class Model:
         chat() returns.  Closing it early ends the reply after the current
         token."""
         s = settings_from(kwargs)
-        self._check_open()
+        self._check_open("chat_stream")
         return _chat.ChatStream(self, _chat.check_messages(messages), s, _chat.check_stops(stop))
+
+    # ---- the engine ----
+
+    def engine(self, *, kv_bytes: int | None = None, block_size: int | None = None, max_step_rows: int | None = None,
+               max_sequences: int | None = None) -> "Engine":
+        """An Engine over this decoder model: sequences submitted from any
+        thread, decoded together by a thread the engine owns, each streaming
+        its tokens (and text) as they come (docs/python.md).  The options are
+        clf_engine_options' (None: the library's default): kv_bytes, the
+        device memory of the paged KV pool (a quarter of what the weights
+        leave); block_size, positions per block (16); max_step_rows, rows of
+        one step (256); max_sequences, running at once (64).  One engine at
+        a time; while it is open, the methods that run the model (generate,
+        stream, chat, forward passes, embed, classify) raise
+        InvalidArgumentError instead of waiting for it.  An encoder-decoder
+        model raises UnsupportedError."""
+        from ._engine import Engine
+        return Engine(self, kv_bytes=kv_bytes, block_size=block_size, max_step_rows=max_step_rows,
+                      max_sequences=max_sequences)
+
+    def _has_tokenizer(self) -> bool:
+        """Whether the model's tokenizer loads (an engine then streams text)."""
+        try:
+            with self._tok.locked():
+                return True
+        except _errors.Error:
+            return False
 
     # ---- tokenizer ----
 
@@ -482,7 +526,7 @@ class Model:
         tokenized with special tokens, the batch padded with config.json's
         pad_token_id, last_hidden_state averaged over each text's tokens."""
         from ._tasks import embed
-        self._check_open()
+        self._check_open("embed")
         return embed(self, texts)
 
     def classify(self, images: Any, top_k: int = 5) -> list[list[tuple[str, float]]]:
@@ -501,7 +545,7 @@ class Model:
         each classified alone.
         Labels are config.json's id2label, else "LABEL_i"."""
         from ._tasks import classify
-        self._check_open()
+        self._check_open("classify")
         return classify(self, images, top_k)
 
     def classify_files(self, paths: PathLike | Sequence[PathLike], top_k: int = 5) -> list[list[tuple[str, float]]]:
@@ -509,5 +553,5 @@ class Model:
         (one or a sequence; bytes are refused, being classify()'s image
         contents), on an image classifier: `clformer classify DIR FILE...`."""
         from ._tasks import classify_files
-        self._check_open()
+        self._check_open("classify_files")
         return classify_files(self, paths, top_k)

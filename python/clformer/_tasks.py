@@ -34,7 +34,7 @@ def embed(model: Any, texts: Any) -> np.ndarray:
     c_texts = (ctypes.c_char_p * len(items))(*items)
     out = _lib.Array()
     with model._lock:
-        m = model._live()
+        m = model._runs("embed")
         with model._tok.locked() as tok:
             st = _lib.lib.clf_model_embed(m, tok, c_texts, len(items), ctypes.byref(out))
         if st != 0:

@@ -1,0 +1,465 @@
+"""_engine.py - clformer.Engine: many sequences of one decoder model decoded
+together (the library's clf_engine), stepped by a thread the Engine owns;
+clformer.Sequence: one submitted request, its tokens and text as they come.
+
+Threads.  submit(), cancel() and stats() may be called from any thread; one
+thread, the Engine's, steps (clf_engine_step), started on the first submit,
+asleep on a condition while no sequence is live, stopped by close().  The
+library calls back on the stepping thread (or on the one that destroys the
+engine): the callbacks only append to the sequence's tokens and text and
+wake its readers; they never raise into C.  While the engine is open the
+model runs nothing else (the library's rule): Model methods that run the
+model raise instead of waiting, since an engine typically lives as long as
+a server and a wait would be a hang.
+"""
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import hashlib
+import sys
+import threading
+import time
+import weakref
+from typing import TYPE_CHECKING, Any, Iterator, Sequence as Seq, Union
+
+import numpy as np
+
+from . import _arrays, _errors, _lib
+from ._generate import WAIT_SLICE_S, GenerationSettings, Streamer, settings_from
+
+if TYPE_CHECKING:
+    if sys.version_info >= (3, 11):
+        from typing import Unpack
+    else:
+        from typing_extensions import Unpack
+    from ._model import Model
+
+# clf_finish_reason (include/clformer.h) by value, as Python names it.
+FINISH_REASONS = {1: "eos", 2: "length", 3: "context", 4: "stop_string", 5: "cancelled", 6: "error"}
+_ERROR = 6
+
+Isolation = Union[int, str, bytes, None]
+
+
+def isolation_key(key: Isolation) -> int:
+    """An isolation key as the library's uint64: an int in [0, 2**64) as it
+    is, a str or bytes (a client's identity) by BLAKE2b's first 8 bytes,
+    None as 0."""
+    if key is None:
+        return 0
+    if isinstance(key, str):
+        key = key.encode("utf-8", "surrogatepass")
+    if isinstance(key, (bytes, bytearray)):
+        return int.from_bytes(hashlib.blake2b(bytes(key), digest_size=8, person=b"clf-isolation").digest(), "little")
+    if isinstance(key, bool) or not isinstance(key, (int, np.integer)) or not 0 <= int(key) < 2 ** 64:
+        raise _errors.InvalidArgumentError(f"isolation must be an int in [0, 2**64), a str or bytes, not {key!r}")
+    return int(key)
+
+
+def _size(name: str, v: Any) -> int:
+    """An engine option: None (0, the library's default) or a positive int."""
+    if v is None:
+        return 0
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 1 <= int(v) < 2 ** 63:
+        raise _errors.InvalidArgumentError(f"{name} must be a positive int or None, not {v!r}")
+    return int(v)
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineStats:
+    """clf_engine_stats: the pool (blocks of block_size positions,
+    block_bytes of device memory each; held by running sequences, or free
+    but holding a reusable prefix), the sequences running and waiting, and
+    since the engine was made: prompt positions taken from the cache instead
+    of computed, preemptions, steps and their rows."""
+    blocks: int
+    block_size: int
+    block_bytes: int
+    blocks_used: int
+    blocks_cached: int
+    running: int
+    waiting: int
+    prefix_tokens_reused: int
+    preemptions: int
+    steps: int
+    rows: int
+
+
+@dataclasses.dataclass(frozen=True)
+class SequenceResult:
+    """How a sequence ended: its new token ids (an end token included when
+    one ended it), its text (None without a tokenizer: the streamed pieces
+    joined, cut before a stop string), the prompt's length and why it
+    ended: "eos" (an end token), "length" (max_new_tokens), "context" (the
+    model's positions), "stop_string", "cancelled"."""
+    tokens: list
+    text: str | None
+    finish_reason: str
+    prompt_tokens: int
+
+
+class Sequence:
+    """One request submitted to an Engine.  Iterating it gives its text in
+    pieces as the tokens come (Model.stream's rule; the model needs a
+    tokenizer), tokens() its token ids; both may be iterated more than once,
+    from any thread, and end when the sequence ends (a failure is raised at
+    the end).  Leaving an iteration early does not end the sequence:
+    cancel() does."""
+
+    def __init__(self, engine: "Engine", prompt_len: int, streamer: Streamer | None):
+        self._engine = engine  # alive while a sequence is
+        self._cond = threading.Condition()
+        self._tokens: list[int] = []
+        self._pieces: list[str] = []
+        self._streamer = streamer
+        self._reason: str | None = None
+        self._error: _errors.Error | None = None
+        self.prompt_tokens = prompt_len
+        self.id = 0  # the library's, once submitted
+
+    # ---- called on the stepping thread (never raising into C) ----
+
+    def _push(self, token: int) -> bool:
+        """Adds a token; True when a stop string has been reached."""
+        piece = ""
+        stop = False
+        if self._streamer is not None:
+            piece = self._streamer.push(token).decode("utf-8", "replace")
+            stop = self._streamer.stopped
+        with self._cond:
+            self._tokens.append(token)
+            if piece:
+                self._pieces.append(piece)
+            self._cond.notify_all()
+        return stop
+
+    def _finish(self, reason: str, error: _errors.Error | None = None) -> None:
+        if self._reason is not None:  # ended already (a callback's failure, then the library's end)
+            return
+        piece = ""
+        st = self._streamer
+        if st is not None:
+            try:
+                if error is None and not st.stopped:
+                    piece = st.push(None, final=True).decode("utf-8", "replace")
+            except _errors.Error as e:
+                error, reason = e, "error"
+            finally:
+                st.close()
+        with self._cond:
+            if self._reason is not None:
+                return
+            if piece:
+                self._pieces.append(piece)
+            self._reason, self._error = reason, error
+            self._cond.notify_all()
+
+    # ---- the caller's side ----
+
+    def _wait(self, ready: Any, timeout: float | None) -> bool:
+        """Waits (in slices, so that Ctrl-C is taken) until ready() under the lock."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while not ready():
+                left = WAIT_SLICE_S if deadline is None else min(WAIT_SLICE_S, deadline - time.monotonic())
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+            return True
+
+    def _follow(self, items: list) -> Iterator[Any]:
+        i = 0
+        while True:
+            self._wait(lambda: i < len(items) or self._reason is not None, None)
+            with self._cond:
+                new, reason, error = items[i:], self._reason, self._error
+            i += len(new)
+            yield from new
+            if reason is not None and i >= len(items):
+                if error is not None:
+                    raise error
+                return
+
+    def __iter__(self) -> Iterator[str]:
+        if self._streamer is None:
+            raise _errors.InvalidArgumentError("this engine's model has no tokenizer: iterate seq.tokens() instead")
+        return self._follow(self._pieces)
+
+    def tokens(self) -> Iterator[int]:
+        """The new token ids as they come (the end token included when one
+        ended the sequence)."""
+        return self._follow(self._tokens)
+
+    @property
+    def done(self) -> bool:
+        return self._reason is not None
+
+    @property
+    def finish_reason(self) -> str | None:
+        """Why it ended (see SequenceResult); None while it runs."""
+        return self._reason
+
+    def cancel(self) -> None:
+        """Ends the sequence at the engine's next step (finish reason
+        "cancelled", its tokens so far kept); nothing once it has ended."""
+        if self._reason is None:
+            self._engine._core.cancel(self.id)
+
+    def result(self, timeout: float | None = None) -> SequenceResult:
+        """Waits for the end (TimeoutError after `timeout` seconds) and
+        returns it; a failed step raises the library's error."""
+        if not self._wait(lambda: self._reason is not None, timeout):
+            raise TimeoutError(f"sequence {self.id} has not ended within {timeout} s")
+        if self._error is not None:
+            raise self._error
+        text = "".join(self._pieces) if self._streamer is not None else None
+        return SequenceResult(list(self._tokens), text, self._reason or "", self.prompt_tokens)
+
+    def __repr__(self) -> str:
+        return f"<clformer.Sequence {self.id} {self._reason or 'running'}, {len(self._tokens)} tokens>"
+
+
+class _Core:
+    """The C engine, the thread that steps it and the live sequences; what
+    the model's handles hold (never the Engine, whose finalizer closes it)."""
+
+    def __init__(self, handles: Any, engine: int):
+        self.h, self.e = handles, engine
+        self.lock = threading.Lock()  # every C call but step, and destroy: none after it
+        self.cond = threading.Condition()  # live, closing: the stepping thread sleeps on it
+        self.seqs: dict[int, Sequence] = {}  # user key -> sequence, from before submit to on_done
+        self.next_key = 1
+        self.live = 0  # submitted, not yet done
+        self.closing = False
+        self.destroyed = threading.Event()
+        self.thread: threading.Thread | None = None
+        self.failed: list[Sequence] = []  # ended by the running step's failure
+        # the library holds these pointers as long as the engine: alive with self
+        self.on_token = _lib.ENGINE_TOKEN_FN(self._on_token)
+        self.on_done = _lib.ENGINE_DONE_FN(self._on_done)
+
+    # ---- callbacks (stepping thread, or the one destroying) ----
+
+    def _on_token(self, user: Any, sid: int, token: int) -> int:
+        s = self.seqs.get(user or 0)
+        if s is None:
+            return 0
+        try:
+            return 1 if s._push(int(token)) else 0
+        except BaseException as e:  # must not cross the C frame: the sequence ends with it
+            s._finish("error", e if isinstance(e, _errors.Error) else
+                      _errors.Error(f"sequence {sid}: {type(e).__name__}: {e}"))
+            return 1
+
+    def _on_done(self, user: Any, sid: int, why: int, error: bytes | None) -> None:
+        try:
+            s = self.seqs.pop(user or 0, None)
+            if s is not None:
+                if why == _ERROR:  # finished once step returns its status (_loop)
+                    s._error = _errors.Error(_lib.text(error))
+                    self.failed.append(s)
+                else:
+                    s._finish(FINISH_REASONS.get(why, "error"))
+            with self.cond:
+                self.live -= 1
+                self.cond.notify_all()
+        except BaseException:  # must not cross the C frame
+            pass
+
+    # ---- the stepping thread ----
+
+    def _loop(self) -> None:
+        pending = ctypes.c_size_t(0)
+        try:
+            while True:
+                with self.cond:
+                    while not self.closing and self.live <= 0:
+                        self.cond.wait()
+                    if self.closing:
+                        return
+                st = _lib.lib.clf_engine_step(self.e, ctypes.byref(pending))
+                for s in self.failed:  # the library's status, with the message on_done passed
+                    msg = s._error.message if s._error else ""
+                    s._finish("error", _errors.from_status(st or -1, message=msg))
+                self.failed.clear()
+        except BaseException as e:  # nothing steps any more: refuse submissions, fail the live sequences
+            with self.cond:
+                self.closing = True
+            for s in list(self.seqs.values()):
+                s._finish("error", _errors.Error(f"the engine's thread failed: {type(e).__name__}: {e}"))
+        finally:
+            if self.thread_closes:
+                self._destroy()
+
+    thread_closes = False  # close() was called on the stepping thread: it destroys on its way out
+
+    # ---- any thread ----
+
+    def submit(self, req: _lib.EngineRequest, s: Sequence) -> None:
+        with self.lock:
+            if self.destroyed.is_set() or self.closing:
+                raise _errors.InvalidArgumentError("the clformer.Engine is closed")
+            key = self.next_key
+            self.next_key += 1
+            req.user = key
+            req.on_token, req.on_done = self.on_token, self.on_done
+            self.seqs[key] = s  # before the C call: the first token may come before it returns
+            sid = ctypes.c_uint64(0)
+            st = _lib.lib.clf_engine_submit(self.e, ctypes.byref(req), ctypes.byref(sid))
+            if st != 0:
+                del self.seqs[key]
+                raise _errors.from_status(st, self.h.ctx)  # read before another call can replace it
+            s.id = sid.value
+            with self.cond:
+                self.live += 1
+                if self.thread is None:
+                    self.thread = threading.Thread(target=self._loop, name="clformer-engine", daemon=True)
+                    self.thread.start()
+                self.cond.notify_all()
+
+    def cancel(self, sid: int) -> None:
+        with self.lock:
+            if not self.destroyed.is_set():
+                # "no such sequence": it ended meanwhile, which is what was asked
+                _lib.lib.clf_engine_cancel(self.e, sid)
+
+    def stats(self) -> EngineStats:
+        c = _lib.EngineStats()
+        with self.lock:
+            if self.destroyed.is_set():
+                raise _errors.InvalidArgumentError("the clformer.Engine is closed")
+            st = _lib.lib.clf_engine_stats_get(self.e, ctypes.byref(c))
+            if st != 0:
+                raise _errors.from_status(st, self.h.ctx)
+        return EngineStats(**{n: int(getattr(c, n)) for n, _ in _lib.EngineStats._fields_})
+
+    def _destroy(self) -> None:
+        with self.lock:
+            if not self.destroyed.is_set():
+                _lib.lib.clf_engine_destroy(self.e)  # the rest end "cancelled", through on_done
+                self.destroyed.set()
+        if self.h.engine is self:
+            self.h.engine = None  # the model runs other work again
+
+    def close(self) -> None:
+        """Stops the thread after its current step, then destroys the engine
+        (what is left ends "cancelled").  On the stepping thread itself (a
+        finalizer run there) the thread destroys it on its way out."""
+        with self.cond:
+            self.closing = True
+            self.cond.notify_all()
+            t = self.thread
+            if t is threading.current_thread():
+                self.thread_closes = True
+                return
+        if t is not None:
+            t.join()
+        self._destroy()
+
+
+class Engine:
+    """Many sequences of one decoder model decoded together (clf_engine):
+    each step of its thread runs one forward pass over the rows of every
+    running sequence and hands each its next token.  Made by Model.engine();
+    see docs/python.md.  While it is open the model runs nothing else."""
+
+    def __init__(self, model: "Model", *, kv_bytes: int | None = None, block_size: int | None = None,
+                 max_step_rows: int | None = None, max_sequences: int | None = None):
+        o = _lib.EngineOptions()
+        _lib.lib.clf_engine_options_init(ctypes.byref(o))
+        o.kv_bytes = _size("kv_bytes", kv_bytes)
+        o.block_size = _size("block_size", block_size)
+        o.max_step_rows = _size("max_step_rows", max_step_rows)
+        o.max_sequences = _size("max_sequences", max_sequences)
+        self._model = model
+        h = model._h
+        with model._lock:
+            m = model._live()
+            if h.engine is not None:
+                raise _errors.InvalidArgumentError(f"the clformer.Model of {model.path!r} has an engine open already "
+                                                   "(one at a time: close it first)")
+            e = ctypes.c_void_p()
+            st = _lib.lib.clf_engine_create(m, ctypes.byref(o), ctypes.byref(e))
+            if st != 0:
+                raise model._fail(st)
+            self._core = h.engine = _Core(h, e.value)
+        self._finalizer = weakref.finalize(self, self._core.close)
+        self._finalizer.atexit = False  # at exit the model's handles close it, under the model's lock
+        self._text = model._has_tokenizer()
+
+    @property
+    def model(self) -> "Model":
+        return self._model
+
+    @property
+    def closed(self) -> bool:
+        return self._core.closing or self._core.destroyed.is_set()
+
+    def submit(self, prompt: str | Seq[int] | np.ndarray, *, stop: str | Seq[str] = (), isolation: Isolation = None,
+               **kwargs: Unpack[GenerationSettings]) -> Sequence:
+        """Queues a sequence and returns it at once; the engine's thread
+        decodes it beside the others.
+
+        prompt: text (tokenized with special tokens, as Model.stream does)
+            or token ids (1-D).
+        stop: generation ends before the first occurrence of any of these
+            strings (not in the text; finish reason "stop_string"); needs a
+            tokenizer.
+        isolation: prefix reuse happens only between sequences of the same
+            key: an int in [0, 2**64), or a str or bytes such as a client's
+            identity (hashed to 64 bits); None is the key 0.
+        The settings are Model.generate's (one beam): the same settings and
+        seed give the tokens Model.generate and Model.stream give alone."""
+        s = settings_from(kwargs)
+        stops = [stop] if isinstance(stop, str) else list(stop)
+        for x in stops:
+            if not isinstance(x, str) or not x:
+                raise _errors.InvalidArgumentError("stop strings must be non-empty str")
+        if stops and not self._text:
+            raise _errors.InvalidArgumentError("stop strings need a tokenizer, and this engine's model has none")
+        key = isolation_key(isolation)
+        if self.closed:
+            raise _errors.InvalidArgumentError("the clformer.Engine is closed")
+        if isinstance(prompt, str):
+            ids = self._model.tokenize(prompt).astype(np.int64)
+        else:
+            ids = _arrays.as_ids("prompt", prompt, ndim=1).astype(np.int64, copy=False)
+        ids = np.ascontiguousarray(ids)
+        streamer = None
+        if self._text:
+            streamer = Streamer(self._model, self._model._tok, ids, s, stops)
+            streamer.open()
+        seq = Sequence(self, len(ids), streamer)
+        o = s.c_options()  # s keeps the eos array alive through the call
+        req = _lib.EngineRequest()
+        req.ids = ids.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
+        req.n_ids = len(ids)
+        req.options = ctypes.pointer(o)
+        req.isolation = key
+        try:
+            self._core.submit(req, seq)
+        except BaseException:
+            if streamer is not None:
+                streamer.close()
+            raise
+        return seq
+
+    def stats(self) -> EngineStats:
+        """The pool and the sequences now, and the totals so far."""
+        return self._core.stats()
+
+    def close(self) -> None:
+        """Stops the thread after its current step and frees the engine: the
+        sequences still queued or running end "cancelled" (their tokens so
+        far kept).  The model then runs other work again.  Idempotent."""
+        self._finalizer()
+
+    def __enter__(self) -> "Engine":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<clformer.Engine of {self._model.path!r}{' closed' if self.closed else ''}>"

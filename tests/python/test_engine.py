@@ -1,0 +1,309 @@
+"""Model.engine(): clformer.Engine over the library's clf_engine, on the tiny
+GPT-2 (f32, with the tokenizer of tests/fixtures/sampling, as
+test_cli_equal.py builds it) and the GGUF fixture gguf_models/smollm_like
+(Q4_1 layers, its own tokenizer).  The numbers expected are what
+Model.generate and Model.stream give for the same prompt and settings
+alone, computed before the engine is opened (while it is open the model
+runs nothing else); the C suite test_engine checks the engine itself
+against transformers.  Prefix reuse counts are the C suite's for blocks of
+4 positions: an 18-token prompt leaves 4 full blocks, 16 positions."""
+import gc
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+
+import clformer
+from conftest import FIXTURES as FX
+from conftest import require_device
+
+pytestmark = pytest.mark.device
+
+GGUF = os.path.join(FX, "gguf_models", "smollm_like", "model.gguf")
+
+
+@pytest.fixture(scope="module")
+def gpt2(tmp_path_factory):
+    """The tiny GPT-2 (32 positions, vocabulary 128, end token 33) with a tokenizer."""
+    require_device()
+    d = tmp_path_factory.mktemp("gpt2tok")
+    for f in ("config.json", "generation_config.json", "model.safetensors"):
+        shutil.copy(os.path.join(FX, "gpt2", f), d)
+    tok = os.path.join(FX, "sampling", "tokenizer")
+    for f in os.listdir(tok):
+        shutil.copy(os.path.join(tok, f), d)
+    with clformer.Model(d) as m:
+        yield m
+
+
+@pytest.fixture(scope="module")
+def smollm():
+    require_device()
+    with clformer.Model(GGUF) as m:
+        yield m
+
+
+def alone(m, ids, **kw):
+    """The new tokens Model.generate gives for one prompt: up to and with
+    the end token (generate pads the row after it), and why it ended."""
+    new = [int(t) for t in m.generate(np.asarray(ids), **kw)[0, len(ids):]]
+    eos = 33 if m.model_type == "gpt2" else None
+    if eos is not None and eos in new:
+        return new[:new.index(eos) + 1], "eos"
+    return new, "length"
+
+
+def submit_together(e, jobs):
+    """Submits every (prompt, settings) from its own thread, all released at
+    once; returns the sequences in the jobs' order."""
+    seqs = [None] * len(jobs)
+    errors = []
+    go = threading.Barrier(len(jobs))
+
+    def one(i):
+        try:
+            go.wait()
+            seqs[i] = e.submit(jobs[i][0], **jobs[i][1])
+        except BaseException as x:  # reported by the test, not lost in the thread
+            errors.append(x)
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(jobs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    return seqs
+
+
+def test_threads_submitting_at_once_get_the_tokens_of_generate_alone(gpt2):
+    # greedy and sampled with seeds (seed 0 a seed like any other: the
+    # package's S, the library's S + 1, as in generate), prompts of 1 to 13 ids
+    jobs = []
+    for i, n in enumerate((1, 3, 6, 9, 13, 4, 7, 2)):
+        ids = [(i * 31 + j * 17 + 3) % 90 + 1 for j in range(n)]
+        kw = {"max_new_tokens": 12}
+        kw.update({"do_sample": False} if i % 2 == 0 else {"temperature": 0.9, "top_k": 20, "seed": i // 2})
+        jobs.append((ids, kw))
+    want = [alone(gpt2, ids, **kw) for ids, kw in jobs]
+    with gpt2.engine(block_size=4) as e:
+        seqs = submit_together(e, jobs)
+        got = [s.result(timeout=120) for s in seqs]
+    for i, (r, (tokens, why)) in enumerate(zip(got, want)):
+        assert (r.tokens, r.finish_reason) == (tokens, why), (i, jobs[i])
+        assert r.prompt_tokens == len(jobs[i][0])
+        assert r.text == gpt2.decode(r.tokens)
+    # seed 0 draws as generate's seed 0 does, not as a fresh seed
+    assert jobs[1][1]["seed"] == 0 and got[1].tokens == want[1][0]
+    assert got[3].tokens != got[1].tokens  # another seed, another draw
+
+
+def test_gguf_sequences_give_the_text_of_stream_alone(smollm):
+    prompts = ["hello there, how are you?", "the cat", "once upon a time there was", "a"]
+    want = [("".join(smollm.stream(p, max_new_tokens=16, do_sample=False)),
+             alone(smollm, smollm.tokenize(p), max_new_tokens=16, do_sample=False)[0]) for p in prompts]
+    with smollm.engine() as e:
+        seqs = submit_together(e, [(p, {"max_new_tokens": 16, "do_sample": False}) for p in prompts])
+        pieces = [list(s) for s in seqs]
+        got = [s.result() for s in seqs]
+    for prompt, p, r, (text, tokens) in zip(prompts, pieces, got, want):
+        assert r.tokens == tokens
+        assert "".join(p) == r.text == text
+        assert r.finish_reason == "length" and r.prompt_tokens == len(smollm.tokenize(prompt))
+
+
+def test_tokens_and_text_stream_in_order_and_in_pieces(gpt2):
+    # the fixture's promise (test_cli_equal.py): the greedy continuation of
+    # "(a+b)*c=d" starts with U+0139 split across two tokens
+    prompt = "(a+b)*c=d"
+    text = "".join(gpt2.stream(prompt, max_new_tokens=20))
+    with gpt2.engine() as e:
+        s = e.submit(prompt, max_new_tokens=20)
+        pieces, tokens = list(s), list(s.tokens())
+        again = list(s.tokens())  # a second reader sees it all too
+        r = s.result()
+    assert tokens == again == r.tokens and len(tokens) >= 2
+    assert list(tokens[:2]) == [98, 18]
+    assert "".join(pieces) == r.text == text
+    assert pieces[0].startswith("\u0139") and len(pieces) > 1, pieces
+
+
+def test_a_stop_string_ends_the_sequence(gpt2):
+    prompt = "(a+b)*c=d"
+    text = "".join(gpt2.stream(prompt, max_new_tokens=20))
+    stop = text[2:4]
+    want = gpt2.stream(prompt, max_new_tokens=20, stop=stop)
+    want_text = "".join(want)
+    with gpt2.engine() as e:
+        r = e.submit(prompt, max_new_tokens=20, stop=stop).result()
+    assert r.text == want_text == text[:text.find(stop)]
+    assert r.finish_reason == "stop_string" and r.tokens == want.tokens
+
+
+def test_cancel_mid_stream_ends_it_cancelled(smollm):
+    ids = smollm.tokenize("the cat")
+    want, _ = alone(smollm, ids, max_new_tokens=200, do_sample=False)
+    with smollm.engine() as e:
+        s = e.submit(ids, max_new_tokens=200, do_sample=False)
+        other = e.submit(ids, max_new_tokens=5, do_sample=False)
+        it = s.tokens()
+        first = [next(it) for _ in range(3)]
+        # the stepping thread pushes each token through the tokenizer's text
+        # stream: holding the tokenizer's lock holds it at its next token, so
+        # the cancellation lands long before the 200th
+        with smollm._tok.locked():
+            s.cancel()
+        rest = list(it)
+        r = s.result()
+        s.cancel()  # once ended: nothing
+        assert other.result().tokens == want[:5] and other.finish_reason == "length"
+    assert r.finish_reason == "cancelled" and s.done
+    assert first + rest == r.tokens == want[:len(r.tokens)]
+    assert 3 <= len(r.tokens) <= 5, r.tokens
+
+
+def test_prefix_reuse_is_counted_within_an_isolation_key_only(gpt2):
+    a = [(j * 7 + 3) % 90 + 1 for j in range(24)]
+    kw = {"max_new_tokens": 4, "do_sample": False}
+    want = {n: alone(gpt2, a[:n], **kw)[0] for n in (18, 24)}
+    with gpt2.engine(block_size=4) as e:
+        st = e.stats()
+        assert (st.block_size, st.prefix_tokens_reused, st.steps, st.running, st.waiting) == (4, 0, 0, 0, 0)
+        assert e.submit(a[:18], isolation="alice", **kw).result().tokens == want[18]
+        st = e.stats()
+        assert st.prefix_tokens_reused == 0 and st.blocks_cached >= 4 and st.blocks_used == 0
+        # the same 18 tokens then 6 more, the same key: blocks 0-3 (16 positions) reused
+        assert e.submit(a, isolation="alice", **kw).result().tokens == want[24]
+        assert e.stats().prefix_tokens_reused == 16
+        # another client's key: computed anew, the same tokens
+        assert e.submit(a, isolation="bob", **kw).result().tokens == want[24]
+        assert e.stats().prefix_tokens_reused == 16
+        # keys as ints: 0 (None's) is a key like any other, apart from "alice"'s
+        assert e.submit(a, **kw).result().tokens == want[24]
+        assert e.stats().prefix_tokens_reused == 16
+        # key 0 again: all 6 blocks of the 24 ids are cached, 5 reused (the
+        # last prompt position is computed anew: its logits give the first token)
+        assert e.submit(a, isolation=0, **kw).result().tokens == want[24]
+        assert e.stats().prefix_tokens_reused == 16 + 20
+        st = e.stats()
+        assert st.running == st.waiting == st.blocks_used == 0 and st.steps > 0 and st.rows > 0
+    assert st.blocks * st.block_bytes > 0
+
+
+def test_closing_cancels_what_runs_and_frees_the_model(smollm):
+    ids = smollm.tokenize("once upon a time")
+    e = smollm.engine()
+    seqs = [e.submit(ids, max_new_tokens=200, do_sample=False) for _ in range(3)]
+    next(seqs[0].tokens())
+    with smollm._tok.locked():  # the stepping thread waits at its next token
+        closer = threading.Thread(target=e.close)
+        closer.start()
+        while not e.closed:
+            closer.join(0.01)
+    closer.join()
+    assert [s.result().finish_reason for s in seqs] == ["cancelled"] * 3
+    assert all(len(s.result().tokens) < 200 for s in seqs)
+    with pytest.raises(clformer.InvalidArgumentError, match="Engine is closed"):
+        e.submit(ids, max_new_tokens=2)
+    with pytest.raises(clformer.InvalidArgumentError, match="Engine is closed"):
+        e.stats()
+    e.close()  # idempotent
+    assert smollm.generate(ids, max_new_tokens=2).shape == (1, len(ids) + 2)  # the model's again
+
+
+def test_while_open_the_model_runs_nothing_else(gpt2):
+    ids = [5, 7, 9]
+    with gpt2.engine() as e:
+        for call in (lambda: gpt2.generate(ids, max_new_tokens=2), lambda: gpt2(input_ids=np.array([ids])),
+                     lambda: gpt2.stream("abc", max_new_tokens=2), lambda: gpt2.engine()):
+            with pytest.raises(clformer.InvalidArgumentError, match="engine"):
+                call()
+        assert list(gpt2.tokenize("abc", add_special_tokens=False))  # host-only: allowed
+        assert len(e.submit(ids, max_new_tokens=2).result().tokens) == 2
+    assert gpt2.generate(ids, max_new_tokens=2).shape == (1, 5)
+
+
+def test_an_engine_dropped_unclosed_is_freed(gpt2):
+    e = gpt2.engine()
+    s = e.submit([5, 7, 9], max_new_tokens=3)
+    del e
+    gc.collect()
+    assert len(s.result().tokens) == 3  # a sequence keeps its engine alive
+    del s
+    gc.collect()
+    assert gpt2.generate([5, 7, 9], max_new_tokens=2).shape == (1, 5)
+
+
+def test_closing_the_model_closes_its_engine(tmp_path):
+    require_device()
+    m = clformer.Model(os.path.join(FX, "gpt2"))
+    e = m.engine()
+    s = e.submit([5, 7, 9], max_new_tokens=3)
+    m.close()
+    assert e.closed and s.done and s.finish_reason in ("length", "eos", "cancelled")
+    with pytest.raises(clformer.InvalidArgumentError):
+        e.submit([5], max_new_tokens=1)
+
+
+def test_without_a_tokenizer_tokens_stream_and_text_is_refused(model_of):
+    m = model_of("gpt2")
+    with m.engine() as e:
+        s = e.submit(np.array([5, 7, 9], dtype=np.int32), max_new_tokens=3)
+        assert len(list(s.tokens())) == 3 and s.result().text is None
+        with pytest.raises(clformer.InvalidArgumentError, match="no tokenizer"):
+            iter(s)
+        with pytest.raises(clformer.InvalidArgumentError, match="need a tokenizer"):
+            e.submit([5], stop="x")
+
+
+def test_errors_are_the_library_s(model_of, gpt2):
+    with pytest.raises(clformer.UnsupportedError, match="clf_engine_create: .*not a decoder-only"):
+        model_of("marian").engine()
+    with pytest.raises(clformer.InvalidArgumentError, match="kv_bytes 1 holds no block"):
+        gpt2.engine(kv_bytes=1)
+    for bad in ({"block_size": 0}, {"max_sequences": -1}, {"kv_bytes": 1.5}, {"max_step_rows": True}):
+        with pytest.raises(clformer.InvalidArgumentError, match="positive int"):
+            gpt2.engine(**bad)
+    with gpt2.engine() as e:
+        with pytest.raises(clformer.InvalidArgumentError, match=r"ids\[1\] is 500, outside the vocabulary"):
+            e.submit([5, 500])
+        with pytest.raises(clformer.InvalidArgumentError, match="leaves no position to generate"):
+            e.submit(list(range(1, 33)))
+        with pytest.raises(clformer.InvalidArgumentError, match="no prompt"):
+            e.submit([])
+        with pytest.raises(clformer.UnsupportedError, match="num_beams 2"):
+            e.submit([5], num_beams=2)
+        with pytest.raises(clformer.InvalidArgumentError, match="temperature"):
+            e.submit([5], temperature=-1)  # the package's check of the library's range
+        with pytest.raises(clformer.InvalidArgumentError, match="unknown generation setting 'beams'"):
+            e.submit([5], beams=2)
+        with pytest.raises(clformer.InvalidArgumentError, match="isolation"):
+            e.submit([5], isolation=-1)
+        with pytest.raises(clformer.DtypeError):
+            e.submit([5.5])
+        # the engine is still usable after refusals
+        assert len(e.submit([5], max_new_tokens=2).result().tokens) == 2
+
+
+def test_exit_with_an_engine_running(tmp_path):
+    # the interpreter exits mid-sequence and with an idle engine: the atexit
+    # hook closes the engine (its thread joined) before freeing the model
+    require_device()
+    for idle in (False, True):
+        code = textwrap.dedent(f"""
+            import clformer
+            m = clformer.Model({GGUF!r})
+            e = m.engine()
+            s = e.submit("the cat", max_new_tokens=200, do_sample=False)
+            it = s.tokens()
+            next(it)
+            if {idle}:
+                s.result()
+            print("ok", flush=True)
+            """)
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0 and p.stdout == "ok\n", p.stderr
