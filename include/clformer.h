@@ -1339,8 +1339,10 @@ CLF_API clf_status clf_model_generate(clf_model *m,
  * waits and is recomputed later (same tokens).  docs/engine.md has the
  * design and a worked example.
  *
- * Threads: clf_engine_submit, clf_engine_cancel and clf_engine_stats may
- * be called from any thread while another steps; one thread steps at a
+ * Threads: clf_engine_submit, clf_engine_cancel and clf_engine_stats_get
+ * may be called from any thread while another steps, and report their
+ * failures through clf_last_error(NULL), the calling thread's (the
+ * context's record belongs to the stepping thread); one thread steps at a
  * time (clf_engine_step serialises callers).  While an engine exists the
  * model is its: run nothing else on m (clf_model_run, generate, chat).
  * Decoder-only models (GPT-2, Llama, Mistral, Qwen2 and those of GGUF
@@ -1362,15 +1364,38 @@ typedef struct clf_engine_options {
   size_t max_sequences;
 } clf_engine_options;
 
-/* Why a sequence ended. */
-typedef enum clf_finish {
-  CLF_FINISH_EOS = 1,       /* it sampled an end-of-sequence token (reported) */
-  CLF_FINISH_LENGTH = 2,    /* max_new_tokens */
-  CLF_FINISH_CONTEXT = 3,   /* the model's positions, with no max_new_tokens or a larger one */
-  CLF_FINISH_STOPPED = 4,   /* its on_token returned non-zero */
-  CLF_FINISH_CANCELLED = 5, /* clf_engine_cancel */
-  CLF_FINISH_ERROR = 6,     /* a step failed (the message is passed) */
+/* Why a sequence ended: X(NAME, value, name) for CLF_FINISH_NAME, whose
+ * name clf_finish_name gives:
+ *   EOS       it sampled an end-of-sequence token (reported as a token)
+ *   LENGTH    its max_new_tokens
+ *   CONTEXT   the model's positions (no max_new_tokens, or a larger one)
+ *   STOPPED   its on_token (or allowed) returned non-zero: a stop string
+ *   CANCELLED clf_engine_cancel, or clf_engine_destroy
+ *   ERROR     a step failed, or its token mask left nothing (the message
+ *             is passed) */
+#define CLF_FINISH_MAP(X) \
+  X(EOS, 1, "eos")        \
+  X(LENGTH, 2, "length")  \
+  X(CONTEXT, 3, "context") \
+  X(STOPPED, 4, "stopped") \
+  X(CANCELLED, 5, "cancelled") \
+  X(ERROR, 6, "error")
+typedef enum clf_finish_reason {
+#define CLF__FINISH_ENUM(NAME, value, name) CLF_FINISH_##NAME = value,
+  CLF_FINISH_MAP(CLF__FINISH_ENUM)
+#undef CLF__FINISH_ENUM
 } clf_finish_reason;
+/* "eos", "length", ... ; "unknown" for another value.  Static. */
+CLF_API const char *clf_finish_name(clf_finish_reason why);
+
+/* How a sequence ended, passed to its on_done. */
+typedef struct clf_sequence_end {
+  clf_finish_reason why;
+  const char *error;    /* CLF_FINISH_ERROR's message, else NULL; valid during the call */
+  size_t prompt_tokens; /* the prompt's */
+  size_t new_tokens;    /* tokens generated (reported to on_token) */
+  size_t cached_tokens; /* prompt positions taken from the prefix cache, not computed */
+} clf_sequence_end;
 
 /* A chosen token with its log-probability and the most probable
  * alternatives (most probable first; ties by lower id). */
@@ -1402,9 +1427,8 @@ typedef struct clf_engine_request {
    * caller).  NULL: none. */
   int (*on_token)(void *user, uint64_t id, int64_t token);
   /* Called once when it ends, from the stepping thread (or from
-   * clf_engine_destroy, with CLF_FINISH_CANCELLED); error: the message of
-   * CLF_FINISH_ERROR, else NULL.  NULL: none. */
-  void (*on_done)(void *user, uint64_t id, clf_finish_reason why, const char *error);
+   * clf_engine_destroy, with CLF_FINISH_CANCELLED).  NULL: none. */
+  void (*on_done)(void *user, uint64_t id, const clf_sequence_end *end);
   void *user;
   /* Sequences made from this prompt (0 and 1: one).  The prompt is
    * computed once; the copies share its blocks (a block is copied when a

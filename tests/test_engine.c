@@ -26,6 +26,7 @@ typedef struct out {
   int64_t tok[MAXTOK];
   size_t n;
   int why, done;
+  size_t prompt, generated, cached; /* from its clf_sequence_end */
   clf_engine *cancel_in; /* cancel the sequence from its own callback after cancel_at tokens */
   size_t cancel_at;
 } out;
@@ -38,12 +39,26 @@ static int on_tok(void *u, uint64_t id, int64_t t) {
   return 0;
 }
 
-static void on_done(void *u, uint64_t id, clf_finish_reason why, const char *err) {
+static void on_done(void *u, uint64_t id, const clf_sequence_end *end) {
   out *o = u;
-  (void)id, (void)err;
-  o->why = (int)why;
+  (void)id;
+  o->why = (int)end->why;
+  o->prompt = end->prompt_tokens, o->generated = end->new_tokens, o->cached = end->cached_tokens;
+  ck_assert_uint_eq(o->generated, o->n);
+  ck_assert_msg((end->why == CLF_FINISH_ERROR) == (end->error != NULL), "error message with %s",
+                clf_finish_name(end->why));
   o->done++;
 }
+
+/* Submission, cancellation and stats may run beside a stepping thread:
+ * their failures are the calling thread's (clf_last_error(NULL)). */
+#define FAILS_HERE(expr, status, needle)                                                                          \
+  do {                                                                                                           \
+    const clf_status st_ = (expr);                                                                               \
+    ck_assert_msg(st_ == (status), "%s returned %s (%s)", #expr, clf_status_name(st_), clf_last_error(NULL));   \
+    ck_assert_msg(strstr(clf_last_error(NULL), (needle)) != NULL, "error of %s is \"%s\", expected \"%s\"", #expr, \
+                  clf_last_error(NULL), (needle));                                                               \
+  } while (0)
 
 static int64_t id_at(const clf_array *a, size_t i) {
   return a->dtype == CLF_I32 ? ((const int32_t *)a->data)[i] : ((const int64_t *)a->data)[i];
@@ -52,8 +67,8 @@ static int64_t id_at(const clf_array *a, size_t i) {
 /* For engine_n_copies: res[id - first id] of the request, user the first id. */
 static out *n_slots;
 static int on_tok_n(void *u, uint64_t id, int64_t t) { return on_tok(&n_slots[id - *(uint64_t *)u], id, t); }
-static void on_done_n(void *u, uint64_t id, clf_finish_reason why, const char *err) {
-  on_done(&n_slots[id - *(uint64_t *)u], id, why, err);
+static void on_done_n(void *u, uint64_t id, const clf_sequence_end *end) {
+  on_done(&n_slots[id - *(uint64_t *)u], id, end);
 }
 
 static void fixture_dir(const char *name, char *buf, size_t n) { snprintf(buf, n, "%s/%s", fixtures(), name); }
@@ -285,12 +300,15 @@ START_TEST(engine_prefix_reuse) {
   TH_OK(clf_engine_run(e));
   TH_OK(clf_engine_stats_get(e, &st));
   ck_assert_uint_eq(st.prefix_tokens_reused, 16);
+  ck_assert_uint_eq(r2.cached, 16);
+  ck_assert_uint_eq(r2.prompt, 24);
   expect_alone(m, a, 24, &o, &r2, "a prompt on a reused prefix");
   /* another client's key: computed anew */
   submit(e, a, 24, &o, 8, &r3);
   TH_OK(clf_engine_run(e));
   TH_OK(clf_engine_stats_get(e, &st));
   ck_assert_uint_eq(st.prefix_tokens_reused, 16);
+  ck_assert_uint_eq(r3.cached, 0);
   expect_alone(m, a, 24, &o, &r3, "another isolation key");
   /* a prompt that differs inside block 2: blocks 0-1 reused */
   int64_t b[24];
@@ -340,7 +358,7 @@ START_TEST(engine_cancel) {
   ck_assert_uint_eq(res[3].n, 2);
   for (size_t s = 0; s < 4; s++) ck_assert_int_eq(res[s].done, 1);
   expect_alone(m, p[2], 5, &o, &res[2], "beside cancelled sequences");
-  TH_FAILS(clf_engine_cancel(e, id[1]), CLF_E_INVALID_ARG, "no sequence");
+  FAILS_HERE(clf_engine_cancel(e, id[1]), CLF_E_INVALID_ARG, "no sequence");
   expect_empty(e);
   /* destroyed with sequences left: each hears CANCELLED */
   out left;
@@ -658,21 +676,21 @@ START_TEST(engine_errors) {
   e = engine(m, 4, 16, 3); /* 12 positions */
   int64_t p[40] = {0};
   const clf_engine_request none = {NULL, 0};
-  TH_FAILS(clf_engine_submit(e, &none, NULL), CLF_E_INVALID_ARG, "no prompt");
+  FAILS_HERE(clf_engine_submit(e, &none, NULL), CLF_E_INVALID_ARG, "no prompt");
   clf_engine_request r = {p, 32};
-  TH_FAILS(clf_engine_submit(e, &r, NULL), CLF_E_INVALID_ARG, "leaves no position");
+  FAILS_HERE(clf_engine_submit(e, &r, NULL), CLF_E_INVALID_ARG, "leaves no position");
   p[2] = 128, r.n_ids = 4;
-  TH_FAILS(clf_engine_submit(e, &r, NULL), CLF_E_INVALID_ARG, "ids[2] is 128");
+  FAILS_HERE(clf_engine_submit(e, &r, NULL), CLF_E_INVALID_ARG, "ids[2] is 128");
   p[2] = 1;
   clf_generate_options o;
   clf_generate_options_init(&o);
   o.num_beams = 2;
   r.options = &o;
-  TH_FAILS(clf_engine_submit(e, &r, NULL), CLF_E_UNSUPPORTED, "num_beams");
+  FAILS_HERE(clf_engine_submit(e, &r, NULL), CLF_E_UNSUPPORTED, "num_beams");
   o.num_beams = 0, o.do_sample = 1, o.temperature = -1;
-  TH_FAILS(clf_engine_submit(e, &r, NULL), CLF_E_INVALID_ARG, "temperature");
+  FAILS_HERE(clf_engine_submit(e, &r, NULL), CLF_E_INVALID_ARG, "temperature");
   clf_generate_options_init(&o); /* up to 32 positions: 8 blocks, the pool has 3 */
-  TH_FAILS(clf_engine_submit(e, &r, NULL), CLF_E_INVALID_ARG, "more than the pool's 3");
+  FAILS_HERE(clf_engine_submit(e, &r, NULL), CLF_E_INVALID_ARG, "more than the pool's 3");
   o.max_new_tokens = 8;
   TH_OK(clf_engine_submit(e, &r, NULL));
   TH_OK(clf_engine_run(e));

@@ -16,6 +16,7 @@ typedef struct stream {
   const char *name;
   clf_text_stream *text;
   clf_finish_reason why;
+  size_t cached; /* prompt positions its prefix had in the cache */
   int done;
 } stream;
 
@@ -32,12 +33,13 @@ static int on_token(void *user, uint64_t id, int64_t token) {
   return stopped;
 }
 
-static void on_done(void *user, uint64_t id, clf_finish_reason why, const char *error) {
+static void on_done(void *user, uint64_t id, const clf_sequence_end *end) {
   stream *s = user;
   (void)id;
-  s->why = why;
+  s->why = end->why;
+  s->cached = end->cached_tokens;
   s->done = 1;
-  if (error) fprintf(stderr, "[%s] failed: %s\n", s->name, error);
+  if (end->error) fprintf(stderr, "[%s] failed: %s\n", s->name, end->error);
 }
 
 int main(int argc, char **argv) {
@@ -93,7 +95,8 @@ int main(int argc, char **argv) {
     /* One step after the first: its prompt's blocks are in the cache when
      * the second comes (sequences join a running engine at any time). */
     if (st != CLF_OK || (i == 0 && clf_engine_step(e, NULL) != CLF_OK)) {
-      fprintf(stderr, "engine: %s\n", clf_last_error(ctx));
+      /* a submission's failure is this thread's; a step's, the context's */
+      fprintf(stderr, "engine: %s\n", st != CLF_OK ? clf_last_error(NULL) : clf_last_error(ctx));
       goto out;
     }
   }
@@ -104,10 +107,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "engine: %s\n", clf_last_error(ctx));
     goto out;
   }
-  static const char *const why[] = {"", "eos", "length", "context", "stopped", "cancelled", "error"};
   rc = 0;
   for (int i = 0; i < 3; i++) {
-    printf("[%s] ended: %s\n", s[i].name, s[i].done ? why[s[i].why] : "not at all");
+    printf("[%s] ended: %s, %zu prompt positions from the cache\n", s[i].name,
+           s[i].done ? clf_finish_name(s[i].why) : "not at all", s[i].cached);
     if (!s[i].done || s[i].why == CLF_FINISH_ERROR) rc = 1;
   }
 

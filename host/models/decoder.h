@@ -110,7 +110,8 @@ clf_status clf__generate_continue(clf_model *m, const clf_array *input_ids, cons
  * end-of-sequence tokens, its sampler seeded from o->seed (0: fresh), and
  * the length it stops at: the prompt's prompt_len plus o->max_new_tokens,
  * or `limit` (the model's positions) when that is unset or further
- * (by_limit then 1). */
+ * (by_limit then 1).  Failures are recorded on ctx (NULL: the calling
+ * thread's record, as the engine's submissions from other threads need). */
 typedef struct clf__gen_row {
   clf__gen_params p;
   clf__rng rng;
@@ -119,8 +120,8 @@ typedef struct clf__gen_row {
   size_t max_len;
   int by_limit;
 } clf__gen_row;
-clf_status clf__gen_row_init(clf_model *m, const clf_generate_options *o, size_t prompt_len, size_t limit,
-                             clf__gen_row *r);
+clf_status clf__gen_row_init(clf_model *m, clf_context *ctx, const clf_generate_options *o, size_t prompt_len,
+                             size_t limit, clf__gen_row *r);
 /* The next token after the n tokens tok, from the logits s [vocab]
  * (overwritten: the processors and warpers run on them); tmp: vocab entries. */
 int64_t clf__gen_row_next(const clf_model *m, clf__gen_row *r, const int64_t *tok, size_t n, float *s,

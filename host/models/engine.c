@@ -44,13 +44,14 @@ typedef struct seq {
   clf__gen_row rules;
   uint32_t *blk; /* [blocks for max_len] */
   size_t nblk, nhashed;
+  size_t cached; /* prompt positions taken from the prefix cache (its last admission's) */
   uint64_t chain;    /* the key of its last hashed block */
   uint64_t isolation;
   int state, cancelled;
   clf_finish_reason why;
   char *error;
   int (*on_token)(void *, uint64_t, int64_t);
-  void (*on_done)(void *, uint64_t, clf_finish_reason, const char *);
+  void (*on_done)(void *, uint64_t, const clf_sequence_end *);
   int (*on_token_info)(void *, uint64_t, const clf_token_info *);
   int (*allowed)(void *, uint64_t, const int64_t *, size_t, uint32_t *, size_t);
   size_t top_logprobs;
@@ -257,12 +258,24 @@ static void report_done(seq *done) {
   while (done) {
     seq *s = done;
     done = s->next;
-    if (s->on_done) s->on_done(s->user, s->id, s->why, s->error);
+    const clf_sequence_end end = {s->why, s->error, s->prompt_len, s->n - s->prompt_len, s->cached};
+    if (s->on_done) s->on_done(s->user, s->id, &end);
     seq_free(s);
   }
 }
 
 /* ---- creation ---- */
+
+const char *clf_finish_name(clf_finish_reason why) {
+  switch (why) {
+#define FINISH_CASE(NAME, value, name) \
+  case CLF_FINISH_##NAME:              \
+    return name;
+    CLF_FINISH_MAP(FINISH_CASE)
+#undef FINISH_CASE
+  }
+  return "unknown";
+}
 
 void clf_engine_options_init(clf_engine_options *o) {
   if (o) memset(o, 0, sizeof *o);
@@ -366,22 +379,21 @@ clf_status clf_engine_create(clf_model *m, const clf_engine_options *o, clf_engi
 static clf_status seq_make(clf_engine *e, const clf_engine_request *r, uint64_t seed, seq **out) {
   static const char op[] = "clf_engine_submit";
   clf_model *m = e->m;
-  clf_context *ctx = m->ctx;
   const size_t limit = e->d->limit;
   clf_generate_options o;
   if (r->options) o = *r->options;
   else clf_generate_options_init(&o);
   o.seed = seed;
   seq *s = *out = calloc(1, sizeof *s);
-  if (!s) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
-  clf_status st = clf__gen_row_init(m, &o, r->n_ids, limit, &s->rules);
+  if (!s) return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
+  clf_status st = clf__gen_row_init(m, NULL, &o, r->n_ids, limit, &s->rules);
   const size_t blocks = (s->rules.max_len + e->BS - 1) / e->BS;
   if (st == CLF_OK && blocks > e->NB)
-    st = clf__fail(ctx, CLF_E_INVALID_ARG, "%s: a sequence of up to %zu positions needs %zu blocks, more than the "
+    st = clf__fail(NULL, CLF_E_INVALID_ARG, "%s: a sequence of up to %zu positions needs %zu blocks, more than the "
                    "pool's %zu (set max_new_tokens, or a larger kv_bytes)", op, s->rules.max_len, blocks, e->NB);
   if (st == CLF_OK && ((s->tok = malloc(s->rules.max_len * sizeof *s->tok)) == NULL ||
                        (s->blk = malloc(blocks * sizeof *s->blk + 1)) == NULL))
-    st = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
+    st = clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
   if (st != CLF_OK) return st;
   memcpy(s->tok, r->ids, r->n_ids * sizeof *s->tok);
   s->n = s->prompt_len = r->n_ids;
@@ -396,19 +408,18 @@ clf_status clf_engine_submit(clf_engine *e, const clf_engine_request *r, uint64_
   static const char op[] = "clf_engine_submit";
   if (!e) return clf__fail(NULL, CLF_E_INVALID_ARG, "%s: engine is NULL", op);
   clf_model *m = e->m;
-  clf_context *ctx = m->ctx;
   if (!r || !r->ids || !r->n_ids)
-    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: the request has no prompt (ids NULL or n_ids 0)", op);
+    return clf__fail(NULL, CLF_E_INVALID_ARG, "%s: the request has no prompt (ids NULL or n_ids 0)", op);
   const size_t limit = e->d->limit, n = r->n ? r->n : 1;
   if (r->n_ids >= limit)
-    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: a prompt of %zu tokens leaves no position to generate in %s's %zu "
+    return clf__fail(NULL, CLF_E_INVALID_ARG, "%s: a prompt of %zu tokens leaves no position to generate in %s's %zu "
                      "(%s)", op, r->n_ids, m->type, limit, e->d->limit_key);
   if (n > CLF_ENGINE_MAX_N || r->top_logprobs > CLF_ENGINE_MAX_TOP_LOGPROBS)
-    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: n %zu or top_logprobs %zu is past its limit (%d, %d)", op, n,
+    return clf__fail(NULL, CLF_E_INVALID_ARG, "%s: n %zu or top_logprobs %zu is past its limit (%d, %d)", op, n,
                      r->top_logprobs, CLF_ENGINE_MAX_N, CLF_ENGINE_MAX_TOP_LOGPROBS);
   for (size_t i = 0; i < r->n_ids; i++)
     if (r->ids[i] < 0 || (uint64_t)r->ids[i] >= m->in_vocab)
-      return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: ids[%zu] is %lld, outside the vocabulary (0 to %zu)", op, i,
+      return clf__fail(NULL, CLF_E_INVALID_ARG, "%s: ids[%zu] is %lld, outside the vocabulary (0 to %zu)", op, i,
                        (long long)r->ids[i], m->in_vocab - 1);
   const uint64_t seed = r->options ? r->options->seed : 0;
   seq *lead = NULL, **tail = NULL;
@@ -448,7 +459,7 @@ clf_status clf_engine_cancel(clf_engine *e, uint64_t id) {
     }
   pthread_mutex_unlock(&e->lock);
   if (!found)
-    return clf__fail(e->m->ctx, CLF_E_INVALID_ARG, "clf_engine_cancel: no sequence %llu is queued or running",
+    return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_engine_cancel: no sequence %llu is queued or running",
                      (unsigned long long)id);
   return CLF_OK;
 }
@@ -548,7 +559,7 @@ static void admit_prefix(clf_engine *e, seq *s) {
     chain = key, parent = i;
   }
   s->nhashed = s->nblk, s->chain = chain;
-  s->computed = s->nblk * e->BS;
+  s->computed = s->cached = s->nblk * e->BS;
   e->st.prefix_tokens_reused += s->computed;
 }
 
@@ -582,7 +593,7 @@ static size_t plan(clf_engine *e, size_t *rows, clf_status *err) {
     if (blocks - s->nblk > e->n_free) {
       e->st.prefix_tokens_reused -= s->computed;
       blocks_release(e, s);
-      s->computed = 0;
+      s->computed = s->cached = 0;
       break;
     }
     grow(e, s, s->n, n_sc, rows); /* cannot preempt: the blocks are free */
@@ -747,7 +758,7 @@ static void fork_copies(clf_engine *e, seq *s, const float *raw) {
       f->why = CLF_FINISH_CANCELLED;
       continue;
     }
-    f->computed = s->computed, f->nhashed = s->nhashed, f->chain = s->chain;
+    f->computed = s->computed, f->nhashed = s->nhashed, f->chain = s->chain, f->cached = s->cached;
     for (size_t j = 0; j < s->nblk; j++) e->b[f->blk[j] = s->blk[j]].ref++;
     f->nblk = s->nblk;
     next_token(e, f, raw);
@@ -845,7 +856,7 @@ clf_status clf_engine_run(clf_engine *e) {
 }
 
 clf_status clf_engine_stats_get(clf_engine *e, clf_engine_stats *s) {
-  if (!e || !s) return clf__fail(e ? e->m->ctx : NULL, CLF_E_INVALID_ARG, "clf_engine_stats_get: %s is NULL",
+  if (!e || !s) return clf__fail(NULL, CLF_E_INVALID_ARG, "clf_engine_stats_get: %s is NULL",
                                  e ? "stats" : "engine");
   pthread_mutex_lock(&e->lock);
   *s = e->st;

@@ -400,11 +400,10 @@ static double pick(double opt, double ckpt, double off) { return opt == 0 ? ckpt
 /* The sampling settings of one call (options over the checkpoint's, over
  * GenerationConfig's defaults), checked where they are used: the warpers
  * only with do_sample, as transformers ignores them without. */
-static clf_status gen_params(clf_model *m, const clf_generate_options *o, size_t K, clf__gen_params *p) {
-  static const char op[] = "clf_model_generate";
+static clf_status gen_params_in(clf_model *m, clf_context *ctx, const char *op, const clf_generate_options *o,
+                                size_t K, clf__gen_params *p) {
   const clf_generate_options z = {0};
   if (!o) o = &z;
-  clf_context *ctx = m->ctx;
   if (o->do_sample < CLF_GENERATE_OFF || o->do_sample > 1)
     return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: do_sample %d is not 0 (unset), 1 or CLF_GENERATE_OFF", op,
                      o->do_sample);
@@ -444,6 +443,10 @@ static clf_status gen_params(clf_model *m, const clf_generate_options *o, size_t
     return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: on_token is not supported with beam search (num_beams %zu)", op,
                      K);
   return CLF_OK;
+}
+
+static clf_status gen_params(clf_model *m, const clf_generate_options *o, size_t K, clf__gen_params *p) {
+  return gen_params_in(m, m->ctx, "clf_model_generate", o, K, p);
 }
 
 /* A seed for a call without one: the clock, a counter and an address,
@@ -626,10 +629,9 @@ clf_status clf__generate_continue(clf_model *m, const clf_array *input_ids, cons
 
 /* ---- one sequence's rules, for the engine (decoder.h) ---- */
 
-clf_status clf__gen_row_init(clf_model *m, const clf_generate_options *o, size_t prompt_len, size_t limit,
-                             clf__gen_row *r) {
+clf_status clf__gen_row_init(clf_model *m, clf_context *ctx, const clf_generate_options *o, size_t prompt_len,
+                             size_t limit, clf__gen_row *r) {
   static const char op[] = "clf_engine_submit";
-  clf_context *ctx = m->ctx;
   memset(r, 0, sizeof *r);
   if (m->gen.unsupported)
     return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: the checkpoint's generation setting \"%s\" is not supported", op,
@@ -637,7 +639,7 @@ clf_status clf__gen_row_init(clf_model *m, const clf_generate_options *o, size_t
   if (o && o->num_beams > 1)
     return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: num_beams %zu: the engine decodes one beam per sequence "
                      "(beam search runs through clf_model_generate)", op, o->num_beams);
-  clf_status st = gen_params(m, o, 1, &r->p);
+  clf_status st = gen_params_in(m, ctx, op, o, 1, &r->p);
   if (st != CLF_OK) return st;
   const size_t n = o ? o->n_eos_token_ids : 0;
   if (n > CLF__ARRAY_LEN(r->eos))
