@@ -880,7 +880,11 @@ START_TEST(probe_human_and_errors) {
   ck_assert_int_eq(run_cli("probe --tune --tokens 32,0"), 2);
   ck_assert_int_eq(run_cli("probe --tune --tokens 1,2,3,4,5,6,7,8,9"), 2);
   ck_assert_ptr_nonnull(strstr(slurp("stderr"), "up to 8"));
-  ck_assert_int_eq(run_cli("probe --model x"), 2);
+  /* --model alone: the KV pool the engine would get (a model that does not
+   * load fails the probe; --tokens still goes with --tune). */
+  ck_assert_int_eq(run_cli("probe --device 0:0 --no-measure --no-validate --model /no/such/model"), 1);
+  ck_assert_ptr_nonnull(strstr(slurp("stdout"), "    not loaded: "));
+  ck_assert_int_eq(run_cli("probe --tokens 32"), 2);
   ck_assert_int_eq(run_cli("probe --help"), 0);
   ck_assert_ptr_nonnull(strstr(slurp("stdout"), "schema_version"));
 }
@@ -1052,6 +1056,143 @@ START_TEST(roberta_matches_pipeline) {
 }
 END_TEST
 
+/* What `generate --prompt P` prints after the prompt: its new text (the
+ * line end kept), into buf; the command's stdout less P. */
+static void generate_text(const char *model, const char *prompt, const char *extra, char *buf, size_t len) {
+  char args[2048];
+  snprintf(args, sizeof(args), "generate %s --prompt \"%s\" %s", model, prompt, extra);
+  ck_assert_msg(run_cli(args) == 0, "%s: %s", args, slurp("stderr"));
+  const char *out = slurp("stdout");
+  ck_assert_msg(!strncmp(out, prompt, strlen(prompt)), "%s", out);
+  snprintf(buf, len, "%s", out + strlen(prompt));
+}
+
+/* batch (issue 40): two prompts x --parallel 2 through the engine print,
+ * under their headers in submission order, the text `generate` prints for
+ * each prompt alone (greedy: the engine's promise of the same tokens);
+ * --json carries the same texts and the keys tools/bench_engine.py reads;
+ * --prompts FILE is the same as the --prompt list; copy C under --seed S
+ * samples as generate --seed S+C; a prompt that leaves no position fails
+ * its sequence only (exit 1); usage errors exit 2. */
+START_TEST(batch_matches_generate) {
+  char file[1024], args[2048], want[4096] = "", text[2][512];
+  snprintf(file, sizeof file, "%s/gguf_models/smollm_like/model.gguf", fx);
+  const char *prompts[2] = {"the cat sat on the mat", "hello world"};
+  for (int p = 0; p < 2; p++) generate_text(file, prompts[p], "--max-new-tokens 5 --greedy", text[p], sizeof text[p]);
+  for (int i = 0; i < 4; i++) /* 5 new tokens, no end token among them: "length" */
+    snprintf(want + strlen(want), sizeof want - strlen(want), "--- sequence %d (prompt %d, copy %d): length ---\n%s",
+             i, i / 2, i % 2, text[i / 2]);
+  snprintf(args, sizeof(args), "batch %s --prompt \"%s\" --prompt \"%s\" --parallel 2 --greedy --max-new-tokens 5",
+           file, prompts[0], prompts[1]);
+  ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
+  ck_assert_str_eq(slurp("stdout"), want);
+  const char *err = slurp("stderr");
+  ck_assert_msg(strstr(err, "clformer batch: 4 sequences, 20 new tokens in ") && strstr(err, " tokens/s decoding\n") &&
+                strstr(err, "the first token after a median of ") && strstr(err, " preemptions"), "%s", err);
+
+  /* --json: one object; 4 sequences of 5 tokens, the same texts (less the
+   * line end generate adds), the library's default block of 16 positions. */
+  ck_assert_msg(run_cli(strcat(args, " --json")) == 0, "%s", slurp("stderr"));
+  cJSON *root = cJSON_Parse(slurp("stdout"));
+  ck_assert_ptr_nonnull(root);
+  const cJSON *seqs = cJSON_GetObjectItemCaseSensitive(root, "sequences"), *q;
+  ck_assert_int_eq(cJSON_GetArraySize(seqs), 4);
+  int i = 0;
+  cJSON_ArrayForEach(q, seqs) {
+    char line[512];
+    snprintf(line, sizeof line, "%s\n", cJSON_GetStringValue(cJSON_GetObjectItem(q, "text")));
+    ck_assert_str_eq(line, text[i / 2]);
+    ck_assert_int_eq(cJSON_GetObjectItem(q, "prompt")->valueint, i / 2);
+    ck_assert_int_eq(cJSON_GetObjectItem(q, "copy")->valueint, i % 2);
+    ck_assert_int_eq(cJSON_GetObjectItem(q, "tokens")->valueint, 5);
+    ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(q, "finish")), "length");
+    ck_assert(cJSON_GetObjectItem(q, "ttft_ms")->valuedouble > 0);
+    i++;
+  }
+  ck_assert_int_eq(cJSON_GetObjectItem(root, "new_tokens")->valueint, 20);
+  const char *numbers[] = {"seconds", "tokens_per_s", "decode_tokens_per_s", "ttft_ms_median"};
+  for (size_t k = 0; k < sizeof numbers / sizeof *numbers; k++)
+    ck_assert_msg(cJSON_GetObjectItem(root, numbers[k])->valuedouble > 0, "%s", numbers[k]);
+  const cJSON *kv = cJSON_GetObjectItem(root, "kv");
+  ck_assert_int_eq(cJSON_GetObjectItem(kv, "block_size")->valueint, 16);
+  ck_assert_int_gt(cJSON_GetObjectItem(kv, "blocks")->valueint, 0);
+  ck_assert_int_gt(cJSON_GetObjectItem(kv, "block_bytes")->valueint, 0);
+  ck_assert(cJSON_IsNumber(cJSON_GetObjectItem(kv, "prefix_tokens_reused")));
+  ck_assert_int_eq(cJSON_GetObjectItem(kv, "preemptions")->valueint, 0);
+  ck_assert_int_ge(cJSON_GetObjectItem(root, "steps")->valueint, 5); /* a token a step at most */
+  ck_assert_int_ge(cJSON_GetObjectItem(root, "rows")->valueint, 20);
+  const int blocks = cJSON_GetObjectItem(kv, "blocks")->valueint, block_bytes = cJSON_GetObjectItem(kv, "block_bytes")->valueint;
+  cJSON_Delete(root);
+
+  /* probe --model reports the pool of the same default options: the same
+   * blocks, and the fixture's 256 positions in 16 of them per sequence. */
+  snprintf(args, sizeof(args), "probe --device 0:0 --no-measure --no-validate --json --model %s", file);
+  ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
+  root = cJSON_Parse(slurp("stdout"));
+  ck_assert_ptr_nonnull(root);
+  const cJSON *pool = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "devices"), 0), "kv_pool");
+  ck_assert_int_eq(cJSON_GetObjectItem(pool, "blocks")->valueint, blocks);
+  ck_assert_int_eq(cJSON_GetObjectItem(pool, "block_size")->valueint, 16);
+  ck_assert_int_eq(cJSON_GetObjectItem(pool, "block_bytes")->valueint, block_bytes);
+  ck_assert_double_eq(cJSON_GetObjectItem(pool, "bytes")->valuedouble, (double)blocks * block_bytes);
+  ck_assert_int_eq(cJSON_GetObjectItem(pool, "max_positions")->valueint, 256);
+  ck_assert_int_eq(cJSON_GetObjectItem(pool, "full_sequences")->valueint, blocks / 16);
+  cJSON_Delete(root);
+  snprintf(args, sizeof(args), "probe --device 0:0 --no-measure --no-validate --model %s", file);
+  ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
+  char line[256];
+  snprintf(line, sizeof line, "    %d blocks of 16 positions, ", blocks);
+  ck_assert_msg(strstr(slurp("stdout"), line) && strstr(slurp("stdout"), "sequences of the model's full 256 positions"),
+                "%s", slurp("stdout"));
+
+  /* --prompts FILE: one prompt a line, the empty one skipped. */
+  char path[600];
+  snprintf(path, sizeof path, "%s/prompts.txt", tmp);
+  FILE *f = fopen(path, "w");
+  ck_assert_ptr_nonnull(f);
+  fprintf(f, "%s\n\n%s\n", prompts[0], prompts[1]);
+  fclose(f);
+  snprintf(want, sizeof want, "--- sequence 0 (prompt 0, copy 0): length ---\n%s"
+           "--- sequence 1 (prompt 1, copy 0): length ---\n%s", text[0], text[1]);
+  snprintf(args, sizeof(args), "batch %s --prompts %s --greedy --max-new-tokens 5", file, path);
+  ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
+  ck_assert_str_eq(slurp("stdout"), want);
+
+  /* --seed 5: copy 1 samples as generate --seed 6. */
+  generate_text(file, "hi", "--max-new-tokens 6 --temperature 0.9 --seed 6", text[1], sizeof text[1]);
+  snprintf(args, sizeof(args), "batch %s --prompt hi --parallel 2 --max-new-tokens 6 --temperature 0.9 --seed 5", file);
+  ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
+  snprintf(want, sizeof want, "--- sequence 1 (prompt 0, copy 1): length ---\n%s", text[1]);
+  ck_assert_msg(strstr(slurp("stdout"), want), "%s", slurp("stdout"));
+
+  /* A prompt past the model's 256 positions fails its own sequence. */
+  f = fopen(path, "w");
+  ck_assert_ptr_nonnull(f);
+  for (int w = 0; w < 300; w++) fputs("cat ", f);
+  fputs("\nhi\n", f);
+  fclose(f);
+  snprintf(args, sizeof(args), "batch %s --prompts %s --greedy --max-new-tokens 2", file, path);
+  ck_assert_int_eq(run_cli(args), 1);
+  ck_assert_msg(!strncmp(slurp("stdout"), "--- sequence 0 (prompt 0, copy 0): error ---\n\n"
+                                          "--- sequence 1 (prompt 1, copy 0): length ---\n", 92), "%s", slurp("stdout"));
+  ck_assert_msg(strstr(slurp("stderr"), "clformer batch: sequence 0: clf_engine_submit: a prompt of "), "%s",
+                slurp("stderr"));
+
+  expect_usage_error("batch m", "clformer batch: give either --prompt TEXT (repeatable) or --prompts FILE", "batch");
+  expect_usage_error("batch m --prompt a --prompts f", "give either --prompt", "batch");
+  expect_usage_error("batch m --prompt a --parallel 0",
+                     "clformer batch: --parallel: expected an integer from 1 to 4096, got \"0\"", "batch");
+  expect_usage_error("batch m --prompt a --kv-bytes 3x", "--kv-bytes: expected a number of bytes", "batch");
+  expect_usage_error("batch m --prompt a --num-beams 2", "clformer batch: unknown option --num-beams", "batch");
+  snprintf(args, sizeof(args), "batch %s/nope.txt --prompts %s/nope.txt", tmp, tmp);
+  ck_assert_int_eq(run_cli(args), 1);
+  ck_assert_msg(strstr(slurp("stderr"), "clformer batch: --prompts "), "%s", slurp("stderr"));
+  snprintf(args, sizeof(args), "batch %s/bert --prompt hi", fx);
+  ck_assert_int_eq(run_cli(args), 1);
+  ck_assert_msg(strstr(slurp("stderr"), "not a decoder-only language model"), "%s", slurp("stderr"));
+}
+END_TEST
+
 START_TEST(options_parsed_alike) {
   expect_usage_error("run m --in a=b.npy --out c=d.npy --repeat x",
                      "clformer run: --repeat: expected an integer from 0 to 100000, got \"x\"", "run");
@@ -1107,6 +1248,7 @@ START_TEST(help_from_the_table) {
       {"generate", {"usage: clformer generate MODEL (--in", "--max-new-tokens N", "(1 to 1000000; default: generate --prompt"}},
       {"embed", {"usage: clformer embed MODEL_DIR TEXT TEXT...", "--device S", "cosine"}},
       {"chat", {"usage: clformer chat MODEL", "--seed S", "(0 to 9e+18; default: a fresh one each time)"}},
+      {"batch", {"usage: clformer batch MODEL (--prompt TEXT", "--kv-bytes N", "(0 to 1024; default: 0: the library's, 16)"}},
       {"classify", {"usage: clformer classify MODEL_DIR IMAGE...", "--top K", "(1 to 100000; default 5)"}},
       {"fill-mask", {"usage: clformer fill-mask MODEL_DIR TEXT", "--top-k K", "(1 to 100000; default 5)"}},
       {"reconstruct", {"usage: clformer reconstruct MODEL_DIR IMAGE --out FILE.png", "--noise FILE.npy", "required"}},
@@ -1350,6 +1492,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, classify_text_matches_pipeline);
   tcase_add_test(tc, roberta_matches_pipeline);
   tcase_add_test(tc, options_parsed_alike);
+  tcase_add_test(tc, batch_matches_generate);
   tcase_add_test(tc, help_from_the_table);
   tcase_add_test(tc, tokenize_prints_ids_and_tokens);
   tcase_add_test(tc, generate_gguf_file);

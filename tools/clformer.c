@@ -159,7 +159,7 @@ static const clf_cli_command devices_command = {
 /* Every subcommand, in the order `clformer --help` lists them. */
 static const clf_cli_command *const commands[] = {
     &devices_command,           &clf_cli_run_command,      &clf_cli_generate_command, &clf_cli_chat_command,
-    &clf_cli_embed_command,     &clf_cli_classify_command, &clf_cli_fill_mask_command, &clf_cli_tokenize_command,
+    &clf_cli_batch_command,     &clf_cli_embed_command,     &clf_cli_classify_command, &clf_cli_fill_mask_command, &clf_cli_tokenize_command,
     &clf_cli_reconstruct_command, &clf_cli_probe_command,  &clf_cli_matrix_command,
 };
 enum { N_COMMANDS = sizeof(commands) / sizeof(commands[0]) };

@@ -9,6 +9,7 @@
 extern const clf_cli_command clf_cli_run_command;         /* cmd_model.c */
 extern const clf_cli_command clf_cli_generate_command;    /* cmd_model.c */
 extern const clf_cli_command clf_cli_chat_command;        /* cmd_chat.c */
+extern const clf_cli_command clf_cli_batch_command;       /* cmd_batch.c */
 extern const clf_cli_command clf_cli_embed_command;       /* cmd_model.c */
 extern const clf_cli_command clf_cli_classify_command;    /* cmd_vision.c */
 extern const clf_cli_command clf_cli_reconstruct_command; /* cmd_vision.c */

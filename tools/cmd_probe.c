@@ -19,7 +19,7 @@
 typedef struct probe_opts {
   const char *device;
   int json, no_measure, no_validate, quick, tune;
-  const char *model;    /* --tune: GEMM shapes of this model, else common ones */
+  const char *model;    /* the KV pool the engine gives it; --tune: its GEMM shapes, else common ones */
   clf_cli_sizes tokens; /* --tokens N[,N...]: the rows of the shapes tuned */
   double budget_s;
   int runs;             /* timed runs per measurement (not an option) */
@@ -33,8 +33,9 @@ static const clf_cli_option probe_options[] = {
     {"--no-validate", NULL, CLF_OPT_FLAG, offsetof(probe_opts, no_validate), 0, 0, 0, 0, 0,
      "skip the self-validation"},
     {"--tune", NULL, CLF_OPT_FLAG, offsetof(probe_opts, tune), 0, 0, 0, 0, 0, "search a GEMM tuning profile first"},
-    {"--model", "DIR", CLF_OPT_STRING, offsetof(probe_opts, model), 0, 0, 0, 0, 0, "--tune: the GEMMs of this model", NULL,
-     "BERT-base and GPT-2 sized layers"},
+    {"--model", "MODEL", CLF_OPT_STRING, offsetof(probe_opts, model), 0, 0, 0, 0, 0,
+     "a model directory or GGUF file: the KV pool the engine would get for it; with --tune, the GEMMs tuned are "
+     "its", NULL, "no KV pool; --tune: BERT-base and GPT-2 sized layers"},
     {"--tokens", "N[,N...]", CLF_OPT_SIZES, offsetof(probe_opts, tokens), 1, 1000000, 0, 8, 0,
      "--tune: the token counts; default 128"},
     {"--budget", "SECONDS", CLF_OPT_DOUBLE, offsetof(probe_opts, budget_s), 0, HUGE_VAL, 0, 0, 0,
@@ -336,6 +337,46 @@ static int section_tuning(clf_context *ctx, const probe_opts *po, const out *o, 
   return rc;
 }
 
+/* ---- the KV pool of a model ---- */
+
+/* What clf_engine_create gives po->model on this device with the default
+ * options (as `clformer batch` makes it): the blocks, their size, the
+ * memory, and how many sequences of the model's full length fit at once.
+ * Returns 1 when the model could not be loaded; a model the engine cannot
+ * run is said in the section (clinfo's way: the probe goes on). */
+static int section_kv_pool(clf_context *ctx, const char *model, const out *o, cJSON *dev) {
+  if (o->human) printf("  KV pool of %s (the engine's, default options)\n", model);
+  cJSON *j = o->obj ? cJSON_AddObjectToObject(dev, "kv_pool") : NULL;
+  clf_model *m = NULL;
+  clf_engine *e = NULL;
+  clf_engine_stats s;
+  clf_status st = clf_model_load(ctx, model, &m);
+  const int rc = st != CLF_OK;
+  if (st == CLF_OK && (st = clf_engine_create(m, NULL, &e)) == CLF_OK) st = clf_engine_stats_get(e, &s);
+  if (st != CLF_OK) {
+    const char *msg = clf_probe_error(ctx, st);
+    if (o->human) printf("    %s: %s\n", rc ? "not loaded" : "none", msg);
+    if (j) cJSON_AddStringToObject(j, "error", msg);
+  } else {
+    const size_t positions = clf_model_max_positions(m), per_seq = (positions + s.block_size - 1) / s.block_size;
+    const size_t fit = per_seq ? s.blocks / per_seq : 0;
+    const double mib = (double)s.blocks * s.block_bytes / 1048576.0;
+    if (o->human)
+      printf("    %zu blocks of %zu positions, %.1f KiB each: %.1f MiB (weights %.1f MiB); %zu sequences of the "
+             "model's full %zu positions at once\n", s.blocks, s.block_size, s.block_bytes / 1024.0, mib,
+             clf_model_weight_bytes(m) / 1048576.0, fit, positions);
+    if (j) {
+      const char *keys[] = {"blocks", "block_size", "block_bytes", "bytes", "max_positions", "full_sequences"};
+      const double vals[] = {(double)s.blocks, (double)s.block_size, (double)s.block_bytes,
+                             (double)s.blocks * s.block_bytes, (double)positions, (double)fit};
+      for (int k = 0; k < 6; k++) cJSON_AddNumberToObject(j, keys[k], vals[k]);
+    }
+  }
+  clf_engine_destroy(e);
+  clf_model_destroy(m);
+  return rc;
+}
+
 /* ---- one device, then all ---- */
 
 /* The class the library's choices followed and the limits it ran under
@@ -371,7 +412,7 @@ static int probe_device(const clf_device_desc *d, const probe_opts *po, cJSON *d
     fprintf(stderr, "clformer probe: %s %s / %s\n", selector, d->platform_name, d->device_name);
   }
   sections.n = 0;
-  sections.total = 3 + (po->no_measure ? 0 : CLF_PROBE_MEASURE_SECTIONS) + !po->no_validate;
+  sections.total = 3 + (po->no_measure ? 0 : CLF_PROBE_MEASURE_SECTIONS) + !po->no_validate + !!po->model;
   clf_probe_section("properties");
   if (o.human) printf("== device %s: %s / %s\n  Properties\n", selector, d->platform_name, d->device_name);
   clf_probe_properties(d->platform, d->device, o.human, o.obj);
@@ -398,6 +439,8 @@ static int probe_device(const clf_device_desc *d, const probe_opts *po, cJSON *d
   if (!po->no_validate && section_validation(ctx, &o, o.obj) > 0) rc = 1;
   clf_probe_section(po->tune ? "GEMM tuning search" : "GEMM tuning profile");
   if (section_tuning(ctx, po, &o, o.obj)) rc = 1;
+  if (po->model) clf_probe_section("KV pool of the model");
+  if (po->model && section_kv_pool(ctx, po->model, &o, o.obj)) rc = 1;
   clf_cli_status_end();
   if (o.human) printf("\n");
   clf_context_destroy(ctx);
@@ -407,8 +450,8 @@ static int probe_device(const clf_device_desc *d, const probe_opts *po, cJSON *d
 static int probe_main(const void *opts, int argc, char **argv) {
   (void)argc; (void)argv;
   probe_opts po = *(const probe_opts *)opts;
-  if ((po.model || po.tokens.n || po.budget_s > 0) && !po.tune)
-    return clf_cli_usage_error(&clf_cli_probe_command, "--model, --tokens and --budget go with --tune");
+  if ((po.tokens.n || po.budget_s > 0) && !po.tune)
+    return clf_cli_usage_error(&clf_cli_probe_command, "--tokens and --budget go with --tune");
   if (!po.tokens.n) po.tokens.v[po.tokens.n++] = 128;
   po.runs = po.quick ? 3 : 7;
   /* A status line on the terminal says which section runs; the rows the
@@ -456,8 +499,8 @@ static int probe_main(const void *opts, int argc, char **argv) {
 const clf_cli_command clf_cli_probe_command = {
     .name = "probe",
     .summary = "device properties, measured throughput and ratios, self-validation",
-    .synopsis = "[--device S] [--json] [--quick] [--no-measure] [--no-validate]\n"
-                "                      [--tune [--model DIR] [--tokens N[,N...]] [--budget SECONDS]]",
+    .synopsis = "[--device S] [--json] [--quick] [--no-measure] [--no-validate] [--model MODEL]\n"
+                "                      [--tune [--tokens N[,N...]] [--budget SECONDS]]",
     .details =
         "Describes every OpenCL device (or the one --device picks): its properties,\n"
         "measured kernel build time (cold and from clformer's binary cache), memory\n"
@@ -466,8 +509,11 @@ const clf_cli_command clf_cli_probe_command = {
         "ops beside their baselines on the same device as ratios (the fused attention\n"
         "kernel vs the GEMM path, layer norm vs a copy of the same bytes),\n"
         "clformer's self-validation of its kernel variants against CPU references,\n"
-        "and the GEMM tuning profile in use.  --tune first searches CLBlast's GEMM\n"
-        "parameters for the GEMMs of the model in DIR at each N tokens (default 128),\n"
+        "and the GEMM tuning profile in use.  --model adds the KV pool that the engine\n"
+        "(`clformer batch`) would get for MODEL with its default options: blocks, their\n"
+        "positions and bytes, and how many sequences of the model's full length fit.\n"
+        "--tune first searches CLBlast's GEMM\n"
+        "parameters for the GEMMs of --model's model at each N tokens (default 128),\n"
         "else for BERT-base/GPT-2 sized layers, and the work-group of the skinny\n"
         "kernel (1-8 rows: decoding) for each weight type on the same weights, within\n"
         "SECONDS (default 300), and stores the profile.\n"
@@ -477,7 +523,8 @@ const clf_cli_command clf_cli_probe_command = {
         "overrides the device's; also at the top level when one device is probed) and\n"
         "\"limits\" the CLFORMER_LIMITS it ran under; progress goes to\n"
         "stderr.  Exit status: 0, or 1 when a device could not be probed, a kernel\n"
-        "variant failed validation or a requested --tune failed; 2 for usage errors.\n",
+        "variant failed validation, a requested --tune failed or --model's model could not\n"
+        "be loaded; 2 for usage errors.\n",
     .options = probe_options,
     .opts_size = sizeof(probe_opts),
     .min_args = 0,
