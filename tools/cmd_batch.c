@@ -52,16 +52,6 @@ static const clf_cli_option batch_options[] = {
     CLF_CLI_OPT_WEIGHTS(batch_opts),
     {NULL}};
 
-/* clf_finish_reason's values as the output spells them. */
-static const char *const finish_names[] = {
-    [CLF_FINISH_EOS] = "eos",           [CLF_FINISH_LENGTH] = "length",       [CLF_FINISH_CONTEXT] = "context",
-    [CLF_FINISH_STOPPED] = "stopped",   [CLF_FINISH_CANCELLED] = "cancelled", [CLF_FINISH_ERROR] = "error",
-};
-
-static const char *finish_name(clf_finish_reason why) {
-  return (size_t)why < sizeof finish_names / sizeof *finish_names && finish_names[why] ? finish_names[why] : "error";
-}
-
 /* One submitted sequence. */
 typedef struct bseq {
   size_t index, prompt, copy;
@@ -163,11 +153,11 @@ static int on_token(void *user, uint64_t id, int64_t token) {
   return stopped;
 }
 
-static void on_done(void *user, uint64_t id, clf_finish_reason why, const char *error) {
+static void on_done(void *user, uint64_t id, const clf_sequence_end *end) {
   (void)id;
   bseq *q = user;
-  q->why = q->error ? CLF_FINISH_ERROR : why;
-  if (error && !q->error) q->error = strdup(error);
+  q->why = q->error ? CLF_FINISH_ERROR : end->why;
+  if (end->error && !q->error) q->error = strdup(end->error);
   if (q->why == CLF_FINISH_ERROR && !q->error) q->error = strdup("failed");
   ++*q->ended;
 }
@@ -205,7 +195,7 @@ static void submit_one(batch_run *b, bseq *q, const int64_t *ids, size_t n_ids, 
   clf_status st = clf_text_stream_create(b->tok, b->o->s.stop.v, (size_t)b->o->s.stop.n, &q->text);
   if (st != CLF_OK) q->error = strdup(clf_last_error(NULL));
   else if (!n_ids) q->error = strdup("the prompt has no tokens");
-  else if (clf_engine_submit(b->e, &r, &q->id) != CLF_OK) q->error = strdup(clf_last_error(b->ctx));
+  else if (clf_engine_submit(b->e, &r, &q->id) != CLF_OK) q->error = strdup(clf_last_error(NULL));
   if (q->error) q->why = CLF_FINISH_ERROR, b->ended++;
 }
 
@@ -257,7 +247,7 @@ static void print_ready(batch_run *b) {
     if (q->text && q->why != CLF_FINISH_ERROR) clf_text_stream_finish(q->text, &rest, &len);
     const char *text = q->why == CLF_FINISH_ERROR ? "" : clf_text_stream_text(q->text, &len);
     clf_cli_status_line = 0;
-    printf("--- sequence %zu (prompt %zu, copy %zu): %s ---\n", q->index, q->prompt, q->copy, finish_name(q->why));
+    printf("--- sequence %zu (prompt %zu, copy %zu): %s ---\n", q->index, q->prompt, q->copy, clf_finish_name(q->why));
     fwrite(text, 1, len, stdout);
     printf("\n");
     fflush(stdout);
@@ -345,7 +335,7 @@ static int print_json(const batch_run *b, const batch_totals *t, const clf_engin
     const char *text = q->why == CLF_FINISH_ERROR ? "" : clf_text_stream_text(q->text, &len);
     cJSON_AddStringToObject(j, "text", text);
     cJSON_AddNumberToObject(j, "tokens", (double)q->tokens);
-    cJSON_AddStringToObject(j, "finish", finish_name(q->why));
+    cJSON_AddStringToObject(j, "finish", clf_finish_name(q->why));
     if (q->tokens) cJSON_AddNumberToObject(j, "ttft_ms", q->t_first - q->t_submit);
     else cJSON_AddNullToObject(j, "ttft_ms");
     if (q->error) cJSON_AddStringToObject(j, "error", q->error);

@@ -161,6 +161,24 @@ static const clf__layout_row rows[] = {
     CLF__FIELD(clf_engine_request, on_token),
     CLF__FIELD(clf_engine_request, on_done),
     CLF__FIELD(clf_engine_request, user),
+    CLF__FIELD(clf_engine_request, n),
+    CLF__FIELD(clf_engine_request, on_token_info),
+    CLF__FIELD(clf_engine_request, top_logprobs),
+    CLF__FIELD(clf_engine_request, allowed),
+
+    CLF__STRUCT(clf_sequence_end),
+    CLF__FIELD(clf_sequence_end, why),
+    CLF__FIELD(clf_sequence_end, error),
+    CLF__FIELD(clf_sequence_end, prompt_tokens),
+    CLF__FIELD(clf_sequence_end, new_tokens),
+    CLF__FIELD(clf_sequence_end, cached_tokens),
+
+    CLF__STRUCT(clf_token_info),
+    CLF__FIELD(clf_token_info, token),
+    CLF__FIELD(clf_token_info, logprob),
+    CLF__FIELD(clf_token_info, n_top),
+    CLF__FIELD(clf_token_info, top_tokens),
+    CLF__FIELD(clf_token_info, top_logprobs),
 
     CLF__STRUCT(clf_engine_stats),
     CLF__FIELD(clf_engine_stats, blocks),
@@ -172,6 +190,7 @@ static const clf__layout_row rows[] = {
     CLF__FIELD(clf_engine_stats, waiting),
     CLF__FIELD(clf_engine_stats, prefix_tokens_reused),
     CLF__FIELD(clf_engine_stats, preemptions),
+    CLF__FIELD(clf_engine_stats, blocks_copied),
     CLF__FIELD(clf_engine_stats, steps),
     CLF__FIELD(clf_engine_stats, rows),
 

@@ -35,9 +35,15 @@ if TYPE_CHECKING:
         from typing_extensions import Unpack
     from ._model import Model
 
-# clf_finish_reason (include/clformer.h) by value, as Python names it.
-FINISH_REASONS = {1: "eos", 2: "length", 3: "context", 4: "stop_string", 5: "cancelled", 6: "error"}
+# clf_finish_reason by value, named by the library (clf_finish_name); a
+# sequence this package stops is stopped by its stop strings.
+_PY_NAMES = {"stopped": "stop_string"}
 _ERROR = 6
+
+
+def finish_reason(why: int) -> str:
+    name = _lib.text(_lib.lib.clf_finish_name(why))
+    return _PY_NAMES.get(name, name)
 
 Isolation = Union[int, str, bytes, None]
 
@@ -82,6 +88,7 @@ class EngineStats:
     waiting: int
     prefix_tokens_reused: int
     preemptions: int
+    blocks_copied: int
     steps: int
     rows: int
 
@@ -92,11 +99,13 @@ class SequenceResult:
     one ended it), its text (None without a tokenizer: the streamed pieces
     joined, cut before a stop string), the prompt's length and why it
     ended: "eos" (an end token), "length" (max_new_tokens), "context" (the
-    model's positions), "stop_string", "cancelled"."""
+    model's positions), "stop_string", "cancelled"; and how many of the
+    prompt's positions came from the prefix cache (cached_tokens)."""
     tokens: list
     text: str | None
     finish_reason: str
     prompt_tokens: int
+    cached_tokens: int = 0
 
 
 class Sequence:
@@ -116,6 +125,7 @@ class Sequence:
         self._reason: str | None = None
         self._error: _errors.Error | None = None
         self.prompt_tokens = prompt_len
+        self.cached_tokens = 0  # set when it ends
         self.id = 0  # the library's, once submitted
 
     # ---- called on the stepping thread (never raising into C) ----
@@ -214,7 +224,7 @@ class Sequence:
         if self._error is not None:
             raise self._error
         text = "".join(self._pieces) if self._streamer is not None else None
-        return SequenceResult(list(self._tokens), text, self._reason or "", self.prompt_tokens)
+        return SequenceResult(list(self._tokens), text, self._reason or "", self.prompt_tokens, self.cached_tokens)
 
     def __repr__(self) -> str:
         return f"<clformer.Sequence {self.id} {self._reason or 'running'}, {len(self._tokens)} tokens>"
@@ -252,15 +262,17 @@ class _Core:
                       _errors.Error(f"sequence {sid}: {type(e).__name__}: {e}"))
             return 1
 
-    def _on_done(self, user: Any, sid: int, why: int, error: bytes | None) -> None:
+    def _on_done(self, user: Any, sid: int, end: Any) -> None:
         try:
+            why, error = end.contents.why, end.contents.error
             s = self.seqs.pop(user or 0, None)
             if s is not None:
+                s.cached_tokens = int(end.contents.cached_tokens)
                 if why == _ERROR:  # finished once step returns its status (_loop)
                     s._error = _errors.Error(_lib.text(error))
                     self.failed.append(s)
                 else:
-                    s._finish(FINISH_REASONS.get(why, "error"))
+                    s._finish(finish_reason(why))
             with self.cond:
                 self.live -= 1
                 self.cond.notify_all()
@@ -309,7 +321,7 @@ class _Core:
             st = _lib.lib.clf_engine_submit(self.e, ctypes.byref(req), ctypes.byref(sid))
             if st != 0:
                 del self.seqs[key]
-                raise _errors.from_status(st, self.h.ctx)  # read before another call can replace it
+                raise _errors.from_status(st, None)  # the calling thread's record (clformer.h: engine threads)
             s.id = sid.value
             with self.cond:
                 self.live += 1
@@ -331,7 +343,7 @@ class _Core:
                 raise _errors.InvalidArgumentError("the clformer.Engine is closed")
             st = _lib.lib.clf_engine_stats_get(self.e, ctypes.byref(c))
             if st != 0:
-                raise _errors.from_status(st, self.h.ctx)
+                raise _errors.from_status(st, None)
         return EngineStats(**{n: int(getattr(c, n)) for n, _ in _lib.EngineStats._fields_})
 
     def _destroy(self) -> None:

@@ -20,7 +20,7 @@ import ctypes.util
 import glob
 import os
 import subprocess
-from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_double, c_int, c_int64, c_long, c_size_t,
+from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_double, c_float, c_int, c_int64, c_long, c_size_t,
                     c_uint64, c_void_p)
 
 MAX_DIMS = 6
@@ -189,8 +189,33 @@ class ImageProcessor(Structure):
     ]
 
 
+class SequenceEnd(Structure):
+    _clf_name_ = "clf_sequence_end"
+    _fields_ = [
+        ("why", c_int),
+        ("error", c_char_p),
+        ("prompt_tokens", c_size_t),
+        ("new_tokens", c_size_t),
+        ("cached_tokens", c_size_t),
+    ]
+
+
+class TokenInfo(Structure):
+    _clf_name_ = "clf_token_info"
+    _fields_ = [
+        ("token", c_int64),
+        ("logprob", c_float),
+        ("n_top", c_size_t),
+        ("top_tokens", POINTER(c_int64)),
+        ("top_logprobs", POINTER(c_float)),
+    ]
+
+
 ENGINE_TOKEN_FN = CFUNCTYPE(c_int, c_void_p, c_uint64, c_int64)  # (user, id, token) -> non-zero: stop it
-ENGINE_DONE_FN = CFUNCTYPE(None, c_void_p, c_uint64, c_int, c_char_p)  # (user, id, clf_finish_reason, error)
+ENGINE_DONE_FN = CFUNCTYPE(None, c_void_p, c_uint64, POINTER(SequenceEnd))  # (user, id, how it ended)
+ENGINE_INFO_FN = CFUNCTYPE(c_int, c_void_p, c_uint64, POINTER(TokenInfo))  # (user, id, token and logprobs)
+# (user, id, tokens, n, mask, vocab) -> non-zero: stop it
+ENGINE_ALLOWED_FN = CFUNCTYPE(c_int, c_void_p, c_uint64, POINTER(c_int64), c_size_t, POINTER(ctypes.c_uint32), c_size_t)
 
 
 class EngineOptions(Structure):
@@ -213,20 +238,24 @@ class EngineRequest(Structure):
         ("on_token", ENGINE_TOKEN_FN),
         ("on_done", ENGINE_DONE_FN),
         ("user", c_void_p),
+        ("n", c_size_t),
+        ("on_token_info", ENGINE_INFO_FN),
+        ("top_logprobs", c_size_t),
+        ("allowed", ENGINE_ALLOWED_FN),
     ]
 
 
 class EngineStats(Structure):
     _clf_name_ = "clf_engine_stats"
     _fields_ = [(n, c_size_t) for n in ("blocks", "block_size", "block_bytes", "blocks_used", "blocks_cached",
-                                         "running", "waiting", "prefix_tokens_reused", "preemptions", "steps",
-                                         "rows")]
+                                         "running", "waiting", "prefix_tokens_reused", "preemptions",
+                                         "blocks_copied", "steps", "rows")]
 
 
 # Every struct the package mirrors; _load checks each against the library's
 # layout (clf_struct_size, clf_field_offset, clf_field_size).
 STRUCTS = (DeviceDesc, DtypeDesc, GenerateSetting, ContextOptions, Array, ModelOptions, GenerateOptions, ChatOptions, TemplateBudget,
-           ChatTurn, Image, ImageProcessor, EngineOptions, EngineRequest, EngineStats)
+           ChatTurn, Image, ImageProcessor, EngineOptions, EngineRequest, EngineStats, SequenceEnd, TokenInfo)
 
 # name: (restype, argtypes).  c_void_p stands for the opaque handles.
 _PROTOTYPES = {
@@ -271,6 +300,7 @@ _PROTOTYPES = {
     "clf_engine_step": (c_int, [c_void_p, POINTER(c_size_t)]),
     "clf_engine_stats_get": (c_int, [c_void_p, POINTER(EngineStats)]),
     "clf_engine_destroy": (None, [c_void_p]),
+    "clf_finish_name": (c_char_p, [c_int]),
     "clf_tokenizer_load": (c_int, [c_char_p, POINTER(c_void_p)]),
     "clf_tokenizer_destroy": (None, [c_void_p]),
     "clf_tokenizer_encode": (c_int, [c_void_p, c_char_p, c_int, POINTER(POINTER(c_int64)), POINTER(c_size_t)]),

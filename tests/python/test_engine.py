@@ -177,10 +177,12 @@ def test_prefix_reuse_is_counted_within_an_isolation_key_only(gpt2):
         st = e.stats()
         assert st.prefix_tokens_reused == 0 and st.blocks_cached >= 4 and st.blocks_used == 0
         # the same 18 tokens then 6 more, the same key: blocks 0-3 (16 positions) reused
-        assert e.submit(a, isolation="alice", **kw).result().tokens == want[24]
+        r = e.submit(a, isolation="alice", **kw).result()
+        assert r.tokens == want[24] and (r.prompt_tokens, r.cached_tokens) == (24, 16)
         assert e.stats().prefix_tokens_reused == 16
         # another client's key: computed anew, the same tokens
-        assert e.submit(a, isolation="bob", **kw).result().tokens == want[24]
+        r = e.submit(a, isolation="bob", **kw).result()
+        assert r.tokens == want[24] and r.cached_tokens == 0
         assert e.stats().prefix_tokens_reused == 16
         # keys as ints: 0 (None's) is a key like any other, apart from "alice"'s
         assert e.submit(a, **kw).result().tokens == want[24]
