@@ -1362,6 +1362,11 @@ typedef struct clf_engine_options {
   size_t max_step_rows;
   /* Sequences running at once (the rest wait); 0: 64. */
   size_t max_sequences;
+  /* The pool's element type: CLF_F32 (0, the default) or CLF_F16 (half
+   * the memory a position, so twice the positions in kv_bytes; keys and
+   * values rounded to f16, read back to f32 in attention).  Any device:
+   * f16 storage needs no cl_khr_fp16. */
+  clf_dtype kv_dtype;
 } clf_engine_options;
 
 /* Why a sequence ended: X(NAME, value, name) for CLF_FINISH_NAME, whose

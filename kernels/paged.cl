@@ -11,24 +11,37 @@
  * Metadata is one i64 buffer (the step's single upload): pos, seq, slot at
  * offsets the host gives, the block table [S, max_blocks] at table_off.
  *
+ * The pools hold f32, or f16 with -DKV_HALF (half the memory; vload_half
+ * and vstore_half_rte are core OpenCL, so any device takes them).
+ *
  * Options: -DHEAD_DIM=Dh -DPG_WG=n (a power of two <= CLF_RED_WG, the
  * work-group of paged_attention: one group per (row, head), PG_WG keys a
  * tile); paged_attention_cpu, the CPU shape, needs only -DHEAD_DIM.
  * Quotients and remainders are spelled out, as in attention.cl.
  */
 
+#ifdef KV_HALF
+#define KV_T half
+#define KV_LOAD(p, i) vload_half((i), (p))
+#define KV_STORE(p, i, v) vstore_half_rte((v), (i), (p))
+#else
+#define KV_T float
+#define KV_LOAD(p, i) ((p)[i])
+#define KV_STORE(p, i, v) ((p)[i] = (v))
+#endif
+
 /* pool[slot[t]] = src[h, t, :] for every row t and KV head h: the step's
  * new keys (or values) [Hkv, T, Dh], already split and rotated, into their
  * blocks.  One work-item per (t, h) row of Dh. */
 __kernel void kv_scatter(__global const float *src, uint src_off, __global const long *meta, uint slot_off,
-                         __global float *pool, uint pool_off, uint T, uint Hkv, uint Dh, uint BS) {
+                         __global KV_T *pool, uint pool_off, uint T, uint Hkv, uint Dh, uint BS) {
   const uint t = get_global_id(0), h = get_global_id(1);
   if (t >= T || h >= Hkv) return;
   const ulong slot = (ulong)meta[slot_off + t];
   const ulong blk = slot / BS, off = slot - blk * BS;
   __global const float *s = src + src_off + ((ulong)h * T + t) * Dh;
-  __global float *d = pool + pool_off + ((blk * Hkv + h) * BS + off) * Dh;
-  for (uint i = 0; i < Dh; i++) d[i] = s[i];
+  __global KV_T *d = pool + pool_off + ((blk * Hkv + h) * BS + off) * Dh;
+  for (uint i = 0; i < Dh; i++) KV_STORE(d, i, s[i]);
 }
 
 #ifdef HEAD_DIM
@@ -37,8 +50,8 @@ __kernel void kv_scatter(__global const float *src, uint src_off, __global const
  * registers: no local memory and no barriers, which a CPU runtime runs as
  * loops over the work-group (on PoCL the group kernel spent 19% of a
  * 16-sequence decode step there). */
-__kernel void paged_attention_cpu(__global const float *q, uint q_off, __global const float *kp, uint k_off,
-                                  __global const float *vp, uint v_off, __global const long *meta, uint pos_off,
+__kernel void paged_attention_cpu(__global const float *q, uint q_off, __global const KV_T *kp, uint k_off,
+                                  __global const KV_T *vp, uint v_off, __global const long *meta, uint pos_off,
                                   uint seq_off, uint table_off, uint max_blocks, __global float *out, uint out_off,
                                   uint T, uint H, uint Hkv, uint BS, uint window, float scale) {
   const uint g = get_global_id(0);
@@ -57,12 +70,12 @@ __kernel void paged_attention_cpu(__global const float *q, uint q_off, __global 
   for (long j = lo; j <= p; j++) {
     const long b = j / BS;
     const ulong at = (((ulong)table[b] * Hkv + hk) * BS + (ulong)(j - b * BS)) * HEAD_DIM;
-    __global const float *k = kp + k_off + at, *v = vp + v_off + at;
+    __global const KV_T *k = kp + k_off + at, *v = vp + v_off + at;
     float s = 0.0f;
-    for (uint d = 0; d < HEAD_DIM; d++) s += qr[d] * k[d];
+    for (uint d = 0; d < HEAD_DIM; d++) s += qr[d] * KV_LOAD(k, d);
     const float mn = fmax(m, s), corr = exp(m - mn), e = exp(s - mn);
     l = l * corr + e;
-    for (uint d = 0; d < HEAD_DIM; d++) acc[d] = acc[d] * corr + e * v[d];
+    for (uint d = 0; d < HEAD_DIM; d++) acc[d] = acc[d] * corr + e * KV_LOAD(v, d);
     m = mn;
   }
   const float inv = l > 0.0f ? 1.0f / l : 0.0f;
@@ -91,8 +104,8 @@ inline float pg_reduce(__local float *red, int op) {
  * a step (one per work-item), an online softmax across tiles, each
  * work-item owning output dims lid, lid + PG_WG, ...  Query head h reads
  * KV head h / (H / Hkv). */
-__kernel void paged_attention(__global const float *q, uint q_off, __global const float *kp, uint k_off,
-                              __global const float *vp, uint v_off, __global const long *meta, uint pos_off, uint seq_off,
+__kernel void paged_attention(__global const float *q, uint q_off, __global const KV_T *kp, uint k_off,
+                              __global const KV_T *vp, uint v_off, __global const long *meta, uint pos_off, uint seq_off,
                               uint table_off, uint max_blocks, __global float *out, uint out_off, uint T, uint H,
                               uint Hkv, uint BS, uint window, float scale) {
   __local float qs[HEAD_DIM];
@@ -119,9 +132,9 @@ __kernel void paged_attention(__global const float *q, uint q_off, __global cons
     if (j < end) {
       const long b = j / BS;
       const ulong blk = (ulong)table[b], off = (ulong)(j - b * BS);
-      __global const float *k = kp + ((blk * Hkv + hk) * BS + off) * HEAD_DIM;
+      __global const KV_T *k = kp + ((blk * Hkv + hk) * BS + off) * HEAD_DIM;
       float dot = 0.0f;
-      for (uint d = 0; d < HEAD_DIM; d++) dot += qs[d] * k[d];
+      for (uint d = 0; d < HEAD_DIM; d++) dot += qs[d] * KV_LOAD(k, d);
       s = dot * scale;
     }
     red[lid] = s;
@@ -141,7 +154,7 @@ __kernel void paged_attention(__global const float *q, uint q_off, __global cons
         for (uint jj = 0; jj < n; jj++) {
           const long jx = j0 + jj, b = jx / BS;
           const ulong blk = (ulong)table[b], off = (ulong)(jx - b * BS);
-          a += w[jj] * vp[((blk * Hkv + hk) * BS + off) * HEAD_DIM + d];
+          a += w[jj] * KV_LOAD(vp, ((blk * Hkv + hk) * BS + off) * HEAD_DIM + d);
         }
       acc[i] = a;
     }

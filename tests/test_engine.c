@@ -109,9 +109,12 @@ static void expect_alone(clf_model *m, const int64_t *ids, size_t n, const clf_g
                   (long long)want[i]);
 }
 
+static clf_dtype kv_dtype = CLF_F32; /* the pools of the engines made below */
+
 static clf_engine *engine(clf_model *m, size_t block, size_t rows, size_t kv_blocks) {
   clf_engine_options o;
   clf_engine_options_init(&o);
+  o.kv_dtype = kv_dtype;
   o.block_size = block, o.max_step_rows = rows, o.max_sequences = 16;
   clf_engine *e;
   if (kv_blocks) { /* the pool's size in blocks: a block's bytes from a first engine */
@@ -201,6 +204,30 @@ START_TEST(engine_matches_transformers) {
   expect_empty(e);
   clf_engine_destroy(e);
   cJSON_Delete(cases);
+}
+END_TEST
+
+/* Pools of f16: transformers' greedy goldens still, and half the bytes a
+ * block. */
+START_TEST(engine_f16_pool) {
+  char dir[1024];
+  fixture_dir("gpt2", dir, sizeof dir);
+  clf_model *m = get_model(dir);
+  clf_engine_stats a, b;
+  clf_engine *e = engine(m, 4, 64, 0);
+  TH_OK(clf_engine_stats_get(e, &a));
+  clf_engine_destroy(e);
+  kv_dtype = CLF_F16;
+  e = engine(m, 4, 64, 0);
+  TH_OK(clf_engine_stats_get(e, &b));
+  clf_engine_destroy(e);
+  ck_assert_uint_eq(2 * b.block_bytes, a.block_bytes);
+  for (size_t i = 0; i < sizeof decoders / sizeof decoders[0]; i++) engine_matches_transformers_fn((int)i);
+  kv_dtype = CLF_F32;
+  clf_engine_options o;
+  clf_engine_options_init(&o);
+  o.kv_dtype = CLF_Q8_0;
+  TH_FAILS(clf_engine_create(m, &o, &e), CLF_E_INVALID_ARG, "f32 or f16");
 }
 END_TEST
 
@@ -707,6 +734,7 @@ static Suite *suite(void) {
   const int n = (int)(sizeof decoders / sizeof decoders[0]);
   tcase_add_loop_test(tc, engine_matches_transformers, 0, n);
   tcase_add_loop_test(tc, engine_matches_alone, 0, n);
+  tcase_add_test(tc, engine_f16_pool);
   tcase_add_test(tc, engine_preemption);
   tcase_add_test(tc, engine_prefix_reuse);
   tcase_add_test(tc, engine_cancel);

@@ -5,10 +5,12 @@
  * ragged lengths (one under a block, several across the 64-key tile),
  * blocks in a shuffled order, decode rows and prompt chunks in one step,
  * grouped-query heads, sliding windows, head sizes below, at and above the
- * work-group; both kernel shapes (a CPU's and a GPU's); bad arguments. */
+ * work-group; both kernel shapes (a CPU's and a GPU's); pools of f16; bad
+ * arguments. */
 #include <math.h>
 #include <string.h>
 
+#include "base/half.h"
 #include "harness.h"
 #include "ops/ops.h"
 
@@ -17,6 +19,7 @@ typedef struct pcase {
   size_t S;
   size_t len[4];   /* each sequence's positions held */
   size_t first[4]; /* its rows in the step: positions first..len-1 */
+  int half;        /* pools of f16 (the reference reads the same rounded values) */
 } pcase;
 
 /* CPU reference: row at position p of sequence s, head h. */
@@ -66,6 +69,10 @@ static void run_case(const pcase *c, uint32_t seed) {
   for (size_t s = 0; s < S; s++) {
     K[s] = th_rand(Hkv * 1024 * Dh, seed + 10 + (uint32_t)s, -1, 1);
     V[s] = th_rand(Hkv * 1024 * Dh, seed + 20 + (uint32_t)s, -1, 1);
+    for (size_t i = 0; c->half && i < Hkv * 1024 * Dh; i++) {
+      K[s][i] = clf__f16_bits_to_f32(clf__f32_to_f16(K[s][i]));
+      V[s][i] = clf__f16_bits_to_f32(clf__f32_to_f16(V[s][i]));
+    }
     for (size_t b = 0; b < (c->len[s] + BS - 1) / BS; b++) table[s * maxb + b] = (int64_t)perm[next++];
   }
   /* Step 1: every held position scattered (rows of all sequences). */
@@ -90,20 +97,23 @@ static void run_case(const pcase *c, uint32_t seed) {
   TH_OK(clf_tensor_view(tsrc, Hkv * all * Dh, 4, TH_SHAPE(1, Hkv, all, Dh), &vs));
   /* The pools start as a full upload (Oclgrind tracks what was written). */
   float *zero = calloc(NB * Hkv * BS * Dh + 1, sizeof *zero);
-  clf_tensor *kp = th_tensor(CLF_F32, 4, TH_SHAPE(NB, Hkv, BS, Dh), zero);
-  clf_tensor *vp = th_tensor(CLF_F32, 4, TH_SHAPE(NB, Hkv, BS, Dh), zero);
+  const clf_dtype pdt = c->half ? CLF_F16 : CLF_F32;
+  clf_tensor *kp = th_tensor(pdt, 4, TH_SHAPE(NB, Hkv, BS, Dh), zero);
+  clf_tensor *vp = th_tensor(pdt, 4, TH_SHAPE(NB, Hkv, BS, Dh), zero);
   clf__paged_meta pm = {tm, 0, all, 2 * all, 3 * all, all, S, maxb, BS};
   TH_OK(clf__kv_scatter(th_ctx, ks, &pm, kp));
   TH_OK(clf__kv_scatter(th_ctx, vs, &pm, vp));
   /* The pool holds each key where the table says. */
-  float *pool = th_download(kp);
+  void *pool = th_download(kp);
   for (size_t s = 0; s < S; s++)
     for (size_t p = 0; p < c->len[s]; p++)
       for (size_t h = 0; h < Hkv; h++) {
-        const size_t blk = (size_t)table[s * maxb + p / BS];
-        ck_assert_msg(memcmp(pool + ((blk * Hkv + h) * BS + p % BS) * Dh, K[s] + (h * 1024 + p) * Dh,
-                             Dh * sizeof(float)) == 0,
-                      "key of sequence %zu position %zu head %zu is not in block %zu", s, p, h, blk);
+        const size_t blk = (size_t)table[s * maxb + p / BS], at = ((blk * Hkv + h) * BS + p % BS) * Dh;
+        for (size_t i = 0; i < Dh; i++) {
+          const float got = c->half ? clf__f16_bits_to_f32(((const uint16_t *)pool)[at + i]) : ((float *)pool)[at + i];
+          ck_assert_msg(got == K[s][(h * 1024 + p) * Dh + i],
+                        "key of sequence %zu position %zu head %zu is not in block %zu", s, p, h, blk);
+        }
       }
   free(pool);
 
@@ -180,6 +190,20 @@ static void every_case(void) {
 START_TEST(paged_gpu_class) { th_with_context("gpu", NULL, every_case); }
 END_TEST
 
+/* Pools of f16: the same keys and values rounded, both kernel shapes. */
+static void every_case_half(void) {
+  const pcase cases[] = {{4, 2, 64, 4, 0, 4, {1, 5, 70, 133}, {0, 4, 60, 132}, 1},
+                         {2, 1, 80, 8, 0, 2, {9, 66}, {8, 0}, 1},
+                         {4, 2, 32, 4, 5, 3, {3, 12, 90}, {0, 6, 88}, 1}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i], 60 + (uint32_t)i);
+}
+
+START_TEST(paged_half_pools) {
+  every_case_half();
+  th_with_context("gpu", NULL, every_case_half);
+}
+END_TEST
+
 START_TEST(paged_bad_arguments) {
   int64_t meta[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   clf_tensor *tm = th_tensor(CLF_I64, 1, TH_SHAPE(8), meta);
@@ -192,6 +216,10 @@ START_TEST(paged_bad_arguments) {
   TH_FAILS(clf__paged_attention(th_ctx, q2, kp, kp, &big, 0, 1.0f, out2), CLF_E_SHAPE, "does not fit");
   clf__paged_meta bs = {tm, 0, 2, 4, 6, 2, 1, 2, 8}; /* the pool's blocks are of 4 */
   TH_FAILS(clf__paged_attention(th_ctx, q2, kp, kp, &bs, 0, 1.0f, out2), CLF_E_SHAPE, "k");
+  clf_tensor *vh = th_empty(CLF_F16, 4, TH_SHAPE(4, 2, 4, 8)), *vi = th_empty(CLF_I32, 4, TH_SHAPE(4, 2, 4, 8));
+  TH_FAILS(clf__paged_attention(th_ctx, q2, kp, vh, &pm, 0, 1.0f, out2), CLF_E_DTYPE, "k is f32 and v f16");
+  TH_FAILS(clf__paged_attention(th_ctx, q2, vi, vi, &pm, 0, 1.0f, out2), CLF_E_DTYPE, "expected f32 or f16");
+  clf_tensor_destroy(vh), clf_tensor_destroy(vi);
   clf_tensor *src = th_empty(CLF_F32, 4, TH_SHAPE(1, 2, 3, 8));
   TH_FAILS(clf__kv_scatter(th_ctx, src, &pm, kp), CLF_E_SHAPE, "src");
   clf_tensor_destroy(tm), clf_tensor_destroy(q), clf_tensor_destroy(kp), clf_tensor_destroy(out);
@@ -206,6 +234,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, paged_head_sizes);
   tcase_add_test(tc, paged_window);
   tcase_add_test(tc, paged_gpu_class);
+  tcase_add_test(tc, paged_half_pools);
   tcase_add_test(tc, paged_bad_arguments);
   suite_add_tcase(s, tc);
   return s;

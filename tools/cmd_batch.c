@@ -21,7 +21,7 @@ typedef struct batch_opts {
   clf_cli_strings prompt;
   const char *prompts, *kv_bytes, *device, *weights;
   long parallel, block_size, max_step_rows, max_sequences;
-  int chat, json;
+  int chat, json, kv_f16;
   clf_cli_sampling s;
 } batch_opts;
 
@@ -46,6 +46,8 @@ static const clf_cli_option batch_options[] = {
      "rows of one step (a token of each decoding sequence, chunks of prompts)", NULL, "0: the library's, 256"},
     {"--max-sequences", "N", CLF_OPT_LONG, offsetof(batch_opts, max_sequences), 0, 4096, 0, 0, 0,
      "sequences running at once (the others wait)", NULL, "0: the library's, 64"},
+    {"--kv-f16", NULL, CLF_OPT_FLAG, offsetof(batch_opts, kv_f16), 0, 0, 0, 0, 0,
+     "keys and values kept in f16: twice the positions in the same --kv-bytes", NULL, "off: f32"},
     {"--json", NULL, CLF_OPT_FLAG, offsetof(batch_opts, json), 0, 0, 0, 0, 0,
      "one JSON object on stdout instead of the texts (the keys are in the description above)"},
     CLF_CLI_OPT_DEVICE(batch_opts),
@@ -136,6 +138,7 @@ static int batch_check(const batch_opts *o, clf_engine_options *eo) {
   eo->block_size = (size_t)o->block_size;
   eo->max_step_rows = (size_t)o->max_step_rows;
   eo->max_sequences = (size_t)o->max_sequences;
+  eo->kv_dtype = o->kv_f16 ? CLF_F16 : CLF_F32;
   return clf_cli_sampling_check(cmd, &o->s);
 }
 

@@ -152,6 +152,7 @@ static const clf__layout_row rows[] = {
     CLF__FIELD(clf_engine_options, block_size),
     CLF__FIELD(clf_engine_options, max_step_rows),
     CLF__FIELD(clf_engine_options, max_sequences),
+    CLF__FIELD(clf_engine_options, kv_dtype),
 
     CLF__STRUCT(clf_engine_request),
     CLF__FIELD(clf_engine_request, ids),

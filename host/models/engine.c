@@ -72,6 +72,7 @@ struct clf_engine {
   clf_model *m;
   clf__decoder *d;
   size_t BS, NB, max_rows, max_seqs, n_layers, V;
+  clf_dtype kv_dtype;
   clf_tensor **k, **v; /* [n_layers] pools [NB, Hkv, BS, Dh] */
   block *b;
   int64_t *btok; /* [NB, BS]: the tokens of each block */
@@ -285,7 +286,7 @@ static clf_status engine_pool(clf_engine *e, const clf_engine_options *o) {
   static const char op[] = "clf_engine_create";
   clf_context *ctx = e->m->ctx;
   const clf__decoder *d = e->d;
-  const size_t row = d->kv_heads * e->BS * d->dh * sizeof(float); /* one block of one layer's K */
+  const size_t row = d->kv_heads * e->BS * d->dh * clf_dtype_size(e->kv_dtype); /* one block of one layer's K */
   size_t per_block, full_blocks = (d->limit + e->BS - 1) / e->BS, want = o->kv_bytes, cap;
   if (!clf__mul_ok(row, 2 * e->n_layers, &per_block) || !per_block)
     return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: a block of %zu positions overflows", op, e->BS);
@@ -320,8 +321,8 @@ static clf_status engine_pool(clf_engine *e, const clf_engine_options *o) {
   const size_t shape[4] = {e->NB, d->kv_heads, e->BS, d->dh};
   clf_status st;
   for (size_t i = 0; i < e->n_layers; i++)
-    if ((st = clf_tensor_create(ctx, CLF_F32, 4, shape, &e->k[i])) != CLF_OK ||
-        (st = clf_tensor_create(ctx, CLF_F32, 4, shape, &e->v[i])) != CLF_OK)
+    if ((st = clf_tensor_create(ctx, e->kv_dtype, 4, shape, &e->k[i])) != CLF_OK ||
+        (st = clf_tensor_create(ctx, e->kv_dtype, 4, shape, &e->v[i])) != CLF_OK)
       return st;
   return CLF_OK;
 }
@@ -344,12 +345,16 @@ clf_status clf_engine_create(clf_model *m, const clf_engine_options *o, clf_engi
   e->BS = o->block_size ? o->block_size : 16;
   e->max_rows = o->max_step_rows ? o->max_step_rows : 256;
   e->max_seqs = o->max_sequences ? o->max_sequences : 64;
+  e->kv_dtype = o->kv_dtype;
   e->next_id = 1;
   pthread_mutex_init(&e->lock, NULL);
   pthread_mutex_init(&e->step_lock, NULL);
   clf_status st = CLF_OK;
   size_t logits;
-  if (e->BS > 1024 || e->max_rows > 65536 || e->max_seqs > 4096)
+  if (e->kv_dtype != CLF_F32 && e->kv_dtype != CLF_F16)
+    st = clf__fail(ctx, CLF_E_INVALID_ARG, "%s: kv_dtype %s: the pool holds f32 or f16", op,
+                   clf_dtype_name(e->kv_dtype));
+  else if (e->BS > 1024 || e->max_rows > 65536 || e->max_seqs > 4096)
     st = clf__fail(ctx, CLF_E_INVALID_ARG, "%s: block_size %zu, max_step_rows %zu or max_sequences %zu is past its "
                    "limit (1024, 65536, 4096)", op, e->BS, e->max_rows, e->max_seqs);
   else if (!clf__mul_ok(e->max_seqs, e->V, &logits) || logits > CLF_LIMIT_STEP_LOGITS)

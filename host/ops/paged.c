@@ -27,11 +27,14 @@ static clf_status check_meta(clf_context *ctx, const char *op, const clf__paged_
   return CLF_OK;
 }
 
-/* pool [NB, Hkv, BS, Dh] of the block size pm gives. */
+/* pool [NB, Hkv, BS, Dh] (f32 or f16) of the block size pm gives. */
 static clf_status check_pool(clf_context *ctx, const char *op, const char *arg, const clf_tensor *pool, size_t Hkv,
                              size_t Dh, const clf__paged_meta *pm) {
   clf_status st;
-  if ((st = clf__check_tensor(ctx, op, arg, pool, CLF_F32, 4, 4)) != CLF_OK ||
+  if ((st = clf__check_tensor(ctx, op, arg, pool, -1, 4, 4)) != CLF_OK) return st;
+  if (pool->dtype != CLF_F32 && pool->dtype != CLF_F16)
+    return clf__fail(ctx, CLF_E_DTYPE, "%s: %s is %s, expected f32 or f16", op, arg, clf_dtype_name(pool->dtype));
+  if (
       (st = clf__check_dim(ctx, op, arg, pool, 1, Hkv)) != CLF_OK ||
       (st = clf__check_dim(ctx, op, arg, pool, 2, pm->block)) != CLF_OK ||
       (st = clf__check_dim(ctx, op, arg, pool, 3, Dh)) != CLF_OK)
@@ -51,7 +54,8 @@ clf_status clf__kv_scatter(clf_context *ctx, const clf_tensor *src, const clf__p
   if ((st = check_pool(ctx, op, "pool", pool, Hkv, Dh, pm)) != CLF_OK) return st;
   if (pm->T == 0 || Hkv == 0 || Dh == 0) return CLF_OK;
   clf__kernel *k;
-  if ((st = clf__get_kernel(ctx, "paged", NULL, "kv_scatter", &k)) != CLF_OK) return st;
+  if ((st = clf__get_kernel(ctx, "paged", pool->dtype == CLF_F16 ? "-DKV_HALF=1" : NULL, "kv_scatter", &k)) != CLF_OK)
+    return st;
   const cl_uint slot = (cl_uint)(pm->meta->offset + pm->slot), T = (cl_uint)pm->T, H = (cl_uint)Hkv,
                 D = (cl_uint)Dh, BS = (cl_uint)pm->block;
   if ((st = clf__set_args(ctx, k, 10, CLF__TARG(src), CLF__ARG(pm->meta->buf), CLF__ARG(slot), CLF__TARG(pool),
@@ -72,12 +76,15 @@ clf_status clf__paged_attention(clf_context *ctx, const clf_tensor *q, const clf
       (st = clf__check_fits_u32(ctx, op, "q", q)) != CLF_OK || (st = check_meta(ctx, op, pm)) != CLF_OK)
     return st;
   const size_t H = q->shape[1], Dh = q->shape[3];
-  if ((st = clf__check_tensor(ctx, op, "k", kpool, CLF_F32, 4, 4)) != CLF_OK) return st;
+  if ((st = clf__check_tensor(ctx, op, "k", kpool, -1, 4, 4)) != CLF_OK) return st;
   const size_t Hkv = kpool->shape[1];
   if (Hkv == 0 || H % Hkv)
     return clf__fail(ctx, CLF_E_SHAPE, "%s: %zu query heads are not a multiple of %zu KV heads", op, H, Hkv);
   if ((st = check_pool(ctx, op, "k", kpool, Hkv, Dh, pm)) != CLF_OK ||
       (st = check_pool(ctx, op, "v", vpool, Hkv, Dh, pm)) != CLF_OK ||
+      (vpool->dtype != kpool->dtype &&
+       (st = clf__fail(ctx, CLF_E_DTYPE, "%s: k is %s and v %s", op, clf_dtype_name(kpool->dtype),
+                       clf_dtype_name(vpool->dtype))) != CLF_OK) ||
       (st = clf__check_tensor(ctx, op, "out", out, CLF_F32, 3, 3)) != CLF_OK ||
       (st = clf__check_dim(ctx, op, "out", out, 0, 1)) != CLF_OK ||
       (st = clf__check_dim(ctx, op, "out", out, 1, pm->T)) != CLF_OK ||
@@ -91,9 +98,11 @@ clf_status clf__paged_attention(clf_context *ctx, const clf_tensor *q, const clf
   const int cpu = ctx->caps.is_cpu;
   size_t wg = cpu ? 0 : pg_wg(ctx);
   clf__kernel *k;
-  char opts[64];
+  char opts[80];
+  const char *half = kpool->dtype == CLF_F16 ? " -DKV_HALF=1" : "";
   for (;;) {
-    snprintf(opts, sizeof opts, cpu ? "-DHEAD_DIM=%zu" : "-DHEAD_DIM=%zu -DPG_WG=%zu", Dh, wg);
+    if (cpu) snprintf(opts, sizeof opts, "-DHEAD_DIM=%zu%s", Dh, half);
+    else snprintf(opts, sizeof opts, "-DHEAD_DIM=%zu -DPG_WG=%zu%s", Dh, wg, half);
     if ((st = clf__get_kernel(ctx, "paged", opts, cpu ? "paged_attention_cpu" : "paged_attention", &k)) != CLF_OK)
       return st;
     if (cpu || (clf__wg_1d(ctx, k, wg) >= wg && clf__local_fits(ctx, k)) || wg == 1) break;

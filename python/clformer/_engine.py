@@ -377,9 +377,12 @@ class Engine:
     see docs/python.md.  While it is open the model runs nothing else."""
 
     def __init__(self, model: "Model", *, kv_bytes: int | None = None, block_size: int | None = None,
-                 max_step_rows: int | None = None, max_sequences: int | None = None):
+                 max_step_rows: int | None = None, max_sequences: int | None = None, kv_dtype: str = "f32"):
         o = _lib.EngineOptions()
         _lib.lib.clf_engine_options_init(ctypes.byref(o))
+        if kv_dtype not in ("f32", "f16"):
+            raise _errors.InvalidArgumentError(f"kv_dtype {kv_dtype!r}: the KV pool holds 'f32' or 'f16'")
+        o.kv_dtype = _lib.DTYPES[kv_dtype].dtype
         o.kv_bytes = _size("kv_bytes", kv_bytes)
         o.block_size = _size("block_size", block_size)
         o.max_step_rows = _size("max_step_rows", max_step_rows)

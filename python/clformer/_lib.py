@@ -225,6 +225,7 @@ class EngineOptions(Structure):
         ("block_size", c_size_t),
         ("max_step_rows", c_size_t),
         ("max_sequences", c_size_t),
+        ("kv_dtype", c_int),
     ]
 
 

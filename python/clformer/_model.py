@@ -475,21 +475,22 @@ class Model:
     # ---- the engine ----
 
     def engine(self, *, kv_bytes: int | None = None, block_size: int | None = None, max_step_rows: int | None = None,
-               max_sequences: int | None = None) -> "Engine":
+               max_sequences: int | None = None, kv_dtype: str = "f32") -> "Engine":
         """An Engine over this decoder model: sequences submitted from any
         thread, decoded together by a thread the engine owns, each streaming
         its tokens (and text) as they come (docs/python.md).  The options are
         clf_engine_options' (None: the library's default): kv_bytes, the
         device memory of the paged KV pool (a quarter of what the weights
         leave); block_size, positions per block (16); max_step_rows, rows of
-        one step (256); max_sequences, running at once (64).  One engine at
+        one step (256); max_sequences, running at once (64); kv_dtype, the
+        pool's "f32" or "f16" (half the memory a position).  One engine at
         a time; while it is open, the methods that run the model (generate,
         stream, chat, forward passes, embed, classify) raise
         InvalidArgumentError instead of waiting for it.  An encoder-decoder
         model raises UnsupportedError."""
         from ._engine import Engine
         return Engine(self, kv_bytes=kv_bytes, block_size=block_size, max_step_rows=max_step_rows,
-                      max_sequences=max_sequences)
+                      max_sequences=max_sequences, kv_dtype=kv_dtype)
 
     def _has_tokenizer(self) -> bool:
         """Whether the model's tokenizer loads (an engine then streams text)."""

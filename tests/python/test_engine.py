@@ -309,3 +309,17 @@ def test_exit_with_an_engine_running(tmp_path):
             """)
         p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
         assert p.returncode == 0 and p.stdout == "ok\n", p.stderr
+
+
+def test_f16_pool(gpt2):
+    """A pool of f16: half the bytes a block, greedy tokens as alone on the fixture."""
+    a = [(j * 5 + 2) % 90 + 1 for j in range(9)]
+    kw = {"max_new_tokens": 6, "do_sample": False}
+    want = alone(gpt2, a, **kw)[0]
+    with gpt2.engine(block_size=4) as e32:
+        b32 = e32.stats().block_bytes
+    with gpt2.engine(block_size=4, kv_dtype="f16") as e:
+        assert e.stats().block_bytes * 2 == b32
+        assert e.submit(a, **kw).result().tokens == want
+    with pytest.raises(clformer.InvalidArgumentError, match="f32"):
+        gpt2.engine(kv_dtype="q8_0")
