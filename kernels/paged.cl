@@ -23,10 +23,12 @@
 #ifdef KV_HALF
 #define KV_T half
 #define KV_LOAD(p, i) vload_half((i), (p))
+#define KV_LOAD8(p, i) vload_half8((i), (p))
 #define KV_STORE(p, i, v) vstore_half_rte((v), (i), (p))
 #else
 #define KV_T float
 #define KV_LOAD(p, i) ((p)[i])
+#define KV_LOAD8(p, i) vload8((i), (p))
 #define KV_STORE(p, i, v) ((p)[i] = (v))
 #endif
 
@@ -61,6 +63,36 @@ __kernel void paged_attention_cpu(__global const float *q, uint q_off, __global 
   const long p = meta[pos_off + t];
   __global const long *table = meta + table_off + (ulong)meta[seq_off + t] * max_blocks;
   const long lo = window > 0 && p + 1 > (long)window ? p + 1 - (long)window : 0;
+#if HEAD_DIM % 8 == 0
+  /* Eight lanes at a time: a work-item's own loads and products are
+   * vectors (the CPU compilers otherwise vectorise across work-items,
+   * whose key counts differ). */
+#define PG_V (HEAD_DIM / 8)
+  float8 qr[PG_V], acc[PG_V];
+  __global const float *qrow = q + q_off + ((ulong)h * T + t) * HEAD_DIM;
+  for (uint i = 0; i < PG_V; i++) {
+    qr[i] = vload8(i, qrow) * scale;
+    acc[i] = (float8)(0.0f);
+  }
+  float m = -INFINITY, l = 0.0f;
+  for (long j = lo; j <= p; j++) {
+    const long b = j / BS;
+    const ulong at = (((ulong)table[b] * Hkv + hk) * BS + (ulong)(j - b * BS)) * HEAD_DIM;
+    __global const KV_T *k = kp + k_off + at, *v = vp + v_off + at;
+    float8 s8 = (float8)(0.0f);
+    for (uint i = 0; i < PG_V; i++) s8 += qr[i] * KV_LOAD8(k, i);
+    const float4 s4 = s8.lo + s8.hi;
+    const float2 s2 = s4.lo + s4.hi;
+    const float s = s2.x + s2.y;
+    const float mn = fmax(m, s), corr = exp(m - mn), e = exp(s - mn);
+    l = l * corr + e;
+    for (uint i = 0; i < PG_V; i++) acc[i] = acc[i] * corr + e * KV_LOAD8(v, i);
+    m = mn;
+  }
+  const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+  __global float *orow = out + out_off + ((ulong)t * H + h) * HEAD_DIM;
+  for (uint i = 0; i < PG_V; i++) vstore8(acc[i] * inv, i, orow);
+#else
   float qr[HEAD_DIM], acc[HEAD_DIM];
   for (uint d = 0; d < HEAD_DIM; d++) {
     qr[d] = q[q_off + ((ulong)h * T + t) * HEAD_DIM + d] * scale;
@@ -80,6 +112,7 @@ __kernel void paged_attention_cpu(__global const float *q, uint q_off, __global 
   }
   const float inv = l > 0.0f ? 1.0f / l : 0.0f;
   for (uint d = 0; d < HEAD_DIM; d++) out[out_off + ((ulong)t * H + h) * HEAD_DIM + d] = acc[d] * inv;
+#endif
 }
 
 #ifdef PG_WG
