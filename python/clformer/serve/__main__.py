@@ -145,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     opts = ServeOptions(model_dir=os.path.abspath(a.model_dir), name=a.name, weights=a.weights, replicas=replicas,
                         replicas_per_device=a.replicas_per_device, resource=a.resource, devices=a.devices,
-                        max_batch_tokens=a.max_batch_tokens, kv_bytes=a.kv_bytes, template_budget=a.template_budget or (0, 0, 0),
+                        max_batch_tokens=a.max_batch_tokens, kv_bytes=a.kv_bytes,
+                        template_budget=a.template_budget or (0, 0, 0),
                         limits=Limits(max_body_bytes=a.max_body_bytes, max_new_tokens=a.max_new_tokens,
                                       request_timeout_s=a.timeout, max_input_chars=a.max_input_chars,
                                       max_concurrent=a.max_concurrent, body_timeout_s=a.body_timeout))
