@@ -227,6 +227,8 @@ class Model:
         self.labels: list[str] = [t(lib.clf_model_label(m, i)) or f"LABEL_{i}" for i in range(n)]
         self.is_encoder_decoder: bool = bool(lib.clf_model_is_encoder_decoder(m))
         self.weight_bytes: int = int(lib.clf_model_weight_bytes(m))
+        # the longest sequence generation may make (n_positions, a GGUF's context_length); 0: it does not generate
+        self.max_positions: int = int(lib.clf_model_max_positions(m))
         self.device: Device = _device_from_desc(lib.clf_context_device(self._h.ctx).contents)
 
     # ---- lifetime ----

@@ -366,7 +366,15 @@ def test_command_line_refuses_bad_arguments(tmp_path):
         return subprocess.run([sys.executable, "-m", "clformer.serve", *args], capture_output=True, text=True,
                               timeout=60)
     r = run(str(tmp_path))
-    assert r.returncode == 2 and "has no config.json: not a model directory" in r.stderr, r.stderr
+    assert r.returncode == 2 and "has neither config.json nor a .gguf file: not a model" in r.stderr, r.stderr
+    r = run(str(tmp_path / "missing.gguf"))
+    assert r.returncode == 2 and "missing.gguf: no such file or directory" in r.stderr, r.stderr
+    (tmp_path / "a.gguf").write_bytes(b"")
+    (tmp_path / "b.gguf").write_bytes(b"")
+    r = run(str(tmp_path))
+    assert r.returncode == 2 and "holds 2 .gguf files and no config.json: name the file" in r.stderr, r.stderr
+    r = run(str(tmp_path), "--kv-bytes", "-1")
+    assert r.returncode == 2 and "--kv-bytes must be >= 0" in r.stderr, r.stderr
     (tmp_path / "config.json").write_text("{}")
     r = run(str(tmp_path), "--replicas-per-device", "0")
     assert r.returncode == 2 and "--replicas-per-device >= 1" in r.stderr, r.stderr
@@ -375,3 +383,23 @@ def test_command_line_refuses_bad_arguments(tmp_path):
     for bad in (["--max-concurrent", "0"], ["--body-timeout", "0"], ["--max-input-chars", "0"]):
         r = run(str(tmp_path), *bad)
         assert r.returncode == 2 and "--max-input-chars and --max-concurrent must be >= 1" in r.stderr, r.stderr
+
+
+def test_model_paths_and_served_names(tmp_path):
+    """What `clformer chat` takes, the server takes (issue 41): a .gguf
+    file, a folder holding one (and no config.json), a Hugging Face
+    directory; the name clients send is the GGUF file's without .gguf, else
+    the directory's, unless --name gives one."""
+    from clformer.serve.__main__ import not_a_model
+    from clformer.serve.options import ServeOptions, gguf_file
+    folder = tmp_path / "SmolLM2"
+    folder.mkdir()
+    f = folder / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    f.write_bytes(b"")
+    for path in (f, folder):
+        assert not_a_model(str(path)) is None
+        assert gguf_file(str(path)) == str(f)
+        assert ServeOptions(model_dir=str(path)).served_name() == "SmolLM2-135M-Instruct.Q4_1"
+        assert ServeOptions(model_dir=str(path), name="smol").served_name() == "smol"
+    (folder / "config.json").write_text("{}")  # a Hugging Face directory: config.json decides
+    assert gguf_file(str(folder)) is None and ServeOptions(model_dir=str(folder) + "/").served_name() == "SmolLM2"

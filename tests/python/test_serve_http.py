@@ -248,7 +248,9 @@ def test_completions_greedy_equal_generate(server, ref):
         assert body["choices"][0]["text"] == want, p
         assert body["choices"][0]["finish_reason"] == finish, p
         plen = len(m.tokenize(p))
-        assert body["usage"] == {"prompt_tokens": plen, "completion_tokens": n, "total_tokens": plen + n}
+        # each request's prefix reuse is its own (no `user`): nothing is cached
+        assert body["usage"] == {"prompt_tokens": plen, "completion_tokens": n, "total_tokens": plen + n,
+                                 "prompt_tokens_details": {"cached_tokens": 0}}
     # "x*y" meets the end token (33) before 12 tokens: the source of the "stop" above
     assert greedy_text(m, "x*y", 12)[1] == "stop"
 
@@ -510,7 +512,8 @@ def test_chat_completions_equal_model_chat(server, ref):
         assert body["choices"][0]["message"] == {"role": "assistant", "content": str(want)}, msgs
         assert body["choices"][0]["finish_reason"] == want.finish_reason
         assert body["usage"] == {"prompt_tokens": want.prompt_tokens, "completion_tokens": want.completion_tokens,
-                                 "total_tokens": want.prompt_tokens + want.completion_tokens}
+                                 "total_tokens": want.prompt_tokens + want.completion_tokens,
+                                 "prompt_tokens_details": {"cached_tokens": 0}}
         r = post(server, "/gpt2/v1/chat/completions", json={"messages": msgs, "max_tokens": 12, "temperature": 0,
                                                             "stream": True})
         pieces = chat_chunks(r, want.finish_reason)

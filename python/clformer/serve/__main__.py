@@ -1,4 +1,5 @@
-"""python -m clformer.serve MODEL_DIR: serves a model directory over HTTP on
+"""python -m clformer.serve MODEL: serves a model (a Hugging Face directory, a
+GGUF file or a directory holding one: what `clformer chat` takes) over HTTP on
 Ray Serve, on a local Ray started here (this machine's OpenCL devices as the
 "opencl_device" resource; its own instance whatever $RAY_ADDRESS or an
 earlier `ray start` say, listening on 127.0.0.1 only) or, with --address, on
@@ -16,13 +17,17 @@ import threading
 def parse(argv: list[str]) -> argparse.Namespace:
     from .._lib import WEIGHT_TYPES  # the weight types the library lists
     p = argparse.ArgumentParser(prog="python -m clformer.serve", description=__doc__.split("\n\n")[0])
-    p.add_argument("model_dir", help="a Hugging Face model directory (the same path on every node)")
+    p.add_argument("model_dir", metavar="MODEL",
+                   help="a Hugging Face model directory, a .gguf file or a directory holding one (the same path "
+                        "on every node)")
     p.add_argument("--replicas", type=int, default=0,
                    help="model replicas (default: every device unit the cluster advertises x --replicas-per-device)")
     p.add_argument("--replicas-per-device", type=int, default=1, help="replicas sharing one device (default 1)")
     p.add_argument("--weights", default="stored", choices=WEIGHT_TYPES,
                    help="linear weights' storage (stored: a GGUF file's blocks as they are, else f32)")
-    p.add_argument("--name", default="", help="the model name clients send (default: the directory's name)")
+    p.add_argument("--name", default="",
+                   help="the model name clients send (default: a GGUF file's name without .gguf, else the "
+                        "directory's name)")
     p.add_argument("--host", default="127.0.0.1", help="HTTP address (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
     p.add_argument("--address", default=None,
@@ -36,6 +41,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--max-new-tokens", type=int, default=512)
     p.add_argument("--max-batch-tokens", type=int, default=0,
                    help="embedding batch bound in padded tokens (default: from the device's memory)")
+    p.add_argument("--kv-bytes", type=int, default=0,
+                   help="device memory of each replica's KV pool for completions (default: the library's, a "
+                        "quarter of what the weights leave, shared among the replicas of a device)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds one request may take (504 past it)")
     p.add_argument("--max-input-chars", type=int, default=65536,
                    help="characters in one text or prompt, checked before tokenizing (default 65536)")
@@ -56,9 +64,29 @@ def parse(argv: list[str]) -> argparse.Namespace:
         p.error("--header-timeout must be >= 0")
     if a.max_input_chars < 1 or a.max_concurrent < 1 or not a.body_timeout > 0:
         p.error("--max-input-chars and --max-concurrent must be >= 1, --body-timeout > 0")
-    if not os.path.isfile(os.path.join(a.model_dir, "config.json")):
-        p.error(f"{a.model_dir} has no config.json: not a model directory")
+    if a.kv_bytes < 0:
+        p.error("--kv-bytes must be >= 0")
+    why = not_a_model(a.model_dir)
+    if why:
+        p.error(why)
     return a
+
+
+def not_a_model(path: str) -> str | None:
+    """Why `path` is not a model the library loads (None when it looks like
+    one): a file is taken as GGUF (the library says what is wrong with it),
+    a directory needs config.json or exactly one .gguf file."""
+    from .options import gguf_file
+    if os.path.isfile(path) or os.path.isfile(os.path.join(path, "config.json")):
+        return None
+    if not os.path.isdir(path):
+        return f"{path}: no such file or directory"
+    if gguf_file(path):
+        return None
+    n = sum(f.endswith(".gguf") for f in os.listdir(path))
+    if n > 1:
+        return f"{path} holds {n} .gguf files and no config.json: name the file to serve"
+    return f"{path} has neither config.json nor a .gguf file: not a model"
 
 
 def template_budget(text: str) -> tuple:
@@ -117,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     opts = ServeOptions(model_dir=os.path.abspath(a.model_dir), name=a.name, weights=a.weights, replicas=replicas,
                         replicas_per_device=a.replicas_per_device, resource=a.resource, devices=a.devices,
-                        max_batch_tokens=a.max_batch_tokens, template_budget=a.template_budget or (0, 0, 0),
+                        max_batch_tokens=a.max_batch_tokens, kv_bytes=a.kv_bytes,
+                        template_budget=a.template_budget or (0, 0, 0),
                         limits=Limits(max_body_bytes=a.max_body_bytes, max_new_tokens=a.max_new_tokens,
                                       request_timeout_s=a.timeout, max_input_chars=a.max_input_chars,
                                       max_concurrent=a.max_concurrent, body_timeout_s=a.body_timeout))

@@ -223,6 +223,7 @@ class CompletionRequest:
     stop: tuple[str, ...]
     echo: bool
     settings: dict  # Model.generate / Model.stream keyword settings
+    user: str | None = None  # OpenAI's end-user id: the isolation key of prefix reuse
 
     @property
     def deterministic(self) -> bool:
@@ -309,6 +310,18 @@ def _decoding(body: Mapping, limits: Limits, max_tokens: int) -> tuple[bool, tup
     return stream, stops, {k: v for k, v in settings.items() if v is not None}
 
 
+def _user(body: Mapping) -> str | None:
+    """OpenAI's `user`, the end-user id: a string (the key that isolates
+    prefix reuse in the engine, docs/serving.md), or absent."""
+    v = body.get("user")
+    if v is None:
+        return None
+    if not isinstance(v, str):
+        raise RequestError(400, f"user must be a string, not {_json_kind(v)}", "user")
+    _text_ok(v, "user", "user", 256)
+    return v
+
+
 def parse_completion(body: Mapping, served: str, limits: Limits) -> CompletionRequest:
     """POST /v1/completions, OpenAI's fields (the decoding ones as _decoding
     reads them)."""
@@ -325,7 +338,7 @@ def parse_completion(body: Mapping, served: str, limits: Limits) -> CompletionRe
     if not isinstance(echo, bool):
         raise RequestError(400, f"echo must be a boolean, not {_json_kind(echo)}", "echo")
     stream, stops, settings = _decoding(body, limits, max_tokens)
-    return CompletionRequest(prompt, max_tokens, stream, stops, echo, settings)
+    return CompletionRequest(prompt, max_tokens, stream, stops, echo, settings, _user(body))
 
 
 # ---------------------------------------------------------------- chat completions
@@ -337,6 +350,7 @@ class ChatRequest:
     stream: bool
     stop: tuple[str, ...]
     settings: dict  # Model.chat / Model.chat_stream keyword settings
+    user: str | None = None  # as CompletionRequest.user
 
     @property
     def deterministic(self) -> bool:
@@ -422,7 +436,7 @@ def parse_chat_completion(body: Mapping, served: str, limits: Limits) -> ChatReq
     name = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
     max_tokens = _int_field(body, name, limits.max_new_tokens, 1, limits.max_new_tokens)
     stream, stops, settings = _decoding(body, limits, max_tokens)
-    return ChatRequest(messages, max_tokens, stream, stops, settings)
+    return ChatRequest(messages, max_tokens, stream, stops, settings, _user(body))
 
 
 def chat_id() -> str:

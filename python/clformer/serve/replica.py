@@ -1,21 +1,30 @@
 """replica.py - the model replica: one clformer.Model on one OpenCL device,
 behind Ray Serve (app.py turns the class into a deployment).
 
-The replica claims its device slot (devices.py), loads the model, and
-answers the ingress's calls: embeddings and classification through
-@serve.batch (requests that arrive together run as one padded batch, up to
-a bound that fits the device's memory), completions one at a time (the
-model's lock serialises them), /run as given.  The library's calls block,
-so they run on worker threads and the replica's event loop stays free for
-Serve's health checks and for streaming.  A library error that a request
-caused comes back as RequestError (4xx); one that says the device or
-context failed marks the replica unhealthy, so that Ray replaces it.
+The replica claims its device slot (devices.py), loads the model (a Hugging
+Face directory, a GGUF file or a directory holding one), and answers the
+ingress's calls: completions and chat completions of a decoder-only model
+as sequences of one clformer.Engine, opened at start, so that concurrent
+requests decode together (an encoder-decoder, or a model the engine
+refuses, generates one request at a time under the model's lock, as
+before); embeddings and classification through @serve.batch (requests that
+arrive together run as one padded batch, up to a bound that fits the
+device's memory); /run as given.  While the engine is open the model runs
+nothing else, so a decoder's forward passes (/run, embeddings) go to a
+second instance of the same weights, loaded on first use.  The library's
+calls block, so they run on worker threads and the replica's event loop
+stays free for Serve's health checks and for streaming.  A library error
+that a request caused comes back as RequestError (4xx); one that says the
+device or context failed marks the replica unhealthy, so that Ray replaces
+it.
 """
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
+import secrets
 import threading
 from typing import Any, AsyncIterator
 
@@ -25,7 +34,7 @@ from ray import serve
 from . import devices
 from .api import ChatRequest, ClassifyRequest, CompletionRequest, RequestError, RunRequest
 from .local import restrict_replica_grpc
-from .options import ServeOptions
+from .options import ServeOptions, gguf_file
 
 # Architectures whose logits are a language-model head (completions).
 _LM_SUFFIXES = ("LMHeadModel", "ForCausalLM", "MTModel", "ForConditionalGeneration")
@@ -38,6 +47,21 @@ def _padded_tokens(items: list) -> int:
 
 def _image_units(items: list) -> int:
     return len(items)
+
+
+def _config_of(path: str) -> dict:
+    """A Hugging Face directory's config.json; {} for a GGUF model, whose
+    metadata the library reads (what the replica needs of it comes from the
+    loaded Model)."""
+    if gguf_file(path) is not None:
+        return {}
+    with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+# The engine's finish reasons as OpenAI's: an end token or a stop string is
+# "stop"; max_tokens or the model's positions "length".
+_FINISH = {"eos": "stop", "stop_string": "stop", "length": "length", "context": "length"}
 
 
 class _Outcome:
@@ -64,20 +88,25 @@ class ModelReplica:
         node = ray.get_runtime_context().get_node_id()
         self.slot = devices.claim(devices.node_devices(opts.devices), opts.replicas_per_device,
                                   devices.lock_dir(node))
+        self.engine = None
+        self.side = None  # the second Model of a decoder whose engine is open (_runner)
+        self._side_lock = threading.Lock()
         try:
-            self.model = clformer.Model(opts.model_dir, device=self.slot.device.selector, weights=opts.weights,
-                                        template_budget=clformer.TemplateBudget(*opts.template_budget))
+            self.model = self._load()
+            self.config = _config_of(opts.model_dir)
+            self._describe()
+            mem = devices.global_mem_bytes(self.slot.device)
+            self._open_engine(mem)
         except BaseException:
+            model = getattr(self, "model", None)
+            if model is not None:
+                model.close()
             self.slot.release()
             raise
         self.broken: str | None = None
         # Which replica answered (the X-Clformer-Replica header): Serve's id,
         # the tail of the replica actor's name.
         self.tag = serve.get_replica_context().replica_id.unique_id
-        with open(os.path.join(opts.model_dir, "config.json"), encoding="utf-8") as f:
-            self.config = json.load(f)
-        self._describe()
-        mem = devices.global_mem_bytes(self.slot.device)
         if opts.max_batch_tokens:
             self.batch_tokens = opts.max_batch_tokens
         else:
@@ -90,6 +119,51 @@ class ModelReplica:
         self._classify_batch.set_max_batch_size(self.batch_images)
         self._classify_batch.set_batch_wait_timeout_s(opts.batch_wait_s)
 
+    def _load(self):
+        return self.clformer.Model(self.opts.model_dir, device=self.slot.device.selector, weights=self.opts.weights,
+                                   template_budget=self.clformer.TemplateBudget(*self.opts.template_budget))
+
+    def _open_engine(self, mem: int) -> None:
+        """The engine of a decoder-only language model (self.engine; None
+        otherwise, or where the engine refuses the model: engine_refused says
+        why, and completions run one at a time on the model as before).  Its
+        KV pool is the library's default (a quarter of the device's memory
+        left after the weights, capped at 64 sequences of the model's full
+        length), but no more than a quarter of this replica's share of the
+        device when replicas share it; ServeOptions.kv_bytes sets it."""
+        self.engine_refused: str | None = None
+        if not self.can_complete or self.model.is_encoder_decoder:
+            return
+        cf, opts = self.clformer, self.opts
+        try:
+            engine = self.model.engine(kv_bytes=opts.kv_bytes or None)
+            if not opts.kv_bytes and opts.replicas_per_device > 1 and mem:
+                share = (mem // opts.replicas_per_device - self.model.weight_bytes) // 4
+                st = engine.stats()
+                if st.block_bytes <= share < st.blocks * st.block_bytes:
+                    engine.close()
+                    engine = self.model.engine(kv_bytes=share)
+        except (cf.UnsupportedError, cf.InvalidArgumentError, cf.OutOfMemoryError) as e:
+            self.engine_refused = f"{e.status}: {e}"
+            return
+        self.engine = engine
+
+    def _runner(self):
+        """The Model that runs forward passes (/run, embeddings,
+        classification): the replica's own, or, while its engine holds that
+        one, a second instance of the same weights on the same device,
+        loaded on the first such request (on a worker thread)."""
+        if self.engine is None:
+            return self.model
+        with self._side_lock:
+            if self.side is None:
+                self.side = self._load()
+            return self.side
+
+    async def _run_on(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """_runner().<method>(...) on a worker thread."""
+        return await self._call(lambda: getattr(self._runner(), method)(*args, **kwargs))
+
     # ------------------------------------------------------------ description
 
     def _describe(self) -> None:
@@ -100,9 +174,11 @@ class ModelReplica:
         except self.clformer.Error:
             self.has_tokenizer = False
         arch = (cfg.get("architectures") or [""])[0]
-        self.architecture = arch
+        self.gguf = gguf_file(self.opts.model_dir) is not None
+        self.architecture = arch or (f"{m.model_type} (GGUF)" if self.gguf else "")
+        # a GGUF file holds a decoder-only language model (the families the library reads from one)
         self.can_complete = (self.has_tokenizer and "logits" in m.output_names and
-                             arch.endswith(_LM_SUFFIXES))
+                             (arch.endswith(_LM_SUFFIXES) or (self.gguf and not m.labels)))
         self.can_chat = self.can_complete and not m.is_encoder_decoder and self._has_template()
         self.can_embed = self.has_tokenizer and "last_hidden_state" in m.output_names
         classifier = bool(m.labels) and "logits" in m.output_names
@@ -115,7 +191,7 @@ class ModelReplica:
         self.vocab_size = vocab if isinstance(vocab, int) and vocab > 0 else None
         # Generations cut short because their caller went away (GET /stats of a replica, tests).
         self.cancelled = 0
-        limit = devices.max_positions(cfg)
+        limit = devices.max_positions(cfg) or m.max_positions or None
         if limit and m.model_type in ("roberta", "xlm-roberta"):
             limit -= int(cfg.get("pad_token_id") or 1) + 1  # positions count from padding_idx + 1
         self.max_input_tokens = limit
@@ -142,13 +218,25 @@ class ModelReplica:
 
     async def info(self) -> dict:
         m = self.model
-        return {"model_type": m.model_type, "architecture": self.architecture, "input_names": m.input_names,
+        return {"model_type": m.model_type, "architecture": self.architecture, "gguf": self.gguf,
+                "input_names": m.input_names,
                 "output_names": m.output_names, "labels": len(m.labels), "is_encoder_decoder": m.is_encoder_decoder,
                 "device": str(m.device), "slot": self.slot.index, "pid": os.getpid(), "replica": self.tag,
                 "embeddings": self.can_embed, "completions": self.can_complete, "chat": self.can_chat, "classify": self.can_classify,
                 "classify_text": self.can_classify_text, "cancelled_generations": self.cancelled,
                 "max_input_tokens": self.max_input_tokens, "batch_tokens": self.batch_tokens,
-                "batch_images": self.batch_images}
+                "batch_images": self.batch_images, "engine": self._engine_stats(),
+                "engine_refused": self.engine_refused, "second_model": self.side is not None}
+
+    def _engine_stats(self) -> dict | None:
+        """clformer.EngineStats as a dict (None without an engine): its
+        pool, the sequences running and waiting, steps and rows so far."""
+        if self.engine is None:
+            return None
+        try:
+            return dataclasses.asdict(self.engine.stats())
+        except self.clformer.Error as e:
+            return {"error": f"{e.status}: {e}"}
 
     def check_health(self) -> None:
         """Serve calls this every few seconds; raising makes Ray replace the replica."""
@@ -156,9 +244,10 @@ class ModelReplica:
             raise RuntimeError(f"the replica's OpenCL context failed: {self.broken}")
 
     def __del__(self) -> None:
-        model = getattr(self, "model", None)
-        if model is not None:
-            model.close()
+        for name in ("side", "model"):  # the model closes its engine (what runs ends "cancelled")
+            model = getattr(self, name, None)
+            if model is not None:
+                model.close()
         slot = getattr(self, "slot", None)
         if slot is not None:
             slot.release()
@@ -224,7 +313,7 @@ class ModelReplica:
     async def _embed_batch(self, items: list) -> list:
         texts = [t for t, _ in items]
         try:
-            out = await self._call(self.model.embed, texts)
+            out = await self._run_on("embed", texts)
             return [_Outcome(row) for row in out]
         except RequestError as e:
             if len(texts) == 1 or e.status >= 500:
@@ -233,7 +322,7 @@ class ModelReplica:
         outs = []
         for t in texts:
             try:
-                outs.append(_Outcome((await self._call(self.model.embed, [t]))[0]))
+                outs.append(_Outcome((await self._run_on("embed", [t]))[0]))
             except RequestError as e:
                 outs.append(_Outcome(error=e))
         return outs
@@ -246,7 +335,7 @@ class ModelReplica:
                        else "text classification", self.can_classify_text)
             for i, t in enumerate(req.items):
                 await self._count(t, f"input[{i}]")
-            return await self._call(self.model.classify, list(req.items), top_k=req.top_k), self.tag
+            return await self._run_on("classify", list(req.items), top_k=req.top_k), self.tag
         self._need("image classification", self.can_classify)
         if not all(isinstance(im, bytes) for im in req.items):  # never a path
             raise RequestError(400, "images are the bytes of PNG or JPEG files")
@@ -257,7 +346,7 @@ class ModelReplica:
     async def _classify_batch(self, items: list) -> list:
         k = max(k for _, k in items)
         try:
-            out = await self._call(self.model.classify, [im for im, _ in items], top_k=k)
+            out = await self._run_on("classify", [im for im, _ in items], top_k=k)
             return [_Outcome(r[:kk]) for r, (_, kk) in zip(out, items)]
         except RequestError as e:
             if len(items) == 1 or e.status >= 500:
@@ -265,7 +354,7 @@ class ModelReplica:
         outs = []
         for i, (im, kk) in enumerate(items):
             try:
-                outs.append(_Outcome((await self._call(self.model.classify, [im], top_k=kk))[0]))
+                outs.append(_Outcome((await self._run_on("classify", [im], top_k=kk))[0]))
             except RequestError as e:
                 outs.append(_Outcome(error=e))
         return outs
@@ -273,7 +362,7 @@ class ModelReplica:
     # ------------------------------------------------------------ /run
 
     async def run(self, req: RunRequest) -> tuple[dict, str]:
-        return await self._call(self.model.run, req.inputs, req.outputs), self.tag
+        return await self._run_on("run", req.inputs, req.outputs), self.tag
 
     # ------------------------------------------------------------ completions
 
@@ -313,49 +402,92 @@ class ModelReplica:
         return ids
 
     def _pieces_of(self, req: CompletionRequest | ChatRequest):
-        """The text stream of a request (Model.stream or Model.chat_stream)
-        and, once it has ended, its trailer."""
+        """Without an engine: the text stream of a request (Model.stream or
+        Model.chat_stream) and, once it has ended, its trailer."""
         if isinstance(req, ChatRequest):
             it = self.model.chat_stream(list(req.messages), stop=list(req.stop), **req.settings)
 
             def trailer() -> dict:
-                return {"finish_reason": it.reply.finish_reason, "tokens": it.reply.completion_tokens}
+                r = it.reply
+                return {"finish_reason": r.finish_reason, "tokens": r.completion_tokens, "cached": r.cached_tokens}
             return it, trailer
         it = self.model.stream(req.prompt, stop=list(req.stop), **req.settings)
 
         def ended() -> dict:
             tokens = it.tokens
             done = it.stopped_by_string or bool(tokens and tokens[-1] in self.eos_ids)
-            return {"finish_reason": "stop" if done else "length", "tokens": len(tokens)}
+            return {"finish_reason": "stop" if done else "length", "tokens": len(tokens), "cached": 0}
         return it, ended
 
-    async def _generation(self, req: CompletionRequest | ChatRequest) -> AsyncIterator:
-        """The request's text pieces (_pieces_of), then a trailer
-        {"finish_reason", "tokens"}, from a worker thread.  Leaving early (the caller went away:
-        Serve cancels this coroutine) stops generation after the current
-        token instead of letting it run to max_tokens."""
+    def _submit(self, req: CompletionRequest | ChatRequest, ids: np.ndarray) -> Any:
+        """With an engine, the request as a sequence of it (None without):
+        its prompt's ids (as _prompt made them), stop strings and settings;
+        the engine's refusals (a prompt and max_tokens past its whole pool)
+        are the client's, before a stream starts.  Prefix reuse is isolated
+        by client: the request's `user` when it names one, else a key of its
+        own, so that by default no request reuses (and so learns by timing)
+        another's prompt."""
+        if self.engine is None:
+            return None
+        key = req.user if req.user else secrets.token_bytes(16)
+        try:
+            return self.engine.submit(ids, stop=list(req.stop), isolation=key, **req.settings)
+        except Exception as e:  # noqa: BLE001 - mapped to the client's answer
+            raise self._refusal(e) from None
+
+    async def _generation(self, req: CompletionRequest | ChatRequest, seq: Any) -> AsyncIterator:
+        """The request's text pieces, then a trailer {"finish_reason",
+        "tokens", "cached"}: of `seq`, its sequence on the engine, or without
+        one (_pieces_of) of a generation on the model.  A worker thread
+        follows either (their iterations block) and hands the pieces to the
+        event loop.  Leaving early (the caller went away, or its deadline
+        passed: Serve cancels this coroutine) ends the sequence or the
+        generation after the current token instead of letting it run to
+        max_tokens."""
         loop = asyncio.get_running_loop()
         q: asyncio.Queue = asyncio.Queue()
         done = object()
-        holder: list = []
+        holder: list = []  # what cancel() ends
         cancel = threading.Event()
 
-        def work() -> None:
-            it = None
+        def put(item: Any) -> None:
             try:
-                it, trailer = self._pieces_of(req)
-                holder.append(it)
-                if cancel.is_set():
-                    it.cancel()
-                for piece in it:
-                    loop.call_soon_threadsafe(q.put_nowait, piece)
-                loop.call_soon_threadsafe(q.put_nowait, trailer())
-                loop.call_soon_threadsafe(q.put_nowait, done)
-            except BaseException as e:  # noqa: BLE001 - handed to the event loop
-                loop.call_soon_threadsafe(q.put_nowait, e)
-            finally:
-                if it is not None:
-                    it.close()
+                loop.call_soon_threadsafe(q.put_nowait, item)
+            except RuntimeError:  # the loop is gone (the replica is shutting down): nobody is reading
+                pass
+
+        if seq is not None:
+            holder.append(seq)
+
+            def work() -> None:
+                try:
+                    for piece in seq:
+                        put(piece)
+                    r = seq.result()
+                    if r.finish_reason not in _FINISH:  # "cancelled" by nobody here: the engine was closed
+                        raise RequestError(503, "the model replica is shutting down; retry")
+                    put({"finish_reason": _FINISH[r.finish_reason], "tokens": len(r.tokens),
+                         "cached": r.cached_tokens})
+                    put(done)
+                except BaseException as e:  # noqa: BLE001 - handed to the event loop
+                    put(e)
+        else:
+            def work() -> None:
+                it = None
+                try:
+                    it, trailer = self._pieces_of(req)
+                    holder.append(it)
+                    if cancel.is_set():
+                        it.cancel()
+                    for piece in it:
+                        put(piece)
+                    put(trailer())
+                    put(done)
+                except BaseException as e:  # noqa: BLE001 - handed to the event loop
+                    put(e)
+                finally:
+                    if it is not None:
+                        it.close()
 
         worker = threading.Thread(target=work, name="clformer-serve-generate", daemon=True)
         worker.start()
@@ -375,14 +507,14 @@ class ModelReplica:
                 self.cancelled += 1
                 cancel.set()
                 if holder:
-                    holder[0].cancel()  # thread-safe: generation ends after the current token
+                    holder[0].cancel()  # thread-safe: it ends after the current token
 
     async def complete(self, req: CompletionRequest | ChatRequest) -> dict:
         """A whole completion: the new tokens up to the end token decoded,
         cut before the first stop string (generation ends there too)."""
         ids = await self._prompt(req)
-        text, trailer = "", {"finish_reason": "length", "tokens": 0}
-        gen = self._generation(req)
+        text, trailer = "", {"finish_reason": "length", "tokens": 0, "cached": 0}
+        gen = self._generation(req, self._submit(req, ids))
         try:
             async for item in gen:
                 if isinstance(item, dict):
@@ -395,21 +527,26 @@ class ModelReplica:
             text = req.prompt + text
         n = trailer["tokens"]
         return {"text": text, "finish_reason": trailer["finish_reason"], "replica": self.tag,
-                "usage": {"prompt_tokens": len(ids), "completion_tokens": n, "total_tokens": len(ids) + n}}
+                "usage": {"prompt_tokens": len(ids), "completion_tokens": n, "total_tokens": len(ids) + n,
+                          "prompt_tokens_details": {"cached_tokens": trailer["cached"]}}}
 
     async def stream(self, req: CompletionRequest | ChatRequest) -> AsyncIterator:
-        """Model.stream's text pieces.  The first item is a header (a dict)
-        sent once the request is accepted, so that the ingress can still
-        answer a refusal with its status; the pieces follow as str, and a
-        trailer (a dict) with the finish reason ends a stream that ran to
-        its end: "stop" for an end token or a stop string, as complete()."""
+        """The request's text pieces as they come (Model.stream's pieces).
+        The first item is a header (a dict) sent once the request is
+        accepted, so that the ingress can still answer a refusal with its
+        status; the pieces follow as str, and a trailer (a dict) with the
+        finish reason ends a stream that ran to its end: "stop" for an end
+        token or a stop string, as complete()."""
         ids = await self._prompt(req)
-        yield {"prompt_tokens": len(ids), "replica": self.tag}
-        if isinstance(req, CompletionRequest) and req.echo:
-            yield req.prompt
-        gen = self._generation(req)
+        seq = self._submit(req, ids)
+        gen = self._generation(req, seq)
         try:
+            yield {"prompt_tokens": len(ids), "replica": self.tag}
+            if isinstance(req, CompletionRequest) and req.echo:
+                yield req.prompt
             async for item in gen:
                 yield {"finish_reason": item["finish_reason"]} if isinstance(item, dict) else item
         finally:
             await gen.aclose()
+            if seq is not None:
+                seq.cancel()  # left before its generation started; nothing once it has ended
