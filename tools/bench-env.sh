@@ -10,11 +10,66 @@
 #   - /opt/clf-llamacpp: llama.cpp through llama-cpp-python 0.3.36, built
 #     from PyPI's source for this CPU (GGML_NATIVE: about 5 minutes), the
 #     peer of GGUF models (tools/bench_gguf.py).
+#   - llama.cpp's server (llama-server) from the same source distribution's
+#     vendor/llama.cpp, for this CPU (about 10 minutes on 2 cores), in
+#     $CLF_BENCH_CACHE/llama-server (default ~/.cache/clformer-bench, of the
+#     user running this script): the peer of the engine (tools/bench_engine.py).
 # usage: sudo tools/bench-env.sh        (root: apt-get and /opt)
+#        tools/bench-env.sh llama-server  (only llama-server; needs cmake, g++,
+#                                          no root)
 set -eu
 REF=${CLF_REF_VENV:-/opt/clf-ref}
 ORT=${CLF_ORT_VENV:-/opt/clf-ort}
 LCPP=${CLF_LLAMACPP_VENV:-/opt/clf-llamacpp}
+
+# GGML_NATIVE on a CPU with AMX (Sapphire Rapids and later) compiles ggml's
+# tile kernels, which llama-cpp-python 0.3.36 runs into SIGILL at its first
+# prefill here (a `tilezero` on a tile configuration it did not load, the
+# process holding the kernel's tile permission): they are left out, and the
+# AVX-512 VNNI kernels every other product uses are kept.  The arguments are
+# recorded so that a venv built with others is rebuilt.
+lcpp_args="-DGGML_NATIVE=ON"
+if grep -qw amx_tile /proc/cpuinfo; then
+  noamx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+  lcpp_args="$lcpp_args '-DCMAKE_C_FLAGS=$noamx' '-DCMAKE_CXX_FLAGS=$noamx'"
+fi
+
+# llama-server: built once from llama-cpp-python 0.3.36's sdist, its
+# vendor/llama.cpp (the llama.cpp the venv above runs), with the same native
+# arguments; the arguments are recorded beside the binary so that a build
+# made with others is redone, and a build that is there is reused.
+llama_server() {
+  dir=${CLF_BENCH_CACHE:-$HOME/.cache/clformer-bench}/llama-server
+  args="-DLLAMA_BUILD_SERVER=ON -DLLAMA_CURL=OFF -DCMAKE_BUILD_TYPE=Release $lcpp_args"
+  bin=$dir/build/bin/llama-server   # beside the shared libraries it loads
+  if [ -x "$bin" ] && [ "$(cat "$dir/clf-cmake-args" 2>/dev/null)" = "$args" ]; then
+    echo "bench-env: llama-server $bin ($("$bin" --version 2>&1 | grep -m1 version))"
+    return
+  fi
+  for p in cmake g++; do command -v "$p" >/dev/null || { echo "bench-env: llama-server needs $p" >&2; exit 1; }; done
+  mkdir -p "$dir"
+  sdist=$dir/llama_cpp_python-0.3.36.tar.gz
+  if [ ! -f "$sdist" ]; then
+    python3 -m pip download --no-binary :all: --no-deps llama-cpp-python==0.3.36 -d "$dir.part"
+    mv "$dir.part/llama_cpp_python-0.3.36.tar.gz" "$sdist" && rm -rf "$dir.part"
+  fi
+  # The sources are extracted once and the build directory kept, so that an
+  # interrupted build resumes where it stopped.
+  if [ ! -f "$dir/src/CMakeLists.txt" ]; then
+    rm -rf "${dir:?}/src" && mkdir -p "$dir/src"
+    tar xzf "$sdist" -C "$dir/src" --strip-components=3 llama_cpp_python-0.3.36/vendor/llama.cpp
+    rm -f "$dir/src/.git"   # a submodule link into the sdist's .git, not extracted
+  fi
+  # shellcheck disable=SC2086
+  eval cmake -S "\"$dir/src\"" -B "\"$dir/build\"" $args
+  cmake --build "$dir/build" --target llama-server -j "$(nproc)"
+  echo "$args" > "$dir/clf-cmake-args"
+  echo "bench-env: llama-server built: $bin"
+}
+if [ "${1:-}" = llama-server ]; then
+  llama_server
+  exit 0
+fi
 
 need_apt=
 for p in python3-torch python3-numpy python3-venv libopenblas0-pthread; do
@@ -37,17 +92,6 @@ if ! "$ORT/bin/python" -c "import onnxruntime, numpy" 2>/dev/null; then
   "$ORT/bin/pip" install onnxruntime numpy
 fi
 
-# GGML_NATIVE on a CPU with AMX (Sapphire Rapids and later) compiles ggml's
-# tile kernels, which llama-cpp-python 0.3.36 runs into SIGILL at its first
-# prefill here (a `tilezero` on a tile configuration it did not load, the
-# process holding the kernel's tile permission): they are left out, and the
-# AVX-512 VNNI kernels every other product uses are kept.  The arguments are
-# recorded so that a venv built with others is rebuilt.
-lcpp_args="-DGGML_NATIVE=ON"
-if grep -qw amx_tile /proc/cpuinfo; then
-  noamx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
-  lcpp_args="$lcpp_args '-DCMAKE_C_FLAGS=$noamx' '-DCMAKE_CXX_FLAGS=$noamx'"
-fi
 if ! "$LCPP/bin/python" -c "import llama_cpp, numpy; assert llama_cpp.__version__ == '0.3.36'" 2>/dev/null ||
    [ "$(cat "$LCPP/clf-cmake-args" 2>/dev/null)" != "$lcpp_args" ]; then
   need=
@@ -59,6 +103,8 @@ if ! "$LCPP/bin/python" -c "import llama_cpp, numpy; assert llama_cpp.__version_
     llama-cpp-python==0.3.36 numpy
   echo "$lcpp_args" > "$LCPP/clf-cmake-args"
 fi
+
+llama_server
 
 # The system BLAS must be OpenBLAS, not the reference BLAS (tools/bench.py
 # refuses to compare against the latter).
