@@ -1358,7 +1358,9 @@ typedef struct clf_engine_options {
   /* Positions per block; 0: 16. */
   size_t block_size;
   /* Rows of one step (decode rows and prompt chunks together); a prompt
-   * longer than what is left of it is fed in chunks.  0: 256. */
+   * longer than what is left of it is fed in chunks.  0: on a CPU device
+   * the rows one launch of the quantized/f32 matrix-vector product takes
+   * (64, or what `clformer probe --tune` measured), elsewhere 256. */
   size_t max_step_rows;
   /* Sequences running at once (the rest wait); 0: 64. */
   size_t max_sequences;

@@ -43,7 +43,7 @@ static const clf_cli_option batch_options[] = {
     {"--block-size", "N", CLF_OPT_LONG, offsetof(batch_opts, block_size), 0, 1024, 0, 0, 0,
      "positions per KV block", NULL, "0: the library's, 16"},
     {"--max-step-rows", "N", CLF_OPT_LONG, offsetof(batch_opts, max_step_rows), 0, 65536, 0, 0, 0,
-     "rows of one step (a token of each decoding sequence, chunks of prompts)", NULL, "0: the library's, 256"},
+     "rows of one step (a token of each decoding sequence, chunks of prompts)", NULL, "0: the library's: 64 on a CPU device (the rows one matrix-vector launch takes), else 256"},
     {"--max-sequences", "N", CLF_OPT_LONG, offsetof(batch_opts, max_sequences), 0, 4096, 0, 0, 0,
      "sequences running at once (the others wait)", NULL, "0: the library's, 64"},
     {"--kv-f16", NULL, CLF_OPT_FLAG, offsetof(batch_opts, kv_f16), 0, 0, 0, 0, 0,

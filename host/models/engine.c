@@ -327,6 +327,18 @@ static clf_status engine_pool(clf_engine *e, const clf_engine_options *o) {
   return CLF_OK;
 }
 
+/* The rows of a step by default: on a CPU, the rows one launch of the
+ * skinny product takes (64, or what `probe --tune` measured), past which a
+ * product expands its weights for CLBlast, whose kernels a process builds
+ * on first use (on Intel's runtime a step of more rows cost 2.6 s more,
+ * in every process: docs/performance.md); elsewhere 256, the GEMM's
+ * ground. */
+static size_t engine_step_rows(const clf_context *ctx) {
+  if (!ctx->caps.is_cpu) return 256;
+  const size_t rows = clf__skinny_max_rows(ctx, CLF_F32, 0, NULL);
+  return rows < 16 ? 16 : rows > 256 ? 256 : rows;
+}
+
 clf_status clf_engine_create(clf_model *m, const clf_engine_options *o, clf_engine **out) {
   static const char op[] = "clf_engine_create";
   if (!out) return clf__fail(m ? m->ctx : NULL, CLF_E_INVALID_ARG, "%s: out is NULL", op);
@@ -343,7 +355,7 @@ clf_status clf_engine_create(clf_model *m, const clf_engine_options *o, clf_engi
   if (!e) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
   e->m = m, e->d = d, e->n_layers = d->kv.n_layers, e->V = m->vocab;
   e->BS = o->block_size ? o->block_size : 16;
-  e->max_rows = o->max_step_rows ? o->max_step_rows : 256;
+  e->max_rows = o->max_step_rows ? o->max_step_rows : engine_step_rows(ctx);
   e->max_seqs = o->max_sequences ? o->max_sequences : 64;
   e->kv_dtype = o->kv_dtype;
   e->next_id = 1;

@@ -484,7 +484,7 @@ class Model:
         clf_engine_options' (None: the library's default): kv_bytes, the
         device memory of the paged KV pool (a quarter of what the weights
         leave); block_size, positions per block (16); max_step_rows, rows of
-        one step (256); max_sequences, running at once (64); kv_dtype, the
+        one step (64 on a CPU device, else 256); max_sequences, running at once (64); kv_dtype, the
         pool's "f32" or "f16" (half the memory a position).  One engine at
         a time; while it is open, the methods that run the model (generate,
         stream, chat, forward passes, embed, classify) raise
