@@ -327,16 +327,23 @@ static clf_status engine_pool(clf_engine *e, const clf_engine_options *o) {
   return CLF_OK;
 }
 
-/* The rows of a step by default: on a CPU, the rows one launch of the
- * skinny product takes (64, or what `probe --tune` measured), past which a
- * product expands its weights for CLBlast, whose kernels a process builds
- * on first use (on Intel's runtime a step of more rows cost 2.6 s more,
- * in every process: docs/performance.md); elsewhere 256, the GEMM's
+/* The rows of a step by default: on a CPU, the fewest rows one launch of
+ * the skinny product takes for any weight type a linear layer reads (64,
+ * or what `probe --tune` measured per type: a GGUF file mixes them), past
+ * which a product expands its weights for CLBlast, whose kernels a process
+ * builds on first use (on Intel's runtime a step of more rows cost 2.6 s
+ * more, in every process: docs/performance.md); elsewhere 256, the GEMM's
  * ground. */
 static size_t engine_step_rows(const clf_context *ctx) {
   if (!ctx->caps.is_cpu) return 256;
-  const size_t rows = clf__skinny_max_rows(ctx, CLF_F32, 0, NULL);
-  return rows < 16 ? 16 : rows > 256 ? 256 : rows;
+  size_t rows = 256;
+  for (size_t i = 0; i < clf_dtype_count(); i++) {
+    clf_dtype_desc d;
+    if (clf_dtype_at(i, &d) != CLF_OK || !d.linear_weight) continue;
+    const size_t r = clf__skinny_max_rows(ctx, d.dtype, 0, NULL);
+    if (r < rows) rows = r;
+  }
+  return rows < 16 ? 16 : rows;
 }
 
 clf_status clf_engine_create(clf_model *m, const clf_engine_options *o, clf_engine **out) {

@@ -420,7 +420,11 @@ class Model:
         after the current token.  Once it has ended, its `tokens` are the
         new token ids and `stopped_by_string` says whether a stop string
         ended it (the OpenAI-style finish reason: an end token or a stop
-        string is "stop", else "length")."""
+        string is "stop", else "length").  Without max_new_tokens a
+        decoder-only model goes on to an end token or the end of its
+        positions (at most 32768 new tokens), as `clformer generate
+        --prompt`, chat() and the server do; generate() keeps transformers'
+        max_length."""
         s = settings_from(kwargs)
         stops = [stop] if isinstance(stop, str) else list(stop)
         for x in stops:
@@ -429,6 +433,9 @@ class Model:
             _lib.cstr(x, "stop")
         self._check_open("stream")
         ids = self.tokenize(prompt)[None, :]
+        left = self.max_positions - ids.shape[1]
+        if s.kw.get("max_new_tokens") is None and not self.is_encoder_decoder and left > 0:
+            s.kw["max_new_tokens"] = min(left, 32768)
         return Streamer(self, self._tok, ids, s, stops).pieces()
 
     # ---- chat ----

@@ -115,7 +115,7 @@ def test_embeddings_request_and_answer():
     ({"prompt": "a", "do_sample": True}, 400, "unknown field 'do_sample'"),
     ({"prompt": "a", "temperature": "hot"}, 400, "temperature must be a finite number"),
     ({"prompt": "a", "top_p": 0}, 400, "top_p must be in (0, 1]"),
-    ({"prompt": "a", "temperature": 0, "seed": 3}, 400, "seed is a sampling setting"),
+    ({"prompt": "a", "temperature": 0, "top_p": 2}, 400, "top_p must be in (0, 1]"),
     ({"prompt": "a", "n": 2}, 400, "n must be 1"),
     ({"prompt": "a", "best_of": 3}, 400, "best_of must be 1"),
     ({"prompt": "a", "logprobs": 2}, 400, "logprobs is not supported"),
@@ -151,6 +151,9 @@ def test_completion_settings():
     # no_repeat_ngram_size: the library's list names it, so the server takes it (greedy too)
     g = api.parse_completion({"prompt": "a", "temperature": 0, "no_repeat_ngram_size": 2}, "m", L)
     assert g.settings == {"max_new_tokens": 16, "do_sample": False, "no_repeat_ngram_size": 2}
+    # temperature 0 with sampling settings is greedy, as in the CLI and Python (checked, not used)
+    g = api.parse_completion({"prompt": "a", "temperature": 0, "seed": 3, "top_p": 0.5, "top_k": 4}, "m", L)
+    assert g.settings == {"max_new_tokens": 16, "do_sample": False} and g.deterministic
 
 
 def test_request_fields_are_the_librarys_settings():

@@ -237,7 +237,7 @@ class CompletionRequest:
 # sequences (num_beams: a reply streams), do_sample (OpenAI's temperature
 # decides: 0 greedy, else sampling) and max_new_tokens (OpenAI's max_tokens).
 SETTING_FIELDS = tuple(n for n, g in _SETTINGS.items() if not g.whole and n not in ("do_sample", "max_new_tokens"))
-# Those that only sampling uses, refused beside temperature 0.
+# Those that only sampling uses: checked and left out beside temperature 0.
 _SAMPLING_FIELDS = tuple(n for n in SETTING_FIELDS if n != "temperature" and (_SETTINGS[n].sampling or n == "seed"))
 
 _COMPLETION_FIELDS = {"model", "prompt", "max_tokens", "stop", "stream", "echo", "n", "best_of", "logprobs",
@@ -297,10 +297,11 @@ def _decoding(body: Mapping, limits: Limits, max_tokens: int) -> tuple[bool, tup
     temperature = _setting_field(body, "temperature")
     settings: dict[str, Any] = {"max_new_tokens": max_tokens}
     if temperature == 0.0:
+        # greedy: the sampling settings are checked and not used, as the
+        # CLI and Python take them beside temperature 0
         settings["do_sample"] = False
         for name in _SAMPLING_FIELDS:
-            if body.get(name) is not None:
-                raise RequestError(400, f"{name} is a sampling setting; temperature 0 decodes greedily", name)
+            _setting_field(body, name)
     else:  # OpenAI's default temperature is 1: sampling
         settings.update(do_sample=True, temperature=1.0 if temperature is None else temperature)
     # The package's seed, as the CLI's: 0 is a seed (the library's s + 1).
