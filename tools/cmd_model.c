@@ -463,6 +463,74 @@ int clf_cli_sampling_check(const clf_cli_command *cmd, const clf_cli_sampling *o
   return -1;
 }
 
+/* ---- one sequence on the engine ---- */
+
+/* The sequence's tokens as the engine gives them, handed on to go's
+ * on_token as row 0's. */
+typedef struct one_seq {
+  const clf_generate_options *go;
+  int64_t *tok;
+  size_t n, cap;
+  clf_finish_reason why;
+  char *error;
+} one_seq;
+
+static int one_token(void *user, uint64_t id, int64_t token) {
+  one_seq *q = user;
+  (void)id;
+  if (q->n < q->cap) q->tok[q->n++] = token;
+  return q->go->on_token ? q->go->on_token(q->go->user, 0, token) : 0;
+}
+
+static void one_done(void *user, uint64_t id, const clf_sequence_end *end) {
+  one_seq *q = user;
+  (void)id;
+  q->why = end->why;
+  if (end->error) q->error = strdup(end->error);
+}
+
+/* A decoder-only prompt of one row, one beam, a token limit and no mask
+ * runs on the engine (the path the server's requests take), in a pool of
+ * one sequence: *seq the prompt and the new tokens, as clf_model_generate
+ * gives them.  Returns 0 when it cannot (the model's engine is refused:
+ * *st CLF_OK), or 1 with *st the outcome and *msg (may be NULL) the
+ * message of a failure that is not the context's. */
+static int generate_on_engine(clf_model *m, const clf_array *ids, const clf_array *mask, const clf_generate_options *go,
+                              clf_array *seq, clf_status *st, char **msg) {
+  *st = CLF_OK, *msg = NULL;
+  if (mask || ids->shape[0] != 1 || go->num_beams > 1 || !go->max_new_tokens || clf_model_is_encoder_decoder(m))
+    return 0;
+  clf_engine_options eo;
+  clf_engine_options_init(&eo);
+  eo.max_sequences = 1;
+  clf_engine *e = NULL;
+  if (clf_engine_create(m, &eo, &e) != CLF_OK) return 0; /* refused (rope_scaling dynamic): the one-row path */
+  const size_t L = ids->shape[1];
+  int64_t *all = malloc((L + go->max_new_tokens) * sizeof *all);
+  one_seq q = {go, all ? all + L : NULL, 0, go->max_new_tokens, 0, NULL};
+  for (size_t i = 0; all && i < L; i++)
+    all[i] = ids->dtype == CLF_I32 ? ((const int32_t *)ids->data)[i] : ((const int64_t *)ids->data)[i];
+  clf_engine_request r = {all, L, go, 0, one_token, one_done, &q};
+  if (!all) {
+    *st = CLF_E_OUT_OF_MEMORY, *msg = strdup("out of host memory");
+  } else if ((*st = clf_engine_submit(e, &r, NULL)) != CLF_OK) {
+    *msg = strdup(clf_last_error(NULL)); /* a submission's failure is this thread's */
+  } else if ((*st = clf_engine_run(e)) == CLF_OK && q.why == CLF_FINISH_ERROR) {
+    *st = CLF_E_INVALID_ARG, *msg = q.error, q.error = NULL;
+  }
+  clf_engine_destroy(e);
+  free(q.error);
+  if (*st == CLF_OK) {
+    memset(seq, 0, sizeof *seq);
+    snprintf(seq->name, sizeof seq->name, "sequences");
+    seq->dtype = CLF_I64, seq->ndim = 2, seq->shape[0] = 1, seq->shape[1] = L + q.n;
+    seq->data = all;
+  } else {
+    free(all);
+  }
+  return 1;
+}
+
 /* Generates; with a tokenizer (and one beam) the text streams to stdout as
  * it comes, the prompt first for a decoder-only model, and the speed goes
  * to stderr. */
@@ -486,11 +554,13 @@ static int gen_run(const gen_opts *o, clf_context *ctx, clf_model *m, clf_tokeni
   if (to_the_end) go.max_new_tokens = positions - prompt_len < 32768 ? positions - prompt_len : 32768;
   if (tok && !clf_model_is_encoder_decoder(m)) st.prompt = o->prompt;
   const double t0 = clf_cli_now_ms();
-  clf_status rc = clf_model_generate(m, ids, mask, &go, seq);
+  char *msg = NULL;
+  clf_status rc;
+  if (!generate_on_engine(m, ids, mask, &go, seq, &rc, &msg)) rc = clf_model_generate(m, ids, mask, &go, seq);
   const double ms = clf_cli_now_ms() - t0;
   if (rc != CLF_OK) {
     fflush(stdout); /* the text so far, before the error (one pipe for both keeps the order) */
-    fprintf(stderr, "clformer generate: %s\n", clf_last_error(ctx));
+    fprintf(stderr, "clformer generate: %s\n", msg ? msg : clf_last_error(ctx));
   } else if (tok && !streaming) { /* beams: the best sequence at the end */
     const size_t skip = clf_model_is_encoder_decoder(m) ? 0 : ids->shape[1];
     for (size_t t = skip; t < seq->shape[1] && !st.failed && !clf_text_stream_stopped(st.text); t++)
@@ -517,6 +587,7 @@ static int gen_run(const gen_opts *o, clf_context *ctx, clf_model *m, clf_tokeni
     fprintf(stderr, "clformer generate: %zu new tokens, the first after %.1f ms, then %.3f ms a token\n", st.steps,
             st.t_first - t0, (st.t_last - st.t_first) / (double)(st.steps - 1));
   clf_text_stream_destroy(st.text);
+  free(msg);
   return rc == CLF_OK && !st.failed;
 }
 
