@@ -140,7 +140,8 @@ static void expect_empty(clf_engine *e) {
  * runs to its max_new_tokens. */
 static const int64_t no_eos[1] = {127};
 
-static const char *const decoders[] = {"gpt2", "llama_gqa3", "mistral", "qwen2", "gguf_models/smollm_like"};
+static const char *const decoders[] = {"gpt2", "llama_gqa3", "mistral", "qwen2", "gguf_models/smollm_like",
+                                       "gguf_models/llama_mixed"};
 
 /* transformers' greedy goldens: the fixture's generate cases, each row
  * (left padding dropped) a sequence of one engine, all at once, prompts
@@ -228,6 +229,45 @@ START_TEST(engine_f16_pool) {
   clf_engine_options_init(&o);
   o.kv_dtype = CLF_Q8_0;
   TH_FAILS(clf_engine_create(m, &o, &e), CLF_E_INVALID_ARG, "f32 or f16");
+}
+END_TEST
+
+/* The --weights types of blocks of up to 32 (f32, f16, q8_0, q4_0, q4_1
+ * ...): Qwen2 (hidden 32) loaded as each, its sequences beside each other
+ * greedy as alone (the one-row runtime), through the step's products of
+ * that type.  The k-quants' blocks of 256 need wider layers than the
+ * safetensors fixtures have: the GGUF fixture llama_mixed carries them
+ * (engine_matches_transformers). */
+START_TEST(engine_weight_types) {
+  char dir[1024];
+  fixture_dir("qwen2", dir, sizeof dir);
+  clf_dtype_desc d;
+  ck_assert_int_eq(clf_dtype_at((size_t)_i, &d), CLF_OK);
+  if (!d.weights_target || d.block > 32) return; /* not a --weights type, or a k-quant (above) */
+  clf_model_options mo;
+  clf_model_options_init(&mo);
+  mo.weights = d.dtype;
+  clf_model *m = NULL;
+  TH_OK(clf_model_load_with(th_ctx, dir, &mo, &m));
+  clf_engine *e = engine(m, 4, 7, 0);
+  int64_t p[3][9];
+  clf_generate_options o;
+  clf_generate_options_init(&o);
+  o.max_new_tokens = 6, o.eos_token_ids = no_eos, o.n_eos_token_ids = 1;
+  out res[3];
+  for (size_t s = 0; s < 3; s++) {
+    for (size_t i = 0; i < 9; i++) p[s][i] = (int64_t)((s * 23 + i * 11 + 4) % 89 + 1);
+    submit(e, p[s], 3 + 3 * s, &o, 0, &res[s]);
+  }
+  TH_OK(clf_engine_run(e));
+  for (size_t s = 0; s < 3; s++) {
+    char what[64];
+    snprintf(what, sizeof what, "weights %s, sequence %zu", d.name, s);
+    expect_alone(m, p[s], 3 + 3 * s, &o, &res[s], what);
+  }
+  expect_empty(e);
+  clf_engine_destroy(e);
+  clf_model_destroy(m);
 }
 END_TEST
 
@@ -735,6 +775,7 @@ static Suite *suite(void) {
   tcase_add_loop_test(tc, engine_matches_transformers, 0, n);
   tcase_add_loop_test(tc, engine_matches_alone, 0, n);
   tcase_add_test(tc, engine_f16_pool);
+  tcase_add_loop_test(tc, engine_weight_types, 0, (int)clf_dtype_count());
   tcase_add_test(tc, engine_preemption);
   tcase_add_test(tc, engine_prefix_reuse);
   tcase_add_test(tc, engine_cancel);
