@@ -113,11 +113,12 @@ class TokenLogprob:
 
 @dataclasses.dataclass(frozen=True)
 class Delta:
-    """What a sequence gained since the reader's last Delta
-    (Sequence.deltas()): the text released (Model.stream's rule; "" while a
-    character or a possible stop string is incomplete, and without a
-    tokenizer), the new token ids, and their TokenLogprobs (None when the
-    sequence was submitted without logprobs)."""
+    """One step of a sequence (Sequence.deltas()): its new token (tokens,
+    a list of one) with the text that token released (Model.stream's rule:
+    "" while a character or a possible stop string is incomplete, and
+    without a tokenizer) and its TokenLogprob (logprobs, a list of one;
+    None when the sequence was submitted without logprobs); or, last, the
+    text the stream held back until the end, with no token."""
     text: str
     tokens: list
     logprobs: list | None
@@ -152,7 +153,9 @@ class Sequence:
         self._engine = engine  # alive while a sequence is
         self._cond = threading.Condition()
         self._tokens: list[int] = []
-        self._pieces: list[str] = []
+        self._pieces: list[str] = []  # the non-empty pieces
+        self._released: list[str] = []  # per token, the piece it released ("" for none)
+        self._tail = ""  # what was released at the end, after the last token
         self._logprobs: list[TokenLogprob] | None = [] if logprobs else None
         self._streamer = streamer
         self._reason: str | None = None
@@ -173,6 +176,7 @@ class Sequence:
             stop = self._streamer.stopped
         with self._cond:
             self._tokens.append(token)
+            self._released.append(piece)
             if self._logprobs is not None and info is not None:
                 self._logprobs.append(info)
             if piece:
@@ -198,6 +202,7 @@ class Sequence:
                 return
             if piece:
                 self._pieces.append(piece)
+                self._tail = piece
             self._reason, self._error = reason, error
             self._cond.notify_all()
 
@@ -238,22 +243,24 @@ class Sequence:
         return self._follow(self._tokens)
 
     def deltas(self) -> Iterator[Delta]:
-        """What is new, as it comes: each Delta holds the text, tokens and
-        log-probabilities added since the previous one (several tokens when
-        the reader was slower than the engine; text-only at the end, when
-        what the text stream held back is released).  The text and tokens
-        of a Delta are taken together, so a reader that sends both (a
-        server's chunk with its logprobs) sends them in step."""
-        i = j = 0
+        """The sequence step by step, as it comes: a Delta per token (its
+        id, the text it released, its TokenLogprob), then one with the text
+        held back until the end, if any.  A reader that sends text and
+        logprobs together (a server's chunk) sends them in step; the
+        non-empty texts are iter(seq)'s pieces."""
+        i = 0
         while True:
-            self._wait(lambda: i < len(self._tokens) or j < len(self._pieces) or self._reason is not None, None)
+            self._wait(lambda: i < len(self._tokens) or self._reason is not None, None)
             with self._cond:
-                tokens, pieces, reason, error = self._tokens[i:], self._pieces[j:], self._reason, self._error
+                tokens, texts, reason, error = self._tokens[i:], self._released[i:], self._reason, self._error
                 lps = None if self._logprobs is None else self._logprobs[i:i + len(tokens)]
-            i, j = i + len(tokens), j + len(pieces)
-            if tokens or pieces:
-                yield Delta("".join(pieces), tokens, lps)
-            if reason is not None and i >= len(self._tokens) and j >= len(self._pieces):
+                tail = self._tail
+            for k, t in enumerate(tokens):
+                yield Delta(texts[k], [t], None if lps is None else lps[k:k + 1])
+            i += len(tokens)
+            if reason is not None:  # every token came before the end
+                if tail:
+                    yield Delta(tail, [], None if lps is None else [])
                 if error is not None:
                     raise error
                 return

@@ -387,6 +387,7 @@ def test_logprobs_are_the_log_softmax_of_the_model_s_logits(gpt2):
     with gpt2.engine() as e:
         s = e.submit(ids, max_new_tokens=6, do_sample=False, logprobs=True, top_logprobs=5)
         deltas = list(s.deltas())
+        pieces = list(s)
         r = s.result(timeout=120)
         plain = e.submit(ids, max_new_tokens=6, do_sample=False).result()
         hot = e.submit(ids, max_new_tokens=6, temperature=1.5, seed=3, logprobs=True).result()
@@ -399,6 +400,7 @@ def test_logprobs_are_the_log_softmax_of_the_model_s_logits(gpt2):
     assert [t for d in deltas for t in d.tokens] == tokens
     assert [lp for d in deltas for lp in d.logprobs] == r.logprobs
     assert "".join(d.text for d in deltas) == r.text
+    assert [d.text for d in deltas if d.text] == pieces  # iter(seq)'s pieces, each with the token that released it
     for lp, row in zip(r.logprobs, rows):
         assert len(lp.top) == 5 and lp.top[0] == (lp.token, lp.logprob)
         assert [t for t, _ in lp.top] == sorted(range(len(row)), key=lambda i: (-row[i], i))[:5]

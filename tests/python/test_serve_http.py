@@ -395,7 +395,7 @@ def _bad_requests(ref):
          "past this model's context of 32 tokens"),
         ("/gpt2/v1/completions", {"json": {"prompt": "hello", "max_tokens": 2}}, 400,
          "past this model's vocabulary of 128"),
-        ("/gpt2/v1/completions", {"json": {"prompt": "a", "n": 2}}, 400, "n must be 1"),
+        ("/gpt2/v1/completions", {"json": {"prompt": "a", "n": 9}}, 400, "n must be in [1, 8]"),
         ("/bert/run", {"json": {"inputs": {"ids": [[1]]}}}, 400, "unknown input 'ids'; this model takes input_ids"),
         ("/bert/run", {"json": {"inputs": {"input_ids": [[1, 2], [3]]}}}, 400, "ragged"),
         ("/bert/run", {"json": {"inputs": {"input_ids": [[[1, 2]]]}}}, 400, "CLF_E_SHAPE"),
