@@ -562,7 +562,7 @@ def test_chat_completions_refusals(server):
             ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]}, 400,
              "only text parts"),
             ({"messages": msgs, "tools": [{"type": "function"}]}, 400, "tools is not supported"),
-            ({"messages": msgs, "n": 2}, 400, "n must be 1"),
+            ({"messages": msgs, "n": 9}, 400, "n must be in [1, 8]"),
             ({"messages": msgs, "max_tokens": 25}, 400, "max_tokens must be in [1, 24]"),
             ({"messages": [{"role": "user", "content": "hello"}]}, 400, "past this model's vocabulary"),
             ({"messages": msgs, "model": "other"}, 404, "is not served here")]:
