@@ -18,14 +18,14 @@ from ._device import Device, devices, probe
 from ._chat import ChatReply, ChatStream, TemplateBudget
 from ._generate import GenerationSettings, TextStream, generation_settings
 from ._model import Model
-from ._engine import Engine, EngineStats, Sequence, SequenceResult
+from ._engine import Delta, Engine, EngineStats, Sequence, SequenceResult, TokenLogprob
 from ._text import Tokenizer
 
 __version__ = "0.1.0"
 
 __all__ = [
     "__version__", "library_path", "Device", "devices", "probe", "Model", "Engine", "EngineStats", "Sequence",
-    "SequenceResult", "GenerationSettings", "generation_settings", "TextStream", "ChatReply",
+    "SequenceResult", "Delta", "TokenLogprob", "GenerationSettings", "generation_settings", "TextStream", "ChatReply",
     "ChatStream", "TemplateBudget", "Tokenizer", "Error", "InvalidArgumentError",
     "ShapeError", "DtypeError", "NoDeviceError", "DeviceNotFoundError", "OpenCLError", "BuildError",
     "OutOfMemoryError", "BlasError", "UnsupportedError", "IOFailedError", "FormatError", "NotFoundError", "LimitError",

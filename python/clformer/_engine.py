@@ -6,8 +6,10 @@ Threads.  submit(), cancel() and stats() may be called from any thread; one
 thread, the Engine's, steps (clf_engine_step), started on the first submit,
 asleep on a condition while no sequence is live, stopped by close().  The
 library calls back on the stepping thread (or on the one that destroys the
-engine): the callbacks only append to the sequence's tokens and text and
-wake its readers; they never raise into C.  While the engine is open the
+engine): the callbacks only append to the sequence's tokens, text and
+log-probabilities and wake its readers; they never raise into C.  One
+submit() may make n sequences (copies sharing the prompt, consecutive ids):
+the callbacks find each copy by its id.  While the engine is open the
 model runs nothing else (the library's rule): Model methods that run the
 model raise instead of waiting, since an engine typically lives as long as
 a server and a wait would be a hang.
@@ -39,6 +41,10 @@ if TYPE_CHECKING:
 # sequence this package stops is stopped by its stop strings.
 _PY_NAMES = {"stopped": "stop_string"}
 _ERROR = 6
+# clformer.h's CLF_ENGINE_MAX_N (a macro, not asked of the library): checked
+# here only so that a huge n fails before a text stream is made per copy;
+# the library's own check and message stand behind it.
+_MAX_N = 128
 
 
 def finish_reason(why: int) -> str:
@@ -94,18 +100,45 @@ class EngineStats:
 
 
 @dataclasses.dataclass(frozen=True)
+class TokenLogprob:
+    """A generated token with its log-probability under the model (the
+    log-softmax of its raw logits, before any sampling setting: what the
+    model thinks, not what the sampler drew from) and, when asked for, the
+    most probable tokens at that step: (id, logprob) pairs, most probable
+    first, ties by lower id (clf_token_info)."""
+    token: int
+    logprob: float
+    top: tuple = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Delta:
+    """One step of a sequence (Sequence.deltas()): its new token (tokens,
+    a list of one) with the text that token released (Model.stream's rule:
+    "" while a character or a possible stop string is incomplete, and
+    without a tokenizer) and its TokenLogprob (logprobs, a list of one;
+    None when the sequence was submitted without logprobs); or, last, the
+    text the stream held back until the end, with no token."""
+    text: str
+    tokens: list
+    logprobs: list | None
+
+
+@dataclasses.dataclass(frozen=True)
 class SequenceResult:
     """How a sequence ended: its new token ids (an end token included when
     one ended it), its text (None without a tokenizer: the streamed pieces
     joined, cut before a stop string), the prompt's length and why it
     ended: "eos" (an end token), "length" (max_new_tokens), "context" (the
     model's positions), "stop_string", "cancelled"; and how many of the
-    prompt's positions came from the prefix cache (cached_tokens)."""
+    prompt's positions came from the prefix cache (cached_tokens); with
+    logprobs, one TokenLogprob per token of `tokens` (else None)."""
     tokens: list
     text: str | None
     finish_reason: str
     prompt_tokens: int
     cached_tokens: int = 0
+    logprobs: list | None = None
 
 
 class Sequence:
@@ -116,11 +149,14 @@ class Sequence:
     the end).  Leaving an iteration early does not end the sequence:
     cancel() does."""
 
-    def __init__(self, engine: "Engine", prompt_len: int, streamer: Streamer | None):
+    def __init__(self, engine: "Engine", prompt_len: int, streamer: Streamer | None, logprobs: bool = False):
         self._engine = engine  # alive while a sequence is
         self._cond = threading.Condition()
         self._tokens: list[int] = []
-        self._pieces: list[str] = []
+        self._pieces: list[str] = []  # the non-empty pieces
+        self._released: list[str] = []  # per token, the piece it released ("" for none)
+        self._tail = ""  # what was released at the end, after the last token
+        self._logprobs: list[TokenLogprob] | None = [] if logprobs else None
         self._streamer = streamer
         self._reason: str | None = None
         self._error: _errors.Error | None = None
@@ -130,8 +166,9 @@ class Sequence:
 
     # ---- called on the stepping thread (never raising into C) ----
 
-    def _push(self, token: int) -> bool:
-        """Adds a token; True when a stop string has been reached."""
+    def _push(self, token: int, info: TokenLogprob | None = None) -> bool:
+        """Adds a token (and its log-probabilities); True when a stop string
+        has been reached."""
         piece = ""
         stop = False
         if self._streamer is not None:
@@ -139,6 +176,9 @@ class Sequence:
             stop = self._streamer.stopped
         with self._cond:
             self._tokens.append(token)
+            self._released.append(piece)
+            if self._logprobs is not None and info is not None:
+                self._logprobs.append(info)
             if piece:
                 self._pieces.append(piece)
             self._cond.notify_all()
@@ -162,6 +202,7 @@ class Sequence:
                 return
             if piece:
                 self._pieces.append(piece)
+                self._tail = piece
             self._reason, self._error = reason, error
             self._cond.notify_all()
 
@@ -201,6 +242,36 @@ class Sequence:
         ended the sequence)."""
         return self._follow(self._tokens)
 
+    def deltas(self) -> Iterator[Delta]:
+        """The sequence step by step, as it comes: a Delta per token (its
+        id, the text it released, its TokenLogprob), then one with the text
+        held back until the end, if any.  A reader that sends text and
+        logprobs together (a server's chunk) sends them in step; the
+        non-empty texts are iter(seq)'s pieces."""
+        i = 0
+        while True:
+            self._wait(lambda: i < len(self._tokens) or self._reason is not None, None)
+            with self._cond:
+                tokens, texts, reason, error = self._tokens[i:], self._released[i:], self._reason, self._error
+                lps = None if self._logprobs is None else self._logprobs[i:i + len(tokens)]
+                tail = self._tail
+            for k, t in enumerate(tokens):
+                yield Delta(texts[k], [t], None if lps is None else lps[k:k + 1])
+            i += len(tokens)
+            if reason is not None:  # every token came before the end
+                if tail:
+                    yield Delta(tail, [], None if lps is None else [])
+                if error is not None:
+                    raise error
+                return
+
+    @property
+    def logprobs(self) -> list | None:
+        """The TokenLogprob of each token so far (None when submitted
+        without logprobs)."""
+        with self._cond:
+            return None if self._logprobs is None else list(self._logprobs)
+
     @property
     def done(self) -> bool:
         return self._reason is not None
@@ -224,10 +295,34 @@ class Sequence:
         if self._error is not None:
             raise self._error
         text = "".join(self._pieces) if self._streamer is not None else None
-        return SequenceResult(list(self._tokens), text, self._reason or "", self.prompt_tokens, self.cached_tokens)
+        return SequenceResult(list(self._tokens), text, self._reason or "", self.prompt_tokens, self.cached_tokens,
+                              self.logprobs)
 
     def __repr__(self) -> str:
         return f"<clformer.Sequence {self.id} {self._reason or 'running'}, {len(self._tokens)} tokens>"
+
+
+class _Group:
+    """The sequences of one submission (its n copies), found by id: copy i
+    is the library's id base + i.  A callback may come before
+    clf_engine_submit has returned the base (the stepping thread can take
+    the request at once); it then waits for `ready`, which submit sets right
+    after that call (which takes no lock the stepping thread holds)."""
+
+    __slots__ = ("seqs", "base", "ready", "left")
+
+    def __init__(self, seqs: list):
+        self.seqs = seqs
+        self.base = 0
+        self.ready = threading.Event()
+        self.left = len(seqs)  # not yet done
+
+    def of(self, sid: int) -> "Sequence | None":
+        if len(self.seqs) == 1:
+            return self.seqs[0]
+        self.ready.wait()
+        i = sid - self.base
+        return self.seqs[i] if 0 <= i < len(self.seqs) else None
 
 
 class _Core:
@@ -238,7 +333,7 @@ class _Core:
         self.h, self.e = handles, engine
         self.lock = threading.Lock()  # every C call but step, and destroy: none after it
         self.cond = threading.Condition()  # live, closing: the stepping thread sleeps on it
-        self.seqs: dict[int, Sequence] = {}  # user key -> sequence, from before submit to on_done
+        self.seqs: dict[int, _Group] = {}  # user key -> its sequences, from before submit to the last on_done
         self.next_key = 1
         self.live = 0  # submitted, not yet done
         self.closing = False
@@ -247,25 +342,53 @@ class _Core:
         self.failed: list[Sequence] = []  # ended by the running step's failure
         # the library holds these pointers as long as the engine: alive with self
         self.on_token = _lib.ENGINE_TOKEN_FN(self._on_token)
+        self.on_token_info = _lib.ENGINE_INFO_FN(self._on_token_info)
         self.on_done = _lib.ENGINE_DONE_FN(self._on_done)
 
     # ---- callbacks (stepping thread, or the one destroying) ----
 
-    def _on_token(self, user: Any, sid: int, token: int) -> int:
-        s = self.seqs.get(user or 0)
-        if s is None:
-            return 0
+    def _seq(self, user: Any, sid: int) -> "Sequence | None":
+        g = self.seqs.get(user or 0)
+        return None if g is None else g.of(sid)
+
+    def _push(self, s: "Sequence", sid: int, token: int, info: TokenLogprob | None) -> int:
         try:
-            return 1 if s._push(int(token)) else 0
+            return 1 if s._push(token, info) else 0
         except BaseException as e:  # must not cross the C frame: the sequence ends with it
             s._finish("error", e if isinstance(e, _errors.Error) else
                       _errors.Error(f"sequence {sid}: {type(e).__name__}: {e}"))
             return 1
 
+    def _on_token(self, user: Any, sid: int, token: int) -> int:
+        try:
+            s = self._seq(user, sid)
+        except BaseException:  # must not cross the C frame
+            return 1
+        return 0 if s is None else self._push(s, sid, int(token), None)
+
+    def _on_token_info(self, user: Any, sid: int, info: Any) -> int:
+        try:
+            s = self._seq(user, sid)
+            if s is None:
+                return 0
+            c = info.contents
+            k = int(c.n_top)
+            top = tuple((int(c.top_tokens[i]), float(c.top_logprobs[i])) for i in range(k))
+            lp = TokenLogprob(int(c.token), float(c.logprob), top)
+        except BaseException:  # must not cross the C frame; unreadable info stops the sequence
+            return 1
+        return self._push(s, sid, lp.token, lp)
+
     def _on_done(self, user: Any, sid: int, end: Any) -> None:
         try:
             why, error = end.contents.why, end.contents.error
-            s = self.seqs.pop(user or 0, None)
+            key = user or 0
+            g = self.seqs.get(key)
+            s = None if g is None else g.of(sid)
+            if g is not None:
+                g.left -= 1
+                if g.left <= 0:
+                    del self.seqs[key]
             if s is not None:
                 s.cached_tokens = int(end.contents.cached_tokens)
                 if why == _ERROR:  # finished once step returns its status (_loop)
@@ -298,7 +421,7 @@ class _Core:
         except BaseException as e:  # nothing steps any more: refuse submissions, fail the live sequences
             with self.cond:
                 self.closing = True
-            for s in list(self.seqs.values()):
+            for s in [s for g in list(self.seqs.values()) for s in g.seqs]:
                 s._finish("error", _errors.Error(f"the engine's thread failed: {type(e).__name__}: {e}"))
         finally:
             if self.thread_closes:
@@ -308,23 +431,30 @@ class _Core:
 
     # ---- any thread ----
 
-    def submit(self, req: _lib.EngineRequest, s: Sequence) -> None:
+    def submit(self, req: _lib.EngineRequest, seqs: list) -> None:
+        """Submits req as len(seqs) copies (req.n), seqs[i] getting id + i."""
         with self.lock:
             if self.destroyed.is_set() or self.closing:
                 raise _errors.InvalidArgumentError("the clformer.Engine is closed")
             key = self.next_key
             self.next_key += 1
             req.user = key
+            req.n = len(seqs)
             req.on_token, req.on_done = self.on_token, self.on_done
-            self.seqs[key] = s  # before the C call: the first token may come before it returns
+            if seqs[0]._logprobs is not None:
+                req.on_token_info = self.on_token_info  # called instead of on_token
+            g = self.seqs[key] = _Group(seqs)  # before the C call: the first token may come before it returns
             sid = ctypes.c_uint64(0)
             st = _lib.lib.clf_engine_submit(self.e, ctypes.byref(req), ctypes.byref(sid))
             if st != 0:
                 del self.seqs[key]
                 raise _errors.from_status(st, None)  # the calling thread's record (clformer.h: engine threads)
-            s.id = sid.value
+            for i, s in enumerate(seqs):
+                s.id = sid.value + i
+            g.base = sid.value
+            g.ready.set()
             with self.cond:
-                self.live += 1
+                self.live += len(seqs)
                 if self.thread is None:
                     self.thread = threading.Thread(target=self._loop, name="clformer-engine", daemon=True)
                     self.thread.start()
@@ -412,7 +542,8 @@ class Engine:
         return self._core.closing or self._core.destroyed.is_set()
 
     def submit(self, prompt: str | Seq[int] | np.ndarray, *, stop: str | Seq[str] = (), isolation: Isolation = None,
-               **kwargs: Unpack[GenerationSettings]) -> Sequence:
+               n: int | None = None, logprobs: bool = False, top_logprobs: int = 0,
+               **kwargs: Unpack[GenerationSettings]) -> Union[Sequence, list]:
         """Queues a sequence and returns it at once; the engine's thread
         decodes it beside the others.
 
@@ -424,6 +555,16 @@ class Engine:
         isolation: prefix reuse happens only between sequences of the same
             key: an int in [0, 2**64), or a str or bytes such as a client's
             identity (hashed to 64 bits); None is the key 0.
+        n: None gives one Sequence; an int (1 to 128) gives a list of n
+            Sequences, copies of the request that share its prompt (computed
+            once, its blocks shared until a copy writes to one), with
+            consecutive ids; with a seed S, copy i samples as the same
+            request with seed S + i would alone (without one, each draws
+            from a fresh seed; greedy copies are all the same).
+        logprobs: record each new token's log-probability under the model
+            (Sequence.logprobs, SequenceResult.logprobs, Delta.logprobs);
+            top_logprobs (0 to 20, needs logprobs) adds that many of the
+            most probable tokens at each step.
         The settings are Model.generate's (one beam): the same settings and
         seed give the tokens Model.generate and Model.stream give alone."""
         s = settings_from(kwargs)
@@ -433,6 +574,14 @@ class Engine:
                 raise _errors.InvalidArgumentError("stop strings must be non-empty str")
         if stops and not self._text:
             raise _errors.InvalidArgumentError("stop strings need a tokenizer, and this engine's model has none")
+        if n is not None and (isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= _MAX_N):
+            raise _errors.InvalidArgumentError(f"n must be an int in [1, {_MAX_N}] or None, not {n!r}")
+        if not isinstance(logprobs, bool):
+            raise _errors.InvalidArgumentError(f"logprobs must be a bool, not {logprobs!r}")
+        if isinstance(top_logprobs, bool) or not isinstance(top_logprobs, (int, np.integer)) or top_logprobs < 0:
+            raise _errors.InvalidArgumentError(f"top_logprobs must be an int >= 0, not {top_logprobs!r}")
+        if top_logprobs and not logprobs:
+            raise _errors.InvalidArgumentError("top_logprobs needs logprobs=True")
         key = isolation_key(isolation)
         if self.closed:
             raise _errors.InvalidArgumentError("the clformer.Engine is closed")
@@ -441,24 +590,30 @@ class Engine:
         else:
             ids = _arrays.as_ids("prompt", prompt, ndim=1).astype(np.int64, copy=False)
         ids = np.ascontiguousarray(ids)
-        streamer = None
-        if self._text:
-            streamer = Streamer(self._model, self._model._tok, ids, s, stops)
-            streamer.open()
-        seq = Sequence(self, len(ids), streamer)
-        o = s.c_options()  # s keeps the eos array alive through the call
-        req = _lib.EngineRequest()
-        req.ids = ids.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
-        req.n_ids = len(ids)
-        req.options = ctypes.pointer(o)
-        req.isolation = key
+        copies = 1 if n is None else int(n)
+        streamers: list[Streamer] = []
         try:
-            self._core.submit(req, seq)
+            seqs = []
+            for _ in range(copies):  # each copy its own text stream (its own stop strings' state)
+                streamer = None
+                if self._text:
+                    streamer = Streamer(self._model, self._model._tok, ids, s, stops)
+                    streamer.open()
+                    streamers.append(streamer)
+                seqs.append(Sequence(self, len(ids), streamer, logprobs))
+            o = s.c_options()  # s keeps the eos array alive through the call
+            req = _lib.EngineRequest()
+            req.ids = ids.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
+            req.n_ids = len(ids)
+            req.options = ctypes.pointer(o)
+            req.isolation = key
+            req.top_logprobs = int(top_logprobs)
+            self._core.submit(req, seqs)
         except BaseException:
-            if streamer is not None:
-                streamer.close()
+            for st in streamers:
+                st.close()
             raise
-        return seq
+        return seqs[0] if n is None else seqs
 
     def stats(self) -> EngineStats:
         """The pool and the sequences now, and the totals so far."""

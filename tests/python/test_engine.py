@@ -323,3 +323,91 @@ def test_f16_pool(gpt2):
         assert e.submit(a, **kw).result().tokens == want
     with pytest.raises(clformer.InvalidArgumentError, match="f32"):
         gpt2.engine(kv_dtype="q8_0")
+
+
+# ------------------------------------------------------------ n copies and logprobs
+
+def log_softmax(x):
+    x = np.asarray(x, dtype=np.float64)
+    m = x.max()
+    return x - m - np.log(np.exp(x - m).sum())
+
+
+@pytest.mark.parametrize("seed", [0, 5])
+def test_n_copies_sample_as_seeds_s_plus_i_alone(gpt2, smollm, seed):
+    """submit(n=3, seed=S): copy i is what Model.generate (and, for the text,
+    Model.stream) gives alone with seed S + i (the package's S is the
+    library's S + 1, and the library's copy i takes its seed + i); the
+    prompt is computed once, its blocks shared (copies on write)."""
+    kw = {"max_new_tokens": 10, "temperature": 0.9, "top_k": 20}
+    ids = [7, 21, 40, 3, 9]
+    want = [alone(gpt2, ids, seed=seed + i, **kw) for i in range(3)]
+    p = "once upon a time"
+    want_text = ["".join(smollm.stream(p, seed=seed + i, **kw)) for i in range(3)]
+    with gpt2.engine(block_size=4) as e:
+        seqs = e.submit(ids, n=3, seed=seed, **kw)
+        got = [s.result(timeout=120) for s in seqs]
+        assert [s.id for s in seqs] == [seqs[0].id + i for i in range(3)]
+        assert e.stats().blocks_copied >= 1
+    assert [(r.tokens, r.finish_reason) for r in got] == want
+    assert len({tuple(r.tokens) for r in got}) > 1  # different seeds, different draws
+    assert all(r.prompt_tokens == len(ids) for r in got)
+    with smollm.engine() as e:
+        seqs = e.submit(p, n=3, seed=seed, **kw)
+        streamed = [list(s) for s in seqs]  # each copy streams its own text
+        assert ["".join(x) for x in streamed] == [s.result().text for s in seqs] == want_text
+        one = e.submit(p, n=1, seed=seed, **kw)
+        assert isinstance(one, list) and one[0].result().text == want_text[0]
+
+
+def test_n_copies_cancel_and_stop_each_alone(gpt2):
+    want = alone(gpt2, [5, 6], max_new_tokens=20, do_sample=False)[0]
+    with gpt2.engine() as e:
+        a, b = e.submit([5, 6], n=2, max_new_tokens=20, do_sample=False)
+        b.cancel()  # a copy alone: the first runs on
+        ra, rb = a.result(timeout=120), b.result(timeout=120)
+        assert rb.finish_reason == "cancelled" and ra.tokens == want
+        for bad in (0, -1, 129, 2.0, True):
+            with pytest.raises(clformer.InvalidArgumentError, match="n must be"):
+                e.submit([5], n=bad)
+        assert e.stats().running == 0
+
+
+def test_logprobs_are_the_log_softmax_of_the_model_s_logits(gpt2):
+    """A greedy token's logprob is its top list's first, and both are the
+    log-softmax of Model.run's logits for the prompt and the tokens so far
+    (computed before the engine opens: it then holds the model)."""
+    ids = [7, 21, 40, 3]
+    tokens, _ = alone(gpt2, ids, max_new_tokens=6, do_sample=False)
+    rows = []
+    for t in range(len(tokens)):
+        x = np.array([ids + tokens[:t]], dtype=np.int64)
+        rows.append(log_softmax(gpt2.run({"input_ids": x}, ["logits"])["logits"][0, -1]))
+    sampled = alone(gpt2, ids, max_new_tokens=6, temperature=1.5, seed=3)[0]
+    with gpt2.engine() as e:
+        s = e.submit(ids, max_new_tokens=6, do_sample=False, logprobs=True, top_logprobs=5)
+        deltas = list(s.deltas())
+        pieces = list(s)
+        r = s.result(timeout=120)
+        plain = e.submit(ids, max_new_tokens=6, do_sample=False).result()
+        hot = e.submit(ids, max_new_tokens=6, temperature=1.5, seed=3, logprobs=True).result()
+        with pytest.raises(clformer.InvalidArgumentError, match="top_logprobs needs logprobs"):
+            e.submit(ids, top_logprobs=2)
+        with pytest.raises(clformer.InvalidArgumentError, match="top_logprobs 21 is past its limit"):
+            e.submit(ids, logprobs=True, top_logprobs=21)
+    assert r.tokens == tokens and plain.logprobs is None and plain.tokens == tokens
+    assert len(r.logprobs) == len(tokens) and [lp.token for lp in r.logprobs] == tokens
+    assert [t for d in deltas for t in d.tokens] == tokens
+    assert [lp for d in deltas for lp in d.logprobs] == r.logprobs
+    assert "".join(d.text for d in deltas) == r.text
+    assert [d.text for d in deltas if d.text] == pieces  # iter(seq)'s pieces, each with the token that released it
+    for lp, row in zip(r.logprobs, rows):
+        assert len(lp.top) == 5 and lp.top[0] == (lp.token, lp.logprob)
+        assert [t for t, _ in lp.top] == sorted(range(len(row)), key=lambda i: (-row[i], i))[:5]
+        np.testing.assert_allclose([v for _, v in lp.top], row[[t for t, _ in lp.top]], atol=2e-4)
+    # sampled at temperature 1.5: the logprobs are still the model's, not the sampler's
+    assert hot.tokens == sampled and all(lp.top == () for lp in hot.logprobs)
+    for t, lp in enumerate(hot.logprobs):
+        x = np.array([ids + sampled[:t]], dtype=np.int64)
+        np.testing.assert_allclose(lp.logprob, log_softmax(gpt2.run({"input_ids": x}, ["logits"])["logits"][0, -1])[
+            lp.token], atol=2e-4)

@@ -116,13 +116,18 @@ def test_embeddings_request_and_answer():
     ({"prompt": "a", "temperature": "hot"}, 400, "temperature must be a finite number"),
     ({"prompt": "a", "top_p": 0}, 400, "top_p must be in (0, 1]"),
     ({"prompt": "a", "temperature": 0, "top_p": 2}, 400, "top_p must be in (0, 1]"),
-    ({"prompt": "a", "n": 2}, 400, "n must be 1"),
-    ({"prompt": "a", "best_of": 3}, 400, "best_of must be 1"),
-    ({"prompt": "a", "logprobs": 2}, 400, "logprobs is not supported"),
+    ({"prompt": "a", "n": 9}, 400, "n must be in [1, 8]"),
+    ({"prompt": "a", "n": 0}, 400, "n must be in [1, 8]"),
+    ({"prompt": "a", "n": 2, "best_of": 3}, 400, "best_of must be n"),
+    ({"prompt": "a", "logprobs": 6}, 400, "logprobs must be in [0, 5]"),
+    ({"prompt": "a", "logprobs": True}, 400, "logprobs must be an integer"),
+    ({"prompt": "a", "logprobs": 1, "echo": True}, 400, "echo with logprobs is not supported"),
     ({"prompt": "a", "presence_penalty": 0.5}, 400, "presence_penalty is not supported"),
     ({"prompt": "a", "stream": "yes"}, 400, "stream must be a boolean"),
     ({"prompt": "a", "stream_options": {"include_usage": True}}, 400, "only allowed with stream: true"),
-    ({"prompt": "a", "stream": True, "stream_options": {"include_usage": True}}, 400, "include_usage"),
+    ({"prompt": "a", "stream": True, "stream_options": {"include_usage": 1}}, 400,
+     "include_usage must be a boolean"),
+    ({"prompt": "a", "stream": True, "stream_options": {"usage": True}}, 400, "may only hold include_usage"),
     ({"prompt": "a", "stop": ["x"] * 5}, 400, "at most 4"),
     ({"prompt": "a", "stop": [""]}, 400, "stop must be a non-empty string"),
     # issue 21 item 4: refused here, before any stream starts (and not passed over without streaming)
@@ -190,7 +195,13 @@ def test_request_fields_are_the_librarys_settings():
     ({"messages": [{"role": "user", "content": "a"}], "max_tokens": 2, "max_completion_tokens": 2}, 400, "not both"),
     ({"messages": [{"role": "user", "content": "a"}], "max_completion_tokens": 21}, 400,
      "max_completion_tokens must be in [1, 20]"),
-    ({"messages": [{"role": "user", "content": "a"}], "n": 2}, 400, "n must be 1"),
+    ({"messages": [{"role": "user", "content": "a"}], "n": 9}, 400, "n must be in [1, 8]"),
+    ({"messages": [{"role": "user", "content": "a"}], "logprobs": 2}, 400, "logprobs must be a boolean"),
+    ({"messages": [{"role": "user", "content": "a"}], "logprobs": True, "top_logprobs": 21}, 400,
+     "top_logprobs must be in [0, 20]"),
+    ({"messages": [{"role": "user", "content": "a"}], "top_logprobs": 2}, 400, "top_logprobs needs logprobs"),
+    ({"messages": [{"role": "user", "content": "a"}], "logprobs": False, "top_logprobs": 2}, 400,
+     "top_logprobs needs logprobs"),
     ({"messages": [{"role": "user", "content": "a"}], "prompt": "a"}, 400, "unknown field 'prompt'"),
 ])
 def test_chat_refusals(body, status, words):
@@ -206,10 +217,44 @@ def test_chat_request_and_answers():
                                    "temperature": 0, "stop": ["z"]}, "m", L)
     assert r.messages == ({"role": "system", "content": "be brief"}, {"role": "user", "content": "ab", "name": "x"})
     assert r.max_tokens == 20 and r.settings == {"max_new_tokens": 20, "do_sample": False} and r.stop == ("z",)
-    a = api.chat_answer("chatcmpl-1", "hi", "stop", {"prompt_tokens": 3}, "m")
+    a = api.chat_answer("chatcmpl-1", [{"text": "hi", "finish_reason": "stop"}], {"prompt_tokens": 3}, "m")
     assert a["object"] == "chat.completion" and a["choices"][0]["message"] == {"role": "assistant", "content": "hi"}
+    assert a["choices"][0]["logprobs"] is None
     c = api.chat_chunk("chatcmpl-1", {"content": "h"}, None, "m")
     assert c["object"] == "chat.completion.chunk" and c["choices"][0]["delta"] == {"content": "h"}
+    assert "usage" not in c and api.chat_chunk("x", {}, None, "m", 1, include_usage=True)["usage"] is None
+
+
+def test_n_logprobs_and_include_usage_are_parsed():
+    msgs = [{"role": "user", "content": "a"}]
+    r = api.parse_chat_completion({"messages": msgs, "n": 3, "logprobs": True, "top_logprobs": 4, "stream": True,
+                                   "stream_options": {"include_usage": True}, "seed": 7}, "m", L)
+    assert (r.n, r.logprobs, r.include_usage, r.settings["seed"]) == (3, 4, True, 7)
+    r = api.parse_chat_completion({"messages": msgs, "logprobs": True}, "m", L)
+    assert (r.n, r.logprobs, r.include_usage) == (1, 0, False)
+    assert api.parse_chat_completion({"messages": msgs, "logprobs": False}, "m", L).logprobs is None
+    r = api.parse_completion({"prompt": "a", "n": 2, "best_of": 2, "logprobs": 0}, "m", L)
+    assert (r.n, r.logprobs) == (2, 0)
+    assert api.parse_completion({"prompt": "a", "logprobs": False}, "m", L).logprobs is None
+    assert api.parse_completion({"prompt": "a", "stream": True, "stream_options": {"include_usage": False}}, "m",
+                                L).include_usage is False
+
+
+def test_logprobs_shapes():
+    entries = [("a", -0.5, [("a", -0.5), ("é", -1.5)]), (" b", -0.25, [("c", -0.1)])]
+    chat = api.logprobs_of(entries, True)
+    assert chat["content"][0] == {"token": "a", "logprob": -0.5, "bytes": [97],
+                                  "top_logprobs": [{"token": "a", "logprob": -0.5, "bytes": [97]},
+                                                   {"token": "é", "logprob": -1.5, "bytes": [0xc3, 0xa9]}]}
+    assert chat["content"][1]["top_logprobs"] == [{"token": "c", "logprob": -0.1, "bytes": [99]}]
+    legacy = api.logprobs_of(entries, False, offset=3)
+    # the chosen token is among each position's top_logprobs, as OpenAI's legacy object has it
+    assert legacy == {"tokens": ["a", " b"], "token_logprobs": [-0.5, -0.25],
+                      "top_logprobs": [{"a": -0.5, "é": -1.5}, {"c": -0.1, " b": -0.25}], "text_offset": [3, 4]}
+    assert api.logprobs_of(None, True) is None
+    u = api.usage_chunk("cmpl-1", api.usage_of(5, 7, 2), False, "m")
+    assert u["choices"] == [] and u["usage"] == {"prompt_tokens": 5, "completion_tokens": 7, "total_tokens": 12,
+                                                 "prompt_tokens_details": {"cached_tokens": 2}}
 
 
 def test_sse_framing():

@@ -237,3 +237,209 @@ def test_gguf_served_by_file_and_folder(server, ref, app):
     assert r.json()["choices"][0]["text"] == "".join(m.stream("hello", max_new_tokens=6, do_sample=False))
     r = post(server, f"/{app}/v1/chat/completions", json={"model": "smollm_like", "messages": msgs})
     assert r.status_code == 404, r.text
+
+
+# ------------------------------------------------------------ n, logprobs, include_usage (issue 41)
+
+def sse_chunks(r):
+    """A stream's chunks (the JSON of every event before [DONE])."""
+    assert r.status_code == 200, r.text
+    events = [e for e in r.text.split("\n\n") if e]
+    assert all(e.startswith("data: ") for e in events) and events[-1] == "data: [DONE]", events
+    return [json.loads(e[6:]) for e in events[:-1]]
+
+
+def streamed_choices(chunks, chat):
+    """Per choice index: its text, finish reason and logprobs entries (chat's
+    content entries, or the legacy object's lists joined)."""
+    out = {}
+    for c in chunks:
+        for ch in c["choices"]:
+            o = out.setdefault(ch["index"], {"text": "", "finish_reason": None, "lp": []})
+            assert o["finish_reason"] is None, ("a chunk after the choice's finish", c)
+            o["text"] += (ch["delta"].get("content") or "") if chat else ch["text"]
+            o["finish_reason"] = ch["finish_reason"]
+            lp = ch["logprobs"]
+            if lp is not None:
+                o["lp"] += lp["content"] if chat else list(zip(lp["tokens"], lp["token_logprobs"],
+                                                                lp["top_logprobs"], lp["text_offset"]))
+    return [out[i] for i in sorted(out)]
+
+
+@pytest.mark.parametrize("chat", [False, True])
+def test_n_choices_are_the_request_with_seeds_s_plus_i(server, chat):
+    """n = 2 with seed S: choice i is the same request with n = 1 and seed
+    S + i alone, plain and streamed; usage counts the prompt once and sums
+    the choices' tokens; include_usage ends the stream with it."""
+    # the GGUF fixture: the slow GPT-2's random logits are too sharp for two seeds to draw apart
+    path = "/gguf_file/v1/chat/completions" if chat else "/gguf_file/v1/completions"
+    base = {"max_tokens": 10, "temperature": 0.9}
+    base.update({"messages": [{"role": "user", "content": "hi there"}]} if chat else {"prompt": "once upon a time"})
+
+    def text(c):
+        return c["message"]["content"] if chat else c["text"]
+    alone = []
+    for i in range(2):
+        r = post(server, path, json=dict(base, seed=3 + i))
+        assert r.status_code == 200, r.text
+        alone.append((text(r.json()["choices"][0]), r.json()["choices"][0]["finish_reason"], r.json()["usage"]))
+    assert alone[0][0] != alone[1][0]  # two seeds, two draws
+    r = post(server, path, json=dict(base, seed=3, n=2))
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert [c["index"] for c in body["choices"]] == [0, 1]
+    assert [(text(c), c["finish_reason"]) for c in body["choices"]] == [(t, f) for t, f, _ in alone]
+    u = body["usage"]
+    assert u["prompt_tokens"] == alone[0][2]["prompt_tokens"]
+    assert u["completion_tokens"] == sum(a[2]["completion_tokens"] for a in alone)
+    assert u["total_tokens"] == u["prompt_tokens"] + u["completion_tokens"]
+    r = post(server, path, json=dict(base, seed=3, n=2, stream=True, stream_options={"include_usage": True}))
+    chunks = sse_chunks(r)
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == u["completion_tokens"]
+    assert chunks[-1]["usage"]["prompt_tokens"] == u["prompt_tokens"]
+    assert all(c["usage"] is None for c in chunks[:-1])
+    got = streamed_choices(chunks[:-1], chat)
+    assert [(g["text"], g["finish_reason"]) for g in got] == [(t, f) for t, f, _ in alone]
+    if chat:  # each choice's first chunk names the role
+        assert [c["choices"][0]["delta"] for c in chunks[:2]] == [{"role": "assistant", "content": ""}] * 2
+        assert [c["choices"][0]["index"] for c in chunks[:2]] == [0, 1]
+    # without include_usage, no usage chunk and no usage field
+    chunks = sse_chunks(post(server, path, json=dict(base, seed=3, n=2, stream=True)))
+    assert all("usage" not in c and c["choices"] for c in chunks)
+    wait_idle(server, "gguf_file")
+
+
+def model_logprobs(m, ids, tokens, k):
+    """The log-softmax of Model.run's logits after ids + tokens[:t], for each
+    t: (the token's logprob, the top k (id, logprob) pairs)."""
+    import numpy as np
+    out = []
+    for t in range(len(tokens)):
+        x = np.array([list(ids) + tokens[:t]], dtype=np.int64)
+        z = m.run({"input_ids": x}, ["logits"])["logits"][0, -1].astype(np.float64)
+        ls = z - z.max() - np.log(np.exp(z - z.max()).sum())
+        top = sorted(range(len(ls)), key=lambda i: (-ls[i], i))[:k]
+        out.append((ls[tokens[t]], [(i, ls[i]) for i in top]))
+    return out
+
+
+def test_chat_logprobs_are_the_model_s(server, ref):
+    """logprobs + top_logprobs (chat): one entry per generated token; a
+    greedy token is its top list's first; the values are the log-softmax of
+    Model.run's logits; the texts are the tokenizer's decoding of each id."""
+    import numpy as np
+    m = ref["slow"]
+    msgs = CHATS[2]
+    want = m.chat(msgs, max_new_tokens=8, do_sample=False)
+    ids = m.tokenize(m.apply_chat_template(msgs, add_generation_prompt=True), add_special_tokens=False)
+    tokens = [int(t) for t in m.tokenize(str(want), add_special_tokens=False)]
+    body = {"messages": msgs, "max_tokens": 8, "temperature": 0, "logprobs": True, "top_logprobs": 3}
+    r = post(server, "/slow/v1/chat/completions", json=body)
+    assert r.status_code == 200, r.text
+    c = r.json()["choices"][0]
+    content = c["logprobs"]["content"]
+    assert c["message"]["content"] == str(want) and len(content) == r.json()["usage"]["completion_tokens"]
+    assert "".join(e["token"] for e in content) == str(want)
+    for e in content:
+        assert len(e["top_logprobs"]) == 3 and e["bytes"] == list(e["token"].encode())
+        assert e["top_logprobs"][0] == {"token": e["token"], "logprob": e["logprob"], "bytes": e["bytes"]}
+        assert e["logprob"] == max(t["logprob"] for t in e["top_logprobs"])
+    ref_lp = model_logprobs(m, ids, tokens, 3)
+    assert len(ref_lp) == len(content)
+    for e, (lp, top) in zip(content, ref_lp):
+        np.testing.assert_allclose(e["logprob"], lp, rtol=1e-3, atol=1e-3)
+        assert [t["token"] for t in e["top_logprobs"]] == [m.decode([i], skip_special_tokens=False) for i, _ in top]
+        np.testing.assert_allclose([t["logprob"] for t in e["top_logprobs"]], [v for _, v in top], rtol=1e-3,
+                                   atol=1e-3)
+    streamed = streamed_choices(sse_chunks(post(server, "/slow/v1/chat/completions", json=dict(body, stream=True))),
+                                True)
+    assert streamed[0]["text"] == str(want) and streamed[0]["lp"] == content
+    # no top_logprobs: the chosen tokens' alone
+    r = post(server, "/slow/v1/chat/completions", json=dict(body, top_logprobs=None))
+    assert [e["top_logprobs"] for e in r.json()["choices"][0]["logprobs"]["content"]] == [[]] * len(content)
+
+
+def test_completion_logprobs_legacy_object(server, ref):
+    """Completions' logprobs k: tokens, token_logprobs, top_logprobs (k
+    alternatives and the chosen token, text -> logprob) and text_offset,
+    plain and streamed alike; n = 2 gives each choice its own."""
+    m = ref["slow"]
+    body = {"prompt": "a+b", "max_tokens": 6, "temperature": 0, "logprobs": 2}
+    r = post(server, "/slow/v1/completions", json=body)
+    assert r.status_code == 200, r.text
+    c = r.json()["choices"][0]
+    lp = c["logprobs"]
+    want = "".join(m.stream("a+b", max_new_tokens=6, do_sample=False))
+    assert c["text"] == want == "".join(lp["tokens"])
+    assert len(lp["tokens"]) == len(lp["token_logprobs"]) == len(lp["top_logprobs"]) == 6
+    assert lp["text_offset"] == [sum(len(t) for t in lp["tokens"][:i]) for i in range(6)]
+    for t, v, top in zip(lp["tokens"], lp["token_logprobs"], lp["top_logprobs"]):
+        assert len(top) <= 3 and top[t] == v == max(top.values())  # greedy: the chosen token is the most probable
+    chunks = sse_chunks(post(server, "/slow/v1/completions", json=dict(body, stream=True)))
+    got = streamed_choices(chunks, False)[0]
+    assert got["text"] == want
+    assert got["lp"] == list(zip(lp["tokens"], lp["token_logprobs"], lp["top_logprobs"], lp["text_offset"]))
+    r = post(server, "/slow/v1/completions", json=dict(body, n=2))
+    assert [x["logprobs"] for x in r.json()["choices"]] == [lp, lp]  # greedy copies are the same
+    assert r.json()["usage"]["completion_tokens"] == 12
+
+
+@pytest.mark.parametrize("body, words", [
+    ({"n": 9}, "n must be in [1, 8]"),
+    ({"logprobs": 6}, "logprobs must be in [0, 5]"),
+    ({"logprobs": 1, "echo": True}, "echo with logprobs"),
+    ({"stream": True, "stream_options": {"include_usage": "yes"}}, "include_usage must be a boolean"),
+    ({"stream_options": {"include_usage": True}}, "only allowed with stream: true"),
+    ({"n": 2, "best_of": 3}, "best_of must be n"),
+])
+def test_out_of_range_choices_and_logprobs_are_400(server, body, words):
+    r = post(server, "/slow/v1/completions", json=dict({"prompt": "a+b", "max_tokens": 2}, **body))
+    assert r.status_code == 400 and words in r.json()["error"]["message"], r.text
+
+
+@pytest.mark.parametrize("body, words", [
+    ({"n": 0}, "n must be in [1, 8]"),
+    ({"logprobs": True, "top_logprobs": 21}, "top_logprobs must be in [0, 20]"),
+    ({"top_logprobs": 2}, "top_logprobs needs logprobs"),
+    ({"logprobs": 1}, "logprobs must be a boolean"),
+])
+def test_out_of_range_chat_fields_are_400(server, body, words):
+    r = post(server, "/slow/v1/chat/completions", json=dict({"messages": CHATS[0], "max_tokens": 2}, **body))
+    assert r.status_code == 400 and words in r.json()["error"]["message"], r.text
+
+
+def test_n_and_logprobs_without_an_engine_are_400():
+    """A model served without the engine (an encoder-decoder) refuses n > 1
+    and logprobs with a 400 that says why, before anything runs."""
+    from types import SimpleNamespace
+    from clformer.serve.api import CompletionRequest, RequestError
+    from clformer.serve.replica import ModelReplica
+    rep = SimpleNamespace(engine=None, engine_refused=None)
+    for kw, param in (({"n": 2}, "n"), ({"logprobs": 0}, "logprobs")):
+        req = CompletionRequest("a", 4, False, (), False, {}, None, **kw)
+        with pytest.raises(RequestError) as e:
+            ModelReplica._submit(rep, req, None)
+        assert e.value.status == 400 and e.value.param == param and "needs the library's engine" in e.value.message
+        assert "encoder-decoder" in e.value.message
+    assert ModelReplica._submit(rep, CompletionRequest("a", 4, False, (), False, {}), None) is None
+
+
+def test_openai_client_n_and_logprobs(server):
+    """OpenAI's own client: chat with n = 2, logprobs and top_logprobs."""
+    openai = pytest.importorskip("openai")
+    client = openai.OpenAI(base_url=server + "/slow/v1", api_key="none", timeout=TIMEOUT, max_retries=0)
+    r = client.chat.completions.create(model="slow", messages=CHATS[0], max_tokens=6, n=2, seed=1, temperature=0.8,
+                                       logprobs=True, top_logprobs=2)
+    assert [c.index for c in r.choices] == [0, 1]
+    for c in r.choices:
+        assert len(c.logprobs.content) >= 1 and all(len(e.top_logprobs) == 2 for e in c.logprobs.content)
+    assert r.usage.completion_tokens == sum(len(c.logprobs.content) for c in r.choices)
+    stream = client.chat.completions.create(model="slow", messages=CHATS[0], max_tokens=6, n=2, seed=1,
+                                            temperature=0.8, stream=True, stream_options={"include_usage": True})
+    chunks = list(stream)
+    assert chunks[-1].usage.completion_tokens == r.usage.completion_tokens and not chunks[-1].choices
+    texts = ["", ""]
+    for ch in chunks[:-1]:
+        for c in ch.choices:
+            texts[c.index] += c.delta.content or ""
+    assert texts == [c.message.content for c in r.choices]

@@ -395,7 +395,7 @@ def _bad_requests(ref):
          "past this model's context of 32 tokens"),
         ("/gpt2/v1/completions", {"json": {"prompt": "hello", "max_tokens": 2}}, 400,
          "past this model's vocabulary of 128"),
-        ("/gpt2/v1/completions", {"json": {"prompt": "a", "n": 2}}, 400, "n must be 1"),
+        ("/gpt2/v1/completions", {"json": {"prompt": "a", "n": 9}}, 400, "n must be in [1, 8]"),
         ("/bert/run", {"json": {"inputs": {"ids": [[1]]}}}, 400, "unknown input 'ids'; this model takes input_ids"),
         ("/bert/run", {"json": {"inputs": {"input_ids": [[1, 2], [3]]}}}, 400, "ragged"),
         ("/bert/run", {"json": {"inputs": {"input_ids": [[[1, 2]]]}}}, 400, "CLF_E_SHAPE"),
@@ -562,7 +562,7 @@ def test_chat_completions_refusals(server):
             ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]}, 400,
              "only text parts"),
             ({"messages": msgs, "tools": [{"type": "function"}]}, 400, "tools is not supported"),
-            ({"messages": msgs, "n": 2}, 400, "n must be 1"),
+            ({"messages": msgs, "n": 9}, 400, "n must be in [1, 8]"),
             ({"messages": msgs, "max_tokens": 25}, 400, "max_tokens must be in [1, 24]"),
             ({"messages": [{"role": "user", "content": "hello"}]}, 400, "past this model's vocabulary"),
             ({"messages": msgs, "model": "other"}, 404, "is not served here")]:

@@ -138,37 +138,55 @@ def pieces(handle, req):
 
 
 HEAD = {"prompt_tokens": 1, "replica": "r"}
-END = {"finish_reason": "length"}
+END = {"index": 0, "finish_reason": "length", "tokens": 5, "cached": 0}
+
+
+def D(text, index=0, logprobs=None):
+    """A replica's delta: (choice index, text, logprob entries or None)."""
+    return (index, text, logprobs)
 
 
 def test_stream_cut_is_resumed_with_only_the_missing_text():
-    first = Stream([HEAD, "ab", "c"], fail=RayActorError())
-    second = Stream([HEAD, "a", "bc", "de", END])
+    first = Stream([HEAD, D("ab"), D("c")], fail=RayActorError())
+    second = Stream([HEAD, D("a"), D("bc"), D("de"), END])
     st, out, err = pieces(Streams(first, second), request(do_sample=False))
     assert err is None
-    assert out == [HEAD, "ab", "c", "de", END]  # one header; "a", "bc" were sent already
+    assert out == [HEAD, D("ab"), D("c"), D("de"), END]  # one header; "a", "bc" were sent already
     assert first.cancelled and second.cancelled
     assert st.stats == {"retried_calls": 1, "resumed_streams": 1, "answered_503": 0, "answered_429": 0}
 
 
+def test_stream_of_two_choices_with_logprobs_is_resumed_per_choice():
+    """n = 2: each choice's text and logprob entries are checked and sent
+    on separately; a trailer already sent is not sent again."""
+    e = [("a", -0.1, []), ("b", -0.2, []), ("c", -0.3, []), ("d", -0.4, [])]
+    end1 = dict(END, index=1)
+    first = Stream([HEAD, D("a", 0, e[:1]), D("x", 1, e[:1]), D("b", 0, e[1:2]), end1], fail=RayActorError())
+    second = Stream([HEAD, D("ab", 0, e[:2]), D("x", 1, e[:1]), D("c", 0, e[2:3]), end1, END])
+    st, out, err = pieces(Streams(first, second), request(do_sample=False))
+    assert err is None
+    assert out == [HEAD, D("a", 0, e[:1]), D("x", 1, e[:1]), D("b", 0, e[1:2]), end1, D("c", 0, e[2:3]), END]
+    assert st.stats["resumed_streams"] == 1
+
+
 def test_sampled_stream_without_seed_cut_gives_503():
-    first = Stream([HEAD, "ab"], fail=RayActorError())
-    st, out, err = pieces(Streams(first, Stream([HEAD, "xy", END])), request(do_sample=True))
-    assert out == [HEAD, "ab"]
+    first = Stream([HEAD, D("ab")], fail=RayActorError())
+    st, out, err = pieces(Streams(first, Stream([HEAD, D("xy"), END])), request(do_sample=True))
+    assert out == [HEAD, D("ab")]
     assert err.status == 503 and "cannot be resumed" in err.message
     assert st.stats["answered_503"] == 1
 
 
 def test_seeded_sampled_stream_is_resumed():
-    first = Stream([HEAD, "ab"], fail=RayActorError())
-    st, out, err = pieces(Streams(first, Stream([HEAD, "abc", END])), request(do_sample=True, seed=3))
-    assert err is None and out == [HEAD, "ab", "c", END]
+    first = Stream([HEAD, D("ab")], fail=RayActorError())
+    st, out, err = pieces(Streams(first, Stream([HEAD, D("abc"), END])), request(do_sample=True, seed=3))
+    assert err is None and out == [HEAD, D("ab"), D("c"), END]
 
 
 def test_takeover_with_another_text_is_refused():
-    first = Stream([HEAD, "ab"], fail=RayActorError())
-    st, out, err = pieces(Streams(first, Stream([HEAD, "xyz", END])), request(do_sample=False))
-    assert out == [HEAD, "ab"]
+    first = Stream([HEAD, D("ab")], fail=RayActorError())
+    st, out, err = pieces(Streams(first, Stream([HEAD, D("xyz"), END])), request(do_sample=False))
+    assert out == [HEAD, D("ab")]
     assert err.status == 503 and "generated another text" in err.message
 
 
@@ -190,10 +208,10 @@ def test_calls_and_streams_answer_failures_alike():
                                 "the model replicas' queues are full; retry later"),
                                (RayTaskError("f", "tb", RequestError(400, "bad")), 400, "bad")]:
         _, _, err = call(Calls(fail))
-        first = Stream([HEAD, "ab"], fail=fail)
+        first = Stream([HEAD, D("ab")], fail=fail)
         st, out, serr = pieces(Streams(first), request(do_sample=False))
         assert (err.status, err.message) == (serr.status, serr.message) == (status, text)
-        assert out == [HEAD, "ab"] and first.cancelled and st.stats["retried_calls"] == 0
+        assert out == [HEAD, D("ab")] and first.cancelled and st.stats["retried_calls"] == 0
 
 
 # ------------------------------------------------------------ issue 21: load and failures mid-stream
@@ -245,7 +263,7 @@ def test_failure_mid_stream_is_an_event_then_done():
     """Only a failure after the stream was accepted ends it with an error
     event, and then [DONE] (it had no [DONE])."""
     async def pieces():
-        yield "ab"
+        yield (0, "ab", None)
         raise RequestError(503, "the model replica failed mid-stream")
     st = SimpleNamespace(name="m", inflight=1, inflight_bytes=10, _leave=lambda n: None)
     st._leave = lambda n: app.Ingress._leave(st, n)

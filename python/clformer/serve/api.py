@@ -224,6 +224,9 @@ class CompletionRequest:
     echo: bool
     settings: dict  # Model.generate / Model.stream keyword settings
     user: str | None = None  # OpenAI's end-user id: the isolation key of prefix reuse
+    n: int = 1  # choices: copies of the request sharing its prompt (engine only)
+    logprobs: int | None = None  # None: none; k: each token's logprob and its k most probable alternatives
+    include_usage: bool = False  # stream_options.include_usage: a last chunk with the usage
 
     @property
     def deterministic(self) -> bool:
@@ -254,18 +257,38 @@ def _setting_field(body: Mapping, name: str) -> Any:
     return _float_field(body, name, None, g.min, g.max, lo_open=bool(g.min_excluded))
 
 
-def _decoding(body: Mapping, limits: Limits, max_tokens: int) -> tuple[bool, tuple[str, ...], dict]:
+# n: a request's choices are sequences of the engine (copies sharing the
+# prompt's blocks), each holding blocks of its own once it diverges and a
+# place among the engine's running sequences (64 by default).  8 keeps one
+# request to an eighth of those, so that one client's request cannot crowd
+# out the others' (OpenAI takes up to 128).
+MAX_N = 8
+# Completions' legacy logprobs (OpenAI: at most 5) and chat's top_logprobs
+# (OpenAI and the library, CLF_ENGINE_MAX_TOP_LOGPROBS: at most 20).
+MAX_COMPLETION_LOGPROBS = 5
+MAX_TOP_LOGPROBS = 20
+
+
+@dataclasses.dataclass(frozen=True)
+class _Decoding:
+    stream: bool
+    stop: tuple
+    settings: dict
+    n: int
+    include_usage: bool
+
+
+def _decoding(body: Mapping, limits: Limits, max_tokens: int) -> _Decoding:
     """The fields completions and chat completions share: stream,
-    stream_options, stop, the refused OpenAI settings, and the decoding
+    stream_options, stop, n, the refused OpenAI settings, and the decoding
     settings as Model.generate takes them.  temperature 0 decodes greedily
     (do_sample=False); above 0 it samples (top_p, and the extensions top_k,
     min_p, repetition_penalty, seed; an unset one is the checkpoint's, then
-    transformers' default)."""
-    for name, only in (("n", 1), ("best_of", 1)):
-        if body.get(name) not in (None, only):
-            raise RequestError(400, f"{name} must be 1: one completion per request", name)
-    if body.get("logprobs") not in (None, 0, False):
-        raise RequestError(400, "logprobs is not supported", "logprobs")
+    transformers' default).  With n > 1 and a seed S, choice i samples with
+    seed S + i."""
+    n = _int_field(body, "n", 1, 1, MAX_N)
+    if body.get("best_of") not in (None, n):
+        raise RequestError(400, "best_of must be n (or absent): the choices are not ranked", "best_of")
     if body.get("logit_bias") not in (None, {}):
         raise RequestError(400, "logit_bias is not supported", "logit_bias")
     for name in ("presence_penalty", "frequency_penalty"):
@@ -280,8 +303,9 @@ def _decoding(body: Mapping, limits: Limits, max_tokens: int) -> tuple[bool, tup
             raise RequestError(400, "stream_options is only allowed with stream: true", "stream_options")
         if not isinstance(opts, dict) or any(k != "include_usage" for k in opts):
             raise RequestError(400, "stream_options may only hold include_usage", "stream_options")
-        if opts.get("include_usage"):
-            raise RequestError(400, "stream_options.include_usage is not supported", "stream_options")
+        if not isinstance(opts.get("include_usage", False), bool):
+            raise RequestError(400, "stream_options.include_usage must be a boolean", "stream_options")
+    include_usage = bool(opts and opts.get("include_usage"))
     stop = body.get("stop")
     if stop is None:
         stops: tuple[str, ...] = ()
@@ -308,7 +332,7 @@ def _decoding(body: Mapping, limits: Limits, max_tokens: int) -> tuple[bool, tup
     for name in SETTING_FIELDS:
         if name != "temperature" and (temperature != 0.0 or name not in _SAMPLING_FIELDS):
             settings[name] = _setting_field(body, name)
-    return stream, stops, {k: v for k, v in settings.items() if v is not None}
+    return _Decoding(stream, stops, {k: v for k, v in settings.items() if v is not None}, n, include_usage)
 
 
 def _user(body: Mapping) -> str | None:
@@ -338,8 +362,15 @@ def parse_completion(body: Mapping, served: str, limits: Limits) -> CompletionRe
     echo = body.get("echo", False)
     if not isinstance(echo, bool):
         raise RequestError(400, f"echo must be a boolean, not {_json_kind(echo)}", "echo")
-    stream, stops, settings = _decoding(body, limits, max_tokens)
-    return CompletionRequest(prompt, max_tokens, stream, stops, echo, settings, _user(body))
+    # OpenAI's legacy logprobs: an integer, the alternatives given beside each token
+    logprobs = None if body.get("logprobs") is False else _int_field(body, "logprobs", None, 0,
+                                                                       MAX_COMPLETION_LOGPROBS)
+    if logprobs is not None and echo:
+        raise RequestError(400, "echo with logprobs is not supported: the prompt's log-probabilities are not "
+                                "computed", "logprobs")
+    d = _decoding(body, limits, max_tokens)
+    return CompletionRequest(prompt, max_tokens, d.stream, d.stop, echo, d.settings, _user(body), d.n, logprobs,
+                             d.include_usage)
 
 
 # ---------------------------------------------------------------- chat completions
@@ -352,6 +383,9 @@ class ChatRequest:
     stop: tuple[str, ...]
     settings: dict  # Model.chat / Model.chat_stream keyword settings
     user: str | None = None  # as CompletionRequest.user
+    n: int = 1  # as CompletionRequest's
+    logprobs: int | None = None
+    include_usage: bool = False
 
     @property
     def deterministic(self) -> bool:
@@ -419,9 +453,9 @@ def parse_chat_completion(body: Mapping, served: str, limits: Limits) -> ChatReq
     """POST /v1/chat/completions, OpenAI's fields: messages (system,
     developer (taken as system), user and assistant; content a string or
     text parts), max_tokens or max_completion_tokens (default: the server's
-    max_new_tokens), and the decoding fields of /v1/completions.  Tools,
-    tool calls and response formats are refused, as are n > 1 and
-    logprobs."""
+    max_new_tokens), the decoding fields of /v1/completions, and logprobs
+    (a boolean) with top_logprobs (0 to 20, needs logprobs).  Tools, tool
+    calls and response formats are refused."""
     _check_fields(body, _CHAT_FIELDS, "chat completions")
     _check_model(body, served)
     if "messages" not in body:
@@ -430,54 +464,120 @@ def parse_chat_completion(body: Mapping, served: str, limits: Limits) -> ChatReq
     for name in ("tools", "tool_choice", "response_format", "parallel_tool_calls"):
         if body.get(name) not in (None, [], "none"):
             raise RequestError(400, f"{name} is not supported", name)
-    if body.get("top_logprobs") is not None:
-        raise RequestError(400, "top_logprobs is not supported", "top_logprobs")
+    want = body.get("logprobs")
+    if want is not None and not isinstance(want, bool):
+        raise RequestError(400, f"logprobs must be a boolean, not {_json_kind(want)}", "logprobs")
+    top = _int_field(body, "top_logprobs", None, 0, MAX_TOP_LOGPROBS)
+    if top is not None and not want:
+        raise RequestError(400, "top_logprobs needs logprobs: true", "top_logprobs")
+    logprobs = (top or 0) if want else None
     if body.get("max_tokens") is not None and body.get("max_completion_tokens") is not None:
         raise RequestError(400, "give max_tokens or max_completion_tokens, not both", "max_completion_tokens")
     name = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
     max_tokens = _int_field(body, name, limits.max_new_tokens, 1, limits.max_new_tokens)
-    stream, stops, settings = _decoding(body, limits, max_tokens)
-    return ChatRequest(messages, max_tokens, stream, stops, settings, _user(body))
+    d = _decoding(body, limits, max_tokens)
+    return ChatRequest(messages, max_tokens, d.stream, d.stop, d.settings, _user(body), d.n, logprobs,
+                       d.include_usage)
 
 
 def chat_id() -> str:
     return "chatcmpl-" + uuid.uuid4().hex
 
 
-def chat_answer(cid: str, text: str, finish_reason: str, usage: dict, served: str) -> dict:
-    return {"id": cid, "object": "chat.completion", "created": int(time.time()), "model": served,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
-                         "finish_reason": finish_reason}],
-            "usage": usage}
-
-
-def chat_chunk(cid: str, delta: dict, finish_reason: str | None, served: str) -> dict:
-    """One chunk of a streamed chat completion: the first delta carries the
-    role, the others the content's pieces, the last an empty delta and the
-    finish reason."""
-    return {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()), "model": served,
-            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]}
-
-
 def completion_id() -> str:
     return "cmpl-" + uuid.uuid4().hex
 
 
-def completion_answer(cid: str, text: str, finish_reason: str | None, usage: dict | None, served: str) -> dict:
+# A choice's log-probabilities travel from the replica as a list of entries
+# (token text, logprob, [(alternative text, logprob), ...]) per generated
+# token, the end token included (as usage counts it); the text of a token is
+# the tokenizer's decoding of it alone, special tokens kept (vLLM's rule: a
+# token that splits a character decodes to U+FFFD, and `bytes` are that
+# text's UTF-8).
+
+def _top_entry(text: str, lp: float) -> dict:
+    return {"token": text, "logprob": lp, "bytes": list(text.encode("utf-8"))}
+
+
+def logprobs_of(entries: list | None, chat: bool, offset: int = 0) -> dict | None:
+    """A choice's (or a chunk's) `logprobs` from the replica's entries: for
+    chat {"content": [{"token", "logprob", "bytes", "top_logprobs"}]}; for
+    completions OpenAI's legacy object, whose top_logprobs map each
+    alternative's text to its logprob (the chosen token's among them) and
+    whose text_offset counts the token texts from `offset` (the characters
+    of the choice's text before them)."""
+    if entries is None:
+        return None
+    if chat:
+        return {"content": [dict(_top_entry(t, lp), top_logprobs=[_top_entry(a, alp) for a, alp in top])
+                            for t, lp, top in entries], "refusal": None}
+    offsets = []
+    for t, _, _ in entries:
+        offsets.append(offset)
+        offset += len(t)
+    return {"tokens": [t for t, _, _ in entries], "token_logprobs": [lp for _, lp, _ in entries],
+            "top_logprobs": [dict([*top, (t, lp)]) for t, lp, top in entries], "text_offset": offsets}
+
+
+def chat_answer(cid: str, choices: list, usage: dict, served: str) -> dict:
+    """choices: {"text", "finish_reason", "logprobs" (entries or None)} each, in index order."""
+    return {"id": cid, "object": "chat.completion", "created": int(time.time()), "model": served,
+            "choices": [{"index": i, "message": {"role": "assistant", "content": c["text"]},
+                         "logprobs": logprobs_of(c.get("logprobs"), True), "finish_reason": c["finish_reason"]}
+                        for i, c in enumerate(choices)],
+            "usage": usage}
+
+
+def completion_answer(cid: str, choices: list, usage: dict | None, served: str) -> dict:
     out = {"id": cid, "object": "text_completion", "created": int(time.time()), "model": served,
-           "choices": [{"text": text, "index": 0, "logprobs": None, "finish_reason": finish_reason}]}
+           "choices": [{"text": c["text"], "index": i, "logprobs": logprobs_of(c.get("logprobs"), False),
+                        "finish_reason": c["finish_reason"]} for i, c in enumerate(choices)]}
     if usage is not None:
         out["usage"] = usage
     return out
 
 
-def stream_chunk(cid: str, piece: str, finish_reason: str | None, chat: bool, served: str) -> dict:
-    """One streamed event's JSON: a text_completion, or a
+def chat_chunk(cid: str, delta: dict, finish_reason: str | None, served: str, index: int = 0,
+               logprobs: dict | None = None, include_usage: bool = False) -> dict:
+    """One chunk of a streamed chat completion: a choice's first delta
+    carries the role, the others the content's pieces, its last an empty
+    delta and the finish reason.  With include_usage every chunk has
+    "usage": null and a last one (usage_chunk) the usage, as OpenAI's."""
+    out = {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()), "model": served,
+           "choices": [{"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": finish_reason}]}
+    if include_usage:
+        out["usage"] = None
+    return out
+
+
+def stream_chunk(cid: str, piece: str, finish_reason: str | None, chat: bool, served: str, index: int = 0,
+                 logprobs: dict | None = None, include_usage: bool = False) -> dict:
+    """One streamed event's JSON for choice `index`: a text_completion, or a
     chat.completion.chunk whose delta carries the content (empty with the
-    finish reason)."""
+    finish reason); `logprobs` (logprobs_of) those of the tokens it carries."""
     if not chat:
-        return completion_answer(cid, piece, finish_reason, None, served)
-    return chat_chunk(cid, {"content": piece} if finish_reason is None else {}, finish_reason, served)
+        out = {"id": cid, "object": "text_completion", "created": int(time.time()), "model": served,
+               "choices": [{"text": piece, "index": index, "logprobs": logprobs, "finish_reason": finish_reason}]}
+        if include_usage:
+            out["usage"] = None
+        return out
+    return chat_chunk(cid, {"content": piece} if finish_reason is None else {}, finish_reason, served, index,
+                      logprobs, include_usage)
+
+
+def usage_chunk(cid: str, usage: dict, chat: bool, served: str) -> dict:
+    """stream_options.include_usage's last chunk: no choices, the usage of
+    the whole request."""
+    return {"id": cid, "object": "chat.completion.chunk" if chat else "text_completion", "created": int(time.time()),
+            "model": served, "choices": [], "usage": usage}
+
+
+def usage_of(prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> dict:
+    """OpenAI's usage: the prompt counted once, the completion tokens of
+    every choice summed."""
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": cached_tokens}}
 
 
 def sse(obj: Any) -> bytes:

@@ -355,7 +355,7 @@ class Ingress:
                 cid, answer = api.completion_id(), api.completion_answer
             if not req.stream:
                 r = await self._call("complete", req, deadline=dl)
-                return _json(answer(cid, r["text"], r["finish_reason"], r["usage"], self.name), replica=r["replica"])
+                return _json(answer(cid, r["choices"], r["usage"], self.name), replica=r["replica"])
             pieces = self._pieces(req, dl)
             try:
                 # The replica's header: it has checked everything the request
@@ -365,7 +365,8 @@ class Ingress:
                 await pieces.aclose()
                 raise
             streaming = True
-            return StreamingResponse(self._events(cid, pieces, size, chat), media_type="text/event-stream",
+            return StreamingResponse(self._events(cid, pieces, size, chat, req, header),
+                                     media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Clformer-Replica": header["replica"]})
         finally:
             if not streaming:
@@ -373,16 +374,37 @@ class Ingress:
 
     # ------------------------------------------------------------ streaming
 
-    async def _events(self, cid: str, pieces: AsyncIterator, size: int, chat: bool = False) -> AsyncIterator[bytes]:
+    async def _events(self, cid: str, pieces: AsyncIterator, size: int, chat: bool = False, req: Any = None,
+                      header: Mapping | None = None) -> AsyncIterator[bytes]:
+        """The stream's events: per choice (its index in each chunk) the
+        text and logprobs of each delta, then an empty chunk with its finish
+        reason; with stream_options.include_usage a last chunk with no
+        choices and the usage (the prompt once, every choice's tokens)."""
+        n = req.n if req is not None else 1
+        usage = req is not None and req.include_usage
+        offsets = [0] * n  # per choice, the token texts' characters so far: completions' text_offset
+        tokens = cached = 0
         try:
             try:
-                if chat:  # OpenAI's first chunk names the role
-                    yield api.sse(api.chat_chunk(cid, {"role": "assistant", "content": ""}, None, self.name))
-                async for piece in pieces:
-                    if isinstance(piece, dict):  # the trailer: OpenAI's last chunk, empty text and the reason
-                        yield api.sse(api.stream_chunk(cid, "", piece["finish_reason"], chat, self.name))
+                if chat:  # OpenAI's first chunk of a choice names the role
+                    for i in range(n):
+                        yield api.sse(api.chat_chunk(cid, {"role": "assistant", "content": ""}, None, self.name, i,
+                                                     include_usage=usage))
+                async for item in pieces:
+                    if isinstance(item, dict):  # a choice's trailer: its last chunk, empty text and the reason
+                        i = item.get("index", 0)
+                        tokens += item.get("tokens", 0)
+                        cached = item.get("cached", 0) if i == 0 else cached
+                        yield api.sse(api.stream_chunk(cid, "", item["finish_reason"], chat, self.name, i,
+                                                       include_usage=usage))
                     else:
-                        yield api.sse(api.stream_chunk(cid, piece, None, chat, self.name))
+                        i, text, entries = item
+                        lps = api.logprobs_of(entries, chat, offsets[i])
+                        offsets[i] += sum(len(e[0]) for e in entries or ())
+                        yield api.sse(api.stream_chunk(cid, text, None, chat, self.name, i, lps, usage))
+                if usage:
+                    yield api.sse(api.usage_chunk(cid, api.usage_of((header or {}).get("prompt_tokens", 0), tokens,
+                                                                    cached), chat, self.name))
             except RequestError as e:
                 # The status line has gone out: only a failure after the
                 # request was accepted (the device, a replica that died and
@@ -394,17 +416,22 @@ class Ingress:
             await pieces.aclose()
 
     def _pieces(self, req: api.CompletionRequest | api.ChatRequest, deadline: float) -> AsyncIterator:
-        """The replica's header, then the text pieces and the trailer, through
-        _retried: a stream cut by a dying replica is resumed on another when
-        the request is deterministic; the new replica's text is checked
-        against what the client has, and only the rest goes out."""
-        sent = ""             # text the client has
+        """The replica's header, then the choices' deltas and trailers,
+        through _retried: a stream cut by a dying replica is resumed on
+        another when the request is deterministic; each choice's text (and
+        logprob entries) from the new replica is checked against what the
+        client has, and only the rest goes out."""
+        sent: dict[int, str] = {}        # text the client has, per choice
+        sent_lps: dict[int, int] = {}    # logprob entries the client has, per choice
+        ended: set[int] = set()          # choices whose trailer went out
         header_sent = False
 
         async def attempt() -> AsyncIterator:
-            nonlocal sent, header_sent
+            nonlocal header_sent
             gen = self.model.options(stream=True).stream.remote(req)
-            produced, first = "", True
+            produced: dict[int, str] = {}
+            produced_lps: dict[int, list] = {}
+            first = True
             try:
                 while True:
                     try:
@@ -417,23 +444,36 @@ class Ingress:
                             header_sent = True
                             yield item
                         continue
-                    if isinstance(item, dict):  # the trailer, after the whole text
-                        yield item
+                    if isinstance(item, dict):  # a choice's trailer, after its whole text
+                        i = item.get("index", 0)
+                        if i not in ended:
+                            ended.add(i)
+                            yield item
                         continue
-                    produced += item
-                    if len(produced) <= len(sent):  # a replica that took over, still behind the client
-                        if not sent.startswith(produced):
+                    i, text, entries = item
+                    p = produced[i] = produced.get(i, "") + text
+                    have = sent.get(i, "")
+                    if len(p) <= len(have):  # a replica that took over, still behind the client
+                        if not have.startswith(p):
                             raise RequestError(503, "the replica that took over generated another text; retry")
-                        continue
-                    if not produced.startswith(sent):
-                        raise RequestError(503, "the replica that took over generated another text; retry")
-                    new, sent = produced[len(sent):], produced
-                    yield new
+                        new = ""
+                    else:
+                        if not p.startswith(have):
+                            raise RequestError(503, "the replica that took over generated another text; retry")
+                        new, sent[i] = p[len(have):], p
+                    new_lps = None
+                    if entries is not None:
+                        lps = produced_lps.setdefault(i, [])
+                        lps.extend(entries)
+                        new_lps = lps[sent_lps.get(i, 0):]
+                        sent_lps[i] = max(sent_lps.get(i, 0), len(lps))
+                    if new or new_lps:
+                        yield (i, new, new_lps)
             finally:
                 gen.cancel()
 
         def lost() -> str | None:
-            if not sent:
+            if not any(sent.values()) and not any(sent_lps.values()):
                 return None  # no text went out: run it again from the start
             if not req.deterministic:
                 return ("the model replica failed mid-stream, and a sampled text without a seed cannot be "

@@ -32,7 +32,7 @@ import numpy as np
 from ray import serve
 
 from . import devices
-from .api import ChatRequest, ClassifyRequest, CompletionRequest, RequestError, RunRequest
+from .api import ChatRequest, ClassifyRequest, CompletionRequest, RequestError, RunRequest, usage_of
 from .local import restrict_replica_grpc
 from .options import ServeOptions, gguf_file
 
@@ -89,6 +89,7 @@ class ModelReplica:
         self.slot = devices.claim(devices.node_devices(opts.devices), opts.replicas_per_device,
                                   devices.lock_dir(node))
         self.engine = None
+        self._texts: dict = {}  # token id -> its text, for logprobs (_token_text)
         self.side = None  # the second Model of a decoder whose engine is open (_runner)
         self._side_lock = threading.Lock()
         try:
@@ -409,40 +410,65 @@ class ModelReplica:
 
             def trailer() -> dict:
                 r = it.reply
-                return {"finish_reason": r.finish_reason, "tokens": r.completion_tokens, "cached": r.cached_tokens}
+                return {"index": 0, "finish_reason": r.finish_reason, "tokens": r.completion_tokens,
+                        "cached": r.cached_tokens}
             return it, trailer
         it = self.model.stream(req.prompt, stop=list(req.stop), **req.settings)
 
         def ended() -> dict:
             tokens = it.tokens
             done = it.stopped_by_string or bool(tokens and tokens[-1] in self.eos_ids)
-            return {"finish_reason": "stop" if done else "length", "tokens": len(tokens), "cached": 0}
+            return {"index": 0, "finish_reason": "stop" if done else "length", "tokens": len(tokens), "cached": 0}
         return it, ended
 
-    def _submit(self, req: CompletionRequest | ChatRequest, ids: np.ndarray) -> Any:
-        """With an engine, the request as a sequence of it (None without):
-        its prompt's ids (as _prompt made them), stop strings and settings;
-        the engine's refusals (a prompt and max_tokens past its whole pool)
-        are the client's, before a stream starts.  Prefix reuse is isolated
-        by client: the request's `user` when it names one, else a key of its
+    def _submit(self, req: CompletionRequest | ChatRequest, ids: np.ndarray) -> list | None:
+        """With an engine, the request as its n sequences (None without one,
+        where n > 1 and logprobs are refused): its prompt's ids (as _prompt
+        made them), stop strings, settings and logprobs; the engine's
+        refusals (a prompt and max_tokens past its whole pool) are the
+        client's, before a stream starts.  Prefix reuse is isolated by
+        client: the request's `user` when it names one, else a key of its
         own, so that by default no request reuses (and so learns by timing)
         another's prompt."""
         if self.engine is None:
+            if req.n > 1 or req.logprobs is not None:
+                what = "n > 1" if req.n > 1 else "logprobs"
+                why = (f"the engine refused it: {self.engine_refused}" if self.engine_refused
+                       else "an encoder-decoder model generates one request at a time, outside the engine")
+                raise RequestError(400, f"{what} needs the library's engine, which this model is not served on "
+                                        f"({why})", "n" if req.n > 1 else "logprobs")
             return None
         key = req.user if req.user else secrets.token_bytes(16)
         try:
-            return self.engine.submit(ids, stop=list(req.stop), isolation=key, **req.settings)
+            return self.engine.submit(ids, stop=list(req.stop), isolation=key, n=req.n,
+                                      logprobs=req.logprobs is not None, top_logprobs=req.logprobs or 0,
+                                      **req.settings)
         except Exception as e:  # noqa: BLE001 - mapped to the client's answer
             raise self._refusal(e) from None
 
-    async def _generation(self, req: CompletionRequest | ChatRequest, seq: Any) -> AsyncIterator:
-        """The request's text pieces, then a trailer {"finish_reason",
-        "tokens", "cached"}: of `seq`, its sequence on the engine, or without
-        one (_pieces_of) of a generation on the model.  A worker thread
-        follows either (their iterations block) and hands the pieces to the
-        event loop.  Leaving early (the caller went away, or its deadline
-        passed: Serve cancels this coroutine) ends the sequence or the
-        generation after the current token instead of letting it run to
+    def _token_text(self, token: int) -> str:
+        """A token's text for logprobs: the tokenizer's decoding of it alone,
+        special tokens kept (vLLM's; api.logprobs_of).  Cached: a vocabulary
+        is at most a few hundred thousand short strings."""
+        t = self._texts.get(token)
+        if t is None:
+            t = self._texts[token] = self.model.decode([token], skip_special_tokens=False)
+        return t
+
+    def _entries(self, lps: list) -> list:
+        """Engine TokenLogprobs as api.logprobs_of's entries."""
+        tt = self._token_text
+        return [(tt(lp.token), lp.logprob, [(tt(t), v) for t, v in lp.top]) for lp in lps]
+
+    async def _generation(self, req: CompletionRequest | ChatRequest, seqs: list | None) -> AsyncIterator:
+        """The request's choices as they come: (index, text, logprob entries
+        or None) deltas, and a trailer {"index", "finish_reason", "tokens",
+        "cached"} as each choice ends; of `seqs`, its sequences on the engine
+        (a worker thread follows each), or without one (_pieces_of) of a
+        generation on the model (one choice).  The threads hand the items to
+        the event loop.  Leaving early (the caller went away, or its deadline
+        passed: Serve cancels this coroutine) ends the sequences or the
+        generation after the current token instead of letting them run to
         max_tokens."""
         loop = asyncio.get_running_loop()
         q: asyncio.Queue = asyncio.Queue()
@@ -456,21 +482,25 @@ class ModelReplica:
             except RuntimeError:  # the loop is gone (the replica is shutting down): nobody is reading
                 pass
 
-        if seq is not None:
-            holder.append(seq)
+        if seqs is not None:
+            holder.extend(seqs)
 
-            def work() -> None:
+            def follow(i: int, seq: Any) -> None:
                 try:
-                    for piece in seq:
-                        put(piece)
+                    for d in seq.deltas():  # a token at a time: a chunk each, as Model.stream's pieces
+                        if d.logprobs is not None:
+                            put((i, d.text, self._entries(d.logprobs)))
+                        elif d.text:
+                            put((i, d.text, None))
                     r = seq.result()
                     if r.finish_reason not in _FINISH:  # "cancelled" by nobody here: the engine was closed
                         raise RequestError(503, "the model replica is shutting down; retry")
-                    put({"finish_reason": _FINISH[r.finish_reason], "tokens": len(r.tokens),
+                    put({"index": i, "finish_reason": _FINISH[r.finish_reason], "tokens": len(r.tokens),
                          "cached": r.cached_tokens})
                     put(done)
                 except BaseException as e:  # noqa: BLE001 - handed to the event loop
                     put(e)
+            works = [lambda i=i, seq=seq: follow(i, seq) for i, seq in enumerate(seqs)]
         else:
             def work() -> None:
                 it = None
@@ -480,7 +510,7 @@ class ModelReplica:
                     if cancel.is_set():
                         it.cancel()
                     for piece in it:
-                        put(piece)
+                        put((0, piece, None))
                     put(trailer())
                     put(done)
                 except BaseException as e:  # noqa: BLE001 - handed to the event loop
@@ -488,16 +518,21 @@ class ModelReplica:
                 finally:
                     if it is not None:
                         it.close()
+            works = [work]
 
-        worker = threading.Thread(target=work, name="clformer-serve-generate", daemon=True)
-        worker.start()
+        for w in works:
+            threading.Thread(target=w, name="clformer-serve-generate", daemon=True).start()
         finished = False
+        running = len(works)
         try:
             while True:
                 item = await q.get()
                 if item is done:
-                    finished = True
-                    return
+                    running -= 1
+                    if running == 0:
+                        finished = True
+                        return
+                    continue
                 if isinstance(item, BaseException):
                     finished = True
                     raise self._refusal(item)
@@ -505,48 +540,58 @@ class ModelReplica:
         finally:
             if not finished:
                 self.cancelled += 1
+            if running:  # left early, or one choice failed: the others end too
                 cancel.set()
-                if holder:
-                    holder[0].cancel()  # thread-safe: it ends after the current token
+                for h in holder:
+                    h.cancel()  # thread-safe: it ends after the current token
 
     async def complete(self, req: CompletionRequest | ChatRequest) -> dict:
-        """A whole completion: the new tokens up to the end token decoded,
-        cut before the first stop string (generation ends there too)."""
+        """A whole completion: each choice's new tokens up to the end token
+        decoded, cut before the first stop string (generation ends there
+        too), with its logprob entries when asked for."""
         ids = await self._prompt(req)
-        text, trailer = "", {"finish_reason": "length", "tokens": 0, "cached": 0}
+        choices = [{"text": req.prompt if isinstance(req, CompletionRequest) and req.echo else "",
+                    "finish_reason": "length", "logprobs": None if req.logprobs is None else []}
+                   for _ in range(req.n)]
+        tokens = cached = 0
         gen = self._generation(req, self._submit(req, ids))
         try:
             async for item in gen:
                 if isinstance(item, dict):
-                    trailer = item
+                    c = choices[item["index"]]
+                    c["finish_reason"] = item["finish_reason"]
+                    tokens += item["tokens"]
+                    if item["index"] == 0:
+                        cached = item["cached"]  # the prompt's, shared by the copies
                 else:
-                    text += item
+                    i, text, entries = item
+                    choices[i]["text"] += text
+                    if entries:
+                        choices[i]["logprobs"].extend(entries)
         finally:
             await gen.aclose()
-        if isinstance(req, CompletionRequest) and req.echo:
-            text = req.prompt + text
-        n = trailer["tokens"]
-        return {"text": text, "finish_reason": trailer["finish_reason"], "replica": self.tag,
-                "usage": {"prompt_tokens": len(ids), "completion_tokens": n, "total_tokens": len(ids) + n,
-                          "prompt_tokens_details": {"cached_tokens": trailer["cached"]}}}
+        return {"choices": choices, "replica": self.tag, "usage": usage_of(len(ids), tokens, cached)}
 
     async def stream(self, req: CompletionRequest | ChatRequest) -> AsyncIterator:
-        """The request's text pieces as they come (Model.stream's pieces).
-        The first item is a header (a dict) sent once the request is
-        accepted, so that the ingress can still answer a refusal with its
-        status; the pieces follow as str, and a trailer (a dict) with the
-        finish reason ends a stream that ran to its end: "stop" for an end
-        token or a stop string, as complete()."""
+        """The request's deltas as they come (_generation's items).  The
+        first item is a header (a dict: prompt_tokens, replica) sent once the
+        request is accepted, so that the ingress can still answer a refusal
+        with its status; the deltas (index, text, logprob entries) follow,
+        and a trailer (a dict: index, finish_reason, tokens, cached) ends
+        each choice that ran to its end: "stop" for an end token or a stop
+        string, as complete()."""
         ids = await self._prompt(req)
-        seq = self._submit(req, ids)
-        gen = self._generation(req, seq)
+        seqs = self._submit(req, ids)
+        gen = self._generation(req, seqs)
         try:
             yield {"prompt_tokens": len(ids), "replica": self.tag}
             if isinstance(req, CompletionRequest) and req.echo:
-                yield req.prompt
+                for i in range(req.n):
+                    yield (i, req.prompt, None)
             async for item in gen:
-                yield {"finish_reason": item["finish_reason"]} if isinstance(item, dict) else item
+                yield item
         finally:
             await gen.aclose()
-            if seq is not None:
+            for seq in seqs or ():
                 seq.cancel()  # left before its generation started; nothing once it has ended
+
