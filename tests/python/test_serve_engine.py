@@ -425,8 +425,9 @@ def test_n_and_logprobs_without_an_engine_are_400():
 
 
 def test_openai_client_n_and_logprobs(server):
-    """OpenAI's own client: chat with n = 2, logprobs and top_logprobs."""
-    openai = pytest.importorskip("openai")
+    """OpenAI's own client (tools/serve-test.sh installs it): chat with n = 2,
+    logprobs and top_logprobs, and a stream with include_usage."""
+    import openai
     client = openai.OpenAI(base_url=server + "/slow/v1", api_key="none", timeout=TIMEOUT, max_retries=0)
     r = client.chat.completions.create(model="slow", messages=CHATS[0], max_tokens=6, n=2, seed=1, temperature=0.8,
                                        logprobs=True, top_logprobs=2)
