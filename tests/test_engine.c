@@ -64,12 +64,20 @@ static int64_t id_at(const clf_array *a, size_t i) {
   return a->dtype == CLF_I32 ? ((const int32_t *)a->data)[i] : ((const int64_t *)a->data)[i];
 }
 
-/* For engine_n_copies: res[id - first id] of the request, user the first id. */
+/* For engine_n_copies: copy (id - first id) of a request whose user
+ * points at its first id: n_slots[that], or, for requests 0..2 whose user
+ * is &ids[k] of their test, n_slots_of[k][that]. */
 static out *n_slots;
-static int on_tok_n(void *u, uint64_t id, int64_t t) { return on_tok(&n_slots[id - *(uint64_t *)u], id, t); }
-static void on_done_n(void *u, uint64_t id, const clf_sequence_end *end) {
-  on_done(&n_slots[id - *(uint64_t *)u], id, end);
+static out *n_slots_of[3];
+static uint64_t *n_first_ids;
+static out *slot_of(void *u, uint64_t id) {
+  const uint64_t first = *(uint64_t *)u;
+  if (n_first_ids && (uint64_t *)u >= n_first_ids && (uint64_t *)u < n_first_ids + 3)
+    return &n_slots_of[(uint64_t *)u - n_first_ids][id - first];
+  return &n_slots[id - first];
 }
+static int on_tok_n(void *u, uint64_t id, int64_t t) { return on_tok(slot_of(u, id), id, t); }
+static void on_done_n(void *u, uint64_t id, const clf_sequence_end *end) { on_done(slot_of(u, id), id, end); }
 
 static void fixture_dir(const char *name, char *buf, size_t n) { snprintf(buf, n, "%s/%s", fixtures(), name); }
 
@@ -472,6 +480,40 @@ START_TEST(engine_n_copies) {
     expect_alone(m, p, 10, &oi, &res[i], what);
   }
   expect_empty(e);
+  /* copies count against max_sequences: 3 requests of 3 copies in an
+   * engine of 4 run one request at a time, each copy as alone */
+  clf_engine_options eo;
+  clf_engine_options_init(&eo);
+  eo.block_size = 4, eo.max_sequences = 4;
+  clf_engine *e4;
+  TH_OK(clf_engine_create(m, &eo, &e4));
+  out many[3][3];
+  uint64_t ids[3];
+  n_first_ids = ids;
+  for (size_t k = 0; k < 3; k++) {
+    memset(many[k], 0, sizeof many[k]);
+    n_slots_of[k] = many[k];
+    clf_engine_request rk = rr;
+    rk.user = &ids[k];
+    TH_OK(clf_engine_submit(e4, &rk, &ids[k]));
+  }
+  for (size_t pending = 1; pending;) {
+    TH_OK(clf_engine_step(e4, &pending));
+    clf_engine_stats s4;
+    TH_OK(clf_engine_stats_get(e4, &s4));
+    ck_assert_uint_le(s4.running, 4);
+  }
+  for (size_t k = 0; k < 3; k++)
+    for (size_t i = 0; i < 3; i++) {
+      clf_generate_options oi = o;
+      oi.seed = 500 + i;
+      expect_alone(m, p, 10, &oi, &many[k][i], "a copy beside other requests' copies");
+    }
+  rr.n = 5;
+  FAILS_HERE(clf_engine_submit(e4, &rr, NULL), CLF_E_INVALID_ARG, "more than the engine's max_sequences 4");
+  rr.n = 3;
+  n_first_ids = NULL;
+  clf_engine_destroy(e4);
   /* cancelled before its prompt is computed: every copy ends */
   memset(res, 0, sizeof res);
   TH_OK(clf_engine_submit(e, &rr, &id0));

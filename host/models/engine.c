@@ -441,6 +441,9 @@ clf_status clf_engine_submit(clf_engine *e, const clf_engine_request *r, uint64_
   if (n > CLF_ENGINE_MAX_N || r->top_logprobs > CLF_ENGINE_MAX_TOP_LOGPROBS)
     return clf__fail(NULL, CLF_E_INVALID_ARG, "%s: n %zu or top_logprobs %zu is past its limit (%d, %d)", op, n,
                      r->top_logprobs, CLF_ENGINE_MAX_N, CLF_ENGINE_MAX_TOP_LOGPROBS);
+  if (n > e->max_seqs)
+    return clf__fail(NULL, CLF_E_INVALID_ARG, "%s: n %zu copies are more than the engine's max_sequences %zu (they "
+                     "run together)", op, n, e->max_seqs);
   for (size_t i = 0; i < r->n_ids; i++)
     if (r->ids[i] < 0 || (uint64_t)r->ids[i] >= m->in_vocab)
       return clf__fail(NULL, CLF_E_INVALID_ARG, "%s: ids[%zu] is %lld, outside the vocabulary (0 to %zu)", op, i,
@@ -567,6 +570,13 @@ static int unshare(clf_engine *e, seq *s, size_t n_sc, size_t *rows, clf_status 
   return 1;
 }
 
+/* The running sequences and the copies their prompts will fork. */
+static size_t running_slots(const clf_engine *e) {
+  size_t n = 0;
+  for (const seq *s = e->running; s; s = s->next) n += 1 + list_len(s->forks);
+  return n;
+}
+
 /* The prefix of s that the cache holds (full blocks, leaving at least the
  * last token to compute), taken. */
 static void admit_prefix(clf_engine *e, seq *s) {
@@ -609,9 +619,11 @@ static size_t plan(clf_engine *e, size_t *rows, clf_status *err) {
     }
   /* None admitted after a preemption: the pool is short (and the one sent
    * back, at the head of the queue, must not run twice in this step). */
-  while (e->st.preemptions == preempted && e->waiting && *rows < e->max_rows &&
-         list_len(e->running) < e->max_seqs) {
+  while (e->st.preemptions == preempted && e->waiting && *rows < e->max_rows) {
     seq *s = e->waiting;
+    /* room for it and the copies its prompt will fork: the running never
+     * pass max_sequences (e->sc and e->snap hold that many) */
+    if (running_slots(e) + 1 + list_len(s->forks) > e->max_seqs) break;
     admit_prefix(e, s);
     const size_t blocks = (s->n + e->BS - 1) / e->BS;
     if (blocks - s->nblk > e->n_free) {
