@@ -708,8 +708,15 @@ START_TEST(engine_soak) {
   ck_assert_uint_gt(st.preemptions, 0);
   expect_empty(e);
   const long rss_end = rss_kib();
+#if defined(__SANITIZE_ADDRESS__)
+  /* AddressSanitizer keeps freed memory in quarantine (up to 256 MiB), so
+   * the resident size grows whatever the engine does; LeakSanitizer checks
+   * instead, at exit, that nothing it allocated is left (the ASan stage). */
+  (void)rss_half, (void)rss_end;
+#else
   ck_assert_msg(rss_end - rss_half < 2048, "host memory grew %ld KiB over the second 500 sequences",
                 rss_end - rss_half);
+#endif
   clf_engine_destroy(e);
   free(res), free(ids), free(cancel_step);
 }
