@@ -16,7 +16,9 @@
  *
  * Options: -DHEAD_DIM=Dh -DPG_WG=n (a power of two <= CLF_RED_WG, the
  * work-group of paged_attention: one group per (row, head), PG_WG keys a
- * tile); paged_attention_cpu, the CPU shape, needs only -DHEAD_DIM.
+ * tile); paged_attention_cpu, the CPU shape, needs only -DHEAD_DIM
+ * (-DPG_SCALAR: its scalar loop where eight lanes divide the head, for
+ * Oclgrind 21.10, which crashes running the eight-lane one).
  * Quotients and remainders are spelled out, as in attention.cl.
  */
 
@@ -63,7 +65,7 @@ __kernel void paged_attention_cpu(__global const float *q, uint q_off, __global 
   const long p = meta[pos_off + t];
   __global const long *table = meta + table_off + (ulong)meta[seq_off + t] * max_blocks;
   const long lo = window > 0 && p + 1 > (long)window ? p + 1 - (long)window : 0;
-#if HEAD_DIM % 8 == 0
+#if HEAD_DIM % 8 == 0 && !defined(PG_SCALAR)
   /* Eight lanes at a time: a work-item's own loads and products are
    * vectors (the CPU compilers otherwise vectorise across work-items,
    * whose key counts differ). */
