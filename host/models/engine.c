@@ -206,6 +206,15 @@ static void list_append(seq **head, seq *s) {
   *head = s;
 }
 
+/* The submitted sequences join the end of the waiting queue, in order,
+ * in one splice (under the lock). */
+static void take_incoming(clf_engine *e) {
+  seq **tail = &e->waiting;
+  while (*tail) tail = &(*tail)->next;
+  *tail = e->incoming;
+  e->incoming = NULL;
+}
+
 static int list_remove(seq **head, seq *s) {
   for (; *head; head = &(*head)->next)
     if (*head == s) {
@@ -843,11 +852,7 @@ clf_status clf_engine_step(clf_engine *e, size_t *pending) {
   pthread_mutex_lock(&e->step_lock);
   seq *done = NULL;
   pthread_mutex_lock(&e->lock);
-  while (e->incoming) {
-    seq *s = e->incoming;
-    e->incoming = s->next;
-    list_append(&e->waiting, s);
-  }
+  take_incoming(e);
   for (int l = 0; l < 2; l++)
     for (seq *s = l ? e->running : e->waiting, *next; s; s = next) {
       next = s->next;
@@ -910,11 +915,7 @@ void clf_engine_destroy(clf_engine *e) {
   pthread_mutex_lock(&e->step_lock);
   seq *done = NULL;
   pthread_mutex_lock(&e->lock);
-  while (e->incoming) {
-    seq *s = e->incoming;
-    e->incoming = s->next;
-    list_append(&e->waiting, s);
-  }
+  take_incoming(e);
   while (e->running) finish(e, e->running, CLF_FINISH_CANCELLED, &done);
   while (e->waiting) finish(e, e->waiting, CLF_FINISH_CANCELLED, &done);
   pthread_mutex_unlock(&e->lock);
