@@ -17,9 +17,10 @@ py=/usr/bin/python3
 [ -x "$py" ] || py=python3
 t0=$(date +%s)
 [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
-# Ray 2.60.0: Python 3.9-3.13, NumPy 1.x and 2.x.
+# Ray 2.60.0: Python 3.9-3.13, NumPy 1.x and 2.x.  FastAPI, uvicorn, httptools: the one-process
+# server (pyproject's serve extra), at the versions Ray Serve runs with too.
 "$venv/bin/python" -m pip install -q --disable-pip-version-check numpy pytest meson-python meson ninja \
-  "ray[serve]==2.60.0" requests "openai==3.63.0"
+  "ray[serve]==2.60.0" "fastapi==0.165.0" "uvicorn==0.55.0" "httptools==0.9.0" requests "openai==3.63.0"
 PATH="$venv/bin:$PATH" "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation \
   --force-reinstall --no-deps --config-settings=build-dir="$venv/clformer-build" "$repo"
 t1=$(date +%s)
