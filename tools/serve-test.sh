@@ -34,7 +34,8 @@ export CLF_FIXTURES="${CLF_FIXTURES:-$repo/tests/fixtures}"
 export CLFORMER_LOG=off CLF_REQUIRE_SERVE=1 RAY_USAGE_STATS_ENABLED=0
 "$venv/bin/python" -m pytest -q -p no:cacheprovider -W ignore::DeprecationWarning --rootdir="$repo/tests/python" \
   "$repo/tests/python/test_serve_api.py" "$repo/tests/python/test_serve_retry.py" "$repo/tests/python/test_serve_http.py" \
-  "$repo/tests/python/test_serve_local.py" "$repo/tests/python/test_serve_engine.py"
+  "$repo/tests/python/test_serve_local.py" "$repo/tests/python/test_serve_engine.py" \
+  "$repo/tests/python/test_serve_single.py"
 t2=$(date +%s)
 echo "serve-test: pytest $((t2 - t1))s"
 "$venv/bin/python" "$repo/tools/serve_load_test.py" "$@"

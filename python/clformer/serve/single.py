@@ -12,6 +12,9 @@ app.py's, shared by both modes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import signal
+import threading
 from typing import Any, Callable
 
 from . import _http_guard
@@ -42,11 +45,27 @@ def guarded(app: Any, header_timeout_s: float | None = None) -> Any:
 
 
 def server(app: Any, host: str, port: int, request_timeout_s: float = 130.0) -> Any:
-    """A uvicorn.Server for `app` (already guarded) on host:port."""
+    """A uvicorn.Server for `app` (already guarded) on host:port.  SIGINT and
+    SIGTERM stop it (a second one at once), and the process then exits with
+    its own status: uvicorn would raise the signal again once stopped."""
     import uvicorn
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self):
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            before = {s: signal.signal(s, self.handle_exit) for s in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for s, h in before.items():
+                    signal.signal(s, h)
+
     config = uvicorn.Config(app, host=host, port=port, lifespan="off", access_log=False, log_level="warning",
                             timeout_keep_alive=5, timeout_graceful_shutdown=5, server_header=False)
-    return uvicorn.Server(config)
+    return Server(config)
 
 
 async def _announce(srv: Any, ready: Callable[[], None]) -> None:
