@@ -144,6 +144,27 @@ def test_prefix_reuse_is_isolated_by_key_and_user(single):
     assert cached("bob") == 0
 
 
+def test_half_closed_stream_is_answered_whole(single):
+    """Issue 41: a client that shuts its write side after its request got no
+    answer; a streamed chat now runs to [DONE], the connection closed after."""
+    body = json.dumps({"messages": [{"role": "user", "content": "a+b"}], "max_tokens": 8, "temperature": 0,
+                       "stream": True}).encode()
+    with socket.create_connection(("127.0.0.1", single["port"]), timeout=60) as s:
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Authorization: Bearer %s\r\nContent-Length: %d\r\n\r\n%s" % (KEY.encode(), len(body), body))
+        s.shutdown(socket.SHUT_WR)
+        got = b""
+        while (d := s.recv(65536)):
+            got += d
+    interim = b"HTTP/1.1 100 Continue\r\n\r\n"  # the probe for a client gone altogether (docs/serving.md)
+    if got.startswith(interim):
+        got = got[len(interim):]
+    assert got.startswith(b"HTTP/1.1 200 "), got[:200]
+    # the whole stream: the last event, then the chunked body's end
+    assert b"data: [DONE]" in got and got.endswith(b"0\r\n\r\n"), got[-300:]
+    assert b'"finish_reason":"length"' in got.replace(b" ", b""), got[-600:]
+
+
 def test_isolation_key_depends_on_key_and_user():
     from clformer.serve.app import isolation_key
     keys = {isolation_key(k, u) for k in ("k1", "k2") for u in (None, "alice", "bob")}
