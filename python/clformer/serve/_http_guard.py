@@ -316,11 +316,14 @@ def _wrap(cls: type, seconds: float) -> None:
         orig["connection_lost"](self, exc)
 
     def eof_received(self):
-        """The client's end of input: while a request of its runs, the
-        connection stays open for the answer (True), probed for a client
-        that went away altogether (_probe)."""
+        """The client's end of input: while a whole request of its runs,
+        the connection stays open for the answer (True), probed for a
+        client that went away altogether (_probe)."""
         cycle = getattr(self, "cycle", None)
-        if cycle is not None and not cycle.response_complete and getattr(self, _EOF, None) is None:
+        # only after a whole request (its body complete): a client that stops halfway through
+        # its body has gone, as before (uvicorn tells the application it disconnected)
+        if (cycle is not None and not cycle.response_complete and not getattr(cycle, "more_body", True)
+                and getattr(self, _EOF, None) is None):
             setattr(self, _EOF, True)
             _probe(self, False)
             return True
