@@ -31,7 +31,11 @@ JSON_OPTIONS = {"whitespace_flexible": False, "item_separator": ", ", "key_separ
 
 
 class GrammarError(ValueError):
-    """A schema or grammar llguidance refuses (its message names why)."""
+    """A schema or grammar llguidance refuses (its message names why, on
+    one line: a regex error's caret drawing is folded)."""
+
+    def __init__(self, message: str):
+        super().__init__(" ".join(str(message).split()))
 
 
 def _llg() -> Any:
