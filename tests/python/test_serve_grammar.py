@@ -279,3 +279,133 @@ def test_a_real_chat_model_writes_valid_json():
         for r, raw in _constrained(m, ids, g, range(4), tools.end_of_turn(m), max_new_tokens=100):
             assert r.finish_reason == "stop_string", raw
             jsonschema.validate(json.loads(r.text), PERSON)
+
+
+# ------------------------------------------------------------ through the server, with OpenAI's client
+
+SERVED = {"qwen": "qwen2.5.jinja", "llama": "llama3.1.jinja", "mistral": "mistral-large-v3-tools.jinja"}
+TIMEOUT = 120
+
+
+@pytest.fixture(scope="module")
+def server(tool_models):
+    ray = pytest.importorskip("ray") if os.environ.get("CLF_REQUIRE_SERVE") != "1" else __import__("ray")
+    from ray import serve
+    from clformer.serve import Limits, ServeOptions
+    from clformer.serve.app import deploy, local_ray, start_http
+    from test_serve_http import _free_port
+    local_ray(num_cpus=2, resources={"opencl_device": 1})
+    port = _free_port()
+    limits = Limits(max_new_tokens=400, request_timeout_s=TIMEOUT)
+    try:
+        start_http("127.0.0.1", port, TIMEOUT + 10)
+        apps = dict({k: tool_models[t] for k, t in SERVED.items()}, gguf=GGUF)
+        for app, path in apps.items():
+            deploy(ServeOptions(model_dir=path, name=app, replicas=1, replicas_per_device=4, kv_bytes=32 << 20,
+                                limits=limits), app_name=app, route_prefix="/" + app)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+
+
+def client(server, app):
+    import openai
+    return openai.OpenAI(base_url=f"{server}/{app}/v1", api_key="none", timeout=TIMEOUT, max_retries=0)
+
+
+def test_openai_client_json_schema_chat_and_completions(server):
+    c = client(server, "gguf")
+    rf = fmt(PERSON, "person")
+    msgs = [{"role": "user", "content": "a person, please"}]
+    for seed in range(4):
+        r = c.chat.completions.create(model="gguf", messages=msgs, response_format=rf, max_tokens=150, seed=seed,
+                                      temperature=1.0)
+        ch = r.choices[0]
+        assert ch.finish_reason == "stop", ch
+        jsonschema.validate(json.loads(ch.message.content), PERSON)
+    # streamed: the pieces joined are the object
+    text, finish = "", None
+    for chunk in c.chat.completions.create(model="gguf", messages=msgs, response_format=rf, max_tokens=150, seed=7,
+                                           temperature=1.0, stream=True):
+        for ch in chunk.choices:
+            text += ch.delta.content or ""
+            finish = ch.finish_reason or finish
+    assert finish == "stop"
+    jsonschema.validate(json.loads(text), PERSON)
+    # completions take response_format too (an extension: OpenAI's have none)
+    r = c.completions.create(model="gguf", prompt="JSON:", max_tokens=150, seed=1, temperature=1.0,
+                             extra_body={"response_format": {"type": "json_object"}, "n": 2})
+    for ch in r.choices:
+        if ch.finish_reason == "stop":
+            assert isinstance(json.loads(ch.text), dict)
+        else:  # any object may nest past max_tokens
+            assert ch.finish_reason == "length"
+    # max_tokens too few for the object: "length", the text cut
+    r = c.chat.completions.create(model="gguf", messages=msgs, response_format=rf, max_tokens=5)
+    assert r.choices[0].finish_reason == "length" and r.usage.completion_tokens == 5
+
+
+def test_openai_client_refusals(server):
+    import openai
+    c = client(server, "gguf")
+    with pytest.raises(openai.BadRequestError, match="frob"):
+        c.chat.completions.create(model="gguf", messages=[{"role": "user", "content": "x"}],
+                                  response_format=fmt({"type": "frob"}))
+    # the GGUF fixture's template (SmolLM's) renders no tool calls
+    with pytest.raises(openai.BadRequestError, match="defines no tool-call format"):
+        c.chat.completions.create(model="gguf", messages=[{"role": "user", "content": "x"}], tools=TOOLS)
+
+
+@pytest.mark.parametrize("app", list(SERVED))
+@pytest.mark.parametrize("stream", [False, True])
+def test_tool_calls_round_trip_for_each_family(server, app, stream):
+    """A forced call (tool_choice naming `add`) comes back as tool_calls
+    (finish "tool_calls", id "call_...", arguments valid JSON for its
+    schema); the conversation sent again with that call and the tool's
+    result is rendered by the family's template and answered."""
+    c = client(server, app)
+    msgs = [{"role": "user", "content": "What is 2 + 3?"}]
+    force = {"type": "function", "function": {"name": "add"}}
+    kw = dict(model=app, messages=msgs, tools=TOOLS, tool_choice=force, max_tokens=100, seed=3, temperature=1.0)
+    if not stream:
+        r = c.chat.completions.create(**kw)
+        ch = r.choices[0]
+        assert ch.finish_reason == "tool_calls", ch
+        calls = [{"id": t.id, "type": t.type, "function": {"name": t.function.name,
+                                                            "arguments": t.function.arguments}}
+                 for t in ch.message.tool_calls]
+    else:
+        calls, finish = {}, None
+        for chunk in c.chat.completions.create(stream=True, **kw):
+            for ch in chunk.choices:
+                finish = ch.finish_reason or finish
+                for d in ch.delta.tool_calls or ():
+                    t = calls.setdefault(d.index, {"id": None, "type": "function",
+                                                   "function": {"name": "", "arguments": ""}})
+                    t["id"] = d.id or t["id"]
+                    if d.function is not None:
+                        t["function"]["name"] += d.function.name or ""
+                        t["function"]["arguments"] += d.function.arguments or ""
+        assert finish == "tool_calls"
+        calls = [calls[k] for k in sorted(calls)]
+    assert len(calls) == 1 and calls[0]["id"].startswith("call_") and calls[0]["function"]["name"] == "add"
+    args = json.loads(calls[0]["function"]["arguments"])
+    jsonschema.validate(args, SCHEMAS["add"])
+    # required: any of the tools
+    r = c.chat.completions.create(**dict(kw, tool_choice="required"))
+    t = r.choices[0].message.tool_calls[0]
+    jsonschema.validate(json.loads(t.function.arguments), SCHEMAS[t.function.name])
+    # auto: the model may answer in text (this one's noise never spells a call)
+    r = c.chat.completions.create(**dict(kw, tool_choice="auto", max_tokens=6))
+    ch = r.choices[0]
+    assert (ch.finish_reason, ch.message.tool_calls) in (("length", None), ("stop", None))
+    assert isinstance(ch.message.content, str)
+    # the round trip: the call and its result back in
+    back = msgs + [{"role": "assistant", "content": None, "tool_calls": calls},
+                   {"role": "tool", "tool_call_id": calls[0]["id"], "content": str(args["a"] + args["b"])}]
+    r = c.chat.completions.create(model=app, messages=back, tools=TOOLS, tool_choice="none", max_tokens=8,
+                                  temperature=0)
+    ch = r.choices[0]
+    assert ch.finish_reason in ("stop", "length") and isinstance(ch.message.content, str)
+    assert ch.message.tool_calls is None and r.usage.prompt_tokens > 0

@@ -216,12 +216,12 @@ _cache_lock = threading.Lock()
 
 
 def vocabulary_of(holder: Any, model: Any, n_vocab: int, eos: Sequence[int]) -> Vocabulary:
-    """holder's Vocabulary (made on first use, kept in holder._vocabulary)."""
+    """holder's Vocabulary (made on first use, kept in holder._grammar_vocabulary)."""
     with _cache_lock:
-        v = getattr(holder, "_vocabulary", None)
+        v = getattr(holder, "_grammar_vocabulary", None)
         if v is None:
             v = Vocabulary(model, n_vocab, eos)
-            holder._vocabulary = v
+            holder._grammar_vocabulary = v
         return v
 
 

@@ -420,10 +420,9 @@ class ModelReplica:
     async def _matchers(self, req: CompletionRequest | ChatRequest) -> list | None:
         """One grammar Matcher per choice (None when the reply is free), made
         on a worker thread (the vocabulary is built on the first)."""
-        if self.engine is None and (req.response_format is not None or
-                                    (isinstance(req, ChatRequest) and req.tool_choice not in ("none", "auto"))):
-            raise RequestError(400, "response_format and forced tool calls need the library's engine, which this "
-                                    "model is not served on", "response_format")
+        if self.engine is None and (req.response_format is not None or (isinstance(req, ChatRequest) and req.tools)):
+            raise RequestError(400, "response_format and tools need the library's engine, which this model is not "
+                                    "served on", "response_format" if req.response_format is not None else "tools")
 
         def make() -> list | None:
             g = self._grammar_of(req)
