@@ -409,3 +409,18 @@ def test_tool_calls_round_trip_for_each_family(server, app, stream):
     ch = r.choices[0]
     assert ch.finish_reason in ("stop", "length") and isinstance(ch.message.content, str)
     assert ch.message.tool_calls is None and r.usage.prompt_tokens > 0
+
+
+def test_tool_call_chunks_are_openai_s_stream_shape():
+    calls = [{"id": "call_a", "type": "function", "function": {"name": "add", "arguments": "{\"a\": 1, \"b\": 2}"}}]
+    chunks = api.tool_call_chunks("c1", {"tool_calls": calls, "content": "Let me add."}, "m")
+    deltas = [c["choices"][0]["delta"] for c in chunks]
+    assert deltas == [{"content": "Let me add."},
+                      {"tool_calls": [{"index": 0, "id": "call_a", "type": "function",
+                                       "function": {"name": "add", "arguments": ""}}]},
+                      {"tool_calls": [{"index": 0, "function": {"arguments": "{\"a\": 1, \"b\": 2}"}}]}]
+    assert all(c["choices"][0]["finish_reason"] is None for c in chunks)
+    assert api.tool_call_chunks("c1", {"finish_reason": "stop"}, "m") == []
+    # the plain answer: content the text before the calls (null when none)
+    msg = api.chat_answer("c1", [{"text": None, "finish_reason": "tool_calls", "tool_calls": calls}], {}, "m")
+    assert msg["choices"][0]["message"] == {"role": "assistant", "content": None, "tool_calls": calls}

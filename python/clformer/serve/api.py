@@ -612,11 +612,15 @@ def _message(c: Mapping) -> dict:
     return {"role": "assistant", "content": c["text"]}
 
 
-def tool_call_chunks(cid: str, calls: list, served: str, index: int = 0, include_usage: bool = False) -> list:
-    """A choice's tool calls streamed as OpenAI streams them: per call a
-    delta naming it (index, id, type, function.name, empty arguments), then
-    one carrying its arguments."""
+def tool_call_chunks(cid: str, trailer: Mapping, served: str, index: int = 0, include_usage: bool = False) -> list:
+    """A choice's tool calls (its trailer's "tool_calls"; none: []) streamed
+    as OpenAI streams them: the text before them (its "content") if any,
+    then per call a delta naming it (index, id, type, function.name, empty
+    arguments) and one carrying its arguments."""
+    calls = trailer.get("tool_calls") or []
     out = []
+    if calls and trailer.get("content"):
+        out.append(chat_chunk(cid, {"content": trailer["content"]}, None, served, index, include_usage=include_usage))
     for k, c in enumerate(calls):
         fn = c["function"]
         out.append(chat_chunk(cid, {"tool_calls": [{"index": k, "id": c["id"], "type": "function",
