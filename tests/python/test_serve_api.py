@@ -510,6 +510,13 @@ def test_past_the_context_is_context_length_exceeded(prompt, max_tokens, param, 
     assert (e.status, e.code, e.param) == (400, "context_length_exceeded", param) and words in e.message, e.message
 
 
+def test_encoder_decoder_reply_is_bounded_by_its_positions():
+    # replica.py passes an encoder-decoder's reply 0 prompt tokens: its positions are the reply's own
+    assert api.with_max_tokens(_chat(), 0, 512, 0).max_tokens == 512
+    e = refused(api.with_max_tokens, _chat(max_tokens=513), 0, 512, 0)
+    assert e.code == "context_length_exceeded" and e.message.startswith("max_tokens 513 is past"), e.message
+
+
 def test_max_tokens_past_the_servers_cap_is_refused():
     e = refused(api.parse_chat_completion, {"messages": [{"role": "user", "content": "a"}], "max_tokens": 601}, "m",
                 Limits(max_new_tokens=600))

@@ -429,9 +429,11 @@ def with_max_tokens(req: CompletionRequest | ChatRequest, prompt_tokens: int, co
     else:
         n = req.max_tokens
         if left is not None and n > left:
-            raise RequestError(400, f"{what} is {prompt_tokens} tokens and max_tokens {n}: together past this "
-                                    f"model's context of {context} tokens (at most {left} can be generated)",
-                               "max_tokens", "context_length_exceeded")
+            # (prompt_tokens 0: an encoder-decoder's reply, whose positions are its own)
+            head = f"{what} is {prompt_tokens} tokens and max_tokens {n}: together" if prompt_tokens else \
+                f"max_tokens {n} is"
+            raise RequestError(400, f"{head} past this model's context of {context} tokens (at most {left} can be "
+                                    "generated)", "max_tokens", "context_length_exceeded")
     return dataclasses.replace(req, max_tokens=n, settings=dict(req.settings, max_new_tokens=n))
 
 
