@@ -57,7 +57,8 @@ def test_error_body_is_openai_shaped():
     # it travels through pickling (Ray) with its fields
     import pickle
     e2 = pickle.loads(pickle.dumps(e))
-    assert (e2.status, e2.message, e2.param, e2.code) == (400, "input is missing", "input", "missing_required_parameter")
+    assert (e2.status, e2.message, e2.param, e2.code) == (400, "input is missing", "input",
+                                                          "missing_required_parameter")
     # type and code as OpenAI's API spells them: a string or null, never the numeric status
     # (the spellings: OpenAI's error bodies, e.g. a 401's {"type": "invalid_request_error",
     # "code": "invalid_api_key"}, a 429's {"type": "requests", "code": "rate_limit_exceeded"})
