@@ -1,5 +1,6 @@
 #!/bin/sh
-# clformer.serve's tests (docs/serving.md): installs ray[serve] and OpenAI's client into the venv
+# clformer.serve's tests (docs/serving.md): installs ray[serve], OpenAI's client and prometheus-client
+# (/metrics) into the venv
 # of tools/python-tests.sh, (re)installs the clformer wheel there as that
 # script does (the kept build directory makes it incremental), runs
 # tests/python/test_serve_api.py and test_serve_http.py against the installed
@@ -19,7 +20,7 @@ t0=$(date +%s)
 [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
 # Ray 2.60.0: Python 3.9-3.13, NumPy 1.x and 2.x.
 "$venv/bin/python" -m pip install -q --disable-pip-version-check numpy pytest meson-python meson ninja \
-  "ray[serve]==2.60.0" requests "openai==3.63.0"
+  "ray[serve]==2.60.0" requests "openai==3.63.0" "prometheus-client==0.26.0"
 PATH="$venv/bin:$PATH" "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation \
   --force-reinstall --no-deps --config-settings=build-dir="$venv/clformer-build" "$repo"
 t1=$(date +%s)
