@@ -1,5 +1,6 @@
 #!/bin/sh
-# clformer.serve's tests (docs/serving.md): installs ray[serve] and OpenAI's client into the venv
+# clformer.serve's tests (docs/serving.md): installs ray[serve], OpenAI's client and prometheus-client
+# (/metrics) into the venv
 # of tools/python-tests.sh, (re)installs the clformer wheel there as that
 # script does (the kept build directory makes it incremental), runs
 # tests/python/test_serve_api.py and test_serve_http.py against the installed
@@ -21,7 +22,8 @@ t0=$(date +%s)
 # decoding (response_format, forced tool calls; docs/serving.md); jsonschema:
 # the tests validate the replies with it.
 "$venv/bin/python" -m pip install -q --disable-pip-version-check numpy pytest meson-python meson ninja \
-  "ray[serve]==2.60.0" requests "openai==3.63.0" "llguidance==1.9.1" "jsonschema==4.26.0"
+  "ray[serve]==2.60.0" requests "openai==3.63.0" "prometheus-client==0.26.0" "llguidance==1.9.1" \
+  "jsonschema==4.26.0"
 PATH="$venv/bin:$PATH" "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation \
   --force-reinstall --no-deps --config-settings=build-dir="$venv/clformer-build" "$repo"
 t1=$(date +%s)

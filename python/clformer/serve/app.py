@@ -21,7 +21,7 @@ from ray.exceptions import RayActorError, RayTaskError
 from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from . import _http_guard, api
+from . import _http_guard, api, metrics
 from .api import RequestError
 from .local import local_ray, restrict_replica_grpc
 from .options import ServeOptions
@@ -34,6 +34,7 @@ _RETRYABLE = (RayActorError, DeploymentUnavailableError)
 # No redirects at all: Starlette's trailing-slash redirect builds its Location
 # from the request's Host header.
 fastapi_app = FastAPI(title="clformer", docs_url=None, redoc_url=None, openapi_url=None, redirect_slashes=False)
+fastapi_app.add_middleware(metrics.CountRequests)  # /metrics' requests by endpoint and status
 
 # Bodies above this are parsed on a worker thread, off the ingress's event loop.
 _THREAD_PARSE_BYTES = 64 << 10
@@ -187,6 +188,9 @@ class Ingress:
         self.inflight_bytes = 0
         # What the ingress did about failures and load, for GET /stats.
         self.stats = {"retried_calls": 0, "resumed_streams": 0, "answered_503": 0, "answered_429": 0}
+        self.metrics = metrics.Metrics()  # GET /metrics
+        fastapi_app.state.clformer_metrics = self.metrics
+        self.created = int(time.time())  # /v1/models' "created": when this server started serving the model
 
     # ------------------------------------------------------------ plumbing
 
@@ -284,9 +288,44 @@ class Ingress:
             out["replica"] = {"error": f"{type(e).__name__}"}
         return _json(out)
 
+    @fastapi_app.get("/metrics")
+    async def get_metrics(self) -> Response:
+        """Prometheus' text format (metrics.py), the replicas' engine figures
+        read now."""
+        figures = await metrics.replica_figures(lambda: self.model.info.remote(), self.opts.replicas)
+        return Response(self.metrics.render(figures), media_type=metrics.CONTENT_TYPE)
+
+    def _model_card(self) -> dict:
+        return {"id": self.name, "object": "model", "created": self.created, "owned_by": "clformer"}
+
     @fastapi_app.get("/v1/models")
     async def models(self) -> Response:
-        return _json({"object": "list", "data": [{"id": self.name, "object": "model", "owned_by": "clformer"}]})
+        return _json({"object": "list", "data": [self._model_card()]})
+
+    @fastapi_app.get("/v1/models/{model_id:path}")
+    async def model(self, model_id: str) -> Response:
+        if model_id != self.name:
+            raise RequestError(404, f"model {model_id!r} is not served here; this server serves {self.name!r}",
+                               "model", "model_not_found")
+        return _json(self._model_card())
+
+    @fastapi_app.post("/tokenize")
+    async def tokenize(self, request: Request) -> Response:
+        return await self._tokens(request, "tokenize", api.parse_tokenize)
+
+    @fastapi_app.post("/detokenize")
+    async def detokenize(self, request: Request) -> Response:
+        return await self._tokens(request, "detokenize", api.parse_detokenize)
+
+    async def _tokens(self, request: Request, method: str, parse: Callable) -> Response:
+        size = self._admit(request)
+        try:
+            dl = self._deadline()
+            req = parse(await self._json_body(request), self.name, self.limits)
+            answer, tag = await self._call(method, req, deadline=dl)
+            return _json(answer, replica=tag)
+        finally:
+            self._leave(size)
 
     @fastapi_app.post("/v1/embeddings")
     async def embeddings(self, request: Request) -> Response:
@@ -342,6 +381,7 @@ class Ingress:
     async def _completion(self, request: Request, chat: bool) -> Response:
         """A completion or chat completion: answered whole, or streamed as
         server-sent events."""
+        t0 = time.monotonic()
         size = self._admit(request)
         streaming = False
         try:
@@ -354,7 +394,9 @@ class Ingress:
                 req = api.parse_completion(body, self.name, self.limits)
                 cid, answer = api.completion_id(), api.completion_answer
             if not req.stream:
+                t_call = time.monotonic()
                 r = await self._call("complete", req, deadline=dl)
+                self._observe(r, t_call - t0)
                 return _json(answer(cid, r["choices"], r["usage"], self.name), replica=r["replica"])
             pieces = self._pieces(req, dl)
             try:
@@ -364,6 +406,7 @@ class Ingress:
             except BaseException:
                 await pieces.aclose()
                 raise
+            pieces = self.metrics.follow(pieces, t0, header.get("prompt_tokens", 0))
             streaming = True
             return StreamingResponse(self._events(cid, pieces, size, chat, req, header),
                                      media_type="text/event-stream",
@@ -371,6 +414,14 @@ class Ingress:
         finally:
             if not streaming:
                 self._leave(size)
+
+    def _observe(self, r: Mapping, waited_s: float) -> None:
+        """/metrics of a whole completion: its usage and the replica's timing
+        (from its call), with waited_s, the ingress's time before the call."""
+        t, u = r.get("timing") or {}, r["usage"]
+        first = t.get("first_token_s")
+        self.metrics.observe(u["prompt_tokens"], u["completion_tokens"], None if first is None else waited_s + first,
+                             t.get("decode_s"), t.get("first_choice_tokens", 0))
 
     # ------------------------------------------------------------ streaming
 

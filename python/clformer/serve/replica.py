@@ -26,13 +26,15 @@ import json
 import os
 import secrets
 import threading
+import time
 from typing import Any, AsyncIterator
 
 import numpy as np
 from ray import serve
 
 from . import devices, grammar, tools
-from .api import ChatRequest, ClassifyRequest, CompletionRequest, RequestError, RunRequest, usage_of
+from .api import (ChatRequest, ClassifyRequest, CompletionRequest, DetokenizeRequest, RequestError, RunRequest,
+                  TokenizeRequest, tokenize_answer, usage_of, with_max_tokens)
 from .local import restrict_replica_grpc
 from .options import ServeOptions, gguf_file
 
@@ -360,6 +362,44 @@ class ModelReplica:
                 outs.append(_Outcome(error=e))
         return outs
 
+    # ------------------------------------------------------------ tokenize
+
+    async def tokenize(self, req: TokenizeRequest) -> tuple[dict, str]:
+        """/tokenize: a prompt's ids (add_special_tokens as asked), or a
+        conversation's as chat completions feed it (rendered with the chat
+        template, add_generation_prompt as asked)."""
+        self._need("tokenization (it has no tokenizer)", self.has_tokenizer)
+        if req.messages is not None:
+            self._need("chat templates", self.can_chat)
+
+        def ids() -> np.ndarray:
+            text = req.prompt
+            if req.messages is not None:
+                text = self.model.apply_chat_template(list(req.messages),
+                                                      add_generation_prompt=req.add_generation_prompt)
+            return self.model.tokenize(text, add_special_tokens=req.add_special_tokens)
+
+        out = [int(i) for i in await self._call(ids)]
+        strs = await self._call(lambda: [self.model.token(i) for i in out]) if req.return_token_strs else None
+        return tokenize_answer(out, self.max_input_tokens, strs), self.tag
+
+    async def detokenize(self, req: DetokenizeRequest) -> tuple[dict, str]:
+        """/detokenize: the ids' text, special tokens kept (vLLM's); an id
+        the vocabulary does not have is refused naming it (decoding would
+        drop it silently)."""
+        self._need("detokenization (it has no tokenizer)", self.has_tokenizer)
+
+        def text() -> str:
+            for i, t in enumerate(req.tokens):
+                try:
+                    self.model.token(t)
+                except self.clformer.NotFoundError:
+                    raise RequestError(400, f"tokens[{i}] is {t}: this model's vocabulary has no such id", "tokens",
+                                       "invalid_value") from None
+            return self.model.decode(list(req.tokens), skip_special_tokens=False)
+
+        return {"prompt": await self._call(text)}, self.tag
+
     # ------------------------------------------------------------ /run
 
     async def run(self, req: RunRequest) -> tuple[dict, str]:
@@ -436,9 +476,11 @@ class ModelReplica:
                                    "response_format") from None
         return await self._call(make)
 
-    async def _prompt(self, req: CompletionRequest | ChatRequest) -> np.ndarray:
+    async def _prompt(self, req: CompletionRequest | ChatRequest) -> tuple:
         """The prompt's ids, checked for everything the request can get wrong
-        before any token is generated or any byte of a stream is sent."""
+        before any token is generated or any byte of a stream is sent, and
+        the request with its max_tokens settled against the context
+        (api.with_max_tokens: absent, what the context leaves)."""
         if isinstance(req, ChatRequest):
             ids = await self._chat_ids(req)
         else:
@@ -447,17 +489,14 @@ class ModelReplica:
         if ids.size and self.vocab_size and int(ids.max()) >= self.vocab_size:
             raise RequestError(400, f"the prompt's token id {int(ids.max())} is past this model's vocabulary of "
                                     f"{self.vocab_size} (its tokenizer does not fit its weights)", "prompt")
-        ctx = self.max_input_tokens
-        if ctx:
-            if self.model.is_encoder_decoder:
-                if len(ids) > ctx:
-                    raise RequestError(400, f"the prompt is {len(ids)} tokens long; this model takes at most {ctx}",
-                                       "prompt")
-            elif len(ids) + req.max_tokens > ctx:
-                what = "the conversation" if isinstance(req, ChatRequest) else "the prompt"
-                raise RequestError(400, f"{what} is {len(ids)} tokens and max_tokens {req.max_tokens}: "
-                                        f"together past this model's context of {ctx} tokens", "max_tokens")
-        return ids
+        ctx, cap = self.max_input_tokens, self.opts.limits.max_new_tokens
+        if self.model.is_encoder_decoder:
+            # the context bounds the encoder's input; the decoder's positions, the reply
+            if ctx and len(ids) > ctx:
+                raise RequestError(400, f"the prompt is {len(ids)} tokens long; this model takes at most {ctx}",
+                                   "prompt", "context_length_exceeded")
+            return ids, with_max_tokens(req, 0, ctx, cap)
+        return ids, with_max_tokens(req, len(ids), ctx, cap)
 
     def _pieces_of(self, req: CompletionRequest | ChatRequest):
         """Without an engine: the text stream of a request (Model.stream or
@@ -619,8 +658,14 @@ class ModelReplica:
     async def complete(self, req: CompletionRequest | ChatRequest) -> dict:
         """A whole completion: each choice's new tokens up to the end token
         decoded, cut before the first stop string (generation ends there
-        too), with its logprob entries when asked for."""
-        ids = await self._prompt(req)
+        too), with its logprob entries when asked for; "timing": seconds
+        from this call to the first generated token and from there to the
+        first choice's end, and that choice's tokens (the ingress's
+        /metrics)."""
+        t0 = time.monotonic()
+        first = end = None
+        first_tokens = 0
+        ids, req = await self._prompt(req)
         choices = [{"text": req.prompt if isinstance(req, CompletionRequest) and req.echo else "",
                     "finish_reason": "length", "logprobs": None if req.logprobs is None else []}
                    for _ in range(req.n)]
@@ -636,14 +681,20 @@ class ModelReplica:
                     tokens += item["tokens"]
                     if item["index"] == 0:
                         cached = item["cached"]  # the prompt's, shared by the copies
+                        end, first_tokens = time.monotonic(), item["tokens"]
                 else:
+                    first = first or time.monotonic()
                     i, text, entries = item
                     choices[i]["text"] += text
                     if entries:
                         choices[i]["logprobs"].extend(entries)
         finally:
             await gen.aclose()
-        return {"choices": choices, "replica": self.tag, "usage": usage_of(len(ids), tokens, cached)}
+        timing = {"first_token_s": None if first is None else first - t0,
+                  "decode_s": None if first is None or end is None else end - first,
+                  "first_choice_tokens": first_tokens}
+        return {"choices": choices, "replica": self.tag, "usage": usage_of(len(ids), tokens, cached),
+                "timing": timing}
 
     async def stream(self, req: CompletionRequest | ChatRequest) -> AsyncIterator:
         """The request's deltas as they come (_generation's items).  The
@@ -653,7 +704,7 @@ class ModelReplica:
         and a trailer (a dict: index, finish_reason, tokens, cached) ends
         each choice that ran to its end: "stop" for an end token or a stop
         string, as complete()."""
-        ids = await self._prompt(req)
+        ids, req = await self._prompt(req)
         seqs = self._submit(req, ids, await self._matchers(req))
         gen = self._generation(req, seqs)
         try:
