@@ -262,6 +262,42 @@ def test_forced_calls_parse_and_validate_for_each_family(tool_models, template, 
             jsonschema.validate(json.loads(calls[0]["function"]["arguments"]), SCHEMAS[name])
 
 
+@pytest.mark.parametrize("template", [t for t, f in FAMILIES.items() if f])
+def test_each_template_renders_the_round_trip(tool_models, template):
+    """The conversation as a client sends it back (api's parse: arguments a
+    JSON string, OpenAI's call id) rendered by each tool template: the
+    tools' schemas, the call's name and arguments and the tool's result are
+    all in the prompt, where the template puts them."""
+    call = {"id": "call_0123456789abcdef", "type": "function",
+            "function": {"name": "add", "arguments": "{\"a\": 2, \"b\": 3}"}}
+    r = api.parse_chat_completion({"messages": [
+        {"role": "user", "content": "What is 2 + 3?"}, {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call["id"], "content": "RESULT-5"}], "tools": TOOLS}, "m", LIMITS)
+    family = FAMILIES[template]
+    with clformer.Model(tool_models[template]) as m:
+        text = m.apply_chat_template(tools.template_messages(r.messages, family), add_generation_prompt=True,
+                                     tools=[t.spec() for t in r.tools])
+    assert "RESULT-5" in text and "get_weather" in text and '"a": 2' in text
+    marker = {"hermes": "<tool_call>", "llama3": '{"name": "add"', "mistral": "[TOOL_CALLS]"}[family]
+    assert text.index(marker) < text.index("RESULT-5"), text
+
+
+def test_a_model_without_end_tokens_never_samples_the_stand_in():
+    """A vocabulary given no end token gets a stand-in for llguidance, whose
+    bit every mask clears: a grammar that may stop or go on (an integer
+    after its first digit) never lets the stand-in out; the reply ends by
+    the grammar (at its maximum's digits) or max_tokens."""
+    require_device()
+    g = grammar.json_schema_grammar({"type": "integer", "minimum": 0, "maximum": 10 ** 12})
+    with clformer.Model(GGUF) as m:
+        v = grammar.vocabulary_of(_Holder(), m, 0, [])
+        assert v.eos == [] and v.stand_in is not None
+        for r, raw in _constrained(m, m.tokenize("x", add_special_tokens=False), g, range(4), [],
+                                   max_new_tokens=150):
+            assert v.stand_in not in r.tokens, raw
+            assert r.finish_reason in ("stop_string", "length") and 0 <= int(r.text) <= 10 ** 12
+
+
 def test_a_real_chat_model_writes_valid_json():
     """SmolLM2-135M-Instruct (Q4_1, tools/bench-env.sh's cache) where it is
     cached: sampled replies to a real request under PERSON all validate."""

@@ -155,6 +155,9 @@ class Vocabulary:
         tokens, self.special = token_bytes(model, self.n_vocab)
         self.eos = [int(e) for e in eos if 0 <= int(e) < self.n_vocab]
         end = self.eos[0] if self.eos else (self.special[0] if self.special else 0)
+        # llguidance needs an end token; without one of the model's, a
+        # stand-in whose bit Matcher clears (it must never be sampled as text)
+        self.stand_in = None if self.eos else end
         self.tokens = tokens
         self.llg = llg.LLTokenizer(llg.TokenizerWrapper(_Wrapper(model, tokens, self.special, end)),
                                    n_vocab=self.n_vocab, eos_token=self.eos or [end])
@@ -203,6 +206,9 @@ class Matcher:
         m.unsafe_compute_mask_ptr(mask.ctypes.data, words * 4)
         if mask.size > words:
             mask[words:] = 0  # the model's ids past the tokenizer's: never text
+        e = self.vocab.stand_in
+        if e is not None:
+            mask[e // 32] &= np.uint32(~(1 << (e % 32)) & 0xFFFFFFFF)
         if m.is_error():
             raise GrammarError(m.get_error())
         return False
