@@ -517,11 +517,13 @@ class ModelReplica:
             return {"index": 0, "finish_reason": "stop" if done else "length", "tokens": len(tokens), "cached": 0}
         return it, ended
 
-    def _submit(self, req: CompletionRequest | ChatRequest, ids: np.ndarray, matchers: list | None = None) -> list | None:
+    def _submit(self, req: CompletionRequest | ChatRequest, ids: np.ndarray,
+                matchers: list | None = None) -> list | None:
         """With an engine, the request as its n sequences (None without one,
         where n > 1 and logprobs are refused): its prompt's ids (as _prompt
-        made them), stop strings, settings and logprobs; the engine's
-        refusals (a prompt and max_tokens past its whole pool) are the
+        made them), stop strings, settings and logprobs, and `matchers`
+        (_matchers: one grammar per choice, or None) as the engine's token
+        mask; the engine's refusals (a prompt and max_tokens past its whole pool) are the
         client's, before a stream starts.  Prefix reuse is isolated by
         client: the request's `user` when it names one, else a key of its
         own, so that by default no request reuses (and so learns by timing)
