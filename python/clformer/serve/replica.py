@@ -9,7 +9,10 @@ requests decode together (an encoder-decoder, or a model the engine
 refuses, generates one request at a time under the model's lock, as
 before); embeddings and classification through @serve.batch (requests that
 arrive together run as one padded batch, up to a bound that fits the
-device's memory); /run as given.  While the engine is open the model runs
+device's memory); /run as given.  A reply held to a response_format or a
+forced tool call decodes under a grammar's token mask (grammar.py), and
+tool calls are rendered and parsed by the template's family (tools.py).
+While the engine is open the model runs
 nothing else, so a decoder's forward passes (/run, embeddings) go to a
 second instance of the same weights, loaded on first use.  The library's
 calls block, so they run on worker threads and the replica's event loop
