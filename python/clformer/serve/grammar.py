@@ -11,7 +11,6 @@ llguidance rather than xgrammar.
 from __future__ import annotations
 
 import ctypes
-import json
 import threading
 from typing import Any, Sequence
 
@@ -162,7 +161,7 @@ class Vocabulary:
         self.llg = llg.LLTokenizer(llg.TokenizerWrapper(_Wrapper(model, tokens, self.special, end)),
                                    n_vocab=self.n_vocab, eos_token=self.eos or [end])
 
-    def token_of(self, text: str, model: Any) -> int | None:
+    def token_of(self, text: str) -> int | None:
         """The special token whose text is `text` ("[TOOL_CALLS]"), or None."""
         want = b"\xff" + text.encode("utf-8")
         for i in self.special:
@@ -229,7 +228,3 @@ def vocabulary_of(holder: Any, model: Any, n_vocab: int, eos: Sequence[int]) -> 
             v = Vocabulary(model, n_vocab, eos)
             holder._grammar_vocabulary = v
         return v
-
-
-def dumps(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False)

@@ -202,7 +202,7 @@ def _call_schema(tools: tuple, choice: str, args_key: str) -> dict:
 
 def _lit(vocab: grammar.Vocabulary, text: str) -> str:
     """A Lark literal for `text`, or the special token spelled so (<[id]>)."""
-    tid = vocab.token_of(text, None)
+    tid = vocab.token_of(text)
     return f"<[{tid}]>" if tid is not None else json.dumps(text)
 
 
