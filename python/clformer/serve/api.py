@@ -22,6 +22,7 @@ import numpy as np
 
 from .. import _lib
 from .._generate import TABLE as _SETTINGS
+from . import grammar, tools
 
 # OpenAI's error "type" and default "code" for each status this server
 # answers with, as OpenAI's API spells them (an unknown URL is
@@ -241,6 +242,7 @@ class CompletionRequest:
     n: int = 1  # choices: copies of the request sharing its prompt (engine only)
     logprobs: int | None = None  # None: none; k: each token's logprob and its k most probable alternatives
     include_usage: bool = False  # stream_options.include_usage: a last chunk with the usage
+    response_format: "ResponseFormat | None" = None  # None: text
 
     @property
     def deterministic(self) -> bool:
@@ -259,7 +261,7 @@ _SAMPLING_FIELDS = tuple(n for n in SETTING_FIELDS if n != "temperature" and (_S
 
 _COMPLETION_FIELDS = {"model", "prompt", "max_tokens", "stop", "stream", "echo", "n", "best_of", "logprobs",
                       "presence_penalty", "frequency_penalty", "user", "suffix", "stream_options",
-                      "logit_bias"} | set(SETTING_FIELDS)
+                      "logit_bias", "response_format"} | set(SETTING_FIELDS)
 
 
 def _setting_field(body: Mapping, name: str) -> Any:
@@ -389,7 +391,73 @@ def parse_completion(body: Mapping, served: str, limits: Limits) -> CompletionRe
                                 "computed", "logprobs")
     d = _decoding(body, limits, max_tokens)
     return CompletionRequest(prompt, max_tokens, d.stream, d.stop, echo, d.settings, _user(body), d.n, logprobs,
-                             d.include_usage)
+                             d.include_usage, parse_response_format(body.get("response_format")))
+
+
+# ---------------------------------------------------------------- response_format
+
+@dataclasses.dataclass(frozen=True)
+class ResponseFormat:
+    """A response_format the reply is constrained to: "json_object" (any
+    JSON object) or "json_schema" (`schema`, named `name`); `grammar` is
+    llguidance's compiled form, checked when the request was parsed."""
+    kind: str
+    grammar: str
+    schema: dict | None = None
+    name: str | None = None
+
+
+_SCHEMA_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+
+
+def parse_response_format(v: Any) -> ResponseFormat | None:
+    """OpenAI's response_format: {"type": "text"} (None: no constraint),
+    {"type": "json_object"} or {"type": "json_schema", "json_schema":
+    {"name", "schema", "strict"?, "description"?}}.  The schema is compiled
+    now, so that one llguidance cannot take (an unknown type, an
+    unsupported keyword, a bad pattern) is a 400 naming why before anything
+    runs."""
+    if v is None:
+        return None
+    where = "response_format"
+    if not isinstance(v, dict):
+        raise RequestError(400, f"{where} must be an object such as {{\"type\": \"json_object\"}}, not "
+                                f"{_json_kind(v)}", where)
+    kind = v.get("type")
+    allowed = {"text": {"type"}, "json_object": {"type"}, "json_schema": {"type", "json_schema"}}
+    if kind not in allowed:
+        raise RequestError(400, f"{where}.type must be \"text\", \"json_object\" or \"json_schema\", not {kind!r}",
+                           where)
+    extra = sorted(set(v) - allowed[kind])
+    if extra:
+        raise RequestError(400, f"unknown field {extra[0]!r} in {where} of type {kind!r}", where)
+    try:
+        if kind == "text":
+            return None
+        if kind == "json_object":
+            return ResponseFormat("json_object", grammar.json_object_grammar())
+        js = v.get("json_schema")
+        if not isinstance(js, dict):
+            raise RequestError(400, f"{where}.json_schema must be an object {{\"name\", \"schema\", \"strict\"}}",
+                               where)
+        extra = sorted(set(js) - {"name", "schema", "strict", "description"})
+        if extra:
+            raise RequestError(400, f"unknown field {extra[0]!r} in {where}.json_schema", where)
+        name = js.get("name")
+        if not isinstance(name, str) or not 1 <= len(name) <= 64 or not set(name) <= _SCHEMA_NAME_CHARS:
+            raise RequestError(400, f"{where}.json_schema.name must be 1 to 64 letters, digits, _ or -", where)
+        if not isinstance(js.get("strict", False), (bool, type(None))):
+            raise RequestError(400, f"{where}.json_schema.strict must be a boolean", where)
+        if js.get("description") is not None and not isinstance(js["description"], str):
+            raise RequestError(400, f"{where}.json_schema.description must be a string", where)
+        schema = js.get("schema")
+        if not isinstance(schema, dict):
+            raise RequestError(400, f"{where}.json_schema.schema must be a JSON schema (an object), not "
+                                    f"{_json_kind(schema)}", where)
+        return ResponseFormat("json_schema", grammar.json_schema_grammar(schema), schema, name)
+    except grammar.GrammarError as e:
+        raise RequestError(400, f"{where}: the schema cannot be used for constrained decoding: {e}", where) \
+            from None
 
 
 # ---------------------------------------------------------------- chat completions
@@ -405,6 +473,9 @@ class ChatRequest:
     n: int = 1  # as CompletionRequest's
     logprobs: int | None = None
     include_usage: bool = False
+    response_format: "ResponseFormat | None" = None  # None: text
+    tools: tuple = ()  # of tools.Tool, as parse_tools checked them
+    tool_choice: Any = "none"  # "none", "auto", "required" or a tool's name (str, forced)
 
     @property
     def deterministic(self) -> bool:
@@ -481,10 +552,21 @@ def _messages(v: Any, limits: Limits) -> tuple:
         role = m.get("role")
         if role not in _ROLES:
             raise RequestError(400, f"{where}.role must be one of {', '.join(_ROLES)}, not {role!r}", "messages")
-        if m.get("tool_calls") not in (None, []) or role == "tool":
-            raise RequestError(400, f"{where}: tool calls and tool results are not supported", "messages")
         msg = {"role": "system" if role == "developer" else role,
                "content": _content(m.get("content"), f"{where}.content", limits)}
+        if m.get("tool_calls") not in (None, []):
+            if role != "assistant":
+                raise RequestError(400, f"{where}.tool_calls: only an assistant message makes tool calls", "messages")
+            msg["tool_calls"] = tools.message_calls(m["tool_calls"], where, limits.max_input_chars)
+        if role == "tool":
+            tid = m.get("tool_call_id")
+            if not isinstance(tid, str) or not tid:
+                raise RequestError(400, f"{where}.tool_call_id must be the id of the call it answers (a string)",
+                                   "messages")
+            _text_ok(tid, f"{where}.tool_call_id", "messages", 256)
+            msg["tool_call_id"] = tid
+        elif m.get("tool_call_id") is not None:
+            raise RequestError(400, f"{where}.tool_call_id belongs to a tool message only", "messages")
         if m.get("name") is not None:
             if not isinstance(m["name"], str):
                 raise RequestError(400, f"{where}.name must be a string", "messages")
@@ -496,20 +578,23 @@ def _messages(v: Any, limits: Limits) -> tuple:
 
 def parse_chat_completion(body: Mapping, served: str, limits: Limits) -> ChatRequest:
     """POST /v1/chat/completions, OpenAI's fields: messages (system,
-    developer (taken as system), user and assistant; content a string or
-    text parts), max_tokens or max_completion_tokens (default None: the
-    replica gives it what the context leaves, capped at the server's
-    max_new_tokens; replica.py, with_max_tokens), the decoding fields of /v1/completions, and logprobs
-    (a boolean) with top_logprobs (0 to 20, needs logprobs).  Tools, tool
-    calls and response formats are refused."""
+    developer (taken as system), user, assistant (with tool_calls) and tool
+    (with tool_call_id); content a string or text parts), max_tokens or
+    max_completion_tokens (default None: the replica gives it what the
+    context leaves, capped at the server's max_new_tokens; replica.py,
+    with_max_tokens), the decoding fields of /v1/completions, logprobs (a
+    boolean) with top_logprobs (0 to 20, needs logprobs), response_format
+    (as parse_response_format) and tools with tool_choice (tools.parse_tools)."""
     _check_fields(body, _CHAT_FIELDS, "chat completions")
     _check_model(body, served)
     if "messages" not in body:
         raise RequestError(400, "messages is missing", "messages")
     messages = _messages(body["messages"], limits)
-    for name in ("tools", "tool_choice", "response_format", "parallel_tool_calls"):
-        if body.get(name) not in (None, [], "none"):
-            raise RequestError(400, f"{name} is not supported", name)
+    fmt = parse_response_format(body.get("response_format"))
+    tool_list, choice = tools.parse_tools(body.get("tools"), body.get("tool_choice"), body.get("parallel_tool_calls"))
+    if fmt is not None and choice != "none":
+        raise RequestError(400, "response_format and tool calls do not go together: send tool_choice \"none\" "
+                                "or no response_format", "response_format")
     want = body.get("logprobs")
     if want is not None and not isinstance(want, bool):
         raise RequestError(400, f"logprobs must be a boolean, not {_json_kind(want)}", "logprobs")
@@ -523,7 +608,7 @@ def parse_chat_completion(body: Mapping, served: str, limits: Limits) -> ChatReq
     max_tokens = _int_field(body, name, None, 1, limits.max_new_tokens or MAX_TOKENS)
     d = _decoding(body, limits, max_tokens)
     return ChatRequest(messages, max_tokens, d.stream, d.stop, d.settings, _user(body), d.n, logprobs,
-                       d.include_usage)
+                       d.include_usage, fmt, tool_list, choice)
 
 
 def chat_id() -> str:
@@ -565,10 +650,37 @@ def logprobs_of(entries: list | None, chat: bool, offset: int = 0) -> dict | Non
             "top_logprobs": [dict([*top, (t, lp)]) for t, lp, top in entries], "text_offset": offsets}
 
 
+def _message(c: Mapping) -> dict:
+    """A choice's assistant message: its text, or its tool calls (content
+    then the text before them, or null)."""
+    if c.get("tool_calls"):
+        return {"role": "assistant", "content": c.get("text"), "tool_calls": c["tool_calls"]}
+    return {"role": "assistant", "content": c["text"]}
+
+
+def tool_call_chunks(cid: str, trailer: Mapping, served: str, index: int = 0, include_usage: bool = False) -> list:
+    """A choice's tool calls (its trailer's "tool_calls"; none: []) streamed
+    as OpenAI streams them: the text before them (its "content") if any,
+    then per call a delta naming it (index, id, type, function.name, empty
+    arguments) and one carrying its arguments."""
+    calls = trailer.get("tool_calls") or []
+    out = []
+    if calls and trailer.get("content"):
+        out.append(chat_chunk(cid, {"content": trailer["content"]}, None, served, index, include_usage=include_usage))
+    for k, c in enumerate(calls):
+        fn = c["function"]
+        out.append(chat_chunk(cid, {"tool_calls": [{"index": k, "id": c["id"], "type": "function",
+                                                    "function": {"name": fn["name"], "arguments": ""}}]},
+                              None, served, index, include_usage=include_usage))
+        out.append(chat_chunk(cid, {"tool_calls": [{"index": k, "function": {"arguments": fn["arguments"]}}]},
+                              None, served, index, include_usage=include_usage))
+    return out
+
+
 def chat_answer(cid: str, choices: list, usage: dict, served: str) -> dict:
-    """choices: {"text", "finish_reason", "logprobs" (entries or None)} each, in index order."""
+    """choices: {"text", "finish_reason", "logprobs" (entries or None), "tool_calls"?} each, in index order."""
     return {"id": cid, "object": "chat.completion", "created": int(time.time()), "model": served,
-            "choices": [{"index": i, "message": {"role": "assistant", "content": c["text"]},
+            "choices": [{"index": i, "message": _message(c),
                          "logprobs": logprobs_of(c.get("logprobs"), True), "finish_reason": c["finish_reason"]}
                         for i, c in enumerate(choices)],
             "usage": usage}

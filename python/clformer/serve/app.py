@@ -446,6 +446,8 @@ class Ingress:
                         i = item.get("index", 0)
                         tokens += item.get("tokens", 0)
                         cached = item.get("cached", 0) if i == 0 else cached
+                        for chunk in api.tool_call_chunks(cid, item, self.name, i, usage):
+                            yield api.sse(chunk)
                         yield api.sse(api.stream_chunk(cid, "", item["finish_reason"], chat, self.name, i,
                                                        include_usage=usage))
                     else:

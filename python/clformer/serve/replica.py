@@ -9,7 +9,10 @@ requests decode together (an encoder-decoder, or a model the engine
 refuses, generates one request at a time under the model's lock, as
 before); embeddings and classification through @serve.batch (requests that
 arrive together run as one padded batch, up to a bound that fits the
-device's memory); /run as given.  While the engine is open the model runs
+device's memory); /run as given.  A reply held to a response_format or a
+forced tool call decodes under a grammar's token mask (grammar.py), and
+tool calls are rendered and parsed by the template's family (tools.py).
+While the engine is open the model runs
 nothing else, so a decoder's forward passes (/run, embeddings) go to a
 second instance of the same weights, loaded on first use.  The library's
 calls block, so they run on worker threads and the replica's event loop
@@ -32,7 +35,7 @@ from typing import Any, AsyncIterator
 import numpy as np
 from ray import serve
 
-from . import devices
+from . import devices, grammar, tools
 from .api import (ChatRequest, ClassifyRequest, CompletionRequest, DetokenizeRequest, RequestError, RunRequest,
                   TokenizeRequest, tokenize_answer, usage_of, with_max_tokens)
 from .local import restrict_replica_grpc
@@ -415,9 +418,66 @@ class ModelReplica:
                    else "chat completions", self.can_chat)
 
         def ids() -> np.ndarray:
-            text = self.model.apply_chat_template(list(req.messages), add_generation_prompt=True)
+            extra: dict = {}
+            messages = list(req.messages)
+            if req.tools or any("tool_calls" in m or m["role"] == "tool" for m in messages):
+                family = self._tool_family()
+                if family is None:
+                    raise RequestError(400, "this model's chat template defines no tool-call format (tools need "
+                                            "a Hermes/Qwen, Llama 3.x or Mistral template)",
+                                       "tools" if req.tools else "messages")
+                messages = tools.template_messages(messages, family)
+                if req.tools:
+                    extra["tools"] = [t.spec() for t in req.tools]
+            text = self.model.apply_chat_template(messages, add_generation_prompt=True, **extra)
             return self.model.tokenize(text, add_special_tokens=False)
         return await self._call(ids)
+
+    def _tool_family(self) -> str | None:
+        """The family of the chat template's tool calls (tools.family_of), found once."""
+        if not hasattr(self, "_family"):
+            self._family = tools.family_of(self.model)
+        return self._family
+
+    def _vocabulary(self) -> grammar.Vocabulary:
+        """The vocabulary for constrained decoding, built on first use (a
+        worker thread): the tokenizer's ids as bytes, and the ids that end
+        a reply (the checkpoint's end tokens and the template's turn end)."""
+        eos = set(self.eos_ids) | set(tools.end_of_turn(self.model) if self.can_chat else [])
+        return grammar.vocabulary_of(self, self.model, self.vocab_size or 0, sorted(e for e in eos if e is not None))
+
+    def _grammar_of(self, req: CompletionRequest | ChatRequest) -> str | None:
+        """The grammar a request's reply is held to: its response_format's,
+        or with tool_choice "required" or a named tool, the family's call
+        format; None when it is free."""
+        if req.response_format is not None:
+            return req.response_format.grammar
+        if isinstance(req, ChatRequest) and req.tools and req.tool_choice not in ("none", "auto"):
+            try:
+                return tools.call_grammar(self._tool_family(), req.tools, req.tool_choice, self._vocabulary())
+            except grammar.GrammarError as e:
+                raise RequestError(400, f"the tools cannot be used for constrained decoding: {e}", "tools") \
+                    from None
+        return None
+
+    async def _matchers(self, req: CompletionRequest | ChatRequest) -> list | None:
+        """One grammar Matcher per choice (None when the reply is free), made
+        on a worker thread (the vocabulary is built on the first)."""
+        if self.engine is None and (req.response_format is not None or (isinstance(req, ChatRequest) and req.tools)):
+            raise RequestError(400, "response_format and tools need the library's engine, which this model is not "
+                                    "served on", "response_format" if req.response_format is not None else "tools")
+
+        def make() -> list | None:
+            g = self._grammar_of(req)
+            if g is None:
+                return None
+            v = self._vocabulary()
+            try:
+                return [grammar.Matcher(v, g) for _ in range(req.n)]
+            except grammar.GrammarError as e:
+                raise RequestError(400, f"the grammar cannot be used with this model's vocabulary: {e}",
+                                   "response_format") from None
+        return await self._call(make)
 
     async def _prompt(self, req: CompletionRequest | ChatRequest) -> tuple:
         """The prompt's ids, checked for everything the request can get wrong
@@ -460,11 +520,13 @@ class ModelReplica:
             return {"index": 0, "finish_reason": "stop" if done else "length", "tokens": len(tokens), "cached": 0}
         return it, ended
 
-    def _submit(self, req: CompletionRequest | ChatRequest, ids: np.ndarray) -> list | None:
+    def _submit(self, req: CompletionRequest | ChatRequest, ids: np.ndarray,
+                matchers: list | None = None) -> list | None:
         """With an engine, the request as its n sequences (None without one,
         where n > 1 and logprobs are refused): its prompt's ids (as _prompt
-        made them), stop strings, settings and logprobs; the engine's
-        refusals (a prompt and max_tokens past its whole pool) are the
+        made them), stop strings, settings and logprobs, and `matchers`
+        (_matchers: one grammar per choice, or None) as the engine's token
+        mask; the engine's refusals (a prompt and max_tokens past its whole pool) are the
         client's, before a stream starts.  Prefix reuse is isolated by
         client: the request's `user` when it names one, else a key of its
         own, so that by default no request reuses (and so learns by timing)
@@ -479,9 +541,11 @@ class ModelReplica:
             return None
         key = req.user if req.user else secrets.token_bytes(16)
         try:
-            return self.engine.submit(ids, stop=list(req.stop), isolation=key, n=req.n,
+            allowed = None if matchers is None else matchers[0] if req.n == 1 else matchers
+            seqs = self.engine.submit(ids, stop=list(req.stop), isolation=key, n=req.n,
                                       logprobs=req.logprobs is not None, top_logprobs=req.logprobs or 0,
-                                      **req.settings)
+                                      allowed=allowed, **req.settings)
+            return seqs
         except Exception as e:  # noqa: BLE001 - mapped to the client's answer
             raise self._refusal(e) from None
 
@@ -524,18 +588,30 @@ class ModelReplica:
         if seqs is not None:
             holder.extend(seqs)
 
+            # With tools the reply is held until it ends: it may be a call
+            # (parsed then), or text, sent whole.
+            tooling = isinstance(req, ChatRequest) and bool(req.tools) and req.tool_choice != "none"
+
             def follow(i: int, seq: Any) -> None:
                 try:
                     for d in seq.deltas():  # a token at a time: a chunk each, as Model.stream's pieces
                         if d.logprobs is not None:
-                            put((i, d.text, self._entries(d.logprobs)))
-                        elif d.text:
+                            put((i, "" if tooling else d.text, self._entries(d.logprobs)))
+                        elif d.text and not tooling:
                             put((i, d.text, None))
                     r = seq.result()
                     if r.finish_reason not in _FINISH:  # "cancelled" by nobody here: the engine was closed
                         raise RequestError(503, "the model replica is shutting down; retry")
-                    put({"index": i, "finish_reason": _FINISH[r.finish_reason], "tokens": len(r.tokens),
-                         "cached": r.cached_tokens})
+                    end = {"index": i, "finish_reason": _FINISH[r.finish_reason], "tokens": len(r.tokens),
+                           "cached": r.cached_tokens}
+                    if tooling:
+                        raw = self.model.decode(r.tokens, skip_special_tokens=False)
+                        content, calls = tools.parse_calls(self._tool_family(), raw, req.tools)
+                        if calls:
+                            end.update(finish_reason="tool_calls", tool_calls=calls, content=content)
+                        elif r.text:
+                            put((i, r.text, None))
+                    put(end)
                     put(done)
                 except BaseException as e:  # noqa: BLE001 - handed to the event loop
                     put(e)
@@ -599,12 +675,14 @@ class ModelReplica:
                     "finish_reason": "length", "logprobs": None if req.logprobs is None else []}
                    for _ in range(req.n)]
         tokens = cached = 0
-        gen = self._generation(req, self._submit(req, ids))
+        gen = self._generation(req, self._submit(req, ids, await self._matchers(req)))
         try:
             async for item in gen:
                 if isinstance(item, dict):
                     c = choices[item["index"]]
                     c["finish_reason"] = item["finish_reason"]
+                    if item.get("tool_calls"):
+                        c["tool_calls"], c["text"] = item["tool_calls"], item.get("content")
                     tokens += item["tokens"]
                     if item["index"] == 0:
                         cached = item["cached"]  # the prompt's, shared by the copies
@@ -632,7 +710,7 @@ class ModelReplica:
         each choice that ran to its end: "stop" for an end token or a stop
         string, as complete()."""
         ids, req = await self._prompt(req)
-        seqs = self._submit(req, ids)
+        seqs = self._submit(req, ids, await self._matchers(req))
         gen = self._generation(req, seqs)
         try:
             yield {"prompt_tokens": len(ids), "replica": self.tag}
