@@ -123,7 +123,11 @@ class Client:
                     break
                 chunk = json.loads(data)
                 if "error" in chunk:
-                    return chunk["error"].get("code", 500), chunk["error"]["message"]
+                    # an error after the stream was accepted: the replica failed (500: the device, 503:
+                    # it died and none could resume the text); both say retry, and have OpenAI's type
+                    # server_error (no numeric status travels in the event)
+                    err = chunk["error"]
+                    return (503 if err.get("type") == "server_error" else err.get("type")), err["message"]
                 pieces.append(chunk["choices"][0]["text"])
             if not done:
                 return "cut", "the stream ended without [DONE]"

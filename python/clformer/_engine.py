@@ -163,6 +163,7 @@ class Sequence:
         self.prompt_tokens = prompt_len
         self.cached_tokens = 0  # set when it ends
         self.id = 0  # the library's, once submitted
+        self._allowed: Any = None  # its token mask callback (Engine.submit's allowed), or None
 
     # ---- called on the stepping thread (never raising into C) ----
 
@@ -344,6 +345,7 @@ class _Core:
         self.on_token = _lib.ENGINE_TOKEN_FN(self._on_token)
         self.on_token_info = _lib.ENGINE_INFO_FN(self._on_token_info)
         self.on_done = _lib.ENGINE_DONE_FN(self._on_done)
+        self.allowed = _lib.ENGINE_ALLOWED_FN(self._allowed)
 
     # ---- callbacks (stepping thread, or the one destroying) ----
 
@@ -378,6 +380,24 @@ class _Core:
         except BaseException:  # must not cross the C frame; unreadable info stops the sequence
             return 1
         return self._push(s, sid, lp.token, lp)
+
+    def _allowed(self, user: Any, sid: int, tokens: Any, n: int, mask: Any, vocab: int) -> int:
+        """The sequence's allowed(new_tokens, mask) over views of the
+        library's buffers (no copy: the mask is written in place); a raise
+        ends the sequence with that error."""
+        s = None
+        try:
+            s = self._seq(user, sid)
+            if s is None or s._allowed is None:
+                return 0
+            toks = np.ctypeslib.as_array(tokens, shape=(n,))[s.prompt_tokens:]
+            bits = np.ctypeslib.as_array(mask, shape=((vocab + 31) // 32,))
+            return 1 if s._allowed(toks, bits) else 0
+        except BaseException as e:  # must not cross the C frame: the sequence ends with it
+            if s is not None:
+                s._finish("error", e if isinstance(e, _errors.Error) else
+                          _errors.Error(f"sequence {sid}: the allowed callback raised {type(e).__name__}: {e}"))
+            return 1
 
     def _on_done(self, user: Any, sid: int, end: Any) -> None:
         try:
@@ -443,6 +463,8 @@ class _Core:
             req.on_token, req.on_done = self.on_token, self.on_done
             if seqs[0]._logprobs is not None:
                 req.on_token_info = self.on_token_info  # called instead of on_token
+            if seqs[0]._allowed is not None:
+                req.allowed = self.allowed
             g = self.seqs[key] = _Group(seqs)  # before the C call: the first token may come before it returns
             sid = ctypes.c_uint64(0)
             st = _lib.lib.clf_engine_submit(self.e, ctypes.byref(req), ctypes.byref(sid))
@@ -500,6 +522,21 @@ class _Core:
         self._destroy()
 
 
+def _allowed_list(allowed: Any, copies: int) -> list:
+    """Engine.submit's allowed as one callable (or None) per copy."""
+    if allowed is None:
+        return [None] * copies
+    if callable(allowed):
+        if copies > 1:
+            raise _errors.InvalidArgumentError(f"allowed: n={copies} copies need a list of {copies} callables, "
+                                               "one each (a mask's state is its copy's)")
+        return [allowed]
+    if isinstance(allowed, (list, tuple)) and len(allowed) == copies and all(callable(a) for a in allowed):
+        return list(allowed)
+    raise _errors.InvalidArgumentError(f"allowed must be a callable (tokens, mask) -> bool, or a list of {copies} "
+                                       f"of them (one per copy), not {type(allowed).__name__}")
+
+
 class Engine:
     """Many sequences of one decoder model decoded together (clf_engine):
     each step of its thread runs one forward pass over the rows of every
@@ -542,7 +579,7 @@ class Engine:
         return self._core.closing or self._core.destroyed.is_set()
 
     def submit(self, prompt: str | Seq[int] | np.ndarray, *, stop: str | Seq[str] = (), isolation: Isolation = None,
-               n: int | None = None, logprobs: bool = False, top_logprobs: int = 0,
+               n: int | None = None, logprobs: bool = False, top_logprobs: int = 0, allowed: Any = None,
                **kwargs: Unpack[GenerationSettings]) -> Union[Sequence, list]:
         """Queues a sequence and returns it at once; the engine's thread
         decodes it beside the others.
@@ -565,6 +602,17 @@ class Engine:
             (Sequence.logprobs, SequenceResult.logprobs, Delta.logprobs);
             top_logprobs (0 to 20, needs logprobs) adds that many of the
             most probable tokens at each step.
+        allowed: constrained decoding.  A callable allowed(tokens, mask)
+            called on the engine's thread before each token is chosen, with
+            the sequence's new tokens so far (int64, a view) and the mask
+            (uint32, ceil(vocab / 32) words, all bits set; a view over the
+            library's buffer): clearing bit t % 32 of word t // 32 forbids
+            token t.  A true result ends the sequence (finish reason
+            "stop_string"); a raise ends it with that error; a mask that
+            forbids every token ends it with an error.  With n copies, a
+            list of n callables, one per copy (a grammar's state is its
+            copy's).  It runs on the stepping thread: every sequence waits
+            for it, so it should be quick (a grammar library's mask).
         The settings are Model.generate's (one beam): the same settings and
         seed give the tokens Model.generate and Model.stream give alone."""
         s = settings_from(kwargs)
@@ -582,6 +630,8 @@ class Engine:
             raise _errors.InvalidArgumentError(f"top_logprobs must be an int >= 0, not {top_logprobs!r}")
         if top_logprobs and not logprobs:
             raise _errors.InvalidArgumentError("top_logprobs needs logprobs=True")
+        copies = 1 if n is None else int(n)
+        masks = _allowed_list(allowed, copies)
         key = isolation_key(isolation)
         if self.closed:
             raise _errors.InvalidArgumentError("the clformer.Engine is closed")
@@ -590,7 +640,6 @@ class Engine:
         else:
             ids = _arrays.as_ids("prompt", prompt, ndim=1).astype(np.int64, copy=False)
         ids = np.ascontiguousarray(ids)
-        copies = 1 if n is None else int(n)
         streamers: list[Streamer] = []
         try:
             seqs = []
@@ -601,6 +650,7 @@ class Engine:
                     streamer.open()
                     streamers.append(streamer)
                 seqs.append(Sequence(self, len(ids), streamer, logprobs))
+                seqs[-1]._allowed = masks[len(seqs) - 1]
             o = s.c_options()  # s keeps the eos array alive through the call
             req = _lib.EngineRequest()
             req.ids = ids.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))

@@ -307,6 +307,7 @@ _PROTOTYPES = {
     "clf_tokenizer_destroy": (None, [c_void_p]),
     "clf_tokenizer_encode": (c_int, [c_void_p, c_char_p, c_int, POINTER(POINTER(c_int64)), POINTER(c_size_t)]),
     "clf_tokenizer_decode": (c_int, [c_void_p, POINTER(c_int64), c_size_t, c_int, POINTER(c_void_p)]),
+    "clf_tokenizer_token": (c_int, [c_void_p, c_int64, POINTER(c_char_p)]),
     "clf_text_stream_create": (c_int, [c_void_p, POINTER(c_char_p), c_size_t, POINTER(c_void_p)]),
     "clf_text_stream_push": (c_int, [c_void_p, c_int64, POINTER(c_void_p), POINTER(c_size_t), POINTER(c_int)]),
     "clf_text_stream_finish": (c_int, [c_void_p, POINTER(c_void_p), POINTER(c_size_t)]),

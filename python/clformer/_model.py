@@ -523,6 +523,12 @@ class Model:
         self._check_open()
         return self._tok.decode(ids, skip_special_tokens)
 
+    def token(self, id: int) -> str:
+        """The vocabulary's entry for `id` (Tokenizer.token): NotFoundError
+        when the vocabulary has no such id."""
+        self._check_open()
+        return self._tok.token(id)
+
     def batch_decode(self, sequences: Any, skip_special_tokens: bool = True) -> list[str]:
         """[B, T] ids -> B texts."""
         arr = _arrays.as_ids("sequences", sequences, ndim=2)

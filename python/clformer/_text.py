@@ -127,6 +127,18 @@ class Tokenizer:
         """text -> int64 ids, as transformers' tokenizer(text)["input_ids"]."""
         return self.encode(text, add_special_tokens)
 
+    def token(self, id: int) -> str:
+        """The vocabulary's entry for `id` as the vocabulary spells it
+        (transformers' convert_ids_to_tokens: "\u0120world", "##ing");
+        NotFoundError naming the id when no token has it (decode drops such
+        ids silently, so this is how a caller checks them)."""
+        out = ctypes.c_char_p()
+        with self._lock:
+            st = _lib.lib.clf_tokenizer_token(self._handle(), int(id), ctypes.byref(out))
+            if st != 0:
+                raise _errors.from_status(st)
+            return (out.value or b"").decode("utf-8", "replace")
+
     def __enter__(self) -> "Tokenizer":
         with self._lock:
             self._handle()  # load now: a missing tokenizer fails here

@@ -265,3 +265,20 @@ def test_generation_settings_are_typed(model_of):
     g = model_of("gpt2")
     with pytest.raises(clformer.InvalidArgumentError, match="unknown generation setting"):
         g.generate(np.array([[65, 11, 66]]), max_new_token=3)
+
+
+def test_tokenizer_token_is_the_vocabulary_entry(fx):
+    """Tokenizer.token / Model.token: an id's entry as vocab.json spells it
+    (transformers' convert_ids_to_tokens); an id no token has is
+    NotFoundError naming it (decode drops such ids: this is the check)."""
+    d = os.path.join(fx, "tokenizers", "gpt2")
+    with open(os.path.join(d, "vocab.json"), encoding="utf-8") as f:
+        vocab = json.load(f)
+    by_id = {i: t for t, i in vocab.items()}
+    with clformer.Tokenizer(d) as tok:
+        for i in (0, 1, 220, 995, max(by_id)):
+            if i in by_id:
+                assert tok.token(i) == by_id[i], i
+        for bad in (-1, max(by_id) + 1000, 1 << 40):
+            with pytest.raises(clformer.NotFoundError, match=str(bad)):
+                tok.token(bad)

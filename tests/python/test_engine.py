@@ -411,3 +411,61 @@ def test_logprobs_are_the_log_softmax_of_the_model_s_logits(gpt2):
         x = np.array([ids + sampled[:t]], dtype=np.int64)
         np.testing.assert_allclose(lp.logprob, log_softmax(gpt2.run({"input_ids": x}, ["logits"])["logits"][0, -1])[
             lp.token], atol=2e-4)
+
+
+def _only(allowed_ids):
+    """An allowed callback that leaves only allowed_ids (vectorised: the
+    mask cleared, then their bits set) and records what it was shown."""
+    seen = []
+
+    def fn(tokens, mask):
+        seen.append((tokens.copy(), mask.dtype, mask.shape))
+        mask[:] = 0
+        for t in allowed_ids:
+            mask[t // 32] |= np.uint32(1 << (t % 32))
+        return False
+    return fn, seen
+
+
+def test_allowed_mask_lets_only_its_tokens_out(gpt2):
+    """A mask allowing only {5, 40, 77} (the tiny GPT-2's vocabulary is
+    128: 4 words): every sampled token is one of them, and the callback
+    sees, before each token, the new tokens so far (none before the
+    first) and the mask as a uint32 view of ceil(128 / 32) = 4 words."""
+    fn, seen = _only([5, 40, 77])
+    with gpt2.engine() as e:
+        r = e.submit([7, 21, 40], max_new_tokens=12, temperature=1.0, seed=3, allowed=fn).result(timeout=120)
+        free = e.submit([7, 21, 40], max_new_tokens=12, temperature=1.0, seed=3).result(timeout=120)
+    assert r.finish_reason == "length" and len(r.tokens) == 12
+    assert set(r.tokens) <= {5, 40, 77}, r.tokens
+    assert not set(free.tokens) <= {5, 40, 77}  # unmasked, the same seed draws elsewhere
+    assert len(seen) == 12 and all(dt == np.uint32 and shape == (4,) for _, dt, shape in seen)
+    assert [list(t) for t, _, _ in seen] == [r.tokens[:i] for i in range(12)]
+
+
+def test_allowed_stops_raises_and_forbids_everything(gpt2):
+    with gpt2.engine() as e:
+        # a true result ends the sequence before the token it was asked about
+        stop = e.submit([7, 8], max_new_tokens=12, do_sample=False,
+                        allowed=lambda toks, mask: len(toks) >= 3).result(timeout=120)
+        assert (len(stop.tokens), stop.finish_reason) == (3, "stop_string")
+
+        def boom(toks, mask):
+            raise ValueError("grammar broke")
+        with pytest.raises(clformer.Error, match="allowed callback raised ValueError: grammar broke"):
+            e.submit([7, 8], max_new_tokens=5, allowed=boom).result(timeout=120)
+
+        def none(toks, mask):
+            mask[:] = 0
+        with pytest.raises(clformer.Error, match="forbade every token"):
+            e.submit([7, 8], max_new_tokens=5, allowed=none).result(timeout=120)
+        # n copies: one callable each
+        fa, _ = _only([9])
+        fb, _ = _only([10])
+        a, b = e.submit([7, 8], n=2, max_new_tokens=4, seed=1, temperature=1.0, allowed=[fa, fb])
+        assert a.result(timeout=120).tokens == [9] * 4 and b.result(timeout=120).tokens == [10] * 4
+        with pytest.raises(clformer.InvalidArgumentError, match="need a list of 2 callables"):
+            e.submit([7, 8], n=2, allowed=fa)
+        with pytest.raises(clformer.InvalidArgumentError, match="allowed must be a callable"):
+            e.submit([7, 8], allowed="json")
+        assert e.stats().running == 0

@@ -51,13 +51,37 @@ def test_parse_json_object():
 
 
 def test_error_body_is_openai_shaped():
-    e = RequestError(400, "input is missing", "input")
+    e = RequestError(400, "input is missing", "input", "missing_required_parameter")
     assert e.body() == {"error": {"message": "input is missing", "type": "invalid_request_error",
-                                  "param": "input", "code": 400}}
+                                  "param": "input", "code": "missing_required_parameter"}}
     # it travels through pickling (Ray) with its fields
     import pickle
     e2 = pickle.loads(pickle.dumps(e))
-    assert (e2.status, e2.message, e2.param) == (400, "input is missing", "input")
+    assert (e2.status, e2.message, e2.param, e2.code) == (400, "input is missing", "input",
+                                                          "missing_required_parameter")
+    # type and code as OpenAI's API spells them: a string or null, never the numeric status
+    # (the spellings: OpenAI's error bodies, e.g. a 401's {"type": "invalid_request_error",
+    # "code": "invalid_api_key"}, a 429's {"type": "requests", "code": "rate_limit_exceeded"})
+    spelled = {status: RequestError(status, "x").body()["error"] for status in (400, 401, 404, 429, 500, 503)}
+    assert {s: (b["type"], b["code"]) for s, b in spelled.items()} == {
+        400: ("invalid_request_error", None), 401: ("invalid_request_error", "invalid_api_key"),
+        404: ("invalid_request_error", None), 429: ("requests", "rate_limit_exceeded"),
+        500: ("server_error", None), 503: ("server_error", None)}
+
+
+@pytest.mark.parametrize("fn, body, status, code, param", [
+    (api.parse_completion, {"prompt": "a", "model": "other"}, 404, "model_not_found", "model"),
+    (api.parse_completion, {"prompt": "a", "model": 3}, 400, "invalid_type", "model"),
+    (api.parse_completion, {"prompt": "a", "bogus": 1}, 400, "unknown_parameter", "bogus"),
+    (api.parse_completion, {"prompt": "a", "max_tokens": 21}, 400, "integer_above_max_value", "max_tokens"),
+    (api.parse_completion, {"prompt": "a", "max_tokens": 0}, 400, "integer_below_min_value", "max_tokens"),
+    (api.parse_completion, {"prompt": "a", "max_tokens": "3"}, 400, "invalid_type", "max_tokens"),
+    (api.parse_detokenize, {}, 400, "missing_required_parameter", "tokens"),
+])
+def test_refusals_carry_openai_codes(fn, body, status, code, param):
+    e = refused(fn, body, "m", L)
+    assert (e.status, e.code, e.param) == (status, code, param), e.message
+    assert e.body()["error"]["code"] == code
 
 
 # ------------------------------------------------------------ embeddings
@@ -188,10 +212,12 @@ def test_request_fields_are_the_librarys_settings():
     ({"messages": [{"role": "user", "content": 3}]}, 400, "must be a string or an array of text parts"),
     ({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, 400, "only text parts"),
     ({"messages": [{"role": "user", "content": "a\ud800"}]}, 400, "not valid Unicode"),
-    ({"messages": [{"role": "assistant", "content": None, "tool_calls": [{"id": "1"}]}]}, 400, "tool calls"),
-    ({"messages": [{"role": "user", "content": "a"}], "tools": [{}]}, 400, "tools is not supported"),
-    ({"messages": [{"role": "user", "content": "a"}], "response_format": {"type": "json_object"}}, 400,
-     "response_format is not supported"),
+    # tools and response_format are taken (test_serve_grammar.py); malformed ones are refused
+    ({"messages": [{"role": "assistant", "content": None, "tool_calls": [{"id": "1"}]}]}, 400,
+     "messages[0].tool_calls[0] must be"),
+    ({"messages": [{"role": "user", "content": "a"}], "tools": [{}]}, 400, "tools[0] must be"),
+    ({"messages": [{"role": "user", "content": "a"}], "response_format": {"type": "yaml"}}, 400,
+     "response_format.type must be"),
     ({"messages": [{"role": "user", "content": "a"}], "max_tokens": 2, "max_completion_tokens": 2}, 400, "not both"),
     ({"messages": [{"role": "user", "content": "a"}], "max_completion_tokens": 21}, 400,
      "max_completion_tokens must be in [1, 20]"),
@@ -216,7 +242,8 @@ def test_chat_request_and_answers():
                                                  "name": "x"}],
                                    "temperature": 0, "stop": ["z"]}, "m", L)
     assert r.messages == ({"role": "system", "content": "be brief"}, {"role": "user", "content": "ab", "name": "x"})
-    assert r.max_tokens == 20 and r.settings == {"max_new_tokens": 20, "do_sample": False} and r.stop == ("z",)
+    # no max_tokens: None, settled by the replica against the context (with_max_tokens)
+    assert r.max_tokens is None and r.settings == {"do_sample": False} and r.stop == ("z",)
     a = api.chat_answer("chatcmpl-1", [{"text": "hi", "finish_reason": "stop"}], {"prompt_tokens": 3}, "m")
     assert a["object"] == "chat.completion" and a["choices"][0]["message"] == {"role": "assistant", "content": "hi"}
     assert a["choices"][0]["logprobs"] is None
@@ -423,6 +450,8 @@ def test_command_line_refuses_bad_arguments(tmp_path):
     assert r.returncode == 2 and "holds 2 .gguf files and no config.json: name the file" in r.stderr, r.stderr
     r = run(str(tmp_path), "--kv-bytes", "-1")
     assert r.returncode == 2 and "--kv-bytes must be >= 0" in r.stderr, r.stderr
+    r = run(str(tmp_path), "--max-new-tokens", "-1")
+    assert r.returncode == 2 and "--max-new-tokens must be >= 0" in r.stderr, r.stderr
     (tmp_path / "config.json").write_text("{}")
     r = run(str(tmp_path), "--replicas-per-device", "0")
     assert r.returncode == 2 and "--replicas-per-device >= 1" in r.stderr, r.stderr
@@ -451,3 +480,204 @@ def test_model_paths_and_served_names(tmp_path):
         assert ServeOptions(model_dir=str(path), name="smol").served_name() == "smol"
     (folder / "config.json").write_text("{}")  # a Hugging Face directory: config.json decides
     assert gguf_file(str(folder)) is None and ServeOptions(model_dir=str(folder) + "/").served_name() == "SmolLM2"
+
+
+# ------------------------------------------------------------ max_tokens against the context
+
+def _chat(**kw):
+    return api.parse_chat_completion({"messages": [{"role": "user", "content": "a"}], **kw}, "m",
+                                     Limits(max_new_tokens=0))
+
+
+def test_max_tokens_default_is_what_the_context_leaves():
+    # issue 41: no max_tokens runs to the end of text or the context; 600 on an
+    # 8192-position model is taken (the server sets no cap by default)
+    r = api.with_max_tokens(_chat(), 100, 8192, 0)
+    assert r.max_tokens == 8092 and r.settings["max_new_tokens"] == 8092
+    r = api.with_max_tokens(_chat(max_tokens=600), 100, 8192, 0)
+    assert r.max_tokens == 600 and r.settings["max_new_tokens"] == 600
+    # the server's cap (--max-new-tokens) bounds the default
+    assert api.with_max_tokens(_chat(), 100, 8192, 256).max_tokens == 256
+    # a completion's default stays OpenAI's 16
+    c = api.parse_completion({"prompt": "a"}, "m", Limits())
+    assert api.with_max_tokens(c, 3, 8192, 0).max_tokens == 16
+
+
+@pytest.mark.parametrize("prompt, max_tokens, param, words", [
+    (100, 8093, "max_tokens", "at most 8092 can be generated"),
+    (8192, None, "messages", "leaves none to generate"),
+    (9000, 5, "messages", "leaves none to generate"),
+])
+def test_past_the_context_is_context_length_exceeded(prompt, max_tokens, param, words):
+    e = refused(api.with_max_tokens, _chat(max_tokens=max_tokens), prompt, 8192, 0)
+    assert (e.status, e.code, e.param) == (400, "context_length_exceeded", param) and words in e.message, e.message
+
+
+def test_encoder_decoder_reply_is_bounded_by_its_positions():
+    # replica.py passes an encoder-decoder's reply 0 prompt tokens: its positions are the reply's own
+    assert api.with_max_tokens(_chat(), 0, 512, 0).max_tokens == 512
+    e = refused(api.with_max_tokens, _chat(max_tokens=513), 0, 512, 0)
+    assert e.code == "context_length_exceeded" and e.message.startswith("max_tokens 513 is past"), e.message
+
+
+def test_max_tokens_past_the_servers_cap_is_refused():
+    e = refused(api.parse_chat_completion, {"messages": [{"role": "user", "content": "a"}], "max_tokens": 601}, "m",
+                Limits(max_new_tokens=600))
+    assert e.code == "integer_above_max_value" and "max_tokens must be in [1, 600]" in e.message
+    # without a cap: bounded still (api.MAX_TOKENS), the context refusing first
+    e = refused(api.parse_chat_completion, {"messages": [{"role": "user", "content": "a"}],
+                                            "max_tokens": api.MAX_TOKENS + 1}, "m", Limits())
+    assert e.code == "integer_above_max_value"
+
+
+# ------------------------------------------------------------ /tokenize, /detokenize
+
+def test_tokenize_and_detokenize_requests():
+    t = api.parse_tokenize({"model": "m", "prompt": "hi"}, "m", L)
+    assert (t.prompt, t.messages, t.add_special_tokens, t.return_token_strs) == ("hi", None, True, False)
+    t = api.parse_tokenize({"messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": False}, "m", L)
+    assert t.messages == ({"role": "user", "content": "hi"},) and not t.add_special_tokens
+    assert not t.add_generation_prompt
+    assert api.parse_detokenize({"tokens": [0, 5, 2 ** 40]}, "m", L).tokens == (0, 5, 2 ** 40)
+    assert api.parse_detokenize({"tokens": []}, "m", L).tokens == ()
+    assert api.tokenize_answer([1, 2], 256, None) == {"count": 2, "max_model_len": 256, "tokens": [1, 2],
+                                                      "token_strs": None}
+
+
+@pytest.mark.parametrize("fn, body, status, words", [
+    (api.parse_tokenize, {}, 400, "either prompt"),
+    (api.parse_tokenize, {"prompt": "a", "messages": []}, 400, "either prompt"),
+    (api.parse_tokenize, {"prompt": 5}, 400, "prompt must be a string"),
+    (api.parse_tokenize, {"prompt": "x" * 65537}, 400, "at most 65536"),
+    (api.parse_tokenize, {"prompt": "a\0b"}, 400, "NUL"),
+    (api.parse_tokenize, {"prompt": "a", "add_special_tokens": 1}, 400, "add_special_tokens must be a boolean"),
+    (api.parse_tokenize, {"prompt": "a", "add_generation_prompt": True}, 400, "goes with messages"),
+    (api.parse_tokenize, {"messages": [{"role": "bot", "content": "a"}]}, 400, "role must be one of"),
+    (api.parse_tokenize, {"messages": [{"role": "user", "content": "a"}] * 5}, 400, "at most 4"),
+    (api.parse_tokenize, {"prompt": "a", "model": "n"}, 404, "not served here"),
+    (api.parse_tokenize, {"prompt": "a", "input": "b"}, 400, "unknown field 'input'"),
+    (api.parse_detokenize, {"tokens": "12"}, 400, "tokens must be an array"),
+    (api.parse_detokenize, {"tokens": [1, -1]}, 400, "tokens[1] is -1"),
+    (api.parse_detokenize, {"tokens": [2 ** 63]}, 400, "no token has that id"),
+    (api.parse_detokenize, {"tokens": [1, 2.0]}, 400, "tokens[1] must be an integer"),
+    (api.parse_detokenize, {"tokens": [True]}, 400, "tokens[0] must be an integer"),
+    (api.parse_detokenize, {"tokens": [1] * 65537}, 400, "at most 65536"),
+])
+def test_tokenize_and_detokenize_refusals(fn, body, status, words):
+    e = refused(fn, body, "m", L)
+    assert e.status == status and words in e.message, e.message
+
+
+# ------------------------------------------------------------ /metrics
+
+def _parsed(metrics_obj, engines):
+    from prometheus_client.parser import text_string_to_metric_families
+    out = {}
+    for fam in text_string_to_metric_families(metrics_obj.render(engines).decode()):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def test_metrics_render_parses_and_apps_do_not_collide():
+    from clformer.serve import metrics
+    a, b = metrics.Metrics(), metrics.Metrics()  # two applications in one process: own registries
+    a.observe(7, 12, ttft_s=0.3, decode_s=1.1, first_choice_tokens=12)  # 11 tokens after the first: 0.1 s each
+    a.requests.labels("/v1/completions", "200").inc()
+    st = {"blocks": 64, "block_size": 16, "block_bytes": 4096, "blocks_used": 3, "blocks_cached": 2, "running": 1,
+          "waiting": 4, "prefix_tokens_reused": 16, "preemptions": 0, "blocks_copied": 0, "steps": 9, "rows": 20}
+    got = _parsed(a, {"r1": st, "r2": None, "r3": {"error": "closed"}})
+    assert got[("clformer_prompt_tokens_total", ())] == 7 and got[("clformer_generation_tokens_total", ())] == 12
+    assert got[("clformer_requests_total", (("endpoint", "/v1/completions"), ("status", "200")))] == 1
+    assert got[("clformer_time_to_first_token_seconds_count", ())] == 1
+    assert got[("clformer_time_to_first_token_seconds_bucket", (("le", "0.25"),))] == 0
+    assert got[("clformer_time_to_first_token_seconds_bucket", (("le", "0.5"),))] == 1
+    assert got[("clformer_time_per_output_token_seconds_sum", ())] == pytest.approx(0.1)
+    r1 = (("replica", "r1"),)
+    assert (got[("clformer_kv_blocks_used", r1)], got[("clformer_kv_blocks_cached", r1)],
+            got[("clformer_kv_blocks_total", r1)]) == (3, 2, 64)
+    assert (got[("clformer_sequences_running", r1)], got[("clformer_sequences_waiting", r1)]) == (1, 4)
+    assert got[("clformer_prefix_tokens_reused_total", r1)] == 16
+    assert not any(dict(labels).get("replica") in ("r2", "r3") for _, labels in got)  # no engine, no figures
+    other = _parsed(b, {})
+    assert other[("clformer_prompt_tokens_total", ())] == 0 and ("clformer_kv_blocks_used", r1) not in other
+
+
+def test_metrics_follow_times_a_stream():
+    import asyncio
+    from clformer.serve import metrics
+    m = metrics.Metrics()
+
+    async def pieces():
+        yield (0, "a", None)
+        yield (1, "b", None)
+        yield {"index": 1, "tokens": 2}
+        yield {"index": 0, "tokens": 3}
+
+    async def run():
+        return [x async for x in m.follow(pieces(), 0.0, 5)]
+    assert len(asyncio.run(run())) == 4
+
+    closed = []
+
+    async def never_started():
+        try:
+            yield (0, "a", None)
+        finally:
+            closed.append(True)
+
+    async def close_unstarted():
+        inner = never_started()
+        await inner.__anext__()  # started, as the ingress's stream is once its header is taken
+        await m.follow(inner, 0.0, 0).aclose()
+    asyncio.run(close_unstarted())
+    assert closed == [True]  # closing the follower before it ran closed the stream under it
+    got = _parsed(m, {})
+    assert got[("clformer_prompt_tokens_total", ())] == 5 and got[("clformer_generation_tokens_total", ())] == 5
+    assert got[("clformer_time_to_first_token_seconds_count", ())] == 1
+    assert got[("clformer_time_per_output_token_seconds_count", ())] == 1
+
+
+def test_count_requests_by_route_and_status():
+    """CountRequests counts at the status line, by the route's path (not the
+    URL: a client cannot grow the labels), 500 for a handler that raised."""
+    import asyncio
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+    from clformer.serve import metrics
+
+    async def item(request):
+        return JSONResponse({}, status_code=201)
+
+    async def boom(request):
+        raise RuntimeError("x")
+    app = Starlette(routes=[Route("/items/{id}", item), Route("/boom", boom)])
+    app.add_middleware(metrics.CountRequests)
+    m = metrics.Metrics()
+    app.state.clformer_metrics = m
+
+    async def get(path):
+        sent = []
+
+        async def receive():
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(msg):
+            sent.append(msg)
+        scope = {"type": "http", "method": "GET", "path": path, "raw_path": path.encode(), "query_string": b"",
+                 "headers": [], "root_path": "", "scheme": "http", "server": ("127.0.0.1", 80),
+                 "http_version": "1.1"}
+        try:
+            await app(scope, receive, send)
+        except RuntimeError:
+            pass
+        return sent[0]["status"] if sent else None
+
+    async def run():
+        return [await get(p) for p in ("/items/1", "/items/2", "/nowhere", "/boom")]
+    assert asyncio.run(run()) == [201, 201, 404, 500]
+    got = _parsed(m, {})
+    assert got[("clformer_requests_total", (("endpoint", "/items/{id}"), ("status", "201")))] == 2
+    assert got[("clformer_requests_total", (("endpoint", "other"), ("status", "404")))] == 1
+    assert got[("clformer_requests_total", (("endpoint", "/boom"), ("status", "500")))] == 1

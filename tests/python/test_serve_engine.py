@@ -438,3 +438,152 @@ def test_openai_client_n_and_logprobs(server):
         for c in ch.choices:
             texts[c.index] += c.delta.content or ""
     assert texts == [c.message.content for c in r.choices]
+
+
+# ------------------------------------------------------------ operations (issue 41): /metrics, /tokenize,
+# /detokenize, max_tokens against the context, created, OpenAI's error codes
+
+def scrape(server, app):
+    """/metrics parsed (prometheus_client's own parser): {(name, labels): value}."""
+    from prometheus_client.parser import text_string_to_metric_families
+    r = requests.get(f"{server}/{app}/metrics", timeout=TIMEOUT)
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain"), r.text
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for fam in text_string_to_metric_families(r.text) for s in fam.samples}
+
+
+def requests_total(m, endpoint, status):
+    return m.get(("clformer_requests_total", (("endpoint", endpoint), ("status", str(status)))), 0)
+
+
+def test_metrics_move_by_the_requests_answered(server):
+    app = "gguf_file"
+    wait_idle(server, app)
+    before = scrape(server, app)
+    msgs = [{"role": "user", "content": "hi"}]
+    r = post(server, f"/{app}/v1/chat/completions", json={"messages": msgs, "max_tokens": 8, "temperature": 0})
+    assert r.status_code == 200, r.text
+    u1 = r.json()["usage"]
+    r = post(server, f"/{app}/v1/completions", json={"prompt": "hello", "max_tokens": 5, "temperature": 0,
+                                                     "stream": True, "stream_options": {"include_usage": True}})
+    u2 = sse_chunks(r)[-1]["usage"]
+    assert post(server, f"/{app}/v1/completions", json={"prompt": "a", "model": "nope"}).status_code == 404
+    assert post(server, f"/{app}/v1/completions", json={"prompt": "a", "max_tokens": 0}).status_code == 400
+    wait_idle(server, app)
+    after = scrape(server, app)
+
+    def moved(key):
+        return after.get(key, 0) - before.get(key, 0)
+    for endpoint, status, n in (("/v1/chat/completions", 200, 1), ("/v1/completions", 200, 1),
+                                ("/v1/completions", 404, 1), ("/v1/completions", 400, 1)):
+        assert requests_total(after, endpoint, status) - requests_total(before, endpoint, status) == n, \
+            (endpoint, status, after)
+    # the scrape in between counted itself
+    assert requests_total(after, "/metrics", 200) - requests_total(before, "/metrics", 200) == 1
+    assert moved(("clformer_prompt_tokens_total", ())) == u1["prompt_tokens"] + u2["prompt_tokens"]
+    assert moved(("clformer_generation_tokens_total", ())) == u1["completion_tokens"] + u2["completion_tokens"]
+    assert moved(("clformer_time_to_first_token_seconds_count", ())) == 2
+    assert moved(("clformer_time_to_first_token_seconds_sum", ())) > 0
+    # both ran more than one token (8 and 5, the tiny model ends no earlier): a time per output token each
+    assert u1["completion_tokens"] > 1 and u2["completion_tokens"] > 1
+    assert moved(("clformer_time_per_output_token_seconds_count", ())) == 2
+    # the engine's pool, from the replica: back to no block used, nothing running or waiting
+    tags = {dict(k[1])["replica"] for k in after if k[0] == "clformer_kv_blocks_total"}
+    assert len(tags) == 1, after
+    rep = (("replica", tags.pop()),)
+    assert after[("clformer_kv_blocks_total", rep)] > 0
+    assert after[("clformer_kv_blocks_used", rep)] == 0
+    assert after[("clformer_sequences_running", rep)] == 0 and after[("clformer_sequences_waiting", rep)] == 0
+    assert after[("clformer_engine_steps_total", rep)] > before[("clformer_engine_steps_total", rep)]
+
+
+def test_metrics_show_a_running_sequence_and_its_blocks(server):
+    """While a long completion streams, /metrics shows it running with blocks
+    held; once the client goes away, none."""
+    wait_idle(server, "slow")
+    r, _ = open_stream(server, "/slow/v1/completions", {"prompt": "a+b", "max_tokens": 1000, "temperature": 0})
+    m = scrape(server, "slow")
+    rep = next(k[1] for k in m if k[0] == "clformer_sequences_running")
+    assert m[("clformer_sequences_running", rep)] == 1 and m[("clformer_kv_blocks_used", rep)] >= 1, m
+    r.close()
+    wait_idle(server, "slow")
+    m = scrape(server, "slow")
+    assert m[("clformer_kv_blocks_used", rep)] == 0 and m[("clformer_sequences_running", rep)] == 0
+
+
+def test_tokenize_and_detokenize(server, ref):
+    m, app = ref["gguf"], "gguf_file"
+    r = post(server, f"/{app}/tokenize", json={"model": "model", "prompt": "hello world"})
+    assert r.status_code == 200, r.text
+    want = [int(i) for i in m.tokenize("hello world")]
+    assert r.json() == {"tokens": want, "count": len(want), "max_model_len": m.max_positions, "token_strs": None}
+    r = post(server, f"/{app}/tokenize", json={"prompt": "hello world", "add_special_tokens": False,
+                                                "return_token_strs": True})
+    plain = [int(i) for i in m.tokenize("hello world", add_special_tokens=False)]
+    assert r.json()["tokens"] == plain and r.json()["token_strs"] == [m.token(i) for i in plain]
+    # a conversation: the ids chat completions feed (its usage.prompt_tokens counts them)
+    msgs = [{"role": "user", "content": "hi"}]
+    r = post(server, f"/{app}/tokenize", json={"messages": msgs})
+    conv = [int(i) for i in m.tokenize(m.apply_chat_template(msgs, add_generation_prompt=True),
+                                       add_special_tokens=False)]
+    assert r.json()["tokens"] == conv
+    c = post(server, f"/{app}/v1/chat/completions", json={"messages": msgs, "max_tokens": 1})
+    assert c.json()["usage"]["prompt_tokens"] == len(conv)
+    r = post(server, f"/{app}/tokenize", json={"messages": msgs, "add_generation_prompt": False})
+    assert r.json()["tokens"] == [int(i) for i in m.tokenize(m.apply_chat_template(msgs), add_special_tokens=False)]
+    r = post(server, f"/{app}/detokenize", json={"model": "model", "tokens": conv})
+    assert r.status_code == 200 and r.json() == {"prompt": m.decode(conv, skip_special_tokens=False)}, r.text
+    # an id the vocabulary (512 ids) does not have: named, not dropped
+    r = post(server, f"/{app}/detokenize", json={"tokens": [1, 512]})
+    assert r.status_code == 400 and "tokens[1] is 512" in r.json()["error"]["message"], r.text
+    assert r.json()["error"]["code"] == "invalid_value" and r.json()["error"]["param"] == "tokens"
+    for body, words in (({"prompt": "x" * 65537}, "at most 65536"), ({"tokens": [1]}, "unknown field 'tokens'")):
+        r = post(server, f"/{app}/tokenize", json=body)
+        assert r.status_code == 400 and words in r.json()["error"]["message"], r.text
+
+
+def test_max_tokens_defaults_to_the_context(server, ref):
+    """No max_tokens: the reply runs to the end token or the model's context
+    (256 positions); more than the context leaves: 400
+    context_length_exceeded, before a stream starts."""
+    m, app = ref["gguf"], "gguf_file"
+    msgs = [{"role": "user", "content": "hi"}]
+    prompt = len(m.tokenize(m.apply_chat_template(msgs, add_generation_prompt=True), add_special_tokens=False))
+    left = m.max_positions - prompt
+    want = m.chat(msgs, max_new_tokens=left, do_sample=False)
+    r = post(server, f"/{app}/v1/chat/completions", json={"messages": msgs, "temperature": 0})
+    assert r.status_code == 200, r.text
+    assert r.json()["choices"][0]["message"]["content"] == str(want)
+    assert r.json()["usage"]["completion_tokens"] == want.completion_tokens <= left
+    r = post(server, f"/{app}/v1/chat/completions", json={"messages": msgs, "temperature": 0, "max_tokens": left})
+    assert r.status_code == 200, r.text
+    for stream in (False, True):
+        r = post(server, f"/{app}/v1/chat/completions", json={"messages": msgs, "max_tokens": left + 1,
+                                                              "stream": stream})
+        assert r.status_code == 400, r.text
+        err = r.json()["error"]
+        assert (err["code"], err["param"], err["type"]) == ("context_length_exceeded", "max_tokens",
+                                                            "invalid_request_error"), err
+        assert f"at most {left} can be generated" in err["message"], err
+    long = post(server, f"/{app}/v1/completions", json={"prompt": "hello " * 300})
+    assert long.status_code == 400 and long.json()["error"]["code"] == "context_length_exceeded", long.text
+
+
+def test_models_list_created_and_openai_error_codes(server):
+    import openai
+    t = time.time()
+    client = openai.OpenAI(base_url=server + "/gguf_file/v1", api_key="none", timeout=TIMEOUT, max_retries=0)
+    models = client.models.list().data
+    assert [x.id for x in models] == ["model"]
+    assert isinstance(models[0].created, int) and 0 < t - models[0].created < 3600, models[0]
+    one = client.models.retrieve("model")
+    assert (one.id, one.created) == ("model", models[0].created)
+    with pytest.raises(openai.NotFoundError) as e:
+        client.models.retrieve("other")
+    assert e.value.code == "model_not_found"
+    with pytest.raises(openai.NotFoundError) as e:
+        client.chat.completions.create(model="other", messages=[{"role": "user", "content": "hi"}])
+    assert e.value.code == "model_not_found" and e.value.param == "model"
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="model", messages=[{"role": "user", "content": "hi"}], max_tokens=900)
+    assert e.value.code == "context_length_exceeded" and e.value.type == "invalid_request_error"

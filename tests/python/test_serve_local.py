@@ -316,7 +316,8 @@ def test_body_budget_refuses_large_bodies_before_reading_them():
     assert start["status"] == 429
     headers = dict(start["headers"])
     assert headers[b"connection"] == b"close" and headers[b"retry-after"] == b"1"
-    assert json.loads(sent[1]["body"])["error"]["code"] == 429
+    err = json.loads(sent[1]["body"])["error"]
+    assert (err["type"], err["code"]) == ("requests", "rate_limit_exceeded"), err  # OpenAI's spelling
 
 
 

@@ -271,5 +271,5 @@ def test_failure_mid_stream_is_an_event_then_done():
     async def run():
         return [e async for e in app.Ingress._events(st, "cmpl-1", pieces(), 10)]
     events = asyncio.run(run())
-    assert events[-1] == b"data: [DONE]\n\n" and b'"code":503' in events[-2], events
+    assert events[-1] == b"data: [DONE]\n\n" and b'"type":"server_error"' in events[-2], events
     assert st.inflight == 0 and st.inflight_bytes == 0

@@ -44,7 +44,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
                         "$CLFORMER_SERVE_DEVICES, else all)")
     p.add_argument("--resource", default="opencl_device", help="the Ray custom resource of one device")
     p.add_argument("--max-body-bytes", type=int, default=8 << 20)
-    p.add_argument("--max-new-tokens", type=int, default=512)
+    p.add_argument("--max-new-tokens", type=int, default=0,
+                   help="the largest max_tokens a request may ask for, and the default of chat's (default 0: none, "
+                        "what the model's context leaves after the prompt)")
     p.add_argument("--max-batch-tokens", type=int, default=0,
                    help="embedding batch bound in padded tokens (default: from the device's memory)")
     p.add_argument("--kv-bytes", type=int, default=0,
@@ -86,6 +88,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
         p.error("--max-input-chars and --max-concurrent must be >= 1, --body-timeout > 0")
     if a.kv_bytes < 0:
         p.error("--kv-bytes must be >= 0")
+    if a.max_new_tokens < 0:
+        p.error("--max-new-tokens must be >= 0 (0: no cap but the context)")
     why = not_a_model(a.model_dir)
     if why:
         p.error(why)

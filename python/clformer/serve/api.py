@@ -22,34 +22,47 @@ import numpy as np
 
 from .. import _lib
 from .._generate import TABLE as _SETTINGS
+from . import grammar, tools
 
-# OpenAI's error "type" for each status this server answers with.
-_ERROR_TYPES = {400: "invalid_request_error", 404: "not_found_error", 405: "invalid_request_error",
-                408: "timeout", 413: "invalid_request_error", 415: "invalid_request_error",
-                429: "rate_limit_error", 500: "server_error", 503: "service_unavailable", 504: "timeout"}
+# OpenAI's error "type" and default "code" for each status this server
+# answers with, as OpenAI's API spells them (an unknown URL is
+# invalid_request_error with code null; a rate limit is type "requests", code
+# rate_limit_exceeded; a bad key invalid_api_key); a RequestError may name a
+# more precise code (model_not_found, context_length_exceeded,
+# unknown_parameter, missing_required_parameter, invalid_type,
+# integer_above_max_value, ...).  Statuses OpenAI does not answer with keep a
+# type of their own and a null code.
+_ERRORS = {400: ("invalid_request_error", None), 401: ("invalid_request_error", "invalid_api_key"),
+           404: ("invalid_request_error", None), 405: ("invalid_request_error", None),
+           408: ("timeout", None), 413: ("invalid_request_error", None), 415: ("invalid_request_error", None),
+           429: ("requests", "rate_limit_exceeded"), 500: ("server_error", None), 503: ("server_error", None),
+           504: ("timeout", None)}
 
 
 class RequestError(Exception):
     """A request the server refuses or cannot answer: the HTTP status, a
-    message for the client, and the body field it is about (or None).
+    message for the client, the body field it is about (or None) and
+    OpenAI's error code for it (None: the status's default, _ERRORS).
     Picklable, so that a model replica can raise it through Ray."""
 
-    def __init__(self, status: int, message: str, param: str | None = None):
-        super().__init__(status, message, param)
+    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None):
+        super().__init__(status, message, param, code)
         self.status = status
         self.message = message
         self.param = param
+        self.code = code
 
     def __reduce__(self):
-        return (RequestError, (self.status, self.message, self.param))
+        return (RequestError, (self.status, self.message, self.param, self.code))
 
     def __str__(self) -> str:
         return f"{self.status}: {self.message}"
 
     def body(self) -> dict:
-        """The answer's JSON body, as OpenAI's API writes errors."""
-        return {"error": {"message": self.message, "type": _ERROR_TYPES.get(self.status, "invalid_request_error"),
-                          "param": self.param, "code": self.status}}
+        """The answer's JSON body, as OpenAI's API writes errors: "type" and
+        "code" strings (code may be null), never the numeric status."""
+        kind, code = _ERRORS.get(self.status, ("invalid_request_error", None))
+        return {"error": {"message": self.message, "type": kind, "param": self.param, "code": self.code or code}}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +74,7 @@ class Limits:
     max_input_chars: int = 65536        #: characters in one text or prompt, checked before tokenizing (400)
     max_concurrent: int = 64            #: requests the ingress holds at once (429 with Retry-After past it)
     body_timeout_s: float = 30.0        #: reading one request body (408 past it: a slow client)
-    max_new_tokens: int = 512           #: max_tokens of a completion
+    max_new_tokens: int = 0             #: the largest max_tokens, and the default of chat's (0: the context)
     max_run_elements: int = 1 << 22     #: elements of all /run inputs together
     max_top_k: int = 1000               #: classify's top_k
     request_timeout_s: float = 120.0    #: one request end to end on the ingress (504 past it)
@@ -110,7 +123,7 @@ def _check_fields(body: Mapping, known: set[str], where: str) -> None:
     unknown = sorted(k for k in body if k not in known)
     if unknown:
         raise RequestError(400, f"unknown field {unknown[0]!r} in the {where} request; the fields are "
-                                f"{', '.join(sorted(known))}", unknown[0])
+                                f"{', '.join(sorted(known))}", unknown[0], "unknown_parameter")
 
 
 def _check_model(body: Mapping, served: str) -> None:
@@ -118,9 +131,10 @@ def _check_model(body: Mapping, served: str) -> None:
     if model is None:
         return
     if not isinstance(model, str):
-        raise RequestError(400, f"model must be a string, not {_json_kind(model)}", "model")
+        raise RequestError(400, f"model must be a string, not {_json_kind(model)}", "model", "invalid_type")
     if model != served:
-        raise RequestError(404, f"model {model!r} is not served here; this server serves {served!r}", "model")
+        raise RequestError(404, f"model {model!r} is not served here; this server serves {served!r}", "model",
+                           "model_not_found")
 
 
 def _int_field(body: Mapping, name: str, default: int | None, lo: int, hi: int) -> int | None:
@@ -128,9 +142,10 @@ def _int_field(body: Mapping, name: str, default: int | None, lo: int, hi: int) 
     if v is None:
         return default
     if isinstance(v, bool) or not isinstance(v, int):
-        raise RequestError(400, f"{name} must be an integer, not {_json_kind(v)}", name)
+        raise RequestError(400, f"{name} must be an integer, not {_json_kind(v)}", name, "invalid_type")
     if not lo <= v <= hi:
-        raise RequestError(400, f"{name} must be in [{lo}, {hi}], got {v}", name)
+        raise RequestError(400, f"{name} must be in [{lo}, {hi}], got {v}", name,
+                           "integer_below_min_value" if v < lo else "integer_above_max_value")
     return v
 
 
@@ -227,6 +242,7 @@ class CompletionRequest:
     n: int = 1  # choices: copies of the request sharing its prompt (engine only)
     logprobs: int | None = None  # None: none; k: each token's logprob and its k most probable alternatives
     include_usage: bool = False  # stream_options.include_usage: a last chunk with the usage
+    response_format: "ResponseFormat | None" = None  # None: text
 
     @property
     def deterministic(self) -> bool:
@@ -245,7 +261,7 @@ _SAMPLING_FIELDS = tuple(n for n in SETTING_FIELDS if n != "temperature" and (_S
 
 _COMPLETION_FIELDS = {"model", "prompt", "max_tokens", "stop", "stream", "echo", "n", "best_of", "logprobs",
                       "presence_penalty", "frequency_penalty", "user", "suffix", "stream_options",
-                      "logit_bias"} | set(SETTING_FIELDS)
+                      "logit_bias", "response_format"} | set(SETTING_FIELDS)
 
 
 def _setting_field(body: Mapping, name: str) -> Any:
@@ -256,6 +272,11 @@ def _setting_field(body: Mapping, name: str) -> Any:
         return _int_field(body, name, None, int(g.min), int(g.max))
     return _float_field(body, name, None, g.min, g.max, lo_open=bool(g.min_excluded))
 
+
+# max_tokens' ceiling where the server sets none (Limits.max_new_tokens 0):
+# past any model's positions, so that the model's context is what refuses
+# (context_length_exceeded), and an integer that every layer below takes.
+MAX_TOKENS = 1 << 24
 
 # n: a request's choices are sequences of the engine (copies sharing the
 # prompt's blocks), each holding blocks of its own once it diverges and a
@@ -278,7 +299,7 @@ class _Decoding:
     include_usage: bool
 
 
-def _decoding(body: Mapping, limits: Limits, max_tokens: int) -> _Decoding:
+def _decoding(body: Mapping, limits: Limits, max_tokens: int | None) -> _Decoding:
     """The fields completions and chat completions share: stream,
     stream_options, stop, n, the refused OpenAI settings, and the decoding
     settings as Model.generate takes them.  temperature 0 decodes greedily
@@ -319,7 +340,7 @@ def _decoding(body: Mapping, limits: Limits, max_tokens: int) -> _Decoding:
         stops = tuple(stop)
 
     temperature = _setting_field(body, "temperature")
-    settings: dict[str, Any] = {"max_new_tokens": max_tokens}
+    settings: dict[str, Any] = {"max_new_tokens": max_tokens}  # None (left out below): with_max_tokens sets it
     if temperature == 0.0:
         # greedy: the sampling settings are checked and not used, as the
         # CLI and Python take them beside temperature 0
@@ -356,7 +377,7 @@ def parse_completion(body: Mapping, served: str, limits: Limits) -> CompletionRe
         raise RequestError(400, "prompt is missing", "prompt")
     prompts = _texts(body["prompt"], "prompt", 1, limits.max_input_chars)
     prompt = prompts[0]
-    max_tokens = _int_field(body, "max_tokens", 16, 1, limits.max_new_tokens)
+    max_tokens = _int_field(body, "max_tokens", 16, 1, limits.max_new_tokens or MAX_TOKENS)
     if body.get("suffix") not in (None, ""):
         raise RequestError(400, "suffix is not supported", "suffix")
     echo = body.get("echo", False)
@@ -370,7 +391,73 @@ def parse_completion(body: Mapping, served: str, limits: Limits) -> CompletionRe
                                 "computed", "logprobs")
     d = _decoding(body, limits, max_tokens)
     return CompletionRequest(prompt, max_tokens, d.stream, d.stop, echo, d.settings, _user(body), d.n, logprobs,
-                             d.include_usage)
+                             d.include_usage, parse_response_format(body.get("response_format")))
+
+
+# ---------------------------------------------------------------- response_format
+
+@dataclasses.dataclass(frozen=True)
+class ResponseFormat:
+    """A response_format the reply is constrained to: "json_object" (any
+    JSON object) or "json_schema" (`schema`, named `name`); `grammar` is
+    llguidance's compiled form, checked when the request was parsed."""
+    kind: str
+    grammar: str
+    schema: dict | None = None
+    name: str | None = None
+
+
+_SCHEMA_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+
+
+def parse_response_format(v: Any) -> ResponseFormat | None:
+    """OpenAI's response_format: {"type": "text"} (None: no constraint),
+    {"type": "json_object"} or {"type": "json_schema", "json_schema":
+    {"name", "schema", "strict"?, "description"?}}.  The schema is compiled
+    now, so that one llguidance cannot take (an unknown type, an
+    unsupported keyword, a bad pattern) is a 400 naming why before anything
+    runs."""
+    if v is None:
+        return None
+    where = "response_format"
+    if not isinstance(v, dict):
+        raise RequestError(400, f"{where} must be an object such as {{\"type\": \"json_object\"}}, not "
+                                f"{_json_kind(v)}", where)
+    kind = v.get("type")
+    allowed = {"text": {"type"}, "json_object": {"type"}, "json_schema": {"type", "json_schema"}}
+    if kind not in allowed:
+        raise RequestError(400, f"{where}.type must be \"text\", \"json_object\" or \"json_schema\", not {kind!r}",
+                           where)
+    extra = sorted(set(v) - allowed[kind])
+    if extra:
+        raise RequestError(400, f"unknown field {extra[0]!r} in {where} of type {kind!r}", where)
+    try:
+        if kind == "text":
+            return None
+        if kind == "json_object":
+            return ResponseFormat("json_object", grammar.json_object_grammar())
+        js = v.get("json_schema")
+        if not isinstance(js, dict):
+            raise RequestError(400, f"{where}.json_schema must be an object {{\"name\", \"schema\", \"strict\"}}",
+                               where)
+        extra = sorted(set(js) - {"name", "schema", "strict", "description"})
+        if extra:
+            raise RequestError(400, f"unknown field {extra[0]!r} in {where}.json_schema", where)
+        name = js.get("name")
+        if not isinstance(name, str) or not 1 <= len(name) <= 64 or not set(name) <= _SCHEMA_NAME_CHARS:
+            raise RequestError(400, f"{where}.json_schema.name must be 1 to 64 letters, digits, _ or -", where)
+        if not isinstance(js.get("strict", False), (bool, type(None))):
+            raise RequestError(400, f"{where}.json_schema.strict must be a boolean", where)
+        if js.get("description") is not None and not isinstance(js["description"], str):
+            raise RequestError(400, f"{where}.json_schema.description must be a string", where)
+        schema = js.get("schema")
+        if not isinstance(schema, dict):
+            raise RequestError(400, f"{where}.json_schema.schema must be a JSON schema (an object), not "
+                                    f"{_json_kind(schema)}", where)
+        return ResponseFormat("json_schema", grammar.json_schema_grammar(schema), schema, name)
+    except grammar.GrammarError as e:
+        raise RequestError(400, f"{where}: the schema cannot be used for constrained decoding: {e}", where) \
+            from None
 
 
 # ---------------------------------------------------------------- chat completions
@@ -378,7 +465,7 @@ def parse_completion(body: Mapping, served: str, limits: Limits) -> CompletionRe
 @dataclasses.dataclass(frozen=True)
 class ChatRequest:
     messages: tuple  # of dicts: {"role", "content"} (content a string), as Model.chat takes them
-    max_tokens: int
+    max_tokens: int | None  # None: what the context leaves (with_max_tokens)
     stream: bool
     stop: tuple[str, ...]
     settings: dict  # Model.chat / Model.chat_stream keyword settings
@@ -386,10 +473,39 @@ class ChatRequest:
     n: int = 1  # as CompletionRequest's
     logprobs: int | None = None
     include_usage: bool = False
+    response_format: "ResponseFormat | None" = None  # None: text
+    tools: tuple = ()  # of tools.Tool, as parse_tools checked them
+    tool_choice: Any = "none"  # "none", "auto", "required" or a tool's name (str, forced)
 
     @property
     def deterministic(self) -> bool:
         return not self.settings.get("do_sample") or self.settings.get("seed") is not None
+
+
+def with_max_tokens(req: CompletionRequest | ChatRequest, prompt_tokens: int, context: int | None,
+                    cap: int) -> CompletionRequest | ChatRequest:
+    """The request with its max_tokens settled against the model's context
+    (its positions; None: unknown) once the prompt's length is known: an
+    absent max_tokens becomes what the context leaves, capped at `cap` (the
+    server's --max-new-tokens; 0: none); one past what the context leaves is
+    refused (400 context_length_exceeded), before any token is generated."""
+    left = None if context is None else context - prompt_tokens
+    what = "the conversation" if isinstance(req, ChatRequest) else "the prompt"
+    if left is not None and left < 1:
+        raise RequestError(400, f"{what} is {prompt_tokens} tokens long: it fills this model's context of {context} "
+                                "tokens and leaves none to generate", "messages" if isinstance(req, ChatRequest)
+                           else "prompt", "context_length_exceeded")
+    if req.max_tokens is None:
+        n = min(x for x in (left, cap or None, MAX_TOKENS) if x is not None)
+    else:
+        n = req.max_tokens
+        if left is not None and n > left:
+            # (prompt_tokens 0: an encoder-decoder's reply, whose positions are its own)
+            head = f"{what} is {prompt_tokens} tokens and max_tokens {n}: together" if prompt_tokens else \
+                f"max_tokens {n} is"
+            raise RequestError(400, f"{head} past this model's context of {context} tokens (at most {left} can be "
+                                    "generated)", "max_tokens", "context_length_exceeded")
+    return dataclasses.replace(req, max_tokens=n, settings=dict(req.settings, max_new_tokens=n))
 
 
 _CHAT_FIELDS = {"model", "messages", "max_tokens", "max_completion_tokens", "stop", "stream", "n", "logprobs",
@@ -436,10 +552,21 @@ def _messages(v: Any, limits: Limits) -> tuple:
         role = m.get("role")
         if role not in _ROLES:
             raise RequestError(400, f"{where}.role must be one of {', '.join(_ROLES)}, not {role!r}", "messages")
-        if m.get("tool_calls") not in (None, []) or role == "tool":
-            raise RequestError(400, f"{where}: tool calls and tool results are not supported", "messages")
         msg = {"role": "system" if role == "developer" else role,
                "content": _content(m.get("content"), f"{where}.content", limits)}
+        if m.get("tool_calls") not in (None, []):
+            if role != "assistant":
+                raise RequestError(400, f"{where}.tool_calls: only an assistant message makes tool calls", "messages")
+            msg["tool_calls"] = tools.message_calls(m["tool_calls"], where, limits.max_input_chars)
+        if role == "tool":
+            tid = m.get("tool_call_id")
+            if not isinstance(tid, str) or not tid:
+                raise RequestError(400, f"{where}.tool_call_id must be the id of the call it answers (a string)",
+                                   "messages")
+            _text_ok(tid, f"{where}.tool_call_id", "messages", 256)
+            msg["tool_call_id"] = tid
+        elif m.get("tool_call_id") is not None:
+            raise RequestError(400, f"{where}.tool_call_id belongs to a tool message only", "messages")
         if m.get("name") is not None:
             if not isinstance(m["name"], str):
                 raise RequestError(400, f"{where}.name must be a string", "messages")
@@ -451,19 +578,23 @@ def _messages(v: Any, limits: Limits) -> tuple:
 
 def parse_chat_completion(body: Mapping, served: str, limits: Limits) -> ChatRequest:
     """POST /v1/chat/completions, OpenAI's fields: messages (system,
-    developer (taken as system), user and assistant; content a string or
-    text parts), max_tokens or max_completion_tokens (default: the server's
-    max_new_tokens), the decoding fields of /v1/completions, and logprobs
-    (a boolean) with top_logprobs (0 to 20, needs logprobs).  Tools, tool
-    calls and response formats are refused."""
+    developer (taken as system), user, assistant (with tool_calls) and tool
+    (with tool_call_id); content a string or text parts), max_tokens or
+    max_completion_tokens (default None: the replica gives it what the
+    context leaves, capped at the server's max_new_tokens; replica.py,
+    with_max_tokens), the decoding fields of /v1/completions, logprobs (a
+    boolean) with top_logprobs (0 to 20, needs logprobs), response_format
+    (as parse_response_format) and tools with tool_choice (tools.parse_tools)."""
     _check_fields(body, _CHAT_FIELDS, "chat completions")
     _check_model(body, served)
     if "messages" not in body:
         raise RequestError(400, "messages is missing", "messages")
     messages = _messages(body["messages"], limits)
-    for name in ("tools", "tool_choice", "response_format", "parallel_tool_calls"):
-        if body.get(name) not in (None, [], "none"):
-            raise RequestError(400, f"{name} is not supported", name)
+    fmt = parse_response_format(body.get("response_format"))
+    tool_list, choice = tools.parse_tools(body.get("tools"), body.get("tool_choice"), body.get("parallel_tool_calls"))
+    if fmt is not None and choice != "none":
+        raise RequestError(400, "response_format and tool calls do not go together: send tool_choice \"none\" "
+                                "or no response_format", "response_format")
     want = body.get("logprobs")
     if want is not None and not isinstance(want, bool):
         raise RequestError(400, f"logprobs must be a boolean, not {_json_kind(want)}", "logprobs")
@@ -474,10 +605,10 @@ def parse_chat_completion(body: Mapping, served: str, limits: Limits) -> ChatReq
     if body.get("max_tokens") is not None and body.get("max_completion_tokens") is not None:
         raise RequestError(400, "give max_tokens or max_completion_tokens, not both", "max_completion_tokens")
     name = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
-    max_tokens = _int_field(body, name, limits.max_new_tokens, 1, limits.max_new_tokens)
+    max_tokens = _int_field(body, name, None, 1, limits.max_new_tokens or MAX_TOKENS)
     d = _decoding(body, limits, max_tokens)
     return ChatRequest(messages, max_tokens, d.stream, d.stop, d.settings, _user(body), d.n, logprobs,
-                       d.include_usage)
+                       d.include_usage, fmt, tool_list, choice)
 
 
 def chat_id() -> str:
@@ -519,10 +650,37 @@ def logprobs_of(entries: list | None, chat: bool, offset: int = 0) -> dict | Non
             "top_logprobs": [dict([*top, (t, lp)]) for t, lp, top in entries], "text_offset": offsets}
 
 
+def _message(c: Mapping) -> dict:
+    """A choice's assistant message: its text, or its tool calls (content
+    then the text before them, or null)."""
+    if c.get("tool_calls"):
+        return {"role": "assistant", "content": c.get("text"), "tool_calls": c["tool_calls"]}
+    return {"role": "assistant", "content": c["text"]}
+
+
+def tool_call_chunks(cid: str, trailer: Mapping, served: str, index: int = 0, include_usage: bool = False) -> list:
+    """A choice's tool calls (its trailer's "tool_calls"; none: []) streamed
+    as OpenAI streams them: the text before them (its "content") if any,
+    then per call a delta naming it (index, id, type, function.name, empty
+    arguments) and one carrying its arguments."""
+    calls = trailer.get("tool_calls") or []
+    out = []
+    if calls and trailer.get("content"):
+        out.append(chat_chunk(cid, {"content": trailer["content"]}, None, served, index, include_usage=include_usage))
+    for k, c in enumerate(calls):
+        fn = c["function"]
+        out.append(chat_chunk(cid, {"tool_calls": [{"index": k, "id": c["id"], "type": "function",
+                                                    "function": {"name": fn["name"], "arguments": ""}}]},
+                              None, served, index, include_usage=include_usage))
+        out.append(chat_chunk(cid, {"tool_calls": [{"index": k, "function": {"arguments": fn["arguments"]}}]},
+                              None, served, index, include_usage=include_usage))
+    return out
+
+
 def chat_answer(cid: str, choices: list, usage: dict, served: str) -> dict:
-    """choices: {"text", "finish_reason", "logprobs" (entries or None)} each, in index order."""
+    """choices: {"text", "finish_reason", "logprobs" (entries or None), "tool_calls"?} each, in index order."""
     return {"id": cid, "object": "chat.completion", "created": int(time.time()), "model": served,
-            "choices": [{"index": i, "message": {"role": "assistant", "content": c["text"]},
+            "choices": [{"index": i, "message": _message(c),
                          "logprobs": logprobs_of(c.get("logprobs"), True), "finish_reason": c["finish_reason"]}
                         for i, c in enumerate(choices)],
             "usage": usage}
@@ -584,6 +742,83 @@ def sse(obj: Any) -> bytes:
     """One server-sent event carrying `obj` as JSON (or "[DONE]")."""
     data = obj if isinstance(obj, str) else json.dumps(obj, separators=(",", ":"))
     return f"data: {data}\n\n".encode()
+
+
+# ---------------------------------------------------------------- tokenize / detokenize
+
+@dataclasses.dataclass(frozen=True)
+class TokenizeRequest:
+    prompt: str | None            # a text, or
+    messages: tuple | None        # a conversation, rendered with the chat template (as _messages checks it)
+    add_special_tokens: bool
+    add_generation_prompt: bool
+    return_token_strs: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class DetokenizeRequest:
+    tokens: tuple  # of ints in [0, 2^63); the vocabulary is checked by the replica
+
+
+def _bool_field(body: Mapping, name: str, default: bool) -> bool:
+    v = body.get(name, default)
+    if not isinstance(v, bool):
+        raise RequestError(400, f"{name} must be a boolean, not {_json_kind(v)}", name, "invalid_type")
+    return v
+
+
+def parse_tokenize(body: Mapping, served: str, limits: Limits) -> TokenizeRequest:
+    """POST /tokenize, as vLLM's server takes it: {"model"?, "prompt": str,
+    "add_special_tokens"? (default true)} or {"model"?, "messages": [...],
+    "add_generation_prompt"? (default true), "add_special_tokens"? (default
+    false: the template writes them)}; "return_token_strs"? adds each id's
+    vocabulary entry.  Bounded as completions' prompt and chat's messages."""
+    _check_fields(body, {"model", "prompt", "messages", "add_special_tokens", "add_generation_prompt",
+                         "return_token_strs"}, "tokenize")
+    _check_model(body, served)
+    if ("prompt" in body) == ("messages" in body):
+        raise RequestError(400, "give either prompt (a text) or messages (a conversation), not both or neither",
+                           "prompt", "missing_required_parameter" if "prompt" not in body else None)
+    strs = _bool_field(body, "return_token_strs", False)
+    if "prompt" in body:
+        if body.get("add_generation_prompt") is not None:
+            raise RequestError(400, "add_generation_prompt goes with messages, not prompt", "add_generation_prompt")
+        prompt = body["prompt"]
+        if not isinstance(prompt, str):
+            raise RequestError(400, f"prompt must be a string, not {_json_kind(prompt)}", "prompt", "invalid_type")
+        _text_ok(prompt, "prompt", "prompt", limits.max_input_chars)
+        return TokenizeRequest(prompt, None, _bool_field(body, "add_special_tokens", True), False, strs)
+    return TokenizeRequest(None, _messages(body["messages"], limits), _bool_field(body, "add_special_tokens", False),
+                           _bool_field(body, "add_generation_prompt", True), strs)
+
+
+def parse_detokenize(body: Mapping, served: str, limits: Limits) -> DetokenizeRequest:
+    """POST /detokenize: {"model"?, "tokens": [id, ...]}, at most
+    Limits.max_input_chars ids (the bound of a text's characters: a text
+    has no more tokens than characters, so no more are needed to write any
+    text the server takes)."""
+    _check_fields(body, {"model", "tokens"}, "detokenize")
+    _check_model(body, served)
+    if "tokens" not in body:
+        raise RequestError(400, "tokens is missing: an array of token ids", "tokens", "missing_required_parameter")
+    tokens = body["tokens"]
+    if not isinstance(tokens, list):
+        raise RequestError(400, f"tokens must be an array of token ids, not {_json_kind(tokens)}", "tokens",
+                           "invalid_type")
+    if len(tokens) > limits.max_input_chars:
+        raise RequestError(400, f"tokens holds {len(tokens)} ids; at most {limits.max_input_chars} per request",
+                           "tokens", "array_above_max_length")
+    for i, t in enumerate(tokens):
+        if isinstance(t, bool) or not isinstance(t, int):
+            raise RequestError(400, f"tokens[{i}] must be an integer token id, not {_json_kind(t)}", "tokens",
+                               "invalid_type")
+        if not 0 <= t < 1 << 63:
+            raise RequestError(400, f"tokens[{i}] is {t}: no token has that id", "tokens", "invalid_value")
+    return DetokenizeRequest(tuple(tokens))
+
+
+def tokenize_answer(ids: list, max_model_len: int | None, token_strs: list | None) -> dict:
+    return {"count": len(ids), "max_model_len": max_model_len, "tokens": ids, "token_strs": token_strs}
 
 
 # ---------------------------------------------------------------- classify

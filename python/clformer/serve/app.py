@@ -23,7 +23,7 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from . import _http_guard, api
+from . import _http_guard, api, metrics
 from .api import RequestError
 from .options import ServeOptions
 
@@ -49,7 +49,6 @@ class _Routes:
 
 
 routes = _Routes()
-fastapi_app = routes  # the decorators' name before both modes shared the routes (branches still use it)
 
 # Paths that need no API key: a load balancer's liveness check.
 _OPEN = ("/health",)
@@ -190,6 +189,8 @@ class Ingress:
         self.inflight_bytes = 0
         # What the ingress did about failures and load, for GET /stats.
         self.stats = {"retried_calls": 0, "resumed_streams": 0, "answered_503": 0, "answered_429": 0}
+        self.metrics = metrics.Metrics()  # GET /metrics (make_app puts it in the application's state)
+        self.created = int(time.time())  # /v1/models' "created": when this server started serving the model
 
     # ------------------------------------------------------------ plumbing
 
@@ -285,7 +286,7 @@ class Ingress:
         if not (scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), key.encode())):
             raise RequestError(401, "missing or wrong API key: send the header 'Authorization: Bearer KEY'"
                                if got else "this server needs an API key: send the header "
-                               "'Authorization: Bearer KEY'")
+                               "'Authorization: Bearer KEY'", None, "invalid_api_key")
 
     def _isolated(self, req: Any) -> Any:
         """The request with its `user` made the isolation key of its API key
@@ -327,9 +328,44 @@ class Ingress:
             out["replica"] = {"error": f"{type(e).__name__}"}
         return _json(out, headers={_http_guard.STATS_HEADER: "1"})
 
+    @routes.get("/metrics")
+    async def get_metrics(self) -> Response:
+        """Prometheus' text format (metrics.py), the replicas' engine figures
+        read now."""
+        figures = await metrics.replica_figures(self.backend.replica_info, self.opts.replicas)
+        return Response(self.metrics.render(figures), media_type=metrics.CONTENT_TYPE)
+
+    def _model_card(self) -> dict:
+        return {"id": self.name, "object": "model", "created": self.created, "owned_by": "clformer"}
+
     @routes.get("/v1/models")
     async def models(self) -> Response:
-        return _json({"object": "list", "data": [{"id": self.name, "object": "model", "owned_by": "clformer"}]})
+        return _json({"object": "list", "data": [self._model_card()]})
+
+    @routes.get("/v1/models/{model_id:path}")
+    async def model(self, model_id: str) -> Response:
+        if model_id != self.name:
+            raise RequestError(404, f"model {model_id!r} is not served here; this server serves {self.name!r}",
+                               "model", "model_not_found")
+        return _json(self._model_card())
+
+    @routes.post("/tokenize")
+    async def tokenize(self, request: Request) -> Response:
+        return await self._tokens(request, "tokenize", api.parse_tokenize)
+
+    @routes.post("/detokenize")
+    async def detokenize(self, request: Request) -> Response:
+        return await self._tokens(request, "detokenize", api.parse_detokenize)
+
+    async def _tokens(self, request: Request, method: str, parse: Callable) -> Response:
+        size = self._admit(request)
+        try:
+            dl = self._deadline()
+            req = parse(await self._json_body(request), self.name, self.limits)
+            answer, tag = await self._call(method, req, deadline=dl)
+            return _json(answer, replica=tag)
+        finally:
+            self._leave(size)
 
     @routes.post("/v1/embeddings")
     async def embeddings(self, request: Request) -> Response:
@@ -385,6 +421,7 @@ class Ingress:
     async def _completion(self, request: Request, chat: bool) -> Response:
         """A completion or chat completion: answered whole, or streamed as
         server-sent events."""
+        t0 = time.monotonic()
         size = self._admit(request)
         streaming = False
         try:
@@ -398,7 +435,9 @@ class Ingress:
                 cid, answer = api.completion_id(), api.completion_answer
             req = self._isolated(req)
             if not req.stream:
+                t_call = time.monotonic()
                 r = await self._call("complete", req, deadline=dl, request=request)
+                self._observe(r, t_call - t0)
                 return _json(answer(cid, r["choices"], r["usage"], self.name), replica=r["replica"])
             pieces = self.backend.pieces(self, req, dl)
             try:
@@ -408,6 +447,7 @@ class Ingress:
             except BaseException:
                 await pieces.aclose()
                 raise
+            pieces = self.metrics.follow(pieces, t0, header.get("prompt_tokens", 0))
             streaming = True
             return StreamingResponse(self._events(cid, pieces, size, chat, req, header),
                                      media_type="text/event-stream",
@@ -415,6 +455,14 @@ class Ingress:
         finally:
             if not streaming:
                 self._leave(size)
+
+    def _observe(self, r: Mapping, waited_s: float) -> None:
+        """/metrics of a whole completion: its usage and the replica's timing
+        (from its call), with waited_s, the ingress's time before the call."""
+        t, u = r.get("timing") or {}, r["usage"]
+        first = t.get("first_token_s")
+        self.metrics.observe(u["prompt_tokens"], u["completion_tokens"], None if first is None else waited_s + first,
+                             t.get("decode_s"), t.get("first_choice_tokens", 0))
 
     # ------------------------------------------------------------ streaming
 
@@ -439,6 +487,8 @@ class Ingress:
                         i = item.get("index", 0)
                         tokens += item.get("tokens", 0)
                         cached = item.get("cached", 0) if i == 0 else cached
+                        for chunk in api.tool_call_chunks(cid, item, self.name, i, usage):
+                            yield api.sse(chunk)
                         yield api.sse(api.stream_chunk(cid, "", item["finish_reason"], chat, self.name, i,
                                                        include_usage=usage))
                     else:
@@ -466,6 +516,8 @@ def make_app(ing: Ingress) -> FastAPI:
     OpenAI's shape.  No redirects at all: Starlette's trailing-slash redirect
     builds its Location from the request's Host header."""
     app = FastAPI(title="clformer", docs_url=None, redoc_url=None, openapi_url=None, redirect_slashes=False)
+    app.add_middleware(metrics.CountRequests)  # /metrics' requests by endpoint and status
+    app.state.clformer_metrics = ing.metrics
     app.add_exception_handler(RequestError, _refused)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)

@@ -9,7 +9,10 @@ requests decode together (an encoder-decoder, or a model the engine
 refuses, generates one request at a time under the model's lock, as
 before); embeddings and classification through _batch.batch (requests that
 arrive together run as one padded batch, up to a bound that fits the
-device's memory); /run as given.  While the engine is open the model runs
+device's memory); /run as given.  A reply held to a response_format or a
+forced tool call decodes under a grammar's token mask (grammar.py), and
+tool calls are rendered and parsed by the template's family (tools.py).
+While the engine is open the model runs
 nothing else, so a decoder's forward passes (/run, embeddings) go to a
 second instance of the same weights, loaded on first use.  The library's
 calls block, so they run on worker threads and the replica's event loop
@@ -26,13 +29,15 @@ import json
 import os
 import secrets
 import threading
+import time
 from typing import Any, AsyncIterator
 
 import numpy as np
 
-from . import devices
+from . import devices, grammar, tools
 from ._batch import batch
-from .api import ChatRequest, ClassifyRequest, CompletionRequest, RequestError, RunRequest, usage_of
+from .api import (ChatRequest, ClassifyRequest, CompletionRequest, DetokenizeRequest, RequestError, RunRequest,
+                  TokenizeRequest, tokenize_answer, usage_of, with_max_tokens)
 from .local import restrict_replica_grpc
 from .options import ServeOptions, gguf_file
 
@@ -375,6 +380,44 @@ class ModelReplica:
                 outs.append(_Outcome(error=e))
         return outs
 
+    # ------------------------------------------------------------ tokenize
+
+    async def tokenize(self, req: TokenizeRequest) -> tuple[dict, str]:
+        """/tokenize: a prompt's ids (add_special_tokens as asked), or a
+        conversation's as chat completions feed it (rendered with the chat
+        template, add_generation_prompt as asked)."""
+        self._need("tokenization (it has no tokenizer)", self.has_tokenizer)
+        if req.messages is not None:
+            self._need("chat templates", self.can_chat)
+
+        def ids() -> np.ndarray:
+            text = req.prompt
+            if req.messages is not None:
+                text = self.model.apply_chat_template(list(req.messages),
+                                                      add_generation_prompt=req.add_generation_prompt)
+            return self.model.tokenize(text, add_special_tokens=req.add_special_tokens)
+
+        out = [int(i) for i in await self._call(ids)]
+        strs = await self._call(lambda: [self.model.token(i) for i in out]) if req.return_token_strs else None
+        return tokenize_answer(out, self.max_input_tokens, strs), self.tag
+
+    async def detokenize(self, req: DetokenizeRequest) -> tuple[dict, str]:
+        """/detokenize: the ids' text, special tokens kept (vLLM's); an id
+        the vocabulary does not have is refused naming it (decoding would
+        drop it silently)."""
+        self._need("detokenization (it has no tokenizer)", self.has_tokenizer)
+
+        def text() -> str:
+            for i, t in enumerate(req.tokens):
+                try:
+                    self.model.token(t)
+                except self.clformer.NotFoundError:
+                    raise RequestError(400, f"tokens[{i}] is {t}: this model's vocabulary has no such id", "tokens",
+                                       "invalid_value") from None
+            return self.model.decode(list(req.tokens), skip_special_tokens=False)
+
+        return {"prompt": await self._call(text)}, self.tag
+
     # ------------------------------------------------------------ /run
 
     async def run(self, req: RunRequest) -> tuple[dict, str]:
@@ -390,13 +433,72 @@ class ModelReplica:
                    else "chat completions", self.can_chat)
 
         def ids() -> np.ndarray:
-            text = self.model.apply_chat_template(list(req.messages), add_generation_prompt=True)
+            extra: dict = {}
+            messages = list(req.messages)
+            if req.tools or any("tool_calls" in m or m["role"] == "tool" for m in messages):
+                family = self._tool_family()
+                if family is None:
+                    raise RequestError(400, "this model's chat template defines no tool-call format (tools need "
+                                            "a Hermes/Qwen, Llama 3.x or Mistral template)",
+                                       "tools" if req.tools else "messages")
+                messages = tools.template_messages(messages, family)
+                if req.tools:
+                    extra["tools"] = [t.spec() for t in req.tools]
+            text = self.model.apply_chat_template(messages, add_generation_prompt=True, **extra)
             return self.model.tokenize(text, add_special_tokens=False)
         return await self._call(ids)
 
-    async def _prompt(self, req: CompletionRequest | ChatRequest) -> np.ndarray:
+    def _tool_family(self) -> str | None:
+        """The family of the chat template's tool calls (tools.family_of), found once."""
+        if not hasattr(self, "_family"):
+            self._family = tools.family_of(self.model)
+        return self._family
+
+    def _vocabulary(self) -> grammar.Vocabulary:
+        """The vocabulary for constrained decoding, built on first use (a
+        worker thread): the tokenizer's ids as bytes, and the ids that end
+        a reply (the checkpoint's end tokens and the template's turn end)."""
+        eos = set(self.eos_ids) | set(tools.end_of_turn(self.model) if self.can_chat else [])
+        return grammar.vocabulary_of(self, self.model, self.vocab_size or 0, sorted(e for e in eos if e is not None))
+
+    def _grammar_of(self, req: CompletionRequest | ChatRequest) -> str | None:
+        """The grammar a request's reply is held to: its response_format's,
+        or with tool_choice "required" or a named tool, the family's call
+        format; None when it is free."""
+        if req.response_format is not None:
+            return req.response_format.grammar
+        if isinstance(req, ChatRequest) and req.tools and req.tool_choice not in ("none", "auto"):
+            try:
+                return tools.call_grammar(self._tool_family(), req.tools, req.tool_choice, self._vocabulary())
+            except grammar.GrammarError as e:
+                raise RequestError(400, f"the tools cannot be used for constrained decoding: {e}", "tools") \
+                    from None
+        return None
+
+    async def _matchers(self, req: CompletionRequest | ChatRequest) -> list | None:
+        """One grammar Matcher per choice (None when the reply is free), made
+        on a worker thread (the vocabulary is built on the first)."""
+        if self.engine is None and (req.response_format is not None or (isinstance(req, ChatRequest) and req.tools)):
+            raise RequestError(400, "response_format and tools need the library's engine, which this model is not "
+                                    "served on", "response_format" if req.response_format is not None else "tools")
+
+        def make() -> list | None:
+            g = self._grammar_of(req)
+            if g is None:
+                return None
+            v = self._vocabulary()
+            try:
+                return [grammar.Matcher(v, g) for _ in range(req.n)]
+            except grammar.GrammarError as e:
+                raise RequestError(400, f"the grammar cannot be used with this model's vocabulary: {e}",
+                                   "response_format") from None
+        return await self._call(make)
+
+    async def _prompt(self, req: CompletionRequest | ChatRequest) -> tuple:
         """The prompt's ids, checked for everything the request can get wrong
-        before any token is generated or any byte of a stream is sent."""
+        before any token is generated or any byte of a stream is sent, and
+        the request with its max_tokens settled against the context
+        (api.with_max_tokens: absent, what the context leaves)."""
         if isinstance(req, ChatRequest):
             ids = await self._chat_ids(req)
         else:
@@ -405,17 +507,14 @@ class ModelReplica:
         if ids.size and self.vocab_size and int(ids.max()) >= self.vocab_size:
             raise RequestError(400, f"the prompt's token id {int(ids.max())} is past this model's vocabulary of "
                                     f"{self.vocab_size} (its tokenizer does not fit its weights)", "prompt")
-        ctx = self.max_input_tokens
-        if ctx:
-            if self.model.is_encoder_decoder:
-                if len(ids) > ctx:
-                    raise RequestError(400, f"the prompt is {len(ids)} tokens long; this model takes at most {ctx}",
-                                       "prompt")
-            elif len(ids) + req.max_tokens > ctx:
-                what = "the conversation" if isinstance(req, ChatRequest) else "the prompt"
-                raise RequestError(400, f"{what} is {len(ids)} tokens and max_tokens {req.max_tokens}: "
-                                        f"together past this model's context of {ctx} tokens", "max_tokens")
-        return ids
+        ctx, cap = self.max_input_tokens, self.opts.limits.max_new_tokens
+        if self.model.is_encoder_decoder:
+            # the context bounds the encoder's input; the decoder's positions, the reply
+            if ctx and len(ids) > ctx:
+                raise RequestError(400, f"the prompt is {len(ids)} tokens long; this model takes at most {ctx}",
+                                   "prompt", "context_length_exceeded")
+            return ids, with_max_tokens(req, 0, ctx, cap)
+        return ids, with_max_tokens(req, len(ids), ctx, cap)
 
     def _pieces_of(self, req: CompletionRequest | ChatRequest):
         """Without an engine: the text stream of a request (Model.stream or
@@ -436,11 +535,13 @@ class ModelReplica:
             return {"index": 0, "finish_reason": "stop" if done else "length", "tokens": len(tokens), "cached": 0}
         return it, ended
 
-    def _submit(self, req: CompletionRequest | ChatRequest, ids: np.ndarray) -> list | None:
+    def _submit(self, req: CompletionRequest | ChatRequest, ids: np.ndarray,
+                matchers: list | None = None) -> list | None:
         """With an engine, the request as its n sequences (None without one,
         where n > 1 and logprobs are refused): its prompt's ids (as _prompt
-        made them), stop strings, settings and logprobs; the engine's
-        refusals (a prompt and max_tokens past its whole pool) are the
+        made them), stop strings, settings and logprobs, and `matchers`
+        (_matchers: one grammar per choice, or None) as the engine's token
+        mask; the engine's refusals (a prompt and max_tokens past its whole pool) are the
         client's, before a stream starts.  Prefix reuse is isolated by
         client: the request's `user` when it names one, else a key of its
         own, so that by default no request reuses (and so learns by timing)
@@ -455,9 +556,11 @@ class ModelReplica:
             return None
         key = req.user if req.user else secrets.token_bytes(16)
         try:
-            return self.engine.submit(ids, stop=list(req.stop), isolation=key, n=req.n,
+            allowed = None if matchers is None else matchers[0] if req.n == 1 else matchers
+            seqs = self.engine.submit(ids, stop=list(req.stop), isolation=key, n=req.n,
                                       logprobs=req.logprobs is not None, top_logprobs=req.logprobs or 0,
-                                      **req.settings)
+                                      allowed=allowed, **req.settings)
+            return seqs
         except Exception as e:  # noqa: BLE001 - mapped to the client's answer
             raise self._refusal(e) from None
 
@@ -500,18 +603,30 @@ class ModelReplica:
         if seqs is not None:
             holder.extend(seqs)
 
+            # With tools the reply is held until it ends: it may be a call
+            # (parsed then), or text, sent whole.
+            tooling = isinstance(req, ChatRequest) and bool(req.tools) and req.tool_choice != "none"
+
             def follow(i: int, seq: Any) -> None:
                 try:
                     for d in seq.deltas():  # a token at a time: a chunk each, as Model.stream's pieces
                         if d.logprobs is not None:
-                            put((i, d.text, self._entries(d.logprobs)))
-                        elif d.text:
+                            put((i, "" if tooling else d.text, self._entries(d.logprobs)))
+                        elif d.text and not tooling:
                             put((i, d.text, None))
                     r = seq.result()
                     if r.finish_reason not in _FINISH:  # "cancelled" by nobody here: the engine was closed
                         raise RequestError(503, "the model replica is shutting down; retry")
-                    put({"index": i, "finish_reason": _FINISH[r.finish_reason], "tokens": len(r.tokens),
-                         "cached": r.cached_tokens})
+                    end = {"index": i, "finish_reason": _FINISH[r.finish_reason], "tokens": len(r.tokens),
+                           "cached": r.cached_tokens}
+                    if tooling:
+                        raw = self.model.decode(r.tokens, skip_special_tokens=False)
+                        content, calls = tools.parse_calls(self._tool_family(), raw, req.tools)
+                        if calls:
+                            end.update(finish_reason="tool_calls", tool_calls=calls, content=content)
+                        elif r.text:
+                            put((i, r.text, None))
+                    put(end)
                     put(done)
                 except BaseException as e:  # noqa: BLE001 - handed to the event loop
                     put(e)
@@ -563,29 +678,43 @@ class ModelReplica:
     async def complete(self, req: CompletionRequest | ChatRequest) -> dict:
         """A whole completion: each choice's new tokens up to the end token
         decoded, cut before the first stop string (generation ends there
-        too), with its logprob entries when asked for."""
-        ids = await self._prompt(req)
+        too), with its logprob entries when asked for; "timing": seconds
+        from this call to the first generated token and from there to the
+        first choice's end, and that choice's tokens (the ingress's
+        /metrics)."""
+        t0 = time.monotonic()
+        first = end = None
+        first_tokens = 0
+        ids, req = await self._prompt(req)
         choices = [{"text": req.prompt if isinstance(req, CompletionRequest) and req.echo else "",
                     "finish_reason": "length", "logprobs": None if req.logprobs is None else []}
                    for _ in range(req.n)]
         tokens = cached = 0
-        gen = self._generation(req, self._submit(req, ids))
+        gen = self._generation(req, self._submit(req, ids, await self._matchers(req)))
         try:
             async for item in gen:
                 if isinstance(item, dict):
                     c = choices[item["index"]]
                     c["finish_reason"] = item["finish_reason"]
+                    if item.get("tool_calls"):
+                        c["tool_calls"], c["text"] = item["tool_calls"], item.get("content")
                     tokens += item["tokens"]
                     if item["index"] == 0:
                         cached = item["cached"]  # the prompt's, shared by the copies
+                        end, first_tokens = time.monotonic(), item["tokens"]
                 else:
+                    first = first or time.monotonic()
                     i, text, entries = item
                     choices[i]["text"] += text
                     if entries:
                         choices[i]["logprobs"].extend(entries)
         finally:
             await gen.aclose()
-        return {"choices": choices, "replica": self.tag, "usage": usage_of(len(ids), tokens, cached)}
+        timing = {"first_token_s": None if first is None else first - t0,
+                  "decode_s": None if first is None or end is None else end - first,
+                  "first_choice_tokens": first_tokens}
+        return {"choices": choices, "replica": self.tag, "usage": usage_of(len(ids), tokens, cached),
+                "timing": timing}
 
     async def stream(self, req: CompletionRequest | ChatRequest) -> AsyncIterator:
         """The request's deltas as they come (_generation's items).  The
@@ -595,8 +724,8 @@ class ModelReplica:
         and a trailer (a dict: index, finish_reason, tokens, cached) ends
         each choice that ran to its end: "stop" for an end token or a stop
         string, as complete()."""
-        ids = await self._prompt(req)
-        seqs = self._submit(req, ids)
+        ids, req = await self._prompt(req)
+        seqs = self._submit(req, ids, await self._matchers(req))
         gen = self._generation(req, seqs)
         try:
             yield {"prompt_tokens": len(ids), "replica": self.tag}
