@@ -18,12 +18,13 @@ py=/usr/bin/python3
 [ -x "$py" ] || py=python3
 t0=$(date +%s)
 [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
-# Ray 2.60.0: Python 3.9-3.13, NumPy 1.x and 2.x.  llguidance: constrained
-# decoding (response_format, forced tool calls; docs/serving.md); jsonschema:
-# the tests validate the replies with it.
+# Ray 2.60.0: Python 3.9-3.13, NumPy 1.x and 2.x.  FastAPI, uvicorn, httptools: the one-process
+# server (pyproject's serve extra), at the versions Ray Serve runs with too.  llguidance: constrained
+# decoding (response_format, forced tool calls; docs/serving.md); jsonschema: the tests validate the
+# replies with it.
 "$venv/bin/python" -m pip install -q --disable-pip-version-check numpy pytest meson-python meson ninja \
-  "ray[serve]==2.60.0" requests "openai==3.63.0" "prometheus-client==0.26.0" "llguidance==1.9.1" \
-  "jsonschema==4.26.0"
+  "ray[serve]==2.60.0" "fastapi==0.165.0" "uvicorn==0.55.0" "httptools==0.9.0" requests "openai==3.63.0" \
+  "prometheus-client==0.26.0" "llguidance==1.9.1" "jsonschema==4.26.0"
 PATH="$venv/bin:$PATH" "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation \
   --force-reinstall --no-deps --config-settings=build-dir="$venv/clformer-build" "$repo"
 t1=$(date +%s)
@@ -38,7 +39,7 @@ export CLFORMER_LOG=off CLF_REQUIRE_SERVE=1 RAY_USAGE_STATS_ENABLED=0
 "$venv/bin/python" -m pytest -q -p no:cacheprovider -W ignore::DeprecationWarning --rootdir="$repo/tests/python" \
   "$repo/tests/python/test_serve_api.py" "$repo/tests/python/test_serve_retry.py" "$repo/tests/python/test_serve_http.py" \
   "$repo/tests/python/test_serve_local.py" "$repo/tests/python/test_serve_engine.py" \
-  "$repo/tests/python/test_serve_grammar.py"
+  "$repo/tests/python/test_serve_single.py" "$repo/tests/python/test_serve_grammar.py"
 t2=$(date +%s)
 echo "serve-test: pytest $((t2 - t1))s"
 "$venv/bin/python" "$repo/tools/serve_load_test.py" "$@"

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""serve_load_test.py - load test of clformer.serve on a local Ray (127.0.0.1
-only, no dashboard): one deployment of the tiny GPT-2 fixture (with the
-sampling fixture's tokenizer) serving embeddings and streamed greedy
-completions, --replicas replicas sharing the machine's one device.
+"""serve_load_test.py - load test of clformer.serve in both of its modes: in one
+process (`python -m clformer.serve DIR`, a child of this one) and on a local
+Ray (127.0.0.1 only, no dashboard) with --replicas replicas sharing the
+machine's one device; the tiny GPT-2 fixture (with the sampling fixture's
+tokenizer) serving embeddings and streamed greedy completions.
 
 Phase "clean" sends --requests requests from --concurrency client threads,
 embeddings and streamed completions alternating; phase "kill" does the same
@@ -11,6 +12,13 @@ with --kill-with signal) when half are answered.  Phase "burst" sends 100
 concurrent 8 MB bodies that must be refused, with valid requests among them
 that must still be answered within 2 s, and checks that no replica was
 replaced and that the serving processes' memory comes back (issue 21).
+Phase "churn" (issue 41) sends --churn streamed completions from
+--concurrency clients, one in four abandoned after its first chunk and one
+in four given up by its client before any answer (a 5 ms read deadline),
+twice: every other stream must be answered whole and right, the engine must
+then run nothing and hold no KV block (/stats), and the serving processes'
+memory must not grow from the first round to the second.  Phase "kill" is
+Ray's alone.
 Every answer is checked against clformer.Model run in this process on the
 same directory (Model.embed; Model.stream's pieces joined); a client retries
 on 503, a connection error, a timeout or a stream cut without [DONE], at most
@@ -20,6 +28,7 @@ when an answer is wrong, a request failed past its retries, or Ray did not
 bring the killed replica back.
 
     tools/serve_load_test.py [--requests 200] [--concurrency 16] [--replicas 2] [--phases clean,kill]
+                             [--modes one-process,ray] [--single-phases churn,burst]
 """
 import argparse
 import json
@@ -27,6 +36,7 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -147,6 +157,9 @@ def percentile(xs, q):
 
 
 def replica_names(ray):
+    """The model replicas: Ray's actor names, or in one process the server's pid (`ray` is its Popen)."""
+    if isinstance(ray, subprocess.Popen):
+        return [f"pid {ray.pid}"] if ray.poll() is None else []
     return sorted(a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if "ModelReplica" in a["name"])
 
 
@@ -273,11 +286,100 @@ def rss_mb(pid):
     return 0.0
 
 
-def rss_by_role():
+def rss_by_role(server=None):
+    """RSS in MB of the serving processes by role (one process: "server")."""
+    if isinstance(server, subprocess.Popen):
+        return {"server": rss_mb(server.pid)}
     by = {}
     for pid, role in serve_processes().items():
         by[role] = by.get(role, 0.0) + rss_mb(pid)
     return by
+
+
+def churn_round(args, client, texts, want_text):
+    """--churn streamed completions from --concurrency clients: i % 4 == 0
+    read one chunk and hang up, i % 4 == 1 give up before any answer (a
+    5 ms read deadline), the others read to [DONE] (Client.request, with
+    its retries).  Returns (complete and right, wrong or lost, abandoned)."""
+    import requests
+    counts = {"ok": 0, "lost": 0, "abandoned": 0}
+    lock = threading.Lock()
+    problems = []
+
+    def one(i):
+        text = texts[i % len(texts)]
+        body = {"prompt": text, "max_tokens": args.max_tokens, "temperature": 0, "stream": True}
+        kind = "abandoned"
+        if i % 4 == 0:
+            try:
+                with requests.post(client.base + "/v1/completions", json=body, stream=True, timeout=(5, 30)) as r:
+                    next(r.iter_lines(), None)  # the first chunk, then the connection is closed
+            except requests.RequestException:
+                pass
+        elif i % 4 == 1:
+            try:
+                requests.post(client.base + "/v1/completions", json=body, stream=True, timeout=(5, 0.005)).close()
+            except requests.RequestException:
+                pass
+        else:
+            outcome, _, _, got = client.request("completions", text)
+            kind = "ok" if outcome == "ok" and got == want_text[text] else "lost"
+            if kind == "lost":
+                problems.append(f"{text!r}: {outcome} {str(got)[:120]}")
+        with lock:
+            counts[kind] += 1
+
+    with ThreadPoolExecutor(args.concurrency) as pool:
+        for f in [pool.submit(one, i) for i in range(args.churn)]:
+            f.result(timeout=args.phase_deadline)
+    for p in problems[:5]:
+        print("   " + p)
+    return counts
+
+
+def engine_idle(client, replicas, seconds=30.0):
+    """Whether every replica's engine runs and queues nothing and holds no
+    KV block within `seconds`: /stats answers for one replica at a time
+    (Serve picks it), so on Ray each is asked for until all have said so."""
+    t0, idle, last = time.monotonic(), set(), None
+    while time.monotonic() - t0 < seconds:
+        st = client.stats()["replica"]
+        last = st.get("engine") or {}
+        if last.get("running") == 0 and last.get("waiting") == 0 and last.get("blocks_used") == 0:
+            idle.add(st.get("replica"))
+            if len(idle) >= replicas:
+                return True, last
+        time.sleep(0.1)
+    return False, last
+
+
+def run_churn(args, client, texts, want_text, server, replicas):
+    """Phase churn (see the module's text), --churn-rounds rounds."""
+    ok = True
+    rss = [rss_by_role(server)]
+    for k in range(args.churn_rounds):
+        t0 = time.monotonic()
+        counts = churn_round(args, client, texts, want_text)
+        wall = time.monotonic() - t0
+        idle, eng = engine_idle(client, replicas)
+        time.sleep(1)
+        rss.append(rss_by_role(server))
+        print(f"== phase churn, round {k + 1}: {args.churn} streams ({args.concurrency} clients), wall {wall:.1f} s")
+        print(f"   answered whole and right {counts['ok']}, lost or wrong {counts['lost']}, abandoned "
+              f"{counts['abandoned']}; engine afterwards: running {eng.get('running')}, waiting "
+              f"{eng.get('waiting')}, KV blocks used {eng.get('blocks_used')}")
+        print("   RSS MB before -> after: " + ", ".join(f"{r} {rss[-2].get(r, 0):.0f} -> {rss[-1].get(r, 0):.0f}"
+                                                       for r in sorted(rss[-1])))
+        ok &= counts["lost"] == 0 and counts["ok"] + counts["abandoned"] == args.churn
+        if not idle:
+            print("   the engine did not come back to idle within 30 s: a sequence or its blocks leaked")
+            ok = False
+        if k >= 1:
+            grown = {r: rss[-1].get(r, 0) - rss[-2].get(r, 0) for r in rss[-1]}
+            if any(g > args.churn_rss_mb for g in grown.values()):
+                print(f"   memory grew past {args.churn_rss_mb:g} MB in this round: {grown}")
+                ok = False
+    return ok
 
 
 def burst_round(args, client, texts, want_emb, body):
@@ -330,12 +432,12 @@ def run_burst(args, client, texts, want_emb, ray):
     names0 = replica_names(ray)
     size = int(args.burst_mb * (1 << 20)) - 16
     body = b'{"input": "' + b"a" * size + b'"}'
-    rss = [rss_by_role()]
+    rss = [rss_by_role(ray)]
     ok = True
     for k in range(args.burst_rounds):
         answers, lat, wrong, wall = burst_round(args, client, texts, want_emb, body)
         time.sleep(3)  # what the burst took is given back
-        rss.append(rss_by_role())
+        rss.append(rss_by_role(ray))
         print(f"== phase burst, round {k + 1}: {args.burst} bodies of {args.burst_mb:g} MB (one text past the "
               f"character bound) and 8 valid requests, wall {wall:.1f} s")
         print("   bad bodies answered: " + ", ".join(f"{a}: {n}" for a, n in sorted(answers.items(), key=str)))
@@ -360,8 +462,8 @@ def main():
     p.add_argument("--requests", type=int, default=200, help="requests per phase (default 200)")
     p.add_argument("--concurrency", type=int, default=16, help="client threads (default 16)")
     p.add_argument("--replicas", type=int, default=2, help="model replicas, all on this machine's device")
-    p.add_argument("--phases", default="clean,kill,burst",
-                   help="comma-separated: clean, kill, burst (default all three)")
+    p.add_argument("--phases", default="clean,kill,burst,churn",
+                   help="the phases of the Ray mode, comma-separated: clean, kill, burst, churn (default all four)")
     p.add_argument("--max-tokens", type=int, default=12, help="tokens per completion (default 12)")
     p.add_argument("--prompts", type=int, default=24, help="distinct texts (default 24)")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds one attempt may take (default 30)")
@@ -379,11 +481,97 @@ def main():
     p.add_argument("--burst-rss-mb", type=float, default=300.0,
                    help="MB the proxy, ingress or replicas may hold more after the first burst (default 300)")
     p.add_argument("--burst-rounds", type=int, default=2, help="bursts in phase burst (default 2)")
+    p.add_argument("--churn", type=int, default=64, help="streams per round of phase churn (default 64)")
+    p.add_argument("--churn-rounds", type=int, default=2, help="rounds of phase churn (default 2)")
+    p.add_argument("--churn-rss-mb", type=float, default=32.0,
+                   help="MB the serving processes may grow in a churn round after the first (default 32)")
+    p.add_argument("--modes", default="one-process,ray", help="comma-separated: one-process, ray (default both)")
+    p.add_argument("--single-phases", default="churn,burst",
+                   help="the phases of the one-process mode (default churn,burst; kill is Ray's alone)")
     args = p.parse_args()
     phases = [x for x in args.phases.split(",") if x]
-    if not set(phases) <= {"clean", "kill", "burst"} or args.requests < 2 or args.concurrency < 1:
-        p.error("--phases takes clean, kill and/or burst; --requests >= 2; --concurrency >= 1")
+    single_phases = [x for x in args.single_phases.split(",") if x]
+    modes = [x for x in args.modes.split(",") if x]
+    if (not set(phases) <= {"clean", "kill", "burst", "churn"} or not set(single_phases) <= {"clean", "burst", "churn"}
+            or not set(modes) <= {"one-process", "ray"} or args.requests < 2 or args.concurrency < 1):
+        p.error("--phases takes clean, kill, burst and/or churn (--single-phases the same but kill); --modes "
+                "one-process and/or ray; --requests >= 2; --concurrency >= 1")
 
+    import clformer
+
+    t_start = time.monotonic()
+    root = tempfile.mkdtemp(prefix="clf-serve-load-")
+    all_ok = True
+    try:
+        d = model_dir(root)
+        with clformer.Model(d) as m:
+            texts = prompts(m, args.prompts)
+            want_emb = {t: m.embed([t])[0] for t in texts}
+            want_text = {t: "".join(m.stream(t, max_new_tokens=args.max_tokens, do_sample=False)) for t in texts}
+        if "one-process" in modes:
+            all_ok &= one_process(args, d, single_phases, texts, want_emb, want_text)
+        if "ray" in modes:
+            all_ok &= on_ray(args, d, phases, texts, want_emb, want_text)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"load test {'passed' if all_ok else 'FAILED'} in {time.monotonic() - t_start:.1f} s")
+    return 0 if all_ok else 1
+
+
+def _port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_phases(args, phases, client, texts, want_emb, want_text, server, replicas):
+    ok = True
+    for ph in phases:
+        if ph == "burst":
+            ok &= run_burst(args, client, texts, want_emb, server)
+        elif ph == "churn":
+            ok &= run_churn(args, client, texts, want_text, server, replicas)
+        elif ph == "clean":
+            ok &= run_phase(ph, args, client, texts, want_emb, want_text, server, False)[0]
+    return ok
+
+
+def one_process(args, d, phases, texts, want_emb, want_text):
+    """`python -m clformer.serve DIR` as a user starts it, the phases against it."""
+    import requests
+    t0 = time.monotonic()
+    port = _port()
+    log = tempfile.TemporaryFile()
+    proc = subprocess.Popen([sys.executable, "-m", "clformer.serve", d, "--name", "gpt2", "--port", str(port)],
+                            stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        while proc.poll() is None and time.monotonic() - t0 < 60:
+            try:
+                if requests.get(url + "/health", timeout=5).status_code == 200:
+                    break
+            except requests.ConnectionError:
+                time.sleep(0.05)
+        if proc.poll() is not None or time.monotonic() - t0 >= 60:
+            log.seek(0)
+            print("one process: the server did not come up:\n" + log.read().decode(errors="replace")[-2000:])
+            return False
+        print(f"== one process up in {time.monotonic() - t0:.1f} s (pid {proc.pid}), {url}", flush=True)
+        client = Client(url, args.timeout, args.retries, args.max_tokens)
+        return run_phases(args, phases, client, texts, want_emb, want_text, proc, 1)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            rc = proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            rc = proc.wait()
+        log.close()
+        if rc != 0:
+            print(f"one process: exit status {rc} after SIGINT")
+
+
+def on_ray(args, d, phases, texts, want_emb, want_text):
     import clformer
     import ray
     from ray import serve
@@ -391,53 +579,39 @@ def main():
     from clformer.serve.app import local_ray, start
 
     t_start = time.monotonic()
-    root = tempfile.mkdtemp(prefix="clf-serve-load-")
+    port = _port()
+    local_ray(num_cpus=args.num_cpus, resources={"opencl_device": 1})
+    all_ok = True
     try:
-        d = model_dir(root)
-        with clformer.Model(d) as m:
-            texts = prompts(m, args.prompts)
-            want_emb = {t: m.embed([t])[0] for t in texts}
-            want_text = {t: "".join(m.stream(t, max_new_tokens=args.max_tokens, do_sample=False)) for t in texts}
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        local_ray(num_cpus=args.num_cpus, resources={"opencl_device": 1})
-        all_ok = True
-        try:
-            opts = ServeOptions(model_dir=d, name="gpt2", replicas=args.replicas,
-                                replicas_per_device=args.replicas)
-            start(opts, port=port)
-            print(f"serve up in {time.monotonic() - t_start:.1f} s: {args.replicas} replicas on "
-                  f"{clformer.devices()[0].name}, http://127.0.0.1:{port}", flush=True)
-            client = Client(f"http://127.0.0.1:{port}", args.timeout, args.retries, args.max_tokens)
-            for ph in phases:
-                if ph == "burst":
-                    all_ok &= run_burst(args, client, texts, want_emb, ray)
-                    continue
-                ok, killed = run_phase(ph, args, client, texts, want_emb, want_text, ray, ph == "kill")
-                all_ok &= ok
-                if ph == "kill":
-                    # Ray brings the killed replica back: the deployment is whole again
-                    t0 = time.monotonic()
-                    while time.monotonic() - t0 < 60:
-                        names = replica_names(ray)
-                        st = serve.status().applications["clformer"].deployments["ModelReplica"]
-                        if (len(names) == args.replicas and killed.get("name") not in names
-                                and dict(st.replica_states) == {"RUNNING": args.replicas}):
-                            break
-                        time.sleep(0.5)
-                    else:
-                        print("   the killed replica was not replaced within 60 s")
-                        all_ok = False
-                    print(f"   replicas running again {time.monotonic() - killed.get('t', t0):.1f} s after the kill: "
-                          f"{', '.join(replica_names(ray))}")
-        finally:
-            serve.shutdown()
-            ray.shutdown()
+        opts = ServeOptions(model_dir=d, name="gpt2", replicas=args.replicas, replicas_per_device=args.replicas)
+        start(opts, port=port)
+        print(f"== Ray Serve up in {time.monotonic() - t_start:.1f} s: {args.replicas} replicas on "
+              f"{clformer.devices()[0].name}, http://127.0.0.1:{port}", flush=True)
+        client = Client(f"http://127.0.0.1:{port}", args.timeout, args.retries, args.max_tokens)
+        for ph in phases:
+            if ph != "kill":
+                all_ok &= run_phases(args, [ph], client, texts, want_emb, want_text, ray, args.replicas)
+                continue
+            ok, killed = run_phase(ph, args, client, texts, want_emb, want_text, ray, True)
+            all_ok &= ok
+            # Ray brings the killed replica back: the deployment is whole again
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 60:
+                names = replica_names(ray)
+                st = serve.status().applications["clformer"].deployments["ModelReplica"]
+                if (len(names) == args.replicas and killed.get("name") not in names
+                        and dict(st.replica_states) == {"RUNNING": args.replicas}):
+                    break
+                time.sleep(0.5)
+            else:
+                print("   the killed replica was not replaced within 60 s")
+                all_ok = False
+            print(f"   replicas running again {time.monotonic() - killed.get('t', t0):.1f} s after the kill: "
+                  f"{', '.join(replica_names(ray))}")
     finally:
-        shutil.rmtree(root, ignore_errors=True)
-    print(f"load test {'passed' if all_ok else 'FAILED'} in {time.monotonic() - t_start:.1f} s")
-    return 0 if all_ok else 1
+        serve.shutdown()
+        ray.shutdown()
+    return all_ok
 
 
 if __name__ == "__main__":

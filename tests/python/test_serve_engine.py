@@ -1,5 +1,6 @@
-"""clformer.serve's completions on the engine, and GGUF models: a local Ray
-(127.0.0.1, 2 CPUs) and Serve started once for this module, serving
+"""clformer.serve's completions on the engine, and GGUF models, in both modes
+(serve_modes.py: one process, then a local Ray on 127.0.0.1 and Serve), each
+started once for this module, serving
 
   /slow      a random 100 MB GPT-2 (test_serve_http's, 512 wide, 8 layers,
              1024 positions) with a chat template, so that a long
@@ -32,9 +33,10 @@ except ImportError:
     pytest.skip("ray[serve] is not installed (tools/serve-test.sh installs it)", allow_module_level=True)
 
 import clformer  # noqa: E402
+import serve_modes  # noqa: E402
 from clformer.serve import Limits, ServeOptions  # noqa: E402
 from conftest import FIXTURES as FX  # noqa: E402
-from test_serve_http import _free_port, _slow_gpt2_dir, chat_chunks  # noqa: E402
+from test_serve_http import _slow_gpt2_dir, chat_chunks  # noqa: E402
 
 pytestmark = pytest.mark.device
 TIMEOUT = 60
@@ -61,24 +63,16 @@ def ref(slow_dir):
         m.close()
 
 
-@pytest.fixture(scope="module")
-def server(slow_dir):
-    from ray import serve
-    from clformer.serve.app import deploy, local_ray, start_http
-    local_ray(num_cpus=2, resources={"opencl_device": 1})
-    port = _free_port()
+@pytest.fixture(scope="module", params=serve_modes.MODES)
+def server(request, slow_dir):
     limits = Limits(max_new_tokens=1000, request_timeout_s=TIMEOUT)
-    try:
-        start_http("127.0.0.1", port, TIMEOUT + 10)
-        for app, path in (("slow", slow_dir), ("gguf_file", os.path.join(GGUF_DIR, "model.gguf")),
-                          ("gguf_dir", GGUF_DIR)):
-            name = "slow" if app == "slow" else ""  # the GGUF apps: named after the file
-            deploy(ServeOptions(model_dir=path, name=name, replicas=1, replicas_per_device=3, limits=limits),
-                   app_name=app, route_prefix="/" + app)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        serve.shutdown()
-        ray.shutdown()
+    apps = {}
+    for app, path in (("slow", slow_dir), ("gguf_file", os.path.join(GGUF_DIR, "model.gguf")),
+                      ("gguf_dir", GGUF_DIR)):
+        name = "slow" if app == "slow" else ""  # the GGUF apps: named after the file
+        apps["/" + app] = ServeOptions(model_dir=path, name=name, replicas=1, replicas_per_device=3, limits=limits)
+    with serve_modes.server(request.param, apps, TIMEOUT) as url:
+        yield url
 
 
 def post(server, path, **kw):

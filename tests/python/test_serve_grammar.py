@@ -323,26 +323,19 @@ SERVED = {"qwen": "qwen2.5.jinja", "llama": "llama3.1.jinja", "mistral": "mistra
 TIMEOUT = 120
 
 
-@pytest.fixture(scope="module")
-def server(tool_models):
-    ray = pytest.importorskip("ray") if os.environ.get("CLF_REQUIRE_SERVE") != "1" else __import__("ray")
-    from ray import serve
+@pytest.fixture(scope="module", params=("one-process", "ray"))
+def server(request, tool_models):
+    """The tool models and the GGUF fixture in both modes (serve_modes.py)."""
+    if os.environ.get("CLF_REQUIRE_SERVE") != "1":
+        pytest.importorskip("ray" if request.param == "ray" else "uvicorn")
+    import serve_modes
     from clformer.serve import Limits, ServeOptions
-    from clformer.serve.app import deploy, local_ray, start_http
-    from test_serve_http import _free_port
-    local_ray(num_cpus=2, resources={"opencl_device": 1})
-    port = _free_port()
     limits = Limits(max_new_tokens=400, request_timeout_s=TIMEOUT)
-    try:
-        start_http("127.0.0.1", port, TIMEOUT + 10)
-        apps = dict({k: tool_models[t] for k, t in SERVED.items()}, gguf=GGUF)
-        for app, path in apps.items():
-            deploy(ServeOptions(model_dir=path, name=app, replicas=1, replicas_per_device=4, kv_bytes=32 << 20,
-                                limits=limits), app_name=app, route_prefix="/" + app)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        serve.shutdown()
-        ray.shutdown()
+    apps = dict({k: tool_models[t] for k, t in SERVED.items()}, gguf=GGUF)
+    opts = {"/" + app: ServeOptions(model_dir=path, name=app, replicas=1, replicas_per_device=4, kv_bytes=32 << 20,
+                                    limits=limits) for app, path in apps.items()}
+    with serve_modes.server(request.param, opts, TIMEOUT) as url:
+        yield url
 
 
 def client(server, app):

@@ -1,6 +1,8 @@
-"""clformer.serve over HTTP: a local Ray (127.0.0.1, 2 CPUs, no dashboard)
-and Serve started once for this module, serving three of the bundled tiny
-models side by side (each one replica sharing the one PoCL device):
+"""clformer.serve over HTTP, in both of its modes (serve_modes.py): one
+process (uvicorn on a thread here), then a local Ray (127.0.0.1, 2 CPUs, no
+dashboard) and Serve, each started once for this module, serving these
+bundled tiny models side by side (each one replica sharing the one PoCL
+device):
 
   /bert  tests/fixtures/bert + the first 128 entries of the BERT tokenizer
          fixture's vocabulary (as tests/test_cli.c's embed test builds it)
@@ -37,8 +39,10 @@ except ImportError:
     pytest.skip("ray[serve] is not installed (tools/serve-test.sh installs it)", allow_module_level=True)
 
 import clformer  # noqa: E402
+import serve_modes  # noqa: E402
 from clformer.serve import Limits, ServeOptions  # noqa: E402
 from conftest import FIXTURES as FX  # noqa: E402
+from serve_modes import is_ray  # noqa: E402
 
 pytestmark = pytest.mark.device
 TIMEOUT = 60
@@ -153,25 +157,17 @@ def ref(dirs):
         m.close()
 
 
-@pytest.fixture(scope="module")
-def server(dirs):
-    from ray import serve
-    from clformer.serve.app import deploy, local_ray, start_http
-    local_ray(num_cpus=2, resources={"opencl_device": 1})
-    port = _free_port()
+@pytest.fixture(scope="module", params=serve_modes.MODES)
+def server(request, dirs):
     limits = Limits(max_body_bytes=256 << 10, max_inputs=8, max_new_tokens=24, request_timeout_s=TIMEOUT,
                     body_timeout_s=BODY_TIMEOUT)
-    try:
-        start_http("127.0.0.1", port, TIMEOUT + 10)
-        for name, d in dirs.items():
-            # four models share the one device: a quarter of its resource each
-            lim = dataclasses.replace(limits, max_new_tokens=1000) if name == "slow" else limits
-            deploy(ServeOptions(model_dir=d, name=name, replicas=1, replicas_per_device=4, limits=lim),
-                   app_name=name, route_prefix="/" + name)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        serve.shutdown()
-        ray.shutdown()
+    apps = {}
+    for name, d in dirs.items():
+        # four models share the one device: a quarter of its resource each
+        lim = dataclasses.replace(limits, max_new_tokens=1000) if name == "slow" else limits
+        apps["/" + name] = ServeOptions(model_dir=d, name=name, replicas=1, replicas_per_device=4, limits=lim)
+    with serve_modes.server(request.param, apps, TIMEOUT) as url:
+        yield url
 
 
 def post(server, path, **kw):
@@ -180,6 +176,27 @@ def post(server, path, **kw):
 
 def replica_actors():
     return sorted(a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if "ModelReplica" in a["name"])
+
+
+def replicas(server):
+    """What says which replicas serve the apps: on Ray their actors' names;
+    in one process each app's replica (its process, and that it is healthy)."""
+    if is_ray():
+        return replica_actors()
+    out = []
+    for app in ("bert", "gpt2", "vit", "slow"):
+        h = requests.get(f"{server}/{app}/health", timeout=TIMEOUT)
+        pid = requests.get(f"{server}/{app}/stats", timeout=TIMEOUT).json()["replica"]["pid"]
+        out.append(f"{app}: {h.status_code} in {pid}")
+    return out
+
+
+def running(app):
+    """On Ray, the app's one replica is running (in one process /health says so: replicas())."""
+    if is_ray():
+        from ray import serve
+        st = serve.status().applications[app].deployments["ModelReplica"]
+        assert dict(st.replica_states) == {"RUNNING": 1}, (app, st)
 
 
 # ------------------------------------------------------------ embeddings
@@ -195,8 +212,11 @@ def test_embeddings_equal_model_embed(server, ref):
         got = np.array(r.json()["data"][0]["embedding"], dtype=np.float32)
         assert np.array_equal(got, m.embed([t])[0]), t
     r = post(server, "/bert/v1/embeddings", json={"input": TEXTS})
-    # the replica that answered, by Serve's id (the tail of its actor's name)
-    assert any(n.endswith("#" + r.headers["X-Clformer-Replica"]) for n in replica_actors())
+    # the replica that answered, by Serve's id (the tail of its actor's name); "local" in one process
+    if is_ray():
+        assert any(n.endswith("#" + r.headers["X-Clformer-Replica"]) for n in replica_actors())
+    else:
+        assert r.headers["X-Clformer-Replica"] == "local"
     body = r.json()
     assert [d["index"] for d in body["data"]] == [0, 1, 2, 3] and body["model"] == "bert"
     got = np.array([d["embedding"] for d in body["data"]], dtype=np.float32)
@@ -425,8 +445,8 @@ def _bad_requests(ref):
 
 
 def test_bad_requests_get_4xx_and_replicas_live_on(server, dirs, ref):
-    before = replica_actors()
-    assert len(before) == 4
+    before = replicas(server)
+    assert len(before) == 4 and (is_ray() or all(": 200 in" in x for x in before)), before
     for path, kw, status, words in _bad_requests(ref):
         r = post(server, path, **kw)
         assert r.status_code == status, (path, r.status_code, r.text)
@@ -436,11 +456,9 @@ def test_bad_requests_get_4xx_and_replicas_live_on(server, dirs, ref):
     r = requests.get(server + "/bert/v1/embeddings", timeout=TIMEOUT)
     assert r.status_code == 405 and "GET is not allowed" in r.json()["error"]["message"]
     # the refusals killed nothing: the same replicas, running, answer correctly
-    from ray import serve
-    assert replica_actors() == before
+    assert replicas(server) == before
     for app in ("bert", "gpt2", "vit", "slow"):
-        st = serve.status().applications[app].deployments["ModelReplica"]
-        assert dict(st.replica_states) == {"RUNNING": 1}, (app, st)
+        running(app)
     r = post(server, "/bert/v1/embeddings", json={"input": "hello world"})
     assert np.array_equal(np.array(r.json()["data"][0]["embedding"], dtype=np.float32),
                           ref["bert"].embed(["hello world"])[0])
@@ -462,7 +480,7 @@ def test_classify_never_opens_a_server_path(server, ref):
     answer told which files exist, a server PNG was classified, and a
     directory made a 500 that replaced the replica.  Now no string is a path:
     an image model refuses texts, and base64 must decode to a PNG/JPEG file."""
-    before = replica_actors()
+    before = replicas(server)
     png_path = os.path.join(FX, "images", "test.png")
     answers = set()
     for s in ("/etc/passwd", "/nonexistent", "/tmp", "/dev/zero", png_path):
@@ -475,7 +493,7 @@ def test_classify_never_opens_a_server_path(server, ref):
         r = post(server, "/vit/v1/classify", json={"images": [base64.b64encode(s.encode()).decode()]})
         _error(r, 400, "images[0] is not a PNG or JPEG file")
     assert len(answers) == 1  # the same words whether the file exists or not
-    assert replica_actors() == before
+    assert replicas(server) == before
 
 
 def test_huge_integer_literal_is_400_everywhere(server):
@@ -541,8 +559,7 @@ def test_hostile_template_keeps_the_replica(server, ref):
     """A template that prints a cycle or bombs the render on a client's
     text: the cycle renders (as Jinja2 does), the bomb is a 400 naming the
     budget within a second, and the replica is the same one afterwards."""
-    from ray import serve
-    before = replica_actors()
+    before = replicas(server)
     msgs = [{"role": "user", "content": "a-b"}]
     want = ref["gpt2"].chat(msgs, max_new_tokens=4, do_sample=False)
     r = post(server, "/gpt2/v1/chat/completions", json={"messages": msgs, "max_tokens": 4, "temperature": 0})
@@ -556,9 +573,8 @@ def test_hostile_template_keeps_the_replica(server, ref):
     assert "CLF_E_LIMIT" in err["message"], err
     r = post(server, "/gpt2/v1/chat/completions", json={"messages": msgs, "max_tokens": 4, "temperature": 0})
     assert r.status_code == 200, r.text
-    assert replica_actors() == before
-    st = serve.status().applications["gpt2"].deployments["ModelReplica"]
-    assert dict(st.replica_states) == {"RUNNING": 1}, st
+    assert replicas(server) == before
+    running("gpt2")
 
 
 def test_chat_completions_refusals(server):
@@ -688,7 +704,9 @@ def test_killed_replica_is_replaced(server, ref, fx):
     """ray.kill of the vit app's only replica: the request sent right after
     is answered, either by the replacement (the ingress retried) or with 503
     and Retry-After; Ray then brings a new replica up, which answers as
-    Model.classify does."""
+    Model.classify does.  (Ray's alone: one process has one replica, itself.)"""
+    if not is_ray():
+        pytest.skip("replacing replicas is Ray Serve's")
     from ray import serve
     png = open(os.path.join(fx, "images", "test.png"), "rb").read()
     want = [[(lab, p) for lab, p in ref["vit"].classify(png, top_k=5)[0]]]

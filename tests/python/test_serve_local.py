@@ -211,33 +211,42 @@ HEADER_S = 2      # CLFORMER_SERVE_HEADER_TIMEOUT_S in this module's Serve
 SLACK = 3
 
 
-@pytest.fixture(scope="module")
-def proxy():
+BODY_BUDGET = 1 << 20  # CLFORMER_SERVE_PROXY_BODY_BUDGET in this module's servers
+BODY_S = 5             # Limits.body_timeout_s (longer than HEADER_S + 1.5: see below)
+
+
+@pytest.fixture(scope="module", params=["one-process", "ray"])
+def proxy(request):
+    """The ViT fixture served at / with a 2 s header deadline and a 1 MiB
+    body budget: in one process (uvicorn here), then behind Serve's proxy
+    (the guard installed there through the environment)."""
     _ray_or_skip()
     from conftest import require_device
     require_device()
-    import ray
-    from ray import serve
+    import serve_modes
     from clformer.serve import Limits, ServeOptions
-    from clformer.serve.app import deploy, start_http
-    from clformer.serve.local import local_ray
-    saved = os.environ.get("CLFORMER_SERVE_HEADER_TIMEOUT_S")
+    saved = {k: os.environ.get(k) for k in ("CLFORMER_SERVE_HEADER_TIMEOUT_S", "CLFORMER_SERVE_PROXY_BODY_BUDGET")}
     os.environ["CLFORMER_SERVE_HEADER_TIMEOUT_S"] = str(HEADER_S)
-    local_ray(num_cpus=2, resources={"opencl_device": 1})
-    port = _free_port()
+    os.environ["CLFORMER_SERVE_PROXY_BODY_BUDGET"] = str(BODY_BUDGET)
+    opts = ServeOptions(model_dir=VIT, name="vit", replicas=1, limits=Limits(request_timeout_s=50, body_timeout_s=BODY_S))
+    node = None
     try:
-        node = ray.get_runtime_context().get_node_id()
-        start_http("127.0.0.1", port, 60)
-        deploy(ServeOptions(model_dir=VIT, name="vit", replicas=1, limits=Limits(request_timeout_s=50)))
-        yield port
-    finally:
-        serve.shutdown()
-        ray.shutdown()
-        devices.sweep(os.path.join(devices.lock_base(), node), wait_s=5.0)
-        if saved is None:
-            os.environ.pop("CLFORMER_SERVE_HEADER_TIMEOUT_S", None)
+        if request.param == "ray":
+            import ray
+            with serve_modes.ray_serve({"/": opts}, 50) as url:
+                node = ray.get_runtime_context().get_node_id()
+                yield int(url.rsplit(":", 1)[1])
         else:
-            os.environ["CLFORMER_SERVE_HEADER_TIMEOUT_S"] = saved
+            with serve_modes.one_process({"": opts}, HEADER_S) as url:
+                yield int(url.rsplit(":", 1)[1])
+    finally:
+        if node:
+            devices.sweep(os.path.join(devices.lock_base(), node), wait_s=5.0)
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _free_port():
@@ -349,6 +358,76 @@ def test_request_with_complete_headers_is_not_cut(proxy):
     assert got.startswith(b"HTTP/1.1 400 "), got[:200]  # "input is missing": the body was read
 
 
+def _stats(port):
+    import requests
+    r = requests.get(f"http://127.0.0.1:{port}/stats", timeout=30)
+    assert r.status_code == 200, r.text
+    return r.json()["refusals"]
+
+
+def test_stats_count_every_refusal(proxy):
+    """Issue 41: /stats showed answered_429: 0 after 192 of the proxy's 429s.
+    Its "refusals" count what the HTTP layer refused as well as the
+    ingress: the header deadline's cuts, uvicorn's 400 for a malformed
+    request, the body budget's 429, the ingress's 413, 404 and 408."""
+    before = _stats(proxy)
+    with socket.create_connection(("127.0.0.1", proxy)) as s:  # the header deadline
+        assert _until_closed(s, HEADER_S + SLACK)[0] is not None
+    with socket.create_connection(("127.0.0.1", proxy)) as s:  # not HTTP at all
+        s.sendall(b"\x00\x01 nonsense\r\n\r\n")
+        assert _until_closed(s, 10)[1].startswith(b"HTTP/1.1 400 ")
+    big = BODY_BUDGET * 3 // 4  # two of them are past the budget
+    head = (b"POST /v1/classify HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
+            b"Content-Length: %d\r\n\r\n" % big)
+    with socket.create_connection(("127.0.0.1", proxy)) as held, \
+            socket.create_connection(("127.0.0.1", proxy)) as refused:
+        held.sendall(head + b"x")  # its body is in progress: the budget holds it
+        time.sleep(0.5)
+        refused.sendall(head)
+        assert _until_closed(refused, 10)[1].startswith(b"HTTP/1.1 429 ")
+        held.sendall(b"x" * (big - 1))  # the whole body: not an image, 400
+        held.settimeout(30)
+        assert held.recv(65536).startswith(b"HTTP/1.1 400 ")
+    time.sleep(1)  # Serve's proxy lets the held body go once its call unwinds
+    # the ingress's 413, before the body (no large body in progress: the budget lets it through)
+    with socket.create_connection(("127.0.0.1", proxy)) as s:
+        s.sendall(b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: 999999999\r\n\r\n")
+        assert _until_closed(s, 10)[1].startswith(b"HTTP/1.1 413 ")
+    with socket.create_connection(("127.0.0.1", proxy)) as s:  # a body that stops coming: 408
+        s.sendall(b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: 100\r\n\r\n{")
+        took, got = _until_closed(s, BODY_S + 10 + SLACK)
+        assert got.startswith(b"HTTP/1.1 408 "), got[:100]
+    import requests
+    assert requests.get(f"http://127.0.0.1:{proxy}/nowhere", timeout=30).status_code == 404
+    after = _stats(proxy)
+    grew = {k: after.get(k, 0) - before.get(k, 0) for k in set(after) | set(before)}
+    print("refusals:", grew)
+    want = {"header_timeout": 1, "400": 2, "429": 1, "413": 1, "408": 1, "404": 1}
+    assert {k: grew.get(k, 0) for k in want} == want, grew
+
+
+def test_half_closed_connection_gets_its_answer(proxy):
+    """Issue 41: a client that sends its request and shuts its write side
+    (shutdown(SHUT_WR)) got no answer; it gets the whole answer now, the
+    connection closed after it."""
+    import json
+    body = json.dumps({"input": "x"}).encode()
+    with socket.create_connection(("127.0.0.1", proxy)) as s:
+        s.sendall(b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        s.shutdown(socket.SHUT_WR)
+        took, got = _until_closed(s, 30)
+    assert took is not None, "the connection stayed open"
+    if got.startswith(b"HTTP/1.1 100 "):  # the probe for a client that left altogether
+        got = got.split(b"\r\n\r\n", 1)[1]
+    # the ViT model embeds no text: its answer is the ingress's 400, whole
+    head, _, rest = got.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 "), got[:300]
+    assert "does not serve embeddings" in json.loads(rest)["error"]["message"], rest
+
+
 def test_two_requests_on_one_connection(proxy):
     """A keep-alive connection used again within the deadline serves both."""
     import requests
@@ -433,7 +512,8 @@ def _comm(pid):
 
 def test_local_mode_ignores_other_clusters_and_listens_on_loopback_only(tmp_path):
     """$RAY_ADDRESS naming a dead address and a planted ray_current_cluster
-    (what a long-stopped `ray start --head` leaves): local mode starts its own
+    (what a long-stopped `ray start --head` leaves): Ray mode (--replicas 1)
+    without --address starts its own
     Ray anyway, answers /health, every socket of it and its descendants
     listens on loopback (the HTTP proxy, GCS, raylet, agents, the replicas'
     gRPC), it stops on SIGINT with status 0, and leaves no lock directory."""
@@ -453,7 +533,8 @@ def test_local_mode_ignores_other_clusters_and_listens_on_loopback_only(tmp_path
     port = _free_port()
     env = dict(os.environ, RAY_ADDRESS="127.0.0.1:9", XDG_RUNTIME_DIR=str(run_dir), RAY_USAGE_STATS_ENABLED="0")
     log = open(tmp_path / "serve.log", "w+b")
-    p = subprocess.Popen([sys.executable, "-m", "clformer.serve", VIT, "--port", str(port), "--num-cpus", "2"],
+    p = subprocess.Popen([sys.executable, "-m", "clformer.serve", VIT, "--port", str(port), "--num-cpus", "2",
+                          "--replicas", "1"],
                          env=env, stdout=log, stderr=subprocess.STDOUT)
     tree = {}
     try:

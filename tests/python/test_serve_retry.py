@@ -1,4 +1,4 @@
-"""The ingress's answers to failing replicas (app.py), with stand-in
+"""The ingress's answers to failing replicas on Ray (ray_app.py), with stand-in
 deployment handles in place of Ray's: a replica that dies on every call
 gives 503 after the bounded retries; one that dies once is retried; a stream
 cut mid-way is resumed on another replica with only the missing text sent
@@ -21,7 +21,7 @@ except ImportError:
         raise
     pytest.skip("ray[serve] is not installed (tools/serve-test.sh installs it)", allow_module_level=True)
 
-from clformer.serve import app  # noqa: E402
+from clformer.serve import app, ray_app  # noqa: E402
 from clformer.serve.api import CompletionRequest, RequestError  # noqa: E402
 
 RETRIES = 2
@@ -54,7 +54,7 @@ class Calls:
 def call(handle):
     st = ingress(handle)
     try:
-        return st, asyncio.run(app.Ingress._call(st, "info", deadline=time.monotonic() + 10)), None
+        return st, asyncio.run(ray_app.RayBackend(handle).call(st, "info", deadline=time.monotonic() + 10)), None
     except RequestError as e:
         return st, None, e
 
@@ -128,7 +128,7 @@ def pieces(handle, req):
     async def run():
         out = []
         try:
-            async for item in app.Ingress._pieces(st, req, time.monotonic() + 10):
+            async for item in ray_app.RayBackend(handle).pieces(st, req, time.monotonic() + 10):
                 out.append(item)
         except RequestError as e:
             return out, e
@@ -198,7 +198,7 @@ def test_stream_never_started_gives_503_after_the_retries():
 
 
 def test_calls_and_streams_answer_failures_alike():
-    """One retry path (app._retried) serves both: a replica's exception is
+    """One retry path (ray_app._retried) serves both: a replica's exception is
     the same 500, a full queue the same 429, a refusal passes as it is."""
     from ray.exceptions import RayTaskError
     from ray.serve.exceptions import BackPressureError

@@ -1,17 +1,22 @@
 """python -m clformer.serve MODEL: serves a model (a Hugging Face directory, a
-GGUF file or a directory holding one: what `clformer chat` takes) over HTTP on
-Ray Serve, on a local Ray started here (this machine's OpenCL devices as the
+GGUF file or a directory holding one: what `clformer chat` takes) over HTTP.
+By default in this one process (uvicorn, the model on this machine's first
+allowed OpenCL device; Ray is not imported).  With --replicas N on Ray Serve,
+on a local Ray started here (this machine's OpenCL devices as the
 "opencl_device" resource; its own instance whatever $RAY_ADDRESS or an
-earlier `ray start` say, listening on 127.0.0.1 only) or, with --address, on
+earlier `ray start` say, listening on 127.0.0.1 only), or with --address on
 a running cluster whose nodes advertise that resource (docs/serving.md).
 Runs until interrupted."""
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import signal
 import sys
 import threading
+
+ENV_API_KEY = "CLFORMER_SERVE_API_KEY"
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -20,8 +25,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("model_dir", metavar="MODEL",
                    help="a Hugging Face model directory, a .gguf file or a directory holding one (the same path "
                         "on every node)")
-    p.add_argument("--replicas", type=int, default=0,
-                   help="model replicas (default: every device unit the cluster advertises x --replicas-per-device)")
+    p.add_argument("--replicas", type=int, default=None,
+                   help="serve on Ray Serve with this many model replicas (0: every device unit the cluster "
+                        "advertises x --replicas-per-device); default: one process, no Ray")
     p.add_argument("--replicas-per-device", type=int, default=1, help="replicas sharing one device (default 1)")
     p.add_argument("--weights", default="stored", choices=WEIGHT_TYPES,
                    help="linear weights' storage (stored: a GGUF file's blocks as they are, else f32)")
@@ -56,10 +62,24 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--header-timeout", type=float, default=None,
                    help="seconds a connection may take to send a request's headers, from its opening or the end "
                         "of the previous response (default $CLFORMER_SERVE_HEADER_TIMEOUT_S, else 10; 0: none)")
+    p.add_argument("--api-key", default=None,
+                   help=f"every endpoint but /health needs 'Authorization: Bearer KEY' (default ${ENV_API_KEY}; "
+                        "prefer the variable: a command line is visible to other users)")
+    p.add_argument("--insecure-no-key", action="store_true",
+                   help="listen on an address beyond loopback without an API key")
     p.add_argument("--template-budget", default="", type=template_budget, metavar="steps=N,bytes=N,memory=N",
                    help="what one rendering of the chat template may cost (K, M, G suffixes; default: the "
                         "library's 1000000 steps, 128M bytes, 64M memory; docs/chat.md)")
     a = p.parse_args(argv)
+    if a.api_key is None:
+        a.api_key = os.environ.get(ENV_API_KEY, "")
+    if a.api_key != a.api_key.strip() or any(ord(c) < 0x21 or ord(c) > 0x7e for c in a.api_key):
+        p.error("--api-key: printable ASCII without spaces (it travels in an HTTP header)")
+    if not a.api_key and not a.insecure_no_key and not loopback(a.host):
+        p.error(f"--host {a.host} is reachable from other machines: set an API key (--api-key or ${ENV_API_KEY}), "
+                "or say --insecure-no-key")
+    a.ray = a.replicas is not None or a.address is not None
+    a.replicas = a.replicas or 0
     if a.replicas < 0 or a.replicas_per_device < 1:
         p.error("--replicas must be >= 0 and --replicas-per-device >= 1")
     if a.header_timeout is not None and not a.header_timeout >= 0:
@@ -74,6 +94,16 @@ def parse(argv: list[str]) -> argparse.Namespace:
     if why:
         p.error(why)
     return a
+
+
+def loopback(host: str) -> bool:
+    """Whether `host` (an address or "localhost") is reachable from this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve to anything
 
 
 def not_a_model(path: str) -> str | None:
@@ -108,8 +138,40 @@ def template_budget(text: str) -> tuple:
     return (out["steps"], out["bytes"], out["memory"])
 
 
+def options(a: argparse.Namespace, replicas: int = 1) -> "ServeOptions":
+    from .api import Limits
+    from .options import ServeOptions
+    return ServeOptions(model_dir=os.path.abspath(a.model_dir), name=a.name, weights=a.weights, replicas=replicas,
+                        replicas_per_device=a.replicas_per_device, resource=a.resource, devices=a.devices,
+                        max_batch_tokens=a.max_batch_tokens, kv_bytes=a.kv_bytes,
+                        template_budget=a.template_budget or (0, 0, 0), api_key=a.api_key,
+                        limits=Limits(max_body_bytes=a.max_body_bytes, max_new_tokens=a.max_new_tokens,
+                                      request_timeout_s=a.timeout, max_input_chars=a.max_input_chars,
+                                      max_concurrent=a.max_concurrent, body_timeout_s=a.body_timeout))
+
+
+def single(a: argparse.Namespace) -> int:
+    """One process: the model here, uvicorn in front; no Ray."""
+    from . import devices, single as one
+    try:
+        if not devices.node_devices(a.devices):
+            print("clformer.serve: this machine has no OpenCL device", file=sys.stderr)
+            return 1
+    except devices.NoFreeDevice as e:
+        print(f"clformer.serve: {e}", file=sys.stderr)
+        return 1
+    opts = options(a)
+
+    def ready() -> None:
+        print(f"clformer.serve: {opts.served_name()} on http://{a.host}:{a.port} (one process"
+              f"{', API key required' if opts.api_key else ''}); Ctrl-C stops", flush=True)
+    return one.run(opts, a.host, a.port, a.header_timeout, ready)
+
+
 def main(argv: list[str] | None = None) -> int:
     a = parse(sys.argv[1:] if argv is None else argv)
+    if not a.ray:
+        return single(a)
     if a.header_timeout is not None:
         # Read by Serve's HTTP proxy (_http_guard.py), which inherits it.
         os.environ["CLFORMER_SERVE_HEADER_TIMEOUT_S"] = f"{a.header_timeout:g}"
@@ -122,10 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     from ray import serve
 
     from . import devices
-    from .api import Limits
     from .app import start
     from .local import local_ray
-    from .options import ServeOptions
 
     if a.address:
         ray.init(address=a.address, include_dashboard=False, log_to_driver=False)
@@ -147,20 +207,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"clformer.serve: the cluster advertises no {a.resource!r} resource (start its nodes with "
               f"--resources '{{\"{a.resource}\": N}}')", file=sys.stderr)
         return 1
-    opts = ServeOptions(model_dir=os.path.abspath(a.model_dir), name=a.name, weights=a.weights, replicas=replicas,
-                        replicas_per_device=a.replicas_per_device, resource=a.resource, devices=a.devices,
-                        max_batch_tokens=a.max_batch_tokens, kv_bytes=a.kv_bytes,
-                        template_budget=a.template_budget or (0, 0, 0),
-                        limits=Limits(max_body_bytes=a.max_body_bytes, max_new_tokens=a.max_new_tokens,
-                                      request_timeout_s=a.timeout, max_input_chars=a.max_input_chars,
-                                      max_concurrent=a.max_concurrent, body_timeout_s=a.body_timeout))
+    opts = options(a, replicas)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     try:
         start(opts, host=a.host, port=a.port)
         print(f"clformer.serve: {opts.served_name()} on http://{a.host}:{a.port} ({replicas} replica(s), "
-              f"{a.replicas_per_device} per device); Ctrl-C stops", flush=True)
+              f"{a.replicas_per_device} per device, Ray Serve); Ctrl-C stops", flush=True)
         # timed: the handler runs on the main thread only between bytecodes, and an untimed wait
         # is not woken by a signal that lands just before it blocks or on another (Ray's) thread
         while not stop.wait(0.5):

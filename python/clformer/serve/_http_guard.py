@@ -21,6 +21,21 @@ answered 429 (Retry-After, Connection: close) before any of it is read;
 small bodies always pass, so a burst of large ones cannot keep an ordinary
 request out.  The ingress has the same bound per application (app.py).
 
+Refusals, the outermost middleware, counts every answer of 400 or more by
+status, with the connections the guard cut ("header_timeout") and the
+malformed requests uvicorn answered 400 itself; it adds those counts to the
+ingress's GET /stats answer (marked by STATS_HEADER) as "refusals", so that
+/stats shows what the proxy refused as well as what the ingress did (one
+process: the one server's counts; Ray: those of the proxy that carried it).
+
+A client that sends its request and then shuts down its write side
+(half-close) still gets its answer: the end of its input while a request is
+in progress keeps the connection open for the response (closed after it);
+to tell a client that went away altogether from one that half-closed, the
+connection is probed (an interim "100 Continue" before a response starts,
+then TCP_INFO's state, every 0.25 s): a peer that is gone answers with a
+reset, and the connection is closed, which cancels its request.
+
 It must run in the proxy's process.  Serve calls the function named by
 $RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH there before uvicorn starts;
 proxy_env() gives the variables that make it call proxy_callback(), which
@@ -29,8 +44,11 @@ user had set there before).
 """
 from __future__ import annotations
 
+import collections
 import importlib
+import json
 import os
+import socket
 from typing import Any
 
 ENV_TIMEOUT = "CLFORMER_SERVE_HEADER_TIMEOUT_S"     # seconds; default 10; 0 turns the guard off
@@ -44,6 +62,12 @@ DEFAULT_TIMEOUT_S = 10.0
 
 _TIMER = "_clf_header_timer"
 _CYCLE = "_clf_header_cycle"
+_EOF = "_clf_eof"
+STATS_HEADER = "x-clformer-stats"  # on the ingress's /stats answer: Refusals adds its counts to it
+
+# What this process's HTTP layer refused: status (as a string) -> answers;
+# "header_timeout" -> connections cut by the header deadline.
+COUNTS: collections.Counter = collections.Counter()
 
 
 def _env_number(name: str, kind: type, default: float, unit: str, zero: str) -> Any:
@@ -111,6 +135,52 @@ class BodyBudget:
             self.held -= size
 
 
+class Refusals:
+    """ASGI middleware: counts every answer of 400 or more in COUNTS, and
+    adds COUNTS to the /stats answer of the application behind it."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope.get("type") != "http":
+            return await self.app(scope, receive, send)
+        held: dict = {}
+
+        async def counted(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                status = message.get("status", 200)
+                if status >= 400:
+                    COUNTS[str(status)] += 1
+                if any(k == STATS_HEADER.encode() for k, _ in message.get("headers") or ()):
+                    held["start"] = message  # the body is rewritten: hold the start until it is whole
+                    held["body"] = b""
+                    return
+            elif message["type"] == "http.response.body" and "start" in held:
+                held["body"] += message.get("body", b"")
+                if message.get("more_body"):
+                    return
+                body = _with_refusals(held.pop("body"))
+                start = held.pop("start")
+                start["headers"] = [(k, v) for k, v in start.get("headers") or ()
+                                    if k not in (b"content-length", STATS_HEADER.encode())] + [
+                                   (b"content-length", str(len(body)).encode())]
+                await send(start)
+                message = {"type": "http.response.body", "body": body}
+            await send(message)
+
+        await self.app(scope, receive, counted)
+
+
+def _with_refusals(body: bytes) -> bytes:
+    try:
+        out = json.loads(body)
+        out["refusals"] = dict(sorted(COUNTS.items()))
+        return json.dumps(out).encode()
+    except (ValueError, TypeError):
+        return body  # not the ingress's JSON: as it is
+
+
 def proxy_env(timeout_s: float | None = None, environ: dict | None = None) -> dict[str, str]:
     """The environment variables that install the guard in Serve's proxy:
     for os.environ before a local Ray starts, for `ray start`'s environment,
@@ -129,16 +199,55 @@ def proxy_env(timeout_s: float | None = None, environ: dict | None = None) -> di
 
 def proxy_callback() -> list:
     """For $RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH: installs the guard and
-    returns BodyBudget and the Starlette middlewares of the callback set
+    returns Refusals, BodyBudget and the Starlette middlewares of the callback set
     before it, if any."""
     from starlette.middleware import Middleware
     install()
-    ours = [Middleware(BodyBudget, budget=body_budget())]
+    # Serve wraps the proxy's application in each of these in turn: the last is the outermost, so
+    # that Refusals sees BodyBudget's answers and the proxy's own (its backpressure 429s)
+    ours = [Middleware(BodyBudget, budget=body_budget()), Middleware(Refusals)]
     nxt = os.environ.get(ENV_NEXT, "")
     if not nxt or nxt == CALLBACK:
         return ours
     module, _, name = nxt.rpartition(".")
     return ours + list(getattr(importlib.import_module(module), name)() or [])
+
+
+def _tcp_state(transport: Any) -> int | None:
+    """The connection's TCP state (Linux's TCP_INFO; None elsewhere)."""
+    sock = transport.get_extra_info("socket")
+    if sock is None or not hasattr(socket, "TCP_INFO"):
+        return None
+    try:
+        return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)[0]
+    except OSError:
+        return None
+
+
+_TCP_CLOSE_WAIT = 8  # the peer sent FIN and nothing else: it may still read
+
+
+def _probe(proto: Any, sent_continue: bool) -> None:
+    """After a client's end of input while its request runs: closes the
+    connection once the peer has reset it (it went away altogether), else
+    looks again in 0.25 s, until the response is complete."""
+    t = getattr(proto, "transport", None)
+    if t is None or t.is_closing() or getattr(proto, _EOF, None) is None:
+        return
+    cycle = proto.cycle
+    if cycle is None or cycle.response_complete:
+        return
+    if not sent_continue and not cycle.response_started:
+        # an interim answer every HTTP/1.1 client skips; a peer that closed gets a reset for it
+        if cycle.scope.get("http_version") == "1.1":
+            t.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        sent_continue = True
+    state = _tcp_state(t)
+    if state is not None and state != _TCP_CLOSE_WAIT:
+        COUNTS["client_gone"] += 1
+        t.close()  # uvicorn tells the application: http.disconnect
+        return
+    proto.loop.call_later(0.25, _probe, proto, sent_continue)
 
 
 def _expire(proto: Any) -> None:
@@ -148,6 +257,7 @@ def _expire(proto: Any) -> None:
         return
     if proto.cycle is not getattr(proto, _CYCLE) or t.get_protocol() is not proto:
         return  # headers came (or a WebSocket took over) as the timer fired
+    COUNTS["header_timeout"] += 1
     t.close()
 
 
@@ -177,7 +287,7 @@ def _wrap(cls: type, seconds: float) -> None:
     orig = getattr(cls, "_clf_original", None)
     if orig is None:
         orig = {n: getattr(cls, n) for n in ("connection_made", "connection_lost", "data_received",
-                                             "on_response_complete")}
+                                             "on_response_complete", "eof_received", "send_400_response")}
         cls._clf_original = orig
 
     def connection_made(self, transport, *a, **kw):
@@ -190,9 +300,13 @@ def _wrap(cls: type, seconds: float) -> None:
 
     def on_response_complete(self):
         orig["on_response_complete"](self)
+        if getattr(self, _EOF, None) is not None:  # the client half-closed: nothing more comes
+            setattr(self, _EOF, None)
+            self.transport.close()
+            return
         # uvicorn arms its keep-alive timer exactly when it waits for the
         # next request (none pipelined); so does the guard.
-        if self.timeout_keep_alive_task is not None and not self.transport.is_closing():
+        if seconds > 0 and self.timeout_keep_alive_task is not None and not self.transport.is_closing():
             _arm(self, seconds)
         else:
             _check(self)
@@ -201,12 +315,33 @@ def _wrap(cls: type, seconds: float) -> None:
         _disarm(self)
         orig["connection_lost"](self, exc)
 
+    def eof_received(self):
+        """The client's end of input: while a whole request of its runs,
+        the connection stays open for the answer (True), probed for a
+        client that went away altogether (_probe)."""
+        cycle = getattr(self, "cycle", None)
+        # only after a whole request (its body complete): a client that stops halfway through
+        # its body has gone, as before (uvicorn tells the application it disconnected)
+        if (cycle is not None and not cycle.response_complete and not getattr(cycle, "more_body", True)
+                and getattr(self, _EOF, None) is None):
+            setattr(self, _EOF, True)
+            _probe(self, False)
+            return True
+        return orig["eof_received"](self)
+
+    def send_400_response(self, msg):
+        COUNTS["400"] += 1
+        orig["send_400_response"](self, msg)
+
+    # the half-close answer and the counts hold whatever the deadline (0: none)
+    cls.eof_received, cls.send_400_response = eof_received, send_400_response
+    cls.on_response_complete = on_response_complete
     if seconds > 0:
         cls.connection_made, cls.data_received = connection_made, data_received
-        cls.on_response_complete, cls.connection_lost = on_response_complete, connection_lost
+        cls.connection_lost = connection_lost
     else:
-        for n, f in orig.items():
-            setattr(cls, n, f)
+        for n in ("connection_made", "data_received", "connection_lost"):
+            setattr(cls, n, orig[n])
     cls._clf_guarded = seconds
 
 

@@ -1,40 +1,57 @@
-"""app.py - the Ray Serve application: an HTTP ingress (FastAPI, no device)
-in front of the model replicas (replica.py, one OpenCL device each).
+"""app.py - the HTTP application of clformer.serve, one for both of its modes:
+an ingress (FastAPI, no device) that reads and checks each request (api.py),
+hands it to the model through a backend, and writes the answer.
 
-The ingress reads and checks each request (api.py), calls a replica through
-a deployment handle, and writes the answer.  It keeps the client out of a
-replica's failures: when a replica dies or cannot be reached (Ray restarts
-it), the call is retried on another one, a bounded number of times within
-the request's deadline, and answered 503 when none could take it.  A stream
-cut by a dying replica is resumed on another when the request decodes
-deterministically (greedy, or sampling with a seed): the new replica's text
-is checked against what was already sent and only the rest goes out.
+In one process (single.py, the default) the backend is LocalBackend: the
+model replica (replica.py) lives in the same process, its engine on its own
+threads.  On Ray Serve (ray_app.py: --replicas, --address) it is a
+deployment handle to the replicas, with retries: when a replica dies or
+cannot be reached (Ray restarts it), the call is retried on another one
+within the request's deadline, and a stream cut by a dying replica is
+resumed on another when the request decodes deterministically.  The routes,
+the API key, the admission bounds, the body deadline and the answers are the
+same code in both; Ray is imported by ray_app.py alone.
 """
 import asyncio
+import dataclasses
+import hashlib
+import hmac
 import time
 from typing import Any, AsyncIterator, Awaitable, Callable, Mapping
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
-from ray import serve
-from ray.exceptions import RayActorError, RayTaskError
-from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from . import _http_guard, api, metrics
 from .api import RequestError
-from .local import local_ray, restrict_replica_grpc
 from .options import ServeOptions
-from .replica import ModelReplica
 
-# A replica died, is restarting, or none is up: worth another try.  (A full
-# queue, BackPressureError, is not: it is answered 429 at once.)
-_RETRYABLE = (RayActorError, DeploymentUnavailableError)
 
-# No redirects at all: Starlette's trailing-slash redirect builds its Location
-# from the request's Host header.
-fastapi_app = FastAPI(title="clformer", docs_url=None, redoc_url=None, openapi_url=None, redirect_slashes=False)
-fastapi_app.add_middleware(metrics.CountRequests)  # /metrics' requests by endpoint and status
+class _Routes:
+    """The endpoints, as a table filled by decorators on Ingress's methods
+    (`@routes.post("/run")`); make_app binds them to one Ingress."""
+
+    def __init__(self) -> None:
+        self.table: list[tuple[str, str, str]] = []  # (method, path, Ingress method's name)
+
+    def _add(self, method: str, path: str) -> Callable:
+        def mark(fn: Callable) -> Callable:
+            self.table.append((method, path, fn.__name__))
+            return fn
+        return mark
+
+    def get(self, path: str) -> Callable:
+        return self._add("GET", path)
+
+    def post(self, path: str) -> Callable:
+        return self._add("POST", path)
+
+
+routes = _Routes()
+
+# Paths that need no API key: a load balancer's liveness check.
+_OPEN = ("/health",)
 
 # Bodies above this are parsed on a worker thread, off the ingress's event loop.
 _THREAD_PARSE_BYTES = 64 << 10
@@ -61,8 +78,10 @@ def _give_back_memory() -> None:
 _trim: Any = None
 
 
-def _json(obj: Any, status: int = 200, replica: str | None = None) -> Response:
-    headers = {"X-Clformer-Replica": replica} if replica else None
+def _json(obj: Any, status: int = 200, replica: str | None = None, headers: dict | None = None) -> Response:
+    headers = dict(headers or {})
+    if replica:
+        headers["X-Clformer-Replica"] = replica
     return Response(api.json_bytes(obj), status_code=status, media_type="application/json", headers=headers)
 
 
@@ -77,12 +96,10 @@ def _error(e: RequestError, headers: Mapping[str, str] | None = None) -> Respons
     return Response(api.json_bytes(e.body()), status_code=e.status, media_type="application/json", headers=h)
 
 
-@fastapi_app.exception_handler(RequestError)
 async def _refused(request: Request, exc: RequestError) -> Response:
     return _error(exc)
 
 
-@fastapi_app.exception_handler(StarletteHTTPException)
 async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
     # Unknown paths and methods in the same error shape as everything else;
     # a 405 keeps its Allow header.
@@ -91,21 +108,9 @@ async def _http_error(request: Request, exc: StarletteHTTPException) -> Response
     return _error(RequestError(exc.status_code, what), getattr(exc, "headers", None))
 
 
-@fastapi_app.exception_handler(Exception)
 async def _unexpected(request: Request, exc: Exception) -> Response:
     # Whatever was missed above is still an answer in the API's error shape.
     return _error(RequestError(500, f"internal error: {type(exc).__name__}"))
-
-
-def _replica_failure(e: RayTaskError) -> RequestError:
-    """What the client gets for an exception raised inside a replica: the
-    replica's own refusal (a RequestError) as it is, anything else 500."""
-    if isinstance(e, RequestError):
-        return e
-    cause = getattr(e, "cause", None)
-    if isinstance(cause, RequestError):
-        return cause
-    return RequestError(500, f"the model replica failed: {type(cause).__name__}: {str(cause)[:500]}")
 
 
 async def _within(aw: Awaitable, deadline: float, timeout_s: float) -> Any:
@@ -114,47 +119,6 @@ async def _within(aw: Awaitable, deadline: float, timeout_s: float) -> Any:
         return await asyncio.wait_for(aw, max(0.0, deadline - time.monotonic()))
     except asyncio.TimeoutError:
         raise RequestError(504, f"no answer within {timeout_s:g} s") from None
-
-
-async def _retried(ing: "Ingress", attempt: Callable[[], AsyncIterator], deadline: float,
-                   lost: Callable[[], str | None] | None = None) -> AsyncIterator:
-    """The one retry path of replica calls: what attempt() yields, attempt()
-    being one try on one replica.  When the replica dies or cannot be
-    reached, attempt() runs again (on whichever replica Serve picks), at
-    most opts.retries more times, backing off 0.25 s, 0.5 s, 1 s, ... within
-    the deadline; lost(), called at each such failure, may instead end the
-    request with a 503 giving its reason (a stream that cannot be resumed).
-    A full queue is 429 at once, a replica's refusal goes to the client as
-    it is, any other failure inside a replica is 500; none is retried.  503
-    when no try succeeded."""
-    last: BaseException | None = None
-    for n in range(ing.opts.retries + 1):
-        if n:
-            await asyncio.sleep(min(0.25 * 2 ** (n - 1), max(0.0, deadline - time.monotonic())))
-        if deadline - time.monotonic() <= 0:
-            break
-        items = attempt()
-        try:
-            async for item in items:
-                yield item
-            return
-        except BackPressureError:
-            ing.stats["answered_429"] += 1
-            raise _full() from None
-        except _RETRYABLE as e:
-            last = e
-            ing.stats["retried_calls"] += 1
-            why = lost() if lost else None
-            if why:
-                ing.stats["answered_503"] += 1
-                raise RequestError(503, why) from None
-        except RayTaskError as e:
-            raise _replica_failure(e) from None
-        finally:
-            await items.aclose()
-    ing.stats["answered_503"] += 1
-    raise RequestError(503, "no model replica could take the request "
-                            f"({type(last).__name__ if last else 'deadline passed'}); retry later")
 
 
 def _content_type(request: Request) -> str:
@@ -169,15 +133,52 @@ def _need_json(request: Request) -> None:
         raise RequestError(415, f"Content-Type {ctype or '(none)'!r}: this endpoint takes application/json")
 
 
-def _full() -> RequestError:
-    return RequestError(429, "the model replicas' queues are full; retry later")
+def isolation_key(api_key: str, user: str | None) -> str:
+    """The prefix-reuse isolation key of a request made with `api_key`: a
+    digest of the key and the request's `user` within it, so that clients
+    with different keys never share cached prefixes (nor learn, by timing,
+    what another key's clients sent) and the key itself goes no further."""
+    h = hashlib.sha256(b"clformer-isolation\0" + api_key.encode() + b"\0" + (user or "").encode())
+    return "key:" + h.hexdigest()
 
 
-@serve.ingress(fastapi_app)
+class LocalBackend:
+    """The model replica in this process (one-process mode): its methods
+    called directly, within the request's deadline (past it the call is
+    cancelled, which ends its generation after the current token)."""
+
+    watch_disconnect = True  # nothing else cancels what a client that left asked for
+
+    def __init__(self, replica: Any):
+        self.replica = replica
+
+    async def call(self, ing: "Ingress", method: str, *args: Any, deadline: float) -> Any:
+        return await _within(getattr(self.replica, method)(*args), deadline, ing.limits.request_timeout_s)
+
+    async def pieces(self, ing: "Ingress", req: Any, deadline: float) -> AsyncIterator:
+        gen = self.replica.stream(req)
+        try:
+            while True:
+                try:
+                    yield await _within(gen.__anext__(), deadline, ing.limits.request_timeout_s)
+                except StopAsyncIteration:
+                    return
+        finally:
+            await gen.aclose()
+
+    async def replica_info(self) -> dict:
+        return await self.replica.info()
+
+    def broken(self) -> str | None:
+        return self.replica.broken
+
+
 class Ingress:
-    def __init__(self, model: Any, opts: ServeOptions):
-        restrict_replica_grpc()
-        self.model = model
+    """The endpoints of one application over a backend (LocalBackend, or
+    ray_app.RayBackend); make_app turns one into an ASGI application."""
+
+    def __init__(self, backend: Any, opts: ServeOptions):
+        self.backend = backend
         self.opts = opts
         self.limits = opts.limits
         self.name = opts.served_name()
@@ -188,8 +189,7 @@ class Ingress:
         self.inflight_bytes = 0
         # What the ingress did about failures and load, for GET /stats.
         self.stats = {"retried_calls": 0, "resumed_streams": 0, "answered_503": 0, "answered_429": 0}
-        self.metrics = metrics.Metrics()  # GET /metrics
-        fastapi_app.state.clformer_metrics = self.metrics
+        self.metrics = metrics.Metrics()  # GET /metrics (make_app puts it in the application's state)
         self.created = int(time.time())  # /v1/models' "created": when this server started serving the model
 
     # ------------------------------------------------------------ plumbing
@@ -250,16 +250,50 @@ class Ingress:
             return await asyncio.to_thread(api.parse_json, raw)
         return api.parse_json(raw)
 
-    async def _call(self, method: str, *args: Any, deadline: float) -> Any:
-        """The answer of one replica method, through _retried."""
-        async def attempt() -> AsyncIterator:
-            yield await _within(getattr(self.model, method).remote(*args), deadline, self.limits.request_timeout_s)
+    async def _call(self, method: str, *args: Any, deadline: float, request: Request | None = None) -> Any:
+        """The answer of one replica method, through the backend.  With
+        `request` (its body read) on a backend that asks for it, the call is
+        cancelled when the client goes away, as Ray's proxy cancels what it
+        called for a client that left (in one process nothing else would)."""
+        call = self.backend.call(self, method, *args, deadline=deadline)
+        if request is None or not self.backend.watch_disconnect:
+            return await call
+        task = asyncio.ensure_future(call)
 
-        answers = _retried(self, attempt, deadline)
+        async def gone() -> None:
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+        watch = asyncio.ensure_future(gone())
         try:
-            return await answers.__anext__()
+            await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
+            if not task.done():
+                task.cancel()
+                raise RequestError(499, "the client went away")  # nobody reads it
+            return task.result()
         finally:
-            await answers.aclose()
+            watch.cancel()
+            if not task.done():
+                task.cancel()
+
+    def authorize(self, request: Request) -> None:
+        """With an API key set, every endpoint but /health needs
+        `Authorization: Bearer KEY`, compared in constant time; 401 otherwise."""
+        key = self.opts.api_key
+        if not key:
+            return
+        got = request.headers.get("authorization", "")
+        scheme, _, token = got.partition(" ")
+        if not (scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), key.encode())):
+            raise RequestError(401, "missing or wrong API key: send the header 'Authorization: Bearer KEY'"
+                               if got else "this server needs an API key: send the header "
+                               "'Authorization: Bearer KEY'", None, "invalid_api_key")
+
+    def _isolated(self, req: Any) -> Any:
+        """The request with its `user` made the isolation key of its API key
+        (unchanged without a key)."""
+        if not self.opts.api_key:
+            return req
+        return dataclasses.replace(req, user=isolation_key(self.opts.api_key, req.user))
 
     async def info(self, deadline: float) -> dict:
         if self._info is None:
@@ -271,49 +305,55 @@ class Ingress:
 
     # ------------------------------------------------------------ endpoints
 
-    @fastapi_app.get("/health")
+    @routes.get("/health")
     async def health(self) -> Response:
+        broken = self.backend.broken()
+        if broken:  # one process: nobody replaces the replica (Ray checks its own)
+            return _json({"status": "failed", "reason": broken}, 503)
         return _json({"status": "ok"})
 
-    @fastapi_app.get("/stats")
+    @routes.get("/stats")
     async def get_stats(self) -> Response:
         """Replica calls retried, streams resumed on another replica, 503s and
         429s, requests in progress; "replica": what one model replica reports
         of itself (ModelReplica.info: its device, batch bounds, generations
-        cancelled because their caller went away)."""
+        cancelled because their caller went away).  The HTTP layer in front
+        (_http_guard.Refusals: in this process, or Ray's proxy) adds
+        "refusals", every answer of 400 or more by status and the
+        connections it cut, wherever they were refused."""
         out: dict = dict(self.stats, inflight=self.inflight)
         try:
-            out["replica"] = await asyncio.wait_for(self.model.info.remote(), 10)
+            out["replica"] = await asyncio.wait_for(self.backend.replica_info(), 10)
         except Exception as e:  # noqa: BLE001 - a statistic, not an answer
             out["replica"] = {"error": f"{type(e).__name__}"}
-        return _json(out)
+        return _json(out, headers={_http_guard.STATS_HEADER: "1"})
 
-    @fastapi_app.get("/metrics")
+    @routes.get("/metrics")
     async def get_metrics(self) -> Response:
         """Prometheus' text format (metrics.py), the replicas' engine figures
         read now."""
-        figures = await metrics.replica_figures(lambda: self.model.info.remote(), self.opts.replicas)
+        figures = await metrics.replica_figures(self.backend.replica_info, self.opts.replicas)
         return Response(self.metrics.render(figures), media_type=metrics.CONTENT_TYPE)
 
     def _model_card(self) -> dict:
         return {"id": self.name, "object": "model", "created": self.created, "owned_by": "clformer"}
 
-    @fastapi_app.get("/v1/models")
+    @routes.get("/v1/models")
     async def models(self) -> Response:
         return _json({"object": "list", "data": [self._model_card()]})
 
-    @fastapi_app.get("/v1/models/{model_id:path}")
+    @routes.get("/v1/models/{model_id:path}")
     async def model(self, model_id: str) -> Response:
         if model_id != self.name:
             raise RequestError(404, f"model {model_id!r} is not served here; this server serves {self.name!r}",
                                "model", "model_not_found")
         return _json(self._model_card())
 
-    @fastapi_app.post("/tokenize")
+    @routes.post("/tokenize")
     async def tokenize(self, request: Request) -> Response:
         return await self._tokens(request, "tokenize", api.parse_tokenize)
 
-    @fastapi_app.post("/detokenize")
+    @routes.post("/detokenize")
     async def detokenize(self, request: Request) -> Response:
         return await self._tokens(request, "detokenize", api.parse_detokenize)
 
@@ -327,18 +367,18 @@ class Ingress:
         finally:
             self._leave(size)
 
-    @fastapi_app.post("/v1/embeddings")
+    @routes.post("/v1/embeddings")
     async def embeddings(self, request: Request) -> Response:
         size = self._admit(request)
         try:
             dl = self._deadline()
             req = api.parse_embeddings(await self._json_body(request), self.name, self.limits)
-            vectors, tokens, tag = await self._call("embed", req.texts, deadline=dl)
+            vectors, tokens, tag = await self._call("embed", req.texts, deadline=dl, request=request)
             return _json(api.embeddings_answer(vectors, tokens, req, self.name), replica=tag)
         finally:
             self._leave(size)
 
-    @fastapi_app.post("/v1/classify")
+    @routes.post("/v1/classify")
     async def classify(self, request: Request) -> Response:
         size = self._admit(request)
         try:
@@ -352,12 +392,12 @@ class Ingress:
             else:
                 raise RequestError(415, f"Content-Type {ctype or '(none)'!r}: send the image's bytes (image/png, "
                                         "image/jpeg, application/octet-stream) or JSON with base64 images")
-            results, tag = await self._call("classify", req, deadline=dl)
+            results, tag = await self._call("classify", req, deadline=dl, request=request)
             return _json(api.classify_answer(results, self.name), replica=tag)
         finally:
             self._leave(size)
 
-    @fastapi_app.post("/run")
+    @routes.post("/run")
     async def run(self, request: Request) -> Response:
         size = self._admit(request)
         try:
@@ -365,16 +405,16 @@ class Ingress:
             body = await self._json_body(request)
             info = await self.info(dl)
             req = api.parse_run(body, info["input_names"], info["output_names"], self.name, self.limits)
-            outputs, tag = await self._call("run", req, deadline=dl)
+            outputs, tag = await self._call("run", req, deadline=dl, request=request)
             return _json(api.run_answer(outputs, self.name), replica=tag)
         finally:
             self._leave(size)
 
-    @fastapi_app.post("/v1/completions")
+    @routes.post("/v1/completions")
     async def completions(self, request: Request) -> Response:
         return await self._completion(request, chat=False)
 
-    @fastapi_app.post("/v1/chat/completions")
+    @routes.post("/v1/chat/completions")
     async def chat_completions(self, request: Request) -> Response:
         return await self._completion(request, chat=True)
 
@@ -393,12 +433,13 @@ class Ingress:
             else:
                 req = api.parse_completion(body, self.name, self.limits)
                 cid, answer = api.completion_id(), api.completion_answer
+            req = self._isolated(req)
             if not req.stream:
                 t_call = time.monotonic()
-                r = await self._call("complete", req, deadline=dl)
+                r = await self._call("complete", req, deadline=dl, request=request)
                 self._observe(r, t_call - t0)
                 return _json(answer(cid, r["choices"], r["usage"], self.name), replica=r["replica"])
-            pieces = self._pieces(req, dl)
+            pieces = self.backend.pieces(self, req, dl)
             try:
                 # The replica's header: it has checked everything the request
                 # can get wrong, so a refusal still gets its status line.
@@ -468,114 +509,50 @@ class Ingress:
             self._leave(size)
             await pieces.aclose()
 
-    def _pieces(self, req: api.CompletionRequest | api.ChatRequest, deadline: float) -> AsyncIterator:
-        """The replica's header, then the choices' deltas and trailers,
-        through _retried: a stream cut by a dying replica is resumed on
-        another when the request is deterministic; each choice's text (and
-        logprob entries) from the new replica is checked against what the
-        client has, and only the rest goes out."""
-        sent: dict[int, str] = {}        # text the client has, per choice
-        sent_lps: dict[int, int] = {}    # logprob entries the client has, per choice
-        ended: set[int] = set()          # choices whose trailer went out
-        header_sent = False
 
-        async def attempt() -> AsyncIterator:
-            nonlocal header_sent
-            gen = self.model.options(stream=True).stream.remote(req)
-            produced: dict[int, str] = {}
-            produced_lps: dict[int, list] = {}
-            first = True
-            try:
-                while True:
-                    try:
-                        item = await _within(gen.__anext__(), deadline, self.limits.request_timeout_s)
-                    except StopAsyncIteration:
-                        return
-                    if first:  # each replica's stream starts with its header; the client gets the first only
-                        first = False
-                        if not header_sent:
-                            header_sent = True
-                            yield item
-                        continue
-                    if isinstance(item, dict):  # a choice's trailer, after its whole text
-                        i = item.get("index", 0)
-                        if i not in ended:
-                            ended.add(i)
-                            yield item
-                        continue
-                    i, text, entries = item
-                    p = produced[i] = produced.get(i, "") + text
-                    have = sent.get(i, "")
-                    if len(p) <= len(have):  # a replica that took over, still behind the client
-                        if not have.startswith(p):
-                            raise RequestError(503, "the replica that took over generated another text; retry")
-                        new = ""
-                    else:
-                        if not p.startswith(have):
-                            raise RequestError(503, "the replica that took over generated another text; retry")
-                        new, sent[i] = p[len(have):], p
-                    new_lps = None
-                    if entries is not None:
-                        lps = produced_lps.setdefault(i, [])
-                        lps.extend(entries)
-                        new_lps = lps[sent_lps.get(i, 0):]
-                        sent_lps[i] = max(sent_lps.get(i, 0), len(lps))
-                    if new or new_lps:
-                        yield (i, new, new_lps)
-            finally:
-                gen.cancel()
+def make_app(ing: Ingress) -> FastAPI:
+    """The ASGI application of one Ingress: its routes (every one but
+    /health behind the API key when one is set) and the error answers in
+    OpenAI's shape.  No redirects at all: Starlette's trailing-slash redirect
+    builds its Location from the request's Host header."""
+    app = FastAPI(title="clformer", docs_url=None, redoc_url=None, openapi_url=None, redirect_slashes=False)
+    app.add_middleware(metrics.CountRequests)  # /metrics' requests by endpoint and status
+    app.state.clformer_metrics = ing.metrics
+    app.add_exception_handler(RequestError, _refused)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected)
+    key = [Depends(ing.authorize)]
+    for method, path, name in routes.table:
+        app.add_api_route(path, getattr(ing, name), methods=[method], dependencies=None if path in _OPEN else key)
+    return app
 
-        def lost() -> str | None:
-            if not any(sent.values()) and not any(sent_lps.values()):
-                return None  # no text went out: run it again from the start
-            if not req.deterministic:
-                return ("the model replica failed mid-stream, and a sampled text without a seed cannot be "
-                        "resumed; retry")
-            self.stats["resumed_streams"] += 1
-            return None
 
-        return _retried(self, attempt, deadline, lost)
-
+# Ray Serve's side (ray_app.py), here under the names it has always had.
 
 def build_app(opts: ServeOptions) -> Any:
-    """The application: Ingress bound to opts.replicas model replicas, each
-    taking 1/replicas_per_device of the custom resource opts.resource."""
-    replica = serve.deployment(ModelReplica, name="ModelReplica").options(
-        num_replicas=opts.replicas,
-        ray_actor_options={"num_cpus": opts.replica_cpus, "resources": opts.replica_resources()},
-        max_ongoing_requests=opts.max_ongoing_requests,
-        max_queued_requests=opts.max_queued_requests,
-        health_check_period_s=5,
-        health_check_timeout_s=30,
-        graceful_shutdown_timeout_s=5,
-    )
-    ingress = serve.deployment(Ingress, name="Ingress").options(
-        num_replicas=1, ray_actor_options={"num_cpus": 0}, max_ongoing_requests=1000)
-    return ingress.bind(replica.bind(opts), opts)
+    from . import ray_app
+    return ray_app.build_app(opts)
 
 
-def start_http(host: str = "127.0.0.1", port: int = 8000, request_timeout_s: float = 130.0,
-               keep_alive_timeout_s: int = 5) -> None:
-    """Starts Serve's HTTP proxy on host:port (Ray must be initialised), with
-    idle keep-alive connections closed after keep_alive_timeout_s (Serve's
-    default is 90) and _http_guard's header deadline and body budget in the
-    proxy (local_ray's environment already carries them; on a cluster they
-    travel in the controller's runtime_env, to the proxies it starts)."""
-    serve.start(http_options={"host": host, "port": port, "request_timeout_s": request_timeout_s,
-                              "keep_alive_timeout_s": keep_alive_timeout_s},
-                controller_options={"runtime_env": {"env_vars": _http_guard.proxy_env()}})
+def start_http(*args: Any, **kwargs: Any) -> None:
+    from . import ray_app
+    return ray_app.start_http(*args, **kwargs)
 
 
 def deploy(opts: ServeOptions, app_name: str = "clformer", route_prefix: str = "/") -> None:
-    """Deploys the application under route_prefix; returns once every replica is up."""
-    serve.run(build_app(opts), name=app_name, route_prefix=route_prefix, blocking=False)
+    from . import ray_app
+    return ray_app.deploy(opts, app_name, route_prefix)
 
 
-def start(opts: ServeOptions, *, host: str = "127.0.0.1", port: int = 8000, app_name: str = "clformer",
-          route_prefix: str = "/") -> None:
-    """start_http, then deploy."""
-    start_http(host, port, opts.limits.request_timeout_s + 10)
-    deploy(opts, app_name, route_prefix)
+def start(opts: ServeOptions, **kwargs: Any) -> None:
+    from . import ray_app
+    return ray_app.start(opts, **kwargs)
 
 
-__all__ = ["build_app", "deploy", "start", "start_http", "local_ray", "Ingress", "ModelReplica"]
+def local_ray(*args: Any, **kwargs: Any) -> None:
+    from .local import local_ray as _local_ray
+    return _local_ray(*args, **kwargs)
+
+
+__all__ = ["Ingress", "LocalBackend", "make_app", "routes", "build_app", "deploy", "start", "start_http",
+           "local_ray"]

@@ -41,6 +41,8 @@ class ServeOptions:
     retries: int = 3                   #: attempts after the first when a replica dies or is unreachable
     template_budget: tuple = (0, 0, 0)  #: a chat template render's steps, bytes, memory (0: the library's default)
     limits: Limits = Limits()
+    #: the key every endpoint but /health asks for ("Authorization: Bearer KEY"; "" none); out of repr and logs
+    api_key: str = dataclasses.field(default="", repr=False)
 
     def served_name(self) -> str:
         """--name, else a GGUF file's name without .gguf, else the directory's name."""

@@ -7,7 +7,7 @@ ingress's calls: completions and chat completions of a decoder-only model
 as sequences of one clformer.Engine, opened at start, so that concurrent
 requests decode together (an encoder-decoder, or a model the engine
 refuses, generates one request at a time under the model's lock, as
-before); embeddings and classification through @serve.batch (requests that
+before); embeddings and classification through _batch.batch (requests that
 arrive together run as one padded batch, up to a bound that fits the
 device's memory); /run as given.  A reply held to a response_format or a
 forced tool call decodes under a grammar's token mask (grammar.py), and
@@ -33,9 +33,9 @@ import time
 from typing import Any, AsyncIterator
 
 import numpy as np
-from ray import serve
 
 from . import devices, grammar, tools
+from ._batch import batch
 from .api import (ChatRequest, ClassifyRequest, CompletionRequest, DetokenizeRequest, RequestError, RunRequest,
                   TokenizeRequest, tokenize_answer, usage_of, with_max_tokens)
 from .local import restrict_replica_grpc
@@ -46,7 +46,7 @@ _LM_SUFFIXES = ("LMHeadModel", "ForCausalLM", "MTModel", "ForConditionalGenerati
 
 
 def _padded_tokens(items: list) -> int:
-    """A batch's size for @serve.batch: rows x the longest row, as embed() pads it."""
+    """A batch's size for _batch.batch: rows x the longest row, as embed() pads it."""
     return len(items) * max(n for _, n in items)
 
 
@@ -84,15 +84,24 @@ class _Outcome:
 
 
 class ModelReplica:
-    def __init__(self, opts: ServeOptions):
-        restrict_replica_grpc()
-        import ray
+    def __init__(self, opts: ServeOptions, in_process: bool = False):
+        """On Ray Serve, a replica claims a device slot of its node; in one
+        process (in_process, serve/single.py: no Ray imported) it is the only
+        replica and takes the first device opts.devices allows."""
         import clformer
         self.clformer = clformer
         self.opts = opts
-        node = ray.get_runtime_context().get_node_id()
-        self.slot = devices.claim(devices.node_devices(opts.devices), opts.replicas_per_device,
-                                  devices.lock_dir(node))
+        if in_process:
+            found = devices.node_devices(opts.devices)
+            if not found:
+                raise devices.NoFreeDevice("this machine has no OpenCL device")
+            self.slot = devices.Slot(found[0], 0, "", -1)
+        else:
+            restrict_replica_grpc()
+            import ray
+            node = ray.get_runtime_context().get_node_id()
+            self.slot = devices.claim(devices.node_devices(opts.devices), opts.replicas_per_device,
+                                      devices.lock_dir(node))
         self.engine = None
         self._texts: dict = {}  # token id -> its text, for logprobs (_token_text)
         self.side = None  # the second Model of a decoder whose engine is open (_runner)
@@ -111,8 +120,12 @@ class ModelReplica:
             raise
         self.broken: str | None = None
         # Which replica answered (the X-Clformer-Replica header): Serve's id,
-        # the tail of the replica actor's name.
-        self.tag = serve.get_replica_context().replica_id.unique_id
+        # the tail of the replica actor's name; "local" in one process.
+        if in_process:
+            self.tag = "local"
+        else:
+            from ray import serve
+            self.tag = serve.get_replica_context().replica_id.unique_id
         if opts.max_batch_tokens:
             self.batch_tokens = opts.max_batch_tokens
         else:
@@ -249,7 +262,7 @@ class ModelReplica:
         if self.broken:
             raise RuntimeError(f"the replica's OpenCL context failed: {self.broken}")
 
-    def __del__(self) -> None:
+    def close(self) -> None:
         for name in ("side", "model"):  # the model closes its engine (what runs ends "cancelled")
             model = getattr(self, name, None)
             if model is not None:
@@ -257,6 +270,8 @@ class ModelReplica:
         slot = getattr(self, "slot", None)
         if slot is not None:
             slot.release()
+
+    __del__ = close
 
     # ------------------------------------------------------------ errors
 
@@ -315,7 +330,7 @@ class ModelReplica:
         rows = await asyncio.gather(*[self._embed_batch((t, n)) for t, n in zip(texts, counts)])
         return np.stack([r.get() for r in rows]), sum(counts), self.tag
 
-    @serve.batch(max_batch_size=512, batch_wait_timeout_s=0.005, batch_size_fn=_padded_tokens)
+    @batch(max_batch_size=512, batch_wait_timeout_s=0.005, batch_size_fn=_padded_tokens)
     async def _embed_batch(self, items: list) -> list:
         texts = [t for t, _ in items]
         try:
@@ -348,7 +363,7 @@ class ModelReplica:
         rows = await asyncio.gather(*[self._classify_batch((im, req.top_k)) for im in req.items])
         return [r.get() for r in rows], self.tag
 
-    @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.005, batch_size_fn=_image_units)
+    @batch(max_batch_size=8, batch_wait_timeout_s=0.005, batch_size_fn=_image_units)
     async def _classify_batch(self, items: list) -> list:
         k = max(k for _, k in items)
         try:
