@@ -586,7 +586,7 @@ def test_chat_completions_refusals(server):
             ({"messages": [{"role": "tool", "content": "x", "tool_call_id": "1"}]}, 400, "tool"),
             ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]}, 400,
              "only text parts"),
-            ({"messages": msgs, "tools": [{"type": "function"}]}, 400, "tools is not supported"),
+            ({"messages": msgs, "tools": [{"type": "function"}]}, 400, 'tools[0] must be {"type": "function"'),
             ({"messages": msgs, "n": 9}, 400, "n must be in [1, 8]"),
             ({"messages": msgs, "max_tokens": 25}, 400, "max_tokens must be in [1, 24]"),
             ({"messages": [{"role": "user", "content": "hello"}]}, 400, "past this model's vocabulary"),
