@@ -83,6 +83,32 @@ static clf_status attn_paged(clf_context *ctx, const clf__attn *a, const clf_ten
   return attn_out(ctx, a, ctxm, y, out_bias);
 }
 
+/* The per-head norm `n` of the `heads` heads at column col of the
+ * projection proj [B, L, C], in place: taken out, normed as rows of dh,
+ * put back. */
+static clf_status head_norm(clf_context *ctx, const clf__ln *n, clf_tensor *proj, size_t col, size_t heads,
+                            size_t dh, clf__ws *ws) {
+  const size_t rows = proj->shape[0] * proj->shape[1];
+  clf_tensor *t, *view = NULL;
+  clf_status st;
+  if ((st = clf__ws_get(ctx, ws, CLF__WS_HEADNORM, CLF_F32, 2, (size_t[]){rows, heads * dh}, &t)) != CLF_OK ||
+      (st = clf__take_cols(ctx, "attention head norm", proj, col, t)) != CLF_OK ||
+      (st = clf_tensor_view(t, 0, 2, (size_t[]){rows * heads, dh}, &view)) != CLF_OK ||
+      (st = clf__ln_apply(ctx, n, view, NULL, NULL, NULL, view)) == CLF_OK)
+    st = clf__copy_cols(ctx, "attention head norm", t, proj, col);
+  clf_tensor_destroy(view);
+  return st;
+}
+
+/* The q and k heads of the projection proj normed where a has the norms. */
+static clf_status head_norms(clf_context *ctx, const clf__attn *a, clf_tensor *proj, clf__ws *ws) {
+  const size_t H = a->heads, Hkv = a->kv_heads ? a->kv_heads : H;
+  clf_status st = CLF_OK;
+  if (a->q_norm.g) st = head_norm(ctx, &a->q_norm, proj, 0, H, a->dh, ws);
+  if (st == CLF_OK && a->k_norm.g) st = head_norm(ctx, &a->k_norm, proj, H * a->dh, Hkv, a->dh, ws);
+  return st;
+}
+
 clf_status clf__linear_run(clf_context *ctx, const clf_tensor *x, const clf__linear *l, clf_activation act,
                            clf__ws *ws, clf_tensor *y) {
   if (!l->nparts) return clf_linear(ctx, x, l->w, l->layout, l->b, act, y, NULL);
@@ -122,7 +148,8 @@ clf_status clf__attn_forward(clf_context *ctx, const clf__attn *a, const clf_ten
   if (self) {
     /* One projection [Q + 2 KV, D]. */
     if ((st = clf__ws_get(ctx, ws, CLF__WS_PROJ, CLF_F32, 3, (size_t[]){B, Lq, Q + 2 * KV}, &proj)) != CLF_OK ||
-        (st = clf__linear_run(ctx, x, &a->qkv, CLF_ACT_NONE, ws, proj)) != CLF_OK)
+        (st = clf__linear_run(ctx, x, &a->qkv, CLF_ACT_NONE, ws, proj)) != CLF_OK ||
+        (st = head_norms(ctx, a, proj, ws)) != CLF_OK)
       return st;
     /* Nothing to cache or rotate: where the device's attention reads the
      * heads in place (attn_fused_cpu), they are not split. */

@@ -27,6 +27,9 @@ typedef struct clf__attn {
   clf__linear qkv, q, kv, o;
   size_t heads, kv_heads, dh;
   float scale; /* 1/sqrt(dh) unless the family scales otherwise */
+  /* Self-attention: RMSNorm [dh] of each query and each key head, after
+   * the projection and before the rotary step; g NULL: none. */
+  clf__ln q_norm, k_norm;
 } clf__attn;
 
 /* y = fc2(act(fc1(x))), or gated (SwiGLU and kin): fc1 is gate and up
@@ -60,6 +63,7 @@ enum {
   CLF__WS_BRANCH,  /* a layer's attention / MLP branch before the residual add */
   CLF__WS_BEAM,    /* beam reorder: the row indices */
   CLF__WS_REORDER, /* beam reorder: the gathered rows */
+  CLF__WS_HEADNORM, /* q or k heads taken out of the projection to be normed */
   CLF__WS_BLOCK_SLOTS,
   CLF__WS_COUNT = 32 /* slots in all */
 };

@@ -94,14 +94,7 @@ static clf_status rope_update(clf_context *ctx, llama *g, int64_t max_pos) {
 
 /* the weights of layers.N.: q, k, v fused (GQA: k, v Hkv Dh wide), gate
  * and up fused; biases as config.json says (Qwen2: q, k, v always) */
-static const clf__weight_row llama_layer_rows[] = {
-    CLF__QKV(clf__layer, self, "self_attn.%s_proj", QKV, "q", "k", "v"), /* [H Dh | 2 Hkv Dh, D] */
-    CLF__LIN(clf__layer, self.o, "self_attn.o_proj", D, Q, ATTN),         /* [D, H Dh] */
-    CLF__FUSE(clf__layer, mlp.fc1, "mlp.%s_proj", D, MLP, CLF__PART("gate", F), CLF__PART("up", F)), /* [2F, D] */
-    CLF__LIN(clf__layer, mlp.fc2, "mlp.down_proj", D, F, MLP),            /* [D, F] */
-    CLF__RMS(clf__layer, ln_self, "input_layernorm"),
-    CLF__RMS(clf__layer, ln_mlp, "post_attention_layernorm"),
-};
+static const clf__weight_row llama_layer_rows[] = {CLF__LLAMA_ROWS};
 
 /* embed -> N pre-norm layers (rotary q, k; GQA; sliding window) -> norm;
  * the RoPE frequencies follow the positions first (dynamic scaling). */
@@ -145,51 +138,31 @@ static clf_status llama_prepare(clf_model *m, size_t B, size_t cap, const clf_ar
 
 /* ---- config.json ------------------------------------------------------- */
 
-typedef struct llama_dims {
-  long V, D, F, H, Hkv, Dh, N, P;
-  double eps, theta;
-  const char *act;
-  int tie, attn_bias, mlp_bias, use_window;
-} llama_dims;
-
-/* the keys of all three; P, Hkv: the config class's default when absent */
-#define LLAMA_KEYS(P_default, Hkv_default)                                                            \
-  CLF__REQ(llama_dims, V, "vocab_size", INT), CLF__REQ(llama_dims, D, "hidden_size", INT),            \
-      CLF__REQ(llama_dims, F, "intermediate_size", INT),                                              \
-      CLF__REQ(llama_dims, H, "num_attention_heads", INT),                                            \
-      CLF__REQ(llama_dims, N, "num_hidden_layers", INT),                                              \
-      CLF__OPT(llama_dims, Hkv, "num_key_value_heads", INT, Hkv_default), /* 0: num_attention_heads */ \
-      CLF__OPT(llama_dims, P, "max_position_embeddings", INT, P_default),                             \
-      CLF__OPT(llama_dims, eps, "rms_norm_eps", FLOAT, 1e-6),                                         \
-      CLF__OPT(llama_dims, theta, "rope_theta", FLOAT, 10000.0),                                      \
-      CLF__OPT_STR(llama_dims, act, "hidden_act", "silu"),                                            \
-      CLF__OPT(llama_dims, tie, "tie_word_embeddings", BOOL, 0)
-
 /* Llama: head_dim, attention_bias (q, k, v and o), mlp_bias */
 static const clf__config_key llama_keys[] = {
-    LLAMA_KEYS(2048, 0),
-    CLF__OPT(llama_dims, Dh, "head_dim", INT, 0), /* 0: hidden_size / num_attention_heads */
-    CLF__OPT(llama_dims, attn_bias, "attention_bias", BOOL, 0),
-    CLF__OPT(llama_dims, mlp_bias, "mlp_bias", BOOL, 0),
+    CLF__LLAMA_KEYS(2048, 0),
+    CLF__OPT(clf__llama_dims, Dh, "head_dim", INT, 0), /* 0: hidden_size / num_attention_heads */
+    CLF__OPT(clf__llama_dims, attn_bias, "attention_bias", BOOL, 0),
+    CLF__OPT(clf__llama_dims, mlp_bias, "mlp_bias", BOOL, 0),
 };
 /* Mistral: head_dim, sliding_window (read in mistral_window) */
 static const clf__config_key mistral_keys[] = {
-    LLAMA_KEYS(4096 * 32, 8),
-    CLF__OPT(llama_dims, Dh, "head_dim", INT, 0),
+    CLF__LLAMA_KEYS(4096 * 32, 8),
+    CLF__OPT(clf__llama_dims, Dh, "head_dim", INT, 0),
 };
 /* Qwen2: q, k, v biases always; the window only with use_sliding_window */
 static const clf__config_key qwen2_keys[] = {
-    LLAMA_KEYS(32768, 32),
-    CLF__OPT(llama_dims, use_window, "use_sliding_window", BOOL, 0),
+    CLF__LLAMA_KEYS(32768, 32),
+    CLF__OPT(clf__llama_dims, use_window, "use_sliding_window", BOOL, 0),
 };
 
 /* config.json's sliding_window: absent 4096 (the config classes' default),
  * null none; Qwen2 only with use_sliding_window (4.46: its config then
  * holds None, and eager attention masks every layer by it). */
-static clf_status read_window(clf_context *ctx, const char *type, const llama_dims *d, const clf__config *c,
-                              size_t *out) {
+static clf_status read_window(clf_context *ctx, const char *type, const clf__llama_dims *d, const clf__config *c,
+                              const clf__llama_kind *k, size_t *out) {
   *out = 0;
-  if (strcmp(type, "llama") == 0 || (strcmp(type, "qwen2") == 0 && !d->use_window)) return CLF_OK;
+  if (k->window == CLF__LLAMA_NO_WINDOW || (k->window == CLF__LLAMA_WINDOW_IF_USED && !d->use_window)) return CLF_OK;
   const cJSON *w = cJSON_GetObjectItemCaseSensitive(clf__config_json(c), "sliding_window");
   if (!w) {
     *out = 4096;
@@ -247,7 +220,7 @@ static clf_status read_rope(clf_context *ctx, const char *model_type, const clf_
 }
 
 /* Sizes checked and the model's shape filled in. */
-static clf_status llama_sizes(clf_context *ctx, const char *type, const llama_dims *d, llama *g) {
+static clf_status llama_sizes(clf_context *ctx, const char *type, const clf__llama_dims *d, llama *g) {
   if (d->V <= 0 || d->D <= 0 || d->H <= 0 || d->N < 0 || d->P <= 0 || d->F <= 0 || d->Hkv < 0 || d->Dh < 0 ||
       d->V > (1L << 31) || d->D > (1L << 20) || d->F > (1L << 24) || d->H > 4096 || d->N > 4096 || d->Dh > 4096)
     return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s config has invalid sizes (vocab_size %ld, hidden_size "
@@ -277,17 +250,19 @@ static clf__block_spec llama_spec(const llama *g, int qkv_bias, int attn_bias, i
   clf__block_spec s = {.eps = g->eps, .qkv_bias = qkv_bias, .attn_bias = attn_bias, .mlp_bias = mlp_bias,
                        .layout = CLF_WEIGHT_OUT_IN, .in_out_f32 = in_out};
   clf__spec_dims(&s, g->D, g->F, g->H * g->Dh, g->Hkv * g->Dh);
+  s.dims[CLF__DIM_DH] = g->Dh; /* the per-head norms' */
   return s;
 }
 
 /* embed_tokens, the layers, norm under pf ("model." or ""), and the head:
  * lm_head.weight, or embed_tokens when tied. */
-static clf_status llama_load_weights(clf_model *m, const llama_dims *d, const char *pf, const clf__weights *w) {
+static clf_status llama_load_weights(clf_model *m, const clf__llama_dims *d, const char *pf, const clf__weights *w,
+                                     const clf__llama_kind *k) {
   clf_context *ctx = m->ctx;
   llama *g = m->impl;
   clf__params *p = &m->params;
-  const int attn_bias = d->attn_bias, qkv_bias = strcmp(m->type, "qwen2") == 0 || attn_bias;
-  const clf__block_spec spec = llama_spec(g, qkv_bias, attn_bias, d->mlp_bias, clf__decoder_in_out(ctx));
+  const int attn_bias = d->attn_bias, qkv_bias = k->qkv_bias || attn_bias;
+  clf__block_spec spec = llama_spec(g, qkv_bias, attn_bias, d->mlp_bias, clf__decoder_in_out(ctx));
   char n1[256];
   clf_status st;
   if ((st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, pf, "embed_tokens.weight"), 2, (size_t[]){g->V, g->D},
@@ -298,8 +273,8 @@ static clf_status llama_load_weights(clf_model *m, const llama_dims *d, const ch
     clf__layer *l = &g->layers[i];
     l->self = (clf__attn){.heads = g->H, .kv_heads = g->Hkv, .dh = g->Dh, .scale = 1.0f / sqrtf((float)g->Dh)};
     l->mlp.act = g->act, l->mlp.gated = 1;
-    if ((st = clf__load_rows(ctx, w, p, clf__wn(n1, sizeof n1, pf, "layers.%zu.", i), llama_layer_rows,
-                             CLF__ARRAY_LEN(llama_layer_rows), &spec, l)) != CLF_OK)
+    if ((st = clf__load_rows(ctx, w, p, clf__wn(n1, sizeof n1, pf, "layers.%zu.", i), k->rows, k->n_rows, &spec,
+                             l)) != CLF_OK)
       return st;
   }
   if (g->base) return CLF_OK;
@@ -334,7 +309,7 @@ static clf_status read_rope_factors(clf_context *ctx, const clf__weights *w, con
 }
 
 /* The RoPE settings, the frequencies' device tensor and the sequence limit. */
-static clf_status llama_rope_init(clf_model *m, const llama_dims *d, const clf__config *c, const clf__weights *w) {
+static clf_status llama_rope_init(clf_model *m, const clf__llama_dims *d, const clf__config *c, const clf__weights *w) {
   clf_context *ctx = m->ctx;
   llama *g = m->impl;
   clf_status st;
@@ -356,23 +331,24 @@ static clf_status llama_rope_init(clf_model *m, const llama_dims *d, const clf__
   return rope_sync(ctx, g, 0);
 }
 
-static clf_status llama_load(clf_model *m, const void *dims, const clf__config *c, const clf__weights *w) {
-  const llama_dims *d = dims;
+clf_status clf__llama_load(clf_model *m, const void *dims, const clf__config *c, const clf__weights *w,
+                           const clf__llama_kind *k) {
+  const clf__llama_dims *d = dims;
   clf_context *ctx = m->ctx;
   clf_status st;
   llama *g = clf__model_calloc(m, 1, sizeof *g);
   if (!g || !(g->layers = clf__model_calloc(m, d->N > 0 && d->N <= 4096 ? (size_t)d->N + 1 : 1, sizeof *g->layers)))
     return CLF_E_OUT_OF_MEMORY;
   m->impl = g;
-  if ((st = llama_sizes(ctx, m->type, d, g)) != CLF_OK || (st = read_window(ctx, m->type, d, c, &g->window)) != CLF_OK)
+  if ((st = llama_sizes(ctx, m->type, d, g)) != CLF_OK || (st = read_window(ctx, m->type, d, c, k, &g->window)) != CLF_OK)
     return st;
   if (clf_activation_from_name(d->act, &g->act) != CLF_OK)
     return clf__fail(ctx, CLF_E_UNSUPPORTED, "clf_model_load: %s hidden_act \"%s\" is not supported", m->type,
                      d->act);
   if ((st = llama_rope_init(m, d, c, w)) != CLF_OK) return st;
-  g->base = !clf__config_has_arch(c, "LlamaForCausalLM") && !clf__config_has_arch(c, "MistralForCausalLM") &&
-            !clf__config_has_arch(c, "Qwen2ForCausalLM") && !clf__weights_has(w, "lm_head.weight") &&
-            !d->tie;
+  g->base = !clf__weights_has(w, "lm_head.weight") && !d->tie;
+  for (size_t i = 0; i < CLF__ARRAY_LEN(k->causal) && k->causal[i]; i++)
+    if (clf__config_has_arch(c, k->causal[i])) g->base = 0;
   g->dec = (clf__decoder){.body = llama_body, .prepare = llama_prepare, .ws = &m->ws, .V = g->V, .D = g->D,
                           .kv_heads = g->Hkv, .dh = g->Dh, .limit = g->limit,
                           .limit_key = "max_position_embeddings", .need_pos = 1};
@@ -388,27 +364,46 @@ static clf_status llama_load(clf_model *m, const void *dims, const clf__config *
   m->max_positions = g->limit;
   const char *const probe[] = {"model.embed_tokens.weight", "embed_tokens.weight", NULL};
   const char *found = clf__weights_pick(w, probe);
-  return llama_load_weights(m, d, found && strcmp(found, probe[0]) == 0 ? "model." : "", w);
+  return llama_load_weights(m, d, found && strcmp(found, probe[0]) == 0 ? "model." : "", w, k);
+}
+
+/* Llama, Mistral and Qwen2: the same rows; Qwen2's q, k, v with biases. */
+#define LLAMA_KIND(qkv_bias, window)                                                                      \
+  {llama_layer_rows, CLF__ARRAY_LEN(llama_layer_rows),                                                   \
+   {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM"}, {"LlamaModel", "MistralModel", "Qwen2Model"}, \
+   qkv_bias, window}
+static const clf__llama_kind llama_kind = LLAMA_KIND(0, CLF__LLAMA_NO_WINDOW);
+static const clf__llama_kind mistral_kind = LLAMA_KIND(0, CLF__LLAMA_WINDOW);
+static const clf__llama_kind qwen2_kind = LLAMA_KIND(1, CLF__LLAMA_WINDOW_IF_USED);
+static clf_status llama_load(clf_model *m, const void *dims, const clf__config *c, const clf__weights *w) {
+  const clf__llama_kind *k = strcmp(m->type, "qwen2") == 0     ? &qwen2_kind
+                             : strcmp(m->type, "mistral") == 0 ? &mistral_kind
+                                                               : &llama_kind;
+  return clf__llama_load(m, dims, c, w, k);
 }
 
 /* the layers' rows; the head [V, D] */
-static void llama_gemms(const void *dims, const clf__config *c, size_t T, clf__gemm_list *l) {
-  const llama_dims *d = dims;
+void clf__llama_gemms(const void *dims, const clf__config *c, size_t T, clf__gemm_list *l, const clf__llama_kind *k) {
+  const clf__llama_dims *d = dims;
   llama g = {0};
   if (d->H <= 0 || d->D <= 0 || d->F <= 0 || d->Hkv < 0 || d->Dh < 0) return; /* llama_load refuses it */
   g.D = d->D, g.F = d->F, g.H = d->H, g.Hkv = d->Hkv ? d->Hkv : d->H, g.Dh = d->Dh ? d->Dh : d->D / d->H;
   const clf__block_spec spec = llama_spec(&g, 0, 0, 0, 0);
-  clf__rows_gemms(llama_layer_rows, CLF__ARRAY_LEN(llama_layer_rows), &spec, T, d->N, l);
-  if (!clf__config_has_arch(c, "LlamaModel") && !clf__config_has_arch(c, "MistralModel") &&
-      !clf__config_has_arch(c, "Qwen2Model"))
-    clf__gemm_add(l, T, d->V, d->D, 1, 1);
+  clf__rows_gemms(k->rows, k->n_rows, &spec, T, d->N, l);
+  for (size_t i = 0; i < CLF__ARRAY_LEN(k->base) && k->base[i]; i++)
+    if (clf__config_has_arch(c, k->base[i])) return;
+  clf__gemm_add(l, T, d->V, d->D, 1, 1);
+}
+
+static void llama_gemms(const void *dims, const clf__config *c, size_t T, clf__gemm_list *l) {
+  clf__llama_gemms(dims, c, T, l, &llama_kind);
 }
 
 /* ---- GGUF: GGUF_CONFIG_MAPPING and GGUF_TENSOR_MAPPING of transformers
  * 4.46 for llama, mistral and qwen2 (the same keys and names) ---------- */
 
 /* The sizes' bounds are the models' own (llama_sizes). */
-static const clf__gguf_key llama_gguf_keys[] = {
+const clf__gguf_key clf__llama_gguf_keys[] = {
     CLF__GGUF_INT_KEY("%s.context_length", "max_position_embeddings", 0, 1, 1LL << 30),
     CLF__GGUF_INT_KEY("%s.block_count", "num_hidden_layers", 1, 1, 4096),
     CLF__GGUF_INT_KEY("%s.feed_forward_length", "intermediate_size", 1, 1, 1LL << 24),
@@ -421,39 +416,31 @@ static const clf__gguf_key llama_gguf_keys[] = {
 };
 
 /* rope_freqs.weight (Llama 3's frequency factors) is not transformers'. */
-static const clf__gguf_name llama_gguf_whole[] = {
+const clf__gguf_name clf__llama_gguf_whole[] = {
     {"token_embd.weight", "model.embed_tokens.weight"},
     {"output_norm.weight", "model.norm.weight"},
     {"output.weight", "lm_head.weight"},
     {"rope_freqs.weight", "model.rope_freqs.weight"},
 };
 
-/* Llama's and Mistral's q and k rows are permuted by convert_hf_to_gguf
- * (interleaved rotary halves); Qwen2's are not. */
-#define LLAMA_GGUF_LAYER(qk)                                                                                 \
-  {"attn_norm", "input_layernorm"}, {"ffn_norm", "post_attention_layernorm"},                                \
-      {"attn_q", "self_attn.q_proj", (qk) ? CLF__GGUF_PERMUTE_Q : 0},                                        \
-      {"attn_k", "self_attn.k_proj", (qk) ? CLF__GGUF_PERMUTE_K : 0}, {"attn_v", "self_attn.v_proj"},        \
-      {"attn_output", "self_attn.o_proj"}, {"ffn_gate", "mlp.gate_proj"}, {"ffn_up", "mlp.up_proj"},         \
-      {"ffn_down", "mlp.down_proj"}
-static const clf__gguf_name llama_gguf_layer[] = {LLAMA_GGUF_LAYER(1)};
-static const clf__gguf_name qwen2_gguf_layer[] = {LLAMA_GGUF_LAYER(0)};
+_Static_assert(CLF__ARRAY_LEN(clf__llama_gguf_keys) == CLF__LLAMA_GGUF_N_KEYS, "llama.h's count of the keys");
+_Static_assert(CLF__ARRAY_LEN(clf__llama_gguf_whole) == CLF__LLAMA_GGUF_N_WHOLE, "llama.h's count of the names");
 
-#define LLAMA_GGUF(arch, cls, config, fixed, layer)                                                          \
-  {arch, cls, llama_gguf_keys, CLF__ARRAY_LEN(llama_gguf_keys), CLF__GGUF_ROPE | (config), fixed, "model.", \
-   llama_gguf_whole, CLF__ARRAY_LEN(llama_gguf_whole), "model.layers", layer, CLF__ARRAY_LEN(layer)}
-static const clf__gguf_arch llama_gguf = LLAMA_GGUF("llama", "LlamaForCausalLM", 0, NULL, llama_gguf_layer);
-static const clf__gguf_arch mistral_gguf = LLAMA_GGUF("mistral", "MistralForCausalLM", 0, NULL, llama_gguf_layer);
-static const clf__gguf_arch qwen2_gguf = LLAMA_GGUF("qwen2", "Qwen2ForCausalLM", CLF__GGUF_HEAD_DIM,
+static const clf__gguf_name llama_gguf_layer[] = {CLF__LLAMA_GGUF_LAYER(1)};
+static const clf__gguf_name qwen2_gguf_layer[] = {CLF__LLAMA_GGUF_LAYER(0)};
+
+static const clf__gguf_arch llama_gguf = CLF__LLAMA_GGUF("llama", "LlamaForCausalLM", 0, NULL, llama_gguf_layer);
+static const clf__gguf_arch mistral_gguf = CLF__LLAMA_GGUF("mistral", "MistralForCausalLM", 0, NULL, llama_gguf_layer);
+static const clf__gguf_arch qwen2_gguf = CLF__LLAMA_GGUF("qwen2", "Qwen2ForCausalLM", CLF__GGUF_HEAD_DIM,
                                                     "{\"use_sliding_window\": false}", qwen2_gguf_layer);
 
 /* Outputs: logits and last_hidden_state (*ForCausalLM), last_hidden_state (*Model). */
 const clf__family clf__llama_family = {"llama", {"LlamaForCausalLM", "LlamaModel", NULL}, llama_keys,
-                                       CLF__ARRAY_LEN(llama_keys), sizeof(llama_dims), llama_load, llama_gemms,
+                                       CLF__ARRAY_LEN(llama_keys), sizeof(clf__llama_dims), llama_load, llama_gemms,
                                        &llama_gguf};
 const clf__family clf__mistral_family = {"mistral", {"MistralForCausalLM", "MistralModel", NULL}, mistral_keys,
-                                         CLF__ARRAY_LEN(mistral_keys), sizeof(llama_dims), llama_load, llama_gemms,
+                                         CLF__ARRAY_LEN(mistral_keys), sizeof(clf__llama_dims), llama_load, llama_gemms,
                                          &mistral_gguf};
 const clf__family clf__qwen2_family = {"qwen2", {"Qwen2ForCausalLM", "Qwen2Model", NULL}, qwen2_keys,
-                                       CLF__ARRAY_LEN(qwen2_keys), sizeof(llama_dims), llama_load, llama_gemms,
+                                       CLF__ARRAY_LEN(qwen2_keys), sizeof(clf__llama_dims), llama_load, llama_gemms,
                                        &qwen2_gguf};

@@ -1,0 +1,88 @@
+/* test_families.c - the decoder families newer than transformers 4.46
+ * (Qwen3) against the golden fixtures of
+ * tools/fixtures/make_newer_fixtures.py (transformers 4.53.3 on PyTorch
+ * 2.5.1): forward logits within 1e-4 of scale, greedy tokens identical,
+ * from the Hugging Face directory and from the GGUF file the gguf package
+ * wrote of the same checkpoint; and the errors of loading one.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clformer.h"
+#include "fixture_util.h"
+#include "harness.h"
+
+/* Hugging Face directories and GGUF files (a directory with model.gguf). */
+static const char *const all[] = {"qwen3", "gguf_models/qwen3"};
+
+static void fixture_dir(const char *name, char *dir, size_t len) { snprintf(dir, len, "%s/%s", fixtures(), name); }
+
+/* Forward logits and last_hidden_state within 1e-4 of scale of transformers. */
+START_TEST(test_forward) {
+  char dir[1024];
+  fixture_dir(all[_i], dir, sizeof dir);
+  clf_model *m = get_model(dir);
+  ck_assert_str_eq(clf_model_type(m), "qwen3");
+  check_forward_cases(m, dir, 1e-4, all[_i]);
+}
+END_TEST
+
+/* Greedy (batch 1, left-padded batch 2 reaching eos): token for token. */
+START_TEST(test_generate) {
+  char dir[1024];
+  fixture_dir(all[_i], dir, sizeof dir);
+  check_generate_cases(get_model(dir), dir, all[_i]);
+}
+END_TEST
+
+/* The per-head norms are read, by name and shape: without q_norm the load
+ * names the tensor, and so it does with k_norm of the wrong size.  (Their
+ * gammas, 1 + 0.2 N in the fixture, are pinned down by the goldens.) */
+START_TEST(test_head_norms) {
+  clf_model *m = NULL;
+  char *dir = copy_fixture("qwen3", "model.layers.1.self_attn.q_norm.weight", NULL, 0, NULL);
+  TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_NOT_FOUND, "model.layers.1.self_attn.q_norm.weight");
+  remove_dir(dir);
+  /* k_norm [16] stored as [2, 8] */
+  dir = copy_fixture("qwen3", NULL, "model.layers.0.self_attn.k_norm.weight", 2, (size_t[]){2, 8});
+  TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_SHAPE, "model.layers.0.self_attn.k_norm.weight");
+  remove_dir(dir);
+  ck_assert_ptr_null(m);
+}
+END_TEST
+
+static void load_fails(const char *name, const char *key, const char *json, clf_status want, const char *msg) {
+  char *dir = copy_fixture(name, NULL, NULL, 0, NULL);
+  clf_model *m = NULL;
+  set_config(dir, key, json);
+  TH_FAILS(clf_model_load(th_ctx, dir, &m), want, msg);
+  ck_assert_ptr_null(m);
+  remove_dir(dir);
+}
+
+START_TEST(test_bad_configs) {
+  load_fails("qwen3", "use_sliding_window", "true", CLF_E_UNSUPPORTED, "use_sliding_window is true");
+  load_fails("qwen3", "head_dim", "15", CLF_E_UNSUPPORTED, "head_dim 15");
+  load_fails("qwen3", "num_key_value_heads", "3", CLF_E_FORMAT, "num_attention_heads 4 is not a multiple of "
+             "num_key_value_heads 3");
+  load_fails("qwen3", "architectures", "[\"Qwen3ForSequenceClassification\"]", CLF_E_UNSUPPORTED,
+             "architecture \"Qwen3ForSequenceClassification\"");
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("families");
+  TCase *tc = tcase_create("core");
+  tcase_set_timeout(tc, 600);
+  tcase_add_unchecked_fixture(tc, NULL, free_models);
+  tcase_add_loop_test(tc, test_forward, 0, (int)(sizeof all / sizeof *all));
+  tcase_add_loop_test(tc, test_generate, 0, (int)(sizeof all / sizeof *all));
+  tcase_add_test(tc, test_head_norms);
+  tcase_add_test(tc, test_bad_configs);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return th_run(suite()); }
