@@ -54,5 +54,10 @@ void check_forward_cases(clf_model *m, const char *case_dir, double tol, const c
 void check_forward_same(clf_model *a, clf_model *b, const char *case_dir, double tol, const char *what);
 /* Every generate case: the sequences equal the expected ones exactly. */
 void check_generate_cases(clf_model *m, const char *case_dir, const char *what);
+/* That a fixture exercises a setting: with config.json's `key` set to the
+ * JSON `json` (and key2 to json2 where not NULL) in a copy, forward case
+ * `cname`'s logits are off by more than 1e-2 of their scale. */
+void check_differs(const char *name, const char *cname, const char *key, const char *json, const char *key2,
+                   const char *json2);
 
 #endif

@@ -1,11 +1,12 @@
 /* test_families.c - the decoder families newer than transformers 4.46
- * (Qwen3) against the golden fixtures of
+ * (Qwen3, Gemma 3) against the golden fixtures of
  * tools/fixtures/make_newer_fixtures.py (transformers 4.53.3 on PyTorch
  * 2.5.1): forward logits within 1e-4 of scale, greedy tokens identical,
  * from the Hugging Face directory and from the GGUF file the gguf package
  * wrote of the same checkpoint; and the errors of loading one.
  */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +16,8 @@
 #include "harness.h"
 
 /* Hugging Face directories and GGUF files (a directory with model.gguf). */
-static const char *const all[] = {"qwen3", "gguf_models/qwen3"};
+static const char *const all[] = {"qwen3", "gguf_models/qwen3", "gemma3", "gguf_models/gemma3"};
+static const char *const types[] = {"qwen3", "qwen3", "gemma3_text", "gemma3"};
 
 static void fixture_dir(const char *name, char *dir, size_t len) { snprintf(dir, len, "%s/%s", fixtures(), name); }
 
@@ -24,7 +26,7 @@ START_TEST(test_forward) {
   char dir[1024];
   fixture_dir(all[_i], dir, sizeof dir);
   clf_model *m = get_model(dir);
-  ck_assert_str_eq(clf_model_type(m), "qwen3");
+  ck_assert_str_eq(clf_model_type(m), types[_i]);
   check_forward_cases(m, dir, 1e-4, all[_i]);
 }
 END_TEST
@@ -53,6 +55,56 @@ START_TEST(test_head_norms) {
 }
 END_TEST
 
+/* Gemma 3's settings each matter to the goldens (a forward pass past the
+ * window of 4): the window, which layers have it, their own RoPE base, the
+ * attention scale, the norms' 1 + weight (a GGUF file's norms read as
+ * stored, so 1 + 1 + w), and final soft-capping once set. */
+START_TEST(test_gemma3_settings_matter) {
+  check_differs("gemma3", "long", "sliding_window", "64", NULL, NULL);
+  check_differs("gemma3", "long", "layer_types", "[\"full_attention\", \"full_attention\", \"full_attention\", "
+                "\"full_attention\", \"full_attention\", \"sliding_attention\"]", NULL, NULL);
+  check_differs("gemma3", "long", "rope_local_base_freq", "1000000.0", NULL, NULL);
+  check_differs("gemma3", "long", "query_pre_attn_scalar", "24", NULL, NULL);
+  check_differs("gemma3", "long", "final_logit_softcapping", "3.0", NULL, NULL);
+  /* without layer_types, sliding_window_pattern (6 by default) decides: the same model */
+  char *dir = copy_fixture("gemma3", NULL, NULL, 0, NULL), src[1024];
+  fixture_dir("gemma3", src, sizeof src);
+  set_config(dir, "layer_types", "null");
+  clf_model *m = NULL;
+  TH_OK(clf_model_load(th_ctx, dir, &m));
+  check_forward_cases(m, src, 1e-4, "gemma3 by sliding_window_pattern");
+  clf_model_destroy(m);
+  remove_dir(dir);
+}
+END_TEST
+
+/* Soft-capping bounds every logit by the cap (tanh), where set. */
+START_TEST(test_gemma3_softcap) {
+  char *dir = copy_fixture("gemma3", NULL, NULL, 0, NULL), src[1024], path[1200];
+  fixture_dir("gemma3", src, sizeof src);
+  set_config(dir, "final_logit_softcapping", "2.5");
+  clf_model *m = NULL;
+  clf_array ids, got, want;
+  TH_OK(clf_model_load(th_ctx, dir, &m));
+  snprintf(path, sizeof path, "%s/long.input_ids.npy", src);
+  TH_OK(clf_npy_read(path, &ids));
+  snprintf(path, sizeof path, "%s/long.logits.npy", src);
+  TH_OK(clf_npy_read(path, &want));
+  snprintf(ids.name, sizeof ids.name, "input_ids");
+  const char *logits = "logits";
+  TH_OK(clf_model_run(m, &ids, 1, &logits, 1, &got));
+  ck_assert_uint_eq(clf_array_numel(&got), clf_array_numel(&want));
+  for (size_t i = 0; i < clf_array_numel(&got); i++) {
+    const double g = ((float *)got.data)[i], w = 2.5 * tanh(((float *)want.data)[i] / 2.5);
+    ck_assert_msg(fabs(g - w) <= 1e-4 * 2.5, "logit %zu: %g, 2.5 tanh(%g / 2.5) = %g", i, g,
+                  (double)((float *)want.data)[i], w);
+  }
+  clf_array_free(&ids), clf_array_free(&got), clf_array_free(&want);
+  clf_model_destroy(m);
+  remove_dir(dir);
+}
+END_TEST
+
 static void load_fails(const char *name, const char *key, const char *json, clf_status want, const char *msg) {
   char *dir = copy_fixture(name, NULL, NULL, 0, NULL);
   clf_model *m = NULL;
@@ -69,6 +121,14 @@ START_TEST(test_bad_configs) {
              "num_key_value_heads 3");
   load_fails("qwen3", "architectures", "[\"Qwen3ForSequenceClassification\"]", CLF_E_UNSUPPORTED,
              "architecture \"Qwen3ForSequenceClassification\"");
+  load_fails("gemma3", "layer_types", "[\"full_attention\"]", CLF_E_FORMAT,
+             "layer_types is not a list of num_hidden_layers (6)");
+  load_fails("gemma3", "layer_types", "[\"full_attention\", \"full_attention\", \"full_attention\", "
+             "\"full_attention\", \"full_attention\", \"chunked_attention\"]", CLF_E_UNSUPPORTED,
+             "layer_types[5] is \"chunked_attention\"");
+  load_fails("gemma3", "sliding_window", "0", CLF_E_FORMAT, "sliding_window 0 is not a positive size");
+  load_fails("gemma3", "attn_logit_softcapping", "50.0", CLF_E_UNSUPPORTED, "attn_logit_softcapping 50");
+  load_fails("gemma3", "hidden_activation", "\"swishy\"", CLF_E_UNSUPPORTED, "hidden_act \"swishy\"");
 }
 END_TEST
 
@@ -81,6 +141,8 @@ static Suite *suite(void) {
   tcase_add_loop_test(tc, test_generate, 0, (int)(sizeof all / sizeof *all));
   tcase_add_test(tc, test_head_norms);
   tcase_add_test(tc, test_bad_configs);
+  tcase_add_test(tc, test_gemma3_settings_matter);
+  tcase_add_test(tc, test_gemma3_softcap);
   suite_add_tcase(s, tc);
   return s;
 }

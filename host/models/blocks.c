@@ -219,8 +219,18 @@ clf_status clf__layer_forward(clf_context *ctx, const clf__layer *l, int pre_ln,
    * the residual stream (fb), not into a pass of its own. */
   const clf_tensor *fb = NULL;
   if (pre_ln) {
-    /* a = ln_self(h) already. */
-    if ((st = clf__attn_forward(ctx, &l->self, a, NULL, io->self_kv, io->self_mask, io->rot, ws, f, &fb)) != CLF_OK)
+    /* a = ln_self(h) already.  A sliding-window layer: its window and its
+     * frequencies over the stack's. */
+    clf_attention_mask wm;
+    clf__rotary wr;
+    const clf_attention_mask *sm = io->self_mask;
+    const clf__rotary *rot = io->rot;
+    if (l->window && sm) wm = *sm, wm.window = l->window, sm = &wm;
+    if (l->window && rot && rot->local_inv_freq) wr = *rot, wr.inv_freq = rot->local_inv_freq, rot = &wr;
+    /* a branch normed before the add takes its bias first */
+    if ((st = clf__attn_forward(ctx, &l->self, a, NULL, io->self_kv, sm, rot, ws, f, l->post_self.g ? NULL : &fb)) !=
+            CLF_OK ||
+        (l->post_self.g && (st = clf__ln_apply(ctx, &l->post_self, f, NULL, NULL, NULL, f)) != CLF_OK))
       return st;
     if (l->has_cross) {
       if ((st = clf__ln_apply(ctx, &l->ln_cross, h, f, fb, h, a)) != CLF_OK) return st;
@@ -229,7 +239,10 @@ clf_status clf__layer_forward(clf_context *ctx, const clf__layer *l, int pre_ln,
         return st;
     }
     if ((st = clf__ln_apply(ctx, &l->ln_mlp, h, f, fb, h, a)) != CLF_OK) return st;
-    if ((st = clf__mlp_forward(ctx, &l->mlp, a, ws, f, &fb)) != CLF_OK) return st;
+    fb = NULL;
+    if ((st = clf__mlp_forward(ctx, &l->mlp, a, ws, f, l->post_mlp.g ? NULL : &fb)) != CLF_OK ||
+        (l->post_mlp.g && (st = clf__ln_apply(ctx, &l->post_mlp, f, NULL, NULL, NULL, f)) != CLF_OK))
+      return st;
     return clf__ln_apply(ctx, next_ln, h, f, fb, h, a);
   }
   /* post-LN: h = LN(h + f(h)) */

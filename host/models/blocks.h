@@ -49,6 +49,15 @@ typedef struct clf__layer {
   int has_cross;
   clf__mlp mlp;
   clf__ln ln_self, ln_cross, ln_mlp;
+  /* pre-LN only, g NULL where absent: a norm of the self-attention's and of
+   * the MLP's output before the residual add (the "sandwich" of Gemma 2 and
+   * 3): h += post_self(SA(a)); h += post_mlp(MLP(a)). */
+  clf__ln post_self, post_mlp;
+  /* Non-zero: this layer's self-attention sees only the last `window`
+   * positions (a sliding-window layer among full ones; the mask's own
+   * window otherwise), rotated at the rotary step's local frequencies
+   * where it has them. */
+  size_t window;
 } clf__layer;
 
 /* Workspace slots: tensors re-created only when their shape changes, so a
@@ -93,6 +102,7 @@ typedef struct clf__kv {
  * [B, L] (i64) at the frequencies inv_freq [Dh / 2] on their way into heads. */
 typedef struct clf__rotary {
   const clf_tensor *pos, *inv_freq;
+  const clf_tensor *local_inv_freq; /* the sliding-window layers' own frequencies, or NULL: inv_freq */
 } clf__rotary;
 
 /* y [.., out] = act(x [.., in] W^T + b) for linear l: clf_linear, or for

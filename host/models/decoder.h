@@ -43,6 +43,7 @@ typedef struct clf__decoder {
   void (*release)(clf_model *m); /* optional: frees what prepare made */
   clf__ws *ws;                   /* the workspace the body and head use */
   clf_tensor *head, *head_bias;  /* [V, D] and [V] or NULL */
+  float softcap;                 /* > 0: logits = softcap * tanh(logits / softcap) (Gemma 2's final soft-capping) */
   size_t V, D;                   /* logits' vocabulary, hidden width */
   size_t kv_heads, dh;           /* the self-attention caches' [B, kv_heads, cap, dh] */
   size_t limit;                  /* the longest sequence */
@@ -138,6 +139,9 @@ void clf__decoder_free(clf_model *m);
 clf_status clf__decoder_check(clf_model *m, const clf__inputs in, size_t *B, size_t *L, int64_t *max_pos);
 clf_status clf__decoder_forward(clf_model *m, const clf__inputs in, size_t B, size_t L, int64_t max_pos,
                                 clf_tensor **out);
+/* logits [.., V] = the LM head (its bias and soft-capping included) of
+ * hidden states x [.., D], on ctx's queue. */
+clf_status clf__decoder_head(clf_model *m, clf_context *ctx, const clf_tensor *x, clf_tensor *logits);
 /* logits [B, L, V] of hidden states a [B, L, D] through the head, downloaded into res. */
 clf_status clf__decoder_logits(clf_model *m, const clf_tensor *a, clf_array *res);
 

@@ -24,7 +24,9 @@
   X(llama)               \
   X(mistral)             \
   X(qwen2)               \
-  X(qwen3)
+  X(qwen3)               \
+  X(gemma3_text)         \
+  X(gemma3)
 
 #define CLF__FAMILY_DECLARE(name) extern const clf__family clf__##name##_family;
 CLF__FAMILIES(CLF__FAMILY_DECLARE)

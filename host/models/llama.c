@@ -31,6 +31,8 @@ typedef struct llama {
    * (max_seq_len_cached, 0: the original), advanced per generation step */
   clf_tensor *inv_freq;
   size_t rope_dev, rope_cached;
+  float embed_scale;        /* the embeddings' factor: 1, or sqrt(hidden_size) (Gemma) */
+  clf_tensor *local_freq;   /* the sliding-window layers' own inv_freq [Dh / 2] (Gemma 3), or NULL */
 } llama;
 
 static const char *const llama_outputs[] = {"logits", "last_hidden_state"};
@@ -104,10 +106,10 @@ static clf_status llama_body(clf_model *m, const clf__step *s, clf_tensor **out)
   clf_status st;
   if (!s->cached) g->rope_cached = 0; /* a forward pass starts from the original frequencies */
   if ((st = rope_update(m->ctx, g, s->max_pos)) != CLF_OK || (st = clf__decoder_stream(m, s, &h, &a)) != CLF_OK ||
-      (st = clf_embedding(m->ctx, g->embed, s->ids, 1.0f, 0, h, NULL)) != CLF_OK)
+      (st = clf_embedding(m->ctx, g->embed, s->ids, g->embed_scale, 0, h, NULL)) != CLF_OK)
     return st;
   const clf_attention_mask mask = {s->mask, 1, NULL, g->window};
-  const clf__rotary rot = {s->pos, g->inv_freq};
+  const clf__rotary rot = {s->pos, g->inv_freq, g->local_freq};
   *out = a;
   return clf__decoder_stack(m, g->layers, g->n_layers, &g->norm, s, &mask, &rot, h, a);
 }
@@ -254,6 +256,19 @@ static clf__block_spec llama_spec(const llama *g, int qkv_bias, int attn_bias, i
   return s;
 }
 
+/* Gemma's RMSNorm gain 1 + weight (transformers adds in f32 too), made
+ * once at load. */
+static clf_status norm_plus_one(clf_context *ctx, clf__ln *ln) {
+  const size_t n = clf_tensor_numel(ln->g);
+  float *h = malloc(n * sizeof *h + 1);
+  if (!h) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "clf_model_load: out of host memory for a norm of %zu", n);
+  clf_status st = clf_tensor_download(ctx, ln->g, h, n * sizeof *h);
+  for (size_t i = 0; st == CLF_OK && i < n; i++) h[i] = 1.0f + h[i];
+  if (st == CLF_OK) st = clf_tensor_upload(ctx, ln->g, h, n * sizeof *h);
+  free(h);
+  return st;
+}
+
 /* embed_tokens, the layers, norm under pf ("model." or ""), and the head:
  * lm_head.weight, or embed_tokens when tied. */
 static clf_status llama_load_weights(clf_model *m, const clf__llama_dims *d, const char *pf, const clf__weights *w,
@@ -271,12 +286,17 @@ static clf_status llama_load_weights(clf_model *m, const clf__llama_dims *d, con
     return st;
   for (size_t i = 0; i < g->n_layers; i++) {
     clf__layer *l = &g->layers[i];
-    l->self = (clf__attn){.heads = g->H, .kv_heads = g->Hkv, .dh = g->Dh, .scale = 1.0f / sqrtf((float)g->Dh)};
+    const float scale = d->attn_scalar > 0 ? (float)pow(d->attn_scalar, -0.5) : 1.0f / sqrtf((float)g->Dh);
+    l->self = (clf__attn){.heads = g->H, .kv_heads = g->Hkv, .dh = g->Dh, .scale = scale};
     l->mlp.act = g->act, l->mlp.gated = 1;
     if ((st = clf__load_rows(ctx, w, p, clf__wn(n1, sizeof n1, pf, "layers.%zu.", i), k->rows, k->n_rows, &spec,
                              l)) != CLF_OK)
       return st;
+    clf__ln *const norms[] = {&l->ln_self, &l->ln_mlp, &l->post_self, &l->post_mlp, &l->self.q_norm, &l->self.k_norm};
+    for (size_t j = 0; k->norm_plus_one && j < CLF__ARRAY_LEN(norms); j++)
+      if (norms[j]->g && (st = norm_plus_one(ctx, norms[j])) != CLF_OK) return st;
   }
+  if (k->norm_plus_one && (st = norm_plus_one(ctx, &g->norm)) != CLF_OK) return st;
   if (g->base) return CLF_OK;
   return clf__decoder_load_head(m, w, "lm_head.weight", d->tie, clf__wn(n1, sizeof n1, pf, "embed_tokens.weight"),
                                 g->embed);
@@ -331,6 +351,45 @@ static clf_status llama_rope_init(clf_model *m, const clf__llama_dims *d, const 
   return rope_sync(ctx, g, 0);
 }
 
+/* Gemma 3's layers: which see a sliding window (config.json's
+ * layer_types, else all but every sliding_window_pattern-th), its size, and
+ * their own RoPE frequencies (rope_local_base_freq, no scaling). */
+static clf_status layer_windows(clf_model *m, const clf__llama_dims *d, const clf__config *c) {
+  clf_context *ctx = m->ctx;
+  llama *g = m->impl;
+  const cJSON *types = cJSON_GetObjectItemCaseSensitive(clf__config_json(c), "layer_types");
+  if (cJSON_IsNull(types)) types = NULL;
+  if (d->window <= 0 || d->window > (1L << 30))
+    return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s sliding_window %ld is not a positive size", m->type,
+                     d->window);
+  if (types && (!cJSON_IsArray(types) || cJSON_GetArraySize(types) != (int)g->n_layers))
+    return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s layer_types is not a list of num_hidden_layers (%zu) "
+                     "attention types", m->type, g->n_layers);
+  if (!types && d->window_pattern <= 0)
+    return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s sliding_window_pattern %ld is not positive", m->type,
+                     d->window_pattern);
+  for (size_t i = 0; i < g->n_layers; i++) {
+    int sliding = (long)((i + 1) % (size_t)(d->window_pattern > 0 ? d->window_pattern : 1)) != 0;
+    if (types) {
+      const cJSON *t = cJSON_GetArrayItem(types, (int)i);
+      if (!cJSON_IsString(t) || (strcmp(t->valuestring, "sliding_attention") && strcmp(t->valuestring, "full_attention")))
+        return clf__fail(ctx, CLF_E_UNSUPPORTED, "clf_model_load: %s layer_types[%zu] is %s%s%s, not "
+                         "\"sliding_attention\" or \"full_attention\"", m->type, i, cJSON_IsString(t) ? "\"" : "",
+                         cJSON_IsString(t) ? t->valuestring : "not a string", cJSON_IsString(t) ? "\"" : "");
+      sliding = strcmp(t->valuestring, "sliding_attention") == 0;
+    }
+    g->layers[i].window = sliding ? (size_t)d->window : 0;
+  }
+  if (!(d->local_theta > 0) || !isfinite(d->local_theta))
+    return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s rope_local_base_freq %g is not positive", m->type,
+                     d->local_theta);
+  const clf__rope r = {.type = CLF__ROPE_DEFAULT, .dim = g->Dh, .theta = d->local_theta};
+  float f[512];
+  clf__rope_inv_freq(&r, 0, f);
+  clf_status st = clf_tensor_from_f32(ctx, CLF_F32, 1, (size_t[]){g->Dh / 2}, f, &g->local_freq);
+  return st == CLF_OK ? clf__params_add(ctx, &m->params, g->local_freq) : st;
+}
+
 clf_status clf__llama_load(clf_model *m, const void *dims, const clf__config *c, const clf__weights *w,
                            const clf__llama_kind *k) {
   const clf__llama_dims *d = dims;
@@ -346,12 +405,18 @@ clf_status clf__llama_load(clf_model *m, const void *dims, const clf__config *c,
     return clf__fail(ctx, CLF_E_UNSUPPORTED, "clf_model_load: %s hidden_act \"%s\" is not supported", m->type,
                      d->act);
   if ((st = llama_rope_init(m, d, c, w)) != CLF_OK) return st;
+  if (k->layer_windows && (st = layer_windows(m, d, c)) != CLF_OK) return st;
+  if (d->attn_softcap > 0)
+    return clf__fail(ctx, CLF_E_UNSUPPORTED, "clf_model_load: %s attn_logit_softcapping %g: soft-capped attention "
+                     "scores are not supported", m->type, d->attn_softcap);
+  g->embed_scale = k->scale_embed ? (float)sqrt((double)g->D) : 1.0f;
   g->base = !clf__weights_has(w, "lm_head.weight") && !d->tie;
   for (size_t i = 0; i < CLF__ARRAY_LEN(k->causal) && k->causal[i]; i++)
     if (clf__config_has_arch(c, k->causal[i])) g->base = 0;
   g->dec = (clf__decoder){.body = llama_body, .prepare = llama_prepare, .ws = &m->ws, .V = g->V, .D = g->D,
                           .kv_heads = g->Hkv, .dh = g->Dh, .limit = g->limit,
                           .limit_key = "max_position_embeddings", .need_pos = 1};
+  g->dec.softcap = (float)d->softcap;
   if (g->rope.type == CLF__ROPE_DYNAMIC)
     g->dec.no_engine = "rope_scaling \"dynamic\": its frequencies follow the longest sequence of a batch";
   if ((st = clf__decoder_attach(m, &g->dec, g->n_layers, 0)) != CLF_OK) return st;

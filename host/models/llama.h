@@ -39,6 +39,14 @@ typedef struct clf__llama_dims {
   double eps, theta;
   const char *act;
   int tie, attn_bias, mlp_bias, use_window;
+  /* Gemma's (0 where a family has no such key): query_pre_attn_scalar
+   * (the attention scale its -1/2 power; 0: head_dim's), the sliding-window
+   * layers' rope_local_base_freq, final_logit_softcapping and
+   * attn_logit_softcapping (0: none), sliding_window and
+   * sliding_window_pattern (layers_types' default: every pattern-th layer
+   * full, the others windowed) */
+  double attn_scalar, local_theta, softcap, attn_softcap;
+  long window, window_pattern;
 } clf__llama_dims;
 
 /* The keys every one has; P, Hkv: the config class's default when absent */
@@ -74,6 +82,10 @@ typedef struct clf__llama_kind {
   size_t n_rows;
   const char *causal[4], *base[4];
   int qkv_bias, window;
+  /* Gemma: embeddings times sqrt(hidden_size); every RMSNorm's gain
+   * 1 + weight; sliding-window and full layers by config.json's
+   * layer_types (or sliding_window_pattern) */
+  int scale_embed, norm_plus_one, layer_windows;
 } clf__llama_kind;
 /* A family's load and gemms (clf__family) over its kind. */
 clf_status clf__llama_load(clf_model *m, const void *dims, const clf__config *c, const clf__weights *w,
