@@ -1,5 +1,5 @@
 /* test_families.c - the decoder families newer than transformers 4.46
- * (Qwen3, Gemma 3) against the golden fixtures of
+ * (Qwen3, Gemma 3, Phi-3) against the golden fixtures of
  * tools/fixtures/make_newer_fixtures.py (transformers 4.53.3 on PyTorch
  * 2.5.1): forward logits within 1e-4 of scale, greedy tokens identical,
  * from the Hugging Face directory and from the GGUF file the gguf package
@@ -16,8 +16,9 @@
 #include "harness.h"
 
 /* Hugging Face directories and GGUF files (a directory with model.gguf). */
-static const char *const all[] = {"qwen3", "gguf_models/qwen3", "gemma3", "gguf_models/gemma3"};
-static const char *const types[] = {"qwen3", "qwen3", "gemma3_text", "gemma3"};
+static const char *const all[] = {"qwen3",  "gguf_models/qwen3", "gemma3",       "gguf_models/gemma3",
+                                  "phi3",   "phi3_longrope"};
+static const char *const types[] = {"qwen3", "qwen3", "gemma3_text", "gemma3", "phi3", "phi3"};
 
 static void fixture_dir(const char *name, char *dir, size_t len) { snprintf(dir, len, "%s/%s", fixtures(), name); }
 
@@ -105,6 +106,40 @@ START_TEST(test_gemma3_softcap) {
 }
 END_TEST
 
+/* Phi-3's longrope switches to its long factors once the positions pass
+ * original_max_position_embeddings (8 here): generating from 5 tokens
+ * across it, every new token is the argmax of a forward pass over all the
+ * tokens before it (the caches fed again at the switch; transformers'
+ * generate does not give this, see make_newer_fixtures.py). */
+START_TEST(test_longrope_switch) {
+  char dir[1024];
+  fixture_dir("phi3_longrope", dir, sizeof dir);
+  clf_model *m = get_model(dir);
+  int64_t ids[5] = {5, 17, 33, 3, 60};
+  clf_array in = {.name = "input_ids", .dtype = CLF_I64, .ndim = 2, .shape = {1, 5}, .data = ids}, seq, lg;
+  clf_generate_options o;
+  clf_generate_options_init(&o);
+  o.max_new_tokens = 7, o.do_sample = CLF_GENERATE_OFF;
+  o.eos_token_ids = (const int64_t[]){127}, o.n_eos_token_ids = 1; /* no early end */
+  TH_OK(clf_model_generate(m, &in, NULL, &o, &seq));
+  ck_assert_uint_eq(seq.shape[1], 12);
+  const int64_t *t = seq.data;
+  const char *outs[] = {"logits"};
+  for (size_t n = 5; n < 12; n++) {
+    clf_array prefix = {.name = "input_ids", .dtype = CLF_I64, .ndim = 2, .shape = {1, n}, .data = (void *)t};
+    TH_OK(clf_model_run(m, &prefix, 1, outs, 1, &lg));
+    const float *l = (const float *)lg.data + (n - 1) * 96;
+    size_t best = 0;
+    for (size_t v = 1; v < 96; v++)
+      if (l[v] > l[best]) best = v;
+    ck_assert_msg((int64_t)best == t[n], "token %zu: generated %lld, a forward pass of %zu tokens says %zu", n,
+                  (long long)t[n], n, best);
+    clf_array_free(&lg);
+  }
+  clf_array_free(&seq);
+}
+END_TEST
+
 static void load_fails(const char *name, const char *key, const char *json, clf_status want, const char *msg) {
   char *dir = copy_fixture(name, NULL, NULL, 0, NULL);
   clf_model *m = NULL;
@@ -128,6 +163,11 @@ START_TEST(test_bad_configs) {
              "layer_types[5] is \"chunked_attention\"");
   load_fails("gemma3", "sliding_window", "0", CLF_E_FORMAT, "sliding_window 0 is not a positive size");
   load_fails("gemma3", "attn_logit_softcapping", "50.0", CLF_E_UNSUPPORTED, "attn_logit_softcapping 50");
+  load_fails("phi3", "partial_rotary_factor", "0.75", CLF_E_UNSUPPORTED, "partial_rotary_factor 0.75");
+  load_fails("phi3_longrope", "rope_scaling", "{\"type\": \"longrope\", \"short_factor\": [1, 1], \"long_factor\": "
+             "[1, 1, 1, 1]}", CLF_E_FORMAT, "needs \"short_factor\", a list of head_dim / 2 (4) numbers");
+  load_fails("phi3_longrope", "rope_scaling", "{\"type\": \"su\", \"short_factor\": [1, 1, 1, 1], \"long_factor\": "
+             "[1, 1, -1, 1]}", CLF_E_FORMAT, "long_factor[2] is not a finite positive number");
   load_fails("gemma3", "hidden_activation", "\"swishy\"", CLF_E_UNSUPPORTED, "hidden_act \"swishy\"");
 }
 END_TEST
@@ -143,6 +183,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_bad_configs);
   tcase_add_test(tc, test_gemma3_settings_matter);
   tcase_add_test(tc, test_gemma3_softcap);
+  tcase_add_test(tc, test_longrope_switch);
   suite_add_tcase(s, tc);
   return s;
 }

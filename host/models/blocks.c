@@ -47,7 +47,8 @@ static clf_status attn_kv(clf_context *ctx, const clf__kv *kv, size_t B, size_t 
  * rotated when rot is given. */
 static clf_status heads(clf_context *ctx, const clf_tensor *proj, size_t col, size_t pos, const clf__rotary *rot,
                         clf_tensor *t) {
-  if (rot) return clf_split_heads_rope(ctx, proj, col, pos, rot->pos, rot->inv_freq, 1.0f, t, NULL);
+  if (rot) return clf_split_heads_rope(ctx, proj, col, pos, rot->pos, rot->inv_freq, rot->scale > 0 ? rot->scale : 1.0f, t,
+                                      NULL);
   return clf_split_heads(ctx, proj, col, pos, t, NULL);
 }
 

@@ -103,6 +103,7 @@ typedef struct clf__kv {
 typedef struct clf__rotary {
   const clf_tensor *pos, *inv_freq;
   const clf_tensor *local_inv_freq; /* the sliding-window layers' own frequencies, or NULL: inv_freq */
+  float scale;                      /* cos and sin times this (longrope's attention factor); 0: 1 */
 } clf__rotary;
 
 /* y [.., out] = act(x [.., in] W^T + b) for linear l: clf_linear, or for

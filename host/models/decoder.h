@@ -50,6 +50,10 @@ typedef struct clf__decoder {
   const char *limit_key;         /* the config key it comes from (messages) */
   int need_pos;                  /* forward passes get position_ids 0..L-1 when not given */
   const char *no_engine;         /* why the engine (paged, many sequences) cannot run it; NULL: it can */
+  /* Non-zero: generation feeds the whole sequence again, the caches
+   * dropped, at the step whose new position is this one (Phi-3's longrope
+   * switching to its long factors: transformers re-encodes there) */
+  size_t refeed_at;
   /* the runtime's */
   clf__kv_cache kv;
   clf_tensor *step; /* i64 [B * 3 cap] while generating: a step's ids, positions and mask */

@@ -42,6 +42,11 @@ static const char *const llama_outputs[] = {"logits", "last_hidden_state"};
 void clf__rope_inv_freq(const clf__rope *r, size_t seq_len, float *out) {
   const size_t half = r->dim / 2;
   float base = (float)r->theta;
+  if (r->type == CLF__ROPE_LONGROPE) { /* 1.0 / (ext_factors * base ** (arange(0, dim, 2).float() / dim)) */
+    const float *ext = seq_len > r->orig_max ? r->long_factors : r->short_factors;
+    for (size_t i = 0; i < half; i++) out[i] = 1.0f / (ext[i] * powf(base, (float)(2 * i) / (float)r->dim));
+    return;
+  }
   if (r->type == CLF__ROPE_DYNAMIC && seq_len > r->max_pos) {
     /* base * ((factor * seq_len / max_pos) - (factor - 1)) ** (dim / (dim - 2)), seq_len a tensor */
     const float f = (float)r->factor * (float)seq_len / (float)r->max_pos - (float)(r->factor - 1.0);
@@ -84,6 +89,9 @@ static clf_status rope_sync(clf_context *ctx, llama *g, size_t len) {
 /* transformers' _dynamic_frequency_update for positions whose largest is
  * max_pos: grow past the cached length, back to the original below it. */
 static clf_status rope_update(clf_context *ctx, llama *g, int64_t max_pos) {
+  /* longrope: the long factors while the positions reach past orig_max */
+  if (g->rope.type == CLF__ROPE_LONGROPE)
+    return rope_sync(ctx, g, max_pos + 1 > (int64_t)g->rope.orig_max ? g->rope.orig_max + 1 : 0);
   if (g->rope.type != CLF__ROPE_DYNAMIC) return CLF_OK;
   const size_t S = (size_t)(max_pos < 0 ? 0 : max_pos) + 1, orig = g->rope.max_pos;
   const size_t cached = g->rope_cached ? g->rope_cached : orig;
@@ -109,7 +117,7 @@ static clf_status llama_body(clf_model *m, const clf__step *s, clf_tensor **out)
       (st = clf_embedding(m->ctx, g->embed, s->ids, g->embed_scale, 0, h, NULL)) != CLF_OK)
     return st;
   const clf_attention_mask mask = {s->mask, 1, NULL, g->window};
-  const clf__rotary rot = {s->pos, g->inv_freq, g->local_freq};
+  const clf__rotary rot = {s->pos, g->inv_freq, g->local_freq, g->rope.attn_scale};
   *out = a;
   return clf__decoder_stack(m, g->layers, g->n_layers, &g->norm, s, &mask, &rot, h, a);
 }
@@ -166,6 +174,7 @@ static clf_status read_window(clf_context *ctx, const char *type, const clf__lla
   *out = 0;
   if (k->window == CLF__LLAMA_NO_WINDOW || (k->window == CLF__LLAMA_WINDOW_IF_USED && !d->use_window)) return CLF_OK;
   const cJSON *w = cJSON_GetObjectItemCaseSensitive(clf__config_json(c), "sliding_window");
+  if (!w && k->window == CLF__LLAMA_WINDOW_IF_SET) return CLF_OK;
   if (!w) {
     *out = 4096;
     return CLF_OK;
@@ -188,9 +197,46 @@ static clf_status rope_num(clf_context *ctx, const cJSON *rs, const char *type, 
   return CLF_OK;
 }
 
-/* rope_scaling: null, or {"rope_type" (or "type"): linear | dynamic | llama3, factor, ...}.
+/* rope_scaling's list `key` of n factors, finite and positive, into f. */
+static clf_status rope_factors(clf_context *ctx, const cJSON *rs, const char *key, size_t n, float *f) {
+  const cJSON *a = cJSON_GetObjectItemCaseSensitive(rs, key), *e;
+  if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != (int)n)
+    return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: rope_scaling longrope needs \"%s\", a list of head_dim / 2 "
+                     "(%zu) numbers", key, n);
+  size_t i = 0;
+  cJSON_ArrayForEach(e, a) {
+    if (!cJSON_IsNumber(e) || !(e->valuedouble > 0) || !isfinite(e->valuedouble))
+      return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: rope_scaling %s[%zu] is not a finite positive number", key, i);
+    f[i++] = (float)e->valuedouble;
+  }
+  return CLF_OK;
+}
+
+/* Phi-3's longrope ("su" before it had that name): short and long factors,
+ * the switch at original_max_position_embeddings, and the attention
+ * factor (given, else sqrt(1 + ln(max / original) / ln(original)) when the
+ * model reaches past its original length), as transformers 4.53. */
+static clf_status read_longrope(clf_context *ctx, const cJSON *rs, const clf__llama_dims *d, clf__rope *r) {
+  const size_t half = (size_t)(d->Dh ? d->Dh : d->D / (d->H ? d->H : 1)) / 2;
+  clf_status st;
+  if (d->orig_max <= 0)
+    return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: rope_scaling longrope needs original_max_position_embeddings");
+  if (half > 512) return CLF_OK; /* llama_sizes refuses the head size */
+  if ((st = rope_factors(ctx, rs, "short_factor", half, r->short_factors)) != CLF_OK ||
+      (st = rope_factors(ctx, rs, "long_factor", half, r->long_factors)) != CLF_OK)
+    return st;
+  r->type = CLF__ROPE_LONGROPE, r->orig_max = (size_t)d->orig_max;
+  const cJSON *af = cJSON_GetObjectItemCaseSensitive(rs, "attention_factor");
+  const double factor = (double)d->P / (double)d->orig_max;
+  if (cJSON_IsNumber(af) && af->valuedouble > 0) r->attn_scale = (float)af->valuedouble;
+  else r->attn_scale = factor <= 1.0 ? 1.0f : (float)sqrt(1.0 + log(factor) / log((double)d->orig_max));
+  return CLF_OK;
+}
+
+/* rope_scaling: null, or {"rope_type" (or "type"): linear | dynamic | llama3 | longrope, factor, ...}.
  * Mistral's rotary embedding (4.46) ignores it. */
-static clf_status read_rope(clf_context *ctx, const char *model_type, const clf__config *c, clf__rope *r) {
+static clf_status read_rope(clf_context *ctx, const char *model_type, const clf__llama_dims *d, const clf__config *c,
+                            clf__rope *r) {
   const cJSON *rs = cJSON_GetObjectItemCaseSensitive(clf__config_json(c), "rope_scaling");
   r->type = CLF__ROPE_DEFAULT;
   if (!rs || cJSON_IsNull(rs) || strcmp(model_type, "mistral") == 0) return CLF_OK;
@@ -201,12 +247,13 @@ static clf_status read_rope(clf_context *ctx, const char *model_type, const clf_
   const char *type = t->valuestring;
   clf_status st;
   if (strcmp(type, "default") == 0) return CLF_OK;
+  if (strcmp(type, "longrope") == 0 || strcmp(type, "su") == 0) return read_longrope(ctx, rs, d, r);
   if (strcmp(type, "linear") == 0) r->type = CLF__ROPE_LINEAR;
   else if (strcmp(type, "dynamic") == 0) r->type = CLF__ROPE_DYNAMIC;
   else if (strcmp(type, "llama3") == 0) r->type = CLF__ROPE_LLAMA3;
   else
     return clf__fail(ctx, CLF_E_UNSUPPORTED, "clf_model_load: rope_scaling type \"%s\" is not supported (supported: "
-                     "default, linear, dynamic, llama3)", type);
+                     "default, linear, dynamic, llama3, longrope)", type);
   if ((st = rope_num(ctx, rs, type, "factor", 1.0, &r->factor)) != CLF_OK) return st;
   if (r->type != CLF__ROPE_LLAMA3) return CLF_OK;
   double om = 0;
@@ -311,10 +358,10 @@ static clf_status read_rope_factors(clf_context *ctx, const clf__weights *w, con
   const char *const names[] = {"model.rope_freqs.weight", "rope_freqs.weight", NULL};
   const char *name = clf__weights_pick(w, names);
   if (!name) return CLF_OK;
-  if (r->type == CLF__ROPE_DYNAMIC || r->type == CLF__ROPE_LLAMA3)
+  if (r->type == CLF__ROPE_DYNAMIC || r->type == CLF__ROPE_LLAMA3 || r->type == CLF__ROPE_LONGROPE)
     return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s has both frequency factors (%s) and rope_scaling of type "
                      "\"%s\": they would scale the frequencies twice", type, name,
-                     r->type == CLF__ROPE_DYNAMIC ? "dynamic" : "llama3");
+                     r->type == CLF__ROPE_DYNAMIC ? "dynamic" : r->type == CLF__ROPE_LLAMA3 ? "llama3" : "longrope");
   float *f = NULL;
   size_t got[8];
   clf_status st = clf__weights_read(ctx, w, name, 1, (size_t[]){half}, &f, got);
@@ -333,7 +380,7 @@ static clf_status llama_rope_init(clf_model *m, const clf__llama_dims *d, const 
   clf_context *ctx = m->ctx;
   llama *g = m->impl;
   clf_status st;
-  if ((st = read_rope(ctx, m->type, c, &g->rope)) != CLF_OK ||
+  if ((st = read_rope(ctx, m->type, d, c, &g->rope)) != CLF_OK ||
       (st = read_rope_factors(ctx, w, m->type, g->Dh / 2, &g->rope)) != CLF_OK)
     return st;
   g->rope.dim = g->Dh, g->rope.theta = d->theta, g->rope.max_pos = g->P;
@@ -417,6 +464,9 @@ clf_status clf__llama_load(clf_model *m, const void *dims, const clf__config *c,
                           .kv_heads = g->Hkv, .dh = g->Dh, .limit = g->limit,
                           .limit_key = "max_position_embeddings", .need_pos = 1};
   g->dec.softcap = (float)d->softcap;
+  if (g->rope.type == CLF__ROPE_LONGROPE) g->dec.refeed_at = g->rope.orig_max;
+  if (g->rope.type == CLF__ROPE_LONGROPE && g->limit > g->rope.orig_max)
+    g->dec.no_engine = "rope_scaling \"longrope\": its frequencies follow the longest sequence of a batch";
   if (g->rope.type == CLF__ROPE_DYNAMIC)
     g->dec.no_engine = "rope_scaling \"dynamic\": its frequencies follow the longest sequence of a batch";
   if ((st = clf__decoder_attach(m, &g->dec, g->n_layers, 0)) != CLF_OK) return st;

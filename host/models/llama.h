@@ -13,7 +13,7 @@
 #include "family.h"
 #include "rows.h"
 
-typedef enum { CLF__ROPE_DEFAULT, CLF__ROPE_LINEAR, CLF__ROPE_DYNAMIC, CLF__ROPE_LLAMA3 } clf__rope_type;
+typedef enum { CLF__ROPE_DEFAULT, CLF__ROPE_LINEAR, CLF__ROPE_DYNAMIC, CLF__ROPE_LLAMA3, CLF__ROPE_LONGROPE } clf__rope_type;
 
 typedef struct clf__rope {
   clf__rope_type type;
@@ -26,11 +26,16 @@ typedef struct clf__rope {
    * frequency divided by its factor, as llama.cpp's rope does; 0: none */
   int has_factors;
   float factors[512];
+  /* longrope (Phi-3's "longrope" / "su"): each frequency divided by its
+   * short factor, or past orig_max positions its long one; cos and sin
+   * times attn_scale */
+  float short_factors[512], long_factors[512];
+  float attn_scale;
 } clf__rope;
 
 /* inv_freq [dim / 2] for a sequence of seq_len positions: seq_len only
  * matters for dynamic (its NTK base for seq_len > max_pos; 0 or less: the
- * initial frequencies). */
+ * initial frequencies) and longrope (its long factors past orig_max). */
 void clf__rope_inv_freq(const clf__rope *r, size_t seq_len, float *out);
 
 /* config.json of a Llama-like decoder, read by the family's key table. */
@@ -39,6 +44,8 @@ typedef struct clf__llama_dims {
   double eps, theta;
   const char *act;
   int tie, attn_bias, mlp_bias, use_window;
+  long orig_max;       /* original_max_position_embeddings (Phi-3: longrope's switch), 0: none */
+  double rotary_frac;  /* partial_rotary_factor (Phi-3), 0: 1 */
   /* Gemma's (0 where a family has no such key): query_pre_attn_scalar
    * (the attention scale its -1/2 power; 0: head_dim's), the sliding-window
    * layers' rope_local_base_freq, final_logit_softcapping and
@@ -72,8 +79,9 @@ typedef struct clf__llama_dims {
       CLF__RMS(clf__layer, ln_self, "input_layernorm"), CLF__RMS(clf__layer, ln_mlp, "post_attention_layernorm")
 
 /* Where config.json's sliding_window applies: never (Llama), always
- * (Mistral), only with use_sliding_window (Qwen2). */
-enum { CLF__LLAMA_NO_WINDOW, CLF__LLAMA_WINDOW, CLF__LLAMA_WINDOW_IF_USED };
+ * (Mistral: absent is 4096), only with use_sliding_window (Qwen2), where
+ * set (Phi-3: absent is none). */
+enum { CLF__LLAMA_NO_WINDOW, CLF__LLAMA_WINDOW, CLF__LLAMA_WINDOW_IF_USED, CLF__LLAMA_WINDOW_IF_SET };
 /* What a Llama-like family loads with: its layer rows, the architectures
  * with an LM head and those without (the GEMM list), whether q, k and v
  * have biases whatever attention_bias says, and its window rule. */

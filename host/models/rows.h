@@ -10,9 +10,10 @@
 
 /* Sizes a row names by index into its spec's dims: the model width, the
  * feed-forward width, 3 D (a checkpoint's own fused q, k, v), the query
- * heads' width H Dh, the key/value heads' Hkv Dh and one head's Dh (its
- * per-head norms; set by the family, 0 where it has none). */
-enum { CLF__DIM_D, CLF__DIM_F, CLF__DIM_3D, CLF__DIM_Q, CLF__DIM_KV, CLF__DIM_DH, CLF__DIM_COUNT };
+ * heads' width H Dh, the key/value heads' Hkv Dh, one head's Dh (its
+ * per-head norms; set by the family, 0 where it has none), and a
+ * checkpoint's own fused projections: q, k, v (Q + 2 KV) and gate, up (2F). */
+enum { CLF__DIM_D, CLF__DIM_F, CLF__DIM_3D, CLF__DIM_Q, CLF__DIM_KV, CLF__DIM_DH, CLF__DIM_QKV, CLF__DIM_2F, CLF__DIM_COUNT };
 /* LINEAR: NAME.weight [out, in] (+ NAME.bias [out]) into a clf__linear.
  * FUSED: the linears NAME with "%s" each of `parts` concatenated along out
  * into one clf__linear, so that one GEMM makes them (q, k, v; gate, up).
