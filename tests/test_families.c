@@ -17,8 +17,8 @@
 
 /* Hugging Face directories and GGUF files (a directory with model.gguf). */
 static const char *const all[] = {"qwen3",  "gguf_models/qwen3", "gemma3",       "gguf_models/gemma3",
-                                  "phi3",   "phi3_longrope"};
-static const char *const types[] = {"qwen3", "qwen3", "gemma3_text", "gemma3", "phi3", "phi3"};
+                                  "phi3",   "phi3_longrope",      "gguf_models/phi3"};
+static const char *const types[] = {"qwen3", "qwen3", "gemma3_text", "gemma3", "phi3", "phi3", "phi3"};
 
 static void fixture_dir(const char *name, char *dir, size_t len) { snprintf(dir, len, "%s/%s", fixtures(), name); }
 

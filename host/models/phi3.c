@@ -39,7 +39,40 @@ static void phi3_gemms(const void *dims, const clf__config *c, size_t T, clf__ge
   clf__llama_gemms(dims, c, T, l, &phi3_kind);
 }
 
+/* ---- GGUF: llama.cpp's phi3 (convert_hf_to_gguf's Phi3MiniModel) ------- */
+
+/* The window where the file has one; a longrope file's factors
+ * (rope_factors_long / _short.weight) are not read: no row names them, so
+ * such a file is refused naming them. */
+static const clf__gguf_key phi3_gguf_keys[] = {
+    CLF__GGUF_INT_KEY("%s.context_length", "max_position_embeddings", 0, 1, 1LL << 30),
+    CLF__GGUF_INT_KEY("%s.rope.scaling.original_context_length", "original_max_position_embeddings", 0, 1, 1LL << 30),
+    CLF__GGUF_INT_KEY("%s.block_count", "num_hidden_layers", 1, 1, 4096),
+    CLF__GGUF_INT_KEY("%s.feed_forward_length", "intermediate_size", 1, 1, 1LL << 24),
+    CLF__GGUF_INT_KEY("%s.embedding_length", "hidden_size", 1, 1, 1LL << 20),
+    CLF__GGUF_NUM_KEY("%s.rope.freq_base", "rope_theta", POSITIVE),
+    CLF__GGUF_INT_KEY("%s.attention.head_count", "num_attention_heads", 1, 1, 4096),
+    CLF__GGUF_INT_KEY("%s.attention.head_count_kv", "num_key_value_heads", 0, 1, 4096),
+    CLF__GGUF_INT_KEY("%s.attention.sliding_window", "sliding_window", 0, 1, 1LL << 30),
+    CLF__GGUF_NUM_KEY("%s.attention.layer_norm_rms_epsilon", "rms_norm_eps", EPSILON),
+    CLF__GGUF_INT_KEY("%s.vocab_size", "vocab_size", 0, 1, 1LL << 31),
+};
+static const clf__gguf_name phi3_gguf_whole[] = {
+    {"token_embd.weight", "model.embed_tokens.weight"},
+    {"output_norm.weight", "model.norm.weight"},
+    {"output.weight", "lm_head.weight"},
+};
+/* ffn_up is the fused gate_up_proj, as the checkpoint's. */
+static const clf__gguf_name phi3_gguf_layer[] = {
+    {"attn_norm", "input_layernorm"}, {"attn_qkv", "self_attn.qkv_proj"}, {"attn_output", "self_attn.o_proj"},
+    {"ffn_norm", "post_attention_layernorm"}, {"ffn_up", "mlp.gate_up_proj"}, {"ffn_down", "mlp.down_proj"},
+};
+static const clf__gguf_arch phi3_gguf = {"phi3", "Phi3ForCausalLM", phi3_gguf_keys, CLF__ARRAY_LEN(phi3_gguf_keys),
+                                         CLF__GGUF_ROPE | CLF__GGUF_HEAD_DIM, NULL, "model.", phi3_gguf_whole,
+                                         CLF__ARRAY_LEN(phi3_gguf_whole), "model.layers", phi3_gguf_layer,
+                                         CLF__ARRAY_LEN(phi3_gguf_layer)};
+
 /* Outputs: logits and last_hidden_state (Phi3ForCausalLM), last_hidden_state (Phi3Model). */
 const clf__family clf__phi3_family = {"phi3", {"Phi3ForCausalLM", "Phi3Model", NULL}, phi3_keys,
                                       CLF__ARRAY_LEN(phi3_keys), sizeof(clf__llama_dims), phi3_load, phi3_gemms,
-                                      NULL};
+                                      &phi3_gguf};
