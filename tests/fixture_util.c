@@ -398,3 +398,30 @@ void check_differs(const char *name, const char *cname, const char *key, const c
   clf_model_destroy(m);
   remove_dir(dir);
 }
+
+void check_same_with(const char *name, const char *key, const char *json) {
+  char *dir = copy_fixture(name, NULL, NULL, 0, NULL), src[1024], what[256];
+  snprintf(src, sizeof src, "%s/%s", fixtures(), name);
+  snprintf(what, sizeof what, "%s with %s %s", name, key, json);
+  set_config(dir, key, json);
+  clf_model *m = NULL;
+  TH_OK(clf_model_load(th_ctx, dir, &m));
+  check_forward_cases(m, src, 1e-4, what);
+  clf_model_destroy(m);
+  remove_dir(dir);
+}
+
+void load_fails2(const char *name, const char *key, const char *json, const char *key2, const char *json2,
+                 clf_status want, const char *msg) {
+  char *dir = copy_fixture(name, NULL, NULL, 0, NULL);
+  clf_model *m = NULL;
+  set_config(dir, key, json);
+  if (key2) set_config(dir, key2, json2);
+  TH_FAILS(clf_model_load(th_ctx, dir, &m), want, msg);
+  ck_assert_ptr_null(m);
+  remove_dir(dir);
+}
+
+void load_fails(const char *name, const char *key, const char *json, clf_status want, const char *msg) {
+  load_fails2(name, key, json, NULL, NULL, want, msg);
+}

@@ -49,7 +49,8 @@ static const clf__weight_row gemma3_layer_rows[] = {
 
 static const clf__llama_kind gemma3_kind = {gemma3_layer_rows, CLF__ARRAY_LEN(gemma3_layer_rows),
                                             {"Gemma3ForCausalLM"}, {"Gemma3TextModel"}, 0, CLF__LLAMA_NO_WINDOW,
-                                            .scale_embed = 1, .norm_plus_one = 1, .layer_windows = 1};
+                                            .scale_embed = 1, .norm_plus_one = 1, .layer_windows = 1,
+                                            .act_key = "hidden_activation"};
 
 static clf_status gemma3_load(clf_model *m, const void *dims, const clf__config *c, const clf__weights *w) {
   return clf__llama_load(m, dims, c, w, &gemma3_kind);

@@ -449,8 +449,8 @@ clf_status clf__llama_load(clf_model *m, const void *dims, const clf__config *c,
   if ((st = llama_sizes(ctx, m->type, d, g)) != CLF_OK || (st = read_window(ctx, m->type, d, c, k, &g->window)) != CLF_OK)
     return st;
   if (clf_activation_from_name(d->act, &g->act) != CLF_OK)
-    return clf__fail(ctx, CLF_E_UNSUPPORTED, "clf_model_load: %s hidden_act \"%s\" is not supported", m->type,
-                     d->act);
+    return clf__fail(ctx, CLF_E_UNSUPPORTED, "clf_model_load: %s %s \"%s\" is not supported", m->type,
+                     k->act_key ? k->act_key : "hidden_act", d->act);
   if ((st = llama_rope_init(m, d, c, w)) != CLF_OK) return st;
   if (k->layer_windows && (st = layer_windows(m, d, c)) != CLF_OK) return st;
   if (d->attn_softcap > 0)

@@ -94,6 +94,7 @@ typedef struct clf__llama_kind {
    * 1 + weight; sliding-window and full layers by config.json's
    * layer_types (or sliding_window_pattern) */
   int scale_embed, norm_plus_one, layer_windows;
+  const char *act_key; /* the activation's config key, for messages (NULL: hidden_act) */
 } clf__llama_kind;
 /* A family's load and gemms (clf__family) over its kind. */
 clf_status clf__llama_load(clf_model *m, const void *dims, const clf__config *c, const clf__weights *w,
