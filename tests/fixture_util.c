@@ -368,3 +368,60 @@ void check_generate_cases(clf_model *m, const char *case_dir, const char *what) 
   ck_assert_msg(n_cases > 0, "%s has no generate case", what);
   cJSON_Delete(cases);
 }
+
+void check_differs(const char *name, const char *cname, const char *key, const char *json, const char *key2,
+                          const char *json2) {
+  char *dir = copy_fixture(name, NULL, NULL, 0, NULL), src[1024], path[1100];
+  snprintf(src, sizeof src, "%s/%s", fixtures(), name);
+  set_config(dir, key, json);
+  if (key2) set_config(dir, key2, json2);
+  clf_model *m = NULL;
+  clf_array ids, want, got;
+  TH_OK(clf_model_load(th_ctx, dir, &m));
+  snprintf(path, sizeof path, "%s/%s.input_ids.npy", src, cname);
+  TH_OK(clf_npy_read(path, &ids));
+  snprintf(path, sizeof path, "%s/%s.logits.npy", src, cname);
+  TH_OK(clf_npy_read(path, &want));
+  snprintf(ids.name, sizeof ids.name, "input_ids");
+  const char *logits = "logits";
+  TH_OK(clf_model_run(m, &ids, 1, &logits, 1, &got));
+  ck_assert_uint_eq(clf_array_numel(&got), clf_array_numel(&want));
+  double err = 0, scale = 1;
+  for (size_t i = 0; i < clf_array_numel(&want); i++) {
+    const double g = ((float *)got.data)[i], w = ((float *)want.data)[i];
+    err = fabs(g - w) > err ? fabs(g - w) : err;
+    scale = fabs(w) > scale ? fabs(w) : scale;
+  }
+  ck_assert_msg(err > 1e-2 * scale, "%s with %s %s: max error %g of %g, the setting changed nothing", name, key, json,
+                err, scale);
+  clf_array_free(&ids), clf_array_free(&want), clf_array_free(&got);
+  clf_model_destroy(m);
+  remove_dir(dir);
+}
+
+void check_same_with(const char *name, const char *key, const char *json) {
+  char *dir = copy_fixture(name, NULL, NULL, 0, NULL), src[1024], what[256];
+  snprintf(src, sizeof src, "%s/%s", fixtures(), name);
+  snprintf(what, sizeof what, "%s with %s %s", name, key, json);
+  set_config(dir, key, json);
+  clf_model *m = NULL;
+  TH_OK(clf_model_load(th_ctx, dir, &m));
+  check_forward_cases(m, src, 1e-4, what);
+  clf_model_destroy(m);
+  remove_dir(dir);
+}
+
+void load_fails2(const char *name, const char *key, const char *json, const char *key2, const char *json2,
+                 clf_status want, const char *msg) {
+  char *dir = copy_fixture(name, NULL, NULL, 0, NULL);
+  clf_model *m = NULL;
+  set_config(dir, key, json);
+  if (key2) set_config(dir, key2, json2);
+  TH_FAILS(clf_model_load(th_ctx, dir, &m), want, msg);
+  ck_assert_ptr_null(m);
+  remove_dir(dir);
+}
+
+void load_fails(const char *name, const char *key, const char *json, clf_status want, const char *msg) {
+  load_fails2(name, key, json, NULL, NULL, want, msg);
+}

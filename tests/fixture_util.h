@@ -54,5 +54,19 @@ void check_forward_cases(clf_model *m, const char *case_dir, double tol, const c
 void check_forward_same(clf_model *a, clf_model *b, const char *case_dir, double tol, const char *what);
 /* Every generate case: the sequences equal the expected ones exactly. */
 void check_generate_cases(clf_model *m, const char *case_dir, const char *what);
+/* That a fixture exercises a setting: with config.json's `key` set to the
+ * JSON `json` (and key2 to json2 where not NULL) in a copy, forward case
+ * `cname`'s logits are off by more than 1e-2 of their scale. */
+void check_differs(const char *name, const char *cname, const char *key, const char *json, const char *key2,
+                   const char *json2);
+/* That a setting changes nothing: with config.json's `key` set to `json`
+ * in a copy, every forward case of fixture `name` still within 1e-4. */
+void check_same_with(const char *name, const char *key, const char *json);
+/* That a copy of fixture `name` with config.json's `key` set to `json`
+ * (and key2 to json2 where not NULL) fails to load with `want`, the
+ * message holding `msg`, and leaves no model. */
+void load_fails2(const char *name, const char *key, const char *json, const char *key2, const char *json2,
+                 clf_status want, const char *msg);
+void load_fails(const char *name, const char *key, const char *json, clf_status want, const char *msg);
 
 #endif

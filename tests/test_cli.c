@@ -451,7 +451,22 @@ START_TEST(chat_turns_and_refusals) {
   snprintf(args, sizeof(args), "chat %s/plain < %s", tmp, in);
   ck_assert_int_eq(run_cli(args), 1);
   ck_assert_msg(strstr(slurp("stderr"), "chat template") != NULL, "%s", slurp("stderr"));
-  snprintf(cmd, sizeof(cmd), "rm -r %s/plain %s", tmp, in);
+  /* a template given as a file replaces the model's (for a file without
+   * one); a file missing or not a template is named */
+  snprintf(cmd, sizeof(cmd), "printf '{%%%% for m in messages %%%%}{{ m.role }}: {{ m.content }}\\n{%%%% endfor %%%%}' > "
+           "%s/t.jinja && printf '{%%%% for %%%%}' > %s/bad.jinja", tmp, tmp);
+  ck_assert_int_eq(system(cmd), 0);
+  snprintf(args, sizeof(args), "chat %s --greedy --max-new-tokens 3 --chat-template %s/t.jinja < %s", file, tmp, in);
+  ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
+  ck_assert_msg(strstr(slurp("stderr"), "prompt ") != NULL, "%s", slurp("stderr"));
+  snprintf(args, sizeof(args), "chat %s --chat-template %s/none.jinja < %s", file, tmp, in);
+  ck_assert_int_eq(run_cli(args), 1);
+  ck_assert_msg(strstr(slurp("stderr"), "none.jinja: No such file") != NULL, "%s", slurp("stderr"));
+  snprintf(args, sizeof(args), "chat %s --chat-template %s/bad.jinja < %s", file, tmp, in);
+  ck_assert_int_eq(run_cli(args), 1);
+  ck_assert_msg(strstr(slurp("stderr"), "--chat-template") && strstr(slurp("stderr"), "bad.jinja"), "%s",
+                slurp("stderr"));
+  snprintf(cmd, sizeof(cmd), "rm -r %s/plain %s %s/t.jinja %s/bad.jinja", tmp, in, tmp, tmp);
   ck_assert_int_eq(system(cmd), 0);
 }
 END_TEST

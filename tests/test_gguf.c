@@ -612,7 +612,7 @@ START_TEST(gguf_model_refusals) {
   static const char *const sizes[] = {"llama.block_count=1", "llama.embedding_length=64",
                                       "llama.feed_forward_length=128", "llama.attention.head_count=4", NULL};
   gb g;
-  MODEL_FAILS(gb_model(&g, "phi.gguf", "phi3", sizes + 4), CLF_E_UNSUPPORTED, "architecture \"phi3\" is not supported");
+  MODEL_FAILS(gb_model(&g, "falcon.gguf", "falcon", sizes + 4), CLF_E_UNSUPPORTED, "architecture \"falcon\" is not supported");
   MODEL_FAILS(gb_model(&g, "nb.gguf", "llama", sizes + 1), CLF_E_FORMAT, "llama.block_count is missing");
   const char *yarn[] = {sizes[0], sizes[1], sizes[2], sizes[3], "llama.rope.scaling.type=s:yarn", NULL};
   MODEL_FAILS(gb_model(&g, "yarn.gguf", "llama", yarn), CLF_E_UNSUPPORTED, "rope.scaling.type \"yarn\"");

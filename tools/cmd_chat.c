@@ -4,6 +4,7 @@
  * kept between turns. */
 #include "cli.h"
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +14,7 @@
 #include <cjson/cJSON.h>
 
 typedef struct chat_opts {
-  const char *device, *weights, *system, *template_budget;
+  const char *device, *weights, *system, *template_budget, *template_file;
   int quiet;
   clf_cli_sampling s;
 } chat_opts;
@@ -24,6 +25,9 @@ static const clf_cli_option chat_options[] = {
     CLF_CLI_SAMPLING_OPTIONS(chat_opts, s, CLF_GEN_WHOLE), /* a reply streams: no beams */
     {"--quiet", NULL, CLF_OPT_FLAG, offsetof(chat_opts, quiet), 0, 0, 0, 0, 0,
      "no per-turn speed on stderr (default: a line after each reply)"},
+    {"--chat-template", "FILE", CLF_OPT_STRING, offsetof(chat_opts, template_file), 0, 0, 0, 0, 0,
+     "the chat template (Jinja) in FILE instead of the model's (for a file without one: a GGUF file may lack "
+     "tokenizer.chat_template)", NULL, "the model's"},
     {"--template-budget", "steps=N,bytes=N,memory=N", CLF_OPT_STRING, offsetof(chat_opts, template_budget), 0, 0, 0,
      0, 0, "what one rendering of the chat template may cost (K, M, G suffixes; default 1000000 steps, 128M bytes, "
      "64M memory; docs/chat.md)"},
@@ -292,6 +296,31 @@ static int chat_loop(chat_state *st) {
   return ok;
 }
 
+/* The template in `path` (at most 1 MiB of UTF-8), parsed into *out; 0 with
+ * the reason on stderr. */
+static int load_template(const char *path, clf_chat_template **out) {
+  FILE *f = fopen(path, "rb");
+  char *text = NULL;
+  size_t n = 0;
+  int ok = 0;
+  if (!f) {
+    fprintf(stderr, "clformer chat: --chat-template %s: %s\n", path, strerror(errno));
+    return 0;
+  }
+  if ((text = malloc((1u << 20) + 2)) != NULL) n = fread(text, 1, (1u << 20) + 1, f);
+  if (!text || ferror(f))
+    fprintf(stderr, "clformer chat: --chat-template %s: cannot read it\n", path);
+  else if (n > (1u << 20))
+    fprintf(stderr, "clformer chat: --chat-template %s: larger than 1 MiB\n", path);
+  else if (text[n] = '\0', clf_chat_template_parse(text, out) != CLF_OK)
+    fprintf(stderr, "clformer chat: --chat-template %s: %s\n", path, clf_last_error(NULL));
+  else
+    ok = 1;
+  free(text);
+  fclose(f);
+  return ok;
+}
+
 static int chat_main(const void *opts, int argc, char **argv) {
   chat_state st;
   memset(&st, 0, sizeof st);
@@ -305,15 +334,18 @@ static int chat_main(const void *opts, int argc, char **argv) {
     return clf_cli_usage_error(&clf_cli_chat_command, "%s", err);
   clf_model *m = NULL;
   clf_tokenizer *tok = NULL;
+  clf_chat_template *tmpl = NULL;
   rc = 1;
   st.messages = cJSON_CreateArray();
+  if (st.o.template_file && !load_template(st.o.template_file, &tmpl)) goto done;
+  if (tmpl && clf_chat_template_set_budget(tmpl, &budget) != CLF_OK) goto done; /* a caller's template: its own */
   if (st.o.system) add_message(&st, "system", st.o.system);
   if (!clf_cli_open_model("chat", argv[0], st.o.device, st.o.weights, 0, &st.ctx, &m)) goto done;
   if (clf_tokenizer_load(argv[0], &tok) != CLF_OK) {
     fprintf(stderr, "clformer chat: %s\n", clf_last_error(NULL));
     goto done;
   }
-  if (clf_chat_create(m, tok, NULL, &st.c) != CLF_OK || clf_chat_set_template_budget(st.c, &budget) != CLF_OK ||
+  if (clf_chat_create(m, tok, tmpl, &st.c) != CLF_OK || (!tmpl && clf_chat_set_template_budget(st.c, &budget) != CLF_OK) ||
       !rebuild(&st)) {
     fprintf(stderr, "clformer chat: %s\n", clf_last_error(st.ctx));
     goto done;
@@ -321,6 +353,7 @@ static int chat_main(const void *opts, int argc, char **argv) {
   rc = chat_loop(&st) ? 0 : 1;
 done:
   clf_chat_destroy(st.c);
+  clf_chat_template_destroy(tmpl);
   clf_tokenizer_destroy(tok);
   clf_model_destroy(m);
   clf_context_destroy(st.ctx);

@@ -44,6 +44,8 @@ enum {
   CLF__GGUF_PERMUTE_Q = 2, /* rows permuted per head, by {arch}.attention.head_count (convert_hf_to_gguf's q) */
   CLF__GGUF_PERMUTE_K = 4, /* the same by {arch}.attention.head_count_kv (its k) */
   CLF__GGUF_COPY = 8,      /* a copy the converter writes (hf NULL): not read, and not refused */
+  CLF__GGUF_MINUS_ONE = 16, /* the file holds 1 + transformers' values (Gemma's norms, whose 1 + w the converter
+                              stores): 1 is taken off as read */
 };
 /* A tensor: the model's whole name ("token_embd.weight"), or a layer's
  * part ("attn_q", for blk.N.attn_q.weight and .bias). */

@@ -47,7 +47,8 @@ static clf_status attn_kv(clf_context *ctx, const clf__kv *kv, size_t B, size_t 
  * rotated when rot is given. */
 static clf_status heads(clf_context *ctx, const clf_tensor *proj, size_t col, size_t pos, const clf__rotary *rot,
                         clf_tensor *t) {
-  if (rot) return clf_split_heads_rope(ctx, proj, col, pos, rot->pos, rot->inv_freq, 1.0f, t, NULL);
+  if (rot) return clf_split_heads_rope(ctx, proj, col, pos, rot->pos, rot->inv_freq, rot->scale > 0 ? rot->scale : 1.0f, t,
+                                      NULL);
   return clf_split_heads(ctx, proj, col, pos, t, NULL);
 }
 
@@ -81,6 +82,32 @@ static clf_status attn_paged(clf_context *ctx, const clf__attn *a, const clf_ten
           CLF_OK)
     return st;
   return attn_out(ctx, a, ctxm, y, out_bias);
+}
+
+/* The per-head norm `n` of the `heads` heads at column col of the
+ * projection proj [B, L, C], in place: taken out, normed as rows of dh,
+ * put back. */
+static clf_status head_norm(clf_context *ctx, const clf__ln *n, clf_tensor *proj, size_t col, size_t heads,
+                            size_t dh, clf__ws *ws) {
+  const size_t rows = proj->shape[0] * proj->shape[1];
+  clf_tensor *t, *view = NULL;
+  clf_status st;
+  if ((st = clf__ws_get(ctx, ws, CLF__WS_HEADNORM, CLF_F32, 2, (size_t[]){rows, heads * dh}, &t)) != CLF_OK ||
+      (st = clf__take_cols(ctx, "attention head norm", proj, col, t)) != CLF_OK ||
+      (st = clf_tensor_view(t, 0, 2, (size_t[]){rows * heads, dh}, &view)) != CLF_OK ||
+      (st = clf__ln_apply(ctx, n, view, NULL, NULL, NULL, view)) == CLF_OK)
+    st = clf__copy_cols(ctx, "attention head norm", t, proj, col);
+  clf_tensor_destroy(view);
+  return st;
+}
+
+/* The q and k heads of the projection proj normed where a has the norms. */
+static clf_status head_norms(clf_context *ctx, const clf__attn *a, clf_tensor *proj, clf__ws *ws) {
+  const size_t H = a->heads, Hkv = a->kv_heads ? a->kv_heads : H;
+  clf_status st = CLF_OK;
+  if (a->q_norm.g) st = head_norm(ctx, &a->q_norm, proj, 0, H, a->dh, ws);
+  if (st == CLF_OK && a->k_norm.g) st = head_norm(ctx, &a->k_norm, proj, H * a->dh, Hkv, a->dh, ws);
+  return st;
 }
 
 clf_status clf__linear_run(clf_context *ctx, const clf_tensor *x, const clf__linear *l, clf_activation act,
@@ -122,7 +149,8 @@ clf_status clf__attn_forward(clf_context *ctx, const clf__attn *a, const clf_ten
   if (self) {
     /* One projection [Q + 2 KV, D]. */
     if ((st = clf__ws_get(ctx, ws, CLF__WS_PROJ, CLF_F32, 3, (size_t[]){B, Lq, Q + 2 * KV}, &proj)) != CLF_OK ||
-        (st = clf__linear_run(ctx, x, &a->qkv, CLF_ACT_NONE, ws, proj)) != CLF_OK)
+        (st = clf__linear_run(ctx, x, &a->qkv, CLF_ACT_NONE, ws, proj)) != CLF_OK ||
+        (st = head_norms(ctx, a, proj, ws)) != CLF_OK)
       return st;
     /* Nothing to cache or rotate: where the device's attention reads the
      * heads in place (attn_fused_cpu), they are not split. */
@@ -192,8 +220,18 @@ clf_status clf__layer_forward(clf_context *ctx, const clf__layer *l, int pre_ln,
    * the residual stream (fb), not into a pass of its own. */
   const clf_tensor *fb = NULL;
   if (pre_ln) {
-    /* a = ln_self(h) already. */
-    if ((st = clf__attn_forward(ctx, &l->self, a, NULL, io->self_kv, io->self_mask, io->rot, ws, f, &fb)) != CLF_OK)
+    /* a = ln_self(h) already.  A sliding-window layer: its window and its
+     * frequencies over the stack's. */
+    clf_attention_mask wm;
+    clf__rotary wr;
+    const clf_attention_mask *sm = io->self_mask;
+    const clf__rotary *rot = io->rot;
+    if (l->window && sm) wm = *sm, wm.window = l->window, sm = &wm;
+    if (l->window && rot && rot->local_inv_freq) wr = *rot, wr.inv_freq = rot->local_inv_freq, rot = &wr;
+    /* a branch normed before the add takes its bias first */
+    if ((st = clf__attn_forward(ctx, &l->self, a, NULL, io->self_kv, sm, rot, ws, f, l->post_self.g ? NULL : &fb)) !=
+            CLF_OK ||
+        (l->post_self.g && (st = clf__ln_apply(ctx, &l->post_self, f, NULL, NULL, NULL, f)) != CLF_OK))
       return st;
     if (l->has_cross) {
       if ((st = clf__ln_apply(ctx, &l->ln_cross, h, f, fb, h, a)) != CLF_OK) return st;
@@ -202,7 +240,10 @@ clf_status clf__layer_forward(clf_context *ctx, const clf__layer *l, int pre_ln,
         return st;
     }
     if ((st = clf__ln_apply(ctx, &l->ln_mlp, h, f, fb, h, a)) != CLF_OK) return st;
-    if ((st = clf__mlp_forward(ctx, &l->mlp, a, ws, f, &fb)) != CLF_OK) return st;
+    fb = NULL;
+    if ((st = clf__mlp_forward(ctx, &l->mlp, a, ws, f, l->post_mlp.g ? NULL : &fb)) != CLF_OK ||
+        (l->post_mlp.g && (st = clf__ln_apply(ctx, &l->post_mlp, f, NULL, NULL, NULL, f)) != CLF_OK))
+      return st;
     return clf__ln_apply(ctx, next_ln, h, f, fb, h, a);
   }
   /* post-LN: h = LN(h + f(h)) */

@@ -27,6 +27,9 @@ typedef struct clf__attn {
   clf__linear qkv, q, kv, o;
   size_t heads, kv_heads, dh;
   float scale; /* 1/sqrt(dh) unless the family scales otherwise */
+  /* Self-attention: RMSNorm [dh] of each query and each key head, after
+   * the projection and before the rotary step; g NULL: none. */
+  clf__ln q_norm, k_norm;
 } clf__attn;
 
 /* y = fc2(act(fc1(x))), or gated (SwiGLU and kin): fc1 is gate and up
@@ -46,6 +49,15 @@ typedef struct clf__layer {
   int has_cross;
   clf__mlp mlp;
   clf__ln ln_self, ln_cross, ln_mlp;
+  /* pre-LN only, g NULL where absent: a norm of the self-attention's and of
+   * the MLP's output before the residual add (the "sandwich" of Gemma 2 and
+   * 3): h += post_self(SA(a)); h += post_mlp(MLP(a)). */
+  clf__ln post_self, post_mlp;
+  /* Non-zero: this layer's self-attention sees only the last `window`
+   * positions (a sliding-window layer among full ones; the mask's own
+   * window otherwise), rotated at the rotary step's local frequencies
+   * where it has them. */
+  size_t window;
 } clf__layer;
 
 /* Workspace slots: tensors re-created only when their shape changes, so a
@@ -60,6 +72,7 @@ enum {
   CLF__WS_BRANCH,  /* a layer's attention / MLP branch before the residual add */
   CLF__WS_BEAM,    /* beam reorder: the row indices */
   CLF__WS_REORDER, /* beam reorder: the gathered rows */
+  CLF__WS_HEADNORM, /* q or k heads taken out of the projection to be normed */
   CLF__WS_BLOCK_SLOTS,
   CLF__WS_COUNT = 32 /* slots in all */
 };
@@ -89,6 +102,8 @@ typedef struct clf__kv {
  * [B, L] (i64) at the frequencies inv_freq [Dh / 2] on their way into heads. */
 typedef struct clf__rotary {
   const clf_tensor *pos, *inv_freq;
+  const clf_tensor *local_inv_freq; /* the sliding-window layers' own frequencies, or NULL: inv_freq */
+  float scale;                      /* cos and sin times this (longrope's attention factor); 0: 1 */
 } clf__rotary;
 
 /* y [.., out] = act(x [.., in] W^T + b) for linear l: clf_linear, or for

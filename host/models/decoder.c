@@ -99,6 +99,17 @@ static clf_status step_upload(clf_model *m, size_t n, const int64_t *ids, const 
   return st;
 }
 
+clf_status clf__decoder_head(clf_model *m, clf_context *ctx, const clf_tensor *x, clf_tensor *logits) {
+  const clf__decoder *d = m->dec;
+  clf_status st = clf_linear(ctx, x, d->head, CLF_WEIGHT_OUT_IN, d->head_bias, CLF_ACT_NONE, logits, NULL);
+  if (st != CLF_OK || !(d->softcap > 0)) return st;
+  /* cap * tanh(logits / cap), as transformers divides, tanh's and multiplies */
+  if ((st = clf_scale(ctx, logits, 1.0f / d->softcap, logits, NULL)) != CLF_OK ||
+      (st = clf_bias_act(ctx, logits, NULL, CLF_ACT_TANH, logits, NULL)) != CLF_OK)
+    return st;
+  return clf_scale(ctx, logits, d->softcap, logits, NULL);
+}
+
 /* logits [B, 1, V] of the last row of a [B, n, D], downloaded. */
 static clf_status last_row_logits(clf_model *m, const clf_tensor *a, float *logits) {
   clf__decoder *d = m->dec;
@@ -108,7 +119,7 @@ static clf_status last_row_logits(clf_model *m, const clf_tensor *a, float *logi
   if ((st = clf__ws_get(m->ctx, d->ws, CLF__WS_ROW, CLF_F32, 3, (size_t[]){B, 1, d->D}, &row)) != CLF_OK ||
       (st = clf__ws_get(m->ctx, d->ws, CLF__WS_LOGITS, CLF_F32, 3, (size_t[]){B, 1, d->V}, &lg)) != CLF_OK ||
       (st = clf_copy_rows(m->ctx, a, n - 1, row, 0, 1, NULL)) != CLF_OK ||
-      (st = clf_linear(m->ctx, row, d->head, CLF_WEIGHT_OUT_IN, d->head_bias, CLF_ACT_NONE, lg, NULL)) != CLF_OK)
+      (st = clf__decoder_head(m, m->ctx, row, lg)) != CLF_OK)
     return st;
   return clf_tensor_download(m->ctx, lg, logits, B * d->V * sizeof *logits);
 }
@@ -197,7 +208,7 @@ clf_status clf__decoder_logits(clf_model *m, const clf_tensor *a, clf_array *res
   clf_status st;
   if ((st = clf__ws_get(m->ctx, d->ws, CLF__WS_LOGITS, CLF_F32, 3, (size_t[]){a->shape[0], a->shape[1], d->V},
                         &logits)) != CLF_OK ||
-      (st = clf_linear(m->ctx, a, d->head, CLF_WEIGHT_OUT_IN, d->head_bias, CLF_ACT_NONE, logits, NULL)) != CLF_OK)
+      (st = clf__decoder_head(m, m->ctx, a, logits)) != CLF_OK)
     return st;
   return clf__download(m, logits, "logits", res);
 }

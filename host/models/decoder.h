@@ -43,12 +43,17 @@ typedef struct clf__decoder {
   void (*release)(clf_model *m); /* optional: frees what prepare made */
   clf__ws *ws;                   /* the workspace the body and head use */
   clf_tensor *head, *head_bias;  /* [V, D] and [V] or NULL */
+  float softcap;                 /* > 0: logits = softcap * tanh(logits / softcap) (Gemma 2's final soft-capping) */
   size_t V, D;                   /* logits' vocabulary, hidden width */
   size_t kv_heads, dh;           /* the self-attention caches' [B, kv_heads, cap, dh] */
   size_t limit;                  /* the longest sequence */
   const char *limit_key;         /* the config key it comes from (messages) */
   int need_pos;                  /* forward passes get position_ids 0..L-1 when not given */
   const char *no_engine;         /* why the engine (paged, many sequences) cannot run it; NULL: it can */
+  /* Non-zero: generation feeds the whole sequence again, the caches
+   * dropped, at the step whose new position is this one (Phi-3's longrope
+   * switching to its long factors: transformers re-encodes there) */
+  size_t refeed_at;
   /* the runtime's */
   clf__kv_cache kv;
   clf_tensor *step; /* i64 [B * 3 cap] while generating: a step's ids, positions and mask */
@@ -138,6 +143,9 @@ void clf__decoder_free(clf_model *m);
 clf_status clf__decoder_check(clf_model *m, const clf__inputs in, size_t *B, size_t *L, int64_t *max_pos);
 clf_status clf__decoder_forward(clf_model *m, const clf__inputs in, size_t B, size_t L, int64_t max_pos,
                                 clf_tensor **out);
+/* logits [.., V] = the LM head (its bias and soft-capping included) of
+ * hidden states x [.., D], on ctx's queue. */
+clf_status clf__decoder_head(clf_model *m, clf_context *ctx, const clf_tensor *x, clf_tensor *logits);
 /* logits [B, L, V] of hidden states a [B, L, D] through the head, downloaded into res. */
 clf_status clf__decoder_logits(clf_model *m, const clf_tensor *a, clf_array *res);
 

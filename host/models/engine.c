@@ -729,7 +729,7 @@ static clf_status forward(clf_engine *e, size_t n_sc, size_t T, size_t *R) {
         (st = clf__ws_get(ctx, d->ws, CLF__WS_ROW, CLF_F32, 3, (size_t[]){1, *R, d->D}, &row)) == CLF_OK &&
         (st = clf__ws_get(ctx, d->ws, CLF__WS_LOGITS, CLF_F32, 3, (size_t[]){1, *R, d->V}, &lg)) == CLF_OK &&
         (st = clf_gather_rows(ctx, a, 0, gather, row, 0, NULL)) == CLF_OK &&
-        (st = clf_linear(ctx, row, d->head, CLF_WEIGHT_OUT_IN, d->head_bias, CLF_ACT_NONE, lg, NULL)) == CLF_OK)
+        (st = clf__decoder_head(m, ctx, row, lg)) == CLF_OK)
       st = clf_tensor_download(ctx, lg, e->logits, *R * d->V * sizeof *e->logits);
   }
   clf_tensor_destroy(ids), clf_tensor_destroy(pos), clf_tensor_destroy(gather);

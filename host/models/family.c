@@ -23,7 +23,11 @@
   X(swin)                \
   X(llama)               \
   X(mistral)             \
-  X(qwen2)
+  X(qwen2)               \
+  X(qwen3)               \
+  X(gemma3_text)         \
+  X(gemma3)              \
+  X(phi3)
 
 #define CLF__FAMILY_DECLARE(name) extern const clf__family clf__##name##_family;
 CLF__FAMILIES(CLF__FAMILY_DECLARE)

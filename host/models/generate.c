@@ -88,10 +88,15 @@ static int64_t choose_row(const clf__gen_params *p, clf__rng *rng, float *s, siz
   return (int64_t)best;
 }
 
-/* Feeds the new tokens of every row (all of them on the first step). */
+/* Feeds the new tokens of every row (all of them on the first step, and
+ * on the step whose positions first pass the decoder's refeed_at: the
+ * caches dropped, as transformers' Phi3ForCausalLM drops its past there). */
 static clf_status step(gen *g, int first, float *logits) {
   clf_model *m = g->m;
-  const size_t R = g->R, n = first ? g->cur_len - g->fed0 : 1, L = g->cur_len;
+  clf__decoder *d = m->dec;
+  const int refeed = !first && d->refeed_at && g->cur_len - 1 == d->refeed_at && d->kv.past == d->refeed_at;
+  if (refeed) d->kv.past = 0;
+  const size_t R = g->R, n = first ? g->cur_len - g->fed0 : refeed ? g->cur_len : 1, L = g->cur_len;
   int64_t *ids = malloc(2 * R * n * sizeof *ids), *mask = NULL;
   if (!ids) return clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "clf_model_generate: out of host memory");
   int64_t *pos = ids + R * n;

@@ -31,6 +31,8 @@ typedef struct llama {
    * (max_seq_len_cached, 0: the original), advanced per generation step */
   clf_tensor *inv_freq;
   size_t rope_dev, rope_cached;
+  float embed_scale;        /* the embeddings' factor: 1, or sqrt(hidden_size) (Gemma) */
+  clf_tensor *local_freq;   /* the sliding-window layers' own inv_freq [Dh / 2] (Gemma 3), or NULL */
 } llama;
 
 static const char *const llama_outputs[] = {"logits", "last_hidden_state"};
@@ -40,6 +42,11 @@ static const char *const llama_outputs[] = {"logits", "last_hidden_state"};
 void clf__rope_inv_freq(const clf__rope *r, size_t seq_len, float *out) {
   const size_t half = r->dim / 2;
   float base = (float)r->theta;
+  if (r->type == CLF__ROPE_LONGROPE) { /* 1.0 / (ext_factors * base ** (arange(0, dim, 2).float() / dim)) */
+    const float *ext = seq_len > r->orig_max ? r->long_factors : r->short_factors;
+    for (size_t i = 0; i < half; i++) out[i] = 1.0f / (ext[i] * powf(base, (float)(2 * i) / (float)r->dim));
+    return;
+  }
   if (r->type == CLF__ROPE_DYNAMIC && seq_len > r->max_pos) {
     /* base * ((factor * seq_len / max_pos) - (factor - 1)) ** (dim / (dim - 2)), seq_len a tensor */
     const float f = (float)r->factor * (float)seq_len / (float)r->max_pos - (float)(r->factor - 1.0);
@@ -82,6 +89,9 @@ static clf_status rope_sync(clf_context *ctx, llama *g, size_t len) {
 /* transformers' _dynamic_frequency_update for positions whose largest is
  * max_pos: grow past the cached length, back to the original below it. */
 static clf_status rope_update(clf_context *ctx, llama *g, int64_t max_pos) {
+  /* longrope: the long factors while the positions reach past orig_max */
+  if (g->rope.type == CLF__ROPE_LONGROPE)
+    return rope_sync(ctx, g, max_pos + 1 > (int64_t)g->rope.orig_max ? g->rope.orig_max + 1 : 0);
   if (g->rope.type != CLF__ROPE_DYNAMIC) return CLF_OK;
   const size_t S = (size_t)(max_pos < 0 ? 0 : max_pos) + 1, orig = g->rope.max_pos;
   const size_t cached = g->rope_cached ? g->rope_cached : orig;
@@ -94,14 +104,7 @@ static clf_status rope_update(clf_context *ctx, llama *g, int64_t max_pos) {
 
 /* the weights of layers.N.: q, k, v fused (GQA: k, v Hkv Dh wide), gate
  * and up fused; biases as config.json says (Qwen2: q, k, v always) */
-static const clf__weight_row llama_layer_rows[] = {
-    CLF__QKV(clf__layer, self, "self_attn.%s_proj", QKV, "q", "k", "v"), /* [H Dh | 2 Hkv Dh, D] */
-    CLF__LIN(clf__layer, self.o, "self_attn.o_proj", D, Q, ATTN),         /* [D, H Dh] */
-    CLF__FUSE(clf__layer, mlp.fc1, "mlp.%s_proj", D, MLP, CLF__PART("gate", F), CLF__PART("up", F)), /* [2F, D] */
-    CLF__LIN(clf__layer, mlp.fc2, "mlp.down_proj", D, F, MLP),            /* [D, F] */
-    CLF__RMS(clf__layer, ln_self, "input_layernorm"),
-    CLF__RMS(clf__layer, ln_mlp, "post_attention_layernorm"),
-};
+static const clf__weight_row llama_layer_rows[] = {CLF__LLAMA_ROWS};
 
 /* embed -> N pre-norm layers (rotary q, k; GQA; sliding window) -> norm;
  * the RoPE frequencies follow the positions first (dynamic scaling). */
@@ -111,10 +114,10 @@ static clf_status llama_body(clf_model *m, const clf__step *s, clf_tensor **out)
   clf_status st;
   if (!s->cached) g->rope_cached = 0; /* a forward pass starts from the original frequencies */
   if ((st = rope_update(m->ctx, g, s->max_pos)) != CLF_OK || (st = clf__decoder_stream(m, s, &h, &a)) != CLF_OK ||
-      (st = clf_embedding(m->ctx, g->embed, s->ids, 1.0f, 0, h, NULL)) != CLF_OK)
+      (st = clf_embedding(m->ctx, g->embed, s->ids, g->embed_scale, 0, h, NULL)) != CLF_OK)
     return st;
   const clf_attention_mask mask = {s->mask, 1, NULL, g->window};
-  const clf__rotary rot = {s->pos, g->inv_freq};
+  const clf__rotary rot = {s->pos, g->inv_freq, g->local_freq, g->rope.attn_scale};
   *out = a;
   return clf__decoder_stack(m, g->layers, g->n_layers, &g->norm, s, &mask, &rot, h, a);
 }
@@ -145,52 +148,33 @@ static clf_status llama_prepare(clf_model *m, size_t B, size_t cap, const clf_ar
 
 /* ---- config.json ------------------------------------------------------- */
 
-typedef struct llama_dims {
-  long V, D, F, H, Hkv, Dh, N, P;
-  double eps, theta;
-  const char *act;
-  int tie, attn_bias, mlp_bias, use_window;
-} llama_dims;
-
-/* the keys of all three; P, Hkv: the config class's default when absent */
-#define LLAMA_KEYS(P_default, Hkv_default)                                                            \
-  CLF__REQ(llama_dims, V, "vocab_size", INT), CLF__REQ(llama_dims, D, "hidden_size", INT),            \
-      CLF__REQ(llama_dims, F, "intermediate_size", INT),                                              \
-      CLF__REQ(llama_dims, H, "num_attention_heads", INT),                                            \
-      CLF__REQ(llama_dims, N, "num_hidden_layers", INT),                                              \
-      CLF__OPT(llama_dims, Hkv, "num_key_value_heads", INT, Hkv_default), /* 0: num_attention_heads */ \
-      CLF__OPT(llama_dims, P, "max_position_embeddings", INT, P_default),                             \
-      CLF__OPT(llama_dims, eps, "rms_norm_eps", FLOAT, 1e-6),                                         \
-      CLF__OPT(llama_dims, theta, "rope_theta", FLOAT, 10000.0),                                      \
-      CLF__OPT_STR(llama_dims, act, "hidden_act", "silu"),                                            \
-      CLF__OPT(llama_dims, tie, "tie_word_embeddings", BOOL, 0)
-
 /* Llama: head_dim, attention_bias (q, k, v and o), mlp_bias */
 static const clf__config_key llama_keys[] = {
-    LLAMA_KEYS(2048, 0),
-    CLF__OPT(llama_dims, Dh, "head_dim", INT, 0), /* 0: hidden_size / num_attention_heads */
-    CLF__OPT(llama_dims, attn_bias, "attention_bias", BOOL, 0),
-    CLF__OPT(llama_dims, mlp_bias, "mlp_bias", BOOL, 0),
+    CLF__LLAMA_KEYS(2048, 0),
+    CLF__OPT(clf__llama_dims, Dh, "head_dim", INT, 0), /* 0: hidden_size / num_attention_heads */
+    CLF__OPT(clf__llama_dims, attn_bias, "attention_bias", BOOL, 0),
+    CLF__OPT(clf__llama_dims, mlp_bias, "mlp_bias", BOOL, 0),
 };
 /* Mistral: head_dim, sliding_window (read in mistral_window) */
 static const clf__config_key mistral_keys[] = {
-    LLAMA_KEYS(4096 * 32, 8),
-    CLF__OPT(llama_dims, Dh, "head_dim", INT, 0),
+    CLF__LLAMA_KEYS(4096 * 32, 8),
+    CLF__OPT(clf__llama_dims, Dh, "head_dim", INT, 0),
 };
 /* Qwen2: q, k, v biases always; the window only with use_sliding_window */
 static const clf__config_key qwen2_keys[] = {
-    LLAMA_KEYS(32768, 32),
-    CLF__OPT(llama_dims, use_window, "use_sliding_window", BOOL, 0),
+    CLF__LLAMA_KEYS(32768, 32),
+    CLF__OPT(clf__llama_dims, use_window, "use_sliding_window", BOOL, 0),
 };
 
 /* config.json's sliding_window: absent 4096 (the config classes' default),
  * null none; Qwen2 only with use_sliding_window (4.46: its config then
  * holds None, and eager attention masks every layer by it). */
-static clf_status read_window(clf_context *ctx, const char *type, const llama_dims *d, const clf__config *c,
-                              size_t *out) {
+static clf_status read_window(clf_context *ctx, const char *type, const clf__llama_dims *d, const clf__config *c,
+                              const clf__llama_kind *k, size_t *out) {
   *out = 0;
-  if (strcmp(type, "llama") == 0 || (strcmp(type, "qwen2") == 0 && !d->use_window)) return CLF_OK;
+  if (k->window == CLF__LLAMA_NO_WINDOW || (k->window == CLF__LLAMA_WINDOW_IF_USED && !d->use_window)) return CLF_OK;
   const cJSON *w = cJSON_GetObjectItemCaseSensitive(clf__config_json(c), "sliding_window");
+  if (!w && k->window == CLF__LLAMA_WINDOW_IF_SET) return CLF_OK;
   if (!w) {
     *out = 4096;
     return CLF_OK;
@@ -213,9 +197,46 @@ static clf_status rope_num(clf_context *ctx, const cJSON *rs, const char *type, 
   return CLF_OK;
 }
 
-/* rope_scaling: null, or {"rope_type" (or "type"): linear | dynamic | llama3, factor, ...}.
+/* rope_scaling's list `key` of n factors, finite and positive, into f. */
+static clf_status rope_factors(clf_context *ctx, const cJSON *rs, const char *key, size_t n, float *f) {
+  const cJSON *a = cJSON_GetObjectItemCaseSensitive(rs, key), *e;
+  if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != (int)n)
+    return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: rope_scaling longrope needs \"%s\", a list of head_dim / 2 "
+                     "(%zu) numbers", key, n);
+  size_t i = 0;
+  cJSON_ArrayForEach(e, a) {
+    if (!cJSON_IsNumber(e) || !(e->valuedouble > 0) || !isfinite(e->valuedouble))
+      return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: rope_scaling %s[%zu] is not a finite positive number", key, i);
+    f[i++] = (float)e->valuedouble;
+  }
+  return CLF_OK;
+}
+
+/* Phi-3's longrope ("su" before it had that name): short and long factors,
+ * the switch at original_max_position_embeddings, and the attention
+ * factor (given, else sqrt(1 + ln(max / original) / ln(original)) when the
+ * model reaches past its original length), as transformers 4.53. */
+static clf_status read_longrope(clf_context *ctx, const cJSON *rs, const clf__llama_dims *d, clf__rope *r) {
+  const size_t half = (size_t)(d->Dh ? d->Dh : d->D / (d->H ? d->H : 1)) / 2;
+  clf_status st;
+  if (d->orig_max <= 0)
+    return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: rope_scaling longrope needs original_max_position_embeddings");
+  if (half > 512) return CLF_OK; /* llama_sizes refuses the head size */
+  if ((st = rope_factors(ctx, rs, "short_factor", half, r->short_factors)) != CLF_OK ||
+      (st = rope_factors(ctx, rs, "long_factor", half, r->long_factors)) != CLF_OK)
+    return st;
+  r->type = CLF__ROPE_LONGROPE, r->orig_max = (size_t)d->orig_max;
+  const cJSON *af = cJSON_GetObjectItemCaseSensitive(rs, "attention_factor");
+  const double factor = (double)d->P / (double)d->orig_max;
+  if (cJSON_IsNumber(af) && af->valuedouble > 0) r->attn_scale = (float)af->valuedouble;
+  else r->attn_scale = factor <= 1.0 ? 1.0f : (float)sqrt(1.0 + log(factor) / log((double)d->orig_max));
+  return CLF_OK;
+}
+
+/* rope_scaling: null, or {"rope_type" (or "type"): linear | dynamic | llama3 | longrope, factor, ...}.
  * Mistral's rotary embedding (4.46) ignores it. */
-static clf_status read_rope(clf_context *ctx, const char *model_type, const clf__config *c, clf__rope *r) {
+static clf_status read_rope(clf_context *ctx, const char *model_type, const clf__llama_dims *d, const clf__config *c,
+                            clf__rope *r) {
   const cJSON *rs = cJSON_GetObjectItemCaseSensitive(clf__config_json(c), "rope_scaling");
   r->type = CLF__ROPE_DEFAULT;
   if (!rs || cJSON_IsNull(rs) || strcmp(model_type, "mistral") == 0) return CLF_OK;
@@ -226,12 +247,13 @@ static clf_status read_rope(clf_context *ctx, const char *model_type, const clf_
   const char *type = t->valuestring;
   clf_status st;
   if (strcmp(type, "default") == 0) return CLF_OK;
+  if (strcmp(type, "longrope") == 0 || strcmp(type, "su") == 0) return read_longrope(ctx, rs, d, r);
   if (strcmp(type, "linear") == 0) r->type = CLF__ROPE_LINEAR;
   else if (strcmp(type, "dynamic") == 0) r->type = CLF__ROPE_DYNAMIC;
   else if (strcmp(type, "llama3") == 0) r->type = CLF__ROPE_LLAMA3;
   else
     return clf__fail(ctx, CLF_E_UNSUPPORTED, "clf_model_load: rope_scaling type \"%s\" is not supported (supported: "
-                     "default, linear, dynamic, llama3)", type);
+                     "default, linear, dynamic, llama3, longrope)", type);
   if ((st = rope_num(ctx, rs, type, "factor", 1.0, &r->factor)) != CLF_OK) return st;
   if (r->type != CLF__ROPE_LLAMA3) return CLF_OK;
   double om = 0;
@@ -247,7 +269,7 @@ static clf_status read_rope(clf_context *ctx, const char *model_type, const clf_
 }
 
 /* Sizes checked and the model's shape filled in. */
-static clf_status llama_sizes(clf_context *ctx, const char *type, const llama_dims *d, llama *g) {
+static clf_status llama_sizes(clf_context *ctx, const char *type, const clf__llama_dims *d, llama *g) {
   if (d->V <= 0 || d->D <= 0 || d->H <= 0 || d->N < 0 || d->P <= 0 || d->F <= 0 || d->Hkv < 0 || d->Dh < 0 ||
       d->V > (1L << 31) || d->D > (1L << 20) || d->F > (1L << 24) || d->H > 4096 || d->N > 4096 || d->Dh > 4096)
     return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s config has invalid sizes (vocab_size %ld, hidden_size "
@@ -277,17 +299,32 @@ static clf__block_spec llama_spec(const llama *g, int qkv_bias, int attn_bias, i
   clf__block_spec s = {.eps = g->eps, .qkv_bias = qkv_bias, .attn_bias = attn_bias, .mlp_bias = mlp_bias,
                        .layout = CLF_WEIGHT_OUT_IN, .in_out_f32 = in_out};
   clf__spec_dims(&s, g->D, g->F, g->H * g->Dh, g->Hkv * g->Dh);
+  s.dims[CLF__DIM_DH] = g->Dh; /* the per-head norms' */
   return s;
+}
+
+/* Gemma's RMSNorm gain 1 + weight (transformers adds in f32 too), made
+ * once at load. */
+static clf_status norm_plus_one(clf_context *ctx, clf__ln *ln) {
+  const size_t n = clf_tensor_numel(ln->g);
+  float *h = malloc(n * sizeof *h + 1);
+  if (!h) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "clf_model_load: out of host memory for a norm of %zu", n);
+  clf_status st = clf_tensor_download(ctx, ln->g, h, n * sizeof *h);
+  for (size_t i = 0; st == CLF_OK && i < n; i++) h[i] = 1.0f + h[i];
+  if (st == CLF_OK) st = clf_tensor_upload(ctx, ln->g, h, n * sizeof *h);
+  free(h);
+  return st;
 }
 
 /* embed_tokens, the layers, norm under pf ("model." or ""), and the head:
  * lm_head.weight, or embed_tokens when tied. */
-static clf_status llama_load_weights(clf_model *m, const llama_dims *d, const char *pf, const clf__weights *w) {
+static clf_status llama_load_weights(clf_model *m, const clf__llama_dims *d, const char *pf, const clf__weights *w,
+                                     const clf__llama_kind *k) {
   clf_context *ctx = m->ctx;
   llama *g = m->impl;
   clf__params *p = &m->params;
-  const int attn_bias = d->attn_bias, qkv_bias = strcmp(m->type, "qwen2") == 0 || attn_bias;
-  const clf__block_spec spec = llama_spec(g, qkv_bias, attn_bias, d->mlp_bias, clf__decoder_in_out(ctx));
+  const int attn_bias = d->attn_bias, qkv_bias = k->qkv_bias || attn_bias;
+  clf__block_spec spec = llama_spec(g, qkv_bias, attn_bias, d->mlp_bias, clf__decoder_in_out(ctx));
   char n1[256];
   clf_status st;
   if ((st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, pf, "embed_tokens.weight"), 2, (size_t[]){g->V, g->D},
@@ -296,12 +333,17 @@ static clf_status llama_load_weights(clf_model *m, const llama_dims *d, const ch
     return st;
   for (size_t i = 0; i < g->n_layers; i++) {
     clf__layer *l = &g->layers[i];
-    l->self = (clf__attn){.heads = g->H, .kv_heads = g->Hkv, .dh = g->Dh, .scale = 1.0f / sqrtf((float)g->Dh)};
+    const float scale = d->attn_scalar > 0 ? (float)pow(d->attn_scalar, -0.5) : 1.0f / sqrtf((float)g->Dh);
+    l->self = (clf__attn){.heads = g->H, .kv_heads = g->Hkv, .dh = g->Dh, .scale = scale};
     l->mlp.act = g->act, l->mlp.gated = 1;
-    if ((st = clf__load_rows(ctx, w, p, clf__wn(n1, sizeof n1, pf, "layers.%zu.", i), llama_layer_rows,
-                             CLF__ARRAY_LEN(llama_layer_rows), &spec, l)) != CLF_OK)
+    if ((st = clf__load_rows(ctx, w, p, clf__wn(n1, sizeof n1, pf, "layers.%zu.", i), k->rows, k->n_rows, &spec,
+                             l)) != CLF_OK)
       return st;
+    clf__ln *const norms[] = {&l->ln_self, &l->ln_mlp, &l->post_self, &l->post_mlp, &l->self.q_norm, &l->self.k_norm};
+    for (size_t j = 0; k->norm_plus_one && j < CLF__ARRAY_LEN(norms); j++)
+      if (norms[j]->g && (st = norm_plus_one(ctx, norms[j])) != CLF_OK) return st;
   }
+  if (k->norm_plus_one && (st = norm_plus_one(ctx, &g->norm)) != CLF_OK) return st;
   if (g->base) return CLF_OK;
   return clf__decoder_load_head(m, w, "lm_head.weight", d->tie, clf__wn(n1, sizeof n1, pf, "embed_tokens.weight"),
                                 g->embed);
@@ -316,10 +358,10 @@ static clf_status read_rope_factors(clf_context *ctx, const clf__weights *w, con
   const char *const names[] = {"model.rope_freqs.weight", "rope_freqs.weight", NULL};
   const char *name = clf__weights_pick(w, names);
   if (!name) return CLF_OK;
-  if (r->type == CLF__ROPE_DYNAMIC || r->type == CLF__ROPE_LLAMA3)
+  if (r->type == CLF__ROPE_DYNAMIC || r->type == CLF__ROPE_LLAMA3 || r->type == CLF__ROPE_LONGROPE)
     return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s has both frequency factors (%s) and rope_scaling of type "
                      "\"%s\": they would scale the frequencies twice", type, name,
-                     r->type == CLF__ROPE_DYNAMIC ? "dynamic" : "llama3");
+                     r->type == CLF__ROPE_DYNAMIC ? "dynamic" : r->type == CLF__ROPE_LLAMA3 ? "llama3" : "longrope");
   float *f = NULL;
   size_t got[8];
   clf_status st = clf__weights_read(ctx, w, name, 1, (size_t[]){half}, &f, got);
@@ -334,11 +376,11 @@ static clf_status read_rope_factors(clf_context *ctx, const clf__weights *w, con
 }
 
 /* The RoPE settings, the frequencies' device tensor and the sequence limit. */
-static clf_status llama_rope_init(clf_model *m, const llama_dims *d, const clf__config *c, const clf__weights *w) {
+static clf_status llama_rope_init(clf_model *m, const clf__llama_dims *d, const clf__config *c, const clf__weights *w) {
   clf_context *ctx = m->ctx;
   llama *g = m->impl;
   clf_status st;
-  if ((st = read_rope(ctx, m->type, c, &g->rope)) != CLF_OK ||
+  if ((st = read_rope(ctx, m->type, d, c, &g->rope)) != CLF_OK ||
       (st = read_rope_factors(ctx, w, m->type, g->Dh / 2, &g->rope)) != CLF_OK)
     return st;
   g->rope.dim = g->Dh, g->rope.theta = d->theta, g->rope.max_pos = g->P;
@@ -356,26 +398,75 @@ static clf_status llama_rope_init(clf_model *m, const llama_dims *d, const clf__
   return rope_sync(ctx, g, 0);
 }
 
-static clf_status llama_load(clf_model *m, const void *dims, const clf__config *c, const clf__weights *w) {
-  const llama_dims *d = dims;
+/* Gemma 3's layers: which see a sliding window (config.json's
+ * layer_types, else all but every sliding_window_pattern-th), its size, and
+ * their own RoPE frequencies (rope_local_base_freq, no scaling). */
+static clf_status layer_windows(clf_model *m, const clf__llama_dims *d, const clf__config *c) {
+  clf_context *ctx = m->ctx;
+  llama *g = m->impl;
+  const cJSON *types = cJSON_GetObjectItemCaseSensitive(clf__config_json(c), "layer_types");
+  if (cJSON_IsNull(types)) types = NULL;
+  if (d->window <= 0 || d->window > (1L << 30))
+    return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s sliding_window %ld is not a positive size", m->type,
+                     d->window);
+  if (types && (!cJSON_IsArray(types) || cJSON_GetArraySize(types) != (int)g->n_layers))
+    return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s layer_types is not a list of num_hidden_layers (%zu) "
+                     "attention types", m->type, g->n_layers);
+  if (!types && d->window_pattern <= 0)
+    return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s sliding_window_pattern %ld is not positive", m->type,
+                     d->window_pattern);
+  for (size_t i = 0; i < g->n_layers; i++) {
+    int sliding = (long)((i + 1) % (size_t)(d->window_pattern > 0 ? d->window_pattern : 1)) != 0;
+    if (types) {
+      const cJSON *t = cJSON_GetArrayItem(types, (int)i);
+      if (!cJSON_IsString(t) || (strcmp(t->valuestring, "sliding_attention") && strcmp(t->valuestring, "full_attention")))
+        return clf__fail(ctx, CLF_E_UNSUPPORTED, "clf_model_load: %s layer_types[%zu] is %s%s%s, not "
+                         "\"sliding_attention\" or \"full_attention\"", m->type, i, cJSON_IsString(t) ? "\"" : "",
+                         cJSON_IsString(t) ? t->valuestring : "not a string", cJSON_IsString(t) ? "\"" : "");
+      sliding = strcmp(t->valuestring, "sliding_attention") == 0;
+    }
+    g->layers[i].window = sliding ? (size_t)d->window : 0;
+  }
+  if (!(d->local_theta > 0) || !isfinite(d->local_theta))
+    return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s rope_local_base_freq %g is not positive", m->type,
+                     d->local_theta);
+  const clf__rope r = {.type = CLF__ROPE_DEFAULT, .dim = g->Dh, .theta = d->local_theta};
+  float f[512];
+  clf__rope_inv_freq(&r, 0, f);
+  clf_status st = clf_tensor_from_f32(ctx, CLF_F32, 1, (size_t[]){g->Dh / 2}, f, &g->local_freq);
+  return st == CLF_OK ? clf__params_add(ctx, &m->params, g->local_freq) : st;
+}
+
+clf_status clf__llama_load(clf_model *m, const void *dims, const clf__config *c, const clf__weights *w,
+                           const clf__llama_kind *k) {
+  const clf__llama_dims *d = dims;
   clf_context *ctx = m->ctx;
   clf_status st;
   llama *g = clf__model_calloc(m, 1, sizeof *g);
   if (!g || !(g->layers = clf__model_calloc(m, d->N > 0 && d->N <= 4096 ? (size_t)d->N + 1 : 1, sizeof *g->layers)))
     return CLF_E_OUT_OF_MEMORY;
   m->impl = g;
-  if ((st = llama_sizes(ctx, m->type, d, g)) != CLF_OK || (st = read_window(ctx, m->type, d, c, &g->window)) != CLF_OK)
+  if ((st = llama_sizes(ctx, m->type, d, g)) != CLF_OK || (st = read_window(ctx, m->type, d, c, k, &g->window)) != CLF_OK)
     return st;
   if (clf_activation_from_name(d->act, &g->act) != CLF_OK)
-    return clf__fail(ctx, CLF_E_UNSUPPORTED, "clf_model_load: %s hidden_act \"%s\" is not supported", m->type,
-                     d->act);
+    return clf__fail(ctx, CLF_E_UNSUPPORTED, "clf_model_load: %s %s \"%s\" is not supported", m->type,
+                     k->act_key ? k->act_key : "hidden_act", d->act);
   if ((st = llama_rope_init(m, d, c, w)) != CLF_OK) return st;
-  g->base = !clf__config_has_arch(c, "LlamaForCausalLM") && !clf__config_has_arch(c, "MistralForCausalLM") &&
-            !clf__config_has_arch(c, "Qwen2ForCausalLM") && !clf__weights_has(w, "lm_head.weight") &&
-            !d->tie;
+  if (k->layer_windows && (st = layer_windows(m, d, c)) != CLF_OK) return st;
+  if (d->attn_softcap > 0)
+    return clf__fail(ctx, CLF_E_UNSUPPORTED, "clf_model_load: %s attn_logit_softcapping %g: soft-capped attention "
+                     "scores are not supported", m->type, d->attn_softcap);
+  g->embed_scale = k->scale_embed ? (float)sqrt((double)g->D) : 1.0f;
+  g->base = !clf__weights_has(w, "lm_head.weight") && !d->tie;
+  for (size_t i = 0; i < CLF__ARRAY_LEN(k->causal) && k->causal[i]; i++)
+    if (clf__config_has_arch(c, k->causal[i])) g->base = 0;
   g->dec = (clf__decoder){.body = llama_body, .prepare = llama_prepare, .ws = &m->ws, .V = g->V, .D = g->D,
                           .kv_heads = g->Hkv, .dh = g->Dh, .limit = g->limit,
                           .limit_key = "max_position_embeddings", .need_pos = 1};
+  g->dec.softcap = (float)d->softcap;
+  if (g->rope.type == CLF__ROPE_LONGROPE) g->dec.refeed_at = g->rope.orig_max;
+  if (g->rope.type == CLF__ROPE_LONGROPE && g->limit > g->rope.orig_max)
+    g->dec.no_engine = "rope_scaling \"longrope\": its frequencies follow the longest sequence of a batch";
   if (g->rope.type == CLF__ROPE_DYNAMIC)
     g->dec.no_engine = "rope_scaling \"dynamic\": its frequencies follow the longest sequence of a batch";
   if ((st = clf__decoder_attach(m, &g->dec, g->n_layers, 0)) != CLF_OK) return st;
@@ -388,27 +479,46 @@ static clf_status llama_load(clf_model *m, const void *dims, const clf__config *
   m->max_positions = g->limit;
   const char *const probe[] = {"model.embed_tokens.weight", "embed_tokens.weight", NULL};
   const char *found = clf__weights_pick(w, probe);
-  return llama_load_weights(m, d, found && strcmp(found, probe[0]) == 0 ? "model." : "", w);
+  return llama_load_weights(m, d, found && strcmp(found, probe[0]) == 0 ? "model." : "", w, k);
+}
+
+/* Llama, Mistral and Qwen2: the same rows; Qwen2's q, k, v with biases. */
+#define LLAMA_KIND(qkv_bias, window)                                                                      \
+  {llama_layer_rows, CLF__ARRAY_LEN(llama_layer_rows),                                                   \
+   {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM"}, {"LlamaModel", "MistralModel", "Qwen2Model"}, \
+   qkv_bias, window}
+static const clf__llama_kind llama_kind = LLAMA_KIND(0, CLF__LLAMA_NO_WINDOW);
+static const clf__llama_kind mistral_kind = LLAMA_KIND(0, CLF__LLAMA_WINDOW);
+static const clf__llama_kind qwen2_kind = LLAMA_KIND(1, CLF__LLAMA_WINDOW_IF_USED);
+static clf_status llama_load(clf_model *m, const void *dims, const clf__config *c, const clf__weights *w) {
+  const clf__llama_kind *k = strcmp(m->type, "qwen2") == 0     ? &qwen2_kind
+                             : strcmp(m->type, "mistral") == 0 ? &mistral_kind
+                                                               : &llama_kind;
+  return clf__llama_load(m, dims, c, w, k);
 }
 
 /* the layers' rows; the head [V, D] */
-static void llama_gemms(const void *dims, const clf__config *c, size_t T, clf__gemm_list *l) {
-  const llama_dims *d = dims;
+void clf__llama_gemms(const void *dims, const clf__config *c, size_t T, clf__gemm_list *l, const clf__llama_kind *k) {
+  const clf__llama_dims *d = dims;
   llama g = {0};
   if (d->H <= 0 || d->D <= 0 || d->F <= 0 || d->Hkv < 0 || d->Dh < 0) return; /* llama_load refuses it */
   g.D = d->D, g.F = d->F, g.H = d->H, g.Hkv = d->Hkv ? d->Hkv : d->H, g.Dh = d->Dh ? d->Dh : d->D / d->H;
   const clf__block_spec spec = llama_spec(&g, 0, 0, 0, 0);
-  clf__rows_gemms(llama_layer_rows, CLF__ARRAY_LEN(llama_layer_rows), &spec, T, d->N, l);
-  if (!clf__config_has_arch(c, "LlamaModel") && !clf__config_has_arch(c, "MistralModel") &&
-      !clf__config_has_arch(c, "Qwen2Model"))
-    clf__gemm_add(l, T, d->V, d->D, 1, 1);
+  clf__rows_gemms(k->rows, k->n_rows, &spec, T, d->N, l);
+  for (size_t i = 0; i < CLF__ARRAY_LEN(k->base) && k->base[i]; i++)
+    if (clf__config_has_arch(c, k->base[i])) return;
+  clf__gemm_add(l, T, d->V, d->D, 1, 1);
+}
+
+static void llama_gemms(const void *dims, const clf__config *c, size_t T, clf__gemm_list *l) {
+  clf__llama_gemms(dims, c, T, l, &llama_kind);
 }
 
 /* ---- GGUF: GGUF_CONFIG_MAPPING and GGUF_TENSOR_MAPPING of transformers
  * 4.46 for llama, mistral and qwen2 (the same keys and names) ---------- */
 
 /* The sizes' bounds are the models' own (llama_sizes). */
-static const clf__gguf_key llama_gguf_keys[] = {
+const clf__gguf_key clf__llama_gguf_keys[] = {
     CLF__GGUF_INT_KEY("%s.context_length", "max_position_embeddings", 0, 1, 1LL << 30),
     CLF__GGUF_INT_KEY("%s.block_count", "num_hidden_layers", 1, 1, 4096),
     CLF__GGUF_INT_KEY("%s.feed_forward_length", "intermediate_size", 1, 1, 1LL << 24),
@@ -421,39 +531,31 @@ static const clf__gguf_key llama_gguf_keys[] = {
 };
 
 /* rope_freqs.weight (Llama 3's frequency factors) is not transformers'. */
-static const clf__gguf_name llama_gguf_whole[] = {
+const clf__gguf_name clf__llama_gguf_whole[] = {
     {"token_embd.weight", "model.embed_tokens.weight"},
     {"output_norm.weight", "model.norm.weight"},
     {"output.weight", "lm_head.weight"},
     {"rope_freqs.weight", "model.rope_freqs.weight"},
 };
 
-/* Llama's and Mistral's q and k rows are permuted by convert_hf_to_gguf
- * (interleaved rotary halves); Qwen2's are not. */
-#define LLAMA_GGUF_LAYER(qk)                                                                                 \
-  {"attn_norm", "input_layernorm"}, {"ffn_norm", "post_attention_layernorm"},                                \
-      {"attn_q", "self_attn.q_proj", (qk) ? CLF__GGUF_PERMUTE_Q : 0},                                        \
-      {"attn_k", "self_attn.k_proj", (qk) ? CLF__GGUF_PERMUTE_K : 0}, {"attn_v", "self_attn.v_proj"},        \
-      {"attn_output", "self_attn.o_proj"}, {"ffn_gate", "mlp.gate_proj"}, {"ffn_up", "mlp.up_proj"},         \
-      {"ffn_down", "mlp.down_proj"}
-static const clf__gguf_name llama_gguf_layer[] = {LLAMA_GGUF_LAYER(1)};
-static const clf__gguf_name qwen2_gguf_layer[] = {LLAMA_GGUF_LAYER(0)};
+_Static_assert(CLF__ARRAY_LEN(clf__llama_gguf_keys) == CLF__LLAMA_GGUF_N_KEYS, "llama.h's count of the keys");
+_Static_assert(CLF__ARRAY_LEN(clf__llama_gguf_whole) == CLF__LLAMA_GGUF_N_WHOLE, "llama.h's count of the names");
 
-#define LLAMA_GGUF(arch, cls, config, fixed, layer)                                                          \
-  {arch, cls, llama_gguf_keys, CLF__ARRAY_LEN(llama_gguf_keys), CLF__GGUF_ROPE | (config), fixed, "model.", \
-   llama_gguf_whole, CLF__ARRAY_LEN(llama_gguf_whole), "model.layers", layer, CLF__ARRAY_LEN(layer)}
-static const clf__gguf_arch llama_gguf = LLAMA_GGUF("llama", "LlamaForCausalLM", 0, NULL, llama_gguf_layer);
-static const clf__gguf_arch mistral_gguf = LLAMA_GGUF("mistral", "MistralForCausalLM", 0, NULL, llama_gguf_layer);
-static const clf__gguf_arch qwen2_gguf = LLAMA_GGUF("qwen2", "Qwen2ForCausalLM", CLF__GGUF_HEAD_DIM,
+static const clf__gguf_name llama_gguf_layer[] = {CLF__LLAMA_GGUF_LAYER(1)};
+static const clf__gguf_name qwen2_gguf_layer[] = {CLF__LLAMA_GGUF_LAYER(0)};
+
+static const clf__gguf_arch llama_gguf = CLF__LLAMA_GGUF("llama", "LlamaForCausalLM", 0, NULL, llama_gguf_layer);
+static const clf__gguf_arch mistral_gguf = CLF__LLAMA_GGUF("mistral", "MistralForCausalLM", 0, NULL, llama_gguf_layer);
+static const clf__gguf_arch qwen2_gguf = CLF__LLAMA_GGUF("qwen2", "Qwen2ForCausalLM", CLF__GGUF_HEAD_DIM,
                                                     "{\"use_sliding_window\": false}", qwen2_gguf_layer);
 
 /* Outputs: logits and last_hidden_state (*ForCausalLM), last_hidden_state (*Model). */
 const clf__family clf__llama_family = {"llama", {"LlamaForCausalLM", "LlamaModel", NULL}, llama_keys,
-                                       CLF__ARRAY_LEN(llama_keys), sizeof(llama_dims), llama_load, llama_gemms,
+                                       CLF__ARRAY_LEN(llama_keys), sizeof(clf__llama_dims), llama_load, llama_gemms,
                                        &llama_gguf};
 const clf__family clf__mistral_family = {"mistral", {"MistralForCausalLM", "MistralModel", NULL}, mistral_keys,
-                                         CLF__ARRAY_LEN(mistral_keys), sizeof(llama_dims), llama_load, llama_gemms,
+                                         CLF__ARRAY_LEN(mistral_keys), sizeof(clf__llama_dims), llama_load, llama_gemms,
                                          &mistral_gguf};
 const clf__family clf__qwen2_family = {"qwen2", {"Qwen2ForCausalLM", "Qwen2Model", NULL}, qwen2_keys,
-                                       CLF__ARRAY_LEN(qwen2_keys), sizeof(llama_dims), llama_load, llama_gemms,
+                                       CLF__ARRAY_LEN(qwen2_keys), sizeof(clf__llama_dims), llama_load, llama_gemms,
                                        &qwen2_gguf};

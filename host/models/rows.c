@@ -16,6 +16,8 @@ void clf__spec_dims(clf__block_spec *s, size_t D, size_t F, size_t Q, size_t KV)
   s->dims[CLF__DIM_3D] = 3 * D;
   s->dims[CLF__DIM_Q] = Q;
   s->dims[CLF__DIM_KV] = KV;
+  s->dims[CLF__DIM_QKV] = Q + 2 * KV;
+  s->dims[CLF__DIM_2F] = 2 * F;
 }
 
 clf__block_spec clf__spec_encoder(size_t D, size_t F, float eps, int qkv_bias, int in_out) {

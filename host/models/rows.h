@@ -10,8 +10,10 @@
 
 /* Sizes a row names by index into its spec's dims: the model width, the
  * feed-forward width, 3 D (a checkpoint's own fused q, k, v), the query
- * heads' width H Dh and the key/value heads' Hkv Dh. */
-enum { CLF__DIM_D, CLF__DIM_F, CLF__DIM_3D, CLF__DIM_Q, CLF__DIM_KV, CLF__DIM_COUNT };
+ * heads' width H Dh, the key/value heads' Hkv Dh, one head's Dh (its
+ * per-head norms; set by the family, 0 where it has none), and a
+ * checkpoint's own fused projections: q, k, v (Q + 2 KV) and gate, up (2F). */
+enum { CLF__DIM_D, CLF__DIM_F, CLF__DIM_3D, CLF__DIM_Q, CLF__DIM_KV, CLF__DIM_DH, CLF__DIM_QKV, CLF__DIM_2F, CLF__DIM_COUNT };
 /* LINEAR: NAME.weight [out, in] (+ NAME.bias [out]) into a clf__linear.
  * FUSED: the linears NAME with "%s" each of `parts` concatenated along out
  * into one clf__linear, so that one GEMM makes them (q, k, v; gate, up).
@@ -49,6 +51,9 @@ typedef struct clf__weight_row {
 #define CLF__LN(S, f, name) {offsetof(S, f), name, CLF__ROW_LN, CLF__DIM_D, CLF__DIM_D, CLF__BIAS_YES, 0, NULL}
 #define CLF__XLN(S, f, name) {offsetof(S, f), name, CLF__ROW_LN, CLF__DIM_D, CLF__DIM_D, CLF__BIAS_YES, 1, NULL}
 #define CLF__RMS(S, f, name) {offsetof(S, f), name, CLF__ROW_RMS, CLF__DIM_D, CLF__DIM_D, CLF__BIAS_NO, 0, NULL}
+/* A per-head RMSNorm [Dh] (q_norm, k_norm of a clf__attn). */
+#define CLF__HEAD_RMS(S, f, name) \
+  {offsetof(S, f), name, CLF__ROW_RMS, CLF__DIM_DH, CLF__DIM_DH, CLF__BIAS_NO, 0, NULL}
 
 /* What the rows of one layer are read with. */
 typedef struct clf__block_spec {

@@ -17,6 +17,7 @@ typedef struct w_name {
   size_t shard;     /* GGUF: the tensor's index in the file */
   int tr;           /* GGUF: the file holds the transpose (a Conv1D weight; CLF__GGUF_T) */
   int perm;         /* GGUF: its rows are permuted per head: 0 no, 1 by heads[0], 2 by heads[1] */
+  int minus_one;    /* GGUF: the file holds 1 + the values (CLF__GGUF_MINUS_ONE) */
 } w_name;
 
 struct clf__weights {
@@ -273,6 +274,7 @@ static clf_status w_gguf_names(clf_context *ctx, clf__weights *w, const clf__ggu
     if (!(w->names[w->n_names].name = strdup(hf)))
       return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "weights: out of host memory");
     w->names[w->n_names].tr = (flags & CLF__GGUF_T) != 0;
+    w->names[w->n_names].minus_one = (flags & CLF__GGUF_MINUS_ONE) != 0;
     w->names[w->n_names].perm = flags & CLF__GGUF_PERMUTE_Q ? 1 : flags & CLF__GGUF_PERMUTE_K ? 2 : 0;
     permuted |= w->names[w->n_names].perm != 0;
     w->names[w->n_names++].shard = i;
@@ -439,6 +441,8 @@ static clf_status w_read_gguf(clf_context *ctx, const clf__weights *w, const w_n
            (s = clf_gguf_dequantize(t.ggml_type, raw, numel, conv)) != CLF_OK)
     s = clf__fail(ctx, CLF_E_DTYPE, "tensor \"%s\" (%s) in %s is %s, which is not read as weights", e->name, t.name,
                   w->source, t.type_name);
+  if (s == CLF_OK && e->minus_one)
+    for (size_t i = 0; i < numel; i++) conv[i] -= 1.0f;
   const long heads = s == CLF_OK ? w_permuted(w, e) : 0;
   if (heads)
     s = w_unpermute_rows(ctx, e->name, (unsigned char *)conv, info->shape[0],

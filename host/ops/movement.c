@@ -404,24 +404,40 @@ clf_status clf_copy_rows(clf_context *ctx, const clf_tensor *src, size_t src_row
   return launch_copy(ctx, src, dst, &p, event);
 }
 
-clf_status clf__copy_cols(clf_context *ctx, const char *op, const clf_tensor *src, clf_tensor *dst, size_t col) {
+/* Columns [col, col + n) of the rows of wide [.., N] and the rows of
+ * narrow [.., n], the same count of rows: narrow into them (into_wide) or
+ * out of them. */
+static clf_status copy_cols(clf_context *ctx, const char *op, const clf_tensor *narrow, clf_tensor *wide,
+                            size_t col, int into_wide) {
+  const clf_tensor *src = into_wide ? narrow : wide;
+  clf_tensor *dst = into_wide ? wide : (clf_tensor *)narrow;
   clf_status st;
   if ((st = clf__check_tensor(ctx, op, "src", src, CLF_F32, 1, CLF_MAX_DIMS)) != CLF_OK ||
       (st = clf__check_tensor(ctx, op, "dst", dst, CLF_F32, 1, CLF_MAX_DIMS)) != CLF_OK)
     return st;
-  const size_t n = src->shape[src->ndim - 1], N = dst->shape[dst->ndim - 1];
-  const size_t rows = clf__numel_range(src, 0, src->ndim - 1);
-  if (col > N || n > N - col || clf__numel_range(dst, 0, dst->ndim - 1) != rows) {
+  const size_t n = narrow->shape[narrow->ndim - 1], N = wide->shape[wide->ndim - 1];
+  const size_t rows = clf__numel_range(narrow, 0, narrow->ndim - 1);
+  if (col > N || n > N - col || clf__numel_range(wide, 0, wide->ndim - 1) != rows) {
     char a[96], b[96];
-    return clf__fail(ctx, CLF_E_SHAPE, "%s: cannot copy %s into columns %zu.. of %s", op,
-                     clf__shape_str(src, a, sizeof a), col, clf__shape_str(dst, b, sizeof b));
+    return clf__fail(ctx, CLF_E_SHAPE, "%s: cannot copy %s %s columns %zu.. of %s", op,
+                     clf__shape_str(narrow, a, sizeof a), into_wide ? "into" : "from", col,
+                     clf__shape_str(wide, b, sizeof b));
   }
   if ((st = clf__check_fits_u32(ctx, op, "src", src)) != CLF_OK ||
       (st = clf__check_fits_u32(ctx, op, "dst", dst)) != CLF_OK)
     return st;
   if (rows == 0 || n == 0) return CLF_OK;
-  copy_plan p = {src->offset, dst->offset + col, n, 1, 1, {rows}, {n}, {N}};
+  copy_plan p = into_wide ? (copy_plan){src->offset, dst->offset + col, n, 1, 1, {rows}, {n}, {N}}
+                          : (copy_plan){src->offset + col, dst->offset, n, 1, 1, {rows}, {N}, {n}};
   return launch_copy(ctx, src, dst, &p, NULL);
+}
+
+clf_status clf__copy_cols(clf_context *ctx, const char *op, const clf_tensor *src, clf_tensor *dst, size_t col) {
+  return copy_cols(ctx, op, src, dst, col, 1);
+}
+
+clf_status clf__take_cols(clf_context *ctx, const char *op, const clf_tensor *src, size_t col, clf_tensor *dst) {
+  return copy_cols(ctx, op, dst, (clf_tensor *)src, col, 0);
 }
 
 clf_status clf_gather_rows(clf_context *ctx, const clf_tensor *x, size_t src_row, const clf_tensor *ids,

@@ -43,6 +43,10 @@ clf_status clf__embed_gather(clf_context *ctx, const clf_tensor *x, size_t x_bst
  * (Not clEnqueueCopyBufferRect: Oclgrind 21.10's uninitialised-value
  * checker loses what a rectangle copy wrote.) */
 clf_status clf__copy_cols(clf_context *ctx, const char *op, const clf_tensor *src, clf_tensor *dst, size_t col);
+/* dst[r, c] = src[r, col + c]: the reverse of clf__copy_cols, columns
+ * [col, col + n) of the rows of src [.., N] into the rows of dst [.., n]
+ * (a fused projection's part taken out to be worked on alone). */
+clf_status clf__take_cols(clf_context *ctx, const char *op, const clf_tensor *src, size_t col, clf_tensor *dst);
 
 /* ---- attention (attention.c) ---- */
 /* The variant name of the fused attention kernel for head dim dh, lq

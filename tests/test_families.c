@@ -1,0 +1,175 @@
+/* test_families.c - the decoder families newer than transformers 4.46
+ * (Qwen3, Gemma 3, Phi-3) against the golden fixtures of
+ * tools/fixtures/make_newer_fixtures.py (transformers 4.53.3 on PyTorch
+ * 2.5.1): forward logits within 1e-4 of scale, greedy tokens identical,
+ * from the Hugging Face directory and from the GGUF file the gguf package
+ * wrote of the same checkpoint; and the errors of loading one.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clformer.h"
+#include "fixture_util.h"
+#include "harness.h"
+
+/* Hugging Face directories and GGUF files (a directory with model.gguf). */
+static const char *const all[] = {"qwen3",  "gguf_models/qwen3", "gemma3",       "gguf_models/gemma3",
+                                  "phi3",   "phi3_longrope",      "gguf_models/phi3"};
+static const char *const types[] = {"qwen3", "qwen3", "gemma3_text", "gemma3", "phi3", "phi3", "phi3"};
+
+static void fixture_dir(const char *name, char *dir, size_t len) { snprintf(dir, len, "%s/%s", fixtures(), name); }
+
+/* Forward logits and last_hidden_state within 1e-4 of scale of transformers. */
+START_TEST(test_forward) {
+  char dir[1024];
+  fixture_dir(all[_i], dir, sizeof dir);
+  clf_model *m = get_model(dir);
+  ck_assert_str_eq(clf_model_type(m), types[_i]);
+  check_forward_cases(m, dir, 1e-4, all[_i]);
+}
+END_TEST
+
+/* Greedy (batch 1, left-padded batch 2 reaching eos): token for token. */
+START_TEST(test_generate) {
+  char dir[1024];
+  fixture_dir(all[_i], dir, sizeof dir);
+  check_generate_cases(get_model(dir), dir, all[_i]);
+}
+END_TEST
+
+/* The per-head norms are read, by name and shape: without q_norm the load
+ * names the tensor, and so it does with k_norm of the wrong size.  (Their
+ * gammas, 1 + 0.2 N in the fixture, are pinned down by the goldens.) */
+START_TEST(test_head_norms) {
+  clf_model *m = NULL;
+  char *dir = copy_fixture("qwen3", "model.layers.1.self_attn.q_norm.weight", NULL, 0, NULL);
+  TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_NOT_FOUND, "model.layers.1.self_attn.q_norm.weight");
+  remove_dir(dir);
+  /* k_norm [16] stored as [2, 8] */
+  dir = copy_fixture("qwen3", NULL, "model.layers.0.self_attn.k_norm.weight", 2, (size_t[]){2, 8});
+  TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_SHAPE, "model.layers.0.self_attn.k_norm.weight");
+  remove_dir(dir);
+  ck_assert_ptr_null(m);
+}
+END_TEST
+
+/* Gemma 3's settings each matter to the goldens (a forward pass past the
+ * window of 4): the window, which layers have it, their own RoPE base, the
+ * attention scale, the norms' 1 + weight (a GGUF file's norms read as
+ * stored, so 1 + 1 + w), and final soft-capping once set. */
+START_TEST(test_gemma3_settings_matter) {
+  check_differs("gemma3", "long", "sliding_window", "64", NULL, NULL);
+  check_differs("gemma3", "long", "layer_types", "[\"full_attention\", \"full_attention\", \"full_attention\", "
+                "\"full_attention\", \"full_attention\", \"sliding_attention\"]", NULL, NULL);
+  check_differs("gemma3", "long", "rope_local_base_freq", "1000000.0", NULL, NULL);
+  check_differs("gemma3", "long", "query_pre_attn_scalar", "24", NULL, NULL);
+  check_differs("gemma3", "long", "final_logit_softcapping", "3.0", NULL, NULL);
+  /* without layer_types, sliding_window_pattern (6 by default) decides: the same model */
+  check_same_with("gemma3", "layer_types", "null");
+}
+END_TEST
+
+/* Soft-capping bounds every logit by the cap (tanh), where set. */
+START_TEST(test_gemma3_softcap) {
+  char *dir = copy_fixture("gemma3", NULL, NULL, 0, NULL), src[1024], path[1200];
+  fixture_dir("gemma3", src, sizeof src);
+  set_config(dir, "final_logit_softcapping", "2.5");
+  clf_model *m = NULL;
+  clf_array ids, got, want;
+  TH_OK(clf_model_load(th_ctx, dir, &m));
+  snprintf(path, sizeof path, "%s/long.input_ids.npy", src);
+  TH_OK(clf_npy_read(path, &ids));
+  snprintf(path, sizeof path, "%s/long.logits.npy", src);
+  TH_OK(clf_npy_read(path, &want));
+  snprintf(ids.name, sizeof ids.name, "input_ids");
+  const char *logits = "logits";
+  TH_OK(clf_model_run(m, &ids, 1, &logits, 1, &got));
+  ck_assert_uint_eq(clf_array_numel(&got), clf_array_numel(&want));
+  for (size_t i = 0; i < clf_array_numel(&got); i++) {
+    const double g = ((float *)got.data)[i], w = 2.5 * tanh(((float *)want.data)[i] / 2.5);
+    ck_assert_msg(fabs(g - w) <= 1e-4 * 2.5, "logit %zu: %g, 2.5 tanh(%g / 2.5) = %g", i, g,
+                  (double)((float *)want.data)[i], w);
+  }
+  clf_array_free(&ids), clf_array_free(&got), clf_array_free(&want);
+  clf_model_destroy(m);
+  remove_dir(dir);
+}
+END_TEST
+
+/* Phi-3's longrope switches to its long factors once the positions pass
+ * original_max_position_embeddings (8 here): generating from 5 tokens
+ * across it, every new token is the argmax of a forward pass over all the
+ * tokens before it (the caches fed again at the switch; transformers'
+ * generate does not give this, see make_newer_fixtures.py). */
+START_TEST(test_longrope_switch) {
+  char dir[1024];
+  fixture_dir("phi3_longrope", dir, sizeof dir);
+  clf_model *m = get_model(dir);
+  int64_t ids[5] = {5, 17, 33, 3, 60};
+  clf_array in = {.name = "input_ids", .dtype = CLF_I64, .ndim = 2, .shape = {1, 5}, .data = ids}, seq, lg;
+  clf_generate_options o;
+  clf_generate_options_init(&o);
+  o.max_new_tokens = 7, o.do_sample = CLF_GENERATE_OFF;
+  o.eos_token_ids = (const int64_t[]){127}, o.n_eos_token_ids = 1; /* no early end */
+  TH_OK(clf_model_generate(m, &in, NULL, &o, &seq));
+  ck_assert_uint_eq(seq.shape[1], 12);
+  const int64_t *t = seq.data;
+  const char *outs[] = {"logits"};
+  for (size_t n = 5; n < 12; n++) {
+    clf_array prefix = {.name = "input_ids", .dtype = CLF_I64, .ndim = 2, .shape = {1, n}, .data = (void *)t};
+    TH_OK(clf_model_run(m, &prefix, 1, outs, 1, &lg));
+    const float *l = (const float *)lg.data + (n - 1) * 96;
+    size_t best = 0;
+    for (size_t v = 1; v < 96; v++)
+      if (l[v] > l[best]) best = v;
+    ck_assert_msg((int64_t)best == t[n], "token %zu: generated %lld, a forward pass of %zu tokens says %zu", n,
+                  (long long)t[n], n, best);
+    clf_array_free(&lg);
+  }
+  clf_array_free(&seq);
+}
+END_TEST
+
+START_TEST(test_bad_configs) {
+  load_fails("qwen3", "use_sliding_window", "true", CLF_E_UNSUPPORTED, "use_sliding_window is true");
+  load_fails("qwen3", "head_dim", "15", CLF_E_UNSUPPORTED, "head_dim 15");
+  load_fails("qwen3", "num_key_value_heads", "3", CLF_E_FORMAT, "num_attention_heads 4 is not a multiple of "
+             "num_key_value_heads 3");
+  load_fails("qwen3", "architectures", "[\"Qwen3ForSequenceClassification\"]", CLF_E_UNSUPPORTED,
+             "architecture \"Qwen3ForSequenceClassification\"");
+  load_fails("gemma3", "layer_types", "[\"full_attention\"]", CLF_E_FORMAT,
+             "layer_types is not a list of num_hidden_layers (6)");
+  load_fails("gemma3", "layer_types", "[\"full_attention\", \"full_attention\", \"full_attention\", "
+             "\"full_attention\", \"full_attention\", \"chunked_attention\"]", CLF_E_UNSUPPORTED,
+             "layer_types[5] is \"chunked_attention\"");
+  load_fails("gemma3", "sliding_window", "0", CLF_E_FORMAT, "sliding_window 0 is not a positive size");
+  load_fails("gemma3", "attn_logit_softcapping", "50.0", CLF_E_UNSUPPORTED, "attn_logit_softcapping 50");
+  load_fails("phi3", "partial_rotary_factor", "0.75", CLF_E_UNSUPPORTED, "partial_rotary_factor 0.75");
+  load_fails("phi3_longrope", "rope_scaling", "{\"type\": \"longrope\", \"short_factor\": [1, 1], \"long_factor\": "
+             "[1, 1, 1, 1]}", CLF_E_FORMAT, "needs \"short_factor\", a list of head_dim / 2 (4) numbers");
+  load_fails("phi3_longrope", "rope_scaling", "{\"type\": \"su\", \"short_factor\": [1, 1, 1, 1], \"long_factor\": "
+             "[1, 1, -1, 1]}", CLF_E_FORMAT, "long_factor[2] is not a finite positive number");
+  load_fails("gemma3", "hidden_activation", "\"swishy\"", CLF_E_UNSUPPORTED, "hidden_activation \"swishy\"");
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("families");
+  TCase *tc = tcase_create("core");
+  tcase_set_timeout(tc, 600);
+  tcase_add_unchecked_fixture(tc, NULL, free_models);
+  tcase_add_loop_test(tc, test_forward, 0, (int)(sizeof all / sizeof *all));
+  tcase_add_loop_test(tc, test_generate, 0, (int)(sizeof all / sizeof *all));
+  tcase_add_test(tc, test_head_norms);
+  tcase_add_test(tc, test_bad_configs);
+  tcase_add_test(tc, test_gemma3_settings_matter);
+  tcase_add_test(tc, test_gemma3_softcap);
+  tcase_add_test(tc, test_longrope_switch);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return th_run(suite()); }
