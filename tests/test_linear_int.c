@@ -102,7 +102,7 @@ static const clf_dtype int_types[] = {CLF_Q8_0, CLF_Q4_0, CLF_Q4_1};
  * the integer path. */
 START_TEST(int_matches_reference) {
   static const size_t Ms[] = {1, 2, 3, 5, 8}, Ks[] = {96, 768};
-  const char *builds[] = {"portable", "1"};
+  const char *builds[] = {"1", "dot"};
   const int nbuilds = th_ctx->caps.has_int_dot ? 2 : 1;
   /* the extension's build runs where it passed self-validation: said so
    * here for the shapes below */
@@ -153,27 +153,35 @@ START_TEST(int_matches_reference) {
 END_TEST
 
 /* Whether the integer path runs, and what the profile records: off by
- * default; the applied profile's Tiles line "int=1" turns it on,
- * $CLFORMER_SKINNY_INT over both; never for other types, more than 8
- * rows, or a weight at an offset in its buffer. */
+ * default; the applied profile's Tiles line "int=R" turns it on up to R
+ * rows and "int_dot=1" asks for the extension's build;
+ * $CLFORMER_SKINNY_INT over both; never for other types or more than 8
+ * rows (the path line of 9 rows says the float kernels). */
 START_TEST(int_follows_profile_and_env) {
+  int dot = -1;
   env_set("CLFORMER_SKINNY_INT", NULL);
-  ck_assert(!clf__skinny_int_wanted(th_ctx));
-  ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "int", (unsigned[]){1, 0}));
-  ck_assert(clf__skinny_int_wanted(th_ctx));
+  ck_assert(!clf__skinny_int_wanted(th_ctx, 1, &dot) && !dot);
+  ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "int", (unsigned[]){2, 0}));
+  ck_assert(clf__skinny_int_wanted(th_ctx, 1, &dot) && clf__skinny_int_wanted(th_ctx, 2, &dot) && !dot);
+  ck_assert(!clf__skinny_int_wanted(th_ctx, 3, &dot)); /* past the measured rows */
+  ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "int_dot", (unsigned[]){1, 0}));
+  ck_assert(clf__skinny_int_wanted(th_ctx, 1, &dot) && dot);
   env_set("CLFORMER_SKINNY_INT", "0");
-  ck_assert(!clf__skinny_int_wanted(th_ctx));
-  env_set("CLFORMER_SKINNY_INT", "portable");
-  ck_assert_int_eq(clf__skinny_int_wanted(th_ctx), 2);
+  ck_assert(!clf__skinny_int_wanted(th_ctx, 1, &dot));
+  env_set("CLFORMER_SKINNY_INT", "1");
+  ck_assert(clf__skinny_int_wanted(th_ctx, 8, &dot) && !dot);
+  env_set("CLFORMER_SKINNY_INT", "dot");
+  ck_assert(clf__skinny_int_wanted(th_ctx, 8, &dot) && dot);
   ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "int", NULL));
+  ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "int_dot", NULL));
   char name[96];
   ck_assert(clf__skinny_int_variant(th_ctx, CLF_Q4_1, 3, 0, name, sizeof name));
-  ck_assert_str_eq(name, "linear.skinny_int q4_1 MMAX=4 TN=1 TL=8");
+  ck_assert_str_eq(name, "linear.skinny_int q4_1 MMAX=4 TN=2 TL=8");
   ck_assert(!clf__skinny_int_variant(th_ctx, CLF_Q4_K, 1, 0, name, sizeof name));
   ck_assert(!clf__skinny_int_variant(th_ctx, CLF_Q8_0, 9, 0, name, sizeof name));
   ck_assert_int_eq(clf__skinny_int_variant(th_ctx, CLF_Q8_0, 1, 1, name, sizeof name), th_ctx->caps.has_int_dot);
   /* the paths recorded: 1 and 9 rows of q8 with the integer path asked */
-  env_set("CLFORMER_SKINNY_INT", "portable");
+  env_set("CLFORMER_SKINNY_INT", "1");
   th_profiled_begin(NULL); /* th_ctx: a context that records */
   const size_t N = 40, K = 64;
   float *w, *x = th_rand(9 * K, 5, -1, 1), *bias = th_rand(N, 6, -1, 1);
@@ -184,10 +192,9 @@ START_TEST(int_follows_profile_and_env) {
     char name[96];
     ck_assert(clf__skinny_int_variant(th_ctx, CLF_Q8_0, 2, 1, name, sizeof name));
     ck_assert(clf__verdict_record(th_ctx, name, 1, 0, 0));
-    env_set("CLFORMER_SKINNY_INT", "1");
+    env_set("CLFORMER_SKINNY_INT", "dot");
     free(run(tw, x, bias, 2, N, K, CLF_ACT_NONE));
-    ck_assert(clf__skinny_int_variant(th_ctx, CLF_Q8_0, 2, 0, name, sizeof name));
-    env_set("CLFORMER_SKINNY_INT", "portable");
+    env_set("CLFORMER_SKINNY_INT", "1");
   }
   int one = 0, nine = 0, two = 0;
   const size_t n = clf_profile_paths(th_ctx, 0, NULL, NULL, NULL);
@@ -211,7 +218,7 @@ END_TEST
 START_TEST(int_env_refused) {
   setenv("CLFORMER_SKINNY_INT", "yes", 1);
   ck_assert_int_eq(clf__env_reload(th_ctx), CLF_E_INVALID_ARG);
-  ck_assert_msg(strstr(clf_last_error(NULL), "CLFORMER_SKINNY_INT=\"yes\" is not 0, 1 or portable") != NULL, "%s",
+  ck_assert_msg(strstr(clf_last_error(NULL), "CLFORMER_SKINNY_INT=\"yes\" is not 0, 1 or dot") != NULL, "%s",
                 clf_last_error(NULL));
   env_set("CLFORMER_SKINNY_INT", NULL);
 }

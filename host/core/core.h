@@ -110,7 +110,7 @@ typedef struct clf__env {
   unsigned skinny_t[2]; /* $CLFORMER_SKINNY_T: COLS x KS of skinny_t */
   unsigned skinny_rows; /* $CLFORMER_SKINNY_ROWS: the skinny path's most rows */
   int skinny_tile, skinny_act_pass, skinny_pair; /* $CLFORMER_SKINNY_TILE, _ACT_PASS, _PAIR: 0 or 1 */
-  int skinny_int;       /* $CLFORMER_SKINNY_INT: 0 float, 1 integer, 2 integer without the extension */
+  int skinny_int;       /* $CLFORMER_SKINNY_INT: 0 float, 1 integer, 2 integer through the extension */
   int attn_cpu;         /* $CLFORMER_ATTN_FUSED: 1 cpu, 0 tiled */
   int attn_short;       /* $CLFORMER_ATTN_SHORT: 0 or 1 */
   unsigned attn_wg;     /* $CLFORMER_ATTN_WG: 16, 32 or 64 */

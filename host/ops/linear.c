@@ -284,10 +284,15 @@ enum { PAIR_N = 4, PAIR_L = 1 };
  * (kernels/linear.cl's quantize_q8 and skinny_int / skinny_idot) */
 
 /* skinny_int's rows of W a work-item by MMAX (the rows of x, rounded up to
- * a power of two), and work-items a group.  One row: 4 rows of W, as
- * skinny_pair takes them; more rows of x hold more accumulators (a float8
- * each in the portable build), so fewer rows of W. */
-static size_t int_tn(size_t mmax) { return mmax == 1 ? 4 : mmax == 2 ? 2 : 1; }
+ * a power of two), and work-items a group.  One row: 4 rows of W, 8
+ * work-items a group (Intel's runtime, one row of Q4_1 3072 x 576 and Q8_0
+ * 49152 x 576: 8 a group 0.09 and 1.9 ms against 1 a group 0.08 and 1.7,
+ * within the noise of a loaded machine; PoCL alike; 8 rows of W a
+ * work-item no faster).  More rows of x hold more accumulators (a float8
+ * each in the portable build), so fewer rows of W: with 4 rows of x and
+ * one row of W a work-item, PoCL spent 1.5 ms on 3072 x 768 in 3072
+ * one-item groups. */
+static size_t int_tn(size_t mmax) { return mmax <= 2 ? 4 : mmax == 4 ? 2 : 1; }
 enum { INT_TL = 8 };
 
 static size_t int_mmax(size_t M) {
@@ -304,26 +309,28 @@ int clf__skinny_int_variant(const clf_context *ctx, clf_dtype wt, size_t M, int 
                   clf__weight_type_name(wt), mmax, int_tn(mmax), INT_TL) < (int)len;
 }
 
-int clf__skinny_int_wanted(const clf_context *ctx) {
-  if (ctx->env.skinny_int >= 0) return ctx->env.skinny_int;
-  unsigned v[2];
-  return clf__tuned_group(ctx, CLF__TILES_TUNING, "int", v) && !v[1] && v[0] == 1;
+int clf__skinny_int_wanted(const clf_context *ctx, size_t M, int *dot) {
+  *dot = 0;
+  if (ctx->env.skinny_int >= 0) return *dot = ctx->env.skinny_int == 2, ctx->env.skinny_int > 0;
+  unsigned v[2], d[2];
+  *dot = clf__tuned_group(ctx, CLF__TILES_TUNING, "int_dot", d) && !d[1] && d[0] == 1;
+  return clf__tuned_group(ctx, CLF__TILES_TUNING, "int", v) && !v[1] && M <= v[0];
 }
 
 /* The integer kernel an [M, K] product with w of type wt runs (1 with the
  * extension, 0 the portable one), or -1: the float path.  While
  * self-validation runs, the variant it checks and nothing else; else
- * where clf__skinny_int_wanted, the extension's build where the device
- * has it and it passed self-validation (an opt-in variant, as skinny_h),
- * else the portable one unless it failed. */
+ * where clf__skinny_int_wanted, the extension's build where that asks for
+ * it, the device has it and it passed self-validation (an opt-in variant,
+ * as skinny_h), else the portable one unless it failed. */
 static int int_kind(clf_context *ctx, clf_dtype wt, int in_out, int aligned, size_t M, size_t K) {
   char pn[96], dn[96];
   if (in_out || !aligned || K % 32 || !clf__skinny_int_variant(ctx, wt, M, 0, pn, sizeof pn)) return -1;
   const int dot = clf__skinny_int_variant(ctx, wt, M, 1, dn, sizeof dn);
   if (clf__validating(ctx)) return dot && clf__variant_validating(ctx, dn) ? 1 : clf__variant_validating(ctx, pn) ? 0 : -1;
-  const int want = clf__skinny_int_wanted(ctx);
-  if (!want) return -1;
-  if (want == 1 && dot && clf__variant_passed(ctx, dn)) return 1;
+  int want_dot = 0;
+  if (!clf__skinny_int_wanted(ctx, M, &want_dot)) return -1;
+  if (want_dot && dot && clf__variant_passed(ctx, dn)) return 1;
   return clf_variant_disabled(ctx, pn) ? -1 : 0;
 }
 

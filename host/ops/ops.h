@@ -176,13 +176,17 @@ int clf__skinny_pair(const clf_context *ctx, clf_dtype wt);
  * for Q8_0, Q4_0 and Q4_1 weights at offset 0 of their buffer, 1 to
  * CLF__SKINNY_MAX_M rows.  It rounds x as llama.cpp does, so its results
  * differ from the float path's by that rounding (about 2^-8 of a block's
- * largest |x| an element).  Whether it runs: $CLFORMER_SKINNY_INT ("0"
- * the float path, "1" the integer one, "portable" without the extension),
- * else the applied profile's Tiles line "int=1", else not.
+ * largest |x| an element).  Whether an [M, K] product takes it
+ * (clf__skinny_int_wanted; *dot: the extension's build asked):
+ * $CLFORMER_SKINNY_INT "0" (the float path), "1" (the portable build, 1
+ * to 8 rows) or "dot" (the extension's build where it passed
+ * self-validation, else the portable one); else the applied profile's
+ * Tiles line: "int=R" the integer path up to R rows (where it was measured
+ * faster), "int_dot=1" the extension's build; else the float path.
  * clf__skinny_int_variant names the variant of M rows ("linear.skinny_int
  * q4 MMAX=1 TN=4 TL=8", dot: "linear.skinny_idot ..."), 0 where it does not
  * apply (other types, M out of range, dot without the extension). */
-int clf__skinny_int_wanted(const clf_context *ctx);
+int clf__skinny_int_wanted(const clf_context *ctx, size_t M, int *dot);
 int clf__skinny_int_variant(const clf_context *ctx, clf_dtype wt, size_t M, int dot, char *buf, size_t len);
 /* Whether an [M, K] product with w (where the tiles run) launches
  * skinny_pair: one row, clf__skinny_pair for w's type, and w a buffer of
