@@ -340,7 +340,7 @@ const char *clf__variant_fallback(const char *name);
 int clf__variant_passed(const clf_context *ctx, const char *name);
 /* Whether a validation run is checking `name` now. */
 int clf__variant_validating(const clf_context *ctx, const char *name);
-/* Whether clf_validate is running (any variant pinned). */
+/* Whether self-validation is running (any variant pinned). */
 int clf__validating(const clf_context *ctx);
 /* A validation run: between begin and end the verdicts are not consulted
  * and the variant pinned (borrowed; NULL: none) is the one ops use.  begin

@@ -308,7 +308,12 @@ static clf_status case_linear_int(clf_context *ctx, const vcase *c, double *err)
       memcpy(packed + 20 * b, &d, 2);
       memcpy(packed + 20 * b + 2, &m, 2);
     }
-    if ((st = clf_gguf_dequantize(3, packed, N * K, wq)) != CLF_OK) return vw_done(&w, st);
+    for (size_t b = 0; b < N * K / 32; b++) { /* ggml's block_q4_1: d q + m, element j in byte j % 16's nibble */
+      const unsigned char *blk = packed + 20 * b;
+      const float d = clf__f16_bits_to_f32((uint16_t)(blk[0] | blk[1] << 8));
+      const float m = clf__f16_bits_to_f32((uint16_t)(blk[2] | blk[3] << 8));
+      for (int j = 0; j < 32; j++) wq[b * 32 + j] = d * (float)(j < 16 ? blk[4 + j] & 15 : blk[4 + j - 16] >> 4) + m;
+    }
     if ((st = clf_tensor_create(ctx, dt, 2, (size_t[]){N, K}, &tw)) == CLF_OK)
       st = clf_tensor_upload(ctx, tw, packed, N * K / 32 * 20);
   } else {

@@ -174,7 +174,7 @@ int clf__skinny_pair(const clf_context *ctx, clf_dtype wt);
  * one f32 scale on the device (quantize_q8), then the weights' integers
  * times x's (skinny_int; skinny_idot through cl_khr_integer_dot_product),
  * for Q8_0, Q4_0 and Q4_1 weights at offset 0 of their buffer, 1 to
- * CLF__SKINNY_MAX_M rows.  It rounds x as llama.cpp does, so its results
+ * CLF__SKINNY_MAX_M rows.  It rounds x as ggml's Q8_1 activations are, so its results
  * differ from the float path's by that rounding (about 2^-8 of a block's
  * largest |x| an element).  Whether an [M, K] product takes it
  * (clf__skinny_int_wanted; *dot: the extension's build asked):
