@@ -467,7 +467,10 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_tile(SKINNY
  * scale_at (su: the buffer as 16-bit words; a scale read in a 32-bit word
  * could reach 2 bytes past a Q4_0 buffer's end).  global (N / TN rounded
  * up to TL), local (TL). */
-#if TM == 1 && TN % 2 == 0 && (WTYPE == WT_Q4_0 || WTYPE == WT_Q4_1)
+/* The 32-element types the integer kernels take (skinny_int below); their
+ * scales are read through scale_at there and in skinny_pair. */
+#define INT_TYPES (WTYPE == WT_Q8_0 || WTYPE == WT_Q4_0 || WTYPE == WT_Q4_1)
+#if INT_TYPES
 /* f16 bits to f32, exactly, and no subnormal f32 on the way (a subnormal
  * operand costs x86 a microcode assist: scaling the bits by 2^112 instead
  * made products whose scales are subnormal halves, as a checkpoint with
@@ -488,6 +491,9 @@ inline float scale_at(__global const half *s, __global const ushort *su, size_t 
   return clf_h2f(su[i]);
 #endif
 }
+#endif
+
+#if TM == 1 && TN % 2 == 0 && (WTYPE == WT_Q4_0 || WTYPE == WT_Q4_1)
 /* a in lanes 0-7, b in 8-15 (element by element: Oclgrind 21.10's
  * uninitialised-value checker crashes on two float8 joined) */
 inline float16 pair16(float a, float b) { return (float16)(a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b); }
@@ -558,6 +564,221 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_pair(SKINNY
   }
 #endif
   _Pragma("unroll") for (uint j = 0; j < TN; j++) if (n0 + j < N) y[y_off + n0 + j] = o[j];
+}
+#endif
+
+/* ------------------------------------------------------------------------
+ * The integer path (issue 42): x quantized per block of 32 to int8 with
+ * one f32 scale (ggml's Q8_1 activations), then the weights' integers
+ * times x's integers summed in int per block and scaled once a block,
+ * where the float kernels above convert every weight to float: a fourth
+ * of the arithmetic per weight byte on 8-bit lanes.  Built with
+ * -DINT_KERNEL=1 only (its own programs: the float builds stay as they
+ * were).
+ * ------------------------------------------------------------------------ */
+#if INT_KERNEL && INT_TYPES
+
+/* quantize_q8: x [M, K] (K a multiple of 32) into the scratch buffer the
+ * linear op owns: q [M, K] int8 quants, q = rint(x / d) with d = max|x| /
+ * 127 over the block (0 when the block is all zero: quants 0), and ds
+ * [M, K / 32] pairs (d, sum of the block's quants) at float ds_off.  The
+ * sum is kept as an integer-valued float rather than llama.cpp's d * sum:
+ * Q4_0's -8 is then exact in the integer sum, and Q4_1's min term takes
+ * one multiply more a block.  global (K / 32 rounded up, M). */
+__kernel void quantize_q8(__global const float *x, uint x_off, __global char *q, __global float *ds, uint ds_off,
+                          uint K) {
+  const uint b = get_global_id(0), m = get_global_id(1), nb = K / 32;
+  if (b >= nb) return;
+  const size_t blk = (size_t)m * nb + b;
+  __global const float *xp = x + x_off + blk * 32;
+  float8 v[4];
+  float8 a = (float8)(0.0f);
+  _Pragma("unroll") for (uint i = 0; i < 4; i++) {
+    v[i] = vload8(i, xp);
+    a = fmax(a, fabs(v[i]));
+  }
+  float t[8]; /* through memory: Oclgrind 21.10 crashes extracting a vector's element */
+  vstore8(a, 0, t);
+  float amax = 0.0f;
+  _Pragma("unroll") for (uint i = 0; i < 8; i++) amax = fmax(amax, t[i]);
+  /* the operations of ggml's quantize_row_q8_1 (1 / d, then a multiply),
+   * rounded to nearest even: the tests' reference repeats them in f32 */
+  const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+  float8 sum = (float8)(0.0f);
+  _Pragma("unroll") for (uint i = 0; i < 4; i++) {
+    const int8 qi = convert_int8_sat_rte(v[i] * id);
+    vstore8(convert_char8_sat(qi), i, q + blk * 32);
+    sum += convert_float8(qi);
+  }
+  ds[ds_off + 2 * blk] = d;
+  ds[ds_off + 2 * blk + 1] = sum8(sum);
+}
+
+/* skinny_int: y [M, N] = act(x [M, K] W^T + bias), M <= MMAX <= 8, for the
+ * 32-element types (Q8_0, Q4_0 as clformer stores them, Q4_1 as GGUF
+ * does), from x quantized by quantize_q8 (xq: its quants as 32-bit words;
+ * xd: the buffer again as floats, the pairs from xd_off).  A work-item
+ * takes TN rows of W (rows past the end repeat the last, their sums not
+ * stored) against the M rows of x, block by block: per block and pair of
+ * rows the integer sum isum = sum qw qx, then acc += d_w d_x isum (Q4_0's
+ * -8 within the integers: with the extension as -8 * the block's sum of
+ * x's quants, without it on the nibbles); Q4_1's min adds
+ * m_w d_x sum(qx).  Built with -DINT_DOT=1 (skinny_idot) the sums are
+ * cl_khr_integer_dot_product's dot_acc_sat_4x8packed_{ss,us}_int (never
+ * saturating here: |isum| <= 32 * 128 * 128); without it (skinny_int),
+ * 16 products in short lanes added pairwise into int lanes, the pattern
+ * compilers turn into pmaddwd / vpdpwssd, the block's 8 lane sums scaled
+ * as a float8 so that no lane is summed across until the end.  The weights
+ * are read as 32-bit words (wu: the weight buffer again; w_off is 0, as
+ * the host checks), the scales through scale_at (su: the buffer as 16-bit
+ * words).  global (N / TN rounded up to TL), local (TL). */
+#ifndef INT_DOT
+#define INT_DOT 0
+#endif
+#if INT_DOT
+#pragma OPENCL EXTENSION cl_khr_integer_dot_product : enable
+#define INT_NAME skinny_idot
+#else
+#define INT_NAME skinny_int
+#endif
+#if WTYPE == WT_Q8_0
+#define WQ uint8 /* 32 int8 quants */
+#else
+#define WQ uint4 /* 16 bytes: element j the low nibble of byte j, j + 16 the high one */
+#endif
+
+/* Block c of row n: its words, scale and (Q4_1) min. */
+inline __attribute__((always_inline)) WQ int_block(__global const uint *wu, __global const half *s,
+                                                   __global const ushort *su, uint s_off, uint n, uint c, uint nb,
+                                                   float *d, float *m) {
+  const size_t blk = (size_t)n * nb + c;
+#if WTYPE == WT_Q8_0
+  *d = scale_at(s, su, s_off + blk);
+  *m = 0.0f;
+  return vload8(blk, wu);
+#elif WTYPE == WT_Q4_0
+  *d = scale_at(s, su, s_off + blk);
+  *m = 0.0f;
+  return vload4(blk, wu);
+#else /* Q4_1 {d; m; qs[16]}: 5 words a block */
+  *d = scale_at(s, su, blk * 10);
+  *m = scale_at(s, su, blk * 10 + 1);
+  return vload4(0, wu + blk * 5 + 1);
+#endif
+}
+
+#if INT_DOT
+/* The block's integer sum (Q4_0: its -8s included). */
+inline int int_sum(WQ w, uint8 x, float xsum) {
+#if WTYPE == WT_Q8_0
+  int is = dot_acc_sat_4x8packed_ss_int(w.s0, x.s0, 0);
+  is = dot_acc_sat_4x8packed_ss_int(w.s1, x.s1, is);
+  is = dot_acc_sat_4x8packed_ss_int(w.s2, x.s2, is);
+  is = dot_acc_sat_4x8packed_ss_int(w.s3, x.s3, is);
+  is = dot_acc_sat_4x8packed_ss_int(w.s4, x.s4, is);
+  is = dot_acc_sat_4x8packed_ss_int(w.s5, x.s5, is);
+  is = dot_acc_sat_4x8packed_ss_int(w.s6, x.s6, is);
+  return dot_acc_sat_4x8packed_ss_int(w.s7, x.s7, is);
+#else
+  const uint4 lo = w & (uint4)0x0f0f0f0fu, hi = (w >> (uint4)4) & (uint4)0x0f0f0f0fu;
+  int is = dot_acc_sat_4x8packed_us_int(lo.s0, x.s0, 0);
+  is = dot_acc_sat_4x8packed_us_int(lo.s1, x.s1, is);
+  is = dot_acc_sat_4x8packed_us_int(lo.s2, x.s2, is);
+  is = dot_acc_sat_4x8packed_us_int(lo.s3, x.s3, is);
+  is = dot_acc_sat_4x8packed_us_int(hi.s0, x.s4, is);
+  is = dot_acc_sat_4x8packed_us_int(hi.s1, x.s5, is);
+  is = dot_acc_sat_4x8packed_us_int(hi.s2, x.s6, is);
+  is = dot_acc_sat_4x8packed_us_int(hi.s3, x.s7, is);
+#if WTYPE == WT_Q4_0
+  is -= 8 * (int)xsum;
+#endif
+  return is;
+#endif
+}
+#define ACC float
+#else
+/* 16 products of int8, added pairwise into 8 int lanes: products of
+ * sign-extended values with 17 sign bits, which LLVM's x86 back-end turns
+ * into pmaddwd.  (Products in short lanes, then widened, ran 0.67-0.83x
+ * as fast on PoCL for Q8_0 one row: GPT-2 widths, same run.  pmaddubsw's
+ * pattern, add_sat of unsigned-by-signed byte products in short lanes,
+ * Q8_0 through |w| and x with w's sign as llama.cpp's AVX2 code does:
+ * 0.13-0.77x of the float path on PoCL and 0.5-1.0x on Intel's runtime,
+ * where this one ran 0.82-1.06x and 1.05-2.4x, one row, same run.) */
+inline int8 pmadd16(char16 a, char16 b) {
+  const int16 p = convert_int16(a) * convert_int16(b);
+  return p.even + p.odd;
+}
+/* The block's products in 8 int lanes.  Q4_0's quants less 8 before the
+ * products (-8..7 fit a char): the -8 * sum(qx) term apart, in f32, came
+ * out of a sum 8 times the result's size, 1e-5 off at K = 768. */
+inline int8 int_lanes(WQ w, uint8 x) {
+#if WTYPE == WT_Q8_0
+  return pmadd16(as_char16(w.lo), as_char16(x.lo)) + pmadd16(as_char16(w.hi), as_char16(x.hi));
+#else
+  const uchar16 u = as_uchar16(w);
+  const char16 off = (char16)(WTYPE == WT_Q4_0 ? 8 : 0);
+  return pmadd16(as_char16(u & (uchar16)15) - off, as_char16(x.lo)) +
+         pmadd16(as_char16(u >> (uchar16)4) - off, as_char16(x.hi));
+#endif
+}
+#define ACC float8
+#endif
+
+__kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void INT_NAME(
+    __global const uint *xq, __global const float *xd, uint xd_off, __global const uint *wu, __global const half *s,
+    __global const ushort *su, uint s_off, __global const float *bias, uint b_off, int has_bias, int act,
+    __global float *y, uint y_off, uint M, uint N, uint K) {
+  const uint n0 = get_global_id(0) * TN, nb = K / 32;
+  if (n0 >= N) return;
+  uint rn[TN];
+  _Pragma("unroll") for (uint j = 0; j < TN; j++) rn[j] = min(n0 + j, N - 1);
+  ACC acc[MMAX][TN];
+  float accm[MMAX][TN]; /* Q4_1: the mins' share */
+  _Pragma("unroll") for (uint i = 0; i < MMAX; i++) _Pragma("unroll") for (uint j = 0; j < TN; j++) {
+    acc[i][j] = (ACC)(0.0f);
+    accm[i][j] = 0.0f;
+  }
+  for (uint c = 0; c < nb; c++) {
+    WQ wq[TN];
+    float dw[TN], mw[TN];
+    _Pragma("unroll") for (uint j = 0; j < TN; j++) wq[j] = int_block(wu, s, su, s_off, rn[j], c, nb, &dw[j], &mw[j]);
+    _Pragma("unroll") for (uint i = 0; i < MMAX; i++) {
+      if (i < M) { /* uniform */
+        const size_t xb = (size_t)i * nb + c;
+        const uint8 xw = vload8(xb, xq);
+        const float dx = xd[xd_off + 2 * xb], sx = xd[xd_off + 2 * xb + 1];
+        _Pragma("unroll") for (uint j = 0; j < TN; j++) {
+          const float dd = dw[j] * dx;
+#if INT_DOT
+          acc[i][j] = fma(dd, (float)int_sum(wq[j], xw, sx), acc[i][j]);
+#else
+          acc[i][j] = fma((float8)(dd), convert_float8(int_lanes(wq[j], xw)), acc[i][j]);
+#endif
+#if WTYPE == WT_Q4_1
+          accm[i][j] = fma(mw[j] * dx, sx, accm[i][j]);
+#endif
+        }
+      }
+    }
+  }
+  _Pragma("unroll") for (uint j = 0; j < TN; j++) {
+    if (n0 + j >= N) continue;
+    const float b = has_bias ? bias[b_off + n0 + j] : 0.0f;
+    _Pragma("unroll") for (uint i = 0; i < MMAX; i++) {
+      if (i >= M) continue;
+#if INT_DOT
+      const float o = acc[i][j] + accm[i][j] + b;
+#else
+      const float o = sum8(acc[i][j]) + accm[i][j] + b;
+#endif
+#if SKINNY_ACT_PASS
+      y[y_off + (size_t)i * N + n0 + j] = o;
+#else
+      y[y_off + (size_t)i * N + n0 + j] = clf_act(o, act);
+#endif
+    }
+  }
 }
 #endif
 

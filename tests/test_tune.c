@@ -460,6 +460,8 @@ START_TEST(tune_and_apply) {
   const int pass_before = clf__skinny_act_pass(ctx);
   const int pair_before = clf__skinny_pair(ctx, CLF_Q4_0);
   const int pair_line_before = clf__tuned_group(ctx, CLF__TILES_TUNING, pair_before ? "pair" : "pairs_off", g);
+  /* the integer path's rows (Tiles int=R; none: the float path) */
+  const unsigned int_before = clf__tuned_group(ctx, CLF__TILES_TUNING, "int", g) && !g[1] ? g[0] : 0;
   clf_tune_result r;
   clf_tune_report rep;
   ck_assert_msg(clf_tune_gemm(ctx, &s, 1, &o, &r, &rep) == CLF_OK, "%s", clf_last_error(ctx));
@@ -531,7 +533,13 @@ START_TEST(tune_and_apply) {
               !clf__tuned_group(ctx, CLF__TILES_TUNING, pair ? "pairs_off" : "pair", g));
   else ck_assert_int_eq(pair, pair_before);
   const int pair_changed = pair_measured && (!pair_line_before || pair != pair_before);
-  if (tiles_changed || rows_changed || pass != pass_before || pair_changed) ck_assert(written);
+  /* the integer path measured at 1, 2, 4 and 8 rows: int=R one of them, or
+   * no int key */
+  const unsigned int_after = clf__tuned_group(ctx, CLF__TILES_TUNING, "int", g) && !g[1] ? g[0] : 0;
+  if (getenv("CLFORMER_SKINNY_INT")) ck_assert_uint_eq(int_after, int_before);
+  else ck_assert(int_after == 0 || int_after == 1 || int_after == 2 || int_after == 4 || int_after == 8);
+  const int int_changed = int_after != int_before;
+  if (tiles_changed || rows_changed || pass != pass_before || pair_changed || int_changed) ck_assert(written);
   else ck_assert_int_eq(written, rep.tuned_ms < 0.98 * rep.default_ms || skinny_better);
   /* On a CPU the search measured the tiles against the launches, and a
    * profile it writes says which it chose. */
@@ -540,6 +548,9 @@ START_TEST(tune_and_apply) {
     ck_assert_msg(strstr(text, tiles ? "Tiles on=1" : "Tiles off=1") != NULL, "%s", text);
     ck_assert_int_eq(strstr(text, " act_pass=1") != NULL, pass);
     if (pair_measured) ck_assert_msg(strstr(text, pair ? " pair=1" : " pairs_off=1") != NULL, "%s", text);
+    char int_key[24];
+    snprintf(int_key, sizeof int_key, " int=%u", int_after);
+    ck_assert_msg(int_after ? strstr(text, int_key) != NULL : strstr(text, " int=") == NULL, "%s", text);
     free(text);
   }
   /* PoCL runs CLBlast's defaults for this shape (XgemmDirect WGD=16 with no

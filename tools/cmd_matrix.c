@@ -27,22 +27,22 @@ extern char **environ;
 
 /* The suites that need a device: ops, model fixtures, generation,
  * conversations, runtime. */
-static const char *const default_suites[] = {"norm",     "dense",  "embed",  "movement",     "attention", "patch",
-                                             "linear",   "paged",  "models", "heads",        "llama",     "generate",
-                                             "engine",   "chat",   "vision", "weight_types", "runtime"};
+static const char *const default_suites[] = {"norm",   "dense",    "embed",  "movement", "attention",    "patch",
+                                             "linear", "linear_int", "paged", "models",  "heads",        "llama",
+                                             "generate", "engine", "chat",   "vision",   "weight_types", "runtime"};
 /* What the simulator's checked column runs: the op suites (the model
  * suites run on every other column; under the simulator they cost minutes
  * each). */
-static const char *const op_suites[] = {"norm",  "dense", "embed", "movement", "attention",
-                                        "patch", "linear", "paged", NULL};
+static const char *const op_suites[] = {"norm",  "dense",  "embed",      "movement", "attention",
+                                        "patch", "linear", "linear_int", "paged",    NULL};
 /* What the race-checked simulator column runs: the op suites of our own
  * kernels with local memory and barriers (dense is CLBlast's GEMMs and
  * element-wise kernels: minutes under the race checker, for nothing of ours
  * that shares memory). */
 static const char *const race_suites[] = {"norm", "embed", "movement", "attention", "patch", "linear", "paged", NULL};
 /* The op suites and the model fixtures: the mobile-limits column. */
-static const char *const limit_suites[] = {"norm",   "dense", "embed",  "movement", "attention", "patch", "linear",
-                                           "paged",  "models", "heads", "engine", "vision",   NULL};
+static const char *const limit_suites[] = {"norm",  "dense",  "embed",  "movement", "attention", "patch", "linear",
+                                           "linear_int", "paged", "models", "heads", "engine", "vision", NULL};
 enum { MAX_IMPLS = 16, MAX_COLUMNS = 32, MAX_SUITES = 64, MAX_SELECT = 16, MAX_COL_ENV = 8 };
 
 /* The limits of the mobile column: an Adreno-class device (docs/matrix.md). */

@@ -14,6 +14,8 @@
  */
 #include "core.h"
 
+#include <CL/cl_ext.h> /* cl_khr_integer_dot_product's query */
+
 #include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
@@ -184,12 +186,20 @@ static void clf__read_caps(clf_context *ctx) {
   c->has_fp16 = ext && strstr(ext, "cl_khr_fp16") != NULL;
   c->has_fp64 = ext && strstr(ext, "cl_khr_fp64") != NULL;
   c->has_subgroups = ext && (strstr(ext, "cl_khr_subgroups") || strstr(ext, "cl_intel_subgroups"));
+  const int dot_ext = ext && strstr(ext, "cl_khr_integer_dot_product") != NULL;
   free(ext);
   char ver[128];
   clf__device_str(d, CL_DEVICE_OPENCL_C_VERSION, ver, sizeof(ver));
   c->opencl_c_major = 1;
   c->opencl_c_minor = 2;
   sscanf(ver, "OpenCL C %d.%d", &c->opencl_c_major, &c->opencl_c_minor);
+  /* the packed 4x8-bit built-ins (dot_acc_sat_4x8packed_*) are optional
+   * within the extension (its capabilities query says whether they exist)
+   * and declared for OpenCL C 3.0 */
+  cl_bitfield dotcaps = 0;
+  if (dot_ext && c->opencl_c_major >= 3 &&
+      clGetDeviceInfo(d, CL_DEVICE_INTEGER_DOT_PRODUCT_CAPABILITIES_KHR, sizeof dotcaps, &dotcaps, NULL) == CL_SUCCESS)
+    c->has_int_dot = (dotcaps & CL_DEVICE_INTEGER_DOT_PRODUCT_INPUT_4x8BIT_PACKED_KHR) != 0;
   clGetDeviceInfo(d, CL_DEVICE_LOCAL_MEM_SIZE, sizeof(c->local_mem), &c->local_mem, NULL);
   clGetDeviceInfo(d, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof(c->global_mem), &c->global_mem, NULL);
   clGetDeviceInfo(d, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof(c->max_alloc), &c->max_alloc, NULL);

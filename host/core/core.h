@@ -80,6 +80,7 @@ enum {
  * reads these, never the device. */
 typedef struct clf__device_caps {
   int has_fp16, has_fp64, has_subgroups;
+  int has_int_dot; /* cl_khr_integer_dot_product with packed 4x8-bit inputs (its capabilities query) */
   int opencl_c_major, opencl_c_minor;
   cl_ulong local_mem, global_mem, max_alloc;
   size_t max_wg;
@@ -109,6 +110,7 @@ typedef struct clf__env {
   unsigned skinny_t[2]; /* $CLFORMER_SKINNY_T: COLS x KS of skinny_t */
   unsigned skinny_rows; /* $CLFORMER_SKINNY_ROWS: the skinny path's most rows */
   int skinny_tile, skinny_act_pass, skinny_pair; /* $CLFORMER_SKINNY_TILE, _ACT_PASS, _PAIR: 0 or 1 */
+  int skinny_int;       /* $CLFORMER_SKINNY_INT: 0 float, 1 integer, 2 integer through the extension */
   int attn_cpu;         /* $CLFORMER_ATTN_FUSED: 1 cpu, 0 tiled */
   int attn_short;       /* $CLFORMER_ATTN_SHORT: 0 or 1 */
   unsigned attn_wg;     /* $CLFORMER_ATTN_WG: 16, 32 or 64 */
@@ -338,6 +340,8 @@ const char *clf__variant_fallback(const char *name);
 int clf__variant_passed(const clf_context *ctx, const char *name);
 /* Whether a validation run is checking `name` now. */
 int clf__variant_validating(const clf_context *ctx, const char *name);
+/* Whether self-validation is running (any variant pinned). */
+int clf__validating(const clf_context *ctx);
 /* A validation run: between begin and end the verdicts are not consulted
  * and the variant pinned (borrowed; NULL: none) is the one ops use.  begin
  * fails (CLF_E_OUT_OF_MEMORY, naming `op`) when ctx has no verdict table. */

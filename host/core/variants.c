@@ -45,6 +45,8 @@ static const struct { const char *prefix, *fallback; } fallbacks[] = {
     {"linear.skinny_sg", "linear.skinny"},
     {"linear.skinny_h", "linear.skinny"},
     {"linear.skinny_t", "linear.gemm"},
+    {"linear.skinny_idot", "linear.skinny_int"},
+    {"linear.skinny_int", "linear.skinny"},
     {"norm.layer_norm_rows", "norm.layer_norm"},
     {"norm.layer_norm", "norm.layer_norm_rows"},
     {"attention.fused", "attention.gemm"},
@@ -168,6 +170,8 @@ int clf__variant_validating(const clf_context *ctx, const char *name) {
   const struct clf__verdicts *vs = ctx->verdicts;
   return vs && vs->validating && vs->pinned && strcmp(vs->pinned, name) == 0;
 }
+
+int clf__validating(const clf_context *ctx) { return ctx->verdicts && ctx->verdicts->validating; }
 
 int clf__variant_passed(const clf_context *ctx, const char *name) {
   const struct clf__verdicts *vs = ctx->verdicts;

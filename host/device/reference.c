@@ -191,3 +191,16 @@ void clf__ref_embedding(const float *table, size_t V, size_t D, const int64_t *i
 void clf__ref_to_f32(const double *src, size_t n, float *dst) {
   for (size_t i = 0; i < n; i++) dst[i] = (float)src[i];
 }
+
+void clf__ref_quantize_q8(const float *x, size_t rows, size_t K, double *xq) {
+  for (size_t b = 0; b < rows * K / 32; b++) {
+    const float *v = x + b * 32;
+    float amax = 0.0f;
+    for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(v[j]));
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int j = 0; j < 32; j++) {
+      const float p = v[j] * id; /* one f32 product, as the kernel's */
+      xq[b * 32 + j] = (double)d * nearbyint((double)p);
+    }
+  }
+}

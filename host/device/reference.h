@@ -76,6 +76,12 @@ void clf__ref_add(const float *a, int na, const size_t *as, const float *b, int 
 void clf__ref_embedding(const float *table, size_t V, size_t D, const int64_t *ids, size_t n, double scale,
                         const float *out0, double *out);
 
+/* x [rows, K] (K a multiple of 32) as the integer kernels see it: per
+ * block of 32, d = max|x| / 127 and q = x * (1 / d) rounded to nearest
+ * even, in f32 as kernels/linear.cl's quantize_q8 computes them (so that
+ * only the product is judged); xq = d * q, exactly (in double). */
+void clf__ref_quantize_q8(const float *x, size_t rows, size_t K, double *xq);
+
 /* dst[i] = (float)src[i], for callers that compare in f32. */
 void clf__ref_to_f32(const double *src, size_t n, float *dst);
 

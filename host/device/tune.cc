@@ -942,6 +942,55 @@ bool tune_pair(Search &S) {
   return on != was || !had[on ? 0 : 1];
 }
 
+// The integer path (clf__skinny_int_wanted): the shapes' distinct weights
+// as Q8_0 and as Q4_0, at 1, 2, 4 and 8 rows, each on the float path and
+// on the integer one's portable build (count-weighted sums of medians).
+// The profile says "int=R" for the most rows R up to which every count
+// measured the integer path faster, and has no int key where one row was
+// not (the float path, as without a profile).  The extension's build is
+// not timed: on Intel's CPU runtime, the one device here that has it, it
+// ran 4-7x slower than the portable one (performance.md).  Not measured
+// where $CLFORMER_SKINNY_INT decides.  True when the choice changed.
+bool tune_int(Search &S) {
+  clf_context *ctx = S.ctx;
+  if (ctx->env.skinny_int >= 0) {
+    S.say("Tiles int: not measured: $CLFORMER_SKINNY_INT decides");
+    return false;
+  }
+  unsigned had[2] = {0, 0};
+  const unsigned before = clf__tuned_group(ctx, CLF__TILES_TUNING, "int", had) && !had[1] ? had[0] : 0;
+  auto set = [&](unsigned rows) {
+    const unsigned v[2] = {rows, 0};
+    if (!clf__tuned_group_set(ctx, CLF__TILES_TUNING, "int", rows ? v : nullptr)) throw std::bad_alloc();
+  };
+  static const size_t rows[4] = {1, 2, 4, 8};
+  double ms[4][2] = {};  // [rows][float, integer]
+  for (const clf_dtype wt : {CLF_Q8_0, CLF_Q4_0}) {
+    RowsBench B;
+    std::string why;
+    if (!B.setup(S, {wt, 0}, &why)) continue;
+    if (!B.grow(S, 8, &why)) return set(before), S.say("Tiles int: not measured: %s", why.c_str()), false;
+    for (RowsBench::W &e : B.ws)
+      for (int r = 0; r < 4; r++)
+        for (int on = 0; on < 2; on++) {
+          double t;
+          set(on ? 8 : 0);
+          if (!time_path(ctx, true, e.x, e.w, 0, e.y, rows[r], e.n, e.k, 0, false, &t, &why))
+            return set(before), S.say("Tiles int: not measured: %s", why.c_str()), false;
+          ms[r][on] += e.count * t;
+        }
+  }
+  if (ms[0][0] == 0) return set(before), S.say("Tiles int: not measured: no weight of the shapes"), false;
+  unsigned most = 0;
+  for (int r = 0; r < 4 && ms[r][1] < ms[r][0]; r++) most = (unsigned)rows[r];
+  set(most);
+  char took[48] = "the float path";
+  if (most) snprintf(took, sizeof took, "the integer path (int=%u)", most);
+  S.say("Tiles int: q8 and q4 at 1, 2, 4, 8 rows, float %.3f %.3f %.3f %.3f ms, integer %.3f %.3f %.3f %.3f: %s",
+        ms[0][0], ms[1][0], ms[2][0], ms[3][0], ms[0][1], ms[1][1], ms[2][1], ms[3][1], took);
+  return most != before;
+}
+
 // Every kind, with the profile found applied to CLBlast, until `end`: each
 // kind's rows in *fin's groups and the report.  True when one changed.
 bool tune_rows(Search &S, const Profile &gemm, double end, Profile *fin, clf_tune_report *report) {
@@ -1033,9 +1082,10 @@ clf_status tune(clf_context *ctx, const clf_gemm_shape *shapes, size_t n, const 
         params_text(S.dflt.k[DIRECT]).c_str(), kSwitch, get(S.dflt.k[ROUTINE], kSwitch));
 
   // On a CPU, the tiles or the launches (and where the tiles run, their
-  // one-row builds: the activation pass, the pairs); then the skinny kernel's groups
+  // one-row builds: the activation pass, the pairs); the integer path's
+  // rows; then the skinny kernel's groups
   // (where the launches run), with a tenth of the budget.
-  const bool tiles_changed = tune_tiles(S) | tune_act_pass(S) | tune_pair(S);
+  const bool tiles_changed = tune_tiles(S) | tune_act_pass(S) | tune_pair(S) | tune_int(S);
   Profile skinny;
   const bool skinny_better = tune_skinny(S, 0.1 * budget, &skinny, report);
   Params best[NKERNELS];

@@ -7,6 +7,7 @@
  */
 #include "ops/ops.h"
 #include "reference.h"
+#include "base/half.h"
 
 #include <clblast_c.h>
 #include <math.h>
@@ -280,6 +281,67 @@ static clf_status case_linear(clf_context *ctx, const vcase *c, double *err) {
   return vw_done(&w, CLF_OK);
 }
 
+/* The integer path: y = gelu(x W^T + b), W [37, 96] of the clf_dtype p[0]
+ * (Q8_0, Q4_0 made from f32; Q4_1 blocks of seeded bytes with moderate
+ * scales), x [p[1], 96] with one all-zero block; the reference
+ * multiplies the stored weights (decoded on the host) by x rounded as
+ * quantize_q8 rounds it (clf__ref_quantize_q8), so that the integer
+ * sums are judged exactly and only the kernel's f32 scaling is left. */
+static clf_status case_linear_int(clf_context *ctx, const vcase *c, double *err) {
+  enum { N = 37, K = 96 };
+  const clf_dtype dt = (clf_dtype)c->p[0];
+  const size_t M = c->p[1];
+  vwork w = {.ctx = ctx};
+  float *x = vw_rand(&w, M * K, 81, -2, 2), *wf = vw_rand(&w, N * K, 82, -1, 1), *bias = vw_rand(&w, N, 83, -1, 1);
+  float *wq = vw_alloc(&w, N * K * sizeof(float));
+  unsigned char *packed = vw_alloc(&w, clf__dtype_bytes(dt, N * K));
+  double *xq = vw_alloc(&w, M * K * sizeof(double)), *ref = vw_alloc(&w, M * N * sizeof(double));
+  if (!x || !wf || !bias || !wq || !packed || !xq || !ref) return vw_fail(&w);
+  for (size_t k = 32; k < 64; k++) x[k] = 0.0f; /* a block of zeros: scale 0 */
+  clf_tensor *tw = NULL;
+  clf_status st;
+  if (dt == CLF_Q4_1) {
+    uint32_t r = 84;
+    for (size_t i = 0; i < N * K / 32 * 20; i++) packed[i] = (unsigned char)((r = r * 1664525u + 1013904223u) >> 24);
+    for (size_t b = 0; b < N * K / 32; b++) {
+      const uint16_t d = clf__f32_to_f16(0.01f + 0.002f * (float)(b % 7)), m = clf__f32_to_f16(b % 2 ? -0.05f : 0.04f);
+      memcpy(packed + 20 * b, &d, 2);
+      memcpy(packed + 20 * b + 2, &m, 2);
+    }
+    for (size_t b = 0; b < N * K / 32; b++) { /* ggml's block_q4_1: d q + m, element j in byte j % 16's nibble */
+      const unsigned char *blk = packed + 20 * b;
+      const float d = clf__f16_bits_to_f32((uint16_t)(blk[0] | blk[1] << 8));
+      const float m = clf__f16_bits_to_f32((uint16_t)(blk[2] | blk[3] << 8));
+      for (int j = 0; j < 32; j++) wq[b * 32 + j] = d * (float)(j < 16 ? blk[4 + j] & 15 : blk[4 + j - 16] >> 4) + m;
+    }
+    if ((st = clf_tensor_create(ctx, dt, 2, (size_t[]){N, K}, &tw)) == CLF_OK)
+      st = clf_tensor_upload(ctx, tw, packed, N * K / 32 * 20);
+  } else {
+    st = clf_tensor_from_f32(ctx, dt, 2, (size_t[]){N, K}, wf, &tw);
+    clf__quantize(dt, wf, N * K, packed);
+    clf__dequantize(dt, packed, N * K, wq);
+  }
+  if (st != CLF_OK) return clf_tensor_destroy(tw), vw_done(&w, st);
+  const size_t sx[2] = {M, K}, sb[1] = {N}, sy[2] = {M, N};
+  clf_tensor *tx = vw_tensor(&w, CLF_F32, 2, sx, x), *tb = vw_tensor(&w, CLF_F32, 1, sb, bias);
+  clf_tensor *ty = vw_tensor(&w, CLF_F32, 2, sy, NULL);
+  if (tx && tb && ty) st = clf_linear(ctx, tx, tw, CLF_WEIGHT_OUT_IN, tb, CLF_ACT_GELU, ty, NULL);
+  clf_tensor_destroy(tw);
+  if (!tx || !tb || !ty) return vw_fail(&w);
+  if (st != CLF_OK) return vw_done(&w, st);
+  float *y = vw_download(&w, ty);
+  if (!y) return vw_fail(&w);
+  clf__ref_quantize_q8(x, M, K, xq);
+  for (size_t m = 0; m < M; m++)
+    for (size_t n = 0; n < N; n++) {
+      double acc = bias[n];
+      for (size_t k = 0; k < K; k++) acc += xq[m * K + k] * wq[n * K + k];
+      ref[m * N + n] = clf__ref_act(CLF_ACT_GELU, acc);
+    }
+  *err = rel_error(y, ref, M * N);
+  return vw_done(&w, CLF_OK);
+}
+
 /* y = a + b, a [3, 5, 40]; b the same shape (a residual add) or, with
  * p[0], [5, 1] broadcast. */
 static clf_status case_add(clf_context *ctx, const vcase *c, double *err) {
@@ -360,7 +422,7 @@ static void add_case(vcase *list, size_t *n, size_t cap, const char *name, case_
   c->tol = tol;
 }
 
-#define MAX_CASES 64
+#define MAX_CASES 96
 
 /* Tolerances of max |dev - ref| / max(1, max |ref|), as the op tests use. */
 static size_t list_cases(clf_context *ctx, vcase *list) {
@@ -429,6 +491,17 @@ static size_t list_cases(clf_context *ctx, vcase *list) {
     snprintf(name, sizeof name, "linear.gemm %s", clf__weight_type_name(wts[i]));
     add_case(list, &n, MAX_CASES, name, case_linear, wts[i], most + 3, 0, 0, 1e-5);
   }
+  /* The integer path's builds (the extension's where the device has it)
+   * for each type it takes, at each MMAX; 1e-5 as test_linear_int states. */
+  static const clf_dtype ints[] = {CLF_Q8_0, CLF_Q4_0, CLF_Q4_1};
+  static const size_t int_rows[] = {1, 2, 3, 7};
+  for (size_t i = 0; i < CLF__ARRAY_LEN(ints); i++)
+    for (size_t r = 0; r < CLF__ARRAY_LEN(int_rows); r++)
+      for (int dot = 0; dot < 2; dot++) {
+        char name[96];
+        if (clf__skinny_int_variant(ctx, ints[i], int_rows[r], dot, name, sizeof name))
+          add_case(list, &n, MAX_CASES, name, case_linear_int, ints[i], int_rows[r], 0, 0, 1e-5);
+      }
   return n;
 }
 

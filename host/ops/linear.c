@@ -280,6 +280,102 @@ int clf__skinny_pair_runs(const clf_context *ctx, const clf_tensor *w, size_t M)
 enum { PAIR_N = 4, PAIR_L = 1 };
 
 /* ------------------------------------------------------------------------ */
+/* The integer path: x quantized to 8-bit blocks, integer products
+ * (kernels/linear.cl's quantize_q8 and skinny_int / skinny_idot) */
+
+/* skinny_int's rows of W a work-item by MMAX (the rows of x, rounded up to
+ * a power of two), and work-items a group.  One row: 4 rows of W, 8
+ * work-items a group (Intel's runtime, one row of Q4_1 3072 x 576 and Q8_0
+ * 49152 x 576: 8 a group 0.09 and 1.9 ms against 1 a group 0.08 and 1.7,
+ * within the noise of a loaded machine; PoCL alike; 8 rows of W a
+ * work-item no faster).  More rows of x hold more accumulators (a float8
+ * each in the portable build), so fewer rows of W: with 4 rows of x and
+ * one row of W a work-item, PoCL spent 1.5 ms on 3072 x 768 in 3072
+ * one-item groups. */
+static size_t int_tn(size_t mmax) { return mmax <= 2 ? 4 : mmax == 4 ? 2 : 1; }
+enum { INT_TL = 8 };
+
+static size_t int_mmax(size_t M) {
+  size_t mmax = 1;
+  while (mmax < M && mmax < CLF__SKINNY_MAX_M) mmax *= 2;
+  return mmax;
+}
+
+int clf__skinny_int_variant(const clf_context *ctx, clf_dtype wt, size_t M, int dot, char *buf, size_t len) {
+  if (wt != CLF_Q8_0 && wt != CLF_Q4_0 && wt != CLF_Q4_1) return 0;
+  if (M < 1 || M > CLF__SKINNY_MAX_M || (dot && !ctx->caps.has_int_dot)) return 0;
+  const size_t mmax = int_mmax(M);
+  return snprintf(buf, len, "linear.skinny_%s %s MMAX=%zu TN=%zu TL=%d", dot ? "idot" : "int",
+                  clf__weight_type_name(wt), mmax, int_tn(mmax), INT_TL) < (int)len;
+}
+
+int clf__skinny_int_wanted(const clf_context *ctx, size_t M, int *dot) {
+  *dot = 0;
+  if (ctx->env.skinny_int >= 0) return *dot = ctx->env.skinny_int == 2, ctx->env.skinny_int > 0;
+  unsigned v[2], d[2];
+  *dot = clf__tuned_group(ctx, CLF__TILES_TUNING, "int_dot", d) && !d[1] && d[0] == 1;
+  return clf__tuned_group(ctx, CLF__TILES_TUNING, "int", v) && !v[1] && M <= v[0];
+}
+
+/* The integer kernel an [M, K] product with w of type wt runs (1 with the
+ * extension, 0 the portable one), or -1: the float path.  While
+ * self-validation runs, the variant it checks and nothing else; else
+ * where clf__skinny_int_wanted, the extension's build where that asks for
+ * it, the device has it and it passed self-validation (an opt-in variant,
+ * as skinny_h), else the portable one unless it failed. */
+static int int_kind(clf_context *ctx, clf_dtype wt, int in_out, int aligned, size_t M, size_t K) {
+  char pn[96], dn[96];
+  if (in_out || !aligned || K % 32 || !clf__skinny_int_variant(ctx, wt, M, 0, pn, sizeof pn)) return -1;
+  const int dot = clf__skinny_int_variant(ctx, wt, M, 1, dn, sizeof dn);
+  if (clf__validating(ctx)) return dot && clf__variant_validating(ctx, dn) ? 1 : clf__variant_validating(ctx, pn) ? 0 : -1;
+  int want_dot = 0;
+  if (!clf__skinny_int_wanted(ctx, M, &want_dot)) return -1;
+  if (want_dot && dot && clf__variant_passed(ctx, dn)) return 1;
+  return clf_variant_disabled(ctx, pn) ? -1 : 0;
+}
+
+/* y = act(x W^T + bias) on the integer path: x quantized into the
+ * op's scratch slot (int8 quants, then (d, sum) pairs), then one launch of
+ * skinny_int or skinny_idot (and bias_act where the plan says). */
+static clf_status run_int(clf_context *ctx, const clf__plan *p, const clf_tensor *x, const clf_tensor *w,
+                          const clf_tensor *bias, clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K,
+                          cl_event *event) {
+  const size_t nb = K / 32, tn = p->tile[1], tl = p->tile[2];
+  cl_mem xq;
+  clf_status st = clf__scratch(ctx, CLF__SCRATCH_XQ, M * K + 2 * M * nb * sizeof(float), &xq);
+  if (st != CLF_OK) return st;
+  char opts[512];
+  /* the packed built-ins are declared for OpenCL C 3.0 only (Intel's CPU
+   * compiler: not found under the base options' -cl-std=CL1.2); the last
+   * -cl-std given is the one that counts */
+  snprintf(opts, sizeof opts, "%s%s -DINT_KERNEL=1 -DMMAX=%zu -DTN=%zu -DTL=%zu -DINT_DOT=%d%s%s",
+           linear_wtype(w->dtype), linear_wt_names, p->mmax, tn, tl, p->kind,
+           p->act_pass ? " -DSKINNY_ACT_PASS=1" : "", p->kind ? " -cl-std=CL3.0" : "");
+  clf__kernel *kq, *k;
+  if ((st = clf__get_kernel(ctx, "linear", opts, "quantize_q8", &kq)) != CLF_OK) return st;
+  if ((st = clf__get_kernel(ctx, "linear", opts, p->kind ? "skinny_idot" : "skinny_int", &k)) != CLF_OK) return st;
+  if (k->max_wg < tl)
+    return clf__fail(ctx, CLF_E_UNSUPPORTED, "kernel skinny_int: the device allows %zu work-items of it, not %zu",
+                     k->max_wg, tl);
+  cl_uint k32 = (cl_uint)K, n32 = (cl_uint)N, m32 = (cl_uint)M, ds_off = (cl_uint)(M * K / sizeof(float));
+  st = clf__set_args(ctx, kq, 6, CLF__TARG(x), CLF__ARG(xq), CLF__ARG(xq), CLF__ARG(ds_off), CLF__ARG(k32));
+  if (st != CLF_OK) return st;
+  const size_t ql = nb < 8 ? nb : 8, qlocal[2] = {ql, 1}, qglobal[2] = {(nb + ql - 1) / ql * ql, M};
+  if ((st = clf__launch(ctx, kq, 2, qglobal, qlocal, NULL)) != CLF_OK) return st;
+  const clf_tensor *bb = bias ? bias : x;
+  cl_int has_bias = bias != NULL, act32 = (cl_int)act;
+  cl_uint soff = scales_off(w);
+  st = clf__set_args(ctx, k, 16, CLF__ARG(xq), CLF__ARG(xq), CLF__ARG(ds_off), CLF__ARG(w->buf), CLF__ARG(w->buf),
+                     CLF__ARG(w->buf), CLF__ARG(soff), CLF__TARG(bb), CLF__ARG(has_bias), CLF__ARG(act32),
+                     CLF__TARG(y), CLF__ARG(m32), CLF__ARG(n32), CLF__ARG(k32));
+  if (st != CLF_OK) return st;
+  const size_t nt = (N + tn - 1) / tn, local[1] = {tl}, global[1] = {(nt + tl - 1) / tl * tl};
+  const int pass = p->act_pass && act != CLF_ACT_NONE;
+  if ((st = clf__launch(ctx, k, 1, global, local, pass ? NULL : event)) != CLF_OK || !pass) return st;
+  return clf__bias_act(ctx, y, NULL, act, y, event);
+}
+
+/* ------------------------------------------------------------------------ */
 /* The plan: which kernel runs a shape, in which tile or group */
 
 
@@ -289,7 +385,17 @@ enum { PAIR_N = 4, PAIR_L = 1 };
  * tile and the activation in a pass of its own or not; else launches of up
  * to mmax rows of the kind clf__skinny_kind picks, in the group its built
  * kernel allows (clf__skinny_fit). */
-static clf_status plan_skinny(clf_context *ctx, clf_dtype wt, int in_out, int aligned, size_t M, clf__plan *p) {
+static clf_status plan_skinny(clf_context *ctx, clf_dtype wt, int in_out, int aligned, size_t M, size_t K,
+                              clf__plan *p) {
+  const int ik = int_kind(ctx, wt, in_out, aligned, M, K);
+  if (ik >= 0) {
+    p->path = CLF__LINEAR_INT;
+    p->kind = ik;
+    p->mmax = int_mmax(M);
+    p->tile[0] = 1, p->tile[1] = int_tn(p->mmax), p->tile[2] = INT_TL;
+    p->act_pass = M == 1 && clf__skinny_act_pass(ctx);
+    return CLF_OK;
+  }
   if (clf__skinny_tiles(ctx, in_out, M)) {
     const int one = M == 1, pair = one && aligned && clf__skinny_pair(ctx, wt);
     const int f32 = wt == CLF_F32, f16 = wt == CLF_F16;
@@ -337,7 +443,7 @@ static clf_status plan_make(clf_context *ctx, const char *op, clf_dtype wt, int 
       if (st != CLF_OK) return st;
       if (!use) p->why = "the skinny kernel failed self-validation";
     }
-    if (use) return plan_skinny(ctx, wt, in_out, aligned, M, p);
+    if (use) return plan_skinny(ctx, wt, in_out, aligned, M, K, p);
   } else if (M >= 1 && M <= p->most) { /* [out, in] only: in_out fits whenever M does */
     p->why = "K is not a multiple of the skinny kernel's chunk";
   }
@@ -438,6 +544,7 @@ static clf_status run_skinny(clf_context *ctx, const clf__plan *p, const clf_ten
                              int in_out, const clf_tensor *bias, clf_activation act, clf_tensor *y, size_t M,
                              size_t N, size_t K, cl_event *event) {
   if (p->path == CLF__LINEAR_SKINNY) return run_launches(ctx, p, x, w, in_out, bias, act, y, M, N, K, event);
+  if (p->path == CLF__LINEAR_INT) return run_int(ctx, p, x, w, bias, act, y, M, N, K, event);
   return run_tile(ctx, p, x, w, bias, act, y, M, N, K, event);
 }
 
@@ -446,7 +553,7 @@ clf_status clf__linear_skinny(clf_context *ctx, const clf_tensor *x, const clf_t
                               cl_event *event) {
   clf__plan p; /* the skinny part alone, made afresh: a tuning search changes what it is made from */
   memset(&p, 0, sizeof p);
-  clf_status st = plan_skinny(ctx, w->dtype, in_out, w->offset == 0, M, &p);
+  clf_status st = plan_skinny(ctx, w->dtype, in_out, w->offset == 0, M, K, &p);
   if (st != CLF_OK) return st;
   return run_skinny(ctx, &p, x, w, in_out, bias, act, y, M, N, K, event);
 }
@@ -485,7 +592,11 @@ static void linear_note(clf_context *ctx, const clf__plan *p, const clf_tensor *
   else snprintf(reason, sizeof reason, "%zu rows %s %zu: %s", M, skinny ? "<=" : ">", p->most, p->src);
   const char *layout = in_out ? "[in, out]" : "[out, in]";
   clf__shape_str(w, sw, sizeof sw);
-  if (p->path == CLF__LINEAR_TILE || p->path == CLF__LINEAR_PAIR)
+  if (p->path == CLF__LINEAR_INT)
+    snprintf(line, sizeof line, "x [%zu, %zu] w %s %s %s: quantize_q8 and %s, 2 launches%s (%s)", M, K,
+             clf_dtype_name(w->dtype), sw, layout, p->kind ? "skinny_idot" : "skinny_int",
+             M == 1 && act != CLF_ACT_NONE && p->act_pass ? " and a bias_act pass" : "", reason);
+  else if (p->path == CLF__LINEAR_TILE || p->path == CLF__LINEAR_PAIR)
     snprintf(line, sizeof line, "x [%zu, %zu] w %s %s %s: %s, 1 launch%s (%s)", M, K, clf_dtype_name(w->dtype), sw,
              layout, p->path == CLF__LINEAR_PAIR ? "skinny_pair" : "skinny_tile",
              M == 1 && act != CLF_ACT_NONE && p->act_pass ? " and a bias_act pass" : "", reason);

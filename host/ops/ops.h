@@ -16,6 +16,7 @@ enum {
   CLF__SCRATCH_ATTN = CLF__SCRATCH_FIRST, /* attention scores on the GEMM path (attention.c) */
   CLF__SCRATCH_PATCH,                     /* patch_embed's patches (patch.c) */
   CLF__SCRATCH_WEIGHT,                    /* a stored weight expanded to f32 for CLBlast (linear.c) */
+  CLF__SCRATCH_XQ,                        /* x quantized to 8-bit blocks for the integer kernels (linear.c) */
   CLF__SCRATCH_OPS_END                    /* the first slot the ops leave free */
 };
 #ifdef __cplusplus
@@ -173,6 +174,24 @@ int clf__skinny_act_pass(const clf_context *ctx);
  * $CLFORMER_SKINNY_PAIR "1" or "0" overrides the profile.  The same bits
  * either way. */
 int clf__skinny_pair(const clf_context *ctx, clf_dtype wt);
+/* The integer path (issue 42): x quantized per block of 32 to int8 and
+ * one f32 scale on the device (quantize_q8), then the weights' integers
+ * times x's (skinny_int; skinny_idot through cl_khr_integer_dot_product),
+ * for Q8_0, Q4_0 and Q4_1 weights at offset 0 of their buffer, 1 to
+ * CLF__SKINNY_MAX_M rows.  It rounds x as ggml's Q8_1 activations are, so its results
+ * differ from the float path's by that rounding (about 2^-8 of a block's
+ * largest |x| an element).  Whether an [M, K] product takes it
+ * (clf__skinny_int_wanted; *dot: the extension's build asked):
+ * $CLFORMER_SKINNY_INT "0" (the float path), "1" (the portable build, 1
+ * to 8 rows) or "dot" (the extension's build where it passed
+ * self-validation, else the portable one); else the applied profile's
+ * Tiles line: "int=R" the integer path up to R rows (where it was measured
+ * faster), "int_dot=1" the extension's build; else the float path.
+ * clf__skinny_int_variant names the variant of M rows ("linear.skinny_int
+ * q4 MMAX=1 TN=4 TL=8", dot: "linear.skinny_idot ..."), 0 where it does not
+ * apply (other types, M out of range, dot without the extension). */
+int clf__skinny_int_wanted(const clf_context *ctx, size_t M, int *dot);
+int clf__skinny_int_variant(const clf_context *ctx, clf_dtype wt, size_t M, int dot, char *buf, size_t len);
 /* Whether an [M, K] product with w (where the tiles run) launches
  * skinny_pair: one row, clf__skinny_pair for w's type, and w a buffer of
  * its own (offset 0: the kernel reads the blocks as words from its start).
@@ -238,7 +257,7 @@ clf_status clf__linear_gemm(clf_context *ctx, const clf_tensor *x, const clf_ten
  * variant, made from the tuned work-groups, the self-validation verdicts
  * and ctx->env once per shape and kept in ctx (plan.c); op names the
  * caller in a failure. */
-enum { CLF__LINEAR_GEMM = 0, CLF__LINEAR_SKINNY, CLF__LINEAR_TILE, CLF__LINEAR_PAIR }; /* clf__plan.path */
+enum { CLF__LINEAR_GEMM = 0, CLF__LINEAR_SKINNY, CLF__LINEAR_TILE, CLF__LINEAR_PAIR, CLF__LINEAR_INT }; /* .path */
 clf_status clf__linear_plan(clf_context *ctx, const char *op, clf_dtype wt, int in_out, int aligned, size_t M,
                             size_t K, size_t N, clf__plan *out);
 /* The checks the dense ops share: act a clf_activation; bias NULL or f32

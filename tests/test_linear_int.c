@@ -1,0 +1,235 @@
+/* test_linear_int.c - the integer path of clf_linear (issue 42): x
+ * quantized on the device to 8-bit blocks of 32, then integer products with
+ * Q8_0, Q4_0 (clformer's layouts) and Q4_1 (ggml's) weights, for 1 to 8
+ * rows, in the portable build and, where the device has
+ * cl_khr_integer_dot_product, the extension's; against a CPU reference
+ * that rounds x as the kernel does (clf__ref_quantize_q8), and against the
+ * float path, which $CLFORMER_SKINNY_INT=0 keeps. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "device/reference.h"
+#include "harness.h"
+#include "ops/ops.h"
+
+static void env_set(const char *name, const char *value) {
+  if (value) setenv(name, value, 1);
+  else unsetenv(name);
+  if (th_ctx) TH_OK(clf__env_reload(th_ctx));
+}
+
+static void put_half(unsigned char *p, float v) {
+  const _Float16 h = (_Float16)v;
+  memcpy(p, &h, 2);
+}
+
+/* W [N, K] of type dt, made from f32 (Q8_0, Q4_0) or, for Q4_1, of seeded
+ * random block bytes as a GGUF file holds them (scales and mins moderate
+ * f16 values, some subnormal); *w gets its values, decoded on the host. */
+static clf_tensor *make_weight(clf_dtype dt, size_t N, size_t K, uint32_t seed, float **w) {
+  clf_tensor *tw = NULL;
+  *w = malloc(N * K * sizeof(float));
+  if (dt != CLF_Q4_1) {
+    float *src = th_rand(N * K, seed, -1, 1);
+    TH_OK(clf_tensor_from_f32(th_ctx, dt, 2, TH_SHAPE(N, K), src, &tw));
+    void *raw = th_download(tw);
+    clf__dequantize(dt, raw, N * K, *w);
+    free(raw);
+    free(src);
+    return tw;
+  }
+  const size_t blocks = N * K / 32;
+  unsigned char *raw = malloc(blocks * 20);
+  uint32_t r = seed * 2654435761u + 1;
+  for (size_t i = 0; i < blocks * 20; i++) raw[i] = (unsigned char)((r = r * 1664525u + 1013904223u) >> 24);
+  for (size_t b = 0; b < blocks; b++) {
+    put_half(raw + 20 * b, b % 5 == 1 ? 3e-6f : 0.01f + 0.002f * (float)(b % 7));
+    put_half(raw + 20 * b + 2, (b % 2 ? -0.05f : 0.04f) * (b % 5 == 2 ? 1e-4f : 1.0f));
+  }
+  TH_OK(clf_gguf_dequantize(3, raw, N * K, *w));
+  TH_OK(clf_tensor_create(th_ctx, CLF_Q4_1, 2, TH_SHAPE(N, K), &tw));
+  TH_OK(clf_tensor_upload(th_ctx, tw, raw, blocks * 20));
+  free(raw);
+  return tw;
+}
+
+/* act(xq W^T + b) in double, xq being x rounded as quantize_q8 rounds it
+ * (exact: every term of the kernel's integer sums) or x itself. */
+static float *reference(const float *x, const float *w, const float *bias, size_t M, size_t N, size_t K,
+                        clf_activation act, int quantized) {
+  double *xq = malloc(M * K * sizeof(double));
+  float *ref = malloc(M * N * sizeof(float));
+  if (quantized) clf__ref_quantize_q8(x, M, K, xq);
+  else
+    for (size_t i = 0; i < M * K; i++) xq[i] = x[i];
+  for (size_t m = 0; m < M; m++)
+    for (size_t o = 0; o < N; o++) {
+      double acc = bias[o];
+      for (size_t k = 0; k < K; k++) acc += xq[m * K + k] * w[o * K + k];
+      ref[m * N + o] = (float)clf__ref_act(act, acc);
+    }
+  free(xq);
+  return ref;
+}
+
+static float *run(const clf_tensor *tw, const float *x, const float *bias, size_t M, size_t N, size_t K,
+                  clf_activation act) {
+  clf_tensor *tx = th_tensor(CLF_F32, 2, TH_SHAPE(M, K), x), *tb = th_tensor(CLF_F32, 1, TH_SHAPE(N), bias);
+  clf_tensor *ty = th_empty(CLF_F32, 2, TH_SHAPE(M, N));
+  TH_OK(clf_linear(th_ctx, tx, tw, CLF_WEIGHT_OUT_IN, tb, act, ty, NULL));
+  float *y = th_download(ty);
+  clf_tensor_destroy(tx); clf_tensor_destroy(tb); clf_tensor_destroy(ty);
+  return y;
+}
+
+static double rel_err(const float *y, const float *ref, size_t n) {
+  return th_max_abs_diff(y, ref, n) / fmax(1.0, th_max_abs(ref, n));
+}
+
+static const clf_dtype int_types[] = {CLF_Q8_0, CLF_Q4_0, CLF_Q4_1};
+
+/* Every type, 1 to 8 rows (each MMAX build, M not a power of two), N not
+ * a multiple of a work-item's rows, K of 3 and 24 blocks (GPT-2's width),
+ * an all-zero block of x (scale 0), and each activation, in the kernel
+ * (act_pass 0) and in a pass of its own; each build the device has.
+ * Tolerance 1e-5 of the larger of 1 and max |ref|: the integer sums are
+ * exact and the reference rounds x the same way, so what is left is the
+ * kernel's f32 scaling of each block's sum and its f32 accumulation over
+ * at most 24 blocks (2^-24 each); the activations' f32 evaluation is
+ * within that.  The float path, against the same reference, differs by
+ * x's rounding: at least 1e-4 here, which is how the test knows it ran
+ * the integer path. */
+START_TEST(int_matches_reference) {
+  static const size_t Ms[] = {1, 2, 3, 5, 8}, Ks[] = {96, 768};
+  const char *builds[] = {"1", "dot"};
+  const int nbuilds = th_ctx->caps.has_int_dot ? 2 : 1;
+  /* the extension's build runs where it passed self-validation: said so
+   * here for the shapes below */
+  for (size_t t = 0; t < 3 && nbuilds == 2; t++)
+    for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++) {
+      char name[96];
+      ck_assert(clf__skinny_int_variant(th_ctx, int_types[t], Ms[i], 1, name, sizeof name));
+      ck_assert(clf__verdict_record(th_ctx, name, 1, 0, 0));
+    }
+  if (nbuilds == 1) fprintf(stderr, "note: no cl_khr_integer_dot_product (packed 4x8): the portable build only\n");
+  env_set("CLFORMER_SKINNY_ACT_PASS", NULL);
+  for (size_t t = 0; t < 3; t++)
+    for (size_t kk = 0; kk < 2; kk++) {
+      const size_t N = 37, K = Ks[kk], M = 8;
+      float *w, *x = th_rand(M * K, (uint32_t)(100 + t), -2, 2), *bias = th_rand(N, 7, -1, 1);
+      for (size_t k = 32; k < 64; k++) x[K + k] = 0.0f; /* row 1, block 1: all zero */
+      clf_tensor *tw = make_weight(int_types[t], N, K, (uint32_t)(200 + t), &w);
+      for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++) {
+        const clf_activation act = (clf_activation)((i + t) % 6);
+        float *ref = reference(x, w, bias, Ms[i], N, K, act, 1);
+        for (int b = 0; b < nbuilds; b++)
+          for (int pass = 0; pass < 2; pass++) {
+            env_set("CLFORMER_SKINNY_INT", builds[b]);
+            env_set("CLFORMER_SKINNY_ACT_PASS", pass ? "1" : "0");
+            float *y = run(tw, x, bias, Ms[i], N, K, act);
+            const double err = rel_err(y, ref, Ms[i] * N);
+            th_note_error(err, 1e-5);
+            ck_assert_msg(err <= 1e-5, "%s M=%zu K=%zu act %d, %s build, act_pass %d: error %g > 1e-5",
+                          clf_dtype_name(int_types[t]), Ms[i], K, (int)act, builds[b], pass, err);
+            free(y);
+          }
+        env_set("CLFORMER_SKINNY_INT", "0");
+        env_set("CLFORMER_SKINNY_ACT_PASS", NULL);
+        float *yf = run(tw, x, bias, Ms[i], N, K, act), *exact = reference(x, w, bias, Ms[i], N, K, act, 0);
+        const double ef = rel_err(yf, ref, Ms[i] * N), ee = rel_err(yf, exact, Ms[i] * N);
+        ck_assert_msg(ee <= 2e-5 * sqrt((double)K) + 1e-5, "%s M=%zu: the float path is %g off the exact product",
+                      clf_dtype_name(int_types[t]), Ms[i], ee);
+        ck_assert_msg(ef >= 1e-4, "%s M=%zu: the float path is within %g of the quantized-x reference: did the "
+                      "integer path run?", clf_dtype_name(int_types[t]), Ms[i], ef);
+        free(yf); free(exact); free(ref);
+      }
+      free(w); free(x); free(bias);
+      clf_tensor_destroy(tw);
+    }
+  env_set("CLFORMER_SKINNY_INT", NULL);
+  env_set("CLFORMER_SKINNY_ACT_PASS", NULL);
+}
+END_TEST
+
+/* Whether the integer path runs, and what the profile records: off by
+ * default; the applied profile's Tiles line "int=R" turns it on up to R
+ * rows and "int_dot=1" asks for the extension's build;
+ * $CLFORMER_SKINNY_INT over both; never for other types or more than 8
+ * rows (the path line of 9 rows says the float kernels). */
+START_TEST(int_follows_profile_and_env) {
+  int dot = -1;
+  env_set("CLFORMER_SKINNY_INT", NULL);
+  ck_assert(!clf__skinny_int_wanted(th_ctx, 1, &dot) && !dot);
+  ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "int", (unsigned[]){2, 0}));
+  ck_assert(clf__skinny_int_wanted(th_ctx, 1, &dot) && clf__skinny_int_wanted(th_ctx, 2, &dot) && !dot);
+  ck_assert(!clf__skinny_int_wanted(th_ctx, 3, &dot)); /* past the measured rows */
+  ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "int_dot", (unsigned[]){1, 0}));
+  ck_assert(clf__skinny_int_wanted(th_ctx, 1, &dot) && dot);
+  env_set("CLFORMER_SKINNY_INT", "0");
+  ck_assert(!clf__skinny_int_wanted(th_ctx, 1, &dot));
+  env_set("CLFORMER_SKINNY_INT", "1");
+  ck_assert(clf__skinny_int_wanted(th_ctx, 8, &dot) && !dot);
+  env_set("CLFORMER_SKINNY_INT", "dot");
+  ck_assert(clf__skinny_int_wanted(th_ctx, 8, &dot) && dot);
+  ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "int", NULL));
+  ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "int_dot", NULL));
+  char name[96];
+  ck_assert(clf__skinny_int_variant(th_ctx, CLF_Q4_1, 3, 0, name, sizeof name));
+  ck_assert_str_eq(name, "linear.skinny_int q4_1 MMAX=4 TN=2 TL=8");
+  ck_assert(!clf__skinny_int_variant(th_ctx, CLF_Q4_K, 1, 0, name, sizeof name));
+  ck_assert(!clf__skinny_int_variant(th_ctx, CLF_Q8_0, 9, 0, name, sizeof name));
+  ck_assert_int_eq(clf__skinny_int_variant(th_ctx, CLF_Q8_0, 1, 1, name, sizeof name), th_ctx->caps.has_int_dot);
+  /* the paths recorded: 1 and 9 rows of q8 with the integer path asked */
+  env_set("CLFORMER_SKINNY_INT", "1");
+  th_profiled_begin(NULL); /* th_ctx: a context that records */
+  const size_t N = 40, K = 64;
+  float *w, *x = th_rand(9 * K, 5, -1, 1), *bias = th_rand(N, 6, -1, 1);
+  clf_tensor *tw = make_weight(CLF_Q8_0, N, K, 9, &w);
+  free(run(tw, x, bias, 1, N, K, CLF_ACT_NONE));
+  free(run(tw, x, bias, 9, N, K, CLF_ACT_NONE));
+  if (th_ctx->caps.has_int_dot) { /* the extension's build, once it passed */
+    char name[96];
+    ck_assert(clf__skinny_int_variant(th_ctx, CLF_Q8_0, 2, 1, name, sizeof name));
+    ck_assert(clf__verdict_record(th_ctx, name, 1, 0, 0));
+    env_set("CLFORMER_SKINNY_INT", "dot");
+    free(run(tw, x, bias, 2, N, K, CLF_ACT_NONE));
+    env_set("CLFORMER_SKINNY_INT", "1");
+  }
+  int one = 0, nine = 0, two = 0;
+  const size_t n = clf_profile_paths(th_ctx, 0, NULL, NULL, NULL);
+  for (size_t i = 0; i < n; i++) {
+    const char *line;
+    TH_OK(clf_profile_paths(th_ctx, i, &line, NULL, NULL) == n ? CLF_OK : CLF_E_INVALID_ARG);
+    if (strstr(line, "x [1, 64] w q8_0 [40, 64] [out, in]: quantize_q8 and skinny_int, 2 launches")) one = 1;
+    if (strstr(line, "x [9, 64] w q8_0") && !strstr(line, "skinny_int")) nine = 1;
+    if (strstr(line, "x [2, 64] w q8_0 [40, 64] [out, in]: quantize_q8 and skinny_idot, 2 launches")) two = 1;
+  }
+  ck_assert_msg(one && nine, "paths: one row on the integer path %d, nine rows off it %d", one, nine);
+  ck_assert_int_eq(two, th_ctx->caps.has_int_dot);
+  free(w); free(x); free(bias);
+  clf_tensor_destroy(tw);
+  th_profiled_expect("skinny_int", NULL, 1);
+  env_set("CLFORMER_SKINNY_INT", NULL);
+}
+END_TEST
+
+/* A bad value of the variable is refused by name when a context reads it. */
+START_TEST(int_env_refused) {
+  setenv("CLFORMER_SKINNY_INT", "yes", 1);
+  ck_assert_int_eq(clf__env_reload(th_ctx), CLF_E_INVALID_ARG);
+  ck_assert_msg(strstr(clf_last_error(NULL), "CLFORMER_SKINNY_INT=\"yes\" is not 0, 1 or dot") != NULL, "%s",
+                clf_last_error(NULL));
+  env_set("CLFORMER_SKINNY_INT", NULL);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("linear_int");
+  TCase *c = tcase_create("core");
+  tcase_add_test(c, int_matches_reference);
+  tcase_add_test(c, int_follows_profile_and_env);
+  tcase_add_test(c, int_env_refused);
+  suite_add_tcase(s, c);
+  return th_run(s);
+}
