@@ -286,6 +286,7 @@ _PROTOTYPES = {
     "clf_model_weight_bytes": (c_size_t, [c_void_p]),
     "clf_model_max_positions": (c_size_t, [c_void_p]),
     "clf_model_type": (c_char_p, [c_void_p]),
+    "clf_model_pooling": (c_char_p, [c_void_p]),
     "clf_model_input_names": (c_size_t, [c_void_p, POINTER(POINTER(c_char_p))]),
     "clf_model_output_names": (c_size_t, [c_void_p, POINTER(POINTER(c_char_p))]),
     "clf_model_run": (c_int, [c_void_p, POINTER(Array), c_size_t, POINTER(c_char_p), c_size_t, POINTER(Array)]),
