@@ -218,6 +218,7 @@ class Model:
     def _describe(self) -> None:
         lib, m, t = _lib.lib, self._h.model, _lib.text
         self.model_type: str = t(lib.clf_model_type(m))
+        self.pooling: str = t(lib.clf_model_pooling(m))
         names = ctypes.POINTER(ctypes.c_char_p)()
         n = lib.clf_model_input_names(m, ctypes.byref(names))
         self.input_names: list[str] = [t(names[i]) for i in range(n)]
@@ -537,10 +538,13 @@ class Model:
     # ---- embeddings and classification ----
 
     def embed(self, texts: str | Sequence[str]) -> np.ndarray:
-        """Mean-pooled, L2-normalised embeddings of `texts` (float32
-        [n, hidden]), the ones `clformer embed` takes the cosines of: each text
-        tokenized with special tokens, the batch padded with config.json's
-        pad_token_id, last_hidden_state averaged over each text's tokens."""
+        """Pooled, L2-normalised embeddings of `texts` (float32 [n, hidden]),
+        the ones `clformer embed` takes the cosines of: each text tokenized
+        with special tokens, the batch padded with config.json's
+        pad_token_id, last_hidden_state averaged over each text's tokens
+        (`pooling` "mean"), or a GGUF file's pooling: its first token's
+        ("cls") or its last token's ("last"); "none" and "rank" raise
+        clformer.UnsupportedError."""
         from ._tasks import embed
         self._check_open("embed")
         return embed(self, texts)
