@@ -1687,6 +1687,13 @@ CLF_API clf_status clf_chat_template_render_cost(const clf_chat_template *t, con
  * Errors: CLF_E_NOT_FOUND when the tokenizer has none; those of
  * clf_chat_template_parse; CLF_E_INVALID_ARG for NULL arguments. */
 CLF_API clf_status clf_tokenizer_chat_template(const clf_tokenizer *tok, clf_chat_template **out);
+/* Template `source` (a file's, for a model that ships none or another)
+ * parsed as clf_chat_template_parse parses it, with tok's special tokens
+ * as its variables as clf_tokenizer_chat_template has them (Gemma's
+ * template opens with {{ bos_token }}).  Errors: those of
+ * clf_chat_template_parse; CLF_E_INVALID_ARG for NULL arguments. */
+CLF_API clf_status clf_tokenizer_chat_template_parse(const clf_tokenizer *tok, const char *source,
+                                                     clf_chat_template **out);
 
 /* ------------------------------------------------------------------------ */
 /* Tasks: what the command line makes of a model's outputs. */

@@ -321,6 +321,7 @@ _PROTOTYPES = {
     "clf_chat_set_template_budget": (c_int, [c_void_p, POINTER(TemplateBudget)]),
     "clf_chat_options_init": (None, [POINTER(ChatOptions)]),
     "clf_chat_create": (c_int, [c_void_p, c_void_p, c_void_p, POINTER(c_void_p)]),
+    "clf_tokenizer_chat_template_parse": (c_int, [c_void_p, c_char_p, POINTER(c_void_p)]),
     "clf_chat_destroy": (None, [c_void_p]),
     "clf_chat_add_json": (c_int, [c_void_p, c_char_p]),
     "clf_chat_clear": (None, [c_void_p]),

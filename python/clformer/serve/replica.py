@@ -143,7 +143,8 @@ class ModelReplica:
 
     def _load(self):
         return self.clformer.Model(self.opts.model_dir, device=self.slot.device.selector, weights=self.opts.weights,
-                                   template_budget=self.clformer.TemplateBudget(*self.opts.template_budget))
+                                   template_budget=self.clformer.TemplateBudget(*self.opts.template_budget),
+                                   chat_template=self.opts.chat_template or None)
 
     def _open_engine(self, mem: int) -> None:
         """The engine of a decoder-only language model (self.engine; None
