@@ -50,6 +50,7 @@ def test_serve_option(tmp_path):
     a = cmd.parse([GGUF, "--chat-template", TEMPLATE])
     assert a.chat_template == _source() and cmd.options(a).chat_template == _source()
     assert "chat_template" not in repr(cmd.options(a))  # the text stays out of logs
+    assert cmd.options(cmd.parse([GGUF])).chat_template == ""  # none given: the model's
     for bad, words in ((tmp_path / "missing.jinja", "No such file"), (tmp_path / "big.jinja", "larger than 1 MiB")):
         if bad.name == "big.jinja":
             bad.write_bytes(b"x" * ((1 << 20) + 1))

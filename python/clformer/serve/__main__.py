@@ -67,7 +67,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
                         "prefer the variable: a command line is visible to other users)")
     p.add_argument("--insecure-no-key", action="store_true",
                    help="listen on an address beyond loopback without an API key")
-    p.add_argument("--chat-template", default="", type=chat_template, metavar="FILE",
+    p.add_argument("--chat-template", default=None, type=chat_template, metavar="FILE",
                    help="the chat template (Jinja) in FILE instead of the model's (for a file without one: a GGUF "
                         "file may lack tokenizer.chat_template), as clformer chat --chat-template")
     p.add_argument("--template-budget", default="", type=template_budget, metavar="steps=N,bytes=N,memory=N",
@@ -170,7 +170,7 @@ def options(a: argparse.Namespace, replicas: int = 1) -> "ServeOptions":
     return ServeOptions(model_dir=os.path.abspath(a.model_dir), name=a.name, weights=a.weights, replicas=replicas,
                         replicas_per_device=a.replicas_per_device, resource=a.resource, devices=a.devices,
                         max_batch_tokens=a.max_batch_tokens, kv_bytes=a.kv_bytes,
-                        template_budget=a.template_budget or (0, 0, 0), chat_template=a.chat_template,
+                        template_budget=a.template_budget or (0, 0, 0), chat_template=a.chat_template or "",
                         api_key=a.api_key,
                         limits=Limits(max_body_bytes=a.max_body_bytes, max_new_tokens=a.max_new_tokens,
                                       request_timeout_s=a.timeout, max_input_chars=a.max_input_chars,
