@@ -1096,6 +1096,11 @@ CLF_API void clf_model_destroy(clf_model *m);
  * "gpt2", "marian", "llama", "mistral", "qwen2", "vit", "swin" or "vit_mae"
  * (static string). */
 CLF_API const char *clf_model_type(const clf_model *m);
+/* How clf_model_embed pools a text's hidden states (static string): "mean"
+ * for a Hugging Face directory; a GGUF file's {arch}.pooling_type: "none"
+ * (also when the key is absent, as llama.cpp takes it), "mean", "cls",
+ * "last" or "rank"; NULL for NULL. */
+CLF_API const char *clf_model_pooling(const clf_model *m);
 /* The input / output names the model takes / produces (Hugging Face
  * forward() argument and output names): *names receives a static array,
  * the count is returned. */
@@ -1682,22 +1687,32 @@ CLF_API clf_status clf_chat_template_render_cost(const clf_chat_template *t, con
  * Errors: CLF_E_NOT_FOUND when the tokenizer has none; those of
  * clf_chat_template_parse; CLF_E_INVALID_ARG for NULL arguments. */
 CLF_API clf_status clf_tokenizer_chat_template(const clf_tokenizer *tok, clf_chat_template **out);
+/* Template `source` (a file's, for a model that ships none or another)
+ * parsed as clf_chat_template_parse parses it, with tok's special tokens
+ * as its variables as clf_tokenizer_chat_template has them (Gemma's
+ * template opens with {{ bos_token }}).  Errors: those of
+ * clf_chat_template_parse; CLF_E_INVALID_ARG for NULL arguments. */
+CLF_API clf_status clf_tokenizer_chat_template_parse(const clf_tokenizer *tok, const char *source,
+                                                     clf_chat_template **out);
 
 /* ------------------------------------------------------------------------ */
 /* Tasks: what the command line makes of a model's outputs. */
 
 /* Sentence embeddings, as `clformer embed` takes the cosines of them (the
- * mean pooling of sentence-transformers): each of the n texts (UTF-8) is
+ * mean pooling of sentence-transformers, or the pooling a GGUF file states:
+ * clf_model_pooling): each of the n texts (UTF-8) is
  * tokenized with tok with its special tokens, the batch padded with
  * config.json's pad_token_id (0 when absent) into input_ids [n, L] with an
  * attention_mask (and zero token_type_ids for models that take them), and
  * last_hidden_state [n, L, D] is averaged over each text's tokens (summed
- * in double, the mean rounded to f32), then divided by its L2 norm
+ * in double, the mean rounded to f32; "cls": the first token's, "last":
+ * the last token's of each text), then divided by its L2 norm
  * (+ 1e-12).  *out receives f32 [n, D] named "embeddings", data malloc'd
  * (clf_array_free).  Errors (recorded on the model's context; on failure
  * *out holds no data): CLF_E_INVALID_ARG for NULL arguments, n 0, a text
  * with no tokens, or the tokenizer's refusal (naming the text); those of
- * clf_model_run; CLF_E_UNSUPPORTED for a model that takes no input_ids. */
+ * clf_model_run; CLF_E_UNSUPPORTED for a model that takes no input_ids, or
+ * whose pooling is "none" or "rank" (the message names it). */
 CLF_API clf_status clf_model_embed(clf_model *m, clf_tokenizer *tok, const char *const *texts, size_t n,
                                    clf_array *out);
 

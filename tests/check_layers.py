@@ -210,10 +210,10 @@ MODELS = "models"
 REGISTRY = os.path.join(MODELS, "family.c")
 # Family words a layer below may use all the same: the tokenizer kinds are
 # named after the models they came with (GPT2Tokenizer's byte-level regex,
-# RobertaTokenizer, MarianTokenizer), and text/ names those kinds, not the
+# RobertaTokenizer, MarianTokenizer, BertTokenizer's WordPiece), and text/ names those kinds, not the
 # family files; the files and identifiers of models/ stay out of reach.
 FAMILY_WORDS_ALLOWED = {
-    "text": {"gpt2", "gpt-2", "roberta", "marian"},
+    "text": {"gpt2", "gpt-2", "roberta", "marian", "bert"},
 }
 
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -222,11 +222,11 @@ FILE_NAME = re.compile(r"(?<![\w./-])((?:[\w-]+/)*[\w-]+\.(?:c|cc|h))(?![\w.])")
 FAMILY_WORD = {}
 FAMILY_RE = None
 # Literals a layer's .c files may hold all the same: text/ reads GGUF's
-# tokenizer kinds (tokenizer.ggml.model "llama", SentencePiece, and "gpt2",
-# byte-level BPE), and picks a directory's tokenizer by model_type where
+# tokenizer kinds (tokenizer.ggml.model "llama", SentencePiece, "gpt2",
+# byte-level BPE, and "bert", WordPiece), and picks a directory's tokenizer by model_type where
 # tokenizer_class is absent, as transformers' AutoTokenizer does ("roberta",
 # "xlm-roberta"): tokenizers named after models, not the family files.
-FAMILY_LITERALS_ALLOWED = {"text": {"gpt2", "llama", "roberta", "xlm-roberta"}}
+FAMILY_LITERALS_ALLOWED = {"text": {"gpt2", "llama", "roberta", "xlm-roberta", "bert"}}
 
 
 def strip_comments(text):

@@ -241,6 +241,27 @@ START_TEST(tokenizer_templates) {
   t = (clf_chat_template *)1;
   CT_FAILS(clf_tokenizer_chat_template(tok, &t), CLF_E_NOT_FOUND, "no chat template");
   ck_assert_ptr_null(t);
+  /* ... takes one from elsewhere (a file's) with its special tokens, as
+   * clformer chat --chat-template and the server do */
+  CT_OK(clf_tokenizer_chat_template_parse(tok, "{{ bos_token }}|{{ eos_token }}|{{ messages[0].content }}", &t));
+  CT_OK(clf_chat_template_render(t, m, 1, 1, &text));
+  ck_assert_str_eq(text, "<s>|</s>|hello there");
+  free(text);
+  clf_chat_template_destroy(t);
+  CT_FAILS(clf_tokenizer_chat_template_parse(tok, "{% if %}", &t), CLF_E_FORMAT, "1:7");
+  ck_assert_ptr_null(t);
+  CT_FAILS(clf_tokenizer_chat_template_parse(tok, NULL, &t), CLF_E_INVALID_ARG, "source is NULL");
+  CT_FAILS(clf_tokenizer_chat_template_parse(NULL, "x", &t), CLF_E_INVALID_ARG, "tok is NULL");
+  clf_tokenizer_destroy(tok);
+  free(dir);
+  /* a GGUF file's tokenizer without a template: the special tokens of its ids */
+  dir = fixture_path("gguf_models/llama_mixed/model.gguf");
+  CT_OK(clf_tokenizer_load(dir, &tok));
+  CT_OK(clf_tokenizer_chat_template_parse(tok, "{{ bos_token }}{{ messages[0].content }}", &t));
+  CT_OK(clf_chat_template_render(t, m, 1, 1, &text));
+  ck_assert_str_eq(text, "<s>hello there");
+  free(text);
+  clf_chat_template_destroy(t);
   clf_tokenizer_destroy(tok);
   free(dir);
   CT_FAILS(clf_tokenizer_chat_template(NULL, &t), CLF_E_INVALID_ARG, "NULL");

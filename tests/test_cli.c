@@ -459,6 +459,15 @@ START_TEST(chat_turns_and_refusals) {
   snprintf(args, sizeof(args), "chat %s --greedy --max-new-tokens 3 --chat-template %s/t.jinja < %s", file, tmp, in);
   ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
   ck_assert_msg(strstr(slurp("stderr"), "prompt ") != NULL, "%s", slurp("stderr"));
+  int plain = 0, with_bos = 0;
+  ck_assert_int_eq(sscanf(strstr(slurp("stderr"), "prompt "), "prompt %d tokens", &plain), 1);
+  /* ... rendered with the tokenizer's special tokens: {{ bos_token }} is the file's BOS, one token more */
+  snprintf(cmd, sizeof(cmd), "printf '{{ bos_token }}' | cat - %s/t.jinja > %s/bos.jinja", tmp, tmp);
+  ck_assert_int_eq(system(cmd), 0);
+  snprintf(args, sizeof(args), "chat %s --greedy --max-new-tokens 3 --chat-template %s/bos.jinja < %s", file, tmp, in);
+  ck_assert_msg(run_cli(args) == 0, "%s", slurp("stderr"));
+  ck_assert_int_eq(sscanf(strstr(slurp("stderr"), "prompt "), "prompt %d tokens", &with_bos), 1);
+  ck_assert_msg(with_bos == plain + 1, "prompt of %d tokens with {{ bos_token }}, %d without", with_bos, plain);
   snprintf(args, sizeof(args), "chat %s --chat-template %s/none.jinja < %s", file, tmp, in);
   ck_assert_int_eq(run_cli(args), 1);
   ck_assert_msg(strstr(slurp("stderr"), "none.jinja: No such file") != NULL, "%s", slurp("stderr"));
@@ -466,7 +475,7 @@ START_TEST(chat_turns_and_refusals) {
   ck_assert_int_eq(run_cli(args), 1);
   ck_assert_msg(strstr(slurp("stderr"), "--chat-template") && strstr(slurp("stderr"), "bad.jinja"), "%s",
                 slurp("stderr"));
-  snprintf(cmd, sizeof(cmd), "rm -r %s/plain %s %s/t.jinja %s/bad.jinja", tmp, in, tmp, tmp);
+  snprintf(cmd, sizeof(cmd), "rm -r %s/plain %s %s/t.jinja %s/bos.jinja %s/bad.jinja", tmp, in, tmp, tmp, tmp);
   ck_assert_int_eq(system(cmd), 0);
 }
 END_TEST

@@ -296,9 +296,10 @@ static int chat_loop(chat_state *st) {
   return ok;
 }
 
-/* The template in `path` (at most 1 MiB of UTF-8), parsed into *out; 0 with
- * the reason on stderr. */
-static int load_template(const char *path, clf_chat_template **out) {
+/* The template in `path` (at most 1 MiB of UTF-8), parsed into *out and
+ * its text into *source (malloc'd: parsed again with the tokenizer's
+ * special tokens once it is loaded); 0 with the reason on stderr. */
+static int load_template(const char *path, clf_chat_template **out, char **source) {
   FILE *f = fopen(path, "rb");
   char *text = NULL;
   size_t n = 0;
@@ -315,7 +316,7 @@ static int load_template(const char *path, clf_chat_template **out) {
   else if (text[n] = '\0', clf_chat_template_parse(text, out) != CLF_OK)
     fprintf(stderr, "clformer chat: --chat-template %s: %s\n", path, clf_last_error(NULL));
   else
-    ok = 1;
+    ok = 1, *source = text, text = NULL;
   free(text);
   fclose(f);
   return ok;
@@ -335,15 +336,24 @@ static int chat_main(const void *opts, int argc, char **argv) {
   clf_model *m = NULL;
   clf_tokenizer *tok = NULL;
   clf_chat_template *tmpl = NULL;
+  char *source = NULL;
   rc = 1;
   st.messages = cJSON_CreateArray();
-  if (st.o.template_file && !load_template(st.o.template_file, &tmpl)) goto done;
-  if (tmpl && clf_chat_template_set_budget(tmpl, &budget) != CLF_OK) goto done; /* a caller's template: its own */
+  if (st.o.template_file && !load_template(st.o.template_file, &tmpl, &source)) goto done; /* its errors first */
   if (st.o.system) add_message(&st, "system", st.o.system);
   if (!clf_cli_open_model("chat", argv[0], st.o.device, st.o.weights, 0, &st.ctx, &m)) goto done;
   if (clf_tokenizer_load(argv[0], &tok) != CLF_OK) {
     fprintf(stderr, "clformer chat: %s\n", clf_last_error(NULL));
     goto done;
+  }
+  if (tmpl) { /* again with the tokenizer's bos_token, eos_token, ...; a caller's template has its own budget */
+    clf_chat_template_destroy(tmpl);
+    tmpl = NULL;
+    if (clf_tokenizer_chat_template_parse(tok, source, &tmpl) != CLF_OK ||
+        clf_chat_template_set_budget(tmpl, &budget) != CLF_OK) {
+      fprintf(stderr, "clformer chat: --chat-template %s: %s\n", st.o.template_file, clf_last_error(NULL));
+      goto done;
+    }
   }
   if (clf_chat_create(m, tok, tmpl, &st.c) != CLF_OK || (!tmpl && clf_chat_set_template_budget(st.c, &budget) != CLF_OK) ||
       !rebuild(&st)) {
@@ -354,6 +364,7 @@ static int chat_main(const void *opts, int argc, char **argv) {
 done:
   clf_chat_destroy(st.c);
   clf_chat_template_destroy(tmpl);
+  free(source);
   clf_tokenizer_destroy(tok);
   clf_model_destroy(m);
   clf_context_destroy(st.ctx);

@@ -664,8 +664,8 @@ typedef struct embed_opts {
 
 static const clf_cli_option embed_options[] = {CLF_CLI_OPT_DEVICE(embed_opts), CLF_CLI_OPT_WEIGHTS(embed_opts), {NULL}};
 
-static void print_cosines(const char *type, const float *emb, size_t n, size_t D, char **texts) {
-  printf("cosine similarity of mean-pooled embeddings (%s, dim %zu):\n", type, D);
+static void print_cosines(const char *type, const char *pooling, const float *emb, size_t n, size_t D, char **texts) {
+  printf("cosine similarity of %s-pooled embeddings (%s, dim %zu):\n", pooling, type, D);
   for (size_t i = 0; i < n; i++) {
     printf("[%zu]", i);
     for (size_t j = 0; j < n; j++) {
@@ -695,7 +695,7 @@ static int embed_main(const void *opts, int argc, char **argv) {
     if (clf_model_embed(m, tok, (const char *const *)texts, n, &emb) != CLF_OK) {
       fprintf(stderr, "clformer embed: %s\n", clf_last_error(ctx));
     } else {
-      print_cosines(clf_model_type(m), emb.data, n, emb.shape[1], texts);
+      print_cosines(clf_model_type(m), clf_model_pooling(m), emb.data, n, emb.shape[1], texts);
       rc = 0;
     }
   }
@@ -708,7 +708,7 @@ static int embed_main(const void *opts, int argc, char **argv) {
 
 const clf_cli_command clf_cli_embed_command = {
     .name = "embed",
-    .summary = "cosine similarities of mean-pooled embeddings (BERT)",
+    .summary = "cosine similarities of pooled embeddings (BERT: mean; a GGUF: its pooling_type)",
     .synopsis = "MODEL_DIR TEXT TEXT... [options]",
     .details =
         "Embeds each text with the BERT-style model in MODEL_DIR (mean of\n"

@@ -354,7 +354,14 @@ typedef struct bert_dims {
   double eps;
   int tie;
   const char *act, *pe_type;
+  long pooling, pool_dflt; /* pooling_type (-1: absent) and what its absence means */
 } bert_dims;
+/* clf_model_embed's pooling: pooling_type (a GGUF file's {arch}.pooling_type),
+ * else pooling_type_default: mean for a Hugging Face directory, which states
+ * none, and none for a GGUF file without the key, as llama.cpp takes it. */
+#define BERT_POOLING_KEYS                                                          \
+  CLF__OPT(bert_dims, pooling, "pooling_type", INT, -1),                           \
+  CLF__OPT(bert_dims, pool_dflt, "pooling_type_default", INT, CLF__POOL_MEAN)
 static const clf__config_key bert_keys[] = {
     CLF__REQ(bert_dims, V, "vocab_size", INT),
     CLF__REQ(bert_dims, D, "hidden_size", INT),
@@ -369,6 +376,7 @@ static const clf__config_key bert_keys[] = {
     CLF__OPT(bert_dims, n_labels, "num_labels", INT, 0),
     CLF__OPT(bert_dims, tie, "tie_word_embeddings", BOOL, 1),
     CLF__OPT(bert_dims, pad, "pad_token_id", INT, 1),
+    BERT_POOLING_KEYS,
 };
 /* DistilBERT's names for the same (no token types; LayerNorm eps 1e-12;
  * sinusoidal_pos_embds needs nothing: the table is in the checkpoint) */
@@ -382,6 +390,7 @@ static const clf__config_key distil_keys[] = {
     CLF__OPT_STR(bert_dims, act, "activation", "gelu"),
     CLF__OPT(bert_dims, n_labels, "num_labels", INT, 0),
     CLF__OPT(bert_dims, tie, "tie_word_embeddings", BOOL, 1),
+    BERT_POOLING_KEYS,
 };
 
 static clf_status bert_check(clf_context *ctx, const bert_kind *k, const bert_dims *d, clf_activation *act) {
@@ -395,6 +404,10 @@ static clf_status bert_check(clf_context *ctx, const bert_kind *k, const bert_di
   if (clf_activation_from_name(d->act, act) != CLF_OK)
     return clf__fail(ctx, CLF_E_UNSUPPORTED, "clf_model_load: %s %s \"%s\" is not supported", k->type, k->act_key,
                      d->act);
+  const long pool = d->pooling >= 0 ? d->pooling : d->pool_dflt;
+  if (pool < 0 || pool >= CLF__POOL_COUNT)
+    return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s pooling_type %ld is not one of 0..%d (none, mean, cls, "
+                     "last, rank)", k->type, pool, CLF__POOL_COUNT - 1);
   if (k->roberta_pos && (d->pad < 0 || d->pad >= d->P))
     return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s pad_token_id %ld (padding_idx) is not a row of the %ld "
                      "position embeddings", k->type, d->pad, d->P);
@@ -530,6 +543,7 @@ static clf_status bert_load_kind(clf_model *m, const bert_kind *k, const bert_di
   m->run = bert_run;
   m->in_names = bert_inputs;
   m->n_in = k->token_types ? 4 : 2;
+  m->pooling = (int)(d->pooling >= 0 ? d->pooling : d->pool_dflt);
   b->kind = k;
   b->V = d->V, b->D = d->D, b->H = d->H, b->F = d->F, b->P = d->P, b->T = d->T, b->n_layers = d->N;
   b->pad = d->pad, b->eps = k->eps ? k->eps : (float)d->eps;
@@ -572,6 +586,42 @@ BERT_KIND_HOOKS(roberta, bert_kind_roberta)
 BERT_KIND_HOOKS(xlmr, bert_kind_xlmr)
 BERT_KIND_HOOKS(distil, bert_kind_distil)
 
+/* llama.cpp's bert (convert_hf_to_gguf's BertModel): a BertModel without
+ * its pooler, as sentence-embedding models ship for llama.cpp's embedding
+ * server; type_vocab_size from tokenizer.ggml.token_type_count; the pooling
+ * the file states, none when it states nothing. */
+static const clf__gguf_key bert_gguf_keys[] = {
+    CLF__GGUF_INT_KEY("%s.embedding_length", "hidden_size", 1, 1, 1 << 16),
+    CLF__GGUF_INT_KEY("%s.feed_forward_length", "intermediate_size", 1, 1, 1 << 18),
+    CLF__GGUF_INT_KEY("%s.attention.head_count", "num_attention_heads", 1, 1, 4096),
+    CLF__GGUF_INT_KEY("%s.block_count", "num_hidden_layers", 1, 0, 4096),
+    CLF__GGUF_INT_KEY("%s.context_length", "max_position_embeddings", 1, 1, 1 << 20),
+    CLF__GGUF_NUM_KEY("%s.attention.layer_norm_epsilon", "layer_norm_eps", EPSILON),
+    CLF__GGUF_INT_KEY("%s.pooling_type", "pooling_type", 0, 0, CLF__POOL_COUNT - 1),
+    CLF__GGUF_INT_KEY("tokenizer.ggml.token_type_count", "type_vocab_size", 0, 1, 1 << 16),
+};
+static const clf__gguf_name bert_gguf_whole[] = {
+    {"token_embd.weight", "embeddings.word_embeddings.weight"},
+    {"position_embd.weight", "embeddings.position_embeddings.weight"},
+    {"token_types.weight", "embeddings.token_type_embeddings.weight"},
+    {"token_embd_norm.weight", "embeddings.LayerNorm.weight"},
+    {"token_embd_norm.bias", "embeddings.LayerNorm.bias"},
+};
+static const clf__gguf_name bert_gguf_layer[] = {
+    {"attn_q", "attention.self.query"},
+    {"attn_k", "attention.self.key"},
+    {"attn_v", "attention.self.value"},
+    {"attn_output", "attention.output.dense"},
+    {"attn_output_norm", "attention.output.LayerNorm"},
+    {"ffn_up", "intermediate.dense"},
+    {"ffn_down", "output.dense"},
+    {"layer_output_norm", "output.LayerNorm"},
+};
+static const clf__gguf_arch bert_gguf = {"bert", "BertModel", bert_gguf_keys, CLF__ARRAY_LEN(bert_gguf_keys), 0,
+                                         "{\"pooling_type_default\": 0}", NULL, bert_gguf_whole,
+                                         CLF__ARRAY_LEN(bert_gguf_whole), "encoder.layer", bert_gguf_layer,
+                                         CLF__ARRAY_LEN(bert_gguf_layer)};
+
 /* BertModel: last_hidden_state, pooler_output (when the pooler is stored);
  * the heads: their outputs (bert_head_outs) and the same two. */
 const clf__family clf__bert_family = {"bert",
@@ -582,7 +632,8 @@ const clf__family clf__bert_family = {"bert",
                                       CLF__ARRAY_LEN(bert_keys),
                                       sizeof(bert_dims),
                                       bert_load,
-                                      bert_gemms};
+                                      bert_gemms,
+                                      &bert_gguf};
 /* RobertaModel (last_hidden_state, pooler_output when stored) and the
  * heads MaskedLM, SequenceClassification, TokenClassification,
  * QuestionAnswering; XLMRoberta* the same. */

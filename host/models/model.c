@@ -284,6 +284,7 @@ clf_status clf_model_load_with(clf_context *ctx, const char *model_dir, const cl
   }
   m->ctx = ctx;
   m->type = f->type;
+  m->pooling = CLF__POOL_MEAN; /* what clf_model_embed always did; a family that reads a pooling sets its own */
   m->params.wtype = wt;
   m->params.simulate = opts && opts->simulate;
   if (opts && opts->progress) {
@@ -342,6 +343,11 @@ size_t clf_model_num_labels(const clf_model *m) { return m ? m->n_labels : 0; }
 const char *clf_model_label(const clf_model *m, size_t i) { return m && i < m->n_labels ? m->labels[i] : NULL; }
 
 const char *clf_model_type(const clf_model *m) { return m ? m->type : NULL; }
+
+#define POOL_NAME(id, name) name,
+static const char *const pool_names[CLF__POOL_COUNT] = {CLF__POOLING_MAP(POOL_NAME)};
+#undef POOL_NAME
+const char *clf_model_pooling(const clf_model *m) { return m ? pool_names[m->pooling] : NULL; }
 
 size_t clf_model_input_names(const clf_model *m, const char *const **names) {
   if (!m) return 0;

@@ -65,7 +65,16 @@ struct clf_model {
   clf__gen_settings gen; /* filled by the loader from config.json / generation_config.json */
   char **labels;            /* config.json's id2label: labels[i] (NULL: no label i), n_labels of them */
   size_t n_labels;
+  int pooling; /* clf_model_embed's pooling: CLF__POOL_*, numbered as a GGUF file's {arch}.pooling_type */
 };
+
+/* How clf_model_embed makes one vector of a text's hidden states: the
+ * values of a GGUF file's {arch}.pooling_type (the file states it; a
+ * Hugging Face directory is mean-pooled, as clformer always did). */
+#define CLF__POOLING_MAP(X) X(NONE, "none") X(MEAN, "mean") X(CLS, "cls") X(LAST, "last") X(RANK, "rank")
+#define CLF__POOL_ENUM(id, name) CLF__POOL_##id,
+enum { CLF__POOLING_MAP(CLF__POOL_ENUM) CLF__POOL_COUNT };
+#undef CLF__POOL_ENUM
 
 /* CLF_E_INVALID_ARG naming the first id of a (checked by clf__check_ids;
  * NULL: none) outside [0, rows): a gather would read past its table

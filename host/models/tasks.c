@@ -1,4 +1,4 @@
-/* tasks.c - what is made of a model's outputs for people: mean-pooled text
+/* tasks.c - what is made of a model's outputs for people: pooled text
  * embeddings (`clformer embed`) and the softmax ranking of labels or tokens
  * (`clformer classify`, `fill-mask`), and the inputs a text gives a model for
  * them, here so that the command line and the Python package compute them
@@ -91,15 +91,17 @@ static clf_status tokenize_batch(clf_model *m, const char *op, clf_tokenizer *to
   return st;
 }
 
-/* Mean of h [n, L, D] over each text's lens[i] tokens (summed in double),
- * L2-normalised, into emb [n, D]. */
-static void mean_pool(const float *h, size_t n, size_t L, size_t D, const size_t *lens, float *emb) {
+/* One vector a text of h [n, L, D] by the model's pooling (the mean over
+ * each text's lens[i] tokens, summed in double; its first token, CLS; its
+ * last), L2-normalised, into emb [n, D]. */
+static void pool(int pooling, const float *h, size_t n, size_t L, size_t D, const size_t *lens, float *emb) {
   for (size_t i = 0; i < n; i++) {
     double norm = 0;
+    const size_t first = pooling == CLF__POOL_LAST ? lens[i] - 1 : 0, end = pooling == CLF__POOL_MEAN ? lens[i] : first + 1;
     for (size_t d = 0; d < D; d++) {
       double s = 0;
-      for (size_t j = 0; j < lens[i]; j++) s += h[(i * L + j) * D + d];
-      emb[i * D + d] = (float)(s / (double)lens[i]);
+      for (size_t j = first; j < end; j++) s += h[(i * L + j) * D + d];
+      emb[i * D + d] = (float)(s / (double)(end - first));
       norm += (double)emb[i * D + d] * emb[i * D + d];
     }
     for (size_t d = 0; d < D; d++) emb[i * D + d] /= (float)(sqrt(norm) + 1e-12);
@@ -114,6 +116,12 @@ clf_status clf_model_embed(clf_model *m, clf_tokenizer *tok, const char *const *
   if (n == 0) return clf__fail(m->ctx, CLF_E_INVALID_ARG, "%s: no texts", op);
   if (!takes_input(m, "input_ids"))
     return clf__fail(m->ctx, CLF_E_UNSUPPORTED, "%s: a %s model takes no input_ids", op, m->type);
+  if (m->pooling != CLF__POOL_MEAN && m->pooling != CLF__POOL_CLS && m->pooling != CLF__POOL_LAST)
+    return clf__fail(m->ctx, CLF_E_UNSUPPORTED, "%s: the model states pooling \"%s\" (pooling_type %d%s): %s; "
+                     "embeddings need mean, cls or last pooling", op, clf_model_pooling(m), m->pooling,
+                     m->pooling == CLF__POOL_NONE ? ", or no pooling_type at all" : "",
+                     m->pooling == CLF__POOL_RANK ? "a reranker scores pairs of texts"
+                                                  : "it gives a vector per token, not one per text");
   size_t *lens = calloc(n, sizeof *lens), n_in = 0;
   clf_array in[3], res;
   memset(in, 0, sizeof in);
@@ -129,7 +137,7 @@ clf_status clf_model_embed(clf_model *m, clf_tokenizer *tok, const char *const *
     if (!emb) {
       st = clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
     } else {
-      mean_pool(res.data, n, res.shape[1], D, lens, emb);
+      pool(m->pooling, res.data, n, res.shape[1], D, lens, emb);
       snprintf(out->name, sizeof out->name, "embeddings");
       out->dtype = CLF_F32, out->ndim = 2, out->shape[0] = n, out->shape[1] = D, out->data = emb;
     }

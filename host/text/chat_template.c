@@ -178,3 +178,11 @@ clf_status clf_tokenizer_chat_template(const clf_tokenizer *tok, clf_chat_templa
     return clf__fail(NULL, CLF_E_NOT_FOUND, "clf_tokenizer_chat_template: the tokenizer has no chat template");
   return parse_with(tok->chat_template, tok->chat_vars, out);
 }
+
+clf_status clf_tokenizer_chat_template_parse(const clf_tokenizer *tok, const char *source, clf_chat_template **out) {
+  static const char fn[] = "clf_tokenizer_chat_template_parse";
+  if (!out) return clf__fail(NULL, CLF_E_INVALID_ARG, "%s: out is NULL", fn);
+  *out = NULL;
+  if (!tok || !source) return clf__fail(NULL, CLF_E_INVALID_ARG, "%s: %s is NULL", fn, tok ? "source" : "tok");
+  return parse_with(source, tok->chat_vars, out);
+}

@@ -290,7 +290,7 @@ static clf_status gt_kind(gt *s) {
     return gt_fail(s, CLF_E_UNSUPPORTED, "no tokenizer.ggml.model: a GGUF file without a tokenizer is not supported");
   if (strcmp(model, "llama") && strcmp(model, "gpt2"))
     return gt_fail(s, CLF_E_UNSUPPORTED, "tokenizer.ggml.model \"%.40s\" is not supported (\"llama\", SentencePiece, "
-                   "and \"gpt2\", byte-level BPE, are)", model);
+                   "\"gpt2\", byte-level BPE, and \"bert\", WordPiece, are)", model);
   s->spm = !strcmp(model, "llama");
   if (s->spm) return CLF_OK;
   char name[80];
@@ -625,6 +625,13 @@ clf_status clf__gguf_tok_load(clf_tokenizer *t, const char *file, void **config)
   clf_status st = clf_gguf_open(file, &g);
   s.g = g;
   s.file = file;
+  const long km = st == CLF_OK ? clf_gguf_find(g, "tokenizer.ggml.model") : -1;
+  const char *model = NULL;
+  if (km >= 0 && clf_gguf_get_str(g, (size_t)km, 0, &model, NULL) == CLF_OK && !strcmp(model, "bert")) {
+    st = clf__gguf_wpm_load(t, g, file); /* WordPiece, not a tokenizer.json pipeline */
+    clf_gguf_close(g);
+    return st;
+  }
   if (st == CLF_OK) st = gt_read(t, &s, &root, &cfg);
   if (st == CLF_OK) st = clf__hf_load_json(t, root, cfg, file);
   if (st == CLF_OK) st = s.spm ? spm_merges(t, &s, t->hf) : bpe_merges(t, &s, t->hf);

@@ -344,6 +344,13 @@ clf_status clf__wordpiece_load(clf_tokenizer *t, const char *dir, void *config) 
   }
   free(text);
   if (st == CLF_OK && id == 0) st = clf__fail(NULL, CLF_E_FORMAT, "clf_tokenizer_load: %s is empty", path);
+  if (st == CLF_OK) st = clf__wordpiece_settings(t, config, path);
+  free(path);
+  return st;
+}
+
+clf_status clf__wordpiece_settings(clf_tokenizer *t, void *config, const char *path) {
+  clf_status st = CLF_OK;
   t->do_lower_case = clf__tok_cfg_bool(config, "do_lower_case", 1) == 1;
   t->strip_accents = clf__tok_cfg_bool(config, "strip_accents", -1);
   t->tokenize_chinese = clf__tok_cfg_bool(config, "tokenize_chinese_chars", 1) != 0;
@@ -360,6 +367,5 @@ clf_status clf__wordpiece_load(clf_tokenizer *t, const char *dir, void *config) 
     const char *miss = t->unk_id < 0 ? u : t->cls_id < 0 ? c : t->sep_id < 0 ? s : NULL;
     if (miss) st = clf__fail(NULL, CLF_E_FORMAT, "clf_tokenizer_load: %s has no %s token", path, miss);
   }
-  free(path);
   return st;
 }

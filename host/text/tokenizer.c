@@ -558,7 +558,7 @@ static clf_status keep_chat_template(clf_tokenizer *t, const char *dir, void *co
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(e, "name"), *tpl = cJSON_GetObjectItemCaseSensitive(e, "template");
     if (cJSON_IsString(name) && !strcmp(name->valuestring, "default") && cJSON_IsString(tpl)) c = tpl->valuestring;
   }
-  if (!c) return CLF_OK;
+  if (!c) return keep_chat_vars(t, dir, config); /* for a template from elsewhere (clf_tokenizer_chat_template_parse) */
   if (!(t->chat_template = strdup(c)))
     return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "clf_tokenizer_load: out of memory");
   return keep_chat_vars(t, dir, config);

@@ -152,6 +152,10 @@ void clf__tok_clean_up(clf__str *s);
 
 /* Model-specific parts.  encode_chunk gets text with no special tokens. */
 clf_status clf__wordpiece_load(clf_tokenizer *t, const char *dir, void *config);
+/* The settings of a WordPiece vocabulary already in t (do_lower_case,
+ * strip_accents, tokenize_chinese_chars, the special tokens) from config,
+ * tokenizer_config.json's keys; `path` names the vocabulary in errors. */
+clf_status clf__wordpiece_settings(clf_tokenizer *t, void *config, const char *path);
 clf_status clf__wordpiece_encode(clf_tokenizer *t, const char *s, size_t n, clf__ids *out);
 clf_status clf__wordpiece_decode(clf_tokenizer *t, const char **toks, size_t n, clf__str *out);
 clf_status clf__bpe_load(clf_tokenizer *t, const char *dir, void *config);
@@ -177,6 +181,9 @@ clf_status clf__hf_load_json(clf_tokenizer *t, const void *root, void *config, c
  * pipeline they stand for (t->kind CLF__TOK_HFJSON); *config gets the
  * tokenizer_config.json they stand for (a cJSON *, the caller's to free). */
 clf_status clf__gguf_tok_load(clf_tokenizer *t, const char *file, void **config);
+/* The WordPiece tokenizer of GGUF g (tokenizer.ggml.model "bert",
+ * tok_gguf_wpm.c): t->kind set, vocabulary and settings filled. */
+clf_status clf__gguf_wpm_load(clf_tokenizer *t, const clf_gguf *g, const char *file);
 clf_status clf__hf_encode(clf_tokenizer *t, const char *s, size_t n, int add_special, clf__ids *out);
 clf_status clf__hf_decode(clf_tokenizer *t, const int64_t *ids, size_t n, int skip_special, clf__str *out);
 void clf__hf_free(clf_tokenizer *t);

@@ -70,10 +70,26 @@ class TemplateBudget:
         return _lib.TemplateBudget(self.steps, self.bytes, self.memory)
 
 
+def parse_for(tok: Any, source: bytes, budget: TemplateBudget | None) -> int:
+    """Template `source` (UTF-8) with the tokenizer's special tokens as its
+    variables (clf_tokenizer_chat_template_parse), its budget set: the handle."""
+    lib = _lib.lib
+    t = ctypes.c_void_p()
+    with tok.locked() as h:
+        _errors.check(lib.clf_tokenizer_chat_template_parse(h, source, ctypes.byref(t)))
+    if budget is not None:
+        st = lib.clf_chat_template_set_budget(t.value, ctypes.byref(budget.c()))
+        if st != 0:
+            lib.clf_chat_template_destroy(t.value)
+            _errors.check(st)
+    return t.value
+
+
 def render(tok_handle: int, messages: list[bytes], add_generation_prompt: bool, variables: Mapping,
-           budget: TemplateBudget | None = None) -> str:
-    """The tokenizer's template rendered with the messages (JSON texts) and
-    extra variables (tools, documents, date_string, ...)."""
+           budget: TemplateBudget | None = None, template: int | None = None) -> str:
+    """The tokenizer's template (or `template`, a handle of parse_for's,
+    borrowed) rendered with the messages (JSON texts) and extra variables
+    (tools, documents, date_string, ...)."""
     lib = _lib.lib
     ctx = dict(variables)
     ctx["messages"] = [json.loads(m) for m in messages]
@@ -82,10 +98,11 @@ def render(tok_handle: int, messages: list[bytes], add_generation_prompt: bool, 
         raw = json.dumps(ctx, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as e:
         raise _errors.InvalidArgumentError(f"the template's variables are not JSON-serializable: {e}") from None
-    t = ctypes.c_void_p()
-    _errors.check(lib.clf_tokenizer_chat_template(tok_handle, ctypes.byref(t)))
+    t = ctypes.c_void_p(template)
+    if template is None:
+        _errors.check(lib.clf_tokenizer_chat_template(tok_handle, ctypes.byref(t)))
     try:
-        if budget is not None:
+        if budget is not None and template is None:
             _errors.check(lib.clf_chat_template_set_budget(t.value, ctypes.byref(budget.c())))
         out = ctypes.c_void_p()
         _errors.check(lib.clf_chat_template_render_json(t.value, _lib.cstr(raw, "messages"), ctypes.byref(out)))
@@ -94,7 +111,8 @@ def render(tok_handle: int, messages: list[bytes], add_generation_prompt: bool, 
         finally:
             _libc.free(out)
     finally:
-        lib.clf_chat_template_destroy(t.value)
+        if template is None:
+            lib.clf_chat_template_destroy(t.value)
 
 
 class Conversation:
@@ -104,6 +122,7 @@ class Conversation:
         self.handle: int | None = None
         self.tok: int | None = None  # the tokenizer handle it borrows
         self.budget: TemplateBudget | None = None  # its template's, when set
+        self.template: int | None = None  # Model(chat_template=...)'s, borrowed; None: the tokenizer's
 
     def get(self, model_handle: int, tok_handle: int, ctx: int) -> int:
         """The conversation (made when first needed, or again for another
@@ -113,10 +132,10 @@ class Conversation:
             return self.handle
         self.destroy()
         h = ctypes.c_void_p()
-        st = lib.clf_chat_create(model_handle, tok_handle, None, ctypes.byref(h))
+        st = lib.clf_chat_create(model_handle, tok_handle, self.template, ctypes.byref(h))
         if st != 0:
             raise _errors.from_status(st, ctx)
-        if self.budget is not None:
+        if self.budget is not None and self.template is None:  # a given template has its budget already
             st = lib.clf_chat_set_template_budget(h.value, ctypes.byref(self.budget.c()))
             if st != 0:
                 lib.clf_chat_destroy(h.value)

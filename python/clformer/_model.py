@@ -62,6 +62,7 @@ class _Handles:
         self.conversation = _chat.Conversation()  # borrows the model: freed first
         self.lock = threading.Lock()
         self.engine = None  # the open Engine's _Core: while set, the model runs nothing else
+        self.template = None  # the chat_template given to Model(), parsed (conversations borrow it)
         self.stop = False  # closing or exiting: on_token callbacks end generation
 
     def destroy(self) -> None:
@@ -71,6 +72,9 @@ class _Handles:
             self.engine.close()
             self.engine = None
         self.conversation.destroy()
+        if self.template:
+            lib.clf_chat_template_destroy(self.template)
+        self.template = None
         if self.model:
             lib.clf_model_destroy(self.model)
         if self.ctx:
@@ -166,12 +170,18 @@ class Model:
             else ~/.cache/clformer; "off" disables it).
         template_budget: what one rendering of the chat template may cost
             (TemplateBudget; None: the library's defaults, docs/chat.md).
+        chat_template: a chat template's Jinja source to use instead of the
+            model's (a GGUF file may have none: Gemma 3 270M's), rendered
+            with the tokenizer's special tokens (bos_token, ...); None: the
+            model's.  A syntax error raises FormatError with its line:column.
     """
 
     def __init__(self, path: PathLike, device: DeviceLike = None, weights: str = "stored",
-                 cache_dir: PathLike | None = None, template_budget: "_chat.TemplateBudget | None" = None):
+                 cache_dir: PathLike | None = None, template_budget: "_chat.TemplateBudget | None" = None,
+                 chat_template: str | None = None):
         if template_budget is not None and not isinstance(template_budget, _chat.TemplateBudget):
             raise _errors.InvalidArgumentError("template_budget must be a clformer.TemplateBudget")
+        c_template = _lib.cstr(chat_template, "chat_template") if chat_template is not None else None
         self._h = _Handles()
         self._h.conversation.budget = template_budget
         self._template_budget = template_budget
@@ -214,10 +224,18 @@ class Model:
         self._describe()
         self._tok = Tokenizer(self.path)
         _models.add(self)
+        if c_template is not None:
+            try:
+                self._h.template = _chat.parse_for(self._tok, c_template, template_budget)
+            except BaseException:
+                self.close()
+                raise
+            self._h.conversation.template = self._h.template
 
     def _describe(self) -> None:
         lib, m, t = _lib.lib, self._h.model, _lib.text
         self.model_type: str = t(lib.clf_model_type(m))
+        self.pooling: str = t(lib.clf_model_pooling(m))
         names = ctypes.POINTER(ctypes.c_char_p)()
         n = lib.clf_model_input_names(m, ctypes.byref(names))
         self.input_names: list[str] = [t(names[i]) for i in range(n)]
@@ -455,7 +473,7 @@ class Model:
         that chat() and the server use."""
         msgs = _chat.check_messages(messages)
         with self._tok.locked() as tok:
-            return _chat.render(tok, msgs, add_generation_prompt, variables, self._template_budget)
+            return _chat.render(tok, msgs, add_generation_prompt, variables, self._template_budget, self._h.template)
 
     def chat(self, messages: Sequence[Mapping[str, Any]], *, stop: str | Sequence[str] = (),
              **kwargs: Unpack[GenerationSettings]) -> "_chat.ChatReply":
@@ -537,10 +555,13 @@ class Model:
     # ---- embeddings and classification ----
 
     def embed(self, texts: str | Sequence[str]) -> np.ndarray:
-        """Mean-pooled, L2-normalised embeddings of `texts` (float32
-        [n, hidden]), the ones `clformer embed` takes the cosines of: each text
-        tokenized with special tokens, the batch padded with config.json's
-        pad_token_id, last_hidden_state averaged over each text's tokens."""
+        """Pooled, L2-normalised embeddings of `texts` (float32 [n, hidden]),
+        the ones `clformer embed` takes the cosines of: each text tokenized
+        with special tokens, the batch padded with config.json's
+        pad_token_id, last_hidden_state averaged over each text's tokens
+        (`pooling` "mean"), or a GGUF file's pooling: its first token's
+        ("cls") or its last token's ("last"); "none" and "rank" raise
+        clformer.UnsupportedError."""
         from ._tasks import embed
         self._check_open("embed")
         return embed(self, texts)

@@ -67,6 +67,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
                         "prefer the variable: a command line is visible to other users)")
     p.add_argument("--insecure-no-key", action="store_true",
                    help="listen on an address beyond loopback without an API key")
+    p.add_argument("--chat-template", default=None, type=chat_template, metavar="FILE",
+                   help="the chat template (Jinja) in FILE instead of the model's (for a file without one: a GGUF "
+                        "file may lack tokenizer.chat_template), as clformer chat --chat-template")
     p.add_argument("--template-budget", default="", type=template_budget, metavar="steps=N,bytes=N,memory=N",
                    help="what one rendering of the chat template may cost (K, M, G suffixes; default: the "
                         "library's 1000000 steps, 128M bytes, 64M memory; docs/chat.md)")
@@ -123,6 +126,29 @@ def not_a_model(path: str) -> str | None:
     return f"{path} has neither config.json nor a .gguf file: not a model"
 
 
+TEMPLATE_MAX_BYTES = 1 << 20  # clformer chat's bound on a --chat-template file
+
+
+def chat_template(path: str) -> str:
+    """--chat-template FILE: its text (UTF-8, at most 1 MiB), read here so
+    that it reaches replicas on any machine; the library parses it when a
+    replica loads the model."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(TEMPLATE_MAX_BYTES + 1)
+    except OSError as e:
+        raise argparse.ArgumentTypeError(f"{path}: {e.strerror}") from None
+    if len(data) > TEMPLATE_MAX_BYTES:
+        raise argparse.ArgumentTypeError(f"{path}: larger than 1 MiB")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise argparse.ArgumentTypeError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    if "\0" in text:
+        raise argparse.ArgumentTypeError(f"{path}: holds a NUL character")
+    return text
+
+
 def template_budget(text: str) -> tuple:
     """--template-budget: "steps=N,bytes=N,memory=N", any of them, N with an
     optional K, M or G (powers of 1024); what is left out is the default (0)."""
@@ -144,7 +170,8 @@ def options(a: argparse.Namespace, replicas: int = 1) -> "ServeOptions":
     return ServeOptions(model_dir=os.path.abspath(a.model_dir), name=a.name, weights=a.weights, replicas=replicas,
                         replicas_per_device=a.replicas_per_device, resource=a.resource, devices=a.devices,
                         max_batch_tokens=a.max_batch_tokens, kv_bytes=a.kv_bytes,
-                        template_budget=a.template_budget or (0, 0, 0), api_key=a.api_key,
+                        template_budget=a.template_budget or (0, 0, 0), chat_template=a.chat_template or "",
+                        api_key=a.api_key,
                         limits=Limits(max_body_bytes=a.max_body_bytes, max_new_tokens=a.max_new_tokens,
                                       request_timeout_s=a.timeout, max_input_chars=a.max_input_chars,
                                       max_concurrent=a.max_concurrent, body_timeout_s=a.body_timeout))

@@ -40,6 +40,9 @@ class ServeOptions:
     kv_bytes: int = 0                  #: the engine's KV pool per replica (0: the library's default, shared)
     retries: int = 3                   #: attempts after the first when a replica dies or is unreachable
     template_budget: tuple = (0, 0, 0)  #: a chat template render's steps, bytes, memory (0: the library's default)
+    #: a chat template's Jinja source used instead of the model's (--chat-template FILE's text: it travels to
+    #: every replica, wherever it runs); "" the model's
+    chat_template: str = dataclasses.field(default="", repr=False)
     limits: Limits = Limits()
     #: the key every endpoint but /health asks for ("Authorization: Bearer KEY"; "" none); out of repr and logs
     api_key: str = dataclasses.field(default="", repr=False)

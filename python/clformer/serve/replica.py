@@ -43,6 +43,9 @@ from .options import ServeOptions, gguf_file
 
 # Architectures whose logits are a language-model head (completions).
 _LM_SUFFIXES = ("LMHeadModel", "ForCausalLM", "MTModel", "ForConditionalGeneration")
+# The poolings that make one vector of a text (Model.pooling; a GGUF file's
+# pooling_type "none" or "rank" makes none).
+_POOLINGS = ("mean", "cls", "last")
 
 
 def _padded_tokens(items: list) -> int:
@@ -140,7 +143,8 @@ class ModelReplica:
 
     def _load(self):
         return self.clformer.Model(self.opts.model_dir, device=self.slot.device.selector, weights=self.opts.weights,
-                                   template_budget=self.clformer.TemplateBudget(*self.opts.template_budget))
+                                   template_budget=self.clformer.TemplateBudget(*self.opts.template_budget),
+                                   chat_template=self.opts.chat_template or None)
 
     def _open_engine(self, mem: int) -> None:
         """The engine of a decoder-only language model (self.engine; None
@@ -195,11 +199,11 @@ class ModelReplica:
         arch = (cfg.get("architectures") or [""])[0]
         self.gguf = gguf_file(self.opts.model_dir) is not None
         self.architecture = arch or (f"{m.model_type} (GGUF)" if self.gguf else "")
-        # a GGUF file holds a decoder-only language model (the families the library reads from one)
+        # a GGUF file with logits holds a decoder-only language model (an embedding GGUF has none)
         self.can_complete = (self.has_tokenizer and "logits" in m.output_names and
                              (arch.endswith(_LM_SUFFIXES) or (self.gguf and not m.labels)))
         self.can_chat = self.can_complete and not m.is_encoder_decoder and self._has_template()
-        self.can_embed = self.has_tokenizer and "last_hidden_state" in m.output_names
+        self.can_embed = self.has_tokenizer and "last_hidden_state" in m.output_names and m.pooling in _POOLINGS
         classifier = bool(m.labels) and "logits" in m.output_names
         has_processor = os.path.isfile(os.path.join(self.opts.model_dir, "preprocessor_config.json"))
         self.can_classify = classifier and "pixel_values" in m.input_names and has_processor
@@ -323,8 +327,12 @@ class ModelReplica:
     # ------------------------------------------------------------ embeddings
 
     async def embed(self, texts: list[str]) -> tuple[np.ndarray, int, str]:
-        """Mean-pooled, normalised embeddings (Model.embed), batched with
-        whatever else arrives within batch_wait_s; the token count; the tag."""
+        """Pooled, normalised embeddings (Model.embed: mean, or the pooling a
+        GGUF file states), batched with whatever else arrives within
+        batch_wait_s; the token count; the tag."""
+        if self.model.pooling not in _POOLINGS:
+            raise RequestError(400, f"this model states pooling {self.model.pooling!r} (a GGUF file's pooling_type): "
+                                    "it makes no one vector of a text, so it serves no embeddings")
         self._need("embeddings", self.can_embed)
         counts = [await self._count(t, f"input[{i}]") for i, t in enumerate(texts)]
         rows = await asyncio.gather(*[self._embed_batch((t, n)) for t, n in zip(texts, counts)])
