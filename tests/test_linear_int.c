@@ -214,6 +214,77 @@ START_TEST(int_follows_profile_and_env) {
 }
 END_TEST
 
+/* The quantize_q8 launches of a recording, stopping it (then recording
+ * again, for th_profiled_expect). */
+static unsigned long quantize_launches(void) {
+  clf_profile_entry e[64];
+  size_t n = 0;
+  TH_OK(clf_profile_stop(th_ctx, e, 64, &n, NULL));
+  unsigned long c = 0;
+  for (size_t i = 0; i < n && i < 64; i++)
+    if (strcmp(e[i].op, "quantize_q8") == 0) c = e[i].count;
+  TH_OK(clf_profile_start(th_ctx));
+  return c;
+}
+
+static void product(const clf_tensor *tx, const clf_tensor *tw, const clf_tensor *tb, clf_tensor *ty) {
+  TH_OK(clf_linear(th_ctx, tx, tw, CLF_WEIGHT_OUT_IN, tb, CLF_ACT_NONE, ty, NULL));
+}
+
+/* x held (clf__linear_hold_x, as the decoder's q, k, v and gate, up do):
+ * three products of it with weights of three types launch quantize_q8
+ * once, and a product of another x in between (which takes the scratch)
+ * makes the next product of the held x quantize it again: 3 launches for
+ * 4 products; each result within the first test's 1e-5 of its reference.
+ * After release, x rewritten in place (same buffer, same offset) is
+ * quantized afresh: a stale copy would answer the old x's product, 1e-1
+ * off here. */
+START_TEST(int_held_x_quantized_once) {
+  env_set("CLFORMER_SKINNY_INT", "1");
+  th_profiled_begin(NULL); /* th_ctx: a context that records */
+  const size_t M = 2, N = 24, K = 96;
+  float *w[3], *x = th_rand(M * K, 11, -2, 2), *x2 = th_rand(M * K, 12, -2, 2), *bias = th_rand(N, 13, -1, 1);
+  clf_tensor *tw[3];
+  for (int t = 0; t < 3; t++) tw[t] = make_weight(int_types[t], N, K, (uint32_t)(300 + t), &w[t]);
+  clf_tensor *tx = th_tensor(CLF_F32, 2, TH_SHAPE(M, K), x), *tx2 = th_tensor(CLF_F32, 2, TH_SHAPE(M, K), x2);
+  clf_tensor *tb = th_tensor(CLF_F32, 1, TH_SHAPE(N), bias), *ty[4];
+  for (int i = 0; i < 4; i++) ty[i] = th_empty(CLF_F32, 2, TH_SHAPE(M, N));
+  clf__linear_hold_x(th_ctx, tx);
+  product(tx, tw[0], tb, ty[0]);
+  product(tx, tw[1], tb, ty[1]);
+  product(tx2, tw[0], tb, ty[3]); /* another x: the scratch is its now */
+  product(tx, tw[2], tb, ty[2]);
+  clf__linear_release_x(th_ctx);
+  ck_assert_int_eq(quantize_launches(), 3);
+  for (int t = 0; t < 4; t++) {
+    float *y = th_download(ty[t]), *ref = reference(t == 3 ? x2 : x, w[t == 3 ? 0 : t], bias, M, N, K,
+                                                    CLF_ACT_NONE, 1);
+    const double err = rel_err(y, ref, M * N);
+    ck_assert_msg(err <= 1e-5, "product %d of the held x: error %g > 1e-5", t, err);
+    free(y); free(ref);
+  }
+  /* held again, one product; released; x rewritten in place; held again */
+  clf__linear_hold_x(th_ctx, tx);
+  product(tx, tw[0], tb, ty[0]);
+  clf__linear_release_x(th_ctx);
+  TH_OK(clf_tensor_upload(th_ctx, tx, x2, M * K * sizeof(float)));
+  clf__linear_hold_x(th_ctx, tx);
+  product(tx, tw[1], tb, ty[1]);
+  clf__linear_release_x(th_ctx);
+  ck_assert_int_eq(quantize_launches(), 2);
+  float *y = th_download(ty[1]), *ref = reference(x2, w[1], bias, M, N, K, CLF_ACT_NONE, 1);
+  ck_assert_msg(rel_err(y, ref, M * N) <= 1e-5, "x rewritten after release: error %g", rel_err(y, ref, M * N));
+  free(y); free(ref);
+  product(tx, tw[0], tb, ty[0]); /* for th_profiled_expect's recording */
+  for (int t = 0; t < 3; t++) free(w[t]), clf_tensor_destroy(tw[t]);
+  for (int i = 0; i < 4; i++) clf_tensor_destroy(ty[i]);
+  clf_tensor_destroy(tx); clf_tensor_destroy(tx2); clf_tensor_destroy(tb);
+  free(x); free(x2); free(bias);
+  th_profiled_expect("skinny_int", NULL, 1);
+  env_set("CLFORMER_SKINNY_INT", NULL);
+}
+END_TEST
+
 /* A bad value of the variable is refused by name when a context reads it. */
 START_TEST(int_env_refused) {
   setenv("CLFORMER_SKINNY_INT", "yes", 1);
@@ -229,6 +300,7 @@ int main(void) {
   TCase *c = tcase_create("core");
   tcase_add_test(c, int_matches_reference);
   tcase_add_test(c, int_follows_profile_and_env);
+  tcase_add_test(c, int_held_x_quantized_once);
   tcase_add_test(c, int_env_refused);
   suite_add_tcase(s, c);
   return th_run(s);

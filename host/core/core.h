@@ -207,6 +207,15 @@ struct clf_context {
 
   cl_mem scratch[CLF__SCRATCH_COUNT];
   size_t scratch_bytes[CLF__SCRATCH_COUNT];
+  /* An activation the layers above promise not to change while held, and
+   * whether its quantized copy in their scratch is made (rows x cols of
+   * format fmt): several products of the same x quantize it once (the
+   * linear op's clf__linear_hold_x). */
+  struct {
+    int held, ready, fmt;
+    cl_mem buf;
+    size_t offset, rows, cols;
+  } x_held;
 
   clf__env env; /* the environment's overrides, read at creation */
   clf__plan plans[CLF__PLAN_SLOTS]; /* kernel plans by key (plan.c) */

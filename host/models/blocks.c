@@ -118,6 +118,7 @@ clf_status clf__linear_run(clf_context *ctx, const clf_tensor *x, const clf__lin
   size_t shape[CLF_MAX_DIMS], col = 0;
   memcpy(shape, y->shape, (size_t)nd * sizeof *shape);
   clf_status st = CLF_OK;
+  clf__linear_hold_x(ctx, x); /* the parts read the same x: quantized once on the integer path */
   for (size_t i = 0; i < l->nparts && st == CLF_OK; i++) {
     const size_t n = l->part[i]->shape[0];
     clf_tensor *b = NULL, *part = NULL, *view = NULL;
@@ -131,6 +132,7 @@ clf_status clf__linear_run(clf_context *ctx, const clf_tensor *x, const clf__lin
     clf_tensor_destroy(view);
     col += n;
   }
+  clf__linear_release_x(ctx);
   return st;
 }
 

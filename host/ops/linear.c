@@ -334,6 +334,36 @@ static int int_kind(clf_context *ctx, clf_dtype wt, int in_out, int aligned, siz
   return clf_variant_disabled(ctx, pn) ? -1 : 0;
 }
 
+/* x quantized once for several products (clf__linear_hold_x): the
+ * formats of the quantized copy in CLF__SCRATCH_XQ, and whether the one
+ * there is x's.  Without it SmolLM2's decode launched quantize_q8 seven
+ * times a layer for four distinct activations (q, k, v of one, gate and up
+ * of another). */
+enum { XQ_Q8_32 = 1 };
+
+void clf__linear_hold_x(clf_context *ctx, const clf_tensor *x) {
+  ctx->x_held.held = 1, ctx->x_held.ready = 0;
+  ctx->x_held.buf = x->buf, ctx->x_held.offset = x->offset;
+}
+
+void clf__linear_release_x(clf_context *ctx) { ctx->x_held.held = ctx->x_held.ready = 0; }
+
+static int x_is_held(const clf_context *ctx, const clf_tensor *x) {
+  return ctx->x_held.held && ctx->x_held.buf == x->buf && ctx->x_held.offset == x->offset;
+}
+
+static int x_reused(const clf_context *ctx, const clf_tensor *x, int fmt, size_t M, size_t K) {
+  return x_is_held(ctx, x) && ctx->x_held.ready && ctx->x_held.fmt == fmt && ctx->x_held.rows == M &&
+         ctx->x_held.cols == K;
+}
+
+/* After a quantization into the slot: the held x's copy is there, any
+ * other x's replaced it. */
+static void x_quantized(clf_context *ctx, const clf_tensor *x, int fmt, size_t M, size_t K) {
+  ctx->x_held.ready = x_is_held(ctx, x);
+  ctx->x_held.fmt = fmt, ctx->x_held.rows = M, ctx->x_held.cols = K;
+}
+
 /* y = act(x W^T + bias) on the integer path: x quantized into the
  * op's scratch slot (int8 quants, then (d, sum) pairs), then one launch of
  * skinny_int or skinny_idot (and bias_act where the plan says). */
@@ -358,10 +388,13 @@ static clf_status run_int(clf_context *ctx, const clf__plan *p, const clf_tensor
     return clf__fail(ctx, CLF_E_UNSUPPORTED, "kernel skinny_int: the device allows %zu work-items of it, not %zu",
                      k->max_wg, tl);
   cl_uint k32 = (cl_uint)K, n32 = (cl_uint)N, m32 = (cl_uint)M, ds_off = (cl_uint)(M * K / sizeof(float));
-  st = clf__set_args(ctx, kq, 6, CLF__TARG(x), CLF__ARG(xq), CLF__ARG(xq), CLF__ARG(ds_off), CLF__ARG(k32));
-  if (st != CLF_OK) return st;
-  const size_t ql = nb < 8 ? nb : 8, qlocal[2] = {ql, 1}, qglobal[2] = {(nb + ql - 1) / ql * ql, M};
-  if ((st = clf__launch(ctx, kq, 2, qglobal, qlocal, NULL)) != CLF_OK) return st;
+  if (!x_reused(ctx, x, XQ_Q8_32, M, K)) {
+    st = clf__set_args(ctx, kq, 6, CLF__TARG(x), CLF__ARG(xq), CLF__ARG(xq), CLF__ARG(ds_off), CLF__ARG(k32));
+    if (st != CLF_OK) return st;
+    const size_t ql = nb < 8 ? nb : 8, qlocal[2] = {ql, 1}, qglobal[2] = {(nb + ql - 1) / ql * ql, M};
+    if ((st = clf__launch(ctx, kq, 2, qglobal, qlocal, NULL)) != CLF_OK) return st;
+    x_quantized(ctx, x, XQ_Q8_32, M, K);
+  }
   const clf_tensor *bb = bias ? bias : x;
   cl_int has_bias = bias != NULL, act32 = (cl_int)act;
   cl_uint soff = scales_off(w);

@@ -191,6 +191,14 @@ int clf__skinny_pair(const clf_context *ctx, clf_dtype wt);
  * q4 MMAX=1 TN=4 TL=8", dot: "linear.skinny_idot ..."), 0 where it does not
  * apply (other types, M out of range, dot without the extension). */
 int clf__skinny_int_wanted(const clf_context *ctx, size_t M, int *dot);
+/* The caller promises that x's values do not change until
+ * clf__linear_release_x (nor does its buffer go), so that the integer
+ * path quantizes x once for all the products that read it between the two
+ * (q, k and v; gate and up) instead of once a product.  One x held at a
+ * time; hold again replaces it.  Products of other activations in between
+ * are allowed (they quantize theirs as before). */
+void clf__linear_hold_x(clf_context *ctx, const clf_tensor *x);
+void clf__linear_release_x(clf_context *ctx);
 int clf__skinny_int_variant(const clf_context *ctx, clf_dtype wt, size_t M, int dot, char *buf, size_t len);
 /* Whether an [M, K] product with w (where the tiles run) launches
  * skinny_pair: one row, clf__skinny_pair for w's type, and w a buffer of
