@@ -285,6 +285,70 @@ START_TEST(int_held_x_quantized_once) {
 }
 END_TEST
 
+/* The per-row norm that writes a held x writes its 8-bit blocks too
+ * (norm.cl's layer_norm_rows built with NORM_Q8): RMSNorm and LayerNorm
+ * (with a residual and its sum) of 3 rows of 96, then products of their
+ * outputs with each type launch no quantize_q8, each within 1e-5 of the
+ * reference made from the norm's downloaded output (the first test's
+ * tolerance: the blocks are the ones quantize_q8 makes from it), and that
+ * output within 1e-6 of the same norm run unheld.  A norm that writes the
+ * held x without its blocks (the integer path off while it runs) leaves no
+ * stale copy: the next product quantizes (1 launch) and matches the new
+ * output.  Only where the norm runs per row (CPU devices). */
+START_TEST(int_norm_makes_blocks) {
+  if (!th_ctx->caps.is_cpu) return;
+  env_set("CLFORMER_SKINNY_INT", "1");
+  th_profiled_begin(NULL);
+  const size_t M = 3, N = 24, K = 96;
+  float *w[3], *x = th_rand(M * K, 21, -2, 2), *r = th_rand(M * K, 22, -1, 1), *g = th_rand(K, 23, 0.5f, 1.5f);
+  float *be = th_rand(K, 24, -0.5f, 0.5f), *bias = th_rand(N, 25, -1, 1);
+  clf_tensor *tw[3];
+  for (int t = 0; t < 3; t++) tw[t] = make_weight(int_types[t], N, K, (uint32_t)(400 + t), &w[t]);
+  clf_tensor *tx = th_tensor(CLF_F32, 2, TH_SHAPE(M, K), x), *tr = th_tensor(CLF_F32, 2, TH_SHAPE(M, K), r);
+  clf_tensor *tg = th_tensor(CLF_F32, 1, TH_SHAPE(K), g), *tbe = th_tensor(CLF_F32, 1, TH_SHAPE(K), be);
+  clf_tensor *tb = th_tensor(CLF_F32, 1, TH_SHAPE(N), bias), *ta = th_empty(CLF_F32, 2, TH_SHAPE(M, K));
+  clf_tensor *ts = th_empty(CLF_F32, 2, TH_SHAPE(M, K)), *ty = th_empty(CLF_F32, 2, TH_SHAPE(M, N));
+  for (int layer = 0; layer < 2; layer++) {
+    TH_OK(layer ? clf_layer_norm(th_ctx, tx, tr, tg, tbe, 1e-5f, ts, ta, NULL)
+                : clf_rms_norm(th_ctx, tx, NULL, tg, 1e-6f, NULL, ta, NULL));
+    float *plain = th_download(ta);
+    ck_assert(clf__linear_hold_x(th_ctx, ta));
+    TH_OK(layer ? clf_layer_norm(th_ctx, tx, tr, tg, tbe, 1e-5f, ts, ta, NULL)
+                : clf_rms_norm(th_ctx, tx, NULL, tg, 1e-6f, NULL, ta, NULL));
+    float *a = th_download(ta);
+    ck_assert_msg(rel_err(a, plain, M * K) <= 1e-6, "norm %d: the output with blocks is %g off the plain one",
+                  layer, rel_err(a, plain, M * K));
+    (void)quantize_launches(); /* a new recording */
+    for (int t = 0; t < 3; t++) {
+      product(ta, tw[t], tb, ty);
+      float *y = th_download(ty), *ref = reference(a, w[t], bias, M, N, K, CLF_ACT_NONE, 1);
+      ck_assert_msg(rel_err(y, ref, M * N) <= 1e-5, "norm %d, %s: error %g > 1e-5", layer,
+                    clf_dtype_name(int_types[t]), rel_err(y, ref, M * N));
+      free(y); free(ref);
+    }
+    ck_assert_int_eq(quantize_launches(), 0);
+    /* the norm again, over the residual as x, the integer path off */
+    env_set("CLFORMER_SKINNY_INT", "0");
+    TH_OK(clf_rms_norm(th_ctx, tr, NULL, tg, 1e-6f, NULL, ta, NULL));
+    env_set("CLFORMER_SKINNY_INT", "1");
+    float *a2 = th_download(ta);
+    product(ta, tw[0], tb, ty);
+    ck_assert_int_eq(quantize_launches(), 1);
+    float *y = th_download(ty), *ref = reference(a2, w[0], bias, M, N, K, CLF_ACT_NONE, 1);
+    ck_assert_msg(rel_err(y, ref, M * N) <= 1e-5, "after a norm without blocks: error %g", rel_err(y, ref, M * N));
+    clf__linear_release_x(th_ctx);
+    free(y); free(ref); free(a2); free(a); free(plain);
+  }
+  product(ta, tw[0], tb, ty); /* for th_profiled_expect's recording */
+  for (int t = 0; t < 3; t++) free(w[t]), clf_tensor_destroy(tw[t]);
+  clf_tensor_destroy(tx); clf_tensor_destroy(tr); clf_tensor_destroy(tg); clf_tensor_destroy(tbe);
+  clf_tensor_destroy(tb); clf_tensor_destroy(ta); clf_tensor_destroy(ts); clf_tensor_destroy(ty);
+  free(x); free(r); free(g); free(be); free(bias);
+  th_profiled_expect("skinny_int", NULL, 1);
+  env_set("CLFORMER_SKINNY_INT", NULL);
+}
+END_TEST
+
 /* A bad value of the variable is refused by name when a context reads it. */
 START_TEST(int_env_refused) {
   setenv("CLFORMER_SKINNY_INT", "yes", 1);
@@ -301,6 +365,7 @@ int main(void) {
   tcase_add_test(c, int_matches_reference);
   tcase_add_test(c, int_follows_profile_and_env);
   tcase_add_test(c, int_held_x_quantized_once);
+  tcase_add_test(c, int_norm_makes_blocks);
   tcase_add_test(c, int_env_refused);
   suite_add_tcase(s, c);
   return th_run(s);

@@ -341,16 +341,18 @@ static int int_kind(clf_context *ctx, clf_dtype wt, int in_out, int aligned, siz
  * of another). */
 enum { XQ_Q8_32 = 1 };
 
-void clf__linear_hold_x(clf_context *ctx, const clf_tensor *x) {
-  ctx->x_held.held = 1, ctx->x_held.ready = 0;
-  ctx->x_held.buf = x->buf, ctx->x_held.offset = x->offset;
-}
-
-void clf__linear_release_x(clf_context *ctx) { ctx->x_held.held = ctx->x_held.ready = 0; }
-
 static int x_is_held(const clf_context *ctx, const clf_tensor *x) {
   return ctx->x_held.held && ctx->x_held.buf == x->buf && ctx->x_held.offset == x->offset;
 }
+
+int clf__linear_hold_x(clf_context *ctx, const clf_tensor *x) {
+  if (x_is_held(ctx, x)) return 0;
+  ctx->x_held.held = 1, ctx->x_held.ready = 0;
+  ctx->x_held.buf = x->buf, ctx->x_held.offset = x->offset;
+  return 1;
+}
+
+void clf__linear_release_x(clf_context *ctx) { ctx->x_held.held = ctx->x_held.ready = 0; }
 
 static int x_reused(const clf_context *ctx, const clf_tensor *x, int fmt, size_t M, size_t K) {
   return x_is_held(ctx, x) && ctx->x_held.ready && ctx->x_held.fmt == fmt && ctx->x_held.rows == M &&
@@ -364,6 +366,27 @@ static void x_quantized(clf_context *ctx, const clf_tensor *x, int fmt, size_t M
   ctx->x_held.fmt = fmt, ctx->x_held.rows = M, ctx->x_held.cols = K;
 }
 
+/* The scratch of x's 8-bit blocks: M * K quants, then M * K / 32 (d, sum)
+ * pairs from float *ds_off. */
+static clf_status xq_scratch(clf_context *ctx, size_t M, size_t K, cl_mem *xq, cl_uint *ds_off) {
+  *ds_off = (cl_uint)(M * K / sizeof(float));
+  return clf__scratch(ctx, CLF__SCRATCH_XQ, M * K + 2 * M * (K / 32) * sizeof(float), xq);
+}
+
+clf_status clf__linear_x_slot(clf_context *ctx, const clf_tensor *y, size_t M, size_t K, cl_mem *xq,
+                              cl_uint *ds_off, int *use) {
+  int dot;
+  *use = x_is_held(ctx, y) && !ctx->x_held.ready && K % 32 == 0 && M >= 1 && M <= CLF__SKINNY_MAX_M &&
+         !clf__validating(ctx) && clf__skinny_int_wanted(ctx, M, &dot);
+  return *use ? xq_scratch(ctx, M, K, xq, ds_off) : CLF_OK;
+}
+
+void clf__linear_x_written(clf_context *ctx, const clf_tensor *y, int quantized, size_t M, size_t K) {
+  if (!x_is_held(ctx, y)) return;
+  if (quantized) x_quantized(ctx, y, XQ_Q8_32, M, K);
+  else ctx->x_held.ready = 0;
+}
+
 /* y = act(x W^T + bias) on the integer path: x quantized into the
  * op's scratch slot (int8 quants, then (d, sum) pairs), then one launch of
  * skinny_int or skinny_idot (and bias_act where the plan says). */
@@ -372,7 +395,8 @@ static clf_status run_int(clf_context *ctx, const clf__plan *p, const clf_tensor
                           cl_event *event) {
   const size_t nb = K / 32, tn = p->tile[1], tl = p->tile[2];
   cl_mem xq;
-  clf_status st = clf__scratch(ctx, CLF__SCRATCH_XQ, M * K + 2 * M * nb * sizeof(float), &xq);
+  cl_uint ds_off;
+  clf_status st = xq_scratch(ctx, M, K, &xq, &ds_off);
   if (st != CLF_OK) return st;
   char opts[512];
   /* the packed built-ins are declared for OpenCL C 3.0 only (Intel's CPU
@@ -387,7 +411,7 @@ static clf_status run_int(clf_context *ctx, const clf__plan *p, const clf_tensor
   if (k->max_wg < tl)
     return clf__fail(ctx, CLF_E_UNSUPPORTED, "kernel skinny_int: the device allows %zu work-items of it, not %zu",
                      k->max_wg, tl);
-  cl_uint k32 = (cl_uint)K, n32 = (cl_uint)N, m32 = (cl_uint)M, ds_off = (cl_uint)(M * K / sizeof(float));
+  cl_uint k32 = (cl_uint)K, n32 = (cl_uint)N, m32 = (cl_uint)M;
   if (!x_reused(ctx, x, XQ_Q8_32, M, K)) {
     st = clf__set_args(ctx, kq, 6, CLF__TARG(x), CLF__ARG(xq), CLF__ARG(xq), CLF__ARG(ds_off), CLF__ARG(k32));
     if (st != CLF_OK) return st;

@@ -192,13 +192,27 @@ int clf__skinny_pair(const clf_context *ctx, clf_dtype wt);
  * apply (other types, M out of range, dot without the extension). */
 int clf__skinny_int_wanted(const clf_context *ctx, size_t M, int *dot);
 /* The caller promises that x's values do not change until
- * clf__linear_release_x (nor does its buffer go), so that the integer
+ * clf__linear_release_x (nor does its buffer go) except through an op
+ * that says so (clf__linear_x_written: the norms), so that the integer
  * path quantizes x once for all the products that read it between the two
- * (q, k and v; gate and up) instead of once a product.  One x held at a
- * time; hold again replaces it.  Products of other activations in between
- * are allowed (they quantize theirs as before). */
-void clf__linear_hold_x(clf_context *ctx, const clf_tensor *x);
+ * (q, k and v; gate and up) instead of once a product, or not at all
+ * where the norm that makes x made its blocks.  One x held at a time:
+ * holding another replaces it; holding the same one again keeps its copy
+ * and returns 0 (1: a new hold, which the caller releases).  Products of
+ * other activations in between are allowed (they quantize theirs as
+ * before). */
+int clf__linear_hold_x(clf_context *ctx, const clf_tensor *x);
 void clf__linear_release_x(clf_context *ctx);
+/* For an op that writes y (the norm before a projection): *use 1 when y
+ * is the held x, its copy not made yet, and the integer path is wanted
+ * for [M, K] (K a multiple of 32, M at most CLF__SKINNY_MAX_M); then *xq
+ * is the scratch to write x's 8-bit blocks into, as quantize_q8 does
+ * (quants, then (d, sum) pairs from float *ds_off).  After the write,
+ * clf__linear_x_written says whether the blocks were made (0: y changed
+ * without them, so a copy held for y is stale). */
+clf_status clf__linear_x_slot(clf_context *ctx, const clf_tensor *y, size_t M, size_t K, cl_mem *xq,
+                              cl_uint *ds_off, int *use);
+void clf__linear_x_written(clf_context *ctx, const clf_tensor *y, int quantized, size_t M, size_t K);
 int clf__skinny_int_variant(const clf_context *ctx, clf_dtype wt, size_t M, int dot, char *buf, size_t len);
 /* Whether an [M, K] product with w (where the tiles run) launches
  * skinny_pair: one row, clf__skinny_pair for w's type, and w a buffer of
