@@ -210,7 +210,7 @@ struct clf_context {
   /* An activation the layers above promise not to change while held, and
    * whether its quantized copy in their scratch is made (rows x cols of
    * format fmt): several products of the same x quantize it once (the
-   * linear op's clf__linear_hold_x). */
+   * linear op's hold). */
   struct {
     int held, ready, fmt;
     cl_mem buf;

@@ -377,7 +377,8 @@ clf_status clf__linear_x_slot(clf_context *ctx, const clf_tensor *y, size_t M, s
                               cl_uint *ds_off, int *use) {
   int dot;
   *use = x_is_held(ctx, y) && !ctx->x_held.ready && K % 32 == 0 && M >= 1 && M <= CLF__SKINNY_MAX_M &&
-         !clf__validating(ctx) && clf__skinny_int_wanted(ctx, M, &dot);
+         (clf__validating(ctx) ? clf__variant_validating(ctx, CLF__NORM_Q8)
+                               : clf__skinny_int_wanted(ctx, M, &dot) && !clf_variant_disabled(ctx, CLF__NORM_Q8));
   return *use ? xq_scratch(ctx, M, K, xq, ds_off) : CLF_OK;
 }
 
@@ -385,6 +386,24 @@ void clf__linear_x_written(clf_context *ctx, const clf_tensor *y, int quantized,
   if (!x_is_held(ctx, y)) return;
   if (quantized) x_quantized(ctx, y, XQ_Q8_32, M, K);
   else ctx->x_held.ready = 0;
+}
+
+clf_status clf__linear_x_blocks(clf_context *ctx, const clf_tensor *x, size_t M, size_t K, float *out) {
+  if (!x_is_held(ctx, x) || !ctx->x_held.ready || ctx->x_held.rows != M || ctx->x_held.cols != K || K % 32)
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "clf_linear: no 8-bit copy of that x [%zu, %zu] is held", M, K);
+  const size_t nq = M * K, nd = 2 * M * (K / 32);
+  signed char *q = malloc(nq);
+  float *ds = malloc(nd * sizeof(float));
+  cl_int err = q && ds ? clEnqueueReadBuffer(ctx->queue, ctx->scratch[CLF__SCRATCH_XQ], CL_TRUE, 0, nq, q, 0, NULL,
+                                             NULL)
+                       : CL_OUT_OF_HOST_MEMORY;
+  if (err == CL_SUCCESS)
+    err = clEnqueueReadBuffer(ctx->queue, ctx->scratch[CLF__SCRATCH_XQ], CL_TRUE, nq, nd * sizeof(float), ds, 0, NULL,
+                              NULL);
+  for (size_t i = 0; err == CL_SUCCESS && i < nq; i++) out[i] = (float)q[i] * ds[2 * (i / 32)];
+  free(q);
+  free(ds);
+  return err == CL_SUCCESS ? CLF_OK : clf__fail_cl(ctx, err, "clEnqueueReadBuffer", "clf_linear");
 }
 
 /* y = act(x W^T + bias) on the integer path: x quantized into the

@@ -213,6 +213,13 @@ void clf__linear_release_x(clf_context *ctx);
 clf_status clf__linear_x_slot(clf_context *ctx, const clf_tensor *y, size_t M, size_t K, cl_mem *xq,
                               cl_uint *ds_off, int *use);
 void clf__linear_x_written(clf_context *ctx, const clf_tensor *y, int quantized, size_t M, size_t K);
+/* The variant of the per-row norm that makes those blocks (self-validated;
+ * where it failed, the products quantize x themselves). */
+#define CLF__NORM_Q8 "norm.layer_norm_rows q8"
+/* The held x's 8-bit copy [M, K] read back as floats (quant times its
+ * block's scale) into out, for self-validation; CLF_E_INVALID_ARG when
+ * no copy of x of that shape is held. */
+clf_status clf__linear_x_blocks(clf_context *ctx, const clf_tensor *x, size_t M, size_t K, float *out);
 int clf__skinny_int_variant(const clf_context *ctx, clf_dtype wt, size_t M, int dot, char *buf, size_t len);
 /* Whether an [M, K] product with w (where the tiles run) launches
  * skinny_pair: one row, clf__skinny_pair for w's type, and w a buffer of
