@@ -138,13 +138,42 @@ static clf_status case_norm_q8(clf_context *ctx, const vcase *c, double *err) {
   const int hold = clf__linear_hold_x(ctx, ty);
   clf_status st = clf_layer_norm(ctx, tx, tr, tg, tb, 1e-5f, ts, ty, NULL);
   if (st == CLF_OK) st = clf__linear_x_blocks(ctx, ty, R, D, q);
-  if (hold) clf__linear_release_x(ctx);
+  if (hold) clf__linear_release_x(ctx, ty);
   if (st != CLF_OK) return vw_done(&w, st);
   float *y = vw_download(&w, ty);
   if (!y) return vw_fail(&w);
   clf__ref_layer_norm(x, r, g, b, 1e-5, R, D, rs, ry);
   clf__ref_quantize_q8(y, R, D, rq);
   const double ey = rel_error(y, ry, R * D), eq = rel_error(q, rq, R * D);
+  *err = ey > eq ? ey : eq;
+  return vw_done(&w, CLF_OK);
+}
+
+/* glu that writes the 8-bit blocks of a held y (CLF__GLU_Q8): 3 rows of
+ * F = 96 under SiLU, y against act(gate) * up in double, its blocks
+ * against y quantized by the reference, as case_norm_q8. */
+static clf_status case_glu_q8(clf_context *ctx, const vcase *c, double *err) {
+  enum { R = 3, F = 96 };
+  vwork w = {.ctx = ctx};
+  CLF__UNUSED(c);
+  float *g = vw_rand(&w, R * 2 * F, 9, -4, 4), *q = vw_alloc(&w, R * F * sizeof(float));
+  double *ry = vw_alloc(&w, R * F * sizeof(double)), *rq = vw_alloc(&w, R * F * sizeof(double));
+  if (!g || !q || !ry || !rq) return vw_fail(&w);
+  const size_t sg[2] = {R, 2 * F}, sy[2] = {R, F};
+  clf_tensor *tg = vw_tensor(&w, CLF_F32, 2, sg, g), *ty = vw_tensor(&w, CLF_F32, 2, sy, NULL);
+  if (!tg || !ty) return vw_fail(&w);
+  const int hold = clf__linear_hold_x(ctx, ty);
+  clf_status st = clf_glu(ctx, tg, CLF_ACT_SILU, ty, NULL);
+  if (st == CLF_OK) st = clf__linear_x_blocks(ctx, ty, R, F, q);
+  if (hold) clf__linear_release_x(ctx, ty);
+  if (st != CLF_OK) return vw_done(&w, st);
+  float *y = vw_download(&w, ty);
+  if (!y) return vw_fail(&w);
+  for (size_t r = 0; r < R; r++)
+    for (size_t f = 0; f < F; f++)
+      ry[r * F + f] = clf__ref_act(CLF_ACT_SILU, g[r * 2 * F + f]) * g[r * 2 * F + F + f];
+  clf__ref_quantize_q8(y, R, F, rq);
+  const double ey = rel_error(y, ry, R * F), eq = rel_error(q, rq, R * F);
   *err = ey > eq ? ey : eq;
   return vw_done(&w, CLF_OK);
 }
@@ -458,12 +487,14 @@ static void add_case(vcase *list, size_t *n, size_t cap, const char *name, case_
 
 #define MAX_CASES 96
 
-/* Tolerances of max |dev - ref| / max(1, max |ref|), as the op tests use. */
+/* Tolerances of max |dev - ref| / max(1, max |ref|), as the op tests use
+ * (long: one list of every variant, a line or a loop each). */
 static size_t list_cases(clf_context *ctx, vcase *list) {
   size_t n = 0;
   add_case(list, &n, MAX_CASES, "norm.layer_norm", case_norm, 0, 0, 0, 0, 2e-5);
   add_case(list, &n, MAX_CASES, "norm.layer_norm_rows", case_norm, 0, 0, 0, 0, 2e-5);
   if (ctx->caps.is_cpu) add_case(list, &n, MAX_CASES, CLF__NORM_Q8, case_norm_q8, 0, 0, 0, 0, 2e-5);
+  add_case(list, &n, MAX_CASES, CLF__GLU_Q8, case_glu_q8, 0, 0, 0, 0, 1e-5);
   /* Variants that need a device feature: listed only where the device
    * (as the context's limits leave it) has it, and used only where they
    * pass. */

@@ -132,7 +132,7 @@ clf_status clf__linear_run(clf_context *ctx, const clf_tensor *x, const clf__lin
     clf_tensor_destroy(view);
     col += n;
   }
-  if (hold) clf__linear_release_x(ctx);
+  if (hold) clf__linear_release_x(ctx, x);
   return st;
 }
 
@@ -202,10 +202,15 @@ clf_status clf__mlp_forward(clf_context *ctx, const clf__mlp *m, const clf_tenso
     return clf_linear(ctx, hid, m->fc2.w, m->fc2.layout, b2, CLF_ACT_NONE, y, NULL);
   }
   if ((st = clf__ws_get(ctx, ws, CLF__WS_GLU, CLF_F32, 3, (size_t[]){B, L, F / 2}, &glu)) != CLF_OK ||
-      (st = clf__linear_run(ctx, x, &m->fc1, CLF_ACT_NONE, ws, hid)) != CLF_OK ||
-      (st = clf_glu(ctx, hid, m->act, glu, NULL)) != CLF_OK)
+      (st = clf__linear_run(ctx, x, &m->fc1, CLF_ACT_NONE, ws, hid)) != CLF_OK)
     return st;
-  return clf_linear(ctx, glu, m->fc2.w, m->fc2.layout, b2, CLF_ACT_NONE, y, NULL);
+  /* glu held from the op that writes it to down_proj, which reads its
+   * 8-bit blocks on the integer path */
+  const int hold = clf__linear_hold_x(ctx, glu);
+  st = clf_glu(ctx, hid, m->act, glu, NULL);
+  if (st == CLF_OK) st = clf_linear(ctx, glu, m->fc2.w, m->fc2.layout, b2, CLF_ACT_NONE, y, NULL);
+  if (hold) clf__linear_release_x(ctx, glu);
+  return st;
 }
 
 clf_status clf__ln_apply(clf_context *ctx, const clf__ln *ln, const clf_tensor *x, const clf_tensor *res,
@@ -248,7 +253,7 @@ clf_status clf__layer_forward(clf_context *ctx, const clf__layer *l, int pre_ln,
     st = clf__ln_apply(ctx, &l->ln_mlp, h, f, fb, h, a);
     fb = NULL;
     if (st == CLF_OK) st = clf__mlp_forward(ctx, &l->mlp, a, ws, f, l->post_mlp.g ? NULL : &fb);
-    if (hold) clf__linear_release_x(ctx);
+    if (hold) clf__linear_release_x(ctx, a);
     if (st != CLF_OK || (l->post_mlp.g && (st = clf__ln_apply(ctx, &l->post_mlp, f, NULL, NULL, NULL, f)) != CLF_OK))
       return st;
     return clf__ln_apply(ctx, next_ln, h, f, fb, h, a);

@@ -236,6 +236,6 @@ clf_status clf__decoder_stack(clf_model *m, const clf__layer *layers, size_t n, 
     const clf__ln *next = i + 1 < n ? &layers[i + 1].ln_self : final;
     st = clf__layer_forward(m->ctx, &layers[i], 1, next, h, a, &io, d->ws);
   }
-  if (hold) clf__linear_release_x(m->ctx);
+  if (hold) clf__linear_release_x(m->ctx, a);
   return st;
 }

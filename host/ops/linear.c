@@ -341,28 +341,41 @@ static int int_kind(clf_context *ctx, clf_dtype wt, int in_out, int aligned, siz
  * of another). */
 enum { XQ_Q8_32 = 1 };
 
+/* x's index among the held activations, or -1. */
 static int x_is_held(const clf_context *ctx, const clf_tensor *x) {
-  return ctx->x_held.held && ctx->x_held.buf == x->buf && ctx->x_held.offset == x->offset;
+  for (int i = 0; i < ctx->x_held.n; i++)
+    if (ctx->x_held.buf[i] == x->buf && ctx->x_held.offset[i] == x->offset) return i;
+  return -1;
 }
 
 int clf__linear_hold_x(clf_context *ctx, const clf_tensor *x) {
-  if (x_is_held(ctx, x)) return 0;
-  ctx->x_held.held = 1, ctx->x_held.ready = 0;
-  ctx->x_held.buf = x->buf, ctx->x_held.offset = x->offset;
+  const int n = ctx->x_held.n;
+  if (x_is_held(ctx, x) >= 0 || n == (int)CLF__ARRAY_LEN(ctx->x_held.buf)) return 0;
+  ctx->x_held.buf[n] = x->buf, ctx->x_held.offset[n] = x->offset;
+  ctx->x_held.n = n + 1;
   return 1;
 }
 
-void clf__linear_release_x(clf_context *ctx) { ctx->x_held.held = ctx->x_held.ready = 0; }
+void clf__linear_release_x(clf_context *ctx, const clf_tensor *x) {
+  const int i = x_is_held(ctx, x), last = ctx->x_held.n - 1;
+  if (i < 0) return;
+  if (ctx->x_held.ready == i + 1) ctx->x_held.ready = 0;
+  if (ctx->x_held.ready == last + 1) ctx->x_held.ready = i + 1; /* the last one moves to i */
+  ctx->x_held.buf[i] = ctx->x_held.buf[last], ctx->x_held.offset[i] = ctx->x_held.offset[last];
+  ctx->x_held.n = last;
+}
 
+/* Whether the scratch holds x's copy (held, of that format and shape). */
 static int x_reused(const clf_context *ctx, const clf_tensor *x, int fmt, size_t M, size_t K) {
-  return x_is_held(ctx, x) && ctx->x_held.ready && ctx->x_held.fmt == fmt && ctx->x_held.rows == M &&
+  const int i = x_is_held(ctx, x);
+  return i >= 0 && ctx->x_held.ready == i + 1 && ctx->x_held.fmt == fmt && ctx->x_held.rows == M &&
          ctx->x_held.cols == K;
 }
 
 /* After a quantization into the slot: the held x's copy is there, any
  * other x's replaced it. */
 static void x_quantized(clf_context *ctx, const clf_tensor *x, int fmt, size_t M, size_t K) {
-  ctx->x_held.ready = x_is_held(ctx, x);
+  ctx->x_held.ready = x_is_held(ctx, x) + 1;
   ctx->x_held.fmt = fmt, ctx->x_held.rows = M, ctx->x_held.cols = K;
 }
 
@@ -373,23 +386,24 @@ static clf_status xq_scratch(clf_context *ctx, size_t M, size_t K, cl_mem *xq, c
   return clf__scratch(ctx, CLF__SCRATCH_XQ, M * K + 2 * M * (K / 32) * sizeof(float), xq);
 }
 
-clf_status clf__linear_x_slot(clf_context *ctx, const clf_tensor *y, size_t M, size_t K, cl_mem *xq,
-                              cl_uint *ds_off, int *use) {
+clf_status clf__linear_x_slot(clf_context *ctx, const char *variant, const clf_tensor *y, size_t M, size_t K,
+                              cl_mem *xq, cl_uint *ds_off, int *use) {
   int dot;
-  *use = x_is_held(ctx, y) && !ctx->x_held.ready && K % 32 == 0 && M >= 1 && M <= CLF__SKINNY_MAX_M &&
-         (clf__validating(ctx) ? clf__variant_validating(ctx, CLF__NORM_Q8)
-                               : clf__skinny_int_wanted(ctx, M, &dot) && !clf_variant_disabled(ctx, CLF__NORM_Q8));
+  const int i = x_is_held(ctx, y);
+  *use = i >= 0 && ctx->x_held.ready != i + 1 && K % 32 == 0 && M >= 1 && M <= CLF__SKINNY_MAX_M &&
+         (clf__validating(ctx) ? clf__variant_validating(ctx, variant)
+                               : clf__skinny_int_wanted(ctx, M, &dot) && !clf_variant_disabled(ctx, variant));
   return *use ? xq_scratch(ctx, M, K, xq, ds_off) : CLF_OK;
 }
 
 void clf__linear_x_written(clf_context *ctx, const clf_tensor *y, int quantized, size_t M, size_t K) {
-  if (!x_is_held(ctx, y)) return;
+  const int i = x_is_held(ctx, y);
   if (quantized) x_quantized(ctx, y, XQ_Q8_32, M, K);
-  else ctx->x_held.ready = 0;
+  else if (i >= 0 && ctx->x_held.ready == i + 1) ctx->x_held.ready = 0;
 }
 
 clf_status clf__linear_x_blocks(clf_context *ctx, const clf_tensor *x, size_t M, size_t K, float *out) {
-  if (!x_is_held(ctx, x) || !ctx->x_held.ready || ctx->x_held.rows != M || ctx->x_held.cols != K || K % 32)
+  if (!x_reused(ctx, x, XQ_Q8_32, M, K))
     return clf__fail(ctx, CLF_E_INVALID_ARG, "clf_linear: no 8-bit copy of that x [%zu, %zu] is held", M, K);
   const size_t nq = M * K, nd = 2 * M * (K / 32);
   signed char *q = malloc(nq);

@@ -62,7 +62,7 @@ static clf_status norm_launch(clf_context *ctx, const char *op, const clf_tensor
   cl_mem xq = NULL;
   cl_uint ds_off = 0;
   int q8 = 0;
-  if (per_row && (st = clf__linear_x_slot(ctx, y, nrows, D, &xq, &ds_off, &q8)) != CLF_OK) return st;
+  if (per_row && (st = clf__linear_x_slot(ctx, CLF__NORM_Q8, y, nrows, D, &xq, &ds_off, &q8)) != CLF_OK) return st;
   clf__kernel *k;
   if ((st = clf__get_kernel(ctx, "norm", q8 ? "-DNORM_Q8=1" : !per_row && sg ? "-DCLF_USE_SUBGROUPS=1" : NULL,
                             per_row ? "layer_norm_rows" : sg ? "layer_norm_sg" : "layer_norm", &k)) != CLF_OK)
