@@ -334,11 +334,13 @@ static int int_kind(clf_context *ctx, clf_dtype wt, int in_out, int aligned, siz
   return clf_variant_disabled(ctx, pn) ? -1 : 0;
 }
 
-/* x quantized once for several products (clf__linear_hold_x): the
- * formats of the quantized copy in CLF__SCRATCH_XQ, and whether the one
- * there is x's.  Without it SmolLM2's decode launched quantize_q8 seven
- * times a layer for four distinct activations (q, k, v of one, gate and up
- * of another). */
+/* x quantized once for several products (clf__linear_hold_x), or by the
+ * op that wrote it (the norm, glu): the formats of the quantized copy in
+ * CLF__SCRATCH_XQ, and which held x's copy is there.  Without it every
+ * product launched quantize_q8: where q, k, v (or gate, up) are separate
+ * weights, three times the same x; SmolLM2's Q4_1 file, whose are fused,
+ * four launches a layer for four activations (515 launches a token
+ * against the float path's 394; 425 with the norm's and glu's blocks). */
 enum { XQ_Q8_32 = 1 };
 
 /* x's index among the held activations, or -1. */
