@@ -157,3 +157,29 @@ inline float4 clf_act4(float4 x, int act) {
     default: return x;
   }
 }
+
+/* x's block of 32 (v[0..3]) quantized as the integer path of the linear
+ * op reads it (issue 42): q[0..31] = rint(v / d) in int8 with d = max|v| /
+ * 127 (0 for an all-zero block: quants 0), ds[0] = d, ds[1] = the quants'
+ * sum as a float; the operations of ggml's quantize_row_q8_1 (1 / d, then
+ * a multiply), rounded to nearest even.  Here because two kernels make
+ * these blocks, linear.cl's quantize_q8 and norm.cl's layer_norm_rows
+ * built with NORM_Q8, and the tests' reference (clf__ref_quantize_q8)
+ * repeats exactly these operations. */
+inline void clf_q8_block(const float8 *v, __global char *q, __global float *ds) {
+  float8 a = fabs(v[0]);
+  for (uint i = 1; i < 4; i++) a = fmax(a, fabs(v[i]));
+  float t[8]; /* through memory: Oclgrind 21.10 crashes extracting a vector's element */
+  vstore8(a, 0, t);
+  float amax = 0.0f;
+  for (uint i = 0; i < 8; i++) amax = fmax(amax, t[i]);
+  const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+  float8 sum = (float8)(0.0f);
+  for (uint i = 0; i < 4; i++) {
+    const int8 qi = convert_int8_sat_rte(v[i] * id);
+    vstore8(convert_char8_sat(qi), i, q);
+    sum += convert_float8(qi);
+  }
+  ds[0] = d;
+  ds[1] = dot(sum.lo + sum.hi, (float4)(1.0f));
+}

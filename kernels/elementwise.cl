@@ -54,6 +54,26 @@ __kernel void glu(__global const float *g, uint g_off, int act,
   }
 }
 
+/* glu, and y's 8-bit blocks of 32 for the integer product that reads it
+ * (down_proj), as linear.cl's quantize_q8 makes them (common.cl's
+ * clf_q8_block), in the one launch: a work-item a block, F a multiple of
+ * 32 (the host checks).  global (rows * F / 32). */
+__kernel void glu_q8(__global const float *g, uint g_off, int act, __global float *y, uint y_off, uint rows, uint F,
+                     __global char *q, __global float *ds, uint ds_off) {
+  const uint b = get_global_id(0), nb = F / 32;
+  if (b >= rows * nb) return;
+  const uint r = b / nb, c = b - r * nb;
+  __global const float *gr = g + g_off + (size_t)r * 2 * F + 32 * c;
+  float8 v[4];
+  for (uint i = 0; i < 4; i++) {
+    const float4 lo = clf_act4(vload4(2 * i, gr), act) * vload4(2 * i, gr + F);
+    const float4 hi = clf_act4(vload4(2 * i + 1, gr), act) * vload4(2 * i + 1, gr + F);
+    v[i] = (float8)(lo, hi);
+    vstore8(v[i], 0, y + y_off + (size_t)b * 32 + 8 * i);
+  }
+  clf_q8_block(v, q + (size_t)b * 32, ds + ds_off + 2 * (size_t)b);
+}
+
 /* y = alpha * x over n elements. */
 __kernel void scale(__global const float *x, uint x_off, float alpha,
                     __global float *y, uint y_off, uint n) {

@@ -592,26 +592,8 @@ __kernel void quantize_q8(__global const float *x, uint x_off, __global char *q,
   const size_t blk = (size_t)m * nb + b;
   __global const float *xp = x + x_off + blk * 32;
   float8 v[4];
-  float8 a = (float8)(0.0f);
-  _Pragma("unroll") for (uint i = 0; i < 4; i++) {
-    v[i] = vload8(i, xp);
-    a = fmax(a, fabs(v[i]));
-  }
-  float t[8]; /* through memory: Oclgrind 21.10 crashes extracting a vector's element */
-  vstore8(a, 0, t);
-  float amax = 0.0f;
-  _Pragma("unroll") for (uint i = 0; i < 8; i++) amax = fmax(amax, t[i]);
-  /* the operations of ggml's quantize_row_q8_1 (1 / d, then a multiply),
-   * rounded to nearest even: the tests' reference repeats them in f32 */
-  const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-  float8 sum = (float8)(0.0f);
-  _Pragma("unroll") for (uint i = 0; i < 4; i++) {
-    const int8 qi = convert_int8_sat_rte(v[i] * id);
-    vstore8(convert_char8_sat(qi), i, q + blk * 32);
-    sum += convert_float8(qi);
-  }
-  ds[ds_off + 2 * blk] = d;
-  ds[ds_off + 2 * blk + 1] = sum8(sum);
+  _Pragma("unroll") for (uint i = 0; i < 4; i++) v[i] = vload8(i, xp);
+  clf_q8_block(v, q + blk * 32, ds + ds_off + 2 * blk); /* common.cl */
 }
 
 /* skinny_int: y [M, N] = act(x [M, K] W^T + bias), M <= MMAX <= 8, for the

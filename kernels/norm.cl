@@ -110,7 +110,11 @@ __kernel void layer_norm_rows(__global const float *x, uint x_off,
                               __global const float *beta, uint b_off, int has_beta,
                               __global float *sum_out, uint s_off, int has_sum,
                               __global float *y, uint y_off,
-                              uint D, float eps, int rms, uint rows) {
+                              uint D, float eps, int rms, uint rows
+#if NORM_Q8
+                              , __global char *q, __global float *ds, uint ds_off
+#endif
+                              ) {
   const uint row = get_global_id(0);
   if (row >= rows) return;
   const size_t base = (size_t)row * D;
@@ -140,6 +144,25 @@ __kernel void layer_norm_rows(__global const float *x, uint x_off,
     t = fma(c, c, t);
   }
   const float rstd = rsqrt((clf_sum8(a) + t) / (float)D + eps);
+#if NORM_Q8
+  /* y also quantized to 8-bit blocks of 32 for the integer products that
+   * read it (D a multiple of 32, as the host checks): the blocks the
+   * linear op's quantize_q8 would make from y, without its launch */
+  q += (size_t)row * D;
+  ds += ds_off + (size_t)row * (D / 32) * 2;
+  for (uint c = 0; c < D / 32; c++) {
+    float8 v[4];
+    for (uint i = 0; i < 4; i++) {
+      const uint d = 4 * c + i;
+      const float8 s = clf_ln_in8(x, r, has_res, rb, has_rb, d);
+      if (has_sum) vstore8(s, d, sum_out);
+      v[i] = (s - mean) * rstd * vload8(d, gamma) + (has_beta ? vload8(d, beta) : (float8)(0.0f));
+      vstore8(v[i], d, y);
+    }
+    clf_q8_block(v, q + 32 * c, ds + 2 * c);
+  }
+  return;
+#endif
   for (uint d = 0; d < D8; d++) {
     const float8 s = clf_ln_in8(x, r, has_res, rb, has_rb, d);
     if (has_sum) vstore8(s, d, sum_out);

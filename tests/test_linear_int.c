@@ -214,6 +214,194 @@ START_TEST(int_follows_profile_and_env) {
 }
 END_TEST
 
+/* The quantize_q8 launches of a recording, stopping it (then recording
+ * again, for th_profiled_expect). */
+static unsigned long quantize_launches(void) {
+  clf_profile_entry e[64];
+  size_t n = 0;
+  TH_OK(clf_profile_stop(th_ctx, e, 64, &n, NULL));
+  unsigned long c = 0;
+  for (size_t i = 0; i < n && i < 64; i++)
+    if (strcmp(e[i].op, "quantize_q8") == 0) c = e[i].count;
+  TH_OK(clf_profile_start(th_ctx));
+  return c;
+}
+
+static void product(const clf_tensor *tx, const clf_tensor *tw, const clf_tensor *tb, clf_tensor *ty) {
+  TH_OK(clf_linear(th_ctx, tx, tw, CLF_WEIGHT_OUT_IN, tb, CLF_ACT_NONE, ty, NULL));
+}
+
+/* x held (clf__linear_hold_x, as the decoder's q, k, v and gate, up do):
+ * three products of it with weights of three types launch quantize_q8
+ * once, and a product of another x in between (which takes the scratch)
+ * makes the next product of the held x quantize it again: 3 launches for
+ * 4 products; each result within the first test's 1e-5 of its reference.
+ * After release, x rewritten in place (same buffer, same offset) is
+ * quantized afresh: a stale copy would answer the old x's product, 1e-1
+ * off here. */
+START_TEST(int_held_x_quantized_once) {
+  env_set("CLFORMER_SKINNY_INT", "1");
+  th_profiled_begin(NULL); /* th_ctx: a context that records */
+  const size_t M = 2, N = 24, K = 96;
+  float *w[3], *x = th_rand(M * K, 11, -2, 2), *x2 = th_rand(M * K, 12, -2, 2), *bias = th_rand(N, 13, -1, 1);
+  clf_tensor *tw[3];
+  for (int t = 0; t < 3; t++) tw[t] = make_weight(int_types[t], N, K, (uint32_t)(300 + t), &w[t]);
+  clf_tensor *tx = th_tensor(CLF_F32, 2, TH_SHAPE(M, K), x), *tx2 = th_tensor(CLF_F32, 2, TH_SHAPE(M, K), x2);
+  clf_tensor *tb = th_tensor(CLF_F32, 1, TH_SHAPE(N), bias), *ty[4];
+  for (int i = 0; i < 4; i++) ty[i] = th_empty(CLF_F32, 2, TH_SHAPE(M, N));
+  clf__linear_hold_x(th_ctx, tx);
+  product(tx, tw[0], tb, ty[0]);
+  product(tx, tw[1], tb, ty[1]);
+  product(tx2, tw[0], tb, ty[3]); /* another x: the scratch is its now */
+  product(tx, tw[2], tb, ty[2]);
+  clf__linear_release_x(th_ctx, tx);
+  ck_assert_int_eq(quantize_launches(), 3);
+  for (int t = 0; t < 4; t++) {
+    float *y = th_download(ty[t]), *ref = reference(t == 3 ? x2 : x, w[t == 3 ? 0 : t], bias, M, N, K,
+                                                    CLF_ACT_NONE, 1);
+    const double err = rel_err(y, ref, M * N);
+    ck_assert_msg(err <= 1e-5, "product %d of the held x: error %g > 1e-5", t, err);
+    free(y); free(ref);
+  }
+  /* held again, one product; released; x rewritten in place; held again */
+  clf__linear_hold_x(th_ctx, tx);
+  product(tx, tw[0], tb, ty[0]);
+  clf__linear_release_x(th_ctx, tx);
+  TH_OK(clf_tensor_upload(th_ctx, tx, x2, M * K * sizeof(float)));
+  clf__linear_hold_x(th_ctx, tx);
+  product(tx, tw[1], tb, ty[1]);
+  clf__linear_release_x(th_ctx, tx);
+  ck_assert_int_eq(quantize_launches(), 2);
+  float *y = th_download(ty[1]), *ref = reference(x2, w[1], bias, M, N, K, CLF_ACT_NONE, 1);
+  ck_assert_msg(rel_err(y, ref, M * N) <= 1e-5, "x rewritten after release: error %g", rel_err(y, ref, M * N));
+  free(y); free(ref);
+  product(tx, tw[0], tb, ty[0]); /* for th_profiled_expect's recording */
+  for (int t = 0; t < 3; t++) free(w[t]), clf_tensor_destroy(tw[t]);
+  for (int i = 0; i < 4; i++) clf_tensor_destroy(ty[i]);
+  clf_tensor_destroy(tx); clf_tensor_destroy(tx2); clf_tensor_destroy(tb);
+  free(x); free(x2); free(bias);
+  th_profiled_expect("skinny_int", NULL, 1);
+  env_set("CLFORMER_SKINNY_INT", NULL);
+}
+END_TEST
+
+/* The per-row norm that writes a held x writes its 8-bit blocks too
+ * (norm.cl's layer_norm_rows built with NORM_Q8): RMSNorm and LayerNorm
+ * (with a residual and its sum) of 3 rows of 96, then products of their
+ * outputs with each type launch no quantize_q8, each within 1e-5 of the
+ * reference made from the norm's downloaded output (the first test's
+ * tolerance: the blocks are the ones quantize_q8 makes from it), and that
+ * output within 1e-6 of the same norm run unheld.  A norm that writes the
+ * held x without its blocks (the integer path off while it runs) leaves no
+ * stale copy: the next product quantizes (1 launch) and matches the new
+ * output.  Only where the norm runs per row (CPU devices). */
+START_TEST(int_norm_makes_blocks) {
+  if (!th_ctx->caps.is_cpu) return;
+  env_set("CLFORMER_SKINNY_INT", "1");
+  th_profiled_begin(NULL);
+  const size_t M = 3, N = 24, K = 96;
+  float *w[3], *x = th_rand(M * K, 21, -2, 2), *r = th_rand(M * K, 22, -1, 1), *g = th_rand(K, 23, 0.5f, 1.5f);
+  float *be = th_rand(K, 24, -0.5f, 0.5f), *bias = th_rand(N, 25, -1, 1);
+  clf_tensor *tw[3];
+  for (int t = 0; t < 3; t++) tw[t] = make_weight(int_types[t], N, K, (uint32_t)(400 + t), &w[t]);
+  clf_tensor *tx = th_tensor(CLF_F32, 2, TH_SHAPE(M, K), x), *tr = th_tensor(CLF_F32, 2, TH_SHAPE(M, K), r);
+  clf_tensor *tg = th_tensor(CLF_F32, 1, TH_SHAPE(K), g), *tbe = th_tensor(CLF_F32, 1, TH_SHAPE(K), be);
+  clf_tensor *tb = th_tensor(CLF_F32, 1, TH_SHAPE(N), bias), *ta = th_empty(CLF_F32, 2, TH_SHAPE(M, K));
+  clf_tensor *ts = th_empty(CLF_F32, 2, TH_SHAPE(M, K)), *ty = th_empty(CLF_F32, 2, TH_SHAPE(M, N));
+  for (int layer = 0; layer < 2; layer++) {
+    TH_OK(layer ? clf_layer_norm(th_ctx, tx, tr, tg, tbe, 1e-5f, ts, ta, NULL)
+                : clf_rms_norm(th_ctx, tx, NULL, tg, 1e-6f, NULL, ta, NULL));
+    float *plain = th_download(ta);
+    ck_assert(clf__linear_hold_x(th_ctx, ta));
+    TH_OK(layer ? clf_layer_norm(th_ctx, tx, tr, tg, tbe, 1e-5f, ts, ta, NULL)
+                : clf_rms_norm(th_ctx, tx, NULL, tg, 1e-6f, NULL, ta, NULL));
+    float *a = th_download(ta);
+    ck_assert_msg(rel_err(a, plain, M * K) <= 1e-6, "norm %d: the output with blocks is %g off the plain one",
+                  layer, rel_err(a, plain, M * K));
+    (void)quantize_launches(); /* a new recording */
+    for (int t = 0; t < 3; t++) {
+      product(ta, tw[t], tb, ty);
+      float *y = th_download(ty), *ref = reference(a, w[t], bias, M, N, K, CLF_ACT_NONE, 1);
+      ck_assert_msg(rel_err(y, ref, M * N) <= 1e-5, "norm %d, %s: error %g > 1e-5", layer,
+                    clf_dtype_name(int_types[t]), rel_err(y, ref, M * N));
+      free(y); free(ref);
+    }
+    ck_assert_int_eq(quantize_launches(), 0);
+    /* the norm again, over the residual as x, the integer path off */
+    env_set("CLFORMER_SKINNY_INT", "0");
+    TH_OK(clf_rms_norm(th_ctx, tr, NULL, tg, 1e-6f, NULL, ta, NULL));
+    env_set("CLFORMER_SKINNY_INT", "1");
+    float *a2 = th_download(ta);
+    product(ta, tw[0], tb, ty);
+    ck_assert_int_eq(quantize_launches(), 1);
+    float *y = th_download(ty), *ref = reference(a2, w[0], bias, M, N, K, CLF_ACT_NONE, 1);
+    ck_assert_msg(rel_err(y, ref, M * N) <= 1e-5, "after a norm without blocks: error %g", rel_err(y, ref, M * N));
+    clf__linear_release_x(th_ctx, ta);
+    free(y); free(ref); free(a2); free(a); free(plain);
+  }
+  product(ta, tw[0], tb, ty); /* for th_profiled_expect's recording */
+  for (int t = 0; t < 3; t++) free(w[t]), clf_tensor_destroy(tw[t]);
+  clf_tensor_destroy(tx); clf_tensor_destroy(tr); clf_tensor_destroy(tg); clf_tensor_destroy(tbe);
+  clf_tensor_destroy(tb); clf_tensor_destroy(ta); clf_tensor_destroy(ts); clf_tensor_destroy(ty);
+  free(x); free(r); free(g); free(be); free(bias);
+  th_profiled_expect("skinny_int", NULL, 1);
+  env_set("CLFORMER_SKINNY_INT", NULL);
+}
+END_TEST
+
+/* glu writes the blocks of a held output (elementwise.cl's glu_q8), held
+ * inside another hold as the decoder's MLP holds it inside the layer's:
+ * products of it launch no quantize_q8 and are within 1e-5 of the
+ * reference made from the downloaded output; glu's output within 1e-6 of
+ * the plain glu's.  Releasing the inner hold keeps the outer one (holding
+ * it again is no new hold), and the outer x's copy is gone (the scratch
+ * took glu's): its next product quantizes, once. */
+START_TEST(int_glu_makes_blocks) {
+  env_set("CLFORMER_SKINNY_INT", "1");
+  th_profiled_begin(NULL);
+  const size_t M = 2, N = 24, F = 96;
+  float *w[3], *g = th_rand(M * 2 * F, 31, -4, 4), *x = th_rand(M * F, 32, -2, 2), *bias = th_rand(N, 33, -1, 1);
+  clf_tensor *tw[3];
+  for (int t = 0; t < 3; t++) tw[t] = make_weight(int_types[t], N, F, (uint32_t)(500 + t), &w[t]);
+  clf_tensor *tg = th_tensor(CLF_F32, 2, TH_SHAPE(M, 2 * F), g), *tx = th_tensor(CLF_F32, 2, TH_SHAPE(M, F), x);
+  clf_tensor *tb = th_tensor(CLF_F32, 1, TH_SHAPE(N), bias), *tu = th_empty(CLF_F32, 2, TH_SHAPE(M, F));
+  clf_tensor *ty = th_empty(CLF_F32, 2, TH_SHAPE(M, N));
+  TH_OK(clf_glu(th_ctx, tg, CLF_ACT_SILU, tu, NULL));
+  float *plain = th_download(tu);
+  ck_assert(clf__linear_hold_x(th_ctx, tx));
+  product(tx, tw[0], tb, ty); /* the outer x's copy made */
+  ck_assert(clf__linear_hold_x(th_ctx, tu));
+  (void)quantize_launches();
+  TH_OK(clf_glu(th_ctx, tg, CLF_ACT_SILU, tu, NULL));
+  float *u = th_download(tu);
+  ck_assert_msg(rel_err(u, plain, M * F) <= 1e-6, "glu with blocks %g off the plain one", rel_err(u, plain, M * F));
+  for (int t = 0; t < 3; t++) {
+    product(tu, tw[t], tb, ty);
+    float *y = th_download(ty), *ref = reference(u, w[t], bias, M, N, F, CLF_ACT_NONE, 1);
+    ck_assert_msg(rel_err(y, ref, M * N) <= 1e-5, "glu, %s: error %g > 1e-5", clf_dtype_name(int_types[t]),
+                  rel_err(y, ref, M * N));
+    free(y); free(ref);
+  }
+  ck_assert_int_eq(quantize_launches(), 0);
+  clf__linear_release_x(th_ctx, tu);
+  ck_assert(!clf__linear_hold_x(th_ctx, tx)); /* still held */
+  product(tx, tw[1], tb, ty);
+  product(tx, tw[2], tb, ty);
+  ck_assert_int_eq(quantize_launches(), 1);
+  float *y = th_download(ty), *ref = reference(x, w[2], bias, M, N, F, CLF_ACT_NONE, 1);
+  ck_assert_msg(rel_err(y, ref, M * N) <= 1e-5, "the outer x after glu's: error %g", rel_err(y, ref, M * N));
+  free(y); free(ref);
+  clf__linear_release_x(th_ctx, tx);
+  product(tx, tw[0], tb, ty); /* for th_profiled_expect's recording */
+  for (int t = 0; t < 3; t++) free(w[t]), clf_tensor_destroy(tw[t]);
+  clf_tensor_destroy(tg); clf_tensor_destroy(tx); clf_tensor_destroy(tb); clf_tensor_destroy(tu);
+  clf_tensor_destroy(ty);
+  free(g); free(x); free(bias); free(u); free(plain);
+  th_profiled_expect("skinny_int", NULL, 1);
+  env_set("CLFORMER_SKINNY_INT", NULL);
+}
+END_TEST
+
 /* A bad value of the variable is refused by name when a context reads it. */
 START_TEST(int_env_refused) {
   setenv("CLFORMER_SKINNY_INT", "yes", 1);
@@ -229,6 +417,9 @@ int main(void) {
   TCase *c = tcase_create("core");
   tcase_add_test(c, int_matches_reference);
   tcase_add_test(c, int_follows_profile_and_env);
+  tcase_add_test(c, int_held_x_quantized_once);
+  tcase_add_test(c, int_norm_makes_blocks);
+  tcase_add_test(c, int_glu_makes_blocks);
   tcase_add_test(c, int_env_refused);
   suite_add_tcase(s, c);
   return th_run(s);

@@ -207,6 +207,16 @@ struct clf_context {
 
   cl_mem scratch[CLF__SCRATCH_COUNT];
   size_t scratch_bytes[CLF__SCRATCH_COUNT];
+  /* Activations the layers above promise not to change while held (at
+   * most 4, nested: a layer's input and its MLP's glu), and which one's
+   * quantized copy their scratch holds (ready: its index + 1, 0: none;
+   * rows x cols of format fmt): several products of the same x quantize
+   * it once (the linear op's hold). */
+  struct {
+    int n, ready, fmt;
+    cl_mem buf[4];
+    size_t offset[4], rows, cols;
+  } x_held;
 
   clf__env env; /* the environment's overrides, read at creation */
   clf__plan plans[CLF__PLAN_SLOTS]; /* kernel plans by key (plan.c) */

@@ -115,6 +115,69 @@ static clf_status case_norm(clf_context *ctx, const vcase *c, double *err) {
   return vw_done(&w, CLF_OK);
 }
 
+/* The per-row norm that writes the 8-bit blocks of a held x
+ * (CLF__NORM_Q8): LayerNorm of 5 rows of 96 with a residual, its output
+ * against the reference as case_norm's, and its blocks (read back as
+ * quant times scale) against that output quantized by the reference
+ * (clf__ref_quantize_q8): the same f32 operations, so equal but for a
+ * rounding tie. */
+static clf_status case_norm_q8(clf_context *ctx, const vcase *c, double *err) {
+  enum { R = 5, D = 96 };
+  vwork w = {.ctx = ctx};
+  CLF__UNUSED(c);
+  float *x = vw_rand(&w, R * D, 5, -3, 5), *r = vw_rand(&w, R * D, 6, -1, 1), *q = vw_alloc(&w, R * D * 4);
+  float *g = vw_rand(&w, D, 7, 0.5f, 1.5f), *b = vw_rand(&w, D, 8, -0.5f, 0.5f);
+  double *ry = vw_alloc(&w, 2 * R * D * sizeof(double)), *rs = ry ? ry + R * D : NULL;
+  double *rq = vw_alloc(&w, R * D * sizeof(double));
+  if (!x || !r || !q || !g || !b || !ry || !rq) return vw_fail(&w);
+  const size_t sh[2] = {R, D}, sg[1] = {D};
+  clf_tensor *tx = vw_tensor(&w, CLF_F32, 2, sh, x), *tr = vw_tensor(&w, CLF_F32, 2, sh, r);
+  clf_tensor *tg = vw_tensor(&w, CLF_F32, 1, sg, g), *tb = vw_tensor(&w, CLF_F32, 1, sg, b);
+  clf_tensor *ts = vw_tensor(&w, CLF_F32, 2, sh, NULL), *ty = vw_tensor(&w, CLF_F32, 2, sh, NULL);
+  if (!tx || !tr || !tg || !tb || !ts || !ty) return vw_fail(&w);
+  const int hold = clf__linear_hold_x(ctx, ty);
+  clf_status st = clf_layer_norm(ctx, tx, tr, tg, tb, 1e-5f, ts, ty, NULL);
+  if (st == CLF_OK) st = clf__linear_x_blocks(ctx, ty, R, D, q);
+  if (hold) clf__linear_release_x(ctx, ty);
+  if (st != CLF_OK) return vw_done(&w, st);
+  float *y = vw_download(&w, ty);
+  if (!y) return vw_fail(&w);
+  clf__ref_layer_norm(x, r, g, b, 1e-5, R, D, rs, ry);
+  clf__ref_quantize_q8(y, R, D, rq);
+  const double ey = rel_error(y, ry, R * D), eq = rel_error(q, rq, R * D);
+  *err = ey > eq ? ey : eq;
+  return vw_done(&w, CLF_OK);
+}
+
+/* glu that writes the 8-bit blocks of a held y (CLF__GLU_Q8): 3 rows of
+ * F = 96 under SiLU, y against act(gate) * up in double, its blocks
+ * against y quantized by the reference, as case_norm_q8. */
+static clf_status case_glu_q8(clf_context *ctx, const vcase *c, double *err) {
+  enum { R = 3, F = 96 };
+  vwork w = {.ctx = ctx};
+  CLF__UNUSED(c);
+  float *g = vw_rand(&w, R * 2 * F, 9, -4, 4), *q = vw_alloc(&w, R * F * sizeof(float));
+  double *ry = vw_alloc(&w, R * F * sizeof(double)), *rq = vw_alloc(&w, R * F * sizeof(double));
+  if (!g || !q || !ry || !rq) return vw_fail(&w);
+  const size_t sg[2] = {R, 2 * F}, sy[2] = {R, F};
+  clf_tensor *tg = vw_tensor(&w, CLF_F32, 2, sg, g), *ty = vw_tensor(&w, CLF_F32, 2, sy, NULL);
+  if (!tg || !ty) return vw_fail(&w);
+  const int hold = clf__linear_hold_x(ctx, ty);
+  clf_status st = clf_glu(ctx, tg, CLF_ACT_SILU, ty, NULL);
+  if (st == CLF_OK) st = clf__linear_x_blocks(ctx, ty, R, F, q);
+  if (hold) clf__linear_release_x(ctx, ty);
+  if (st != CLF_OK) return vw_done(&w, st);
+  float *y = vw_download(&w, ty);
+  if (!y) return vw_fail(&w);
+  for (size_t r = 0; r < R; r++)
+    for (size_t f = 0; f < F; f++)
+      ry[r * F + f] = clf__ref_act(CLF_ACT_SILU, g[r * 2 * F + f]) * g[r * 2 * F + F + f];
+  clf__ref_quantize_q8(y, R, F, rq);
+  const double ey = rel_error(y, ry, R * F), eq = rel_error(q, rq, R * F);
+  *err = ey > eq ? ey : eq;
+  return vw_done(&w, CLF_OK);
+}
+
 /* Attention, B = H = 2, head dim p[0], Lq p[1], kv_len p[2] of Lcap p[3],
  * with causal and key-padding masks and a per-head bias; the fused kernel
  * writes [B, H, Lq, Dh], the GEMM path the merged [B, Lq, H*Dh].  The
@@ -424,11 +487,14 @@ static void add_case(vcase *list, size_t *n, size_t cap, const char *name, case_
 
 #define MAX_CASES 96
 
-/* Tolerances of max |dev - ref| / max(1, max |ref|), as the op tests use. */
+/* Tolerances of max |dev - ref| / max(1, max |ref|), as the op tests use
+ * (long: one list of every variant, a line or a loop each). */
 static size_t list_cases(clf_context *ctx, vcase *list) {
   size_t n = 0;
   add_case(list, &n, MAX_CASES, "norm.layer_norm", case_norm, 0, 0, 0, 0, 2e-5);
   add_case(list, &n, MAX_CASES, "norm.layer_norm_rows", case_norm, 0, 0, 0, 0, 2e-5);
+  if (ctx->caps.is_cpu) add_case(list, &n, MAX_CASES, CLF__NORM_Q8, case_norm_q8, 0, 0, 0, 0, 2e-5);
+  add_case(list, &n, MAX_CASES, CLF__GLU_Q8, case_glu_q8, 0, 0, 0, 0, 1e-5);
   /* Variants that need a device feature: listed only where the device
    * (as the context's limits leave it) has it, and used only where they
    * pass. */

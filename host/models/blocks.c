@@ -118,6 +118,7 @@ clf_status clf__linear_run(clf_context *ctx, const clf_tensor *x, const clf__lin
   size_t shape[CLF_MAX_DIMS], col = 0;
   memcpy(shape, y->shape, (size_t)nd * sizeof *shape);
   clf_status st = CLF_OK;
+  const int hold = clf__linear_hold_x(ctx, x); /* the parts read the same x: quantized once on the integer path */
   for (size_t i = 0; i < l->nparts && st == CLF_OK; i++) {
     const size_t n = l->part[i]->shape[0];
     clf_tensor *b = NULL, *part = NULL, *view = NULL;
@@ -131,6 +132,7 @@ clf_status clf__linear_run(clf_context *ctx, const clf_tensor *x, const clf__lin
     clf_tensor_destroy(view);
     col += n;
   }
+  if (hold) clf__linear_release_x(ctx, x);
   return st;
 }
 
@@ -200,10 +202,15 @@ clf_status clf__mlp_forward(clf_context *ctx, const clf__mlp *m, const clf_tenso
     return clf_linear(ctx, hid, m->fc2.w, m->fc2.layout, b2, CLF_ACT_NONE, y, NULL);
   }
   if ((st = clf__ws_get(ctx, ws, CLF__WS_GLU, CLF_F32, 3, (size_t[]){B, L, F / 2}, &glu)) != CLF_OK ||
-      (st = clf__linear_run(ctx, x, &m->fc1, CLF_ACT_NONE, ws, hid)) != CLF_OK ||
-      (st = clf_glu(ctx, hid, m->act, glu, NULL)) != CLF_OK)
+      (st = clf__linear_run(ctx, x, &m->fc1, CLF_ACT_NONE, ws, hid)) != CLF_OK)
     return st;
-  return clf_linear(ctx, glu, m->fc2.w, m->fc2.layout, b2, CLF_ACT_NONE, y, NULL);
+  /* glu held from the op that writes it to down_proj, which reads its
+   * 8-bit blocks on the integer path */
+  const int hold = clf__linear_hold_x(ctx, glu);
+  st = clf_glu(ctx, hid, m->act, glu, NULL);
+  if (st == CLF_OK) st = clf_linear(ctx, glu, m->fc2.w, m->fc2.layout, b2, CLF_ACT_NONE, y, NULL);
+  if (hold) clf__linear_release_x(ctx, glu);
+  return st;
 }
 
 clf_status clf__ln_apply(clf_context *ctx, const clf__ln *ln, const clf_tensor *x, const clf_tensor *res,
@@ -239,10 +246,15 @@ clf_status clf__layer_forward(clf_context *ctx, const clf__layer *l, int pre_ln,
           CLF_OK)
         return st;
     }
-    if ((st = clf__ln_apply(ctx, &l->ln_mlp, h, f, fb, h, a)) != CLF_OK) return st;
+    /* a held from the norm that writes it to gate and up (or fc1), which
+     * read its 8-bit blocks on the integer path (a stack may hold it
+     * already: clf__decoder_stack) */
+    const int hold = clf__linear_hold_x(ctx, a);
+    st = clf__ln_apply(ctx, &l->ln_mlp, h, f, fb, h, a);
     fb = NULL;
-    if ((st = clf__mlp_forward(ctx, &l->mlp, a, ws, f, l->post_mlp.g ? NULL : &fb)) != CLF_OK ||
-        (l->post_mlp.g && (st = clf__ln_apply(ctx, &l->post_mlp, f, NULL, NULL, NULL, f)) != CLF_OK))
+    if (st == CLF_OK) st = clf__mlp_forward(ctx, &l->mlp, a, ws, f, l->post_mlp.g ? NULL : &fb);
+    if (hold) clf__linear_release_x(ctx, a);
+    if (st != CLF_OK || (l->post_mlp.g && (st = clf__ln_apply(ctx, &l->post_mlp, f, NULL, NULL, NULL, f)) != CLF_OK))
       return st;
     return clf__ln_apply(ctx, next_ln, h, f, fb, h, a);
   }

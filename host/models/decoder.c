@@ -224,14 +224,18 @@ clf_status clf__decoder_stack(clf_model *m, const clf__layer *layers, size_t n, 
                               const clf__step *s, const clf_attention_mask *mask, const clf__rotary *rot,
                               clf_tensor *h, clf_tensor *a) {
   clf__decoder *d = m->dec;
-  clf_status st;
-  if ((st = clf__ln_apply(m->ctx, n ? &layers[0].ln_self : final, h, NULL, NULL, NULL, a)) != CLF_OK) return st;
-  for (size_t i = 0; i < n; i++) {
+  /* a is written by the norms alone here, so it stays held for the
+   * integer products: each norm makes its 8-bit blocks as it writes it and
+   * the projections after it read them (ops.h's clf__linear_hold_x) */
+  const int hold = clf__linear_hold_x(m->ctx, a);
+  clf_status st = clf__ln_apply(m->ctx, n ? &layers[0].ln_self : final, h, NULL, NULL, NULL, a);
+  for (size_t i = 0; i < n && st == CLF_OK; i++) {
     clf__kv kv = clf__kv_cache_self(&d->kv, i, s->past);
     if (s->paged) kv = (clf__kv){s->paged->k[i], s->paged->v[i], 0, 0, &s->paged->pm};
     const clf__layer_io io = {mask, s->cached ? &kv : NULL, NULL, NULL, NULL, rot};
     const clf__ln *next = i + 1 < n ? &layers[i + 1].ln_self : final;
-    if ((st = clf__layer_forward(m->ctx, &layers[i], 1, next, h, a, &io, d->ws)) != CLF_OK) return st;
+    st = clf__layer_forward(m->ctx, &layers[i], 1, next, h, a, &io, d->ws);
   }
-  return CLF_OK;
+  if (hold) clf__linear_release_x(m->ctx, a);
+  return st;
 }

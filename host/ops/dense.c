@@ -217,14 +217,28 @@ clf_status clf_glu(clf_context *ctx, const clf_tensor *gate_up, clf_activation a
   if ((st = clf__check_fits_u32(ctx, op, "y", y)) != CLF_OK) return st;
   const size_t n = clf_tensor_numel(y);
   if (n == 0) return clf__nothing(ctx, op, event);
+  /* Where y is held for the integer products (down_proj's x), glu_q8
+   * writes its 8-bit blocks too: no quantize_q8 launch for it. */
+  const size_t rows = n / F;
+  cl_mem xq = NULL;
+  cl_uint ds_off = 0;
+  int q8 = 0;
+  if ((st = clf__linear_x_slot(ctx, CLF__GLU_Q8, y, rows, F, &xq, &ds_off, &q8)) != CLF_OK) return st;
   clf__kernel *k;
-  if ((st = clf__get_kernel(ctx, "elementwise", NULL, "glu", &k)) != CLF_OK) return st;
+  if ((st = clf__get_kernel(ctx, "elementwise", NULL, q8 ? "glu_q8" : "glu", &k)) != CLF_OK) return st;
   cl_int a = (cl_int)act;
-  cl_uint n32 = (cl_uint)n, f32 = (cl_uint)F;
-  st = clf__set_args(ctx, k, 7, CLF__TARG(gate_up), CLF__ARG(a), CLF__TARG(y), CLF__ARG(n32), CLF__ARG(f32));
+  cl_uint n32 = (cl_uint)n, f32 = (cl_uint)F, r32 = (cl_uint)rows;
+  if (q8)
+    st = clf__set_args(ctx, k, 10, CLF__TARG(gate_up), CLF__ARG(a), CLF__TARG(y), CLF__ARG(r32), CLF__ARG(f32),
+                       CLF__ARG(xq), CLF__ARG(xq), CLF__ARG(ds_off));
+  else
+    st = clf__set_args(ctx, k, 7, CLF__TARG(gate_up), CLF__ARG(a), CLF__TARG(y), CLF__ARG(n32), CLF__ARG(f32));
   if (st != CLF_OK) return st;
-  size_t local = clf__wg_1d(ctx, k, DENSE_WG), global = dense_vec_items(n);
-  return clf__launch(ctx, k, 1, &global, &local, event);
+  size_t local = clf__wg_1d(ctx, k, q8 ? 8 : DENSE_WG), global = q8 ? (n / 32 + local - 1) / local * local
+                                                                      : dense_vec_items(n);
+  st = clf__launch(ctx, k, 1, &global, &local, event);
+  clf__linear_x_written(ctx, y, st == CLF_OK && q8, rows, F);
+  return st;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -334,6 +334,94 @@ static int int_kind(clf_context *ctx, clf_dtype wt, int in_out, int aligned, siz
   return clf_variant_disabled(ctx, pn) ? -1 : 0;
 }
 
+/* x quantized once for several products (clf__linear_hold_x), or by the
+ * op that wrote it (the norm, glu): the formats of the quantized copy in
+ * CLF__SCRATCH_XQ, and which held x's copy is there.  Without it every
+ * product launched quantize_q8: where q, k, v (or gate, up) are separate
+ * weights, three times the same x; SmolLM2's Q4_1 file, whose are fused,
+ * four launches a layer for four activations (515 launches a token
+ * against the float path's 394; 425 with the norm's and glu's blocks). */
+enum { XQ_Q8_32 = 1 };
+
+/* x's index among the held activations, or -1. */
+static int x_is_held(const clf_context *ctx, const clf_tensor *x) {
+  for (int i = 0; i < ctx->x_held.n; i++)
+    if (ctx->x_held.buf[i] == x->buf && ctx->x_held.offset[i] == x->offset) return i;
+  return -1;
+}
+
+int clf__linear_hold_x(clf_context *ctx, const clf_tensor *x) {
+  const int n = ctx->x_held.n;
+  if (x_is_held(ctx, x) >= 0 || n == (int)CLF__ARRAY_LEN(ctx->x_held.buf)) return 0;
+  ctx->x_held.buf[n] = x->buf, ctx->x_held.offset[n] = x->offset;
+  ctx->x_held.n = n + 1;
+  return 1;
+}
+
+void clf__linear_release_x(clf_context *ctx, const clf_tensor *x) {
+  const int i = x_is_held(ctx, x), last = ctx->x_held.n - 1;
+  if (i < 0) return;
+  if (ctx->x_held.ready == i + 1) ctx->x_held.ready = 0;
+  if (ctx->x_held.ready == last + 1) ctx->x_held.ready = i + 1; /* the last one moves to i */
+  ctx->x_held.buf[i] = ctx->x_held.buf[last], ctx->x_held.offset[i] = ctx->x_held.offset[last];
+  ctx->x_held.n = last;
+}
+
+/* Whether the scratch holds x's copy (held, of that format and shape). */
+static int x_reused(const clf_context *ctx, const clf_tensor *x, int fmt, size_t M, size_t K) {
+  const int i = x_is_held(ctx, x);
+  return i >= 0 && ctx->x_held.ready == i + 1 && ctx->x_held.fmt == fmt && ctx->x_held.rows == M &&
+         ctx->x_held.cols == K;
+}
+
+/* After a quantization into the slot: the held x's copy is there, any
+ * other x's replaced it. */
+static void x_quantized(clf_context *ctx, const clf_tensor *x, int fmt, size_t M, size_t K) {
+  ctx->x_held.ready = x_is_held(ctx, x) + 1;
+  ctx->x_held.fmt = fmt, ctx->x_held.rows = M, ctx->x_held.cols = K;
+}
+
+/* The scratch of x's 8-bit blocks: M * K quants, then M * K / 32 (d, sum)
+ * pairs from float *ds_off. */
+static clf_status xq_scratch(clf_context *ctx, size_t M, size_t K, cl_mem *xq, cl_uint *ds_off) {
+  *ds_off = (cl_uint)(M * K / sizeof(float));
+  return clf__scratch(ctx, CLF__SCRATCH_XQ, M * K + 2 * M * (K / 32) * sizeof(float), xq);
+}
+
+clf_status clf__linear_x_slot(clf_context *ctx, const char *variant, const clf_tensor *y, size_t M, size_t K,
+                              cl_mem *xq, cl_uint *ds_off, int *use) {
+  int dot;
+  const int i = x_is_held(ctx, y);
+  *use = i >= 0 && ctx->x_held.ready != i + 1 && K % 32 == 0 && M >= 1 && M <= CLF__SKINNY_MAX_M &&
+         (clf__validating(ctx) ? clf__variant_validating(ctx, variant)
+                               : clf__skinny_int_wanted(ctx, M, &dot) && !clf_variant_disabled(ctx, variant));
+  return *use ? xq_scratch(ctx, M, K, xq, ds_off) : CLF_OK;
+}
+
+void clf__linear_x_written(clf_context *ctx, const clf_tensor *y, int quantized, size_t M, size_t K) {
+  const int i = x_is_held(ctx, y);
+  if (quantized) x_quantized(ctx, y, XQ_Q8_32, M, K);
+  else if (i >= 0 && ctx->x_held.ready == i + 1) ctx->x_held.ready = 0;
+}
+
+clf_status clf__linear_x_blocks(clf_context *ctx, const clf_tensor *x, size_t M, size_t K, float *out) {
+  if (!x_reused(ctx, x, XQ_Q8_32, M, K))
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "clf_linear: no 8-bit copy of that x [%zu, %zu] is held", M, K);
+  const size_t nq = M * K, nd = 2 * M * (K / 32);
+  signed char *q = malloc(nq);
+  float *ds = malloc(nd * sizeof(float));
+  cl_int err = q && ds ? clEnqueueReadBuffer(ctx->queue, ctx->scratch[CLF__SCRATCH_XQ], CL_TRUE, 0, nq, q, 0, NULL,
+                                             NULL)
+                       : CL_OUT_OF_HOST_MEMORY;
+  if (err == CL_SUCCESS)
+    err = clEnqueueReadBuffer(ctx->queue, ctx->scratch[CLF__SCRATCH_XQ], CL_TRUE, nq, nd * sizeof(float), ds, 0, NULL,
+                              NULL);
+  for (size_t i = 0; err == CL_SUCCESS && i < nq; i++) out[i] = (float)q[i] * ds[2 * (i / 32)];
+  free(q);
+  free(ds);
+  return err == CL_SUCCESS ? CLF_OK : clf__fail_cl(ctx, err, "clEnqueueReadBuffer", "clf_linear");
+}
+
 /* y = act(x W^T + bias) on the integer path: x quantized into the
  * op's scratch slot (int8 quants, then (d, sum) pairs), then one launch of
  * skinny_int or skinny_idot (and bias_act where the plan says). */
@@ -342,7 +430,8 @@ static clf_status run_int(clf_context *ctx, const clf__plan *p, const clf_tensor
                           cl_event *event) {
   const size_t nb = K / 32, tn = p->tile[1], tl = p->tile[2];
   cl_mem xq;
-  clf_status st = clf__scratch(ctx, CLF__SCRATCH_XQ, M * K + 2 * M * nb * sizeof(float), &xq);
+  cl_uint ds_off;
+  clf_status st = xq_scratch(ctx, M, K, &xq, &ds_off);
   if (st != CLF_OK) return st;
   char opts[512];
   /* the packed built-ins are declared for OpenCL C 3.0 only (Intel's CPU
@@ -357,11 +446,14 @@ static clf_status run_int(clf_context *ctx, const clf__plan *p, const clf_tensor
   if (k->max_wg < tl)
     return clf__fail(ctx, CLF_E_UNSUPPORTED, "kernel skinny_int: the device allows %zu work-items of it, not %zu",
                      k->max_wg, tl);
-  cl_uint k32 = (cl_uint)K, n32 = (cl_uint)N, m32 = (cl_uint)M, ds_off = (cl_uint)(M * K / sizeof(float));
-  st = clf__set_args(ctx, kq, 6, CLF__TARG(x), CLF__ARG(xq), CLF__ARG(xq), CLF__ARG(ds_off), CLF__ARG(k32));
-  if (st != CLF_OK) return st;
-  const size_t ql = nb < 8 ? nb : 8, qlocal[2] = {ql, 1}, qglobal[2] = {(nb + ql - 1) / ql * ql, M};
-  if ((st = clf__launch(ctx, kq, 2, qglobal, qlocal, NULL)) != CLF_OK) return st;
+  cl_uint k32 = (cl_uint)K, n32 = (cl_uint)N, m32 = (cl_uint)M;
+  if (!x_reused(ctx, x, XQ_Q8_32, M, K)) {
+    st = clf__set_args(ctx, kq, 6, CLF__TARG(x), CLF__ARG(xq), CLF__ARG(xq), CLF__ARG(ds_off), CLF__ARG(k32));
+    if (st != CLF_OK) return st;
+    const size_t ql = nb < 8 ? nb : 8, qlocal[2] = {ql, 1}, qglobal[2] = {(nb + ql - 1) / ql * ql, M};
+    if ((st = clf__launch(ctx, kq, 2, qglobal, qlocal, NULL)) != CLF_OK) return st;
+    x_quantized(ctx, x, XQ_Q8_32, M, K);
+  }
   const clf_tensor *bb = bias ? bias : x;
   cl_int has_bias = bias != NULL, act32 = (cl_int)act;
   cl_uint soff = scales_off(w);

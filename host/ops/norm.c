@@ -54,8 +54,17 @@ static clf_status norm_launch(clf_context *ctx, const char *op, const clf_tensor
    * them and that variant passed self-validation (clf__norm_sg). */
   const int sg = clf__norm_sg(ctx);
   if (sg && clf__variant_validating(ctx, CLF__NORM_SG)) per_row = 0;
+  /* Where y is an activation the integer products will read (held for
+   * them: clf__linear_hold_x), the per-row kernel writes its 8-bit blocks
+   * too, which saves their quantize_q8 launch (SmolLM2 decode: two of a
+   * layer's four); elsewhere they quantize it themselves. */
+  const size_t nrows = clf_tensor_numel(x) / D;
+  cl_mem xq = NULL;
+  cl_uint ds_off = 0;
+  int q8 = 0;
+  if (per_row && (st = clf__linear_x_slot(ctx, CLF__NORM_Q8, y, nrows, D, &xq, &ds_off, &q8)) != CLF_OK) return st;
   clf__kernel *k;
-  if ((st = clf__get_kernel(ctx, "norm", !per_row && sg ? "-DCLF_USE_SUBGROUPS=1" : NULL,
+  if ((st = clf__get_kernel(ctx, "norm", q8 ? "-DNORM_Q8=1" : !per_row && sg ? "-DCLF_USE_SUBGROUPS=1" : NULL,
                             per_row ? "layer_norm_rows" : sg ? "layer_norm_sg" : "layer_norm", &k)) != CLF_OK)
     return st;
   const clf_tensor *r = residual ? residual : x;
@@ -65,15 +74,18 @@ static clf_status norm_launch(clf_context *ctx, const char *op, const clf_tensor
   cl_int has_res = residual != NULL, has_rb = res_bias != NULL, has_beta = beta != NULL, has_sum = sum_out != NULL,
          is_rms = rms != 0;
   cl_uint d32 = (cl_uint)D, rows = (cl_uint)(clf_tensor_numel(x) / D);
-  st = clf__set_args(ctx, k, per_row ? 22 : 21, CLF__TARG(x), CLF__TARG(r), CLF__ARG(has_res), CLF__TARG(rb),
-                     CLF__ARG(has_rb), CLF__TARG(gamma), CLF__TARG(b), CLF__ARG(has_beta), CLF__TARG(s),
-                     CLF__ARG(has_sum), CLF__TARG(y), CLF__ARG(d32), CLF__ARG(eps), CLF__ARG(is_rms),
-                     CLF__ARG(rows));
+  st = clf__set_args(ctx, k, per_row ? q8 ? 25 : 22 : 21, CLF__TARG(x), CLF__TARG(r), CLF__ARG(has_res),
+                     CLF__TARG(rb), CLF__ARG(has_rb), CLF__TARG(gamma), CLF__TARG(b), CLF__ARG(has_beta),
+                     CLF__TARG(s), CLF__ARG(has_sum), CLF__TARG(y), CLF__ARG(d32), CLF__ARG(eps), CLF__ARG(is_rms),
+                     CLF__ARG(rows), CLF__ARG(xq), CLF__ARG(xq), CLF__ARG(ds_off));
   if (st != CLF_OK) return st;
   if (per_row) {
     size_t local = clf__wg_1d(ctx, k, 8), global = rows;
-    return clf__launch(ctx, k, 1, &global, &local, event);
+    st = clf__launch(ctx, k, 1, &global, &local, event);
+    clf__linear_x_written(ctx, y, st == CLF_OK && q8, nrows, D);
+    return st;
   }
+  clf__linear_x_written(ctx, y, 0, nrows, D);
   /* 64 items per row: enough to reduce D in the hundreds or thousands in a
    * few steps; one local size, so PoCL compiles one work-group function.
    * At most 128: the kernel's reduction array (CLF_LN_RED_WG in norm.cl). */

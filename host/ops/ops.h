@@ -191,6 +191,40 @@ int clf__skinny_pair(const clf_context *ctx, clf_dtype wt);
  * q4 MMAX=1 TN=4 TL=8", dot: "linear.skinny_idot ..."), 0 where it does not
  * apply (other types, M out of range, dot without the extension). */
 int clf__skinny_int_wanted(const clf_context *ctx, size_t M, int *dot);
+/* The caller promises that x's values do not change until
+ * clf__linear_release_x (nor does its buffer go) except through an op
+ * that says so (clf__linear_x_written: the norms), so that the integer
+ * path quantizes x once for all the products that read it between the two
+ * (q, k and v; gate and up) instead of once a product, or not at all
+ * where the op that makes x made its blocks.  Up to 4 held at a time (a
+ * layer's input, its MLP's glu), one copy of one of them kept; holding one
+ * already held keeps its copy and returns 0, as does a fifth (not held:
+ * its products quantize it each); 1: a new hold, which the caller
+ * releases.  Products of
+ * other activations in between are allowed (they quantize theirs as
+ * before). */
+int clf__linear_hold_x(clf_context *ctx, const clf_tensor *x);
+void clf__linear_release_x(clf_context *ctx, const clf_tensor *x);
+/* For an op that writes y (the norm before a projection, glu before
+ * down_proj) in a kernel of its own that makes the blocks too (variant:
+ * its self-validated name): *use 1 when y is the held x, its copy not
+ * made yet, that variant not failed, and the integer path is wanted
+ * for [M, K] (K a multiple of 32, M at most CLF__SKINNY_MAX_M); then *xq
+ * is the scratch to write x's 8-bit blocks into, as quantize_q8 does
+ * (quants, then (d, sum) pairs from float *ds_off).  After the write,
+ * clf__linear_x_written says whether the blocks were made (0: y changed
+ * without them, so a copy held for y is stale). */
+clf_status clf__linear_x_slot(clf_context *ctx, const char *variant, const clf_tensor *y, size_t M, size_t K,
+                              cl_mem *xq, cl_uint *ds_off, int *use);
+void clf__linear_x_written(clf_context *ctx, const clf_tensor *y, int quantized, size_t M, size_t K);
+/* The variants that make those blocks (self-validated; where one failed,
+ * the products quantize x themselves): the per-row norm, and glu. */
+#define CLF__NORM_Q8 "norm.layer_norm_rows q8"
+#define CLF__GLU_Q8 "elementwise.glu q8"
+/* The held x's 8-bit copy [M, K] read back as floats (quant times its
+ * block's scale) into out, for self-validation; CLF_E_INVALID_ARG when
+ * no copy of x of that shape is held. */
+clf_status clf__linear_x_blocks(clf_context *ctx, const clf_tensor *x, size_t M, size_t K, float *out);
 int clf__skinny_int_variant(const clf_context *ctx, clf_dtype wt, size_t M, int dot, char *buf, size_t len);
 /* Whether an [M, K] product with w (where the tiles run) launches
  * skinny_pair: one row, clf__skinny_pair for w's type, and w a buffer of
