@@ -192,14 +192,15 @@ def stream_completion(port, body, out):
     out["last"] = last or {}
 
 
-def concurrent(port, body, n):
-    """n clients released together; their records."""
+def concurrent(port, body, n, stream=stream_completion, who="llama-server"):
+    """n clients released together, each running stream(port, body, record);
+    their records."""
     outs = [{} for _ in range(n)]
     go = threading.Barrier(n)
 
     def client(o):
         go.wait()
-        stream_completion(port, body, o)
+        stream(port, body, o)
 
     ts = [threading.Thread(target=client, args=(o,)) for o in outs]
     for t in ts:
@@ -208,7 +209,7 @@ def concurrent(port, body, n):
         t.join()
     bad = [o["error"] for o in outs if "error" in o]
     if bad:
-        raise RuntimeError(f"llama-server request failed: {bad[0]}")
+        raise RuntimeError(f"{who} request failed: {bad[0]}")
     return outs
 
 

@@ -52,7 +52,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 
@@ -104,22 +103,7 @@ def chat_stream(port, body, out):
 
 
 def concurrent(port, body, n):
-    outs = [{} for _ in range(n)]
-    go = threading.Barrier(n)
-
-    def client(o):
-        go.wait()
-        chat_stream(port, body, o)
-
-    ts = [threading.Thread(target=client, args=(o,)) for o in outs]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    bad = [o["error"] for o in outs if "error" in o]
-    if bad:
-        raise RuntimeError(f"request failed: {bad[0]}")
-    return outs
+    return be.concurrent(port, body, n, stream=chat_stream, who="chat")
 
 
 def figures(outs):

@@ -43,6 +43,7 @@ import serve_modes  # noqa: E402
 from clformer.serve import Limits, ServeOptions  # noqa: E402
 from conftest import FIXTURES as FX  # noqa: E402
 from serve_modes import is_ray  # noqa: E402
+from toolmodel import write_gpt2_weights  # noqa: E402
 
 pytestmark = pytest.mark.device
 TIMEOUT = 60
@@ -108,31 +109,8 @@ def _slow_gpt2_dir(root, width=512, layers=8, positions=1024):
     shutil.copy(os.path.join(FX, "gpt2", "generation_config.json"), d)
     for f in os.listdir(os.path.join(FX, "sampling", "tokenizer")):
         shutil.copy(os.path.join(FX, "sampling", "tokenizer", f), d)
-    rng = np.random.default_rng(21)
-    D, V = width, cfg["vocab_size"]
-    t = {"transformer.wte.weight": rng.normal(0, 0.5, (V, D)), "transformer.wpe.weight": rng.normal(0, 0.02, (positions, D)),
-         "transformer.ln_f.weight": np.ones(D), "transformer.ln_f.bias": np.zeros(D)}
-    t["transformer.wte.weight"][cfg["eos_token_id"]] = 0
-    for i in range(layers):
-        p = f"transformer.h.{i}."
-        for name, shape in (("attn.c_attn", (D, 3 * D)), ("attn.c_proj", (D, D)), ("mlp.c_fc", (D, 4 * D)),
-                            ("mlp.c_proj", (4 * D, D))):
-            t[p + name + ".weight"] = rng.normal(0, 0.02, shape)
-            t[p + name + ".bias"] = np.zeros(shape[1])
-        for ln in ("ln_1", "ln_2"):
-            t[p + ln + ".weight"], t[p + ln + ".bias"] = np.ones(D), np.zeros(D)
-    header, off, blobs = {}, 0, []
-    for k in sorted(t):
-        b = np.ascontiguousarray(t[k], dtype="<f4").tobytes()
-        header[k] = {"dtype": "F32", "shape": list(t[k].shape), "data_offsets": [off, off + len(b)]}
-        off += len(b)
-        blobs.append(b)
-    h = json.dumps(header).encode()
-    h += b" " * (-len(h) % 8)
-    with open(os.path.join(d, "model.safetensors"), "wb") as f:
-        f.write(len(h).to_bytes(8, "little") + h)
-        for b in blobs:
-            f.write(b)
+    write_gpt2_weights(d, np.random.default_rng(21), cfg["vocab_size"], width, layers, positions,
+                       zero_rows=(cfg["eos_token_id"],))
     return d
 
 

@@ -52,11 +52,18 @@ def make(root, template, width=64, layers=2, positions=4096, seed=41):
     json.dump(mcfg, open(os.path.join(d, "config.json"), "w"))
     json.dump({"eos_token_id": end, "bos_token_id": ids[bos], "pad_token_id": ids["<|endoftext|>"]},
               open(os.path.join(d, "generation_config.json"), "w"))
-    rng = np.random.default_rng(seed)
-    D = width
+    write_gpt2_weights(d, np.random.default_rng(seed), V, width, layers, positions)
+    return d
+
+
+def write_gpt2_weights(d, rng, V, D, layers, positions, zero_rows=()):
+    """d/model.safetensors: a random GPT-2 (V tokens, D wide) drawn from rng,
+    the embedding rows of zero_rows set to 0."""
     t = {"transformer.wte.weight": rng.normal(0, 0.5, (V, D)),
          "transformer.wpe.weight": rng.normal(0, 0.02, (positions, D)),
          "transformer.ln_f.weight": np.ones(D), "transformer.ln_f.bias": np.zeros(D)}
+    for r in zero_rows:
+        t["transformer.wte.weight"][r] = 0
     for i in range(layers):
         p = f"transformer.h.{i}."
         for name, shape in (("attn.c_attn", (D, 3 * D)), ("attn.c_proj", (D, D)), ("mlp.c_fc", (D, 4 * D)),
@@ -77,4 +84,3 @@ def make(root, template, width=64, layers=2, positions=4096, seed=41):
         f.write(len(h).to_bytes(8, "little") + h)
         for b in blobs:
             f.write(b)
-    return d
