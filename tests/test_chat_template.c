@@ -269,6 +269,74 @@ START_TEST(tokenizer_templates) {
 }
 END_TEST
 
+/* A Gemma GGUF without tokenizer.chat_template gets the Gemma turn format
+ * (chat_family.c) where its vocabulary has the turn tokens: the texts of
+ * llama.cpp's built-in Gemma format (chat_templates/family_gemma, made by
+ * tools/fixtures/make_family_template_fixture.py; "<bos>" in front, which
+ * llama.cpp adds as it tokenizes), and transformers' on the Gemma 2
+ * template's conversations of cases.json that it renders. */
+START_TEST(family_template) {
+  char *dir = fixture_path("chat_templates/family_gemma/gemma3.gguf"), *text = NULL;
+  clf_tokenizer *tok;
+  clf_chat_template *t;
+  CT_OK(clf_tokenizer_load(dir, &tok));
+  CT_OK(clf_tokenizer_chat_template(tok, &t));
+  char *cases = slurp("chat_templates/family_gemma/cases.json");
+  cJSON *root = cJSON_Parse(cases), *c;
+  int n = 0;
+  cJSON_ArrayForEach(c, cJSON_GetObjectItem(root, "cases")) {
+    cJSON *ctx = cJSON_CreateObject();
+    cJSON_AddItemReferenceToObject(ctx, "messages", cJSON_GetObjectItem(c, "messages"));
+    cJSON_AddItemReferenceToObject(ctx, "add_generation_prompt", cJSON_GetObjectItem(c, "add_generation_prompt"));
+    char *json = cJSON_PrintUnformatted(ctx), msg[512];
+    CT_OK(clf_chat_template_render_json(t, json, &text));
+    const char *want = cJSON_GetObjectItem(c, "llama_cpp")->valuestring;
+    ck_assert_msg(!strncmp(text, "<bos>", 5), "%s: \"%s\" does not start with <bos>", json, text);
+    diff_at(text + 5, want, msg, sizeof(msg));
+    ck_assert_msg(!msg[0], "%s: %s", cJSON_GetObjectItem(c, "name")->valuestring, msg);
+    free(text);
+    free(json);
+    cJSON_Delete(ctx);
+    n++;
+  }
+  ck_assert_int_eq(n, 4);
+  cJSON_Delete(root);
+  free(cases);
+  /* transformers' texts for Gemma 2's template (no system role there) */
+  root = cases_json();
+  n = 0;
+  cJSON_ArrayForEach(c, cJSON_GetObjectItem(root, "cases")) {
+    const cJSON *want = cJSON_GetObjectItem(c, "expected");
+    if (strcmp(cJSON_GetObjectItem(c, "template")->valuestring, "gemma-2-2b-it") || !cJSON_IsString(want)) continue;
+    char *json = cJSON_PrintUnformatted(cJSON_GetObjectItem(c, "context")), msg[512];
+    CT_OK(clf_chat_template_render_json(t, json, &text));
+    diff_at(text, want->valuestring, msg, sizeof(msg));
+    ck_assert_msg(!msg[0], "gemma-2-2b-it / %s: %s", cJSON_GetObjectItem(c, "conversation")->valuestring, msg);
+    free(text);
+    free(json);
+    n++;
+  }
+  ck_assert_msg(n >= 3, "only %d Gemma 2 conversations rendered", n);
+  cJSON_Delete(root);
+  clf_chat_message bad[] = {{"user", "a"}, {"user", "b"}};
+  text = (char *)1;
+  CT_FAILS(clf_chat_template_render(t, bad, 2, 1, &text), CLF_E_INVALID_ARG, "alternate");
+  clf_chat_template_destroy(t);
+  clf_tokenizer_destroy(tok);
+  free(dir);
+  /* no turn tokens, or not a Gemma architecture: no template made up */
+  static const char *const none[] = {"chat_templates/family_gemma/gemma3_no_turns.gguf",
+                                     "chat_templates/family_gemma/llama_turns.gguf"};
+  for (int i = 0; i < 2; i++) {
+    dir = fixture_path(none[i]);
+    CT_OK(clf_tokenizer_load(dir, &tok));
+    CT_FAILS(clf_tokenizer_chat_template(tok, &t), CLF_E_NOT_FOUND, "no chat template");
+    clf_tokenizer_destroy(tok);
+    free(dir);
+  }
+}
+END_TEST
+
 /* Special tokens reach the template as variables; the context overrides them. */
 START_TEST(special_tokens_as_variables) {
   char *dir = fixture_path("chat_templates/tokenizer_dir"), *text;
@@ -720,6 +788,7 @@ static Suite *suite(void) {
   TCase *tc = tcase_create("chat_template");
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, fixtures_match_transformers);
+  tcase_add_test(tc, family_template);
   tcase_add_test(tc, snippets_match_jinja);
   tcase_add_test(tc, call_snippets_match_jinja);
   tcase_add_test(tc, render_messages);
