@@ -7,6 +7,8 @@
  * (a bert_kind each): RoBERTa's positions count from past padding_idx, its
  * sequence head is a dense + tanh of its own on the first token instead of
  * the pooler; DistilBERT has no token types and its own config keys.
+ * bert.h hands the kind and the loader to encoders in their own files
+ * (nomic_bert.c: rotary positions instead of the table, a gated MLP).
  */
 #include "bert.h"
 #include "llama.h"
