@@ -705,7 +705,8 @@ START_TEST(gguf_model_nomic_refusals) {
     clf_status st;
     const char *want;
   } bad[] = {
-      {"nomic-bert.attention.key_length=8", NULL, CLF_E_UNSUPPORTED, "nomic-bert with a head size (8) other than hidden / heads"},
+      {"nomic-bert.attention.key_length=8", NULL, CLF_E_UNSUPPORTED,
+       "nomic-bert with a head size (8) other than hidden / heads"},
       {"nomic-bert.rope.dimension_count=8", NULL, CLF_E_UNSUPPORTED,
        "nomic-bert.rope.dimension_count 8 is not the head size 16"},
       {"nomic-bert.rope.scaling.type=s:yarn", NULL, CLF_E_UNSUPPORTED, "nomic-bert.rope.scaling.type \"yarn\""},

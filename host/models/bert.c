@@ -92,14 +92,13 @@ static const clf__weight_row distil_layer_rows[] = {
     CLF__LN(clf__layer, ln_mlp, "output_layer_norm"),
 };
 
-
 #define BERT_SIZES "vocab_size, hidden_size, num_attention_heads, intermediate_size"
 #define ROBERTA_KIND(t, a)                                                                                         \
   {.type = t, .prefix = "roberta.",                                                                                \
    .archs = {a "Model", a "ForMaskedLM", NULL, a "ForSequenceClassification", a "ForTokenClassification",          \
              a "ForQuestionAnswering", NULL},                                                                      \
-   .stack = "encoder.layer", .rows = bert_layer_rows, .n_rows = CLF__ARRAY_LEN(bert_layer_rows), .sizes = BERT_SIZES,    \
-   .act_key = "hidden_act", .token_types = 1,                                                                       \
+   .stack = "encoder.layer", .rows = bert_layer_rows, .n_rows = CLF__ARRAY_LEN(bert_layer_rows),                  \
+   .sizes = BERT_SIZES, .act_key = "hidden_act", .token_types = 1,                                                  \
    .roberta_pos = 1, .mlm = {"lm_head.dense", "lm_head.layer_norm", "lm_head.decoder.weight", "lm_head.bias"},      \
    .mlm_bias2 = "lm_head.decoder.bias", .mlm_gelu = 1, .seq_dense = "classifier.dense",                             \
    .seq_out = "classifier.out_proj", .seq_act = CLF_ACT_TANH}
@@ -427,8 +426,9 @@ static clf_status bert_load_weights(clf_model *m, bert *b, clf_activation act, c
   clf_status st;
   if ((st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, pf, "embeddings.word_embeddings.weight"), 2,
                        (size_t[]){b->V, d}, &b->wte)) != CLF_OK ||
-      (!b->kind->rotary && (st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, pf, "embeddings.position_embeddings.weight"), 2,
-                       (size_t[]){b->P, d}, &b->wpe)) != CLF_OK) ||
+      (!b->kind->rotary && /* a rotary kind has no position table */
+       (st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, pf, "embeddings.position_embeddings.weight"), 2,
+                        (size_t[]){b->P, d}, &b->wpe)) != CLF_OK) ||
       (b->T && (st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, pf, "embeddings.token_type_embeddings.weight"), 2,
                                 (size_t[]){b->T, d}, &b->tte)) != CLF_OK) ||
       (st = clf__load_ln(ctx, w, p, clf__wn(n1, sizeof n1, pf, "%s", b->kind->emb_ln ? b->kind->emb_ln :
@@ -581,7 +581,7 @@ void clf__bert_gemms(const bert_kind *k, const void *dims, const clf__config *c,
     return clf__bert_load(m, &kind, dims, c, w);                                                                   \
   }                                                                                                                \
   static void name##_gemms(const void *dims, const clf__config *c, size_t T, clf__gemm_list *l) {                  \
-    clf__bert_gemms(&kind, dims, c, T, l);                                                                               \
+    clf__bert_gemms(&kind, dims, c, T, l);                                                                         \
   }
 BERT_KIND_HOOKS(bert, bert_kind_bert)
 BERT_KIND_HOOKS(roberta, bert_kind_roberta)
