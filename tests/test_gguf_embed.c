@@ -370,6 +370,27 @@ START_TEST(test_nomic_rope_base_read) {
 }
 END_TEST
 
+/* The GEMMs of a forward pass over 4 rows (for probe --tune), from the
+ * same rows the loader reads: per layer the fused Wqkv and the fused gate |
+ * up [192, 64] (two each), the output projection [64, 64] and ffn_down
+ * [64, 96]; three layers (the fixture's sizes, make_gguf_nomic_fixture.py). */
+START_TEST(test_nomic_gemm_shapes) {
+  snprintf(nomic, sizeof nomic, "%s/gguf_models/nomic_embed/model.gguf", fixtures());
+  clf_gemm_shape sh[16];
+  size_t n = 0;
+  TH_OK(clf_model_gemm_shapes(nomic, 4, sh, 16, &n));
+  static const size_t want[3][3] = {{192, 64, 6}, {64, 64, 3}, {64, 96, 3}}; /* n, k, count */
+  ck_assert_uint_eq(n, 3);
+  for (size_t w = 0; w < 3; w++) {
+    size_t found = 0;
+    for (size_t i = 0; i < n; i++)
+      if (sh[i].m == 4 && sh[i].n == want[w][0] && sh[i].k == want[w][1]) found += sh[i].count ? sh[i].count : 1;
+    ck_assert_msg(found == want[w][2], "GEMM [4, %zu] x [%zu]: %zu, expected %zu", want[w][0], want[w][1], found,
+                  want[w][2]);
+  }
+}
+END_TEST
+
 /* What a broken nomic-bert file is told, each naming the key or tensor. */
 START_TEST(test_nomic_broken) {
   snprintf(nomic, sizeof nomic, "%s/gguf_models/nomic_embed/model.gguf", fixtures());
@@ -413,6 +434,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_nomic_pooled);
   tcase_add_test(tc, test_nomic_rope_base_read);
   tcase_add_test(tc, test_nomic_broken);
+  tcase_add_test(tc, test_nomic_gemm_shapes);
   suite_add_tcase(s, tc);
   return s;
 }
