@@ -370,6 +370,38 @@ START_TEST(test_nomic_rope_base_read) {
 }
 END_TEST
 
+/* position_ids given: rotary attention sees only position differences, so
+ * the first list at positions 7..7+L-1 gives llama.cpp's states at 0..L-1
+ * (to the tolerance), and positions reversed do not (by more than 1e-2). */
+START_TEST(test_nomic_position_ids) {
+  nomic_load();
+  const double tol = exp_item("tolerance")->valuedouble;
+  clf_model *m = get_model(nomic);
+  const cJSON *first = cJSON_GetArrayItem(exp_item("ids"), 0), *r;
+  const size_t L = (size_t)cJSON_GetArraySize(first);
+  int64_t ids[16], pos[16];
+  float want[16 * 64];
+  size_t j = 0;
+  for (j = 0; j < L; j++) ids[j] = (int64_t)cJSON_GetArrayItem(first, (int)j)->valuedouble;
+  j = 0;
+  cJSON_ArrayForEach(r, cJSON_GetArrayItem(exp_item("hidden"), 0)) floats(r, want + 64 * j++, 64);
+  const char *outs[1] = {"last_hidden_state"};
+  for (int reversed = 0; reversed < 2; reversed++) {
+    for (j = 0; j < L; j++) pos[j] = reversed ? (int64_t)(L - 1 - j) : (int64_t)(7 + j);
+    clf_array in[2] = {{"input_ids", CLF_I64, 2, {1, L}, ids}, {"position_ids", CLF_I64, 2, {1, L}, pos}}, h;
+    TH_OK(clf_model_run(m, in, 2, outs, 1, &h));
+    if (!reversed) {
+      TH_CLOSE((float *)h.data, want, L * 64, tol);
+    } else {
+      const double diff = th_max_abs_diff((float *)h.data, want, L * 64);
+      ck_assert_msg(diff > 1e-2, "positions reversed moved the states only %.3g", diff);
+    }
+    clf_array_free(&h);
+  }
+  cJSON_Delete(nomic_exp);
+}
+END_TEST
+
 /* The GEMMs of a forward pass over 4 rows (for probe --tune), from the
  * same rows the loader reads: per layer the fused Wqkv and the fused gate |
  * up [192, 64] (two each), the output projection [64, 64] and ffn_down
@@ -435,6 +467,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_nomic_rope_base_read);
   tcase_add_test(tc, test_nomic_broken);
   tcase_add_test(tc, test_nomic_gemm_shapes);
+  tcase_add_test(tc, test_nomic_position_ids);
   suite_add_tcase(s, tc);
   return s;
 }
