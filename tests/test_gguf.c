@@ -689,6 +689,53 @@ START_TEST(gguf_model_hyperparameters) {
 }
 END_TEST
 
+/* nomic-bert (head size 64 / 4 = 16): what its rows do not take is refused
+ * by name before any tensor is read: a key_length other than the head size
+ * (the adapter reads the sizes from the metadata, whatever config names the
+ * rows give them), partial rotary dims, RoPE scaling, separate q / k / v
+ * (the file's attn_qkv is the fused one), a position table, a layer past
+ * block_count.  (The vocabulary: a list of two tokens.) */
+START_TEST(gguf_model_nomic_refusals) {
+  static const char *const base[] = {"nomic-bert.block_count=1", "nomic-bert.embedding_length=64",
+                                     "nomic-bert.feed_forward_length=96", "nomic-bert.attention.head_count=4",
+                                     "nomic-bert.context_length=16", "nomic-bert.attention.layer_norm_epsilon=f:1e-12",
+                                     "tokenizer.ggml.token_type_count=2", "tokenizer.ggml.tokens=[2]", NULL};
+  static const struct {
+    const char *key, *tensor;
+    clf_status st;
+    const char *want;
+  } bad[] = {
+      {"nomic-bert.attention.key_length=8", NULL, CLF_E_UNSUPPORTED,
+       "nomic-bert with a head size (8) other than hidden / heads"},
+      {"nomic-bert.rope.dimension_count=8", NULL, CLF_E_UNSUPPORTED,
+       "nomic-bert.rope.dimension_count 8 is not the head size 16"},
+      {"nomic-bert.rope.scaling.type=s:yarn", NULL, CLF_E_UNSUPPORTED, "nomic-bert.rope.scaling.type \"yarn\""},
+      {"nomic-bert.rope.freq_base=f:0", NULL, CLF_E_FORMAT, "nomic-bert.rope.freq_base = 0 is not a finite positive"},
+      {NULL, "blk.0.attn_q.weight", CLF_E_FORMAT, "tensor \"blk.0.attn_q.weight\" is not used by nomic-bert"},
+      {NULL, "position_embd.weight", CLF_E_FORMAT, "tensor \"position_embd.weight\" is not used by nomic-bert"},
+      {NULL, "blk.1.attn_qkv.weight", CLF_E_FORMAT, "is not used by nomic-bert with 1 block"},
+  };
+  gb g;
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    const char *keys[16], *t[] = {bad[i].tensor, NULL};
+    size_t n = 0;
+    for (size_t k = 0; base[k]; k++) keys[n++] = base[k];
+    if (bad[i].key) keys[n++] = bad[i].key;
+    keys[n] = NULL;
+    MODEL_FAILS(gb_model_with(&g, "nomic.gguf", "nomic-bert", keys, bad[i].tensor ? t : NULL), bad[i].st,
+                bad[i].want);
+  }
+  /* linear scaling passes the adapter (it writes rope_scaling) and the family refuses it */
+  const char *lin[16];
+  size_t n = 0;
+  for (size_t k = 0; base[k]; k++) lin[n++] = base[k];
+  lin[n++] = "nomic-bert.rope.scaling.type=s:linear", lin[n++] = "nomic-bert.rope.scaling.factor=f:2", lin[n] = NULL;
+  MODEL_FAILS(gb_model(&g, "nomic.gguf", "nomic-bert", lin), CLF_E_UNSUPPORTED, "nomic-bert with RoPE scaling");
+  /* in range, the model goes on to its tensors */
+  MODEL_FAILS(gb_model(&g, "nomic.gguf", "nomic-bert", base), CLF_E_NOT_FOUND, "token_embd.weight");
+}
+END_TEST
+
 /* A tensor the architecture does not use is refused by name: a layer past
  * the block count, a name no llama model has.  gpt2's output.weight (a
  * copy of the token table the converter writes) is not read, on purpose. */
@@ -742,6 +789,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, gguf_model_refusals);
   tcase_add_test(tc, gguf_model_hyperparameters);
   tcase_add_test(tc, gguf_model_stray_tensors);
+  tcase_add_test(tc, gguf_model_nomic_refusals);
   suite_add_tcase(s, tc);
   return s;
 }

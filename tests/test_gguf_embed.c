@@ -1,11 +1,12 @@
-/* test_gguf_embed.c - an embedding GGUF (llama.cpp's "bert") against the
+/* test_gguf_embed.c - embedding GGUFs.  llama.cpp's "bert" against the
  * BertModel it was made from: tests/fixtures/gguf_models/bert_embed, which
  * tools/fixtures/make_gguf_bert_fixture.py wrote of tests/fixtures/bert and
  * the first 128 lines of tokenizers/bert/vocab.txt, gives the directory's
  * token ids and vectors (to 1e-5); the pooling the file states (mean, CLS,
  * last; none and rank refused by clf_model_embed), and what a broken file
  * is told.  (The directory's BERT is checked against transformers in
- * test_models.c.) */
+ * test_models.c.)  llama.cpp's "nomic-bert" against llama.cpp's own
+ * outputs for a random file (below). */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -88,25 +89,30 @@ START_TEST(test_same_as_directory) {
 }
 END_TEST
 
-/* A copy of the GGUF with `from` (bytes in the file) replaced by `to` of
- * the same length, the value after the key "bert.pooling_type" (type u32,
- * then the u32) set to pool unless pool < 0. */
-static void patched(const char *path, const char *from, const char *to, long pool) {
-  FILE *f = fopen(gguf, "rb");
+/* A copy of GGUF file src with `from` (bytes in the file) replaced by `to`
+ * of the same length, the value after the key `key` ("bert.pooling_type":
+ * type u32, then the u32) set to pool unless pool < 0. */
+static void patched_file(const char *src, const char *key, const char *path, const char *from, const char *to,
+                         long pool) {
+  FILE *f = fopen(src, "rb");
   ck_assert_ptr_nonnull(f);
-  static unsigned char buf[1 << 17];
+  static unsigned char buf[1 << 20];
   const size_t n = fread(buf, 1, sizeof buf, f);
   fclose(f);
   ck_assert(n > 0 && n < sizeof buf);
-  static const char key[] = "bert.pooling_type";
   for (size_t i = 0; i + 64 < n; i++) {
-    if (pool >= 0 && !memcmp(buf + i, key, sizeof key - 1)) {
+    if (pool >= 0 && !memcmp(buf + i, key, strlen(key))) {
       uint32_t v = (uint32_t)pool;
-      memcpy(buf + i + sizeof key - 1 + 4, &v, 4);
+      memcpy(buf + i + strlen(key) + 4, &v, 4);
     }
     if (from && !memcmp(buf + i, from, strlen(from))) memcpy(buf + i, to, strlen(to));
   }
   write_bytes(path, buf, n);
+}
+
+/* The bert fixture patched so. */
+static void patched(const char *path, const char *from, const char *to, long pool) {
+  patched_file(gguf, "bert.pooling_type", path, from, to, pool);
 }
 
 /* h[i, at(i)] of the directory's last_hidden_state over the texts, L2-normalised. */
@@ -205,6 +211,248 @@ START_TEST(test_broken_files) {
 }
 END_TEST
 
+/* ---- nomic-bert: tests/fixtures/gguf_models/nomic_embed ----------------
+ * A random nomic-bert file and llama.cpp's own outputs for it
+ * (tools/fixtures/make_gguf_nomic_fixture.py: llama-server, f32 attention,
+ * checked there against a numpy forward pass to 5.6e-7): every token's
+ * hidden state of five id lists, the texts' ids, and their vectors under
+ * mean, CLS and last pooling.  Tolerance: expected.json's, 1e-4 of each
+ * output's largest magnitude (at least 1). */
+
+static char nomic[1200];
+static cJSON *nomic_exp;
+
+static void nomic_load(void) {
+  snprintf(nomic, sizeof nomic, "%s/gguf_models/nomic_embed/model.gguf", fixtures());
+  char path[1300];
+  snprintf(path, sizeof path, "%s/gguf_models/nomic_embed/expected.json", fixtures());
+  char *text = read_text(path);
+  ck_assert_ptr_nonnull(text);
+  nomic_exp = cJSON_Parse(text);
+  free(text);
+  ck_assert_ptr_nonnull(nomic_exp);
+}
+
+static const cJSON *exp_item(const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(nomic_exp, key);
+  ck_assert_msg(v != NULL, "expected.json has no %s", key);
+  return v;
+}
+
+/* JSON list of numbers `a` into f (n of them exactly). */
+static void floats(const cJSON *a, float *f, size_t n) {
+  ck_assert_uint_eq((size_t)cJSON_GetArraySize(a), n);
+  size_t i = 0;
+  const cJSON *e;
+  cJSON_ArrayForEach(e, a) f[i++] = (float)e->valuedouble;
+}
+
+/* llama.cpp's vectors of the texts under pooling `how`, [n, 64]. */
+static void nomic_pooled(const char *how, size_t n, float *want) {
+  const cJSON *rows = cJSON_GetObjectItemCaseSensitive(exp_item("pooled"), how), *r;
+  ck_assert_uint_eq((size_t)cJSON_GetArraySize(rows), n);
+  size_t i = 0;
+  cJSON_ArrayForEach(r, rows) floats(r, want + 64 * i++, 64);
+}
+
+/* The id lists in one batch, padded with [PAD] and masked: each row's
+ * tokens give llama.cpp's hidden states (each list alone) to the
+ * tolerance; the texts' ids are llama.cpp's. */
+START_TEST(test_nomic_hidden) {
+  nomic_load();
+  const double tol = exp_item("tolerance")->valuedouble;
+  ck_assert(tol > 0 && tol <= 1e-4);
+  clf_model *m = get_model(nomic);
+  ck_assert_str_eq(clf_model_type(m), "nomic-bert");
+  ck_assert_str_eq(clf_model_pooling(m), "mean");
+  const cJSON *lists = exp_item("ids"), *hidden = exp_item("hidden");
+  const size_t B = (size_t)cJSON_GetArraySize(lists);
+  size_t L = 0;
+  for (size_t b = 0; b < B; b++) {
+    const size_t n = (size_t)cJSON_GetArraySize(cJSON_GetArrayItem(lists, (int)b));
+    L = n > L ? n : L;
+  }
+  int64_t *ids = calloc(B * L, sizeof *ids), *mask = calloc(B * L, sizeof *mask);
+  for (size_t b = 0; b < B; b++)
+    for (int j = 0; j < cJSON_GetArraySize(cJSON_GetArrayItem(lists, (int)b)); j++)
+      ids[b * L + (size_t)j] = (int64_t)cJSON_GetArrayItem(cJSON_GetArrayItem(lists, (int)b), j)->valuedouble,
+      mask[b * L + (size_t)j] = 1;
+  clf_array in[2] = {{"input_ids", CLF_I64, 2, {B, L}, ids}, {"attention_mask", CLF_I64, 2, {B, L}, mask}}, h;
+  const char *outs[1] = {"last_hidden_state"};
+  TH_OK(clf_model_run(m, in, 2, outs, 1, &h));
+  ck_assert_uint_eq(h.shape[2], 64);
+  for (size_t b = 0; b < B; b++) {
+    const cJSON *rows = cJSON_GetArrayItem(hidden, (int)b), *r;
+    float want[64], *got;
+    size_t j = 0;
+    cJSON_ArrayForEach(r, rows) {
+      floats(r, want, 64);
+      got = (float *)h.data + (b * L + j++) * 64;
+      TH_CLOSE(got, want, 64, tol);
+    }
+  }
+  clf_array_free(&h);
+  free(ids), free(mask);
+  clf_tokenizer *tok = NULL;
+  TH_OK(clf_tokenizer_load(nomic, &tok));
+  const cJSON *text_ids = exp_item("text_ids");
+  for (size_t i = 0; i < N_TEXTS; i++) {
+    int64_t *a;
+    size_t n;
+    ck_assert_str_eq(cJSON_GetArrayItem(exp_item("texts"), (int)i)->valuestring, texts[i]);
+    TH_OK(clf_tokenizer_encode(tok, texts[i], 1, &a, &n));
+    const cJSON *want = cJSON_GetArrayItem(text_ids, (int)i);
+    ck_assert_uint_eq(n, (size_t)cJSON_GetArraySize(want));
+    for (size_t j = 0; j < n; j++) ck_assert_int_eq(a[j], (int64_t)cJSON_GetArrayItem(want, (int)j)->valuedouble);
+    free(a);
+  }
+  clf_tokenizer_destroy(tok);
+  cJSON_Delete(nomic_exp);
+}
+END_TEST
+
+/* clf_model_embed of the texts as the file states (mean), and with
+ * pooling_type patched to 2 (CLS) and 3 (last): llama.cpp's /v1/embeddings
+ * under each (L2-normalised). */
+START_TEST(test_nomic_pooled) {
+  nomic_load();
+  const double tol = exp_item("tolerance")->valuedouble;
+  clf_tokenizer *tok = NULL;
+  TH_OK(clf_tokenizer_load(nomic, &tok));
+  static const char *const names[3] = {"mean", "cls", "last"};
+  for (int p = 0; p < 3; p++) {
+    char path[1300];
+    snprintf(path, sizeof path, "%s/nomic-%s.gguf", tmp, names[p]);
+    patched_file(nomic, "nomic-bert.pooling_type", path, NULL, NULL, 1 + p);
+    clf_model *m = NULL;
+    TH_OK(clf_model_load(th_ctx, path, &m));
+    ck_assert_str_eq(clf_model_pooling(m), names[p]);
+    float want[N_TEXTS * 64];
+    nomic_pooled(names[p], N_TEXTS, want);
+    clf_array got = embed(m, tok);
+    ck_assert_uint_eq(got.shape[0], N_TEXTS);
+    ck_assert_uint_eq(got.shape[1], 64);
+    TH_CLOSE((float *)got.data, want, N_TEXTS * 64, tol);
+    clf_array_free(&got);
+    clf_model_destroy(m);
+  }
+  clf_tokenizer_destroy(tok);
+  cJSON_Delete(nomic_exp);
+}
+END_TEST
+
+/* The rotary base is read: with rope.freq_base renamed the file falls back
+ * to llama.cpp's 10000, and the first list's hidden states move by more
+ * than 1e-2 (its base is 1000). */
+START_TEST(test_nomic_rope_base_read) {
+  nomic_load();
+  char path[1300];
+  snprintf(path, sizeof path, "%s/nomic-base.gguf", tmp);
+  patched_file(nomic, "nomic-bert.pooling_type", path, "nomic-bert.rope.freq_base", "nomic-bert.rope.freq_bass", -1);
+  clf_model *m = NULL;
+  TH_OK(clf_model_load(th_ctx, path, &m));
+  const cJSON *first = cJSON_GetArrayItem(exp_item("ids"), 0);
+  const size_t L = (size_t)cJSON_GetArraySize(first);
+  int64_t ids[16];
+  for (size_t j = 0; j < L; j++) ids[j] = (int64_t)cJSON_GetArrayItem(first, (int)j)->valuedouble;
+  clf_array in[1] = {{"input_ids", CLF_I64, 2, {1, L}, ids}}, h;
+  const char *outs[1] = {"last_hidden_state"};
+  TH_OK(clf_model_run(m, in, 1, outs, 1, &h));
+  float want[16 * 64];
+  const cJSON *r;
+  size_t j = 0;
+  cJSON_ArrayForEach(r, cJSON_GetArrayItem(exp_item("hidden"), 0)) floats(r, want + 64 * j++, 64);
+  const double diff = th_max_abs_diff((float *)h.data, want, L * 64);
+  ck_assert_msg(diff > 1e-2, "with base 10000 instead of 1000 the states moved only %.3g", diff);
+  clf_array_free(&h);
+  clf_model_destroy(m);
+  cJSON_Delete(nomic_exp);
+}
+END_TEST
+
+/* position_ids given: rotary attention sees only position differences, so
+ * the first list at positions 7..7+L-1 gives llama.cpp's states at 0..L-1
+ * (to the tolerance), and positions reversed do not (by more than 1e-2). */
+START_TEST(test_nomic_position_ids) {
+  nomic_load();
+  const double tol = exp_item("tolerance")->valuedouble;
+  clf_model *m = get_model(nomic);
+  const cJSON *first = cJSON_GetArrayItem(exp_item("ids"), 0), *r;
+  const size_t L = (size_t)cJSON_GetArraySize(first);
+  int64_t ids[16], pos[16];
+  float want[16 * 64];
+  size_t j = 0;
+  for (j = 0; j < L; j++) ids[j] = (int64_t)cJSON_GetArrayItem(first, (int)j)->valuedouble;
+  j = 0;
+  cJSON_ArrayForEach(r, cJSON_GetArrayItem(exp_item("hidden"), 0)) floats(r, want + 64 * j++, 64);
+  const char *outs[1] = {"last_hidden_state"};
+  for (int reversed = 0; reversed < 2; reversed++) {
+    for (j = 0; j < L; j++) pos[j] = reversed ? (int64_t)(L - 1 - j) : (int64_t)(7 + j);
+    clf_array in[2] = {{"input_ids", CLF_I64, 2, {1, L}, ids}, {"position_ids", CLF_I64, 2, {1, L}, pos}}, h;
+    TH_OK(clf_model_run(m, in, 2, outs, 1, &h));
+    if (!reversed) {
+      TH_CLOSE((float *)h.data, want, L * 64, tol);
+    } else {
+      const double diff = th_max_abs_diff((float *)h.data, want, L * 64);
+      ck_assert_msg(diff > 1e-2, "positions reversed moved the states only %.3g", diff);
+    }
+    clf_array_free(&h);
+  }
+  cJSON_Delete(nomic_exp);
+}
+END_TEST
+
+/* The GEMMs of a forward pass over 4 rows (for probe --tune), from the
+ * same rows the loader reads: per layer the fused Wqkv and the fused gate |
+ * up [192, 64] (two each), the output projection [64, 64] and ffn_down
+ * [64, 96]; three layers (the fixture's sizes, make_gguf_nomic_fixture.py). */
+START_TEST(test_nomic_gemm_shapes) {
+  snprintf(nomic, sizeof nomic, "%s/gguf_models/nomic_embed/model.gguf", fixtures());
+  clf_gemm_shape sh[16];
+  size_t n = 0;
+  TH_OK(clf_model_gemm_shapes(nomic, 4, sh, 16, &n));
+  static const size_t want[3][3] = {{192, 64, 6}, {64, 64, 3}, {64, 96, 3}}; /* n, k, count */
+  ck_assert_uint_eq(n, 3);
+  for (size_t w = 0; w < 3; w++) {
+    size_t found = 0;
+    for (size_t i = 0; i < n; i++)
+      if (sh[i].m == 4 && sh[i].n == want[w][0] && sh[i].k == want[w][1]) found += sh[i].count ? sh[i].count : 1;
+    ck_assert_msg(found == want[w][2], "GEMM [4, %zu] x [%zu]: %zu, expected %zu", want[w][0], want[w][1], found,
+                  want[w][2]);
+  }
+}
+END_TEST
+
+/* What a broken nomic-bert file is told, each naming the key or tensor. */
+START_TEST(test_nomic_broken) {
+  snprintf(nomic, sizeof nomic, "%s/gguf_models/nomic_embed/model.gguf", fixtures());
+  char path[1300];
+  snprintf(path, sizeof path, "%s/nomic-broken.gguf", tmp);
+  static const struct {
+    const char *from, *to;
+    long pool;
+    clf_status st;
+    const char *words;
+  } cases[] = {
+      {"blk.1.ffn_gate.weight", "blk.1.ffn_gatx.weight", -1, CLF_E_FORMAT, "blk.1.ffn_gatx.weight"},
+      {"blk.2.attn_qkv.weight", "blk.2.attn_qkx.weight", -1, CLF_E_FORMAT, "blk.2.attn_qkx.weight"},
+      {"nomic-bert.attention.layer_norm_epsilon", "nomic-bert.attention.layer_norm_epsilox", -1, CLF_E_FORMAT,
+       "nomic-bert.attention.layer_norm_epsilon is missing"},
+      {"tokenizer.ggml.token_type_count", "tokenizer.ggml.token_type_counx", -1, CLF_E_FORMAT,
+       "tokenizer.ggml.token_type_count is missing"},
+      {"nomic-bert.feed_forward_length", "nomic-bert.feed_forward_lengtx", -1, CLF_E_FORMAT,
+       "nomic-bert.feed_forward_length is missing"},
+      {NULL, NULL, 5, CLF_E_FORMAT, "nomic-bert.pooling_type = 5 is too large (at most 4)"},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    patched_file(nomic, "nomic-bert.pooling_type", path, cases[c].from, cases[c].to, cases[c].pool);
+    clf_model *m = NULL;
+    TH_FAILS(clf_model_load(th_ctx, path, &m), cases[c].st, cases[c].words);
+    ck_assert_ptr_null(m);
+  }
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("gguf_embed");
   TCase *tc = tcase_create("gguf_embed");
@@ -214,6 +462,12 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_cls_and_last);
   tcase_add_test(tc, test_refused_poolings);
   tcase_add_test(tc, test_broken_files);
+  tcase_add_test(tc, test_nomic_hidden);
+  tcase_add_test(tc, test_nomic_pooled);
+  tcase_add_test(tc, test_nomic_rope_base_read);
+  tcase_add_test(tc, test_nomic_broken);
+  tcase_add_test(tc, test_nomic_gemm_shapes);
+  tcase_add_test(tc, test_nomic_position_ids);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -256,9 +256,14 @@ static clf_status gm_head_dim(clf_context *ctx, const clf_gguf *g, const char *f
   if (v != k)
     return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: %s.attention.value_length %lld differs from key_length %lld", file,
                      arch, (long long)v, (long long)k);
-  const cJSON *d = cJSON_GetObjectItemCaseSensitive(cfg, "hidden_size"),
-              *h = cJSON_GetObjectItemCaseSensitive(cfg, "num_attention_heads");
-  if (k <= 0 || !d || !h || h->valuedouble <= 0 || (double)k * h->valuedouble == d->valuedouble) return CLF_OK;
+  /* the sizes from the metadata, not from cfg: an architecture's rows may
+   * give them config names other than hidden_size and num_attention_heads */
+  int64_t dim = 0, heads = 0;
+  snprintf(key, sizeof key, "%s.embedding_length", arch);
+  clf__gguf_meta_int(NULL, g, file, key, 0, &dim);
+  snprintf(key, sizeof key, "%s.attention.head_count", arch);
+  clf__gguf_meta_int(NULL, g, file, key, 0, &heads);
+  if (k <= 0 || heads <= 0 || k * heads == dim) return CLF_OK;
   if (a->config & CLF__GGUF_HEAD_DIM)
     return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: %s with a head size (%lld) other than hidden / heads", file, arch,
                      (long long)k);

@@ -7,18 +7,22 @@
  * (a bert_kind each): RoBERTa's positions count from past padding_idx, its
  * sequence head is a dense + tanh of its own on the first token instead of
  * the pooler; DistilBERT has no token types and its own config keys.
+ * bert.h hands the kind and the loader to encoders in their own files
+ * (nomic_bert.c: rotary positions instead of the table, a gated MLP).
  */
-#include "family.h"
+#include "bert.h"
+#include "llama.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-struct bert_kind;
+typedef clf__bert_kind bert_kind;
+typedef clf__bert_dims bert_dims;
 
 typedef struct bert {
-  const struct bert_kind *kind;
+  const bert_kind *kind;
   size_t V, D, H, F, P, T, n_layers; /* T 0: no token types (DistilBERT) */
   long pad;                          /* RoBERTa's padding_idx (pad_token_id) */
   float eps;
@@ -26,6 +30,7 @@ typedef struct bert {
   clf_tensor *wpe; /* [P, D] position_embeddings */
   clf_tensor *tte; /* [T, D] token_type_embeddings */
   clf__ln ln_emb;  /* [D] embeddings.LayerNorm */
+  clf_tensor *inv_freq; /* [Dh / 2] a rotary kind's frequencies, or NULL */
   clf__layer *layers;
   clf__linear pooler; /* [D, D] pooler.dense, or w NULL */
   int head;           /* enum bert_head */
@@ -45,6 +50,7 @@ typedef struct bert {
 
 /* The architectures: the base model and its heads. */
 enum bert_head { HEAD_BASE, HEAD_MLM, HEAD_PRE, HEAD_SEQ, HEAD_TOK, HEAD_QA, HEAD_NSP, HEAD_COUNT };
+_Static_assert(HEAD_COUNT == CLF__BERT_HEADS, "bert.h's head count is the enum's");
 /* What an output is. */
 enum bert_out { OUT_LHS, OUT_POOL, OUT_MLM, OUT_NSP, OUT_SEQ, OUT_TOK, OUT_START, OUT_END, OUT_COUNT };
 /* Each head's own outputs (transformers' names), then last_hidden_state and
@@ -86,32 +92,13 @@ static const clf__weight_row distil_layer_rows[] = {
     CLF__LN(clf__layer, ln_mlp, "output_layer_norm"),
 };
 
-/* What differs between BERT, RoBERTa, XLM-RoBERTa and DistilBERT: names. */
-typedef struct bert_kind {
-  const char *type, *prefix;        /* model_type; the base model's weight prefix ("bert.") */
-  const char *archs[HEAD_COUNT];    /* each head's class (NULL: the family has none) */
-  const char *stack;                /* the layers: STACK.layer.N. */
-  const clf__weight_row *rows;      /* the layer's weights */
-  size_t n_rows;
-  const char *sizes;                /* the config keys of V, D, H, F (messages) */
-  const char *act_key;              /* the config key of the activation */
-  int token_types;                  /* token_type_embeddings and the input token_type_ids */
-  int roberta_pos;                  /* positions from input_ids past padding_idx */
-  float eps;                        /* the LayerNorms' eps when fixed (DistilBERT), else 0: config's */
-  const char *mlm[4];               /* the MLM head: dense, LayerNorm, decoder weight, bias */
-  const char *mlm_bias2;            /* the bias's other name */
-  int mlm_gelu;                     /* 1: the MLM dense's activation is gelu, not the config's */
-  const char *seq_dense, *seq_out;  /* the sequence head (seq_dense NULL: the pooler, then seq_out) */
-  clf_activation seq_act;           /* and its activation */
-} bert_kind;
-
 #define BERT_SIZES "vocab_size, hidden_size, num_attention_heads, intermediate_size"
 #define ROBERTA_KIND(t, a)                                                                                         \
   {.type = t, .prefix = "roberta.",                                                                                \
    .archs = {a "Model", a "ForMaskedLM", NULL, a "ForSequenceClassification", a "ForTokenClassification",          \
              a "ForQuestionAnswering", NULL},                                                                      \
-   .stack = "encoder", .rows = bert_layer_rows, .n_rows = CLF__ARRAY_LEN(bert_layer_rows), .sizes = BERT_SIZES,    \
-   .act_key = "hidden_act", .token_types = 1,                                                                       \
+   .stack = "encoder.layer", .rows = bert_layer_rows, .n_rows = CLF__ARRAY_LEN(bert_layer_rows),                  \
+   .sizes = BERT_SIZES, .act_key = "hidden_act", .token_types = 1,                                                  \
    .roberta_pos = 1, .mlm = {"lm_head.dense", "lm_head.layer_norm", "lm_head.decoder.weight", "lm_head.bias"},      \
    .mlm_bias2 = "lm_head.decoder.bias", .mlm_gelu = 1, .seq_dense = "classifier.dense",                             \
    .seq_out = "classifier.out_proj", .seq_act = CLF_ACT_TANH}
@@ -120,7 +107,7 @@ static const bert_kind bert_kind_bert = {
     .prefix = "bert.",
     .archs = {"BertModel", "BertForMaskedLM", "BertForPreTraining", "BertForSequenceClassification",
               "BertForTokenClassification", "BertForQuestionAnswering", "BertForNextSentencePrediction"},
-    .stack = "encoder",
+    .stack = "encoder.layer",
     .rows = bert_layer_rows, .n_rows = CLF__ARRAY_LEN(bert_layer_rows),
     .sizes = BERT_SIZES,
     .act_key = "hidden_act",
@@ -136,7 +123,7 @@ static const bert_kind bert_kind_distil = {
     .prefix = "distilbert.",
     .archs = {"DistilBertModel", "DistilBertForMaskedLM", NULL, "DistilBertForSequenceClassification",
               "DistilBertForTokenClassification", "DistilBertForQuestionAnswering", NULL},
-    .stack = "transformer",
+    .stack = "transformer.layer",
     .rows = distil_layer_rows, .n_rows = CLF__ARRAY_LEN(distil_layer_rows),
     .sizes = "vocab_size, dim, n_heads, hidden_dim",
     .act_key = "activation",
@@ -232,12 +219,19 @@ static clf_status bert_encode(clf_model *m, const clf__inputs in, size_t *Bp, si
   if (b->T && ((st = clf__upload_ids(m, ws, CLF__WS_IDS2, in[IN_TT], B, L, 0, &tt)) != CLF_OK ||
                (st = clf_embedding(ctx, b->tte, tt, 1.0f, 1, h, NULL)) != CLF_OK))
     return st;
-  if ((st = bert_positions(m, in, B, L, h)) != CLF_OK) return st;
+  clf__rotary rot = {0}; /* a rotary kind: position_ids, or 0..L-1, rotate q and k in every layer */
+  if (b->inv_freq) {
+    clf_tensor *pos;
+    if ((st = clf__upload_positions(m, ws, in[IN_POS], B, L, &pos)) != CLF_OK) return st;
+    rot.pos = pos, rot.inv_freq = b->inv_freq;
+  } else if ((st = bert_positions(m, in, B, L, h)) != CLF_OK) {
+    return st;
+  }
   if ((st = clf__ln_apply(ctx, &b->ln_emb, h, NULL, NULL, NULL, h)) != CLF_OK) return st;
 
   /* N x post-LN encoder layer */
   clf_attention_mask am = {mask, 0, NULL};
-  clf__layer_io io = {&am, NULL, NULL, NULL, NULL};
+  clf__layer_io io = {&am, NULL, NULL, NULL, NULL, b->inv_freq ? &rot : NULL};
   for (size_t i = 0; i < b->n_layers; i++)
     if ((st = clf__layer_forward(ctx, &b->layers[i], 0, NULL, h, NULL, &io, ws)) != CLF_OK) return st;
   *Bp = B, *Lp = L, *hp = h;
@@ -347,21 +341,6 @@ static clf_status bert_run(clf_model *m, const clf__inputs in, const int *want, 
 }
 
 /* config.json keys */
-typedef struct bert_dims {
-  long V, D, H, N, F, P, T;
-  long n_labels; /* num_labels (0: absent) */
-  long pad;      /* pad_token_id: RoBERTa's padding_idx */
-  double eps;
-  int tie;
-  const char *act, *pe_type;
-  long pooling, pool_dflt; /* pooling_type (-1: absent) and what its absence means */
-} bert_dims;
-/* clf_model_embed's pooling: pooling_type (a GGUF file's {arch}.pooling_type),
- * else pooling_type_default: mean for a Hugging Face directory, which states
- * none, and none for a GGUF file without the key, as llama.cpp takes it. */
-#define BERT_POOLING_KEYS                                                          \
-  CLF__OPT(bert_dims, pooling, "pooling_type", INT, -1),                           \
-  CLF__OPT(bert_dims, pool_dflt, "pooling_type_default", INT, CLF__POOL_MEAN)
 static const clf__config_key bert_keys[] = {
     CLF__REQ(bert_dims, V, "vocab_size", INT),
     CLF__REQ(bert_dims, D, "hidden_size", INT),
@@ -376,7 +355,7 @@ static const clf__config_key bert_keys[] = {
     CLF__OPT(bert_dims, n_labels, "num_labels", INT, 0),
     CLF__OPT(bert_dims, tie, "tie_word_embeddings", BOOL, 1),
     CLF__OPT(bert_dims, pad, "pad_token_id", INT, 1),
-    BERT_POOLING_KEYS,
+    CLF__BERT_POOLING_KEYS,
 };
 /* DistilBERT's names for the same (no token types; LayerNorm eps 1e-12;
  * sinusoidal_pos_embds needs nothing: the table is in the checkpoint) */
@@ -390,7 +369,7 @@ static const clf__config_key distil_keys[] = {
     CLF__OPT_STR(bert_dims, act, "activation", "gelu"),
     CLF__OPT(bert_dims, n_labels, "num_labels", INT, 0),
     CLF__OPT(bert_dims, tie, "tie_word_embeddings", BOOL, 1),
-    BERT_POOLING_KEYS,
+    CLF__BERT_POOLING_KEYS,
 };
 
 static clf_status bert_check(clf_context *ctx, const bert_kind *k, const bert_dims *d, clf_activation *act) {
@@ -401,9 +380,13 @@ static clf_status bert_check(clf_context *ctx, const bert_kind *k, const bert_di
   if (d->pe_type && strcmp(d->pe_type, "absolute") != 0)
     return clf__fail(ctx, CLF_E_UNSUPPORTED, "clf_model_load: %s position_embedding_type \"%s\" is not supported",
                      k->type, d->pe_type);
-  if (clf_activation_from_name(d->act, act) != CLF_OK)
-    return clf__fail(ctx, CLF_E_UNSUPPORTED, "clf_model_load: %s %s \"%s\" is not supported", k->type, k->act_key,
-                     d->act);
+  if (k->gated ? !d->act || strcmp(d->act, "swiglu") != 0 : clf_activation_from_name(d->act, act) != CLF_OK)
+    return clf__fail(ctx, CLF_E_UNSUPPORTED, "clf_model_load: %s %s \"%s\" is not supported%s", k->type, k->act_key,
+                     d->act ? d->act : "(null)", k->gated ? " (swiglu)" : "");
+  if (k->gated) *act = CLF_ACT_SILU;
+  if (k->rotary && (!(d->theta > 0) || !isfinite(d->theta) || (d->D / d->H) % 2))
+    return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s rotary positions need a finite positive base (%g) and an "
+                     "even head size (%ld)", k->type, d->theta, d->D / d->H);
   const long pool = d->pooling >= 0 ? d->pooling : d->pool_dflt;
   if (pool < 0 || pool >= CLF__POOL_COUNT)
     return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s pooling_type %ld is not one of 0..%d (none, mean, cls, "
@@ -412,6 +395,23 @@ static clf_status bert_check(clf_context *ctx, const bert_kind *k, const bert_di
     return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s pad_token_id %ld (padding_idx) is not a row of the %ld "
                      "position embeddings", k->type, d->pad, d->P);
   return CLF_OK;
+}
+
+/* A rotary kind's inverse frequencies [Dh / 2] at base theta (RoPE's
+ * default, llama.h), on the device. */
+static clf_status bert_rotary(clf_model *m, bert *b, double theta) {
+  const size_t half = b->D / b->H / 2;
+  const clf__rope r = {.type = CLF__ROPE_DEFAULT, .dim = 2 * half, .theta = theta};
+  clf_status st;
+  if ((st = clf_tensor_create(m->ctx, CLF_F32, 1, (size_t[]){half}, &b->inv_freq)) != CLF_OK ||
+      (st = clf__params_add(m->ctx, &m->params, b->inv_freq)) != CLF_OK)
+    return st;
+  float *f = malloc(half * sizeof *f + 1);
+  if (!f) return clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "clf_model_load: out of host memory");
+  clf__rope_inv_freq(&r, 0, f);
+  st = clf_tensor_upload(m->ctx, b->inv_freq, f, half * sizeof *f);
+  free(f);
+  return st;
 }
 
 /* embeddings.*, the layers, and the pooler under prefix pf: optional
@@ -426,18 +426,19 @@ static clf_status bert_load_weights(clf_model *m, bert *b, clf_activation act, c
   clf_status st;
   if ((st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, pf, "embeddings.word_embeddings.weight"), 2,
                        (size_t[]){b->V, d}, &b->wte)) != CLF_OK ||
-      (st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, pf, "embeddings.position_embeddings.weight"), 2,
-                       (size_t[]){b->P, d}, &b->wpe)) != CLF_OK ||
+      (!b->kind->rotary && /* a rotary kind has no position table */
+       (st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, pf, "embeddings.position_embeddings.weight"), 2,
+                        (size_t[]){b->P, d}, &b->wpe)) != CLF_OK) ||
       (b->T && (st = clf__param(ctx, w, p, clf__wn(n1, sizeof n1, pf, "embeddings.token_type_embeddings.weight"), 2,
                                 (size_t[]){b->T, d}, &b->tte)) != CLF_OK) ||
-      (st = clf__load_ln(ctx, w, p, clf__wn(n1, sizeof n1, pf, "embeddings.LayerNorm"), d, b->eps, &b->ln_emb)) !=
-          CLF_OK)
+      (st = clf__load_ln(ctx, w, p, clf__wn(n1, sizeof n1, pf, "%s", b->kind->emb_ln ? b->kind->emb_ln :
+                                            "embeddings.LayerNorm"), d, b->eps, &b->ln_emb)) != CLF_OK)
     return st;
   for (size_t i = 0; i < b->n_layers; i++) {
     clf__layer *l = &b->layers[i];
     l->self.heads = b->H, l->self.dh = dh, l->self.scale = 1.0f / sqrtf((float)dh);
-    l->mlp.act = act;
-    if ((st = clf__load_rows(ctx, w, p, clf__wn(n1, sizeof n1, pf, "%s.layer.%zu.", b->kind->stack, i),
+    l->mlp.act = act, l->mlp.gated = b->kind->gated;
+    if ((st = clf__load_rows(ctx, w, p, clf__wn(n1, sizeof n1, pf, "%s.%zu.", b->kind->stack, i),
                              b->kind->rows, b->kind->n_rows, &spec, l)) != CLF_OK)
       return st;
   }
@@ -528,8 +529,9 @@ static int bert_pick_head(const bert_kind *k, const clf__config *c) {
 
 /* num_labels: id2label's, else config's num_labels, else 2.  Weights under
  * the kind's prefix ("bert.") or none (the base model saved alone). */
-static clf_status bert_load_kind(clf_model *m, const bert_kind *k, const bert_dims *d, const clf__config *c,
-                                 const clf__weights *w) {
+clf_status clf__bert_load(clf_model *m, const bert_kind *k, const void *dims, const clf__config *c,
+                          const clf__weights *w) {
+  const bert_dims *d = dims;
   clf_activation act;
   clf_status st;
   if ((st = bert_check(m->ctx, k, d, &act)) != CLF_OK) return st;
@@ -554,14 +556,14 @@ static clf_status bert_load_kind(clf_model *m, const bert_kind *k, const bert_di
                                "embeddings.word_embeddings.weight", NULL};
   const char *found = clf__weights_pick(w, probe);
   const char *pf = found && strcmp(found, probe[0]) == 0 ? k->prefix : "";
-  if ((st = bert_load_weights(m, b, act, pf, bert_head_outs[b->head].pooler && !k->seq_dense, w)) != CLF_OK)
+  if ((st = bert_load_weights(m, b, act, pf, bert_head_outs[b->head].pooler && !k->seq_dense, w)) != CLF_OK ||
+      (k->rotary && (st = bert_rotary(m, b, d->theta)) != CLF_OK))
     return st;
   return bert_load_head(m, b, d, act, pf, w);
 }
 
 /* the layers' rows; the heads' weights [out, in] */
-static void bert_gemms_kind(const bert_kind *k, const void *dims, const clf__config *c, size_t T,
-                            clf__gemm_list *l) {
+void clf__bert_gemms(const bert_kind *k, const void *dims, const clf__config *c, size_t T, clf__gemm_list *l) {
   const bert_dims *d = dims;
   const clf__block_spec spec = clf__spec_encoder((size_t)d->D, (size_t)d->F, 0, 1, 1);
   clf__rows_gemms(k->rows, k->n_rows, &spec, T, d->N, l);
@@ -576,10 +578,10 @@ static void bert_gemms_kind(const bert_kind *k, const void *dims, const clf__con
 
 #define BERT_KIND_HOOKS(name, kind)                                                                                \
   static clf_status name##_load(clf_model *m, const void *dims, const clf__config *c, const clf__weights *w) {     \
-    return bert_load_kind(m, &kind, dims, c, w);                                                                   \
+    return clf__bert_load(m, &kind, dims, c, w);                                                                   \
   }                                                                                                                \
   static void name##_gemms(const void *dims, const clf__config *c, size_t T, clf__gemm_list *l) {                  \
-    bert_gemms_kind(&kind, dims, c, T, l);                                                                         \
+    clf__bert_gemms(&kind, dims, c, T, l);                                                                         \
   }
 BERT_KIND_HOOKS(bert, bert_kind_bert)
 BERT_KIND_HOOKS(roberta, bert_kind_roberta)

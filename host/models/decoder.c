@@ -176,16 +176,9 @@ clf_status clf__decoder_check(clf_model *m, const clf__inputs in, size_t *B, siz
 /* position_ids as given, or 0..L-1 in every row (transformers' default)
  * where the family needs them. */
 static clf_status upload_positions(clf_model *m, const clf_array *given, size_t B, size_t L, clf_tensor **out) {
-  clf__ws *ws = m->dec->ws;
   *out = NULL;
-  if (given) return clf__upload_ids(m, ws, CLF__WS_POS, given, B, L, 0, out);
-  if (!m->dec->need_pos) return CLF_OK;
-  clf_array a = {"position_ids", CLF_I64, 2, {B, L}, malloc(B * L * sizeof(int64_t) + 1)};
-  if (!a.data) return clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "clf_model_run: out of host memory");
-  for (size_t i = 0; i < B * L; i++) ((int64_t *)a.data)[i] = (int64_t)(i % L);
-  clf_status st = clf__upload_ids(m, ws, CLF__WS_POS, &a, B, L, 0, out);
-  free(a.data);
-  return st;
+  if (!given && !m->dec->need_pos) return CLF_OK;
+  return clf__upload_positions(m, m->dec->ws, given, B, L, out);
 }
 
 clf_status clf__decoder_forward(clf_model *m, const clf__inputs in, size_t B, size_t L, int64_t max_pos,

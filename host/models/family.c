@@ -27,7 +27,8 @@
   X(qwen3)               \
   X(gemma3_text)         \
   X(gemma3)              \
-  X(phi3)
+  X(phi3)                \
+  X(nomic_bert)
 
 #define CLF__FAMILY_DECLARE(name) extern const clf__family clf__##name##_family;
 CLF__FAMILIES(CLF__FAMILY_DECLARE)

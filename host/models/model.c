@@ -513,6 +513,17 @@ clf_status clf__upload_ids(clf_model *m, clf__ws *ws, int slot, const clf_array 
   return st;
 }
 
+clf_status clf__upload_positions(clf_model *m, clf__ws *ws, const clf_array *given, size_t B, size_t L,
+                                 clf_tensor **out) {
+  if (given) return clf__upload_ids(m, ws, CLF__WS_POS, given, B, L, 0, out);
+  clf_array a = {"position_ids", CLF_I64, 2, {B, L}, malloc(B * L * sizeof(int64_t) + 1)};
+  if (!a.data) return clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "clf_model_run: out of host memory");
+  for (size_t i = 0; i < B * L; i++) ((int64_t *)a.data)[i] = (int64_t)(i % L);
+  clf_status st = clf__upload_ids(m, ws, CLF__WS_POS, &a, B, L, 0, out);
+  free(a.data);
+  return st;
+}
+
 clf_status clf__download(clf_model *m, const clf_tensor *t, const char *name, clf_array *out) {
   memset(out, 0, sizeof *out);
   snprintf(out->name, sizeof out->name, "%s", name);

@@ -88,6 +88,10 @@ clf_status clf__check_id_range(clf_model *m, const char *op, const clf_array *a,
  * `slot` as is.  A NULL array gives a tensor of `fill`. */
 clf_status clf__upload_ids(clf_model *m, clf__ws *ws, int slot, const clf_array *a, size_t B, size_t L,
                            long fill, clf_tensor **out);
+/* position_ids [B, L] into workspace slot CLF__WS_POS: `given` as is, or
+ * (NULL) 0..L-1 in every row, transformers' default. */
+clf_status clf__upload_positions(clf_model *m, clf__ws *ws, const clf_array *given, size_t B, size_t L,
+                                 clf_tensor **out);
 /* n x size zeroed bytes of host memory freed with m (NULL, with the error
  * recorded, when out of memory). */
 void *clf__model_calloc(clf_model *m, size_t n, size_t size);
