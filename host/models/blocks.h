@@ -137,6 +137,10 @@ typedef struct clf__layer_io {
 
 /* Runs a layer on the residual stream h [B, L, D].  pre_ln: `a` holds
  * ln_self(h) on entry and next_ln(h) on exit.  post_ln: a is scratch. */
+/* The window every one of n layers keeps: the largest of their windows
+ * (a layer's own, else `window`, the stack's), or 0 when some layer sees
+ * every position.  The engine gives back the blocks before it. */
+size_t clf__layers_window(const clf__layer *l, size_t n, size_t window);
 clf_status clf__layer_forward(clf_context *ctx, const clf__layer *l, int pre_ln, const clf__ln *next_ln,
                               clf_tensor *h, clf_tensor *a, const clf__layer_io *io, clf__ws *ws);
 

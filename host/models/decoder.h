@@ -50,6 +50,10 @@ typedef struct clf__decoder {
   const char *limit_key;         /* the config key it comes from (messages) */
   int need_pos;                  /* forward passes get position_ids 0..L-1 when not given */
   const char *no_engine;         /* why the engine (paged, many sequences) cannot run it; NULL: it can */
+  /* Non-zero: every layer's self-attention sees at most the last kv_window
+   * positions (clf__layers_window), so the engine gives back a sequence's
+   * blocks once they fall before it; 0: some layer sees every position */
+  size_t kv_window;
   /* Non-zero: generation feeds the whole sequence again, the caches
    * dropped, at the step whose new position is this one (Phi-3's longrope
    * switching to its long factors: transformers re-encodes there) */

@@ -42,8 +42,9 @@ typedef struct seq {
   int64_t *tok;       /* [max_len]: the prompt, then what it generated */
   size_t n, prompt_len, computed; /* tokens; those whose keys and values are in the cache */
   clf__gen_row rules;
-  uint32_t *blk; /* [blocks for max_len] */
+  uint32_t *blk; /* [blocks for max_len]: position p in blk[p / BS] */
   size_t nblk, nhashed;
+  size_t first; /* blocks 0..first-1 given back: every layer's window has passed them (their blk[] NIL) */
   size_t cached; /* prompt positions taken from the prefix cache (its last admission's) */
   uint64_t chain;    /* the key of its last hashed block */
   uint64_t isolation;
@@ -72,6 +73,7 @@ struct clf_engine {
   clf_model *m;
   clf__decoder *d;
   size_t BS, NB, max_rows, max_seqs, n_layers, V;
+  size_t W; /* every layer sees at most the last W positions (decoder.h kv_window); 0: some layer sees all */
   clf_dtype kv_dtype;
   clf_tensor **k, **v; /* [n_layers] pools [NB, Hkv, BS, Dh] */
   block *b;
@@ -165,18 +167,47 @@ static uint32_t block_take(clf_engine *e) {
 /* A sequence gives its blocks back, the last first: hashed ones stay
  * reusable (the prefix evicted last), the rest are taken first. */
 static void blocks_release(clf_engine *e, seq *s) {
-  for (size_t j = s->nblk; j-- > 0;) {
+  for (size_t j = s->nblk; j-- > s->first;) {
     block *b = &e->b[s->blk[j]];
     if (--b->ref == 0) lru_push(e, s->blk[j], b->hashed);
   }
-  s->nblk = s->nhashed = 0;
+  s->nblk = s->nhashed = s->first = 0;
   s->chain = 0;
+}
+
+/* The first block that rows from position `computed` on read: each sees
+ * at most the last W positions, so none reads before computed + 1 - W. */
+static size_t window_first(const clf_engine *e, size_t computed) {
+  return e->W && computed + 1 > e->W ? (computed + 1 - e->W) / e->BS : 0;
+}
+
+/* The blocks s no longer reads, every layer's window past them, given
+ * back, the first first: a block other holders share (copies, the same
+ * prefix) stays theirs, and a hashed one stays in the prefix table, free,
+ * until taken. */
+static void window_release(clf_engine *e, seq *s) {
+  for (const size_t first = window_first(e, s->computed); s->first < first && s->first < s->nblk; s->first++) {
+    const uint32_t i = s->blk[s->first];
+    if (--e->b[i].ref == 0) lru_push(e, i, e->b[i].hashed);
+    s->blk[s->first] = NIL;
+  }
+}
+
+/* The most blocks a sequence of up to n positions holds at once: all of
+ * them, or with a window those of the W - 1 positions before a step's
+ * rows and the rows (at most max_rows), wherever they fall in blocks. */
+static size_t blocks_held(const clf_engine *e, size_t n) {
+  const size_t all = (n + e->BS - 1) / e->BS;
+  if (!e->W) return all;
+  const size_t span = (e->W - 1 + e->max_rows + 2 * e->BS - 2) / e->BS;
+  return span < all ? span : all;
 }
 
 /* Blocks of s that its computed positions fill enter the prefix table
  * (unless the same content is already there). */
 static void blocks_register(clf_engine *e, seq *s) {
-  while (s->nhashed < s->nblk && (s->nhashed + 1) * e->BS <= s->computed) {
+  /* (a block or its parent given back by the window ends the chain) */
+  while (s->nhashed < s->nblk && (s->nhashed + 1) * e->BS <= s->computed && !(s->first && s->nhashed <= s->first)) {
     const uint32_t i = s->blk[s->nhashed];
     block *b = &e->b[i];
     const uint32_t parent = s->nhashed ? s->blk[s->nhashed - 1] : NIL;
@@ -296,7 +327,7 @@ static clf_status engine_pool(clf_engine *e, const clf_engine_options *o) {
   clf_context *ctx = e->m->ctx;
   const clf__decoder *d = e->d;
   const size_t row = d->kv_heads * e->BS * d->dh * clf_dtype_size(e->kv_dtype); /* one block of one layer's K */
-  size_t per_block, full_blocks = (d->limit + e->BS - 1) / e->BS, want = o->kv_bytes, cap;
+  size_t per_block, full_blocks = blocks_held(e, d->limit), want = o->kv_bytes, cap;
   if (!clf__mul_ok(row, 2 * e->n_layers, &per_block) || !per_block)
     return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: a block of %zu positions overflows", op, e->BS);
   if (!want) {
@@ -369,7 +400,7 @@ clf_status clf_engine_create(clf_model *m, const clf_engine_options *o, clf_engi
   if (!o) o = &z;
   clf_engine *e = calloc(1, sizeof *e);
   if (!e) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
-  e->m = m, e->d = d, e->n_layers = d->kv.n_layers, e->V = m->vocab;
+  e->m = m, e->d = d, e->n_layers = d->kv.n_layers, e->V = m->vocab, e->W = d->kv_window;
   e->BS = o->block_size ? o->block_size : 16;
   e->max_rows = o->max_step_rows ? o->max_step_rows : engine_step_rows(ctx);
   e->max_seqs = o->max_sequences ? o->max_sequences : 64;
@@ -420,10 +451,10 @@ static clf_status seq_make(clf_engine *e, const clf_engine_request *r, uint64_t 
   seq *s = *out = calloc(1, sizeof *s);
   if (!s) return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
   clf_status st = clf__gen_row_init(m, NULL, &o, r->n_ids, limit, &s->rules);
-  const size_t blocks = (s->rules.max_len + e->BS - 1) / e->BS;
-  if (st == CLF_OK && blocks > e->NB)
-    st = clf__fail(NULL, CLF_E_INVALID_ARG, "%s: a sequence of up to %zu positions needs %zu blocks, more than the "
-                   "pool's %zu (set max_new_tokens, or a larger kv_bytes)", op, s->rules.max_len, blocks, e->NB);
+  const size_t blocks = (s->rules.max_len + e->BS - 1) / e->BS, held = blocks_held(e, s->rules.max_len);
+  if (st == CLF_OK && held > e->NB)
+    st = clf__fail(NULL, CLF_E_INVALID_ARG, "%s: a sequence of up to %zu positions needs %zu blocks at once, more "
+                   "than the pool's %zu (set max_new_tokens, or a larger kv_bytes)", op, s->rules.max_len, held, e->NB);
   if (st == CLF_OK && ((s->tok = malloc(s->rules.max_len * sizeof *s->tok)) == NULL ||
                        (s->blk = malloc(blocks * sizeof *s->blk + 1)) == NULL))
     st = clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
@@ -634,19 +665,22 @@ static size_t plan(clf_engine *e, size_t *rows, clf_status *err) {
      * pass max_sequences (e->sc and e->snap hold that many) */
     if (running_slots(e) + 1 + list_len(s->forks) > e->max_seqs) break;
     admit_prefix(e, s);
-    const size_t blocks = (s->n + e->BS - 1) / e->BS;
-    if (blocks - s->nblk > e->n_free) {
+    window_release(e, s);
+    /* free blocks for all its prompt will hold at once: the whole prompt,
+     * or with a window the most it holds while its chunks pass */
+    const size_t hold = blocks_held(e, s->n), held = s->nblk - s->first;
+    if (hold > held && hold - held > e->n_free) {
       e->st.prefix_tokens_reused -= s->computed;
       blocks_release(e, s);
       s->computed = s->cached = 0;
       break;
     }
-    grow(e, s, s->n, n_sc, rows); /* cannot preempt: the blocks are free */
+    const size_t need = s->n - s->computed, count = need < e->max_rows - *rows ? need : e->max_rows - *rows;
+    grow(e, s, e->W ? s->computed + count : s->n, n_sc, rows); /* cannot preempt: the blocks are free */
     e->waiting = s->next;
     s->state = SEQ_RUNNING;
     s->order = e->next_order++;
     list_append(&e->running, s);
-    const size_t need = s->n - s->computed, count = need < e->max_rows - *rows ? need : e->max_rows - *rows;
     e->sc[n_sc++] = (sched){s, s->computed, count, 0, 1};
     *rows += count;
   }
@@ -697,7 +731,8 @@ static clf_status upload(clf_engine *e, size_t n_sc, size_t T, size_t *R, clf__p
   for (size_t i = 0; i < n_sc; i++) {
     if (!e->sc[i].live) continue;
     const seq *s = e->sc[i].s;
-    for (size_t j = 0; j < maxb; j++) table[si * maxb + j] = j < s->nblk ? (int64_t)s->blk[j] : 0;
+    /* blocks given back (j < first): never read, any block will do */
+    for (size_t j = 0; j < maxb; j++) table[si * maxb + j] = j >= s->first && j < s->nblk ? (int64_t)s->blk[j] : 0;
     si++;
   }
   const size_t used = 4 * T + *R + S * maxb;
@@ -804,8 +839,9 @@ static void fork_copies(clf_engine *e, seq *s, const float *raw) {
       continue;
     }
     f->computed = s->computed, f->nhashed = s->nhashed, f->chain = s->chain, f->cached = s->cached;
-    for (size_t j = 0; j < s->nblk; j++) e->b[f->blk[j] = s->blk[j]].ref++;
-    f->nblk = s->nblk;
+    for (size_t j = 0; j < s->nblk; j++)
+      if ((f->blk[j] = s->blk[j]) != NIL) e->b[f->blk[j]].ref++;
+    f->nblk = s->nblk, f->first = s->first;
     next_token(e, f, raw);
   }
 }
@@ -840,6 +876,7 @@ static void forks_join(clf_engine *e, seq *s, seq **done) {
       finish(e, f, f->why, done);
     } else {
       blocks_register(e, f);
+      window_release(e, f);
       list_append(&e->running, f);
     }
     f = next;
@@ -880,6 +917,7 @@ clf_status clf_engine_step(clf_engine *e, size_t *pending) {
     }
     if (s->forked) forks_join(e, s, &done), s->forked = 0;
     blocks_register(e, s);
+    window_release(e, s);
     if (s->why) finish(e, s, s->why, &done);
   }
   if (pending) *pending = list_len(e->incoming) + list_len(e->waiting) + list_len(e->running);
