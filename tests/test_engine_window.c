@@ -92,7 +92,7 @@ static void log_softmax_at(const float *x, size_t V, const int64_t *ids, size_t 
 static const struct {
   const char *name;
   size_t window;
-} windowed[] = {{"phi3", 5}, {"mistral", 5}, {"gemma3", 0}};
+} windowed[] = {{"phi3", 5}, {"mistral", 5}, {"gemma3", 0}, {"qwen3_window", 0}};
 
 /* The fixture's `long` sequence fed through the engine (its first 7
  * tokens a prompt, in chunks of 5, the rest forced one a step): at every
