@@ -45,6 +45,12 @@ static size_t blocks_used(clf_engine *e) {
   return s.blocks_used;
 }
 
+static size_t window_blocks_used(clf_engine *e) {
+  clf_engine_stats s;
+  TH_OK(clf_engine_stats_get(e, &s));
+  return s.window_blocks_used;
+}
+
 /* ---- logits and block counts of one forced sequence ---- */
 
 typedef struct forced {
@@ -54,7 +60,7 @@ typedef struct forced {
   size_t V;
   int64_t top[MAXTOK][CLF_ENGINE_MAX_TOP_LOGPROBS];
   float lp[MAXTOK][CLF_ENGINE_MAX_TOP_LOGPROBS], forced_lp[MAXTOK];
-  size_t held[MAXTOK]; /* blocks_used when each token came */
+  size_t held[MAXTOK], held_w[MAXTOK]; /* blocks_used and window_blocks_used when each token came */
   size_t n_tok;
 } forced;
 
@@ -76,6 +82,7 @@ static int on_info(void *u, uint64_t id, const clf_token_info *info) {
   f->forced_lp[f->n_tok] = info->logprob;
   memcpy(f->top[f->n_tok], info->top_tokens, info->n_top * sizeof *info->top_tokens);
   memcpy(f->lp[f->n_tok], info->top_logprobs, info->n_top * sizeof *info->top_logprobs);
+  f->held_w[f->n_tok] = window_blocks_used(f->e);
   f->held[f->n_tok++] = blocks_used(f->e);
   return 0;
 }
@@ -88,24 +95,31 @@ static void log_softmax_at(const float *x, size_t V, const int64_t *ids, size_t 
   for (size_t i = 0; i < k; i++) out[i] = (float)(x[ids[i]] - mx - log(sum));
 }
 
-/* The fixture's window over every layer (0: some layer sees all). */
+/* The fixture's window, whether full layers are mixed in (their own pool
+ * then, keeping every block, and the windowed layers' apart), and the
+ * most blocks of the window's pool the forced sequence below holds: 4
+ * for a window of 5 (3 a decode step, 4 while the prompt's last chunk of
+ * 2 passes), 3 for a window of 4. */
 static const struct {
   const char *name;
   size_t window;
-} windowed[] = {{"phi3", 5}, {"mistral", 5}, {"gemma3", 0}, {"qwen3_window", 0}};
+  int mixed;
+  size_t most;
+} windowed[] = {{"phi3", 5, 0, 4}, {"mistral", 5, 0, 4}, {"gemma3", 4, 1, 3}, {"qwen3_window", 4, 1, 3}};
 
 /* The fixture's `long` sequence fed through the engine (its first 7
  * tokens a prompt, in chunks of 5, the rest forced one a step): at every
  * position the top 20 log-probabilities and the forced token's are
  * transformers' (long.logits) and clf_model_run's within 1e-4 of scale,
- * and the blocks held are those of the window: floor(p / BS) -
- * window_first + 1 after the row at position p, where window_first =
- * floor((start + 1 - W) / BS) for the step's first row `start` (every block
- * when some layer sees all: Gemma 3's full layer). */
+ * and the window's pool holds floor(p / BS) - window_first + 1 blocks
+ * after the row at position p, where window_first = floor((start + 1 - W)
+ * / BS) for the step's first row `start`; a mixed model's full layers
+ * hold all floor(p / BS) + 1. */
 START_TEST(window_logits_and_blocks) {
   char dir[1024], path[1200];
   fixture_dir(windowed[_i].name, dir, sizeof dir);
   const size_t W = windowed[_i].window;
+  const int mixed = windowed[_i].mixed;
   clf_model *m = get_model(dir);
   clf_array ids, logits, run[1];
   snprintf(path, sizeof path, "%s/long.input_ids.npy", dir);
@@ -147,16 +161,20 @@ START_TEST(window_logits_and_blocks) {
     TH_CLOSE(got, ref, CLF_ENGINE_MAX_TOP_LOGPROBS + 1, 1e-4);
     /* the step's first row: the prompt's last chunk, then one row a step */
     const size_t start = i ? p : (P - 1) / ROWS * ROWS;
-    const size_t first = W && start + 1 > W ? (start + 1 - W) / BS : 0;
-    ck_assert_msg(f.held[i] == p / BS - first + 1, "%s, position %zu: %zu blocks held, expected %zu",
-                  windowed[_i].name, p, f.held[i], p / BS - first + 1);
-    most = f.held[i] > most ? f.held[i] : most;
+    const size_t first = start + 1 > W ? (start + 1 - W) / BS : 0;
+    const size_t win = mixed ? f.held_w[i] : f.held[i];
+    ck_assert_msg(win == p / BS - first + 1, "%s, position %zu: %zu blocks of the window's pool held, expected %zu",
+                  windowed[_i].name, p, win, p / BS - first + 1);
+    if (mixed)
+      ck_assert_msg(f.held[i] == p / BS + 1, "%s, position %zu: %zu blocks of the full layers held, expected %zu",
+                    windowed[_i].name, p, f.held[i], p / BS + 1);
+    else
+      ck_assert_uint_eq(f.held_w[i], 0);
+    most = win > most ? win : most;
   }
-  /* with a window of 5 over blocks of 2: 3 blocks a decode step (4 while the
-   * prompt's chunk of 2 passes), against the whole sequence's */
-  if (W) ck_assert_uint_eq(most, 4);
-  else ck_assert_uint_eq(most, (L - 2) / BS + 1);
+  ck_assert_uint_eq(most, windowed[_i].most);
   ck_assert_uint_eq(blocks_used(e), 0);
+  ck_assert_uint_eq(window_blocks_used(e), 0);
   clf_engine_destroy(e);
   clf_array_free(&ids), clf_array_free(&logits), clf_array_free(&run[0]);
 }
@@ -269,15 +287,19 @@ START_TEST(window_small_pool) {
 }
 END_TEST
 
-/* Prefix reuse and copies on a windowed model (Phi-3, window 5, blocks
- * of 2): a prompt run before is found whole (its first blocks, released
- * by the window, stayed in the prefix table: 4 blocks, 8 positions), a
- * prompt shared while its first holder runs on past it stays the second
- * holder's, and three sampled copies sharing their prompt's blocks each
- * give what they give alone with seed + i. */
+/* Prefix reuse and copies on windowed models (Phi-3, window 5; Gemma 3
+ * and Qwen3, window 4 in all layers but one; blocks of 2): a prompt run
+ * before is found whole (4 blocks, 8 positions: its first blocks, released
+ * by the window, stayed in the prefix table, and a mixed model's windowed
+ * layers kept the window's blocks before position 8), a prompt shared
+ * while its first holder runs on past it stays the second holder's, and
+ * three sampled copies sharing their prompt's blocks each give what they
+ * give alone with seed + i. */
+static const char *const prefix_models[] = {"phi3", "gemma3", "qwen3_window"};
+
 START_TEST(window_prefix_and_copies) {
   char dir[1024];
-  fixture_dir("phi3", dir, sizeof dir);
+  fixture_dir(prefix_models[_i], dir, sizeof dir);
   clf_model *m = get_model(dir);
   clf_engine *e = engine(m, 0);
   clf_generate_options o;
@@ -324,6 +346,58 @@ START_TEST(window_prefix_and_copies) {
 }
 END_TEST
 
+/* A model mixing full and windowed layers: kv_bytes of 80 blocks of the
+ * full layers and 30 of the windowed ones (6 sequences x the 5 a window of
+ * 4 holds at most, blocks of 2, steps of 5 rows) makes those two pools.
+ * Six sequences of 26 positions (13 blocks each, 78 in all) then run
+ * without a preemption, to the tokens they give alone: with every layer
+ * keeping every block, the same bytes would hold 38 blocks. */
+static const char *const mixed_models[] = {"gemma3", "qwen3_window"};
+
+START_TEST(window_mixed_pools) {
+  char dir[1024];
+  fixture_dir(mixed_models[_i], dir, sizeof dir);
+  clf_model *m = get_model(dir);
+  clf_engine_options eo;
+  clf_engine_options_init(&eo);
+  eo.block_size = BS, eo.max_step_rows = ROWS, eo.max_sequences = 6, eo.kv_bytes = 1 << 20;
+  clf_engine *e;
+  clf_engine_stats st;
+  TH_OK(clf_engine_create(m, &eo, &e));
+  TH_OK(clf_engine_stats_get(e, &st));
+  clf_engine_destroy(e);
+  ck_assert_uint_gt(st.window_block_bytes, 0);
+  eo.kv_bytes = 80 * st.block_bytes + 30 * st.window_block_bytes;
+  ck_assert_uint_lt(eo.kv_bytes / (st.block_bytes + st.window_block_bytes), 78);
+  TH_OK(clf_engine_create(m, &eo, &e));
+  TH_OK(clf_engine_stats_get(e, &st));
+  ck_assert_uint_eq(st.blocks, 80);
+  ck_assert_uint_eq(st.window_blocks, 30);
+  clf_generate_options o;
+  clf_generate_options_init(&o);
+  o.max_new_tokens = 20;
+  o.eos_token_ids = no_eos, o.n_eos_token_ids = 1;
+  int64_t p[6][6];
+  out res[6];
+  for (size_t s = 0; s < 6; s++) {
+    for (size_t i = 0; i < 6; i++) p[s][i] = (int64_t)((s * 13 + i * 7 + 1) % 89 + 1);
+    submit(e, p[s], 6, &o, &res[s]);
+  }
+  size_t pending = 1, most_w = 0;
+  while (pending) {
+    TH_OK(clf_engine_step(e, &pending));
+    const size_t u = window_blocks_used(e);
+    most_w = u > most_w ? u : most_w;
+  }
+  TH_OK(clf_engine_stats_get(e, &st));
+  ck_assert_uint_eq(st.preemptions, 0);
+  for (size_t s = 0; s < 6; s++) expect_alone(m, p[s], 6, &o, &res[s], "a sequence of a mixed model");
+  ck_assert_uint_eq(blocks_used(e), 0);
+  ck_assert_uint_eq(window_blocks_used(e), 0);
+  clf_engine_destroy(e);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("engine_window");
   TCase *tc = tcase_create("engine_window");
@@ -331,7 +405,8 @@ static Suite *suite(void) {
   tcase_add_unchecked_fixture(tc, NULL, free_models);
   tcase_add_loop_test(tc, window_logits_and_blocks, 0, (int)(sizeof windowed / sizeof *windowed));
   tcase_add_loop_test(tc, window_small_pool, 0, (int)(sizeof small_pool / sizeof *small_pool));
-  tcase_add_test(tc, window_prefix_and_copies);
+  tcase_add_loop_test(tc, window_prefix_and_copies, 0, (int)(sizeof prefix_models / sizeof *prefix_models));
+  tcase_add_loop_test(tc, window_mixed_pools, 0, (int)(sizeof mixed_models / sizeof *mixed_models));
   suite_add_tcase(s, tc);
   return s;
 }

@@ -137,10 +137,9 @@ typedef struct clf__layer_io {
 
 /* Runs a layer on the residual stream h [B, L, D].  pre_ln: `a` holds
  * ln_self(h) on entry and next_ln(h) on exit.  post_ln: a is scratch. */
-/* The window every one of n layers keeps: the largest of their windows
- * (a layer's own, else `window`, the stack's), or 0 when some layer sees
- * every position.  The engine gives back the blocks before it. */
-size_t clf__layers_window(const clf__layer *l, size_t n, size_t window);
+/* Each of n layers' window into out [n]: its own, else `window` (the
+ * stack's); 0 where it sees every position. */
+void clf__layers_windows(const clf__layer *l, size_t n, size_t window, size_t *out);
 clf_status clf__layer_forward(clf_context *ctx, const clf__layer *l, int pre_ln, const clf__ln *next_ln,
                               clf_tensor *h, clf_tensor *a, const clf__layer_io *io, clf__ws *ws);
 

@@ -33,7 +33,23 @@ typedef struct block {
   uint32_t parent, parent_epoch; /* the block before it in its sequence (NIL: the first) */
   uint32_t prev, next;   /* the free list (ref 0): evicted from the head */
   uint32_t hnext;        /* the prefix table's chain */
+  /* The windowed layers' block of the same positions (pool 0 of a model
+   * that mixes full and windowed layers): NIL, or valid while that block's
+   * epoch is still mate_epoch. */
+  uint32_t mate, mate_epoch;
 } block;
+
+/* One numbering of blocks: the layers that see every position (or all
+ * layers), and apart from them, in a model that mixes the two, the
+ * windowed layers, which keep only their window's blocks of a sequence. */
+typedef struct pool {
+  size_t NB;       /* blocks */
+  size_t W;        /* its layers see at most the last W positions; 0: all */
+  size_t bytes;    /* of one block: its layers' keys and values */
+  block *b;
+  uint32_t lru_head, lru_tail;
+  size_t n_free;
+} pool;
 
 enum { SEQ_WAITING, SEQ_RUNNING };
 
@@ -42,9 +58,9 @@ typedef struct seq {
   int64_t *tok;       /* [max_len]: the prompt, then what it generated */
   size_t n, prompt_len, computed; /* tokens; those whose keys and values are in the cache */
   clf__gen_row rules;
-  uint32_t *blk; /* [blocks for max_len]: position p in blk[p / BS] */
+  uint32_t *blk[2]; /* per pool [blocks for max_len]: position p in blk[pool][p / BS] */
   size_t nblk, nhashed;
-  size_t first; /* blocks 0..first-1 given back: every layer's window has passed them (their blk[] NIL) */
+  size_t first[2]; /* per pool, blocks 0..first-1 given back: the pool's window has passed them (blk NIL) */
   size_t cached; /* prompt positions taken from the prefix cache (its last admission's) */
   uint64_t chain;    /* the key of its last hashed block */
   uint64_t isolation;
@@ -72,15 +88,15 @@ typedef struct sched {
 struct clf_engine {
   clf_model *m;
   clf__decoder *d;
-  size_t BS, NB, max_rows, max_seqs, n_layers, V;
-  size_t W; /* every layer sees at most the last W positions (decoder.h kv_window); 0: some layer sees all */
+  size_t BS, max_rows, max_seqs, n_layers, V;
+  pool p[2];                 /* p[0]: the prefix table's; p[1] when the layers mix windowed and full */
+  size_t n_pools;
+  unsigned char *layer_pool; /* [n_layers] */
   clf_dtype kv_dtype;
-  clf_tensor **k, **v; /* [n_layers] pools [NB, Hkv, BS, Dh] */
-  block *b;
-  int64_t *btok; /* [NB, BS]: the tokens of each block */
+  clf_tensor **k, **v; /* [n_layers] pools [NB of its pool, Hkv, BS, Dh] */
+  int64_t *btok; /* [p[0].NB, BS]: the tokens of each block */
   uint32_t *bucket;
-  size_t nbucket, n_free;
-  uint32_t lru_head, lru_tail;
+  size_t nbucket;
   pthread_mutex_t lock, step_lock;
   seq *incoming, *waiting, *running;
   uint64_t next_id, next_order;
@@ -100,42 +116,54 @@ struct clf_engine {
 
 /* ---- the free list and the prefix table ---- */
 
-static void lru_unlink(clf_engine *e, uint32_t i) {
-  block *b = &e->b[i];
-  if (b->prev != NIL) e->b[b->prev].next = b->next;
-  else e->lru_head = b->next;
-  if (b->next != NIL) e->b[b->next].prev = b->prev;
-  else e->lru_tail = b->prev;
+static void lru_unlink(pool *p, uint32_t i) {
+  block *b = &p->b[i];
+  if (b->prev != NIL) p->b[b->prev].next = b->next;
+  else p->lru_head = b->next;
+  if (b->next != NIL) p->b[b->next].prev = b->prev;
+  else p->lru_tail = b->prev;
   b->prev = b->next = NIL;
-  e->n_free--;
+  p->n_free--;
 }
 
 /* A free block goes to the tail (hashed: evicted last) or the head. */
-static void lru_push(clf_engine *e, uint32_t i, int tail) {
-  block *b = &e->b[i];
+static void lru_push(pool *p, uint32_t i, int tail) {
+  block *b = &p->b[i];
   if (tail) {
-    b->prev = e->lru_tail, b->next = NIL;
-    if (e->lru_tail != NIL) e->b[e->lru_tail].next = i;
-    else e->lru_head = i;
-    e->lru_tail = i;
+    b->prev = p->lru_tail, b->next = NIL;
+    if (p->lru_tail != NIL) p->b[p->lru_tail].next = i;
+    else p->lru_head = i;
+    p->lru_tail = i;
   } else {
-    b->next = e->lru_head, b->prev = NIL;
-    if (e->lru_head != NIL) e->b[e->lru_head].prev = i;
-    else e->lru_tail = i;
-    e->lru_head = i;
+    b->next = p->lru_head, b->prev = NIL;
+    if (p->lru_head != NIL) p->b[p->lru_head].prev = i;
+    else p->lru_tail = i;
+    p->lru_head = i;
   }
-  e->n_free++;
+  p->n_free++;
+}
+
+/* A holder of block i of pool p lets it go: free at ref 0, kept for reuse
+ * (evicted last) when it holds a reusable prefix. */
+static void block_drop(pool *p, uint32_t i) {
+  if (--p->b[i].ref == 0) lru_push(p, i, p->b[i].hashed);
 }
 
 static uint64_t block_key(const clf_engine *e, uint64_t parent_key, uint64_t isolation, const int64_t *tok) {
   return clf__hash64(tok, e->BS * sizeof *tok, parent_key ^ (isolation * 0x9E3779B97F4A7C15ull) ^ 0x5bd1e995u);
 }
 
-static void unhash(clf_engine *e, uint32_t i) {
-  block *b = &e->b[i];
+/* Block i of pool g leaves the prefix table (pool 1: its pairing with a
+ * hashed block of pool 0, which its new epoch ends). */
+static void unhash(clf_engine *e, size_t g, uint32_t i) {
+  block *b = &e->p[g].b[i];
   if (!b->hashed) return;
+  if (g) {
+    b->hashed = 0;
+    return;
+  }
   uint32_t *p = &e->bucket[b->key & (e->nbucket - 1)];
-  while (*p != NIL && *p != i) p = &e->b[*p].hnext;
+  while (*p != NIL && *p != i) p = &e->p[0].b[*p].hnext;
   if (*p == i) *p = b->hnext;
   b->hashed = 0, b->hnext = NIL;
 }
@@ -143,63 +171,71 @@ static void unhash(clf_engine *e, uint32_t i) {
 /* The hashed block holding tok after block `parent` (NIL: first) of the
  * same isolation key; NIL when none. */
 static uint32_t lookup(const clf_engine *e, uint64_t key, uint64_t isolation, uint32_t parent, const int64_t *tok) {
-  for (uint32_t i = e->bucket[key & (e->nbucket - 1)]; i != NIL; i = e->b[i].hnext) {
-    const block *b = &e->b[i];
+  const block *B = e->p[0].b;
+  for (uint32_t i = e->bucket[key & (e->nbucket - 1)]; i != NIL; i = B[i].hnext) {
+    const block *b = &B[i];
     if (b->key == key && b->isolation == isolation && b->parent == parent &&
-        (parent == NIL || b->parent_epoch == e->b[parent].epoch) &&
+        (parent == NIL || b->parent_epoch == B[parent].epoch) &&
         memcmp(e->btok + (size_t)i * e->BS, tok, e->BS * sizeof *tok) == 0)
       return i;
   }
   return NIL;
 }
 
-/* A block for a sequence: the least recently freed, unhashed first. */
-static uint32_t block_take(clf_engine *e) {
-  const uint32_t i = e->lru_head;
+/* A block of pool g for a sequence: the least recently freed, unhashed
+ * first. */
+static uint32_t block_take(clf_engine *e, size_t g) {
+  pool *p = &e->p[g];
+  const uint32_t i = p->lru_head;
   if (i == NIL) return NIL;
-  lru_unlink(e, i);
-  unhash(e, i);
-  e->b[i].ref = 1;
-  e->b[i].epoch++;
+  lru_unlink(p, i);
+  unhash(e, g, i);
+  p->b[i].ref = 1;
+  p->b[i].epoch++;
+  p->b[i].mate = NIL;
   return i;
 }
 
 /* A sequence gives its blocks back, the last first: hashed ones stay
  * reusable (the prefix evicted last), the rest are taken first. */
 static void blocks_release(clf_engine *e, seq *s) {
-  for (size_t j = s->nblk; j-- > s->first;) {
-    block *b = &e->b[s->blk[j]];
-    if (--b->ref == 0) lru_push(e, s->blk[j], b->hashed);
+  for (size_t g = 0; g < e->n_pools; g++) {
+    for (size_t j = s->nblk; j-- > s->first[g];) block_drop(&e->p[g], s->blk[g][j]);
+    s->first[g] = 0;
   }
-  s->nblk = s->nhashed = s->first = 0;
+  s->nblk = s->nhashed = 0;
   s->chain = 0;
 }
 
-/* The first block that rows from position `computed` on read: each sees
- * at most the last W positions, so none reads before computed + 1 - W. */
-static size_t window_first(const clf_engine *e, size_t computed) {
-  return e->W && computed + 1 > e->W ? (computed + 1 - e->W) / e->BS : 0;
+/* The first block of pool g that rows from position `computed` on read:
+ * its layers see at most the last W positions, so none reads before
+ * computed + 1 - W. */
+static size_t window_first(const clf_engine *e, size_t g, size_t computed) {
+  const size_t W = e->p[g].W;
+  return W && computed + 1 > W ? (computed + 1 - W) / e->BS : 0;
 }
 
-/* The blocks s no longer reads, every layer's window past them, given
+/* The blocks s no longer reads, their pool's window past them, given
  * back, the first first: a block other holders share (copies, the same
- * prefix) stays theirs, and a hashed one stays in the prefix table, free,
- * until taken. */
+ * prefix) stays theirs, and a hashed one stays reusable, free, until
+ * taken. */
 static void window_release(clf_engine *e, seq *s) {
-  for (const size_t first = window_first(e, s->computed); s->first < first && s->first < s->nblk; s->first++) {
-    const uint32_t i = s->blk[s->first];
-    if (--e->b[i].ref == 0) lru_push(e, i, e->b[i].hashed);
-    s->blk[s->first] = NIL;
-  }
+  for (size_t g = 0; g < e->n_pools; g++)
+    for (const size_t first = window_first(e, g, s->computed); s->first[g] < first && s->first[g] < s->nblk;
+         s->first[g]++) {
+      block_drop(&e->p[g], s->blk[g][s->first[g]]);
+      s->blk[g][s->first[g]] = NIL;
+    }
 }
 
-/* The most blocks a sequence of up to n positions holds at once: all of
- * them, or with a window those of the W - 1 positions before a step's
- * rows and the rows (at most max_rows), wherever they fall in blocks. */
-static size_t blocks_held(const clf_engine *e, size_t n) {
-  const size_t all = (n + e->BS - 1) / e->BS;
-  if (!e->W) return all;
-  const size_t span = (e->W - 1 + e->max_rows + 2 * e->BS - 2) / e->BS;
+/* The most blocks of pool g a sequence of up to n positions holds at
+ * once: all of them, or with a window those of the W - 1 positions before
+ * a step's rows and the rows (at most max_rows), wherever they fall in
+ * blocks. */
+static size_t blocks_held(const clf_engine *e, size_t g, size_t n) {
+  const size_t all = (n + e->BS - 1) / e->BS, W = e->p[g].W;
+  if (!W) return all;
+  const size_t span = (W - 1 + e->max_rows + 2 * e->BS - 2) / e->BS;
   return span < all ? span : all;
 }
 
@@ -207,20 +243,24 @@ static size_t blocks_held(const clf_engine *e, size_t n) {
  * (unless the same content is already there). */
 static void blocks_register(clf_engine *e, seq *s) {
   /* (a block or its parent given back by the window ends the chain) */
-  while (s->nhashed < s->nblk && (s->nhashed + 1) * e->BS <= s->computed && !(s->first && s->nhashed <= s->first)) {
-    const uint32_t i = s->blk[s->nhashed];
-    block *b = &e->b[i];
-    const uint32_t parent = s->nhashed ? s->blk[s->nhashed - 1] : NIL;
-    if (parent != NIL && !e->b[parent].hashed) break; /* its prefix is another block's: unreachable */
+  block *B = e->p[0].b;
+  while (s->nhashed < s->nblk && (s->nhashed + 1) * e->BS <= s->computed && !(s->first[0] && s->nhashed <= s->first[0])) {
+    const uint32_t i = s->blk[0][s->nhashed];
+    block *b = &B[i];
+    const uint32_t parent = s->nhashed ? s->blk[0][s->nhashed - 1] : NIL;
+    if (parent != NIL && !B[parent].hashed) break; /* its prefix is another block's: unreachable */
     const int64_t *tok = s->tok + s->nhashed * e->BS;
     const uint64_t key = block_key(e, s->chain, s->isolation, tok);
     if (!b->hashed && lookup(e, key, s->isolation, parent, tok) == NIL) {
       memcpy(e->btok + (size_t)i * e->BS, tok, e->BS * sizeof *tok);
       b->key = key, b->isolation = s->isolation, b->parent = parent;
-      b->parent_epoch = parent == NIL ? 0 : e->b[parent].epoch;
+      b->parent_epoch = parent == NIL ? 0 : B[parent].epoch;
       b->hashed = 1;
       b->hnext = e->bucket[key & (e->nbucket - 1)];
       e->bucket[key & (e->nbucket - 1)] = i;
+      /* the windowed layers' block of the same positions, while s holds it */
+      const uint32_t w = e->n_pools > 1 && s->nhashed >= s->first[1] ? s->blk[1][s->nhashed] : NIL;
+      if (w != NIL) b->mate = w, b->mate_epoch = e->p[1].b[w].epoch, e->p[1].b[w].hashed = 1;
     } else if (!b->hashed) {
       break; /* a duplicate of a hashed block: its children would be unreachable */
     }
@@ -264,7 +304,7 @@ static size_t list_len(const seq *s) {
 
 static void seq_free(seq *s) {
   if (!s) return;
-  free(s->tok), free(s->blk), free(s->error), free(s);
+  free(s->tok), free(s->blk[0]), free(s->blk[1]), free(s->error), free(s);
 }
 
 static void seq_free_all(seq *s) {
@@ -322,48 +362,91 @@ void clf_engine_options_init(clf_engine_options *o) {
   if (o) memset(o, 0, sizeof *o);
 }
 
+/* Which pool each layer's blocks come from: one pool, whose window is
+ * the largest layer's when every layer has one; or, when full and
+ * windowed layers mix (Gemma 3, Qwen3's use_sliding_window), the full
+ * layers' p[0] and the windowed layers' p[1], with the largest window. */
+static clf_status engine_layers(clf_engine *e) {
+  const size_t *w = e->d->kv_windows;
+  size_t full = 0, most = 0;
+  if (!(e->layer_pool = calloc(e->n_layers + 1, 1)))
+    return clf__fail(e->m->ctx, CLF_E_OUT_OF_MEMORY, "clf_engine_create: out of host memory");
+  for (size_t i = 0; i < e->n_layers; i++) {
+    const size_t wi = w ? w[i] : 0;
+    if (!wi) full++;
+    else if (wi > most) most = wi;
+  }
+  e->n_pools = full && most ? 2 : 1;
+  e->p[0].W = full ? 0 : most;
+  if (e->n_pools == 2) {
+    e->p[1].W = most;
+    for (size_t i = 0; i < e->n_layers; i++) e->layer_pool[i] = w[i] != 0;
+  }
+  return CLF_OK;
+}
+
+/* The pools' blocks from kv_bytes (by default a quarter of the memory the
+ * weights leave, at most what max_sequences sequences of the model's
+ * length hold): with two, the windowed layers' pool gets what
+ * max_sequences windows hold (as many blocks as the other where kv_bytes
+ * is short of that), and the full layers' pool the rest. */
 static clf_status engine_pool(clf_engine *e, const clf_engine_options *o) {
   static const char op[] = "clf_engine_create";
   clf_context *ctx = e->m->ctx;
   const clf__decoder *d = e->d;
   const size_t row = d->kv_heads * e->BS * d->dh * clf_dtype_size(e->kv_dtype); /* one block of one layer's K */
-  size_t per_block, full_blocks = blocks_held(e, d->limit), want = o->kv_bytes, cap;
-  if (!clf__mul_ok(row, 2 * e->n_layers, &per_block) || !per_block)
-    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: a block of %zu positions overflows", op, e->BS);
+  size_t n_in[2] = {0, 0}, held[2] = {0, 0}, want = o->kv_bytes, cap = 0, t;
+  for (size_t i = 0; i < e->n_layers; i++) n_in[e->layer_pool[i]]++;
+  for (size_t g = 0; g < e->n_pools; g++) {
+    held[g] = blocks_held(e, g, d->limit);
+    if (!clf__mul_ok(row, 2 * n_in[g], &e->p[g].bytes) || !e->p[g].bytes ||
+        !clf__mul_ok(held[g] * e->max_seqs, e->p[g].bytes, &t) || !clf__add_ok(cap, t, &cap))
+      return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: a block of %zu positions overflows", op, e->BS);
+  }
   if (!want) {
     const size_t global = (size_t)ctx->caps.global_mem, weights = clf_model_weight_bytes(e->m);
     want = global > weights ? (global - weights) / 4 : 0;
-    if (clf__mul_ok(full_blocks * e->max_seqs, per_block, &cap) && want > cap) want = cap;
+    if (want > cap) want = cap;
   }
-  e->st.block_bytes = per_block;
-  e->NB = want / per_block;
-  if (ctx->caps.max_alloc && e->NB > ctx->caps.max_alloc / row) e->NB = (size_t)(ctx->caps.max_alloc / row);
-  if (e->NB > (size_t)INT32_MAX / e->BS) e->NB = (size_t)INT32_MAX / e->BS;
-  if (e->NB < 1)
-    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: kv_bytes %zu holds no block (one takes %zu bytes: %zu layers x "
-                     "K and V x %zu heads x %zu positions x %zu)", op, want, per_block, e->n_layers, d->kv_heads,
-                     e->BS, d->dh);
+  if (e->n_pools == 1) {
+    e->p[0].NB = want / e->p[0].bytes;
+  } else {
+    const size_t both = e->p[0].bytes + e->p[1].bytes, windows = e->max_seqs * held[1];
+    e->p[0].NB = e->p[1].NB = want / both;
+    if (e->p[0].NB > windows) e->p[1].NB = windows, e->p[0].NB = (want - windows * e->p[1].bytes) / e->p[0].bytes;
+  }
+  for (size_t g = 0; g < e->n_pools; g++) {
+    pool *p = &e->p[g];
+    if (ctx->caps.max_alloc && p->NB > ctx->caps.max_alloc / row) p->NB = (size_t)(ctx->caps.max_alloc / row);
+    if (p->NB > (size_t)INT32_MAX / e->BS) p->NB = (size_t)INT32_MAX / e->BS;
+    if (p->NB < 1)
+      return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: kv_bytes %zu holds no block (one takes %zu bytes: %zu layers x "
+                       "K and V x %zu heads x %zu positions x %zu)", op, want, e->p[0].bytes + e->p[1].bytes,
+                       e->n_layers, d->kv_heads, e->BS, d->dh);
+    if (!(p->b = calloc(p->NB, sizeof *p->b)))
+      return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory for %zu blocks", op, p->NB);
+    p->lru_head = p->lru_tail = NIL;
+    for (size_t i = 0; i < p->NB; i++) {
+      p->b[i].hnext = p->b[i].mate = NIL;
+      lru_push(p, (uint32_t)i, 1);
+    }
+  }
   e->k = calloc(e->n_layers, sizeof *e->k);
   e->v = calloc(e->n_layers, sizeof *e->v);
-  e->b = calloc(e->NB, sizeof *e->b);
-  e->btok = malloc(e->NB * e->BS * sizeof *e->btok);
-  for (e->nbucket = 16; e->nbucket < 2 * e->NB; e->nbucket *= 2) {
+  e->btok = malloc(e->p[0].NB * e->BS * sizeof *e->btok);
+  for (e->nbucket = 16; e->nbucket < 2 * e->p[0].NB; e->nbucket *= 2) {
   }
   e->bucket = malloc(e->nbucket * sizeof *e->bucket);
-  if (!e->k || !e->v || !e->b || !e->btok || !e->bucket)
-    return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory for %zu blocks", op, e->NB);
+  if (!e->k || !e->v || !e->btok || !e->bucket)
+    return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory for %zu blocks", op, e->p[0].NB);
   for (size_t i = 0; i < e->nbucket; i++) e->bucket[i] = NIL;
-  e->lru_head = e->lru_tail = NIL;
-  for (size_t i = 0; i < e->NB; i++) {
-    e->b[i].hnext = NIL;
-    lru_push(e, (uint32_t)i, 1);
-  }
-  const size_t shape[4] = {e->NB, d->kv_heads, e->BS, d->dh};
   clf_status st;
-  for (size_t i = 0; i < e->n_layers; i++)
+  for (size_t i = 0; i < e->n_layers; i++) {
+    const size_t shape[4] = {e->p[e->layer_pool[i]].NB, d->kv_heads, e->BS, d->dh};
     if ((st = clf_tensor_create(ctx, e->kv_dtype, 4, shape, &e->k[i])) != CLF_OK ||
         (st = clf_tensor_create(ctx, e->kv_dtype, 4, shape, &e->v[i])) != CLF_OK)
       return st;
+  }
   return CLF_OK;
 }
 
@@ -400,7 +483,7 @@ clf_status clf_engine_create(clf_model *m, const clf_engine_options *o, clf_engi
   if (!o) o = &z;
   clf_engine *e = calloc(1, sizeof *e);
   if (!e) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
-  e->m = m, e->d = d, e->n_layers = d->kv.n_layers, e->V = m->vocab, e->W = d->kv_window;
+  e->m = m, e->d = d, e->n_layers = d->kv.n_layers, e->V = m->vocab;
   e->BS = o->block_size ? o->block_size : 16;
   e->max_rows = o->max_step_rows ? o->max_step_rows : engine_step_rows(ctx);
   e->max_seqs = o->max_sequences ? o->max_sequences : 64;
@@ -426,13 +509,14 @@ clf_status clf_engine_create(clf_model *m, const clf_engine_options *o, clf_engi
            (e->sc = malloc(e->max_seqs * sizeof *e->sc + 1)) == NULL ||
            (e->snap = malloc(e->max_seqs * sizeof *e->snap + 1)) == NULL)
     st = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
-  else
+  else if ((st = engine_layers(e)) == CLF_OK)
     st = engine_pool(e, o);
   if (st != CLF_OK) {
     clf_engine_destroy(e);
     return st;
   }
-  e->st.blocks = e->NB, e->st.block_size = e->BS;
+  e->st.blocks = e->p[0].NB, e->st.block_size = e->BS, e->st.block_bytes = e->p[0].bytes;
+  if (e->n_pools > 1) e->st.window_blocks = e->p[1].NB, e->st.window_block_bytes = e->p[1].bytes;
   *out = e;
   return CLF_OK;
 }
@@ -451,12 +535,17 @@ static clf_status seq_make(clf_engine *e, const clf_engine_request *r, uint64_t 
   seq *s = *out = calloc(1, sizeof *s);
   if (!s) return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
   clf_status st = clf__gen_row_init(m, NULL, &o, r->n_ids, limit, &s->rules);
-  const size_t blocks = (s->rules.max_len + e->BS - 1) / e->BS, held = blocks_held(e, s->rules.max_len);
-  if (st == CLF_OK && held > e->NB)
-    st = clf__fail(NULL, CLF_E_INVALID_ARG, "%s: a sequence of up to %zu positions needs %zu blocks at once, more "
-                   "than the pool's %zu (set max_new_tokens, or a larger kv_bytes)", op, s->rules.max_len, held, e->NB);
+  const size_t blocks = (s->rules.max_len + e->BS - 1) / e->BS;
+  for (size_t g = 0; g < e->n_pools && st == CLF_OK; g++) {
+    const size_t held = blocks_held(e, g, s->rules.max_len);
+    if (held > e->p[g].NB)
+      st = clf__fail(NULL, CLF_E_INVALID_ARG, "%s: a sequence of up to %zu positions needs %zu blocks at once%s, "
+                     "more than the pool's %zu (set max_new_tokens, or a larger kv_bytes)", op, s->rules.max_len, held,
+                     g ? " for its windowed layers" : "", e->p[g].NB);
+  }
   if (st == CLF_OK && ((s->tok = malloc(s->rules.max_len * sizeof *s->tok)) == NULL ||
-                       (s->blk = malloc(blocks * sizeof *s->blk + 1)) == NULL))
+                       (s->blk[0] = malloc(blocks * sizeof *s->blk[0] + 1)) == NULL ||
+                       (e->n_pools > 1 && (s->blk[1] = malloc(blocks * sizeof *s->blk[1] + 1)) == NULL)))
     st = clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
   if (st != CLF_OK) return st;
   memcpy(s->tok, r->ids, r->n_ids * sizeof *s->tok);
@@ -556,9 +645,9 @@ static seq *newest_running(clf_engine *e, const seq *keep) {
 /* A free block for s, preempting the newest running sequences while the
  * pool has none (their rows in this step dropped); NIL when s itself had
  * to wait. */
-static uint32_t take_for(clf_engine *e, seq *s, size_t n_sc, size_t *rows) {
+static uint32_t take_for(clf_engine *e, seq *s, size_t g, size_t n_sc, size_t *rows) {
   for (;;) {
-    const uint32_t b = block_take(e);
+    const uint32_t b = block_take(e, g);
     if (b != NIL) return b;
     seq *v = newest_running(e, s);
     if (!v || v->order < s->order) v = s;
@@ -569,44 +658,54 @@ static uint32_t take_for(clf_engine *e, seq *s, size_t n_sc, size_t *rows) {
   }
 }
 
-/* Blocks of s for its positions up to `upto`.  0 when s had to wait. */
+/* Blocks of s for its positions up to `upto`, one of each pool a block
+ * of positions.  0 when s had to wait. */
 static int grow(clf_engine *e, seq *s, size_t upto, size_t n_sc, size_t *rows) {
   while (s->nblk * e->BS < upto) {
-    const uint32_t b = take_for(e, s, n_sc, rows);
-    if (b == NIL) return 0;
-    s->blk[s->nblk++] = b;
+    uint32_t b[2];
+    for (size_t g = 0; g < e->n_pools; g++)
+      if ((b[g] = take_for(e, s, g, n_sc, rows)) == NIL) {
+        for (size_t h = 0; h < g; h++) block_drop(&e->p[h], b[h]);
+        return 0;
+      }
+    for (size_t g = 0; g < e->n_pools; g++) s->blk[g][s->nblk] = b[g];
+    s->nblk++;
   }
   return 1;
 }
 
 /* Copy-on-write: the block s writes to next (position `computed`), when
  * other copies of its request hold it too, becomes a copy of its own (one
- * device copy a layer for K and for V).  Only a forked request's last,
- * partly filled prompt block is ever shared and written: full blocks are
- * never written.  0 when s had to wait; the copy's error in *err. */
+ * device copy a layer of its pool for K and for V).  Only a forked
+ * request's last, partly filled prompt block is ever shared and written:
+ * full blocks are never written.  0 when s had to wait; the copy's error
+ * in *err. */
 static int unshare(clf_engine *e, seq *s, size_t n_sc, size_t *rows, clf_status *err) {
   const size_t bi = s->computed / e->BS;
-  if (bi >= s->nblk || e->b[s->blk[bi]].ref <= 1) return 1;
-  const uint32_t nb = take_for(e, s, n_sc, rows);
-  if (nb == NIL) return 0;
-  const uint32_t old = s->blk[bi];
-  if (e->b[old].ref <= 1) { /* a preemption just now left it to s alone */
-    e->b[nb].ref = 0;
-    lru_push(e, nb, 0);
-    return 1;
+  for (size_t g = 0; g < e->n_pools && bi < s->nblk; g++) {
+    pool *p = &e->p[g];
+    if (p->b[s->blk[g][bi]].ref <= 1) continue;
+    const uint32_t nb = take_for(e, s, g, n_sc, rows);
+    if (nb == NIL) return 0;
+    const uint32_t old = s->blk[g][bi];
+    if (p->b[old].ref <= 1) { /* a preemption just now left it to s alone */
+      block_drop(p, nb);
+      continue;
+    }
+    clf_context *ctx = e->m->ctx;
+    const size_t row = e->d->kv_heads * e->BS * e->d->dh;
+    for (size_t l = 0; l < 2 * e->n_layers && *err == CLF_OK; l++) {
+      if (e->layer_pool[l % e->n_layers] != g) continue;
+      clf_tensor *t = l < e->n_layers ? e->k[l] : e->v[l - e->n_layers], *src = NULL, *dst = NULL;
+      if ((*err = clf_tensor_view(t, old * row, 1, &row, &src)) == CLF_OK &&
+          (*err = clf_tensor_view(t, nb * row, 1, &row, &dst)) == CLF_OK)
+        *err = clf_tensor_copy(ctx, src, dst, NULL);
+      clf_tensor_destroy(src), clf_tensor_destroy(dst);
+    }
+    p->b[old].ref--;
+    s->blk[g][bi] = nb;
+    e->st.blocks_copied++;
   }
-  clf_context *ctx = e->m->ctx;
-  const size_t row = e->d->kv_heads * e->BS * e->d->dh;
-  for (size_t l = 0; l < 2 * e->n_layers && *err == CLF_OK; l++) {
-    clf_tensor *pool = l < e->n_layers ? e->k[l] : e->v[l - e->n_layers], *src = NULL, *dst = NULL;
-    if ((*err = clf_tensor_view(pool, old * row, 1, &row, &src)) == CLF_OK &&
-        (*err = clf_tensor_view(pool, nb * row, 1, &row, &dst)) == CLF_OK)
-      *err = clf_tensor_copy(ctx, src, dst, NULL);
-    clf_tensor_destroy(src), clf_tensor_destroy(dst);
-  }
-  e->b[old].ref--;
-  s->blk[bi] = nb;
-  e->st.blocks_copied++;
   return 1;
 }
 
@@ -617,23 +716,48 @@ static size_t running_slots(const clf_engine *e) {
   return n;
 }
 
+/* The windowed layers' block paired with block i of pool 0, or NIL when
+ * it has been given out again since. */
+static uint32_t mate_of(const clf_engine *e, uint32_t i) {
+  const block *b = &e->p[0].b[i];
+  return b->mate != NIL && e->p[1].b[b->mate].epoch == b->mate_epoch ? b->mate : NIL;
+}
+
 /* The prefix of s that the cache holds (full blocks, leaving at least the
- * last token to compute), taken. */
+ * last token to compute), taken.  With a windowed layers' pool, the
+ * prefix ends where that pool still holds the blocks of its window before
+ * it (a block before the window is not needed). */
 static void admit_prefix(clf_engine *e, seq *s) {
   uint64_t chain = 0;
   uint32_t parent = NIL;
+  size_t k = 0;
   const size_t full = (s->n - 1) / e->BS;
-  while (s->nblk < full) {
-    const int64_t *tok = s->tok + s->nblk * e->BS;
+  for (; k < full; k++) {
+    const int64_t *tok = s->tok + k * e->BS;
     const uint64_t key = block_key(e, chain, s->isolation, tok);
     const uint32_t i = lookup(e, key, s->isolation, parent, tok);
     if (i == NIL) break;
-    if (e->b[i].ref++ == 0) lru_unlink(e, i);
-    s->blk[s->nblk++] = i;
+    s->blk[0][k] = i;
     chain = key, parent = i;
   }
-  s->nhashed = s->nblk, s->chain = chain;
-  s->computed = s->cached = s->nblk * e->BS;
+  if (e->n_pools > 1) {
+    for (; k > 0; k--) {
+      size_t j = window_first(e, 1, k * e->BS);
+      while (j < k && mate_of(e, s->blk[0][j]) != NIL) j++;
+      if (j == k) break;
+    }
+    chain = 0;
+    for (size_t j = 0; j < k; j++) chain = block_key(e, chain, s->isolation, s->tok + j * e->BS);
+    s->first[1] = window_first(e, 1, k * e->BS);
+    for (size_t j = 0; j < k; j++) {
+      const uint32_t w = s->blk[1][j] = j >= s->first[1] ? mate_of(e, s->blk[0][j]) : NIL;
+      if (w != NIL && e->p[1].b[w].ref++ == 0) lru_unlink(&e->p[1], w);
+    }
+  }
+  for (size_t j = 0; j < k; j++)
+    if (e->p[0].b[s->blk[0][j]].ref++ == 0) lru_unlink(&e->p[0], s->blk[0][j]);
+  s->nblk = s->nhashed = k, s->chain = chain;
+  s->computed = s->cached = k * e->BS;
   e->st.prefix_tokens_reused += s->computed;
 }
 
@@ -668,15 +792,20 @@ static size_t plan(clf_engine *e, size_t *rows, clf_status *err) {
     window_release(e, s);
     /* free blocks for all its prompt will hold at once: the whole prompt,
      * or with a window the most it holds while its chunks pass */
-    const size_t hold = blocks_held(e, s->n), held = s->nblk - s->first;
-    if (hold > held && hold - held > e->n_free) {
+    int fits = 1;
+    for (size_t g = 0; g < e->n_pools; g++) {
+      const size_t hold = blocks_held(e, g, s->n), held = s->nblk - s->first[g];
+      if (hold > held && hold - held > e->p[g].n_free) fits = 0;
+    }
+    if (!fits) {
       e->st.prefix_tokens_reused -= s->computed;
       blocks_release(e, s);
       s->computed = s->cached = 0;
       break;
     }
     const size_t need = s->n - s->computed, count = need < e->max_rows - *rows ? need : e->max_rows - *rows;
-    grow(e, s, e->W ? s->computed + count : s->n, n_sc, rows); /* cannot preempt: the blocks are free */
+    /* (with a window, only this step's: the window's pool holds less) */
+    grow(e, s, e->p[e->n_pools - 1].W ? s->computed + count : s->n, n_sc, rows); /* cannot preempt: they are free */
     e->waiting = s->next;
     s->state = SEQ_RUNNING;
     s->order = e->next_order++;
@@ -690,16 +819,17 @@ static size_t plan(clf_engine *e, size_t *rows, clf_status *err) {
 /* ---- the step ---- */
 
 /* The i64 metadata of the step in one upload: ids [T], pos [T], seq [T],
- * slot [T], gather [R], table [S, maxb]. */
+ * slot [pools, T], gather [R], table [pools, S, maxb]. */
 static clf_status upload(clf_engine *e, size_t n_sc, size_t T, size_t *R, clf__paged_step *ps) {
   clf_context *ctx = e->m->ctx;
+  const size_t P = e->n_pools;
   size_t S = 0, maxb = 1;
   for (size_t i = 0; i < n_sc; i++)
     if (e->sc[i].live) {
       S++;
       if (e->sc[i].s->nblk > maxb) maxb = e->sc[i].s->nblk;
     }
-  const size_t total = 4 * T + S + S * maxb;
+  const size_t total = (3 + P) * T + S + P * S * maxb;
   if (total > e->host_cap) {
     int64_t *h = realloc(e->host, total * sizeof *h);
     if (!h) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "clf_engine_step: out of host memory");
@@ -712,7 +842,7 @@ static clf_status upload(clf_engine *e, size_t n_sc, size_t T, size_t *R, clf__p
     if (st != CLF_OK) return st;
     e->meta_cap = total * 2;
   }
-  int64_t *ids = e->host, *pos = ids + T, *sq = pos + T, *slot = sq + T, *gather = slot + T;
+  int64_t *ids = e->host, *pos = ids + T, *sq = pos + T, *slot = sq + T, *gather = slot + P * T;
   size_t r = 0, si = 0;
   *R = 0;
   for (size_t i = 0; i < n_sc; i++) {
@@ -721,26 +851,32 @@ static clf_status upload(clf_engine *e, size_t n_sc, size_t T, size_t *R, clf__p
     c->row0 = r;
     for (size_t p = c->start; p < c->start + c->count; p++, r++) {
       ids[r] = c->s->tok[p], pos[r] = (int64_t)p, sq[r] = (int64_t)si;
-      slot[r] = (int64_t)c->s->blk[p / e->BS] * (int64_t)e->BS + (int64_t)(p % e->BS);
+      for (size_t g = 0; g < P; g++)
+        slot[g * T + r] = (int64_t)c->s->blk[g][p / e->BS] * (int64_t)e->BS + (int64_t)(p % e->BS);
     }
     if (c->start + c->count == c->s->n) gather[(*R)++] = (int64_t)(r - 1);
     si++;
   }
   int64_t *table = gather + *R;
+  const size_t tab = S * maxb;
   si = 0;
   for (size_t i = 0; i < n_sc; i++) {
     if (!e->sc[i].live) continue;
     const seq *s = e->sc[i].s;
     /* blocks given back (j < first): never read, any block will do */
-    for (size_t j = 0; j < maxb; j++) table[si * maxb + j] = j >= s->first && j < s->nblk ? (int64_t)s->blk[j] : 0;
+    for (size_t g = 0; g < P; g++)
+      for (size_t j = 0; j < maxb; j++)
+        table[g * tab + si * maxb + j] = j >= s->first[g] && j < s->nblk ? (int64_t)s->blk[g][j] : 0;
     si++;
   }
-  const size_t used = 4 * T + *R + S * maxb;
+  const size_t used = (3 + P) * T + *R + P * tab;
   clf_tensor *view = NULL;
   clf_status st = clf_tensor_view(e->meta, 0, 1, &used, &view);
   if (st == CLF_OK) st = clf_tensor_upload(ctx, view, e->host, used * sizeof *e->host);
   clf_tensor_destroy(view);
-  ps->pm = (clf__paged_meta){e->meta, T, 2 * T, 3 * T, 4 * T + *R, T, S, maxb, e->BS};
+  for (size_t g = 0; g < P; g++)
+    ps->pm[g] = (clf__paged_meta){e->meta, T, 2 * T, (3 + g) * T, (3 + P) * T + *R + g * tab, T, S, maxb, e->BS};
+  ps->pool = e->layer_pool;
   ps->k = e->k, ps->v = e->v;
   return st;
 }
@@ -758,7 +894,7 @@ static clf_status forward(clf_engine *e, size_t n_sc, size_t T, size_t *R) {
   for (size_t i = 0; i < T; i++) max_pos = e->host[T + i] > max_pos ? e->host[T + i] : max_pos;
   if ((st = clf_tensor_view(e->meta, 0, 2, (size_t[]){1, T}, &ids)) == CLF_OK &&
       (st = clf_tensor_view(e->meta, T, 2, (size_t[]){1, T}, &pos)) == CLF_OK &&
-      (st = clf_tensor_view(e->meta, 4 * T, 2, (size_t[]){1, *R}, &gather)) == CLF_OK) {
+      (st = clf_tensor_view(e->meta, (3 + e->n_pools) * T, 2, (size_t[]){1, *R}, &gather)) == CLF_OK) {
     const clf__step s = {ids, pos, NULL, 0, max_pos, 1, &ps};
     if ((st = d->body(m, &s, &a)) == CLF_OK && *R &&
         (st = clf__ws_get(ctx, d->ws, CLF__WS_ROW, CLF_F32, 3, (size_t[]){1, *R, d->D}, &row)) == CLF_OK &&
@@ -839,9 +975,12 @@ static void fork_copies(clf_engine *e, seq *s, const float *raw) {
       continue;
     }
     f->computed = s->computed, f->nhashed = s->nhashed, f->chain = s->chain, f->cached = s->cached;
-    for (size_t j = 0; j < s->nblk; j++)
-      if ((f->blk[j] = s->blk[j]) != NIL) e->b[f->blk[j]].ref++;
-    f->nblk = s->nblk, f->first = s->first;
+    for (size_t g = 0; g < e->n_pools; g++) {
+      for (size_t j = 0; j < s->nblk; j++)
+        if ((f->blk[g][j] = s->blk[g][j]) != NIL) e->p[g].b[f->blk[g][j]].ref++;
+      f->first[g] = s->first[g];
+    }
+    f->nblk = s->nblk;
     next_token(e, f, raw);
   }
 }
@@ -941,9 +1080,10 @@ clf_status clf_engine_stats_get(clf_engine *e, clf_engine_stats *s) {
   *s = e->st;
   s->running = list_len(e->running);
   s->waiting = list_len(e->waiting) + list_len(e->incoming);
-  s->blocks_used = e->NB - e->n_free;
+  s->blocks_used = e->p[0].NB - e->p[0].n_free;
+  s->window_blocks_used = e->n_pools > 1 ? e->p[1].NB - e->p[1].n_free : 0;
   s->blocks_cached = 0;
-  for (uint32_t i = e->lru_head; i != NIL; i = e->b[i].next) s->blocks_cached += e->b[i].hashed;
+  for (uint32_t i = e->p[0].lru_head; i != NIL; i = e->p[0].b[i].next) s->blocks_cached += e->p[0].b[i].hashed;
   pthread_mutex_unlock(&e->lock);
   return CLF_OK;
 }
@@ -962,7 +1102,7 @@ void clf_engine_destroy(clf_engine *e) {
   for (size_t i = 0; e->k && i < e->n_layers; i++) clf_tensor_destroy(e->k[i]);
   for (size_t i = 0; e->v && i < e->n_layers; i++) clf_tensor_destroy(e->v[i]);
   clf_tensor_destroy(e->meta);
-  free(e->k), free(e->v), free(e->b), free(e->btok), free(e->bucket), free(e->host), free(e->logits), free(e->tmp);
+  free(e->k), free(e->v), free(e->p[0].b), free(e->p[1].b), free(e->layer_pool), free(e->btok), free(e->bucket), free(e->host), free(e->logits), free(e->tmp);
   free(e->row), free(e->mask);
   free(e->sc), free(e->snap);
   pthread_mutex_destroy(&e->lock);

@@ -491,7 +491,10 @@ clf_status clf__llama_load(clf_model *m, const void *dims, const clf__config *c,
                           .kv_heads = g->Hkv, .dh = g->Dh, .limit = g->limit,
                           .limit_key = "max_position_embeddings", .need_pos = 1};
   g->dec.softcap = (float)d->softcap;
-  g->dec.kv_window = clf__layers_window(g->layers, g->n_layers, g->window);
+  size_t *windows = clf__model_calloc(m, g->n_layers ? g->n_layers : 1, sizeof *windows);
+  if (!windows) return CLF_E_OUT_OF_MEMORY;
+  clf__layers_windows(g->layers, g->n_layers, g->window, windows);
+  g->dec.kv_windows = windows;
   if (g->rope.type == CLF__ROPE_LONGROPE) g->dec.refeed_at = g->rope.orig_max;
   if (g->rope.type == CLF__ROPE_LONGROPE && g->limit > g->rope.orig_max)
     g->dec.no_engine = "rope_scaling \"longrope\": its frequencies follow the longest sequence of a batch";
