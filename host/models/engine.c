@@ -1,7 +1,8 @@
 /* engine.c - many sequences of one decoder model at once (clformer.h's
- * clf_engine; docs/engine.md): the block pool and its prefix cache, the
- * scheduler, and the step that runs every scheduled row through the
- * family's body over the paged cache (blocks.c's attn_paged).
+ * clf_engine; docs/engine.md): the scheduler over the block pools and
+ * their prefix cache (engine_blocks.c), and the step that runs every
+ * scheduled row through the family's body over the paged cache (blocks.c's
+ * attn_paged).
  *
  * Locking: `lock` guards the queues (incoming, waiting, running) and the
  * flags other threads set (cancelled); the step holds it while it plans
@@ -10,7 +11,7 @@
  * lets one thread step at a time.  Only the stepping thread frees a
  * sequence or touches its tokens and blocks.
  */
-#include "decoder.h"
+#include "engine.h"
 
 #include "base/checked.h"
 #include "base/limits.h"
@@ -20,254 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define NIL UINT32_MAX
-
-/* One block of the pool. */
-typedef struct block {
-  uint32_t ref;          /* sequences holding it */
-  uint32_t epoch;        /* how many times it was given out: (id, epoch) names one content */
-  int hashed;            /* full and in the prefix table under the key below */
-  uint64_t key;          /* of its tokens, everything before them, and the isolation key */
-  uint64_t isolation;
-  uint32_t parent, parent_epoch; /* the block before it in its sequence (NIL: the first) */
-  uint32_t prev, next;   /* the free list (ref 0): evicted from the head */
-  uint32_t hnext;        /* the prefix table's chain */
-  /* The windowed layers' block of the same positions (pool 0 of a model
-   * that mixes full and windowed layers): NIL, or valid while that block's
-   * epoch is still mate_epoch. */
-  uint32_t mate, mate_epoch;
-} block;
-
-/* One numbering of blocks: the layers that see every position (or all
- * layers), and apart from them, in a model that mixes the two, the
- * windowed layers, which keep only their window's blocks of a sequence. */
-typedef struct pool {
-  size_t NB;       /* blocks */
-  size_t W;        /* its layers see at most the last W positions; 0: all */
-  size_t bytes;    /* of one block: its layers' keys and values */
-  block *b;
-  uint32_t lru_head, lru_tail;
-  size_t n_free;
-} pool;
-
-enum { SEQ_WAITING, SEQ_RUNNING };
-
-typedef struct seq {
-  uint64_t id, order; /* order: when it was last admitted (the newest is preempted first) */
-  int64_t *tok;       /* [max_len]: the prompt, then what it generated */
-  size_t n, prompt_len, computed; /* tokens; those whose keys and values are in the cache */
-  clf__gen_row rules;
-  uint32_t *blk[2]; /* per pool [blocks for max_len]: position p in blk[pool][p / BS] */
-  size_t nblk, nhashed;
-  size_t first[2]; /* per pool, blocks 0..first-1 given back: the pool's window has passed them (blk NIL) */
-  size_t cached; /* prompt positions taken from the prefix cache (its last admission's) */
-  uint64_t chain;    /* the key of its last hashed block */
-  uint64_t isolation;
-  int state, cancelled;
-  clf_finish_reason why;
-  char *error;
-  int (*on_token)(void *, uint64_t, int64_t);
-  void (*on_done)(void *, uint64_t, const clf_sequence_end *);
-  int (*on_token_info)(void *, uint64_t, const clf_token_info *);
-  int (*allowed)(void *, uint64_t, const int64_t *, size_t, uint32_t *, size_t);
-  size_t top_logprobs;
-  void *user;
-  int forked;        /* its copies were made this step (they join the running after it) */
-  struct seq *forks; /* the other copies of its request, until its prompt is computed (linked by next) */
-  struct seq *next;
-} seq;
-
-/* A sequence's rows in this step: positions start..start+count-1. */
-typedef struct sched {
-  seq *s;
-  size_t start, count, row0;
-  int live;
-} sched;
-
-struct clf_engine {
-  clf_model *m;
-  clf__decoder *d;
-  size_t BS, max_rows, max_seqs, n_layers, V;
-  pool p[2];                 /* p[0]: the prefix table's; p[1] when the layers mix windowed and full */
-  size_t n_pools;
-  unsigned char *layer_pool; /* [n_layers] */
-  clf_dtype kv_dtype;
-  clf_tensor **k, **v; /* [n_layers] pools [NB of its pool, Hkv, BS, Dh] */
-  int64_t *btok; /* [p[0].NB, BS]: the tokens of each block */
-  uint32_t *bucket;
-  size_t nbucket;
-  pthread_mutex_t lock, step_lock;
-  seq *incoming, *waiting, *running;
-  uint64_t next_id, next_order;
-  clf_engine_stats st;
-  /* the step's buffers, grown as needed */
-  clf_tensor *meta;
-  size_t meta_cap;
-  int64_t *host;
-  size_t host_cap;
-  float *logits;
-  float *row;      /* [V]: one sequence's scores, processed */
-  uint32_t *mask;  /* [ceil(V / 32)]: the allowed callback's */
-  clf__scored *tmp;
-  sched *sc; /* [max_seqs] */
-  seq **snap; /* [max_seqs] */
-};
-
-/* ---- the free list and the prefix table ---- */
-
-static void lru_unlink(pool *p, uint32_t i) {
-  block *b = &p->b[i];
-  if (b->prev != NIL) p->b[b->prev].next = b->next;
-  else p->lru_head = b->next;
-  if (b->next != NIL) p->b[b->next].prev = b->prev;
-  else p->lru_tail = b->prev;
-  b->prev = b->next = NIL;
-  p->n_free--;
-}
-
-/* A free block goes to the tail (hashed: evicted last) or the head. */
-static void lru_push(pool *p, uint32_t i, int tail) {
-  block *b = &p->b[i];
-  if (tail) {
-    b->prev = p->lru_tail, b->next = NIL;
-    if (p->lru_tail != NIL) p->b[p->lru_tail].next = i;
-    else p->lru_head = i;
-    p->lru_tail = i;
-  } else {
-    b->next = p->lru_head, b->prev = NIL;
-    if (p->lru_head != NIL) p->b[p->lru_head].prev = i;
-    else p->lru_tail = i;
-    p->lru_head = i;
-  }
-  p->n_free++;
-}
-
-/* A holder of block i of pool p lets it go: free at ref 0, kept for reuse
- * (evicted last) when it holds a reusable prefix. */
-static void block_drop(pool *p, uint32_t i) {
-  if (--p->b[i].ref == 0) lru_push(p, i, p->b[i].hashed);
-}
-
-static uint64_t block_key(const clf_engine *e, uint64_t parent_key, uint64_t isolation, const int64_t *tok) {
-  return clf__hash64(tok, e->BS * sizeof *tok, parent_key ^ (isolation * 0x9E3779B97F4A7C15ull) ^ 0x5bd1e995u);
-}
-
-/* Block i of pool g leaves the prefix table (pool 1: its pairing with a
- * hashed block of pool 0, which its new epoch ends). */
-static void unhash(clf_engine *e, size_t g, uint32_t i) {
-  block *b = &e->p[g].b[i];
-  if (!b->hashed) return;
-  if (g) {
-    b->hashed = 0;
-    return;
-  }
-  uint32_t *p = &e->bucket[b->key & (e->nbucket - 1)];
-  while (*p != NIL && *p != i) p = &e->p[0].b[*p].hnext;
-  if (*p == i) *p = b->hnext;
-  b->hashed = 0, b->hnext = NIL;
-}
-
-/* The hashed block holding tok after block `parent` (NIL: first) of the
- * same isolation key; NIL when none. */
-static uint32_t lookup(const clf_engine *e, uint64_t key, uint64_t isolation, uint32_t parent, const int64_t *tok) {
-  const block *B = e->p[0].b;
-  for (uint32_t i = e->bucket[key & (e->nbucket - 1)]; i != NIL; i = B[i].hnext) {
-    const block *b = &B[i];
-    if (b->key == key && b->isolation == isolation && b->parent == parent &&
-        (parent == NIL || b->parent_epoch == B[parent].epoch) &&
-        memcmp(e->btok + (size_t)i * e->BS, tok, e->BS * sizeof *tok) == 0)
-      return i;
-  }
-  return NIL;
-}
-
-/* A block of pool g for a sequence: the least recently freed, unhashed
- * first. */
-static uint32_t block_take(clf_engine *e, size_t g) {
-  pool *p = &e->p[g];
-  const uint32_t i = p->lru_head;
-  if (i == NIL) return NIL;
-  lru_unlink(p, i);
-  unhash(e, g, i);
-  p->b[i].ref = 1;
-  p->b[i].epoch++;
-  p->b[i].mate = NIL;
-  return i;
-}
-
-/* A sequence gives its blocks back, the last first: hashed ones stay
- * reusable (the prefix evicted last), the rest are taken first. */
-static void blocks_release(clf_engine *e, seq *s) {
-  for (size_t g = 0; g < e->n_pools; g++) {
-    for (size_t j = s->nblk; j-- > s->first[g];) block_drop(&e->p[g], s->blk[g][j]);
-    s->first[g] = 0;
-  }
-  s->nblk = s->nhashed = 0;
-  s->chain = 0;
-}
-
-/* The first block of pool g that rows from position `computed` on read:
- * its layers see at most the last W positions, so none reads before
- * computed + 1 - W. */
-static size_t window_first(const clf_engine *e, size_t g, size_t computed) {
-  const size_t W = e->p[g].W;
-  return W && computed + 1 > W ? (computed + 1 - W) / e->BS : 0;
-}
-
-/* The blocks s no longer reads, their pool's window past them, given
- * back, the first first: a block other holders share (copies, the same
- * prefix) stays theirs, and a hashed one stays reusable, free, until
- * taken. */
-static void window_release(clf_engine *e, seq *s) {
-  for (size_t g = 0; g < e->n_pools; g++)
-    for (const size_t first = window_first(e, g, s->computed); s->first[g] < first && s->first[g] < s->nblk;
-         s->first[g]++) {
-      block_drop(&e->p[g], s->blk[g][s->first[g]]);
-      s->blk[g][s->first[g]] = NIL;
-    }
-}
-
-/* The most blocks of pool g a sequence of up to n positions holds at
- * once: all of them, or with a window those of the W - 1 positions before
- * a step's rows and the rows (at most max_rows), wherever they fall in
- * blocks. */
-static size_t blocks_held(const clf_engine *e, size_t g, size_t n) {
-  const size_t all = (n + e->BS - 1) / e->BS, W = e->p[g].W;
-  if (!W) return all;
-  const size_t span = (W - 1 + e->max_rows + 2 * e->BS - 2) / e->BS;
-  return span < all ? span : all;
-}
-
-/* Blocks of s that its computed positions fill enter the prefix table
- * (unless the same content is already there). */
-static void blocks_register(clf_engine *e, seq *s) {
-  /* (a block or its parent given back by the window ends the chain) */
-  block *B = e->p[0].b;
-  while (s->nhashed < s->nblk && (s->nhashed + 1) * e->BS <= s->computed && !(s->first[0] && s->nhashed <= s->first[0])) {
-    const uint32_t i = s->blk[0][s->nhashed];
-    block *b = &B[i];
-    const uint32_t parent = s->nhashed ? s->blk[0][s->nhashed - 1] : NIL;
-    if (parent != NIL && !B[parent].hashed) break; /* its prefix is another block's: unreachable */
-    const int64_t *tok = s->tok + s->nhashed * e->BS;
-    const uint64_t key = block_key(e, s->chain, s->isolation, tok);
-    if (!b->hashed && lookup(e, key, s->isolation, parent, tok) == NIL) {
-      memcpy(e->btok + (size_t)i * e->BS, tok, e->BS * sizeof *tok);
-      b->key = key, b->isolation = s->isolation, b->parent = parent;
-      b->parent_epoch = parent == NIL ? 0 : B[parent].epoch;
-      b->hashed = 1;
-      b->hnext = e->bucket[key & (e->nbucket - 1)];
-      e->bucket[key & (e->nbucket - 1)] = i;
-      /* the windowed layers' block of the same positions, while s holds it */
-      const uint32_t w = e->n_pools > 1 && s->nhashed >= s->first[1] ? s->blk[1][s->nhashed] : NIL;
-      if (w != NIL) b->mate = w, b->mate_epoch = e->p[1].b[w].epoch, e->p[1].b[w].hashed = 1;
-    } else if (!b->hashed) {
-      break; /* a duplicate of a hashed block: its children would be unreachable */
-    }
-    s->chain = key;
-    s->nhashed++;
-  }
-}
 
 /* ---- queues ---- */
 
@@ -320,7 +73,7 @@ static void seq_free_all(seq *s) {
  * `done` for its on_done after the lock. */
 static void finish(clf_engine *e, seq *s, clf_finish_reason why, seq **done) {
   list_remove(s->state == SEQ_RUNNING ? &e->running : &e->waiting, s);
-  blocks_release(e, s);
+  clf__eng_release(e, s);
   s->why = why;
   s->next = *done;
   *done = s;
@@ -360,94 +113,6 @@ const char *clf_finish_name(clf_finish_reason why) {
 
 void clf_engine_options_init(clf_engine_options *o) {
   if (o) memset(o, 0, sizeof *o);
-}
-
-/* Which pool each layer's blocks come from: one pool, whose window is
- * the largest layer's when every layer has one; or, when full and
- * windowed layers mix (Gemma 3, Qwen3's use_sliding_window), the full
- * layers' p[0] and the windowed layers' p[1], with the largest window. */
-static clf_status engine_layers(clf_engine *e) {
-  const size_t *w = e->d->kv_windows;
-  size_t full = 0, most = 0;
-  if (!(e->layer_pool = calloc(e->n_layers + 1, 1)))
-    return clf__fail(e->m->ctx, CLF_E_OUT_OF_MEMORY, "clf_engine_create: out of host memory");
-  for (size_t i = 0; i < e->n_layers; i++) {
-    const size_t wi = w ? w[i] : 0;
-    if (!wi) full++;
-    else if (wi > most) most = wi;
-  }
-  e->n_pools = full && most ? 2 : 1;
-  e->p[0].W = full ? 0 : most;
-  if (e->n_pools == 2) {
-    e->p[1].W = most;
-    for (size_t i = 0; i < e->n_layers; i++) e->layer_pool[i] = w[i] != 0;
-  }
-  return CLF_OK;
-}
-
-/* The pools' blocks from kv_bytes (by default a quarter of the memory the
- * weights leave, at most what max_sequences sequences of the model's
- * length hold): with two, the windowed layers' pool gets what
- * max_sequences windows hold (as many blocks as the other where kv_bytes
- * is short of that), and the full layers' pool the rest. */
-static clf_status engine_pool(clf_engine *e, const clf_engine_options *o) {
-  static const char op[] = "clf_engine_create";
-  clf_context *ctx = e->m->ctx;
-  const clf__decoder *d = e->d;
-  const size_t row = d->kv_heads * e->BS * d->dh * clf_dtype_size(e->kv_dtype); /* one block of one layer's K */
-  size_t n_in[2] = {0, 0}, held[2] = {0, 0}, want = o->kv_bytes, cap = 0, t;
-  for (size_t i = 0; i < e->n_layers; i++) n_in[e->layer_pool[i]]++;
-  for (size_t g = 0; g < e->n_pools; g++) {
-    held[g] = blocks_held(e, g, d->limit);
-    if (!clf__mul_ok(row, 2 * n_in[g], &e->p[g].bytes) || !e->p[g].bytes ||
-        !clf__mul_ok(held[g] * e->max_seqs, e->p[g].bytes, &t) || !clf__add_ok(cap, t, &cap))
-      return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: a block of %zu positions overflows", op, e->BS);
-  }
-  if (!want) {
-    const size_t global = (size_t)ctx->caps.global_mem, weights = clf_model_weight_bytes(e->m);
-    want = global > weights ? (global - weights) / 4 : 0;
-    if (want > cap) want = cap;
-  }
-  if (e->n_pools == 1) {
-    e->p[0].NB = want / e->p[0].bytes;
-  } else {
-    const size_t both = e->p[0].bytes + e->p[1].bytes, windows = e->max_seqs * held[1];
-    e->p[0].NB = e->p[1].NB = want / both;
-    if (e->p[0].NB > windows) e->p[1].NB = windows, e->p[0].NB = (want - windows * e->p[1].bytes) / e->p[0].bytes;
-  }
-  for (size_t g = 0; g < e->n_pools; g++) {
-    pool *p = &e->p[g];
-    if (ctx->caps.max_alloc && p->NB > ctx->caps.max_alloc / row) p->NB = (size_t)(ctx->caps.max_alloc / row);
-    if (p->NB > (size_t)INT32_MAX / e->BS) p->NB = (size_t)INT32_MAX / e->BS;
-    if (p->NB < 1)
-      return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: kv_bytes %zu holds no block (one takes %zu bytes: %zu layers x "
-                       "K and V x %zu heads x %zu positions x %zu)", op, want, e->p[0].bytes + e->p[1].bytes,
-                       e->n_layers, d->kv_heads, e->BS, d->dh);
-    if (!(p->b = calloc(p->NB, sizeof *p->b)))
-      return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory for %zu blocks", op, p->NB);
-    p->lru_head = p->lru_tail = NIL;
-    for (size_t i = 0; i < p->NB; i++) {
-      p->b[i].hnext = p->b[i].mate = NIL;
-      lru_push(p, (uint32_t)i, 1);
-    }
-  }
-  e->k = calloc(e->n_layers, sizeof *e->k);
-  e->v = calloc(e->n_layers, sizeof *e->v);
-  e->btok = malloc(e->p[0].NB * e->BS * sizeof *e->btok);
-  for (e->nbucket = 16; e->nbucket < 2 * e->p[0].NB; e->nbucket *= 2) {
-  }
-  e->bucket = malloc(e->nbucket * sizeof *e->bucket);
-  if (!e->k || !e->v || !e->btok || !e->bucket)
-    return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory for %zu blocks", op, e->p[0].NB);
-  for (size_t i = 0; i < e->nbucket; i++) e->bucket[i] = NIL;
-  clf_status st;
-  for (size_t i = 0; i < e->n_layers; i++) {
-    const size_t shape[4] = {e->p[e->layer_pool[i]].NB, d->kv_heads, e->BS, d->dh};
-    if ((st = clf_tensor_create(ctx, e->kv_dtype, 4, shape, &e->k[i])) != CLF_OK ||
-        (st = clf_tensor_create(ctx, e->kv_dtype, 4, shape, &e->v[i])) != CLF_OK)
-      return st;
-  }
-  return CLF_OK;
 }
 
 /* The rows of a step by default: on a CPU, the fewest rows one launch of
@@ -509,8 +174,8 @@ clf_status clf_engine_create(clf_model *m, const clf_engine_options *o, clf_engi
            (e->sc = malloc(e->max_seqs * sizeof *e->sc + 1)) == NULL ||
            (e->snap = malloc(e->max_seqs * sizeof *e->snap + 1)) == NULL)
     st = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
-  else if ((st = engine_layers(e)) == CLF_OK)
-    st = engine_pool(e, o);
+  else if ((st = clf__eng_layers(e)) == CLF_OK)
+    st = clf__eng_pool(e, o);
   if (st != CLF_OK) {
     clf_engine_destroy(e);
     return st;
@@ -537,7 +202,7 @@ static clf_status seq_make(clf_engine *e, const clf_engine_request *r, uint64_t 
   clf_status st = clf__gen_row_init(m, NULL, &o, r->n_ids, limit, &s->rules);
   const size_t blocks = (s->rules.max_len + e->BS - 1) / e->BS;
   for (size_t g = 0; g < e->n_pools && st == CLF_OK; g++) {
-    const size_t held = blocks_held(e, g, s->rules.max_len);
+    const size_t held = clf__eng_held(e, g, s->rules.max_len);
     if (held > e->p[g].NB)
       st = clf__fail(NULL, CLF_E_INVALID_ARG, "%s: a sequence of up to %zu positions needs %zu blocks at once%s, "
                      "more than the pool's %zu (set max_new_tokens, or a larger kv_bytes)", op, s->rules.max_len, held,
@@ -626,7 +291,7 @@ clf_status clf_engine_cancel(clf_engine *e, uint64_t id) {
  * is recomputed from its tokens when admitted again. */
 static void preempt(clf_engine *e, seq *s) {
   list_remove(&e->running, s);
-  blocks_release(e, s);
+  clf__eng_release(e, s);
   s->computed = 0;
   s->state = SEQ_WAITING;
   s->next = e->waiting;
@@ -647,7 +312,7 @@ static seq *newest_running(clf_engine *e, const seq *keep) {
  * to wait. */
 static uint32_t take_for(clf_engine *e, seq *s, size_t g, size_t n_sc, size_t *rows) {
   for (;;) {
-    const uint32_t b = block_take(e, g);
+    const uint32_t b = clf__eng_take(e, g);
     if (b != NIL) return b;
     seq *v = newest_running(e, s);
     if (!v || v->order < s->order) v = s;
@@ -665,7 +330,7 @@ static int grow(clf_engine *e, seq *s, size_t upto, size_t n_sc, size_t *rows) {
     uint32_t b[2];
     for (size_t g = 0; g < e->n_pools; g++)
       if ((b[g] = take_for(e, s, g, n_sc, rows)) == NIL) {
-        for (size_t h = 0; h < g; h++) block_drop(&e->p[h], b[h]);
+        for (size_t h = 0; h < g; h++) clf__eng_drop(&e->p[h], b[h]);
         return 0;
       }
     for (size_t g = 0; g < e->n_pools; g++) s->blk[g][s->nblk] = b[g];
@@ -689,7 +354,7 @@ static int unshare(clf_engine *e, seq *s, size_t n_sc, size_t *rows, clf_status 
     if (nb == NIL) return 0;
     const uint32_t old = s->blk[g][bi];
     if (p->b[old].ref <= 1) { /* a preemption just now left it to s alone */
-      block_drop(p, nb);
+      clf__eng_drop(p, nb);
       continue;
     }
     clf_context *ctx = e->m->ctx;
@@ -714,51 +379,6 @@ static size_t running_slots(const clf_engine *e) {
   size_t n = 0;
   for (const seq *s = e->running; s; s = s->next) n += 1 + list_len(s->forks);
   return n;
-}
-
-/* The windowed layers' block paired with block i of pool 0, or NIL when
- * it has been given out again since. */
-static uint32_t mate_of(const clf_engine *e, uint32_t i) {
-  const block *b = &e->p[0].b[i];
-  return b->mate != NIL && e->p[1].b[b->mate].epoch == b->mate_epoch ? b->mate : NIL;
-}
-
-/* The prefix of s that the cache holds (full blocks, leaving at least the
- * last token to compute), taken.  With a windowed layers' pool, the
- * prefix ends where that pool still holds the blocks of its window before
- * it (a block before the window is not needed). */
-static void admit_prefix(clf_engine *e, seq *s) {
-  uint64_t chain = 0;
-  uint32_t parent = NIL;
-  size_t k = 0;
-  const size_t full = (s->n - 1) / e->BS;
-  for (; k < full; k++) {
-    const int64_t *tok = s->tok + k * e->BS;
-    const uint64_t key = block_key(e, chain, s->isolation, tok);
-    const uint32_t i = lookup(e, key, s->isolation, parent, tok);
-    if (i == NIL) break;
-    s->blk[0][k] = i;
-    chain = key, parent = i;
-  }
-  if (e->n_pools > 1) {
-    for (; k > 0; k--) {
-      size_t j = window_first(e, 1, k * e->BS);
-      while (j < k && mate_of(e, s->blk[0][j]) != NIL) j++;
-      if (j == k) break;
-    }
-    chain = 0;
-    for (size_t j = 0; j < k; j++) chain = block_key(e, chain, s->isolation, s->tok + j * e->BS);
-    s->first[1] = window_first(e, 1, k * e->BS);
-    for (size_t j = 0; j < k; j++) {
-      const uint32_t w = s->blk[1][j] = j >= s->first[1] ? mate_of(e, s->blk[0][j]) : NIL;
-      if (w != NIL && e->p[1].b[w].ref++ == 0) lru_unlink(&e->p[1], w);
-    }
-  }
-  for (size_t j = 0; j < k; j++)
-    if (e->p[0].b[s->blk[0][j]].ref++ == 0) lru_unlink(&e->p[0], s->blk[0][j]);
-  s->nblk = s->nhashed = k, s->chain = chain;
-  s->computed = s->cached = k * e->BS;
-  e->st.prefix_tokens_reused += s->computed;
 }
 
 /* Fills e->sc with this step's rows: decode rows of the running first,
@@ -788,18 +408,18 @@ static size_t plan(clf_engine *e, size_t *rows, clf_status *err) {
     /* room for it and the copies its prompt will fork: the running never
      * pass max_sequences (e->sc and e->snap hold that many) */
     if (running_slots(e) + 1 + list_len(s->forks) > e->max_seqs) break;
-    admit_prefix(e, s);
-    window_release(e, s);
+    clf__eng_admit_prefix(e, s);
+    clf__eng_window_release(e, s);
     /* free blocks for all its prompt will hold at once: the whole prompt,
      * or with a window the most it holds while its chunks pass */
     int fits = 1;
     for (size_t g = 0; g < e->n_pools; g++) {
-      const size_t hold = blocks_held(e, g, s->n), held = s->nblk - s->first[g];
+      const size_t hold = clf__eng_held(e, g, s->n), held = s->nblk - s->first[g];
       if (hold > held && hold - held > e->p[g].n_free) fits = 0;
     }
     if (!fits) {
       e->st.prefix_tokens_reused -= s->computed;
-      blocks_release(e, s);
+      clf__eng_release(e, s);
       s->computed = s->cached = 0;
       break;
     }
@@ -1014,8 +634,8 @@ static void forks_join(clf_engine *e, seq *s, seq **done) {
       f->next = NULL;
       finish(e, f, f->why, done);
     } else {
-      blocks_register(e, f);
-      window_release(e, f);
+      clf__eng_register(e, f);
+      clf__eng_window_release(e, f);
       list_append(&e->running, f);
     }
     f = next;
@@ -1055,8 +675,8 @@ clf_status clf_engine_step(clf_engine *e, size_t *pending) {
       continue;
     }
     if (s->forked) forks_join(e, s, &done), s->forked = 0;
-    blocks_register(e, s);
-    window_release(e, s);
+    clf__eng_register(e, s);
+    clf__eng_window_release(e, s);
     if (s->why) finish(e, s, s->why, &done);
   }
   if (pending) *pending = list_len(e->incoming) + list_len(e->waiting) + list_len(e->running);
@@ -1082,8 +702,7 @@ clf_status clf_engine_stats_get(clf_engine *e, clf_engine_stats *s) {
   s->waiting = list_len(e->waiting) + list_len(e->incoming);
   s->blocks_used = e->p[0].NB - e->p[0].n_free;
   s->window_blocks_used = e->n_pools > 1 ? e->p[1].NB - e->p[1].n_free : 0;
-  s->blocks_cached = 0;
-  for (uint32_t i = e->p[0].lru_head; i != NIL; i = e->p[0].b[i].next) s->blocks_cached += e->p[0].b[i].hashed;
+  s->blocks_cached = clf__eng_cached(e);
   pthread_mutex_unlock(&e->lock);
   return CLF_OK;
 }
