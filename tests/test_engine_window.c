@@ -398,6 +398,52 @@ START_TEST(window_mixed_pools) {
 }
 END_TEST
 
+/* A prefix hit on a mixed model needs the windowed layers' blocks of the
+ * window before it.  With one sequence at a time, the windowed pool has
+ * the 5 blocks one window holds; a second prompt's run takes them all
+ * again, so the first prompt, asked again, finds its full layers' blocks
+ * (60 in their pool) but not its window's: nothing is reused (the prefix is
+ * cut back to none) and the tokens are those alone. */
+START_TEST(window_mixed_prefix_cut) {
+  char dir[1024];
+  fixture_dir(mixed_models[_i], dir, sizeof dir);
+  clf_model *m = get_model(dir);
+  clf_engine_options eo;
+  clf_engine_options_init(&eo);
+  eo.block_size = BS, eo.max_step_rows = ROWS, eo.max_sequences = 1, eo.kv_bytes = 1 << 20;
+  clf_engine *e;
+  clf_engine_stats st;
+  TH_OK(clf_engine_create(m, &eo, &e));
+  TH_OK(clf_engine_stats_get(e, &st));
+  clf_engine_destroy(e);
+  eo.kv_bytes = 60 * st.block_bytes + 5 * st.window_block_bytes;
+  TH_OK(clf_engine_create(m, &eo, &e));
+  TH_OK(clf_engine_stats_get(e, &st));
+  ck_assert_uint_eq(st.blocks, 60);
+  ck_assert_uint_eq(st.window_blocks, 5);
+  clf_generate_options o;
+  clf_generate_options_init(&o);
+  o.max_new_tokens = 12;
+  o.eos_token_ids = no_eos, o.n_eos_token_ids = 1;
+  int64_t a[10], c[10];
+  for (size_t i = 0; i < 10; i++) a[i] = (int64_t)((i * 11 + 5) % 89 + 1), c[i] = (int64_t)((i * 19 + 7) % 89 + 1);
+  out r1, r2, r3;
+  submit(e, a, 10, &o, &r1);
+  TH_OK(clf_engine_run(e));
+  submit(e, c, 10, &o, &r2);
+  TH_OK(clf_engine_run(e));
+  submit(e, a, 10, &o, &r3);
+  TH_OK(clf_engine_run(e));
+  ck_assert_uint_eq(r3.cached, 0);
+  expect_alone(m, a, 10, &o, &r1, "the first prompt");
+  expect_alone(m, c, 10, &o, &r2, "the prompt between");
+  expect_alone(m, a, 10, &o, &r3, "the first prompt again, its window's blocks gone");
+  ck_assert_uint_eq(blocks_used(e), 0);
+  ck_assert_uint_eq(window_blocks_used(e), 0);
+  clf_engine_destroy(e);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("engine_window");
   TCase *tc = tcase_create("engine_window");
@@ -407,6 +453,7 @@ static Suite *suite(void) {
   tcase_add_loop_test(tc, window_small_pool, 0, (int)(sizeof small_pool / sizeof *small_pool));
   tcase_add_loop_test(tc, window_prefix_and_copies, 0, (int)(sizeof prefix_models / sizeof *prefix_models));
   tcase_add_loop_test(tc, window_mixed_pools, 0, (int)(sizeof mixed_models / sizeof *mixed_models));
+  tcase_add_loop_test(tc, window_mixed_prefix_cut, 0, (int)(sizeof mixed_models / sizeof *mixed_models));
   suite_add_tcase(s, tc);
   return s;
 }
