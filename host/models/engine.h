@@ -12,11 +12,11 @@
 
 #define NIL UINT32_MAX
 
-/* One block of the pool. */
+/* One block of a pool. */
 typedef struct block {
   uint32_t ref;          /* sequences holding it */
   uint32_t epoch;        /* how many times it was given out: (id, epoch) names one content */
-  int hashed;            /* full and in the prefix table under the key below */
+  int hashed;            /* full and in the prefix table under the key below (pool 1: paired with such a block) */
   uint64_t key;          /* of its tokens, everything before them, and the isolation key */
   uint64_t isolation;
   uint32_t parent, parent_epoch; /* the block before it in its sequence (NIL: the first) */
