@@ -1479,6 +1479,11 @@ typedef struct clf_engine_stats {
   size_t preemptions;            /* sequences sent back to wait, in all */
   size_t blocks_copied;          /* copies on write (clf_engine_request.n), in all */
   size_t steps, rows;            /* steps run and their rows, in all */
+  /* A model whose layers mix windowed and full ones (Gemma 3, Qwen3 with
+   * use_sliding_window): the windowed layers' blocks, apart (the fields
+   * above are the full layers'), of which a sequence holds only its
+   * window's; 0 for other models. */
+  size_t window_blocks, window_block_bytes, window_blocks_used;
 } clf_engine_stats;
 
 CLF_API void clf_engine_options_init(clf_engine_options *o);

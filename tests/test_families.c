@@ -16,9 +16,9 @@
 #include "harness.h"
 
 /* Hugging Face directories and GGUF files (a directory with model.gguf). */
-static const char *const all[] = {"qwen3",  "gguf_models/qwen3", "gemma3",       "gguf_models/gemma3",
+static const char *const all[] = {"qwen3",  "gguf_models/qwen3", "qwen3_window",     "gemma3", "gguf_models/gemma3",
                                   "phi3",   "phi3_longrope",      "gguf_models/phi3"};
-static const char *const types[] = {"qwen3", "qwen3", "gemma3_text", "gemma3", "phi3", "phi3", "phi3"};
+static const char *const types[] = {"qwen3", "qwen3", "qwen3", "gemma3_text", "gemma3", "phi3", "phi3", "phi3"};
 
 static void fixture_dir(const char *name, char *dir, size_t len) { snprintf(dir, len, "%s/%s", fixtures(), name); }
 
@@ -69,6 +69,21 @@ START_TEST(test_gemma3_settings_matter) {
   check_differs("gemma3", "long", "final_logit_softcapping", "3.0", NULL, NULL);
   /* without layer_types, sliding_window_pattern (6 by default) decides: the same model */
   check_same_with("gemma3", "layer_types", "null");
+}
+END_TEST
+
+/* Qwen3's use_sliding_window (a forward pass of 15 past the window of 4):
+ * the window, its size and the layers it covers each matter; without
+ * layer_types, max_window_layers picks the same layers; the qwen3 fixture
+ * with use_sliding_window is the same model (its layer_types are both
+ * full, as transformers wrote them). */
+START_TEST(test_qwen3_window_matters) {
+  check_differs("qwen3_window", "long", "use_sliding_window", "false", NULL, NULL);
+  check_differs("qwen3_window", "long", "sliding_window", "64", NULL, NULL);
+  check_differs("qwen3_window", "long", "sliding_window", "null", NULL, NULL);
+  check_differs("qwen3_window", "long", "layer_types", "null", "max_window_layers", "0");
+  check_same_with("qwen3_window", "layer_types", "null");
+  check_same_with("qwen3", "use_sliding_window", "true");
 }
 END_TEST
 
@@ -134,7 +149,9 @@ START_TEST(test_longrope_switch) {
 END_TEST
 
 START_TEST(test_bad_configs) {
-  load_fails("qwen3", "use_sliding_window", "true", CLF_E_UNSUPPORTED, "use_sliding_window is true");
+  load_fails("qwen3_window", "max_window_layers", "-1", CLF_E_FORMAT, "max_window_layers -1 is negative");
+  load_fails("qwen3_window", "layer_types", "[\"full_attention\"]", CLF_E_FORMAT,
+             "layer_types is not a list of num_hidden_layers (3)");
   load_fails("qwen3", "head_dim", "15", CLF_E_UNSUPPORTED, "head_dim 15");
   load_fails("qwen3", "num_key_value_heads", "3", CLF_E_FORMAT, "num_attention_heads 4 is not a multiple of "
              "num_key_value_heads 3");
@@ -166,6 +183,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_head_norms);
   tcase_add_test(tc, test_bad_configs);
   tcase_add_test(tc, test_gemma3_settings_matter);
+  tcase_add_test(tc, test_qwen3_window_matters);
   tcase_add_test(tc, test_gemma3_softcap);
   tcase_add_test(tc, test_longrope_switch);
   suite_add_tcase(s, tc);

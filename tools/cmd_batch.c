@@ -321,7 +321,8 @@ static void print_summary(const batch_run *b, const batch_totals *t, const clf_e
           t->ttft_median_ms, t->decode_tokens_per_s);
   fprintf(stderr, "clformer batch: KV pool of %zu blocks of %zu positions (%.1f MiB), %zu prefix tokens reused, %zu "
           "preemptions; %zu steps of %zu rows in all\n", s->blocks, s->block_size,
-          (double)s->blocks * s->block_bytes / 1048576.0, s->prefix_tokens_reused, s->preemptions, s->steps, s->rows);
+          ((double)s->blocks * s->block_bytes + (double)s->window_blocks * s->window_block_bytes) / 1048576.0,
+          s->prefix_tokens_reused, s->preemptions, s->steps, s->rows);
 }
 
 /* --json: the run as one object on stdout (tools/bench_engine.py reads

@@ -360,7 +360,9 @@ static int section_kv_pool(clf_context *ctx, const char *model, const out *o, cJ
   } else {
     const size_t positions = clf_model_max_positions(m), per_seq = (positions + s.block_size - 1) / s.block_size;
     const size_t fit = per_seq ? s.blocks / per_seq : 0;
-    const double mib = (double)s.blocks * s.block_bytes / 1048576.0;
+    /* (and the windowed layers' own blocks, where the layers mix windowed and full ones) */
+    const double bytes = (double)s.blocks * s.block_bytes + (double)s.window_blocks * s.window_block_bytes,
+                 mib = bytes / 1048576.0;
     if (o->human)
       printf("    %zu blocks of %zu positions, %.1f KiB each: %.1f MiB (weights %.1f MiB); %zu sequences of the "
              "model's full %zu positions at once\n", s.blocks, s.block_size, s.block_bytes / 1024.0, mib,
@@ -368,7 +370,7 @@ static int section_kv_pool(clf_context *ctx, const char *model, const out *o, cJ
     if (j) {
       const char *keys[] = {"blocks", "block_size", "block_bytes", "bytes", "max_positions", "full_sequences"};
       const double vals[] = {(double)s.blocks, (double)s.block_size, (double)s.block_bytes,
-                             (double)s.blocks * s.block_bytes, (double)positions, (double)fit};
+                             bytes, (double)positions, (double)fit};
       for (int k = 0; k < 6; k++) cJSON_AddNumberToObject(j, keys[k], vals[k]);
     }
   }

@@ -194,6 +194,9 @@ static const clf__layout_row rows[] = {
     CLF__FIELD(clf_engine_stats, blocks_copied),
     CLF__FIELD(clf_engine_stats, steps),
     CLF__FIELD(clf_engine_stats, rows),
+    CLF__FIELD(clf_engine_stats, window_blocks),
+    CLF__FIELD(clf_engine_stats, window_block_bytes),
+    CLF__FIELD(clf_engine_stats, window_blocks_used),
 
     CLF__STRUCT(clf_template_budget),
     CLF__FIELD(clf_template_budget, steps),

@@ -218,6 +218,10 @@ clf_status clf__ln_apply(clf_context *ctx, const clf__ln *ln, const clf_tensor *
   return clf__norm_res_bias(ctx, x, res, res_bias, ln->g, ln->rms ? NULL : ln->b, ln->eps, ln->rms, sum_out, y);
 }
 
+void clf__layers_windows(const clf__layer *l, size_t n, size_t window, size_t *out) {
+  for (size_t i = 0; i < n; i++) out[i] = l[i].window ? l[i].window : window;
+}
+
 clf_status clf__layer_forward(clf_context *ctx, const clf__layer *l, int pre_ln, const clf__ln *next_ln,
                               clf_tensor *h, clf_tensor *a, const clf__layer_io *io, clf__ws *ws) {
   clf_tensor *f;

@@ -137,6 +137,9 @@ typedef struct clf__layer_io {
 
 /* Runs a layer on the residual stream h [B, L, D].  pre_ln: `a` holds
  * ln_self(h) on entry and next_ln(h) on exit.  post_ln: a is scratch. */
+/* Each of n layers' window into out [n]: its own, else `window` (the
+ * stack's); 0 where it sees every position. */
+void clf__layers_windows(const clf__layer *l, size_t n, size_t window, size_t *out);
 clf_status clf__layer_forward(clf_context *ctx, const clf__layer *l, int pre_ln, const clf__ln *next_ln,
                               clf_tensor *h, clf_tensor *a, const clf__layer_io *io, clf__ws *ws);
 

@@ -224,7 +224,7 @@ clf_status clf__decoder_stack(clf_model *m, const clf__layer *layers, size_t n, 
   clf_status st = clf__ln_apply(m->ctx, n ? &layers[0].ln_self : final, h, NULL, NULL, NULL, a);
   for (size_t i = 0; i < n && st == CLF_OK; i++) {
     clf__kv kv = clf__kv_cache_self(&d->kv, i, s->past);
-    if (s->paged) kv = (clf__kv){s->paged->k[i], s->paged->v[i], 0, 0, &s->paged->pm};
+    if (s->paged) kv = (clf__kv){s->paged->k[i], s->paged->v[i], 0, 0, &s->paged->pm[s->paged->pool[i]]};
     const clf__layer_io io = {mask, s->cached ? &kv : NULL, NULL, NULL, NULL, rot};
     const clf__ln *next = i + 1 < n ? &layers[i + 1].ln_self : final;
     st = clf__layer_forward(m->ctx, &layers[i], 1, next, h, a, &io, d->ws);

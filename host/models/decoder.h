@@ -27,9 +27,12 @@ typedef struct clf__step {
 } clf__step;
 
 /* A step of the engine (engine.c) over its block pools: the rows'
- * metadata and each layer's pools [NB, Hkv, block, Dh]. */
+ * metadata and each layer's pools [NB, Hkv, block, Dh]: the full layers'
+ * and the windowed layers' blocks are numbered apart when a model mixes
+ * them, each numbering with its own slots and block tables. */
 typedef struct clf__paged_step {
-  clf__paged_meta pm;
+  clf__paged_meta pm[2]; /* per block numbering (engine.c's pools) */
+  const unsigned char *pool; /* [n_layers]: the numbering of layer i's pools, pm[pool[i]] */
   clf_tensor *const *k, *const *v;
 } clf__paged_step;
 
@@ -50,6 +53,10 @@ typedef struct clf__decoder {
   const char *limit_key;         /* the config key it comes from (messages) */
   int need_pos;                  /* forward passes get position_ids 0..L-1 when not given */
   const char *no_engine;         /* why the engine (paged, many sequences) cannot run it; NULL: it can */
+  /* [kv.n_layers] or NULL: each layer's self-attention sees at most the
+   * last kv_windows[i] positions (0: all of them), so the engine keeps
+   * only that many of a sequence's positions for it */
+  const size_t *kv_windows;
   /* Non-zero: generation feeds the whole sequence again, the caches
    * dropped, at the step whose new position is this one (Phi-3's longrope
    * switching to its long factors: transformers re-encodes there) */

@@ -1,7 +1,8 @@
 /* engine.c - many sequences of one decoder model at once (clformer.h's
- * clf_engine; docs/engine.md): the block pool and its prefix cache, the
- * scheduler, and the step that runs every scheduled row through the
- * family's body over the paged cache (blocks.c's attn_paged).
+ * clf_engine; docs/engine.md): the scheduler over the block pools and
+ * their prefix cache (engine_blocks.c), and the step that runs every
+ * scheduled row through the family's body over the paged cache (blocks.c's
+ * attn_paged).
  *
  * Locking: `lock` guards the queues (incoming, waiting, running) and the
  * flags other threads set (cancelled); the step holds it while it plans
@@ -10,7 +11,7 @@
  * lets one thread step at a time.  Only the stepping thread frees a
  * sequence or touches its tokens and blocks.
  */
-#include "decoder.h"
+#include "engine.h"
 
 #include "base/checked.h"
 #include "base/limits.h"
@@ -20,183 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define NIL UINT32_MAX
-
-/* One block of the pool. */
-typedef struct block {
-  uint32_t ref;          /* sequences holding it */
-  uint32_t epoch;        /* how many times it was given out: (id, epoch) names one content */
-  int hashed;            /* full and in the prefix table under the key below */
-  uint64_t key;          /* of its tokens, everything before them, and the isolation key */
-  uint64_t isolation;
-  uint32_t parent, parent_epoch; /* the block before it in its sequence (NIL: the first) */
-  uint32_t prev, next;   /* the free list (ref 0): evicted from the head */
-  uint32_t hnext;        /* the prefix table's chain */
-} block;
-
-enum { SEQ_WAITING, SEQ_RUNNING };
-
-typedef struct seq {
-  uint64_t id, order; /* order: when it was last admitted (the newest is preempted first) */
-  int64_t *tok;       /* [max_len]: the prompt, then what it generated */
-  size_t n, prompt_len, computed; /* tokens; those whose keys and values are in the cache */
-  clf__gen_row rules;
-  uint32_t *blk; /* [blocks for max_len] */
-  size_t nblk, nhashed;
-  size_t cached; /* prompt positions taken from the prefix cache (its last admission's) */
-  uint64_t chain;    /* the key of its last hashed block */
-  uint64_t isolation;
-  int state, cancelled;
-  clf_finish_reason why;
-  char *error;
-  int (*on_token)(void *, uint64_t, int64_t);
-  void (*on_done)(void *, uint64_t, const clf_sequence_end *);
-  int (*on_token_info)(void *, uint64_t, const clf_token_info *);
-  int (*allowed)(void *, uint64_t, const int64_t *, size_t, uint32_t *, size_t);
-  size_t top_logprobs;
-  void *user;
-  int forked;        /* its copies were made this step (they join the running after it) */
-  struct seq *forks; /* the other copies of its request, until its prompt is computed (linked by next) */
-  struct seq *next;
-} seq;
-
-/* A sequence's rows in this step: positions start..start+count-1. */
-typedef struct sched {
-  seq *s;
-  size_t start, count, row0;
-  int live;
-} sched;
-
-struct clf_engine {
-  clf_model *m;
-  clf__decoder *d;
-  size_t BS, NB, max_rows, max_seqs, n_layers, V;
-  clf_dtype kv_dtype;
-  clf_tensor **k, **v; /* [n_layers] pools [NB, Hkv, BS, Dh] */
-  block *b;
-  int64_t *btok; /* [NB, BS]: the tokens of each block */
-  uint32_t *bucket;
-  size_t nbucket, n_free;
-  uint32_t lru_head, lru_tail;
-  pthread_mutex_t lock, step_lock;
-  seq *incoming, *waiting, *running;
-  uint64_t next_id, next_order;
-  clf_engine_stats st;
-  /* the step's buffers, grown as needed */
-  clf_tensor *meta;
-  size_t meta_cap;
-  int64_t *host;
-  size_t host_cap;
-  float *logits;
-  float *row;      /* [V]: one sequence's scores, processed */
-  uint32_t *mask;  /* [ceil(V / 32)]: the allowed callback's */
-  clf__scored *tmp;
-  sched *sc; /* [max_seqs] */
-  seq **snap; /* [max_seqs] */
-};
-
-/* ---- the free list and the prefix table ---- */
-
-static void lru_unlink(clf_engine *e, uint32_t i) {
-  block *b = &e->b[i];
-  if (b->prev != NIL) e->b[b->prev].next = b->next;
-  else e->lru_head = b->next;
-  if (b->next != NIL) e->b[b->next].prev = b->prev;
-  else e->lru_tail = b->prev;
-  b->prev = b->next = NIL;
-  e->n_free--;
-}
-
-/* A free block goes to the tail (hashed: evicted last) or the head. */
-static void lru_push(clf_engine *e, uint32_t i, int tail) {
-  block *b = &e->b[i];
-  if (tail) {
-    b->prev = e->lru_tail, b->next = NIL;
-    if (e->lru_tail != NIL) e->b[e->lru_tail].next = i;
-    else e->lru_head = i;
-    e->lru_tail = i;
-  } else {
-    b->next = e->lru_head, b->prev = NIL;
-    if (e->lru_head != NIL) e->b[e->lru_head].prev = i;
-    else e->lru_tail = i;
-    e->lru_head = i;
-  }
-  e->n_free++;
-}
-
-static uint64_t block_key(const clf_engine *e, uint64_t parent_key, uint64_t isolation, const int64_t *tok) {
-  return clf__hash64(tok, e->BS * sizeof *tok, parent_key ^ (isolation * 0x9E3779B97F4A7C15ull) ^ 0x5bd1e995u);
-}
-
-static void unhash(clf_engine *e, uint32_t i) {
-  block *b = &e->b[i];
-  if (!b->hashed) return;
-  uint32_t *p = &e->bucket[b->key & (e->nbucket - 1)];
-  while (*p != NIL && *p != i) p = &e->b[*p].hnext;
-  if (*p == i) *p = b->hnext;
-  b->hashed = 0, b->hnext = NIL;
-}
-
-/* The hashed block holding tok after block `parent` (NIL: first) of the
- * same isolation key; NIL when none. */
-static uint32_t lookup(const clf_engine *e, uint64_t key, uint64_t isolation, uint32_t parent, const int64_t *tok) {
-  for (uint32_t i = e->bucket[key & (e->nbucket - 1)]; i != NIL; i = e->b[i].hnext) {
-    const block *b = &e->b[i];
-    if (b->key == key && b->isolation == isolation && b->parent == parent &&
-        (parent == NIL || b->parent_epoch == e->b[parent].epoch) &&
-        memcmp(e->btok + (size_t)i * e->BS, tok, e->BS * sizeof *tok) == 0)
-      return i;
-  }
-  return NIL;
-}
-
-/* A block for a sequence: the least recently freed, unhashed first. */
-static uint32_t block_take(clf_engine *e) {
-  const uint32_t i = e->lru_head;
-  if (i == NIL) return NIL;
-  lru_unlink(e, i);
-  unhash(e, i);
-  e->b[i].ref = 1;
-  e->b[i].epoch++;
-  return i;
-}
-
-/* A sequence gives its blocks back, the last first: hashed ones stay
- * reusable (the prefix evicted last), the rest are taken first. */
-static void blocks_release(clf_engine *e, seq *s) {
-  for (size_t j = s->nblk; j-- > 0;) {
-    block *b = &e->b[s->blk[j]];
-    if (--b->ref == 0) lru_push(e, s->blk[j], b->hashed);
-  }
-  s->nblk = s->nhashed = 0;
-  s->chain = 0;
-}
-
-/* Blocks of s that its computed positions fill enter the prefix table
- * (unless the same content is already there). */
-static void blocks_register(clf_engine *e, seq *s) {
-  while (s->nhashed < s->nblk && (s->nhashed + 1) * e->BS <= s->computed) {
-    const uint32_t i = s->blk[s->nhashed];
-    block *b = &e->b[i];
-    const uint32_t parent = s->nhashed ? s->blk[s->nhashed - 1] : NIL;
-    if (parent != NIL && !e->b[parent].hashed) break; /* its prefix is another block's: unreachable */
-    const int64_t *tok = s->tok + s->nhashed * e->BS;
-    const uint64_t key = block_key(e, s->chain, s->isolation, tok);
-    if (!b->hashed && lookup(e, key, s->isolation, parent, tok) == NIL) {
-      memcpy(e->btok + (size_t)i * e->BS, tok, e->BS * sizeof *tok);
-      b->key = key, b->isolation = s->isolation, b->parent = parent;
-      b->parent_epoch = parent == NIL ? 0 : e->b[parent].epoch;
-      b->hashed = 1;
-      b->hnext = e->bucket[key & (e->nbucket - 1)];
-      e->bucket[key & (e->nbucket - 1)] = i;
-    } else if (!b->hashed) {
-      break; /* a duplicate of a hashed block: its children would be unreachable */
-    }
-    s->chain = key;
-    s->nhashed++;
-  }
-}
 
 /* ---- queues ---- */
 
@@ -233,7 +57,7 @@ static size_t list_len(const seq *s) {
 
 static void seq_free(seq *s) {
   if (!s) return;
-  free(s->tok), free(s->blk), free(s->error), free(s);
+  free(s->tok), free(s->blk[0]), free(s->blk[1]), free(s->error), free(s);
 }
 
 static void seq_free_all(seq *s) {
@@ -249,7 +73,7 @@ static void seq_free_all(seq *s) {
  * `done` for its on_done after the lock. */
 static void finish(clf_engine *e, seq *s, clf_finish_reason why, seq **done) {
   list_remove(s->state == SEQ_RUNNING ? &e->running : &e->waiting, s);
-  blocks_release(e, s);
+  clf__eng_release(e, s);
   s->why = why;
   s->next = *done;
   *done = s;
@@ -289,51 +113,6 @@ const char *clf_finish_name(clf_finish_reason why) {
 
 void clf_engine_options_init(clf_engine_options *o) {
   if (o) memset(o, 0, sizeof *o);
-}
-
-static clf_status engine_pool(clf_engine *e, const clf_engine_options *o) {
-  static const char op[] = "clf_engine_create";
-  clf_context *ctx = e->m->ctx;
-  const clf__decoder *d = e->d;
-  const size_t row = d->kv_heads * e->BS * d->dh * clf_dtype_size(e->kv_dtype); /* one block of one layer's K */
-  size_t per_block, full_blocks = (d->limit + e->BS - 1) / e->BS, want = o->kv_bytes, cap;
-  if (!clf__mul_ok(row, 2 * e->n_layers, &per_block) || !per_block)
-    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: a block of %zu positions overflows", op, e->BS);
-  if (!want) {
-    const size_t global = (size_t)ctx->caps.global_mem, weights = clf_model_weight_bytes(e->m);
-    want = global > weights ? (global - weights) / 4 : 0;
-    if (clf__mul_ok(full_blocks * e->max_seqs, per_block, &cap) && want > cap) want = cap;
-  }
-  e->st.block_bytes = per_block;
-  e->NB = want / per_block;
-  if (ctx->caps.max_alloc && e->NB > ctx->caps.max_alloc / row) e->NB = (size_t)(ctx->caps.max_alloc / row);
-  if (e->NB > (size_t)INT32_MAX / e->BS) e->NB = (size_t)INT32_MAX / e->BS;
-  if (e->NB < 1)
-    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: kv_bytes %zu holds no block (one takes %zu bytes: %zu layers x "
-                     "K and V x %zu heads x %zu positions x %zu)", op, want, per_block, e->n_layers, d->kv_heads,
-                     e->BS, d->dh);
-  e->k = calloc(e->n_layers, sizeof *e->k);
-  e->v = calloc(e->n_layers, sizeof *e->v);
-  e->b = calloc(e->NB, sizeof *e->b);
-  e->btok = malloc(e->NB * e->BS * sizeof *e->btok);
-  for (e->nbucket = 16; e->nbucket < 2 * e->NB; e->nbucket *= 2) {
-  }
-  e->bucket = malloc(e->nbucket * sizeof *e->bucket);
-  if (!e->k || !e->v || !e->b || !e->btok || !e->bucket)
-    return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory for %zu blocks", op, e->NB);
-  for (size_t i = 0; i < e->nbucket; i++) e->bucket[i] = NIL;
-  e->lru_head = e->lru_tail = NIL;
-  for (size_t i = 0; i < e->NB; i++) {
-    e->b[i].hnext = NIL;
-    lru_push(e, (uint32_t)i, 1);
-  }
-  const size_t shape[4] = {e->NB, d->kv_heads, e->BS, d->dh};
-  clf_status st;
-  for (size_t i = 0; i < e->n_layers; i++)
-    if ((st = clf_tensor_create(ctx, e->kv_dtype, 4, shape, &e->k[i])) != CLF_OK ||
-        (st = clf_tensor_create(ctx, e->kv_dtype, 4, shape, &e->v[i])) != CLF_OK)
-      return st;
-  return CLF_OK;
 }
 
 /* The rows of a step by default: on a CPU, the fewest rows one launch of
@@ -395,13 +174,14 @@ clf_status clf_engine_create(clf_model *m, const clf_engine_options *o, clf_engi
            (e->sc = malloc(e->max_seqs * sizeof *e->sc + 1)) == NULL ||
            (e->snap = malloc(e->max_seqs * sizeof *e->snap + 1)) == NULL)
     st = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
-  else
-    st = engine_pool(e, o);
+  else if ((st = clf__eng_layers(e)) == CLF_OK)
+    st = clf__eng_pool(e, o);
   if (st != CLF_OK) {
     clf_engine_destroy(e);
     return st;
   }
-  e->st.blocks = e->NB, e->st.block_size = e->BS;
+  e->st.blocks = e->p[0].NB, e->st.block_size = e->BS, e->st.block_bytes = e->p[0].bytes;
+  if (e->n_pools > 1) e->st.window_blocks = e->p[1].NB, e->st.window_block_bytes = e->p[1].bytes;
   *out = e;
   return CLF_OK;
 }
@@ -421,11 +201,16 @@ static clf_status seq_make(clf_engine *e, const clf_engine_request *r, uint64_t 
   if (!s) return clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
   clf_status st = clf__gen_row_init(m, NULL, &o, r->n_ids, limit, &s->rules);
   const size_t blocks = (s->rules.max_len + e->BS - 1) / e->BS;
-  if (st == CLF_OK && blocks > e->NB)
-    st = clf__fail(NULL, CLF_E_INVALID_ARG, "%s: a sequence of up to %zu positions needs %zu blocks, more than the "
-                   "pool's %zu (set max_new_tokens, or a larger kv_bytes)", op, s->rules.max_len, blocks, e->NB);
+  for (size_t g = 0; g < e->n_pools && st == CLF_OK; g++) {
+    const size_t held = clf__eng_held(e, g, s->rules.max_len);
+    if (held > e->p[g].NB)
+      st = clf__fail(NULL, CLF_E_INVALID_ARG, "%s: a sequence of up to %zu positions needs %zu blocks at once%s, "
+                     "more than the pool's %zu (set max_new_tokens, or a larger kv_bytes)", op, s->rules.max_len, held,
+                     g ? " for its windowed layers" : "", e->p[g].NB);
+  }
   if (st == CLF_OK && ((s->tok = malloc(s->rules.max_len * sizeof *s->tok)) == NULL ||
-                       (s->blk = malloc(blocks * sizeof *s->blk + 1)) == NULL))
+                       (s->blk[0] = malloc(blocks * sizeof *s->blk[0] + 1)) == NULL ||
+                       (e->n_pools > 1 && (s->blk[1] = malloc(blocks * sizeof *s->blk[1] + 1)) == NULL)))
     st = clf__fail(NULL, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
   if (st != CLF_OK) return st;
   memcpy(s->tok, r->ids, r->n_ids * sizeof *s->tok);
@@ -506,7 +291,7 @@ clf_status clf_engine_cancel(clf_engine *e, uint64_t id) {
  * is recomputed from its tokens when admitted again. */
 static void preempt(clf_engine *e, seq *s) {
   list_remove(&e->running, s);
-  blocks_release(e, s);
+  clf__eng_release(e, s);
   s->computed = 0;
   s->state = SEQ_WAITING;
   s->next = e->waiting;
@@ -525,9 +310,9 @@ static seq *newest_running(clf_engine *e, const seq *keep) {
 /* A free block for s, preempting the newest running sequences while the
  * pool has none (their rows in this step dropped); NIL when s itself had
  * to wait. */
-static uint32_t take_for(clf_engine *e, seq *s, size_t n_sc, size_t *rows) {
+static uint32_t take_for(clf_engine *e, seq *s, size_t g, size_t n_sc, size_t *rows) {
   for (;;) {
-    const uint32_t b = block_take(e);
+    const uint32_t b = clf__eng_take(e, g);
     if (b != NIL) return b;
     seq *v = newest_running(e, s);
     if (!v || v->order < s->order) v = s;
@@ -538,44 +323,54 @@ static uint32_t take_for(clf_engine *e, seq *s, size_t n_sc, size_t *rows) {
   }
 }
 
-/* Blocks of s for its positions up to `upto`.  0 when s had to wait. */
+/* Blocks of s for its positions up to `upto`, one of each pool a block
+ * of positions.  0 when s had to wait. */
 static int grow(clf_engine *e, seq *s, size_t upto, size_t n_sc, size_t *rows) {
   while (s->nblk * e->BS < upto) {
-    const uint32_t b = take_for(e, s, n_sc, rows);
-    if (b == NIL) return 0;
-    s->blk[s->nblk++] = b;
+    uint32_t b[2];
+    for (size_t g = 0; g < e->n_pools; g++)
+      if ((b[g] = take_for(e, s, g, n_sc, rows)) == NIL) {
+        for (size_t h = 0; h < g; h++) clf__eng_drop(&e->p[h], b[h]);
+        return 0;
+      }
+    for (size_t g = 0; g < e->n_pools; g++) s->blk[g][s->nblk] = b[g];
+    s->nblk++;
   }
   return 1;
 }
 
 /* Copy-on-write: the block s writes to next (position `computed`), when
  * other copies of its request hold it too, becomes a copy of its own (one
- * device copy a layer for K and for V).  Only a forked request's last,
- * partly filled prompt block is ever shared and written: full blocks are
- * never written.  0 when s had to wait; the copy's error in *err. */
+ * device copy a layer of its pool for K and for V).  Only a forked
+ * request's last, partly filled prompt block is ever shared and written:
+ * full blocks are never written.  0 when s had to wait; the copy's error
+ * in *err. */
 static int unshare(clf_engine *e, seq *s, size_t n_sc, size_t *rows, clf_status *err) {
   const size_t bi = s->computed / e->BS;
-  if (bi >= s->nblk || e->b[s->blk[bi]].ref <= 1) return 1;
-  const uint32_t nb = take_for(e, s, n_sc, rows);
-  if (nb == NIL) return 0;
-  const uint32_t old = s->blk[bi];
-  if (e->b[old].ref <= 1) { /* a preemption just now left it to s alone */
-    e->b[nb].ref = 0;
-    lru_push(e, nb, 0);
-    return 1;
+  for (size_t g = 0; g < e->n_pools && bi < s->nblk; g++) {
+    pool *p = &e->p[g];
+    if (p->b[s->blk[g][bi]].ref <= 1) continue;
+    const uint32_t nb = take_for(e, s, g, n_sc, rows);
+    if (nb == NIL) return 0;
+    const uint32_t old = s->blk[g][bi];
+    if (p->b[old].ref <= 1) { /* a preemption just now left it to s alone */
+      clf__eng_drop(p, nb);
+      continue;
+    }
+    clf_context *ctx = e->m->ctx;
+    const size_t row = e->d->kv_heads * e->BS * e->d->dh;
+    for (size_t l = 0; l < 2 * e->n_layers && *err == CLF_OK; l++) {
+      if (e->layer_pool[l % e->n_layers] != g) continue;
+      clf_tensor *t = l < e->n_layers ? e->k[l] : e->v[l - e->n_layers], *src = NULL, *dst = NULL;
+      if ((*err = clf_tensor_view(t, old * row, 1, &row, &src)) == CLF_OK &&
+          (*err = clf_tensor_view(t, nb * row, 1, &row, &dst)) == CLF_OK)
+        *err = clf_tensor_copy(ctx, src, dst, NULL);
+      clf_tensor_destroy(src), clf_tensor_destroy(dst);
+    }
+    p->b[old].ref--;
+    s->blk[g][bi] = nb;
+    e->st.blocks_copied++;
   }
-  clf_context *ctx = e->m->ctx;
-  const size_t row = e->d->kv_heads * e->BS * e->d->dh;
-  for (size_t l = 0; l < 2 * e->n_layers && *err == CLF_OK; l++) {
-    clf_tensor *pool = l < e->n_layers ? e->k[l] : e->v[l - e->n_layers], *src = NULL, *dst = NULL;
-    if ((*err = clf_tensor_view(pool, old * row, 1, &row, &src)) == CLF_OK &&
-        (*err = clf_tensor_view(pool, nb * row, 1, &row, &dst)) == CLF_OK)
-      *err = clf_tensor_copy(ctx, src, dst, NULL);
-    clf_tensor_destroy(src), clf_tensor_destroy(dst);
-  }
-  e->b[old].ref--;
-  s->blk[bi] = nb;
-  e->st.blocks_copied++;
   return 1;
 }
 
@@ -584,26 +379,6 @@ static size_t running_slots(const clf_engine *e) {
   size_t n = 0;
   for (const seq *s = e->running; s; s = s->next) n += 1 + list_len(s->forks);
   return n;
-}
-
-/* The prefix of s that the cache holds (full blocks, leaving at least the
- * last token to compute), taken. */
-static void admit_prefix(clf_engine *e, seq *s) {
-  uint64_t chain = 0;
-  uint32_t parent = NIL;
-  const size_t full = (s->n - 1) / e->BS;
-  while (s->nblk < full) {
-    const int64_t *tok = s->tok + s->nblk * e->BS;
-    const uint64_t key = block_key(e, chain, s->isolation, tok);
-    const uint32_t i = lookup(e, key, s->isolation, parent, tok);
-    if (i == NIL) break;
-    if (e->b[i].ref++ == 0) lru_unlink(e, i);
-    s->blk[s->nblk++] = i;
-    chain = key, parent = i;
-  }
-  s->nhashed = s->nblk, s->chain = chain;
-  s->computed = s->cached = s->nblk * e->BS;
-  e->st.prefix_tokens_reused += s->computed;
 }
 
 /* Fills e->sc with this step's rows: decode rows of the running first,
@@ -633,20 +408,28 @@ static size_t plan(clf_engine *e, size_t *rows, clf_status *err) {
     /* room for it and the copies its prompt will fork: the running never
      * pass max_sequences (e->sc and e->snap hold that many) */
     if (running_slots(e) + 1 + list_len(s->forks) > e->max_seqs) break;
-    admit_prefix(e, s);
-    const size_t blocks = (s->n + e->BS - 1) / e->BS;
-    if (blocks - s->nblk > e->n_free) {
+    clf__eng_admit_prefix(e, s);
+    clf__eng_window_release(e, s);
+    /* free blocks for all its prompt will hold at once: the whole prompt,
+     * or with a window the most it holds while its chunks pass */
+    int fits = 1;
+    for (size_t g = 0; g < e->n_pools; g++) {
+      const size_t hold = clf__eng_held(e, g, s->n), held = s->nblk - s->first[g];
+      if (hold > held && hold - held > e->p[g].n_free) fits = 0;
+    }
+    if (!fits) {
       e->st.prefix_tokens_reused -= s->computed;
-      blocks_release(e, s);
+      clf__eng_release(e, s);
       s->computed = s->cached = 0;
       break;
     }
-    grow(e, s, s->n, n_sc, rows); /* cannot preempt: the blocks are free */
+    const size_t need = s->n - s->computed, count = need < e->max_rows - *rows ? need : e->max_rows - *rows;
+    /* (with a window, only this step's: the window's pool holds less) */
+    grow(e, s, e->p[e->n_pools - 1].W ? s->computed + count : s->n, n_sc, rows); /* cannot preempt: they are free */
     e->waiting = s->next;
     s->state = SEQ_RUNNING;
     s->order = e->next_order++;
     list_append(&e->running, s);
-    const size_t need = s->n - s->computed, count = need < e->max_rows - *rows ? need : e->max_rows - *rows;
     e->sc[n_sc++] = (sched){s, s->computed, count, 0, 1};
     *rows += count;
   }
@@ -656,16 +439,17 @@ static size_t plan(clf_engine *e, size_t *rows, clf_status *err) {
 /* ---- the step ---- */
 
 /* The i64 metadata of the step in one upload: ids [T], pos [T], seq [T],
- * slot [T], gather [R], table [S, maxb]. */
+ * slot [pools, T], gather [R], table [pools, S, maxb]. */
 static clf_status upload(clf_engine *e, size_t n_sc, size_t T, size_t *R, clf__paged_step *ps) {
   clf_context *ctx = e->m->ctx;
+  const size_t P = e->n_pools;
   size_t S = 0, maxb = 1;
   for (size_t i = 0; i < n_sc; i++)
     if (e->sc[i].live) {
       S++;
       if (e->sc[i].s->nblk > maxb) maxb = e->sc[i].s->nblk;
     }
-  const size_t total = 4 * T + S + S * maxb;
+  const size_t total = (3 + P) * T + S + P * S * maxb;
   if (total > e->host_cap) {
     int64_t *h = realloc(e->host, total * sizeof *h);
     if (!h) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "clf_engine_step: out of host memory");
@@ -678,7 +462,7 @@ static clf_status upload(clf_engine *e, size_t n_sc, size_t T, size_t *R, clf__p
     if (st != CLF_OK) return st;
     e->meta_cap = total * 2;
   }
-  int64_t *ids = e->host, *pos = ids + T, *sq = pos + T, *slot = sq + T, *gather = slot + T;
+  int64_t *ids = e->host, *pos = ids + T, *sq = pos + T, *slot = sq + T, *gather = slot + P * T;
   size_t r = 0, si = 0;
   *R = 0;
   for (size_t i = 0; i < n_sc; i++) {
@@ -687,25 +471,32 @@ static clf_status upload(clf_engine *e, size_t n_sc, size_t T, size_t *R, clf__p
     c->row0 = r;
     for (size_t p = c->start; p < c->start + c->count; p++, r++) {
       ids[r] = c->s->tok[p], pos[r] = (int64_t)p, sq[r] = (int64_t)si;
-      slot[r] = (int64_t)c->s->blk[p / e->BS] * (int64_t)e->BS + (int64_t)(p % e->BS);
+      for (size_t g = 0; g < P; g++)
+        slot[g * T + r] = (int64_t)c->s->blk[g][p / e->BS] * (int64_t)e->BS + (int64_t)(p % e->BS);
     }
     if (c->start + c->count == c->s->n) gather[(*R)++] = (int64_t)(r - 1);
     si++;
   }
   int64_t *table = gather + *R;
+  const size_t tab = S * maxb;
   si = 0;
   for (size_t i = 0; i < n_sc; i++) {
     if (!e->sc[i].live) continue;
     const seq *s = e->sc[i].s;
-    for (size_t j = 0; j < maxb; j++) table[si * maxb + j] = j < s->nblk ? (int64_t)s->blk[j] : 0;
+    /* blocks given back (j < first): never read, any block will do */
+    for (size_t g = 0; g < P; g++)
+      for (size_t j = 0; j < maxb; j++)
+        table[g * tab + si * maxb + j] = j >= s->first[g] && j < s->nblk ? (int64_t)s->blk[g][j] : 0;
     si++;
   }
-  const size_t used = 4 * T + *R + S * maxb;
+  const size_t used = (3 + P) * T + *R + P * tab;
   clf_tensor *view = NULL;
   clf_status st = clf_tensor_view(e->meta, 0, 1, &used, &view);
   if (st == CLF_OK) st = clf_tensor_upload(ctx, view, e->host, used * sizeof *e->host);
   clf_tensor_destroy(view);
-  ps->pm = (clf__paged_meta){e->meta, T, 2 * T, 3 * T, 4 * T + *R, T, S, maxb, e->BS};
+  for (size_t g = 0; g < P; g++)
+    ps->pm[g] = (clf__paged_meta){e->meta, T, 2 * T, (3 + g) * T, (3 + P) * T + *R + g * tab, T, S, maxb, e->BS};
+  ps->pool = e->layer_pool;
   ps->k = e->k, ps->v = e->v;
   return st;
 }
@@ -723,7 +514,7 @@ static clf_status forward(clf_engine *e, size_t n_sc, size_t T, size_t *R) {
   for (size_t i = 0; i < T; i++) max_pos = e->host[T + i] > max_pos ? e->host[T + i] : max_pos;
   if ((st = clf_tensor_view(e->meta, 0, 2, (size_t[]){1, T}, &ids)) == CLF_OK &&
       (st = clf_tensor_view(e->meta, T, 2, (size_t[]){1, T}, &pos)) == CLF_OK &&
-      (st = clf_tensor_view(e->meta, 4 * T, 2, (size_t[]){1, *R}, &gather)) == CLF_OK) {
+      (st = clf_tensor_view(e->meta, (3 + e->n_pools) * T, 2, (size_t[]){1, *R}, &gather)) == CLF_OK) {
     const clf__step s = {ids, pos, NULL, 0, max_pos, 1, &ps};
     if ((st = d->body(m, &s, &a)) == CLF_OK && *R &&
         (st = clf__ws_get(ctx, d->ws, CLF__WS_ROW, CLF_F32, 3, (size_t[]){1, *R, d->D}, &row)) == CLF_OK &&
@@ -804,7 +595,11 @@ static void fork_copies(clf_engine *e, seq *s, const float *raw) {
       continue;
     }
     f->computed = s->computed, f->nhashed = s->nhashed, f->chain = s->chain, f->cached = s->cached;
-    for (size_t j = 0; j < s->nblk; j++) e->b[f->blk[j] = s->blk[j]].ref++;
+    for (size_t g = 0; g < e->n_pools; g++) {
+      for (size_t j = 0; j < s->nblk; j++)
+        if ((f->blk[g][j] = s->blk[g][j]) != NIL) e->p[g].b[f->blk[g][j]].ref++;
+      f->first[g] = s->first[g];
+    }
     f->nblk = s->nblk;
     next_token(e, f, raw);
   }
@@ -839,7 +634,8 @@ static void forks_join(clf_engine *e, seq *s, seq **done) {
       f->next = NULL;
       finish(e, f, f->why, done);
     } else {
-      blocks_register(e, f);
+      clf__eng_register(e, f);
+      clf__eng_window_release(e, f);
       list_append(&e->running, f);
     }
     f = next;
@@ -879,7 +675,8 @@ clf_status clf_engine_step(clf_engine *e, size_t *pending) {
       continue;
     }
     if (s->forked) forks_join(e, s, &done), s->forked = 0;
-    blocks_register(e, s);
+    clf__eng_register(e, s);
+    clf__eng_window_release(e, s);
     if (s->why) finish(e, s, s->why, &done);
   }
   if (pending) *pending = list_len(e->incoming) + list_len(e->waiting) + list_len(e->running);
@@ -903,9 +700,9 @@ clf_status clf_engine_stats_get(clf_engine *e, clf_engine_stats *s) {
   *s = e->st;
   s->running = list_len(e->running);
   s->waiting = list_len(e->waiting) + list_len(e->incoming);
-  s->blocks_used = e->NB - e->n_free;
-  s->blocks_cached = 0;
-  for (uint32_t i = e->lru_head; i != NIL; i = e->b[i].next) s->blocks_cached += e->b[i].hashed;
+  s->blocks_used = e->p[0].NB - e->p[0].n_free;
+  s->window_blocks_used = e->n_pools > 1 ? e->p[1].NB - e->p[1].n_free : 0;
+  s->blocks_cached = clf__eng_cached(e);
   pthread_mutex_unlock(&e->lock);
   return CLF_OK;
 }
@@ -924,7 +721,7 @@ void clf_engine_destroy(clf_engine *e) {
   for (size_t i = 0; e->k && i < e->n_layers; i++) clf_tensor_destroy(e->k[i]);
   for (size_t i = 0; e->v && i < e->n_layers; i++) clf_tensor_destroy(e->v[i]);
   clf_tensor_destroy(e->meta);
-  free(e->k), free(e->v), free(e->b), free(e->btok), free(e->bucket), free(e->host), free(e->logits), free(e->tmp);
+  free(e->k), free(e->v), free(e->p[0].b), free(e->p[1].b), free(e->layer_pool), free(e->btok), free(e->bucket), free(e->host), free(e->logits), free(e->tmp);
   free(e->row), free(e->mask);
   free(e->sc), free(e->snap);
   pthread_mutex_destroy(&e->lock);

@@ -398,25 +398,19 @@ static clf_status llama_rope_init(clf_model *m, const clf__llama_dims *d, const 
   return rope_sync(ctx, g, 0);
 }
 
-/* Gemma 3's layers: which see a sliding window (config.json's
- * layer_types, else all but every sliding_window_pattern-th), its size, and
- * their own RoPE frequencies (rope_local_base_freq, no scaling). */
-static clf_status layer_windows(clf_model *m, const clf__llama_dims *d, const clf__config *c) {
+/* Which layers see a window of `window` positions: config.json's
+ * layer_types, else `sliding(d, i)` (the family's default). */
+static clf_status layer_types(clf_model *m, const clf__llama_dims *d, const clf__config *c, size_t window,
+                              int (*sliding_default)(const clf__llama_dims *, size_t)) {
   clf_context *ctx = m->ctx;
   llama *g = m->impl;
   const cJSON *types = cJSON_GetObjectItemCaseSensitive(clf__config_json(c), "layer_types");
   if (cJSON_IsNull(types)) types = NULL;
-  if (d->window <= 0 || d->window > (1L << 30))
-    return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s sliding_window %ld is not a positive size", m->type,
-                     d->window);
   if (types && (!cJSON_IsArray(types) || cJSON_GetArraySize(types) != (int)g->n_layers))
     return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s layer_types is not a list of num_hidden_layers (%zu) "
                      "attention types", m->type, g->n_layers);
-  if (!types && d->window_pattern <= 0)
-    return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s sliding_window_pattern %ld is not positive", m->type,
-                     d->window_pattern);
   for (size_t i = 0; i < g->n_layers; i++) {
-    int sliding = (long)((i + 1) % (size_t)(d->window_pattern > 0 ? d->window_pattern : 1)) != 0;
+    int sliding = types ? 0 : sliding_default(d, i);
     if (types) {
       const cJSON *t = cJSON_GetArrayItem(types, (int)i);
       if (!cJSON_IsString(t) || (strcmp(t->valuestring, "sliding_attention") && strcmp(t->valuestring, "full_attention")))
@@ -425,15 +419,38 @@ static clf_status layer_windows(clf_model *m, const clf__llama_dims *d, const cl
                          cJSON_IsString(t) ? t->valuestring : "not a string", cJSON_IsString(t) ? "\"" : "");
       sliding = strcmp(t->valuestring, "sliding_attention") == 0;
     }
-    g->layers[i].window = sliding ? (size_t)d->window : 0;
+    g->layers[i].window = sliding ? window : 0;
   }
+  return CLF_OK;
+}
+
+/* Gemma 3: all but every sliding_window_pattern-th layer. */
+static int gemma_sliding(const clf__llama_dims *d, size_t i) { return (long)((i + 1) % (size_t)d->window_pattern) != 0; }
+
+/* Qwen3: the layers from max_window_layers on. */
+static int qwen3_sliding(const clf__llama_dims *d, size_t i) { return (long)i >= d->max_window_layers; }
+
+/* Gemma 3's layers: which see a sliding window (layer_types or
+ * sliding_window_pattern), its size, and their own RoPE frequencies
+ * (rope_local_base_freq, no scaling). */
+static clf_status layer_windows(clf_model *m, const clf__llama_dims *d, const clf__config *c) {
+  clf_context *ctx = m->ctx;
+  llama *g = m->impl;
+  if (d->window <= 0 || d->window > (1L << 30))
+    return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s sliding_window %ld is not a positive size", m->type,
+                     d->window);
+  if (!cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(clf__config_json(c), "layer_types")) && d->window_pattern <= 0)
+    return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s sliding_window_pattern %ld is not positive", m->type,
+                     d->window_pattern);
+  clf_status st = layer_types(m, d, c, (size_t)d->window, gemma_sliding);
+  if (st != CLF_OK) return st;
   if (!(d->local_theta > 0) || !isfinite(d->local_theta))
     return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s rope_local_base_freq %g is not positive", m->type,
                      d->local_theta);
   const clf__rope r = {.type = CLF__ROPE_DEFAULT, .dim = g->Dh, .theta = d->local_theta};
   float f[512];
   clf__rope_inv_freq(&r, 0, f);
-  clf_status st = clf_tensor_from_f32(ctx, CLF_F32, 1, (size_t[]){g->Dh / 2}, f, &g->local_freq);
+  st = clf_tensor_from_f32(ctx, CLF_F32, 1, (size_t[]){g->Dh / 2}, f, &g->local_freq);
   return st == CLF_OK ? clf__params_add(ctx, &m->params, g->local_freq) : st;
 }
 
@@ -453,6 +470,16 @@ clf_status clf__llama_load(clf_model *m, const void *dims, const clf__config *c,
                      k->act_key ? k->act_key : "hidden_act", d->act);
   if ((st = llama_rope_init(m, d, c, w)) != CLF_OK) return st;
   if (k->layer_windows && (st = layer_windows(m, d, c)) != CLF_OK) return st;
+  /* Qwen3: sliding_window (with use_sliding_window) only in the layers
+   * from max_window_layers on, at the same frequencies */
+  if (k->window_from_layer && g->window) {
+    const size_t window = g->window;
+    g->window = 0;
+    if (d->max_window_layers < 0)
+      return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s max_window_layers %ld is negative", m->type,
+                       d->max_window_layers);
+    if ((st = layer_types(m, d, c, window, qwen3_sliding)) != CLF_OK) return st;
+  }
   if (d->attn_softcap > 0)
     return clf__fail(ctx, CLF_E_UNSUPPORTED, "clf_model_load: %s attn_logit_softcapping %g: soft-capped attention "
                      "scores are not supported", m->type, d->attn_softcap);
@@ -464,6 +491,10 @@ clf_status clf__llama_load(clf_model *m, const void *dims, const clf__config *c,
                           .kv_heads = g->Hkv, .dh = g->Dh, .limit = g->limit,
                           .limit_key = "max_position_embeddings", .need_pos = 1};
   g->dec.softcap = (float)d->softcap;
+  size_t *windows = clf__model_calloc(m, g->n_layers ? g->n_layers : 1, sizeof *windows);
+  if (!windows) return CLF_E_OUT_OF_MEMORY;
+  clf__layers_windows(g->layers, g->n_layers, g->window, windows);
+  g->dec.kv_windows = windows;
   if (g->rope.type == CLF__ROPE_LONGROPE) g->dec.refeed_at = g->rope.orig_max;
   if (g->rope.type == CLF__ROPE_LONGROPE && g->limit > g->rope.orig_max)
     g->dec.no_engine = "rope_scaling \"longrope\": its frequencies follow the longest sequence of a batch";

@@ -54,6 +54,7 @@ typedef struct clf__llama_dims {
    * full, the others windowed) */
   double attn_scalar, local_theta, softcap, attn_softcap;
   long window, window_pattern;
+  long max_window_layers; /* Qwen3: the first layers without the window */
 } clf__llama_dims;
 
 /* The keys every one has; P, Hkv: the config class's default when absent */
@@ -94,6 +95,9 @@ typedef struct clf__llama_kind {
    * 1 + weight; sliding-window and full layers by config.json's
    * layer_types (or sliding_window_pattern) */
   int scale_embed, norm_plus_one, layer_windows;
+  /* Qwen3: the window (read by `window`'s rule) only in the layers
+   * layer_types names, else those from max_window_layers on */
+  int window_from_layer;
   const char *act_key; /* the activation's config key, for messages (NULL: hidden_act) */
 } clf__llama_kind;
 /* A family's load and gemms (clf__family) over its kind. */

@@ -7,14 +7,17 @@
 #include "family.h"
 #include "llama.h"
 
-/* Qwen3Config: head_dim (128 when absent), attention_bias, and
- * use_sliding_window (refused: its window covers only the layers from
- * max_window_layers on, which the blocks do not yet take per layer). */
+/* Qwen3Config: head_dim (128 when absent), attention_bias, and with
+ * use_sliding_window a window of sliding_window positions (absent: 4096,
+ * null: none) in the layers layer_types names "sliding_attention", by
+ * default those from max_window_layers (28) on, as transformers 4.53
+ * applies it. */
 static const clf__config_key qwen3_keys[] = {
     CLF__LLAMA_KEYS(32768, 32),
     CLF__OPT(clf__llama_dims, Dh, "head_dim", INT, 128),
     CLF__OPT(clf__llama_dims, attn_bias, "attention_bias", BOOL, 0),
     CLF__OPT(clf__llama_dims, use_window, "use_sliding_window", BOOL, 0),
+    CLF__OPT(clf__llama_dims, max_window_layers, "max_window_layers", INT, 28),
 };
 
 /* Llama's rows and the per-head norms of self_attn. */
@@ -25,13 +28,10 @@ static const clf__weight_row qwen3_layer_rows[] = {
 };
 
 static const clf__llama_kind qwen3_kind = {qwen3_layer_rows, CLF__ARRAY_LEN(qwen3_layer_rows),
-                                           {"Qwen3ForCausalLM"}, {"Qwen3Model"}, 0, CLF__LLAMA_NO_WINDOW};
+                                           {"Qwen3ForCausalLM"}, {"Qwen3Model"}, 0, CLF__LLAMA_WINDOW_IF_USED,
+                                           .window_from_layer = 1};
 
 static clf_status qwen3_load(clf_model *m, const void *dims, const clf__config *c, const clf__weights *w) {
-  const clf__llama_dims *d = dims;
-  if (d->use_window)
-    return clf__fail(m->ctx, CLF_E_UNSUPPORTED, "clf_model_load: qwen3 config's use_sliding_window is true: "
-                     "sliding-window attention in the layers past max_window_layers is not supported");
   return clf__llama_load(m, dims, c, w, &qwen3_kind);
 }
 

@@ -84,7 +84,9 @@ class EngineStats:
     block_bytes of device memory each; held by running sequences, or free
     but holding a reusable prefix), the sequences running and waiting, and
     since the engine was made: prompt positions taken from the cache instead
-    of computed, preemptions, steps and their rows."""
+    of computed, preemptions, steps and their rows; for a model whose layers
+    mix windowed and full ones, the windowed layers' own pool (window_*:
+    blocks, bytes of one, held), the fields above being the full layers'."""
     blocks: int
     block_size: int
     block_bytes: int
@@ -97,6 +99,9 @@ class EngineStats:
     blocks_copied: int
     steps: int
     rows: int
+    window_blocks: int
+    window_block_bytes: int
+    window_blocks_used: int
 
 
 @dataclasses.dataclass(frozen=True)

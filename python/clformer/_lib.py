@@ -250,7 +250,8 @@ class EngineStats(Structure):
     _clf_name_ = "clf_engine_stats"
     _fields_ = [(n, c_size_t) for n in ("blocks", "block_size", "block_bytes", "blocks_used", "blocks_cached",
                                          "running", "waiting", "prefix_tokens_reused", "preemptions",
-                                         "blocks_copied", "steps", "rows")]
+                                         "blocks_copied", "steps", "rows", "window_blocks",
+                                         "window_block_bytes", "window_blocks_used")]
 
 
 # Every struct the package mirrors; _load checks each against the library's
