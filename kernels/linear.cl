@@ -469,7 +469,8 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_tile(SKINNY
  * up to TL), local (TL). */
 /* The 32-element types the integer kernels take (skinny_int below); their
  * scales are read through scale_at there and in skinny_pair. */
-#define INT_TYPES (WTYPE == WT_Q8_0 || WTYPE == WT_Q4_0 || WTYPE == WT_Q4_1)
+#define INT_TYPES \
+  (WTYPE == WT_Q8_0 || WTYPE == WT_Q4_0 || WTYPE == WT_Q4_1 || WTYPE == WT_Q5_0 || WTYPE == WT_Q5_1)
 #if INT_TYPES
 /* f16 bits to f32, exactly, and no subnormal f32 on the way (a subnormal
  * operand costs x86 a microcode assist: scaling the bits by 2^112 instead
@@ -597,15 +598,16 @@ __kernel void quantize_q8(__global const float *x, uint x_off, __global char *q,
 }
 
 /* skinny_int: y [M, N] = act(x [M, K] W^T + bias), M <= MMAX <= 8, for the
- * 32-element types (Q8_0, Q4_0 as clformer stores them, Q4_1 as GGUF
+ * 32-element types (Q8_0, Q4_0 as clformer stores them, Q4_1, Q5_0, Q5_1 as GGUF
  * does), from x quantized by quantize_q8 (xq: its quants as 32-bit words;
  * xd: the buffer again as floats, the pairs from xd_off).  A work-item
  * takes TN rows of W (rows past the end repeat the last, their sums not
  * stored) against the M rows of x, block by block: per block and pair of
  * rows the integer sum isum = sum qw qx, then acc += d_w d_x isum (Q4_0's
- * -8 within the integers: with the extension as -8 * the block's sum of
- * x's quants, without it on the nibbles); Q4_1's min adds
- * m_w d_x sum(qx).  Built with -DINT_DOT=1 (skinny_idot) the sums are
+ * -8 and Q5_0's -16 within the integers: with the extension as -8 or -16
+ * times the block's sum of x's quants, without it on the quants); Q4_1's
+ * and Q5_1's min adds m_w d_x sum(qx); Q5_x's fifth bits join the nibbles
+ * as bit 4 before the products (0..31 fit the lanes as the nibbles do).  Built with -DINT_DOT=1 (skinny_idot) the sums are
  * cl_khr_integer_dot_product's dot_acc_sat_4x8packed_{ss,us}_int (never
  * saturating here: |isum| <= 32 * 128 * 128); without it (skinny_int),
  * 16 products in short lanes added pairwise into int lanes, the pattern
@@ -629,29 +631,54 @@ __kernel void quantize_q8(__global const float *x, uint x_off, __global char *q,
 #define WQ uint4 /* 16 bytes: element j the low nibble of byte j, j + 16 the high one */
 #endif
 
-/* Block c of row n: its words, scale and (Q4_1) min. */
+/* Q4_1 and Q5_1: a min per block (m_w d_x sum(qx) apart); Q5_0 and Q5_1:
+ * a fifth bit per element, qh's bit j for element j. */
+#define INT_MIN (WTYPE == WT_Q4_1 || WTYPE == WT_Q5_1)
+#define INT_QH (WTYPE == WT_Q5_0 || WTYPE == WT_Q5_1)
+
+/* Block c of row n: its words, scale, min (Q4_1, Q5_1) and fifth bits
+ * (Q5_0, Q5_1). */
 inline __attribute__((always_inline)) WQ int_block(__global const uint *wu, __global const half *s,
                                                    __global const ushort *su, uint s_off, uint n, uint c, uint nb,
-                                                   float *d, float *m) {
+                                                   float *d, float *m, uint *qh) {
   const size_t blk = (size_t)n * nb + c;
+  *m = 0.0f;
+  *qh = 0;
 #if WTYPE == WT_Q8_0
   *d = scale_at(s, su, s_off + blk);
-  *m = 0.0f;
   return vload8(blk, wu);
 #elif WTYPE == WT_Q4_0
   *d = scale_at(s, su, s_off + blk);
-  *m = 0.0f;
   return vload4(blk, wu);
-#else /* Q4_1 {d; m; qs[16]}: 5 words a block */
+#elif WTYPE == WT_Q4_1 /* {d; m; qs[16]}: 5 words a block */
   *d = scale_at(s, su, blk * 10);
   *m = scale_at(s, su, blk * 10 + 1);
   return vload4(0, wu + blk * 5 + 1);
+#elif WTYPE == WT_Q5_0 /* {d; qh[4]; qs[16]}: 11 halfwords a block, so read as halfwords */
+  const size_t h = blk * 11;
+  *d = scale_at(s, su, h);
+  *qh = (uint)su[h + 1] | (uint)su[h + 2] << 16;
+  return as_uint4(vload8(0, su + h + 3));
+#else /* Q5_1 {d; m; qh[4]; qs[16]}: 6 words a block */
+  *d = scale_at(s, su, blk * 12);
+  *m = scale_at(s, su, blk * 12 + 1);
+  *qh = wu[blk * 6 + 1];
+  return vload4(0, wu + blk * 6 + 2);
 #endif
 }
 
+#if INT_QH
+/* Elements 0-15 (lo) or 16-31 of a block: the nibbles of u with their
+ * fifth bits from qh's 16 bits at `from` (0 or 16) as bit 4. */
+inline uchar16 int_five(uchar16 nib, uint qh, uint from) {
+  const uint16 e = (uint16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15) + (uint16)from;
+  return nib | convert_uchar16((((uint16)(qh) >> e) & (uint16)1) << (uint16)4);
+}
+#endif
+
 #if INT_DOT
-/* The block's integer sum (Q4_0: its -8s included). */
-inline int int_sum(WQ w, uint8 x, float xsum) {
+/* The block's integer sum (Q4_0's -8s and Q5_0's -16s included). */
+inline int int_sum(WQ w, uint qh, uint8 x, float xsum) {
 #if WTYPE == WT_Q8_0
   int is = dot_acc_sat_4x8packed_ss_int(w.s0, x.s0, 0);
   is = dot_acc_sat_4x8packed_ss_int(w.s1, x.s1, is);
@@ -662,7 +689,12 @@ inline int int_sum(WQ w, uint8 x, float xsum) {
   is = dot_acc_sat_4x8packed_ss_int(w.s6, x.s6, is);
   return dot_acc_sat_4x8packed_ss_int(w.s7, x.s7, is);
 #else
+#if INT_QH
+  const uint4 lo = as_uint4(int_five(as_uchar16(w & (uint4)0x0f0f0f0fu), qh, 0));
+  const uint4 hi = as_uint4(int_five(as_uchar16((w >> (uint4)4) & (uint4)0x0f0f0f0fu), qh, 16));
+#else
   const uint4 lo = w & (uint4)0x0f0f0f0fu, hi = (w >> (uint4)4) & (uint4)0x0f0f0f0fu;
+#endif
   int is = dot_acc_sat_4x8packed_us_int(lo.s0, x.s0, 0);
   is = dot_acc_sat_4x8packed_us_int(lo.s1, x.s1, is);
   is = dot_acc_sat_4x8packed_us_int(lo.s2, x.s2, is);
@@ -673,6 +705,8 @@ inline int int_sum(WQ w, uint8 x, float xsum) {
   is = dot_acc_sat_4x8packed_us_int(hi.s3, x.s7, is);
 #if WTYPE == WT_Q4_0
   is -= 8 * (int)xsum;
+#elif WTYPE == WT_Q5_0
+  is -= 16 * (int)xsum;
 #endif
   return is;
 #endif
@@ -694,14 +728,18 @@ inline int8 pmadd16(char16 a, char16 b) {
 /* The block's products in 8 int lanes.  Q4_0's quants less 8 before the
  * products (-8..7 fit a char): the -8 * sum(qx) term apart, in f32, came
  * out of a sum 8 times the result's size, 1e-5 off at K = 768. */
-inline int8 int_lanes(WQ w, uint8 x) {
+inline int8 int_lanes(WQ w, uint qh, uint8 x) {
 #if WTYPE == WT_Q8_0
   return pmadd16(as_char16(w.lo), as_char16(x.lo)) + pmadd16(as_char16(w.hi), as_char16(x.hi));
 #else
   const uchar16 u = as_uchar16(w);
-  const char16 off = (char16)(WTYPE == WT_Q4_0 ? 8 : 0);
-  return pmadd16(as_char16(u & (uchar16)15) - off, as_char16(x.lo)) +
-         pmadd16(as_char16(u >> (uchar16)4) - off, as_char16(x.hi));
+  const char16 off = (char16)(WTYPE == WT_Q4_0 ? 8 : WTYPE == WT_Q5_0 ? 16 : 0);
+#if INT_QH
+  const uchar16 lo = int_five(u & (uchar16)15, qh, 0), hi = int_five(u >> (uchar16)4, qh, 16);
+#else
+  const uchar16 lo = u & (uchar16)15, hi = u >> (uchar16)4;
+#endif
+  return pmadd16(as_char16(lo) - off, as_char16(x.lo)) + pmadd16(as_char16(hi) - off, as_char16(x.hi));
 #endif
 }
 #define ACC float8
@@ -724,7 +762,9 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void INT_NAME(
   for (uint c = 0; c < nb; c++) {
     WQ wq[TN];
     float dw[TN], mw[TN];
-    _Pragma("unroll") for (uint j = 0; j < TN; j++) wq[j] = int_block(wu, s, su, s_off, rn[j], c, nb, &dw[j], &mw[j]);
+    uint qh[TN];
+    _Pragma("unroll") for (uint j = 0; j < TN; j++)
+      wq[j] = int_block(wu, s, su, s_off, rn[j], c, nb, &dw[j], &mw[j], &qh[j]);
     _Pragma("unroll") for (uint i = 0; i < MMAX; i++) {
       if (i < M) { /* uniform */
         const size_t xb = (size_t)i * nb + c;
@@ -733,11 +773,11 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void INT_NAME(
         _Pragma("unroll") for (uint j = 0; j < TN; j++) {
           const float dd = dw[j] * dx;
 #if INT_DOT
-          acc[i][j] = fma(dd, (float)int_sum(wq[j], xw, sx), acc[i][j]);
+          acc[i][j] = fma(dd, (float)int_sum(wq[j], qh[j], xw, sx), acc[i][j]);
 #else
-          acc[i][j] = fma((float8)(dd), convert_float8(int_lanes(wq[j], xw)), acc[i][j]);
+          acc[i][j] = fma((float8)(dd), convert_float8(int_lanes(wq[j], qh[j], xw)), acc[i][j]);
 #endif
-#if WTYPE == WT_Q4_1
+#if INT_MIN
           accm[i][j] = fma(mw[j] * dx, sx, accm[i][j]);
 #endif
         }

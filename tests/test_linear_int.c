@@ -1,6 +1,6 @@
 /* test_linear_int.c - the integer path of clf_linear (issue 42): x
  * quantized on the device to 8-bit blocks of 32, then integer products with
- * Q8_0, Q4_0 (clformer's layouts) and Q4_1 (ggml's) weights, for 1 to 8
+ * Q8_0, Q4_0 (clformer's layouts), Q4_1, Q5_0 and Q5_1 (ggml's) weights, for 1 to 8
  * rows, in the portable build and, where the device has
  * cl_khr_integer_dot_product, the extension's; against a CPU reference
  * that rounds x as the kernel does (clf__ref_quantize_q8), and against the
@@ -24,32 +24,35 @@ static void put_half(unsigned char *p, float v) {
   memcpy(p, &h, 2);
 }
 
-/* W [N, K] of type dt, made from f32 (Q8_0, Q4_0) or, for Q4_1, of seeded
- * random block bytes as a GGUF file holds them (scales and mins moderate
- * f16 values, some subnormal); *w gets its values, decoded on the host. */
+/* W [N, K] of type dt, made from f32 (Q8_0, Q4_0, Q5_0) or, for Q4_1 and
+ * Q5_1, of seeded random block bytes as a GGUF file holds them (scales and
+ * mins moderate f16 values, some subnormal); *w gets its values, decoded
+ * on the host (ggml's types by gguf_blocks.c). */
 static clf_tensor *make_weight(clf_dtype dt, size_t N, size_t K, uint32_t seed, float **w) {
   clf_tensor *tw = NULL;
   *w = malloc(N * K * sizeof(float));
-  if (dt != CLF_Q4_1) {
+  const unsigned ggml = clf__dtype_ggml_id(dt);
+  if (dt != CLF_Q4_1 && dt != CLF_Q5_1) {
     float *src = th_rand(N * K, seed, -1, 1);
     TH_OK(clf_tensor_from_f32(th_ctx, dt, 2, TH_SHAPE(N, K), src, &tw));
     void *raw = th_download(tw);
-    clf__dequantize(dt, raw, N * K, *w);
+    if (ggml) TH_OK(clf_gguf_dequantize(ggml, raw, N * K, *w));
+    else clf__dequantize(dt, raw, N * K, *w);
     free(raw);
     free(src);
     return tw;
   }
-  const size_t blocks = N * K / 32;
-  unsigned char *raw = malloc(blocks * 20);
+  const size_t blocks = N * K / 32, bb = clf__dtype_bytes(dt, 32);
+  unsigned char *raw = malloc(blocks * bb);
   uint32_t r = seed * 2654435761u + 1;
-  for (size_t i = 0; i < blocks * 20; i++) raw[i] = (unsigned char)((r = r * 1664525u + 1013904223u) >> 24);
+  for (size_t i = 0; i < blocks * bb; i++) raw[i] = (unsigned char)((r = r * 1664525u + 1013904223u) >> 24);
   for (size_t b = 0; b < blocks; b++) {
-    put_half(raw + 20 * b, b % 5 == 1 ? 3e-6f : 0.01f + 0.002f * (float)(b % 7));
-    put_half(raw + 20 * b + 2, (b % 2 ? -0.05f : 0.04f) * (b % 5 == 2 ? 1e-4f : 1.0f));
+    put_half(raw + bb * b, b % 5 == 1 ? 3e-6f : 0.01f + 0.002f * (float)(b % 7));
+    put_half(raw + bb * b + 2, (b % 2 ? -0.05f : 0.04f) * (b % 5 == 2 ? 1e-4f : 1.0f));
   }
-  TH_OK(clf_gguf_dequantize(3, raw, N * K, *w));
-  TH_OK(clf_tensor_create(th_ctx, CLF_Q4_1, 2, TH_SHAPE(N, K), &tw));
-  TH_OK(clf_tensor_upload(th_ctx, tw, raw, blocks * 20));
+  TH_OK(clf_gguf_dequantize(ggml, raw, N * K, *w));
+  TH_OK(clf_tensor_create(th_ctx, dt, 2, TH_SHAPE(N, K), &tw));
+  TH_OK(clf_tensor_upload(th_ctx, tw, raw, blocks * bb));
   free(raw);
   return tw;
 }
@@ -87,7 +90,8 @@ static double rel_err(const float *y, const float *ref, size_t n) {
   return th_max_abs_diff(y, ref, n) / fmax(1.0, th_max_abs(ref, n));
 }
 
-static const clf_dtype int_types[] = {CLF_Q8_0, CLF_Q4_0, CLF_Q4_1};
+static const clf_dtype int_types[] = {CLF_Q8_0, CLF_Q4_0, CLF_Q4_1, CLF_Q5_0, CLF_Q5_1};
+enum { N_INT_TYPES = sizeof int_types / sizeof *int_types };
 
 /* Every type, 1 to 8 rows (each MMAX build, M not a power of two), N not
  * a multiple of a work-item's rows, K of 3 and 24 blocks (GPT-2's width),
@@ -106,7 +110,7 @@ START_TEST(int_matches_reference) {
   const int nbuilds = th_ctx->caps.has_int_dot ? 2 : 1;
   /* the extension's build runs where it passed self-validation: said so
    * here for the shapes below */
-  for (size_t t = 0; t < 3 && nbuilds == 2; t++)
+  for (size_t t = 0; t < N_INT_TYPES && nbuilds == 2; t++)
     for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++) {
       char name[96];
       ck_assert(clf__skinny_int_variant(th_ctx, int_types[t], Ms[i], 1, name, sizeof name));
@@ -114,7 +118,7 @@ START_TEST(int_matches_reference) {
     }
   if (nbuilds == 1) fprintf(stderr, "note: no cl_khr_integer_dot_product (packed 4x8): the portable build only\n");
   env_set("CLFORMER_SKINNY_ACT_PASS", NULL);
-  for (size_t t = 0; t < 3; t++)
+  for (size_t t = 0; t < N_INT_TYPES; t++)
     for (size_t kk = 0; kk < 2; kk++) {
       const size_t N = 37, K = Ks[kk], M = 8;
       float *w, *x = th_rand(M * K, (uint32_t)(100 + t), -2, 2), *bias = th_rand(N, 7, -1, 1);

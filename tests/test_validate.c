@@ -12,7 +12,7 @@
 
 /* validate.c's MAX_CASES: Intel's runtime lists 74 variants with the integer
  * path's extension builds and the norm's and glu's q8 ones (64 cut it short) */
-#define MAX_RESULTS 96
+#define MAX_RESULTS 192
 
 /* The notices a context sent to its log callback. */
 typedef struct log_capture {
@@ -288,7 +288,9 @@ START_TEST(every_variant_passes_and_is_stored) {
   size_t n = 0;
   TH_OK(clf_validate(ctx, r, MAX_RESULTS, &n));
   ck_assert_uint_gt(n, 10);
-  ck_assert_uint_le(n, MAX_RESULTS);
+  /* below the library's own list size too (validate.c's MAX_CASES, the
+   * same 192), which would drop the variants past it */
+  ck_assert_uint_lt(n, MAX_RESULTS);
   printf("self-validation on %s:\n", clf_context_device(ctx)->device_name);
   for (size_t i = 0; i < n; i++) {
     printf("  %-44s %s  error %.3g  tolerance %.3g  %.1f ms\n", r[i].name, r[i].passed ? "pass" : "FAIL",

@@ -345,8 +345,8 @@ static clf_status case_linear(clf_context *ctx, const vcase *c, double *err) {
 }
 
 /* The integer path: y = gelu(x W^T + b), W [37, 96] of the clf_dtype p[0]
- * (Q8_0, Q4_0 made from f32; Q4_1 blocks of seeded bytes with moderate
- * scales), x [p[1], 96] with one all-zero block; the reference
+ * (Q8_0, Q4_0, Q5_0 made from f32; Q4_1, Q5_1 blocks of seeded bytes with
+ * moderate scales), x [p[1], 96] with one all-zero block; the reference
  * multiplies the stored weights (decoded on the host) by x rounded as
  * quantize_q8 rounds it (clf__ref_quantize_q8), so that the integer
  * sums are judged exactly and only the kernel's f32 scaling is left. */
@@ -363,22 +363,21 @@ static clf_status case_linear_int(clf_context *ctx, const vcase *c, double *err)
   for (size_t k = 32; k < 64; k++) x[k] = 0.0f; /* a block of zeros: scale 0 */
   clf_tensor *tw = NULL;
   clf_status st;
-  if (dt == CLF_Q4_1) {
-    uint32_t r = 84;
-    for (size_t i = 0; i < N * K / 32 * 20; i++) packed[i] = (unsigned char)((r = r * 1664525u + 1013904223u) >> 24);
-    for (size_t b = 0; b < N * K / 32; b++) {
-      const uint16_t d = clf__f32_to_f16(0.01f + 0.002f * (float)(b % 7)), m = clf__f32_to_f16(b % 2 ? -0.05f : 0.04f);
-      memcpy(packed + 20 * b, &d, 2);
-      memcpy(packed + 20 * b + 2, &m, 2);
+  if (clf__dtype_is_ggml(dt)) { /* ggml's blocks, decoded by gguf_blocks.c */
+    const size_t bb = clf__dtype_bytes(dt, 32), nblk = N * K / 32;
+    if (clf__dtype_quantizes(dt)) clf__quantize(dt, wf, N * K, packed); /* Q5_0 */
+    else { /* Q4_1, Q5_1: seeded bytes, moderate scales and mins */
+      uint32_t r = 84;
+      for (size_t i = 0; i < nblk * bb; i++) packed[i] = (unsigned char)((r = r * 1664525u + 1013904223u) >> 24);
+      for (size_t b = 0; b < nblk; b++) {
+        const uint16_t d = clf__f32_to_f16(0.01f + 0.002f * (float)(b % 7)), m = clf__f32_to_f16(b % 2 ? -0.05f : 0.04f);
+        memcpy(packed + bb * b, &d, 2);
+        memcpy(packed + bb * b + 2, &m, 2);
+      }
     }
-    for (size_t b = 0; b < N * K / 32; b++) { /* ggml's block_q4_1: d q + m, element j in byte j % 16's nibble */
-      const unsigned char *blk = packed + 20 * b;
-      const float d = clf__f16_bits_to_f32((uint16_t)(blk[0] | blk[1] << 8));
-      const float m = clf__f16_bits_to_f32((uint16_t)(blk[2] | blk[3] << 8));
-      for (int j = 0; j < 32; j++) wq[b * 32 + j] = d * (float)(j < 16 ? blk[4 + j] & 15 : blk[4 + j - 16] >> 4) + m;
-    }
-    if ((st = clf_tensor_create(ctx, dt, 2, (size_t[]){N, K}, &tw)) == CLF_OK)
-      st = clf_tensor_upload(ctx, tw, packed, N * K / 32 * 20);
+    st = clf_gguf_dequantize(clf__dtype_ggml_id(dt), packed, N * K, wq);
+    if (st == CLF_OK && (st = clf_tensor_create(ctx, dt, 2, (size_t[]){N, K}, &tw)) == CLF_OK)
+      st = clf_tensor_upload(ctx, tw, packed, nblk * bb);
   } else {
     st = clf_tensor_from_f32(ctx, dt, 2, (size_t[]){N, K}, wf, &tw);
     clf__quantize(dt, wf, N * K, packed);
@@ -485,7 +484,7 @@ static void add_case(vcase *list, size_t *n, size_t cap, const char *name, case_
   c->tol = tol;
 }
 
-#define MAX_CASES 96
+#define MAX_CASES 192
 
 /* Tolerances of max |dev - ref| / max(1, max |ref|), as the op tests use
  * (long: one list of every variant, a line or a loop each). */
@@ -559,7 +558,7 @@ static size_t list_cases(clf_context *ctx, vcase *list) {
   }
   /* The integer path's builds (the extension's where the device has it)
    * for each type it takes, at each MMAX; 1e-5 as test_linear_int states. */
-  static const clf_dtype ints[] = {CLF_Q8_0, CLF_Q4_0, CLF_Q4_1};
+  static const clf_dtype ints[] = {CLF_Q8_0, CLF_Q4_0, CLF_Q4_1, CLF_Q5_0, CLF_Q5_1};
   static const size_t int_rows[] = {1, 2, 3, 7};
   for (size_t i = 0; i < CLF__ARRAY_LEN(ints); i++)
     for (size_t r = 0; r < CLF__ARRAY_LEN(int_rows); r++)

@@ -302,7 +302,7 @@ static size_t int_mmax(size_t M) {
 }
 
 int clf__skinny_int_variant(const clf_context *ctx, clf_dtype wt, size_t M, int dot, char *buf, size_t len) {
-  if (wt != CLF_Q8_0 && wt != CLF_Q4_0 && wt != CLF_Q4_1) return 0;
+  if (wt != CLF_Q8_0 && wt != CLF_Q4_0 && wt != CLF_Q4_1 && wt != CLF_Q5_0 && wt != CLF_Q5_1) return 0;
   if (M < 1 || M > CLF__SKINNY_MAX_M || (dot && !ctx->caps.has_int_dot)) return 0;
   const size_t mmax = int_mmax(M);
   return snprintf(buf, len, "linear.skinny_%s %s MMAX=%zu TN=%zu TL=%d", dot ? "idot" : "int",
