@@ -269,8 +269,8 @@ START_TEST(tokenizer_templates) {
 }
 END_TEST
 
-/* A Gemma GGUF without tokenizer.chat_template gets the Gemma turn format
- * (chat_family.c) where its vocabulary has the turn tokens: the texts of
+/* A GGUF without tokenizer.chat_template whose vocabulary has Gemma's turn
+ * tokens gets Gemma's turn format (chat_family.c): the texts of
  * llama.cpp's built-in Gemma format (chat_templates/family_gemma, made by
  * tools/fixtures/make_family_template_fixture.py; "<bos>" in front, which
  * llama.cpp adds as it tokenizes), and transformers' on the Gemma 2
@@ -324,16 +324,24 @@ START_TEST(family_template) {
   clf_chat_template_destroy(t);
   clf_tokenizer_destroy(tok);
   free(dir);
-  /* no turn tokens, or not a Gemma architecture: no template made up */
-  static const char *const none[] = {"chat_templates/family_gemma/gemma3_no_turns.gguf",
-                                     "chat_templates/family_gemma/llama_turns.gguf"};
-  for (int i = 0; i < 2; i++) {
-    dir = fixture_path(none[i]);
-    CT_OK(clf_tokenizer_load(dir, &tok));
-    CT_FAILS(clf_tokenizer_chat_template(tok, &t), CLF_E_NOT_FOUND, "no chat template");
-    clf_tokenizer_destroy(tok);
-    free(dir);
-  }
+  /* the tokens decide, not general.architecture ("llama" here): the
+   * one_user case of cases.json, with <bos> */
+  dir = fixture_path("chat_templates/family_gemma/llama_turns.gguf");
+  CT_OK(clf_tokenizer_load(dir, &tok));
+  CT_OK(clf_tokenizer_chat_template(tok, &t));
+  clf_chat_message one[] = {{"user", "Hello there."}};
+  CT_OK(clf_chat_template_render(t, one, 1, 1, &text));
+  ck_assert_str_eq(text, "<bos><start_of_turn>user\nHello there.<end_of_turn>\n<start_of_turn>model\n");
+  free(text);
+  clf_chat_template_destroy(t);
+  clf_tokenizer_destroy(tok);
+  free(dir);
+  /* no turn tokens: no template made up */
+  dir = fixture_path("chat_templates/family_gemma/gemma3_no_turns.gguf");
+  CT_OK(clf_tokenizer_load(dir, &tok));
+  CT_FAILS(clf_tokenizer_chat_template(tok, &t), CLF_E_NOT_FOUND, "no chat template");
+  clf_tokenizer_destroy(tok);
+  free(dir);
 }
 END_TEST
 

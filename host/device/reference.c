@@ -3,6 +3,7 @@
  * Each is the textbook formula, written for clarity over speed.
  */
 #include "reference.h"
+#include "base/half.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -186,6 +187,26 @@ void clf__ref_embedding(const float *table, size_t V, size_t D, const int64_t *i
       double v = ids[i] >= 0 && ids[i] < (int64_t)V ? scale * table[(size_t)ids[i] * D + d] : 0.0;
       out[i * D + d] = (out0 ? (double)out0[i * D + d] : 0.0) + v;
     }
+}
+
+static float half_at(const unsigned char *p) { return clf__f16_bits_to_f32((uint16_t)(p[0] | p[1] << 8)); }
+
+void clf__ref_dequantize_ggml32(clf_dtype dt, const unsigned char *blocks, size_t numel, float *out) {
+  const int has_min = dt != CLF_Q5_0, has_qh = dt != CLF_Q4_1;
+  const size_t bytes = dt == CLF_Q4_1 ? 20 : dt == CLF_Q5_0 ? 22 : 24, qs_at = bytes - 16;
+  for (size_t b = 0; b < numel / 32; b++) {
+    const unsigned char *blk = blocks + b * bytes;
+    const float d = half_at(blk), m = has_min ? half_at(blk + 2) : 0.0f;
+    const size_t qh_at = has_min ? 4 : 2;
+    const uint32_t qh = has_qh ? (uint32_t)blk[qh_at] | (uint32_t)blk[qh_at + 1] << 8 |
+                                     (uint32_t)blk[qh_at + 2] << 16 | (uint32_t)blk[qh_at + 3] << 24
+                               : 0;
+    for (int j = 0; j < 32; j++) {
+      const int nib = j < 16 ? blk[qs_at + j] & 15 : blk[qs_at + j - 16] >> 4;
+      const int q = nib | (int)((qh >> j) & 1) << 4;
+      out[b * 32 + j] = dt == CLF_Q5_0 ? d * (float)(q - 16) : d * (float)q + m;
+    }
+  }
 }
 
 void clf__ref_to_f32(const double *src, size_t n, float *dst) {

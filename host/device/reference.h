@@ -82,6 +82,14 @@ void clf__ref_embedding(const float *table, size_t V, size_t D, const int64_t *i
  * only the product is judged); xq = d * q, exactly (in double). */
 void clf__ref_quantize_q8(const float *x, size_t rows, size_t K, double *xq);
 
+/* ggml's 32-element blocks with a min or fifth bits (Q4_1, Q5_0, Q5_1:
+ * dt) decoded to f32 as ggml-common.h defines them: element j of a block
+ * is q = nibble j % 16 of qs (low for j < 16) with, for Q5_x, bit j of qh
+ * as its bit 4; then d q + m (Q4_1, Q5_1) or d (q - 16) (Q5_0).  The
+ * integer path's self-validation decodes its weights with this, in the
+ * device layer, apart from the io layer's GGUF reader. */
+void clf__ref_dequantize_ggml32(clf_dtype dt, const unsigned char *blocks, size_t numel, float *out);
+
 /* dst[i] = (float)src[i], for callers that compare in f32. */
 void clf__ref_to_f32(const double *src, size_t n, float *dst);
 

@@ -363,7 +363,7 @@ static clf_status case_linear_int(clf_context *ctx, const vcase *c, double *err)
   for (size_t k = 32; k < 64; k++) x[k] = 0.0f; /* a block of zeros: scale 0 */
   clf_tensor *tw = NULL;
   clf_status st;
-  if (clf__dtype_is_ggml(dt)) { /* ggml's blocks, decoded by gguf_blocks.c */
+  if (clf__dtype_is_ggml(dt)) { /* ggml's blocks, decoded as reference.c decodes them */
     const size_t bb = clf__dtype_bytes(dt, 32), nblk = N * K / 32;
     if (clf__dtype_quantizes(dt)) clf__quantize(dt, wf, N * K, packed); /* Q5_0 */
     else { /* Q4_1, Q5_1: seeded bytes, moderate scales and mins */
@@ -375,8 +375,8 @@ static clf_status case_linear_int(clf_context *ctx, const vcase *c, double *err)
         memcpy(packed + bb * b + 2, &m, 2);
       }
     }
-    st = clf_gguf_dequantize(clf__dtype_ggml_id(dt), packed, N * K, wq);
-    if (st == CLF_OK && (st = clf_tensor_create(ctx, dt, 2, (size_t[]){N, K}, &tw)) == CLF_OK)
+    clf__ref_dequantize_ggml32(dt, packed, N * K, wq);
+    if ((st = clf_tensor_create(ctx, dt, 2, (size_t[]){N, K}, &tw)) == CLF_OK)
       st = clf_tensor_upload(ctx, tw, packed, nblk * bb);
   } else {
     st = clf_tensor_from_f32(ctx, dt, 2, (size_t[]){N, K}, wf, &tw);

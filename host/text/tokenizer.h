@@ -181,10 +181,10 @@ clf_status clf__hf_load_json(clf_tokenizer *t, const void *root, void *config, c
  * pipeline they stand for (t->kind CLF__TOK_HFJSON); *config gets the
  * tokenizer_config.json they stand for (a cJSON *, the caller's to free). */
 clf_status clf__gguf_tok_load(clf_tokenizer *t, const char *file, void **config);
-/* The chat template of the family general.architecture names, for a GGUF
- * file without tokenizer.chat_template, where t's vocabulary holds the
- * family's turn tokens (chat_family.c); NULL otherwise. */
-const char *clf__family_chat_template(const clf_tokenizer *t, const char *arch);
+/* The chat template for a GGUF file without tokenizer.chat_template whose
+ * vocabulary holds a known format's turn tokens (chat_family.c: Gemma's);
+ * NULL otherwise. */
+const char *clf__turn_chat_template(const clf_tokenizer *t);
 /* The WordPiece tokenizer of GGUF g (tokenizer.ggml.model "bert",
  * tok_gguf_wpm.c): t->kind set, vocabulary and settings filled. */
 clf_status clf__gguf_wpm_load(clf_tokenizer *t, const clf_gguf *g, const char *file);
