@@ -599,7 +599,10 @@ CLF_API clf_status clf_split_heads(clf_context *ctx, const clf_tensor *x,
  *   y[.., j]        = x_h[j] * c - x_h[j + Dh/2] * s
  *   y[.., j + Dh/2] = x_h[j + Dh/2] * c + x_h[j] * s
  * positions [B, L] i32 or i64; inv_freq f32 [Dh/2] (the checkpoint's
- * rope_theta and rope_scaling already applied); scale the attention
+ * rope_theta and rope_scaling already applied), or [R] with R < Dh/2 for
+ * partial rotary embeddings (transformers' partial_rotary_factor: the
+ * formulas above with R for Dh/2 rotate x_h[0 .. 2R), and x_h[2R ..] is
+ * copied as it is); scale the attention
  * scaling factor (1 for default, linear, dynamic and llama3 RoPE).  cos and
  * sin are the accurate f32 functions, so large angles (positions in the
  * tens of thousands) match torch's float32 results. */

@@ -45,12 +45,13 @@ void clf__ref_rms_norm(const float *x, const float *r, const float *g, double ep
 }
 
 void clf__ref_rope_split(const float *x, size_t B, size_t L, size_t C, size_t col, const int64_t *pos,
-                         const float *inv_freq, double scale, size_t H, size_t Lcap, size_t Dh, size_t dst,
-                         double *y) {
-  const size_t half = Dh / 2;
+                         const float *inv_freq, size_t half, double scale, size_t H, size_t Lcap, size_t Dh,
+                         size_t dst, double *y) {
   for (size_t b = 0; b < B; b++)
     for (size_t l = 0; l < L; l++)
-      for (size_t h = 0; h < H; h++)
+      for (size_t h = 0; h < H; h++) {
+        for (size_t d = 2 * half; d < Dh; d++) /* the part left as it is */
+          y[((b * H + h) * Lcap + dst + l) * Dh + d] = x[(b * L + l) * C + col + h * Dh + d];
         for (size_t j = 0; j < half; j++) {
           const float angle = (float)pos[b * L + l] * inv_freq[j]; /* f32, as torch */
           const double c = cos((double)angle) * scale, s = sin((double)angle) * scale;
@@ -59,6 +60,7 @@ void clf__ref_rope_split(const float *x, size_t B, size_t L, size_t C, size_t co
           yh[j] = xh[j] * c - xh[j + half] * s;
           yh[j + half] = xh[j + half] * c + xh[j] * s;
         }
+      }
 }
 
 void clf__ref_softmax(const float *x, size_t rows, size_t D, double scale, double *y) {
