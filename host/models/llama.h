@@ -17,7 +17,7 @@ typedef enum { CLF__ROPE_DEFAULT, CLF__ROPE_LINEAR, CLF__ROPE_DYNAMIC, CLF__ROPE
 
 typedef struct clf__rope {
   clf__rope_type type;
-  size_t dim;                   /* head_dim: inv_freq has dim / 2 entries */
+  size_t dim;                   /* the rotated dims (head_dim, or less): inv_freq has dim / 2 entries */
   double theta;                 /* rope_theta */
   double factor, low, high;     /* rope_scaling's factor, low/high_freq_factor */
   size_t orig_max;              /* llama3: original_max_position_embeddings */
@@ -46,6 +46,7 @@ typedef struct clf__llama_dims {
   int tie, attn_bias, mlp_bias, use_window;
   long orig_max;       /* original_max_position_embeddings (Phi-3: longrope's switch), 0: none */
   double rotary_frac;  /* partial_rotary_factor (Phi-3), 0: 1 */
+  double rope_attn_factor; /* a GGUF file's rope.scaling.attn_factor (longrope's), 0: none */
   /* Gemma's (0 where a family has no such key): query_pre_attn_scalar
    * (the attention scale its -1/2 power; 0: head_dim's), the sliding-window
    * layers' rope_local_base_freq, final_logit_softcapping and
