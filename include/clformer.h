@@ -650,6 +650,10 @@ typedef struct clf_attention_mask {
    * kv_len - Lq + i, as for causal) see only keys j > position - W, i.e. the
    * last W positions up to itself when causal.  0: no window. */
   size_t window;
+  /* Soft-capping (Gemma 2's attn_logit_softcapping): non-zero C makes each
+   * scaled score s C * tanh(s / C) before the bias and the masks.  0: none;
+   * finite and not negative. */
+  float softcap;
 } clf_attention_mask;
 
 typedef enum clf_attention_impl {

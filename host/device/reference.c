@@ -117,6 +117,7 @@ static double attn_scores(const clf__ref_attn *a, size_t b, size_t h, size_t i, 
     double dot = 0;
     for (size_t d = 0; d < Dh; d++) dot += (double)qi[d] * kj[d];
     s[j] = a->scale * dot;
+    if (a->softcap > 0) s[j] = a->softcap * tanh(s[j] / a->softcap);
     if (a->bias)
       s[j] += a->bias[(((b % a->n_win) * a->bias_heads + (a->bias_heads == 1 ? 0 : h)) * Lq + i) * Lk + j];
     if (s[j] == -INFINITY) on[j] = 0;

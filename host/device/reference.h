@@ -63,6 +63,7 @@ typedef struct clf__ref_attn {
   int merged;                /* out [B, Lq, H * Dh] instead of [B, H, Lq, Dh] */
   size_t Hkv;                /* KV heads of k and v (0: H); query head h reads h / (H / Hkv) */
   size_t window;             /* > 0: also drop keys j <= i + Lk - Lq - window */
+  double softcap;            /* > 0: each scaled score s made softcap * tanh(s / softcap), before the bias */
 } clf__ref_attn;
 void clf__ref_attention(const clf__ref_attn *a, const float *q, const float *k, const float *v, double *out);
 
