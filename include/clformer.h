@@ -663,7 +663,8 @@ typedef enum clf_attention_impl {
 } clf_attention_impl;
 
 /* Multi-head scaled dot-product attention:
- *   out = softmax(scale * q k^T + bias + masks) v
+ *   out = softmax(cap(scale * q k^T) + bias + masks) v
+ * (cap: mask->softcap's C * tanh(s / C), or s where it is 0 or mask NULL)
  * q [B, H, Lq, Dh]; k, v [B, Hkv, Lcap, Dh] of which the first kv_len rows
  * are used (kv_len 0 means Lcap; a KV cache allocates Lcap ahead).  Hkv is H
  * (multi-head) or divides it (grouped-query attention: query head h reads
