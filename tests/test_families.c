@@ -140,20 +140,17 @@ END_TEST
  * remove_dir) with the n bytes `from` replaced by `to` wherever they are. */
 static char *patched_gguf(const char *name, const void *from, const void *to, size_t n) {
   char src[1200], *dir = malloc(1024), path[1200];
+  size_t len = 0, hits = 0;
   snprintf(src, sizeof src, "%s/%s/model.gguf", fixtures(), name);
-  FILE *f = fopen(src, "rb");
-  ck_assert_ptr_nonnull(f);
-  static unsigned char buf[1 << 18];
-  const size_t len = fread(buf, 1, sizeof buf, f);
-  fclose(f);
-  ck_assert(len > 0 && len < sizeof buf);
-  size_t hits = 0;
+  unsigned char *buf = (unsigned char *)read_file_len(src, &len);
+  ck_assert_msg(buf && len > 0, "cannot read %s", src);
   for (size_t i = 0; i + n <= len; i++)
     if (!memcmp(buf + i, from, n)) memcpy(buf + i, to, n), hits++;
   ck_assert_uint_ge(hits, 1);
   th_tmpdir_create(dir, 1024, "families");
   snprintf(path, sizeof path, "%s/model.gguf", dir);
   write_bytes(path, buf, len);
+  free(buf);
   return dir;
 }
 

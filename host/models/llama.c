@@ -358,6 +358,21 @@ static clf_status llama_load_weights(clf_model *m, const clf__llama_dims *d, con
                                 g->embed);
 }
 
+/* A factor tensor `name` of n finite positive f32 values into f. */
+static clf_status read_factor_tensor(clf_context *ctx, const clf__weights *w, const char *name, size_t n, float *f) {
+  float *v = NULL;
+  size_t got[8];
+  clf_status st = clf__weights_read(ctx, w, name, 1, (size_t[]){n}, &v, got);
+  if (st != CLF_OK) return st;
+  for (size_t i = 0; i < n && st == CLF_OK; i++)
+    if (!(v[i] > 0.0f) || !isfinite(v[i]))
+      st = clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s[%zu] is %g: frequency factors must be finite and "
+                     "positive", name, i, (double)v[i]);
+  if (st == CLF_OK) memcpy(f, v, n * sizeof *f);
+  free(v);
+  return st;
+}
+
 /* rope_freqs.weight (a GGUF file's frequency factors, "model." or not):
  * f32 [rot / 2] of finite positive factors into r; none is fine.  Not with a
  * rope_scaling that rescales the frequencies by the length (dynamic) or
@@ -371,31 +386,8 @@ static clf_status read_rope_factors(clf_context *ctx, const clf__weights *w, con
     return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s has both frequency factors (%s) and rope_scaling of type "
                      "\"%s\": they would scale the frequencies twice", type, name,
                      r->type == CLF__ROPE_DYNAMIC ? "dynamic" : r->type == CLF__ROPE_LLAMA3 ? "llama3" : "longrope");
-  float *f = NULL;
-  size_t got[8];
-  clf_status st = clf__weights_read(ctx, w, name, 1, (size_t[]){half}, &f, got);
-  if (st != CLF_OK) return st;
-  for (size_t i = 0; i < half && st == CLF_OK; i++)
-    if (!(f[i] > 0.0f) || !isfinite(f[i]))
-      st = clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s[%zu] is %g: frequency factors must be finite and "
-                     "positive", name, i, (double)f[i]);
-  if (st == CLF_OK) memcpy(r->factors, f, half * sizeof *f), r->has_factors = 1;
-  free(f);
-  return st;
-}
-
-/* A factor tensor `name` of n finite positive f32 values into f. */
-static clf_status read_factor_tensor(clf_context *ctx, const clf__weights *w, const char *name, size_t n, float *f) {
-  float *v = NULL;
-  size_t got[8];
-  clf_status st = clf__weights_read(ctx, w, name, 1, (size_t[]){n}, &v, got);
-  if (st != CLF_OK) return st;
-  for (size_t i = 0; i < n && st == CLF_OK; i++)
-    if (!(v[i] > 0.0f) || !isfinite(v[i]))
-      st = clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s[%zu] is %g: frequency factors must be finite and "
-                     "positive", name, i, (double)v[i]);
-  if (st == CLF_OK) memcpy(f, v, n * sizeof *f);
-  free(v);
+  clf_status st = read_factor_tensor(ctx, w, name, half, r->factors);
+  if (st == CLF_OK) r->has_factors = 1;
   return st;
 }
 
