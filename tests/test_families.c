@@ -1,5 +1,5 @@
 /* test_families.c - the decoder families newer than transformers 4.46
- * (Qwen3, Gemma 3, Phi-3) against the golden fixtures of
+ * (Qwen3, Gemma 2, Gemma 3, Phi-3) against the golden fixtures of
  * tools/fixtures/make_newer_fixtures.py (transformers 4.53.3 on PyTorch
  * 2.5.1): forward logits within 1e-4 of scale, greedy tokens identical,
  * from the Hugging Face directory and from the GGUF file the gguf package
@@ -19,9 +19,9 @@
 static const char *const all[] = {"qwen3",         "gguf_models/qwen3",         "gemma3",
                                   "gguf_models/gemma3", "phi3",                "phi3_longrope",
                                   "gguf_models/phi3",   "gguf_models/phi3_longrope", "phi3_partial",
-                                  "gguf_models/phi3_partial"};
-static const char *const types[] = {"qwen3", "qwen3", "gemma3_text", "gemma3", "phi3",
-                                    "phi3",  "phi3",  "phi3",        "phi3",   "phi3"};
+                                  "gguf_models/phi3_partial", "gemma2",        "gguf_models/gemma2"};
+static const char *const types[] = {"qwen3", "qwen3", "gemma3_text", "gemma3", "phi3",   "phi3",
+                                    "phi3",  "phi3",  "phi3",        "phi3",   "gemma2", "gemma2"};
 
 static void fixture_dir(const char *name, char *dir, size_t len) { snprintf(dir, len, "%s/%s", fixtures(), name); }
 
@@ -70,6 +70,7 @@ START_TEST(test_gemma3_settings_matter) {
   check_differs("gemma3", "long", "rope_local_base_freq", "1000000.0", NULL, NULL);
   check_differs("gemma3", "long", "query_pre_attn_scalar", "24", NULL, NULL);
   check_differs("gemma3", "long", "final_logit_softcapping", "3.0", NULL, NULL);
+  check_differs("gemma3", "long", "attn_logit_softcapping", "1.0", NULL, NULL); /* Gemma 3 reads it too */
   /* without layer_types, sliding_window_pattern (6 by default) decides: the same model */
   check_same_with("gemma3", "layer_types", "null");
 }
@@ -205,6 +206,22 @@ START_TEST(test_partial_rotary_matters) {
 }
 END_TEST
 
+/* Gemma 2's settings each matter to the goldens (15 positions, window 4):
+ * the attention cap (2; absent it is Gemma2Config's 50, null none), the
+ * logits' cap (15), the window, which layers have it, the attention scale;
+ * without layer_types every other layer is windowed: the same model. */
+START_TEST(test_gemma2_settings_matter) {
+  check_differs("gemma2", "long", "attn_logit_softcapping", "null", NULL, NULL);
+  check_differs("gemma2", "long", "attn_logit_softcapping", "50.0", NULL, NULL);
+  check_differs("gemma2", "long", "final_logit_softcapping", "null", NULL, NULL);
+  check_differs("gemma2", "long", "sliding_window", "64", NULL, NULL);
+  check_differs("gemma2", "long", "layer_types", "[\"full_attention\", \"sliding_attention\", \"full_attention\", "
+                "\"sliding_attention\"]", NULL, NULL);
+  check_differs("gemma2", "long", "query_pre_attn_scalar", "24", NULL, NULL);
+  check_same_with("gemma2", "layer_types", "null");
+}
+END_TEST
+
 START_TEST(test_bad_configs) {
   load_fails("qwen3", "use_sliding_window", "true", CLF_E_UNSUPPORTED, "use_sliding_window is true");
   load_fails("qwen3", "head_dim", "15", CLF_E_UNSUPPORTED, "head_dim 15");
@@ -218,7 +235,8 @@ START_TEST(test_bad_configs) {
              "\"full_attention\", \"full_attention\", \"chunked_attention\"]", CLF_E_UNSUPPORTED,
              "layer_types[5] is \"chunked_attention\"");
   load_fails("gemma3", "sliding_window", "0", CLF_E_FORMAT, "sliding_window 0 is not a positive size");
-  load_fails("gemma3", "attn_logit_softcapping", "50.0", CLF_E_UNSUPPORTED, "attn_logit_softcapping 50");
+  load_fails("gemma2", "attn_logit_softcapping", "-1.0", CLF_E_FORMAT, "attn_logit_softcapping -1 or "
+             "final_logit_softcapping 15 is not a finite number of at least 0");
   load_fails("phi3", "partial_rotary_factor", "0.125", CLF_E_UNSUPPORTED, "partial_rotary_factor 0.125 of head_dim "
              "8 rotates 1 dimensions: it must rotate an even number, at least 2");
   load_fails("phi3", "partial_rotary_factor", "1.5", CLF_E_UNSUPPORTED, "partial_rotary_factor 1.5");
@@ -241,6 +259,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_bad_configs);
   tcase_add_test(tc, test_gemma3_settings_matter);
   tcase_add_test(tc, test_gemma3_softcap);
+  tcase_add_test(tc, test_gemma2_settings_matter);
   tcase_add_test(tc, test_longrope_switch);
   tcase_add_test(tc, test_longrope_gguf);
   tcase_add_test(tc, test_partial_rotary_matters);

@@ -33,6 +33,7 @@ typedef struct llama {
   clf_tensor *inv_freq;
   size_t rope_dev, rope_cached;
   float embed_scale;        /* the embeddings' factor: 1, or sqrt(hidden_size) (Gemma) */
+  float attn_softcap;       /* attn_logit_softcapping (Gemma 2): scores capped at it; 0: none */
   clf_tensor *local_freq;   /* the sliding-window layers' own inv_freq [rot / 2] (Gemma 3), or NULL */
 } llama;
 
@@ -117,7 +118,7 @@ static clf_status llama_body(clf_model *m, const clf__step *s, clf_tensor **out)
   if ((st = rope_update(m->ctx, g, s->max_pos)) != CLF_OK || (st = clf__decoder_stream(m, s, &h, &a)) != CLF_OK ||
       (st = clf_embedding(m->ctx, g->embed, s->ids, g->embed_scale, 0, h, NULL)) != CLF_OK)
     return st;
-  const clf_attention_mask mask = {s->mask, 1, NULL, g->window};
+  const clf_attention_mask mask = {s->mask, 1, NULL, g->window, g->attn_softcap};
   const clf__rotary rot = {s->pos, g->inv_freq, g->local_freq, g->rope.attn_scale};
   *out = a;
   return clf__decoder_stack(m, g->layers, g->n_layers, &g->norm, s, &mask, &rot, h, a);
@@ -449,10 +450,11 @@ static clf_status llama_rope_init(clf_model *m, const clf__llama_dims *d, const 
   return rope_sync(ctx, g, 0);
 }
 
-/* Gemma 3's layers: which see a sliding window (config.json's
- * layer_types, else all but every sliding_window_pattern-th), its size, and
- * their own RoPE frequencies (rope_local_base_freq, no scaling). */
-static clf_status layer_windows(clf_model *m, const clf__llama_dims *d, const clf__config *c) {
+/* Gemma's layers: which see a sliding window (config.json's layer_types,
+ * else all but every sliding_window_pattern-th), its size, and (Gemma 3,
+ * local_rope) their own RoPE frequencies (rope_local_base_freq, no
+ * scaling); Gemma 2's windowed layers rotate as the others. */
+static clf_status layer_windows(clf_model *m, const clf__llama_dims *d, const clf__config *c, int local_rope) {
   clf_context *ctx = m->ctx;
   llama *g = m->impl;
   const cJSON *types = cJSON_GetObjectItemCaseSensitive(clf__config_json(c), "layer_types");
@@ -478,6 +480,7 @@ static clf_status layer_windows(clf_model *m, const clf__llama_dims *d, const cl
     }
     g->layers[i].window = sliding ? (size_t)d->window : 0;
   }
+  if (!local_rope) return CLF_OK;
   if (!(d->local_theta > 0) || !isfinite(d->local_theta))
     return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s rope_local_base_freq %g is not positive", m->type,
                      d->local_theta);
@@ -503,10 +506,11 @@ clf_status clf__llama_load(clf_model *m, const void *dims, const clf__config *c,
     return clf__fail(ctx, CLF_E_UNSUPPORTED, "clf_model_load: %s %s \"%s\" is not supported", m->type,
                      k->act_key ? k->act_key : "hidden_act", d->act);
   if ((st = llama_rope_init(m, d, c, w)) != CLF_OK) return st;
-  if (k->layer_windows && (st = layer_windows(m, d, c)) != CLF_OK) return st;
-  if (d->attn_softcap > 0)
-    return clf__fail(ctx, CLF_E_UNSUPPORTED, "clf_model_load: %s attn_logit_softcapping %g: soft-capped attention "
-                     "scores are not supported", m->type, d->attn_softcap);
+  if (k->layer_windows && (st = layer_windows(m, d, c, k->local_rope)) != CLF_OK) return st;
+  if (!(d->attn_softcap >= 0) || !isfinite(d->attn_softcap) || !(d->softcap >= 0) || !isfinite(d->softcap))
+    return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s attn_logit_softcapping %g or final_logit_softcapping %g is "
+                     "not a finite number of at least 0", m->type, d->attn_softcap, d->softcap);
+  g->attn_softcap = (float)d->attn_softcap;
   g->embed_scale = k->scale_embed ? (float)sqrt((double)g->D) : 1.0f;
   g->base = !clf__weights_has(w, "lm_head.weight") && !d->tie;
   for (size_t i = 0; i < CLF__ARRAY_LEN(k->causal) && k->causal[i]; i++)
