@@ -7,6 +7,7 @@
  */
 #include <check.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,6 +223,24 @@ START_TEST(test_gemma2_settings_matter) {
 }
 END_TEST
 
+/* A GGUF file's rope.dimension_count below the head size is
+ * partial_rotary_factor for phi3 only: a llama file saying 8 of 16 is
+ * refused by name (its model would rotate all 16). */
+START_TEST(test_partial_rotary_gguf_refused) {
+  static const char key[] = "llama.rope.dimension_count";
+  unsigned char from[sizeof key - 1 + 8], to[sizeof from];
+  const uint32_t u32 = 4, full = 16, half = 8; /* GGUF_TYPE_UINT32, then the value */
+  memcpy(from, key, sizeof key - 1), memcpy(from + sizeof key - 1, &u32, 4), memcpy(to, from, sizeof from);
+  memcpy(from + sizeof key + 3, &full, 4), memcpy(to + sizeof key + 3, &half, 4);
+  char *dir = patched_gguf("gguf_models/llama3_rope_freqs", from, to, sizeof from);
+  clf_model *m = NULL;
+  TH_FAILS(clf_model_load(th_ctx, dir, &m), CLF_E_UNSUPPORTED, "llama.rope.dimension_count 8 is not the head size 16 "
+           "(partial rotary embeddings are not supported for this architecture)");
+  ck_assert_ptr_null(m);
+  remove_dir(dir);
+}
+END_TEST
+
 START_TEST(test_bad_configs) {
   load_fails("qwen3", "use_sliding_window", "true", CLF_E_UNSUPPORTED, "use_sliding_window is true");
   load_fails("qwen3", "head_dim", "15", CLF_E_UNSUPPORTED, "head_dim 15");
@@ -263,6 +282,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_longrope_switch);
   tcase_add_test(tc, test_longrope_gguf);
   tcase_add_test(tc, test_partial_rotary_matters);
+  tcase_add_test(tc, test_partial_rotary_gguf_refused);
   suite_add_tcase(s, tc);
   return s;
 }
