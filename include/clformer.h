@@ -599,7 +599,10 @@ CLF_API clf_status clf_split_heads(clf_context *ctx, const clf_tensor *x,
  *   y[.., j]        = x_h[j] * c - x_h[j + Dh/2] * s
  *   y[.., j + Dh/2] = x_h[j + Dh/2] * c + x_h[j] * s
  * positions [B, L] i32 or i64; inv_freq f32 [Dh/2] (the checkpoint's
- * rope_theta and rope_scaling already applied); scale the attention
+ * rope_theta and rope_scaling already applied), or [R] with R < Dh/2 for
+ * partial rotary embeddings (transformers' partial_rotary_factor: the
+ * formulas above with R for Dh/2 rotate x_h[0 .. 2R), and x_h[2R ..] is
+ * copied as it is); scale the attention
  * scaling factor (1 for default, linear, dynamic and llama3 RoPE).  cos and
  * sin are the accurate f32 functions, so large angles (positions in the
  * tens of thousands) match torch's float32 results. */
@@ -647,6 +650,10 @@ typedef struct clf_attention_mask {
    * kv_len - Lq + i, as for causal) see only keys j > position - W, i.e. the
    * last W positions up to itself when causal.  0: no window. */
   size_t window;
+  /* Soft-capping (Gemma 2's attn_logit_softcapping): non-zero C makes each
+   * scaled score s C * tanh(s / C) before the bias and the masks.  0: none;
+   * finite and not negative. */
+  float softcap;
 } clf_attention_mask;
 
 typedef enum clf_attention_impl {
@@ -656,7 +663,8 @@ typedef enum clf_attention_impl {
 } clf_attention_impl;
 
 /* Multi-head scaled dot-product attention:
- *   out = softmax(scale * q k^T + bias + masks) v
+ *   out = softmax(cap(scale * q k^T) + bias + masks) v
+ * (cap: mask->softcap's C * tanh(s / C), or s where it is 0 or mask NULL)
  * q [B, H, Lq, Dh]; k, v [B, Hkv, Lcap, Dh] of which the first kv_len rows
  * are used (kv_len 0 means Lcap; a KV cache allocates Lcap ahead).  Hkv is H
  * (multi-head) or divides it (grouped-query attention: query head h reads

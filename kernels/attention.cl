@@ -16,6 +16,8 @@
  *                `window` positions up to the query's own are seen)
  *   bias         bias[b % n_win, h or 0, i, j] is added to the scaled score;
  *                a score of -inf counts as masked.
+ * Before them, where softcap > 0, the scaled score s becomes
+ * softcap * tanh(s / softcap) (clf_softcap: Gemma 2's soft-capping).
  * Masked keys get probability 0; a row with no key left gives zeros.
  *
  * Grouped-query attention: k and v hold H / G heads; query head h reads KV
@@ -63,7 +65,7 @@ __kernel void attn_softmax(__global float *s, uint s_off,
                            __global const uint *pad, uint pad_off, int pad_kind,
                            __global const float *bias, uint bias_off, int has_bias,
                            uint n_win, uint bias_bstride, uint bias_hstride,
-                           uint n_rows, uint H, uint Lq, uint Lk, int causal, uint window) {
+                           uint n_rows, uint H, uint Lq, uint Lk, int causal, uint window, float softcap) {
   __local float red[CLF_RED_WG];
   const uint row = get_group_id(0), lid = get_local_id(0), n = get_local_size(0);
   if (row >= n_rows) return; /* uniform over the group */
@@ -82,7 +84,7 @@ __kernel void attn_softmax(__global float *s, uint s_off,
   float m = -INFINITY, l = 0.0f;
   for (uint j = lo + lid; j < vis; j += n) {
     if (!attn_key_kept(pad, pad_kind, j)) continue;
-    const float x = s[j] + (has_bias ? bias[j] : 0.0f);
+    const float x = clf_softcap(s[j], softcap) + (has_bias ? bias[j] : 0.0f);
     if (x == -INFINITY) continue;
     if (x > m) {
       l = l * attn_exp(m - x) + 1.0f;
@@ -98,7 +100,7 @@ __kernel void attn_softmax(__global float *s, uint s_off,
   for (uint j = lid; j < Lk; j += n) {
     float p = 0.0f;
     if (j >= lo && j < vis && attn_key_kept(pad, pad_kind, j)) {
-      const float x = s[j] + (has_bias ? bias[j] : 0.0f);
+      const float x = clf_softcap(s[j], softcap) + (has_bias ? bias[j] : 0.0f);
       if (x != -INFINITY) p = attn_exp(x - mx) * inv;
     }
     s[j] = p;
@@ -122,7 +124,7 @@ __kernel void attn_merge(__global const float *x, uint x_off, __global float *y,
       uint v_off, __global const uint *pad, uint pad_off, int pad_kind, __global const float *bias,   \
       uint bias_off, int has_bias, uint n_win, uint bias_bstride, uint bias_hstride,                   \
       __global float *out, uint out_off, uint out_h, uint out_i, uint n_bkv, uint H, uint G, uint Lq, \
-      uint Lk, uint Lcap, int causal, uint window, float scale
+      uint Lk, uint Lcap, int causal, uint window, float scale, float softcap
 
 #if defined(HEAD_DIM) && !defined(ATT_CPU) && !defined(ATT_SHORT)
 /* Flash attention.  One work-group of ATT_WG = 8 * ATT_TR work-items (64,
@@ -247,7 +249,7 @@ void attn_fused(ATT_FUSED_PARAMS) {
         const uint cc = tc + 8 * c, j = j0 + cc;
         float x = -INFINITY;
         if (r < nq && kept[cc] && (long)j <= row_hi[a] && (long)j >= row_lo[a]) {
-          x = s[a][c];
+          x = clf_softcap(s[a][c], softcap);
           if (has_bias) x += bias[row_bias[a] + j];
         }
         s[a][c] = x;
@@ -417,7 +419,7 @@ __kernel void attn_fused_cpu(ATT_FUSED_PARAMS, uint q_bs, uint q_hs, uint q_is, 
     for (uint e = 0; e < ATT_KB; e++) {
       const uint j = j0 + e;
       float x = -INFINITY;
-      if (j < hi && attn_key_kept(pad, pad_kind, j)) x = ATT_SUM(d[e]) + (has_bias ? bias[j] : 0.0f);
+      if (j < hi && attn_key_kept(pad, pad_kind, j)) x = clf_softcap(ATT_SUM(d[e]), softcap) + (has_bias ? bias[j] : 0.0f);
       s[e] = x;
       mt = fmax(mt, x);
     }
@@ -511,7 +513,7 @@ __kernel void attn_short_cpu(ATT_FUSED_PARAMS, uint q_bs, uint q_hs, uint q_is, 
    * causal and window bounds go key by key, the max through vectors. */
   float sp[ATT_SK];
 #pragma unroll
-  for (uint c = 0; c < ATT_SV; c++) vstore8(dv[c] + vload8(c, kept), c, sp);
+  for (uint c = 0; c < ATT_SV; c++) vstore8(clf_softcap8(dv[c], softcap) + vload8(c, kept), c, sp);
   if (has_bias)
     for (uint j = 0; j < Lk; j++) sp[j] += bias[j];
   for (uint j = 0; j < lo; j++) sp[j] = -INFINITY;

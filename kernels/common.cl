@@ -183,3 +183,10 @@ inline void clf_q8_block(const float8 *v, __global char *q, __global float *ds) 
   ds[0] = d;
   ds[1] = dot(sum.lo + sum.hi, (float4)(1.0f));
 }
+
+/* Soft-capping of an attention score (Gemma 2's attn_logit_softcapping):
+ * cap * tanh(x / cap), applied to the scaled score before the bias and the
+ * masks; cap 0 (or less): x as it is.  One definition for attention.cl and
+ * paged.cl, so that the contiguous and the paged paths cannot differ. */
+inline float clf_softcap(float x, float cap) { return cap > 0.0f ? cap * tanh(x / cap) : x; }
+inline float8 clf_softcap8(float8 x, float cap) { return cap > 0.0f ? cap * tanh(x / cap) : x; }

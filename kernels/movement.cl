@@ -115,25 +115,33 @@ __kernel void permute_tiled(__global const CLF_ELEM *x, uint x_off,
 #pragma OPENCL FP_CONTRACT OFF
 
 /* Head split with RoPE (clf_split_heads_rope): for x [B, L, C] (from
- * column col_offset, in x_off), y [B, H, Lcap, 2 * half], p = pos[b, l],
+ * column col_offset, in x_off), y [B, H, Lcap, 2 * half_dh], the first
+ * 2 * rh rotated (rh <= half_dh; less: partial rotary), p = pos[b, l],
  * a = p * inv_freq[j] in float, c = cos(a) * scale, s = sin(a) * scale:
- *   y[b, h, dst + l, j]        = x[b, l, h*2*half + j] * c - x[.. + half + j] * s
- *   y[b, h, dst + l, j + half] = x[.. + half + j] * c + x[b, l, h*2*half + j] * s
- * cos and sin are the accurate built-ins (large angles must match torch's
- * float32 results).  Range: (j, l, b * H + h). */
+ *   y[b, h, dst + l, j]        = x[b, l, h*Dh + j] * c - x[.. + rh + j] * s
+ *   y[b, h, dst + l, j + rh]   = x[.. + rh + j] * c + x[b, l, h*Dh + j] * s
+ * and the columns from 2 * rh on copied as they are (two per work item
+ * j >= rh).  cos and sin are the accurate built-ins (large angles must
+ * match torch's float32 results).  Range: (j < half_dh, l, b * H + h). */
 __kernel void rope_split(__global const float *x, uint x_off,
                          __global const CLF_IDX_T *pos, uint pos_off,
                          __global const float *inv_freq, uint f_off,
                          __global float *y, uint y_off,
-                         uint C, uint H, uint L, uint Lcap, uint half_dh, uint dst, float scale) {
+                         uint C, uint H, uint L, uint Lcap, uint half_dh, uint dst, float scale, uint rh) {
   const uint j = get_global_id(0), l = get_global_id(1), bh = get_global_id(2);
   if (j >= half_dh || l >= L) return;
   const uint b = bh / H, h = bh - b * H, dh = 2 * half_dh;
   __global const float *xr = x + x_off + ((size_t)b * L + l) * C + (size_t)h * dh;
+  __global float *yr = y + y_off + ((size_t)bh * Lcap + dst + l) * dh;
+  if (j >= rh) { /* the pass-through part */
+    const uint c0 = 2 * j;
+    yr[c0] = xr[c0];
+    yr[c0 + 1] = xr[c0 + 1];
+    return;
+  }
   const float angle = (float)pos[pos_off + b * L + l] * inv_freq[f_off + j];
   const float c = cos(angle) * scale, s = sin(angle) * scale;
-  const float x1 = xr[j], x2 = xr[j + half_dh];
-  __global float *yr = y + y_off + ((size_t)bh * Lcap + dst + l) * dh;
+  const float x1 = xr[j], x2 = xr[j + rh];
   yr[j] = x1 * c - x2 * s;
-  yr[j + half_dh] = x2 * c + x1 * s;
+  yr[j + rh] = x2 * c + x1 * s;
 }

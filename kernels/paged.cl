@@ -6,7 +6,8 @@
  * belong to different sequences (one new token of each decoding sequence,
  * a chunk of prompt of each starting one); row t is at absolute position
  * pos[t] of sequence seq[t] and sees that sequence's positions 0..pos[t]
- * (causal), or the last `window` of them.
+ * (causal), or the last `window` of them.  Each score, scaled, is
+ * soft-capped where softcap > 0 (clf_softcap in common.cl).
  *
  * Metadata is one i64 buffer (the step's single upload): pos, seq, slot at
  * offsets the host gives, the block table [S, max_blocks] at table_off.
@@ -57,7 +58,7 @@ __kernel void kv_scatter(__global const float *src, uint src_off, __global const
 __kernel void paged_attention_cpu(__global const float *q, uint q_off, __global const KV_T *kp, uint k_off,
                                   __global const KV_T *vp, uint v_off, __global const long *meta, uint pos_off,
                                   uint seq_off, uint table_off, uint max_blocks, __global float *out, uint out_off,
-                                  uint T, uint H, uint Hkv, uint BS, uint window, float scale) {
+                                  uint T, uint H, uint Hkv, uint BS, uint window, float scale, float softcap) {
   const uint g = get_global_id(0);
   const uint t = g / H, h = g - t * H;
   if (t >= T) return;
@@ -85,7 +86,7 @@ __kernel void paged_attention_cpu(__global const float *q, uint q_off, __global 
     for (uint i = 0; i < PG_V; i++) s8 += qr[i] * KV_LOAD8(k, i);
     const float4 s4 = s8.lo + s8.hi;
     const float2 s2 = s4.lo + s4.hi;
-    const float s = s2.x + s2.y;
+    const float s = clf_softcap(s2.x + s2.y, softcap);
     const float mn = fmax(m, s), corr = exp(m - mn), e = exp(s - mn);
     l = l * corr + e;
     for (uint i = 0; i < PG_V; i++) acc[i] = acc[i] * corr + e * KV_LOAD8(v, i);
@@ -107,6 +108,7 @@ __kernel void paged_attention_cpu(__global const float *q, uint q_off, __global 
     __global const KV_T *k = kp + k_off + at, *v = vp + v_off + at;
     float s = 0.0f;
     for (uint d = 0; d < HEAD_DIM; d++) s += qr[d] * KV_LOAD(k, d);
+    s = clf_softcap(s, softcap);
     const float mn = fmax(m, s), corr = exp(m - mn), e = exp(s - mn);
     l = l * corr + e;
     for (uint d = 0; d < HEAD_DIM; d++) acc[d] = acc[d] * corr + e * KV_LOAD(v, d);
@@ -133,7 +135,7 @@ inline float pg_reduce(__local float *red, int op) {
   return r;
 }
 
-/* out[t, h * Dh + d] = softmax_j(scale * q[h, t] . k[j]) v[j][d] over the
+/* out[t, h * Dh + d] = softmax_j(cap(scale * q[h, t] . k[j])) v[j][d] over the
  * positions j the row sees, its keys read through the block table.  One
  * work-group of PG_WG per (t, h), group id t * H + h: a tile of PG_WG keys
  * a step (one per work-item), an online softmax across tiles, each
@@ -142,7 +144,7 @@ inline float pg_reduce(__local float *red, int op) {
 __kernel void paged_attention(__global const float *q, uint q_off, __global const KV_T *kp, uint k_off,
                               __global const KV_T *vp, uint v_off, __global const long *meta, uint pos_off, uint seq_off,
                               uint table_off, uint max_blocks, __global float *out, uint out_off, uint T, uint H,
-                              uint Hkv, uint BS, uint window, float scale) {
+                              uint Hkv, uint BS, uint window, float scale, float softcap) {
   __local float qs[HEAD_DIM];
   __local float w[PG_WG];
   __local float red[PG_WG];
@@ -170,7 +172,7 @@ __kernel void paged_attention(__global const float *q, uint q_off, __global cons
       __global const KV_T *k = kp + ((blk * Hkv + hk) * BS + off) * HEAD_DIM;
       float dot = 0.0f;
       for (uint d = 0; d < HEAD_DIM; d++) dot += qs[d] * KV_LOAD(k, d);
-      s = dot * scale;
+      s = clf_softcap(dot * scale, softcap);
     }
     red[lid] = s;
     const float mt = pg_reduce(red, 1);

@@ -40,7 +40,7 @@ void free_models(void) {
   }
 }
 
-char *read_text(const char *path) {
+char *read_file_len(const char *path, size_t *len) {
   FILE *f = fopen(path, "rb");
   if (!f) return NULL;
   fseek(f, 0, SEEK_END);
@@ -50,8 +50,11 @@ char *read_text(const char *path) {
   if (s && fread(s, 1, (size_t)n, f) != (size_t)n) n = 0;
   if (s) s[n] = 0;
   fclose(f);
+  if (len) *len = (size_t)n;
   return s;
 }
+
+char *read_text(const char *path) { return read_file_len(path, NULL); }
 
 void write_bytes(const char *path, const void *data, size_t n) {
   FILE *f = fopen(path, "wb");

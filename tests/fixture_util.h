@@ -25,7 +25,9 @@ typedef struct st_entry {
  * loading another makes Oclgrind flag the new weights as uninitialised). */
 clf_model *get_model(const char *dir);
 void free_models(void);
-/* A file's contents, NUL-terminated (malloc'd), or NULL. */
+/* A file's contents, NUL-terminated (malloc'd), or NULL; *len its bytes
+ * (len may be NULL). */
+char *read_file_len(const char *path, size_t *len);
 char *read_text(const char *path);
 void write_bytes(const char *path, const void *data, size_t n);
 /* $CLF_FIXTURES. */

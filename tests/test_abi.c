@@ -46,6 +46,9 @@ START_TEST(layouts_match_the_header) {
   ck_assert_uint_eq(clf_struct_size("clf_engine_stats"), sizeof(clf_engine_stats));
   CHECK_FIELD(clf_engine_stats, prefix_tokens_reused);
   CHECK_FIELD(clf_engine_stats, rows);
+  ck_assert_uint_eq(clf_struct_size("clf_attention_mask"), sizeof(clf_attention_mask));
+  CHECK_FIELD(clf_attention_mask, window);
+  CHECK_FIELD(clf_attention_mask, softcap);
 }
 END_TEST
 

@@ -38,6 +38,7 @@ typedef struct att_case {
   uint32_t seed;
   size_t Hkv;    /* KV heads (GQA); 0: H */
   size_t window; /* mask->window (sliding window); 0: none */
+  float softcap; /* mask->softcap (Gemma 2); 0: none */
 } att_case;
 
 static size_t att_hkv(const att_case *c) { return c->Hkv ? c->Hkv : c->H; }
@@ -67,7 +68,7 @@ static void ref_attention(const att_case *c, float scale, const float *q, const 
   for (size_t b = 0; b < c->B; b++)
     for (size_t j = 0; j < c->Lk; j++) keep[b * c->Lk + j] = att_keep(c, b, j);
   const clf__ref_attn a = {c->B, c->H, c->Lq, c->Lk, c->Lcap, c->Dh, scale, c->causal, keep, bias,
-                           c->nW ? c->nW : 1, c->Hb ? c->Hb : 1, c->merged, att_hkv(c), c->window};
+                           c->nW ? c->nW : 1, c->Hb ? c->Hb : 1, c->merged, att_hkv(c), c->window, c->softcap};
   clf__ref_attention(&a, q, k, v, d);
   clf__ref_to_f32(d, n, out);
   free(keep);
@@ -156,7 +157,7 @@ static float *att_check_tol(const att_case *c, int with_auto, double tol, int ke
   clf_tensor *tv = th_tensor(CLF_F32, 4, TH_SHAPE(c->B, att_hkv(c), c->Lcap, c->Dh), v);
   clf_tensor *tpad = c->pad >= 0 ? att_pad_tensor(c) : NULL;
   clf_tensor *tbias = bias ? th_tensor(CLF_F32, 4, TH_SHAPE(c->nW, c->Hb, c->Lq, c->Lk), bias) : NULL;
-  clf_attention_mask mask = {tpad, c->causal, tbias, c->window};
+  clf_attention_mask mask = {tpad, c->causal, tbias, c->window, c->softcap};
 
   float *g = att_fused_only ? NULL : att_run(c, CLF_ATTN_GEMM, tq, tk, tv, &mask, scale);
   float *f = att_run(c, CLF_ATTN_FUSED, tq, tk, tv, &mask, scale);
@@ -333,6 +334,59 @@ START_TEST(attn_sliding_window) {
   c.window = 4;
   c.Lq = 5;
   att_check(&c);
+}
+END_TEST
+
+/* Gemma 2's soft-capped scores: scores of up to about 16 (q, k in [-4, 4))
+ * capped at 2, so tanh bends nearly all of them, with every mask the
+ * capping must come before (padding, causal, a window, a bias), grouped
+ * heads and a KV cache; the GEMM path, the device's fused kernel, the
+ * tiled one GPU-class devices run, and both CPU shapes, each against the
+ * reference's cap * tanh(s / cap). */
+static void att_softcap_cases(void) {
+  att_case c = att_self(2, 4, att_size(40, 11), 32);
+  c.amp = 4.0f;
+  c.softcap = 2.0f;
+  c.causal = 1;
+  c.pad = CLF_I32;
+  c.Hkv = 2;
+  att_check_tol(&c, 1, ATT_TOL, 0);
+  c.window = 5;
+  att_check(&c);
+  c.Lq = 1; /* decoding at position 20 of a 24-row cache */
+  c.Lk = c.kv_len_arg = 21;
+  c.Lcap = 24;
+  att_check(&c);
+  c = att_self(2, 2, 16, 16); /* no causal mask: the short CPU kernel's case */
+  c.amp = 4.0f;
+  c.softcap = 2.0f;
+  c.nW = 1;
+  c.Hb = 2;
+  att_check(&c);
+}
+
+START_TEST(attn_softcap) {
+  att_softcap_cases();
+  env_set("CLFORMER_ATTN_FUSED", "tiled");
+  att_softcap_cases();
+  env_set("CLFORMER_ATTN_FUSED", "cpu");
+  env_set("CLFORMER_ATTN_SHORT", "0");
+  att_softcap_cases();
+  env_set("CLFORMER_ATTN_SHORT", "1");
+  att_softcap_cases();
+  env_set("CLFORMER_ATTN_SHORT", NULL);
+  env_set("CLFORMER_ATTN_FUSED", NULL);
+  /* the cap changes the output: without it the same case is far off */
+  att_case c = att_self(1, 2, 9, 16);
+  c.amp = 4.0f;
+  c.softcap = 2.0f;
+  float *capped = att_check_tol(&c, 0, ATT_TOL, 1);
+  c.softcap = 0.0f;
+  float *plain = att_check_tol(&c, 0, ATT_TOL, 1);
+  double worst = 0;
+  for (size_t x = 0; x < 2 * 9 * 16; x++) worst = fmax(worst, fabs(capped[x] - plain[x]));
+  ck_assert_msg(worst > 0.05, "capping at 2 moved the output by only %g", worst);
+  free(capped), free(plain);
 }
 END_TEST
 
@@ -742,7 +796,7 @@ static void att_proj_check(const att_case *c) {
   clf_tensor *tpad = c->pad >= 0 ? att_pad_tensor(c) : NULL;
   clf_tensor *tbias = bias ? th_tensor(CLF_F32, 4, TH_SHAPE(c->nW, c->Hb, c->Lq, c->Lk), bias) : NULL;
   clf_tensor *to = th_empty(CLF_F32, 3, TH_SHAPE(c->B, c->Lq, c->H * c->Dh));
-  clf_attention_mask mask = {tpad, c->causal, tbias, c->window};
+  clf_attention_mask mask = {tpad, c->causal, tbias, c->window, c->softcap};
   int done = -1;
   TH_OK(clf_tensor_fill(th_ctx, to, NAN, NULL));
   TH_OK(clf__attention_proj(th_ctx, tp, c->H, Hkv, c->Dh, &mask, scale, to, &done));
@@ -977,6 +1031,12 @@ START_TEST(attn_bad_arguments) {
   TH_OK(clf_tensor_upload(th_ctx, v, data, clf_tensor_bytes(v)));
   TH_OK(clf_tensor_upload(th_ctx, bs, data, clf_tensor_bytes(bs)));
   TH_OK(clf_attention(th_ctx, q, k, v, 0, &m, 1, I, o, NULL));
+  m.softcap = -1.0f;
+  TH_FAILS(clf_attention(th_ctx, q, k, v, 0, &m, 1, I, o, NULL), CLF_E_INVALID_ARG,
+           "mask->softcap is -1, must be finite and not negative");
+  m.softcap = INFINITY;
+  TH_FAILS(clf_attention(th_ctx, q, k, v, 0, &m, 1, I, o, NULL), CLF_E_INVALID_ARG, "mask->softcap is inf");
+  m.softcap = 0.0f;
   TH_FAILS(clf_attention(th_ctx, q, k, v, 0, NULL, 1, (clf_attention_impl)7, o, NULL), CLF_E_INVALID_ARG, "impl 7");
   TH_FAILS(clf_attention(th_ctx, q, k, v, 0, NULL, NAN, I, o, NULL), CLF_E_INVALID_ARG, "scale");
   TH_OK(clf_finish(th_ctx));
@@ -1031,6 +1091,7 @@ static Suite *suite(void) {
   tcase_add_test(masks, attn_bias_windows);
   if (!og) tcase_add_test(masks, attn_swin_like);
   tcase_add_test(masks, attn_fully_masked_rows);
+  tcase_add_test(masks, attn_softcap);
   tcase_add_test(masks, attn_large_scores);
   tcase_add_test(layout, attn_merged_layout);
   tcase_add_test(layout, attn_views);

@@ -148,7 +148,7 @@ static void expect_empty(clf_engine *e) {
  * runs to its max_new_tokens. */
 static const int64_t no_eos[1] = {127};
 
-static const char *const decoders[] = {"gpt2", "llama_gqa3", "mistral", "qwen2", "qwen3", "qwen3_window", "gemma3", "phi3", "gguf_models/smollm_like",
+static const char *const decoders[] = {"gpt2", "llama_gqa3", "mistral", "qwen2", "qwen3", "qwen3_window", "gemma3", "gemma2", "phi3", "gguf_models/smollm_like",
                                        "gguf_models/llama_mixed"};
 
 /* transformers' greedy goldens: the fixture's generate cases, each row

@@ -361,25 +361,31 @@ END_TEST
  * of the f32 angle.  cos/sin of an f32 angle are within an ulp or two in
  * f32, so outputs O(1) agree to 1e-6 of their scale; the rows of y outside
  * dst..dst+L-1 must keep their earlier contents. */
-static void check_rope(size_t B, size_t L, size_t H, size_t Dh, size_t C, size_t col, size_t Lcap, size_t dst,
-                       clf_dtype pdt, const int64_t *pos, const float *inv_freq, float scale) {
+static void check_rope_part(size_t B, size_t L, size_t H, size_t Dh, size_t half, size_t C, size_t col, size_t Lcap,
+                            size_t dst, clf_dtype pdt, const int64_t *pos, const float *inv_freq, float scale) {
   const size_t nx = B * L * C, ny = B * H * Lcap * Dh;
   float *x = th_rand(nx, (uint32_t)(B + L * 7 + Dh), -1.0f, 1.0f), *y0 = th_rand(ny, 77, -1.0f, 1.0f);
   double *dref = malloc(ny * sizeof(double));
   float *ref = malloc(ny * sizeof(float));
   for (size_t i = 0; i < ny; i++) dref[i] = y0[i];
-  clf__ref_rope_split(x, B, L, C, col, pos, inv_freq, scale, H, Lcap, Dh, dst, dref);
+  clf__ref_rope_split(x, B, L, C, col, pos, inv_freq, half, scale, H, Lcap, Dh, dst, dref);
   clf__ref_to_f32(dref, ny, ref);
   int32_t *p32 = malloc(B * L * sizeof(int32_t));
   for (size_t i = 0; i < B * L; i++) p32[i] = (int32_t)pos[i];
   clf_tensor *tx = th_tensor(CLF_F32, 3, TH_SHAPE(B, L, C), x), *ty = th_tensor(CLF_F32, 4, TH_SHAPE(B, H, Lcap, Dh), y0);
   clf_tensor *tp = th_tensor(pdt, 2, TH_SHAPE(B, L), pdt == CLF_I64 ? (const void *)pos : (const void *)p32);
-  clf_tensor *tf = th_tensor(CLF_F32, 1, TH_SHAPE(Dh / 2), inv_freq);
+  clf_tensor *tf = th_tensor(CLF_F32, 1, TH_SHAPE(half), inv_freq);
   TH_OK(clf_split_heads_rope(th_ctx, tx, col, dst, tp, tf, scale, ty, NULL));
   float *y = th_download(ty);
   TH_CLOSE(y, ref, ny, 1e-6);
   free(x); free(y0); free(dref); free(ref); free(p32); free(y);
   clf_tensor_destroy(tx); clf_tensor_destroy(ty); clf_tensor_destroy(tp); clf_tensor_destroy(tf);
+}
+
+/* The whole head rotated (inv_freq [Dh / 2]). */
+static void check_rope(size_t B, size_t L, size_t H, size_t Dh, size_t C, size_t col, size_t Lcap, size_t dst,
+                       clf_dtype pdt, const int64_t *pos, const float *inv_freq, float scale) {
+  check_rope_part(B, L, H, Dh, Dh / 2, C, col, Lcap, dst, pdt, pos, inv_freq, scale);
 }
 
 /* inv_freq as transformers' default RoPE: 1 / theta^(2j / Dh) in f32. */
@@ -406,6 +412,23 @@ START_TEST(rope_split_qkv_and_cache) {
   /* Head dim 2 (one pair), odd head counts and columns. */
   float f2[1] = {0.5f};
   check_rope(1, L, 5, 2, 13, 1, L, 0, CLF_I32, pos, f2, 1.0f);
+}
+END_TEST
+
+/* Partial rotary (Phi-4-mini's partial_rotary_factor 0.75): the first 2R
+ * of each head rotated at R frequencies, the rest copied; R of Dh / 2 - 1,
+ * 3 of 8 (0.75 as transformers makes it: int(Dh * 0.75) / 2 frequencies)
+ * and 1. */
+START_TEST(rope_partial) {
+  const size_t B = 2, L = 5, H = 3, Dh = 16, C = 4 * Dh;
+  int64_t pos[2 * 5];
+  for (size_t i = 0; i < B * L; i++) pos[i] = (int64_t)(i % L) + (i / L) * 3;
+  const size_t halves[] = {7, 6, 1};
+  for (size_t i = 0; i < sizeof halves / sizeof *halves; i++) {
+    float *f = rope_inv_freq(2 * halves[i], 10000.0);
+    check_rope_part(B, L, H, Dh, halves[i], C, Dh, L + 2, 1, CLF_I64, pos, f, 0.9f);
+    free(f);
+  }
 }
 END_TEST
 
@@ -467,19 +490,20 @@ START_TEST(rope_bad_arguments) {
   clf_tensor *x = th_empty(CLF_F32, 3, TH_SHAPE(2, 3, 24)), *y = th_empty(CLF_F32, 4, TH_SHAPE(2, 2, 5, 8));
   clf_tensor *p = th_empty(CLF_I32, 2, TH_SHAPE(2, 3)), *f = th_empty(CLF_F32, 1, TH_SHAPE(4));
   clf_tensor *pf = th_empty(CLF_F32, 2, TH_SHAPE(2, 3)), *p2 = th_empty(CLF_I64, 2, TH_SHAPE(2, 4));
-  clf_tensor *f3 = th_empty(CLF_F32, 1, TH_SHAPE(3)), *yodd = th_empty(CLF_F32, 4, TH_SHAPE(2, 2, 5, 7));
+  clf_tensor *f5 = th_empty(CLF_F32, 1, TH_SHAPE(5)), *yodd = th_empty(CLF_F32, 4, TH_SHAPE(2, 2, 5, 7));
   TH_OK(clf_split_heads_rope(th_ctx, x, 8, 2, p, f, 1.0f, y, NULL));
   TH_FAILS(clf_split_heads_rope(th_ctx, x, 9, 0, p, f, 1.0f, y, NULL), CLF_E_INVALID_ARG, "col_offset 9");
   TH_FAILS(clf_split_heads_rope(th_ctx, x, 0, 3, p, f, 1.0f, y, NULL), CLF_E_INVALID_ARG, "dst_pos 3");
   TH_FAILS(clf_split_heads_rope(th_ctx, x, 0, 0, pf, f, 1.0f, y, NULL), CLF_E_DTYPE, "positions is f32");
   TH_FAILS(clf_split_heads_rope(th_ctx, x, 0, 0, p2, f, 1.0f, y, NULL), CLF_E_SHAPE, "positions has shape [2, 4]");
   TH_FAILS(clf_split_heads_rope(th_ctx, x, 0, 0, NULL, f, 1.0f, y, NULL), CLF_E_INVALID_ARG, "positions is NULL");
-  TH_FAILS(clf_split_heads_rope(th_ctx, x, 0, 0, p, f3, 1.0f, y, NULL), CLF_E_SHAPE, "inv_freq has shape [3]");
+  /* more frequencies than half a head (8) has pairs; fewer (partial rotary) are fine */
+  TH_FAILS(clf_split_heads_rope(th_ctx, x, 0, 0, p, f5, 1.0f, y, NULL), CLF_E_SHAPE, "inv_freq has shape [5], expected [R] with 1 <= R <= Dh/2 = 4");
   TH_FAILS(clf_split_heads_rope(th_ctx, x, 0, 0, p, pf, 1.0f, y, NULL), CLF_E_SHAPE, "inv_freq");
   TH_FAILS(clf_split_heads_rope(th_ctx, x, 0, 0, p, f, 1.0f, yodd, NULL), CLF_E_SHAPE, "head dim 7 must be even");
   TH_FAILS(clf_split_heads_rope(th_ctx, x, 0, 0, p, f, INFINITY, y, NULL), CLF_E_INVALID_ARG, "scale");
   clf_tensor_destroy(x); clf_tensor_destroy(y); clf_tensor_destroy(p); clf_tensor_destroy(f);
-  clf_tensor_destroy(pf); clf_tensor_destroy(p2); clf_tensor_destroy(f3); clf_tensor_destroy(yodd);
+  clf_tensor_destroy(pf); clf_tensor_destroy(p2); clf_tensor_destroy(f5); clf_tensor_destroy(yodd);
 }
 END_TEST
 
@@ -630,6 +654,7 @@ static Suite *suite(void) {
   suite_add_tcase(s, tc);
   tc = tcase_create("rope");
   tcase_add_test(tc, rope_split_qkv_and_cache);
+  tcase_add_test(tc, rope_partial);
   tcase_add_test(tc, rope_large_positions);
   tcase_add_test(tc, rope_matches_torch_float32);
   tcase_add_test(tc, rope_bad_arguments);

@@ -20,6 +20,7 @@ typedef struct pcase {
   size_t len[4];   /* each sequence's positions held */
   size_t first[4]; /* its rows in the step: positions first..len-1 */
   int half;        /* pools of f16 (the reference reads the same rounded values) */
+  float softcap;   /* > 0: scores soft-capped (Gemma 2) */
 } pcase;
 
 /* CPU reference: row at position p of sequence s, head h. */
@@ -32,6 +33,7 @@ static void ref_row(const pcase *c, const float *q, const float *K, const float 
     double d = 0;
     for (size_t i = 0; i < c->Dh; i++) d += (double)q[i] * K[(hk * 1024 + j) * c->Dh + i];
     w[j] = d * scale;
+    if (c->softcap > 0) w[j] = c->softcap * tanh(w[j] / c->softcap);
     if (w[j] > mx) mx = w[j];
   }
   for (size_t j = lo; j <= p; j++) sum += (w[j] = exp(w[j] - mx));
@@ -136,7 +138,7 @@ static void run_case(const pcase *c, uint32_t seed) {
   clf_tensor *tm2 = th_tensor(CLF_I64, 1, TH_SHAPE(meta2_n), meta2);
   clf_tensor *tq = th_tensor(CLF_F32, 4, TH_SHAPE(1, H, T, Dh), q), *to = th_empty(CLF_F32, 3, TH_SHAPE(1, T, H * Dh));
   clf__paged_meta pm2 = {tm2, 0, T, 0, 2 * T, T, S, maxb, BS};
-  TH_OK(clf__paged_attention(th_ctx, tq, kp, vp, &pm2, c->window, scale, to));
+  TH_OK(clf__paged_attention(th_ctx, tq, kp, vp, &pm2, c->window, scale, c->softcap, to));
   float *got = th_download(to);
   TH_CLOSE(got, ref, T * H * Dh, 1e-5);
 
@@ -204,21 +206,40 @@ START_TEST(paged_half_pools) {
 }
 END_TEST
 
+/* Soft-capped scores (Gemma 2's attn_logit_softcapping) with a cap of
+ * 0.5, well inside the scores' range (|s| up to about 2 here), so that
+ * tanh bends most of them: both kernel shapes, a window and grouped heads,
+ * f32 and f16 pools, against the reference's cap * tanh(s / cap). */
+static void every_case_capped(void) {
+  const pcase cases[] = {{4, 2, 64, 4, 0, 4, {1, 5, 70, 133}, {0, 4, 60, 132}, 0, 0.5f},
+                         {2, 1, 80, 8, 0, 2, {9, 66}, {8, 0}, 1, 0.5f},
+                         {4, 2, 32, 4, 5, 3, {3, 12, 90}, {0, 6, 88}, 0, 0.5f}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i], 80 + (uint32_t)i);
+}
+
+START_TEST(paged_softcap) {
+  every_case_capped();
+  th_with_context("gpu", NULL, every_case_capped);
+}
+END_TEST
+
 START_TEST(paged_bad_arguments) {
   int64_t meta[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   clf_tensor *tm = th_tensor(CLF_I64, 1, TH_SHAPE(8), meta);
   clf_tensor *q = th_empty(CLF_F32, 4, TH_SHAPE(1, 3, 2, 8)), *kp = th_empty(CLF_F32, 4, TH_SHAPE(4, 2, 4, 8));
   clf_tensor *out = th_empty(CLF_F32, 3, TH_SHAPE(1, 2, 24));
   clf__paged_meta pm = {tm, 0, 2, 4, 6, 2, 1, 2, 4};
-  TH_FAILS(clf__paged_attention(th_ctx, q, kp, kp, &pm, 0, 1.0f, out), CLF_E_SHAPE, "not a multiple");
+  TH_FAILS(clf__paged_attention(th_ctx, q, kp, kp, &pm, 0, 1.0f, 0.0f, out), CLF_E_SHAPE, "not a multiple");
   clf__paged_meta big = {tm, 0, 2, 4, 6, 2, 2, 2, 4}; /* the table runs past the buffer */
   clf_tensor *q2 = th_empty(CLF_F32, 4, TH_SHAPE(1, 2, 2, 8)), *out2 = th_empty(CLF_F32, 3, TH_SHAPE(1, 2, 16));
-  TH_FAILS(clf__paged_attention(th_ctx, q2, kp, kp, &big, 0, 1.0f, out2), CLF_E_SHAPE, "does not fit");
+  TH_FAILS(clf__paged_attention(th_ctx, q2, kp, kp, &big, 0, 1.0f, 0.0f, out2), CLF_E_SHAPE, "does not fit");
   clf__paged_meta bs = {tm, 0, 2, 4, 6, 2, 1, 2, 8}; /* the pool's blocks are of 4 */
-  TH_FAILS(clf__paged_attention(th_ctx, q2, kp, kp, &bs, 0, 1.0f, out2), CLF_E_SHAPE, "k");
+  TH_FAILS(clf__paged_attention(th_ctx, q2, kp, kp, &bs, 0, 1.0f, 0.0f, out2), CLF_E_SHAPE, "k");
   clf_tensor *vh = th_empty(CLF_F16, 4, TH_SHAPE(4, 2, 4, 8)), *vi = th_empty(CLF_I32, 4, TH_SHAPE(4, 2, 4, 8));
-  TH_FAILS(clf__paged_attention(th_ctx, q2, kp, vh, &pm, 0, 1.0f, out2), CLF_E_DTYPE, "k is f32 and v f16");
-  TH_FAILS(clf__paged_attention(th_ctx, q2, vi, vi, &pm, 0, 1.0f, out2), CLF_E_DTYPE, "expected f32 or f16");
+  TH_FAILS(clf__paged_attention(th_ctx, q2, kp, vh, &pm, 0, 1.0f, 0.0f, out2), CLF_E_DTYPE, "k is f32 and v f16");
+  TH_FAILS(clf__paged_attention(th_ctx, q2, vi, vi, &pm, 0, 1.0f, 0.0f, out2), CLF_E_DTYPE, "expected f32 or f16");
+  TH_FAILS(clf__paged_attention(th_ctx, q2, kp, kp, &pm, 0, 1.0f, -1.0f, out2), CLF_E_INVALID_ARG,
+           "softcap is -1, must be finite and not negative");
   clf_tensor_destroy(vh), clf_tensor_destroy(vi);
   clf_tensor *src = th_empty(CLF_F32, 4, TH_SHAPE(1, 2, 3, 8));
   TH_FAILS(clf__kv_scatter(th_ctx, src, &pm, kp), CLF_E_SHAPE, "src");
@@ -235,6 +256,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, paged_window);
   tcase_add_test(tc, paged_gpu_class);
   tcase_add_test(tc, paged_half_pools);
+  tcase_add_test(tc, paged_softcap);
   tcase_add_test(tc, paged_bad_arguments);
   suite_add_tcase(s, tc);
   return s;

@@ -87,6 +87,7 @@ static const clf__layout_row rows[] = {
     CLF__FIELD(clf_attention_mask, causal),
     CLF__FIELD(clf_attention_mask, bias),
     CLF__FIELD(clf_attention_mask, window),
+    CLF__FIELD(clf_attention_mask, softcap),
 
     CLF__STRUCT(clf_array),
     CLF__FIELD(clf_array, name),

@@ -46,12 +46,13 @@ void clf__ref_rms_norm(const float *x, const float *r, const float *g, double ep
 }
 
 void clf__ref_rope_split(const float *x, size_t B, size_t L, size_t C, size_t col, const int64_t *pos,
-                         const float *inv_freq, double scale, size_t H, size_t Lcap, size_t Dh, size_t dst,
-                         double *y) {
-  const size_t half = Dh / 2;
+                         const float *inv_freq, size_t half, double scale, size_t H, size_t Lcap, size_t Dh,
+                         size_t dst, double *y) {
   for (size_t b = 0; b < B; b++)
     for (size_t l = 0; l < L; l++)
-      for (size_t h = 0; h < H; h++)
+      for (size_t h = 0; h < H; h++) {
+        for (size_t d = 2 * half; d < Dh; d++) /* the part left as it is */
+          y[((b * H + h) * Lcap + dst + l) * Dh + d] = x[(b * L + l) * C + col + h * Dh + d];
         for (size_t j = 0; j < half; j++) {
           const float angle = (float)pos[b * L + l] * inv_freq[j]; /* f32, as torch */
           const double c = cos((double)angle) * scale, s = sin((double)angle) * scale;
@@ -60,6 +61,7 @@ void clf__ref_rope_split(const float *x, size_t B, size_t L, size_t C, size_t co
           yh[j] = xh[j] * c - xh[j + half] * s;
           yh[j + half] = xh[j + half] * c + xh[j] * s;
         }
+      }
 }
 
 void clf__ref_softmax(const float *x, size_t rows, size_t D, double scale, double *y) {
@@ -116,6 +118,7 @@ static double attn_scores(const clf__ref_attn *a, size_t b, size_t h, size_t i, 
     double dot = 0;
     for (size_t d = 0; d < Dh; d++) dot += (double)qi[d] * kj[d];
     s[j] = a->scale * dot;
+    if (a->softcap > 0) s[j] = a->softcap * tanh(s[j] / a->softcap);
     if (a->bias)
       s[j] += a->bias[(((b % a->n_win) * a->bias_heads + (a->bias_heads == 1 ? 0 : h)) * Lq + i) * Lk + j];
     if (s[j] == -INFINITY) on[j] = 0;

@@ -30,10 +30,12 @@ void clf__ref_rms_norm(const float *x, const float *r, const float *g, double ep
 /* Head split with rotary embeddings (clf_split_heads_rope): x [B, L, C],
  * head h of row (b, l) at column col + h*Dh; pos [B, L]; the angle
  * pos * inv_freq[j] rounded to f32 (as torch forms it), its cos and sin in
- * double, times scale; y [B, H, Lcap, Dh] rows dst..dst+L-1 written. */
+ * double, times scale; y [B, H, Lcap, Dh] rows dst..dst+L-1 written.  The
+ * first 2 * half of each head rotated (inv_freq [half], half <= Dh / 2),
+ * the rest copied. */
 void clf__ref_rope_split(const float *x, size_t B, size_t L, size_t C, size_t col, const int64_t *pos,
-                         const float *inv_freq, double scale, size_t H, size_t Lcap, size_t Dh, size_t dst,
-                         double *y);
+                         const float *inv_freq, size_t half, double scale, size_t H, size_t Lcap, size_t Dh,
+                         size_t dst, double *y);
 
 /* y = softmax(scale * x) over rows of D; a row that is all -inf gives 0. */
 void clf__ref_softmax(const float *x, size_t rows, size_t D, double scale, double *y);
@@ -61,6 +63,7 @@ typedef struct clf__ref_attn {
   int merged;                /* out [B, Lq, H * Dh] instead of [B, H, Lq, Dh] */
   size_t Hkv;                /* KV heads of k and v (0: H); query head h reads h / (H / Hkv) */
   size_t window;             /* > 0: also drop keys j <= i + Lk - Lq - window */
+  double softcap;            /* > 0: each scaled score s made softcap * tanh(s / softcap), before the bias */
 } clf__ref_attn;
 void clf__ref_attention(const clf__ref_attn *a, const float *q, const float *k, const float *v, double *out);
 

@@ -179,7 +179,8 @@ static clf_status case_glu_q8(clf_context *ctx, const vcase *c, double *err) {
 }
 
 /* Attention, B = H = 2, head dim p[0], Lq p[1], kv_len p[2] of Lcap p[3],
- * with causal and key-padding masks and a per-head bias; the fused kernel
+ * with causal and key-padding masks, a per-head bias and the scores
+ * soft-capped at 1.5 (Gemma 2's, which bends scores of O(1)); the fused kernel
  * writes [B, H, Lq, Dh], the GEMM path the merged [B, Lq, H*Dh].  The
  * short CPU kernel, which a causal mask over several rows keeps from a
  * launch, is checked without one. */
@@ -201,12 +202,12 @@ static clf_status case_attention(clf_context *ctx, const vcase *c, double *err) 
   clf_tensor *to = vw_tensor(&w, CLF_F32, gemm ? 3 : 4, gemm ? sm : sq, NULL);
   if (!tq || !tk || !tv || !tp || !tb || !to) return vw_fail(&w);
   const float scale = (float)(1.0 / sqrt((double)Dh));
-  clf_attention_mask mask = {tp, causal, tb};
+  clf_attention_mask mask = {tp, causal, tb, 0, 1.5f};
   clf_status st = clf_attention(ctx, tq, tk, tv, Lk, &mask, scale, gemm ? CLF_ATTN_GEMM : CLF_ATTN_FUSED, to, NULL);
   if (st != CLF_OK) return vw_done(&w, st);
   float *o = vw_download(&w, to);
   if (!o) return vw_fail(&w);
-  const clf__ref_attn ra = {B, H, Lq, Lk, Lcap, Dh, scale, causal, pad, bias, 1, H, gemm};
+  const clf__ref_attn ra = {B, H, Lq, Lk, Lcap, Dh, scale, causal, pad, bias, 1, H, gemm, 0, 0, 1.5};
   clf__ref_attention(&ra, q, k, v, ref);
   *err = rel_error(o, ref, B * H * Lq * Dh);
   return vw_done(&w, CLF_OK);

@@ -204,9 +204,12 @@ static clf_status gm_put(clf_context *ctx, const clf_gguf *g, const char *file, 
 }
 
 /* What the config cannot say: RoPE beyond linear scaling, partial rotary
- * dims.  (RoPE frequency factors, rope_freqs.weight, are a tensor the
- * model reads, where the architecture's rows name it.) */
-static clf_status gm_rope(clf_context *ctx, const clf_gguf *g, const char *file, const char *arch, cJSON *cfg) {
+ * dims but where the architecture takes them (CLF__GGUF_PARTIAL: then
+ * partial_rotary_factor, rope.dimension_count / head size).  (RoPE
+ * frequency factors, rope_freqs.weight, are a tensor the model reads, where
+ * the architecture's rows name it.) */
+static clf_status gm_rope(clf_context *ctx, const clf_gguf *g, const char *file, const char *arch, unsigned config,
+                          cJSON *cfg) {
   char key[160];
   const char *type = NULL;
   clf_status st;
@@ -223,9 +226,12 @@ static clf_status gm_rope(clf_context *ctx, const clf_gguf *g, const char *file,
     clf__gguf_meta_int(NULL, g, file, key, 0, &dim);
     snprintf(key, sizeof key, "%s.attention.key_length", arch);
     clf__gguf_meta_int(NULL, g, file, key, heads > 0 ? dim / heads : 0, &klen);
-    if (rot != klen)
+    if (rot != klen && (!(config & CLF__GGUF_PARTIAL) || rot > klen))
       return clf__fail(ctx, CLF_E_UNSUPPORTED, "%s: %s.rope.dimension_count %lld is not the head size %lld (partial "
-                       "rotary embeddings are not supported)", file, arch, (long long)rot, (long long)klen);
+                       "rotary embeddings are not supported%s)", file, arch, (long long)rot, (long long)klen,
+                       rot > klen ? "; nor more than the head" : " for this architecture");
+    if (rot != klen && !cJSON_AddNumberToObject(cfg, "partial_rotary_factor", (double)rot / (double)klen))
+      return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "config: out of host memory");
   }
   if (!type || strcmp(type, "none") == 0) return CLF_OK;
   if (strcmp(type, "linear") != 0)
@@ -325,7 +331,7 @@ static clf_status gm_fill(clf_context *ctx, const clf_gguf *g, const char *file,
     if ((st = gm_put(ctx, g, file, a->arch, &gm_token_ids[k], cfg)) != CLF_OK) return st;
   if ((st = gm_fixed(ctx, a, cfg)) != CLF_OK) return st;
   if ((a->config & CLF__GGUF_ROPE) &&
-      ((st = gm_head_dim(ctx, g, file, a, cfg)) != CLF_OK || (st = gm_rope(ctx, g, file, a->arch, cfg)) != CLF_OK))
+      ((st = gm_head_dim(ctx, g, file, a, cfg)) != CLF_OK || (st = gm_rope(ctx, g, file, a->arch, a->config, cfg)) != CLF_OK))
     return st;
   return gm_vocab(ctx, g, file, cfg);
 }

@@ -58,6 +58,7 @@ typedef struct clf__gguf_name {
 enum {
   CLF__GGUF_ROPE = 1,     /* head_dim from attention.key_length, and the RoPE checks */
   CLF__GGUF_HEAD_DIM = 2, /* a head size other than hidden / heads is refused */
+  CLF__GGUF_PARTIAL = 4,  /* rope.dimension_count below the head size is partial_rotary_factor (else refused) */
 };
 
 typedef struct clf__gguf_arch {
@@ -65,7 +66,7 @@ typedef struct clf__gguf_arch {
   const char *hf_class; /* config.json's architectures */
   const clf__gguf_key *keys;
   size_t n_keys;
-  unsigned config;     /* CLF__GGUF_ROPE, CLF__GGUF_HEAD_DIM */
+  unsigned config;     /* CLF__GGUF_ROPE, CLF__GGUF_HEAD_DIM, CLF__GGUF_PARTIAL */
   const char *fixed;   /* a JSON object of config entries the metadata does not hold, or NULL */
   const char *prefix;  /* "model.": a name looked up without it is looked up with it, for messages */
   const clf__gguf_name *whole;

@@ -78,7 +78,8 @@ static clf_status attn_paged(clf_context *ctx, const clf__attn *a, const clf_ten
       (st = clf_split_heads(ctx, proj, Q + KV, 0, v, NULL)) != CLF_OK ||
       (st = clf__kv_scatter(ctx, k, kv->paged, kv->k)) != CLF_OK ||
       (st = clf__kv_scatter(ctx, v, kv->paged, kv->v)) != CLF_OK ||
-      (st = clf__paged_attention(ctx, q, kv->k, kv->v, kv->paged, mask ? mask->window : 0, a->scale, ctxm)) !=
+      (st = clf__paged_attention(ctx, q, kv->k, kv->v, kv->paged, mask ? mask->window : 0, a->scale,
+                                  mask ? mask->softcap : 0.0f, ctxm)) !=
           CLF_OK)
     return st;
   return attn_out(ctx, a, ctxm, y, out_bias);

@@ -25,6 +25,7 @@
   X(mistral)             \
   X(qwen2)               \
   X(qwen3)               \
+  X(gemma2)              \
   X(gemma3_text)         \
   X(gemma3)              \
   X(phi3)                \

@@ -18,6 +18,7 @@
 typedef struct llama {
   clf__decoder dec; /* the runtime's: caches of the KV heads [B, Hkv, cap, Dh] */
   size_t V, D, H, Hkv, Dh, F, P, n_layers, window;
+  size_t rot; /* the rotated part of a head: Dh, or less (partial_rotary_factor) */
   size_t limit; /* the longest sequence: max_position_embeddings (dynamic: x factor) */
   float eps;
   clf_activation act;
@@ -26,13 +27,14 @@ typedef struct llama {
   clf_tensor *embed;
   clf__ln norm;
   clf__layer *layers;
-  /* RoPE: inv_freq [Dh/2] on the device for the sequence length rope_dev
+  /* RoPE: inv_freq [rot/2] on the device for the sequence length rope_dev
    * (0: the initial frequencies); rope_cached is transformers' dynamic state
    * (max_seq_len_cached, 0: the original), advanced per generation step */
   clf_tensor *inv_freq;
   size_t rope_dev, rope_cached;
   float embed_scale;        /* the embeddings' factor: 1, or sqrt(hidden_size) (Gemma) */
-  clf_tensor *local_freq;   /* the sliding-window layers' own inv_freq [Dh / 2] (Gemma 3), or NULL */
+  float attn_softcap;       /* attn_logit_softcapping (Gemma 2): scores capped at it; 0: none */
+  clf_tensor *local_freq;   /* the sliding-window layers' own inv_freq [rot / 2] (Gemma 3), or NULL */
 } llama;
 
 static const char *const llama_outputs[] = {"logits", "last_hidden_state"};
@@ -81,7 +83,7 @@ static clf_status rope_sync(clf_context *ctx, llama *g, size_t len) {
   if (len == g->rope_dev) return CLF_OK;
   float f[512];
   clf__rope_inv_freq(&g->rope, len, f);
-  clf_status st = clf_tensor_upload(ctx, g->inv_freq, f, g->Dh / 2 * sizeof *f);
+  clf_status st = clf_tensor_upload(ctx, g->inv_freq, f, g->rot / 2 * sizeof *f);
   if (st == CLF_OK) g->rope_dev = len;
   return st;
 }
@@ -116,7 +118,7 @@ static clf_status llama_body(clf_model *m, const clf__step *s, clf_tensor **out)
   if ((st = rope_update(m->ctx, g, s->max_pos)) != CLF_OK || (st = clf__decoder_stream(m, s, &h, &a)) != CLF_OK ||
       (st = clf_embedding(m->ctx, g->embed, s->ids, g->embed_scale, 0, h, NULL)) != CLF_OK)
     return st;
-  const clf_attention_mask mask = {s->mask, 1, NULL, g->window};
+  const clf_attention_mask mask = {s->mask, 1, NULL, g->window, g->attn_softcap};
   const clf__rotary rot = {s->pos, g->inv_freq, g->local_freq, g->rope.attn_scale};
   *out = a;
   return clf__decoder_stack(m, g->layers, g->n_layers, &g->norm, s, &mask, &rot, h, a);
@@ -201,8 +203,8 @@ static clf_status rope_num(clf_context *ctx, const cJSON *rs, const char *type, 
 static clf_status rope_factors(clf_context *ctx, const cJSON *rs, const char *key, size_t n, float *f) {
   const cJSON *a = cJSON_GetObjectItemCaseSensitive(rs, key), *e;
   if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != (int)n)
-    return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: rope_scaling longrope needs \"%s\", a list of head_dim / 2 "
-                     "(%zu) numbers", key, n);
+    return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: rope_scaling longrope needs \"%s\", a list of the rotary "
+                     "head_dim / 2 (%zu) numbers", key, n);
   size_t i = 0;
   cJSON_ArrayForEach(e, a) {
     if (!cJSON_IsNumber(e) || !(e->valuedouble > 0) || !isfinite(e->valuedouble))
@@ -216,8 +218,8 @@ static clf_status rope_factors(clf_context *ctx, const cJSON *rs, const char *ke
  * the switch at original_max_position_embeddings, and the attention
  * factor (given, else sqrt(1 + ln(max / original) / ln(original)) when the
  * model reaches past its original length), as transformers 4.53. */
-static clf_status read_longrope(clf_context *ctx, const cJSON *rs, const clf__llama_dims *d, clf__rope *r) {
-  const size_t half = (size_t)(d->Dh ? d->Dh : d->D / (d->H ? d->H : 1)) / 2;
+static clf_status read_longrope(clf_context *ctx, const cJSON *rs, const clf__llama_dims *d, size_t half,
+                                clf__rope *r) {
   clf_status st;
   if (d->orig_max <= 0)
     return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: rope_scaling longrope needs original_max_position_embeddings");
@@ -236,7 +238,7 @@ static clf_status read_longrope(clf_context *ctx, const cJSON *rs, const clf__ll
 /* rope_scaling: null, or {"rope_type" (or "type"): linear | dynamic | llama3 | longrope, factor, ...}.
  * Mistral's rotary embedding (4.46) ignores it. */
 static clf_status read_rope(clf_context *ctx, const char *model_type, const clf__llama_dims *d, const clf__config *c,
-                            clf__rope *r) {
+                            size_t half, clf__rope *r) {
   const cJSON *rs = cJSON_GetObjectItemCaseSensitive(clf__config_json(c), "rope_scaling");
   r->type = CLF__ROPE_DEFAULT;
   if (!rs || cJSON_IsNull(rs) || strcmp(model_type, "mistral") == 0) return CLF_OK;
@@ -247,7 +249,7 @@ static clf_status read_rope(clf_context *ctx, const char *model_type, const clf_
   const char *type = t->valuestring;
   clf_status st;
   if (strcmp(type, "default") == 0) return CLF_OK;
-  if (strcmp(type, "longrope") == 0 || strcmp(type, "su") == 0) return read_longrope(ctx, rs, d, r);
+  if (strcmp(type, "longrope") == 0 || strcmp(type, "su") == 0) return read_longrope(ctx, rs, d, half, r);
   if (strcmp(type, "linear") == 0) r->type = CLF__ROPE_LINEAR;
   else if (strcmp(type, "dynamic") == 0) r->type = CLF__ROPE_DYNAMIC;
   else if (strcmp(type, "llama3") == 0) r->type = CLF__ROPE_LLAMA3;
@@ -285,7 +287,15 @@ static clf_status llama_sizes(clf_context *ctx, const char *type, const clf__lla
   if (dh % 2 || dh > 1024)
     return clf__fail(ctx, CLF_E_UNSUPPORTED, "clf_model_load: %s head_dim %ld: rotary embeddings need an even "
                      "head_dim of at most 1024", type, dh);
-  g->V = d->V, g->D = d->D, g->F = d->F, g->H = d->H, g->Hkv = hkv, g->Dh = dh, g->P = d->P;
+  /* transformers' int(head_dim * partial_rotary_factor), but for a product
+   * a hair below a whole number (a GGUF file's rope.dimension_count / head
+   * size, rounded down in binary, times the head size) */
+  const double frac = d->rotary_frac != 0 ? d->rotary_frac : 1.0;
+  const long rot = frac <= 1.0 ? (long)floor((double)dh * frac + 1e-6) : -1;
+  if (!isfinite(frac) || rot < 2 || rot % 2)
+    return clf__fail(ctx, CLF_E_UNSUPPORTED, "clf_model_load: %s partial_rotary_factor %g of head_dim %ld rotates %ld "
+                     "dimensions: it must rotate an even number, at least 2, of at most head_dim", type, frac, dh, rot);
+  g->V = d->V, g->D = d->D, g->F = d->F, g->H = d->H, g->Hkv = hkv, g->Dh = dh, g->P = d->P, g->rot = (size_t)rot;
   g->n_layers = d->N;
   g->eps = (float)d->eps;
   return CLF_OK;
@@ -349,8 +359,23 @@ static clf_status llama_load_weights(clf_model *m, const clf__llama_dims *d, con
                                 g->embed);
 }
 
+/* A factor tensor `name` of n finite positive f32 values into f. */
+static clf_status read_factor_tensor(clf_context *ctx, const clf__weights *w, const char *name, size_t n, float *f) {
+  float *v = NULL;
+  size_t got[8];
+  clf_status st = clf__weights_read(ctx, w, name, 1, (size_t[]){n}, &v, got);
+  if (st != CLF_OK) return st;
+  for (size_t i = 0; i < n && st == CLF_OK; i++)
+    if (!(v[i] > 0.0f) || !isfinite(v[i]))
+      st = clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s[%zu] is %g: frequency factors must be finite and "
+                     "positive", name, i, (double)v[i]);
+  if (st == CLF_OK) memcpy(f, v, n * sizeof *f);
+  free(v);
+  return st;
+}
+
 /* rope_freqs.weight (a GGUF file's frequency factors, "model." or not):
- * f32 [Dh / 2] of finite positive factors into r; none is fine.  Not with a
+ * f32 [rot / 2] of finite positive factors into r; none is fine.  Not with a
  * rope_scaling that rescales the frequencies by the length (dynamic) or
  * computes such factors itself (llama3): the file's would apply twice. */
 static clf_status read_rope_factors(clf_context *ctx, const clf__weights *w, const char *type, size_t half,
@@ -362,17 +387,43 @@ static clf_status read_rope_factors(clf_context *ctx, const clf__weights *w, con
     return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s has both frequency factors (%s) and rope_scaling of type "
                      "\"%s\": they would scale the frequencies twice", type, name,
                      r->type == CLF__ROPE_DYNAMIC ? "dynamic" : r->type == CLF__ROPE_LLAMA3 ? "llama3" : "longrope");
-  float *f = NULL;
-  size_t got[8];
-  clf_status st = clf__weights_read(ctx, w, name, 1, (size_t[]){half}, &f, got);
-  if (st != CLF_OK) return st;
-  for (size_t i = 0; i < half && st == CLF_OK; i++)
-    if (!(f[i] > 0.0f) || !isfinite(f[i]))
-      st = clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s[%zu] is %g: frequency factors must be finite and "
-                     "positive", name, i, (double)f[i]);
-  if (st == CLF_OK) memcpy(r->factors, f, half * sizeof *f), r->has_factors = 1;
-  free(f);
+  clf_status st = read_factor_tensor(ctx, w, name, half, r->factors);
+  if (st == CLF_OK) r->has_factors = 1;
   return st;
+}
+
+/* A GGUF file's longrope (llama.cpp's conversion of Phi-3's rope_scaling
+ * longrope / su): the tensors rope_factors_long and _short.weight, f32
+ * [half] each, with the switch at original_max_position_embeddings
+ * (rope.scaling.original_context_length) and the attention factor
+ * rope.scaling.attn_factor (kept as rope_attn_factor; absent: transformers'
+ * sqrt(1 + ln(max / original) / ln(original)), which the converter writes).
+ * Neither tensor is fine; one without the other, or beside a config's own
+ * rope_scaling, is refused. */
+static clf_status read_longrope_tensors(clf_context *ctx, const clf__weights *w, const clf__llama_dims *d,
+                                        const char *type, size_t half, clf__rope *r) {
+  const char *const longs[] = {"model.rope_factors_long.weight", "rope_factors_long.weight", NULL};
+  const char *const shorts[] = {"model.rope_factors_short.weight", "rope_factors_short.weight", NULL};
+  const char *ln = clf__weights_pick(w, longs), *sn = clf__weights_pick(w, shorts);
+  if (!ln && !sn) return CLF_OK;
+  if (!ln || !sn)
+    return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s has %s but not %s: longrope needs both factor lists",
+                     type, ln ? ln : sn, ln ? "rope_factors_short.weight" : "rope_factors_long.weight");
+  if (r->type != CLF__ROPE_DEFAULT)
+    return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s has both longrope factor tensors (%s) and its own "
+                     "rope_scaling: they would scale the frequencies twice", type, ln);
+  if (d->orig_max <= 0)
+    return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s longrope factors (%s) need "
+                     "original_max_position_embeddings", type, ln);
+  clf_status st;
+  if ((st = read_factor_tensor(ctx, w, ln, half, r->long_factors)) != CLF_OK ||
+      (st = read_factor_tensor(ctx, w, sn, half, r->short_factors)) != CLF_OK)
+    return st;
+  r->type = CLF__ROPE_LONGROPE, r->orig_max = (size_t)d->orig_max;
+  const double factor = (double)d->P / (double)d->orig_max;
+  if (d->rope_attn_factor > 0) r->attn_scale = (float)d->rope_attn_factor;
+  else r->attn_scale = factor <= 1.0 ? 1.0f : (float)sqrt(1.0 + log(factor) / log((double)d->orig_max));
+  return CLF_OK;
 }
 
 /* The RoPE settings, the frequencies' device tensor and the sequence limit. */
@@ -380,10 +431,11 @@ static clf_status llama_rope_init(clf_model *m, const clf__llama_dims *d, const 
   clf_context *ctx = m->ctx;
   llama *g = m->impl;
   clf_status st;
-  if ((st = read_rope(ctx, m->type, d, c, &g->rope)) != CLF_OK ||
-      (st = read_rope_factors(ctx, w, m->type, g->Dh / 2, &g->rope)) != CLF_OK)
+  if ((st = read_rope(ctx, m->type, d, c, g->rot / 2, &g->rope)) != CLF_OK ||
+      (st = read_rope_factors(ctx, w, m->type, g->rot / 2, &g->rope)) != CLF_OK ||
+      (st = read_longrope_tensors(ctx, w, d, m->type, g->rot / 2, &g->rope)) != CLF_OK)
     return st;
-  g->rope.dim = g->Dh, g->rope.theta = d->theta, g->rope.max_pos = g->P;
+  g->rope.dim = g->rot, g->rope.theta = d->theta, g->rope.max_pos = g->P;
   if (!(d->theta > 0) || !isfinite(d->theta))
     return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s rope_theta %g is not positive", m->type, d->theta);
   g->limit = g->P;
@@ -391,7 +443,7 @@ static clf_status llama_rope_init(clf_model *m, const clf__llama_dims *d, const 
     const double lim = (double)g->P * g->rope.factor;
     g->limit = lim > (double)(1L << 40) ? (size_t)1 << 40 : (size_t)lim;
   }
-  if ((st = clf_tensor_create(ctx, CLF_F32, 1, (size_t[]){g->Dh / 2}, &g->inv_freq)) != CLF_OK ||
+  if ((st = clf_tensor_create(ctx, CLF_F32, 1, (size_t[]){g->rot / 2}, &g->inv_freq)) != CLF_OK ||
       (st = clf__params_add(ctx, &m->params, g->inv_freq)) != CLF_OK)
     return st;
   g->rope_dev = (size_t)-1;
@@ -424,16 +476,17 @@ static clf_status layer_types(clf_model *m, const clf__llama_dims *d, const clf_
   return CLF_OK;
 }
 
-/* Gemma 3: all but every sliding_window_pattern-th layer. */
+/* Gemma: all but every sliding_window_pattern-th layer. */
 static int gemma_sliding(const clf__llama_dims *d, size_t i) { return (long)((i + 1) % (size_t)d->window_pattern) != 0; }
 
 /* Qwen3: the layers from max_window_layers on. */
 static int qwen3_sliding(const clf__llama_dims *d, size_t i) { return (long)i >= d->max_window_layers; }
 
-/* Gemma 3's layers: which see a sliding window (layer_types or
- * sliding_window_pattern), its size, and their own RoPE frequencies
- * (rope_local_base_freq, no scaling). */
-static clf_status layer_windows(clf_model *m, const clf__llama_dims *d, const clf__config *c) {
+/* Gemma's layers: which see a sliding window (layer_types or
+ * sliding_window_pattern), its size, and (Gemma 3, local_rope) their own
+ * RoPE frequencies (rope_local_base_freq, no scaling); Gemma 2's windowed
+ * layers rotate as the others. */
+static clf_status layer_windows(clf_model *m, const clf__llama_dims *d, const clf__config *c, int local_rope) {
   clf_context *ctx = m->ctx;
   llama *g = m->impl;
   if (d->window <= 0 || d->window > (1L << 30))
@@ -444,13 +497,14 @@ static clf_status layer_windows(clf_model *m, const clf__llama_dims *d, const cl
                      d->window_pattern);
   clf_status st = layer_types(m, d, c, (size_t)d->window, gemma_sliding);
   if (st != CLF_OK) return st;
+  if (!local_rope) return CLF_OK;
   if (!(d->local_theta > 0) || !isfinite(d->local_theta))
     return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s rope_local_base_freq %g is not positive", m->type,
                      d->local_theta);
-  const clf__rope r = {.type = CLF__ROPE_DEFAULT, .dim = g->Dh, .theta = d->local_theta};
+  const clf__rope r = {.type = CLF__ROPE_DEFAULT, .dim = g->rot, .theta = d->local_theta};
   float f[512];
   clf__rope_inv_freq(&r, 0, f);
-  st = clf_tensor_from_f32(ctx, CLF_F32, 1, (size_t[]){g->Dh / 2}, f, &g->local_freq);
+  st = clf_tensor_from_f32(ctx, CLF_F32, 1, (size_t[]){g->rot / 2}, f, &g->local_freq);
   return st == CLF_OK ? clf__params_add(ctx, &m->params, g->local_freq) : st;
 }
 
@@ -469,7 +523,7 @@ clf_status clf__llama_load(clf_model *m, const void *dims, const clf__config *c,
     return clf__fail(ctx, CLF_E_UNSUPPORTED, "clf_model_load: %s %s \"%s\" is not supported", m->type,
                      k->act_key ? k->act_key : "hidden_act", d->act);
   if ((st = llama_rope_init(m, d, c, w)) != CLF_OK) return st;
-  if (k->layer_windows && (st = layer_windows(m, d, c)) != CLF_OK) return st;
+  if (k->layer_windows && (st = layer_windows(m, d, c, k->local_rope)) != CLF_OK) return st;
   /* Qwen3: sliding_window (with use_sliding_window) only in the layers
    * from max_window_layers on, at the same frequencies */
   if (k->window_from_layer && g->window) {
@@ -480,9 +534,10 @@ clf_status clf__llama_load(clf_model *m, const void *dims, const clf__config *c,
                        d->max_window_layers);
     if ((st = layer_types(m, d, c, window, qwen3_sliding)) != CLF_OK) return st;
   }
-  if (d->attn_softcap > 0)
-    return clf__fail(ctx, CLF_E_UNSUPPORTED, "clf_model_load: %s attn_logit_softcapping %g: soft-capped attention "
-                     "scores are not supported", m->type, d->attn_softcap);
+  if (!(d->attn_softcap >= 0) || !isfinite(d->attn_softcap) || !(d->softcap >= 0) || !isfinite(d->softcap))
+    return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: %s attn_logit_softcapping %g or final_logit_softcapping %g is "
+                     "not a finite number of at least 0", m->type, d->attn_softcap, d->softcap);
+  g->attn_softcap = (float)d->attn_softcap;
   g->embed_scale = k->scale_embed ? (float)sqrt((double)g->D) : 1.0f;
   g->base = !clf__weights_has(w, "lm_head.weight") && !d->tie;
   for (size_t i = 0; i < CLF__ARRAY_LEN(k->causal) && k->causal[i]; i++)

@@ -2,7 +2,9 @@
  * (llama.h) over the checkpoint's own fused weights, qkv_proj
  * [H Dh + 2 Hkv Dh, D] and gate_up_proj [2F, D] (gate first), a sliding
  * window where the config sets one, and longrope (or "su") RoPE scaling
- * with its short and long factors.  As transformers 4.53.
+ * with its short and long factors, rotary embeddings on the first part of
+ * each head only where partial_rotary_factor < 1 (Phi-4-mini).  As
+ * transformers 4.53.
  */
 #include "family.h"
 #include "llama.h"
@@ -12,6 +14,7 @@ static const clf__config_key phi3_keys[] = {
     CLF__LLAMA_KEYS(4096, 0),
     CLF__OPT(clf__llama_dims, orig_max, "original_max_position_embeddings", INT, 4096),
     CLF__OPT(clf__llama_dims, rotary_frac, "partial_rotary_factor", FLOAT, 1.0),
+    CLF__OPT(clf__llama_dims, rope_attn_factor, "rope_attn_factor", FLOAT, 0), /* GGUF's attn_factor (below) */
 };
 
 /* layers.N.: the checkpoint's fused q, k, v and gate, up as they are. */
@@ -28,10 +31,6 @@ static const clf__llama_kind phi3_kind = {phi3_layer_rows, CLF__ARRAY_LEN(phi3_l
                                           {"Phi3Model"}, 0, CLF__LLAMA_WINDOW_IF_SET};
 
 static clf_status phi3_load(clf_model *m, const void *dims, const clf__config *c, const clf__weights *w) {
-  const clf__llama_dims *d = dims;
-  if (d->rotary_frac != 1.0)
-    return clf__fail(m->ctx, CLF_E_UNSUPPORTED, "clf_model_load: phi3 partial_rotary_factor %g: rotating part of "
-                     "each head (Phi-4-mini) is not supported", d->rotary_frac);
   return clf__llama_load(m, dims, c, w, &phi3_kind);
 }
 
@@ -41,9 +40,9 @@ static void phi3_gemms(const void *dims, const clf__config *c, size_t T, clf__ge
 
 /* ---- GGUF: llama.cpp's phi3 (convert_hf_to_gguf's Phi3MiniModel) ------- */
 
-/* The window where the file has one; a longrope file's factors
- * (rope_factors_long / _short.weight) are not read: no row names them, so
- * such a file is refused naming them. */
+/* The window where the file has one; longrope as the converter writes it:
+ * its factors as the tensors rope_factors_long / _short.weight, its
+ * attention factor as rope.scaling.attn_factor (read by llama.c). */
 static const clf__gguf_key phi3_gguf_keys[] = {
     CLF__GGUF_INT_KEY("%s.context_length", "max_position_embeddings", 0, 1, 1LL << 30),
     CLF__GGUF_INT_KEY("%s.rope.scaling.original_context_length", "original_max_position_embeddings", 0, 1, 1LL << 30),
@@ -56,11 +55,14 @@ static const clf__gguf_key phi3_gguf_keys[] = {
     CLF__GGUF_INT_KEY("%s.attention.sliding_window", "sliding_window", 0, 1, 1LL << 30),
     CLF__GGUF_NUM_KEY("%s.attention.layer_norm_rms_epsilon", "rms_norm_eps", EPSILON),
     CLF__GGUF_INT_KEY("%s.vocab_size", "vocab_size", 0, 1, 1LL << 31),
+    CLF__GGUF_NUM_KEY("%s.rope.scaling.attn_factor", "rope_attn_factor", POSITIVE),
 };
 static const clf__gguf_name phi3_gguf_whole[] = {
     {"token_embd.weight", "model.embed_tokens.weight"},
     {"output_norm.weight", "model.norm.weight"},
     {"output.weight", "lm_head.weight"},
+    {"rope_factors_long.weight", "model.rope_factors_long.weight"},
+    {"rope_factors_short.weight", "model.rope_factors_short.weight"},
 };
 /* ffn_up is the fused gate_up_proj, as the checkpoint's. */
 static const clf__gguf_name phi3_gguf_layer[] = {
@@ -68,7 +70,7 @@ static const clf__gguf_name phi3_gguf_layer[] = {
     {"ffn_norm", "post_attention_layernorm"}, {"ffn_up", "mlp.gate_up_proj"}, {"ffn_down", "mlp.down_proj"},
 };
 static const clf__gguf_arch phi3_gguf = {"phi3", "Phi3ForCausalLM", phi3_gguf_keys, CLF__ARRAY_LEN(phi3_gguf_keys),
-                                         CLF__GGUF_ROPE | CLF__GGUF_HEAD_DIM, NULL, "model.", phi3_gguf_whole,
+                                         CLF__GGUF_ROPE | CLF__GGUF_HEAD_DIM | CLF__GGUF_PARTIAL, NULL, "model.", phi3_gguf_whole,
                                          CLF__ARRAY_LEN(phi3_gguf_whole), "model.layers", phi3_gguf_layer,
                                          CLF__ARRAY_LEN(phi3_gguf_layer)};
 

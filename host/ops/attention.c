@@ -35,6 +35,7 @@ typedef struct attn_args {
   int causal, merged;
   cl_uint window; /* 0: none (a window of Lk or more masks nothing) */
   float scale;
+  float softcap; /* mask->softcap: 0 none */
   /* Where the CPU shape reads (attn_fused_cpu; the other kernels take q, k
    * and v whole): the first float of each past its tensor's offset, and the
    * strides of q and of k and v (batch, head, row) in floats. */
@@ -295,7 +296,7 @@ static attn_mask_kargs attn_mask_of(const attn_args *a) {
 }
 
 /* attn_fused(q, q_off, k, k_off, v, v_off, <mask>, out, out_off, out_h,
- * out_i, n_bkv, H, G, Lq, Lk, Lcap, causal, window, scale), and for
+ * out_i, n_bkv, H, G, Lq, Lk, Lcap, causal, window, scale, softcap), and for
  * attn_fused_cpu (cpu) then q_bs, q_hs, q_is, kv_bs, kv_hs, kv_is. */
 static clf_status attn_fused_set_args(clf_context *ctx, clf__kernel *kr, const attn_args *a, int cpu) {
   const attn_mask_kargs m = attn_mask_of(a);
@@ -311,7 +312,8 @@ static clf_status attn_fused_set_args(clf_context *ctx, clf__kernel *kr, const a
   const attn_karg args[] = {KARG(a->q->buf), KARG(q_off),   KARG(a->k->buf),   KARG(k_off),   KARG(a->v->buf),
                             KARG(v_off),     MASK_KARGS(m), KARG(a->out->buf), KARG(out_off), KARG(out_h),
                             KARG(out_i),     KARG(n_bkv),   KARG(H),           KARG(G),       KARG(Lq),
-                            KARG(Lk),        KARG(Lcap),    KARG(causal),      KARG(window),  KARG(scale)};
+                            KARG(Lk),        KARG(Lcap),    KARG(causal),      KARG(window),  KARG(scale),
+                            KARG(a->softcap)};
   clf_status st = attn_set_args(ctx, kr, args, (cl_uint)CLF__ARRAY_LEN(args));
   if (st != CLF_OK || !cpu) return st;
   const cl_uint q_bs = (cl_uint)a->q_bs, q_hs = (cl_uint)a->q_hs, q_is = (cl_uint)a->q_is;
@@ -320,7 +322,7 @@ static clf_status attn_fused_set_args(clf_context *ctx, clf__kernel *kr, const a
   return attn_set_args_at(ctx, kr, (cl_uint)CLF__ARRAY_LEN(args), strides, (cl_uint)CLF__ARRAY_LEN(strides));
 }
 
-/* attn_softmax(s, s_off, <mask>, n_rows, H, Lq, Lk, causal, window) on the
+/* attn_softmax(s, s_off, <mask>, n_rows, H, Lq, Lk, causal, window, softcap) on the
  * scores s (at offset 0). */
 static clf_status attn_softmax_set_args(clf_context *ctx, clf__kernel *kr, const attn_args *a, cl_mem s) {
   const attn_mask_kargs m = attn_mask_of(a);
@@ -329,7 +331,7 @@ static clf_status attn_softmax_set_args(clf_context *ctx, clf__kernel *kr, const
   const cl_uint window = a->window;
   const cl_int causal = a->causal;
   const attn_karg args[] = {KARG(s),  KARG(s_off), MASK_KARGS(m), KARG(n_rows), KARG(H),
-                            KARG(Lq), KARG(Lk),    KARG(causal),  KARG(window)};
+                            KARG(Lq), KARG(Lk),    KARG(causal),  KARG(window), KARG(a->softcap)};
   return attn_set_args(ctx, kr, args, (cl_uint)CLF__ARRAY_LEN(args));
 }
 
@@ -430,7 +432,12 @@ static clf_status attn_check_mask(clf_context *ctx, const char *op, const clf_at
   a->bias_bstride = a->bias_hstride = 0;
   a->causal = 0;
   a->window = 0;
+  a->softcap = 0.0f;
   if (!mask) return CLF_OK;
+  if (!isfinite(mask->softcap) || mask->softcap < 0.0f)
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: mask->softcap is %g, must be finite and not negative (0: none)", op,
+                     (double)mask->softcap);
+  a->softcap = mask->softcap;
   a->causal = mask->causal != 0;
   /* A window of kv_len or more hides nothing (every position is < kv_len). */
   a->window = mask->window < a->Lk ? (cl_uint)mask->window : 0u;

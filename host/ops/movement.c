@@ -328,9 +328,9 @@ clf_status clf_split_heads_rope(clf_context *ctx, const clf_tensor *x, size_t co
     return clf__fail(ctx, CLF_E_SHAPE, "%s: positions has shape %s, expected [B, L] = [%zu, %zu]", op,
                      clf__shape_str(positions, sb, sizeof(sb)), B, L);
   if ((st = clf__check_tensor(ctx, op, "inv_freq", inv_freq, CLF_F32, 1, 1)) != CLF_OK) return st;
-  if (inv_freq->shape[0] != Dh / 2)
-    return clf__fail(ctx, CLF_E_SHAPE, "%s: inv_freq has shape %s, expected [Dh/2] = [%zu]", op,
-                     clf__shape_str(inv_freq, sb, sizeof(sb)), Dh / 2);
+  if (inv_freq->shape[0] < 1 || inv_freq->shape[0] > Dh / 2)
+    return clf__fail(ctx, CLF_E_SHAPE, "%s: inv_freq has shape %s, expected [R] with 1 <= R <= Dh/2 = %zu (R < Dh/2: "
+                     "the first 2R of each head rotated)", op, clf__shape_str(inv_freq, sb, sizeof(sb)), Dh / 2);
   if (!isfinite(scale)) return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: scale is %g, must be finite", op, (double)scale);
   if ((st = clf__check_fits_u32(ctx, op, "positions", positions)) != CLF_OK) return st;
 
@@ -340,12 +340,14 @@ clf_status clf_split_heads_rope(clf_context *ctx, const clf_tensor *x, size_t co
   cl_uint x_off = (cl_uint)(x->offset + col_offset), p_off = (cl_uint)positions->offset;
   cl_uint f_off = (cl_uint)inv_freq->offset, y_off = (cl_uint)y->offset;
   cl_uint c32 = (cl_uint)C, h32 = (cl_uint)H, l32 = (cl_uint)L, cap = (cl_uint)Lcap, half = (cl_uint)(Dh / 2);
-  cl_uint dst = (cl_uint)dst_pos;
-  st = clf__set_args(ctx, k, 15, CLF__ARG(x->buf), CLF__ARG(x_off), CLF__ARG(positions->buf), CLF__ARG(p_off),
+  cl_uint dst = (cl_uint)dst_pos, rot = (cl_uint)inv_freq->shape[0];
+  st = clf__set_args(ctx, k, 16, CLF__ARG(x->buf), CLF__ARG(x_off), CLF__ARG(positions->buf), CLF__ARG(p_off),
                      CLF__ARG(inv_freq->buf), CLF__ARG(f_off), CLF__ARG(y->buf), CLF__ARG(y_off), CLF__ARG(c32),
-                     CLF__ARG(h32), CLF__ARG(l32), CLF__ARG(cap), CLF__ARG(half), CLF__ARG(dst), CLF__ARG(scale));
+                     CLF__ARG(h32), CLF__ARG(l32), CLF__ARG(cap), CLF__ARG(half), CLF__ARG(dst), CLF__ARG(scale),
+                     CLF__ARG(rot));
   if (st != CLF_OK) return st;
-  /* Dim 0 walks half a head, dim 1 the positions, dim 2 (batch, head). */
+  /* Dim 0 walks half a head (a rotated pair or two copied columns), dim 1
+   * the positions, dim 2 (batch, head). */
   size_t global[3] = {Dh / 2, L, B * H}, local[3] = {0, 0, 1};
   clf__rows_local(ctx, k, Dh / 2, local);
   return clf__launch(ctx, k, 3, global, local, event);

@@ -84,14 +84,15 @@ typedef struct clf__paged_meta {
  * src [1, Hkv, T, Dh], split and rotated, into pool [NB, Hkv, block, Dh]. */
 clf_status clf__kv_scatter(clf_context *ctx, const clf_tensor *src, const clf__paged_meta *pm, clf_tensor *pool);
 
-/* out [1, T, H Dh] (heads merged) = softmax(scale q k^T) v for q
+/* out [1, T, H Dh] (heads merged) = softmax(cap(scale q k^T)) v for q
  * [1, H, T, Dh], each row over its sequence's positions 0..pos[t] (the
  * last `window` of them when window > 0) read through the block table
  * from the pools k, v [NB, Hkv, block, Dh]; query head h reads KV head
- * h / (H / Hkv). */
+ * h / (H / Hkv).  cap(s) = softcap * tanh(s / softcap) where softcap > 0
+ * (clf_attention_mask's softcap), else s. */
 clf_status clf__paged_attention(clf_context *ctx, const clf_tensor *q, const clf_tensor *kpool,
                                 const clf_tensor *vpool, const clf__paged_meta *pm, size_t window, float scale,
-                                clf_tensor *out);
+                                float softcap, clf_tensor *out);
 
 /* ---- variants that need a device feature ---- */
 /* The layer norm's work-group kernel and the row softmax with their

@@ -4,6 +4,7 @@
 #include "ops.h"
 
 #include <stdio.h>
+#include <math.h>
 #include <string.h>
 
 /* The work-group of paged_attention: 64 work-items (a tile of 64 keys),
@@ -68,7 +69,7 @@ clf_status clf__kv_scatter(clf_context *ctx, const clf_tensor *src, const clf__p
 
 clf_status clf__paged_attention(clf_context *ctx, const clf_tensor *q, const clf_tensor *kpool,
                                 const clf_tensor *vpool, const clf__paged_meta *pm, size_t window, float scale,
-                                clf_tensor *out) {
+                                float softcap, clf_tensor *out) {
   static const char op[] = "clf__paged_attention";
   clf_status st;
   if ((st = clf__check_tensor(ctx, op, "q", q, CLF_F32, 4, 4)) != CLF_OK ||
@@ -92,6 +93,9 @@ clf_status clf__paged_attention(clf_context *ctx, const clf_tensor *q, const clf
       (st = clf__check_dim(ctx, op, "out", out, 2, H * Dh)) != CLF_OK ||
       (st = clf__check_fits_u32(ctx, op, "out", out)) != CLF_OK)
     return st;
+  if (!isfinite(softcap) || softcap < 0.0f)
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: softcap is %g, must be finite and not negative (0: none)", op,
+                     (double)softcap);
   if (pm->T == 0 || H == 0 || Dh == 0) return CLF_OK;
   /* On a CPU a work-item per (row, head); elsewhere the group kernel, its
    * group halved while the built kernel allows fewer work-items (its
@@ -115,9 +119,10 @@ clf_status clf__paged_attention(clf_context *ctx, const clf_tensor *q, const clf
   const cl_uint base = (cl_uint)pm->meta->offset, pos = base + (cl_uint)pm->pos, seq = base + (cl_uint)pm->seq,
                 tab = base + (cl_uint)pm->table, maxb = (cl_uint)pm->max_blocks, T = (cl_uint)pm->T,
                 Hq = (cl_uint)H, Hk = (cl_uint)Hkv, BS = (cl_uint)pm->block, W = (cl_uint)window;
-  if ((st = clf__set_args(ctx, k, 19, CLF__TARG(q), CLF__TARG(kpool), CLF__TARG(vpool), CLF__ARG(pm->meta->buf),
+  if ((st = clf__set_args(ctx, k, 20, CLF__TARG(q), CLF__TARG(kpool), CLF__TARG(vpool), CLF__ARG(pm->meta->buf),
                           CLF__ARG(pos), CLF__ARG(seq), CLF__ARG(tab), CLF__ARG(maxb), CLF__TARG(out), CLF__ARG(T),
-                          CLF__ARG(Hq), CLF__ARG(Hk), CLF__ARG(BS), CLF__ARG(W), CLF__ARG(scale))) != CLF_OK)
+                          CLF__ARG(Hq), CLF__ARG(Hk), CLF__ARG(BS), CLF__ARG(W), CLF__ARG(scale),
+                          CLF__ARG(softcap))) != CLF_OK)
     return st;
   if (cpu) wg = clf__wg_1d(ctx, k, 8);
   const size_t global = cpu ? pm->T * H : pm->T * H * wg;
