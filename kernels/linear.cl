@@ -610,12 +610,16 @@ __kernel void quantize_q8(__global const float *x, uint x_off, __global char *q,
  * saturating here: |isum| <= 32 * 128 * 128); without it (skinny_int),
  * 16 products in short lanes added pairwise into int lanes, the pattern
  * compilers turn into pmaddwd / vpdpwssd, the block's 8 lane sums scaled
- * as a float8 so that no lane is summed across until the end.  The weights
- * are read as 32-bit words (wu: the weight buffer again; w_off is 0, as
- * the host checks), the scales through scale_at (su: the buffer as 16-bit
+ * as a float8 so that no lane is summed across until the end (with
+ * -DINT_L16=1, 16 lanes and a float16: see int_lanes).  The weights are
+ * read as 32-bit words (wu: the weight buffer again; w_off is 0, as the
+ * host checks), the scales through int_scales (su: the buffer as 16-bit
  * words).  global (N / TN rounded up to TL), local (TL). */
 #ifndef INT_DOT
 #define INT_DOT 0
+#endif
+#ifndef INT_L16
+#define INT_L16 0
 #endif
 #if INT_DOT
 #pragma OPENCL EXTENSION cl_khr_integer_dot_product : enable
@@ -629,23 +633,40 @@ __kernel void quantize_q8(__global const float *x, uint x_off, __global char *q,
 #define WQ uint4 /* 16 bytes: element j the low nibble of byte j, j + 16 the high one */
 #endif
 
-/* Block c of row n: its words, scale and (Q4_1) min. */
-inline __attribute__((always_inline)) WQ int_block(__global const uint *wu, __global const half *s,
-                                                   __global const ushort *su, uint s_off, uint n, uint c, uint nb,
-                                                   float *d, float *m) {
+/* Block c of row n: its words. */
+inline __attribute__((always_inline)) WQ int_block(__global const uint *wu, uint n, uint c, uint nb) {
   const size_t blk = (size_t)n * nb + c;
 #if WTYPE == WT_Q8_0
-  *d = scale_at(s, su, s_off + blk);
-  *m = 0.0f;
   return vload8(blk, wu);
 #elif WTYPE == WT_Q4_0
-  *d = scale_at(s, su, s_off + blk);
-  *m = 0.0f;
   return vload4(blk, wu);
 #else /* Q4_1 {d; m; qs[16]}: 5 words a block */
-  *d = scale_at(s, su, blk * 10);
-  *m = scale_at(s, su, blk * 10 + 1);
   return vload4(0, wu + blk * 5 + 1);
+#endif
+}
+
+/* The f16 index of block c's scale in row n (Q4_1: its min the next). */
+inline size_t int_scale_index(uint s_off, uint n, uint c, uint nb) {
+  const size_t blk = (size_t)n * nb + c;
+  return WTYPE == WT_Q4_1 ? blk * 10 : s_off + blk;
+}
+
+/* Block c's scales (and Q4_1's mins) of the TN rows rn. */
+inline __attribute__((always_inline)) void int_scales(__global const half *s, __global const ushort *su, uint s_off,
+                                                      const uint *rn, uint c, uint nb, float *dw, float *mw) {
+#if CLF_HAS_FP16
+  _Pragma("unroll") for (uint j = 0; j < TN; j++) {
+    const size_t i = int_scale_index(s_off, rn[j], c, nb);
+    dw[j] = vload_half(i, s);
+    mw[j] = WTYPE == WT_Q4_1 ? vload_half(i + 1, s) : 0.0f;
+  }
+#else /* clf_h2f (8 lanes of it with selects over 4 rows' scales and mins
+       * ran 0.85x as fast on PoCL: a 3072 x 576 Q4_1 product's CPU time) */
+  _Pragma("unroll") for (uint j = 0; j < TN; j++) {
+    const size_t i = int_scale_index(s_off, rn[j], c, nb);
+    dw[j] = clf_h2f(su[i]);
+    mw[j] = WTYPE == WT_Q4_1 ? clf_h2f(su[i + 1]) : 0.0f;
+  }
 #endif
 }
 
@@ -691,6 +712,29 @@ inline int8 pmadd16(char16 a, char16 b) {
   const int16 p = convert_int16(a) * convert_int16(b);
   return p.even + p.odd;
 }
+#if INT_L16
+/* -DINT_L16=1 (the plan's choice, from the profile's Tiles int_lanes=16):
+ * each product in an int lane of its own, lane l summing elements l and
+ * l + 16, the block scaled as a float16.  PoCL 3.1 compiles the pairs
+ * above into a pmaddwd over 32-bit lanes and two shuffles (vpermd,
+ * vpmovqd) to add them; these into the same pmaddwd and one add: one row
+ * of Q4_1 3072 x 576, 1.08 -> 1.17x the float path's speed (CPU time).
+ * Intel's runtime compiles these into 32-bit multiplies (1.46 -> 1.01x)
+ * and the pairs into a pmaddwd over 16-bit lanes. */
+inline int16 mul16(char16 a, char16 b) { return convert_int16(a) * convert_int16(b); }
+inline int16 int_lanes(WQ w, uint8 x) {
+#if WTYPE == WT_Q8_0
+  return mul16(as_char16(w.lo), as_char16(x.lo)) + mul16(as_char16(w.hi), as_char16(x.hi));
+#else
+  const uchar16 u = as_uchar16(w);
+  const char16 off = (char16)(WTYPE == WT_Q4_0 ? 8 : 0);
+  return mul16(as_char16(u & (uchar16)15) - off, as_char16(x.lo)) + mul16(as_char16(u >> (uchar16)4) - off, as_char16(x.hi));
+#endif
+}
+#define ACC float16
+#define ACC_CVT convert_float16
+#define ACC_SUM(a) sum8((a).lo + (a).hi)
+#else
 /* The block's products in 8 int lanes.  Q4_0's quants less 8 before the
  * products (-8..7 fit a char): the -8 * sum(qx) term apart, in f32, came
  * out of a sum 8 times the result's size, 1e-5 off at K = 768. */
@@ -705,6 +749,9 @@ inline int8 int_lanes(WQ w, uint8 x) {
 #endif
 }
 #define ACC float8
+#define ACC_CVT convert_float8
+#define ACC_SUM(a) sum8(a)
+#endif
 #endif
 
 __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void INT_NAME(
@@ -724,7 +771,8 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void INT_NAME(
   for (uint c = 0; c < nb; c++) {
     WQ wq[TN];
     float dw[TN], mw[TN];
-    _Pragma("unroll") for (uint j = 0; j < TN; j++) wq[j] = int_block(wu, s, su, s_off, rn[j], c, nb, &dw[j], &mw[j]);
+    _Pragma("unroll") for (uint j = 0; j < TN; j++) wq[j] = int_block(wu, rn[j], c, nb);
+    int_scales(s, su, s_off, rn, c, nb, dw, mw);
     _Pragma("unroll") for (uint i = 0; i < MMAX; i++) {
       if (i < M) { /* uniform */
         const size_t xb = (size_t)i * nb + c;
@@ -735,7 +783,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void INT_NAME(
 #if INT_DOT
           acc[i][j] = fma(dd, (float)int_sum(wq[j], xw, sx), acc[i][j]);
 #else
-          acc[i][j] = fma((float8)(dd), convert_float8(int_lanes(wq[j], xw)), acc[i][j]);
+          acc[i][j] = fma((ACC)(dd), ACC_CVT(int_lanes(wq[j], xw)), acc[i][j]);
 #endif
 #if WTYPE == WT_Q4_1
           accm[i][j] = fma(mw[j] * dx, sx, accm[i][j]);
@@ -752,7 +800,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void INT_NAME(
 #if INT_DOT
       const float o = acc[i][j] + accm[i][j] + b;
 #else
-      const float o = sum8(acc[i][j]) + accm[i][j] + b;
+      const float o = ACC_SUM(acc[i][j]) + accm[i][j] + b;
 #endif
 #if SKINNY_ACT_PASS
       y[y_off + (size_t)i * N + n0 + j] = o;
