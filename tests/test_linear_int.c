@@ -165,11 +165,13 @@ END_TEST
  * rows (the path line of 9 rows says the float kernels). */
 START_TEST(int_follows_profile_and_env) {
   int dot = -1;
-  /* the shipped profile's own int key aside (Intel's runtime on AVX-512:
-   * int=1), put back at the end */
-  unsigned shipped[2];
+  /* the shipped profile's own keys aside (Intel's runtime on AVX-512:
+   * int=1; PoCL's: int_lanes=16), put back at the end */
+  unsigned shipped[2], lanes[2];
   const int had = clf__tuned_group(th_ctx, CLF__TILES_TUNING, "int", shipped);
+  const int had_lanes = clf__tuned_group(th_ctx, CLF__TILES_TUNING, "int_lanes", lanes);
   ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "int", NULL));
+  ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "int_lanes", NULL));
   env_set("CLFORMER_SKINNY_INT", NULL);
   ck_assert(!clf__skinny_int_wanted(th_ctx, 1, &dot) && !dot);
   ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "int", (unsigned[]){2, 0}));
@@ -236,6 +238,7 @@ START_TEST(int_follows_profile_and_env) {
   th_profiled_expect("skinny_int", NULL, 1);
   env_set("CLFORMER_SKINNY_INT", NULL);
   if (had) ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "int", shipped));
+  if (had_lanes) ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "int_lanes", lanes));
 }
 END_TEST
 
