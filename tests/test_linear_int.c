@@ -165,8 +165,8 @@ END_TEST
  * rows (the path line of 9 rows says the float kernels). */
 START_TEST(int_follows_profile_and_env) {
   int dot = -1;
-  /* the shipped profile's own keys aside (Intel's runtime on AVX-512:
-   * int=1; PoCL's: int_lanes=16), put back at the end */
+  /* the applied profile's own keys aside (one `probe --tune` wrote may
+   * say int=R; PoCL's shipped one says int_lanes=16), put back at the end */
   unsigned shipped[2], lanes[2];
   const int had = clf__tuned_group(th_ctx, CLF__TILES_TUNING, "int", shipped);
   const int had_lanes = clf__tuned_group(th_ctx, CLF__TILES_TUNING, "int_lanes", lanes);
