@@ -612,12 +612,16 @@ __kernel void quantize_q8(__global const float *x, uint x_off, __global char *q,
  * saturating here: |isum| <= 32 * 128 * 128); without it (skinny_int),
  * 16 products in short lanes added pairwise into int lanes, the pattern
  * compilers turn into pmaddwd / vpdpwssd, the block's 8 lane sums scaled
- * as a float8 so that no lane is summed across until the end.  The weights
- * are read as 32-bit words (wu: the weight buffer again; w_off is 0, as
- * the host checks), the scales through scale_at (su: the buffer as 16-bit
+ * as a float8 so that no lane is summed across until the end (with
+ * -DINT_L16=1, 16 lanes and a float16: see int_lanes).  The weights are
+ * read as 32-bit words (wu: the weight buffer again; w_off is 0, as the
+ * host checks), the scales through int_scales (su: the buffer as 16-bit
  * words).  global (N / TN rounded up to TL), local (TL). */
 #ifndef INT_DOT
 #define INT_DOT 0
+#endif
+#ifndef INT_L16
+#define INT_L16 0
 #endif
 #if INT_DOT
 #pragma OPENCL EXTENSION cl_khr_integer_dot_product : enable
@@ -636,32 +640,22 @@ __kernel void quantize_q8(__global const float *x, uint x_off, __global char *q,
 #define INT_MIN (WTYPE == WT_Q4_1 || WTYPE == WT_Q5_1)
 #define INT_QH (WTYPE == WT_Q5_0 || WTYPE == WT_Q5_1)
 
-/* Block c of row n: its words, scale, min (Q4_1, Q5_1) and fifth bits
- * (Q5_0, Q5_1). */
-inline __attribute__((always_inline)) WQ int_block(__global const uint *wu, __global const half *s,
-                                                   __global const ushort *su, uint s_off, uint n, uint c, uint nb,
-                                                   float *d, float *m, uint *qh) {
+/* Block c of row n: its words and (Q5_0, Q5_1) fifth bits. */
+inline __attribute__((always_inline)) WQ int_block(__global const uint *wu, __global const ushort *su, uint n, uint c,
+                                                   uint nb, uint *qh) {
   const size_t blk = (size_t)n * nb + c;
-  *m = 0.0f;
   *qh = 0;
 #if WTYPE == WT_Q8_0
-  *d = scale_at(s, su, s_off + blk);
   return vload8(blk, wu);
 #elif WTYPE == WT_Q4_0
-  *d = scale_at(s, su, s_off + blk);
   return vload4(blk, wu);
 #elif WTYPE == WT_Q4_1 /* {d; m; qs[16]}: 5 words a block */
-  *d = scale_at(s, su, blk * 10);
-  *m = scale_at(s, su, blk * 10 + 1);
   return vload4(0, wu + blk * 5 + 1);
 #elif WTYPE == WT_Q5_0 /* {d; qh[4]; qs[16]}: 11 halfwords a block, so read as halfwords */
   const size_t h = blk * 11;
-  *d = scale_at(s, su, h);
   *qh = (uint)su[h + 1] | (uint)su[h + 2] << 16;
   return as_uint4(vload8(0, su + h + 3));
 #else /* Q5_1 {d; m; qh[4]; qs[16]}: 6 words a block */
-  *d = scale_at(s, su, blk * 12);
-  *m = scale_at(s, su, blk * 12 + 1);
   *qh = wu[blk * 6 + 1];
   return vload4(0, wu + blk * 6 + 2);
 #endif
@@ -675,6 +669,32 @@ inline uchar16 int_five(uchar16 nib, uint qh, uint from) {
   return nib | convert_uchar16((((uint16)(qh) >> e) & (uint16)1) << (uint16)4);
 }
 #endif
+
+/* The f16 index of block c's scale in row n (Q4_1, Q5_1: the min the
+ * next). */
+inline size_t int_scale_index(uint s_off, uint n, uint c, uint nb) {
+  const size_t blk = (size_t)n * nb + c;
+  return WTYPE == WT_Q4_1 ? blk * 10 : WTYPE == WT_Q5_0 ? blk * 11 : WTYPE == WT_Q5_1 ? blk * 12 : s_off + blk;
+}
+
+/* Block c's scales (and Q4_1's, Q5_1's mins) of the TN rows rn. */
+inline __attribute__((always_inline)) void int_scales(__global const half *s, __global const ushort *su, uint s_off,
+                                                      const uint *rn, uint c, uint nb, float *dw, float *mw) {
+#if CLF_HAS_FP16
+  _Pragma("unroll") for (uint j = 0; j < TN; j++) {
+    const size_t i = int_scale_index(s_off, rn[j], c, nb);
+    dw[j] = vload_half(i, s);
+    mw[j] = INT_MIN ? vload_half(i + 1, s) : 0.0f;
+  }
+#else /* clf_h2f (8 lanes of it with selects over 4 rows' scales and mins
+       * ran 0.85x as fast on PoCL: a 3072 x 576 Q4_1 product's CPU time) */
+  _Pragma("unroll") for (uint j = 0; j < TN; j++) {
+    const size_t i = int_scale_index(s_off, rn[j], c, nb);
+    dw[j] = clf_h2f(su[i]);
+    mw[j] = INT_MIN ? clf_h2f(su[i + 1]) : 0.0f;
+  }
+#endif
+}
 
 #if INT_DOT
 /* The block's integer sum (Q4_0's -8s and Q5_0's -16s included). */
@@ -725,6 +745,44 @@ inline int8 pmadd16(char16 a, char16 b) {
   const int16 p = convert_int16(a) * convert_int16(b);
   return p.even + p.odd;
 }
+#if WTYPE != WT_Q8_0
+/* The block's lo and hi halves as signed quants (Q4_0 less 8, Q5_0 less
+ * 16, Q5_x's fifth bits joined). */
+inline void int_halves(WQ w, uint qh, char16 *lo, char16 *hi) {
+  const uchar16 u = as_uchar16(w);
+  const char16 off = (char16)(WTYPE == WT_Q4_0 ? 8 : WTYPE == WT_Q5_0 ? 16 : 0);
+#if INT_QH
+  *lo = as_char16(int_five(u & (uchar16)15, qh, 0)) - off;
+  *hi = as_char16(int_five(u >> (uchar16)4, qh, 16)) - off;
+#else
+  *lo = as_char16(u & (uchar16)15) - off;
+  *hi = as_char16(u >> (uchar16)4) - off;
+#endif
+}
+#endif
+#if INT_L16
+/* -DINT_L16=1 (the plan's choice, from the profile's Tiles int_lanes=16):
+ * each product in an int lane of its own, lane l summing elements l and
+ * l + 16, the block scaled as a float16.  PoCL 3.1 compiles the pairs
+ * above into a pmaddwd over 32-bit lanes and two shuffles (vpermd,
+ * vpmovqd) to add them; these into the same pmaddwd and one add: one row
+ * of Q4_1 3072 x 576, 1.08 -> 1.17x the float path's speed (CPU time).
+ * Intel's runtime compiles these into 32-bit multiplies (1.46 -> 1.01x)
+ * and the pairs into a pmaddwd over 16-bit lanes. */
+inline int16 mul16(char16 a, char16 b) { return convert_int16(a) * convert_int16(b); }
+inline int16 int_lanes(WQ w, uint qh, uint8 x) {
+#if WTYPE == WT_Q8_0
+  return mul16(as_char16(w.lo), as_char16(x.lo)) + mul16(as_char16(w.hi), as_char16(x.hi));
+#else
+  char16 lo, hi;
+  int_halves(w, qh, &lo, &hi);
+  return mul16(lo, as_char16(x.lo)) + mul16(hi, as_char16(x.hi));
+#endif
+}
+#define ACC float16
+#define ACC_CVT convert_float16
+#define ACC_SUM(a) sum8((a).lo + (a).hi)
+#else
 /* The block's products in 8 int lanes.  Q4_0's quants less 8 before the
  * products (-8..7 fit a char): the -8 * sum(qx) term apart, in f32, came
  * out of a sum 8 times the result's size, 1e-5 off at K = 768. */
@@ -732,17 +790,15 @@ inline int8 int_lanes(WQ w, uint qh, uint8 x) {
 #if WTYPE == WT_Q8_0
   return pmadd16(as_char16(w.lo), as_char16(x.lo)) + pmadd16(as_char16(w.hi), as_char16(x.hi));
 #else
-  const uchar16 u = as_uchar16(w);
-  const char16 off = (char16)(WTYPE == WT_Q4_0 ? 8 : WTYPE == WT_Q5_0 ? 16 : 0);
-#if INT_QH
-  const uchar16 lo = int_five(u & (uchar16)15, qh, 0), hi = int_five(u >> (uchar16)4, qh, 16);
-#else
-  const uchar16 lo = u & (uchar16)15, hi = u >> (uchar16)4;
-#endif
-  return pmadd16(as_char16(lo) - off, as_char16(x.lo)) + pmadd16(as_char16(hi) - off, as_char16(x.hi));
+  char16 lo, hi;
+  int_halves(w, qh, &lo, &hi);
+  return pmadd16(lo, as_char16(x.lo)) + pmadd16(hi, as_char16(x.hi));
 #endif
 }
 #define ACC float8
+#define ACC_CVT convert_float8
+#define ACC_SUM(a) sum8(a)
+#endif
 #endif
 
 __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void INT_NAME(
@@ -754,7 +810,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void INT_NAME(
   uint rn[TN];
   _Pragma("unroll") for (uint j = 0; j < TN; j++) rn[j] = min(n0 + j, N - 1);
   ACC acc[MMAX][TN];
-  float accm[MMAX][TN]; /* Q4_1: the mins' share */
+  float accm[MMAX][TN]; /* Q4_1, Q5_1: the mins' share */
   _Pragma("unroll") for (uint i = 0; i < MMAX; i++) _Pragma("unroll") for (uint j = 0; j < TN; j++) {
     acc[i][j] = (ACC)(0.0f);
     accm[i][j] = 0.0f;
@@ -763,8 +819,8 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void INT_NAME(
     WQ wq[TN];
     float dw[TN], mw[TN];
     uint qh[TN];
-    _Pragma("unroll") for (uint j = 0; j < TN; j++)
-      wq[j] = int_block(wu, s, su, s_off, rn[j], c, nb, &dw[j], &mw[j], &qh[j]);
+    _Pragma("unroll") for (uint j = 0; j < TN; j++) wq[j] = int_block(wu, su, rn[j], c, nb, &qh[j]);
+    int_scales(s, su, s_off, rn, c, nb, dw, mw);
     _Pragma("unroll") for (uint i = 0; i < MMAX; i++) {
       if (i < M) { /* uniform */
         const size_t xb = (size_t)i * nb + c;
@@ -775,7 +831,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void INT_NAME(
 #if INT_DOT
           acc[i][j] = fma(dd, (float)int_sum(wq[j], qh[j], xw, sx), acc[i][j]);
 #else
-          acc[i][j] = fma((float8)(dd), convert_float8(int_lanes(wq[j], qh[j], xw)), acc[i][j]);
+          acc[i][j] = fma((ACC)(dd), ACC_CVT(int_lanes(wq[j], qh[j], xw)), acc[i][j]);
 #endif
 #if INT_MIN
           accm[i][j] = fma(mw[j] * dx, sx, accm[i][j]);
@@ -792,7 +848,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void INT_NAME(
 #if INT_DOT
       const float o = acc[i][j] + accm[i][j] + b;
 #else
-      const float o = sum8(acc[i][j]) + accm[i][j] + b;
+      const float o = ACC_SUM(acc[i][j]) + accm[i][j] + b;
 #endif
 #if SKINNY_ACT_PASS
       y[y_off + (size_t)i * N + n0 + j] = o;

@@ -26,6 +26,15 @@ clformer-gemm-profile 1
 #   left to a pass of its own (f32 and f16 alike; GPT-2's head alone, 50257
 #   x 768: q8 3.5 -> 2.2 ms, q4 3.7 -> 2.5); that run's other lines are not
 #   taken (its budget was 20 s).
+# No Tiles int= (2026-12-05, session 28; issue 42): one-row products of
+#   Q8_0, Q4_0, Q4_1 ran 1.27-1.64x as fast on the integer path (process
+#   CPU time, 2-core Xeon with AVX-512 VNNI under KVM at load average
+#   8-16; Q4_1 3072 x 576: 0.12 against 0.18 ms), 4 rows 0.58-0.66x, and
+#   SmolLM2 Q4_1 decoding took 26-33 CPU ms a token against 35.  int=1
+#   was tried and not kept: a product's result then depends on its row
+#   count, and test_engine's engine_matches_alone failed (smollm_like,
+#   sequence 4: token 3 is 250 batched, 352 alone), as did test_llama's
+#   qwen2_q8 greedy golden (token 15).  CLFORMER_SKINNY_INT=1 asks for it.
 match platform=Intel(R) OpenCL device_type=CPU isa=avx512
 match driver=any local_mem_kib=any compute_units=any
 shape m=64 n=2304 k=768 trans_a=0 trans_b=0 count=1

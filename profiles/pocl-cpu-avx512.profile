@@ -22,6 +22,14 @@ clformer-gemm-profile 1
 #   against 105).  Each value is where the two lines between those points
 #   cross (the rule `probe --tune` applies since 2026-11-27; the run kept
 #   the last row count won: 3072, 256, 192 and 96).
+# Tiles int_lanes=16 (2026-12-05, session 28, by hand; issue 42): the
+#   integer path's portable build in 16 int lanes, which LLVM 15 compiles
+#   here into pmaddwd and one add where the 8-lane pairs took two more
+#   shuffles: one row of Q4_1 3072 x 576, process CPU time against the
+#   float path, 1.08x -> 1.17x (Q4_0 3072 x 768 1.03 -> 1.13, Q8_0 768 x
+#   3072 0.96 -> 1.07); 2-core Xeon under KVM at load average 8-16.  No
+#   int=: whole SmolLM2 Q4_1 decoding was even (CPU ms a token 28.5 and
+#   28.8 integer, 26.8 and 28.5 float), so the path runs only when asked.
 match platform=Portable Computing Language device_type=CPU isa=skylake-avx512
 match driver=any local_mem_kib=64- compute_units=any
 shape m=64 n=2304 k=768 trans_a=0 trans_b=0 count=1
@@ -53,5 +61,5 @@ tuned_ms 159.7146
 Xgemm GEMMK=0 KREG=1 KWG=16 KWI=2 MDIMA=16 MDIMC=8 MWG=128 NDIMB=32 NDIMC=16 NWG=128 SA=0 SB=0 STRM=1 STRN=1 VWM=8 VWN=4
 XgemmDirect KWID=2 MDIMAD=8 MDIMCD=8 NDIMBD=32 NDIMCD=8 PADA=0 PADB=0 VWMD=8 VWND=1 WGD=64
 GemmRoutine XGEMM_MIN_INDIRECT_SIZE=335
-Tiles on=1
+Tiles on=1 int_lanes=16
 Rows f32_in_out=97 q4=207 q8=323 f16=4096 f32=3338

@@ -106,17 +106,20 @@ enum { N_INT_TYPES = sizeof int_types / sizeof *int_types };
  * the integer path. */
 START_TEST(int_matches_reference) {
   static const size_t Ms[] = {1, 2, 3, 5, 8}, Ks[] = {96, 768};
-  const char *builds[] = {"1", "dot"};
-  const int nbuilds = th_ctx->caps.has_int_dot ? 2 : 1;
+  /* the portable build in 8 lanes and in 16 (the profile's int_lanes=16),
+   * then the extension's */
+  const char *builds[] = {"1", "1", "dot"};
+  const unsigned lanes[] = {8, 16, 8};
+  const int nbuilds = th_ctx->caps.has_int_dot ? 3 : 2;
   /* the extension's build runs where it passed self-validation: said so
    * here for the shapes below */
-  for (size_t t = 0; t < N_INT_TYPES && nbuilds == 2; t++)
+  for (size_t t = 0; t < N_INT_TYPES && nbuilds == 3; t++)
     for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++) {
       char name[96];
       ck_assert(clf__skinny_int_variant(th_ctx, int_types[t], Ms[i], 1, name, sizeof name));
       ck_assert(clf__verdict_record(th_ctx, name, 1, 0, 0));
     }
-  if (nbuilds == 1) fprintf(stderr, "note: no cl_khr_integer_dot_product (packed 4x8): the portable build only\n");
+  if (nbuilds == 2) fprintf(stderr, "note: no cl_khr_integer_dot_product (packed 4x8): the portable build only\n");
   env_set("CLFORMER_SKINNY_ACT_PASS", NULL);
   for (size_t t = 0; t < N_INT_TYPES; t++)
     for (size_t kk = 0; kk < 2; kk++) {
@@ -131,12 +134,15 @@ START_TEST(int_matches_reference) {
           for (int pass = 0; pass < 2; pass++) {
             env_set("CLFORMER_SKINNY_INT", builds[b]);
             env_set("CLFORMER_SKINNY_ACT_PASS", pass ? "1" : "0");
+            ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "int_lanes",
+                                           lanes[b] == 16 ? (unsigned[]){16, 0} : NULL));
             float *y = run(tw, x, bias, Ms[i], N, K, act);
             const double err = rel_err(y, ref, Ms[i] * N);
             th_note_error(err, 1e-5);
-            ck_assert_msg(err <= 1e-5, "%s M=%zu K=%zu act %d, %s build, act_pass %d: error %g > 1e-5",
-                          clf_dtype_name(int_types[t]), Ms[i], K, (int)act, builds[b], pass, err);
+            ck_assert_msg(err <= 1e-5, "%s M=%zu K=%zu act %d, %s build in %u lanes, act_pass %d: error %g > 1e-5",
+                          clf_dtype_name(int_types[t]), Ms[i], K, (int)act, builds[b], lanes[b], pass, err);
             free(y);
+            ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "int_lanes", NULL));
           }
         env_set("CLFORMER_SKINNY_INT", "0");
         env_set("CLFORMER_SKINNY_ACT_PASS", NULL);
@@ -163,6 +169,13 @@ END_TEST
  * rows (the path line of 9 rows says the float kernels). */
 START_TEST(int_follows_profile_and_env) {
   int dot = -1;
+  /* the applied profile's own keys aside (one `probe --tune` wrote may
+   * say int=R; PoCL's shipped one says int_lanes=16), put back at the end */
+  unsigned shipped[2], lanes[2];
+  const int had = clf__tuned_group(th_ctx, CLF__TILES_TUNING, "int", shipped);
+  const int had_lanes = clf__tuned_group(th_ctx, CLF__TILES_TUNING, "int_lanes", lanes);
+  ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "int", NULL));
+  ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "int_lanes", NULL));
   env_set("CLFORMER_SKINNY_INT", NULL);
   ck_assert(!clf__skinny_int_wanted(th_ctx, 1, &dot) && !dot);
   ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "int", (unsigned[]){2, 0}));
@@ -181,6 +194,13 @@ START_TEST(int_follows_profile_and_env) {
   char name[96];
   ck_assert(clf__skinny_int_variant(th_ctx, CLF_Q4_1, 3, 0, name, sizeof name));
   ck_assert_str_eq(name, "linear.skinny_int q4_1 MMAX=4 TN=2 TL=8");
+  ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "int_lanes", (unsigned[]){16, 0}));
+  ck_assert(clf__skinny_int_variant(th_ctx, CLF_Q4_1, 1, 0, name, sizeof name));
+  ck_assert_str_eq(name, "linear.skinny_int q4_1 MMAX=1 TN=4 TL=8 lanes=16");
+  ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "int_lanes", (unsigned[]){12, 0}));
+  ck_assert(clf__skinny_int_variant(th_ctx, CLF_Q4_1, 1, 0, name, sizeof name)); /* 16 or nothing */
+  ck_assert_str_eq(name, "linear.skinny_int q4_1 MMAX=1 TN=4 TL=8");
+  ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "int_lanes", NULL));
   ck_assert(!clf__skinny_int_variant(th_ctx, CLF_Q4_K, 1, 0, name, sizeof name));
   ck_assert(!clf__skinny_int_variant(th_ctx, CLF_Q8_0, 9, 0, name, sizeof name));
   ck_assert_int_eq(clf__skinny_int_variant(th_ctx, CLF_Q8_0, 1, 1, name, sizeof name), th_ctx->caps.has_int_dot);
@@ -192,6 +212,9 @@ START_TEST(int_follows_profile_and_env) {
   clf_tensor *tw = make_weight(CLF_Q8_0, N, K, 9, &w);
   free(run(tw, x, bias, 1, N, K, CLF_ACT_NONE));
   free(run(tw, x, bias, 9, N, K, CLF_ACT_NONE));
+  ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "int_lanes", (unsigned[]){16, 0}));
+  free(run(tw, x, bias, 3, N, K, CLF_ACT_NONE)); /* the 16-lane build */
+  ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "int_lanes", NULL));
   if (th_ctx->caps.has_int_dot) { /* the extension's build, once it passed */
     char name[96];
     ck_assert(clf__skinny_int_variant(th_ctx, CLF_Q8_0, 2, 1, name, sizeof name));
@@ -200,21 +223,26 @@ START_TEST(int_follows_profile_and_env) {
     free(run(tw, x, bias, 2, N, K, CLF_ACT_NONE));
     env_set("CLFORMER_SKINNY_INT", "1");
   }
-  int one = 0, nine = 0, two = 0;
+  int one = 0, nine = 0, two = 0, three = 0;
   const size_t n = clf_profile_paths(th_ctx, 0, NULL, NULL, NULL);
   for (size_t i = 0; i < n; i++) {
     const char *line;
     TH_OK(clf_profile_paths(th_ctx, i, &line, NULL, NULL) == n ? CLF_OK : CLF_E_INVALID_ARG);
-    if (strstr(line, "x [1, 64] w q8_0 [40, 64] [out, in]: quantize_q8 and skinny_int, 2 launches")) one = 1;
+    /* in 8 lanes or, where the shipped profile says int_lanes=16, 16 */
+    if (strstr(line, "x [1, 64] w q8_0 [40, 64] [out, in]: quantize_q8 and skinny_int")) one = 1;
     if (strstr(line, "x [9, 64] w q8_0") && !strstr(line, "skinny_int")) nine = 1;
+    if (strstr(line, "x [3, 64] w q8_0 [40, 64] [out, in]: quantize_q8 and skinny_int (16 lanes), 2 launches")) three = 1;
     if (strstr(line, "x [2, 64] w q8_0 [40, 64] [out, in]: quantize_q8 and skinny_idot, 2 launches")) two = 1;
   }
-  ck_assert_msg(one && nine, "paths: one row on the integer path %d, nine rows off it %d", one, nine);
+  ck_assert_msg(one && nine && three, "paths: one row on the integer path %d, nine rows off it %d, three in 16 lanes %d",
+                one, nine, three);
   ck_assert_int_eq(two, th_ctx->caps.has_int_dot);
   free(w); free(x); free(bias);
   clf_tensor_destroy(tw);
   th_profiled_expect("skinny_int", NULL, 1);
   env_set("CLFORMER_SKINNY_INT", NULL);
+  if (had) ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "int", shipped));
+  if (had_lanes) ck_assert(clf__tuned_group_set(th_ctx, CLF__TILES_TUNING, "int_lanes", lanes));
 }
 END_TEST
 

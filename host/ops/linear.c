@@ -301,12 +301,27 @@ static size_t int_mmax(size_t M) {
   return mmax;
 }
 
+/* The portable build's lanes: 8 (products added pairwise, as pmaddwd
+ * adds them) unless the profile's Tiles line says "int_lanes=16" (each
+ * product in its own int lane, a block's two halves added: 16 lanes).
+ * The compilers differ: PoCL 3.1 (LLVM 15, skylake-avx512) makes of the
+ * pairs a 32-bit-lane pmaddwd and two shuffles, and of the 16 lanes
+ * two pmaddwd and an add; Intel's runtime makes of the pairs a pmaddwd on
+ * 16-bit lanes, and of the 16 lanes 32-bit multiplies.  One row of Q4_1
+ * 3072 x 576 against the float path, CPU time (docs/performance.md):
+ * PoCL 1.08x with 8 lanes, 1.17x with 16; Intel 1.46x and 1.01x. */
+static int int_lanes(const clf_context *ctx) {
+  unsigned v[2];
+  return clf__tuned_group(ctx, CLF__TILES_TUNING, "int_lanes", v) && !v[1] && v[0] == 16 ? 16 : 8;
+}
+
 int clf__skinny_int_variant(const clf_context *ctx, clf_dtype wt, size_t M, int dot, char *buf, size_t len) {
   if (wt != CLF_Q8_0 && wt != CLF_Q4_0 && wt != CLF_Q4_1 && wt != CLF_Q5_0 && wt != CLF_Q5_1) return 0;
   if (M < 1 || M > CLF__SKINNY_MAX_M || (dot && !ctx->caps.has_int_dot)) return 0;
   const size_t mmax = int_mmax(M);
-  return snprintf(buf, len, "linear.skinny_%s %s MMAX=%zu TN=%zu TL=%d", dot ? "idot" : "int",
-                  clf__weight_type_name(wt), mmax, int_tn(mmax), INT_TL) < (int)len;
+  return snprintf(buf, len, "linear.skinny_%s %s MMAX=%zu TN=%zu TL=%d%s", dot ? "idot" : "int",
+                  clf__weight_type_name(wt), mmax, int_tn(mmax), INT_TL,
+                  !dot && int_lanes(ctx) == 16 ? " lanes=16" : "") < (int)len;
 }
 
 int clf__skinny_int_wanted(const clf_context *ctx, size_t M, int *dot) {
@@ -342,6 +357,9 @@ static int int_kind(clf_context *ctx, clf_dtype wt, int in_out, int aligned, siz
  * four launches a layer for four activations (515 launches a token
  * against the float path's 394; 425 with the norm's and glu's blocks). */
 enum { XQ_Q8_32 = 1 };
+/* The integer plan's kinds: 0 the portable build in 8 lanes, these the
+ * others (int_kind answers 0 or 1). */
+enum { INT_DOT_KIND = 1, INT_L16_KIND = 2 };
 
 /* x's index among the held activations, or -1. */
 static int x_is_held(const clf_context *ctx, const clf_tensor *x) {
@@ -437,12 +455,13 @@ static clf_status run_int(clf_context *ctx, const clf__plan *p, const clf_tensor
   /* the packed built-ins are declared for OpenCL C 3.0 only (Intel's CPU
    * compiler: not found under the base options' -cl-std=CL1.2); the last
    * -cl-std given is the one that counts */
-  snprintf(opts, sizeof opts, "%s%s -DINT_KERNEL=1 -DMMAX=%zu -DTN=%zu -DTL=%zu -DINT_DOT=%d%s%s",
-           linear_wtype(w->dtype), linear_wt_names, p->mmax, tn, tl, p->kind,
-           p->act_pass ? " -DSKINNY_ACT_PASS=1" : "", p->kind ? " -cl-std=CL3.0" : "");
+  const int dot = p->kind == INT_DOT_KIND;
+  snprintf(opts, sizeof opts, "%s%s -DINT_KERNEL=1 -DMMAX=%zu -DTN=%zu -DTL=%zu -DINT_DOT=%d -DINT_L16=%d%s%s",
+           linear_wtype(w->dtype), linear_wt_names, p->mmax, tn, tl, dot, p->kind == INT_L16_KIND,
+           p->act_pass ? " -DSKINNY_ACT_PASS=1" : "", dot ? " -cl-std=CL3.0" : "");
   clf__kernel *kq, *k;
   if ((st = clf__get_kernel(ctx, "linear", opts, "quantize_q8", &kq)) != CLF_OK) return st;
-  if ((st = clf__get_kernel(ctx, "linear", opts, p->kind ? "skinny_idot" : "skinny_int", &k)) != CLF_OK) return st;
+  if ((st = clf__get_kernel(ctx, "linear", opts, dot ? "skinny_idot" : "skinny_int", &k)) != CLF_OK) return st;
   if (k->max_wg < tl)
     return clf__fail(ctx, CLF_E_UNSUPPORTED, "kernel skinny_int: the device allows %zu work-items of it, not %zu",
                      k->max_wg, tl);
@@ -482,7 +501,7 @@ static clf_status plan_skinny(clf_context *ctx, clf_dtype wt, int in_out, int al
   const int ik = int_kind(ctx, wt, in_out, aligned, M, K);
   if (ik >= 0) {
     p->path = CLF__LINEAR_INT;
-    p->kind = ik;
+    p->kind = ik == 0 && int_lanes(ctx) == 16 ? INT_L16_KIND : ik;
     p->mmax = int_mmax(M);
     p->tile[0] = 1, p->tile[1] = int_tn(p->mmax), p->tile[2] = INT_TL;
     p->act_pass = M == 1 && clf__skinny_act_pass(ctx);
@@ -686,7 +705,8 @@ static void linear_note(clf_context *ctx, const clf__plan *p, const clf_tensor *
   clf__shape_str(w, sw, sizeof sw);
   if (p->path == CLF__LINEAR_INT)
     snprintf(line, sizeof line, "x [%zu, %zu] w %s %s %s: quantize_q8 and %s, 2 launches%s (%s)", M, K,
-             clf_dtype_name(w->dtype), sw, layout, p->kind ? "skinny_idot" : "skinny_int",
+             clf_dtype_name(w->dtype), sw, layout,
+             p->kind == INT_DOT_KIND ? "skinny_idot" : p->kind == INT_L16_KIND ? "skinny_int (16 lanes)" : "skinny_int",
              M == 1 && act != CLF_ACT_NONE && p->act_pass ? " and a bias_act pass" : "", reason);
   else if (p->path == CLF__LINEAR_TILE || p->path == CLF__LINEAR_PAIR)
     snprintf(line, sizeof line, "x [%zu, %zu] w %s %s %s: %s, 1 launch%s (%s)", M, K, clf_dtype_name(w->dtype), sw,
