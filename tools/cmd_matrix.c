@@ -27,9 +27,11 @@ extern char **environ;
 
 /* The suites that need a device: ops, model fixtures, generation,
  * conversations, runtime. */
-static const char *const default_suites[] = {"norm",   "dense",    "embed",  "movement", "attention",    "patch",
-                                             "linear", "linear_int", "paged", "models",  "heads",        "llama",
-                                             "generate", "engine", "chat",   "vision",   "weight_types", "runtime"};
+static const char *const default_suites[] = {"norm",     "dense",    "embed",         "movement", "attention",
+                                             "patch",    "linear",   "linear_int",    "paged",    "models",
+                                             "heads",    "llama",    "families",      "generate", "engine",
+                                             "engine_window", "gguf_embed", "chat", "vision", "weight_types",
+                                             "runtime"};
 /* What the simulator's checked column runs: the op suites (the model
  * suites run on every other column; under the simulator they cost minutes
  * each). */
