@@ -769,36 +769,31 @@ inline void int_halves(WQ w, uint qh, char16 *lo, char16 *hi) {
  * of Q4_1 3072 x 576, 1.08 -> 1.17x the float path's speed (CPU time).
  * Intel's runtime compiles these into 32-bit multiplies (1.46 -> 1.01x)
  * and the pairs into a pmaddwd over 16-bit lanes. */
-inline int16 mul16(char16 a, char16 b) { return convert_int16(a) * convert_int16(b); }
-inline int16 int_lanes(WQ w, uint qh, uint8 x) {
-#if WTYPE == WT_Q8_0
-  return mul16(as_char16(w.lo), as_char16(x.lo)) + mul16(as_char16(w.hi), as_char16(x.hi));
-#else
-  char16 lo, hi;
-  int_halves(w, qh, &lo, &hi);
-  return mul16(lo, as_char16(x.lo)) + mul16(hi, as_char16(x.hi));
-#endif
-}
+inline int16 int_mul(char16 a, char16 b) { return convert_int16(a) * convert_int16(b); }
+#define INT_LANES int16
 #define ACC float16
 #define ACC_CVT convert_float16
 #define ACC_SUM(a) sum8((a).lo + (a).hi)
 #else
-/* The block's products in 8 int lanes.  Q4_0's quants less 8 before the
- * products (-8..7 fit a char): the -8 * sum(qx) term apart, in f32, came
- * out of a sum 8 times the result's size, 1e-5 off at K = 768. */
-inline int8 int_lanes(WQ w, uint qh, uint8 x) {
-#if WTYPE == WT_Q8_0
-  return pmadd16(as_char16(w.lo), as_char16(x.lo)) + pmadd16(as_char16(w.hi), as_char16(x.hi));
-#else
-  char16 lo, hi;
-  int_halves(w, qh, &lo, &hi);
-  return pmadd16(lo, as_char16(x.lo)) + pmadd16(hi, as_char16(x.hi));
-#endif
-}
+/* 8 int lanes: the products added pairwise (pmadd16). */
+inline int8 int_mul(char16 a, char16 b) { return pmadd16(a, b); }
+#define INT_LANES int8
 #define ACC float8
 #define ACC_CVT convert_float8
 #define ACC_SUM(a) sum8(a)
 #endif
+/* The block's products in INT_LANES int lanes.  Q4_0's quants less 8
+ * before the products (-8..7 fit a char): the -8 * sum(qx) term apart, in
+ * f32, came out of a sum 8 times the result's size, 1e-5 off at K = 768. */
+inline INT_LANES int_lanes(WQ w, uint qh, uint8 x) {
+#if WTYPE == WT_Q8_0
+  return int_mul(as_char16(w.lo), as_char16(x.lo)) + int_mul(as_char16(w.hi), as_char16(x.hi));
+#else
+  char16 lo, hi;
+  int_halves(w, qh, &lo, &hi);
+  return int_mul(lo, as_char16(x.lo)) + int_mul(hi, as_char16(x.hi));
+#endif
+}
 #endif
 
 __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void INT_NAME(
