@@ -402,16 +402,18 @@ START_TEST(int_glu_makes_blocks) {
 }
 END_TEST
 
-static const clf_dtype kq_types[] = {CLF_Q4_K, CLF_Q5_K, CLF_Q6_K};
+static const clf_dtype kq_types[] = {CLF_Q4_K, CLF_Q5_K, CLF_Q6_K, CLF_Q5_0, CLF_Q5_1};
+static const unsigned kq_ggml[] = {12, 13, 14, 6, 7}; /* their ggml numbers */
 
-/* W [N, K] of k-quant dt: seeded block bytes (clf__kq_blocks: moderate
+/* W [N, K] of dt, one of kq_types (index t): seeded block bytes (clf__kq_blocks: moderate
  * scales, some subnormal) or, with from_f32, clformer's own quantizer of
  * uniform values (--weights q4k / q6k: the bytes llama.cpp's reference
  * quantizer writes); *w its values, decoded by the reference
  * (clf__ref_dequant_k), which is first checked against the GGUF reader's
  * decoder (clf_gguf_dequantize: float arithmetic, so within 1e-6 of the
  * largest weight). */
-static clf_tensor *make_kq(clf_dtype dt, size_t N, size_t K, uint32_t seed, int from_f32, float **w) {
+static clf_tensor *make_kq(size_t t, size_t N, size_t K, uint32_t seed, int from_f32, float **w) {
+  const clf_dtype dt = kq_types[t];
   const size_t bytes = clf__dtype_bytes(dt, N * K);
   unsigned char *raw;
   clf_tensor *tw = NULL;
@@ -429,7 +431,7 @@ static clf_tensor *make_kq(clf_dtype dt, size_t N, size_t K, uint32_t seed, int 
   double *wd = malloc(N * K * sizeof(double));
   float *gg = malloc(N * K * sizeof(float));
   ck_assert(clf__ref_dequant_k(dt, raw, N * K, wd));
-  TH_OK(clf_gguf_dequantize(dt == CLF_Q4_K ? 12 : dt == CLF_Q5_K ? 13 : 14, raw, N * K, gg));
+  TH_OK(clf_gguf_dequantize(kq_ggml[t], raw, N * K, gg));
   *w = malloc(N * K * sizeof(float));
   double most = 0, diff = 0;
   for (size_t i = 0; i < N * K; i++) {
@@ -443,9 +445,9 @@ static clf_tensor *make_kq(clf_dtype dt, size_t N, size_t K, uint32_t seed, int 
   return tw;
 }
 
-/* The k-quants (skinny_kq, skinny_kqdot where the device has the
- * extension): each type, 1 to 8 rows, N not a multiple of a work-item's
- * rows, K of 1 and 3 super-blocks, an all-zero block of x, each
+/* skinny_kq (skinny_kqdot too where the device has the extension): each
+ * type, 1 to 8 rows, N not a multiple of a work-item's rows, K of 1 and 3
+ * super-blocks (Q5_0, Q5_1: 3 and 20 blocks), an all-zero block of x, each
  * activation in the kernel and in a pass of its own; against the
  * reference over x rounded as quantize_q8 rounds it, within 1e-5 of the
  * larger of 1 and max |ref| (int_matches_reference's reasoning: the
@@ -454,24 +456,25 @@ static clf_tensor *make_kq(clf_dtype dt, size_t N, size_t K, uint32_t seed, int 
  * ($CLFORMER_SKINNY_INT=0) is within 2e-5 sqrt(K) of the exact product
  * and at least 1e-4 away from the quantized-x reference (the path that
  * ran is the integer one).  Then weights made by clformer's own
- * quantizers (q4k, q6k from f32: real scales and mins) against the
+ * quantizers (q4k, q6k, q5_0 from f32: real scales and mins) against the
  * same reference, 1e-5. */
 START_TEST(kq_matches_reference) {
-  static const size_t Ms[] = {1, 2, 3, 5, 8}, Ks[] = {256, 768};
+  static const size_t Ms[] = {1, 2, 3, 5, 8}, Ks[] = {256, 768}, K32[] = {96, 640};
   const char *builds[] = {"1", "dot"};
   const int nbuilds = th_ctx->caps.has_int_dot ? 2 : 1;
-  for (size_t t = 0; t < 3 && nbuilds == 2; t++)
+  const size_t ntypes = sizeof kq_types / sizeof *kq_types;
+  for (size_t t = 0; t < ntypes && nbuilds == 2; t++)
     for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++) {
       char name[96];
       ck_assert(clf__skinny_kq_variant(th_ctx, kq_types[t], Ms[i], 1, name, sizeof name));
       ck_assert(clf__verdict_record(th_ctx, name, 1, 0, 0));
     }
-  for (size_t t = 0; t < 3; t++)
+  for (size_t t = 0; t < ntypes; t++)
     for (size_t kk = 0; kk < 2; kk++) {
-      const size_t N = 37, K = Ks[kk], M = 8;
+      const size_t N = 37, K = clf__dtype_block(kq_types[t]) == 32 ? K32[kk] : Ks[kk], M = 8;
       float *w, *x = th_rand(M * K, (uint32_t)(600 + t), -2, 2), *bias = th_rand(N, 8, -1, 1);
       for (size_t k = 32; k < 64; k++) x[K + k] = 0.0f; /* row 1, block 1: all zero */
-      clf_tensor *tw = make_kq(kq_types[t], N, K, (uint32_t)(700 + t), 0, &w);
+      clf_tensor *tw = make_kq(t, N, K, (uint32_t)(700 + t), 0, &w);
       for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++) {
         const clf_activation act = (clf_activation)((i + t) % 6);
         float *ref = reference(x, w, bias, Ms[i], N, K, act, 1);
@@ -499,16 +502,17 @@ START_TEST(kq_matches_reference) {
       free(w); free(x); free(bias);
       clf_tensor_destroy(tw);
     }
-  static const clf_dtype own[] = {CLF_Q4_K, CLF_Q6_K};
+  static const size_t own[] = {0, 2, 3}; /* q4k, q6k, q5_0 */
   env_set("CLFORMER_SKINNY_INT", "1");
-  for (size_t t = 0; t < 2; t++) {
+  for (size_t o = 0; o < 3; o++) {
+    const size_t t = own[o];
     const size_t N = 29, K = 512, M = 3;
     float *w, *x = th_rand(M * K, (uint32_t)(800 + t), -2, 2), *bias = th_rand(N, 9, -1, 1);
-    clf_tensor *tw = make_kq(own[t], N, K, (uint32_t)(900 + t), 1, &w);
+    clf_tensor *tw = make_kq(t, N, K, (uint32_t)(900 + t), 1, &w);
     float *ref = reference(x, w, bias, M, N, K, CLF_ACT_NONE, 1), *y = run(tw, x, bias, M, N, K, CLF_ACT_NONE);
     const double err = rel_err(y, ref, M * N);
     th_note_error(err, 1e-5);
-    ck_assert_msg(err <= 1e-5, "%s from f32: error %g > 1e-5", clf_dtype_name(own[t]), err);
+    ck_assert_msg(err <= 1e-5, "%s from f32: error %g > 1e-5", clf_dtype_name(kq_types[t]), err);
     free(y); free(ref); free(w); free(x); free(bias);
     clf_tensor_destroy(tw);
   }
@@ -529,7 +533,7 @@ START_TEST(kq_held_x_shared) {
   float *w[4], *x = th_rand(9 * K, 41, -2, 2), *bias = th_rand(N, 42, -1, 1);
   clf_tensor *tw[4];
   tw[0] = make_weight(CLF_Q4_1, N, K, 43, &w[0]);
-  for (int t = 0; t < 3; t++) tw[t + 1] = make_kq(kq_types[t], N, K, (uint32_t)(44 + t), 0, &w[t + 1]);
+  for (int t = 0; t < 3; t++) tw[t + 1] = make_kq((size_t)t, N, K, (uint32_t)(44 + t), 0, &w[t + 1]);
   clf_tensor *tx = th_tensor(CLF_F32, 2, TH_SHAPE(M, K), x), *tb = th_tensor(CLF_F32, 1, TH_SHAPE(N), bias);
   clf_tensor *ty = th_empty(CLF_F32, 2, TH_SHAPE(M, N));
   clf__linear_hold_x(th_ctx, tx);

@@ -1,5 +1,5 @@
 /* linear_kq.c - the integer path of clf_linear for ggml's k-quants (Q4_K,
- * Q5_K, Q6_K; issue 42): which variant a product runs and its launch of
+ * Q5_K, Q6_K) and Q5_0 / Q5_1 (issue 42): which variant a product runs and its launch of
  * kernels/linear.cl's skinny_kq / skinny_kqdot, over x's 8-bit blocks of
  * 32 that linear.c makes or finds held (the same blocks skinny_int reads).
  */
@@ -7,7 +7,9 @@
 
 #include <stdio.h>
 
-int clf__kq_type(clf_dtype wt) { return wt == CLF_Q4_K || wt == CLF_Q5_K || wt == CLF_Q6_K; }
+int clf__kq_type(clf_dtype wt) {
+  return wt == CLF_Q4_K || wt == CLF_Q5_K || wt == CLF_Q6_K || wt == CLF_Q5_0 || wt == CLF_Q5_1;
+}
 
 /* Rows of W a work-item by MMAX, as skinny_int's (more rows of x hold
  * more accumulators: fewer rows of W), and work-items a group. */
@@ -29,7 +31,7 @@ int clf__skinny_kq_variant(const clf_context *ctx, clf_dtype wt, size_t M, int d
 
 int clf__kq_kind(clf_context *ctx, clf_dtype wt, int in_out, int aligned, size_t M, size_t K) {
   char pn[96], dn[96];
-  if (in_out || !aligned || K % 256 || !clf__skinny_kq_variant(ctx, wt, M, 0, pn, sizeof pn)) return -1;
+  if (in_out || !aligned || K % clf__dtype_block(wt) || !clf__skinny_kq_variant(ctx, wt, M, 0, pn, sizeof pn)) return -1;
   const int dot = clf__skinny_kq_variant(ctx, wt, M, 1, dn, sizeof dn);
   if (clf__validating(ctx))
     return dot && clf__variant_validating(ctx, dn) ? 1 : clf__variant_validating(ctx, pn) ? 0 : -1;
