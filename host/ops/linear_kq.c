@@ -29,6 +29,25 @@ int clf__skinny_kq_variant(const clf_context *ctx, clf_dtype wt, size_t M, int d
                   clf__weight_type_name(wt), mmax, clf__kq_tn(mmax), KQ_TL) < (int)len;
 }
 
+/* Whether an [M, K] product with w of type wt takes skinny_kq (*dot: the
+ * extension's build asked): as skinny_int where $CLFORMER_SKINNY_INT or
+ * the applied profile's Tiles "int=R" says (clf__skinny_int_wanted); else,
+ * on a CPU, the k-quants Q4_K, Q5_K, Q6_K for up to KQ_ROWS rows, where
+ * they were measured faster than the float path on both runtimes
+ * (docs/performance.md, session 28; 640 x 2048, float / integer time,
+ * best of 9 rounds on a loaded 2-core machine: one and two rows 2.2-3.4x
+ * on PoCL, 2.2-8.2x on Intel's runtime; four rows 1.2-1.6x on PoCL but
+ * 0.74-1.67x on Intel's: not yet), and Q5_0 / Q5_1 not (one row of
+ * 4096 x 640: 0.78-0.91x on PoCL, 1.24-1.49x on Intel's). */
+enum { KQ_ROWS = 2 };
+static int kq_wanted(const clf_context *ctx, clf_dtype wt, size_t M, int *dot) {
+  unsigned v[2];
+  if (ctx->env.skinny_int >= 0 || clf__tuned_group(ctx, CLF__TILES_TUNING, "int", v))
+    return clf__skinny_int_wanted(ctx, M, dot);
+  *dot = 0;
+  return ctx->caps.is_cpu && M <= KQ_ROWS && wt != CLF_Q5_0 && wt != CLF_Q5_1;
+}
+
 int clf__kq_kind(clf_context *ctx, clf_dtype wt, int in_out, int aligned, size_t M, size_t K) {
   char pn[96], dn[96];
   if (in_out || !aligned || K % clf__dtype_block(wt) || !clf__skinny_kq_variant(ctx, wt, M, 0, pn, sizeof pn)) return -1;
@@ -36,7 +55,7 @@ int clf__kq_kind(clf_context *ctx, clf_dtype wt, int in_out, int aligned, size_t
   if (clf__validating(ctx))
     return dot && clf__variant_validating(ctx, dn) ? 1 : clf__variant_validating(ctx, pn) ? 0 : -1;
   int want_dot = 0;
-  if (!clf__skinny_int_wanted(ctx, M, &want_dot)) return -1;
+  if (!kq_wanted(ctx, wt, M, &want_dot)) return -1;
   if (want_dot && dot && clf__variant_passed(ctx, dn)) return 1;
   return clf_variant_disabled(ctx, pn) ? -1 : 0;
 }

@@ -297,8 +297,10 @@ clf_status clf__linear_plan(clf_context *ctx, const char *op, clf_dtype wt, int 
                             size_t K, size_t N, clf__plan *out);
 /* The integer path for ggml's k-quants Q4_K, Q5_K, Q6_K and for Q5_0, Q5_1 (linear_kq.c,
  * kernels/linear.cl's skinny_kq and skinny_kqdot), over the same 8-bit
- * blocks of x as skinny_int and taken where it would be
- * (clf__skinny_int_wanted): clf__kq_type says which types;
+ * blocks of x as skinny_int, taken where it would be
+ * (clf__skinny_int_wanted) and, where neither the environment nor the
+ * profile says, for up to 2 rows of the k-quants on a CPU (linear_kq.c's
+ * kq_wanted, measured): clf__kq_type says which types;
  * clf__skinny_kq_variant names the variant of M rows ("linear.skinny_kq
  * q4k MMAX=1 TN=4 TL=8", dot: "linear.skinny_kqdot ..."), 0 where it does
  * not apply; clf__kq_kind is the build an [M, K] product runs (1 the
