@@ -470,10 +470,8 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_tile(SKINNY
 /* The 32-element types the integer kernels take (skinny_int below); their
  * scales are read through scale_at there and in skinny_pair. */
 #define INT_TYPES (WTYPE == WT_Q8_0 || WTYPE == WT_Q4_0 || WTYPE == WT_Q4_1)
-/* ggml's blocks the integer path takes in skinny_kq (at the end): the
- * k-quants of a Q4_K_M / Q5_K_M file and the Q5_0 / Q5_1 it puts where a
- * width is not a multiple of 256 */
-#define KQ_TYPES (WTYPE == WT_Q4_K || WTYPE == WT_Q5_K || WTYPE == WT_Q6_K || WTYPE == WT_Q5_0 || WTYPE == WT_Q5_1)
+/* ggml's k-quants the integer path takes (skinny_kq, at the end) */
+#define KQ_TYPES (WTYPE == WT_Q4_K || WTYPE == WT_Q5_K || WTYPE == WT_Q6_K)
 #if INT_TYPES || KQ_TYPES
 /* f16 bits to f32, exactly, and no subnormal f32 on the way (a subnormal
  * operand costs x86 a microcode assist: scaling the bits by 2^112 instead
@@ -881,8 +879,7 @@ __kernel void expand_t(__global const WT *w, uint w_off, __global const half *s,
 
 /* ------------------------------------------------------------------------
  * The integer path for ggml's k-quants (Q4_K, Q5_K, Q6_K: the tensors of
- * a Q4_K_M / Q5_K_M file) and its Q5_0 / Q5_1 (blocks of 32: d (q - 16),
- * d q + m, the fifth bits in a word), from the same 8-bit blocks of x as skinny_int
+ * a Q4_K_M / Q5_K_M file), from the same 8-bit blocks of x as skinny_int
  * (quantize_q8's, or the norm's and glu's: one quantization of an
  * activation serves its Q4_1, Q8_0 and k-quant products alike).  A
  * super-block's sub-blocks line up with x's blocks of 32: Q4_K / Q5_K's
@@ -949,7 +946,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void KQ_NAME(
   uint rn[TN]; /* rows past the end repeat the last; their sums are not stored */
   _Pragma("unroll") for (uint j = 0; j < TN; j++) rn[j] = min(n0 + j, N - 1);
   KQ_ACC acc[MMAX][TN];
-  float accm[MMAX][TN]; /* Q4_K, Q5_K, Q5_1: the mins' share */
+  float accm[MMAX][TN]; /* Q4_K, Q5_K: the mins' share */
   _Pragma("unroll") for (uint i = 0; i < MMAX; i++) _Pragma("unroll") for (uint j = 0; j < TN; j++) {
     acc[i][j] = (KQ_ACC)(0.0f);
     accm[i][j] = 0.0f;
@@ -967,15 +964,15 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void KQ_NAME(
       bo[j] = ((size_t)rn[j] * nsb + b) * GBYTES;
 #if WTYPE == WT_Q6_K /* {ql[128]; qh[64]; scales[16]; d} */
       d[j] = scale_at(s, su, bo[j] / 2 + 104);
-#else /* {d; dmin; scales[12]; (Q5_K: qh[32];) qs[128]}, Q5_0 {d; qh[4]; qs[16]}, Q5_1 {d; m; qh[4]; qs[16]} */
+#else /* {d; dmin; scales[12]; (Q5_K: qh[32];) qs[128]} */
       d[j] = scale_at(s, su, bo[j] / 2);
-      dm[j] = WTYPE == WT_Q5_0 ? 0.0f : scale_at(s, su, bo[j] / 2 + 1);
+      dm[j] = scale_at(s, su, bo[j] / 2 + 1);
 #endif
 #if WTYPE == WT_Q5_K
       qh[j] = vload8(0, wu + bo[j] / 4 + 4);
 #endif
     }
-    _Pragma("unroll") for (uint sb = 0; sb < GB / 32; sb++) { /* sub-block sb of 32: x's block (GB / 32) b + sb */
+    _Pragma("unroll") for (uint sb = 0; sb < 8; sb++) { /* sub-block sb of 32: x's block 8b + sb */
       char16 wl[TN], wh[TN];
       int sl[TN], sh[TN];
       float dd[TN], mm[TN];
@@ -993,23 +990,6 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void KQ_NAME(
         sh[j] = (char)wb[bo[j] + 192 + g * 8 + 2 * t + 1];
         dd[j] = d[j];
         mm[j] = 0.0f;
-#elif WTYPE == WT_Q5_0 || WTYPE == WT_Q5_1 /* element e: nibble of byte e % 16, fifth bit e of qh */
-        const size_t hq = bo[j] / 2 + (WTYPE == WT_Q5_0 ? 1 : 2); /* qh, then qs, in halves */
-        const uint qh = (uint)su[hq] | (uint)su[hq + 1] << 16;
-        const uchar16 q = as_uchar16(vload8(0, su + hq + 2));
-        /* each byte of qh in 8 lanes, its bits picked by a mask a lane and
-         * compared (x86 has no per-byte shifts: the 16-lane uint shifts
-         * of the bits ran one row of 4096 x 640 no faster than the float path) */
-        const uchar16 bit = (uchar16)(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
-        const uint r0 = (qh & 255u) * 0x01010101u, r1 = (qh >> 8 & 255u) * 0x01010101u;
-        const uint r2 = (qh >> 16 & 255u) * 0x01010101u, r3 = (qh >> 24) * 0x01010101u;
-        const uchar16 h0 = as_uchar16((as_uchar16((uint4)(r0, r0, r1, r1)) & bit) != (uchar16)0) & (uchar16)16;
-        const uchar16 h1 = as_uchar16((as_uchar16((uint4)(r2, r2, r3, r3)) & bit) != (uchar16)0) & (uchar16)16;
-        wl[j] = as_char16((q & (uchar16)15) | h0) - (char16)(WTYPE == WT_Q5_0 ? 16 : 0);
-        wh[j] = as_char16((q >> (uchar16)4) | h1) - (char16)(WTYPE == WT_Q5_0 ? 16 : 0);
-        sl[j] = sh[j] = 1;
-        dd[j] = d[j];
-        mm[j] = -dm[j]; /* Q5_1's + m (0 for Q5_0) */
 #else
         const uint8 q = vload8(0, wu + bo[j] / 4 + (WTYPE == WT_Q4_K ? 4 : 12) + (sb / 2) * 8);
         uchar16 q0 = as_uchar16(q.lo), q1 = as_uchar16(q.hi);
@@ -1029,7 +1009,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void KQ_NAME(
       }
       _Pragma("unroll") for (uint i = 0; i < MMAX; i++) {
         if (i < M) { /* uniform */
-          const size_t xb = (size_t)i * nb + (GB / 32) * b + sb;
+          const size_t xb = (size_t)i * nb + 8 * b + sb;
           const uint8 xw = vload8(xb, xq);
           const float dx = xd[xd_off + 2 * xb], sx = xd[xd_off + 2 * xb + 1];
           _Pragma("unroll") for (uint j = 0; j < TN; j++) {
@@ -1038,7 +1018,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void KQ_NAME(
 #else
             acc[i][j] = fma((float8)(dd[j] * dx), convert_float8(kq_dot(wl[j], wh[j], sl[j], sh[j], xw)), acc[i][j]);
 #endif
-#if WTYPE != WT_Q6_K && WTYPE != WT_Q5_0
+#if WTYPE != WT_Q6_K
             accm[i][j] = fma(mm[j] * dx, sx, accm[i][j]);
 #endif
           }

@@ -4,7 +4,8 @@
  * rows, in the portable build and, where the device has
  * cl_khr_integer_dot_product, the extension's; against a CPU reference
  * that rounds x as the kernel does (clf__ref_quantize_q8), and against the
- * float path, which $CLFORMER_SKINNY_INT=0 keeps. */
+ * float path, which $CLFORMER_SKINNY_INT=0 keeps; and the same for
+ * ggml's k-quants Q4_K, Q5_K, Q6_K (skinny_kq, skinny_kqdot). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -402,8 +403,8 @@ START_TEST(int_glu_makes_blocks) {
 }
 END_TEST
 
-static const clf_dtype kq_types[] = {CLF_Q4_K, CLF_Q5_K, CLF_Q6_K, CLF_Q5_0, CLF_Q5_1};
-static const unsigned kq_ggml[] = {12, 13, 14, 6, 7}; /* their ggml numbers */
+static const clf_dtype kq_types[] = {CLF_Q4_K, CLF_Q5_K, CLF_Q6_K};
+static const unsigned kq_ggml[] = {12, 13, 14}; /* their ggml numbers */
 
 /* W [N, K] of dt, one of kq_types (index t): seeded block bytes (clf__kq_blocks: moderate
  * scales, some subnormal) or, with from_f32, clformer's own quantizer of
@@ -446,9 +447,9 @@ static clf_tensor *make_kq(size_t t, size_t N, size_t K, uint32_t seed, int from
 }
 
 /* skinny_kq (skinny_kqdot too where the device has the extension): each
- * type, 1 to 8 rows (on Oclgrind 1, 2, 3, 8 and the shorter K), N not a multiple of a work-item's rows, K of 1 and 3
- * super-blocks (Q5_0, Q5_1: 3 and 20 blocks), an all-zero block of x, each
- * activation in the kernel and in a pass of its own; against the
+ * type, 1 to 8 rows (on Oclgrind 1, 2, 3, 8 and the shorter K), N not a
+ * multiple of a work-item's rows, K of 1 and 3 super-blocks, an all-zero
+ * block of x, each activation in the kernel and in a pass of its own; against the
  * reference over x rounded as quantize_q8 rounds it, within 1e-5 of the
  * larger of 1 and max |ref| (int_matches_reference's reasoning: the
  * integer sums are exact, what is left is the f32 scaling of each block's
@@ -456,10 +457,10 @@ static clf_tensor *make_kq(size_t t, size_t N, size_t K, uint32_t seed, int from
  * ($CLFORMER_SKINNY_INT=0) is within 2e-5 sqrt(K) of the exact product
  * and at least 1e-4 away from the quantized-x reference (the path that
  * ran is the integer one).  Then weights made by clformer's own
- * quantizers (q4k, q6k, q5_0 from f32: real scales and mins) against the
+ * quantizers (q4k, q6k from f32: real scales and mins) against the
  * same reference, 1e-5. */
 START_TEST(kq_matches_reference) {
-  static const size_t Ms[] = {1, 2, 3, 8, 5}, Ks[] = {256, 768}, K32[] = {96, 640};
+  static const size_t Ms[] = {1, 2, 3, 8, 5}, Ks[] = {256, 768};
   const int sim = getenv("CLF_TEST_UNDER_OCLGRIND") != NULL; /* a simulator: each MMAX once, the shorter K */
   const size_t nm = sim ? 4 : 5, nk = sim ? 1 : 2;
   const char *builds[] = {"1", "dot"};
@@ -473,7 +474,7 @@ START_TEST(kq_matches_reference) {
     }
   for (size_t t = 0; t < ntypes; t++)
     for (size_t kk = 0; kk < nk; kk++) {
-      const size_t N = 37, K = clf__dtype_block(kq_types[t]) == 32 ? K32[kk] : Ks[kk], M = 8;
+      const size_t N = 37, K = Ks[kk], M = 8;
       float *w, *x = th_rand(M * K, (uint32_t)(600 + t), -2, 2), *bias = th_rand(N, 8, -1, 1);
       for (size_t k = 32; k < 64; k++) x[K + k] = 0.0f; /* row 1, block 1: all zero */
       clf_tensor *tw = make_kq(t, N, K, (uint32_t)(700 + t), 0, &w);
@@ -504,9 +505,9 @@ START_TEST(kq_matches_reference) {
       free(w); free(x); free(bias);
       clf_tensor_destroy(tw);
     }
-  static const size_t own[] = {0, 2, 3}; /* q4k, q6k, q5_0 */
+  static const size_t own[] = {0, 2}; /* q4k, q6k */
   env_set("CLFORMER_SKINNY_INT", "1");
-  for (size_t o = 0; o < 3; o++) {
+  for (size_t o = 0; o < 2; o++) {
     const size_t t = own[o];
     const size_t N = 29, K = 512, M = 3;
     float *w, *x = th_rand(M * K, (uint32_t)(800 + t), -2, 2), *bias = th_rand(N, 9, -1, 1);

@@ -210,23 +210,7 @@ void clf__ref_quantize_q8(const float *x, size_t rows, size_t K, double *xq) {
 
 static double ref_f16(const unsigned char *p) { return clf__f16_bits_to_f32((uint16_t)(p[0] | p[1] << 8)); }
 
-/* Q5_0 {d; qh[4]; qs[16]}: d (q - 16); Q5_1 {d; m; qh[4]; qs[16]}: d q + m;
- * element e's nibble in byte e % 16 (high from 16 on), its fifth bit bit e of qh. */
-static void ref_q5(clf_dtype dt, const unsigned char *blocks, size_t numel, double *out) {
-  const size_t bytes = dt == CLF_Q5_0 ? 22 : 24, at = dt == CLF_Q5_0 ? 2 : 4;
-  for (size_t b = 0; b < numel / 32; b++) {
-    const unsigned char *q = blocks + b * bytes;
-    uint32_t qh = 0;
-    for (int i = 0; i < 4; i++) qh |= (uint32_t)q[at + i] << 8 * i;
-    for (int e = 0; e < 32; e++) {
-      const int v = ((q[at + 4 + e % 16] >> (e < 16 ? 0 : 4)) & 15) | ((qh >> e) & 1) << 4;
-      out[b * 32 + e] = dt == CLF_Q5_0 ? ref_f16(q) * (v - 16) : ref_f16(q) * v + ref_f16(q + 2);
-    }
-  }
-}
-
 int clf__ref_dequant_k(clf_dtype dt, const unsigned char *blocks, size_t numel, double *out) {
-  if (dt == CLF_Q5_0 || dt == CLF_Q5_1) return ref_q5(dt, blocks, numel, out), 1;
   const size_t bytes = dt == CLF_Q4_K ? 144 : dt == CLF_Q5_K ? 176 : dt == CLF_Q6_K ? 210 : 0;
   if (!bytes) return 0;
   for (size_t b = 0; b < numel / 256; b++) {
@@ -258,17 +242,15 @@ int clf__ref_dequant_k(clf_dtype dt, const unsigned char *blocks, size_t numel, 
  * one) set: scales, mins and quants as no quantizer would choose, but
  * every bit of the layout read. */
 void clf__kq_blocks(clf_dtype dt, size_t N, size_t K, uint32_t seed, unsigned char *out) {
-  const int q5 = dt == CLF_Q5_0 || dt == CLF_Q5_1;
-  const size_t bytes = dt == CLF_Q4_K ? 144 : dt == CLF_Q5_K ? 176 : dt == CLF_Q6_K ? 210 : dt == CLF_Q5_0 ? 22 : 24;
-  const size_t blocks = N * K / (q5 ? 32 : 256);
+  const size_t bytes = dt == CLF_Q4_K ? 144 : dt == CLF_Q5_K ? 176 : 210, blocks = N * K / 256;
   uint32_t r = seed * 2654435761u + 1;
   for (size_t i = 0; i < blocks * bytes; i++) out[i] = (unsigned char)((r = r * 1664525u + 1013904223u) >> 24);
   for (size_t b = 0; b < blocks; b++) {
     unsigned char *q = out + b * bytes;
-    const float d1 = q5 ? 0.01f : dt == CLF_Q5_K ? 1e-4f : 2e-4f; /* weights within about 6 */
+    const float d1 = dt == CLF_Q5_K ? 1e-4f : 2e-4f; /* weights within about 6 */
     const uint16_t d = clf__f32_to_f16(b % 5 == 1 ? 3e-6f : d1 * (float)(1 + b % 7));
     const uint16_t m = clf__f32_to_f16(b % 2 ? 0.008f : 0.002f);
     memcpy(q + (dt == CLF_Q6_K ? 208 : 0), &d, 2);
-    if (dt != CLF_Q6_K && dt != CLF_Q5_0) memcpy(q + 2, &m, 2);
+    if (dt != CLF_Q6_K) memcpy(q + 2, &m, 2);
   }
 }

@@ -82,14 +82,13 @@ void clf__ref_embedding(const float *table, size_t V, size_t D, const int64_t *i
  * only the product is judged); xq = d * q, exactly (in double). */
 void clf__ref_quantize_q8(const float *x, size_t rows, size_t K, double *xq);
 
-/* ggml's blocks of the integer path's skinny_kq (dt CLF_Q4_K, CLF_Q5_K,
- * CLF_Q6_K, CLF_Q5_0 or CLF_Q5_1, as a GGUF file stores them:
- * ggml-common.h) decoded to out [numel], each element d sc q - dmin m
- * (Q4_K, Q5_K), d sc (q - 32) (Q6_K), d (q - 16) (Q5_0) or d q + m (Q5_1),
- * in double from the block's fields; 0 for another type. */
+/* ggml's k-quant blocks (dt CLF_Q4_K, CLF_Q5_K or CLF_Q6_K, as a GGUF
+ * file stores them: ggml-common.h) decoded to out [numel], each element
+ * d sc q - dmin m (Q4_K, Q5_K) or d sc (q - 32) (Q6_K), in double from
+ * the block's fields; 0 for another type. */
 int clf__ref_dequant_k(clf_dtype dt, const unsigned char *blocks, size_t numel, double *out);
 
-/* Seeded blocks of one of those types (K a multiple of its block) of N x K
+/* Seeded blocks of one of those types (K a multiple of 256) of N x K
  * elements into out (clf__dtype_bytes of them): random bytes with
  * moderate f16 scales (weights within about 6), one block's d in five
  * subnormal (validate.c; the tests use them too). */

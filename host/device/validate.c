@@ -406,7 +406,7 @@ static clf_status case_linear_int(clf_context *ctx, const vcase *c, double *err)
 }
 
 /* skinny_kq: y = gelu(x W^T + b), W [37, 512] of the clf_dtype p[0]
- * (Q4_K, Q5_K, Q6_K, Q5_0, Q5_1: clf__kq_blocks), x [p[1], 512] with
+ * (Q4_K, Q5_K, Q6_K: clf__kq_blocks), x [p[1], 512] with
  * one all-zero block; the reference (clf__ref_dequant_k) multiplies the
  * decoded weights by x rounded as quantize_q8 rounds it, as
  * case_linear_int's. */
@@ -611,7 +611,7 @@ static size_t list_cases(clf_context *ctx, vcase *list) {
           add_case(list, &n, MAX_CASES, name, case_linear_int, ints[i], int_rows[r], 0, 0, 1e-5);
       }
   /* skinny_kq's builds likewise (linear_kq.c) */
-  static const clf_dtype kqs[] = {CLF_Q4_K, CLF_Q5_K, CLF_Q6_K, CLF_Q5_0, CLF_Q5_1};
+  static const clf_dtype kqs[] = {CLF_Q4_K, CLF_Q5_K, CLF_Q6_K};
   for (size_t i = 0; i < CLF__ARRAY_LEN(kqs); i++)
     for (size_t r = 0; r < CLF__ARRAY_LEN(int_rows); r++)
       for (int dot = 0; dot < 2; dot++) {

@@ -1,5 +1,5 @@
 /* linear_kq.c - the integer path of clf_linear for ggml's k-quants (Q4_K,
- * Q5_K, Q6_K) and Q5_0 / Q5_1 (issue 42): which variant a product runs and its launch of
+ * Q5_K, Q6_K; issue 42): which variant a product runs and its launch of
  * kernels/linear.cl's skinny_kq / skinny_kqdot, over x's 8-bit blocks of
  * 32 that linear.c makes or finds held (the same blocks skinny_int reads).
  */
@@ -7,9 +7,7 @@
 
 #include <stdio.h>
 
-int clf__kq_type(clf_dtype wt) {
-  return wt == CLF_Q4_K || wt == CLF_Q5_K || wt == CLF_Q6_K || wt == CLF_Q5_0 || wt == CLF_Q5_1;
-}
+int clf__kq_type(clf_dtype wt) { return wt == CLF_Q4_K || wt == CLF_Q5_K || wt == CLF_Q6_K; }
 
 /* Rows of W a work-item by MMAX, as skinny_int's (more rows of x hold
  * more accumulators: fewer rows of W), and work-items a group. */
@@ -37,15 +35,15 @@ int clf__skinny_kq_variant(const clf_context *ctx, clf_dtype wt, size_t M, int d
  * (docs/performance.md, session 28; 640 x 2048, float / integer time,
  * best of 9 rounds on a loaded 2-core machine: one and two rows 2.2-3.4x
  * on PoCL, 2.2-8.2x on Intel's runtime; four rows 1.2-1.6x on PoCL but
- * 0.74-1.67x on Intel's: not yet), and Q5_0 / Q5_1 not (one row of
- * 4096 x 640: 0.78-0.91x on PoCL, 1.24-1.49x on Intel's). */
+ * 0.74-1.67x on Intel's: not yet). */
 enum { KQ_ROWS = 2 };
 static int kq_wanted(const clf_context *ctx, clf_dtype wt, size_t M, int *dot) {
   unsigned v[2];
   if (ctx->env.skinny_int >= 0 || clf__tuned_group(ctx, CLF__TILES_TUNING, "int", v))
     return clf__skinny_int_wanted(ctx, M, dot);
   *dot = 0;
-  return ctx->caps.is_cpu && M <= KQ_ROWS && wt != CLF_Q5_0 && wt != CLF_Q5_1;
+  (void)wt;
+  return ctx->caps.is_cpu && M <= KQ_ROWS;
 }
 
 int clf__kq_kind(clf_context *ctx, clf_dtype wt, int in_out, int aligned, size_t M, size_t K) {

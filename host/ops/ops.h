@@ -295,7 +295,7 @@ enum { CLF__LINEAR_GEMM = 0, CLF__LINEAR_SKINNY, CLF__LINEAR_TILE, CLF__LINEAR_P
        CLF__LINEAR_INTK }; /* .path */
 clf_status clf__linear_plan(clf_context *ctx, const char *op, clf_dtype wt, int in_out, int aligned, size_t M,
                             size_t K, size_t N, clf__plan *out);
-/* The integer path for ggml's k-quants Q4_K, Q5_K, Q6_K and for Q5_0, Q5_1 (linear_kq.c,
+/* The integer path for ggml's k-quants Q4_K, Q5_K, Q6_K (linear_kq.c,
  * kernels/linear.cl's skinny_kq and skinny_kqdot), over the same 8-bit
  * blocks of x as skinny_int, taken where it would be
  * (clf__skinny_int_wanted) and, where neither the environment nor the
