@@ -471,7 +471,9 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_tile(SKINNY
  * scales are read through scale_at there and in skinny_pair. */
 #define INT_TYPES \
   (WTYPE == WT_Q8_0 || WTYPE == WT_Q4_0 || WTYPE == WT_Q4_1 || WTYPE == WT_Q5_0 || WTYPE == WT_Q5_1)
-#if INT_TYPES
+/* ggml's k-quants the integer path takes (skinny_kq, at the end) */
+#define KQ_TYPES (WTYPE == WT_Q4_K || WTYPE == WT_Q5_K || WTYPE == WT_Q6_K)
+#if INT_TYPES || KQ_TYPES
 /* f16 bits to f32, exactly, and no subnormal f32 on the way (a subnormal
  * operand costs x86 a microcode assist: scaling the bits by 2^112 instead
  * made products whose scales are subnormal halves, as a checkpoint with
@@ -577,7 +579,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_pair(SKINNY
  * -DINT_KERNEL=1 only (its own programs: the float builds stay as they
  * were).
  * ------------------------------------------------------------------------ */
-#if INT_KERNEL && INT_TYPES
+#if INT_KERNEL
 
 /* quantize_q8: x [M, K] (K a multiple of 32) into the scratch buffer the
  * linear op owns: q [M, K] int8 quants, q = rint(x / d) with d = max|x| /
@@ -596,6 +598,9 @@ __kernel void quantize_q8(__global const float *x, uint x_off, __global char *q,
   _Pragma("unroll") for (uint i = 0; i < 4; i++) v[i] = vload8(i, xp);
   clf_q8_block(v, q + blk * 32, ds + ds_off + 2 * blk); /* common.cl */
 }
+#endif
+
+#if INT_KERNEL && INT_TYPES
 
 /* skinny_int: y [M, N] = act(x [M, K] W^T + bias), M <= MMAX <= 8, for the
  * 32-element types (Q8_0, Q4_0 as clformer stores them, Q4_1, Q5_0, Q5_1 as GGUF
@@ -962,3 +967,168 @@ __kernel void expand_t(__global const WT *w, uint w_off, __global const half *s,
     r[7 * N] = e.s7;
   }
 }
+
+/* ------------------------------------------------------------------------
+ * The integer path for ggml's k-quants (Q4_K, Q5_K, Q6_K: the tensors of
+ * a Q4_K_M / Q5_K_M file), from the same 8-bit blocks of x as skinny_int
+ * (quantize_q8's, or the norm's and glu's: one quantization of an
+ * activation serves its Q4_1, Q8_0 and k-quant products alike).  A
+ * super-block's sub-blocks line up with x's blocks of 32: Q4_K / Q5_K's
+ * sub-block j of 32 (6-bit scale and min) is x's block 8b + j, so per
+ * block isum = sum qw qx and acc += d sc_j d_x isum, min term
+ * dmin m_j d_x sum(qx), as Q4_1's; Q6_K's two sub-blocks of 16 (int8
+ * scales) are the halves of x's block, each half's integer sum times its
+ * scale in the integers, then d d_x once (its quants less 32 before the
+ * products: -32..31 fit a char, and no per-16 sums of x are needed).
+ * llama.cpp's CUDA MMVQ multiplies its k-quants by Q8_1 blocks of 32
+ * likewise; its CPU path rounds x per 256 (Q8_K) instead, which would
+ * need a second copy of x.  Built with -DINT_KERNEL=1 (skinny_kq) or also
+ * -DINT_DOT=1 (skinny_kqdot: the sums through cl_khr_integer_dot_product).
+ * The weights are read as 32-bit words (wu: Q4_K, Q5_K, whose blocks are
+ * 144 and 176 bytes), as 16-bit ones (su: Q6_K's 210-byte blocks, and
+ * every f16 through scale_at) and as bytes (wb: the scales); the buffer
+ * passed four times, so that no pointer is cast.  A work-item takes TN
+ * rows of W against the M <= MMAX rows of x, super-block by super-block.
+ * global (N / TN rounded up to TL), local (TL).
+ * ------------------------------------------------------------------------ */
+#if INT_KERNEL && KQ_TYPES
+#ifndef INT_DOT
+#define INT_DOT 0
+#endif
+#if INT_DOT
+#pragma OPENCL EXTENSION cl_khr_integer_dot_product : enable
+#define KQ_NAME skinny_kqdot
+#define KQ_ACC float
+/* Sub-block (wl: elements 0-15, wh: 16-31, signed) times x's block, each
+ * half's sum times its integer scale. */
+inline int kq_dot(char16 wl, char16 wh, int sl, int sh, uint8 x) {
+  const uint4 a = as_uint4(wl), b = as_uint4(wh);
+  int l = dot_acc_sat_4x8packed_ss_int(a.s0, x.s0, 0);
+  l = dot_acc_sat_4x8packed_ss_int(a.s1, x.s1, l);
+  l = dot_acc_sat_4x8packed_ss_int(a.s2, x.s2, l);
+  l = dot_acc_sat_4x8packed_ss_int(a.s3, x.s3, l);
+  int h = dot_acc_sat_4x8packed_ss_int(b.s0, x.s4, 0);
+  h = dot_acc_sat_4x8packed_ss_int(b.s1, x.s5, h);
+  h = dot_acc_sat_4x8packed_ss_int(b.s2, x.s6, h);
+  h = dot_acc_sat_4x8packed_ss_int(b.s3, x.s7, h);
+  return l * sl + h * sh;
+}
+#define KQ_SUM(a) (a)
+#else
+#define KQ_NAME skinny_kq
+#define KQ_ACC float8
+/* skinny_int's pattern (pmaddwd): 16 products in int lanes added pairwise */
+inline int8 kq_pmadd(char16 a, char16 b) {
+  const int16 p = convert_int16(a) * convert_int16(b);
+  return p.even + p.odd;
+}
+inline int8 kq_dot(char16 wl, char16 wh, int sl, int sh, uint8 x) {
+  return kq_pmadd(wl, as_char16(x.lo)) * sl + kq_pmadd(wh, as_char16(x.hi)) * sh;
+}
+#define KQ_SUM(a) sum8(a)
+#endif
+
+__kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void KQ_NAME(
+    __global const uint *xq, __global const float *xd, uint xd_off, __global const uint *wu, __global const ushort *su,
+    __global const uchar *wb, __global const half *s, __global const float *bias, uint b_off, int has_bias, int act,
+    __global float *y, uint y_off, uint M, uint N, uint K) {
+  const uint n0 = get_global_id(0) * TN, nb = K / 32, nsb = K / GB;
+  if (n0 >= N) return;
+  uint rn[TN]; /* rows past the end repeat the last; their sums are not stored */
+  _Pragma("unroll") for (uint j = 0; j < TN; j++) rn[j] = min(n0 + j, N - 1);
+  KQ_ACC acc[MMAX][TN];
+  float accm[MMAX][TN]; /* Q4_K, Q5_K: the mins' share */
+  _Pragma("unroll") for (uint i = 0; i < MMAX; i++) _Pragma("unroll") for (uint j = 0; j < TN; j++) {
+    acc[i][j] = (KQ_ACC)(0.0f);
+    accm[i][j] = 0.0f;
+  }
+  for (uint b = 0; b < nsb; b++) {
+    size_t bo[TN]; /* each row's block, in bytes */
+    float d[TN];
+#if WTYPE != WT_Q6_K
+    float dm[TN];
+#endif
+#if WTYPE == WT_Q5_K
+    uint8 qh[TN]; /* bit j of byte l: element l's fifth bit in sub-block j */
+#endif
+    _Pragma("unroll") for (uint j = 0; j < TN; j++) {
+      bo[j] = ((size_t)rn[j] * nsb + b) * GBYTES;
+#if WTYPE == WT_Q6_K /* {ql[128]; qh[64]; scales[16]; d} */
+      d[j] = scale_at(s, su, bo[j] / 2 + 104);
+#else /* {d; dmin; scales[12]; (Q5_K: qh[32];) qs[128]} */
+      d[j] = scale_at(s, su, bo[j] / 2);
+      dm[j] = scale_at(s, su, bo[j] / 2 + 1);
+#endif
+#if WTYPE == WT_Q5_K
+      qh[j] = vload8(0, wu + bo[j] / 4 + 4);
+#endif
+    }
+    _Pragma("unroll") for (uint sb = 0; sb < 8; sb++) { /* sub-block sb of 32: x's block 8b + sb */
+      char16 wl[TN], wh[TN];
+      int sl[TN], sh[TN];
+      float dd[TN], mm[TN];
+      _Pragma("unroll") for (uint j = 0; j < TN; j++) {
+#if WTYPE == WT_Q6_K
+        const uint g = sb / 4, t = sb % 4; /* elements 32t..32t+31 of half g */
+        const size_t hq = bo[j] / 2 + g * 32 + (t & 1) * 16, hh = bo[j] / 2 + 64 + g * 16;
+        const uchar16 l0 = as_uchar16(vload8(0, su + hq)), l1 = as_uchar16(vload8(1, su + hq));
+        const uchar16 h0 = as_uchar16(vload8(0, su + hh)), h1 = as_uchar16(vload8(1, su + hh));
+        const uchar16 q0 = (t < 2 ? l0 & (uchar16)15 : l0 >> (uchar16)4) | ((h0 >> (uchar16)(2 * t)) & (uchar16)3) << (uchar16)4;
+        const uchar16 q1 = (t < 2 ? l1 & (uchar16)15 : l1 >> (uchar16)4) | ((h1 >> (uchar16)(2 * t)) & (uchar16)3) << (uchar16)4;
+        wl[j] = as_char16(q0) - (char16)32;
+        wh[j] = as_char16(q1) - (char16)32;
+        sl[j] = (char)wb[bo[j] + 192 + g * 8 + 2 * t];
+        sh[j] = (char)wb[bo[j] + 192 + g * 8 + 2 * t + 1];
+        dd[j] = d[j];
+        mm[j] = 0.0f;
+#else
+        const uint8 q = vload8(0, wu + bo[j] / 4 + (WTYPE == WT_Q4_K ? 4 : 12) + (sb / 2) * 8);
+        uchar16 q0 = as_uchar16(q.lo), q1 = as_uchar16(q.hi);
+        q0 = sb % 2 ? q0 >> (uchar16)4 : q0 & (uchar16)15;
+        q1 = sb % 2 ? q1 >> (uchar16)4 : q1 & (uchar16)15;
+#if WTYPE == WT_Q5_K
+        q0 |= ((as_uchar16(qh[j].lo) >> (uchar16)sb) & (uchar16)1) << (uchar16)4;
+        q1 |= ((as_uchar16(qh[j].hi) >> (uchar16)sb) & (uchar16)1) << (uchar16)4;
+#endif
+        wl[j] = as_char16(q0);
+        wh[j] = as_char16(q1);
+        const uint2 sm = scale_min_k4(sb, wb + bo[j] + 4);
+        sl[j] = sh[j] = 1; /* the scale in the float below: one multiply a block */
+        dd[j] = d[j] * (float)sm.x;
+        mm[j] = dm[j] * (float)sm.y;
+#endif
+      }
+      _Pragma("unroll") for (uint i = 0; i < MMAX; i++) {
+        if (i < M) { /* uniform */
+          const size_t xb = (size_t)i * nb + 8 * b + sb;
+          const uint8 xw = vload8(xb, xq);
+          const float dx = xd[xd_off + 2 * xb], sx = xd[xd_off + 2 * xb + 1];
+          _Pragma("unroll") for (uint j = 0; j < TN; j++) {
+#if INT_DOT
+            acc[i][j] = fma(dd[j] * dx, (float)kq_dot(wl[j], wh[j], sl[j], sh[j], xw), acc[i][j]);
+#else
+            acc[i][j] = fma((float8)(dd[j] * dx), convert_float8(kq_dot(wl[j], wh[j], sl[j], sh[j], xw)), acc[i][j]);
+#endif
+#if WTYPE != WT_Q6_K
+            accm[i][j] = fma(mm[j] * dx, sx, accm[i][j]);
+#endif
+          }
+        }
+      }
+    }
+  }
+  _Pragma("unroll") for (uint j = 0; j < TN; j++) {
+    if (n0 + j >= N) continue;
+    const float bj = has_bias ? bias[b_off + n0 + j] : 0.0f;
+    _Pragma("unroll") for (uint i = 0; i < MMAX; i++) {
+      if (i >= M) continue;
+      const float o = KQ_SUM(acc[i][j]) - accm[i][j] + bj;
+#if SKINNY_ACT_PASS
+      y[y_off + (size_t)i * N + n0 + j] = o;
+#else
+      y[y_off + (size_t)i * N + n0 + j] = clf_act(o, act);
+#endif
+    }
+  }
+}
+#endif

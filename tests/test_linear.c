@@ -475,8 +475,11 @@ static void put_half(unsigned char *p, float v) {
 
 /* y = act(x W^T + b) with W [N, K] of ggml type g made of seeded random
  * block bytes (scales set to moderate f16 values), against the reference
- * on the weights clf_gguf_dequantize decodes. */
+ * on the weights clf_gguf_dequantize decodes.  On the float kernels: the
+ * integer path, which a CPU takes by default for a few rows of the
+ * k-quants, rounds x (test_linear_int checks it). */
 static void check_ggml(size_t g, size_t M, size_t N, size_t K, int with_bias, clf_activation act, uint32_t seed) {
+  env_set("CLFORMER_SKINNY_INT", "0");
   const size_t blocks = N * K / ggml_types[g].block, bytes = blocks * ggml_types[g].bytes;
   unsigned char *raw = malloc(bytes);
   uint32_t r = seed * 2654435761u + 1;
@@ -510,6 +513,7 @@ static void check_ggml(size_t g, size_t M, size_t N, size_t K, int with_bias, cl
                 tol);
   free(raw); free(w); free(x); free(bias); free(ref); free(y);
   clf_tensor_destroy(tw); clf_tensor_destroy(tx); clf_tensor_destroy(tb); clf_tensor_destroy(ty);
+  env_set("CLFORMER_SKINNY_INT", NULL);
 }
 
 /* Each ggml type on the skinny kernels (1, 3, 8 rows), and past the

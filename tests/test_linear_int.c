@@ -4,7 +4,8 @@
  * rows, in the portable build and, where the device has
  * cl_khr_integer_dot_product, the extension's; against a CPU reference
  * that rounds x as the kernel does (clf__ref_quantize_q8), and against the
- * float path, which $CLFORMER_SKINNY_INT=0 keeps. */
+ * float path, which $CLFORMER_SKINNY_INT=0 keeps; and the same for
+ * ggml's k-quants Q4_K, Q5_K, Q6_K (skinny_kq, skinny_kqdot). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -434,6 +435,176 @@ START_TEST(int_glu_makes_blocks) {
 }
 END_TEST
 
+static const clf_dtype kq_types[] = {CLF_Q4_K, CLF_Q5_K, CLF_Q6_K};
+static const unsigned kq_ggml[] = {12, 13, 14}; /* their ggml numbers */
+
+/* W [N, K] of dt, one of kq_types (index t): seeded block bytes (clf__kq_blocks: moderate
+ * scales, some subnormal) or, with from_f32, clformer's own quantizer of
+ * uniform values (--weights q4k / q6k: the bytes llama.cpp's reference
+ * quantizer writes); *w its values, decoded by the reference
+ * (clf__ref_dequant_k), which is first checked against the GGUF reader's
+ * decoder (clf_gguf_dequantize: float arithmetic, so within 1e-6 of the
+ * largest weight). */
+static clf_tensor *make_kq(size_t t, size_t N, size_t K, uint32_t seed, int from_f32, float **w) {
+  const clf_dtype dt = kq_types[t];
+  const size_t bytes = clf__dtype_bytes(dt, N * K);
+  unsigned char *raw;
+  clf_tensor *tw = NULL;
+  if (from_f32) {
+    float *src = th_rand(N * K, seed, -1, 1);
+    TH_OK(clf_tensor_from_f32(th_ctx, dt, 2, TH_SHAPE(N, K), src, &tw));
+    raw = th_download(tw);
+    free(src);
+  } else {
+    raw = malloc(bytes);
+    clf__kq_blocks(dt, N, K, seed, raw);
+    TH_OK(clf_tensor_create(th_ctx, dt, 2, TH_SHAPE(N, K), &tw));
+    TH_OK(clf_tensor_upload(th_ctx, tw, raw, bytes));
+  }
+  double *wd = malloc(N * K * sizeof(double));
+  float *gg = malloc(N * K * sizeof(float));
+  ck_assert(clf__ref_dequant_k(dt, raw, N * K, wd));
+  TH_OK(clf_gguf_dequantize(kq_ggml[t], raw, N * K, gg));
+  *w = malloc(N * K * sizeof(float));
+  double most = 0, diff = 0;
+  for (size_t i = 0; i < N * K; i++) {
+    (*w)[i] = (float)wd[i];
+    most = fmax(most, fabs(wd[i]));
+    diff = fmax(diff, fabs(wd[i] - gg[i]));
+  }
+  ck_assert_msg(diff <= 1e-6 * most, "%s: the reference decoder is %g off the GGUF reader's (max |w| %g)",
+                clf_dtype_name(dt), diff, most);
+  free(wd); free(gg); free(raw);
+  return tw;
+}
+
+/* skinny_kq (skinny_kqdot too where the device has the extension): each
+ * type, 1 to 8 rows (on Oclgrind 1, 2, 3, 8 and the shorter K), N not a
+ * multiple of a work-item's rows, K of 1 and 3 super-blocks, an all-zero
+ * block of x, each activation in the kernel and in a pass of its own; against the
+ * reference over x rounded as quantize_q8 rounds it, within 1e-5 of the
+ * larger of 1 and max |ref| (int_matches_reference's reasoning: the
+ * integer sums are exact, what is left is the f32 scaling of each block's
+ * sum and the f32 accumulation over at most 24 blocks).  The float path
+ * ($CLFORMER_SKINNY_INT=0) is within 2e-5 sqrt(K) of the exact product
+ * and at least 1e-4 away from the quantized-x reference (the path that
+ * ran is the integer one).  Then weights made by clformer's own
+ * quantizers (q4k, q6k from f32: real scales and mins) against the
+ * same reference, 1e-5. */
+START_TEST(kq_matches_reference) {
+  static const size_t Ms[] = {1, 2, 3, 8, 5}, Ks[] = {256, 768};
+  const int sim = getenv("CLF_TEST_UNDER_OCLGRIND") != NULL; /* a simulator: each MMAX once, the shorter K */
+  const size_t nm = sim ? 4 : 5, nk = sim ? 1 : 2;
+  const char *builds[] = {"1", "dot"};
+  const int nbuilds = th_ctx->caps.has_int_dot ? 2 : 1;
+  const size_t ntypes = sizeof kq_types / sizeof *kq_types;
+  for (size_t t = 0; t < ntypes && nbuilds == 2; t++)
+    for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++) {
+      char name[96];
+      ck_assert(clf__skinny_kq_variant(th_ctx, kq_types[t], Ms[i], 1, name, sizeof name));
+      ck_assert(clf__verdict_record(th_ctx, name, 1, 0, 0));
+    }
+  for (size_t t = 0; t < ntypes; t++)
+    for (size_t kk = 0; kk < nk; kk++) {
+      const size_t N = 37, K = Ks[kk], M = 8;
+      float *w, *x = th_rand(M * K, (uint32_t)(600 + t), -2, 2), *bias = th_rand(N, 8, -1, 1);
+      for (size_t k = 32; k < 64; k++) x[K + k] = 0.0f; /* row 1, block 1: all zero */
+      clf_tensor *tw = make_kq(t, N, K, (uint32_t)(700 + t), 0, &w);
+      for (size_t i = 0; i < nm; i++) {
+        const clf_activation act = (clf_activation)((i + t) % 6);
+        float *ref = reference(x, w, bias, Ms[i], N, K, act, 1);
+        for (int b = 0; b < nbuilds; b++)
+          for (int pass = 0; pass < 2; pass++) {
+            env_set("CLFORMER_SKINNY_INT", builds[b]);
+            env_set("CLFORMER_SKINNY_ACT_PASS", pass ? "1" : "0");
+            float *y = run(tw, x, bias, Ms[i], N, K, act);
+            const double err = rel_err(y, ref, Ms[i] * N);
+            th_note_error(err, 1e-5);
+            ck_assert_msg(err <= 1e-5, "%s M=%zu K=%zu act %d, %s build, act_pass %d: error %g > 1e-5",
+                          clf_dtype_name(kq_types[t]), Ms[i], K, (int)act, builds[b], pass, err);
+            free(y);
+          }
+        env_set("CLFORMER_SKINNY_INT", "0");
+        env_set("CLFORMER_SKINNY_ACT_PASS", NULL);
+        float *yf = run(tw, x, bias, Ms[i], N, K, act), *exact = reference(x, w, bias, Ms[i], N, K, act, 0);
+        const double ef = rel_err(yf, ref, Ms[i] * N), ee = rel_err(yf, exact, Ms[i] * N);
+        ck_assert_msg(ee <= 2e-5 * sqrt((double)K) + 1e-5, "%s M=%zu: the float path is %g off the exact product",
+                      clf_dtype_name(kq_types[t]), Ms[i], ee);
+        ck_assert_msg(ef >= 1e-4, "%s M=%zu: the float path is within %g of the quantized-x reference: did the "
+                      "integer path run?", clf_dtype_name(kq_types[t]), Ms[i], ef);
+        free(yf); free(exact); free(ref);
+      }
+      free(w); free(x); free(bias);
+      clf_tensor_destroy(tw);
+    }
+  static const size_t own[] = {0, 2}; /* q4k, q6k */
+  env_set("CLFORMER_SKINNY_INT", "1");
+  for (size_t o = 0; o < 2; o++) {
+    const size_t t = own[o];
+    const size_t N = 29, K = 512, M = 3;
+    float *w, *x = th_rand(M * K, (uint32_t)(800 + t), -2, 2), *bias = th_rand(N, 9, -1, 1);
+    clf_tensor *tw = make_kq(t, N, K, (uint32_t)(900 + t), 1, &w);
+    float *ref = reference(x, w, bias, M, N, K, CLF_ACT_NONE, 1), *y = run(tw, x, bias, M, N, K, CLF_ACT_NONE);
+    const double err = rel_err(y, ref, M * N);
+    th_note_error(err, 1e-5);
+    ck_assert_msg(err <= 1e-5, "%s from f32: error %g > 1e-5", clf_dtype_name(kq_types[t]), err);
+    free(y); free(ref); free(w); free(x); free(bias);
+    clf_tensor_destroy(tw);
+  }
+  env_set("CLFORMER_SKINNY_INT", NULL);
+  env_set("CLFORMER_SKINNY_ACT_PASS", NULL);
+}
+END_TEST
+
+/* One quantization of a held x serves products of every type the integer
+ * paths take: x [2, 512] held, products with Q4_1, Q4_K, Q6_K and Q5_K
+ * weights launch quantize_q8 once, each within 1e-5 of its reference; the
+ * profile's path line names skinny_kq, and 9 rows (past the integer path)
+ * take the float kernels. */
+START_TEST(kq_held_x_shared) {
+  env_set("CLFORMER_SKINNY_INT", "1");
+  th_profiled_begin(NULL);
+  const size_t M = 2, N = 24, K = 512;
+  float *w[4], *x = th_rand(9 * K, 41, -2, 2), *bias = th_rand(N, 42, -1, 1);
+  clf_tensor *tw[4];
+  tw[0] = make_weight(CLF_Q4_1, N, K, 43, &w[0]);
+  for (int t = 0; t < 3; t++) tw[t + 1] = make_kq((size_t)t, N, K, (uint32_t)(44 + t), 0, &w[t + 1]);
+  clf_tensor *tx = th_tensor(CLF_F32, 2, TH_SHAPE(M, K), x), *tb = th_tensor(CLF_F32, 1, TH_SHAPE(N), bias);
+  clf_tensor *ty = th_empty(CLF_F32, 2, TH_SHAPE(M, N));
+  clf__linear_hold_x(th_ctx, tx);
+  for (int t = 0; t < 4; t++) {
+    product(tx, tw[t], tb, ty);
+    float *y = th_download(ty), *ref = reference(x, w[t], bias, M, N, K, CLF_ACT_NONE, 1);
+    const double err = rel_err(y, ref, M * N);
+    ck_assert_msg(err <= 1e-5, "product %d of the held x: error %g > 1e-5", t, err);
+    free(y); free(ref);
+  }
+  clf__linear_release_x(th_ctx, tx);
+  free(run(tw[1], x, bias, 9, N, K, CLF_ACT_NONE));
+  int kq = 0, nine = 0;
+  const size_t n = clf_profile_paths(th_ctx, 0, NULL, NULL, NULL);
+  for (size_t i = 0; i < n; i++) {
+    const char *line;
+    TH_OK(clf_profile_paths(th_ctx, i, &line, NULL, NULL) == n ? CLF_OK : CLF_E_INVALID_ARG);
+    if (strstr(line, "x [2, 512] w q4_k [24, 512] [out, in]: quantize_q8 and skinny_kq, 2 launches")) kq = 1;
+    if (strstr(line, "x [9, 512] w q4_k") && !strstr(line, "skinny_kq")) nine = 1;
+  }
+  ck_assert_msg(kq && nine, "paths: 2 rows of q4_k on skinny_kq %d, 9 rows off it %d", kq, nine);
+  ck_assert_int_eq(quantize_launches(), 1);
+  char name[96];
+  ck_assert(clf__skinny_kq_variant(th_ctx, CLF_Q6_K, 3, 0, name, sizeof name));
+  ck_assert_str_eq(name, "linear.skinny_kq q6k MMAX=4 TN=2 TL=8");
+  ck_assert(!clf__skinny_kq_variant(th_ctx, CLF_Q4_1, 1, 0, name, sizeof name));
+  ck_assert(!clf__skinny_kq_variant(th_ctx, CLF_Q4_K, 9, 0, name, sizeof name));
+  product(tx, tw[1], tb, ty); /* for th_profiled_expect's recording */
+  for (int t = 0; t < 4; t++) free(w[t]), clf_tensor_destroy(tw[t]);
+  clf_tensor_destroy(tx); clf_tensor_destroy(tb); clf_tensor_destroy(ty);
+  free(x); free(bias);
+  th_profiled_expect("skinny_kq", NULL, 1);
+  env_set("CLFORMER_SKINNY_INT", NULL);
+}
+END_TEST
+
 /* A bad value of the variable is refused by name when a context reads it. */
 START_TEST(int_env_refused) {
   setenv("CLFORMER_SKINNY_INT", "yes", 1);
@@ -453,6 +624,8 @@ int main(void) {
   tcase_add_test(c, int_norm_makes_blocks);
   tcase_add_test(c, int_glu_makes_blocks);
   tcase_add_test(c, int_env_refused);
+  tcase_add_test(c, kq_matches_reference);
+  tcase_add_test(c, kq_held_x_shared);
   suite_add_tcase(s, c);
   return th_run(s);
 }

@@ -28,7 +28,10 @@ static void choice_before_plans(clf_context *ctx, clf_dtype wt, int in_out, int 
   c->path = CLF__LINEAR_GEMM;
   c->most = clf__skinny_max_rows(ctx, wt, in_out, &c->src);
   if (clf__skinny_fits(ctx, wt, in_out, M, K) && N > 0) {
-    if (clf__skinny_tiles(ctx, in_out, M)) {
+    const int kq = clf__kq_kind(ctx, wt, in_out, aligned, M, K); /* the k-quants' integer path, first */
+    if (kq >= 0) {
+      clf__kq_plan(M, kq, clf__skinny_act_pass(ctx), c);
+    } else if (clf__skinny_tiles(ctx, in_out, M)) {
       clf_tensor w;
       memset(&w, 0, sizeof w);
       w.dtype = wt, w.offset = aligned ? 0 : 64;

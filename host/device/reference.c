@@ -5,6 +5,9 @@
 #include "reference.h"
 #include "base/half.h"
 
+#include "base/half.h"
+#include "base/half.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,5 +229,52 @@ void clf__ref_quantize_q8(const float *x, size_t rows, size_t K, double *xq) {
       const float p = v[j] * id; /* one f32 product, as the kernel's */
       xq[b * 32 + j] = (double)d * nearbyint((double)p);
     }
+  }
+}
+
+static double ref_f16(const unsigned char *p) { return clf__f16_bits_to_f32((uint16_t)(p[0] | p[1] << 8)); }
+
+int clf__ref_dequant_k(clf_dtype dt, const unsigned char *blocks, size_t numel, double *out) {
+  const size_t bytes = dt == CLF_Q4_K ? 144 : dt == CLF_Q5_K ? 176 : dt == CLF_Q6_K ? 210 : 0;
+  if (!bytes) return 0;
+  for (size_t b = 0; b < numel / 256; b++) {
+    const unsigned char *q = blocks + b * bytes;
+    double *y = out + b * 256;
+    for (int e = 0; e < 256; e++) {
+      const int j = e / 32, l = e % 32; /* sub-block of 32, element in it */
+      if (dt == CLF_Q6_K) { /* {ql[128]; qh[64]; scales[16]; d}: halves of 128, quarters of 32 */
+        const int g = e / 128, t = (e % 128) / 32;
+        const int lo = (q[g * 64 + (t & 1) * 32 + l] >> (t < 2 ? 0 : 4)) & 15;
+        const int hi = (q[128 + g * 32 + l] >> (2 * t)) & 3;
+        y[e] = ref_f16(q + 208) * (signed char)q[192 + g * 8 + 2 * t + l / 16] * ((lo | hi << 4) - 32);
+        continue;
+      }
+      /* {d; dmin; scales[12]; (Q5_K: qh[32];) qs[128]}: 6-bit scale and min of sub-block j */
+      const unsigned char *s = q + 4;
+      const int sc = j < 4 ? s[j] & 63 : (s[j + 4] & 15) | (s[j - 4] >> 6) << 4;
+      const int m = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | (s[j] >> 6) << 4;
+      const unsigned char *qs = q + (dt == CLF_Q4_K ? 16 : 48);
+      int v = (qs[(j / 2) * 32 + l] >> (4 * (j % 2))) & 15;
+      if (dt == CLF_Q5_K) v |= ((q[16 + l] >> j) & 1) << 4;
+      y[e] = ref_f16(q) * sc * v - ref_f16(q + 2) * m;
+    }
+  }
+  return 1;
+}
+
+/* Random bytes, then each block's f16 fields (d, and dmin where it has
+ * one) set: scales, mins and quants as no quantizer would choose, but
+ * every bit of the layout read. */
+void clf__kq_blocks(clf_dtype dt, size_t N, size_t K, uint32_t seed, unsigned char *out) {
+  const size_t bytes = dt == CLF_Q4_K ? 144 : dt == CLF_Q5_K ? 176 : 210, blocks = N * K / 256;
+  uint32_t r = seed * 2654435761u + 1;
+  for (size_t i = 0; i < blocks * bytes; i++) out[i] = (unsigned char)((r = r * 1664525u + 1013904223u) >> 24);
+  for (size_t b = 0; b < blocks; b++) {
+    unsigned char *q = out + b * bytes;
+    const float d1 = dt == CLF_Q5_K ? 1e-4f : 2e-4f; /* weights within about 6 */
+    const uint16_t d = clf__f32_to_f16(b % 5 == 1 ? 3e-6f : d1 * (float)(1 + b % 7));
+    const uint16_t m = clf__f32_to_f16(b % 2 ? 0.008f : 0.002f);
+    memcpy(q + (dt == CLF_Q6_K ? 208 : 0), &d, 2);
+    if (dt != CLF_Q6_K) memcpy(q + 2, &m, 2);
   }
 }

@@ -93,6 +93,18 @@ void clf__ref_quantize_q8(const float *x, size_t rows, size_t K, double *xq);
  * device layer, apart from the io layer's GGUF reader. */
 void clf__ref_dequantize_ggml32(clf_dtype dt, const unsigned char *blocks, size_t numel, float *out);
 
+/* ggml's k-quant blocks (dt CLF_Q4_K, CLF_Q5_K or CLF_Q6_K, as a GGUF
+ * file stores them: ggml-common.h) decoded to out [numel], each element
+ * d sc q - dmin m (Q4_K, Q5_K) or d sc (q - 32) (Q6_K), in double from
+ * the block's fields; 0 for another type. */
+int clf__ref_dequant_k(clf_dtype dt, const unsigned char *blocks, size_t numel, double *out);
+
+/* Seeded blocks of one of those types (K a multiple of 256) of N x K
+ * elements into out (clf__dtype_bytes of them): random bytes with
+ * moderate f16 scales (weights within about 6), one block's d in five
+ * subnormal (validate.c; the tests use them too). */
+void clf__kq_blocks(clf_dtype dt, size_t N, size_t K, uint32_t seed, unsigned char *out);
+
 /* dst[i] = (float)src[i], for callers that compare in f32. */
 void clf__ref_to_f32(const double *src, size_t n, float *dst);
 

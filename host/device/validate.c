@@ -405,6 +405,48 @@ static clf_status case_linear_int(clf_context *ctx, const vcase *c, double *err)
   return vw_done(&w, CLF_OK);
 }
 
+/* skinny_kq: y = gelu(x W^T + b), W [37, 512] of the clf_dtype p[0]
+ * (Q4_K, Q5_K, Q6_K: clf__kq_blocks), x [p[1], 512] with
+ * one all-zero block; the reference (clf__ref_dequant_k) multiplies the
+ * decoded weights by x rounded as quantize_q8 rounds it, as
+ * case_linear_int's. */
+static clf_status case_linear_kq(clf_context *ctx, const vcase *c, double *err) {
+  enum { N = 37, K = 512 };
+  const clf_dtype dt = (clf_dtype)c->p[0];
+  const size_t M = c->p[1];
+  vwork w = {.ctx = ctx};
+  float *x = vw_rand(&w, M * K, 91, -2, 2), *bias = vw_rand(&w, N, 93, -1, 1);
+  unsigned char *packed = vw_alloc(&w, clf__dtype_bytes(dt, N * K));
+  double *wq = vw_alloc(&w, N * K * sizeof(double)), *xq = vw_alloc(&w, M * K * sizeof(double));
+  double *ref = vw_alloc(&w, M * N * sizeof(double));
+  if (!x || !bias || !packed || !wq || !xq || !ref) return vw_fail(&w);
+  for (size_t k = 32; k < 64; k++) x[k] = 0.0f; /* a block of zeros: scale 0 */
+  clf__kq_blocks(dt, N, K, 94, packed);
+  clf__ref_dequant_k(dt, packed, N * K, wq);
+  clf_tensor *tw = NULL;
+  clf_status st = clf_tensor_create(ctx, dt, 2, (size_t[]){N, K}, &tw);
+  if (st == CLF_OK) st = clf_tensor_upload(ctx, tw, packed, clf__dtype_bytes(dt, N * K));
+  if (st != CLF_OK) return clf_tensor_destroy(tw), vw_done(&w, st);
+  const size_t sx[2] = {M, K}, sb[1] = {N}, sy[2] = {M, N};
+  clf_tensor *tx = vw_tensor(&w, CLF_F32, 2, sx, x), *tb = vw_tensor(&w, CLF_F32, 1, sb, bias);
+  clf_tensor *ty = vw_tensor(&w, CLF_F32, 2, sy, NULL);
+  if (tx && tb && ty) st = clf_linear(ctx, tx, tw, CLF_WEIGHT_OUT_IN, tb, CLF_ACT_GELU, ty, NULL);
+  clf_tensor_destroy(tw);
+  if (!tx || !tb || !ty) return vw_fail(&w);
+  if (st != CLF_OK) return vw_done(&w, st);
+  float *y = vw_download(&w, ty);
+  if (!y) return vw_fail(&w);
+  clf__ref_quantize_q8(x, M, K, xq);
+  for (size_t m = 0; m < M; m++)
+    for (size_t n = 0; n < N; n++) {
+      double acc = bias[n];
+      for (size_t k = 0; k < K; k++) acc += xq[m * K + k] * wq[n * K + k];
+      ref[m * N + n] = clf__ref_act(CLF_ACT_GELU, acc);
+    }
+  *err = rel_error(y, ref, M * N);
+  return vw_done(&w, CLF_OK);
+}
+
 /* y = a + b, a [3, 5, 40]; b the same shape (a residual add) or, with
  * p[0], [5, 1] broadcast. */
 static clf_status case_add(clf_context *ctx, const vcase *c, double *err) {
@@ -567,6 +609,15 @@ static size_t list_cases(clf_context *ctx, vcase *list) {
         char name[96];
         if (clf__skinny_int_variant(ctx, ints[i], int_rows[r], dot, name, sizeof name))
           add_case(list, &n, MAX_CASES, name, case_linear_int, ints[i], int_rows[r], 0, 0, 1e-5);
+      }
+  /* skinny_kq's builds likewise (linear_kq.c) */
+  static const clf_dtype kqs[] = {CLF_Q4_K, CLF_Q5_K, CLF_Q6_K};
+  for (size_t i = 0; i < CLF__ARRAY_LEN(kqs); i++)
+    for (size_t r = 0; r < CLF__ARRAY_LEN(int_rows); r++)
+      for (int dot = 0; dot < 2; dot++) {
+        char name[96];
+        if (clf__skinny_kq_variant(ctx, kqs[i], int_rows[r], dot, name, sizeof name))
+          add_case(list, &n, MAX_CASES, name, case_linear_kq, kqs[i], int_rows[r], 0, 0, 1e-5);
       }
   return n;
 }

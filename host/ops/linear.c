@@ -486,6 +486,29 @@ static clf_status run_int(clf_context *ctx, const clf__plan *p, const clf_tensor
   return clf__bias_act(ctx, y, NULL, act, y, event);
 }
 
+/* For linear_kq.c (the k-quants' integer kernels): the build options
+ * naming w's type, and x's 8-bit blocks in the scratch slot, made by
+ * quantize_q8 of the program built with opts unless the held x's copy is
+ * there already. */
+void clf__linear_type_opts(clf_dtype dt, char *buf, size_t len) {
+  snprintf(buf, len, "%s%s", linear_wtype(dt), linear_wt_names);
+}
+
+clf_status clf__linear_x_q8(clf_context *ctx, const clf_tensor *x, size_t M, size_t K, const char *opts, cl_mem *xq,
+                            cl_uint *ds_off) {
+  clf_status st = xq_scratch(ctx, M, K, xq, ds_off);
+  if (st != CLF_OK || x_reused(ctx, x, XQ_Q8_32, M, K)) return st;
+  clf__kernel *kq;
+  if ((st = clf__get_kernel(ctx, "linear", opts, "quantize_q8", &kq)) != CLF_OK) return st;
+  const cl_uint k32 = (cl_uint)K;
+  st = clf__set_args(ctx, kq, 6, CLF__TARG(x), CLF__ARG(*xq), CLF__ARG(*xq), CLF__ARG(*ds_off), CLF__ARG(k32));
+  if (st != CLF_OK) return st;
+  const size_t nb = K / 32, ql = nb < 8 ? nb : 8, qlocal[2] = {ql, 1}, qglobal[2] = {(nb + ql - 1) / ql * ql, M};
+  if ((st = clf__launch(ctx, kq, 2, qglobal, qlocal, NULL)) != CLF_OK) return st;
+  x_quantized(ctx, x, XQ_Q8_32, M, K);
+  return CLF_OK;
+}
+
 /* ------------------------------------------------------------------------ */
 /* The plan: which kernel runs a shape, in which tile or group */
 
@@ -498,6 +521,8 @@ static clf_status run_int(clf_context *ctx, const clf__plan *p, const clf_tensor
  * kernel allows (clf__skinny_fit). */
 static clf_status plan_skinny(clf_context *ctx, clf_dtype wt, int in_out, int aligned, size_t M, size_t K,
                               clf__plan *p) {
+  const int kq = clf__kq_kind(ctx, wt, in_out, aligned, M, K); /* the k-quants' (linear_kq.c) */
+  if (kq >= 0) return clf__kq_plan(M, kq, clf__skinny_act_pass(ctx), p), CLF_OK;
   const int ik = int_kind(ctx, wt, in_out, aligned, M, K);
   if (ik >= 0) {
     p->path = CLF__LINEAR_INT;
@@ -656,6 +681,7 @@ static clf_status run_skinny(clf_context *ctx, const clf__plan *p, const clf_ten
                              size_t N, size_t K, cl_event *event) {
   if (p->path == CLF__LINEAR_SKINNY) return run_launches(ctx, p, x, w, in_out, bias, act, y, M, N, K, event);
   if (p->path == CLF__LINEAR_INT) return run_int(ctx, p, x, w, bias, act, y, M, N, K, event);
+  if (p->path == CLF__LINEAR_INTK) return clf__run_kq(ctx, p, x, w, bias, act, y, M, N, K, event);
   return run_tile(ctx, p, x, w, bias, act, y, M, N, K, event);
 }
 
@@ -703,10 +729,11 @@ static void linear_note(clf_context *ctx, const clf__plan *p, const clf_tensor *
   else snprintf(reason, sizeof reason, "%zu rows %s %zu: %s", M, skinny ? "<=" : ">", p->most, p->src);
   const char *layout = in_out ? "[in, out]" : "[out, in]";
   clf__shape_str(w, sw, sizeof sw);
-  if (p->path == CLF__LINEAR_INT)
+  if (p->path == CLF__LINEAR_INT || p->path == CLF__LINEAR_INTK)
     snprintf(line, sizeof line, "x [%zu, %zu] w %s %s %s: quantize_q8 and %s, 2 launches%s (%s)", M, K,
              clf_dtype_name(w->dtype), sw, layout,
-             p->kind == INT_DOT_KIND ? "skinny_idot" : p->kind == INT_L16_KIND ? "skinny_int (16 lanes)" : "skinny_int",
+             p->path == CLF__LINEAR_INTK ? (p->kind ? "skinny_kqdot" : "skinny_kq")
+             : p->kind == INT_DOT_KIND ? "skinny_idot" : p->kind == INT_L16_KIND ? "skinny_int (16 lanes)" : "skinny_int",
              M == 1 && act != CLF_ACT_NONE && p->act_pass ? " and a bias_act pass" : "", reason);
   else if (p->path == CLF__LINEAR_TILE || p->path == CLF__LINEAR_PAIR)
     snprintf(line, sizeof line, "x [%zu, %zu] w %s %s %s: %s, 1 launch%s (%s)", M, K, clf_dtype_name(w->dtype), sw,

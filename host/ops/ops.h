@@ -292,9 +292,35 @@ clf_status clf__linear_gemm(clf_context *ctx, const clf_tensor *x, const clf_ten
  * variant, made from the tuned work-groups, the self-validation verdicts
  * and ctx->env once per shape and kept in ctx (plan.c); op names the
  * caller in a failure. */
-enum { CLF__LINEAR_GEMM = 0, CLF__LINEAR_SKINNY, CLF__LINEAR_TILE, CLF__LINEAR_PAIR, CLF__LINEAR_INT }; /* .path */
+enum { CLF__LINEAR_GEMM = 0, CLF__LINEAR_SKINNY, CLF__LINEAR_TILE, CLF__LINEAR_PAIR, CLF__LINEAR_INT,
+       CLF__LINEAR_INTK }; /* .path */
 clf_status clf__linear_plan(clf_context *ctx, const char *op, clf_dtype wt, int in_out, int aligned, size_t M,
                             size_t K, size_t N, clf__plan *out);
+/* The integer path for ggml's k-quants Q4_K, Q5_K, Q6_K (linear_kq.c,
+ * kernels/linear.cl's skinny_kq and skinny_kqdot), over the same 8-bit
+ * blocks of x as skinny_int, taken where it would be
+ * (clf__skinny_int_wanted) and, where neither the environment nor the
+ * profile says, for up to 2 rows of the k-quants on a CPU (linear_kq.c's
+ * kq_wanted, measured): clf__kq_type says which types;
+ * clf__skinny_kq_variant names the variant of M rows ("linear.skinny_kq
+ * q4k MMAX=1 TN=4 TL=8", dot: "linear.skinny_kqdot ..."), 0 where it does
+ * not apply; clf__kq_kind is the build an [M, K] product runs (1 the
+ * extension's, 0 the portable one, -1 the float path), chosen as
+ * skinny_int's; clf__kq_plan fills a plan for it (path CLF__LINEAR_INTK)
+ * and clf__run_kq runs it.  linear.c lends them the build options of a
+ * weight type and x's blocks in the scratch slot (clf__linear_x_q8:
+ * quantize_q8 launched unless the held x's copy is there). */
+int clf__kq_type(clf_dtype wt);
+size_t clf__kq_tn(size_t mmax);
+int clf__skinny_kq_variant(const clf_context *ctx, clf_dtype wt, size_t M, int dot, char *buf, size_t len);
+int clf__kq_kind(clf_context *ctx, clf_dtype wt, int in_out, int aligned, size_t M, size_t K);
+void clf__kq_plan(size_t M, int kind, int act_pass, clf__plan *p);
+clf_status clf__run_kq(clf_context *ctx, const clf__plan *p, const clf_tensor *x, const clf_tensor *w,
+                       const clf_tensor *bias, clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K,
+                       cl_event *event);
+void clf__linear_type_opts(clf_dtype dt, char *buf, size_t len);
+clf_status clf__linear_x_q8(clf_context *ctx, const clf_tensor *x, size_t M, size_t K, const char *opts, cl_mem *xq,
+                            cl_uint *ds_off);
 /* The checks the dense ops share: act a clf_activation; bias NULL or f32
  * [D]. */
 clf_status clf__check_act(clf_context *ctx, const char *op, clf_activation act);
