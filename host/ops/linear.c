@@ -292,10 +292,10 @@ enum { PAIR_N = 4, PAIR_L = 1 };
  * each in the portable build), so fewer rows of W: with 4 rows of x and
  * one row of W a work-item, PoCL spent 1.5 ms on 3072 x 768 in 3072
  * one-item groups. */
-static size_t int_tn(size_t mmax) { return mmax <= 2 ? 4 : mmax == 4 ? 2 : 1; }
+size_t clf__int_tn(size_t mmax) { return mmax <= 2 ? 4 : mmax == 4 ? 2 : 1; }
 enum { INT_TL = 8 };
 
-static size_t int_mmax(size_t M) {
+size_t clf__int_mmax(size_t M) {
   size_t mmax = 1;
   while (mmax < M && mmax < CLF__SKINNY_MAX_M) mmax *= 2;
   return mmax;
@@ -318,9 +318,9 @@ static int int_lanes(const clf_context *ctx) {
 int clf__skinny_int_variant(const clf_context *ctx, clf_dtype wt, size_t M, int dot, char *buf, size_t len) {
   if (wt != CLF_Q8_0 && wt != CLF_Q4_0 && wt != CLF_Q4_1 && wt != CLF_Q5_0 && wt != CLF_Q5_1) return 0;
   if (M < 1 || M > CLF__SKINNY_MAX_M || (dot && !ctx->caps.has_int_dot)) return 0;
-  const size_t mmax = int_mmax(M);
+  const size_t mmax = clf__int_mmax(M);
   return snprintf(buf, len, "linear.skinny_%s %s MMAX=%zu TN=%zu TL=%d%s", dot ? "idot" : "int",
-                  clf__weight_type_name(wt), mmax, int_tn(mmax), INT_TL,
+                  clf__weight_type_name(wt), mmax, clf__int_tn(mmax), INT_TL,
                   !dot && int_lanes(ctx) == 16 ? " lanes=16" : "") < (int)len;
 }
 
@@ -330,6 +330,26 @@ int clf__skinny_int_wanted(const clf_context *ctx, size_t M, int *dot) {
   unsigned v[2], d[2];
   *dot = clf__tuned_group(ctx, CLF__TILES_TUNING, "int_dot", d) && !d[1] && d[0] == 1;
   return clf__tuned_group(ctx, CLF__TILES_TUNING, "int", v) && !v[1] && M <= v[0];
+}
+
+/* The types whose float path decodes each block through ggml_part's
+ * generic decoder (Q5_0, Q5_1 and the k-quants): their integer products
+ * were measured faster than it at one and two rows on both CPU runtimes
+ * (docs/performance.md, session 28: SmolLM2's Q4_K_M requantization, whose
+ * q, k, o, gate and up are Q5_0, decoded at 0.54 -> 0.71 of llama.cpp's
+ * speed on Intel's runtime and 0.44 -> 0.50 on PoCL with the integer path
+ * on; k-quant products 2.2-8.2x); Q8_0, Q4_0 and Q4_1 have float kernels
+ * of their own (skinny_tile, skinny_pair) that the integer path only
+ * matches, so they keep the float path unless asked. */
+enum { INT_DEFAULT_ROWS = 2 };
+
+int clf__int_default_wanted(const clf_context *ctx, clf_dtype wt, size_t M, int *dot) {
+  unsigned v[2];
+  if (ctx->env.skinny_int >= 0 || clf__tuned_group(ctx, CLF__TILES_TUNING, "int", v))
+    return clf__skinny_int_wanted(ctx, M, dot);
+  *dot = 0;
+  const int generic = wt == CLF_Q5_0 || wt == CLF_Q5_1 || clf__kq_type(wt);
+  return generic && ctx->caps.is_cpu && M <= INT_DEFAULT_ROWS;
 }
 
 /* The integer kernel an [M, K] product with w of type wt runs (1 with the
@@ -344,7 +364,7 @@ static int int_kind(clf_context *ctx, clf_dtype wt, int in_out, int aligned, siz
   const int dot = clf__skinny_int_variant(ctx, wt, M, 1, dn, sizeof dn);
   if (clf__validating(ctx)) return dot && clf__variant_validating(ctx, dn) ? 1 : clf__variant_validating(ctx, pn) ? 0 : -1;
   int want_dot = 0;
-  if (!clf__skinny_int_wanted(ctx, M, &want_dot)) return -1;
+  if (!clf__int_default_wanted(ctx, wt, M, &want_dot)) return -1;
   if (want_dot && dot && clf__variant_passed(ctx, dn)) return 1;
   return clf_variant_disabled(ctx, pn) ? -1 : 0;
 }
@@ -527,8 +547,8 @@ static clf_status plan_skinny(clf_context *ctx, clf_dtype wt, int in_out, int al
   if (ik >= 0) {
     p->path = CLF__LINEAR_INT;
     p->kind = ik == 0 && int_lanes(ctx) == 16 ? INT_L16_KIND : ik;
-    p->mmax = int_mmax(M);
-    p->tile[0] = 1, p->tile[1] = int_tn(p->mmax), p->tile[2] = INT_TL;
+    p->mmax = clf__int_mmax(M);
+    p->tile[0] = 1, p->tile[1] = clf__int_tn(p->mmax), p->tile[2] = INT_TL;
     p->act_pass = M == 1 && clf__skinny_act_pass(ctx);
     return CLF_OK;
   }

@@ -9,41 +9,13 @@
 
 int clf__kq_type(clf_dtype wt) { return wt == CLF_Q4_K || wt == CLF_Q5_K || wt == CLF_Q6_K; }
 
-/* Rows of W a work-item by MMAX, as skinny_int's (more rows of x hold
- * more accumulators: fewer rows of W), and work-items a group. */
-size_t clf__kq_tn(size_t mmax) { return mmax <= 2 ? 4 : mmax == 4 ? 2 : 1; }
 enum { KQ_TL = 8 };
-
-static size_t kq_mmax(size_t M) {
-  size_t mmax = 1;
-  while (mmax < M && mmax < CLF__SKINNY_MAX_M) mmax *= 2;
-  return mmax;
-}
 
 int clf__skinny_kq_variant(const clf_context *ctx, clf_dtype wt, size_t M, int dot, char *buf, size_t len) {
   if (!clf__kq_type(wt) || M < 1 || M > CLF__SKINNY_MAX_M || (dot && !ctx->caps.has_int_dot)) return 0;
-  const size_t mmax = kq_mmax(M);
+  const size_t mmax = clf__int_mmax(M);
   return snprintf(buf, len, "linear.skinny_kq%s %s MMAX=%zu TN=%zu TL=%d", dot ? "dot" : "",
-                  clf__weight_type_name(wt), mmax, clf__kq_tn(mmax), KQ_TL) < (int)len;
-}
-
-/* Whether an [M, K] product with w of type wt takes skinny_kq (*dot: the
- * extension's build asked): as skinny_int where $CLFORMER_SKINNY_INT or
- * the applied profile's Tiles "int=R" says (clf__skinny_int_wanted); else,
- * on a CPU, the k-quants Q4_K, Q5_K, Q6_K for up to KQ_ROWS rows, where
- * they were measured faster than the float path on both runtimes
- * (docs/performance.md, session 28; 640 x 2048, float / integer time,
- * best of 9 rounds on a loaded 2-core machine: one and two rows 2.2-3.4x
- * on PoCL, 2.2-8.2x on Intel's runtime; four rows 1.2-1.6x on PoCL but
- * 0.74-1.67x on Intel's: not yet). */
-enum { KQ_ROWS = 2 };
-static int kq_wanted(const clf_context *ctx, clf_dtype wt, size_t M, int *dot) {
-  unsigned v[2];
-  if (ctx->env.skinny_int >= 0 || clf__tuned_group(ctx, CLF__TILES_TUNING, "int", v))
-    return clf__skinny_int_wanted(ctx, M, dot);
-  *dot = 0;
-  (void)wt;
-  return ctx->caps.is_cpu && M <= KQ_ROWS;
+                  clf__weight_type_name(wt), mmax, clf__int_tn(mmax), KQ_TL) < (int)len;
 }
 
 int clf__kq_kind(clf_context *ctx, clf_dtype wt, int in_out, int aligned, size_t M, size_t K) {
@@ -53,7 +25,7 @@ int clf__kq_kind(clf_context *ctx, clf_dtype wt, int in_out, int aligned, size_t
   if (clf__validating(ctx))
     return dot && clf__variant_validating(ctx, dn) ? 1 : clf__variant_validating(ctx, pn) ? 0 : -1;
   int want_dot = 0;
-  if (!kq_wanted(ctx, wt, M, &want_dot)) return -1;
+  if (!clf__int_default_wanted(ctx, wt, M, &want_dot)) return -1;
   if (want_dot && dot && clf__variant_passed(ctx, dn)) return 1;
   return clf_variant_disabled(ctx, pn) ? -1 : 0;
 }
@@ -61,8 +33,8 @@ int clf__kq_kind(clf_context *ctx, clf_dtype wt, int in_out, int aligned, size_t
 void clf__kq_plan(size_t M, int kind, int act_pass, clf__plan *p) {
   p->path = CLF__LINEAR_INTK;
   p->kind = kind;
-  p->mmax = kq_mmax(M);
-  p->tile[0] = 1, p->tile[1] = clf__kq_tn(p->mmax), p->tile[2] = KQ_TL;
+  p->mmax = clf__int_mmax(M);
+  p->tile[0] = 1, p->tile[1] = clf__int_tn(p->mmax), p->tile[2] = KQ_TL;
   p->act_pass = M == 1 && act_pass;
 }
 

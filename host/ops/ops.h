@@ -192,6 +192,15 @@ int clf__skinny_pair(const clf_context *ctx, clf_dtype wt);
  * q4 MMAX=1 TN=4 TL=8", dot: "linear.skinny_idot ..."), 0 where it does not
  * apply (other types, M out of range, dot without the extension). */
 int clf__skinny_int_wanted(const clf_context *ctx, size_t M, int *dot);
+/* Whether a product of type wt over M rows takes the integer path (skinny_int
+ * or skinny_kq): as clf__skinny_int_wanted where $CLFORMER_SKINNY_INT or
+ * the profile's "int=R" says; else, on a CPU, Q5_0, Q5_1 and the k-quants
+ * for up to 2 rows (measured: linear.c). */
+int clf__int_default_wanted(const clf_context *ctx, clf_dtype wt, size_t M, int *dot);
+/* skinny_int's and skinny_kq's MMAX for M rows (M rounded up to a power
+ * of two, at most CLF__SKINNY_MAX_M) and rows of W a work-item by MMAX. */
+size_t clf__int_mmax(size_t M);
+size_t clf__int_tn(size_t mmax);
 /* The caller promises that x's values do not change until
  * clf__linear_release_x (nor does its buffer go) except through an op
  * that says so (clf__linear_x_written: the norms), so that the integer
@@ -299,9 +308,8 @@ clf_status clf__linear_plan(clf_context *ctx, const char *op, clf_dtype wt, int 
 /* The integer path for ggml's k-quants Q4_K, Q5_K, Q6_K (linear_kq.c,
  * kernels/linear.cl's skinny_kq and skinny_kqdot), over the same 8-bit
  * blocks of x as skinny_int, taken where it would be
- * (clf__skinny_int_wanted) and, where neither the environment nor the
- * profile says, for up to 2 rows of the k-quants on a CPU (linear_kq.c's
- * kq_wanted, measured): clf__kq_type says which types;
+ * (clf__int_default_wanted: as skinny_int's, and by default on a CPU for
+ * up to 2 rows): clf__kq_type says which types;
  * clf__skinny_kq_variant names the variant of M rows ("linear.skinny_kq
  * q4k MMAX=1 TN=4 TL=8", dot: "linear.skinny_kqdot ..."), 0 where it does
  * not apply; clf__kq_kind is the build an [M, K] product runs (1 the
@@ -311,7 +319,6 @@ clf_status clf__linear_plan(clf_context *ctx, const char *op, clf_dtype wt, int 
  * weight type and x's blocks in the scratch slot (clf__linear_x_q8:
  * quantize_q8 launched unless the held x's copy is there). */
 int clf__kq_type(clf_dtype wt);
-size_t clf__kq_tn(size_t mmax);
 int clf__skinny_kq_variant(const clf_context *ctx, clf_dtype wt, size_t M, int dot, char *buf, size_t len);
 int clf__kq_kind(clf_context *ctx, clf_dtype wt, int in_out, int aligned, size_t M, size_t K);
 void clf__kq_plan(size_t M, int kind, int act_pass, clf__plan *p);
