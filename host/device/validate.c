@@ -345,6 +345,34 @@ static clf_status case_linear(clf_context *ctx, const vcase *c, double *err) {
   return vw_done(&w, CLF_OK);
 }
 
+/* The integer path's cases, after the weight: y = gelu(x W^T + b) on the
+ * device from tw (destroyed here), against wq (W decoded on the host, in
+ * double) times x rounded as quantize_q8 rounds it (xq), into *err; st the
+ * weight's upload status.  Ends w. */
+static clf_status int_case_error(clf_context *ctx, vwork *w, clf_status st, clf_tensor *tw, const float *x,
+                                 const float *bias, const double *wq, double *xq, double *ref, size_t M, size_t N,
+                                 size_t K, double *err) {
+  if (st != CLF_OK) return clf_tensor_destroy(tw), vw_done(w, st);
+  const size_t sx[2] = {M, K}, sb[1] = {N}, sy[2] = {M, N};
+  clf_tensor *tx = vw_tensor(w, CLF_F32, 2, sx, x), *tb = vw_tensor(w, CLF_F32, 1, sb, bias);
+  clf_tensor *ty = vw_tensor(w, CLF_F32, 2, sy, NULL);
+  if (tx && tb && ty) st = clf_linear(ctx, tx, tw, CLF_WEIGHT_OUT_IN, tb, CLF_ACT_GELU, ty, NULL);
+  clf_tensor_destroy(tw);
+  if (!tx || !tb || !ty) return vw_fail(w);
+  if (st != CLF_OK) return vw_done(w, st);
+  float *y = vw_download(w, ty);
+  if (!y) return vw_fail(w);
+  clf__ref_quantize_q8(x, M, K, xq);
+  for (size_t m = 0; m < M; m++)
+    for (size_t n = 0; n < N; n++) {
+      double acc = bias[n];
+      for (size_t k = 0; k < K; k++) acc += xq[m * K + k] * wq[n * K + k];
+      ref[m * N + n] = clf__ref_act(CLF_ACT_GELU, acc);
+    }
+  *err = rel_error(y, ref, M * N);
+  return vw_done(w, CLF_OK);
+}
+
 /* The integer path: y = gelu(x W^T + b), W [37, 96] of the clf_dtype p[0]
  * (Q8_0, Q4_0, Q5_0 made from f32; Q4_1, Q5_1 blocks of seeded bytes with
  * moderate scales), x [p[1], 96] with one all-zero block; the reference
@@ -360,7 +388,8 @@ static clf_status case_linear_int(clf_context *ctx, const vcase *c, double *err)
   float *wq = vw_alloc(&w, N * K * sizeof(float));
   unsigned char *packed = vw_alloc(&w, clf__dtype_bytes(dt, N * K));
   double *xq = vw_alloc(&w, M * K * sizeof(double)), *ref = vw_alloc(&w, M * N * sizeof(double));
-  if (!x || !wf || !bias || !wq || !packed || !xq || !ref) return vw_fail(&w);
+  double *wd = vw_alloc(&w, N * K * sizeof(double));
+  if (!x || !wf || !bias || !wq || !packed || !xq || !ref || !wd) return vw_fail(&w);
   for (size_t k = 32; k < 64; k++) x[k] = 0.0f; /* a block of zeros: scale 0 */
   clf_tensor *tw = NULL;
   clf_status st;
@@ -384,25 +413,8 @@ static clf_status case_linear_int(clf_context *ctx, const vcase *c, double *err)
     clf__quantize(dt, wf, N * K, packed);
     clf__dequantize(dt, packed, N * K, wq);
   }
-  if (st != CLF_OK) return clf_tensor_destroy(tw), vw_done(&w, st);
-  const size_t sx[2] = {M, K}, sb[1] = {N}, sy[2] = {M, N};
-  clf_tensor *tx = vw_tensor(&w, CLF_F32, 2, sx, x), *tb = vw_tensor(&w, CLF_F32, 1, sb, bias);
-  clf_tensor *ty = vw_tensor(&w, CLF_F32, 2, sy, NULL);
-  if (tx && tb && ty) st = clf_linear(ctx, tx, tw, CLF_WEIGHT_OUT_IN, tb, CLF_ACT_GELU, ty, NULL);
-  clf_tensor_destroy(tw);
-  if (!tx || !tb || !ty) return vw_fail(&w);
-  if (st != CLF_OK) return vw_done(&w, st);
-  float *y = vw_download(&w, ty);
-  if (!y) return vw_fail(&w);
-  clf__ref_quantize_q8(x, M, K, xq);
-  for (size_t m = 0; m < M; m++)
-    for (size_t n = 0; n < N; n++) {
-      double acc = bias[n];
-      for (size_t k = 0; k < K; k++) acc += xq[m * K + k] * wq[n * K + k];
-      ref[m * N + n] = clf__ref_act(CLF_ACT_GELU, acc);
-    }
-  *err = rel_error(y, ref, M * N);
-  return vw_done(&w, CLF_OK);
+  for (size_t i = 0; i < N * K; i++) wd[i] = wq[i];
+  return int_case_error(ctx, &w, st, tw, x, bias, wd, xq, ref, M, N, K, err);
 }
 
 /* skinny_kq: y = gelu(x W^T + b), W [37, 512] of the clf_dtype p[0]
@@ -426,25 +438,7 @@ static clf_status case_linear_kq(clf_context *ctx, const vcase *c, double *err) 
   clf_tensor *tw = NULL;
   clf_status st = clf_tensor_create(ctx, dt, 2, (size_t[]){N, K}, &tw);
   if (st == CLF_OK) st = clf_tensor_upload(ctx, tw, packed, clf__dtype_bytes(dt, N * K));
-  if (st != CLF_OK) return clf_tensor_destroy(tw), vw_done(&w, st);
-  const size_t sx[2] = {M, K}, sb[1] = {N}, sy[2] = {M, N};
-  clf_tensor *tx = vw_tensor(&w, CLF_F32, 2, sx, x), *tb = vw_tensor(&w, CLF_F32, 1, sb, bias);
-  clf_tensor *ty = vw_tensor(&w, CLF_F32, 2, sy, NULL);
-  if (tx && tb && ty) st = clf_linear(ctx, tx, tw, CLF_WEIGHT_OUT_IN, tb, CLF_ACT_GELU, ty, NULL);
-  clf_tensor_destroy(tw);
-  if (!tx || !tb || !ty) return vw_fail(&w);
-  if (st != CLF_OK) return vw_done(&w, st);
-  float *y = vw_download(&w, ty);
-  if (!y) return vw_fail(&w);
-  clf__ref_quantize_q8(x, M, K, xq);
-  for (size_t m = 0; m < M; m++)
-    for (size_t n = 0; n < N; n++) {
-      double acc = bias[n];
-      for (size_t k = 0; k < K; k++) acc += xq[m * K + k] * wq[n * K + k];
-      ref[m * N + n] = clf__ref_act(CLF_ACT_GELU, acc);
-    }
-  *err = rel_error(y, ref, M * N);
-  return vw_done(&w, CLF_OK);
+  return int_case_error(ctx, &w, st, tw, x, bias, wq, xq, ref, M, N, K, err);
 }
 
 /* y = a + b, a [3, 5, 40]; b the same shape (a residual add) or, with
