@@ -1132,3 +1132,151 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void KQ_NAME(
   }
 }
 #endif
+
+/* ------------------------------------------------------------------------
+ * Q4_1 in 16-row interleave (issue 42; host/ops/linear_r16.c): on a CPU,
+ * GGUF's Q4_1 linear weights are repacked at load so that 16 rows' blocks
+ * of 32 lie together, 320 bytes a group of rows and block: the 16 f16
+ * scales, the 16 f16 mins, then for k = 0..3 the 16 rows' quant word k
+ * (bytes 4k..4k+3 of the block's qs: elements 4k..4k+3 in the low
+ * nibbles, 16+4k..19+4k in the high ones).  A work-item takes 16 rows;
+ * its loads are whole 64-byte lines and its products run across the rows
+ * in int lanes: per word k and row, the nibble pairs (elements j, j + 2)
+ * as two shorts times x's, added (the pattern compilers turn into pmaddwd,
+ * vpdpwssd where the CPU has VNNI), where skinny_int reads one row's
+ * 16-byte block at a time and sums within it.  Built with -DINT_KERNEL=1
+ * -DR16_KERNEL=1 (and Q4_1's WTYPE: quantize_q8 of the same program makes
+ * x's blocks).  M <= MMAX rows of x from x's blocks' row x_row on (y
+ * from y_off: its rows in launches of MMAX); N a multiple of 16 (the host
+ * checks).
+ * global (N / 16 rounded up to TL), local (TL).
+ * ------------------------------------------------------------------------ */
+#if INT_KERNEL && R16_KERNEL
+/* Bytes sh / 8 and sh / 8 + 2 of x's word xw, sign-extended, as the two
+ * shorts of an int. */
+inline uint r16_pair(uint xw, uint sh) {
+  return ((uint)(int)(char)(xw >> sh) & 0xffffu) | ((uint)(int)(char)(xw >> (sh + 16)) << 16);
+}
+/* Lane r: a.s(2r) b.s(2r) + a.s(2r+1) b.s(2r+1), 8 lanes. */
+inline int8 r16_madd(uint8 a, uint8 b) {
+  const int16 p = convert_int16(as_short16(a)) * convert_int16(as_short16(b));
+  return p.even + p.odd;
+}
+/* The integer sums of the 16 rows' block (base: its first word, the
+ * quants 16 words on) against x's block at xb (8 words). */
+inline int16 r16_block(__global const uint *w, size_t base, __global const uint *xq, size_t xb) {
+  int8 s0 = (int8)(0), s1 = (int8)(0);
+  _Pragma("unroll") for (uint k = 0; k < 4; k++) {
+    const uint16 u = vload16(0, w + base + 16 + 16 * k);
+    const uint xl = xq[xb + k], xh = xq[xb + 4 + k];
+    const uint8 le = (uint8)(r16_pair(xl, 0)), lo = (uint8)(r16_pair(xl, 8));
+    const uint8 he = (uint8)(r16_pair(xh, 0)), ho = (uint8)(r16_pair(xh, 8));
+    /* per row: elements 4k, 4k+2 | 4k+1, 4k+3 (low nibbles), then the high */
+    const uint16 a = u & (uint16)0x000f000fu, b = (u >> (uint16)8) & (uint16)0x000f000fu;
+    const uint16 c = (u >> (uint16)4) & (uint16)0x000f000fu, d = (u >> (uint16)12) & (uint16)0x000f000fu;
+    s0 += r16_madd(a.lo, le) + r16_madd(b.lo, lo) + r16_madd(c.lo, he) + r16_madd(d.lo, ho);
+    s1 += r16_madd(a.hi, le) + r16_madd(b.hi, lo) + r16_madd(c.hi, he) + r16_madd(d.hi, ho);
+  }
+  return (int16)(s0, s1);
+}
+
+__kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16(
+    __global const uint *xq, __global const float *xd, uint xd_off, uint x_row, __global const uint *w,
+    __global const half *wh, __global const float *bias, uint b_off, int has_bias, int act, __global float *y,
+    uint y_off, uint M, uint N, uint K) {
+  const uint g = get_global_id(0), nb = K / 32;
+  if (g * 16 >= N) return;
+  float16 acc[MMAX];
+  _Pragma("unroll") for (uint i = 0; i < MMAX; i++) acc[i] = (float16)(0.0f);
+  for (uint c = 0; c < nb; c++) {
+    const size_t base = ((size_t)g * nb + c) * 80; /* words */
+    const float16 d = vload_half16(0, wh + 2 * base), m = vload_half16(1, wh + 2 * base);
+    _Pragma("unroll") for (uint i = 0; i < MMAX; i++) {
+      if (i < M) { /* uniform */
+        const size_t xb = (size_t)(x_row + i) * nb + c;
+        const float dx = xd[xd_off + 2 * xb], sx = xd[xd_off + 2 * xb + 1];
+        /* d dx isum + m dx sum(qx): Q4_1's value d q + m, times x's dx qx */
+        acc[i] = fma(d * dx, convert_float16(r16_block(w, base, xq, 8 * xb)), fma(m, (float16)(dx * sx), acc[i]));
+      }
+    }
+  }
+  _Pragma("unroll") for (uint i = 0; i < MMAX; i++) {
+    if (i >= M) continue;
+    float o[16];
+    vstore16(acc[i], 0, o);
+    _Pragma("unroll") for (uint r = 0; r < 16; r++) {
+      const uint n = g * 16 + r;
+      y[y_off + (size_t)i * N + n] = clf_act(o[r] + (has_bias ? bias[b_off + n] : 0.0f), act);
+    }
+  }
+}
+
+/* skinny_r16f: the same product on the float path (exact as the float
+ * kernels are: x as it is, each weight d q + m in f32), for more rows of x
+ * than the integer path takes: per block and row of x, s = sum q x over
+ * the 16 rows in a float16 (each nibble converted once for the MMAX rows),
+ * then d s + m sum(x).  Arguments as skinny_r16's, x f32 [M, K] from
+ * x_off in place of its blocks.  global (N / 16 rounded up to TL), local
+ * (TL). */
+__kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
+    __global const float *x, uint x_off, __global const uint *w, __global const half *wh, __global const float *bias,
+    uint b_off, int has_bias, int act, __global float *y, uint y_off, uint M, uint N, uint K) {
+  const uint g = get_global_id(0), nb = K / 32;
+  if (g * 16 >= N) return;
+  float16 acc[MMAX];
+  _Pragma("unroll") for (uint i = 0; i < MMAX; i++) acc[i] = (float16)(0.0f);
+  for (uint c = 0; c < nb; c++) {
+    const size_t base = ((size_t)g * nb + c) * 80;
+    const float16 d = vload_half16(0, wh + 2 * base), m = vload_half16(1, wh + 2 * base);
+    float16 s[MMAX];
+    float xs[MMAX];
+    _Pragma("unroll") for (uint i = 0; i < MMAX; i++) s[i] = (float16)(0.0f), xs[i] = 0.0f;
+    for (uint k = 0; k < 4; k++) {
+      const uint16 u = vload16(0, w + base + 16 + 16 * k);
+      _Pragma("unroll") for (uint e = 0; e < 4; e++) {
+        const float16 lo = convert_float16((u >> (uint16)(8 * e)) & (uint16)15);
+        const float16 hi = convert_float16((u >> (uint16)(8 * e + 4)) & (uint16)15);
+        _Pragma("unroll") for (uint i = 0; i < MMAX; i++) {
+          if (i < M) { /* uniform */
+            __global const float *xr = x + x_off + (size_t)i * K + (size_t)c * 32;
+            const float a = xr[4 * k + e], b = xr[16 + 4 * k + e];
+            s[i] = fma(lo, (float16)(a), fma(hi, (float16)(b), s[i]));
+            xs[i] += a + b;
+          }
+        }
+      }
+    }
+    _Pragma("unroll") for (uint i = 0; i < MMAX; i++) acc[i] = fma(d, s[i], fma(m, (float16)(xs[i]), acc[i]));
+  }
+  _Pragma("unroll") for (uint i = 0; i < MMAX; i++) {
+    if (i >= M) continue;
+    float o[16];
+    vstore16(acc[i], 0, o);
+    _Pragma("unroll") for (uint r = 0; r < 16; r++) {
+      const uint n = g * 16 + r;
+      y[y_off + (size_t)i * N + n] = clf_act(o[r] + (has_bias ? bias[b_off + n] : 0.0f), act);
+    }
+  }
+}
+
+/* out [K, N] f32 = the interleaved weight [N, K] expanded and transposed
+ * (the operand CLBlast reads, as expand_t's): work-item (g, c) writes
+ * block c of the 16 rows of group g, 16 adjacent floats a row of out.
+ * global (N / 16, K / 32). */
+__kernel void expand_r16(__global const uint *w, __global const half *wh, __global float *out, uint N, uint K) {
+  const uint g = get_global_id(0), c = get_global_id(1), nb = K / 32;
+  if (g * 16 >= N || c >= nb) return;
+  const size_t base = ((size_t)g * nb + c) * 80;
+  const float16 d = vload_half16(0, wh + 2 * base), m = vload_half16(1, wh + 2 * base);
+  __global float *o = out + (size_t)c * 32 * N + g * 16;
+  for (uint k = 0; k < 4; k++) {
+    const uint16 u = vload16(0, w + base + 16 + 16 * k);
+    _Pragma("unroll") for (uint e = 0; e < 4; e++) {
+      const float16 lo = convert_float16((u >> (uint16)(8 * e)) & (uint16)15);
+      const float16 hi = convert_float16((u >> (uint16)(8 * e + 4)) & (uint16)15);
+      vstore16(fma(d, lo, m), 0, o + (size_t)(4 * k + e) * N);
+      vstore16(fma(d, hi, m), 0, o + (size_t)(16 + 4 * k + e) * N);
+    }
+  }
+}
+#endif

@@ -75,6 +75,7 @@ clf_status clf__env_read(clf__env *e) {
   if ((st = read_bool("CLFORMER_SKINNY_PAIR", &e->skinny_pair)) != CLF_OK) return st;
   static const char *const ints[] = {"0", "1", "dot"};
   if ((st = read_word("CLFORMER_SKINNY_INT", ints, 3, "0, 1 or dot", &e->skinny_int)) != CLF_OK) return st;
+  if ((st = read_bool("CLFORMER_ROWS16", &e->rows16)) != CLF_OK) return st;
   if ((st = read_word("CLFORMER_ATTN_FUSED", fused, 2, "a fused-attention shape (cpu, tiled)", &e->attn_cpu)) !=
       CLF_OK)
     return st;

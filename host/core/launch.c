@@ -32,7 +32,12 @@ clf_status clf__check_tensor(clf_context *ctx, const char *op, const char *arg, 
   if (!t) return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: %s is NULL", op, arg);
   if (t->ctx != ctx)
     return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: %s belongs to another context", op, arg);
-  /* -1: any element type; -2: that or a block type (transfers) */
+  /* -1: any element type; -2: that or a block type (transfers); -3: that
+   * or the 16-row interleave (clf_linear's w) */
+  if (t->r16 && dtype != -3)
+    return clf__fail(ctx, CLF_E_DTYPE, "%s: %s is %s in clformer's 16-row interleave (a weight loaded for a CPU), "
+                     "which only clf_linear reads", op, arg, clf_dtype_name(t->dtype));
+  if (dtype == -3) dtype = -2;
   if (dtype == -1 && clf__dtype_is_block(t->dtype))
     return clf__fail(ctx, CLF_E_DTYPE, "%s: %s is %s, a weight storage type only clf_linear reads", op, arg,
                      clf_dtype_name(t->dtype));

@@ -347,11 +347,12 @@ static clf_status case_linear(clf_context *ctx, const vcase *c, double *err) {
 
 /* The integer path's cases, after the weight: y = gelu(x W^T + b) on the
  * device from tw (destroyed here), against wq (W decoded on the host, in
- * double) times x rounded as quantize_q8 rounds it (xq), into *err; st the
- * weight's upload status.  Ends w. */
+ * double) times x rounded as quantize_q8 rounds it (xq; exact_x: x as it
+ * is, for a float kernel), into *err; st the weight's upload status.
+ * Ends w. */
 static clf_status int_case_error(clf_context *ctx, vwork *w, clf_status st, clf_tensor *tw, const float *x,
                                  const float *bias, const double *wq, double *xq, double *ref, size_t M, size_t N,
-                                 size_t K, double *err) {
+                                 size_t K, int exact_x, double *err) {
   if (st != CLF_OK) return clf_tensor_destroy(tw), vw_done(w, st);
   const size_t sx[2] = {M, K}, sb[1] = {N}, sy[2] = {M, N};
   clf_tensor *tx = vw_tensor(w, CLF_F32, 2, sx, x), *tb = vw_tensor(w, CLF_F32, 1, sb, bias);
@@ -362,7 +363,10 @@ static clf_status int_case_error(clf_context *ctx, vwork *w, clf_status st, clf_
   if (st != CLF_OK) return vw_done(w, st);
   float *y = vw_download(w, ty);
   if (!y) return vw_fail(w);
-  clf__ref_quantize_q8(x, M, K, xq);
+  if (exact_x)
+    for (size_t i = 0; i < M * K; i++) xq[i] = x[i];
+  else
+    clf__ref_quantize_q8(x, M, K, xq);
   for (size_t m = 0; m < M; m++)
     for (size_t n = 0; n < N; n++) {
       double acc = bias[n];
@@ -414,7 +418,7 @@ static clf_status case_linear_int(clf_context *ctx, const vcase *c, double *err)
     clf__dequantize(dt, packed, N * K, wq);
   }
   for (size_t i = 0; i < N * K; i++) wd[i] = wq[i];
-  return int_case_error(ctx, &w, st, tw, x, bias, wd, xq, ref, M, N, K, err);
+  return int_case_error(ctx, &w, st, tw, x, bias, wd, xq, ref, M, N, K, 0, err);
 }
 
 /* skinny_kq: y = gelu(x W^T + b), W [37, 512] of the clf_dtype p[0]
@@ -438,7 +442,37 @@ static clf_status case_linear_kq(clf_context *ctx, const vcase *c, double *err) 
   clf_tensor *tw = NULL;
   clf_status st = clf_tensor_create(ctx, dt, 2, (size_t[]){N, K}, &tw);
   if (st == CLF_OK) st = clf_tensor_upload(ctx, tw, packed, clf__dtype_bytes(dt, N * K));
-  return int_case_error(ctx, &w, st, tw, x, bias, wq, xq, ref, M, N, K, err);
+  return int_case_error(ctx, &w, st, tw, x, bias, wq, xq, ref, M, N, K, 0, err);
+}
+
+/* skinny_r16: y = gelu(x W^T + b), W [48, 96] Q4_1 of seeded blocks (as
+ * case_linear_int's) repacked into the 16-row interleave
+ * (clf__r16_pack), x [p[1], 96] with one all-zero block, against the same
+ * reference as case_linear_int's (p[2]: skinny_r16f's, x as it is). */
+static clf_status case_linear_r16(clf_context *ctx, const vcase *c, double *err) {
+  enum { N = 48, K = 96 };
+  const size_t M = c->p[1], nblk = N * K / 32;
+  vwork w = {.ctx = ctx};
+  float *x = vw_rand(&w, M * K, 95, -2, 2), *bias = vw_rand(&w, N, 96, -1, 1), *wq = vw_alloc(&w, N * K * sizeof(float));
+  unsigned char *raw = vw_alloc(&w, nblk * 20), *packed = vw_alloc(&w, nblk * 20);
+  double *wd = vw_alloc(&w, N * K * sizeof(double)), *xq = vw_alloc(&w, M * K * sizeof(double));
+  double *ref = vw_alloc(&w, M * N * sizeof(double));
+  if (!x || !bias || !wq || !raw || !packed || !wd || !xq || !ref) return vw_fail(&w);
+  for (size_t k = 32; k < 64; k++) x[k] = 0.0f; /* a block of zeros: scale 0 */
+  uint32_t r = 97;
+  for (size_t i = 0; i < nblk * 20; i++) raw[i] = (unsigned char)((r = r * 1664525u + 1013904223u) >> 24);
+  for (size_t b = 0; b < nblk; b++) {
+    const uint16_t d = clf__f32_to_f16(0.01f + 0.002f * (float)(b % 7)), m = clf__f32_to_f16(b % 2 ? -0.05f : 0.04f);
+    memcpy(raw + 20 * b, &d, 2);
+    memcpy(raw + 20 * b + 2, &m, 2);
+  }
+  clf__ref_dequantize_ggml32(CLF_Q4_1, raw, N * K, wq);
+  for (size_t i = 0; i < N * K; i++) wd[i] = wq[i];
+  clf__r16_pack(raw, N, K, packed);
+  clf_tensor *tw = NULL;
+  clf_status st = clf_tensor_create(ctx, CLF_Q4_1, 2, (size_t[]){N, K}, &tw);
+  if (st == CLF_OK && (st = clf_tensor_upload(ctx, tw, packed, nblk * 20)) == CLF_OK) tw->r16 = 1;
+  return int_case_error(ctx, &w, st, tw, x, bias, wd, xq, ref, M, N, K, c->p[2] != 0, err);
 }
 
 /* y = a + b, a [3, 5, 40]; b the same shape (a residual add) or, with
@@ -604,6 +638,14 @@ static size_t list_cases(clf_context *ctx, vcase *list) {
         if (clf__skinny_int_variant(ctx, ints[i], int_rows[r], dot, name, sizeof name))
           add_case(list, &n, MAX_CASES, name, case_linear_int, ints[i], int_rows[r], 0, 0, 1e-5);
       }
+  /* skinny_r16 and skinny_r16f (linear_r16.c) at each MMAX */
+  for (size_t r = 0; r < CLF__ARRAY_LEN(int_rows); r++) {
+    char name[96];
+    if (clf__r16_variant(int_rows[r], name, sizeof name))
+      add_case(list, &n, MAX_CASES, name, case_linear_r16, CLF_Q4_1, int_rows[r], 0, 0, 1e-5);
+    snprintf(name, sizeof name, "linear.skinny_r16f q4_1 MMAX=%zu TL=8", clf__int_mmax(int_rows[r]));
+    add_case(list, &n, MAX_CASES, name, case_linear_r16, CLF_Q4_1, int_rows[r], 1, 0, 1e-5);
+  }
   /* skinny_kq's builds likewise (linear_kq.c) */
   static const clf_dtype kqs[] = {CLF_Q4_K, CLF_Q5_K, CLF_Q6_K};
   for (size_t i = 0; i < CLF__ARRAY_LEN(kqs); i++)

@@ -5,6 +5,7 @@
 #include "params.h"
 
 #include "base/checked.h"
+#include "ops/ops.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -160,18 +161,22 @@ static clf_status read_parts(clf_context *ctx, const clf__weights *w, const char
  * clformer's layout. */
 static clf_status upload_blocks(clf_context *ctx, clf__params *p, const char *name, clf_dtype dt,
                                 unsigned char *const *raw, const size_t *piece, size_t n_raw, size_t rows, size_t in,
-                                clf_tensor **out) {
+                                int linear, clf_tensor **out) {
   size_t bytes = 0;
   for (size_t i = 0; i < n_raw; i++) bytes += piece[i];
   unsigned char *cat = malloc(bytes + 1), *packed = NULL;
   if (!cat) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "model: out of host memory reading \"%s\"", name);
   for (size_t i = 0, at = 0; i < n_raw; at += piece[i], i++) memcpy(cat + at, raw[i], piece[i]);
-  if (dt == CLF_Q8_0 || dt == CLF_Q4_0) {
+  /* a weight only clf_linear reads, on a CPU: Q4_1 in the 16-row
+   * interleave (linear_r16.c), the same bytes in another order */
+  const int r16 = linear && clf__r16_wanted(ctx, dt, rows, in);
+  if (dt == CLF_Q8_0 || dt == CLF_Q4_0 || r16) {
     if (!(packed = malloc(bytes + 1))) {
       free(cat);
       return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "model: out of host memory reading \"%s\"", name);
     }
-    repack_blocks(dt, cat, rows * in / CLF__QBLOCK, packed);
+    if (r16) clf__r16_pack(cat, rows, in, packed);
+    else repack_blocks(dt, cat, rows * in / CLF__QBLOCK, packed);
     free(cat);
     cat = packed;
   }
@@ -181,6 +186,8 @@ static clf_status upload_blocks(clf_context *ctx, clf__params *p, const char *na
       (st = clf_tensor_create(ctx, dt, 2, (size_t[]){rows, in}, &t)) == CLF_OK &&
       (st = clf_tensor_upload(ctx, t, cat, bytes)) != CLF_OK)
     clf_tensor_destroy(t);
+  else if (st == CLF_OK)
+    t->r16 = r16;
   free(cat);
   if (st != CLF_OK || (st = clf__params_add(ctx, p, t)) != CLF_OK) return st;
   *out = t;
@@ -194,7 +201,7 @@ static clf_status upload_each(clf_context *ctx, const clf__weights *w, clf__para
   clf_status st = CLF_OK;
   for (size_t i = 0; i < n && st == CLF_OK; i++) {
     if (raw[i]) {
-      st = upload_blocks(ctx, p, names[i], dt[i], &raw[i], &bytes[i], 1, outs[i], in, &l->part[i]);
+      st = upload_blocks(ctx, p, names[i], dt[i], &raw[i], &bytes[i], 1, outs[i], in, 1, &l->part[i]);
       continue;
     }
     float *h = NULL;
@@ -209,7 +216,8 @@ static clf_status upload_each(clf_context *ctx, const clf__weights *w, clf__para
 /* The weight of parts names[0..n) as stored (clf__load_stored_linear;
  * split 0: l->w or nothing), in_out as clf__weights_blocks'. */
 static clf_status load_stored(clf_context *ctx, const clf__weights *w, clf__params *p, const char *const *names,
-                              const size_t *outs, size_t n, size_t in, int in_out, int split, clf__linear *l) {
+                              const size_t *outs, size_t n, size_t in, int in_out, int split, int linear,
+                              clf__linear *l) {
   l->w = NULL, l->nparts = 0;
   for (size_t i = 0; i < CLF__LINEAR_PARTS; i++) l->part[i] = NULL;
   if (p->wtype != CLF_STORED || p->simulate || n == 0 || n > 8) return CLF_OK;
@@ -220,7 +228,7 @@ static clf_status load_stored(clf_context *ctx, const clf__weights *w, clf__para
   if (st != CLF_OK) return st;
   int same = 1, blocks = 0;
   for (size_t i = 0; i < n; i++) rows += outs[i], same &= dt[i] == dt[0], blocks += raw[i] != NULL;
-  if (same && blocks == (int)n) st = upload_blocks(ctx, p, names[0], dt[0], raw, bytes, n, rows, in, &l->w);
+  if (same && blocks == (int)n) st = upload_blocks(ctx, p, names[0], dt[0], raw, bytes, n, rows, in, linear, &l->w);
   else if (split && blocks > 0 && n <= CLF__LINEAR_PARTS)
     st = upload_each(ctx, w, p, names, outs, n, in, in_out, dt, raw, bytes, l);
   for (size_t i = 0; i < n; i++) free(raw[i]);
@@ -230,7 +238,7 @@ static clf_status load_stored(clf_context *ctx, const clf__weights *w, clf__para
 clf_status clf__load_stored(clf_context *ctx, const clf__weights *w, clf__params *p, const char *const *names,
                             const size_t *outs, size_t n, size_t in, clf_tensor **out) {
   clf__linear l;
-  clf_status st = load_stored(ctx, w, p, names, outs, n, in, 0, 0, &l);
+  clf_status st = load_stored(ctx, w, p, names, outs, n, in, 0, 0, 0, &l);
   *out = l.w;
   return st;
 }
@@ -238,7 +246,7 @@ clf_status clf__load_stored(clf_context *ctx, const clf__weights *w, clf__params
 clf_status clf__load_stored_linear(clf_context *ctx, const clf__weights *w, clf__params *p,
                                    const char *const *names, const size_t *outs, size_t n, size_t in,
                                    clf__linear *l) {
-  return load_stored(ctx, w, p, names, outs, n, in, 0, 1, l);
+  return load_stored(ctx, w, p, names, outs, n, in, 0, 1, 1, l);
 }
 
 size_t clf__linear_out(const clf__linear *l) {
@@ -251,7 +259,7 @@ size_t clf__linear_out(const clf__linear *l) {
 clf_status clf__load_weight(clf_context *ctx, const clf__weights *w, clf__params *p, const char *wname,
                             size_t out_f, size_t in_f, clf_weight_layout layout, clf_tensor **out) {
   clf__linear l;
-  clf_status st = load_stored(ctx, w, p, &wname, &out_f, 1, in_f, layout == CLF_WEIGHT_IN_OUT, 0, &l);
+  clf_status st = load_stored(ctx, w, p, &wname, &out_f, 1, in_f, layout == CLF_WEIGHT_IN_OUT, 0, 0, &l);
   *out = l.w;
   if (st != CLF_OK || *out) return st;
   float *h = NULL;
@@ -270,7 +278,7 @@ clf_status clf__load_linear(clf_context *ctx, const clf__weights *w, clf__params
   l->w = NULL;
   l->nparts = 0;
   /* as stored: the file's [out, in] blocks, whichever layout the name has */
-  clf_status st = load_stored(ctx, w, p, &wname, &out_f, 1, in_f, layout == CLF_WEIGHT_IN_OUT, 0, l);
+  clf_status st = load_stored(ctx, w, p, &wname, &out_f, 1, in_f, layout == CLF_WEIGHT_IN_OUT, 0, 1, l);
   if (st == CLF_OK && !l->w) st = clf__read_matrix(ctx, w, wname, out_f, in_f, layout == CLF_WEIGHT_IN_OUT, &h);
   if (st == CLF_OK && !l->w) st = clf__store_linear(ctx, p, in_out_f32, wname, h, out_f, in_f, l);
   free(h);

@@ -778,7 +778,7 @@ static clf_status linear_check(clf_context *ctx, const char *op, const clf_tenso
   char sx[96], sw[96], sy[96];
   if ((st = clf__check_ctx(ctx, op)) != CLF_OK) return st;
   if ((st = clf__check_tensor(ctx, op, "x", x, CLF_F32, 1, CLF_MAX_DIMS)) != CLF_OK) return st;
-  if ((st = clf__check_tensor(ctx, op, "w", w, -2, 2, 2)) != CLF_OK) return st;
+  if ((st = clf__check_tensor(ctx, op, "w", w, -3, 2, 2)) != CLF_OK) return st;
   if (layout != CLF_WEIGHT_OUT_IN && layout != CLF_WEIGHT_IN_OUT)
     return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: layout is %d, not a clf_weight_layout", op, (int)layout);
   const int in_out = layout == CLF_WEIGHT_IN_OUT;
@@ -813,6 +813,21 @@ clf_status clf_linear(clf_context *ctx, const clf_tensor *x, const clf_tensor *w
   if (st != CLF_OK) return st;
   const int in_out = layout == CLF_WEIGHT_IN_OUT;
   const size_t M = clf__numel_range(x, 0, x->ndim - 1);
+  if (w->r16) {
+    if (in_out) return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: w is in the 16-row interleave: layout [out, in] only", op);
+    if (ctx->recording && M > 0 && out > 0) {
+      char line[256], sw[64];
+      clf__shape_str(w, sw, sizeof sw);
+      snprintf(line, sizeof line, "x [%zu, %zu] w q4_1 (16-row interleave) %s [out, in]: %s", M, in, sw,
+               clf__r16_path(ctx, M) == CLF__R16_INT     ? "quantize_q8 and skinny_r16"
+               : clf__r16_path(ctx, M) == CLF__R16_FLOAT ? "skinny_r16f, a launch a block of 8 rows"
+                                                         : "expand_r16 to f32 [in, out], CLBlast");
+      clf__prof_path(ctx, line);
+    }
+    st = clf__r16_linear(ctx, x, w, bias, act, y, M, out, in, event);
+    clf__prof_path_end(ctx);
+    return st;
+  }
   clf__plan p; /* made for this shape once, then looked up */
   if ((st = clf__linear_plan(ctx, op, w->dtype, in_out, w->offset == 0, M, in, out, &p)) != CLF_OK) return st;
   if (ctx->recording && M > 0 && out > 0) linear_note(ctx, &p, x, w, in_out, M, act);

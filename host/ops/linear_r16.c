@@ -1,0 +1,184 @@
+/* linear_r16.c - Q4_1 weights in the 16-row interleave (issue 42): the
+ * repacking a model loader does for a CPU device, and clf_linear's two
+ * paths over such a weight: up to CLF__SKINNY_MAX_M rows of x through
+ * kernels/linear.cl's skinny_r16 (x's 8-bit blocks, as skinny_int reads
+ * them), more through expand_r16 and CLBlast.
+ *
+ * Why a layout of its own: skinny_int reads one row's 20-byte block at a
+ * time and sums its 32 products within SIMD lanes, about 17 instructions a
+ * block and row on both CPU runtimes (docs/performance.md); with 16 rows'
+ * words side by side the products run across rows, a 64-byte load and a
+ * handful of pmaddwd per 128 products.  One row of Q4_1 3072 x 576 on
+ * Intel's CPU runtime: 0.071 ms in skinny_int, 0.033 in skinny_r16
+ * (throwaway bench, same process; docs/performance.md has the figures).
+ * A GPU reads GGUF's layout well (a row's blocks are contiguous for a
+ * sub-group), so the loader repacks for CPU devices only.
+ */
+#include "ops.h"
+
+#include <stdio.h>
+#include <string.h>
+
+enum { R16_ROWS = 16, R16_GROUP_BYTES = 320, Q41_BYTES = 20, R16_TL = 8 };
+
+int clf__r16_wanted(const clf_context *ctx, clf_dtype dt, size_t rows, size_t in) {
+  if (dt != CLF_Q4_1 || rows == 0 || rows % R16_ROWS || in == 0 || in % 32) return 0;
+  if (ctx->env.rows16 >= 0) return ctx->env.rows16;
+  return ctx->caps.is_cpu && ctx->env.skinny_int != 0; /* CLFORMER_SKINNY_INT=0: the float path, exact */
+}
+
+void clf__r16_pack(const unsigned char *q41, size_t rows, size_t in, unsigned char *out) {
+  const size_t nb = in / 32;
+  for (size_t n = 0; n < rows; n++) {
+    const size_t r = n % R16_ROWS;
+    for (size_t c = 0; c < nb; c++) {
+      const unsigned char *b = q41 + (n * nb + c) * Q41_BYTES; /* {d; m; qs[16]} */
+      unsigned char *g = out + ((n / R16_ROWS) * nb + c) * R16_GROUP_BYTES;
+      memcpy(g + 2 * r, b, 2);
+      memcpy(g + 32 + 2 * r, b + 2, 2);
+      for (size_t k = 0; k < 4; k++) memcpy(g + 64 + 64 * k + 4 * r, b + 4 + 4 * k, 4);
+    }
+  }
+}
+
+void clf__r16_unpack(const unsigned char *in16, size_t rows, size_t in, unsigned char *q41) {
+  const size_t nb = in / 32;
+  for (size_t n = 0; n < rows; n++) {
+    const size_t r = n % R16_ROWS;
+    for (size_t c = 0; c < nb; c++) {
+      unsigned char *b = q41 + (n * nb + c) * Q41_BYTES;
+      const unsigned char *g = in16 + ((n / R16_ROWS) * nb + c) * R16_GROUP_BYTES;
+      memcpy(b, g + 2 * r, 2);
+      memcpy(b + 2, g + 32 + 2 * r, 2);
+      for (size_t k = 0; k < 4; k++) memcpy(b + 4 + 4 * k, g + 64 + 64 * k + 4 * r, 4);
+    }
+  }
+}
+
+static void r16_opts(size_t mmax, char *buf, size_t len) {
+  char types[384];
+  clf__linear_type_opts(CLF_Q4_1, types, sizeof types);
+  snprintf(buf, len, "%s -DINT_KERNEL=1 -DR16_KERNEL=1 -DMMAX=%zu -DTL=%d", types, mmax, R16_TL);
+}
+
+int clf__r16_variant(size_t M, char *buf, size_t len) {
+  if (M < 1 || M > CLF__SKINNY_MAX_M) return 0;
+  return snprintf(buf, len, "linear.skinny_r16 q4_1 MMAX=%zu TL=%d", clf__int_mmax(M), R16_TL) < (int)len;
+}
+
+/* y = act(x W^T + bias): x's 8-bit blocks (made, or held from the op that
+ * wrote x), then launches of skinny_r16, each up to CLF__SKINNY_MAX_M rows. */
+static clf_status r16_skinny(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, const clf_tensor *bias,
+                             clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K, cl_event *event) {
+  char opts[512];
+  const size_t mmax = clf__int_mmax(M);
+  r16_opts(mmax, opts, sizeof opts);
+  clf__kernel *k;
+  clf_status st = clf__get_kernel(ctx, "linear", opts, "skinny_r16", &k);
+  if (st != CLF_OK) return st;
+  if (k->max_wg < R16_TL)
+    return clf__fail(ctx, CLF_E_UNSUPPORTED, "kernel skinny_r16: the device allows %zu work-items of it, not %d",
+                     k->max_wg, R16_TL);
+  cl_mem xq;
+  cl_uint ds_off;
+  if ((st = clf__linear_x_q8(ctx, x, M, K, opts, &xq, &ds_off)) != CLF_OK) return st;
+  const clf_tensor *bb = bias ? bias : x;
+  cl_int has_bias = bias != NULL, act32 = (cl_int)act;
+  cl_uint n32 = (cl_uint)N, k32 = (cl_uint)K;
+  const size_t groups = N / R16_ROWS, local[1] = {R16_TL}, global[1] = {(groups + R16_TL - 1) / R16_TL * R16_TL};
+  for (size_t r0 = 0; r0 < M && st == CLF_OK; r0 += mmax) {
+    clf_tensor yc = *y;
+    yc.offset += r0 * N;
+    cl_uint row = (cl_uint)r0, m32 = (cl_uint)(M - r0 < mmax ? M - r0 : mmax);
+    st = clf__set_args(ctx, k, 15, CLF__ARG(xq), CLF__ARG(xq), CLF__ARG(ds_off), CLF__ARG(row), CLF__ARG(w->buf),
+                       CLF__ARG(w->buf), CLF__TARG(bb), CLF__ARG(has_bias), CLF__ARG(act32), CLF__TARG(&yc),
+                       CLF__ARG(m32), CLF__ARG(n32), CLF__ARG(k32));
+    if (st == CLF_OK) st = clf__launch(ctx, k, 1, global, local, r0 + mmax >= M ? event : NULL);
+  }
+  return st;
+}
+
+/* y = act(x W^T + bias) on the float path: launches of skinny_r16f, each
+ * up to CLF__SKINNY_MAX_M rows. */
+static clf_status r16_float(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, const clf_tensor *bias,
+                            clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K, cl_event *event) {
+  char opts[512];
+  const size_t mmax = clf__int_mmax(M);
+  r16_opts(mmax, opts, sizeof opts);
+  clf__kernel *k;
+  clf_status st = clf__get_kernel(ctx, "linear", opts, "skinny_r16f", &k);
+  if (st != CLF_OK) return st;
+  if (k->max_wg < R16_TL)
+    return clf__fail(ctx, CLF_E_UNSUPPORTED, "kernel skinny_r16f: the device allows %zu work-items of it, not %d",
+                     k->max_wg, R16_TL);
+  const clf_tensor *bb = bias ? bias : x;
+  cl_int has_bias = bias != NULL, act32 = (cl_int)act;
+  cl_uint n32 = (cl_uint)N, k32 = (cl_uint)K;
+  const size_t groups = N / R16_ROWS, local[1] = {R16_TL}, global[1] = {(groups + R16_TL - 1) / R16_TL * R16_TL};
+  for (size_t r0 = 0; r0 < M && st == CLF_OK; r0 += mmax) {
+    clf_tensor xc = *x, yc = *y;
+    xc.offset += r0 * K, yc.offset += r0 * N;
+    cl_uint m32 = (cl_uint)(M - r0 < mmax ? M - r0 : mmax);
+    st = clf__set_args(ctx, k, 13, CLF__TARG(&xc), CLF__ARG(w->buf), CLF__ARG(w->buf), CLF__TARG(bb),
+                       CLF__ARG(has_bias), CLF__ARG(act32), CLF__TARG(&yc), CLF__ARG(m32), CLF__ARG(n32),
+                       CLF__ARG(k32));
+    if (st == CLF_OK) st = clf__launch(ctx, k, 1, global, local, r0 + mmax >= M ? event : NULL);
+  }
+  return st;
+}
+
+/* w expanded to f32 [K, N] in the weight scratch (as clf__linear_expand). */
+static clf_status r16_expand(clf_context *ctx, const clf_tensor *w, size_t N, size_t K, cl_mem *out) {
+  clf_status st = clf__scratch(ctx, CLF__SCRATCH_WEIGHT, N * K * sizeof(float), out);
+  if (st != CLF_OK) return st;
+  char opts[512];
+  r16_opts(1, opts, sizeof opts);
+  clf__kernel *k;
+  if ((st = clf__get_kernel(ctx, "linear", opts, "expand_r16", &k)) != CLF_OK) return st;
+  cl_uint n32 = (cl_uint)N, k32 = (cl_uint)K;
+  st = clf__set_args(ctx, k, 5, CLF__ARG(w->buf), CLF__ARG(w->buf), CLF__ARG(*out), CLF__ARG(n32), CLF__ARG(k32));
+  if (st != CLF_OK) return st;
+  const size_t wg = clf__wg_1d(ctx, k, 8), groups = N / R16_ROWS;
+  const size_t local[2] = {wg, 1}, global[2] = {(groups + wg - 1) / wg * wg, K / 32};
+  return clf__launch(ctx, k, 2, global, local, NULL);
+}
+
+int clf__r16_path(clf_context *ctx, size_t M) {
+  char name[96], fname[96];
+  const char *why;
+  if (M == 0) return CLF__R16_FLOAT;
+  const size_t m = M < CLF__SKINNY_MAX_M ? M : CLF__SKINNY_MAX_M;
+  clf__r16_variant(m, name, sizeof name);
+  snprintf(fname, sizeof fname, "linear.skinny_r16f q4_1 MMAX=%zu TL=%d", clf__int_mmax(m), R16_TL);
+  if (clf__validating(ctx)) return clf__variant_validating(ctx, fname) ? CLF__R16_FLOAT : CLF__R16_INT;
+  /* the integer path where skinny_int's would be taken (up to 2 rows on a
+   * CPU: clf__int_default_wanted, as the k-quants'), the float path past it */
+  int dot = 0;
+  if (M <= CLF__SKINNY_MAX_M && clf__int_default_wanted(ctx, CLF_Q5_0, M, &dot) && !clf_variant_disabled(ctx, name))
+    return CLF__R16_INT;
+  if ((M <= CLF__SKINNY_MAX_M || M <= clf__skinny_max_rows(ctx, CLF_Q4_1, 0, &why)) &&
+      !clf_variant_disabled(ctx, fname))
+    return CLF__R16_FLOAT;
+  return CLF__R16_GEMM; /* expand_r16 and CLBlast */
+}
+
+clf_status clf__r16_linear(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, const clf_tensor *bias,
+                           clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K, cl_event *event) {
+  if (w->offset != 0 || N % R16_ROWS || K % 32)
+    return clf__fail(ctx, CLF_E_INVALID_ARG,
+                     "clf_linear: w (q4_1 in the 16-row interleave) must start its buffer and have rows a multiple "
+                     "of 16 and in features a multiple of 32 (offset %zu, shape [%zu, %zu])",
+                     w->offset, N, K);
+  if (M == 0 || N == 0) return clf__nothing(ctx, "clf_linear", event);
+  const int path = clf__r16_path(ctx, M);
+  if (path == CLF__R16_INT) return r16_skinny(ctx, x, w, bias, act, y, M, N, K, event);
+  if (path == CLF__R16_FLOAT) return r16_float(ctx, x, w, bias, act, y, M, N, K, event);
+  cl_mem wf;
+  clf_status st = r16_expand(ctx, w, N, K, &wf);
+  if (st != CLF_OK) return st;
+  const int epilogue = bias != NULL || act != CLF_ACT_NONE;
+  st = clf__sgemm(ctx, 0, 0, M, N, K, 1.0f, x->buf, x->offset, K, 0, wf, 0, N, 0, 0.0f, y->buf, y->offset, N, 0, 1,
+                  epilogue ? NULL : event);
+  if (st != CLF_OK || !epilogue) return st;
+  return clf__bias_act(ctx, y, bias, act, y, event);
+}
