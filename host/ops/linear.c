@@ -432,7 +432,7 @@ clf_status clf__linear_x_slot(clf_context *ctx, const char *variant, const clf_t
   const int i = x_is_held(ctx, y);
   *use = i >= 0 && ctx->x_held.ready != i + 1 && K % 32 == 0 && M >= 1 && M <= CLF__SKINNY_MAX_M &&
          (clf__validating(ctx) ? clf__variant_validating(ctx, variant)
-                               : clf__skinny_int_wanted(ctx, M, &dot) && !clf_variant_disabled(ctx, variant));
+                               : clf__int_default_wanted(ctx, CLF_Q5_0, M, &dot) && !clf_variant_disabled(ctx, variant));
   return *use ? xq_scratch(ctx, M, K, xq, ds_off) : CLF_OK;
 }
 

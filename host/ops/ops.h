@@ -219,7 +219,10 @@ void clf__linear_release_x(clf_context *ctx, const clf_tensor *x);
  * down_proj) in a kernel of its own that makes the blocks too (variant:
  * its self-validated name): *use 1 when y is the held x, its copy not
  * made yet, that variant not failed, and the integer path is wanted
- * for [M, K] (K a multiple of 32, M at most CLF__SKINNY_MAX_M); then *xq
+ * for [M, K] (K a multiple of 32, M at most CLF__SKINNY_MAX_M) as it is for
+ * the types that take it by default (clf__int_default_wanted: on a CPU up
+ * to 2 rows, the k-quants', Q5_x's and the 16-row Q4_1's; a product on the
+ * float path next ignores the blocks); then *xq
  * is the scratch to write x's 8-bit blocks into, as quantize_q8 does
  * (quants, then (d, sum) pairs from float *ds_off).  After the write,
  * clf__linear_x_written says whether the blocks were made (0: y changed
