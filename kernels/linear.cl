@@ -1134,24 +1134,34 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void KQ_NAME(
 #endif
 
 /* ------------------------------------------------------------------------
- * Q4_1 in 16-row interleave (issue 42; host/ops/linear_r16.c): on a CPU,
- * GGUF's Q4_1 linear weights are repacked at load so that 16 rows' blocks
- * of 32 lie together, 320 bytes a group of rows and block: the 16 f16
- * scales, the 16 f16 mins, then for k = 0..3 the 16 rows' quant word k
- * (bytes 4k..4k+3 of the block's qs: elements 4k..4k+3 in the low
- * nibbles, 16+4k..19+4k in the high ones).  A work-item takes 16 rows;
- * its loads are whole 64-byte lines and its products run across the rows
- * in int lanes: per word k and row, the nibble pairs (elements j, j + 2)
- * as two shorts times x's, added (the pattern compilers turn into pmaddwd,
- * vpdpwssd where the CPU has VNNI), where skinny_int reads one row's
- * 16-byte block at a time and sums within it.  Built with -DINT_KERNEL=1
- * -DR16_KERNEL=1 (and Q4_1's WTYPE: quantize_q8 of the same program makes
- * x's blocks).  M <= MMAX rows of x from x's blocks' row x_row on (y
- * from y_off: its rows in launches of MMAX); N a multiple of 16 (the host
- * checks).
- * global (N / 16 rounded up to TL), local (TL).
+ * Q4_1 and Q8_0 in a 16-row interleave (issue 42; host/ops/linear_r16.c):
+ * on a CPU, GGUF's Q4_1 and Q8_0 linear weights are repacked at load so
+ * that 16 rows' blocks of 32 lie together, a group of rows and block
+ * taking 16 times a block's bytes: the 16 f16 scales (Q4_1: then the 16
+ * f16 mins), then for each quant word k (Q4_1: 4, bytes 4k..4k+3 of the
+ * block's qs, elements 4k..4k+3 in the low nibbles and 16+4k..19+4k in the
+ * high ones; Q8_0: 8, elements 4k..4k+3) the 16 rows' words side by side.
+ * A work-item takes 16 rows; its loads are whole 64-byte lines and its
+ * products run across the rows in int lanes: per word and row, the pairs
+ * (elements j, j + 2) as two shorts times x's, added (the pattern
+ * compilers turn into pmaddwd, vpdpwssd where the CPU has VNNI), where
+ * skinny_int reads one row's block at a time and sums within it.  Built
+ * with -DINT_KERNEL=1 -DR16_KERNEL=1 and the type's WTYPE (quantize_q8 of
+ * the same program makes x's blocks).  M <= MMAX rows of x from x's
+ * blocks' row x_row on (y from y_off: its rows in launches of MMAX); N a
+ * multiple of 16 (the host checks).  global (N / 16 rounded up to TL),
+ * local (TL).
  * ------------------------------------------------------------------------ */
 #if INT_KERNEL && R16_KERNEL
+#if WTYPE == WT_Q8_0
+#define R16_WORDS 136 /* a group's 32-bit words: 8 of scales, 8 x 16 of quants */
+#define R16_QOFF 8
+#define R16_MIN 0
+#else /* Q4_1 */
+#define R16_WORDS 80 /* 16 of scales and mins, 4 x 16 of quants */
+#define R16_QOFF 16
+#define R16_MIN 1
+#endif
 /* Bytes sh / 8 and sh / 8 + 2 of x's word xw, sign-extended, as the two
  * shorts of an int. */
 inline uint r16_pair(uint xw, uint sh) {
@@ -1162,12 +1172,24 @@ inline int8 r16_madd(uint8 a, uint8 b) {
   const int16 p = convert_int16(as_short16(a)) * convert_int16(as_short16(b));
   return p.even + p.odd;
 }
-/* The integer sums of the 16 rows' block (base: its first word, the
- * quants 16 words on) against x's block at xb (8 words). */
+/* The integer sums of the 16 rows' block (base: its first word) against
+ * x's block at xb (8 words). */
 inline int16 r16_block(__global const uint *w, size_t base, __global const uint *xq, size_t xb) {
   int8 s0 = (int8)(0), s1 = (int8)(0);
+#if WTYPE == WT_Q8_0
+  _Pragma("unroll") for (uint k = 0; k < 8; k++) {
+    const int16 u = as_int16(vload16(0, w + base + R16_QOFF + 16 * k));
+    const uint xw = xq[xb + k];
+    const uint8 xe = (uint8)(r16_pair(xw, 0)), xo = (uint8)(r16_pair(xw, 8));
+    /* per row: bytes 0 and 2, 1 and 3, sign-extended into the halves of an int */
+    const uint16 e = (as_uint16((u << (int16)24) >> (int16)24) & (uint16)0xffffu) | as_uint16(((u << (int16)8) >> (int16)24) << (int16)16);
+    const uint16 o = (as_uint16((u << (int16)16) >> (int16)24) & (uint16)0xffffu) | as_uint16((u >> (int16)24) << (int16)16);
+    s0 += r16_madd(e.lo, xe) + r16_madd(o.lo, xo);
+    s1 += r16_madd(e.hi, xe) + r16_madd(o.hi, xo);
+  }
+#else
   _Pragma("unroll") for (uint k = 0; k < 4; k++) {
-    const uint16 u = vload16(0, w + base + 16 + 16 * k);
+    const uint16 u = vload16(0, w + base + R16_QOFF + 16 * k);
     const uint xl = xq[xb + k], xh = xq[xb + 4 + k];
     const uint8 le = (uint8)(r16_pair(xl, 0)), lo = (uint8)(r16_pair(xl, 8));
     const uint8 he = (uint8)(r16_pair(xh, 0)), ho = (uint8)(r16_pair(xh, 8));
@@ -1177,8 +1199,21 @@ inline int16 r16_block(__global const uint *w, size_t base, __global const uint 
     s0 += r16_madd(a.lo, le) + r16_madd(b.lo, lo) + r16_madd(c.lo, he) + r16_madd(d.lo, ho);
     s1 += r16_madd(a.hi, le) + r16_madd(b.hi, lo) + r16_madd(c.hi, he) + r16_madd(d.hi, ho);
   }
+#endif
   return (int16)(s0, s1);
 }
+
+/* The 16 rows' values of element j (< 32) of the block, as the file's
+ * integers (Q4_1: 0..15, Q8_0: -128..127); u the quant word j holds. */
+inline float16 r16_value(uint16 u, uint j) {
+#if WTYPE == WT_Q8_0
+  return convert_float16((as_int16(u) << (int16)(24 - 8 * (j % 4))) >> (int16)24);
+#else
+  return convert_float16((u >> (uint16)(8 * (j % 4) + (j >= 16 ? 4 : 0))) & (uint16)15);
+#endif
+}
+/* The quant word of element j. */
+#define R16_WORD(j) (WTYPE == WT_Q8_0 ? (j) / 4 : ((j) % 16) / 4)
 
 __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16(
     __global const uint *xq, __global const float *xd, uint xd_off, uint x_row, __global const uint *w,
@@ -1189,14 +1224,21 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16(
   float16 acc[MMAX];
   _Pragma("unroll") for (uint i = 0; i < MMAX; i++) acc[i] = (float16)(0.0f);
   for (uint c = 0; c < nb; c++) {
-    const size_t base = ((size_t)g * nb + c) * 80; /* words */
-    const float16 d = vload_half16(0, wh + 2 * base), m = vload_half16(1, wh + 2 * base);
+    const size_t base = ((size_t)g * nb + c) * R16_WORDS;
+    const float16 d = vload_half16(0, wh + 2 * base);
+#if R16_MIN
+    const float16 m = vload_half16(1, wh + 2 * base);
+#endif
     _Pragma("unroll") for (uint i = 0; i < MMAX; i++) {
       if (i < M) { /* uniform */
         const size_t xb = (size_t)(x_row + i) * nb + c;
-        const float dx = xd[xd_off + 2 * xb], sx = xd[xd_off + 2 * xb + 1];
-        /* d dx isum + m dx sum(qx): Q4_1's value d q + m, times x's dx qx */
-        acc[i] = fma(d * dx, convert_float16(r16_block(w, base, xq, 8 * xb)), fma(m, (float16)(dx * sx), acc[i]));
+        const float dx = xd[xd_off + 2 * xb];
+        const float16 is = convert_float16(r16_block(w, base, xq, 8 * xb));
+#if R16_MIN /* Q4_1's value d q + m, times x's dx qx: d dx isum + m dx sum(qx) */
+        acc[i] = fma(d * dx, is, fma(m, (float16)(dx * xd[xd_off + 2 * xb + 1]), acc[i]));
+#else
+        acc[i] = fma(d * dx, is, acc[i]);
+#endif
       }
     }
   }
@@ -1212,12 +1254,12 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16(
 }
 
 /* skinny_r16f: the same product on the float path (exact as the float
- * kernels are: x as it is, each weight d q + m in f32), for more rows of x
- * than the integer path takes: per block and row of x, s = sum q x over
- * the 16 rows in a float16 (each nibble converted once for the MMAX rows),
- * then d s + m sum(x).  Arguments as skinny_r16's, x f32 [M, K] from
- * x_off in place of its blocks.  global (N / 16 rounded up to TL), local
- * (TL). */
+ * kernels are: x as it is, each weight d q (+ m) in f32), for more rows
+ * of x than the integer path takes: per block and row of x, s = sum q x
+ * over the 16 rows in a float16 (each quant converted once for the MMAX
+ * rows), then d s (+ m sum(x)).  Arguments as skinny_r16's, x f32 [M, K]
+ * from x_off in place of its blocks.  global (N / 16 rounded up to TL),
+ * local (TL). */
 __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
     __global const float *x, uint x_off, __global const uint *w, __global const half *wh, __global const float *bias,
     uint b_off, int has_bias, int act, __global float *y, uint y_off, uint M, uint N, uint K) {
@@ -1226,27 +1268,27 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
   float16 acc[MMAX];
   _Pragma("unroll") for (uint i = 0; i < MMAX; i++) acc[i] = (float16)(0.0f);
   for (uint c = 0; c < nb; c++) {
-    const size_t base = ((size_t)g * nb + c) * 80;
-    const float16 d = vload_half16(0, wh + 2 * base), m = vload_half16(1, wh + 2 * base);
+    const size_t base = ((size_t)g * nb + c) * R16_WORDS;
+    const float16 d = vload_half16(0, wh + 2 * base);
     float16 s[MMAX];
     float xs[MMAX];
     _Pragma("unroll") for (uint i = 0; i < MMAX; i++) s[i] = (float16)(0.0f), xs[i] = 0.0f;
-    for (uint k = 0; k < 4; k++) {
-      const uint16 u = vload16(0, w + base + 16 + 16 * k);
-      _Pragma("unroll") for (uint e = 0; e < 4; e++) {
-        const float16 lo = convert_float16((u >> (uint16)(8 * e)) & (uint16)15);
-        const float16 hi = convert_float16((u >> (uint16)(8 * e + 4)) & (uint16)15);
-        _Pragma("unroll") for (uint i = 0; i < MMAX; i++) {
-          if (i < M) { /* uniform */
-            __global const float *xr = x + x_off + (size_t)i * K + (size_t)c * 32;
-            const float a = xr[4 * k + e], b = xr[16 + 4 * k + e];
-            s[i] = fma(lo, (float16)(a), fma(hi, (float16)(b), s[i]));
-            xs[i] += a + b;
-          }
+    _Pragma("unroll") for (uint j = 0; j < 32; j++) {
+      const float16 q = r16_value(vload16(0, w + base + R16_QOFF + 16 * R16_WORD(j)), j);
+      _Pragma("unroll") for (uint i = 0; i < MMAX; i++) {
+        if (i < M) { /* uniform */
+          const float a = x[x_off + (size_t)i * K + (size_t)c * 32 + j];
+          s[i] = fma(q, (float16)(a), s[i]);
+          xs[i] += a;
         }
       }
     }
+#if R16_MIN
+    const float16 m = vload_half16(1, wh + 2 * base);
     _Pragma("unroll") for (uint i = 0; i < MMAX; i++) acc[i] = fma(d, s[i], fma(m, (float16)(xs[i]), acc[i]));
+#else
+    _Pragma("unroll") for (uint i = 0; i < MMAX; i++) acc[i] = fma(d, s[i], acc[i]);
+#endif
   }
   _Pragma("unroll") for (uint i = 0; i < MMAX; i++) {
     if (i >= M) continue;
@@ -1266,17 +1308,15 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
 __kernel void expand_r16(__global const uint *w, __global const half *wh, __global float *out, uint N, uint K) {
   const uint g = get_global_id(0), c = get_global_id(1), nb = K / 32;
   if (g * 16 >= N || c >= nb) return;
-  const size_t base = ((size_t)g * nb + c) * 80;
-  const float16 d = vload_half16(0, wh + 2 * base), m = vload_half16(1, wh + 2 * base);
+  const size_t base = ((size_t)g * nb + c) * R16_WORDS;
+  const float16 d = vload_half16(0, wh + 2 * base);
+#if R16_MIN
+  const float16 m = vload_half16(1, wh + 2 * base);
+#else
+  const float16 m = (float16)(0.0f);
+#endif
   __global float *o = out + (size_t)c * 32 * N + g * 16;
-  for (uint k = 0; k < 4; k++) {
-    const uint16 u = vload16(0, w + base + 16 + 16 * k);
-    _Pragma("unroll") for (uint e = 0; e < 4; e++) {
-      const float16 lo = convert_float16((u >> (uint16)(8 * e)) & (uint16)15);
-      const float16 hi = convert_float16((u >> (uint16)(8 * e + 4)) & (uint16)15);
-      vstore16(fma(d, lo, m), 0, o + (size_t)(4 * k + e) * N);
-      vstore16(fma(d, hi, m), 0, o + (size_t)(16 + 4 * k + e) * N);
-    }
-  }
+  for (uint j = 0; j < 32; j++)
+    vstore16(fma(d, r16_value(vload16(0, w + base + R16_QOFF + 16 * R16_WORD(j)), j), m), 0, o + (size_t)j * N);
 }
 #endif

@@ -605,86 +605,90 @@ START_TEST(kq_held_x_shared) {
 }
 END_TEST
 
-/* Q4_1 in the 16-row interleave (linear_r16.c): the packing round-trips;
+/* Q4_1 and Q8_0 (_i) in the 16-row interleave (linear_r16.c): the packing round-trips;
  * 1 to 33 rows (each MMAX build, every activation) on the path
- * clf__r16_path picks: skinny_r16 (on a CPU 1 and 2 rows, 8 with
- * $CLFORMER_SKINNY_INT=1) against the quantized-x reference at
- * skinny_int's tolerance, 1e-5, skinny_r16f (in launches of 8) against
- * the exact product at the float path's; 33 rows past the skinny path's
+ * clf__r16_path picks: skinny_r16f (in launches of 8; the default)
+ * against the exact product at the float path's tolerance, skinny_r16
+ * (8 rows with $CLFORMER_SKINNY_INT=1) against the quantized-x reference
+ * at skinny_int's, 1e-5; 33 rows past the skinny path's
  * most through expand_r16 and CLBlast, likewise; the profile's path line names the kernel;
  * and every other op, and a download, refuses such a tensor by name. */
 START_TEST(r16_matches_reference) {
   static const size_t Ms[] = {1, 2, 3, 5, 8, 9, 33};
   const size_t N = 48, K = 96;
+  const clf_dtype dt = _i ? CLF_Q8_0 : CLF_Q4_1;
+  const size_t bb = _i ? 34 : 20, bytes = N * K / 32 * bb;
+  const char *tn = clf_dtype_name(dt);
   th_profiled_begin(NULL); /* th_ctx: a context that records */
-  float *w, *x = th_rand(33 * K, 41, -2, 2), *bias = th_rand(N, 8, -1, 1);
+  float *w = malloc(N * K * sizeof(float)), *x = th_rand(33 * K, 41, -2, 2), *bias = th_rand(N, 8, -1, 1);
   for (size_t k = 32; k < 64; k++) x[K + k] = 0.0f; /* row 1, block 1: all zero */
-  clf_tensor *plain = make_weight(CLF_Q4_1, N, K, 43, &w);
-  unsigned char *raw = th_download(plain), *packed = malloc(N * K / 32 * 20), *back = malloc(N * K / 32 * 20);
-  clf__r16_pack(raw, N, K, packed);
-  clf__r16_unpack(packed, N, K, back);
-  ck_assert(memcmp(raw, back, N * K / 32 * 20) == 0);
-  ck_assert(memcmp(raw, packed, N * K / 32 * 20) != 0);
+  /* GGUF's blocks of seeded bytes, moderate scales (and mins), decoded by gguf_blocks.c */
+  unsigned char *raw = malloc(bytes), *packed = malloc(bytes), *back = malloc(bytes);
+  uint32_t r = 43;
+  for (size_t i = 0; i < bytes; i++) raw[i] = (unsigned char)((r = r * 1664525u + 1013904223u) >> 24);
+  for (size_t b = 0; b < N * K / 32; b++) {
+    put_half(raw + bb * b, 0.01f + 0.002f * (float)(b % 7));
+    if (dt == CLF_Q4_1) put_half(raw + bb * b + 2, b % 2 ? -0.05f : 0.04f);
+  }
+  TH_OK(clf_gguf_dequantize(dt == CLF_Q8_0 ? 8 : 3, raw, N * K, w)); /* ggml's Q8_0 and Q4_1 */
+  clf__r16_pack(dt, raw, N, K, packed);
+  clf__r16_unpack(dt, packed, N, K, back);
+  ck_assert(memcmp(raw, back, bytes) == 0);
+  ck_assert(memcmp(raw, packed, bytes) != 0);
   clf_tensor *tw = NULL;
-  TH_OK(clf_tensor_create(th_ctx, CLF_Q4_1, 2, TH_SHAPE(N, K), &tw));
-  TH_OK(clf_tensor_upload(th_ctx, tw, packed, N * K / 32 * 20));
+  TH_OK(clf_tensor_create(th_ctx, dt, 2, TH_SHAPE(N, K), &tw));
+  TH_OK(clf_tensor_upload(th_ctx, tw, packed, bytes));
   tw->r16 = 1;
   for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++) {
     const clf_activation act = (clf_activation)(i % 6);
-    const int skinny = clf__r16_path(th_ctx, Ms[i]) == CLF__R16_INT;
+    const int skinny = clf__r16_path(th_ctx, dt, Ms[i]) == CLF__R16_INT;
     float *ref = reference(x, w, bias, Ms[i], N, K, act, skinny), *y = run(tw, x, bias, Ms[i], N, K, act);
     const double err = rel_err(y, ref, Ms[i] * N), tol = skinny ? 1e-5 : 2e-5 * sqrt((double)K) + 1e-5;
     th_note_error(err, tol);
-    ck_assert_msg(err <= tol, "q4_1 r16 M=%zu act %d: error %g > %g", Ms[i], (int)act, err, tol);
+    ck_assert_msg(err <= tol, "%s r16 M=%zu act %d: error %g > %g", tn, Ms[i], (int)act, err, tol);
     free(ref); free(y);
   }
-  th_profiled_expect("skinny_r16", NULL, 0);
-  if (th_ctx->caps.is_cpu) { /* the integer path for 1 and 2 rows, the float one past them */
-    ck_assert_int_eq(clf__r16_path(th_ctx, 2), CLF__R16_INT);
-    ck_assert_int_eq(clf__r16_path(th_ctx, 3), CLF__R16_FLOAT);
-    ck_assert_int_eq(clf__r16_path(th_ctx, 33), CLF__R16_FLOAT);
+  th_profiled_expect("skinny_r16f", "skinny_r16", 0);
+  if (th_ctx->caps.is_cpu) { /* the float path unless the integer one is asked for */
+    ck_assert_int_eq(clf__r16_path(th_ctx, dt, 1), CLF__R16_FLOAT);
+    ck_assert_int_eq(clf__r16_path(th_ctx, dt, 33), CLF__R16_FLOAT);
   }
   env_set("CLFORMER_SKINNY_INT", "1"); /* the integer path up to 8 rows */
-  ck_assert_int_eq(clf__r16_path(th_ctx, 8), CLF__R16_INT);
+  ck_assert_int_eq(clf__r16_path(th_ctx, dt, 8), CLF__R16_INT);
   float *r8 = reference(x, w, bias, 8, N, K, CLF_ACT_SILU, 1), *y8 = run(tw, x, bias, 8, N, K, CLF_ACT_SILU);
-  ck_assert_msg(rel_err(y8, r8, 8 * N) <= 1e-5, "q4_1 r16 M=8 on the integer path: error %g", rel_err(y8, r8, 8 * N));
+  ck_assert_msg(rel_err(y8, r8, 8 * N) <= 1e-5, "%s r16 M=8 on the integer path: error %g", tn, rel_err(y8, r8, 8 * N));
   free(r8); free(y8);
   env_set("CLFORMER_SKINNY_INT", NULL);
   th_profiled_expect("skinny_r16", NULL, 0);
-  free(run(tw, x, bias, 5, N, K, CLF_ACT_NONE));
-  th_profiled_expect("skinny_r16f", NULL, 0);
   env_set("CLFORMER_SKINNY_ROWS", "8"); /* past 8 rows: expand_r16 and CLBlast */
-  ck_assert_int_eq(clf__r16_path(th_ctx, 33), CLF__R16_GEMM);
+  ck_assert_int_eq(clf__r16_path(th_ctx, dt, 33), CLF__R16_GEMM);
   float *ref = reference(x, w, bias, 33, N, K, CLF_ACT_GELU, 0), *y = run(tw, x, bias, 33, N, K, CLF_ACT_GELU);
   const double err = rel_err(y, ref, 33 * N), tol = 2e-5 * sqrt((double)K) + 1e-5;
-  ck_assert_msg(err <= tol, "q4_1 r16 M=33 through CLBlast: error %g > %g", err, tol);
+  ck_assert_msg(err <= tol, "%s r16 M=33 through CLBlast: error %g > %g", tn, err, tol);
   free(ref); free(y);
   env_set("CLFORMER_SKINNY_ROWS", NULL);
   /* nothing else reads it */
-  void *host = malloc(N * K / 32 * 20);
-  ck_assert_int_eq(clf_tensor_download(th_ctx, tw, host, N * K / 32 * 20), CLF_E_DTYPE);
+  void *host = malloc(bytes);
+  ck_assert_int_eq(clf_tensor_download(th_ctx, tw, host, bytes), CLF_E_DTYPE);
   ck_assert_msg(strstr(clf_last_error(th_ctx), "16-row interleave") != NULL, "%s", clf_last_error(th_ctx));
   clf_tensor *tx = th_tensor(CLF_F32, 2, TH_SHAPE(1, K), x), *ty = th_empty(CLF_F32, 2, TH_SHAPE(K, N));
   ck_assert_int_eq(clf_linear(th_ctx, tx, tw, CLF_WEIGHT_IN_OUT, NULL, CLF_ACT_NONE, ty, NULL), CLF_E_DTYPE);
   free(host); free(raw); free(packed); free(back); free(w); free(x); free(bias);
-  clf_tensor_destroy(tx); clf_tensor_destroy(ty); clf_tensor_destroy(tw); clf_tensor_destroy(plain);
+  clf_tensor_destroy(tx); clf_tensor_destroy(ty); clf_tensor_destroy(tw);
   th_profiled_expect("expand_r16", "skinny_r16", 1);
 }
 END_TEST
 
-/* Which Q4_1 weights a loader repacks: on a CPU device by default (rows a
- * multiple of 16, in of 32) unless $CLFORMER_SKINNY_INT=0 asks for the
- * float path, elsewhere not, and $CLFORMER_ROWS16 over all of it; other
- * types never. */
+/* Which Q4_1 and Q8_0 weights a loader repacks: on a CPU device by
+ * default (rows a multiple of 16, in of 32), elsewhere not, and
+ * $CLFORMER_ROWS16 over both; other types never. */
 START_TEST(r16_wanted) {
   env_set("CLFORMER_ROWS16", NULL);
   ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q4_1, 64, 96), th_ctx->caps.is_cpu);
   ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q4_1, 40, 96), 0);
   ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q4_1, 64, 80), 0);
-  ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q8_0, 64, 96), 0);
-  env_set("CLFORMER_SKINNY_INT", "0"); /* the float path, asked for */
-  ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q4_1, 64, 96), 0);
-  env_set("CLFORMER_SKINNY_INT", NULL);
+  ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q8_0, 64, 96), th_ctx->caps.is_cpu);
+  ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q4_0, 64, 96), 0);
   env_set("CLFORMER_ROWS16", "0");
   ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q4_1, 64, 96), 0);
   env_set("CLFORMER_ROWS16", "1");
@@ -716,7 +720,7 @@ int main(void) {
   tcase_add_test(c, int_env_refused);
   tcase_add_test(c, kq_matches_reference);
   tcase_add_test(c, kq_held_x_shared);
-  tcase_add_test(c, r16_matches_reference);
+  tcase_add_loop_test(c, r16_matches_reference, 0, 2);
   tcase_add_test(c, r16_wanted);
   suite_add_tcase(s, c);
   return th_run(s);

@@ -445,33 +445,41 @@ static clf_status case_linear_kq(clf_context *ctx, const vcase *c, double *err) 
   return int_case_error(ctx, &w, st, tw, x, bias, wq, xq, ref, M, N, K, 0, err);
 }
 
-/* skinny_r16: y = gelu(x W^T + b), W [48, 96] Q4_1 of seeded blocks (as
- * case_linear_int's) repacked into the 16-row interleave
- * (clf__r16_pack), x [p[1], 96] with one all-zero block, against the same
+/* skinny_r16: y = gelu(x W^T + b), W [48, 96] of the clf_dtype p[0]
+ * (Q4_1, Q8_0) as GGUF blocks of seeded bytes with moderate scales (and
+ * mins), decoded on the host, then repacked into the 16-row interleave
+ * (clf__r16_pack); x [p[1], 96] with one all-zero block; against the same
  * reference as case_linear_int's (p[2]: skinny_r16f's, x as it is). */
 static clf_status case_linear_r16(clf_context *ctx, const vcase *c, double *err) {
   enum { N = 48, K = 96 };
-  const size_t M = c->p[1], nblk = N * K / 32;
+  const clf_dtype dt = (clf_dtype)c->p[0];
+  const size_t M = c->p[1], nblk = N * K / 32, bb = dt == CLF_Q8_0 ? 34 : 20;
   vwork w = {.ctx = ctx};
   float *x = vw_rand(&w, M * K, 95, -2, 2), *bias = vw_rand(&w, N, 96, -1, 1), *wq = vw_alloc(&w, N * K * sizeof(float));
-  unsigned char *raw = vw_alloc(&w, nblk * 20), *packed = vw_alloc(&w, nblk * 20);
+  unsigned char *raw = vw_alloc(&w, nblk * bb), *packed = vw_alloc(&w, nblk * bb);
   double *wd = vw_alloc(&w, N * K * sizeof(double)), *xq = vw_alloc(&w, M * K * sizeof(double));
   double *ref = vw_alloc(&w, M * N * sizeof(double));
   if (!x || !bias || !wq || !raw || !packed || !wd || !xq || !ref) return vw_fail(&w);
   for (size_t k = 32; k < 64; k++) x[k] = 0.0f; /* a block of zeros: scale 0 */
   uint32_t r = 97;
-  for (size_t i = 0; i < nblk * 20; i++) raw[i] = (unsigned char)((r = r * 1664525u + 1013904223u) >> 24);
+  for (size_t i = 0; i < nblk * bb; i++) raw[i] = (unsigned char)((r = r * 1664525u + 1013904223u) >> 24);
   for (size_t b = 0; b < nblk; b++) {
     const uint16_t d = clf__f32_to_f16(0.01f + 0.002f * (float)(b % 7)), m = clf__f32_to_f16(b % 2 ? -0.05f : 0.04f);
-    memcpy(raw + 20 * b, &d, 2);
-    memcpy(raw + 20 * b + 2, &m, 2);
+    memcpy(raw + bb * b, &d, 2);
+    if (dt == CLF_Q4_1) memcpy(raw + bb * b + 2, &m, 2);
   }
-  clf__ref_dequantize_ggml32(CLF_Q4_1, raw, N * K, wq);
+  if (dt == CLF_Q4_1) clf__ref_dequantize_ggml32(CLF_Q4_1, raw, N * K, wq);
+  else /* Q8_0 {d; qs[32]} */
+    for (size_t i = 0; i < N * K; i++) {
+      uint16_t h;
+      memcpy(&h, raw + bb * (i / 32), 2);
+      wq[i] = clf__f16_bits_to_f32(h) * (float)(signed char)raw[bb * (i / 32) + 2 + i % 32];
+    }
   for (size_t i = 0; i < N * K; i++) wd[i] = wq[i];
-  clf__r16_pack(raw, N, K, packed);
+  clf__r16_pack(dt, raw, N, K, packed);
   clf_tensor *tw = NULL;
-  clf_status st = clf_tensor_create(ctx, CLF_Q4_1, 2, (size_t[]){N, K}, &tw);
-  if (st == CLF_OK && (st = clf_tensor_upload(ctx, tw, packed, nblk * 20)) == CLF_OK) tw->r16 = 1;
+  clf_status st = clf_tensor_create(ctx, dt, 2, (size_t[]){N, K}, &tw);
+  if (st == CLF_OK && (st = clf_tensor_upload(ctx, tw, packed, nblk * bb)) == CLF_OK) tw->r16 = 1;
   return int_case_error(ctx, &w, st, tw, x, bias, wd, xq, ref, M, N, K, c->p[2] != 0, err);
 }
 
@@ -641,10 +649,10 @@ static size_t list_cases(clf_context *ctx, vcase *list) {
   /* skinny_r16 and skinny_r16f (linear_r16.c) at each MMAX */
   for (size_t r = 0; r < CLF__ARRAY_LEN(int_rows); r++) {
     char name[96];
-    if (clf__r16_variant(int_rows[r], name, sizeof name))
-      add_case(list, &n, MAX_CASES, name, case_linear_r16, CLF_Q4_1, int_rows[r], 0, 0, 1e-5);
-    snprintf(name, sizeof name, "linear.skinny_r16f q4_1 MMAX=%zu TL=8", clf__int_mmax(int_rows[r]));
-    add_case(list, &n, MAX_CASES, name, case_linear_r16, CLF_Q4_1, int_rows[r], 1, 0, 1e-5);
+    for (int exact = 0; exact < 2; exact++)
+      for (int q8 = 0; q8 < 2; q8++)
+        if (clf__r16_variant(q8 ? CLF_Q8_0 : CLF_Q4_1, int_rows[r], exact, name, sizeof name))
+          add_case(list, &n, MAX_CASES, name, case_linear_r16, q8 ? CLF_Q8_0 : CLF_Q4_1, int_rows[r], exact, 0, 1e-5);
   }
   /* skinny_kq's builds likewise (linear_kq.c) */
   static const clf_dtype kqs[] = {CLF_Q4_K, CLF_Q5_K, CLF_Q6_K};

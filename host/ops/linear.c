@@ -818,10 +818,12 @@ clf_status clf_linear(clf_context *ctx, const clf_tensor *x, const clf_tensor *w
     if (ctx->recording && M > 0 && out > 0) {
       char line[256], sw[64];
       clf__shape_str(w, sw, sizeof sw);
-      snprintf(line, sizeof line, "x [%zu, %zu] w q4_1 (16-row interleave) %s [out, in]: %s", M, in, sw,
-               clf__r16_path(ctx, M) == CLF__R16_INT     ? "quantize_q8 and skinny_r16"
-               : clf__r16_path(ctx, M) == CLF__R16_FLOAT ? "skinny_r16f, a launch a block of 8 rows"
-                                                         : "expand_r16 to f32 [in, out], CLBlast");
+      const int path = clf__r16_path(ctx, w->dtype, M);
+      snprintf(line, sizeof line, "x [%zu, %zu] w %s (16-row interleave) %s [out, in]: %s", M, in,
+               clf_dtype_name(w->dtype), sw,
+               path == CLF__R16_INT     ? "quantize_q8 and skinny_r16"
+               : path == CLF__R16_FLOAT ? "skinny_r16f, a launch a block of 8 rows"
+                                        : "expand_r16 to f32 [in, out], CLBlast");
       clf__prof_path(ctx, line);
     }
     st = clf__r16_linear(ctx, x, w, bias, act, y, M, out, in, event);

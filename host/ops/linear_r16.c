@@ -1,8 +1,8 @@
-/* linear_r16.c - Q4_1 weights in the 16-row interleave (issue 42): the
- * repacking a model loader does for a CPU device, and clf_linear's two
- * paths over such a weight: up to CLF__SKINNY_MAX_M rows of x through
- * kernels/linear.cl's skinny_r16 (x's 8-bit blocks, as skinny_int reads
- * them), more through expand_r16 and CLBlast.
+/* linear_r16.c - Q4_1 and Q8_0 weights in the 16-row interleave (issue
+ * 42): the repacking a model loader does for a CPU device, and clf_linear's
+ * paths over such a weight (kernels/linear.cl): skinny_r16 on x's 8-bit
+ * blocks (as skinny_int reads them), skinny_r16f on x as it is, and
+ * expand_r16 with CLBlast.
  *
  * Why a layout of its own: skinny_int reads one row's 20-byte block at a
  * time and sums its 32 products within SIMD lanes, about 17 instructions a
@@ -19,51 +19,72 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { R16_ROWS = 16, R16_GROUP_BYTES = 320, Q41_BYTES = 20, R16_TL = 8 };
+enum { R16_ROWS = 16, R16_TL = 8 };
+
+/* The bytes of a GGUF block of 32 (Q4_1 {d; m; qs[16]}, Q8_0 {d; qs[32]}),
+ * of its scale and min (a group's first 16 or 32 words), and of its quants. */
+static size_t r16_block_bytes(clf_dtype dt) { return dt == CLF_Q8_0 ? 34 : 20; }
+static size_t r16_head_bytes(clf_dtype dt) { return dt == CLF_Q8_0 ? 2 : 4; }
 
 int clf__r16_wanted(const clf_context *ctx, clf_dtype dt, size_t rows, size_t in) {
-  if (dt != CLF_Q4_1 || rows == 0 || rows % R16_ROWS || in == 0 || in % 32) return 0;
+  if ((dt != CLF_Q4_1 && dt != CLF_Q8_0) || rows == 0 || rows % R16_ROWS || in == 0 || in % 32) return 0;
   if (ctx->env.rows16 >= 0) return ctx->env.rows16;
-  return ctx->caps.is_cpu && ctx->env.skinny_int != 0; /* CLFORMER_SKINNY_INT=0: the float path, exact */
+  return ctx->caps.is_cpu;
 }
 
-void clf__r16_pack(const unsigned char *q41, size_t rows, size_t in, unsigned char *out) {
-  const size_t nb = in / 32;
-  for (size_t n = 0; n < rows; n++) {
-    const size_t r = n % R16_ROWS;
-    for (size_t c = 0; c < nb; c++) {
-      const unsigned char *b = q41 + (n * nb + c) * Q41_BYTES; /* {d; m; qs[16]} */
-      unsigned char *g = out + ((n / R16_ROWS) * nb + c) * R16_GROUP_BYTES;
-      memcpy(g + 2 * r, b, 2);
-      memcpy(g + 32 + 2 * r, b + 2, 2);
-      for (size_t k = 0; k < 4; k++) memcpy(g + 64 + 64 * k + 4 * r, b + 4 + 4 * k, 4);
-    }
+/* Block c of row n: its offset in GGUF's layout and in the interleave's,
+ * and row n's place r among its group's. */
+static void r16_places(clf_dtype dt, size_t n, size_t c, size_t nb, size_t *gguf, size_t *group, size_t *r) {
+  const size_t bb = r16_block_bytes(dt);
+  *gguf = (n * nb + c) * bb;
+  *group = ((n / R16_ROWS) * nb + c) * R16_ROWS * bb;
+  *r = n % R16_ROWS;
+}
+
+/* One block between the layouts: the f16 scale (and min) to the group's
+ * scales (and mins), each 4-byte quant word k to the group's word k. */
+static void r16_move(clf_dtype dt, unsigned char *gguf, unsigned char *g, size_t r, int to_group) {
+  const size_t head = r16_head_bytes(dt), words = (r16_block_bytes(dt) - head) / 4;
+  for (size_t h = 0; h < head; h += 2) {
+    unsigned char *a = gguf + h, *b = g + 16 * h + 2 * r;
+    memcpy(to_group ? b : a, to_group ? a : b, 2);
+  }
+  for (size_t k = 0; k < words; k++) {
+    unsigned char *a = gguf + head + 4 * k, *b = g + R16_ROWS * head + 64 * k + 4 * r;
+    memcpy(to_group ? b : a, to_group ? a : b, 4);
   }
 }
 
-void clf__r16_unpack(const unsigned char *in16, size_t rows, size_t in, unsigned char *q41) {
+void clf__r16_pack(clf_dtype dt, const unsigned char *blocks, size_t rows, size_t in, unsigned char *out) {
   const size_t nb = in / 32;
-  for (size_t n = 0; n < rows; n++) {
-    const size_t r = n % R16_ROWS;
+  for (size_t n = 0; n < rows; n++)
     for (size_t c = 0; c < nb; c++) {
-      unsigned char *b = q41 + (n * nb + c) * Q41_BYTES;
-      const unsigned char *g = in16 + ((n / R16_ROWS) * nb + c) * R16_GROUP_BYTES;
-      memcpy(b, g + 2 * r, 2);
-      memcpy(b + 2, g + 32 + 2 * r, 2);
-      for (size_t k = 0; k < 4; k++) memcpy(b + 4 + 4 * k, g + 64 + 64 * k + 4 * r, 4);
+      size_t a, b, r;
+      r16_places(dt, n, c, nb, &a, &b, &r);
+      r16_move(dt, (unsigned char *)blocks + a, out + b, r, 1); /* read only */
     }
-  }
 }
 
-static void r16_opts(size_t mmax, char *buf, size_t len) {
+void clf__r16_unpack(clf_dtype dt, const unsigned char *in16, size_t rows, size_t in, unsigned char *blocks) {
+  const size_t nb = in / 32;
+  for (size_t n = 0; n < rows; n++)
+    for (size_t c = 0; c < nb; c++) {
+      size_t a, b, r;
+      r16_places(dt, n, c, nb, &a, &b, &r);
+      r16_move(dt, blocks + a, (unsigned char *)in16 + b, r, 0); /* read only */
+    }
+}
+
+static void r16_opts(clf_dtype dt, size_t mmax, char *buf, size_t len) {
   char types[384];
-  clf__linear_type_opts(CLF_Q4_1, types, sizeof types);
+  clf__linear_type_opts(dt, types, sizeof types);
   snprintf(buf, len, "%s -DINT_KERNEL=1 -DR16_KERNEL=1 -DMMAX=%zu -DTL=%d", types, mmax, R16_TL);
 }
 
-int clf__r16_variant(size_t M, char *buf, size_t len) {
-  if (M < 1 || M > CLF__SKINNY_MAX_M) return 0;
-  return snprintf(buf, len, "linear.skinny_r16 q4_1 MMAX=%zu TL=%d", clf__int_mmax(M), R16_TL) < (int)len;
+int clf__r16_variant(clf_dtype dt, size_t M, int exact, char *buf, size_t len) {
+  if ((dt != CLF_Q4_1 && dt != CLF_Q8_0) || M < 1 || M > CLF__SKINNY_MAX_M) return 0;
+  return snprintf(buf, len, "linear.skinny_r16%s %s MMAX=%zu TL=%d", exact ? "f" : "", clf__weight_type_name(dt),
+                  clf__int_mmax(M), R16_TL) < (int)len;
 }
 
 /* y = act(x W^T + bias): x's 8-bit blocks (made, or held from the op that
@@ -72,7 +93,7 @@ static clf_status r16_skinny(clf_context *ctx, const clf_tensor *x, const clf_te
                              clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K, cl_event *event) {
   char opts[512];
   const size_t mmax = clf__int_mmax(M);
-  r16_opts(mmax, opts, sizeof opts);
+  r16_opts(w->dtype, mmax, opts, sizeof opts);
   clf__kernel *k;
   clf_status st = clf__get_kernel(ctx, "linear", opts, "skinny_r16", &k);
   if (st != CLF_OK) return st;
@@ -104,7 +125,7 @@ static clf_status r16_float(clf_context *ctx, const clf_tensor *x, const clf_ten
                             clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K, cl_event *event) {
   char opts[512];
   const size_t mmax = clf__int_mmax(M);
-  r16_opts(mmax, opts, sizeof opts);
+  r16_opts(w->dtype, mmax, opts, sizeof opts);
   clf__kernel *k;
   clf_status st = clf__get_kernel(ctx, "linear", opts, "skinny_r16f", &k);
   if (st != CLF_OK) return st;
@@ -132,7 +153,7 @@ static clf_status r16_expand(clf_context *ctx, const clf_tensor *w, size_t N, si
   clf_status st = clf__scratch(ctx, CLF__SCRATCH_WEIGHT, N * K * sizeof(float), out);
   if (st != CLF_OK) return st;
   char opts[512];
-  r16_opts(1, opts, sizeof opts);
+  r16_opts(w->dtype, 1, opts, sizeof opts);
   clf__kernel *k;
   if ((st = clf__get_kernel(ctx, "linear", opts, "expand_r16", &k)) != CLF_OK) return st;
   cl_uint n32 = (cl_uint)N, k32 = (cl_uint)K;
@@ -143,21 +164,22 @@ static clf_status r16_expand(clf_context *ctx, const clf_tensor *w, size_t N, si
   return clf__launch(ctx, k, 2, global, local, NULL);
 }
 
-int clf__r16_path(clf_context *ctx, size_t M) {
+int clf__r16_path(clf_context *ctx, clf_dtype dt, size_t M) {
   char name[96], fname[96];
   const char *why;
-  if (M == 0) return CLF__R16_FLOAT;
   const size_t m = M < CLF__SKINNY_MAX_M ? M : CLF__SKINNY_MAX_M;
-  clf__r16_variant(m, name, sizeof name);
-  snprintf(fname, sizeof fname, "linear.skinny_r16f q4_1 MMAX=%zu TL=%d", clf__int_mmax(m), R16_TL);
+  if (!clf__r16_variant(dt, m, 0, name, sizeof name) || !clf__r16_variant(dt, m, 1, fname, sizeof fname))
+    return CLF__R16_GEMM;
   if (clf__validating(ctx)) return clf__variant_validating(ctx, fname) ? CLF__R16_FLOAT : CLF__R16_INT;
-  /* the integer path where skinny_int's would be taken (up to 2 rows on a
-   * CPU: clf__int_default_wanted, as the k-quants'), the float path past it */
+  /* the integer path where it is asked for ($CLFORMER_SKINNY_INT, the
+   * profile's int=R), else the float one: on the interleave, skinny_r16f
+   * ran as fast as skinny_r16 on Intel's runtime and faster on PoCL
+   * (SmolLM2 Q4_1 decode 10.5-10.7 against 10.4-10.5 ms a token, and
+   * 13.8-14.2 against 16.3-17.1; docs/performance.md), and it is exact */
   int dot = 0;
-  if (M <= CLF__SKINNY_MAX_M && clf__int_default_wanted(ctx, CLF_Q5_0, M, &dot) && !clf_variant_disabled(ctx, name))
+  if (M <= CLF__SKINNY_MAX_M && clf__skinny_int_wanted(ctx, M, &dot) && !clf_variant_disabled(ctx, name))
     return CLF__R16_INT;
-  if ((M <= CLF__SKINNY_MAX_M || M <= clf__skinny_max_rows(ctx, CLF_Q4_1, 0, &why)) &&
-      !clf_variant_disabled(ctx, fname))
+  if ((M <= CLF__SKINNY_MAX_M || M <= clf__skinny_max_rows(ctx, dt, 0, &why)) && !clf_variant_disabled(ctx, fname))
     return CLF__R16_FLOAT;
   return CLF__R16_GEMM; /* expand_r16 and CLBlast */
 }
@@ -166,11 +188,11 @@ clf_status clf__r16_linear(clf_context *ctx, const clf_tensor *x, const clf_tens
                            clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K, cl_event *event) {
   if (w->offset != 0 || N % R16_ROWS || K % 32)
     return clf__fail(ctx, CLF_E_INVALID_ARG,
-                     "clf_linear: w (q4_1 in the 16-row interleave) must start its buffer and have rows a multiple "
+                     "clf_linear: w (%s in the 16-row interleave) must start its buffer and have rows a multiple "
                      "of 16 and in features a multiple of 32 (offset %zu, shape [%zu, %zu])",
-                     w->offset, N, K);
+                     clf_dtype_name(w->dtype), w->offset, N, K);
   if (M == 0 || N == 0) return clf__nothing(ctx, "clf_linear", event);
-  const int path = clf__r16_path(ctx, M);
+  const int path = clf__r16_path(ctx, w->dtype, M);
   if (path == CLF__R16_INT) return r16_skinny(ctx, x, w, bias, act, y, M, N, K, event);
   if (path == CLF__R16_FLOAT) return r16_float(ctx, x, w, bias, act, y, M, N, K, event);
   cl_mem wf;

@@ -329,26 +329,29 @@ clf_status clf__run_kq(clf_context *ctx, const clf__plan *p, const clf_tensor *x
                        const clf_tensor *bias, clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K,
                        cl_event *event);
 void clf__linear_type_opts(clf_dtype dt, char *buf, size_t len);
-/* Q4_1 weights in the 16-row interleave (linear_r16.c): whether a loader
- * should repack a [rows, in] Q4_1 linear weight for ctx ($CLFORMER_ROWS16,
- * else on a CPU device unless $CLFORMER_SKINNY_INT=0 asks for the float
- * path; rows a multiple of 16, in of 32); the repacking
- * of GGUF's blocks into it (out as long as q41) and back; the variant
- * name of M rows ("linear.skinny_r16 q4_1 MMAX=1 TL=8", 0 past
- * CLF__SKINNY_MAX_M); and clf_linear's product over such a weight (w->r16). */
+/* Q4_1 and Q8_0 weights in the 16-row interleave (linear_r16.c): whether
+ * a loader should repack a [rows, in] linear weight of type dt for ctx
+ * ($CLFORMER_ROWS16, else on a CPU device; rows a multiple of 16, in of
+ * 32); the
+ * repacking of GGUF's blocks into it (out as long as the blocks) and back;
+ * the variant name of M rows ("linear.skinny_r16 q4_1 MMAX=1 TL=8", exact:
+ * "linear.skinny_r16f ..."; 0 past CLF__SKINNY_MAX_M or for another type);
+ * and clf_linear's product over such a weight (w->r16). */
 int clf__r16_wanted(const clf_context *ctx, clf_dtype dt, size_t rows, size_t in);
-void clf__r16_pack(const unsigned char *q41, size_t rows, size_t in, unsigned char *out);
-void clf__r16_unpack(const unsigned char *in16, size_t rows, size_t in, unsigned char *q41);
-int clf__r16_variant(size_t M, char *buf, size_t len);
-/* The path M rows take over such a weight: skinny_r16 (integer, over x's
- * 8-bit blocks) where the integer path would be taken for a type whose
- * float path is generic (clf__int_default_wanted: up to 2 rows on a CPU,
- * or as $CLFORMER_SKINNY_INT and the profile say), else skinny_r16f (the
- * float path, in launches of up to CLF__SKINNY_MAX_M rows) up to the
- * skinny path's most rows, else expand_r16 and CLBlast; a variant that
- * failed self-validation is passed over. */
+void clf__r16_pack(clf_dtype dt, const unsigned char *blocks, size_t rows, size_t in, unsigned char *out);
+void clf__r16_unpack(clf_dtype dt, const unsigned char *in16, size_t rows, size_t in, unsigned char *blocks);
+int clf__r16_variant(clf_dtype dt, size_t M, int exact, char *buf, size_t len);
+clf_status clf__r16_linear(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, const clf_tensor *bias,
+                           clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K, cl_event *event);
+/* The path M rows take over such a weight of type dt: skinny_r16
+ * (integer, over x's 8-bit blocks) where the integer path is asked for
+ * (clf__skinny_int_wanted: $CLFORMER_SKINNY_INT, the profile's int=R),
+ * else skinny_r16f (the float path, in launches of up to
+ * CLF__SKINNY_MAX_M rows) up to the skinny path's most rows, else
+ * expand_r16 and CLBlast; a variant that failed self-validation is passed
+ * over. */
 enum { CLF__R16_INT, CLF__R16_FLOAT, CLF__R16_GEMM };
-int clf__r16_path(clf_context *ctx, size_t M);
+int clf__r16_path(clf_context *ctx, clf_dtype dt, size_t M);
 clf_status clf__r16_linear(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, const clf_tensor *bias,
                            clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K, cl_event *event);
 clf_status clf__linear_x_q8(clf_context *ctx, const clf_tensor *x, size_t M, size_t K, const char *opts, cl_mem *xq,
