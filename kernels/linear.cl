@@ -1134,18 +1134,21 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void KQ_NAME(
 #endif
 
 /* ------------------------------------------------------------------------
- * Q4_1 and Q8_0 in a 16-row interleave (issue 42; host/ops/linear_r16.c):
- * on a CPU, GGUF's Q4_1 and Q8_0 linear weights are repacked at load so
- * that 16 rows' blocks of 32 lie together, a group of rows and block
- * taking 16 times a block's bytes: the 16 f16 scales (Q4_1: then the 16
- * f16 mins), then for each quant word k (Q4_1: 4, bytes 4k..4k+3 of the
- * block's qs, elements 4k..4k+3 in the low nibbles and 16+4k..19+4k in the
- * high ones; Q8_0: 8, elements 4k..4k+3) the 16 rows' words side by side.
+ * Q4_1, Q5_0, Q5_1 and Q8_0 in a 16-row interleave (issue 42;
+ * host/ops/linear_r16.c): on a CPU, GGUF's blocks of 32 of these types
+ * are repacked at load so that 16 rows' blocks lie together, a group of
+ * rows and block taking 16 times a block's bytes: the 16 f16 scales (Q4_1,
+ * Q5_1: then the 16 f16 mins), then for each 32-bit word k of the block
+ * after them the 16 rows' words side by side (Q5_x: k = 0 the fifth bits,
+ * qh; then Q4_1's and Q5_x's 4 words of qs, bytes 4k..4k+3, elements
+ * 4k..4k+3 in the low nibbles and 16+4k..19+4k in the high ones; Q8_0's 8,
+ * elements 4k..4k+3).
  * A work-item takes 16 rows; its loads are whole 64-byte lines and its
  * products run across the rows in int lanes: per word and row, the pairs
  * (elements j, j + 2) as two shorts times x's, added (the pattern
  * compilers turn into pmaddwd, vpdpwssd where the CPU has VNNI), where
- * skinny_int reads one row's block at a time and sums within it.  Built
+ * skinny_int reads one row's block at a time and sums within it (Q4_1 and
+ * Q8_0; skinny_r16f, the float path below, takes every type).  Built
  * with -DINT_KERNEL=1 -DR16_KERNEL=1 and the type's WTYPE (quantize_q8 of
  * the same program makes x's blocks).  M <= MMAX rows of x from x's
  * blocks' row x_row on (y from y_off: its rows in launches of MMAX); N a
@@ -1153,10 +1156,22 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void KQ_NAME(
  * local (TL).
  * ------------------------------------------------------------------------ */
 #if INT_KERNEL && R16_KERNEL
+/* A group's 32-bit words, where its quant words start, whether it has
+ * mins, and where Q5_x's fifth bits are (a word a row, as the file's qh). */
 #if WTYPE == WT_Q8_0
-#define R16_WORDS 136 /* a group's 32-bit words: 8 of scales, 8 x 16 of quants */
+#define R16_WORDS 136 /* 8 of scales, 8 x 16 of quants */
 #define R16_QOFF 8
 #define R16_MIN 0
+#elif WTYPE == WT_Q5_0
+#define R16_WORDS 88 /* 8 of scales, 16 of fifth bits, 4 x 16 of quants */
+#define R16_QOFF 24
+#define R16_QH 8
+#define R16_MIN 0
+#elif WTYPE == WT_Q5_1
+#define R16_WORDS 96 /* 16 of scales and mins, 16 of fifth bits, 4 x 16 of quants */
+#define R16_QOFF 32
+#define R16_QH 16
+#define R16_MIN 1
 #else /* Q4_1 */
 #define R16_WORDS 80 /* 16 of scales and mins, 4 x 16 of quants */
 #define R16_QOFF 16
@@ -1204,17 +1219,28 @@ inline int16 r16_block(__global const uint *w, size_t base, __global const uint 
 }
 
 /* The 16 rows' values of element j (< 32) of the block, as the file's
- * integers (Q4_1: 0..15, Q8_0: -128..127); u the quant word j holds. */
-inline float16 r16_value(uint16 u, uint j) {
+ * integers (Q4_1: 0..15, Q8_0: -128..127, Q5_0: -16..15, Q5_1: 0..31); u
+ * the quant word j holds, qh the rows' fifth bits (Q5_x). */
+inline float16 r16_value(uint16 u, uint16 qh, uint j) {
 #if WTYPE == WT_Q8_0
   return convert_float16((as_int16(u) << (int16)(24 - 8 * (j % 4))) >> (int16)24);
 #else
-  return convert_float16((u >> (uint16)(8 * (j % 4) + (j >= 16 ? 4 : 0))) & (uint16)15);
+  uint16 q = (u >> (uint16)(8 * (j % 4) + (j >= 16 ? 4 : 0))) & (uint16)15;
+#if WTYPE == WT_Q5_0 || WTYPE == WT_Q5_1
+  q |= ((qh >> (uint16)j) & (uint16)1) << (uint16)4;
+#endif
+  return convert_float16(q) - (WTYPE == WT_Q5_0 ? 16.0f : 0.0f);
 #endif
 }
+#ifdef R16_QH
+#define R16_BITS(base) vload16(0, w + (base) + R16_QH)
+#else
+#define R16_BITS(base) ((uint16)(0))
+#endif
 /* The quant word of element j. */
 #define R16_WORD(j) (WTYPE == WT_Q8_0 ? (j) / 4 : ((j) % 16) / 4)
 
+#if WTYPE == WT_Q8_0 || WTYPE == WT_Q4_1 /* the integer kernel's types */
 __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16(
     __global const uint *xq, __global const float *xd, uint xd_off, uint x_row, __global const uint *w,
     __global const half *wh, __global const float *bias, uint b_off, int has_bias, int act, __global float *y,
@@ -1253,6 +1279,8 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16(
   }
 }
 
+#endif
+
 /* skinny_r16f: the same product on the float path (exact as the float
  * kernels are: x as it is, each weight d q (+ m) in f32), for more rows
  * of x than the integer path takes: per block and row of x, s = sum q x
@@ -1272,9 +1300,10 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
     const float16 d = vload_half16(0, wh + 2 * base);
     float16 s[MMAX];
     float xs[MMAX];
+    const uint16 qh = R16_BITS(base);
     _Pragma("unroll") for (uint i = 0; i < MMAX; i++) s[i] = (float16)(0.0f), xs[i] = 0.0f;
     _Pragma("unroll") for (uint j = 0; j < 32; j++) {
-      const float16 q = r16_value(vload16(0, w + base + R16_QOFF + 16 * R16_WORD(j)), j);
+      const float16 q = r16_value(vload16(0, w + base + R16_QOFF + 16 * R16_WORD(j)), qh, j);
       _Pragma("unroll") for (uint i = 0; i < MMAX; i++) {
         if (i < M) { /* uniform */
           const float a = x[x_off + (size_t)i * K + (size_t)c * 32 + j];
@@ -1316,7 +1345,8 @@ __kernel void expand_r16(__global const uint *w, __global const half *wh, __glob
   const float16 m = (float16)(0.0f);
 #endif
   __global float *o = out + (size_t)c * 32 * N + g * 16;
+  const uint16 qh = R16_BITS(base);
   for (uint j = 0; j < 32; j++)
-    vstore16(fma(d, r16_value(vload16(0, w + base + R16_QOFF + 16 * R16_WORD(j)), j), m), 0, o + (size_t)j * N);
+    vstore16(fma(d, r16_value(vload16(0, w + base + R16_QOFF + 16 * R16_WORD(j)), qh, j), m), 0, o + (size_t)j * N);
 }
 #endif

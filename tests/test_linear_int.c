@@ -605,7 +605,7 @@ START_TEST(kq_held_x_shared) {
 }
 END_TEST
 
-/* Q4_1 and Q8_0 (_i) in the 16-row interleave (linear_r16.c): the packing round-trips;
+/* Q4_1, Q8_0, Q5_0 and Q5_1 (_i) in the 16-row interleave (linear_r16.c): the packing round-trips;
  * 1 to 33 rows (each MMAX build, every activation) on the path
  * clf__r16_path picks: skinny_r16f (in launches of 8; the default)
  * against the exact product at the float path's tolerance, skinny_r16
@@ -616,8 +616,12 @@ END_TEST
 START_TEST(r16_matches_reference) {
   static const size_t Ms[] = {1, 2, 3, 5, 8, 9, 33};
   const size_t N = 48, K = 96;
-  const clf_dtype dt = _i ? CLF_Q8_0 : CLF_Q4_1;
-  const size_t bb = _i ? 34 : 20, bytes = N * K / 32 * bb;
+  static const clf_dtype types[] = {CLF_Q4_1, CLF_Q8_0, CLF_Q5_0, CLF_Q5_1};
+  static const unsigned ggml[] = {3, 8, 6, 7};      /* their ggml numbers */
+  static const size_t block_bytes[] = {20, 34, 22, 24};
+  const clf_dtype dt = types[_i];
+  const size_t bb = block_bytes[_i], bytes = N * K / 32 * bb;
+  const int has_min = dt == CLF_Q4_1 || dt == CLF_Q5_1, has_int = dt == CLF_Q4_1 || dt == CLF_Q8_0;
   const char *tn = clf_dtype_name(dt);
   th_profiled_begin(NULL); /* th_ctx: a context that records */
   float *w = malloc(N * K * sizeof(float)), *x = th_rand(33 * K, 41, -2, 2), *bias = th_rand(N, 8, -1, 1);
@@ -628,9 +632,9 @@ START_TEST(r16_matches_reference) {
   for (size_t i = 0; i < bytes; i++) raw[i] = (unsigned char)((r = r * 1664525u + 1013904223u) >> 24);
   for (size_t b = 0; b < N * K / 32; b++) {
     put_half(raw + bb * b, 0.01f + 0.002f * (float)(b % 7));
-    if (dt == CLF_Q4_1) put_half(raw + bb * b + 2, b % 2 ? -0.05f : 0.04f);
+    if (has_min) put_half(raw + bb * b + 2, b % 2 ? -0.05f : 0.04f);
   }
-  TH_OK(clf_gguf_dequantize(dt == CLF_Q8_0 ? 8 : 3, raw, N * K, w)); /* ggml's Q8_0 and Q4_1 */
+  TH_OK(clf_gguf_dequantize(ggml[_i], raw, N * K, w));
   clf__r16_pack(dt, raw, N, K, packed);
   clf__r16_unpack(dt, packed, N, K, back);
   ck_assert(memcmp(raw, back, bytes) == 0);
@@ -653,13 +657,16 @@ START_TEST(r16_matches_reference) {
     ck_assert_int_eq(clf__r16_path(th_ctx, dt, 1), CLF__R16_FLOAT);
     ck_assert_int_eq(clf__r16_path(th_ctx, dt, 33), CLF__R16_FLOAT);
   }
-  env_set("CLFORMER_SKINNY_INT", "1"); /* the integer path up to 8 rows */
-  ck_assert_int_eq(clf__r16_path(th_ctx, dt, 8), CLF__R16_INT);
-  float *r8 = reference(x, w, bias, 8, N, K, CLF_ACT_SILU, 1), *y8 = run(tw, x, bias, 8, N, K, CLF_ACT_SILU);
-  ck_assert_msg(rel_err(y8, r8, 8 * N) <= 1e-5, "%s r16 M=8 on the integer path: error %g", tn, rel_err(y8, r8, 8 * N));
-  free(r8); free(y8);
+  env_set("CLFORMER_SKINNY_INT", "1"); /* the integer path up to 8 rows, where the type has it */
+  ck_assert_int_eq(clf__r16_path(th_ctx, dt, 8), has_int ? CLF__R16_INT : CLF__R16_FLOAT);
+  if (has_int) {
+    float *r8 = reference(x, w, bias, 8, N, K, CLF_ACT_SILU, 1), *y8 = run(tw, x, bias, 8, N, K, CLF_ACT_SILU);
+    ck_assert_msg(rel_err(y8, r8, 8 * N) <= 1e-5, "%s r16 M=8 on the integer path: error %g", tn,
+                  rel_err(y8, r8, 8 * N));
+    free(r8); free(y8);
+    th_profiled_expect("skinny_r16", NULL, 0);
+  }
   env_set("CLFORMER_SKINNY_INT", NULL);
-  th_profiled_expect("skinny_r16", NULL, 0);
   env_set("CLFORMER_SKINNY_ROWS", "8"); /* past 8 rows: expand_r16 and CLBlast */
   ck_assert_int_eq(clf__r16_path(th_ctx, dt, 33), CLF__R16_GEMM);
   float *ref = reference(x, w, bias, 33, N, K, CLF_ACT_GELU, 0), *y = run(tw, x, bias, 33, N, K, CLF_ACT_GELU);
@@ -688,7 +695,9 @@ START_TEST(r16_wanted) {
   ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q4_1, 40, 96), 0);
   ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q4_1, 64, 80), 0);
   ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q8_0, 64, 96), th_ctx->caps.is_cpu);
+  ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q5_0, 64, 96), th_ctx->caps.is_cpu);
   ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q4_0, 64, 96), 0);
+  ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q4_K, 64, 256), 0);
   env_set("CLFORMER_ROWS16", "0");
   ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q4_1, 64, 96), 0);
   env_set("CLFORMER_ROWS16", "1");
@@ -720,7 +729,7 @@ int main(void) {
   tcase_add_test(c, int_env_refused);
   tcase_add_test(c, kq_matches_reference);
   tcase_add_test(c, kq_held_x_shared);
-  tcase_add_loop_test(c, r16_matches_reference, 0, 2);
+  tcase_add_loop_test(c, r16_matches_reference, 0, 4);
   tcase_add_test(c, r16_wanted);
   suite_add_tcase(s, c);
   return th_run(s);

@@ -446,14 +446,15 @@ static clf_status case_linear_kq(clf_context *ctx, const vcase *c, double *err) 
 }
 
 /* skinny_r16: y = gelu(x W^T + b), W [48, 96] of the clf_dtype p[0]
- * (Q4_1, Q8_0) as GGUF blocks of seeded bytes with moderate scales (and
+ * (Q4_1, Q8_0, Q5_0, Q5_1) as GGUF blocks of seeded bytes with moderate scales (and
  * mins), decoded on the host, then repacked into the 16-row interleave
  * (clf__r16_pack); x [p[1], 96] with one all-zero block; against the same
  * reference as case_linear_int's (p[2]: skinny_r16f's, x as it is). */
 static clf_status case_linear_r16(clf_context *ctx, const vcase *c, double *err) {
   enum { N = 48, K = 96 };
   const clf_dtype dt = (clf_dtype)c->p[0];
-  const size_t M = c->p[1], nblk = N * K / 32, bb = dt == CLF_Q8_0 ? 34 : 20;
+  const size_t M = c->p[1], nblk = N * K / 32;
+  const size_t bb = dt == CLF_Q8_0 ? 34 : dt == CLF_Q5_0 ? 22 : dt == CLF_Q5_1 ? 24 : 20;
   vwork w = {.ctx = ctx};
   float *x = vw_rand(&w, M * K, 95, -2, 2), *bias = vw_rand(&w, N, 96, -1, 1), *wq = vw_alloc(&w, N * K * sizeof(float));
   unsigned char *raw = vw_alloc(&w, nblk * bb), *packed = vw_alloc(&w, nblk * bb);
@@ -466,9 +467,9 @@ static clf_status case_linear_r16(clf_context *ctx, const vcase *c, double *err)
   for (size_t b = 0; b < nblk; b++) {
     const uint16_t d = clf__f32_to_f16(0.01f + 0.002f * (float)(b % 7)), m = clf__f32_to_f16(b % 2 ? -0.05f : 0.04f);
     memcpy(raw + bb * b, &d, 2);
-    if (dt == CLF_Q4_1) memcpy(raw + bb * b + 2, &m, 2);
+    if (dt == CLF_Q4_1 || dt == CLF_Q5_1) memcpy(raw + bb * b + 2, &m, 2);
   }
-  if (dt == CLF_Q4_1) clf__ref_dequantize_ggml32(CLF_Q4_1, raw, N * K, wq);
+  if (dt != CLF_Q8_0) clf__ref_dequantize_ggml32(dt, raw, N * K, wq);
   else /* Q8_0 {d; qs[32]} */
     for (size_t i = 0; i < N * K; i++) {
       uint16_t h;
@@ -647,12 +648,13 @@ static size_t list_cases(clf_context *ctx, vcase *list) {
           add_case(list, &n, MAX_CASES, name, case_linear_int, ints[i], int_rows[r], 0, 0, 1e-5);
       }
   /* skinny_r16 and skinny_r16f (linear_r16.c) at each MMAX */
+  static const clf_dtype r16s[] = {CLF_Q4_1, CLF_Q8_0, CLF_Q5_0, CLF_Q5_1};
   for (size_t r = 0; r < CLF__ARRAY_LEN(int_rows); r++) {
     char name[96];
     for (int exact = 0; exact < 2; exact++)
-      for (int q8 = 0; q8 < 2; q8++)
-        if (clf__r16_variant(q8 ? CLF_Q8_0 : CLF_Q4_1, int_rows[r], exact, name, sizeof name))
-          add_case(list, &n, MAX_CASES, name, case_linear_r16, q8 ? CLF_Q8_0 : CLF_Q4_1, int_rows[r], exact, 0, 1e-5);
+      for (size_t t = 0; t < CLF__ARRAY_LEN(r16s); t++)
+        if (clf__r16_variant(r16s[t], int_rows[r], exact, name, sizeof name))
+          add_case(list, &n, MAX_CASES, name, case_linear_r16, r16s[t], int_rows[r], exact, 0, 1e-5);
   }
   /* skinny_kq's builds likewise (linear_kq.c) */
   static const clf_dtype kqs[] = {CLF_Q4_K, CLF_Q5_K, CLF_Q6_K};

@@ -1,8 +1,9 @@
-/* linear_r16.c - Q4_1 and Q8_0 weights in the 16-row interleave (issue
- * 42): the repacking a model loader does for a CPU device, and clf_linear's
- * paths over such a weight (kernels/linear.cl): skinny_r16 on x's 8-bit
- * blocks (as skinny_int reads them), skinny_r16f on x as it is, and
- * expand_r16 with CLBlast.
+/* linear_r16.c - Q4_1, Q5_0, Q5_1 and Q8_0 weights in the 16-row
+ * interleave (issue 42): the repacking a model loader does for a CPU
+ * device, and clf_linear's paths over such a weight (kernels/linear.cl):
+ * skinny_r16f on x as it is (the float path, every type), skinny_r16 on
+ * x's 8-bit blocks as skinny_int reads them (Q4_1, Q8_0; where the
+ * integer path is asked for), and expand_r16 with CLBlast.
  *
  * Why a layout of its own: skinny_int reads one row's 20-byte block at a
  * time and sums its 32 products within SIMD lanes, about 17 instructions a
@@ -21,13 +22,18 @@
 
 enum { R16_ROWS = 16, R16_TL = 8 };
 
-/* The bytes of a GGUF block of 32 (Q4_1 {d; m; qs[16]}, Q8_0 {d; qs[32]}),
- * of its scale and min (a group's first 16 or 32 words), and of its quants. */
-static size_t r16_block_bytes(clf_dtype dt) { return dt == CLF_Q8_0 ? 34 : 20; }
-static size_t r16_head_bytes(clf_dtype dt) { return dt == CLF_Q8_0 ? 2 : 4; }
+/* The types: GGUF's blocks of 32 with a scale (and min) in f16 first,
+ * then 32-bit words (Q5_x: qh, then qs; misaligned in the file, moved
+ * bytewise): Q4_1 {d; m; qs[16]}, Q5_0 {d; qh; qs[16]}, Q5_1 {d; m; qh;
+ * qs[16]}, Q8_0 {d; qs[32]}.  A block's bytes, and its f16 head's. */
+static int r16_type(clf_dtype dt) { return dt == CLF_Q4_1 || dt == CLF_Q5_0 || dt == CLF_Q5_1 || dt == CLF_Q8_0; }
+static size_t r16_block_bytes(clf_dtype dt) {
+  return dt == CLF_Q8_0 ? 34 : dt == CLF_Q5_0 ? 22 : dt == CLF_Q5_1 ? 24 : 20;
+}
+static size_t r16_head_bytes(clf_dtype dt) { return dt == CLF_Q8_0 || dt == CLF_Q5_0 ? 2 : 4; }
 
 int clf__r16_wanted(const clf_context *ctx, clf_dtype dt, size_t rows, size_t in) {
-  if ((dt != CLF_Q4_1 && dt != CLF_Q8_0) || rows == 0 || rows % R16_ROWS || in == 0 || in % 32) return 0;
+  if (!r16_type(dt) || rows == 0 || rows % R16_ROWS || in == 0 || in % 32) return 0;
   if (ctx->env.rows16 >= 0) return ctx->env.rows16;
   return ctx->caps.is_cpu;
 }
@@ -82,7 +88,8 @@ static void r16_opts(clf_dtype dt, size_t mmax, char *buf, size_t len) {
 }
 
 int clf__r16_variant(clf_dtype dt, size_t M, int exact, char *buf, size_t len) {
-  if ((dt != CLF_Q4_1 && dt != CLF_Q8_0) || M < 1 || M > CLF__SKINNY_MAX_M) return 0;
+  if (!r16_type(dt) || M < 1 || M > CLF__SKINNY_MAX_M) return 0;
+  if (!exact && dt != CLF_Q4_1 && dt != CLF_Q8_0) return 0; /* skinny_r16's types */
   return snprintf(buf, len, "linear.skinny_r16%s %s MMAX=%zu TL=%d", exact ? "f" : "", clf__weight_type_name(dt),
                   clf__int_mmax(M), R16_TL) < (int)len;
 }
@@ -168,16 +175,17 @@ int clf__r16_path(clf_context *ctx, clf_dtype dt, size_t M) {
   char name[96], fname[96];
   const char *why;
   const size_t m = M < CLF__SKINNY_MAX_M ? M : CLF__SKINNY_MAX_M;
-  if (!clf__r16_variant(dt, m, 0, name, sizeof name) || !clf__r16_variant(dt, m, 1, fname, sizeof fname))
-    return CLF__R16_GEMM;
-  if (clf__validating(ctx)) return clf__variant_validating(ctx, fname) ? CLF__R16_FLOAT : CLF__R16_INT;
+  if (!clf__r16_variant(dt, m, 1, fname, sizeof fname)) return CLF__R16_GEMM;
+  const int has_int = clf__r16_variant(dt, m, 0, name, sizeof name);
+  if (clf__validating(ctx))
+    return clf__variant_validating(ctx, fname) || !has_int ? CLF__R16_FLOAT : CLF__R16_INT;
   /* the integer path where it is asked for ($CLFORMER_SKINNY_INT, the
    * profile's int=R), else the float one: on the interleave, skinny_r16f
    * ran as fast as skinny_r16 on Intel's runtime and faster on PoCL
    * (SmolLM2 Q4_1 decode 10.5-10.7 against 10.4-10.5 ms a token, and
    * 13.8-14.2 against 16.3-17.1; docs/performance.md), and it is exact */
   int dot = 0;
-  if (M <= CLF__SKINNY_MAX_M && clf__skinny_int_wanted(ctx, M, &dot) && !clf_variant_disabled(ctx, name))
+  if (has_int && M <= CLF__SKINNY_MAX_M && clf__skinny_int_wanted(ctx, M, &dot) && !clf_variant_disabled(ctx, name))
     return CLF__R16_INT;
   if ((M <= CLF__SKINNY_MAX_M || M <= clf__skinny_max_rows(ctx, dt, 0, &why)) && !clf_variant_disabled(ctx, fname))
     return CLF__R16_FLOAT;

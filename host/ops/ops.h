@@ -329,13 +329,15 @@ clf_status clf__run_kq(clf_context *ctx, const clf__plan *p, const clf_tensor *x
                        const clf_tensor *bias, clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K,
                        cl_event *event);
 void clf__linear_type_opts(clf_dtype dt, char *buf, size_t len);
-/* Q4_1 and Q8_0 weights in the 16-row interleave (linear_r16.c): whether
+/* Q4_1, Q5_0, Q5_1 and Q8_0 weights in the 16-row interleave
+ * (linear_r16.c): whether
  * a loader should repack a [rows, in] linear weight of type dt for ctx
  * ($CLFORMER_ROWS16, else on a CPU device; rows a multiple of 16, in of
  * 32); the
  * repacking of GGUF's blocks into it (out as long as the blocks) and back;
  * the variant name of M rows ("linear.skinny_r16 q4_1 MMAX=1 TL=8", exact:
- * "linear.skinny_r16f ..."; 0 past CLF__SKINNY_MAX_M or for another type);
+ * "linear.skinny_r16f ..."; 0 past CLF__SKINNY_MAX_M or for another type,
+ * and for the integer kernel's other than Q4_1 and Q8_0);
  * and clf_linear's product over such a weight (w->r16). */
 int clf__r16_wanted(const clf_context *ctx, clf_dtype dt, size_t rows, size_t in);
 void clf__r16_pack(clf_dtype dt, const unsigned char *blocks, size_t rows, size_t in, unsigned char *out);
