@@ -1218,6 +1218,17 @@ inline int16 r16_block(__global const uint *w, size_t base, __global const uint 
   return (int16)(s0, s1);
 }
 
+/* y's 16 outputs of group g from y_off: act(acc + bias). */
+inline void r16_store(float16 acc, uint g, __global const float *bias, uint b_off, int has_bias, int act,
+                      __global float *y, uint y_off) {
+  float o[16];
+  vstore16(acc, 0, o);
+  _Pragma("unroll") for (uint r = 0; r < 16; r++) {
+    const uint n = g * 16 + r;
+    y[y_off + n] = clf_act(o[r] + (has_bias ? bias[b_off + n] : 0.0f), act);
+  }
+}
+
 /* The 16 rows' values of element j (< 32) of the block, as the file's
  * integers (Q4_1: 0..15, Q8_0: -128..127, Q5_0: -16..15, Q5_1: 0..31); u
  * the quant word j holds, qh the rows' fifth bits (Q5_x). */
@@ -1268,15 +1279,8 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16(
       }
     }
   }
-  _Pragma("unroll") for (uint i = 0; i < MMAX; i++) {
-    if (i >= M) continue;
-    float o[16];
-    vstore16(acc[i], 0, o);
-    _Pragma("unroll") for (uint r = 0; r < 16; r++) {
-      const uint n = g * 16 + r;
-      y[y_off + (size_t)i * N + n] = clf_act(o[r] + (has_bias ? bias[b_off + n] : 0.0f), act);
-    }
-  }
+  _Pragma("unroll") for (uint i = 0; i < MMAX; i++)
+    if (i < M) r16_store(acc[i], g, bias, b_off, has_bias, act, y, y_off + i * N);
 }
 
 #endif
@@ -1319,15 +1323,8 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
     _Pragma("unroll") for (uint i = 0; i < MMAX; i++) acc[i] = fma(d, s[i], acc[i]);
 #endif
   }
-  _Pragma("unroll") for (uint i = 0; i < MMAX; i++) {
-    if (i >= M) continue;
-    float o[16];
-    vstore16(acc[i], 0, o);
-    _Pragma("unroll") for (uint r = 0; r < 16; r++) {
-      const uint n = g * 16 + r;
-      y[y_off + (size_t)i * N + n] = clf_act(o[r] + (has_bias ? bias[b_off + n] : 0.0f), act);
-    }
-  }
+  _Pragma("unroll") for (uint i = 0; i < MMAX; i++)
+    if (i < M) r16_store(acc[i], g, bias, b_off, has_bias, act, y, y_off + i * N);
 }
 
 /* out [K, N] f32 = the interleaved weight [N, K] expanded and transposed

@@ -38,47 +38,33 @@ int clf__r16_wanted(const clf_context *ctx, clf_dtype dt, size_t rows, size_t in
   return ctx->caps.is_cpu;
 }
 
-/* Block c of row n: its offset in GGUF's layout and in the interleave's,
- * and row n's place r among its group's. */
-static void r16_places(clf_dtype dt, size_t n, size_t c, size_t nb, size_t *gguf, size_t *group, size_t *r) {
-  const size_t bb = r16_block_bytes(dt);
-  *gguf = (n * nb + c) * bb;
-  *group = ((n / R16_ROWS) * nb + c) * R16_ROWS * bb;
-  *r = n % R16_ROWS;
-}
-
-/* One block between the layouts: the f16 scale (and min) to the group's
- * scales (and mins), each 4-byte quant word k to the group's word k. */
-static void r16_move(clf_dtype dt, unsigned char *gguf, unsigned char *g, size_t r, int to_group) {
-  const size_t head = r16_head_bytes(dt), words = (r16_block_bytes(dt) - head) / 4;
-  for (size_t h = 0; h < head; h += 2) {
-    unsigned char *a = gguf + h, *b = g + 16 * h + 2 * r;
-    memcpy(to_group ? b : a, to_group ? a : b, 2);
-  }
-  for (size_t k = 0; k < words; k++) {
-    unsigned char *a = gguf + head + 4 * k, *b = g + R16_ROWS * head + 64 * k + 4 * r;
-    memcpy(to_group ? b : a, to_group ? a : b, 4);
-  }
+/* Every block between the layouts (to_group: GGUF's into the
+ * interleave's): the f16 scale (and min) to the group's scales (and
+ * mins), each 32-bit word k after them to the group's word plane k.  The
+ * source is only read (the casts drop a const the direction decides). */
+static void r16_copy(clf_dtype dt, unsigned char *gguf, unsigned char *inter, size_t rows, size_t in, int to_group) {
+  const size_t nb = in / 32, bb = r16_block_bytes(dt), head = r16_head_bytes(dt), words = (bb - head) / 4;
+  for (size_t n = 0; n < rows; n++)
+    for (size_t c = 0; c < nb; c++) {
+      unsigned char *f = gguf + (n * nb + c) * bb, *g = inter + ((n / R16_ROWS) * nb + c) * R16_ROWS * bb;
+      const size_t r = n % R16_ROWS;
+      for (size_t h = 0; h < head; h += 2) {
+        unsigned char *a = f + h, *b = g + 16 * h + 2 * r;
+        memcpy(to_group ? b : a, to_group ? a : b, 2);
+      }
+      for (size_t k = 0; k < words; k++) {
+        unsigned char *a = f + head + 4 * k, *b = g + R16_ROWS * head + 64 * k + 4 * r;
+        memcpy(to_group ? b : a, to_group ? a : b, 4);
+      }
+    }
 }
 
 void clf__r16_pack(clf_dtype dt, const unsigned char *blocks, size_t rows, size_t in, unsigned char *out) {
-  const size_t nb = in / 32;
-  for (size_t n = 0; n < rows; n++)
-    for (size_t c = 0; c < nb; c++) {
-      size_t a, b, r;
-      r16_places(dt, n, c, nb, &a, &b, &r);
-      r16_move(dt, (unsigned char *)blocks + a, out + b, r, 1); /* read only */
-    }
+  r16_copy(dt, (unsigned char *)blocks, out, rows, in, 1);
 }
 
 void clf__r16_unpack(clf_dtype dt, const unsigned char *in16, size_t rows, size_t in, unsigned char *blocks) {
-  const size_t nb = in / 32;
-  for (size_t n = 0; n < rows; n++)
-    for (size_t c = 0; c < nb; c++) {
-      size_t a, b, r;
-      r16_places(dt, n, c, nb, &a, &b, &r);
-      r16_move(dt, blocks + a, (unsigned char *)in16 + b, r, 0); /* read only */
-    }
+  r16_copy(dt, blocks, (unsigned char *)in16, rows, in, 0);
 }
 
 static void r16_opts(clf_dtype dt, size_t mmax, char *buf, size_t len) {
@@ -94,51 +80,25 @@ int clf__r16_variant(clf_dtype dt, size_t M, int exact, char *buf, size_t len) {
                   clf__int_mmax(M), R16_TL) < (int)len;
 }
 
-/* y = act(x W^T + bias): x's 8-bit blocks (made, or held from the op that
- * wrote x), then launches of skinny_r16, each up to CLF__SKINNY_MAX_M rows. */
+/* y = act(x W^T + bias) in launches of up to CLF__SKINNY_MAX_M rows:
+ * skinny_r16f on x as it is (exact), or skinny_r16 on x's 8-bit blocks
+ * (made, or held from the op that wrote x). */
 static clf_status r16_skinny(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, const clf_tensor *bias,
-                             clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K, cl_event *event) {
+                             clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K, int exact,
+                             cl_event *event) {
   char opts[512];
+  const char *kname = exact ? "skinny_r16f" : "skinny_r16";
   const size_t mmax = clf__int_mmax(M);
   r16_opts(w->dtype, mmax, opts, sizeof opts);
   clf__kernel *k;
-  clf_status st = clf__get_kernel(ctx, "linear", opts, "skinny_r16", &k);
+  clf_status st = clf__get_kernel(ctx, "linear", opts, kname, &k);
   if (st != CLF_OK) return st;
   if (k->max_wg < R16_TL)
-    return clf__fail(ctx, CLF_E_UNSUPPORTED, "kernel skinny_r16: the device allows %zu work-items of it, not %d",
+    return clf__fail(ctx, CLF_E_UNSUPPORTED, "kernel %s: the device allows %zu work-items of it, not %d", kname,
                      k->max_wg, R16_TL);
-  cl_mem xq;
-  cl_uint ds_off;
-  if ((st = clf__linear_x_q8(ctx, x, M, K, opts, &xq, &ds_off)) != CLF_OK) return st;
-  const clf_tensor *bb = bias ? bias : x;
-  cl_int has_bias = bias != NULL, act32 = (cl_int)act;
-  cl_uint n32 = (cl_uint)N, k32 = (cl_uint)K;
-  const size_t groups = N / R16_ROWS, local[1] = {R16_TL}, global[1] = {(groups + R16_TL - 1) / R16_TL * R16_TL};
-  for (size_t r0 = 0; r0 < M && st == CLF_OK; r0 += mmax) {
-    clf_tensor yc = *y;
-    yc.offset += r0 * N;
-    cl_uint row = (cl_uint)r0, m32 = (cl_uint)(M - r0 < mmax ? M - r0 : mmax);
-    st = clf__set_args(ctx, k, 15, CLF__ARG(xq), CLF__ARG(xq), CLF__ARG(ds_off), CLF__ARG(row), CLF__ARG(w->buf),
-                       CLF__ARG(w->buf), CLF__TARG(bb), CLF__ARG(has_bias), CLF__ARG(act32), CLF__TARG(&yc),
-                       CLF__ARG(m32), CLF__ARG(n32), CLF__ARG(k32));
-    if (st == CLF_OK) st = clf__launch(ctx, k, 1, global, local, r0 + mmax >= M ? event : NULL);
-  }
-  return st;
-}
-
-/* y = act(x W^T + bias) on the float path: launches of skinny_r16f, each
- * up to CLF__SKINNY_MAX_M rows. */
-static clf_status r16_float(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, const clf_tensor *bias,
-                            clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K, cl_event *event) {
-  char opts[512];
-  const size_t mmax = clf__int_mmax(M);
-  r16_opts(w->dtype, mmax, opts, sizeof opts);
-  clf__kernel *k;
-  clf_status st = clf__get_kernel(ctx, "linear", opts, "skinny_r16f", &k);
-  if (st != CLF_OK) return st;
-  if (k->max_wg < R16_TL)
-    return clf__fail(ctx, CLF_E_UNSUPPORTED, "kernel skinny_r16f: the device allows %zu work-items of it, not %d",
-                     k->max_wg, R16_TL);
+  cl_mem xq = NULL;
+  cl_uint ds_off = 0;
+  if (!exact && (st = clf__linear_x_q8(ctx, x, M, K, opts, &xq, &ds_off)) != CLF_OK) return st;
   const clf_tensor *bb = bias ? bias : x;
   cl_int has_bias = bias != NULL, act32 = (cl_int)act;
   cl_uint n32 = (cl_uint)N, k32 = (cl_uint)K;
@@ -146,10 +106,15 @@ static clf_status r16_float(clf_context *ctx, const clf_tensor *x, const clf_ten
   for (size_t r0 = 0; r0 < M && st == CLF_OK; r0 += mmax) {
     clf_tensor xc = *x, yc = *y;
     xc.offset += r0 * K, yc.offset += r0 * N;
-    cl_uint m32 = (cl_uint)(M - r0 < mmax ? M - r0 : mmax);
-    st = clf__set_args(ctx, k, 13, CLF__TARG(&xc), CLF__ARG(w->buf), CLF__ARG(w->buf), CLF__TARG(bb),
-                       CLF__ARG(has_bias), CLF__ARG(act32), CLF__TARG(&yc), CLF__ARG(m32), CLF__ARG(n32),
-                       CLF__ARG(k32));
+    cl_uint row = (cl_uint)r0, m32 = (cl_uint)(M - r0 < mmax ? M - r0 : mmax);
+    if (exact)
+      st = clf__set_args(ctx, k, 13, CLF__TARG(&xc), CLF__ARG(w->buf), CLF__ARG(w->buf), CLF__TARG(bb),
+                         CLF__ARG(has_bias), CLF__ARG(act32), CLF__TARG(&yc), CLF__ARG(m32), CLF__ARG(n32),
+                         CLF__ARG(k32));
+    else
+      st = clf__set_args(ctx, k, 15, CLF__ARG(xq), CLF__ARG(xq), CLF__ARG(ds_off), CLF__ARG(row), CLF__ARG(w->buf),
+                         CLF__ARG(w->buf), CLF__TARG(bb), CLF__ARG(has_bias), CLF__ARG(act32), CLF__TARG(&yc),
+                         CLF__ARG(m32), CLF__ARG(n32), CLF__ARG(k32));
     if (st == CLF_OK) st = clf__launch(ctx, k, 1, global, local, r0 + mmax >= M ? event : NULL);
   }
   return st;
@@ -201,8 +166,7 @@ clf_status clf__r16_linear(clf_context *ctx, const clf_tensor *x, const clf_tens
                      clf_dtype_name(w->dtype), w->offset, N, K);
   if (M == 0 || N == 0) return clf__nothing(ctx, "clf_linear", event);
   const int path = clf__r16_path(ctx, w->dtype, M);
-  if (path == CLF__R16_INT) return r16_skinny(ctx, x, w, bias, act, y, M, N, K, event);
-  if (path == CLF__R16_FLOAT) return r16_float(ctx, x, w, bias, act, y, M, N, K, event);
+  if (path != CLF__R16_GEMM) return r16_skinny(ctx, x, w, bias, act, y, M, N, K, path == CLF__R16_FLOAT, event);
   cl_mem wf;
   clf_status st = r16_expand(ctx, w, N, K, &wf);
   if (st != CLF_OK) return st;
