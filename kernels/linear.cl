@@ -1172,11 +1172,35 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void KQ_NAME(
 #define R16_QOFF 32
 #define R16_QH 16
 #define R16_MIN 1
+#elif WTYPE == WT_Q4_K /* super-blocks of 256 (R16_K) */
+#define R16_K 1
+#define R16_WORDS 576 /* 16 of d and dmin, 3 x 16 of 6-bit scales and mins, 32 x 16 of quants */
+#define R16_QOFF 16
+#elif WTYPE == WT_Q6_K
+#define R16_K 1
+#define R16_WORDS 840 /* 8 of d (the file's last), 32 x 16 of ql, 16 x 16 of qh, 4 x 16 of scales */
+#define R16_QOFF 8
 #else /* Q4_1 */
 #define R16_WORDS 80 /* 16 of scales and mins, 4 x 16 of quants */
 #define R16_QOFF 16
 #define R16_MIN 1
 #endif
+#ifndef R16_K
+#define R16_K 0
+#endif
+
+/* y's 16 outputs of group g from y_off: act(acc + bias). */
+inline void r16_store(float16 acc, uint g, __global const float *bias, uint b_off, int has_bias, int act,
+                      __global float *y, uint y_off) {
+  float o[16];
+  vstore16(acc, 0, o);
+  _Pragma("unroll") for (uint r = 0; r < 16; r++) {
+    const uint n = g * 16 + r;
+    y[y_off + n] = clf_act(o[r] + (has_bias ? bias[b_off + n] : 0.0f), act);
+  }
+}
+
+#if !R16_K /* the blocks of 32 */
 /* Bytes sh / 8 and sh / 8 + 2 of x's word xw, sign-extended, as the two
  * shorts of an int. */
 inline uint r16_pair(uint xw, uint sh) {
@@ -1216,17 +1240,6 @@ inline int16 r16_block(__global const uint *w, size_t base, __global const uint 
   }
 #endif
   return (int16)(s0, s1);
-}
-
-/* y's 16 outputs of group g from y_off: act(acc + bias). */
-inline void r16_store(float16 acc, uint g, __global const float *bias, uint b_off, int has_bias, int act,
-                      __global float *y, uint y_off) {
-  float o[16];
-  vstore16(acc, 0, o);
-  _Pragma("unroll") for (uint r = 0; r < 16; r++) {
-    const uint n = g * 16 + r;
-    y[y_off + n] = clf_act(o[r] + (has_bias ? bias[b_off + n] : 0.0f), act);
-  }
 }
 
 /* The 16 rows' values of element j (< 32) of the block, as the file's
@@ -1346,4 +1359,93 @@ __kernel void expand_r16(__global const uint *w, __global const half *wh, __glob
   for (uint j = 0; j < 32; j++)
     vstore16(fma(d, r16_value(vload16(0, w + base + R16_QOFF + 16 * R16_WORD(j)), qh, j), m), 0, o + (size_t)j * N);
 }
+#else /* Q4_K, Q6_K: super-blocks of 256, in 16 sub-blocks of 16 */
+/* The 16 rows' byte b of the words from word plane p on (p counted from
+ * R16_QOFF). */
+inline uint16 r16k_byte(__global const uint *w, size_t base, uint p, uint b) {
+  return (vload16(0, w + base + R16_QOFF + 16 * (p + b / 4)) >> (uint16)(8 * (b % 4))) & (uint16)0xff;
+}
+/* Sub-block t's scale a and offset b of the 16 rows (value = a q - b, q
+ * the element's integer, r16k_q): Q4_K's d sc_j and dmin m_j of the
+ * 6-bit pair j = t / 2 (ggml's get_scale_min_k4), Q6_K's d scales[t]. */
+inline void r16k_scale(__global const uint *w, __global const half *wh, size_t base, uint t, float16 *a, float16 *b) {
+  const float16 d = vload_half16(0, wh + 2 * base);
+#if WTYPE == WT_Q4_K
+  const uint j = t / 2;
+  uint16 sc, m;
+  if (j < 4) {
+    sc = r16k_byte(w, base, 0, j) & (uint16)63;
+    m = r16k_byte(w, base, 0, j + 4) & (uint16)63;
+  } else {
+    const uint16 hi = r16k_byte(w, base, 0, j + 4);
+    sc = (hi & (uint16)15) | ((r16k_byte(w, base, 0, j - 4) >> (uint16)6) << (uint16)4);
+    m = (hi >> (uint16)4) | ((r16k_byte(w, base, 0, j) >> (uint16)6) << (uint16)4);
+  }
+  *a = d * convert_float16(sc);
+  *b = vload_half16(1, wh + 2 * base) * convert_float16(m);
+#else
+  *a = d * convert_float16(as_char16(convert_uchar16(r16k_byte(w, base, 48, t))));
+  *b = (float16)(0.0f);
+#endif
+}
+/* The 16 rows' integer of element l (< 256) of the super-block: Q4_K's
+ * nibble (0..15; qs from plane 3: chunk l / 64 of 32 bytes, low nibbles
+ * the first 32), Q6_K's 6 bits less 32 (ql from plane 0, qh from 32). */
+inline float16 r16k_q(__global const uint *w, size_t base, uint l) {
+#if WTYPE == WT_Q4_K
+  const uint c = l / 64, e = l % 32, hi = (l / 32) % 2;
+  const uint16 u = vload16(0, w + base + R16_QOFF + 16 * (3 + c * 8 + e / 4));
+  return convert_float16((u >> (uint16)(8 * (e % 4) + 4 * hi)) & (uint16)15);
+#else
+  const uint n = l / 128, g = (l % 128) / 32, ll = l % 32;
+  const uint16 ql = r16k_byte(w, base, 0, 64 * n + ll + (g % 2) * 32), qh = r16k_byte(w, base, 32, 32 * n + ll);
+  const uint16 q = ((g >= 2 ? ql >> (uint16)4 : ql & (uint16)15)) | (((qh >> (uint16)(2 * g)) & (uint16)3) << (uint16)4);
+  return convert_float16(q) - 32.0f;
+#endif
+}
+
+__kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
+    __global const float *x, uint x_off, __global const uint *w, __global const half *wh, __global const float *bias,
+    uint b_off, int has_bias, int act, __global float *y, uint y_off, uint M, uint N, uint K) {
+  const uint g = get_global_id(0), nb = K / 256;
+  if (g * 16 >= N) return;
+  float16 acc[MMAX];
+  _Pragma("unroll") for (uint i = 0; i < MMAX; i++) acc[i] = (float16)(0.0f);
+  for (uint c = 0; c < nb; c++) {
+    const size_t base = ((size_t)g * nb + c) * R16_WORDS;
+    for (uint t = 0; t < 16; t++) {
+      float16 a, b, s[MMAX];
+      float xs[MMAX];
+      r16k_scale(w, wh, base, t, &a, &b);
+      _Pragma("unroll") for (uint i = 0; i < MMAX; i++) s[i] = (float16)(0.0f), xs[i] = 0.0f;
+      _Pragma("unroll") for (uint e = 0; e < 16; e++) {
+        const float16 q = r16k_q(w, base, 16 * t + e);
+        _Pragma("unroll") for (uint i = 0; i < MMAX; i++) {
+          if (i < M) { /* uniform */
+            const float v = x[x_off + (size_t)i * K + (size_t)c * 256 + 16 * t + e];
+            s[i] = fma(q, (float16)(v), s[i]);
+            xs[i] += v;
+          }
+        }
+      }
+      _Pragma("unroll") for (uint i = 0; i < MMAX; i++) acc[i] = fma(a, s[i], fma(-b, (float16)(xs[i]), acc[i]));
+    }
+  }
+  _Pragma("unroll") for (uint i = 0; i < MMAX; i++)
+    if (i < M) r16_store(acc[i], g, bias, b_off, has_bias, act, y, y_off + i * N);
+}
+
+/* out [K, N] f32 = the interleaved weight expanded and transposed, as the
+ * blocks of 32's: work-item (g, c) writes sub-block c (of 16) of the 16
+ * rows of group g.  global (N / 16, K / 16). */
+__kernel void expand_r16(__global const uint *w, __global const half *wh, __global float *out, uint N, uint K) {
+  const uint g = get_global_id(0), c = get_global_id(1), nb = K / 256;
+  if (g * 16 >= N || c >= K / 16) return;
+  const size_t base = ((size_t)g * nb + c / 16) * R16_WORDS;
+  float16 a, b;
+  r16k_scale(w, wh, base, c % 16, &a, &b);
+  __global float *o = out + (size_t)c * 16 * N + g * 16;
+  for (uint e = 0; e < 16; e++) vstore16(fma(a, r16k_q(w, base, 16 * (c % 16) + e), -b), 0, o + (size_t)e * N);
+}
+#endif
 #endif

@@ -605,7 +605,8 @@ START_TEST(kq_held_x_shared) {
 }
 END_TEST
 
-/* Q4_1, Q8_0, Q5_0 and Q5_1 (_i) in the 16-row interleave (linear_r16.c): the packing round-trips;
+/* Q4_1, Q8_0, Q5_0, Q5_1, Q4_K and Q6_K (_i) in the 16-row interleave
+ * (linear_r16.c): the packing round-trips;
  * 1 to 33 rows (each MMAX build, every activation) on the path
  * clf__r16_path picks: skinny_r16f (in launches of 8; the default)
  * against the exact product at the float path's tolerance, skinny_r16
@@ -615,13 +616,14 @@ END_TEST
  * and every other op, and a download, refuses such a tensor by name. */
 START_TEST(r16_matches_reference) {
   static const size_t Ms[] = {1, 2, 3, 5, 8, 9, 33};
-  const size_t N = 48, K = 96;
-  static const clf_dtype types[] = {CLF_Q4_1, CLF_Q8_0, CLF_Q5_0, CLF_Q5_1};
-  static const unsigned ggml[] = {3, 8, 6, 7};      /* their ggml numbers */
-  static const size_t block_bytes[] = {20, 34, 22, 24};
+  static const clf_dtype types[] = {CLF_Q4_1, CLF_Q8_0, CLF_Q5_0, CLF_Q5_1, CLF_Q4_K, CLF_Q6_K};
+  static const unsigned ggml[] = {3, 8, 6, 7, 12, 14}; /* their ggml numbers */
+  static const size_t block_bytes[] = {20, 34, 22, 24, 144, 210};
   const clf_dtype dt = types[_i];
-  const size_t bb = block_bytes[_i], bytes = N * K / 32 * bb;
-  const int has_min = dt == CLF_Q4_1 || dt == CLF_Q5_1, has_int = dt == CLF_Q4_1 || dt == CLF_Q8_0;
+  const int kq = dt == CLF_Q4_K || dt == CLF_Q6_K; /* super-blocks of 256 */
+  const size_t N = 48, K = kq ? 512 : 96, be = kq ? 256 : 32, bb = block_bytes[_i], bytes = N * K / be * bb;
+  const int has_min = dt == CLF_Q4_1 || dt == CLF_Q5_1 || dt == CLF_Q4_K, has_int = dt == CLF_Q4_1 || dt == CLF_Q8_0;
+  const size_t d_at = dt == CLF_Q6_K ? 208 : 0; /* Q6_K's d is last */
   const char *tn = clf_dtype_name(dt);
   th_profiled_begin(NULL); /* th_ctx: a context that records */
   float *w = malloc(N * K * sizeof(float)), *x = th_rand(33 * K, 41, -2, 2), *bias = th_rand(N, 8, -1, 1);
@@ -630,9 +632,9 @@ START_TEST(r16_matches_reference) {
   unsigned char *raw = malloc(bytes), *packed = malloc(bytes), *back = malloc(bytes);
   uint32_t r = 43;
   for (size_t i = 0; i < bytes; i++) raw[i] = (unsigned char)((r = r * 1664525u + 1013904223u) >> 24);
-  for (size_t b = 0; b < N * K / 32; b++) {
-    put_half(raw + bb * b, 0.01f + 0.002f * (float)(b % 7));
-    if (has_min) put_half(raw + bb * b + 2, b % 2 ? -0.05f : 0.04f);
+  for (size_t b = 0; b < N * K / be; b++) {
+    put_half(raw + bb * b + d_at, (kq ? 0.001f : 0.01f) + 0.002f * (float)(b % 7));
+    if (has_min) put_half(raw + bb * b + 2, b % 2 ? -0.005f : 0.004f);
   }
   TH_OK(clf_gguf_dequantize(ggml[_i], raw, N * K, w));
   clf__r16_pack(dt, raw, N, K, packed);
@@ -686,9 +688,10 @@ START_TEST(r16_matches_reference) {
 }
 END_TEST
 
-/* Which Q4_1 and Q8_0 weights a loader repacks: on a CPU device by
- * default (rows a multiple of 16, in of 32), elsewhere not, and
- * $CLFORMER_ROWS16 over both; other types never. */
+/* Which weights a loader repacks: Q4_1, Q5_x and Q8_0 on a CPU device by
+ * default (rows a multiple of 16, in of 32), elsewhere not; Q4_K and Q6_K
+ * where $CLFORMER_ROWS16=1 asks (in a multiple of 256); $CLFORMER_ROWS16
+ * over all of it; other types never. */
 START_TEST(r16_wanted) {
   env_set("CLFORMER_ROWS16", NULL);
   ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q4_1, 64, 96), th_ctx->caps.is_cpu);
@@ -697,11 +700,14 @@ START_TEST(r16_wanted) {
   ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q8_0, 64, 96), th_ctx->caps.is_cpu);
   ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q5_0, 64, 96), th_ctx->caps.is_cpu);
   ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q4_0, 64, 96), 0);
-  ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q4_K, 64, 256), 0);
+  ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q4_K, 64, 256), 0); /* asked for only */
+  ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q5_K, 64, 256), 0);
   env_set("CLFORMER_ROWS16", "0");
   ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q4_1, 64, 96), 0);
   env_set("CLFORMER_ROWS16", "1");
   ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q4_1, 64, 96), 1);
+  ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q6_K, 64, 256), 1);
+  ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q4_K, 64, 96), 0); /* a super-block is 256 */
   setenv("CLFORMER_ROWS16", "yes", 1);
   ck_assert_int_eq(clf__env_reload(th_ctx), CLF_E_INVALID_ARG);
   env_set("CLFORMER_ROWS16", NULL);
@@ -729,7 +735,7 @@ int main(void) {
   tcase_add_test(c, int_env_refused);
   tcase_add_test(c, kq_matches_reference);
   tcase_add_test(c, kq_held_x_shared);
-  tcase_add_loop_test(c, r16_matches_reference, 0, 4);
+  tcase_add_loop_test(c, r16_matches_reference, 0, 6);
   tcase_add_test(c, r16_wanted);
   suite_add_tcase(s, c);
   return th_run(s);

@@ -446,15 +446,16 @@ static clf_status case_linear_kq(clf_context *ctx, const vcase *c, double *err) 
 }
 
 /* skinny_r16: y = gelu(x W^T + b), W [48, 96] of the clf_dtype p[0]
- * (Q4_1, Q8_0, Q5_0, Q5_1) as GGUF blocks of seeded bytes with moderate scales (and
- * mins), decoded on the host, then repacked into the 16-row interleave
+ * (Q4_1, Q8_0, Q5_0, Q5_1) as GGUF blocks of seeded bytes with moderate
+ * scales (and mins), or W [48, 512] of Q4_K, Q6_K (clf__kq_blocks,
+ * decoded by clf__ref_dequant_k), decoded on the host, then repacked into the 16-row interleave
  * (clf__r16_pack); x [p[1], 96] with one all-zero block; against the same
  * reference as case_linear_int's (p[2]: skinny_r16f's, x as it is). */
 static clf_status case_linear_r16(clf_context *ctx, const vcase *c, double *err) {
-  enum { N = 48, K = 96 };
   const clf_dtype dt = (clf_dtype)c->p[0];
-  const size_t M = c->p[1], nblk = N * K / 32;
-  const size_t bb = dt == CLF_Q8_0 ? 34 : dt == CLF_Q5_0 ? 22 : dt == CLF_Q5_1 ? 24 : 20;
+  const int kq = dt == CLF_Q4_K || dt == CLF_Q6_K; /* clf__kq_blocks' super-blocks, K = 512 */
+  const size_t N = 48, K = kq ? 512 : 96, M = c->p[1], nblk = N * K / (kq ? 256 : 32);
+  const size_t bb = kq ? clf__dtype_bytes(dt, 256) : dt == CLF_Q8_0 ? 34 : dt == CLF_Q5_0 ? 22 : dt == CLF_Q5_1 ? 24 : 20;
   vwork w = {.ctx = ctx};
   float *x = vw_rand(&w, M * K, 95, -2, 2), *bias = vw_rand(&w, N, 96, -1, 1), *wq = vw_alloc(&w, N * K * sizeof(float));
   unsigned char *raw = vw_alloc(&w, nblk * bb), *packed = vw_alloc(&w, nblk * bb);
@@ -464,19 +465,25 @@ static clf_status case_linear_r16(clf_context *ctx, const vcase *c, double *err)
   for (size_t k = 32; k < 64; k++) x[k] = 0.0f; /* a block of zeros: scale 0 */
   uint32_t r = 97;
   for (size_t i = 0; i < nblk * bb; i++) raw[i] = (unsigned char)((r = r * 1664525u + 1013904223u) >> 24);
-  for (size_t b = 0; b < nblk; b++) {
+  if (kq) {
+    clf__kq_blocks(dt, N, K, 98, raw);
+    clf__ref_dequant_k(dt, raw, N * K, wd);
+  }
+  for (size_t b = 0; b < nblk && !kq; b++) {
     const uint16_t d = clf__f32_to_f16(0.01f + 0.002f * (float)(b % 7)), m = clf__f32_to_f16(b % 2 ? -0.05f : 0.04f);
     memcpy(raw + bb * b, &d, 2);
     if (dt == CLF_Q4_1 || dt == CLF_Q5_1) memcpy(raw + bb * b + 2, &m, 2);
   }
-  if (dt != CLF_Q8_0) clf__ref_dequantize_ggml32(dt, raw, N * K, wq);
+  if (kq) /* decoded above, in double */
+    for (size_t i = 0; i < N * K; i++) wq[i] = (float)wd[i];
+  else if (dt != CLF_Q8_0) clf__ref_dequantize_ggml32(dt, raw, N * K, wq);
   else /* Q8_0 {d; qs[32]} */
     for (size_t i = 0; i < N * K; i++) {
       uint16_t h;
       memcpy(&h, raw + bb * (i / 32), 2);
       wq[i] = clf__f16_bits_to_f32(h) * (float)(signed char)raw[bb * (i / 32) + 2 + i % 32];
     }
-  for (size_t i = 0; i < N * K; i++) wd[i] = wq[i];
+  for (size_t i = 0; i < N * K && !kq; i++) wd[i] = wq[i];
   clf__r16_pack(dt, raw, N, K, packed);
   clf_tensor *tw = NULL;
   clf_status st = clf_tensor_create(ctx, dt, 2, (size_t[]){N, K}, &tw);
@@ -648,7 +655,7 @@ static size_t list_cases(clf_context *ctx, vcase *list) {
           add_case(list, &n, MAX_CASES, name, case_linear_int, ints[i], int_rows[r], 0, 0, 1e-5);
       }
   /* skinny_r16 and skinny_r16f (linear_r16.c) at each MMAX */
-  static const clf_dtype r16s[] = {CLF_Q4_1, CLF_Q8_0, CLF_Q5_0, CLF_Q5_1};
+  static const clf_dtype r16s[] = {CLF_Q4_1, CLF_Q8_0, CLF_Q5_0, CLF_Q5_1, CLF_Q4_K, CLF_Q6_K};
   for (size_t r = 0; r < CLF__ARRAY_LEN(int_rows); r++) {
     char name[96];
     for (int exact = 0; exact < 2; exact++)

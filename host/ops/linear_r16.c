@@ -22,20 +22,31 @@
 
 enum { R16_ROWS = 16, R16_TL = 8 };
 
-/* The types: GGUF's blocks of 32 with a scale (and min) in f16 first,
- * then 32-bit words (Q5_x: qh, then qs; misaligned in the file, moved
+/* The types: GGUF's blocks with their f16 scale (and min) and then
+ * 32-bit words (Q5_x: qh, then qs; misaligned in the file, moved
  * bytewise): Q4_1 {d; m; qs[16]}, Q5_0 {d; qh; qs[16]}, Q5_1 {d; m; qh;
- * qs[16]}, Q8_0 {d; qs[32]}.  A block's bytes, and its f16 head's. */
-static int r16_type(clf_dtype dt) { return dt == CLF_Q4_1 || dt == CLF_Q5_0 || dt == CLF_Q5_1 || dt == CLF_Q8_0; }
-static size_t r16_block_bytes(clf_dtype dt) {
-  return dt == CLF_Q8_0 ? 34 : dt == CLF_Q5_0 ? 22 : dt == CLF_Q5_1 ? 24 : 20;
+ * qs[16]}, Q8_0 {d; qs[32]}, Q4_K {d; dmin; scales[12]; qs[128]} of 256
+ * elements; Q6_K {ql[128]; qh[64]; scales[16]; d} of 256, its d last in
+ * the file and first in a group as the others'.  A block's elements and
+ * bytes, its f16 head's bytes, and whether the head is at its end. */
+static int r16_type(clf_dtype dt) {
+  return dt == CLF_Q4_1 || dt == CLF_Q5_0 || dt == CLF_Q5_1 || dt == CLF_Q8_0 || dt == CLF_Q4_K || dt == CLF_Q6_K;
 }
-static size_t r16_head_bytes(clf_dtype dt) { return dt == CLF_Q8_0 || dt == CLF_Q5_0 ? 2 : 4; }
+static size_t r16_elems(clf_dtype dt) { return dt == CLF_Q4_K || dt == CLF_Q6_K ? 256 : 32; }
+static size_t r16_block_bytes(clf_dtype dt) {
+  return dt == CLF_Q8_0 ? 34 : dt == CLF_Q5_0 ? 22 : dt == CLF_Q5_1 ? 24 : dt == CLF_Q4_K ? 144 : dt == CLF_Q6_K ? 210 : 20;
+}
+static size_t r16_head_bytes(clf_dtype dt) { return dt == CLF_Q8_0 || dt == CLF_Q5_0 || dt == CLF_Q6_K ? 2 : 4; }
 
 int clf__r16_wanted(const clf_context *ctx, clf_dtype dt, size_t rows, size_t in) {
-  if (!r16_type(dt) || rows == 0 || rows % R16_ROWS || in == 0 || in % 32) return 0;
+  if (!r16_type(dt) || rows == 0 || rows % R16_ROWS || in == 0 || in % r16_elems(dt)) return 0;
   if (ctx->env.rows16 >= 0) return ctx->env.rows16;
-  return ctx->caps.is_cpu;
+  /* the k-quants only where asked: on the interleave their prefill ran
+   * faster and their decode slower than skinny_kq's integer products
+   * (SmolLM2 Q4_K_M, a 200-token prompt: Intel 531 against 605 ms, PoCL
+   * 933-980 against 1002-1025; decode 13.0-13.3 against 12.0-12.9 ms a
+   * token, PoCL 18.1-18.6 against 16.7-17.2; docs/performance.md) */
+  return ctx->caps.is_cpu && r16_elems(dt) == 32;
 }
 
 /* Every block between the layouts (to_group: GGUF's into the
@@ -43,17 +54,18 @@ int clf__r16_wanted(const clf_context *ctx, clf_dtype dt, size_t rows, size_t in
  * mins), each 32-bit word k after them to the group's word plane k.  The
  * source is only read (the casts drop a const the direction decides). */
 static void r16_copy(clf_dtype dt, unsigned char *gguf, unsigned char *inter, size_t rows, size_t in, int to_group) {
-  const size_t nb = in / 32, bb = r16_block_bytes(dt), head = r16_head_bytes(dt), words = (bb - head) / 4;
+  const size_t nb = in / r16_elems(dt), bb = r16_block_bytes(dt), head = r16_head_bytes(dt), words = (bb - head) / 4;
+  const size_t head_at = dt == CLF_Q6_K ? bb - head : 0, words_at = dt == CLF_Q6_K ? 0 : head;
   for (size_t n = 0; n < rows; n++)
     for (size_t c = 0; c < nb; c++) {
       unsigned char *f = gguf + (n * nb + c) * bb, *g = inter + ((n / R16_ROWS) * nb + c) * R16_ROWS * bb;
       const size_t r = n % R16_ROWS;
       for (size_t h = 0; h < head; h += 2) {
-        unsigned char *a = f + h, *b = g + 16 * h + 2 * r;
+        unsigned char *a = f + head_at + h, *b = g + 16 * h + 2 * r;
         memcpy(to_group ? b : a, to_group ? a : b, 2);
       }
       for (size_t k = 0; k < words; k++) {
-        unsigned char *a = f + head + 4 * k, *b = g + R16_ROWS * head + 64 * k + 4 * r;
+        unsigned char *a = f + words_at + 4 * k, *b = g + R16_ROWS * head + 64 * k + 4 * r;
         memcpy(to_group ? b : a, to_group ? a : b, 4);
       }
     }
@@ -132,7 +144,7 @@ static clf_status r16_expand(clf_context *ctx, const clf_tensor *w, size_t N, si
   st = clf__set_args(ctx, k, 5, CLF__ARG(w->buf), CLF__ARG(w->buf), CLF__ARG(*out), CLF__ARG(n32), CLF__ARG(k32));
   if (st != CLF_OK) return st;
   const size_t wg = clf__wg_1d(ctx, k, 8), groups = N / R16_ROWS;
-  const size_t local[2] = {wg, 1}, global[2] = {(groups + wg - 1) / wg * wg, K / 32};
+  const size_t local[2] = {wg, 1}, global[2] = {(groups + wg - 1) / wg * wg, K / (r16_elems(w->dtype) == 32 ? 32 : 16)};
   return clf__launch(ctx, k, 2, global, local, NULL);
 }
 
@@ -159,11 +171,11 @@ int clf__r16_path(clf_context *ctx, clf_dtype dt, size_t M) {
 
 clf_status clf__r16_linear(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, const clf_tensor *bias,
                            clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K, cl_event *event) {
-  if (w->offset != 0 || N % R16_ROWS || K % 32)
+  if (w->offset != 0 || N % R16_ROWS || K % r16_elems(w->dtype))
     return clf__fail(ctx, CLF_E_INVALID_ARG,
                      "clf_linear: w (%s in the 16-row interleave) must start its buffer and have rows a multiple "
-                     "of 16 and in features a multiple of 32 (offset %zu, shape [%zu, %zu])",
-                     clf_dtype_name(w->dtype), w->offset, N, K);
+                     "of 16 and in features a multiple of its block, %zu (offset %zu, shape [%zu, %zu])",
+                     clf_dtype_name(w->dtype), r16_elems(w->dtype), w->offset, N, K);
   if (M == 0 || N == 0) return clf__nothing(ctx, "clf_linear", event);
   const int path = clf__r16_path(ctx, w->dtype, M);
   if (path != CLF__R16_GEMM) return r16_skinny(ctx, x, w, bias, act, y, M, N, K, path == CLF__R16_FLOAT, event);

@@ -329,11 +329,11 @@ clf_status clf__run_kq(clf_context *ctx, const clf__plan *p, const clf_tensor *x
                        const clf_tensor *bias, clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K,
                        cl_event *event);
 void clf__linear_type_opts(clf_dtype dt, char *buf, size_t len);
-/* Q4_1, Q5_0, Q5_1 and Q8_0 weights in the 16-row interleave
+/* Q4_1, Q5_0, Q5_1, Q8_0, Q4_K and Q6_K weights in the 16-row interleave
  * (linear_r16.c): whether
  * a loader should repack a [rows, in] linear weight of type dt for ctx
- * ($CLFORMER_ROWS16, else on a CPU device; rows a multiple of 16, in of
- * 32); the
+ * ($CLFORMER_ROWS16, else on a CPU device for the blocks of 32; rows a
+ * multiple of 16, in of the type's block: Q4_K and Q6_K too, 256); the
  * repacking of GGUF's blocks into it (out as long as the blocks) and back;
  * the variant name of M rows ("linear.skinny_r16 q4_1 MMAX=1 TL=8", exact:
  * "linear.skinny_r16f ..."; 0 past CLF__SKINNY_MAX_M or for another type,
