@@ -111,7 +111,7 @@ typedef struct clf__env {
   unsigned skinny_rows; /* $CLFORMER_SKINNY_ROWS: the skinny path's most rows */
   int skinny_tile, skinny_act_pass, skinny_pair; /* $CLFORMER_SKINNY_TILE, _ACT_PASS, _PAIR: 0 or 1 */
   int skinny_int;       /* $CLFORMER_SKINNY_INT: 0 float, 1 integer, 2 integer through the extension */
-  int rows16;           /* $CLFORMER_ROWS16: 0 or 1, Q4_1 weights loaded in the 16-row interleave */
+  int rows16;           /* $CLFORMER_ROWS16: 0 or 1, block weights loaded in the 16-row interleave */
   int attn_cpu;         /* $CLFORMER_ATTN_FUSED: 1 cpu, 0 tiled */
   int attn_short;       /* $CLFORMER_ATTN_SHORT: 0 or 1 */
   unsigned attn_wg;     /* $CLFORMER_ATTN_WG: 16, 32 or 64 */
@@ -231,7 +231,7 @@ struct clf_tensor {
   clf_dtype dtype;
   int ndim;
   size_t shape[CLF_MAX_DIMS];
-  /* 1: a Q4_1 weight in the 16-row interleave, which the linear op alone
+  /* 1: a block weight in the 16-row interleave, which the linear op alone
    * reads (clf__check_tensor's -3); every other op and transfer refuses it */
   int r16;
 };

@@ -455,7 +455,7 @@ static clf_status case_linear_r16(clf_context *ctx, const vcase *c, double *err)
   const clf_dtype dt = (clf_dtype)c->p[0];
   const int kq = dt == CLF_Q4_K || dt == CLF_Q6_K; /* clf__kq_blocks' super-blocks, K = 512 */
   const size_t N = 48, K = kq ? 512 : 96, M = c->p[1], nblk = N * K / (kq ? 256 : 32);
-  const size_t bb = kq ? clf__dtype_bytes(dt, 256) : dt == CLF_Q8_0 ? 34 : dt == CLF_Q5_0 ? 22 : dt == CLF_Q5_1 ? 24 : 20;
+  const size_t bb = clf__dtype_bytes(dt, clf__dtype_block(dt));
   vwork w = {.ctx = ctx};
   float *x = vw_rand(&w, M * K, 95, -2, 2), *bias = vw_rand(&w, N, 96, -1, 1), *wq = vw_alloc(&w, N * K * sizeof(float));
   unsigned char *raw = vw_alloc(&w, nblk * bb), *packed = vw_alloc(&w, nblk * bb);

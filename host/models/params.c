@@ -167,8 +167,8 @@ static clf_status upload_blocks(clf_context *ctx, clf__params *p, const char *na
   unsigned char *cat = malloc(bytes + 1), *packed = NULL;
   if (!cat) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "model: out of host memory reading \"%s\"", name);
   for (size_t i = 0, at = 0; i < n_raw; at += piece[i], i++) memcpy(cat + at, raw[i], piece[i]);
-  /* a weight only clf_linear reads, on a CPU: Q4_1 or Q8_0 in the 16-row
-   * interleave (linear_r16.c), the file's bytes in another order */
+  /* a weight only clf_linear reads, on a CPU: in the 16-row interleave
+   * (linear_r16.c), the file's bytes in another order */
   const int r16 = linear && clf__r16_wanted(ctx, dt, rows, in);
   if (dt == CLF_Q8_0 || dt == CLF_Q4_0 || r16) {
     if (!(packed = malloc(bytes + 1))) {

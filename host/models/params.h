@@ -54,8 +54,8 @@ clf_status clf__load_weight(clf_context *ctx, const clf__weights *w, clf__params
  * concatenated along out, uploaded as the checkpoint stores them
  * (clf__weights_blocks), owned by p.  *out NULL (CLF_OK) where they cannot
  * be: another type, parts of different types, another wtype; the caller
- * then stores them from f32.  On a CPU, Q4_1 and Q8_0 are uploaded in the
- * 16-row interleave (ops.h's clf__r16_wanted), which clf_linear alone
+ * then stores them from f32.  On a CPU, Q4_1, Q5_x and Q8_0 are uploaded
+ * in the 16-row interleave (ops.h's clf__r16_wanted), which clf_linear alone
  * reads (this and clf__load_stored_linear; clf__load_weight never). */
 clf_status clf__load_stored(clf_context *ctx, const clf__weights *w, clf__params *p, const char *const *names,
                             const size_t *outs, size_t n, size_t in, clf_tensor **out);

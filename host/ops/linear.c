@@ -343,13 +343,20 @@ int clf__skinny_int_wanted(const clf_context *ctx, size_t M, int *dot) {
  * matches, so they keep the float path unless asked. */
 enum { INT_DEFAULT_ROWS = 2 };
 
-int clf__int_default_wanted(const clf_context *ctx, clf_dtype wt, size_t M, int *dot) {
+int clf__int_rows_wanted(const clf_context *ctx, size_t M, int *dot) {
   unsigned v[2];
   if (ctx->env.skinny_int >= 0 || clf__tuned_group(ctx, CLF__TILES_TUNING, "int", v))
     return clf__skinny_int_wanted(ctx, M, dot);
   *dot = 0;
+  return ctx->caps.is_cpu && M <= INT_DEFAULT_ROWS;
+}
+
+int clf__int_default_wanted(const clf_context *ctx, clf_dtype wt, size_t M, int *dot) {
+  unsigned v[2];
+  if (ctx->env.skinny_int >= 0 || clf__tuned_group(ctx, CLF__TILES_TUNING, "int", v))
+    return clf__skinny_int_wanted(ctx, M, dot);
   const int generic = wt == CLF_Q5_0 || wt == CLF_Q5_1 || clf__kq_type(wt);
-  return generic && ctx->caps.is_cpu && M <= INT_DEFAULT_ROWS;
+  return clf__int_rows_wanted(ctx, M, dot) && generic;
 }
 
 /* The integer kernel an [M, K] product with w of type wt runs (1 with the
@@ -432,7 +439,7 @@ clf_status clf__linear_x_slot(clf_context *ctx, const char *variant, const clf_t
   const int i = x_is_held(ctx, y);
   *use = i >= 0 && ctx->x_held.ready != i + 1 && K % 32 == 0 && M >= 1 && M <= CLF__SKINNY_MAX_M &&
          (clf__validating(ctx) ? clf__variant_validating(ctx, variant)
-                               : clf__int_default_wanted(ctx, CLF_Q5_0, M, &dot) && !clf_variant_disabled(ctx, variant));
+                               : clf__int_rows_wanted(ctx, M, &dot) && !clf_variant_disabled(ctx, variant));
   return *use ? xq_scratch(ctx, M, K, xq, ds_off) : CLF_OK;
 }
 
@@ -606,6 +613,23 @@ static clf_status plan_make(clf_context *ctx, const char *op, clf_dtype wt, int 
   return CLF_OK;
 }
 
+/* The plan over a weight in the 16-row interleave (linear_r16.c): its own
+ * key (flag 4), the path clf__r16_path picks as its kind. */
+static clf_status plan_r16(clf_context *ctx, clf_dtype wt, size_t M, size_t K, size_t N, clf__plan *out) {
+  const int keep = !clf__variants_failed(ctx); /* as clf__linear_plan's */
+  clf__plan_key key;
+  plan_key(&key, wt, 0, 1, M, K, N);
+  key.flags |= 4;
+  const clf__plan *found = keep ? clf__plan_find(ctx, &key) : NULL;
+  if (found) return *out = *found, CLF_OK;
+  memset(out, 0, sizeof *out);
+  out->key = key;
+  out->path = CLF__LINEAR_R16;
+  out->kind = clf__r16_path(ctx, wt, M);
+  if (keep) clf__plan_keep(ctx, out);
+  return CLF_OK;
+}
+
 clf_status clf__linear_plan(clf_context *ctx, const char *op, clf_dtype wt, int in_out, int aligned, size_t M,
                             size_t K, size_t N, clf__plan *out) {
   /* Not kept while self-validation has a say: its verdicts pin and log per call. */
@@ -749,7 +773,13 @@ static void linear_note(clf_context *ctx, const clf__plan *p, const clf_tensor *
   else snprintf(reason, sizeof reason, "%zu rows %s %zu: %s", M, skinny ? "<=" : ">", p->most, p->src);
   const char *layout = in_out ? "[in, out]" : "[out, in]";
   clf__shape_str(w, sw, sizeof sw);
-  if (p->path == CLF__LINEAR_INT || p->path == CLF__LINEAR_INTK)
+  if (p->path == CLF__LINEAR_R16)
+    snprintf(line, sizeof line, "x [%zu, %zu] w %s (16-row interleave) %s %s: %s", M, K, clf_dtype_name(w->dtype), sw,
+             layout,
+             p->kind == CLF__R16_INT     ? "quantize_q8 and skinny_r16"
+             : p->kind == CLF__R16_FLOAT ? "skinny_r16f, a launch a block of 8 rows"
+                                         : "expand_r16 to f32 [in, out], CLBlast");
+  else if (p->path == CLF__LINEAR_INT || p->path == CLF__LINEAR_INTK)
     snprintf(line, sizeof line, "x [%zu, %zu] w %s %s %s: quantize_q8 and %s, 2 launches%s (%s)", M, K,
              clf_dtype_name(w->dtype), sw, layout,
              p->path == CLF__LINEAR_INTK ? (p->kind ? "skinny_kqdot" : "skinny_kq")
@@ -813,26 +843,16 @@ clf_status clf_linear(clf_context *ctx, const clf_tensor *x, const clf_tensor *w
   if (st != CLF_OK) return st;
   const int in_out = layout == CLF_WEIGHT_IN_OUT;
   const size_t M = clf__numel_range(x, 0, x->ndim - 1);
-  if (w->r16) {
-    if (in_out) return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: w is in the 16-row interleave: layout [out, in] only", op);
-    if (ctx->recording && M > 0 && out > 0) {
-      char line[256], sw[64];
-      clf__shape_str(w, sw, sizeof sw);
-      const int path = clf__r16_path(ctx, w->dtype, M);
-      snprintf(line, sizeof line, "x [%zu, %zu] w %s (16-row interleave) %s [out, in]: %s", M, in,
-               clf_dtype_name(w->dtype), sw,
-               path == CLF__R16_INT     ? "quantize_q8 and skinny_r16"
-               : path == CLF__R16_FLOAT ? "skinny_r16f, a launch a block of 8 rows"
-                                        : "expand_r16 to f32 [in, out], CLBlast");
-      clf__prof_path(ctx, line);
-    }
-    st = clf__r16_linear(ctx, x, w, bias, act, y, M, out, in, event);
+  clf__plan p; /* made for this shape once, then looked up */
+  if (w->r16) st = plan_r16(ctx, w->dtype, M, in, out, &p); /* [out, in] only: linear_check */
+  else st = clf__linear_plan(ctx, op, w->dtype, in_out, w->offset == 0, M, in, out, &p);
+  if (st != CLF_OK) return st;
+  if (ctx->recording && M > 0 && out > 0) linear_note(ctx, &p, x, w, in_out, M, act);
+  if (p.path == CLF__LINEAR_R16) {
+    st = clf__r16_linear(ctx, x, w, bias, act, y, M, out, in, p.kind, event);
     clf__prof_path_end(ctx);
     return st;
   }
-  clf__plan p; /* made for this shape once, then looked up */
-  if ((st = clf__linear_plan(ctx, op, w->dtype, in_out, w->offset == 0, M, in, out, &p)) != CLF_OK) return st;
-  if (ctx->recording && M > 0 && out > 0) linear_note(ctx, &p, x, w, in_out, M, act);
   if (p.path != CLF__LINEAR_GEMM) st = run_skinny(ctx, &p, x, w, in_out, bias, act, y, M, out, in, event);
   else st = clf__linear_gemm(ctx, x, w, in_out, bias, act, y, M, out, in, event);
   clf__prof_path_end(ctx);

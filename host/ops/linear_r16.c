@@ -28,14 +28,12 @@ enum { R16_ROWS = 16, R16_TL = 8 };
  * qs[16]}, Q8_0 {d; qs[32]}, Q4_K {d; dmin; scales[12]; qs[128]} of 256
  * elements; Q6_K {ql[128]; qh[64]; scales[16]; d} of 256, its d last in
  * the file and first in a group as the others'.  A block's elements and
- * bytes, its f16 head's bytes, and whether the head is at its end. */
+ * bytes (the dtype table's), and its f16 head's bytes. */
 static int r16_type(clf_dtype dt) {
   return dt == CLF_Q4_1 || dt == CLF_Q5_0 || dt == CLF_Q5_1 || dt == CLF_Q8_0 || dt == CLF_Q4_K || dt == CLF_Q6_K;
 }
-static size_t r16_elems(clf_dtype dt) { return dt == CLF_Q4_K || dt == CLF_Q6_K ? 256 : 32; }
-static size_t r16_block_bytes(clf_dtype dt) {
-  return dt == CLF_Q8_0 ? 34 : dt == CLF_Q5_0 ? 22 : dt == CLF_Q5_1 ? 24 : dt == CLF_Q4_K ? 144 : dt == CLF_Q6_K ? 210 : 20;
-}
+static size_t r16_elems(clf_dtype dt) { return clf__dtype_block(dt); }
+static size_t r16_block_bytes(clf_dtype dt) { return clf__dtype_bytes(dt, clf__dtype_block(dt)); }
 static size_t r16_head_bytes(clf_dtype dt) { return dt == CLF_Q8_0 || dt == CLF_Q5_0 || dt == CLF_Q6_K ? 2 : 4; }
 
 int clf__r16_wanted(const clf_context *ctx, clf_dtype dt, size_t rows, size_t in) {
@@ -170,14 +168,14 @@ int clf__r16_path(clf_context *ctx, clf_dtype dt, size_t M) {
 }
 
 clf_status clf__r16_linear(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, const clf_tensor *bias,
-                           clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K, cl_event *event) {
+                           clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K, int path,
+                           cl_event *event) {
   if (w->offset != 0 || N % R16_ROWS || K % r16_elems(w->dtype))
     return clf__fail(ctx, CLF_E_INVALID_ARG,
                      "clf_linear: w (%s in the 16-row interleave) must start its buffer and have rows a multiple "
                      "of 16 and in features a multiple of its block, %zu (offset %zu, shape [%zu, %zu])",
                      clf_dtype_name(w->dtype), r16_elems(w->dtype), w->offset, N, K);
   if (M == 0 || N == 0) return clf__nothing(ctx, "clf_linear", event);
-  const int path = clf__r16_path(ctx, w->dtype, M);
   if (path != CLF__R16_GEMM) return r16_skinny(ctx, x, w, bias, act, y, M, N, K, path == CLF__R16_FLOAT, event);
   cl_mem wf;
   clf_status st = r16_expand(ctx, w, N, K, &wf);

@@ -197,6 +197,9 @@ int clf__skinny_int_wanted(const clf_context *ctx, size_t M, int *dot);
  * the profile's "int=R" says; else, on a CPU, Q5_0, Q5_1 and the k-quants
  * for up to 2 rows (measured: linear.c). */
 int clf__int_default_wanted(const clf_context *ctx, clf_dtype wt, size_t M, int *dot);
+/* The same rule for any type that takes the integer path by default: the
+ * norm and glu ask it whether to write x's 8-bit blocks. */
+int clf__int_rows_wanted(const clf_context *ctx, size_t M, int *dot);
 /* skinny_int's and skinny_kq's MMAX for M rows (M rounded up to a power
  * of two, at most CLF__SKINNY_MAX_M) and rows of W a work-item by MMAX. */
 size_t clf__int_mmax(size_t M);
@@ -220,9 +223,9 @@ void clf__linear_release_x(clf_context *ctx, const clf_tensor *x);
  * its self-validated name): *use 1 when y is the held x, its copy not
  * made yet, that variant not failed, and the integer path is wanted
  * for [M, K] (K a multiple of 32, M at most CLF__SKINNY_MAX_M) as it is for
- * the types that take it by default (clf__int_default_wanted: on a CPU up
- * to 2 rows, the k-quants', Q5_x's and the 16-row Q4_1's; a product on the
- * float path next ignores the blocks); then *xq
+ * the types that take it by default (clf__int_rows_wanted: on a CPU up to
+ * 2 rows, the k-quants' and Q5_x's; a product on the float path next
+ * ignores the blocks); then *xq
  * is the scratch to write x's 8-bit blocks into, as quantize_q8 does
  * (quants, then (d, sum) pairs from float *ds_off).  After the write,
  * clf__linear_x_written says whether the blocks were made (0: y changed
@@ -305,7 +308,7 @@ clf_status clf__linear_gemm(clf_context *ctx, const clf_tensor *x, const clf_ten
  * and ctx->env once per shape and kept in ctx (plan.c); op names the
  * caller in a failure. */
 enum { CLF__LINEAR_GEMM = 0, CLF__LINEAR_SKINNY, CLF__LINEAR_TILE, CLF__LINEAR_PAIR, CLF__LINEAR_INT,
-       CLF__LINEAR_INTK }; /* .path */
+       CLF__LINEAR_INTK, CLF__LINEAR_R16 }; /* .path (R16: a weight in the 16-row interleave, .kind clf__r16_path's) */
 clf_status clf__linear_plan(clf_context *ctx, const char *op, clf_dtype wt, int in_out, int aligned, size_t M,
                             size_t K, size_t N, clf__plan *out);
 /* The integer path for ggml's k-quants Q4_K, Q5_K, Q6_K (linear_kq.c,
@@ -338,13 +341,15 @@ void clf__linear_type_opts(clf_dtype dt, char *buf, size_t len);
  * the variant name of M rows ("linear.skinny_r16 q4_1 MMAX=1 TL=8", exact:
  * "linear.skinny_r16f ..."; 0 past CLF__SKINNY_MAX_M or for another type,
  * and for the integer kernel's other than Q4_1 and Q8_0);
- * and clf_linear's product over such a weight (w->r16). */
+ * and clf_linear's product over such a weight (w->r16) on the path
+ * clf__r16_path picked (its plan's kind). */
 int clf__r16_wanted(const clf_context *ctx, clf_dtype dt, size_t rows, size_t in);
 void clf__r16_pack(clf_dtype dt, const unsigned char *blocks, size_t rows, size_t in, unsigned char *out);
 void clf__r16_unpack(clf_dtype dt, const unsigned char *in16, size_t rows, size_t in, unsigned char *blocks);
 int clf__r16_variant(clf_dtype dt, size_t M, int exact, char *buf, size_t len);
 clf_status clf__r16_linear(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, const clf_tensor *bias,
-                           clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K, cl_event *event);
+                           clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K, int path,
+                           cl_event *event);
 /* The path M rows take over such a weight of type dt: skinny_r16
  * (integer, over x's 8-bit blocks) where the integer path is asked for
  * (clf__skinny_int_wanted: $CLFORMER_SKINNY_INT, the profile's int=R),
@@ -354,8 +359,6 @@ clf_status clf__r16_linear(clf_context *ctx, const clf_tensor *x, const clf_tens
  * over. */
 enum { CLF__R16_INT, CLF__R16_FLOAT, CLF__R16_GEMM };
 int clf__r16_path(clf_context *ctx, clf_dtype dt, size_t M);
-clf_status clf__r16_linear(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, const clf_tensor *bias,
-                           clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K, cl_event *event);
 clf_status clf__linear_x_q8(clf_context *ctx, const clf_tensor *x, size_t M, size_t K, const char *opts, cl_mem *xq,
                             cl_uint *ds_off);
 /* The checks the dense ops share: act a clf_activation; bias NULL or f32
