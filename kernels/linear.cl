@@ -642,7 +642,7 @@ __kernel void quantize_q8(__global const float *x, uint x_off, __global char *q,
 
 /* Q4_1 and Q5_1: a min per block (m_w d_x sum(qx) apart); Q5_0 and Q5_1:
  * a fifth bit per element, qh's bit j for element j. */
-#define INT_MIN (WTYPE == WT_Q4_1 || WTYPE == WT_Q5_1)
+#define INT_HAS_MIN (WTYPE == WT_Q4_1 || WTYPE == WT_Q5_1)
 #define INT_QH (WTYPE == WT_Q5_0 || WTYPE == WT_Q5_1)
 
 /* Block c of row n: its words and (Q5_0, Q5_1) fifth bits. */
@@ -689,14 +689,14 @@ inline __attribute__((always_inline)) void int_scales(__global const half *s, __
   _Pragma("unroll") for (uint j = 0; j < TN; j++) {
     const size_t i = int_scale_index(s_off, rn[j], c, nb);
     dw[j] = vload_half(i, s);
-    mw[j] = INT_MIN ? vload_half(i + 1, s) : 0.0f;
+    mw[j] = INT_HAS_MIN ? vload_half(i + 1, s) : 0.0f;
   }
 #else /* clf_h2f (8 lanes of it with selects over 4 rows' scales and mins
        * ran 0.85x as fast on PoCL: a 3072 x 576 Q4_1 product's CPU time) */
   _Pragma("unroll") for (uint j = 0; j < TN; j++) {
     const size_t i = int_scale_index(s_off, rn[j], c, nb);
     dw[j] = clf_h2f(su[i]);
-    mw[j] = INT_MIN ? clf_h2f(su[i + 1]) : 0.0f;
+    mw[j] = INT_HAS_MIN ? clf_h2f(su[i + 1]) : 0.0f;
   }
 #endif
 }
@@ -833,7 +833,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void INT_NAME(
 #else
           acc[i][j] = fma((ACC)(dd), ACC_CVT(int_lanes(wq[j], qh[j], xw)), acc[i][j]);
 #endif
-#if INT_MIN
+#if INT_HAS_MIN
           accm[i][j] = fma(mw[j] * dx, sx, accm[i][j]);
 #endif
         }
@@ -1134,13 +1134,13 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void KQ_NAME(
 #endif
 
 /* ------------------------------------------------------------------------
- * Q4_1, Q5_0, Q5_1 and Q8_0 in a 16-row interleave (issue 42;
+ * Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 in a 16-row interleave (issue 42;
  * host/ops/linear_r16.c): on a CPU, GGUF's blocks of 32 of these types
  * are repacked at load so that 16 rows' blocks lie together, a group of
  * rows and block taking 16 times a block's bytes: the 16 f16 scales (Q4_1,
  * Q5_1: then the 16 f16 mins), then for each 32-bit word k of the block
  * after them the 16 rows' words side by side (Q5_x: k = 0 the fifth bits,
- * qh; then Q4_1's and Q5_x's 4 words of qs, bytes 4k..4k+3, elements
+ * qh; then Q4_x's and Q5_x's 4 words of qs, bytes 4k..4k+3, elements
  * 4k..4k+3 in the low nibbles and 16+4k..19+4k in the high ones; Q8_0's 8,
  * elements 4k..4k+3).
  * A work-item takes 16 rows; its loads are whole 64-byte lines and its
@@ -1151,15 +1151,19 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void KQ_NAME(
  * Q8_0; skinny_r16f, the float path below, takes every type).  Built
  * with -DINT_KERNEL=1 -DR16_KERNEL=1 and the type's WTYPE (quantize_q8 of
  * the same program makes x's blocks).  M <= MMAX rows of x from x's
- * blocks' row x_row on (y from y_off: its rows in launches of MMAX); N a
- * multiple of 16 (the host checks).  global (N / 16 rounded up to TL),
- * local (TL).
+ * blocks' row x_row on (y from y_off: its rows in launches of MMAX); N
+ * any (the last group's rows past N are zero padding, not written).
+ * global (N / 16 rounded up, then to TL), local (TL).
  * ------------------------------------------------------------------------ */
 #if INT_KERNEL && R16_KERNEL
 /* A group's 32-bit words, where its quant words start, whether it has
  * mins, and where Q5_x's fifth bits are (a word a row, as the file's qh). */
 #if WTYPE == WT_Q8_0
 #define R16_WORDS 136 /* 8 of scales, 8 x 16 of quants */
+#define R16_QOFF 8
+#define R16_MIN 0
+#elif WTYPE == WT_Q4_0
+#define R16_WORDS 72 /* 8 of scales, 4 x 16 of quants */
 #define R16_QOFF 8
 #define R16_MIN 0
 #elif WTYPE == WT_Q5_0
@@ -1189,15 +1193,27 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void KQ_NAME(
 #define R16_K 0
 #endif
 
-/* y's 16 outputs of group g from y_off: act(acc + bias). */
+/* y's outputs of group g from y_off, those of its 16 rows below N:
+ * act(acc + bias). */
 inline void r16_store(float16 acc, uint g, __global const float *bias, uint b_off, int has_bias, int act,
-                      __global float *y, uint y_off) {
+                      __global float *y, uint y_off, uint N) {
   float o[16];
   vstore16(acc, 0, o);
   _Pragma("unroll") for (uint r = 0; r < 16; r++) {
     const uint n = g * 16 + r;
-    y[y_off + n] = clf_act(o[r] + (has_bias ? bias[b_off + n] : 0.0f), act);
+    if (n < N) y[y_off + n] = clf_act(o[r] + (has_bias ? bias[b_off + n] : 0.0f), act);
   }
+}
+/* expand_r16's 16 values of group g at o (a row of out [K, N]), those of
+ * rows below N. */
+inline void r16_put(float16 v, uint g, uint N, __global float *o) {
+  if (g * 16 + 16 <= N) {
+    vstore16(v, 0, o);
+    return;
+  }
+  float t[16];
+  vstore16(v, 0, t);
+  for (uint r = 0; g * 16 + r < N; r++) o[r] = t[r];
 }
 
 #if !R16_K /* the blocks of 32 */
@@ -1243,7 +1259,8 @@ inline int16 r16_block(__global const uint *w, size_t base, __global const uint 
 }
 
 /* The 16 rows' values of element j (< 32) of the block, as the file's
- * integers (Q4_1: 0..15, Q8_0: -128..127, Q5_0: -16..15, Q5_1: 0..31); u
+ * integers (Q4_0: -8..7, Q4_1: 0..15, Q8_0: -128..127, Q5_0: -16..15,
+ * Q5_1: 0..31); u
  * the quant word j holds, qh the rows' fifth bits (Q5_x). */
 inline float16 r16_value(uint16 u, uint16 qh, uint j) {
 #if WTYPE == WT_Q8_0
@@ -1253,7 +1270,7 @@ inline float16 r16_value(uint16 u, uint16 qh, uint j) {
 #if WTYPE == WT_Q5_0 || WTYPE == WT_Q5_1
   q |= ((qh >> (uint16)j) & (uint16)1) << (uint16)4;
 #endif
-  return convert_float16(q) - (WTYPE == WT_Q5_0 ? 16.0f : 0.0f);
+  return convert_float16(q) - (WTYPE == WT_Q5_0 ? 16.0f : WTYPE == WT_Q4_0 ? 8.0f : 0.0f);
 #endif
 }
 #ifdef R16_QH
@@ -1293,7 +1310,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16(
     }
   }
   _Pragma("unroll") for (uint i = 0; i < MMAX; i++)
-    if (i < M) r16_store(acc[i], g, bias, b_off, has_bias, act, y, y_off + i * N);
+    if (i < M) r16_store(acc[i], g, bias, b_off, has_bias, act, y, y_off + i * N, N);
 }
 
 #endif
@@ -1303,7 +1320,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16(
  * of x than the integer path takes: per block and row of x, s = sum q x
  * over the 16 rows in a float16 (each quant converted once for the MMAX
  * rows), then d s (+ m sum(x)).  Arguments as skinny_r16's, x f32 [M, K]
- * from x_off in place of its blocks.  global (N / 16 rounded up to TL),
+ * from x_off in place of its blocks.  global (N / 16 rounded up, then to TL),
  * local (TL). */
 __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
     __global const float *x, uint x_off, __global const uint *w, __global const half *wh, __global const float *bias,
@@ -1337,13 +1354,13 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
 #endif
   }
   _Pragma("unroll") for (uint i = 0; i < MMAX; i++)
-    if (i < M) r16_store(acc[i], g, bias, b_off, has_bias, act, y, y_off + i * N);
+    if (i < M) r16_store(acc[i], g, bias, b_off, has_bias, act, y, y_off + i * N, N);
 }
 
 /* out [K, N] f32 = the interleaved weight [N, K] expanded and transposed
  * (the operand CLBlast reads, as expand_t's): work-item (g, c) writes
- * block c of the 16 rows of group g, 16 adjacent floats a row of out.
- * global (N / 16, K / 32). */
+ * block c of the 16 rows of group g, 16 adjacent floats a row of out
+ * (fewer in a last group past N).  global (N / 16 rounded up, K / 32). */
 __kernel void expand_r16(__global const uint *w, __global const half *wh, __global float *out, uint N, uint K) {
   const uint g = get_global_id(0), c = get_global_id(1), nb = K / 32;
   if (g * 16 >= N || c >= nb) return;
@@ -1357,7 +1374,7 @@ __kernel void expand_r16(__global const uint *w, __global const half *wh, __glob
   __global float *o = out + (size_t)c * 32 * N + g * 16;
   const uint16 qh = R16_BITS(base);
   for (uint j = 0; j < 32; j++)
-    vstore16(fma(d, r16_value(vload16(0, w + base + R16_QOFF + 16 * R16_WORD(j)), qh, j), m), 0, o + (size_t)j * N);
+    r16_put(fma(d, r16_value(vload16(0, w + base + R16_QOFF + 16 * R16_WORD(j)), qh, j), m), g, N, o + (size_t)j * N);
 }
 #else /* Q4_K, Q6_K: super-blocks of 256, in 16 sub-blocks of 16 */
 /* The 16 rows' byte b of the words from word plane p on (p counted from
@@ -1432,12 +1449,12 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
     }
   }
   _Pragma("unroll") for (uint i = 0; i < MMAX; i++)
-    if (i < M) r16_store(acc[i], g, bias, b_off, has_bias, act, y, y_off + i * N);
+    if (i < M) r16_store(acc[i], g, bias, b_off, has_bias, act, y, y_off + i * N, N);
 }
 
 /* out [K, N] f32 = the interleaved weight expanded and transposed, as the
  * blocks of 32's: work-item (g, c) writes sub-block c (of 16) of the 16
- * rows of group g.  global (N / 16, K / 16). */
+ * rows of group g.  global (N / 16 rounded up, K / 16). */
 __kernel void expand_r16(__global const uint *w, __global const half *wh, __global float *out, uint N, uint K) {
   const uint g = get_global_id(0), c = get_global_id(1), nb = K / 256;
   if (g * 16 >= N || c >= K / 16) return;
@@ -1445,7 +1462,7 @@ __kernel void expand_r16(__global const uint *w, __global const half *wh, __glob
   float16 a, b;
   r16k_scale(w, wh, base, c % 16, &a, &b);
   __global float *o = out + (size_t)c * 16 * N + g * 16;
-  for (uint e = 0; e < 16; e++) vstore16(fma(a, r16k_q(w, base, 16 * (c % 16) + e), -b), 0, o + (size_t)e * N);
+  for (uint e = 0; e < 16; e++) r16_put(fma(a, r16k_q(w, base, 16 * (c % 16) + e), -b), g, N, o + (size_t)e * N);
 }
 #endif
 #endif

@@ -605,8 +605,9 @@ START_TEST(kq_held_x_shared) {
 }
 END_TEST
 
-/* Q4_1, Q8_0, Q5_0, Q5_1, Q4_K and Q6_K (_i) in the 16-row interleave
- * (linear_r16.c): the packing round-trips;
+/* Q4_1, Q8_0, Q5_0, Q5_1, Q4_K, Q6_K and Q4_0 (_i) in the 16-row
+ * interleave (linear_r16.c), 40 rows (two groups and one of 8, padded
+ * with zero rows that no output is written of): the packing round-trips;
  * 1 to 33 rows (each MMAX build, every activation) on the path
  * clf__r16_path picks: skinny_r16f (in launches of 8; the default)
  * against the exact product at the float path's tolerance, skinny_r16
@@ -616,12 +617,12 @@ END_TEST
  * and every other op, and a download, refuses such a tensor by name. */
 START_TEST(r16_matches_reference) {
   static const size_t Ms[] = {1, 2, 3, 5, 8, 9, 33};
-  static const clf_dtype types[] = {CLF_Q4_1, CLF_Q8_0, CLF_Q5_0, CLF_Q5_1, CLF_Q4_K, CLF_Q6_K};
-  static const unsigned ggml[] = {3, 8, 6, 7, 12, 14}; /* their ggml numbers */
-  static const size_t block_bytes[] = {20, 34, 22, 24, 144, 210};
+  static const clf_dtype types[] = {CLF_Q4_1, CLF_Q8_0, CLF_Q5_0, CLF_Q5_1, CLF_Q4_K, CLF_Q6_K, CLF_Q4_0};
+  static const unsigned ggml[] = {3, 8, 6, 7, 12, 14, 2}; /* their ggml numbers */
+  static const size_t block_bytes[] = {20, 34, 22, 24, 144, 210, 18};
   const clf_dtype dt = types[_i];
   const int kq = dt == CLF_Q4_K || dt == CLF_Q6_K; /* super-blocks of 256 */
-  const size_t N = 48, K = kq ? 512 : 96, be = kq ? 256 : 32, bb = block_bytes[_i], bytes = N * K / be * bb;
+  const size_t N = 40, K = kq ? 512 : 96, be = kq ? 256 : 32, bb = block_bytes[_i], bytes = N * K / be * bb;
   const int has_min = dt == CLF_Q4_1 || dt == CLF_Q5_1 || dt == CLF_Q4_K, has_int = dt == CLF_Q4_1 || dt == CLF_Q8_0;
   const size_t d_at = dt == CLF_Q6_K ? 208 : 0; /* Q6_K's d is last */
   const char *tn = clf_dtype_name(dt);
@@ -629,7 +630,7 @@ START_TEST(r16_matches_reference) {
   float *w = malloc(N * K * sizeof(float)), *x = th_rand(33 * K, 41, -2, 2), *bias = th_rand(N, 8, -1, 1);
   for (size_t k = 32; k < 64; k++) x[K + k] = 0.0f; /* row 1, block 1: all zero */
   /* GGUF's blocks of seeded bytes, moderate scales (and mins), decoded by gguf_blocks.c */
-  unsigned char *raw = malloc(bytes), *packed = malloc(bytes), *back = malloc(bytes);
+  unsigned char *raw = malloc(bytes), *packed = malloc(clf__r16_bytes(dt, N, K)), *back = malloc(bytes);
   uint32_t r = 43;
   for (size_t i = 0; i < bytes; i++) raw[i] = (unsigned char)((r = r * 1664525u + 1013904223u) >> 24);
   for (size_t b = 0; b < N * K / be; b++) {
@@ -641,10 +642,10 @@ START_TEST(r16_matches_reference) {
   clf__r16_unpack(dt, packed, N, K, back);
   ck_assert(memcmp(raw, back, bytes) == 0);
   ck_assert(memcmp(raw, packed, bytes) != 0);
+  ck_assert_uint_eq(clf__r16_bytes(dt, N, K), bytes / 40 * 48);
   clf_tensor *tw = NULL;
-  TH_OK(clf_tensor_create(th_ctx, dt, 2, TH_SHAPE(N, K), &tw));
-  TH_OK(clf_tensor_upload(th_ctx, tw, packed, bytes));
-  tw->r16 = 1;
+  TH_OK(clf__r16_tensor(th_ctx, dt, N, K, packed, &tw));
+  ck_assert(tw->r16 && tw->shape[0] == N && tw->shape[1] == K);
   for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++) {
     const clf_activation act = (clf_activation)(i % 6);
     const int skinny = clf__r16_path(th_ctx, dt, Ms[i]) == CLF__R16_INT;
@@ -688,18 +689,19 @@ START_TEST(r16_matches_reference) {
 }
 END_TEST
 
-/* Which weights a loader repacks: Q4_1, Q5_x and Q8_0 on a CPU device by
- * default (rows a multiple of 16, in of 32), elsewhere not; Q4_K and Q6_K
+/* Which weights a loader repacks: Q4_0, Q4_1, Q5_x and Q8_0 on a CPU
+ * device by default (any rows, in a multiple of 32), elsewhere not; Q4_K and Q6_K
  * where $CLFORMER_ROWS16=1 asks (in a multiple of 256); $CLFORMER_ROWS16
  * over all of it; other types never. */
 START_TEST(r16_wanted) {
   env_set("CLFORMER_ROWS16", NULL);
   ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q4_1, 64, 96), th_ctx->caps.is_cpu);
-  ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q4_1, 40, 96), 0);
+  ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q4_1, 50257, 96), th_ctx->caps.is_cpu); /* the last group padded */
   ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q4_1, 64, 80), 0);
   ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q8_0, 64, 96), th_ctx->caps.is_cpu);
   ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q5_0, 64, 96), th_ctx->caps.is_cpu);
-  ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q4_0, 64, 96), 0);
+  ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q4_0, 64, 96), th_ctx->caps.is_cpu);
+  ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_F16, 64, 96), 0);
   ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q4_K, 64, 256), 0); /* asked for only */
   ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q5_K, 64, 256), 0);
   env_set("CLFORMER_ROWS16", "0");
@@ -735,7 +737,7 @@ int main(void) {
   tcase_add_test(c, int_env_refused);
   tcase_add_test(c, kq_matches_reference);
   tcase_add_test(c, kq_held_x_shared);
-  tcase_add_loop_test(c, r16_matches_reference, 0, 6);
+  tcase_add_loop_test(c, r16_matches_reference, 0, 7);
   tcase_add_test(c, r16_wanted);
   suite_add_tcase(s, c);
   return th_run(s);

@@ -445,20 +445,21 @@ static clf_status case_linear_kq(clf_context *ctx, const vcase *c, double *err) 
   return int_case_error(ctx, &w, st, tw, x, bias, wq, xq, ref, M, N, K, 0, err);
 }
 
-/* skinny_r16: y = gelu(x W^T + b), W [48, 96] of the clf_dtype p[0]
- * (Q4_1, Q8_0, Q5_0, Q5_1) as GGUF blocks of seeded bytes with moderate
- * scales (and mins), or W [48, 512] of Q4_K, Q6_K (clf__kq_blocks,
- * decoded by clf__ref_dequant_k), decoded on the host, then repacked into the 16-row interleave
- * (clf__r16_pack); x [p[1], 96] with one all-zero block; against the same
+/* skinny_r16: y = gelu(x W^T + b), W [40, 96] of the clf_dtype p[0]
+ * (Q4_0, Q4_1, Q8_0, Q5_0, Q5_1) as GGUF blocks of seeded bytes with
+ * moderate scales (and mins), or W [40, 512] of Q4_K, Q6_K (clf__kq_blocks,
+ * decoded by clf__ref_dequant_k), decoded on the host, then repacked into
+ * the 16-row interleave (clf__r16_pack: two groups and one of 8 rows and 8
+ * of padding); x [p[1], 96] with one all-zero block; against the same
  * reference as case_linear_int's (p[2]: skinny_r16f's, x as it is). */
 static clf_status case_linear_r16(clf_context *ctx, const vcase *c, double *err) {
   const clf_dtype dt = (clf_dtype)c->p[0];
   const int kq = dt == CLF_Q4_K || dt == CLF_Q6_K; /* clf__kq_blocks' super-blocks, K = 512 */
-  const size_t N = 48, K = kq ? 512 : 96, M = c->p[1], nblk = N * K / (kq ? 256 : 32);
+  const size_t N = 40, K = kq ? 512 : 96, M = c->p[1], nblk = N * K / (kq ? 256 : 32);
   const size_t bb = clf__dtype_bytes(dt, clf__dtype_block(dt));
   vwork w = {.ctx = ctx};
   float *x = vw_rand(&w, M * K, 95, -2, 2), *bias = vw_rand(&w, N, 96, -1, 1), *wq = vw_alloc(&w, N * K * sizeof(float));
-  unsigned char *raw = vw_alloc(&w, nblk * bb), *packed = vw_alloc(&w, nblk * bb);
+  unsigned char *raw = vw_alloc(&w, nblk * bb), *packed = vw_alloc(&w, clf__r16_bytes(dt, N, K));
   double *wd = vw_alloc(&w, N * K * sizeof(double)), *xq = vw_alloc(&w, M * K * sizeof(double));
   double *ref = vw_alloc(&w, M * N * sizeof(double));
   if (!x || !bias || !wq || !raw || !packed || !wd || !xq || !ref) return vw_fail(&w);
@@ -476,18 +477,20 @@ static clf_status case_linear_r16(clf_context *ctx, const vcase *c, double *err)
   }
   if (kq) /* decoded above, in double */
     for (size_t i = 0; i < N * K; i++) wq[i] = (float)wd[i];
-  else if (dt != CLF_Q8_0) clf__ref_dequantize_ggml32(dt, raw, N * K, wq);
-  else /* Q8_0 {d; qs[32]} */
+  else if (dt != CLF_Q8_0 && dt != CLF_Q4_0) clf__ref_dequantize_ggml32(dt, raw, N * K, wq);
+  else /* Q8_0 {d; qs[32]}, Q4_0 {d; qs[16]}: element j in byte j's low nibble, j + 16 its high, less 8 */
     for (size_t i = 0; i < N * K; i++) {
       uint16_t h;
-      memcpy(&h, raw + bb * (i / 32), 2);
-      wq[i] = clf__f16_bits_to_f32(h) * (float)(signed char)raw[bb * (i / 32) + 2 + i % 32];
+      const unsigned char *blk = raw + bb * (i / 32);
+      const size_t j = i % 32;
+      memcpy(&h, blk, 2);
+      const int q = dt == CLF_Q8_0 ? (signed char)blk[2 + j] : (j < 16 ? blk[2 + j] & 15 : blk[2 + j - 16] >> 4) - 8;
+      wq[i] = clf__f16_bits_to_f32(h) * (float)q;
     }
   for (size_t i = 0; i < N * K && !kq; i++) wd[i] = wq[i];
   clf__r16_pack(dt, raw, N, K, packed);
   clf_tensor *tw = NULL;
-  clf_status st = clf_tensor_create(ctx, dt, 2, (size_t[]){N, K}, &tw);
-  if (st == CLF_OK && (st = clf_tensor_upload(ctx, tw, packed, nblk * bb)) == CLF_OK) tw->r16 = 1;
+  clf_status st = clf__r16_tensor(ctx, dt, N, K, packed, &tw);
   return int_case_error(ctx, &w, st, tw, x, bias, wd, xq, ref, M, N, K, c->p[2] != 0, err);
 }
 
@@ -655,7 +658,7 @@ static size_t list_cases(clf_context *ctx, vcase *list) {
           add_case(list, &n, MAX_CASES, name, case_linear_int, ints[i], int_rows[r], 0, 0, 1e-5);
       }
   /* skinny_r16 and skinny_r16f (linear_r16.c) at each MMAX */
-  static const clf_dtype r16s[] = {CLF_Q4_1, CLF_Q8_0, CLF_Q5_0, CLF_Q5_1, CLF_Q4_K, CLF_Q6_K};
+  static const clf_dtype r16s[] = {CLF_Q4_0, CLF_Q4_1, CLF_Q8_0, CLF_Q5_0, CLF_Q5_1, CLF_Q4_K, CLF_Q6_K};
   for (size_t r = 0; r < CLF__ARRAY_LEN(int_rows); r++) {
     char name[96];
     for (int exact = 0; exact < 2; exact++)

@@ -97,7 +97,56 @@ static clf_status round_through(clf_context *ctx, clf_dtype wt, const char *name
   return st;
 }
 
-/* Uploads host [rows, in] as the params' weight type into p. */
+/* GGUF's blocks of dt [rows, in] in the 16-row interleave (linear_r16.c),
+ * into p. */
+static clf_status r16_upload(clf_context *ctx, clf__params *p, const char *name, clf_dtype dt,
+                             const unsigned char *blocks, size_t rows, size_t in, clf_tensor **out) {
+  const size_t bytes = clf__r16_bytes(dt, rows, in);
+  unsigned char *packed = malloc(bytes + 1);
+  if (!packed) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "model: out of host memory repacking \"%s\"", name);
+  clf__r16_pack(dt, blocks, rows, in, packed);
+  clf_tensor *t = NULL;
+  clf_status st = clf__weight_fits_alloc(ctx, name, bytes);
+  if (st == CLF_OK) st = clf__r16_tensor(ctx, dt, rows, in, packed, &t);
+  free(packed);
+  if (st != CLF_OK || (st = clf__params_add(ctx, p, t)) != CLF_OK) return st;
+  *out = t;
+  return CLF_OK;
+}
+
+/* Q8_0 / Q4_0 in clformer's layout (every block's quants, then every
+ * scale) back in ggml's blocks ({d; qs} each). */
+static void unsplit_blocks(clf_dtype dt, const unsigned char *split, size_t blocks, unsigned char *out) {
+  const size_t qb = dt == CLF_Q8_0 ? 32 : 16;
+  const unsigned char *scales = split + blocks * qb;
+  for (size_t b = 0; b < blocks; b++) {
+    memcpy(out + b * (qb + 2), scales + 2 * b, 2);
+    memcpy(out + b * (qb + 2) + 2, split + b * qb, qb);
+  }
+}
+
+/* h [rows, in] quantized to block type wt in the 16-row interleave, into
+ * p: its blocks as ggml's (clformer's Q8_0 / Q4_0 put back in blocks). */
+static clf_status store_r16(clf_context *ctx, clf__params *p, const char *name, clf_dtype wt, const float *h,
+                            size_t rows, size_t in, clf_tensor **out) {
+  const size_t bytes = clf__dtype_bytes(wt, rows * in);
+  unsigned char *q = malloc(bytes + 1), *blocks = malloc(bytes + 1);
+  clf_status st = CLF_OK;
+  if (!q || !blocks) st = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "model: out of host memory quantizing \"%s\"", name);
+  if (st == CLF_OK) {
+    clf__quantize(wt, h, rows * in, q);
+    if (clf__dtype_is_ggml(wt)) memcpy(blocks, q, bytes);
+    else unsplit_blocks(wt, q, rows * in / CLF__QBLOCK, blocks);
+    st = r16_upload(ctx, p, name, wt, blocks, rows, in, out);
+  }
+  free(q);
+  free(blocks);
+  return st;
+}
+
+/* Uploads host [rows, in] as the params' weight type into p: a weight
+ * that only clf_linear reads (every caller's), so on a CPU a block type
+ * in the 16-row interleave (clf__r16_wanted). */
 static clf_status store_matrix(clf_context *ctx, clf__params *p, const char *name, const float *h, size_t rows,
                                size_t in, clf_tensor **out) {
   const clf_dtype wt = clf__weight_type_for(host_type(p), in);
@@ -106,6 +155,7 @@ static clf_status store_matrix(clf_context *ctx, clf__params *p, const char *nam
                      "tensor \"%s\" [%zu, %zu]: %s weights need in-features that are a multiple of %d (use f16 "
                      "or f32 weights for this model)",
                      name, rows, in, clf__weight_type_name(wt), CLF__QBLOCK);
+  if (!p->simulate && clf__r16_wanted(ctx, wt, rows, in)) return store_r16(ctx, p, name, wt, h, rows, in, out);
   clf_tensor *t = NULL;
   const clf_dtype stored = p->simulate ? CLF_F32 : wt;
   clf_status st = clf__weight_fits_alloc(ctx, name, clf__dtype_bytes(stored, rows * in));
@@ -156,27 +206,29 @@ static clf_status read_parts(clf_context *ctx, const clf__weights *w, const char
   return st;
 }
 
-/* Uploads blocks of type dt, [rows, in] as ggml stores them (n_raw pieces
- * one after another, together `bytes` long), into p; Q8_0 / Q4_0 in
- * clformer's layout. */
+/* Uploads a linear weight's blocks of type dt, [rows, in] as ggml stores
+ * them (n_raw pieces one after another, together `bytes` long), into p:
+ * on a CPU in the 16-row interleave (clf__r16_wanted), else as they are,
+ * Q8_0 / Q4_0 in clformer's layout. */
 static clf_status upload_blocks(clf_context *ctx, clf__params *p, const char *name, clf_dtype dt,
                                 unsigned char *const *raw, const size_t *piece, size_t n_raw, size_t rows, size_t in,
-                                int linear, clf_tensor **out) {
+                                clf_tensor **out) {
   size_t bytes = 0;
   for (size_t i = 0; i < n_raw; i++) bytes += piece[i];
   unsigned char *cat = malloc(bytes + 1), *packed = NULL;
   if (!cat) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "model: out of host memory reading \"%s\"", name);
   for (size_t i = 0, at = 0; i < n_raw; at += piece[i], i++) memcpy(cat + at, raw[i], piece[i]);
-  /* a weight only clf_linear reads, on a CPU: in the 16-row interleave
-   * (linear_r16.c), the file's bytes in another order */
-  const int r16 = linear && clf__r16_wanted(ctx, dt, rows, in);
-  if (dt == CLF_Q8_0 || dt == CLF_Q4_0 || r16) {
+  if (clf__r16_wanted(ctx, dt, rows, in)) {
+    const clf_status st = r16_upload(ctx, p, name, dt, cat, rows, in, out);
+    free(cat);
+    return st;
+  }
+  if (dt == CLF_Q8_0 || dt == CLF_Q4_0) {
     if (!(packed = malloc(bytes + 1))) {
       free(cat);
       return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "model: out of host memory reading \"%s\"", name);
     }
-    if (r16) clf__r16_pack(dt, cat, rows, in, packed);
-    else repack_blocks(dt, cat, rows * in / CLF__QBLOCK, packed);
+    repack_blocks(dt, cat, rows * in / CLF__QBLOCK, packed);
     free(cat);
     cat = packed;
   }
@@ -186,8 +238,6 @@ static clf_status upload_blocks(clf_context *ctx, clf__params *p, const char *na
       (st = clf_tensor_create(ctx, dt, 2, (size_t[]){rows, in}, &t)) == CLF_OK &&
       (st = clf_tensor_upload(ctx, t, cat, bytes)) != CLF_OK)
     clf_tensor_destroy(t);
-  else if (st == CLF_OK)
-    t->r16 = r16;
   free(cat);
   if (st != CLF_OK || (st = clf__params_add(ctx, p, t)) != CLF_OK) return st;
   *out = t;
@@ -201,7 +251,7 @@ static clf_status upload_each(clf_context *ctx, const clf__weights *w, clf__para
   clf_status st = CLF_OK;
   for (size_t i = 0; i < n && st == CLF_OK; i++) {
     if (raw[i]) {
-      st = upload_blocks(ctx, p, names[i], dt[i], &raw[i], &bytes[i], 1, outs[i], in, 1, &l->part[i]);
+      st = upload_blocks(ctx, p, names[i], dt[i], &raw[i], &bytes[i], 1, outs[i], in, &l->part[i]);
       continue;
     }
     float *h = NULL;
@@ -216,8 +266,7 @@ static clf_status upload_each(clf_context *ctx, const clf__weights *w, clf__para
 /* The weight of parts names[0..n) as stored (clf__load_stored_linear;
  * split 0: l->w or nothing), in_out as clf__weights_blocks'. */
 static clf_status load_stored(clf_context *ctx, const clf__weights *w, clf__params *p, const char *const *names,
-                              const size_t *outs, size_t n, size_t in, int in_out, int split, int linear,
-                              clf__linear *l) {
+                              const size_t *outs, size_t n, size_t in, int in_out, int split, clf__linear *l) {
   l->w = NULL, l->nparts = 0;
   for (size_t i = 0; i < CLF__LINEAR_PARTS; i++) l->part[i] = NULL;
   if (p->wtype != CLF_STORED || p->simulate || n == 0 || n > 8) return CLF_OK;
@@ -228,7 +277,7 @@ static clf_status load_stored(clf_context *ctx, const clf__weights *w, clf__para
   if (st != CLF_OK) return st;
   int same = 1, blocks = 0;
   for (size_t i = 0; i < n; i++) rows += outs[i], same &= dt[i] == dt[0], blocks += raw[i] != NULL;
-  if (same && blocks == (int)n) st = upload_blocks(ctx, p, names[0], dt[0], raw, bytes, n, rows, in, linear, &l->w);
+  if (same && blocks == (int)n) st = upload_blocks(ctx, p, names[0], dt[0], raw, bytes, n, rows, in, &l->w);
   else if (split && blocks > 0 && n <= CLF__LINEAR_PARTS)
     st = upload_each(ctx, w, p, names, outs, n, in, in_out, dt, raw, bytes, l);
   for (size_t i = 0; i < n; i++) free(raw[i]);
@@ -238,7 +287,7 @@ static clf_status load_stored(clf_context *ctx, const clf__weights *w, clf__para
 clf_status clf__load_stored(clf_context *ctx, const clf__weights *w, clf__params *p, const char *const *names,
                             const size_t *outs, size_t n, size_t in, clf_tensor **out) {
   clf__linear l;
-  clf_status st = load_stored(ctx, w, p, names, outs, n, in, 0, 0, 1, &l);
+  clf_status st = load_stored(ctx, w, p, names, outs, n, in, 0, 0, &l);
   *out = l.w;
   return st;
 }
@@ -246,7 +295,7 @@ clf_status clf__load_stored(clf_context *ctx, const clf__weights *w, clf__params
 clf_status clf__load_stored_linear(clf_context *ctx, const clf__weights *w, clf__params *p,
                                    const char *const *names, const size_t *outs, size_t n, size_t in,
                                    clf__linear *l) {
-  return load_stored(ctx, w, p, names, outs, n, in, 0, 1, 1, l);
+  return load_stored(ctx, w, p, names, outs, n, in, 0, 1, l);
 }
 
 size_t clf__linear_out(const clf__linear *l) {
@@ -259,7 +308,7 @@ size_t clf__linear_out(const clf__linear *l) {
 clf_status clf__load_weight(clf_context *ctx, const clf__weights *w, clf__params *p, const char *wname,
                             size_t out_f, size_t in_f, clf_weight_layout layout, clf_tensor **out) {
   clf__linear l;
-  clf_status st = load_stored(ctx, w, p, &wname, &out_f, 1, in_f, layout == CLF_WEIGHT_IN_OUT, 0, 0, &l);
+  clf_status st = load_stored(ctx, w, p, &wname, &out_f, 1, in_f, layout == CLF_WEIGHT_IN_OUT, 0, &l);
   *out = l.w;
   if (st != CLF_OK || *out) return st;
   float *h = NULL;
@@ -278,7 +327,7 @@ clf_status clf__load_linear(clf_context *ctx, const clf__weights *w, clf__params
   l->w = NULL;
   l->nparts = 0;
   /* as stored: the file's [out, in] blocks, whichever layout the name has */
-  clf_status st = load_stored(ctx, w, p, &wname, &out_f, 1, in_f, layout == CLF_WEIGHT_IN_OUT, 0, 1, l);
+  clf_status st = load_stored(ctx, w, p, &wname, &out_f, 1, in_f, layout == CLF_WEIGHT_IN_OUT, 0, l);
   if (st == CLF_OK && !l->w) st = clf__read_matrix(ctx, w, wname, out_f, in_f, layout == CLF_WEIGHT_IN_OUT, &h);
   if (st == CLF_OK && !l->w) st = clf__store_linear(ctx, p, in_out_f32, wname, h, out_f, in_f, l);
   free(h);

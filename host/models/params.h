@@ -45,8 +45,11 @@ size_t clf__linear_out(const clf__linear *l);
 
 /* A linear layer's weight `wname` [out_f, in_f] (or [in_f, out_f] with
  * CLF_WEIGHT_IN_OUT, transposed here) as a device tensor [out_f, in_f] in
- * p->wtype, owned by p.  CLF_E_UNSUPPORTED, naming the tensor, when a block
- * type cannot hold it (in_f not a multiple of 32). */
+ * p->wtype (CLF_STORED: as stored, clf__load_stored), owned by p; on a
+ * CPU a block type in the 16-row interleave (clf__r16_wanted), as every
+ * weight these loaders make: only clf_linear reads them.
+ * CLF_E_UNSUPPORTED, naming the tensor, when a block type cannot hold it
+ * (in_f not a multiple of 32). */
 clf_status clf__load_weight(clf_context *ctx, const clf__weights *w, clf__params *p, const char *wname,
                             size_t out_f, size_t in_f, clf_weight_layout layout, clf_tensor **out);
 /* With p->wtype CLF_STORED (and not simulating): the linear weight whose
@@ -54,9 +57,9 @@ clf_status clf__load_weight(clf_context *ctx, const clf__weights *w, clf__params
  * concatenated along out, uploaded as the checkpoint stores them
  * (clf__weights_blocks), owned by p.  *out NULL (CLF_OK) where they cannot
  * be: another type, parts of different types, another wtype; the caller
- * then stores them from f32.  On a CPU, Q4_1, Q5_x and Q8_0 are uploaded
- * in the 16-row interleave (ops.h's clf__r16_wanted), which clf_linear alone
- * reads (this and clf__load_stored_linear; clf__load_weight never). */
+ * then stores them from f32.  On a CPU, Q4_0, Q4_1, Q5_x and Q8_0 are
+ * uploaded in the 16-row interleave (ops.h's clf__r16_wanted), which
+ * clf_linear alone reads. */
 clf_status clf__load_stored(clf_context *ctx, const clf__weights *w, clf__params *p, const char *const *names,
                             const size_t *outs, size_t n, size_t in, clf_tensor **out);
 /* clf__load_stored into l->w, and where the parts' stored types differ

@@ -1,5 +1,6 @@
-/* linear_r16.c - Q4_1, Q5_0, Q5_1 and Q8_0 weights in the 16-row
- * interleave (issue 42): the repacking a model loader does for a CPU
+/* linear_r16.c - Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (and, where asked, Q4_K,
+ * Q6_K) weights in the 16-row interleave (issue 42): the repacking a
+ * model loader does for a CPU
  * device, and clf_linear's paths over such a weight (kernels/linear.cl):
  * skinny_r16f on x as it is (the float path, every type), skinny_r16 on
  * x's 8-bit blocks as skinny_int reads them (Q4_1, Q8_0; where the
@@ -24,20 +25,26 @@ enum { R16_ROWS = 16, R16_TL = 8 };
 
 /* The types: GGUF's blocks with their f16 scale (and min) and then
  * 32-bit words (Q5_x: qh, then qs; misaligned in the file, moved
- * bytewise): Q4_1 {d; m; qs[16]}, Q5_0 {d; qh; qs[16]}, Q5_1 {d; m; qh;
+ * bytewise): Q4_0 {d; qs[16]} (clformer's q4 too, its split layout put
+ * back in blocks), Q4_1 {d; m; qs[16]}, Q5_0 {d; qh; qs[16]}, Q5_1 {d; m; qh;
  * qs[16]}, Q8_0 {d; qs[32]}, Q4_K {d; dmin; scales[12]; qs[128]} of 256
  * elements; Q6_K {ql[128]; qh[64]; scales[16]; d} of 256, its d last in
  * the file and first in a group as the others'.  A block's elements and
  * bytes (the dtype table's), and its f16 head's bytes. */
 static int r16_type(clf_dtype dt) {
-  return dt == CLF_Q4_1 || dt == CLF_Q5_0 || dt == CLF_Q5_1 || dt == CLF_Q8_0 || dt == CLF_Q4_K || dt == CLF_Q6_K;
+  return dt == CLF_Q4_0 || dt == CLF_Q4_1 || dt == CLF_Q5_0 || dt == CLF_Q5_1 || dt == CLF_Q8_0 || dt == CLF_Q4_K || dt == CLF_Q6_K;
 }
 static size_t r16_elems(clf_dtype dt) { return clf__dtype_block(dt); }
 static size_t r16_block_bytes(clf_dtype dt) { return clf__dtype_bytes(dt, clf__dtype_block(dt)); }
-static size_t r16_head_bytes(clf_dtype dt) { return dt == CLF_Q8_0 || dt == CLF_Q5_0 || dt == CLF_Q6_K ? 2 : 4; }
+static size_t r16_head_bytes(clf_dtype dt) {
+  return dt == CLF_Q8_0 || dt == CLF_Q4_0 || dt == CLF_Q5_0 || dt == CLF_Q6_K ? 2 : 4;
+}
+/* Rows padded to a whole group: a head of 50257 rows takes 3142 groups,
+ * its last 15 rows zero blocks (scale 0) that no output is written of. */
+static size_t r16_rows(size_t rows) { return (rows + R16_ROWS - 1) / R16_ROWS * R16_ROWS; }
 
 int clf__r16_wanted(const clf_context *ctx, clf_dtype dt, size_t rows, size_t in) {
-  if (!r16_type(dt) || rows == 0 || rows % R16_ROWS || in == 0 || in % r16_elems(dt)) return 0;
+  if (!r16_type(dt) || rows == 0 || in == 0 || in % r16_elems(dt)) return 0;
   if (ctx->env.rows16 >= 0) return ctx->env.rows16;
   /* the k-quants only where asked: on the interleave their prefill ran
    * faster and their decode slower than skinny_kq's integer products
@@ -69,8 +76,24 @@ static void r16_copy(clf_dtype dt, unsigned char *gguf, unsigned char *inter, si
     }
 }
 
+size_t clf__r16_bytes(clf_dtype dt, size_t rows, size_t in) { return clf__dtype_bytes(dt, r16_rows(rows) * in); }
+
 void clf__r16_pack(clf_dtype dt, const unsigned char *blocks, size_t rows, size_t in, unsigned char *out) {
+  /* a last group of fewer than 16 rows: zero first, its padding rows lie among the others' words */
+  const size_t whole = clf__dtype_bytes(dt, rows / R16_ROWS * R16_ROWS * in);
+  memset(out + whole, 0, clf__r16_bytes(dt, rows, in) - whole);
   r16_copy(dt, (unsigned char *)blocks, out, rows, in, 1);
+}
+
+clf_status clf__r16_tensor(clf_context *ctx, clf_dtype dt, size_t rows, size_t in, const unsigned char *packed,
+                           clf_tensor **out) {
+  clf_tensor *t = NULL;
+  clf_status st = clf_tensor_create(ctx, dt, 2, (size_t[]){r16_rows(rows), in}, &t);
+  if (st == CLF_OK && (st = clf_tensor_upload(ctx, t, packed, clf__r16_bytes(dt, rows, in))) != CLF_OK)
+    clf_tensor_destroy(t), t = NULL;
+  if (t) t->shape[0] = rows, t->r16 = 1; /* its rows; the buffer holds the last group's padding too */
+  *out = t;
+  return st;
 }
 
 void clf__r16_unpack(clf_dtype dt, const unsigned char *in16, size_t rows, size_t in, unsigned char *blocks) {
@@ -112,7 +135,8 @@ static clf_status r16_skinny(clf_context *ctx, const clf_tensor *x, const clf_te
   const clf_tensor *bb = bias ? bias : x;
   cl_int has_bias = bias != NULL, act32 = (cl_int)act;
   cl_uint n32 = (cl_uint)N, k32 = (cl_uint)K;
-  const size_t groups = N / R16_ROWS, local[1] = {R16_TL}, global[1] = {(groups + R16_TL - 1) / R16_TL * R16_TL};
+  const size_t groups = r16_rows(N) / R16_ROWS, local[1] = {R16_TL};
+  const size_t global[1] = {(groups + R16_TL - 1) / R16_TL * R16_TL};
   for (size_t r0 = 0; r0 < M && st == CLF_OK; r0 += mmax) {
     clf_tensor xc = *x, yc = *y;
     xc.offset += r0 * K, yc.offset += r0 * N;
@@ -141,7 +165,7 @@ static clf_status r16_expand(clf_context *ctx, const clf_tensor *w, size_t N, si
   cl_uint n32 = (cl_uint)N, k32 = (cl_uint)K;
   st = clf__set_args(ctx, k, 5, CLF__ARG(w->buf), CLF__ARG(w->buf), CLF__ARG(*out), CLF__ARG(n32), CLF__ARG(k32));
   if (st != CLF_OK) return st;
-  const size_t wg = clf__wg_1d(ctx, k, 8), groups = N / R16_ROWS;
+  const size_t wg = clf__wg_1d(ctx, k, 8), groups = r16_rows(N) / R16_ROWS;
   const size_t local[2] = {wg, 1}, global[2] = {(groups + wg - 1) / wg * wg, K / (r16_elems(w->dtype) == 32 ? 32 : 16)};
   return clf__launch(ctx, k, 2, global, local, NULL);
 }
@@ -170,10 +194,10 @@ int clf__r16_path(clf_context *ctx, clf_dtype dt, size_t M) {
 clf_status clf__r16_linear(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, const clf_tensor *bias,
                            clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K, int path,
                            cl_event *event) {
-  if (w->offset != 0 || N % R16_ROWS || K % r16_elems(w->dtype))
+  if (w->offset != 0 || K % r16_elems(w->dtype))
     return clf__fail(ctx, CLF_E_INVALID_ARG,
-                     "clf_linear: w (%s in the 16-row interleave) must start its buffer and have rows a multiple "
-                     "of 16 and in features a multiple of its block, %zu (offset %zu, shape [%zu, %zu])",
+                     "clf_linear: w (%s in the 16-row interleave) must start its buffer and have in features a "
+                     "multiple of its block, %zu (offset %zu, shape [%zu, %zu])",
                      clf_dtype_name(w->dtype), r16_elems(w->dtype), w->offset, N, K);
   if (M == 0 || N == 0) return clf__nothing(ctx, "clf_linear", event);
   if (path != CLF__R16_GEMM) return r16_skinny(ctx, x, w, bias, act, y, M, N, K, path == CLF__R16_FLOAT, event);

@@ -332,20 +332,26 @@ clf_status clf__run_kq(clf_context *ctx, const clf__plan *p, const clf_tensor *x
                        const clf_tensor *bias, clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K,
                        cl_event *event);
 void clf__linear_type_opts(clf_dtype dt, char *buf, size_t len);
-/* Q4_1, Q5_0, Q5_1, Q8_0, Q4_K and Q6_K weights in the 16-row interleave
- * (linear_r16.c): whether
- * a loader should repack a [rows, in] linear weight of type dt for ctx
- * ($CLFORMER_ROWS16, else on a CPU device for the blocks of 32; rows a
- * multiple of 16, in of the type's block: Q4_K and Q6_K too, 256); the
- * repacking of GGUF's blocks into it (out as long as the blocks) and back;
+/* Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K and Q6_K weights in the 16-row
+ * interleave (linear_r16.c): whether a loader should repack a [rows, in]
+ * linear weight of type dt for ctx ($CLFORMER_ROWS16, else on a CPU
+ * device for the blocks of 32; in a multiple of the type's block, Q4_K and
+ * Q6_K's 256; any rows, the last group padded with zero rows); the bytes
+ * of the repacked weight (the padding included); the repacking of GGUF's
+ * blocks into it (out clf__r16_bytes long) and back (blocks as long as the
+ * rows'); a tensor of such bytes (its shape [rows, in], its buffer the
+ * padded size, r16 set);
  * the variant name of M rows ("linear.skinny_r16 q4_1 MMAX=1 TL=8", exact:
  * "linear.skinny_r16f ..."; 0 past CLF__SKINNY_MAX_M or for another type,
  * and for the integer kernel's other than Q4_1 and Q8_0);
  * and clf_linear's product over such a weight (w->r16) on the path
  * clf__r16_path picked (its plan's kind). */
 int clf__r16_wanted(const clf_context *ctx, clf_dtype dt, size_t rows, size_t in);
+size_t clf__r16_bytes(clf_dtype dt, size_t rows, size_t in);
 void clf__r16_pack(clf_dtype dt, const unsigned char *blocks, size_t rows, size_t in, unsigned char *out);
 void clf__r16_unpack(clf_dtype dt, const unsigned char *in16, size_t rows, size_t in, unsigned char *blocks);
+clf_status clf__r16_tensor(clf_context *ctx, clf_dtype dt, size_t rows, size_t in, const unsigned char *packed,
+                           clf_tensor **out);
 int clf__r16_variant(clf_dtype dt, size_t M, int exact, char *buf, size_t len);
 clf_status clf__r16_linear(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, const clf_tensor *bias,
                            clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K, int path,
