@@ -21,7 +21,7 @@ for every weight type.  Per weight type against clformer's f32 embedding:
     under these weights is the one nearest under f32 (the fraction; where
     some differ, the largest f32 margin, top-1 minus top-2 cosine, among
     the sentences that changed);
-  - |d cos|: the mean (and max) absolute change of the pairwise cosine
+  - abs d cos: the mean (and max) absolute change of the pairwise cosine
     matrix (off the diagonal).
 
 Also printed: linear b/w, the mean bits a weight over the encoder's 36
@@ -500,7 +500,7 @@ def main():
         print("no libggml-base.so: the isolation rows are skipped")
     print()
     hdr = ["device", "weights", "what is quantized", "linear b/w", "weight MB", "cos vs f32 mean", "min",
-           "NN agree", "mean |d cos|", "max |d cos|"]
+           "NN agree", "mean abs d cos", "max abs d cos"]
     lines = []
     for dev, rows in results.items():
         for name, what, bpw, nbytes, c in rows:
