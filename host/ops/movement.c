@@ -346,9 +346,9 @@ clf_status clf_split_heads_rope(clf_context *ctx, const clf_tensor *x, size_t co
                      CLF__ARG(h32), CLF__ARG(l32), CLF__ARG(cap), CLF__ARG(half), CLF__ARG(dst), CLF__ARG(scale),
                      CLF__ARG(rot));
   if (st != CLF_OK) return st;
-  /* Dim 0 walks half a head (a rotated pair or two copied columns), dim 1
-   * the positions, dim 2 (batch, head). */
-  size_t global[3] = {Dh / 2, L, B * H}, local[3] = {0, 0, 1};
+  /* Dim 0 walks half a head (a rotated pair or two copied columns, in
+   * every head), dim 1 the positions, dim 2 the batch. */
+  size_t global[3] = {Dh / 2, L, B}, local[3] = {0, 0, 1};
   clf__rows_local(ctx, k, Dh / 2, local);
   return clf__launch(ctx, k, 3, global, local, event);
 }
