@@ -609,7 +609,8 @@ END_TEST
  * interleave (linear_r16.c), 40 rows (two groups and one of 8, padded
  * with zero rows that no output is written of): the packing round-trips;
  * 1 to 33 rows (each MMAX build, every activation) on the path
- * clf__r16_path picks: skinny_r16f (in launches of 8; the default)
+ * clf__r16_path picks: skinny_r16f (in launches of 8; on a CPU the
+ * default at every row count)
  * against the exact product at the float path's tolerance, skinny_r16
  * (8 rows with $CLFORMER_SKINNY_INT=1) against the quantized-x reference
  * at skinny_int's, 1e-5; 33 rows past the skinny path's
@@ -659,6 +660,7 @@ START_TEST(r16_matches_reference) {
   if (th_ctx->caps.is_cpu) { /* the float path unless the integer one is asked for */
     ck_assert_int_eq(clf__r16_path(th_ctx, dt, 1), CLF__R16_FLOAT);
     ck_assert_int_eq(clf__r16_path(th_ctx, dt, 33), CLF__R16_FLOAT);
+    ck_assert_int_eq(clf__r16_path(th_ctx, dt, 4096), CLF__R16_FLOAT); /* at every row count */
   }
   env_set("CLFORMER_SKINNY_INT", "1"); /* the integer path up to 8 rows, where the type has it */
   ck_assert_int_eq(clf__r16_path(th_ctx, dt, 8), has_int ? CLF__R16_INT : CLF__R16_FLOAT);

@@ -172,7 +172,6 @@ static clf_status r16_expand(clf_context *ctx, const clf_tensor *w, size_t N, si
 
 int clf__r16_path(clf_context *ctx, clf_dtype dt, size_t M) {
   char name[96], fname[96];
-  const char *why;
   const size_t m = M < CLF__SKINNY_MAX_M ? M : CLF__SKINNY_MAX_M;
   if (!clf__r16_variant(dt, m, 1, fname, sizeof fname)) return CLF__R16_GEMM;
   const int has_int = clf__r16_variant(dt, m, 0, name, sizeof name);
@@ -186,8 +185,13 @@ int clf__r16_path(clf_context *ctx, clf_dtype dt, size_t M) {
   int dot = 0;
   if (has_int && M <= CLF__SKINNY_MAX_M && clf__skinny_int_wanted(ctx, M, &dot) && !clf_variant_disabled(ctx, name))
     return CLF__R16_INT;
-  if ((M <= CLF__SKINNY_MAX_M || M <= clf__skinny_max_rows(ctx, dt, 0, &why)) && !clf_variant_disabled(ctx, fname))
-    return CLF__R16_FLOAT;
+  /* the float path at every row count on a CPU, unless $CLFORMER_SKINNY_ROWS
+   * caps it: against expand_r16 and CLBlast it prefilled SmolLM2 Q4_1 2.4x
+   * as fast on PoCL and 1.6x on Intel's runtime at 200 rows, 2.4x and 1.4x
+   * at 512, 2.3x and 1.6x at 1024 (docs/performance.md); the profile's
+   * Rows line was measured for the kernels over the file's layout */
+  const size_t most = ctx->caps.is_cpu && !ctx->env.skinny_rows ? (size_t)-1 : clf__skinny_max_rows(ctx, dt, 0, NULL);
+  if ((M <= CLF__SKINNY_MAX_M || M <= most) && !clf_variant_disabled(ctx, fname)) return CLF__R16_FLOAT;
   return CLF__R16_GEMM; /* expand_r16 and CLBlast */
 }
 

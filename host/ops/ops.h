@@ -360,9 +360,10 @@ clf_status clf__r16_linear(clf_context *ctx, const clf_tensor *x, const clf_tens
  * (integer, over x's 8-bit blocks) where the integer path is asked for
  * (clf__skinny_int_wanted: $CLFORMER_SKINNY_INT, the profile's int=R),
  * else skinny_r16f (the float path, in launches of up to
- * CLF__SKINNY_MAX_M rows) up to the skinny path's most rows, else
- * expand_r16 and CLBlast; a variant that failed self-validation is passed
- * over. */
+ * CLF__SKINNY_MAX_M rows): on a CPU at every row count unless
+ * $CLFORMER_SKINNY_ROWS caps it, elsewhere up to the skinny path's most
+ * rows; past that expand_r16 and CLBlast; a variant that failed
+ * self-validation is passed over. */
 enum { CLF__R16_INT, CLF__R16_FLOAT, CLF__R16_GEMM };
 int clf__r16_path(clf_context *ctx, clf_dtype dt, size_t M);
 clf_status clf__linear_x_q8(clf_context *ctx, const clf_tensor *x, size_t M, size_t K, const char *opts, cl_mem *xq,
