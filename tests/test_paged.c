@@ -103,8 +103,7 @@ static void run_case(const pcase *c, uint32_t seed) {
   clf_tensor *kp = th_tensor(pdt, 4, TH_SHAPE(NB, Hkv, BS, Dh), zero);
   clf_tensor *vp = th_tensor(pdt, 4, TH_SHAPE(NB, Hkv, BS, Dh), zero);
   clf__paged_meta pm = {tm, 0, all, 2 * all, 3 * all, all, S, maxb, BS};
-  TH_OK(clf__kv_scatter(th_ctx, ks, &pm, kp));
-  TH_OK(clf__kv_scatter(th_ctx, vs, &pm, vp));
+  TH_OK(clf__kv_scatter(th_ctx, ks, vs, &pm, kp, vp));
   /* The pool holds each key where the table says. */
   void *pool = th_download(kp);
   for (size_t s = 0; s < S; s++)
@@ -240,9 +239,12 @@ START_TEST(paged_bad_arguments) {
   TH_FAILS(clf__paged_attention(th_ctx, q2, vi, vi, &pm, 0, 1.0f, 0.0f, out2), CLF_E_DTYPE, "expected f32 or f16");
   TH_FAILS(clf__paged_attention(th_ctx, q2, kp, kp, &pm, 0, 1.0f, -1.0f, out2), CLF_E_INVALID_ARG,
            "softcap is -1, must be finite and not negative");
-  clf_tensor_destroy(vh), clf_tensor_destroy(vi);
   clf_tensor *src = th_empty(CLF_F32, 4, TH_SHAPE(1, 2, 3, 8));
-  TH_FAILS(clf__kv_scatter(th_ctx, src, &pm, kp), CLF_E_SHAPE, "src");
+  TH_FAILS(clf__kv_scatter(th_ctx, src, src, &pm, kp, kp), CLF_E_SHAPE, "clf__kv_scatter: k");
+  clf_tensor *k2 = th_empty(CLF_F32, 4, TH_SHAPE(1, 2, 2, 8)), *v1 = th_empty(CLF_F32, 4, TH_SHAPE(1, 1, 2, 8));
+  TH_FAILS(clf__kv_scatter(th_ctx, k2, v1, &pm, kp, kp), CLF_E_SHAPE, "clf__kv_scatter: v");
+  TH_FAILS(clf__kv_scatter(th_ctx, k2, k2, &pm, kp, vh), CLF_E_DTYPE, "kpool is f32 and vpool f16");
+  clf_tensor_destroy(k2), clf_tensor_destroy(v1), clf_tensor_destroy(vh), clf_tensor_destroy(vi);
   clf_tensor_destroy(tm), clf_tensor_destroy(q), clf_tensor_destroy(kp), clf_tensor_destroy(out);
   clf_tensor_destroy(q2), clf_tensor_destroy(out2), clf_tensor_destroy(src);
 }

@@ -76,8 +76,7 @@ static clf_status attn_paged(clf_context *ctx, const clf__attn *a, const clf_ten
       (st = clf__ws_get(ctx, ws, CLF__WS_V, CLF_F32, 4, (size_t[]){1, Hkv, T, Dh}, &v)) != CLF_OK ||
       (st = heads(ctx, proj, 0, 0, rot, q)) != CLF_OK || (st = heads(ctx, proj, Q, 0, rot, k)) != CLF_OK ||
       (st = clf_split_heads(ctx, proj, Q + KV, 0, v, NULL)) != CLF_OK ||
-      (st = clf__kv_scatter(ctx, k, kv->paged, kv->k)) != CLF_OK ||
-      (st = clf__kv_scatter(ctx, v, kv->paged, kv->v)) != CLF_OK ||
+      (st = clf__kv_scatter(ctx, k, v, kv->paged, kv->k, kv->v)) != CLF_OK ||
       (st = clf__paged_attention(ctx, q, kv->k, kv->v, kv->paged, mask ? mask->window : 0, a->scale,
                                   mask ? mask->softcap : 0.0f, ctxm)) !=
           CLF_OK)

@@ -80,9 +80,12 @@ typedef struct clf__paged_meta {
   size_t T, S, max_blocks, block;
 } clf__paged_meta;
 
-/* pool[slot[t]][h] = src[0, h, t, :]: the step's keys (or values)
- * src [1, Hkv, T, Dh], split and rotated, into pool [NB, Hkv, block, Dh]. */
-clf_status clf__kv_scatter(clf_context *ctx, const clf_tensor *src, const clf__paged_meta *pm, clf_tensor *pool);
+/* kpool[slot[t]][h] = ks[0, h, t, :] and vpool[slot[t]][h] = vs[0, h, t,
+ * :]: the step's keys and values ks, vs [1, Hkv, T, Dh], split (the keys
+ * rotated), into kpool, vpool [NB, Hkv, block, Dh] (both f32 or both
+ * f16), in one launch. */
+clf_status clf__kv_scatter(clf_context *ctx, const clf_tensor *ks, const clf_tensor *vs, const clf__paged_meta *pm,
+                           clf_tensor *kpool, clf_tensor *vpool);
 
 /* out [1, T, H Dh] (heads merged) = softmax(cap(scale q k^T)) v for q
  * [1, H, T, Dh], each row over its sequence's positions 0..pos[t] (the

@@ -44,26 +44,40 @@ static clf_status check_pool(clf_context *ctx, const char *op, const char *arg, 
   return clf__check_fits_u32(ctx, op, arg, pool);
 }
 
-clf_status clf__kv_scatter(clf_context *ctx, const clf_tensor *src, const clf__paged_meta *pm, clf_tensor *pool) {
+clf_status clf__kv_scatter(clf_context *ctx, const clf_tensor *ks, const clf_tensor *vs, const clf__paged_meta *pm,
+                           clf_tensor *kpool, clf_tensor *vpool) {
   static const char op[] = "clf__kv_scatter";
   clf_status st;
-  if ((st = clf__check_tensor(ctx, op, "src", src, CLF_F32, 4, 4)) != CLF_OK ||
-      (st = clf__check_dim(ctx, op, "src", src, 0, 1)) != CLF_OK ||
-      (st = clf__check_dim(ctx, op, "src", src, 2, pm->T)) != CLF_OK ||
-      (st = clf__check_fits_u32(ctx, op, "src", src)) != CLF_OK || (st = check_meta(ctx, op, pm)) != CLF_OK)
+  const clf_tensor *src[2] = {ks, vs};
+  const char *name[2] = {"k", "v"};
+  for (int i = 0; i < 2; i++)
+    if ((st = clf__check_tensor(ctx, op, name[i], src[i], CLF_F32, 4, 4)) != CLF_OK ||
+        (st = clf__check_dim(ctx, op, name[i], src[i], 0, 1)) != CLF_OK ||
+        (st = clf__check_dim(ctx, op, name[i], src[i], 2, pm->T)) != CLF_OK ||
+        (i == 1 && ((st = clf__check_dim(ctx, op, "v", vs, 1, ks->shape[1])) != CLF_OK ||
+                    (st = clf__check_dim(ctx, op, "v", vs, 3, ks->shape[3])) != CLF_OK)) ||
+        (st = clf__check_fits_u32(ctx, op, name[i], src[i])) != CLF_OK)
+      return st;
+  if ((st = check_meta(ctx, op, pm)) != CLF_OK) return st;
+  const size_t Hkv = ks->shape[1], Dh = ks->shape[3];
+  if ((st = check_pool(ctx, op, "kpool", kpool, Hkv, Dh, pm)) != CLF_OK ||
+      (st = check_pool(ctx, op, "vpool", vpool, Hkv, Dh, pm)) != CLF_OK)
     return st;
-  const size_t Hkv = src->shape[1], Dh = src->shape[3];
-  if ((st = check_pool(ctx, op, "pool", pool, Hkv, Dh, pm)) != CLF_OK) return st;
+  if (vpool->dtype != kpool->dtype)
+    return clf__fail(ctx, CLF_E_DTYPE, "%s: kpool is %s and vpool %s", op, clf_dtype_name(kpool->dtype),
+                     clf_dtype_name(vpool->dtype));
   if (pm->T == 0 || Hkv == 0 || Dh == 0) return CLF_OK;
   clf__kernel *k;
-  if ((st = clf__get_kernel(ctx, "paged", pool->dtype == CLF_F16 ? "-DKV_HALF=1" : NULL, "kv_scatter", &k)) != CLF_OK)
+  if ((st = clf__get_kernel(ctx, "paged", kpool->dtype == CLF_F16 ? "-DKV_HALF=1" : NULL, "kv_scatter", &k)) !=
+      CLF_OK)
     return st;
   const cl_uint slot = (cl_uint)(pm->meta->offset + pm->slot), T = (cl_uint)pm->T, H = (cl_uint)Hkv,
                 D = (cl_uint)Dh, BS = (cl_uint)pm->block;
-  if ((st = clf__set_args(ctx, k, 10, CLF__TARG(src), CLF__ARG(pm->meta->buf), CLF__ARG(slot), CLF__TARG(pool),
-                          CLF__ARG(T), CLF__ARG(H), CLF__ARG(D), CLF__ARG(BS))) != CLF_OK)
+  if ((st = clf__set_args(ctx, k, 14, CLF__TARG(ks), CLF__TARG(vs), CLF__ARG(pm->meta->buf), CLF__ARG(slot),
+                          CLF__TARG(kpool), CLF__TARG(vpool), CLF__ARG(T), CLF__ARG(H), CLF__ARG(D), CLF__ARG(BS))) !=
+      CLF_OK)
     return st;
-  const size_t wg = clf__wg_1d(ctx, k, 16), global[2] = {(pm->T + wg - 1) / wg * wg, Hkv}, local[2] = {wg, 1};
+  const size_t wg = clf__wg_1d(ctx, k, 16), global[2] = {(pm->T + wg - 1) / wg * wg, 2 * Hkv}, local[2] = {wg, 1};
   return clf__launch(ctx, k, 2, global, local, NULL);
 }
 
