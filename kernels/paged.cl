@@ -35,12 +35,13 @@
 #define KV_STORE(p, i, v) ((p)[i] = (v))
 #endif
 
-/* kpool[slot[t]] = ks[h, t, :] and vpool[slot[t]] = vs[h, t, :] for
- * every row t and KV head h: the step's new keys and values [Hkv, T, Dh],
- * already split (and the keys rotated), into their blocks, in one launch.
- * One work-item per (t, h) row of Dh, h < Hkv the keys', the rest the
- * values'. */
-__kernel void kv_scatter(__global const float *ks, uint ks_off, __global const float *vs, uint vs_off,
+/* kpool[slot[t]] = ks[h, t, :] and vpool[slot[t]] = the values of head
+ * h in row t of the projection, for every row t and KV head h: the step's
+ * new keys [Hkv, T, Dh], already split and rotated, and its values read
+ * where the projection holds them (row t at vs_off + t * vs_row, head h
+ * Dh further on), into their blocks, in one launch.  One work-item per
+ * (t, h) row of Dh, h < Hkv the keys', the rest the values'. */
+__kernel void kv_scatter(__global const float *ks, uint ks_off, __global const float *vs, uint vs_off, uint vs_row,
                          __global const long *meta, uint slot_off, __global KV_T *kpool, uint kp_off,
                          __global KV_T *vpool, uint vp_off, uint T, uint Hkv, uint Dh, uint BS) {
   const uint t = get_global_id(0), hv = get_global_id(1);
@@ -48,10 +49,9 @@ __kernel void kv_scatter(__global const float *ks, uint ks_off, __global const f
   const uint h = hv < Hkv ? hv : hv - Hkv;
   const ulong slot = (ulong)meta[slot_off + t];
   const ulong blk = slot / BS, off = slot - blk * BS;
-  __global const float *s = hv < Hkv ? ks + ks_off : vs + vs_off;
-  __global KV_T *d = hv < Hkv ? kpool + kp_off : vpool + vp_off;
-  s += ((ulong)h * T + t) * Dh;
-  d += ((blk * Hkv + h) * BS + off) * Dh;
+  __global const float *s = hv < Hkv ? ks + ks_off + ((ulong)h * T + t) * Dh
+                                     : vs + vs_off + (ulong)t * vs_row + (ulong)h * Dh;
+  __global KV_T *d = (hv < Hkv ? kpool + kp_off : vpool + vp_off) + ((blk * Hkv + h) * BS + off) * Dh;
   for (uint i = 0; i < Dh; i++) KV_STORE(d, i, s[i]);
 }
 

@@ -80,7 +80,10 @@ static void run_case(const pcase *c, uint32_t seed) {
   /* Step 1: every held position scattered (rows of all sequences). */
   const size_t meta_n = 3 * all + S * maxb;
   int64_t *meta = malloc(meta_n * sizeof *meta);
-  float *src = malloc(2 * Hkv * all * Dh * sizeof *src);
+  /* keys split [Hkv, all, Dh]; values as a projection's rows hold them,
+   * from column 3 of C */
+  const size_t C = Hkv * Dh + 5;
+  float *src = malloc(Hkv * all * Dh * sizeof *src), *vrows = calloc(all * C, sizeof *vrows);
   size_t r = 0;
   for (size_t s = 0; s < S; s++)
     for (size_t p = 0; p < c->len[s]; p++, r++) {
@@ -89,21 +92,20 @@ static void run_case(const pcase *c, uint32_t seed) {
       for (size_t h = 0; h < Hkv; h++)
         for (size_t i = 0; i < Dh; i++) {
           src[(h * all + r) * Dh + i] = K[s][(h * 1024 + p) * Dh + i];
-          src[Hkv * all * Dh + (h * all + r) * Dh + i] = V[s][(h * 1024 + p) * Dh + i];
+          vrows[r * C + 3 + h * Dh + i] = V[s][(h * 1024 + p) * Dh + i];
         }
     }
   memcpy(meta + 3 * all, table, S * maxb * sizeof *table);
   clf_tensor *tm = th_tensor(CLF_I64, 1, TH_SHAPE(meta_n), meta);
-  clf_tensor *tsrc = th_tensor(CLF_F32, 4, TH_SHAPE(2, Hkv, all, Dh), src), *ks, *vs;
-  TH_OK(clf_tensor_view(tsrc, 0, 4, TH_SHAPE(1, Hkv, all, Dh), &ks));
-  TH_OK(clf_tensor_view(tsrc, Hkv * all * Dh, 4, TH_SHAPE(1, Hkv, all, Dh), &vs));
+  clf_tensor *ks = th_tensor(CLF_F32, 4, TH_SHAPE(1, Hkv, all, Dh), src);
+  clf_tensor *vs = th_tensor(CLF_F32, 3, TH_SHAPE(1, all, C), vrows);
   /* The pools start as a full upload (Oclgrind tracks what was written). */
   float *zero = calloc(NB * Hkv * BS * Dh + 1, sizeof *zero);
   const clf_dtype pdt = c->half ? CLF_F16 : CLF_F32;
   clf_tensor *kp = th_tensor(pdt, 4, TH_SHAPE(NB, Hkv, BS, Dh), zero);
   clf_tensor *vp = th_tensor(pdt, 4, TH_SHAPE(NB, Hkv, BS, Dh), zero);
   clf__paged_meta pm = {tm, 0, all, 2 * all, 3 * all, all, S, maxb, BS};
-  TH_OK(clf__kv_scatter(th_ctx, ks, vs, &pm, kp, vp));
+  TH_OK(clf__kv_scatter(th_ctx, ks, vs, 3, &pm, kp, vp));
   /* The pool holds each key where the table says. */
   void *pool = th_download(kp);
   for (size_t s = 0; s < S; s++)
@@ -141,9 +143,9 @@ static void run_case(const pcase *c, uint32_t seed) {
   float *got = th_download(to);
   TH_CLOSE(got, ref, T * H * Dh, 1e-5);
 
-  free(got), free(ref), free(q), free(meta2), free(meta), free(src), free(zero), free(table), free(perm);
+  free(got), free(ref), free(q), free(meta2), free(meta), free(src), free(vrows), free(zero), free(table), free(perm);
   for (size_t s = 0; s < S; s++) free(K[s]), free(V[s]);
-  clf_tensor_destroy(tm), clf_tensor_destroy(tm2), clf_tensor_destroy(tsrc), clf_tensor_destroy(ks);
+  clf_tensor_destroy(tm), clf_tensor_destroy(tm2), clf_tensor_destroy(ks);
   clf_tensor_destroy(vs), clf_tensor_destroy(kp), clf_tensor_destroy(vp), clf_tensor_destroy(tq);
   clf_tensor_destroy(to);
 }
@@ -240,11 +242,12 @@ START_TEST(paged_bad_arguments) {
   TH_FAILS(clf__paged_attention(th_ctx, q2, kp, kp, &pm, 0, 1.0f, -1.0f, out2), CLF_E_INVALID_ARG,
            "softcap is -1, must be finite and not negative");
   clf_tensor *src = th_empty(CLF_F32, 4, TH_SHAPE(1, 2, 3, 8));
-  TH_FAILS(clf__kv_scatter(th_ctx, src, src, &pm, kp, kp), CLF_E_SHAPE, "clf__kv_scatter: k");
-  clf_tensor *k2 = th_empty(CLF_F32, 4, TH_SHAPE(1, 2, 2, 8)), *v1 = th_empty(CLF_F32, 4, TH_SHAPE(1, 1, 2, 8));
-  TH_FAILS(clf__kv_scatter(th_ctx, k2, v1, &pm, kp, kp), CLF_E_SHAPE, "clf__kv_scatter: v");
-  TH_FAILS(clf__kv_scatter(th_ctx, k2, k2, &pm, kp, vh), CLF_E_DTYPE, "kpool is f32 and vpool f16");
-  clf_tensor_destroy(k2), clf_tensor_destroy(v1), clf_tensor_destroy(vh), clf_tensor_destroy(vi);
+  clf_tensor *k2 = th_empty(CLF_F32, 4, TH_SHAPE(1, 2, 2, 8)), *rows = th_empty(CLF_F32, 3, TH_SHAPE(1, 2, 20));
+  TH_FAILS(clf__kv_scatter(th_ctx, src, rows, 0, &pm, kp, kp), CLF_E_SHAPE, "clf__kv_scatter: k");
+  TH_FAILS(clf__kv_scatter(th_ctx, k2, rows, 5, &pm, kp, kp), CLF_E_SHAPE,
+           "the values' 16 columns from column 5 do not fit proj's 20");
+  TH_FAILS(clf__kv_scatter(th_ctx, k2, rows, 4, &pm, kp, vh), CLF_E_DTYPE, "kpool is f32 and vpool f16");
+  clf_tensor_destroy(k2), clf_tensor_destroy(rows), clf_tensor_destroy(vh), clf_tensor_destroy(vi);
   clf_tensor_destroy(tm), clf_tensor_destroy(q), clf_tensor_destroy(kp), clf_tensor_destroy(out);
   clf_tensor_destroy(q2), clf_tensor_destroy(out2), clf_tensor_destroy(src);
 }

@@ -61,22 +61,20 @@ static clf_status attn_out(clf_context *ctx, const clf__attn *a, const clf_tenso
 }
 
 /* Self-attention over a paged cache from the projection proj [1, T,
- * Q + 2 KV] of the step's rows: q, k (rotated) and v split into the
- * workspace, k and v scattered into their blocks, then each row's
- * attention over its own sequence. */
+ * Q + 2 KV] of the step's rows: q and k (rotated) split into the
+ * workspace, k and v (from proj) scattered into their blocks, then each
+ * row's attention over its own sequence. */
 static clf_status attn_paged(clf_context *ctx, const clf__attn *a, const clf_tensor *proj, const clf__kv *kv,
                              const clf_attention_mask *mask, const clf__rotary *rot, clf__ws *ws, clf_tensor *ctxm,
                              clf_tensor *y, const clf_tensor **out_bias) {
   const size_t T = proj->shape[1], H = a->heads, Hkv = a->kv_heads ? a->kv_heads : H, Dh = a->dh;
   const size_t Q = H * Dh, KV = Hkv * Dh;
-  clf_tensor *q, *k, *v;
+  clf_tensor *q, *k;
   clf_status st;
   if ((st = clf__ws_get(ctx, ws, CLF__WS_Q, CLF_F32, 4, (size_t[]){1, H, T, Dh}, &q)) != CLF_OK ||
       (st = clf__ws_get(ctx, ws, CLF__WS_K, CLF_F32, 4, (size_t[]){1, Hkv, T, Dh}, &k)) != CLF_OK ||
-      (st = clf__ws_get(ctx, ws, CLF__WS_V, CLF_F32, 4, (size_t[]){1, Hkv, T, Dh}, &v)) != CLF_OK ||
       (st = heads(ctx, proj, 0, 0, rot, q)) != CLF_OK || (st = heads(ctx, proj, Q, 0, rot, k)) != CLF_OK ||
-      (st = clf_split_heads(ctx, proj, Q + KV, 0, v, NULL)) != CLF_OK ||
-      (st = clf__kv_scatter(ctx, k, v, kv->paged, kv->k, kv->v)) != CLF_OK ||
+      (st = clf__kv_scatter(ctx, k, proj, Q + KV, kv->paged, kv->k, kv->v)) != CLF_OK ||
       (st = clf__paged_attention(ctx, q, kv->k, kv->v, kv->paged, mask ? mask->window : 0, a->scale,
                                   mask ? mask->softcap : 0.0f, ctxm)) !=
           CLF_OK)

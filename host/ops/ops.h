@@ -80,12 +80,13 @@ typedef struct clf__paged_meta {
   size_t T, S, max_blocks, block;
 } clf__paged_meta;
 
-/* kpool[slot[t]][h] = ks[0, h, t, :] and vpool[slot[t]][h] = vs[0, h, t,
- * :]: the step's keys and values ks, vs [1, Hkv, T, Dh], split (the keys
- * rotated), into kpool, vpool [NB, Hkv, block, Dh] (both f32 or both
- * f16), in one launch. */
-clf_status clf__kv_scatter(clf_context *ctx, const clf_tensor *ks, const clf_tensor *vs, const clf__paged_meta *pm,
-                           clf_tensor *kpool, clf_tensor *vpool);
+/* kpool[slot[t]][h] = ks[0, h, t, :] and vpool[slot[t]][h] =
+ * proj[0, t, v_col + h Dh ..]: the step's keys ks [1, Hkv, T, Dh], split
+ * and rotated, and its values where the projection proj [1, T, C] holds
+ * them (Hkv Dh columns from v_col), into kpool, vpool [NB, Hkv, block,
+ * Dh] (both f32 or both f16), in one launch. */
+clf_status clf__kv_scatter(clf_context *ctx, const clf_tensor *ks, const clf_tensor *proj, size_t v_col,
+                           const clf__paged_meta *pm, clf_tensor *kpool, clf_tensor *vpool);
 
 /* out [1, T, H Dh] (heads merged) = softmax(cap(scale q k^T)) v for q
  * [1, H, T, Dh], each row over its sequence's positions 0..pos[t] (the

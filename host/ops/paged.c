@@ -44,22 +44,23 @@ static clf_status check_pool(clf_context *ctx, const char *op, const char *arg, 
   return clf__check_fits_u32(ctx, op, arg, pool);
 }
 
-clf_status clf__kv_scatter(clf_context *ctx, const clf_tensor *ks, const clf_tensor *vs, const clf__paged_meta *pm,
-                           clf_tensor *kpool, clf_tensor *vpool) {
+clf_status clf__kv_scatter(clf_context *ctx, const clf_tensor *ks, const clf_tensor *proj, size_t v_col,
+                           const clf__paged_meta *pm, clf_tensor *kpool, clf_tensor *vpool) {
   static const char op[] = "clf__kv_scatter";
   clf_status st;
-  const clf_tensor *src[2] = {ks, vs};
-  const char *name[2] = {"k", "v"};
-  for (int i = 0; i < 2; i++)
-    if ((st = clf__check_tensor(ctx, op, name[i], src[i], CLF_F32, 4, 4)) != CLF_OK ||
-        (st = clf__check_dim(ctx, op, name[i], src[i], 0, 1)) != CLF_OK ||
-        (st = clf__check_dim(ctx, op, name[i], src[i], 2, pm->T)) != CLF_OK ||
-        (i == 1 && ((st = clf__check_dim(ctx, op, "v", vs, 1, ks->shape[1])) != CLF_OK ||
-                    (st = clf__check_dim(ctx, op, "v", vs, 3, ks->shape[3])) != CLF_OK)) ||
-        (st = clf__check_fits_u32(ctx, op, name[i], src[i])) != CLF_OK)
-      return st;
-  if ((st = check_meta(ctx, op, pm)) != CLF_OK) return st;
-  const size_t Hkv = ks->shape[1], Dh = ks->shape[3];
+  if ((st = clf__check_tensor(ctx, op, "k", ks, CLF_F32, 4, 4)) != CLF_OK ||
+      (st = clf__check_dim(ctx, op, "k", ks, 0, 1)) != CLF_OK ||
+      (st = clf__check_dim(ctx, op, "k", ks, 2, pm->T)) != CLF_OK ||
+      (st = clf__check_fits_u32(ctx, op, "k", ks)) != CLF_OK ||
+      (st = clf__check_tensor(ctx, op, "proj", proj, CLF_F32, 3, 3)) != CLF_OK ||
+      (st = clf__check_dim(ctx, op, "proj", proj, 0, 1)) != CLF_OK ||
+      (st = clf__check_dim(ctx, op, "proj", proj, 1, pm->T)) != CLF_OK ||
+      (st = clf__check_fits_u32(ctx, op, "proj", proj)) != CLF_OK || (st = check_meta(ctx, op, pm)) != CLF_OK)
+    return st;
+  const size_t Hkv = ks->shape[1], Dh = ks->shape[3], C = proj->shape[2];
+  if (v_col > C || Hkv * Dh > C - v_col)
+    return clf__fail(ctx, CLF_E_SHAPE, "%s: the values' %zu columns from column %zu do not fit proj's %zu", op,
+                     Hkv * Dh, v_col, C);
   if ((st = check_pool(ctx, op, "kpool", kpool, Hkv, Dh, pm)) != CLF_OK ||
       (st = check_pool(ctx, op, "vpool", vpool, Hkv, Dh, pm)) != CLF_OK)
     return st;
@@ -71,11 +72,12 @@ clf_status clf__kv_scatter(clf_context *ctx, const clf_tensor *ks, const clf_ten
   if ((st = clf__get_kernel(ctx, "paged", kpool->dtype == CLF_F16 ? "-DKV_HALF=1" : NULL, "kv_scatter", &k)) !=
       CLF_OK)
     return st;
+  const cl_uint v_off = (cl_uint)(proj->offset + v_col), row = (cl_uint)C;
   const cl_uint slot = (cl_uint)(pm->meta->offset + pm->slot), T = (cl_uint)pm->T, H = (cl_uint)Hkv,
                 D = (cl_uint)Dh, BS = (cl_uint)pm->block;
-  if ((st = clf__set_args(ctx, k, 14, CLF__TARG(ks), CLF__TARG(vs), CLF__ARG(pm->meta->buf), CLF__ARG(slot),
-                          CLF__TARG(kpool), CLF__TARG(vpool), CLF__ARG(T), CLF__ARG(H), CLF__ARG(D), CLF__ARG(BS))) !=
-      CLF_OK)
+  if ((st = clf__set_args(ctx, k, 15, CLF__TARG(ks), CLF__ARG(proj->buf), CLF__ARG(v_off), CLF__ARG(row),
+                          CLF__ARG(pm->meta->buf), CLF__ARG(slot), CLF__TARG(kpool), CLF__TARG(vpool), CLF__ARG(T),
+                          CLF__ARG(H), CLF__ARG(D), CLF__ARG(BS))) != CLF_OK)
     return st;
   const size_t wg = clf__wg_1d(ctx, k, 16), global[2] = {(pm->T + wg - 1) / wg * wg, 2 * Hkv}, local[2] = {wg, 1};
   return clf__launch(ctx, k, 2, global, local, NULL);
