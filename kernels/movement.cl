@@ -121,35 +121,40 @@ __kernel void permute_tiled(__global const CLF_ELEM *x, uint x_off,
  *   y[b, h, dst + l, j]        = x[b, l, h*Dh + j] * c - x[.. + rh + j] * s
  *   y[b, h, dst + l, j + rh]   = x[.. + rh + j] * c + x[b, l, h*Dh + j] * s
  * and the columns from 2 * rh on copied as they are (two per work item
- * j >= rh).  cos and sin are the accurate built-ins (large angles must
- * match torch's float32 results), taken once for all H heads: a work item
- * walks the heads of its (j, l, b), whose angle is the same (per head,
- * the built-ins were a tenth of a prefill's device time on PoCL).
+ * j >= rh); and the H2 heads after those columns into y2 [B, H2, Lcap,
+ * 2 * half_dh] alike (a layer's keys after its queries: one launch for
+ * both; H2 0: none).  cos and sin are the accurate built-ins (large
+ * angles must match torch's float32 results), taken once for all heads: a
+ * work item walks the heads of its (j, l, b), whose angle is the same (per
+ * head, the built-ins were a tenth of a prefill's device time on PoCL).
  * Range: (j < half_dh, l, b). */
 __kernel void rope_split(__global const float *x, uint x_off,
                          __global const CLF_IDX_T *pos, uint pos_off,
                          __global const float *inv_freq, uint f_off,
-                         __global float *y, uint y_off,
+                         __global float *y, uint y_off, __global float *y2, uint y2_off, uint H2,
                          uint C, uint H, uint L, uint Lcap, uint half_dh, uint dst, float scale, uint rh) {
   const uint j = get_global_id(0), l = get_global_id(1), b = get_global_id(2);
   if (j >= half_dh || l >= L) return;
   const uint dh = 2 * half_dh;
   __global const float *xr = x + x_off + ((size_t)b * L + l) * C;
   __global float *yr = y + y_off + ((size_t)b * H * Lcap + dst + l) * dh;
+  __global float *yr2 = y2 + y2_off + ((size_t)b * H2 * Lcap + dst + l) * dh;
   const size_t y_head = (size_t)Lcap * dh;
+#define ROPE_OUT(h) ((h) < H ? yr + (h) * y_head : yr2 + ((h) - H) * y_head)
   if (j >= rh) { /* the pass-through part */
     const uint c0 = 2 * j;
-    for (uint h = 0; h < H; h++) {
-      yr[h * y_head + c0] = xr[h * dh + c0];
-      yr[h * y_head + c0 + 1] = xr[h * dh + c0 + 1];
+    for (uint h = 0; h < H + H2; h++) {
+      ROPE_OUT(h)[c0] = xr[h * dh + c0];
+      ROPE_OUT(h)[c0 + 1] = xr[h * dh + c0 + 1];
     }
     return;
   }
   const float angle = (float)pos[pos_off + b * L + l] * inv_freq[f_off + j];
   const float c = cos(angle) * scale, s = sin(angle) * scale;
-  for (uint h = 0; h < H; h++) {
+  for (uint h = 0; h < H + H2; h++) {
     const float x1 = xr[h * dh + j], x2 = xr[h * dh + j + rh];
-    yr[h * y_head + j] = x1 * c - x2 * s;
-    yr[h * y_head + j + rh] = x2 * c + x1 * s;
+    ROPE_OUT(h)[j] = x1 * c - x2 * s;
+    ROPE_OUT(h)[j + rh] = x2 * c + x1 * s;
   }
+#undef ROPE_OUT
 }

@@ -449,6 +449,40 @@ START_TEST(rope_large_positions) {
 }
 END_TEST
 
+/* A layer's queries and keys in one launch (clf__split_heads_rope2, the
+ * paged attention's): the same bits as clf_split_heads_rope on each, with
+ * partial rotary, a batch of 2 and rows written at dst; y2 of another
+ * Lcap, or heads past x's columns, refused. */
+START_TEST(rope_qk_one_launch) {
+  const size_t B = 2, L = 5, H = 3, H2 = 2, Dh = 16, C = (H + H2 + 1) * Dh, Lcap = L + 3, dst = 2;
+  int64_t pos[B * L];
+  for (size_t i = 0; i < B * L; i++) pos[i] = (int64_t)(3 + 5 * i);
+  float *x = th_rand(B * L * C, 5, -1, 1), *f = rope_inv_freq(12, 10000.0);
+  clf_tensor *tx = th_tensor(CLF_F32, 3, TH_SHAPE(B, L, C), x), *tp = th_tensor(CLF_I64, 2, TH_SHAPE(B, L), pos);
+  clf_tensor *tf = th_tensor(CLF_F32, 1, TH_SHAPE(6), f); /* 12 of 16 rotated */
+  clf_tensor *y[4];
+  for (int i = 0; i < 4; i++) y[i] = th_empty(CLF_F32, 4, TH_SHAPE(B, i % 2 ? H2 : H, Lcap, Dh));
+  TH_OK(clf_split_heads_rope(th_ctx, tx, Dh, dst, tp, tf, 0.5f, y[0], NULL));
+  TH_OK(clf_split_heads_rope(th_ctx, tx, Dh + H * Dh, dst, tp, tf, 0.5f, y[1], NULL));
+  TH_OK(clf__split_heads_rope2(th_ctx, tx, Dh, dst, tp, tf, 0.5f, y[2], y[3], NULL));
+  for (int i = 0; i < 2; i++) {
+    float *a = th_download(y[i]), *b = th_download(y[i + 2]);
+    for (size_t r = 0; r < B * (i ? H2 : H) * Lcap; r++) /* the rows written */
+      if (r % Lcap >= dst && r % Lcap < dst + L)
+        ck_assert_msg(memcmp(a + r * Dh, b + r * Dh, Dh * sizeof *a) == 0, "y%d row %zu differs", i + 1, r);
+    free(a), free(b);
+  }
+  clf_tensor *short2 = th_empty(CLF_F32, 4, TH_SHAPE(B, H2, Lcap - 1, Dh));
+  TH_FAILS(clf__split_heads_rope2(th_ctx, tx, Dh, dst, tp, tf, 0.5f, y[2], short2, NULL), CLF_E_SHAPE,
+           "its Lcap and Dh must be y's");
+  TH_FAILS(clf__split_heads_rope2(th_ctx, tx, 2 * Dh, dst, tp, tf, 0.5f, y[2], y[3], NULL), CLF_E_INVALID_ARG,
+           "exceeds the 96 columns of x");
+  for (int i = 0; i < 4; i++) clf_tensor_destroy(y[i]);
+  clf_tensor_destroy(short2), clf_tensor_destroy(tx), clf_tensor_destroy(tp), clf_tensor_destroy(tf);
+  free(x), free(f);
+}
+END_TEST
+
 START_TEST(rope_matches_torch_float32) {
   /* x = [1, 1 | 0, 0] per head, so y = [cos, cos | sin, sin] of the angles
    * p * inv_freq, inv_freq = [1, 0.1].  Expected: torch 1.13's float32
@@ -656,6 +690,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, rope_split_qkv_and_cache);
   tcase_add_test(tc, rope_partial);
   tcase_add_test(tc, rope_large_positions);
+  tcase_add_test(tc, rope_qk_one_launch);
   tcase_add_test(tc, rope_matches_torch_float32);
   tcase_add_test(tc, rope_bad_arguments);
   suite_add_tcase(s, tc);

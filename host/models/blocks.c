@@ -72,12 +72,16 @@ static clf_status attn_paged(clf_context *ctx, const clf__attn *a, const clf_ten
   clf_tensor *q, *k;
   clf_status st;
   if ((st = clf__ws_get(ctx, ws, CLF__WS_Q, CLF_F32, 4, (size_t[]){1, H, T, Dh}, &q)) != CLF_OK ||
-      (st = clf__ws_get(ctx, ws, CLF__WS_K, CLF_F32, 4, (size_t[]){1, Hkv, T, Dh}, &k)) != CLF_OK ||
-      (st = heads(ctx, proj, 0, 0, rot, q)) != CLF_OK || (st = heads(ctx, proj, Q, 0, rot, k)) != CLF_OK ||
-      (st = clf__kv_scatter(ctx, k, proj, Q + KV, kv->paged, kv->k, kv->v)) != CLF_OK ||
+      (st = clf__ws_get(ctx, ws, CLF__WS_K, CLF_F32, 4, (size_t[]){1, Hkv, T, Dh}, &k)) != CLF_OK)
+    return st;
+  if (rot) /* q and k, whose columns follow q's, in one launch */
+    st = clf__split_heads_rope2(ctx, proj, 0, 0, rot->pos, rot->inv_freq, rot->scale > 0 ? rot->scale : 1.0f, q, k,
+                                NULL);
+  else if ((st = heads(ctx, proj, 0, 0, NULL, q)) == CLF_OK)
+    st = heads(ctx, proj, Q, 0, NULL, k);
+  if (st != CLF_OK || (st = clf__kv_scatter(ctx, k, proj, Q + KV, kv->paged, kv->k, kv->v)) != CLF_OK ||
       (st = clf__paged_attention(ctx, q, kv->k, kv->v, kv->paged, mask ? mask->window : 0, a->scale,
-                                  mask ? mask->softcap : 0.0f, ctxm)) !=
-          CLF_OK)
+                                  mask ? mask->softcap : 0.0f, ctxm)) != CLF_OK)
     return st;
   return attn_out(ctx, a, ctxm, y, out_bias);
 }

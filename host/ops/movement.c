@@ -308,12 +308,20 @@ clf_status clf_split_heads(clf_context *ctx, const clf_tensor *x, size_t col_off
  * reading i64 positions. */
 static const char *rope_options(int idx64) { return idx64 ? "-DCLF_ELEM=uint -DCLF_IDX64=1" : elem_options(4); }
 
-clf_status clf_split_heads_rope(clf_context *ctx, const clf_tensor *x, size_t col_offset, size_t dst_pos,
-                                const clf_tensor *positions, const clf_tensor *inv_freq, float scale, clf_tensor *y,
-                                cl_event *event) {
+clf_status clf__split_heads_rope2(clf_context *ctx, const clf_tensor *x, size_t col_offset, size_t dst_pos,
+                                  const clf_tensor *positions, const clf_tensor *inv_freq, float scale, clf_tensor *y,
+                                  clf_tensor *y2, cl_event *event) {
   static const char op[] = "clf_split_heads_rope";
   clf_status st;
   if ((st = split_heads_check(ctx, op, x, col_offset, dst_pos, y)) != CLF_OK) return st;
+  if (y2) {
+    char s1[96], s2[96];
+    if ((st = split_heads_check(ctx, op, x, col_offset + y->shape[1] * y->shape[3], dst_pos, y2)) != CLF_OK)
+      return st;
+    if (y2->shape[2] != y->shape[2] || y2->shape[3] != y->shape[3])
+      return clf__fail(ctx, CLF_E_SHAPE, "%s: y2 has shape %s, its Lcap and Dh must be y's %s", op,
+                       clf__shape_str(y2, s2, sizeof(s2)), clf__shape_str(y, s1, sizeof(s1)));
+  }
   const size_t B = x->shape[0], L = x->shape[1], C = x->shape[2];
   const size_t H = y->shape[1], Lcap = y->shape[2], Dh = y->shape[3];
   char sb[96];
@@ -341,16 +349,24 @@ clf_status clf_split_heads_rope(clf_context *ctx, const clf_tensor *x, size_t co
   cl_uint f_off = (cl_uint)inv_freq->offset, y_off = (cl_uint)y->offset;
   cl_uint c32 = (cl_uint)C, h32 = (cl_uint)H, l32 = (cl_uint)L, cap = (cl_uint)Lcap, half = (cl_uint)(Dh / 2);
   cl_uint dst = (cl_uint)dst_pos, rot = (cl_uint)inv_freq->shape[0];
-  st = clf__set_args(ctx, k, 16, CLF__ARG(x->buf), CLF__ARG(x_off), CLF__ARG(positions->buf), CLF__ARG(p_off),
-                     CLF__ARG(inv_freq->buf), CLF__ARG(f_off), CLF__ARG(y->buf), CLF__ARG(y_off), CLF__ARG(c32),
-                     CLF__ARG(h32), CLF__ARG(l32), CLF__ARG(cap), CLF__ARG(half), CLF__ARG(dst), CLF__ARG(scale),
-                     CLF__ARG(rot));
+  const clf_tensor *out2 = y2 ? y2 : y;
+  cl_uint y2_off = (cl_uint)out2->offset, h2 = y2 ? (cl_uint)y2->shape[1] : 0;
+  st = clf__set_args(ctx, k, 19, CLF__ARG(x->buf), CLF__ARG(x_off), CLF__ARG(positions->buf), CLF__ARG(p_off),
+                     CLF__ARG(inv_freq->buf), CLF__ARG(f_off), CLF__ARG(y->buf), CLF__ARG(y_off), CLF__ARG(out2->buf),
+                     CLF__ARG(y2_off), CLF__ARG(h2), CLF__ARG(c32), CLF__ARG(h32), CLF__ARG(l32), CLF__ARG(cap),
+                     CLF__ARG(half), CLF__ARG(dst), CLF__ARG(scale), CLF__ARG(rot));
   if (st != CLF_OK) return st;
   /* Dim 0 walks half a head (a rotated pair or two copied columns, in
    * every head), dim 1 the positions, dim 2 the batch. */
   size_t global[3] = {Dh / 2, L, B}, local[3] = {0, 0, 1};
   clf__rows_local(ctx, k, Dh / 2, local);
   return clf__launch(ctx, k, 3, global, local, event);
+}
+
+clf_status clf_split_heads_rope(clf_context *ctx, const clf_tensor *x, size_t col_offset, size_t dst_pos,
+                                const clf_tensor *positions, const clf_tensor *inv_freq, float scale, clf_tensor *y,
+                                cl_event *event) {
+  return clf__split_heads_rope2(ctx, x, col_offset, dst_pos, positions, inv_freq, scale, y, NULL, event);
 }
 
 clf_status clf_merge_heads(clf_context *ctx, const clf_tensor *x, clf_tensor *y, cl_event *event) {

@@ -80,6 +80,12 @@ typedef struct clf__paged_meta {
   size_t T, S, max_blocks, block;
 } clf__paged_meta;
 
+/* clf_split_heads_rope into y, and (y2 non-NULL) the heads whose columns
+ * follow y's in x into y2 (of y's Lcap and Dh), in one launch: a layer's
+ * queries and keys. */
+clf_status clf__split_heads_rope2(clf_context *ctx, const clf_tensor *x, size_t col_offset, size_t dst_pos,
+                                  const clf_tensor *positions, const clf_tensor *inv_freq, float scale, clf_tensor *y,
+                                  clf_tensor *y2, cl_event *event);
 /* kpool[slot[t]][h] = ks[0, h, t, :] and vpool[slot[t]][h] =
  * proj[0, t, v_col + h Dh ..]: the step's keys ks [1, Hkv, T, Dh], split
  * and rotated, and its values where the projection proj [1, T, C] holds
