@@ -338,6 +338,10 @@ START_TEST(test_bad_configs) {
   load_fails("llama_gqa4", "rope_scaling", "{\"type\": \"linear\"}", CLF_E_FORMAT, "needs \"factor\"");
   load_fails("llama_rope_llama3", "rope_scaling", "{\"rope_type\": \"llama3\", \"factor\": 8.0}", CLF_E_FORMAT,
              "needs \"low_freq_factor\"");
+  load_fails("llama_rope_llama3", "rope_scaling",
+             "{\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+             "\"original_max_position_embeddings\": 2.2e57}",
+             CLF_E_FORMAT, "original_max_position_embeddings 2.2e+57 is above 2^31"); /* a fuzzer's find (UB casting it) */
   load_fails("llama_gqa4", "rope_scaling", "7", CLF_E_FORMAT, "rope_scaling is not an object");
   load_fails("llama_gqa4", "hidden_act", "\"swishy\"", CLF_E_UNSUPPORTED, "hidden_act \"swishy\"");
   load_fails("llama_gqa3", "head_dim", "15", CLF_E_UNSUPPORTED, "head_dim 15");

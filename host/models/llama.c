@@ -266,6 +266,9 @@ static clf_status read_rope(clf_context *ctx, const char *model_type, const clf_
   if (r->high <= r->low)
     return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: rope_scaling llama3 needs high_freq_factor (%g) above "
                      "low_freq_factor (%g)", r->high, r->low);
+  if (om > 2147483648.0) /* a position count; larger is no model and no size_t on 32 bits */
+    return clf__fail(ctx, CLF_E_FORMAT, "clf_model_load: rope_scaling llama3's original_max_position_embeddings %g "
+                     "is above 2^31", om);
   r->orig_max = (size_t)om;
   return CLF_OK;
 }
