@@ -71,25 +71,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 BATCH = 16
 
-# tools/bench_gguf.py's TEXT (copied, so the script needs nothing else of it)
-BENCH_GGUF_TEXT = (
-    "The history of computing is a story of abstraction. Early machines were programmed by rewiring "
-    "panels of cables, and every new problem meant a new arrangement of hardware. The stored-program "
-    "computer changed that: instructions became data, held in the same memory as the numbers they "
-    "worked on. Assemblers let programmers write mnemonics instead of binary codes, and compilers let "
-    "them write formulas instead of instructions. Operating systems hid the details of disks and "
-    "terminals behind files and streams. Each layer made the one below it easier to forget, and each "
-    "one cost something in speed that later hardware paid back. Graphics processors followed the same "
-    "path. At first they drew triangles and nothing else; later their shading units became "
-    "programmable, and researchers noticed that a program which colours a million pixels at once can "
-    "just as well multiply a million numbers. Languages for general-purpose computing on these chips "
-    "appeared, some tied to one vendor and some meant for all of them. Today the same matrix "
-    "multiplications that once rendered games train and run the language models that write, "
-    "translate and answer questions. Whether a model runs on a laptop, a phone or a data centre, "
-    "most of its time goes into a handful of operations: products of matrices, normalisation, "
-    "attention over the tokens seen so far. Making those few operations fast on every kind of "
-    "processor is what lets one program serve everyone, whatever device they happen to own."
-)
+sys.path.insert(0, HERE)
+import bench_gguf  # noqa: E402  (its text)
 
 DEMO = [  # tools/demo.sh
     "A man is eating food.",
@@ -225,7 +208,7 @@ def split_sentences(text):
     return [s.strip() for s in re.split(r"(?<=[.!?])\s+", text) if s.strip()]
 
 
-SENTENCES = split_sentences(BENCH_GGUF_TEXT) + DEMO + WRITTEN
+SENTENCES = split_sentences(bench_gguf.TEXT) + DEMO + WRITTEN
 
 # ggml's types: id, elements a block, bytes a block
 GGML = {"Q4_0": (2, 32, 18), "Q5_0": (6, 32, 22), "Q8_0": (8, 32, 34), "Q4_K": (12, 256, 144),
