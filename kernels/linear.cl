@@ -1484,6 +1484,61 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
   if (g * 16 >= N) return;
   float16 acc[MMAX];
   _Pragma("unroll") for (uint i = 0; i < MMAX; i++) acc[i] = (float16)(0.0f);
+#if MMAX == 1
+  /* One row of x: the quants converted where they lie in their words, as
+   * the blocks of 32's classes (u & (m << 8 b) is exactly q 2^(8 b)):
+   * per sub-block of 16 (4 words a row), 4 classes (byte b) of 4
+   * elements, each summing q 2^(8 b) x, scaled by 2^-(8 b) once.  Q4_K's
+   * nibble is first shifted to the low half of its byte (chunk l / 64's
+   * high nibbles are elements 32 on); Q6_K's 6 bits are its ql nibble and
+   * qh's 2 bits joined a word at a time, its 32 taken off as 32 sum(x). */
+  if (M == 1) {
+    for (uint c = 0; c < nb; c++) {
+      const size_t base = ((size_t)g * nb + c) * R16_WORDS;
+      __global const float *xc = x + x_off + (size_t)c * 256;
+      for (uint t = 0; t < 16; t++) {
+        float16 a, b;
+        r16k_scale(w, wh, base, t, &a, &b);
+        float16 cl[4];
+        _Pragma("unroll") for (uint h = 0; h < 4; h++) cl[h] = (float16)(0.0f);
+        float xs = 0.0f;
+#if WTYPE == WT_Q4_K
+        /* elements 16 t..16 t + 15: chunk q = t / 4, nibble (t / 2) % 2, bytes e = 16 (t % 2) .. + 15 */
+        const uint q = t / 4, hi = (t / 2) % 2, e0 = 16 * (t % 2);
+#else
+        /* l = 128 n + 32 gg + ll: ql byte 64 n + 32 (gg % 2) + ll, nibble gg / 2; qh byte 32 n + ll, bits 2 gg */
+        const uint n = t / 8, gg = (t % 8) / 2, l0 = 16 * (t % 2);
+#endif
+        _Pragma("unroll") for (uint k = 0; k < 4; k++) {
+#if WTYPE == WT_Q4_K
+          const uint16 u = (vload16(0, w + base + R16_QOFF + 16 * (3 + q * 8 + e0 / 4 + k)) >> (uint16)(4 * hi)) &
+                           (uint16)0x0f0f0f0fu;
+          const uint off = 16 * t + 4 * k;
+#else
+          const uint16 ql = vload16(0, w + base + R16_QOFF + 16 * (16 * n + 8 * (gg % 2) + l0 / 4 + k));
+          const uint16 qh = vload16(0, w + base + R16_QOFF + 16 * (32 + 8 * n + l0 / 4 + k));
+          const uint16 u = ((ql >> (uint16)(4 * (gg / 2))) & (uint16)0x0f0f0f0fu) |
+                           (((qh >> (uint16)(2 * gg)) & (uint16)0x03030303u) << (uint16)4);
+          const uint off = 128 * n + 32 * gg + l0 + 4 * k;
+#endif
+          _Pragma("unroll") for (uint h = 0; h < 4; h++) {
+            const float v = xc[off + h];
+            cl[h] = fma(convert_float16(as_int16(u & (uint16)(0xffu << (8 * h)))), (float16)(v), cl[h]);
+            xs += v;
+          }
+        }
+        const float16 s = fma(cl[3], (float16)(0x1p-24f), fma(cl[2], (float16)(0x1p-16f), fma(cl[1], (float16)(0x1p-8f), cl[0])));
+#if WTYPE == WT_Q4_K
+        acc[0] = fma(a, s, fma(-b, (float16)(xs), acc[0]));
+#else
+        acc[0] = fma(a, s - (float16)(32.0f * xs), acc[0]);
+#endif
+      }
+    }
+    r16_store(acc[0], g, bias, b_off, has_bias, act, y, y_off, N);
+    return;
+  }
+#endif
   for (uint c = 0; c < nb; c++) {
     const size_t base = ((size_t)g * nb + c) * R16_WORDS;
     for (uint t = 0; t < 16; t++) {

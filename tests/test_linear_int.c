@@ -704,7 +704,8 @@ START_TEST(r16_wanted) {
   ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q5_0, 64, 96), th_ctx->caps.is_cpu);
   ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q4_0, 64, 96), th_ctx->caps.is_cpu);
   ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_F16, 64, 96), 0);
-  ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q4_K, 64, 256), 0); /* asked for only */
+  ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q4_K, 64, 256), th_ctx->caps.is_cpu);
+  ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q6_K, 64, 256), th_ctx->caps.is_cpu);
   ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q5_K, 64, 256), 0);
   env_set("CLFORMER_ROWS16", "0");
   ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q4_1, 64, 96), 0);

@@ -46,12 +46,13 @@ static size_t r16_rows(size_t rows) { return (rows + R16_ROWS - 1) / R16_ROWS * 
 int clf__r16_wanted(const clf_context *ctx, clf_dtype dt, size_t rows, size_t in) {
   if (!r16_type(dt) || rows == 0 || in == 0 || in % r16_elems(dt)) return 0;
   if (ctx->env.rows16 >= 0) return ctx->env.rows16;
-  /* the k-quants only where asked: on the interleave their prefill ran
-   * faster and their decode slower than skinny_kq's integer products
-   * (SmolLM2 Q4_K_M, a 200-token prompt: Intel 531 against 605 ms, PoCL
-   * 933-980 against 1002-1025; decode 13.0-13.3 against 12.0-12.9 ms a
-   * token, PoCL 18.1-18.6 against 16.7-17.2; docs/performance.md) */
-  return ctx->caps.is_cpu && r16_elems(dt) == 32;
+  /* on a CPU every such type: the k-quants' one-row products there
+   * (skinny_r16f's classes) run as fast as skinny_kq's integer ones over
+   * the file's layout, their prompts faster (SmolLM2 Q4_K_M, a 200-token
+   * prompt, decode then 64 tokens: Intel 516-520 against 609-617 ms to the
+   * first token, 13.6-13.9 ms a token either way; PoCL 856-934 against
+   * 930-940, 19.8-20.0 either way; docs/performance.md) */
+  return ctx->caps.is_cpu;
 }
 
 /* Every block between the layouts (to_group: GGUF's into the

@@ -345,7 +345,7 @@ void clf__linear_type_opts(clf_dtype dt, char *buf, size_t len);
 /* Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K and Q6_K weights in the 16-row
  * interleave (linear_r16.c): whether a loader should repack a [rows, in]
  * linear weight of type dt for ctx ($CLFORMER_ROWS16, else on a CPU
- * device for the blocks of 32; in a multiple of the type's block, Q4_K and
+ * device; in a multiple of the type's block, Q4_K and
  * Q6_K's 256; any rows, the last group padded with zero rows); the bytes
  * of the repacked weight (the padding included); the repacking of GGUF's
  * blocks into it (out clf__r16_bytes long) and back (blocks as long as the
