@@ -244,22 +244,28 @@ static clf_status upload_blocks(clf_context *ctx, clf__params *p, const char *na
   return CLF_OK;
 }
 
-/* Each part on its own: as stored, or read as f32 [outs[i], in]. */
+/* The parts as stored, adjacent ones of one block type together (a Q4_K_M
+ * file's Q5_0 attn_q and attn_k beside its Q8_0 attn_v: two products a
+ * step, not three), or each read as f32 [outs[i], in]. */
 static clf_status upload_each(clf_context *ctx, const clf__weights *w, clf__params *p, const char *const *names,
                               const size_t *outs, size_t n, size_t in, int in_out, const clf_dtype *dt,
                               unsigned char *const *raw, const size_t *bytes, clf__linear *l) {
   clf_status st = CLF_OK;
-  for (size_t i = 0; i < n && st == CLF_OK; i++) {
+  size_t np = 0;
+  for (size_t i = 0, run; i < n && st == CLF_OK; i += run) {
+    run = 1;
     if (raw[i]) {
-      st = upload_blocks(ctx, p, names[i], dt[i], &raw[i], &bytes[i], 1, outs[i], in, &l->part[i]);
+      size_t rows = outs[i];
+      while (i + run < n && raw[i + run] && dt[i + run] == dt[i]) rows += outs[i + run++];
+      st = upload_blocks(ctx, p, names[i], dt[i], &raw[i], &bytes[i], run, rows, in, &l->part[np++]);
       continue;
     }
     float *h = NULL;
     if ((st = clf__read_matrix(ctx, w, names[i], outs[i], in, in_out, &h)) == CLF_OK)
-      st = store_matrix(ctx, p, names[i], h, outs[i], in, &l->part[i]);
+      st = store_matrix(ctx, p, names[i], h, outs[i], in, &l->part[np++]);
     free(h);
   }
-  if (st == CLF_OK) l->nparts = n, l->w = NULL;
+  if (st == CLF_OK) l->nparts = np, l->w = NULL;
   return st;
 }
 
