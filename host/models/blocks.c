@@ -207,8 +207,9 @@ clf_status clf__mlp_forward(clf_context *ctx, const clf__mlp *m, const clf_tenso
       (st = clf__linear_run(ctx, x, &m->fc1, CLF_ACT_NONE, ws, hid)) != CLF_OK)
     return st;
   /* glu held from the op that writes it to down_proj, which reads its
-   * 8-bit blocks on the integer path */
-  const int hold = clf__linear_hold_x(ctx, glu);
+   * 8-bit blocks on the integer path (not over a weight whose product
+   * takes the float path: glu_q8's blocks would go unread) */
+  const int hold = clf__linear_reads_blocks(ctx, m->fc2.w, B * L) && clf__linear_hold_x(ctx, glu);
   st = clf_glu(ctx, hid, m->act, glu, NULL);
   if (st == CLF_OK) st = clf_linear(ctx, glu, m->fc2.w, m->fc2.layout, b2, CLF_ACT_NONE, y, NULL);
   if (hold) clf__linear_release_x(ctx, glu);

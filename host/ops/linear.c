@@ -403,6 +403,10 @@ int clf__linear_hold_x(clf_context *ctx, const clf_tensor *x) {
   return 1;
 }
 
+int clf__linear_reads_blocks(clf_context *ctx, const clf_tensor *w, size_t M) {
+  return !w || !w->r16 || clf__r16_path(ctx, w->dtype, M) == CLF__R16_INT;
+}
+
 void clf__linear_release_x(clf_context *ctx, const clf_tensor *x) {
   const int i = x_is_held(ctx, x), last = ctx->x_held.n - 1;
   if (i < 0) return;
@@ -777,7 +781,8 @@ static void linear_note(clf_context *ctx, const clf__plan *p, const clf_tensor *
     snprintf(line, sizeof line, "x [%zu, %zu] w %s (16-row interleave) %s %s: %s", M, K, clf_dtype_name(w->dtype), sw,
              layout,
              p->kind == CLF__R16_INT     ? "quantize_q8 and skinny_r16"
-             : p->kind == CLF__R16_FLOAT ? "skinny_r16f, a launch a block of 8 rows"
+             : p->kind == CLF__R16_FLOAT ? (clf__r16_mmax(ctx, M, 1) > 8 ? "skinny_r16f, a launch a block of 16 rows"
+                                                                : "skinny_r16f, a launch a block of 8 rows")
                                          : "expand_r16 to f32 [in, out], CLBlast");
   else if (p->path == CLF__LINEAR_INT || p->path == CLF__LINEAR_INTK)
     snprintf(line, sizeof line, "x [%zu, %zu] w %s %s %s: quantize_q8 and %s, 2 launches%s (%s)", M, K,

@@ -228,6 +228,11 @@ size_t clf__int_tn(size_t mmax);
  * before). */
 int clf__linear_hold_x(clf_context *ctx, const clf_tensor *x);
 void clf__linear_release_x(clf_context *ctx, const clf_tensor *x);
+/* Whether a product of M rows over w may read x's 8-bit blocks (so that
+ * holding x pays): a weight in the 16-row interleave where clf__r16_path
+ * picks the integer kernel; any other weight (or none: a parted linear)
+ * yes, as its plan may. */
+int clf__linear_reads_blocks(clf_context *ctx, const clf_tensor *w, size_t M);
 /* For an op that writes y (the norm before a projection, glu before
  * down_proj) in a kernel of its own that makes the blocks too (variant:
  * its self-validated name): *use 1 when y is the held x, its copy not
@@ -351,8 +356,10 @@ void clf__linear_type_opts(clf_dtype dt, char *buf, size_t len);
  * blocks into it (out clf__r16_bytes long) and back (blocks as long as the
  * rows'); a tensor of such bytes (its shape [rows, in], its buffer the
  * padded size, r16 set);
+ * the rows a launch of M rows takes (clf__r16_mmax: up to 8, the float
+ * path's 16 past 8 where the CPU's compiler asks for explicit vectors);
  * the variant name of M rows ("linear.skinny_r16 q4_1 MMAX=1 TL=8", exact:
- * "linear.skinny_r16f ..."; 0 past CLF__SKINNY_MAX_M or for another type,
+ * "linear.skinny_r16f ..."; 0 past that launch's rows or for another type,
  * and for the integer kernel's other than Q4_1 and Q8_0);
  * and clf_linear's product over such a weight (w->r16) on the path
  * clf__r16_path picked (its plan's kind). */
@@ -362,7 +369,8 @@ void clf__r16_pack(clf_dtype dt, const unsigned char *blocks, size_t rows, size_
 void clf__r16_unpack(clf_dtype dt, const unsigned char *in16, size_t rows, size_t in, unsigned char *blocks);
 clf_status clf__r16_tensor(clf_context *ctx, clf_dtype dt, size_t rows, size_t in, const unsigned char *packed,
                            clf_tensor **out);
-int clf__r16_variant(clf_dtype dt, size_t M, int exact, char *buf, size_t len);
+size_t clf__r16_mmax(const clf_context *ctx, size_t M, int exact);
+int clf__r16_variant(const clf_context *ctx, clf_dtype dt, size_t M, int exact, char *buf, size_t len);
 clf_status clf__r16_linear(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, const clf_tensor *bias,
                            clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K, int path,
                            cl_event *event);
