@@ -1334,6 +1334,26 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
   if (g * 16 >= N) return;
   float16 acc[MMAX];
   _Pragma("unroll") for (uint i = 0; i < MMAX; i++) acc[i] = (float16)(0.0f);
+#if MMAX > 8
+  /* Many rows of x: each weight's value d q (+ m) made once, in f32 as
+   * expand_r16 makes it, then an fma a row (no per-block sums: their
+   * registers go to the rows) */
+  for (uint c = 0; c < nb; c++) {
+    const size_t base = ((size_t)g * nb + c) * R16_WORDS;
+    const float16 d = vload_half16(0, wh + 2 * base);
+#if R16_MIN
+    const float16 m = vload_half16(1, wh + 2 * base);
+#else
+    const float16 m = (float16)(0.0f);
+#endif
+    const uint16 qh = R16_BITS(base);
+    _Pragma("unroll") for (uint j = 0; j < 32; j++) {
+      const float16 v = fma(d, r16_value(vload16(0, w + base + R16_QOFF + 16 * R16_WORD(j)), qh, j), m);
+      _Pragma("unroll") for (uint i = 0; i < MMAX; i++)
+        if (i < M) acc[i] = fma(v, (float16)(x[x_off + (size_t)i * K + (size_t)c * 32 + j]), acc[i]); /* uniform */
+    }
+  }
+#else
   for (uint c = 0; c < nb; c++) {
     const size_t base = ((size_t)g * nb + c) * R16_WORDS;
     const float16 d = vload_half16(0, wh + 2 * base);
@@ -1409,6 +1429,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
     _Pragma("unroll") for (uint i = 0; i < MMAX; i++) acc[i] = fma(d, s[i], acc[i]);
 #endif
   }
+#endif
   _Pragma("unroll") for (uint i = 0; i < MMAX; i++)
     if (i < M) r16_store(acc[i], g, bias, b_off, has_bias, act, y, y_off + i * N, N);
 }
@@ -1539,6 +1560,20 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
     return;
   }
 #endif
+#if MMAX > 8
+  for (uint c = 0; c < nb; c++) {
+    const size_t base = ((size_t)g * nb + c) * R16_WORDS;
+    for (uint t = 0; t < 16; t++) {
+      float16 a, b;
+      r16k_scale(w, wh, base, t, &a, &b);
+      _Pragma("unroll") for (uint e = 0; e < 16; e++) {
+        const float16 v = fma(a, r16k_q(w, base, 16 * t + e), -b);
+        _Pragma("unroll") for (uint i = 0; i < MMAX; i++)
+          if (i < M) acc[i] = fma(v, (float16)(x[x_off + (size_t)i * K + (size_t)c * 256 + 16 * t + e]), acc[i]);
+      }
+    }
+  }
+#else
   for (uint c = 0; c < nb; c++) {
     const size_t base = ((size_t)g * nb + c) * R16_WORDS;
     for (uint t = 0; t < 16; t++) {
@@ -1559,6 +1594,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
       _Pragma("unroll") for (uint i = 0; i < MMAX; i++) acc[i] = fma(a, s[i], fma(-b, (float16)(xs[i]), acc[i]));
     }
   }
+#endif
   _Pragma("unroll") for (uint i = 0; i < MMAX; i++)
     if (i < M) r16_store(acc[i], g, bias, b_off, has_bias, act, y, y_off + i * N, N);
 }

@@ -659,12 +659,13 @@ static size_t list_cases(clf_context *ctx, vcase *list) {
       }
   /* skinny_r16 and skinny_r16f (linear_r16.c) at each MMAX */
   static const clf_dtype r16s[] = {CLF_Q4_0, CLF_Q4_1, CLF_Q8_0, CLF_Q5_0, CLF_Q5_1, CLF_Q4_K, CLF_Q6_K};
-  for (size_t r = 0; r < CLF__ARRAY_LEN(int_rows); r++) {
+  static const size_t r16_rows[] = {1, 2, 3, 7, 13}; /* 13: the float path's 16 a launch, where it takes them */
+  for (size_t r = 0; r < CLF__ARRAY_LEN(r16_rows); r++) {
     char name[96];
     for (int exact = 0; exact < 2; exact++)
       for (size_t t = 0; t < CLF__ARRAY_LEN(r16s); t++)
-        if (clf__r16_variant(r16s[t], int_rows[r], exact, name, sizeof name))
-          add_case(list, &n, MAX_CASES, name, case_linear_r16, r16s[t], int_rows[r], exact, 0, 1e-5);
+        if (clf__r16_variant(ctx, r16s[t], r16_rows[r], exact, name, sizeof name))
+          add_case(list, &n, MAX_CASES, name, case_linear_r16, r16s[t], r16_rows[r], exact, 0, 1e-5);
   }
   /* skinny_kq's builds likewise (linear_kq.c) */
   static const clf_dtype kqs[] = {CLF_Q4_K, CLF_Q5_K, CLF_Q6_K};

@@ -107,11 +107,21 @@ static void r16_opts(clf_dtype dt, size_t mmax, char *buf, size_t len) {
   snprintf(buf, len, "%s -DINT_KERNEL=1 -DR16_KERNEL=1 -DMMAX=%zu -DTL=%d", types, mmax, R16_TL);
 }
 
-int clf__r16_variant(clf_dtype dt, size_t M, int exact, char *buf, size_t len) {
-  if (!r16_type(dt) || M < 1 || M > CLF__SKINNY_MAX_M) return 0;
+size_t clf__r16_mmax(const clf_context *ctx, size_t M, int exact) {
+  /* past 8 rows, 16 a launch on the float path where the CPU's compiler
+   * asks for explicit vectors (a preferred float width of 16: PoCL on
+   * AVX-512): each weight's value then made once for 16 rows.  Intel's
+   * runtime (width 1: it vectorizes across work-items) ran those launches
+   * 1.4x as slow, PoCL 1.06x as fast (SmolLM2 Q4_K_M, 200 rows) */
+  if (exact && M > 8 && ctx->caps.is_cpu && ctx->caps.pref_vec_float >= 16) return 16;
+  return clf__int_mmax(M);
+}
+
+int clf__r16_variant(const clf_context *ctx, clf_dtype dt, size_t M, int exact, char *buf, size_t len) {
+  if (!r16_type(dt) || M < 1 || M > 16 || (!exact && M > CLF__SKINNY_MAX_M)) return 0;
   if (!exact && dt != CLF_Q4_1 && dt != CLF_Q8_0) return 0; /* skinny_r16's types */
   return snprintf(buf, len, "linear.skinny_r16%s %s MMAX=%zu TL=%d", exact ? "f" : "", clf__weight_type_name(dt),
-                  clf__int_mmax(M), R16_TL) < (int)len;
+                  clf__r16_mmax(ctx, M, exact), R16_TL) < (int)len;
 }
 
 /* y = act(x W^T + bias) in launches of up to CLF__SKINNY_MAX_M rows:
@@ -122,7 +132,7 @@ static clf_status r16_skinny(clf_context *ctx, const clf_tensor *x, const clf_te
                              cl_event *event) {
   char opts[512];
   const char *kname = exact ? "skinny_r16f" : "skinny_r16";
-  const size_t mmax = clf__int_mmax(M);
+  const size_t mmax = clf__r16_mmax(ctx, M, exact);
   r16_opts(w->dtype, mmax, opts, sizeof opts);
   clf__kernel *k;
   clf_status st = clf__get_kernel(ctx, "linear", opts, kname, &k);
@@ -173,9 +183,9 @@ static clf_status r16_expand(clf_context *ctx, const clf_tensor *w, size_t N, si
 
 int clf__r16_path(clf_context *ctx, clf_dtype dt, size_t M) {
   char name[96], fname[96];
-  const size_t m = M < CLF__SKINNY_MAX_M ? M : CLF__SKINNY_MAX_M;
-  if (!clf__r16_variant(dt, m, 1, fname, sizeof fname)) return CLF__R16_GEMM;
-  const int has_int = clf__r16_variant(dt, m, 0, name, sizeof name);
+  const size_t m = M < 16 ? M : 16, mi = M < CLF__SKINNY_MAX_M ? M : CLF__SKINNY_MAX_M;
+  if (!clf__r16_variant(ctx, dt, m, 1, fname, sizeof fname)) return CLF__R16_GEMM;
+  const int has_int = clf__r16_variant(ctx, dt, mi, 0, name, sizeof name);
   if (clf__validating(ctx))
     return clf__variant_validating(ctx, fname) || !has_int ? CLF__R16_FLOAT : CLF__R16_INT;
   /* the integer path where it is asked for ($CLFORMER_SKINNY_INT, the
