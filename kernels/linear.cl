@@ -1258,6 +1258,9 @@ inline int16 r16_block(__global const uint *w, size_t base, __global const uint 
   return (int16)(s0, s1);
 }
 
+/* Where the interleave keeps element j's fifth bit (linear_r16.c's
+ * r16_qh: quant word k = (j % 16) / 4, byte j % 4, high nibble j / 16). */
+#define R16_QHBIT(j) (8 * ((j) % 4) + 4 * ((j) / 16) + ((j) % 16) / 4)
 /* The 16 rows' values of element j (< 32) of the block, as the file's
  * integers (Q4_0: -8..7, Q4_1: 0..15, Q8_0: -128..127, Q5_0: -16..15,
  * Q5_1: 0..31); u
@@ -1268,7 +1271,7 @@ inline float16 r16_value(uint16 u, uint16 qh, uint j) {
 #else
   uint16 q = (u >> (uint16)(8 * (j % 4) + (j >= 16 ? 4 : 0))) & (uint16)15;
 #if WTYPE == WT_Q5_0 || WTYPE == WT_Q5_1
-  q |= ((qh >> (uint16)j) & (uint16)1) << (uint16)4;
+  q |= ((qh >> (uint16)R16_QHBIT(j)) & (uint16)1) << (uint16)4;
 #endif
   return convert_float16(q) - (WTYPE == WT_Q5_0 ? 16.0f : WTYPE == WT_Q4_0 ? 8.0f : 0.0f);
 #endif
@@ -1384,29 +1387,33 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
       _Pragma("unroll") for (uint i = 0; i < MMAX; i++) s[i] = fma(t[i], (float16)(1.0f / (float)(1u << sh)), s[i]);
     }
 #elif R16_CLASSES /* Q5_0, Q5_1 */
-    /* The same classes, the fifth bit (qh's bit j) shifted beside its
-     * nibble before the convert: q 2^sh exactly; the last class's nibble
-     * (bits 28-31) moved down 4 first, so that its fifth bit fits (Q5_0's
-     * 16 comes off once a block, 16 sum(x)) */
-    _Pragma("unroll") for (uint h = 0; h < 8; h++) {
-      const uint sh = h == 7 ? 24 : 8 * (h % 4) + 4 * (h / 4);
-      float16 t[MMAX];
-      _Pragma("unroll") for (uint i = 0; i < MMAX; i++) t[i] = (float16)(0.0f);
-      _Pragma("unroll") for (uint k = 0; k < 4; k++) {
-        const uint j = 4 * k + h % 4 + 16 * (h / 4);
-        const uint16 u = vload16(0, w + base + R16_QOFF + 16 * k) >> (uint16)(h == 7 ? 4 : 0);
-        const uint16 b = (sh + 4 >= j ? qh << (uint16)(sh + 4 - j) : qh >> (uint16)(j - sh - 4)) & (uint16)(1u << (sh + 4));
-        const float16 q = convert_float16((u & (uint16)(15u << sh)) | b);
+    /* The same classes, each word's 5-bit values joined first: the fifth
+     * bits, in the interleave's order (R16_QHBIT), shifted left 4 - k
+     * beside word k's low nibbles and right k beside its high ones, so
+     * that byte b of lo and hi holds elements 4 k + b and 16 + 4 k + b
+     * whole; class b sums both, q 2^(8 b) exact (Q5_0's 16 comes off once
+     * a block, 16 sum(x)) */
+    float16 t[4][MMAX];
+    _Pragma("unroll") for (uint b = 0; b < 4; b++) _Pragma("unroll") for (uint i = 0; i < MMAX; i++) t[b][i] = (float16)(0.0f);
+    _Pragma("unroll") for (uint k = 0; k < 4; k++) {
+      const uint16 u = vload16(0, w + base + R16_QOFF + 16 * k);
+      const uint16 lo = (u & (uint16)0x0f0f0f0fu) | ((qh << (uint16)(4 - k)) & (uint16)0x10101010u);
+      const uint16 hi = ((u >> (uint16)4) & (uint16)0x0f0f0f0fu) | ((qh >> (uint16)k) & (uint16)0x10101010u);
+      _Pragma("unroll") for (uint b = 0; b < 4; b++) {
+        const float16 ql = convert_float16(as_int16(lo & (uint16)(31u << (8 * b))));
+        const float16 qu = convert_float16(as_int16(hi & (uint16)(31u << (8 * b))));
         _Pragma("unroll") for (uint i = 0; i < MMAX; i++) {
           if (i < M) { /* uniform */
-            const float a = x[x_off + (size_t)i * K + (size_t)c * 32 + j];
-            t[i] = fma(q, (float16)(a), t[i]);
-            xs[i] += a;
+            const float a0 = x[x_off + (size_t)i * K + (size_t)c * 32 + 4 * k + b];
+            const float a1 = x[x_off + (size_t)i * K + (size_t)c * 32 + 16 + 4 * k + b];
+            t[b][i] = fma(qu, (float16)(a1), fma(ql, (float16)(a0), t[b][i]));
+            xs[i] += a0 + a1;
           }
         }
       }
-      _Pragma("unroll") for (uint i = 0; i < MMAX; i++) s[i] = fma(t[i], (float16)(1.0f / (float)(1u << sh)), s[i]);
     }
+    _Pragma("unroll") for (uint i = 0; i < MMAX; i++)
+      s[i] = fma(t[3][i], (float16)(0x1p-24f), fma(t[2][i], (float16)(0x1p-16f), fma(t[1][i], (float16)(0x1p-8f), t[0][i])));
 #else
     _Pragma("unroll") for (uint j = 0; j < 32; j++) {
       const float16 q = r16_value(vload16(0, w + base + R16_QOFF + 16 * R16_WORD(j)), qh, j);

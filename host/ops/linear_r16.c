@@ -18,6 +18,7 @@
  */
 #include "ops.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -55,6 +56,24 @@ int clf__r16_wanted(const clf_context *ctx, clf_dtype dt, size_t rows, size_t in
   return ctx->caps.is_cpu;
 }
 
+/* Q5_x's fifth bits (qh, a little-endian word) in the interleave's order
+ * (to_group) or back: element j = 4 k + b + 16 h (quant word k, byte b,
+ * high nibble h) at bit 8 b + 4 h + k, where GGUF has it at bit j.  So
+ * shifting the word left by 4 - k puts word k's low-nibble elements' bits
+ * beside their nibbles (bit 4 of byte b), and right by k its high ones':
+ * skinny_r16f's one-row classes join each 5-bit value in two operations
+ * a word (kernels/linear.cl). */
+static void r16_qh(unsigned char *word, int to_group) {
+  const uint32_t v = (uint32_t)word[0] | (uint32_t)word[1] << 8 | (uint32_t)word[2] << 16 | (uint32_t)word[3] << 24;
+  uint32_t o = 0;
+  for (unsigned j = 0; j < 32; j++) {
+    const unsigned p = 8 * (j % 4) + 4 * (j / 16) + (j % 16) / 4;
+    if (to_group) o |= ((v >> j) & 1u) << p;
+    else o |= ((v >> p) & 1u) << j;
+  }
+  for (int i = 0; i < 4; i++) word[i] = (unsigned char)(o >> (8 * i));
+}
+
 /* Every block between the layouts (to_group: GGUF's into the
  * interleave's): the f16 scale (and min) to the group's scales (and
  * mins), each 32-bit word k after them to the group's word plane k.  The
@@ -73,6 +92,7 @@ static void r16_copy(clf_dtype dt, unsigned char *gguf, unsigned char *inter, si
       for (size_t k = 0; k < words; k++) {
         unsigned char *a = f + words_at + 4 * k, *b = g + R16_ROWS * head + 64 * k + 4 * r;
         memcpy(to_group ? b : a, to_group ? a : b, 4);
+        if (k == 0 && (dt == CLF_Q5_0 || dt == CLF_Q5_1)) r16_qh(to_group ? b : a, to_group);
       }
     }
 }
@@ -122,6 +142,14 @@ int clf__r16_variant(const clf_context *ctx, clf_dtype dt, size_t M, int exact, 
   if (!exact && dt != CLF_Q4_1 && dt != CLF_Q8_0) return 0; /* skinny_r16's types */
   return snprintf(buf, len, "linear.skinny_r16%s %s MMAX=%zu TL=%d", exact ? "f" : "", clf__weight_type_name(dt),
                   clf__r16_mmax(ctx, M, exact), R16_TL) < (int)len;
+}
+
+void clf__r16_prepare(clf_context *ctx, clf_dtype dt, size_t M) {
+  char opts[512];
+  clf__kernel *k;
+  if (!r16_type(dt)) return;
+  r16_opts(dt, clf__r16_mmax(ctx, M, 1), opts, sizeof opts);
+  (void)clf__get_kernel(ctx, "linear", opts, "skinny_r16f", &k); /* a failure is reported where the kernel is used */
 }
 
 /* y = act(x W^T + bias) in launches of up to CLF__SKINNY_MAX_M rows:
