@@ -18,6 +18,8 @@
 #include "fixture_util.h"
 #include "harness.h"
 #include "models/llama.h"
+#include "models/model.h"
+#include "ops/ops.h"
 
 static const char *const all[] = {"llama_gqa4",        "llama_gqa3",         "qwen2",            "mistral",
                                   "llama_rope_linear", "llama_rope_dynamic", "llama_rope_llama3"};
@@ -217,6 +219,35 @@ START_TEST(test_gguf_gpt2_stored) {
   ck_assert_str_eq(qv[0], "Q8_0");
   ck_assert_uint_eq(kept, 8); /* 2 layers' c_attn, c_proj, c_fc, mlp c_proj */
   ck_assert_uint_eq(clf_model_weight_bytes(get_model(dir)), want);
+}
+END_TEST
+
+/* A decoder's one-row programs over its interleaved weights are made as it
+ * loads (model.c's prepare_decode), not in the middle of its first
+ * generated tokens (22-34 ms each on PoCL): after the load, asking for
+ * each weight type's one-row skinny_r16f program builds and loads
+ * nothing.  A fresh context, so that no earlier test made them; on a GPU
+ * the weights stay in the file's layout. */
+static void decode_programs_fn(void) {
+  char dir[1024];
+  fixture_dir(gguf[1], dir, sizeof dir); /* smollm_like: Q8_0, Q4_0 / Q4_1 blocks */
+  clf_model *m = NULL;
+  ck_assert_int_eq(clf_model_load(th_ctx, dir, &m), CLF_OK);
+  clf_cache_stats s0, s1;
+  clf_context_cache_stats(th_ctx, &s0);
+  size_t r16 = 0;
+  for (size_t i = 0; i < m->params.n; i++)
+    if (m->params.t[i]->r16) r16++, clf__r16_prepare(th_ctx, m->params.t[i]->dtype, 1);
+  clf_context_cache_stats(th_ctx, &s1);
+  ck_assert_uint_eq(s1.programs_built, s0.programs_built);
+  ck_assert_uint_eq(s1.programs_from_disk, s0.programs_from_disk);
+  if (th_ctx->caps.is_cpu) ck_assert_uint_gt(r16, 0);
+  else ck_assert_uint_eq(r16, 0);
+  clf_model_destroy(m);
+}
+
+START_TEST(test_decode_programs_at_load) {
+  th_with_context(NULL, NULL, decode_programs_fn);
 }
 END_TEST
 
@@ -556,6 +587,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_gguf_file_path);
   tcase_add_test(tc, test_gguf_mixed_parts);
   tcase_add_test(tc, test_gguf_gpt2_stored);
+  tcase_add_test(tc, test_decode_programs_at_load);
   tcase_add_test(tc, test_gguf_unused_tensor);
   tcase_add_test(tc, test_types);
   tcase_add_test(tc, test_settings_matter);

@@ -112,6 +112,13 @@ static clf_status head_norms(clf_context *ctx, const clf__attn *a, clf_tensor *p
   return st;
 }
 
+int clf__linear_reads(clf_context *ctx, const clf__linear *l, size_t M) {
+  if (!l->nparts) return l->w && clf__linear_reads_blocks(ctx, l->w, M);
+  for (size_t i = 0; i < l->nparts; i++)
+    if (clf__linear_reads_blocks(ctx, l->part[i], M)) return 1;
+  return 0;
+}
+
 clf_status clf__linear_run(clf_context *ctx, const clf_tensor *x, const clf__linear *l, clf_activation act,
                            clf__ws *ws, clf_tensor *y) {
   if (!l->nparts) return clf_linear(ctx, x, l->w, l->layout, l->b, act, y, NULL);
@@ -120,7 +127,8 @@ clf_status clf__linear_run(clf_context *ctx, const clf_tensor *x, const clf__lin
   size_t shape[CLF_MAX_DIMS], col = 0;
   memcpy(shape, y->shape, (size_t)nd * sizeof *shape);
   clf_status st = CLF_OK;
-  const int hold = clf__linear_hold_x(ctx, x); /* the parts read the same x: quantized once on the integer path */
+  /* the parts read the same x: quantized once on the integer path */
+  const int hold = clf__linear_reads(ctx, l, rows) && clf__linear_hold_x(ctx, x);
   for (size_t i = 0; i < l->nparts && st == CLF_OK; i++) {
     const size_t n = l->part[i]->shape[0];
     clf_tensor *b = NULL, *part = NULL, *view = NULL;
@@ -209,7 +217,7 @@ clf_status clf__mlp_forward(clf_context *ctx, const clf__mlp *m, const clf_tenso
   /* glu held from the op that writes it to down_proj, which reads its
    * 8-bit blocks on the integer path (not over a weight whose product
    * takes the float path: glu_q8's blocks would go unread) */
-  const int hold = clf__linear_reads_blocks(ctx, m->fc2.w, B * L) && clf__linear_hold_x(ctx, glu);
+  const int hold = clf__linear_reads(ctx, &m->fc2, B * L) && clf__linear_hold_x(ctx, glu);
   st = clf_glu(ctx, hid, m->act, glu, NULL);
   if (st == CLF_OK) st = clf_linear(ctx, glu, m->fc2.w, m->fc2.layout, b2, CLF_ACT_NONE, y, NULL);
   if (hold) clf__linear_release_x(ctx, glu);
@@ -256,7 +264,8 @@ clf_status clf__layer_forward(clf_context *ctx, const clf__layer *l, int pre_ln,
     /* a held from the norm that writes it to gate and up (or fc1), which
      * read its 8-bit blocks on the integer path (a stack may hold it
      * already: clf__decoder_stack) */
-    const int hold = clf__linear_hold_x(ctx, a);
+    const int hold = clf__linear_reads(ctx, &l->mlp.fc1, clf_tensor_numel(a) / a->shape[a->ndim - 1]) &&
+                     clf__linear_hold_x(ctx, a);
     st = clf__ln_apply(ctx, &l->ln_mlp, h, f, fb, h, a);
     fb = NULL;
     if (st == CLF_OK) st = clf__mlp_forward(ctx, &l->mlp, a, ws, f, l->post_mlp.g ? NULL : &fb);

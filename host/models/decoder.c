@@ -220,7 +220,13 @@ clf_status clf__decoder_stack(clf_model *m, const clf__layer *layers, size_t n, 
   /* a is written by the norms alone here, so it stays held for the
    * integer products: each norm makes its 8-bit blocks as it writes it and
    * the projections after it read them (ops.h's clf__linear_hold_x) */
-  const int hold = clf__linear_hold_x(m->ctx, a);
+  const size_t rows = clf_tensor_numel(a) / a->shape[a->ndim - 1];
+  int reads = 0; /* not where every product takes the float path (the interleave's, on a CPU) */
+  for (size_t i = 0; i < n && !reads; i++)
+    reads = clf__linear_reads(m->ctx, &layers[i].self.qkv, rows) || clf__linear_reads(m->ctx, &layers[i].self.q, rows) ||
+            clf__linear_reads(m->ctx, &layers[i].self.kv, rows) ||
+            clf__linear_reads(m->ctx, &layers[i].mlp.fc1, rows);
+  const int hold = reads && clf__linear_hold_x(m->ctx, a);
   clf_status st = clf__ln_apply(m->ctx, n ? &layers[0].ln_self : final, h, NULL, NULL, NULL, a);
   for (size_t i = 0; i < n && st == CLF_OK; i++) {
     clf__kv kv = clf__kv_cache_self(&d->kv, i, s->past);

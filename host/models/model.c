@@ -228,6 +228,19 @@ clf_status clf_model_load(clf_context *ctx, const char *model_dir, clf_model **o
   return clf_model_load_with(ctx, model_dir, NULL, out);
 }
 
+/* A decoder's one-row products' programs, one per type of its weights in
+ * the 16-row interleave, made as it loads rather than at its second
+ * generated token (every step after the prompt takes one row). */
+static void prepare_decode(clf_model *m) {
+  unsigned seen = 0;
+  for (size_t i = 0; i < m->params.n; i++) {
+    const clf_tensor *t = m->params.t[i];
+    if (!t || !t->r16 || (unsigned)t->dtype >= 32 || (seen >> (unsigned)t->dtype & 1u)) continue;
+    seen |= 1u << (unsigned)t->dtype;
+    clf__r16_prepare(m->ctx, t->dtype, 1);
+  }
+}
+
 /* (long: one sequence of checked steps, each jumping to the shared cleanup) */
 clf_status clf_model_load_with(clf_context *ctx, const char *model_dir, const clf_model_options *opts,
                                clf_model **out) {
@@ -300,6 +313,7 @@ clf_status clf_model_load_with(clf_context *ctx, const char *model_dir, const cl
   if ((st = clf__config_read(ctx, c, f->keys, f->n_keys, dims)) != CLF_OK) goto done;
   if ((st = f->load(m, dims, c, w)) != CLF_OK) goto done;
   if (src.gguf_file && (st = clf__weights_all_used(ctx, w, type)) != CLF_OK) goto done;
+  if (m->dec) prepare_decode(m);
   *out = m;
   m = NULL;
 done:

@@ -230,8 +230,8 @@ int clf__linear_hold_x(clf_context *ctx, const clf_tensor *x);
 void clf__linear_release_x(clf_context *ctx, const clf_tensor *x);
 /* Whether a product of M rows over w may read x's 8-bit blocks (so that
  * holding x pays): a weight in the 16-row interleave where clf__r16_path
- * picks the integer kernel; any other weight (or none: a parted linear)
- * yes, as its plan may. */
+ * picks the integer kernel; any other weight (or none) yes, as its plan
+ * may. */
 int clf__linear_reads_blocks(clf_context *ctx, const clf_tensor *w, size_t M);
 /* For an op that writes y (the norm before a projection, glu before
  * down_proj) in a kernel of its own that makes the blocks too (variant:
@@ -370,6 +370,11 @@ void clf__r16_unpack(clf_dtype dt, const unsigned char *in16, size_t rows, size_
 clf_status clf__r16_tensor(clf_context *ctx, clf_dtype dt, size_t rows, size_t in, const unsigned char *packed,
                            clf_tensor **out);
 size_t clf__r16_mmax(const clf_context *ctx, size_t M, int exact);
+/* Builds (or loads from the disk cache) skinny_r16f's program for M rows
+ * over type dt ahead of its first product: a decoder's one-row variants
+ * at load, where loading each took 22-34 ms on PoCL in the middle of the
+ * first decoded tokens.  A failure is left for the product to report. */
+void clf__r16_prepare(clf_context *ctx, clf_dtype dt, size_t M);
 int clf__r16_variant(const clf_context *ctx, clf_dtype dt, size_t M, int exact, char *buf, size_t len);
 clf_status clf__r16_linear(clf_context *ctx, const clf_tensor *x, const clf_tensor *w, const clf_tensor *bias,
                            clf_activation act, clf_tensor *y, size_t M, size_t N, size_t K, int path,
