@@ -1276,6 +1276,24 @@ inline float16 r16_value(uint16 u, uint16 qh, uint j) {
   return convert_float16(q) - (WTYPE == WT_Q5_0 ? 16.0f : WTYPE == WT_Q4_0 ? 8.0f : 0.0f);
 #endif
 }
+#if WTYPE != WT_Q8_0
+/* Quant word k's 8 values a row, a byte each (then r16_byte): lo byte b
+ * element 4 k + b, hi byte b element 16 + 4 k + b, the file's integers
+ * less R16_OFF; Q5_x's fifth bits joined as the one-row classes join them
+ * (R16_QHBIT's order).  Taking the values a word at a time costs a shift
+ * and an and a value where r16_value's each took the word's shift, the
+ * fifth bit's three operations and the offset. */
+#define R16_OFF (WTYPE == WT_Q4_0 ? 8.0f : WTYPE == WT_Q5_0 ? 16.0f : 0.0f)
+inline void r16_lohi(uint16 u, uint16 qh, uint k, uint16 *lo, uint16 *hi) {
+  *lo = u & (uint16)0x0f0f0f0fu;
+  *hi = (u >> (uint16)4) & (uint16)0x0f0f0f0fu;
+#if WTYPE == WT_Q5_0 || WTYPE == WT_Q5_1
+  *lo |= (qh << (uint16)(4 - k)) & (uint16)0x10101010u;
+  *hi |= (qh >> (uint16)k) & (uint16)0x10101010u;
+#endif
+}
+#define r16_byte(v, b) (convert_float16(((v) >> (uint16)(8 * (b))) & (uint16)0xff) - (float16)(R16_OFF))
+#endif
 #ifdef R16_QH
 #define R16_BITS(base) vload16(0, w + (base) + R16_QH)
 #else
@@ -1350,11 +1368,24 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
     const float16 m = (float16)(0.0f);
 #endif
     const uint16 qh = R16_BITS(base);
+#if WTYPE == WT_Q8_0
     _Pragma("unroll") for (uint j = 0; j < 32; j++) {
       const float16 v = fma(d, r16_value(vload16(0, w + base + R16_QOFF + 16 * R16_WORD(j)), qh, j), m);
       _Pragma("unroll") for (uint i = 0; i < MMAX; i++)
         if (i < M) acc[i] = fma(v, (float16)(x[x_off + (size_t)i * K + (size_t)c * 32 + j]), acc[i]); /* uniform */
     }
+#else
+    _Pragma("unroll") for (uint k = 0; k < 4; k++) {
+      uint16 lo, hi;
+      r16_lohi(vload16(0, w + base + R16_QOFF + 16 * k), qh, k, &lo, &hi);
+      _Pragma("unroll") for (uint e = 0; e < 8; e++) {
+        const uint j = 4 * k + e % 4 + 16 * (e / 4);
+        const float16 v = fma(d, r16_byte(e < 4 ? lo : hi, e % 4), m);
+        _Pragma("unroll") for (uint i = 0; i < MMAX; i++)
+          if (i < M) acc[i] = fma(v, (float16)(x[x_off + (size_t)i * K + (size_t)c * 32 + j]), acc[i]); /* uniform */
+      }
+    }
+#endif
   }
 #else
   for (uint c = 0; c < nb; c++) {
@@ -1414,7 +1445,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
     }
     _Pragma("unroll") for (uint i = 0; i < MMAX; i++)
       s[i] = fma(t[3][i], (float16)(0x1p-24f), fma(t[2][i], (float16)(0x1p-16f), fma(t[1][i], (float16)(0x1p-8f), t[0][i])));
-#else
+#elif WTYPE == WT_Q8_0
     _Pragma("unroll") for (uint j = 0; j < 32; j++) {
       const float16 q = r16_value(vload16(0, w + base + R16_QOFF + 16 * R16_WORD(j)), qh, j);
       _Pragma("unroll") for (uint i = 0; i < MMAX; i++) {
@@ -1422,6 +1453,22 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
           const float a = x[x_off + (size_t)i * K + (size_t)c * 32 + j];
           s[i] = fma(q, (float16)(a), s[i]);
           xs[i] += a;
+        }
+      }
+    }
+#else
+    _Pragma("unroll") for (uint k = 0; k < 4; k++) {
+      uint16 lo, hi;
+      r16_lohi(vload16(0, w + base + R16_QOFF + 16 * k), qh, k, &lo, &hi);
+      _Pragma("unroll") for (uint e = 0; e < 8; e++) {
+        const uint j = 4 * k + e % 4 + 16 * (e / 4);
+        const float16 q = r16_byte(e < 4 ? lo : hi, e % 4);
+        _Pragma("unroll") for (uint i = 0; i < MMAX; i++) {
+          if (i < M) { /* uniform */
+            const float a = x[x_off + (size_t)i * K + (size_t)c * 32 + j];
+            s[i] = fma(q, (float16)(a), s[i]);
+            xs[i] += a;
+          }
         }
       }
     }
