@@ -1552,6 +1552,26 @@ inline float16 r16k_q(__global const uint *w, size_t base, uint l) {
 #endif
 }
 
+/* Elements 16 t + 4 k .. + 3 of the super-block (sub-block t's word k)
+ * of the 16 rows, a byte each: Q4_K's nibbles (chunk t / 4, the high
+ * nibbles where (t / 2) % 2), Q6_K's 6 bits (ql's nibble and qh's 2 bits
+ * joined; l = 128 n + 32 gg + ll: ql byte 64 n + 32 (gg % 2) + ll, nibble
+ * gg / 2, qh byte 32 n + ll, bits 2 gg), without its 32 off. */
+inline uint16 r16k_word(__global const uint *w, size_t base, uint t, uint k) {
+#if WTYPE == WT_Q4_K
+  const uint q = t / 4, hi = (t / 2) % 2, e0 = 16 * (t % 2);
+  return (vload16(0, w + base + R16_QOFF + 16 * (3 + q * 8 + e0 / 4 + k)) >> (uint16)(4 * hi)) & (uint16)0x0f0f0f0fu;
+#else
+  const uint n = t / 8, gg = (t % 8) / 2, l0 = 16 * (t % 2);
+  const uint16 ql = vload16(0, w + base + R16_QOFF + 16 * (16 * n + 8 * (gg % 2) + l0 / 4 + k));
+  const uint16 qh = vload16(0, w + base + R16_QOFF + 16 * (32 + 8 * n + l0 / 4 + k));
+  return ((ql >> (uint16)(4 * (gg / 2))) & (uint16)0x0f0f0f0fu) | (((qh >> (uint16)(2 * gg)) & (uint16)0x03030303u) << (uint16)4);
+#endif
+}
+/* Byte b of such a word: the element's integer (Q6_K's less 32). */
+#define r16k_byte_q(u, b) \
+  (convert_float16(((u) >> (uint16)(8 * (b))) & (uint16)0xff) - (float16)(WTYPE == WT_Q6_K ? 32.0f : 0.0f))
+
 __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
     __global const float *x, uint x_off, __global const uint *w, __global const half *wh, __global const float *bias,
     uint b_off, int has_bias, int act, __global float *y, uint y_off, uint M, uint N, uint K) {
@@ -1577,25 +1597,9 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
         float16 cl[4];
         _Pragma("unroll") for (uint h = 0; h < 4; h++) cl[h] = (float16)(0.0f);
         float xs = 0.0f;
-#if WTYPE == WT_Q4_K
-        /* elements 16 t..16 t + 15: chunk q = t / 4, nibble (t / 2) % 2, bytes e = 16 (t % 2) .. + 15 */
-        const uint q = t / 4, hi = (t / 2) % 2, e0 = 16 * (t % 2);
-#else
-        /* l = 128 n + 32 gg + ll: ql byte 64 n + 32 (gg % 2) + ll, nibble gg / 2; qh byte 32 n + ll, bits 2 gg */
-        const uint n = t / 8, gg = (t % 8) / 2, l0 = 16 * (t % 2);
-#endif
         _Pragma("unroll") for (uint k = 0; k < 4; k++) {
-#if WTYPE == WT_Q4_K
-          const uint16 u = (vload16(0, w + base + R16_QOFF + 16 * (3 + q * 8 + e0 / 4 + k)) >> (uint16)(4 * hi)) &
-                           (uint16)0x0f0f0f0fu;
+          const uint16 u = r16k_word(w, base, t, k);
           const uint off = 16 * t + 4 * k;
-#else
-          const uint16 ql = vload16(0, w + base + R16_QOFF + 16 * (16 * n + 8 * (gg % 2) + l0 / 4 + k));
-          const uint16 qh = vload16(0, w + base + R16_QOFF + 16 * (32 + 8 * n + l0 / 4 + k));
-          const uint16 u = ((ql >> (uint16)(4 * (gg / 2))) & (uint16)0x0f0f0f0fu) |
-                           (((qh >> (uint16)(2 * gg)) & (uint16)0x03030303u) << (uint16)4);
-          const uint off = 128 * n + 32 * gg + l0 + 4 * k;
-#endif
           _Pragma("unroll") for (uint h = 0; h < 4; h++) {
             const float v = xc[off + h];
             cl[h] = fma(convert_float16(as_int16(u & (uint16)(0xffu << (8 * h)))), (float16)(v), cl[h]);
@@ -1620,10 +1624,13 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
     for (uint t = 0; t < 16; t++) {
       float16 a, b;
       r16k_scale(w, wh, base, t, &a, &b);
-      _Pragma("unroll") for (uint e = 0; e < 16; e++) {
-        const float16 v = fma(a, r16k_q(w, base, 16 * t + e), -b);
-        _Pragma("unroll") for (uint i = 0; i < MMAX; i++)
-          if (i < M) acc[i] = fma(v, (float16)(x[x_off + (size_t)i * K + (size_t)c * 256 + 16 * t + e]), acc[i]);
+      _Pragma("unroll") for (uint k = 0; k < 4; k++) {
+        const uint16 u = r16k_word(w, base, t, k);
+        _Pragma("unroll") for (uint h = 0; h < 4; h++) {
+          const float16 v = fma(a, r16k_byte_q(u, h), -b);
+          _Pragma("unroll") for (uint i = 0; i < MMAX; i++)
+            if (i < M) acc[i] = fma(v, (float16)(x[x_off + (size_t)i * K + (size_t)c * 256 + 16 * t + 4 * k + h]), acc[i]);
+        }
       }
     }
   }
@@ -1635,13 +1642,16 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
       float xs[MMAX];
       r16k_scale(w, wh, base, t, &a, &b);
       _Pragma("unroll") for (uint i = 0; i < MMAX; i++) s[i] = (float16)(0.0f), xs[i] = 0.0f;
-      _Pragma("unroll") for (uint e = 0; e < 16; e++) {
-        const float16 q = r16k_q(w, base, 16 * t + e);
-        _Pragma("unroll") for (uint i = 0; i < MMAX; i++) {
-          if (i < M) { /* uniform */
-            const float v = x[x_off + (size_t)i * K + (size_t)c * 256 + 16 * t + e];
-            s[i] = fma(q, (float16)(v), s[i]);
-            xs[i] += v;
+      _Pragma("unroll") for (uint k = 0; k < 4; k++) {
+        const uint16 u = r16k_word(w, base, t, k);
+        _Pragma("unroll") for (uint h = 0; h < 4; h++) {
+          const float16 q = r16k_byte_q(u, h);
+          _Pragma("unroll") for (uint i = 0; i < MMAX; i++) {
+            if (i < M) { /* uniform */
+              const float v = x[x_off + (size_t)i * K + (size_t)c * 256 + 16 * t + 4 * k + h];
+              s[i] = fma(q, (float16)(v), s[i]);
+              xs[i] += v;
+            }
           }
         }
       }
