@@ -1351,8 +1351,11 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16(
 __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
     __global const float *x, uint x_off, __global const uint *w, __global const half *wh, __global const float *bias,
     uint b_off, int has_bias, int act, __global float *y, uint y_off, uint M, uint N, uint K) {
-  const uint g = get_global_id(0), nb = K / 32;
-  if (g * 16 >= N) return;
+  /* rows MMAX rb .. MMAX rb + MMAX - 1 of x and y (rb the second index:
+   * every block of rows in one launch) */
+  const uint g = get_global_id(0), nb = K / 32, rb = get_global_id(1);
+  if (g * 16 >= N || rb * MMAX >= M) return;
+  x_off += rb * MMAX * K, y_off += rb * MMAX * N, M = min(M - rb * MMAX, (uint)MMAX);
   float16 acc[MMAX];
   _Pragma("unroll") for (uint i = 0; i < MMAX; i++) acc[i] = (float16)(0.0f);
 #if MMAX > 8
@@ -1575,8 +1578,11 @@ inline uint16 r16k_word(__global const uint *w, size_t base, uint t, uint k) {
 __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
     __global const float *x, uint x_off, __global const uint *w, __global const half *wh, __global const float *bias,
     uint b_off, int has_bias, int act, __global float *y, uint y_off, uint M, uint N, uint K) {
-  const uint g = get_global_id(0), nb = K / 256;
-  if (g * 16 >= N) return;
+  /* rows MMAX rb .. MMAX rb + MMAX - 1 of x and y (rb the second index:
+   * every block of rows in one launch) */
+  const uint g = get_global_id(0), nb = K / 256, rb = get_global_id(1);
+  if (g * 16 >= N || rb * MMAX >= M) return;
+  x_off += rb * MMAX * K, y_off += rb * MMAX * N, M = min(M - rb * MMAX, (uint)MMAX);
   float16 acc[MMAX];
   _Pragma("unroll") for (uint i = 0; i < MMAX; i++) acc[i] = (float16)(0.0f);
 #if MMAX == 1

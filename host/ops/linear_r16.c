@@ -174,20 +174,21 @@ static clf_status r16_skinny(clf_context *ctx, const clf_tensor *x, const clf_te
   const clf_tensor *bb = bias ? bias : x;
   cl_int has_bias = bias != NULL, act32 = (cl_int)act;
   cl_uint n32 = (cl_uint)N, k32 = (cl_uint)K;
-  const size_t groups = r16_rows(N) / R16_ROWS, local[1] = {R16_TL};
-  const size_t global[1] = {(groups + R16_TL - 1) / R16_TL * R16_TL};
+  const size_t groups = r16_rows(N) / R16_ROWS, local[2] = {R16_TL, 1};
+  const size_t global[2] = {(groups + R16_TL - 1) / R16_TL * R16_TL, (M + mmax - 1) / mmax};
+  if (exact) { /* every block of mmax rows in one launch, its second index */
+    const cl_uint m32 = (cl_uint)M;
+    st = clf__set_args(ctx, k, 13, CLF__TARG(x), CLF__ARG(w->buf), CLF__ARG(w->buf), CLF__TARG(bb), CLF__ARG(has_bias),
+                       CLF__ARG(act32), CLF__TARG(y), CLF__ARG(m32), CLF__ARG(n32), CLF__ARG(k32));
+    return st == CLF_OK ? clf__launch(ctx, k, 2, global, local, event) : st;
+  }
   for (size_t r0 = 0; r0 < M && st == CLF_OK; r0 += mmax) {
     clf_tensor xc = *x, yc = *y;
     xc.offset += r0 * K, yc.offset += r0 * N;
     cl_uint row = (cl_uint)r0, m32 = (cl_uint)(M - r0 < mmax ? M - r0 : mmax);
-    if (exact)
-      st = clf__set_args(ctx, k, 13, CLF__TARG(&xc), CLF__ARG(w->buf), CLF__ARG(w->buf), CLF__TARG(bb),
-                         CLF__ARG(has_bias), CLF__ARG(act32), CLF__TARG(&yc), CLF__ARG(m32), CLF__ARG(n32),
-                         CLF__ARG(k32));
-    else
-      st = clf__set_args(ctx, k, 15, CLF__ARG(xq), CLF__ARG(xq), CLF__ARG(ds_off), CLF__ARG(row), CLF__ARG(w->buf),
-                         CLF__ARG(w->buf), CLF__TARG(bb), CLF__ARG(has_bias), CLF__ARG(act32), CLF__TARG(&yc),
-                         CLF__ARG(m32), CLF__ARG(n32), CLF__ARG(k32));
+    st = clf__set_args(ctx, k, 15, CLF__ARG(xq), CLF__ARG(xq), CLF__ARG(ds_off), CLF__ARG(row), CLF__ARG(w->buf),
+                       CLF__ARG(w->buf), CLF__TARG(bb), CLF__ARG(has_bias), CLF__ARG(act32), CLF__TARG(&yc),
+                       CLF__ARG(m32), CLF__ARG(n32), CLF__ARG(k32));
     if (st == CLF_OK) st = clf__launch(ctx, k, 1, global, local, r0 + mmax >= M ? event : NULL);
   }
   return st;
