@@ -1294,6 +1294,12 @@ inline void r16_lohi(uint16 u, uint16 qh, uint k, uint16 *lo, uint16 *hi) {
 }
 #define r16_byte(v, b) (convert_float16(((v) >> (uint16)(8 * (b))) & (uint16)0xff) - (float16)(R16_OFF))
 #endif
+/* The 16 rows' mins of the group's block at base (Q4_1, Q5_1), else 0. */
+#if R16_MIN
+#define R16_MINS(base) vload_half16(1, wh + 2 * (base))
+#else
+#define R16_MINS(base) ((float16)(0.0f))
+#endif
 #ifdef R16_QH
 #define R16_BITS(base) vload16(0, w + (base) + R16_QH)
 #else
@@ -1364,12 +1370,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
    * registers go to the rows) */
   for (uint c = 0; c < nb; c++) {
     const size_t base = ((size_t)g * nb + c) * R16_WORDS;
-    const float16 d = vload_half16(0, wh + 2 * base);
-#if R16_MIN
-    const float16 m = vload_half16(1, wh + 2 * base);
-#else
-    const float16 m = (float16)(0.0f);
-#endif
+    const float16 d = vload_half16(0, wh + 2 * base), m = R16_MINS(base);
     const uint16 qh = R16_BITS(base);
 #if WTYPE == WT_Q8_0
     _Pragma("unroll") for (uint j = 0; j < 32; j++) {
@@ -1499,12 +1500,7 @@ __kernel void expand_r16(__global const uint *w, __global const half *wh, __glob
   const uint g = get_global_id(0), c = get_global_id(1), nb = K / 32;
   if (g * 16 >= N || c >= nb) return;
   const size_t base = ((size_t)g * nb + c) * R16_WORDS;
-  const float16 d = vload_half16(0, wh + 2 * base);
-#if R16_MIN
-  const float16 m = vload_half16(1, wh + 2 * base);
-#else
-  const float16 m = (float16)(0.0f);
-#endif
+  const float16 d = vload_half16(0, wh + 2 * base), m = R16_MINS(base);
   __global float *o = out + (size_t)c * 32 * N + g * 16;
   const uint16 qh = R16_BITS(base);
   for (uint j = 0; j < 32; j++)
