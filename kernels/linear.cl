@@ -1347,8 +1347,9 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16(
  * of x than the integer path takes: per block and row of x, s = sum q x
  * over the 16 rows in a float16 (each quant converted once for the MMAX
  * rows), then d s (+ m sum(x)).  Arguments as skinny_r16's, x f32 [M, K]
- * from x_off in place of its blocks.  global (N / 16 rounded up, then to TL),
- * local (TL). */
+ * from x_off in place of its blocks, M all the product's rows: every block
+ * of MMAX rows in one launch.  global (N / 16 rounded up, then to TL;
+ * M / MMAX rounded up), local (TL, 1). */
 /* One row of x over 4- and 5-bit quants: a block's elements in classes
  * by where they lie in their words (below); more rows keep the plain
  * form (their class sums cost registers: PoCL prefilled SmolLM2 Q4_1
@@ -1429,7 +1430,8 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
      * whole; class b sums both, q 2^(8 b) exact (Q5_0's 16 comes off once
      * a block, 16 sum(x)) */
     float16 t[4][MMAX];
-    _Pragma("unroll") for (uint b = 0; b < 4; b++) _Pragma("unroll") for (uint i = 0; i < MMAX; i++) t[b][i] = (float16)(0.0f);
+    _Pragma("unroll") for (uint b = 0; b < 4; b++)
+      _Pragma("unroll") for (uint i = 0; i < MMAX; i++) t[b][i] = (float16)(0.0f);
     _Pragma("unroll") for (uint k = 0; k < 4; k++) {
       const uint16 u = vload16(0, w + base + R16_QOFF + 16 * k);
       const uint16 lo = (u & (uint16)0x0f0f0f0fu) | ((qh << (uint16)(4 - k)) & (uint16)0x10101010u);
@@ -1448,7 +1450,8 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
       }
     }
     _Pragma("unroll") for (uint i = 0; i < MMAX; i++)
-      s[i] = fma(t[3][i], (float16)(0x1p-24f), fma(t[2][i], (float16)(0x1p-16f), fma(t[1][i], (float16)(0x1p-8f), t[0][i])));
+      s[i] = fma(t[3][i], (float16)(0x1p-24f),
+                 fma(t[2][i], (float16)(0x1p-16f), fma(t[1][i], (float16)(0x1p-8f), t[0][i])));
 #elif WTYPE == WT_Q8_0
     _Pragma("unroll") for (uint j = 0; j < 32; j++) {
       const float16 q = r16_value(vload16(0, w + base + R16_QOFF + 16 * R16_WORD(j)), qh, j);
@@ -1564,7 +1567,8 @@ inline uint16 r16k_word(__global const uint *w, size_t base, uint t, uint k) {
   const uint n = t / 8, gg = (t % 8) / 2, l0 = 16 * (t % 2);
   const uint16 ql = vload16(0, w + base + R16_QOFF + 16 * (16 * n + 8 * (gg % 2) + l0 / 4 + k));
   const uint16 qh = vload16(0, w + base + R16_QOFF + 16 * (32 + 8 * n + l0 / 4 + k));
-  return ((ql >> (uint16)(4 * (gg / 2))) & (uint16)0x0f0f0f0fu) | (((qh >> (uint16)(2 * gg)) & (uint16)0x03030303u) << (uint16)4);
+  return ((ql >> (uint16)(4 * (gg / 2))) & (uint16)0x0f0f0f0fu) |
+         (((qh >> (uint16)(2 * gg)) & (uint16)0x03030303u) << (uint16)4);
 #endif
 }
 /* Byte b of such a word: the element's integer (Q6_K's less 32). */
@@ -1608,7 +1612,8 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
             xs += v;
           }
         }
-        const float16 s = fma(cl[3], (float16)(0x1p-24f), fma(cl[2], (float16)(0x1p-16f), fma(cl[1], (float16)(0x1p-8f), cl[0])));
+        const float16 s =
+            fma(cl[3], (float16)(0x1p-24f), fma(cl[2], (float16)(0x1p-16f), fma(cl[1], (float16)(0x1p-8f), cl[0])));
 #if WTYPE == WT_Q4_K
         acc[0] = fma(a, s, fma(-b, (float16)(xs), acc[0]));
 #else
@@ -1631,7 +1636,8 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
         _Pragma("unroll") for (uint h = 0; h < 4; h++) {
           const float16 v = fma(a, r16k_byte_q(u, h), -b);
           _Pragma("unroll") for (uint i = 0; i < MMAX; i++)
-            if (i < M) acc[i] = fma(v, (float16)(x[x_off + (size_t)i * K + (size_t)c * 256 + 16 * t + 4 * k + h]), acc[i]);
+            if (i < M) /* uniform */
+              acc[i] = fma(v, (float16)(x[x_off + (size_t)i * K + (size_t)c * 256 + 16 * t + 4 * k + h]), acc[i]);
         }
       }
     }

@@ -695,6 +695,11 @@ START_TEST(bad_arguments) {
   TH_FAILS(clf_tensor_view(q, 0, 2, TH_SHAPE(1, 64), &v), CLF_E_DTYPE, "no views");
   clf_tensor *x = th_empty(CLF_F32, 2, TH_SHAPE(1, 64)), *y = th_empty(CLF_F32, 2, TH_SHAPE(1, 2));
   TH_FAILS(clf_linear(th_ctx, x, q, CLF_WEIGHT_IN_OUT, NULL, CLF_ACT_NONE, y, NULL), CLF_E_DTYPE, "IN_OUT");
+  /* an x the kernels could not index in 32 bits (2^33 elements; its shape only: refused before any launch) */
+  clf_tensor xh = *x, yh = *y;
+  xh.shape[0] = yh.shape[0] = (size_t)1 << 27;
+  TH_FAILS(clf_linear(th_ctx, &xh, q, CLF_WEIGHT_OUT_IN, NULL, CLF_ACT_NONE, &yh, NULL), CLF_E_UNSUPPORTED,
+           "x has shape [134217728, 64] (8589934592 elements at offset 0): beyond 32-bit indexing");
   TH_FAILS(clf_add(th_ctx, q, q, q, NULL), CLF_E_DTYPE, "q8_0");
   TH_FAILS(clf_tensor_fill(th_ctx, q, 1.0, NULL), CLF_E_DTYPE, "only clf_linear");
   clf_dtype dt;

@@ -106,13 +106,13 @@ typedef struct clf__rotary {
   float scale;                      /* cos and sin times this (longrope's attention factor); 0: 1 */
 } clf__rotary;
 
-/* y [.., out] = act(x [.., in] W^T + b) for linear l: clf_linear, or for
- * a linear in parts one product a part into its columns of y (directly
- * for one row; over more, through the workspace and a column copy). */
 /* Whether a product of M rows over l may read x's 8-bit blocks
  * (clf__linear_reads_blocks over its weight or any of its parts; 0 for
  * an unused l, no weight). */
 int clf__linear_reads(clf_context *ctx, const clf__linear *l, size_t M);
+/* y [.., out] = act(x [.., in] W^T + b) for linear l: clf_linear, or for
+ * a linear in parts one product a part into its columns of y (directly
+ * for one row; over more, through the workspace and a column copy). */
 clf_status clf__linear_run(clf_context *ctx, const clf_tensor *x, const clf__linear *l, clf_activation act,
                            clf__ws *ws, clf_tensor *y);
 

@@ -223,7 +223,8 @@ clf_status clf__decoder_stack(clf_model *m, const clf__layer *layers, size_t n, 
   const size_t rows = clf_tensor_numel(a) / a->shape[a->ndim - 1];
   int reads = 0; /* not where every product takes the float path (the interleave's, on a CPU) */
   for (size_t i = 0; i < n && !reads; i++)
-    reads = clf__linear_reads(m->ctx, &layers[i].self.qkv, rows) || clf__linear_reads(m->ctx, &layers[i].self.q, rows) ||
+    reads = clf__linear_reads(m->ctx, &layers[i].self.qkv, rows) ||
+            clf__linear_reads(m->ctx, &layers[i].self.q, rows) ||
             clf__linear_reads(m->ctx, &layers[i].self.kv, rows) ||
             clf__linear_reads(m->ctx, &layers[i].mlp.fc1, rows);
   const int hold = reads && clf__linear_hold_x(m->ctx, a);

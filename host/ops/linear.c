@@ -837,6 +837,7 @@ static clf_status linear_check(clf_context *ctx, const char *op, const clf_tenso
                        clf__shape_str(x, sx, sizeof(sx)), clf__shape_str(w, sw, sizeof(sw)), i);
   }
   if ((st = clf__check_act(ctx, op, act)) != CLF_OK) return st;
+  if ((st = clf__check_fits_u32(ctx, op, "x", x)) != CLF_OK) return st; /* the kernels index it in 32 bits too */
   return clf__check_fits_u32(ctx, op, "y", y);
 }
 
