@@ -1200,10 +1200,12 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void KQ_NAME(
  * it), and GPT-2 q8 decoded at 11-13 ms a token against 8-9 with it on
  * both runtimes (1 KB on: 10-11).  last: the weight's last block, where
  * the address stops (a prefetch past the buffer is left to no
- * implementation).  PoCL, which compiles for the host's triple
+ * implementation).  Only products of up to R16_PF_ROWS rows ask:
+ * longer ones are bound by arithmetic, not by memory.  PoCL, which compiles for the host's triple
  * (__x86_64__), makes OpenCL's prefetch nothing: there clang's builtin
  * asks for each 64-byte line; a GPU may take either as a hint or as
  * nothing. */
+#define R16_PF_ROWS 4
 #define R16_PF (R16_WORDS >= 1024 ? 1 : (1024 + R16_WORDS / 2) / R16_WORDS)
 #if defined(__x86_64__) && defined(__clang__)
 #define R16_PREFETCH(base, last)                                                         \
@@ -1384,6 +1386,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
    * every block of rows in one launch) */
   const uint g = get_global_id(0), nb = K / 32, rb = get_global_id(1);
   if (g * 16 >= N || rb * MMAX >= M) return;
+  const int pf = M <= R16_PF_ROWS; /* the whole product's rows */
   x_off += rb * MMAX * K, y_off += rb * MMAX * N, M = min(M - rb * MMAX, (uint)MMAX);
   const size_t last = ((size_t)((N + 15) / 16) * nb - 1) * R16_WORDS;
   float16 acc[MMAX];
@@ -1394,7 +1397,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
    * registers go to the rows) */
   for (uint c = 0; c < nb; c++) {
     const size_t base = ((size_t)g * nb + c) * R16_WORDS;
-    R16_PREFETCH(base, last);
+    if (pf) R16_PREFETCH(base, last);
     const float16 d = vload_half16(0, wh + 2 * base), m = R16_MINS(base);
     const uint16 qh = R16_BITS(base);
 #if WTYPE == WT_Q8_0
@@ -1419,7 +1422,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
 #else
   for (uint c = 0; c < nb; c++) {
     const size_t base = ((size_t)g * nb + c) * R16_WORDS;
-    R16_PREFETCH(base, last);
+    if (pf) R16_PREFETCH(base, last);
     const float16 d = vload_half16(0, wh + 2 * base);
     float16 s[MMAX];
     float xs[MMAX];
@@ -1607,6 +1610,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
    * every block of rows in one launch) */
   const uint g = get_global_id(0), nb = K / 256, rb = get_global_id(1);
   if (g * 16 >= N || rb * MMAX >= M) return;
+  const int pf = M <= R16_PF_ROWS; /* the whole product's rows */
   x_off += rb * MMAX * K, y_off += rb * MMAX * N, M = min(M - rb * MMAX, (uint)MMAX);
   const size_t last = ((size_t)((N + 15) / 16) * nb - 1) * R16_WORDS;
   float16 acc[MMAX];
@@ -1622,7 +1626,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
   if (M == 1) {
     for (uint c = 0; c < nb; c++) {
       const size_t base = ((size_t)g * nb + c) * R16_WORDS;
-      R16_PREFETCH(base, last);
+      if (pf) R16_PREFETCH(base, last);
       __global const float *xc = x + x_off + (size_t)c * 256;
       for (uint t = 0; t < 16; t++) {
         float16 a, b;
@@ -1655,7 +1659,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
 #if MMAX > 8
   for (uint c = 0; c < nb; c++) {
     const size_t base = ((size_t)g * nb + c) * R16_WORDS;
-    R16_PREFETCH(base, last);
+    if (pf) R16_PREFETCH(base, last);
     for (uint t = 0; t < 16; t++) {
       float16 a, b;
       r16k_scale(w, wh, base, t, &a, &b);
@@ -1673,7 +1677,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
 #else
   for (uint c = 0; c < nb; c++) {
     const size_t base = ((size_t)g * nb + c) * R16_WORDS;
-    R16_PREFETCH(base, last);
+    if (pf) R16_PREFETCH(base, last);
     for (uint t = 0; t < 16; t++) {
       float16 a, b, s[MMAX];
       float xs[MMAX];
