@@ -390,6 +390,11 @@ static jv join(jstate *J, const jnode *at, jv v, const jargs *a) {
   jv *items;
   size_t n;
   if (clf__j_iter(J, at, v, &items, &n)) return clf__jv_undef();
+  /* each item read is a step, as a loop's iteration is: a list of 100000
+   * ints joined again and again was stopped only by the bytes budget,
+   * after 0.8 s of CPU here; the steps budget stops it after 10 joins,
+   * in 0.04 s */
+  clf__j_charge(n, 0);
   jbuf b = {0};
   for (size_t i = 0; i < n && !clf__j_failed(J); i++) {
     if (i && d.t != JV_UNDEF) clf__jv_write_str(&b, d);

@@ -509,11 +509,27 @@ void clf__jv_float_repr(double f, char out[40]) {
   }
 }
 
+/* An int's decimal digits, written backwards from the end of t (40 bytes);
+ * returns where they start.  snprintf took 40% of the time of a template
+ * that joins a list of 100000 ints over and over until its budget stops
+ * it. */
+static const char *int_text(int64_t i, char *t) {
+  char *o = t + 39;
+  uint64_t u = i < 0 ? 0 - (uint64_t)i : (uint64_t)i;
+  *o = 0;
+  do *--o = (char)('0' + u % 10); while (u /= 10);
+  if (i < 0) *--o = '-';
+  return o;
+}
+
 static int write_num(jbuf *b, jv v) {
   char t[40];
-  if (v.t == JV_FLOAT) clf__jv_float_repr(v.u.f, t);
-  else snprintf(t, sizeof(t), "%lld", (long long)v.u.i);
-  return clf__jbuf_adds(b, t);
+  if (v.t == JV_FLOAT) {
+    clf__jv_float_repr(v.u.f, t);
+    return clf__jbuf_adds(b, t);
+  }
+  const char *s = int_text(v.u.i, t);
+  return clf__jbuf_add(b, s, (size_t)(t + 39 - s));
 }
 
 /* repr() of a str: quotes as Python chooses them, escapes for \\, the quote,
