@@ -1200,11 +1200,12 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void KQ_NAME(
  * it), and GPT-2 q8 decoded at 11-13 ms a token against 8-9 with it on
  * both runtimes (1 KB on: 10-11).  last: the weight's last block, where
  * the address stops (a prefetch past the buffer is left to no
- * implementation).  Only products of up to R16_PF_ROWS rows ask:
- * longer ones are bound by arithmetic, not by memory.  PoCL, which compiles for the host's triple
- * (__x86_64__), makes OpenCL's prefetch nothing: there clang's builtin
- * asks for each 64-byte line; a GPU may take either as a hint or as
- * nothing. */
+ * implementation).  Only products of up to R16_PF_ROWS rows ask
+ * (so the MMAX > 8 branches never do): longer ones are bound by
+ * arithmetic, not by memory.  PoCL, which compiles for the host's
+ * triple (__x86_64__), makes OpenCL's prefetch nothing: there clang's
+ * builtin asks for each 64-byte line; a GPU may take either as a hint or
+ * as nothing. */
 #define R16_PF_ROWS 4
 #define R16_PF (R16_WORDS >= 1024 ? 1 : (1024 + R16_WORDS / 2) / R16_WORDS)
 #if defined(__x86_64__) && defined(__clang__)
