@@ -269,7 +269,8 @@ CLF_API void clf_context_cache_stats(const clf_context *ctx,
 
 /* Builds (or loads) the program of one op family with the given extra
  * compiler options ("-DHEAD_DIM=64"), as the ops do lazily.  For tools and
- * tests; ops never need it called first. */
+ * tests; ops never need it called first.  The linear family's ops build a
+ * program for each kernel they run; this builds every kernel of it. */
 CLF_API clf_status clf_context_prepare(clf_context *ctx, const char *family,
                                        const char *options);
 

@@ -30,6 +30,16 @@
  * is read once; x (M x K floats) stays in cache.
  */
 
+/* CLF_ONLY=1 with CLF_ONLY_<kernel>=1 (host/core/program.c, for each
+ * kernel the host asks for): the program holds that kernel alone.  The
+ * kernels' variants multiply by weight type, rows and options, and each
+ * build compiled every kernel of the file: on Intel's CPU runtime a
+ * k-quant type's 16-row program took 9 s to build for the one kernel it
+ * ran.  Without CLF_ONLY (clf_context_prepare) every kernel is built. */
+#ifndef CLF_ONLY
+#define CLF_ONLY 0
+#endif
+
 #if !defined(WTYPE) || !defined(WT_F32)
 #error "ops/linear.c passes WTYPE and the weight types' constants (-DWT_F32=0 ...)"
 #endif
@@ -310,16 +320,20 @@ inline void skinny_group(__global const float *x, uint x_off, __global const WT 
 #else
 #define SKINNY_NAME skinny
 #endif
+#if !CLF_ONLY || CLF_ONLY_skinny || CLF_ONLY_skinny_h
 __kernel __attribute__((reqd_work_group_size(SPLIT, ROWS, 1))) void SKINNY_NAME(SKINNY_PARAMS) {
   __local float red[SPLIT > 1 ? ROWS * SPLIT : 1];
   skinny_group(SKINNY_ARGS, red, 0);
 }
+#endif
 
 #if CLF_USE_SUBGROUPS
+#if !CLF_ONLY || CLF_ONLY_skinny_sg
 __kernel __attribute__((reqd_work_group_size(SPLIT, ROWS, 1))) void skinny_sg(SKINNY_PARAMS) {
   __local float red[SPLIT > 1 ? ROWS * SPLIT : 1];
   skinny_group(SKINNY_ARGS, red, 1);
 }
+#endif
 #endif
 
 /* skinny_tile: y [M, N] = act(x [M, K] W^T + bias) for any M, the CPU shape
@@ -366,6 +380,7 @@ inline float8 load_part(__global const WT *w, uint w_off, __global const half *s
 }
 #endif
 
+#if !CLF_ONLY || CLF_ONLY_skinny_tile
 __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_tile(SKINNY_PARAMS) {
 #if TM == 1 /* one row (decoding): a group's TL work-items take consecutive rows of W */
   const uint m0 = get_global_id(1), n0 = get_global_id(0) * TN;
@@ -449,6 +464,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_tile(SKINNY
   }
 #endif
 }
+#endif
 
 /* skinny_pair: y [1, N] = act(x [1, K] W^T + bias), one row of x (decoding)
  * against 4-bit blocks (Q4_0, Q4_1) on a CPU, unless the profile's
@@ -533,6 +549,7 @@ inline __attribute__((always_inline)) void pair_chunk(__global const half *s, __
 #endif
 }
 
+#if !CLF_ONLY || CLF_ONLY_skinny_pair
 __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_pair(SKINNY_PARAMS, __global const uint *wu,
                                                                                  __global const ushort *su) {
   const uint n0 = get_global_id(0) * TN;
@@ -569,6 +586,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_pair(SKINNY
   _Pragma("unroll") for (uint j = 0; j < TN; j++) if (n0 + j < N) y[y_off + n0 + j] = o[j];
 }
 #endif
+#endif
 
 /* ------------------------------------------------------------------------
  * The integer path (issue 42): x quantized per block of 32 to int8 with
@@ -588,6 +606,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_pair(SKINNY
  * sum is kept as an integer-valued float rather than llama.cpp's d * sum:
  * Q4_0's -8 is then exact in the integer sum, and Q4_1's min term takes
  * one multiply more a block.  global (K / 32 rounded up, M). */
+#if !CLF_ONLY || CLF_ONLY_quantize_q8
 __kernel void quantize_q8(__global const float *x, uint x_off, __global char *q, __global float *ds, uint ds_off,
                           uint K) {
   const uint b = get_global_id(0), m = get_global_id(1), nb = K / 32;
@@ -598,6 +617,7 @@ __kernel void quantize_q8(__global const float *x, uint x_off, __global char *q,
   _Pragma("unroll") for (uint i = 0; i < 4; i++) v[i] = vload8(i, xp);
   clf_q8_block(v, q + blk * 32, ds + ds_off + 2 * blk); /* common.cl */
 }
+#endif
 #endif
 
 #if INT_KERNEL && INT_TYPES
@@ -801,6 +821,7 @@ inline INT_LANES int_lanes(WQ w, uint qh, uint8 x) {
 }
 #endif
 
+#if !CLF_ONLY || CLF_ONLY_skinny_int || CLF_ONLY_skinny_idot
 __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void INT_NAME(
     __global const uint *xq, __global const float *xd, uint xd_off, __global const uint *wu, __global const half *s,
     __global const ushort *su, uint s_off, __global const float *bias, uint b_off, int has_bias, int act,
@@ -859,6 +880,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void INT_NAME(
   }
 }
 #endif
+#endif
 
 /* y [M, N] = act(x [M, K] W + bias) with W f32 [K, N] ([in, out]: the
  * layout CLBlast reads without a copy, so an encoder keeps one copy of each
@@ -877,6 +899,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void INT_NAME(
 #ifndef KS
 #define KS 1
 #endif
+#if !CLF_ONLY || CLF_ONLY_skinny_t
 __kernel __attribute__((reqd_work_group_size(COLS, KS, 1)))
 void skinny_t(__global const float *x, uint x_off, __global const float *w, uint w_off,
               __global const float *bias, uint b_off, int has_bias, int act, __global float *y, uint y_off,
@@ -940,6 +963,7 @@ void skinny_t(__global const float *x, uint x_off, __global const float *w, uint
     }
   }
 }
+#endif
 
 /* out [K, N] f32 = the stored weight [N, K], transposed ([in, out]: the
  * operand CLBlast reads without a copy of its own); work-item (n, c)
@@ -947,6 +971,7 @@ void skinny_t(__global const float *x, uint x_off, __global const float *w, uint
  * so the work-items of a group write adjacent floats of each out row.  2-D
  * rather than i / chunks and i % chunks, whose fused form LLVM marks with a
  * `freeze` that Oclgrind 21.10 cannot check. */
+#if !CLF_ONLY || CLF_ONLY_expand_t
 __kernel void expand_t(__global const WT *w, uint w_off, __global const half *s, uint s_off, __global float *out,
                        uint o_off, uint N, uint K) {
   const uint n = get_global_id(0), c = get_global_id(1);
@@ -967,6 +992,7 @@ __kernel void expand_t(__global const WT *w, uint w_off, __global const half *s,
     r[7 * N] = e.s7;
   }
 }
+#endif
 
 /* ------------------------------------------------------------------------
  * The integer path for ggml's k-quants (Q4_K, Q5_K, Q6_K: the tensors of
@@ -1028,6 +1054,7 @@ inline int8 kq_dot(char16 wl, char16 wh, int sl, int sh, uint8 x) {
 #define KQ_SUM(a) sum8(a)
 #endif
 
+#if !CLF_ONLY || CLF_ONLY_skinny_kq || CLF_ONLY_skinny_kqdot
 __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void KQ_NAME(
     __global const uint *xq, __global const float *xd, uint xd_off, __global const uint *wu, __global const ushort *su,
     __global const uchar *wb, __global const half *s, __global const float *bias, uint b_off, int has_bias, int act,
@@ -1131,6 +1158,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void KQ_NAME(
     }
   }
 }
+#endif
 #endif
 
 /* ------------------------------------------------------------------------
@@ -1334,6 +1362,7 @@ inline void r16_lohi(uint16 u, uint16 qh, uint k, uint16 *lo, uint16 *hi) {
 #define R16_WORD(j) (WTYPE == WT_Q8_0 ? (j) / 4 : ((j) % 16) / 4)
 
 #if WTYPE == WT_Q8_0 || WTYPE == WT_Q4_1 /* the integer kernel's types */
+#if !CLF_ONLY || CLF_ONLY_skinny_r16
 __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16(
     __global const uint *xq, __global const float *xd, uint xd_off, uint x_row, __global const uint *w,
     __global const half *wh, __global const float *bias, uint b_off, int has_bias, int act, __global float *y,
@@ -1364,6 +1393,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16(
   _Pragma("unroll") for (uint i = 0; i < MMAX; i++)
     if (i < M) r16_store(acc[i], g, bias, b_off, has_bias, act, y, y_off + i * N, N);
 }
+#endif
 
 #endif
 
@@ -1380,6 +1410,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16(
  * form (their class sums cost registers: PoCL prefilled SmolLM2 Q4_1
  * 0.83x as fast with them at 8 rows). */
 #define R16_CLASSES (MMAX == 1 && (WTYPE == WT_Q4_0 || WTYPE == WT_Q4_1 || WTYPE == WT_Q5_0 || WTYPE == WT_Q5_1))
+#if !CLF_ONLY || CLF_ONLY_skinny_r16f
 __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
     __global const float *x, uint x_off, __global const uint *w, __global const half *wh, __global const float *bias,
     uint b_off, int has_bias, int act, __global float *y, uint y_off, uint M, uint N, uint K) {
@@ -1523,11 +1554,13 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
   _Pragma("unroll") for (uint i = 0; i < MMAX; i++)
     if (i < M) r16_store(acc[i], g, bias, b_off, has_bias, act, y, y_off + i * N, N);
 }
+#endif
 
 /* out [K, N] f32 = the interleaved weight [N, K] expanded and transposed
  * (the operand CLBlast reads, as expand_t's): work-item (g, c) writes
  * block c of the 16 rows of group g, 16 adjacent floats a row of out
  * (fewer in a last group past N).  global (N / 16 rounded up, K / 32). */
+#if !CLF_ONLY || CLF_ONLY_expand_r16
 __kernel void expand_r16(__global const uint *w, __global const half *wh, __global float *out, uint N, uint K) {
   const uint g = get_global_id(0), c = get_global_id(1), nb = K / 32;
   if (g * 16 >= N || c >= nb) return;
@@ -1538,6 +1571,7 @@ __kernel void expand_r16(__global const uint *w, __global const half *wh, __glob
   for (uint j = 0; j < 32; j++)
     r16_put(fma(d, r16_value(vload16(0, w + base + R16_QOFF + 16 * R16_WORD(j)), qh, j), m), g, N, o + (size_t)j * N);
 }
+#endif
 #else /* Q4_K, Q6_K: super-blocks of 256, in 16 sub-blocks of 16 */
 /* The 16 rows' byte b of the words from word plane p on (p counted from
  * R16_QOFF). */
@@ -1604,6 +1638,7 @@ inline uint16 r16k_word(__global const uint *w, size_t base, uint t, uint k) {
 #define r16k_byte_q(u, b) \
   (convert_float16(((u) >> (uint16)(8 * (b))) & (uint16)0xff) - (float16)(WTYPE == WT_Q6_K ? 32.0f : 0.0f))
 
+#if !CLF_ONLY || CLF_ONLY_skinny_r16f
 __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
     __global const float *x, uint x_off, __global const uint *w, __global const half *wh, __global const float *bias,
     uint b_off, int has_bias, int act, __global float *y, uint y_off, uint M, uint N, uint K) {
@@ -1704,10 +1739,12 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
   _Pragma("unroll") for (uint i = 0; i < MMAX; i++)
     if (i < M) r16_store(acc[i], g, bias, b_off, has_bias, act, y, y_off + i * N, N);
 }
+#endif
 
 /* out [K, N] f32 = the interleaved weight expanded and transposed, as the
  * blocks of 32's: work-item (g, c) writes sub-block c (of 16) of the 16
  * rows of group g.  global (N / 16 rounded up, K / 16). */
+#if !CLF_ONLY || CLF_ONLY_expand_r16
 __kernel void expand_r16(__global const uint *w, __global const half *wh, __global float *out, uint N, uint K) {
   const uint g = get_global_id(0), c = get_global_id(1), nb = K / 256;
   if (g * 16 >= N || c >= K / 16) return;
@@ -1717,5 +1754,6 @@ __kernel void expand_r16(__global const uint *w, __global const half *wh, __glob
   __global float *o = out + (size_t)c * 16 * N + g * 16;
   for (uint e = 0; e < 16; e++) r16_put(fma(a, r16k_q(w, base, 16 * (c % 16) + e), -b), g, N, o + (size_t)e * N);
 }
+#endif
 #endif
 #endif
