@@ -471,6 +471,16 @@ clf_status clf__linear_x_blocks(clf_context *ctx, const clf_tensor *x, size_t M,
   return err == CL_SUCCESS ? CLF_OK : clf__fail_cl(ctx, err, "clEnqueueReadBuffer", "clf_linear");
 }
 
+/* quantize_q8, which makes x's 8-bit blocks for every type and row count,
+ * from one program a context: built with the products' options it was a
+ * program of its own for each of them (the linear family builds a kernel
+ * a program: 80 of test_linear_int's 240 builds on PoCL). */
+static clf_status quantize_kernel(clf_context *ctx, clf__kernel **kq) {
+  char opts[512];
+  snprintf(opts, sizeof opts, "%s%s -DINT_KERNEL=1", linear_wtype(CLF_Q8_0), linear_wt_names);
+  return clf__get_kernel(ctx, "linear", opts, "quantize_q8", kq);
+}
+
 /* y = act(x W^T + bias) on the integer path: x quantized into the
  * op's scratch slot (int8 quants, then (d, sum) pairs), then one launch of
  * skinny_int or skinny_idot (and bias_act where the plan says). */
@@ -491,7 +501,7 @@ static clf_status run_int(clf_context *ctx, const clf__plan *p, const clf_tensor
            linear_wtype(w->dtype), linear_wt_names, p->mmax, tn, tl, dot, p->kind == INT_L16_KIND,
            p->act_pass ? " -DSKINNY_ACT_PASS=1" : "", dot ? " -cl-std=CL3.0" : "");
   clf__kernel *kq, *k;
-  if ((st = clf__get_kernel(ctx, "linear", opts, "quantize_q8", &kq)) != CLF_OK) return st;
+  if ((st = quantize_kernel(ctx, &kq)) != CLF_OK) return st;
   if ((st = clf__get_kernel(ctx, "linear", opts, dot ? "skinny_idot" : "skinny_int", &k)) != CLF_OK) return st;
   if (k->max_wg < tl)
     return clf__fail(ctx, CLF_E_UNSUPPORTED, "kernel skinny_int: the device allows %zu work-items of it, not %zu",
@@ -519,18 +529,16 @@ static clf_status run_int(clf_context *ctx, const clf__plan *p, const clf_tensor
 
 /* For linear_kq.c (the k-quants' integer kernels): the build options
  * naming w's type, and x's 8-bit blocks in the scratch slot, made by
- * quantize_q8 of the program built with opts unless the held x's copy is
- * there already. */
+ * quantize_q8 unless the held x's copy is there already. */
 void clf__linear_type_opts(clf_dtype dt, char *buf, size_t len) {
   snprintf(buf, len, "%s%s", linear_wtype(dt), linear_wt_names);
 }
 
-clf_status clf__linear_x_q8(clf_context *ctx, const clf_tensor *x, size_t M, size_t K, const char *opts, cl_mem *xq,
-                            cl_uint *ds_off) {
+clf_status clf__linear_x_q8(clf_context *ctx, const clf_tensor *x, size_t M, size_t K, cl_mem *xq, cl_uint *ds_off) {
   clf_status st = xq_scratch(ctx, M, K, xq, ds_off);
   if (st != CLF_OK || x_reused(ctx, x, XQ_Q8_32, M, K)) return st;
   clf__kernel *kq;
-  if ((st = clf__get_kernel(ctx, "linear", opts, "quantize_q8", &kq)) != CLF_OK) return st;
+  if ((st = quantize_kernel(ctx, &kq)) != CLF_OK) return st;
   const cl_uint k32 = (cl_uint)K;
   st = clf__set_args(ctx, kq, 6, CLF__TARG(x), CLF__ARG(*xq), CLF__ARG(*xq), CLF__ARG(*ds_off), CLF__ARG(k32));
   if (st != CLF_OK) return st;

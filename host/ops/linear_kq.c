@@ -56,7 +56,7 @@ clf_status clf__run_kq(clf_context *ctx, const clf__plan *p, const clf_tensor *x
                      k->max_wg, tl);
   cl_mem xq;
   cl_uint ds_off;
-  if ((st = clf__linear_x_q8(ctx, x, M, K, opts, &xq, &ds_off)) != CLF_OK) return st;
+  if ((st = clf__linear_x_q8(ctx, x, M, K, &xq, &ds_off)) != CLF_OK) return st;
   const clf_tensor *bb = bias ? bias : x;
   cl_int has_bias = bias != NULL, act32 = (cl_int)act;
   cl_uint m32 = (cl_uint)M, n32 = (cl_uint)N, k32 = (cl_uint)K;

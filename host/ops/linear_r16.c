@@ -170,7 +170,7 @@ static clf_status r16_skinny(clf_context *ctx, const clf_tensor *x, const clf_te
                      k->max_wg, R16_TL);
   cl_mem xq = NULL;
   cl_uint ds_off = 0;
-  if (!exact && (st = clf__linear_x_q8(ctx, x, M, K, opts, &xq, &ds_off)) != CLF_OK) return st;
+  if (!exact && (st = clf__linear_x_q8(ctx, x, M, K, &xq, &ds_off)) != CLF_OK) return st;
   const clf_tensor *bb = bias ? bias : x;
   cl_int has_bias = bias != NULL, act32 = (cl_int)act;
   cl_uint n32 = (cl_uint)N, k32 = (cl_uint)K;

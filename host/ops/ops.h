@@ -389,8 +389,7 @@ clf_status clf__r16_linear(clf_context *ctx, const clf_tensor *x, const clf_tens
  * self-validation is passed over. */
 enum { CLF__R16_INT, CLF__R16_FLOAT, CLF__R16_GEMM };
 int clf__r16_path(clf_context *ctx, clf_dtype dt, size_t M);
-clf_status clf__linear_x_q8(clf_context *ctx, const clf_tensor *x, size_t M, size_t K, const char *opts, cl_mem *xq,
-                            cl_uint *ds_off);
+clf_status clf__linear_x_q8(clf_context *ctx, const clf_tensor *x, size_t M, size_t K, cl_mem *xq, cl_uint *ds_off);
 /* The checks the dense ops share: act a clf_activation; bias NULL or f32
  * [D]. */
 clf_status clf__check_act(clf_context *ctx, const char *op, clf_activation act);
