@@ -566,7 +566,13 @@ def test_local_mode_ignores_other_clusters_and_listens_on_loopback_only(tmp_path
         assert names.count("ray::ServeRepli") >= 2, seen                 # the replicas' gRPC servers
         # The replica's device slot: one lock file in this node's directory
         # of the per-user base ($XDG_RUNTIME_DIR/clformer-serve, 0700).
+        # /health is the ingress's: the replica claims its slot as it
+        # starts, which on a loaded machine can come after (CI, 2026-12-06:
+        # no directory yet right after the 200)
         base = run_dir / "clformer-serve"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (base.is_dir() and any(os.listdir(base / n) for n in os.listdir(base))):
+            time.sleep(0.5)
         nodes = os.listdir(base)
         assert len(nodes) == 1 and os.listdir(base / nodes[0]) == ["device-0-0.slot-0.lock"], nodes
         assert os.lstat(base).st_mode & 0o077 == 0 and os.lstat(base / nodes[0]).st_mode & 0o077 == 0
