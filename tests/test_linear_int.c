@@ -729,6 +729,56 @@ START_TEST(int_env_refused) {
 }
 END_TEST
 
+/* The linear family builds a program for each kernel it runs (program.c,
+ * linear.cl's CLF_ONLY): skinny_tile's and quantize_q8's programs hold one
+ * kernel each, where clf_context_prepare's build of the same options holds
+ * them all; quantize_q8 comes from one program a context whatever the
+ * products' types (two types on the integer path here: one program); a
+ * kernel the file does not have is an error that names it. */
+static cl_uint kernels_in(const char *options) {
+  for (const clf__program *p = th_ctx->programs; p; p = p->next)
+    if (strcmp(p->family, "linear") == 0 && strcmp(p->options, options) == 0 && p->program) {
+      size_t n = 0;
+      ck_assert_int_eq(clGetProgramInfo(p->program, CL_PROGRAM_NUM_KERNELS, sizeof n, &n, NULL), CL_SUCCESS);
+      return (cl_uint)n;
+    }
+  return 0;
+}
+
+START_TEST(linear_kernel_a_program) {
+  char opts[512], own[600];
+  clf__linear_type_opts(CLF_Q8_0, opts, sizeof opts);
+  clf__kernel *k;
+  TH_OK(clf__get_kernel(th_ctx, "linear", opts, "skinny_tile", &k));
+  snprintf(own, sizeof own, "%s -DCLF_ONLY=1 -DCLF_ONLY_skinny_tile=1", opts);
+  ck_assert_uint_eq(kernels_in(own), 1);
+  TH_OK(clf_context_prepare(th_ctx, "linear", opts));
+  ck_assert_uint_gt(kernels_in(opts), 1);
+  ck_assert_int_ne(clf__get_kernel(th_ctx, "linear", opts, "no_such_kernel", &k), CLF_OK);
+  ck_assert_msg(strstr(clf_last_error(th_ctx), "no_such_kernel") != NULL, "%s", clf_last_error(th_ctx));
+
+  const size_t N = 37, K = 96, M = 2;
+  float *x = th_rand(M * K, 61, -2, 2), *bias = th_rand(N, 62, -1, 1);
+  env_set("CLFORMER_SKINNY_INT", "1");
+  for (int t = 0; t < 2; t++) {
+    float *w;
+    clf_tensor *tw = make_weight(int_types[t], N, K, (uint32_t)(63 + t), &w);
+    free(run(tw, x, bias, M, N, K, CLF_ACT_NONE));
+    free(w);
+    clf_tensor_destroy(tw);
+  }
+  env_set("CLFORMER_SKINNY_INT", NULL);
+  int quantizers = 0;
+  for (const clf__program *p = th_ctx->programs; p; p = p->next)
+    if (strstr(p->options, "-DCLF_ONLY_quantize_q8=1")) {
+      quantizers++;
+      ck_assert_uint_eq(kernels_in(p->options), 1);
+    }
+  ck_assert_int_eq(quantizers, 1);
+  free(x); free(bias);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("linear_int");
   TCase *c = tcase_create("core");
@@ -742,6 +792,7 @@ int main(void) {
   tcase_add_test(c, kq_held_x_shared);
   tcase_add_loop_test(c, r16_matches_reference, 0, 7);
   tcase_add_test(c, r16_wanted);
+  tcase_add_test(c, linear_kernel_a_program);
   suite_add_tcase(s, c);
   return th_run(s);
 }

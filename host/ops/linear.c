@@ -477,7 +477,7 @@ clf_status clf__linear_x_blocks(clf_context *ctx, const clf_tensor *x, size_t M,
  * a program: 80 of test_linear_int's 240 builds on PoCL). */
 static clf_status quantize_kernel(clf_context *ctx, clf__kernel **kq) {
   char opts[512];
-  snprintf(opts, sizeof opts, "%s%s -DINT_KERNEL=1", linear_wtype(CLF_Q8_0), linear_wt_names);
+  snprintf(opts, sizeof opts, "%s%s -DINT_KERNEL=1", linear_wtype(CLF_Q8_0), linear_wt_names); /* any type's */
   return clf__get_kernel(ctx, "linear", opts, "quantize_q8", kq);
 }
 
