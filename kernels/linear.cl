@@ -1461,57 +1461,97 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
     const uint16 qh = R16_BITS(base);
     _Pragma("unroll") for (uint i = 0; i < MMAX; i++) s[i] = (float16)(0.0f), xs[i] = 0.0f;
 #if R16_CLASSES && (WTYPE == WT_Q4_0 || WTYPE == WT_Q4_1)
-    /* The nibbles where they lie: u & (15 << sh) converts to exactly q 2^sh,
-     * so each of the 8 classes of 4 elements (byte b, low or high nibble;
-     * sh = 8 b + 4 hi) sums q 2^sh x, scaled by 2^-sh once: an and, a
-     * convert and an fma a weight where shifting each out took two more
-     * (Q4_0's 8 comes off once a block, 8 sum(x)) */
+    /* The nibbles where they lie, made floats in the mantissa of 2^23:
+     * (u & (15 << sh)) | 0x4b000000 is exactly 2^23 + q 2^sh for sh < 16
+     * (the upper half's nibbles shifted down 16 first), less 2^23 (and
+     * Q4_0's 8 2^sh) q 2^sh (q - 8 for Q4_0); each of the 8 classes of 4
+     * elements (byte b, low or high nibble; sh = 8 b + 4 hi) sums it times
+     * x, scaled by 2^-sh once.  An and-or (one vpternlogd on AVX-512), a
+     * subtract and an fma a weight, on either vector port, where a
+     * convert took the one port AVX-512 converts on, and no running sum
+     * of x for Q4_0's 8, whose chain of dependent adds the block waited
+     * on (a vector sum for Q4_1's min).  GPT-2's Q4_0 head (50257 x 768)
+     * in a harness: 1.13 -> 0.79 ms on Intel's runtime, 2.07 -> 1.08 on
+     * PoCL (docs/performance.md, session 34) */
     _Pragma("unroll") for (uint h = 0; h < 8; h++) {
-      const uint sh = 8 * (h % 4) + 4 * (h / 4);
-      float16 t[MMAX];
-      _Pragma("unroll") for (uint i = 0; i < MMAX; i++) t[i] = (float16)(0.0f);
+      const uint sh = 8 * (h % 4) + 4 * (h / 4), sl = sh % 16;
+      float16 t = (float16)(0.0f);
       _Pragma("unroll") for (uint k = 0; k < 4; k++) {
-        const float16 q = convert_float16(vload16(0, w + base + R16_QOFF + 16 * k) & (uint16)(15u << sh));
-        _Pragma("unroll") for (uint i = 0; i < MMAX; i++) {
-          if (i < M) { /* uniform */
-            const float a = x[x_off + (size_t)i * K + (size_t)c * 32 + 4 * k + h % 4 + 16 * (h / 4)];
-            t[i] = fma(q, (float16)(a), t[i]);
-            xs[i] += a;
-          }
-        }
+        const uint16 u = vload16(0, w + base + R16_QOFF + 16 * k);
+        const float16 q = as_float16(((sh >= 16 ? u >> (uint16)16 : u) & (uint16)(15u << sl)) | (uint16)0x4b000000u) -
+                          (float16)(0x1p+23f + R16_OFF * (float)(1u << sl));
+        t = fma(q, (float16)(x[x_off + (size_t)c * 32 + 4 * k + h % 4 + 16 * (h / 4)]), t);
       }
-      _Pragma("unroll") for (uint i = 0; i < MMAX; i++) s[i] = fma(t[i], (float16)(1.0f / (float)(1u << sh)), s[i]);
+      s[0] = fma(t, (float16)(1.0f / (float)(1u << sl)), s[0]);
     }
+#if R16_MIN
+    {
+      const float16 xv = vload16(0, x + x_off + (size_t)c * 32) + vload16(1, x + x_off + (size_t)c * 32);
+      const float8 x8 = xv.lo + xv.hi;
+      const float4 x4 = x8.lo + x8.hi;
+      xs[0] = (x4.x + x4.y) + (x4.z + x4.w);
+    }
+#endif
 #elif R16_CLASSES /* Q5_0, Q5_1 */
     /* The same classes, each word's 5-bit values joined first: the fifth
      * bits, in the interleave's order (R16_QHBIT), shifted left 4 - k
      * beside word k's low nibbles and right k beside its high ones, so
      * that byte b of lo and hi holds elements 4 k + b and 16 + 4 k + b
-     * whole; class b sums both, q 2^(8 b) exact (Q5_0's 16 comes off once
-     * a block, 16 sum(x)) */
-    float16 t[4][MMAX];
-    _Pragma("unroll") for (uint b = 0; b < 4; b++)
-      _Pragma("unroll") for (uint i = 0; i < MMAX; i++) t[b][i] = (float16)(0.0f);
+     * whole; bytes 0 and 1 (2 and 3 after a shift by 16) made floats in
+     * the mantissa of 2^23 as Q4_x's, (q - 16) 2^(8 b) for Q5_0, q 2^(8 b)
+     * for Q5_1 (whose min takes a vector sum of x) */
+    float16 t[4];
+    _Pragma("unroll") for (uint b = 0; b < 4; b++) t[b] = (float16)(0.0f);
     _Pragma("unroll") for (uint k = 0; k < 4; k++) {
       const uint16 u = vload16(0, w + base + R16_QOFF + 16 * k);
       const uint16 lo = (u & (uint16)0x0f0f0f0fu) | ((qh << (uint16)(4 - k)) & (uint16)0x10101010u);
       const uint16 hi = ((u >> (uint16)4) & (uint16)0x0f0f0f0fu) | ((qh >> (uint16)k) & (uint16)0x10101010u);
+      const uint16 lv = lo >> (uint16)16, hv = hi >> (uint16)16;
       _Pragma("unroll") for (uint b = 0; b < 4; b++) {
-        const float16 ql = convert_float16(as_int16(lo & (uint16)(31u << (8 * b))));
-        const float16 qu = convert_float16(as_int16(hi & (uint16)(31u << (8 * b))));
-        _Pragma("unroll") for (uint i = 0; i < MMAX; i++) {
-          if (i < M) { /* uniform */
-            const float a0 = x[x_off + (size_t)i * K + (size_t)c * 32 + 4 * k + b];
-            const float a1 = x[x_off + (size_t)i * K + (size_t)c * 32 + 16 + 4 * k + b];
-            t[b][i] = fma(qu, (float16)(a1), fma(ql, (float16)(a0), t[b][i]));
-            xs[i] += a0 + a1;
-          }
-        }
+        const uint16 m = (uint16)(31u << (8 * (b % 2)));
+        const float c0 = 0x1p+23f + R16_OFF * (float)(1u << (8 * (b % 2)));
+        const float16 ql = as_float16(((b >= 2 ? lv : lo) & m) | (uint16)0x4b000000u) - (float16)(c0);
+        const float16 qu = as_float16(((b >= 2 ? hv : hi) & m) | (uint16)0x4b000000u) - (float16)(c0);
+        const float a0 = x[x_off + (size_t)c * 32 + 4 * k + b], a1 = x[x_off + (size_t)c * 32 + 16 + 4 * k + b];
+        t[b] = fma(qu, (float16)(a1), fma(ql, (float16)(a0), t[b]));
       }
     }
-    _Pragma("unroll") for (uint i = 0; i < MMAX; i++)
-      s[i] = fma(t[3][i], (float16)(0x1p-24f),
-                 fma(t[2][i], (float16)(0x1p-16f), fma(t[1][i], (float16)(0x1p-8f), t[0][i])));
+    s[0] = fma(t[1] + t[3], (float16)(0x1p-8f), t[0] + t[2]);
+#if R16_MIN
+    {
+      const float16 xv = vload16(0, x + x_off + (size_t)c * 32) + vload16(1, x + x_off + (size_t)c * 32);
+      const float8 x8 = xv.lo + xv.hi;
+      const float4 x4 = x8.lo + x8.hi;
+      xs[0] = (x4.x + x4.y) + (x4.z + x4.w);
+    }
+#endif
+#elif WTYPE == WT_Q8_0 && MMAX == 1
+    /* One row of x over 8-bit quants: bytes 0 and 1 of a word (2 and 3
+     * after a shift by 16) made floats in the mantissa of 2^23, the sign
+     * bit flipped to make them unsigned: (u & 0xff) ^ 0x4b000080 is
+     * exactly 2^23 + 128 + q, (u & 0xff00) ^ 0x4b008000 2^23 + 256 (128
+     * + q), each less its constant after.  An and and an xor (one
+     * vpternlogd on AVX-512) and a subtract, on either vector port, where
+     * sign-extending by two shifts and converting took three operations
+     * on the one port AVX-512 shifts and converts on; a sum for each byte
+     * (the odd ones' scaled by 2^-8 once a block), where one sum waited
+     * on 32 dependent fmas.  GPT-2's Q8_0 head in a harness: 1.70 -> 0.83
+     * ms on Intel's runtime, 2.60 -> 1.04 on PoCL (docs/performance.md,
+     * session 34) */
+    float16 s1 = (float16)(0.0f), s2 = (float16)(0.0f), s3 = (float16)(0.0f);
+    _Pragma("unroll") for (uint k = 0; k < 8; k++) {
+      const uint16 u = vload16(0, w + base + R16_QOFF + 16 * k), v = u >> (uint16)16;
+      __global const float *xk = x + x_off + (size_t)c * 32 + 4 * k;
+      const float16 q0 = as_float16((u & (uint16)0xffu) ^ (uint16)0x4b000080u) - (float16)(0x1.0001p+23f);
+      const float16 q1 = as_float16((u & (uint16)0xff00u) ^ (uint16)0x4b008000u) - (float16)(0x1.01p+23f);
+      const float16 q2 = as_float16((v & (uint16)0xffu) ^ (uint16)0x4b000080u) - (float16)(0x1.0001p+23f);
+      const float16 q3 = as_float16((v & (uint16)0xff00u) ^ (uint16)0x4b008000u) - (float16)(0x1.01p+23f);
+      s[0] = fma(q0, (float16)(xk[0]), s[0]);
+      s1 = fma(q1, (float16)(xk[1]), s1);
+      s2 = fma(q2, (float16)(xk[2]), s2);
+      s3 = fma(q3, (float16)(xk[3]), s3);
+    }
+    s[0] = fma(s1 + s3, (float16)(0x1p-8f), s[0] + s2);
 #elif WTYPE == WT_Q8_0
     _Pragma("unroll") for (uint j = 0; j < 32; j++) {
       const float16 q = r16_value(vload16(0, w + base + R16_QOFF + 16 * R16_WORD(j)), qh, j);
@@ -1543,9 +1583,6 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
 #if R16_MIN
     const float16 m = vload_half16(1, wh + 2 * base);
     _Pragma("unroll") for (uint i = 0; i < MMAX; i++) acc[i] = fma(d, s[i], fma(m, (float16)(xs[i]), acc[i]));
-#elif R16_CLASSES && (WTYPE == WT_Q4_0 || WTYPE == WT_Q5_0)
-    const float off = WTYPE == WT_Q4_0 ? 8.0f : 16.0f;
-    _Pragma("unroll") for (uint i = 0; i < MMAX; i++) acc[i] = fma(d, s[i] - (float16)(off * xs[i]), acc[i]);
 #else
     _Pragma("unroll") for (uint i = 0; i < MMAX; i++) acc[i] = fma(d, s[i], acc[i]);
 #endif
@@ -1652,14 +1689,16 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
   float16 acc[MMAX];
   _Pragma("unroll") for (uint i = 0; i < MMAX; i++) acc[i] = (float16)(0.0f);
 #if MMAX == 1
-  /* One row of x: the quants converted where they lie in their words, as
-   * the blocks of 32's classes (u & (m << 8 b) is exactly q 2^(8 b)):
-   * per sub-block of 16 (4 words a row), 4 classes (byte b) of 4
-   * elements, each summing q 2^(8 b) x, scaled by 2^-(8 b) once.  Q4_K's
-   * nibble is first shifted to the low half of its byte (chunk l / 64's
-   * high nibbles are elements 32 on); Q6_K's 6 bits are its ql nibble and
-   * qh's 2 bits joined a word at a time, its 32 taken off as 32 sum(x). */
+  /* One row of x: a sub-block's bytes (r16k_word: Q4_K's nibble, Q6_K's
+   * 6 bits joined) made floats in the mantissa of 2^23 where they lie,
+   * as skinny_r16f's Q8_0 and Q4_x make theirs: (u & (255 << 8 h)) |
+   * 0x4b000000 is exactly 2^23 + q 2^(8 h) for bytes 0 and 1 (2 and 3
+   * after a shift by 16), less 2^23 (and Q6_K's 32 2^(8 h)): an and-or
+   * and a subtract where a convert took the one port AVX-512 converts
+   * on, a sum for each byte, and no running sum of x for Q6_K's 32;
+   * Q4_K's min takes a vector sum of the sub-block's x. */
   if (M == 1) {
+    const float off = WTYPE == WT_Q6_K ? 32.0f : 0.0f;
     for (uint c = 0; c < nb; c++) {
       const size_t base = ((size_t)g * nb + c) * R16_WORDS;
       if (pf) R16_PREFETCH(base, last);
@@ -1669,22 +1708,23 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
         r16k_scale(w, wh, base, t, &a, &b);
         float16 cl[4];
         _Pragma("unroll") for (uint h = 0; h < 4; h++) cl[h] = (float16)(0.0f);
-        float xs = 0.0f;
         _Pragma("unroll") for (uint k = 0; k < 4; k++) {
-          const uint16 u = r16k_word(w, base, t, k);
-          const uint off = 16 * t + 4 * k;
+          const uint16 u = r16k_word(w, base, t, k), v = u >> (uint16)16;
+          __global const float *xk = xc + 16 * t + 4 * k;
           _Pragma("unroll") for (uint h = 0; h < 4; h++) {
-            const float v = xc[off + h];
-            cl[h] = fma(convert_float16(as_int16(u & (uint16)(0xffu << (8 * h)))), (float16)(v), cl[h]);
-            xs += v;
+            const float16 q = as_float16(((h >= 2 ? v : u) & (uint16)(0xffu << (8 * (h % 2)))) | (uint16)0x4b000000u) -
+                              (float16)(0x1p+23f + off * (float)(1u << (8 * (h % 2))));
+            cl[h] = fma(q, (float16)(xk[h]), cl[h]);
           }
         }
-        const float16 s =
-            fma(cl[3], (float16)(0x1p-24f), fma(cl[2], (float16)(0x1p-16f), fma(cl[1], (float16)(0x1p-8f), cl[0])));
+        const float16 s = fma(cl[1] + cl[3], (float16)(0x1p-8f), cl[0] + cl[2]);
 #if WTYPE == WT_Q4_K
-        acc[0] = fma(a, s, fma(-b, (float16)(xs), acc[0]));
+        const float16 xv = vload16(0, xc + 16 * t);
+        const float8 x8 = xv.lo + xv.hi;
+        const float4 x4 = x8.lo + x8.hi;
+        acc[0] = fma(a, s, fma(-b, (float16)((x4.x + x4.y) + (x4.z + x4.w)), acc[0]));
 #else
-        acc[0] = fma(a, s - (float16)(32.0f * xs), acc[0]);
+        acc[0] = fma(a, s, acc[0]);
 #endif
       }
     }
