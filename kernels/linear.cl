@@ -1487,9 +1487,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
 #if R16_MIN
     {
       const float16 xv = vload16(0, x + x_off + (size_t)c * 32) + vload16(1, x + x_off + (size_t)c * 32);
-      const float8 x8 = xv.lo + xv.hi;
-      const float4 x4 = x8.lo + x8.hi;
-      xs[0] = (x4.x + x4.y) + (x4.z + x4.w);
+      xs[0] = sum8(xv.lo + xv.hi);
     }
 #endif
 #elif R16_CLASSES /* Q5_0, Q5_1 */
@@ -1520,9 +1518,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
 #if R16_MIN
     {
       const float16 xv = vload16(0, x + x_off + (size_t)c * 32) + vload16(1, x + x_off + (size_t)c * 32);
-      const float8 x8 = xv.lo + xv.hi;
-      const float4 x4 = x8.lo + x8.hi;
-      xs[0] = (x4.x + x4.y) + (x4.z + x4.w);
+      xs[0] = sum8(xv.lo + xv.hi);
     }
 #endif
 #elif WTYPE == WT_Q8_0 && MMAX == 1
@@ -1611,9 +1607,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
       if (i < M) { /* uniform */
         __global const float *xc = x + x_off + (size_t)i * K + (size_t)c * 32;
         const float16 xv = vload16(0, xc) + vload16(1, xc);
-        const float8 x8 = xv.lo + xv.hi;
-        const float4 x4 = x8.lo + x8.hi;
-        xs[i] = (x4.x + x4.y) + (x4.z + x4.w);
+        xs[i] = sum8(xv.lo + xv.hi);
       }
     }
 #endif
@@ -1760,9 +1754,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
         const float16 s = fma(cl[1] + cl[3], (float16)(0x1p-8f), cl[0] + cl[2]);
 #if WTYPE == WT_Q4_K
         const float16 xv = vload16(0, xc + 16 * t);
-        const float8 x8 = xv.lo + xv.hi;
-        const float4 x4 = x8.lo + x8.hi;
-        acc[0] = fma(a, s, fma(-b, (float16)((x4.x + x4.y) + (x4.z + x4.w)), acc[0]));
+        acc[0] = fma(a, s, fma(-b, (float16)(sum8(xv.lo + xv.hi)), acc[0]));
 #else
         acc[0] = fma(a, s, acc[0]);
 #endif
