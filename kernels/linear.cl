@@ -1269,6 +1269,31 @@ inline void r16_put(float16 v, uint g, uint N, __global float *o) {
   for (uint r = 0; g * 16 + r < N; r++) o[r] = t[r];
 }
 
+/* The bits v & mask (below bit 23) of the 16 rows made floats in the
+ * mantissa of 2^23, less c: (v & mask) ^ (0x4b000000 | flip) is exactly
+ * 2^23 + the bits' value (flip: a signed byte's sign bit, turning q into
+ * q + 128 where it lies), so c = 2^23 (+ the flip's value, + a type's
+ * offset where the bits lie) leaves the quant times its place, exactly.
+ * An and and an xor (one vpternlogd on AVX-512) and a subtract, on
+ * either vector port, where shifting a value out and converting it took
+ * operations AVX-512 runs on one port only: skinny_r16f's one-row
+ * products were bound by that port, not by the weight read (GPT-2's Q8_0
+ * head in a harness: 1.70 -> 0.83 ms on Intel's runtime, 2.60 -> 1.04
+ * on PoCL; docs/performance.md, session 34). */
+inline float16 r16_mant(uint16 v, uint mask, uint flip, float c) {
+  return as_float16((v & (uint16)mask) ^ (uint16)(0x4b000000u | flip)) - (float16)(c);
+}
+/* Q8_0's quant word u (elements 4 k .. 4 k + 3 of the 16 rows): q[b]
+ * its byte b, the odd ones times 2^8 (bytes 2 and 3 after a shift by
+ * 16). */
+inline void r16_q8_word(uint16 u, float16 *q) {
+  const uint16 v = u >> (uint16)16;
+  q[0] = r16_mant(u, 0xffu, 0x80u, 0x1.0001p+23f);
+  q[1] = r16_mant(u, 0xff00u, 0x8000u, 0x1.01p+23f);
+  q[2] = r16_mant(v, 0xffu, 0x80u, 0x1.0001p+23f);
+  q[3] = r16_mant(v, 0xff00u, 0x8000u, 0x1.01p+23f);
+}
+
 #if !R16_K /* the blocks of 32 */
 /* Bytes sh / 8 and sh / 8 + 2 of x's word xw, sign-extended, as the two
  * shorts of an int. */
@@ -1461,25 +1486,20 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
     const uint16 qh = R16_BITS(base);
     _Pragma("unroll") for (uint i = 0; i < MMAX; i++) s[i] = (float16)(0.0f), xs[i] = 0.0f;
 #if R16_CLASSES && (WTYPE == WT_Q4_0 || WTYPE == WT_Q4_1)
-    /* The nibbles where they lie, made floats in the mantissa of 2^23:
-     * (u & (15 << sh)) | 0x4b000000 is exactly 2^23 + q 2^sh for sh < 16
-     * (the upper half's nibbles shifted down 16 first), less 2^23 (and
-     * Q4_0's 8 2^sh) q 2^sh (q - 8 for Q4_0); each of the 8 classes of 4
-     * elements (byte b, low or high nibble; sh = 8 b + 4 hi) sums it times
-     * x, scaled by 2^-sh once.  An and-or (one vpternlogd on AVX-512), a
-     * subtract and an fma a weight, on either vector port, where a
-     * convert took the one port AVX-512 converts on, and no running sum
-     * of x for Q4_0's 8, whose chain of dependent adds the block waited
-     * on (a vector sum for Q4_1's min).  GPT-2's Q4_0 head (50257 x 768)
-     * in a harness: 1.13 -> 0.79 ms on Intel's runtime, 2.07 -> 1.08 on
-     * PoCL (docs/performance.md, session 34) */
+    /* The nibbles where they lie (r16_mant; the upper half's shifted
+     * down 16 first): (q - R16_OFF) 2^sh, Q4_0's 8 in the constant; each
+     * of the 8 classes of 4 elements (byte b, low or high nibble; sh = 8 b
+     * + 4 hi) sums it times x, scaled by 2^-sh once.  No running sum of x
+     * for Q4_0's 8, whose chain of dependent adds the block waited on (a
+     * vector sum for Q4_1's min).  GPT-2's Q4_0 head (50257 x 768) in a
+     * harness: 1.13 -> 0.79 ms on Intel's runtime, 2.07 -> 1.08 on PoCL
+     * (docs/performance.md, session 34) */
     _Pragma("unroll") for (uint h = 0; h < 8; h++) {
       const uint sh = 8 * (h % 4) + 4 * (h / 4), sl = sh % 16;
       float16 t = (float16)(0.0f);
       _Pragma("unroll") for (uint k = 0; k < 4; k++) {
         const uint16 u = vload16(0, w + base + R16_QOFF + 16 * k);
-        const float16 q = as_float16(((sh >= 16 ? u >> (uint16)16 : u) & (uint16)(15u << sl)) | (uint16)0x4b000000u) -
-                          (float16)(0x1p+23f + R16_OFF * (float)(1u << sl));
+        const float16 q = r16_mant(sh >= 16 ? u >> (uint16)16 : u, 15u << sl, 0, 0x1p+23f + R16_OFF * (float)(1u << sl));
         t = fma(q, (float16)(x[x_off + (size_t)c * 32 + 4 * k + h % 4 + 16 * (h / 4)]), t);
       }
       s[0] = fma(t, (float16)(1.0f / (float)(1u << sl)), s[0]);
@@ -1495,9 +1515,9 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
      * bits, in the interleave's order (R16_QHBIT), shifted left 4 - k
      * beside word k's low nibbles and right k beside its high ones, so
      * that byte b of lo and hi holds elements 4 k + b and 16 + 4 k + b
-     * whole; bytes 0 and 1 (2 and 3 after a shift by 16) made floats in
-     * the mantissa of 2^23 as Q4_x's, (q - 16) 2^(8 b) for Q5_0, q 2^(8 b)
-     * for Q5_1 (whose min takes a vector sum of x) */
+     * whole; bytes 0 and 1 (2 and 3 after a shift by 16) through
+     * r16_mant, (q - 16) 2^(8 b) for Q5_0, q 2^(8 b) for Q5_1 (whose min
+     * takes a vector sum of x) */
     float16 t[4];
     _Pragma("unroll") for (uint b = 0; b < 4; b++) t[b] = (float16)(0.0f);
     _Pragma("unroll") for (uint k = 0; k < 4; k++) {
@@ -1506,10 +1526,9 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
       const uint16 hi = ((u >> (uint16)4) & (uint16)0x0f0f0f0fu) | ((qh >> (uint16)k) & (uint16)0x10101010u);
       const uint16 lv = lo >> (uint16)16, hv = hi >> (uint16)16;
       _Pragma("unroll") for (uint b = 0; b < 4; b++) {
-        const uint16 m = (uint16)(31u << (8 * (b % 2)));
+        const uint m = 31u << (8 * (b % 2));
         const float c0 = 0x1p+23f + R16_OFF * (float)(1u << (8 * (b % 2)));
-        const float16 ql = as_float16(((b >= 2 ? lv : lo) & m) | (uint16)0x4b000000u) - (float16)(c0);
-        const float16 qu = as_float16(((b >= 2 ? hv : hi) & m) | (uint16)0x4b000000u) - (float16)(c0);
+        const float16 ql = r16_mant(b >= 2 ? lv : lo, m, 0, c0), qu = r16_mant(b >= 2 ? hv : hi, m, 0, c0);
         const float a0 = x[x_off + (size_t)c * 32 + 4 * k + b], a1 = x[x_off + (size_t)c * 32 + 16 + 4 * k + b];
         t[b] = fma(qu, (float16)(a1), fma(ql, (float16)(a0), t[b]));
       }
@@ -1522,38 +1541,24 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
     }
 #endif
 #elif WTYPE == WT_Q8_0 && MMAX == 1
-    /* One row of x over 8-bit quants: bytes 0 and 1 of a word (2 and 3
-     * after a shift by 16) made floats in the mantissa of 2^23, the sign
-     * bit flipped to make them unsigned: (u & 0xff) ^ 0x4b000080 is
-     * exactly 2^23 + 128 + q, (u & 0xff00) ^ 0x4b008000 2^23 + 256 (128
-     * + q), each less its constant after.  An and and an xor (one
-     * vpternlogd on AVX-512) and a subtract, on either vector port, where
-     * sign-extending by two shifts and converting took three operations
-     * on the one port AVX-512 shifts and converts on; a sum for each byte
+    /* One row of x over 8-bit quants (r16_q8_word): a sum for each byte
      * (the odd ones' scaled by 2^-8 once a block), where one sum waited
-     * on 32 dependent fmas.  GPT-2's Q8_0 head in a harness: 1.70 -> 0.83
-     * ms on Intel's runtime, 2.60 -> 1.04 on PoCL (docs/performance.md,
-     * session 34) */
+     * on 32 dependent fmas a block */
     float16 s1 = (float16)(0.0f), s2 = (float16)(0.0f), s3 = (float16)(0.0f);
     _Pragma("unroll") for (uint k = 0; k < 8; k++) {
-      const uint16 u = vload16(0, w + base + R16_QOFF + 16 * k), v = u >> (uint16)16;
+      float16 q[4];
+      r16_q8_word(vload16(0, w + base + R16_QOFF + 16 * k), q);
       __global const float *xk = x + x_off + (size_t)c * 32 + 4 * k;
-      const float16 q0 = as_float16((u & (uint16)0xffu) ^ (uint16)0x4b000080u) - (float16)(0x1.0001p+23f);
-      const float16 q1 = as_float16((u & (uint16)0xff00u) ^ (uint16)0x4b008000u) - (float16)(0x1.01p+23f);
-      const float16 q2 = as_float16((v & (uint16)0xffu) ^ (uint16)0x4b000080u) - (float16)(0x1.0001p+23f);
-      const float16 q3 = as_float16((v & (uint16)0xff00u) ^ (uint16)0x4b008000u) - (float16)(0x1.01p+23f);
-      s[0] = fma(q0, (float16)(xk[0]), s[0]);
-      s1 = fma(q1, (float16)(xk[1]), s1);
-      s2 = fma(q2, (float16)(xk[2]), s2);
-      s3 = fma(q3, (float16)(xk[3]), s3);
+      s[0] = fma(q[0], (float16)(xk[0]), s[0]);
+      s1 = fma(q[1], (float16)(xk[1]), s1);
+      s2 = fma(q[2], (float16)(xk[2]), s2);
+      s3 = fma(q[3], (float16)(xk[3]), s3);
     }
     s[0] = fma(s1 + s3, (float16)(0x1p-8f), s[0] + s2);
 #else
-    /* A few rows of x (MMAX 2 to 8): the one row's floats in the mantissa
-     * of 2^23 (Q8_0's bytes, Q4_x's and Q5_x's values joined a byte each
-     * by r16_lohi), made once for the MMAX rows, Q4_x's and Q5_x's odd
-     * bytes brought to scale in an fma (2^23 + 256 q times 2^-8 less 2^15
-     * is exactly q); each row's sum in two, the even bytes' and the odd
+    /* A few rows of x (MMAX 2 to 8): the one row's values through
+     * r16_mant (Q8_0's bytes, Q4_x's and Q5_x's values joined a byte each
+     * by r16_lohi), made once for the MMAX rows; each row's sum in two, the even bytes' and the odd
      * ones', so that no row waits on 32 dependent fmas a block, and Q4_1's
      * and Q5_1's sum of x a vector sum up to 4 rows (a running sum at 8:
      * PoCL's 8-row Q4_1 took 1.2x as long with the vector sums, Intel's
@@ -1565,16 +1570,13 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
     _Pragma("unroll") for (uint i = 0; i < MMAX; i++) s1[i] = (float16)(0.0f);
 #if WTYPE == WT_Q8_0
     _Pragma("unroll") for (uint k = 0; k < 8; k++) {
-      const uint16 u = vload16(0, w + base + R16_QOFF + 16 * k), v = u >> (uint16)16;
-      const float16 q0 = as_float16((u & (uint16)0xffu) ^ (uint16)0x4b000080u) - (float16)(0x1.0001p+23f);
-      const float16 q1 = as_float16((u & (uint16)0xff00u) ^ (uint16)0x4b008000u) - (float16)(0x1.01p+23f);
-      const float16 q2 = as_float16((v & (uint16)0xffu) ^ (uint16)0x4b000080u) - (float16)(0x1.0001p+23f);
-      const float16 q3 = as_float16((v & (uint16)0xff00u) ^ (uint16)0x4b008000u) - (float16)(0x1.01p+23f);
+      float16 q[4];
+      r16_q8_word(vload16(0, w + base + R16_QOFF + 16 * k), q);
       _Pragma("unroll") for (uint i = 0; i < MMAX; i++) {
         if (i < M) { /* uniform */
           __global const float *xk = x + x_off + (size_t)i * K + (size_t)c * 32 + 4 * k;
-          s[i] = fma(q2, (float16)(xk[2]), fma(q0, (float16)(xk[0]), s[i]));
-          s1[i] = fma(q3, (float16)(xk[3]), fma(q1, (float16)(xk[1]), s1[i]));
+          s[i] = fma(q[2], (float16)(xk[2]), fma(q[0], (float16)(xk[0]), s[i]));
+          s1[i] = fma(q[3], (float16)(xk[3]), fma(q[1], (float16)(xk[1]), s1[i]));
         }
       }
     }
@@ -1587,9 +1589,10 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
       _Pragma("unroll") for (uint e = 0; e < 8; e++) {
         const uint j = 4 * k + e % 4 + 16 * (e / 4), b = e % 4;
         const uint16 src = e < 4 ? (b >= 2 ? lv : lo) : (b >= 2 ? hv : hi);
-        const float16 f = as_float16((src & (uint16)(0xffu << (8 * (b % 2)))) | (uint16)0x4b000000u);
-        const float16 q = b % 2 ? fma(f, (float16)(0x1p-8f), (float16)(-0x1p+15f - R16_OFF))
-                                : f - (float16)(0x1p+23f + R16_OFF);
+        /* the odd bytes' q 2^8 to scale in an fma: (2^23 + 2^8 q) 2^-8 -
+         * 2^15 is exactly q */
+        const float16 q = b % 2 ? fma(r16_mant(src, 0xff00u, 0, 0.0f), (float16)(0x1p-8f), (float16)(-0x1p+15f - R16_OFF))
+                                : r16_mant(src, 0xffu, 0, 0x1p+23f + R16_OFF);
         _Pragma("unroll") for (uint i = 0; i < MMAX; i++) {
           if (i < M) { /* uniform */
             const float a = x[x_off + (size_t)i * K + (size_t)c * 32 + j];
@@ -1724,13 +1727,10 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
   _Pragma("unroll") for (uint i = 0; i < MMAX; i++) acc[i] = (float16)(0.0f);
 #if MMAX == 1
   /* One row of x: a sub-block's bytes (r16k_word: Q4_K's nibble, Q6_K's
-   * 6 bits joined) made floats in the mantissa of 2^23 where they lie,
-   * as skinny_r16f's Q8_0 and Q4_x make theirs: (u & (255 << 8 h)) |
-   * 0x4b000000 is exactly 2^23 + q 2^(8 h) for bytes 0 and 1 (2 and 3
-   * after a shift by 16), less 2^23 (and Q6_K's 32 2^(8 h)): an and-or
-   * and a subtract where a convert took the one port AVX-512 converts
-   * on, a sum for each byte, and no running sum of x for Q6_K's 32;
-   * Q4_K's min takes a vector sum of the sub-block's x. */
+   * 6 bits joined) through r16_mant where they lie (bytes 2 and 3 after
+   * a shift by 16), Q6_K's 32 in the constant: a sum for each byte, and
+   * no running sum of x for Q6_K's 32; Q4_K's min takes a vector sum of
+   * the sub-block's x. */
   if (M == 1) {
     const float off = WTYPE == WT_Q6_K ? 32.0f : 0.0f;
     for (uint c = 0; c < nb; c++) {
@@ -1746,8 +1746,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
           const uint16 u = r16k_word(w, base, t, k), v = u >> (uint16)16;
           __global const float *xk = xc + 16 * t + 4 * k;
           _Pragma("unroll") for (uint h = 0; h < 4; h++) {
-            const float16 q = as_float16(((h >= 2 ? v : u) & (uint16)(0xffu << (8 * (h % 2)))) | (uint16)0x4b000000u) -
-                              (float16)(0x1p+23f + off * (float)(1u << (8 * (h % 2))));
+            const float16 q = r16_mant(h >= 2 ? v : u, 0xffu << (8 * (h % 2)), 0, 0x1p+23f + off * (float)(1u << (8 * (h % 2))));
             cl[h] = fma(q, (float16)(xk[h]), cl[h]);
           }
         }
