@@ -69,21 +69,35 @@ static clf_status attn_paged(clf_context *ctx, const clf__attn *a, const clf_ten
                              clf_tensor *y, const clf_tensor **out_bias) {
   const size_t T = proj->shape[1], H = a->heads, Hkv = a->kv_heads ? a->kv_heads : H, Dh = a->dh;
   const size_t Q = H * Dh, KV = Hkv * Dh;
-  clf_tensor *q, *k;
+  clf_tensor *q, *k, *qv = NULL, *kv1 = NULL;
   clf_status st;
-  if ((st = clf__ws_get(ctx, ws, CLF__WS_Q, CLF_F32, 4, (size_t[]){1, H, T, Dh}, &q)) != CLF_OK ||
-      (st = clf__ws_get(ctx, ws, CLF__WS_K, CLF_F32, 4, (size_t[]){1, Hkv, T, Dh}, &k)) != CLF_OK)
-    return st;
-  if (rot) /* q and k, whose columns follow q's, in one launch */
-    st = clf__split_heads_rope2(ctx, proj, 0, 0, rot->pos, rot->inv_freq, rot->scale > 0 ? rot->scale : 1.0f, q, k,
-                                NULL);
-  else if ((st = heads(ctx, proj, 0, 0, NULL, q)) == CLF_OK)
-    st = heads(ctx, proj, Q, 0, NULL, k);
+  if (!rot && T == 1) {
+    /* One row, not rotated: [1, H, 1, Dh] is the row's first Q columns as
+     * they lie, and k the KV after them, so views, not two copies (GPT-2's
+     * decode step: 24 of its 125 launches a token) */
+    if ((st = clf_tensor_view(proj, 0, 4, (size_t[]){1, H, 1, Dh}, &qv)) != CLF_OK ||
+        (st = clf_tensor_view(proj, Q, 4, (size_t[]){1, Hkv, 1, Dh}, &kv1)) != CLF_OK)
+      goto done;
+    q = qv, k = kv1;
+  } else {
+    if ((st = clf__ws_get(ctx, ws, CLF__WS_Q, CLF_F32, 4, (size_t[]){1, H, T, Dh}, &q)) != CLF_OK ||
+        (st = clf__ws_get(ctx, ws, CLF__WS_K, CLF_F32, 4, (size_t[]){1, Hkv, T, Dh}, &k)) != CLF_OK)
+      return st;
+    if (rot) /* q and k, whose columns follow q's, in one launch */
+      st = clf__split_heads_rope2(ctx, proj, 0, 0, rot->pos, rot->inv_freq, rot->scale > 0 ? rot->scale : 1.0f, q,
+                                  k, NULL);
+    else if ((st = heads(ctx, proj, 0, 0, NULL, q)) == CLF_OK)
+      st = heads(ctx, proj, Q, 0, NULL, k);
+  }
   if (st != CLF_OK || (st = clf__kv_scatter(ctx, k, proj, Q + KV, kv->paged, kv->k, kv->v)) != CLF_OK ||
       (st = clf__paged_attention(ctx, q, kv->k, kv->v, kv->paged, mask ? mask->window : 0, a->scale,
                                   mask ? mask->softcap : 0.0f, ctxm)) != CLF_OK)
-    return st;
-  return attn_out(ctx, a, ctxm, y, out_bias);
+    goto done;
+  st = attn_out(ctx, a, ctxm, y, out_bias);
+done:
+  clf_tensor_destroy(qv);
+  clf_tensor_destroy(kv1);
+  return st;
 }
 
 /* The per-head norm `n` of the `heads` heads at column col of the
