@@ -1782,28 +1782,54 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
     }
   }
 #else
+  /* A few rows of x (MMAX 2 to 8), as the blocks of 32's: a sub-block's
+   * bytes through r16_mant, made once for the MMAX rows (the odd ones
+   * brought to scale in an fma, exact), Q6_K's 32 in the constant; each
+   * row's sum in two, the even bytes' and the odd ones'.  Q6_K takes no
+   * sum of x (it has no min), Q4_K a vector sum of the sub-block's x up
+   * to 4 rows and a running one at 8 (as Q4_1's). */
+  const float off = WTYPE == WT_Q6_K ? 32.0f : 0.0f;
   for (uint c = 0; c < nb; c++) {
     const size_t base = ((size_t)g * nb + c) * R16_WORDS;
     if (pf) R16_PREFETCH(base, last);
+    __global const float *xc = x + x_off + (size_t)c * 256;
     for (uint t = 0; t < 16; t++) {
-      float16 a, b, s[MMAX];
+      float16 a, b, s[MMAX], s1[MMAX];
       float xs[MMAX];
       r16k_scale(w, wh, base, t, &a, &b);
-      _Pragma("unroll") for (uint i = 0; i < MMAX; i++) s[i] = (float16)(0.0f), xs[i] = 0.0f;
+      _Pragma("unroll") for (uint i = 0; i < MMAX; i++) s[i] = s1[i] = (float16)(0.0f), xs[i] = 0.0f;
       _Pragma("unroll") for (uint k = 0; k < 4; k++) {
-        const uint16 u = r16k_word(w, base, t, k);
+        const uint16 u = r16k_word(w, base, t, k), v = u >> (uint16)16;
         _Pragma("unroll") for (uint h = 0; h < 4; h++) {
-          const float16 q = r16k_byte_q(u, h);
+          /* (2^23 + 2^8 q) 2^-8 - 2^15 - off is exactly q - off */
+          const float16 q = h % 2 ? fma(r16_mant(h >= 2 ? v : u, 0xff00u, 0, 0.0f), (float16)(0x1p-8f),
+                                        (float16)(-0x1p+15f - off))
+                                  : r16_mant(h >= 2 ? v : u, 0xffu, 0, 0x1p+23f + off);
           _Pragma("unroll") for (uint i = 0; i < MMAX; i++) {
             if (i < M) { /* uniform */
-              const float v = x[x_off + (size_t)i * K + (size_t)c * 256 + 16 * t + 4 * k + h];
-              s[i] = fma(q, (float16)(v), s[i]);
-              xs[i] += v;
+              const float xv = xc[(size_t)i * K + 16 * t + 4 * k + h];
+              if (h % 2) s1[i] = fma(q, (float16)(xv), s1[i]);
+              else s[i] = fma(q, (float16)(xv), s[i]);
+#if WTYPE == WT_Q4_K && MMAX > 4
+              xs[i] += xv;
+#endif
             }
           }
         }
       }
-      _Pragma("unroll") for (uint i = 0; i < MMAX; i++) acc[i] = fma(a, s[i], fma(-b, (float16)(xs[i]), acc[i]));
+#if WTYPE == WT_Q4_K
+#if MMAX <= 4
+      _Pragma("unroll") for (uint i = 0; i < MMAX; i++) {
+        if (i < M) { /* uniform */
+          const float16 xv = vload16(0, xc + (size_t)i * K + 16 * t);
+          xs[i] = sum8(xv.lo + xv.hi);
+        }
+      }
+#endif
+      _Pragma("unroll") for (uint i = 0; i < MMAX; i++) acc[i] = fma(a, s[i] + s1[i], fma(-b, (float16)(xs[i]), acc[i]));
+#else
+      _Pragma("unroll") for (uint i = 0; i < MMAX; i++) acc[i] = fma(a, s[i] + s1[i], acc[i]);
+#endif
     }
   }
 #endif
