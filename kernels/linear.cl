@@ -1726,13 +1726,48 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
   float16 acc[MMAX];
   _Pragma("unroll") for (uint i = 0; i < MMAX; i++) acc[i] = (float16)(0.0f);
 #if MMAX == 1
-  /* One row of x: a sub-block's bytes (r16k_word: Q4_K's nibble, Q6_K's
-   * 6 bits joined) through r16_mant where they lie (bytes 2 and 3 after
-   * a shift by 16), Q6_K's 32 in the constant: a sum for each byte, and
-   * no running sum of x for Q6_K's 32; Q4_K's min takes a vector sum of
-   * the sub-block's x. */
+  /* One row of x: Q6_K a sub-block's bytes (r16k_word: the 6 bits
+   * joined) through r16_mant where they lie (bytes 2 and 3 after a shift
+   * by 16), its 32 in the constant: a sum for each byte, and no running
+   * sum of x; Q4_K by chunks of 64 (below), its min times a vector sum of
+   * x. */
   if (M == 1) {
-    const float off = WTYPE == WT_Q6_K ? 32.0f : 0.0f;
+#if WTYPE == WT_Q4_K
+    /* Q4_K a chunk of 64 elements (8 words of qs) at a time: its low
+     * nibbles are sub-blocks 4 q and 4 q + 1 (scale pair j = 2 q), its
+     * high nibbles 4 q + 2 and 4 q + 3 (pair 2 q + 1), so each nibble goes
+     * through r16_mant where it lies (as Q4_0's classes: no shift or mask
+     * to bring it down, a word loaded once for both nibbles) and the
+     * scales are made once a pair, where a sub-block at a time made each
+     * twice */
+    for (uint c = 0; c < nb; c++) {
+      const size_t base = ((size_t)g * nb + c) * R16_WORDS;
+      if (pf) R16_PREFETCH(base, last);
+      __global const float *xc = x + x_off + (size_t)c * 256;
+      for (uint q = 0; q < 4; q++) {
+        float16 cl[8];
+        _Pragma("unroll") for (uint h = 0; h < 8; h++) cl[h] = (float16)(0.0f);
+        _Pragma("unroll") for (uint k = 0; k < 8; k++) {
+          const uint16 u = vload16(0, w + base + R16_QOFF + 16 * (3 + 8 * q + k)), v = u >> (uint16)16;
+          __global const float *xk = xc + 64 * q + 4 * k;
+          _Pragma("unroll") for (uint h = 0; h < 8; h++) { /* byte h % 4, the high nibble where h >= 4 */
+            const uint sl = 8 * (h % 2) + 4 * (h / 4);
+            cl[h] = fma(r16_mant(h % 4 >= 2 ? v : u, 15u << sl, 0, 0x1p+23f), (float16)(xk[32 * (h / 4) + h % 4]), cl[h]);
+          }
+        }
+        float16 a0, b0, a1, b1;
+        r16k_scale(w, wh, base, 4 * q, &a0, &b0);
+        r16k_scale(w, wh, base, 4 * q + 2, &a1, &b1);
+        const float16 s0 = fma(cl[1] + cl[3], (float16)(0x1p-8f), cl[0] + cl[2]);
+        const float16 s1 = fma(cl[5] + cl[7], (float16)(0x1p-12f), (cl[4] + cl[6]) * (float16)(0x1p-4f));
+        const float16 x0 = vload16(0, xc + 64 * q) + vload16(1, xc + 64 * q);
+        const float16 x1 = vload16(2, xc + 64 * q) + vload16(3, xc + 64 * q);
+        acc[0] = fma(a0, s0, fma(-b0, (float16)(sum8(x0.lo + x0.hi)), acc[0]));
+        acc[0] = fma(a1, s1, fma(-b1, (float16)(sum8(x1.lo + x1.hi)), acc[0]));
+      }
+    }
+#else
+    const float off = 32.0f;
     for (uint c = 0; c < nb; c++) {
       const size_t base = ((size_t)g * nb + c) * R16_WORDS;
       if (pf) R16_PREFETCH(base, last);
@@ -1750,15 +1785,10 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
             cl[h] = fma(q, (float16)(xk[h]), cl[h]);
           }
         }
-        const float16 s = fma(cl[1] + cl[3], (float16)(0x1p-8f), cl[0] + cl[2]);
-#if WTYPE == WT_Q4_K
-        const float16 xv = vload16(0, xc + 16 * t);
-        acc[0] = fma(a, s, fma(-b, (float16)(sum8(xv.lo + xv.hi)), acc[0]));
-#else
-        acc[0] = fma(a, s, acc[0]);
-#endif
+        acc[0] = fma(a, fma(cl[1] + cl[3], (float16)(0x1p-8f), cl[0] + cl[2]), acc[0]);
       }
     }
+#endif
     r16_store(acc[0], g, bias, b_off, has_bias, act, y, y_off, N);
     return;
   }
