@@ -1293,6 +1293,14 @@ inline void r16_q8_word(uint16 u, float16 *q) {
   q[2] = r16_mant(v, 0xffu, 0x80u, 0x1.0001p+23f);
   q[3] = r16_mant(v, 0xff00u, 0x8000u, 0x1.01p+23f);
 }
+/* Byte `odd` (0 or 1) of the 16 rows' word v, an unsigned q, as q - off,
+ * exactly: byte 0 through r16_mant, byte 1's 2^8 q brought to scale in an
+ * fma ((2^23 + 2^8 q) 2^-8 - 2^15 - off).  Bytes 2 and 3 after a shift by
+ * 16. */
+inline float16 r16_ubyte(uint16 v, uint odd, float off) {
+  return odd ? fma(r16_mant(v, 0xff00u, 0, 0.0f), (float16)(0x1p-8f), (float16)(-0x1p+15f - off))
+             : r16_mant(v, 0xffu, 0, 0x1p+23f + off);
+}
 
 #if !R16_K /* the blocks of 32 */
 /* Bytes sh / 8 and sh / 8 + 2 of x's word xw, sign-extended, as the two
@@ -1589,10 +1597,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
       _Pragma("unroll") for (uint e = 0; e < 8; e++) {
         const uint j = 4 * k + e % 4 + 16 * (e / 4), b = e % 4;
         const uint16 src = e < 4 ? (b >= 2 ? lv : lo) : (b >= 2 ? hv : hi);
-        /* the odd bytes' q 2^8 to scale in an fma: (2^23 + 2^8 q) 2^-8 -
-         * 2^15 is exactly q */
-        const float16 q = b % 2 ? fma(r16_mant(src, 0xff00u, 0, 0.0f), (float16)(0x1p-8f), (float16)(-0x1p+15f - R16_OFF))
-                                : r16_mant(src, 0xffu, 0, 0x1p+23f + R16_OFF);
+        const float16 q = r16_ubyte(src, b % 2, R16_OFF);
         _Pragma("unroll") for (uint i = 0; i < MMAX; i++) {
           if (i < M) { /* uniform */
             const float a = x[x_off + (size_t)i * K + (size_t)c * 32 + j];
@@ -1831,10 +1836,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
       _Pragma("unroll") for (uint k = 0; k < 4; k++) {
         const uint16 u = r16k_word(w, base, t, k), v = u >> (uint16)16;
         _Pragma("unroll") for (uint h = 0; h < 4; h++) {
-          /* (2^23 + 2^8 q) 2^-8 - 2^15 - off is exactly q - off */
-          const float16 q = h % 2 ? fma(r16_mant(h >= 2 ? v : u, 0xff00u, 0, 0.0f), (float16)(0x1p-8f),
-                                        (float16)(-0x1p+15f - off))
-                                  : r16_mant(h >= 2 ? v : u, 0xffu, 0, 0x1p+23f + off);
+          const float16 q = r16_ubyte(h >= 2 ? v : u, h % 2, off);
           _Pragma("unroll") for (uint i = 0; i < MMAX; i++) {
             if (i < M) { /* uniform */
               const float xv = xc[(size_t)i * K + 16 * t + 4 * k + h];
