@@ -4,13 +4,14 @@
 # corpus per target from tests/fixtures, runs each target in turn for
 # $FUZZ_SECONDS (default 60) seconds in one process (no -jobs: the cores
 # are shared, and -jobs would write fuzz-N.log into the working directory),
-# and prints per target the executions it ran.  Exits 1 if any target found a
+# $FUZZ_PARALLEL targets at a time (default 1; CI runs 2, one a core), and
+# prints per target, in order, the executions it ran.  Exits 1 if any target found a
 # crash, a leak, a sanitizer report, an input past 10 s or memory past its
 # limit (rss_limit below); the input that did it is left in
 # build-fuzz/crashes/<target>/ and the log in build-fuzz/fuzz-logs/.
 # A finding becomes a Check test of that exact input (docs/fuzzing.md).
 # usage: tools/fuzz.sh [TARGET...]    (default: every target)
-# env:   FUZZ_SECONDS, FUZZ_BUILD (default build-fuzz), FUZZ_ARGS (extra
+# env:   FUZZ_SECONDS, FUZZ_PARALLEL, FUZZ_BUILD (default build-fuzz), FUZZ_ARGS (extra
 #        libFuzzer flags), FUZZ_KEEP_CORPUS=1 (keep the corpus grown so far
 #        instead of reseeding it from the fixtures)
 set -eu
@@ -18,6 +19,8 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 build=${FUZZ_BUILD:-build-fuzz}
 secs=${FUZZ_SECONDS:-60}
+par=${FUZZ_PARALLEL:-1}
+case $par in ''|*[!0-9]*|0) echo "fuzz.sh: FUZZ_PARALLEL must be a count of targets, not \"$par\"" >&2; exit 2 ;; esac
 fx=tests/fixtures
 all="safetensors gguf shard_index config generation_config preprocessor_config npy
      tok_vocab_txt tok_vocab_json tok_merges tok_spm tok_marian_vocab tok_config tok_json tok_gguf
@@ -135,10 +138,12 @@ timeout_s() {
   esac
 }
 
-failed=0
-mkdir -p "$build/fuzz-logs" "$build/crashes" "$build/corpus"
-for t in $targets; do
+# fuzz_one TARGET: runs it; its line of the report goes to $log.result,
+# and $log.failed marks a finding.
+fuzz_one() {
+  t=$1
   corpus="$build/corpus/$t" crashes="$build/crashes/$t" log="$build/fuzz-logs/$t.log"
+  rm -f "$log.result" "$log.failed"
   if [ "${FUZZ_KEEP_CORPUS:-0}" != 1 ] || [ ! -d "$corpus" ]; then
     rm -rf "$corpus"; mkdir -p "$corpus"; seed "$t" "$corpus"
   fi
@@ -150,11 +155,38 @@ for t in $targets; do
     -print_final_stats=1 -artifact_prefix="$crashes/" ${FUZZ_ARGS:-} "$corpus" > "$log" 2>&1 || rc=$?
   runs=$(sed -n 's/^Done \([0-9]*\) runs in \([0-9]*\) second.*/\1 runs in \2 s/p' "$log" | tail -1)
   if [ "$rc" -ne 0 ] || [ -n "$(ls "$crashes")" ]; then
-    failed=1
-    echo "$t: FAILED (exit $rc): $(ls "$crashes" | tr '\n' ' ')in $crashes/, log $log"
-    grep -m3 -E '^==[0-9]+==ERROR|runtime error|ALARM|out-of-memory|^SUMMARY' "$log" | sed 's/^/  /' || true
+    : > "$log.failed"
+    { echo "$t: FAILED (exit $rc): $(ls "$crashes" | tr '\n' ' ')in $crashes/, log $log"
+      grep -m3 -E '^==[0-9]+==ERROR|runtime error|ALARM|out-of-memory|^SUMMARY' "$log" | sed 's/^/  /' || true
+    } > "$log.result"
   else
-    echo "$t: ${runs:-? runs} from $seeds seeds, corpus now $(ls "$corpus" | wc -l), no findings"
+    echo "$t: ${runs:-? runs} from $seeds seeds, corpus now $(ls "$corpus" | wc -l), no findings" > "$log.result"
   fi
+}
+
+for t in $targets; do
+  case " $(echo $all) " in *" $t "*) ;; *) echo "fuzz.sh: no target $t (targets: $(echo $all))" >&2; exit 2 ;; esac
+done
+mkdir -p "$build/fuzz-logs" "$build/crashes" "$build/corpus"
+# In batches of $par (the targets all run $secs, so a batch ends together).
+batch=""
+n=0
+for t in $targets; do
+  fuzz_one "$t" &
+  batch="$batch $t"
+  n=$((n + 1))
+  if [ "$n" -ge "$par" ]; then
+    wait
+    for b in $batch; do cat "$build/fuzz-logs/$b.log.result" 2>/dev/null || echo "$b: no verdict (see above)"; done
+    batch="" n=0
+  fi
+done
+wait
+for b in $batch; do cat "$build/fuzz-logs/$b.log.result" 2>/dev/null || echo "$b: no verdict (see above)"; done
+# A target with no report line stopped before its verdict (its seeding
+# failed): that fails the run too.
+failed=0
+for t in $targets; do
+  if [ -e "$build/fuzz-logs/$t.log.failed" ] || [ ! -e "$build/fuzz-logs/$t.log.result" ]; then failed=1; fi
 done
 exit $failed
