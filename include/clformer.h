@@ -483,6 +483,21 @@ CLF_API clf_status clf_linear(clf_context *ctx, const clf_tensor *x,
                               const clf_tensor *bias, clf_activation act,
                               clf_tensor *y, cl_event *event);
 
+/* w [out, in] (CLF_WEIGHT_OUT_IN) in a new tensor *out laid out as
+ * clf_linear reads it fastest on ctx's device, as the model loaders lay out
+ * theirs: on a CPU device (or with $CLFORMER_ROWS16=1) the block types
+ * Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K and Q6_K in clformer's 16-row
+ * interleave (16 rows' blocks side by side: each load of a word reads it
+ * for 16 rows); for the other types and devices, a copy of w.  *out is for
+ * clf_linear only (CLF_WEIGHT_OUT_IN): the other ops and the transfers
+ * refuse an interleaved weight.  Downloads w first (blocking).
+ * CLF_E_INVALID_ARG for a NULL out or a w that is already interleaved,
+ * CLF_E_DTYPE / CLF_E_SHAPE for a w that is not a 2-D weight of a type
+ * clf_linear reads. */
+CLF_API clf_status clf_linear_weight_prepare(clf_context *ctx,
+                                             const clf_tensor *w,
+                                             clf_tensor **out);
+
 /* y = act(x + bias): bias [D] over the last dim of x, or NULL.  y has x's
  * shape and may be x itself. */
 CLF_API clf_status clf_bias_act(clf_context *ctx, const clf_tensor *x,

@@ -691,6 +691,58 @@ START_TEST(r16_matches_reference) {
 }
 END_TEST
 
+/* clf_linear_weight_prepare (the public repacking): the types made from
+ * f32 (Q8_0 and Q4_0 in clformer's split layout, Q5_0, Q4_K, Q6_K; F32
+ * and F16, which stay as they are), 40 rows, laid out as a loader lays
+ * them, interleaved exactly where clf__r16_wanted says, by default and
+ * with $CLFORMER_ROWS16 forcing either way; 1, 3 and 9 rows over the
+ * prepared weight as over w, both on the float path
+ * ($CLFORMER_SKINNY_INT=0: x as it is), at its tolerance (the same
+ * weights, summed in another order); its refusals by name. */
+START_TEST(weight_prepare_matches) {
+  static const clf_dtype types[] = {CLF_F32, CLF_F16, CLF_Q8_0, CLF_Q4_0, CLF_Q5_0, CLF_Q4_K, CLF_Q6_K};
+  static const size_t Ms[] = {1, 3, 9};
+  static const char *const forced[] = {NULL, "1", "0"};
+  const size_t N = 40, K = 512;
+  float *wf = th_rand(N * K, 51, -1, 1), *x = th_rand(9 * K, 52, -2, 2), *bias = th_rand(N, 53, -1, 1);
+  env_set("CLFORMER_SKINNY_INT", "0");
+  for (size_t f = 0; f < 3; f++) {
+    env_set("CLFORMER_ROWS16", forced[f]);
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+      const clf_dtype dt = types[t];
+      clf_tensor *w = NULL, *wp = NULL, *again = NULL;
+      TH_OK(clf_tensor_from_f32(th_ctx, dt, 2, TH_SHAPE(N, K), wf, &w));
+      TH_OK(clf_linear_weight_prepare(th_ctx, w, &wp));
+      const int inter = clf__r16_wanted(th_ctx, dt, N, K);
+      if (forced[f]) ck_assert_int_eq(inter, dt != CLF_F32 && dt != CLF_F16 && forced[f][0] == '1');
+      ck_assert_int_eq(wp->r16, inter);
+      ck_assert(wp->dtype == dt && wp->ndim == 2 && wp->shape[0] == N && wp->shape[1] == K && wp != w);
+      for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++) {
+        const clf_activation act = (clf_activation)((t + i) % 6);
+        float *y0 = run(w, x, bias, Ms[i], N, K, act), *y1 = run(wp, x, bias, Ms[i], N, K, act);
+        const double err = rel_err(y1, y0, Ms[i] * N), tol = 2e-5 * sqrt((double)K) + 1e-5;
+        ck_assert_msg(err <= tol, "%s prepared (%s) M=%zu: error %g > %g", clf_dtype_name(dt),
+                      inter ? "interleaved" : "copied", Ms[i], err, tol);
+        free(y0); free(y1);
+      }
+      if (inter) TH_FAILS(clf_linear_weight_prepare(th_ctx, wp, &again), CLF_E_INVALID_ARG, "already");
+      ck_assert_ptr_null(again);
+      clf_tensor_destroy(w); clf_tensor_destroy(wp);
+    }
+  }
+  env_set("CLFORMER_ROWS16", NULL);
+  env_set("CLFORMER_SKINNY_INT", NULL);
+  clf_tensor *w = NULL, *i32 = th_empty(CLF_I32, 2, TH_SHAPE(4, 32)), *w3 = th_empty(CLF_F32, 3, TH_SHAPE(2, 4, 32));
+  TH_FAILS(clf_linear_weight_prepare(th_ctx, i32, NULL), CLF_E_INVALID_ARG, "out is NULL");
+  TH_FAILS(clf_linear_weight_prepare(th_ctx, i32, &w), CLF_E_DTYPE, "i32");
+  TH_FAILS(clf_linear_weight_prepare(th_ctx, w3, &w), CLF_E_SHAPE, "w");
+  TH_FAILS(clf_linear_weight_prepare(th_ctx, NULL, &w), CLF_E_INVALID_ARG, "w is NULL");
+  ck_assert_ptr_null(w);
+  clf_tensor_destroy(i32); clf_tensor_destroy(w3);
+  free(wf); free(x); free(bias);
+}
+END_TEST
+
 /* Which weights a loader repacks: Q4_0, Q4_1, Q5_x and Q8_0 on a CPU
  * device by default (any rows, in a multiple of 32), elsewhere not; Q4_K and Q6_K
  * where $CLFORMER_ROWS16=1 asks (in a multiple of 256); $CLFORMER_ROWS16
@@ -792,6 +844,7 @@ int main(void) {
   tcase_add_test(c, kq_held_x_shared);
   tcase_add_loop_test(c, r16_matches_reference, 0, 7);
   tcase_add_test(c, r16_wanted);
+  tcase_add_test(c, weight_prepare_matches);
   tcase_add_test(c, linear_kernel_a_program);
   suite_add_tcase(s, c);
   return th_run(s);

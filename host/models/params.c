@@ -114,17 +114,6 @@ static clf_status r16_upload(clf_context *ctx, clf__params *p, const char *name,
   return CLF_OK;
 }
 
-/* Q8_0 / Q4_0 in clformer's layout (every block's quants, then every
- * scale) back in ggml's blocks ({d; qs} each). */
-static void unsplit_blocks(clf_dtype dt, const unsigned char *split, size_t blocks, unsigned char *out) {
-  const size_t qb = dt == CLF_Q8_0 ? 32 : 16;
-  const unsigned char *scales = split + blocks * qb;
-  for (size_t b = 0; b < blocks; b++) {
-    memcpy(out + b * (qb + 2), scales + 2 * b, 2);
-    memcpy(out + b * (qb + 2) + 2, split + b * qb, qb);
-  }
-}
-
 /* h [rows, in] quantized to block type wt in the 16-row interleave, into
  * p: its blocks as ggml's (clformer's Q8_0 / Q4_0 put back in blocks). */
 static clf_status store_r16(clf_context *ctx, clf__params *p, const char *name, clf_dtype wt, const float *h,
@@ -136,7 +125,7 @@ static clf_status store_r16(clf_context *ctx, clf__params *p, const char *name, 
   if (st == CLF_OK) {
     clf__quantize(wt, h, rows * in, q);
     if (clf__dtype_is_ggml(wt)) memcpy(blocks, q, bytes);
-    else unsplit_blocks(wt, q, rows * in / CLF__QBLOCK, blocks);
+    else clf__unsplit_blocks(wt, q, rows * in / CLF__QBLOCK, blocks);
     st = r16_upload(ctx, p, name, wt, blocks, rows, in, out);
   }
   free(q);

@@ -20,6 +20,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum { R16_ROWS = 16, R16_TL = 8 };
@@ -114,6 +115,59 @@ clf_status clf__r16_tensor(clf_context *ctx, clf_dtype dt, size_t rows, size_t i
     clf_tensor_destroy(t), t = NULL;
   if (t) t->shape[0] = rows, t->r16 = 1; /* its rows; the buffer holds the last group's padding too */
   *out = t;
+  return st;
+}
+
+void clf__unsplit_blocks(clf_dtype dt, const unsigned char *split, size_t blocks, unsigned char *out) {
+  const size_t qb = dt == CLF_Q8_0 ? 32 : 16;
+  const unsigned char *scales = split + blocks * qb;
+  for (size_t b = 0; b < blocks; b++) {
+    memcpy(out + b * (qb + 2), scales + 2 * b, 2);
+    memcpy(out + b * (qb + 2) + 2, split + b * qb, qb);
+  }
+}
+
+clf_status clf_linear_weight_prepare(clf_context *ctx, const clf_tensor *w, clf_tensor **out) {
+  static const char op[] = "clf_linear_weight_prepare";
+  clf_status st = clf__check_ctx(ctx, op);
+  if (st != CLF_OK) return st;
+  if (!out) return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: out is NULL", op);
+  *out = NULL;
+  if (w && w->r16)
+    return clf__fail(ctx, CLF_E_INVALID_ARG, "%s: w is already in clformer's 16-row interleave", op);
+  if ((st = clf__check_tensor(ctx, op, "w", w, -2, 2, 2)) != CLF_OK) return st;
+  const clf_dtype dt = w->dtype;
+  if (!clf__dtype_is_linear(dt))
+    return clf__fail(ctx, CLF_E_DTYPE, "%s: w is %s, which clf_linear reads no weights of", op, clf_dtype_name(dt));
+  const size_t rows = w->shape[0], in = w->shape[1], bytes = clf_tensor_bytes(w);
+  const int inter = clf__r16_wanted(ctx, dt, rows, in);
+  unsigned char *host = malloc(bytes + 1), *blocks = NULL, *packed = NULL;
+  if (!host) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory for w's %zu bytes", op, bytes);
+  if ((st = clf_tensor_download(ctx, w, host, bytes)) != CLF_OK) goto done;
+  if (!inter) { /* as it is: a copy */
+    if ((st = clf_tensor_create(ctx, dt, 2, w->shape, out)) == CLF_OK &&
+        (st = clf_tensor_upload(ctx, *out, host, bytes)) != CLF_OK)
+      clf_tensor_destroy(*out), *out = NULL;
+    goto done;
+  }
+  blocks = host;
+  if (!clf__dtype_is_ggml(dt)) { /* clformer's Q8_0 / Q4_0 split layout back in ggml's blocks */
+    if (!(blocks = malloc(bytes + 1))) {
+      st = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory for w's blocks", op);
+      goto done;
+    }
+    clf__unsplit_blocks(dt, host, rows * in / CLF__QBLOCK, blocks);
+  }
+  if (!(packed = malloc(clf__r16_bytes(dt, rows, in) + 1))) {
+    st = clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory repacking w", op);
+    goto done;
+  }
+  clf__r16_pack(dt, blocks, rows, in, packed);
+  st = clf__r16_tensor(ctx, dt, rows, in, packed, out);
+done:
+  if (blocks != host) free(blocks);
+  free(host);
+  free(packed);
   return st;
 }
 

@@ -367,6 +367,9 @@ int clf__r16_wanted(const clf_context *ctx, clf_dtype dt, size_t rows, size_t in
 size_t clf__r16_bytes(clf_dtype dt, size_t rows, size_t in);
 void clf__r16_pack(clf_dtype dt, const unsigned char *blocks, size_t rows, size_t in, unsigned char *out);
 void clf__r16_unpack(clf_dtype dt, const unsigned char *in16, size_t rows, size_t in, unsigned char *blocks);
+/* Q8_0 / Q4_0 in clformer's split layout (every block's quants, then every
+ * scale) back in ggml's blocks ({d; qs} each), for the interleave. */
+void clf__unsplit_blocks(clf_dtype dt, const unsigned char *split, size_t blocks, unsigned char *out);
 clf_status clf__r16_tensor(clf_context *ctx, clf_dtype dt, size_t rows, size_t in, const unsigned char *packed,
                            clf_tensor **out);
 size_t clf__r16_mmax(const clf_context *ctx, size_t M, int exact);
