@@ -810,6 +810,26 @@ START_TEST(probe_json_describes_every_device) {
       expect_stats(g, "ms", 3);
       ck_assert(json_num(g, "gflops") > 0);
     }
+    /* One row through each type --weights makes (--quick), about 16 MiB
+     * of it in the models' layout: its bytes, GB/s and share of the copy's
+     * from its own timing. */
+    static const char *const dec_types[] = {"q8_0", "q4_0", "q4_k", "q6_k"};
+    static const double dec_block[][2] = {{32, 34}, {32, 18}, {256, 144}, {256, 210}};
+    int decs = 0;
+    cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(m, "decode_by_type")) {
+      ck_assert_int_lt(decs, 4);
+      ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(g, "type")), dec_types[decs]);
+      expect_stats(g, "ms", 3);
+      const double rows = json_num(g, "rows"), cols = json_num(g, "cols"), wb = json_num(g, "weight_bytes");
+      ck_assert(cols == 4096 && rows >= 16 && fmod(rows, 16) == 0);
+      ck_assert_double_eq(wb, rows * cols / dec_block[decs][0] * dec_block[decs][1]);
+      ck_assert(wb <= 16.0 * 1048576 && wb > 15.0 * 1048576);
+      const double dms = json_num(cJSON_GetObjectItemCaseSensitive(g, "ms"), "median"), gbs = json_num(g, "gb_per_s");
+      ck_assert_double_eq_tol(gbs, wb / (dms * 1e6), 1e-9 * gbs);
+      ck_assert_double_eq_tol(json_num(g, "of_copy"), gbs / json_num(bw, "gb_per_s"), 1e-9 * gbs);
+      decs++;
+    }
+    ck_assert_int_eq(decs, 4);
     expect_ratios(cJSON_GetObjectItemCaseSensitive(m, "ratios"));
     const cJSON *kb = cJSON_GetObjectItemCaseSensitive(m, "kernel_build");
     expect_stats(kb, "cold_ms", 1);

@@ -157,7 +157,7 @@ void clf_probe_properties(cl_platform_id platform, cl_device_id device, int huma
  * as "measured" when not NULL. */
 void clf_probe_measured(clf_context *ctx, const char *selector, int runs, int quick, int human, struct cJSON *dev);
 /* The steps of clf_probe_measured, each announced by clf_probe_section. */
-enum { CLF_PROBE_MEASURE_SECTIONS = 7 };
+enum { CLF_PROBE_MEASURE_SECTIONS = 8 };
 /* cmd_probe.c: the next section of a device's probe begins ("memory
  * bandwidth"): on a terminal, the status line says which, n of N. */
 void clf_probe_section(const char *what);

@@ -259,7 +259,7 @@ static clf_status run_copy(clf_context *ctx, void *p, cl_event *e) {
 
 /* A device-to-device copy of up to 64 MiB (a quarter of the largest
  * allocation at most): read + write bytes over device time. */
-static void measure_bandwidth(clf_context *ctx, int runs, const out *o, cJSON *measured) {
+static double measure_bandwidth(clf_context *ctx, int runs, const out *o, cJSON *measured) {
   cl_ulong max_alloc = 0;
   clGetDeviceInfo(clf_context_device(ctx)->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof(max_alloc), &max_alloc,
                   NULL);
@@ -277,10 +277,11 @@ static void measure_bandwidth(clf_context *ctx, int runs, const out *o, cJSON *m
   if (st == CLF_OK) st = clf_tensor_fill(ctx, a.src, 1.0, NULL);
   if (st != CLF_OK) err = clf_probe_error(ctx, st);
   else err = timed(ctx, run_copy, &a, runs, &s);
+  double gbs = 0;
   if (err) {
     print_error(o, j, label, err);
   } else {
-    double gbs = s.median > 0 ? 2.0 * bytes / (s.median * 1e6) : 0;
+    gbs = s.median > 0 ? 2.0 * bytes / (s.median * 1e6) : 0;
     print_row(o, label, gbs, "GB/s", s, "ms");
     if (j) {
       cJSON_AddNumberToObject(j, "bytes", (double)bytes);
@@ -290,6 +291,7 @@ static void measure_bandwidth(clf_context *ctx, int runs, const out *o, cJSON *m
   }
   clf_tensor_destroy(a.src);
   clf_tensor_destroy(a.dst);
+  return gbs;
 }
 
 /* A one-element fill: the host's enqueue-and-wait round trip (wall clock)
@@ -568,6 +570,124 @@ static void ratio_layer_norm(clf_context *ctx, int runs, int quick, const out *o
   }
 }
 
+/* ---- one-row products by weight type: decoding's bound ---- */
+
+/* A weight [rows, K] of type dt with the bytes of `host` (random floats for
+ * f32 and f16; for the block types random quants with their f16 scales and
+ * mins set to small values, so no NaN runs), laid out as the models lay
+ * theirs out (clf_linear_weight_prepare: the 16-row interleave on a CPU). */
+static clf_status decode_weight(clf_context *ctx, clf_dtype dt, size_t rows, size_t k, clf_tensor **out) {
+  /* the f16 fields of a block, in ggml's layouts (ggml-common.h) */
+  static const struct { clf_dtype dt; unsigned at[2]; } halves[] = {
+      {CLF_Q4_1, {0, 2}}, {CLF_Q5_0, {0, 0}}, {CLF_Q5_1, {0, 2}}, {CLF_Q2_K, {80, 82}}, {CLF_Q3_K, {108, 108}},
+      {CLF_Q4_K, {0, 2}}, {CLF_Q5_K, {0, 2}}, {CLF_Q6_K, {208, 208}},
+  };
+  const uint16_t small = 0x2000; /* 2^-7 in f16 */
+  clf_tensor *w = NULL;
+  clf_status st;
+  unsigned seed = 11;
+  if (dt == CLF_F32 || dt == CLF_F16) {
+    float *h = malloc(rows * k * sizeof(float) + 1);
+    if (!h) return CLF_E_OUT_OF_MEMORY;
+    for (size_t i = 0; i < rows * k; i++) h[i] = frand(&seed);
+    st = clf_tensor_from_f32(ctx, dt, 2, (size_t[]){rows, k}, h, &w);
+    free(h);
+  } else {
+    clf_dtype_desc d;
+    for (size_t i = 0; i < clf_dtype_count(); i++)
+      if (clf_dtype_at(i, &d) == CLF_OK && d.dtype == dt) break;
+    const size_t blocks = rows * k / d.block, bytes = blocks * d.block_bytes;
+    unsigned char *h = malloc(bytes + 1);
+    if (!h) return CLF_E_OUT_OF_MEMORY;
+    for (size_t i = 0; i < bytes; i++) h[i] = (unsigned char)((seed = seed * 1664525u + 1013904223u) >> 24);
+    if (!d.ggml_layout) { /* clformer's Q8_0 / Q4_0: every block's quants, then every scale */
+      for (size_t b = 0; b < blocks; b++) memcpy(h + bytes - 2 * blocks + 2 * b, &small, 2);
+    } else {
+      for (size_t t = 0; t < COUNT(halves); t++)
+        if (halves[t].dt == dt)
+          for (size_t b = 0; b < blocks; b++)
+            for (int f = 0; f < 2; f++) memcpy(h + b * d.block_bytes + halves[t].at[f], &small, 2);
+    }
+    st = clf_tensor_create(ctx, dt, 2, (size_t[]){rows, k}, &w);
+    if (st == CLF_OK) st = clf_tensor_upload(ctx, w, h, bytes);
+    free(h);
+  }
+  if (st == CLF_OK) st = clf_linear_weight_prepare(ctx, w, out);
+  clf_tensor_destroy(w);
+  return st;
+}
+
+typedef struct linear_arg {
+  clf_tensor *x, *w, *y;
+} linear_arg;
+
+static clf_status run_linear(clf_context *ctx, void *p, cl_event *e) {
+  linear_arg *a = p;
+  return clf_linear(ctx, a->x, a->w, CLF_WEIGHT_OUT_IN, NULL, CLF_ACT_NONE, a->y, e);
+}
+
+/* One row of x through a weight of each type clf_linear reads (--quick:
+ * the types --weights makes from a checkpoint, q8, q4, q4k, q6k), K = 4096
+ * and as many rows as make about 64 MiB of weights (16 with --quick; at
+ * most a quarter of the largest allocation), laid out as models lay
+ * theirs: the weight bytes read over the median time, and that against
+ * the copy above (its read + write bytes a second): 1 is a product as
+ * fast as the copy's floor. */
+static void measure_decode(clf_context *ctx, int runs, int quick, double copy_gbs, const out *o,
+                           cJSON *measured) {
+  cl_ulong max_alloc = 0;
+  clGetDeviceInfo(clf_context_device(ctx)->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof(max_alloc), &max_alloc,
+                  NULL);
+  size_t target = (size_t)(quick ? 16 : 64) << 20;
+  if (max_alloc / 4 < target) target = (size_t)(max_alloc / 4);
+  const size_t K = 4096;
+  cJSON *arr = o->obj ? cJSON_AddArrayToObject(measured, "decode_by_type") : NULL;
+  for (size_t i = 0; i < clf_dtype_count(); i++) {
+    clf_dtype_desc d;
+    if (clf_dtype_at(i, &d) != CLF_OK || !d.linear_weight) continue;
+    if (quick && !(d.weights_target && d.block > 1)) continue;
+    const size_t row_bytes = K / d.block * d.block_bytes;
+    size_t rows = target / row_bytes / 16 * 16;
+    if (rows < 16) rows = 16;
+    const double bytes = (double)rows * (double)row_bytes;
+    char label[96];
+    snprintf(label, sizeof(label), "one row x %s [%zu, %zu] (%.3g MiB)", d.name, rows, K, bytes / 1048576.0);
+    cJSON *j = NULL;
+    if (arr) {
+      j = cJSON_CreateObject();
+      cJSON_AddItemToArray(arr, j);
+      cJSON_AddStringToObject(j, "type", d.name);
+      cJSON_AddNumberToObject(j, "rows", (double)rows);
+      cJSON_AddNumberToObject(j, "cols", (double)K);
+      cJSON_AddNumberToObject(j, "weight_bytes", bytes);
+    }
+    linear_arg a = {0};
+    stats s;
+    clf_status st = decode_weight(ctx, d.dtype, rows, K, &a.w);
+    if (st == CLF_OK) st = random_tensor(ctx, 2, (size_t[]){1, K}, &a.x);
+    if (st == CLF_OK) st = clf_tensor_create(ctx, CLF_F32, 2, (size_t[]){1, rows}, &a.y);
+    const char *err = st != CLF_OK ? clf_probe_error(ctx, st) : timed(ctx, run_linear, &a, runs, &s);
+    if (err) {
+      print_error(o, j, label, err);
+    } else {
+      const double gbs = s.median > 0 ? bytes / (s.median * 1e6) : 0, of_copy = copy_gbs > 0 ? gbs / copy_gbs : 0;
+      if (o->human) {
+        printf("    %-54s %10.3f %-8s (median %.4g ms, min %.4g, max %.4g, n=%d; %.2f x the copy's)\n", label, gbs,
+               "GB/s", s.median, s.min, s.max, s.runs, of_copy);
+        clf_cli_status_flush_stdout();
+      }
+      if (j) {
+        add_stats(j, "ms", s, "ms");
+        cJSON_AddNumberToObject(j, "gb_per_s", gbs);
+        cJSON_AddNumberToObject(j, "of_copy", of_copy);
+      }
+    }
+    clf_tensor_destroy(a.x);
+    clf_tensor_destroy(a.w);
+    clf_tensor_destroy(a.y);
+  }
+}
+
 /* Whether the driver's events carry timestamps: a 16 MiB fill takes more
  * than 100 ns between start and end (rusticl 22.3 answers 0, 1, 2 and 3 for
  * queued, submit, start and end). */
@@ -599,13 +719,15 @@ void clf_probe_measured(clf_context *ctx, const char *selector, int runs, int qu
   clf_probe_section("kernel build time");
   measure_build(selector, quick ? 1 : 3, o, m);
   clf_probe_section("memory bandwidth");
-  measure_bandwidth(ctx, runs, o, m);
+  const double copy_gbs = measure_bandwidth(ctx, runs, o, m);
   clf_probe_section("launch latency");
   measure_latency(ctx, runs * 3, o, m);
   clf_probe_section("SGEMM throughput");
   measure_sgemm(ctx, runs, quick, o, m);
   clf_probe_section("attention throughput");
   measure_attention(ctx, runs, o, m);
+  clf_probe_section("one-row products by weight type");
+  measure_decode(ctx, runs, quick, copy_gbs, o, m);
   clf_probe_section("attention beside the GEMM path");
   if (o->human) printf("  Beside a baseline (ratio of median %s times)\n", wall_clock ? "wall" : "device");
   cJSON *r = m ? cJSON_AddObjectToObject(m, "ratios") : NULL;
