@@ -20,7 +20,8 @@ ERASE = "\r\x1b[K"
 # clf_probe_section's steps with --quick --no-validate: properties, device
 # class, the 7 of clf_probe_measured, the tuning profile.
 SECTIONS = ["properties", "device class", "kernel build time", "memory bandwidth", "launch latency",
-            "SGEMM throughput", "attention throughput", "attention beside the GEMM path",
+            "SGEMM throughput", "attention throughput", "one-row products by weight type",
+            "attention beside the GEMM path",
             "layer norm beside a copy", "GEMM tuning profile"]
 
 
