@@ -139,7 +139,7 @@ print(f"self-validation: {len(v.get('variants', []))} variants, {v.get('failed',
       + (f": {', '.join(bad)}" if bad else "") + (f" ({v['error']})" if "error" in v else ""))
 print()
 EOF
-  tail -n +1 "$sum" | tail -25
+  tail -25 "$sum"
 
   echo "== models"
   layers=${GPU_CHECK_LAYERS:-}

@@ -572,43 +572,28 @@ static void ratio_layer_norm(clf_context *ctx, int runs, int quick, const out *o
 
 /* ---- one-row products by weight type: decoding's bound ---- */
 
-/* A weight [rows, K] of type dt with the bytes of `host` (random floats for
- * f32 and f16; for the block types random quants with their f16 scales and
- * mins set to small values, so no NaN runs), laid out as the models lay
- * theirs out (clf_linear_weight_prepare: the 16-row interleave on a CPU). */
-static clf_status decode_weight(clf_context *ctx, clf_dtype dt, size_t rows, size_t k, clf_tensor **out) {
-  /* the f16 fields of a block, in ggml's layouts (ggml-common.h) */
-  static const struct { clf_dtype dt; unsigned at[2]; } halves[] = {
-      {CLF_Q4_1, {0, 2}}, {CLF_Q5_0, {0, 0}}, {CLF_Q5_1, {0, 2}}, {CLF_Q2_K, {80, 82}}, {CLF_Q3_K, {108, 108}},
-      {CLF_Q4_K, {0, 2}}, {CLF_Q5_K, {0, 2}}, {CLF_Q6_K, {208, 208}},
-  };
-  const uint16_t small = 0x2000; /* 2^-7 in f16 */
+/* A weight [rows, K] of the type d describes, laid out as the models lay
+ * theirs out (clf_linear_weight_prepare: the 16-row interleave on a CPU):
+ * random floats for f32 and f16; for the block types random bytes below
+ * 0x40, so that every f16 field (a scale, a min), wherever a layout puts
+ * it, is finite and under 2, and no NaN or infinity runs; the quants'
+ * values do not change the work. */
+static clf_status decode_weight(clf_context *ctx, const clf_dtype_desc *d, size_t rows, size_t k, clf_tensor **out) {
   clf_tensor *w = NULL;
   clf_status st;
   unsigned seed = 11;
-  if (dt == CLF_F32 || dt == CLF_F16) {
+  if (d->block == 1) {
     float *h = malloc(rows * k * sizeof(float) + 1);
     if (!h) return CLF_E_OUT_OF_MEMORY;
     for (size_t i = 0; i < rows * k; i++) h[i] = frand(&seed);
-    st = clf_tensor_from_f32(ctx, dt, 2, (size_t[]){rows, k}, h, &w);
+    st = clf_tensor_from_f32(ctx, d->dtype, 2, (size_t[]){rows, k}, h, &w);
     free(h);
   } else {
-    clf_dtype_desc d;
-    for (size_t i = 0; i < clf_dtype_count(); i++)
-      if (clf_dtype_at(i, &d) == CLF_OK && d.dtype == dt) break;
-    const size_t blocks = rows * k / d.block, bytes = blocks * d.block_bytes;
+    const size_t bytes = rows * k / d->block * d->block_bytes;
     unsigned char *h = malloc(bytes + 1);
     if (!h) return CLF_E_OUT_OF_MEMORY;
-    for (size_t i = 0; i < bytes; i++) h[i] = (unsigned char)((seed = seed * 1664525u + 1013904223u) >> 24);
-    if (!d.ggml_layout) { /* clformer's Q8_0 / Q4_0: every block's quants, then every scale */
-      for (size_t b = 0; b < blocks; b++) memcpy(h + bytes - 2 * blocks + 2 * b, &small, 2);
-    } else {
-      for (size_t t = 0; t < COUNT(halves); t++)
-        if (halves[t].dt == dt)
-          for (size_t b = 0; b < blocks; b++)
-            for (int f = 0; f < 2; f++) memcpy(h + b * d.block_bytes + halves[t].at[f], &small, 2);
-    }
-    st = clf_tensor_create(ctx, dt, 2, (size_t[]){rows, k}, &w);
+    for (size_t i = 0; i < bytes; i++) h[i] = (unsigned char)((seed = seed * 1664525u + 1013904223u) >> 26);
+    st = clf_tensor_create(ctx, d->dtype, 2, (size_t[]){rows, k}, &w);
     if (st == CLF_OK) st = clf_tensor_upload(ctx, w, h, bytes);
     free(h);
   }
@@ -663,7 +648,7 @@ static void measure_decode(clf_context *ctx, int runs, int quick, double copy_gb
     }
     linear_arg a = {0};
     stats s;
-    clf_status st = decode_weight(ctx, d.dtype, rows, K, &a.w);
+    clf_status st = decode_weight(ctx, &d, rows, K, &a.w);
     if (st == CLF_OK) st = random_tensor(ctx, 2, (size_t[]){1, K}, &a.x);
     if (st == CLF_OK) st = clf_tensor_create(ctx, CLF_F32, 2, (size_t[]){1, rows}, &a.y);
     const char *err = st != CLF_OK ? clf_probe_error(ctx, st) : timed(ctx, run_linear, &a, runs, &s);
