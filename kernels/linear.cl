@@ -488,7 +488,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_tile(SKINNY
 #define INT_TYPES \
   (WTYPE == WT_Q8_0 || WTYPE == WT_Q4_0 || WTYPE == WT_Q4_1 || WTYPE == WT_Q5_0 || WTYPE == WT_Q5_1)
 /* ggml's k-quants the integer path takes (skinny_kq, at the end) */
-#define KQ_TYPES (WTYPE == WT_Q4_K || WTYPE == WT_Q5_K || WTYPE == WT_Q6_K)
+#define KQ_TYPES (WTYPE == WT_Q2_K || WTYPE == WT_Q3_K || WTYPE == WT_Q4_K || WTYPE == WT_Q5_K || WTYPE == WT_Q6_K)
 #if INT_TYPES || KQ_TYPES
 /* f16 bits to f32, exactly, and no subnormal f32 on the way (a subnormal
  * operand costs x86 a microcode assist: scaling the bits by 2^112 instead
@@ -995,8 +995,8 @@ __kernel void expand_t(__global const WT *w, uint w_off, __global const half *s,
 #endif
 
 /* ------------------------------------------------------------------------
- * The integer path for ggml's k-quants (Q4_K, Q5_K, Q6_K: the tensors of
- * a Q4_K_M / Q5_K_M file), from the same 8-bit blocks of x as skinny_int
+ * The integer path for ggml's k-quants (Q2_K to Q6_K: the tensors of
+ * Q2_K, Q3_K_M, Q4_K_M, Q5_K_M files), from the same 8-bit blocks of x as skinny_int
  * (quantize_q8's, or the norm's and glu's: one quantization of an
  * activation serves its Q4_1, Q8_0 and k-quant products alike).  A
  * super-block's sub-blocks line up with x's blocks of 32: Q4_K / Q5_K's
@@ -1005,13 +1005,16 @@ __kernel void expand_t(__global const WT *w, uint w_off, __global const half *s,
  * dmin m_j d_x sum(qx), as Q4_1's; Q6_K's two sub-blocks of 16 (int8
  * scales) are the halves of x's block, each half's integer sum times its
  * scale in the integers, then d d_x once (its quants less 32 before the
- * products: -32..31 fit a char, and no per-16 sums of x are needed).
+ * products: -32..31 fit a char, and no per-16 sums of x are needed);
+ * Q3_K's likewise (-4..3, 6-bit scales less 32), and Q2_K's (0..3, 4-bit
+ * scales) with a min per 16: the sum of x's first half's quants, the
+ * second half's the block's sum less it.
  * llama.cpp's CUDA MMVQ multiplies its k-quants by Q8_1 blocks of 32
  * likewise; its CPU path rounds x per 256 (Q8_K) instead, which would
  * need a second copy of x.  Built with -DINT_KERNEL=1 (skinny_kq) or also
  * -DINT_DOT=1 (skinny_kqdot: the sums through cl_khr_integer_dot_product).
- * The weights are read as 32-bit words (wu: Q4_K, Q5_K, whose blocks are
- * 144 and 176 bytes), as 16-bit ones (su: Q6_K's 210-byte blocks, and
+ * The weights are read as 32-bit words (wu: Q2_K, Q4_K, Q5_K, whose blocks are
+ * 84, 144 and 176 bytes), as 16-bit ones (su: Q3_K's 110-byte and Q6_K's 210-byte blocks, and
  * every f16 through scale_at) and as bytes (wb: the scales); the buffer
  * passed four times, so that no pointer is cast.  A work-item takes TN
  * rows of W against the M <= MMAX rows of x, super-block by super-block.
@@ -1021,6 +1024,9 @@ __kernel void expand_t(__global const WT *w, uint w_off, __global const half *s,
 #ifndef INT_DOT
 #define INT_DOT 0
 #endif
+/* Whether the type's values have mins (value = d sc q - dmin m). */
+#define KQ_MIN (WTYPE == WT_Q2_K || WTYPE == WT_Q4_K || WTYPE == WT_Q5_K)
+
 #if INT_DOT
 #pragma OPENCL EXTENSION cl_khr_integer_dot_product : enable
 #define KQ_NAME skinny_kqdot
@@ -1039,6 +1045,13 @@ inline int kq_dot(char16 wl, char16 wh, int sl, int sh, uint8 x) {
   h = dot_acc_sat_4x8packed_ss_int(b.s3, x.s7, h);
   return l * sl + h * sh;
 }
+/* The sum of x's first 16 quants (Q2_K's first half's min). */
+inline float kq_half_sum(uint8 x) {
+  int l = dot_acc_sat_4x8packed_ss_int(x.s0, 0x01010101u, 0);
+  l = dot_acc_sat_4x8packed_ss_int(x.s1, 0x01010101u, l);
+  l = dot_acc_sat_4x8packed_ss_int(x.s2, 0x01010101u, l);
+  return (float)dot_acc_sat_4x8packed_ss_int(x.s3, 0x01010101u, l);
+}
 #define KQ_SUM(a) (a)
 #else
 #define KQ_NAME skinny_kq
@@ -1051,6 +1064,10 @@ inline int8 kq_pmadd(char16 a, char16 b) {
 inline int8 kq_dot(char16 wl, char16 wh, int sl, int sh, uint8 x) {
   return kq_pmadd(wl, as_char16(x.lo)) * sl + kq_pmadd(wh, as_char16(x.hi)) * sh;
 }
+/* The sum of x's first 16 quants (Q2_K's first half's min), in the same
+ * pattern (a horizontal sum of the bytes widened as such crashed
+ * Oclgrind 21.10's uninitialised-value checker). */
+inline float kq_half_sum(uint8 x) { return sum8(convert_float8(kq_pmadd(as_char16(x.lo), (char16)(1)))); }
 #define KQ_SUM(a) sum8(a)
 #endif
 
@@ -1064,7 +1081,7 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void KQ_NAME(
   uint rn[TN]; /* rows past the end repeat the last; their sums are not stored */
   _Pragma("unroll") for (uint j = 0; j < TN; j++) rn[j] = min(n0 + j, N - 1);
   KQ_ACC acc[MMAX][TN];
-  float accm[MMAX][TN]; /* Q4_K, Q5_K: the mins' share */
+  float accm[MMAX][TN]; /* Q2_K, Q4_K, Q5_K: the mins' share */
   _Pragma("unroll") for (uint i = 0; i < MMAX; i++) _Pragma("unroll") for (uint j = 0; j < TN; j++) {
     acc[i][j] = (KQ_ACC)(0.0f);
     accm[i][j] = 0.0f;
@@ -1072,16 +1089,25 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void KQ_NAME(
   for (uint b = 0; b < nsb; b++) {
     size_t bo[TN]; /* each row's block, in bytes */
     float d[TN];
-#if WTYPE != WT_Q6_K
+#if KQ_MIN
     float dm[TN];
 #endif
 #if WTYPE == WT_Q5_K
     uint8 qh[TN]; /* bit j of byte l: element l's fifth bit in sub-block j */
+#elif WTYPE == WT_Q3_K
+    uchar16 hm0[TN], hm1[TN]; /* bit 4 n + j of byte l: element 128 n + 32 j + l's third bit */
 #endif
     _Pragma("unroll") for (uint j = 0; j < TN; j++) {
       bo[j] = ((size_t)rn[j] * nsb + b) * GBYTES;
 #if WTYPE == WT_Q6_K /* {ql[128]; qh[64]; scales[16]; d} */
       d[j] = scale_at(s, su, bo[j] / 2 + 104);
+#elif WTYPE == WT_Q2_K /* {scales[16]; qs[64]; d; dmin} */
+      d[j] = scale_at(s, su, bo[j] / 2 + 40);
+      dm[j] = scale_at(s, su, bo[j] / 2 + 41);
+#elif WTYPE == WT_Q3_K /* {hmask[32]; qs[64]; scales[12]; d}: 110 bytes, read in 16-bit words */
+      d[j] = scale_at(s, su, bo[j] / 2 + 54);
+      hm0[j] = as_uchar16(vload8(0, su + bo[j] / 2));
+      hm1[j] = as_uchar16(vload8(1, su + bo[j] / 2));
 #else /* {d; dmin; scales[12]; (Q5_K: qh[32];) qs[128]} */
       d[j] = scale_at(s, su, bo[j] / 2);
       dm[j] = scale_at(s, su, bo[j] / 2 + 1);
@@ -1094,8 +1120,37 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void KQ_NAME(
       char16 wl[TN], wh[TN];
       int sl[TN], sh[TN];
       float dd[TN], mm[TN];
+#if WTYPE == WT_Q2_K
+      int ml[TN], mh[TN]; /* the halves' mins */
+#endif
       _Pragma("unroll") for (uint j = 0; j < TN; j++) {
-#if WTYPE == WT_Q6_K
+#if WTYPE == WT_Q2_K || WTYPE == WT_Q3_K
+        /* elements 128 n + 32 jj + l: qs byte 32 n + l, bits 2 jj; the
+         * halves' scales (and Q2_K's mins) are those of sub-blocks of 16
+         * t = 2 sb and 2 sb + 1 (ggml's dequantize_row_q2_K / _q3_K) */
+        const uint n = sb / 4, jj = sb % 4;
+#if WTYPE == WT_Q2_K
+        const uint8 q = vload8(0, wu + bo[j] / 4 + 4 + 8 * n);
+        wl[j] = as_char16((as_uchar16(q.lo) >> (uchar16)(2 * jj)) & (uchar16)3);
+        wh[j] = as_char16((as_uchar16(q.hi) >> (uchar16)(2 * jj)) & (uchar16)3);
+        const uint s0 = wb[bo[j] + 2 * sb], s1 = wb[bo[j] + 2 * sb + 1];
+        sl[j] = s0 & 15, sh[j] = s1 & 15, ml[j] = s0 >> 4, mh[j] = s1 >> 4;
+        mm[j] = dm[j];
+#else /* the hmask bit set: q; clear: q - 4 */
+        const size_t qo = bo[j] / 2 + 16 + 16 * n;
+        const uchar16 q0 = as_uchar16(vload8(0, su + qo)), q1 = as_uchar16(vload8(1, su + qo));
+        const uchar16 hb = (uchar16)(4 * n + jj);
+        wl[j] = as_char16(((q0 >> (uchar16)(2 * jj)) & (uchar16)3) | ((hm0[j] >> hb) & (uchar16)1) << (uchar16)2) - (char16)4;
+        wh[j] = as_char16(((q1 >> (uchar16)(2 * jj)) & (uchar16)3) | ((hm1[j] >> hb) & (uchar16)1) << (uchar16)2) - (char16)4;
+        __global const uchar *sc = wb + bo[j] + 96; /* 6-bit scales: ggml's unpacking of 12 bytes into 16 */
+        const uint t0 = 2 * sb, t1 = t0 + 1;
+        const uint lo0 = t0 < 8 ? sc[t0] & 15 : sc[t0 - 8] >> 4, lo1 = t1 < 8 ? sc[t1] & 15 : sc[t1 - 8] >> 4;
+        sl[j] = (int)(lo0 | ((sc[8 + t0 % 4] >> (2 * (t0 / 4))) & 3) << 4) - 32;
+        sh[j] = (int)(lo1 | ((sc[8 + t1 % 4] >> (2 * (t1 / 4))) & 3) << 4) - 32;
+        mm[j] = 0.0f;
+#endif
+        dd[j] = d[j];
+#elif WTYPE == WT_Q6_K
         const uint g = sb / 4, t = sb % 4; /* elements 32t..32t+31 of half g */
         const size_t hq = bo[j] / 2 + g * 32 + (t & 1) * 16, hh = bo[j] / 2 + 64 + g * 16;
         const uchar16 l0 = as_uchar16(vload8(0, su + hq)), l1 = as_uchar16(vload8(1, su + hq));
@@ -1130,13 +1185,18 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void KQ_NAME(
           const size_t xb = (size_t)i * nb + 8 * b + sb;
           const uint8 xw = vload8(xb, xq);
           const float dx = xd[xd_off + 2 * xb], sx = xd[xd_off + 2 * xb + 1];
+#if WTYPE == WT_Q2_K /* the sums of x's halves, for the halves' mins */
+          const float xlo = kq_half_sum(xw), xhi = sx - xlo;
+#endif
           _Pragma("unroll") for (uint j = 0; j < TN; j++) {
 #if INT_DOT
             acc[i][j] = fma(dd[j] * dx, (float)kq_dot(wl[j], wh[j], sl[j], sh[j], xw), acc[i][j]);
 #else
             acc[i][j] = fma((float8)(dd[j] * dx), convert_float8(kq_dot(wl[j], wh[j], sl[j], sh[j], xw)), acc[i][j]);
 #endif
-#if WTYPE != WT_Q6_K
+#if WTYPE == WT_Q2_K
+            accm[i][j] = fma(mm[j] * dx, (float)ml[j] * xlo + (float)mh[j] * xhi, accm[i][j]);
+#elif KQ_MIN
             accm[i][j] = fma(mm[j] * dx, sx, accm[i][j]);
 #endif
           }
@@ -1208,6 +1268,18 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void KQ_NAME(
 #define R16_K 1
 #define R16_WORDS 576 /* 16 of d and dmin, 3 x 16 of 6-bit scales and mins, 32 x 16 of quants */
 #define R16_QOFF 16
+#elif WTYPE == WT_Q5_K
+#define R16_K 1
+#define R16_WORDS 704 /* 16 of d and dmin, 3 x 16 of 6-bit scales and mins, 8 x 16 of qh, 32 x 16 of qs */
+#define R16_QOFF 16
+#elif WTYPE == WT_Q2_K
+#define R16_K 1
+#define R16_WORDS 336 /* 16 of d and dmin (the file's last), 4 x 16 of 4-bit scales and mins, 16 x 16 of qs */
+#define R16_QOFF 16
+#elif WTYPE == WT_Q3_K
+#define R16_K 1
+#define R16_WORDS 440 /* 8 of d (the file's last), 8 x 16 of hmask, 16 x 16 of qs, 3 x 16 of scales */
+#define R16_QOFF 8
 #elif WTYPE == WT_Q6_K
 #define R16_K 1
 #define R16_WORDS 840 /* 8 of d (the file's last), 32 x 16 of ql, 16 x 16 of qh, 4 x 16 of scales */
@@ -1651,18 +1723,29 @@ __kernel void expand_r16(__global const uint *w, __global const half *wh, __glob
     r16_put(fma(d, r16_value(vload16(0, w + base + R16_QOFF + 16 * R16_WORD(j)), qh, j), m), g, N, o + (size_t)j * N);
 }
 #endif
-#else /* Q4_K, Q6_K: super-blocks of 256, in 16 sub-blocks of 16 */
-/* The 16 rows' byte b of the words from word plane p on (p counted from
- * R16_QOFF). */
+#else /* the k-quants: super-blocks of 256, in 16 sub-blocks of 16 */
+/* Whether a type's values have a min (value = a q - b), and the offset
+ * its integers carry in r16k_word's bytes (Q6_K's 32, Q3_K's 4: the
+ * bytes less it are the file's signed values). */
+#define R16K_MIN (WTYPE == WT_Q2_K || WTYPE == WT_Q4_K || WTYPE == WT_Q5_K)
+#define R16K_OFF (WTYPE == WT_Q6_K ? 32.0f : WTYPE == WT_Q3_K ? 4.0f : 0.0f)
+/* The 16 rows' words of word plane p (counted from R16_QOFF). */
+#define r16k_plane(w, base, p) vload16(0, (w) + (base) + R16_QOFF + 16 * (p))
+/* The 16 rows' byte b of the words from word plane p on. */
 inline uint16 r16k_byte(__global const uint *w, size_t base, uint p, uint b) {
-  return (vload16(0, w + base + R16_QOFF + 16 * (p + b / 4)) >> (uint16)(8 * (b % 4))) & (uint16)0xff;
+  return (r16k_plane(w, base, p + b / 4) >> (uint16)(8 * (b % 4))) & (uint16)0xff;
 }
 /* Sub-block t's scale a and offset b of the 16 rows (value = a q - b, q
- * the element's integer, r16k_q): Q4_K's d sc_j and dmin m_j of the
- * 6-bit pair j = t / 2 (ggml's get_scale_min_k4), Q6_K's d scales[t]. */
+ * the element's integer, r16k_word's byte less R16K_OFF): Q4_K's and
+ * Q5_K's d sc_j and dmin m_j of the 6-bit pair j = t / 2 (ggml's
+ * get_scale_min_k4; planes 0-2), Q2_K's d (sc & 15) and dmin (sc >> 4) of
+ * scales[t] (planes 0-3), Q3_K's d (s - 32) of its 6-bit s (low 4 bits
+ * from scales[t % 8], its nibble t / 8, the high 2 from scales[8 + t % 4]
+ * at 2 (t / 4): ggml's dequantize_row_q3_K; planes 24-26), Q6_K's d
+ * scales[t] (plane 48 on). */
 inline void r16k_scale(__global const uint *w, __global const half *wh, size_t base, uint t, float16 *a, float16 *b) {
   const float16 d = vload_half16(0, wh + 2 * base);
-#if WTYPE == WT_Q4_K
+#if WTYPE == WT_Q4_K || WTYPE == WT_Q5_K
   const uint j = t / 2;
   uint16 sc, m;
   if (j < 4) {
@@ -1675,47 +1758,71 @@ inline void r16k_scale(__global const uint *w, __global const half *wh, size_t b
   }
   *a = d * convert_float16(sc);
   *b = vload_half16(1, wh + 2 * base) * convert_float16(m);
+#elif WTYPE == WT_Q2_K
+  const uint16 sc = r16k_byte(w, base, 0, t);
+  *a = d * convert_float16(sc & (uint16)15);
+  *b = vload_half16(1, wh + 2 * base) * convert_float16(sc >> (uint16)4);
+#elif WTYPE == WT_Q3_K
+  const uint16 lo = t < 8 ? r16k_byte(w, base, 24, t) & (uint16)15 : r16k_byte(w, base, 24, t - 8) >> (uint16)4;
+  const uint16 hi = (r16k_byte(w, base, 24, 8 + t % 4) >> (uint16)(2 * (t / 4))) & (uint16)3;
+  *a = d * (convert_float16(lo | hi << (uint16)4) - 32.0f);
+  *b = (float16)(0.0f);
 #else
   *a = d * convert_float16(as_char16(convert_uchar16(r16k_byte(w, base, 48, t))));
   *b = (float16)(0.0f);
 #endif
 }
-/* The 16 rows' integer of element l (< 256) of the super-block: Q4_K's
- * nibble (0..15; qs from plane 3: chunk l / 64 of 32 bytes, low nibbles
- * the first 32), Q6_K's 6 bits less 32 (ql from plane 0, qh from 32). */
-inline float16 r16k_q(__global const uint *w, size_t base, uint l) {
-#if WTYPE == WT_Q4_K
-  const uint c = l / 64, e = l % 32, hi = (l / 32) % 2;
-  const uint16 u = vload16(0, w + base + R16_QOFF + 16 * (3 + c * 8 + e / 4));
-  return convert_float16((u >> (uint16)(8 * (e % 4) + 4 * hi)) & (uint16)15);
-#else
-  const uint n = l / 128, g = (l % 128) / 32, ll = l % 32;
-  const uint16 ql = r16k_byte(w, base, 0, 64 * n + ll + (g % 2) * 32), qh = r16k_byte(w, base, 32, 32 * n + ll);
-  const uint16 q = ((g >= 2 ? ql >> (uint16)4 : ql & (uint16)15)) | (((qh >> (uint16)(2 * g)) & (uint16)3) << (uint16)4);
-  return convert_float16(q) - 32.0f;
-#endif
-}
 
 /* Elements 16 t + 4 k .. + 3 of the super-block (sub-block t's word k)
- * of the 16 rows, a byte each: Q4_K's nibbles (chunk t / 4, the high
- * nibbles where (t / 2) % 2), Q6_K's 6 bits (ql's nibble and qh's 2 bits
- * joined; l = 128 n + 32 gg + ll: ql byte 64 n + 32 (gg % 2) + ll, nibble
- * gg / 2, qh byte 32 n + ll, bits 2 gg), without its 32 off. */
+ * of the 16 rows, a byte each, the element's integer plus R16K_OFF:
+ * Q4_K's nibbles (chunk t / 4 of 64, the high nibbles where (t / 2) % 2;
+ * qs from plane 3), Q5_K's the same with the fifth bit (qs from plane 11,
+ * qh from 3: byte l of the 32-element sub-block's element l, bit t / 2),
+ * Q2_K's 2 bits (l = 128 n + 32 j + 16 s + ll: qs byte 32 n + 16 s + ll,
+ * bits 2 j; plane 4 on), Q3_K's the same 2 bits (plane 8 on) and the
+ * hmask bit above them (hmask byte 16 s + ll, bit 4 n + j; plane 0 on:
+ * ggml's q - 4 where the bit is clear, so the value is the 3 bits less 4),
+ * Q6_K's 6 bits (ql's nibble and qh's 2 bits joined; l = 128 n + 32 gg +
+ * ll: ql byte 64 n + 32 (gg % 2) + ll, nibble gg / 2, qh byte 32 n + ll,
+ * bits 2 gg). */
 inline uint16 r16k_word(__global const uint *w, size_t base, uint t, uint k) {
-#if WTYPE == WT_Q4_K
+#if WTYPE == WT_Q4_K || WTYPE == WT_Q5_K
   const uint q = t / 4, hi = (t / 2) % 2, e0 = 16 * (t % 2);
-  return (vload16(0, w + base + R16_QOFF + 16 * (3 + q * 8 + e0 / 4 + k)) >> (uint16)(4 * hi)) & (uint16)0x0f0f0f0fu;
+  const uint16 u = (r16k_plane(w, base, (WTYPE == WT_Q4_K ? 3 : 11) + q * 8 + e0 / 4 + k) >> (uint16)(4 * hi)) &
+                   (uint16)0x0f0f0f0fu;
+#if WTYPE == WT_Q5_K
+  return u | ((r16k_plane(w, base, 3 + e0 / 4 + k) >> (uint16)(t / 2)) & (uint16)0x01010101u) << (uint16)4;
+#else
+  return u;
+#endif
+#elif WTYPE == WT_Q2_K || WTYPE == WT_Q3_K
+  const uint n = t / 8, j = (t % 8) / 2, s = t % 2;
+  const uint16 u = (r16k_plane(w, base, (WTYPE == WT_Q2_K ? 4 : 8) + 8 * n + 4 * s + k) >> (uint16)(2 * j)) &
+                   (uint16)0x03030303u;
+#if WTYPE == WT_Q3_K
+  return u | ((r16k_plane(w, base, 4 * s + k) >> (uint16)(4 * n + j)) & (uint16)0x01010101u) << (uint16)2;
+#else
+  return u;
+#endif
 #else
   const uint n = t / 8, gg = (t % 8) / 2, l0 = 16 * (t % 2);
-  const uint16 ql = vload16(0, w + base + R16_QOFF + 16 * (16 * n + 8 * (gg % 2) + l0 / 4 + k));
-  const uint16 qh = vload16(0, w + base + R16_QOFF + 16 * (32 + 8 * n + l0 / 4 + k));
+  const uint16 ql = r16k_plane(w, base, 16 * n + 8 * (gg % 2) + l0 / 4 + k);
+  const uint16 qh = r16k_plane(w, base, 32 + 8 * n + l0 / 4 + k);
   return ((ql >> (uint16)(4 * (gg / 2))) & (uint16)0x0f0f0f0fu) |
          (((qh >> (uint16)(2 * gg)) & (uint16)0x03030303u) << (uint16)4);
 #endif
 }
-/* Byte b of such a word: the element's integer (Q6_K's less 32). */
-#define r16k_byte_q(u, b) \
-  (convert_float16(((u) >> (uint16)(8 * (b))) & (uint16)0xff) - (float16)(WTYPE == WT_Q6_K ? 32.0f : 0.0f))
+/* Byte b of such a word: the element's integer. */
+#define r16k_byte_q(u, b) (convert_float16(((u) >> (uint16)(8 * (b))) & (uint16)0xff) - (float16)(R16K_OFF))
+/* The 16 rows' integer of element l (< 256) of the super-block. */
+inline float16 r16k_q(__global const uint *w, size_t base, uint l) {
+  return r16k_byte_q(r16k_word(w, base, l / 16, (l % 16) / 4), l % 4);
+}
+/* The sum of x's 16 floats at p. */
+inline float r16k_sum16(__global const float *p) {
+  const float16 v = vload16(0, p);
+  return sum8(v.lo + v.hi);
+}
 
 #if !CLF_ONLY || CLF_ONLY_skinny_r16f
 __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
@@ -1731,20 +1838,21 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
   float16 acc[MMAX];
   _Pragma("unroll") for (uint i = 0; i < MMAX; i++) acc[i] = (float16)(0.0f);
 #if MMAX == 1
-  /* One row of x: Q6_K a sub-block's bytes (r16k_word: the 6 bits
-   * joined) through r16_mant where they lie (bytes 2 and 3 after a shift
-   * by 16), its 32 in the constant: a sum for each byte, and no running
-   * sum of x; Q4_K by chunks of 64 (below), its min times a vector sum of
-   * x. */
+  /* One row of x: Q4_K and Q5_K by chunks of 64 (below); the others a
+   * sub-block at a time, its bytes (r16k_word: the bits joined) through
+   * r16_mant where they lie (bytes 2 and 3 after a shift by 16), the
+   * type's offset in the constant: a sum for each byte, and Q2_K's min
+   * times a vector sum of the sub-block's x (Q3_K and Q6_K have none). */
   if (M == 1) {
-#if WTYPE == WT_Q4_K
-    /* Q4_K a chunk of 64 elements (8 words of qs) at a time: its low
-     * nibbles are sub-blocks 4 q and 4 q + 1 (scale pair j = 2 q), its
-     * high nibbles 4 q + 2 and 4 q + 3 (pair 2 q + 1), so each nibble goes
-     * through r16_mant where it lies (as Q4_0's classes: no shift or mask
-     * to bring it down, a word loaded once for both nibbles) and the
-     * scales are made once a pair, where a sub-block at a time made each
-     * twice */
+#if WTYPE == WT_Q4_K || WTYPE == WT_Q5_K
+    /* A chunk of 64 elements (8 words of qs) at a time: its low nibbles
+     * are sub-blocks 4 q and 4 q + 1 (scale pair j = 2 q), its high
+     * nibbles 4 q + 2 and 4 q + 3 (pair 2 q + 1), so the scales are made
+     * once a pair, each word loaded once for both nibbles, and each value
+     * goes through r16_mant where it lies.  Q4_K's nibbles need no shift
+     * or mask to bring them down (as Q4_0's classes); Q5_K's are joined
+     * with their fifth bits first (qh's word k, bits 2 q and 2 q + 1, to
+     * bit 4 of each byte: as Q5_0's classes). */
     for (uint c = 0; c < nb; c++) {
       const size_t base = ((size_t)g * nb + c) * R16_WORDS;
       if (pf) R16_PREFETCH(base, last);
@@ -1753,18 +1861,34 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
         float16 cl[8];
         _Pragma("unroll") for (uint h = 0; h < 8; h++) cl[h] = (float16)(0.0f);
         _Pragma("unroll") for (uint k = 0; k < 8; k++) {
-          const uint16 u = vload16(0, w + base + R16_QOFF + 16 * (3 + 8 * q + k)), v = u >> (uint16)16;
           __global const float *xk = xc + 64 * q + 4 * k;
+#if WTYPE == WT_Q4_K
+          const uint16 u = r16k_plane(w, base, 3 + 8 * q + k), v = u >> (uint16)16;
           _Pragma("unroll") for (uint h = 0; h < 8; h++) { /* byte h % 4, the high nibble where h >= 4 */
             const uint sl = 8 * (h % 2) + 4 * (h / 4);
             cl[h] = fma(r16_mant(h % 4 >= 2 ? v : u, 15u << sl, 0, 0x1p+23f), (float16)(xk[32 * (h / 4) + h % 4]), cl[h]);
           }
+#else
+          const uint16 u = r16k_plane(w, base, 11 + 8 * q + k), qh = r16k_plane(w, base, 3 + k);
+          const uint16 lo = (u & (uint16)0x0f0f0f0fu) | ((qh >> (uint16)(2 * q)) & (uint16)0x01010101u) << (uint16)4;
+          const uint16 hi = ((u >> (uint16)4) & (uint16)0x0f0f0f0fu) |
+                            ((qh >> (uint16)(2 * q + 1)) & (uint16)0x01010101u) << (uint16)4;
+          const uint16 lv = lo >> (uint16)16, hv = hi >> (uint16)16;
+          _Pragma("unroll") for (uint h = 0; h < 8; h++) { /* byte h % 4 of lo, or of hi where h >= 4 */
+            const uint16 src = h < 4 ? (h % 4 >= 2 ? lv : lo) : (h % 4 >= 2 ? hv : hi);
+            cl[h] = fma(r16_mant(src, 31u << (8 * (h % 2)), 0, 0x1p+23f), (float16)(xk[32 * (h / 4) + h % 4]), cl[h]);
+          }
+#endif
         }
         float16 a0, b0, a1, b1;
         r16k_scale(w, wh, base, 4 * q, &a0, &b0);
         r16k_scale(w, wh, base, 4 * q + 2, &a1, &b1);
         const float16 s0 = fma(cl[1] + cl[3], (float16)(0x1p-8f), cl[0] + cl[2]);
+#if WTYPE == WT_Q4_K /* the high nibbles lie 4 bits up */
         const float16 s1 = fma(cl[5] + cl[7], (float16)(0x1p-12f), (cl[4] + cl[6]) * (float16)(0x1p-4f));
+#else
+        const float16 s1 = fma(cl[5] + cl[7], (float16)(0x1p-8f), cl[4] + cl[6]);
+#endif
         const float16 x0 = vload16(0, xc + 64 * q) + vload16(1, xc + 64 * q);
         const float16 x1 = vload16(2, xc + 64 * q) + vload16(3, xc + 64 * q);
         acc[0] = fma(a0, s0, fma(-b0, (float16)(sum8(x0.lo + x0.hi)), acc[0]));
@@ -1772,7 +1896,6 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
       }
     }
 #else
-    const float off = 32.0f;
     for (uint c = 0; c < nb; c++) {
       const size_t base = ((size_t)g * nb + c) * R16_WORDS;
       if (pf) R16_PREFETCH(base, last);
@@ -1786,10 +1909,14 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
           const uint16 u = r16k_word(w, base, t, k), v = u >> (uint16)16;
           __global const float *xk = xc + 16 * t + 4 * k;
           _Pragma("unroll") for (uint h = 0; h < 4; h++) {
-            const float16 q = r16_mant(h >= 2 ? v : u, 0xffu << (8 * (h % 2)), 0, 0x1p+23f + off * (float)(1u << (8 * (h % 2))));
+            const float16 q = r16_mant(h >= 2 ? v : u, 0xffu << (8 * (h % 2)), 0,
+                                       0x1p+23f + R16K_OFF * (float)(1u << (8 * (h % 2))));
             cl[h] = fma(q, (float16)(xk[h]), cl[h]);
           }
         }
+#if R16K_MIN
+        acc[0] = fma(-b, (float16)(r16k_sum16(xc + 16 * t)), acc[0]);
+#endif
         acc[0] = fma(a, fma(cl[1] + cl[3], (float16)(0x1p-8f), cl[0] + cl[2]), acc[0]);
       }
     }
@@ -1819,11 +1946,12 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
 #else
   /* A few rows of x (MMAX 2 to 8), as the blocks of 32's: a sub-block's
    * bytes through r16_mant, made once for the MMAX rows (the odd ones
-   * brought to scale in an fma, exact), Q6_K's 32 in the constant; each
-   * row's sum in two, the even bytes' and the odd ones'.  Q6_K takes no
-   * sum of x (it has no min), Q4_K a vector sum of the sub-block's x up
-   * to 4 rows and a running one at 8 (as Q4_1's). */
-  const float off = WTYPE == WT_Q6_K ? 32.0f : 0.0f;
+   * brought to scale in an fma, exact), the type's offset in the
+   * constant; each row's sum in two, the even bytes' and the odd ones'.
+   * Q3_K and Q6_K take no sum of x (they have no min), Q2_K, Q4_K and
+   * Q5_K a vector sum of the sub-block's x up to 4 rows and a running one
+   * at 8 (as Q4_1's). */
+  const float off = R16K_OFF;
   for (uint c = 0; c < nb; c++) {
     const size_t base = ((size_t)g * nb + c) * R16_WORDS;
     if (pf) R16_PREFETCH(base, last);
@@ -1842,21 +1970,17 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void skinny_r16f(
               const float xv = xc[(size_t)i * K + 16 * t + 4 * k + h];
               if (h % 2) s1[i] = fma(q, (float16)(xv), s1[i]);
               else s[i] = fma(q, (float16)(xv), s[i]);
-#if WTYPE == WT_Q4_K && MMAX > 4
+#if R16K_MIN && MMAX > 4
               xs[i] += xv;
 #endif
             }
           }
         }
       }
-#if WTYPE == WT_Q4_K
+#if R16K_MIN
 #if MMAX <= 4
-      _Pragma("unroll") for (uint i = 0; i < MMAX; i++) {
-        if (i < M) { /* uniform */
-          const float16 xv = vload16(0, xc + (size_t)i * K + 16 * t);
-          xs[i] = sum8(xv.lo + xv.hi);
-        }
-      }
+      _Pragma("unroll") for (uint i = 0; i < MMAX; i++)
+        if (i < M) xs[i] = r16k_sum16(xc + (size_t)i * K + 16 * t); /* uniform */
 #endif
       _Pragma("unroll") for (uint i = 0; i < MMAX; i++) acc[i] = fma(a, s[i] + s1[i], fma(-b, (float16)(xs[i]), acc[i]));
 #else

@@ -435,8 +435,8 @@ START_TEST(int_glu_makes_blocks) {
 }
 END_TEST
 
-static const clf_dtype kq_types[] = {CLF_Q4_K, CLF_Q5_K, CLF_Q6_K};
-static const unsigned kq_ggml[] = {12, 13, 14}; /* their ggml numbers */
+static const clf_dtype kq_types[] = {CLF_Q4_K, CLF_Q5_K, CLF_Q6_K, CLF_Q2_K, CLF_Q3_K};
+static const unsigned kq_ggml[] = {12, 13, 14, 10, 11}; /* their ggml numbers */
 
 /* W [N, K] of dt, one of kq_types (index t): seeded block bytes (clf__kq_blocks: moderate
  * scales, some subnormal) or, with from_f32, clformer's own quantizer of
@@ -605,7 +605,7 @@ START_TEST(kq_held_x_shared) {
 }
 END_TEST
 
-/* Q4_1, Q8_0, Q5_0, Q5_1, Q4_K, Q6_K and Q4_0 (_i) in the 16-row
+/* Q4_1, Q8_0, Q5_0, Q5_1, Q4_K, Q6_K, Q4_0, Q5_K, Q2_K and Q3_K (_i) in the 16-row
  * interleave (linear_r16.c), 40 rows (two groups and one of 8, padded
  * with zero rows that no output is written of): the packing round-trips;
  * 1 to 33 rows (each MMAX build, every activation) on the path
@@ -618,14 +618,17 @@ END_TEST
  * and every other op, and a download, refuses such a tensor by name. */
 START_TEST(r16_matches_reference) {
   static const size_t Ms[] = {1, 2, 3, 5, 8, 9, 33};
-  static const clf_dtype types[] = {CLF_Q4_1, CLF_Q8_0, CLF_Q5_0, CLF_Q5_1, CLF_Q4_K, CLF_Q6_K, CLF_Q4_0};
-  static const unsigned ggml[] = {3, 8, 6, 7, 12, 14, 2}; /* their ggml numbers */
-  static const size_t block_bytes[] = {20, 34, 22, 24, 144, 210, 18};
+  static const clf_dtype types[] = {CLF_Q4_1, CLF_Q8_0, CLF_Q5_0, CLF_Q5_1, CLF_Q4_K,
+                                    CLF_Q6_K, CLF_Q4_0, CLF_Q5_K, CLF_Q2_K, CLF_Q3_K};
+  static const unsigned ggml[] = {3, 8, 6, 7, 12, 14, 2, 13, 10, 11}; /* their ggml numbers */
+  static const size_t block_bytes[] = {20, 34, 22, 24, 144, 210, 18, 176, 84, 110};
   const clf_dtype dt = types[_i];
-  const int kq = dt == CLF_Q4_K || dt == CLF_Q6_K; /* super-blocks of 256 */
+  const int kq = clf__dtype_block(dt) == 256; /* super-blocks of 256 */
   const size_t N = 40, K = kq ? 512 : 96, be = kq ? 256 : 32, bb = block_bytes[_i], bytes = N * K / be * bb;
-  const int has_min = dt == CLF_Q4_1 || dt == CLF_Q5_1 || dt == CLF_Q4_K, has_int = dt == CLF_Q4_1 || dt == CLF_Q8_0;
-  const size_t d_at = dt == CLF_Q6_K ? 208 : 0; /* Q6_K's d is last */
+  const int has_min = dt == CLF_Q4_1 || dt == CLF_Q5_1 || dt == CLF_Q4_K || dt == CLF_Q5_K || dt == CLF_Q2_K;
+  const int has_int = dt == CLF_Q4_1 || dt == CLF_Q8_0;
+  /* Q2_K's d and dmin, Q3_K's and Q6_K's d, are last */
+  const size_t d_at = dt == CLF_Q6_K ? 208 : dt == CLF_Q2_K ? 80 : dt == CLF_Q3_K ? 108 : 0;
   const char *tn = clf_dtype_name(dt);
   th_profiled_begin(NULL); /* th_ctx: a context that records */
   float *w = malloc(N * K * sizeof(float)), *x = th_rand(33 * K, 41, -2, 2), *bias = th_rand(N, 8, -1, 1);
@@ -636,7 +639,7 @@ START_TEST(r16_matches_reference) {
   for (size_t i = 0; i < bytes; i++) raw[i] = (unsigned char)((r = r * 1664525u + 1013904223u) >> 24);
   for (size_t b = 0; b < N * K / be; b++) {
     put_half(raw + bb * b + d_at, (kq ? 0.001f : 0.01f) + 0.002f * (float)(b % 7));
-    if (has_min) put_half(raw + bb * b + 2, b % 2 ? -0.005f : 0.004f);
+    if (has_min) put_half(raw + bb * b + d_at + 2, b % 2 ? -0.005f : 0.004f);
   }
   TH_OK(clf_gguf_dequantize(ggml[_i], raw, N * K, w));
   clf__r16_pack(dt, raw, N, K, packed);
@@ -743,10 +746,10 @@ START_TEST(weight_prepare_matches) {
 }
 END_TEST
 
-/* Which weights a loader repacks: Q4_0, Q4_1, Q5_x and Q8_0 on a CPU
- * device by default (any rows, in a multiple of 32), elsewhere not; Q4_K and Q6_K
- * where $CLFORMER_ROWS16=1 asks (in a multiple of 256); $CLFORMER_ROWS16
- * over all of it; other types never. */
+/* Which weights a loader repacks: Q4_0, Q4_1, Q5_x and Q8_0 (any rows, in
+ * a multiple of 32) and the k-quants Q2_K to Q6_K (in a multiple of 256)
+ * on a CPU device by default, elsewhere not; $CLFORMER_ROWS16 over all of
+ * it; other types never. */
 START_TEST(r16_wanted) {
   env_set("CLFORMER_ROWS16", NULL);
   ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q4_1, 64, 96), th_ctx->caps.is_cpu);
@@ -758,7 +761,11 @@ START_TEST(r16_wanted) {
   ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_F16, 64, 96), 0);
   ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q4_K, 64, 256), th_ctx->caps.is_cpu);
   ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q6_K, 64, 256), th_ctx->caps.is_cpu);
-  ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q5_K, 64, 256), 0);
+  ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q5_K, 64, 256), th_ctx->caps.is_cpu);
+  ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q2_K, 64, 256), th_ctx->caps.is_cpu);
+  ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q3_K, 64, 256), th_ctx->caps.is_cpu);
+  ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q3_K, 64, 96), 0); /* a super-block is 256 */
+  ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_F32, 64, 256), 0);
   env_set("CLFORMER_ROWS16", "0");
   ck_assert_int_eq(clf__r16_wanted(th_ctx, CLF_Q4_1, 64, 96), 0);
   env_set("CLFORMER_ROWS16", "1");
@@ -842,7 +849,7 @@ int main(void) {
   tcase_add_test(c, int_env_refused);
   tcase_add_test(c, kq_matches_reference);
   tcase_add_test(c, kq_held_x_shared);
-  tcase_add_loop_test(c, r16_matches_reference, 0, 7);
+  tcase_add_loop_test(c, r16_matches_reference, 0, 10);
   tcase_add_test(c, r16_wanted);
   tcase_add_test(c, weight_prepare_matches);
   tcase_add_test(c, linear_kernel_a_program);

@@ -234,14 +234,34 @@ void clf__ref_quantize_q8(const float *x, size_t rows, size_t K, double *xq) {
 
 static double ref_f16(const unsigned char *p) { return clf__f16_bits_to_f32((uint16_t)(p[0] | p[1] << 8)); }
 
+/* The k-quants' block bytes, or 0. */
+static size_t kq_bytes(clf_dtype dt) {
+  return dt == CLF_Q2_K ? 84 : dt == CLF_Q3_K ? 110 : dt == CLF_Q4_K ? 144 : dt == CLF_Q5_K ? 176 : dt == CLF_Q6_K ? 210 : 0;
+}
+
 int clf__ref_dequant_k(clf_dtype dt, const unsigned char *blocks, size_t numel, double *out) {
-  const size_t bytes = dt == CLF_Q4_K ? 144 : dt == CLF_Q5_K ? 176 : dt == CLF_Q6_K ? 210 : 0;
+  const size_t bytes = kq_bytes(dt);
   if (!bytes) return 0;
   for (size_t b = 0; b < numel / 256; b++) {
     const unsigned char *q = blocks + b * bytes;
     double *y = out + b * 256;
     for (int e = 0; e < 256; e++) {
       const int j = e / 32, l = e % 32; /* sub-block of 32, element in it */
+      if (dt == CLF_Q2_K || dt == CLF_Q3_K) {
+        /* e = 128 h + 32 c + 16 s + i: quants byte 32 h + 16 s + i, bits 2 c; scale of sub-block 16 t = 8 h + 2 c + s */
+        const int h = e / 128, c = (e % 128) / 32, si = e % 32, t = e / 16;
+        const unsigned char *qs = q + (dt == CLF_Q2_K ? 16 : 32);
+        const int v = (qs[32 * h + si] >> (2 * c)) & 3;
+        if (dt == CLF_Q2_K) { /* {scales[16]: 4-bit scale | 4-bit min << 4; qs[64]; d; dmin} */
+          y[e] = ref_f16(q + 80) * (q[t] & 15) * v - ref_f16(q + 82) * (q[t] >> 4);
+        } else { /* {hmask[32]; qs[64]; scales[12]: 16 6-bit values; d}: v - 4 where hmask's bit 4 h + c is clear */
+          const unsigned char *sc = q + 96;
+          const int low = t < 8 ? sc[t] & 15 : sc[t - 8] >> 4, high = (sc[8 + t % 4] >> (2 * (t / 4))) & 3;
+          const int hbit = (q[si] >> (4 * h + c)) & 1;
+          y[e] = ref_f16(q + 108) * ((low | high << 4) - 32) * (v - (hbit ? 0 : 4));
+        }
+        continue;
+      }
       if (dt == CLF_Q6_K) { /* {ql[128]; qh[64]; scales[16]; d}: halves of 128, quarters of 32 */
         const int g = e / 128, t = (e % 128) / 32;
         const int lo = (q[g * 64 + (t & 1) * 32 + l] >> (t < 2 ? 0 : 4)) & 15;
@@ -266,7 +286,9 @@ int clf__ref_dequant_k(clf_dtype dt, const unsigned char *blocks, size_t numel, 
  * one) set: scales, mins and quants as no quantizer would choose, but
  * every bit of the layout read. */
 void clf__kq_blocks(clf_dtype dt, size_t N, size_t K, uint32_t seed, unsigned char *out) {
-  const size_t bytes = dt == CLF_Q4_K ? 144 : dt == CLF_Q5_K ? 176 : 210, blocks = N * K / 256;
+  const size_t bytes = kq_bytes(dt), blocks = N * K / 256;
+  /* where d lies (dmin after it, where the type has one) */
+  const size_t d_at = dt == CLF_Q6_K ? 208 : dt == CLF_Q2_K ? 80 : dt == CLF_Q3_K ? 108 : 0;
   uint32_t r = seed * 2654435761u + 1;
   for (size_t i = 0; i < blocks * bytes; i++) out[i] = (unsigned char)((r = r * 1664525u + 1013904223u) >> 24);
   for (size_t b = 0; b < blocks; b++) {
@@ -274,7 +296,7 @@ void clf__kq_blocks(clf_dtype dt, size_t N, size_t K, uint32_t seed, unsigned ch
     const float d1 = dt == CLF_Q5_K ? 1e-4f : 2e-4f; /* weights within about 6 */
     const uint16_t d = clf__f32_to_f16(b % 5 == 1 ? 3e-6f : d1 * (float)(1 + b % 7));
     const uint16_t m = clf__f32_to_f16(b % 2 ? 0.008f : 0.002f);
-    memcpy(q + (dt == CLF_Q6_K ? 208 : 0), &d, 2);
-    if (dt != CLF_Q6_K) memcpy(q + 2, &m, 2);
+    memcpy(q + d_at, &d, 2);
+    if (dt != CLF_Q6_K && dt != CLF_Q3_K) memcpy(q + d_at + 2, &m, 2);
   }
 }

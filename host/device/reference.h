@@ -93,10 +93,10 @@ void clf__ref_quantize_q8(const float *x, size_t rows, size_t K, double *xq);
  * device layer, apart from the io layer's GGUF reader. */
 void clf__ref_dequantize_ggml32(clf_dtype dt, const unsigned char *blocks, size_t numel, float *out);
 
-/* ggml's k-quant blocks (dt CLF_Q4_K, CLF_Q5_K or CLF_Q6_K, as a GGUF
- * file stores them: ggml-common.h) decoded to out [numel], each element
- * d sc q - dmin m (Q4_K, Q5_K) or d sc (q - 32) (Q6_K), in double from
- * the block's fields; 0 for another type. */
+/* ggml's k-quant blocks (dt CLF_Q2_K to CLF_Q6_K, as a GGUF file stores
+ * them: ggml-common.h) decoded to out [numel], each element d sc q - dmin
+ * m (Q2_K, Q4_K, Q5_K), d sc q with q signed (Q3_K: -4..3, Q6_K: -32..31),
+ * in double from the block's fields; 0 for another type. */
 int clf__ref_dequant_k(clf_dtype dt, const unsigned char *blocks, size_t numel, double *out);
 
 /* Seeded blocks of one of those types (K a multiple of 256) of N x K

@@ -422,7 +422,7 @@ static clf_status case_linear_int(clf_context *ctx, const vcase *c, double *err)
 }
 
 /* skinny_kq: y = gelu(x W^T + b), W [37, 512] of the clf_dtype p[0]
- * (Q4_K, Q5_K, Q6_K: clf__kq_blocks), x [p[1], 512] with
+ * (Q2_K to Q6_K: clf__kq_blocks), x [p[1], 512] with
  * one all-zero block; the reference (clf__ref_dequant_k) multiplies the
  * decoded weights by x rounded as quantize_q8 rounds it, as
  * case_linear_int's. */
@@ -447,14 +447,14 @@ static clf_status case_linear_kq(clf_context *ctx, const vcase *c, double *err) 
 
 /* skinny_r16: y = gelu(x W^T + b), W [40, 96] of the clf_dtype p[0]
  * (Q4_0, Q4_1, Q8_0, Q5_0, Q5_1) as GGUF blocks of seeded bytes with
- * moderate scales (and mins), or W [40, 512] of Q4_K, Q6_K (clf__kq_blocks,
+ * moderate scales (and mins), or W [40, 512] of Q2_K to Q6_K (clf__kq_blocks,
  * decoded by clf__ref_dequant_k), decoded on the host, then repacked into
  * the 16-row interleave (clf__r16_pack: two groups and one of 8 rows and 8
  * of padding); x [p[1], 96] with one all-zero block; against the same
  * reference as case_linear_int's (p[2]: skinny_r16f's, x as it is). */
 static clf_status case_linear_r16(clf_context *ctx, const vcase *c, double *err) {
   const clf_dtype dt = (clf_dtype)c->p[0];
-  const int kq = dt == CLF_Q4_K || dt == CLF_Q6_K; /* clf__kq_blocks' super-blocks, K = 512 */
+  const int kq = clf__dtype_block(dt) == 256; /* clf__kq_blocks' super-blocks, K = 512 */
   const size_t N = 40, K = kq ? 512 : 96, M = c->p[1], nblk = N * K / (kq ? 256 : 32);
   const size_t bb = clf__dtype_bytes(dt, clf__dtype_block(dt));
   vwork w = {.ctx = ctx};
@@ -561,9 +561,12 @@ static int clblast_direct(clf_context *ctx, size_t m, size_t n, size_t k) {
 
 static void add_case(vcase *list, size_t *n, size_t cap, const char *name, case_fn run, size_t p0, size_t p1,
                      size_t p2, size_t p3, double tol) {
-  for (size_t i = 0; i < *n; i++)
+  for (size_t i = 0; i < *n && i < cap; i++)
     if (strcmp(list[i].name, name) == 0) return; /* the same variant twice (equal tiles) */
-  if (*n == cap) return;
+  if (*n >= cap) { /* counted, not kept: clf_validate refuses a list that overflowed */
+    (*n)++;
+    return;
+  }
   vcase *c = &list[(*n)++];
   snprintf(c->name, sizeof(c->name), "%s", name);
   c->run = run;
@@ -574,7 +577,10 @@ static void add_case(vcase *list, size_t *n, size_t cap, const char *name, case_
   c->tol = tol;
 }
 
-#define MAX_CASES 192
+/* Room for every variant of a device (about 180 on Intel's CPU runtime
+ * with the integer extension); a list that would hold more fails
+ * clf_validate rather than leave variants unchecked. */
+#define MAX_CASES 320
 
 /* Tolerances of max |dev - ref| / max(1, max |ref|), as the op tests use
  * (long: one list of every variant, a line or a loop each). */
@@ -658,7 +664,8 @@ static size_t list_cases(clf_context *ctx, vcase *list) {
           add_case(list, &n, MAX_CASES, name, case_linear_int, ints[i], int_rows[r], 0, 0, 1e-5);
       }
   /* skinny_r16 and skinny_r16f (linear_r16.c) at each MMAX */
-  static const clf_dtype r16s[] = {CLF_Q4_0, CLF_Q4_1, CLF_Q8_0, CLF_Q5_0, CLF_Q5_1, CLF_Q4_K, CLF_Q6_K};
+  static const clf_dtype r16s[] = {CLF_Q4_0, CLF_Q4_1, CLF_Q8_0, CLF_Q5_0, CLF_Q5_1,
+                                   CLF_Q2_K, CLF_Q3_K, CLF_Q4_K, CLF_Q5_K, CLF_Q6_K};
   static const size_t r16_rows[] = {1, 2, 3, 7, 13}; /* 13: the float path's 16 a launch, where it takes them */
   for (size_t r = 0; r < CLF__ARRAY_LEN(r16_rows); r++) {
     char name[96];
@@ -668,7 +675,7 @@ static size_t list_cases(clf_context *ctx, vcase *list) {
           add_case(list, &n, MAX_CASES, name, case_linear_r16, r16s[t], r16_rows[r], exact, 0, 1e-5);
   }
   /* skinny_kq's builds likewise (linear_kq.c) */
-  static const clf_dtype kqs[] = {CLF_Q4_K, CLF_Q5_K, CLF_Q6_K};
+  static const clf_dtype kqs[] = {CLF_Q2_K, CLF_Q3_K, CLF_Q4_K, CLF_Q5_K, CLF_Q6_K};
   for (size_t i = 0; i < CLF__ARRAY_LEN(kqs); i++)
     for (size_t r = 0; r < CLF__ARRAY_LEN(int_rows); r++)
       for (int dot = 0; dot < 2; dot++) {
@@ -699,6 +706,11 @@ clf_status clf_validate(clf_context *ctx, clf_variant_result *out, size_t capaci
     return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "%s: out of host memory", op);
   }
   const size_t n = list_cases(ctx, list);
+  if (n > MAX_CASES) {
+    free(list);
+    clf__validation_end(ctx);
+    return clf__fail(ctx, CLF_E_LIMIT, "%s: %zu kernel variants, more than the %d the list holds", op, n, MAX_CASES);
+  }
   for (size_t i = 0; i < n; i++) {
     const vcase *c = &list[i];
     clf_variant_result r;

@@ -1,5 +1,5 @@
-/* linear_kq.c - the integer path of clf_linear for ggml's k-quants (Q4_K,
- * Q5_K, Q6_K; issue 42): which variant a product runs and its launch of
+/* linear_kq.c - the integer path of clf_linear for ggml's k-quants (Q2_K to
+ * Q6_K; issue 42): which variant a product runs and its launch of
  * kernels/linear.cl's skinny_kq / skinny_kqdot, over x's 8-bit blocks of
  * 32 that linear.c makes or finds held (the same blocks skinny_int reads).
  */
@@ -7,7 +7,9 @@
 
 #include <stdio.h>
 
-int clf__kq_type(clf_dtype wt) { return wt == CLF_Q4_K || wt == CLF_Q5_K || wt == CLF_Q6_K; }
+int clf__kq_type(clf_dtype wt) {
+  return wt == CLF_Q2_K || wt == CLF_Q3_K || wt == CLF_Q4_K || wt == CLF_Q5_K || wt == CLF_Q6_K;
+}
 
 enum { KQ_TL = 8 };
 

@@ -1,5 +1,5 @@
-/* linear_r16.c - Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (and, where asked, Q4_K,
- * Q6_K) weights in the 16-row interleave (issue 42): the repacking a
+/* linear_r16.c - Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and the k-quants Q2_K to
+ * Q6_K: weights in the 16-row interleave (issue 42): the repacking a
  * model loader does for a CPU
  * device, and clf_linear's paths over such a weight (kernels/linear.cl):
  * skinny_r16f on x as it is (the float path, every type), skinny_r16 on
@@ -29,18 +29,23 @@ enum { R16_ROWS = 16, R16_TL = 8 };
  * 32-bit words (Q5_x: qh, then qs; misaligned in the file, moved
  * bytewise): Q4_0 {d; qs[16]} (clformer's q4 too, its split layout put
  * back in blocks), Q4_1 {d; m; qs[16]}, Q5_0 {d; qh; qs[16]}, Q5_1 {d; m; qh;
- * qs[16]}, Q8_0 {d; qs[32]}, Q4_K {d; dmin; scales[12]; qs[128]} of 256
- * elements; Q6_K {ql[128]; qh[64]; scales[16]; d} of 256, its d last in
- * the file and first in a group as the others'.  A block's elements and
- * bytes (the dtype table's), and its f16 head's bytes. */
+ * qs[16]}, Q8_0 {d; qs[32]}; of 256 elements Q4_K {d; dmin; scales[12];
+ * qs[128]}, Q5_K {d; dmin; scales[12]; qh[32]; qs[128]}, and with their
+ * f16s last in the file (first in a group, as the others'): Q2_K
+ * {scales[16]; qs[64]; d; dmin}, Q3_K {hmask[32]; qs[64]; scales[12]; d}
+ * (110 bytes: its words misaligned in the file, moved bytewise), Q6_K
+ * {ql[128]; qh[64]; scales[16]; d}.  A block's elements and bytes (the
+ * dtype table's), its f16 head's bytes, and whether the head is last. */
 static int r16_type(clf_dtype dt) {
-  return dt == CLF_Q4_0 || dt == CLF_Q4_1 || dt == CLF_Q5_0 || dt == CLF_Q5_1 || dt == CLF_Q8_0 || dt == CLF_Q4_K || dt == CLF_Q6_K;
+  return dt == CLF_Q4_0 || dt == CLF_Q4_1 || dt == CLF_Q5_0 || dt == CLF_Q5_1 || dt == CLF_Q8_0 || dt == CLF_Q2_K ||
+         dt == CLF_Q3_K || dt == CLF_Q4_K || dt == CLF_Q5_K || dt == CLF_Q6_K;
 }
 static size_t r16_elems(clf_dtype dt) { return clf__dtype_block(dt); }
 static size_t r16_block_bytes(clf_dtype dt) { return clf__dtype_bytes(dt, clf__dtype_block(dt)); }
 static size_t r16_head_bytes(clf_dtype dt) {
-  return dt == CLF_Q8_0 || dt == CLF_Q4_0 || dt == CLF_Q5_0 || dt == CLF_Q6_K ? 2 : 4;
+  return dt == CLF_Q8_0 || dt == CLF_Q4_0 || dt == CLF_Q5_0 || dt == CLF_Q3_K || dt == CLF_Q6_K ? 2 : 4;
 }
+static int r16_head_last(clf_dtype dt) { return dt == CLF_Q2_K || dt == CLF_Q3_K || dt == CLF_Q6_K; }
 /* Rows padded to a whole group: a head of 50257 rows takes 3142 groups,
  * its last 15 rows zero blocks (scale 0) that no output is written of. */
 static size_t r16_rows(size_t rows) { return (rows + R16_ROWS - 1) / R16_ROWS * R16_ROWS; }
@@ -81,7 +86,7 @@ static void r16_qh(unsigned char *word, int to_group) {
  * source is only read (the casts drop a const the direction decides). */
 static void r16_copy(clf_dtype dt, unsigned char *gguf, unsigned char *inter, size_t rows, size_t in, int to_group) {
   const size_t nb = in / r16_elems(dt), bb = r16_block_bytes(dt), head = r16_head_bytes(dt), words = (bb - head) / 4;
-  const size_t head_at = dt == CLF_Q6_K ? bb - head : 0, words_at = dt == CLF_Q6_K ? 0 : head;
+  const size_t head_at = r16_head_last(dt) ? bb - head : 0, words_at = r16_head_last(dt) ? 0 : head;
   for (size_t n = 0; n < rows; n++)
     for (size_t c = 0; c < nb; c++) {
       unsigned char *f = gguf + (n * nb + c) * bb, *g = inter + ((n / R16_ROWS) * nb + c) * R16_ROWS * bb;
