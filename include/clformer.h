@@ -486,7 +486,7 @@ CLF_API clf_status clf_linear(clf_context *ctx, const clf_tensor *x,
 /* w [out, in] (CLF_WEIGHT_OUT_IN) in a new tensor *out laid out as
  * clf_linear reads it fastest on ctx's device, as the model loaders lay out
  * theirs: on a CPU device (or with $CLFORMER_ROWS16=1) the block types
- * Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K and Q6_K in clformer's 16-row
+ * Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and Q2_K to Q6_K in clformer's 16-row
  * interleave (16 rows' blocks side by side: each load of a word reads it
  * for 16 rows); for the other types and devices, a copy of w.  *out is for
  * clf_linear only (CLF_WEIGHT_OUT_IN): the other ops and the transfers
