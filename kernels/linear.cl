@@ -96,6 +96,14 @@ inline uint2 scale_min_k4(uint j, __global const uchar *q) {
   return (uint2)((q[j + 4] & 15) | (q[j - 4] >> 6) << 4, (q[j + 4] >> 4) | (q[j] >> 6) << 4);
 }
 
+/* Q3_K's 6-bit scale of sub-block t (of 16), less 32, from the 12 packed
+ * bytes at sc (ggml's dequantize_row_q3_K: the low 4 bits in scales[t %
+ * 8], its nibble t / 8, the high 2 in scales[8 + t % 4] at 2 (t / 4)). */
+inline int scale_q3k(uint t, __global const uchar *sc) {
+  const uint lo = t < 8 ? sc[t] & 15 : sc[t - 8] >> 4, hi = (sc[8 + t % 4] >> (2 * (t / 4))) & 3;
+  return (int)(lo | hi << 4) - 32;
+}
+
 /* Elements 8p..8p+7 of chunk c (32 elements) of row n, decoded. */
 inline float8 ggml_part(__global const uchar *w, __global const half *s, uint n, uint c, uint p, uint K) {
   const uint j = c % (GB / 32); /* the chunk's place in its super-block */
@@ -124,9 +132,7 @@ inline float8 ggml_part(__global const uchar *w, __global const half *s, uint n,
   return dl * convert_float8((q >> (uchar8)sh) & (uchar8)3) - ml;
 #elif WTYPE == WT_Q3_K /* Q3_K {hmask[32]; qs[64]; scales[12]; d} */
   const uint g = j / 4, sh = 2 * (j % 4), is = g * 8 + (j % 4) * 2 + p / 2;
-  __global const uchar *sb = w + bo + 96;
-  const uint lo = is < 8 ? sb[is] & 15 : sb[is - 8] >> 4, hi = (sb[8 + is % 4] >> (2 * (is / 4))) & 3;
-  const float dl = vload_half((bo + 108) / 2, s) * (float)((int)(lo | hi << 4) - 32);
+  const float dl = vload_half((bo + 108) / 2, s) * (float)scale_q3k(is, w + bo + 96);
   const uchar8 q = vload8(p, w + bo + 32 + g * 32), hm = vload8(p, w + bo);
   const int8 hbit = convert_int8((hm >> (uchar8)(g * 4 + j % 4)) & (uchar8)1);
   return dl * convert_float8(convert_int8((q >> (uchar8)sh) & (uchar8)3) - (1 - hbit) * 4);
@@ -1142,11 +1148,8 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void KQ_NAME(
         const uchar16 hb = (uchar16)(4 * n + jj);
         wl[j] = as_char16(((q0 >> (uchar16)(2 * jj)) & (uchar16)3) | ((hm0[j] >> hb) & (uchar16)1) << (uchar16)2) - (char16)4;
         wh[j] = as_char16(((q1 >> (uchar16)(2 * jj)) & (uchar16)3) | ((hm1[j] >> hb) & (uchar16)1) << (uchar16)2) - (char16)4;
-        __global const uchar *sc = wb + bo[j] + 96; /* 6-bit scales: ggml's unpacking of 12 bytes into 16 */
-        const uint t0 = 2 * sb, t1 = t0 + 1;
-        const uint lo0 = t0 < 8 ? sc[t0] & 15 : sc[t0 - 8] >> 4, lo1 = t1 < 8 ? sc[t1] & 15 : sc[t1 - 8] >> 4;
-        sl[j] = (int)(lo0 | ((sc[8 + t0 % 4] >> (2 * (t0 / 4))) & 3) << 4) - 32;
-        sh[j] = (int)(lo1 | ((sc[8 + t1 % 4] >> (2 * (t1 / 4))) & 3) << 4) - 32;
+        sl[j] = scale_q3k(2 * sb, wb + bo[j] + 96);
+        sh[j] = scale_q3k(2 * sb + 1, wb + bo[j] + 96);
         mm[j] = 0.0f;
 #endif
         dd[j] = d[j];

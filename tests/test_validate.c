@@ -39,34 +39,6 @@ static int log_mentions(const log_capture *c, const char *needle) {
   return n;
 }
 
-/* The program binaries (*.clbin) of one cache directory put in another
- * where it has none of that name: a hard link, else a copy renamed into
- * place (the other directory may be on another file system).  Failures
- * leave the entry out: it is then built again. */
-static void share_binaries(const char *from, const char *to) {
-  DIR *d = from && to ? opendir(from) : NULL;
-  struct dirent *e;
-  while (d && (e = readdir(d))) {
-    const size_t n = strlen(e->d_name);
-    if (n < 7 || strcmp(e->d_name + n - 6, ".clbin") != 0) continue;
-    char a[4400], b[4400], tmp[4420];
-    snprintf(a, sizeof a, "%s/%s", from, e->d_name);
-    snprintf(b, sizeof b, "%s/%s", to, e->d_name);
-    if (access(b, F_OK) == 0 || link(a, b) == 0) continue;
-    snprintf(tmp, sizeof tmp, "%s.%ld.part", b, (long)getpid());
-    FILE *in = fopen(a, "rb"), *out = in ? fopen(tmp, "wb") : NULL;
-    char buf[65536];
-    size_t k;
-    int ok = out != NULL;
-    while (ok && (k = fread(buf, 1, sizeof buf, in)) > 0) ok = fwrite(buf, 1, k, out) == k;
-    ok = ok && !ferror(in);
-    if (out && fclose(out) != 0) ok = 0;
-    if (in) fclose(in);
-    if (!ok || rename(tmp, b) != 0) remove(tmp);
-  }
-  if (d) closedir(d);
-}
-
 /* Each test validates into a cache of its own (its verdicts its own), but
  * its program binaries come from the suite's cache ($CLFORMER_CACHE_DIR,
  * which meson and the matrix set) and go back to it at the end: only the
@@ -75,6 +47,10 @@ static void share_binaries(const char *from, const char *to) {
  * source and options (cache.c), so the broken kernels of a test's kernel
  * directory never meet the good ones' binaries. */
 static const char *suite_cache(void) { return getenv("CLFORMER_CACHE_DIR"); }
+static int copy_files(const char *from, const char *to, const char *suffix, int link_first);
+static void share_binaries(const char *from, const char *to) {
+  if (from && to && access(to, F_OK) == 0) copy_files(from, to, ".clbin", 1); /* no cache yet: nothing to share */
+}
 
 static clf_context *make_ctx(const char *cache_dir, const char *kernel_dir, log_capture *log) {
   share_binaries(suite_cache(), cache_dir);
@@ -145,6 +121,38 @@ static void write_text(const char *path, const char *text, size_t len) {
 
 /* Replaces the first `needle` at or after `after` (NULL: the start) in the
  * file with `repl`. */
+/* The files of `from` whose names end in `suffix` put in `to` where it
+ * has none of that name: with link_first a hard link where one can be
+ * made, else a copy written beside and renamed into place (`to` may be a
+ * cache that another process reads).  How many were put there, or -1 when
+ * `from` cannot be listed. */
+static int copy_files(const char *from, const char *to, const char *suffix, int link_first) {
+  DIR *d = opendir(from);
+  if (!d) return -1;
+  const size_t ns = strlen(suffix);
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    const size_t len = strlen(e->d_name);
+    if (len <= ns || strcmp(e->d_name + len - ns, suffix) != 0) continue;
+    char a[4400], b[4400], tmp[4420];
+    snprintf(a, sizeof a, "%s/%s", from, e->d_name);
+    snprintf(b, sizeof b, "%s/%s", to, e->d_name);
+    if (access(b, F_OK) == 0) continue;
+    if (!link_first || link(a, b) != 0) {
+      size_t l;
+      char *text = read_text(a, &l);
+      snprintf(tmp, sizeof tmp, "%s.%ld.part", b, (long)getpid());
+      write_text(tmp, text, l);
+      free(text);
+      ck_assert_msg(rename(tmp, b) == 0, "cannot rename %s to %s", tmp, b);
+    }
+    n++;
+  }
+  closedir(d);
+  return n;
+}
+
 static void patch_file(const char *path, const char *after, const char *needle, const char *repl) {
   char *src = read_text(path, NULL);
   const char *from = after ? strstr(src, after) : src;
@@ -172,26 +180,11 @@ static int device_is_cpu(void) { return strcmp(clf_context_device_class(th_ctx, 
 static void make_broken_kernels(char *kdir, size_t len) {
   const char *fx = getenv("CLF_FIXTURES");
   ck_assert_msg(fx != NULL, "CLF_FIXTURES is not set");
-  char src[4096], a[8192], b[8192];
+  char src[4096], a[8192];
   snprintf(src, sizeof(src), "%s/../../kernels", fx);
   th_tmpdir_create(kdir, len, "kernels");
-  DIR *d = opendir(src);
-  ck_assert_msg(d != NULL, "cannot list %s", src);
-  struct dirent *e;
-  int copied = 0;
-  while ((e = readdir(d))) {
-    size_t n = strlen(e->d_name);
-    if (n < 4 || strcmp(e->d_name + n - 3, ".cl") != 0) continue;
-    snprintf(a, sizeof(a), "%s/%s", src, e->d_name);
-    snprintf(b, sizeof(b), "%s/%s", kdir, e->d_name);
-    size_t l;
-    char *text = read_text(a, &l);
-    write_text(b, text, l);
-    free(text);
-    copied++;
-  }
-  closedir(d);
-  ck_assert_int_ge(copied, 5);
+  const int copied = copy_files(src, kdir, ".cl", 0);
+  ck_assert_msg(copied >= 5, "%d kernel files copied from %s", copied, src);
   snprintf(a, sizeof(a), "%s/norm.cl", kdir);
   /* the work-group kernels (layer_norm, layer_norm_sg) share one body; the
    * row kernel stores 8 at a time, then a scalar tail */

@@ -234,9 +234,18 @@ void clf__ref_quantize_q8(const float *x, size_t rows, size_t K, double *xq) {
 
 static double ref_f16(const unsigned char *p) { return clf__f16_bits_to_f32((uint16_t)(p[0] | p[1] << 8)); }
 
-/* The k-quants' block bytes, or 0. */
+/* The k-quants' block bytes (the types of 256 elements a block in
+ * clformer.h's CLF_DTYPE_MAP), or 0. */
 static size_t kq_bytes(clf_dtype dt) {
-  return dt == CLF_Q2_K ? 84 : dt == CLF_Q3_K ? 110 : dt == CLF_Q4_K ? 144 : dt == CLF_Q5_K ? 176 : dt == CLF_Q6_K ? 210 : 0;
+  switch (dt) {
+#define KQ_BYTES(NAME, value, name, wname, ggml, block, bytes, wtype, flags) \
+  case CLF_##NAME:                                                            \
+    return (block) == 256 ? (bytes) : 0;
+    CLF_DTYPE_MAP(KQ_BYTES)
+#undef KQ_BYTES
+  default:
+    return 0;
+  }
 }
 
 int clf__ref_dequant_k(clf_dtype dt, const unsigned char *blocks, size_t numel, double *out) {
