@@ -1322,15 +1322,33 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void KQ_NAME(
 #endif
 
 /* y's outputs of group g from y_off, those of its 16 rows below N:
- * act(acc + bias). */
+ * act(acc + bias), the activation in lanes of clf_act4 (the bits the
+ * other kernels' epilogues give), a whole group's in four vector stores.
+ * A scalar clf_act an output took PoCL's scalar exp: GPT-2's 3072 x 768
+ * fc1 (gelu_new) product, in cache, 70-74 us against 47-60 this way
+ * (docs/performance.md, session 38).  Four vstore4s, not one float16
+ * built of four clf_act4s: Oclgrind 21.10's uninitialised-value checker
+ * crashes (SIGSEGV) on that. */
 inline void r16_store(float16 acc, uint g, __global const float *bias, uint b_off, int has_bias, int act,
                       __global float *y, uint y_off, uint N) {
+  const uint n0 = g * 16;
+  if (n0 + 16 <= N) {
+    if (has_bias) acc += vload16(0, bias + b_off + n0);
+    __global float *o = y + y_off + n0;
+    vstore4(clf_act4(acc.s0123, act), 0, o);
+    vstore4(clf_act4(acc.s4567, act), 1, o);
+    vstore4(clf_act4(acc.s89ab, act), 2, o);
+    vstore4(clf_act4(acc.scdef, act), 3, o);
+    return;
+  }
   float o[16];
   vstore16(acc, 0, o);
-  _Pragma("unroll") for (uint r = 0; r < 16; r++) {
-    const uint n = g * 16 + r;
-    if (n < N) y[y_off + n] = clf_act(o[r] + (has_bias ? bias[b_off + n] : 0.0f), act);
+  _Pragma("unroll") for (uint r = 0; r < 16; r += 4) {
+    _Pragma("unroll") for (uint q = 0; q < 4; q++)
+      if (has_bias && n0 + r + q < N) o[r + q] += bias[b_off + n0 + r + q];
+    vstore4(clf_act4(vload4(0, o + r), act), 0, o + r);
   }
+  for (uint r = 0; n0 + r < N; r++) y[y_off + n0 + r] = o[r];
 }
 /* expand_r16's 16 values of group g at o (a row of out [K, N]), those of
  * rows below N. */
