@@ -114,12 +114,14 @@ clf_status clf__decoder_head(clf_model *m, clf_context *ctx, const clf_tensor *x
 static clf_status last_row_logits(clf_model *m, const clf_tensor *a, float *logits) {
   clf__decoder *d = m->dec;
   const size_t B = a->shape[0], n = a->shape[1];
-  clf_tensor *row, *lg;
+  clf_tensor *row = NULL, *lg;
   clf_status st;
-  if ((st = clf__ws_get(m->ctx, d->ws, CLF__WS_ROW, CLF_F32, 3, (size_t[]){B, 1, d->D}, &row)) != CLF_OK ||
-      (st = clf__ws_get(m->ctx, d->ws, CLF__WS_LOGITS, CLF_F32, 3, (size_t[]){B, 1, d->V}, &lg)) != CLF_OK ||
-      (st = clf_copy_rows(m->ctx, a, n - 1, row, 0, 1, NULL)) != CLF_OK ||
-      (st = clf__decoder_head(m, m->ctx, row, lg)) != CLF_OK)
+  /* a decode step's rows are the last ones already: no copy (a launch a
+   * token) */
+  if ((st = clf__ws_get(m->ctx, d->ws, CLF__WS_LOGITS, CLF_F32, 3, (size_t[]){B, 1, d->V}, &lg)) != CLF_OK ||
+      (n > 1 && (st = clf__ws_get(m->ctx, d->ws, CLF__WS_ROW, CLF_F32, 3, (size_t[]){B, 1, d->D}, &row)) != CLF_OK) ||
+      (n > 1 && (st = clf_copy_rows(m->ctx, a, n - 1, row, 0, 1, NULL)) != CLF_OK) ||
+      (st = clf__decoder_head(m, m->ctx, row ? row : a, lg)) != CLF_OK)
     return st;
   return clf_tensor_download(m->ctx, lg, logits, B * d->V * sizeof *logits);
 }

@@ -516,11 +516,17 @@ static clf_status forward(clf_engine *e, size_t n_sc, size_t T, size_t *R) {
       (st = clf_tensor_view(e->meta, T, 2, (size_t[]){1, T}, &pos)) == CLF_OK &&
       (st = clf_tensor_view(e->meta, (3 + e->n_pools) * T, 2, (size_t[]){1, *R}, &gather)) == CLF_OK) {
     const clf__step s = {ids, pos, NULL, 0, max_pos, 1, &ps};
+    /* every row gathered in order (decoding steps): the head reads a as
+     * it is, no gather (a launch a step) */
+    const int64_t *gi = e->host + (3 + e->n_pools) * T;
+    int ident = *R == T;
+    for (size_t i = 0; ident && i < T; i++) ident = gi[i] == (int64_t)i;
     if ((st = d->body(m, &s, &a)) == CLF_OK && *R &&
-        (st = clf__ws_get(ctx, d->ws, CLF__WS_ROW, CLF_F32, 3, (size_t[]){1, *R, d->D}, &row)) == CLF_OK &&
         (st = clf__ws_get(ctx, d->ws, CLF__WS_LOGITS, CLF_F32, 3, (size_t[]){1, *R, d->V}, &lg)) == CLF_OK &&
-        (st = clf_gather_rows(ctx, a, 0, gather, row, 0, NULL)) == CLF_OK &&
-        (st = clf__decoder_head(m, ctx, row, lg)) == CLF_OK)
+        (ident ||
+         ((st = clf__ws_get(ctx, d->ws, CLF__WS_ROW, CLF_F32, 3, (size_t[]){1, *R, d->D}, &row)) == CLF_OK &&
+          (st = clf_gather_rows(ctx, a, 0, gather, row, 0, NULL)) == CLF_OK)) &&
+        (st = clf__decoder_head(m, ctx, ident ? a : row, lg)) == CLF_OK)
       st = clf_tensor_download(ctx, lg, e->logits, *R * d->V * sizeof *e->logits);
   }
   clf_tensor_destroy(ids), clf_tensor_destroy(pos), clf_tensor_destroy(gather);
