@@ -119,8 +119,6 @@ static void write_text(const char *path, const char *text, size_t len) {
   fclose(f);
 }
 
-/* Replaces the first `needle` at or after `after` (NULL: the start) in the
- * file with `repl`. */
 /* The files of `from` whose names end in `suffix` put in `to` where it
  * has none of that name: with link_first a hard link where one can be
  * made, else a copy written beside and renamed into place (`to` may be a
@@ -153,6 +151,8 @@ static int copy_files(const char *from, const char *to, const char *suffix, int 
   return n;
 }
 
+/* Replaces the first `needle` at or after `after` (NULL: the start) in the
+ * file with `repl`. */
 static void patch_file(const char *path, const char *after, const char *needle, const char *repl) {
   char *src = read_text(path, NULL);
   const char *from = after ? strstr(src, after) : src;
