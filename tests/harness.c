@@ -190,6 +190,17 @@ void th_profiled_expect(const char *ran, const char *not, int end) {
   else TH_OK(clf_profile_start(th_ctx));
 }
 
+unsigned long th_profiled_count(const char *op) {
+  clf_profile_entry e[64];
+  size_t n = 0;
+  TH_OK(clf_profile_stop(th_ctx, e, 64, &n, NULL));
+  unsigned long c = 0;
+  for (size_t i = 0; i < n && i < 64; i++)
+    if (strcmp(e[i].op, op) == 0) c = e[i].count;
+  TH_OK(clf_profile_start(th_ctx));
+  return c;
+}
+
 static void th_teardown(void) {
   if (th_rep.open) th_close_record();
 }

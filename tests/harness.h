@@ -52,6 +52,9 @@ void th_with_context(const char *device_class, const char *limits, void (*fn)(vo
  * NULL) was not; then puts th_ctx back when `end`, else records again. */
 void th_profiled_begin(const char *limits);
 void th_profiled_expect(const char *ran, const char *not, int end);
+/* How many commands of kernel `op` the profile holds since it began (or
+ * since the last call); then records again. */
+unsigned long th_profiled_count(const char *op);
 
 /* n uniform floats in [lo, hi) from a fixed seed (malloc'd). */
 float *th_rand(size_t n, uint32_t seed, float lo, float hi);

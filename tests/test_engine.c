@@ -280,6 +280,41 @@ START_TEST(engine_weight_types) {
 }
 END_TEST
 
+/* A decode step (every row its sequence's last) hands the head the
+ * stack's rows as they lie: one gather_rows fewer than the prompt step,
+ * whose last rows are gathered (the embeddings take the others: 2 a step
+ * for GPT-2's token and position tables).  The tokens stay those of
+ * generate alone. */
+START_TEST(engine_decode_reads_rows_in_place) {
+  th_profiled_begin(NULL);
+  char dir[1024];
+  fixture_dir("gpt2", dir, sizeof dir);
+  clf_model *m = NULL;
+  TH_OK(clf_model_load_with(th_ctx, dir, NULL, &m));
+  clf_engine *e = engine(m, 4, 8, 0);
+  clf_generate_options o;
+  clf_generate_options_init(&o);
+  o.max_new_tokens = 3, o.eos_token_ids = no_eos, o.n_eos_token_ids = 1;
+  const int64_t p[2][4] = {{5, 17, 3, 0}, {9, 2, 40, 11}};
+  out res[2];
+  submit(e, p[0], 3, &o, 0, &res[0]);
+  submit(e, p[1], 4, &o, 0, &res[1]);
+  (void)th_profiled_count("gather_rows");
+  TH_OK(clf_engine_step(e, NULL)); /* both prompts: 7 rows, rows 2 and 6 to the head */
+  const unsigned long prompt = th_profiled_count("gather_rows");
+  TH_OK(clf_engine_step(e, NULL)); /* one new token of each */
+  const unsigned long decode = th_profiled_count("gather_rows");
+  ck_assert_msg(prompt == 3 && decode == 2, "gather_rows: %lu launches in the prompt step, %lu in the decode step "
+                "(expected 3 and 2)", prompt, decode);
+  TH_OK(clf_engine_run(e));
+  expect_alone(m, p[0], 3, &o, &res[0], "sequence 0");
+  expect_alone(m, p[1], 4, &o, &res[1], "sequence 1");
+  clf_engine_destroy(e);
+  clf_model_destroy(m);
+  th_profiled_expect("gather_rows", NULL, 1);
+}
+END_TEST
+
 /* Greedy and seeded sampling beside each other, sequences joining while
  * others decode: each gives the tokens it gives alone. */
 START_TEST(engine_matches_alone) {
@@ -833,6 +868,7 @@ static Suite *suite(void) {
   tcase_add_loop_test(tc, engine_matches_transformers, 0, n);
   tcase_add_loop_test(tc, engine_matches_alone, 0, n);
   tcase_add_test(tc, engine_f16_pool);
+  tcase_add_test(tc, engine_decode_reads_rows_in_place);
   tcase_add_loop_test(tc, engine_weight_types, 0, (int)clf_dtype_count());
   tcase_add_test(tc, engine_preemption);
   tcase_add_test(tc, engine_prefix_reuse);
