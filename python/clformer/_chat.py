@@ -8,12 +8,11 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import json
-import queue
 import threading
 from typing import Any, Mapping, Sequence
 
 from . import _errors, _lib
-from ._generate import GenerateSettings, PieceStream, queued_pieces
+from ._generate import GenerateSettings, PieceStream, piece_queue, queued_pieces
 
 _libc = ctypes.CDLL(None)
 _libc.free.argtypes = [ctypes.c_void_p]
@@ -224,7 +223,7 @@ class ChatStream(PieceStream):
 
     def __init__(self, model: Any, messages: list[bytes], settings: GenerateSettings, stops: list[bytes]):
         self.reply: ChatReply | None = None
-        q: queue.Queue = queue.Queue()
+        q = piece_queue()
         cancel = threading.Event()
 
         def on_text(piece: bytes) -> int:

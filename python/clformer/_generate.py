@@ -16,6 +16,17 @@ from . import _errors, _lib
 OFF = _lib.GENERATE_OFF
 WAIT_SLICE_S = 0.1  # the longest a pending Ctrl-C waits in queued_pieces
 
+
+def piece_queue() -> "queue.SimpleQueue[Any]":
+    """The queue between a stream's worker and the iterating thread: C's
+    SimpleQueue, whose put and get hold no Python-level lock.  queue.Queue's
+    get takes its mutex in Python code: a Ctrl-C taken by another thread
+    while the main thread waited for that mutex was raised just after the
+    acquire, leaving the mutex held, and the worker's next put then waited
+    for it forever (CI, stop 58: a 20 s hang in test_shutdown)."""
+    return queue.SimpleQueue()
+
+
 class GenerationSettings(TypedDict, total=False):
     """The keyword settings of Model.generate, stream, chat and chat_stream,
     for editors and type checkers (`**kwargs: Unpack[GenerationSettings]`).
@@ -252,7 +263,7 @@ class Streamer:
         after the current token when the generator is closed or the stream
         cancelled (`cancel`), or when the model is closed or the interpreter
         exits (model._h.stop)."""
-        q: queue.Queue = queue.Queue()
+        q = piece_queue()
         cancel = threading.Event()
         failure: list[BaseException] = []
         h = self.model._h
@@ -309,13 +320,15 @@ class Streamer:
         return TextStream(self, generator())
 
 
-def queued_pieces(work: Any, q: queue.Queue, cancel: threading.Event, end: object, name: str) -> Iterator[str]:
-    """Runs work() on a worker thread and yields what it queues on q: text
-    pieces, until `end` (an exception queued is raised here).  When the
-    iteration ends, early or not, `cancel` is set and the worker joined: it
-    ends after its current token (or its beam search).  Not while the
-    interpreter finalizes (a module's global stream closed at exit): no other
-    thread runs Python code then, and the model was freed, or left, at exit.
+def queued_pieces(work: Any, q: "queue.SimpleQueue[Any]", cancel: threading.Event, end: object,
+                  name: str) -> Iterator[str]:
+    """Runs work() on a worker thread and yields what it queues on q (a
+    piece_queue()): text pieces, until `end` (an exception queued is raised
+    here).  When the iteration ends, early or not, `cancel` is set and the
+    worker joined: it ends after its current token (or its beam search).
+    Not while the interpreter finalizes (a module's global stream closed at
+    exit): no other thread runs Python code then, and the model was freed,
+    or left, at exit.
 
     The waits are timed (WAIT_SLICE_S): an untimed lock wait is not woken by
     a Ctrl-C that the main thread takes just before it blocks, or that

@@ -176,9 +176,9 @@ def test_ctrl_c_during_a_stream_exits_as_keyboard_interrupt(long_gpt2):
 # or at the end of the generation (a CI run's 20 s hang).
 ELSEWHERE = """
 import queue, signal, sys, threading, time
-from clformer._generate import queued_pieces
+from clformer._generate import piece_queue, queued_pieces
 GAP_S = 5.0
-q, cancel, END = queue.Queue(), threading.Event(), object()
+q, cancel, END = piece_queue(), threading.Event(), object()
 def work():
     q.put("first")
     t0 = time.monotonic()
@@ -206,6 +206,50 @@ def test_ctrl_c_taken_by_another_thread_still_interrupts_the_wait_for_a_piece():
     assert lines[0] == "first" and "second" not in lines, lines  # interrupted in the gap, not after it
     # the interrupt came within a wait slice (0.1 s) plus the child's exit, not after the 5 s gap
     assert took - float(lines[1]) < 2.0, f"KeyboardInterrupt {took - float(lines[1]):.1f} s after the SIGINT"
+
+
+# The worker is inside a put, holding whatever lock the queue's put holds,
+# when a Ctrl-C lands on the worker's thread (a signal sent to the process
+# goes to any of its threads), and the main thread comes back for the next
+# piece and waits in get for that lock.  With queue.Queue, get's untimed
+# acquire of its mutex returned and the KeyboardInterrupt was raised at once,
+# before get's `with` block began: the mutex stayed held, the worker's next
+# put waited for it forever, and the stream's close, joining the worker, with
+# it (CI, stop 58).  piece_queue's get and put take no Python-level lock.
+INSIDE_PUT = """
+import signal, sys, threading, time
+from clformer._generate import piece_queue, queued_pieces
+q, cancel, END, taken = piece_queue(), threading.Event(), object(), threading.Event()
+def work():
+    mutex = getattr(q, "mutex", None)  # what a put in Python would hold
+    q.put("first")
+    taken.wait()
+    if mutex is not None:
+        mutex.acquire()
+    time.sleep(0.6)  # the main thread waits for the next piece by now
+    signal.pthread_kill(threading.get_ident(), signal.SIGINT)  # taken here, not by the main thread
+    time.sleep(0.2)
+    if mutex is not None:
+        mutex.release()
+    while not cancel.is_set():
+        q.put("second")
+        time.sleep(0.01)
+    q.put(END)
+for piece in queued_pieces(work, q, cancel, END, "test"):
+    print(piece, flush=True)
+    taken.set()
+    time.sleep(0.2)  # the caller's work: the worker holds the lock when the next get begins
+"""
+
+
+def test_ctrl_c_taken_while_the_worker_queues_a_piece_neither_hangs_nor_loses_the_interrupt():
+    try:
+        p = subprocess.run([sys.executable, "-c", INSIDE_PUT], capture_output=True, text=True, env=_env(),
+                           timeout=EXIT_S)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the child did not exit within {EXIT_S} s: the worker's put waits for a lock left held")
+    assert p.returncode == -signal.SIGINT and "KeyboardInterrupt" in p.stderr, (p.returncode, p.stderr[-2000:])
+    assert p.stdout.split() == ["first"], p.stdout  # interrupted while it waited for "second"
 
 
 def _in_thread(fn):
