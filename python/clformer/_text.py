@@ -2,11 +2,12 @@
 first use, behind a lock of its own (host-only: no context)."""
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import os
 import threading
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -51,9 +52,16 @@ class Tokenizer:
             self._h = h.value
         return self._h
 
-    def locked(self) -> "_Locked":
-        """`with tok.locked() as handle:` the clf_tokenizer, loaded, its lock held."""
-        return _Locked(self)
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[int]:
+        """`with tok.locked() as handle:` the clf_tokenizer, loaded, its lock
+        held.  The lock is taken by a with statement, which a Ctrl-C cannot
+        come between the acquire and the block of: an acquire() and then a
+        try could leave the lock held for good (a KeyboardInterrupt raised
+        as the acquire returned).  One raised once this generator holds the
+        lock ends it, releasing the lock, when the generator is dropped."""
+        with self._lock:
+            yield self._handle()
 
     def close(self) -> None:
         with self._lock:
@@ -146,19 +154,3 @@ class Tokenizer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-class _Locked:
-    def __init__(self, tok: Tokenizer):
-        self.tok = tok
-
-    def __enter__(self) -> int:
-        self.tok._lock.acquire()
-        try:
-            return self.tok._handle()
-        except BaseException:
-            self.tok._lock.release()
-            raise
-
-    def __exit__(self, *exc: object) -> None:
-        self.tok._lock.release()

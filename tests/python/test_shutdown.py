@@ -252,6 +252,40 @@ def test_ctrl_c_taken_while_the_worker_queues_a_piece_neither_hangs_nor_loses_th
     assert p.stdout.split() == ["first"], p.stdout  # interrupted while it waited for "second"
 
 
+# The same window on the tokenizer's lock: `with tok.locked()` waits for it
+# (another thread holds it), a Ctrl-C lands on that thread, and the main
+# thread's acquire returns with the KeyboardInterrupt pending.  When
+# locked() took the lock with acquire() and then began a try, the interrupt
+# came between the two and left the lock held: every later call on the
+# tokenizer (a REPL or notebook goes on after a Ctrl-C) waited forever.
+TOKENIZER_LOCK = """
+import signal, sys, threading, time
+import clformer
+tok = clformer.Tokenizer(sys.argv[1])
+def hold():
+    with tok._lock:
+        time.sleep(0.3)  # the main thread waits for the lock by now
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)  # taken here, not by the main thread
+        time.sleep(0.2)
+t = threading.Thread(target=hold)
+t.start()
+time.sleep(0.1)
+try:
+    with tok.locked():
+        pass
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+t.join()
+print("free" if tok._lock.acquire(timeout=1.0) else "held", flush=True)
+"""
+
+
+def test_ctrl_c_while_waiting_for_the_tokenizer_leaves_its_lock_free(fx):
+    p = subprocess.run([sys.executable, "-c", TOKENIZER_LOCK, os.path.join(fx, "sampling", "tokenizer")],
+                       capture_output=True, text=True, env=_env(), timeout=EXIT_S)
+    assert p.stdout.split() == ["interrupted", "free"], (p.stdout, p.stderr[-2000:])
+
+
 def _in_thread(fn):
     box = {}
 
