@@ -190,3 +190,19 @@ inline void clf_q8_block(const float8 *v, __global char *q, __global float *ds) 
  * paged.cl, so that the contiguous and the paged paths cannot differ. */
 inline float clf_softcap(float x, float cap) { return cap > 0.0f ? cap * tanh(x / cap) : x; }
 inline float8 clf_softcap8(float8 x, float cap) { return cap > 0.0f ? cap * tanh(x / cap) : x; }
+
+/* `bytes` bytes from p asked for ahead (a hint: nothing is read).  PoCL
+ * compiles for the host's triple (__x86_64__) and makes OpenCL's prefetch
+ * nothing, so there clang's builtin asks for each 64-byte line; elsewhere
+ * OpenCL's prefetch, which a GPU may take as a hint or as nothing.  Used by
+ * the one-row products' weight blocks (linear.cl) and the CPU attention's
+ * key and value blocks (paged.cl). */
+#if defined(__x86_64__) && defined(__clang__)
+#define CLF_PREFETCH(p, bytes)                                                                   \
+  do {                                                                                           \
+    __global const uchar *p_ = (__global const uchar *)(p);                                      \
+    for (uint l_ = 0; l_ < (uint)(bytes); l_ += 64) __builtin_prefetch(p_ + l_);                   \
+  } while (0)
+#else
+#define CLF_PREFETCH(p, bytes) prefetch((__global const uchar *)(p), (bytes))
+#endif

@@ -1305,21 +1305,11 @@ __kernel __attribute__((reqd_work_group_size(TL, 1, 1))) void KQ_NAME(
  * the address stops (a prefetch past the buffer is left to no
  * implementation).  Only products of up to R16_PF_ROWS rows ask
  * (so the MMAX > 8 branches never do): longer ones are bound by
- * arithmetic, not by memory.  PoCL, which compiles for the host's
- * triple (__x86_64__), makes OpenCL's prefetch nothing: there clang's
- * builtin asks for each 64-byte line; a GPU may take either as a hint or
- * as nothing. */
+ * arithmetic, not by memory (common.cl's CLF_PREFETCH: a line at a
+ * time on PoCL). */
 #define R16_PF_ROWS 4
 #define R16_PF (R16_WORDS >= 1024 ? 1 : (1024 + R16_WORDS / 2) / R16_WORDS)
-#if defined(__x86_64__) && defined(__clang__)
-#define R16_PREFETCH(base, last)                                                         \
-  do {                                                                                   \
-    __global const uint *p_ = w + min((base) + R16_PF * R16_WORDS, (last));              \
-    _Pragma("unroll") for (uint l_ = 0; l_ < R16_WORDS; l_ += 16) __builtin_prefetch(p_ + l_); \
-  } while (0)
-#else
-#define R16_PREFETCH(base, last) prefetch(w + min((base) + R16_PF * R16_WORDS, (last)), R16_WORDS)
-#endif
+#define R16_PREFETCH(base, last) CLF_PREFETCH(w + min((base) + R16_PF * R16_WORDS, (last)), 4 * R16_WORDS)
 
 /* y's outputs of group g from y_off, those of its 16 rows below N:
  * act(acc + bias), the activation in lanes of clf_act4 (the bits the

@@ -56,18 +56,8 @@ __kernel void kv_scatter(__global const float *ks, uint ks_off, __global const f
 }
 
 #ifdef HEAD_DIM
-/* n elements from p asked for ahead: PoCL compiles for the host's triple
- * and makes OpenCL's prefetch nothing, so there clang's builtin asks for
- * each 64-byte line (as linear.cl's R16_PREFETCH) */
-#if defined(__x86_64__) && defined(__clang__)
-#define PG_PREFETCH(p, n)                                                                          \
-  do {                                                                                             \
-    __global const KV_T *p_ = (p);                                                                 \
-    for (uint l_ = 0; l_ < (n); l_ += 64 / sizeof(KV_T)) __builtin_prefetch(p_ + l_);              \
-  } while (0)
-#else
-#define PG_PREFETCH(p, n) prefetch((__global const uchar *)(p), (n) * sizeof(KV_T))
-#endif
+/* n of the pool's elements from p asked for ahead (common.cl). */
+#define PG_PREFETCH(p, n) CLF_PREFETCH((p), (n) * sizeof(KV_T))
 
 /* paged_attention's CPU shape: one work-item per (row, head), item id
  * t * H + h, walking the row's keys in order with an online softmax in
