@@ -501,6 +501,15 @@ clf_status clf__sgemm(clf_context *ctx, int trans_a, int trans_b, size_t m, size
  * A slot out of range is CLF_E_INVALID_ARG. */
 clf_status clf__scratch(clf_context *ctx, unsigned slot, size_t bytes, cl_mem *out);
 
+/* ---- transfers that do not wait ---- */
+/* Enqueues a write of `bytes` from `host` into t without waiting for it,
+ * its event in *written: `host` must stay as it is until that completes
+ * (clf__written_wait, before the host memory is filled again).  An event
+ * still in *written is waited for and released first. */
+clf_status clf__tensor_write(clf_context *ctx, clf_tensor *t, const void *host, size_t bytes, cl_event *written);
+/* Waits for *written (none: nothing to do) and releases it. */
+void clf__written_wait(cl_event *written);
+
 /* ---- argument checks: each records a message naming `op` and `arg` ---- */
 clf_status clf__check_ctx(clf_context *ctx, const char *op);
 /* t must be non-NULL, of ctx, with dtype `dtype` (or any when dtype < 0),

@@ -150,6 +150,23 @@ clf_status clf_tensor_upload(clf_context *ctx, clf_tensor *t, const void *host, 
   return err == CL_SUCCESS ? CLF_OK : clf__fail_cl(ctx, err, "clEnqueueWriteBuffer", "clf_tensor_upload");
 }
 
+void clf__written_wait(cl_event *written) {
+  if (!*written) return;
+  (void)clWaitForEvents(1, written); /* a failed write was reported by the command after it */
+  clReleaseEvent(*written);
+  *written = NULL;
+}
+
+clf_status clf__tensor_write(clf_context *ctx, clf_tensor *t, const void *host, size_t bytes, cl_event *written) {
+  clf__written_wait(written);
+  clf_status st = clf__check_transfer(ctx, "clf_tensor_upload", t, host, bytes);
+  if (st != CLF_OK || bytes == 0) return st;
+  cl_int err = clEnqueueWriteBuffer(ctx->queue, t->buf, CL_FALSE, t->offset * clf_dtype_size(t->dtype), bytes, host,
+                                    0, NULL, written);
+  if (err != CL_SUCCESS) *written = NULL;
+  return err == CL_SUCCESS ? CLF_OK : clf__fail_cl(ctx, err, "clEnqueueWriteBuffer", "clf_tensor_upload");
+}
+
 clf_status clf_tensor_download(clf_context *ctx, const clf_tensor *t, void *host, size_t bytes) {
   clf_status st = clf__check_transfer(ctx, "clf_tensor_download", t, host, bytes);
   if (st != CLF_OK || bytes == 0) return st;

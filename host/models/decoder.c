@@ -49,6 +49,9 @@ void clf__decoder_end(clf_model *m) {
   clf__decoder *d = m->dec;
   if (!d) return;
   clf__kv_cache_end(&d->kv);
+  clf__written_wait(&d->step_written);
+  free(d->step_host);
+  d->step_host = NULL;
   clf_tensor_destroy(d->step);
   d->step = NULL;
   d->owner = 0;
@@ -75,27 +78,29 @@ clf_status clf__decoder_begin(clf_model *m, size_t B, size_t cap, const clf_arra
                      cap, m->type, d->limit, d->limit_key);
   if (d->prepare && (st = d->prepare(m, B, cap, enc_ids, enc_mask)) != CLF_OK) return st;
   if ((st = clf__kv_cache_begin(m->ctx, &d->kv, B, d->kv_heads, cap, d->dh)) != CLF_OK) return st;
+  if (!(d->step_host = malloc(B * 3 * cap * sizeof *d->step_host)))
+    return clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "clf_model_generate: out of host memory");
   return clf_tensor_create(m->ctx, CLF_I64, 1, (size_t[]){B * 3 * cap}, &d->step);
 }
 
 /* The step's ids [B, n], positions [B, n] and mask [B, past + n] (ones
- * when NULL) in one upload into the step buffer, as views v[1..3] of v[0]. */
+ * when NULL) in one upload into the step buffer, as views v[1..3] of v[0];
+ * the upload is not waited for (the step's logits are, after it). */
 static clf_status step_upload(clf_model *m, size_t n, const int64_t *ids, const int64_t *pos, const int64_t *mask,
                               clf_tensor *v[4]) {
   clf__decoder *d = m->dec;
   const size_t B = d->kv.B, kv_len = d->kv.past + n, total = B * (2 * n + kv_len);
-  int64_t *host = malloc(total * sizeof *host + 1);
-  if (!host) return clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "clf_model_generate: out of host memory");
+  clf__written_wait(&d->step_written); /* the last step's, done by now unless that step failed */
+  int64_t *host = d->step_host;
   memcpy(host, ids, B * n * sizeof *host);
   memcpy(host + B * n, pos, B * n * sizeof *host);
   for (size_t i = 0; i < B * kv_len; i++) host[2 * B * n + i] = mask ? mask[i] : 1;
   clf_status st;
   if ((st = clf_tensor_view(d->step, 0, 1, &total, &v[0])) == CLF_OK &&
-      (st = clf_tensor_upload(m->ctx, v[0], host, total * sizeof *host)) == CLF_OK &&
+      (st = clf__tensor_write(m->ctx, v[0], host, total * sizeof *host, &d->step_written)) == CLF_OK &&
       (st = clf_tensor_view(d->step, 0, 2, (size_t[]){B, n}, &v[1])) == CLF_OK &&
       (st = clf_tensor_view(d->step, B * n, 2, (size_t[]){B, n}, &v[2])) == CLF_OK)
     st = clf_tensor_view(d->step, 2 * B * n, 2, (size_t[]){B, kv_len}, &v[3]);
-  free(host);
   return st;
 }
 

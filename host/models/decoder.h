@@ -64,6 +64,11 @@ typedef struct clf__decoder {
   /* the runtime's */
   clf__kv_cache kv;
   clf_tensor *step; /* i64 [B * 3 cap] while generating: a step's ids, positions and mask */
+  /* step's bytes on the host, written to it without a wait (the host
+   * would otherwise sleep through the device's copy before a step's first
+   * launch), and that write's event until it is waited for */
+  int64_t *step_host;
+  cl_event step_written;
   unsigned long owner; /* the conversation whose tokens the cache holds (clf__generate_continue), 0: none */
 } clf__decoder;
 

@@ -450,6 +450,7 @@ static clf_status upload(clf_engine *e, size_t n_sc, size_t T, size_t *R, clf__p
       if (e->sc[i].s->nblk > maxb) maxb = e->sc[i].s->nblk;
     }
   const size_t total = (3 + P) * T + S + P * S * maxb;
+  clf__written_wait(&e->host_written); /* the last step's: done by now unless that step failed */
   if (total > e->host_cap) {
     int64_t *h = realloc(e->host, total * sizeof *h);
     if (!h) return clf__fail(ctx, CLF_E_OUT_OF_MEMORY, "clf_engine_step: out of host memory");
@@ -492,7 +493,9 @@ static clf_status upload(clf_engine *e, size_t n_sc, size_t T, size_t *R, clf__p
   const size_t used = (3 + P) * T + *R + P * tab;
   clf_tensor *view = NULL;
   clf_status st = clf_tensor_view(e->meta, 0, 1, &used, &view);
-  if (st == CLF_OK) st = clf_tensor_upload(ctx, view, e->host, used * sizeof *e->host);
+  /* not waited for: the host would sleep through the device's copy before
+   * the step's first launch (the step's logits are waited for, after it) */
+  if (st == CLF_OK) st = clf__tensor_write(ctx, view, e->host, used * sizeof *e->host, &e->host_written);
   clf_tensor_destroy(view);
   for (size_t g = 0; g < P; g++)
     ps->pm[g] = (clf__paged_meta){e->meta, T, 2 * T, (3 + g) * T, (3 + P) * T + *R + g * tab, T, S, maxb, e->BS};
@@ -726,6 +729,7 @@ void clf_engine_destroy(clf_engine *e) {
   pthread_mutex_unlock(&e->step_lock);
   for (size_t i = 0; e->k && i < e->n_layers; i++) clf_tensor_destroy(e->k[i]);
   for (size_t i = 0; e->v && i < e->n_layers; i++) clf_tensor_destroy(e->v[i]);
+  clf__written_wait(&e->host_written);
   clf_tensor_destroy(e->meta);
   free(e->k), free(e->v), free(e->p[0].b), free(e->p[1].b), free(e->layer_pool), free(e->btok), free(e->bucket), free(e->host), free(e->logits), free(e->tmp);
   free(e->row), free(e->mask);

@@ -95,6 +95,7 @@ struct clf_engine {
   size_t meta_cap;
   int64_t *host;
   size_t host_cap;
+  cl_event host_written; /* host's write into meta, not waited for: until the next step waits for it */
   float *logits;
   float *row;      /* [V]: one sequence's scores, processed */
   uint32_t *mask;  /* [ceil(V / 32)]: the allowed callback's */
