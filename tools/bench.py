@@ -63,7 +63,12 @@ on every device right after, so all the ratios come from the same minutes):
                median of --decode-repeat processes after a warm-up run.
                PyTorch's generate() in process: (generate(N) - generate(1))
                / (N - 1), medians: both the steady pace of a decoded token,
-               neither the prompt's pass nor a process's start-up.  (Until
+               neither the prompt's pass nor a process's start-up.  PyTorch
+               is timed again right before each device and weight type's
+               clformer cell, and that row's ratio uses it: on a shared
+               machine the pace drifts by a third between minutes (28.7 to
+               45.1 ms a token in five runs on 2026-12-07), and one PyTorch
+               figure for the whole table moved every ratio with it.  (Until
                2026-11-28 clformer was timed over whole processes, (T(N) -
                T(1)) / (N - 1): start-up noise moved a row by 3 ms a token
                from run to run.)  A clformer run that fails puts "failed" in its
@@ -662,15 +667,19 @@ def run_forward(a, name, devs, notes):
 
 
 def run_decode(a, devs):
-    """PyTorch's generate() once, then clformer on each device and weight
-    type; the floor from that device's own copy bandwidth."""
+    """For each device and weight type, PyTorch's generate() timed right
+    before clformer's cell (its row's figure: each ratio from adjacent
+    seconds, as the machine's pace drifts), then clformer; the floor from
+    that device's own copy bandwidth."""
     d = model_dir(a, "gpt2-decode")
     model = load_model(d)
     ids = make_inputs("gpt2-decode")["input_ids"]
-    pt_tok, want = torch_decode(model, ids, a.new_tokens, a.decode_repeat)
+    pt_all = []
     for dev in devs:
         for w in (a.weights or [None]):
             sys.stderr.write(f"bench.py: gpt2-decode {w or 'f32'} on --device {dev['sel']}\n")
+            pt_tok, want = torch_decode(model, ids, a.new_tokens, a.decode_repeat)
+            pt_all.append(pt_tok)
             wb = weight_bytes(d, w or "f32")
             floor = wb / (dev["copy"] * 1e9) * 1e3 if dev["copy"] else None
             head = f"| {w or 'f32'} | "
@@ -688,7 +697,7 @@ def run_decode(a, devs):
             ratio = f"{tok / floor:.1f}x" if floor else "-"
             dev["drows"].append(f"{head}{tok:.1f} | {tail} {ratio} | {pt_tok:.1f} | {tok / pt_tok:.2f}x | "
                                 f"{same}/{gen} |")
-    return pt_tok
+    return pt_all
 
 
 def torch_default_ms(a, name):
@@ -778,7 +787,8 @@ def main():
         how.append(f"decode: {a.new_tokens} new tokens after a {make_inputs('gpt2-decode')['input_ids'].shape[1]}"
                    f"-token prompt, clformer's per-token time between its first and last new token (median of "
                    f"{a.decode_repeat} `clformer generate` processes), PyTorch's (T(N) - T(1)) / (N - 1) over "
-                   "generate() calls")
+                   "generate() calls, timed again right before each clformer row (PyTorch's figures this run: "
+                   + ", ".join(f"{t:.1f}" for t in pt_tok) + " ms a token)")
     print(f"- {'; '.join(how)}; the whole run {total:.0f} s (after the devices' probes)\n")
     for dev in devs:
         print(f"### {dev['label']} (`--device {dev['sel']}`)\n")
