@@ -757,11 +757,11 @@ def main():
     devs = bench_devices(a, skipped)
     np_bw = numpy_copy_gbs() if "gpt2-decode" in a.only else None
     t_start = time.perf_counter()
-    notes, forward, pt_tok = {}, False, None
+    notes, forward, pt_toks = {}, False, None
     for name in a.only:
         sys.stderr.write(f"bench.py: {name}\n")
         if name == "gpt2-decode":
-            pt_tok = run_decode(a, devs)
+            pt_toks = run_decode(a, devs)
         else:
             forward = True
             run_forward(a, name, devs, notes)
@@ -783,12 +783,12 @@ def main():
     how = []
     if forward:
         how.append(f"forward: median of {a.repeat} after a warm-up")
-    if pt_tok is not None:
+    if pt_toks is not None:
         how.append(f"decode: {a.new_tokens} new tokens after a {make_inputs('gpt2-decode')['input_ids'].shape[1]}"
                    f"-token prompt, clformer's per-token time between its first and last new token (median of "
                    f"{a.decode_repeat} `clformer generate` processes), PyTorch's (T(N) - T(1)) / (N - 1) over "
                    "generate() calls, timed again right before each clformer row (PyTorch's figures this run: "
-                   + ", ".join(f"{t:.1f}" for t in pt_tok) + " ms a token)")
+                   + ", ".join(f"{t:.1f}" for t in pt_toks) + " ms a token)")
     print(f"- {'; '.join(how)}; the whole run {total:.0f} s (after the devices' probes)\n")
     for dev in devs:
         print(f"### {dev['label']} (`--device {dev['sel']}`)\n")

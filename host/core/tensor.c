@@ -142,12 +142,18 @@ static clf_status clf__check_transfer(clf_context *ctx, const char *fn, const cl
   return CLF_OK;
 }
 
-clf_status clf_tensor_upload(clf_context *ctx, clf_tensor *t, const void *host, size_t bytes) {
+/* host's bytes into t, waited for (written NULL) or not (its event there). */
+static clf_status write_tensor(clf_context *ctx, clf_tensor *t, const void *host, size_t bytes, cl_event *written) {
   clf_status st = clf__check_transfer(ctx, "clf_tensor_upload", t, host, bytes);
   if (st != CLF_OK || bytes == 0) return st;
-  cl_int err = clEnqueueWriteBuffer(ctx->queue, t->buf, CL_TRUE, t->offset * clf_dtype_size(t->dtype),
-                                    bytes, host, 0, NULL, NULL);
+  cl_int err = clEnqueueWriteBuffer(ctx->queue, t->buf, written ? CL_FALSE : CL_TRUE,
+                                    t->offset * clf_dtype_size(t->dtype), bytes, host, 0, NULL, written);
+  if (err != CL_SUCCESS && written) *written = NULL;
   return err == CL_SUCCESS ? CLF_OK : clf__fail_cl(ctx, err, "clEnqueueWriteBuffer", "clf_tensor_upload");
+}
+
+clf_status clf_tensor_upload(clf_context *ctx, clf_tensor *t, const void *host, size_t bytes) {
+  return write_tensor(ctx, t, host, bytes, NULL);
 }
 
 void clf__written_wait(cl_event *written) {
@@ -159,12 +165,7 @@ void clf__written_wait(cl_event *written) {
 
 clf_status clf__tensor_write(clf_context *ctx, clf_tensor *t, const void *host, size_t bytes, cl_event *written) {
   clf__written_wait(written);
-  clf_status st = clf__check_transfer(ctx, "clf_tensor_upload", t, host, bytes);
-  if (st != CLF_OK || bytes == 0) return st;
-  cl_int err = clEnqueueWriteBuffer(ctx->queue, t->buf, CL_FALSE, t->offset * clf_dtype_size(t->dtype), bytes, host,
-                                    0, NULL, written);
-  if (err != CL_SUCCESS) *written = NULL;
-  return err == CL_SUCCESS ? CLF_OK : clf__fail_cl(ctx, err, "clEnqueueWriteBuffer", "clf_tensor_upload");
+  return write_tensor(ctx, t, host, bytes, written);
 }
 
 clf_status clf_tensor_download(clf_context *ctx, const clf_tensor *t, void *host, size_t bytes) {

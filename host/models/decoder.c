@@ -1,6 +1,8 @@
 /* decoder.c - the generation runtime of every decoder (decoder.h). */
 #include "decoder.h"
 
+#include "base/checked.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,9 +80,12 @@ clf_status clf__decoder_begin(clf_model *m, size_t B, size_t cap, const clf_arra
                      cap, m->type, d->limit, d->limit_key);
   if (d->prepare && (st = d->prepare(m, B, cap, enc_ids, enc_mask)) != CLF_OK) return st;
   if ((st = clf__kv_cache_begin(m->ctx, &d->kv, B, d->kv_heads, cap, d->dh)) != CLF_OK) return st;
-  if (!(d->step_host = malloc(B * 3 * cap * sizeof *d->step_host)))
+  size_t n, bytes;
+  if (!clf__mul_ok(B, cap, &n) || !clf__mul_ok(n, 3, &n) || !clf__mul_ok(n, sizeof *d->step_host, &bytes))
+    return clf__fail(m->ctx, CLF_E_INVALID_ARG, "clf_model_generate: %zu rows of %zu positions overflow", B, cap);
+  if (!(d->step_host = malloc(bytes)))
     return clf__fail(m->ctx, CLF_E_OUT_OF_MEMORY, "clf_model_generate: out of host memory");
-  return clf_tensor_create(m->ctx, CLF_I64, 1, (size_t[]){B * 3 * cap}, &d->step);
+  return clf_tensor_create(m->ctx, CLF_I64, 1, &n, &d->step);
 }
 
 /* The step's ids [B, n], positions [B, n] and mask [B, past + n] (ones
